@@ -1,0 +1,120 @@
+"""The async bridge: long I/O for an actor without blocking its mailbox.
+
+Thespian transmits what an actor sends only after ``receiveMessage`` returns, so a handler must never wait on the
+network. An actor that does long I/O (a long poll, a websocket, a streaming model call) runs it as coroutines on an
+asyncio loop in one background thread of its own process. The rules, kept everywhere:
+
+1. Only the actor's own thread calls Thespian (send, createActor, wakeupAfter). The loop thread never does.
+2. The loop thread hands results to the actor by appending to a deque and writing one byte to a socketpair; the
+   actor returns ``ThespianWatch([fd])`` from *every* handler (the base actor does this), so Thespian wakes it with a
+   ``WatchMessage`` when the byte arrives, and the actor drains the deque on its own thread.
+3. Actors with a bridge are leaves: forking a process that has threads is unsafe, so they create no children.
+
+Ordering: items are drained in the order they were posted. A wakeup byte may arrive with nothing left to drain (the
+previous drain took the item): harmless.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any, Awaitable, Optional
+
+log = logging.getLogger("gateway.bridge")
+
+
+@dataclass(frozen=True)
+class TaskDone:
+    """Posted when a coroutine submitted with a tag finishes: exactly one of result / error is meaningful."""
+    tag: Any
+    result: Any = None
+    error: Optional[BaseException] = None
+    cancelled: bool = False
+
+
+class AsyncBridge:
+    def __init__(self, name: str = "bridge"):
+        self._reader, self._writer = socket.socketpair()
+        self._reader.setblocking(False)
+        self._writer.setblocking(False)
+        self._items: collections.deque = collections.deque()
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=f"{name}-loop", daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    # ----------------------------------------------------------------------------------- called from the actor
+    def fileno(self) -> int:
+        return self._reader.fileno()
+
+    def submit(self, coro: Awaitable, tag: Any = None) -> concurrent.futures.Future:
+        """Run ``coro`` on the loop. With a tag, its outcome comes back as a ``TaskDone`` item."""
+        async def wrapped():
+            try:
+                result = await coro
+            except asyncio.CancelledError:
+                if tag is not None:
+                    self.post(TaskDone(tag, cancelled=True))
+                raise
+            except BaseException as exc:  # noqa: BLE001 - handed to the actor, which decides
+                if tag is not None:
+                    self.post(TaskDone(tag, error=exc))
+                else:
+                    log.exception("bridge task failed")
+                return None
+            if tag is not None:
+                self.post(TaskDone(tag, result=result))
+            return result
+        return asyncio.run_coroutine_threadsafe(wrapped(), self.loop)
+
+    def call(self, fn, *args) -> None:
+        """Run a plain callable on the loop thread (e.g. to cancel a task or feed a queue)."""
+        self.loop.call_soon_threadsafe(fn, *args)
+
+    def drain(self) -> list:
+        """Everything posted so far, in order. Reads the wakeup bytes first so that no item is left unannounced."""
+        try:
+            while self._reader.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        items = []
+        while self._items:
+            items.append(self._items.popleft())
+        return items
+
+    def close(self, timeout: float = 2.0) -> None:
+        if self._closed:
+            return
+        self._closed = True
+
+        def cancel_all():
+            for task in asyncio.all_tasks(self.loop):
+                task.cancel()
+            self.loop.call_later(0.05, self.loop.stop)
+        try:
+            self.loop.call_soon_threadsafe(cancel_all)
+        except RuntimeError:
+            pass
+        self._thread.join(timeout)
+        self._reader.close()
+        self._writer.close()
+
+    # ------------------------------------------------------------------------------- called from any thread
+    def post(self, item: Any) -> None:
+        self._items.append(item)
+        try:
+            self._writer.send(b"\0")
+        except (BlockingIOError, InterruptedError):
+            pass  # the buffer is full of wakeups already: the actor will drain this item with them
+        except OSError:
+            if not self._closed:
+                raise

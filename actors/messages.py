@@ -1,0 +1,270 @@
+"""Every message that crosses an actor boundary, in one place.
+
+Rules kept by every message here:
+
+* a small frozen dataclass of plain values (str, int, float, bool, None, tuples and dicts of those), so it pickles
+  across processes and can be msgpack-encoded for storage;
+* no actor addresses inside unless the field says so (``reply_to``); addresses compare with ``==``;
+* where order matters between two actors the message carries a sequence number, because Thespian does not
+  guarantee ordering between actors (DESIGN.md §4).
+
+Stream events are the internal protocol between the agent and the stream consumer: the model's timeline, before it
+is translated into what a platform can bear.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+# --------------------------------------------------------------------------------------------------------- inbound
+
+@dataclass(frozen=True)
+class Source:
+    """Where a message came from: the identity a session key is derived from (see storage.keys)."""
+    platform: str
+    chat_id: str
+    chat_type: str = "dm"          # dm | group | channel | thread
+    thread_id: Optional[str] = None
+    user_id: Optional[str] = None
+    user_name: Optional[str] = None
+    profile: str = "default"
+
+
+@dataclass(frozen=True)
+class MessageEvent:
+    """One platform event, normalised. Adapters produce it; the inbox stores it; the session consumes it."""
+    source: Source
+    text: str
+    platform_message_id: str
+    received_at: float
+    reply_to_message_id: Optional[str] = None
+    attachments: tuple = ()
+    internal: bool = False         # produced by the gateway itself (resume, replay): not user traffic
+
+
+# ------------------------------------------------------------------------------------------------- stream events
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    call_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    call_id: str
+    arguments_delta: str
+
+
+@dataclass(frozen=True)
+class ToolCallFinished:
+    call_id: str
+    name: str
+    arguments: str
+    result: str
+    ok: bool = True
+
+
+@dataclass(frozen=True)
+class LongToolHint:
+    """A tool is still running after a while: tell the chat something is happening."""
+    call_id: str
+    name: str
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class GatewayNotice:
+    """Text from the gateway itself (not the model): errors, resumes, command replies."""
+    text: str
+    level: str = "info"            # info | warning | error
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    reason: str = "complete"       # complete | interrupted | error | stopped
+    final_text: Optional[str] = None
+
+
+STREAM_EVENT_TYPES = (TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, LongToolHint, GatewayNotice,
+                      TurnEnd)
+
+
+@dataclass(frozen=True)
+class StreamBatch:
+    """Stream events of one turn, sent as one actor message: a tell per token would cap throughput (DESIGN.md §4)."""
+    turn_id: str
+    seq: int
+    events: tuple
+
+
+# ------------------------------------------------------------------------------------------------ runtime control
+# Supervision: parent <-> child.
+
+@dataclass(frozen=True)
+class Started:
+    """Parent -> new child, first message: its name in the tree, its arguments and the gateway configuration."""
+    name: str
+    kind: str
+    args: Any = None
+    config: Any = None
+
+
+@dataclass(frozen=True)
+class ChildReady:
+    """Child -> parent once it has taken its Started: the admin views show its pid from here on."""
+    name: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class CrashReport:
+    """Child -> parent just before a child exits because a handler raised (let it crash)."""
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ChildStopping:
+    """Child -> parent: it is stopping on its own and cleanly (a transient child is then not restarted)."""
+    name: str
+
+
+@dataclass(frozen=True)
+class RestartChild:
+    """Anyone (the watchdog, an operator) -> supervisor: kill this child and let the restart policy act."""
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SupervisorGaveUp:
+    """A supervisor exceeded its restart intensity and is stopping; its parent decides (escalation). From the root,
+    this reaches the launcher, which exits non-zero."""
+    name: str
+    reason: str
+
+
+# Health and inspection.
+
+@dataclass(frozen=True)
+class Ping:
+    nonce: int
+
+
+@dataclass(frozen=True)
+class Pong:
+    nonce: int
+    name: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class DescribeTree:
+    """Ask an actor to describe itself and, for supervisors, its whole subtree."""
+    token: int
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    kind: str
+    name: str
+    pid: int
+    address: str
+    state: str                     # running | starting | restarting | unresponsive | stopped | failed
+    started_at: float
+    restarts: int = 0
+    last_exit: Optional[str] = None
+    pending: int = 0
+    children: tuple = ()
+
+
+@dataclass(frozen=True)
+class TreeReply:
+    token: int
+    node: TreeNode
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Fault injection for chaos tests, honoured only when the config enables [debug] fault_injection."""
+    action: str                    # crash | hang | exit
+    seconds: float = 0.0
+
+
+# Drain and shutdown.
+
+@dataclass(frozen=True)
+class StopIntake:
+    """Drain, first step: stop taking new platform input."""
+
+
+@dataclass(frozen=True)
+class CountWork:
+    token: int
+
+
+@dataclass(frozen=True)
+class WorkCount:
+    token: int
+    count: int
+
+
+@dataclass(frozen=True)
+class Flush:
+    """Persist what is buffered (stream consumers, ledger) and answer Flushed."""
+    token: int
+
+
+@dataclass(frozen=True)
+class Flushed:
+    token: int
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class DrainRequest:
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class DrainReport:
+    ok: bool
+    waited_s: float
+    in_flight_left: int
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ShutdownRequest:
+    """Launcher -> root: graceful shutdown (stop intake, flush everything, then answer ShutdownReady)."""
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class ShutdownReady:
+    flushed: int = 0
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StatusRequest:
+    pass
+
+
+@dataclass(frozen=True)
+class GatewayStatus:
+    started_at: float
+    actors_up: int
+    actors_restarting: int
+    actors_failed: int
+    sessions_live: int
+    obligations_pending: int
+    draining: bool
+    detail: dict = field(default_factory=dict)

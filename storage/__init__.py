@@ -1,0 +1,69 @@
+"""Durable storage of the gateway: one SQLite file per shard, reached only through ``Store`` (docs/storage.md).
+
+    store = await Store.open("state/gateway.db", durability="normal")
+    info = await store.sessions.get_or_create(session_key(source), {...})
+    seq, inserted = await store.inbox.put(info.session_key, "telegram", "12345", payload)
+    ...
+    await store.close()
+
+Each process (each actor that needs storage) opens its own Store; a Store is never shared across processes.
+"""
+from __future__ import annotations
+
+from os import PathLike
+from typing import Union
+
+from .db import Database
+from .errors import (IllegalTransition, ImportRefused, NotFound, RecordError, SchemaTooNew, StaleFence,
+                     StorageBusy, StorageError)
+from .inbox import Inbox, InboundItem, InboxRow
+from .keys import UnsafePathError, hash_id, safe_path, session_key
+from .ledger import Ledger, Obligation, Target, best_effort, obligation_id
+from .owner import Owner, current_owner, is_owner_alive
+from .runtime import RuntimeState
+from .sessions import SearchHit, SessionInfo, SessionStore, TranscriptEvent
+
+__all__ = [
+    "Store", "SessionStore", "Inbox", "Ledger",
+    "SessionInfo", "TranscriptEvent", "SearchHit", "RuntimeState", "InboxRow", "InboundItem", "Obligation",
+    "Target", "Owner",
+    "session_key", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner", "is_owner_alive",
+    "StorageError", "StorageBusy", "SchemaTooNew", "RecordError", "IllegalTransition", "StaleFence", "NotFound",
+    "ImportRefused", "UnsafePathError",
+]
+
+
+class Store:
+    """The one way in: ``sessions``, ``inbox`` and ``ledger`` over one database connection."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self.sessions = SessionStore(db)
+        self.inbox = Inbox(db)
+        self.ledger = Ledger(db)
+
+    @classmethod
+    async def open(cls, path: Union[str, PathLike], durability: str = "normal") -> "Store":
+        """Open (creating and migrating if needed) the database at ``path``.
+
+        ``durability='normal'``: a commit survives any process crash (kill -9); ``'full'``: it also survives power
+        loss, at the cost of an fsync per commit (figures in docs/storage.md). Raises ``SchemaTooNew`` for a file
+        written by a newer version."""
+        return cls(await Database.open(path, durability))
+
+    @property
+    def path(self) -> str:
+        return self._db.path
+
+    @property
+    def durability(self) -> str:
+        return self._db.durability
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def __aenter__(self) -> "Store":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()

@@ -1,0 +1,108 @@
+"""Child specs and supervisor flags as plain data, in the manner of Erlang/OTP's supervisor.erl.
+
+A supervisor owns restarts; a child owns nothing of them. Everything a supervisor decides is computed here by pure
+functions (restart decision, intensity, backoff) so it can be tested without actors.
+
+Restart types (what happens when a child exits):
+  permanent  always restarted
+  transient  restarted only after an abnormal exit (a crash, a kill); a child that stops cleanly stays stopped
+  temporary  never restarted
+
+Strategies (who is restarted with it):
+  one_for_one   only the child that exited
+  rest_for_one  that child and every child started after it (they depend on it)
+  one_for_all   every child
+
+Intensity: more than ``max_restarts`` restarts within ``period_s`` seconds and the supervisor gives up: it stops its
+children, reports ``SupervisorGaveUp`` to its parent and exits (escalation).
+"""
+from __future__ import annotations
+
+import enum
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Restart(str, enum.Enum):
+    PERMANENT = "permanent"
+    TRANSIENT = "transient"
+    TEMPORARY = "temporary"
+
+
+class Strategy(str, enum.Enum):
+    ONE_FOR_ONE = "one_for_one"
+    REST_FOR_ONE = "rest_for_one"
+    ONE_FOR_ALL = "one_for_all"
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    name: str
+    actor: str                     # dotted path of the actor class, importable in every actor process
+    kind: str = ""                 # what the admin views call it (defaults to the class name)
+    args: Any = None               # handed to the child in its Started message
+    restart: Restart = Restart.PERMANENT
+    shutdown_timeout_s: float = 5.0
+
+    @property
+    def kind_name(self) -> str:
+        return self.kind or self.actor.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class SupervisorFlags:
+    strategy: Strategy = Strategy.ONE_FOR_ONE
+    max_restarts: int = 5
+    period_s: float = 30.0
+    backoff_base_s: float = 0.02
+    backoff_max_s: float = 5.0
+
+
+def should_restart(restart: Restart, abnormal: bool) -> bool:
+    if restart is Restart.PERMANENT:
+        return True
+    if restart is Restart.TRANSIENT:
+        return abnormal
+    return False
+
+
+def affected_children(strategy: Strategy, order: list[str], failed: str) -> list[str]:
+    """Names to stop and start again, in start order, when ``failed`` exits."""
+    if strategy is Strategy.ONE_FOR_ONE or failed not in order:
+        return [failed]
+    if strategy is Strategy.REST_FOR_ONE:
+        return order[order.index(failed):]
+    return list(order)
+
+
+def backoff_delay(recent_restarts: int, flags: SupervisorFlags, rng: random.Random | None = None) -> float:
+    """Exponential backoff with full jitter over the upper half: the first restart is near-immediate, a child that
+    keeps dying waits longer each time, and siblings restarted together do not stampede in lockstep."""
+    rng = rng or random
+    ceiling = min(flags.backoff_max_s, flags.backoff_base_s * (2 ** max(0, recent_restarts)))
+    return rng.uniform(ceiling / 2, ceiling)
+
+
+@dataclass
+class Intensity:
+    """Restart timestamps inside the sliding period; ``exceeded`` once more than max_restarts fall inside it."""
+    max_restarts: int
+    period_s: float
+    stamps: deque = field(default_factory=deque)
+
+    def record(self, now: float) -> None:
+        self.stamps.append(now)
+        self._trim(now)
+
+    def recent(self, now: float) -> int:
+        self._trim(now)
+        return len(self.stamps)
+
+    def exceeded(self, now: float) -> bool:
+        return self.recent(now) > self.max_restarts
+
+    def _trim(self, now: float) -> None:
+        while self.stamps and now - self.stamps[0] > self.period_s:
+            self.stamps.popleft()

@@ -1,0 +1,306 @@
+"""The supervisor behaviour: starts children from specs, restarts them by policy, gives up by intensity.
+
+State (per child, see ``ChildState``): its spec, current address and pid, status, start time, restart count, last
+exit reason, and the epoch of its current incarnation (timers carry it, so a timer meant for an earlier incarnation
+does nothing).
+
+Messages it takes:
+  Started               from its parent: start the static children in order
+  ChildReady            a child is up (pid known)            -> status running
+  CrashReport           a child is about to exit on a crash  -> remembered as its exit reason
+  ChildStopping         a child is stopping cleanly          -> a transient child will not be restarted
+  SupervisorGaveUp      a child supervisor escalates         -> remembered as its exit reason
+  ChildActorExited      a child is gone (Thespian sends it twice for a graceful exit; the second finds no child
+                        with that address and is ignored, which is what makes restarts idempotent)
+  RestartChild          kill a child (SIGKILL: it may be hung) and let the policy restart it
+  DescribeTree          answer with this subtree, asking every child (children that do not answer in time are shown
+                        as unresponsive)
+Messages it sends: Started to each child, ActorExitRequest to children it stops, SupervisorGaveUp to its parent.
+
+Restart flow: exit -> intensity check (give up if exceeded) -> stop the other affected children (strategy) ->
+after a backoff delay, start the affected children again in start order.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+from thespian.actors import ActorExitRequest, ChildActorExited
+
+from actors.messages import (ChildReady, ChildStopping, CrashReport, DescribeTree, RestartChild, Started,
+                             SupervisorGaveUp, TreeNode, TreeReply)
+from supervision.actor import GatewayActor
+from supervision.spec import (ChildSpec, Intensity, Restart, SupervisorFlags, affected_children, backoff_delay,
+                              should_restart)
+
+DESCRIBE_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class SupervisorArgs:
+    """Start arguments of a supervisor whose children are all known up front: the tree as data."""
+    flags: SupervisorFlags
+    children: tuple = ()
+
+
+@dataclass
+class ChildState:
+    spec: ChildSpec
+    address: Any = None
+    pid: int = 0
+    status: str = "stopped"       # starting | running | restarting | stopped | failed
+    started_at: float = 0.0
+    restarts: int = 0
+    last_exit: Optional[str] = None
+    epoch: int = 0
+    clean_stop: bool = False      # the child announced a clean stop
+    stopped_by_us: bool = False   # we stopped it as part of a group restart or shutdown
+    report: Optional[str] = None  # what the child (or its escalation) said before exiting
+    recent: Intensity = field(default_factory=lambda: Intensity(1_000_000, 60.0))
+
+
+class Supervisor(GatewayActor):
+    """Subclasses provide ``child_specs()`` and ``flags()``; both may read ``self.config`` and the start args."""
+
+    def __init__(self):
+        super().__init__()
+        self.children: dict[str, ChildState] = {}
+        self.order: list[str] = []
+        self.intensity: Intensity | None = None
+        self._flags = SupervisorFlags()
+        self._groups: dict[int, list[str]] = {}
+        self._group_ids = itertools.count(1)
+        self._describe: dict[int, dict] = {}
+        self._tokens = itertools.count(1)
+        self.gave_up = False
+
+    # ------------------------------------------------------------------------------------------- to override
+    def child_specs(self, args) -> list[ChildSpec]:
+        return list(getattr(args, "children", ()))
+
+    def flags(self, args) -> SupervisorFlags:
+        return getattr(args, "flags", None) or SupervisorFlags()
+
+    # ------------------------------------------------------------------------------------------------ startup
+    def on_start(self, args) -> None:
+        self._flags = self.flags(args)
+        self.intensity = Intensity(self._flags.max_restarts, self._flags.period_s)
+        for spec in self.child_specs(args):
+            self.start_child(spec)
+
+    def start_child(self, spec: ChildSpec) -> ChildState:
+        """Start a child from its spec (also used for dynamic children, e.g. sessions)."""
+        child = self.children.get(spec.name)
+        if child is None:
+            child = self.children[spec.name] = ChildState(spec)
+            self.order.append(spec.name)
+        self._launch(child)
+        return child
+
+    def _launch(self, child: ChildState) -> None:
+        child.address = self.createActor(child.spec.actor)
+        child.status, child.started_at, child.pid = "starting", time.time(), 0
+        child.epoch += 1
+        child.clean_stop = child.stopped_by_us = False
+        child.report = None
+        self.send(child.address, Started(child.spec.name, child.spec.kind_name, child.spec.args, self.config))
+
+    def child_by_address(self, address) -> Optional[ChildState]:
+        if address is None:
+            return None
+        for child in self.children.values():
+            if child.address is not None and child.address == address:
+                return child
+        return None
+
+    # --------------------------------------------------------------------------------------- child life cycle
+    def on_ChildReady(self, message: ChildReady, sender) -> None:
+        child = self.children.get(message.name)
+        if child is not None and child.address is not None and child.address == sender:
+            child.pid, child.status = message.pid, "running"
+
+    def on_CrashReport(self, message: CrashReport, sender) -> None:
+        child = self.children.get(message.name)
+        if child is not None:
+            child.report = message.reason
+
+    def on_SupervisorGaveUp(self, message: SupervisorGaveUp, sender) -> None:
+        child = self.children.get(message.name)
+        if child is not None:
+            child.report = f"gave up: {message.reason}"
+
+    def on_ChildStopping(self, message: ChildStopping, sender) -> None:
+        child = self.children.get(message.name)
+        if child is not None:
+            child.clean_stop = True
+
+    def on_ChildActorExited(self, message: ChildActorExited, sender) -> None:
+        child = self.child_by_address(message.childAddress)
+        if child is None:
+            return  # the second notice of a graceful exit, or a child we already replaced
+        child.address, child.pid = None, 0
+        if child.stopped_by_us:
+            child.last_exit = child.report or "stopped by its supervisor"
+            if self.gave_up and all(c.address is None for c in self.children.values()):
+                self.on_timer_give_up(None)
+            return
+        abnormal = not child.clean_stop
+        child.last_exit = child.report or ("stopped" if not abnormal else "killed (exited without a report)")
+        self.child_exited(child, abnormal)
+        if self._exiting or self.gave_up:
+            child.status = "stopped"
+            return
+        if not should_restart(child.spec.restart, abnormal):
+            child.status = "stopped"
+            if child.spec.restart is Restart.TEMPORARY or not abnormal:
+                self.forget_child(child.spec.name)
+            return
+        now = time.time()
+        self.intensity.record(now)
+        if self.intensity.exceeded(now):
+            self.give_up(f"{child.spec.name} exited {self.intensity.recent(now)} times in "
+                         f"{self._flags.period_s:g}s; last: {child.last_exit}")
+            return
+        child.recent.record(now)
+        child.restarts += 1
+        self._schedule_restart(child.spec.name, backoff_delay(child.recent.recent(now) - 1, self._flags))
+
+    def child_exited(self, child: ChildState, abnormal: bool) -> None:
+        """Hook for subclasses that keep routing tables (e.g. the session supervisor)."""
+
+    def forget_child(self, name: str) -> None:
+        self.children.pop(name, None)
+        if name in self.order:
+            self.order.remove(name)
+
+    def _schedule_restart(self, failed: str, delay: float) -> None:
+        names = affected_children(self._flags.strategy, self.order, failed)
+        for name in names:
+            other = self.children[name]
+            other.status = "restarting"
+            if name != failed and other.address is not None:
+                self._stop(other)
+        group = next(self._group_ids)
+        self._groups[group] = names
+        self.after(delay, "restart", group)
+
+    def on_timer_restart(self, group: int) -> None:
+        names = [n for n in self._groups.get(group, []) if n in self.children]
+        if self._exiting or self.gave_up:
+            return
+        if any(self.children[n].address is not None for n in names):
+            self.after(0.05, "restart", group)  # wait for the siblings we stopped; the kill timer bounds this
+            return
+        self._groups.pop(group, None)
+        for name in names:
+            self._launch(self.children[name])
+
+    def _stop(self, child: ChildState) -> None:
+        child.stopped_by_us = True
+        self.send(child.address, ActorExitRequest())
+        self.after(child.spec.shutdown_timeout_s, "kill", (child.spec.name, child.epoch))
+
+    def on_timer_kill(self, data) -> None:
+        name, epoch = data
+        child = self.children.get(name)
+        if child is not None and child.epoch == epoch and child.address is not None:
+            self._kill(child, f"did not stop within {child.spec.shutdown_timeout_s:g}s")
+
+    def _kill(self, child: ChildState, reason: str) -> None:
+        child.report = reason
+        if child.pid:
+            try:
+                os.kill(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        else:
+            self.send(child.address, ActorExitRequest())
+
+    def on_RestartChild(self, message: RestartChild, sender) -> None:
+        child = self.children.get(message.name)
+        if child is not None and child.address is not None:
+            self.log.warning("%s: restarting %s: %s", self.name, message.name, message.reason)
+            self._kill(child, message.reason)
+
+    def give_up(self, reason: str) -> None:
+        """Stop every child (gracefully, bounded by its shutdown timeout), then escalate and exit."""
+        self.log.error("%s gives up: %s", self.name, reason)
+        self.gave_up, self._give_up_reason = True, reason
+        alive = [self.children[n] for n in reversed(self.order) if self.children[n].address is not None]
+        for child in self.children.values():
+            child.status = "failed"
+        for child in alive:
+            self._stop(child)
+        if alive:
+            self.after(max(c.spec.shutdown_timeout_s for c in alive), "give_up")
+        else:
+            self.on_timer_give_up(None)
+
+    def on_timer_give_up(self, _data) -> None:
+        if self._exiting:
+            return
+        for child in self.children.values():
+            if child.address is not None:
+                self._kill(child, "its supervisor gave up")
+        if self.parent is not None:
+            self.send(self.parent, SupervisorGaveUp(self.name, self._give_up_reason))
+        self.stop_self(clean=False)
+
+    # ---------------------------------------------------------------------------------------------- inspection
+    def state_name(self) -> str:
+        return "failed" if self.gave_up else "running"
+
+    def counts(self) -> dict:
+        statuses = [c.status for c in self.children.values()]
+        return {s: statuses.count(s) for s in set(statuses)}
+
+    def on_DescribeTree(self, message: DescribeTree, sender) -> None:
+        token = next(self._tokens)
+        waiting = {c.spec.name for c in self.children.values() if c.address is not None}
+        self._describe[token] = {"reply_to": sender, "asked": message.token, "waiting": waiting, "nodes": {}}
+        for name in waiting:
+            self.send(self.children[name].address, DescribeTree(token))
+        if waiting:
+            self.after(DESCRIBE_TIMEOUT_S, "describe", token)
+        else:
+            self._answer_describe(token)
+
+    def on_TreeReply(self, message: TreeReply, sender) -> None:
+        pending = self._describe.get(message.token)
+        child = self.child_by_address(sender)
+        if pending is None or child is None:
+            return
+        pending["nodes"][child.spec.name] = message.node
+        pending["waiting"].discard(child.spec.name)
+        if not pending["waiting"]:
+            self._answer_describe(message.token)
+
+    def on_timer_describe(self, token: int) -> None:
+        if token in self._describe:
+            self._answer_describe(token)
+
+    def _answer_describe(self, token: int) -> None:
+        pending = self._describe.pop(token)
+        nodes = []
+        for name in self.order:
+            child = self.children[name]
+            node = pending["nodes"].get(name)
+            if node is None:
+                node = TreeNode(kind=child.spec.kind_name, name=name, pid=child.pid,
+                                address=str(child.address) if child.address is not None else "",
+                                state="unresponsive" if child.address is not None else child.status,
+                                started_at=child.started_at)
+            elif child.status != "running":
+                node = _replace(node, state=child.status)
+            nodes.append(_replace(node, restarts=child.restarts, last_exit=child.last_exit,
+                                  started_at=child.started_at or node.started_at))
+        me = _replace(self.describe(), children=tuple(nodes))
+        self.send(pending["reply_to"], TreeReply(pending["asked"], me))
+
+
+def _replace(node: TreeNode, **changes) -> TreeNode:
+    return replace(node, **changes)

@@ -1,0 +1,26 @@
+"""Small actors used by the supervision tests. They live in an importable module because every actor process
+imports its class by dotted path."""
+from __future__ import annotations
+
+import os
+
+from supervision.actor import GatewayActor
+
+
+class Worker(GatewayActor):
+    """Answers Ping (base behaviour); crashes, hangs or exits on a Fault when fault injection is on."""
+
+
+class CrashOnStart(GatewayActor):
+    def on_start(self, args) -> None:
+        raise RuntimeError("cannot start: broken on purpose")
+
+
+class StopsCleanly(GatewayActor):
+    """Stops on its own, cleanly, when told to (transient children stay stopped after that)."""
+
+    def on_str(self, message, sender) -> None:
+        if message == "stop":
+            self.stop_self(clean=True)
+        elif message == "pid":
+            self.send(sender, os.getpid())

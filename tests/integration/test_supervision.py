@@ -1,0 +1,102 @@
+"""The supervisor behaviour on real actor processes."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from actors.messages import DescribeTree, Fault, Ping, Pong, RestartChild, Started, SupervisorGaveUp, TreeReply
+from supervision.spec import ChildSpec, Restart, Strategy, SupervisorFlags
+from supervision.supervisor import SupervisorArgs
+from supervision.asking import ask_for, listen_for
+from tests.actor_system import running_actor_system, wait_for
+
+pytestmark = pytest.mark.timeout(60)
+DEBUG = {"debug": {"fault_injection": True}}
+
+
+def tree(asys, sup):
+    reply = ask_for(asys, sup, DescribeTree(1), TreeReply, 5)
+    assert isinstance(reply, TreeReply), reply
+    return {c.name: c for c in reply.node.children}
+
+
+def start_supervisor(asys, children, **flags):
+    sup = asys.createActor("supervision.supervisor.Supervisor")
+    asys.tell(sup, Started("sup", "Supervisor", SupervisorArgs(SupervisorFlags(**flags), tuple(children)), DEBUG))
+    return sup
+
+
+def running(asys, sup, names):
+    nodes = tree(asys, sup)
+    return all(nodes[n].state == "running" and nodes[n].pid for n in names) and nodes
+
+
+def worker(name, restart=Restart.PERMANENT, actor="tests.actors_for_tests.Worker"):
+    return ChildSpec(name, actor, restart=restart, shutdown_timeout_s=1.0)
+
+
+def test_killed_child_is_restarted_and_answers():
+    with running_actor_system() as asys:
+        sup = start_supervisor(asys, [worker("a"), worker("b")])
+        nodes = wait_for(lambda: running(asys, sup, ["a", "b"]), 10, what="children up")
+        old_pid = nodes["a"].pid
+        os.kill(old_pid, signal.SIGKILL)
+        nodes = wait_for(lambda: (n := running(asys, sup, ["a"])) and n["a"].pid != old_pid and n, 10,
+                         what="a restarted")
+        assert nodes["a"].restarts == 1
+        assert "killed" in nodes["a"].last_exit
+        assert nodes["b"].restarts == 0 and nodes["b"].pid != old_pid
+
+
+def test_restart_child_kills_and_restarts_with_the_reason():
+    with running_actor_system() as asys:
+        sup = start_supervisor(asys, [worker("a")])
+        nodes = wait_for(lambda: running(asys, sup, ["a"]), 10)
+        asys.tell(sup, RestartChild("a", "operator asked"))
+        after = wait_for(lambda: (n := running(asys, sup, ["a"])) and n["a"].restarts == 1 and n, 10)
+        assert after["a"].last_exit == "operator asked"
+        assert after["a"].pid != nodes["a"].pid
+
+
+def test_rest_for_one_restarts_the_later_siblings_only():
+    with running_actor_system() as asys:
+        sup = start_supervisor(asys, [worker("a"), worker("b"), worker("c")], strategy=Strategy.REST_FOR_ONE)
+        before = wait_for(lambda: running(asys, sup, ["a", "b", "c"]), 10)
+        os.kill(before["b"].pid, signal.SIGKILL)
+        after = wait_for(lambda: (n := running(asys, sup, ["a", "b", "c"])) and n["c"].pid != before["c"].pid
+                         and n["b"].pid != before["b"].pid and n, 10)
+        assert after["a"].pid == before["a"].pid
+
+
+def test_one_for_all_restarts_everyone():
+    with running_actor_system() as asys:
+        sup = start_supervisor(asys, [worker("a"), worker("b")], strategy=Strategy.ONE_FOR_ALL)
+        before = wait_for(lambda: running(asys, sup, ["a", "b"]), 10)
+        os.kill(before["b"].pid, signal.SIGKILL)
+        wait_for(lambda: (n := running(asys, sup, ["a", "b"])) and n["a"].pid != before["a"].pid
+                 and n["b"].pid != before["b"].pid, 10)
+
+
+def test_crash_loop_exceeds_intensity_and_escalates():
+    with running_actor_system() as asys:
+        sup = start_supervisor(asys, [worker("ok"), worker("bad", actor="tests.actors_for_tests.CrashOnStart")],
+                               max_restarts=3, period_s=30, backoff_base_s=0.01, backoff_max_s=0.05)
+        deadline = time.monotonic() + 20
+        message = listen_for(asys, SupervisorGaveUp, 20)
+        assert isinstance(message, SupervisorGaveUp), message
+        assert "bad exited 4 times" in message.reason
+        assert "cannot start" in message.reason
+
+
+def test_transient_child_that_stops_cleanly_stays_stopped_and_temporary_never_restarts():
+    with running_actor_system() as asys:
+        sup = start_supervisor(asys, [worker("t", Restart.TRANSIENT, "tests.actors_for_tests.StopsCleanly"),
+                                      worker("tmp", Restart.TEMPORARY)])
+        nodes = wait_for(lambda: running(asys, sup, ["t", "tmp"]), 10)
+        os.kill(nodes["tmp"].pid, signal.SIGKILL)
+        wait_for(lambda: "tmp" not in tree(asys, sup), 10, what="temporary child forgotten")
+        asys.tell(sup, RestartChild("t", "killed by test"))  # abnormal: a transient child comes back
+        wait_for(lambda: (n := running(asys, sup, ["t"])) and n["t"].restarts == 1, 10)
