@@ -183,6 +183,7 @@ class TreeNode:
     last_exit: Optional[str] = None
     pending: int = 0
     children: tuple = ()
+    ref: Any = None                # the actor's address, so the watchdog can ping it and a supervisor restart it
 
 
 @dataclass(frozen=True)
@@ -251,6 +252,12 @@ class ShutdownRequest:
 class ShutdownReady:
     flushed: int = 0
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class DrainDone:
+    """Root -> launcher: the drain finished; the launcher stops the actor system and exits 0."""
+    report: DrainReport
 
 
 @dataclass(frozen=True)

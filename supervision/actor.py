@@ -26,8 +26,8 @@ from datetime import timedelta
 from thespian.actors import (Actor, ActorExitRequest, ChildActorExited, PoisonMessage, ThespianWatch,
                              WakeupMessage, WatchMessage)
 
-from actors.messages import (ChildReady, ChildStopping, CrashReport, DescribeTree, Fault, Ping, Pong, Started,
-                             TreeNode, TreeReply)
+from actors.messages import (ChildReady, ChildStopping, CrashReport, DescribeTree, Fault, Flush, Flushed, Ping, Pong,
+                             Started, TreeNode, TreeReply)
 
 
 class GatewayActor(Actor):
@@ -41,6 +41,7 @@ class GatewayActor(Actor):
         self.parent = None
         self.started_at = time.time()
         self.bridge = None
+        self.intake_stopped = False
         self._exiting = False
         self.log = logging.getLogger("gateway." + self.kind)
 
@@ -63,7 +64,8 @@ class GatewayActor(Actor):
 
     def describe(self) -> TreeNode:
         return TreeNode(kind=self.kind, name=self.name, pid=os.getpid(), address=str(self.myAddress),
-                        state=self.state_name(), started_at=self.started_at, pending=self.pending_work())
+                        state=self.state_name(), started_at=self.started_at, pending=self.pending_work(),
+                        ref=self.myAddress)
 
     # ------------------------------------------------------------------------------------------------- helpers
     def after(self, seconds: float, tag: str, data=None) -> None:
@@ -135,10 +137,24 @@ class GatewayActor(Actor):
             from actors.bridge import AsyncBridge
             self.bridge = AsyncBridge(self.name)
         self.send(sender, ChildReady(self.name, os.getpid()))
+        debug = self.config.get("debug", {})
+        if debug.get("fault_injection") and debug.get("crash_on_start") == self.name:
+            raise RuntimeError(f"{self.name} crashes on start ([debug] crash_on_start)")
         self.on_start(message.args)
 
     def on_DescribeTree(self, message: DescribeTree, sender) -> None:
         self.send(sender, TreeReply(message.token, self.describe()))
+
+    def on_Flush(self, message: Flush, sender) -> None:
+        self.send(sender, Flushed(message.token, self.flush()))
+
+    def on_StopIntake(self, message, sender) -> None:
+        """Drain: take no new work from now on (adapters stop polling, sessions start no new turn)."""
+        self.intake_stopped = True
+
+    def flush(self) -> int:
+        """Persist whatever this actor buffers; return how many items it wrote. Drain and shutdown call it."""
+        return 0
 
     def _fault(self, fault: Fault) -> None:
         if not self.debug_enabled():

@@ -106,3 +106,11 @@ class Intensity:
     def _trim(self, now: float) -> None:
         while self.stamps and now - self.stamps[0] > self.period_s:
             self.stamps.popleft()
+
+
+def flags_from_config(config: dict, strategy: Strategy = Strategy.ONE_FOR_ONE) -> SupervisorFlags:
+    """The [supervision] section of the configuration as supervisor flags."""
+    sup = config.get("supervision", {})
+    return SupervisorFlags(strategy=strategy, max_restarts=sup.get("max_restarts", 5),
+                           period_s=sup.get("period_s", 30.0), backoff_base_s=sup.get("backoff_base_s", 0.02),
+                           backoff_max_s=sup.get("backoff_max_s", 5.0))

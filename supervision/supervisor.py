@@ -60,6 +60,7 @@ class ChildState:
     clean_stop: bool = False      # the child announced a clean stop
     stopped_by_us: bool = False   # we stopped it as part of a group restart or shutdown
     report: Optional[str] = None  # what the child (or its escalation) said before exiting
+    asked_at: float = 0.0         # an unanswered DescribeTree is outstanding since then (0: none)
     recent: Intensity = field(default_factory=lambda: Intensity(1_000_000, 60.0))
 
 
@@ -106,7 +107,7 @@ class Supervisor(GatewayActor):
         child.status, child.started_at, child.pid = "starting", time.time(), 0
         child.epoch += 1
         child.clean_stop = child.stopped_by_us = False
-        child.report = None
+        child.report, child.asked_at = None, 0.0
         self.send(child.address, Started(child.spec.name, child.spec.kind_name, child.spec.args, self.config))
 
     def child_by_address(self, address) -> Optional[ChildState]:
@@ -259,10 +260,18 @@ class Supervisor(GatewayActor):
         return {s: statuses.count(s) for s in set(statuses)}
 
     def on_DescribeTree(self, message: DescribeTree, sender) -> None:
+        self.describe_subtree(lambda node: self.send(sender, TreeReply(message.token, node)))
+
+    def describe_subtree(self, then) -> None:
+        """Ask every child to describe itself, then call ``then(node)`` with this whole subtree."""
         token = next(self._tokens)
-        waiting = {c.spec.name for c in self.children.values() if c.address is not None}
-        self._describe[token] = {"reply_to": sender, "asked": message.token, "waiting": waiting, "nodes": {}}
+        alive = [c for c in self.children.values() if c.address is not None]
+        # A child that has not answered the previous question is not asked again: messages to a hung actor pile up
+        # in our transport, and past Thespian's pending-transmit limit they would throttle this supervisor too.
+        waiting = {c.spec.name for c in alive if not c.asked_at}
+        self._describe[token] = {"then": then, "waiting": waiting, "nodes": {}}
         for name in waiting:
+            self.children[name].asked_at = time.time()
             self.send(self.children[name].address, DescribeTree(token))
         if waiting:
             self.after(DESCRIBE_TIMEOUT_S, "describe", token)
@@ -272,6 +281,8 @@ class Supervisor(GatewayActor):
     def on_TreeReply(self, message: TreeReply, sender) -> None:
         pending = self._describe.get(message.token)
         child = self.child_by_address(sender)
+        if child is not None:
+            child.asked_at = 0.0
         if pending is None or child is None:
             return
         pending["nodes"][child.spec.name] = message.node
@@ -293,13 +304,12 @@ class Supervisor(GatewayActor):
                 node = TreeNode(kind=child.spec.kind_name, name=name, pid=child.pid,
                                 address=str(child.address) if child.address is not None else "",
                                 state="unresponsive" if child.address is not None else child.status,
-                                started_at=child.started_at)
+                                started_at=child.started_at, ref=child.address)
             elif child.status != "running":
                 node = _replace(node, state=child.status)
             nodes.append(_replace(node, restarts=child.restarts, last_exit=child.last_exit,
                                   started_at=child.started_at or node.started_at))
-        me = _replace(self.describe(), children=tuple(nodes))
-        self.send(pending["reply_to"], TreeReply(pending["asked"], me))
+        pending["then"](_replace(self.describe(), children=tuple(nodes)))
 
 
 def _replace(node: TreeNode, **changes) -> TreeNode:

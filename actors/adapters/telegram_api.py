@@ -1,0 +1,213 @@
+"""Async client for the Telegram Bot API (aiohttp), and the pure text helpers a Telegram adapter needs.
+
+Every failure is raised as one of actors.adapters.errors, classified by what the caller should do:
+429 -> FloodError(retry_after); 5xx, network errors, timeouts, 409 -> RetryableError (409: ConflictError);
+"can't parse entities" -> FormattingError (resend as plain text); "message is too long" / MESSAGE_TOO_LONG ->
+TooLongError (split); "message to edit/delete not found" -> MessageNotFoundError; any other 4xx (blocked,
+chat not found, bad token) -> PermanentError. An edit to the same text ("message is not modified") is success.
+
+The token is part of every request URL, so no URL is ever put in an exception or a log line: messages are built
+from the method name and Telegram's description, and anything else is passed through ``redact``
+(actors.redact, with this client's token as a known secret).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any, Optional
+
+import aiohttp
+
+from actors.adapters.errors import (ConflictError, FloodError, FormattingError, MessageNotFoundError,
+                                    PermanentError, PlatformError, RetryableError, TooLongError)
+from actors.redact import redact as redact_secrets
+
+log = logging.getLogger(__name__)
+
+_MARKDOWN_V2_SPECIAL = re.compile(r"([_*\[\]()~`>#+\-=|{}.!\\])")
+
+
+class TelegramAPI:
+    """``TelegramAPI(token, base_url='https://api.telegram.org', session=None)``.
+
+    Owns (and closes) its aiohttp session unless one is given. ``request_timeout`` bounds ordinary calls;
+    a long poll gets its own ``timeout`` on top of it.
+    """
+
+    def __init__(self, token: str, base_url: str = "https://api.telegram.org",
+                 session: Optional[aiohttp.ClientSession] = None, request_timeout: float = 30.0):
+        self._token = token
+        self.base_url = base_url.rstrip("/")
+        self.bot_id = token.split(":", 1)[0] if ":" in token else "?"
+        self._session, self._owns_session = session, session is None
+        self.request_timeout = request_timeout
+
+    def __repr__(self) -> str:  # never the token
+        return f"TelegramAPI(bot_id={self.bot_id}, base_url={self.base_url!r})"
+
+    async def __aenter__(self) -> "TelegramAPI":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def redact(self, text: str) -> str:
+        return redact_secrets(text, [self._token])
+
+    # -- methods
+    async def get_me(self) -> dict:
+        return await self.call("getMe")
+
+    async def get_updates(self, offset: Optional[int] = None, timeout: int = 0, limit: int = 100,
+                          allowed_updates: Optional[list[str]] = None) -> list[dict]:
+        """Updates from ``offset`` on; calling with last update_id + 1 confirms everything before it."""
+        return await self.call("getUpdates", {"offset": offset, "timeout": timeout, "limit": limit,
+                                              "allowed_updates": allowed_updates},
+                               timeout=timeout + self.request_timeout)
+
+    async def send_message(self, chat_id: int | str, text: str, parse_mode: Optional[str] = None,
+                           thread_id: Optional[int] = None, reply_to: Optional[int] = None) -> int:
+        """Returns the new message_id. A reply whose target was deleted is sent anyway, as a plain message."""
+        params: dict[str, Any] = {"chat_id": chat_id, "text": text, "parse_mode": parse_mode,
+                                  "message_thread_id": thread_id}
+        if reply_to is not None:
+            params["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
+        return (await self.call("sendMessage", params))["message_id"]
+
+    async def edit_message_text(self, chat_id: int | str, message_id: int, text: str,
+                                parse_mode: Optional[str] = None) -> bool:
+        """True if edited; False if the message already had this content (the goal is reached either way)."""
+        try:
+            await self.call("editMessageText", {"chat_id": chat_id, "message_id": message_id, "text": text,
+                                                "parse_mode": parse_mode})
+        except PermanentError as exc:
+            if "message is not modified" in exc.description:
+                return False
+            raise
+        return True
+
+    async def delete_message(self, chat_id: int | str, message_id: int) -> None:
+        await self.call("deleteMessage", {"chat_id": chat_id, "message_id": message_id})
+
+    async def send_chat_action(self, chat_id: int | str, action: str = "typing",
+                               thread_id: Optional[int] = None) -> None:
+        await self.call("sendChatAction", {"chat_id": chat_id, "action": action, "message_thread_id": thread_id})
+
+    async def set_webhook(self, url: str, secret_token: Optional[str] = None,
+                          allowed_updates: Optional[list[str]] = None, drop_pending_updates: bool = False) -> None:
+        await self.call("setWebhook", {"url": url, "secret_token": secret_token, "allowed_updates": allowed_updates,
+                                       "drop_pending_updates": drop_pending_updates or None})
+
+    async def delete_webhook(self, drop_pending_updates: bool = False) -> None:
+        await self.call("deleteWebhook", {"drop_pending_updates": drop_pending_updates or None})
+
+    async def get_webhook_info(self) -> dict:
+        return await self.call("getWebhookInfo")
+
+    # -- transport
+    async def call(self, method: str, params: Optional[dict] = None, *, timeout: Optional[float] = None) -> Any:
+        """POST one method with a JSON body (None values left out); returns ``result`` or raises PlatformError."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        payload = {k: v for k, v in (params or {}).items() if v is not None}
+        url = f"{self.base_url}/bot{self._token}/{method}"
+        try:
+            async with self._session.post(url, json=payload,
+                                          timeout=aiohttp.ClientTimeout(total=timeout or self.request_timeout)) as resp:
+                status = resp.status
+                try:
+                    body = await resp.json(content_type=None)
+                except ValueError:
+                    body = None
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            # "from None": the aiohttp exception may carry the URL, and with it the token.
+            raise RetryableError(f"network error: {type(exc).__name__}: {self.redact(str(exc))}",
+                                 method=method) from None
+        if isinstance(body, dict) and body.get("ok") is True:
+            return body.get("result")
+        error = classify_error(method, status, body)
+        log.debug("telegram %s failed: %s", method, self.redact(str(error)))
+        raise error
+
+
+def classify_error(method: str, status: int, body: Any) -> PlatformError:
+    """Map a Bot API error answer to the exception class that tells the caller what to do."""
+    body = body if isinstance(body, dict) else {}
+    code = body.get("error_code") if isinstance(body.get("error_code"), int) else status
+    description = redact_secrets(str(body.get("description") or f"HTTP {status}"))
+    lowered = description.lower()
+    if code == 429:
+        retry_after = (body.get("parameters") or {}).get("retry_after", 1)
+        return FloodError(float(retry_after), description, method=method, status=code)
+    if code >= 500 or code < 400:  # 5xx, or a 2xx/3xx without "ok": a garbled answer worth repeating
+        return RetryableError(description, method=method, status=code)
+    if code == 409:
+        return ConflictError(description, method=method, status=code)
+    if code == 400 and ("can't parse entities" in lowered or "can't find end" in lowered):
+        return FormattingError(description, method=method, status=code)
+    if code == 400 and ("message is too long" in lowered or "message_too_long" in lowered
+                        or "text is too long" in lowered):
+        return TooLongError(description, method=method, status=code)
+    if code == 400 and re.search(r"message to (edit|delete) not found|message_id_invalid", lowered):
+        return MessageNotFoundError(description, method=method, status=code)
+    return PermanentError(description, method=method, status=code)
+
+
+# ------------------------------------------------------------------------------------------------ text helpers
+
+def utf16_len(text: str) -> int:
+    """Length as Telegram counts it: UTF-16 code units (an emoji outside the BMP counts 2)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def escape_markdown_v2(text: str) -> str:
+    """Escape every character MarkdownV2 reserves (and the backslash), so ``text`` shows literally."""
+    return _MARKDOWN_V2_SPECIAL.sub(r"\\\1", text)
+
+
+def escape_html(text: str) -> str:
+    """Escape the three characters Telegram's HTML mode requires escaped (quotes are only special in tags)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+_FENCE = re.compile(r"```(?:([\w+#.-]+)?[ \t]*\n)?(.*?)(?:```|\Z)", re.S)
+_INLINE = re.compile(r"`([^`\n]+)`|\*\*(?=\S)([^\n]*?\S)\*\*")
+
+
+def markdown_to_telegram_html(text: str) -> str:
+    """Convert the little Markdown an LLM reliably writes -- ```fences```, `code`, **bold** -- into Telegram HTML.
+
+    Everything else is escaped, so the result always parses: tags are only ever emitted in balanced pairs.
+    An unclosed fence (a reply still streaming) runs to the end of the text and is closed.
+    """
+    out, pos = [], 0
+    for fence in _FENCE.finditer(text):
+        out.append(_inline_to_html(text[pos:fence.start()]))
+        language, body = fence.group(1), fence.group(2)
+        body = body[:-1] if body.endswith("\n") else body
+        if language:
+            out.append(f'<pre><code class="language-{escape_html(language)}">{escape_html(body)}</code></pre>')
+        else:
+            out.append(f"<pre>{escape_html(body)}</pre>")
+        pos = fence.end()
+    out.append(_inline_to_html(text[pos:]))
+    return "".join(out)
+
+
+def _inline_to_html(text: str) -> str:
+    out, pos = [], 0
+    for match in _INLINE.finditer(text):
+        out.append(escape_html(text[pos:match.start()]))
+        if match.group(1) is not None:
+            out.append(f"<code>{escape_html(match.group(1))}</code>")
+        else:
+            out.append(f"<b>{escape_html(match.group(2))}</b>")
+        pos = match.end()
+    out.append(escape_html(text[pos:]))
+    return "".join(out)

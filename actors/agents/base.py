@@ -1,0 +1,112 @@
+"""The agent interface: one turn in, a stream of events out (the event types live in actors.messages).
+
+An agent's ``run`` is an async generator. It yields stream events and ends with exactly one ``TurnEnd`` whose
+``final_text`` is the whole answer (every ``TextDelta`` joined). It raises ``AgentError`` when it cannot answer;
+the caller turns that into a notice and ``TurnEnd(reason="error")``. Cancelling the task that iterates it
+(an interrupt) raises ``asyncio.CancelledError`` inside the agent, which lets it propagate after closing what it
+opened.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Mapping, Optional, Protocol, Union
+
+from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished,
+                             ToolCallStarted, TurnEnd)
+
+StreamEvent = Union[TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, LongToolHint, GatewayNotice,
+                    TurnEnd]
+
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+
+
+class AgentError(Exception):
+    """The agent could not answer. ``message`` is short and may be shown (after redaction); ``status`` is the
+    model service's HTTP status when there was one."""
+
+    def __init__(self, message: str, status: Optional[int] = None):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    messages: tuple                   # OpenAI chat format dicts: role, content, [tool_calls], [tool_call_id], [name]
+    profile: str = "default"
+    turn_id: str = ""
+    # Messages the user sent during the turn; an agent with supports_steer folds them in at its next step.
+    steer: Optional[asyncio.Queue] = field(default=None, compare=False, repr=False)
+
+    def last_user_text(self) -> str:
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                return content_text(message.get("content"))
+        return ""
+
+
+class Agent(Protocol):
+    supports_steer: bool
+
+    def run(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
+        ...
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's content, which is a string or a list of parts ({"type": "text", "text": ...})."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def take_steer_messages(queue: Optional[asyncio.Queue]) -> list[dict]:
+    """Everything waiting in the steer queue now (never waits), as user messages."""
+    taken: list[dict] = []
+    while queue is not None:
+        try:
+            item = queue.get_nowait()
+        except asyncio.QueueEmpty:
+            break
+        taken.append(dict(item) if isinstance(item, Mapping) else {"role": "user", "content": str(item)})
+    return taken
+
+
+def resolve_api_key(config: Mapping[str, Any], env: Mapping[str, str] = os.environ) -> Optional[str]:
+    """The configured key, else the one in the named environment variable (OPENAI_API_KEY by default)."""
+    if config.get("api_key"):
+        return str(config["api_key"])
+    return env.get(config.get("api_key_env") or DEFAULT_API_KEY_ENV) or None
+
+
+def build_agent(config: Optional[Mapping[str, Any]] = None, env: Mapping[str, str] = os.environ) -> Agent:
+    """The agent described by the ``[agent]`` configuration section.
+
+    Keys: kind ('offline' | 'openai'; default 'openai' when model and base_url are set, else 'offline'),
+    base_url, model, api_key or api_key_env, timeout_s, connect_timeout_s, system_prompt, tools (names of
+    built-in tools; all of them by default), max_tool_rounds, chunk_delay_s (offline).
+    """
+    from actors.agents.tools import default_registry  # the agents import this module
+
+    config = dict(config or {})
+    kind = config.get("kind") or ("openai" if config.get("model") and config.get("base_url") else "offline")
+    registry = default_registry(config.get("tools"))
+    if kind == "offline":
+        from actors.agents.offline import OfflineAgent
+        return OfflineAgent(registry=registry, chunk_delay_s=float(config.get("chunk_delay_s", 0.03)))
+    if kind == "openai":
+        from actors.agents.openai_compat import OpenAICompatAgent
+        if not config.get("base_url") or not config.get("model"):
+            raise ValueError("agent kind 'openai' needs base_url and model")
+        return OpenAICompatAgent(
+            base_url=str(config["base_url"]), model=str(config["model"]), api_key=resolve_api_key(config, env),
+            registry=registry, system_prompt=config.get("system_prompt"),
+            idle_timeout_s=float(config.get("timeout_s", 120.0)),
+            connect_timeout_s=float(config.get("connect_timeout_s", 10.0)),
+            max_tool_rounds=int(config.get("max_tool_rounds", 5)))
+    raise ValueError(f"unknown agent kind {kind!r} (expected 'offline' or 'openai')")

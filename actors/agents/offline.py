@@ -1,0 +1,171 @@
+"""The offline agent: answers when no model is configured, and drives tests without a network.
+
+Its answer quotes the user's last message, says it is the offline agent and how to configure a real model, and is
+streamed in several chunks. Arithmetic in the message (``what is 12*7``), a question about the time, or ``#tool``
+makes it call a tool through the registry, visibly. Same input, same events (except the clock tool's reading).
+
+Test hooks, written anywhere in the user's last message:
+
+* ``#long N``  the answer is exactly N characters and holds a ```python fence (for chunking);
+* ``#slow S``  sleep S seconds between chunks (for interrupts, typing indicators, stuck-turn detection);
+* ``#fail``    raise AgentError before any output; ``#failmid`` after the first chunk. The message holds
+  ``FAKE_SECRET``, so a test can check that redaction happens before anything reaches a chat;
+* ``#tool``    force a calculator call.
+
+Steer: messages waiting in the request's steer queue are folded into the next chunk as ``(noted: ...)``.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import AsyncIterator, Optional
+
+from actors.agents.base import AgentError, AgentRequest, StreamEvent, content_text, take_steer_messages
+from actors.agents.tools import ToolRegistry, default_registry
+from actors.messages import TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted, TurnEnd
+
+FAKE_SECRET = "sk-offlineFAKEsecret0123456789abcdef"
+
+CONFIG_HELP = """To answer with a real model, set it in gateway.toml and restart the gateway:
+
+```toml
+[agent]
+kind = "openai"                         # any OpenAI-compatible server: OpenAI, vLLM, Ollama, OpenRouter
+base_url = "https://api.openai.com/v1"
+model = "gpt-4o-mini"
+api_key_env = "OPENAI_API_KEY"          # the environment variable holding the key
+```"""
+
+_ARITHMETIC = re.compile(r"[-(]*\d+(?:\.\d+)?\)*(?:\s*(?:\*\*|[-+*/%])\s*[-(]*\d+(?:\.\d+)?\)*)+")
+_TIME_QUESTION = re.compile(r"\b(?:what time|time is it|current time|date today|today's date)\b", re.I)
+_LONG = re.compile(r"#long\s+(\d+)")
+_SLOW = re.compile(r"#slow\s+(\d+(?:\.\d+)?)")
+_QUOTE_CHARS = 200
+_MAX_LONG = 1_000_000
+
+
+class OfflineAgent:
+    supports_steer = True
+
+    def __init__(self, registry: Optional[ToolRegistry] = None, chunk_delay_s: float = 0.03):
+        self.registry = registry if registry is not None else default_registry()
+        self.chunk_delay_s = chunk_delay_s
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
+        text = request.last_user_text()
+        slow = _SLOW.search(text)
+        delay = float(slow.group(1)) if slow else self.chunk_delay_s
+        if "#fail" in text and "#failmid" not in text:
+            raise AgentError(f"offline agent failure requested by #fail (api_key={FAKE_SECRET})")
+        parts: list[str] = []
+        long_match = _LONG.search(text)
+        body = long_answer(int(long_match.group(1)), text) if long_match else self._opening(request, text)
+        async for event in _stream(_pieces(body), request, delay, parts, pause_first=False):
+            yield event
+            if "#failmid" in text:
+                raise AgentError(f"offline agent failure requested by #failmid (api_key={FAKE_SECRET})")
+        if not long_match:
+            async for event in self._tool_part(request, text, parts, delay):
+                yield event
+            async for event in _stream(_pieces("\n\n" + CONFIG_HELP), request, delay, parts):
+                yield event
+        yield TurnEnd(reason="complete", final_text="".join(parts))
+
+    @staticmethod
+    def _opening(request: AgentRequest, text: str) -> str:
+        quote = " ".join(text.split())
+        if len(quote) > _QUOTE_CHARS:
+            quote = quote[:_QUOTE_CHARS - 1] + "…"
+        user_turns = sum(1 for m in request.messages if m.get("role") == "user")
+        return (f'You said: "{quote}"\n\n'
+                "I am the offline agent: this gateway has no language model configured, so I can only echo your "
+                "message and run the small built-in tools. "
+                f"This conversation has {user_turns} message{'s' if user_turns != 1 else ''} from you so far.")
+
+    async def _tool_part(self, request: AgentRequest, text: str, parts: list[str],
+                         delay: float) -> AsyncIterator[StreamEvent]:
+        name, arguments = _choose_tool(text, self.registry.names())
+        if name is None:
+            return
+        call_id = f"offline-{request.turn_id or 'turn'}-1"
+        arguments_json = json.dumps(arguments)
+        yield ToolCallStarted(call_id=call_id, name=name)
+        split = len(arguments_json) // 2
+        for piece in (arguments_json[:split], arguments_json[split:]):
+            await asyncio.sleep(delay)
+            yield ToolCallDelta(call_id=call_id, arguments_delta=piece)
+        ok, result = await self.registry.call(name, arguments_json)
+        yield ToolCallFinished(call_id=call_id, name=name, arguments=arguments_json, result=result, ok=ok)
+        if name == "calculator" and ok:
+            summary = f"\n\nI used the calculator tool: {arguments['expression']} = {result}."
+        else:
+            summary = f"\n\nI used the {name} tool: {result}."
+        async for event in _stream(_pieces(summary), request, delay, parts):
+            yield event
+
+
+async def _stream(pieces: list[str], request: AgentRequest, delay: float, parts: list[str],
+                  pause_first: bool = True) -> AsyncIterator[TextDelta]:
+    """Yield the pieces with a pause before each; steer messages that arrived during a pause join the next piece."""
+    for number, piece in enumerate(pieces):
+        if number or pause_first:
+            await asyncio.sleep(delay)
+            piece = _with_steer(request, piece)
+        parts.append(piece)
+        yield TextDelta(piece)
+
+
+def _choose_tool(text: str, available: list[str]) -> tuple[Optional[str], dict]:
+    expression = _ARITHMETIC.search(text)
+    if expression and "calculator" in available:
+        return "calculator", {"expression": expression.group(0).strip()}
+    if _TIME_QUESTION.search(text) and "clock" in available:
+        return "clock", {}
+    if "#tool" in text and "calculator" in available:
+        words = len(text.split())
+        return "calculator", {"expression": f"{words} * 7 + {len(text)}"}
+    return None, {}
+
+
+def _with_steer(request: AgentRequest, chunk: str) -> str:
+    steered = take_steer_messages(request.steer)
+    if not steered:
+        return chunk
+    notes = "; ".join(" ".join(content_text(m.get("content")).split()) for m in steered)
+    return f" (noted: {notes}) " + chunk
+
+
+def _pieces(text: str) -> list[str]:
+    """Word-aligned pieces: a few dozen per answer whatever its size, so streaming shows and long answers stay fast."""
+    size = max(24, len(text) // 60)
+    pieces, start = [], 0
+    while start < len(text):
+        end = min(len(text), start + size)
+        space = text.rfind(" ", start + 1, end)
+        if end < len(text) and space > start:
+            end = space + 1
+        pieces.append(text[start:end])
+        start = end
+    return pieces
+
+
+def long_answer(length: int, user_text: str) -> str:
+    """Exactly ``length`` characters: prose, then a long ```python block, then prose."""
+    length = max(0, min(length, _MAX_LONG))
+    quote = " ".join(user_text.split())[:40]
+    intro = f'Long answer ({length} characters) to "{quote}".\n\n'
+    sentence = "This paragraph is filler text from the offline agent, written to exercise message splitting. "
+    paragraph = (sentence * 4).strip() + "\n\n"
+    prose_budget = max(0, length // 3)
+    code_lines, code_size = [], max(0, length // 3)
+    index = 0
+    while sum(len(line) for line in code_lines) < code_size:
+        code_lines.append(f"def step_{index}(value):\n    return value * {index} + {index % 7}\n\n")
+        index += 1
+    code = "```python\n" + "".join(code_lines) + "```\n\n"
+    head = intro + (paragraph * (prose_budget // len(paragraph) + 1))[:prose_budget]
+    head = head[:head.rfind("\n\n") + 2] if "\n\n" in head else head
+    text = head + code
+    tail = (paragraph * (length // len(paragraph) + 2))
+    return (text + tail)[:length]

@@ -1,0 +1,393 @@
+"""A streaming client for OpenAI-compatible chat completions (OpenAI, vLLM, Ollama, OpenRouter, llama.cpp).
+
+One request per model step: POST {base_url}/chat/completions with stream=true, read the SSE chunks, turn content
+into TextDelta and tool-call fragments into ToolCallStarted/ToolCallDelta. When the model asks for tools, run them
+through the registry, append the assistant and tool messages, and ask again (at most ``max_tool_rounds`` times).
+
+Retries (connection errors, 429, 5xx; Retry-After honoured) happen only while nothing of that request has been
+yielded: once output began, a retry would show the user the same words twice.
+"""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Optional
+
+import aiohttp
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
+
+from actors.agents.base import AgentError, AgentRequest, StreamEvent, take_steer_messages
+from actors.agents.sse import DONE, iter_sse_payloads
+from actors.agents.tools import ToolRegistry, default_registry
+from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished,
+                             ToolCallStarted, TurnEnd)
+from actors.redact import redact
+
+__all__ = ["AgentError", "OpenAICompatAgent"]
+
+log = logging.getLogger(__name__)
+
+_MESSAGE_CHARS = 200
+# A connect timeout is a connection failure (retry); a read timeout is a slow model (don't). aiohttp < 3.10 lacks it.
+_CONNECT_TIMEOUT = getattr(aiohttp, "ConnectionTimeoutError", ())
+
+
+def _short(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS - 1] + "…"
+
+
+class _Retryable(Exception):
+    def __init__(self, error: AgentError, retry_after: Optional[float] = None):
+        super().__init__(error.message)
+        self.error = error
+        self.retry_after = retry_after
+
+
+def parse_retry_after(headers: Any) -> Optional[float]:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), if present."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass
+class _Call:
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+    started: bool = False
+
+
+@dataclass
+class _Step:
+    """What one model request produced."""
+    label: str
+    text: str = ""
+    calls: dict = field(default_factory=dict)          # index -> _Call
+    finish_reason: Optional[str] = None
+    done: bool = False
+
+    def feed(self, chunk: dict) -> list[StreamEvent]:
+        if chunk.get("error"):
+            error = chunk["error"]
+            message = error.get("message", error) if isinstance(error, dict) else error
+            code = error.get("code") if isinstance(error, dict) else None
+            raise AgentError(f"model error: {_short(message)}", code if isinstance(code, int) else None)
+        choices = _choices(chunk)
+        if not choices:                                   # usage-only chunks, heartbeats
+            return []
+        choice = next((c for c in choices if c.get("index", 0) == 0), choices[0])
+        delta = choice.get("delta") or choice.get("message") or {}
+        events: list[StreamEvent] = []
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self.text += content
+            events.append(TextDelta(content))
+        for position, fragment in enumerate(delta.get("tool_calls") or []):
+            events.extend(self._feed_tool_call(position, fragment))
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        return events
+
+    def _feed_tool_call(self, position: int, fragment: dict) -> list[StreamEvent]:
+        index = fragment.get("index")
+        index = index if isinstance(index, int) else position
+        call = self.calls.setdefault(index, _Call(index))
+        call.id = call.id or fragment.get("id") or ""
+        function = fragment.get("function") or {}
+        name = function.get("name")
+        if name and not call.started:
+            call.name = name if not call.name or name == call.name else call.name + name
+        arguments = function.get("arguments")
+        if isinstance(arguments, (dict, list)):              # some servers send the object itself
+            arguments = json.dumps(arguments)
+        arguments = arguments if isinstance(arguments, str) else ""
+        events: list[StreamEvent] = []
+        if not call.started and call.name:
+            events.extend(self._start(call))
+        call.arguments += arguments
+        if call.started and arguments:
+            events.append(ToolCallDelta(call.id, arguments))
+        return events
+
+    def _start(self, call: _Call) -> list[StreamEvent]:
+        call.started = True
+        call.id = call.id or f"call_{self.label}_{call.index}"
+        events: list[StreamEvent] = [ToolCallStarted(call.id, call.name or "unknown")]
+        if call.arguments:                        # fragments that came before the name
+            events.append(ToolCallDelta(call.id, call.arguments))
+        return events
+
+    def finish(self) -> list[StreamEvent]:
+        return [e for call in self.calls.values() if not call.started for e in self._start(call)]
+
+    def assistant_message(self) -> dict:
+        return {"role": "assistant", "content": self.text or None,
+                "tool_calls": [{"id": c.id, "type": "function",
+                                "function": {"name": c.name, "arguments": c.arguments or "{}"}}
+                               for c in self.ordered_calls()]}
+
+    def ordered_calls(self) -> list[_Call]:
+        return [self.calls[i] for i in sorted(self.calls)]
+
+
+def _choices(payload: Any) -> list[dict]:
+    return [c for c in (payload.get("choices") or []) if isinstance(c, dict)] if isinstance(payload, dict) else []
+
+
+def _is_output(payload: Any) -> bool:
+    """Whether a chunk carries something the user would see, or an error: the point of no retry."""
+    if not isinstance(payload, dict):
+        return False
+    deltas = [c.get("delta") or c.get("message") or {} for c in _choices(payload)]
+    return bool(payload.get("error")) or any(d.get("content") or d.get("tool_calls") for d in deltas)
+
+
+def _is_finished(payload: Any) -> bool:
+    return payload is DONE or any(c.get("finish_reason") for c in _choices(payload))
+
+
+class _Response:
+    """An open response whose first chunks (up to the first output) were read while retrying was still safe."""
+
+    def __init__(self, response: aiohttp.ClientResponse):
+        self.response = response
+        self.buffered: list[Any] = []
+        if response.content_type == "application/json":   # a server that ignored stream=true
+            self._payloads = self._whole_json()
+        else:
+            self._payloads = iter_sse_payloads(response.content.iter_any())
+
+    async def _whole_json(self) -> AsyncIterator[Any]:
+        try:
+            body = await self.response.json(content_type=None)
+        except ValueError:
+            raise AgentError("the model service answered with invalid JSON") from None
+        for choice in _choices(body):
+            for position, call in enumerate((choice.get("message") or {}).get("tool_calls") or []):
+                call.setdefault("index", position)
+        yield body
+        yield DONE
+
+    async def prime(self) -> bool:
+        """Read up to the first output or the end. False: the stream ended having said nothing at all."""
+        async for payload in self._payloads:
+            self.buffered.append(payload)
+            if _is_output(payload) or payload is DONE:
+                return True
+        return any(_is_finished(p) for p in self.buffered)       # an empty answer is still an answer
+
+    async def payloads(self) -> AsyncIterator[Any]:
+        while self.buffered:
+            yield self.buffered.pop(0)
+        async for payload in self._payloads:
+            yield payload
+
+    async def close(self) -> None:
+        await self._payloads.aclose()
+        self.response.close()
+
+
+def _connection_error(exc: BaseException, idle_timeout_s: float, output_started: bool) -> AgentError:
+    if isinstance(exc, TimeoutError) and not isinstance(exc, _CONNECT_TIMEOUT):
+        where = "mid-answer" if output_started else "before answering"
+        return AgentError(f"the model service sent nothing for {idle_timeout_s:g}s {where}")
+    if output_started:
+        return AgentError(f"the model stream broke off mid-answer ({type(exc).__name__})")
+    return AgentError(f"cannot reach the model service ({type(exc).__name__}: {_short(exc)})")
+
+
+class OpenAICompatAgent:
+    supports_steer = True
+
+    def __init__(self, base_url: str, model: str, api_key: Optional[str] = None, *,
+                 registry: Optional[ToolRegistry] = None, system_prompt: Optional[str] = None,
+                 connect_timeout_s: float = 10.0, idle_timeout_s: float = 120.0, max_tool_rounds: int = 5,
+                 max_attempts: int = 4, retry_base_s: float = 0.5, retry_max_wait_s: float = 30.0,
+                 long_tool_hint_s: float = 5.0, extra_body: Optional[dict] = None,
+                 extra_headers: Optional[dict] = None):
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.registry = registry if registry is not None else default_registry()
+        self.system_prompt = system_prompt
+        self.connect_timeout_s = connect_timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self.max_tool_rounds = max_tool_rounds
+        self.max_attempts = max_attempts
+        self.retry_base_s = retry_base_s
+        self.retry_max_wait_s = retry_max_wait_s
+        self.long_tool_hint_s = long_tool_hint_s
+        self.extra_body = dict(extra_body or {})
+        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **(extra_headers or {})}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+
+    def _initial_messages(self, request: AgentRequest) -> list[dict]:
+        messages = [dict(m) for m in request.messages]
+        if self.system_prompt and not (messages and messages[0].get("role") == "system"):
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        return messages
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
+        messages = self._initial_messages(request)
+        answer = ""
+        timeout = aiohttp.ClientTimeout(total=None, connect=self.connect_timeout_s,
+                                        sock_connect=self.connect_timeout_s, sock_read=self.idle_timeout_s)
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+            for step_number in range(self.max_tool_rounds + 1):
+                messages.extend(take_steer_messages(request.steer))     # steer lands at the next model call
+                step = _Step(label=f"{request.turn_id or 'turn'}_{step_number}")
+                separate = bool(answer) and not answer[-1].isspace()
+                async for event in self._stream_step(http, messages, step):
+                    if isinstance(event, TextDelta) and separate:
+                        separate = False
+                        answer += "\n\n"
+                        yield TextDelta("\n\n")               # text before and after a tool call are paragraphs
+                    answer += event.text if isinstance(event, TextDelta) else ""
+                    yield event
+                if not step.calls:
+                    break
+                if step_number == self.max_tool_rounds:
+                    for call in step.ordered_calls():     # every started call gets its end, even unrun
+                        yield ToolCallFinished(call.id, call.name, call.arguments, "not run: too many tool rounds",
+                                               ok=False)
+                    yield GatewayNotice(f"Stopped after {self.max_tool_rounds} rounds of tool calls.", "warning")
+                    break
+                messages.append(step.assistant_message())
+                for call in step.ordered_calls():
+                    result = ""
+                    async for event in self._run_tool(call):
+                        if isinstance(event, ToolCallFinished):
+                            result = event.result
+                        yield event
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        yield TurnEnd(reason="complete", final_text=answer)
+
+    async def _run_tool(self, call: _Call) -> AsyncIterator[StreamEvent]:
+        task = asyncio.ensure_future(self.registry.call(call.name, call.arguments))
+        started = time.monotonic()
+        try:
+            while not (await asyncio.wait({task}, timeout=self.long_tool_hint_s))[0]:
+                yield LongToolHint(call.id, call.name, round(time.monotonic() - started, 1))
+        finally:
+            task.cancel()              # no-op when done; stops the tool when the turn is interrupted
+        ok, result = task.result()
+        yield ToolCallFinished(call.id, call.name, call.arguments, result, ok)
+
+    def _request_body(self, messages: list[dict]) -> dict:
+        body = {"model": self.model, "messages": messages, "stream": True, **self.extra_body}
+        if len(self.registry):
+            body["tools"] = self.registry.openai_schema()
+        return body
+
+    async def _stream_step(self, http: aiohttp.ClientSession, messages: list[dict],
+                           step: _Step) -> AsyncIterator[StreamEvent]:
+        response = await self._open(http, self._request_body(messages))
+        try:
+            async for payload in response.payloads():
+                if payload is DONE:
+                    step.done = True
+                    break
+                for event in step.feed(payload):
+                    yield event
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            if step.finish_reason is None:     # after finish_reason only a usage chunk or [DONE] was missing
+                raise _connection_error(exc, self.idle_timeout_s, output_started=True) from None
+        finally:
+            await response.close()
+        if not step.done and step.finish_reason is None:
+            raise AgentError("the model stream ended before the answer was complete")
+        for event in step.finish():
+            yield event
+
+    async def _open(self, http: aiohttp.ClientSession, body: dict) -> _Response:
+        retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait_before_retry,
+                                 retry=retry_if_exception_type(_Retryable), reraise=True)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return await self._attempt(http, body)
+        except _Retryable as exc:
+            raise exc.error from None
+        raise AssertionError("unreachable: tenacity either returns or raises")
+
+    def _wait_before_retry(self, retry_state: Any) -> float:
+        exc = retry_state.outcome.exception()
+        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+            delay = exc.retry_after
+        else:
+            backoff = min(self.retry_max_wait_s, self.retry_base_s * 2 ** (retry_state.attempt_number - 1))
+            delay = backoff * random.uniform(0.5, 1.0)   # jitter: many sessions must not retry in lockstep
+        log.warning("model request failed (%s); retry %d in %.2fs", redact(str(exc)), retry_state.attempt_number,
+                    delay)
+        return delay
+
+    async def _attempt(self, http: aiohttp.ClientSession, body: dict) -> _Response:
+        """One request, read up to its first output. Raises _Retryable for what a retry may cure."""
+        try:
+            raw = await http.post(self.url, json=body, headers=self.headers)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            error = _connection_error(exc, self.idle_timeout_s, output_started=False)
+            if isinstance(exc, TimeoutError) and not isinstance(exc, _CONNECT_TIMEOUT):
+                raise error from None       # a slow model is not cured by asking it again
+            raise _Retryable(error) from None
+        if raw.status != 200:
+            error = AgentError(f"HTTP {raw.status}: {await _error_detail(raw)}", raw.status)
+            retry_after = parse_retry_after(raw.headers)
+            raw.release()
+            if raw.status in (408, 409, 429) or raw.status >= 500:
+                if retry_after is not None and retry_after > self.retry_max_wait_s:
+                    raise AgentError(f"{error.message} (retry after {retry_after:.0f}s)", raw.status)
+                raise _Retryable(error, retry_after)
+            raise error
+        response = _Response(raw)
+        try:
+            answered = await response.prime()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            await response.close()
+            error = _connection_error(exc, self.idle_timeout_s, output_started=False)
+            if isinstance(exc, TimeoutError) and not isinstance(exc, _CONNECT_TIMEOUT):
+                raise error from None
+            raise _Retryable(error) from None
+        except BaseException:
+            await response.close()
+            raise
+        if not answered:
+            await response.close()
+            raise _Retryable(AgentError("the model service closed the stream without answering"))
+        return response
+
+
+async def _error_detail(response: aiohttp.ClientResponse) -> str:
+    try:
+        raw = (await response.content.read(4096)).decode("utf-8", "replace")
+    except (aiohttp.ClientError, TimeoutError, OSError):
+        raw = ""
+    try:
+        data = json.loads(raw)
+        error = data.get("error", data) if isinstance(data, dict) else data
+        message = error.get("message") or error.get("detail") or raw if isinstance(error, dict) else error
+    except ValueError:
+        message = raw
+    return _short(message or response.reason or "no detail")

@@ -1,0 +1,158 @@
+"""A small tool registry and two safe built-in tools (clock, calculator)."""
+from __future__ import annotations
+
+import ast
+import json
+import math
+import operator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable, Iterable, Optional
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    json_schema: dict                          # JSON Schema of the arguments object
+    fn: Callable[[dict], Awaitable[str]]
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool] = ()):
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def openai_schema(self) -> list[dict]:
+        """The ``tools`` field of a chat-completions request."""
+        return [{"type": "function",
+                 "function": {"name": t.name, "description": t.description, "parameters": t.json_schema}}
+                for t in self._tools.values()]
+
+    async def call(self, name: str, arguments_json: str) -> tuple[bool, str]:
+        """Run a tool. Never raises (except on cancellation): failures come back as ``(False, explanation)``,
+        which the model reads and can act on."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return False, f"unknown tool {name!r}; available: {', '.join(self._tools) or 'none'}"
+        try:
+            arguments = json.loads(arguments_json) if arguments_json and arguments_json.strip() else {}
+        except (json.JSONDecodeError, TypeError) as exc:
+            return False, f"arguments for {name} are not valid JSON: {exc}"
+        if not isinstance(arguments, dict):
+            return False, f"arguments for {name} must be a JSON object, got {type(arguments).__name__}"
+        try:
+            result = await tool.fn(arguments)
+        except Exception as exc:  # noqa: BLE001 - a tool's failure is information for the model, not a crash
+            return False, f"tool {name} failed: {type(exc).__name__}: {exc}"
+        return True, result if isinstance(result, str) else json.dumps(result, default=str)
+
+
+# --------------------------------------------------------------------------------------------------- calculator
+
+MAX_EXPRESSION_CHARS = 200
+MAX_INT_BITS = 4096          # about 1,200 digits: enough for any sensible answer, cheap to compute
+MAX_EXPONENT = 10_000
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.Mod: operator.mod, ast.Pow: operator.pow}
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+
+
+class CalculatorError(ValueError):
+    pass
+
+
+def _check_size(value: Any) -> Any:
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise CalculatorError("result too large")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise CalculatorError("result out of range")
+    if isinstance(value, complex):    # (-8) ** 0.5
+        raise CalculatorError("result is not a real number")
+    return value
+
+
+def _evaluate(node: ast.AST) -> Any:
+    if isinstance(node, ast.Expression):
+        return _evaluate(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return _check_size(node.value)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_evaluate(node.operand))
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow):
+            # Refuse before computing: 9**9**9 would take the process down, not just be slow.
+            if abs(right) > MAX_EXPONENT or (isinstance(left, int) and isinstance(right, int) and right > 0
+                                             and left.bit_length() * right > MAX_INT_BITS):
+                raise CalculatorError("exponent too large")
+        try:
+            return _check_size(_BINARY[type(node.op)](left, right))
+        except ZeroDivisionError:
+            raise CalculatorError("division by zero") from None
+        except OverflowError:
+            raise CalculatorError("result out of range") from None
+    raise CalculatorError(f"unsupported element: {type(node).__name__}")
+
+
+def calculate(expression: str) -> str:
+    """Evaluate arithmetic (numbers, + - * / ** %, parentheses, unary minus) without eval."""
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        raise CalculatorError(f"expression longer than {MAX_EXPRESSION_CHARS} characters")
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise CalculatorError("not an arithmetic expression") from None
+    value = _evaluate(tree)
+    if isinstance(value, float):
+        return format(value, ".15g")
+    return str(value)
+
+
+async def _calculator(arguments: dict) -> str:
+    expression = arguments.get("expression")
+    if not isinstance(expression, str):
+        raise CalculatorError("'expression' (a string) is required")
+    return calculate(expression)
+
+
+async def _clock(arguments: dict) -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+CALCULATOR = Tool(
+    name="calculator",
+    description="Evaluate an arithmetic expression: numbers, + - * / ** %, parentheses. Returns the result.",
+    json_schema={"type": "object", "properties": {"expression": {"type": "string", "description": "e.g. (2+3)*4"}},
+                 "required": ["expression"], "additionalProperties": False},
+    fn=_calculator)
+
+CLOCK = Tool(
+    name="clock",
+    description="The current date and time in UTC, ISO 8601.",
+    json_schema={"type": "object", "properties": {}, "additionalProperties": False},
+    fn=_clock)
+
+BUILTIN_TOOLS: dict[str, Tool] = {t.name: t for t in (CLOCK, CALCULATOR)}
+
+
+def default_registry(names: Optional[Iterable[str]] = None) -> ToolRegistry:
+    """A registry with the named built-in tools (all of them when ``names`` is None)."""
+    chosen = list(BUILTIN_TOOLS) if names is None else list(names)
+    unknown = [n for n in chosen if n not in BUILTIN_TOOLS]
+    if unknown:
+        raise ValueError(f"unknown tools {unknown}; built-in tools are {sorted(BUILTIN_TOOLS)}")
+    return ToolRegistry(BUILTIN_TOOLS[n] for n in chosen)

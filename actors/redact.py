@@ -1,0 +1,96 @@
+"""Remove secrets from any text that a user or an operator will see (guarantee G6).
+
+Pure functions. Two layers: every exact configured secret (``extra_secrets``), then well-known token shapes and
+``name=value`` assignments whose name says "secret". Redaction is idempotent: ``redact(redact(t)) == redact(t)``.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+REDACTED = "[redacted]"
+
+# Shorter configured "secrets" would shred ordinary words; no real credential is this short.
+MIN_EXTRA_SECRET_LEN = 4
+
+_BOUNDARY = r"(?<![A-Za-z0-9])"          # a token shape must not start in the middle of a word ("task-…")
+_TAIL = r"(?![A-Za-z0-9_-])"
+
+_TOKEN_SHAPES = [
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S),
+    re.compile(_BOUNDARY + r"sk-[A-Za-z0-9_-]{16,}"),                            # OpenAI, Anthropic, OpenRouter
+    re.compile(_BOUNDARY + r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}"),      # Stripe
+    re.compile(r"(?<!\d)\d{5,}:[A-Za-z0-9_-]{35}" + _TAIL),                       # Telegram (also in …/bot<token>/)
+    re.compile(_BOUNDARY + r"xox[abposre]-[A-Za-z0-9-]{10,}"),                   # Slack bot/user/app tokens
+    re.compile(_BOUNDARY + r"xapp-\d-[A-Za-z0-9-]{10,}"),
+    re.compile(_BOUNDARY + r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+    re.compile(_BOUNDARY + r"(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}" + _TAIL),  # AWS access key id
+    re.compile(_BOUNDARY + r"AIza[0-9A-Za-z_-]{35}"),                             # Google API key
+    re.compile(_BOUNDARY + r"hf_[A-Za-z0-9]{30,}"),                               # Hugging Face
+    re.compile(_BOUNDARY + r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),  # JWT
+]
+
+# Keep the scheme/name so the reader still understands the text; only the credential goes.
+_AUTH_HEADER = re.compile(r"\b((?i:bearer)\s+)[A-Za-z0-9._~+/=-]{8,}"
+                          r"|\b(Basic\s+)(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{8,}={0,2}")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@:]+(?::[^/\s@]*)?@")
+
+_SECRET_NAME_EQ = (r"api[_-]?key|apikey|access[_-]?key|access[_-]?token|refresh[_-]?token|id[_-]?token|"
+                   r"auth[_-]?token|bot[_-]?token|token|secret|client[_-]?secret|secret[_-]?key|private[_-]?key|"
+                   r"password|passwd|pwd|passphrase|credentials?|signature|sig|key|auth")
+_SECRET_NAME_COLON = (r"api[_-]?key|apikey|x-api-key|access[_-]?token|refresh[_-]?token|auth[_-]?token|"
+                      r"bot[_-]?token|client[_-]?secret|secret[_-]?key|private[_-]?key|password|passwd|passphrase")
+_VALUE = r"""[^\s"'&#,;<>]{6,}"""
+# name=value: URLs' query strings, env files, configs. Unquoted or quoted, any value of a plausible length.
+_ASSIGN_EQ = re.compile(r"(?i)(?<![A-Za-z0-9])((?:" + _SECRET_NAME_EQ + r")[\"']?\s*=\s*[\"']?)" + _VALUE)
+# name: value only for unmistakable names: "key: …" and "token: …" occur in ordinary prose.
+_ASSIGN_COLON = re.compile(r"(?i)(?<![A-Za-z0-9])((?:" + _SECRET_NAME_COLON + r")[\"']?\s*:\s*[\"']?)" + _VALUE)
+# Any name = a long opaque run (hex or base64 with digits and letters): a credential more often than not.
+_ASSIGN_OPAQUE = re.compile(
+    r"(?<![A-Za-z0-9])([A-Za-z_][A-Za-z0-9_.-]*[\"']?\s*=\s*[\"']?)"
+    r"(?=[A-Za-z0-9+/_-]*\d)(?=[A-Za-z0-9+/_-]*[A-Za-z])[A-Za-z0-9+/_-]{32,}={0,2}")
+
+
+def redact(text: str, extra_secrets: Iterable[str] = ()) -> str:
+    """Return ``text`` with configured secrets and known credential shapes replaced by ``[redacted]``."""
+    if not text:
+        return text
+    secrets = sorted({s for s in extra_secrets if s and len(s.strip()) >= MIN_EXTRA_SECRET_LEN}, key=len,
+                     reverse=True)
+    if secrets:
+        text = re.sub("|".join(re.escape(s) for s in secrets), REDACTED, text)
+    for shape in _TOKEN_SHAPES:
+        text = shape.sub(REDACTED, text)
+    text = _URL_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+    text = _AUTH_HEADER.sub(lambda m: (m.group(1) or m.group(2)) + REDACTED, text)
+    for assignment in (_ASSIGN_EQ, _ASSIGN_COLON, _ASSIGN_OPAQUE):
+        text = assignment.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+_OPERATOR_HINT = "The operator can check the gateway log."
+_HTTP_PREFIX = re.compile(r"^HTTP \d{3}:?\s*")
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def user_facing_error(exc: BaseException, extra_secrets: Iterable[str] = (), limit: int = 160) -> str:
+    """A short, redacted, one-line explanation of ``exc`` fit for a chat message."""
+    secrets = tuple(extra_secrets)
+    # Redact before shortening: truncation could cut a token so its shape no longer matches.
+    detail = _one_line(redact(str(exc), secrets), 10_000)
+    detail = _one_line(_HTTP_PREFIX.sub("", detail), limit) or type(exc).__name__
+    status = getattr(exc, "status", None)
+    if isinstance(exc, TimeoutError):  # before OSError: aiohttp's timeouts are connection errors too
+        return f"The model service did not answer in time ({detail}). {_OPERATOR_HINT}"
+    if isinstance(status, int):
+        hint = {401: " Check the API key.", 403: " Check the API key.", 429: " Rate limited: try again shortly."}
+        return f"The model service failed (HTTP {status}: {detail}).{hint.get(status, '')} {_OPERATOR_HINT}"
+    if isinstance(exc, (ConnectionError, OSError)):
+        return f"Could not reach the model service ({detail}). {_OPERATOR_HINT}"
+    if type(exc).__name__ == "AgentError":
+        return f"The agent failed ({detail}). {_OPERATOR_HINT}"
+    return f"Something went wrong while answering ({type(exc).__name__}: {detail}). {_OPERATOR_HINT}"

@@ -1,0 +1,88 @@
+"""The root of the actor tree, and the tree itself as data (``root_children``).
+
+The root is a one_for_one supervisor started by the launcher; its parent is the launcher's external address, so a
+``SupervisorGaveUp`` from the root reaches the launcher, which exits non-zero for the service manager to act.
+
+Besides supervising, the root is the front door for operators: it answers StatusRequest (from a fresh walk of the
+tree) and passes DrainRequest and ShutdownRequest to the watchdog, which owns both.
+
+Messages it takes (beyond the supervisor's): StatusRequest, DrainRequest, ShutdownRequest, DrainReport and
+ShutdownReady (from the watchdog). Messages it sends: GatewayStatus, DrainReport, DrainDone (to the launcher),
+ShutdownReady.
+"""
+from __future__ import annotations
+
+from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus, ShutdownReady, ShutdownRequest,
+                             StatusRequest)
+from supervision import tree
+from supervision.spec import ChildSpec, Restart, flags_from_config
+from supervision.supervisor import Supervisor
+
+
+def root_children(config: dict) -> list[ChildSpec]:
+    """The tree below the root. Order matters for shutdown (reverse) and start (forward)."""
+    return [
+        ChildSpec("watchdog", "actors.watchdog.Watchdog", shutdown_timeout_s=2.0),
+        ChildSpec("sweeper", "actors.sweeper.DeliverySweeper", kind="DeliverySweeper"),
+        ChildSpec("ticker", "actors.ticker.Ticker"),
+        ChildSpec("sessions", "actors.sessions.supervisor.SessionSupervisor", restart=Restart.PERMANENT,
+                  shutdown_timeout_s=10.0),
+        ChildSpec("adapters", "actors.adapters.supervisor.AdapterSupervisor", shutdown_timeout_s=10.0),
+    ]
+
+
+class Root(Supervisor):
+    def __init__(self):
+        super().__init__()
+        self.requesters: dict[str, list] = {"drain": [], "shutdown": []}
+
+    def child_specs(self, args):
+        return root_children(self.config)
+
+    def flags(self, args):
+        return flags_from_config(self.config)
+
+    def on_StatusRequest(self, message: StatusRequest, sender) -> None:
+        self.describe_subtree(lambda node: self.send(sender, self._status(node)))
+
+    def _status(self, node) -> GatewayStatus:
+        c = tree.counts(node)
+        sweeper = tree.find_kind(node, "DeliverySweeper")
+        watchdog = tree.find_kind(node, "Watchdog")
+        return GatewayStatus(started_at=self.started_at, actors_up=c["up"], actors_restarting=c["restarting"],
+                             actors_failed=c["failed"], sessions_live=len(tree.find_kind(node, "Session")),
+                             obligations_pending=sum(n.pending for n in sweeper),
+                             draining=any(n.state == "draining" for n in watchdog),
+                             detail={"actors": c["actors"], "pending_work": c["pending"]})
+
+    def _watchdog(self):
+        child = self.children.get("watchdog")
+        return child.address if child is not None else None
+
+    def on_DrainRequest(self, message: DrainRequest, sender) -> None:
+        self._forward("drain", message, sender)
+
+    def on_ShutdownRequest(self, message: ShutdownRequest, sender) -> None:
+        self._forward("shutdown", message, sender)
+
+    def _forward(self, what: str, message, sender) -> None:
+        watchdog = self._watchdog()
+        if watchdog is None:
+            reply = (DrainReport(False, 0.0, -1, "the watchdog is restarting; try again") if what == "drain"
+                     else ShutdownReady(0, "the watchdog is restarting; nothing was flushed"))
+            self.send(sender, reply)
+            return
+        self.requesters[what].append(sender)
+        self.send(watchdog, message)
+
+    def on_DrainReport(self, message: DrainReport, sender) -> None:
+        for requester in self.requesters["drain"]:
+            self.send(requester, message)
+        self.requesters["drain"] = []
+        if self.parent is not None:  # work left after the timeout stays durable for the next instance (G9)
+            self.send(self.parent, DrainDone(message))
+
+    def on_ShutdownReady(self, message: ShutdownReady, sender) -> None:
+        for requester in self.requesters["shutdown"]:
+            self.send(requester, message)
+        self.requesters["shutdown"] = []

@@ -1,0 +1,155 @@
+"""How fast and how much each platform lets us write, as data (DESIGN.md §5), and the two pure deciders built on it.
+
+Every function takes ``now`` (seconds on any monotonic clock) from the caller: no hidden clock, easy to test.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+
+@dataclass(frozen=True)
+class PlatformPacing:
+    platform: str
+    text_limit: int                  # per message, measured with ``length``
+    length: str                      # 'chars' | 'utf16' | 'bytes' (see chunking.LENGTH_FUNCTIONS)
+    edit_interval_s: float           # least time between two edits of one streaming message
+    min_edit_delta_chars: int        # an intermediate edit must show at least this much new text
+    per_chat_ops_per_s: float        # sends and edits together, per chat
+    per_chat_burst: int
+    supports_edit: bool
+    typing_interval_s: Optional[float]  # resend the typing indicator this often; None: the platform has none
+    group_ops_per_s: Optional[float] = None  # a stricter rate for groups, where the platform has one
+
+
+_FAST = dict(edit_interval_s=0.05, min_edit_delta_chars=1, per_chat_ops_per_s=50.0, per_chat_burst=50)
+
+PACING: dict[str, PlatformPacing] = {
+    # ~1 op/s per chat shared by sends and edits, 20/min in groups; typing shows for 5 s.
+    "telegram": PlatformPacing("telegram", 4096, "utf16", edit_interval_s=1.2, min_edit_delta_chars=30,
+                               per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=True,
+                               typing_interval_s=4.5, group_ops_per_s=20 / 60),
+    # 5 per 5 s per channel; typing shows for 10 s.
+    "discord": PlatformPacing("discord", 2000, "chars", edit_interval_s=1.0, min_edit_delta_chars=30,
+                              per_chat_ops_per_s=1.0, per_chat_burst=5, supports_edit=True, typing_interval_s=8.0),
+    # ~1/s per channel; bots have no typing indicator outside the legacy RTM API.
+    "slack": PlatformPacing("slack", 40000, "chars", edit_interval_s=1.5, min_edit_delta_chars=50,
+                            per_chat_ops_per_s=1.0, per_chat_burst=2, supports_edit=True, typing_interval_s=None),
+    # No edits: the reply goes out once, complete. 2 KiB inline, beyond that signal-cli attaches the text.
+    "signal": PlatformPacing("signal", 2048, "bytes", edit_interval_s=0.0, min_edit_delta_chars=0,
+                             per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=False, typing_interval_s=10.0),
+    "wechat": PlatformPacing("wechat", 2048, "bytes", edit_interval_s=0.0, min_edit_delta_chars=0,
+                             per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=False, typing_interval_s=None),
+    # The 65,536-byte limit is for the whole event: body, formatted_body (HTML, often longer) and envelope.
+    # Synapse's default message rate is 0.2/s with a burst of 10; every edit is a new event.
+    "matrix": PlatformPacing("matrix", 24000, "bytes", edit_interval_s=3.0, min_edit_delta_chars=80,
+                             per_chat_ops_per_s=0.2, per_chat_burst=10, supports_edit=True, typing_interval_s=20.0),
+    "webchat": PlatformPacing("webchat", 1_000_000, "chars", supports_edit=True, typing_interval_s=3.0, **_FAST),
+    "cli": PlatformPacing("cli", 1_000_000, "chars", supports_edit=True, typing_interval_s=None, **_FAST),
+    # For tests: Telegram's limits (so chunking is exercised), but fast.
+    "fake": PlatformPacing("fake", 4096, "utf16", supports_edit=True, typing_interval_s=None, **_FAST),
+}
+
+# For a platform not in the table: small messages, slow, no edits; safe anywhere.
+DEFAULT_PACING = PlatformPacing("default", 2000, "chars", edit_interval_s=0.0, min_edit_delta_chars=0,
+                                per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=False,
+                                typing_interval_s=None)
+
+
+def pacing_for(platform: str, overrides: Optional[Mapping[str, Any]] = None) -> PlatformPacing:
+    """The pacing of ``platform`` (DEFAULT_PACING if unknown), with configured field overrides applied."""
+    base = PACING.get(platform, dataclasses.replace(DEFAULT_PACING, platform=platform))
+    return dataclasses.replace(base, **dict(overrides)) if overrides else base
+
+
+class ChatBudget:
+    """A token bucket for one chat, spent by sends and edits alike.
+
+    A platform's 429 (``flood``) blocks the bucket until the time it named; afterwards one operation may go at once.
+    """
+
+    def __init__(self, ops_per_s: float, burst: int, now: float = 0.0):
+        if ops_per_s <= 0 or burst < 1:
+            raise ValueError("ops_per_s must be positive and burst at least 1")
+        self.ops_per_s = ops_per_s
+        self.burst = burst
+        self._tokens = float(burst)
+        self._updated = now
+        self._blocked_until = float("-inf")
+
+    @classmethod
+    def for_platform(cls, pacing: PlatformPacing, chat_type: str = "dm", now: float = 0.0) -> "ChatBudget":
+        rate = pacing.per_chat_ops_per_s
+        if chat_type != "dm" and pacing.group_ops_per_s is not None:
+            rate = min(rate, pacing.group_ops_per_s)
+        return cls(rate, pacing.per_chat_burst, now)
+
+    def _refill(self, now: float) -> None:
+        elapsed = now - self._updated
+        if elapsed > 0:      # a clock read out of order must not drain the bucket
+            self._tokens = min(float(self.burst), self._tokens + elapsed * self.ops_per_s)
+            self._updated = now
+
+    def wait_time(self, now: float) -> float:
+        """Seconds until one operation may go (0.0: now)."""
+        if now < self._blocked_until:
+            return self._blocked_until - now
+        self._refill(now)
+        if self._tokens >= 1.0:
+            return 0.0
+        return (1.0 - self._tokens) / self.ops_per_s
+
+    def consume(self, now: float) -> None:
+        """Record one operation sent at ``now``. Sending without waiting drives the bucket negative, as it should."""
+        self._refill(now)
+        self._tokens -= 1.0
+
+    def flood(self, until: float) -> None:
+        """The platform said "retry after": nothing goes before ``until``, then one operation may."""
+        self._blocked_until = max(self._blocked_until, until)
+        self._tokens = 1.0
+        self._updated = max(self._updated, self._blocked_until)
+
+    @property
+    def blocked_until(self) -> float:
+        return self._blocked_until
+
+
+def _changed_chars(old: str, new: str) -> int:
+    """How many characters of ``new`` the reader has not seen: everything after the common prefix."""
+    common = 0
+    for a, b in zip(old, new):
+        if a != b:
+            break
+        common += 1
+    return max(len(old), len(new)) - common
+
+
+class EditThrottle:
+    """Decides whether a streaming message deserves an edit now. The final edit is never skipped."""
+
+    def __init__(self, pacing: PlatformPacing):
+        self.pacing = pacing
+        self.shown_text = ""
+        self.last_edit_at: Optional[float] = None
+
+    def should_edit(self, now: float, pending_text: str, final: bool = False) -> bool:
+        if final:
+            return True
+        if not self.pacing.supports_edit or pending_text == self.shown_text:
+            return False
+        if self.last_edit_at is not None and now - self.last_edit_at < self.pacing.edit_interval_s:
+            return False
+        return _changed_chars(self.shown_text, pending_text) >= max(1, self.pacing.min_edit_delta_chars)
+
+    def next_edit_at(self) -> float:
+        """The earliest time an intermediate edit could be allowed (for the caller's wake-up timer)."""
+        if self.last_edit_at is None:
+            return float("-inf")
+        return self.last_edit_at + self.pacing.edit_interval_s
+
+    def record(self, now: float, shown_text: str) -> None:
+        """The platform now shows ``shown_text`` (after a send or an edit)."""
+        self.shown_text = shown_text
+        self.last_edit_at = now

@@ -1,0 +1,191 @@
+"""The watchdog: health checks, heartbeat, drain and graceful shutdown.
+
+State: ``phase`` (watching | draining | shutting_down), the outstanding pings of the current health round, the
+drain or shutdown in progress (who asked, deadline, flushes awaited).
+
+Every ``interval_s`` it walks the tree (DescribeTree to the root), pings every actor, and asks the supervisor of any
+actor that has not answered within ``ping_deadline_s`` (or that its supervisor already reports unresponsive) to
+restart it. It rewrites ``<state_dir>/run/heartbeat.json`` on every round, so an outside monitor can tell a live
+gateway from a wedged one by the file's age.
+
+Drain:    StopIntake to every actor -> walk the tree until no work is in flight or the timeout -> Flush every actor
+          -> DrainReport to the root (which tells the operator and the launcher, which exits 0).
+Shutdown: StopIntake -> Flush every actor -> ShutdownReady to the root (the launcher then stops the system).
+
+Messages it takes: timers tick / ping_deadline / drain_poll / flush_deadline, TreeReply, Pong, Flushed,
+DrainRequest, ShutdownRequest. Messages it sends: DescribeTree, Ping, RestartChild, StopIntake, Flush,
+DrainReport, ShutdownReady.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from pathlib import Path
+
+from actors.messages import (DescribeTree, DrainReport, DrainRequest, Flush, Flushed, Ping, Pong, RestartChild,
+                             ShutdownReady, ShutdownRequest, StopIntake, TreeReply)
+from supervision import tree
+from supervision.actor import GatewayActor
+
+NOT_IN_FLIGHT = ("DeliverySweeper",)  # obligations it holds are durable in the ledger: drain need not wait
+
+
+class Watchdog(GatewayActor):
+    def __init__(self):
+        super().__init__()
+        self.phase = "watching"
+        self.nonces = itertools.count(1)
+        self.walks: dict[int, str] = {}            # token -> purpose (health | drain)
+        self.pings: dict[int, tuple] = {}          # nonce -> (node, parent node)
+        self.operation: dict | None = None         # the drain or shutdown in progress
+        self.last_round: dict = {}
+
+    def on_start(self, args) -> None:
+        wd = self.config.get("watchdog", {})
+        self.interval = wd.get("interval_s", 5.0)
+        self.deadline = wd.get("ping_deadline_s", 3.0)
+        self.heartbeat = Path(self.config["gateway"]["state_dir"]) / "run" / "heartbeat.json"
+        self.after(min(self.interval, 1.0), "tick")
+
+    def state_name(self) -> str:
+        return self.phase if self.phase != "watching" else "running"
+
+    # ------------------------------------------------------------------------------------------ health rounds
+    def on_timer_tick(self, _data) -> None:
+        self._walk("health")
+        self.after(self.interval, "tick")
+
+    def _walk(self, purpose: str) -> None:
+        token = next(self.nonces)
+        self.walks[token] = purpose
+        self.send(self.parent, DescribeTree(token))
+
+    def on_TreeReply(self, message: TreeReply, sender) -> None:
+        purpose = self.walks.pop(message.token, None)
+        if purpose == "health":
+            self._health_round(message.node)
+        elif purpose == "drain":
+            self._drain_progress(message.node)
+        elif purpose == "flush":
+            self._flush_all(message.node)
+
+    def _health_round(self, root) -> None:
+        self.pings.clear()
+        unresponsive = []
+        for node, parent, _depth in tree.walk(root):
+            if parent is None or node.ref is None or node.ref == self.myAddress:
+                continue
+            if node.state == "unresponsive":
+                unresponsive.append((node, parent))
+            elif node.state == "running":
+                nonce = next(self.nonces)
+                self.pings[nonce] = (node, parent)
+                self.send(node.ref, Ping(nonce))
+        for node, parent in unresponsive:
+            self._restart(node, parent, "did not describe itself to its supervisor")
+        self.after(self.deadline, "ping_deadline", set(self.pings))
+        counts = tree.counts(root)
+        self.last_round = {"time": time.time(), "pid": os.getpid(), "phase": self.phase, **counts}
+        self._write_heartbeat()
+
+    def on_Pong(self, message: Pong, sender) -> None:
+        self.pings.pop(message.nonce, None)
+
+    def on_timer_ping_deadline(self, nonces) -> None:
+        for nonce in nonces:
+            pending = self.pings.pop(nonce, None)
+            if pending is not None:
+                node, parent = pending
+                self._restart(node, parent, f"did not answer a ping within {self.deadline:g}s")
+
+    def _restart(self, node, parent, reason: str) -> None:
+        self.log.error("watchdog: %s %s (pid %s) %s; asking %s to restart it", node.kind, node.name, node.pid,
+                       reason, parent.name)
+        self.send(parent.ref, RestartChild(node.name, reason))
+
+    def _write_heartbeat(self) -> None:
+        tmp = self.heartbeat.with_suffix(".tmp")
+        try:
+            self.heartbeat.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(self.last_round))
+            os.replace(tmp, self.heartbeat)
+        except OSError as exc:  # a full disk must not stop health checks
+            self.log.error("watchdog: cannot write heartbeat %s: %s", self.heartbeat, exc)
+
+    # -------------------------------------------------------------------------------------- drain and shutdown
+    def on_DrainRequest(self, message: DrainRequest, sender) -> None:
+        self._begin("draining", sender, message.timeout_s)
+
+    def on_ShutdownRequest(self, message: ShutdownRequest, sender) -> None:
+        self._begin("shutting_down", sender, message.timeout_s)
+
+    def _begin(self, phase: str, requester, timeout_s: float) -> None:
+        if self.operation is not None:
+            self.operation["requesters"].append(requester)
+            return
+        self.phase = phase
+        self.operation = {"requesters": [requester], "started": time.monotonic(), "deadline":
+                          time.monotonic() + timeout_s, "in_flight": 0, "flushed": 0, "awaiting": []}
+        self.log.warning("watchdog: %s (timeout %gs): intake stopped", phase.replace("_", " "), timeout_s)
+        self._walk("drain")
+
+    def _drain_progress(self, root) -> None:
+        op = self.operation
+        if op is None:
+            return
+        if not op.get("intake_stopped"):
+            op["intake_stopped"] = True
+            for node, parent, _ in tree.walk(root):
+                if node.ref is not None and node.ref != self.myAddress and parent is not None:
+                    self.send(node.ref, StopIntake())
+        in_flight = sum(n.pending for n, _, _ in tree.walk(root) if n.kind not in NOT_IN_FLIGHT)
+        op["in_flight"] = in_flight
+        if self.phase == "draining" and in_flight and time.monotonic() < op["deadline"]:
+            self.after(0.2, "drain_poll")
+            return
+        self._flush_all(root)
+
+    def on_timer_drain_poll(self, _data) -> None:
+        self._walk("drain")
+
+    def _flush_all(self, root) -> None:
+        op = self.operation
+        token = next(self.nonces)
+        op["flush_token"] = token
+        op["awaiting"] = [node.ref for node, parent, _ in tree.walk(root)
+                          if node.ref is not None and node.ref != self.myAddress and parent is not None]
+        for ref in op["awaiting"]:
+            self.send(ref, Flush(token))
+        self.after(max(0.5, min(5.0, op["deadline"] - time.monotonic())), "flush_deadline", token)
+        if not op["awaiting"]:
+            self._finish()
+
+    def on_Flushed(self, message: Flushed, sender) -> None:
+        op = self.operation
+        if op is None or message.token != op.get("flush_token"):
+            return
+        op["flushed"] += message.count
+        op["awaiting"] = [ref for ref in op["awaiting"] if ref != sender]
+        if not op["awaiting"]:
+            self._finish()
+
+    def on_timer_flush_deadline(self, token) -> None:
+        if self.operation is not None and self.operation.get("flush_token") == token:
+            self._finish()
+
+    def _finish(self) -> None:
+        op, self.operation = self.operation, None
+        waited = time.monotonic() - op["started"]
+        if self.phase == "draining":
+            left = op["in_flight"]
+            reply = DrainReport(ok=left == 0, waited_s=round(waited, 3), in_flight_left=left,
+                                detail=f"flushed {op['flushed']} item(s)" + (
+                                    "" if not op["awaiting"] else f"; no flush answer from {len(op['awaiting'])}"))
+        else:
+            reply = ShutdownReady(op["flushed"], f"flushed in {waited:.3f}s")
+        self.log.warning("watchdog: %s finished: %s", self.phase.replace("_", " "), reply)
+        for requester in op["requesters"]:
+            self.send(requester, reply)
+        self.phase = "drained" if self.phase == "draining" else "stopped"

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""agent-gateway: connect an LLM agent to chat platforms, crash-safe.
+
+    python run_gateway.py                 run in the foreground until Ctrl-C / SIGTERM (logs on stderr)
+    python run_gateway.py start           run as a daemon (log file, pid file); refuses to start twice
+    python run_gateway.py stop            graceful stop (flush), then forced after a bound
+    python run_gateway.py drain           stop intake, finish turns in flight, flush, exit (rolling restarts)
+    python run_gateway.py status          health on one screen
+    python run_gateway.py tree            the live actor tree
+
+Every admin command takes --json. Configuration: --config FILE, else $GATEWAY_CONFIG, else
+~/.config/agent-gateway/gateway.toml (embedded defaults when absent). State: $GATEWAY_STATE_DIR, else
+[gateway] state_dir, else ~/.local/state/agent-gateway.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from supervision import config as config_mod  # noqa: E402
+from supervision.config import EX_CONFIG, ConfigError  # noqa: E402
+
+EX_NOT_RUNNING = 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = config_mod.load(args.config)
+    except ConfigError as exc:
+        print(f"config error: {exc.file}: {exc.key}: {exc.reason}", file=sys.stderr)
+        return EX_CONFIG
+    return COMMANDS[args.command or "run"](config, args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="run_gateway.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", metavar="FILE", help="TOML configuration file")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("run", help="run in the foreground (the default)")
+    start = sub.add_parser("start", help="run as a daemon")
+    start.add_argument("--wait", type=float, default=None, metavar="S", help="seconds to wait for readiness")
+    stop = sub.add_parser("stop", help="graceful stop, forced after --timeout")
+    stop.add_argument("--timeout", type=float, default=None, metavar="S")
+    drain = sub.add_parser("drain", help="stop intake, let turns finish, flush, exit 0")
+    drain.add_argument("--timeout", type=float, default=None, metavar="S", help="how long turns may take")
+    for name, text in (("status", "health on one screen"), ("tree", "the live actor tree")):
+        sub.add_parser(name, help=text)
+    for cmd in (stop, drain, sub.choices["status"], sub.choices["tree"], start):
+        cmd.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
+
+
+# ------------------------------------------------------------------------------------------------------ commands
+
+def cmd_run(config: dict, args) -> int:
+    from supervision.launcher import Launcher
+    from supervision.logging_setup import configure_launcher_logging
+    configure_launcher_logging(config["gateway"]["log_level"])
+    return Launcher(config).run()
+
+
+def cmd_start(config: dict, args) -> int:
+    from supervision.runfiles import RunFiles
+    files = RunFiles(config["gateway"]["state_dir"])
+    files.run_dir.mkdir(parents=True, exist_ok=True)
+    log_path = files.log_path(config)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    if _running(config):
+        return _out(args, {"ok": False, "error": f"already running (pid {files.read_pid()})"}, 1)
+    before = files.read_runtime()
+    command = [sys.executable, os.path.abspath(__file__)] + (["--config", args.config] if args.config else []) + ["run"]
+    env = dict(os.environ, GATEWAY_STATE_DIR=str(files.state_dir))
+    with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
+        proc = subprocess.Popen(command, stdin=devnull, stdout=log, stderr=log, start_new_session=True,
+                                env=env, cwd="/")
+    wait = args.wait or config["gateway"]["ready_timeout_s"] + 5
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        runtime = files.read_runtime()
+        if runtime and runtime.get("launcher_pid") == proc.pid and runtime != before:
+            return _out(args, {"ok": True, "pid": proc.pid, "admin_port": runtime["admin_port"],
+                               "ready_after_s": runtime["ready_after_s"], "log": str(log_path)}, 0,
+                        f"gateway started (pid {proc.pid}) in {runtime['ready_after_s']:.2f}s; "
+                        f"admin {runtime['bind_host']}:{runtime['admin_port']}; log {log_path}")
+        if proc.poll() is not None:
+            return _out(args, {"ok": False, "error": f"the gateway exited with {proc.returncode}",
+                               "log_tail": _tail(log_path)}, 1,
+                        f"the gateway failed to start (exit {proc.returncode}); end of {log_path}:\n"
+                        + _tail(log_path))
+        time.sleep(0.05)
+    return _out(args, {"ok": False, "error": f"not ready after {wait:g}s", "log": str(log_path)}, 1)
+
+
+def cmd_stop(config: dict, args) -> int:
+    from supervision import processes
+    from supervision.runfiles import RunFiles
+    files = RunFiles(config["gateway"]["state_dir"])
+    pid = files.read_pid() if _running(config) else None
+    if not pid:
+        return _out(args, {"ok": False, "error": "no gateway running"}, EX_NOT_RUNNING)
+    timeout = args.timeout or config["watchdog"]["shutdown_timeout_s"] + 15
+    tree = [pid] + processes.descendants(pid)
+    started = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    left = processes.wait_gone([pid], timeout)
+    forced = bool(left)
+    if forced:
+        processes.kill_all(tree)
+    processes.wait_gone(tree, 5)
+    took = time.monotonic() - started
+    return _out(args, {"ok": True, "pid": pid, "forced": forced, "seconds": round(took, 3)}, 0,
+                f"gateway (pid {pid}) stopped {'by force after' if forced else 'gracefully in'} {took:.2f}s")
+
+
+def cmd_drain(config: dict, args) -> int:
+    client = _attach(config, args)
+    if isinstance(client, int):
+        return client
+    timeout = args.timeout if args.timeout is not None else config["watchdog"]["drain_timeout_s"]
+    report = client.drain(timeout)
+    exited = client.wait_launcher_exit(30)
+    data = {"ok": report.ok, "waited_s": report.waited_s, "in_flight_left": report.in_flight_left,
+            "detail": report.detail, "exited": exited}
+    text = (f"drained in {report.waited_s:.2f}s; {report.in_flight_left} turn(s) left in flight "
+            f"(kept for the next instance); {report.detail}; gateway {'exited' if exited else 'STILL RUNNING'}")
+    return _out(args, data, 0 if exited else 1, text)
+
+
+def cmd_status(config: dict, args) -> int:
+    from supervision.admin import uptime_text
+    client = _attach(config, args)
+    if isinstance(client, int):
+        return client
+    s = client.status()
+    data = {"running": True, "pid": client.runtime["launcher_pid"], "uptime_s": round(time.time() - s.started_at, 1),
+            "actors_up": s.actors_up, "actors_restarting": s.actors_restarting, "actors_failed": s.actors_failed,
+            "sessions_live": s.sessions_live, "obligations_pending": s.obligations_pending,
+            "draining": s.draining, "admin": f"{client.host}:{client.port}", **s.detail}
+    health = "healthy" if not (s.actors_failed or s.actors_restarting) else "degraded"
+    text = "\n".join([
+        f"gateway {health}{' (draining)' if s.draining else ''}: pid {data['pid']}, up {uptime_text(s.started_at)}",
+        f"  actors       {s.actors_up} up, {s.actors_restarting} restarting, {s.actors_failed} failed",
+        f"  sessions     {s.sessions_live} live",
+        f"  deliveries   {s.obligations_pending} pending",
+        f"  admin        {client.host}:{client.port}   state {config['gateway']['state_dir']}",
+    ])
+    return _out(args, data, 0, text)
+
+
+def cmd_tree(config: dict, args) -> int:
+    from supervision import tree
+    client = _attach(config, args)
+    if isinstance(client, int):
+        return client
+    root = client.tree()
+    return _out(args, tree.to_json(root), 0, tree.render(root))
+
+
+COMMANDS = {"run": cmd_run, "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status,
+            "tree": cmd_tree}
+
+
+# ------------------------------------------------------------------------------------------------------ helpers
+
+def _attach(config: dict, args):
+    from supervision.admin import AdminClient, NoGateway
+    try:
+        return AdminClient(config)
+    except NoGateway as exc:
+        return _out(args, {"running": False, "error": str(exc)}, EX_NOT_RUNNING)
+
+
+def _running(config: dict) -> bool:
+    from supervision.runfiles import RunFiles
+    return RunFiles(config["gateway"]["state_dir"]).is_locked()
+
+
+def _out(args, data: dict, code: int, text: str | None = None) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        message = text if text is not None else data.get("error", json.dumps(data))
+        print(message, file=sys.stderr if code else sys.stdout)
+    return code
+
+
+def _tail(path, lines: int = 20) -> str:
+    try:
+        return "\n".join(open(path, errors="replace").read().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Admin client: attach to the running gateway through its admin port, never start one.
+
+``ActorSystem('multiprocTCPBase', {'Admin Port': p})`` silently starts a new actor system when nothing listens on
+``p``; so the client first reads the runtime file and checks that the launcher is alive and the port answers, and
+says "no gateway running" otherwise. It never calls ``shutdown()`` on its handle: for an attached client that would
+stop the gateway itself.
+"""
+from __future__ import annotations
+
+import socket
+import time
+
+from actors.messages import DescribeTree, DrainReport, DrainRequest, GatewayStatus, StatusRequest, TreeReply
+from supervision import loopback, processes
+from supervision.asking import ask_for
+from supervision.logging_setup import thespian_log_defs
+from supervision.runfiles import RunFiles
+
+
+class NoGateway(Exception):
+    pass
+
+
+class AdminError(Exception):
+    pass
+
+
+class AdminClient:
+    def __init__(self, config: dict):
+        self.files = RunFiles(config["gateway"]["state_dir"])
+        runtime = self.files.read_runtime()
+        if not runtime or not processes.is_same_process(runtime["launcher_pid"], runtime.get("launcher_started")):
+            raise NoGateway(f"no gateway running (state dir {self.files.state_dir})")
+        self.runtime = runtime
+        self.host, self.port = runtime["bind_host"], runtime["admin_port"]
+        if not _answers(self.host, self.port):
+            raise NoGateway(f"no gateway running: nothing answers on {self.host}:{self.port}")
+        loopback.install(self.host)
+        from thespian.actors import ActorSystem
+        self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=thespian_log_defs("ERROR"),
+                                transientUnique=True)
+        from supervision.launcher import ROOT_CLASS, ROOT_NAME
+        self.root = self.asys.createActor(ROOT_CLASS, globalName=ROOT_NAME)
+
+    def status(self, timeout: float = 10.0) -> GatewayStatus:
+        reply = ask_for(self.asys, self.root, StatusRequest(), GatewayStatus, timeout)
+        if reply is None:
+            raise AdminError(f"the gateway did not answer a status request within {timeout:g}s")
+        return reply
+
+    def tree(self, timeout: float = 10.0):
+        reply = ask_for(self.asys, self.root, DescribeTree(1), TreeReply, timeout)
+        if reply is None:
+            raise AdminError(f"the gateway did not describe its tree within {timeout:g}s")
+        return reply.node
+
+    def drain(self, timeout_s: float) -> DrainReport:
+        reply = ask_for(self.asys, self.root, DrainRequest(timeout_s), DrainReport, timeout_s + 15)
+        if reply is None:
+            raise AdminError(f"no drain report within {timeout_s + 15:g}s")
+        return reply
+
+    def wait_launcher_exit(self, timeout: float) -> bool:
+        left = processes.wait_gone([self.runtime["launcher_pid"]], timeout)
+        return not left
+
+    def tell(self, message) -> None:
+        self.asys.tell(self.root, message)
+
+
+def _answers(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def uptime_text(started_at: float) -> str:
+    seconds = int(time.time() - started_at)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s"

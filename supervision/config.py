@@ -1,0 +1,167 @@
+"""The gateway configuration: one TOML file, validated against a schema kept as data.
+
+Where things are found:
+  config file   --config PATH, else $GATEWAY_CONFIG, else $XDG_CONFIG_HOME/agent-gateway/gateway.toml
+                (~/.config/agent-gateway/gateway.toml). A missing *default* file means "embedded defaults"; a file
+                named explicitly must exist.
+  state dir     $GATEWAY_STATE_DIR, else [gateway] state_dir, else $XDG_STATE_HOME/agent-gateway
+                (~/.local/state/agent-gateway). Holds the database, the pid and runtime files, the daemon log.
+
+Every error names the file, the key and the reason; the launcher exits with 78 (EX_CONFIG) and starts nothing.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+EX_CONFIG = 78
+ANY_TABLE = "table"  # a table whose keys are not fixed here (an adapter's settings are checked by that adapter)
+
+# section -> key -> (type, default, allowed values or None)
+SCHEMA: dict[str, dict[str, tuple]] = {
+    "gateway": {
+        "state_dir": (str, "", None),
+        "bind_host": (str, "127.0.0.1", None),
+        "admin_port": (int, 17811, None),
+        "log_level": (str, "info", ("debug", "info", "warning", "error")),
+        "log_file": (str, "", None),
+        "ready_timeout_s": (float, 60.0, None),
+    },
+    "supervision": {
+        "max_restarts": (int, 5, None),
+        "period_s": (float, 30.0, None),
+        "backoff_base_s": (float, 0.02, None),
+        "backoff_max_s": (float, 5.0, None),
+    },
+    "watchdog": {
+        "interval_s": (float, 5.0, None),
+        "ping_deadline_s": (float, 3.0, None),
+        "drain_timeout_s": (float, 30.0, None),
+        "shutdown_timeout_s": (float, 10.0, None),
+    },
+    "storage": {
+        "durability": (str, "normal", ("normal", "full")),
+    },
+    "sessions": {
+        "idle_s": (float, 600.0, None),
+        "max_live": (int, 500, None),
+        "busy_mode": (str, "queue", ("queue", "interrupt", "steer", "collect")),
+        "collect_window_s": (float, 2.0, None),
+        "resume_window_s": (float, 3600.0, None),
+        "per_user_in_groups": (bool, False, None),
+    },
+    "agent": {
+        "kind": (str, "", ("", "offline", "openai")),
+        "base_url": (str, "", None),
+        "model": (str, "", None),
+        "api_key_env": (str, "OPENAI_API_KEY", None),
+        "api_key": (str, "", None),
+        "timeout_s": (float, 120.0, None),
+        "system_prompt": (str, "You are a helpful assistant.", None),
+        "offline_delay_s": (float, 0.03, None),
+    },
+    "adapters": {},       # [adapters.NAME] tables, each with type = "..."; checked by the adapter registry
+    "profiles": {},       # [profiles.NAME] tables
+    "debug": {
+        "fault_injection": (bool, False, None),
+        "crash_on_start": (str, "", None),
+    },
+}
+OPEN_SECTIONS = {"adapters", "profiles"}
+TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+class ConfigError(Exception):
+    def __init__(self, file: str, key: str, reason: str):
+        self.file, self.key, self.reason = file, key, reason
+        super().__init__(f"{file}: {key}: {reason}")
+
+
+def default_config_path() -> Path:
+    if os.environ.get("GATEWAY_CONFIG"):
+        return Path(os.environ["GATEWAY_CONFIG"])
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "agent-gateway" / "gateway.toml"
+
+
+def defaults() -> dict:
+    return {section: {key: spec[1] for key, spec in keys.items()} for section, keys in SCHEMA.items()}
+
+
+def load(path: str | None = None) -> dict:
+    explicit = path is not None or bool(os.environ.get("GATEWAY_CONFIG"))
+    file = Path(path) if path else default_config_path()
+    raw: dict = {}
+    if file.exists():
+        try:
+            raw = tomllib.loads(file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(str(file), "(syntax)", str(exc)) from None
+        except OSError as exc:
+            raise ConfigError(str(file), "(file)", f"cannot read: {exc.strerror}") from None
+    elif explicit:
+        raise ConfigError(str(file), "(file)", "no such file")
+    config = validate(raw, str(file) if file.exists() else "(defaults)")
+    config["gateway"]["state_dir"] = str(resolve_state_dir(config))
+    config["_source"] = str(file) if file.exists() else ""
+    return config
+
+
+def validate(raw: dict, file: str) -> dict:
+    config = defaults()
+    for section, table in raw.items():
+        if section not in SCHEMA:
+            raise ConfigError(file, section, f"unknown section (known: {', '.join(sorted(SCHEMA))})")
+        if not isinstance(table, dict):
+            raise ConfigError(file, section, "must be a table, e.g. [%s]" % section)
+        if section in OPEN_SECTIONS:
+            for name, sub in table.items():
+                if not isinstance(sub, dict):
+                    raise ConfigError(file, f"{section}.{name}", f"must be a table, e.g. [{section}.{name}]")
+            config[section] = copy.deepcopy(table)
+            continue
+        for key, value in table.items():
+            where = f"[{section}] {key}"
+            if key not in SCHEMA[section]:
+                known = ", ".join(sorted(SCHEMA[section]))
+                raise ConfigError(file, where, f"unknown key (known keys: {known})")
+            config[section][key] = _check(file, where, value, SCHEMA[section][key])
+    return config
+
+
+def _check(file: str, where: str, value: Any, spec: tuple) -> Any:
+    kind, _default, allowed = spec
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value, ok = float(value), True
+    if not ok:
+        raise ConfigError(file, where, f"expected {TYPE_NAMES[kind]}, got {value!r}")
+    if allowed is not None and value not in allowed:
+        raise ConfigError(file, where, f"must be one of {', '.join(repr(a) for a in allowed if a)}, got {value!r}")
+    if kind in (int, float) and value < 0:
+        raise ConfigError(file, where, f"must not be negative, got {value!r}")
+    return value
+
+
+def resolve_state_dir(config: dict) -> Path:
+    env = os.environ.get("GATEWAY_STATE_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    if config["gateway"]["state_dir"]:
+        return Path(config["gateway"]["state_dir"]).expanduser().resolve()
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return (Path(base) / "agent-gateway").resolve()
+
+
+def public_view(config: dict) -> dict:
+    """The configuration with secrets removed, for logs and admin output."""
+    shown = copy.deepcopy(config)
+    shown.get("agent", {}).pop("api_key", None)
+    for table in shown.get("adapters", {}).values():
+        for key in list(table):
+            if any(word in key for word in ("token", "secret", "key", "password")):
+                table[key] = "[redacted]"
+    return shown

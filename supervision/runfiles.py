@@ -1,0 +1,106 @@
+"""The launcher's files under ``<state_dir>/run``: the pid lock, the runtime description, the heartbeat.
+
+``gateway.pid``   holds the launcher's pid under an exclusive ``flock`` for the launcher's whole life. The kernel
+                  drops the lock when the last holder dies, so a kill -9 never leaves a stale lock behind (a stale
+                  *file* is harmless: the lock, not the file, says "running").
+``runtime.json``  written once the gateway is ready: ports, pids, start times, the admin's session id. Admin
+                  commands read it to find the running gateway; the next launcher reads it to find what a killed
+                  predecessor left behind. Written atomically (temp file + rename).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+
+
+class AlreadyRunning(Exception):
+    pass
+
+
+class RunFiles:
+    def __init__(self, state_dir: str | Path):
+        self.state_dir = Path(state_dir)
+        self.run_dir = self.state_dir / "run"
+        self.pid_path = self.run_dir / "gateway.pid"
+        self.runtime_path = self.run_dir / "runtime.json"
+        self.heartbeat_path = self.run_dir / "heartbeat.json"
+        self._lock_fd: int | None = None
+
+    def acquire(self, wait_s: float = 3.0) -> None:
+        """Take the pid lock or raise AlreadyRunning. Waits briefly: the processes of a launcher that was just
+        killed share the lock's file description and may take a moment to die with it."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.pid_path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = self.read_pid()
+                if holder and _alive(holder) or time.monotonic() > deadline:
+                    os.close(fd)
+                    raise AlreadyRunning(f"a gateway is already running with state dir {self.state_dir}"
+                                         + (f" (pid {holder})" if holder else "")) from None
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def is_locked(self) -> bool:
+        """True while a launcher (or, for a moment after its death, its dying children) holds the pid lock."""
+        try:
+            fd = os.open(self.pid_path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    def release(self) -> None:
+        for path in (self.runtime_path, self.pid_path):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def read_pid(self) -> int | None:
+        try:
+            return int(self.pid_path.read_text().strip() or 0) or None
+        except (OSError, ValueError):
+            return None
+
+    def write_runtime(self, info: dict) -> None:
+        tmp = self.runtime_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info, indent=2))
+        os.replace(tmp, self.runtime_path)
+
+    def read_runtime(self) -> dict | None:
+        try:
+            return json.loads(self.runtime_path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def log_path(self, config: dict) -> Path:
+        configured = config["gateway"].get("log_file")
+        return Path(configured) if configured else self.state_dir / "gateway.log"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True

@@ -1,0 +1,112 @@
+"""Drive the real daemon from a test: a private state dir and port, the real CLI, pids checked against the OS."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.actor_system import free_port, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+class Gateway:
+    def __init__(self, tmp_path: Path, extra_toml: str = "", watchdog_interval: float = 0.5):
+        self.state = tmp_path / "state"
+        self.port = free_port()
+        self.config = tmp_path / "gateway.toml"
+        self.config.write_text(f"""
+[gateway]
+admin_port = {self.port}
+[watchdog]
+interval_s = {watchdog_interval}
+ping_deadline_s = 1.5
+[supervision]
+backoff_base_s = 0.01
+backoff_max_s = 0.2
+{extra_toml}
+""")
+        self.env = dict(os.environ, GATEWAY_STATE_DIR=str(self.state), PYTHONPATH=str(ROOT))
+        self.env.pop("GATEWAY_CONFIG", None)
+        self.seen_pids: set[int] = set()
+        self.launcher_pid = 0
+
+    # ------------------------------------------------------------------------------------------------ the CLI
+    def cli(self, *args, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess:
+        result = subprocess.run([PYTHON, str(ROOT / "run_gateway.py"), "--config", str(self.config), *args],
+                                env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"{args} exited {result.returncode}: {result.stdout}\n{result.stderr}")
+        return result
+
+    def start(self) -> dict:
+        out = json.loads(self.cli("start", "--json", check=True).stdout)
+        self.launcher_pid = out["pid"]
+        self.seen_pids.add(self.launcher_pid)
+        return out
+
+    def run_foreground(self) -> subprocess.Popen:
+        proc = subprocess.Popen([PYTHON, str(ROOT / "run_gateway.py"), "--config", str(self.config), "run"],
+                                env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.launcher_pid = proc.pid
+        self.seen_pids.add(proc.pid)
+        return proc
+
+    def tree(self) -> dict:
+        tree = json.loads(self.cli("tree", "--json", check=True).stdout)
+        self.seen_pids.update(n["pid"] for n in nodes(tree) if n["pid"])
+        return tree
+
+    def node(self, name: str) -> dict:
+        return next(n for n in nodes(self.tree()) if n["name"] == name)
+
+    def wait_ready(self, timeout: float = 20) -> dict:
+        return wait_for(lambda: (t := self._tree_or_none()) and all(n["state"] == "running" for n in nodes(t)) and t,
+                        timeout, 0.05, "every actor running")
+
+    def _tree_or_none(self):
+        result = self.cli("tree", "--json")
+        if result.returncode != 0:
+            return None
+        tree = json.loads(result.stdout)
+        self.seen_pids.update(n["pid"] for n in nodes(tree) if n["pid"])
+        return tree
+
+    def log(self) -> str:
+        path = self.state / "gateway.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    # ------------------------------------------------------------------------------------------------ cleanup
+    def alive_pids(self) -> list[int]:
+        alive = []
+        for pid in self.seen_pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        return alive
+
+    def assert_no_process_left(self, timeout: float = 10) -> None:
+        wait_for(lambda: not self.alive_pids(), timeout, 0.05, f"gateway processes to exit: {self.alive_pids()}")
+
+    def kill_everything(self) -> None:
+        for pid in self.alive_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def nodes(tree: dict) -> list[dict]:
+    out = [tree]
+    for child in tree.get("children", []):
+        out.extend(nodes(child))
+    return out

@@ -1,0 +1,41 @@
+"""Bad configuration: a clear message naming the file and key, exit 78, nothing started."""
+from __future__ import annotations
+
+import pytest
+
+from tests.daemon import Gateway
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.mark.parametrize("toml, key, reason", [
+    ("[gateway]\nadmin_prot = 1\n", "[gateway] admin_prot", "unknown key"),
+    ("[gateway]\nadmin_port = \"abc\"\n", "[gateway] admin_port", "expected an integer"),
+    ("[storage]\ndurability = \"sometimes\"\n", "[storage] durability", "must be one of"),
+    ("[nonsense]\nx = 1\n", "nonsense", "unknown section"),
+    ("[gateway\n", "(syntax)", ""),
+])
+def test_bad_config_names_the_key_and_exits_78(tmp_path, toml, key, reason):
+    gw = Gateway(tmp_path)
+    gw.config.write_text(toml)
+    result = gw.cli("run", timeout=30)
+    assert result.returncode == 78
+    assert str(gw.config) in result.stderr and key in result.stderr and reason in result.stderr
+    assert not (gw.state / "run" / "gateway.pid").exists()
+
+
+def test_missing_config_file_exits_78(tmp_path):
+    gw = Gateway(tmp_path)
+    gw.config.unlink()
+    result = gw.cli("start", timeout=30)
+    assert result.returncode == 78 and "no such file" in result.stderr
+
+
+def test_admin_commands_with_nothing_running_say_so_and_start_nothing(tmp_path):
+    import socket
+    gw = Gateway(tmp_path)
+    for command in ("status", "tree", "drain"):
+        result = gw.cli(command, timeout=30)
+        assert result.returncode == 3 and "no gateway running" in result.stderr
+    with socket.socket() as s:  # nothing was started on the admin port
+        assert s.connect_ex(("127.0.0.1", gw.port)) != 0

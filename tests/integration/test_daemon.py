@@ -1,0 +1,136 @@
+"""The daemon as operators run it: start, kill, stop, drain, crash loops. Real processes, pids checked."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from tests.daemon import Gateway, nodes
+from tests.actor_system import wait_for
+
+pytestmark = pytest.mark.timeout(120)
+CHILD_KINDS = ["watchdog", "sweeper", "ticker", "sessions", "adapters"]
+
+
+@pytest.fixture
+def gateway(tmp_path):
+    gw = Gateway(tmp_path)
+    yield gw
+    gw.cli("stop")
+    gw.kill_everything()
+
+
+def test_start_status_tree_and_refuses_to_start_twice(gateway):
+    info = gateway.start()
+    assert info["ok"] and info["pid"]
+    tree = gateway.wait_ready()
+    names = [n["name"] for n in nodes(tree)]
+    assert set(CHILD_KINDS) <= set(names)
+    for node in nodes(tree):  # every pid the tree reports is a live process of ours
+        proc = psutil.Process(node["pid"])
+        assert "python" in proc.name().lower() or "python" in " ".join(proc.cmdline()).lower()
+    status = json.loads(gateway.cli("status", "--json", check=True).stdout)
+    assert status["running"] and status["actors_up"] == len(names) and status["actors_failed"] == 0
+    second = gateway.cli("start", "--json")
+    assert second.returncode == 1 and "already running" in second.stdout
+
+
+@pytest.mark.parametrize("name", CHILD_KINDS)
+def test_kill_9_of_each_child_kind_is_restarted_and_answers(gateway, name):
+    gateway.start()
+    before = {n["name"]: n for n in nodes(gateway.wait_ready())}
+    killed_at = time.monotonic()
+    os.kill(before[name]["pid"], signal.SIGKILL)
+    after = wait_for(lambda: (n := gateway.node(name)) and n["pid"] != before[name]["pid"]
+                     and n["state"] == "running" and n, 20, 0.02, f"{name} back")
+    took = time.monotonic() - killed_at
+    assert after["restarts"] == 1 and "killed" in after["last_exit"]
+    assert took < 15, f"{name} took {took:.2f}s to come back"
+    gateway.wait_ready()
+
+
+def test_sigterm_stops_every_process(gateway):
+    proc = gateway.run_foreground()
+    gateway.wait_ready()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    gateway.assert_no_process_left()
+
+
+def test_sigkill_of_the_launcher_leaves_no_process_and_next_start_says_so(gateway):
+    gateway.start()
+    gateway.wait_ready()
+    os.kill(gateway.launcher_pid, signal.SIGKILL)
+    gateway.assert_no_process_left()
+    assert gateway.cli("status").returncode == 3
+    gateway.start()
+    gateway.wait_ready()
+    assert "previous run" in gateway.log()
+
+
+def test_stop_and_drain_leave_no_process(gateway):
+    gateway.start()
+    gateway.wait_ready()
+    stopped = json.loads(gateway.cli("stop", "--json", check=True).stdout)
+    assert stopped["ok"] and not stopped["forced"]
+    gateway.assert_no_process_left()
+    gateway.start()
+    gateway.wait_ready()
+    drained = json.loads(gateway.cli("drain", "--timeout", "5", "--json", check=True).stdout)
+    assert drained["ok"] and drained["exited"] and drained["in_flight_left"] == 0
+    gateway.assert_no_process_left()
+
+
+def test_no_listening_socket_outside_loopback(gateway):
+    gateway.start()
+    gateway.wait_ready()
+    pids = set(gateway.seen_pids)
+    listening = [c for c in psutil.net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN and c.pid in pids]
+    assert len(listening) >= len(CHILD_KINDS) + 1
+    assert all(c.laddr.ip == "127.0.0.1" for c in listening), listening
+
+
+def test_crash_loop_escalates_to_root_and_the_launcher_exits_non_zero(tmp_path):
+    gw = Gateway(tmp_path, extra_toml='[debug]\nfault_injection = true\ncrash_on_start = "ticker"\n')
+    proc = gw.run_foreground()
+    try:
+        code = proc.wait(60)
+        output = proc.stdout.read()
+        assert code == 70, output
+        assert "gave up" in output and "ticker" in output
+        before_exit = [p for p in psutil.process_iter(["cmdline"]) if str(gw.port) in " ".join(p.info["cmdline"] or [])]
+        assert not before_exit
+        assert not gw.alive_pids()
+    finally:
+        proc.kill()
+        gw.kill_everything()
+
+
+def test_watchdog_restarts_an_actor_that_stops_answering(tmp_path):
+    from actors.messages import Fault
+    from supervision.admin import AdminClient
+    from supervision import config as config_mod
+    gw = Gateway(tmp_path, extra_toml="[debug]\nfault_injection = true\n")
+    try:
+        gw.start()
+        gw.wait_ready()
+        os.environ["GATEWAY_STATE_DIR"] = str(gw.state)
+        client = AdminClient(config_mod.load(str(gw.config)))
+        ticker = next(n for n, _, _ in __import__("supervision.tree", fromlist=["walk"]).walk(client.tree())
+                      if n.name == "ticker")
+        client.asys.tell(ticker.ref, Fault("hang", 60))
+        after = wait_for(lambda: (n := gw.node("ticker")) and n["pid"] != ticker.pid and n["state"] == "running"
+                         and n, 30, 0.1, "hung ticker replaced")
+        assert "ping" in after["last_exit"] or "describe" in after["last_exit"]
+        assert not psutil.pid_exists(ticker.pid) or psutil.Process(ticker.pid).status() == psutil.STATUS_ZOMBIE
+        heartbeat = json.loads((gw.state / "run" / "heartbeat.json").read_text())
+        assert heartbeat["actors"] >= 6 and time.time() - heartbeat["time"] < 10
+    finally:
+        os.environ.pop("GATEWAY_STATE_DIR", None)
+        gw.cli("stop")
+        gw.kill_everything()

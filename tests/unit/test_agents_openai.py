@@ -1,0 +1,313 @@
+import asyncio
+import json
+import socket
+import time
+
+import pytest
+
+from actors.agents.base import AgentError, AgentRequest
+from actors.agents.openai_compat import OpenAICompatAgent, parse_retry_after
+from actors.agents.tools import Tool, ToolRegistry, default_registry
+from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished,
+                             ToolCallStarted, TurnEnd)
+from tests.fakes.openai_server import (FakeOpenAIServer, Reply, error_reply, raw_reply, text_chunks, text_reply,
+                                       tool_call_reply)
+
+pytestmark = pytest.mark.timeout(20)
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+def make_agent(server, **options):
+    defaults = dict(api_key="sk-test-key-0123456789abcdef", retry_base_s=0.01, idle_timeout_s=2.0,
+                    connect_timeout_s=2.0)
+    return OpenAICompatAgent(server.base_url, "fake-gpt", **{**defaults, **options})
+
+
+def request(text="hello", steer=None, turn_id="t1"):
+    return AgentRequest(messages=({"role": "user", "content": text},), profile="default", turn_id=turn_id,
+                        steer=steer)
+
+
+async def collect(agent, req, into=None):
+    events = [] if into is None else into
+    async for event in agent.run(req):
+        events.append(event)
+    return events
+
+
+def run(agent, req):
+    return asyncio.run(collect(agent, req))
+
+
+def texts(events):
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+def test_streams_text_and_ends_with_one_turn_end(server):
+    server.script(text_reply("Hello there, friend.", pieces=4))
+    events = run(make_agent(server, system_prompt="Be brief."), request("hi"))
+    assert sum(isinstance(e, TextDelta) for e in events) == 4
+    assert isinstance(events[-1], TurnEnd) and sum(isinstance(e, TurnEnd) for e in events) == 1
+    assert events[-1].final_text == texts(events) == "Hello there, friend."
+    sent = server.requests[0]
+    assert sent.path == "/v1/chat/completions"
+    assert sent.headers["Authorization"] == "Bearer sk-test-key-0123456789abcdef"
+    assert sent.body["stream"] is True and sent.body["model"] == "fake-gpt"
+    assert sent.body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    assert {t["function"]["name"] for t in sent.body["tools"]} == {"clock", "calculator"}
+
+
+def test_tool_round_trip(server):
+    server.script(tool_call_reply([("calculator", '{"expression": "2+3*4"}')], pieces=4, text="Let me compute."),
+                  text_reply("The answer is 14."))
+    events = run(make_agent(server), request("what is 2+3*4?"))
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("ToolCallStarted") < kinds.index("ToolCallDelta") < kinds.index("ToolCallFinished")
+    started = next(e for e in events if isinstance(e, ToolCallStarted))
+    assert (started.call_id, started.name) == ("call_fake_0", "calculator")
+    assert "".join(e.arguments_delta for e in events if isinstance(e, ToolCallDelta)) == '{"expression": "2+3*4"}'
+    finished = next(e for e in events if isinstance(e, ToolCallFinished))
+    assert (finished.ok, finished.result, finished.arguments) == (True, "14", '{"expression": "2+3*4"}')
+    assert events[-1].final_text == "Let me compute.\n\nThe answer is 14." == texts(events)
+    second = server.requests[1].body["messages"]
+    assert second[-2]["role"] == "assistant" and second[-2]["content"] == "Let me compute."
+    assert second[-2]["tool_calls"] == [{"id": "call_fake_0", "type": "function", "function": {
+        "name": "calculator", "arguments": '{"expression": "2+3*4"}'}}]
+    assert second[-1] == {"role": "tool", "tool_call_id": "call_fake_0", "content": "14"}
+
+
+def test_two_parallel_tool_calls_and_an_unknown_tool(server):
+    server.script(tool_call_reply([("calculator", '{"expression": "1+1"}'), ("nope", "{}")]), text_reply("done"))
+    events = run(make_agent(server), request())
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [(f.name, f.ok) for f in finished] == [("calculator", True), ("nope", False)]
+    assert "unknown tool" in finished[1].result
+    tool_messages = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["call_fake_0", "call_fake_1"]
+
+
+def test_retries_before_output_honouring_retry_after(server):
+    server.script(error_reply(429, "slow down", retry_after="0.3"), error_reply(503), text_reply("finally"))
+    began = time.monotonic()
+    events = run(make_agent(server), request())
+    assert time.monotonic() - began >= 0.3
+    assert events[-1].final_text == "finally"
+    assert len(server.requests) == 3
+
+
+def test_retries_a_connection_drop_before_any_output(server):
+    server.script(Reply(chunks=text_chunks("lost"), drop_after=1), text_reply("second try"))
+    events = run(make_agent(server), request())
+    assert events[-1].final_text == "second try" and texts(events) == "second try"
+    assert len(server.requests) == 2
+
+
+def test_no_retry_after_output_started(server):
+    server.script(Reply(chunks=text_chunks("partial answer here", pieces=3), drop_after=3),
+                  text_reply("should never be requested"))
+    events = []
+    with pytest.raises(AgentError) as caught:
+        asyncio.run(collect(make_agent(server), request(), into=events))
+    assert len(server.requests) == 1
+    assert texts(events) == "partial answer here"[:14]      # two pieces went out before the drop
+    assert "mid-answer" in caught.value.message
+
+
+def test_client_error_is_not_retried_and_message_is_short(server):
+    server.script(error_reply(401, "Incorrect API key provided: sk-test***cdef. " + "x" * 500))
+    with pytest.raises(AgentError) as caught:
+        run(make_agent(server), request())
+    assert caught.value.status == 401
+    assert caught.value.message.startswith("HTTP 401: Incorrect API key provided")
+    assert len(caught.value.message) < 250
+    assert len(server.requests) == 1
+
+
+def test_gives_up_after_max_attempts(server):
+    server.script(*[error_reply(500)] * 3)
+    with pytest.raises(AgentError) as caught:
+        run(make_agent(server, max_attempts=3), request())
+    assert caught.value.status == 500 and len(server.requests) == 3
+
+
+def test_retry_after_beyond_the_cap_fails_at_once(server):
+    server.script(error_reply(429, retry_after="3600"))
+    with pytest.raises(AgentError) as caught:
+        run(make_agent(server, retry_max_wait_s=5), request())
+    assert caught.value.status == 429 and "retry after 3600s" in caught.value.message
+    assert len(server.requests) == 1
+
+
+def test_idle_timeout_mid_stream(server):
+    server.script(Reply(chunks=text_chunks("abc def", pieces=2), delay_between_s=5))
+    began = time.monotonic()
+    with pytest.raises(AgentError) as caught:
+        run(make_agent(server, idle_timeout_s=0.3), request())
+    assert time.monotonic() - began < 3
+    assert "sent nothing for 0.3s" in caught.value.message
+    assert len(server.requests) == 1
+
+
+def test_idle_timeout_before_first_byte_is_not_retried(server):
+    server.script(Reply(chunks=text_chunks("late"), delay_before_s=5))
+    with pytest.raises(AgentError) as caught:
+        run(make_agent(server, idle_timeout_s=0.3), request())
+    assert "before answering" in caught.value.message and len(server.requests) == 1
+
+
+def test_unreachable_server_is_retried_then_reported():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    agent = OpenAICompatAgent(f"http://127.0.0.1:{port}/v1", "m", retry_base_s=0.01, max_attempts=2)
+    with pytest.raises(AgentError) as caught:
+        asyncio.run(collect(agent, request()))
+    assert caught.value.message.startswith("cannot reach the model service")
+
+
+def test_tolerates_malformed_chunks_comments_usage_and_missing_fields(server):
+    server.script(raw_reply([
+        ": keep-alive", "",
+        "data: {not json", "",
+        'data: {"choices": [{"delta": {"content": "Hel"}}]}',        # no blank line after: tolerated
+        'data: {"choices": [{"index": 0, "delta": {"content": "lo"}}]}', "",
+        'data: {"choices": []}', "",
+        'data: {"usage": {"total_tokens": 3}}', "",
+        "event: ping", "",
+        'data: {"choices": [{"delta": {}, "finish_reason": "stop"}]}', "",
+    ]))
+    events = run(make_agent(server), request())
+    assert events[-1].final_text == "Hello"
+
+
+def test_stream_ending_without_finish_is_an_error_after_output(server):
+    server.script(raw_reply(['data: {"choices": [{"delta": {"content": "half"}}]}', ""], done=False))
+    events = []
+    with pytest.raises(AgentError, match="ended before the answer was complete"):
+        asyncio.run(collect(make_agent(server), request(), into=events))
+    assert texts(events) == "half" and len(server.requests) == 1
+
+
+def test_error_chunk_mid_stream(server):
+    server.script(raw_reply(['data: {"choices": [{"delta": {"content": "a"}}]}', "",
+                             'data: {"error": {"message": "upstream overloaded", "code": 502}}', ""]))
+    with pytest.raises(AgentError) as caught:
+        run(make_agent(server), request())
+    assert caught.value.status == 502 and "upstream overloaded" in caught.value.message
+
+
+def test_non_streaming_json_answer_is_accepted(server):
+    server.script(Reply(as_json={"choices": [{"index": 0, "finish_reason": "stop",
+                                              "message": {"role": "assistant", "content": "whole"}}]}))
+    assert run(make_agent(server), request())[-1].final_text == "whole"
+
+
+def test_tool_rounds_are_bounded(server):
+    server.script(*[tool_call_reply([("clock", "{}")]) for _ in range(3)])
+    events = run(make_agent(server, max_tool_rounds=2), request())
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [f.ok for f in finished] == [True, True, False]
+    assert len(finished) == sum(isinstance(e, ToolCallStarted) for e in events)
+    assert any(isinstance(e, GatewayNotice) and "2 rounds" in e.text for e in events)
+    assert isinstance(events[-1], TurnEnd) and len(server.requests) == 3
+
+
+def test_steer_is_folded_into_the_next_model_call(server):
+    server.script(tool_call_reply([("clock", "{}")]), text_reply("ok"))
+    steer = asyncio.Queue()
+
+    async def scenario():
+        events = []
+        async for event in make_agent(server).run(request("first", steer=steer)):
+            if isinstance(event, ToolCallStarted):
+                steer.put_nowait("actually, use UTC")
+            events.append(event)
+        return events
+
+    asyncio.run(scenario())
+    assert server.requests[1].body["messages"][-1] == {"role": "user", "content": "actually, use UTC"}
+    assert {"role": "user", "content": "actually, use UTC"} not in server.requests[0].body["messages"]
+
+
+def test_long_tool_emits_hints_and_cancellation_propagates(server):
+    release = asyncio.Event()
+
+    async def slow(arguments):
+        await release.wait()
+        return "never"
+
+    registry = ToolRegistry([Tool("slow", "waits", {"type": "object", "properties": {}}, slow)])
+    server.script(tool_call_reply([("slow", "{}")]))
+    agent = make_agent(server, registry=registry, long_tool_hint_s=0.05)
+
+    async def scenario():
+        events = []
+        task = asyncio.ensure_future(collect(agent, request(), into=events))
+        while sum(isinstance(e, LongToolHint) for e in events) < 2 and not task.done():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return events
+
+    events = asyncio.run(scenario())
+    hints = [e for e in events if isinstance(e, LongToolHint)]
+    assert hints[0].name == "slow" and hints[1].elapsed_s >= hints[0].elapsed_s
+    assert not any(isinstance(e, TurnEnd) for e in events)
+
+
+def test_cancel_mid_stream_closes_cleanly(server):
+    content_first = text_chunks("one two three four", pieces=4)[1:]
+    server.script(Reply(chunks=content_first, delay_between_s=2))
+
+    async def scenario():
+        events = []
+        task = asyncio.ensure_future(collect(make_agent(server, idle_timeout_s=5), request(), into=events))
+        while not events and not task.done():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return events
+
+    began = time.monotonic()
+    events = asyncio.run(scenario())
+    assert time.monotonic() - began < 2
+    assert texts(events) == content_first[0]["choices"][0]["delta"]["content"]
+
+
+def test_parse_retry_after():
+    assert parse_retry_after({"Retry-After": "2"}) == 2.0
+    assert parse_retry_after({"retry-after-ms": "1500"}) == 1.5
+    assert parse_retry_after({}) is None
+    assert parse_retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
+    assert parse_retry_after({"Retry-After": "soon"}) is None
+
+
+def test_registry_schema_is_openai_shaped():
+    schema = default_registry().openai_schema()
+    calculator = next(t for t in schema if t["function"]["name"] == "calculator")
+    assert calculator["type"] == "function"
+    assert calculator["function"]["parameters"]["required"] == ["expression"]
+    json.dumps(schema)
+
+
+def test_sse_decoder_survives_any_block_boundary():
+    from actors.agents.sse import DONE, iter_sse_payloads
+    stream = ('data: {"choices": [{"delta": {"content": "héllo 😀"}}]}\r\n\r\n: ping\n\n'
+              'data: {"a": 1}\ndata: [DONE]\n\n').encode()
+
+    async def decode(blocks):
+        async def source():
+            for block in blocks:
+                yield block
+        return [p async for p in iter_sse_payloads(source())]
+
+    expected = [{"choices": [{"delta": {"content": "héllo 😀"}}]}, {"a": 1}, DONE]
+    for cut in range(len(stream) + 1):
+        assert asyncio.run(decode([stream[:cut], stream[cut:]])) == expected, cut
