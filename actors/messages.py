@@ -43,6 +43,65 @@ class MessageEvent:
     internal: bool = False         # produced by the gateway itself (resume, replay): not user traffic
 
 
+@dataclass(frozen=True)
+class InboxDoorbell:
+    """Adapter -> session supervisor -> session: new rows are durable in this session's inbox. A doorbell carries
+    no content: the inbox is the truth, so a lost doorbell delays a message but never loses it."""
+    session_key: str
+    seq: int = 0
+
+
+# ------------------------------------------------------------------------------------------- platform operations
+# StreamConsumer / sweeper / session -> adapter, answered with OpResult to the sender. The adapter serialises the
+# operations of one chat, spends that chat's pacing budget (shared by sends and edits) and waits out flood errors.
+
+@dataclass(frozen=True)
+class PlatformOp:
+    op_id: str
+    action: str                    # send | edit | delete | typing
+    chat_id: str
+    text: str = ""
+    message_id: Optional[str] = None   # edit / delete: the platform message to change
+    thread_id: Optional[str] = None
+    reply_to: Optional[str] = None     # send: the platform message this answers
+    chat_type: str = "dm"
+
+
+@dataclass(frozen=True)
+class OpResult:
+    op_id: str
+    ok: bool
+    message_id: Optional[str] = None
+    error_kind: Optional[str] = None   # retryable | flood | permanent | too_long | formatting | not_found
+    error: str = ""                    # short, already redacted: safe to log
+    retry_after: float = 0.0
+
+
+@dataclass(frozen=True)
+class AdapterConnected:
+    """Adapter -> sweeper (through the directory): the platform is reachable; re-send what a crash left behind."""
+    name: str
+
+
+@dataclass(frozen=True)
+class Directory:
+    """Root -> every actor (each supervisor forwards it to its children): where the well-known actors are now.
+    Sent again whenever one of them is restarted, so nobody keeps a dead address for long."""
+    version: int
+    sessions: Any = None
+    sweeper: Any = None
+    adapters: tuple = ()           # ((name, address), ...)
+
+    def adapter(self, name: str):
+        return dict(self.adapters).get(name)
+
+
+@dataclass(frozen=True)
+class AdaptersChanged:
+    """Adapter supervisor -> root: the current adapter addresses, for the next Directory."""
+    adapters: tuple
+
+
 # ------------------------------------------------------------------------------------------------- stream events
 
 @dataclass(frozen=True)

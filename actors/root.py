@@ -12,7 +12,7 @@ ShutdownReady.
 """
 from __future__ import annotations
 
-from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus, ShutdownReady, ShutdownRequest,
+from actors.messages import (AdaptersChanged, Directory, DrainDone, DrainReport, DrainRequest, GatewayStatus, ShutdownReady, ShutdownRequest,
                              StatusRequest)
 from supervision import tree
 from supervision.spec import ChildSpec, Restart, flags_from_config
@@ -35,6 +35,25 @@ class Root(Supervisor):
     def __init__(self):
         super().__init__()
         self.requesters: dict[str, list] = {"drain": [], "shutdown": []}
+        self.adapters: tuple = ()
+        self.directory_version = 0
+
+    # The directory: addresses of the well-known actors, broadcast down the tree whenever one of them changes.
+    def on_ChildReady(self, message, sender) -> None:
+        super().on_ChildReady(message, sender)
+        if message.name in ("sessions", "sweeper"):
+            self._publish_directory()
+
+    def on_AdaptersChanged(self, message: AdaptersChanged, sender) -> None:
+        self.adapters = message.adapters
+        self._publish_directory()
+
+    def _publish_directory(self) -> None:
+        self.directory_version += 1
+        addr = {name: c.address for name, c in self.children.items()}
+        self.directory = Directory(self.directory_version, sessions=addr.get("sessions"),
+                                   sweeper=addr.get("sweeper"), adapters=self.adapters)
+        self.on_directory(self.directory)
 
     def child_specs(self, args):
         return root_children(self.config)

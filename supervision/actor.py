@@ -42,6 +42,7 @@ class GatewayActor(Actor):
         self.started_at = time.time()
         self.bridge = None
         self.intake_stopped = False
+        self.directory = None      # the latest Directory: where the sessions, sweeper and adapters are
         self._exiting = False
         self.log = logging.getLogger("gateway." + self.kind)
 
@@ -147,6 +148,14 @@ class GatewayActor(Actor):
 
     def on_Flush(self, message: Flush, sender) -> None:
         self.send(sender, Flushed(message.token, self.flush()))
+
+    def on_Directory(self, message, sender) -> None:
+        if self.directory is None or message.version >= self.directory.version:
+            self.directory = message
+            self.on_directory(message)
+
+    def on_directory(self, directory) -> None:
+        """The well-known addresses changed (one of them was restarted)."""
 
     def on_StopIntake(self, message, sender) -> None:
         """Drain: take no new work from now on (adapters stop polling, sessions start no new turn)."""

@@ -109,6 +109,8 @@ class Supervisor(GatewayActor):
         child.clean_stop = child.stopped_by_us = False
         child.report, child.asked_at = None, 0.0
         self.send(child.address, Started(child.spec.name, child.spec.kind_name, child.spec.args, self.config))
+        if self.directory is not None:
+            self.send(child.address, self.directory)
 
     def child_by_address(self, address) -> Optional[ChildState]:
         if address is None:
@@ -117,6 +119,11 @@ class Supervisor(GatewayActor):
             if child.address is not None and child.address == address:
                 return child
         return None
+
+    def on_directory(self, directory) -> None:
+        for child in self.children.values():
+            if child.address is not None:
+                self.send(child.address, directory)
 
     # --------------------------------------------------------------------------------------- child life cycle
     def on_ChildReady(self, message: ChildReady, sender) -> None:

@@ -5,6 +5,7 @@ the intensity the whole adapter layer escalates to the root.
 """
 from __future__ import annotations
 
+from actors.messages import AdaptersChanged
 from supervision.spec import flags_from_config
 from supervision.supervisor import Supervisor
 
@@ -20,3 +21,16 @@ class AdapterSupervisor(Supervisor):
 
     def flags(self, args):
         return flags_from_config(self.config)
+
+    def on_ChildReady(self, message, sender) -> None:
+        super().on_ChildReady(message, sender)
+        self._announce()
+
+    def child_exited(self, child, abnormal) -> None:
+        self._announce()
+
+    def _announce(self) -> None:
+        """Tell the root where the adapters are now; it publishes the next Directory."""
+        adapters = tuple((name, c.address) for name, c in self.children.items()
+                         if c.address is not None and c.status == "running")
+        self.send(self.parent, AdaptersChanged(adapters))
