@@ -18,7 +18,7 @@ PYTHON = sys.executable
 
 
 class Gateway:
-    def __init__(self, tmp_path: Path, extra_toml: str = "", watchdog_interval: float = 0.5):
+    def __init__(self, tmp_path: Path, extra_toml: str = "", watchdog_interval: float = 0.5, max_restarts: int = 5):
         self.state = tmp_path / "state"
         self.port = free_port()
         self.config = tmp_path / "gateway.toml"
@@ -29,6 +29,7 @@ admin_port = {self.port}
 interval_s = {watchdog_interval}
 ping_deadline_s = 1.5
 [supervision]
+max_restarts = {max_restarts}
 backoff_base_s = 0.01
 backoff_max_s = 0.2
 {extra_toml}

@@ -13,7 +13,7 @@ from aiohttp import web
 from actors.adapters.errors import (ConflictError, FloodError, FormattingError, MessageNotFoundError,
                                     PermanentError, RetryableError, TooLongError)
 from actors.adapters.telegram_api import TelegramAPI, markdown_to_telegram_html
-from tests.fakes.fakeplatform import ControlClient, StandaloneFake
+from tests.fakes.harness import ControlClient, StandaloneFake
 from tests.fakes.telegram import DEFAULT_TOKEN, FakeTelegram
 
 pytestmark = pytest.mark.timeout(30)

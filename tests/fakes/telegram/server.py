@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from tests.fakes.fakeplatform import FakeServer, FaultScript, FloodGate, control_route, drop_connection
+from tests.fakes.harness import FakeServer, FaultScript, FloodGate, control_route, drop_connection
 from tests.fakes.telegram.botapi import ApiError, BotMethods, flood_error
 from tests.fakes.telegram.updates import Described, UpdateMethods, pending_updates
 
