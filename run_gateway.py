@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     drain.add_argument("--timeout", type=float, default=None, metavar="S", help="how long turns may take")
     for name, text in (("status", "health on one screen"), ("tree", "the live actor tree")):
         sub.add_parser(name, help=text)
+    chat = sub.add_parser("chat", help="chat with the agent in this terminal, through the running gateway")
+    chat.add_argument("--as", dest="user", default=os.environ.get("USER", "operator"), metavar="USER",
+                      help="who is speaking (each user is their own conversation)")
+    chat.add_argument("--message", metavar="TEXT", help="send one message, print the answer, exit")
+    chat.add_argument("--timeout", type=float, default=600.0, metavar="S", help="how long to wait for an answer")
     for cmd in (stop, drain, sub.choices["status"], sub.choices["tree"], start):
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
@@ -167,7 +172,26 @@ def cmd_tree(config: dict, args) -> int:
     return _out(args, tree.to_json(root), 0, tree.render(root))
 
 
-COMMANDS = {"run": cmd_run, "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status,
+def cmd_chat(config: dict, args) -> int:
+    from actors.adapters.cli_terminal import Terminal, interactive
+    client = _attach(config, args)
+    if isinstance(client, int):
+        return client
+    try:
+        terminal = Terminal(client, args.user)
+        if args.message is None:
+            return interactive(terminal)
+        seq = terminal.say(args.message)
+        if not terminal.wait_done(seq, args.timeout):
+            print(f"no complete answer within {args.timeout:g}s", file=sys.stderr)
+            return 1
+        return 0
+    except RuntimeError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+
+
+COMMANDS = {"chat": cmd_chat, "run": cmd_run, "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status,
             "tree": cmd_tree}
 
 

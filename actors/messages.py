@@ -42,6 +42,20 @@ class MessageEvent:
     attachments: tuple = ()
     internal: bool = False         # produced by the gateway itself (resume, replay): not user traffic
 
+    def to_payload(self) -> dict:
+        """The inbox record: plain values only (msgpack)."""
+        return {"source": dict(vars(self.source)), "text": self.text, "platform_message_id":
+                self.platform_message_id, "received_at": self.received_at, "reply_to_message_id":
+                self.reply_to_message_id, "attachments": list(self.attachments), "internal": self.internal}
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> "MessageEvent":
+        return cls(source=Source(**payload["source"]), text=payload.get("text", ""),
+                   platform_message_id=str(payload["platform_message_id"]),
+                   received_at=payload.get("received_at", 0.0),
+                   reply_to_message_id=payload.get("reply_to_message_id"),
+                   attachments=tuple(payload.get("attachments", ())), internal=payload.get("internal", False))
+
 
 @dataclass(frozen=True)
 class InboxDoorbell:
@@ -161,6 +175,78 @@ class StreamBatch:
     turn_id: str
     seq: int
     events: tuple
+
+
+# ------------------------------------------------------------------------------------------------- terminal chat
+# ``run_gateway.py chat`` (an external process attached through the admin port) <-> the cli adapter.
+
+@dataclass(frozen=True)
+class CliSay:
+    user: str
+    text: str
+    message_id: str
+
+
+@dataclass(frozen=True)
+class CliAccepted:
+    message_id: str
+    seq: int
+
+
+@dataclass(frozen=True)
+class CliShow:
+    """cli adapter -> terminal: show, replace or remove one message of the bot."""
+    action: str                    # send | edit | delete | typing
+    message_id: str
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class CliAskDone:
+    seq: int
+
+
+@dataclass(frozen=True)
+class CliDone:
+    seq: int
+    done: bool
+
+
+# --------------------------------------------------------------------------------------------- sessions and turns
+
+@dataclass(frozen=True)
+class Passivate:
+    """Session supervisor -> session: stop if idle (idle timeout or the live-session cap)."""
+
+
+@dataclass(frozen=True)
+class SpawnConsumer:
+    """Session -> session supervisor: start the stream consumer of one reply. Sessions run a thread (their async
+    bridge) so they create no processes themselves; the supervisor, which has none, forks the consumer."""
+    turn_id: str
+    args: Any
+
+
+@dataclass(frozen=True)
+class ConsumerReady:
+    turn_id: str
+    address: Any
+
+
+@dataclass(frozen=True)
+class ConsumerGone:
+    """Session supervisor -> session: the consumer of this turn exited before reporting ReplyDone."""
+    turn_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ReplyDone:
+    """Stream consumer -> session: the reply of this turn is delivered (or failed for good)."""
+    turn_id: str
+    ok: bool
+    detail: str = ""
+    message_ids: tuple = ()
 
 
 # ------------------------------------------------------------------------------------------------ runtime control

@@ -1,17 +1,137 @@
-"""The delivery sweeper: finishes obligations a crash left behind (DESIGN.md §2.6).
+"""The delivery sweeper: finishes the replies a crash left behind (DESIGN.md §2.6, G3).
 
-State: the obligations it knows to be pending (shown as its pending work in the admin views).
-It re-sends recoverable obligations at start and whenever an adapter (re)connects.
+State: the adapters known to be connected, the obligations it is delivering (each: its rows, fence, next part, the
+operation in flight), and the ledger counts shown as its pending work.
+
+Messages it takes: AdapterConnected (sweep for that adapter now), OpResult (its operations), timers sweep and
+housekeeping. Messages it sends: PlatformOp to adapters.
+
+A sweep claims, atomically, obligations whose owner process is dead (or that nobody claimed) on connected adapters
+(``Ledger.sweep_recoverable``). For each: parts already on the platform are edited to their final text (an edit to
+the same text is a no-op), parts never sent are sent and recorded, extra parts are deleted; then it is delivered.
+An obligation without final text belongs to a turn that was cut short: it is left (as failed) for its session,
+which resumes the turn once and edits the same messages.
 """
 from __future__ import annotations
 
+import itertools
+
+from actors.messages import AdapterConnected, OpResult, PlatformOp
+from actors.storage_access import StoreUser
 from supervision.actor import GatewayActor
 
+SWEEP_INTERVAL_S = 30.0
+HOUSEKEEPING_INTERVAL_S = 3600.0
+RETENTION_DAYS = 30.0
+MAX_ROWS = 200_000
 
-class DeliverySweeper(GatewayActor):
+
+class DeliverySweeper(StoreUser, GatewayActor):
+    uses_bridge = True
+
     def __init__(self):
         super().__init__()
+        self.connected: set[str] = set()
+        self.jobs: dict[str, dict] = {}          # op id -> job
+        self.ops = itertools.count(1)
         self.pending = 0
+
+    def on_start(self, args) -> None:
+        self.open_store()
+        self.refresh_counts()
+        self.after(SWEEP_INTERVAL_S, "sweep")
+        self.after(5.0, "housekeeping")
+
+    def on_stop(self) -> None:
+        self.close_store()
 
     def pending_work(self) -> int:
         return self.pending
+
+    def refresh_counts(self) -> None:
+        counts = self.db(self.store.ledger.counts())
+        self.pending = counts["pending"] + counts["attempting"] + counts["failed"]
+
+    # ------------------------------------------------------------------------------------------------ sweeps
+    def on_AdapterConnected(self, message: AdapterConnected, sender) -> None:
+        self.connected.add(message.name)
+        self.sweep()
+
+    def on_timer_sweep(self, _data) -> None:
+        self.sweep()
+        self.after(SWEEP_INTERVAL_S, "sweep")
+
+    def sweep(self) -> None:
+        if not self.connected:
+            return
+        busy = {job["ob"].obligation_id for job in self.jobs.values()}
+        for ob in self.db(self.store.ledger.sweep_recoverable(self.connected)):
+            if ob.obligation_id in busy:
+                continue
+            if not ob.chunks:
+                self.db(self.store.ledger.mark_failed(ob.obligation_id, ob.fence, "turn cut short before its "
+                                                      "answer was complete; its session resumes it"))
+                continue
+            self.log.warning("sweeper: finishing reply %s (%d part(s) recorded of %d)", ob.obligation_id[:12],
+                             len(ob.parts), len(ob.chunks))
+            self.next_op({"ob": ob, "fence": ob.fence, "index": 0, "parts": dict(ob.parts)})
+        self.refresh_counts()
+
+    def next_op(self, job: dict) -> None:
+        ob, index = job["ob"], job["index"]
+        adapter = self.directory.adapter(ob.target.platform) if self.directory is not None else None
+        if adapter is None:
+            self.db(self.store.ledger.mark_failed(ob.obligation_id, job["fence"], "adapter not running"))
+            return
+        op_id = f"sweep:{next(self.ops)}"
+        t = ob.target
+        if index < len(ob.chunks):
+            text = ob.chunks[index]
+            if index in job["parts"]:
+                op = PlatformOp(op_id, "edit", t.chat_id, text, message_id=job["parts"][index], thread_id=t.thread_id)
+            else:
+                op = PlatformOp(op_id, "send", t.chat_id, text, thread_id=t.thread_id,
+                                reply_to=t.reply_to if index == 0 else None)
+        else:
+            extra = sorted(i for i in job["parts"] if i >= len(ob.chunks))
+            if not extra:
+                self.db(self.store.ledger.mark_delivered(ob.obligation_id, job["fence"]))
+                self.refresh_counts()
+                return
+            job["index"] = extra[0]
+            op = PlatformOp(op_id, "delete", t.chat_id, message_id=job["parts"][extra[0]], thread_id=t.thread_id)
+        job["op"] = op
+        self.jobs[op_id] = job
+        self.send(adapter, op)
+
+    def on_OpResult(self, result: OpResult, sender) -> None:
+        job = self.jobs.pop(result.op_id, None)
+        if job is None:
+            return
+        ob, op = job["ob"], job["op"]
+        if not result.ok and not (op.action == "delete" or (op.action == "edit" and result.error_kind == "not_found")):
+            self.log.error("sweeper: reply %s: %s failed: %s", ob.obligation_id[:12], op.action, result.error)
+            self.db(self.store.ledger.mark_failed(ob.obligation_id, job["fence"], result.error or "send failed"))
+            self.refresh_counts()
+            return
+        if not result.ok and op.action == "edit":   # the message is gone: send that part again
+            job["parts"].pop(job["index"], None)
+            self.next_op(job)
+            return
+        if op.action == "send":
+            job["parts"][job["index"]] = str(result.message_id)
+            self.db(self.store.ledger.record_part(ob.obligation_id, job["fence"], job["index"],
+                                                  str(result.message_id), replace=True))
+        if op.action == "delete":
+            job["parts"].pop(job["index"], None)
+        else:
+            job["index"] += 1
+        self.next_op(job)
+
+    # ----------------------------------------------------------------------------------------- housekeeping
+    def on_timer_housekeeping(self, _data) -> None:
+        removed = self.db(self.store.ledger.purge(RETENTION_DAYS, MAX_ROWS))
+        if removed:
+            self.log.info("sweeper: retention removed %d finished obligation(s)", removed)
+        self.refresh_counts()
+        self.after(HOUSEKEEPING_INTERVAL_S, "housekeeping")

@@ -61,7 +61,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "api_key": (str, "", None),
         "timeout_s": (float, 120.0, None),
         "system_prompt": (str, "You are a helpful assistant.", None),
-        "offline_delay_s": (float, 0.03, None),
+        "chunk_delay_s": (float, 0.03, None),
     },
     "adapters": {},       # [adapters.NAME] tables, each with type = "..."; checked by the adapter registry
     "profiles": {},       # [profiles.NAME] tables

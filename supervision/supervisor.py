@@ -159,6 +159,8 @@ class Supervisor(GatewayActor):
         abnormal = not child.clean_stop
         child.last_exit = child.report or ("stopped" if not abnormal else "killed (exited without a report)")
         self.child_exited(child, abnormal)
+        if self.children.get(child.spec.name) is not child:
+            return  # the hook forgot or replaced it
         if self._exiting or self.gave_up:
             child.status = "stopped"
             return
@@ -168,14 +170,20 @@ class Supervisor(GatewayActor):
                 self.forget_child(child.spec.name)
             return
         now = time.time()
-        self.intensity.record(now)
-        if self.intensity.exceeded(now):
-            self.give_up(f"{child.spec.name} exited {self.intensity.recent(now)} times in "
-                         f"{self._flags.period_s:g}s; last: {child.last_exit}")
+        if not self.within_intensity(child, now):
             return
         child.recent.record(now)
         child.restarts += 1
         self._schedule_restart(child.spec.name, backoff_delay(child.recent.recent(now) - 1, self._flags))
+
+    def within_intensity(self, child: ChildState, now: float) -> bool:
+        """Count this restart against the supervisor's intensity; give up (and say no) when it is exceeded."""
+        self.intensity.record(now)
+        if self.intensity.exceeded(now):
+            self.give_up(f"{child.spec.name} exited {self.intensity.recent(now)} times in "
+                         f"{self._flags.period_s:g}s; last: {child.last_exit}")
+            return False
+        return True
 
     def child_exited(self, child: ChildState, abnormal: bool) -> None:
         """Hook for subclasses that keep routing tables (e.g. the session supervisor)."""

@@ -1,10 +1,160 @@
-"""The session supervisor: routes session keys to Session actors, spawning them on demand."""
+"""The session supervisor: routes session keys to Session actors and forks their stream consumers.
+
+State: ``live`` (session key -> child name), the last activity of each live session (for the LRU cap), and which
+session asked for which consumer.
+
+Messages it takes:
+  InboxDoorbell(key)     ring the session, spawning it if passivated (the inbox is the truth: a doorbell only says
+                         "look"). Sent by adapters.
+  SpawnConsumer          fork a StreamConsumer for a session's reply; answer ConsumerReady once it is up
+  ChildActorExited       (through the supervisor behaviour) a session that stopped cleanly is re-spawned if rows
+                         are still waiting in its inbox: a doorbell that reached a stopping session is never lost.
+                         A consumer that died is reported to its session (ConsumerGone).
+  timer idle_scan        passivate sessions idle for longer than [sessions] idle_s
+Messages it sends: Started / InboxDoorbell / Passivate to sessions, ConsumerReady / ConsumerGone to sessions.
+
+At start it re-spawns every session that has inbox rows waiting or an interrupted turn: after a crash of the
+daemon (or of this supervisor, which takes its children with it) nothing waits for a doorbell that will not come.
+Sessions and consumers do not count against this supervisor's restart intensity (one bad conversation must not
+take down every other); each session has its own limit instead.
+"""
 from __future__ import annotations
 
-from supervision.spec import flags_from_config
-from supervision.supervisor import Supervisor
+import time
+
+from thespian.actors import ActorExitRequest
+
+from actors.messages import ConsumerGone, ConsumerReady, InboxDoorbell, Passivate, SpawnConsumer
+from actors.storage_access import transient_call
+from supervision.spec import ChildSpec, Restart, flags_from_config
+from supervision.supervisor import ChildState, Supervisor
+
+SESSION_ACTOR = "actors.sessions.session.Session"
+CONSUMER_ACTOR = "actors.sessions.stream_consumer.StreamConsumer"
+SESSION_PREFIX, CONSUMER_PREFIX = "session:", "consumer:"
+
+
+def session_child_name(key: str) -> str:
+    return SESSION_PREFIX + key
 
 
 class SessionSupervisor(Supervisor):
+    def __init__(self):
+        super().__init__()
+        self.last_active: dict[str, float] = {}
+        self.consumer_owner: dict[str, object] = {}   # consumer child name -> the session that asked
+
     def flags(self, args):
         return flags_from_config(self.config)
+
+    def on_start(self, args) -> None:
+        super().on_start(args)
+        cfg = self.config.get("sessions", {})
+        self.idle_s = cfg.get("idle_s", 600.0)
+        self.max_live = cfg.get("max_live", 500)
+        for key in transient_call(self.config, _keys_with_work):
+            self._ensure_session(key)
+        self.after(min(self.idle_s, 30.0), "idle_scan")
+
+    # ---------------------------------------------------------------------------------------------- routing
+    def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:
+        child = self._ensure_session(message.session_key)
+        if child.address is not None:
+            self.send(child.address, message)
+
+    def _ensure_session(self, key: str) -> ChildState:
+        name = session_child_name(key)
+        self.last_active[key] = time.time()
+        child = self.children.get(name)
+        if child is None or (child.address is None and child.status == "stopped"):
+            child = self.start_child(ChildSpec(name, SESSION_ACTOR, kind="Session", args={"session_key": key},
+                                               restart=Restart.TRANSIENT, shutdown_timeout_s=5.0))
+            self._enforce_cap()
+        return child
+
+    def _enforce_cap(self) -> None:
+        live = [k for k in self.last_active if self.children.get(session_child_name(k)) is not None]
+        excess = len(live) - self.max_live
+        if excess > 0:
+            for key in sorted(live, key=self.last_active.get)[:excess]:
+                child = self.children[session_child_name(key)]
+                if child.address is not None:
+                    self.send(child.address, Passivate())
+
+    def on_timer_idle_scan(self, _data) -> None:
+        cutoff = time.time() - self.idle_s
+        for key, seen in list(self.last_active.items()):
+            child = self.children.get(session_child_name(key))
+            if child is not None and child.address is not None and seen < cutoff:
+                self.send(child.address, Passivate())
+        self.after(min(self.idle_s, 30.0), "idle_scan")
+
+    # -------------------------------------------------------------------------------------------- consumers
+    def on_SpawnConsumer(self, message: SpawnConsumer, sender) -> None:
+        name = f"{CONSUMER_PREFIX}{message.turn_id}"
+        old = self.children.get(name)
+        if old is not None and old.address is not None:
+            self.send(sender, ConsumerReady(message.turn_id, old.address))
+            return
+        owner = self.child_by_address(sender)
+        self.consumer_owner[name] = (sender, owner.spec.name if owner is not None else "")
+        self.start_child(ChildSpec(name, CONSUMER_ACTOR, kind="StreamConsumer", args=message.args,
+                                   restart=Restart.TEMPORARY, shutdown_timeout_s=5.0))
+
+    def on_ChildReady(self, message, sender) -> None:
+        super().on_ChildReady(message, sender)
+        owner = self.consumer_owner.get(message.name)
+        if owner is not None:
+            self.send(owner[0], ConsumerReady(message.name[len(CONSUMER_PREFIX):], sender))
+
+    # ------------------------------------------------------------------------------------------- exits
+    def within_intensity(self, child: ChildState, now: float) -> bool:
+        if not child.spec.name.startswith(SESSION_PREFIX):
+            return super().within_intensity(child, now)
+        if child.recent.recent(now) >= self._flags.max_restarts:
+            self.log.error("session %s crashed %d times in %gs; leaving it stopped until its next message",
+                           child.spec.name, child.recent.recent(now) + 1, self._flags.period_s)
+            child.status = "stopped"
+            self._forget_session(child)
+            return False
+        return True
+
+    def child_exited(self, child: ChildState, abnormal: bool) -> None:
+        name = child.spec.name
+        if name.startswith(CONSUMER_PREFIX):
+            owner = self.consumer_owner.pop(name, None)
+            if owner is not None and self.children.get(owner[1]) is not None:
+                self.send(owner[0], ConsumerGone(name[len(CONSUMER_PREFIX):], child.last_exit or ""))
+            return
+        if name.startswith(SESSION_PREFIX):
+            self._stop_consumers_of(name)
+        if name.startswith(SESSION_PREFIX) and not abnormal:
+            key = name[len(SESSION_PREFIX):]
+            self._forget_session(child)
+            if not self._exiting and not self.intake_stopped and transient_call(
+                    self.config, lambda store: store.inbox.rows_in_state(key)):
+                self._ensure_session(key)  # a doorbell reached it while it was stopping
+
+    def _stop_consumers_of(self, session_name: str) -> None:
+        """A session's consumers die with it: its next incarnation replays the turn into a new one."""
+        for consumer, (_addr, owner) in list(self.consumer_owner.items()):
+            child = self.children.get(consumer)
+            if owner == session_name and child is not None and child.address is not None:
+                self.consumer_owner.pop(consumer, None)
+                self.send(child.address, ActorExitRequest())
+
+    def _forget_session(self, child: ChildState) -> None:
+        self.last_active.pop(child.spec.name[len(SESSION_PREFIX):], None)
+        self.forget_child(child.spec.name)
+
+    def pending_work(self) -> int:
+        return 0
+
+
+async def _keys_with_work(store) -> list[str]:
+    keys = set(await store.inbox.sessions_with_pending())
+    for state in await store.sessions.pending_resumes():
+        info = await store.sessions.get(state.session_id)
+        if info is not None:
+            keys.add(info.session_key)
+    return sorted(keys)

@@ -1,0 +1,73 @@
+"""The terminal adapter: ``run_gateway.py chat`` attaches through the admin port and talks to this actor.
+
+State: the terminal attached for each user (its external address), a counter for the bot's message ids.
+
+Messages it takes:
+  CliSay        a line typed by USER: written to USER's session inbox (durable before it is acknowledged with
+                CliAccepted), then the session supervisor is rung
+  CliAskDone    has the reply to inbox row N been delivered? (the terminal waits for it with --message)
+  PlatformOp    from stream consumers: shown in the user's terminal (CliShow); always succeeds, since a terminal
+                that has gone away has nothing left to show
+Messages it sends: CliAccepted, CliDone, CliShow (to terminals), InboxDoorbell, OpResult, AdapterConnected.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+from actors.messages import (AdapterConnected, CliAccepted, CliAskDone, CliDone, CliSay, CliShow, InboxDoorbell,
+                             MessageEvent, OpResult, PlatformOp, Source)
+from actors.storage_access import StoreUser
+from storage import session_key
+from supervision.actor import GatewayActor
+
+MAX_LINE = 16_000
+
+
+class CliAdapter(StoreUser, GatewayActor):
+    uses_bridge = True
+
+    def __init__(self):
+        super().__init__()
+        self.terminals: dict[str, object] = {}
+        self.ids = itertools.count(1)
+        self.announced = False
+
+    def on_start(self, args) -> None:
+        self.settings = args if isinstance(args, dict) else {}
+        self.open_store()
+        self.on_directory(self.directory)
+
+    def on_stop(self) -> None:
+        self.close_store()
+
+    def on_directory(self, directory) -> None:
+        if directory is not None and directory.sweeper is not None and self.store is not None:
+            self.send(directory.sweeper, AdapterConnected(self.name))
+
+    def on_CliSay(self, message: CliSay, sender) -> None:
+        if self.intake_stopped:
+            self.send(sender, CliAccepted(message.message_id, -1))
+            return
+        text = message.text[:MAX_LINE]
+        self.terminals[message.user] = sender
+        source = Source(self.name, message.user, "dm", None, message.user, message.user,
+                        self.settings.get("profile", "default"))
+        event = MessageEvent(source, text, message.message_id, time.time())
+        key = session_key(source, per_user_in_groups=False)
+        seq, inserted = self.db(self.store.inbox.put(key, self.name, message.message_id, event.to_payload()))
+        self.send(sender, CliAccepted(message.message_id, seq))
+        if inserted and self.directory is not None and self.directory.sessions is not None:
+            self.send(self.directory.sessions, InboxDoorbell(key, seq))
+
+    def on_CliAskDone(self, message: CliAskDone, sender) -> None:
+        row = self.db(self.store.inbox.get(message.seq))
+        self.send(sender, CliDone(message.seq, row is not None and row.state in ("done", "dropped")))
+
+    def on_PlatformOp(self, op: PlatformOp, sender) -> None:
+        message_id = op.message_id or f"cli-{next(self.ids)}"
+        terminal = self.terminals.get(op.chat_id)
+        if terminal is not None:
+            self.send(terminal, CliShow(op.action, message_id, op.text))
+        if op.action != "typing":
+            self.send(sender, OpResult(op.op_id, True, message_id))

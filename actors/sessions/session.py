@@ -1,0 +1,350 @@
+"""The session actor: one conversation, one turn at a time (G4), serialised by its own mailbox.
+
+State: the session key and current session record, the turn in flight (``Turn``) or none, whether a collect window
+is open, and whether intake is stopped (drain).
+
+Messages it takes:
+  Started            open storage, recover what a crash interrupted (resume once, G8), then look at the inbox
+  InboxDoorbell      new rows: start a turn if idle, else apply the busy mode (queue | interrupt | steer | collect)
+  ConsumerReady      the turn's stream consumer is up: send it every event not yet sent
+  ConsumerGone       the consumer died: ask for a new one and replay the turn's events (the ledger makes it idempotent)
+  ReplyDone          the reply is delivered: the inbox row is done, the turn ends, the next row starts
+  Passivate          stop when idle
+  bridge items       agent events, errors, cancellation (from the async bridge)
+Messages it sends: SpawnConsumer (to its supervisor), StreamBatch (to the consumer).
+
+What survives kill -9, in the order it is written: the user's message in the transcript and ``begin_turn`` (before
+the model is called); tool calls with their results (as they finish); the final answer (before its TurnEnd leaves);
+the inbox row marked done (after the reply is delivered), then ``end_turn``. A restart reads them back in that order
+(``recover``) and never answers one inbound message twice (G2).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from actors.agents.base import AgentRequest, build_agent
+from actors.messages import (GatewayNotice, InboxDoorbell, MessageEvent, SpawnConsumer, StreamBatch, ToolCallFinished,
+                             TurnEnd)
+from actors.redact import user_facing_error
+from actors.sessions import turn as turns
+from actors.sessions.commands import parse_command
+from actors.sessions.session_commands import CommandHandler
+from actors.storage_access import StoreUser
+from supervision.actor import GatewayActor
+
+BATCH_INTERVAL_S = 0.05
+MAX_CONSUMER_RESTARTS = 3
+GAVE_UP_TEXT = ("I was interrupted twice while answering this message and stopped trying, so as not to loop. "
+                "Please send it again.")
+
+
+class Session(StoreUser, CommandHandler, GatewayActor):
+    uses_bridge = True
+
+    def __init__(self):
+        super().__init__()
+        self.key = ""
+        self.info = None
+        self.turn: turns.Turn | None = None
+        self.collect_until = 0.0
+        self.agent = None
+
+    # ------------------------------------------------------------------------------------------------- start
+    def on_start(self, args) -> None:
+        self.key = args["session_key"]
+        cfg = self.config.get("sessions", {})
+        self.resume_window_s = cfg.get("resume_window_s", 3600.0)
+        self.collect_window_s = cfg.get("collect_window_s", 2.0)
+        self.agent = build_agent(self.config.get("agent", {}))
+        self.open_store()
+        self.info = self.db(self.store.sessions.current(self.key))
+        self.recover()
+        self.pump()
+
+    def on_stop(self) -> None:
+        if self.turn is not None and self.turn.future is not None:
+            self.turn.future.cancel()
+        self.close_store()
+
+    def recover(self) -> None:
+        self.db(self.store.inbox.requeue_taken(self.key))
+        if self.info is None:
+            return
+        rt = self.db(self.store.sessions.runtime(self.info.session_id))
+        if not rt.resume_pending:
+            return
+        row = self.db(self.store.inbox.get(rt.resume_inbox_seq)) if rt.resume_inbox_seq else None
+        transcript = self.db(self.store.sessions.load(self.info.session_id, last_n=turns.HISTORY_EVENTS * 2))
+        if row is None or row.state in ("done", "dropped") or turns.turn_completed(transcript, rt.turn_token):
+            # The answer was written before the crash: the sweeper delivers whatever part of it had not left.
+            if row is not None and row.state == "received":
+                self.db(self.store.inbox.take(row.seq))
+                self.db(self.store.inbox.done(row.seq))
+            self.db(self.store.sessions.end_turn(self.info.session_id, rt.turn_token))
+            return
+        claimed = self.db(self.store.sessions.claim_resume(self.info.session_id))
+        fresh = rt.resume_started_at is not None and time.time() - rt.resume_started_at < self.resume_window_s
+        self.db(self.store.inbox.take(row.seq))
+        event = MessageEvent.from_payload(row.payload)
+        if claimed is not None and fresh:
+            self.log.warning("session %s: resuming the turn interrupted by a restart (inbox #%d)", self.key, row.seq)
+            self.start_agent_turn([row.seq], event, turn_id=rt.turn_token, resumed=True)
+        else:
+            why = "its resume crashed too" if claimed is None else "it is older than the resume window"
+            self.log.error("session %s: not resuming inbox #%d: %s", self.key, row.seq, why)
+            self.reply_turn([row.seq], event, GAVE_UP_TEXT if claimed is None else
+                            "I was restarted while answering this message. Please send it again.",
+                            turn_id=rt.turn_token)
+
+    # ------------------------------------------------------------------------------------------------ intake
+    def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:
+        if self.turn is None:
+            self.pump()
+        else:
+            self.while_busy()
+
+    def busy_mode(self, event: MessageEvent | None = None) -> str:
+        profile = event.source.profile if event is not None else "default"
+        return self.config.get("profiles", {}).get(profile, {}).get(
+            "busy_mode", self.config.get("sessions", {}).get("busy_mode", "queue"))
+
+    def pump(self) -> None:
+        """Start the next turn if nothing runs: the inbox, not the doorbell, says what there is to do."""
+        if self.turn is not None or self.intake_stopped or self._exiting:
+            return
+        rows = self.db(self.store.inbox.rows_in_state(self.key, ("received",)))
+        if not rows:
+            return
+        first = MessageEvent.from_payload(rows[0].payload)
+        if self.busy_mode(first) == "collect" and parse_command(first.text) is None:
+            now = time.time()
+            if not self.collect_until:
+                self.collect_until = now + self.collect_window_s
+            if now < self.collect_until:
+                self.after(self.collect_until - now, "collect")
+                return
+            self.collect_until = 0.0
+            rows = [r for r in rows if parse_command(MessageEvent.from_payload(r.payload).text) is None] or rows[:1]
+        else:
+            rows = rows[:1]
+        for row in rows:
+            self.db(self.store.inbox.take(row.seq))
+        events = [MessageEvent.from_payload(r.payload) for r in rows]
+        self.start_from_rows([r.seq for r in rows], events)
+
+    def on_timer_collect(self, _data) -> None:
+        self.pump()
+
+    def start_from_rows(self, seqs: list, events: list) -> None:
+        event = events[-1]
+        if self.info is None or self.info.state != "active":
+            current = self.db(self.store.sessions.current(self.key))
+            if current is not None and current.state == "suspended":
+                self.reply_turn(seqs, event, "This conversation is suspended by the gateway operator; "
+                                             "messages are not answered until it is resumed.")
+                return
+            self.info = current or self.db(self.store.sessions.get_or_create(self.key, dict(vars(event.source))))
+        command = parse_command(event.text) if len(events) == 1 else None
+        if command is not None:
+            self.run_command(command, seqs, event)
+            return
+        if len(events) > 1:
+            merged = "\n".join(e.text for e in events)
+            event = MessageEvent(event.source, merged, event.platform_message_id, event.received_at)
+        self.start_agent_turn(seqs, event, user_events=list(zip(seqs, events)))
+
+    def while_busy(self) -> None:
+        rows = self.db(self.store.inbox.rows_in_state(self.key, ("received",)))
+        for row in rows:
+            event = MessageEvent.from_payload(row.payload)
+            command = parse_command(event.text)
+            if command is not None:
+                if command.name == "stop":
+                    self.db(self.store.inbox.take(row.seq))
+                    self.db(self.store.inbox.done(row.seq))
+                    self.interrupt("stopped")
+                elif command.name == "new":
+                    self.interrupt("interrupted")
+                return  # other commands wait for the turn, in order
+            mode = self.busy_mode(event)
+            if mode == "interrupt":
+                self.interrupt("interrupted")
+                return
+            if mode == "steer" and getattr(self.agent, "supports_steer", False) and self.turn.steer is not None:
+                self.db(self.store.inbox.take(row.seq))
+                self.db(self.store.sessions.append(self.info.session_id,
+                                                   [turns.user_event(self.turn.turn_id, event, row.seq)]))
+                self.bridge.call(self.turn.steer.put_nowait, event.text)
+                self.db(self.store.inbox.done(row.seq))
+                continue
+            return  # queue and collect: it waits for the next turn
+
+    def interrupt(self, reason: str) -> None:
+        turn = self.turn
+        if turn is not None and not turn.ended and turn.future is not None and not turn.interrupted:
+            turn.interrupted = reason
+            turn.future.cancel()
+
+    # ------------------------------------------------------------------------------------------------- turns
+    def start_agent_turn(self, seqs: list, event: MessageEvent, turn_id: str | None = None, resumed: bool = False,
+                         user_events: list | None = None) -> None:
+        turn = self.turn = turns.Turn(turn_id or turns.new_turn_id(), seqs, event)
+        sid = self.info.session_id
+        if not resumed:
+            self.db(self.store.sessions.append(sid, [turns.user_event(turn.turn_id, e, seq)
+                                                     for seq, e in (user_events or [(seqs[-1], event)])]))
+            for seq in seqs[:-1]:  # merged rows: their text is in the transcript, the last row carries the turn
+                self.db(self.store.inbox.done(seq))
+            self.db(self.store.sessions.begin_turn(sid, turn.turn_id, seqs[-1]))
+        transcript = self.db(self.store.sessions.load(sid, last_n=turns.HISTORY_EVENTS))
+        prompt = self.config.get("agent", {}).get("system_prompt", "")
+        request_messages = turns.model_messages(transcript, prompt)
+        turn.steer = self.db(_make_queue())
+        request = AgentRequest(request_messages, event.source.profile, turn.turn_id, turn.steer)
+        self.db(self.store.sessions.put_request(sid, turn.turn_id, {"messages": list(request_messages)}))
+        self.ask_consumer(turn)
+        turn.future = self.bridge.submit(self._run_agent(turn.turn_id, request))
+
+    def reply_turn(self, seqs: list, event: MessageEvent, text: str, turn_id: str | None = None) -> None:
+        """A reply that needs no model (commands, notices), delivered through the same ledger path."""
+        turn = self.turn = turns.Turn(turn_id or turns.new_turn_id(), seqs, event, kind="command")
+        self.push(turn, TurnEnd("complete", text))
+        turn.ended, turn.final_text = True, text
+        self.ask_consumer(turn)
+
+    async def _run_agent(self, turn_id: str, request: AgentRequest) -> None:
+        try:
+            async for event in self.agent.run(request):
+                self.bridge.post(("event", turn_id, event))
+        except asyncio.CancelledError:
+            self.bridge.post(("cancelled", turn_id))
+            raise
+        except Exception as exc:  # noqa: BLE001 - shown to the chat, redacted, and logged in full
+            self.bridge.post(("error", turn_id, exc))
+
+    def on_bridge(self, item) -> None:
+        kind, turn_id = item[0], item[1]
+        turn = self.turn
+        if turn is None or turn.turn_id != turn_id or turn.ended:
+            return
+        if kind == "event":
+            event = item[2]
+            if isinstance(event, TurnEnd):
+                self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete")
+                return
+            if isinstance(event, ToolCallFinished):
+                self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(turn_id, event)))
+            self.push(turn, event)
+        elif kind == "cancelled":
+            answer = turn.answer_text().rstrip()
+            note = "(stopped)" if turn.interrupted == "stopped" else "(interrupted)"
+            self.end_turn(f"{answer}\n\n{note}" if answer else note, turn.interrupted or "interrupted")
+        elif kind == "error":
+            self.log.error("session %s: agent failed: %r", self.key, item[2])
+            notice = user_facing_error(item[2], _secrets(self.config))
+            self.push(turn, GatewayNotice(notice, "error"))
+            answer = turn.answer_text().rstrip()
+            self.end_turn(f"{answer}\n\n{notice}" if answer else notice, "error")
+
+    def end_turn(self, final_text: str, reason: str) -> None:
+        turn = self.turn
+        turn.ended, turn.final_text = True, final_text
+        # The answer is in the transcript before its TurnEnd leaves: after a crash, recover() sees the turn done.
+        self.db(self.store.sessions.append(self.info.session_id,
+                                           [turns.assistant_event(turn.turn_id, final_text, reason)]))
+        self.push(turn, TurnEnd(reason, final_text))
+        self.send_batch()
+
+    def push(self, turn: turns.Turn, event) -> None:
+        turn.events.append(event)
+        turn.unsent.append(event)
+        if len(turn.unsent) == 1:
+            self.after(BATCH_INTERVAL_S, "batch", turn.turn_id)
+
+    def on_timer_batch(self, turn_id) -> None:
+        if self.turn is not None and self.turn.turn_id == turn_id:
+            self.send_batch()
+
+    def send_batch(self) -> None:
+        turn = self.turn
+        if turn is None or turn.consumer is None or not turn.unsent:
+            return
+        self.send(turn.consumer, StreamBatch(turn.turn_id, turn.batch_seq, tuple(turn.unsent)))
+        turn.batch_seq += 1
+        turn.unsent = []
+
+    # -------------------------------------------------------------------------------------------- consumers
+    def ask_consumer(self, turn: turns.Turn) -> None:
+        args = turns.consumer_args(turn, self.key, self.config)
+        self.send(self.parent, SpawnConsumer(_consumer_id(turn), args))
+
+    def on_ConsumerReady(self, message, sender) -> None:
+        turn = self.turn
+        if turn is not None and message.turn_id == _consumer_id(turn):
+            turn.consumer = message.address
+            self.send_batch()
+
+    def on_ConsumerGone(self, message, sender) -> None:
+        turn = self.turn
+        if turn is None or message.turn_id != _consumer_id(turn):
+            return
+        turn.consumer_restarts += 1
+        if turn.consumer_restarts > MAX_CONSUMER_RESTARTS:
+            self.log.error("session %s: the reply of turn %s failed %d times; the sweeper keeps it", self.key,
+                           turn.turn_id, turn.consumer_restarts)
+            self.finish_turn()
+            return
+        turn.consumer, turn.batch_seq, turn.unsent = None, 0, list(turn.events)  # the new one replays it all
+        self.ask_consumer(turn)
+
+    def on_ReplyDone(self, message, sender) -> None:
+        turn = self.turn
+        if turn is not None and message.turn_id == turn.turn_id and turn.ended:
+            if not message.ok:
+                self.log.error("session %s: reply of turn %s not delivered: %s", self.key, turn.turn_id,
+                               message.detail)
+            self.finish_turn()
+
+    def finish_turn(self) -> None:
+        turn, self.turn = self.turn, None
+        # Done before end_turn: a crash between the two finds the row done and does not answer it again.
+        self.db(self.store.inbox.done(turn.seqs[-1]))
+        if self.info is not None:
+            self.db(self.store.sessions.end_turn(self.info.session_id, turn.turn_id))
+        self.pump()
+
+    # ------------------------------------------------------------------------------------------- lifecycle
+    def on_Passivate(self, message, sender) -> None:
+        if self.turn is None and not self.collect_until:
+            self.stop_self(clean=True)
+
+    def pending_work(self) -> int:
+        return 1 if self.turn is not None else 0
+
+    def state_name(self) -> str:
+        return "busy" if self.turn is not None else "running"
+
+
+def _consumer_id(turn: turns.Turn) -> str:
+    """Unique per session incarnation and attempt: a consumer left from before a crash is never mistaken for ours."""
+    return f"{turn.turn_id}.{os.getpid()}.{turn.consumer_restarts}"
+
+
+async def _make_queue() -> asyncio.Queue:
+    return asyncio.Queue()
+
+
+def _secrets(config: dict) -> list[str]:
+    """Strings that must never reach a chat: configured keys and tokens, and the agent key's environment value."""
+    found = []
+    agent = config.get("agent", {})
+    if agent.get("api_key"):
+        found.append(agent["api_key"])
+    env_value = os.environ.get(agent.get("api_key_env") or "OPENAI_API_KEY")
+    if env_value:
+        found.append(env_value)
+    for table in config.get("adapters", {}).values():
+        found.extend(str(v) for k, v in table.items() if any(w in k for w in ("token", "secret", "key", "password")))
+    return found

@@ -1,0 +1,270 @@
+"""The stream consumer: one reply in flight, from the model's timeline to the platform's (seed §4, DESIGN.md §2.5).
+
+State: the answer text and the tool progress line so far, the final text once TurnEnd arrives, the parts of the
+reply on the platform (index -> message id) and what each part shows, the one platform operation in flight, the
+obligation's id and fence, and how many edits failed in a row.
+
+Messages it takes:
+  StreamBatch   events of the turn, in batch order (Thespian does not order messages between actors: batches that
+                arrive early are held until their turn)
+  OpResult      the answer to the operation in flight (the adapter already waited out flood errors)
+  Flush         drain / shutdown: show the latest text now, whatever the throttle says
+  timers        pump (the throttle's next slot), typing
+Messages it sends: PlatformOp to the adapter, ReplyDone to the session; then it stops.
+
+Delivery (G3): before its first message leaves, the reply is an obligation in the ledger; each part's message id is
+recorded the moment the platform returns it. A consumer started again for the same turn (the previous one died)
+finds those parts and edits them into place, so the chat never sees the reply twice. At the end the final text is
+recorded (set_chunks) before the final edits, so the sweeper can finish them if this process dies now.
+A ledger failure never blocks a send: it is logged loudly and the reply goes on without it.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import time
+
+from actors.messages import (LongToolHint, OpResult, PlatformOp, ReplyDone, StreamBatch, TextDelta, ToolCallFinished,
+                             ToolCallStarted, TurnEnd)
+from actors.sessions.chunking import LENGTH_FUNCTIONS, split_message
+from actors.sessions.pacing import EditThrottle, pacing_for
+from actors.sessions.turn import REPLY_SLOT
+from actors.storage_access import StoreUser
+from storage import Target
+from supervision.actor import GatewayActor
+
+CURSOR = " ▍"
+MAX_EDIT_FAILURES = 3
+MAX_OP_RETRIES = 5
+
+
+class StreamConsumer(StoreUser, GatewayActor):
+    uses_bridge = True
+
+    def __init__(self):
+        super().__init__()
+        self.expected, self.held = 0, {}
+        self.answer, self.tool_line = "", ""
+        self.final: str | None = None
+        self.parts: dict[int, str] = {}
+        self.shown: dict[int, str] = {}
+        self.in_flight: tuple | None = None     # (op_id, action, index, text)
+        self.ops = itertools.count(1)
+        self.oid, self.fence = None, None
+        self.edit_failures, self.retries = 0, 0
+        self.fallback = False
+        self.session = None
+        self.done = False
+        self.force = False
+        self.chunks_recorded = False
+
+    def on_start(self, args) -> None:
+        self.args = args
+        self.pacing = pacing_for(args["platform"])
+        self.length = LENGTH_FUNCTIONS[self.pacing.length]
+        self.throttle = EditThrottle(self.pacing)
+        self.open_store()
+        if self.pacing.typing_interval_s:
+            self.on_timer_typing(None)
+
+    def on_stop(self) -> None:
+        self.close_store()
+
+    # ---------------------------------------------------------------------------------------------- events
+    def on_StreamBatch(self, batch: StreamBatch, sender) -> None:
+        self.session = sender
+        self.held[batch.seq] = batch.events
+        while self.expected in self.held:
+            for event in self.held.pop(self.expected):
+                self.apply(event)
+            self.expected += 1
+        self.pump()
+
+    def apply(self, event) -> None:
+        if isinstance(event, TextDelta):
+            self.answer += event.text
+            if self.tool_line.endswith("✓") or self.tool_line.endswith("✗"):
+                self.tool_line = ""
+        elif isinstance(event, ToolCallStarted):
+            self.tool_line = f"⚙ {event.name}…"
+        elif isinstance(event, ToolCallFinished):
+            self.tool_line = f"⚙ {event.name} {'✓' if event.ok else '✗'}"
+        elif isinstance(event, LongToolHint):
+            self.tool_line = f"⚙ {event.name}… still working ({int(event.elapsed_s)}s)"
+        elif isinstance(event, TurnEnd):
+            self.final = event.final_text if event.final_text is not None else self.answer
+
+    # ----------------------------------------------------------------------------------------------- pacing
+    def wanted_chunks(self) -> list[str] | None:
+        if self.final is not None:
+            return split_message(self.final or "…", self.pacing.text_limit, self.length)
+        if self.fallback or not self.pacing.supports_edit:
+            return None  # no previews: the final text goes out whole
+        preview = self.answer + (f"\n\n{self.tool_line}" if self.tool_line else "")
+        if not preview.strip():
+            return None
+        return split_message(preview + CURSOR, self.pacing.text_limit, self.length)
+
+    def pump(self) -> None:
+        if self.in_flight is not None or self.done or self._exiting:
+            return
+        chunks = self.wanted_chunks()
+        if chunks is None:
+            return
+        final = self.final is not None
+        if not final and not self.force and self.parts:
+            now = time.monotonic()
+            if not self.throttle.should_edit(now, "".join(chunks)):
+                self.after(max(0.01, self.throttle.next_edit_at() - now), "pump")
+                return
+        if self.oid is None and not self.claim_obligation():
+            return
+        if final and self.fence is not None and not self.chunks_recorded:
+            self.ledger("set_chunks", self.store.ledger.set_chunks(self.oid, self.fence, chunks))
+            self.chunks_recorded = True
+        for index, text in enumerate(chunks):
+            if self.shown.get(index) != text:
+                self.start_op(index, text)
+                return
+        extra = sorted(i for i in self.parts if i >= len(chunks)) if final else []
+        if extra:
+            self.start_op(extra[0], None)
+            return
+        if final:
+            self.finish(True, "delivered")
+
+    def start_op(self, index: int, text: str | None) -> None:
+        a = self.args
+        op_id = f"{a['turn_id']}:{next(self.ops)}"
+        if text is None:
+            op = PlatformOp(op_id, "delete", a["chat_id"], message_id=self.parts[index], thread_id=a["thread_id"])
+        elif index in self.parts and not (self.fallback and self.final is not None):
+            op = PlatformOp(op_id, "edit", a["chat_id"], text, message_id=self.parts[index],
+                            thread_id=a["thread_id"], chat_type=a["chat_type"])
+        else:
+            op = PlatformOp(op_id, "send", a["chat_id"], text, thread_id=a["thread_id"], chat_type=a["chat_type"],
+                            reply_to=a["reply_to"] if index == 0 else None)
+        adapter = self.directory.adapter(a["adapter"]) if self.directory is not None else None
+        if adapter is None:
+            self.after(0.5, "pump")  # the adapter is restarting; the directory will tell us where it is
+            return
+        self.in_flight = (op_id, op.action, index, text)
+        self.force = False
+        self.send(adapter, op)
+
+    def on_OpResult(self, result: OpResult, sender) -> None:
+        if self.in_flight is None or result.op_id != self.in_flight[0]:
+            return
+        _op_id, action, index, text = self.in_flight
+        self.in_flight = None
+        if result.ok:
+            self.retries = 0
+            if action == "send":
+                self.parts[index] = str(result.message_id)
+                self.ledger("record_part", self.store.ledger.record_part(self.oid, self.fence, index,
+                                                                         str(result.message_id), replace=True))
+            if action == "delete":
+                self.parts.pop(index, None)
+                self.shown.pop(index, None)
+            else:
+                self.shown[index] = text
+                self.throttle.record(time.monotonic(), text)
+                self.edit_failures = 0
+            self.pump()
+            return
+        self.failed(action, index, result)
+
+    def failed(self, action: str, index: int, result: OpResult) -> None:
+        self.log.warning("%s: %s of part %d failed: %s %s", self.name, action, index, result.error_kind,
+                         result.error)
+        if action == "delete":
+            self.parts.pop(index, None)
+        elif action == "edit" and result.error_kind == "not_found":
+            self.parts.pop(index, None)   # the user deleted it: send that part again
+            self.shown.pop(index, None)
+        elif action == "edit" and self.final is None:
+            self.edit_failures += 1
+            if self.edit_failures >= MAX_EDIT_FAILURES:
+                self.log.warning("%s: edits keep failing; the answer will be sent once, complete", self.name)
+                self.fallback = True
+        elif action == "edit":
+            self.fallback = True           # the final text goes out as new messages
+            self.parts.pop(index, None)
+            self.shown.pop(index, None)
+        elif result.error_kind in ("retryable", "flood") and self.retries < MAX_OP_RETRIES:
+            self.retries += 1
+            self.after(max(result.retry_after, 0.5 * self.retries), "pump")
+            return
+        else:
+            self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, self.fence, result.error or
+                                                                     str(result.error_kind)))
+            self.finish(False, f"{action} failed: {result.error_kind}: {result.error}", ledger_done=True)
+            return
+        self.pump()
+
+    def on_timer_pump(self, _data) -> None:
+        self.pump()
+
+    def on_timer_typing(self, _data) -> None:
+        if self.parts or self.final is not None or self.done:
+            return
+        adapter = self.directory.adapter(self.args["adapter"]) if self.directory is not None else None
+        if adapter is not None:
+            self.send(adapter, PlatformOp(f"{self.args['turn_id']}:typing", "typing", self.args["chat_id"],
+                                          thread_id=self.args["thread_id"]))
+        self.after(self.pacing.typing_interval_s or 5.0, "typing")
+
+    # ----------------------------------------------------------------------------------------------- ledger
+    def claim_obligation(self) -> bool:
+        a = self.args
+        target = Target(a["adapter"], a["chat_id"], a["thread_id"], a["reply_to"])
+        ob = self.ledger("record_obligation", self.store.ledger.record_obligation(
+            a["session_key"], a["inbound_ref"], target, REPLY_SLOT, chunks=[], claim=True), needs_fence=False)
+        if ob is None:
+            self.oid = "unrecorded"          # the ledger failed: deliver anyway, without it
+            return True
+        self.oid = ob.obligation_id
+        if ob.state in ("delivered", "abandoned"):
+            self.finish(ob.state == "delivered", f"already {ob.state}", ledger_done=True)
+            return False
+        if ob.state == "attempting" and ob.owner is not None and ob.owner.pid != os.getpid():
+            # A consumer of this turn died holding the claim: take it over through failed -> attempting.
+            self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, ob.fence, "taken over"), False)
+            ob = self.ledger("get", self.store.ledger.get(self.oid), False) or ob
+        if ob.state in ("pending", "failed"):
+            self.fence = self.ledger("mark_attempting", self.store.ledger.mark_attempting(self.oid), False)
+        else:
+            self.fence = ob.fence
+        self.parts = {int(i): str(m) for i, m in ob.parts.items()}
+        return True
+
+    def ledger(self, what: str, coro, needs_fence: bool = True):
+        if self.oid == "unrecorded" or (needs_fence and self.fence is None):
+            coro.close()
+            return None
+        try:
+            return self.db(coro)
+        except Exception as exc:  # noqa: BLE001 - a ledger failure never blocks a send (logged loudly)
+            self.log.error("%s: ledger %s failed, continuing without it: %s: %s", self.name, what,
+                           type(exc).__name__, exc)
+            return None
+
+    # ------------------------------------------------------------------------------------------------- end
+    def finish(self, ok: bool, detail: str, ledger_done: bool = False) -> None:
+        if self.done:
+            return
+        self.done = True
+        if ok and not ledger_done and self.fence is not None:
+            self.ledger("mark_delivered", self.store.ledger.mark_delivered(self.oid, self.fence))
+        if self.session is not None:
+            self.send(self.session, ReplyDone(self.args["turn_id"], ok, detail,
+                                              tuple(self.parts[i] for i in sorted(self.parts))))
+        self.stop_self(clean=True)
+
+    def flush(self) -> int:
+        self.force = True
+        self.pump()
+        return 0 if self.done else 1
+
+    def pending_work(self) -> int:
+        return 0 if self.done else 1

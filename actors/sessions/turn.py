@@ -1,0 +1,100 @@
+"""One turn of a session, as plain data, and the pure functions around it (no actor needed to test them).
+
+A turn answers one or more inbox rows (several when the collect mode merged them). It owns the stream events the
+agent produced so far: if the turn's stream consumer dies, a new one is sent the whole list and, the delivery ledger
+telling it which messages already exist, edits them into place instead of sending them again.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from actors.messages import MessageEvent, TextDelta, ToolCallFinished
+
+HISTORY_EVENTS = 60      # transcript events given to the model (most recent)
+REPLY_SLOT = "reply"     # the obligation slot of a turn's answer: id = hash(session key, inbound ref, slot)
+
+
+def new_turn_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def inbound_ref(event: MessageEvent) -> str:
+    return f"{event.source.platform}:{event.platform_message_id}"
+
+
+@dataclass
+class Turn:
+    turn_id: str
+    seqs: list                       # inbox rows this turn answers (done together when the reply is delivered)
+    event: MessageEvent              # the (last) inbound message: where the reply goes
+    kind: str = "agent"              # agent | command
+    started: float = field(default_factory=time.time)
+    events: list = field(default_factory=list)     # every stream event so far, in order
+    unsent: list = field(default_factory=list)     # events not yet batched to the consumer
+    batch_seq: int = 0
+    consumer: Any = None
+    future: Any = None               # the agent task on the bridge loop
+    steer: Any = None                # asyncio.Queue for steer mode
+    ended: bool = False
+    final_text: Optional[str] = None
+    interrupted: bool = False
+    consumer_restarts: int = 0
+
+    def answer_text(self) -> str:
+        return "".join(e.text for e in self.events if isinstance(e, TextDelta))
+
+
+def consumer_args(turn: Turn, session_key: str, config: dict) -> dict:
+    source = turn.event.source
+    adapter = source.platform
+    platform_type = config.get("adapters", {}).get(adapter, {}).get("type", adapter)
+    return {"turn_id": turn.turn_id, "session_key": session_key, "inbound_ref": inbound_ref(turn.event),
+            "adapter": adapter, "platform": platform_type, "chat_id": source.chat_id, "thread_id": source.thread_id,
+            "chat_type": source.chat_type, "reply_to": turn.event.platform_message_id}
+
+
+def user_event(turn_id: str, event: MessageEvent, seq: int) -> dict:
+    return {"role": "user", "kind": "message", "turn_id": turn_id,
+            "payload": {"text": event.text, "inbound_seq": seq, "platform_message_id": event.platform_message_id,
+                        "user": event.source.user_name or event.source.user_id}}
+
+
+def tool_events(turn_id: str, finished: ToolCallFinished) -> list[dict]:
+    """A tool call and its result, appended together so the transcript never holds one without the other."""
+    return [{"role": "assistant", "kind": "tool_call", "turn_id": turn_id,
+             "payload": {"call_id": finished.call_id, "name": finished.name, "arguments": finished.arguments}},
+            {"role": "tool", "kind": "tool_result", "turn_id": turn_id,
+             "payload": {"call_id": finished.call_id, "name": finished.name, "result": finished.result,
+                         "ok": finished.ok}}]
+
+
+def assistant_event(turn_id: str, text: str, reason: str) -> dict:
+    return {"role": "assistant", "kind": "message", "turn_id": turn_id, "payload": {"text": text, "reason": reason}}
+
+
+def model_messages(transcript: list, system_prompt: str = "") -> tuple:
+    """The transcript as OpenAI chat messages: user and assistant text, with undone turns left out."""
+    undone = {e.payload.get("turn_id") for e in transcript if e.kind == "undo"}
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    for e in transcript[-HISTORY_EVENTS:]:
+        if e.turn_id in undone or e.kind != "message":
+            continue
+        if e.role in ("user", "assistant"):
+            messages.append({"role": e.role, "content": e.payload.get("text", "")})
+    return tuple(messages)
+
+
+def turn_completed(transcript: list, turn_id: str) -> bool:
+    """True if the transcript already holds this turn's final answer (a crash came after it was written)."""
+    return any(e.turn_id == turn_id and e.role == "assistant" and e.kind == "message" for e in transcript)
+
+
+def last_user_turn(transcript: list) -> Optional[str]:
+    undone = {e.payload.get("turn_id") for e in transcript if e.kind == "undo"}
+    for e in reversed(transcript):
+        if e.role == "user" and e.kind == "message" and e.turn_id not in undone:
+            return e.turn_id
+    return None

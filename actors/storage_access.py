@@ -1,0 +1,54 @@
+"""How actors reach storage (one narrow way in: ``storage.Store``; no SQL outside ``storage/``).
+
+* Actors with an async bridge (sessions, stream consumers, adapters, the sweeper) open one Store on their bridge loop
+  and make short calls synchronously from their own thread with ``StoreUser.db(coro)``: a commit is ~1 ms, far below
+  what would hold up a mailbox, and it keeps the turn state machine readable.
+* Supervisors fork children and must not run threads (aiosqlite runs one per connection), so they use
+  ``transient_call``: open, query, close — no thread outlives the call.
+"""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from storage import Store
+
+STORE_CALL_TIMEOUT_S = 30.0
+
+
+def store_path(config: dict) -> Path:
+    return Path(config["gateway"]["state_dir"]) / "gateway.db"
+
+
+def durability(config: dict) -> str:
+    return config.get("storage", {}).get("durability", "normal")
+
+
+def transient_call(config: dict, fn):
+    """Run ``await fn(store)`` on a fresh connection and close it; returns fn's result."""
+    async def run():
+        store = await Store.open(store_path(config), durability(config))
+        try:
+            return await fn(store)
+        finally:
+            await store.close()
+    return asyncio.run(run())
+
+
+class StoreUser:
+    """Mixin for bridge actors: ``open_store()`` in on_start, then ``self.db(store_coroutine)``."""
+    store: Store | None = None
+
+    def open_store(self) -> None:
+        self.store = self.db(Store.open(store_path(self.config), durability(self.config)))
+
+    def db(self, coro, timeout: float = STORE_CALL_TIMEOUT_S):
+        return asyncio.run_coroutine_threadsafe(coro, self.bridge.loop).result(timeout)
+
+    def close_store(self) -> None:
+        if self.store is not None and self.bridge is not None:
+            try:
+                self.db(self.store.close(), timeout=5)
+            except Exception:  # noqa: BLE001 - closing on the way out; the WAL keeps what was committed
+                pass
+            self.store = None

@@ -1,0 +1,83 @@
+"""A message in, one answer out: the pipeline end to end on the real daemon and the fake platform."""
+from __future__ import annotations
+
+import pytest
+
+from actors.agents.offline import FAKE_SECRET
+from tests.actor_system import wait_for
+from tests.fakes.fakeplatform import FakePlatform
+from tests.pipeline.harness import FENCE, pipeline_gateway, settled_answers, visible
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def platform():
+    with FakePlatform() as fake:
+        yield fake
+
+
+@pytest.fixture
+def gateway(tmp_path, platform):
+    gw = pipeline_gateway(tmp_path, platform)
+    gw.start()
+    gw.wait_ready()
+    yield gw
+    gw.cli("stop")
+    gw.kill_everything()
+
+
+def test_a_message_gets_one_streamed_answer(gateway, platform):
+    platform.inject("c1", "hello there, gateway #slow 0.05")
+    [answer] = settled_answers(platform, "c1")
+    assert "hello there, gateway" in answer and "offline" in answer.lower()
+    message = visible(platform, "c1")[0]
+    assert len(message["history"]) >= 2, "the answer should stream in through edits"
+    assert message["reply_to"] is not None
+
+
+def test_a_20000_character_answer_is_split_at_the_limit_with_fences_intact(gateway, platform):
+    platform.inject("long", "#long 20000")
+    parts = settled_answers(platform, "long", count=5, timeout=60)
+    assert all(len(p) <= 4000 for p in parts)
+    assert all(len(FENCE.findall(p)) % 2 == 0 for p in parts), "every part closes the fences it opens"
+    ids = [int(m["message_id"]) for m in visible(platform, "long")]
+    assert ids == sorted(ids)
+    joined = "".join(parts)
+    assert len(joined) >= 20000
+
+
+def test_a_flood_of_429s_is_waited_out_and_the_answer_arrives_whole(gateway, platform):
+    platform.set_faults(p_flood=0.4, seed=7, flood_retry_after=0.2)
+    platform.inject("flood", "please answer despite the flood")
+    [answer] = settled_answers(platform, "flood", timeout=60)
+    assert "please answer despite the flood" in answer
+    stats = platform.stats()
+    assert stats["retry_after_violations"] == 0
+    assert any(op["status"] == 429 for op in platform.ops("flood"))
+
+
+def test_an_api_key_in_an_agent_error_never_reaches_the_chat(gateway, platform):
+    platform.inject("err", "#fail now")
+    [answer] = settled_answers(platform, "err")
+    history = [h["text"] for m in platform.messages("err") for h in m["history"]]
+    assert all(FAKE_SECRET not in text for text in history)
+    assert "[redacted]" in answer or "failed" in answer.lower()
+    assert FAKE_SECRET in gateway.log() or "AgentError" in gateway.log()
+
+
+def test_commands_answer_and_unknown_commands_help(gateway, platform):
+    platform.inject("cmd", "/help")
+    [help_text] = settled_answers(platform, "cmd")
+    assert "/new" in help_text and "/stop" in help_text
+    platform.inject("cmd", "/frobnicate")
+    texts = settled_answers(platform, "cmd", count=2)
+    assert "/frobnicate" in texts[1] and "/help" in texts[1]
+
+
+def test_messages_of_one_chat_are_answered_in_order_one_turn_at_a_time(gateway, platform):
+    for i in range(5):
+        platform.inject("seq", f"message number {i}")
+    texts = settled_answers(platform, "seq", count=5, timeout=60)
+    for i, text in enumerate(texts):
+        assert f"message number {i}" in text
