@@ -312,8 +312,10 @@ class Pong:
 
 @dataclass(frozen=True)
 class DescribeTree:
-    """Ask an actor to describe itself and, for supervisors, its whole subtree."""
+    """Ask an actor to describe itself and, for supervisors, its whole subtree, within ``within_s`` seconds (a
+    supervisor gives its own children less, so that its answer always beats its parent's deadline)."""
     token: int
+    within_s: float = 2.0
 
 
 @dataclass(frozen=True)

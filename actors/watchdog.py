@@ -73,18 +73,15 @@ class Watchdog(GatewayActor):
 
     def _health_round(self, root) -> None:
         self.pings.clear()
-        unresponsive = []
         for node, parent, _depth in tree.walk(root):
+            # Every actor with an address is pinged, including one its supervisor found silent: slow to describe
+            # is not dead, and only a missed ping (a mailbox that does not move) gets an actor restarted.
             if parent is None or node.ref is None or node.ref == self.myAddress:
                 continue
-            if node.state == "unresponsive":
-                unresponsive.append((node, parent))
-            elif node.state == "running":
+            if node.state in ("running", "unresponsive", "busy"):
                 nonce = next(self.nonces)
                 self.pings[nonce] = (node, parent)
                 self.send(node.ref, Ping(nonce))
-        for node, parent in unresponsive:
-            self._restart(node, parent, "did not describe itself to its supervisor")
         self.after(self.deadline, "ping_deadline", set(self.pings))
         counts = tree.counts(root)
         self.last_round = {"time": time.time(), "pid": os.getpid(), "phase": self.phase, **counts}

@@ -275,21 +275,22 @@ class Supervisor(GatewayActor):
         return {s: statuses.count(s) for s in set(statuses)}
 
     def on_DescribeTree(self, message: DescribeTree, sender) -> None:
-        self.describe_subtree(lambda node: self.send(sender, TreeReply(message.token, node)))
+        self.describe_subtree(lambda node: self.send(sender, TreeReply(message.token, node)), message.within_s)
 
-    def describe_subtree(self, then) -> None:
+    def describe_subtree(self, then, within_s: float = DESCRIBE_TIMEOUT_S) -> None:
         """Ask every child to describe itself, then call ``then(node)`` with this whole subtree."""
+        children_within = within_s * 0.6
         token = next(self._tokens)
         alive = [c for c in self.children.values() if c.address is not None]
         # A child that has not answered the previous question is not asked again: messages to a hung actor pile up
         # in our transport, and past Thespian's pending-transmit limit they would throttle this supervisor too.
         waiting = {c.spec.name for c in alive if not c.asked_at}
-        self._describe[token] = {"then": then, "waiting": waiting, "nodes": {}}
+        self._describe[token] = {"then": then, "waiting": waiting, "nodes": {}, "within": children_within}
         for name in waiting:
             self.children[name].asked_at = time.time()
-            self.send(self.children[name].address, DescribeTree(token))
+            self.send(self.children[name].address, DescribeTree(token, children_within))
         if waiting:
-            self.after(DESCRIBE_TIMEOUT_S, "describe", token)
+            self.after(children_within, "describe", token)
         else:
             self._answer_describe(token)
 
@@ -316,9 +317,11 @@ class Supervisor(GatewayActor):
             child = self.children[name]
             node = pending["nodes"].get(name)
             if node is None:
+                silent = child.address is not None and child.asked_at and \
+                    time.time() - child.asked_at >= pending["within"]
                 node = TreeNode(kind=child.spec.kind_name, name=name, pid=child.pid,
                                 address=str(child.address) if child.address is not None else "",
-                                state="unresponsive" if child.address is not None else child.status,
+                                state="unresponsive" if silent else child.status,
                                 started_at=child.started_at, ref=child.address)
             elif child.status != "running":
                 node = _replace(node, state=child.status)

@@ -6,7 +6,7 @@ from typing import Iterator, Optional
 
 from actors.messages import TreeNode
 
-UP_STATES = ("running",)
+UP_STATES = ("running", "busy", "draining", "drained")
 RESTARTING_STATES = ("starting", "restarting")
 FAILED_STATES = ("failed", "unresponsive")
 

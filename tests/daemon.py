@@ -69,7 +69,7 @@ backoff_max_s = 0.2
         return next(n for n in nodes(self.tree()) if n["name"] == name)
 
     def wait_ready(self, timeout: float = 20) -> dict:
-        return wait_for(lambda: (t := self._tree_or_none()) and all(n["state"] == "running" for n in nodes(t)) and t,
+        return wait_for(lambda: (t := self._tree_or_none()) and all(n["state"] in ("running", "busy") for n in nodes(t)) and t,
                         timeout, 0.05, "every actor running")
 
     def _tree_or_none(self):

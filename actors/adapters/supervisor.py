@@ -5,14 +5,19 @@ the intensity the whole adapter layer escalates to the root.
 """
 from __future__ import annotations
 
+from actors.adapters import registry
 from actors.messages import AdaptersChanged
-from supervision.spec import flags_from_config
+from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import Supervisor
 
 
 def adapter_specs(config: dict) -> list:
-    """Child specs for the configured adapters (the registry fills this as platforms are added)."""
-    return []
+    """One child per [adapters.NAME] table, its args the validated table (ConfigError names a bad key)."""
+    specs = []
+    for name, args in registry.validate_all(config).items():
+        entry = registry.entry_of(args)
+        specs.append(ChildSpec(name, entry.actor, kind=entry.kind, args=args, restart=Restart.PERMANENT))
+    return specs
 
 
 class AdapterSupervisor(Supervisor):

@@ -1,0 +1,509 @@
+"""PlatformAdapter: one actor per platform connection (a leaf: it runs a thread, so it creates no actors).
+
+A subclass writes only what is specific to its platform; every coroutine runs on the actor's bridge loop:
+
+    async connect()                     open the inbound connection; called before intake and after each failure
+    async disconnect()                  close it; idempotent, may be called when not connected
+    async fetch() -> (raws, offset)     long-poll style: one round from ``self.offset``; offset None = unchanged
+    async run_intake(emit)              OR push style (websocket, webhook): ``await emit(raws, offset)`` per batch;
+                                        it returns once the batch is durable: acknowledge the platform after it
+    normalise(raw) -> MessageEvent      pure; raise MalformedPayload(reason) for input that is no valid event
+    async send_message(op) -> message_id    async edit_message(op)    async delete_message(op)
+    async send_typing(op)               (not ``send``: that name is Thespian's ``Actor.send``)
+    async close()                       release outbound clients at stop (default: nothing)
+    classify(exc) -> (kind, retry_after)   default ``classify_error`` (the classes of actors.adapters.errors)
+
+It reads ``self.settings`` (its validated [adapters.NAME] table), ``self.name``, ``self.profile``, ``self.pacing``
+and ``self.offset``. Outbound methods must work whether or not the intake is connected.
+
+The base does the rest, identically for every platform:
+
+* intake: normalise, key, store each round durably *before* the platform is acknowledged, ring doorbells;
+  reconnect with backoff on retryable errors; crash on permanent ones (the supervisor's backoff applies);
+* outbound: ``PlatformOp`` -> one FIFO lane per chat, the chat's ``ChatBudget`` spent by sends, edits and deletes,
+  429s waited out on that chat only, bounded retries, ``OpResult`` (redacted) to the sender.
+
+Rule of the bridge kept here: only the actor thread calls Thespian, logging included (a log record is a Thespian
+message to the logger), so the loop hands log lines to the actor thread like any other result.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import itertools
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Optional
+
+import aiohttp
+import msgpack
+
+from actors.adapters import registry
+from actors.adapters.errors import (FloodError, FormattingError, MessageNotFoundError, PermanentError,
+                                    RetryableError, TooLongError)
+from actors.bridge import TaskDone
+from actors.messages import AdapterConnected, InboxDoorbell, MessageEvent, OpResult, PlatformOp
+from actors.redact import redact
+from actors.sessions.pacing import DEFAULT_PACING, ChatBudget
+from storage import InboundItem, Store, StorageBusy, session_key
+from supervision.actor import GatewayActor
+
+OP_METHODS = {"send": "send_message", "edit": "edit_message", "delete": "delete_message", "typing": "send_typing"}
+RETRY_KINDS = ("retryable", "flood")
+MAX_UNRUNG_DOORBELLS = 10_000   # rung once the directory is known; beyond this the inbox scan at start covers them
+STOP_TIMEOUT_S = 3.0
+
+
+class MalformedPayload(ValueError):
+    """normalise() refuses a payload; the reason is logged, the payload skipped (and acknowledged)."""
+
+
+class IntakeFailed(RuntimeError):
+    """The intake met an error that retrying cannot cure (bad token, unusable storage): crash, be restarted."""
+
+
+# ------------------------------------------------------------------------------------------------ pure parts
+
+def classify_error(exc: BaseException) -> tuple[str, float]:
+    """(error kind, retry_after seconds) for an exception raised by a platform client."""
+    retry_after = float(getattr(exc, "retry_after", None) or 0.0)
+    for cls, kind in ((FloodError, "flood"), (RetryableError, "retryable"), (TooLongError, "too_long"),
+                      (FormattingError, "formatting"), (MessageNotFoundError, "not_found"),
+                      (PermanentError, "permanent")):
+        if isinstance(exc, cls):
+            return kind, retry_after
+    if isinstance(exc, (OSError, asyncio.TimeoutError, aiohttp.ClientError, StorageBusy)):
+        return "retryable", 0.0
+    return "permanent", 0.0
+
+
+def backoff_s(failures: int, base_s: float, cap_s: float, rng: random.Random | Any = random) -> float:
+    """Exponential backoff with jitter over the upper half: ``failures`` = 1 waits about ``base_s``."""
+    ceiling = min(cap_s, base_s * 2 ** max(0, failures - 1))
+    return rng.uniform(ceiling / 2, ceiling)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_floods: int = 5            # 429s waited out per operation
+    max_failures: int = 4          # other retryable failures per operation
+    base_s: float = 0.2
+    cap_s: float = 5.0
+    default_flood_s: float = 1.0   # a 429 that names no retry_after
+
+
+def after_failure(action: str, kind: str, retry_after: float, floods: int, failures: int,
+                  policy: RetryPolicy) -> tuple[str, float]:
+    """What to do once an attempt failed: ("done", 0) the goal is reached anyway, ("flood", s) block the chat for s
+    and retry, ("retry", s) sleep s and retry, ("fail", 0) answer the error."""
+    if kind == "not_modified" and action == "edit":
+        return "done", 0.0
+    if action == "typing":
+        return "fail", 0.0             # a hint, stale by the time a retry could go
+    if kind == "flood" and floods < policy.max_floods:
+        return "flood", retry_after if retry_after > 0 else policy.default_flood_s
+    if kind == "retryable" and failures < policy.max_failures:
+        return "retry", max(retry_after, backoff_s(failures + 1, policy.base_s, policy.cap_s))
+    return "fail", 0.0
+
+
+class ChatLanes:
+    """One FIFO lane per chat on an asyncio loop: a chat's items run one at a time in submission order, chats run
+    side by side. ``run(item)`` must handle its own errors. Call every method on the loop thread."""
+
+    def __init__(self, run: Callable[[Any], Awaitable[None]]):
+        self._run = run
+        self._queues: dict[str, collections.deque] = {}
+        self._tasks: dict[str, asyncio.Task] = {}
+
+    def submit(self, chat: str, item: Any) -> None:
+        self._queues.setdefault(chat, collections.deque()).append(item)
+        if chat not in self._tasks:
+            self._tasks[chat] = asyncio.get_running_loop().create_task(self._drain(chat))
+
+    def busy(self, chat: str) -> bool:
+        return chat in self._tasks
+
+    def cancel(self) -> None:
+        for task in list(self._tasks.values()):
+            task.cancel()
+
+    async def _drain(self, chat: str) -> None:
+        queue = self._queues[chat]
+        try:
+            while queue:
+                try:
+                    await self._run(queue.popleft())
+                except Exception:  # noqa: BLE001 - run() broke its promise; the chat's next items still go
+                    logging.getLogger("gateway.adapters").exception("lane %s: an item failed", chat)
+        finally:
+            # No await between the last check of the queue and here: a submit() cannot slip in unnoticed.
+            del self._tasks[chat]
+            if not queue:
+                self._queues.pop(chat, None)
+
+
+# ------------------------------------------------------------------------------ loop thread -> actor thread
+
+@dataclass(frozen=True)
+class _LogLine:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class _Ingested:
+    rings: tuple                   # ((session_key, seq), ...): new rows, or seq 0 for "look at this inbox"
+
+
+@dataclass(frozen=True)
+class _Connected:
+    pass
+
+
+@dataclass(frozen=True)
+class _OpDone:
+    ticket: int
+    result: OpResult
+
+
+# ---------------------------------------------------------------------------------------------- the actor
+
+class PlatformAdapter(GatewayActor):
+    uses_bridge = True
+    retry_policy = RetryPolicy()
+    reconnect_base_s = 0.1
+    reconnect_max_s = 30.0
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.send is not GatewayActor.send:  # it would silently break every message the actor sends
+            raise TypeError(f"{cls.__name__} overrides Actor.send; implement send_message(op) instead")
+
+    def __init__(self):
+        super().__init__()
+        self.settings: dict = {}
+        self.profile = "default"
+        self.pacing = DEFAULT_PACING
+        self.secrets: list[str] = []
+        self.per_user_in_groups = False
+        # loop thread only
+        self.store: Optional[Store] = None
+        self.offset: Any = None        # the platform offset committed together with the last rows
+        self.malformed = 0
+        self._healthy = False          # a fetch succeeded since the last (re)connect
+        self._lanes = ChatLanes(self._run_op)
+        self._budgets: dict[str, ChatBudget] = {}  # kept for the actor's life: a few bytes per chat
+        # actor thread only
+        self._intake = None
+        self._loop_bridge = None
+        self._tickets = itertools.count(1)
+        self._in_hand: dict[int, tuple[PlatformOp, Any]] = {}
+        self._chat_load: collections.Counter = collections.Counter()
+        self._unrung: collections.deque = collections.deque(maxlen=MAX_UNRUNG_DOORBELLS)
+        self._unannounced = False
+
+    # ---------------------------------------------------------------------------------- the subclass contract
+    async def connect(self) -> None:
+        """Open the inbound connection."""
+
+    async def disconnect(self) -> None:
+        """Close the inbound connection (idempotent)."""
+
+    async def fetch(self) -> tuple[list, Any]:
+        raise NotImplementedError(f"{type(self).__name__} implements neither fetch() nor run_intake()")
+
+    async def run_intake(self, emit: Callable[[list, Any], Awaitable[list]]) -> None:
+        raise NotImplementedError
+
+    def normalise(self, raw: Any) -> MessageEvent:
+        raise NotImplementedError
+
+    async def send_message(self, op: PlatformOp) -> str:
+        raise NotImplementedError
+
+    async def edit_message(self, op: PlatformOp) -> None:
+        raise NotImplementedError
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        raise NotImplementedError
+
+    async def send_typing(self, op: PlatformOp) -> None:
+        """The platform shows no typing indicator unless a subclass says otherwise."""
+
+    async def close(self) -> None:
+        """Release outbound clients at stop."""
+
+    def classify(self, exc: BaseException) -> tuple[str, float]:
+        return classify_error(exc)
+
+    # ----------------------------------------------------------------------------- life cycle (actor thread)
+    def on_start(self, args) -> None:
+        self.settings = dict(args or {})
+        self.profile = self.settings.get("profile") or "default"
+        self.pacing = registry.pacing_of(self.settings)
+        self.secrets = registry.secret_values(self.settings)
+        self.per_user_in_groups = bool(self.config.get("sessions", {}).get("per_user_in_groups", False))
+        # Loop-side code posts through this reference: the actor thread drops ``self.bridge`` when it exits.
+        self._loop_bridge = self.bridge
+        self._intake = self.bridge.submit(self._intake_forever(), tag="intake")
+
+    def on_StopIntake(self, message, sender) -> None:
+        super().on_StopIntake(message, sender)
+        if self._intake is not None:
+            self._intake.cancel()  # between rounds or mid-poll: an ingest in progress is shielded and completes
+        self.log.info("%s: intake stopped (outbound continues)", self.name)
+
+    def on_stop(self) -> None:
+        if self.bridge is None:
+            return
+        if self._intake is not None:
+            self._intake.cancel()
+        try:
+            self._run_sync(self._shut_down(), STOP_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - on the way out; what was committed is on disk
+            self.log.warning("%s: unclean stop: %s", self.name, self._clean(exc))
+
+    def pending_work(self) -> int:
+        return len(self._in_hand)
+
+    def _run_sync(self, coro, timeout: float):
+        """Await a short coroutine on the bridge loop from the actor thread."""
+        return asyncio.run_coroutine_threadsafe(coro, self.bridge.loop).result(timeout)
+
+    async def _shut_down(self) -> None:
+        self._lanes.cancel()
+        for step in (self.disconnect(), self.close()):
+            await _quietly(step)
+        if self.store is not None:
+            store, self.store = self.store, None
+            await store.close()
+
+    # ------------------------------------------------------------------------------- bridge items (actor thread)
+    def on_bridge(self, item) -> None:
+        if isinstance(item, _LogLine):
+            self.log.log(item.level, "%s", item.text)
+        elif isinstance(item, _Ingested):
+            for key, seq in item.rings:
+                self._ring(key, seq)
+        elif isinstance(item, _Connected):
+            self._unannounced = True
+            self._announce_connected()
+        elif isinstance(item, _OpDone):
+            self._answer(item)
+        elif isinstance(item, TaskDone) and item.tag == "intake" and item.error is not None:
+            self.log.error("%s: intake failed for good, the adapter restarts: %s", self.name,
+                           self._clean(item.error))
+            raise IntakeFailed(self._clean(item.error))
+
+    def _ring(self, key: str, seq: int) -> None:
+        sessions = self.directory.sessions if self.directory is not None else None
+        if sessions is None:
+            self._unrung.append((key, seq))
+        else:
+            self.send(sessions, InboxDoorbell(key, seq))
+
+    def on_directory(self, directory) -> None:
+        if directory.sessions is not None:
+            while self._unrung:
+                self.send(directory.sessions, InboxDoorbell(*self._unrung.popleft()))
+        self._announce_connected()
+
+    def _announce_connected(self) -> None:
+        sweeper = self.directory.sweeper if self.directory is not None else None
+        if self._unannounced and sweeper is not None:
+            self._unannounced = False
+            self.send(sweeper, AdapterConnected(self.name))
+
+    # ---------------------------------------------------------------------------------------------- outbound
+    def on_PlatformOp(self, op: PlatformOp, sender) -> None:
+        if op.action not in OP_METHODS:
+            self.send(sender, OpResult(op.op_id, False, error_kind="permanent", error=f"unknown action {op.action!r}"))
+            return
+        if op.action == "typing" and self._chat_load[op.chat_id]:
+            self.send(sender, OpResult(op.op_id, True, error="typing skipped: the chat is busy"))
+            return
+        ticket = next(self._tickets)
+        self._in_hand[ticket] = (op, sender)
+        self._chat_load[op.chat_id] += 1
+        self.bridge.call(self._lanes.submit, op.chat_id, (ticket, op))
+
+    def _answer(self, done: _OpDone) -> None:
+        op, sender = self._in_hand.pop(done.ticket, (None, None))
+        if op is None:
+            return
+        self._chat_load[op.chat_id] -= 1
+        if self._chat_load[op.chat_id] <= 0:
+            del self._chat_load[op.chat_id]
+        self.send(sender, done.result)
+
+    async def _run_op(self, item) -> None:
+        ticket, op = item
+        try:
+            result = await self._perform(op)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug in a subclass must still answer the sender
+            result = OpResult(op.op_id, False, error_kind="permanent", error=self._clean(exc))
+        self._loop_bridge.post(_OpDone(ticket, result))
+
+    async def _perform(self, op: PlatformOp) -> OpResult:
+        loop = asyncio.get_running_loop()
+        budget = self._budgets.get(op.chat_id)
+        if budget is None:
+            budget = self._budgets[op.chat_id] = ChatBudget.for_platform(self.pacing, op.chat_type, loop.time())
+        floods = failures = 0
+        while True:
+            if op.action == "typing":  # costs no budget, but never goes into a 429 ban
+                if budget.blocked_until > loop.time():
+                    return OpResult(op.op_id, False, error_kind="flood", error="typing skipped: rate limited",
+                                    retry_after=budget.blocked_until - loop.time())
+            else:
+                while (wait := budget.wait_time(loop.time())) > 0:
+                    await asyncio.sleep(wait)
+                budget.consume(loop.time())
+            try:
+                message_id = await getattr(self, OP_METHODS[op.action])(op)
+                if op.action != "send":
+                    message_id = op.message_id
+                return OpResult(op.op_id, True, message_id=None if message_id is None else str(message_id))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - classified below
+                kind, retry_after = self.classify(exc)
+                step, delay = after_failure(op.action, kind, retry_after, floods, failures, self.retry_policy)
+                if step == "done":
+                    return OpResult(op.op_id, True, message_id=op.message_id)
+                if step == "fail":
+                    return OpResult(op.op_id, False, error_kind=kind, error=self._clean(exc), retry_after=retry_after)
+                # Sends are retried too: a send whose answer was lost may have gone through, but failing it would
+                # only move the same retry to the sender (the delivery ledger), which knows no more than we do.
+                self._say(logging.INFO, "%s: %s %s in chat %s: %s; retrying in %.2fs", self.name, op.action,
+                          op.op_id, op.chat_id, kind, delay)
+                if step == "flood":
+                    floods += 1
+                    budget.flood(loop.time() + delay)  # the whole chat waits, so the op's successors do too
+                else:
+                    failures += 1
+                    await asyncio.sleep(delay)
+
+    # ------------------------------------------------------------------------------------------------ intake
+    async def _intake_forever(self) -> None:
+        push_style = type(self).run_intake is not PlatformAdapter.run_intake
+        failures = 0
+        while True:
+            self._healthy = False
+            try:
+                if self.store is None:  # in the loop: a database busy with another opener is worth a retry
+                    await self._open_store()
+                await self.connect()
+                if push_style:
+                    self._became_healthy()
+                    await self.run_intake(self._emit)
+                    raise RetryableError("the platform ended the intake stream")
+                while True:
+                    raws, offset = await self.fetch()
+                    self._became_healthy()
+                    if raws or (offset is not None and offset != self.offset):
+                        await asyncio.shield(self._ingest(raws, offset))
+            except asyncio.CancelledError:
+                await _quietly(self.disconnect())
+                raise
+            except Exception as exc:  # noqa: BLE001 - classified below
+                kind, retry_after = self.classify(exc)
+                if kind not in RETRY_KINDS:
+                    raise IntakeFailed(f"{kind} error: {self._clean(exc)}") from None
+                failures = 1 if self._healthy else failures + 1
+                delay = max(retry_after, backoff_s(failures, self.reconnect_base_s, self.reconnect_max_s))
+                self._say(logging.WARNING, "%s: intake error (%s: %s); reconnecting in %.2fs (attempt %d)",
+                          self.name, kind, self._clean(exc), delay, failures)
+                await _quietly(self.disconnect())
+                await asyncio.sleep(delay)
+
+    def _became_healthy(self) -> None:
+        if not self._healthy:
+            self._healthy = True
+            self._loop_bridge.post(_Connected())
+
+    async def _open_store(self) -> None:
+        state_dir = Path(self.config["gateway"]["state_dir"])
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.store = await Store.open(state_dir / "gateway.db",
+                                      self.config.get("storage", {}).get("durability", "normal"))
+        self.offset = await self.store.inbox.get_offset(self.name)
+        # A kill -9 between a commit and its doorbells leaves rows nobody rang, and the session supervisor scans
+        # only when it starts itself: ring every session with work once (a doorbell only says "look").
+        waiting = await self.store.inbox.sessions_with_pending()
+        if waiting:
+            self._loop_bridge.post(_Ingested(tuple((key, 0) for key in waiting)))
+
+    async def _emit(self, raws: list, offset: Any = None) -> list:
+        """For push-style adapters: store a batch; acknowledge the platform only after this returns."""
+        return await asyncio.shield(self._ingest(raws, offset))
+
+    async def _ingest(self, raws: list, offset: Any) -> list:
+        rows = []
+        for raw in raws:
+            try:
+                rows.append(self._inbound_item(raw))
+            except MalformedPayload as exc:
+                self._reject(str(exc))
+            except Exception as exc:  # noqa: BLE001 - a normalise bug must not block the rows after it
+                self._reject(f"{type(exc).__name__}: {exc}")
+        committed = offset if offset is not None else self.offset
+        # The rows and the offset that acknowledges them commit in ONE transaction, before the platform hears of
+        # the offset (the next fetch sends it). kill -9 before the commit: neither is on disk, the platform
+        # re-delivers the round. kill -9 after: both are, and a re-delivery (the ack was lost) hits the
+        # (platform, message id) dedup: inserted=False, no second row, no second doorbell (G1, G2).
+        results = await self.store.inbox.put_many_and_commit_offset(rows, self.name, committed)
+        self.offset = committed
+        rings = tuple((row.session_key, seq) for row, (seq, inserted) in zip(rows, results) if inserted)
+        if rings:
+            self._loop_bridge.post(_Ingested(rings))
+        return results
+
+    def _inbound_item(self, raw: Any) -> InboundItem:
+        event = self.normalise(raw)
+        if not isinstance(event, MessageEvent):
+            raise MalformedPayload(f"normalise returned {type(event).__name__}, not a MessageEvent")
+        if not event.platform_message_id:
+            raise MalformedPayload("no platform message id")
+        # Platform = the adapter's name: two bots on one platform keep their chats, ids and offsets apart.
+        event = dataclasses.replace(event, source=dataclasses.replace(event.source, platform=self.name,
+                                                                      profile=self.profile))
+        try:
+            key = session_key(event.source, per_user_in_groups=self.per_user_in_groups)
+        except ValueError as exc:
+            raise MalformedPayload(str(exc)) from None
+        payload = dataclasses.asdict(event)  # MessageEvent.from_payload's shape: source as a dict
+        try:
+            msgpack.packb(payload, use_bin_type=True)  # one unstorable payload must not fail its whole round
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise MalformedPayload(f"not storable: {exc}") from None
+        return InboundItem(key, self.name, str(event.platform_message_id), payload)
+
+    def _reject(self, reason: str) -> None:
+        self.malformed += 1
+        self._say(logging.WARNING, "%s: malformed payload rejected (%s); skipped, %d so far", self.name,
+                  self._clean(reason), self.malformed)
+
+    # ------------------------------------------------------------------------------------------------ helpers
+    def _say(self, level: int, fmt: str, *args) -> None:
+        """Log from the loop thread: the actor thread writes the line (see the module docstring)."""
+        self._loop_bridge.post(_LogLine(level, fmt % args))
+
+    def _clean(self, error: Any) -> str:
+        text = str(error) or type(error).__name__
+        return redact(" ".join(text.split()), self.secrets)[:300]
+
+
+async def _quietly(step: Awaitable, timeout: float = 2.0) -> None:
+    try:
+        await asyncio.wait_for(step, timeout)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 - closing: the connection is being given up anyway
+        pass

@@ -1,0 +1,87 @@
+"""The adapter for the generic fake platform (tests/fakes/fakeplatform.py): the whole pipeline runs against it.
+
+    [adapters.fake]
+    type = "fake"
+    base_url = "http://127.0.0.1:8080"
+    poll_timeout_s = 1.0           # long-poll wait per round
+    profile = "default"
+
+Long polling: the offset is the last update id + 1, and polling with it acknowledges every update before it.
+Intake and outbound use separate clients, so a reconnect of the intake never cuts an operation in flight.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from actors.adapters.base import MalformedPayload, PlatformAdapter
+from actors.adapters.fakeplatform_api import FakePlatformAPI
+from actors.messages import MessageEvent, PlatformOp, Source
+
+CHAT_TYPES = ("dm", "group")
+
+
+class FakePlatformAdapter(PlatformAdapter):
+    def __init__(self):
+        super().__init__()
+        self._poller: Optional[FakePlatformAPI] = None
+        self._sender: Optional[FakePlatformAPI] = None
+
+    # -------------------------------------------------------------------------------------------------- intake
+    async def connect(self) -> None:
+        self._poller = FakePlatformAPI(self.settings["base_url"])
+
+    async def disconnect(self) -> None:
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            await poller.close()
+
+    async def fetch(self) -> tuple[list, Any]:
+        updates = await self._poller.poll_updates(offset=self.offset or 0,
+                                                  timeout=self.settings.get("poll_timeout_s", 1.0))
+        ids = [u["id"] for u in updates if isinstance(u, dict) and type(u.get("id")) is int]
+        return updates, (max(ids) + 1 if ids else None)
+
+    def normalise(self, raw: Any) -> MessageEvent:
+        if not isinstance(raw, dict):
+            raise MalformedPayload(f"update is {type(raw).__name__}, not an object")
+        chat, text, message_id = raw.get("chat"), raw.get("text"), raw.get("message_id")
+        if not isinstance(chat, str) or not chat:
+            raise MalformedPayload(f"update {raw.get('id')!r}: chat must be a non-empty string, got {chat!r}")
+        if not isinstance(text, str):
+            raise MalformedPayload(f"update {raw.get('id')!r}: text must be a string, got {type(text).__name__}")
+        if not isinstance(message_id, (str, int)) or isinstance(message_id, bool) or message_id == "":
+            raise MalformedPayload(f"update {raw.get('id')!r}: message_id missing")
+        chat_type = raw.get("chat_type") or "dm"
+        if chat_type not in CHAT_TYPES:
+            raise MalformedPayload(f"update {raw.get('id')!r}: unknown chat_type {chat_type!r}")
+        user, thread = raw.get("user"), raw.get("thread")
+        source = Source(platform=self.name, chat_id=chat, chat_type=chat_type,
+                        thread_id=None if thread is None else str(thread),
+                        user_id=None if user is None else str(user),
+                        user_name=None if user is None else str(user), profile=self.profile)
+        # The fake numbers messages across all chats, so its message id alone is unique: the dedup key as is.
+        return MessageEvent(source=source, text=text, platform_message_id=str(message_id), received_at=time.time())
+
+    # ------------------------------------------------------------------------------------------------ outbound
+    def _client(self) -> FakePlatformAPI:
+        if self._sender is None:
+            self._sender = FakePlatformAPI(self.settings["base_url"])
+        return self._sender
+
+    async def send_message(self, op: PlatformOp) -> str:
+        return await self._client().send(op.chat_id, op.text, reply_to=op.reply_to, thread=op.thread_id)
+
+    async def edit_message(self, op: PlatformOp) -> None:
+        await self._client().edit(op.chat_id, op.message_id, op.text)  # False (not modified) is success too
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        await self._client().delete(op.chat_id, op.message_id)
+
+    async def send_typing(self, op: PlatformOp) -> None:
+        await self._client().typing(op.chat_id)
+
+    async def close(self) -> None:
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            await sender.close()

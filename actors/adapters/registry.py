@@ -1,0 +1,163 @@
+"""The adapter registry: which platforms exist, which actor runs each, and what its ``[adapters.NAME]`` table holds.
+
+Adding a platform = its own module (a ``PlatformAdapter`` subclass) + one ``register(AdapterType(...))`` call below.
+Everything else (child specs, config validation, secret redaction, pacing) follows from the entry.
+
+    [adapters.support_bot]       NAME: the adapter's name in the tree, its inbox platform and its offset key
+    type = "telegram"            picks the AdapterType
+    profile = "default"          every adapter takes these common keys
+    pacing = { edit_interval_s = 2.0 }
+    token = "123:abc"            then the keys of its type
+
+Errors are ``ConfigError(file, "[adapters.NAME] key", reason)``, like every other configuration error.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from actors.sessions.pacing import PlatformPacing, pacing_for
+from supervision.config import TYPE_NAMES, ConfigError
+
+REQUIRED = object()
+ADAPTER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")  # also a session-key and log-friendly platform name
+PACING_FIELDS = {f.name: f.type for f in dataclasses.fields(PlatformPacing) if f.name != "platform"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One key of an adapter table. ``secret`` values are redacted from every error string and admin view."""
+    kind: type
+    default: Any = REQUIRED
+    secret: bool = False
+    allowed: Optional[tuple] = None
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class AdapterType:
+    type: str                      # the value of ``type = "..."``
+    actor: str                     # dotted path of the PlatformAdapter subclass
+    pacing: str                    # key of actors.sessions.pacing.PACING
+    options: Mapping[str, Option] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return self.actor.rsplit(".", 1)[-1]
+
+
+COMMON_OPTIONS: dict[str, Option] = {
+    "type": Option(str, doc="which platform (a key of REGISTRY)"),
+    "profile": Option(str, "default", doc="the profile whose sessions this adapter's chats belong to"),
+    "pacing": Option(dict, {}, doc="overrides of this platform's PlatformPacing fields"),
+}
+
+REGISTRY: dict[str, AdapterType] = {}
+
+
+def register(entry: AdapterType) -> AdapterType:
+    clash = set(entry.options) & set(COMMON_OPTIONS)
+    if clash:
+        raise ValueError(f"adapter type {entry.type!r} redefines common options {sorted(clash)}")
+    REGISTRY[entry.type] = entry
+    return entry
+
+
+register(AdapterType("fake", "actors.adapters.fake.FakePlatformAdapter", pacing="fake", options={
+    "base_url": Option(str, doc="http://host:port of the fake platform (tests/fakes/fakeplatform.py)"),
+    "poll_timeout_s": Option(float, 1.0, doc="long-poll wait per round"),
+}))
+
+
+# ------------------------------------------------------------------------------------------------- validation
+
+def config_file(config: Mapping) -> str:
+    return config.get("_source") or "(configuration)"
+
+
+def lookup(name: str, table: Mapping, file: str = "(configuration)") -> AdapterType:
+    kind = table.get("type")
+    if kind is None:
+        raise ConfigError(file, f"[adapters.{name}] type", f"missing (known types: {', '.join(sorted(REGISTRY))})")
+    if not isinstance(kind, str) or kind not in REGISTRY:
+        raise ConfigError(file, f"[adapters.{name}] type",
+                          f"unknown adapter type {kind!r} (known types: {', '.join(sorted(REGISTRY))})")
+    return REGISTRY[kind]
+
+
+def validate_adapter(name: str, table: Mapping, file: str = "(configuration)") -> dict:
+    """The table with every key checked and defaults filled in; raises ConfigError naming the first bad key."""
+    if not isinstance(name, str) or not ADAPTER_NAME.fullmatch(name):
+        raise ConfigError(file, f"[adapters.{name}]",
+                          "adapter names must be 1-32 of a-z, 0-9, '_' or '-', starting with a letter or digit")
+    if not isinstance(table, Mapping):
+        raise ConfigError(file, f"[adapters.{name}]", "must be a table")
+    entry = lookup(name, table, file)
+    options = {**COMMON_OPTIONS, **entry.options}
+    for key in table:
+        if key not in options:
+            raise ConfigError(file, f"[adapters.{name}] {key}",
+                              f"unknown key for type {entry.type!r} (known keys: {', '.join(sorted(options))})")
+    out = {}
+    for key, option in options.items():
+        where = f"[adapters.{name}] {key}"
+        if key not in table:
+            if option.default is REQUIRED:
+                raise ConfigError(file, where, f"missing (required for type {entry.type!r})")
+            out[key] = option.default
+            continue
+        out[key] = _checked(file, where, table[key], option)
+    _check_pacing(file, name, out["pacing"])
+    return out
+
+
+def _checked(file: str, where: str, value: Any, option: Option) -> Any:
+    kind = option.kind
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (kind in (int, float) and isinstance(value, bool)):
+        shown = "[redacted]" if option.secret else repr(value)
+        raise ConfigError(file, where, f"expected {TYPE_NAMES.get(kind, 'a table')}, got {shown}")
+    if option.allowed is not None and value not in option.allowed:
+        raise ConfigError(file, where, f"must be one of {', '.join(map(repr, option.allowed))}")
+    if kind in (int, float) and value < 0:
+        raise ConfigError(file, where, f"must not be negative, got {value!r}")
+    if kind is str and option.default is REQUIRED and not value.strip():
+        raise ConfigError(file, where, "must not be empty")
+    return value
+
+
+def _check_pacing(file: str, name: str, overrides: Mapping) -> None:
+    for key, value in overrides.items():
+        where = f"[adapters.{name}] pacing.{key}"
+        if key not in PACING_FIELDS:
+            raise ConfigError(file, where, f"unknown pacing field (known: {', '.join(sorted(PACING_FIELDS))})")
+        declared = PACING_FIELDS[key]  # annotations are strings here: "int", "Optional[float]", ...
+        wanted = bool if declared == "bool" else str if declared == "str" else int if declared == "int" else float
+        ok = isinstance(value, wanted) or (wanted is float and isinstance(value, int))
+        if not ok or (wanted is not bool and isinstance(value, bool)):
+            raise ConfigError(file, where, f"expected {TYPE_NAMES[wanted]}, got {value!r}")
+
+
+def validate_all(config: Mapping) -> dict:
+    """Every [adapters.NAME] table, validated: {name: args}. Meant for config loading too (exit 78 early)."""
+    file = config_file(config)
+    return {name: validate_adapter(name, table, file) for name, table in (config.get("adapters") or {}).items()}
+
+
+# ------------------------------------------------------------------------------------- what an adapter reads
+
+def entry_of(args: Mapping) -> AdapterType:
+    return REGISTRY[args["type"]]
+
+
+def secret_values(args: Mapping) -> list[str]:
+    """The configured secret values of an adapter (tokens, signing keys), for ``actors.redact.redact``."""
+    options = entry_of(args).options
+    return [str(args[k]) for k, opt in options.items() if opt.secret and args.get(k)]
+
+
+def pacing_of(args: Mapping) -> PlatformPacing:
+    return pacing_for(entry_of(args).pacing, args.get("pacing") or None)
