@@ -79,6 +79,7 @@ class PlatformOp:
     thread_id: Optional[str] = None
     reply_to: Optional[str] = None     # send: the platform message this answers
     chat_type: str = "dm"
+    final: bool = False                # the text is the reply's final text (not a streaming preview)
 
 
 @dataclass(frozen=True)

@@ -88,10 +88,11 @@ class DeliverySweeper(StoreUser, GatewayActor):
         if index < len(ob.chunks):
             text = ob.chunks[index]
             if index in job["parts"]:
-                op = PlatformOp(op_id, "edit", t.chat_id, text, message_id=job["parts"][index], thread_id=t.thread_id)
+                op = PlatformOp(op_id, "edit", t.chat_id, text, message_id=job["parts"][index], thread_id=t.thread_id,
+                                final=True)
             else:
                 op = PlatformOp(op_id, "send", t.chat_id, text, thread_id=t.thread_id,
-                                reply_to=t.reply_to if index == 0 else None)
+                                reply_to=t.reply_to if index == 0 else None, final=True)
         else:
             extra = sorted(i for i in job["parts"] if i >= len(ob.chunks))
             if not extra:

@@ -38,7 +38,7 @@ class Watchdog(GatewayActor):
         self.phase = "watching"
         self.nonces = itertools.count(1)
         self.walks: dict[int, str] = {}            # token -> purpose (health | drain)
-        self.pings: dict[int, tuple] = {}          # nonce -> (node, parent node)
+        self.pings: dict[int, tuple] = {}          # nonce -> (node, parent node), unanswered so far
         self.operation: dict | None = None         # the drain or shutdown in progress
         self.last_round: dict = {}
 
@@ -72,17 +72,19 @@ class Watchdog(GatewayActor):
             self._flush_all(message.node)
 
     def _health_round(self, root) -> None:
-        self.pings.clear()
+        outstanding = {node.name for node, _ in self.pings.values()}  # still waiting: not pinged twice
+        sent = set()
         for node, parent, _depth in tree.walk(root):
             # Every actor with an address is pinged, including one its supervisor found silent: slow to describe
             # is not dead, and only a missed ping (a mailbox that does not move) gets an actor restarted.
             if parent is None or node.ref is None or node.ref == self.myAddress:
                 continue
-            if node.state in ("running", "unresponsive", "busy"):
+            if node.state in ("running", "unresponsive", "busy") and node.name not in outstanding:
                 nonce = next(self.nonces)
                 self.pings[nonce] = (node, parent)
+                sent.add(nonce)
                 self.send(node.ref, Ping(nonce))
-        self.after(self.deadline, "ping_deadline", set(self.pings))
+        self.after(self.deadline, "ping_deadline", sent)
         counts = tree.counts(root)
         self.last_round = {"time": time.time(), "pid": os.getpid(), "phase": self.phase, **counts}
         self._write_heartbeat()

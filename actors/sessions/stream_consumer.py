@@ -140,10 +140,10 @@ class StreamConsumer(StoreUser, GatewayActor):
             op = PlatformOp(op_id, "delete", a["chat_id"], message_id=self.parts[index], thread_id=a["thread_id"])
         elif index in self.parts and not (self.fallback and self.final is not None):
             op = PlatformOp(op_id, "edit", a["chat_id"], text, message_id=self.parts[index],
-                            thread_id=a["thread_id"], chat_type=a["chat_type"])
+                            thread_id=a["thread_id"], chat_type=a["chat_type"], final=self.final is not None)
         else:
             op = PlatformOp(op_id, "send", a["chat_id"], text, thread_id=a["thread_id"], chat_type=a["chat_type"],
-                            reply_to=a["reply_to"] if index == 0 else None)
+                            reply_to=a["reply_to"] if index == 0 else None, final=self.final is not None)
         adapter = self.directory.adapter(a["adapter"]) if self.directory is not None else None
         if adapter is None:
             self.after(0.5, "pump")  # the adapter is restarting; the directory will tell us where it is

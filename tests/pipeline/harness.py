@@ -27,20 +27,28 @@ def visible(platform: FakePlatform, chat: str) -> list[dict]:
     return [m for m in platform.messages(chat) if not m.get("deleted")]
 
 
-def settled_answers(platform: FakePlatform, chat: str, count: int = 1, timeout: float = 30) -> list[str]:
-    """Wait until ``count`` bot messages exist in the chat and none shows the streaming cursor; return their texts."""
+def settled_answers(platform: FakePlatform, chat: str, count: int = 1, timeout: float = 30,
+                    gw: Gateway | None = None) -> list[str]:
+    """Wait until ``count`` bot messages exist in the chat and none shows the streaming cursor; return their texts.
+    On a timeout the error shows the chat and, given the gateway, the end of its log."""
     def done():
         shown = visible(platform, chat)
         return len(shown) >= count and all(CURSOR not in m["text"] for m in shown) and shown
-    return [m["text"] for m in wait_for(done, timeout, 0.05, f"{count} settled answer(s) in {chat}")]
+    try:
+        return [m["text"] for m in wait_for(done, timeout, 0.05, f"{count} settled answer(s) in {chat}")]
+    except AssertionError as exc:
+        chat_view = [(m["message_id"], m["text"][-60:], m.get("deleted")) for m in platform.messages(chat)]
+        tail = [line for line in (gw.log() if gw else "").splitlines() if " INFO root" not in line][-40:]
+        raise AssertionError(f"{exc}\nchat: {chat_view}\n" + "\n".join(tail)) from None
 
 
-def actor_pid(gw: Gateway, kind: str, name_part: str = "") -> int | None:
-    tree = gw._tree_or_none()
-    for n in nodes(tree or {}):
-        if n["kind"] == kind and name_part in n["name"] and n["pid"]:
-            return n["pid"]
-    return None
+def actor_pid(gw: Gateway, kind: str, name_part: str = "", timeout: float = 10) -> int:
+    def find():
+        for n in nodes(gw._tree_or_none() or {}):
+            if n["kind"] == kind and name_part in n["name"] and n["pid"]:
+                return n["pid"]
+        return None
+    return wait_for(find, timeout, 0.05, f"a running {kind}")
 
 
 FENCE = re.compile(r"^```", re.M)

@@ -26,6 +26,15 @@ def inbox_states(gw) -> list[tuple]:
         return db.execute("SELECT platform_message_id, state FROM inbox ORDER BY seq").fetchall()
 
 
+def wait_all_done(gw, timeout: float = 20) -> None:
+    try:
+        wait_for(lambda: inbox_states(gw) and all(s == "done" for _, s in inbox_states(gw)), timeout, 0.05,
+                 "every inbound message to be done")
+    except AssertionError as exc:
+        tail = [line for line in gw.log().splitlines() if " INFO root" not in line][-40:]
+        raise AssertionError(f"{exc}: {inbox_states(gw)}\n" + "\n".join(tail)) from None
+
+
 def streaming_started(platform, chat):
     return wait_for(lambda: any(CURSOR in m["text"] for m in visible(platform, chat)), 20, 0.01,
                     "the answer to start streaming")
@@ -42,11 +51,10 @@ def test_kill_9_of_an_actor_mid_turn_delivers_the_reply_once(tmp_path, platform,
         pid = actor_pid(gw, victim)
         assert pid, f"no {victim} running"
         os.kill(pid, signal.SIGKILL)
-        [answer] = settled_answers(platform, "k", timeout=60)
+        [answer] = settled_answers(platform, "k", timeout=60, gw=gw)
         assert f"tell me about {victim}" in answer and "api_key_env" in answer  # the whole answer, not a piece
         assert len(platform.messages("k")) == 1, "no second message: the reply was edited into place"
-        wait_for(lambda: inbox_states(gw) and all(s == "done" for _, s in inbox_states(gw)), 20, 0.05,
-                 "the inbound message to be done")
+        wait_all_done(gw)
         platform.inject("k", "and one more")
         texts = settled_answers(platform, "k", count=2, timeout=60)
         assert "and one more" in texts[1]
@@ -65,11 +73,12 @@ def test_kill_9_of_the_daemon_mid_turn_resumes_once_and_edits_in_place(tmp_path,
         os.kill(gw.launcher_pid, signal.SIGKILL)
         gw.assert_no_process_left()
         gw.start()
-        [answer] = settled_answers(platform, "d", timeout=60)
+        [answer] = settled_answers(platform, "d", timeout=60, gw=gw)
         assert "survive a daemon crash" in answer and "api_key_env" in answer
         assert len(platform.messages("d")) == 1
         assert "resuming the turn interrupted by a restart" in gw.log()
-        assert [s for _, s in inbox_states(gw)] == ["done"]
+        wait_all_done(gw)
+        assert len(inbox_states(gw)) == 1
     finally:
         gw.cli("stop")
         gw.kill_everything()

@@ -1,0 +1,121 @@
+"""The storage side of the admin CLI: plain async functions of an open ``Store`` returning JSON-able dicts.
+
+The admin CLI owns argument parsing and printing (``json.dumps(result)``); these functions own the queries. They
+raise ``StorageError`` subclasses (``NotFound``, ``ImportRefused``, ``IllegalTransition``) with messages fit for
+the operator.
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from . import Store
+from .errors import NotFound
+from .ledger import Obligation
+from .sessions import SessionInfo
+
+CONTENT_PREVIEW_CHARS = 200
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON types only: bytes become {"$base64": ...}, tuples lists, dataclasses dicts."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k if not isinstance(k, bytes) else k.decode("utf-8", "replace")): jsonable(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return {"$base64": base64.b64encode(bytes(value)).decode("ascii")}
+    return value
+
+
+def _session(info: SessionInfo) -> dict:
+    data = jsonable(info)
+    data.pop("created", None)
+    return data
+
+
+def _obligation(ob: Obligation) -> dict:
+    return {
+        "obligation_id": ob.obligation_id, "state": ob.state, "session_key": ob.session_key,
+        "inbound_ref": ob.inbound_ref, "target": jsonable(ob.target), "attempts": ob.attempts, "fence": ob.fence,
+        "owner": jsonable(ob.owner) if ob.owner else None, "last_error": ob.last_error,
+        "content_preview": ob.content[:CONTENT_PREVIEW_CHARS], "content_chars": len(ob.content),
+        "chunks": len(ob.chunks), "parts": {str(i): mid for i, mid in sorted(ob.parts.items())},
+        "created_at": ob.created_at, "updated_at": ob.updated_at,
+    }
+
+
+async def _resolve(store: Store, key_or_id: str) -> SessionInfo:
+    info = await store.sessions.get(key_or_id)
+    if info is None:
+        info = await store.sessions.current(key_or_id)
+    if info is None:
+        latest = await store.sessions.list(session_key=key_or_id, limit=1)
+        info = latest[0] if latest else None
+    if info is None:
+        raise NotFound(f"no session with id or key {key_or_id!r}")
+    return info
+
+
+async def sessions_list(store: Store, state: Optional[str] = None, session_key: Optional[str] = None,
+                        limit: int = 50) -> dict:
+    found = await store.sessions.list(state=state, session_key=session_key, limit=limit)
+    return {"count": len(found), "sessions": [_session(s) for s in found]}
+
+
+async def session_show(store: Store, key_or_id: str, last_n: Optional[int] = 20) -> dict:
+    """A session (by id, or by key: its current session, else its latest) with its last ``last_n`` events."""
+    info = await _resolve(store, key_or_id)
+    events = await store.sessions.load(info.session_id, last_n=last_n)
+    return {
+        "session": _session(info),
+        "display": jsonable(await store.sessions.get_display(info.session_id)),
+        "runtime": jsonable(await store.sessions.runtime(info.session_id)),
+        "events": [jsonable(e) for e in events],
+    }
+
+
+async def sessions_search(store: Store, query: str, limit: int = 20) -> dict:
+    hits = await store.sessions.search(query, limit=limit)
+    return {"query": query, "count": len(hits), "hits": [jsonable(h) for h in hits]}
+
+
+async def session_export(store: Store, session_id: str, path: Union[str, os.PathLike]) -> dict:
+    """Write the session's export file; written to a temporary name, fsynced, then renamed, so ``path`` holds
+    either a complete export or nothing."""
+    data = await store.sessions.export_session(session_id)
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return {"session_id": session_id, "path": str(path), "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest()}
+
+
+async def session_import(store: Store, path: Union[str, os.PathLike]) -> dict:
+    data = Path(path).read_bytes()
+    info = await store.sessions.import_session(data)
+    events = await store.sessions.load(info.session_id, last_n=1)
+    return {"session": _session(info), "path": str(path), "bytes": len(data),
+            "last_seq": events[-1].seq if events else 0}
+
+
+async def deliveries(store: Store, state: Optional[str] = None, limit: int = 100) -> dict:
+    found = await store.ledger.list(state=state, limit=limit)
+    return {"counts": await store.ledger.counts(), "count": len(found),
+            "deliveries": [_obligation(ob) for ob in found]}
+
+
+async def delivery_retry(store: Store, obligation_id: str) -> dict:
+    """failed|abandoned -> pending with attempts reset; the sweeper sends it on its next pass."""
+    return _obligation(await store.ledger.requeue(obligation_id))

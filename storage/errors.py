@@ -1,0 +1,42 @@
+"""The exceptions storage raises. Callers catch ``StorageError`` to catch them all (see ``ledger.best_effort``)."""
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class: anything the storage layer refuses or fails to do."""
+
+
+class StorageBusy(StorageError):
+    """The database stayed locked by other processes for longer than the whole retry budget.
+
+    Raised instead of sqlite3's 'database is locked' so that callers never see a raw driver error; reaching it means
+    a writer held the lock for a minute, which is a bug or a hung process, not contention."""
+
+
+class SchemaTooNew(StorageError):
+    """The database file was written by a newer version of the code; opening it could corrupt it."""
+
+
+class RecordError(StorageError, ValueError):
+    """A value cannot be encoded as a record, or stored bytes are not a record this code can read."""
+
+
+class IllegalTransition(StorageError):
+    """A state change that the state machine does not allow (e.g. delivered -> attempting)."""
+
+
+class StaleFence(StorageError):
+    """A mutation presented a fence (claim generation) that is no longer current: someone claimed the row since."""
+
+
+class NotFound(StorageError, KeyError):
+    """The session, inbox row or obligation does not exist."""
+
+    def __str__(self) -> str:  # KeyError's repr-quoting makes messages hard to read
+        return str(self.args[0]) if self.args else "not found"
+
+
+class ImportRefused(StorageError):
+    """An import file is corrupted, truncated, not in canonical form, or conflicts with what is stored.
+
+    Raised before anything is written, or from inside the import transaction (which is then rolled back)."""

@@ -1,0 +1,203 @@
+"""The inbox: durable inbound events per session key, the truth behind the actors' doorbells (DESIGN.md §2.2-3).
+
+States: received -> taken -> done; received|taken -> dropped (refused, with a reason); taken -> received only by
+``requeue_taken`` after a crash. Every other move raises ``IllegalTransition``.
+
+What survives kill -9: ``put`` returns after its COMMIT, and the adapter acknowledges the platform (offset, 2xx)
+only after that, so every acknowledged event is on disk (G1). A replay of the same (platform, platform_message_id)
+returns the existing seq with ``inserted=False`` and creates no second row (G2), also across processes and after a
+restart. ``put_many_and_commit_offset`` writes a batch of events and the adapter's offset in one transaction: after
+a crash either both are there or neither, so the platform redelivers exactly what is missing.
+
+``platform_message_id`` must be unique per platform (e.g. Telegram: the update_id, or chat id + message id; message
+ids alone repeat across chats). Dedup lasts as long as the row: ``purge`` of done rows ends it for those events.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Sequence, Union
+
+from . import records
+from .db import Database
+from .errors import IllegalTransition, NotFound
+
+INBOX_STATES = ("received", "taken", "done", "dropped")
+PENDING_STATES = ("received", "taken")
+_COLUMNS = "seq, session_key, platform, platform_message_id, state, payload, received_at, updated_at, reason"
+
+
+@dataclass(frozen=True)
+class InboxRow:
+    seq: int
+    session_key: str
+    platform: str
+    platform_message_id: str
+    state: str
+    payload: Any
+    received_at: float
+    updated_at: float
+    reason: Optional[str]
+
+
+@dataclass(frozen=True)
+class InboundItem:
+    """One event for ``put_many_and_commit_offset`` (a 4-tuple in this order works too)."""
+    session_key: str
+    platform: str
+    platform_message_id: str
+    payload: Any
+
+
+def _row(r: tuple) -> InboxRow:
+    return InboxRow(r[0], r[1], r[2], r[3], r[4], records.unpack(r[5]), r[6], r[7], r[8])
+
+
+def _prepare(item: Union[InboundItem, Sequence]) -> tuple:
+    key, platform, message_id, payload = (
+        (item.session_key, item.platform, item.platform_message_id, item.payload)
+        if isinstance(item, InboundItem) else item)
+    if not isinstance(key, str) or not key or not isinstance(platform, str) or not platform:
+        raise ValueError("inbox rows need a session_key and a platform")
+    message_id = "" if message_id is None else str(message_id)
+    if not message_id:
+        raise ValueError("inbox rows need a platform_message_id (it is the dedup key)")
+    return key, platform, message_id, records.pack(payload)
+
+
+def _insert(conn, prepared: list, now: float) -> list[tuple[int, bool]]:
+    out = []
+    for key, platform, message_id, blob in prepared:
+        cur = conn.execute(
+            "INSERT INTO inbox (session_key, platform, platform_message_id, state, payload, received_at, updated_at) "
+            "VALUES (?, ?, ?, 'received', ?, ?, ?) ON CONFLICT (platform, platform_message_id) DO NOTHING",
+            (key, platform, message_id, blob, now, now))
+        if cur.rowcount == 1:
+            out.append((cur.lastrowid, True))
+        else:
+            seq = conn.execute("SELECT seq FROM inbox WHERE platform = ? AND platform_message_id = ?",
+                               (platform, message_id)).fetchone()[0]
+            out.append((seq, False))
+    return out
+
+
+def _set_offset(conn, adapter_id: str, blob: bytes, now: float) -> None:
+    conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) VALUES (?, ?, ?) "
+                 "ON CONFLICT (adapter_id) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                 (adapter_id, blob, now))
+
+
+class Inbox:
+    """Reached as ``Store.inbox``; every method is one transaction."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def put(self, session_key: str, platform: str, platform_message_id: str,
+                  payload: Any) -> tuple[int, bool]:
+        """Store an inbound event; returns (seq, inserted). A duplicate returns the first one's seq and False."""
+        prepared = [_prepare((session_key, platform, platform_message_id, payload))]
+        return (await self._db.write(_insert, prepared, time.time()))[0]
+
+    async def put_many_and_commit_offset(self, rows: Iterable[Union[InboundItem, Sequence]], adapter_id: str,
+                                         offset: Any) -> list[tuple[int, bool]]:
+        """Store a batch of events and the adapter offset that covers them, in one transaction."""
+        prepared = [_prepare(r) for r in rows]
+        offset_blob = records.pack(offset)
+
+        def do(conn, now):
+            out = _insert(conn, prepared, now)
+            _set_offset(conn, adapter_id, offset_blob, now)
+            return out
+        return await self._db.write(do, time.time())
+
+    async def set_offset(self, adapter_id: str, value: Any) -> None:
+        """Commit an adapter's platform offset; call only once the rows it covers are durable."""
+        blob = records.pack(value)
+        await self._db.write(_set_offset, adapter_id, blob, time.time())
+
+    async def get_offset(self, adapter_id: str, default: Any = None) -> Any:
+        def fetch(conn):
+            row = conn.execute("SELECT value FROM adapter_offsets WHERE adapter_id = ?", (adapter_id,)).fetchone()
+            return records.unpack(row[0]) if row else default
+        return await self._db.read(fetch)
+
+    async def get(self, seq: int) -> Optional[InboxRow]:
+        def fetch(conn):
+            r = conn.execute(f"SELECT {_COLUMNS} FROM inbox WHERE seq = ?", (seq,)).fetchone()
+            return _row(r) if r else None
+        return await self._db.read(fetch)
+
+    async def next_for(self, session_key: str) -> Optional[InboxRow]:
+        """The oldest 'received' row of the key, or None."""
+        def fetch(conn):
+            r = conn.execute(f"SELECT {_COLUMNS} FROM inbox WHERE session_key = ? AND state = 'received' "
+                             f"ORDER BY seq LIMIT 1", (session_key,)).fetchone()
+            return _row(r) if r else None
+        return await self._db.read(fetch)
+
+    async def take(self, seq: int) -> InboxRow:
+        """received -> taken; returns the row. Committed before the turn for it starts."""
+        return await self._move(seq, ("received",), "taken")
+
+    async def done(self, seq: int) -> InboxRow:
+        """taken -> done: the turn for this event finished (its reply is in the delivery ledger by then)."""
+        return await self._move(seq, ("taken",), "done")
+
+    async def drop(self, seq: int, reason: str) -> InboxRow:
+        """received|taken -> dropped: refused (unauthorised sender, resume given up, ...), with the reason kept."""
+        return await self._move(seq, PENDING_STATES, "dropped", reason)
+
+    async def _move(self, seq: int, allowed: tuple, target: str, reason: Optional[str] = None) -> InboxRow:
+        def do(conn):
+            r = conn.execute(f"SELECT {_COLUMNS} FROM inbox WHERE seq = ?", (seq,)).fetchone()
+            if r is None:
+                raise NotFound(f"no inbox row {seq}")
+            if r[4] not in allowed:
+                raise IllegalTransition(f"inbox row {seq}: {r[4]} -> {target} is not allowed")
+            now = time.time()
+            conn.execute("UPDATE inbox SET state = ?, updated_at = ?, reason = COALESCE(?, reason) WHERE seq = ?",
+                         (target, now, reason, seq))
+            row = _row(r)
+            return InboxRow(**{**row.__dict__, "state": target, "updated_at": now,
+                               "reason": reason if reason is not None else row.reason})
+        return await self._db.write(do)
+
+    async def rows_in_state(self, session_key: str, states: Iterable[str] = PENDING_STATES) -> list[InboxRow]:
+        states = tuple(states)
+        unknown = set(states) - set(INBOX_STATES)
+        if unknown:
+            raise ValueError(f"unknown inbox states {sorted(unknown)}")
+        marks = ", ".join("?" * len(states))
+
+        def fetch(conn):
+            return [_row(r) for r in conn.execute(
+                f"SELECT {_COLUMNS} FROM inbox WHERE session_key = ? AND state IN ({marks}) ORDER BY seq",
+                (session_key, *states))]
+        return await self._db.read(fetch) if states else []
+
+    async def sessions_with_pending(self) -> list[str]:
+        """Keys with received or taken rows: the sessions to ring at start (restart recovery)."""
+        return await self._db.read(lambda conn: [k for (k,) in conn.execute(
+            "SELECT DISTINCT session_key FROM inbox WHERE state IN ('received', 'taken') ORDER BY session_key")])
+
+    async def requeue_taken(self, session_key: str) -> int:
+        """taken -> received for a key whose turn died with its process; returns how many rows moved."""
+        return await self._db.write(lambda conn: conn.execute(
+            "UPDATE inbox SET state = 'received', updated_at = ? WHERE session_key = ? AND state = 'taken'",
+            (time.time(), session_key)).rowcount)
+
+    async def counts(self, session_key: Optional[str] = None) -> dict[str, int]:
+        """Rows per state (every state present, zero included), for one key or all."""
+        where, args = ("WHERE session_key = ?", (session_key,)) if session_key is not None else ("", ())
+
+        def fetch(conn):
+            found = dict(conn.execute(f"SELECT state, COUNT(*) FROM inbox {where} GROUP BY state", args).fetchall())
+            return {state: found.get(state, 0) for state in INBOX_STATES}
+        return await self._db.read(fetch)
+
+    async def purge(self, older_than_s: float, now: Optional[float] = None) -> int:
+        """Delete done/dropped rows last updated over ``older_than_s`` ago (their dedup protection ends)."""
+        cutoff = (time.time() if now is None else now) - older_than_s
+        return await self._db.write(lambda conn: conn.execute(
+            "DELETE FROM inbox WHERE state IN ('done', 'dropped') AND updated_at < ?", (cutoff,)).rowcount)

@@ -1,0 +1,277 @@
+"""The delivery ledger: every final reply is an obligation before any byte of it leaves (DESIGN.md §2.6, G3).
+
+States and the only legal moves (anything else raises ``IllegalTransition``):
+
+    pending    -> attempting (claim) | abandoned
+    attempting -> delivered | failed | abandoned | attempting (sweep, only when the owner is dead)
+    failed     -> attempting (claim: retry) | abandoned | pending (requeue: admin retry, attempts reset)
+    abandoned  -> pending (requeue: admin retry, attempts reset)
+    delivered  -> nothing (final)
+
+Fencing: each claim increments the row's fence (generation) and returns it; every later mutation presents it, and a
+fence that is not the current one raises ``StaleFence``, so a slow or resurrected owner can never overwrite a newer
+attempt. The owner (pid, start time, host) is stored with the claim; ``sweep_recoverable`` takes over a claim only
+when ``is_owner_alive`` says that process is gone.
+
+What survives kill -9: the obligation is committed (pending) before the first send; each part's platform message id
+is committed as soon as the platform returns it. After a crash the sweeper therefore knows which parts exist (edit
+them to their final text) and which were never sent (send them), instead of sending everything twice.
+
+A ledger failure never blocks a send: wrap calls in ``best_effort``, which logs at ERROR and returns None.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import Awaitable, Iterable, Optional, TypeVar
+
+from . import records
+from .db import Database
+from .errors import IllegalTransition, NotFound, StaleFence, StorageError
+from .owner import Owner, current_owner, is_owner_alive
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+OBLIGATION_STATES = ("pending", "attempting", "delivered", "failed", "abandoned")
+FINISHED_STATES = ("delivered", "abandoned")
+_COLUMNS = ("obligation_id, session_key, inbound_ref, platform, chat_id, thread_id, reply_to, content, chunks, state, "
+            "fence, attempts, owner_pid, owner_start, owner_host, last_error, created_at, updated_at")
+
+
+def obligation_id(session_key: str, inbound_ref: str, content: str) -> str:
+    """sha256(session_key NUL inbound_ref NUL content), hex: the same reply to the same message, same id."""
+    return hashlib.sha256(f"{session_key}\0{inbound_ref}\0{content}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Target:
+    platform: str
+    chat_id: str
+    thread_id: Optional[str] = None
+    reply_to: Optional[str] = None  # the platform message id the reply answers
+
+
+@dataclass(frozen=True)
+class Obligation:
+    obligation_id: str
+    session_key: str
+    inbound_ref: str
+    target: Target
+    content: str
+    chunks: list
+    state: str
+    fence: int
+    attempts: int
+    owner: Optional[Owner]
+    last_error: Optional[str]
+    created_at: float
+    updated_at: float
+    parts: dict = field(default_factory=dict)  # part index -> platform message id
+
+
+def _load(conn, oid: str) -> Optional[Obligation]:
+    r = conn.execute(f"SELECT {_COLUMNS} FROM obligations WHERE obligation_id = ?", (oid,)).fetchone()
+    if r is None:
+        return None
+    parts = dict(conn.execute("SELECT part_index, platform_message_id FROM obligation_parts WHERE obligation_id = ? "
+                              "ORDER BY part_index", (oid,)).fetchall())
+    owner = Owner(r[12], r[13], r[14], r[10]) if r[12] is not None else None
+    return Obligation(r[0], r[1], r[2], Target(r[3], r[4], r[5], r[6]), r[7], records.unpack(r[8]), r[9], r[10],
+                      r[11], owner, r[15], r[16], r[17], parts)
+
+
+def _require(conn, oid: str, fence: Optional[int], allowed: tuple, action: str) -> Obligation:
+    """Load a row and check that ``fence`` is current (if given) and the state allows ``action``."""
+    ob = _load(conn, oid)
+    if ob is None:
+        raise NotFound(f"no obligation {oid}")
+    if fence is not None and fence != ob.fence:
+        raise StaleFence(f"obligation {oid[:12]}: fence {fence} is stale (current {ob.fence}); "
+                         f"another claim took it over, so {action} is refused")
+    if ob.state not in allowed:
+        raise IllegalTransition(f"obligation {oid[:12]}: {action} is not allowed in state {ob.state}")
+    return ob
+
+
+def _claim(conn, oid: str, now: float) -> int:
+    """Make the calling process the owner of a new attempt; returns the new fence."""
+    me = current_owner()
+    conn.execute("UPDATE obligations SET state = 'attempting', fence = fence + 1, attempts = attempts + 1, "
+                 "owner_pid = ?, owner_start = ?, owner_host = ?, updated_at = ? WHERE obligation_id = ?",
+                 (me.pid, me.start_time, me.host, now, oid))
+    return conn.execute("SELECT fence FROM obligations WHERE obligation_id = ?", (oid,)).fetchone()[0]
+
+
+def _set_state(conn, oid: str, state: str, now: float, error: Optional[str] = None, bump: bool = False) -> None:
+    conn.execute(f"UPDATE obligations SET state = ?, updated_at = ?, last_error = COALESCE(?, last_error)"
+                 f"{', fence = fence + 1' if bump else ''} WHERE obligation_id = ?", (state, now, error, oid))
+
+
+class Ledger:
+    """Reached as ``Store.ledger``; every method is one transaction."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def record_obligation(self, session_key: str, inbound_ref: str, target: Target, content: str,
+                                chunks: Optional[Iterable[str]] = None, claim: bool = False) -> Obligation:
+        """Record the duty to deliver ``content`` (idempotent: the same id again returns the existing row).
+
+        ``chunks`` is stored as given (``[]`` = not chunked yet); None means one chunk, the whole content.
+
+        ``claim=True`` also claims a pending row in the same transaction (state attempting, fence in the result),
+        closing the window in which a sweeper could claim it between record and claim."""
+        oid = obligation_id(session_key, inbound_ref, content)
+        chunk_blob = records.pack(list(chunks) if chunks is not None else [content])
+
+        def do(conn, now):
+            conn.execute(f"INSERT INTO obligations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, 0, "
+                         f"NULL, NULL, NULL, NULL, ?, ?) ON CONFLICT (obligation_id) DO NOTHING",
+                         (oid, session_key, inbound_ref, target.platform, str(target.chat_id),
+                          None if target.thread_id is None else str(target.thread_id),
+                          None if target.reply_to is None else str(target.reply_to), content, chunk_blob, now, now))
+            if claim and _load(conn, oid).state == "pending":
+                _claim(conn, oid, now)
+            return _load(conn, oid)
+        return await self._db.write(do, time.time())
+
+    async def get(self, oid: str) -> Optional[Obligation]:
+        return await self._db.read(_load, oid)
+
+    async def mark_attempting(self, oid: str, fence: Optional[int] = None) -> int:
+        """pending|failed -> attempting, owned by this process; returns the new fence for every later call."""
+        def do(conn, now):
+            _require(conn, oid, fence, ("pending", "failed"), "mark_attempting")
+            return _claim(conn, oid, now)
+        return await self._db.write(do, time.time())
+
+    async def record_part(self, oid: str, fence: int, part_index: int, platform_message_id: str,
+                          replace: bool = False) -> None:
+        """Record the platform message id of part ``part_index`` the moment the platform returns it. Recording
+        the same id again is a no-op; a different id for a recorded part is refused unless ``replace``."""
+        def do(conn, now):
+            _require(conn, oid, fence, ("attempting",), "record_part")
+            known = conn.execute("SELECT platform_message_id FROM obligation_parts WHERE obligation_id = ? AND "
+                                 "part_index = ?", (oid, part_index)).fetchone()
+            if known is not None and known[0] != str(platform_message_id) and not replace:
+                raise IllegalTransition(f"obligation {oid[:12]}: part {part_index} is already recorded as "
+                                        f"{known[0]}; pass replace=True if it was really sent again")
+            conn.execute("INSERT OR REPLACE INTO obligation_parts (obligation_id, part_index, platform_message_id, "
+                         "recorded_at) VALUES (?, ?, ?, ?)", (oid, int(part_index), str(platform_message_id), now))
+            conn.execute("UPDATE obligations SET updated_at = ? WHERE obligation_id = ?", (now, oid))
+        await self._db.write(do, time.time())
+
+    async def set_chunks(self, oid: str, fence: int, chunks: Iterable[str]) -> None:
+        """Record how the content is split into platform messages (decided at send time, within the limits)."""
+        blob = records.pack(list(chunks))
+
+        def do(conn, now):
+            _require(conn, oid, fence, ("attempting",), "set_chunks")
+            conn.execute("UPDATE obligations SET chunks = ?, updated_at = ? WHERE obligation_id = ?", (blob, now, oid))
+        await self._db.write(do, time.time())
+
+    async def mark_delivered(self, oid: str, fence: int) -> None:
+        await self._finish(oid, fence, ("attempting",), "delivered", None)
+
+    async def mark_failed(self, oid: str, fence: int, error: str) -> None:
+        await self._finish(oid, fence, ("attempting",), "failed", str(error))
+
+    async def abandon(self, oid: str, fence: int, reason: str) -> None:
+        """pending|attempting|failed -> abandoned: give up (the reason is kept as last_error)."""
+        await self._finish(oid, fence, ("pending", "attempting", "failed"), "abandoned", str(reason))
+
+    async def _finish(self, oid: str, fence: int, allowed: tuple, target: str, error: Optional[str]) -> None:
+        def do(conn, now):
+            _require(conn, oid, fence, allowed, f"-> {target}")
+            _set_state(conn, oid, target, now, error)
+        await self._db.write(do, time.time())
+
+    async def requeue(self, oid: str) -> Obligation:
+        """Admin retry: failed|abandoned -> pending with attempts reset; the fence moves on, so any earlier
+        holder is stale."""
+        def do(conn, now):
+            _require(conn, oid, None, ("failed", "abandoned"), "requeue")
+            conn.execute("UPDATE obligations SET attempts = 0, owner_pid = NULL, owner_start = NULL, "
+                         "owner_host = NULL WHERE obligation_id = ?", (oid,))
+            _set_state(conn, oid, "pending", now, bump=True)
+            return _load(conn, oid)
+        return await self._db.write(do, time.time())
+
+    async def sweep_recoverable(self, connected_platforms: Iterable[str], max_attempts: int = 5,
+                                stale_after_s: float = 86400, now: Optional[float] = None) -> list[Obligation]:
+        """Claim, in one IMMEDIATE transaction, what needs sending again: pending rows, and attempting/failed rows
+        whose owner is dead, on connected platforms. Rows that would exceed ``max_attempts`` or are older than
+        ``stale_after_s`` become abandoned instead. A row whose owner is alive is never touched. Returns the claimed
+        rows with their new fence (``owner.generation == fence``)."""
+        connected = set(connected_platforms)
+        now = time.time() if now is None else now
+
+        def do(conn):
+            claimed = []
+            candidates = conn.execute(
+                "SELECT obligation_id, state, platform, attempts, created_at, owner_pid, owner_start, owner_host, "
+                "fence FROM obligations WHERE state IN ('pending', 'attempting', 'failed') ORDER BY created_at"
+            ).fetchall()
+            for oid, state, platform, attempts, created_at, pid, start, host, fence in candidates:
+                if state != "pending" and is_owner_alive(Owner(pid, start, host, fence)):
+                    continue
+                if attempts >= max_attempts or created_at < now - stale_after_s:
+                    why = "too many attempts" if attempts >= max_attempts else "too old to deliver"
+                    _set_state(conn, oid, "abandoned", now, f"swept: {why}", bump=True)
+                    log.warning("obligation %s abandoned by the sweep: %s", oid[:12], why)
+                elif platform in connected:
+                    _claim(conn, oid, now)
+                    claimed.append(_load(conn, oid))
+            return claimed
+        return await self._db.write(do)
+
+    async def list(self, state: Optional[str] = None, limit: int = 100) -> list[Obligation]:
+        """Obligations, newest first, optionally of one state."""
+        if state is not None and state not in OBLIGATION_STATES:
+            raise ValueError(f"unknown obligation state {state!r}")
+
+        def fetch(conn):
+            ids = conn.execute("SELECT obligation_id FROM obligations " + ("WHERE state = ? " if state else "") +
+                               "ORDER BY created_at DESC LIMIT ?", ((state,) if state else ()) + (int(limit),))
+            return [_load(conn, oid) for (oid,) in ids.fetchall()]
+        return await self._db.read(fetch)
+
+    async def counts(self) -> dict[str, int]:
+        def fetch(conn):
+            found = dict(conn.execute("SELECT state, COUNT(*) FROM obligations GROUP BY state").fetchall())
+            return {state: found.get(state, 0) for state in OBLIGATION_STATES}
+        return await self._db.read(fetch)
+
+    async def purge(self, older_than_days: float = 30, max_rows: Optional[int] = None,
+                    now: Optional[float] = None) -> int:
+        """Retention: delete delivered/abandoned rows older than ``older_than_days``; then, if more than
+        ``max_rows`` rows remain, the oldest finished ones until the bound holds. Unfinished rows are never
+        deleted. Returns the number deleted."""
+        cutoff = (time.time() if now is None else now) - older_than_days * 86400
+
+        def do(conn):
+            deleted = conn.execute("DELETE FROM obligations WHERE state IN ('delivered', 'abandoned') "
+                                   "AND updated_at < ?", (cutoff,)).rowcount
+            if max_rows is not None:
+                excess = conn.execute("SELECT COUNT(*) FROM obligations").fetchone()[0] - max_rows
+                if excess > 0:
+                    deleted += conn.execute(
+                        "DELETE FROM obligations WHERE obligation_id IN (SELECT obligation_id FROM obligations "
+                        "WHERE state IN ('delivered', 'abandoned') ORDER BY updated_at LIMIT ?)", (excess,)).rowcount
+            return deleted
+        return await self._db.write(do)
+
+
+async def best_effort(awaitable: Awaitable[T], what: str) -> Optional[T]:
+    """Await a storage call; on a storage failure log it at ERROR with ``what`` and return None instead of raising,
+    so that a broken ledger never stops a reply from being sent."""
+    try:
+        return await awaitable
+    except (StorageError, sqlite3.Error) as exc:
+        log.error("storage failure during %s (continuing without it): %s: %s", what, type(exc).__name__, exc,
+                  exc_info=exc)
+        return None

@@ -1,0 +1,59 @@
+"""Who holds a claim on an obligation, and whether that holder is still alive.
+
+An owner is (pid, process start time, hostname, generation). A pid alone is not an identity: pids are recycled, so a
+dead owner's pid may belong to an unrelated live process. The start time (from psutil) tells them apart. The
+generation is the claim's fence; it is what the ledger checks on every mutation.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from typing import Optional
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+START_TIME_TOLERANCE_S = 0.01  # psutil derives start times from clock ticks (1/100 s)
+
+_own: dict[int, float] = {}  # pid -> start time; keyed by pid so that a forked child computes its own
+
+
+@dataclass(frozen=True)
+class Owner:
+    pid: int
+    start_time: float
+    host: str
+    generation: int = 0
+
+
+def current_owner(generation: int = 0) -> Owner:
+    """The calling process as an owner."""
+    pid = os.getpid()
+    if pid not in _own:
+        _own[pid] = psutil.Process(pid).create_time()
+    return Owner(pid, _own[pid], socket.gethostname(), generation)
+
+
+def is_owner_alive(owner: Optional[Owner]) -> bool:
+    """True if the owner's process still runs: same host, the pid exists, and it started when the owner did.
+
+    Another host's owner counts as dead: one database belongs to one host (a shard, DESIGN.md §6). When the start
+    time cannot be read (permissions), the owner counts as alive, because claiming a live owner's row would send
+    twice, while skipping a dead one only delays its send (an admin can ``delivery_retry`` it)."""
+    if owner is None or owner.pid is None:
+        return False
+    if owner.host != socket.gethostname():
+        return False
+    try:
+        process = psutil.Process(owner.pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return abs(process.create_time() - owner.start_time) <= START_TIME_TOLERANCE_S
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        log.warning("cannot read the start time of pid %s; treating its claim as alive", owner.pid)
+        return True

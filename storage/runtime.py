@@ -1,0 +1,115 @@
+"""Runtime state of a session: the turn in flight, the compression cursor, and resume-once bookkeeping.
+
+The resume protocol (G8: a killed daemon resumes interrupted turns once, never in a loop):
+
+1. ``begin_turn`` is committed before the turn's first model call. It records the turn token, the inbox seq the
+   turn answers and when it started, and sets ``resume_pending``. After kill -9 the row is still there.
+2. ``end_turn`` clears ``resume_pending`` when the turn finishes, only if the token is still current (a stale turn
+   cannot clear a newer one).
+3. At start, ``pending_resumes()`` lists the interrupted turns; ``claim_resume`` atomically records that the turn
+   of inbox seq N is being resumed (``resume_attempted_seq = N``) and returns the state, once. If the resumed turn
+   is killed too, the next start finds ``resume_attempted_seq == resume_inbox_seq`` and ``claim_resume`` returns
+   None: the caller gives up on that input (tells the user) instead of crashing in a loop.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from .errors import NotFound
+
+_COLUMNS = ("session_id, turn_token, compression_cursor, resume_pending, resume_inbox_seq, resume_started_at, "
+            "resume_attempted_seq, updated_at")
+
+
+@dataclass(frozen=True)
+class RuntimeState:
+    session_id: str
+    turn_token: Optional[str]
+    compression_cursor: int
+    resume_pending: bool
+    resume_inbox_seq: Optional[int]
+    resume_started_at: Optional[float]
+    resume_attempted_seq: Optional[int]
+    updated_at: float
+
+    @property
+    def resume_already_attempted(self) -> bool:
+        return self.resume_pending and self.resume_attempted_seq == self.resume_inbox_seq
+
+
+def _state(row) -> RuntimeState:
+    return RuntimeState(row[0], row[1], row[2], bool(row[3]), *row[4:])
+
+
+def _ensure_row(conn, session_id: str, now: float) -> None:
+    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone() is None:
+        raise NotFound(f"no session {session_id!r}")
+    conn.execute("INSERT OR IGNORE INTO runtime_state (session_id, updated_at) VALUES (?, ?)", (session_id, now))
+
+
+class RuntimeOps:
+    """Runtime-state methods of ``SessionStore`` (a mixin: they share its database)."""
+
+    async def runtime(self, session_id: str) -> RuntimeState:
+        """The runtime state of a session (a blank one if it never ran a turn)."""
+        def fetch(conn):
+            row = conn.execute(f"SELECT {_COLUMNS} FROM runtime_state WHERE session_id = ?", (session_id,)).fetchone()
+            return _state(row) if row else RuntimeState(session_id, None, 0, False, None, None, None, 0.0)
+        return await self._db.read(fetch)
+
+    async def begin_turn(self, session_id: str, turn_token: str, inbox_seq: int,
+                         started_at: Optional[float] = None) -> None:
+        """A turn answering inbox row ``inbox_seq`` starts (internal turns, e.g. cron, use an internal inbox row)."""
+        if not isinstance(inbox_seq, int) or isinstance(inbox_seq, bool):
+            raise TypeError(f"inbox_seq must be the int seq of the inbox row the turn answers, not {inbox_seq!r}")
+        now = time.time()
+
+        def do(conn):
+            _ensure_row(conn, session_id, now)
+            conn.execute("UPDATE runtime_state SET turn_token = ?, resume_pending = 1, resume_inbox_seq = ?, "
+                         "resume_started_at = ?, updated_at = ? WHERE session_id = ?",
+                         (turn_token, inbox_seq, started_at if started_at is not None else now, now, session_id))
+        await self._db.write(do)
+
+    async def end_turn(self, session_id: str, turn_token: str) -> bool:
+        """Clear the turn in flight if ``turn_token`` is still the current one; returns whether it was."""
+        def do(conn):
+            return conn.execute("UPDATE runtime_state SET turn_token = NULL, resume_pending = 0, updated_at = ? "
+                                "WHERE session_id = ? AND turn_token = ?",
+                                (time.time(), session_id, turn_token)).rowcount == 1
+        return await self._db.write(do)
+
+    async def set_compression_cursor(self, session_id: str, seq: int) -> None:
+        """Transcript events up to ``seq`` are summarised; the model sees the summary plus what follows."""
+        now = time.time()
+
+        def do(conn):
+            _ensure_row(conn, session_id, now)
+            conn.execute("UPDATE runtime_state SET compression_cursor = ?, updated_at = ? WHERE session_id = ?",
+                         (int(seq), now, session_id))
+        await self._db.write(do)
+
+    async def pending_resumes(self) -> list[RuntimeState]:
+        """Interrupted turns whose resume has not been attempted yet."""
+        def fetch(conn):
+            return [_state(r) for r in conn.execute(
+                f"SELECT {_COLUMNS} FROM runtime_state WHERE resume_pending = 1 AND "
+                f"(resume_attempted_seq IS NULL OR resume_attempted_seq IS NOT resume_inbox_seq) ORDER BY session_id")]
+        return await self._db.read(fetch)
+
+    async def claim_resume(self, session_id: str) -> Optional[RuntimeState]:
+        """Mark the interrupted turn as being resumed and return its state; None if there is nothing to resume
+        or its resume was already attempted once. Committed before the resumed turn starts."""
+        def do(conn):
+            row = conn.execute(f"SELECT {_COLUMNS} FROM runtime_state WHERE session_id = ?", (session_id,)).fetchone()
+            if row is None:
+                return None
+            state = _state(row)
+            if not state.resume_pending or state.resume_already_attempted:
+                return None
+            conn.execute("UPDATE runtime_state SET resume_attempted_seq = resume_inbox_seq, updated_at = ? "
+                         "WHERE session_id = ?", (time.time(), session_id))
+            return RuntimeState(**{**state.__dict__, "resume_attempted_seq": state.resume_inbox_seq})
+        return await self._db.write(do)

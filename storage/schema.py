@@ -1,0 +1,131 @@
+"""The schema, as forward migrations. Version N of the schema is ``MIGRATIONS[:N]`` applied in order.
+
+Never edit a released step: append a new one. A database whose version is above ``len(MIGRATIONS)`` is refused at
+open (``SchemaTooNew``). Each step is a list of statements (run without ``executescript``, which would commit
+half-way) or a function of the connection for data migrations.
+"""
+from __future__ import annotations
+
+from .db import APPLICATION_ID, Migration
+
+_V1_SESSIONS = [
+    # One row per conversation. Only one 'current' (active or suspended) session per key: the partial unique
+    # index makes a second one impossible even if two processes race in get_or_create.
+    """CREATE TABLE sessions (
+        session_id  TEXT PRIMARY KEY,
+        session_key TEXT NOT NULL,
+        state       TEXT NOT NULL CHECK (state IN ('active', 'suspended', 'reset', 'closed')),
+        created_at  REAL NOT NULL,
+        updated_at  REAL NOT NULL,
+        title       TEXT,
+        source      BLOB NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX sessions_one_current_per_key ON sessions (session_key) "
+    "WHERE state IN ('active', 'suspended')",
+    "CREATE INDEX sessions_by_key ON sessions (session_key, created_at)",
+    "CREATE INDEX sessions_by_updated ON sessions (updated_at)",
+
+    # The facts, append-only. event_id is the rowid shared with the search index; seq orders events per session.
+    """CREATE TABLE transcript (
+        event_id    INTEGER PRIMARY KEY,
+        session_id  TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        seq         INTEGER NOT NULL,
+        turn_id     TEXT,
+        role        TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        created_at  REAL NOT NULL,
+        payload     BLOB NOT NULL,
+        UNIQUE (session_id, seq)
+    )""",
+    """CREATE TRIGGER transcript_append_only BEFORE UPDATE ON transcript
+       BEGIN SELECT RAISE(ABORT, 'transcript is append-only'); END""",
+    # Derived: rebuilt from transcript at will (SessionStore.rebuild_search_index). rowid = transcript.event_id.
+    "CREATE VIRTUAL TABLE transcript_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
+    """CREATE TRIGGER transcript_fts_follow_delete AFTER DELETE ON transcript
+       BEGIN DELETE FROM transcript_fts WHERE rowid = old.event_id; END""",
+
+    """CREATE TABLE session_display (
+        session_id  TEXT PRIMARY KEY REFERENCES sessions (session_id) ON DELETE CASCADE,
+        data        BLOB NOT NULL
+    )""",
+    # The exact request sent to the model per turn: kept apart because it is large, differs from the transcript
+    # (system prompt, compression, tool schemas) and is only needed to reproduce or debug a turn.
+    """CREATE TABLE api_sidecar (
+        session_id  TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        turn_id     TEXT NOT NULL,
+        created_at  REAL NOT NULL,
+        request     BLOB NOT NULL,
+        PRIMARY KEY (session_id, turn_id)
+    )""",
+    """CREATE TABLE runtime_state (
+        session_id           TEXT PRIMARY KEY REFERENCES sessions (session_id) ON DELETE CASCADE,
+        turn_token           TEXT,
+        compression_cursor   INTEGER NOT NULL DEFAULT 0,
+        resume_pending       INTEGER NOT NULL DEFAULT 0,
+        resume_inbox_seq     INTEGER,
+        resume_started_at    REAL,
+        resume_attempted_seq INTEGER,
+        updated_at           REAL NOT NULL
+    )""",
+]
+
+_V1_INBOX = [
+    """CREATE TABLE inbox (
+        seq                 INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_key         TEXT NOT NULL,
+        platform            TEXT NOT NULL,
+        platform_message_id TEXT NOT NULL,
+        state               TEXT NOT NULL CHECK (state IN ('received', 'taken', 'done', 'dropped')),
+        payload             BLOB NOT NULL,
+        received_at         REAL NOT NULL,
+        updated_at          REAL NOT NULL,
+        reason              TEXT,
+        UNIQUE (platform, platform_message_id)
+    )""",
+    "CREATE INDEX inbox_by_key_state ON inbox (session_key, state, seq)",
+    "CREATE INDEX inbox_by_state ON inbox (state, updated_at)",
+    """CREATE TABLE adapter_offsets (
+        adapter_id  TEXT PRIMARY KEY,
+        value       BLOB NOT NULL,
+        updated_at  REAL NOT NULL
+    )""",
+]
+
+_V1_LEDGER = [
+    """CREATE TABLE obligations (
+        obligation_id TEXT PRIMARY KEY,
+        session_key   TEXT NOT NULL,
+        inbound_ref   TEXT NOT NULL,
+        platform      TEXT NOT NULL,
+        chat_id       TEXT NOT NULL,
+        thread_id     TEXT,
+        reply_to      TEXT,
+        content       TEXT NOT NULL,
+        chunks        BLOB NOT NULL,
+        state         TEXT NOT NULL
+                      CHECK (state IN ('pending', 'attempting', 'delivered', 'failed', 'abandoned')),
+        fence         INTEGER NOT NULL DEFAULT 0,
+        attempts      INTEGER NOT NULL DEFAULT 0,
+        owner_pid     INTEGER,
+        owner_start   REAL,
+        owner_host    TEXT,
+        last_error    TEXT,
+        created_at    REAL NOT NULL,
+        updated_at    REAL NOT NULL
+    )""",
+    "CREATE INDEX obligations_by_state ON obligations (state, platform, created_at)",
+    "CREATE INDEX obligations_by_updated ON obligations (updated_at)",
+    """CREATE TABLE obligation_parts (
+        obligation_id       TEXT NOT NULL REFERENCES obligations (obligation_id) ON DELETE CASCADE,
+        part_index          INTEGER NOT NULL CHECK (part_index >= 0),
+        platform_message_id TEXT NOT NULL,
+        recorded_at         REAL NOT NULL,
+        PRIMARY KEY (obligation_id, part_index)
+    )""",
+]
+
+MIGRATIONS: list[Migration] = [
+    [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)

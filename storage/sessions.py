@@ -1,0 +1,363 @@
+"""The session store: conversations as separate layers, each its own table (see docs/storage.md).
+
+* sessions        one row per conversation; at most one *current* (active or suspended) row per session key;
+* transcript      the facts (user / assistant / tool events), append-only, per-session seq 1, 2, 3, ...;
+* display         small dict of display metadata (platform display name, chat title, ...);
+* api sidecar     the exact request sent to the model per turn, kept apart from the transcript;
+* runtime state   the turn in flight and the resume bookkeeping (``runtime.py``);
+* search index    FTS5 over transcript text, derived (``rebuild_search_index`` recreates it).
+
+What survives kill -9: each method is one transaction; when it returns, the rows are committed. An append is
+all-or-nothing: a batch is never half in the transcript, and seqs never have gaps.
+"""
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional, Union
+
+from . import records
+from .db import Database
+from .errors import IllegalTransition, NotFound, RecordError
+from .keys import is_valid_key
+from .runtime import RuntimeOps
+
+ROLES = ("user", "assistant", "tool", "system")
+SESSION_STATES = ("active", "suspended", "reset", "closed")
+CURRENT_STATES = ("active", "suspended")
+MAX_DISPLAY_BYTES = 16 * 1024
+SEARCHABLE_FIELDS = ("text", "content", "name")
+
+SESSION_COLUMNS = "session_id, session_key, state, created_at, updated_at, title, source"
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    session_id: str
+    session_key: str
+    state: str
+    created_at: float
+    updated_at: float
+    title: Optional[str]
+    source: dict
+    created: bool = False  # True when this call created it (get_or_create, reset)
+
+
+@dataclass(frozen=True)
+class TranscriptEvent:
+    role: str
+    kind: str
+    payload: Any
+    turn_id: Optional[str] = None
+    created_at: Optional[float] = None
+    seq: Optional[int] = None  # assigned by append
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    session_id: str
+    session_key: str
+    title: Optional[str]
+    seq: int
+    role: str
+    kind: str
+    created_at: float
+    snippet: str
+
+
+def session_from_row(row: tuple, created: bool = False) -> SessionInfo:
+    return SessionInfo(*row[:6], source=records.unpack(row[6]), created=created)
+
+
+def searchable_text(payload: Any) -> str:
+    """The text of an event worth finding: its 'text', 'content' (string or list of parts) and tool 'name'."""
+    if not isinstance(payload, Mapping):
+        return payload if isinstance(payload, str) else ""
+    found = []
+    for field in SEARCHABLE_FIELDS:
+        value = payload.get(field)
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(p["text"] for p in value if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return "\n".join(found)
+
+
+def index_event(conn: sqlite3.Connection, event_id: int, payload: Any) -> None:
+    text = searchable_text(payload)
+    if text:
+        conn.execute("INSERT INTO transcript_fts (rowid, body) VALUES (?, ?)", (event_id, text))
+
+
+def _coerce_event(event: Union[TranscriptEvent, Mapping]) -> TranscriptEvent:
+    if isinstance(event, Mapping):
+        event = TranscriptEvent(**event)
+    if event.role not in ROLES:
+        raise ValueError(f"event role must be one of {ROLES}, not {event.role!r}")
+    if not isinstance(event.kind, str) or not event.kind:
+        raise ValueError(f"event kind must be a non-empty string, not {event.kind!r}")
+    return event
+
+
+def _fts_query(text: str) -> str:
+    """Plain words -> an FTS5 query matching all of them; user text never reaches FTS5's query syntax."""
+    return " ".join('"' + word.replace('"', '""') + '"' for word in re.findall(r"\w+", text))
+
+
+def _require_session(conn: sqlite3.Connection, session_id: str) -> str:
+    row = conn.execute("SELECT state FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no session {session_id!r}")
+    return row[0]
+
+
+class SessionStore(RuntimeOps):
+    """Conversations and their layers. Reached as ``Store.sessions``; every method is one transaction."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # ----------------------------------------------------------------------------------------- session rows
+
+    async def get_or_create(self, session_key: str, source_fields: Optional[Mapping] = None) -> SessionInfo:
+        """The current session of ``session_key`` (active or suspended), created active if there is none."""
+        if not is_valid_key(session_key):
+            raise ValueError(f"not a session key: {session_key!r} (make keys with storage.keys.session_key)")
+        source = records.pack(dict(source_fields or {}))
+        return await self._db.write(self._get_or_create, session_key, source, uuid.uuid4().hex, time.time())
+
+    @staticmethod
+    def _get_or_create(conn, key, source, new_id, now) -> SessionInfo:
+        row = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_key = ? "
+                           f"AND state IN ('active', 'suspended')", (key,)).fetchone()
+        if row is not None:
+            return session_from_row(row)
+        conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, 'active', ?, ?, NULL, ?)",
+                     (new_id, key, now, now, source))
+        return SessionInfo(new_id, key, "active", now, now, None, records.unpack(source), created=True)
+
+    async def get(self, session_id: str) -> Optional[SessionInfo]:
+        def fetch(conn):
+            row = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?",
+                               (session_id,)).fetchone()
+            return session_from_row(row) if row else None
+        return await self._db.read(fetch)
+
+    async def current(self, session_key: str) -> Optional[SessionInfo]:
+        """The active or suspended session of a key, or None (never creates)."""
+        def fetch(conn):
+            row = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_key = ? "
+                               f"AND state IN ('active', 'suspended')", (session_key,)).fetchone()
+            return session_from_row(row) if row else None
+        return await self._db.read(fetch)
+
+    async def list(self, state: Optional[str] = None, session_key: Optional[str] = None,
+                   limit: int = 100, offset: int = 0) -> list[SessionInfo]:
+        """Sessions, most recently updated first, optionally of one state and/or one key."""
+        where, args = [], []
+        if state is not None:
+            where.append("state = ?")
+            args.append(state)
+        if session_key is not None:
+            where.append("session_key = ?")
+            args.append(session_key)
+        sql = (f"SELECT {SESSION_COLUMNS} FROM sessions {'WHERE ' + ' AND '.join(where) if where else ''} "
+               f"ORDER BY updated_at DESC, session_id LIMIT ? OFFSET ?")
+
+        def fetch(conn):
+            return [session_from_row(r) for r in conn.execute(sql, (*args, int(limit), int(offset)))]
+        return await self._db.read(fetch)
+
+    async def rename(self, session_id: str, title: Optional[str]) -> None:
+        def do(conn):
+            _require_session(conn, session_id)
+            conn.execute("UPDATE sessions SET title = ?, updated_at = ? WHERE session_id = ?",
+                         (title, time.time(), session_id))
+        await self._db.write(do)
+
+    async def reset(self, session_key: str, source_fields: Optional[Mapping] = None) -> SessionInfo:
+        """/new: the key's current session becomes 'reset' (kept, listed, searchable) and a fresh one becomes
+        active, in one transaction. The source is carried over unless ``source_fields`` is given."""
+        if not is_valid_key(session_key):
+            raise ValueError(f"not a session key: {session_key!r}")
+        given = records.pack(dict(source_fields)) if source_fields is not None else None
+        return await self._db.write(self._reset, session_key, given, uuid.uuid4().hex, time.time())
+
+    @staticmethod
+    def _reset(conn, key, source, new_id, now) -> SessionInfo:
+        old = conn.execute("SELECT session_id, source FROM sessions WHERE session_key = ? "
+                           "AND state IN ('active', 'suspended')", (key,)).fetchone()
+        if old is not None:
+            conn.execute("UPDATE sessions SET state = 'reset', updated_at = ? WHERE session_id = ?", (now, old[0]))
+        source = source if source is not None else (old[1] if old else records.pack({}))
+        conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, 'active', ?, ?, NULL, ?)",
+                     (new_id, key, now, now, source))
+        return SessionInfo(new_id, key, "active", now, now, None, records.unpack(source), created=True)
+
+    async def suspend(self, session_id: str) -> None:
+        """active -> suspended: still the key's current session (get_or_create returns it), marked paused."""
+        await self._transition(session_id, ("active",), "suspended")
+
+    async def resume(self, session_id: str) -> None:
+        """suspended -> active."""
+        await self._transition(session_id, ("suspended",), "active")
+
+    async def close(self, session_id: str) -> None:
+        """active|suspended -> closed: the next get_or_create of the key starts a new session."""
+        await self._transition(session_id, CURRENT_STATES, "closed")
+
+    async def _transition(self, session_id: str, allowed: tuple, target: str) -> None:
+        def do(conn):
+            state = _require_session(conn, session_id)
+            if state not in allowed:
+                raise IllegalTransition(f"session {session_id}: {state} -> {target} is not allowed")
+            conn.execute("UPDATE sessions SET state = ?, updated_at = ? WHERE session_id = ?",
+                         (target, time.time(), session_id))
+        await self._db.write(do)
+
+    # ------------------------------------------------------------------------------------------- transcript
+
+    async def append(self, session_id: str, events: Iterable[Union[TranscriptEvent, Mapping]]) -> list[int]:
+        """Append a batch of events atomically; returns their seqs (consecutive, after every earlier seq)."""
+        now = time.time()
+        rows = [(e, records.pack(e.payload)) for e in map(_coerce_event, events)]
+        return await self._db.write(self._append, session_id, rows, now) if rows else []
+
+    @staticmethod
+    def _append(conn, session_id, rows, now) -> list[int]:
+        _require_session(conn, session_id)
+        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM transcript WHERE session_id = ?",
+                           (session_id,)).fetchone()[0]
+        seqs = []
+        for event, blob in rows:
+            seq += 1
+            cur = conn.execute("INSERT INTO transcript (session_id, seq, turn_id, role, kind, created_at, payload) "
+                               "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               (session_id, seq, event.turn_id, event.role, event.kind,
+                                event.created_at if event.created_at is not None else now, blob))
+            index_event(conn, cur.lastrowid, event.payload)
+            seqs.append(seq)
+        conn.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (now, session_id))
+        return seqs
+
+    async def load(self, session_id: str, last_n: Optional[int] = None, since_seq: int = 0,
+                   until_seq: Optional[int] = None) -> list[TranscriptEvent]:
+        """Events in seq order: those with since_seq < seq <= until_seq, of which only the last ``last_n``."""
+        def fetch(conn):
+            _require_session(conn, session_id)
+            sql = ("SELECT seq, turn_id, role, kind, created_at, payload FROM transcript WHERE session_id = ? "
+                   "AND seq > ? AND seq <= ? ORDER BY seq DESC")
+            args = [session_id, since_seq, until_seq if until_seq is not None else 2 ** 62]
+            if last_n is not None:
+                sql += " LIMIT ?"
+                args.append(int(last_n))
+            out = [TranscriptEvent(role, kind, records.unpack(blob), turn_id, created, seq)
+                   for seq, turn_id, role, kind, created, blob in conn.execute(sql, args)]
+            out.reverse()
+            return out
+        return await self._db.read(fetch)
+
+    async def search(self, query: str, limit: int = 20, session_key: Optional[str] = None) -> list[SearchHit]:
+        """Full-text search over every session's transcript (all words must match), best matches first."""
+        match = _fts_query(query)
+        if not match:
+            return []
+        sql = ("SELECT t.session_id, s.session_key, s.title, t.seq, t.role, t.kind, t.created_at, "
+               "snippet(transcript_fts, 0, '[', ']', '...', 12) FROM transcript_fts "
+               "JOIN transcript t ON t.event_id = transcript_fts.rowid JOIN sessions s ON s.session_id = t.session_id "
+               "WHERE transcript_fts MATCH ? " + ("AND s.session_key = ? " if session_key else "") +
+               "ORDER BY rank LIMIT ?")
+        args = (match, session_key, int(limit)) if session_key else (match, int(limit))
+        return await self._db.read(lambda conn: [SearchHit(*row) for row in conn.execute(sql, args)])
+
+    async def rebuild_search_index(self) -> int:
+        """Recreate the derived FTS index from the transcript; returns the number of events indexed."""
+        def do(conn):
+            conn.execute("DELETE FROM transcript_fts")
+            n = 0
+            for event_id, blob in conn.execute("SELECT event_id, payload FROM transcript").fetchall():
+                index_event(conn, event_id, records.unpack(blob))
+                n += 1
+            return n
+        return await self._db.write(do)
+
+    # ---------------------------------------------------------------------------------- display and sidecar
+
+    async def set_display(self, session_id: str, fields: Mapping[str, Any]) -> dict:
+        """Merge ``fields`` into the display metadata (a None value removes the field); returns the result."""
+        def do(conn):
+            _require_session(conn, session_id)
+            row = conn.execute("SELECT data FROM session_display WHERE session_id = ?", (session_id,)).fetchone()
+            data = records.unpack(row[0]) if row else {}
+            data.update(fields)
+            data = {k: v for k, v in data.items() if v is not None}
+            blob = records.pack(data)
+            if len(blob) > MAX_DISPLAY_BYTES:
+                raise RecordError(f"display metadata is {len(blob)} bytes; the limit is {MAX_DISPLAY_BYTES}")
+            conn.execute("INSERT OR REPLACE INTO session_display (session_id, data) VALUES (?, ?)",
+                         (session_id, blob))
+            return data
+        return await self._db.write(do)
+
+    async def get_display(self, session_id: str) -> dict:
+        def fetch(conn):
+            row = conn.execute("SELECT data FROM session_display WHERE session_id = ?", (session_id,)).fetchone()
+            return records.unpack(row[0]) if row else {}
+        return await self._db.read(fetch)
+
+    async def put_request(self, session_id: str, turn_id: str, request: Any) -> None:
+        """Keep the exact request sent to the model for ``turn_id`` (a later call of the same turn replaces it:
+        the last request of a tool loop contains the earlier ones)."""
+        blob = records.pack(request)
+
+        def do(conn):
+            _require_session(conn, session_id)
+            conn.execute("INSERT OR REPLACE INTO api_sidecar (session_id, turn_id, created_at, request) "
+                         "VALUES (?, ?, ?, ?)", (session_id, turn_id, time.time(), blob))
+        await self._db.write(do)
+
+    async def get_request(self, session_id: str, turn_id: str) -> Any:
+        def fetch(conn):
+            row = conn.execute("SELECT request FROM api_sidecar WHERE session_id = ? AND turn_id = ?",
+                               (session_id, turn_id)).fetchone()
+            return records.unpack(row[0]) if row else None
+        return await self._db.read(fetch)
+
+    # --------------------------------------------------------------------------------- retention and transfer
+
+    async def prune(self, older_than_s: float, keep_transcripts: bool = True,
+                    now: Optional[float] = None) -> dict:
+        """Sessions idle for ``older_than_s``: current ones are closed; their sidecars and runtime state go.
+        With ``keep_transcripts=False`` they are deleted entirely (transcript, index, metadata, row)."""
+        cutoff = (time.time() if now is None else now) - older_than_s
+
+        def do(conn):
+            old = "SELECT session_id FROM sessions WHERE updated_at < ?"
+            counts = {
+                "closed": conn.execute("UPDATE sessions SET state = 'closed' WHERE updated_at < ? "
+                                       "AND state IN ('active', 'suspended')", (cutoff,)).rowcount,
+                "sidecars_deleted": conn.execute(f"DELETE FROM api_sidecar WHERE session_id IN ({old})",
+                                                 (cutoff,)).rowcount,
+                "runtime_deleted": conn.execute(f"DELETE FROM runtime_state WHERE session_id IN ({old})",
+                                                (cutoff,)).rowcount,
+                "sessions_deleted": 0,
+            }
+            if not keep_transcripts:
+                counts["sessions_deleted"] = conn.execute("DELETE FROM sessions WHERE updated_at < ?",
+                                                          (cutoff,)).rowcount
+            return counts
+        return await self._db.write(do)
+
+    async def export_session(self, session_id: str) -> bytes:
+        """The session in the export format (``transfer.py``, docs/storage.md); deterministic bytes."""
+        from .transfer import export_rows
+        return await self._db.read(export_rows, session_id)
+
+    async def import_session(self, data: bytes) -> SessionInfo:
+        """Store a session from export bytes, all or nothing; ``ImportRefused`` if anything is wrong."""
+        from .transfer import import_rows, parse_export
+        parsed = parse_export(data)  # every check that needs no database happens before the transaction
+        return await self._db.write(import_rows, parsed)

@@ -1,0 +1,344 @@
+"""The platform-independent parts of PlatformAdapter, without an actor system: the pure deciders, the per-chat
+lanes, and the intake/outbound coroutines driven on a plain event loop against the in-process fake platform."""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+
+from actors.adapters import base, registry
+from actors.adapters.base import (ChatLanes, MalformedPayload, RetryPolicy, after_failure, backoff_s,
+                                  classify_error)
+from actors.adapters.errors import (ConflictError, FloodError, FormattingError, MessageNotFoundError,
+                                    PermanentError, RetryableError, TooLongError)
+from actors.adapters.fake import FakePlatformAdapter
+from actors.messages import PlatformOp
+from storage import Store, StorageBusy, session_key
+from tests.fakes.fakeplatform import FakePlatform
+
+pytestmark = pytest.mark.timeout(30)
+
+
+# ------------------------------------------------------------------------------------------------ pure parts
+
+@pytest.mark.parametrize("exc, kind, retry_after", [
+    (FloodError(2.5), "flood", 2.5),
+    (RetryableError("down", retry_after=1.0), "retryable", 1.0),
+    (ConflictError("webhook set"), "retryable", 0.0),
+    (TooLongError("too_long"), "too_long", 0.0),
+    (FormattingError("bad_markup"), "formatting", 0.0),
+    (MessageNotFoundError("gone"), "not_found", 0.0),
+    (PermanentError("blocked"), "permanent", 0.0),
+    (ConnectionResetError(), "retryable", 0.0),
+    (asyncio.TimeoutError(), "retryable", 0.0),
+    (StorageBusy("locked"), "retryable", 0.0),
+    (KeyError("bug"), "permanent", 0.0),
+])
+def test_errors_are_classified_by_what_to_do_next(exc, kind, retry_after):
+    assert classify_error(exc) == (kind, retry_after)
+
+
+def test_after_failure_decides_retry_wait_or_fail():
+    policy = RetryPolicy(max_floods=2, max_failures=1)
+    assert after_failure("edit", "not_modified", 0, 0, 0, policy) == ("done", 0.0)
+    assert after_failure("send", "flood", 3.0, 0, 0, policy) == ("flood", 3.0)
+    assert after_failure("send", "flood", 0.0, 1, 0, policy) == ("flood", policy.default_flood_s)
+    assert after_failure("send", "flood", 3.0, 2, 0, policy)[0] == "fail"
+    step, delay = after_failure("edit", "retryable", 0.0, 0, 0, policy)
+    assert step == "retry" and policy.base_s / 2 <= delay <= policy.base_s
+    assert after_failure("edit", "retryable", 9.0, 0, 0, policy) == ("retry", 9.0)
+    assert after_failure("edit", "retryable", 0.0, 0, 1, policy)[0] == "fail"
+    for kind in ("permanent", "too_long", "formatting", "not_found"):
+        assert after_failure("send", kind, 0.0, 0, 0, policy) == ("fail", 0.0)
+    assert after_failure("typing", "retryable", 0.0, 0, 0, policy) == ("fail", 0.0)
+    assert after_failure("typing", "flood", 1.0, 0, 0, policy) == ("fail", 0.0)
+
+
+def test_backoff_grows_with_jitter_up_to_the_cap():
+    rng = random.Random(7)
+    for failures, ceiling in ((1, 0.1), (2, 0.2), (4, 0.8), (30, 5.0)):
+        delays = [backoff_s(failures, 0.1, 5.0, rng) for _ in range(50)]
+        assert all(ceiling / 2 <= d <= ceiling for d in delays) and len(set(delays)) > 1
+
+
+def test_lanes_keep_each_chat_in_order_and_run_chats_side_by_side():
+    done: list[tuple[str, int]] = []
+    running: set[str] = set()
+    overlap = []
+
+    async def run(item):
+        chat, n = item
+        assert chat not in running, "two items of one chat at once"
+        running.add(chat)
+        overlap.append(len(running))
+        await asyncio.sleep(random.uniform(0, 0.005))
+        running.discard(chat)
+        done.append(item)
+
+    async def main():
+        lanes = ChatLanes(run)
+        for n in range(20):
+            for chat in ("a", "b", "c"):
+                lanes.submit(chat, (chat, n))
+        assert lanes.busy("a")
+        while any(lanes.busy(c) for c in "abc"):
+            await asyncio.sleep(0.001)
+        lanes.submit("a", ("a", 20))  # a lane that went idle starts again
+        while lanes.busy("a"):
+            await asyncio.sleep(0.001)
+
+    asyncio.run(main())
+    for chat in "abc":
+        assert [n for c, n in done if c == chat] == list(range(20 + (chat == "a")))
+    assert max(overlap) > 1
+
+
+def test_a_failing_item_does_not_stop_its_lane():
+    seen = []
+
+    async def run(item):
+        seen.append(item)
+        if item == 1:
+            raise RuntimeError("broken promise")
+
+    async def main():
+        lanes = ChatLanes(run)
+        for item in (1, 2, 3):
+            lanes.submit("x", item)
+        while lanes.busy("x"):
+            await asyncio.sleep(0.001)
+    asyncio.run(main())
+    assert seen == [1, 2, 3]
+
+
+# ------------------------------------------------------------------------------ the adapter, actor-less
+
+class Posts:
+    """Stands in for the bridge: what the loop side hands to the actor thread."""
+
+    def __init__(self):
+        self.items = []
+
+    def post(self, item):
+        self.items.append(item)
+
+    def of(self, kind):
+        return [i for i in self.items if isinstance(i, kind)]
+
+
+def make_adapter(fake: FakePlatform, tmp_path, **settings) -> tuple[FakePlatformAdapter, Posts]:
+    adapter = FakePlatformAdapter()
+    adapter.name = "bot"
+    adapter.settings = registry.validate_adapter("bot", {"type": "fake", "base_url": fake.base_url, **settings})
+    adapter.profile = adapter.settings["profile"]
+    adapter.pacing = registry.pacing_of(adapter.settings)
+    adapter.config = {"gateway": {"state_dir": str(tmp_path)}, "storage": {"durability": "normal"}}
+    adapter._loop_bridge = posts = Posts()
+    return adapter, posts
+
+
+@pytest.fixture
+def fake():
+    with FakePlatform() as platform:
+        yield platform
+
+
+def test_a_round_is_stored_with_its_offset_deduplicated_and_rung_once(fake, tmp_path):
+    adapter, posts = make_adapter(fake, tmp_path, profile="work")
+    fake.inject("c1", "one", user="u1")
+    fake.inject("c1", "two", user="u1")
+
+    async def main():
+        await adapter._open_store()
+        assert adapter.offset is None
+        await adapter.connect()
+        raws, offset = await adapter.fetch()
+        bad = {"id": 99, "chat": "", "text": "x", "message_id": "m"}
+        results = await adapter._ingest(raws + [bad, raws[0]], offset)   # a malformed one, a duplicate
+        again = await adapter._ingest(raws, offset)                        # the platform re-delivers the round
+        await adapter.disconnect()
+        stored = await adapter.store.inbox.get_offset("bot")
+        key = session_key(adapter.normalise(raws[0]).source)
+        rows = await adapter.store.inbox.rows_in_state(key)
+        await adapter.store.close()
+        return results, again, stored, rows, key
+
+    results, again, stored, rows, key = asyncio.run(main())
+    assert stored == 3 and adapter.offset == 3
+    assert [inserted for _, inserted in results] == [True, True, False]
+    assert [inserted for _, inserted in again] == [False, False]
+    assert [r.payload["text"] for r in rows] == ["one", "two"] and key.startswith("work.bot.dm.")
+    assert rows[0].payload["source"] == {"platform": "bot", "chat_id": "c1", "chat_type": "dm", "thread_id": None,
+                                         "user_id": "u1", "user_name": "u1", "profile": "work"}
+    [rung] = posts.of(base._Ingested)
+    assert [seq for _, seq in rung.rings] == [r.seq for r in rows]
+    [warning] = [line for line in posts.of(base._LogLine) if "malformed" in line.text]
+    assert "bot" in warning.text and "chat must be a non-empty string" in warning.text and adapter.malformed == 1
+
+
+@pytest.mark.parametrize("raw, reason", [
+    ("not a dict", "not an object"),
+    ({"id": 1, "chat": "c", "text": None, "message_id": "1"}, "text must be a string"),
+    ({"id": 1, "chat": "c", "text": "t"}, "message_id missing"),
+    ({"id": 1, "chat": "c", "text": "t", "message_id": "1", "chat_type": "channel"}, "unknown chat_type"),
+])
+def test_normalise_refuses_malformed_updates(fake, tmp_path, raw, reason):
+    adapter, _ = make_adapter(fake, tmp_path)
+    with pytest.raises(MalformedPayload, match=reason):
+        adapter.normalise(raw)
+
+
+def perform(adapter, op):
+    async def main():
+        try:
+            return await adapter._perform(op)
+        finally:
+            await adapter.close()
+    return asyncio.run(main())
+
+
+def test_a_flood_blocks_the_chat_until_retry_after_then_the_op_goes(fake, tmp_path):
+    adapter, _ = make_adapter(fake, tmp_path)
+    fake.set_faults(next=["flood", "flood"], flood_retry_after=0.3)
+    started = time.monotonic()
+    result = perform(adapter, PlatformOp("op1", "send", "c1", text="hi"))
+    assert result.ok and result.message_id and time.monotonic() - started >= 0.6
+    assert [o["status"] for o in fake.ops("c1")] == [429, 429, 200]
+    assert fake.stats()["retry_after_violations"] == 0
+
+
+def test_retryable_failures_are_retried_then_given_up(fake, tmp_path):
+    adapter, _ = make_adapter(fake, tmp_path)
+    adapter.retry_policy = RetryPolicy(max_failures=2, base_s=0.01, cap_s=0.02)
+    fake.set_faults(next=["error"])
+    assert perform(adapter, PlatformOp("op1", "send", "c1", text="hi")).ok
+    fake.set_faults(next=["error"] * 3)
+    failed = perform(adapter, PlatformOp("op2", "send", "c2", text="hi"))
+    assert not failed.ok and failed.error_kind == "retryable" and len(fake.ops("c2")) == 3
+
+
+def test_typing_is_never_retried(fake, tmp_path):
+    adapter, _ = make_adapter(fake, tmp_path)
+    fake.set_faults(next=["error"])
+    result = perform(adapter, PlatformOp("t1", "typing", "c1"))
+    assert not result.ok and len(fake.ops("c1", "typing")) == 1
+
+
+def test_errors_answered_to_the_sender_are_redacted(fake, tmp_path):
+    class Leaky(FakePlatformAdapter):
+        async def send_message(self, op):
+            raise PermanentError(f"bot token sekrit-123456 refused for {op.chat_id}")
+
+    adapter = Leaky()
+    adapter.__dict__.update({k: v for k, v in make_adapter(fake, tmp_path)[0].__dict__.items()
+                             if k in ("name", "settings", "pacing", "config", "_loop_bridge")})
+    adapter.secrets = ["sekrit-123456"]
+    result = perform(adapter, PlatformOp("op1", "send", "c1", text="hi"))
+    assert not result.ok and result.error_kind == "permanent"
+    assert "sekrit" not in result.error and "[redacted]" in result.error and "c1" in result.error
+
+
+def test_a_subclass_cannot_shadow_actor_send():
+    with pytest.raises(TypeError, match="send_message"):
+        type("Broken", (FakePlatformAdapter,), {"send": lambda self, op: None})
+
+
+def test_the_first_store_open_rings_sessions_left_with_work(fake, tmp_path):
+    adapter, posts = make_adapter(fake, tmp_path)
+
+    async def main():
+        async with await Store.open(tmp_path / "gateway.db") as store:
+            await store.inbox.put("default.bot.dm.chat-0123456789abcdef", "bot", "m1", {"text": "unrung"})
+        await adapter._open_store()
+        await adapter.store.close()
+    asyncio.run(main())
+    [rung] = posts.of(base._Ingested)
+    assert rung.rings == (("default.bot.dm.chat-0123456789abcdef", 0),)
+
+
+def test_a_permanent_intake_error_ends_the_intake_so_the_actor_crashes(fake, tmp_path):
+    adapter, posts = make_adapter(fake, tmp_path)
+    adapter.settings["base_url"] = fake.base_url + "/no-such-api"   # 404: permanent, like a revoked token
+
+    async def main():
+        try:
+            await asyncio.wait_for(adapter._intake_forever(), 10)
+        finally:
+            await adapter.store.close()
+    with pytest.raises(base.IntakeFailed, match="permanent"):
+        asyncio.run(main())
+
+
+def test_a_retryable_intake_error_reconnects_with_backoff(fake, tmp_path):
+    adapter, posts = make_adapter(fake, tmp_path, poll_timeout_s=0.1)
+    adapter.settings["base_url"] = "http://127.0.0.1:9"   # nothing listens: connection refused
+    adapter.reconnect_base_s, adapter.reconnect_max_s = 0.01, 0.04
+
+    async def main():
+        task = asyncio.get_running_loop().create_task(adapter._intake_forever())
+        while len([p for p in posts.of(base._LogLine) if "reconnecting" in p.text]) < 4:
+            await asyncio.sleep(0.01)
+        adapter.settings["base_url"] = fake.base_url   # the platform is back
+        fake.inject("c1", "hello again")
+        while not posts.of(base._Ingested):
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await adapter.store.close()
+    asyncio.run(asyncio.wait_for(main(), 10))
+    warnings = [p for p in posts.of(base._LogLine) if "reconnecting" in p.text]
+    assert all("retryable" in w.text and "bot" in w.text for w in warnings)
+    assert posts.of(base._Connected), "connected is announced once a fetch succeeds"
+
+
+# ----------------------------------------------------------------------- the actor-thread side, with stubs
+
+class Thespian:
+    """Stands in for Actor.send and the bridge on the actor thread."""
+
+    def __init__(self):
+        self.sent, self.submitted = [], []
+
+    def send(self, address, message):
+        self.sent.append((address, message))
+
+    def call(self, fn, *args):
+        self.submitted.append(args)
+
+
+def actor_side(fake, tmp_path):
+    adapter, _ = make_adapter(fake, tmp_path)
+    stub = Thespian()
+    adapter.send, adapter.bridge = stub.send, stub
+    return adapter, stub
+
+
+def test_doorbells_wait_for_the_directory_then_ring(fake, tmp_path):
+    from actors.messages import AdapterConnected, Directory, InboxDoorbell
+    adapter, stub = actor_side(fake, tmp_path)
+    adapter.on_bridge(base._Ingested((("k1", 1), ("k2", 2))))
+    adapter.on_bridge(base._Connected())
+    assert stub.sent == []
+    adapter.on_Directory(Directory(1, sessions="sessions", sweeper="sweeper"), None)
+    assert stub.sent == [("sessions", InboxDoorbell("k1", 1)), ("sessions", InboxDoorbell("k2", 2)),
+                         ("sweeper", AdapterConnected("bot"))]
+    adapter.on_bridge(base._Ingested((("k3", 3),)))
+    assert stub.sent[-1] == ("sessions", InboxDoorbell("k3", 3))
+
+
+def test_ops_are_counted_until_answered_and_typing_is_dropped_while_the_chat_is_busy(fake, tmp_path):
+    from actors.messages import OpResult
+    adapter, stub = actor_side(fake, tmp_path)
+    adapter.on_PlatformOp(PlatformOp("s1", "send", "c1", text="hi"), "consumer")
+    adapter.on_PlatformOp(PlatformOp("t1", "typing", "c1"), "consumer")
+    adapter.on_PlatformOp(PlatformOp("t2", "typing", "c2"), "consumer")
+    adapter.on_PlatformOp(PlatformOp("x1", "shout", "c2"), "consumer")
+    assert adapter.pending_work() == 2 and [t for _, (t, op) in stub.submitted] == [1, 2]
+    skipped, unknown = [m for _, m in stub.sent]
+    assert skipped.op_id == "t1" and skipped.ok and unknown.op_id == "x1" and unknown.error_kind == "permanent"
+    adapter.on_bridge(base._OpDone(1, OpResult("s1", True, message_id="7")))
+    assert adapter.pending_work() == 1 and stub.sent[-1] == ("consumer", OpResult("s1", True, message_id="7"))
+    adapter.on_bridge(base._OpDone(1, OpResult("s1", True)))   # answered once only
+    assert len(stub.sent) == 3

@@ -1,0 +1,240 @@
+"""Adapter conformance: every platform adapter, run in the REAL daemon against its fake platform, behaves the same.
+
+One daemon per adapter (module scope, started once); each test uses its own chats, so tests do not see each other's
+messages. The live session layer answers inbound messages through the adapter too: the outbound tests run first
+(file order) and only assert on their own chats. Parametrised over ``harnesses.HARNESSES``.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import uuid
+
+import pytest
+
+from actors.messages import OpResult, PlatformOp
+from storage import Store, StorageError, session_key
+from supervision import config as config_mod
+from supervision.admin import AdminClient
+from supervision.asking import ask_for, listen_for
+from tests.actor_system import wait_for
+from tests.adapters.harnesses import HARNESSES
+from tests.daemon import Gateway, nodes
+
+pytestmark = pytest.mark.timeout(60)
+ASK_S = 15.0
+
+
+@pytest.fixture(scope="module", params=sorted(HARNESSES))
+def rig(request, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp(f"conformance-{request.param}")
+    platform = HARNESSES[request.param](workdir)
+    platform.start()
+    # The watchdog is not under test here: on a loaded machine its short test deadlines can restart a slow actor
+    # mid-test, so it walks the tree rarely; the suite itself caches the adapter's address for the same reason.
+    gateway = Gateway(workdir, extra_toml=platform.adapter_toml(), watchdog_interval=30.0)
+    previous_state_dir = os.environ.get("GATEWAY_STATE_DIR")
+    try:
+        gateway.start()
+        gateway.wait_ready()
+        os.environ["GATEWAY_STATE_DIR"] = str(gateway.state)  # AdminClient finds the daemon through it
+        admin = AdminClient(config_mod.load(str(gateway.config)))
+        yield Rig(platform, gateway, admin)
+    finally:
+        if previous_state_dir is None:
+            os.environ.pop("GATEWAY_STATE_DIR", None)
+        else:
+            os.environ["GATEWAY_STATE_DIR"] = previous_state_dir
+        gateway.cli("stop")
+        gateway.kill_everything()
+        platform.stop()
+
+
+class Rig:
+    def __init__(self, platform, gateway: Gateway, admin: AdminClient):
+        self.platform, self.gateway, self.admin = platform, gateway, admin
+        self.ref = self.adapter_node().ref   # refreshed after the adapter is restarted
+
+    def refresh(self) -> None:
+        self.ref = self.adapter_node().ref
+
+    def adapter_node(self):
+        """The adapter's TreeNode (ref = its current address)."""
+        stack = [self.admin.tree()]
+        while stack:
+            node = stack.pop()
+            if node.name == self.platform.adapter_name:
+                return node
+            stack.extend(node.children)
+        raise AssertionError(f"adapter {self.platform.adapter_name} not in the tree")
+
+    def op(self, chat: str, action: str, text: str = "", message_id=None) -> OpResult:
+        op = PlatformOp(op_id=uuid.uuid4().hex, action=action, chat_id=chat, text=text, message_id=message_id)
+        result = ask_for(self.admin.asys, self.ref, op, OpResult, ASK_S)
+        assert result is not None and result.op_id == op.op_id, f"no OpResult for {op}"
+        return result
+
+    def rows(self, chat: str, user: str = "alice"):
+        """Inbox rows of the session the chat maps to; None while the database is busy (callers poll)."""
+        key = session_key(self.platform.source(chat, user))
+
+        async def read():
+            async with await Store.open(self.gateway.state / "gateway.db") as store:
+                return await store.inbox.rows_in_state(key, ("received", "taken", "done", "dropped"))
+        try:
+            return asyncio.run(read())
+        except StorageError:
+            return None
+
+    def total_rows(self) -> int | None:
+        async def read():
+            async with await Store.open(self.gateway.state / "gateway.db") as store:
+                return sum((await store.inbox.counts()).values())
+        try:
+            return asyncio.run(read())
+        except StorageError:
+            return None
+
+    def wait_rows(self, chat: str, count: int, timeout: float = 15.0) -> list:
+        return wait_for(lambda: (rows := self.rows(chat)) is not None and len(rows) >= count and rows,
+                        timeout, 0.05, f"{count} inbox row(s) for chat {chat}")
+
+
+def new_chat(tag: str) -> str:
+    return f"{tag}-{uuid.uuid4().hex[:8]}"
+
+
+# ------------------------------------------------------------------------------------------------ the adapter
+
+def test_adapter_is_in_the_tree_and_running(rig):
+    node = next(n for n in nodes(rig.gateway.tree()) if n["name"] == rig.platform.adapter_name)
+    assert node["kind"] == rig.platform.adapter_kind and node["state"] == "running" and node["pid"]
+
+
+# --------------------------------------------------------------------------------------------------- outbound
+
+def test_send_edit_delete_land_on_the_platform(rig):
+    chat = new_chat("ops")
+    sent = rig.op(chat, "send", "first draft")
+    assert sent.ok and sent.message_id
+    assert rig.op(chat, "edit", "final text", sent.message_id).ok
+    assert rig.op(chat, "edit", "final text", sent.message_id).ok, "an edit to the same text is a success"
+    second = rig.op(chat, "send", "to be deleted")
+    assert second.ok and second.message_id != sent.message_id
+    assert rig.op(chat, "delete", message_id=second.message_id).ok
+    assert rig.platform.sent(chat) == [
+        {"message_id": sent.message_id, "text": "final text", "deleted": False},
+        {"message_id": second.message_id, "text": "to be deleted", "deleted": True}]
+    gone = rig.op(chat, "edit", "too late", second.message_id)
+    assert not gone.ok and gone.error_kind == "not_found"
+    assert rig.op(chat, "typing").ok
+
+
+def test_text_over_the_limit_fails_with_too_long(rig):
+    chat = new_chat("long")
+    result = rig.op(chat, "send", "x" * (rig.platform.text_limit + 1))
+    assert not result.ok and result.error_kind == "too_long" and result.error
+    assert rig.platform.sent(chat) == []
+
+
+def test_a_429_storm_is_waited_out_and_the_op_succeeds(rig):
+    chat = new_chat("flood")
+    retry_after = 0.4
+    rig.platform.script_floods(3, retry_after)
+    try:
+        result = rig.op(chat, "send", "after the storm")
+    finally:
+        rig.platform.clear_faults()
+    assert result.ok and result.message_id
+    attempts = rig.platform.attempts(chat, "send")
+    assert [a["status"] for a in attempts][-1] == 200 and any(a["status"] == 429 for a in attempts)
+    for before, after in zip(attempts, attempts[1:]):
+        if before["status"] == 429:  # nothing went to the chat before the time the platform named
+            assert after["at"] - before["at"] >= retry_after - 0.06, attempts
+    assert rig.platform.flood_violations() == 0
+    assert [m["text"] for m in rig.platform.sent(chat)] == ["after the storm"]
+
+
+def test_ops_of_one_chat_run_in_order(rig):
+    chat, other = new_chat("order"), new_chat("order")
+    asys, ref = rig.admin.asys, rig.ref
+    ops = [PlatformOp(op_id=f"{target}-{i}", action="send", chat_id=target, text=f"message {i}")
+           for i in range(8) for target in (chat, other)]
+    for op in ops:
+        asys.tell(ref, op)
+    results = {}
+    while len(results) < len(ops):
+        result = listen_for(asys, OpResult, ASK_S)
+        assert result is not None, f"only {len(results)} of {len(ops)} answered"
+        results[result.op_id] = result
+    assert all(r.ok for r in results.values())
+    for target in (chat, other):
+        assert [m["text"] for m in rig.platform.sent(target)] == [f"message {i}" for i in range(8)]
+    assert rig.adapter_node().pending == 0
+
+
+# ---------------------------------------------------------------------------------------------------- inbound
+
+def test_inbound_message_becomes_one_inbox_row_and_rings_its_session(rig):
+    chat = new_chat("in")
+    handle = rig.platform.inject(chat, "hello gateway")
+    [row] = rig.wait_rows(chat, 1)
+    assert row.session_key == session_key(rig.platform.source(chat))
+    assert row.platform == rig.platform.adapter_name
+    assert row.platform_message_id == rig.platform.platform_message_id(handle)
+    assert row.payload["text"] == "hello gateway" and row.payload["source"]["chat_id"] == chat
+    # The doorbell: the session supervisor spawns the session, which takes the row (no start-up scan covers it).
+    wait_for(lambda: (rows := rig.rows(chat)) and rows[0].state != "received", 15, 0.05, "the session to take it")
+
+
+def test_replayed_message_is_deduplicated(rig):
+    chat = new_chat("replay")
+    first = rig.platform.inject(chat, "only once")
+    rig.wait_rows(chat, 1)
+    again = rig.platform.replay(first)
+    wait_for(lambda: rig.platform.acknowledged(again), 15, 0.05, "the replay to be acknowledged")
+    rows = rig.rows(chat)
+    assert len(rows) == 1 and rows[0].platform_message_id == rig.platform.platform_message_id(first)
+
+
+def test_malformed_payload_is_rejected_and_logged_and_the_adapter_stays_up(rig):
+    pid = rig.adapter_node().pid
+    before = wait_for(rig.total_rows, 10, 0.05, "inbox counts")
+    handle, reason = rig.platform.inject_malformed()
+    wait_for(lambda: rig.platform.acknowledged(handle), 15, 0.05, "the malformed payload to be acknowledged")
+    line = wait_for(lambda: next((l for l in rig.gateway.log().splitlines() if "malformed payload" in l), None),
+                    10, 0.05, "the log line")
+    assert "WARNING" in line and rig.platform.adapter_name in line and reason in line
+    assert rig.total_rows() == before
+    chat = new_chat("after-bad")
+    rig.platform.inject(chat, "still listening")
+    rig.wait_rows(chat, 1)
+    assert rig.adapter_node().pid == pid
+
+
+def test_reconnects_after_the_platform_drops_every_connection(rig):
+    pid = rig.adapter_node().pid
+    rig.platform.drop_connection()
+    chat = new_chat("reconnect")
+    rig.platform.inject(chat, "are you back?")
+    rig.wait_rows(chat, 1, timeout=20)
+    assert rig.adapter_node().pid == pid, "a dropped connection is retried, not a crash"
+    assert rig.op(chat, "send", "yes").ok
+
+
+def test_kill_9_restarts_the_adapter_and_what_came_meanwhile_arrives_once(rig):
+    old = next(n for n in nodes(rig.gateway.tree()) if n["name"] == rig.platform.adapter_name)
+    os.kill(old["pid"], signal.SIGKILL)
+    chat = new_chat("killed")
+    handle = rig.platform.inject(chat, "sent while the adapter was dead")
+    new = wait_for(lambda: (n := rig.gateway.node(rig.platform.adapter_name)) and n["pid"] != old["pid"]
+                   and n["state"] == "running" and n, 20, 0.05, "the adapter back")
+    assert new["restarts"] == old["restarts"] + 1
+    rig.refresh()
+    rig.wait_rows(chat, 1)
+    wait_for(lambda: rig.platform.acknowledged(handle), 15, 0.05, "the message to be acknowledged")
+    # Acknowledged = polled past it, which the adapter does only after the round's rows and offset committed:
+    # no later delivery of this message can exist, so the count is final.
+    assert len(rig.rows(chat)) == 1
+    assert rig.op(chat, "send", "still here").ok

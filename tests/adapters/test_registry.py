@@ -1,0 +1,95 @@
+"""The adapter registry: [adapters.NAME] tables -> validated args -> child specs; errors name the key."""
+from __future__ import annotations
+
+import pytest
+
+from actors.adapters import registry
+from actors.adapters.registry import AdapterType, Option
+from actors.adapters.supervisor import adapter_specs
+from supervision.config import ConfigError
+from supervision.spec import Restart
+from tests.daemon import Gateway
+
+pytestmark = pytest.mark.timeout(30)
+
+FAKE = {"type": "fake", "base_url": "http://127.0.0.1:1"}
+
+
+def config_with(**tables) -> dict:
+    return {"_source": "/etc/gw.toml", "adapters": tables}
+
+
+def test_a_valid_table_gets_its_defaults_and_becomes_one_permanent_child():
+    [spec] = adapter_specs(config_with(bot=dict(FAKE)))
+    assert spec.name == "bot" and spec.actor == "actors.adapters.fake.FakePlatformAdapter"
+    assert spec.kind_name == "FakePlatformAdapter" and spec.restart is Restart.PERMANENT
+    assert spec.args == {**FAKE, "profile": "default", "pacing": {}, "poll_timeout_s": 1.0}
+
+
+def test_no_adapters_no_children():
+    assert adapter_specs({"adapters": {}}) == [] and adapter_specs({}) == []
+
+
+def test_integers_are_accepted_for_numbers():
+    args = registry.validate_adapter("bot", {**FAKE, "poll_timeout_s": 2})
+    assert args["poll_timeout_s"] == 2.0 and isinstance(args["poll_timeout_s"], float)
+
+
+@pytest.mark.parametrize("name, table, key, reason", [
+    ("bot", {"base_url": "x"}, "[adapters.bot] type", "missing"),
+    ("bot", {"type": "carrier-pigeon"}, "[adapters.bot] type", "unknown adapter type 'carrier-pigeon'"),
+    ("bot", {"type": ["fake"]}, "[adapters.bot] type", "unknown adapter type ['fake']"),
+    ("bot", {"type": "fake"}, "[adapters.bot] base_url", "missing (required"),
+    ("bot", {**FAKE, "base_url": "  "}, "[adapters.bot] base_url", "must not be empty"),
+    ("bot", {**FAKE, "base_url": 5}, "[adapters.bot] base_url", "expected a string"),
+    ("bot", {**FAKE, "poll_timeout_s": "soon"}, "[adapters.bot] poll_timeout_s", "expected a number"),
+    ("bot", {**FAKE, "poll_timeout_s": True}, "[adapters.bot] poll_timeout_s", "expected a number"),
+    ("bot", {**FAKE, "poll_timeout_s": -1}, "[adapters.bot] poll_timeout_s", "must not be negative"),
+    ("bot", {**FAKE, "tokn": "x"}, "[adapters.bot] tokn", "unknown key for type 'fake'"),
+    ("bot", {**FAKE, "pacing": {"speed": 1}}, "[adapters.bot] pacing.speed", "unknown pacing field"),
+    ("bot", {**FAKE, "pacing": {"per_chat_burst": "3"}}, "[adapters.bot] pacing.per_chat_burst", "expected an int"),
+    ("bot", {**FAKE, "pacing": {"supports_edit": 1}}, "[adapters.bot] pacing.supports_edit", "expected true"),
+    ("Bad Name", dict(FAKE), "[adapters.Bad Name]", "adapter names must be"),
+])
+def test_bad_tables_name_the_file_and_key(name, table, key, reason):
+    with pytest.raises(ConfigError) as caught:
+        adapter_specs(config_with(**{name: table}))
+    assert caught.value.file == "/etc/gw.toml" and caught.value.key == key and reason in caught.value.reason
+
+
+def test_pacing_comes_from_the_platform_with_overrides():
+    pacing = registry.pacing_of(registry.validate_adapter("bot", {**FAKE, "pacing": {"per_chat_burst": 2}}))
+    assert pacing.platform == "fake" and pacing.per_chat_burst == 2
+
+
+@pytest.fixture
+def secret_type():
+    entry = registry.register(AdapterType("test-secret", "actors.adapters.fake.FakePlatformAdapter", pacing="fake",
+                                          options={"token": Option(str, secret=True)}))
+    yield entry
+    registry.REGISTRY.pop(entry.type)
+
+
+def test_secrets_are_listed_for_redaction_and_never_echoed_in_errors(secret_type):
+    args = registry.validate_adapter("bot", {"type": "test-secret", "token": "123:very-secret"})
+    assert registry.secret_values(args) == ["123:very-secret"]
+    with pytest.raises(ConfigError) as caught:
+        registry.validate_adapter("bot", {"type": "test-secret", "token": 123456789})
+    assert "123456789" not in str(caught.value) and "[redacted]" in str(caught.value)
+
+
+def test_an_entry_may_not_redefine_the_common_keys():
+    with pytest.raises(ValueError):
+        registry.register(AdapterType("clash", "x.Y", pacing="fake", options={"profile": Option(str)}))
+    assert "clash" not in registry.REGISTRY
+
+
+@pytest.mark.timeout(60)
+def test_the_daemon_refuses_a_bad_adapter_table_and_names_the_key(tmp_path):
+    gw = Gateway(tmp_path, extra_toml='[adapters.bot]\ntype = "fake"\nbase_url = 5\n')
+    try:
+        result = gw.cli("run", timeout=50)
+        assert result.returncode != 0
+        assert "[adapters.bot] base_url: expected a string" in result.stdout + result.stderr
+    finally:
+        gw.kill_everything()

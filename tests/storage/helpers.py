@@ -1,0 +1,32 @@
+"""Helpers shared by the storage tests."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from storage import Store
+
+
+@dataclass(frozen=True)
+class Src:
+    """Stands in for actors.messages.Source (storage must not import actors)."""
+    platform: str = "telegram"
+    chat_id: str = "1001"
+    chat_type: str = "dm"
+    thread_id: Optional[str] = None
+    user_id: Optional[str] = None
+    profile: str = "default"
+
+
+class open_store:
+    """``async with open_store(path) as store``: a Store closed at the end of the block."""
+
+    def __init__(self, path, durability: str = "normal") -> None:
+        self.path, self.durability = path, durability
+
+    async def __aenter__(self) -> Store:
+        self.store = await Store.open(self.path, self.durability)
+        return self.store
+
+    async def __aexit__(self, *exc) -> None:
+        await self.store.close()

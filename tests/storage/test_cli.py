@@ -1,0 +1,45 @@
+import json
+
+import pytest
+
+from storage import ImportRefused, IllegalTransition, NotFound, Target, TranscriptEvent, cli, session_key
+
+from .helpers import Src, open_store
+
+KEY = session_key(Src())
+
+
+async def test_admin_functions_return_json(tmp_path):
+    async with open_store(tmp_path / "a.db") as store:
+        info = await store.sessions.get_or_create(KEY, {"platform": "telegram"})
+        await store.sessions.append(info.session_id, [
+            TranscriptEvent("user", "message", {"text": "find the walrus", "blob": b"\x01"}, "t1")])
+        listed = await cli.sessions_list(store)
+        assert listed["count"] == 1 and listed["sessions"][0]["session_key"] == KEY
+        for key_or_id in (KEY, info.session_id):
+            shown = await cli.session_show(store, key_or_id, last_n=5)
+            assert shown["session"]["session_id"] == info.session_id
+            assert shown["events"][0]["payload"]["blob"] == {"$base64": "AQ=="}
+        with pytest.raises(NotFound):
+            await cli.session_show(store, "nope")
+        found = await cli.sessions_search(store, "walrus")
+        assert found["count"] == 1 and found["hits"][0]["seq"] == 1
+        exported = await cli.session_export(store, info.session_id, tmp_path / "s.export")
+        assert exported["bytes"] == (tmp_path / "s.export").stat().st_size
+        ob = await store.ledger.record_obligation(KEY, "m1", Target("telegram", "1001"), "reply " * 100, claim=True)
+        await store.ledger.mark_failed(ob.obligation_id, ob.fence, "HTTP 502")
+        listing = await cli.deliveries(store, state="failed")
+        assert listing["counts"]["failed"] == 1 and len(listing["deliveries"][0]["content_preview"]) == 200
+        retried = await cli.delivery_retry(store, ob.obligation_id)
+        assert retried["state"] == "pending" and retried["attempts"] == 0
+        with pytest.raises(IllegalTransition):
+            await cli.delivery_retry(store, ob.obligation_id)
+        for result in (listed, shown, found, exported, listing, retried):
+            json.dumps(result)
+    async with open_store(tmp_path / "b.db") as other:
+        imported = await cli.session_import(other, tmp_path / "s.export")
+        assert imported["session"]["session_id"] == info.session_id and imported["last_seq"] == 1
+        json.dumps(imported)
+        (tmp_path / "bad.export").write_bytes((tmp_path / "s.export").read_bytes()[:-3])
+        with pytest.raises(ImportRefused):
+            await cli.session_import(other, tmp_path / "bad.export")

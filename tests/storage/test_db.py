@@ -1,0 +1,169 @@
+import asyncio
+import multiprocessing
+import sqlite3
+import threading
+
+import pytest
+
+from storage import Store, db as dbmod
+from storage.db import Database, call_with_retry
+from storage.errors import SchemaTooNew, StorageBusy, StorageError
+from storage.schema import SCHEMA_VERSION
+
+from .helpers import open_store
+
+
+async def pragma(store, name):
+    return await store._db.read(lambda c: c.execute(f"PRAGMA {name}").fetchone()[0])
+
+
+@pytest.mark.parametrize("durability,synchronous", [("normal", 1), ("full", 2)])
+async def test_connection_settings(db_path, durability, synchronous):
+    async with open_store(db_path, durability) as store:
+        assert await pragma(store, "journal_mode") == "wal"
+        assert await pragma(store, "synchronous") == synchronous
+        assert await pragma(store, "foreign_keys") == 1
+        assert await pragma(store, "busy_timeout") == dbmod.BUSY_TIMEOUT_MS
+        assert await pragma(store, "user_version") == SCHEMA_VERSION
+        assert store.durability == durability
+        with pytest.raises(StorageError, match="FOREIGN KEY"):
+            await store._db.write(lambda c: c.execute(
+                "INSERT INTO transcript (session_id, seq, role, kind, created_at, payload) "
+                "VALUES ('nope', 1, 'user', 'message', 0, x'01c0')"))
+
+
+async def test_unknown_durability_is_refused(db_path):
+    with pytest.raises(ValueError, match="durability"):
+        await Store.open(db_path, durability="sometimes")
+
+
+async def test_newer_schema_is_refused_and_left_untouched(db_path):
+    async with open_store(db_path):
+        pass
+    raw = sqlite3.connect(db_path)
+    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    raw.close()
+    with pytest.raises(SchemaTooNew, match=rf"schema version {SCHEMA_VERSION + 5} is newer than this code supports "
+                                           rf"\(version {SCHEMA_VERSION}\).*upgrade"):
+        await Store.open(db_path)
+    raw = sqlite3.connect(db_path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 5
+    raw.close()
+
+
+async def test_foreign_sqlite_file_is_refused(db_path):
+    raw = sqlite3.connect(db_path)
+    raw.execute("PRAGMA application_id = 1234")
+    raw.execute("CREATE TABLE t (x)")
+    raw.close()
+    with pytest.raises(StorageError, match="not an agent-gateway database"):
+        await Store.open(db_path)
+
+
+async def test_migrations_run_forward_once_and_atomically(db_path):
+    calls = []
+    v1 = ["CREATE TABLE a (x INTEGER)"]
+
+    def v2(conn):
+        calls.append("v2")
+        conn.execute("ALTER TABLE a ADD COLUMN y TEXT")
+
+    bad = ["CREATE TABLE c (x)", "THIS IS NOT SQL"]
+    db = await Database.open(db_path, migrations=[v1])
+    await db.write(lambda c: c.execute("INSERT INTO a (x) VALUES (1)"))
+    await db.close()
+    for _ in range(2):
+        db = await Database.open(db_path, migrations=[v1, v2])
+        assert await db.read(lambda c: c.execute("SELECT x, y FROM a").fetchall()) == [(1, None)]
+        await db.close()
+    assert calls == ["v2"]
+    with pytest.raises(StorageError, match="syntax error"):
+        await Database.open(db_path, migrations=[v1, v2, bad])
+    db = await Database.open(db_path, migrations=[v1, v2])  # the failed step left version 2 and no table c
+    assert await db.read(lambda c: c.execute("PRAGMA user_version").fetchone()[0]) == 2
+    assert await db.read(lambda c: c.execute("SELECT name FROM sqlite_master WHERE name = 'c'").fetchall()) == []
+    await db.close()
+    with pytest.raises(SchemaTooNew):
+        await Database.open(db_path, migrations=[v1])
+
+
+async def test_closed_store_refuses_work(db_path):
+    store = await Store.open(db_path)
+    await store.close()
+    await store.close()  # idempotent
+    with pytest.raises(StorageError, match="closed"):
+        await store.inbox.counts()
+
+
+async def test_a_failed_transaction_leaves_nothing(db_path):
+    async with open_store(db_path) as store:
+        def half_then_fail(conn):
+            conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) VALUES ('a', x'0101', 0)")
+            raise RuntimeError("boom")
+        with pytest.raises(RuntimeError):
+            await store._db.write(half_then_fail)
+        assert await store.inbox.get_offset("a") is None
+
+
+def test_busy_is_retried_then_succeeds():
+    attempts = []
+
+    def flaky():
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise sqlite3.OperationalError("database is locked")
+        return "ok"
+    assert call_with_retry(flaky) == "ok"
+    assert len(attempts) == 3
+
+
+def test_other_errors_are_not_retried_and_are_wrapped():
+    attempts = []
+
+    def broken():
+        attempts.append(1)
+        raise sqlite3.IntegrityError("UNIQUE constraint failed")
+    with pytest.raises(StorageError, match="UNIQUE"):
+        call_with_retry(broken)
+    assert len(attempts) == 1
+
+
+def test_busy_past_the_budget_is_a_storage_busy(monkeypatch):
+    monkeypatch.setattr(dbmod, "RETRY_BUDGET_S", 0.05)
+
+    def always_busy():
+        raise sqlite3.OperationalError("database is locked")
+    with pytest.raises(StorageBusy) as info:
+        call_with_retry(always_busy)
+    assert "database is locked" not in str(info.value)
+
+
+def _use_inherited_store(store, conn):
+    async def run():
+        try:
+            await store.inbox.counts()
+            conn.send("used it")
+        except StorageError as exc:
+            await store.close()  # must not touch the parent's connection
+            conn.send(str(exc))
+    asyncio.run(run())
+
+
+async def test_a_store_is_not_usable_across_fork(db_path):
+    async with open_store(db_path) as store:
+        ctx = multiprocessing.get_context("fork")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_use_inherited_store, args=(store, child))
+        proc.start()
+        message = await asyncio.get_running_loop().run_in_executor(None, parent.recv)
+        proc.join()
+        assert "open its own" in message
+        assert await store.inbox.counts()  # the parent's store still works
+
+
+async def test_no_storage_thread_outlives_close(db_path):
+    before = {t.ident for t in threading.enumerate()}
+    store = await Store.open(db_path)
+    assert any(t.name.startswith("storage") for t in threading.enumerate())
+    await store.close()
+    assert {t.ident for t in threading.enumerate()} <= before  # callers may fork right after close

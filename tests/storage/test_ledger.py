@@ -1,0 +1,280 @@
+import asyncio
+import hashlib
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from storage import (IllegalTransition, NotFound, Owner, StaleFence, Store, StorageError, Target, best_effort,
+                     current_owner, is_owner_alive, obligation_id, session_key)
+from storage import ledger as ledger_mod
+
+from .helpers import Src, open_store
+
+KEY = session_key(Src())
+TG = Target("telegram", "1001", reply_to="m1")
+
+
+def dead_pid() -> int:
+    with open("/proc/sys/kernel/pid_max") as f:
+        return int(f.read()) + 1  # above pid_max: no process can ever have it
+
+
+def owner_of(kind: str) -> Owner:
+    me = current_owner()
+    return {"alive": me, "dead_pid": Owner(dead_pid(), me.start_time, me.host),
+            "wrong_start": Owner(me.pid, me.start_time - 1000, me.host),
+            "other_host": Owner(me.pid, me.start_time, me.host + ".elsewhere")}[kind]
+
+
+async def claim_as(store, oid, owner, monkeypatch) -> int:
+    with monkeypatch.context() as m:
+        m.setattr(ledger_mod, "current_owner", lambda generation=0: owner)
+        return await store.ledger.mark_attempting(oid)
+
+
+_counter = iter(range(10**9))
+
+
+async def in_state(store, state, monkeypatch, owner="alive", platform="telegram"):
+    """A fresh obligation driven to ``state``; returns (id, current fence)."""
+    ob = await store.ledger.record_obligation(KEY, f"in-{next(_counter)}", Target(platform, "1001"), "reply")
+    oid, fence = ob.obligation_id, 0
+    if state == "pending":
+        return oid, fence
+    fence = await claim_as(store, oid, owner_of(owner), monkeypatch)
+    if state == "delivered":
+        await store.ledger.mark_delivered(oid, fence)
+    elif state == "failed":
+        await store.ledger.mark_failed(oid, fence, "HTTP 502")
+    elif state == "abandoned":
+        await store.ledger.abandon(oid, fence, "given up")
+    return oid, fence
+
+
+OPS = {
+    "mark_attempting": lambda L, oid, f: L.mark_attempting(oid, f),
+    "mark_delivered": lambda L, oid, f: L.mark_delivered(oid, f),
+    "mark_failed": lambda L, oid, f: L.mark_failed(oid, f, "err"),
+    "abandon": lambda L, oid, f: L.abandon(oid, f, "why"),
+    "record_part": lambda L, oid, f: L.record_part(oid, f, 0, "pm-1"),
+    "set_chunks": lambda L, oid, f: L.set_chunks(oid, f, ["a", "b"]),
+    "requeue": lambda L, oid, f: L.requeue(oid),
+}
+LEGAL = {
+    "pending": {"mark_attempting": "attempting", "abandon": "abandoned"},
+    "attempting": {"mark_delivered": "delivered", "mark_failed": "failed", "abandon": "abandoned",
+                   "record_part": "attempting", "set_chunks": "attempting"},
+    "failed": {"mark_attempting": "attempting", "abandon": "abandoned", "requeue": "pending"},
+    "delivered": {},
+    "abandoned": {"requeue": "pending"},
+}
+
+
+async def test_every_transition_is_checked(db_path, monkeypatch):
+    async with open_store(db_path) as store:
+        for state, legal in LEGAL.items():
+            for op, call in OPS.items():
+                oid, fence = await in_state(store, state, monkeypatch)
+                if op in legal:
+                    await call(store.ledger, oid, fence)
+                    assert (await store.ledger.get(oid)).state == legal[op], (state, op)
+                else:
+                    with pytest.raises(IllegalTransition):
+                        await call(store.ledger, oid, fence)
+                    assert (await store.ledger.get(oid)).state == state, (state, op)
+        with pytest.raises(NotFound):
+            await store.ledger.mark_attempting("0" * 64)
+
+
+async def test_record_is_idempotent_and_id_is_deterministic(db_path):
+    async with open_store(db_path) as store:
+        a = await store.ledger.record_obligation(KEY, "m1", TG, "Hello", chunks=["Hel", "lo"])
+        b = await store.ledger.record_obligation(KEY, "m1", TG, "Hello")
+        assert a == b and a.chunks == ["Hel", "lo"] and a.state == "pending" and a.fence == 0
+        assert a.obligation_id == hashlib.sha256(f"{KEY}\0m1\0Hello".encode()).hexdigest()
+        assert a.obligation_id == obligation_id(KEY, "m1", "Hello") != obligation_id(KEY, "m2", "Hello")
+        assert (await store.ledger.counts())["pending"] == 1
+        claimed = await store.ledger.record_obligation(KEY, "m2", TG, "Hi", claim=True)
+        assert claimed.state == "attempting" and claimed.fence == 1 and claimed.owner == current_owner(1)
+        again = await store.ledger.record_obligation(KEY, "m2", TG, "Hi", claim=True)
+        assert again.fence == 1  # not claimed twice
+
+
+async def test_stale_fences_are_refused(db_path):
+    async with open_store(db_path) as store:
+        oid = (await store.ledger.record_obligation(KEY, "m1", TG, "Hello")).obligation_id
+        f1 = await store.ledger.mark_attempting(oid)
+        await store.ledger.record_part(oid, f1, 0, "tg-500")
+        await store.ledger.mark_failed(oid, f1, "timeout")
+        f2 = await store.ledger.mark_attempting(oid)
+        assert f2 == f1 + 1
+        for op in ("mark_delivered", "mark_failed", "abandon", "record_part", "set_chunks", "mark_attempting"):
+            with pytest.raises(StaleFence, match="stale"):
+                await OPS[op](store.ledger, oid, f1)
+        await store.ledger.mark_failed(oid, f2, "timeout again")
+        await store.ledger.requeue(oid)
+        with pytest.raises(StaleFence):
+            await store.ledger.abandon(oid, f2, "the requeue moved the fence on")
+        ob = await store.ledger.get(oid)
+        assert (ob.state, ob.attempts, ob.last_error, ob.parts) == ("pending", 0, "timeout again", {0: "tg-500"})
+
+
+async def test_parts_are_recorded_once(db_path):
+    async with open_store(db_path) as store:
+        ob = await store.ledger.record_obligation(KEY, "m1", TG, "long", claim=True)
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 0, 111)
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 0, "111")  # same id again: fine
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 1, "112")
+        with pytest.raises(IllegalTransition, match="already recorded"):
+            await store.ledger.record_part(ob.obligation_id, ob.fence, 1, "999")
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 1, "999", replace=True)
+        await store.ledger.set_chunks(ob.obligation_id, ob.fence, ["lo", "ng"])
+        got = await store.ledger.get(ob.obligation_id)
+        assert got.parts == {0: "111", 1: "999"} and got.chunks == ["lo", "ng"]
+
+
+def test_is_owner_alive():
+    assert is_owner_alive(owner_of("alive"))
+    for kind in ("dead_pid", "wrong_start", "other_host"):
+        assert not is_owner_alive(owner_of(kind)), kind
+    assert not is_owner_alive(None)
+    assert current_owner().host == socket.gethostname()
+
+
+async def test_sweep_claims_only_what_no_live_owner_holds(db_path, monkeypatch):
+    async with open_store(db_path) as store:
+        rows = {}
+        for state in ("pending", "attempting", "failed"):
+            for owner in ("alive", "dead_pid", "wrong_start", "other_host"):
+                if state == "pending" and owner != "alive":
+                    continue
+                rows[(state, owner)] = (await in_state(store, state, monkeypatch, owner))[0]
+        offline = (await in_state(store, "attempting", monkeypatch, "dead_pid", platform="slack"))[0]
+        finished = [(await in_state(store, s, monkeypatch, "dead_pid"))[0] for s in ("delivered", "abandoned")]
+        claimed = await store.ledger.sweep_recoverable({"telegram"})
+        expected = {oid for (state, owner), oid in rows.items() if state == "pending" or owner != "alive"}
+        assert {ob.obligation_id for ob in claimed} == expected
+        me = current_owner()
+        for ob in claimed:
+            assert ob.state == "attempting" and ob.owner == Owner(me.pid, me.start_time, me.host, ob.fence)
+            await store.ledger.mark_delivered(ob.obligation_id, ob.fence)  # the returned fence is current
+        for key in (("attempting", "alive"), ("failed", "alive")):
+            ob = await store.ledger.get(rows[key])
+            assert ob.state == key[0] and ob.fence == 1  # untouched
+        assert (await store.ledger.get(offline)).state == "attempting"  # platform not connected
+        assert [(await store.ledger.get(f)).state for f in finished] == ["delivered", "abandoned"]
+        assert await store.ledger.sweep_recoverable({"telegram", "slack"}) != []  # now the slack one
+        assert await store.ledger.sweep_recoverable({"telegram", "slack"}) == []  # held by a live owner: us
+
+
+async def test_sweep_abandons_exhausted_and_stale_rows(db_path, monkeypatch):
+    async with open_store(db_path) as store:
+        tired, _ = await in_state(store, "failed", monkeypatch, "dead_pid")
+        for _ in range(2):
+            fence = await claim_as(store, tired, owner_of("dead_pid"), monkeypatch)
+            await store.ledger.mark_failed(tired, fence, "502")
+        old, _ = await in_state(store, "pending", monkeypatch)
+        fresh, _ = await in_state(store, "pending", monkeypatch)
+        live_old, _ = await in_state(store, "attempting", monkeypatch, "alive")
+        now = (await store.ledger.get(fresh)).created_at + 3600
+        await store.ledger._db.write(lambda c: c.execute(
+            "UPDATE obligations SET created_at = created_at - 100000 WHERE obligation_id IN (?, ?)", (old, live_old)))
+        claimed = await store.ledger.sweep_recoverable({"telegram"}, max_attempts=3, stale_after_s=86400, now=now)
+        assert [ob.obligation_id for ob in claimed] == [fresh]
+        assert (await store.ledger.get(tired)).last_error == "swept: too many attempts"
+        assert (await store.ledger.get(old)).state == "abandoned"
+        assert (await store.ledger.get(live_old)).state == "attempting"  # a live owner's row is never touched
+
+
+def _claim_then_die(path, conn):
+    async def run():
+        store = await Store.open(path)
+        ob = await store.ledger.record_obligation(KEY, "m-crash", TG, "reply", claim=True)
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 0, "sent-before-crash")
+        conn.send(ob.fence)
+        os.kill(os.getpid(), signal.SIGKILL)
+    asyncio.run(run())
+
+
+async def test_sweep_takes_over_from_a_process_killed_mid_send(db_path):
+    parent, child = multiprocessing.get_context("fork").Pipe()
+    proc = multiprocessing.get_context("fork").Process(target=_claim_then_die, args=(str(db_path), child))
+    proc.start()
+    fence = await asyncio.get_running_loop().run_in_executor(None, parent.recv)
+    await asyncio.get_running_loop().run_in_executor(None, proc.join)
+    assert proc.exitcode == -signal.SIGKILL
+    async with open_store(db_path) as store:
+        [ob] = await store.ledger.sweep_recoverable({"telegram"})
+        assert ob.fence == fence + 1 and ob.parts == {0: "sent-before-crash"} and ob.attempts == 2
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.sampled_from(list(LEGAL)), st.sampled_from(
+    ["alive", "dead_pid", "wrong_start", "other_host"]), st.sampled_from(["telegram", "slack"])), max_size=12),
+    connected=st.sets(st.sampled_from(["telegram", "slack"])), max_attempts=st.integers(1, 3))
+def test_sweep_never_claims_a_live_owners_row(tmp_path_factory, rows, connected, max_attempts):
+    monkeypatch = pytest.MonkeyPatch()
+
+    async def run():
+        async with open_store(tmp_path_factory.mktemp("sweep") / "l.db") as store:
+            made = [(await in_state(store, s, monkeypatch, o, p))[0] for s, o, p in rows]
+            before = {oid: await store.ledger.get(oid) for oid in made}
+            claimed = {ob.obligation_id for ob in await store.ledger.sweep_recoverable(connected, max_attempts)}
+            for oid, old in before.items():
+                new = await store.ledger.get(oid)
+                if old.state in ("attempting", "failed") and is_owner_alive(old.owner):
+                    assert new == old and oid not in claimed
+                if oid in claimed:
+                    assert old.state == "pending" or not is_owner_alive(old.owner)
+                    assert old.target.platform in connected and new.fence == old.fence + 1
+    try:
+        asyncio.run(run())
+    finally:
+        monkeypatch.undo()
+
+
+async def test_retention(db_path, monkeypatch):
+    async with open_store(db_path) as store:
+        done = [(await in_state(store, s, monkeypatch))[0] for s in ("delivered", "abandoned", "delivered")]
+        open_ = [(await in_state(store, s, monkeypatch))[0] for s in ("pending", "attempting", "failed")]
+        now = (await store.ledger.get(done[-1])).updated_at
+        assert await store.ledger.purge(older_than_days=1, now=now) == 0
+        assert await store.ledger.purge(older_than_days=1, now=now + 2 * 86400) == 3
+        assert {ob.obligation_id for ob in await store.ledger.list()} == set(open_)
+        more = [(await in_state(store, "delivered", monkeypatch))[0] for _ in range(3)]
+        assert await store.ledger.purge(older_than_days=30, max_rows=4) == 2  # oldest finished first
+        assert {ob.obligation_id for ob in await store.ledger.list()} == set(open_) | {more[-1]}
+        assert await store.ledger.purge(older_than_days=30, max_rows=0) == 1  # unfinished rows are never purged
+        assert len(await store.ledger.list(state="pending")) == 1
+
+
+async def test_best_effort_logs_and_swallows_storage_failures(db_path, caplog):
+    async with open_store(db_path) as store:
+        ob = await best_effort(store.ledger.record_obligation(KEY, "m1", TG, "x"), "recording the reply")
+        assert ob.state == "pending"
+        with caplog.at_level(logging.ERROR, logger="storage.ledger"):
+            assert await best_effort(store.ledger.mark_delivered(ob.obligation_id, 7), "marking delivered") is None
+        [record] = caplog.records
+        assert record.levelno == logging.ERROR and "marking delivered" in record.getMessage()
+        assert "StaleFence" in record.getMessage()
+    with pytest.raises(StorageError):
+        await store.ledger.counts()  # closed: a plain call still raises
+    assert await best_effort(store.ledger.counts(), "counting") is None
+
+    async def not_storage():
+        raise RuntimeError("a bug, not a storage failure")
+    with pytest.raises(RuntimeError):
+        await best_effort(not_storage(), "bug")
+
+
+async def test_chunks_are_stored_as_given(db_path):
+    async with open_store(db_path) as store:
+        unchunked = await store.ledger.record_obligation(KEY, "m1", TG, "whole reply")
+        assert unchunked.chunks == ["whole reply"]
+        not_yet = await store.ledger.record_obligation(KEY, "m2", TG, "slot", chunks=[])
+        assert not_yet.chunks == []  # "not chunked yet": a sweeper must not send it as is
