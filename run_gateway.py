@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = config_mod.load(args.config)
+        from actors.adapters import registry
+        registry.validate_all(config)  # adapter tables too: a bad one stops the start here, not in a crash loop
     except ConfigError as exc:
         print(f"config error: {exc.file}: {exc.key}: {exc.reason}", file=sys.stderr)
         return EX_CONFIG

@@ -70,6 +70,10 @@ register(AdapterType("fake", "actors.adapters.fake.FakePlatformAdapter", pacing=
     "poll_timeout_s": Option(float, 1.0, doc="long-poll wait per round"),
 }))
 
+# The terminal (``run_gateway.py chat``) is always there unless a [adapters.cli] table says otherwise.
+register(AdapterType("cli", "actors.adapters.cli.CliAdapter", pacing="cli"))
+IMPLICIT_ADAPTERS = {"cli": {"type": "cli"}}
+
 
 # ------------------------------------------------------------------------------------------------- validation
 
@@ -144,7 +148,8 @@ def _check_pacing(file: str, name: str, overrides: Mapping) -> None:
 def validate_all(config: Mapping) -> dict:
     """Every [adapters.NAME] table, validated: {name: args}. Meant for config loading too (exit 78 early)."""
     file = config_file(config)
-    return {name: validate_adapter(name, table, file) for name, table in (config.get("adapters") or {}).items()}
+    tables = {**IMPLICIT_ADAPTERS, **(config.get("adapters") or {})}
+    return {name: validate_adapter(name, table, file) for name, table in tables.items()}
 
 
 # ------------------------------------------------------------------------------------- what an adapter reads

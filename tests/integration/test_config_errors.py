@@ -39,3 +39,9 @@ def test_admin_commands_with_nothing_running_say_so_and_start_nothing(tmp_path):
         assert result.returncode == 3 and "no gateway running" in result.stderr
     with socket.socket() as s:  # nothing was started on the admin port
         assert s.connect_ex(("127.0.0.1", gw.port)) != 0
+
+
+def test_a_bad_adapter_table_is_a_config_error_too(tmp_path):
+    gw = Gateway(tmp_path, extra_toml='[adapters.x]\ntype = "fake"\nbase_url = "http://127.0.0.1:9"\nbogus = 1\n')
+    result = gw.cli("run", timeout=30)
+    assert result.returncode == 78 and "[adapters.x] bogus" in result.stderr and "unknown key" in result.stderr
