@@ -7,6 +7,9 @@
     python run_gateway.py drain           stop intake, finish turns in flight, flush, exit (rolling restarts)
     python run_gateway.py status          health on one screen
     python run_gateway.py tree            the live actor tree
+    python run_gateway.py chat            talk to the agent from this terminal (--as USER, --message TEXT)
+    python run_gateway.py sessions ...    stored conversations: list, show, search, export, import
+    python run_gateway.py deliveries ...  the delivery ledger: pending, failed, abandoned; retry one
 
 Every admin command takes --json. Configuration: --config FILE, else $GATEWAY_CONFIG, else
 ~/.config/agent-gateway/gateway.toml (embedded defaults when absent). State: $GATEWAY_STATE_DIR, else
@@ -63,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="who is speaking (each user is their own conversation)")
     chat.add_argument("--message", metavar="TEXT", help="send one message, print the answer, exit")
     chat.add_argument("--timeout", type=float, default=600.0, metavar="S", help="how long to wait for an answer")
+    from supervision.cli_storage import add_parsers
+    add_parsers(sub)
     for cmd in (stop, drain, sub.choices["status"], sub.choices["tree"], start):
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
@@ -193,7 +198,17 @@ def cmd_chat(config: dict, args) -> int:
         return 1
 
 
-COMMANDS = {"chat": cmd_chat, "run": cmd_run, "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status,
+def cmd_sessions(config: dict, args) -> int:
+    from supervision.cli_storage import cmd_sessions as run
+    return run(config, args)
+
+
+def cmd_deliveries(config: dict, args) -> int:
+    from supervision.cli_storage import cmd_deliveries as run
+    return run(config, args)
+
+
+COMMANDS = {"sessions": cmd_sessions, "deliveries": cmd_deliveries, "chat": cmd_chat, "run": cmd_run, "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status,
             "tree": cmd_tree}
 
 

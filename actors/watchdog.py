@@ -141,6 +141,7 @@ class Watchdog(GatewayActor):
                     self.send(node.ref, StopIntake())
         in_flight = sum(n.pending for n, _, _ in tree.walk(root) if n.kind not in NOT_IN_FLIGHT)
         op["in_flight"] = in_flight
+        op["turns"] = sum(n.pending for n in tree.find_kind(root, "Session"))
         if self.phase == "draining" and in_flight and time.monotonic() < op["deadline"]:
             self.after(0.2, "drain_poll")
             return
@@ -178,8 +179,8 @@ class Watchdog(GatewayActor):
         op, self.operation = self.operation, None
         waited = time.monotonic() - op["started"]
         if self.phase == "draining":
-            left = op["in_flight"]
-            reply = DrainReport(ok=left == 0, waited_s=round(waited, 3), in_flight_left=left,
+            left = op.get("turns", 0)
+            reply = DrainReport(ok=op["in_flight"] == 0, waited_s=round(waited, 3), in_flight_left=left,
                                 detail=f"flushed {op['flushed']} item(s)" + (
                                     "" if not op["awaiting"] else f"; no flush answer from {len(op['awaiting'])}"))
         else:
