@@ -20,14 +20,15 @@ def config_with(**tables) -> dict:
 
 
 def test_a_valid_table_gets_its_defaults_and_becomes_one_permanent_child():
-    [spec] = adapter_specs(config_with(bot=dict(FAKE)))
+    [spec] = [s for s in adapter_specs(config_with(bot=dict(FAKE))) if s.name == "bot"]
     assert spec.name == "bot" and spec.actor == "actors.adapters.fake.FakePlatformAdapter"
     assert spec.kind_name == "FakePlatformAdapter" and spec.restart is Restart.PERMANENT
     assert spec.args == {**FAKE, "profile": "default", "pacing": {}, "poll_timeout_s": 1.0}
 
 
-def test_no_adapters_no_children():
-    assert adapter_specs({"adapters": {}}) == [] and adapter_specs({}) == []
+def test_with_no_adapters_configured_only_the_implicit_terminal_adapter_runs():
+    for config in ({"adapters": {}}, {}):
+        assert [s.name for s in adapter_specs(config)] == ["cli"]
 
 
 def test_integers_are_accepted_for_numbers():
