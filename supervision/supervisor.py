@@ -129,7 +129,8 @@ class Supervisor(GatewayActor):
     def on_ChildReady(self, message: ChildReady, sender) -> None:
         child = self.children.get(message.name)
         if child is not None and child.address is not None and child.address == sender:
-            child.pid, child.status = message.pid, "running"
+            # Uptime counts from here: the child has taken its Started and answered.
+            child.pid, child.status, child.started_at = message.pid, "running", time.time()
 
     def on_CrashReport(self, message: CrashReport, sender) -> None:
         child = self.children.get(message.name)

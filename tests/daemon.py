@@ -18,7 +18,8 @@ PYTHON = sys.executable
 
 
 class Gateway:
-    def __init__(self, tmp_path: Path, extra_toml: str = "", watchdog_interval: float = 0.5, max_restarts: int = 5):
+    def __init__(self, tmp_path: Path, extra_toml: str = "", watchdog_interval: float = 0.5, max_restarts: int = 5,
+                 period_s: float = 30.0):
         self.state = tmp_path / "state"
         self.port = free_port()
         self.config = tmp_path / "gateway.toml"
@@ -30,6 +31,7 @@ interval_s = {watchdog_interval}
 ping_deadline_s = 1.5
 [supervision]
 max_restarts = {max_restarts}
+period_s = {period_s}
 backoff_base_s = 0.01
 backoff_max_s = 0.2
 {extra_toml}
