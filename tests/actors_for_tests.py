@@ -24,3 +24,18 @@ class StopsCleanly(GatewayActor):
             self.stop_self(clean=True)
         elif message == "pid":
             self.send(sender, os.getpid())
+
+
+class Sleeper(GatewayActor):
+    """Long I/O on the async bridge: ("sleep", seconds, tag) answers ("woke", tag) when the coroutine is done, while
+    the mailbox keeps moving (Ping answers in between)."""
+    uses_bridge = True
+
+    def on_tuple(self, message, sender) -> None:
+        import asyncio
+        _, seconds, tag = message
+        self.bridge.submit(asyncio.sleep(seconds, result=(sender, tag)), tag="sleep")
+
+    def on_bridge(self, item) -> None:
+        sender, tag = item.result
+        self.send(sender, ("woke", tag))

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from actors.messages import DescribeTree, Fault, Ping, Pong, RestartChild, Started, SupervisorGaveUp, TreeReply
+from actors.messages import DescribeTree, Fault, RestartChild, Started, SupervisorGaveUp, TreeReply
 from supervision.spec import ChildSpec, Restart, Strategy, SupervisorFlags
 from supervision.supervisor import SupervisorArgs
 from supervision.asking import ask_for, listen_for
@@ -100,3 +100,48 @@ def test_transient_child_that_stops_cleanly_stays_stopped_and_temporary_never_re
         wait_for(lambda: "tmp" not in tree(asys, sup), 10, what="temporary child forgotten")
         asys.tell(sup, RestartChild("t", "killed by test"))  # abnormal: a transient child comes back
         wait_for(lambda: (n := running(asys, sup, ["t"])) and n["t"].restarts == 1, 10)
+
+
+def test_an_actor_on_the_bridge_keeps_answering_while_its_io_runs():
+    from actors.messages import Ping, Pong
+    with running_actor_system() as asys:
+        sup = start_supervisor(asys, [worker("io", actor="tests.actors_for_tests.Sleeper")])
+        nodes = wait_for(lambda: running(asys, sup, ["io"]), 10)
+        ref = nodes["io"].ref
+        for tag in range(3):
+            asys.tell(ref, ("sleep", 1.0, tag))
+        start = time.monotonic()
+        assert ask_for(asys, ref, Ping(1), Pong, 5) is not None
+        assert time.monotonic() - start < 0.5, "the mailbox waited for the I/O"
+        woke = []
+        while len(woke) < 3:
+            message = asys.listen(5)
+            assert message is not None, "the bridge results did not come back"
+            if isinstance(message, tuple) and message[0] == "woke":
+                woke.append(message[1])
+        assert sorted(woke) == [0, 1, 2]
+        assert time.monotonic() - start < 2.5, "the three sleeps ran concurrently on the loop"
+
+
+def test_a_handler_that_raises_crashes_the_actor_which_restarts_fresh():
+    with running_actor_system() as asys:
+        sup = start_supervisor(asys, [worker("w")])
+        before = wait_for(lambda: running(asys, sup, ["w"]), 10)
+        asys.tell(before["w"].ref, Fault("crash"))
+        after = wait_for(lambda: (n := running(asys, sup, ["w"])) and n["w"].pid != before["w"].pid and n, 10)
+        assert after["w"].restarts == 1 and "injected crash" in after["w"].last_exit
+
+
+def test_a_graceful_exit_is_noticed_once_and_restarted_once():
+    """Thespian reports a graceful exit twice (ChildActorExited): the second notice must not restart again."""
+    with running_actor_system() as asys:
+        sup = start_supervisor(asys, [worker("p", actor="tests.actors_for_tests.StopsCleanly")])
+        before = wait_for(lambda: running(asys, sup, ["p"]), 10)
+        from thespian.actors import ActorExitRequest
+        asys.tell(before["p"].ref, ActorExitRequest())
+        after = wait_for(lambda: (n := running(asys, sup, ["p"])) and n["p"].pid != before["p"].pid and n, 10)
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            nodes = tree(asys, sup)
+            assert nodes["p"].restarts == 1 and nodes["p"].pid == after["p"].pid
+            time.sleep(0.1)
