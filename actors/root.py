@@ -31,6 +31,20 @@ def root_children(config: dict) -> list[ChildSpec]:
     ]
 
 
+def preload_actor_modules(config: dict) -> None:
+    """Import every actor module once, in the launcher: every actor process is forked from it (through the admin
+    and the supervisors), so a child starts with its module already loaded instead of importing storage, aiohttp
+    and the agents after the fork. That import is most of a restart's latency, and of every consumer's start."""
+    import importlib
+
+    from actors.adapters import registry
+    from actors.sessions.supervisor import CONSUMER_ACTOR, SESSION_ACTOR
+    paths = [spec.actor for spec in root_children(config)] + [SESSION_ACTOR, CONSUMER_ACTOR]
+    paths += [registry.entry_of(args).actor for args in registry.validate_all(config).values()]
+    for path in paths:
+        importlib.import_module(path.rsplit(".", 1)[0])
+
+
 class Root(Supervisor):
     def __init__(self):
         super().__init__()

@@ -72,6 +72,8 @@ class Launcher:
         return code
 
     def _run_system(self, started: float) -> int:
+        from actors.root import preload_actor_modules
+        preload_actor_modules(self.config)
         level = self.config["gateway"]["log_level"]
         self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=thespian_log_defs(level))
         self.root = self.asys.createActor(ROOT_CLASS, globalName=ROOT_NAME)

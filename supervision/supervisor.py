@@ -97,7 +97,8 @@ class Supervisor(GatewayActor):
         """Start a child from its spec (also used for dynamic children, e.g. sessions)."""
         child = self.children.get(spec.name)
         if child is None:
-            child = self.children[spec.name] = ChildState(spec)
+            # The child's own restart history (for its backoff) slides over the supervisor's intensity period.
+            child = self.children[spec.name] = ChildState(spec, recent=Intensity(1_000_000, self._flags.period_s))
             self.order.append(spec.name)
         self._launch(child)
         return child
