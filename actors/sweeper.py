@@ -15,6 +15,7 @@ which resumes the turn once and edits the same messages.
 from __future__ import annotations
 
 import itertools
+import time
 
 from actors.messages import AdapterConnected, OpResult, PlatformOp
 from actors.storage_access import StoreUser
@@ -24,6 +25,7 @@ SWEEP_INTERVAL_S = 30.0
 HOUSEKEEPING_INTERVAL_S = 3600.0
 RETENTION_DAYS = 30.0
 MAX_ROWS = 200_000
+STALE_JOB_S = 60.0
 
 
 class DeliverySweeper(StoreUser, GatewayActor):
@@ -62,6 +64,10 @@ class DeliverySweeper(StoreUser, GatewayActor):
         self.after(SWEEP_INTERVAL_S, "sweep")
 
     def sweep(self) -> None:
+        for op_id, job in list(self.jobs.items()):
+            if time.time() - job["sent_at"] > STALE_JOB_S:  # its adapter died with the operation: claim it again
+                del self.jobs[op_id]
+                self.db(self.store.ledger.mark_failed(job["ob"].obligation_id, job["fence"], "no answer"))
         if not self.connected:
             return
         busy = {job["ob"].obligation_id for job in self.jobs.values()}
@@ -101,7 +107,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
                 return
             job["index"] = extra[0]
             op = PlatformOp(op_id, "delete", t.chat_id, message_id=job["parts"][extra[0]], thread_id=t.thread_id)
-        job["op"] = op
+        job["op"], job["sent_at"] = op, time.time()
         self.jobs[op_id] = job
         self.send(adapter, op)
 

@@ -54,7 +54,8 @@ def bench(args) -> dict:
     out = {}
     with tempfile.TemporaryDirectory() as tmp, FakePlatform() as platform:
         extra = f"[sessions]\nmax_live = {max(args.sessions, args.memory_sessions) + 10}\nidle_s = 600\n"
-        gw = pipeline_gateway(Path(tmp), platform, extra=extra, watchdog_interval=10.0, max_restarts=1000)
+        gw = pipeline_gateway(Path(tmp), platform, extra=extra, watchdog_interval=10.0, max_restarts=1000,
+                              ping_deadline=10.0)
         gw.start()
         try:
             gw.wait_ready()

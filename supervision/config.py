@@ -38,7 +38,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "watchdog": {
         "interval_s": (float, 5.0, None),
-        "ping_deadline_s": (float, 3.0, None),
+        "ping_deadline_s": (float, 10.0, None),
         "drain_timeout_s": (float, 30.0, None),
         "shutdown_timeout_s": (float, 10.0, None),
     },

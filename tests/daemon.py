@@ -19,7 +19,7 @@ PYTHON = sys.executable
 
 class Gateway:
     def __init__(self, tmp_path: Path, extra_toml: str = "", watchdog_interval: float = 0.5, max_restarts: int = 5,
-                 period_s: float = 30.0):
+                 period_s: float = 30.0, ping_deadline: float = 1.5):
         self.state = tmp_path / "state"
         self.port = free_port()
         self.config = tmp_path / "gateway.toml"
@@ -28,7 +28,7 @@ class Gateway:
 admin_port = {self.port}
 [watchdog]
 interval_s = {watchdog_interval}
-ping_deadline_s = 1.5
+ping_deadline_s = {ping_deadline}
 [supervision]
 max_restarts = {max_restarts}
 period_s = {period_s}

@@ -161,8 +161,48 @@ def entry_of(args: Mapping) -> AdapterType:
 def secret_values(args: Mapping) -> list[str]:
     """The configured secret values of an adapter (tokens, signing keys), for ``actors.redact.redact``."""
     options = entry_of(args).options
-    return [str(args[k]) for k, opt in options.items() if opt.secret and args.get(k)]
+    values = []
+    for key, opt in options.items():
+        value = args.get(key) if opt.secret else None
+        if value:
+            values.extend(str(v) for v in value) if isinstance(value, (list, tuple)) else values.append(str(value))
+    return values
 
 
 def pacing_of(args: Mapping) -> PlatformPacing:
     return pacing_for(entry_of(args).pacing, args.get("pacing") or None)
+
+
+register(AdapterType("webchat", "actors.adapters.webchat.adapter.WebChatAdapter", pacing="webchat", options={
+    "host": Option(str, "127.0.0.1", doc="the one interface the chat page listens on"),
+    "port": Option(int, 8765, doc="TCP port of the chat page; 0 = any free port (logged)"),
+}))
+
+
+# Telegram Bot API (actors/adapters/telegram/, docs/telegram.md).
+register(AdapterType("telegram", "actors.adapters.telegram.adapter.TelegramAdapter", pacing="telegram", options={
+    "token": Option(str, secret=True, doc="the bot token from @BotFather"),
+    "base_url": Option(str, "https://api.telegram.org", doc="Bot API server (a local Bot API server, or a fake)"),
+    "mode": Option(str, "polling", allowed=("polling", "webhook"), doc="how updates arrive"),
+    "poll_timeout_s": Option(float, 25.0, doc="long-poll wait per getUpdates (whole seconds, at least 1)"),
+    "webhook_host": Option(str, "127.0.0.1", doc="interface the webhook server listens on (loopback: behind a proxy)"),
+    "webhook_port": Option(int, 8443, doc="its port (0: any free port)"),
+    "webhook_path": Option(str, "/telegram/webhook", doc="its path"),
+    "webhook_url": Option(str, "", doc="the public https URL given to setWebhook (empty: http://host:port/path)"),
+    "webhook_secret": Option(str, "", secret=True, doc="X-Telegram-Bot-Api-Secret-Token; required in webhook mode"),
+    "parse_mode": Option(str, "HTML", allowed=("HTML", "MarkdownV2", "none"), doc="how replies are formatted"),
+    "per_user_in_groups": Option(bool, None, doc="one session per user in groups (unset: [sessions] decides)"),
+    "bot_ops_per_s": Option(float, 25.0, doc="sends/edits/deletes per second for the whole bot (Telegram: ~30)"),
+}))
+
+
+# Generic signed webhook + OpenAI-compatible API (actors/adapters/http_api/, docs/http_api.md).
+register(AdapterType("http", "actors.adapters.http_api.adapter.HttpApiAdapter", pacing="http", options={
+    "host": Option(str, "127.0.0.1", doc="interface the HTTP server listens on (loopback by default)"),
+    "port": Option(int, 8088, doc="its TCP port; 0 = any free port (logged)"),
+    "hmac_secret": Option(str, "", secret=True, doc="signs /webhook bodies and reply callbacks (empty: no /webhook)"),
+    "callback_url": Option(str, "", doc="where replies to webhook conversations are POSTed"),
+    "api_tokens": Option(list, [], secret=True, doc="bearer tokens accepted by /v1 (empty: no /v1)"),
+    "max_body_bytes": Option(int, 1_048_576, doc="larger request bodies are refused with 413"),
+    "reply_timeout_s": Option(float, 300.0, doc="how long /v1/chat/completions waits for its reply (then 504)"),
+}))

@@ -47,6 +47,8 @@ PACING: dict[str, PlatformPacing] = {
                              per_chat_ops_per_s=0.2, per_chat_burst=10, supports_edit=True, typing_interval_s=20.0),
     "webchat": PlatformPacing("webchat", 1_000_000, "chars", supports_edit=True, typing_interval_s=3.0, **_FAST),
     "cli": PlatformPacing("cli", 1_000_000, "chars", supports_edit=True, typing_interval_s=None, **_FAST),
+    # The HTTP API (webhook callbacks, OpenAI-compatible streaming): the client reads every edit as it comes.
+    "http": PlatformPacing("http", 1_000_000, "chars", supports_edit=True, typing_interval_s=None, **_FAST),
     # The generic fake platform of the tests: its documented 4,000-character limit (so chunking is exercised), fast.
     "fake": PlatformPacing("fake", 4000, "chars", supports_edit=True, typing_interval_s=None, **_FAST),
 }

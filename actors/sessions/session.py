@@ -77,12 +77,16 @@ class Session(StoreUser, CommandHandler, GatewayActor):
             return
         row = self.db(self.store.inbox.get(rt.resume_inbox_seq)) if rt.resume_inbox_seq else None
         transcript = self.db(self.store.sessions.load(self.info.session_id, last_n=turns.HISTORY_EVENTS * 2))
-        if row is None or row.state in ("done", "dropped") or turns.turn_completed(transcript, rt.turn_token):
-            # The answer was written before the crash: the sweeper delivers whatever part of it had not left.
-            if row is not None and row.state == "received":
-                self.db(self.store.inbox.take(row.seq))
-                self.db(self.store.inbox.done(row.seq))
+        if row is None or row.state in ("done", "dropped"):
             self.db(self.store.sessions.end_turn(self.info.session_id, rt.turn_token))
+            return
+        answer = turns.final_answer(transcript, rt.turn_token)
+        if answer is not None:
+            # The answer was written before the crash, but maybe not yet into the ledger: deliver it again through
+            # the same obligation. Its consumer edits what is already on the platform and sends only the rest;
+            # if the reply was delivered already, it finds the obligation done and says so.
+            self.db(self.store.inbox.take(row.seq))
+            self.reply_turn([row.seq], MessageEvent.from_payload(row.payload), answer, turn_id=rt.turn_token)
             return
         claimed = self.db(self.store.sessions.claim_resume(self.info.session_id))
         fresh = rt.resume_started_at is not None and time.time() - rt.resume_started_at < self.resume_window_s

@@ -27,15 +27,18 @@ import time
 from actors.messages import (LongToolHint, OpResult, PlatformOp, ReplyDone, StreamBatch, TextDelta, ToolCallFinished,
                              ToolCallStarted, TurnEnd)
 from actors.sessions.chunking import LENGTH_FUNCTIONS, split_message
+from actors.adapters import registry
 from actors.sessions.pacing import EditThrottle, pacing_for
 from actors.sessions.turn import REPLY_SLOT
 from actors.storage_access import StoreUser
-from storage import Target
+from storage import Target, is_owner_alive
 from supervision.actor import GatewayActor
 
 CURSOR = " ▍"
 MAX_EDIT_FAILURES = 3
 MAX_OP_RETRIES = 5
+CLAIM_WAITS = 20       # half-second waits for a live owner of the obligation before taking it over
+OP_TIMEOUT_S = 30.0     # the adapter answers every operation; silence this long means it died with it
 
 
 class StreamConsumer(StoreUser, GatewayActor):
@@ -49,6 +52,7 @@ class StreamConsumer(StoreUser, GatewayActor):
         self.parts: dict[int, str] = {}
         self.shown: dict[int, str] = {}
         self.in_flight: tuple | None = None     # (op_id, action, index, text)
+        self.in_flight_to = None                # the adapter it went to
         self.ops = itertools.count(1)
         self.oid, self.fence = None, None
         self.edit_failures, self.retries = 0, 0
@@ -57,10 +61,11 @@ class StreamConsumer(StoreUser, GatewayActor):
         self.done = False
         self.force = False
         self.chunks_recorded = False
+        self.claim_waits = 0
 
     def on_start(self, args) -> None:
         self.args = args
-        self.pacing = pacing_for(args["platform"])
+        self.pacing = _pacing(self.config, args)
         self.length = LENGTH_FUNCTIONS[self.pacing.length]
         self.throttle = EditThrottle(self.pacing)
         self.open_store()
@@ -149,8 +154,23 @@ class StreamConsumer(StoreUser, GatewayActor):
             self.after(0.5, "pump")  # the adapter is restarting; the directory will tell us where it is
             return
         self.in_flight = (op_id, op.action, index, text)
+        self.in_flight_to = adapter
         self.force = False
         self.send(adapter, op)
+        self.after(OP_TIMEOUT_S, "op_timeout", op_id)
+
+    def on_timer_op_timeout(self, op_id) -> None:
+        if self.in_flight is not None and self.in_flight[0] == op_id:
+            self.log.warning("%s: no answer to %s within %gs; sending it again", self.name, op_id, OP_TIMEOUT_S)
+            self.in_flight = None
+            self.pump()
+
+    def on_directory(self, directory) -> None:
+        """The adapter was restarted: an operation it had not answered is lost with it, so send it again (an
+        edit is idempotent; a send may show twice only if the old adapter sent it and died before answering)."""
+        if self.in_flight is not None and directory.adapter(self.args["adapter"]) != self.in_flight_to:
+            self.in_flight = None
+            self.pump()
 
     def on_OpResult(self, result: OpResult, sender) -> None:
         if self.in_flight is None or result.op_id != self.in_flight[0]:
@@ -227,6 +247,13 @@ class StreamConsumer(StoreUser, GatewayActor):
         if ob.state in ("delivered", "abandoned"):
             self.finish(ob.state == "delivered", f"already {ob.state}", ledger_done=True)
             return False
+        if (ob.state == "attempting" and ob.owner is not None and ob.owner.pid != os.getpid()
+                and is_owner_alive(ob.owner) and self.claim_waits < CLAIM_WAITS):
+            # Its owner (an earlier consumer on its way out, or the sweeper) still runs: let it finish first.
+            self.claim_waits += 1
+            self.oid = None
+            self.after(0.5, "pump")
+            return False
         if ob.state == "attempting" and ob.owner is not None and ob.owner.pid != os.getpid():
             # A consumer of this turn died holding the claim: take it over through failed -> attempting.
             self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, ob.fence, "taken over"), False)
@@ -268,3 +295,9 @@ class StreamConsumer(StoreUser, GatewayActor):
 
     def pending_work(self) -> int:
         return 0 if self.done else 1
+
+
+def _pacing(config: dict, args: dict):
+    """The adapter's pacing: its registry entry's table with the [adapters.NAME] pacing overrides applied."""
+    table = registry.validate_all(config).get(args["adapter"])
+    return registry.pacing_of(table) if table is not None else pacing_for(args["platform"])

@@ -87,9 +87,12 @@ def model_messages(transcript: list, system_prompt: str = "") -> tuple:
     return tuple(messages)
 
 
-def turn_completed(transcript: list, turn_id: str) -> bool:
-    """True if the transcript already holds this turn's final answer (a crash came after it was written)."""
-    return any(e.turn_id == turn_id and e.role == "assistant" and e.kind == "message" for e in transcript)
+def final_answer(transcript: list, turn_id: str) -> Optional[str]:
+    """The turn's final answer if the transcript already holds it (a crash came after it was written)."""
+    for e in transcript:
+        if e.turn_id == turn_id and e.role == "assistant" and e.kind == "message":
+            return e.payload.get("text", "")
+    return None
 
 
 def last_user_turn(transcript: list) -> Optional[str]:
