@@ -63,6 +63,7 @@ def bench(args) -> dict:
             lat = [measure_latency(platform, "warm", f"latency probe {i}") for i in range(args.latency)]
             out.update(overhead_ms_p50=round(percentile(lat, 50) * 1000, 1),
                        overhead_ms_p99=round(percentile(lat, 99) * 1000, 1), overhead_samples=len(lat))
+            print(json.dumps(out), file=sys.stderr, flush=True)  # progress: each phase as it ends
 
             start = time.time()
             for i in range(args.sessions):
@@ -72,6 +73,7 @@ def bench(args) -> dict:
             took = time.time() - start
             out.update(throughput_sessions=args.sessions, throughput_s=round(took, 1),
                        turns_per_s=round(args.sessions / took, 1))
+            print(json.dumps(out), file=sys.stderr, flush=True)
 
             pss = session_pss(gw)
             out.update(sessions_measured=len(pss), session_pss_mib_mean=round(statistics.mean(pss), 2) if pss else None,
