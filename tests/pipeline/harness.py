@@ -11,14 +11,14 @@ from tests.fakes.fakeplatform import FakePlatform
 CURSOR = "▍"
 
 
-def pipeline_gateway(tmp_path: Path, platform: FakePlatform, extra: str = "", **kwargs) -> Gateway:
+def pipeline_gateway(tmp_path: Path, platform: FakePlatform, extra: str = "",
+                     agent: str = "[agent]\nchunk_delay_s = 0.0\n", **kwargs) -> Gateway:
     return Gateway(tmp_path, extra_toml=f"""
 [adapters.fake]
 type = "fake"
 base_url = "{platform.base_url}"
 poll_timeout_s = 0.5
-[agent]
-chunk_delay_s = 0.0
+{agent}
 {extra}
 """, **kwargs)
 
