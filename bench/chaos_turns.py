@@ -1,0 +1,97 @@
+"""kill -9 at random points of a turn, many times: after recovery every reply must be in the chat exactly once.
+
+    python bench/chaos_turns.py [--trials 200] [--seed 1]
+
+Each trial sends one message into a fresh chat (a slow, streamed answer), kills one victim at a random moment
+(a Session, a StreamConsumer, the adapter, or the whole daemon, which is then started again), and checks from the
+platform's side: one visible message whose final text is the whole answer, no second message, and the inbox row
+done. Prints a table of trials and violations per victim; exits non-zero on any violation.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.actor_system import wait_for  # noqa: E402
+from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
+from tests.pipeline.harness import CURSOR, actor_pid, pipeline_gateway, visible  # noqa: E402
+
+VICTIMS = ("Session", "StreamConsumer", "FakePlatformAdapter", "daemon")
+
+
+def trial(gw, platform, rng, n: int) -> tuple[str, str | None]:
+    victim = rng.choice(VICTIMS)
+    chat = f"chaos{n}"
+    text = f"trial {n} #slow 0.05"
+    platform.inject(chat, text)
+    time.sleep(rng.uniform(0.0, 0.6))           # a random point: before, during or after the stream
+    if victim == "daemon":
+        os.kill(gw.launcher_pid, signal.SIGKILL)
+        gw.assert_no_process_left(20)
+        gw.start()
+    else:
+        try:
+            os.kill(actor_pid(gw, victim, timeout=2), signal.SIGKILL)
+        except (AssertionError, ProcessLookupError):
+            pass                                 # it had already finished: a kill after the fact
+    try:
+        wait_for(lambda: (shown := visible(platform, chat)) and all(CURSOR not in m["text"] for m in shown)
+                 and inbox_done(gw), 90, 0.05, "settled")
+    except AssertionError:
+        return victim, "no settled answer"
+    messages = platform.messages(chat)
+    if len(messages) != 1:
+        return victim, f"{len(messages)} messages"
+    final = messages[0]["text"]
+    if f"trial {n}" not in final or "api_key_env" not in final:
+        return victim, f"incomplete final text: {final[-60:]!r}"
+    return victim, None
+
+
+def inbox_done(gw) -> bool:
+    """Trials run one after another: every inbound message so far is done."""
+    with sqlite3.connect(gw.state / "gateway.db") as db:
+        return db.execute("SELECT count(*) FROM inbox WHERE state != 'done'").fetchone()[0] == 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    runs, bad = Counter(), Counter()
+    violations = []
+    with tempfile.TemporaryDirectory() as tmp, FakePlatform() as platform:
+        gw = pipeline_gateway(Path(tmp), platform, max_restarts=100_000, ping_deadline=10.0)
+        gw.start()
+        try:
+            for n in range(args.trials):
+                victim, problem = trial(gw, platform, rng, n)
+                runs[victim] += 1
+                if problem:
+                    bad[victim] += 1
+                    violations.append(f"trial {n} ({victim}): {problem}")
+                    print(violations[-1], file=sys.stderr, flush=True)
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
+    print(f"{'victim':<22}{'trials':>8}{'violations':>12}")
+    for victim in VICTIMS:
+        print(f"{victim:<22}{runs[victim]:>8}{bad[victim]:>12}")
+    print(f"{'total':<22}{sum(runs.values()):>8}{sum(bad.values()):>12}")
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
