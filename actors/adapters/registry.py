@@ -73,6 +73,8 @@ register(AdapterType("fake", "actors.adapters.fake.FakePlatformAdapter", pacing=
 # The terminal (``run_gateway.py chat``) is always there unless a [adapters.cli] table says otherwise.
 register(AdapterType("cli", "actors.adapters.cli.CliAdapter", pacing="cli"))
 IMPLICIT_ADAPTERS = {"cli": {"type": "cli"}}
+# With no [adapters] at all, the embedded default: the web chat on http://127.0.0.1:8765/.
+DEFAULT_ADAPTERS = {"web": {"type": "webchat"}}
 
 
 # ------------------------------------------------------------------------------------------------- validation
@@ -148,7 +150,7 @@ def _check_pacing(file: str, name: str, overrides: Mapping) -> None:
 def validate_all(config: Mapping) -> dict:
     """Every [adapters.NAME] table, validated: {name: args}. Meant for config loading too (exit 78 early)."""
     file = config_file(config)
-    tables = {**IMPLICIT_ADAPTERS, **(config.get("adapters") or {})}
+    tables = {**IMPLICIT_ADAPTERS, **(config.get("adapters") or DEFAULT_ADAPTERS)}
     return {name: validate_adapter(name, table, file) for name, table in tables.items()}
 
 

@@ -116,3 +116,293 @@ class FakePlatformHarness:
 
 
 HARNESSES = {"fake": FakePlatformHarness}
+
+
+class WebChatHarness:
+    """The embedded web chat: the adapter is the server, so the "platform" is a scripted page (a WebSocket client
+    per chat; the chat id is the visitor id). Floods and attempt records come from the adapter's fault injection,
+    armed by [debug] fault_injection in the adapter's config."""
+    adapter_type = "webchat"
+    adapter_name = "web"
+    adapter_kind = "WebChatAdapter"
+    text_limit = 1_000_000         # actors.sessions.pacing: webchat
+
+    def __init__(self, workdir: Path):
+        from tests.actor_system import free_port
+        self.port = free_port()
+        self.client = None
+        self.control = "harness-control"   # the visitor whose connection carries the debug frames
+
+    def start(self) -> None:
+        from tests.webchat.client import WebChatClient
+        self.client = WebChatClient(f"http://127.0.0.1:{self.port}")
+
+    def stop(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def drop_connection(self) -> None:
+        self.client.drop_all()
+
+    def adapter_toml(self) -> str:
+        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\nport = {self.port}\n'
+                f'[debug]\nfault_injection = true\n')
+
+    # -- inbound: a handle is "chat/message id/delivery number"
+    def inject(self, chat: str, text: str, user: str = "alice") -> str:
+        import uuid
+        message_id = uuid.uuid4().hex[:12]
+        self.client.say(chat, message_id, text)
+        return f"{chat}/{message_id}/1"
+
+    def platform_message_id(self, handle: str) -> str:
+        chat, message_id, _ = handle.split("/")
+        return f"{chat}:{message_id}"
+
+    def replay(self, handle: str) -> str:
+        chat, message_id, _ = handle.split("/")
+        frame = next(f for f in self.client.visitor(chat).frames if f.get("type") == "ack" and f["id"] == message_id)
+        self.client.say(chat, frame["id"], "replayed: the id, not the text, is what the inbox dedups on")
+        return f"{chat}/{message_id}/2"
+
+    def inject_malformed(self) -> tuple[str, str]:
+        import uuid
+        chat, message_id = f"malformed-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:12]
+        self.client.say(chat, message_id, 42)
+        return f"{chat}/{message_id}/1", "text must be a string"
+
+    def acknowledged(self, handle: str) -> bool:
+        chat, message_id, delivery = handle.split("/")
+        visitor = self.client.visitor(chat)
+        return visitor.acks[message_id] >= int(delivery) or message_id in visitor.errors
+
+    def source(self, chat: str, user: str = "alice") -> Source:
+        return Source(platform=self.adapter_name, chat_id=chat, chat_type="dm", user_id=chat)
+
+    # -- outbound, as the adapter recorded it (the page has nothing the adapter did not push)
+    def _debug(self, chat: str, frame: dict) -> dict:
+        reply = self.client.request(chat, frame)
+        assert reply.get("type") == "debug", reply
+        return reply
+
+    def sent(self, chat: str) -> list[dict]:
+        return [{"message_id": m["message_id"], "text": m["text"], "deleted": m["deleted"]}
+                for m in self._debug(chat, {"type": "debug.attempts", "op": "send"})["sent"]]
+
+    def attempts(self, chat: str, op: str) -> list[dict]:
+        return self._debug(chat, {"type": "debug.attempts", "op": op})["attempts"]
+
+    def script_floods(self, count: int, retry_after: float) -> None:
+        self._debug(self.control, {"type": "debug.floods", "count": count, "retry_after": retry_after})
+
+    def clear_faults(self) -> None:
+        self._debug(self.control, {"type": "debug.clear"})
+
+    def flood_violations(self) -> int:
+        return self._debug(self.control, {"type": "debug.attempts"})["violations"]
+
+
+HARNESSES["webchat"] = WebChatHarness
+
+
+# ------------------------------------------------------------------------------------------------------ Telegram
+# Appended as a block of its own (harnesses are added by different people): its imports come with it.
+import hashlib  # noqa: E402
+
+from tests.fakes.telegram import FakeTelegram  # noqa: E402
+
+
+def telegram_chat_number(chat: str) -> int:
+    """A stable positive Telegram chat id for one of the suite's chat names (private chat id = its user's id)."""
+    return 10 ** 9 + int(hashlib.sha256(chat.encode()).hexdigest()[:8], 16)
+
+
+class NamedChatTelegram(FakeTelegram):
+    """The suite names its chats ("ops-1a2b3c4d"), sends to them before anyone wrote there, and expects inbound
+    messages to carry the name as their chat id. Telegram numbers chats. This fake keeps numbers inside, shows a
+    named chat's name as ``chat.id`` in updates, and resolves a name given as ``chat_id`` to its chat, creating
+    the private chat on first use (as if the user had started the bot)."""
+
+    def name_chat(self, state: dict, name: str) -> int:
+        number = telegram_chat_number(name)
+        user = {"id": number, "is_bot": False, "first_name": name, "username": name}
+        self._ensure_chat(state, number, "private", user, None, False)["name"] = name
+        return number
+
+    def find_chat(self, state: dict, params: dict):
+        chat_id = params.get("chat_id")
+        if isinstance(chat_id, str) and chat_id and not chat_id.lstrip("-").isdigit() and chat_id[0] != "@":
+            params = dict(params, chat_id=self.name_chat(state, chat_id))
+        return super().find_chat(state, params)
+
+    def message_object(self, chat: dict, message: dict, with_reply: bool = True) -> dict:
+        obj = super().message_object(chat, message, with_reply)
+        if "name" in chat:
+            for shown in (obj, obj.get("reply_to_message") or {}):
+                if "chat" in shown:
+                    shown["chat"] = dict(shown["chat"], id=chat["name"])
+        return obj
+
+
+class TelegramHarness:
+    """The fake Bot API (tests/fakes/telegram), in-process, polled by the Telegram adapter."""
+    adapter_type = "telegram"
+    adapter_name = "telegram"
+    adapter_kind = "TelegramAdapter"
+    text_limit = 4096
+    METHODS = {"send": "sendMessage", "edit": "editMessageText", "delete": "deleteMessage",
+               "typing": "sendChatAction"}
+
+    def __init__(self, workdir: Path):
+        self.state_file = str(workdir / "telegram.json")
+        self.port = 0
+        self.server: Optional[NamedChatTelegram] = None
+
+    def start(self) -> None:
+        self.server = NamedChatTelegram(port=self.port, state_file=self.state_file).start()
+        self.port = self.server.port
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def drop_connection(self) -> None:
+        self.stop()
+        self.start()
+
+    def adapter_toml(self) -> str:
+        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\ntoken = "{self.server.token}"\n'
+                f'base_url = "{self.server.base_url}"\npoll_timeout_s = 1.0\n')
+
+    # -- inbound
+    def inject(self, chat: str, text: str, user: str = "alice") -> str:
+        with self.server.mutate() as state:
+            number = self.server.name_chat(state, chat)
+        return str(self.server.inject_message(text, chat_id=number, username=user, first_name=user)["update_id"])
+
+    def _update(self, handle: str) -> dict:
+        return self.server.read(lambda s: next(u for u in s["updates"] if u["update_id"] == int(handle)))
+
+    def platform_message_id(self, handle: str) -> str:
+        message = self._update(handle)["message"]
+        return f"{message['chat']['id']}:{message['message_id']}"
+
+    def replay(self, handle: str) -> str:
+        original = self._update(handle)
+        with self.server.mutate() as state:  # the same message in a new update: what a re-delivery looks like
+            update = dict(original, update_id=state["next_update_id"])
+            state["next_update_id"] += 1
+            state["updates"].append(update)
+        return str(update["update_id"])
+
+    def inject_malformed(self) -> tuple[str, str]:
+        with self.server.mutate() as state:
+            update = {"update_id": state["next_update_id"], "message": {"message_id": 1, "date": 0, "text": "x"}}
+            state["next_update_id"] += 1
+            state["updates"].append(update)
+        return str(update["update_id"]), "message has no chat"
+
+    def acknowledged(self, handle: str) -> bool:
+        return self.server.read(lambda s: s["confirmed_offset"]) > int(handle)
+
+    def source(self, chat: str, user: str = "alice") -> Source:
+        return Source(platform=self.adapter_name, chat_id=chat, chat_type="dm",
+                      user_id=str(telegram_chat_number(chat)), user_name=user)
+
+    # -- outbound
+    def sent(self, chat: str) -> list[dict]:
+        return [{"message_id": str(m["message_id"]), "text": m["text"], "deleted": m["deleted"]}
+                for m in self.server.messages(telegram_chat_number(chat))]
+
+    def attempts(self, chat: str, op: str) -> list[dict]:
+        return [{"at": o["at"], "status": o["status"]}
+                for o in self.server.ops(telegram_chat_number(chat), self.METHODS[op])]
+
+    def script_floods(self, count: int, retry_after: float) -> None:
+        # Telegram's retry_after is whole seconds: the fake rounds ``retry_after`` up to at least 1.
+        self.server.set_faults(next=["flood"] * count, flood_retry_after=retry_after, methods=("sendMessage",))
+
+    def clear_faults(self) -> None:
+        self.server.set_faults()
+
+    def flood_violations(self) -> int:
+        return self.server.stats()["retry_after_violations"]
+
+
+HARNESSES["telegram"] = TelegramHarness
+
+
+class HttpApiHarness:
+    """The http adapter's webhook side: the adapter is the server, the "platform" is a signed webhook sender
+    (tests/http_api/fakes.py) plus a callback receiver in this process, which records what the bot sent."""
+    adapter_type = "http"
+    adapter_name = "http"
+    adapter_kind = "HttpApiAdapter"
+    secret = "harness-webhook-secret"
+
+    def __init__(self, workdir: Path):
+        from actors.sessions.pacing import pacing_for
+        from tests.actor_system import free_port
+        from tests.http_api.fakes import CallbackReceiver, WebhookSender
+        self.text_limit = pacing_for(self.adapter_type).text_limit
+        self.port = free_port()
+        self.receiver = CallbackReceiver(self.secret)
+        self.sender = WebhookSender(f"http://127.0.0.1:{self.port}/webhook", self.secret)
+
+    def start(self) -> None:
+        self.receiver.start()
+
+    def stop(self) -> None:
+        self.receiver.stop()
+
+    def drop_connection(self) -> None:
+        self.receiver.stop()
+        self.receiver.start()
+
+    def adapter_toml(self) -> str:
+        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\nport = {self.port}\n'
+                f'hmac_secret = "{self.secret}"\ncallback_url = "{self.receiver.url}"\n')
+
+    # -- inbound: a handle is one delivery of a body
+    def inject(self, chat: str, text: str, user: str = "alice") -> str:
+        import uuid
+        return self.sender.deliver({"conversation_id": chat, "user_id": user, "message_id": uuid.uuid4().hex,
+                                    "text": text})
+
+    def platform_message_id(self, handle: str) -> str:
+        body = self.sender.bodies[handle]
+        return f"{body['conversation_id']}/{body['message_id']}"
+
+    def replay(self, handle: str) -> str:
+        return self.sender.deliver(self.sender.bodies[handle])
+
+    def inject_malformed(self) -> tuple[str, str]:
+        body = {"conversation_id": None, "user_id": "mallory", "message_id": "m-bad", "text": 42}
+        return self.sender.deliver(body), "conversation_id must be a non-empty string"
+
+    def acknowledged(self, handle: str) -> bool:
+        return self.sender.status(handle) is not None
+
+    def source(self, chat: str, user: str = "alice") -> Source:
+        return Source(platform=self.adapter_name, chat_id=chat, chat_type="dm", user_id=user, user_name=user)
+
+    # -- outbound: what the callback receiver got
+    def sent(self, chat: str) -> list[dict]:
+        return [{k: m[k] for k in ("message_id", "text", "deleted")} for m in self.receiver.messages(chat)]
+
+    def attempts(self, chat: str, op: str) -> list[dict]:
+        return self.receiver.attempts(chat, op)
+
+    def script_floods(self, count: int, retry_after: float) -> None:
+        self.receiver.script_floods(count, retry_after)
+
+    def clear_faults(self) -> None:
+        self.receiver.clear_faults()
+
+    def flood_violations(self) -> int:
+        return self.receiver.flood_violations()
+
+
+HARNESSES["http"] = HttpApiHarness

@@ -26,9 +26,9 @@ def test_a_valid_table_gets_its_defaults_and_becomes_one_permanent_child():
     assert spec.args == {**FAKE, "profile": "default", "pacing": {}, "poll_timeout_s": 1.0}
 
 
-def test_with_no_adapters_configured_only_the_implicit_terminal_adapter_runs():
+def test_with_no_adapters_configured_the_terminal_and_the_web_chat_run():
     for config in ({"adapters": {}}, {}):
-        assert [s.name for s in adapter_specs(config)] == ["cli"]
+        assert sorted(s.name for s in adapter_specs(config)) == ["cli", "web"]
 
 
 def test_integers_are_accepted_for_numbers():

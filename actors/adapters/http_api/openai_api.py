@@ -1,0 +1,264 @@
+"""The OpenAI-compatible endpoint: ``POST /v1/chat/completions`` (streaming and not) and ``GET /v1/models``.
+
+Auth: ``Authorization: Bearer <one of api_tokens>``; anything else is a 401 in OpenAI's error shape, which OpenAI
+clients turn into their authentication error.
+
+A request is one turn of a gateway conversation: the LAST user message becomes the inbound event (the session keeps
+the history; earlier messages of the request are not replayed). The conversation is, in order of preference, the
+``user`` field, the ``X-Conversation-Id`` header, or a fresh one per request; it is always scoped to the bearer
+token, so two clients never share a conversation by choosing the same name. The response waits for the turn's reply
+(``reply_timeout_s``, then 504): one ``chat.completion``, or ``chat.completion.chunk`` events that grow with the
+reply's previews, a last chunk with ``finish_reason: "stop"`` and ``data: [DONE]``.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Optional
+
+from aiohttp import web
+
+from actors.adapters.base import MalformedPayload
+from actors.adapters.http_api.replies import ReplyWatch, ServiceStopping, StreamCursor
+from actors.adapters.http_api.webhook import API_CHAT_PREFIX, MAX_ID_CHARS
+from actors.messages import MessageEvent, Source
+
+ORIGIN = "api"
+CONVERSATION_HEADER = "X-Conversation-Id"
+IDLE_POLL_S = 0.5       # how often a waiting request looks at its inbox row while nothing happens
+FINAL_POLL_S = 0.02     # after the final text arrived: the row is marked done right after the last part lands
+
+
+class BadRequest(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    text: str
+    model: str
+    stream: bool
+    user: Optional[str]
+
+
+def message_text(content: Any) -> str:
+    """The text of a message's content: a string, or a list of parts of which the text parts count."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(part["text"] for part in content
+                         if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str))
+    raise BadRequest("message content must be a string or a list of content parts")
+
+
+def parse_chat_request(body: Any) -> ChatRequest:
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty array")
+    user_messages = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    if not user_messages:
+        raise BadRequest("'messages' holds no message with role 'user'")
+    text = message_text(user_messages[-1].get("content"))
+    if not text.strip():
+        raise BadRequest("the last user message has no text")
+    model, stream, user = body.get("model", ""), body.get("stream", False), body.get("user")
+    if not isinstance(model, str):
+        raise BadRequest("'model' must be a string")
+    if not isinstance(stream, bool):
+        raise BadRequest("'stream' must be true or false")
+    if user is not None and (not isinstance(user, str) or len(user) > MAX_ID_CHARS):
+        raise BadRequest(f"'user' must be a string of at most {MAX_ID_CHARS} characters")
+    return ChatRequest(text=text, model=model, stream=stream, user=user or None)
+
+
+def token_owner(token: str) -> str:
+    """A short, non-reversible name for a bearer token: safe in chat ids, session records and logs."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()[:16]
+
+
+def conversation_chat_id(token: str, user: Optional[str], conversation: Optional[str], request_id: str) -> str:
+    owner = token_owner(token)
+    if user:
+        return f"{API_CHAT_PREFIX}{owner}:user:{user}"
+    if conversation:
+        return f"{API_CHAT_PREFIX}{owner}:conversation:{conversation}"
+    return f"{API_CHAT_PREFIX}{owner}:request:{request_id}"
+
+
+def api_event(raw: dict, adapter_name: str, profile: str) -> MessageEvent:
+    """The MessageEvent of a request the endpoint has already validated (see ``OpenAIEndpoint.chat_completions``)."""
+    chat_id, user_id, message_id, text = (raw.get(k) for k in ("chat_id", "user_id", "message_id", "text"))
+    if not all(isinstance(v, str) and v for v in (chat_id, user_id, message_id)) or not isinstance(text, str):
+        raise MalformedPayload("api event without chat_id, user_id, message_id or text")
+    source = Source(platform=adapter_name, chat_id=chat_id, chat_type="dm", user_id=user_id, user_name=user_id,
+                    profile=profile)
+    return MessageEvent(source=source, text=text, platform_message_id=message_id, received_at=time.time())
+
+
+# ----------------------------------------------------------------------------------------------- response shapes
+
+def _error_event(message: str, kind: str, code: Optional[str]) -> dict:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def error_response(status: int, message: str, kind: str, code: Optional[str]) -> web.Response:
+    return web.json_response(_error_event(message, kind, code), status=status)
+
+
+def completion_body(request_id: str, created: int, model: str, text: str) -> dict:
+    return {"id": request_id, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+
+
+def chunk_body(request_id: str, created: int, model: str, delta: dict, finish_reason: Optional[str] = None) -> dict:
+    return {"id": request_id, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+
+def _sse(payload: Any) -> bytes:
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {data}\n\n".encode("utf-8")
+
+
+async def _quietly(write: Awaitable) -> None:
+    try:
+        await write
+    except ConnectionResetError:
+        pass
+
+
+class ClientGone(Exception):
+    """The HTTP client disconnected while its reply was on the way."""
+
+
+# ------------------------------------------------------------------------------------------------- the endpoint
+
+class OpenAIEndpoint:
+    """``adapter`` is the HttpApiAdapter (see its "for the endpoints" section)."""
+
+    def __init__(self, adapter):
+        self.adapter = adapter
+
+    def bearer_token(self, request: web.Request) -> Optional[str]:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            return None
+        given_bytes = given.strip().encode("utf-8", "surrogateescape")
+        matched = None
+        for token in self.adapter.api_tokens:   # every token compared, so the time says nothing about which
+            if hmac.compare_digest(token.encode("utf-8"), given_bytes):
+                matched = token
+        return matched
+
+    def unauthorised(self, request: web.Request) -> web.Response:
+        self.adapter.refused(request, "v1: missing or unknown bearer token")
+        return error_response(401, "Incorrect or missing API key.", "invalid_request_error", "invalid_api_key")
+
+    async def models(self, request: web.Request) -> web.Response:
+        if self.bearer_token(request) is None:
+            return self.unauthorised(request)
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "agent-gateway"}
+                for name in self.adapter.profile_names()]
+        return web.json_response({"object": "list", "data": data})
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        token = self.bearer_token(request)
+        if token is None:
+            return self.unauthorised(request)
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return error_response(413, "The request body is too large.", "invalid_request_error", "too_large")
+        try:
+            chat = parse_chat_request(json.loads(body))
+        except (ValueError, BadRequest) as exc:   # json's errors are ValueErrors too
+            return error_response(400, str(exc) if isinstance(exc, BadRequest) else f"invalid JSON: {exc}",
+                                  "invalid_request_error", None)
+        conversation = request.headers.get(CONVERSATION_HEADER, "")[:MAX_ID_CHARS] or None
+        request_id = "chatcmpl-" + uuid.uuid4().hex
+        chat_id = conversation_chat_id(token, chat.user, conversation, request_id)
+        raw = {"origin": ORIGIN, "chat_id": chat_id, "user_id": chat.user or f"api-{token_owner(token)}",
+               "message_id": request_id, "text": chat.text}
+        # Waiting starts before the row exists: the reply's first operation can never arrive unexpected.
+        watch = self.adapter.replies.open(chat_id, request_id)
+        model, created = chat.model or self.adapter.profile, int(time.time())
+        try:
+            stored = await self.adapter.ingest(raw)
+            if stored is None:
+                return error_response(503, "The gateway is not accepting messages right now; retry shortly.",
+                                      "server_error", "unavailable")
+            self.adapter.replies.stored(watch, stored[0])
+            if chat.stream:
+                return await self._stream(request, watch, request_id, created, model)
+            text = await self._wait(request, watch)
+            if text is None:
+                return error_response(504, "The agent did not answer in time.", "timeout", "timeout")
+            return web.json_response(completion_body(request_id, created, model, text))
+        except (ClientGone, ConnectionResetError):
+            return web.Response(status=499)   # nobody reads it; the turn goes on and its reply is dropped
+        finally:
+            self.adapter.replies.close(watch)
+
+    async def _stream(self, request: web.Request, watch: ReplyWatch, request_id: str, created: int,
+                      model: str) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        try:
+            await self._stream_into(request, response, watch, request_id, created, model)
+        except (ClientGone, ConnectionResetError):
+            pass   # the turn goes on; its reply is dropped
+        except ServiceStopping:
+            await _quietly(response.write(_sse(_error_event("The gateway is stopping; retry shortly.",
+                                                            "server_error", "unavailable"))))
+        return response
+
+    async def _stream_into(self, request: web.Request, response: web.StreamResponse, watch: ReplyWatch,
+                           request_id: str, created: int, model: str) -> None:
+        await response.prepare(request)
+        await response.write(_sse(chunk_body(request_id, created, model, {"role": "assistant", "content": ""})))
+        cursor = StreamCursor()
+
+        async def on_change(text: str) -> None:
+            delta = cursor.preview(text)
+            if delta:
+                await response.write(_sse(chunk_body(request_id, created, model, {"content": delta})))
+
+        text = await self._wait(request, watch, on_change)
+        if text is None:
+            await response.write(_sse(_error_event("The agent did not answer in time.", "timeout", "timeout")))
+        else:
+            delta = cursor.final(text)
+            if delta:
+                await response.write(_sse(chunk_body(request_id, created, model, {"content": delta})))
+            await response.write(_sse(chunk_body(request_id, created, model, {}, "stop")))
+            await response.write(_sse("[DONE]"))
+        await response.write_eof()
+
+    async def _wait(self, request: web.Request, watch: ReplyWatch,
+                    on_change: Optional[Callable[[str], Awaitable[None]]] = None) -> Optional[str]:
+        """The reply's final text once the turn is finished; None on timeout. Raises ClientGone."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.adapter.reply_timeout_s
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            try:
+                await asyncio.wait_for(watch.changed.wait(), min(FINAL_POLL_S if watch.saw_final else IDLE_POLL_S,
+                                                                 remaining))
+                changed = True
+            except asyncio.TimeoutError:
+                changed = False
+            watch.changed.clear()   # before any await: a change during on_change is seen by the next round
+            if request.transport is None or request.transport.is_closing():
+                raise ClientGone()
+            if changed and on_change is not None:
+                await on_change(watch.text())
+            if (watch.saw_final or not changed) and await self.adapter.turn_finished(watch.seq):
+                return watch.text()

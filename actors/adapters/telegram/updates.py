@@ -1,0 +1,105 @@
+"""From a Bot API ``Update`` to a ``MessageEvent``: pure functions, no network.
+
+Which updates become input: a ``message`` with ``text`` (private chats, groups, supergroups, forum topics).
+Everything else is acknowledged and skipped without a word: edits (``edited_message``: a changed message is not a
+new question, and answering it again would turn one message into two turns), media without text, service messages
+(joins, pins), and update kinds the bot did not ask for. The adapter asks Telegram for ``message`` updates only
+(``ALLOWED_UPDATES``), so the filter is a second line, not the first.
+
+Identity: Telegram numbers messages per chat, so the dedup id is ``"<chat_id>:<message_id>"``; replies name their
+target the same way. Chats: private -> "dm"; group/supergroup -> "group", or "thread" with ``thread_id`` for a
+message in a forum topic (storage.keys then keys the session by chat and topic).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from actors.adapters.base import MalformedPayload
+from actors.messages import MessageEvent, Source
+
+ALLOWED_UPDATES = ["message"]
+GROUP_TYPES = ("group", "supergroup")
+
+
+def update_ids(updates: list) -> list[int]:
+    return [u["update_id"] for u in updates if isinstance(u, dict) and type(u.get("update_id")) is int]
+
+
+def is_input(update: Any) -> bool:
+    """True for updates that are (or pretend to be) a text message; anything not even a dict goes on to
+    ``event_from_update`` so that it is rejected loudly."""
+    if not isinstance(update, dict):
+        return True
+    message = update.get("message")
+    if message is None:
+        return False
+    return not isinstance(message, dict) or "text" in message
+
+
+def message_ref(chat_id: Any, message_id: Any) -> str:
+    return f"{chat_id}:{message_id}"
+
+
+def message_id_of(ref: Optional[str]) -> Optional[int]:
+    """The Telegram message id inside a ``message_ref`` (or a bare id); None if there is none."""
+    if ref is None:
+        return None
+    tail = str(ref).rsplit(":", 1)[-1]
+    return int(tail) if tail.lstrip("-").isdigit() else None
+
+
+def event_from_update(update: Any, platform: str, profile: str, bot_username: str = "") -> MessageEvent:
+    if not isinstance(update, dict):
+        raise MalformedPayload(f"update is {type(update).__name__}, not an object")
+    where = f"update {update.get('update_id')!r}"
+    message = update.get("message")
+    if not isinstance(message, dict):
+        raise MalformedPayload(f"{where}: message is {type(message).__name__}, not an object")
+    chat, text, message_id = message.get("chat"), message.get("text"), message.get("message_id")
+    # Telegram's chat ids are integers; any other non-empty scalar is taken as an opaque id (the conformance
+    # suite's fake names its chats), since the gateway only ever hands it back to sendMessage.
+    if not isinstance(chat, dict) or type(chat.get("id")) not in (int, str) or chat.get("id") == "":
+        raise MalformedPayload(f"{where}: message has no chat with an id")
+    if not isinstance(text, str):
+        raise MalformedPayload(f"{where}: text must be a string, got {type(text).__name__}")
+    if type(message_id) is not int:
+        raise MalformedPayload(f"{where}: message_id must be an integer, got {message_id!r}")
+    chat_type, thread_id = _chat_kind(chat, message)
+    sender = message.get("from") if isinstance(message.get("from"), dict) else {}
+    user_id = sender.get("id")
+    source = Source(platform=platform, chat_id=str(chat["id"]), chat_type=chat_type, thread_id=thread_id,
+                    user_id=None if user_id is None else str(user_id),
+                    user_name=sender.get("username") or sender.get("first_name"), profile=profile)
+    replied = message.get("reply_to_message")
+    reply_to = (message_ref(chat["id"], replied["message_id"])
+                if isinstance(replied, dict) and type(replied.get("message_id")) is int else None)
+    return MessageEvent(source=source, text=strip_bot_mention(text, bot_username),
+                        platform_message_id=message_ref(chat["id"], message_id), received_at=time.time(),
+                        reply_to_message_id=reply_to)
+
+
+def _chat_kind(chat: dict, message: dict) -> tuple[str, Optional[str]]:
+    kind = chat.get("type")
+    if kind == "private":
+        return "dm", None
+    if kind == "channel":
+        return "channel", None
+    if kind in GROUP_TYPES:
+        thread = message.get("message_thread_id")
+        # Outside forums message_thread_id also marks reply threads; only forum topics are conversations.
+        if message.get("is_topic_message") and type(thread) is int:
+            return "thread", str(thread)
+        return "group", None
+    raise MalformedPayload(f"unknown chat type {kind!r}")
+
+
+def strip_bot_mention(text: str, bot_username: str) -> str:
+    """"/stop@my_bot now" -> "/stop now": in groups Telegram clients address commands to one bot that way."""
+    if not bot_username or not text.startswith("/"):
+        return text
+    command, sep, rest = text.partition(" ")
+    suffix = "@" + bot_username.lower()
+    if command.lower().endswith(suffix):
+        return command[:-len(suffix)] + sep + rest
+    return text

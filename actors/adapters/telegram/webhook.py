@@ -1,0 +1,61 @@
+"""The small HTTP server Telegram pushes updates to in webhook mode (aiohttp, on the adapter's bridge loop).
+
+Telegram treats any 2xx as "delivered, never send it again", and retries anything else. So the server answers 2xx
+only once ``deliver(update)`` has returned, which the adapter makes mean "the inbox row is committed"; a failure
+answers 500 and Telegram delivers the update again later (the inbox dedup absorbs a repeat). A request without the
+configured ``X-Telegram-Bot-Api-Secret-Token`` is refused with 401 before its body is read.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from typing import Any, Awaitable, Callable, Optional
+
+from aiohttp import web
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+MAX_BODY_BYTES = 1 << 20   # an Update is a few KB; nothing legitimate comes close
+
+
+class WebhookServer:
+    def __init__(self, host: str, port: int, path: str, secret: str,
+                 deliver: Callable[[Any], Awaitable[None]], on_error: Callable[[str], None]):
+        self.host, self.requested_port, self.path = host, port, path
+        self._secret = secret.encode()
+        self._deliver, self._on_error = deliver, on_error
+        self._runner: Optional[web.AppRunner] = None
+        self.port: Optional[int] = None
+
+    async def start(self) -> int:
+        """Listen; returns the bound port (useful when 0 was asked for)."""
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        app.router.add_post(self.path, self._handle)
+        # No access log: a request line is of no use to an operator here, and the path may be made secret-ish.
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.requested_port, reuse_address=True).start()
+        self.port = self._runner.addresses[0][1]
+        return self.port
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        given = request.headers.get(SECRET_HEADER, "").encode()
+        if not hmac.compare_digest(given, self._secret):
+            return web.Response(status=401, text="wrong secret token")
+        try:
+            update = json.loads(await request.read())
+        except ValueError:
+            return web.Response(status=400, text="not JSON")
+        try:
+            await self._deliver(update)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - not stored: Telegram must deliver it again
+            self._on_error(f"{type(exc).__name__}: {exc}")
+            return web.Response(status=500, text="not stored, try again")
+        return web.Response(status=200)

@@ -1,0 +1,237 @@
+"""The web chat adapter: the gateway's own chat page, served on the configured host (loopback by default).
+
+    [adapters.web]
+    type = "webchat"
+    host = "127.0.0.1"       # the one interface it listens on
+    port = 8765              # 0: the OS picks a free port; the address is logged either way
+    profile = "default"
+
+Push style: the server (server.py) calls ``handle_frame`` for every frame a page sends; a message goes through the
+base's ``emit``, so it is in the inbox before the page gets its ack. Outbound operations are pushed to the visitor's
+open tabs; with no tab open they still succeed: the answer is in the transcript, and a page that connects asks for
+the history. The server outlives intake stops (drain): pages still receive answers and can read their history, but
+new messages are answered with a retryable error until the intake runs again.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+import time
+from typing import Any, Optional
+
+from actors.adapters.base import MalformedPayload, PlatformAdapter
+from actors.adapters.errors import FloodError, MessageNotFoundError, RetryableError, TooLongError
+from actors.adapters.webchat import protocol
+from actors.adapters.webchat.protocol import (CLIENT_MESSAGE_ID, MAX_TEXT_CHARS, VISITOR_ID, Outbox, error_frame,
+                                              frame_id, op_frame)
+from actors.adapters.webchat.server import WebChatServer
+from actors.messages import MessageEvent, PlatformOp, Source
+from storage import StorageError, session_key
+
+MAX_ATTEMPTS_KEPT = 200            # per chat and action, fault-injection runs only
+
+
+class WebChatAdapter(PlatformAdapter):
+    def __init__(self):
+        super().__init__()
+        self.server: Optional[WebChatServer] = None
+        self.outbox = Outbox()
+        self._store_batch = None              # the base's emit while the intake runs, else None
+        # Message ids are unique across restarts of this actor: a page may still hold ids of an earlier instance.
+        self._id_prefix = f"w{secrets.token_hex(4)}"
+        self._ids = itertools.count(1)
+        self._floods_left, self._flood_retry_after, self._violations = 0, 0.0, 0
+        self._banned_until: dict[str, float] = {}
+        self._attempts: dict[tuple[str, str], list] = {}
+
+    # -------------------------------------------------------------------------------------------------- intake
+    async def connect(self) -> None:
+        # The server starts once and stays up across intake restarts (see the module docstring).
+        if self.server is not None:
+            return
+        host, port = self.settings.get("host", "127.0.0.1").strip(), self.settings.get("port", 8765)
+        # Retryable, not a crash: a bad web chat setting must not take the other adapters down with it (the
+        # supervisor escalates a crash loop to the root); the warning repeats until the configuration is fixed.
+        if not host:
+            raise RetryableError("host is empty; name one interface (an empty host would listen on all of them)")
+        if port > 65535:
+            raise RetryableError(f"port {port} is not a TCP port (0-65535)")
+        server = WebChatServer(host, port, self)
+        port = await server.start()
+        self.server = server
+        self._say(logging.INFO, "%s: web chat serving on http://%s/ (port %d)", self.name, _host_port(host, port), port)
+        if host in ("0.0.0.0", "::"):
+            self._say(logging.WARNING, "%s: the web chat listens on every interface (host %s) and has no login: "
+                      "anyone who reaches the port can chat as any visitor", self.name, host)
+
+    async def run_intake(self, emit) -> None:
+        self._store_batch = emit
+        try:
+            await asyncio.Event().wait()   # the server's handlers do the work until the intake is cancelled
+        finally:
+            self._store_batch = None
+
+    async def disconnect(self) -> None:
+        self._store_batch = None
+
+    async def close(self) -> None:
+        server, self.server = self.server, None
+        if server is not None:
+            await server.stop()
+
+    def normalise(self, raw: Any) -> MessageEvent:
+        if not isinstance(raw, dict):
+            raise MalformedPayload(f"message is {type(raw).__name__}, not an object")
+        visitor, message_id, text = raw.get("visitor"), raw.get("id"), raw.get("text")
+        if not isinstance(visitor, str) or not VISITOR_ID.fullmatch(visitor):
+            raise MalformedPayload("bad visitor id")
+        if not isinstance(message_id, str) or not CLIENT_MESSAGE_ID.fullmatch(message_id):
+            raise MalformedPayload("message id must be 1-64 of A-Z a-z 0-9 _ -")
+        if not isinstance(text, str):
+            raise MalformedPayload(f"text must be a string, got {type(text).__name__}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise MalformedPayload("text is not valid Unicode (a lone surrogate)") from None
+        if not text.strip():
+            raise MalformedPayload("text is empty")
+        if len(text) > MAX_TEXT_CHARS:
+            raise MalformedPayload(f"text is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+        # Visitor-scoped dedup key: one visitor's ids can never shadow another's messages in the inbox.
+        return MessageEvent(source=self._source(visitor), text=text, platform_message_id=f"{visitor}:{message_id}",
+                            received_at=time.time())
+
+    def _source(self, visitor: str) -> Source:
+        return Source(platform=self.name, chat_id=visitor, chat_type="dm", user_id=visitor, profile=self.profile)
+
+    # ------------------------------------------------------------------------------ frames (server callbacks)
+    async def handle_frame(self, visitor: str, frame: dict) -> Optional[dict]:
+        kind = frame["type"]
+        if kind == "ping":
+            return {"type": "pong"}
+        if kind == "history":
+            return await self._history(visitor)
+        if kind == "message":
+            return await self._take_message(visitor, frame)
+        return self._debug(visitor, frame)
+
+    def reject_frame(self, visitor: str, reason: str) -> None:
+        self._reject(f"visitor {visitor}: {reason}")
+
+    def log_line(self, level: int, text: str) -> None:
+        self._say(level, "%s: %s", self.name, text)
+
+    async def _take_message(self, visitor: str, frame: dict) -> dict:
+        raw = {"visitor": visitor, "id": frame.get("id"), "text": frame.get("text")}
+        reference = frame_id(frame)
+        try:
+            self.normalise(raw)   # checked here too, to tell the page why; the base checks again (cheap)
+        except MalformedPayload as exc:
+            self.reject_frame(visitor, str(exc))
+            return error_frame(str(exc), reference)
+        emit = self._store_batch
+        if emit is None:
+            return error_frame("the gateway is not taking messages right now; will retry", reference, retry=True)
+        try:
+            results = await emit([raw])
+        except Exception as exc:  # noqa: BLE001 - storage trouble: the page keeps the message and retries
+            self._say(logging.WARNING, "%s: could not store a message of visitor %s: %s", self.name, visitor,
+                      self._clean(exc))
+            return error_frame("the gateway could not store the message yet; will retry", reference, retry=True)
+        if not results:
+            return error_frame("the message was rejected", reference)
+        _seq, inserted = results[0]
+        return {"type": "ack", "id": reference, "duplicate": not inserted}
+
+    async def _history(self, visitor: str) -> dict:
+        key = session_key(self._source(visitor))
+        if self.store is None:  # the base opens it before the server starts and closes it after the server stops
+            return error_frame("the history is not available right now; will retry", retry=True)
+        try:
+            info = await self.store.sessions.current(key)
+            events = await self.store.sessions.load(info.session_id, last_n=protocol.HISTORY_EVENTS) if info else []
+            waiting = await self.store.inbox.rows_in_state(key, ("received", "taken"))
+        except StorageError as exc:
+            self._say(logging.WARNING, "%s: history of visitor %s unavailable: %s", self.name, visitor,
+                      self._clean(exc))
+            return error_frame("the history is not available right now; will retry", retry=True)
+        return {"type": "history", "messages": protocol.conversation(events, waiting),
+                "live": self.outbox.live(visitor)}
+
+    # ---------------------------------------------------------------------------------------------- outbound
+    async def send_message(self, op: PlatformOp) -> str:
+        self._check_length(op)
+        self._fault_point(op)
+        message_id = f"{self._id_prefix}-{next(self._ids)}"
+        self.outbox.record(op.chat_id, message_id, op.text, op.final)
+        await self._push(op.chat_id, op_frame("send", message_id, op.text, op.final))
+        return message_id
+
+    async def edit_message(self, op: PlatformOp) -> None:
+        self._check_length(op)
+        known = self.outbox.get(op.chat_id, op.message_id)
+        if known is not None and known["deleted"]:
+            raise MessageNotFoundError("the message was deleted", method="edit")
+        self._fault_point(op)
+        self.outbox.record(op.chat_id, op.message_id, op.text, op.final)
+        await self._push(op.chat_id, op_frame("edit", op.message_id, op.text, op.final))
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        self._fault_point(op)
+        self.outbox.mark_deleted(op.chat_id, op.message_id)
+        await self._push(op.chat_id, op_frame("delete", op.message_id))
+
+    async def send_typing(self, op: PlatformOp) -> None:
+        await self._push(op.chat_id, op_frame("typing", None))
+
+    def _check_length(self, op: PlatformOp) -> None:
+        if len(op.text) > self.pacing.text_limit:
+            raise TooLongError(f"text is {len(op.text)} characters; the limit is {self.pacing.text_limit}",
+                               method=op.action)
+
+    async def _push(self, visitor: str, frame: dict) -> None:
+        # No tab open, or a tab that fails: still a success. The transcript holds the answer; pages reload it.
+        if self.server is not None:
+            await self.server.push(visitor, frame)
+
+    # --------------------------------------------------------------------- fault injection (conformance suite)
+    def _fault_point(self, op: PlatformOp) -> None:
+        """Where a platform would refuse an operation (429). Armed only by [debug] fault_injection: the page itself
+        never floods, but the conformance suite checks that the base waits out a 429 through this adapter too."""
+        if not self.debug_enabled():
+            return
+        now = time.monotonic()
+        banned_for = self._banned_until.get(op.chat_id, 0.0) - now
+        flood = banned_for > 0 or (op.action == "send" and self._floods_left > 0)
+        attempts = self._attempts.setdefault((op.chat_id, op.action), [])
+        attempts.append({"at": time.time(), "status": 429 if flood else 200})
+        del attempts[:-MAX_ATTEMPTS_KEPT]
+        if banned_for > 0:
+            self._violations += 1
+            raise FloodError(banned_for, method=op.action)
+        if flood:
+            self._floods_left -= 1
+            self._banned_until[op.chat_id] = now + self._flood_retry_after
+            raise FloodError(self._flood_retry_after, method=op.action)
+
+    def _debug(self, visitor: str, frame: dict) -> dict:
+        if not self.debug_enabled():
+            self.reject_frame(visitor, f"{frame['type']} refused: [debug] fault_injection is off")
+            return error_frame("debug frames need [debug] fault_injection")
+        if frame["type"] == "debug.floods":
+            count, retry_after = frame.get("count"), frame.get("retry_after")
+            if type(count) is not int or not isinstance(retry_after, (int, float)):
+                return error_frame("debug.floods needs an integer count and a number retry_after")
+            self._floods_left, self._flood_retry_after = count, float(retry_after)
+        elif frame["type"] == "debug.clear":
+            self._floods_left = 0
+            self._banned_until.clear()
+        action = frame.get("op") if isinstance(frame.get("op"), str) else "send"
+        return {"type": "debug", "attempts": list(self._attempts.get((visitor, action), ())),
+                "sent": self.outbox.of(visitor), "violations": self._violations}
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -1,0 +1,210 @@
+"""The web chat's HTTP side: the static page and one WebSocket per tab, on the configured host only (aiohttp).
+
+The server knows frames and connections, nothing of the gateway: every valid frame goes to its ``FrameHandler``
+(the adapter), which answers it. It keeps the open connections per visitor so the adapter can push operations.
+
+Who may connect: the listening socket is bound to the configured host (loopback by default), and since any web
+site the user visits could also open a WebSocket to 127.0.0.1, two more checks apply to every request. The Host
+header must be an IP literal or ``localhost`` (a DNS-rebinding attacker's page carries its own domain name there),
+and a WebSocket's Origin, when the browser sends one, must be this very host and port (a foreign page's Origin is
+its own site). Clients that are not browsers send no Origin and are let in: they could reach the port anyway.
+"""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+from pathlib import Path
+from typing import Optional, Protocol
+from urllib.parse import urlsplit
+
+from aiohttp import WSMsgType, web
+
+from actors.adapters.webchat.protocol import (HARD_FRAME_BYTES, VISITOR_ID, FrameError, error_frame, frame_id,
+                                              parse_frame)
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
+MAX_CONNECTIONS = 256              # all visitors together: each open tab holds one
+PUSH_TIMEOUT_S = 5.0               # a tab that cannot take a frame this long is cut; it reconnects and reloads
+CLOSE_TIMEOUT_S = 1.0              # how long a closing tab may take to answer the close frame
+HEARTBEAT_S = 20.0
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                               "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+}
+
+
+class FrameHandler(Protocol):
+    async def handle_frame(self, visitor: str, frame: dict) -> Optional[dict]: ...
+    def reject_frame(self, visitor: str, reason: str) -> None: ...
+    def log_line(self, level: int, text: str) -> None: ...
+
+
+def host_allowed(host_header: str) -> bool:
+    """True for a Host header naming an IP literal or localhost (with or without a port)."""
+    name = urlsplit(f"//{host_header}").hostname or ""
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
+def origin_allowed(origin: Optional[str], host_header: str) -> bool:
+    if origin is None:
+        return True
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and parts.netloc.lower() == host_header.lower()
+
+
+class Tab:
+    """One open WebSocket. Sends are serialised: a push from an operation lane and an answer to the page's own
+    frame may be written at the same time."""
+
+    def __init__(self, ws: web.WebSocketResponse):
+        self.ws = ws
+        self._lock = asyncio.Lock()
+
+    async def send(self, frame: dict) -> bool:
+        if self.ws.closed:
+            return False
+        try:
+            async with self._lock:
+                await asyncio.wait_for(self.ws.send_str(json.dumps(frame, ensure_ascii=False)), PUSH_TIMEOUT_S)
+            return True
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a tab that cannot take a frame is cut; the operation itself succeeded
+            await self.close()
+            return False
+
+    async def close(self, code: int = 1011, message: bytes = b"") -> None:
+        try:
+            await asyncio.wait_for(self.ws.close(code=code, message=message), CLOSE_TIMEOUT_S + 0.5)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - closing a connection that is already broken
+            pass
+
+
+class WebChatServer:
+    def __init__(self, host: str, port: int, handler: FrameHandler):
+        self.host, self.port, self.handler = host, port, handler
+        self.tabs: dict[str, set[Tab]] = {}
+        self._runner: Optional[web.AppRunner] = None
+
+    # ------------------------------------------------------------------------------------------------ life
+    async def start(self) -> int:
+        """Listen; returns the port (the one the OS picked when configured as 0)."""
+        app = web.Application(middlewares=[self._guard], client_max_size=64 * 1024)
+        app.router.add_get("/", self._index)
+        app.router.add_get("/static/{name}", self._static)
+        app.router.add_get("/ws", self._websocket)
+        app.router.add_get("/favicon.ico", self._no_icon)  # browsers ask for it; a 404 would be a console error
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self.port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        sockets = site._server.sockets if site._server is not None else ()  # noqa: SLF001 - no public accessor
+        self.port = sockets[0].getsockname()[1] if sockets else self.port
+        return self.port
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        tabs = [t for visitor_tabs in self.tabs.values() for t in visitor_tabs]
+        await asyncio.gather(*(tab.close(1001, b"gateway stopping") for tab in tabs))
+        await runner.cleanup()
+
+    # ------------------------------------------------------------------------------------------------ push
+    async def push(self, visitor: str, frame: dict) -> int:
+        """Send a frame to every open tab of the visitor; returns how many took it."""
+        tabs = list(self.tabs.get(visitor, ()))
+        if not tabs:
+            return 0
+        results = await asyncio.gather(*(tab.send(frame) for tab in tabs))
+        return sum(results)
+
+    def open_tabs(self, visitor: str) -> int:
+        return len(self.tabs.get(visitor, ()))
+
+    # ----------------------------------------------------------------------------------------------- routes
+    @web.middleware
+    async def _guard(self, request: web.Request, handler):
+        host = request.headers.get("Host", "")
+        if not host_allowed(host):
+            self.handler.log_line(logging.WARNING, f"web chat: refused a request for host {host[:80]!r} "
+                                                   f"(only IP addresses and localhost are served)")
+            return web.Response(status=421, text="misdirected request: use the gateway's address\n")
+        response = await handler(request)
+        if not isinstance(response, web.WebSocketResponse):
+            response.headers.update(SECURITY_HEADERS)
+        return response
+
+    async def _index(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(STATIC_DIR / "index.html", headers={"Content-Type": "text/html; charset=utf-8"})
+
+    async def _no_icon(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(status=204)
+
+    async def _static(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if name not in STATIC_FILES:  # a fixed list: no path from the URL ever reaches the file system
+            raise web.HTTPNotFound()
+        return web.FileResponse(STATIC_DIR / name,
+                                headers={"Content-Type": f"{STATIC_FILES[name]}; charset=utf-8"})
+
+    async def _websocket(self, request: web.Request) -> web.StreamResponse:
+        visitor = request.query.get("visitor", "")
+        origin = request.headers.get("Origin")
+        if not origin_allowed(origin, request.headers.get("Host", "")):
+            self.handler.log_line(logging.WARNING, f"web chat: refused a WebSocket from origin {origin[:80]!r}")
+            raise web.HTTPForbidden(text="cross-origin WebSocket refused\n")
+        if not VISITOR_ID.fullmatch(visitor):
+            self.handler.reject_frame(visitor[:80], "bad visitor id in /ws?visitor= (8-64 of A-Z a-z 0-9 _ -)")
+            raise web.HTTPBadRequest(text="visitor must be 8-64 characters of A-Z a-z 0-9 _ -\n")
+        if sum(len(t) for t in self.tabs.values()) >= MAX_CONNECTIONS:
+            raise web.HTTPServiceUnavailable(text="too many open chats\n")
+        ws = web.WebSocketResponse(heartbeat=HEARTBEAT_S, max_msg_size=HARD_FRAME_BYTES, timeout=CLOSE_TIMEOUT_S)
+        await ws.prepare(request)
+        tab = Tab(ws)
+        self.tabs.setdefault(visitor, set()).add(tab)
+        try:
+            await tab.send({"type": "hello", "visitor": visitor})
+            await self._serve(visitor, tab)
+        finally:
+            tabs = self.tabs.get(visitor)
+            if tabs is not None:
+                tabs.discard(tab)
+                if not tabs:
+                    del self.tabs[visitor]
+        return ws
+
+    async def _serve(self, visitor: str, tab: Tab) -> None:
+        async for msg in tab.ws:
+            if msg.type == WSMsgType.ERROR:  # e.g. a frame over HARD_FRAME_BYTES: aiohttp closes with 1009
+                self.handler.reject_frame(visitor, f"connection error: {tab.ws.exception()}")
+                return
+            try:
+                frame = parse_frame(msg.data if msg.type == WSMsgType.TEXT else b"")
+            except FrameError as exc:
+                self.handler.reject_frame(visitor, str(exc))
+                await tab.send(error_frame(str(exc)))
+                continue
+            reply = await self.handler.handle_frame(visitor, frame)
+            if reply is not None:
+                await tab.send(reply)

@@ -1,0 +1,332 @@
+"""The Telegram adapter's own parts, without an actor system: Update -> MessageEvent, Markdown -> Telegram markup,
+and the adapter's coroutines (polling, webhook, outbound) on a plain event loop against the in-process fake Bot API.
+The conformance suite (test_conformance.py) runs the same adapter in the real daemon."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from actors.adapters import base, registry
+from actors.adapters.base import MalformedPayload
+from actors.adapters.errors import PermanentError
+from actors.adapters.telegram.adapter import TelegramAdapter
+from actors.adapters.telegram.formatting import markdown_to_markdown_v2, render
+from actors.adapters.telegram.updates import event_from_update, is_input, message_id_of, strip_bot_mention
+from actors.adapters.telegram.webhook import SECRET_HEADER
+from actors.messages import PlatformOp
+from storage import session_key
+from supervision.config import ConfigError
+from tests.fakes.telegram import FakeTelegram, parse_html, parse_markdown_v2
+from tests.fakes.telegram.botapi import ApiError
+
+pytestmark = pytest.mark.timeout(30)
+SECRET = "hook_secret-42"
+
+
+class Posts:
+    """Stands in for the bridge: what the loop side hands to the actor thread."""
+
+    def __init__(self):
+        self.items = []
+
+    def post(self, item):
+        self.items.append(item)
+
+    def lines(self) -> list[str]:
+        return [i.text for i in self.items if isinstance(i, base._LogLine)]
+
+
+class PickyTelegram(FakeTelegram):
+    """Refuses the entities of the next ``refusals`` formatted texts (a scripted "can't parse entities")."""
+    refusals = 0
+
+    def _parse_text(self, params: dict, too_long: str):
+        if params.get("parse_mode") and self.refusals > 0:
+            self.refusals -= 1
+            raise ApiError(400, "Bad Request: can't parse entities: Can't find end of the entity starting at byte "
+                                "offset 5")
+        return super()._parse_text(params, too_long)
+
+
+@pytest.fixture
+def tg():
+    with PickyTelegram() as fake:
+        yield fake
+
+
+def make_adapter(tg: FakeTelegram, tmp_path, **settings) -> tuple[TelegramAdapter, Posts]:
+    adapter = TelegramAdapter()
+    adapter.name = "tg"
+    adapter.settings = registry.validate_adapter("tg", {"type": "telegram", "token": tg.token,
+                                                        "base_url": tg.base_url, "poll_timeout_s": 1.0, **settings})
+    adapter.profile = adapter.settings["profile"]
+    adapter.pacing = registry.pacing_of(adapter.settings)
+    adapter.secrets = registry.secret_values(adapter.settings)
+    adapter.config = {"gateway": {"state_dir": str(tmp_path)}, "storage": {"durability": "normal"}}
+    adapter._loop_bridge = posts = Posts()
+    return adapter, posts
+
+
+async def until(predicate, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+    return value
+
+
+def perform(adapter: TelegramAdapter, *ops: PlatformOp) -> list:
+    async def main():
+        try:
+            return await asyncio.gather(*(adapter._perform(op) for op in ops))
+        finally:
+            await adapter.close()
+    return asyncio.run(main())
+
+
+# ------------------------------------------------------------------------------------- Update -> MessageEvent
+
+def update(chat: dict, text="hi", **message) -> dict:
+    return {"update_id": 9, "message": {"message_id": 5, "date": 0, "chat": chat, "text": text,
+                                        "from": {"id": 77, "is_bot": False, "first_name": "Bo", "username": "bo"},
+                                        **message}}
+
+
+def test_private_group_and_forum_topic_messages_map_to_their_chat_types():
+    dm = event_from_update(update({"id": 77, "type": "private"}), "tg", "work")
+    assert (dm.source.chat_id, dm.source.chat_type, dm.source.thread_id) == ("77", "dm", None)
+    assert dm.platform_message_id == "77:5" and dm.source.user_name == "bo" and dm.source.profile == "work"
+    group = event_from_update(update({"id": -100, "type": "supergroup"}, message_thread_id=3,
+                                     reply_to_message={"message_id": 2}), "tg", "default")
+    assert (group.source.chat_type, group.source.thread_id) == ("group", None), "a reply thread is no topic"
+    assert group.reply_to_message_id == "-100:2"
+    topic = event_from_update(update({"id": -100, "type": "supergroup", "is_forum": True}, message_thread_id=3,
+                                     is_topic_message=True), "tg", "default")
+    assert (topic.source.chat_type, topic.source.thread_id) == ("thread", "3")
+    assert session_key(topic.source) != session_key(group.source)
+
+
+def test_edits_media_and_service_messages_are_not_input():
+    assert is_input(update({"id": 1, "type": "private"}))
+    assert not is_input({"update_id": 1, "edited_message": {"message_id": 1, "text": "changed"}})
+    assert not is_input({"update_id": 1, "message": {"message_id": 1, "sticker": {}}})
+    assert not is_input({"update_id": 1, "callback_query": {}})
+    assert is_input("garbage"), "left to normalise, which rejects it loudly"
+
+
+@pytest.mark.parametrize("raw, reason", [
+    ("garbage", "not an object"),
+    ({"update_id": 1, "message": "x"}, "message is str"),
+    ({"update_id": 1, "message": {"message_id": 1, "text": "x"}}, "no chat"),
+    (update({"id": 1, "type": "private"}, text=None), "text must be a string"),
+    (update({"id": 1, "type": "private"}, message_id="7"), "message_id must be an integer"),
+    (update({"id": 1, "type": "secret"}), "unknown chat type"),
+])
+def test_malformed_updates_are_refused_with_a_reason(raw, reason):
+    with pytest.raises(MalformedPayload, match=reason):
+        event_from_update(raw, "tg", "default")
+
+
+def test_commands_addressed_to_this_bot_lose_the_mention():
+    assert strip_bot_mention("/stop@My_Bot now", "my_bot") == "/stop now"
+    assert strip_bot_mention("/stop@other_bot", "my_bot") == "/stop@other_bot"
+    assert strip_bot_mention("mail me@my_bot", "my_bot") == "mail me@my_bot"
+    assert message_id_of("-100:42") == 42 and message_id_of("7") == 7 and message_id_of(None) is None
+
+
+# --------------------------------------------------------------------------------------------- formatting
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab _*[]()~`>#+-=|{}.!\\\n<&é😀")), max_size=60))
+def test_markdown_v2_always_parses_and_plain_text_shows_literally(text):
+    shown, _entities = parse_markdown_v2(markdown_to_markdown_v2(text))
+    if "`" not in text and "*" not in text:
+        assert shown == text
+
+
+def test_code_and_bold_become_entities_in_both_modes():
+    source = "**bold** and `a<b>_c` then\n```python\nif x < 1: print('*')\n```"
+    for mode, parse in (("HTML", parse_html), ("MarkdownV2", parse_markdown_v2)):
+        text, parse_mode = render(source, mode)
+        shown, entities = parse(text)
+        assert parse_mode == mode
+        assert shown.startswith("bold and a<b>_c then\nif x < 1: print('*')")
+        assert {e["type"] for e in entities} == {"bold", "code", "pre"}
+    assert render(source, "none") == (source, None)
+
+
+# ------------------------------------------------------------------------------------------------- polling
+
+def test_a_polling_round_stores_messages_and_acknowledges_what_it_skips(tg, tmp_path):
+    adapter, posts = make_adapter(tg, tmp_path)
+    first = tg.inject_message("hello", chat_id=10)
+    tg.inject_message("in a topic", chat_type="supergroup", chat_id=-1001, is_forum=True, thread_id=4)
+    with tg.mutate() as state:   # an edit and a sticker, as if allowed_updates had let them through
+        for kind in ({"edited_message": dict(first["message"], text="edited")},
+                     {"message": {"message_id": 9, "date": 0, "chat": {"id": 10, "type": "private"}, "sticker": {}}}):
+            state["updates"].append({"update_id": state["next_update_id"], **kind})
+            state["next_update_id"] += 1
+
+    async def main():
+        await adapter._open_store()
+        await adapter.connect()
+        raws, offset = await adapter.fetch()
+        await adapter._ingest(raws, offset)
+        await adapter.fetch()   # this poll confirms the round to Telegram
+        await adapter.disconnect()
+        rows = await adapter.store.inbox.rows_in_state(session_key(adapter.normalise(raws[1]).source))
+        stored = await adapter.store.inbox.get_offset("tg")
+        await adapter.store.close()
+        return raws, offset, rows, stored
+
+    raws, offset, rows, stored = asyncio.run(main())
+    assert len(raws) == 2 and adapter.skipped == 2
+    assert offset == stored == first["update_id"] + 4
+    assert tg.read(lambda s: s["confirmed_offset"]) == offset and tg.pending_updates() == []
+    [row] = rows
+    assert row.payload["source"]["chat_type"] == "thread" and row.payload["source"]["thread_id"] == "4"
+    assert tg.read(lambda s: s["allowed_updates"]) == ["message"]
+    assert adapter.bot_username == "fake_gateway_bot"
+
+
+def test_per_user_in_groups_is_a_per_bot_choice(tg, tmp_path):
+    adapter, _ = make_adapter(tg, tmp_path, per_user_in_groups=True)
+    adapter.bridge = type("Bridge", (), {"submit": lambda self, coro, tag=None: coro.close()})()
+    adapter.on_start(adapter.settings)   # [sessions] says nothing: the bot's own setting decides
+    assert ".user-" in adapter._inbound_item(update({"id": -5, "type": "group"})).session_key
+    assert ".user-" not in adapter._inbound_item(update({"id": 5, "type": "private"})).session_key
+
+
+def test_a_round_rings_each_session_once(tg, tmp_path):
+    from actors.messages import Directory, InboxDoorbell
+    adapter, _ = make_adapter(tg, tmp_path)
+    sent = []
+    adapter.send = lambda address, message: sent.append(message)
+    adapter.on_Directory(Directory(1, sessions="sessions"), None)
+    adapter.on_bridge(base._Ingested((("k1", 1), ("k2", 2), ("k1", 3))))
+    assert sent == [InboxDoorbell("k1", 3), InboxDoorbell("k2", 2)]
+
+
+# ------------------------------------------------------------------------------------------------ outbound
+
+def test_sends_reach_topics_as_replies_and_group_chats_get_group_pacing(tg, tmp_path):
+    tg.inject_message("question", chat_type="supergroup", chat_id=-1001, is_forum=True, thread_id=4)
+    adapter, _ = make_adapter(tg, tmp_path)
+    [sent] = perform(adapter, PlatformOp("s1", "send", "-1001", "answer", thread_id="4", reply_to="-1001:1",
+                                         chat_type="thread"))
+    assert sent.ok
+    [message] = [m for m in tg.messages(-1001) if m["outgoing"]]
+    assert (message["thread_id"], message["reply_to"], message["text"]) == (4, 1, "answer")
+    submitted = []
+    adapter.bridge = type("Bridge", (), {"call": lambda self, fn, chat, item: submitted.append(item[1])})()
+    adapter.on_PlatformOp(PlatformOp("s2", "edit", "-1001", "x", message_id="2"), "consumer")
+    adapter.on_PlatformOp(PlatformOp("s3", "edit", "42", "x", message_id="2"), "consumer")
+    assert [op.chat_type for op in submitted] == ["group", "dm"], "negative ids are groups, whoever sends"
+
+
+@pytest.mark.parametrize("parse_mode", ["HTML", "MarkdownV2"])
+def test_refused_markup_is_sent_again_as_plain_text(tg, tmp_path, parse_mode):
+    tg.inject_message("hi", chat_id=20)
+    adapter, posts = make_adapter(tg, tmp_path, parse_mode=parse_mode)
+    tg.refusals = 2   # the send and then the edit
+    sent, = perform(adapter, PlatformOp("s1", "send", "20", "**bold** 1.5!"))
+    edited, = perform(adapter, PlatformOp("e1", "edit", "20", "**bolder** 2.5!", message_id=sent.message_id))
+    assert sent.ok and edited.ok
+    [message] = [m for m in tg.messages(20) if m["outgoing"]]
+    assert [(h["raw_text"], h["parse_mode"]) for h in message["history"]] == [("**bold** 1.5!", None),
+                                                                               ("**bolder** 2.5!", None)]
+    assert sum("sent as plain text" in line and parse_mode in line for line in posts.lines()) == 2
+
+
+def test_the_bot_wide_budget_spaces_operations_across_chats(tg, tmp_path):
+    for chat in range(1, 9):
+        tg.inject_message("hi", chat_id=chat)
+    adapter, _ = make_adapter(tg, tmp_path, bot_ops_per_s=4.0)
+    results = perform(adapter, *(PlatformOp(f"s{chat}", "send", str(chat), "hello") for chat in range(1, 9)))
+    assert all(r.ok for r in results)
+    times = sorted(o["at"] for chat in range(1, 9) for o in tg.ops(chat, "sendMessage"))
+    # 4 at once (the burst), then one every 0.25 s: the eighth no sooner than 1 s after the first
+    assert times[-1] - times[0] >= 0.95
+
+
+def test_errors_never_carry_the_token(tg, tmp_path):
+    adapter, _ = make_adapter(tg, tmp_path)
+    adapter.settings["base_url"] = tg.base_url + "/wrong"
+    missing, = perform(adapter, PlatformOp("s1", "send", "1", "x"))
+    adapter.settings["base_url"] = "http://127.0.0.1:9"
+    adapter.retry_policy = base.RetryPolicy(max_failures=0)
+    unreachable, = perform(adapter, PlatformOp("s2", "send", "1", "x"))
+    for result in (missing, unreachable):
+        assert not result.ok and tg.token.split(":")[1] not in result.error and "bot1" not in result.error
+    assert missing.error_kind == "permanent" and unreachable.error_kind == "retryable"
+
+
+def test_bad_settings_are_config_errors_that_hide_secrets():
+    with pytest.raises(ConfigError, match="must be one of"):
+        registry.validate_adapter("tg", {"type": "telegram", "token": "1:x", "parse_mode": "Markdown"})
+    with pytest.raises(ConfigError, match=r"\[redacted\]"):
+        registry.validate_adapter("tg", {"type": "telegram", "token": 123456789})
+    with pytest.raises(ConfigError, match="missing"):
+        registry.validate_adapter("tg", {"type": "telegram"})
+
+
+# ------------------------------------------------------------------------------------------------- webhook
+
+def test_webhook_acknowledges_an_update_only_once_it_is_stored(tg, tmp_path):
+    adapter, posts = make_adapter(tg, tmp_path, mode="webhook", webhook_port=0, webhook_secret=SECRET)
+
+    async def main():
+        real_emit, gate, holding = adapter._emit, asyncio.Event(), asyncio.Event()
+
+        async def gated_emit(raws, offset=None):
+            holding.set()
+            await gate.wait()
+            return await real_emit(raws, offset)
+        adapter._emit = gated_emit
+        intake = asyncio.get_running_loop().create_task(adapter._intake_forever())
+        hook = await until(lambda: tg.read(lambda s: s["webhook"]))
+        assert hook["secret_token"] == SECRET and hook["url"].endswith("/telegram/webhook")
+        async with aiohttp.ClientSession() as http:
+            forged = {"update_id": 1, "message": {"message_id": 1, "date": 0, "text": "x",
+                                                  "chat": {"id": 3, "type": "private"}}}
+            for headers in ({SECRET_HEADER: "wrong"}, {}):
+                async with http.post(hook["url"], json=forged, headers=headers) as response:
+                    assert response.status == 401
+            assert not holding.is_set(), "a refused request never reaches the inbox"
+            edit = {"update_id": 2, "edited_message": forged["message"]}
+            async with http.post(hook["url"], json=edit, headers={SECRET_HEADER: SECRET}) as response:
+                assert response.status == 200 and adapter.skipped == 1
+        pushed = tg.inject_message("push me", chat_id=12)
+        await asyncio.wait_for(holding.wait(), 10)
+        assert tg.webhook_log() == [] and tg.pending_updates() != [], "not stored yet: no answer yet"
+        gate.set()
+        [delivery] = await until(lambda: [d for d in tg.webhook_log() if d["error"] is None])
+        key = session_key(adapter.normalise(pushed).source)
+        [row] = await adapter.store.inbox.rows_in_state(key)
+        intake.cancel()
+        await asyncio.gather(intake, return_exceptions=True)
+        await adapter.store.close()
+        return pushed, delivery, row
+
+    pushed, delivery, row = asyncio.run(main())
+    assert delivery["update_id"] == pushed["update_id"] and row.platform_message_id == "12:1"
+    assert row.received_at <= delivery["at"] and tg.pending_updates() == []
+    assert any("webhook listening" in line for line in posts.lines())
+
+
+def test_webhook_mode_without_a_secret_refuses_to_start(tg, tmp_path):
+    adapter, _ = make_adapter(tg, tmp_path, mode="webhook", webhook_port=0)
+
+    async def main():
+        await adapter.connect()
+        try:
+            await adapter.run_intake(adapter._emit)
+        finally:
+            await adapter.disconnect()
+    with pytest.raises(PermanentError, match="webhook_secret"):
+        asyncio.run(main())
+    assert tg.read(lambda s: s["webhook"]) is None

@@ -1,0 +1,130 @@
+"""The pure parts of the http adapter: signatures, request parsing, conversation ids, reply routing, stream deltas,
+callback statuses."""
+from __future__ import annotations
+
+import pytest
+
+from actors.adapters.base import MalformedPayload, classify_error
+from actors.adapters.http_api.openai_api import (BadRequest, conversation_chat_id, message_text, parse_chat_request,
+                                                 token_owner)
+from actors.adapters.http_api.replies import ReplyBook, StreamCursor, visible_preview
+from actors.adapters.http_api.signing import sign, signature_ok
+from actors.adapters.http_api.webhook import callback_payload, error_for_status, webhook_event
+from actors.messages import PlatformOp
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def test_signatures_verify_only_the_exact_body_under_the_secret():
+    body = b'{"text": "hi"}'
+    header = sign("s3cret", body)
+    assert header.startswith("sha256=") and len(header) == len("sha256=") + 64
+    assert signature_ok("s3cret", body, header)
+    assert signature_ok("s3cret", body, header.upper().replace("SHA256=", "sha256="))  # hex case is not meaning
+    assert not signature_ok("s3cret", body + b" ", header)
+    assert not signature_ok("other", body, header)
+    assert not signature_ok("s3cret", body, None) and not signature_ok("s3cret", body, "")
+    assert not signature_ok("s3cret", body, header[len("sha256="):])   # the scheme is part of the header
+    assert not signature_ok("", body, sign("", body)), "no secret configured: nothing verifies"
+    assert not signature_ok("s3cret", body, "sha256=\udcff")
+
+
+def test_webhook_bodies_are_validated_field_by_field():
+    event = webhook_event({"conversation_id": "c1", "user_id": 7, "message_id": "m1", "text": "hello"}, "api", "work")
+    assert event.platform_message_id == "c1/m1" and event.text == "hello"
+    assert (event.source.chat_id, event.source.user_id, event.source.user_name, event.source.profile) == (
+        "c1", "7", "7", "work")
+    for body, reason in [([], "JSON object"),
+                         ({"user_id": "u", "message_id": "m", "text": "x"}, "conversation_id"),
+                         ({"conversation_id": "c", "user_id": "", "message_id": "m", "text": "x"}, "user_id"),
+                         ({"conversation_id": "c", "user_id": "u", "message_id": True, "text": "x"}, "message_id"),
+                         ({"conversation_id": "c", "user_id": "u", "message_id": "m", "text": None}, "text"),
+                         ({"conversation_id": "c" * 300, "user_id": "u", "message_id": "m", "text": "x"}, "at most"),
+                         ({"conversation_id": "v1:abc", "user_id": "u", "message_id": "m", "text": "x"}, "reserved")]:
+        with pytest.raises(MalformedPayload, match=reason):
+            webhook_event(body, "api", "default")
+
+
+def test_callback_statuses_map_to_what_the_gateway_does_next():
+    def kind(status, retry_after=None):
+        error = error_for_status(status, retry_after, f"HTTP {status}")
+        return None if error is None else classify_error(error)
+    assert kind(200) is None and kind(204) is None
+    assert kind(429, 0.4) == ("flood", 0.4) and kind(429) == ("flood", 1.0)
+    assert kind(404) == ("not_found", 0.0) and kind(410) == ("not_found", 0.0)
+    assert kind(413) == ("too_long", 0.0)
+    assert kind(400) == ("permanent", 0.0) and kind(403) == ("permanent", 0.0)
+    assert kind(500) == ("retryable", 0.0) and kind(503, 2.0) == ("retryable", 2.0)
+
+
+def test_callback_payload_names_the_message_it_answers():
+    send = PlatformOp("o1", "send", "c1", "hi", reply_to="c1/m9", final=True)
+    assert callback_payload(send, "m-1") == {"conversation_id": "c1", "message_id": "m-1", "action": "send",
+                                             "text": "hi", "final": True, "in_reply_to": "m9"}
+    delete = PlatformOp("o2", "delete", "c1", "ignored", message_id="m-1")
+    assert callback_payload(delete, "m-1") == {"conversation_id": "c1", "message_id": "m-1", "action": "delete",
+                                               "text": "", "final": False}
+
+
+def test_chat_requests_take_the_last_user_message():
+    chat = parse_chat_request({"model": "work", "stream": True, "user": "bob", "messages": [
+        {"role": "system", "content": "be brief"}, {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [{"type": "text", "text": "second"}, {"type": "image_url", "image_url": {}}]}]})
+    assert (chat.text, chat.model, chat.stream, chat.user) == ("second", "work", True, "bob")
+    assert message_text([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]) == "a\nb"
+    for body, reason in [([], "JSON object"), ({"messages": []}, "non-empty"),
+                         ({"messages": [{"role": "system", "content": "x"}]}, "role 'user'"),
+                         ({"messages": [{"role": "user", "content": "  "}]}, "no text"),
+                         ({"messages": [{"role": "user", "content": 5}]}, "content"),
+                         ({"messages": [{"role": "user", "content": "x"}], "stream": "yes"}, "stream"),
+                         ({"messages": [{"role": "user", "content": "x"}], "user": 5}, "user")]:
+        with pytest.raises(BadRequest, match=reason):
+            parse_chat_request(body)
+
+
+def test_conversations_are_scoped_to_the_token():
+    owner = token_owner("tok-a")
+    assert "tok-a" not in owner and len(owner) == 16
+    assert conversation_chat_id("tok-a", "bob", "conv", "r1") == f"v1:{owner}:user:bob"
+    assert conversation_chat_id("tok-a", None, "conv", "r1") == f"v1:{owner}:conversation:conv"
+    assert conversation_chat_id("tok-a", None, None, "r1") == f"v1:{owner}:request:r1"
+    assert conversation_chat_id("tok-b", "bob", None, "r1") != conversation_chat_id("tok-a", "bob", None, "r1")
+
+
+def test_previews_lose_the_cursor_and_the_tool_line():
+    assert visible_preview("Hello wor ▍") == "Hello wor"
+    assert visible_preview("The sum\n\n⚙ calculator… ▍") == "The sum"
+    assert visible_preview("⚙ calculator… ▍") == ""
+    assert visible_preview("Trailing space  ▍") == "Trailing space"
+
+
+def test_stream_deltas_only_append_and_the_final_text_completes_them():
+    cursor = StreamCursor()
+    assert [cursor.preview(t) for t in ("Hel ▍", "Hello wor ▍", "Hello wor ▍", "Hello world ▍")] == [
+        "Hel", "lo wor", "", "ld"]
+    assert cursor.final("Hello world!") == "!" and cursor.sent == "Hello world!"
+
+    rewritten = StreamCursor()
+    assert rewritten.preview("Answer: 4 ▍") == "Answer: 4"
+    assert rewritten.preview("Answer: 5 ▍") == "" and rewritten.diverged
+    assert rewritten.preview("Answer: 5, sure ▍") == "", "no previews after a rewrite"
+    assert rewritten.final("Answer: 5, sure.") == "5, sure."   # continues from what the client has
+
+
+def test_operations_reach_the_request_whose_message_they_answer():
+    book = ReplyBook()
+    first, second = book.open("c", "r1"), book.open("c", "r2")
+    assert book.apply(PlatformOp("1", "send", "c", "one ▍", reply_to="r1"), "m1")
+    assert book.apply(PlatformOp("2", "send", "c", "part two", final=True), "m2"), "a later part: same reply"
+    assert book.apply(PlatformOp("3", "edit", "c", "one", message_id="m1", final=True), "m1")
+    assert first.text() == "onepart two" and first.saw_final and not second.parts
+    assert book.apply(PlatformOp("4", "send", "c", "two", reply_to="r2", final=True), "m3")
+    assert second.text() == "two"
+    assert not book.apply(PlatformOp("5", "send", "c", "to nobody", reply_to="r0"), "m4")
+    assert not book.apply(PlatformOp("6", "send", "c", "its part two"), "m5"), "the stranger's parts are not ours"
+    assert book.apply(PlatformOp("7", "delete", "c", message_id="m2"), "m2") and first.text() == "one"
+    book.close(first)
+    book.close(second)
+    assert not book.apply(PlatformOp("8", "edit", "c", "late", message_id="m1"), "m1")
+    assert book.waiting() == []

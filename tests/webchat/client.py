@@ -1,0 +1,145 @@
+"""A scripted web chat visitor for tests: what the page does, over aiohttp WebSockets, driven from sync test code.
+
+One asyncio loop in a background thread holds one connection per visitor. Like the page it reconnects with backoff
+when the connection drops (the gateway restarted, the adapter was killed) and re-sends every message the server has
+not acknowledged yet, with its original id, so the inbox sees a resend, never a new message.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+from typing import Optional
+
+import aiohttp
+
+RECONNECT_S = (0.05, 1.0)          # first and longest wait between reconnection attempts
+CALL_TIMEOUT_S = 15.0
+
+
+class Visitor:
+    def __init__(self, name: str):
+        self.name = name
+        self.ws: Optional[aiohttp.ClientWebSocketResponse] = None
+        self.unacked: dict[str, dict] = {}                 # id -> the message frame, in send order
+        self.acks: collections.Counter = collections.Counter()
+        self.errors: dict[str, str] = {}                    # id -> reason, for frames the server refused
+        self.frames: list[dict] = []                        # everything the server sent, in order
+        self.connects = 0
+        self.connected = asyncio.Event()
+        self.replies: asyncio.Queue = asyncio.Queue()       # answers to request(): history, debug, pong
+
+
+class WebChatClient:
+    def __init__(self, base_url: str):
+        self.base_url = base_url
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="webchat-client", daemon=True)
+        self._thread.start()
+        self.visitors: dict[str, Visitor] = {}
+        self._tasks: list = []
+        self.session: Optional[aiohttp.ClientSession] = self._call(self._open_session())
+
+    # ----------------------------------------------------------------------------------- sync API (test thread)
+    def say(self, visitor: str, message_id: str, text) -> None:
+        """Send a message frame (text may be anything: the malformed tests send numbers)."""
+        self._call(self._say(visitor, {"type": "message", "id": message_id, "text": text}))
+
+    def request(self, visitor: str, frame: dict, timeout: float = CALL_TIMEOUT_S) -> dict:
+        """Send a frame and return the server's next answer that is not an operation or an ack."""
+        return self._call(self._request(visitor, frame, timeout), timeout + 1)
+
+    def visitor(self, name: str) -> Visitor:
+        self._call(self._ensure(name))
+        return self.visitors[name]
+
+    def drop_all(self) -> None:
+        """Cut every connection the way a network failure would; each one reconnects by itself."""
+        self._call(self._drop_all())
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+        self._call(self._close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        self.loop.close()
+
+    def _call(self, coro, timeout: float = CALL_TIMEOUT_S):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    # ------------------------------------------------------------------------------------------- on the loop
+    async def _open_session(self) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession()
+
+    async def _ensure(self, name: str) -> Visitor:
+        visitor = self.visitors.get(name)
+        if visitor is None:
+            visitor = self.visitors[name] = Visitor(name)
+            self._tasks.append(asyncio.get_running_loop().create_task(self._keep_connected(visitor)))
+        return visitor
+
+    async def _say(self, name: str, frame: dict) -> None:
+        visitor = await self._ensure(name)
+        visitor.unacked[frame["id"]] = frame
+        if visitor.ws is not None and not visitor.ws.closed:
+            await visitor.ws.send_json(frame)
+
+    async def _request(self, name: str, frame: dict, timeout: float) -> dict:
+        visitor = await self._ensure(name)
+        await asyncio.wait_for(visitor.connected.wait(), timeout)
+        while not visitor.replies.empty():
+            visitor.replies.get_nowait()
+        await visitor.ws.send_json(frame)
+        return await asyncio.wait_for(visitor.replies.get(), timeout)
+
+    async def _keep_connected(self, visitor: Visitor) -> None:
+        wait = RECONNECT_S[0]
+        url = f"{self.base_url}/ws?visitor={visitor.name}"
+        while True:
+            try:
+                async with self.session.ws_connect(url, max_msg_size=8 * 1024 * 1024) as ws:
+                    visitor.ws, wait = ws, RECONNECT_S[0]
+                    visitor.connects += 1
+                    visitor.connected.set()
+                    for frame in list(visitor.unacked.values()):
+                        await ws.send_json(frame)
+                    async for msg in ws:
+                        if msg.type == aiohttp.WSMsgType.TEXT:
+                            self._on_frame(visitor, msg.json())
+            except (aiohttp.ClientError, ConnectionError, OSError):
+                pass
+            visitor.connected.clear()
+            visitor.ws = None
+            await asyncio.sleep(wait)
+            wait = min(RECONNECT_S[1], wait * 2)
+
+    def _on_frame(self, visitor: Visitor, frame: dict) -> None:
+        visitor.frames.append(frame)
+        kind, message_id = frame.get("type"), frame.get("id")
+        if kind == "ack":
+            visitor.acks[message_id] += 1
+            visitor.unacked.pop(message_id, None)
+        elif kind == "error" and message_id is not None and not frame.get("retry"):
+            visitor.errors[message_id] = frame.get("error", "")
+            visitor.unacked.pop(message_id, None)
+        elif kind == "error" and message_id is not None:
+            asyncio.get_running_loop().call_later(0.2, self._resend, visitor, message_id)
+        elif kind not in ("op", "hello"):
+            visitor.replies.put_nowait(frame)
+
+    def _resend(self, visitor: Visitor, message_id: str) -> None:
+        frame = visitor.unacked.get(message_id)
+        if frame is not None and visitor.ws is not None and not visitor.ws.closed:
+            asyncio.get_running_loop().create_task(visitor.ws.send_json(frame))
+
+    async def _drop_all(self) -> None:
+        for visitor in self.visitors.values():
+            if visitor.ws is not None:
+                await visitor.ws.close()
+
+    async def _close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.session.close()

@@ -1,0 +1,230 @@
+"""The web chat in the real daemon, over HTTP and WebSockets: the page, the guards, frames, history, port 0."""
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import socket
+
+import aiohttp
+import psutil
+import pytest
+
+from actors.adapters.webchat.protocol import MAX_FRAME_BYTES
+from tests.actor_system import free_port, wait_for
+from tests.webchat.client import WebChatClient
+from tests.webchat.helpers import served_port, wait_log, webchat_gateway
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One gateway for the module, its web chat on port 0: the OS picks the port, the log says which."""
+    gw = webchat_gateway(tmp_path_factory.mktemp("webchat-server"), port=0, extra="[agent]\nchunk_delay_s = 0.0\n")
+    try:
+        gw.start()
+        gw.wait_ready()
+        port = served_port(gw)
+        client = WebChatClient(f"http://127.0.0.1:{port}")
+        yield gw, port, client
+        client.close()
+    finally:
+        gw.cli("stop")
+        gw.kill_everything()
+
+
+def visitor_name() -> str:
+    return f"visitor-{uuid.uuid4().hex[:10]}"
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 30))
+
+
+async def fetch(url: str, **headers) -> tuple[int, dict, str]:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url, headers=headers) as response:
+            return response.status, dict(response.headers), await response.text()
+
+
+def test_port_zero_is_logged_and_only_the_configured_host_listens(served):
+    gw, port, _ = served
+    assert port > 0
+    [line] = wait_log(gw, "web chat serving on")
+    assert "INFO" in line and f"http://127.0.0.1:{port}/" in line
+    gw.tree()
+    listening = [c for c in psutil.net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN and c.pid in gw.seen_pids]
+    assert port in {c.laddr.port for c in listening}
+    assert all(c.laddr.ip == "127.0.0.1" for c in listening), listening
+
+
+def test_the_page_and_its_assets_are_served_with_a_strict_policy(served):
+    _, port, _ = served
+    status, headers, body = run(fetch(f"http://127.0.0.1:{port}/"))
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert '<label for="input">' in body and "/static/app.js" in body
+    assert "script-src 'self'" in headers["Content-Security-Policy"] and headers["X-Frame-Options"] == "DENY"
+    for name, kind in (("app.js", "text/javascript"), ("style.css", "text/css")):
+        status, headers, _ = run(fetch(f"http://127.0.0.1:{port}/static/{name}"))
+        assert status == 200 and headers["Content-Type"].startswith(kind)
+    for path in ("/static/index.html", "/static/..%2f..%2fadapter.py", "/static/nope.js", "/admin"):
+        assert run(fetch(f"http://127.0.0.1:{port}{path}"))[0] == 404, path
+
+
+def test_a_foreign_host_name_or_origin_is_refused(served):
+    gw, port, _ = served
+    status, _, _ = run(fetch(f"http://127.0.0.1:{port}/", Host=f"rebound.example:{port}"))
+    assert status == 421
+    wait_log(gw, "refused a request for host 'rebound.example")
+
+    async def foreign_socket():
+        async with aiohttp.ClientSession() as session:
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await session.ws_connect(f"http://127.0.0.1:{port}/ws?visitor={visitor_name()}",
+                                         headers={"Origin": "http://evil.example"})
+            return refused.value.status
+    assert run(foreign_socket()) == 403
+    wait_log(gw, "refused a WebSocket from origin 'http://evil.example'")
+
+
+def test_malformed_frames_get_an_error_frame_a_log_line_and_the_connection_stays(served):
+    gw, port, _ = served
+    visitor = visitor_name()
+    bad_frames = ["{not json", "[]", json.dumps({"type": "shout"}), b"\x00\x01",
+                  json.dumps({"type": "message", "id": "m1", "text": "x" * (MAX_FRAME_BYTES + 1)}),
+                  json.dumps({"type": "message", "id": "m2", "text": ""}),
+                  json.dumps({"type": "message", "id": "bad id!", "text": "hi"}),
+                  json.dumps({"type": "message", "id": "m3", "text": "x" * 16_001}),
+                  json.dumps({"type": "debug.floods", "count": 1, "retry_after": 1})]
+
+    async def session():
+        async with aiohttp.ClientSession() as http:
+            async with http.ws_connect(f"http://127.0.0.1:{port}/ws?visitor={visitor}") as ws:
+                assert (await ws.receive_json())["type"] == "hello"
+                errors = []
+                for frame in bad_frames:
+                    await (ws.send_bytes(frame) if isinstance(frame, bytes) else ws.send_str(frame))
+                    errors.append(await ws.receive_json())
+                await ws.send_json({"type": "message", "id": "good-1", "text": "still talking to me?"})
+                ack = await ws.receive_json()
+                while ack["type"] == "op":   # the answer may start before the test reads its ack
+                    ack = await ws.receive_json()
+                return errors, ack
+    errors, ack = run(session())
+    assert [e["type"] for e in errors] == ["error"] * len(bad_frames)
+    assert not any(e["retry"] for e in errors)
+    reasons = [e["error"] for e in errors]
+    for expected in ("not JSON", "must be a JSON object", "unknown frame type 'shout'", "binary frames",
+                     "frame over", "text is empty", "message id must be", "the limit is 16000",
+                     "debug frames need [debug] fault_injection"):
+        assert any(expected in r for r in reasons), (expected, reasons)
+    assert ack == {"type": "ack", "id": "good-1", "duplicate": False}
+    lines = wait_log(gw, f"malformed payload rejected (visitor {visitor}", len(bad_frames))
+    assert len(lines) == len(bad_frames) and all("WARNING" in line for line in lines)
+
+
+def test_a_bad_visitor_id_is_refused_at_the_handshake(served):
+    _, port, _ = served
+
+    async def attempt():
+        async with aiohttp.ClientSession() as session:
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await session.ws_connect(f"http://127.0.0.1:{port}/ws?visitor=../../etc")
+            return refused.value.status
+    assert run(attempt()) == 400
+
+
+def test_history_is_the_visitors_conversation_and_a_resend_is_deduplicated(served):
+    _, _, client = served
+    visitor, other = visitor_name(), visitor_name()
+    client.say(visitor, "first", "hello from the first visitor")
+    client.say(other, "first", "hello from someone else")
+
+    def settled(name, count):
+        frame = client.request(name, {"type": "history"})
+        answers = [m for m in frame["messages"] if m["role"] == "assistant"]
+        return len(answers) >= count and not frame["live"] and frame
+    history = wait_for(lambda: settled(visitor, 1), 30, 0.2, "the first answer in the history")
+    assert [m["role"] for m in history["messages"]] == ["user", "assistant"]
+    assert history["messages"][0] == {**history["messages"][0], "text": "hello from the first visitor", "id": "first"}
+    assert 'You said: "hello from the first visitor"' in history["messages"][1]["text"]
+    assert "someone else" not in json.dumps(history)
+
+    client.say(visitor, "first", "hello from the first visitor")   # a resend after a lost ack: same id
+    wait_for(lambda: client.visitor(visitor).acks["first"] >= 2, 10, 0.05, "the resend's ack")
+    assert [f for f in client.visitor(visitor).frames if f.get("type") == "ack"][-1]["duplicate"] is True
+    client.say(visitor, "second", "and a second message")
+    history = wait_for(lambda: settled(visitor, 2), 30, 0.2, "the second answer")
+    assert [m["role"] for m in history["messages"]] == ["user", "assistant", "user", "assistant"]
+    assert "2 messages from you" in history["messages"][3]["text"]
+
+
+def test_operations_are_pushed_to_every_open_tab_of_the_visitor(served):
+    _, port, _ = served
+    visitor = visitor_name()
+    tabs = [WebChatClient(f"http://127.0.0.1:{port}") for _ in range(2)]
+    try:
+        for tab in tabs:
+            tab.request(visitor, {"type": "ping"})
+        tabs[0].say(visitor, "m1", "two tabs #slow 0.03")
+
+        def final_text(tab):
+            ops = [f for f in tab.visitor(visitor).frames if f.get("type") == "op"]
+            return next((op["text"] for op in ops if op["final"]), None)
+        texts = [wait_for(lambda t=tab: final_text(t), 30, 0.05, "the final answer in each tab") for tab in tabs]
+        assert texts[0] == texts[1] and 'You said: "two tabs #slow 0.03"' in texts[0]
+        previews = [f for f in tabs[1].visitor(visitor).frames if f.get("type") == "op" and f["action"] != "typing"
+                    and not f["final"]]
+        assert previews, "the answer streamed into the second tab too"
+    finally:
+        for tab in tabs:
+            tab.close()
+
+
+def test_a_reload_mid_answer_gets_the_streaming_message_and_its_next_edits(served):
+    _, _, client = served
+    visitor = visitor_name()
+    client.say(visitor, "slow", "take your time #slow 0.1")
+
+    def streaming():
+        ops = [f for f in client.visitor(visitor).frames if f.get("type") == "op" and f["action"] == "send"]
+        return ops and not ops[0]["final"] and ops[0]["message_id"]
+    message_id = wait_for(streaming, 30, 0.02, "the answer to start streaming")
+    reloaded = WebChatClient(client.base_url)   # a second page load while the answer streams
+    try:
+        history = reloaded.request(visitor, {"type": "history"})
+        assert [m["role"] for m in history["messages"]] == ["user"]
+        [live] = history["live"]
+        assert live["message_id"] == message_id and not live["final"] and live["text"].startswith("You said")
+
+        def final_op():
+            return next((f for f in reloaded.visitor(visitor).frames
+                         if f.get("type") == "op" and f["final"] and f["message_id"] == message_id), None)
+        final = wait_for(final_op, 30, 0.05, "the final edit in the reloaded page")
+        history = reloaded.request(visitor, {"type": "history"})
+        assert history["live"] == [] and history["messages"][-1]["text"] == final["text"]
+    finally:
+        reloaded.close()
+
+
+def test_a_busy_port_is_retried_until_it_is_free_and_the_gateway_stays_up(tmp_path):
+    port = free_port()
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", port))
+    squatter.listen()
+    gw = webchat_gateway(tmp_path, port=port)
+    try:
+        gw.start()
+        gw.wait_ready()
+        [line] = wait_log(gw, "web: intake error", timeout=20)[:1]
+        assert "WARNING" in line and "reconnecting in" in line
+        squatter.close()
+        assert served_port(gw, timeout=40) == port
+        assert gw.node("web")["restarts"] == 0, "a busy port is waited out, not a crash loop"
+    finally:
+        squatter.close()
+        gw.cli("stop")
+        gw.kill_everything()
