@@ -224,7 +224,7 @@ def _attach(config: dict, args):
 
 def _running(config: dict) -> bool:
     from supervision.runfiles import RunFiles
-    return RunFiles(config["gateway"]["state_dir"]).is_locked()
+    return RunFiles(config["gateway"]["state_dir"]).running()
 
 
 def _out(args, data: dict, code: int, text: str | None = None) -> int:

@@ -64,6 +64,17 @@ class RunFiles:
         finally:
             os.close(fd)
 
+    def running(self, wait_s: float = 5.0) -> bool:
+        """True if a launcher runs with this state dir. A lock still held after its launcher died belongs to the
+        dying processes of a killed gateway: wait (bounded) for them to let it go."""
+        deadline = time.monotonic() + wait_s
+        while self.is_locked():
+            holder = self.read_pid()
+            if (holder and _alive(holder)) or time.monotonic() > deadline:
+                return True
+            time.sleep(0.05)
+        return False
+
     def release(self) -> None:
         for path in (self.runtime_path, self.pid_path):
             try:
