@@ -1,9 +1,12 @@
-"""The database: one SQLite file, one connection per Store, driven from one private thread.
+"""The database: one SQLite file, one aiosqlite connection per Store, one transaction at a time.
 
-Why a private thread and not aiosqlite: every operation here is a whole transaction written as one synchronous
-function ``fn(conn)`` that runs start to finish on the storage thread. Two coroutines sharing a connection can then
-never interleave statements inside each other's BEGIN ... COMMIT, and a transaction that hits SQLITE_BUSY can be
-rolled back and retried as a unit. The event loop only awaits the result.
+Why aiosqlite plus a lock: aiosqlite (the driver the design card names) runs the sqlite3 connection on its own
+thread and lets the event loop await each statement. On its own it would let two coroutines sharing the connection
+interleave statements inside each other's BEGIN ... COMMIT, and a transaction that hits SQLITE_BUSY could not be
+retried as a unit. So every operation here is a whole transaction written as one coroutine ``fn(conn, *args)``, run
+by ``Database.write`` / ``read`` under an ``asyncio.Lock`` held from BEGIN to COMMIT (and across the BUSY retries
+of that transaction): no other coroutine of the Store can put a statement inside it, and on BUSY the transaction is
+rolled back and ``fn`` runs again from the start.
 
 Many OS processes open the same file at once (each actor process its own Store). What keeps them apart:
 
@@ -18,18 +21,26 @@ What survives kill -9: everything whose COMMIT returned. In WAL mode a commit is
 and a process crash cannot tear it (the OS keeps the written pages); the next opener replays the WAL. With
 synchronous=NORMAL the WAL is not fsynced at each commit, so a power loss or kernel crash can lose the last
 commits (never corrupt the file); with synchronous=FULL each commit is fsynced and survives power loss as well.
+
+Opening (pragmas and migrations) runs synchronously on aiosqlite's thread, inside the connector aiosqlite calls
+there (``aiosqlite.Connection(connector, ...)``, what ``aiosqlite.connect`` itself does); migrations therefore stay
+functions of the plain ``sqlite3.Connection``. ``close`` joins aiosqlite's thread before it returns (aiosqlite's own
+close only waits until the thread was told to stop), so a caller may fork right after it.
 """
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import sqlite3
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import weakref
 from os import PathLike
-from typing import Any, Callable, Sequence, TypeVar, Union
+from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar, Union
 
-from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
+import aiosqlite
+from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from .errors import SchemaTooNew, StorageBusy, StorageError
 
@@ -42,8 +53,24 @@ SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 BUSY_TIMEOUT_MS = 5_000       # SQLite's own wait for the lock, per attempt
 RETRY_BUDGET_S = 60.0         # total time a transaction keeps retrying on BUSY before StorageBusy
 APPLICATION_ID = 0x41474757   # 'AGGW': marks files created by this code (PRAGMA application_id)
+THREAD_NAME = "storage"       # the name given to aiosqlite's thread of a Store
+ITER_CHUNK_SIZE = 64          # aiosqlite's default
 
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+# aiosqlite's thread is not a daemon and waits for work until stopped: a process that exits (or dies of an
+# exception) with a Store still open would hang in the interpreter's join of non-daemon threads. The stdlib hook
+# that concurrent.futures uses for the same reason stops every still-open connection first.
+_open_databases: "weakref.WeakSet[Database]" = weakref.WeakSet()
+
+
+def _stop_open_databases() -> None:
+    for db in list(_open_databases):
+        if db._pid == os.getpid():
+            db._conn.stop()
+
+
+threading._register_atexit(_stop_open_databases)
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -57,20 +84,48 @@ def is_busy(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
+def _retry_policy() -> dict:
+    return dict(retry=retry_if_exception(is_busy), stop=stop_after_delay(RETRY_BUDGET_S),
+                wait=wait_random_exponential(multiplier=0.005, max=0.25), reraise=True)
+
+
+def _translate(exc: sqlite3.Error, what: str) -> StorageError:
+    if is_busy(exc):
+        return StorageBusy(f"{what}: another process kept the database busy for over {RETRY_BUDGET_S:.0f}s; gave up")
+    return StorageError(f"{what}: {exc}")
+
+
 def call_with_retry(fn: Callable[[], T], what: str = "transaction") -> T:
-    """Run ``fn`` retrying on BUSY within RETRY_BUDGET_S; translate driver errors into ``StorageError``."""
-    retrying = Retrying(retry=retry_if_exception(is_busy), stop=stop_after_delay(RETRY_BUDGET_S),
-                        wait=wait_random_exponential(multiplier=0.005, max=0.25), reraise=True)
+    """Run ``fn`` retrying on BUSY within RETRY_BUDGET_S; translate driver errors into ``StorageError``.
+    Synchronous: used while opening, on aiosqlite's thread."""
     try:
-        for attempt in retrying:
+        for attempt in Retrying(**_retry_policy()):
             with attempt:
                 return fn()
     except sqlite3.Error as exc:
-        if is_busy(exc):
-            raise StorageBusy(f"{what}: another process kept the database busy for over {RETRY_BUDGET_S:.0f}s; "
-                              f"gave up") from exc
-        raise StorageError(f"{what}: {exc}") from exc
+        raise _translate(exc, what) from exc
     raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
+
+
+async def call_with_retry_async(fn: Callable[[], Awaitable[T]], what: str = "transaction") -> T:
+    """``call_with_retry`` for a coroutine function: ``await fn()`` again (tenacity's AsyncRetrying) on BUSY."""
+    try:
+        async for attempt in AsyncRetrying(**_retry_policy()):
+            with attempt:
+                return await fn()
+    except sqlite3.Error as exc:
+        raise _translate(exc, what) from exc
+    raise AssertionError("unreachable")  # pragma: no cover - AsyncRetrying either returns or raises
+
+
+async def fetch_one(conn: aiosqlite.Connection, sql: str, params: Sequence = ()) -> Optional[tuple]:
+    """The first row of a query that yields at most one (one round trip to aiosqlite's thread), or None."""
+    rows = await conn.execute_fetchall(sql, params)
+    return rows[0] if rows else None
+
+
+async def fetch_all(conn: aiosqlite.Connection, sql: str, params: Sequence = ()) -> list:
+    return list(await conn.execute_fetchall(sql, params))
 
 
 def user_version(conn: sqlite3.Connection) -> int:
@@ -81,7 +136,8 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration], path: str
     """Bring the schema to ``len(migrations)``; migration i (1-based) turns version i-1 into version i.
 
     All pending steps run in one IMMEDIATE transaction together with the version bump, so a crash mid-migration
-    leaves the old version intact, and two processes opening a fresh file at once migrate it exactly once."""
+    leaves the old version intact, and two processes opening a fresh file at once migrate it exactly once.
+    Runs on aiosqlite's thread while the Store opens, with the plain sqlite3 connection."""
     latest = len(migrations)
     _refuse_if_newer(user_version(conn), latest, path)
     if user_version(conn) == latest:
@@ -128,11 +184,14 @@ def _configure(conn: sqlite3.Connection, durability: str, path: str) -> None:
 
 
 def connect(path: str, durability: str, migrations: Sequence[Migration]) -> sqlite3.Connection:
-    """Open, configure and migrate a connection (synchronously; used by ``Database.open`` on its thread)."""
+    """Open, configure and migrate a sqlite3 connection, synchronously (the connector ``Database.open`` gives
+    aiosqlite, so it runs on aiosqlite's thread)."""
     if durability not in SYNCHRONOUS:
         raise ValueError(f"durability must be one of {sorted(SYNCHRONOUS)}, not {durability!r}")
     # isolation_level=None: the driver issues no implicit BEGIN/COMMIT; every transaction here is explicit.
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    # check_same_thread=False as in aiosqlite.connect: the connection lives on aiosqlite's thread, but aiosqlite
+    # reads properties such as in_transaction from the event loop's thread.
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
     try:
         call_with_retry(lambda: _configure(conn, durability, path), f"{path}: configure")
         call_with_retry(lambda: migrate(conn, migrations, path), f"{path}: migrate")
@@ -143,77 +202,121 @@ def connect(path: str, durability: str, migrations: Sequence[Migration]) -> sqli
 
 
 class Database:
-    """An open database: ``await db.write(fn, *args)`` / ``await db.read(fn, *args)`` run ``fn(conn, *args)`` as
-    one transaction on the storage thread and return its result.
+    """An open database: ``await db.write(fn, *args)`` / ``await db.read(fn, *args)`` run ``await fn(conn, *args)``
+    (``conn`` the ``aiosqlite.Connection``) as one transaction and return its result.
 
-    ``fn`` may run more than once (a BUSY retry rolls back and starts again), so it must have no effect outside the
-    connection. A write whose awaiting coroutine is cancelled may still commit: cancellation reaches the event
-    loop, not the storage thread."""
+    ``fn`` is a coroutine function (or returns an awaitable) using only ``conn``'s public aiosqlite API. It may run
+    more than once (a BUSY retry rolls back and starts again), so it must have no effect outside the connection.
+    Transactions of one Store run one after the other, in the order they were submitted. A transaction whose
+    awaiting coroutine is cancelled still runs to its end (it may commit): it runs as a task of its own, shielded
+    from the caller's cancellation, so it can never be left open half-way."""
 
-    def __init__(self, path: str, durability: str, conn: sqlite3.Connection, executor: ThreadPoolExecutor) -> None:
+    def __init__(self, path: str, durability: str, conn: aiosqlite.Connection, thread: threading.Thread) -> None:
         self.path = path
         self.durability = durability
         self._conn = conn
-        self._executor = executor
+        self._thread = thread  # aiosqlite's thread, as seen from inside it (threading.current_thread())
+        self._lock = asyncio.Lock()  # held from BEGIN to COMMIT/ROLLBACK, retries included
+        self._pending: set[asyncio.Task] = set()
         self._closed = False
+        self._closing: Optional[asyncio.Task] = None
         self._pid = os.getpid()  # a connection must never be used across fork (Thespian forks actor processes)
 
     @classmethod
     async def open(cls, path: Union[str, PathLike], durability: str = "normal",
-                   migrations: Sequence[Migration] | None = None) -> "Database":
+                   migrations: Optional[Sequence[Migration]] = None) -> "Database":
         from .schema import MIGRATIONS
         path = str(path)
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage")
-        try:
-            conn = await asyncio.get_running_loop().run_in_executor(
-                executor, connect, path, durability, MIGRATIONS if migrations is None else migrations)
-        except BaseException:
-            executor.shutdown(wait=True)
-            raise
-        return cls(path, durability, conn, executor)
+        migrations = MIGRATIONS if migrations is None else migrations
+        started = threading.Event()
+        threads: list[threading.Thread] = []
 
-    async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        def connector() -> sqlite3.Connection:  # runs on aiosqlite's thread
+            thread = threading.current_thread()
+            thread.name = THREAD_NAME
+            threads.append(thread)
+            started.set()
+            return connect(path, durability, migrations)
+
+        conn = aiosqlite.Connection(connector, ITER_CHUNK_SIZE)
+        try:
+            await conn
+        except BaseException:
+            # aiosqlite has told its thread to stop; wait for it (the connector may still be running if this open
+            # was cancelled), so that a failed open leaves no thread behind either.
+            if started.wait(timeout=RETRY_BUDGET_S + 10):
+                threads[0].join()
+            raise
+        db = cls(path, durability, conn, threads[0])
+        _open_databases.add(db)
+        return db
+
+    async def write(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run ``fn(conn, *args)`` inside BEGIN IMMEDIATE ... COMMIT; durable (per ``durability``) on return."""
         return await self._submit("IMMEDIATE", fn, args)
 
-    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+    async def read(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run ``fn(conn, *args)`` inside a read transaction: one consistent snapshot for all its statements."""
         return await self._submit("DEFERRED", fn, args)
 
-    async def _submit(self, mode: str, fn: Callable[..., T], args: tuple) -> T:
+    async def _submit(self, mode: str, fn: Callable[..., Awaitable[T]], args: tuple) -> T:
         if self._closed:
             raise StorageError(f"{self.path}: store is closed")
         if os.getpid() != self._pid:
             raise StorageError(f"{self.path}: this Store was opened by process {self._pid}; a forked process must "
                                f"open its own (SQLite connections do not survive fork)")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._transaction, mode, fn, args)
+        task = asyncio.ensure_future(self._transaction(mode, fn, args))
+        self._pending.add(task)
+        task.add_done_callback(self._forget)
+        return await asyncio.shield(task)
 
-    def _transaction(self, mode: str, fn: Callable[..., T], args: tuple) -> T:
+    def _forget(self, task: asyncio.Task) -> None:
+        self._pending.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller may have been cancelled and never look at it
+
+    async def _transaction(self, mode: str, fn: Callable[..., Awaitable[T]], args: tuple) -> T:
         conn = self._conn
+        name = getattr(fn, "__name__", "transaction")
 
-        def once() -> T:
-            conn.execute(f"BEGIN {mode}")
+        async def once() -> T:
+            await conn.execute(f"BEGIN {mode}")
             try:
-                result = fn(conn, *args)
-                conn.execute("COMMIT")
+                pending = fn(conn, *args)
+                if not inspect.isawaitable(pending):
+                    raise TypeError(f"storage transaction {name} must be a coroutine function of the aiosqlite "
+                                    f"connection (got {type(pending).__name__} back)")
+                result = await pending
+                await conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    await conn.execute("ROLLBACK")
                 raise
             return result
 
-        return call_with_retry(once, f"{self.path}: {getattr(fn, '__name__', 'transaction')}")
+        async with self._lock:
+            return await call_with_retry_async(once, f"{self.path}: {name}")
 
     async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if os.getpid() != self._pid:
-            return  # inherited across fork: the storage thread does not exist here; the parent still owns the file
-        loop = asyncio.get_running_loop()
+        """Close after every transaction already submitted; when this returns no storage thread is left."""
+        if self._closing is None:
+            self._closed = True
+            if os.getpid() != self._pid:
+                return  # inherited across fork: aiosqlite's thread does not exist here; the parent owns the file
+            self._closing = asyncio.ensure_future(self._shutdown())
+        await asyncio.shield(self._closing)
+
+    async def _shutdown(self) -> None:
+        closed = False
         try:
-            await loop.run_in_executor(self._executor, self._conn.close)  # queued after every pending transaction
+            while self._pending:
+                await asyncio.wait(list(self._pending))
+            await self._conn.close()
+            closed = True
         finally:
-            # Join the (now idle) thread: when close returns no storage thread is left, so the caller may fork.
-            self._executor.shutdown(wait=True)
+            if not closed:
+                self._conn.stop()  # cancelled (event loop shutting down): still stop aiosqlite's thread
+            # aiosqlite's close returns once its thread ran the stop item, maybe a moment before the thread ends:
+            # join it, so the caller may fork (supervisors do, right after a transient open/close).
+            self._thread.join()
+            _open_databases.discard(self)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence, Union
 
 from . import records
-from .db import Database
+from .db import Database, fetch_all, fetch_one
 from .errors import IllegalTransition, NotFound
 
 INBOX_STATES = ("received", "taken", "done", "dropped")
@@ -65,24 +65,24 @@ def _prepare(item: Union[InboundItem, Sequence]) -> tuple:
     return key, platform, message_id, records.pack(payload)
 
 
-def _insert(conn, prepared: list, now: float) -> list[tuple[int, bool]]:
+async def _insert(conn, prepared: list, now: float) -> list[tuple[int, bool]]:
     out = []
     for key, platform, message_id, blob in prepared:
-        cur = conn.execute(
+        cur = await conn.execute(
             "INSERT INTO inbox (session_key, platform, platform_message_id, state, payload, received_at, updated_at) "
             "VALUES (?, ?, ?, 'received', ?, ?, ?) ON CONFLICT (platform, platform_message_id) DO NOTHING",
             (key, platform, message_id, blob, now, now))
         if cur.rowcount == 1:
             out.append((cur.lastrowid, True))
         else:
-            seq = conn.execute("SELECT seq FROM inbox WHERE platform = ? AND platform_message_id = ?",
-                               (platform, message_id)).fetchone()[0]
+            seq = (await fetch_one(conn, "SELECT seq FROM inbox WHERE platform = ? AND platform_message_id = ?",
+                                   (platform, message_id)))[0]
             out.append((seq, False))
     return out
 
 
-def _set_offset(conn, adapter_id: str, blob: bytes, now: float) -> None:
-    conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) VALUES (?, ?, ?) "
+async def _set_offset(conn, adapter_id: str, blob: bytes, now: float) -> None:
+    await conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) VALUES (?, ?, ?) "
                  "ON CONFLICT (adapter_id) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
                  (adapter_id, blob, now))
 
@@ -105,9 +105,9 @@ class Inbox:
         prepared = [_prepare(r) for r in rows]
         offset_blob = records.pack(offset)
 
-        def do(conn, now):
-            out = _insert(conn, prepared, now)
-            _set_offset(conn, adapter_id, offset_blob, now)
+        async def do(conn, now):
+            out = await _insert(conn, prepared, now)
+            await _set_offset(conn, adapter_id, offset_blob, now)
             return out
         return await self._db.write(do, time.time())
 
@@ -117,22 +117,22 @@ class Inbox:
         await self._db.write(_set_offset, adapter_id, blob, time.time())
 
     async def get_offset(self, adapter_id: str, default: Any = None) -> Any:
-        def fetch(conn):
-            row = conn.execute("SELECT value FROM adapter_offsets WHERE adapter_id = ?", (adapter_id,)).fetchone()
+        async def fetch(conn):
+            row = await fetch_one(conn, "SELECT value FROM adapter_offsets WHERE adapter_id = ?", (adapter_id,))
             return records.unpack(row[0]) if row else default
         return await self._db.read(fetch)
 
     async def get(self, seq: int) -> Optional[InboxRow]:
-        def fetch(conn):
-            r = conn.execute(f"SELECT {_COLUMNS} FROM inbox WHERE seq = ?", (seq,)).fetchone()
+        async def fetch(conn):
+            r = await fetch_one(conn, f"SELECT {_COLUMNS} FROM inbox WHERE seq = ?", (seq,))
             return _row(r) if r else None
         return await self._db.read(fetch)
 
     async def next_for(self, session_key: str) -> Optional[InboxRow]:
         """The oldest 'received' row of the key, or None."""
-        def fetch(conn):
-            r = conn.execute(f"SELECT {_COLUMNS} FROM inbox WHERE session_key = ? AND state = 'received' "
-                             f"ORDER BY seq LIMIT 1", (session_key,)).fetchone()
+        async def fetch(conn):
+            r = await fetch_one(conn, f"SELECT {_COLUMNS} FROM inbox WHERE session_key = ? AND state = 'received' "
+                                f"ORDER BY seq LIMIT 1", (session_key,))
             return _row(r) if r else None
         return await self._db.read(fetch)
 
@@ -149,15 +149,15 @@ class Inbox:
         return await self._move(seq, PENDING_STATES, "dropped", reason)
 
     async def _move(self, seq: int, allowed: tuple, target: str, reason: Optional[str] = None) -> InboxRow:
-        def do(conn):
-            r = conn.execute(f"SELECT {_COLUMNS} FROM inbox WHERE seq = ?", (seq,)).fetchone()
+        async def do(conn):
+            r = await fetch_one(conn, f"SELECT {_COLUMNS} FROM inbox WHERE seq = ?", (seq,))
             if r is None:
                 raise NotFound(f"no inbox row {seq}")
             if r[4] not in allowed:
                 raise IllegalTransition(f"inbox row {seq}: {r[4]} -> {target} is not allowed")
             now = time.time()
-            conn.execute("UPDATE inbox SET state = ?, updated_at = ?, reason = COALESCE(?, reason) WHERE seq = ?",
-                         (target, now, reason, seq))
+            await conn.execute("UPDATE inbox SET state = ?, updated_at = ?, reason = COALESCE(?, reason) "
+                               "WHERE seq = ?", (target, now, reason, seq))
             row = _row(r)
             return InboxRow(**{**row.__dict__, "state": target, "updated_at": now,
                                "reason": reason if reason is not None else row.reason})
@@ -170,34 +170,41 @@ class Inbox:
             raise ValueError(f"unknown inbox states {sorted(unknown)}")
         marks = ", ".join("?" * len(states))
 
-        def fetch(conn):
-            return [_row(r) for r in conn.execute(
-                f"SELECT {_COLUMNS} FROM inbox WHERE session_key = ? AND state IN ({marks}) ORDER BY seq",
+        async def fetch(conn):
+            return [_row(r) for r in await fetch_all(
+                conn, f"SELECT {_COLUMNS} FROM inbox WHERE session_key = ? AND state IN ({marks}) ORDER BY seq",
                 (session_key, *states))]
         return await self._db.read(fetch) if states else []
 
     async def sessions_with_pending(self) -> list[str]:
         """Keys with received or taken rows: the sessions to ring at start (restart recovery)."""
-        return await self._db.read(lambda conn: [k for (k,) in conn.execute(
-            "SELECT DISTINCT session_key FROM inbox WHERE state IN ('received', 'taken') ORDER BY session_key")])
+        async def fetch(conn):
+            return [k for (k,) in await fetch_all(
+                conn, "SELECT DISTINCT session_key FROM inbox WHERE state IN ('received', 'taken') "
+                      "ORDER BY session_key")]
+        return await self._db.read(fetch)
 
     async def requeue_taken(self, session_key: str) -> int:
         """taken -> received for a key whose turn died with its process; returns how many rows moved."""
-        return await self._db.write(lambda conn: conn.execute(
-            "UPDATE inbox SET state = 'received', updated_at = ? WHERE session_key = ? AND state = 'taken'",
-            (time.time(), session_key)).rowcount)
+        async def do(conn):
+            return (await conn.execute(
+                "UPDATE inbox SET state = 'received', updated_at = ? WHERE session_key = ? AND state = 'taken'",
+                (time.time(), session_key))).rowcount
+        return await self._db.write(do)
 
     async def counts(self, session_key: Optional[str] = None) -> dict[str, int]:
         """Rows per state (every state present, zero included), for one key or all."""
         where, args = ("WHERE session_key = ?", (session_key,)) if session_key is not None else ("", ())
 
-        def fetch(conn):
-            found = dict(conn.execute(f"SELECT state, COUNT(*) FROM inbox {where} GROUP BY state", args).fetchall())
+        async def fetch(conn):
+            found = dict(await fetch_all(conn, f"SELECT state, COUNT(*) FROM inbox {where} GROUP BY state", args))
             return {state: found.get(state, 0) for state in INBOX_STATES}
         return await self._db.read(fetch)
 
     async def purge(self, older_than_s: float, now: Optional[float] = None) -> int:
         """Delete done/dropped rows last updated over ``older_than_s`` ago (their dedup protection ends)."""
         cutoff = (time.time() if now is None else now) - older_than_s
-        return await self._db.write(lambda conn: conn.execute(
-            "DELETE FROM inbox WHERE state IN ('done', 'dropped') AND updated_at < ?", (cutoff,)).rowcount)
+        async def do(conn):
+            return (await conn.execute(
+                "DELETE FROM inbox WHERE state IN ('done', 'dropped') AND updated_at < ?", (cutoff,))).rowcount
+        return await self._db.write(do)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Iterable, Optional, TypeVar
 
 from . import records
-from .db import Database
+from .db import Database, fetch_all, fetch_one
 from .errors import IllegalTransition, NotFound, StaleFence, StorageError
 from .owner import Owner, current_owner, is_owner_alive
 
@@ -73,20 +73,20 @@ class Obligation:
     parts: dict = field(default_factory=dict)  # part index -> platform message id
 
 
-def _load(conn, oid: str) -> Optional[Obligation]:
-    r = conn.execute(f"SELECT {_COLUMNS} FROM obligations WHERE obligation_id = ?", (oid,)).fetchone()
+async def _load(conn, oid: str) -> Optional[Obligation]:
+    r = await fetch_one(conn, f"SELECT {_COLUMNS} FROM obligations WHERE obligation_id = ?", (oid,))
     if r is None:
         return None
-    parts = dict(conn.execute("SELECT part_index, platform_message_id FROM obligation_parts WHERE obligation_id = ? "
-                              "ORDER BY part_index", (oid,)).fetchall())
+    parts = dict(await fetch_all(conn, "SELECT part_index, platform_message_id FROM obligation_parts "
+                                       "WHERE obligation_id = ? ORDER BY part_index", (oid,)))
     owner = Owner(r[12], r[13], r[14], r[10]) if r[12] is not None else None
     return Obligation(r[0], r[1], r[2], Target(r[3], r[4], r[5], r[6]), r[7], records.unpack(r[8]), r[9], r[10],
                       r[11], owner, r[15], r[16], r[17], parts)
 
 
-def _require(conn, oid: str, fence: Optional[int], allowed: tuple, action: str) -> Obligation:
+async def _require(conn, oid: str, fence: Optional[int], allowed: tuple, action: str) -> Obligation:
     """Load a row and check that ``fence`` is current (if given) and the state allows ``action``."""
-    ob = _load(conn, oid)
+    ob = await _load(conn, oid)
     if ob is None:
         raise NotFound(f"no obligation {oid}")
     if fence is not None and fence != ob.fence:
@@ -97,18 +97,19 @@ def _require(conn, oid: str, fence: Optional[int], allowed: tuple, action: str) 
     return ob
 
 
-def _claim(conn, oid: str, now: float) -> int:
+async def _claim(conn, oid: str, now: float) -> int:
     """Make the calling process the owner of a new attempt; returns the new fence."""
     me = current_owner()
-    conn.execute("UPDATE obligations SET state = 'attempting', fence = fence + 1, attempts = attempts + 1, "
-                 "owner_pid = ?, owner_start = ?, owner_host = ?, updated_at = ? WHERE obligation_id = ?",
-                 (me.pid, me.start_time, me.host, now, oid))
-    return conn.execute("SELECT fence FROM obligations WHERE obligation_id = ?", (oid,)).fetchone()[0]
+    await conn.execute("UPDATE obligations SET state = 'attempting', fence = fence + 1, attempts = attempts + 1, "
+                       "owner_pid = ?, owner_start = ?, owner_host = ?, updated_at = ? WHERE obligation_id = ?",
+                       (me.pid, me.start_time, me.host, now, oid))
+    return (await fetch_one(conn, "SELECT fence FROM obligations WHERE obligation_id = ?", (oid,)))[0]
 
 
-def _set_state(conn, oid: str, state: str, now: float, error: Optional[str] = None, bump: bool = False) -> None:
-    conn.execute(f"UPDATE obligations SET state = ?, updated_at = ?, last_error = COALESCE(?, last_error)"
-                 f"{', fence = fence + 1' if bump else ''} WHERE obligation_id = ?", (state, now, error, oid))
+async def _set_state(conn, oid: str, state: str, now: float, error: Optional[str] = None,
+                     bump: bool = False) -> None:
+    await conn.execute(f"UPDATE obligations SET state = ?, updated_at = ?, last_error = COALESCE(?, last_error)"
+                       f"{', fence = fence + 1' if bump else ''} WHERE obligation_id = ?", (state, now, error, oid))
 
 
 class Ledger:
@@ -128,15 +129,16 @@ class Ledger:
         oid = obligation_id(session_key, inbound_ref, content)
         chunk_blob = records.pack(list(chunks) if chunks is not None else [content])
 
-        def do(conn, now):
-            conn.execute(f"INSERT INTO obligations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, 0, "
-                         f"NULL, NULL, NULL, NULL, ?, ?) ON CONFLICT (obligation_id) DO NOTHING",
-                         (oid, session_key, inbound_ref, target.platform, str(target.chat_id),
-                          None if target.thread_id is None else str(target.thread_id),
-                          None if target.reply_to is None else str(target.reply_to), content, chunk_blob, now, now))
-            if claim and _load(conn, oid).state == "pending":
-                _claim(conn, oid, now)
-            return _load(conn, oid)
+        async def do(conn, now):
+            await conn.execute(
+                f"INSERT INTO obligations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, 0, "
+                f"NULL, NULL, NULL, NULL, ?, ?) ON CONFLICT (obligation_id) DO NOTHING",
+                (oid, session_key, inbound_ref, target.platform, str(target.chat_id),
+                 None if target.thread_id is None else str(target.thread_id),
+                 None if target.reply_to is None else str(target.reply_to), content, chunk_blob, now, now))
+            if claim and (await _load(conn, oid)).state == "pending":
+                await _claim(conn, oid, now)
+            return await _load(conn, oid)
         return await self._db.write(do, time.time())
 
     async def get(self, oid: str) -> Optional[Obligation]:
@@ -144,34 +146,36 @@ class Ledger:
 
     async def mark_attempting(self, oid: str, fence: Optional[int] = None) -> int:
         """pending|failed -> attempting, owned by this process; returns the new fence for every later call."""
-        def do(conn, now):
-            _require(conn, oid, fence, ("pending", "failed"), "mark_attempting")
-            return _claim(conn, oid, now)
+        async def do(conn, now):
+            await _require(conn, oid, fence, ("pending", "failed"), "mark_attempting")
+            return await _claim(conn, oid, now)
         return await self._db.write(do, time.time())
 
     async def record_part(self, oid: str, fence: int, part_index: int, platform_message_id: str,
                           replace: bool = False) -> None:
         """Record the platform message id of part ``part_index`` the moment the platform returns it. Recording
         the same id again is a no-op; a different id for a recorded part is refused unless ``replace``."""
-        def do(conn, now):
-            _require(conn, oid, fence, ("attempting",), "record_part")
-            known = conn.execute("SELECT platform_message_id FROM obligation_parts WHERE obligation_id = ? AND "
-                                 "part_index = ?", (oid, part_index)).fetchone()
+        async def do(conn, now):
+            await _require(conn, oid, fence, ("attempting",), "record_part")
+            known = await fetch_one(conn, "SELECT platform_message_id FROM obligation_parts WHERE obligation_id = ? "
+                                          "AND part_index = ?", (oid, part_index))
             if known is not None and known[0] != str(platform_message_id) and not replace:
                 raise IllegalTransition(f"obligation {oid[:12]}: part {part_index} is already recorded as "
                                         f"{known[0]}; pass replace=True if it was really sent again")
-            conn.execute("INSERT OR REPLACE INTO obligation_parts (obligation_id, part_index, platform_message_id, "
-                         "recorded_at) VALUES (?, ?, ?, ?)", (oid, int(part_index), str(platform_message_id), now))
-            conn.execute("UPDATE obligations SET updated_at = ? WHERE obligation_id = ?", (now, oid))
+            await conn.execute("INSERT OR REPLACE INTO obligation_parts (obligation_id, part_index, "
+                               "platform_message_id, recorded_at) VALUES (?, ?, ?, ?)",
+                               (oid, int(part_index), str(platform_message_id), now))
+            await conn.execute("UPDATE obligations SET updated_at = ? WHERE obligation_id = ?", (now, oid))
         await self._db.write(do, time.time())
 
     async def set_chunks(self, oid: str, fence: int, chunks: Iterable[str]) -> None:
         """Record how the content is split into platform messages (decided at send time, within the limits)."""
         blob = records.pack(list(chunks))
 
-        def do(conn, now):
-            _require(conn, oid, fence, ("attempting",), "set_chunks")
-            conn.execute("UPDATE obligations SET chunks = ?, updated_at = ? WHERE obligation_id = ?", (blob, now, oid))
+        async def do(conn, now):
+            await _require(conn, oid, fence, ("attempting",), "set_chunks")
+            await conn.execute("UPDATE obligations SET chunks = ?, updated_at = ? WHERE obligation_id = ?",
+                               (blob, now, oid))
         await self._db.write(do, time.time())
 
     async def mark_delivered(self, oid: str, fence: int) -> None:
@@ -185,20 +189,20 @@ class Ledger:
         await self._finish(oid, fence, ("pending", "attempting", "failed"), "abandoned", str(reason))
 
     async def _finish(self, oid: str, fence: int, allowed: tuple, target: str, error: Optional[str]) -> None:
-        def do(conn, now):
-            _require(conn, oid, fence, allowed, f"-> {target}")
-            _set_state(conn, oid, target, now, error)
+        async def do(conn, now):
+            await _require(conn, oid, fence, allowed, f"-> {target}")
+            await _set_state(conn, oid, target, now, error)
         await self._db.write(do, time.time())
 
     async def requeue(self, oid: str) -> Obligation:
         """Admin retry: failed|abandoned -> pending with attempts reset; the fence moves on, so any earlier
         holder is stale."""
-        def do(conn, now):
-            _require(conn, oid, None, ("failed", "abandoned"), "requeue")
-            conn.execute("UPDATE obligations SET attempts = 0, owner_pid = NULL, owner_start = NULL, "
-                         "owner_host = NULL WHERE obligation_id = ?", (oid,))
-            _set_state(conn, oid, "pending", now, bump=True)
-            return _load(conn, oid)
+        async def do(conn, now):
+            await _require(conn, oid, None, ("failed", "abandoned"), "requeue")
+            await conn.execute("UPDATE obligations SET attempts = 0, owner_pid = NULL, owner_start = NULL, "
+                               "owner_host = NULL WHERE obligation_id = ?", (oid,))
+            await _set_state(conn, oid, "pending", now, bump=True)
+            return await _load(conn, oid)
         return await self._db.write(do, time.time())
 
     async def sweep_recoverable(self, connected_platforms: Iterable[str], max_attempts: int = 5,
@@ -210,22 +214,22 @@ class Ledger:
         connected = set(connected_platforms)
         now = time.time() if now is None else now
 
-        def do(conn):
+        async def do(conn):
             claimed = []
-            candidates = conn.execute(
-                "SELECT obligation_id, state, platform, attempts, created_at, owner_pid, owner_start, owner_host, "
-                "fence FROM obligations WHERE state IN ('pending', 'attempting', 'failed') ORDER BY created_at"
-            ).fetchall()
+            candidates = await fetch_all(
+                conn, "SELECT obligation_id, state, platform, attempts, created_at, owner_pid, owner_start, "
+                      "owner_host, fence FROM obligations WHERE state IN ('pending', 'attempting', 'failed') "
+                      "ORDER BY created_at")
             for oid, state, platform, attempts, created_at, pid, start, host, fence in candidates:
                 if state != "pending" and is_owner_alive(Owner(pid, start, host, fence)):
                     continue
                 if attempts >= max_attempts or created_at < now - stale_after_s:
                     why = "too many attempts" if attempts >= max_attempts else "too old to deliver"
-                    _set_state(conn, oid, "abandoned", now, f"swept: {why}", bump=True)
+                    await _set_state(conn, oid, "abandoned", now, f"swept: {why}", bump=True)
                     log.warning("obligation %s abandoned by the sweep: %s", oid[:12], why)
                 elif platform in connected:
-                    _claim(conn, oid, now)
-                    claimed.append(_load(conn, oid))
+                    await _claim(conn, oid, now)
+                    claimed.append(await _load(conn, oid))
             return claimed
         return await self._db.write(do)
 
@@ -234,15 +238,16 @@ class Ledger:
         if state is not None and state not in OBLIGATION_STATES:
             raise ValueError(f"unknown obligation state {state!r}")
 
-        def fetch(conn):
-            ids = conn.execute("SELECT obligation_id FROM obligations " + ("WHERE state = ? " if state else "") +
-                               "ORDER BY created_at DESC LIMIT ?", ((state,) if state else ()) + (int(limit),))
-            return [_load(conn, oid) for (oid,) in ids.fetchall()]
+        async def fetch(conn):
+            ids = await fetch_all(conn, "SELECT obligation_id FROM obligations " +
+                                  ("WHERE state = ? " if state else "") + "ORDER BY created_at DESC LIMIT ?",
+                                  ((state,) if state else ()) + (int(limit),))
+            return [await _load(conn, oid) for (oid,) in ids]
         return await self._db.read(fetch)
 
     async def counts(self) -> dict[str, int]:
-        def fetch(conn):
-            found = dict(conn.execute("SELECT state, COUNT(*) FROM obligations GROUP BY state").fetchall())
+        async def fetch(conn):
+            found = dict(await fetch_all(conn, "SELECT state, COUNT(*) FROM obligations GROUP BY state"))
             return {state: found.get(state, 0) for state in OBLIGATION_STATES}
         return await self._db.read(fetch)
 
@@ -253,15 +258,15 @@ class Ledger:
         deleted. Returns the number deleted."""
         cutoff = (time.time() if now is None else now) - older_than_days * 86400
 
-        def do(conn):
-            deleted = conn.execute("DELETE FROM obligations WHERE state IN ('delivered', 'abandoned') "
-                                   "AND updated_at < ?", (cutoff,)).rowcount
+        async def do(conn):
+            deleted = (await conn.execute("DELETE FROM obligations WHERE state IN ('delivered', 'abandoned') "
+                                          "AND updated_at < ?", (cutoff,))).rowcount
             if max_rows is not None:
-                excess = conn.execute("SELECT COUNT(*) FROM obligations").fetchone()[0] - max_rows
+                excess = (await fetch_one(conn, "SELECT COUNT(*) FROM obligations"))[0] - max_rows
                 if excess > 0:
-                    deleted += conn.execute(
+                    deleted += (await conn.execute(
                         "DELETE FROM obligations WHERE obligation_id IN (SELECT obligation_id FROM obligations "
-                        "WHERE state IN ('delivered', 'abandoned') ORDER BY updated_at LIMIT ?)", (excess,)).rowcount
+                        "WHERE state IN ('delivered', 'abandoned') ORDER BY updated_at LIMIT ?)", (excess,))).rowcount
             return deleted
         return await self._db.write(do)
 

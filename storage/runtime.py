@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from .db import fetch_all, fetch_one
 from .errors import NotFound
 
 _COLUMNS = ("session_id, turn_token, compression_cursor, resume_pending, resume_inbox_seq, resume_started_at, "
@@ -43,10 +44,10 @@ def _state(row) -> RuntimeState:
     return RuntimeState(row[0], row[1], row[2], bool(row[3]), *row[4:])
 
 
-def _ensure_row(conn, session_id: str, now: float) -> None:
-    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone() is None:
+async def _ensure_row(conn, session_id: str, now: float) -> None:
+    if await fetch_one(conn, "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)) is None:
         raise NotFound(f"no session {session_id!r}")
-    conn.execute("INSERT OR IGNORE INTO runtime_state (session_id, updated_at) VALUES (?, ?)", (session_id, now))
+    await conn.execute("INSERT OR IGNORE INTO runtime_state (session_id, updated_at) VALUES (?, ?)", (session_id, now))
 
 
 class RuntimeOps:
@@ -54,8 +55,8 @@ class RuntimeOps:
 
     async def runtime(self, session_id: str) -> RuntimeState:
         """The runtime state of a session (a blank one if it never ran a turn)."""
-        def fetch(conn):
-            row = conn.execute(f"SELECT {_COLUMNS} FROM runtime_state WHERE session_id = ?", (session_id,)).fetchone()
+        async def fetch(conn):
+            row = await fetch_one(conn, f"SELECT {_COLUMNS} FROM runtime_state WHERE session_id = ?", (session_id,))
             return _state(row) if row else RuntimeState(session_id, None, 0, False, None, None, None, 0.0)
         return await self._db.read(fetch)
 
@@ -66,50 +67,50 @@ class RuntimeOps:
             raise TypeError(f"inbox_seq must be the int seq of the inbox row the turn answers, not {inbox_seq!r}")
         now = time.time()
 
-        def do(conn):
-            _ensure_row(conn, session_id, now)
-            conn.execute("UPDATE runtime_state SET turn_token = ?, resume_pending = 1, resume_inbox_seq = ?, "
-                         "resume_started_at = ?, updated_at = ? WHERE session_id = ?",
-                         (turn_token, inbox_seq, started_at if started_at is not None else now, now, session_id))
+        async def do(conn):
+            await _ensure_row(conn, session_id, now)
+            await conn.execute("UPDATE runtime_state SET turn_token = ?, resume_pending = 1, resume_inbox_seq = ?, "
+                               "resume_started_at = ?, updated_at = ? WHERE session_id = ?",
+                               (turn_token, inbox_seq, started_at if started_at is not None else now, now, session_id))
         await self._db.write(do)
 
     async def end_turn(self, session_id: str, turn_token: str) -> bool:
         """Clear the turn in flight if ``turn_token`` is still the current one; returns whether it was."""
-        def do(conn):
-            return conn.execute("UPDATE runtime_state SET turn_token = NULL, resume_pending = 0, updated_at = ? "
-                                "WHERE session_id = ? AND turn_token = ?",
-                                (time.time(), session_id, turn_token)).rowcount == 1
+        async def do(conn):
+            cur = await conn.execute("UPDATE runtime_state SET turn_token = NULL, resume_pending = 0, updated_at = ? "
+                                     "WHERE session_id = ? AND turn_token = ?", (time.time(), session_id, turn_token))
+            return cur.rowcount == 1
         return await self._db.write(do)
 
     async def set_compression_cursor(self, session_id: str, seq: int) -> None:
         """Transcript events up to ``seq`` are summarised; the model sees the summary plus what follows."""
         now = time.time()
 
-        def do(conn):
-            _ensure_row(conn, session_id, now)
-            conn.execute("UPDATE runtime_state SET compression_cursor = ?, updated_at = ? WHERE session_id = ?",
-                         (int(seq), now, session_id))
+        async def do(conn):
+            await _ensure_row(conn, session_id, now)
+            await conn.execute("UPDATE runtime_state SET compression_cursor = ?, updated_at = ? WHERE session_id = ?",
+                               (int(seq), now, session_id))
         await self._db.write(do)
 
     async def pending_resumes(self) -> list[RuntimeState]:
         """Interrupted turns whose resume has not been attempted yet."""
-        def fetch(conn):
-            return [_state(r) for r in conn.execute(
-                f"SELECT {_COLUMNS} FROM runtime_state WHERE resume_pending = 1 AND "
-                f"(resume_attempted_seq IS NULL OR resume_attempted_seq IS NOT resume_inbox_seq) ORDER BY session_id")]
+        async def fetch(conn):
+            return [_state(r) for r in await fetch_all(
+                conn, f"SELECT {_COLUMNS} FROM runtime_state WHERE resume_pending = 1 AND (resume_attempted_seq "
+                      f"IS NULL OR resume_attempted_seq IS NOT resume_inbox_seq) ORDER BY session_id")]
         return await self._db.read(fetch)
 
     async def claim_resume(self, session_id: str) -> Optional[RuntimeState]:
         """Mark the interrupted turn as being resumed and return its state; None if there is nothing to resume
         or its resume was already attempted once. Committed before the resumed turn starts."""
-        def do(conn):
-            row = conn.execute(f"SELECT {_COLUMNS} FROM runtime_state WHERE session_id = ?", (session_id,)).fetchone()
+        async def do(conn):
+            row = await fetch_one(conn, f"SELECT {_COLUMNS} FROM runtime_state WHERE session_id = ?", (session_id,))
             if row is None:
                 return None
             state = _state(row)
             if not state.resume_pending or state.resume_already_attempted:
                 return None
-            conn.execute("UPDATE runtime_state SET resume_attempted_seq = resume_inbox_seq, updated_at = ? "
-                         "WHERE session_id = ?", (time.time(), session_id))
+            await conn.execute("UPDATE runtime_state SET resume_attempted_seq = resume_inbox_seq, updated_at = ? "
+                               "WHERE session_id = ?", (time.time(), session_id))
             return RuntimeState(**{**state.__dict__, "resume_attempted_seq": state.resume_inbox_seq})
         return await self._db.write(do)

@@ -2,7 +2,8 @@
 
 Never edit a released step: append a new one. A database whose version is above ``len(MIGRATIONS)`` is refused at
 open (``SchemaTooNew``). Each step is a list of statements (run without ``executescript``, which would commit
-half-way) or a function of the connection for data migrations.
+half-way) or a function of the plain sqlite3 connection for data migrations (migrations run synchronously on
+aiosqlite's thread while the Store opens; see db.py).
 """
 from __future__ import annotations
 

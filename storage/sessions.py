@@ -13,14 +13,15 @@ all-or-nothing: a batch is never half in the transcript, and seqs never have gap
 from __future__ import annotations
 
 import re
-import sqlite3
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import records
-from .db import Database
+import aiosqlite
+
+from .db import Database, fetch_all, fetch_one
 from .errors import IllegalTransition, NotFound, RecordError
 from .keys import is_valid_key
 from .runtime import RuntimeOps
@@ -86,10 +87,10 @@ def searchable_text(payload: Any) -> str:
     return "\n".join(found)
 
 
-def index_event(conn: sqlite3.Connection, event_id: int, payload: Any) -> None:
+async def index_event(conn: aiosqlite.Connection, event_id: int, payload: Any) -> None:
     text = searchable_text(payload)
     if text:
-        conn.execute("INSERT INTO transcript_fts (rowid, body) VALUES (?, ?)", (event_id, text))
+        await conn.execute("INSERT INTO transcript_fts (rowid, body) VALUES (?, ?)", (event_id, text))
 
 
 def _coerce_event(event: Union[TranscriptEvent, Mapping]) -> TranscriptEvent:
@@ -107,8 +108,8 @@ def _fts_query(text: str) -> str:
     return " ".join('"' + word.replace('"', '""') + '"' for word in re.findall(r"\w+", text))
 
 
-def _require_session(conn: sqlite3.Connection, session_id: str) -> str:
-    row = conn.execute("SELECT state FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+async def _require_session(conn: aiosqlite.Connection, session_id: str) -> str:
+    row = await fetch_one(conn, "SELECT state FROM sessions WHERE session_id = ?", (session_id,))
     if row is None:
         raise NotFound(f"no session {session_id!r}")
     return row[0]
@@ -130,27 +131,26 @@ class SessionStore(RuntimeOps):
         return await self._db.write(self._get_or_create, session_key, source, uuid.uuid4().hex, time.time())
 
     @staticmethod
-    def _get_or_create(conn, key, source, new_id, now) -> SessionInfo:
-        row = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_key = ? "
-                           f"AND state IN ('active', 'suspended')", (key,)).fetchone()
+    async def _get_or_create(conn, key, source, new_id, now) -> SessionInfo:
+        row = await fetch_one(conn, f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_key = ? "
+                                    f"AND state IN ('active', 'suspended')", (key,))
         if row is not None:
             return session_from_row(row)
-        conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, 'active', ?, ?, NULL, ?)",
-                     (new_id, key, now, now, source))
+        await conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, 'active', ?, ?, NULL, ?)",
+                           (new_id, key, now, now, source))
         return SessionInfo(new_id, key, "active", now, now, None, records.unpack(source), created=True)
 
     async def get(self, session_id: str) -> Optional[SessionInfo]:
-        def fetch(conn):
-            row = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?",
-                               (session_id,)).fetchone()
+        async def fetch(conn):
+            row = await fetch_one(conn, f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
             return session_from_row(row) if row else None
         return await self._db.read(fetch)
 
     async def current(self, session_key: str) -> Optional[SessionInfo]:
         """The active or suspended session of a key, or None (never creates)."""
-        def fetch(conn):
-            row = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_key = ? "
-                               f"AND state IN ('active', 'suspended')", (session_key,)).fetchone()
+        async def fetch(conn):
+            row = await fetch_one(conn, f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_key = ? "
+                                        f"AND state IN ('active', 'suspended')", (session_key,))
             return session_from_row(row) if row else None
         return await self._db.read(fetch)
 
@@ -167,15 +167,15 @@ class SessionStore(RuntimeOps):
         sql = (f"SELECT {SESSION_COLUMNS} FROM sessions {'WHERE ' + ' AND '.join(where) if where else ''} "
                f"ORDER BY updated_at DESC, session_id LIMIT ? OFFSET ?")
 
-        def fetch(conn):
-            return [session_from_row(r) for r in conn.execute(sql, (*args, int(limit), int(offset)))]
+        async def fetch(conn):
+            return [session_from_row(r) for r in await fetch_all(conn, sql, (*args, int(limit), int(offset)))]
         return await self._db.read(fetch)
 
     async def rename(self, session_id: str, title: Optional[str]) -> None:
-        def do(conn):
-            _require_session(conn, session_id)
-            conn.execute("UPDATE sessions SET title = ?, updated_at = ? WHERE session_id = ?",
-                         (title, time.time(), session_id))
+        async def do(conn):
+            await _require_session(conn, session_id)
+            await conn.execute("UPDATE sessions SET title = ?, updated_at = ? WHERE session_id = ?",
+                               (title, time.time(), session_id))
         await self._db.write(do)
 
     async def reset(self, session_key: str, source_fields: Optional[Mapping] = None) -> SessionInfo:
@@ -187,14 +187,15 @@ class SessionStore(RuntimeOps):
         return await self._db.write(self._reset, session_key, given, uuid.uuid4().hex, time.time())
 
     @staticmethod
-    def _reset(conn, key, source, new_id, now) -> SessionInfo:
-        old = conn.execute("SELECT session_id, source FROM sessions WHERE session_key = ? "
-                           "AND state IN ('active', 'suspended')", (key,)).fetchone()
+    async def _reset(conn, key, source, new_id, now) -> SessionInfo:
+        old = await fetch_one(conn, "SELECT session_id, source FROM sessions WHERE session_key = ? "
+                                    "AND state IN ('active', 'suspended')", (key,))
         if old is not None:
-            conn.execute("UPDATE sessions SET state = 'reset', updated_at = ? WHERE session_id = ?", (now, old[0]))
+            await conn.execute("UPDATE sessions SET state = 'reset', updated_at = ? WHERE session_id = ?",
+                               (now, old[0]))
         source = source if source is not None else (old[1] if old else records.pack({}))
-        conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, 'active', ?, ?, NULL, ?)",
-                     (new_id, key, now, now, source))
+        await conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, 'active', ?, ?, NULL, ?)",
+                           (new_id, key, now, now, source))
         return SessionInfo(new_id, key, "active", now, now, None, records.unpack(source), created=True)
 
     async def suspend(self, session_id: str) -> None:
@@ -210,12 +211,12 @@ class SessionStore(RuntimeOps):
         await self._transition(session_id, CURRENT_STATES, "closed")
 
     async def _transition(self, session_id: str, allowed: tuple, target: str) -> None:
-        def do(conn):
-            state = _require_session(conn, session_id)
+        async def do(conn):
+            state = await _require_session(conn, session_id)
             if state not in allowed:
                 raise IllegalTransition(f"session {session_id}: {state} -> {target} is not allowed")
-            conn.execute("UPDATE sessions SET state = ?, updated_at = ? WHERE session_id = ?",
-                         (target, time.time(), session_id))
+            await conn.execute("UPDATE sessions SET state = ?, updated_at = ? WHERE session_id = ?",
+                               (target, time.time(), session_id))
         await self._db.write(do)
 
     # ------------------------------------------------------------------------------------------- transcript
@@ -227,27 +228,27 @@ class SessionStore(RuntimeOps):
         return await self._db.write(self._append, session_id, rows, now) if rows else []
 
     @staticmethod
-    def _append(conn, session_id, rows, now) -> list[int]:
-        _require_session(conn, session_id)
-        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM transcript WHERE session_id = ?",
-                           (session_id,)).fetchone()[0]
+    async def _append(conn, session_id, rows, now) -> list[int]:
+        await _require_session(conn, session_id)
+        seq = (await fetch_one(conn, "SELECT COALESCE(MAX(seq), 0) FROM transcript WHERE session_id = ?",
+                               (session_id,)))[0]
         seqs = []
         for event, blob in rows:
             seq += 1
-            cur = conn.execute("INSERT INTO transcript (session_id, seq, turn_id, role, kind, created_at, payload) "
-                               "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                               (session_id, seq, event.turn_id, event.role, event.kind,
-                                event.created_at if event.created_at is not None else now, blob))
-            index_event(conn, cur.lastrowid, event.payload)
+            cur = await conn.execute(
+                "INSERT INTO transcript (session_id, seq, turn_id, role, kind, created_at, payload) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)", (session_id, seq, event.turn_id, event.role, event.kind,
+                                                 event.created_at if event.created_at is not None else now, blob))
+            await index_event(conn, cur.lastrowid, event.payload)
             seqs.append(seq)
-        conn.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (now, session_id))
+        await conn.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (now, session_id))
         return seqs
 
     async def load(self, session_id: str, last_n: Optional[int] = None, since_seq: int = 0,
                    until_seq: Optional[int] = None) -> list[TranscriptEvent]:
         """Events in seq order: those with since_seq < seq <= until_seq, of which only the last ``last_n``."""
-        def fetch(conn):
-            _require_session(conn, session_id)
+        async def fetch(conn):
+            await _require_session(conn, session_id)
             sql = ("SELECT seq, turn_id, role, kind, created_at, payload FROM transcript WHERE session_id = ? "
                    "AND seq > ? AND seq <= ? ORDER BY seq DESC")
             args = [session_id, since_seq, until_seq if until_seq is not None else 2 ** 62]
@@ -255,7 +256,7 @@ class SessionStore(RuntimeOps):
                 sql += " LIMIT ?"
                 args.append(int(last_n))
             out = [TranscriptEvent(role, kind, records.unpack(blob), turn_id, created, seq)
-                   for seq, turn_id, role, kind, created, blob in conn.execute(sql, args)]
+                   for seq, turn_id, role, kind, created, blob in await fetch_all(conn, sql, args)]
             out.reverse()
             return out
         return await self._db.read(fetch)
@@ -271,15 +272,17 @@ class SessionStore(RuntimeOps):
                "WHERE transcript_fts MATCH ? " + ("AND s.session_key = ? " if session_key else "") +
                "ORDER BY rank LIMIT ?")
         args = (match, session_key, int(limit)) if session_key else (match, int(limit))
-        return await self._db.read(lambda conn: [SearchHit(*row) for row in conn.execute(sql, args)])
+        async def fetch(conn):
+            return [SearchHit(*row) for row in await fetch_all(conn, sql, args)]
+        return await self._db.read(fetch)
 
     async def rebuild_search_index(self) -> int:
         """Recreate the derived FTS index from the transcript; returns the number of events indexed."""
-        def do(conn):
-            conn.execute("DELETE FROM transcript_fts")
+        async def do(conn):
+            await conn.execute("DELETE FROM transcript_fts")
             n = 0
-            for event_id, blob in conn.execute("SELECT event_id, payload FROM transcript").fetchall():
-                index_event(conn, event_id, records.unpack(blob))
+            for event_id, blob in await fetch_all(conn, "SELECT event_id, payload FROM transcript"):
+                await index_event(conn, event_id, records.unpack(blob))
                 n += 1
             return n
         return await self._db.write(do)
@@ -288,23 +291,23 @@ class SessionStore(RuntimeOps):
 
     async def set_display(self, session_id: str, fields: Mapping[str, Any]) -> dict:
         """Merge ``fields`` into the display metadata (a None value removes the field); returns the result."""
-        def do(conn):
-            _require_session(conn, session_id)
-            row = conn.execute("SELECT data FROM session_display WHERE session_id = ?", (session_id,)).fetchone()
+        async def do(conn):
+            await _require_session(conn, session_id)
+            row = await fetch_one(conn, "SELECT data FROM session_display WHERE session_id = ?", (session_id,))
             data = records.unpack(row[0]) if row else {}
             data.update(fields)
             data = {k: v for k, v in data.items() if v is not None}
             blob = records.pack(data)
             if len(blob) > MAX_DISPLAY_BYTES:
                 raise RecordError(f"display metadata is {len(blob)} bytes; the limit is {MAX_DISPLAY_BYTES}")
-            conn.execute("INSERT OR REPLACE INTO session_display (session_id, data) VALUES (?, ?)",
-                         (session_id, blob))
+            await conn.execute("INSERT OR REPLACE INTO session_display (session_id, data) VALUES (?, ?)",
+                               (session_id, blob))
             return data
         return await self._db.write(do)
 
     async def get_display(self, session_id: str) -> dict:
-        def fetch(conn):
-            row = conn.execute("SELECT data FROM session_display WHERE session_id = ?", (session_id,)).fetchone()
+        async def fetch(conn):
+            row = await fetch_one(conn, "SELECT data FROM session_display WHERE session_id = ?", (session_id,))
             return records.unpack(row[0]) if row else {}
         return await self._db.read(fetch)
 
@@ -313,16 +316,16 @@ class SessionStore(RuntimeOps):
         the last request of a tool loop contains the earlier ones)."""
         blob = records.pack(request)
 
-        def do(conn):
-            _require_session(conn, session_id)
-            conn.execute("INSERT OR REPLACE INTO api_sidecar (session_id, turn_id, created_at, request) "
-                         "VALUES (?, ?, ?, ?)", (session_id, turn_id, time.time(), blob))
+        async def do(conn):
+            await _require_session(conn, session_id)
+            await conn.execute("INSERT OR REPLACE INTO api_sidecar (session_id, turn_id, created_at, request) "
+                               "VALUES (?, ?, ?, ?)", (session_id, turn_id, time.time(), blob))
         await self._db.write(do)
 
     async def get_request(self, session_id: str, turn_id: str) -> Any:
-        def fetch(conn):
-            row = conn.execute("SELECT request FROM api_sidecar WHERE session_id = ? AND turn_id = ?",
-                               (session_id, turn_id)).fetchone()
+        async def fetch(conn):
+            row = await fetch_one(conn, "SELECT request FROM api_sidecar WHERE session_id = ? AND turn_id = ?",
+                                  (session_id, turn_id))
             return records.unpack(row[0]) if row else None
         return await self._db.read(fetch)
 
@@ -334,20 +337,20 @@ class SessionStore(RuntimeOps):
         With ``keep_transcripts=False`` they are deleted entirely (transcript, index, metadata, row)."""
         cutoff = (time.time() if now is None else now) - older_than_s
 
-        def do(conn):
+        async def do(conn):
             old = "SELECT session_id FROM sessions WHERE updated_at < ?"
             counts = {
-                "closed": conn.execute("UPDATE sessions SET state = 'closed' WHERE updated_at < ? "
-                                       "AND state IN ('active', 'suspended')", (cutoff,)).rowcount,
-                "sidecars_deleted": conn.execute(f"DELETE FROM api_sidecar WHERE session_id IN ({old})",
-                                                 (cutoff,)).rowcount,
-                "runtime_deleted": conn.execute(f"DELETE FROM runtime_state WHERE session_id IN ({old})",
-                                                (cutoff,)).rowcount,
+                "closed": (await conn.execute("UPDATE sessions SET state = 'closed' WHERE updated_at < ? "
+                                              "AND state IN ('active', 'suspended')", (cutoff,))).rowcount,
+                "sidecars_deleted": (await conn.execute(f"DELETE FROM api_sidecar WHERE session_id IN ({old})",
+                                                        (cutoff,))).rowcount,
+                "runtime_deleted": (await conn.execute(f"DELETE FROM runtime_state WHERE session_id IN ({old})",
+                                                       (cutoff,))).rowcount,
                 "sessions_deleted": 0,
             }
             if not keep_transcripts:
-                counts["sessions_deleted"] = conn.execute("DELETE FROM sessions WHERE updated_at < ?",
-                                                          (cutoff,)).rowcount
+                counts["sessions_deleted"] = (await conn.execute("DELETE FROM sessions WHERE updated_at < ?",
+                                                                 (cutoff,))).rowcount
             return counts
         return await self._db.write(do)
 

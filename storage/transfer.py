@@ -28,6 +28,7 @@ from typing import Any
 import msgpack
 
 from . import records
+from .db import fetch_all, fetch_one
 from .errors import ImportRefused, NotFound, RecordError
 from .keys import is_valid_key
 from .sessions import CURRENT_STATES, ROLES, SESSION_COLUMNS, SESSION_STATES, SessionInfo, index_event
@@ -45,23 +46,23 @@ class ParsedExport:
     requests: list
 
 
-def export_rows(conn, session_id: str) -> bytes:
-    row = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+async def export_rows(conn, session_id: str) -> bytes:
+    row = await fetch_one(conn, f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
     if row is None:
         raise NotFound(f"no session {session_id!r}")
     maps: list[dict] = [{"type": "header", "format": FORMAT, "version": VERSION}]
     sid, key, state, created_at, updated_at, title, source = row
     maps.append({"type": "session", "session_id": sid, "session_key": key, "state": state, "created_at": created_at,
                  "updated_at": updated_at, "title": title, "source": records.unpack(source)})
-    display = conn.execute("SELECT data FROM session_display WHERE session_id = ?", (session_id,)).fetchone()
+    display = await fetch_one(conn, "SELECT data FROM session_display WHERE session_id = ?", (session_id,))
     maps.append({"type": "display", "data": records.unpack(display[0]) if display else {}})
-    for seq, turn_id, role, kind, at, blob in conn.execute(
-            "SELECT seq, turn_id, role, kind, created_at, payload FROM transcript WHERE session_id = ? ORDER BY seq",
-            (session_id,)):
+    for seq, turn_id, role, kind, at, blob in await fetch_all(
+            conn, "SELECT seq, turn_id, role, kind, created_at, payload FROM transcript WHERE session_id = ? "
+                  "ORDER BY seq", (session_id,)):
         maps.append({"type": "event", "seq": seq, "turn_id": turn_id, "role": role, "kind": kind, "created_at": at,
                      "payload": records.unpack(blob)})
-    for turn_id, at, blob in conn.execute(
-            "SELECT turn_id, created_at, request FROM api_sidecar WHERE session_id = ? ORDER BY turn_id",
+    for turn_id, at, blob in await fetch_all(
+            conn, "SELECT turn_id, created_at, request FROM api_sidecar WHERE session_id = ? ORDER BY turn_id",
             (session_id,)):
         maps.append({"type": "request", "turn_id": turn_id, "created_at": at, "request": records.unpack(blob)})
     out = io.BytesIO()
@@ -157,29 +158,32 @@ def parse_export(data: bytes) -> ParsedExport:
     return ParsedExport(session, display["data"], events, requests)
 
 
-def import_rows(conn, parsed: ParsedExport) -> SessionInfo:
+async def import_rows(conn, parsed: ParsedExport) -> SessionInfo:
     s = parsed.session
-    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (s["session_id"],)).fetchone():
+    if await fetch_one(conn, "SELECT 1 FROM sessions WHERE session_id = ?", (s["session_id"],)):
         raise _refuse(f"session {s['session_id']} already exists")
     if s["state"] in CURRENT_STATES:
-        other = conn.execute("SELECT session_id FROM sessions WHERE session_key = ? AND state IN "
-                             "('active', 'suspended')", (s["session_key"],)).fetchone()
+        other = await fetch_one(conn, "SELECT session_id FROM sessions WHERE session_key = ? AND state IN "
+                                      "('active', 'suspended')", (s["session_key"],))
         if other:
             raise _refuse(f"key {s['session_key']} already has a current session {other[0]}; "
                           f"reset or close it first")
     source = records.pack(s["source"])
-    conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                 (s["session_id"], s["session_key"], s["state"], s["created_at"], s["updated_at"], s["title"], source))
+    await conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (s["session_id"], s["session_key"], s["state"], s["created_at"], s["updated_at"], s["title"],
+                        source))
     if parsed.display:
-        conn.execute("INSERT INTO session_display (session_id, data) VALUES (?, ?)",
-                     (s["session_id"], records.pack(parsed.display)))
+        await conn.execute("INSERT INTO session_display (session_id, data) VALUES (?, ?)",
+                           (s["session_id"], records.pack(parsed.display)))
     for e in parsed.events:
-        cur = conn.execute("INSERT INTO transcript (session_id, seq, turn_id, role, kind, created_at, payload) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?)", (s["session_id"], e["seq"], e["turn_id"], e["role"],
-                                                            e["kind"], e["created_at"], records.pack(e["payload"])))
-        index_event(conn, cur.lastrowid, e["payload"])
+        cur = await conn.execute(
+            "INSERT INTO transcript (session_id, seq, turn_id, role, kind, created_at, payload) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)", (s["session_id"], e["seq"], e["turn_id"], e["role"], e["kind"],
+                                             e["created_at"], records.pack(e["payload"])))
+        await index_event(conn, cur.lastrowid, e["payload"])
     for r in parsed.requests:
-        conn.execute("INSERT INTO api_sidecar (session_id, turn_id, created_at, request) VALUES (?, ?, ?, ?)",
-                     (s["session_id"], r["turn_id"], r["created_at"], records.pack(r["request"])))
+        await conn.execute("INSERT INTO api_sidecar (session_id, turn_id, created_at, request) "
+                           "VALUES (?, ?, ?, ?)",
+                           (s["session_id"], r["turn_id"], r["created_at"], records.pack(r["request"])))
     return SessionInfo(s["session_id"], s["session_key"], s["state"], s["created_at"], s["updated_at"], s["title"],
                        s["source"], created=True)

@@ -1,12 +1,14 @@
 import asyncio
 import multiprocessing
+import os
 import sqlite3
 import threading
+import time
 
 import pytest
 
-from storage import Store, db as dbmod
-from storage.db import Database, call_with_retry
+from storage import Store, db as dbmod, records
+from storage.db import Database, call_with_retry, call_with_retry_async, fetch_all, fetch_one
 from storage.errors import SchemaTooNew, StorageBusy, StorageError
 from storage.schema import SCHEMA_VERSION
 
@@ -14,7 +16,9 @@ from .helpers import open_store
 
 
 async def pragma(store, name):
-    return await store._db.read(lambda c: c.execute(f"PRAGMA {name}").fetchone()[0])
+    async def fetch(conn):
+        return (await fetch_one(conn, f"PRAGMA {name}"))[0]
+    return await store._db.read(fetch)
 
 
 @pytest.mark.parametrize("durability,synchronous", [("normal", 1), ("full", 2)])
@@ -74,14 +78,14 @@ async def test_migrations_run_forward_once_and_atomically(db_path):
     await db.close()
     for _ in range(2):
         db = await Database.open(db_path, migrations=[v1, v2])
-        assert await db.read(lambda c: c.execute("SELECT x, y FROM a").fetchall()) == [(1, None)]
+        assert await db.read(fetch_all, "SELECT x, y FROM a") == [(1, None)]
         await db.close()
     assert calls == ["v2"]
     with pytest.raises(StorageError, match="syntax error"):
         await Database.open(db_path, migrations=[v1, v2, bad])
     db = await Database.open(db_path, migrations=[v1, v2])  # the failed step left version 2 and no table c
-    assert await db.read(lambda c: c.execute("PRAGMA user_version").fetchone()[0]) == 2
-    assert await db.read(lambda c: c.execute("SELECT name FROM sqlite_master WHERE name = 'c'").fetchall()) == []
+    assert await db.read(fetch_one, "PRAGMA user_version") == (2,)
+    assert await db.read(fetch_all, "SELECT name FROM sqlite_master WHERE name = 'c'") == []
     await db.close()
     with pytest.raises(SchemaTooNew):
         await Database.open(db_path, migrations=[v1])
@@ -97,8 +101,8 @@ async def test_closed_store_refuses_work(db_path):
 
 async def test_a_failed_transaction_leaves_nothing(db_path):
     async with open_store(db_path) as store:
-        def half_then_fail(conn):
-            conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) VALUES ('a', x'0101', 0)")
+        async def half_then_fail(conn):
+            await conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) VALUES ('a', x'0101', 0)")
             raise RuntimeError("boom")
         with pytest.raises(RuntimeError):
             await store._db.write(half_then_fail)
@@ -167,3 +171,133 @@ async def test_no_storage_thread_outlives_close(db_path):
     assert any(t.name.startswith("storage") for t in threading.enumerate())
     await store.close()
     assert {t.ident for t in threading.enumerate()} <= before  # callers may fork right after close
+
+
+async def test_async_busy_is_retried_then_succeeds():
+    attempts = []
+
+    async def flaky():
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise sqlite3.OperationalError("database is locked")
+        return "ok"
+    assert await call_with_retry_async(flaky) == "ok"
+    assert len(attempts) == 3
+
+
+async def test_async_busy_past_the_budget_is_a_storage_busy(monkeypatch):
+    monkeypatch.setattr(dbmod, "RETRY_BUDGET_S", 0.05)
+
+    async def always_busy():
+        raise sqlite3.OperationalError("database is locked")
+    with pytest.raises(StorageBusy) as info:
+        await call_with_retry_async(always_busy)
+    assert "database is locked" not in str(info.value)
+
+
+async def test_a_busy_transaction_is_rolled_back_and_retried_as_a_unit(db_path):
+    async with open_store(db_path) as store:
+        attempts = []
+
+        async def insert_then_busy_once(conn):
+            attempts.append(1)
+            await conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) "
+                               "VALUES (?, x'01', 0)", (f"a{len(attempts)}",))
+            if len(attempts) == 1:
+                raise sqlite3.OperationalError("database is locked")
+            return "done"
+        assert await store._db.write(insert_then_busy_once) == "done"
+        assert len(attempts) == 2
+        assert await store._db.read(fetch_all, "SELECT adapter_id FROM adapter_offsets") == [("a2",)]
+
+
+async def test_coroutines_of_one_store_never_interleave_inside_a_transaction(db_path):
+    async with open_store(db_path) as store:
+        await store.inbox.set_offset("counter", 0)
+
+        async def increment(conn):  # read, yield to the event loop, write: a lost update if two interleaved
+            (blob,) = await fetch_one(conn, "SELECT value FROM adapter_offsets WHERE adapter_id = 'counter'")
+            await asyncio.sleep(0)
+            await conn.execute("UPDATE adapter_offsets SET value = ? WHERE adapter_id = 'counter'",
+                               (records.pack(records.unpack(blob) + 1),))
+        await asyncio.gather(*(store._db.write(increment) for _ in range(50)),
+                             *(store.inbox.counts() for _ in range(20)))
+        assert await store.inbox.get_offset("counter") == 50
+
+
+async def test_a_cancelled_caller_does_not_cut_its_transaction_short(db_path):
+    async with open_store(db_path) as store:
+        inside, release = asyncio.Event(), asyncio.Event()
+
+        async def slow(conn):
+            await conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) VALUES ('s', x'01', 0)")
+            inside.set()
+            await release.wait()
+            await conn.execute("UPDATE adapter_offsets SET updated_at = 1 WHERE adapter_id = 's'")
+        caller = asyncio.ensure_future(store._db.write(slow))
+        await inside.wait()
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        release.set()
+        await store.inbox.set_offset("after", 2)  # queued behind the transaction, which ran to its COMMIT
+        assert await store._db.read(fetch_all, "SELECT adapter_id, updated_at FROM adapter_offsets "
+                                               "ORDER BY adapter_id") == [("after", pytest.approx(time.time(), abs=60)),
+                                                                          ("s", 1.0)]
+
+
+async def test_a_synchronous_transaction_function_is_refused(db_path):
+    async with open_store(db_path) as store:
+        def not_ported(conn):
+            return 1
+        with pytest.raises(TypeError, match="coroutine function"):
+            await store._db.write(not_ported)
+        assert await store.inbox.counts()  # the refused transaction was rolled back; the store still works
+
+
+async def test_close_waits_for_submitted_transactions(db_path):
+    store = await Store.open(db_path)
+    writes = [asyncio.ensure_future(store.inbox.set_offset(f"a{i}", i)) for i in range(10)]
+    await asyncio.sleep(0)  # they are submitted
+    await store.close()
+    assert [w.result() for w in writes] == [None] * 10
+    async with open_store(db_path) as again:
+        assert await again.inbox.get_offset("a9") == 9
+
+
+async def test_open_and_close_leave_the_thread_count_as_it_was(db_path):
+    before = threading.active_count()
+    for _ in range(3):
+        store = await Store.open(db_path)
+        assert threading.active_count() == before + 1
+        await store.inbox.counts()
+        await store.close()
+        assert threading.active_count() == before  # checked at once: close joined aiosqlite's thread
+    raw = sqlite3.connect(db_path)
+    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    raw.close()
+    with pytest.raises(SchemaTooNew):
+        await Store.open(db_path)
+    assert threading.active_count() == before  # a failed open leaves no thread either
+
+
+def _open_use_close(path, conn):
+    async def run():
+        async with await Store.open(path) as store:
+            await store.inbox.set_offset("child", os.getpid())
+        conn.send(threading.active_count())
+    asyncio.run(run())
+
+
+async def test_fork_right_after_a_transient_open_and_close(db_path):
+    async with open_store(db_path) as store:
+        await store.inbox.set_offset("parent", 1)
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_open_use_close, args=(str(db_path), child))
+    proc.start()
+    threads_in_child = await asyncio.get_running_loop().run_in_executor(None, parent.recv)
+    await asyncio.get_running_loop().run_in_executor(None, proc.join)
+    assert proc.exitcode == 0 and threads_in_child == 1
+    async with open_store(db_path) as store:
+        assert await store.inbox.get_offset("child") == proc.pid

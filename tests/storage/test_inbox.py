@@ -99,10 +99,11 @@ async def test_atomicity_of_rows_and_offset_inside_the_transaction(db_path):
         original = store.inbox._db._transaction
 
         def failing(mode, fn, args):
-            def wrapped(conn, *a):
-                result = fn(conn, *a)
-                conn.execute("INSERT INTO inbox (seq, session_key, platform, platform_message_id, state, payload, "
-                             "received_at, updated_at) VALUES (1, 'x', 'x', 'x', 'received', x'01c0', 0, 0)")
+            async def wrapped(conn, *a):
+                result = await fn(conn, *a)
+                await conn.execute("INSERT INTO inbox (seq, session_key, platform, platform_message_id, state, "
+                                   "payload, received_at, updated_at) "
+                                   "VALUES (1, 'x', 'x', 'x', 'received', x'01c0', 0, 0)")
                 return result
             return original(mode, wrapped, args)
         store.inbox._db._transaction = failing

@@ -3,6 +3,7 @@ import asyncio
 import pytest
 
 from storage import IllegalTransition, NotFound, RecordError, StorageError, TranscriptEvent, session_key
+from storage.db import fetch_one
 
 from .helpers import Src, open_store
 
@@ -143,5 +144,5 @@ async def test_prune(db_path):
         counts = await store.sessions.prune(older_than_s=5, keep_transcripts=False, now=cutoff_now)
         assert counts["sessions_deleted"] == 1
         assert await store.sessions.get(old) is None and await store.sessions.search("walrus") == []
-        assert await store.sessions._db.read(lambda c: c.execute("SELECT COUNT(*) FROM transcript").fetchone()[0]) == 0
+        assert await store.sessions._db.read(fetch_one, "SELECT COUNT(*) FROM transcript") == (0,)
         assert await store.sessions.get(new) is not None

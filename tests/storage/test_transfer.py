@@ -141,7 +141,7 @@ async def test_conflicts_and_mid_transaction_failures_roll_back(tmp_path, monkey
             await b.sessions.import_session(x)
         calls = []
 
-        def index_then_fail(conn, event_id, payload):
+        async def index_then_fail(conn, event_id, payload):
             calls.append(event_id)
             if len(calls) == 3:
                 raise ImportRefused("simulated failure half-way")

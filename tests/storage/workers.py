@@ -54,17 +54,25 @@ def concurrent_writer(path: str, worker: int, rounds: int, barrier, result_path:
 
 
 class TickingConnection:
-    """Wraps the store's sqlite3 connection in the crash writer: after a random share of statements it writes
+    """Wraps the store's aiosqlite connection in the crash writer: after a random share of statements it writes
     'tick <in_transaction>' to the report pipe and goes on. The parent kills after a random number of lines, so
     the SIGKILL lands a few microseconds after a random statement: mostly inside a transaction."""
 
     def __init__(self, conn, report, rng: random.Random, share: float) -> None:
         self._conn, self._report, self._rng, self._share = conn, report, rng, share
 
-    def execute(self, *args):
-        result = self._conn.execute(*args)
+    def _tick(self) -> None:
         if self._rng.random() < self._share:
             self._report(f"tick {int(self._conn.in_transaction)}")
+
+    async def execute(self, *args):
+        result = await self._conn.execute(*args)
+        self._tick()
+        return result
+
+    async def execute_fetchall(self, *args):
+        result = await self._conn.execute_fetchall(*args)
+        self._tick()
         return result
 
     def __getattr__(self, name):
