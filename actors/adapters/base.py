@@ -204,7 +204,12 @@ class PlatformAdapter(GatewayActor):
         if isinstance(item, _LogLine):
             self.log.log(item.level, "%s", item.text)
         elif isinstance(item, _Ingested):
+            # One doorbell per session per round: a burst of rows for one chat is one look at its inbox, and a
+            # doorbell per row would flood this actor's transmit queue (and stall the operations behind it).
+            latest: dict[str, int] = {}
             for key, seq in item.rings:
+                latest[key] = max(seq, latest.get(key, seq))
+            for key, seq in latest.items():
                 self._ring(key, seq)
         elif isinstance(item, _Connected):
             self._unannounced = True

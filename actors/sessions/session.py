@@ -197,8 +197,13 @@ class Session(StoreUser, CommandHandler, GatewayActor):
         turn = self.turn = turns.Turn(turn_id or turns.new_turn_id(), seqs, event)
         sid = self.info.session_id
         if not resumed:
-            self.db(self.store.sessions.append(sid, [turns.user_event(turn.turn_id, e, seq)
-                                                     for seq, e in (user_events or [(seqs[-1], event)])]))
+            # A crash between this append and begin_turn requeues the row: it must not be written twice.
+            recent = self.db(self.store.sessions.load(sid, last_n=turns.HISTORY_EVENTS))
+            known = {e.payload.get("inbound_seq") for e in recent if e.role == "user" and e.kind == "message"}
+            fresh = [turns.user_event(turn.turn_id, e, seq) for seq, e in (user_events or [(seqs[-1], event)])
+                     if seq not in known]
+            if fresh:
+                self.db(self.store.sessions.append(sid, fresh))
             for seq in seqs[:-1]:  # merged rows: their text is in the transcript, the last row carries the turn
                 self.db(self.store.inbox.done(seq))
             self.db(self.store.sessions.begin_turn(sid, turn.turn_id, seqs[-1]))

@@ -160,10 +160,16 @@ class StreamConsumer(StoreUser, GatewayActor):
         self.after(OP_TIMEOUT_S, "op_timeout", op_id)
 
     def on_timer_op_timeout(self, op_id) -> None:
-        if self.in_flight is not None and self.in_flight[0] == op_id:
-            self.log.warning("%s: no answer to %s within %gs; sending it again", self.name, op_id, OP_TIMEOUT_S)
-            self.in_flight = None
-            self.pump()
+        """A slow answer is not a lost one: an edit or delete may safely go again, a send may not (it would show
+        twice); a send is only sent again when the directory says its adapter was restarted."""
+        if self.in_flight is None or self.in_flight[0] != op_id:
+            return
+        if self.in_flight[1] == "send":
+            self.after(OP_TIMEOUT_S, "op_timeout", op_id)
+            return
+        self.log.warning("%s: no answer to %s within %gs; sending it again", self.name, op_id, OP_TIMEOUT_S)
+        self.in_flight = None
+        self.pump()
 
     def on_directory(self, directory) -> None:
         """The adapter was restarted: an operation it had not answered is lost with it, so send it again (an
