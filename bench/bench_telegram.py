@@ -96,6 +96,14 @@ def inbox_done(gw: Gateway, total: int) -> bool:
     return len(states) == total and all(s == "done" for s in states)
 
 
+def table_row(label: str, tg: FakeTelegram, chat_ids: list[int], total: int, elapsed: float, ingest) -> dict:
+    lat, stats = overheads(tg, chat_ids), tg.stats()
+    return {"run": label, "updates": total, "chats": len(chat_ids), "seconds": round(elapsed, 2),
+            "updates_per_s": round(total / elapsed, 1), "ingest_per_s": ingest,
+            "p50_ms": round(1000 * percentile(lat, 50)), "p99_ms": round(1000 * percentile(lat, 99)),
+            "429s": stats["floods_served"], "violations": stats["retry_after_violations"]}
+
+
 def run_burst(label: str, chats: int, per_chat: int, limits: dict, adapter_extra: str, first_chat: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp, FakeTelegram(**limits) as tg:
         gw = start_gateway(Path(tmp), tg, chats, adapter_extra)
@@ -112,11 +120,7 @@ def run_burst(label: str, chats: int, per_chat: int, limits: dict, adapter_extra
             wait_for(lambda: inbox_done(gw, total), 1800, 0.1, f"{total} answers")
             elapsed = time.monotonic() - started
             assert settled_replies(tg, chat_ids) == total, "one settled reply per update"
-            lat = overheads(tg, chat_ids)
-            return {"run": label, "updates": total, "chats": chats, "seconds": round(elapsed, 2),
-                    "updates_per_s": round(total / elapsed, 1), "ingest_per_s": round(total / ingested), "p50_ms": round(1000 * percentile(lat, 50)),
-                    "p99_ms": round(1000 * percentile(lat, 99)), "429s": tg.stats()["floods_served"],
-                    "violations": tg.stats()["retry_after_violations"]}
+            return table_row(label, tg, chat_ids, total, elapsed, round(total / ingested))
         finally:
             stop(gw)
 
@@ -130,12 +134,7 @@ def run_unloaded(samples: int) -> dict:
             for chat_id in chat_ids:
                 tg.inject_message("one question", chat_id=chat_id)
                 tg.wait_for(lambda: settled_replies(tg, [chat_id]) == 1, timeout=60, interval=0.005)
-            elapsed = time.monotonic() - started
-            lat = overheads(tg, chat_ids)
-            return {"run": "unloaded, one at a time", "updates": samples, "chats": samples,
-                    "seconds": round(elapsed, 2), "updates_per_s": round(samples / elapsed, 1), "ingest_per_s": "-",
-                    "p50_ms": round(1000 * percentile(lat, 50)), "p99_ms": round(1000 * percentile(lat, 99)),
-                    "429s": tg.stats()["floods_served"], "violations": tg.stats()["retry_after_violations"]}
+            return table_row("unloaded, one at a time", tg, chat_ids, samples, time.monotonic() - started, "-")
         finally:
             stop(gw)
 
