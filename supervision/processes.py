@@ -41,8 +41,9 @@ def _after_fork_in_child(forker: int) -> None:
         os._exit(1)
 
 
-def die_with_parent() -> None:
-    """Call once in the launcher, before the actor system starts."""
+def die_with_parent(subreaper: bool = True) -> None:
+    """Call once in the launcher, before the actor system starts. ``subreaper=False`` is for a process that hosts
+    an actor system but is not the launcher (a test runner): orphans then go to init, which reaps them at once."""
     global _prctl, _launcher_pid
     if _prctl is not None or not sys.platform.startswith("linux"):
         return
@@ -51,7 +52,8 @@ def die_with_parent() -> None:
     except (OSError, AttributeError):
         return
     _launcher_pid = os.getpid()
-    _prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of our tree come to us, not to init
+    if subreaper:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of our tree come to us, not to init
     forker = {}
     os.register_at_fork(before=lambda: forker.__setitem__("pid", os.getpid()),
                         after_in_child=lambda: _after_fork_in_child(forker["pid"]))
@@ -103,12 +105,19 @@ def kill_all(pids: Iterable[int], sig: int = signal.SIGKILL) -> list[int]:
 
 
 def wait_gone(pids: Iterable[int], timeout: float) -> list[int]:
-    """Wait until none of ``pids`` exists (zombies count as gone); return those still alive at the deadline."""
-    procs = []
-    for pid in pids:
-        try:
-            procs.append(psutil.Process(pid))
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=timeout)
-    return [p.pid for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    """Wait until none of ``pids`` runs (a zombie counts as gone: it is dead, only not yet reaped by a parent that
+    may not be us); return those still running at the deadline."""
+    deadline = time.monotonic() + timeout
+    left = list(pids)
+    while True:
+        left = [pid for pid in left if is_running(pid)]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.02)
+
+
+def is_running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -108,10 +108,5 @@ class RunFiles:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+    from supervision.processes import is_running
+    return is_running(pid)

@@ -21,7 +21,7 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running_actor_system():
     loopback.install("127.0.0.1")
-    processes.die_with_parent()
+    processes.die_with_parent(subreaper=False)  # the test runner must not collect the daemons' zombies
     port = free_port()
     me = os.getpid()
     before = set(processes.descendants(me))
