@@ -284,9 +284,11 @@ class ChildStopping:
 
 @dataclass(frozen=True)
 class RestartChild:
-    """Anyone (the watchdog, an operator) -> supervisor: kill this child and let the restart policy act."""
+    """Anyone (the watchdog, an operator) -> supervisor: kill this child and let the restart policy act. With a
+    pid, only that incarnation: a newer one (the child was restarted meanwhile) is left alone."""
     name: str
     reason: str
+    pid: int = 0
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,7 @@ class Watchdog(GatewayActor):
     def _restart(self, node, parent, reason: str) -> None:
         self.log.error("watchdog: %s %s (pid %s) %s; asking %s to restart it", node.kind, node.name, node.pid,
                        reason, parent.name)
-        self.send(parent.ref, RestartChild(node.name, reason))
+        self.send(parent.ref, RestartChild(node.name, reason, node.pid))
 
     def _write_heartbeat(self) -> None:
         tmp = self.heartbeat.with_suffix(".tmp")

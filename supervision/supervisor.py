@@ -240,7 +240,7 @@ class Supervisor(GatewayActor):
 
     def on_RestartChild(self, message: RestartChild, sender) -> None:
         child = self.children.get(message.name)
-        if child is not None and child.address is not None:
+        if child is not None and child.address is not None and (not message.pid or message.pid == child.pid):
             self.log.warning("%s: restarting %s: %s", self.name, message.name, message.reason)
             self._kill(child, message.reason)
 
