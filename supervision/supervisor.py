@@ -61,6 +61,7 @@ class ChildState:
     stopped_by_us: bool = False   # we stopped it as part of a group restart or shutdown
     report: Optional[str] = None  # what the child (or its escalation) said before exiting
     asked_at: float = 0.0         # an unanswered DescribeTree is outstanding since then (0: none)
+    last_pending: int = 0         # its pending work at its last answer: a slow child is not taken for idle
     recent: Intensity = field(default_factory=lambda: Intensity(1_000_000, 60.0))
 
 
@@ -304,6 +305,7 @@ class Supervisor(GatewayActor):
         if pending is None or child is None:
             return
         pending["nodes"][child.spec.name] = message.node
+        child.last_pending = sum(n.pending for n in _walk(message.node))
         pending["waiting"].discard(child.spec.name)
         if not pending["waiting"]:
             self._answer_describe(message.token)
@@ -324,12 +326,18 @@ class Supervisor(GatewayActor):
                 node = TreeNode(kind=child.spec.kind_name, name=name, pid=child.pid,
                                 address=str(child.address) if child.address is not None else "",
                                 state="unresponsive" if silent else child.status,
-                                started_at=child.started_at, ref=child.address)
+                                started_at=child.started_at, ref=child.address, pending=child.last_pending)
             elif child.status != "running":
                 node = _replace(node, state=child.status)
             nodes.append(_replace(node, restarts=child.restarts, last_exit=child.last_exit,
                                   started_at=child.started_at or node.started_at))
         pending["then"](_replace(self.describe(), children=tuple(nodes)))
+
+
+def _walk(node: TreeNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
 
 
 def _replace(node: TreeNode, **changes) -> TreeNode:
