@@ -1,0 +1,171 @@
+"""The guarantees, checked after a chaos run from what the platforms show (the fake Telegram's chats, the web
+chat's history as a reloaded page shows it) and from what the state dir holds (inbox, ledger, transcripts).
+
+Each check returns ``(checked, violations)``: how many things it looked at, and one line per violation.
+"""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections import Counter
+
+from actors.agents.offline import FAKE_SECRET
+from storage import Store
+from tests.chaos.world import Message, World
+from tests.fakes.telegram import DEFAULT_TOKEN
+
+CURSOR = "▍"
+SECRETS = (FAKE_SECRET, DEFAULT_TOKEN.split(":", 1)[1])
+
+
+def inbox_rows(world: World) -> list[tuple]:
+    with sqlite3.connect(world.gw.state / "gateway.db", timeout=30) as db:
+        return db.execute("SELECT platform, platform_message_id, state FROM inbox").fetchall()
+
+
+def obligations_open(world: World) -> int:
+    with sqlite3.connect(world.gw.state / "gateway.db", timeout=30) as db:
+        return db.execute("SELECT count(*) FROM obligations WHERE state IN ('pending', 'attempting')").fetchone()[0]
+
+
+def settled(world: World) -> bool:
+    """Every message sent is in the inbox and done, no reply is in hand, no visitor waits for an ack."""
+    rows = inbox_rows(world)
+    return (len(rows) >= len(world.sent) and all(state == "done" for _, _, state in rows)
+            and obligations_open(world) == 0
+            and not any(v.unacked for v in world.web.visitors.values()))
+
+
+# ------------------------------------------------------------------------------------------ platform views
+
+def telegram_view(world: World) -> dict[str, list[dict]]:
+    """Chat id -> the bot's messages in it (deleted ones left out), as the people in the chat see them."""
+    out = {}
+    for chat in world.telegram_chat_ids():
+        timeline = world.control.get(f"/_control/chats/{chat}")
+        out[chat] = [m for m in timeline["messages"] if m["outgoing"] and not m["deleted"]]
+    return out
+
+
+def web_view(world: World) -> dict[str, list[dict]]:
+    return {visitor: world.web.request(visitor, {"type": "history"}, timeout=30)["messages"]
+            for visitor in world.web_visitors()}
+
+
+# ----------------------------------------------------------------------------------------------- the checks
+
+def replies(world: World, telegram: dict, web: dict) -> tuple[int, list[str]]:
+    """G1 + G3 from the chats: every message sent has exactly one complete reply; no stale preview is left."""
+    violations = []
+    sent = world.sent
+    for m in sent:
+        if m.failing:
+            continue
+        if m.platform == "telegram":
+            answers = [b for b in telegram[m.chat] if m.token in b["text"] and CURSOR not in b["text"]]
+        else:
+            answers = [e for e in web[m.chat] if e["role"] == "assistant" and m.token in e["text"]]
+        if len(answers) != 1:
+            what = "no reply" if not answers else f"{len(answers)} replies (a visible duplicate)"
+            violations.append(f"{m.platform} {m.chat}: {m.text!r} has {what}")
+    for chat, shown in telegram.items():
+        for b in shown:
+            if CURSOR in b["text"]:
+                violations.append(f"telegram {chat}: message {b['message_id']} still shows the streaming cursor: "
+                                  f"{b['text'][-50:]!r}")
+    failing = Counter(m.chat for m in sent if m.failing)
+    for chat, expected in failing.items():
+        errors = [b for b in telegram[chat] if CURSOR not in b["text"]]
+        if len(errors) != expected:
+            violations.append(f"telegram {chat}: {expected} failing questions, {len(errors)} error replies")
+    return len(sent), violations
+
+
+def web_questions(world: World, web: dict) -> tuple[int, list[str]]:
+    """G1/G2 for the web chat: each message a visitor sent shows once in its history, none is left queued."""
+    violations = []
+    for m in (m for m in world.sent if m.platform == "web"):
+        shown = [e for e in web[m.chat] if e["role"] == "user" and e.get("id") == m.web_id]
+        if len(shown) != 1 or shown[0].get("queued"):
+            violations.append(f"web {m.chat}: {m.web_id} shows {len(shown)} time(s)"
+                              + (" and is still queued" if shown and shown[0].get("queued") else ""))
+    return sum(1 for m in world.sent if m.platform == "web"), violations
+
+
+def inbox(world: World) -> tuple[int, list[str]]:
+    """G1/G2 in the state: one inbox row per message sent, every one done."""
+    rows = inbox_rows(world)
+    violations = []
+    per_platform = Counter(platform for platform, _, _ in rows)
+    for platform, expected in Counter(m.platform for m in world.sent).items():
+        got = per_platform.get("web" if platform == "web" else "telegram", 0)
+        if got != expected:
+            violations.append(f"{platform}: {expected} messages sent, {got} inbox rows")
+    keys = Counter((platform, mid) for platform, mid, _ in rows)
+    violations += [f"inbox row {key} twice" for key, n in keys.items() if n > 1]
+    violations += [f"inbox row {platform}:{mid} left {state}" for platform, mid, state in rows if state != "done"]
+    return len(rows), violations
+
+
+async def _transcripts(path) -> dict:
+    async with await Store.open(path) as store:
+        return {info.session_id: await store.sessions.load(info.session_id)
+                for info in await store.sessions.list(limit=100_000)}
+
+
+def transcripts(world: World) -> tuple[int, list[str]]:
+    """G2 + G4: every session's transcript is a serial history (a turn's events contiguous, every tool call
+    followed by its result) and no inbound message started two turns."""
+    histories = asyncio.run(_transcripts(world.gw.state / "gateway.db"))
+    violations = []
+    for session_id, events in histories.items():
+        violations += [f"session {session_id}: {v}" for v in serial_violations(events)]
+        started = Counter(e.payload.get("platform_message_id") for e in events
+                          if e.role == "user" and e.kind == "message")
+        violations += [f"session {session_id}: inbound {ref} became {n} turns" for ref, n in started.items() if n > 1]
+    return len(histories), violations
+
+
+def serial_violations(events) -> list[str]:
+    out, seen_turns, current, open_calls = [], set(), None, {}
+    for e in events:
+        if e.turn_id is None:
+            continue
+        if e.turn_id != current:
+            if e.turn_id in seen_turns:
+                out.append(f"turn {e.turn_id} interleaved with another")
+            if open_calls:
+                out.append(f"tool call(s) {sorted(open_calls)} without a result")
+                open_calls = {}
+            seen_turns.add(e.turn_id)
+            current = e.turn_id
+        if e.kind == "tool_call":
+            open_calls[e.payload["call_id"]] = e
+        elif e.kind == "tool_result" and open_calls.pop(e.payload["call_id"], None) is None:
+            out.append(f"tool result {e.payload['call_id']} without its call")
+    if open_calls:
+        out.append(f"tool call(s) {sorted(open_calls)} without a result")
+    return out
+
+
+def secrets_hidden(world: World, telegram: dict, admin_outputs: list[str]) -> tuple[int, list[str]]:
+    """G6: no secret in any text a chat shows, nor in the admin CLI's output."""
+    texts = [(f"telegram {chat}", b["text"]) for chat, shown in telegram.items() for b in shown]
+    texts += [(f"admin output {i}", out) for i, out in enumerate(admin_outputs)]
+    violations = [f"{where} shows a secret" for where, text in texts if any(s in text for s in SECRETS)]
+    return len(texts), violations
+
+
+def answered_count(world: World, telegram: dict, web: dict) -> int:
+    """Questions with at least one complete reply (for progress lines)."""
+    count = 0
+    for m in world.sent:
+        if m.platform == "telegram":
+            count += any(m.token in b["text"] and CURSOR not in b["text"] for b in telegram.get(m.chat, []))
+        else:
+            count += any(e["role"] == "assistant" and m.token in e["text"] for e in web.get(m.chat, []))
+    return count
+
+
+__all__ = ["Message", "settled", "telegram_view", "web_view", "replies", "web_questions", "inbox", "transcripts",
+           "secrets_hidden", "answered_count"]

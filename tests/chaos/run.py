@@ -1,0 +1,179 @@
+"""One chaos run: start the world, send the load while faults are injected at random moments, let it settle, drain,
+start once more (the next instance must find nothing left to do), stop, then check every guarantee and print the
+table of faults injected and violations found.
+"""
+from __future__ import annotations
+
+import random
+import shutil
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from tests.actor_system import wait_for
+from tests.chaos import checks
+from tests.chaos.faults import FAULTS, Sampler, Skipped, restart
+from tests.chaos.world import Plan, World
+from tests.daemon import nodes
+
+RECOVERY_DEADLINE_S = 60.0     # after a fault, every actor must be running again within this (G8)
+
+
+@dataclass
+class Report:
+    faults: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)
+    checked: Counter = field(default_factory=Counter)
+    violations: dict = field(default_factory=dict)          # guarantee -> list of lines
+    log: list = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def add(self, guarantee: str, checked: int, violations: list[str]) -> None:
+        self.checked[guarantee] += checked
+        self.violations.setdefault(guarantee, []).extend(violations)
+
+    @property
+    def total_violations(self) -> int:
+        return sum(len(v) for v in self.violations.values())
+
+    def table(self) -> str:
+        lines = ["| fault | injected | not injected |", "|---|---:|---:|"]
+        for name in sorted(set(self.faults) | set(self.skipped)):
+            lines.append(f"| {name} | {self.faults[name]} | {self.skipped[name]} |")
+        lines += ["", "| guarantee | checked | violations |", "|---|---:|---:|"]
+        for guarantee in sorted(self.checked):
+            lines.append(f"| {guarantee} | {self.checked[guarantee]} | {len(self.violations.get(guarantee, []))} |")
+        return "\n".join(lines)
+
+
+def say(report: Report, line: str) -> None:
+    stamped = f"[{report.elapsed_s:7.1f}s] {line}"
+    report.log.append(stamped)
+    print(stamped, flush=True)
+
+
+def run(plan: Plan, seed: int, verbose: bool = True, artifacts: Path | None = None) -> Report:
+    report = Report()
+    rng = random.Random(seed)
+    began = time.monotonic()
+
+    def tick(line: str) -> None:
+        report.elapsed_s = time.monotonic() - began
+        if verbose:
+            say(report, line)
+        else:
+            report.log.append(line)
+
+    with World(plan, seed) as world:
+        world.start_gateway()
+        tick(f"gateway ready; {len(world.messages)} messages planned over {plan.load_s:.0f}s into "
+             f"{plan.telegram_chats} Telegram chats and {plan.web_visitors} web chats; state disk "
+             + ("a tmpfs of %d MiB" % plan.disk_mb if world.disk_mounted else "not mounted (not root)"))
+        sampler = Sampler(world)
+        sampler.start()
+        stop_load = threading.Event()
+        loader = threading.Thread(target=world.run_load, args=(stop_load,), daemon=True)
+        loader.start()
+        report.faults["slow model turns"] = sum("#slow" in m.text for m in world.messages)
+        report.faults["failing model turns"] = sum(m.failing for m in world.messages)
+        inject_faults(world, plan, rng, report, tick)
+        loader.join(plan.load_s + 120)
+        tick(f"load sent ({len(world.sent)} messages); settling")
+        try:
+            wait_for(lambda: checks.settled(world), plan.settle_s, 1.0, "every message answered")
+        except AssertionError:
+            tick("did not settle in time; checking what is there")
+        admin_outputs = [world.gw.cli("status").stdout, world.gw.cli("tree").stdout]
+        telegram, web = checks.telegram_view(world), checks.web_view(world)
+        tick(f"{checks.answered_count(world, telegram, web)} of {len(world.sent)} questions answered")
+        drain_and_restart(world, report, tick)
+        sampler.stop.set()
+        sampler.join(5)
+        report.add("G7 loopback only", sampler.samples, sampler.violations)
+        report.add("G1+G3 replies in chats", *checks.replies(world, telegram, web))
+        report.add("G1+G2 web history", *checks.web_questions(world, web))
+        report.add("G1+G2 inbox rows", *checks.inbox(world))
+        report.add("G2+G4 serial transcripts", *checks.transcripts(world))
+        report.add("G6 no secret shown", *checks.secrets_hidden(world, telegram, admin_outputs))
+        world.gw.cli("stop", timeout=120)
+        orphans = orphan_check(world)
+        report.add("no orphan process", 1, orphans)
+        if artifacts is not None:
+            artifacts.mkdir(parents=True, exist_ok=True)
+            shutil.copy(world.gw.state / "gateway.log", artifacts / "gateway.log")
+    report.elapsed_s = time.monotonic() - began
+    return report
+
+
+def inject_faults(world: World, plan: Plan, rng: random.Random, report: Report, tick) -> None:
+    """Faults one after another at random moments of the load window; after each, the tree must be whole again."""
+    moments = sorted(rng.uniform(2.0, plan.load_s) for _ in range(plan.faults))
+    started = time.monotonic()
+    for moment in moments:
+        while time.monotonic() - started < moment:
+            time.sleep(0.05)      # the schedule is wall-clock moments, nothing to wait for
+        fault = rng.choice(FAULTS)()
+        try:
+            what = fault.inject(world, rng)
+        except Skipped as skip:
+            report.skipped[fault.name] += 1
+            tick(f"{fault.name}: not injected ({skip})")
+            continue
+        report.faults[fault.name] += 1
+        tick(f"{fault.name}: {what}")
+        recovered = recover(world)
+        report.add("G8 recovery after a fault", 1, [] if recovered is None else [f"after {fault.name} ({what}): "
+                                                                                  f"{recovered}"])
+
+
+def recover(world: World) -> str | None:
+    """None when every actor runs again within the deadline; else what was wrong. A daemon that exited (its root
+    gave up) is started again, as its service manager would, and that is reported."""
+    deadline = time.monotonic() + RECOVERY_DEADLINE_S
+    while time.monotonic() < deadline:
+        tree = world.gw._tree_or_none()
+        if tree is None and not world.gw.alive_pids():
+            restart(world)
+            return "the daemon exited and had to be started again"
+        if tree is not None and all(n["state"] in ("running", "busy") for n in nodes(tree)):
+            return None
+        time.sleep(0.2)
+    return f"not whole after {RECOVERY_DEADLINE_S:.0f}s"
+
+
+def drain_and_restart(world: World, report: Report, tick) -> None:
+    """G9: drain exits 0 with nothing lost; the next instance finds every inbound row done and no obligation
+    open, and answers a new message."""
+    violations = []
+    drained = world.gw.cli("drain", "--timeout", "60", timeout=120)
+    if drained.returncode != 0:
+        violations.append(f"drain exited {drained.returncode}: {drained.stdout[-200:]} {drained.stderr[-200:]}")
+    try:
+        world.gw.assert_no_process_left(30)
+    except AssertionError as exc:
+        violations.append(f"after drain: {exc}")
+    tick(f"drained (exit {drained.returncode}); starting the next instance")
+    world.gw.start()
+    world.gw.wait_ready(60)
+    try:
+        wait_for(lambda: checks.obligations_open(world) == 0, 60, 0.5, "nothing pending in the next instance")
+    except AssertionError:
+        violations.append(f"{checks.obligations_open(world)} obligations still open in the next instance")
+    report.add("G9 drain", 1, violations)
+
+
+def orphan_check(world: World) -> list[str]:
+    try:
+        world.gw.assert_no_process_left(30)
+    except AssertionError as exc:
+        return [str(exc)]
+    config = str(world.gw.config)
+    left = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if config in " ".join(proc.info["cmdline"] or ()) and proc.status() != psutil.STATUS_ZOMBIE:
+            left.append(f"pid {proc.pid} still runs: {' '.join(proc.info['cmdline'])[:120]}")
+    return left

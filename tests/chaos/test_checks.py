@@ -1,0 +1,68 @@
+"""The chaos checks themselves: each one flags what it exists to catch (a check that cannot fail proves nothing)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from storage import TranscriptEvent
+from tests.chaos import checks
+from tests.chaos.world import Message
+
+
+def world_with(*sent: Message):
+    return SimpleNamespace(sent=list(sent))
+
+
+def bot(text: str, message_id: int = 1) -> dict:
+    return {"text": text, "message_id": message_id}
+
+
+Q = Message("telegram", "7000001", 0, "c7000001 q0 hello there", 0.0)
+W = Message("web", "visitor0", 0, "cvisitor0 q0 hello there", 0.0)
+F = Message("telegram", "7000002", 0, "c7000002 q0 please fail #fail", 0.0, failing=True)
+
+
+def test_replies_flags_a_lost_reply_a_duplicate_a_stale_preview_and_a_missing_error():
+    world = world_with(Q, W, F)
+    answer = bot('You said "c7000001 q0 hello there"')
+    web = {"visitor0": [{"role": "user", "text": W.text, "id": "m0"},
+                        {"role": "assistant", "text": 'You said "cvisitor0 q0 hello there"'}]}
+    good = {"7000001": [answer], "7000002": [bot("⚠ the agent failed")]}
+    assert checks.replies(world, good, web) == (3, [])
+    lost = checks.replies(world, {"7000001": [], "7000002": good["7000002"]}, web)[1]
+    assert lost and "no reply" in lost[0]
+    doubled = checks.replies(world, {"7000001": [answer, bot(answer["text"], 2)], "7000002": good["7000002"]}, web)[1]
+    assert doubled and "duplicate" in doubled[0]
+    stale = checks.replies(world, {"7000001": [answer, bot("You said ▍", 2)], "7000002": good["7000002"]}, web)[1]
+    assert any("cursor" in v for v in stale)
+    unanswered_failure = checks.replies(world, {"7000001": [answer], "7000002": []}, web)[1]
+    assert any("error replies" in v for v in unanswered_failure)
+    web_lost = checks.replies(world, good, {"visitor0": web["visitor0"][:1]})[1]
+    assert web_lost and "web visitor0" in web_lost[0]
+
+
+def test_web_questions_flags_a_message_shown_twice_or_still_queued():
+    world = world_with(W)
+    once = {"visitor0": [{"role": "user", "text": W.text, "id": "m0"}]}
+    assert checks.web_questions(world, once)[1] == []
+    assert checks.web_questions(world, {"visitor0": once["visitor0"] * 2})[1]
+    assert checks.web_questions(world, {"visitor0": [dict(once["visitor0"][0], queued=True)]})[1]
+
+
+def event(seq, role, kind, turn, payload=None):
+    return TranscriptEvent(role, kind, payload or {}, turn, float(seq), seq)
+
+
+def test_serial_violations_flags_interleaved_turns_and_unpaired_tool_calls():
+    serial = [event(1, "user", "message", "t1"), event(2, "assistant", "tool_call", "t1", {"call_id": "a"}),
+              event(3, "tool", "tool_result", "t1", {"call_id": "a"}), event(4, "user", "message", "t2")]
+    assert checks.serial_violations(serial) == []
+    interleaved = serial[:1] + serial[3:] + [event(5, "assistant", "message", "t1")]
+    assert any("interleaved" in v for v in checks.serial_violations(interleaved))
+    assert any("without a result" in v for v in checks.serial_violations(serial[:2] + serial[3:]))
+
+
+def test_secrets_hidden_flags_a_secret_in_a_chat_or_in_admin_output():
+    world = world_with()
+    assert checks.secrets_hidden(world, {"1": [bot("fine")]}, ["status ok"])[1] == []
+    assert checks.secrets_hidden(world, {"1": [bot(f"key {checks.SECRETS[0]}")]}, [])[1]
+    assert checks.secrets_hidden(world, {}, [f"token {checks.SECRETS[1]}"])[1]
