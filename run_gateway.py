@@ -10,6 +10,7 @@
     python run_gateway.py chat            talk to the agent from this terminal (--as USER, --message TEXT)
     python run_gateway.py sessions ...    stored conversations: list, show, search, export, import
     python run_gateway.py deliveries ...  the delivery ledger: pending, failed, abandoned; retry one
+    python run_gateway.py pair ...        who may talk to the agent: pairing codes (list, approve, deny), grants
 
 Every admin command takes --json. Configuration: --config FILE, else $GATEWAY_CONFIG, else
 ~/.config/agent-gateway/gateway.toml (embedded defaults when absent). State: $GATEWAY_STATE_DIR, else
@@ -66,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="who is speaking (each user is their own conversation)")
     chat.add_argument("--message", metavar="TEXT", help="send one message, print the answer, exit")
     chat.add_argument("--timeout", type=float, default=600.0, metavar="S", help="how long to wait for an answer")
-    from supervision.cli_storage import add_parsers
-    add_parsers(sub)
+    from supervision import cli_access, cli_storage
+    cli_storage.add_parsers(sub)
+    cli_access.add_parsers(sub)
     for cmd in (stop, drain, sub.choices["status"], sub.choices["tree"], start):
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
@@ -78,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_run(config: dict, args) -> int:
     from supervision.launcher import Launcher
     from supervision.logging_setup import configure_launcher_logging
-    configure_launcher_logging(config["gateway"]["log_level"])
+    configure_launcher_logging(config)
     return Launcher(config).run()
 
 
@@ -158,14 +160,18 @@ def cmd_status(config: dict, args) -> int:
     data = {"running": True, "pid": client.runtime["launcher_pid"], "uptime_s": round(time.time() - s.started_at, 1),
             "actors_up": s.actors_up, "actors_restarting": s.actors_restarting, "actors_failed": s.actors_failed,
             "sessions_live": s.sessions_live, "obligations_pending": s.obligations_pending,
-            "draining": s.draining, "admin": f"{client.host}:{client.port}", **s.detail}
+            "draining": s.draining, "admin": f"{client.host}:{client.port}",
+            "metrics_url": (client.runtime.get("metrics") or {}).get("url"), **s.detail}
     health = "healthy" if not (s.actors_failed or s.actors_restarting) else "degraded"
+    metrics = (f"{data['metrics_url']}  (and /healthz, /readyz)" if data["metrics_url"] else
+               "not listening (see the log)" if config["metrics"]["enabled"] else "off")
     text = "\n".join([
         f"gateway {health}{' (draining)' if s.draining else ''}: pid {data['pid']}, up {uptime_text(s.started_at)}",
         f"  actors       {s.actors_up} up, {s.actors_restarting} restarting, {s.actors_failed} failed",
         f"  sessions     {s.sessions_live} live",
         f"  deliveries   {s.obligations_pending} pending",
         f"  admin        {client.host}:{client.port}   state {config['gateway']['state_dir']}",
+        f"  metrics      {metrics}",
     ])
     return _out(args, data, 0, text)
 
@@ -208,7 +214,12 @@ def cmd_deliveries(config: dict, args) -> int:
     return run(config, args)
 
 
-COMMANDS = {"sessions": cmd_sessions, "deliveries": cmd_deliveries, "chat": cmd_chat, "run": cmd_run, "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status,
+def cmd_pair(config: dict, args) -> int:
+    from supervision.cli_access import cmd_pair as run
+    return run(config, args)
+
+
+COMMANDS = {"sessions": cmd_sessions, "deliveries": cmd_deliveries, "pair": cmd_pair, "chat": cmd_chat, "run": cmd_run, "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status,
             "tree": cmd_tree}
 
 

@@ -80,6 +80,7 @@ class PlatformOp:
     reply_to: Optional[str] = None     # send: the platform message this answers
     chat_type: str = "dm"
     final: bool = False                # the text is the reply's final text (not a streaming preview)
+    idempotency_key: Optional[str] = None  # send: the same key for every attempt at one part (pacing idempotent_send)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class Directory:
     sessions: Any = None
     sweeper: Any = None
     adapters: tuple = ()           # ((name, address), ...)
+    metrics: Any = None            # the metrics actor (None when [metrics] enabled = false)
 
     def adapter(self, name: str):
         return dict(self.adapters).get(name)
@@ -425,3 +427,37 @@ class GatewayStatus:
     obligations_pending: int
     draining: bool
     detail: dict = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------------------ metrics
+# Facts told to the metrics actor (its address is in the Directory) by the actors that see them. Best effort: a fact
+# sent while the metrics actor restarts is lost, and nobody waits for an answer (actors/metrics.py).
+
+@dataclass(frozen=True)
+class TurnFinished:
+    """Session -> metrics: a turn is over (its reply delivered or given up)."""
+    profile: str
+    platform: str
+    outcome: str                   # done | failed | interrupted | cancelled
+    seconds: float                 # from the inbound message's arrival to the end of the turn
+
+
+@dataclass(frozen=True)
+class ActorRestarted:
+    """Supervisor -> metrics: it restarted a child (counted once per restart, by the supervisor that decided it)."""
+    kind: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class FloodWaited:
+    """Adapter -> metrics: the platform answered 429; the chat waits ``seconds`` before its next operation."""
+    platform: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class AdapterConnection:
+    """Adapter -> metrics: its platform connection came up or went down (sent again on every new Directory)."""
+    adapter: str
+    connected: bool

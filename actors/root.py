@@ -20,9 +20,13 @@ from supervision.supervisor import Supervisor
 
 
 def root_children(config: dict) -> list[ChildSpec]:
-    """The tree below the root. Order matters for shutdown (reverse) and start (forward)."""
+    """The tree below the root. Order matters for shutdown (reverse) and start (forward): the metrics actor starts
+    early and stops late, so it sees the whole life and /readyz answers 503 all through a drain."""
+    metrics = [ChildSpec("metrics", "actors.metrics.Metrics", shutdown_timeout_s=2.0)] \
+        if config.get("metrics", {}).get("enabled", True) else []
     return [
         ChildSpec("watchdog", "actors.watchdog.Watchdog", shutdown_timeout_s=2.0),
+        *metrics,
         ChildSpec("sweeper", "actors.sweeper.DeliverySweeper", kind="DeliverySweeper"),
         ChildSpec("ticker", "actors.ticker.Ticker"),
         ChildSpec("sessions", "actors.sessions.supervisor.SessionSupervisor", restart=Restart.PERMANENT,
@@ -55,7 +59,7 @@ class Root(Supervisor):
     # The directory: addresses of the well-known actors, broadcast down the tree whenever one of them changes.
     def on_ChildReady(self, message, sender) -> None:
         super().on_ChildReady(message, sender)
-        if message.name in ("sessions", "sweeper"):
+        if message.name in ("sessions", "sweeper", "metrics"):
             self._publish_directory()
 
     def on_AdaptersChanged(self, message: AdaptersChanged, sender) -> None:
@@ -66,7 +70,7 @@ class Root(Supervisor):
         self.directory_version += 1
         addr = {name: c.address for name, c in self.children.items()}
         self.directory = Directory(self.directory_version, sessions=addr.get("sessions"),
-                                   sweeper=addr.get("sweeper"), adapters=self.adapters)
+                                   sweeper=addr.get("sweeper"), adapters=self.adapters, metrics=addr.get("metrics"))
         self.on_directory(self.directory)
 
     def child_specs(self, args):

@@ -11,6 +11,12 @@ A sweep claims, atomically, obligations whose owner process is dead (or that nob
 the same text is a no-op), parts never sent are sent and recorded, extra parts are deleted; then it is delivered.
 An obligation without final text belongs to a turn that was cut short: it is left (as failed) for its session,
 which resumes the turn once and edits the same messages.
+
+Every send commits its part as the obligation's send intent first; the id replaces it. An obligation that is
+ambiguous (a dead owner's send never came back: ``Obligation.ambiguous`` or an intent still there) may have an
+unaddressable copy in the chat, so its first part carries the [sessions] resent_marker line, unless the platform
+deduplicates sends by key (pacing ``idempotent_send``), in which case the send carries that key and the part is
+then edited to its final text.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import itertools
 import time
 
 from actors.messages import AdapterConnected, OpResult, PlatformOp
+from actors.sessions.stream_consumer import reply_pacing, resent_marker
 from actors.storage_access import StoreUser
 from supervision.actor import GatewayActor
 
@@ -80,8 +87,19 @@ class DeliverySweeper(StoreUser, GatewayActor):
                 continue
             self.log.warning("sweeper: finishing reply %s (%d part(s) recorded of %d)", ob.obligation_id[:12],
                              len(ob.parts), len(ob.chunks))
-            self.next_op({"ob": ob, "fence": ob.fence, "index": 0, "parts": dict(ob.parts)})
+            self.next_op(self.new_job(ob))
         self.refresh_counts()
+
+    def new_job(self, ob) -> dict:
+        pacing = reply_pacing(self.config, {"adapter": ob.target.platform, "platform": ob.target.platform})
+        chunks = list(ob.chunks)
+        ambiguous = ob.ambiguous or ob.send_intent is not None
+        marker = resent_marker(self.config)
+        if ambiguous and not pacing.idempotent_send and not chunks[0].startswith(marker):
+            # The consumer cut every chunk with room for this line (stream_consumer.chunk_limit).
+            chunks[0] = f"{marker}\n{chunks[0]}"
+        return {"ob": ob, "fence": ob.fence, "index": 0, "parts": dict(ob.parts), "chunks": chunks,
+                "idempotent": pacing.idempotent_send, "ambiguous": ambiguous, "intent": None}
 
     def next_op(self, job: dict) -> None:
         ob, index = job["ob"], job["index"]
@@ -91,16 +109,20 @@ class DeliverySweeper(StoreUser, GatewayActor):
             return
         op_id = f"sweep:{next(self.ops)}"
         t = ob.target
-        if index < len(ob.chunks):
-            text = ob.chunks[index]
+        if index < len(job["chunks"]):
+            text = job["chunks"][index]
             if index in job["parts"]:
                 op = PlatformOp(op_id, "edit", t.chat_id, text, message_id=job["parts"][index], thread_id=t.thread_id,
                                 final=True)
             else:
+                key = f"{ob.obligation_id[:16]}.{index}" if job["idempotent"] else None
                 op = PlatformOp(op_id, "send", t.chat_id, text, thread_id=t.thread_id,
-                                reply_to=t.reply_to if index == 0 else None, final=True)
+                                reply_to=t.reply_to if index == 0 else None, final=True, idempotency_key=key)
+                if job["intent"] != index:
+                    self.db(self.store.ledger.record_send_intent(ob.obligation_id, job["fence"], index))
+                    job["intent"] = index
         else:
-            extra = sorted(i for i in job["parts"] if i >= len(ob.chunks))
+            extra = sorted(i for i in job["parts"] if i >= len(job["chunks"]))
             if not extra:
                 self.db(self.store.ledger.mark_delivered(ob.obligation_id, job["fence"]))
                 self.refresh_counts()
@@ -129,6 +151,10 @@ class DeliverySweeper(StoreUser, GatewayActor):
             job["parts"][job["index"]] = str(result.message_id)
             self.db(self.store.ledger.record_part(ob.obligation_id, job["fence"], job["index"],
                                                   str(result.message_id), replace=True))
+            job["intent"] = None
+            if job["ambiguous"] and job["idempotent"]:
+                self.next_op(job)        # the key may have returned the earlier copy: edit it to the final text
+                return
         if op.action == "delete":
             job["parts"].pop(job["index"], None)
         else:

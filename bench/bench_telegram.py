@@ -44,6 +44,7 @@ def start_gateway(workdir: Path, tg: FakeTelegram, chats: int, adapter_extra: st
     gw = Gateway(workdir, watchdog_interval=5.0, extra_toml=f"""
 [adapters.telegram]
 type = "telegram"
+access = "open"
 token = "{tg.token}"
 base_url = "{tg.base_url}"
 poll_timeout_s = 1.0

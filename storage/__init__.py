@@ -16,15 +16,17 @@ from typing import Union
 from .db import Database
 from .errors import (IllegalTransition, ImportRefused, NotFound, RecordError, SchemaTooNew, StaleFence,
                      StorageBusy, StorageError)
+from .access import Access, Grant, PairingAnswer, PairingCode
 from .inbox import Inbox, InboundItem, InboxRow
 from .keys import UnsafePathError, hash_id, safe_path, session_key
 from .ledger import Ledger, Obligation, Target, best_effort, obligation_id
 from .owner import Owner, current_owner, is_owner_alive
+from .pacing import PacingBans
 from .runtime import RuntimeState
 from .sessions import SearchHit, SessionInfo, SessionStore, TranscriptEvent
 
 __all__ = [
-    "Store", "SessionStore", "Inbox", "Ledger",
+    "Store", "SessionStore", "Inbox", "Ledger", "PacingBans", "Access", "Grant", "PairingAnswer", "PairingCode",
     "SessionInfo", "TranscriptEvent", "SearchHit", "RuntimeState", "InboxRow", "InboundItem", "Obligation",
     "Target", "Owner",
     "session_key", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner", "is_owner_alive",
@@ -34,13 +36,15 @@ __all__ = [
 
 
 class Store:
-    """The one way in: ``sessions``, ``inbox`` and ``ledger`` over one database connection."""
+    """The one way in: ``sessions``, ``inbox``, ``ledger`` and ``pacing`` over one database connection."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
         self.sessions = SessionStore(db)
         self.inbox = Inbox(db)
         self.ledger = Ledger(db)
+        self.pacing = PacingBans(db)
+        self.access = Access(db)
 
     @classmethod
     async def open(cls, path: Union[str, PathLike], durability: str = "normal") -> "Store":

@@ -48,6 +48,7 @@ def _obligation(ob: Obligation) -> dict:
         "owner": jsonable(ob.owner) if ob.owner else None, "last_error": ob.last_error,
         "content_preview": ob.content[:CONTENT_PREVIEW_CHARS], "content_chars": len(ob.content),
         "chunks": len(ob.chunks), "parts": {str(i): mid for i, mid in sorted(ob.parts.items())},
+        "ambiguous": ob.ambiguous, "send_intent": ob.send_intent,
         "created_at": ob.created_at, "updated_at": ob.updated_at,
     }
 
@@ -112,7 +113,8 @@ async def session_import(store: Store, path: Union[str, os.PathLike]) -> dict:
 
 async def deliveries(store: Store, state: Optional[str] = None, limit: int = 100) -> dict:
     found = await store.ledger.list(state=state, limit=limit)
-    return {"counts": await store.ledger.counts(), "count": len(found),
+    return {"counts": await store.ledger.counts(), "ambiguous": await store.ledger.count_ambiguous(),
+            "count": len(found),
             "deliveries": [_obligation(ob) for ob in found]}
 
 

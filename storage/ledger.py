@@ -17,6 +17,15 @@ What survives kill -9: the obligation is committed (pending) before the first se
 is committed as soon as the platform returns it. After a crash the sweeper therefore knows which parts exist (edit
 them to their final text) and which were never sent (send them), instead of sending everything twice.
 
+The ambiguous send: a platform may create a message and the process die before its id comes back. So before a send
+leaves, its part index is committed as the obligation's ``send_intent`` (the first one in the claiming transaction,
+``record_obligation(..., send_intent=0)``, at no extra cost); ``record_part`` clears it in the same transaction
+that records the id. A claim (by a new owner: a restarted consumer, the sweeper) that finds an intent still there
+sets ``ambiguous``: a copy the gateway cannot address may be in the chat. The flag stays for the obligation's life,
+so every later sender marks the reply as re-sent (or relies on the platform's idempotency key), and an obligation
+delivered with it is "delivered, ambiguous" in the admin views. An intent is kept on a failed send (the platform may
+have acted before the failure), which errs towards a needless mark, never towards a silent duplicate.
+
 A ledger failure never blocks a send: wrap calls in ``best_effort``, which logs at ERROR and returns None.
 """
 from __future__ import annotations
@@ -39,7 +48,8 @@ T = TypeVar("T")
 OBLIGATION_STATES = ("pending", "attempting", "delivered", "failed", "abandoned")
 FINISHED_STATES = ("delivered", "abandoned")
 _COLUMNS = ("obligation_id, session_key, inbound_ref, platform, chat_id, thread_id, reply_to, content, chunks, state, "
-            "fence, attempts, owner_pid, owner_start, owner_host, last_error, created_at, updated_at")
+            "fence, attempts, owner_pid, owner_start, owner_host, last_error, created_at, updated_at, send_intent, "
+            "ambiguous")
 
 
 def obligation_id(session_key: str, inbound_ref: str, content: str) -> str:
@@ -71,6 +81,8 @@ class Obligation:
     created_at: float
     updated_at: float
     parts: dict = field(default_factory=dict)  # part index -> platform message id
+    send_intent: Optional[int] = None          # the part whose send left with no id back yet
+    ambiguous: bool = False                    # a claim found an unresolved send: an unaddressable copy may exist
 
 
 async def _load(conn, oid: str) -> Optional[Obligation]:
@@ -81,7 +93,7 @@ async def _load(conn, oid: str) -> Optional[Obligation]:
                                        "WHERE obligation_id = ? ORDER BY part_index", (oid,)))
     owner = Owner(r[12], r[13], r[14], r[10]) if r[12] is not None else None
     return Obligation(r[0], r[1], r[2], Target(r[3], r[4], r[5], r[6]), r[7], records.unpack(r[8]), r[9], r[10],
-                      r[11], owner, r[15], r[16], r[17], parts)
+                      r[11], owner, r[15], r[16], r[17], parts, r[18], bool(r[19]))
 
 
 async def _require(conn, oid: str, fence: Optional[int], allowed: tuple, action: str) -> Obligation:
@@ -98,8 +110,11 @@ async def _require(conn, oid: str, fence: Optional[int], allowed: tuple, action:
 
 
 async def _claim(conn, oid: str, now: float) -> int:
-    """Make the calling process the owner of a new attempt; returns the new fence."""
+    """Make the calling process the owner of a new attempt; returns the new fence. A send intent left by the
+    previous owner is unresolved for good (that process is gone): the obligation becomes ambiguous."""
     me = current_owner()
+    await conn.execute("UPDATE obligations SET ambiguous = 1 WHERE obligation_id = ? AND send_intent IS NOT NULL",
+                       (oid,))
     await conn.execute("UPDATE obligations SET state = 'attempting', fence = fence + 1, attempts = attempts + 1, "
                        "owner_pid = ?, owner_start = ?, owner_host = ?, updated_at = ? WHERE obligation_id = ?",
                        (me.pid, me.start_time, me.host, now, oid))
@@ -119,25 +134,31 @@ class Ledger:
         self._db = db
 
     async def record_obligation(self, session_key: str, inbound_ref: str, target: Target, content: str,
-                                chunks: Optional[Iterable[str]] = None, claim: bool = False) -> Obligation:
+                                chunks: Optional[Iterable[str]] = None, claim: bool = False,
+                                send_intent: Optional[int] = None) -> Obligation:
         """Record the duty to deliver ``content`` (idempotent: the same id again returns the existing row).
 
         ``chunks`` is stored as given (``[]`` = not chunked yet); None means one chunk, the whole content.
 
         ``claim=True`` also claims a pending row in the same transaction (state attempting, fence in the result),
-        closing the window in which a sweeper could claim it between record and claim."""
+        closing the window in which a sweeper could claim it between record and claim. With ``send_intent`` (a part
+        index) a row this call claimed also records that part's send as about to leave, so the first send of a
+        reply costs no transaction of its own; the result says whether it did (``send_intent``)."""
         oid = obligation_id(session_key, inbound_ref, content)
         chunk_blob = records.pack(list(chunks) if chunks is not None else [content])
 
         async def do(conn, now):
             await conn.execute(
                 f"INSERT INTO obligations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, 0, "
-                f"NULL, NULL, NULL, NULL, ?, ?) ON CONFLICT (obligation_id) DO NOTHING",
+                f"NULL, NULL, NULL, NULL, ?, ?, NULL, 0) ON CONFLICT (obligation_id) DO NOTHING",
                 (oid, session_key, inbound_ref, target.platform, str(target.chat_id),
                  None if target.thread_id is None else str(target.thread_id),
                  None if target.reply_to is None else str(target.reply_to), content, chunk_blob, now, now))
             if claim and (await _load(conn, oid)).state == "pending":
                 await _claim(conn, oid, now)
+                if send_intent is not None:
+                    await conn.execute("UPDATE obligations SET send_intent = ? WHERE obligation_id = ?",
+                                       (int(send_intent), oid))
             return await _load(conn, oid)
         return await self._db.write(do, time.time())
 
@@ -165,7 +186,27 @@ class Ledger:
             await conn.execute("INSERT OR REPLACE INTO obligation_parts (obligation_id, part_index, "
                                "platform_message_id, recorded_at) VALUES (?, ?, ?, ?)",
                                (oid, int(part_index), str(platform_message_id), now))
-            await conn.execute("UPDATE obligations SET updated_at = ? WHERE obligation_id = ?", (now, oid))
+            # The id replaces the intent: from now on that message can be edited, so it is no longer ambiguous.
+            await conn.execute("UPDATE obligations SET updated_at = ?, send_intent = CASE WHEN send_intent = ? "
+                               "THEN NULL ELSE send_intent END WHERE obligation_id = ?", (now, int(part_index), oid))
+        await self._db.write(do, time.time())
+
+    async def record_send_intent(self, oid: str, fence: int, part_index: int) -> None:
+        """Commit, before a send of part ``part_index`` leaves, that it is about to: if the id never comes back
+        (kill -9 in between), the next claim knows a copy it cannot address may exist."""
+        async def do(conn, now):
+            await _require(conn, oid, fence, ("attempting",), "record_send_intent")
+            await conn.execute("UPDATE obligations SET send_intent = ?, updated_at = ? WHERE obligation_id = ?",
+                               (int(part_index), now, oid))
+        await self._db.write(do, time.time())
+
+    async def mark_ambiguous(self, oid: str, fence: int) -> None:
+        """The owner itself lost track of a send (its adapter died with the operation): same meaning as a claim
+        finding an unresolved intent."""
+        async def do(conn, now):
+            await _require(conn, oid, fence, ("attempting",), "mark_ambiguous")
+            await conn.execute("UPDATE obligations SET ambiguous = 1, updated_at = ? WHERE obligation_id = ?",
+                               (now, oid))
         await self._db.write(do, time.time())
 
     async def set_chunks(self, oid: str, fence: int, chunks: Iterable[str]) -> None:
@@ -244,6 +285,10 @@ class Ledger:
                                   ((state,) if state else ()) + (int(limit),))
             return [await _load(conn, oid) for (oid,) in ids]
         return await self._db.read(fetch)
+
+    async def count_ambiguous(self) -> int:
+        """Obligations delivered (or on their way) after a send whose outcome was unknown."""
+        return (await self._db.read(fetch_one, "SELECT COUNT(*) FROM obligations WHERE ambiguous = 1"))[0]
 
     async def counts(self) -> dict[str, int]:
         async def fetch(conn):

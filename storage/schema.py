@@ -125,8 +125,52 @@ _V1_LEDGER = [
     )""",
 ]
 
+# A platform's 429 ban per (adapter, chat), kept across restarts (storage/pacing.py); ``until`` is wall-clock.
+_V2_PACING = [
+    """CREATE TABLE pacing_bans (
+        adapter_id  TEXT NOT NULL,
+        chat_id     TEXT NOT NULL,
+        until       REAL NOT NULL,
+        PRIMARY KEY (adapter_id, chat_id)
+    ) WITHOUT ROWID""",
+]
+
+# The ambiguous send (storage/ledger.py): ``send_intent`` is the part whose send left and whose platform message id
+# has not come back yet (NULL: none); ``ambiguous`` says a claim found such an intent unresolved, so a copy of the
+# reply that the gateway cannot address may exist in the chat.
+_V3_SEND_INTENTS = [
+    "ALTER TABLE obligations ADD COLUMN send_intent INTEGER",
+    "ALTER TABLE obligations ADD COLUMN ambiguous INTEGER NOT NULL DEFAULT 0",
+]
+
+# Who may talk to the agent (storage/access.py, G5): users granted per adapter, and the pairing codes handed out.
+_V4_ACCESS = [
+    """CREATE TABLE access_grants (
+        adapter     TEXT NOT NULL,
+        user_id     TEXT NOT NULL,
+        granted_at  REAL NOT NULL,
+        granted_by  TEXT NOT NULL,
+        user_name   TEXT,
+        PRIMARY KEY (adapter, user_id)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE pairing_codes (
+        code        TEXT PRIMARY KEY,
+        adapter     TEXT NOT NULL,
+        user_id     TEXT NOT NULL,
+        chat_id     TEXT NOT NULL,
+        user_name   TEXT,
+        created_at  REAL NOT NULL,
+        expires_at  REAL NOT NULL,
+        state       TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied'))
+    )""",
+    "CREATE INDEX pairing_codes_by_sender ON pairing_codes (adapter, user_id, created_at)",
+]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
+    _V2_PACING,
+    _V3_SEND_INTENTS,
+    _V4_ACCESS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

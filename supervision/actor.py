@@ -28,6 +28,7 @@ from thespian.actors import (Actor, ActorExitRequest, ChildActorExited, PoisonMe
 
 from actors.messages import (ChildReady, ChildStopping, CrashReport, DescribeTree, Fault, Flush, Flushed, Ping, Pong,
                              Started, TreeNode, TreeReply)
+from supervision.logging_setup import tag_actor_process
 
 
 class GatewayActor(Actor):
@@ -134,6 +135,7 @@ class GatewayActor(Actor):
         self.config = message.config or {}
         self.parent = sender
         self.log = logging.getLogger("gateway." + self.kind)
+        tag_actor_process(self.kind, self.name)  # one actor per process: every record of it names this actor
         if self.uses_bridge and self.bridge is None:
             from actors.bridge import AsyncBridge
             self.bridge = AsyncBridge(self.name)

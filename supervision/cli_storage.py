@@ -49,7 +49,7 @@ def cmd_sessions(config: dict, args) -> int:
         "export": lambda s: storage_cli.session_export(s, args.session, args.path),
         "import": lambda s: storage_cli.session_import(s, args.path),
     }
-    return _run(config, args, calls[action], RENDER[action])
+    return run_on_store(config, args, calls[action], RENDER[action])
 
 
 def cmd_deliveries(config: dict, args) -> int:
@@ -57,12 +57,12 @@ def cmd_deliveries(config: dict, args) -> int:
         if not args.obligation:
             print("deliveries retry needs the obligation id (see 'deliveries --state failed')", file=sys.stderr)
             return 2
-        return _run(config, args, lambda s: storage_cli.delivery_retry(s, args.obligation), _render_retry)
-    return _run(config, args, lambda s: storage_cli.deliveries(s, state=args.state, limit=args.limit),
+        return run_on_store(config, args, lambda s: storage_cli.delivery_retry(s, args.obligation), _render_retry)
+    return run_on_store(config, args, lambda s: storage_cli.deliveries(s, state=args.state, limit=args.limit),
                 _render_deliveries)
 
 
-def _run(config: dict, args, call, render) -> int:
+def run_on_store(config: dict, args, call, render) -> int:
     path = store_path(config)
     if not path.exists():
         print(f"no database yet at {path} (the gateway has not run with this state dir)", file=sys.stderr)
@@ -119,7 +119,10 @@ def _render_import(result: dict) -> str:
 
 def _render_deliveries(result: dict) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in result["counts"].items())
-    rows = [f"{d['obligation_id'][:16]}  {d['state']:<10} attempts={d['attempts']}  {d['target']['platform']}:{d['target']['chat_id']}"
+    if result.get("ambiguous"):
+        counts += f" (ambiguous {result['ambiguous']}: re-sent, marked, after a send whose outcome was unknown)"
+    rows = [f"{d['obligation_id'][:16]}  {d['state'] + ('~ambiguous' if d.get('ambiguous') else ''):<10} "
+            f"attempts={d['attempts']}  {d['target']['platform']}:{d['target']['chat_id']}"
             + (f"  last error: {d['last_error']}" if d.get("last_error") else "") for d in result["deliveries"]]
     return "\n".join([counts] + rows)
 

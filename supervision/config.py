@@ -52,6 +52,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "collect_window_s": (float, 2.0, None),
         "resume_window_s": (float, 3600.0, None),
         "per_user_in_groups": (bool, False, None),
+        # the first line of a reply sent again after a restart left an unfinished copy the gateway cannot edit
+        "resent_marker": (str, "↻ re-sent after a restart; an unfinished copy may appear above", None),
     },
     "agent": {
         "kind": (str, "", ("", "offline", "openai")),
@@ -63,11 +65,20 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "system_prompt": (str, "You are a helpful assistant.", None),
         "chunk_delay_s": (float, 0.03, None),
     },
+    "logging": {          # supervision/logging_setup.py; docs/operations.md
+        "format": (str, "text", ("text", "json")),
+        "level": (str, "", ("", "debug", "info", "warning", "error")),  # "": [gateway] log_level
+    },
     "adapters": {},       # [adapters.NAME] tables, each with type = "..."; checked by the adapter registry
     "profiles": {},       # [profiles.NAME] tables
     "debug": {
         "fault_injection": (bool, False, None),
         "crash_on_start": (str, "", None),
+    },
+    "metrics": {          # actors/metrics.py; docs/metrics.md
+        "enabled": (bool, True, None),
+        "host": (str, "", None),        # "": [gateway] bind_host
+        "port": (int, 9464, None),      # 0: the OS picks one (runtime.json and `status` show it)
     },
 }
 OPEN_SECTIONS = {"adapters", "profiles"}

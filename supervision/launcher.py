@@ -11,6 +11,10 @@ interface, starts the actor system and the root, waits until every actor is up, 
 and on the way out it stops the actor system and kills, by pid, whatever is still alive below it. The launcher is a
 child subreaper and every actor process asks for SIGKILL when its parent dies (supervision/processes.py), so even a
 kill -9 of the launcher leaves no actor behind.
+
+Under systemd (Type=notify, $NOTIFY_SOCKET set) it tells the service manager READY=1 once every actor is up,
+STOPPING=1 as soon as it sees a drain or a shutdown begin, and a STATUS= line on every change of health (polled
+every STATUS_INTERVAL_S); deploy/agent-gateway.service and docs/operations.md show the unit.
 """
 from __future__ import annotations
 
@@ -27,13 +31,14 @@ from actors.messages import (DrainDone, GatewayStatus, ShutdownReady, ShutdownRe
                              SupervisorGaveUp)
 from supervision import loopback, processes
 from supervision.asking import ask_for
-from supervision.logging_setup import thespian_log_defs
+from supervision.logging_setup import log_defs_for
 from supervision.runfiles import AlreadyRunning, RunFiles
 
 log = logging.getLogger("gateway.launcher")
 EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
 ROOT_CLASS = "actors.root.Root"
 ROOT_NAME = "gateway-root"
+STATUS_INTERVAL_S = 2.0
 
 
 class Launcher:
@@ -46,6 +51,9 @@ class Launcher:
         self.asys = None
         self.root = None
         self.root_pid = 0
+        self.notify = SystemdNotifier.from_environment()
+        self.stopping_told = False
+        self.next_status_at = 0.0
 
     # ------------------------------------------------------------------------------------------------ the run
     def run(self) -> int:
@@ -74,8 +82,8 @@ class Launcher:
     def _run_system(self, started: float) -> int:
         from actors.root import preload_actor_modules
         preload_actor_modules(self.config)
-        level = self.config["gateway"]["log_level"]
-        self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=thespian_log_defs(level))
+        self.notify.send("STATUS=starting the actor tree")
+        self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=log_defs_for(self.config))
         self.root = self.asys.createActor(ROOT_CLASS, globalName=ROOT_NAME)
         self.asys.tell(self.root, Started("root", "Root", None, self.config))
         status = self._wait_ready()
@@ -84,7 +92,7 @@ class Launcher:
         self._write_runtime(started)
         log.info("gateway ready in %.2fs: %d actors, admin %s:%d, state %s", time.monotonic() - started,
                  status.actors_up, self.host, self.port, self.files.state_dir)
-        _notify_systemd("READY=1")
+        self.notify.send(f"READY=1\nSTATUS={_status_line(status)}")
         return self._wait_for_end()
 
     def _wait_ready(self) -> GatewayStatus | None:
@@ -107,22 +115,52 @@ class Launcher:
             self._gave_up = True
 
     def _wait_for_end(self) -> int:
+        ending: list[int] = []
+
+        def on_message(message) -> None:
+            if isinstance(message, SupervisorGaveUp):
+                log.error("the root supervisor gave up: %s", message.reason)
+                self._tell_stopping(f"the supervision tree gave up: {message.reason}")
+                ending.append(EX_SOFTWARE)
+            elif isinstance(message, DrainDone):
+                log.info("drained: %s", message.report)
+                self._tell_stopping(f"drained: {message.report.in_flight_left} turn(s) left for the next instance")
+                ending.append(EX_OK)
+
         while True:
             if self.stop_signal is not None:
                 log.info("signal %s: graceful shutdown", signal.Signals(self.stop_signal).name)
+                self._tell_stopping("shutting down: intake stopped, flushing")
                 self._graceful_shutdown()
                 return EX_OK
-            message = self.asys.listen(0.25)
-            if isinstance(message, SupervisorGaveUp):
-                log.error("the root supervisor gave up: %s", message.reason)
-                return EX_SOFTWARE
-            if isinstance(message, DrainDone):
-                log.info("drained: %s", message.report)
-                return EX_OK
+            on_message(self.asys.listen(0.25))
+            if not ending and self.notify.enabled and time.monotonic() >= self.next_status_at:
+                self._report_status(on_message)
+            if ending:
+                return ending[0]
             processes.reap_zombies()
             if self.root_pid and not processes.is_same_process(self.root_pid, None):
                 log.error("the root actor (pid %d) died", self.root_pid)
                 return EX_SOFTWARE
+
+    def _report_status(self, on_message) -> None:
+        """One status walk for the service manager: STATUS= on change, STOPPING=1 once a drain has begun (the
+        drain request goes from the admin client to the watchdog; this walk is how the launcher learns of it)."""
+        self.next_status_at = time.monotonic() + STATUS_INTERVAL_S
+        status = ask_for(self.asys, self.root, _status_request(), GatewayStatus, 5, on_message)
+        if status is None:
+            return
+        if status.draining:
+            self._tell_stopping("draining: intake stopped, finishing turns in flight")
+        else:
+            self.notify.status(_status_line(status))
+
+    def _tell_stopping(self, why: str) -> None:
+        if not self.stopping_told:
+            self.stopping_told = True
+            self.notify.send(f"STOPPING=1\nSTATUS={why}")
+        else:
+            self.notify.status(why)
 
     def _graceful_shutdown(self) -> None:
         timeout = self.config["watchdog"]["shutdown_timeout_s"]
@@ -220,15 +258,44 @@ def _pids_in_session(sid: int) -> list[int]:
     return found
 
 
-def _notify_systemd(state: str) -> None:
-    """sd_notify without a dependency: one datagram to $NOTIFY_SOCKET (Type=notify units)."""
-    address = os.environ.get("NOTIFY_SOCKET")
-    if not address:
-        return
-    if address.startswith("@"):
-        address = "\0" + address[1:]
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-            s.sendto(state.encode(), address)
-    except OSError as exc:
-        log.warning("cannot notify systemd: %s", exc)
+def _status_line(status: GatewayStatus) -> str:
+    health = "healthy" if not (status.actors_failed or status.actors_restarting) else "degraded"
+    return (f"{health}: {status.actors_up} actors up, {status.actors_restarting} restarting, "
+            f"{status.actors_failed} failed; {status.sessions_live} sessions live; "
+            f"{status.obligations_pending} deliveries pending")
+
+
+class SystemdNotifier:
+    """sd_notify(3) without a dependency: one datagram per state change to $NOTIFY_SOCKET.
+
+    The variable is taken out of the environment when read: actor processes inherit the launcher's environment and
+    must not speak for the service (systemd accepts only the main pid by default anyway). A name starting with '@'
+    is in the abstract namespace. Without the variable every call is a no-op."""
+
+    def __init__(self, address: str | None):
+        self.address = address
+        self.enabled = bool(address)
+        self.last_status = ""
+
+    @classmethod
+    def from_environment(cls) -> "SystemdNotifier":
+        return cls(os.environ.pop("NOTIFY_SOCKET", None))
+
+    def status(self, line: str) -> None:
+        if line != self.last_status:
+            self.send(f"STATUS={line}")
+
+    def send(self, state: str) -> bool:
+        if not self.address:
+            return False
+        for line in state.splitlines():
+            if line.startswith("STATUS="):
+                self.last_status = line[len("STATUS="):]
+        target = "\0" + self.address[1:] if self.address.startswith("@") else self.address
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
+                s.sendto(state.encode(), target)
+            return True
+        except OSError as exc:
+            log.warning("cannot notify the service manager at %s: %s", self.address, exc)
+            return False

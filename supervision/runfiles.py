@@ -6,9 +6,13 @@
 ``runtime.json``  written once the gateway is ready: ports, pids, start times, the admin's session id. Admin
                   commands read it to find the running gateway; the next launcher reads it to find what a killed
                   predecessor left behind. Written atomically (temp file + rename).
+``metrics.json``  where the metrics actor listens (its port may be one the OS picked). The actor may bind before
+                  the launcher writes runtime.json, so it records here and in runtime.json if that is already this
+                  run's; the launcher merges it in when it writes. Both sides hold ``runtime.lock`` while they do.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -27,6 +31,7 @@ class RunFiles:
         self.pid_path = self.run_dir / "gateway.pid"
         self.runtime_path = self.run_dir / "runtime.json"
         self.heartbeat_path = self.run_dir / "heartbeat.json"
+        self.metrics_path = self.run_dir / "metrics.json"
         self._lock_fd: int | None = None
 
     def acquire(self, wait_s: float = 3.0) -> None:
@@ -76,7 +81,7 @@ class RunFiles:
         return False
 
     def release(self) -> None:
-        for path in (self.runtime_path, self.pid_path):
+        for path in (self.runtime_path, self.metrics_path, self.pid_path):
             try:
                 path.unlink()
             except FileNotFoundError:
@@ -92,9 +97,31 @@ class RunFiles:
             return None
 
     def write_runtime(self, info: dict) -> None:
-        tmp = self.runtime_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(info, indent=2))
-        os.replace(tmp, self.runtime_path)
+        """Called by the launcher. A metrics record is merged in only if its actor is a process of this launcher:
+        one left by a killed predecessor names a port nobody serves."""
+        with self._runtime_lock():
+            metrics = _read_json(self.metrics_path)
+            if metrics and metrics.get("pid") in _descendants(os.getpid()):
+                info = {**info, "metrics": metrics}
+            _write_json(self.runtime_path, info)
+
+    def record_metrics(self, entry: dict) -> None:
+        """Called by the metrics actor once it listens: ``entry`` has host, port, url and its pid."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with self._runtime_lock():
+            _write_json(self.metrics_path, entry)
+            runtime = self.read_runtime()
+            if runtime and runtime.get("launcher_pid") in _ancestors(os.getpid()):
+                _write_json(self.runtime_path, {**runtime, "metrics": entry})
+
+    @contextlib.contextmanager
+    def _runtime_lock(self):
+        fd = os.open(self.run_dir / "runtime.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def read_runtime(self) -> dict | None:
         try:
@@ -105,6 +132,32 @@ class RunFiles:
     def log_path(self, config: dict) -> Path:
         configured = config["gateway"].get("log_file")
         return Path(configured) if configured else self.state_dir / "gateway.log"
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _descendants(pid: int) -> list[int]:
+    from supervision.processes import descendants
+    return descendants(pid)
+
+
+def _ancestors(pid: int) -> list[int]:
+    import psutil
+    try:
+        return [p.pid for p in psutil.Process(pid).parents()]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def _alive(pid: int) -> bool:

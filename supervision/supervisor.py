@@ -33,6 +33,8 @@ from thespian.actors import ActorExitRequest, ChildActorExited
 
 from actors.messages import (ChildReady, ChildStopping, CrashReport, DescribeTree, RestartChild, Started,
                              SupervisorGaveUp, TreeNode, TreeReply)
+from actors.messages import ActorRestarted
+from actors.metrics import report
 from supervision.actor import GatewayActor
 from supervision.spec import (ChildSpec, Intensity, Restart, SupervisorFlags, affected_children, backoff_delay,
                               should_restart)
@@ -62,6 +64,7 @@ class ChildState:
     report: Optional[str] = None  # what the child (or its escalation) said before exiting
     asked_at: float = 0.0         # an unanswered DescribeTree is outstanding since then (0: none)
     last_pending: int = 0         # its pending work at its last answer: a slow child is not taken for idle
+    last_node: Optional[TreeNode] = None  # its last answer: shown while it is still answering an earlier walk
     recent: Intensity = field(default_factory=lambda: Intensity(1_000_000, 60.0))
 
 
@@ -177,6 +180,8 @@ class Supervisor(GatewayActor):
             return
         child.recent.record(now)
         child.restarts += 1
+        # Counted here, where the restart is decided: once per restart, whether or not the ChildState survives it.
+        report(self, ActorRestarted(child.spec.kind_name, child.last_exit or ""))
         self._schedule_restart(child.spec.name, backoff_delay(child.recent.recent(now) - 1, self._flags))
 
     def within_intensity(self, child: ChildState, now: float) -> bool:
@@ -301,7 +306,7 @@ class Supervisor(GatewayActor):
         pending = self._describe.get(message.token)
         child = self.child_by_address(sender)
         if child is not None:
-            child.asked_at = 0.0
+            child.asked_at, child.last_node = 0.0, message.node
         if pending is None or child is None:
             return
         pending["nodes"][child.spec.name] = message.node
@@ -327,6 +332,11 @@ class Supervisor(GatewayActor):
                                 address=str(child.address) if child.address is not None else "",
                                 state="unresponsive" if silent else child.status,
                                 started_at=child.started_at, ref=child.address, pending=child.last_pending)
+                # Not asked now because an overlapping walk (the watchdog's) still waits for it: its subtree as it
+                # last answered is truer than a stub without children (sessions would seem to vanish).
+                if not silent and child.last_node is not None and child.last_node.pid == child.pid:
+                    node = _replace(child.last_node, state=node.state if child.status != "running" else
+                                    child.last_node.state, children=_without_refs(child.last_node.children))
             elif child.status != "running":
                 node = _replace(node, state=child.status)
             nodes.append(_replace(node, restarts=child.restarts, last_exit=child.last_exit,
@@ -338,6 +348,11 @@ def _walk(node: TreeNode):
     yield node
     for child in node.children:
         yield from _walk(child)
+
+
+def _without_refs(nodes: tuple) -> tuple:
+    """Nodes of an earlier answer: shown and counted, but never pinged, stopped or flushed (they may be gone)."""
+    return tuple(_replace(n, ref=None, children=_without_refs(n.children)) for n in nodes)
 
 
 def _replace(node: TreeNode, **changes) -> TreeNode:

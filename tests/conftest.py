@@ -4,3 +4,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+# Property tests are judged on what they find, not on how fast one example runs: CI shares 2 cores with daemons.
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("gateway", deadline=None)
+settings.load_profile("gateway")

@@ -35,7 +35,7 @@ period_s = {period_s}
 backoff_base_s = 0.01
 backoff_max_s = 0.2
 {extra_toml}
-""")
+""" + ("" if "[metrics]" in extra_toml else "[metrics]\nport = 0   # many test daemons at once: each its own port\n"))
         self.env = dict(os.environ, GATEWAY_STATE_DIR=str(self.state), PYTHONPATH=str(ROOT))
         self.env.pop("GATEWAY_CONFIG", None)
         self.seen_pids: set[int] = set()

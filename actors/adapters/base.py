@@ -33,6 +33,7 @@ import collections
 import dataclasses
 import itertools
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional
@@ -40,12 +41,16 @@ from typing import Any, Awaitable, Callable, Optional
 import msgpack
 
 from actors.adapters import registry
+from actors.adapters.access import AccessPolicy, Gatekeeper, policy_of
+from actors.adapters.budgets import ChatBudgets
 from actors.adapters.errors import RetryableError
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error  # noqa: F401
 from actors.bridge import TaskDone
 from actors.messages import AdapterConnected, InboxDoorbell, MessageEvent, OpResult, PlatformOp
+from actors.messages import AdapterConnection, FloodWaited
+from actors.metrics import report
 from actors.redact import redact
-from actors.sessions.pacing import DEFAULT_PACING, ChatBudget
+from actors.sessions.pacing import DEFAULT_PACING
 from storage import InboundItem, Store, session_key
 from supervision.actor import GatewayActor
 
@@ -113,7 +118,8 @@ class PlatformAdapter(GatewayActor):
         self.malformed = 0
         self._healthy = False          # a fetch succeeded since the last (re)connect
         self._lanes = ChatLanes(self._run_op)
-        self._budgets: dict[str, ChatBudget] = {}  # kept for the actor's life: a few bytes per chat
+        self._budgets = ChatBudgets()   # replaced in on_start by one that honours earlier lives (budgets.py)
+        self.gatekeeper = Gatekeeper("", AccessPolicy())   # replaced in on_start from the table's access keys
         # actor thread only
         self._intake = None
         self._loop_bridge = None
@@ -157,6 +163,11 @@ class PlatformAdapter(GatewayActor):
     def classify(self, exc: BaseException) -> tuple[str, float]:
         return classify_error(exc)
 
+    def event_profile(self, event: MessageEvent) -> str:
+        """The profile (part of the session key) an inbound event runs under: the adapter's, unless a subclass
+        lets each request choose among those it serves (the OpenAI-compatible endpoint does)."""
+        return self.profile
+
     # ----------------------------------------------------------------------------- life cycle (actor thread)
     def on_start(self, args) -> None:
         self.settings = dict(args or {})
@@ -164,6 +175,8 @@ class PlatformAdapter(GatewayActor):
         self.pacing = registry.pacing_of(self.settings)
         self.secrets = registry.secret_values(self.settings)
         self.per_user_in_groups = bool(self.config.get("sessions", {}).get("per_user_in_groups", False))
+        self.gatekeeper = Gatekeeper(self.name, policy_of(self.settings, registry.entry_of(self.settings).access))
+        self._budgets = ChatBudgets(started_at=time.monotonic())   # asyncio's loop.time() is time.monotonic()
         # Loop-side code posts through this reference: the actor thread drops ``self.bridge`` when it exits.
         self._loop_bridge = self.bridge
         self._intake = self.bridge.submit(self._intake_forever(), tag="intake")
@@ -173,6 +186,7 @@ class PlatformAdapter(GatewayActor):
         if self._intake is not None:
             self._intake.cancel()  # between rounds or mid-poll: an ingest in progress is shielded and completes
         self.log.info("%s: intake stopped (outbound continues)", self.name)
+        report(self, AdapterConnection(self.name, False))
 
     def on_stop(self) -> None:
         if self.bridge is None:
@@ -216,6 +230,8 @@ class PlatformAdapter(GatewayActor):
             self._announce_connected()
         elif isinstance(item, _OpDone):
             self._answer(item)
+        elif isinstance(item, (AdapterConnection, FloodWaited)):
+            report(self, item)
         elif isinstance(item, TaskDone) and item.tag == "intake" and item.error is not None:
             self.log.error("%s: intake failed for good, the adapter restarts: %s", self.name,
                            self._clean(item.error))
@@ -233,6 +249,7 @@ class PlatformAdapter(GatewayActor):
             while self._unrung:
                 self.send(directory.sessions, InboxDoorbell(*self._unrung.popleft()))
         self._announce_connected()
+        report(self, AdapterConnection(self.name, self._healthy and not self.intake_stopped))  # maybe a new metrics
 
     def _announce_connected(self) -> None:
         sweeper = self.directory.sweeper if self.directory is not None else None
@@ -274,9 +291,8 @@ class PlatformAdapter(GatewayActor):
 
     async def _perform(self, op: PlatformOp) -> OpResult:
         loop = asyncio.get_running_loop()
-        budget = self._budgets.get(op.chat_id)
-        if budget is None:
-            budget = self._budgets[op.chat_id] = ChatBudget.for_platform(self.pacing, op.chat_type, loop.time())
+        await self._budgets.ready()   # the 429 bans of an earlier life bind before any operation goes
+        budget = self._budgets.of(op.chat_id, op.chat_type, self.pacing)
         floods = failures = 0
         while True:
             if op.action == "typing":  # costs no budget, but never goes into a 429 ban
@@ -308,9 +324,21 @@ class PlatformAdapter(GatewayActor):
                 if step == "flood":
                     floods += 1
                     budget.flood(loop.time() + delay)  # the whole chat waits, so the op's successors do too
+                    self._loop_bridge.post(FloodWaited(self.name, delay))
+                    await self._persist_ban(op.chat_id, delay)
                 else:
                     failures += 1
                     await asyncio.sleep(delay)
+
+    async def _persist_ban(self, chat_id: str, seconds: float) -> None:
+        """Commit a 429 ban before the chat is written to again, so a restart inside it still honours it."""
+        if self.store is None:
+            return
+        try:
+            await ChatBudgets.record_ban(self.store, self.name, chat_id, seconds)
+        except Exception as exc:  # noqa: BLE001 - this life still honours it in memory; only a restart could not
+            self._say(logging.WARNING, "%s: could not record the rate-limit ban of chat %s (%s)", self.name,
+                      chat_id, self._clean(exc))
 
     # ------------------------------------------------------------------------------------------------ intake
     async def _intake_forever(self) -> None:
@@ -321,6 +349,10 @@ class PlatformAdapter(GatewayActor):
             try:
                 if self.store is None:  # in the loop: a database busy with another opener is worth a retry
                     await self._open_store()
+                if not self._budgets.loaded:
+                    if banned := await self._budgets.load(self.store, self.name):
+                        self._say(logging.INFO, "%s: %d chat(s) still under a rate-limit ban from before the "
+                                  "restart", self.name, banned)
                 await self.connect()
                 if push_style:
                     self._became_healthy()
@@ -338,6 +370,8 @@ class PlatformAdapter(GatewayActor):
                 kind, retry_after = self.classify(exc)
                 if kind not in RETRY_KINDS:
                     raise IntakeFailed(f"{kind} error: {self._clean(exc)}") from None
+                if self._healthy:
+                    self._loop_bridge.post(AdapterConnection(self.name, False))
                 failures = 1 if self._healthy else failures + 1
                 delay = max(retry_after, backoff_s(failures, self.reconnect_base_s, self.reconnect_max_s))
                 self._say(logging.WARNING, "%s: intake error (%s: %s); reconnecting in %.2fs (attempt %d)",
@@ -349,6 +383,7 @@ class PlatformAdapter(GatewayActor):
         if not self._healthy:
             self._healthy = True
             self._loop_bridge.post(_Connected())
+            self._loop_bridge.post(AdapterConnection(self.name, True))
 
     async def _open_store(self) -> None:
         state_dir = Path(self.config["gateway"]["state_dir"])
@@ -375,6 +410,8 @@ class PlatformAdapter(GatewayActor):
                 self._reject(str(exc))
             except Exception as exc:  # noqa: BLE001 - a normalise bug must not block the rows after it
                 self._reject(f"{type(exc).__name__}: {exc}")
+        # G5: senders the access policy does not admit never reach the inbox (actors/adapters/access.py).
+        rows = await self.gatekeeper.admit(self.store, rows, self._send_unasked, self._say)
         committed = offset if offset is not None else self.offset
         # The rows and the offset that acknowledges them commit in ONE transaction, before the platform hears of
         # the offset (the next fetch sends it). kill -9 before the commit: neither is on disk, the platform
@@ -387,6 +424,11 @@ class PlatformAdapter(GatewayActor):
             self._loop_bridge.post(_Ingested(rings))
         return results
 
+    def _send_unasked(self, op: PlatformOp) -> None:
+        """A message the adapter sends on its own (a pairing code): through the chat's lane and budget, answered
+        to no one (its ticket is in no actor's hands)."""
+        self._lanes.submit(op.chat_id, (None, op))
+
     def _inbound_item(self, raw: Any) -> InboundItem:
         event = self.normalise(raw)
         if not isinstance(event, MessageEvent):
@@ -395,7 +437,7 @@ class PlatformAdapter(GatewayActor):
             raise MalformedPayload("no platform message id")
         # Platform = the adapter's name: two bots on one platform keep their chats, ids and offsets apart.
         event = dataclasses.replace(event, source=dataclasses.replace(event.source, platform=self.name,
-                                                                      profile=self.profile))
+                                                                      profile=self.event_profile(event)))
         try:
             key = session_key(event.source, per_user_in_groups=self.per_user_in_groups)
         except ValueError as exc:

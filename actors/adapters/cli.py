@@ -4,7 +4,8 @@ State: the terminal attached for each user (its external address), a counter for
 
 Messages it takes:
   CliSay        a line typed by USER: written to USER's session inbox (durable before it is acknowledged with
-                CliAccepted), then the session supervisor is rung
+                CliAccepted), then the session supervisor is rung; one that is no valid line (``cli_event``) is
+                logged and dropped unanswered: only a broken or hostile client sends one
   CliAskDone    has the reply to inbox row N been delivered? (the terminal waits for it with --message)
   PlatformOp    from stream consumers: shown in the user's terminal (CliShow); always succeeds, since a terminal
                 that has gone away has nothing left to show
@@ -15,6 +16,7 @@ from __future__ import annotations
 import itertools
 import time
 
+from actors.adapters.base import MalformedPayload
 from actors.messages import (AdapterConnected, CliAccepted, CliAskDone, CliDone, CliSay, CliShow, InboxDoorbell,
                              MessageEvent, OpResult, PlatformOp, Source)
 from actors.storage_access import StoreUser
@@ -22,6 +24,25 @@ from storage import session_key
 from supervision.actor import GatewayActor
 
 MAX_LINE = 16_000
+MAX_ID_CHARS = 256
+
+
+def cli_event(message: CliSay, platform: str, profile: str) -> MessageEvent:
+    """The MessageEvent of a terminal line; MalformedPayload names the first problem (a pure function)."""
+    for field in ("user", "message_id"):
+        value = getattr(message, field, None)
+        if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID_CHARS:
+            raise MalformedPayload(f"{field} must be a non-empty string of at most {MAX_ID_CHARS} characters")
+    text = getattr(message, "text", None)
+    if not isinstance(text, str):
+        raise MalformedPayload(f"text must be a string, got {type(text).__name__}")
+    for field, value in (("user", message.user), ("message_id", message.message_id), ("text", text)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise MalformedPayload(f"{field} is not valid Unicode (a lone surrogate)") from None
+    source = Source(platform, message.user, "dm", None, message.user, message.user, profile)
+    return MessageEvent(source, text[:MAX_LINE], message.message_id, time.time())
 
 
 class CliAdapter(StoreUser, GatewayActor):
@@ -49,12 +70,13 @@ class CliAdapter(StoreUser, GatewayActor):
         if self.intake_stopped:
             self.send(sender, CliAccepted(message.message_id, -1))
             return
-        text = message.text[:MAX_LINE]
+        try:
+            event = cli_event(message, self.name, self.settings.get("profile", "default"))
+        except MalformedPayload as exc:
+            self.log.warning("%s: malformed payload rejected (%s); skipped", self.name, str(exc)[:300])
+            return
         self.terminals[message.user] = sender
-        source = Source(self.name, message.user, "dm", None, message.user, message.user,
-                        self.settings.get("profile", "default"))
-        event = MessageEvent(source, text, message.message_id, time.time())
-        key = session_key(source, per_user_in_groups=False)
+        key = session_key(event.source, per_user_in_groups=False)
         seq, inserted = self.db(self.store.inbox.put(key, self.name, message.message_id, event.to_payload()))
         self.send(sender, CliAccepted(message.message_id, seq))
         if inserted and self.directory is not None and self.directory.sessions is not None:

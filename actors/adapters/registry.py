@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from actors.adapters.access import MODES, pairing_problems
 from actors.sessions.pacing import PlatformPacing, pacing_for
 from supervision.config import TYPE_NAMES, ConfigError
 
@@ -42,6 +43,7 @@ class AdapterType:
     actor: str                     # dotted path of the PlatformAdapter subclass
     pacing: str                    # key of actors.sessions.pacing.PACING
     options: Mapping[str, Option] = field(default_factory=dict)
+    access: str = "open"           # the access policy when the table names none (actors/adapters/access.py)
 
     @property
     def kind(self) -> str:
@@ -52,6 +54,10 @@ COMMON_OPTIONS: dict[str, Option] = {
     "type": Option(str, doc="which platform (a key of REGISTRY)"),
     "profile": Option(str, "default", doc="the profile whose sessions this adapter's chats belong to"),
     "pacing": Option(dict, {}, doc="overrides of this platform's PlatformPacing fields"),
+    "access": Option(str, "", allowed=("",) + MODES, doc="who may talk to the agent: open | allowlist | pairing "
+                                                         "(empty: the platform's default; docs/access.md)"),
+    "allow": Option(list, [], doc="platform user ids always admitted"),
+    "pairing": Option(dict, {}, doc="{ ttl_s, max_codes, lockout_s } of pairing codes"),
 }
 
 REGISTRY: dict[str, AdapterType] = {}
@@ -116,7 +122,16 @@ def validate_adapter(name: str, table: Mapping, file: str = "(configuration)") -
             continue
         out[key] = _checked(file, where, table[key], option)
     _check_pacing(file, name, out["pacing"])
+    _check_access(file, name, out)
     return out
+
+
+def _check_access(file: str, name: str, args: Mapping) -> None:
+    for user in args["allow"]:
+        if isinstance(user, bool) or not isinstance(user, (str, int)) or not str(user).strip():
+            raise ConfigError(file, f"[adapters.{name}] allow", f"user ids are strings or integers, got {user!r}")
+    for problem in pairing_problems(args["pairing"]):
+        raise ConfigError(file, f"[adapters.{name}] pairing", problem)
 
 
 def _checked(file: str, where: str, value: Any, option: Option) -> Any:
@@ -182,7 +197,9 @@ register(AdapterType("webchat", "actors.adapters.webchat.adapter.WebChatAdapter"
 
 
 # Telegram Bot API (actors/adapters/telegram/, docs/telegram.md).
-register(AdapterType("telegram", "actors.adapters.telegram.adapter.TelegramAdapter", pacing="telegram", options={
+# Anyone on Telegram can write to a bot: strangers get a pairing code unless the table says otherwise.
+register(AdapterType("telegram", "actors.adapters.telegram.adapter.TelegramAdapter", pacing="telegram",
+                     access="pairing", options={
     "token": Option(str, secret=True, doc="the bot token from @BotFather"),
     "base_url": Option(str, "https://api.telegram.org", doc="Bot API server (a local Bot API server, or a fake)"),
     "mode": Option(str, "polling", allowed=("polling", "webhook"), doc="how updates arrive"),
@@ -207,4 +224,7 @@ register(AdapterType("http", "actors.adapters.http_api.adapter.HttpApiAdapter", 
     "api_tokens": Option(list, [], secret=True, doc="bearer tokens accepted by /v1 (empty: no /v1)"),
     "max_body_bytes": Option(int, 1_048_576, doc="larger request bodies are refused with 413"),
     "reply_timeout_s": Option(float, 300.0, doc="how long /v1/chat/completions waits for its reply (then 504)"),
+    "profiles": Option(list, [], doc="profiles a /v1 request may pick with its model (empty: its own and every "
+                                     "[profiles.NAME])"),
+    "models": Option(dict, {}, doc="model names mapped to profiles for /v1 ('*': any other name)"),
 }))

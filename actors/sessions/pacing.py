@@ -21,6 +21,9 @@ class PlatformPacing:
     supports_edit: bool
     typing_interval_s: Optional[float]  # resend the typing indicator this often; None: the platform has none
     group_ops_per_s: Optional[float] = None  # a stricter rate for groups, where the platform has one
+    # A send carries a key the platform deduplicates on (Discord's nonce): a send whose answer was lost may go again
+    # with the same key and no visible mark. Without it a re-sent reply says so (stream_consumer.RESENT_MARKER).
+    idempotent_send: bool = False
 
 
 _FAST = dict(edit_interval_s=0.05, min_edit_delta_chars=1, per_chat_ops_per_s=50.0, per_chat_burst=50)
@@ -32,7 +35,8 @@ PACING: dict[str, PlatformPacing] = {
                                typing_interval_s=4.5, group_ops_per_s=20 / 60),
     # 5 per 5 s per channel; typing shows for 10 s.
     "discord": PlatformPacing("discord", 2000, "chars", edit_interval_s=1.0, min_edit_delta_chars=30,
-                              per_chat_ops_per_s=1.0, per_chat_burst=5, supports_edit=True, typing_interval_s=8.0),
+                              per_chat_ops_per_s=1.0, per_chat_burst=5, supports_edit=True, typing_interval_s=8.0,
+                              idempotent_send=True),
     # ~1/s per channel; bots have no typing indicator outside the legacy RTM API.
     "slack": PlatformPacing("slack", 40000, "chars", edit_interval_s=1.5, min_edit_delta_chars=50,
                             per_chat_ops_per_s=1.0, per_chat_burst=2, supports_edit=True, typing_interval_s=None),
@@ -69,9 +73,16 @@ class ChatBudget:
     """A token bucket for one chat, spent by sends and edits alike.
 
     A platform's 429 (``flood``) blocks the bucket until the time it named; afterwards one operation may go at once.
+
+    ``spent_at``: the bucket was empty at that time and has only refilled since. An adapter passes the time it
+    started: what its previous life sent just before dying is unknown, and an empty bucket at start is the one
+    assumption that can never exceed the platform's budget, because nothing was sent between the death and the
+    start. It costs nothing to keep (no write per operation) and at most one refill interval of delay, only for a
+    chat written to within that interval of a restart; a periodic high-water mark would save that delay at the
+    price of writes and of a window where the mark is stale.
     """
 
-    def __init__(self, ops_per_s: float, burst: int, now: float = 0.0):
+    def __init__(self, ops_per_s: float, burst: int, now: float = 0.0, spent_at: Optional[float] = None):
         if ops_per_s <= 0 or burst < 1:
             raise ValueError("ops_per_s must be positive and burst at least 1")
         self.ops_per_s = ops_per_s
@@ -79,13 +90,17 @@ class ChatBudget:
         self._tokens = float(burst)
         self._updated = now
         self._blocked_until = float("-inf")
+        if spent_at is not None:
+            self._tokens, self._updated = 0.0, spent_at
+            self._refill(now)
 
     @classmethod
-    def for_platform(cls, pacing: PlatformPacing, chat_type: str = "dm", now: float = 0.0) -> "ChatBudget":
+    def for_platform(cls, pacing: PlatformPacing, chat_type: str = "dm", now: float = 0.0,
+                     spent_at: Optional[float] = None) -> "ChatBudget":
         rate = pacing.per_chat_ops_per_s
         if chat_type != "dm" and pacing.group_ops_per_s is not None:
             rate = min(rate, pacing.group_ops_per_s)
-        return cls(rate, pacing.per_chat_burst, now)
+        return cls(rate, pacing.per_chat_burst, now, spent_at)
 
     def _refill(self, now: float) -> None:
         elapsed = now - self._updated
@@ -116,6 +131,13 @@ class ChatBudget:
     @property
     def blocked_until(self) -> float:
         return self._blocked_until
+
+
+def on_monotonic_clock(wall_time: float, wall_now: float, monotonic_now: float) -> float:
+    """A moment stored as wall-clock time (the only clock a later process can read), on this process's monotonic
+    clock. A moment already past maps to now; a wall clock stepped between the writing and the reading shifts the
+    result by the step, which for a ban of a few seconds errs by at most the step."""
+    return monotonic_now + max(0.0, wall_time - wall_now)
 
 
 def _changed_chars(old: str, new: str) -> int:

@@ -27,12 +27,14 @@ import time
 from actors.agents.base import AgentRequest, build_agent
 from actors.messages import (GatewayNotice, InboxDoorbell, MessageEvent, SpawnConsumer, StreamBatch, ToolCallFinished,
                              TurnEnd)
+from actors.metrics import report, turn_finished
 from actors.redact import user_facing_error
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.session_commands import CommandHandler
 from actors.storage_access import StoreUser
 from supervision.actor import GatewayActor
+from supervision.logging_setup import key_hash
 
 BATCH_INTERVAL_S = 0.05
 MAX_CONSUMER_RESTARTS = 3
@@ -93,11 +95,12 @@ class Session(StoreUser, CommandHandler, GatewayActor):
         self.db(self.store.inbox.take(row.seq))
         event = MessageEvent.from_payload(row.payload)
         if claimed is not None and fresh:
-            self.log.warning("session %s: resuming the turn interrupted by a restart (inbox #%d)", self.key, row.seq)
+            self.log.warning("resuming the turn interrupted by a restart (inbox #%d)", row.seq,
+                             extra=self.log_fields(turn=rt.turn_token))
             self.start_agent_turn([row.seq], event, turn_id=rt.turn_token, resumed=True)
         else:
             why = "its resume crashed too" if claimed is None else "it is older than the resume window"
-            self.log.error("session %s: not resuming inbox #%d: %s", self.key, row.seq, why)
+            self.log.error("not resuming inbox #%d: %s", row.seq, why, extra=self.log_fields(turn=rt.turn_token))
             self.reply_turn([row.seq], event, GAVE_UP_TEXT if claimed is None else
                             "I was restarted while answering this message. Please send it again.",
                             turn_id=rt.turn_token)
@@ -251,7 +254,7 @@ class Session(StoreUser, CommandHandler, GatewayActor):
             note = "(stopped)" if turn.interrupted == "stopped" else "(interrupted)"
             self.end_turn(f"{answer}\n\n{note}" if answer else note, turn.interrupted or "interrupted")
         elif kind == "error":
-            self.log.error("session %s: agent failed: %r", self.key, item[2])
+            self.log.error("agent failed: %r", item[2], extra=self.log_fields(turn=turn.turn_id))
             notice = user_facing_error(item[2], _secrets(self.config))
             self.push(turn, GatewayNotice(notice, "error"))
             answer = turn.answer_text().rstrip()
@@ -301,9 +304,9 @@ class Session(StoreUser, CommandHandler, GatewayActor):
             return
         turn.consumer_restarts += 1
         if turn.consumer_restarts > MAX_CONSUMER_RESTARTS:
-            self.log.error("session %s: the reply of turn %s failed %d times; the sweeper keeps it", self.key,
-                           turn.turn_id, turn.consumer_restarts)
-            self.finish_turn()
+            self.log.error("the reply failed %d times; the sweeper keeps it", turn.consumer_restarts,
+                           extra=self.log_fields(turn=turn.turn_id))
+            self.finish_turn(delivered=False)
             return
         turn.consumer, turn.batch_seq, turn.unsent = None, 0, list(turn.events)  # the new one replays it all
         self.ask_consumer(turn)
@@ -312,16 +315,21 @@ class Session(StoreUser, CommandHandler, GatewayActor):
         turn = self.turn
         if turn is not None and message.turn_id == turn.turn_id and turn.ended:
             if not message.ok:
-                self.log.error("session %s: reply of turn %s not delivered: %s", self.key, turn.turn_id,
-                               message.detail)
-            self.finish_turn()
+                self.log.error("reply not delivered: %s", message.detail, extra=self.log_fields(turn=turn.turn_id))
+            self.finish_turn(delivered=message.ok)
 
-    def finish_turn(self) -> None:
+    def log_fields(self, **more) -> dict:
+        """Structured log fields: the session by its hash only (a raw key never reaches the log)."""
+        return {"session": key_hash(self.key), "platform": self.key.split(".")[1] if self.key.count(".") else None,
+                **more}
+
+    def finish_turn(self, delivered: bool = True) -> None:
         turn, self.turn = self.turn, None
         # Done before end_turn: a crash between the two finds the row done and does not answer it again.
         self.db(self.store.inbox.done(turn.seqs[-1]))
         if self.info is not None:
             self.db(self.store.sessions.end_turn(self.info.session_id, turn.turn_id))
+        report(self, turn_finished(turn.event, turn.events, delivered))
         self.pump()
 
     # ------------------------------------------------------------------------------------------- lifecycle

@@ -17,6 +17,12 @@ recorded the moment the platform returns it. A consumer started again for the sa
 finds those parts and edits them into place, so the chat never sees the reply twice. At the end the final text is
 recorded (set_chunks) before the final edits, so the sweeper can finish them if this process dies now.
 A ledger failure never blocks a send: it is logged loudly and the reply goes on without it.
+
+The ambiguous send: each send's part index is committed as the obligation's send intent before the send leaves
+(the first one inside the claim itself), and the platform's id replaces it. A consumer whose claim finds an intent
+left by a dead owner, or whose adapter died with a send in flight, cannot know whether that message exists: where
+the platform has no idempotency key it puts the one-line [sessions] resent_marker on the reply's first part (every
+chunk is cut with room for it), so the reader can tell the re-sent answer from an unfinished copy above it.
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ from storage import Target, is_owner_alive
 from supervision.actor import GatewayActor
 
 CURSOR = " ▍"
+DEFAULT_RESENT_MARKER = "↻ re-sent after a restart; an unfinished copy may appear above"
 MAX_EDIT_FAILURES = 3
 MAX_OP_RETRIES = 5
 CLAIM_WAITS = 20       # half-second waits for a live owner of the obligation before taking it over
@@ -62,11 +69,15 @@ class StreamConsumer(StoreUser, GatewayActor):
         self.force = False
         self.chunks_recorded = False
         self.claim_waits = 0
+        self.ambiguous = False                  # a copy of this reply we cannot address may be in the chat
+        self.intent: int | None = None          # the part whose send intent the ledger holds for us
 
     def on_start(self, args) -> None:
         self.args = args
-        self.pacing = _pacing(self.config, args)
+        self.pacing = reply_pacing(self.config, args)
         self.length = LENGTH_FUNCTIONS[self.pacing.length]
+        self.marker = resent_marker(self.config)
+        self.chunk_limit = chunk_limit(self.pacing, self.length, self.marker)
         self.throttle = EditThrottle(self.pacing)
         self.open_store()
         if self.pacing.typing_interval_s:
@@ -102,13 +113,18 @@ class StreamConsumer(StoreUser, GatewayActor):
     # ----------------------------------------------------------------------------------------------- pacing
     def wanted_chunks(self) -> list[str] | None:
         if self.final is not None:
-            return split_message(self.final or "…", self.pacing.text_limit, self.length)
+            return self.marked(split_message(self.final or "…", self.chunk_limit, self.length))
         if self.fallback or not self.pacing.supports_edit:
             return None  # no previews: the final text goes out whole
         preview = self.answer + (f"\n\n{self.tool_line}" if self.tool_line else "")
         if not preview.strip():
             return None
-        return split_message(preview + CURSOR, self.pacing.text_limit, self.length)
+        return self.marked(split_message(preview + CURSOR, self.chunk_limit, self.length))
+
+    def marked(self, chunks: list[str]) -> list[str]:
+        if self.ambiguous and not self.pacing.idempotent_send and chunks:
+            chunks[0] = f"{self.marker}\n{chunks[0]}"
+        return chunks
 
     def pump(self) -> None:
         if self.in_flight is not None or self.done or self._exiting:
@@ -147,12 +163,18 @@ class StreamConsumer(StoreUser, GatewayActor):
             op = PlatformOp(op_id, "edit", a["chat_id"], text, message_id=self.parts[index],
                             thread_id=a["thread_id"], chat_type=a["chat_type"], final=self.final is not None)
         else:
+            key = f"{self.oid[:16]}.{index}" if self.pacing.idempotent_send and self.oid != "unrecorded" else None
             op = PlatformOp(op_id, "send", a["chat_id"], text, thread_id=a["thread_id"], chat_type=a["chat_type"],
-                            reply_to=a["reply_to"] if index == 0 else None, final=self.final is not None)
+                            reply_to=a["reply_to"] if index == 0 else None, final=self.final is not None,
+                            idempotency_key=key)
         adapter = self.directory.adapter(a["adapter"]) if self.directory is not None else None
         if adapter is None:
             self.after(0.5, "pump")  # the adapter is restarting; the directory will tell us where it is
             return
+        if op.action == "send" and self.intent != index:
+            # Committed before the send leaves: a kill -9 from here until record_part leaves the intent behind.
+            self.ledger("record_send_intent", self.store.ledger.record_send_intent(self.oid, self.fence, index))
+            self.intent = index
         self.in_flight = (op_id, op.action, index, text)
         self.in_flight_to = adapter
         self.force = False
@@ -175,8 +197,18 @@ class StreamConsumer(StoreUser, GatewayActor):
         """The adapter was restarted: an operation it had not answered is lost with it, so send it again (an
         edit is idempotent; a send may show twice only if the old adapter sent it and died before answering)."""
         if self.in_flight is not None and directory.adapter(self.args["adapter"]) != self.in_flight_to:
+            if self.in_flight[1] == "send":
+                self.became_ambiguous()
             self.in_flight = None
             self.pump()
+
+    def became_ambiguous(self) -> None:
+        if self.ambiguous:
+            return
+        self.log.warning("%s: a send's outcome is unknown; the reply goes again, marked as re-sent", self.name)
+        self.ambiguous = True
+        self.chunks_recorded = False   # the recorded final chunks gain the marker, for the sweeper's sake
+        self.ledger("mark_ambiguous", self.store.ledger.mark_ambiguous(self.oid, self.fence))
 
     def on_OpResult(self, result: OpResult, sender) -> None:
         if self.in_flight is None or result.op_id != self.in_flight[0]:
@@ -189,6 +221,7 @@ class StreamConsumer(StoreUser, GatewayActor):
                 self.parts[index] = str(result.message_id)
                 self.ledger("record_part", self.store.ledger.record_part(self.oid, self.fence, index,
                                                                          str(result.message_id), replace=True))
+                self.intent = None
             if action == "delete":
                 self.parts.pop(index, None)
                 self.shown.pop(index, None)
@@ -196,6 +229,8 @@ class StreamConsumer(StoreUser, GatewayActor):
                 self.shown[index] = text
                 self.throttle.record(time.monotonic(), text)
                 self.edit_failures = 0
+            if action == "send" and self.ambiguous and self.pacing.idempotent_send:
+                self.shown.pop(index, None)   # the platform may have answered with the earlier copy: edit it too
             self.pump()
             return
         self.failed(action, index, result)
@@ -244,8 +279,10 @@ class StreamConsumer(StoreUser, GatewayActor):
     def claim_obligation(self) -> bool:
         a = self.args
         target = Target(a["adapter"], a["chat_id"], a["thread_id"], a["reply_to"])
+        # The first operation of a fresh reply is the send of part 0: its intent rides in the claim's transaction.
         ob = self.ledger("record_obligation", self.store.ledger.record_obligation(
-            a["session_key"], a["inbound_ref"], target, REPLY_SLOT, chunks=[], claim=True), needs_fence=False)
+            a["session_key"], a["inbound_ref"], target, REPLY_SLOT, chunks=[], claim=True, send_intent=0),
+            needs_fence=False)
         if ob is None:
             self.oid = "unrecorded"          # the ledger failed: deliver anyway, without it
             return True
@@ -265,9 +302,15 @@ class StreamConsumer(StoreUser, GatewayActor):
             self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, ob.fence, "taken over"), False)
             ob = self.ledger("get", self.store.ledger.get(self.oid), False) or ob
         if ob.state in ("pending", "failed"):
+            # An intent the dead owner left is unresolved for good (the claim records it so in the ledger too).
+            self.ambiguous = ob.ambiguous or ob.send_intent is not None
             self.fence = self.ledger("mark_attempting", self.store.ledger.mark_attempting(self.oid), False)
         else:
+            self.ambiguous, self.intent = ob.ambiguous, ob.send_intent   # our own claim, made just now
             self.fence = ob.fence
+        if self.ambiguous:
+            self.log.warning("%s: an earlier attempt at this reply sent a message it never heard back about; the "
+                             "reply is marked as re-sent", self.name)
         self.parts = {int(i): str(m) for i, m in ob.parts.items()}
         return True
 
@@ -303,7 +346,19 @@ class StreamConsumer(StoreUser, GatewayActor):
         return 0 if self.done else 1
 
 
-def _pacing(config: dict, args: dict):
+def resent_marker(config: dict) -> str:
+    return config.get("sessions", {}).get("resent_marker") or DEFAULT_RESENT_MARKER
+
+
+def chunk_limit(pacing, length, marker: str) -> int:
+    """Every chunk leaves room for the marker line, so marking a reply later (here or in the sweeper) never pushes
+    its first part over the platform's limit and never moves the parts already on the platform."""
+    if pacing.idempotent_send:
+        return pacing.text_limit
+    return max(pacing.text_limit // 2, pacing.text_limit - length(marker) - 1)
+
+
+def reply_pacing(config: dict, args: dict):
     """The adapter's pacing: its registry entry's table with the [adapters.NAME] pacing overrides applied."""
     table = registry.validate_all(config).get(args["adapter"])
     return registry.pacing_of(table) if table is not None else pacing_for(args["platform"])

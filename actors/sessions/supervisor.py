@@ -26,6 +26,7 @@ from thespian.actors import ActorExitRequest
 
 from actors.messages import ConsumerGone, ConsumerReady, InboxDoorbell, Passivate, SpawnConsumer
 from actors.storage_access import transient_call
+from supervision.logging_setup import key_hash
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import ChildState, Supervisor
 
@@ -112,8 +113,9 @@ class SessionSupervisor(Supervisor):
         if not child.spec.name.startswith(SESSION_PREFIX):
             return super().within_intensity(child, now)
         if child.recent.recent(now) >= self._flags.max_restarts:
-            self.log.error("session %s crashed %d times in %gs; leaving it stopped until its next message",
-                           child.spec.name, child.recent.recent(now) + 1, self._flags.period_s)
+            self.log.error("a session crashed %d times in %gs; leaving it stopped until its next message",
+                           child.recent.recent(now) + 1, self._flags.period_s,
+                           extra={"session": key_hash(child.spec.name[len(SESSION_PREFIX):])})
             child.status = "stopped"
             self._forget_session(child)
             return False

@@ -273,7 +273,8 @@ class TelegramHarness:
         self.start()
 
     def adapter_toml(self) -> str:
-        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\ntoken = "{self.server.token}"\n'
+        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
+                f'token = "{self.server.token}"\n'
                 f'base_url = "{self.server.base_url}"\npoll_timeout_s = 1.0\n')
 
     # -- inbound

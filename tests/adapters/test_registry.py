@@ -23,7 +23,8 @@ def test_a_valid_table_gets_its_defaults_and_becomes_one_permanent_child():
     [spec] = [s for s in adapter_specs(config_with(bot=dict(FAKE))) if s.name == "bot"]
     assert spec.name == "bot" and spec.actor == "actors.adapters.fake.FakePlatformAdapter"
     assert spec.kind_name == "FakePlatformAdapter" and spec.restart is Restart.PERMANENT
-    assert spec.args == {**FAKE, "profile": "default", "pacing": {}, "poll_timeout_s": 1.0}
+    assert spec.args == {**FAKE, "profile": "default", "pacing": {}, "poll_timeout_s": 1.0, "access": "",
+                         "allow": [], "pairing": {}}
 
 
 def test_with_no_adapters_configured_the_terminal_and_the_web_chat_run():
@@ -38,6 +39,10 @@ def test_integers_are_accepted_for_numbers():
 
 @pytest.mark.parametrize("name, table, key, reason", [
     ("bot", {"base_url": "x"}, "[adapters.bot] type", "missing"),
+    ("bot", {**FAKE, "access": "closed"}, "[adapters.bot] access", "must be one of"),
+    ("bot", {**FAKE, "allow": [["1"]]}, "[adapters.bot] allow", "strings or integers"),
+    ("bot", {**FAKE, "pairing": {"ttl_s": 0}}, "[adapters.bot] pairing", "positive"),
+    ("bot", {**FAKE, "pairing": {"ttl": 5}}, "[adapters.bot] pairing", "unknown key"),
     ("bot", {"type": "carrier-pigeon"}, "[adapters.bot] type", "unknown adapter type 'carrier-pigeon'"),
     ("bot", {"type": ["fake"]}, "[adapters.bot] type", "unknown adapter type ['fake']"),
     ("bot", {"type": "fake"}, "[adapters.bot] base_url", "missing (required"),

@@ -8,6 +8,7 @@ holding the database's write lock.
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -23,6 +24,7 @@ from tests.daemon import nodes
 
 ACTOR_KINDS = ("Session", "StreamConsumer", "TelegramAdapter", "WebChatAdapter", "SessionSupervisor",
                "AdapterSupervisor", "DeliverySweeper", "Watchdog", "Ticker")
+START_WAIT_S = 180
 TELEGRAM_CALLS = ["sendMessage", "editMessageText", "sendChatAction", "getUpdates"]
 
 
@@ -65,13 +67,19 @@ class KillDaemon:
 def restart(world: World) -> None:
     """What the service manager does: start again. The last process of a killed tree may hold the run lock a
     moment longer than the pids we knew of."""
+    gw = world.gw
+
     def attempt():
-        try:
-            return world.gw.start()
-        except AssertionError as exc:
-            if "already running" in str(exc):
-                return None
-            raise
+        # A loaded machine may take long to recover a big state dir: the start may wait up to START_WAIT_S.
+        result = gw.cli("start", "--json", "--wait", str(START_WAIT_S), timeout=START_WAIT_S + 30)
+        out = json.loads(result.stdout or "{}")
+        if result.returncode == 0:
+            gw.launcher_pid = out["pid"]
+            gw.seen_pids.add(gw.launcher_pid)
+            return out
+        if "already running" in out.get("error", ""):
+            return None
+        raise AssertionError(f"start exited {result.returncode}: {result.stdout[-300:]} {result.stderr[-300:]}")
     wait_for(attempt, 60, 0.2, "the gateway to start again")
 
 

@@ -69,42 +69,44 @@ def run(plan: Plan, seed: int, verbose: bool = True, artifacts: Path | None = No
             report.log.append(line)
 
     with World(plan, seed) as world:
-        world.start_gateway()
-        tick(f"gateway ready; {len(world.messages)} messages planned over {plan.load_s:.0f}s into "
-             f"{plan.telegram_chats} Telegram chats and {plan.web_visitors} web chats; state disk "
-             + ("a tmpfs of %d MiB" % plan.disk_mb if world.disk_mounted else "not mounted (not root)"))
-        sampler = Sampler(world)
-        sampler.start()
-        stop_load = threading.Event()
-        loader = threading.Thread(target=world.run_load, args=(stop_load,), daemon=True)
-        loader.start()
-        report.faults["slow model turns"] = sum("#slow" in m.text for m in world.messages)
-        report.faults["failing model turns"] = sum(m.failing for m in world.messages)
-        inject_faults(world, plan, rng, report, tick)
-        loader.join(plan.load_s + 120)
-        tick(f"load sent ({len(world.sent)} messages); settling")
         try:
-            wait_for(lambda: checks.settled(world), plan.settle_s, 1.0, "every message answered")
-        except AssertionError:
-            tick("did not settle in time; checking what is there")
-        admin_outputs = [world.gw.cli("status").stdout, world.gw.cli("tree").stdout]
-        telegram, web = checks.telegram_view(world), checks.web_view(world)
-        tick(f"{checks.answered_count(world, telegram, web)} of {len(world.sent)} questions answered")
-        drain_and_restart(world, report, tick)
-        sampler.stop.set()
-        sampler.join(5)
-        report.add("G7 loopback only", sampler.samples, sampler.violations)
-        report.add("G1+G3 replies in chats", *checks.replies(world, telegram, web))
-        report.add("G1+G2 web history", *checks.web_questions(world, web))
-        report.add("G1+G2 inbox rows", *checks.inbox(world))
-        report.add("G2+G4 serial transcripts", *checks.transcripts(world))
-        report.add("G6 no secret shown", *checks.secrets_hidden(world, telegram, admin_outputs))
-        world.gw.cli("stop", timeout=120)
-        orphans = orphan_check(world)
-        report.add("no orphan process", 1, orphans)
-        if artifacts is not None:
-            artifacts.mkdir(parents=True, exist_ok=True)
-            shutil.copy(world.gw.state / "gateway.log", artifacts / "gateway.log")
+            world.start_gateway()
+            tick(f"gateway ready; {len(world.messages)} messages planned over {plan.load_s:.0f}s into "
+                 f"{plan.telegram_chats} Telegram chats and {plan.web_visitors} web chats; state disk "
+                 + ("a tmpfs of %d MiB" % plan.disk_mb if world.disk_mounted else "not mounted (not root)"))
+            sampler = Sampler(world)
+            sampler.start()
+            loader = threading.Thread(target=world.run_load, daemon=True)
+            loader.start()
+            report.faults["slow model turns"] = sum("#slow" in m.text for m in world.messages)
+            report.faults["failing model turns"] = sum(m.failing for m in world.messages)
+            inject_faults(world, plan, rng, report, tick)
+            loader.join(plan.load_s + 120)
+            tick(f"load sent ({len(world.sent)} messages); settling")
+            try:
+                wait_for(lambda: checks.settled(world), plan.settle_s, 1.0, "every message answered")
+            except AssertionError:
+                tick("did not settle in time; checking what is there")
+            admin_outputs = [world.gw.cli("status").stdout, world.gw.cli("tree").stdout]
+            telegram, web = checks.telegram_view(world), checks.web_view(world)
+            tick(f"{checks.answered_count(world, telegram, web)} of {len(world.sent)} questions answered")
+            drain_and_restart(world, report, tick)
+            sampler.stop.set()
+            sampler.join(5)
+            report.add("G7 loopback only", sampler.samples, sampler.violations)
+            report.add("G1+G3 replies in chats", *checks.replies(world, telegram, web))
+            report.add("G1+G2 web history", *checks.web_questions(world, web))
+            report.add("G1+G2 inbox rows", *checks.inbox(world))
+            report.add("G2+G4 serial transcripts", *checks.transcripts(world))
+            report.add("G6 no secret shown", *checks.secrets_hidden(world, telegram, admin_outputs))
+            world.gw.cli("stop", timeout=120)
+            orphans = orphan_check(world)
+            report.add("no orphan process", 1, orphans)
+        finally:
+            if artifacts is not None:   # the log outlives the world, whatever happened
+                artifacts.mkdir(parents=True, exist_ok=True)
+                if (world.gw.state / "gateway.log").exists():
+                    shutil.copy(world.gw.state / "gateway.log", artifacts / "gateway.log")
     report.elapsed_s = time.monotonic() - began
     return report
 
@@ -122,6 +124,13 @@ def inject_faults(world: World, plan: Plan, rng: random.Random, report: Report, 
         except Skipped as skip:
             report.skipped[fault.name] += 1
             tick(f"{fault.name}: not injected ({skip})")
+            continue
+        except Exception as exc:  # the gateway did not come back from it: a finding, and the run goes on
+            report.faults[fault.name] += 1
+            report.add("G8 recovery after a fault", 1, [f"{fault.name}: {type(exc).__name__}: {exc}"[:400]])
+            tick(f"{fault.name}: FAILED {type(exc).__name__}: {str(exc)[:200]}")
+            if world.gw._tree_or_none() is None and not world.gw.alive_pids():
+                restart(world)
             continue
         report.faults[fault.name] += 1
         tick(f"{fault.name}: {what}")

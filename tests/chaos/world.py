@@ -96,6 +96,7 @@ class World:
     messages: list[Message] = field(default_factory=list)
     sent: list[Message] = field(default_factory=list)
     load_done: threading.Event = field(default_factory=threading.Event)
+    stop_load: threading.Event = field(default_factory=threading.Event)
 
     @property
     def disk(self) -> Path:
@@ -116,6 +117,7 @@ class World:
         self.gw = Gateway(self.disk, ping_deadline=10.0, extra_toml=f"""
 [adapters.telegram]
 type = "telegram"
+access = "open"
 token = "{DEFAULT_TOKEN}"
 base_url = "{self.fake.base_url}"
 poll_timeout_s = 1.0
@@ -137,6 +139,8 @@ max_live = {self.plan.telegram_chats + self.plan.web_visitors + 20}
             self.web = WebChatClient(f"http://127.0.0.1:{self.web_port}")
 
     def __exit__(self, *exc) -> None:
+        self.stop_load.set()
+        self.load_done.wait(5)
         if self.web is not None:
             self.web.close()
         if self.gw is not None:
@@ -149,11 +153,11 @@ max_live = {self.plan.telegram_chats + self.plan.web_visitors + 20}
         shutil.rmtree(self.root, ignore_errors=True)
 
     # ----------------------------------------------------------------------------------------------- the load
-    def run_load(self, stop: threading.Event) -> None:
+    def run_load(self) -> None:
         """Send every planned message at its time (in batches for Telegram); returns when all are sent."""
         started = time.monotonic()
         pending = list(self.messages)
-        while pending and not stop.is_set():
+        while pending and not self.stop_load.is_set():
             now = time.monotonic() - started
             due = [m for m in pending if m.at_s <= now]
             pending = pending[len(due):]
@@ -164,7 +168,7 @@ max_live = {self.plan.telegram_chats + self.plan.web_visitors + 20}
                 if m.platform == "web":
                     self.web.say(m.chat, m.web_id, m.text)
             self.sent += due
-            stop.wait(0.05)
+            self.stop_load.wait(0.05)
         self.load_done.set()
 
     def telegram_chat_ids(self) -> list[str]:

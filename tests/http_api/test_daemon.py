@@ -67,9 +67,13 @@ port = {port}
 hmac_secret = "{SECRET}"
 callback_url = "{receiver.url}"
 api_tokens = ["{TOKEN}", "{OTHER_TOKEN}"]
+profiles = ["default", "work"]
+models = {{ "gpt-4o-mini" = "work" }}
 [agent]
 chunk_delay_s = 0.0
 [profiles.work]
+busy_mode = "queue"
+[profiles.private]
 busy_mode = "queue"
 """)
     try:
@@ -177,3 +181,47 @@ def test_the_user_field_keeps_a_conversation_per_token_and_models_lists_profiles
     assert "has 2 messages from you" in ask(TOKEN, "second")
     assert "has 1 message from you" in ask(OTHER_TOKEN, "first"), "another token never joins this conversation"
     assert sorted(m.id for m in api.client().models.list().data) == ["default", "work"]
+
+
+def test_the_model_picks_the_profile_and_each_profile_keeps_its_own_session(api):
+    user = f"dana-{uuid.uuid4().hex[:6]}"
+
+    def ask(model: str, text: str) -> str:
+        return api.client().chat.completions.create(
+            model=model, user=user, messages=[{"role": "user", "content": text}]).choices[0].message.content
+
+    assert "has 1 message from you" in ask("profile:work", "for work")
+    assert "has 1 message from you" in ask("default", "for me"), "another profile: another session"
+    assert "has 2 messages from you" in ask("gpt-4o-mini", "work again"), "a configured model name"
+    chunks = list(api.client().chat.completions.create(model="work", user=user, stream=True,
+                                                        messages=[{"role": "user", "content": "stream it"}]))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert "has 3 messages from you" in streamed and chunks[0].model == "work"
+    assert "has 2 messages from you" in ask("", "me again"), "no model: the adapter's own profile"
+
+    async def sessions_of_user():
+        async with await Store.open(api.gateway.state / "gateway.db") as store:
+            infos = await store.sessions.list(limit=10_000)
+            return {i.session_key: [e.payload.get("text") for e in await store.sessions.load(i.session_id)
+                                    if e.role == "user"]
+                    for i in infos if user in str(i.source)}
+    sessions = asyncio.run(sessions_of_user())
+    by_profile = {key.split(".", 1)[0]: texts for key, texts in sessions.items()}
+    assert len(sessions) == 2 and set(by_profile) == {"default", "work"}, sessions
+    assert by_profile["work"] == ["for work", "work again", "stream it"]
+    assert by_profile["default"] == ["for me", "me again"]
+
+
+def test_a_model_that_names_no_served_profile_is_a_404_and_nothing_is_stored(api):
+    before = api.total_rows()
+    for model in ("profile:private", "profile:nope", "gpt-4o"):
+        with pytest.raises(openai.NotFoundError) as refused:
+            api.client().chat.completions.create(model=model, messages=[{"role": "user", "content": "hello?"}])
+        error = refused.value.body
+        assert refused.value.status_code == 404 and error["code"] == "model_not_found", model
+        assert model.removeprefix("profile:") in error["message"] and "profiles: default, work" in error["message"]
+    with pytest.raises(openai.NotFoundError):
+        list(api.client().chat.completions.create(model="profile:nope", stream=True,
+                                                  messages=[{"role": "user", "content": "hello?"}]))
+    assert api.total_rows() == before, "a refused request never reaches the inbox"
+    assert sorted(m.id for m in api.client().models.list().data) == ["default", "work"], "private is not served"

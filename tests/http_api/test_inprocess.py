@@ -105,7 +105,7 @@ def test_a_stream_grows_with_the_previews_and_ends_with_the_final_text(tmp_path)
     async def main():
         async with Rig(tmp_path) as rig:
             request = asyncio.create_task(rig.client.chat.completions.create(
-                model="anything", stream=True, messages=[{"role": "user", "content": "count to three"}]))
+                model="default", stream=True, messages=[{"role": "user", "content": "count to three"}]))
             watch = await rig.book.opened.get()
             chunks = aiter(await request)
             first = await anext(chunks)
@@ -125,7 +125,7 @@ def test_a_stream_grows_with_the_previews_and_ends_with_the_final_text(tmp_path)
     deltas, rest, waiting = asyncio.run(main())
     assert deltas == ["One", ", two", ", three"]
     assert [c.choices[0].delta.content for c in rest] == [".", None]
-    assert rest[-1].choices[0].finish_reason == "stop" and rest[0].model == "anything"
+    assert rest[-1].choices[0].finish_reason == "stop" and rest[0].model == "default"
     assert "".join(deltas) + rest[0].choices[0].delta.content == "One, two, three."
     assert waiting == [], "the request stopped waiting"
 
@@ -176,8 +176,8 @@ def test_no_reply_in_time_is_a_504_in_openai_shape(tmp_path):
     async def main():
         async with Rig(tmp_path, reply_timeout_s=0.3) as rig:
             with pytest.raises(openai.APIStatusError) as plain:
-                await rig.client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
-            stream = await rig.client.chat.completions.create(model="m", stream=True,
+                await rig.client.chat.completions.create(model="default", messages=[{"role": "user", "content": "x"}])
+            stream = await rig.client.chat.completions.create(model="default", stream=True,
                                                               messages=[{"role": "user", "content": "y"}])
             with pytest.raises(openai.APIError) as streamed:
                 async for _chunk in stream:
@@ -211,7 +211,7 @@ def test_a_client_that_leaves_breaks_nothing(tmp_path, caplog):
             await rig.op("edit", watch, "Talking to nobody.", message_id=message_id, final=True)
             await rig.finish_turn(watch)
             request = asyncio.create_task(rig.client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "still there?"}]))
+                model="default", messages=[{"role": "user", "content": "still there?"}]))
             again = await rig.book.opened.get()
             await rig.op("send", again, "Yes.", reply_to=again.inbound_id, final=True)
             await rig.finish_turn(again)
@@ -225,7 +225,7 @@ def test_a_request_waiting_when_the_adapter_stops_gets_a_503(tmp_path):
     async def main():
         async with Rig(tmp_path) as rig:
             request = asyncio.create_task(rig.client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "wait for me"}]))
+                model="default", messages=[{"role": "user", "content": "wait for me"}]))
             await rig.book.opened.get()
             await rig.adapter.close()
             with pytest.raises(openai.APIStatusError) as refused:

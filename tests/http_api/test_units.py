@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from actors.adapters.base import MalformedPayload, classify_error
-from actors.adapters.http_api.openai_api import (BadRequest, conversation_chat_id, message_text, parse_chat_request,
-                                                 token_owner)
+from actors.adapters.http_api.openai_api import (BadRequest, UnknownModel, api_event, conversation_chat_id,
+                                                 message_text, parse_chat_request, resolve_profile, token_owner)
 from actors.adapters.http_api.replies import ReplyBook, StreamCursor, visible_preview
 from actors.adapters.http_api.signing import sign, signature_ok
 from actors.adapters.http_api.webhook import callback_payload, error_for_status, webhook_event
@@ -90,6 +90,35 @@ def test_conversations_are_scoped_to_the_token():
     assert conversation_chat_id("tok-a", None, "conv", "r1") == f"v1:{owner}:conversation:conv"
     assert conversation_chat_id("tok-a", None, None, "r1") == f"v1:{owner}:request:r1"
     assert conversation_chat_id("tok-b", "bob", None, "r1") != conversation_chat_id("tok-a", "bob", None, "r1")
+
+
+def test_the_model_picks_a_served_profile_and_anything_else_is_refused():
+    served, aliases = ["default", "support", "work"], {"gpt-4o-mini": "work", "legacy": "gone"}
+    assert resolve_profile("", "default", served, aliases) == "default", "no model: the adapter's own profile"
+    assert resolve_profile("profile:support", "default", served, aliases) == "support"
+    assert resolve_profile("work", "default", served, aliases) == "work", "the ids /v1/models lists"
+    assert resolve_profile("gpt-4o-mini", "default", served, aliases) == "work"
+    for model, says in [("profile:secret", "names the profile `secret`"), ("gpt-4o", "`gpt-4o` does not exist"),
+                        ("legacy", "maps to the profile `gone`"), ("profile:", "names the profile ``")]:
+        with pytest.raises(UnknownModel, match=says) as refused:
+            resolve_profile(model, "default", served, aliases)
+        assert "default, support, work" in str(refused.value), "the message lists what may be asked for"
+    catch_all = {"*": "support", "gpt-4o-mini": "work"}
+    assert resolve_profile("gpt-4o", "default", served, catch_all) == "support", "configured, not silent"
+    assert resolve_profile("work", "default", served, catch_all) == "work"
+    with pytest.raises(UnknownModel):
+        resolve_profile("profile:secret", "default", served, catch_all)
+
+
+def test_a_profile_other_than_the_adapters_gets_chats_of_its_own():
+    owner = token_owner("tok-a")
+    assert conversation_chat_id("tok-a", "bob", None, "r1", "work") == f"v1:{owner}:profile:work:user:bob"
+    assert conversation_chat_id("tok-a", "bob", None, "r1", None) == f"v1:{owner}:user:bob"
+    raw = {"chat_id": "v1:x:user:bob", "user_id": "bob", "message_id": "r1", "text": "hi"}
+    assert api_event(raw, "api", "default").source.profile == "default"
+    assert api_event({**raw, "profile": "work"}, "api", "default", ["default", "work"]).source.profile == "work"
+    with pytest.raises(MalformedPayload, match="does not serve"):
+        api_event({**raw, "profile": "secret"}, "api", "default", ["default", "work"])
 
 
 def test_previews_lose_the_cursor_and_the_tool_line():

@@ -1,13 +1,18 @@
 """kill -9 in the middle of a turn: after recovery the reply is in the chat exactly once, edited into place (G1-G3,
-G8). Each trial kills one kind of actor, or the whole daemon, while the answer is streaming."""
+G8). Each trial kills one kind of actor, or the whole daemon, while the answer is streaming. The ambiguous send (the
+platform created a message whose id died with the daemon) ends with the answer once, marked as re-sent."""
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import sqlite3
+import threading
 
 import pytest
 
+from actors.sessions.stream_consumer import DEFAULT_RESENT_MARKER
 from tests.actor_system import wait_for
 from tests.fakes.fakeplatform import FakePlatform
 from tests.pipeline.harness import CURSOR, actor_pid, pipeline_gateway, settled_answers, visible
@@ -15,9 +20,36 @@ from tests.pipeline.harness import CURSOR, actor_pid, pipeline_gateway, settled_
 pytestmark = pytest.mark.timeout(180)
 
 
+class HoldingPlatform(FakePlatform):
+    """The fake platform, except that the first send into ``hold_chat`` creates its message and then holds the HTTP
+    answer until ``released``: the message exists and the gateway cannot learn its id, the window a kill -9 of the
+    daemon must fall into to leave an ambiguous send."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hold_chat: str | None = None
+        self.holding, self.released = threading.Event(), threading.Event()
+
+    def _op_handler(self, op: str):
+        perform = super()._op_handler(op)
+        if op != "send":
+            return perform
+
+        async def send_then_hold(request):
+            body = await request.json()   # aiohttp keeps the body: the fake's own handler reads it again
+            hold = str(body.get("chat")) == self.hold_chat and not self.holding.is_set()
+            answer = await perform(request)
+            if hold:
+                self.holding.set()
+                while not self.released.is_set():
+                    await asyncio.sleep(0.02)
+            return answer
+        return send_then_hold
+
+
 @pytest.fixture
 def platform():
-    with FakePlatform() as fake:
+    with HoldingPlatform() as fake:
         yield fake
 
 
@@ -35,9 +67,17 @@ def wait_all_done(gw, timeout: float = 20) -> None:
         raise AssertionError(f"{exc}: {inbox_states(gw)}\n" + "\n".join(tail)) from None
 
 
-def streaming_started(platform, chat):
-    return wait_for(lambda: any(CURSOR in m["text"] for m in visible(platform, chat)), 20, 0.01,
-                    "the answer to start streaming")
+def streaming_started(platform, chat, gw):
+    """The first preview is on the platform and its id in the ledger: a kill from now on is not an ambiguous send
+    (that one has its own test below)."""
+    wait_for(lambda: any(CURSOR in m["text"] for m in visible(platform, chat)), 20, 0.01,
+             "the answer to start streaming")
+    wait_for(lambda: recorded_parts(gw), 20, 0.01, "the first part's id in the ledger")
+
+
+def recorded_parts(gw) -> int:
+    with sqlite3.connect(gw.state / "gateway.db") as db:
+        return db.execute("SELECT count(*) FROM obligation_parts").fetchone()[0]
 
 
 @pytest.mark.parametrize("victim", ["Session", "StreamConsumer", "FakePlatformAdapter"])
@@ -47,7 +87,7 @@ def test_kill_9_of_an_actor_mid_turn_delivers_the_reply_once(tmp_path, platform,
         gw.start()
         gw.wait_ready()
         platform.inject("k", f"tell me about {victim} #slow 0.15")
-        streaming_started(platform, "k")
+        streaming_started(platform, "k", gw)
         pid = actor_pid(gw, victim)
         assert pid, f"no {victim} running"
         os.kill(pid, signal.SIGKILL)
@@ -69,16 +109,19 @@ def test_kill_9_of_the_daemon_mid_turn_resumes_once_and_edits_in_place(tmp_path,
         gw.start()
         gw.wait_ready()
         platform.inject("d", "survive a daemon crash #slow 0.15")
-        streaming_started(platform, "d")
+        streaming_started(platform, "d", gw)
         os.kill(gw.launcher_pid, signal.SIGKILL)
         gw.assert_no_process_left()
         gw.start()
         [answer] = settled_answers(platform, "d", timeout=60, gw=gw)
         assert "survive a daemon crash" in answer and "api_key_env" in answer
         assert len(platform.messages("d")) == 1
+        assert DEFAULT_RESENT_MARKER not in answer, "every send's id was recorded: nothing to mark"
         assert "resuming the turn interrupted by a restart" in gw.log()
         wait_all_done(gw)
         assert len(inbox_states(gw)) == 1
+        [delivery] = deliveries(gw)["deliveries"]
+        assert delivery["state"] == "delivered" and not delivery["ambiguous"]
     finally:
         gw.cli("stop")
         gw.kill_everything()
@@ -101,5 +144,61 @@ def test_inbound_that_arrives_while_the_daemon_is_down_is_answered_once_after_re
         texts = settled_answers(platform, "late", count=2, timeout=60)
         assert len(texts) == 2 and "second" in texts[1]
     finally:
+        gw.cli("stop")
+        gw.kill_everything()
+
+
+# The agent text follows the [adapters.fake] keys: this pacing override lands there (the reply goes out once, whole).
+PREVIEWS_OFF = "pacing = { supports_edit = false }\n"
+AGENT = "[agent]\nchunk_delay_s = 0.0\n"
+
+
+def deliveries(gw) -> dict:
+    return json.loads(gw.cli("deliveries", "--json", check=True).stdout)
+
+
+def complete_answers(platform, chat: str, question: str) -> list[dict]:
+    return [m for m in visible(platform, chat)
+            if question in m["text"] and "api_key_env" in m["text"] and CURSOR not in m["text"]]
+
+
+@pytest.mark.parametrize("marker,previews", [(None, True), ("(sent again: the daemon restarted)", False)],
+                         ids=["preview", "final-text-custom-marker"])
+def test_kill_9_of_the_daemon_between_a_send_and_its_id_marks_the_answer_as_resent(tmp_path, platform, marker,
+                                                                                      previews):
+    """The daemon dies while the platform holds the answer to a send: that message exists and no id of it is
+    anywhere in the gateway. Recovery sends the answer again, once, with the marker line, and the ledger says the
+    delivery was ambiguous. With previews the held send is the first preview (the copy keeps its cursor); without
+    them it is the complete final text (the copy is a whole unmarked answer), which the sweeper or the session's
+    re-delivery finishes, whichever claims it first."""
+    extra = f'[sessions]\nresent_marker = "{marker}"\n' if marker else ""
+    expected = marker or DEFAULT_RESENT_MARKER
+    gw = pipeline_gateway(tmp_path, platform, extra=extra, agent=("" if previews else PREVIEWS_OFF) + AGENT)
+    try:
+        gw.start()
+        gw.wait_ready()
+        platform.hold_chat = "amb"
+        platform.inject("amb", "an ambiguous send #slow 0.1")
+        wait_for(platform.holding.is_set, 30, 0.01, "the first send to be created and held")
+        os.kill(gw.launcher_pid, signal.SIGKILL)
+        gw.assert_no_process_left()
+        platform.released.set()
+        gw.start()
+        wait_for(lambda: any(expected in m["text"] for m in complete_answers(platform, "amb", "an ambiguous send")),
+                 60, 0.05, "the marked answer")
+        wait_all_done(gw)
+        [stale, resent] = platform.messages("amb")
+        assert resent["text"].startswith(expected + "\n") and CURSOR not in resent["text"]
+        assert expected not in stale["text"], "the unaddressable copy stays as it was"
+        assert (CURSOR in stale["text"]) == previews
+        assert len([m for m in complete_answers(platform, "amb", "an ambiguous send") if expected in m["text"]]) == 1
+        found = deliveries(gw)
+        [delivery] = found["deliveries"]
+        assert delivery["state"] == "delivered" and delivery["ambiguous"] and delivery["send_intent"] is None
+        assert list(delivery["parts"].values()) == [resent["message_id"]]
+        assert found["ambiguous"] == 1
+        assert "~ambiguous" in gw.cli("deliveries", check=True).stdout
+    finally:
+        platform.released.set()
         gw.cli("stop")
         gw.kill_everything()

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from actors.sessions.pacing import PACING
+from actors.sessions.stream_consumer import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from storage import Store
 from tests.actor_system import free_port, wait_for
 from tests.daemon import Gateway, nodes
@@ -40,6 +41,7 @@ def telegram_gateway(tmp_path: Path, base_url: str, adapter: str = "", **kwargs)
     return Gateway(tmp_path, extra_toml=f"""
 [adapters.telegram]
 type = "telegram"
+access = "open"
 token = "{DEFAULT_TOKEN}"
 base_url = "{base_url}"
 poll_timeout_s = 1.0
@@ -100,17 +102,21 @@ async def ledger_and_transcripts(db_path: Path) -> tuple[list, list]:
         return obligations, events
 
 
-def audit(chats: dict, chat_ids: list, obligations: list, events: list, killed_at: float) -> tuple[list, list]:
-    """(failures, known gaps). Known gaps are the two ways a kill -9 can still cost a reply or double one, neither
-    in the adapter's power; each is recognised by its evidence, anything else is a failure:
+def audit(chats: dict, chat_ids: list, obligations: list, events: list,
+          killed_at: float) -> tuple[list, list, list]:
+    """(failures, gaps, marked). Gaps are the ways a kill -9 can still cost a reply or double one that are not in
+    the adapter's power; each is recognised by its evidence and named as such in the report, anything else is a
+    failure. The acceptance run allows neither. ``marked`` lists the one duplicate the design accepts:
 
     * ambiguous send: Telegram executed a sendMessage whose answer died with the daemon; the ledger never heard
-      of the message, so the reply was sent again (Telegram has no idempotency key, DESIGN.md section 5);
+      of the message, so the reply was sent again (Telegram has no idempotency key, DESIGN.md section 5). Where
+      the copy that was delivered carries the re-sent marker, the reader can tell the two apart (DESIGN.md
+      section 2, step 6): marked, not a gap;
     * answered but never delivered: the turn's answer was in the transcript before the kill, its obligation was
       not in the ledger (or had no final text), and recovery marked the inbox row done without delivering it;
     * started afresh: a turn cut by the kill ran again under a new turn id instead of being resumed, so its user
       message is twice in the transcript (the chat still gets one reply)."""
-    failures, gaps = [], []
+    failures, gaps, marked = [], [], []
     delivered = {o.inbound_ref: o for o in obligations if o.state == "delivered"}
     recorded = {(o.target.chat_id, str(m)) for o in delivered.values() for m in o.parts.values()}
     turn_of = {e.payload["platform_message_id"]: e.turn_id for e in events if e.role == "user" and e.kind == "message"}
@@ -122,7 +128,10 @@ def audit(chats: dict, chat_ids: list, obligations: list, events: list, killed_a
         for m in mine:
             if (str(chat_id), str(m["message_id"])) not in recorded:
                 at_the_kill = -KILL_MARGIN_S < m["sent_at"] - killed_at < KILL_MARGIN_S
-                (gaps if at_the_kill else failures).append(
+                first_line = m["text"].removesuffix(CURSOR).split("\n", 1)[0]
+                resent = any(r["text"].startswith(RESENT_MARKER) and first_line in r["text"] for r in mine
+                             if (str(chat_id), str(r["message_id"])) in recorded)
+                (marked if at_the_kill and resent else gaps if at_the_kill else failures).append(
                     f"chat {chat_id}: message {m['message_id']} sent {m['sent_at'] - killed_at:+.2f}s from the kill "
                     f"is in no delivered reply (ambiguous send): {m['text'][:50]!r}")
             elif CURSOR in m["text"]:
@@ -140,7 +149,7 @@ def audit(chats: dict, chat_ids: list, obligations: list, events: list, killed_a
                             f"kill, never delivered (recovery saw the turn complete, no obligation held its text)")
             else:
                 failures.append(f"chat {chat_id}: {question['text']!r} has {len(answers)} delivered answers")
-    return failures, gaps
+    return failures, gaps, marked
 
 
 def doubled_turns(events: list, answered_at: dict, killed_at: float, failures: list, gaps: list) -> None:
@@ -195,7 +204,6 @@ def test_every_update_is_answered_once_across_a_daemon_kill(tmp_path):
         gw.assert_no_process_left()
         answered_at_kill = answered()
         start_after_kill(gw)
-        restarted_at = time.time()
         injector.join(600)
         # Quiet: every row done (a row is done once its reply is delivered, or by recovery) and no reply in hand.
         wait_for(lambda: len(rows := inbox(gw)) == total and all(s == "done" for _, s, _ in rows)
@@ -203,32 +211,24 @@ def test_every_update_is_answered_once_across_a_daemon_kill(tmp_path):
         elapsed = time.monotonic() - started
         chats, stats = fake_chats(control, chat_ids), control.get("/_control/stats")
         assert len({mid for mid, _, _ in inbox(gw)}) == total, "each update is one inbox row"
-        failures, gaps = audit(chats, chat_ids, *asyncio.run(ledger_and_transcripts(gw.state / "gateway.db")),
-                               killed_at)
+        failures, gaps, marked = audit(chats, chat_ids,
+                                       *asyncio.run(ledger_and_transcripts(gw.state / "gateway.db")), killed_at)
+        # Strict across the restart too: 429 bans are persisted and every budget starts spent (adapters/budgets.py).
         pacing = PACING["telegram"]
-        restart_gaps = 0
+        over_budget = 0
         for chat_id in chat_ids:
-            ops = chats[str(chat_id)]["ops"]
-            excess = pacing_excess(ops, pacing.per_chat_ops_per_s, pacing.per_chat_burst)
-            times = sorted(o["at"] for o in ops if o["method"] in ("sendMessage", "editMessageText", "deleteMessage"))
-            # Budgets and 429 bans live in the adapter's memory: the restarted daemon starts every chat afresh.
-            across = [(i, k) for i, k in excess if times[i] < restarted_at + KILL_MARGIN_S and times[k] > killed_at]
-            if across:
-                restart_gaps += 1
-                gaps.append(f"chat {chat_id} exceeded its budget across the restart {across[:3]} (pacing state is "
-                            f"not persisted across a daemon restart)")
-            if len(across) < len(excess):
+            excess = pacing_excess(chats[str(chat_id)]["ops"], pacing.per_chat_ops_per_s, pacing.per_chat_burst)
+            if excess:
+                over_budget += 1
                 failures.append(f"chat {chat_id} exceeded its budget between attempts {excess[:3]}")
         if stats["retry_after_violations"]:
-            (gaps if restart_gaps else failures).append(
-                f"{stats['retry_after_violations']} operations sent while a 429 held"
-                + (" (429 bans are not persisted across a daemon restart)" if restart_gaps else ""))
+            failures.append(f"{stats['retry_after_violations']} operations sent while a 429 held")
         assert stats["floods_served"] > 0, "the run was meant to meet 429s"
         print(f"\n{total} updates over {CHATS} chats in {elapsed:.1f}s; {answered_at_kill} answered at the kill; "
-              f"{stats['floods_served']} 429s served; {len(gaps)} known gap(s), {len(failures)} failure(s)")
-        assert not failures, "\n".join(failures + gaps)
-        if gaps:
-            pytest.xfail("the kill hit a known gap outside the adapter:\n" + "\n".join(gaps))
+              f"{stats['floods_served']} 429s served; pacing: {over_budget} chat(s) over budget, "
+              f"{stats['retry_after_violations']} op(s) sent under a 429; {len(marked)} ambiguous send(s) "
+              f"re-sent with the marker; {len(gaps)} gap(s), {len(failures)} failure(s)")
+        assert not failures and not gaps, "\n".join(failures + gaps)
     finally:
         stop(gw)
         fake.stop()

@@ -6,7 +6,7 @@ import pytest
 from actors.agents.offline import FAKE_SECRET
 from tests.actor_system import wait_for
 from tests.fakes.fakeplatform import FakePlatform
-from tests.pipeline.harness import FENCE, pipeline_gateway, settled_answers, visible
+from tests.pipeline.harness import CURSOR, FENCE, pipeline_gateway, settled_answers, visible
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,7 +38,11 @@ def test_a_message_gets_one_streamed_answer(gateway, platform):
 
 def test_a_20000_character_answer_is_split_at_the_limit_with_fences_intact(gateway, platform):
     platform.inject("long", "#long 20000")
-    parts = settled_answers(platform, "long", count=5, timeout=60)
+    # At least 5 parts; how many exactly depends on where fences fall, so "settled" is: no cursor, whole length.
+    parts = wait_for(lambda: (texts := [m["text"] for m in visible(platform, "long")])
+                     and not any(CURSOR in t for t in texts) and len("".join(texts)) >= 20000 and texts,
+                     60, 0.05, "the whole 20,000-character answer")
+    assert len(parts) >= 5
     assert all(len(p) <= 4000 for p in parts)
     assert all(len(FENCE.findall(p)) % 2 == 0 for p in parts), "every part closes the fences it opens"
     ids = [int(m["message_id"]) for m in visible(platform, "long")]

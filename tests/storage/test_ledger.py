@@ -64,11 +64,14 @@ OPS = {
     "record_part": lambda L, oid, f: L.record_part(oid, f, 0, "pm-1"),
     "set_chunks": lambda L, oid, f: L.set_chunks(oid, f, ["a", "b"]),
     "requeue": lambda L, oid, f: L.requeue(oid),
+    "record_send_intent": lambda L, oid, f: L.record_send_intent(oid, f, 0),
+    "mark_ambiguous": lambda L, oid, f: L.mark_ambiguous(oid, f),
 }
 LEGAL = {
     "pending": {"mark_attempting": "attempting", "abandon": "abandoned"},
     "attempting": {"mark_delivered": "delivered", "mark_failed": "failed", "abandon": "abandoned",
-                   "record_part": "attempting", "set_chunks": "attempting"},
+                   "record_part": "attempting", "set_chunks": "attempting", "record_send_intent": "attempting",
+                   "mark_ambiguous": "attempting"},
     "failed": {"mark_attempting": "attempting", "abandon": "abandoned", "requeue": "pending"},
     "delivered": {},
     "abandoned": {"requeue": "pending"},
@@ -278,3 +281,90 @@ async def test_chunks_are_stored_as_given(db_path):
         assert unchunked.chunks == ["whole reply"]
         not_yet = await store.ledger.record_obligation(KEY, "m2", TG, "slot", chunks=[])
         assert not_yet.chunks == []  # "not chunked yet": a sweeper must not send it as is
+
+
+# ------------------------------------------------------------------------------------------- the ambiguous send
+
+async def test_a_send_intent_rides_in_the_claim_and_the_platform_id_replaces_it(db_path, monkeypatch):
+    async with open_store(db_path) as store:
+        ob = await store.ledger.record_obligation(KEY, "m-int", TG, "reply", chunks=[], claim=True, send_intent=0)
+        assert ob.state == "attempting" and ob.send_intent == 0 and not ob.ambiguous
+        oid, fence = ob.obligation_id, ob.fence
+        await store.ledger.record_part(oid, fence, 0, "pm-1")
+        assert (await store.ledger.get(oid)).send_intent is None
+        await store.ledger.record_send_intent(oid, fence, 1)
+        await store.ledger.record_part(oid, fence, 0, "pm-1")           # another part's id leaves the intent alone
+        assert (await store.ledger.get(oid)).send_intent == 1
+        await store.ledger.record_part(oid, fence, 1, "pm-2")
+        await store.ledger.mark_failed(oid, fence, "502")
+        again = await claim_as(store, oid, owner_of("alive"), monkeypatch)  # nothing unresolved: no ambiguity
+        done = await store.ledger.get(oid)
+        assert again == fence + 1 and done.send_intent is None and not done.ambiguous
+        # An existing row is not claimed by record_obligation, so its intent is not touched either.
+        same = await store.ledger.record_obligation(KEY, "m-int", TG, "reply", claim=True, send_intent=0)
+        assert same.send_intent is None and same.fence == again
+
+
+async def test_a_claim_that_finds_an_unresolved_send_makes_the_obligation_ambiguous(db_path, monkeypatch):
+    async with open_store(db_path) as store:
+        with monkeypatch.context() as m:    # a consumer that dies after its send left, before the id came back
+            m.setattr(ledger_mod, "current_owner", lambda generation=0: owner_of("dead_pid"))
+            ob = await store.ledger.record_obligation(KEY, "m-amb", TG, "reply", claim=True, send_intent=0)
+        clean, _ = await in_state(store, "failed", monkeypatch, owner="dead_pid")
+        [swept, other] = await store.ledger.sweep_recoverable({"telegram"})
+        assert swept.obligation_id == ob.obligation_id and swept.ambiguous and swept.send_intent == 0
+        assert other.obligation_id == clean and not other.ambiguous
+        assert swept.fence == ob.fence + 1 and swept.parts == {}
+        await store.ledger.record_part(swept.obligation_id, swept.fence, 0, "pm-resent")
+        await store.ledger.mark_delivered(swept.obligation_id, swept.fence)
+        done = await store.ledger.get(swept.obligation_id)
+        assert done.state == "delivered" and done.ambiguous and done.send_intent is None  # the flag stays
+        assert await store.ledger.count_ambiguous() == 1
+        assert (await store.ledger.counts())["delivered"] == 1
+
+
+async def test_the_owner_itself_can_record_an_ambiguity(db_path, monkeypatch):
+    async with open_store(db_path) as store:
+        oid, fence = await in_state(store, "attempting", monkeypatch)
+        await store.ledger.mark_ambiguous(oid, fence)
+        assert (await store.ledger.get(oid)).ambiguous
+        with pytest.raises(StaleFence):
+            await store.ledger.record_send_intent(oid, fence - 1, 0)
+
+
+def _send_then_die(path, conn):
+    async def run():
+        store = await Store.open(path)
+        ob = await store.ledger.record_obligation(KEY, "m-kill", TG, "reply", chunks=["a", "b"], claim=True,
+                                                  send_intent=0)
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 0, "pm-0")
+        await store.ledger.record_send_intent(ob.obligation_id, ob.fence, 1)
+        conn.send(ob.fence)
+        os.kill(os.getpid(), signal.SIGKILL)   # part 1 may exist on the platform; its id never comes back
+    asyncio.run(run())
+
+
+async def test_kill_9_between_a_send_and_its_id_leaves_an_ambiguous_obligation(db_path):
+    parent, child = multiprocessing.get_context("fork").Pipe()
+    proc = multiprocessing.get_context("fork").Process(target=_send_then_die, args=(str(db_path), child))
+    proc.start()
+    fence = await asyncio.get_running_loop().run_in_executor(None, parent.recv)
+    await asyncio.get_running_loop().run_in_executor(None, proc.join)
+    assert proc.exitcode == -signal.SIGKILL
+    async with open_store(db_path) as store:
+        [ob] = await store.ledger.sweep_recoverable({"telegram"})
+        assert ob.fence == fence + 1 and ob.parts == {0: "pm-0"} and ob.send_intent == 1 and ob.ambiguous
+
+
+async def test_a_database_from_before_send_intents_migrates_with_no_ambiguity(db_path):
+    from storage.db import Database
+    from storage.schema import MIGRATIONS
+    old = await Database.open(db_path, migrations=MIGRATIONS[:2])
+    await old.write(lambda c: c.execute(
+        "INSERT INTO obligations (obligation_id, session_key, inbound_ref, platform, chat_id, content, chunks, state, "
+        "created_at, updated_at) VALUES ('x', 'k', 'm', 'telegram', '1', 'c', ?, 'delivered', 0, 0)",
+        (b"\x01\x90",)))
+    await old.close()
+    async with open_store(db_path) as store:
+        ob = await store.ledger.get("x")
+        assert ob.state == "delivered" and ob.send_intent is None and not ob.ambiguous

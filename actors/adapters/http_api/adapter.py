@@ -9,7 +9,9 @@
     api_tokens = ["..."]           # bearer tokens of /v1; empty: no /v1
     max_body_bytes = 1048576
     reply_timeout_s = 300.0        # how long /v1/chat/completions waits for its reply
-    profile = "default"
+    profile = "default"            # the profile of webhook messages, and of /v1 requests whose model names none
+    profiles = ["default", "work"] # the profiles /v1 requests may pick (empty: its own and every [profiles.NAME])
+    models = { "gpt-4o-mini" = "work" }   # model names mapped to profiles; "*": every name nothing else names
 
 Push style: the aiohttp server runs on the actor's bridge loop and hands every accepted request to the base's
 ``emit``, which returns once the inbox row is durable; only then does the client get its 2xx (G1, G2). The server
@@ -47,6 +49,7 @@ class HttpApiAdapter(PlatformAdapter):
         self.api_tokens: list[str] = []
         self.hmac_secret = ""
         self.reply_timeout_s = 300.0
+        self.model_profiles: dict[str, str] = {}
         self.replies = ReplyBook()
         self.bound_port: Optional[int] = None
         self.closing = False
@@ -77,10 +80,20 @@ class HttpApiAdapter(PlatformAdapter):
             problems.append("hmac_secret is set but callback_url is not: webhook replies cannot be delivered")
         if not self.hmac_secret and not self.api_tokens:
             problems.append("neither hmac_secret nor api_tokens is set: every endpoint is disabled")
+        models = settings.get("models") or {}
+        self.model_profiles = {str(k): v for k, v in models.items() if isinstance(v, str)}
+        if len(self.model_profiles) != len(models):
+            problems.append("models: every value must be a profile name; the others are refused as unknown models")
         return problems
 
     def profile_names(self) -> list[str]:
-        return sorted({self.profile, *(self.config.get("profiles") or {})})
+        """The profiles /v1 requests may pick: the ``profiles`` setting, else the adapter's own and every
+        configured [profiles.NAME]. A name in ``profiles`` without a [profiles.NAME] table runs on the defaults."""
+        chosen = self.settings.get("profiles") or [self.profile, *(self.config.get("profiles") or {})]
+        return sorted({self.profile, *(name for name in chosen if isinstance(name, str) and name)})
+
+    def event_profile(self, event: MessageEvent) -> str:
+        return event.source.profile   # normalise checked it: the adapter's own, or one a /v1 request may pick
 
     # ------------------------------------------------------------------------------------------------- intake
     async def connect(self) -> None:
@@ -140,7 +153,7 @@ class HttpApiAdapter(PlatformAdapter):
                 raise MalformedPayload(raw["unparsable"])
             return webhook.webhook_event(raw.get("body"), self.name, self.profile)
         if origin == openai_api.ORIGIN:
-            return openai_api.api_event(raw, self.name, self.profile)
+            return openai_api.api_event(raw, self.name, self.profile, self.profile_names())
         raise MalformedPayload(f"unknown origin {origin!r}")
 
     # ---------------------------------------------------------------------------------------- for the endpoints

@@ -9,6 +9,12 @@ the history; earlier messages of the request are not replayed). The conversation
 token, so two clients never share a conversation by choosing the same name. The response waits for the turn's reply
 (``reply_timeout_s``, then 504): one ``chat.completion``, or ``chat.completion.chunk`` events that grow with the
 reply's previews, a last chunk with ``finish_reason: "stop"`` and ``data: [DONE]``.
+
+Profiles: ``model`` picks the profile the turn runs under (``resolve_profile``). The profile is part of the session
+key, so the same conversation name under two profiles is two sessions with their own history; it is part of the chat
+id too (for any profile but the adapter's own), so the replies of two such sessions, which may run at the same time,
+never meet in one chat. A model that names no profile this endpoint serves is a 404 ``model_not_found``, never a
+silent fallback: a client that asked for one assistant must not get another.
 """
 from __future__ import annotations
 
@@ -34,8 +40,16 @@ IDLE_POLL_S = 0.5       # how often a waiting request looks at its inbox row whi
 FINAL_POLL_S = 0.02     # after the final text arrived: the row is marked done right after the last part lands
 
 
+PROFILE_PREFIX = "profile:"
+ANY_MODEL = "*"         # a [adapters.NAME] models key: the profile of every model name nothing else names
+
+
 class BadRequest(ValueError):
     pass
+
+
+class UnknownModel(LookupError):
+    """The request's ``model`` names no profile this endpoint serves (answered 404 ``model_not_found``)."""
 
 
 @dataclass(frozen=True)
@@ -78,13 +92,42 @@ def parse_chat_request(body: Any) -> ChatRequest:
     return ChatRequest(text=text, model=model, stream=stream, user=user or None)
 
 
+def resolve_profile(model: str, own: str, served: list[str], aliases: dict[str, str]) -> str:
+    """The profile a request's ``model`` asks for: none (empty) -> ``own``; ``profile:NAME`` or a bare profile name
+    -> that profile; a name in ``aliases`` (the adapter's ``models`` table) -> its profile; else the ``"*"`` alias if
+    configured. Anything else, or a profile outside ``served``, raises UnknownModel with a message for the client."""
+    available = ", ".join(served)
+    if not model:
+        return own
+    if model.startswith(PROFILE_PREFIX):
+        name = model[len(PROFILE_PREFIX):]
+        if name in served:
+            return name
+        raise UnknownModel(f"The model `{model}` names the profile `{name}`, which this endpoint does not serve "
+                           f"(profiles: {available}).")
+    if model in aliases or (model not in served and ANY_MODEL in aliases):
+        name = aliases.get(model, aliases.get(ANY_MODEL))
+        if name in served:
+            return name
+        raise UnknownModel(f"The model `{model}` maps to the profile `{name}`, which this endpoint does not serve "
+                           f"(profiles: {available}); the operator's configuration needs fixing.")
+    if model in served:
+        return model
+    raise UnknownModel(f"The model `{model}` does not exist: name a profile as the model, or `profile:NAME` "
+                       f"(profiles: {available}).")
+
+
 def token_owner(token: str) -> str:
     """A short, non-reversible name for a bearer token: safe in chat ids, session records and logs."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()[:16]
 
 
-def conversation_chat_id(token: str, user: Optional[str], conversation: Optional[str], request_id: str) -> str:
+def conversation_chat_id(token: str, user: Optional[str], conversation: Optional[str], request_id: str,
+                         profile: Optional[str] = None) -> str:
+    """``profile``: None for the adapter's own profile (whose chat ids carry none), else the request's profile."""
     owner = token_owner(token)
+    if profile is not None:
+        owner = f"{owner}:profile:{profile}"
     if user:
         return f"{API_CHAT_PREFIX}{owner}:user:{user}"
     if conversation:
@@ -92,11 +135,16 @@ def conversation_chat_id(token: str, user: Optional[str], conversation: Optional
     return f"{API_CHAT_PREFIX}{owner}:request:{request_id}"
 
 
-def api_event(raw: dict, adapter_name: str, profile: str) -> MessageEvent:
-    """The MessageEvent of a request the endpoint has already validated (see ``OpenAIEndpoint.chat_completions``)."""
+def api_event(raw: dict, adapter_name: str, profile: str, served: Optional[list[str]] = None) -> MessageEvent:
+    """The MessageEvent of a request the endpoint has already validated (see ``OpenAIEndpoint.chat_completions``);
+    its profile is the request's (``raw["profile"]``, one of ``served``), else the adapter's ``profile``."""
     chat_id, user_id, message_id, text = (raw.get(k) for k in ("chat_id", "user_id", "message_id", "text"))
     if not all(isinstance(v, str) and v for v in (chat_id, user_id, message_id)) or not isinstance(text, str):
         raise MalformedPayload("api event without chat_id, user_id, message_id or text")
+    chosen = raw.get("profile") or profile
+    if chosen != profile and chosen not in (served or ()):
+        raise MalformedPayload(f"api event for the profile {chosen!r}, which this endpoint does not serve")
+    profile = chosen
     source = Source(platform=adapter_name, chat_id=chat_id, chat_type="dm", user_id=user_id, user_name=user_id,
                     profile=profile)
     return MessageEvent(source=source, text=text, platform_message_id=message_id, received_at=time.time())
@@ -175,22 +223,34 @@ class OpenAIEndpoint:
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
+            self.adapter.refused(request, "v1: request body too large")
             return error_response(413, "The request body is too large.", "invalid_request_error", "too_large")
         try:
             chat = parse_chat_request(json.loads(body))
-        except (ValueError, BadRequest) as exc:   # json's errors are ValueErrors too
-            return error_response(400, str(exc) if isinstance(exc, BadRequest) else f"invalid JSON: {exc}",
-                                  "invalid_request_error", None)
+        except (ValueError, BadRequest, RecursionError) as exc:   # json's errors are ValueErrors too
+            reason = (str(exc) if isinstance(exc, BadRequest) else
+                      "invalid JSON: nested too deeply" if isinstance(exc, RecursionError) else f"invalid JSON: {exc}")
+            self.adapter.refused(request, f"v1: {reason}")
+            return error_response(400, reason, "invalid_request_error", None)
+        own = self.adapter.profile
+        try:
+            profile = resolve_profile(chat.model, own, self.adapter.profile_names(), self.adapter.model_profiles)
+        except UnknownModel as exc:
+            self.adapter.refused(request, f"v1: {exc}")
+            return error_response(404, str(exc), "invalid_request_error", "model_not_found")
         conversation = request.headers.get(CONVERSATION_HEADER, "")[:MAX_ID_CHARS] or None
         request_id = "chatcmpl-" + uuid.uuid4().hex
-        chat_id = conversation_chat_id(token, chat.user, conversation, request_id)
+        chat_id = conversation_chat_id(token, chat.user, conversation, request_id, None if profile == own else profile)
         raw = {"origin": ORIGIN, "chat_id": chat_id, "user_id": chat.user or f"api-{token_owner(token)}",
-               "message_id": request_id, "text": chat.text}
+               "message_id": request_id, "text": chat.text, "profile": profile}
         # Waiting starts before the row exists: the reply's first operation can never arrive unexpected.
         watch = self.adapter.replies.open(chat_id, request_id)
         model, created = chat.model or self.adapter.profile, int(time.time())
         try:
-            stored = await self.adapter.ingest(raw)
+            try:
+                stored = await self.adapter.ingest(raw)
+            except MalformedPayload as exc:   # e.g. not storable (a lone surrogate); the base logged it already
+                return error_response(400, str(exc), "invalid_request_error", None)
             if stored is None:
                 return error_response(503, "The gateway is not accepting messages right now; retry shortly.",
                                       "server_error", "unavailable")

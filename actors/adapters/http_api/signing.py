@@ -21,5 +21,6 @@ def signature_ok(secret: str, body: bytes, header: Optional[str]) -> bool:
     """True if ``header`` is the signature of ``body`` under ``secret``; the comparison takes constant time."""
     if not secret or not header:
         return False
-    given = header.strip().lower().encode("utf-8", "surrogateescape")
+    # surrogatepass: any lone surrogate encodes (and then simply fails to match the ASCII digest)
+    given = header.strip().lower().encode("utf-8", "surrogatepass")
     return hmac.compare_digest(sign(secret, body).encode("ascii"), given)

@@ -68,7 +68,11 @@ class WebhookEndpoint:
 
     async def handle(self, request: web.Request) -> web.Response:
         adapter = self.adapter
-        body = await request.read()   # over client_max_size: aiohttp answers 413
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            adapter.refused(request, "webhook: body too large")
+            return web.json_response({"error": "body too large"}, status=413)
         if not signature_ok(adapter.hmac_secret, body, request.headers.get(SIGNATURE_HEADER)):
             adapter.refused(request, "webhook: bad or missing signature")
             return web.json_response({"error": "bad or missing signature"}, status=401)
@@ -76,6 +80,8 @@ class WebhookEndpoint:
             raw = {"origin": ORIGIN, "body": json.loads(body)}
         except ValueError as exc:     # also UnicodeDecodeError
             raw = {"origin": ORIGIN, "unparsable": f"body is not JSON: {exc}"}
+        except RecursionError:        # nested too deeply for json: a 500 would have the sender retry it forever
+            raw = {"origin": ORIGIN, "unparsable": "body is not JSON: nested too deeply"}
         try:
             stored = await adapter.ingest(raw)
         except MalformedPayload as exc:

@@ -125,8 +125,11 @@ class TelegramAdapter(PlatformAdapter):
             self._say(logging.WARNING, "%s: a webhook update was not stored (%s); Telegram will send it again",
                       self.name, self._clean(text))
 
+        def on_refused(reason: str) -> None:
+            self._reject(f"webhook request refused: {reason}")
+
         self._webhook = WebhookServer(self.settings["webhook_host"], self.settings["webhook_port"],
-                                      self.settings["webhook_path"], secret, deliver, on_error)
+                                      self.settings["webhook_path"], secret, deliver, on_error, on_refused)
         port = await self._webhook.start()
         url = self.settings["webhook_url"] or (f"http://{self.settings['webhook_host']}:{port}"
                                                f"{self.settings['webhook_path']}")
@@ -149,7 +152,8 @@ class TelegramAdapter(PlatformAdapter):
         loop = asyncio.get_running_loop()
         if self._bot_budget is None:
             rate = self.settings["bot_ops_per_s"]
-            self._bot_budget = ChatBudget(rate, max(1, int(rate)), loop.time())
+            # Spent at start, like the chats' budgets: the previous life may have used it up just before dying.
+            self._bot_budget = ChatBudget(rate, max(1, int(rate)), loop.time(), spent_at=self._budgets.started_at)
         while (wait := self._bot_budget.wait_time(loop.time())) > 0:
             await asyncio.sleep(wait)
         self._bot_budget.consume(loop.time())

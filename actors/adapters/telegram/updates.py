@@ -46,7 +46,8 @@ def message_id_of(ref: Optional[str]) -> Optional[int]:
     if ref is None:
         return None
     tail = str(ref).rsplit(":", 1)[-1]
-    return int(tail) if tail.lstrip("-").isdigit() else None
+    digits = tail.lstrip("-")
+    return int(tail) if digits.isascii() and digits.isdigit() else None   # "²".isdigit(), but int("²") fails
 
 
 def event_from_update(update: Any, platform: str, profile: str, bot_username: str = "") -> MessageEvent:
@@ -67,10 +68,12 @@ def event_from_update(update: Any, platform: str, profile: str, bot_username: st
         raise MalformedPayload(f"{where}: message_id must be an integer, got {message_id!r}")
     chat_type, thread_id = _chat_kind(chat, message)
     sender = message.get("from") if isinstance(message.get("from"), dict) else {}
-    user_id = sender.get("id")
+    # A sender field of the wrong type is left out rather than refused: who wrote matters less than what.
+    user_id = sender.get("id") if type(sender.get("id")) in (int, str) else None
+    names = [sender.get(k) for k in ("username", "first_name")]
     source = Source(platform=platform, chat_id=str(chat["id"]), chat_type=chat_type, thread_id=thread_id,
                     user_id=None if user_id is None else str(user_id),
-                    user_name=sender.get("username") or sender.get("first_name"), profile=profile)
+                    user_name=next((n for n in names if isinstance(n, str) and n), None), profile=profile)
     replied = message.get("reply_to_message")
     reply_to = (message_ref(chat["id"], replied["message_id"])
                 if isinstance(replied, dict) and type(replied.get("message_id")) is int else None)

@@ -3,7 +3,8 @@
 Telegram treats any 2xx as "delivered, never send it again", and retries anything else. So the server answers 2xx
 only once ``deliver(update)`` has returned, which the adapter makes mean "the inbox row is committed"; a failure
 answers 500 and Telegram delivers the update again later (the inbox dedup absorbs a repeat). A request without the
-configured ``X-Telegram-Bot-Api-Secret-Token`` is refused with 401 before its body is read.
+configured ``X-Telegram-Bot-Api-Secret-Token`` is refused with 401 before its body is read, a body that is no
+JSON with 400; each refusal is reported to ``on_refused(reason)`` (the adapter logs it), since no update comes of it.
 """
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ MAX_BODY_BYTES = 1 << 20   # an Update is a few KB; nothing legitimate comes clo
 
 class WebhookServer:
     def __init__(self, host: str, port: int, path: str, secret: str,
-                 deliver: Callable[[Any], Awaitable[None]], on_error: Callable[[str], None]):
+                 deliver: Callable[[Any], Awaitable[None]], on_error: Callable[[str], None],
+                 on_refused: Callable[[str], None] = lambda reason: None):
         self.host, self.requested_port, self.path = host, port, path
         self._secret = secret.encode()
-        self._deliver, self._on_error = deliver, on_error
+        self._deliver, self._on_error, self._on_refused = deliver, on_error, on_refused
         self._runner: Optional[web.AppRunner] = None
         self.port: Optional[int] = None
 
@@ -46,10 +48,15 @@ class WebhookServer:
     async def _handle(self, request: web.Request) -> web.Response:
         given = request.headers.get(SECRET_HEADER, "").encode()
         if not hmac.compare_digest(given, self._secret):
+            self._on_refused(f"{'wrong' if given else 'no'} {SECRET_HEADER}")
             return web.Response(status=401, text="wrong secret token")
         try:
             update = json.loads(await request.read())
-        except ValueError:
+        except web.HTTPRequestEntityTooLarge:
+            self._on_refused(f"body over {MAX_BODY_BYTES} bytes")
+            return web.Response(status=413, text="too large")
+        except (ValueError, RecursionError) as exc:   # RecursionError: JSON nested too deeply to parse
+            self._on_refused(f"body is not JSON: {type(exc).__name__}: {exc}")
             return web.Response(status=400, text="not JSON")
         try:
             await self._deliver(update)

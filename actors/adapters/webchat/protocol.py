@@ -51,6 +51,8 @@ def parse_frame(data: Any) -> dict:
         frame = json.loads(data)
     except ValueError as exc:
         raise FrameError(f"not JSON: {exc}") from None
+    except RecursionError:   # a frame of a few thousand "[" fits the size limit and exhausts json's stack
+        raise FrameError("not JSON: nested too deeply") from None
     if not isinstance(frame, dict):
         raise FrameError(f"a frame must be a JSON object, not {type(frame).__name__}")
     kind = frame.get("type")

@@ -1,0 +1,399 @@
+"""The metrics actor: Prometheus ``/metrics`` and the ``/healthz`` / ``/readyz`` probes, on one loopback port.
+
+    [metrics]
+    enabled = true
+    host = ""                # empty: the gateway's bind_host (loopback by default)
+    port = 9464              # 0: the OS picks a free one; the port in use is in runtime.json and in `status`
+
+A leaf child of the root (it runs an aiohttp server on its async bridge, so it creates no actors). Every metric and
+endpoint is described in docs/metrics.md.
+
+State: counters and histograms built from the facts other actors tell it (turns, restarts, flood waits), the last
+connection state each adapter reported (with the address of the incarnation that reported it), and a snapshot of
+the gauges it reads itself at scrape time: a DescribeTree walk of the root and the ledger's counts by state. The
+snapshot is reused for ``CACHE_S``, so a scrape storm costs one walk per second, not one per request.
+
+Messages it takes: TurnFinished (sessions), ActorRestarted (supervisors), FloodWaited and AdapterConnection
+(adapters), TreeReply (its walks), StopIntake (a drain began: the gateway is no longer ready), timers
+walk_deadline and listen, and bridge items: scrape requests and the server's start. Messages it sends: DescribeTree
+to the root.
+
+Facts are best effort: ``report`` drops a fact when the directory names no metrics actor (disabled), one sent while
+it restarts is lost, and nothing ever waits for this actor. Everything here is in memory: after a kill -9 the counters restart from zero
+(Prometheus' ``rate`` and ``increase`` expect that of a counter) and adapters report their state again when the new
+incarnation appears in the directory.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from actors.bridge import TaskDone
+from actors.messages import DescribeTree, TreeReply, TurnEnd, TurnFinished
+from actors.storage_access import StoreUser
+from supervision import tree
+from supervision.actor import GatewayActor
+from supervision.runfiles import RunFiles
+
+CACHE_S = 1.0                  # a snapshot younger than this answers a scrape without a new walk
+WALK_WITHIN_S = 2.0            # what the root is given to describe the tree
+HEALTHY_WALK_AGE_S = 10.0      # /healthz fails once the tree has not answered a walk for this long
+ANSWER_TIMEOUT_S = 5.0         # the HTTP side gives up on the actor after this long (503)
+LISTEN_RETRY_S = 5.0           # a port in use is retried, never a crash: metrics must not take the gateway down
+LEDGER_TIMEOUT_S = 2.0
+TURN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+DRAINING_PHASES = ("draining", "drained", "shutting_down", "stopped")
+LOCAL_ADAPTER_KINDS = ("CliAdapter",)   # the terminal has no platform connection to lose: up is connected
+OUTCOMES = {"complete": "done", "error": "failed", "interrupted": "interrupted", "stopped": "cancelled"}
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+# ------------------------------------------------------------------------------- for the actors that tell facts
+
+def report(actor: GatewayActor, fact) -> None:
+    """Tell the metrics actor a fact, if the directory names one. Never raises, never waits."""
+    directory = actor.directory
+    target = getattr(directory, "metrics", None) if directory is not None else None
+    if target is not None:
+        actor.send(target, fact)
+
+
+def turn_finished(event, events, delivered: bool) -> TurnFinished:
+    """The fact of a finished turn: its outcome from its last TurnEnd (failed if the reply was not delivered) and
+    its time from the inbound message's arrival."""
+    reason = next((e.reason for e in reversed(events) if isinstance(e, TurnEnd)), "complete")
+    outcome = OUTCOMES.get(reason, "failed") if delivered else "failed"
+    seconds = max(0.0, time.time() - event.received_at) if event.received_at > 0 else 0.0
+    return TurnFinished(event.source.profile, event.source.platform, outcome, seconds)
+
+
+@dataclass(frozen=True)
+class _Scrape:
+    """Bridge item: the HTTP side asks the actor for one answer."""
+    request_id: int
+    path: str                  # metrics | healthz | readyz
+
+
+# ---------------------------------------------------------------------------------------------- the actor
+
+class Metrics(StoreUser, GatewayActor):
+    uses_bridge = True
+
+    def __init__(self):
+        super().__init__()
+        self.turns: Counter = Counter()                  # (profile, platform, outcome) -> turns
+        self.turn_seconds: dict = defaultdict(Histogram)  # (profile, platform) -> histogram
+        self.restarts: Counter = Counter()               # child kind -> restarts
+        self.flood_waits: Counter = Counter()            # platform -> flood waits
+        self.flood_seconds: Counter = Counter()          # platform -> seconds waited
+        self.connections: dict = {}                      # adapter name -> (connected, the reporter's address)
+        self.adapter_refs: dict = {}                     # adapter name -> (pid, address) last seen in a walk
+        self.snapshot: dict | None = None
+        self.snapshot_at = 0.0                           # monotonic; 0: never
+        self.walk_token = 0                              # the walk in flight (0: none)
+        self.tokens = itertools.count(1)
+        self.waiting: list[_Scrape] = []
+        self.server: MetricsServer | None = None
+        self.port = self.listen_failures = 0
+
+    # ------------------------------------------------------------------------------------------- life cycle
+    def on_start(self, args) -> None:
+        cfg = self.config.get("metrics", {})
+        self.host = (cfg.get("host") or self.config["gateway"]["bind_host"]).strip()
+        self.wanted_port = cfg.get("port", 9464)
+        self.state_dir = Path(self.config["gateway"]["state_dir"])
+        self.heartbeat_max_age = 3 * self.config.get("watchdog", {}).get("interval_s", 5.0) + 5.0
+        self.open_store()
+        self.on_timer_listen(None)
+
+    def on_timer_listen(self, _data) -> None:
+        self.server = MetricsServer(self.host, self.wanted_port, self.bridge.post)
+        self.bridge.submit(self.server.start(), tag="listen")
+
+    def on_stop(self) -> None:
+        if self.server is not None and self.bridge is not None:
+            try:
+                self.db(self.server.stop(), timeout=2.0)
+            except Exception:  # noqa: BLE001 - on the way out; the socket closes with the process anyway
+                pass
+        self.close_store()
+
+    def on_bridge(self, item) -> None:
+        if isinstance(item, _Scrape):
+            self._scrape(item)
+        elif isinstance(item, TaskDone) and item.tag == "listen":
+            if item.error is not None:
+                if not self.listen_failures:  # once: a port held by another program would otherwise flood the log
+                    self.log.error("metrics: cannot listen on %s:%s (%s); retrying every %gs", self.host,
+                                   self.wanted_port, item.error, LISTEN_RETRY_S)
+                self.listen_failures += 1
+                self.server = None
+                self.after(LISTEN_RETRY_S, "listen")
+                return
+            self.port, url = item.result, f"http://{_host_port(self.host, item.result)}/metrics"
+            self.log.info("metrics: serving %s, /healthz and /readyz%s", url,
+                          f" (after {self.listen_failures} failed attempts)" if self.listen_failures else "")
+            RunFiles(self.state_dir).record_metrics({"host": self.host, "port": self.port, "pid": os.getpid(),
+                                                    "url": url})
+
+    # -------------------------------------------------------------------------------------------- the facts
+    def on_TurnFinished(self, fact, sender) -> None:
+        self.turns[(fact.profile, fact.platform, fact.outcome)] += 1
+        self.turn_seconds[(fact.profile, fact.platform)].observe(fact.seconds)
+
+    def on_ActorRestarted(self, fact, sender) -> None:
+        self.restarts[fact.kind] += 1
+
+    def on_FloodWaited(self, fact, sender) -> None:
+        self.flood_waits[fact.platform] += 1
+        self.flood_seconds[fact.platform] += fact.seconds
+
+    def on_AdapterConnection(self, fact, sender) -> None:
+        # Kept with the reporter's address: a report from an incarnation that has since died says nothing.
+        self.connections[fact.adapter] = (fact.connected, sender)
+
+    # ------------------------------------------------------------------------------------- scrapes and walks
+    def _scrape(self, request: _Scrape) -> None:
+        if self.snapshot is not None and time.monotonic() - self.snapshot_at < CACHE_S:
+            self._answer(request)
+            return
+        self.waiting.append(request)
+        if not self.walk_token:
+            self.walk_token = next(self.tokens)
+            self.send(self.parent, DescribeTree(self.walk_token, WALK_WITHIN_S))
+            self.after(WALK_WITHIN_S + 0.5, "walk_deadline", self.walk_token)
+
+    def on_TreeReply(self, message: TreeReply, sender) -> None:
+        if message.token != self.walk_token:
+            return
+        self.walk_token = 0
+        self.snapshot, self.snapshot_at = self._read_gauges(message.node), time.monotonic()
+        self._answer_waiting()
+
+    def on_timer_walk_deadline(self, token) -> None:
+        if token == self.walk_token:  # the root did not answer: serve what we have; /healthz will say so
+            self.walk_token = 0
+            self._answer_waiting()
+
+    def _answer_waiting(self) -> None:
+        for request in self.waiting:
+            self._answer(request)
+        self.waiting = []
+
+    def _read_gauges(self, root) -> dict:
+        deliveries = self.snapshot["deliveries"] if self.snapshot else {}
+        try:
+            deliveries = self.db(self.store.ledger.counts(), timeout=LEDGER_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - a busy database costs one stale gauge, not the scrape
+            self.log.warning("metrics: ledger counts unavailable: %s", exc)
+        nodes = [(node, parent) for node, parent, _ in tree.walk(root)]
+        adapters = {node.name: self._connected(node) for node, parent in nodes
+                    if parent is not None and parent.kind == "AdapterSupervisor"}
+        watchdog = tree.find_kind(root, "Watchdog")
+        return {"actors": Counter((node.kind, node.state) for node, _ in nodes),
+                "sessions_live": len(tree.find_kind(root, "Session")),
+                "sessions_up": any(n.name == "sessions" and n.state in tree.UP_STATES for n, _ in nodes),
+                "watchdog_phase": watchdog[0].state if watchdog else "absent",
+                "adapters": adapters, "deliveries": deliveries}
+
+    def _connected(self, node) -> bool:
+        if node.state not in tree.UP_STATES:
+            return False
+        if node.kind in LOCAL_ADAPTER_KINDS:
+            return True
+        if node.ref is not None:
+            self.adapter_refs[node.name] = (node.pid, node.ref)
+        pid, ref = self.adapter_refs.get(node.name, (0, None))  # a node from an earlier answer carries no ref
+        connected, reporter = self.connections.get(node.name, (False, None))
+        return connected and ref is not None and pid == node.pid and reporter == ref
+
+    # ------------------------------------------------------------------------------------------- the answers
+    def _answer(self, request: _Scrape) -> None:
+        if request.path == "metrics":
+            status, body = 200, self.exposition()
+        else:
+            problems = self.health_problems() if request.path == "healthz" else self.readiness_problems()
+            status, body = (503, "; ".join(problems) + "\n") if problems else (200, "ok\n")
+        if self.server is not None:
+            self.bridge.call(self.server.answer, request.request_id, status, body)
+
+    def draining(self) -> bool:
+        phase = self.snapshot["watchdog_phase"] if self.snapshot else ""
+        return self.intake_stopped or phase in DRAINING_PHASES
+
+    def health_problems(self) -> list[str]:
+        problems = []
+        if not self.snapshot_at:
+            problems.append("the actor tree has not answered a walk yet")
+        elif (age := time.monotonic() - self.snapshot_at) > HEALTHY_WALK_AGE_S:
+            problems.append(f"the actor tree has not answered a walk for {age:.0f}s")
+        age = _heartbeat_age(self.state_dir / "run" / "heartbeat.json")
+        if age is None:
+            problems.append("no watchdog heartbeat yet")
+        elif age > self.heartbeat_max_age:
+            problems.append(f"the watchdog heartbeat is {age:.0f}s old")
+        return problems
+
+    def readiness_problems(self) -> list[str]:
+        if self.snapshot is None:
+            return ["the actor tree has not answered a walk yet"]
+        problems = ["draining"] if self.draining() else []
+        if not self.snapshot["sessions_up"]:
+            problems.append("the session supervisor is not running")
+        problems += [f"adapter {name} is not connected" for name, up in sorted(self.snapshot["adapters"].items())
+                     if not up]
+        return problems
+
+    def exposition(self) -> str:
+        """Every metric in the Prometheus text format 0.0.4 (names and meanings: docs/metrics.md)."""
+        snap = self.snapshot or {"actors": {}, "sessions_live": 0, "adapters": {}, "deliveries": {}}
+        out = Exposition()
+        out.family("gateway_up", "gauge", "1 while the gateway is healthy (what /healthz checks), else 0",
+                   [({}, 0 if self.health_problems() else 1)])
+        out.family("gateway_draining", "gauge", "1 from the moment a drain or shutdown begins",
+                   [({}, int(self.draining()))])
+        out.family("gateway_turns_total", "counter", "Turns finished, by profile, platform and outcome",
+                   [({"profile": p, "platform": pl, "outcome": o}, n) for (p, pl, o), n in sorted(self.turns.items())])
+        out.histogram("gateway_turn_seconds", "Seconds from an inbound message's arrival to the end of its turn",
+                      self.turn_seconds)
+        out.family("gateway_deliveries", "gauge", "Reply obligations in the delivery ledger, by state",
+                   [({"state": s}, n) for s, n in sorted(snap["deliveries"].items())])
+        out.family("gateway_actor_restarts_total", "counter", "Child restarts by a supervisor, by child kind",
+                   [({"kind": k}, n) for k, n in sorted(self.restarts.items())])
+        out.family("gateway_sessions_live", "gauge", "Session actors alive (not passivated)",
+                   [({}, snap["sessions_live"])])
+        out.family("gateway_actors", "gauge", "Actors in the tree, by kind and state",
+                   [({"kind": k, "state": s}, n) for (k, s), n in sorted(snap["actors"].items())])
+        out.family("gateway_adapter_connected", "gauge", "1 while the adapter's platform connection is up",
+                   [({"adapter": a}, int(up)) for a, up in sorted(snap["adapters"].items())])
+        out.family("gateway_flood_waits_total", "counter", "Rate-limit answers (429) waited out, by platform",
+                   [({"platform": p}, n) for p, n in sorted(self.flood_waits.items())])
+        out.family("gateway_flood_wait_seconds_total", "counter", "Seconds chats were held by rate limits",
+                   [({"platform": p}, round(s, 6)) for p, s in sorted(self.flood_seconds.items())])
+        return out.text()
+
+
+# -------------------------------------------------------------------------------- exposition (pure helpers)
+
+class Histogram:
+    def __init__(self, buckets: tuple = TURN_BUCKETS):
+        self.buckets, self.counts, self.sum, self.count = buckets, [0] * len(buckets), 0.0, 0
+
+    def observe(self, value: float) -> None:
+        self.sum += value
+        self.count += 1
+        for i, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[i] += 1
+                break
+
+
+class Exposition:
+    """Builds the text format by hand: a few lines, and no process-wide registry to share with the actor."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def family(self, name: str, kind: str, help_text: str, samples) -> None:
+        self.lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        self.lines += [f"{name}{_labels(labels)} {_number(value)}" for labels, value in samples]
+
+    def histogram(self, name: str, help_text: str, series: dict) -> None:
+        self.lines += [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+        for (profile, platform), h in sorted(series.items()):
+            base = {"profile": profile, "platform": platform}
+            running = 0
+            for bound, count in zip(h.buckets, h.counts):
+                running += count
+                self.lines.append(f"{name}_bucket{_labels({**base, 'le': _number(bound)})} {running}")
+            self.lines.append(f"{name}_bucket{_labels({**base, 'le': '+Inf'})} {h.count}")
+            self.lines.append(f"{name}_sum{_labels(base)} {_number(h.sum)}")
+            self.lines.append(f"{name}_count{_labels(base)} {h.count}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def _labels(labels: dict) -> str:
+    if not labels:
+        return ""
+    escaped = (str(v).replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n") for v in labels.values())
+    return "{" + ",".join(f'{k}="{v}"' for k, v in zip(labels, escaped)) + "}"
+
+
+def _number(value) -> str:
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
+def _heartbeat_age(path: Path) -> float | None:
+    try:
+        return max(0.0, time.time() - float(json.loads(path.read_text())["time"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+# -------------------------------------------------------------------------------- the HTTP side (bridge loop)
+
+class MetricsServer:
+    """aiohttp on the actor's bridge loop. Each request is handed to the actor thread (``ask``) and waits for its
+    answer; the actor alone owns the numbers, so nothing here is shared between threads but the two queues."""
+
+    PATHS = {"/metrics": "metrics", "/healthz": "healthz", "/readyz": "readyz"}
+
+    def __init__(self, host: str, port: int, ask):
+        self.host, self.port, self.ask = host, port, ask
+        self.pending: dict[int, asyncio.Future] = {}
+        self.ids = itertools.count(1)
+        self.runner: web.AppRunner | None = None
+
+    async def start(self) -> int:
+        app = web.Application()
+        app.router.add_get("/{path:.*}", self.handle)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self.port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self.runner = runner
+        return runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        runner, self.runner = self.runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        path = self.PATHS.get(request.path)
+        if path is None:
+            return web.Response(status=404, text="not found: try /metrics, /healthz or /readyz\n")
+        request_id = next(self.ids)
+        future = self.pending[request_id] = asyncio.get_running_loop().create_future()
+        self.ask(_Scrape(request_id, path))
+        try:
+            status, body = await asyncio.wait_for(future, ANSWER_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            status, body = 503, "the metrics actor did not answer in time\n"
+        finally:
+            self.pending.pop(request_id, None)
+        return web.Response(status=status, body=body.encode(), headers={"Content-Type": CONTENT_TYPE}
+                            if path == "metrics" else {"Content-Type": "text/plain; charset=utf-8"})
+
+    def answer(self, request_id: int, status: int, body: str) -> None:
+        future = self.pending.get(request_id)
+        if future is not None and not future.done():
+            future.set_result((status, body))

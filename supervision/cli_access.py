@@ -1,0 +1,93 @@
+"""``run_gateway.py pair ...``: who may talk to the agent (G5; actors/adapters/access.py has the policy).
+
+    pair list                      pending pairing codes and the users granted so far
+    pair approve CODE              grant the sender who was given CODE (the code is single-use)
+    pair deny CODE                 refuse it (the sender may ask again, within the lockout limits)
+    pair grant ADAPTER USER_ID     grant a user directly (no code needed)
+    pair revoke ADAPTER USER_ID    take a grant back; their next message is treated as a stranger's
+
+They write the database directly, beside a live gateway (WAL); adapters read grants per inbound batch, so a change
+applies from the sender's next message on.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from storage import NotFound
+from supervision.cli_storage import run_on_store
+
+
+def add_parsers(sub) -> None:
+    pair = sub.add_parser("pair", help="who may talk to the agent: pairing codes and grants (list, approve, ...)")
+    psub = pair.add_subparsers(dest="action", metavar="ACTION")
+    psub.add_parser("list", help="pending pairing codes and granted users")
+    for action, text in (("approve", "grant the sender who was given CODE"), ("deny", "refuse CODE")):
+        p = psub.add_parser(action, help=text)
+        p.add_argument("code", metavar="CODE")
+    for action, text in (("grant", "grant a user of an adapter directly"), ("revoke", "take a grant back")):
+        p = psub.add_parser(action, help=text)
+        p.add_argument("adapter", metavar="ADAPTER", help="the adapter's name, as in [adapters.NAME]")
+        p.add_argument("user", metavar="USER_ID", help="the platform's user id")
+    for p in [pair, *psub.choices.values()]:
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def cmd_pair(config: dict, args) -> int:
+    action = args.action or "list"
+    calls = {
+        "list": _list,
+        "approve": lambda s: _approve(s, args.code),
+        "deny": lambda s: _deny(s, args.code),
+        "grant": lambda s: _grant(s, args.adapter, args.user),
+        "revoke": lambda s: _revoke(s, args.adapter, args.user),
+    }
+    try:
+        return run_on_store(config, args, calls[action], RENDER[action])
+    except NotFound as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _list(store) -> dict:
+    now = time.time()
+    return {"pending": [dict(vars(c), expires_in_s=round(c.expires_at - now)) for c in await store.access.pending(now)],
+            "grants": [vars(g) for g in await store.access.grants()]}
+
+
+async def _approve(store, code: str) -> dict:
+    return vars(await store.access.approve(code, by="cli"))
+
+
+async def _deny(store, code: str) -> dict:
+    return vars(await store.access.deny(code))
+
+
+async def _grant(store, adapter: str, user: str) -> dict:
+    await store.access.grant(adapter, user, by="cli")
+    return {"adapter": adapter, "user_id": user, "granted": True}
+
+
+async def _revoke(store, adapter: str, user: str) -> dict:
+    return {"adapter": adapter, "user_id": user, "revoked": await store.access.revoke(adapter, user)}
+
+
+def _who(d: dict) -> str:
+    return f"{d['adapter']}:{d['user_id']}" + (f" ({d['user_name']})" if d.get("user_name") else "")
+
+
+def _render_list(result: dict) -> str:
+    lines = ["pending codes:" if result["pending"] else "no pending codes"]
+    lines += [f"  {c['code']}  {_who(c)}  expires in {c['expires_in_s'] // 60} min" for c in result["pending"]]
+    lines.append("granted:" if result["grants"] else "no grants")
+    lines += [f"  {_who(g)}  by {g['granted_by']}" for g in result["grants"]]
+    return "\n".join(lines)
+
+
+RENDER = {
+    "list": _render_list,
+    "approve": lambda c: f"approved {c['code']}: {_who(c)} may talk to the agent from their next message",
+    "deny": lambda c: f"denied {c['code']} ({_who(c)})",
+    "grant": lambda r: f"granted {_who(r)}",
+    "revoke": lambda r: f"revoked {_who(r)}" if r["revoked"] else f"{_who(r)} had no grant",
+}
