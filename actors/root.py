@@ -84,13 +84,15 @@ class Root(Supervisor):
 
     def _status(self, node) -> GatewayStatus:
         c = tree.counts(node)
+        fixed = tree.counts(node, without_children_of=("SessionSupervisor",))
         sweeper = tree.find_kind(node, "DeliverySweeper")
         watchdog = tree.find_kind(node, "Watchdog")
         return GatewayStatus(started_at=self.started_at, actors_up=c["up"], actors_restarting=c["restarting"],
                              actors_failed=c["failed"], sessions_live=len(tree.find_kind(node, "Session")),
                              obligations_pending=sum(n.pending for n in sweeper),
                              draining=any(n.state == "draining" for n in watchdog),
-                             detail={"actors": c["actors"], "pending_work": c["pending"]})
+                             detail={"actors": c["actors"], "pending_work": c["pending"],
+                                     "fixed_tree_restarting": fixed["restarting"] + fixed["failed"]})
 
     def _watchdog(self):
         child = self.children.get("watchdog")

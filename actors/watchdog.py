@@ -30,6 +30,7 @@ from supervision import tree
 from supervision.actor import GatewayActor
 
 NOT_IN_FLIGHT = ("DeliverySweeper",)  # obligations it holds are durable in the ledger: drain need not wait
+SUPERVISOR_PATIENCE = 3     # missed health rounds in a row before a supervisor is restarted
 
 
 class Watchdog(GatewayActor):
@@ -41,6 +42,7 @@ class Watchdog(GatewayActor):
         self.pings: dict[int, tuple] = {}          # nonce -> (node, parent node), unanswered so far
         self.operation: dict | None = None         # the drain or shutdown in progress
         self.last_round: dict = {}
+        self.supervisor_misses: dict[str, int] = {}   # supervisor name -> missed pings in a row
 
     def on_start(self, args) -> None:
         wd = self.config.get("watchdog", {})
@@ -90,14 +92,26 @@ class Watchdog(GatewayActor):
         self._write_heartbeat()
 
     def on_Pong(self, message: Pong, sender) -> None:
-        self.pings.pop(message.nonce, None)
+        answered = self.pings.pop(message.nonce, None)
+        if answered is not None:
+            self.supervisor_misses.pop(answered[0].name, None)
 
     def on_timer_ping_deadline(self, nonces) -> None:
         for nonce in nonces:
             pending = self.pings.pop(nonce, None)
-            if pending is not None:
-                node, parent = pending
-                self._restart(node, parent, f"did not answer a ping within {self.deadline:g}s")
+            if pending is None:
+                continue
+            node, parent = pending
+            if node.kind.endswith("Supervisor"):
+                # Restarting a supervisor takes its whole subtree down: a busy one (hundreds of children starting on
+                # a loaded machine) gets SUPERVISOR_PATIENCE rounds in a row before it is judged hung.
+                misses = self.supervisor_misses[node.name] = self.supervisor_misses.get(node.name, 0) + 1
+                if misses < SUPERVISOR_PATIENCE:
+                    self.log.warning("watchdog: %s %s (pid %s) did not answer a ping within %gs (%d of %d)",
+                                     node.kind, node.name, node.pid, self.deadline, misses, SUPERVISOR_PATIENCE)
+                    continue
+                self.supervisor_misses.pop(node.name, None)
+            self._restart(node, parent, f"did not answer a ping within {self.deadline:g}s")
 
     def _restart(self, node, parent, reason: str) -> None:
         self.log.error("watchdog: %s %s (pid %s) %s; asking %s to restart it", node.kind, node.name, node.pid,

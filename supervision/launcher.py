@@ -101,7 +101,9 @@ class Launcher:
             status = ask_for(self.asys, self.root, _status_request(), GatewayStatus, 5, self._early_message)
             if self._gave_up:
                 return None
-            if status is not None and status.actors_restarting == 0 and status.actors_failed == 0:
+            # Ready is about the fixed tree (supervisors, adapters, watchdog...): a restart resuming a hundred turns
+            # has sessions and replies starting and restarting for a while, as part of its normal work.
+            if status is not None and status.detail.get("fixed_tree_restarting", 1) == 0:
                 return status
             time.sleep(0.05)
         log.error("the gateway did not become ready within %ss", self.config["gateway"]["ready_timeout_s"])

@@ -18,8 +18,10 @@ def walk(node: TreeNode, parent: Optional[TreeNode] = None, depth: int = 0) -> I
         yield from walk(child, node, depth + 1)
 
 
-def counts(root: TreeNode) -> dict:
-    nodes = [n for n, _, _ in walk(root)]
+def counts(root: TreeNode, without_children_of: tuple = ()) -> dict:
+    """Actors by state. ``without_children_of``: kinds whose children are left out (the readiness of the gateway
+    is that of its fixed tree; sessions and replies come and go, and restart, as part of normal work)."""
+    nodes = list(_pruned(root, without_children_of))
     return {
         "actors": len(nodes),
         "up": sum(n.state in UP_STATES for n in nodes),
@@ -27,6 +29,13 @@ def counts(root: TreeNode) -> dict:
         "failed": sum(n.state in FAILED_STATES for n in nodes),
         "pending": sum(n.pending for n in nodes),
     }
+
+
+def _pruned(node: TreeNode, prune_below: tuple) -> Iterator[TreeNode]:
+    yield node
+    if node.kind not in prune_below:
+        for child in node.children:
+            yield from _pruned(child, prune_below)
 
 
 def find_kind(root: TreeNode, kind: str) -> list[TreeNode]:
@@ -67,3 +76,4 @@ def _duration(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds // 60}m{seconds % 60:02d}s"
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+

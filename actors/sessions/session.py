@@ -51,6 +51,7 @@ class Session(StoreUser, CommandHandler, GatewayActor):
         self.info = None
         self.turn: turns.Turn | None = None
         self.collect_until = 0.0
+        self.passivate_when_idle = False
         self.agent = None
 
     # ------------------------------------------------------------------------------------------------- start
@@ -123,6 +124,8 @@ class Session(StoreUser, CommandHandler, GatewayActor):
             return
         rows = self.db(self.store.inbox.rows_in_state(self.key, ("received",)))
         if not rows:
+            if self.passivate_when_idle:
+                self.stop_self(clean=True)
             return
         first = MessageEvent.from_payload(rows[0].payload)
         if self.busy_mode(first) == "collect" and parse_command(first.text) is None:
@@ -334,8 +337,12 @@ class Session(StoreUser, CommandHandler, GatewayActor):
 
     # ------------------------------------------------------------------------------------------- lifecycle
     def on_Passivate(self, message, sender) -> None:
+        """Stop once idle: now if nothing runs, else when the inbox has nothing left after the running turn (the
+        supervisor asks each session once, so a busy one must remember)."""
         if self.turn is None and not self.collect_until:
             self.stop_self(clean=True)
+        else:
+            self.passivate_when_idle = True
 
     def pending_work(self) -> int:
         return 1 if self.turn is not None else 0

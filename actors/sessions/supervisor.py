@@ -20,6 +20,7 @@ take down every other); each session has its own limit instead.
 """
 from __future__ import annotations
 
+import heapq
 import time
 
 from thespian.actors import ActorExitRequest
@@ -44,6 +45,7 @@ class SessionSupervisor(Supervisor):
         super().__init__()
         self.last_active: dict[str, float] = {}
         self.consumer_owner: dict[str, object] = {}   # consumer child name -> the session that asked
+        self.passivating: set[str] = set()   # keys asked to passivate (a busy session stops once idle)
 
     def flags(self, args):
         return flags_from_config(self.config)
@@ -74,12 +76,16 @@ class SessionSupervisor(Supervisor):
         return child
 
     def _enforce_cap(self) -> None:
+        """Ask the least recently active sessions to passivate, each once: a busy one stops when its work is done.
+        (Asking again on every spawn made a burst past the cap quadratic: hundreds of Passivates per new chat.)"""
         live = [k for k in self.last_active if self.children.get(session_child_name(k)) is not None]
-        excess = len(live) - self.max_live
+        asked = self.passivating.intersection(live)
+        excess = len(live) - self.max_live - len(asked)
         if excess > 0:
-            for key in sorted(live, key=self.last_active.get)[:excess]:
+            for key in heapq.nsmallest(excess, (k for k in live if k not in asked), key=self.last_active.get):
                 child = self.children[session_child_name(key)]
                 if child.address is not None:
+                    self.passivating.add(key)
                     self.send(child.address, Passivate())
 
     def on_timer_idle_scan(self, _data) -> None:
@@ -130,6 +136,7 @@ class SessionSupervisor(Supervisor):
             return
         if name.startswith(SESSION_PREFIX):
             self._stop_consumers_of(name)
+            self.passivating.discard(name[len(SESSION_PREFIX):])   # a new incarnation has not been asked
         if name.startswith(SESSION_PREFIX) and not abnormal:
             key = name[len(SESSION_PREFIX):]
             self._forget_session(child)

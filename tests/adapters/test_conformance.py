@@ -60,14 +60,18 @@ class Rig:
         self.ref = self.adapter_node().ref
 
     def adapter_node(self):
-        """The adapter's TreeNode (ref = its current address)."""
+        """The adapter's TreeNode (ref = its current address). A supervisor slow to answer a walk shows its
+        child's last known state without an address: walk again until the adapter answers for itself."""
+        return wait_for(self._adapter_node_with_ref, 30, 0.1, f"adapter {self.platform.adapter_name} in the tree")
+
+    def _adapter_node_with_ref(self):
         stack = [self.admin.tree()]
         while stack:
             node = stack.pop()
             if node.name == self.platform.adapter_name:
-                return node
+                return node if node.ref is not None else None
             stack.extend(node.children)
-        raise AssertionError(f"adapter {self.platform.adapter_name} not in the tree")
+        return None
 
     def op(self, chat: str, action: str, text: str = "", message_id=None) -> OpResult:
         op = PlatformOp(op_id=uuid.uuid4().hex, action=action, chat_id=chat, text=text, message_id=message_id)

@@ -10,6 +10,7 @@ import sqlite3
 from collections import Counter
 
 from actors.agents.offline import FAKE_SECRET
+from actors.sessions.stream_consumer import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from storage import Store
 from tests.chaos.world import Message, World
 from tests.fakes.telegram import DEFAULT_TOKEN
@@ -54,31 +55,42 @@ def web_view(world: World) -> dict[str, list[dict]]:
 
 # ----------------------------------------------------------------------------------------------- the checks
 
-def replies(world: World, telegram: dict, web: dict) -> tuple[int, list[str]]:
-    """G1 + G3 from the chats: every message sent has exactly one complete reply; no stale preview is left."""
-    violations = []
+def replies(world: World, telegram: dict, web: dict) -> tuple[int, list[str], int]:
+    """G1 + G3 from the chats: every message sent has exactly one complete reply; no stale preview is left.
+
+    One exception, counted apart (the third value): where a send's outcome died with the daemon, Telegram offers no
+    idempotency key, so the reply is sent again carrying the visible re-sent marker (DESIGN.md §2.6). A chat may
+    then show an earlier copy (complete, or a preview) next to the marked reply; that is the documented behaviour,
+    and anything unmarked is still a violation."""
+    violations, marked_chats = [], set()
     sent = world.sent
     for m in sent:
         if m.failing:
             continue
         if m.platform == "telegram":
-            answers = [b for b in telegram[m.chat] if m.token in b["text"] and CURSOR not in b["text"]]
+            answers = [b["text"] for b in telegram[m.chat] if m.token in b["text"] and CURSOR not in b["text"]]
         else:
-            answers = [e for e in web[m.chat] if e["role"] == "assistant" and m.token in e["text"]]
-        if len(answers) != 1:
+            answers = [e["text"] for e in web[m.chat] if e["role"] == "assistant" and m.token in e["text"]]
+        if len(answers) == 2 and sum(RESENT_MARKER in a for a in answers) == 1:
+            marked_chats.add((m.platform, m.chat))
+        elif len(answers) != 1:
             what = "no reply" if not answers else f"{len(answers)} replies (a visible duplicate)"
             violations.append(f"{m.platform} {m.chat}: {m.text!r} has {what}")
     for chat, shown in telegram.items():
+        marked = any(RESENT_MARKER in b["text"] for b in shown)
         for b in shown:
-            if CURSOR in b["text"]:
+            if CURSOR in b["text"] and marked:
+                marked_chats.add(("telegram", chat))
+            elif CURSOR in b["text"]:
                 violations.append(f"telegram {chat}: message {b['message_id']} still shows the streaming cursor: "
                                   f"{b['text'][-50:]!r}")
     failing = Counter(m.chat for m in sent if m.failing)
     for chat, expected in failing.items():
         errors = [b for b in telegram[chat] if CURSOR not in b["text"]]
-        if len(errors) != expected:
+        if len(errors) != expected and not (len(errors) == expected + 1
+                                            and any(RESENT_MARKER in b["text"] for b in errors)):
             violations.append(f"telegram {chat}: {expected} failing questions, {len(errors)} error replies")
-    return len(sent), violations
+    return len(sent), violations, len(marked_chats)
 
 
 def web_questions(world: World, web: dict) -> tuple[int, list[str]]:

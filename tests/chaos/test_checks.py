@@ -27,7 +27,7 @@ def test_replies_flags_a_lost_reply_a_duplicate_a_stale_preview_and_a_missing_er
     web = {"visitor0": [{"role": "user", "text": W.text, "id": "m0"},
                         {"role": "assistant", "text": 'You said "cvisitor0 q0 hello there"'}]}
     good = {"7000001": [answer], "7000002": [bot("⚠ the agent failed")]}
-    assert checks.replies(world, good, web) == (3, [])
+    assert checks.replies(world, good, web) == (3, [], 0)
     lost = checks.replies(world, {"7000001": [], "7000002": good["7000002"]}, web)[1]
     assert lost and "no reply" in lost[0]
     doubled = checks.replies(world, {"7000001": [answer, bot(answer["text"], 2)], "7000002": good["7000002"]}, web)[1]
@@ -38,6 +38,11 @@ def test_replies_flags_a_lost_reply_a_duplicate_a_stale_preview_and_a_missing_er
     assert any("error replies" in v for v in unanswered_failure)
     web_lost = checks.replies(world, good, {"visitor0": web["visitor0"][:1]})[1]
     assert web_lost and "web visitor0" in web_lost[0]
+    # A reply re-sent with the visible marker next to an earlier copy is the documented ambiguous send, not a
+    # violation; the same two copies without the marker are.
+    resent = bot(f"{checks.RESENT_MARKER}\n{answer['text']}", 3)
+    for earlier in (answer, bot(answer["text"][:12] + " ▍", 2)):
+        assert checks.replies(world, {"7000001": [earlier, resent], "7000002": good["7000002"]}, web)[1:] == ([], 1)
 
 
 def test_web_questions_flags_a_message_shown_twice_or_still_queued():

@@ -105,8 +105,9 @@ def test_a_turn_a_killed_session_and_a_429_show_up_in_metrics(tmp_path):
             platform.set_faults(next=["flood"], flood_retry_after=0.4, methods=["send"])
             platform.inject("m2", "through a flood")
             assert "through a flood" in settled_answers(platform, "m2", gw=gw)[0]
-            s = wait_metric(gw, lambda s: value(s, "gateway_flood_waits_total", platform="fake") == 1,
-                            "the flood wait counted")
+            # The chat shows the answer a moment before the session hears it was delivered and counts the turn.
+            s = wait_metric(gw, lambda s: value(s, "gateway_flood_waits_total", platform="fake") == 1
+                            and value(s, "gateway_turns_total", **turn) == 2, "the flood wait and the turn counted")
             assert value(s, "gateway_flood_wait_seconds_total", platform="fake") == pytest.approx(0.4)
             assert value(s, "gateway_turns_total", **turn) == 2
 
