@@ -20,34 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.benchlib import final_at, measure_latency, percentile, session_pss, tree_pss  # noqa: E402
 from tests.actor_system import wait_for  # noqa: E402
 from tests.daemon import nodes  # noqa: E402
 from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
-from tests.pipeline.harness import CURSOR, pipeline_gateway  # noqa: E402
-
-
-def percentile(values, p):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
-
-
-def final_at(platform, chat, inbound_text):
-    """Time the reply quoting ``inbound_text`` reached its final text, or None while it is still streaming."""
-    for m in platform.messages(chat):
-        if inbound_text in m["text"] and CURSOR not in m["text"]:
-            return m["history"][-1]["at"]
-    return None
-
-
-def measure_latency(platform, chat: str, text: str, timeout: float = 30) -> float:
-    sent = time.time()
-    platform.inject(chat, text)
-    done = wait_for(lambda: final_at(platform, chat, text), timeout, 0.002, "reply")
-    return done - sent
+from tests.pipeline.harness import pipeline_gateway  # noqa: E402
 
 
 def bench(args) -> dict:
@@ -103,29 +82,6 @@ def cold_start(args) -> dict:
             gw.kill_everything()
     return {"warm_ms_p50": round(statistics.median(warm) * 1000, 1),
             "passivated_first_message_ms_p50": round(statistics.median(cold) * 1000, 1)}
-
-
-def session_pss(gw) -> list[float]:
-    out = []
-    for n in nodes(gw.tree()):
-        if n["kind"] == "Session":
-            try:
-                info = psutil.Process(n["pid"]).memory_full_info()
-                out.append(getattr(info, "pss", info.uss) / 2**20)
-            except psutil.NoSuchProcess:
-                pass
-    return out
-
-
-def tree_pss(gw) -> float:
-    total = 0.0
-    for n in nodes(gw.tree()):
-        try:
-            info = psutil.Process(n["pid"]).memory_full_info()
-            total += getattr(info, "pss", info.uss) / 2**20
-        except psutil.NoSuchProcess:
-            pass
-    return total
 
 
 def main() -> int:
