@@ -37,6 +37,7 @@ from pathlib import Path
 from aiohttp import web
 
 from actors.bridge import TaskDone
+from actors.http_serving import serve
 from actors.messages import DescribeTree, TreeReply, TurnEnd, TurnFinished
 from actors.storage_access import StoreUser
 from supervision import tree
@@ -361,16 +362,8 @@ class MetricsServer:
     async def start(self) -> int:
         app = web.Application()
         app.router.add_get("/{path:.*}", self.handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, self.host, self.port)
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self.runner = runner
-        return runner.addresses[0][1]
+        self.runner, port = await serve(app, self.host, self.port, shutdown_timeout=0.5)
+        return port
 
     async def stop(self) -> None:
         runner, self.runner = self.runner, None

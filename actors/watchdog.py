@@ -4,9 +4,11 @@ State: ``phase`` (watching | draining | shutting_down), the outstanding pings of
 drain or shutdown in progress (who asked, deadline, flushes awaited).
 
 Every ``interval_s`` it walks the tree (DescribeTree to the root), pings every actor, and asks the supervisor of any
-actor that has not answered within ``ping_deadline_s`` (or that its supervisor already reports unresponsive) to
-restart it. It rewrites ``<state_dir>/run/heartbeat.json`` on every round, so an outside monitor can tell a live
-gateway from a wedged one by the file's age.
+actor that missed its ping (``ping_deadline_s``) in PATIENCE rounds in a row (SUPERVISOR_PATIENCE for a supervisor,
+whose restart takes its subtree down) to restart it. A round whose deadline timer fired late proves nothing (the
+watchdog itself was starved of CPU) and restarts nothing: on an overloaded machine, restarts would add load. It
+rewrites ``<state_dir>/run/heartbeat.json`` on every round, so an outside monitor can tell a live gateway from a
+wedged one by the file's age.
 
 Drain:    StopIntake to every actor -> walk the tree until no work is in flight or the timeout -> Flush every actor
           -> DrainReport to the root (which tells the operator and the launcher, which exits 0).
@@ -30,7 +32,8 @@ from supervision import tree
 from supervision.actor import GatewayActor
 
 NOT_IN_FLIGHT = ("DeliverySweeper",)  # obligations it holds are durable in the ledger: drain need not wait
-SUPERVISOR_PATIENCE = 3     # missed health rounds in a row before a supervisor is restarted
+PATIENCE = 2                # missed health rounds in a row before an actor is restarted
+SUPERVISOR_PATIENCE = 3     # ... and a supervisor, whose restart takes its subtree down
 
 
 class Watchdog(GatewayActor):
@@ -42,7 +45,7 @@ class Watchdog(GatewayActor):
         self.pings: dict[int, tuple] = {}          # nonce -> (node, parent node), unanswered so far
         self.operation: dict | None = None         # the drain or shutdown in progress
         self.last_round: dict = {}
-        self.supervisor_misses: dict[str, int] = {}   # supervisor name -> missed pings in a row
+        self.misses: dict[str, int] = {}   # actor name -> health rounds in a row whose ping it missed
 
     def on_start(self, args) -> None:
         wd = self.config.get("watchdog", {})
@@ -86,7 +89,7 @@ class Watchdog(GatewayActor):
                 self.pings[nonce] = (node, parent)
                 sent.add(nonce)
                 self.send(node.ref, Ping(nonce))
-        self.after(self.deadline, "ping_deadline", sent)
+        self.after(self.deadline, "ping_deadline", (sent, time.monotonic()))
         counts = tree.counts(root)
         self.last_round = {"time": time.time(), "pid": os.getpid(), "phase": self.phase, **counts}
         self._write_heartbeat()
@@ -94,24 +97,31 @@ class Watchdog(GatewayActor):
     def on_Pong(self, message: Pong, sender) -> None:
         answered = self.pings.pop(message.nonce, None)
         if answered is not None:
-            self.supervisor_misses.pop(answered[0].name, None)
+            self.misses.pop(answered[0].name, None)
 
-    def on_timer_ping_deadline(self, nonces) -> None:
+    def on_timer_ping_deadline(self, data) -> None:
+        nonces, sent_at = data
+        late = time.monotonic() - sent_at - self.deadline
+        starved = late > max(1.0, self.deadline / 2)
+        if starved:
+            # This timer fired long after its time: the watchdog itself did not get the CPU, so a ping unanswered
+            # meanwhile says the machine is overloaded, not that the actor is hung. Restarting would add load.
+            self.log.warning("watchdog: health round judged %.1fs late (machine overloaded); no restart from it", late)
         for nonce in nonces:
             pending = self.pings.pop(nonce, None)
-            if pending is None:
+            if pending is None or starved:
                 continue
             node, parent = pending
-            if node.kind.endswith("Supervisor"):
-                # Restarting a supervisor takes its whole subtree down: a busy one (hundreds of children starting on
-                # a loaded machine) gets SUPERVISOR_PATIENCE rounds in a row before it is judged hung.
-                misses = self.supervisor_misses[node.name] = self.supervisor_misses.get(node.name, 0) + 1
-                if misses < SUPERVISOR_PATIENCE:
-                    self.log.warning("watchdog: %s %s (pid %s) did not answer a ping within %gs (%d of %d)",
-                                     node.kind, node.name, node.pid, self.deadline, misses, SUPERVISOR_PATIENCE)
-                    continue
-                self.supervisor_misses.pop(node.name, None)
-            self._restart(node, parent, f"did not answer a ping within {self.deadline:g}s")
+            # A restart loses the actor's in-memory work, and a supervisor's takes its subtree down: an actor is
+            # judged hung only after missing PATIENCE rounds in a row (a busy one answers between its turns).
+            patience = SUPERVISOR_PATIENCE if node.kind.endswith("Supervisor") else PATIENCE
+            misses = self.misses[node.name] = self.misses.get(node.name, 0) + 1
+            if misses < patience:
+                self.log.warning("watchdog: %s %s (pid %s) did not answer a ping within %gs (%d of %d)",
+                                 node.kind, node.name, node.pid, self.deadline, misses, patience)
+                continue
+            self.misses.pop(node.name, None)
+            self._restart(node, parent, f"did not answer {patience} pings in a row within {self.deadline:g}s")
 
     def _restart(self, node, parent, reason: str) -> None:
         self.log.error("watchdog: %s %s (pid %s) %s; asking %s to restart it", node.kind, node.name, node.pid,

@@ -30,71 +30,35 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import itertools
 import logging
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Awaitable, Callable, Optional
-
-import msgpack
+from typing import Any, Optional
 
 from actors.adapters import registry
 from actors.adapters.access import AccessPolicy, Gatekeeper, policy_of
 from actors.adapters.budgets import ChatBudgets
-from actors.adapters.errors import RetryableError
+# MalformedPayload and backoff_s are part of what adapters import from here.
+from actors.adapters.intake import (InboundPath, IntakeFailed, MalformedPayload, _Connected, _Ingested,  # noqa: F401
+                                    _LogLine, _OpDone, _quietly)
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error  # noqa: F401
 from actors.bridge import TaskDone
-from actors.messages import AdapterConnected, InboxDoorbell, MessageEvent, OpResult, PlatformOp
-from actors.messages import AdapterConnection, FloodWaited
+from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, InboxDoorbell, MessageEvent, OpResult
+from actors.messages import PlatformOp
 from actors.metrics import report
 from actors.redact import redact
 from actors.sessions.pacing import DEFAULT_PACING
-from storage import InboundItem, Store, session_key
+from storage import Store
 from supervision.actor import GatewayActor
 
 OP_METHODS = {"send": "send_message", "edit": "edit_message", "delete": "delete_message", "typing": "send_typing"}
-RETRY_KINDS = ("retryable", "flood")
 MAX_UNRUNG_DOORBELLS = 10_000   # rung once the directory is known; beyond this the inbox scan at start covers them
 STOP_TIMEOUT_S = 3.0
 
 
-class MalformedPayload(ValueError):
-    """normalise() refuses a payload; the reason is logged, the payload skipped (and acknowledged)."""
-
-
-class IntakeFailed(RuntimeError):
-    """The intake met an error that retrying cannot cure (bad token, unusable storage): crash, be restarted."""
-
-
-# ------------------------------------------------------------------------------ loop thread -> actor thread
-
-@dataclass(frozen=True)
-class _LogLine:
-    level: int
-    text: str
-
-
-@dataclass(frozen=True)
-class _Ingested:
-    rings: tuple                   # ((session_key, seq), ...): new rows, or seq 0 for "look at this inbox"
-
-
-@dataclass(frozen=True)
-class _Connected:
-    pass
-
-
-@dataclass(frozen=True)
-class _OpDone:
-    ticket: int
-    result: OpResult
-
-
 # ---------------------------------------------------------------------------------------------- the actor
 
-class PlatformAdapter(GatewayActor):
+class PlatformAdapter(InboundPath, GatewayActor):
     uses_bridge = True
     retry_policy = RetryPolicy()
     reconnect_base_s = 0.1
@@ -138,9 +102,6 @@ class PlatformAdapter(GatewayActor):
 
     async def fetch(self) -> tuple[list, Any]:
         raise NotImplementedError(f"{type(self).__name__} implements neither fetch() nor run_intake()")
-
-    async def run_intake(self, emit: Callable[[list, Any], Awaitable[list]]) -> None:
-        raise NotImplementedError
 
     def normalise(self, raw: Any) -> MessageEvent:
         raise NotImplementedError
@@ -340,120 +301,6 @@ class PlatformAdapter(GatewayActor):
             self._say(logging.WARNING, "%s: could not record the rate-limit ban of chat %s (%s)", self.name,
                       chat_id, self._clean(exc))
 
-    # ------------------------------------------------------------------------------------------------ intake
-    async def _intake_forever(self) -> None:
-        push_style = type(self).run_intake is not PlatformAdapter.run_intake
-        failures = 0
-        while True:
-            self._healthy = False
-            try:
-                if self.store is None:  # in the loop: a database busy with another opener is worth a retry
-                    await self._open_store()
-                if not self._budgets.loaded:
-                    if banned := await self._budgets.load(self.store, self.name):
-                        self._say(logging.INFO, "%s: %d chat(s) still under a rate-limit ban from before the "
-                                  "restart", self.name, banned)
-                await self.connect()
-                if push_style:
-                    self._became_healthy()
-                    await self.run_intake(self._emit)
-                    raise RetryableError("the platform ended the intake stream")
-                while True:
-                    raws, offset = await self.fetch()
-                    self._became_healthy()
-                    if raws or (offset is not None and offset != self.offset):
-                        await asyncio.shield(self._ingest(raws, offset))
-            except asyncio.CancelledError:
-                await _quietly(self.disconnect())
-                raise
-            except Exception as exc:  # noqa: BLE001 - classified below
-                kind, retry_after = self.classify(exc)
-                if kind not in RETRY_KINDS:
-                    raise IntakeFailed(f"{kind} error: {self._clean(exc)}") from None
-                if self._healthy:
-                    self._loop_bridge.post(AdapterConnection(self.name, False))
-                failures = 1 if self._healthy else failures + 1
-                delay = max(retry_after, backoff_s(failures, self.reconnect_base_s, self.reconnect_max_s))
-                self._say(logging.WARNING, "%s: intake error (%s: %s); reconnecting in %.2fs (attempt %d)",
-                          self.name, kind, self._clean(exc), delay, failures)
-                await _quietly(self.disconnect())
-                await asyncio.sleep(delay)
-
-    def _became_healthy(self) -> None:
-        if not self._healthy:
-            self._healthy = True
-            self._loop_bridge.post(_Connected())
-            self._loop_bridge.post(AdapterConnection(self.name, True))
-
-    async def _open_store(self) -> None:
-        state_dir = Path(self.config["gateway"]["state_dir"])
-        state_dir.mkdir(parents=True, exist_ok=True)
-        self.store = await Store.open(state_dir / "gateway.db",
-                                      self.config.get("storage", {}).get("durability", "normal"))
-        self.offset = await self.store.inbox.get_offset(self.name)
-        # A kill -9 between a commit and its doorbells leaves rows nobody rang, and the session supervisor scans
-        # only when it starts itself: ring every session with work once (a doorbell only says "look").
-        waiting = await self.store.inbox.sessions_with_pending()
-        if waiting:
-            self._loop_bridge.post(_Ingested(tuple((key, 0) for key in waiting)))
-
-    async def _emit(self, raws: list, offset: Any = None) -> list:
-        """For push-style adapters: store a batch; acknowledge the platform only after this returns."""
-        return await asyncio.shield(self._ingest(raws, offset))
-
-    async def _ingest(self, raws: list, offset: Any) -> list:
-        rows = []
-        for raw in raws:
-            try:
-                rows.append(self._inbound_item(raw))
-            except MalformedPayload as exc:
-                self._reject(str(exc))
-            except Exception as exc:  # noqa: BLE001 - a normalise bug must not block the rows after it
-                self._reject(f"{type(exc).__name__}: {exc}")
-        # G5: senders the access policy does not admit never reach the inbox (actors/adapters/access.py).
-        rows = await self.gatekeeper.admit(self.store, rows, self._send_unasked, self._say)
-        committed = offset if offset is not None else self.offset
-        # The rows and the offset that acknowledges them commit in ONE transaction, before the platform hears of
-        # the offset (the next fetch sends it). kill -9 before the commit: neither is on disk, the platform
-        # re-delivers the round. kill -9 after: both are, and a re-delivery (the ack was lost) hits the
-        # (platform, message id) dedup: inserted=False, no second row, no second doorbell (G1, G2).
-        results = await self.store.inbox.put_many_and_commit_offset(rows, self.name, committed)
-        self.offset = committed
-        rings = tuple((row.session_key, seq) for row, (seq, inserted) in zip(rows, results) if inserted)
-        if rings:
-            self._loop_bridge.post(_Ingested(rings))
-        return results
-
-    def _send_unasked(self, op: PlatformOp) -> None:
-        """A message the adapter sends on its own (a pairing code): through the chat's lane and budget, answered
-        to no one (its ticket is in no actor's hands)."""
-        self._lanes.submit(op.chat_id, (None, op))
-
-    def _inbound_item(self, raw: Any) -> InboundItem:
-        event = self.normalise(raw)
-        if not isinstance(event, MessageEvent):
-            raise MalformedPayload(f"normalise returned {type(event).__name__}, not a MessageEvent")
-        if not event.platform_message_id:
-            raise MalformedPayload("no platform message id")
-        # Platform = the adapter's name: two bots on one platform keep their chats, ids and offsets apart.
-        event = dataclasses.replace(event, source=dataclasses.replace(event.source, platform=self.name,
-                                                                      profile=self.event_profile(event)))
-        try:
-            key = session_key(event.source, per_user_in_groups=self.per_user_in_groups)
-        except ValueError as exc:
-            raise MalformedPayload(str(exc)) from None
-        payload = dataclasses.asdict(event)  # MessageEvent.from_payload's shape: source as a dict
-        try:
-            msgpack.packb(payload, use_bin_type=True)  # one unstorable payload must not fail its whole round
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise MalformedPayload(f"not storable: {exc}") from None
-        return InboundItem(key, self.name, str(event.platform_message_id), payload)
-
-    def _reject(self, reason: str) -> None:
-        self.malformed += 1
-        self._say(logging.WARNING, "%s: malformed payload rejected (%s); skipped, %d so far", self.name,
-                  self._clean(reason), self.malformed)
-
     # ------------------------------------------------------------------------------------------------ helpers
     def _say(self, level: int, fmt: str, *args) -> None:
         """Log from the loop thread: the actor thread writes the line (see the module docstring)."""
@@ -463,11 +310,3 @@ class PlatformAdapter(GatewayActor):
         text = str(error) or type(error).__name__
         return redact(" ".join(text.split()), self.secrets)[:300]
 
-
-async def _quietly(step: Awaitable, timeout: float = 2.0) -> None:
-    try:
-        await asyncio.wait_for(step, timeout)
-    except asyncio.CancelledError:
-        raise
-    except Exception:  # noqa: BLE001 - closing: the connection is being given up anyway
-        pass

@@ -35,6 +35,7 @@ from actors.adapters.base import MalformedPayload, PlatformAdapter
 from actors.adapters.errors import TooLongError
 from actors.adapters.http_api import openai_api, webhook
 from actors.adapters.http_api.replies import ReplyBook, ServiceStopping
+from actors.http_serving import serve
 from actors.messages import MessageEvent, PlatformOp
 from actors.sessions.chunking import LENGTH_FUNCTIONS
 
@@ -111,17 +112,7 @@ class HttpApiAdapter(PlatformAdapter):
             app.router.add_post("/v1/chat/completions", api.chat_completions)
             app.router.add_get("/v1/models", api.models)
             routes += ["POST /v1/chat/completions", "GET /v1/models"]
-        # access_log=None: aiohttp would log from the loop thread, and only the actor thread may log (base.py).
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=SERVER_SHUTDOWN_S)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, host, port, reuse_address=True)
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self.bound_port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001 - the one way to learn port 0's
+        self._runner, self.bound_port = await serve(app, host, port, shutdown_timeout=SERVER_SHUTDOWN_S)
         self._say(logging.INFO, "%s: listening on http://%s:%d (%s)", self.name, host, self.bound_port,
                   ", ".join(routes) or "no endpoint enabled")
 

@@ -15,6 +15,8 @@ from typing import Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
+from actors.http_serving import serve
+
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_BODY_BYTES = 1 << 20   # an Update is a few KB; nothing legitimate comes close
 
@@ -34,10 +36,7 @@ class WebhookServer:
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post(self.path, self._handle)
         # No access log: a request line is of no use to an operator here, and the path may be made secret-ish.
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.requested_port, reuse_address=True).start()
-        self.port = self._runner.addresses[0][1]
+        self._runner, self.port = await serve(app, self.host, self.requested_port)
         return self.port
 
     async def stop(self) -> None:

@@ -21,8 +21,9 @@ from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
 
-from actors.adapters.webchat.protocol import (HARD_FRAME_BYTES, VISITOR_ID, FrameError, error_frame, frame_id,
+from actors.adapters.webchat.protocol import (HARD_FRAME_BYTES, VISITOR_ID, FrameError, error_frame,
                                               parse_frame)
+from actors.http_serving import serve
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
@@ -109,17 +110,7 @@ class WebChatServer:
         app.router.add_get("/static/{name}", self._static)
         app.router.add_get("/ws", self._websocket)
         app.router.add_get("/favicon.ico", self._no_icon)  # browsers ask for it; a 404 would be a console error
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, self.host, self.port)
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        sockets = site._server.sockets if site._server is not None else ()  # noqa: SLF001 - no public accessor
-        self.port = sockets[0].getsockname()[1] if sockets else self.port
+        self._runner, self.port = await serve(app, self.host, self.port)
         return self.port
 
     async def stop(self) -> None:

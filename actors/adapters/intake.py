@@ -1,0 +1,187 @@
+"""The inbound path of every adapter, on its bridge loop: connect, fetch or be pushed to, sort the batch through the
+access policy, store it durably with the offset that acknowledges it, ring the sessions; reconnect with backoff.
+
+``InboundPath`` is a mixin of ``PlatformAdapter`` (base.py), split out to keep each file to one concern; it reads
+the adapter's ``store``, ``offset``, ``gatekeeper``, ``normalise`` and ``event_profile``, and hands results to the
+actor thread through ``_loop_bridge.post`` (only the actor thread calls Thespian, logging included).
+
+What survives kill -9: a round's rows and the offset that acknowledges them commit in one transaction before the
+platform hears of the offset, so an acknowledged event is on disk (G1) and a re-delivered one is deduplicated (G2).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable
+
+import msgpack
+
+from actors.adapters.errors import RetryableError
+from actors.adapters.outbound import backoff_s
+from actors.messages import AdapterConnection, MessageEvent, OpResult, PlatformOp
+from storage import InboundItem, Store, session_key
+
+RETRY_KINDS = ("retryable", "flood")
+
+
+class MalformedPayload(ValueError):
+    """normalise() refuses a payload; the reason is logged, the payload skipped (and acknowledged)."""
+
+
+class IntakeFailed(RuntimeError):
+    """The intake met an error that retrying cannot cure (bad token, unusable storage): crash, be restarted."""
+
+
+# ------------------------------------------------------------------------------ loop thread -> actor thread
+
+@dataclass(frozen=True)
+class _LogLine:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class _Ingested:
+    rings: tuple                   # ((session_key, seq), ...): new rows, or seq 0 for "look at this inbox"
+
+
+@dataclass(frozen=True)
+class _Connected:
+    pass
+
+
+@dataclass(frozen=True)
+class _OpDone:
+    ticket: int
+    result: OpResult
+
+
+class InboundPath:
+    async def run_intake(self, emit) -> None:
+        """Push-style adapters override this (see base.py); polling ones implement ``fetch`` instead."""
+        raise NotImplementedError
+
+    async def _intake_forever(self) -> None:
+        push_style = type(self).run_intake is not InboundPath.run_intake
+        failures = 0
+        while True:
+            self._healthy = False
+            try:
+                if self.store is None:  # in the loop: a database busy with another opener is worth a retry
+                    await self._open_store()
+                if not self._budgets.loaded:
+                    if banned := await self._budgets.load(self.store, self.name):
+                        self._say(logging.INFO, "%s: %d chat(s) still under a rate-limit ban from before the "
+                                  "restart", self.name, banned)
+                await self.connect()
+                if push_style:
+                    self._became_healthy()
+                    await self.run_intake(self._emit)
+                    raise RetryableError("the platform ended the intake stream")
+                while True:
+                    raws, offset = await self.fetch()
+                    self._became_healthy()
+                    if raws or (offset is not None and offset != self.offset):
+                        await asyncio.shield(self._ingest(raws, offset))
+            except asyncio.CancelledError:
+                await _quietly(self.disconnect())
+                raise
+            except Exception as exc:  # noqa: BLE001 - classified below
+                kind, retry_after = self.classify(exc)
+                if kind not in RETRY_KINDS:
+                    raise IntakeFailed(f"{kind} error: {self._clean(exc)}") from None
+                if self._healthy:
+                    self._loop_bridge.post(AdapterConnection(self.name, False))
+                failures = 1 if self._healthy else failures + 1
+                delay = max(retry_after, backoff_s(failures, self.reconnect_base_s, self.reconnect_max_s))
+                self._say(logging.WARNING, "%s: intake error (%s: %s); reconnecting in %.2fs (attempt %d)",
+                          self.name, kind, self._clean(exc), delay, failures)
+                await _quietly(self.disconnect())
+                await asyncio.sleep(delay)
+
+    def _became_healthy(self) -> None:
+        if not self._healthy:
+            self._healthy = True
+            self._loop_bridge.post(_Connected())
+            self._loop_bridge.post(AdapterConnection(self.name, True))
+
+    async def _open_store(self) -> None:
+        state_dir = Path(self.config["gateway"]["state_dir"])
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.store = await Store.open(state_dir / "gateway.db",
+                                      self.config.get("storage", {}).get("durability", "normal"))
+        self.offset = await self.store.inbox.get_offset(self.name)
+        # A kill -9 between a commit and its doorbells leaves rows nobody rang, and the session supervisor scans
+        # only when it starts itself: ring every session with work once (a doorbell only says "look").
+        waiting = await self.store.inbox.sessions_with_pending()
+        if waiting:
+            self._loop_bridge.post(_Ingested(tuple((key, 0) for key in waiting)))
+
+    async def _emit(self, raws: list, offset: Any = None) -> list:
+        """For push-style adapters: store a batch; acknowledge the platform only after this returns."""
+        return await asyncio.shield(self._ingest(raws, offset))
+
+    async def _ingest(self, raws: list, offset: Any) -> list:
+        rows = []
+        for raw in raws:
+            try:
+                rows.append(self._inbound_item(raw))
+            except MalformedPayload as exc:
+                self._reject(str(exc))
+            except Exception as exc:  # noqa: BLE001 - a normalise bug must not block the rows after it
+                self._reject(f"{type(exc).__name__}: {exc}")
+        # G5: senders the access policy does not admit never reach the inbox (actors/adapters/access.py).
+        rows = await self.gatekeeper.admit(self.store, rows, self._send_unasked, self._say)
+        committed = offset if offset is not None else self.offset
+        # The rows and the offset that acknowledges them commit in ONE transaction, before the platform hears of
+        # the offset (the next fetch sends it). kill -9 before the commit: neither is on disk, the platform
+        # re-delivers the round. kill -9 after: both are, and a re-delivery (the ack was lost) hits the
+        # (platform, message id) dedup: inserted=False, no second row, no second doorbell (G1, G2).
+        results = await self.store.inbox.put_many_and_commit_offset(rows, self.name, committed)
+        self.offset = committed
+        rings = tuple((row.session_key, seq) for row, (seq, inserted) in zip(rows, results) if inserted)
+        if rings:
+            self._loop_bridge.post(_Ingested(rings))
+        return results
+
+    def _send_unasked(self, op: PlatformOp) -> None:
+        """A message the adapter sends on its own (a pairing code): through the chat's lane and budget, answered
+        to no one (its ticket is in no actor's hands)."""
+        self._lanes.submit(op.chat_id, (None, op))
+
+    def _inbound_item(self, raw: Any) -> InboundItem:
+        event = self.normalise(raw)
+        if not isinstance(event, MessageEvent):
+            raise MalformedPayload(f"normalise returned {type(event).__name__}, not a MessageEvent")
+        if not event.platform_message_id:
+            raise MalformedPayload("no platform message id")
+        # Platform = the adapter's name: two bots on one platform keep their chats, ids and offsets apart.
+        event = dataclasses.replace(event, source=dataclasses.replace(event.source, platform=self.name,
+                                                                      profile=self.event_profile(event)))
+        try:
+            key = session_key(event.source, per_user_in_groups=self.per_user_in_groups)
+        except ValueError as exc:
+            raise MalformedPayload(str(exc)) from None
+        payload = dataclasses.asdict(event)  # MessageEvent.from_payload's shape: source as a dict
+        try:
+            msgpack.packb(payload, use_bin_type=True)  # one unstorable payload must not fail its whole round
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise MalformedPayload(f"not storable: {exc}") from None
+        return InboundItem(key, self.name, str(event.platform_message_id), payload)
+
+    def _reject(self, reason: str) -> None:
+        self.malformed += 1
+        self._say(logging.WARNING, "%s: malformed payload rejected (%s); skipped, %d so far", self.name,
+                  self._clean(reason), self.malformed)
+
+
+async def _quietly(step: Awaitable, timeout: float = 2.0) -> None:
+    try:
+        await asyncio.wait_for(step, timeout)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 - closing: the connection is being given up anyway
+        pass
