@@ -30,6 +30,7 @@ close only waits until the thread was told to stop), so a caller may fork right 
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import logging
 import os
@@ -42,7 +43,7 @@ from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar, Union
 import aiosqlite
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from .errors import SchemaTooNew, StorageBusy, StorageError
+from .errors import SchemaTooNew, StorageBusy, StorageError, StorageFull
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,15 @@ def _retry_policy() -> dict:
 def _translate(exc: sqlite3.Error, what: str) -> StorageError:
     if is_busy(exc):
         return StorageBusy(f"{what}: another process kept the database busy for over {RETRY_BUDGET_S:.0f}s; gave up")
+    if is_full(exc):
+        return StorageFull(f"{what}: {exc}")
     return StorageError(f"{what}: {exc}")
+
+
+def is_full(exc: BaseException) -> bool:
+    """SQLITE_FULL ('database or disk is full'), or the OS's ENOSPC underneath it."""
+    return (getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc).lower()
+            or getattr(exc, "errno", None) == errno.ENOSPC)
 
 
 def call_with_retry(fn: Callable[[], T], what: str = "transaction") -> T:

@@ -13,6 +13,11 @@ class StorageBusy(StorageError):
     a writer held the lock for a minute, which is a bug or a hung process, not contention."""
 
 
+class StorageFull(StorageError):
+    """The disk (or the file system of the state dir) is full: nothing was written. Transient from the gateway's
+    point of view: the same write succeeds once the operator frees space, so callers retry with backoff."""
+
+
 class SchemaTooNew(StorageError):
     """The database file was written by a newer version of the code; opening it could corrupt it."""
 

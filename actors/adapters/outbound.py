@@ -15,7 +15,7 @@ import aiohttp
 
 from actors.adapters.errors import (FloodError, FormattingError, MessageNotFoundError, PermanentError,
                                     RetryableError, TooLongError)
-from storage import StorageBusy
+from storage import StorageBusy, StorageFull
 
 
 def classify_error(exc: BaseException) -> tuple[str, float]:
@@ -26,7 +26,9 @@ def classify_error(exc: BaseException) -> tuple[str, float]:
                       (PermanentError, "permanent")):
         if isinstance(exc, cls):
             return kind, retry_after
-    if isinstance(exc, (OSError, asyncio.TimeoutError, aiohttp.ClientError, StorageBusy)):
+    # A full disk is transient for us: the same write succeeds once space is freed (retried with backoff, and the
+    # platform is not acknowledged meanwhile, so nothing is lost).
+    if isinstance(exc, (OSError, asyncio.TimeoutError, aiohttp.ClientError, StorageBusy, StorageFull)):
         return "retryable", 0.0
     return "permanent", 0.0
 
