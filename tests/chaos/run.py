@@ -16,7 +16,7 @@ import psutil
 
 from tests.actor_system import wait_for
 from tests.chaos import checks
-from tests.chaos.faults import FAULTS, Sampler, Skipped, restart
+from tests.chaos.faults import FAULTS, SHORT_FAULTS, Sampler, Skipped, restart
 from tests.chaos.world import Plan, World
 
 RECOVERY_DEADLINE_S = 60.0     # after a fault, every actor must be running again within this (G8)
@@ -122,7 +122,7 @@ def inject_faults(world: World, plan: Plan, rng: random.Random, report: Report, 
     for moment in moments:
         while time.monotonic() - started < moment:
             time.sleep(0.05)      # the schedule is wall-clock moments, nothing to wait for
-        fault = rng.choice(FAULTS)()
+        fault = rng.choice(FAULTS if plan.disk_full else SHORT_FAULTS)()
         try:
             what = fault.inject(world, rng)
         except Skipped as skip:
