@@ -81,8 +81,12 @@ def test_a_turn_a_killed_session_and_a_429_show_up_in_metrics(tmp_path):
             platform.inject("m1", "hello metrics")
             assert "hello metrics" in settled_answers(platform, "m1", gw=gw)[0]
             turn = {"profile": "default", "platform": "fake", "outcome": "done"}
+            # Counters are live; gauges come from a tree walk cached for a second: wait for both to agree.
             s = wait_metric(gw, lambda s: value(s, "gateway_turns_total", **turn) == 1
-                            and value(s, "gateway_deliveries", state="delivered") == 1, "one turn, delivered")
+                            and value(s, "gateway_deliveries", state="delivered") == 1
+                            and value(s, "gateway_sessions_live") == 1
+                            and value(s, "gateway_actors", kind="Session", state="running") == 1,
+                            "one turn, delivered, its session live")
             assert value(s, "gateway_sessions_live") == 1, {k: v for k, v in s.items() if "actors" in k[0]}
             assert value(s, "gateway_turn_seconds_count", profile="default", platform="fake") == 1
             assert value(s, "gateway_turn_seconds_bucket", profile="default", platform="fake", le="+Inf") == 1
