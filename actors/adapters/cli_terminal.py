@@ -21,6 +21,9 @@ CURSOR = " ▍"
 class Terminal:
     def __init__(self, client, user: str, out=sys.stdout):
         self.client, self.user, self.out = client, user, out
+        # The streaming cursor is drawn and erased with backspaces: only a terminal shows that as intended. Piped
+        # into a file or another program, the answer is written without it.
+        self.draws_cursor = bool(getattr(out, "isatty", lambda: False)())
         nodes = [n for n, _, _ in tree_mod.walk(client.tree()) if n.kind == "CliAdapter"]
         if not nodes:
             raise RuntimeError("the gateway has no terminal adapter ([adapters.cli] is disabled)")
@@ -59,6 +62,8 @@ class Terminal:
         self.shown[message.message_id] = new
 
     def _write(self, text: str, erase_cursor: bool) -> None:
+        if not self.draws_cursor:
+            text, erase_cursor = text.replace(CURSOR, ""), False
         if erase_cursor:
             self.out.write("\b" * len(CURSOR) + " " * len(CURSOR) + "\b" * len(CURSOR))
         self.out.write(text)

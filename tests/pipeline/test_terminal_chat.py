@@ -25,6 +25,14 @@ def test_chat_message_prints_the_streamed_answer_and_exits_0(gateway):
     assert "▍" not in result.stdout.splitlines()[-1]
 
 
+
+def test_piped_output_holds_the_answer_without_cursor_or_backspaces(gateway):
+    result = gateway.cli("chat", "--as", "bob", "--message", "write to a pipe #slow 0.05", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "write to a pipe" in result.stdout
+    assert "▍" not in result.stdout and "\b" not in result.stdout, repr(result.stdout[-200:])
+
+
 def test_each_user_is_their_own_conversation(gateway):
     gateway.cli("chat", "--as", "ada", "--message", "one", timeout=60, check=True)
     second = gateway.cli("chat", "--as", "ada", "--message", "two", timeout=60, check=True)
