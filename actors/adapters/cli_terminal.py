@@ -24,9 +24,17 @@ class Terminal:
         # The streaming cursor is drawn and erased with backspaces: only a terminal shows that as intended. Piped
         # into a file or another program, the answer is written without it.
         self.draws_cursor = bool(getattr(out, "isatty", lambda: False)())
-        nodes = [n for n, _, _ in tree_mod.walk(client.tree()) if n.kind == "CliAdapter"]
-        if not nodes:
-            raise RuntimeError("the gateway has no terminal adapter ([adapters.cli] is disabled)")
+        # A supervisor slow to answer a walk shows its children as last known, without addresses: walk again.
+        deadline = time.monotonic() + 10.0
+        while True:
+            nodes = [n for n, _, _ in tree_mod.walk(client.tree()) if n.kind == "CliAdapter"]
+            if not nodes:
+                raise RuntimeError("the gateway has no terminal adapter ([adapters.cli] is disabled)")
+            if nodes[0].ref is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if nodes[0].ref is None:
+            raise RuntimeError("the terminal adapter did not answer; try again in a moment")
         self.adapter = nodes[0].ref
         self.shown: dict[str, str] = {}
         self.current: str | None = None
