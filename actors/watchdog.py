@@ -163,8 +163,10 @@ class Watchdog(GatewayActor):
             for node, parent, _ in tree.walk(root):
                 if node.ref is not None and node.ref != self.myAddress and parent is not None:
                     self.send(node.ref, StopIntake())
-        in_flight = sum(n.pending for n, _, _ in tree.walk(root) if n.kind not in NOT_IN_FLIGHT)
+        busy = [n for n, _, _ in tree.walk(root) if n.pending and n.kind not in NOT_IN_FLIGHT]
+        in_flight = sum(n.pending for n in busy)
         op["in_flight"] = in_flight
+        op["busy"] = [f"{n.name} ({n.pending})" for n in busy]
         op["turns"] = sum(n.pending for n in tree.find_kind(root, "Session"))
         # Idle twice in a row: one walk can miss work a slow actor did not report in time.
         op["idle_walks"] = op.get("idle_walks", 0) + 1 if not in_flight else 0
@@ -206,9 +208,12 @@ class Watchdog(GatewayActor):
         waited = time.monotonic() - op["started"]
         if self.phase == "draining":
             left = op.get("turns", 0)
+            busy = op.get("busy") or []
             reply = DrainReport(ok=op["in_flight"] == 0, waited_s=round(waited, 3), in_flight_left=left,
                                 detail=f"flushed {op['flushed']} item(s)" + (
-                                    "" if not op["awaiting"] else f"; no flush answer from {len(op['awaiting'])}"))
+                                    "" if not op["awaiting"] else f"; no flush answer from {len(op['awaiting'])}")
+                                + ("" if not busy else f"; still busy at the deadline: {', '.join(busy[:10])}"
+                                   + (f" and {len(busy) - 10} more" if len(busy) > 10 else "")))
         else:
             reply = ShutdownReady(op["flushed"], f"flushed in {waited:.3f}s")
         self.log.warning("watchdog: %s finished: %s", self.phase.replace("_", " "), reply)
