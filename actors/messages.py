@@ -238,9 +238,11 @@ class ConsumerReady:
 
 @dataclass(frozen=True)
 class ConsumerGone:
-    """Session supervisor -> session: the consumer of this turn exited before reporting ReplyDone."""
+    """Session supervisor -> session: the consumer of this turn exited before reporting ReplyDone (``outside_cause``:
+    it stopped on storage being unavailable, which is waited out rather than counted)."""
     turn_id: str
     reason: str = ""
+    outside_cause: bool = False
 
 
 @dataclass(frozen=True)
@@ -273,9 +275,11 @@ class ChildReady:
 
 @dataclass(frozen=True)
 class CrashReport:
-    """Child -> parent just before a child exits because a handler raised (let it crash)."""
+    """Child -> parent just before a child exits because a handler raised (let it crash). ``outside_cause``: the
+    handler failed on something outside the gateway that a later restart will get past (storage unavailable)."""
     name: str
     reason: str
+    outside_cause: bool = False
 
 
 @dataclass(frozen=True)

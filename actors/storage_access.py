@@ -9,9 +9,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from pathlib import Path
 
-from storage import Store
+from storage import Store, StorageBusy
 
 STORE_CALL_TIMEOUT_S = 30.0
 
@@ -43,7 +44,14 @@ class StoreUser:
         self.store = self.db(Store.open(store_path(self.config), durability(self.config)))
 
     def db(self, coro, timeout: float = STORE_CALL_TIMEOUT_S):
-        return asyncio.run_coroutine_threadsafe(coro, self.bridge.loop).result(timeout)
+        future = asyncio.run_coroutine_threadsafe(coro, self.bridge.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            # Storage that cannot answer in this long is held up from outside (a lock, a stalled disk). The call may
+            # still commit later; callers either repeat it (the writes they repeat are idempotent) or crash, and a
+            # restart reads back what did commit.
+            raise StorageBusy(f"a storage call did not finish within {timeout:g}s") from None
 
     def close_store(self) -> None:
         if self.store is not None and self.bridge is not None:

@@ -16,7 +16,7 @@ from typing import Union
 from .db import Database
 from .access import Access, Grant, PairingAnswer, PairingCode
 from .errors import (IllegalTransition, ImportRefused, NotFound, RecordError, SchemaTooNew, StaleFence, StorageBusy,
-                     StorageError, StorageFull)
+                     StorageError, StorageFull, StorageUnavailable)
 from .inbox import Inbox, InboundItem, InboxRow
 from .keys import UnsafePathError, hash_id, safe_path, session_key
 from .ledger import Ledger, Obligation, Target, best_effort, obligation_id
@@ -30,7 +30,7 @@ __all__ = [
     "SessionInfo", "TranscriptEvent", "SearchHit", "RuntimeState", "InboxRow", "InboundItem", "Obligation",
     "Target", "Owner",
     "session_key", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner", "is_owner_alive",
-    "StorageError", "StorageBusy", "StorageFull", "SchemaTooNew", "RecordError", "IllegalTransition", "StaleFence", "NotFound",
+    "StorageError", "StorageBusy", "StorageFull", "StorageUnavailable", "SchemaTooNew", "RecordError", "IllegalTransition", "StaleFence", "NotFound",
     "ImportRefused", "UnsafePathError",
 ]
 

@@ -6,14 +6,20 @@ class StorageError(Exception):
     """Base class: anything the storage layer refuses or fails to do."""
 
 
-class StorageBusy(StorageError):
+class StorageUnavailable(StorageError):
+    """Storage cannot be used right now for a cause outside the gateway (a full disk, a lock some other process
+    holds): nothing was written, and the same call succeeds once the cause is gone. Supervisors wait such a crash
+    out instead of counting it toward their restart intensity (supervision/spec.py)."""
+
+
+class StorageBusy(StorageUnavailable):
     """The database stayed locked by other processes for longer than the whole retry budget.
 
     Raised instead of sqlite3's 'database is locked' so that callers never see a raw driver error; reaching it means
     a writer held the lock for a minute, which is a bug or a hung process, not contention."""
 
 
-class StorageFull(StorageError):
+class StorageFull(StorageUnavailable):
     """The disk (or the file system of the state dir) is full: nothing was written. Transient from the gateway's
     point of view: the same write succeeds once the operator frees space, so callers retry with backoff."""
 

@@ -6,7 +6,8 @@ What every actor gets from here, so that no actor has to remember it:
   with its pid, then ``on_start(args)`` runs.
 * ``Ping`` is answered with ``Pong`` and ``DescribeTree`` with a ``TreeNode`` (supervisors extend it).
 * Let it crash: a handler that raises is logged with its traceback, reported to the parent (``CrashReport``), and
-  the actor exits. Its supervisor restarts a fresh instance; no actor lives on with state a failed handler may have
+  the actor exits; a crash on ``StorageUnavailable`` (full disk, lock held from outside) is reported as having an
+  outside cause, which its supervisor waits out (supervision/spec.py). Its supervisor restarts a fresh instance; no actor lives on with state a failed handler may have
   left half-changed. (Thespian by itself would retry the message once and keep the damaged instance.)
 * Timers: ``self.after(seconds, tag, data)`` calls ``on_timer_<tag>(data)`` later, on the actor's thread.
 * The async bridge, for actors that set ``uses_bridge = True``: ``ThespianWatch`` is returned from every handler
@@ -28,6 +29,7 @@ from thespian.actors import (Actor, ActorExitRequest, ChildActorExited, PoisonMe
 
 from actors.messages import (ChildReady, ChildStopping, CrashReport, DescribeTree, Fault, Flush, Flushed, Ping, Pong,
                              Started, TreeNode, TreeReply)
+from storage import StorageUnavailable
 from supervision.logging_setup import tag_actor_process
 
 
@@ -180,10 +182,14 @@ class GatewayActor(Actor):
 
     def _crash(self, message, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"
-        self.log.error("%s crashed on %s: %s\n%s", self.name, type(message).__name__, reason,
-                       traceback.format_exc())
+        outside = isinstance(exc, StorageUnavailable)
+        if outside:   # not a bug: the traceback says nothing the reason does not
+            self.log.warning("%s stops on %s: %s", self.name, type(message).__name__, reason)
+        else:
+            self.log.error("%s crashed on %s: %s\n%s", self.name, type(message).__name__, reason,
+                           traceback.format_exc())
         if self.parent is not None:
-            self.send(self.parent, CrashReport(self.name, reason[:500]))
+            self.send(self.parent, CrashReport(self.name, reason[:500], outside_cause=outside))
         if self.bridge is not None:
             self.bridge.close()
             self.bridge = None

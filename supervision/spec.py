@@ -15,6 +15,12 @@ Strategies (who is restarted with it):
 
 Intensity: more than ``max_restarts`` restarts within ``period_s`` seconds and the supervisor gives up: it stops its
 children, reports ``SupervisorGaveUp`` to its parent and exits (escalation).
+
+Outside causes (a deliberate departure from OTP): a child that crashed because storage was unavailable (a full
+disk, a lock another process holds: ``storage.StorageUnavailable``) is restarted after the longest backoff and is
+not counted toward intensity. Restarting cannot cure such a cause, and giving up cannot either: escalation would end
+in the whole gateway exiting and being started again into the same full disk, dropping every turn in progress. So
+the child retries at a slow pace, and the tree carries on by itself once the operator has freed space.
 """
 from __future__ import annotations
 
@@ -83,6 +89,11 @@ def backoff_delay(recent_restarts: int, flags: SupervisorFlags, rng: random.Rand
     rng = rng or random
     ceiling = min(flags.backoff_max_s, flags.backoff_base_s * (2 ** max(0, recent_restarts)))
     return rng.uniform(ceiling / 2, ceiling)
+
+
+def wait_out_delay(flags: SupervisorFlags, rng: random.Random | None = None) -> float:
+    """The restart delay of a child that crashed on an outside cause: the longest backoff, jittered."""
+    return (rng or random).uniform(flags.backoff_max_s / 2, flags.backoff_max_s)
 
 
 @dataclass

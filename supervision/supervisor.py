@@ -7,18 +7,22 @@ does nothing).
 Messages it takes:
   Started               from its parent: start the static children in order
   ChildReady            a child is up (pid known)            -> status running
-  CrashReport           a child is about to exit on a crash  -> remembered as its exit reason
+  CrashReport           a child is about to exit on a crash  -> remembered as its exit reason (and whether its
+                        cause lies outside the gateway: such a crash is waited out, see spec.py)
   ChildStopping         a child is stopping cleanly          -> a transient child will not be restarted
   SupervisorGaveUp      a child supervisor escalates         -> remembered as its exit reason
   ChildActorExited      a child is gone (Thespian sends it twice for a graceful exit; the second finds no child
                         with that address and is ignored, which is what makes restarts idempotent)
   RestartChild          kill a child (SIGKILL: it may be hung) and let the policy restart it
-  DescribeTree          answer with this subtree, asking every child (children that do not answer in time are shown
-                        as unresponsive)
+  DescribeTree          answer with this subtree, asking every child (describing.py; children that do not answer in
+                        time are shown as unresponsive)
+  timer liveness        every LIVENESS_CHECK_S: a child whose process is gone without an exit notice is handled as
+                        exited (Thespian can lose the notice)
 Messages it sends: Started to each child, ActorExitRequest to children it stops, SupervisorGaveUp to its parent.
 
 Restart flow: exit -> intensity check (give up if exceeded) -> stop the other affected children (strategy) ->
-after a backoff delay, start the affected children again in start order.
+after a backoff delay, start the affected children again in start order. A crash with an outside cause skips the
+intensity check and waits the longest backoff.
 """
 from __future__ import annotations
 
@@ -26,20 +30,22 @@ import itertools
 import os
 import signal
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import psutil
 from thespian.actors import ActorExitRequest, ChildActorExited
 
-from actors.messages import (ChildReady, ChildStopping, CrashReport, DescribeTree, RestartChild, Started,
-                             SupervisorGaveUp, TreeNode, TreeReply)
+from actors.messages import (ChildReady, ChildStopping, CrashReport, RestartChild, Started, SupervisorGaveUp,
+                             TreeNode)
 from actors.messages import ActorRestarted
 from actors.metrics import report
 from supervision.actor import GatewayActor
+from supervision.describing import DescribesSubtree
 from supervision.spec import (ChildSpec, Intensity, Restart, SupervisorFlags, affected_children, backoff_delay,
-                              should_restart)
+                              should_restart, wait_out_delay)
 
-DESCRIBE_TIMEOUT_S = 2.0
+LIVENESS_CHECK_S = 2.0        # how often children's processes are looked for ([supervision] liveness_check_s)
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,8 @@ class SupervisorArgs:
 @dataclass
 class ChildState:
     spec: ChildSpec
-    address: Any = None
+    address: Any = None           # as createActor returned it (Thespian's local stand-in until the child is up)
+    seen_as: Any = None           # the address its own messages come from (the sender of its ChildReady)
     pid: int = 0
     status: str = "stopped"       # starting | running | restarting | stopped | failed
     started_at: float = 0.0
@@ -62,13 +69,16 @@ class ChildState:
     clean_stop: bool = False      # the child announced a clean stop
     stopped_by_us: bool = False   # we stopped it as part of a group restart or shutdown
     report: Optional[str] = None  # what the child (or its escalation) said before exiting
+    outside_cause: bool = False   # ... and that it crashed on a cause outside the gateway (storage unavailable)
+    outside_logged_at: float = 0.0
+    vanished: bool = False        # its process was not found at the last liveness check
     asked_at: float = 0.0         # an unanswered DescribeTree is outstanding since then (0: none)
     last_pending: int = 0         # its pending work at its last answer: a slow child is not taken for idle
     last_node: Optional[TreeNode] = None  # its last answer: shown while it is still answering an earlier walk
     recent: Intensity = field(default_factory=lambda: Intensity(1_000_000, 60.0))
 
 
-class Supervisor(GatewayActor):
+class Supervisor(DescribesSubtree, GatewayActor):
     """Subclasses provide ``child_specs()`` and ``flags()``; both may read ``self.config`` and the start args."""
 
     def __init__(self):
@@ -96,6 +106,7 @@ class Supervisor(GatewayActor):
         self.intensity = Intensity(self._flags.max_restarts, self._flags.period_s)
         for spec in self.child_specs(args):
             self.start_child(spec)
+        self.after(self.liveness_check_s(), "liveness")
 
     def start_child(self, spec: ChildSpec) -> ChildState:
         """Start a child from its spec (also used for dynamic children, e.g. sessions)."""
@@ -112,7 +123,7 @@ class Supervisor(GatewayActor):
         child.status, child.started_at, child.pid = "starting", time.time(), 0
         child.epoch += 1
         child.clean_stop = child.stopped_by_us = False
-        child.report, child.asked_at = None, 0.0
+        child.report, child.asked_at, child.outside_cause = None, 0.0, False
         self.send(child.address, Started(child.spec.name, child.spec.kind_name, child.spec.args, self.config))
         if self.directory is not None:
             self.send(child.address, self.directory)
@@ -121,7 +132,8 @@ class Supervisor(GatewayActor):
         if address is None:
             return None
         for child in self.children.values():
-            if child.address is not None and child.address == address:
+            if child.address is not None and (child.address == address or
+                                              (child.seen_as is not None and child.seen_as == address)):
                 return child
         return None
 
@@ -133,14 +145,22 @@ class Supervisor(GatewayActor):
     # --------------------------------------------------------------------------------------- child life cycle
     def on_ChildReady(self, message: ChildReady, sender) -> None:
         child = self.children.get(message.name)
-        if child is not None and child.address is not None and child.address == sender:
+        if child is None or child.address is None:
+            return
+        # Matched by name, not only by address: createActor returns a local stand-in that Thespian associates
+        # with the child's real address when it learns it, and under load the child's first message can arrive
+        # before that. An address match alone then fails, for this message and for every later one (tree replies,
+        # the exit notice): the child would look unresponsive forever and its exit would go unnoticed. Only the
+        # incarnation we launched last is starting, and it is the only one that can answer Started.
+        if child.address == sender or child.status == "starting":
+            child.seen_as = sender
             # Uptime counts from here: the child has taken its Started and answered.
             child.pid, child.status, child.started_at = message.pid, "running", time.time()
 
     def on_CrashReport(self, message: CrashReport, sender) -> None:
         child = self.children.get(message.name)
         if child is not None:
-            child.report = message.reason
+            child.report, child.outside_cause = message.reason, message.outside_cause
 
     def on_SupervisorGaveUp(self, message: SupervisorGaveUp, sender) -> None:
         child = self.children.get(message.name)
@@ -156,7 +176,29 @@ class Supervisor(GatewayActor):
         child = self.child_by_address(message.childAddress)
         if child is None:
             return  # the second notice of a graceful exit, or a child we already replaced
-        child.address, child.pid = None, 0
+        self.child_gone(child)
+
+    def on_timer_liveness(self, _data) -> None:
+        """Thespian can lose a child's exit notice: a child that exits before its own notice has left loses that one,
+        and a notice that does arrive makes Thespian forget every child already dead, so the SIGCHLD that should
+        have produced theirs finds nothing (a burst of replies ending together lost 3 of 100). A child whose process
+        has been gone for two checks in a row is therefore taken as exited, exactly as if its notice had come."""
+        for child in list(self.children.values()):
+            if child.address is None or not child.pid or _process_alive(child.pid, child.started_at):
+                child.vanished = False
+            elif child.vanished:
+                self.log.warning("%s: %s (pid %d) is gone but its exit was never announced; handling it now",
+                                 self.name, child.spec.name, child.pid)
+                self.child_gone(child)
+            else:
+                child.vanished = True   # its notice may still be on the way: look again next time
+        self.after(self.liveness_check_s(), "liveness")
+
+    def liveness_check_s(self) -> float:
+        return float(self.config.get("supervision", {}).get("liveness_check_s", LIVENESS_CHECK_S))
+
+    def child_gone(self, child: ChildState) -> None:
+        child.address, child.seen_as, child.pid = None, None, 0
         if child.stopped_by_us:
             child.last_exit = child.report or "stopped by its supervisor"
             if self.gave_up and all(c.address is None for c in self.children.values()):
@@ -176,13 +218,22 @@ class Supervisor(GatewayActor):
                 self.forget_child(child.spec.name)
             return
         now = time.time()
-        if not self.within_intensity(child, now):
+        if abnormal and child.outside_cause:
+            delay = wait_out_delay(self._flags)
+            if now - child.outside_logged_at > 60.0:   # once a minute per child: a full disk lasts
+                child.outside_logged_at = now
+                self.log.warning("%s: %s stopped on a cause outside the gateway; retrying every ~%gs without "
+                                 "counting it as a crash: %s", self.name, child.spec.name, self._flags.backoff_max_s,
+                                 child.last_exit)
+        elif not self.within_intensity(child, now):
             return
-        child.recent.record(now)
+        else:
+            child.recent.record(now)
+            delay = backoff_delay(child.recent.recent(now) - 1, self._flags)
         child.restarts += 1
         # Counted here, where the restart is decided: once per restart, whether or not the ChildState survives it.
         report(self, ActorRestarted(child.spec.kind_name, child.last_exit or ""))
-        self._schedule_restart(child.spec.name, backoff_delay(child.recent.recent(now) - 1, self._flags))
+        self._schedule_restart(child.spec.name, delay)
 
     def within_intensity(self, child: ChildState, now: float) -> bool:
         """Count this restart against the supervisor's intensity; give up (and say no) when it is exceeded."""
@@ -282,78 +333,12 @@ class Supervisor(GatewayActor):
         statuses = [c.status for c in self.children.values()]
         return {s: statuses.count(s) for s in set(statuses)}
 
-    def on_DescribeTree(self, message: DescribeTree, sender) -> None:
-        self.describe_subtree(lambda node: self.send(sender, TreeReply(message.token, node)), message.within_s)
 
-    def describe_subtree(self, then, within_s: float = DESCRIBE_TIMEOUT_S) -> None:
-        """Ask every child to describe itself, then call ``then(node)`` with this whole subtree."""
-        children_within = within_s * 0.6
-        token = next(self._tokens)
-        alive = [c for c in self.children.values() if c.address is not None]
-        # A child that has not answered the previous question is not asked again: messages to a hung actor pile up
-        # in our transport, and past Thespian's pending-transmit limit they would throttle this supervisor too.
-        waiting = {c.spec.name for c in alive if not c.asked_at}
-        self._describe[token] = {"then": then, "waiting": waiting, "nodes": {}, "within": children_within}
-        for name in waiting:
-            self.children[name].asked_at = time.time()
-            self.send(self.children[name].address, DescribeTree(token, children_within))
-        if waiting:
-            self.after(children_within, "describe", token)
-        else:
-            self._answer_describe(token)
-
-    def on_TreeReply(self, message: TreeReply, sender) -> None:
-        pending = self._describe.get(message.token)
-        child = self.child_by_address(sender)
-        if child is not None:
-            child.asked_at, child.last_node = 0.0, message.node
-        if pending is None or child is None:
-            return
-        pending["nodes"][child.spec.name] = message.node
-        child.last_pending = sum(n.pending for n in _walk(message.node))
-        pending["waiting"].discard(child.spec.name)
-        if not pending["waiting"]:
-            self._answer_describe(message.token)
-
-    def on_timer_describe(self, token: int) -> None:
-        if token in self._describe:
-            self._answer_describe(token)
-
-    def _answer_describe(self, token: int) -> None:
-        pending = self._describe.pop(token)
-        nodes = []
-        for name in self.order:
-            child = self.children[name]
-            node = pending["nodes"].get(name)
-            if node is None:
-                silent = child.address is not None and child.asked_at and \
-                    time.time() - child.asked_at >= pending["within"]
-                node = TreeNode(kind=child.spec.kind_name, name=name, pid=child.pid,
-                                address=str(child.address) if child.address is not None else "",
-                                state="unresponsive" if silent else child.status,
-                                started_at=child.started_at, ref=child.address, pending=child.last_pending)
-                # Not asked now because an overlapping walk (the watchdog's) still waits for it: its subtree as it
-                # last answered is truer than a stub without children (sessions would seem to vanish).
-                if not silent and child.last_node is not None and child.last_node.pid == child.pid:
-                    node = _replace(child.last_node, state=node.state if child.status != "running" else
-                                    child.last_node.state, children=_without_refs(child.last_node.children))
-            elif child.status != "running":
-                node = _replace(node, state=child.status)
-            nodes.append(_replace(node, restarts=child.restarts, last_exit=child.last_exit,
-                                  started_at=child.started_at or node.started_at))
-        pending["then"](_replace(self.describe(), children=tuple(nodes)))
-
-
-def _walk(node: TreeNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
-
-
-def _without_refs(nodes: tuple) -> tuple:
-    """Nodes of an earlier answer: shown and counted, but never pinged, stopped or flushed (they may be gone)."""
-    return tuple(_replace(n, ref=None, children=_without_refs(n.children)) for n in nodes)
-
-
-def _replace(node: TreeNode, **changes) -> TreeNode:
-    return replace(node, **changes)
+def _process_alive(pid: int, ready_at: float) -> bool:
+    """The child's process still runs: the pid exists, is not a zombie, and was not handed to a newer process (one
+    created after the child said it was ready)."""
+    try:
+        process = psutil.Process(pid)
+        return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= ready_at + 1.0
+    except psutil.Error:
+        return False

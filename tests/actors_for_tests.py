@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from supervision.actor import GatewayActor
+from supervision.supervisor import Supervisor
 
 
 class Worker(GatewayActor):
@@ -39,3 +40,19 @@ class Sleeper(GatewayActor):
     def on_bridge(self, item) -> None:
         sender, tag = item.result
         self.send(sender, ("woke", tag))
+
+
+class NeedsDisk(GatewayActor):
+    """Fails to start with a full disk (``StorageFull``) for as long as the file named by its args exists."""
+
+    def on_start(self, args) -> None:
+        from storage import StorageFull
+        if os.path.exists(args["full_while"]):
+            raise StorageFull("gateway.db: database or disk is full")
+
+
+class DeafSupervisor(Supervisor):
+    """A supervisor that never hears its children's exit notices, as when Thespian loses them."""
+
+    def on_ChildActorExited(self, message, sender) -> None:
+        pass

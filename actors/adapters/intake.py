@@ -22,7 +22,7 @@ import msgpack
 from actors.adapters.errors import RetryableError
 from actors.adapters.outbound import backoff_s
 from actors.messages import AdapterConnection, MessageEvent, OpResult, PlatformOp
-from storage import InboundItem, Store, session_key
+from storage import InboundItem, Store, StorageUnavailable, session_key
 
 RETRY_KINDS = ("retryable", "flood")
 
@@ -95,7 +95,9 @@ class InboundPath:
                     raise IntakeFailed(f"{kind} error: {self._clean(exc)}") from None
                 if self._healthy:
                     self._loop_bridge.post(AdapterConnection(self.name, False))
-                failures = 1 if self._healthy else failures + 1
+                # A platform that answered resets the backoff; unavailable storage behind it does not (the fetch
+                # succeeds every time, the write never: without this the retries would spin at the first delay).
+                failures = 1 if self._healthy and not isinstance(exc, StorageUnavailable) else failures + 1
                 delay = max(retry_after, backoff_s(failures, self.reconnect_base_s, self.reconnect_max_s))
                 self._say(logging.WARNING, "%s: intake error (%s: %s); reconnecting in %.2fs (attempt %d)",
                           self.name, kind, self._clean(exc), delay, failures)

@@ -38,6 +38,7 @@ from supervision.logging_setup import key_hash
 
 BATCH_INTERVAL_S = 0.05
 MAX_CONSUMER_RESTARTS = 3
+CONSUMER_WAIT_OUT_S = 2.0   # a consumer stopped by unavailable storage is asked for again after this
 GAVE_UP_TEXT = ("I was interrupted twice while answering this message and stopped trying, so as not to loop. "
                 "Please send it again.")
 
@@ -305,14 +306,26 @@ class Session(StoreUser, CommandHandler, GatewayActor):
         turn = self.turn
         if turn is None or message.turn_id != _consumer_id(turn):
             return
+        turn.consumer, turn.batch_seq, turn.unsent = None, 0, list(turn.events)  # the new one replays it all
+        turn.consumer_attempts += 1
+        if message.outside_cause:
+            # Storage is unavailable (a full disk): not the reply's fault, and counting it would hand a reply that
+            # cannot be recorded to the sweeper, which cannot record it either. Ask again later.
+            self.after(CONSUMER_WAIT_OUT_S, "ask_consumer", (turn.turn_id, turn.consumer_attempts))
+            return
         turn.consumer_restarts += 1
         if turn.consumer_restarts > MAX_CONSUMER_RESTARTS:
             self.log.error("the reply failed %d times; the sweeper keeps it", turn.consumer_restarts,
                            extra=self.log_fields(turn=turn.turn_id))
             self.finish_turn(delivered=False)
             return
-        turn.consumer, turn.batch_seq, turn.unsent = None, 0, list(turn.events)  # the new one replays it all
         self.ask_consumer(turn)
+
+    def on_timer_ask_consumer(self, data) -> None:
+        turn_id, attempt = data
+        turn = self.turn
+        if turn is not None and turn.turn_id == turn_id and turn.consumer_attempts == attempt and turn.consumer is None:
+            self.ask_consumer(turn)
 
     def on_ReplyDone(self, message, sender) -> None:
         turn = self.turn
@@ -353,7 +366,7 @@ class Session(StoreUser, CommandHandler, GatewayActor):
 
 def _consumer_id(turn: turns.Turn) -> str:
     """Unique per session incarnation and attempt: a consumer left from before a crash is never mistaken for ours."""
-    return f"{turn.turn_id}.{os.getpid()}.{turn.consumer_restarts}"
+    return f"{turn.turn_id}.{os.getpid()}.{turn.consumer_attempts}"
 
 
 async def _make_queue() -> asyncio.Queue:

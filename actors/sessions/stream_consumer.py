@@ -16,7 +16,9 @@ Delivery (G3): before its first message leaves, the reply is an obligation in th
 recorded the moment the platform returns it. A consumer started again for the same turn (the previous one died)
 finds those parts and edits them into place, so the chat never sees the reply twice. At the end the final text is
 recorded (set_chunks) before the final edits, so the sweeper can finish them if this process dies now.
-A ledger failure never blocks a send: it is logged loudly and the reply goes on without it.
+Storage that is unavailable (a full disk, a lock held from outside) holds the reply back: the claim and each send
+intent must commit before a send leaves, so the consumer waits and tries again (a late reply, never a doubled one).
+Any other ledger failure never blocks a send: it is logged loudly and the reply goes on without it.
 
 The ambiguous send: each send's part index is committed as the obligation's send intent before the send leaves
 (the first one inside the claim itself), and the platform's id replaces it. A consumer whose claim finds an intent
@@ -26,6 +28,7 @@ chunk is cut with room for it), so the reader can tell the re-sent answer from a
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import time
@@ -37,7 +40,7 @@ from actors.adapters import registry
 from actors.sessions.pacing import EditThrottle, pacing_for
 from actors.sessions.turn import REPLY_SLOT
 from actors.storage_access import StoreUser
-from storage import Target, is_owner_alive
+from storage import IllegalTransition, StaleFence, StorageUnavailable, Target, is_owner_alive
 from supervision.actor import GatewayActor
 
 CURSOR = " ▍"
@@ -46,6 +49,28 @@ MAX_EDIT_FAILURES = 3
 MAX_OP_RETRIES = 5
 CLAIM_WAITS = 20       # half-second waits for a live owner of the obligation before taking it over
 OP_TIMEOUT_S = 30.0     # the adapter answers every operation; silence this long means it died with it
+STORAGE_WAIT_S = (0.5, 5.0)   # retry delays while storage is unavailable: first, then the longest
+
+
+class WaitForStorage(Exception):
+    """A ledger write a send depends on could not be made: nothing leaves until it can."""
+
+
+class LostClaim(Exception):
+    """The ledger says another consumer has claimed this reply since (a newer fence) or finished it: this one must
+    not send or edit anything more."""
+
+
+def steps_aside(handler):
+    """For handlers that write to the ledger: a LostClaim stops the consumer quietly instead of crashing it. (A send
+    whose id could not be recorded left its intent behind: the new owner marks its own copy as re-sent.)"""
+    @functools.wraps(handler)
+    def guarded(self, *args):
+        try:
+            return handler(self, *args)
+        except LostClaim as exc:
+            self.step_aside(exc)
+    return guarded
 
 
 class StreamConsumer(StoreUser, GatewayActor):
@@ -71,6 +96,7 @@ class StreamConsumer(StoreUser, GatewayActor):
         self.claim_waits = 0
         self.ambiguous = False                  # a copy of this reply we cannot address may be in the chat
         self.intent: int | None = None          # the part whose send intent the ledger holds for us
+        self.storage_waits = 0                  # pumps in a row held back by unavailable storage
 
     def on_start(self, args) -> None:
         self.args = args
@@ -127,6 +153,18 @@ class StreamConsumer(StoreUser, GatewayActor):
         return chunks
 
     def pump(self) -> None:
+        try:
+            self._pump()
+            self.storage_waits = 0
+        except LostClaim as exc:
+            self.step_aside(exc)
+        except WaitForStorage as exc:
+            self.storage_waits += 1
+            if self.storage_waits == 1 or self.storage_waits % 20 == 0:
+                self.log.warning("%s: the reply waits for storage (%d tries): %s", self.name, self.storage_waits, exc)
+            self.after(min(STORAGE_WAIT_S[1], STORAGE_WAIT_S[0] * self.storage_waits), "pump")
+
+    def _pump(self) -> None:
         if self.in_flight is not None or self.done or self._exiting:
             return
         chunks = self.wanted_chunks()
@@ -173,7 +211,8 @@ class StreamConsumer(StoreUser, GatewayActor):
             return
         if op.action == "send" and self.intent != index:
             # Committed before the send leaves: a kill -9 from here until record_part leaves the intent behind.
-            self.ledger("record_send_intent", self.store.ledger.record_send_intent(self.oid, self.fence, index))
+            self.ledger("record_send_intent", self.store.ledger.record_send_intent(self.oid, self.fence, index),
+                        gates_send=True)
             self.intent = index
         self.in_flight = (op_id, op.action, index, text)
         self.in_flight_to = adapter
@@ -193,6 +232,7 @@ class StreamConsumer(StoreUser, GatewayActor):
         self.in_flight = None
         self.pump()
 
+    @steps_aside
     def on_directory(self, directory) -> None:
         """The adapter was restarted: an operation it had not answered is lost with it, so send it again (an
         edit is idempotent; a send may show twice only if the old adapter sent it and died before answering)."""
@@ -210,6 +250,7 @@ class StreamConsumer(StoreUser, GatewayActor):
         self.chunks_recorded = False   # the recorded final chunks gain the marker, for the sweeper's sake
         self.ledger("mark_ambiguous", self.store.ledger.mark_ambiguous(self.oid, self.fence))
 
+    @steps_aside
     def on_OpResult(self, result: OpResult, sender) -> None:
         if self.in_flight is None or result.op_id != self.in_flight[0]:
             return
@@ -277,12 +318,19 @@ class StreamConsumer(StoreUser, GatewayActor):
 
     # ----------------------------------------------------------------------------------------------- ledger
     def claim_obligation(self) -> bool:
+        try:
+            return self._claim_obligation()
+        except WaitForStorage:
+            self.oid, self.fence = None, None   # claim again from the start next time
+            raise
+
+    def _claim_obligation(self) -> bool:
         a = self.args
         target = Target(a["adapter"], a["chat_id"], a["thread_id"], a["reply_to"])
         # The first operation of a fresh reply is the send of part 0: its intent rides in the claim's transaction.
         ob = self.ledger("record_obligation", self.store.ledger.record_obligation(
             a["session_key"], a["inbound_ref"], target, REPLY_SLOT, chunks=[], claim=True, send_intent=0),
-            needs_fence=False)
+            needs_fence=False, gates_send=True)
         if ob is None:
             self.oid = "unrecorded"          # the ledger failed: deliver anyway, without it
             return True
@@ -299,12 +347,12 @@ class StreamConsumer(StoreUser, GatewayActor):
             return False
         if ob.state == "attempting" and ob.owner is not None and ob.owner.pid != os.getpid():
             # A consumer of this turn died holding the claim: take it over through failed -> attempting.
-            self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, ob.fence, "taken over"), False)
-            ob = self.ledger("get", self.store.ledger.get(self.oid), False) or ob
+            self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, ob.fence, "taken over"), False, True)
+            ob = self.ledger("get", self.store.ledger.get(self.oid), False, True) or ob
         if ob.state in ("pending", "failed"):
             # An intent the dead owner left is unresolved for good (the claim records it so in the ledger too).
             self.ambiguous = ob.ambiguous or ob.send_intent is not None
-            self.fence = self.ledger("mark_attempting", self.store.ledger.mark_attempting(self.oid), False)
+            self.fence = self.ledger("mark_attempting", self.store.ledger.mark_attempting(self.oid), False, True)
         else:
             self.ambiguous, self.intent = ob.ambiguous, ob.send_intent   # our own claim, made just now
             self.fence = ob.fence
@@ -314,24 +362,47 @@ class StreamConsumer(StoreUser, GatewayActor):
         self.parts = {int(i): str(m) for i, m in ob.parts.items()}
         return True
 
-    def ledger(self, what: str, coro, needs_fence: bool = True):
+    def ledger(self, what: str, coro, needs_fence: bool = True, gates_send: bool = False):
+        """One ledger call. ``gates_send``: a send must not leave without it, so unavailable storage raises
+        WaitForStorage (pump tries again later) instead of letting the reply go on unrecorded."""
         if self.oid == "unrecorded" or (needs_fence and self.fence is None):
             coro.close()
             return None
         try:
             return self.db(coro)
+        except (StaleFence, IllegalTransition) as exc:
+            if needs_fence:   # the claim we held is no longer ours
+                raise LostClaim(f"ledger {what}: {exc}") from None
+            self.log.error("%s: ledger %s failed, continuing without it: %s: %s", self.name, what,
+                           type(exc).__name__, exc)
+            return None
+        except StorageUnavailable as exc:
+            if gates_send:
+                raise WaitForStorage(f"ledger {what}: {exc}") from None
+            self.log.error("%s: ledger %s failed, continuing without it: %s: %s", self.name, what,
+                           type(exc).__name__, exc)
+            return None
         except Exception as exc:  # noqa: BLE001 - a ledger failure never blocks a send (logged loudly)
             self.log.error("%s: ledger %s failed, continuing without it: %s: %s", self.name, what,
                            type(exc).__name__, exc)
             return None
 
     # ------------------------------------------------------------------------------------------------- end
+    def step_aside(self, exc: LostClaim) -> None:
+        """Stop without a word to the session: the consumer that holds the claim now answers for this reply."""
+        self.log.warning("%s: another consumer has taken this reply over; stopping: %s", self.name, exc)
+        self.done = True
+        self.stop_self(clean=True)
+
     def finish(self, ok: bool, detail: str, ledger_done: bool = False) -> None:
         if self.done:
             return
         self.done = True
         if ok and not ledger_done and self.fence is not None:
-            self.ledger("mark_delivered", self.store.ledger.mark_delivered(self.oid, self.fence))
+            try:
+                self.ledger("mark_delivered", self.store.ledger.mark_delivered(self.oid, self.fence))
+            except LostClaim as exc:   # shown whole all the same; the new owner finds it so and says delivered
+                self.log.warning("%s: %s", self.name, exc)
         if self.session is not None:
             self.send(self.session, ReplyDone(self.args["turn_id"], ok, detail,
                                               tuple(self.parts[i] for i in sorted(self.parts))))

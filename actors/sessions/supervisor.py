@@ -27,6 +27,7 @@ from thespian.actors import ActorExitRequest
 
 from actors.messages import ConsumerGone, ConsumerReady, InboxDoorbell, Passivate, SpawnConsumer
 from actors.storage_access import transient_call
+from storage import StorageUnavailable
 from supervision.logging_setup import key_hash
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import ChildState, Supervisor
@@ -132,7 +133,8 @@ class SessionSupervisor(Supervisor):
         if name.startswith(CONSUMER_PREFIX):
             owner = self.consumer_owner.pop(name, None)
             if owner is not None and self.children.get(owner[1]) is not None:
-                self.send(owner[0], ConsumerGone(name[len(CONSUMER_PREFIX):], child.last_exit or ""))
+                self.send(owner[0], ConsumerGone(name[len(CONSUMER_PREFIX):], child.last_exit or "",
+                                                 outside_cause=abnormal and child.outside_cause))
             return
         if name.startswith(SESSION_PREFIX):
             self._stop_consumers_of(name)
@@ -140,8 +142,7 @@ class SessionSupervisor(Supervisor):
         if name.startswith(SESSION_PREFIX) and not abnormal:
             key = name[len(SESSION_PREFIX):]
             self._forget_session(child)
-            if not self._exiting and not self.intake_stopped and transient_call(
-                    self.config, lambda store: store.inbox.rows_in_state(key)):
+            if not self._exiting and not self.intake_stopped and _rows_waiting(self.config, key):
                 self._ensure_session(key)  # a doorbell reached it while it was stopping
 
     def _stop_consumers_of(self, session_name: str) -> None:
@@ -158,6 +159,13 @@ class SessionSupervisor(Supervisor):
 
     def pending_work(self) -> int:
         return 0
+
+
+def _rows_waiting(config: dict, key: str) -> bool:
+    try:
+        return bool(transient_call(config, lambda store: store.inbox.rows_in_state(key)))
+    except StorageUnavailable:
+        return True   # cannot tell: a session started for nothing finds its inbox empty and stops
 
 
 async def _keys_with_work(store) -> list[str]:

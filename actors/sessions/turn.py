@@ -41,7 +41,8 @@ class Turn:
     ended: bool = False
     final_text: Optional[str] = None
     interrupted: bool = False
-    consumer_restarts: int = 0
+    consumer_restarts: int = 0      # consumers that crashed: past MAX_CONSUMER_RESTARTS the sweeper takes over
+    consumer_attempts: int = 0      # every consumer asked for (names them uniquely)
 
     def answer_text(self) -> str:
         return "".join(e.text for e in self.events if isinstance(e, TextDelta))

@@ -91,6 +91,37 @@ def test_crash_loop_exceeds_intensity_and_escalates():
         assert "cannot start" in message.reason
 
 
+def test_a_full_disk_is_waited_out_not_counted_toward_intensity(tmp_path):
+    """A crash on unavailable storage is retried at the slowest backoff for as long as it lasts, and the tree
+    carries on once it is over; counted like a bug, the same crashes would make the supervisor give up."""
+    full = tmp_path / "disk-is-full"
+    full.touch()
+    spec = ChildSpec("db_user", "tests.actors_for_tests.NeedsDisk", args={"full_while": str(full)},
+                     shutdown_timeout_s=1.0)
+    with running_actor_system() as asys:
+        sup = start_supervisor(asys, [worker("ok"), spec], max_restarts=2, period_s=30, backoff_base_s=0.01,
+                               backoff_max_s=0.1)
+        wait_for(lambda: tree(asys, sup)["db_user"].restarts >= 8, 20, 0.05, "many restarts on the full disk")
+        full.unlink()
+        nodes = wait_for(lambda: running(asys, sup, ["ok", "db_user"]), 10, 0.05, "the child up once space is back")
+        assert "StorageFull" in nodes["db_user"].last_exit
+        assert nodes["ok"].restarts == 0     # and the supervisor answered: it did not give up
+
+
+def test_a_child_whose_exit_notice_is_lost_is_still_restarted():
+    """Thespian can lose a child's exit notice; the supervisor finds the process gone and restarts it anyway."""
+    with running_actor_system() as asys:
+        sup = asys.createActor("tests.actors_for_tests.DeafSupervisor")
+        config = dict(DEBUG, supervision={"liveness_check_s": 0.2})
+        asys.tell(sup, Started("sup", "Supervisor", SupervisorArgs(SupervisorFlags(backoff_base_s=0.01),
+                                                                   (worker("a"),)), config))
+        old_pid = wait_for(lambda: running(asys, sup, ["a"]), 10)["a"].pid
+        os.kill(old_pid, signal.SIGKILL)
+        nodes = wait_for(lambda: (n := running(asys, sup, ["a"])) and n["a"].pid != old_pid and n, 10, 0.05,
+                         "a restarted without its exit notice")
+        assert nodes["a"].restarts == 1 and "killed" in nodes["a"].last_exit
+
+
 def test_transient_child_that_stops_cleanly_stays_stopped_and_temporary_never_restarts():
     with running_actor_system() as asys:
         sup = start_supervisor(asys, [worker("t", Restart.TRANSIENT, "tests.actors_for_tests.StopsCleanly"),

@@ -1,0 +1,104 @@
+"""How a supervisor answers DescribeTree: it asks every child to describe itself and answers with the whole subtree
+once all have answered or the time is up. Part of the supervisor behaviour (supervisor.py), kept apart for length.
+
+Rules that keep the admin views and the drain honest:
+* a child that has not answered the previous question is not asked again (messages to a hung actor pile up in the
+  transport, and past Thespian's pending-transmit limit they would throttle the supervisor too);
+* a child not asked now because an overlapping walk still waits for it is shown with its subtree as it last
+  answered (without addresses: those nodes may be gone), not as a stub without children;
+* a live child that has not answered this walk counts as holding work: silence is never taken for idleness.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from actors.messages import DescribeTree, TreeNode, TreeReply
+
+DESCRIBE_TIMEOUT_S = 2.0
+
+
+class DescribesSubtree:
+    """Mixin for Supervisor: needs ``children`` (name -> ChildState), ``order``, ``child_by_address``, ``after``,
+    ``send`` and ``describe``."""
+
+    def on_DescribeTree(self, message: DescribeTree, sender) -> None:
+        self.describe_subtree(lambda node: self.send(sender, TreeReply(message.token, node)), message.within_s)
+
+    def describe_subtree(self, then, within_s: float = DESCRIBE_TIMEOUT_S) -> None:
+        """Ask every child to describe itself, then call ``then(node)`` with this whole subtree."""
+        children_within = within_s * 0.6
+        token = next(self._tokens)
+        alive = [c for c in self.children.values() if c.address is not None]
+        # A child that has not answered the previous question is not asked again: messages to a hung actor pile up
+        # in our transport, and past Thespian's pending-transmit limit they would throttle this supervisor too.
+        waiting = {c.spec.name for c in alive if not c.asked_at}
+        self._describe[token] = {"then": then, "waiting": waiting, "nodes": {}, "within": children_within}
+        for name in waiting:
+            self.children[name].asked_at = time.time()
+            self.send(self.children[name].address, DescribeTree(token, children_within))
+        if waiting:
+            self.after(children_within, "describe", token)
+        else:
+            self._answer_describe(token)
+
+    def on_TreeReply(self, message: TreeReply, sender) -> None:
+        pending = self._describe.get(message.token)
+        child = self.child_by_address(sender)
+        if child is not None:
+            child.asked_at, child.last_node = 0.0, message.node
+        if pending is None or child is None:
+            return
+        pending["nodes"][child.spec.name] = message.node
+        child.last_pending = sum(n.pending for n in _walk(message.node))
+        pending["waiting"].discard(child.spec.name)
+        if not pending["waiting"]:
+            self._answer_describe(message.token)
+
+    def on_timer_describe(self, token: int) -> None:
+        if token in self._describe:
+            self._answer_describe(token)
+
+    def _answer_describe(self, token: int) -> None:
+        pending = self._describe.pop(token)
+        nodes = []
+        for name in self.order:
+            child = self.children[name]
+            node = pending["nodes"].get(name)
+            if node is None:
+                silent = child.address is not None and child.asked_at and \
+                    time.time() - child.asked_at >= pending["within"]
+                ref = child.seen_as if child.seen_as is not None else child.address
+                node = TreeNode(kind=child.spec.kind_name, name=name, pid=child.pid,
+                                address=str(ref) if ref is not None else "",
+                                state="unresponsive" if silent else child.status,
+                                started_at=child.started_at, ref=ref, pending=child.last_pending)
+                # Not asked now because an overlapping walk (the watchdog's) still waits for it: its subtree as it
+                # last answered is truer than a stub without children (sessions would seem to vanish).
+                if not silent and child.last_node is not None and child.last_node.pid == child.pid:
+                    node = _replace(child.last_node, state=node.state if child.status != "running" else
+                                    child.last_node.state, children=_without_refs(child.last_node.children))
+                if ref is not None:
+                    # A live child that has not answered this walk is counted as holding work until it says
+                    # otherwise: a drain must never take silence (or an old answer) for idleness.
+                    node = _replace(node, pending=max(node.pending, 1))
+            elif child.status != "running":
+                node = _replace(node, state=child.status)
+            nodes.append(_replace(node, restarts=child.restarts, last_exit=child.last_exit,
+                                  started_at=child.started_at or node.started_at))
+        pending["then"](_replace(self.describe(), children=tuple(nodes)))
+
+
+def _walk(node: TreeNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _without_refs(nodes: tuple) -> tuple:
+    """Nodes of an earlier answer: shown and counted, but never pinged, stopped or flushed (they may be gone)."""
+    return tuple(_replace(n, ref=None, children=_without_refs(n.children)) for n in nodes)
+
+
+def _replace(node: TreeNode, **changes) -> TreeNode:
+    return replace(node, **changes)
