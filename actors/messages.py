@@ -259,11 +259,13 @@ class ReplyDone:
 
 @dataclass(frozen=True)
 class Started:
-    """Parent -> new child, first message: its name in the tree, its arguments and the gateway configuration."""
+    """Parent -> new child, first message: its name in the tree, its arguments and the gateway configuration.
+    ``after_outside_cause``: the previous incarnation stopped on a cause outside the gateway (storage unavailable)."""
     name: str
     kind: str
     args: Any = None
     config: Any = None
+    after_outside_cause: bool = False
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,9 @@ class Root(Supervisor):
 
     def _publish_directory(self) -> None:
         self.directory_version += 1
-        addr = {name: c.address for name, c in self.children.items()}
+        # The address each child's own messages come from, once known: the one createActor returned is a stand-in
+        # that only this actor can use until Thespian resolves it, and the directory goes to every actor.
+        addr = {name: c.seen_as if c.seen_as is not None else c.address for name, c in self.children.items()}
         self.directory = Directory(self.directory_version, sessions=addr.get("sessions"),
                                    sweeper=addr.get("sweeper"), adapters=self.adapters, metrics=addr.get("metrics"))
         self.on_directory(self.directory)

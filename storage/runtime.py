@@ -100,15 +100,17 @@ class RuntimeOps:
                       f"IS NULL OR resume_attempted_seq IS NOT resume_inbox_seq) ORDER BY session_id")]
         return await self._db.read(fetch)
 
-    async def claim_resume(self, session_id: str) -> Optional[RuntimeState]:
+    async def claim_resume(self, session_id: str, again: bool = False) -> Optional[RuntimeState]:
         """Mark the interrupted turn as being resumed and return its state; None if there is nothing to resume
-        or its resume was already attempted once. Committed before the resumed turn starts."""
+        or its resume was already attempted once. Committed before the resumed turn starts. ``again``: the last
+        attempt was stopped by unavailable storage (a full disk), which says nothing against the turn, so it is
+        not counted."""
         async def do(conn):
             row = await fetch_one(conn, f"SELECT {_COLUMNS} FROM runtime_state WHERE session_id = ?", (session_id,))
             if row is None:
                 return None
             state = _state(row)
-            if not state.resume_pending or state.resume_already_attempted:
+            if not state.resume_pending or (state.resume_already_attempted and not again):
                 return None
             await conn.execute("UPDATE runtime_state SET resume_attempted_seq = resume_inbox_seq, updated_at = ? "
                                "WHERE session_id = ?", (time.time(), session_id))

@@ -45,6 +45,7 @@ class GatewayActor(Actor):
         self.started_at = time.time()
         self.bridge = None
         self.intake_stopped = False
+        self.after_outside_cause = False   # our previous incarnation stopped on unavailable storage
         self.directory = None      # the latest Directory: where the sessions, sweeper and adapters are
         self._exiting = False
         self.log = logging.getLogger("gateway." + self.kind)
@@ -135,6 +136,7 @@ class GatewayActor(Actor):
     def _on_started(self, message: Started, sender) -> None:
         self.name, self.kind = message.name, message.kind or self.kind
         self.config = message.config or {}
+        self.after_outside_cause = message.after_outside_cause
         self.parent = sender
         self.log = logging.getLogger("gateway." + self.kind)
         tag_actor_process(self.kind, self.name)  # one actor per process: every record of it names this actor

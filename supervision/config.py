@@ -47,7 +47,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "sessions": {
         "idle_s": (float, 600.0, None),
-        "max_live": (int, 500, None),
+        "max_live": (int, 200, None),
         "busy_mode": (str, "queue", ("queue", "interrupt", "steer", "collect")),
         "collect_window_s": (float, 2.0, None),
         "resume_window_s": (float, 3600.0, None),

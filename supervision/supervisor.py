@@ -123,8 +123,10 @@ class Supervisor(DescribesSubtree, GatewayActor):
         child.status, child.started_at, child.pid = "starting", time.time(), 0
         child.epoch += 1
         child.clean_stop = child.stopped_by_us = False
+        after_outside_cause = child.outside_cause
         child.report, child.asked_at, child.outside_cause = None, 0.0, False
-        self.send(child.address, Started(child.spec.name, child.spec.kind_name, child.spec.args, self.config))
+        self.send(child.address, Started(child.spec.name, child.spec.kind_name, child.spec.args, self.config,
+                                         after_outside_cause))
         if self.directory is not None:
             self.send(child.address, self.directory)
 

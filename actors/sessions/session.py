@@ -39,8 +39,10 @@ from supervision.logging_setup import key_hash
 BATCH_INTERVAL_S = 0.05
 MAX_CONSUMER_RESTARTS = 3
 CONSUMER_WAIT_OUT_S = 2.0   # a consumer stopped by unavailable storage is asked for again after this
-GAVE_UP_TEXT = ("I was interrupted twice while answering this message and stopped trying, so as not to loop. "
-                "Please send it again.")
+GAVE_UP_TEXT = ("I was interrupted twice while answering your message \u201c{quote}\u201d and stopped trying, so as "
+                "not to loop. Please send it again.")
+RESTARTED_TEXT = "I was restarted while answering your message \u201c{quote}\u201d. Please send it again."
+QUOTE_CHARS = 60
 
 
 class Session(StoreUser, CommandHandler, GatewayActor):
@@ -92,7 +94,8 @@ class Session(StoreUser, CommandHandler, GatewayActor):
             self.db(self.store.inbox.take(row.seq))
             self.reply_turn([row.seq], MessageEvent.from_payload(row.payload), answer, turn_id=rt.turn_token)
             return
-        claimed = self.db(self.store.sessions.claim_resume(self.info.session_id))
+        # A resume stopped by a full disk was not the turn's fault: it does not use up the one resume.
+        claimed = self.db(self.store.sessions.claim_resume(self.info.session_id, again=self.after_outside_cause))
         fresh = rt.resume_started_at is not None and time.time() - rt.resume_started_at < self.resume_window_s
         self.db(self.store.inbox.take(row.seq))
         event = MessageEvent.from_payload(row.payload)
@@ -103,9 +106,9 @@ class Session(StoreUser, CommandHandler, GatewayActor):
         else:
             why = "its resume crashed too" if claimed is None else "it is older than the resume window"
             self.log.error("not resuming inbox #%d: %s", row.seq, why, extra=self.log_fields(turn=rt.turn_token))
-            self.reply_turn([row.seq], event, GAVE_UP_TEXT if claimed is None else
-                            "I was restarted while answering this message. Please send it again.",
-                            turn_id=rt.turn_token)
+            # Quoted: in a busy chat "this message" would not say which one.
+            self.reply_turn([row.seq], event, (GAVE_UP_TEXT if claimed is None else RESTARTED_TEXT).format(
+                quote=_quote(event.text)), turn_id=rt.turn_token)
 
     # ------------------------------------------------------------------------------------------------ intake
     def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:
@@ -362,6 +365,11 @@ class Session(StoreUser, CommandHandler, GatewayActor):
 
     def state_name(self) -> str:
         return "busy" if self.turn is not None else "running"
+
+
+def _quote(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= QUOTE_CHARS else line[:QUOTE_CHARS - 1] + "\u2026"
 
 
 def _consumer_id(turn: turns.Turn) -> str:

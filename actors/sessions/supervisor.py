@@ -1,14 +1,21 @@
 """The session supervisor: routes session keys to Session actors and forks their stream consumers.
 
-State: ``live`` (session key -> child name), the last activity of each live session (for the LRU cap), and which
-session asked for which consumer.
+State: the live sessions (children named ``session:<key>``) and the last activity of each (for the LRU cap), the
+keys waiting for a free slot, and which session asked for which consumer.
+
+Admission ([sessions] max_live): at most that many Session processes live at once. A chat whose session is not
+live when every slot is taken waits, in arrival order; its rows are durable in the inbox, so waiting costs nothing
+but time. For each waiting chat one least recently active session is asked to passivate (an idle one stops at once,
+a busy one after its turn), and each slot that frees goes to the chat that waited longest. A burst of new chats
+therefore runs max_live at a time instead of forking a process per chat at once.
 
 Messages it takes:
-  InboxDoorbell(key)     ring the session, spawning it if passivated (the inbox is the truth: a doorbell only says
-                         "look"). Sent by adapters.
+  InboxDoorbell(key)     ring the session, spawning it if passivated and a slot is free, else the key waits (the
+                         inbox is the truth: a doorbell only says "look"). Sent by adapters.
   SpawnConsumer          fork a StreamConsumer for a session's reply; answer ConsumerReady once it is up
-  ChildActorExited       (through the supervisor behaviour) a session that stopped cleanly is re-spawned if rows
-                         are still waiting in its inbox: a doorbell that reached a stopping session is never lost.
+  ChildActorExited       (through the supervisor behaviour) a session that stopped cleanly frees its slot for the
+                         longest-waiting chat, and is re-spawned (or waits) if rows are still in its inbox: a
+                         doorbell that reached a stopping session is never lost.
                          A consumer that died is reported to its session (ConsumerGone).
   timer idle_scan        passivate sessions idle for longer than [sessions] idle_s
 Messages it sends: Started / InboxDoorbell / Passivate to sessions, ConsumerReady / ConsumerGone to sessions.
@@ -47,6 +54,7 @@ class SessionSupervisor(Supervisor):
         self.last_active: dict[str, float] = {}
         self.consumer_owner: dict[str, object] = {}   # consumer child name -> the session that asked
         self.passivating: set[str] = set()   # keys asked to passivate (a busy session stops once idle)
+        self.waiting: dict[str, None] = {}   # keys with work but no free slot, oldest first ([sessions] max_live)
 
     def flags(self, args):
         return flags_from_config(self.config)
@@ -55,7 +63,7 @@ class SessionSupervisor(Supervisor):
         super().on_start(args)
         cfg = self.config.get("sessions", {})
         self.idle_s = cfg.get("idle_s", 600.0)
-        self.max_live = cfg.get("max_live", 500)
+        self.max_live = cfg.get("max_live", 200)
         for key in transient_call(self.config, _keys_with_work):
             self._ensure_session(key)
         self.after(min(self.idle_s, 30.0), "idle_scan")
@@ -63,31 +71,55 @@ class SessionSupervisor(Supervisor):
     # ---------------------------------------------------------------------------------------------- routing
     def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:
         child = self._ensure_session(message.session_key)
-        if child.address is not None:
+        if child is not None and child.address is not None:
             self.send(child.address, message)
 
-    def _ensure_session(self, key: str) -> ChildState:
+    def _ensure_session(self, key: str) -> ChildState | None:
+        """The key's session, started if it is not live; None if every slot is taken: the key then waits its turn
+        (its rows are durable in the inbox, and the session reads them all when it starts)."""
         name = session_child_name(key)
-        self.last_active[key] = time.time()
         child = self.children.get(name)
-        if child is None or (child.address is None and child.status == "stopped"):
-            child = self.start_child(ChildSpec(name, SESSION_ACTOR, kind="Session", args={"session_key": key},
-                                               restart=Restart.TRANSIENT, shutdown_timeout_s=5.0))
-            self._enforce_cap()
-        return child
+        if child is not None and not (child.address is None and child.status == "stopped"):
+            self.last_active[key] = time.time()
+            return child
+        if self._live_count() >= self.max_live:
+            if key not in self.waiting:
+                self.waiting[key] = None
+                if len(self.waiting) in (1, 100, 1000) or len(self.waiting) % 10_000 == 0:
+                    self.log.warning("%s: %d chat(s) wait for a free session slot ([sessions] max_live = %d)",
+                                     self.name, len(self.waiting), self.max_live)
+            self._make_room()
+            return None
+        self.waiting.pop(key, None)
+        self.last_active[key] = time.time()
+        return self.start_child(ChildSpec(name, SESSION_ACTOR, kind="Session", args={"session_key": key},
+                                          restart=Restart.TRANSIENT, shutdown_timeout_s=5.0))
 
-    def _enforce_cap(self) -> None:
-        """Ask the least recently active sessions to passivate, each once: a busy one stops when its work is done.
-        (Asking again on every spawn made a burst past the cap quadratic: hundreds of Passivates per new chat.)"""
+    def _live_count(self) -> int:
+        return sum(1 for name in self.children if name.startswith(SESSION_PREFIX))
+
+    def _make_room(self) -> None:
+        """Ask as many of the least recently active sessions to passivate as there are chats waiting for a slot,
+        each once: an idle one stops now, a busy one when its work is done, and its slot goes to the next chat.
+        (Asking again on every doorbell made a burst quadratic: hundreds of Passivates per new chat.)"""
         live = [k for k in self.last_active if self.children.get(session_child_name(k)) is not None]
         asked = self.passivating.intersection(live)
-        excess = len(live) - self.max_live - len(asked)
-        if excess > 0:
-            for key in heapq.nsmallest(excess, (k for k in live if k not in asked), key=self.last_active.get):
+        wanted = min(len(self.waiting), len(live)) - len(asked)
+        if wanted > 0:
+            for key in heapq.nsmallest(wanted, (k for k in live if k not in asked), key=self.last_active.get):
                 child = self.children[session_child_name(key)]
                 if child.address is not None:
                     self.passivating.add(key)
                     self.send(child.address, Passivate())
+
+    def _admit_waiting(self) -> None:
+        """Slots freed: start the chats that waited longest."""
+        while self.waiting and self._live_count() < self.max_live and not self._exiting and not self.intake_stopped:
+            key = next(iter(self.waiting))
+            self._ensure_session(key)
+            self.waiting.pop(key, None)
+        if self.waiting:
+            self._make_room()   # the sessions just started are asked too: no doorbell may come to ask them
 
     def on_timer_idle_scan(self, _data) -> None:
         cutoff = time.time() - self.idle_s
@@ -125,6 +157,7 @@ class SessionSupervisor(Supervisor):
                            extra={"session": key_hash(child.spec.name[len(SESSION_PREFIX):])})
             child.status = "stopped"
             self._forget_session(child)
+            self._admit_waiting()
             return False
         return True
 
@@ -142,6 +175,7 @@ class SessionSupervisor(Supervisor):
         if name.startswith(SESSION_PREFIX) and not abnormal:
             key = name[len(SESSION_PREFIX):]
             self._forget_session(child)
+            self._admit_waiting()
             if not self._exiting and not self.intake_stopped and _rows_waiting(self.config, key):
                 self._ensure_session(key)  # a doorbell reached it while it was stopping
 

@@ -10,10 +10,13 @@ import sqlite3
 from collections import Counter
 
 from actors.agents.offline import FAKE_SECRET
+from actors.sessions.session import GAVE_UP_TEXT
 from actors.sessions.stream_consumer import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from storage import Store
 from tests.chaos.world import Message, World
 from tests.fakes.telegram import DEFAULT_TOKEN
+
+GAVE_UP_PREFIX = GAVE_UP_TEXT.split("\u201c")[0]
 
 CURSOR = "▍"
 SECRETS = (FAKE_SECRET, DEFAULT_TOKEN.split(":", 1)[1])
@@ -91,6 +94,14 @@ def replies(world: World, telegram: dict, web: dict) -> tuple[int, list[str], in
                                             and any(RESENT_MARKER in b["text"] for b in errors)):
             violations.append(f"telegram {chat}: {expected} failing questions, {len(errors)} error replies")
     return len(sent), violations, len(marked_chats)
+
+
+def gave_up_notices(telegram: dict, web: dict) -> int:
+    """Replies that are the documented notice for a turn interrupted twice (G8 resumes a turn once, then tells the
+    user which message to send again). Each stands for its message's one reply; the report counts them apart."""
+    texts = [b["text"] for shown in telegram.values() for b in shown]
+    texts += [e["text"] for entries in web.values() for e in entries if e["role"] == "assistant"]
+    return sum(GAVE_UP_PREFIX in t for t in texts)
 
 
 def web_questions(world: World, web: dict) -> tuple[int, list[str]]:

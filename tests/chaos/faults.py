@@ -153,10 +153,6 @@ class LockContention:
 
 
 FAULTS = (KillActor, KillActor, KillActor, KillDaemon, FloodStorm, DropConnections, DiskFull, LockContention)
-# The short mode (CI) leaves the full disk out: today a full state disk can make the supervision tree give up
-# (the daemon exits 70 and its service manager restarts it), and replies in flight then may be sent twice
-# unmarked. The long mode keeps it, and reports it, until that is fixed.
-SHORT_FAULTS = tuple(f for f in FAULTS if f is not DiskFull)
 
 
 def listening_outside_loopback(world: World) -> list[str]:

@@ -16,7 +16,7 @@ import psutil
 
 from tests.actor_system import wait_for
 from tests.chaos import checks
-from tests.chaos.faults import FAULTS, SHORT_FAULTS, Sampler, Skipped, restart
+from tests.chaos.faults import FAULTS, Sampler, Skipped, restart
 from tests.chaos.world import Plan, World
 
 RECOVERY_DEADLINE_S = 60.0     # after a fault, every actor must be running again within this (G8)
@@ -31,6 +31,7 @@ class Report:
     log: list = field(default_factory=list)
     elapsed_s: float = 0.0
     marked_resends: int = 0     # replies re-sent with the visible marker after a send whose outcome was lost
+    gave_up: int = 0            # messages answered with the notice for a turn interrupted twice
 
     def add(self, guarantee: str, checked: int, violations: list[str]) -> None:
         self.checked[guarantee] += checked
@@ -48,7 +49,9 @@ class Report:
         for guarantee in sorted(self.checked):
             lines.append(f"| {guarantee} | {self.checked[guarantee]} | {len(self.violations.get(guarantee, []))} |")
         lines += ["", f"Chats where a reply was re-sent with the visible marker (a send whose outcome died with the "
-                      f"daemon; Telegram has no idempotency key): {self.marked_resends}"]
+                      f"daemon; Telegram has no idempotency key): {self.marked_resends}",
+                  f"Messages answered with the notice that their turn was interrupted twice (G8 resumes a turn once, "
+                  f"then asks for the message again): {self.gave_up}"]
         return "\n".join(lines)
 
 
@@ -89,6 +92,12 @@ def run(plan: Plan, seed: int, verbose: bool = True, artifacts: Path | None = No
                 wait_for(lambda: checks.settled(world), plan.settle_s, 1.0, "every message answered")
             except AssertionError:
                 tick("did not settle in time; checking what is there")
+                if artifacts is not None:   # what held the rest up: the live tree and the state as it stands
+                    artifacts.mkdir(parents=True, exist_ok=True)
+                    (artifacts / "tree-unsettled.txt").write_text(world.gw.cli("tree").stdout)
+                    for name in ("gateway.db", "gateway.db-wal"):
+                        if (world.gw.state / name).exists():
+                            shutil.copy(world.gw.state / name, artifacts / name)
             admin_outputs = [world.gw.cli("status").stdout, world.gw.cli("tree").stdout]
             telegram, web = checks.telegram_view(world), checks.web_view(world)
             tick(f"{checks.answered_count(world, telegram, web)} of {len(world.sent)} questions answered")
@@ -99,6 +108,7 @@ def run(plan: Plan, seed: int, verbose: bool = True, artifacts: Path | None = No
             checked, violations, marked = checks.replies(world, telegram, web)
             report.add("G1+G3 replies in chats", checked, violations)
             report.marked_resends = marked
+            report.gave_up = checks.gave_up_notices(telegram, web)
             report.add("G1+G2 web history", *checks.web_questions(world, web))
             report.add("G1+G2 inbox rows", *checks.inbox(world))
             report.add("G2+G4 serial transcripts", *checks.transcripts(world))
@@ -122,7 +132,7 @@ def inject_faults(world: World, plan: Plan, rng: random.Random, report: Report, 
     for moment in moments:
         while time.monotonic() - started < moment:
             time.sleep(0.05)      # the schedule is wall-clock moments, nothing to wait for
-        fault = rng.choice(FAULTS if plan.disk_full else SHORT_FAULTS)()
+        fault = rng.choice(FAULTS)()
         try:
             what = fault.inject(world, rng)
         except Skipped as skip:

@@ -38,11 +38,10 @@ class Plan:
     faults: int
     settle_s: float
     disk_mb: int
-    disk_full: bool = True     # inject the full-disk fault (see faults.SHORT_FAULTS)
 
 
 SHORT = Plan(telegram_chats=100, failing_chats=6, web_visitors=24, messages_per_chat=2, load_s=50.0, faults=10,
-             settle_s=150.0, disk_mb=128, disk_full=False)
+             settle_s=150.0, disk_mb=128)
 LONG = Plan(telegram_chats=300, failing_chats=12, web_visitors=60, messages_per_chat=6, load_s=600.0, faults=90,
             settle_s=900.0, disk_mb=512)
 

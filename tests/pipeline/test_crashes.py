@@ -127,6 +127,32 @@ def test_kill_9_of_the_daemon_mid_turn_resumes_once_and_edits_in_place(tmp_path,
         gw.kill_everything()
 
 
+def test_a_turn_interrupted_twice_is_not_resumed_again_and_the_user_is_told_which_message(tmp_path, platform):
+    """G8, resume once: the daemon is killed mid-turn, and again while the resumed turn runs. The next start does
+    not loop on it: the chat gets one notice that quotes the message, and nothing else."""
+    gw = pipeline_gateway(tmp_path, platform)
+    try:
+        gw.start()
+        gw.wait_ready()
+        platform.inject("twice", "an unlucky question #slow 0.3")
+        streaming_started(platform, "twice", gw)
+        os.kill(gw.launcher_pid, signal.SIGKILL)
+        gw.assert_no_process_left()
+        gw.start()
+        wait_for(lambda: "resuming the turn interrupted" in gw.log(), 30, 0.05, "the turn resumed")
+        os.kill(gw.launcher_pid, signal.SIGKILL)   # the resumed turn is cut too
+        gw.assert_no_process_left()
+        gw.start()
+        [notice] = settled_answers(platform, "twice", timeout=60, gw=gw)
+        assert "interrupted twice" in notice and "\u201can unlucky question #slow 0.3\u201d" in notice, notice
+        assert "api_key_env" not in notice
+        wait_all_done(gw)
+        assert len(platform.messages("twice")) == 1
+    finally:
+        gw.cli("stop")
+        gw.kill_everything()
+
+
 def test_inbound_that_arrives_while_the_daemon_is_down_is_answered_once_after_restart(tmp_path, platform):
     gw = pipeline_gateway(tmp_path, platform)
     try:

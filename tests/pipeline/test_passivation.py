@@ -2,18 +2,24 @@
 passivates the least recently used first. Nothing is lost either way: the inbox is the truth."""
 from __future__ import annotations
 
+import psutil
 import pytest
 
 from tests.actor_system import wait_for
 from tests.daemon import nodes
 from tests.fakes.fakeplatform import FakePlatform
-from tests.pipeline.harness import pipeline_gateway, settled_answers
+from tests.pipeline.harness import CURSOR, pipeline_gateway, settled_answers, visible
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def live_sessions(gw) -> list[dict]:
     return [n for n in nodes(gw._tree_or_none() or {}) if n["kind"] == "Session"]
+
+
+def session_processes(gw) -> int:
+    """Session actors whose process the OS still runs."""
+    return sum(1 for n in live_sessions(gw) if n["pid"] and psutil.pid_exists(n["pid"]))
 
 
 def test_an_idle_session_is_passivated_and_answers_again_after(tmp_path):
@@ -46,6 +52,33 @@ def test_the_live_session_cap_passivates_the_least_recently_used(tmp_path):
             platform.inject("cap0", "back again")
             texts = settled_answers(platform, "cap0", count=2, gw=gw)
             assert "back again" in texts[1]
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
+
+
+def test_a_burst_past_the_cap_waits_for_slots_and_every_chat_is_answered(tmp_path):
+    """Admission: 12 new chats at once over a cap of 3 live sessions. No more than 3 Session processes ever run
+    together (sampled from the OS), and every chat still gets its one answer."""
+    chats = [f"burst{i}" for i in range(12)]
+    with FakePlatform() as platform:
+        gw = pipeline_gateway(tmp_path, platform, extra="[sessions]\nmax_live = 3\n",
+                              agent="[agent]\nchunk_delay_s = 0.05\n")
+        try:
+            gw.start()
+            gw.wait_ready()
+            for chat in chats:
+                platform.inject(chat, f"hello from {chat}")
+            most = 0
+
+            def all_answered():
+                nonlocal most
+                most = max(most, session_processes(gw))
+                return all(len(visible(platform, c)) == 1 and CURSOR not in visible(platform, c)[0]["text"]
+                           for c in chats)
+            wait_for(all_answered, 120, 0.05, "every chat of the burst answered")
+            assert most <= 3, f"{most} Session processes at once over a cap of 3"
+            assert all(len(platform.messages(c)) == 1 for c in chats)
         finally:
             gw.cli("stop")
             gw.kill_everything()

@@ -44,6 +44,8 @@ async def test_an_interrupted_turn_is_resumed_once_across_restarts(db_path):
         state = await store.sessions.runtime(sid)
         assert state.resume_pending and state.resume_already_attempted
         assert await store.sessions.claim_resume(sid) is None  # never a loop
+        again = await store.sessions.claim_resume(sid, again=True)  # unless a full disk stopped the last attempt
+        assert again is not None and again.resume_inbox_seq == 3
         await store.sessions.begin_turn(sid, "turn-b", inbox_seq=4)  # a new input is resumable again
         assert (await store.sessions.claim_resume(sid)).resume_inbox_seq == 4
         assert await store.sessions.claim_resume("no-such-session") is None
