@@ -106,9 +106,12 @@ class Session(StoreUser, CommandHandler, GatewayActor):
         else:
             why = "its resume crashed too" if claimed is None else "it is older than the resume window"
             self.log.error("not resuming inbox #%d: %s", row.seq, why, extra=self.log_fields(turn=rt.turn_token))
-            # Quoted: in a busy chat "this message" would not say which one.
-            self.reply_turn([row.seq], event, (GAVE_UP_TEXT if claimed is None else RESTARTED_TEXT).format(
-                quote=_quote(event.text)), turn_id=rt.turn_token)
+            # Quoted: in a busy chat "this message" would not say which one. Written to the transcript first, as an
+            # answer is: the history shows it, and a crash before it is delivered delivers it then (above).
+            notice = (GAVE_UP_TEXT if claimed is None else RESTARTED_TEXT).format(quote=_quote(event.text))
+            self.db(self.store.sessions.append(self.info.session_id,
+                                               [turns.assistant_event(rt.turn_token, notice, "gave_up")]))
+            self.reply_turn([row.seq], event, notice, turn_id=rt.turn_token)
 
     # ------------------------------------------------------------------------------------------------ intake
     def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:

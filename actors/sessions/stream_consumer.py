@@ -9,16 +9,16 @@ Messages it takes:
                 arrive early are held until their turn)
   OpResult      the answer to the operation in flight (the adapter already waited out flood errors)
   Flush         drain / shutdown: show the latest text now, whatever the throttle says
-  timers        pump (the throttle's next slot), typing
+  timers        pump (the throttle's next slot, or a retry), typing, op_timeout
 Messages it sends: PlatformOp to the adapter, ReplyDone to the session; then it stops.
 
 Delivery (G3): before its first message leaves, the reply is an obligation in the ledger; each part's message id is
 recorded the moment the platform returns it. A consumer started again for the same turn (the previous one died)
 finds those parts and edits them into place, so the chat never sees the reply twice. At the end the final text is
 recorded (set_chunks) before the final edits, so the sweeper can finish them if this process dies now.
-Storage that is unavailable (a full disk, a lock held from outside) holds the reply back: the claim and each send
-intent must commit before a send leaves, so the consumer waits and tries again (a late reply, never a doubled one).
-Any other ledger failure never blocks a send: it is logged loudly and the reply goes on without it.
+How ledger failures are met (unavailable storage holds the reply back; a lost claim stops the consumer): see
+reply_claim.py. A final edit the platform refuses for good makes the rest go out as new messages, and the previews
+they replace are deleted once all is shown.
 
 The ambiguous send: each send's part index is committed as the obligation's send intent before the send leaves
 (the first one inside the claim itself), and the platform's id replaces it. A consumer whose claim finds an intent
@@ -28,9 +28,7 @@ chunk is cut with room for it), so the reader can tell the re-sent answer from a
 """
 from __future__ import annotations
 
-import functools
 import itertools
-import os
 import time
 
 from actors.messages import (LongToolHint, OpResult, PlatformOp, ReplyDone, StreamBatch, TextDelta, ToolCallFinished,
@@ -38,42 +36,20 @@ from actors.messages import (LongToolHint, OpResult, PlatformOp, ReplyDone, Stre
 from actors.sessions.chunking import LENGTH_FUNCTIONS, split_message
 from actors.adapters import registry
 from actors.sessions.pacing import EditThrottle, pacing_for
-from actors.sessions.turn import REPLY_SLOT
+from actors.sessions.reply_claim import LostClaim, ReplyClaim, WaitForStorage, steps_aside
 from actors.storage_access import StoreUser
-from storage import IllegalTransition, StaleFence, StorageUnavailable, Target, is_owner_alive
 from supervision.actor import GatewayActor
 
 CURSOR = " ▍"
 DEFAULT_RESENT_MARKER = "↻ re-sent after a restart; an unfinished copy may appear above"
 MAX_EDIT_FAILURES = 3
 MAX_OP_RETRIES = 5
-CLAIM_WAITS = 20       # half-second waits for a live owner of the obligation before taking it over
 OP_TIMEOUT_S = 30.0     # the adapter answers every operation; silence this long means it died with it
+SUPERSEDED = -1         # the part index of a delete aimed at a superseded preview
 STORAGE_WAIT_S = (0.5, 5.0)   # retry delays while storage is unavailable: first, then the longest
 
 
-class WaitForStorage(Exception):
-    """A ledger write a send depends on could not be made: nothing leaves until it can."""
-
-
-class LostClaim(Exception):
-    """The ledger says another consumer has claimed this reply since (a newer fence) or finished it: this one must
-    not send or edit anything more."""
-
-
-def steps_aside(handler):
-    """For handlers that write to the ledger: a LostClaim stops the consumer quietly instead of crashing it. (A send
-    whose id could not be recorded left its intent behind: the new owner marks its own copy as re-sent.)"""
-    @functools.wraps(handler)
-    def guarded(self, *args):
-        try:
-            return handler(self, *args)
-        except LostClaim as exc:
-            self.step_aside(exc)
-    return guarded
-
-
-class StreamConsumer(StoreUser, GatewayActor):
+class StreamConsumer(ReplyClaim, StoreUser, GatewayActor):
     uses_bridge = True
 
     def __init__(self):
@@ -97,6 +73,7 @@ class StreamConsumer(StoreUser, GatewayActor):
         self.ambiguous = False                  # a copy of this reply we cannot address may be in the chat
         self.intent: int | None = None          # the part whose send intent the ledger holds for us
         self.storage_waits = 0                  # pumps in a row held back by unavailable storage
+        self.superseded: list[str] = []         # previews a fallback replaced with new messages: deleted at the end
 
     def on_start(self, args) -> None:
         self.args = args
@@ -189,6 +166,9 @@ class StreamConsumer(StoreUser, GatewayActor):
         if extra:
             self.start_op(extra[0], None)
             return
+        if final and self.superseded:
+            self.start_op(SUPERSEDED, None)
+            return
         if final:
             self.finish(True, "delivered")
 
@@ -196,7 +176,8 @@ class StreamConsumer(StoreUser, GatewayActor):
         a = self.args
         op_id = f"{a['turn_id']}:{next(self.ops)}"
         if text is None:
-            op = PlatformOp(op_id, "delete", a["chat_id"], message_id=self.parts[index], thread_id=a["thread_id"])
+            target = self.superseded[0] if index == SUPERSEDED else self.parts[index]
+            op = PlatformOp(op_id, "delete", a["chat_id"], message_id=target, thread_id=a["thread_id"])
         elif index in self.parts and not (self.fallback and self.final is not None):
             op = PlatformOp(op_id, "edit", a["chat_id"], text, message_id=self.parts[index],
                             thread_id=a["thread_id"], chat_type=a["chat_type"], final=self.final is not None)
@@ -259,11 +240,16 @@ class StreamConsumer(StoreUser, GatewayActor):
         if result.ok:
             self.retries = 0
             if action == "send":
+                replaced = self.parts.get(index)
+                if replaced is not None and replaced != str(result.message_id):
+                    self.superseded.append(replaced)   # the fallback sent anew: its preview goes once all is shown
                 self.parts[index] = str(result.message_id)
                 self.ledger("record_part", self.store.ledger.record_part(self.oid, self.fence, index,
                                                                          str(result.message_id), replace=True))
                 self.intent = None
-            if action == "delete":
+            if action == "delete" and index < 0:
+                self.superseded.pop(0)
+            elif action == "delete":
                 self.parts.pop(index, None)
                 self.shown.pop(index, None)
             else:
@@ -279,11 +265,19 @@ class StreamConsumer(StoreUser, GatewayActor):
     def failed(self, action: str, index: int, result: OpResult) -> None:
         self.log.warning("%s: %s of part %d failed: %s %s", self.name, action, index, result.error_kind,
                          result.error)
-        if action == "delete":
+        if action == "delete" and index < 0:
+            self.superseded.pop(0)         # best effort: a preview that cannot be deleted stays
+        elif action == "delete":
             self.parts.pop(index, None)
         elif action == "edit" and result.error_kind == "not_found":
             self.parts.pop(index, None)   # the user deleted it: send that part again
             self.shown.pop(index, None)
+        elif result.error_kind in ("retryable", "flood") and self.retries < MAX_OP_RETRIES:
+            # Before any fallback: a 429 storm outlasting the adapter's own waits passes, and a final edit that
+            # falls back to a new message would leave its preview behind.
+            self.retries += 1
+            self.after(max(result.retry_after, 0.5 * self.retries), "pump")
+            return
         elif action == "edit" and self.final is None:
             self.edit_failures += 1
             if self.edit_failures >= MAX_EDIT_FAILURES:
@@ -291,12 +285,8 @@ class StreamConsumer(StoreUser, GatewayActor):
                 self.fallback = True
         elif action == "edit":
             self.fallback = True           # the final text goes out as new messages
-            self.parts.pop(index, None)
+            self.superseded.append(self.parts.pop(index))
             self.shown.pop(index, None)
-        elif result.error_kind in ("retryable", "flood") and self.retries < MAX_OP_RETRIES:
-            self.retries += 1
-            self.after(max(result.retry_after, 0.5 * self.retries), "pump")
-            return
         else:
             self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, self.fence, result.error or
                                                                      str(result.error_kind)))
@@ -316,78 +306,6 @@ class StreamConsumer(StoreUser, GatewayActor):
                                           thread_id=self.args["thread_id"]))
         self.after(self.pacing.typing_interval_s or 5.0, "typing")
 
-    # ----------------------------------------------------------------------------------------------- ledger
-    def claim_obligation(self) -> bool:
-        try:
-            return self._claim_obligation()
-        except WaitForStorage:
-            self.oid, self.fence = None, None   # claim again from the start next time
-            raise
-
-    def _claim_obligation(self) -> bool:
-        a = self.args
-        target = Target(a["adapter"], a["chat_id"], a["thread_id"], a["reply_to"])
-        # The first operation of a fresh reply is the send of part 0: its intent rides in the claim's transaction.
-        ob = self.ledger("record_obligation", self.store.ledger.record_obligation(
-            a["session_key"], a["inbound_ref"], target, REPLY_SLOT, chunks=[], claim=True, send_intent=0),
-            needs_fence=False, gates_send=True)
-        if ob is None:
-            self.oid = "unrecorded"          # the ledger failed: deliver anyway, without it
-            return True
-        self.oid = ob.obligation_id
-        if ob.state in ("delivered", "abandoned"):
-            self.finish(ob.state == "delivered", f"already {ob.state}", ledger_done=True)
-            return False
-        if (ob.state == "attempting" and ob.owner is not None and ob.owner.pid != os.getpid()
-                and is_owner_alive(ob.owner) and self.claim_waits < CLAIM_WAITS):
-            # Its owner (an earlier consumer on its way out, or the sweeper) still runs: let it finish first.
-            self.claim_waits += 1
-            self.oid = None
-            self.after(0.5, "pump")
-            return False
-        if ob.state == "attempting" and ob.owner is not None and ob.owner.pid != os.getpid():
-            # A consumer of this turn died holding the claim: take it over through failed -> attempting.
-            self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, ob.fence, "taken over"), False, True)
-            ob = self.ledger("get", self.store.ledger.get(self.oid), False, True) or ob
-        if ob.state in ("pending", "failed"):
-            # An intent the dead owner left is unresolved for good (the claim records it so in the ledger too).
-            self.ambiguous = ob.ambiguous or ob.send_intent is not None
-            self.fence = self.ledger("mark_attempting", self.store.ledger.mark_attempting(self.oid), False, True)
-        else:
-            self.ambiguous, self.intent = ob.ambiguous, ob.send_intent   # our own claim, made just now
-            self.fence = ob.fence
-        if self.ambiguous:
-            self.log.warning("%s: an earlier attempt at this reply sent a message it never heard back about; the "
-                             "reply is marked as re-sent", self.name)
-        self.parts = {int(i): str(m) for i, m in ob.parts.items()}
-        return True
-
-    def ledger(self, what: str, coro, needs_fence: bool = True, gates_send: bool = False):
-        """One ledger call. ``gates_send``: a send must not leave without it, so unavailable storage raises
-        WaitForStorage (pump tries again later) instead of letting the reply go on unrecorded."""
-        if self.oid == "unrecorded" or (needs_fence and self.fence is None):
-            coro.close()
-            return None
-        try:
-            return self.db(coro)
-        except (StaleFence, IllegalTransition) as exc:
-            if needs_fence:   # the claim we held is no longer ours
-                raise LostClaim(f"ledger {what}: {exc}") from None
-            self.log.error("%s: ledger %s failed, continuing without it: %s: %s", self.name, what,
-                           type(exc).__name__, exc)
-            return None
-        except StorageUnavailable as exc:
-            if gates_send:
-                raise WaitForStorage(f"ledger {what}: {exc}") from None
-            self.log.error("%s: ledger %s failed, continuing without it: %s: %s", self.name, what,
-                           type(exc).__name__, exc)
-            return None
-        except Exception as exc:  # noqa: BLE001 - a ledger failure never blocks a send (logged loudly)
-            self.log.error("%s: ledger %s failed, continuing without it: %s: %s", self.name, what,
-                           type(exc).__name__, exc)
-            return None
-
-    # ------------------------------------------------------------------------------------------------- end
     def step_aside(self, exc: LostClaim) -> None:
         """Stop without a word to the session: the consumer that holds the claim now answers for this reply."""
         self.log.warning("%s: another consumer has taken this reply over; stopping: %s", self.name, exc)

@@ -61,6 +61,20 @@ def test_a_flood_of_429s_is_waited_out_and_the_answer_arrives_whole(gateway, pla
     assert any(op["status"] == 429 for op in platform.ops("flood"))
 
 
+def test_edits_refused_longer_than_the_adapter_waits_still_end_in_one_message(gateway, platform):
+    """A storm of 429s on every edit outlasts the adapter's own waits: the reply retries instead of falling back to
+    a new message, which would leave the preview behind with its cursor."""
+    platform.inject("storm", "an answer through an edit storm #slow 0.1")
+    wait_for(lambda: any(CURSOR in m["text"] for m in visible(platform, "storm")), 20, 0.02, "a preview")
+    platform.set_faults(p_flood=1.0, seed=3, flood_retry_after=0.2, methods=["edit"])
+    wait_for(lambda: sum(op["status"] == 429 for op in platform.ops("storm", "edit")) >= 20, 30, 0.05,
+             "edits refused past the adapter's waits")
+    platform.set_faults()
+    [answer] = settled_answers(platform, "storm", timeout=60)
+    assert "an answer through an edit storm" in answer and "api_key_env" in answer
+    assert len(platform.messages("storm")) == 1, platform.messages("storm")
+
+
 def test_an_api_key_in_an_agent_error_never_reaches_the_chat(gateway, platform):
     platform.inject("err", "#fail now")
     [answer] = settled_answers(platform, "err")

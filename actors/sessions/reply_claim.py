@@ -1,0 +1,115 @@
+"""The ledger side of a reply (mixed into StreamConsumer): claiming the obligation, and the rules for a ledger call
+that fails. Kept apart from the consumer's pacing and platform operations for length; read with stream_consumer.py.
+
+* The claim and every send intent gate a send: when storage is unavailable (a full disk, a lock held from
+  outside) they raise WaitForStorage and the consumer tries again later, so nothing leaves unrecorded.
+* A write refused for a stale fence (or a state that moved on) means another consumer holds the reply now: it raises
+  LostClaim, and the consumer stops without a word (``steps_aside``).
+* Any other ledger failure is logged loudly and the reply goes on without it.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+from actors.sessions.turn import REPLY_SLOT
+from storage import IllegalTransition, StaleFence, StorageUnavailable, Target, is_owner_alive
+
+CLAIM_WAITS = 20       # half-second waits for a live owner of the obligation before taking it over
+
+
+class WaitForStorage(Exception):
+    """A ledger write a send depends on could not be made: nothing leaves until it can."""
+
+
+class LostClaim(Exception):
+    """The ledger says another consumer has claimed this reply since (a newer fence) or finished it: this one must
+    not send or edit anything more."""
+
+
+def steps_aside(handler):
+    """For handlers that write to the ledger: a LostClaim stops the consumer quietly instead of crashing it. (A send
+    whose id could not be recorded left its intent behind: the new owner marks its own copy as re-sent.)"""
+    @functools.wraps(handler)
+    def guarded(self, *args):
+        try:
+            return handler(self, *args)
+        except LostClaim as exc:
+            self.step_aside(exc)
+    return guarded
+
+
+class ReplyClaim:
+    """Needs ``args``, ``store``, ``db``, ``log``, ``name``, ``after``, ``finish`` and the consumer's fields."""
+
+    def claim_obligation(self) -> bool:
+        try:
+            return self._claim_obligation()
+        except WaitForStorage:
+            self.oid, self.fence = None, None   # claim again from the start next time
+            raise
+
+    def _claim_obligation(self) -> bool:
+        a = self.args
+        target = Target(a["adapter"], a["chat_id"], a["thread_id"], a["reply_to"])
+        # The first operation of a fresh reply is the send of part 0: its intent rides in the claim's transaction.
+        ob = self.ledger("record_obligation", self.store.ledger.record_obligation(
+            a["session_key"], a["inbound_ref"], target, REPLY_SLOT, chunks=[], claim=True, send_intent=0),
+            needs_fence=False, gates_send=True)
+        if ob is None:
+            self.oid = "unrecorded"          # the ledger failed: deliver anyway, without it
+            return True
+        self.oid = ob.obligation_id
+        if ob.state in ("delivered", "abandoned"):
+            self.finish(ob.state == "delivered", f"already {ob.state}", ledger_done=True)
+            return False
+        if (ob.state == "attempting" and ob.owner is not None and ob.owner.pid != os.getpid()
+                and is_owner_alive(ob.owner) and self.claim_waits < CLAIM_WAITS):
+            # Its owner (an earlier consumer on its way out, or the sweeper) still runs: let it finish first.
+            self.claim_waits += 1
+            self.oid = None
+            self.after(0.5, "pump")
+            return False
+        if ob.state == "attempting" and ob.owner is not None and ob.owner.pid != os.getpid():
+            # A consumer of this turn died holding the claim: take it over through failed -> attempting.
+            self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, ob.fence, "taken over"), False, True)
+            ob = self.ledger("get", self.store.ledger.get(self.oid), False, True) or ob
+        if ob.state in ("pending", "failed"):
+            # An intent the dead owner left is unresolved for good (the claim records it so in the ledger too).
+            self.ambiguous = ob.ambiguous or ob.send_intent is not None
+            self.fence = self.ledger("mark_attempting", self.store.ledger.mark_attempting(self.oid), False, True)
+        else:
+            self.ambiguous, self.intent = ob.ambiguous, ob.send_intent   # our own claim, made just now
+            self.fence = ob.fence
+        if self.ambiguous:
+            self.log.warning("%s: an earlier attempt at this reply sent a message it never heard back about; the "
+                             "reply is marked as re-sent", self.name)
+        self.parts = {int(i): str(m) for i, m in ob.parts.items()}
+        return True
+
+    def ledger(self, what: str, coro, needs_fence: bool = True, gates_send: bool = False):
+        """One ledger call. ``gates_send``: a send must not leave without it, so unavailable storage raises
+        WaitForStorage (pump tries again later) instead of letting the reply go on unrecorded."""
+        if self.oid == "unrecorded" or (needs_fence and self.fence is None):
+            coro.close()
+            return None
+        try:
+            return self.db(coro)
+        except (StaleFence, IllegalTransition) as exc:
+            if needs_fence:   # the claim we held is no longer ours
+                raise LostClaim(f"ledger {what}: {exc}") from None
+            self.log.error("%s: ledger %s failed, continuing without it: %s: %s", self.name, what,
+                           type(exc).__name__, exc)
+            return None
+        except StorageUnavailable as exc:
+            if gates_send:
+                raise WaitForStorage(f"ledger {what}: {exc}") from None
+            self.log.error("%s: ledger %s failed, continuing without it: %s: %s", self.name, what,
+                           type(exc).__name__, exc)
+            return None
+        except Exception as exc:  # noqa: BLE001 - a ledger failure never blocks a send (logged loudly)
+            self.log.error("%s: ledger %s failed, continuing without it: %s: %s", self.name, what,
+                           type(exc).__name__, exc)
+            return None
+
+    # ------------------------------------------------------------------------------------------------- end
