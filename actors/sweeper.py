@@ -48,7 +48,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
     def on_start(self, args) -> None:
         self.open_store()
         self.refresh_counts()
-        self.after(SWEEP_INTERVAL_S, "sweep")
+        self.after(self.config.get("delivery", {}).get("sweep_interval_s", SWEEP_INTERVAL_S), "sweep")
         self.after(5.0, "housekeeping")
 
     def on_stop(self) -> None:
@@ -68,7 +68,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
 
     def on_timer_sweep(self, _data) -> None:
         self.sweep()
-        self.after(SWEEP_INTERVAL_S, "sweep")
+        self.after(self.config.get("delivery", {}).get("sweep_interval_s", SWEEP_INTERVAL_S), "sweep")
 
     def sweep(self) -> None:
         for op_id, job in list(self.jobs.items()):

@@ -35,6 +35,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "period_s": (float, 30.0, None),
         "backoff_base_s": (float, 0.02, None),
         "backoff_max_s": (float, 5.0, None),
+        "liveness_check_s": (float, 2.0, None),   # supervisors look for children whose exit notice was lost
     },
     "watchdog": {
         "interval_s": (float, 5.0, None),
@@ -44,6 +45,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "storage": {
         "durability": (str, "normal", ("normal", "full")),
+    },
+    "delivery": {
+        "sweep_interval_s": (float, 30.0, None),   # how often the sweeper looks for replies whose owner died
     },
     "sessions": {
         "idle_s": (float, 600.0, None),

@@ -92,6 +92,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self._chat_load: collections.Counter = collections.Counter()
         self._unrung: collections.deque = collections.deque(maxlen=MAX_UNRUNG_DOORBELLS)
         self._unannounced = False
+        self._announced_to = None     # the sweeper our last AdapterConnected went to
 
     # ---------------------------------------------------------------------------------- the subclass contract
     async def connect(self) -> None:
@@ -213,9 +214,14 @@ class PlatformAdapter(InboundPath, GatewayActor):
         report(self, AdapterConnection(self.name, self._healthy and not self.intake_stopped))  # maybe a new metrics
 
     def _announce_connected(self) -> None:
+        """Tell the sweeper the platform is reachable: after each (re)connection, and to each new sweeper (a
+        restarted one starts knowing of no connected adapter and would sweep nothing until told)."""
         sweeper = self.directory.sweeper if self.directory is not None else None
-        if self._unannounced and sweeper is not None:
+        if sweeper is None:
+            return
+        if self._unannounced or (self._healthy and self._announced_to is not None and sweeper != self._announced_to):
             self._unannounced = False
+            self._announced_to = sweeper
             self.send(sweeper, AdapterConnected(self.name))
 
     # ---------------------------------------------------------------------------------------------- outbound

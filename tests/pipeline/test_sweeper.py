@@ -1,0 +1,52 @@
+"""The delivery sweeper finishes replies whose owner died, also after it was itself restarted: a new sweeper
+learns from the adapters that their platforms are reachable (it sweeps only those)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.actor_system import wait_for
+from tests.daemon import ROOT
+from tests.fakes.fakeplatform import FakePlatform
+from tests.pipeline.harness import actor_pid, pipeline_gateway, settled_answers
+
+pytestmark = pytest.mark.timeout(120)
+
+# Claims a reply in a process of its own, which then exits: the obligation is left attempting, its owner dead.
+ORPHAN = """
+import asyncio, sys
+from storage import Store, Target
+async def main(path, chat, text):
+    store = await Store.open(path)
+    await store.ledger.record_obligation(f"default.fake.dm.{chat}", f"in-{chat}", Target("fake", chat), text,
+                                         claim=True)
+    await store.close()
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+def orphan_reply(gw, chat: str, text: str) -> None:
+    subprocess.run([sys.executable, "-c", ORPHAN, str(gw.state / "gateway.db"), chat, text], check=True,
+                   env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+
+
+def test_a_restarted_sweeper_still_finishes_orphaned_replies(tmp_path):
+    with FakePlatform() as platform:
+        gw = pipeline_gateway(tmp_path, platform, extra="[delivery]\nsweep_interval_s = 1.0\n")
+        try:
+            gw.start()
+            gw.wait_ready()
+            orphan_reply(gw, "o1", "finished by the first sweeper")
+            assert settled_answers(platform, "o1", gw=gw) == ["finished by the first sweeper"]
+            old = actor_pid(gw, "DeliverySweeper")
+            os.kill(old, signal.SIGKILL)
+            wait_for(lambda: actor_pid(gw, "DeliverySweeper") != old, 20, 0.05, "a new sweeper")
+            orphan_reply(gw, "o2", "finished by the restarted one")
+            assert settled_answers(platform, "o2", timeout=30, gw=gw) == ["finished by the restarted one"]
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
