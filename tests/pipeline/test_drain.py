@@ -41,7 +41,8 @@ def test_what_a_short_drain_leaves_is_finished_by_the_next_instance(tmp_path):
             wait_for(lambda: any(CURSOR in m["text"] for m in visible(platform, "dr2")), 20, 0.01, "streaming")
             report = json.loads(gw.cli("drain", "--timeout", "0.2", "--json", check=True).stdout)
             assert report["exited"] and report["in_flight_left"] == 1
-            assert "still busy at the deadline: session:" in report["detail"], report   # who held the drain up
+            busy = report["detail"].split("still busy at the deadline: ")[-1]
+            assert "session:" in busy, report   # who held the drain up (slow children are listed too)
             gw.assert_no_process_left()
             platform.inject("dr2", "sent between the two instances")
             gw.start()
