@@ -2,8 +2,10 @@
 once all have answered or the time is up. Part of the supervisor behaviour (supervisor.py), kept apart for length.
 
 Rules that keep the admin views and the drain honest:
-* a child that has not answered the previous question is not asked again (messages to a hung actor pile up in the
-  transport, and past Thespian's pending-transmit limit they would throttle the supervisor too);
+* a child that has not answered the previous question is not asked again until SILENT_AFTER_S have passed
+  (messages to a hung actor pile up in the transport, and past Thespian's pending-transmit limit they would
+  throttle the supervisor too); then it is, because a question or an answer can be lost on the way, and a child
+  never asked again would stay "unresponsive" for as long as it lives;
 * a child not asked now because an overlapping walk still waits for it is shown with its subtree as it last
   answered (without addresses: those nodes may be gone), not as a stub without children;
 * a live child that has not answered this walk counts as holding work: silence is never taken for idleness;
@@ -34,15 +36,17 @@ class DescribesSubtree:
     def describe_subtree(self, then, within_s: float = DESCRIBE_TIMEOUT_S) -> None:
         """Ask every child to describe itself, then call ``then(node)`` with this whole subtree."""
         children_within = within_s * 0.6
-        token = next(self._tokens)
+        token, now = next(self._tokens), time.time()
         alive = [c for c in self.children.values() if c.address is not None]
-        # A child that has not answered the previous question is not asked again: messages to a hung actor pile up
-        # in our transport, and past Thespian's pending-transmit limit they would throttle this supervisor too.
-        waiting = {c.spec.name for c in alive if not c.asked_at}
+        # A child that has not answered the previous question is asked again only once it is overdue: messages to a
+        # hung actor pile up in our transport, and past Thespian's pending-transmit limit they would throttle this
+        # supervisor too; but a lost question (or answer) must not silence a live child for good.
+        waiting = {c.spec.name for c in alive if not c.asked_at or now - c.last_asked >= SILENT_AFTER_S}
         self._describe[token] = {"then": then, "waiting": waiting, "nodes": {}, "within": children_within}
         for name in waiting:
-            self.children[name].asked_at = time.time()
-            self.send(self.children[name].address, DescribeTree(token, children_within))
+            child = self.children[name]
+            child.asked_at, child.last_asked = child.asked_at or now, now
+            self.send(child.address, DescribeTree(token, children_within))
         if waiting:
             self.after(children_within, "describe", token)
         else:

@@ -73,6 +73,7 @@ class ChildState:
     outside_logged_at: float = 0.0
     vanished: bool = False        # its process was not found at the last liveness check
     asked_at: float = 0.0         # an unanswered DescribeTree is outstanding since then (0: none)
+    last_asked: float = 0.0       # when it was last sent one (a question outstanding too long is asked again)
     last_pending: int = 0         # its pending work at its last answer: a slow child is not taken for idle
     last_node: Optional[TreeNode] = None  # its last answer: shown while it is still answering an earlier walk
     recent: Intensity = field(default_factory=lambda: Intensity(1_000_000, 60.0))
@@ -124,7 +125,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
         child.epoch += 1
         child.clean_stop = child.stopped_by_us = False
         after_outside_cause = child.outside_cause
-        child.report, child.asked_at, child.outside_cause = None, 0.0, False
+        child.report, child.asked_at, child.last_asked, child.outside_cause = None, 0.0, 0.0, False
         self.send(child.address, Started(child.spec.name, child.spec.kind_name, child.spec.args, self.config,
                                          after_outside_cause))
         if self.directory is not None:

@@ -56,3 +56,20 @@ class DeafSupervisor(Supervisor):
 
     def on_ChildActorExited(self, message, sender) -> None:
         pass
+
+
+class LosesFirstQuestion(GatewayActor):
+    """Never answers the first DescribeTree it gets, as if that question or its answer were lost on the way; answers
+    every later one, saying it holds 5 items of work (a value only its own answer carries)."""
+
+    def __init__(self):
+        super().__init__()
+        self.questions = 0
+
+    def on_DescribeTree(self, message, sender) -> None:
+        self.questions += 1
+        if self.questions > 1:
+            super().on_DescribeTree(message, sender)
+
+    def pending_work(self) -> int:
+        return 5

@@ -4,6 +4,7 @@ table of faults injected and violations found.
 """
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import threading
@@ -107,6 +108,8 @@ def run(plan: Plan, seed: int, verbose: bool = True, artifacts: Path | None = No
             report.add("G7 loopback only", sampler.samples, sampler.violations)
             checked, violations, marked = checks.replies(world, telegram, web)
             report.add("G1+G3 replies in chats", checked, violations)
+            if violations and artifacts is not None:
+                save_reply_evidence(world, violations, artifacts)
             report.marked_resends = marked
             report.gave_up = checks.gave_up_notices(telegram, web)
             report.add("G1+G2 web history", *checks.web_questions(world, web))
@@ -123,6 +126,37 @@ def run(plan: Plan, seed: int, verbose: bool = True, artifacts: Path | None = No
                     shutil.copy(world.gw.state / "gateway.log", artifacts / "gateway.log")
     report.elapsed_s = time.monotonic() - began
     return report
+
+
+def save_reply_evidence(world: World, violations: list[str], artifacts: Path) -> None:
+    """What a duplicate or a missing reply is diagnosed from: every Bot API call the fake saw in the chats concerned
+    (with each message's versions and times) and the state dir's database as it stands after the drain."""
+    artifacts.mkdir(parents=True, exist_ok=True)
+    chats = sorted({line.split()[1].rstrip(":") for line in violations if line.startswith("telegram ")})
+    timelines = {chat: world.control.get(f"/_control/chats/{chat}") for chat in chats}
+    (artifacts / "violating-chats.json").write_text(json.dumps(timelines, indent=1, ensure_ascii=False))
+    for name in ("gateway.db", "gateway.db-wal"):
+        if (world.gw.state / name).exists():
+            shutil.copy(world.gw.state / name, artifacts / name)
+
+
+def reply_evidence_text(artifacts: Path) -> str:
+    """The saved evidence as lines a CI log can carry: each violating chat's Bot API calls, then its messages."""
+    path = artifacts / "violating-chats.json"
+    if not path.exists():
+        return ""
+    lines = []
+    for chat, timeline in json.loads(path.read_text()).items():
+        t0 = min([op["at"] for op in timeline["ops"]] or [0.0])
+        lines.append(f"chat {chat}: Bot API calls")
+        lines += [f"  {op['at'] - t0:8.2f}s {op['method']} message {op['message_id']} -> {op['status']} "
+                  f"{op['description'] or ''}" for op in timeline["ops"]]
+        lines.append(f"chat {chat}: messages")
+        for message in timeline["messages"]:
+            versions = [f"{v.get('at', t0) - t0:.2f}s {v['text'][:60]!r}" for v in message.get("history", [])]
+            lines.append(f"  {message['message_id']} {'deleted ' if message.get('deleted') else ''}"
+                         f"{'out' if message.get('outgoing') else 'in'}: " + " | ".join(versions))
+    return "\n".join(lines)
 
 
 def inject_faults(world: World, plan: Plan, rng: random.Random, report: Report, tick) -> None:

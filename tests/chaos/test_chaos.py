@@ -15,9 +15,10 @@ pytestmark = pytest.mark.timeout(600)
 KNOWN = "(a visible duplicate)"
 
 
-def test_short_chaos_run_finds_no_violation():
-    report = run.run(SHORT, seed=1)
+def test_short_chaos_run_finds_no_violation(tmp_path):
+    report = run.run(SHORT, seed=1, artifacts=tmp_path)
     print("\n" + report.table())
+    print(run.reply_evidence_text(tmp_path))
     problems = [f"{g}: {line}" for g, lines in sorted(report.violations.items()) for line in lines]
     assert sum(report.faults.values()) > 0, "the run was meant to inject faults"
     unknown = [p for p in problems if KNOWN not in p]

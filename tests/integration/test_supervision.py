@@ -122,6 +122,19 @@ def test_a_child_whose_exit_notice_is_lost_is_still_restarted():
         assert nodes["a"].restarts == 1 and "killed" in nodes["a"].last_exit
 
 
+def test_a_child_whose_describe_answer_was_lost_is_asked_again():
+    """A question (or its answer) lost on the way once must not leave a live child "unresponsive" for good: once
+    it is overdue, the child is asked again and shows its own answer."""
+    from supervision.describing import SILENT_AFTER_S
+    with running_actor_system() as asys:
+        sup = start_supervisor(asys, [worker("q", actor="tests.actors_for_tests.LosesFirstQuestion")])
+        first = tree(asys, sup)["q"]        # the question it never answers
+        assert first.pending != 5
+        nodes = wait_for(lambda: (n := tree(asys, sup)) and n["q"].pending == 5 and n, SILENT_AFTER_S + 15, 0.5,
+                         "the child asked again and answering")
+        assert nodes["q"].state == "running"
+
+
 def test_transient_child_that_stops_cleanly_stays_stopped_and_temporary_never_restarts():
     with running_actor_system() as asys:
         sup = start_supervisor(asys, [worker("t", Restart.TRANSIENT, "tests.actors_for_tests.StopsCleanly"),
