@@ -52,7 +52,7 @@ from soak_report import percentile, report  # noqa: E402  (this script's own fol
 MIB = 2**20
 COLUMNS = ("elapsed_s", "rss_mib", "pss_mib", "processes", "session_procs", "session_rss_mib", "session_pss_mib",
            "sessions_in_tree", "sent", "answered", "unanswered", "in_flight", "actor_restarts", "sample_ms",
-           "loadavg_1m")
+           "loadavg_1m", "supervisor_rss_mib", "supervisor_uss_mib")
 
 
 class Load:
@@ -130,8 +130,16 @@ class Sampler(threading.Thread):
         self.supervisor_pid = next((n["pid"] for n in everyone if n["name"] == "sessions"), self.supervisor_pid)
         # Sessions counted from the OS, not the walk: a session supervisor slow to describe its children under load
         # is shown with none. Its children are the live Session processes and their in-flight stream consumers.
+        # The session supervisor's own memory: every Session and StreamConsumer is forked from it, so whatever its
+        # heap gains per child it ever started, each new session process starts with.
+        supervisor_rss = supervisor_uss = ""
         try:
-            session_pids = {c.pid for c in psutil.Process(self.supervisor_pid).children()}
+            if self.supervisor_pid <= 0:      # not known yet; pid 0's children would be the whole machine
+                raise ValueError("no session supervisor yet")
+            supervisor = psutil.Process(self.supervisor_pid)
+            session_pids = {c.pid for c in supervisor.children()}
+            info = supervisor.memory_full_info()
+            supervisor_rss, supervisor_uss = round(info.rss / MIB, 1), round(info.uss / MIB, 1)
         except (psutil.NoSuchProcess, ValueError):
             session_pids = set()
         in_tree = sum(1 for n in everyone if n["kind"] == "Session")
@@ -154,7 +162,7 @@ class Sampler(threading.Thread):
                round(session_rss / MIB, 1), round(session_pss / MIB, 1),
                in_tree if everyone and (in_tree or not live_sessions) else "", load.sent, load.answered,
                load.unanswered, load.in_flight, restarts, round((time.monotonic() - began) * 1000),
-               os.getloadavg()[0])
+               os.getloadavg()[0], supervisor_rss, supervisor_uss)
         # Flushed per row: what reached the page cache survives this process being killed (not a machine crash).
         self.writer.writerow(row)
         self.file.flush()

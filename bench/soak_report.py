@@ -58,7 +58,9 @@ def summarise(rows: list[dict], warmup_s: float, window_s: float) -> dict:
                         ("rss_mib_per_process", per_proc), ("processes", lambda r: r["processes"]),
                         ("session_procs", lambda r: r["session_procs"]),
                         ("rss_mib_per_session_proc", per_session("session_rss_mib")),
-                        ("pss_mib_per_session_proc", per_session("session_pss_mib"))):
+                        ("pss_mib_per_session_proc", per_session("session_pss_mib")),
+                        ("session_supervisor_rss_mib", lambda r: r.get("supervisor_rss_mib")),
+                        ("session_supervisor_uss_mib", lambda r: r.get("supervisor_uss_mib"))):
         a, b = mean_of(early, value), mean_of(late, value)
         out[name] = {"early": a, "late": b, "growth_pct": growth(a, b)}
     out["rss_mib_max"] = max(r["rss_mib"] for r in rows)
