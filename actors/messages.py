@@ -88,7 +88,9 @@ class OpResult:
     op_id: str
     ok: bool
     message_id: Optional[str] = None
-    error_kind: Optional[str] = None   # retryable | flood | permanent | too_long | formatting | not_found
+    # retryable | flood | permanent | too_long | formatting | not_found | ambiguous (a send that may have gone
+    # through before it failed: not retried blind, the sender marks its next copy as re-sent)
+    error_kind: Optional[str] = None
     error: str = ""                    # short, already redacted: safe to log
     retry_after: float = 0.0
 

@@ -279,13 +279,16 @@ class PlatformAdapter(InboundPath, GatewayActor):
                 raise
             except Exception as exc:  # noqa: BLE001 - classified below
                 kind, retry_after = self.classify(exc)
+                if (op.action == "send" and not op.idempotency_key and kind == "retryable"
+                        and getattr(exc, "maybe_done", False)):
+                    # The send may be in the chat already: repeating it here would show it twice, unmarked. The
+                    # sender knows the reply and holds the ledger: it sends again with the visible re-sent mark.
+                    return OpResult(op.op_id, False, error_kind="ambiguous", error=self._clean(exc))
                 step, delay = after_failure(op.action, kind, retry_after, floods, failures, self.retry_policy)
                 if step == "done":
                     return OpResult(op.op_id, True, message_id=op.message_id)
                 if step == "fail":
                     return OpResult(op.op_id, False, error_kind=kind, error=self._clean(exc), retry_after=retry_after)
-                # Sends are retried too: a send whose answer was lost may have gone through, but failing it would
-                # only move the same retry to the sender (the delivery ledger), which knows no more than we do.
                 self._say(logging.INFO, "%s: %s %s in chat %s: %s; retrying in %.2fs", self.name, op.action,
                           op.op_id, op.chat_id, kind, delay)
                 if step == "flood":

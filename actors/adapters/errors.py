@@ -31,12 +31,15 @@ class PlatformError(Exception):
 
 
 class RetryableError(PlatformError):
-    """A transient failure; the request may be repeated unchanged. ``retry_after`` is a hint in seconds, if any."""
+    """A transient failure; the request may be repeated unchanged. ``retry_after`` is a hint in seconds, if any.
+    ``maybe_done``: the request left and its answer was lost (a timeout, a connection cut mid-call), so it may have
+    taken effect; repeating a send then could show it twice."""
 
     def __init__(self, description: str, *, method: str = "", status: Optional[int] = None,
-                 retry_after: Optional[float] = None):
+                 retry_after: Optional[float] = None, maybe_done: bool = False):
         super().__init__(description, method=method, status=status)
         self.retry_after = retry_after
+        self.maybe_done = maybe_done
 
 
 class FloodError(RetryableError):

@@ -90,7 +90,8 @@ class FakePlatformAPI:
                 except ValueError:
                     body = None
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise RetryableError(f"network error: {type(exc).__name__}", method=op) from None
+            raise RetryableError(f"network error: {type(exc).__name__}", method=op,
+                                 maybe_done=not isinstance(exc, aiohttp.ClientConnectorError)) from None
         if status == 200 and isinstance(body, dict) and body.get("ok"):
             return body
         raise _classify(op, status, body)

@@ -127,8 +127,9 @@ class TelegramAPI:
                     body = None
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             # "from None": the aiohttp exception may carry the URL, and with it the token.
-            raise RetryableError(f"network error: {type(exc).__name__}: {self.redact(str(exc))}",
-                                 method=method) from None
+            # Only a connection never made is sure not to have reached the Bot API.
+            raise RetryableError(f"network error: {type(exc).__name__}: {self.redact(str(exc))}", method=method,
+                                 maybe_done=not isinstance(exc, aiohttp.ClientConnectorError)) from None
         if isinstance(body, dict) and body.get("ok") is True:
             return body.get("result")
         error = classify_error(method, status, body)

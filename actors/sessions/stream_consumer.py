@@ -272,6 +272,13 @@ class StreamConsumer(ReplyClaim, StoreUser, GatewayActor):
         elif action == "edit" and result.error_kind == "not_found":
             self.parts.pop(index, None)   # the user deleted it: send that part again
             self.shown.pop(index, None)
+        elif action == "send" and result.error_kind == "ambiguous" and self.retries < MAX_OP_RETRIES:
+            # The send may have gone through with its answer lost: the copy that goes now carries the re-sent mark
+            # (the intent stays in the ledger until an id comes back, so any later owner marks its copy too).
+            self.retries += 1
+            self.became_ambiguous()
+            self.after(0.5 * self.retries, "pump")
+            return
         elif result.error_kind in ("retryable", "flood") and self.retries < MAX_OP_RETRIES:
             # Before any fallback: a 429 storm outlasting the adapter's own waits passes, and a final edit that
             # falls back to a new message would leave its preview behind.

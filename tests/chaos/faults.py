@@ -100,9 +100,9 @@ class DropConnections:
 
     def inject(self, world: World, rng: random.Random) -> str:
         seconds = rng.uniform(3, 8)
-        # "drop" closes the socket before the call takes effect: a cut the client must retry. (A call that took
-        # effect and lost its answer is the ambiguous send; it has a fault of its own in the pipeline's tests.)
-        world.control.post("/_control/faults", {"p_drop": 0.4, "seed": rng.randrange(1 << 30),
+        # "drop" closes the socket before the call takes effect, "drop_after" once it took effect (the ambiguous
+        # send: the client cannot tell the two apart, so a send cut either way goes again with the re-sent mark).
+        world.control.post("/_control/faults", {"p_drop": 0.3, "p_drop_after": 0.1, "seed": rng.randrange(1 << 30),
                                                 "methods": TELEGRAM_CALLS})
         world.web.drop_all()
         time.sleep(seconds)

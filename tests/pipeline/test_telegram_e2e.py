@@ -320,6 +320,29 @@ class RefusingTelegram(FakeTelegram):
         return await super()._dispatch(request)
 
 
+def test_a_send_whose_answer_was_lost_is_sent_again_only_with_the_re_sent_mark(tmp_path):
+    """The Bot API has no idempotency key: a send that took effect but lost its answer (a connection cut mid-call)
+    must not be repeated as if it had failed. Its next copy carries the re-sent mark: never two unmarked answers."""
+    with FakeTelegram() as tg:
+        gw = telegram_gateway(tmp_path, tg.base_url, adapter="")
+        try:
+            gw.start()
+            gw.wait_ready()
+            tg.set_faults(next=["drop_after"], methods=["sendMessage"])
+            tg.inject_message("echo answer me once", chat_id=41)
+            def shown():
+                return [m["text"] for m in tg.messages(41) if not m["deleted"]]
+            wait_for(lambda: any(RESENT_MARKER in t and CURSOR not in t for t in shown()), 60, 0.1,
+                     "the marked copy, final")
+            # The lost send's copy stays as it was sent (a preview, maybe with its cursor): the mark says so.
+            unmarked = [t for t in shown() if RESENT_MARKER not in t]
+            assert len(shown()) == 2 and len(unmarked) == 1, shown()
+            sends = [op for op in tg.timeline(41)["ops"] if op["method"] == "sendMessage"]
+            assert len(sends) == 2, sends
+        finally:
+            stop(gw)
+
+
 SPECIAL = r'<b>tag</b> & &amp; 1.5! _under_ [link](x) #hash +plus -minus =eq |pipe| {brace} ~tilde~ >quote \back'
 
 
