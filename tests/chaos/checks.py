@@ -61,10 +61,11 @@ def web_view(world: World) -> dict[str, list[dict]]:
 def replies(world: World, telegram: dict, web: dict) -> tuple[int, list[str], int]:
     """G1 + G3 from the chats: every message sent has exactly one complete reply; no stale preview is left.
 
-    One exception, counted apart (the third value): where a send's outcome died with the daemon, Telegram offers no
-    idempotency key, so the reply is sent again carrying the visible re-sent marker (DESIGN.md §2.6). A chat may
-    then show an earlier copy (complete, or a preview) next to the marked reply; that is the documented behaviour,
-    and anything unmarked is still a violation."""
+    One exception, counted apart (the third value): where a send's outcome was lost (the daemon died, or the
+    connection was cut after the call left), Telegram offers no idempotency key, so the reply is sent again carrying
+    the visible re-sent marker (DESIGN.md §2.6). A chat may then show an earlier copy (complete, or a preview) next
+    to the marked reply, and a marked copy whose own answer was lost next to the one that went through; that is the
+    documented behaviour. More than one unmarked copy is still a violation."""
     violations, marked_chats = [], set()
     sent = world.sent
     for m in sent:
@@ -74,7 +75,8 @@ def replies(world: World, telegram: dict, web: dict) -> tuple[int, list[str], in
             answers = [b["text"] for b in telegram[m.chat] if m.token in b["text"] and CURSOR not in b["text"]]
         else:
             answers = [e["text"] for e in web[m.chat] if e["role"] == "assistant" and m.token in e["text"]]
-        if len(answers) == 2 and sum(RESENT_MARKER in a for a in answers) == 1:
+        unmarked = [a for a in answers if RESENT_MARKER not in a]
+        if answers and len(unmarked) <= 1 and len(answers) > 1:
             marked_chats.add((m.platform, m.chat))
         elif len(answers) != 1:
             what = "no reply" if not answers else f"{len(answers)} replies (a visible duplicate)"
@@ -90,8 +92,8 @@ def replies(world: World, telegram: dict, web: dict) -> tuple[int, list[str], in
     failing = Counter(m.chat for m in sent if m.failing)
     for chat, expected in failing.items():
         errors = [b for b in telegram[chat] if CURSOR not in b["text"]]
-        if len(errors) != expected and not (len(errors) == expected + 1
-                                            and any(RESENT_MARKER in b["text"] for b in errors)):
+        unmarked = [b for b in errors if RESENT_MARKER not in b["text"]]
+        if len(errors) < expected or len(unmarked) > expected:   # extra copies only with the marker
             violations.append(f"telegram {chat}: {expected} failing questions, {len(errors)} error replies")
     return len(sent), violations, len(marked_chats)
 

@@ -43,6 +43,13 @@ def test_replies_flags_a_lost_reply_a_duplicate_a_stale_preview_and_a_missing_er
     resent = bot(f"{checks.RESENT_MARKER}\n{answer['text']}", 3)
     for earlier in (answer, bot(answer["text"][:12] + " ▍", 2)):
         assert checks.replies(world, {"7000001": [earlier, resent], "7000002": good["7000002"]}, web)[1:] == ([], 1)
+    # Two marked copies (the first marked send's own answer was lost too) beside one unmarked: still documented.
+    twice = bot(resent["text"], 4)
+    assert checks.replies(world, {"7000001": [answer, resent, twice], "7000002": good["7000002"]}, web)[1:] == ([], 1)
+    error_resent = bot(f"{checks.RESENT_MARKER}\n⚠ the agent failed", 5)
+    assert checks.replies(world, {"7000001": [answer], "7000002": [bot("⚠ the agent failed"), error_resent,
+                                                                   error_resent]}, web)[1] == []
+    assert checks.replies(world, {"7000001": [answer], "7000002": [bot("⚠ the agent failed")] * 2}, web)[1]
 
 
 def test_web_questions_flags_a_message_shown_twice_or_still_queued():
