@@ -49,8 +49,8 @@ class Report:
         lines += ["", "| guarantee | checked | violations |", "|---|---:|---:|"]
         for guarantee in sorted(self.checked):
             lines.append(f"| {guarantee} | {self.checked[guarantee]} | {len(self.violations.get(guarantee, []))} |")
-        lines += ["", f"Chats where a reply was re-sent with the visible marker (a send whose outcome died with the "
-                      f"daemon; Telegram has no idempotency key): {self.marked_resends}",
+        lines += ["", f"Chats where a reply was re-sent with the visible marker (a send whose outcome was lost, "
+                      f"with the daemon or the connection; Telegram has no idempotency key): {self.marked_resends}",
                   f"Messages answered with the notice that their turn was interrupted twice (G8 resumes a turn once, "
                   f"then asks for the message again): {self.gave_up}"]
         return "\n".join(lines)
