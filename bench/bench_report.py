@@ -76,7 +76,8 @@ def markdown(r: dict) -> str:
     rec, dr = r["recovery"], r["drain"]
     lines += ["", f"Recovery: {rec['unfinished_at_kill']} replies unfinished in the ledger at the kill "
                   f"({rec['ledger_at_kill']}); the new instance was ready after {rec['start_ready_s']} s; "
-                  f"chats with other than exactly one reply message: {rec['duplicates']}.",
+                  f"chats showing a reply twice without the re-sent mark: {rec['duplicates']}; with a copy re-sent "
+                  f"under the mark (a send whose outcome died with the daemon): {rec.get('marked_resends', '-')}.",
               f"Drain: exit code {dr['exit_code']}, turns left in flight {dr['in_flight_left']}, the last reply was "
               f"final {dr['last_reply_after_s']} s after the drain began (the slow agent's own time).", ""]
     return "\n".join(lines)
