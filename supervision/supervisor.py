@@ -42,6 +42,7 @@ from actors.messages import ActorRestarted
 from actors.metrics import report
 from supervision.actor import GatewayActor
 from supervision.describing import DescribesSubtree
+from supervision.thespian_addresses import forget_child_address
 from supervision.spec import (ChildSpec, Intensity, Restart, SupervisorFlags, affected_children, backoff_delay,
                               should_restart, wait_out_delay)
 
@@ -201,6 +202,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
         return float(self.config.get("supervision", {}).get("liveness_check_s", LIVENESS_CHECK_S))
 
     def child_gone(self, child: ChildState) -> None:
+        forget_child_address(self, child.address)   # Thespian's own record of it would otherwise stay for good
         child.address, child.seen_as, child.pid = None, None, 0
         if child.stopped_by_us:
             child.last_exit = child.report or "stopped by its supervisor"

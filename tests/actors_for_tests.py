@@ -73,3 +73,12 @@ class LosesFirstQuestion(GatewayActor):
 
     def pending_work(self) -> int:
         return 5
+
+
+class CountsAddresses(Supervisor):
+    """A supervisor that says how many child addresses Thespian's address manager still holds for it."""
+
+    def on_str(self, message, sender) -> None:
+        from supervision.thespian_addresses import addresses_held
+        if message == "addresses":
+            self.send(sender, ("addresses", addresses_held(self)))

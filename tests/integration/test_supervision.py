@@ -134,6 +134,22 @@ def test_a_child_whose_describe_answer_was_lost_is_asked_again():
         assert nodes["q"].state == "running"
 
 
+def test_a_supervisor_forgets_the_addresses_of_children_that_are_gone():
+    """Thespian keeps every child address an actor ever created; a supervisor that restarts (or, for sessions,
+    starts anew) thousands of children must not carry them all, nor pass them on to everything it forks."""
+    with running_actor_system() as asys:
+        sup = asys.createActor("tests.actors_for_tests.CountsAddresses")
+        asys.tell(sup, Started("sup", "Supervisor", SupervisorArgs(SupervisorFlags(backoff_base_s=0.01, max_restarts=50),
+                                                                   (worker("a"),)), DEBUG))
+        pid = wait_for(lambda: running(asys, sup, ["a"]), 10)["a"].pid
+        for _ in range(5):
+            os.kill(pid, signal.SIGKILL)
+            pid = wait_for(lambda: (n := running(asys, sup, ["a"])) and n["a"].pid != pid and n["a"].pid, 10, 0.05,
+                           "a restarted")
+        held = ask_for(asys, sup, "addresses", tuple, 5)
+        assert held == ("addresses", 1), held   # the live child's only
+
+
 def test_transient_child_that_stops_cleanly_stays_stopped_and_temporary_never_restarts():
     with running_actor_system() as asys:
         sup = start_supervisor(asys, [worker("t", Restart.TRANSIENT, "tests.actors_for_tests.StopsCleanly"),

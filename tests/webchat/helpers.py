@@ -22,7 +22,11 @@ port = {port}
 
 def served_port(gw: Gateway, timeout: float = 20) -> int:
     """The port the adapter logged (the last one: a restarted gateway logs again)."""
-    found = wait_for(lambda: SERVING.findall(gw.log()), timeout, 0.05, "the web chat's serving line")
+    try:
+        found = wait_for(lambda: SERVING.findall(gw.log()), timeout, 0.05, "the web chat's serving line")
+    except AssertionError as exc:   # say why: a bind that failed, an adapter restarting, a log that stopped
+        tail = "\n".join(gw.log().splitlines()[-30:])
+        raise AssertionError(f"{exc}; the gateway log ends with:\n{tail}") from None
     return int(found[-1][1])
 
 
