@@ -48,7 +48,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
     def on_start(self, args) -> None:
         self.open_store()
         self.refresh_counts()
-        self.after(self.config.get("delivery", {}).get("sweep_interval_s", SWEEP_INTERVAL_S), "sweep")
+        self.after(self.sweep_interval_s(), "sweep")
         self.after(5.0, "housekeeping")
 
     def on_stop(self) -> None:
@@ -66,9 +66,12 @@ class DeliverySweeper(StoreUser, GatewayActor):
         self.connected.add(message.name)
         self.sweep()
 
+    def sweep_interval_s(self) -> float:
+        return float(self.config.get("delivery", {}).get("sweep_interval_s", SWEEP_INTERVAL_S))
+
     def on_timer_sweep(self, _data) -> None:
         self.sweep()
-        self.after(self.config.get("delivery", {}).get("sweep_interval_s", SWEEP_INTERVAL_S), "sweep")
+        self.after(self.sweep_interval_s(), "sweep")
 
     def sweep(self) -> None:
         for op_id, job in list(self.jobs.items()):
