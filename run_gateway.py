@@ -11,6 +11,7 @@
     python run_gateway.py sessions ...    stored conversations: list, show, search, export, import
     python run_gateway.py deliveries ...  the delivery ledger: pending, failed, abandoned; retry one
     python run_gateway.py pair ...        who may talk to the agent: pairing codes (list, approve, deny), grants
+    python run_gateway.py fault NAME      fault drills: crash, hang or exit one actor or cell ([debug] fault_injection)
 
 Every admin command takes --json. Configuration: --config FILE, else $GATEWAY_CONFIG, else
 ~/.config/agent-gateway/gateway.toml (embedded defaults when absent). State: $GATEWAY_STATE_DIR, else
@@ -67,10 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
                       help="who is speaking (each user is their own conversation)")
     chat.add_argument("--message", metavar="TEXT", help="send one message, print the answer, exit")
     chat.add_argument("--timeout", type=float, default=600.0, metavar="S", help="how long to wait for an answer")
+    fault = sub.add_parser("fault", help="fault drill: crash, hang or exit one actor or cell (needs [debug] "
+                                         "fault_injection; names as `tree --all` shows them)")
+    fault.add_argument("name", help="the actor's or cell's name, e.g. sweeper or session:<key>")
+    fault.add_argument("--action", choices=("crash", "hang", "exit"), default="crash")
+    fault.add_argument("--seconds", type=float, default=30.0, metavar="S", help="how long a hang lasts")
     from supervision import cli_access, cli_storage
     cli_storage.add_parsers(sub)
     cli_access.add_parsers(sub)
-    for cmd in (stop, drain, sub.choices["status"], sub.choices["tree"], start):
+    sub.choices["tree"].add_argument("--all", action="store_true", help="every cell, not the busiest per shard")
+    for cmd in (stop, drain, sub.choices["status"], sub.choices["tree"], start, fault):
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
@@ -185,6 +192,22 @@ def cmd_tree(config: dict, args) -> int:
     return _out(args, tree.to_json(root), 0, tree.render(root))
 
 
+def cmd_fault(config: dict, args) -> int:
+    from supervision.admin import AdminError
+    if not config["debug"]["fault_injection"]:
+        return _out(args, {"ok": False, "error": "fault drills need [debug] fault_injection = true in the "
+                                                 "configuration the gateway runs with"}, 1)
+    client = _attach(config, args)
+    if isinstance(client, int):
+        return client
+    try:
+        node = client.inject_fault(args.name, args.action, args.seconds)
+    except AdminError as exc:
+        return _out(args, {"ok": False, "error": str(exc)}, 1)
+    return _out(args, {"ok": True, "name": node.name, "kind": node.kind, "pid": node.pid, "action": args.action},
+                0, f"{args.action} sent to {node.kind} {node.name} (pid {node.pid})")
+
+
 def cmd_chat(config: dict, args) -> int:
     from actors.adapters.cli_terminal import Terminal, interactive
     client = _attach(config, args)
@@ -219,8 +242,9 @@ def cmd_pair(config: dict, args) -> int:
     return run(config, args)
 
 
-COMMANDS = {"sessions": cmd_sessions, "deliveries": cmd_deliveries, "pair": cmd_pair, "chat": cmd_chat, "run": cmd_run, "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status,
-            "tree": cmd_tree}
+COMMANDS = {"sessions": cmd_sessions, "deliveries": cmd_deliveries, "pair": cmd_pair, "chat": cmd_chat, "run": cmd_run,
+            "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
+            "fault": cmd_fault}
 
 
 # ------------------------------------------------------------------------------------------------------ helpers

@@ -221,7 +221,13 @@ class CliDone:
 
 @dataclass(frozen=True)
 class Passivate:
-    """Session supervisor -> session: stop if idle (idle timeout or the live-session cap)."""
+    """Session shard -> session cell: stop if idle (idle timeout or the live-session cap)."""
+
+
+@dataclass(frozen=True)
+class RunCells:
+    """Session shard -> itself: its cells still have mail after one run's budget (run again once Thespian has
+    transmitted what they sent so far)."""
 
 
 @dataclass(frozen=True)
@@ -357,6 +363,7 @@ class Fault:
     """Fault injection for chaos tests, honoured only when the config enables [debug] fault_injection."""
     action: str                    # crash | hang | exit
     seconds: float = 0.0
+    target: str = ""               # a cell of the shard it is sent to (e.g. "session:<key>"): that cell, not the shard
 
 
 # Drain and shutdown.

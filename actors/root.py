@@ -42,8 +42,9 @@ def preload_actor_modules(config: dict) -> None:
     import importlib
 
     from actors.adapters import registry
-    from actors.sessions.supervisor import CONSUMER_ACTOR, SESSION_ACTOR
-    paths = [spec.actor for spec in root_children(config)] + [SESSION_ACTOR, CONSUMER_ACTOR]
+    from actors.sessions.shard import CONSUMER_ACTOR, SESSION_ACTOR
+    from actors.sessions.supervisor import SHARD_ACTOR
+    paths = [spec.actor for spec in root_children(config)] + [SHARD_ACTOR, SESSION_ACTOR, CONSUMER_ACTOR]
     paths += [registry.entry_of(args).actor for args in registry.validate_all(config).values()]
     for path in paths:
         importlib.import_module(path.rsplit(".", 1)[0])

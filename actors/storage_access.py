@@ -3,6 +3,7 @@
 * Actors with an async bridge (sessions, stream consumers, adapters, the sweeper) open one Store on their bridge loop
   and make short calls synchronously from their own thread with ``StoreUser.db(coro)``: a commit is ~1 ms, far below
   what would hold up a mailbox, and it keeps the turn state machine readable.
+* Cells (sessions, stream consumers) share their shard's one Store (``CellStoreUser``).
 * Supervisors fork children and must not run threads (aiosqlite runs one per connection), so they use
   ``transient_call``: open, query, close — no thread outlives the call.
 """
@@ -60,3 +61,15 @@ class StoreUser:
             except Exception:  # noqa: BLE001 - closing on the way out; the WAL keeps what was committed
                 pass
             self.store = None
+
+
+class CellStoreUser(StoreUser):
+    """For cells (sessions, stream consumers): the store is their shard's one connection, shared by every cell of
+    the shard; its calls are serialised because every cell's handler runs on the shard's one thread. A cell never
+    opens or closes it."""
+
+    def open_store(self) -> None:
+        self.store = self.host.store
+
+    def close_store(self) -> None:
+        self.store = None

@@ -30,6 +30,7 @@ A ledger failure never blocks a send: wrap calls in ``best_effort``, which logs 
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import sqlite3
@@ -83,6 +84,7 @@ class Obligation:
     parts: dict = field(default_factory=dict)  # part index -> platform message id
     send_intent: Optional[int] = None          # the part whose send left with no id back yet
     ambiguous: bool = False                    # a claim found an unresolved send: an unaddressable copy may exist
+    claimed: bool = False                      # record_obligation(claim=True) made the claim in this very call
 
 
 async def _load(conn, oid: str) -> Optional[Obligation]:
@@ -154,12 +156,13 @@ class Ledger:
                 (oid, session_key, inbound_ref, target.platform, str(target.chat_id),
                  None if target.thread_id is None else str(target.thread_id),
                  None if target.reply_to is None else str(target.reply_to), content, chunk_blob, now, now))
-            if claim and (await _load(conn, oid)).state == "pending":
+            claimed = claim and (await _load(conn, oid)).state == "pending"
+            if claimed:
                 await _claim(conn, oid, now)
                 if send_intent is not None:
                     await conn.execute("UPDATE obligations SET send_intent = ? WHERE obligation_id = ?",
                                        (int(send_intent), oid))
-            return await _load(conn, oid)
+            return dataclasses.replace(await _load(conn, oid), claimed=claimed)
         return await self._db.write(do, time.time())
 
     async def get(self, oid: str) -> Optional[Obligation]:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import socket
 import time
 
-from actors.messages import DescribeTree, DrainReport, DrainRequest, GatewayStatus, StatusRequest, TreeReply
+from actors.messages import (DescribeTree, DrainReport, DrainRequest, Fault, GatewayStatus, StatusRequest, TreeNode,
+                             TreeReply)
 from supervision import loopback, processes
+from supervision import tree as tree_mod
 from supervision.asking import ask_for
 from supervision.logging_setup import thespian_log_defs
 from supervision.runfiles import RunFiles
@@ -66,6 +68,21 @@ class AdminClient:
 
     def tell(self, message) -> None:
         self.asys.tell(self.root, message)
+
+    def inject_fault(self, name: str, action: str, seconds: float = 0.0) -> TreeNode:
+        """Fault injection (the daemon honours it only with [debug] fault_injection): the actor or cell called
+        ``name`` crashes, hangs or exits. A cell has no address of its own: its shard is told which cell."""
+        for node, parent, _depth in tree_mod.walk(self.tree()):
+            if node.name != name:
+                continue
+            if node.ref is not None:
+                self.asys.tell(node.ref, Fault(action, seconds))
+            elif parent is not None and parent.ref is not None:
+                self.asys.tell(parent.ref, Fault(action, seconds, target=name))
+            else:
+                raise AdminError(f"{name} is in the tree but cannot be reached now")
+            return node
+        raise AdminError(f"no actor or cell called {name!r} is running (see `tree --all`)")
 
 
 def _answers(host: str, port: int, timeout: float = 1.0) -> bool:

@@ -51,7 +51,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "sessions": {
         "idle_s": (float, 600.0, None),
-        "max_live": (int, 200, None),
+        "shards": (int, 0, None),        # session shard processes; 0: one per core
+        "max_live": (int, 10_000, None),  # live session cells per shard; past it new chats wait for a slot
         "busy_mode": (str, "queue", ("queue", "interrupt", "steer", "collect")),
         "collect_window_s": (float, 2.0, None),
         "resume_window_s": (float, 3600.0, None),

@@ -19,11 +19,13 @@ through the log (``key_hash`` of a key from ``sessions list``) without the log n
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
+import threading
 from datetime import datetime, timezone
 from typing import Iterable
 
@@ -190,14 +192,30 @@ def configure_launcher_logging(config: dict | str = "INFO") -> None:
     logging.config.dictConfig(defs)
 
 
+_acting = threading.local()   # .tag: (kind, name) of the cell whose handler runs now on this thread
+
+
 def tag_actor_process(kind: str, name: str) -> None:
-    """Stamp every record this process makes with its actor kind and name (one actor per process)."""
+    """Stamp every record this process makes with its actor kind and name (one actor per process), or with the
+    cell's while a cell's handler runs (``acting_as``)."""
     previous = logging.getLogRecordFactory()
     base = getattr(previous, "untagged", previous)
 
     def factory(*args, **kwargs):
         record = base(*args, **kwargs)
-        record.actor, record.actor_name = kind, name
+        record.actor, record.actor_name = getattr(_acting, "tag", None) or (kind, name)
         return record
     factory.untagged = base
     logging.setLogRecordFactory(factory)
+
+
+@contextlib.contextmanager
+def acting_as(kind: str, name: str):
+    """While a cell's handler runs on its host's thread, the records made on that thread name the cell. (Per thread,
+    not a ContextVar: a task a cell creates on the shared loop must not inherit it.)"""
+    outer = getattr(_acting, "tag", None)
+    _acting.tag = (kind, name)
+    try:
+        yield
+    finally:
+        _acting.tag = outer

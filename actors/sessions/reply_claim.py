@@ -63,14 +63,18 @@ class ReplyClaim:
         if ob.state in ("delivered", "abandoned"):
             self.finish(ob.state == "delivered", f"already {ob.state}", ledger_done=True)
             return False
-        if (ob.state == "attempting" and ob.owner is not None and ob.owner.pid != os.getpid()
-                and is_owner_alive(ob.owner) and self.claim_waits < CLAIM_WAITS):
-            # Its owner (an earlier consumer on its way out, or the sweeper) still runs: let it finish first.
+        # Someone else's claim: this call did not make it. Another process's owner (the sweeper, a consumer of a
+        # shard on its way out) may still run: let it finish first. A claim of this very process that this call
+        # did not make belongs to an earlier consumer cell of the turn, and that one is gone (a session asks for a
+        # new consumer only once the old one has exited): its claim is taken over at once.
+        others = ob.state == "attempting" and not ob.claimed and ob.owner is not None
+        if (others and ob.owner.pid != os.getpid() and is_owner_alive(ob.owner)
+                and self.claim_waits < CLAIM_WAITS):
             self.claim_waits += 1
             self.oid = None
             self.after(0.5, "pump")
             return False
-        if ob.state == "attempting" and ob.owner is not None and ob.owner.pid != os.getpid():
+        if others:
             # A consumer of this turn died holding the claim: take it over through failed -> attempting.
             self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, ob.fence, "taken over"), False, True)
             ob = self.ledger("get", self.store.ledger.get(self.oid), False, True) or ob

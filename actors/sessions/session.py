@@ -1,4 +1,5 @@
-"""The session actor: one conversation, one turn at a time (G4), serialised by its own mailbox.
+"""The session cell: one conversation, one turn at a time (G4), serialised by its own mailbox (a cell of a session
+shard: supervision/cell.py).
 
 State: the session key and current session record, the turn in flight (``Turn``) or none, whether a collect window
 is open, and whether intake is stopped (drain).
@@ -11,7 +12,7 @@ Messages it takes:
   ReplyDone          the reply is delivered: the inbox row is done, the turn ends, the next row starts
   Passivate          stop when idle
   bridge items       agent events, errors, cancellation (from the async bridge)
-Messages it sends: SpawnConsumer (to its supervisor), StreamBatch (to the consumer).
+Messages it sends: SpawnConsumer (to its shard), StreamBatch (to the consumer).
 
 What survives kill -9, in the order it is written: the user's message in the transcript and ``begin_turn`` (before
 the model is called); tool calls with their results (as they finish); the final answer (before its TurnEnd leaves);
@@ -32,8 +33,8 @@ from actors.redact import user_facing_error
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.session_commands import CommandHandler
-from actors.storage_access import StoreUser
-from supervision.actor import GatewayActor
+from actors.storage_access import CellStoreUser
+from supervision.cell import Cell
 from supervision.logging_setup import key_hash
 
 BATCH_INTERVAL_S = 0.05
@@ -45,7 +46,7 @@ RESTARTED_TEXT = "I was restarted while answering your message \u201c{quote}\u20
 QUOTE_CHARS = 60
 
 
-class Session(StoreUser, CommandHandler, GatewayActor):
+class Session(CellStoreUser, CommandHandler, Cell):
     uses_bridge = True
 
     def __init__(self):
@@ -300,17 +301,17 @@ class Session(StoreUser, CommandHandler, GatewayActor):
     # -------------------------------------------------------------------------------------------- consumers
     def ask_consumer(self, turn: turns.Turn) -> None:
         args = turns.consumer_args(turn, self.key, self.config)
-        self.send(self.parent, SpawnConsumer(_consumer_id(turn), args))
+        self.send(self.parent, SpawnConsumer(_consumer_id(turn, self), args))
 
     def on_ConsumerReady(self, message, sender) -> None:
         turn = self.turn
-        if turn is not None and message.turn_id == _consumer_id(turn):
+        if turn is not None and message.turn_id == _consumer_id(turn, self):
             turn.consumer = message.address
             self.send_batch()
 
     def on_ConsumerGone(self, message, sender) -> None:
         turn = self.turn
-        if turn is None or message.turn_id != _consumer_id(turn):
+        if turn is None or message.turn_id != _consumer_id(turn, self):
             return
         turn.consumer, turn.batch_seq, turn.unsent = None, 0, list(turn.events)  # the new one replays it all
         turn.consumer_attempts += 1
@@ -375,9 +376,10 @@ def _quote(text: str) -> str:
     return line if len(line) <= QUOTE_CHARS else line[:QUOTE_CHARS - 1] + "\u2026"
 
 
-def _consumer_id(turn: turns.Turn) -> str:
-    """Unique per session incarnation and attempt: a consumer left from before a crash is never mistaken for ours."""
-    return f"{turn.turn_id}.{os.getpid()}.{turn.consumer_attempts}"
+def _consumer_id(turn: turns.Turn, session: "Session") -> str:
+    """Unique per shard process, session incarnation and attempt: a consumer left from before a crash is never
+    mistaken for ours."""
+    return f"{turn.turn_id}.{os.getpid()}.{session.myAddress.epoch}.{turn.consumer_attempts}"
 
 
 async def _make_queue() -> asyncio.Queue:

@@ -1,4 +1,5 @@
-"""The stream consumer: one reply in flight, from the model's timeline to the platform's (seed §4, DESIGN.md §2.5).
+"""The stream consumer cell: one reply in flight, from the model's timeline to the platform's (seed §4, DESIGN.md
+§2.5). A cell of the session's shard (supervision/cell.py), started when the turn begins.
 
 State: the answer text and the tool progress line so far, the final text once TurnEnd arrives, the parts of the
 reply on the platform (index -> message id) and what each part shows, the one platform operation in flight, the
@@ -37,8 +38,8 @@ from actors.sessions.chunking import LENGTH_FUNCTIONS, split_message
 from actors.adapters import registry
 from actors.sessions.pacing import EditThrottle, pacing_for
 from actors.sessions.reply_claim import LostClaim, ReplyClaim, WaitForStorage, steps_aside
-from actors.storage_access import StoreUser
-from supervision.actor import GatewayActor
+from actors.storage_access import CellStoreUser
+from supervision.cell import Cell
 
 CURSOR = " ▍"
 DEFAULT_RESENT_MARKER = "↻ re-sent after a restart; an unfinished copy may appear above"
@@ -49,7 +50,7 @@ SUPERSEDED = -1         # the part index of a delete aimed at a superseded previ
 STORAGE_WAIT_S = (0.5, 5.0)   # retry delays while storage is unavailable: first, then the longest
 
 
-class StreamConsumer(ReplyClaim, StoreUser, GatewayActor):
+class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
     uses_bridge = True
 
     def __init__(self):

@@ -15,7 +15,7 @@ import pytest
 from tests.actor_system import wait_for
 from tests.daemon import PYTHON, ROOT, Gateway, nodes
 from tests.fakes.fakeplatform import FakePlatform
-from tests.pipeline.harness import CURSOR, actor_pid, pipeline_gateway, settled_answers, visible
+from tests.pipeline.harness import CURSOR, actor_pid, crash_cell, pipeline_gateway, settled_answers, visible
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -74,7 +74,7 @@ def wait_metric(gw: Gateway, check, what: str, timeout: float = 20) -> dict:
 
 def test_a_turn_a_killed_session_and_a_429_show_up_in_metrics(tmp_path):
     with FakePlatform() as platform:
-        gw = pipeline_gateway(tmp_path, platform, extra=METRICS_ON_A_FREE_PORT)
+        gw = pipeline_gateway(tmp_path, platform, extra=METRICS_ON_A_FREE_PORT + "[debug]\nfault_injection = true\n")
         try:
             gw.start()
             gw.wait_ready()
@@ -96,14 +96,18 @@ def test_a_turn_a_killed_session_and_a_429_show_up_in_metrics(tmp_path):
             assert value(s, "gateway_actor_restarts_total", kind="Session") is None
             assert get(gw, "/healthz") == (200, "ok\n") and get(gw, "/readyz") == (200, "ok\n")
 
-            # kill -9 of an idle session: its supervisor restarts it, and that restart is counted once.
-            session = actor_pid(gw, "Session")
-            os.kill(session, signal.SIGKILL)
-            wait_for(lambda: (pid := actor_pid(gw, "Session")) and pid != session, 20, 0.05, "the session back")
+            # An idle session cell crashes: its shard restarts it, and that restart is counted once.
+            crash_cell(gw, "Session")
             s = wait_metric(gw, lambda s: value(s, "gateway_actor_restarts_total", kind="Session") is not None,
                             "the session restart counted")
             assert value(s, "gateway_actor_restarts_total", kind="Session") == 1
-            assert value(s, "gateway_sessions_live") == 1
+            s = wait_metric(gw, lambda s: value(s, "gateway_sessions_live") == 1, "the session live again")
+
+            # kill -9 of the shard that hosts it: the session supervisor restarts the shard, counted once.
+            os.kill(actor_pid(gw, "Session"), signal.SIGKILL)
+            s = wait_metric(gw, lambda s: value(s, "gateway_actor_restarts_total", kind="SessionShard") == 1,
+                            "the shard restart counted")
+            assert value(s, "gateway_actor_restarts_total", kind="Session") == 1
 
             # One 429 from the platform: waited out by the adapter, counted with the wait it imposed.
             platform.set_faults(next=["flood"], flood_retry_after=0.4, methods=["send"])

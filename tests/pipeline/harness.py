@@ -42,6 +42,22 @@ def settled_answers(platform: FakePlatform, chat: str, count: int = 1, timeout: 
         raise AssertionError(f"{exc}\nchat: {chat_view}\n" + "\n".join(tail)) from None
 
 
+def cell_name(gw: Gateway, kind: str, name_part: str = "", timeout: float = 10) -> str:
+    """The name of a live cell of ``kind`` (Session, StreamConsumer) whose name contains ``name_part``."""
+    def find():
+        return next((n["name"] for n in nodes(gw._tree_or_none() or {})
+                     if n["kind"] == kind and name_part in n["name"] and n["state"] in ("running", "busy")), None)
+    return wait_for(find, timeout, 0.05, f"a live {kind} cell")
+
+
+def crash_cell(gw: Gateway, kind: str, name_part: str = "") -> str:
+    """Fault injection: make a live cell's next handler raise (the gateway needs [debug] fault_injection). The cell
+    crashes, its shard does not. Returns the cell's name."""
+    name = cell_name(gw, kind, name_part)
+    gw.cli("fault", name, "--action", "crash", check=True)
+    return name
+
+
 def actor_pid(gw: Gateway, kind: str, name_part: str = "", timeout: float = 10) -> int:
     def find():
         for n in nodes(gw._tree_or_none() or {}):

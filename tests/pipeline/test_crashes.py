@@ -15,7 +15,7 @@ import pytest
 from actors.sessions.stream_consumer import DEFAULT_RESENT_MARKER
 from tests.actor_system import wait_for
 from tests.fakes.fakeplatform import FakePlatform
-from tests.pipeline.harness import CURSOR, actor_pid, pipeline_gateway, settled_answers, visible
+from tests.pipeline.harness import CURSOR, actor_pid, crash_cell, pipeline_gateway, settled_answers, visible
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -80,17 +80,23 @@ def recorded_parts(gw) -> int:
         return db.execute("SELECT count(*) FROM obligation_parts").fetchone()[0]
 
 
-@pytest.mark.parametrize("victim", ["Session", "StreamConsumer", "FakePlatformAdapter"])
+@pytest.mark.parametrize("victim", ["SessionShard", "FakePlatformAdapter", "Session cell", "StreamConsumer cell"])
 def test_kill_9_of_an_actor_mid_turn_delivers_the_reply_once(tmp_path, platform, victim):
-    gw = pipeline_gateway(tmp_path, platform)
+    """A process (the session's shard, the adapter) killed with -9, or a cell (the session, the reply's consumer)
+    crashing in a handler, while the answer streams."""
+    gw = pipeline_gateway(tmp_path, platform, extra="[debug]\nfault_injection = true\n")
     try:
         gw.start()
         gw.wait_ready()
         platform.inject("k", f"tell me about {victim} #slow 0.15")
         streaming_started(platform, "k", gw)
-        pid = actor_pid(gw, victim)
-        assert pid, f"no {victim} running"
-        os.kill(pid, signal.SIGKILL)
+        if victim.endswith(" cell"):
+            crash_cell(gw, victim.split()[0])
+            wait_for(lambda: "crashed on Fault" in gw.log(), 20, 0.05, f"the {victim} to crash")
+        else:
+            pid = actor_pid(gw, victim)
+            assert pid, f"no {victim} running"
+            os.kill(pid, signal.SIGKILL)
         [answer] = settled_answers(platform, "k", timeout=60, gw=gw)
         assert f"tell me about {victim}" in answer and "api_key_env" in answer  # the whole answer, not a piece
         assert len(platform.messages("k")) == 1, "no second message: the reply was edited into place"

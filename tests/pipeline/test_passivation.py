@@ -1,8 +1,7 @@
-"""Idle sessions are passivated (their actor stops) and come back on the next message; the live-session cap
-passivates the least recently used first. Nothing is lost either way: the inbox is the truth."""
+"""Idle sessions are passivated (their cell stops) and come back on the next message; the live-session cap (per
+shard) passivates the least recently used first. Nothing is lost either way: the inbox is the truth."""
 from __future__ import annotations
 
-import psutil
 import pytest
 
 from tests.actor_system import wait_for
@@ -17,9 +16,6 @@ def live_sessions(gw) -> list[dict]:
     return [n for n in nodes(gw._tree_or_none() or {}) if n["kind"] == "Session"]
 
 
-def session_processes(gw) -> int:
-    """Session actors whose process the OS still runs."""
-    return sum(1 for n in live_sessions(gw) if n["pid"] and psutil.pid_exists(n["pid"]))
 
 
 def test_an_idle_session_is_passivated_and_answers_again_after(tmp_path):
@@ -41,7 +37,7 @@ def test_an_idle_session_is_passivated_and_answers_again_after(tmp_path):
 
 def test_the_live_session_cap_passivates_the_least_recently_used(tmp_path):
     with FakePlatform() as platform:
-        gw = pipeline_gateway(tmp_path, platform, extra="[sessions]\nmax_live = 2\n")
+        gw = pipeline_gateway(tmp_path, platform, extra="[sessions]\nshards = 1\nmax_live = 2\n")
         try:
             gw.start()
             gw.wait_ready()
@@ -58,11 +54,11 @@ def test_the_live_session_cap_passivates_the_least_recently_used(tmp_path):
 
 
 def test_a_burst_past_the_cap_waits_for_slots_and_every_chat_is_answered(tmp_path):
-    """Admission: 12 new chats at once over a cap of 3 live sessions. No more than 3 Session processes ever run
-    together (sampled from the OS), and every chat still gets its one answer."""
+    """Admission: 12 new chats at once over a cap of 3 live sessions. No more than 3 Session cells are ever live
+    together (sampled from the tree), and every chat still gets its one answer."""
     chats = [f"burst{i}" for i in range(12)]
     with FakePlatform() as platform:
-        gw = pipeline_gateway(tmp_path, platform, extra="[sessions]\nmax_live = 3\n",
+        gw = pipeline_gateway(tmp_path, platform, extra="[sessions]\nshards = 1\nmax_live = 3\n",
                               agent="[agent]\nchunk_delay_s = 0.05\n")
         try:
             gw.start()
@@ -73,11 +69,11 @@ def test_a_burst_past_the_cap_waits_for_slots_and_every_chat_is_answered(tmp_pat
 
             def all_answered():
                 nonlocal most
-                most = max(most, session_processes(gw))
+                most = max(most, len(live_sessions(gw)))
                 return all(len(visible(platform, c)) == 1 and CURSOR not in visible(platform, c)[0]["text"]
                            for c in chats)
             wait_for(all_answered, 120, 0.05, "every chat of the burst answered")
-            assert most <= 3, f"{most} Session processes at once over a cap of 3"
+            assert most <= 3, f"{most} Session cells at once over a cap of 3"
             assert all(len(platform.messages(c)) == 1 for c in chats)
         finally:
             gw.cli("stop")

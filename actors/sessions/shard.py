@@ -1,0 +1,261 @@
+"""The session shard: one process that hosts thousands of Session and StreamConsumer cells on its event loop.
+
+Every Session and every StreamConsumer stays its own actor (DESIGN.md §1): its own mailbox, state and child spec,
+one message at a time, let it crash and be restarted fresh. They are cells (supervision/cell.py) run by this shard's
+``CellHost`` on the shard's own thread; their async work (agent streams, storage) runs on the shard's loop.
+
+State: the cells (through the host); per live session its last activity (for passivation), the keys waiting for a
+free slot and the sessions asked to passivate (admission); which session asked for which consumer; which consumer
+sent each platform operation still unanswered; one storage connection shared by every cell (one SQLite connection
+per shard, its transactions serialised because every cell's handler runs on this one thread).
+
+Admission ([sessions] max_live, per shard): at most that many session cells live at once. A chat whose session is
+not live when every slot is taken waits, in arrival order; its rows are durable in the inbox, so waiting costs only
+time. For each waiting chat one least recently active session is asked to passivate, and each slot that frees goes
+to the chat that waited longest.
+
+Messages it takes:
+  Started            open storage, start a session cell for every key of this shard with inbox rows or an
+                     interrupted turn (after a kill -9 of this shard nothing waits for a doorbell that will not come)
+  InboxDoorbell      ring the key's session cell, starting it if passivated and a slot is free
+  OpResult           an adapter's answer: to the consumer cell that sent the operation
+  Directory, StopIntake, Flush   kept or done here, and passed to every cell
+  Fault(target=...)  fault injection aimed at one cell (the cell crashes, not the shard)
+  timers             cells (the cells' timers and restarts), idle_scan (passivate idle sessions)
+From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
+consumer's Started is its first message, so nothing sent to it can overtake it).
+Messages it sends: InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells, and what cells send out
+(PlatformOp to adapters, metrics facts).
+
+Exits of cells: a consumer that is gone is reported to its session (ConsumerGone), which asks for a new one and
+replays the turn; a session that is gone takes its consumers with it; one that stopped cleanly frees its slot and is
+started again if rows came in meanwhile. Sessions are transient with their own restart intensity, consumers
+temporary (cell_host.py). What survives kill -9 of the shard: everything durable (inbox, transcript, runtime state,
+ledger); the SessionSupervisor starts the shard again and Started above re-creates the sessions that had work.
+"""
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import time
+
+from actors.messages import (ActorRestarted, ConsumerGone, ConsumerReady, Fault, InboxDoorbell, OpResult, Passivate,
+                             PlatformOp, RunCells, SpawnConsumer, StopIntake)
+from actors.metrics import report
+from actors.sessions.shard_map import shard_of
+from actors.storage_access import StoreUser
+from supervision.actor import GatewayActor
+from supervision.cell_host import CellHost
+from supervision.logging_setup import key_hash
+from supervision.spec import ChildSpec, Restart, flags_from_config
+
+SESSION_ACTOR = "actors.sessions.session.Session"
+CONSUMER_ACTOR = "actors.sessions.stream_consumer.StreamConsumer"
+SESSION_PREFIX, CONSUMER_PREFIX = "session:", "consumer:"
+DEFAULT_MAX_LIVE = 10_000
+
+
+def session_cell_name(key: str) -> str:
+    return SESSION_PREFIX + key
+
+
+class SessionShard(StoreUser, GatewayActor):
+    uses_bridge = True
+
+    def __init__(self):
+        super().__init__()
+        self.cells: CellHost | None = None
+        self.index, self.count = 0, 1
+        self.last_active: dict[str, float] = {}
+        self.waiting: dict[str, None] = {}       # keys with work but no free slot, oldest first
+        self.passivating: set[str] = set()       # keys asked to passivate (a busy session stops once idle)
+        self.consumer_owner: dict[str, str] = {}  # consumer cell name -> the session cell that asked for it
+        self.op_routes: dict[str, str] = {}      # op_id of an operation not yet answered -> the consumer cell
+
+    # ------------------------------------------------------------------------------------------------- start
+    def on_start(self, args) -> None:
+        self.index, self.count = args["index"], args["count"]
+        cfg = self.config.get("sessions", {})
+        self.idle_s = cfg.get("idle_s", 600.0)
+        self.max_live = cfg.get("max_live", DEFAULT_MAX_LIVE)
+        self.open_store()
+        self.cells = CellHost(f"{self.name}/{self.myAddress}", send_out=self._send_out,
+                              arm=lambda seconds: self.after(seconds, "cells"), on_parent=self._from_cell,
+                              on_exit=self._cell_exited, flags=flags_from_config(self.config), bridge=self.bridge,
+                              config=self.config)
+        self.cells.store, self.cells.directory = self.store, self.directory
+        for key in self.db(_keys_with_work(self.store)):
+            if shard_of(key, self.count) == self.index:
+                self._ensure_session(key)
+        self.after(min(self.idle_s, 30.0), "idle_scan")
+
+    def on_stop(self) -> None:
+        if self.cells is not None:
+            self.cells.stop_all()
+        self.close_store()
+
+    # ------------------------------------------------------------------------------------ running the cells
+    def _dispatch(self, message, sender) -> None:
+        super()._dispatch(message, sender)
+        if self.cells is not None and not self._exiting and self.cells.run():
+            self.send(self.myAddress, RunCells())   # more mail: let Thespian transmit what was sent, then go on
+
+    def on_RunCells(self, message, sender) -> None:
+        """Nothing to do here: _dispatch runs the cells after every message."""
+
+    def on_timer_cells(self, _data) -> None:
+        self.cells.fire_due()
+
+    def on_bridge(self, item) -> None:
+        self.cells.post(item)
+
+    def _send_out(self, address, message, cell) -> None:
+        if isinstance(message, PlatformOp):
+            self.op_routes[message.op_id] = cell.myAddress.name
+        self.send(address, message)
+
+    def _from_cell(self, message, sender) -> None:
+        if isinstance(message, SpawnConsumer):
+            self._spawn_consumer(message, sender)
+
+    # ------------------------------------------------------------------------------------------------ routing
+    def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:
+        state = self._ensure_session(message.session_key)
+        if state is not None:
+            self.cells.deliver(state.spec.name, message)
+
+    def on_OpResult(self, message: OpResult, sender) -> None:
+        name = self.op_routes.pop(message.op_id, None)
+        if name is not None:
+            self.cells.deliver(name, message, sender)
+
+    def on_directory(self, directory) -> None:
+        if self.cells is not None:
+            self.cells.directory = directory
+            self.cells.broadcast(directory)
+
+    def on_StopIntake(self, message, sender) -> None:
+        super().on_StopIntake(message, sender)
+        if self.cells is not None:
+            self.cells.broadcast(StopIntake())
+
+    def flush(self) -> int:
+        return self.cells.flush_all() if self.cells is not None else 0
+
+    def fault(self, fault: Fault) -> None:
+        if fault.target and self.cells is not None:
+            if self.debug_enabled() and not self.cells.deliver(fault.target, fault):
+                self.log.warning("%s: no cell %s to inject a fault into", self.name, fault.target)
+            elif not self.debug_enabled():
+                super().fault(fault)   # refused, and says so
+            return
+        super().fault(fault)
+
+    def _ensure_session(self, key: str):
+        """The key's session cell, started if it is not live; None if every slot is taken: the key then waits its
+        turn (its rows are durable in the inbox, and the session reads them all when it starts)."""
+        name = session_cell_name(key)
+        state = self.cells.cells.get(name)
+        if state is not None:
+            self.last_active[key] = time.time()
+            return state
+        if len(self.last_active) >= self.max_live:
+            if key not in self.waiting:
+                self.waiting[key] = None
+                if len(self.waiting) in (1, 100, 1000) or len(self.waiting) % 10_000 == 0:
+                    self.log.warning("%s: %d chat(s) wait for a free session slot ([sessions] max_live = %d)",
+                                     self.name, len(self.waiting), self.max_live)
+            self._make_room()
+            return None
+        self.waiting.pop(key, None)
+        self.last_active[key] = time.time()
+        return self.cells.start(ChildSpec(name, SESSION_ACTOR, kind="Session", args={"session_key": key},
+                                          restart=Restart.TRANSIENT))
+
+    def _make_room(self) -> None:
+        """Ask as many of the least recently active sessions to passivate as there are chats waiting, each once:
+        an idle one stops now, a busy one when its work is done, and its slot goes to the next chat."""
+        live = [k for k in self.last_active if k not in self.passivating]
+        wanted = min(len(self.waiting), len(self.last_active)) - len(self.passivating & self.last_active.keys())
+        for key in heapq.nsmallest(max(0, wanted), live, key=self.last_active.get):
+            if self.cells.deliver(session_cell_name(key), Passivate()):
+                self.passivating.add(key)
+
+    def _admit_waiting(self) -> None:
+        while self.waiting and len(self.last_active) < self.max_live and not self._exiting \
+                and not self.intake_stopped:
+            key = next(iter(self.waiting))
+            self.waiting.pop(key, None)
+            self._ensure_session(key)
+        if self.waiting:
+            self._make_room()
+
+    def on_timer_idle_scan(self, _data) -> None:
+        cutoff = time.time() - self.idle_s
+        for key, seen in list(self.last_active.items()):
+            if seen < cutoff:
+                self.cells.deliver(session_cell_name(key), Passivate())
+        self.after(min(self.idle_s, 30.0), "idle_scan")
+
+    # -------------------------------------------------------------------------------------------- consumers
+    def _spawn_consumer(self, message: SpawnConsumer, session) -> None:
+        name = f"{CONSUMER_PREFIX}{message.turn_id}"
+        address = self.cells.address_of(name)
+        if address is None:
+            self.consumer_owner[name] = session.name
+            address = self.cells.start(ChildSpec(name, CONSUMER_ACTOR, kind="StreamConsumer", args=message.args,
+                                                 restart=Restart.TEMPORARY)).cell.myAddress
+        self.cells.deliver(session.name, ConsumerReady(message.turn_id, address))
+
+    # ------------------------------------------------------------------------------------------------ exits
+    def _cell_exited(self, state, abnormal: bool, restarting: bool) -> None:
+        name = state.spec.name
+        if restarting:
+            report(self, ActorRestarted(state.spec.kind_name, state.last_exit or ""))
+        if name.startswith(CONSUMER_PREFIX):
+            for op_id in [op for op, cell in self.op_routes.items() if cell == name]:
+                del self.op_routes[op_id]
+            owner = self.consumer_owner.pop(name, None)
+            if owner is not None:
+                self.cells.deliver(owner, ConsumerGone(name[len(CONSUMER_PREFIX):], state.last_exit or "",
+                                                       outside_cause=abnormal and state.outside_cause))
+            return
+        key = name[len(SESSION_PREFIX):]
+        for consumer, owner in list(self.consumer_owner.items()):
+            if owner == name:   # a session's consumers die with it: its next incarnation replays the turn
+                self.consumer_owner.pop(consumer, None)
+                self.cells.stop(consumer, "its session stopped")
+        self.passivating.discard(key)
+        if restarting:
+            return
+        self.last_active.pop(key, None)
+        if abnormal:
+            self.log.error("a session crashed too often; leaving it stopped until its next message",
+                           extra={"session": key_hash(key)})
+        self._admit_waiting()
+        if not abnormal and not self._exiting and not self.intake_stopped and self._rows_waiting(key):
+            self._ensure_session(key)   # a doorbell reached it while it was stopping
+
+    def _rows_waiting(self, key: str) -> bool:
+        return bool(self.db(self.store.inbox.rows_in_state(key)))
+
+    # --------------------------------------------------------------------------------------------- views
+    def describe(self):
+        node = super().describe()
+        return node if self.cells is None else _with_children(node, self.cells.nodes())
+
+    def pending_work(self) -> int:
+        return 0     # the work is the cells': each reports its own
+
+
+def _with_children(node, children: tuple):
+    return dataclasses.replace(node, children=children)
+
+
+async def _keys_with_work(store) -> list[str]:
+    keys = set(await store.inbox.sessions_with_pending())
+    for state in await store.sessions.pending_resumes():
+        info = await store.sessions.get(state.session_id)
+        if info is not None:
+            keys.add(info.session_key)
+    return sorted(keys)

@@ -1,0 +1,35 @@
+"""Which session shard a session key lives on: rendezvous (highest random weight) hashing, a pure function.
+
+Every shard scores every key; the key lives on the shard with the highest score. Adding a shard moves only the keys
+the new shard wins (about 1/N of them) and removing one moves only its own, which is what lets shards be added, and
+later placed on other hosts (DESIGN.md §6), without reshuffling every conversation. The score is a keyed hash, so
+the map is the same in every process and across restarts: a key's inbox rows, its interrupted turn and its doorbells
+all find the same shard.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+
+SHARD_PREFIX = "shard:"
+
+
+def default_shard_count() -> int:
+    """One shard per core: a shard's cells share one Python thread, so more shards than cores buy nothing."""
+    return max(1, os.cpu_count() or 1)
+
+
+def shard_name(index: int) -> str:
+    return f"{SHARD_PREFIX}{index}"
+
+
+def shard_of(session_key: str, count: int) -> int:
+    """The index (0 .. count-1) of the shard that hosts ``session_key``."""
+    if count <= 1:
+        return 0
+    best, best_score = 0, b""
+    for index in range(count):
+        score = hashlib.blake2b(f"{index}\0{session_key}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        if score > best_score:
+            best, best_score = index, score
+    return best

@@ -1,0 +1,144 @@
+"""What every actor and every cell is written on: handlers named ``on_<MessageType>``, the lifecycle hooks, and the
+messages every one of them answers the same way.
+
+Two kinds of actor share this (DESIGN.md §1): a process actor (``supervision/actor.py``: one Thespian actor, one OS
+process) and a cell (``supervision/cell.py``: a lightweight actor hosted on a session shard's loop). A class written
+on either is written the same way; only where it runs differs. The class that runs it provides ``send(address,
+message)``, ``after(seconds, tag, data)``, ``stop_self(clean)`` and ``myAddress``.
+
+What every actor gets from here:
+
+* ``Started`` from its parent gives it its name, kind, arguments and the configuration; then ``on_start(args)``.
+* ``Ping`` is answered with ``Pong``, ``DescribeTree`` with a ``TreeNode``, ``Flush`` with ``Flushed``.
+* ``Directory`` (the well-known addresses) is kept when it is newer than the one held, then ``on_directory`` runs.
+* ``StopIntake`` (drain) sets ``intake_stopped``.
+* ``Fault`` (fault injection, only with ``[debug] fault_injection``) crashes, hangs or exits the actor.
+* Timers: ``on_timer_<tag>(data)`` runs when a timer set with ``after(seconds, tag, data)`` is due.
+
+Lifecycle hooks, on the thread that runs the actor's handlers (the Thespian actor's own thread, for a cell too):
+``on_start(args)`` right after Started; ``on_bridge(item)`` for each item the actor's async work posted;
+``on_stop()`` when the actor stops on purpose or after a crash (best effort: never after a kill -9, so nothing that
+must survive may rely on it).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from actors.messages import DescribeTree, Fault, Flush, Flushed, Ping, Pong, Started, TreeNode, TreeReply
+from storage import StorageUnavailable
+
+
+class Behaviour:
+    uses_bridge = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.name = self.__class__.__name__
+        self.kind = self.__class__.__name__
+        self.config: dict = {}
+        self.parent = None
+        self.started_at = time.time()
+        self.bridge = None
+        self.intake_stopped = False
+        self.after_outside_cause = False   # our previous incarnation stopped on unavailable storage
+        self.directory = None      # the latest Directory: where the sessions, sweeper and adapters are
+        self._exiting = False
+        self.log = logging.getLogger("gateway." + self.kind)
+
+    # ---------------------------------------------------------------------------------------- overridable hooks
+    def on_start(self, args) -> None:
+        """After Started: the actor knows its name, parent and configuration."""
+
+    def on_stop(self) -> None:
+        """On a graceful stop or after a crash. Not called after a kill -9."""
+
+    def on_bridge(self, item) -> None:
+        """An item posted by this actor's async work, on the actor's own thread."""
+
+    def on_directory(self, directory) -> None:
+        """The well-known addresses changed (one of them was restarted)."""
+
+    def pending_work(self) -> int:
+        """How much work this actor holds right now (admin views, drain)."""
+        return 0
+
+    def state_name(self) -> str:
+        return "running"
+
+    def flush(self) -> int:
+        """Persist whatever this actor buffers; return how many items it wrote. Drain and shutdown call it."""
+        return 0
+
+    def describe(self) -> TreeNode:
+        return TreeNode(kind=self.kind, name=self.name, pid=os.getpid(), address=str(self.myAddress),
+                        state=self.state_name(), started_at=self.started_at, pending=self.pending_work(),
+                        ref=self.myAddress)
+
+    def debug_enabled(self) -> bool:
+        return bool(self.config.get("debug", {}).get("fault_injection", False))
+
+    # -------------------------------------------------------------------------------------------- the dispatch
+    def handle(self, message, sender) -> None:
+        """One message, on the actor's own thread; an exception is the caller's to turn into a crash."""
+        if isinstance(message, Started):
+            self.take_started(message, sender)
+            debug = self.config.get("debug", {})
+            if debug.get("fault_injection") and debug.get("crash_on_start") == self.name:
+                raise RuntimeError(f"{self.name} crashes on start ([debug] crash_on_start)")
+            self.on_start(message.args)
+        elif isinstance(message, Ping):
+            self.send(sender, Pong(message.nonce, self.name, os.getpid()))
+        elif isinstance(message, DescribeTree):
+            self.on_DescribeTree(message, sender)
+        elif isinstance(message, Fault):
+            self.fault(message)
+        else:
+            handler = getattr(self, "on_" + type(message).__name__, None)
+            if handler is None:
+                self.log.warning("%s: no handler for %s", self.name, type(message).__name__)
+                return
+            handler(message, sender)
+
+    def fire_timer(self, tag: str, data) -> None:
+        getattr(self, f"on_timer_{tag}")(data)
+
+    def take_started(self, message: Started, sender) -> None:
+        self.name, self.kind = message.name, message.kind or self.kind
+        self.config = message.config or {}
+        self.after_outside_cause = message.after_outside_cause
+        self.parent = sender
+        self.log = logging.getLogger("gateway." + self.kind)
+
+    def on_DescribeTree(self, message: DescribeTree, sender) -> None:
+        self.send(sender, TreeReply(message.token, self.describe()))
+
+    def on_Flush(self, message: Flush, sender) -> None:
+        self.send(sender, Flushed(message.token, self.flush()))
+
+    def on_Directory(self, message, sender) -> None:
+        if self.directory is None or message.version >= self.directory.version:
+            self.directory = message
+            self.on_directory(message)
+
+    def on_StopIntake(self, message, sender) -> None:
+        """Drain: take no new work from now on (adapters stop polling, sessions start no new turn)."""
+        self.intake_stopped = True
+
+    def fault(self, fault: Fault) -> None:
+        if not self.debug_enabled():
+            self.log.warning("%s: fault injection refused (enable [debug] fault_injection)", self.name)
+            return
+        if fault.action == "hang":
+            time.sleep(fault.seconds)  # deliberately blocks the mailbox: this is what the watchdog must catch
+        elif fault.action == "crash":
+            raise RuntimeError("injected crash")
+        elif fault.action == "exit":
+            os._exit(3)
+
+
+def crash_reason(exc: BaseException) -> tuple[str, bool]:
+    """What a crash is reported as, and whether its cause lies outside the gateway (storage unavailable: a full
+    disk, a lock held from outside), which supervisors wait out instead of counting (supervision/spec.py)."""
+    return f"{type(exc).__name__}: {exc}", isinstance(exc, StorageUnavailable)

@@ -1,0 +1,323 @@
+"""The cell host: mailboxes, timers and supervision for the cells of one process actor (a session shard).
+
+Owned by the process actor that hosts the cells, and called only from that actor's own thread (DESIGN.md §4): the
+actor hands it what arrives for a cell (``deliver``), runs the mailboxes (``run``) before its handler returns, and
+fires due timers when its one Thespian wakeup comes (``fire_due``). Collaborators are passed in, so the host runs
+without Thespian in a unit test: ``send_out(address, message, cell)`` for everything not addressed to a cell of this
+host, ``arm(seconds)`` for the host's next wakeup, ``on_parent(message, sender)`` for what cells send their parent
+(the host actor, as their supervisor), ``on_exit(state, abnormal, restarting)`` after a cell is gone.
+
+State: per cell (``CellState``) its child spec, instance and incarnation, its mailbox, status, start time, restart
+count, last exit and recent restarts; the run queue (cells with mail, in the order mail arrived); the timer heap.
+
+Supervision is the OTP behaviour applied to cells, from their child specs (supervision/spec.py): a cell that crashes
+(a handler raised) is logged with its traceback, its ``on_stop`` runs, and its restart type decides: transient and
+permanent cells are started again fresh after a backoff, temporary ones are not. Each cell has its own intensity:
+past ``max_restarts`` within ``period_s`` it is left stopped (``on_exit`` says so), and one bad conversation never
+takes its host down. A crash on unavailable storage is an outside cause: retried at the longest backoff, uncounted.
+
+What survives kill -9: nothing here. Mailboxes and timers are memory; every cell's durable state is in storage, and
+the host's own supervisor re-creates the cells with work when it restarts the host.
+"""
+from __future__ import annotations
+
+import collections
+import heapq
+import importlib
+import itertools
+import logging
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from actors.messages import Started, TreeNode
+from supervision.behaviour import crash_reason
+from supervision.cell import BridgeItem, Cell, CellAddress, CellBridge
+from supervision.logging_setup import acting_as
+from supervision.spec import ChildSpec, Intensity, SupervisorFlags, backoff_delay, should_restart, wait_out_delay
+
+RUN_BUDGET = 2000      # messages handled per run before the host actor lets Thespian transmit what was sent
+
+log = logging.getLogger("gateway.cells")
+
+
+@dataclass(frozen=True)
+class CellTimer:
+    tag: str
+    data: Any = None
+
+
+@dataclass
+class CellState:
+    spec: ChildSpec
+    cell: Optional[Cell] = None
+    epoch: int = 0
+    mailbox: collections.deque = field(default_factory=collections.deque)
+    status: str = "starting"      # running | restarting | stopped
+    started_at: float = 0.0
+    restarts: int = 0
+    last_exit: Optional[str] = None
+    stop_requested: bool = False
+    clean_stop: bool = False
+    outside_cause: bool = False   # its last crash was on unavailable storage
+    recent: Optional[Intensity] = None
+
+
+class CellHost:
+    def __init__(self, host_id: str, *, send_out: Callable, arm: Callable[[float], None], on_parent: Callable,
+                 on_exit: Callable = lambda state, abnormal, restarting: None,
+                 flags: SupervisorFlags = SupervisorFlags(), bridge=None, config: Optional[dict] = None):
+        self.id = host_id
+        self.parent_address = CellAddress(host_id, "", 0)
+        self._send_out, self._arm, self._on_parent, self._on_exit = send_out, arm, on_parent, on_exit
+        self.flags, self.bridge, self.config = flags, bridge, config or {}
+        self.store = None          # the host's storage connection, shared by its cells (set by the host actor)
+        self.directory = None      # the latest Directory, handed to every cell that starts
+        self.cells: dict[str, CellState] = {}
+        self._run_queue: collections.deque = collections.deque()
+        self._parent_mail: collections.deque = collections.deque()
+        self._timers: list = []
+        self._timer_seq = itertools.count()
+        self._armed_for = float("inf")
+        self._classes: dict[str, type] = {}
+
+    # ------------------------------------------------------------------------------------------ life and death
+    def start(self, spec: ChildSpec) -> CellState:
+        """Start a cell from its spec (or start again the one of that name); its Started is its first message."""
+        state = self.cells.get(spec.name)
+        if state is None:
+            state = self.cells[spec.name] = CellState(spec, recent=Intensity(self.flags.max_restarts,
+                                                                             self.flags.period_s))
+        elif state.cell is not None:
+            return state
+        state.spec = spec
+        state.epoch += 1
+        cell = self._class(spec.actor)()
+        cell.host, cell.myAddress = self, CellAddress(self.id, spec.name, state.epoch)
+        if cell.uses_bridge and self.bridge is not None:
+            cell.bridge = CellBridge(self.bridge, cell.myAddress)
+        state.cell, state.status, state.started_at = cell, "running", time.time()
+        state.stop_requested = state.clean_stop = False
+        after_outside_cause, state.outside_cause = state.outside_cause, False
+        state.mailbox.clear()
+        self._enqueue(state, Started(spec.name, spec.kind_name, spec.args, self.config, after_outside_cause),
+                      self.parent_address)
+        if self.directory is not None:
+            self._enqueue(state, self.directory, self.parent_address)
+        return state
+
+    def stopping(self, cell: Cell, clean: bool) -> None:
+        """A cell asked to stop (stop_self): it does once its running handler returns."""
+        state = self._state_of(cell.myAddress)
+        if state is not None:
+            state.stop_requested, state.clean_stop = True, clean
+
+    def stop(self, name: str, reason: str = "stopped by its supervisor") -> None:
+        """Stop a cell now, from outside (its session stopped, the host stops): never restarted."""
+        state = self.cells.get(name)
+        if state is not None and state.cell is not None:
+            state.clean_stop = True
+            self._exit(state, abnormal=False, reason=reason, restart=False)
+
+    def forget(self, name: str) -> None:
+        state = self.cells.get(name)
+        if state is not None and state.cell is None:
+            del self.cells[name]
+
+    def stop_all(self) -> None:
+        for name in list(self.cells):
+            self.stop(name, "its host stopped")
+
+    # ----------------------------------------------------------------------------------------------- delivery
+    def address_of(self, name: str) -> Optional[CellAddress]:
+        state = self.cells.get(name)
+        return state.cell.myAddress if state is not None and state.cell is not None else None
+
+    def deliver(self, name: str, message, sender=None) -> bool:
+        """Mail for the live cell ``name`` (from outside the host); False if there is none."""
+        state = self.cells.get(name)
+        if state is None or state.cell is None or state.stop_requested:
+            return False
+        self._enqueue(state, message, sender)
+        return True
+
+    def broadcast(self, message, sender=None) -> None:
+        for state in self.cells.values():
+            if state.cell is not None and not state.stop_requested:
+                self._enqueue(state, message, sender)
+
+    def send(self, cell: Cell, address, message) -> None:
+        """What a cell sends: to a cell of this host (its mailbox), to its parent, or out through the host actor."""
+        if isinstance(address, CellAddress) and address.host == self.id:
+            if address.name == "":
+                self._parent_mail.append((message, cell.myAddress))
+                self._run_queue.append(None)
+                return
+            state = self.cells.get(address.name)
+            if state is not None and state.cell is not None and state.epoch == address.epoch:
+                self._enqueue(state, message, cell.myAddress)
+            return   # mail for a cell that is gone is dropped, as Thespian drops mail for a dead actor
+        self._send_out(address, message, cell)
+
+    def _enqueue(self, state: CellState, message, sender) -> None:
+        if not state.mailbox:
+            self._run_queue.append(state.spec.name)
+        state.mailbox.append((message, sender))
+
+    def post(self, item: BridgeItem) -> None:
+        """An item a cell's async work posted (through the host actor's bridge)."""
+        state = self.cells.get(item.name)
+        if state is not None and state.cell is not None and state.epoch == item.epoch:
+            self._enqueue(state, item, None)
+
+    def flush_all(self) -> int:
+        """Drain and shutdown: every live cell persists what it buffers now; how many items are still held."""
+        held = 0
+        for state in list(self.cells.values()):
+            if state.cell is not None:
+                held += self._guarded(state, "Flush", state.cell.flush) or 0
+        return held
+
+    # ------------------------------------------------------------------------------------------------ running
+    def run(self, budget: int = RUN_BUDGET) -> bool:
+        """Handle queued mail, one message at a time, in arrival order; True if mail is left (the host actor then
+        lets Thespian transmit what was sent so far and runs again)."""
+        while self._run_queue and budget > 0:
+            name = self._run_queue.popleft()
+            if name is None:
+                message, sender = self._parent_mail.popleft()
+                self._on_parent(message, sender)
+                budget -= 1
+                continue
+            state = self.cells.get(name)
+            if state is None or not state.mailbox:
+                continue
+            message, sender = state.mailbox.popleft()
+            if state.mailbox:
+                self._run_queue.append(name)
+            if state.cell is not None:
+                self._handle(state, message, sender)
+            budget -= 1
+        return bool(self._run_queue)
+
+    def _handle(self, state: CellState, message, sender) -> None:
+        cell = state.cell
+        if isinstance(message, CellTimer):
+            self._guarded(state, f"timer {message.tag}", cell.fire_timer, message.tag, message.data)
+        elif isinstance(message, BridgeItem):
+            self._guarded(state, "bridge item", cell.on_bridge, message.item)
+        else:
+            self._guarded(state, type(message).__name__, cell.handle, message, sender)
+
+    def _guarded(self, state: CellState, what: str, fn, *args):
+        """Run one of a cell's handlers: a crash ends that cell (and is supervised), never its host."""
+        cell = state.cell
+        try:
+            with acting_as(state.spec.kind_name, state.spec.name):
+                result = fn(*args)
+        except Exception as exc:  # noqa: BLE001 - let it crash, on purpose and in one place
+            reason, outside = crash_reason(exc)
+            if outside:   # not a bug: the traceback says nothing the reason does not
+                cell.log.warning("%s stops on %s: %s", state.spec.name, what, reason)
+            else:
+                cell.log.error("%s crashed on %s: %s\n%s", state.spec.name, what, reason, traceback.format_exc())
+            state.outside_cause = outside
+            if state.cell is cell:
+                self._exit(state, abnormal=True, reason=reason[:500])
+            return None
+        if state.stop_requested and state.cell is cell:
+            self._exit(state, abnormal=not state.clean_stop, reason="stopped")
+        return result
+
+    def _exit(self, state: CellState, abnormal: bool, reason: str, restart: bool = True) -> None:
+        cell, state.cell = state.cell, None
+        state.mailbox.clear()
+        cell._exiting = True
+        try:
+            cell.on_stop()
+        except Exception:  # noqa: BLE001 - best effort on the way out; the crash is already on record
+            log.exception("%s: on_stop failed", state.spec.name)
+        state.last_exit = reason
+        restarting = restart and should_restart(state.spec.restart, abnormal) and self._may_restart(state)
+        state.status = "restarting" if restarting else "stopped"
+        self._on_exit(state, abnormal, restarting)
+        if not restarting and self.cells.get(state.spec.name) is state and state.cell is None:
+            del self.cells[state.spec.name]
+
+    def _may_restart(self, state: CellState) -> bool:
+        now = time.time()
+        if state.outside_cause:
+            delay = wait_out_delay(self.flags)
+        else:
+            state.recent.record(now)
+            if state.recent.exceeded(now):
+                log.error("%s crashed %d times in %gs; leaving it stopped", state.spec.name,
+                          state.recent.recent(now), self.flags.period_s)
+                return False
+            delay = backoff_delay(state.recent.recent(now) - 1, self.flags)
+        state.restarts += 1
+        self._schedule(delay, ("", state.epoch, CellTimer("restart", state.spec.name)))
+        return True
+
+    # ------------------------------------------------------------------------------------------------- timers
+    def after(self, cell: Cell, seconds: float, tag: str, data=None) -> None:
+        self._schedule(seconds, (cell.myAddress.name, cell.myAddress.epoch, CellTimer(tag, data)))
+
+    def _schedule(self, seconds: float, entry: tuple) -> None:
+        due = time.monotonic() + max(0.0, seconds)
+        heapq.heappush(self._timers, (due, next(self._timer_seq), entry))
+        if due < self._armed_for:
+            self._armed_for = due
+            self._arm(max(0.0, seconds))
+
+    def fire_due(self) -> None:
+        """The host's wakeup came: every due timer becomes mail for its cell (or restarts a cell)."""
+        now = time.monotonic()
+        self._armed_for = float("inf")
+        while self._timers and self._timers[0][0] <= now:
+            _due, _seq, (name, epoch, timer) = heapq.heappop(self._timers)
+            if name == "":
+                self._restart_due(timer.data, epoch)
+                continue
+            state = self.cells.get(name)
+            if state is not None and state.cell is not None and state.epoch == epoch:
+                self._enqueue(state, timer, None)
+        if self._timers:
+            self._armed_for = self._timers[0][0]
+            self._arm(max(0.0, self._armed_for - now))
+
+    def _restart_due(self, name: str, epoch: int) -> None:
+        state = self.cells.get(name)
+        if state is not None and state.cell is None and state.epoch == epoch and state.status == "restarting":
+            self.start(state.spec)
+
+    # ------------------------------------------------------------------------------------------------- views
+    def live(self, prefix: str = "") -> list[CellState]:
+        return [s for n, s in self.cells.items() if s.cell is not None and n.startswith(prefix)]
+
+    def nodes(self) -> tuple:
+        out = []
+        for state in self.cells.values():
+            if state.cell is not None:
+                node = state.cell.describe()
+                out.append(TreeNode(kind=node.kind, name=node.name, pid=node.pid, address=node.address,
+                                    state=node.state, started_at=state.started_at, restarts=state.restarts,
+                                    last_exit=state.last_exit, pending=node.pending))
+            else:
+                out.append(TreeNode(kind=state.spec.kind_name, name=state.spec.name, pid=os.getpid(), address="",
+                                    state=state.status, started_at=state.started_at, restarts=state.restarts,
+                                    last_exit=state.last_exit))
+        return tuple(out)
+
+    def _state_of(self, address: CellAddress) -> Optional[CellState]:
+        state = self.cells.get(address.name)
+        return state if state is not None and state.epoch == address.epoch else None
+
+    def _class(self, path: str) -> type:
+        cls = self._classes.get(path)
+        if cls is None:
+            module, _, name = path.rpartition(".")
+            cls = self._classes[path] = getattr(importlib.import_module(module), name)
+        return cls
