@@ -176,6 +176,9 @@ def cmd_status(config: dict, args) -> int:
         f"gateway {health}{' (draining)' if s.draining else ''}: pid {data['pid']}, up {uptime_text(s.started_at)}",
         f"  actors       {s.actors_up} up, {s.actors_restarting} restarting, {s.actors_failed} failed",
         f"  sessions     {s.sessions_live} live",
+        *(f"    {sh['name']:<10} [{sh['state']}] pid {sh['pid']}: {sh.get('sessions', '?')} sessions, "
+          f"{sh.get('consumers', '?')} replies in flight, {sh.get('waiting', 0)} waiting, "
+          f"loop lag {sh.get('loop_lag_ms', '?')} ms" for sh in s.detail.get("shards", [])),
         f"  deliveries   {s.obligations_pending} pending",
         f"  admin        {client.host}:{client.port}   state {config['gateway']['state_dir']}",
         f"  metrics      {metrics}",
@@ -189,7 +192,7 @@ def cmd_tree(config: dict, args) -> int:
     if isinstance(client, int):
         return client
     root = client.tree()
-    return _out(args, tree.to_json(root), 0, tree.render(root))
+    return _out(args, tree.to_json(root), 0, tree.render(root, every_cell=args.all))
 
 
 def cmd_fault(config: dict, args) -> int:

@@ -350,6 +350,7 @@ class TreeNode:
     pending: int = 0
     children: tuple = ()
     ref: Any = None                # the actor's address, so the watchdog can ping it and a supervisor restart it
+    facts: tuple = ()              # ((name, value), ...) what this kind of actor adds (a shard: cells, loop lag)
 
 
 @dataclass(frozen=True)

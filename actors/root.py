@@ -95,7 +95,9 @@ class Root(Supervisor):
                              obligations_pending=sum(n.pending for n in sweeper),
                              draining=any(n.state == "draining" for n in watchdog),
                              detail={"actors": c["actors"], "pending_work": c["pending"],
-                                     "fixed_tree_restarting": fixed["restarting"] + fixed["failed"]})
+                                     "fixed_tree_restarting": fixed["restarting"] + fixed["failed"],
+                                     "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
+                                                for n in tree.find_kind(node, "SessionShard")]})
 
     def _watchdog(self):
         child = self.children.get("watchdog")

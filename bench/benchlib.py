@@ -27,7 +27,7 @@ from tests.actor_system import wait_for
 from tests.daemon import Gateway, nodes
 from tests.pipeline.harness import CURSOR
 
-KILLABLE = ("watchdog", "sweeper", "ticker")
+KILLABLE = ("watchdog", "sweeper", "ticker", "shard:0")
 
 
 def percentile(values, p: float) -> float:
@@ -112,6 +112,24 @@ def process_tree_pss(root_pid: int) -> dict[int, float]:
     return out
 
 
+def process_tree_cpu_s(root_pid: int) -> float:
+    """CPU seconds (user + system) used so far by ``root_pid`` and all its descendants, with their reaped children:
+    the whole daemon's CPU when given the launcher."""
+    try:
+        root = psutil.Process(root_pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for proc in processes:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
 def session_pss(gw, attempts: int = 5) -> list[float]:
     """PSS of each live Session process, from the actor tree. Under load a describe can miss its deadline and leave
     the sessions out of a walk: walk again, a few times, until some show up."""
@@ -192,6 +210,8 @@ def _node(client, name):
 def _memory(client) -> dict:
     uss, pss = [], []
     for node, _, _ in tree_mod.walk(client.tree()):
+        if node.ref is None:
+            continue   # a cell: its memory is its shard's
         info = psutil.Process(node.pid).memory_full_info()
         uss.append(info.uss / 2**20)
         pss.append(getattr(info, "pss", info.uss) / 2**20)

@@ -12,8 +12,9 @@ durability, no streaming edits and no supervision. Where it has an analogue a fi
 * steady rate: one message per fresh chat at a fixed rate; the same overhead under that load.
 * burst: one message into each of N fresh chats, all at once; turns/s until the last reply is final, and the
   answered turns per second over time.
-* memory per session: growth of the whole tree's PSS over the burst, per session it made live (the baseline: the
-  relay's PSS growth per chat); and the mean PSS of a Session process.
+* CPU per warm turn: the whole process tree's CPU time over the sequential turns, per turn.
+* memory: the idle daemon's PSS (whole tree, before the first message); the growth of the whole tree's PSS over the
+  burst, per session it made live (the baseline: the relay's PSS growth per chat).
 * start-to-ready: ``run_gateway.py start`` until every actor answers (the baseline: spawn to its first poll).
 * restart after SIGKILL: a random leaf actor killed, until its replacement answers its supervisor.
 * recovery: the daemon killed with -9 while N replies stream (N obligations in the ledger), then started again;
@@ -39,9 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from actors.sessions.stream_consumer import DEFAULT_RESENT_MARKER as RESENT_MARKER  # noqa: E402
 from bench import bench_report  # noqa: E402
 from bench.benchlib import (BaselineProcess, bench_kills, bench_starts, final_times, machine,  # noqa: E402
-                            measure_latency, ms, per_second, percentile, process_tree_pss, pss_mib,
-                            streaming_chats)
+                            measure_latency, ms, per_second, percentile, process_tree_cpu_s, process_tree_pss,
+                            pss_mib, streaming_chats)
 from tests.actor_system import wait_for  # noqa: E402
+from tests.daemon import nodes  # noqa: E402
 from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
 from tests.pipeline.harness import pipeline_gateway  # noqa: E402
 
@@ -69,12 +71,15 @@ def all_final(platform, chats) -> dict | None:
     return times if len(times) == len(chats) else None
 
 
-def pipeline_phases(platform, n: dict, pss_of) -> dict:
-    """Latency, steady rate and burst against whatever is polling ``platform``; ``pss_of()`` -> (MiB, sessions)."""
-    out = {}
+def pipeline_phases(platform, n: dict, pss_of, cpu_of) -> dict:
+    """Latency, steady rate and burst against whatever is polling ``platform``; ``pss_of()`` -> (MiB, sessions),
+    ``cpu_of()`` -> CPU seconds it used so far."""
+    out = {"idle_pss_mib": round(pss_of()[0], 1)}
     measure_latency(platform, "warm", "warm up")
+    cpu_before = cpu_of()
     lat = [measure_latency(platform, "warm", f"latency probe {i}") for i in range(n["latency"])]
-    out.update(latency_s=lat, overhead_ms_p50=ms(percentile(lat, 50)), overhead_ms_p99=ms(percentile(lat, 99)))
+    out.update(latency_s=lat, overhead_ms_p50=ms(percentile(lat, 50)), overhead_ms_p99=ms(percentile(lat, 99)),
+               cpu_ms_per_turn=round((cpu_of() - cpu_before) * 1000 / len(lat), 2))
 
     chats, injected = [f"r{i}" for i in range(int(n["rate"] * n["rate_s"]))], {}
     start = time.monotonic()
@@ -114,7 +119,8 @@ def pipeline_phases(platform, n: dict, pss_of) -> dict:
 def baseline_pipeline(n: dict) -> dict:
     with FakePlatform() as platform, BaselineProcess(platform.base_url) as relay:
         chats_seen = lambda: len(platform.read(lambda s: s["chats"]))  # noqa: E731 - the relay keeps every chat
-        out = pipeline_phases(platform, n, lambda: (pss_mib(relay.pid), chats_seen()))
+        out = pipeline_phases(platform, n, lambda: (pss_mib(relay.pid), chats_seen()),
+                              lambda: process_tree_cpu_s(relay.pid))
     progress("baseline pipeline", {k: v for k, v in out.items() if not isinstance(v, list)})
     return out
 
@@ -126,18 +132,12 @@ def gateway_pipeline(n: dict) -> dict:
             gw.start()
             gw.wait_ready()
 
-            snapshots = []
-
             def pss_of():
-                snapshots.append(process_tree_pss(gw.launcher_pid))
-                return sum(snapshots[-1].values()), len(snapshots[-1])
-            # Every session is a process, and a reply's consumer exits with the reply: the processes the burst
-            # added are the sessions it made live.
-            out = pipeline_phases(platform, n, pss_of)
-            before, after = snapshots[-2:]
-            sessions = [pss for pid, pss in after.items() if pid not in before]
-            out.update(session_pss_mib_mean=round(statistics.mean(sessions), 2) if sessions else None,
-                       live_sessions=len(sessions))
+                # Sessions are cells of the shard processes: the tree says how many are live.
+                live = sum(1 for node in nodes(gw._tree_or_none() or {}) if node["kind"] == "Session")
+                return sum(process_tree_pss(gw.launcher_pid).values()), live
+            out = pipeline_phases(platform, n, pss_of, lambda: process_tree_cpu_s(gw.launcher_pid))
+            out["live_sessions"] = pss_of()[1]
         finally:
             gw.cli("stop")
             gw.kill_everything()

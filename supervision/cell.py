@@ -25,12 +25,12 @@ from supervision.behaviour import Behaviour
 
 @dataclass(frozen=True)
 class CellAddress:
-    host: str         # the host's identity: unique per host process incarnation
+    host: str         # the host's name (a cell reaches only cells of its own host, in its own process)
     name: str         # "" is the host itself, in its role of the cells' supervisor
     epoch: int = 0    # the cell's incarnation
 
     def __str__(self) -> str:
-        return f"cell:{self.name}#{self.epoch}@{self.host}"
+        return f"{self.host}/{self.name}#{self.epoch}"
 
 
 @dataclass(frozen=True)

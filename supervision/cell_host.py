@@ -39,6 +39,7 @@ from supervision.logging_setup import acting_as
 from supervision.spec import ChildSpec, Intensity, SupervisorFlags, backoff_delay, should_restart, wait_out_delay
 
 RUN_BUDGET = 2000      # messages handled per run before the host actor lets Thespian transmit what was sent
+SLOW_HANDLER_S = 0.5   # a handler that runs longer holds up every cell of the host: logged
 
 log = logging.getLogger("gateway.cells")
 
@@ -214,6 +215,7 @@ class CellHost:
     def _guarded(self, state: CellState, what: str, fn, *args):
         """Run one of a cell's handlers: a crash ends that cell (and is supervised), never its host."""
         cell = state.cell
+        began = time.monotonic()
         try:
             with acting_as(state.spec.kind_name, state.spec.name):
                 result = fn(*args)
@@ -227,6 +229,10 @@ class CellHost:
             if state.cell is cell:
                 self._exit(state, abnormal=True, reason=reason[:500])
             return None
+        took = time.monotonic() - began
+        if took > SLOW_HANDLER_S:
+            cell.log.warning("%s: its handler of %s ran %.2fs, holding up every cell of this shard", state.spec.name,
+                             what, took)
         if state.stop_requested and state.cell is cell:
             self._exit(state, abnormal=not state.clean_stop, reason="stopped")
         return result

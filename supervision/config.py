@@ -25,7 +25,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "gateway": {
         "state_dir": (str, "", None),
         "bind_host": (str, "127.0.0.1", None),
-        "admin_port": (int, 17811, None),
+        "admin_port": (int, 17811, None),   # 0: any free port (admin commands find it in <state>/run/runtime.json)
         "log_level": (str, "info", ("debug", "info", "warning", "error")),
         "log_file": (str, "", None),
         "ready_timeout_s": (float, 60.0, None),

@@ -65,6 +65,10 @@ class Launcher:
             return EX_FAILURE
         try:
             self._reap_previous()
+            if self.port == 0:
+                # Any free port, recorded in runtime.json where every admin command looks for it: several gateways
+                # on one host (and test runs) need no port plan.
+                self.port = _any_free_port(self.host)
             if not _port_free(self.host, self.port):
                 log.error("admin port %s:%d is in use by another program; set [gateway] admin_port", self.host,
                           self.port)
@@ -228,6 +232,12 @@ class Launcher:
 def _status_request():
     from actors.messages import StatusRequest
     return StatusRequest()
+
+
+def _any_free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def _port_free(host: str, port: int) -> bool:

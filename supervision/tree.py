@@ -47,26 +47,50 @@ def to_json(node: TreeNode) -> dict:
         "kind": node.kind, "name": node.name, "pid": node.pid, "address": node.address, "state": node.state,
         "started_at": node.started_at, "uptime_s": round(time.time() - node.started_at, 3) if node.started_at else 0,
         "restarts": node.restarts, "last_exit": node.last_exit, "pending": node.pending,
+        **({"facts": dict(node.facts)} if node.facts else {}),
         "children": [to_json(c) for c in node.children],
     }
 
 
-def render(node: TreeNode, now: float | None = None) -> str:
+CELLS_SHOWN = 20   # per host, without --all: the busiest cells; the rest are counted on one line
+
+
+def render(node: TreeNode, now: float | None = None, every_cell: bool = False) -> str:
+    """The tree, one line per actor. A host of thousands of cells (a session shard) shows its busiest CELLS_SHOWN
+    (pending work, then restarts, then the longest-lived) and counts the rest, unless ``every_cell``."""
     now = now or time.time()
-    lines = []
-    for n, _parent, depth in walk(node):
-        uptime = _duration(now - n.started_at) if n.started_at and n.state == "running" else "-"
-        extra = []
-        if n.restarts:
-            extra.append(f"restarts={n.restarts}")
-        if n.pending:
-            extra.append(f"pending={n.pending}")
-        if n.last_exit:
-            extra.append(f"last exit: {n.last_exit}")
-        label = n.kind if n.name == n.kind else f"{n.kind} {n.name}"
-        lines.append(f"{'  ' * depth}{'└─ ' if depth else ''}{label}  [{n.state}]  pid={n.pid or '-'}  "
-                     f"up {uptime}  {n.address}" + (f"  {' '.join(extra)}" if extra else ""))
+    lines: list[str] = []
+    _render(node, 0, now, every_cell, lines)
     return "\n".join(lines)
+
+
+def _render(n: TreeNode, depth: int, now: float, every_cell: bool, lines: list) -> None:
+    uptime = _duration(now - n.started_at) if n.started_at and n.state in ("running", "busy") else "-"
+    extra = [f"{k}={v}" for k, v in n.facts]
+    if n.restarts:
+        extra.append(f"restarts={n.restarts}")
+    if n.pending:
+        extra.append(f"pending={n.pending}")
+    if n.last_exit:
+        extra.append(f"last exit: {n.last_exit}")
+    label = n.kind if n.name == n.kind else f"{n.kind} {n.name}"
+    lines.append(f"{'  ' * depth}{'└─ ' if depth else ''}{label}  [{n.state}]  pid={n.pid or '-'}  "
+                 f"up {uptime}  {n.address}" + (f"  {' '.join(extra)}" if extra else ""))
+    children = list(n.children)
+    hidden: list[TreeNode] = []
+    cells = [c for c in children if c.ref is None and not c.children]
+    if not every_cell and len(cells) > CELLS_SHOWN:
+        shown = set(id(c) for c in sorted(cells, key=lambda c: (-c.pending, -c.restarts, c.started_at))[:CELLS_SHOWN])
+        hidden = [c for c in cells if id(c) not in shown]
+        children = [c for c in children if id(c) not in {id(h) for h in hidden}]
+    for child in children:
+        _render(child, depth + 1, now, every_cell, lines)
+    if hidden:
+        kinds = {}
+        for c in hidden:
+            kinds[c.kind] = kinds.get(c.kind, 0) + 1
+        counted = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+        lines.append(f"{'  ' * (depth + 1)}└─ … {len(hidden)} more cells ({counted}; `tree --all` lists every one)")
 
 
 def _duration(seconds: float) -> str:

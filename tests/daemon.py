@@ -19,9 +19,11 @@ PYTHON = sys.executable
 
 class Gateway:
     def __init__(self, tmp_path: Path, extra_toml: str = "", watchdog_interval: float = 0.5, max_restarts: int = 5,
-                 period_s: float = 30.0, ping_deadline: float = 1.5):
+                 period_s: float = 30.0, ping_deadline: float = 1.5, admin_port: int = 0):
         self.state = tmp_path / "state"
-        self.port = free_port()
+        # 0: the launcher takes a free port as it starts and records it for the CLI. A port chosen here would stay
+        # unbound until then, and another process of a busy suite may take it meanwhile.
+        self.port = admin_port
         self.config = tmp_path / "gateway.toml"
         self.config.write_text(f"""
 [gateway]

@@ -21,8 +21,9 @@ CURSOR = " ▍"
 class Terminal:
     def __init__(self, client, user: str, out=sys.stdout):
         self.client, self.user, self.out = client, user, out
-        # The streaming cursor is drawn and erased with backspaces: only a terminal shows that as intended. Piped
-        # into a file or another program, the answer is written without it.
+        # The streaming cursor is drawn and erased with backspaces, and a preview the chunker had to close (an open
+        # code fence) is reprinted whole: only a terminal shows that as intended. Piped into a file or another
+        # program, each message of the answer is written once, as it ends.
         self.draws_cursor = bool(getattr(out, "isatty", lambda: False)())
         # A supervisor slow to answer a walk shows its children as last known, without addresses: walk again.
         deadline = time.monotonic() + 10.0
@@ -60,6 +61,9 @@ class Terminal:
         if message.action == "delete":
             self.shown.pop(message.message_id, None)
             return
+        if not self.draws_cursor:
+            self.shown[message.message_id] = new   # written by _finish_line, in the order the messages came
+            return
         if message.message_id == self.current and new.startswith(old.removesuffix(CURSOR)):
             self._write(new[len(old.removesuffix(CURSOR)):], old.endswith(CURSOR))
         else:
@@ -92,6 +96,11 @@ class Terminal:
         return False
 
     def _finish_line(self) -> None:
+        if not self.draws_cursor:
+            self.out.write("\n".join(text.replace(CURSOR, "") for text in self.shown.values()) + "\n")
+            self.out.flush()
+            self.shown.clear()
+            return
         text = self.shown.get(self.current or "", "")
         if text.endswith(CURSOR):
             self._write("", True)

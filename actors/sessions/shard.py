@@ -40,13 +40,14 @@ import heapq
 import time
 
 from actors.messages import (ActorRestarted, ConsumerGone, ConsumerReady, Fault, InboxDoorbell, OpResult, Passivate,
-                             PlatformOp, RunCells, SpawnConsumer, StopIntake)
+                             Ping, PlatformOp, RunCells, SpawnConsumer, StopIntake)
 from actors.metrics import report
 from actors.sessions.shard_map import shard_of
 from actors.storage_access import StoreUser
 from supervision.actor import GatewayActor
 from supervision.cell_host import CellHost
 from supervision.logging_setup import key_hash
+from supervision.loop_monitor import LoopMonitor
 from supervision.spec import ChildSpec, Restart, flags_from_config
 
 SESSION_ACTOR = "actors.sessions.session.Session"
@@ -79,7 +80,10 @@ class SessionShard(StoreUser, GatewayActor):
         self.idle_s = cfg.get("idle_s", 600.0)
         self.max_live = cfg.get("max_live", DEFAULT_MAX_LIVE)
         self.open_store()
-        self.cells = CellHost(f"{self.name}/{self.myAddress}", send_out=self._send_out,
+        self.loop_monitor = LoopMonitor(self.bridge.loop)
+        self.stall_logged = False
+        # Cells reach only cells of their own process, so the shard's name tells hosts apart.
+        self.cells = CellHost(self.name, send_out=self._send_out,
                               arm=lambda seconds: self.after(seconds, "cells"), on_parent=self._from_cell,
                               on_exit=self._cell_exited, flags=flags_from_config(self.config), bridge=self.bridge,
                               config=self.config)
@@ -242,14 +246,29 @@ class SessionShard(StoreUser, GatewayActor):
     # --------------------------------------------------------------------------------------------- views
     def describe(self):
         node = super().describe()
-        return node if self.cells is None else _with_children(node, self.cells.nodes())
+        if self.cells is None:
+            return node
+        sessions = len(self.last_active)
+        facts = (("sessions", sessions), ("consumers", len(self.consumer_owner)), ("waiting", len(self.waiting)),
+                 ("loop_lag_ms", round(self.loop_monitor.take_max(), 1)))
+        return dataclasses.replace(node, children=self.cells.nodes(), facts=facts)
+
+    def handle(self, message, sender) -> None:
+        if isinstance(message, Ping) and self._loop_stuck():
+            return   # unanswered: the watchdog restarts a shard whose loop is stuck (its sessions recover)
+        super().handle(message, sender)
+
+    def _loop_stuck(self) -> bool:
+        stalled = self.loop_monitor.stalled_s() if self.cells is not None else 0.0
+        stuck = stalled > self.config.get("watchdog", {}).get("ping_deadline_s", 10.0)
+        if stuck and not self.stall_logged:
+            self.log.error("%s: its loop has not run for %.1fs; not answering pings. The loop runs:\n%s", self.name,
+                           stalled, self.loop_monitor.loop_stack())
+        self.stall_logged = stuck
+        return stuck
 
     def pending_work(self) -> int:
         return 0     # the work is the cells': each reports its own
-
-
-def _with_children(node, children: tuple):
-    return dataclasses.replace(node, children=children)
 
 
 async def _keys_with_work(store) -> list[str]:

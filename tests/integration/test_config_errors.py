@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.actor_system import free_port
 from tests.daemon import Gateway
 
 pytestmark = pytest.mark.timeout(60)
@@ -33,7 +34,7 @@ def test_missing_config_file_exits_78(tmp_path):
 
 def test_admin_commands_with_nothing_running_say_so_and_start_nothing(tmp_path):
     import socket
-    gw = Gateway(tmp_path)
+    gw = Gateway(tmp_path, admin_port=free_port())
     for command in ("status", "tree", "drain"):
         result = gw.cli(command, timeout=30)
         assert result.returncode == 3 and "no gateway running" in result.stderr

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from tests.daemon import Gateway, nodes
-from tests.actor_system import wait_for
+from tests.actor_system import free_port, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 CHILD_KINDS = ["watchdog", "sweeper", "ticker", "sessions", "adapters"]
@@ -96,7 +96,8 @@ def test_no_listening_socket_outside_loopback(gateway):
 
 
 def test_crash_loop_escalates_to_root_and_the_launcher_exits_non_zero(tmp_path):
-    gw = Gateway(tmp_path, extra_toml='[debug]\nfault_injection = true\ncrash_on_start = "ticker"\n')
+    gw = Gateway(tmp_path, extra_toml='[debug]\nfault_injection = true\ncrash_on_start = "ticker"\n',
+                 admin_port=free_port())
     proc = gw.run_foreground()
     try:
         code = proc.wait(60)

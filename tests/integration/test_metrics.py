@@ -85,8 +85,9 @@ def test_a_turn_a_killed_session_and_a_429_show_up_in_metrics(tmp_path):
             s = wait_metric(gw, lambda s: value(s, "gateway_turns_total", **turn) == 1
                             and value(s, "gateway_deliveries", state="delivered") == 1
                             and value(s, "gateway_sessions_live") == 1
-                            and value(s, "gateway_actors", kind="Session", state="running") == 1,
-                            "one turn, delivered, its session live")
+                            and value(s, "gateway_actors", kind="Session", state="running") == 1
+                            and value(s, "gateway_up") == 1,   # the watchdog's first heartbeat may come after
+                            "one turn, delivered, its session live, the gateway up")
             assert value(s, "gateway_sessions_live") == 1, {k: v for k, v in s.items() if "actors" in k[0]}
             assert value(s, "gateway_turn_seconds_count", profile="default", platform="fake") == 1
             assert value(s, "gateway_turn_seconds_bucket", profile="default", platform="fake", le="+Inf") == 1

@@ -31,6 +31,7 @@ def test_piped_output_holds_the_answer_without_cursor_or_backspaces(gateway):
     assert result.returncode == 0, result.stderr
     assert "write to a pipe" in result.stdout
     assert "▍" not in result.stdout and "\b" not in result.stdout, repr(result.stdout[-200:])
+    assert result.stdout.count("You said") == 1, f"the answer once, not once per preview: {result.stdout!r}"
 
 
 def test_each_user_is_their_own_conversation(gateway):

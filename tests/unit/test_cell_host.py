@@ -1,0 +1,198 @@
+"""The cell host without Thespian: mailboxes, serial handlers, timers, let-it-crash supervision from child specs, and
+the shard map. The host's collaborators (what goes out, the wakeup) are plain callables here."""
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from actors.sessions.shard_map import shard_of
+from supervision.cell import BridgeItem, Cell, CellAddress
+from supervision.cell_host import CellHost
+from supervision.spec import ChildSpec, Restart, SupervisorFlags
+
+pytestmark = pytest.mark.timeout(30)
+HERE = __name__
+
+
+class Recorder(Cell):
+    """Records what it handles; ("forward", address, message) sends on; "crash" raises; "stop" stops cleanly."""
+    seen: list = []
+
+    def on_start(self, args) -> None:
+        Recorder.seen.append((self.name, "start", args))
+
+    def on_str(self, message, sender) -> None:
+        Recorder.seen.append((self.name, message, sender))
+        if message == "crash":
+            raise RuntimeError("broken on purpose")
+        if message == "stop":
+            self.stop_self(clean=True)
+        if message == "later":
+            self.after(0.0, "tick", "data")
+
+    def on_tuple(self, message, sender) -> None:
+        _, address, inner = message
+        self.send(address, inner)
+
+    def on_timer_tick(self, data) -> None:
+        Recorder.seen.append((self.name, "tick", data))
+
+    def on_bridge(self, item) -> None:
+        Recorder.seen.append((self.name, "bridge", item))
+
+
+class Rig:
+    def __init__(self, max_restarts: int = 3):
+        Recorder.seen = []
+        self.out, self.parent_mail, self.exits, self.wakeups = [], [], [], []
+        self.host = CellHost("h1", send_out=lambda address, message, cell: self.out.append((address, message)),
+                             arm=self.wakeups.append, on_parent=lambda m, s: self.parent_mail.append((m, s)),
+                             on_exit=lambda state, abnormal, restarting: self.exits.append(
+                                 (state.spec.name, abnormal, restarting)),
+                             flags=SupervisorFlags(max_restarts=max_restarts, period_s=60.0, backoff_base_s=0.0,
+                                                   backoff_max_s=0.0))
+
+    def start(self, name: str, restart: Restart = Restart.TRANSIENT):
+        return self.host.start(ChildSpec(name, f"{HERE}.Recorder", args={"n": name}, restart=restart))
+
+    def settle(self) -> None:
+        """Run mail and due timers until nothing is left (the shard does this after every message)."""
+        for _ in range(100):
+            self.host.fire_due()
+            if not self.host.run():
+                self.host.fire_due()
+                if not self.host.run():
+                    return
+
+    def handled(self, name: str) -> list:
+        return [what for cell, what, _ in Recorder.seen if cell == name]
+
+
+def test_each_cell_handles_its_mail_in_order_one_message_at_a_time():
+    rig = Rig()
+    rig.start("a")
+    rig.start("b")
+    for i in range(3):
+        rig.host.deliver("a", f"a{i}")
+        rig.host.deliver("b", f"b{i}")
+    rig.settle()
+    assert rig.handled("a") == ["start", "a0", "a1", "a2"]
+    assert rig.handled("b") == ["start", "b0", "b1", "b2"]
+    # Interleaved across cells in arrival order, never two at once (the recorder would see a re-entry).
+    order = [what for _, what, _ in Recorder.seen if what != "start"]
+    assert order == ["a0", "b0", "a1", "b1", "a2", "b2"]
+
+
+def test_a_message_sent_by_a_cell_is_queued_never_handled_inside_the_senders_handler():
+    rig = Rig()
+    a, b = rig.start("a"), rig.start("b")
+    rig.settle()
+    rig.host.deliver("a", ("forward", b.cell.myAddress, "hello from a"))
+    rig.host.deliver("a", "after the forward")
+    rig.settle()
+    assert rig.handled("a")[-1] == "after the forward"
+    assert ("b", "hello from a", a.cell.myAddress) in Recorder.seen
+    # To the parent and out of the host: neither runs a cell's handler.
+    rig.host.deliver("a", ("forward", rig.host.parent_address, "to the shard"))
+    rig.host.deliver("a", ("forward", "thespian-address", "to an adapter"))
+    rig.settle()
+    assert rig.parent_mail == [("to the shard", a.cell.myAddress)]
+    assert rig.out == [("thespian-address", "to an adapter")]
+
+
+def test_a_crashing_transient_cell_restarts_fresh_and_mail_for_its_old_incarnation_is_dropped():
+    rig = Rig()
+    first = rig.start("s")
+    rig.settle()
+    old_address = first.cell.myAddress
+    rig.host.deliver("s", "crash")
+    rig.host.deliver("s", "lost with the crash")
+    rig.settle()
+    assert rig.exits == [("s", True, True)]
+    assert rig.handled("s") == ["start", "crash", "start"], "restarted fresh, its queued mail gone with it"
+    state = rig.host.cells["s"]
+    assert state.restarts == 1 and "broken on purpose" in state.last_exit
+    assert state.cell.myAddress != old_address and state.cell.myAddress.epoch == old_address.epoch + 1
+    rig.start("o")
+    rig.settle()
+    rig.host.deliver("o", ("forward", old_address, "for the dead one"))
+    rig.settle()
+    assert "for the dead one" not in rig.handled("s")
+
+
+def test_a_temporary_cell_is_not_restarted_and_a_clean_stop_is_not_a_crash():
+    rig = Rig()
+    rig.start("c", Restart.TEMPORARY)
+    rig.start("t")
+    rig.settle()
+    rig.host.deliver("c", "crash")
+    rig.host.deliver("t", "stop")
+    rig.settle()
+    assert ("c", True, False) in rig.exits and ("t", False, False) in rig.exits
+    assert "c" not in rig.host.cells and "t" not in rig.host.cells
+    assert rig.host.deliver("c", "anyone?") is False
+
+
+def test_a_cell_that_keeps_crashing_is_left_stopped_and_its_host_carries_on():
+    rig = Rig(max_restarts=2)
+    rig.start("bad")
+    rig.start("good")
+    rig.settle()
+    for _ in range(5):
+        rig.host.deliver("bad", "crash")
+        rig.settle()
+    assert [e for e in rig.exits if e[0] == "bad"][-1] == ("bad", True, False), rig.exits
+    assert "bad" not in rig.host.cells
+    assert rig.handled("bad").count("start") == 3, "started once, restarted max_restarts times"
+    rig.host.deliver("good", "still here")
+    rig.settle()
+    assert rig.handled("good")[-1] == "still here"
+
+
+def test_timers_and_bridge_items_reach_only_the_incarnation_that_asked():
+    rig = Rig()
+    state = rig.start("s")
+    rig.settle()
+    rig.host.deliver("s", "later")
+    rig.settle()
+    assert ("s", "tick", "data") in Recorder.seen
+    assert rig.wakeups, "the host asked for a wakeup"
+    epoch = state.cell.myAddress.epoch
+    rig.host.post(BridgeItem("s", epoch, "mine"))
+    rig.host.post(BridgeItem("s", epoch - 1, "an earlier incarnation's"))
+    rig.settle()
+    assert rig.handled("s").count("bridge") == 1 and ("s", "bridge", "mine") in Recorder.seen
+
+
+def test_a_timer_set_far_ahead_arms_one_wakeup_and_earlier_ones_arm_again():
+    rig = Rig()
+    state = rig.start("s")
+    rig.settle()
+    rig.wakeups.clear()
+    state.cell.after(30.0, "tick")
+    state.cell.after(40.0, "tick")
+    state.cell.after(10.0, "tick")
+    assert len(rig.wakeups) == 2 and rig.wakeups[1] <= 10.0
+    rig.host.fire_due()   # nothing is due yet: the next wakeup is armed for the earliest
+    assert "tick" not in rig.handled("s")
+    assert 0 < rig.wakeups[-1] <= 10.0
+
+
+def test_the_cell_address_names_host_cell_and_incarnation():
+    address = CellAddress("h1", "session:k", 3)
+    assert str(address) == "h1/session:k#3"
+    assert address == CellAddress("h1", "session:k", 3) != CellAddress("h1", "session:k", 4)
+
+
+def test_the_shard_map_is_stable_balanced_and_moves_few_keys_when_a_shard_is_added():
+    keys = [f"default.telegram.dm.chat-{i}" for i in range(4000)]
+    before = [shard_of(k, 4) for k in keys]
+    assert before == [shard_of(k, 4) for k in keys], "the same in every call (and every process)"
+    counts = collections.Counter(before)
+    assert set(counts) == {0, 1, 2, 3} and min(counts.values()) > 800, counts
+    after = [shard_of(k, 5) for k in keys]
+    moved = sum(1 for b, a in zip(before, after) if a != b)
+    assert all(a == 4 for b, a in zip(before, after) if a != b), "a key only ever moves to the new shard"
+    assert 0.1 < moved / len(keys) < 0.3, moved
+    assert {shard_of(k, 1) for k in keys} == {0}
