@@ -2,10 +2,11 @@
 
 Owned by the process actor that hosts the cells, and called only from that actor's own thread (DESIGN.md §4): the
 actor hands it what arrives for a cell (``deliver``), runs the mailboxes (``run``) before its handler returns, and
-fires due timers when its one Thespian wakeup comes (``fire_due``). Collaborators are passed in, so the host runs
-without Thespian in a unit test: ``send_out(address, message, cell)`` for everything not addressed to a cell of this
-host, ``arm(seconds)`` for the host's next wakeup, ``on_parent(message, sender)`` for what cells send their parent
-(the host actor, as their supervisor), ``on_exit(state, abnormal, restarting)`` after a cell is gone.
+fires due timers when one of its Thespian wakeups comes (``fire_due``). Collaborators are passed in, so the host
+runs without Thespian in a unit test: ``send_out(address, message, cell)`` for everything not addressed to a cell of
+this host, ``arm(seconds, token)`` for a wakeup that hands ``token`` back to ``fire_due``, ``on_parent(message,
+sender)`` for what cells send their parent (the host actor, as their supervisor), ``on_exit(state, abnormal,
+restarting)`` after a cell is gone.
 
 State: per cell (``CellState``) its child spec, instance and incarnation, its mailbox, status, start time, restart
 count, last exit and recent restarts; the run queue (cells with mail, in the order mail arrived); the timer heap.
@@ -81,7 +82,10 @@ class CellHost:
         self._parent_mail: collections.deque = collections.deque()
         self._timers: list = []
         self._timer_seq = itertools.count()
-        self._armed_for = float("inf")
+        # Due times of the host's wakeups still to come. One is asked for only when a timer is due before all of
+        # them: the host's wakeups are not free (Thespian keeps them in a list it sorts on every add), and a wakeup
+        # that re-armed unconditionally would leave one more behind each time it fired.
+        self._armed: list = []
         self._classes: dict[str, type] = {}
 
     # ------------------------------------------------------------------------------------------ life and death
@@ -274,14 +278,20 @@ class CellHost:
     def _schedule(self, seconds: float, entry: tuple) -> None:
         due = time.monotonic() + max(0.0, seconds)
         heapq.heappush(self._timers, (due, next(self._timer_seq), entry))
-        if due < self._armed_for:
-            self._armed_for = due
-            self._arm(max(0.0, seconds))
+        self._arm_for(due, time.monotonic())
 
-    def fire_due(self) -> None:
-        """The host's wakeup came: every due timer becomes mail for its cell (or restarts a cell)."""
+    def _arm_for(self, due: float, now: float) -> None:
+        if not self._armed or due < self._armed[0]:
+            heapq.heappush(self._armed, due)
+            self._arm(max(0.0, due - now), due)
+
+    def fire_due(self, token: float | None = None) -> None:
+        """A wakeup of the host came (``token``: the due time it was asked for): every due timer becomes mail for
+        its cell (or restarts a cell), and a wakeup is asked for the next one unless one is already coming."""
         now = time.monotonic()
-        self._armed_for = float("inf")
+        if token is not None and token in self._armed:
+            self._armed.remove(token)
+            heapq.heapify(self._armed)
         while self._timers and self._timers[0][0] <= now:
             _due, _seq, (name, epoch, timer) = heapq.heappop(self._timers)
             if name == "":
@@ -290,9 +300,10 @@ class CellHost:
             state = self.cells.get(name)
             if state is not None and state.cell is not None and state.epoch == epoch:
                 self._enqueue(state, timer, None)
+        while self._armed and self._armed[0] < now - 1.0:
+            heapq.heappop(self._armed)   # its wakeup was lost (or never came): it must not hold the next one back
         if self._timers:
-            self._armed_for = self._timers[0][0]
-            self._arm(max(0.0, self._armed_for - now))
+            self._arm_for(self._timers[0][0], now)
 
     def _restart_due(self, name: str, epoch: int) -> None:
         state = self.cells.get(name)

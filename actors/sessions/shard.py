@@ -84,7 +84,7 @@ class SessionShard(StoreUser, GatewayActor):
         self.stall_logged = False
         # Cells reach only cells of their own process, so the shard's name tells hosts apart.
         self.cells = CellHost(self.name, send_out=self._send_out,
-                              arm=lambda seconds: self.after(seconds, "cells"), on_parent=self._from_cell,
+                              arm=lambda seconds, token: self.after(seconds, "cells", token), on_parent=self._from_cell,
                               on_exit=self._cell_exited, flags=flags_from_config(self.config), bridge=self.bridge,
                               config=self.config)
         self.cells.store, self.cells.directory = self.store, self.directory
@@ -107,8 +107,8 @@ class SessionShard(StoreUser, GatewayActor):
     def on_RunCells(self, message, sender) -> None:
         """Nothing to do here: _dispatch runs the cells after every message."""
 
-    def on_timer_cells(self, _data) -> None:
-        self.cells.fire_due()
+    def on_timer_cells(self, token) -> None:
+        self.cells.fire_due(token)
 
     def on_bridge(self, item) -> None:
         self.cells.post(item)

@@ -3,6 +3,7 @@ the shard map. The host's collaborators (what goes out, the wakeup) are plain ca
 from __future__ import annotations
 
 import collections
+import time
 
 import pytest
 
@@ -47,7 +48,7 @@ class Rig:
         Recorder.seen = []
         self.out, self.parent_mail, self.exits, self.wakeups = [], [], [], []
         self.host = CellHost("h1", send_out=lambda address, message, cell: self.out.append((address, message)),
-                             arm=self.wakeups.append, on_parent=lambda m, s: self.parent_mail.append((m, s)),
+                             arm=lambda seconds, token: self.wakeups.append((seconds, token)), on_parent=lambda m, s: self.parent_mail.append((m, s)),
                              on_exit=lambda state, abnormal, restarting: self.exits.append(
                                  (state.spec.name, abnormal, restarting)),
                              flags=SupervisorFlags(max_restarts=max_restarts, period_s=60.0, backoff_base_s=0.0,
@@ -173,10 +174,39 @@ def test_a_timer_set_far_ahead_arms_one_wakeup_and_earlier_ones_arm_again():
     state.cell.after(30.0, "tick")
     state.cell.after(40.0, "tick")
     state.cell.after(10.0, "tick")
-    assert len(rig.wakeups) == 2 and rig.wakeups[1] <= 10.0
-    rig.host.fire_due()   # nothing is due yet: the next wakeup is armed for the earliest
-    assert "tick" not in rig.handled("s")
-    assert 0 < rig.wakeups[-1] <= 10.0
+    assert len(rig.wakeups) == 2 and rig.wakeups[1][0] <= 10.0, "the 40 s timer waits behind the 30 s wakeup"
+    rig.host.fire_due()   # a stray wakeup: nothing is due yet, and the 10 s wakeup is still coming
+    assert "tick" not in rig.handled("s") and len(rig.wakeups) == 2
+    rig.host.fire_due(rig.wakeups[1][1])   # the 10 s wakeup came early: the earliest timer is asked for again
+    assert len(rig.wakeups) == 3 and 0 < rig.wakeups[-1][0] <= 10.0
+
+
+def test_wakeups_do_not_pile_up_while_cells_keep_setting_timers():
+    """However many timers cells set, the host keeps only a few wakeups outstanding: they are Thespian's, kept in a
+    list it sorts on every add, and a host that left one more behind each time one fired slowed to a halt."""
+    rig = Rig()
+    cells = [rig.start(f"s{i}").cell for i in range(50)]
+    rig.settle()
+    asked: list = []     # (when it is due, token): what a Thespian wakeup list would hold
+    rig.host._arm = lambda seconds, token: asked.append((time.monotonic() + seconds, token))
+    most, set_, end = 0, 0, time.monotonic() + 0.3
+    while time.monotonic() < end:
+        cells[set_ % 50].after((set_ * 7 % 10) / 1000, "tick", set_)
+        set_ += 1
+        now = time.monotonic()
+        for wakeup in sorted(w for w in asked if w[0] <= now):
+            asked.remove(wakeup)
+            rig.host.fire_due(wakeup[1])
+            rig.host.run()
+        most = max(most, len(asked))
+    assert most <= 5, f"{most} wakeups outstanding at once"
+    while asked:
+        wakeup = min(asked)
+        time.sleep(max(0.0, wakeup[0] - time.monotonic()))
+        asked.remove(wakeup)
+        rig.host.fire_due(wakeup[1])
+        rig.host.run()
+    assert sum(1 for _, what, _ in Recorder.seen if what == "tick") == set_, "every timer fired once"
 
 
 def test_the_cell_address_names_host_cell_and_incarnation():
