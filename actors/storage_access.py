@@ -63,13 +63,41 @@ class StoreUser:
             self.store = None
 
 
+class InlineStoreUser(StoreUser):
+    """For a process actor whose storage calls all come from its own thread (a session shard, for all its cells):
+    one inline connection (storage/inline.py), each call run to completion on a loop private to that thread. No
+    thread hop: a small transaction costs tens of microseconds instead of ~0.35 ms."""
+    store_loop: asyncio.AbstractEventLoop | None = None
+
+    def open_store(self) -> None:
+        self.store_loop = asyncio.new_event_loop()
+        self.store = self.db(Store.open(store_path(self.config), durability(self.config), inline=True))
+
+    def db(self, coro, timeout: float = STORE_CALL_TIMEOUT_S):
+        return self.store_loop.run_until_complete(coro)
+
+    def close_store(self) -> None:
+        if self.store is not None:
+            try:
+                self.db(self.store.close())
+            except Exception:  # noqa: BLE001 - closing on the way out; the WAL keeps what was committed
+                pass
+            self.store = None
+        if self.store_loop is not None:
+            self.store_loop.close()
+            self.store_loop = None
+
+
 class CellStoreUser(StoreUser):
     """For cells (sessions, stream consumers): the store is their shard's one connection, shared by every cell of
-    the shard; its calls are serialised because every cell's handler runs on the shard's one thread. A cell never
-    opens or closes it."""
+    the shard and called through the shard (``host.run_store``); its calls are serialised because every cell's
+    handler runs on the shard's one thread. A cell never opens or closes it."""
 
     def open_store(self) -> None:
         self.store = self.host.store
+
+    def db(self, coro, timeout: float = STORE_CALL_TIMEOUT_S):
+        return self.host.run_store(coro)
 
     def close_store(self) -> None:
         self.store = None

@@ -47,13 +47,14 @@ class Store:
         self.access = Access(db)
 
     @classmethod
-    async def open(cls, path: Union[str, PathLike], durability: str = "normal") -> "Store":
+    async def open(cls, path: Union[str, PathLike], durability: str = "normal", inline: bool = False) -> "Store":
         """Open (creating and migrating if needed) the database at ``path``.
 
         ``durability='normal'``: a commit survives any process crash (kill -9); ``'full'``: it also survives power
         loss, at the cost of an fsync per commit (figures in docs/storage.md). Raises ``SchemaTooNew`` for a file
-        written by a newer version."""
-        return cls(await Database.open(path, durability))
+        written by a newer version. ``inline``: statements run on the calling thread, without aiosqlite's
+        (storage/inline.py)."""
+        return cls(await Database.open(path, durability, inline=inline))
 
     @property
     def path(self) -> str:

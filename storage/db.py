@@ -85,14 +85,14 @@ def is_busy(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _retry_policy() -> dict:
-    return dict(retry=retry_if_exception(is_busy), stop=stop_after_delay(RETRY_BUDGET_S),
+def _retry_policy(budget_s: float = RETRY_BUDGET_S) -> dict:
+    return dict(retry=retry_if_exception(is_busy), stop=stop_after_delay(budget_s),
                 wait=wait_random_exponential(multiplier=0.005, max=0.25), reraise=True)
 
 
-def _translate(exc: sqlite3.Error, what: str) -> StorageError:
+def _translate(exc: sqlite3.Error, what: str, budget_s: float = RETRY_BUDGET_S) -> StorageError:
     if is_busy(exc):
-        return StorageBusy(f"{what}: another process kept the database busy for over {RETRY_BUDGET_S:.0f}s; gave up")
+        return StorageBusy(f"{what}: another process kept the database busy for over {budget_s:.0f}s; gave up")
     if is_full(exc):
         return StorageFull(f"{what}: {exc}")
     return StorageError(f"{what}: {exc}")
@@ -116,14 +116,20 @@ def call_with_retry(fn: Callable[[], T], what: str = "transaction") -> T:
     raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
 
 
-async def call_with_retry_async(fn: Callable[[], Awaitable[T]], what: str = "transaction") -> T:
+async def call_with_retry_async(fn: Callable[[], Awaitable[T]], what: str = "transaction",
+                                budget_s: float = RETRY_BUDGET_S) -> T:
     """``call_with_retry`` for a coroutine function: ``await fn()`` again (tenacity's AsyncRetrying) on BUSY."""
     try:
-        async for attempt in AsyncRetrying(**_retry_policy()):
+        return await fn()   # the first attempt without tenacity's bookkeeping: nearly every transaction needs no other
+    except sqlite3.Error as exc:
+        if not is_busy(exc):
+            raise _translate(exc, what, budget_s) from exc
+    try:
+        async for attempt in AsyncRetrying(**_retry_policy(budget_s)):
             with attempt:
                 return await fn()
     except sqlite3.Error as exc:
-        raise _translate(exc, what) from exc
+        raise _translate(exc, what, budget_s) from exc
     raise AssertionError("unreachable")  # pragma: no cover - AsyncRetrying either returns or raises
 
 
@@ -220,11 +226,13 @@ class Database:
     awaiting coroutine is cancelled still runs to its end (it may commit): it runs as a task of its own, shielded
     from the caller's cancellation, so it can never be left open half-way."""
 
-    def __init__(self, path: str, durability: str, conn: aiosqlite.Connection, thread: threading.Thread) -> None:
+    def __init__(self, path: str, durability: str, conn: aiosqlite.Connection, thread: Optional[threading.Thread],
+                 retry_budget_s: float = RETRY_BUDGET_S) -> None:
         self.path = path
         self.durability = durability
         self._conn = conn
-        self._thread = thread  # aiosqlite's thread, as seen from inside it (threading.current_thread())
+        self._thread = thread  # aiosqlite's thread, as seen from inside it (None: an inline connection)
+        self.retry_budget_s = retry_budget_s
         self._lock = asyncio.Lock()  # held from BEGIN to COMMIT/ROLLBACK, retries included
         self._pending: set[asyncio.Task] = set()
         self._closed = False
@@ -233,10 +241,18 @@ class Database:
 
     @classmethod
     async def open(cls, path: Union[str, PathLike], durability: str = "normal",
-                   migrations: Optional[Sequence[Migration]] = None) -> "Database":
+                   migrations: Optional[Sequence[Migration]] = None, inline: bool = False) -> "Database":
+        """``inline``: no aiosqlite thread; every statement runs on the thread that runs the event loop
+        (storage/inline.py says when that is the right choice)."""
         from .schema import MIGRATIONS
         path = str(path)
         migrations = MIGRATIONS if migrations is None else migrations
+        if inline:
+            from .inline import INLINE_RETRY_BUDGET_S, InlineConnection
+            db = cls(path, durability, InlineConnection(connect(path, durability, migrations)), None,
+                     INLINE_RETRY_BUDGET_S)
+            _open_databases.add(db)
+            return db
         started = threading.Event()
         threads: list[threading.Thread] = []
 
@@ -304,7 +320,7 @@ class Database:
             return result
 
         async with self._lock:
-            return await call_with_retry_async(once, f"{self.path}: {name}")
+            return await call_with_retry_async(once, f"{self.path}: {name}", self.retry_budget_s)
 
     async def close(self) -> None:
         """Close after every transaction already submitted; when this returns no storage thread is left."""
@@ -327,5 +343,6 @@ class Database:
                 self._conn.stop()  # cancelled (event loop shutting down): still stop aiosqlite's thread
             # aiosqlite's close returns once its thread ran the stop item, maybe a moment before the thread ends:
             # join it, so the caller may fork (supervisors do, right after a transient open/close).
-            self._thread.join()
+            if self._thread is not None:
+                self._thread.join()
             _open_databases.discard(self)

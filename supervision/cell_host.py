@@ -75,7 +75,8 @@ class CellHost:
         self.parent_address = CellAddress(host_id, "", 0)
         self._send_out, self._arm, self._on_parent, self._on_exit = send_out, arm, on_parent, on_exit
         self.flags, self.bridge, self.config = flags, bridge, config or {}
-        self.store = None          # the host's storage connection, shared by its cells (set by the host actor)
+        self.store = None          # the host's storage connection, shared by its cells (set by the host actor) ...
+        self.run_store = None      # ... and how a cell runs a call on it: run_store(coroutine) -> its result
         self.directory = None      # the latest Directory, handed to every cell that starts
         self.cells: dict[str, CellState] = {}
         self._run_queue: collections.deque = collections.deque()

@@ -224,7 +224,7 @@ class Session(CellStoreUser, CommandHandler, Cell):
         transcript = self.db(self.store.sessions.load(sid, last_n=turns.HISTORY_EVENTS))
         prompt = self.config.get("agent", {}).get("system_prompt", "")
         request_messages = turns.model_messages(transcript, prompt)
-        turn.steer = self.db(_make_queue())
+        turn.steer = asyncio.run_coroutine_threadsafe(_make_queue(), self.bridge.loop).result(5)   # the agent's loop
         request = AgentRequest(request_messages, event.source.profile, turn.turn_id, turn.steer)
         self.db(self.store.sessions.put_request(sid, turn.turn_id, {"messages": list(request_messages)}))
         self.ask_consumer(turn)

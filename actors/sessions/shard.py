@@ -6,8 +6,9 @@ one message at a time, let it crash and be restarted fresh. They are cells (supe
 
 State: the cells (through the host); per live session its last activity (for passivation), the keys waiting for a
 free slot and the sessions asked to passivate (admission); which session asked for which consumer; which consumer
-sent each platform operation still unanswered; one storage connection shared by every cell (one SQLite connection
-per shard, its transactions serialised because every cell's handler runs on this one thread).
+sent each platform operation still unanswered; one storage connection shared by every cell (one inline SQLite
+connection per shard, storage/inline.py: its transactions are serialised because every cell's handler runs on this
+one thread, and run on it without a thread hop).
 
 Admission ([sessions] max_live, per shard): at most that many session cells live at once. A chat whose session is
 not live when every slot is taken waits, in arrival order; its rows are durable in the inbox, so waiting costs only
@@ -43,7 +44,7 @@ from actors.messages import (ActorRestarted, ConsumerGone, ConsumerReady, Fault,
                              Ping, PlatformOp, RunCells, SpawnConsumer, StopIntake)
 from actors.metrics import report
 from actors.sessions.shard_map import shard_of
-from actors.storage_access import StoreUser
+from actors.storage_access import InlineStoreUser
 from supervision.actor import GatewayActor
 from supervision.cell_host import CellHost
 from supervision.logging_setup import key_hash
@@ -60,7 +61,7 @@ def session_cell_name(key: str) -> str:
     return SESSION_PREFIX + key
 
 
-class SessionShard(StoreUser, GatewayActor):
+class SessionShard(InlineStoreUser, GatewayActor):
     uses_bridge = True
 
     def __init__(self):
@@ -87,7 +88,7 @@ class SessionShard(StoreUser, GatewayActor):
                               arm=lambda seconds, token: self.after(seconds, "cells", token), on_parent=self._from_cell,
                               on_exit=self._cell_exited, flags=flags_from_config(self.config), bridge=self.bridge,
                               config=self.config)
-        self.cells.store, self.cells.directory = self.store, self.directory
+        self.cells.store, self.cells.run_store, self.cells.directory = self.store, self.db, self.directory
         for key in self.db(_keys_with_work(self.store)):
             if shard_of(key, self.count) == self.index:
                 self._ensure_session(key)
