@@ -72,17 +72,22 @@ class AdminClient:
     def inject_fault(self, name: str, action: str, seconds: float = 0.0) -> TreeNode:
         """Fault injection (the daemon honours it only with [debug] fault_injection): the actor or cell called
         ``name`` crashes, hangs or exits. A cell has no address of its own: its shard is told which cell."""
-        for node, parent, _depth in tree_mod.walk(self.tree()):
-            if node.name != name:
-                continue
+        deadline = time.monotonic() + 10.0
+        while True:
+            found = next(((node, parent) for node, parent, _ in tree_mod.walk(self.tree()) if node.name == name), None)
+            if found is None:
+                raise AdminError(f"no actor or cell called {name!r} is running (see `tree --all`)")
+            node, parent = found
             if node.ref is not None:
                 self.asys.tell(node.ref, Fault(action, seconds))
-            elif parent is not None and parent.ref is not None:
+                return node
+            if parent is not None and parent.ref is not None:
                 self.asys.tell(parent.ref, Fault(action, seconds, target=name))
-            else:
-                raise AdminError(f"{name} is in the tree but cannot be reached now")
-            return node
-        raise AdminError(f"no actor or cell called {name!r} is running (see `tree --all`)")
+                return node
+            # Shown as last known, without addresses (its supervisor was slow to answer this walk): walk again.
+            if time.monotonic() > deadline:
+                raise AdminError(f"{name} is in the tree but its shard did not answer for 10s; try again")
+            time.sleep(0.1)
 
 
 def _answers(host: str, port: int, timeout: float = 1.0) -> bool:

@@ -16,6 +16,7 @@ from actors.sessions.turn import REPLY_SLOT
 from storage import IllegalTransition, StaleFence, StorageUnavailable, Target, is_owner_alive
 
 CLAIM_WAITS = 20       # half-second waits for a live owner of the obligation before taking it over
+_LOST = object()       # a claim step that another claimer won
 
 
 class WaitForStorage(Exception):
@@ -71,25 +72,45 @@ class ReplyClaim:
         if (others and ob.owner.pid != os.getpid() and is_owner_alive(ob.owner)
                 and self.claim_waits < CLAIM_WAITS):
             self.claim_waits += 1
-            self.oid = None
-            self.after(0.5, "pump")
-            return False
+            return self._look_again()
         if others:
-            # A consumer of this turn died holding the claim: take it over through failed -> attempting.
-            self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, ob.fence, "taken over"), False, True)
+            # A consumer of this turn died holding the claim: take it over through failed -> attempting, fenced by
+            # the claim we saw. Another claimer (the sweeper) may win the race for it: then this consumer waits.
+            if self._contested("mark_failed", self.store.ledger.mark_failed(self.oid, ob.fence, "taken over")) \
+                    is _LOST:
+                return self._look_again()
             ob = self.ledger("get", self.store.ledger.get(self.oid), False, True) or ob
         if ob.state in ("pending", "failed"):
             # An intent the dead owner left is unresolved for good (the claim records it so in the ledger too).
-            self.ambiguous = ob.ambiguous or ob.send_intent is not None
-            self.fence = self.ledger("mark_attempting", self.store.ledger.mark_attempting(self.oid), False, True)
-        else:
+            fence = self._contested("mark_attempting", self.store.ledger.mark_attempting(self.oid))
+            if fence is _LOST:
+                return self._look_again()
+            self.ambiguous, self.fence = ob.ambiguous or ob.send_intent is not None, fence
+        elif ob.state == "attempting" and ob.claimed:
             self.ambiguous, self.intent = ob.ambiguous, ob.send_intent   # our own claim, made just now
             self.fence = ob.fence
+        else:
+            return self._look_again()   # claimed by another meanwhile, or finished: never adopt a claim not ours
         if self.ambiguous:
             self.log.warning("%s: an earlier attempt at this reply sent a message it never heard back about; the "
                              "reply is marked as re-sent", self.name)
         self.parts = {int(i): str(m) for i, m in ob.parts.items()}
         return True
+
+    def _contested(self, what: str, coro):
+        """A claim step another claimer may win (a stale fence, a state that moved on): _LOST if it did."""
+        try:
+            return self.db(coro)
+        except (StaleFence, IllegalTransition) as exc:
+            self.log.info("%s: ledger %s lost a race for the claim (%s); looking again", self.name, what, exc)
+            return _LOST
+        except StorageUnavailable as exc:
+            raise WaitForStorage(f"ledger {what}: {exc}") from None
+
+    def _look_again(self) -> bool:
+        self.oid, self.fence = None, None
+        self.after(0.5, "pump")
+        return False
 
     def ledger(self, what: str, coro, needs_fence: bool = True, gates_send: bool = False):
         """One ledger call. ``gates_send``: a send must not leave without it, so unavailable storage raises

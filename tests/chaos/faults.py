@@ -22,8 +22,9 @@ from tests.actor_system import wait_for
 from tests.chaos.world import BACKGROUND_FAULTS, World
 from tests.daemon import nodes
 
-ACTOR_KINDS = ("Session", "StreamConsumer", "TelegramAdapter", "WebChatAdapter", "SessionSupervisor",
-               "AdapterSupervisor", "DeliverySweeper", "Watchdog", "Ticker")
+ACTOR_KINDS = ("SessionShard", "TelegramAdapter", "WebChatAdapter", "SessionSupervisor", "AdapterSupervisor",
+               "DeliverySweeper", "Watchdog", "Ticker")
+CELL_KINDS = ("Session", "StreamConsumer")
 START_WAIT_S = 180
 TELEGRAM_CALLS = ["sendMessage", "editMessageText", "sendChatAction", "getUpdates"]
 
@@ -50,6 +51,27 @@ class KillActor:
         except ProcessLookupError:
             raise Skipped(f"{kind} {victim['name']} had already exited") from None
         return f"{kind} {victim['name']} (pid {victim['pid']})"
+
+
+class CrashCell:
+    """A session or a reply's consumer raises in its next handler (fault injection): the cell crashes, its shard
+    restarts it from its child spec, and nothing else of the shard notices."""
+    name = "crash cell"
+
+    def inject(self, world: World, rng: random.Random) -> str:
+        tree = world.gw._tree_or_none()
+        if tree is None:
+            raise Skipped("the tree did not answer")
+        cells = [n for n in nodes(tree) if n["kind"] in CELL_KINDS and n["state"] in ("running", "busy")]
+        kinds = sorted({n["kind"] for n in cells})
+        if not kinds:
+            raise Skipped("no session or consumer cell is live")
+        kind = rng.choice(kinds)
+        victim = rng.choice([n for n in cells if n["kind"] == kind])
+        result = world.gw.cli("fault", victim["name"], "--action", "crash")
+        if result.returncode != 0:
+            raise Skipped(f"{kind} {victim['name']}: {result.stderr.strip()[:200]}")
+        return f"{kind} {victim['name']} (in shard pid {victim['pid']})"
 
 
 class KillDaemon:
@@ -152,7 +174,8 @@ class LockContention:
         return "write lock held by another process " + ", ".join(f"{s:.1f}s" for s in holds)
 
 
-FAULTS = (KillActor, KillActor, KillActor, KillDaemon, FloodStorm, DropConnections, DiskFull, LockContention)
+FAULTS = (KillActor, KillActor, CrashCell, CrashCell, KillDaemon, FloodStorm, DropConnections, DiskFull,
+          LockContention)
 
 
 def listening_outside_loopback(world: World) -> list[str]:

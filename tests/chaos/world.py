@@ -128,6 +128,8 @@ port = {self.web_port}
 chunk_delay_s = 0.01
 [sessions]
 max_live = {self.plan.telegram_chats + self.plan.web_visitors + 20}
+[debug]
+fault_injection = true      # the crash-cell fault (run_gateway.py fault)
 """)
         self.messages = plan_messages(self.plan, random.Random(self.seed))
         return self

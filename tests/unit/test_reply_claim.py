@@ -1,0 +1,79 @@
+"""A reply's claim on its obligation against a real ledger (SQLite file): a consumer that finds a dead owner's claim
+takes it over, but never adopts a claim another claimer (the sweeper) won meanwhile; it looks again later."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+
+import pytest
+
+from actors.sessions.reply_claim import ReplyClaim
+from actors.sessions.turn import REPLY_SLOT
+from storage import Store, Target
+
+pytestmark = pytest.mark.timeout(30)
+DEAD_PID = 4_194_000   # above the default pid_max: no process has it
+ARGS = {"adapter": "fake", "chat_id": "c1", "thread_id": None, "reply_to": "m1", "session_key": "k",
+        "inbound_ref": "fake:m1"}
+
+
+class Claimer(ReplyClaim):
+    """What ReplyClaim needs of its consumer, and no more."""
+
+    def __init__(self, store: Store, loop, before=None):
+        self.args, self.store, self.loop, self.before = ARGS, store, loop, before or {}
+        self.oid = self.fence = self.intent = None
+        self.claim_waits, self.ambiguous, self.parts = 0, False, {}
+        self.timers, self.finished = [], None
+        self.log, self.name = logging.getLogger("test.claim"), "consumer:test"
+
+    def db(self, coro):
+        hook = self.before.pop(coro.__qualname__, None)   # what another claimer does just before this call
+        if hook is not None:
+            hook()
+        return self.loop.run_until_complete(coro)
+
+    def after(self, seconds, tag, data=None):
+        self.timers.append(tag)
+
+    def finish(self, ok, detail, ledger_done=False):
+        self.finished = (ok, detail)
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    loop = asyncio.new_event_loop()
+    path = tmp_path / "gateway.db"
+    store = loop.run_until_complete(Store.open(path))
+    ob = loop.run_until_complete(store.ledger.record_obligation(
+        "k", "fake:m1", Target("fake", "c1", None, "m1"), REPLY_SLOT, chunks=[], claim=True, send_intent=0))
+    with sqlite3.connect(path) as db:   # the claim of a consumer that died with its process
+        db.execute("UPDATE obligations SET owner_pid = ? WHERE obligation_id = ?", (DEAD_PID, ob.obligation_id))
+    yield store, loop, ob.obligation_id
+    loop.run_until_complete(store.close())
+    loop.close()
+
+
+def test_a_dead_owners_claim_is_taken_over_and_marked_ambiguous(ledger):
+    store, loop, oid = ledger
+    claimer = Claimer(store, loop)
+    assert claimer.claim_obligation() is True
+    ob = loop.run_until_complete(store.ledger.get(oid))
+    assert ob.state == "attempting" and claimer.fence == ob.fence and ob.fence > 1
+    assert claimer.ambiguous, "the dead owner's send intent: a copy may exist"
+
+
+def test_a_claim_the_sweeper_wins_meanwhile_is_never_adopted(ledger):
+    """The consumer saw the dead owner's claim; before its take-over lands, the sweeper claims the row. The take-over
+    is refused (stale fence): the consumer must not go on with the sweeper's fence, or both would send."""
+    store, loop, oid = ledger
+
+    def sweeper_claims():
+        claimed = loop.run_until_complete(store.ledger.sweep_recoverable(["fake"]))
+        assert [o.obligation_id for o in claimed] == [oid]
+    claimer = Claimer(store, loop, before={"Ledger.mark_failed": sweeper_claims})
+    assert claimer.claim_obligation() is False
+    assert claimer.fence is None and claimer.oid is None and claimer.timers == ["pump"], "it looks again later"
+    ob = loop.run_until_complete(store.ledger.get(oid))
+    assert ob.state == "attempting" and ob.fence == 2, "the sweeper's claim stands"
