@@ -1,15 +1,18 @@
-"""Runtime state of a session: the turn in flight, the compression cursor, and resume-once bookkeeping.
+"""Runtime state of a session: the turn in flight, the compression cursor, and bounded-resume bookkeeping.
 
-The resume protocol (G8: a killed daemon resumes interrupted turns once, never in a loop):
+The resume protocol (G8: a killed daemon resumes an interrupted turn up to ``max_resumes`` times, never in a loop):
 
 1. ``begin_turn`` is committed before the turn's first model call. It records the turn token, the inbox seq the
    turn answers and when it started, and sets ``resume_pending``. After kill -9 the row is still there.
 2. ``end_turn`` clears ``resume_pending`` when the turn finishes, only if the token is still current (a stale turn
    cannot clear a newer one).
-3. At start, ``pending_resumes()`` lists the interrupted turns; ``claim_resume`` atomically records that the turn
-   of inbox seq N is being resumed (``resume_attempted_seq = N``) and returns the state, once. If the resumed turn
-   is killed too, the next start finds ``resume_attempted_seq == resume_inbox_seq`` and ``claim_resume`` returns
-   None: the caller gives up on that input (tells the user) instead of crashing in a loop.
+3. At start, ``pending_resumes()`` lists the interrupted turns; ``claim_resume(max_resumes)`` atomically counts
+   one more resume of the turn of inbox seq N (``resume_attempts``, durable) and returns the state, while fewer than
+   ``max_resumes`` were made. Every resume it counts was cut by the gateway dying (or the session crashing) while
+   that turn ran: a start that dies before it claims counts nothing. Past the bound it returns None, and the caller
+   gives up on that input (tells the user) instead of crashing in a loop: a poison turn ends in a notice, a turn
+   cut by a few restarts in a row is still answered once. A new input (``begin_turn`` for another seq) starts from
+   zero.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from .db import fetch_all, fetch_one
 from .errors import NotFound
 
 _COLUMNS = ("session_id, turn_token, compression_cursor, resume_pending, resume_inbox_seq, resume_started_at, "
-            "resume_attempted_seq, updated_at")
+            "resume_attempted_seq, updated_at, resume_attempts")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class RuntimeState:
     resume_started_at: Optional[float]
     resume_attempted_seq: Optional[int]
     updated_at: float
+    resume_attempts: int = 0      # resumes of the turn of resume_inbox_seq made so far
 
     @property
     def resume_already_attempted(self) -> bool:
@@ -57,7 +61,7 @@ class RuntimeOps:
         """The runtime state of a session (a blank one if it never ran a turn)."""
         async def fetch(conn):
             row = await fetch_one(conn, f"SELECT {_COLUMNS} FROM runtime_state WHERE session_id = ?", (session_id,))
-            return _state(row) if row else RuntimeState(session_id, None, 0, False, None, None, None, 0.0)
+            return _state(row) if row else RuntimeState(session_id, None, 0, False, None, None, None, 0.0, 0)
         return await self._db.read(fetch)
 
     async def begin_turn(self, session_id: str, turn_token: str, inbox_seq: int,
@@ -69,9 +73,11 @@ class RuntimeOps:
 
         async def do(conn):
             await _ensure_row(conn, session_id, now)
-            await conn.execute("UPDATE runtime_state SET turn_token = ?, resume_pending = 1, resume_inbox_seq = ?, "
+            await conn.execute("UPDATE runtime_state SET turn_token = ?, resume_pending = 1, resume_attempts = CASE "
+                               "WHEN resume_inbox_seq IS ? THEN resume_attempts ELSE 0 END, resume_inbox_seq = ?, "
                                "resume_started_at = ?, updated_at = ? WHERE session_id = ?",
-                               (turn_token, inbox_seq, started_at if started_at is not None else now, now, session_id))
+                               (turn_token, inbox_seq, inbox_seq, started_at if started_at is not None else now, now,
+                                session_id))
         await self._db.write(do)
 
     async def end_turn(self, session_id: str, turn_token: str) -> bool:
@@ -93,16 +99,15 @@ class RuntimeOps:
         await self._db.write(do)
 
     async def pending_resumes(self) -> list[RuntimeState]:
-        """Interrupted turns whose resume has not been attempted yet."""
+        """Interrupted turns: each to resume, or (past its bound) to end with a notice."""
         async def fetch(conn):
             return [_state(r) for r in await fetch_all(
-                conn, f"SELECT {_COLUMNS} FROM runtime_state WHERE resume_pending = 1 AND (resume_attempted_seq "
-                      f"IS NULL OR resume_attempted_seq IS NOT resume_inbox_seq) ORDER BY session_id")]
+                conn, f"SELECT {_COLUMNS} FROM runtime_state WHERE resume_pending = 1 ORDER BY session_id")]
         return await self._db.read(fetch)
 
-    async def claim_resume(self, session_id: str, again: bool = False) -> Optional[RuntimeState]:
-        """Mark the interrupted turn as being resumed and return its state; None if there is nothing to resume
-        or its resume was already attempted once. Committed before the resumed turn starts. ``again``: the last
+    async def claim_resume(self, session_id: str, max_resumes: int = 1, again: bool = False) -> Optional[RuntimeState]:
+        """Count one more resume of the interrupted turn and return its state; None if there is nothing to resume
+        or ``max_resumes`` resumes were made already. Committed before the resumed turn starts. ``again``: the last
         attempt was stopped by unavailable storage (a full disk), which says nothing against the turn, so it is
         not counted."""
         async def do(conn):
@@ -110,9 +115,12 @@ class RuntimeOps:
             if row is None:
                 return None
             state = _state(row)
-            if not state.resume_pending or (state.resume_already_attempted and not again):
+            attempts = state.resume_attempts if state.resume_attempted_seq == state.resume_inbox_seq else 0
+            if not state.resume_pending or (attempts >= max_resumes and not again):
                 return None
-            await conn.execute("UPDATE runtime_state SET resume_attempted_seq = resume_inbox_seq, updated_at = ? "
-                               "WHERE session_id = ?", (time.time(), session_id))
-            return RuntimeState(**{**state.__dict__, "resume_attempted_seq": state.resume_inbox_seq})
+            counted = attempts if again and attempts else attempts + 1
+            await conn.execute("UPDATE runtime_state SET resume_attempted_seq = resume_inbox_seq, resume_attempts = ?, "
+                               "updated_at = ? WHERE session_id = ?", (counted, time.time(), session_id))
+            return RuntimeState(**{**state.__dict__, "resume_attempted_seq": state.resume_inbox_seq,
+                                   "resume_attempts": counted})
         return await self._db.write(do)

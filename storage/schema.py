@@ -166,11 +166,15 @@ _V4_ACCESS = [
     "CREATE INDEX pairing_codes_by_sender ON pairing_codes (adapter, user_id, created_at)",
 ]
 
+# Bounded resume (G8): how many times the interrupted turn of the current input was resumed already.
+_V5_RESUME_ATTEMPTS = ["ALTER TABLE runtime_state ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0"]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
     _V3_SEND_INTENTS,
     _V4_ACCESS,
+    _V5_RESUME_ATTEMPTS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -56,6 +56,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "busy_mode": (str, "queue", ("queue", "interrupt", "steer", "collect")),
         "collect_window_s": (float, 2.0, None),
         "resume_window_s": (float, 3600.0, None),
+        "max_resumes": (int, 3, None),   # resumes of a turn cut by restarts before the chat is told to send it again
         "per_user_in_groups": (bool, False, None),
         # the first line of a reply sent again after a restart left an unfinished copy the gateway cannot edit
         "resent_marker": (str, "↻ re-sent after a restart; an unfinished copy may appear above", None),

@@ -5,7 +5,8 @@ State: the session key and current session record, the turn in flight (``Turn``)
 is open, and whether intake is stopped (drain).
 
 Messages it takes:
-  Started            open storage, recover what a crash interrupted (resume once, G8), then look at the inbox
+  Started            open storage, recover what a crash interrupted (resumed up to [sessions] max_resumes times,
+                     G8), then look at the inbox
   InboxDoorbell      new rows: start a turn if idle, else apply the busy mode (queue | interrupt | steer | collect)
   ConsumerReady      the turn's stream consumer is up: send it every event not yet sent
   ConsumerGone       the consumer died: ask for a new one and replay the turn's events (the ledger makes it idempotent)
@@ -40,8 +41,9 @@ from supervision.logging_setup import key_hash
 BATCH_INTERVAL_S = 0.05
 MAX_CONSUMER_RESTARTS = 3
 CONSUMER_WAIT_OUT_S = 2.0   # a consumer stopped by unavailable storage is asked for again after this
-GAVE_UP_TEXT = ("I was interrupted twice while answering your message \u201c{quote}\u201d and stopped trying, so as "
-                "not to loop. Please send it again.")
+GAVE_UP_TEXT = ("I was interrupted {times} while answering your message \u201c{quote}\u201d and stopped trying, so "
+                "as not to loop. Please send it again.")
+GAVE_UP_PREFIX = GAVE_UP_TEXT.split("{times}")[0]
 RESTARTED_TEXT = "I was restarted while answering your message \u201c{quote}\u201d. Please send it again."
 QUOTE_CHARS = 60
 
@@ -63,6 +65,7 @@ class Session(CellStoreUser, CommandHandler, Cell):
         self.key = args["session_key"]
         cfg = self.config.get("sessions", {})
         self.resume_window_s = cfg.get("resume_window_s", 3600.0)
+        self.max_resumes = cfg.get("max_resumes", 3)
         self.collect_window_s = cfg.get("collect_window_s", 2.0)
         self.agent = build_agent(self.config.get("agent", {}))
         self.open_store()
@@ -95,21 +98,24 @@ class Session(CellStoreUser, CommandHandler, Cell):
             self.db(self.store.inbox.take(row.seq))
             self.reply_turn([row.seq], MessageEvent.from_payload(row.payload), answer, turn_id=rt.turn_token)
             return
-        # A resume stopped by a full disk was not the turn's fault: it does not use up the one resume.
-        claimed = self.db(self.store.sessions.claim_resume(self.info.session_id, again=self.after_outside_cause))
+        # A resume stopped by a full disk was not the turn's fault: it does not use up a resume.
+        claimed = self.db(self.store.sessions.claim_resume(self.info.session_id, self.max_resumes,
+                                                           again=self.after_outside_cause))
         fresh = rt.resume_started_at is not None and time.time() - rt.resume_started_at < self.resume_window_s
         self.db(self.store.inbox.take(row.seq))
         event = MessageEvent.from_payload(row.payload)
         if claimed is not None and fresh:
-            self.log.warning("resuming the turn interrupted by a restart (inbox #%d)", row.seq,
-                             extra=self.log_fields(turn=rt.turn_token))
+            self.log.warning("resuming the turn interrupted by a restart (inbox #%d, resume %d of %d)", row.seq,
+                             claimed.resume_attempts, self.max_resumes, extra=self.log_fields(turn=rt.turn_token))
             self.start_agent_turn([row.seq], event, turn_id=rt.turn_token, resumed=True)
         else:
-            why = "its resume crashed too" if claimed is None else "it is older than the resume window"
+            why = (f"it was cut {self.max_resumes + 1} times" if claimed is None else
+                   "it is older than the resume window")
             self.log.error("not resuming inbox #%d: %s", row.seq, why, extra=self.log_fields(turn=rt.turn_token))
             # Quoted: in a busy chat "this message" would not say which one. Written to the transcript first, as an
             # answer is: the history shows it, and a crash before it is delivered delivers it then (above).
-            notice = (GAVE_UP_TEXT if claimed is None else RESTARTED_TEXT).format(quote=_quote(event.text))
+            notice = (GAVE_UP_TEXT if claimed is None else RESTARTED_TEXT).format(
+                quote=_quote(event.text), times=_times(self.max_resumes + 1))
             self.db(self.store.sessions.append(self.info.session_id,
                                                [turns.assistant_event(rt.turn_token, notice, "gave_up")]))
             self.reply_turn([row.seq], event, notice, turn_id=rt.turn_token)
@@ -369,6 +375,10 @@ class Session(CellStoreUser, CommandHandler, Cell):
 
     def state_name(self) -> str:
         return "busy" if self.turn is not None else "running"
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
 def _quote(text: str) -> str:

@@ -10,13 +10,12 @@ import sqlite3
 from collections import Counter
 
 from actors.agents.offline import FAKE_SECRET
-from actors.sessions.session import GAVE_UP_TEXT
+from actors.sessions.session import GAVE_UP_PREFIX
 from actors.sessions.stream_consumer import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from storage import Store
 from tests.chaos.world import Message, World
 from tests.fakes.telegram import DEFAULT_TOKEN
 
-GAVE_UP_PREFIX = GAVE_UP_TEXT.split("\u201c")[0]
 
 CURSOR = "▍"
 SECRETS = (FAKE_SECRET, DEFAULT_TOKEN.split(":", 1)[1])

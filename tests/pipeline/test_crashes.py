@@ -133,10 +133,11 @@ def test_kill_9_of_the_daemon_mid_turn_resumes_once_and_edits_in_place(tmp_path,
         gw.kill_everything()
 
 
-def test_a_turn_interrupted_twice_is_not_resumed_again_and_the_user_is_told_which_message(tmp_path, platform):
-    """G8, resume once: the daemon is killed mid-turn, and again while the resumed turn runs. The next start does
-    not loop on it: the chat gets one notice that quotes the message, and nothing else."""
-    gw = pipeline_gateway(tmp_path, platform)
+def test_a_turn_cut_past_max_resumes_is_not_resumed_again_and_the_user_is_told_which_message(tmp_path, platform):
+    """G8, bounded resume ([sessions] max_resumes = 1 here): the daemon is killed mid-turn, and again while the
+    resumed turn runs. The next start does not loop on it: the chat gets one notice that quotes the message, and
+    nothing else."""
+    gw = pipeline_gateway(tmp_path, platform, extra="[sessions]\nmax_resumes = 1\n")
     try:
         gw.start()
         gw.wait_ready()
@@ -150,10 +151,35 @@ def test_a_turn_interrupted_twice_is_not_resumed_again_and_the_user_is_told_whic
         gw.assert_no_process_left()
         gw.start()
         [notice] = settled_answers(platform, "twice", timeout=60, gw=gw)
+        assert "it was cut 2 times" in gw.log()
         assert "interrupted twice" in notice and "\u201can unlucky question #slow 0.3\u201d" in notice, notice
         assert "api_key_env" not in notice
         wait_all_done(gw)
         assert len(platform.messages("twice")) == 1
+    finally:
+        gw.cli("stop")
+        gw.kill_everything()
+
+
+def test_a_turn_cut_by_two_daemon_kills_in_a_row_is_still_answered_once(tmp_path, platform):
+    """G8 (issue: a crash-looping deploy): kill -9 mid-turn, and again while the resumed turn runs; with the default
+    max_resumes (3) the third start resumes it again and the chat gets the answer once, without a notice."""
+    gw = pipeline_gateway(tmp_path, platform)
+    try:
+        gw.start()
+        gw.wait_ready()
+        platform.inject("again", "a question worth finishing #slow 0.3")
+        for cut in (1, 2):
+            streaming_started(platform, "again", gw)
+            os.kill(gw.launcher_pid, signal.SIGKILL)
+            gw.assert_no_process_left()
+            gw.start()
+            wait_for(lambda: f"resume {cut} of 3" in gw.log(), 30, 0.05, f"resume {cut} of the turn")
+        [answer] = settled_answers(platform, "again", timeout=90, gw=gw)
+        assert "a question worth finishing" in answer and "api_key_env" in answer, answer
+        assert "interrupted" not in answer and "send it again" not in answer
+        wait_all_done(gw)
+        assert len(platform.messages("again")) == 1, "edited into place across both restarts"
     finally:
         gw.cli("stop")
         gw.kill_everything()

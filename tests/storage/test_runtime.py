@@ -28,24 +28,24 @@ async def test_turn_bookkeeping(db_path):
             await store.sessions.begin_turn(sid, "t", None)
 
 
-async def test_an_interrupted_turn_is_resumed_once_across_restarts(db_path):
+async def test_an_interrupted_turn_is_resumed_up_to_max_resumes_times_across_restarts(db_path):
     async with open_store(db_path) as store:
         sid = (await store.sessions.get_or_create(KEY)).session_id
         await store.sessions.begin_turn(sid, "turn-a", inbox_seq=3)
-    # "kill -9": the process is gone without end_turn; a new process opens the store
+    # "kill -9": the process is gone without end_turn; a new process opens the store, three times in a row
+    for attempt in (1, 2):
+        async with open_store(db_path) as store:
+            assert [r.session_id for r in await store.sessions.pending_resumes()] == [sid]
+            claimed = await store.sessions.claim_resume(sid, max_resumes=2)
+            assert claimed is not None and claimed.resume_inbox_seq == 3 and claimed.resume_attempts == attempt
     async with open_store(db_path) as store:
-        assert [r.session_id for r in await store.sessions.pending_resumes()] == [sid]
-        claimed = await store.sessions.claim_resume(sid)
-        assert claimed is not None and claimed.resume_inbox_seq == 3 and claimed.resume_attempted_seq == 3
-        assert await store.sessions.claim_resume(sid) is None  # once only, even in the same process
-        await store.sessions.begin_turn(sid, "turn-a-resumed", inbox_seq=3)  # the resumed turn dies too
-    async with open_store(db_path) as store:
-        assert await store.sessions.pending_resumes() == []
         state = await store.sessions.runtime(sid)
-        assert state.resume_pending and state.resume_already_attempted
-        assert await store.sessions.claim_resume(sid) is None  # never a loop
-        again = await store.sessions.claim_resume(sid, again=True)  # unless a full disk stopped the last attempt
-        assert again is not None and again.resume_inbox_seq == 3
+        assert state.resume_pending and state.resume_already_attempted and state.resume_attempts == 2
+        assert [r.session_id for r in await store.sessions.pending_resumes()] == [sid], "listed: for its notice"
+        assert await store.sessions.claim_resume(sid, max_resumes=2) is None  # never a loop
+        assert await store.sessions.claim_resume(sid) is None  # max_resumes 1: long spent
+        again = await store.sessions.claim_resume(sid, max_resumes=2, again=True)  # a full disk stopped the last
+        assert again is not None and again.resume_inbox_seq == 3 and again.resume_attempts == 2   # not counted
         await store.sessions.begin_turn(sid, "turn-b", inbox_seq=4)  # a new input is resumable again
         assert (await store.sessions.claim_resume(sid)).resume_inbox_seq == 4
         assert await store.sessions.claim_resume("no-such-session") is None
