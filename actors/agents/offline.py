@@ -8,6 +8,7 @@ Test hooks, written anywhere in the user's last message:
 
 * ``#long N``  the answer is exactly N characters and holds a ```python fence (for chunking);
 * ``#slow S``  sleep S seconds between chunks (for interrupts, typing indicators, stuck-turn detection);
+* ``#think S`` sleep S seconds before the first chunk (a model slow to start: the typing indicator);
 * ``#fail``    raise AgentError before any output; ``#failmid`` after the first chunk. The message holds
   ``FAKE_SECRET``, so a test can check that redaction happens before anything reaches a chat;
 * ``#tool``    force a calculator call.
@@ -41,6 +42,7 @@ _ARITHMETIC = re.compile(r"[-(]*\d+(?:\.\d+)?\)*(?:\s*(?:\*\*|[-+*/%])\s*[-(]*\d
 _TIME_QUESTION = re.compile(r"\b(?:what time|time is it|current time|date today|today's date)\b", re.I)
 _LONG = re.compile(r"#long\s+(\d+)")
 _SLOW = re.compile(r"#slow\s+(\d+(?:\.\d+)?)")
+_THINK = re.compile(r"#think\s+(\d+(?:\.\d+)?)")
 _QUOTE_CHARS = 200
 _MAX_LONG = 1_000_000
 
@@ -59,6 +61,9 @@ class OfflineAgent:
         if "#fail" in text and "#failmid" not in text:
             raise AgentError(f"offline agent failure requested by #fail (api_key={FAKE_SECRET})")
         parts: list[str] = []
+        think = _THINK.search(text)
+        if think:
+            await asyncio.sleep(float(think.group(1)))
         long_match = _LONG.search(text)
         body = long_answer(int(long_match.group(1)), text) if long_match else self._opening(request, text)
         async for event in _stream(_pieces(body), request, delay, parts, pause_first=False):

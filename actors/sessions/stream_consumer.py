@@ -48,6 +48,8 @@ MAX_OP_RETRIES = 5
 OP_TIMEOUT_S = 30.0     # the adapter answers every operation; silence this long means it died with it
 SUPERSEDED = -1         # the part index of a delete aimed at a superseded preview
 STORAGE_WAIT_S = (0.5, 5.0)   # retry delays while storage is unavailable: first, then the longest
+FIRST_TYPING_AFTER_S = 1.0    # a reply with nothing to show by then gets the typing indicator (a faster one never
+                              # costs the platform call)
 
 
 class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
@@ -85,7 +87,7 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
         self.throttle = EditThrottle(self.pacing)
         self.open_store()
         if self.pacing.typing_interval_s:
-            self.on_timer_typing(None)
+            self.after(FIRST_TYPING_AFTER_S, "typing")
 
     def on_stop(self) -> None:
         self.close_store()

@@ -389,3 +389,24 @@ def check_token_hidden(gw: Gateway, tg: RefusingTelegram) -> None:
     secret_part = DEFAULT_TOKEN.split(":", 1)[1]
     for where, text in (("gateway.log", gw.log()), ("tree --json", tree), ("status", gw.cli("status").stdout)):
         assert secret_part not in text, f"the token appears in {where}"
+
+
+def test_a_reply_slow_to_start_shows_typing_and_a_quick_one_costs_no_typing_call(tmp_path):
+    """The typing indicator covers a model slow to give its first word: shown after a second of nothing to show,
+    never for a reply that is already streaming by then (it would cost a Bot API call for nothing)."""
+    with FakeTelegram() as tg:
+        gw = telegram_gateway(tmp_path, tg.base_url)
+        try:
+            gw.start()
+            gw.wait_ready()
+            tg.inject_message("quick one", chat_id=41)
+            wait_for(lambda: settled_in(tg, 41), 60, 0.1, "the quick answer")
+            tg.inject_message("slow to start #think 2.5", chat_id=42)
+            wait_for(lambda: settled_in(tg, 42), 60, 0.1, "the slow answer")
+            typing = tg.ops(42, "sendChatAction")
+            first_text = min(o["at"] for o in tg.ops(42) if o["method"] == "sendMessage")
+            assert typing and typing[0]["at"] < first_text, tg.ops(42)
+            assert tg.ops(41, "sendChatAction") == [], "a reply streaming within a second shows no typing"
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
