@@ -1,8 +1,13 @@
 """Who holds a claim on an obligation, and whether that holder is still alive.
 
 An owner is (pid, process start time, hostname, generation). A pid alone is not an identity: pids are recycled, so a
-dead owner's pid may belong to an unrelated live process. The start time (from psutil) tells them apart. The
-generation is the claim's fence; it is what the ledger checks on every mutation.
+dead owner's pid may belong to an unrelated live process. The start time tells them apart. The generation is the
+claim's fence; it is what the ledger checks on every mutation.
+
+The start time is counted from boot (``process_start``), never from the epoch: psutil's epoch start time adds the
+boot time of /proc/stat, a whole second that moves when the wall clock is adjusted (NTP, a VM's clock catching up),
+so two reads of one live process's start time can differ by a second, and a live owner would be taken for dead
+(its reply sent twice) or a running gateway for gone.
 """
 from __future__ import annotations
 
@@ -29,11 +34,22 @@ class Owner:
     generation: int = 0
 
 
+def process_start(pid: int) -> float:
+    """When process ``pid`` started, in seconds since boot (the kernel's start time of it, which never changes).
+    Raises psutil.NoSuchProcess when there is no such process."""
+    try:   # /proc/<pid>/stat's starttime, in clock ticks since boot (field 22; the name in field 2 may hold spaces)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        raise psutil.NoSuchProcess(pid) from None
+    return int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
 def current_owner(generation: int = 0) -> Owner:
     """The calling process as an owner."""
     pid = os.getpid()
     if pid not in _own:
-        _own[pid] = psutil.Process(pid).create_time()
+        _own[pid] = process_start(pid)
     return Owner(pid, _own[pid], socket.gethostname(), generation)
 
 
@@ -51,7 +67,7 @@ def is_owner_alive(owner: Optional[Owner]) -> bool:
         process = psutil.Process(owner.pid)
         if process.status() == psutil.STATUS_ZOMBIE:
             return False
-        return abs(process.create_time() - owner.start_time) <= START_TIME_TOLERANCE_S
+        return abs(process_start(owner.pid) - owner.start_time) <= START_TIME_TOLERANCE_S
     except psutil.NoSuchProcess:
         return False
     except psutil.AccessDenied:

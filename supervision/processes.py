@@ -22,6 +22,8 @@ from typing import Iterable
 
 import psutil
 
+from storage.owner import process_start
+
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 _prctl = None  # resolved once, before any fork: a dlopen in a freshly forked child can deadlock on the loader lock
@@ -73,8 +75,9 @@ def reap_zombies() -> list[int]:
 
 
 def start_time(pid: int) -> float | None:
+    """When ``pid`` started, counted from boot (storage/owner.py says why never from the epoch); None if gone."""
     try:
-        return psutil.Process(pid).create_time()
+        return process_start(pid)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
 

@@ -41,6 +41,7 @@ from actors.messages import (ChildReady, ChildStopping, CrashReport, RestartChil
 from actors.messages import ActorRestarted
 from actors.metrics import report
 from supervision.actor import GatewayActor
+from storage.owner import process_start
 from supervision.describing import DescribesSubtree
 from supervision.thespian_addresses import forget_child_address
 from supervision.spec import (ChildSpec, Intensity, Restart, SupervisorFlags, affected_children, backoff_delay,
@@ -64,6 +65,7 @@ class ChildState:
     pid: int = 0
     status: str = "stopped"       # starting | running | restarting | stopped | failed
     started_at: float = 0.0
+    ready_boot: float = 0.0       # when it answered Started, counted from boot (to tell its process from a newer one)
     restarts: int = 0
     last_exit: Optional[str] = None
     epoch: int = 0
@@ -160,6 +162,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
             child.seen_as = sender
             # Uptime counts from here: the child has taken its Started and answered.
             child.pid, child.status, child.started_at = message.pid, "running", time.time()
+            child.ready_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
 
     def on_CrashReport(self, message: CrashReport, sender) -> None:
         child = self.children.get(message.name)
@@ -188,7 +191,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
         have produced theirs finds nothing (a burst of replies ending together lost 3 of 100). A child whose process
         has been gone for two checks in a row is therefore taken as exited, exactly as if its notice had come."""
         for child in list(self.children.values()):
-            if child.address is None or not child.pid or _process_alive(child.pid, child.started_at):
+            if child.address is None or not child.pid or _process_alive(child.pid, child.ready_boot):
                 child.vanished = False
             elif child.vanished:
                 self.log.warning("%s: %s (pid %d) is gone but its exit was never announced; handling it now",
@@ -339,11 +342,11 @@ class Supervisor(DescribesSubtree, GatewayActor):
         return {s: statuses.count(s) for s in set(statuses)}
 
 
-def _process_alive(pid: int, ready_at: float) -> bool:
+def _process_alive(pid: int, ready_boot: float) -> bool:
     """The child's process still runs: the pid exists, is not a zombie, and was not handed to a newer process (one
     created after the child said it was ready)."""
     try:
         process = psutil.Process(pid)
-        return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= ready_at + 1.0
+        return process.status() != psutil.STATUS_ZOMBIE and process_start(pid) <= ready_boot + 1.0
     except psutil.Error:
         return False

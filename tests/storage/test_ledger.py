@@ -149,6 +149,19 @@ def test_is_owner_alive():
     assert current_owner().host == socket.gethostname()
 
 
+def test_a_live_owner_stays_alive_when_the_wall_clock_moves(monkeypatch):
+    """The boot time in /proc/stat is a whole second that moves when the wall clock is adjusted (NTP, a VM's clock
+    catching up); a start time derived from it would make a live owner look dead, and its reply be sent twice."""
+    import psutil
+    import time as time_mod
+    owner = current_owner()
+    boot = psutil.boot_time()
+    monkeypatch.setattr(psutil, "boot_time", lambda: boot + 1.0)
+    monkeypatch.setattr("psutil._pslinux.boot_time", lambda: boot + 1.0)
+    monkeypatch.setattr(time_mod, "time", lambda real=time_mod.time: real() + 1.0)
+    assert is_owner_alive(owner)
+
+
 async def test_sweep_claims_only_what_no_live_owner_holds(db_path, monkeypatch):
     async with open_store(db_path) as store:
         rows = {}
