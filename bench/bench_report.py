@@ -50,7 +50,7 @@ def rows(r: dict) -> list[tuple[str, object, object, str]]:
          b["mib_per_session"], " MiB"),
         ("memory of the idle daemon (whole tree PSS before the first message)", g.get("idle_pss_mib"),
          b.get("idle_pss_mib"), " MiB"),
-        (f"sessions live after the burst (cells of the shards)", g.get("live_sessions"), None, ""),
+        ("sessions live after the burst (cells of the shards)", g.get("live_sessions"), None, ""),
         ("start-to-ready (`run_gateway.py start` wall; baseline: spawn to first poll), p50",
          round(gs["start_command_s_p50"], 3), bs["start_s_p50"], " s"),
         ("start-to-ready inside the launcher (every actor up), p50", round(gs["launcher_ready_s_p50"], 3), None,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.actor_system import free_port, wait_for
+from tests.actor_system import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
