@@ -98,8 +98,8 @@ def replies(world: World, telegram: dict, web: dict) -> tuple[int, list[str], in
 
 
 def gave_up_notices(telegram: dict, web: dict) -> int:
-    """Replies that are the documented notice for a turn interrupted twice (G8 resumes a turn once, then tells the
-    user which message to send again). Each stands for its message's one reply; the report counts them apart."""
+    """Replies that are the documented notice for a turn cut more often than max_resumes (G8 resumes it that often,
+    then tells the user which message to send again). Each stands for its message's one reply; the report counts them apart."""
     texts = [b["text"] for shown in telegram.values() for b in shown]
     texts += [e["text"] for entries in web.values() for e in entries if e["role"] == "assistant"]
     return sum(GAVE_UP_PREFIX in t for t in texts)

@@ -32,7 +32,7 @@ class Report:
     log: list = field(default_factory=list)
     elapsed_s: float = 0.0
     marked_resends: int = 0     # replies re-sent with the visible marker after a send whose outcome was lost
-    gave_up: int = 0            # messages answered with the notice for a turn interrupted twice
+    gave_up: int = 0            # messages answered with the notice for a turn cut more than max_resumes times
 
     def add(self, guarantee: str, checked: int, violations: list[str]) -> None:
         self.checked[guarantee] += checked
@@ -51,8 +51,8 @@ class Report:
             lines.append(f"| {guarantee} | {self.checked[guarantee]} | {len(self.violations.get(guarantee, []))} |")
         lines += ["", f"Chats where a reply was re-sent with the visible marker (a send whose outcome was lost, "
                       f"with the daemon or the connection; Telegram has no idempotency key): {self.marked_resends}",
-                  f"Messages answered with the notice that their turn was interrupted twice (G8 resumes a turn once, "
-                  f"then asks for the message again): {self.gave_up}"]
+                  f"Messages answered with the notice that their turn was cut more often than [sessions] max_resumes "
+                  f"(G8 resumes a turn that often, then asks for the message again): {self.gave_up}"]
         return "\n".join(lines)
 
 
