@@ -23,6 +23,7 @@ the host's own supervisor re-creates the cells with work when it restarts the ho
 from __future__ import annotations
 
 import collections
+import dataclasses
 import heapq
 import importlib
 import itertools
@@ -172,8 +173,12 @@ class CellHost:
             self._run_queue.append(state.spec.name)
         state.mailbox.append((message, sender))
 
-    def post(self, item: BridgeItem) -> None:
-        """An item a cell's async work posted (through the host actor's bridge)."""
+    def post(self, item) -> None:
+        """An item a cell's async work posted (through the host actor's bridge): a BridgeItem, or the outcome of a
+        coroutine the cell submitted with a tag (a TaskDone whose tag is the BridgeItem CellBridge made of it)."""
+        tag = getattr(item, "tag", None)
+        if not isinstance(item, BridgeItem) and isinstance(tag, BridgeItem):
+            item = BridgeItem(tag.name, tag.epoch, dataclasses.replace(item, tag=tag.item))
         state = self.cells.get(item.name)
         if state is not None and state.cell is not None and state.epoch == item.epoch:
             self._enqueue(state, item, None)

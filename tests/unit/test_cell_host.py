@@ -43,6 +43,10 @@ class Recorder(Cell):
         Recorder.seen.append((self.name, "bridge", item))
 
 
+class BridgedRecorder(Recorder):
+    uses_bridge = True
+
+
 class Rig:
     def __init__(self, max_restarts: int = 3):
         Recorder.seen = []
@@ -164,6 +168,29 @@ def test_timers_and_bridge_items_reach_only_the_incarnation_that_asked():
     rig.host.post(BridgeItem("s", epoch - 1, "an earlier incarnation's"))
     rig.settle()
     assert rig.handled("s").count("bridge") == 1 and ("s", "bridge", "mine") in Recorder.seen
+
+
+def test_a_coroutine_a_cell_submitted_with_a_tag_reports_back_to_that_cell():
+    from actors.bridge import AsyncBridge, TaskDone
+    rig = Rig()
+    bridge = rig.host.bridge = AsyncBridge("test")
+    try:
+        state = rig.host.start(ChildSpec("s", f"{HERE}.BridgedRecorder"))
+        rig.settle()
+
+        async def answer():
+            return 42
+        state.cell.bridge.submit(answer(), tag="asked").result(5)
+        deadline = time.monotonic() + 5
+        while not (items := bridge.drain()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for item in items:
+            rig.host.post(item)
+        rig.settle()
+        [done] = [item for cell, what, item in Recorder.seen if what == "bridge"]
+        assert done == TaskDone("asked", result=42), done
+    finally:
+        bridge.close()
 
 
 def test_a_timer_set_far_ahead_arms_one_wakeup_and_earlier_ones_arm_again():
