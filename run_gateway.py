@@ -31,8 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from supervision import config as config_mod  # noqa: E402
-from supervision.config import EX_CONFIG, ConfigError  # noqa: E402
+from common import config as config_mod  # noqa: E402
+from common.config import EX_CONFIG, ConfigError  # noqa: E402
 
 EX_NOT_RUNNING = 3
 
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     fault.add_argument("name", help="the actor's or cell's name, e.g. sweeper or session:<key>")
     fault.add_argument("--action", choices=("crash", "hang", "exit"), default="crash")
     fault.add_argument("--seconds", type=float, default=30.0, metavar="S", help="how long a hang lasts")
-    from supervision import cli_access, cli_storage
+    from daemon import cli_access, cli_storage
     cli_storage.add_parsers(sub)
     cli_access.add_parsers(sub)
     sub.choices["tree"].add_argument("--all", action="store_true", help="every cell, not the busiest per shard")
@@ -85,14 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
 # ------------------------------------------------------------------------------------------------------ commands
 
 def cmd_run(config: dict, args) -> int:
-    from supervision.launcher import Launcher
-    from supervision.logging_setup import configure_launcher_logging
+    from daemon.launcher import Launcher
+    from common.logging_setup import configure_launcher_logging
     configure_launcher_logging(config)
     return Launcher(config).run()
 
 
 def cmd_start(config: dict, args) -> int:
-    from supervision.runfiles import RunFiles
+    from common.runfiles import RunFiles
     files = RunFiles(config["gateway"]["state_dir"])
     files.run_dir.mkdir(parents=True, exist_ok=True)
     log_path = files.log_path(config)
@@ -124,8 +124,8 @@ def cmd_start(config: dict, args) -> int:
 
 
 def cmd_stop(config: dict, args) -> int:
-    from supervision import processes
-    from supervision.runfiles import RunFiles
+    from common import processes
+    from common.runfiles import RunFiles
     files = RunFiles(config["gateway"]["state_dir"])
     pid = files.read_pid() if _running(config) else None
     if not pid:
@@ -159,7 +159,7 @@ def cmd_drain(config: dict, args) -> int:
 
 
 def cmd_status(config: dict, args) -> int:
-    from supervision.admin import uptime_text
+    from daemon.admin import uptime_text
     client = _attach(config, args)
     if isinstance(client, int):
         return client
@@ -196,7 +196,7 @@ def cmd_tree(config: dict, args) -> int:
 
 
 def cmd_fault(config: dict, args) -> int:
-    from supervision.admin import AdminError
+    from daemon.admin import AdminError
     if not config["debug"]["fault_injection"]:
         return _out(args, {"ok": False, "error": "fault drills need [debug] fault_injection = true in the "
                                                  "configuration the gateway runs with"}, 1)
@@ -212,7 +212,7 @@ def cmd_fault(config: dict, args) -> int:
 
 
 def cmd_chat(config: dict, args) -> int:
-    from actors.adapters.cli_terminal import Terminal, interactive
+    from daemon.cli_terminal import Terminal, interactive
     client = _attach(config, args)
     if isinstance(client, int):
         return client
@@ -231,17 +231,17 @@ def cmd_chat(config: dict, args) -> int:
 
 
 def cmd_sessions(config: dict, args) -> int:
-    from supervision.cli_storage import cmd_sessions as run
+    from daemon.cli_storage import cmd_sessions as run
     return run(config, args)
 
 
 def cmd_deliveries(config: dict, args) -> int:
-    from supervision.cli_storage import cmd_deliveries as run
+    from daemon.cli_storage import cmd_deliveries as run
     return run(config, args)
 
 
 def cmd_pair(config: dict, args) -> int:
-    from supervision.cli_access import cmd_pair as run
+    from daemon.cli_access import cmd_pair as run
     return run(config, args)
 
 
@@ -253,7 +253,7 @@ COMMANDS = {"sessions": cmd_sessions, "deliveries": cmd_deliveries, "pair": cmd_
 # ------------------------------------------------------------------------------------------------------ helpers
 
 def _attach(config: dict, args):
-    from supervision.admin import AdminClient, NoGateway
+    from daemon.admin import AdminClient, NoGateway
     try:
         return AdminClient(config)
     except NoGateway as exc:
@@ -261,7 +261,7 @@ def _attach(config: dict, args):
 
 
 def _running(config: dict) -> bool:
-    from supervision.runfiles import RunFiles
+    from common.runfiles import RunFiles
     return RunFiles(config["gateway"]["state_dir"]).running()
 
 

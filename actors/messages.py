@@ -101,18 +101,6 @@ class AdapterConnected:
     name: str
 
 
-@dataclass(frozen=True)
-class Directory:
-    """Root -> every actor (each supervisor forwards it to its children): where the well-known actors are now.
-    Sent again whenever one of them is restarted, so nobody keeps a dead address for long."""
-    version: int
-    sessions: Any = None
-    sweeper: Any = None
-    adapters: tuple = ()           # ((name, address), ...)
-    metrics: Any = None            # the metrics actor (None when [metrics] enabled = false)
-
-    def adapter(self, name: str):
-        return dict(self.adapters).get(name)
 
 
 @dataclass(frozen=True)
@@ -170,8 +158,6 @@ class TurnEnd:
     final_text: Optional[str] = None
 
 
-STREAM_EVENT_TYPES = (TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, LongToolHint, GatewayNotice,
-                      TurnEnd)
 
 
 @dataclass(frozen=True)
@@ -265,136 +251,42 @@ class ReplyDone:
 # ------------------------------------------------------------------------------------------------ runtime control
 # Supervision: parent <-> child.
 
-@dataclass(frozen=True)
-class Started:
-    """Parent -> new child, first message: its name in the tree, its arguments and the gateway configuration.
-    ``after_outside_cause``: the previous incarnation stopped on a cause outside the gateway (storage unavailable)."""
-    name: str
-    kind: str
-    args: Any = None
-    config: Any = None
-    after_outside_cause: bool = False
 
 
-@dataclass(frozen=True)
-class ChildReady:
-    """Child -> parent once it has taken its Started: the admin views show its pid from here on."""
-    name: str
-    pid: int
 
 
-@dataclass(frozen=True)
-class CrashReport:
-    """Child -> parent just before a child exits because a handler raised (let it crash). ``outside_cause``: the
-    handler failed on something outside the gateway that a later restart will get past (storage unavailable)."""
-    name: str
-    reason: str
-    outside_cause: bool = False
 
 
-@dataclass(frozen=True)
-class ChildStopping:
-    """Child -> parent: it is stopping on its own and cleanly (a transient child is then not restarted)."""
-    name: str
 
 
-@dataclass(frozen=True)
-class RestartChild:
-    """Anyone (the watchdog, an operator) -> supervisor: kill this child and let the restart policy act. With a
-    pid, only that incarnation: a newer one (the child was restarted meanwhile) is left alone."""
-    name: str
-    reason: str
-    pid: int = 0
 
 
-@dataclass(frozen=True)
-class SupervisorGaveUp:
-    """A supervisor exceeded its restart intensity and is stopping; its parent decides (escalation). From the root,
-    this reaches the launcher, which exits non-zero."""
-    name: str
-    reason: str
 
 
 # Health and inspection.
 
-@dataclass(frozen=True)
-class Ping:
-    nonce: int
 
 
-@dataclass(frozen=True)
-class Pong:
-    nonce: int
-    name: str
-    pid: int
 
 
-@dataclass(frozen=True)
-class DescribeTree:
-    """Ask an actor to describe itself and, for supervisors, its whole subtree, within ``within_s`` seconds (a
-    supervisor gives its own children less, so that its answer always beats its parent's deadline)."""
-    token: int
-    within_s: float = 2.0
 
 
-@dataclass(frozen=True)
-class TreeNode:
-    kind: str
-    name: str
-    pid: int
-    address: str
-    state: str                     # running | starting | restarting | unresponsive | stopped | failed
-    started_at: float
-    restarts: int = 0
-    last_exit: Optional[str] = None
-    pending: int = 0
-    children: tuple = ()
-    ref: Any = None                # the actor's address, so the watchdog can ping it and a supervisor restart it
-    facts: tuple = ()              # ((name, value), ...) what this kind of actor adds (a shard: cells, loop lag)
 
 
-@dataclass(frozen=True)
-class TreeReply:
-    token: int
-    node: TreeNode
 
 
-@dataclass(frozen=True)
-class Fault:
-    """Fault injection for chaos tests, honoured only when the config enables [debug] fault_injection."""
-    action: str                    # crash | hang | exit
-    seconds: float = 0.0
-    target: str = ""               # a cell of the shard it is sent to (e.g. "session:<key>"): that cell, not the shard
 
 
 # Drain and shutdown.
 
-@dataclass(frozen=True)
-class StopIntake:
-    """Drain, first step: stop taking new platform input."""
 
 
-@dataclass(frozen=True)
-class CountWork:
-    token: int
 
 
-@dataclass(frozen=True)
-class WorkCount:
-    token: int
-    count: int
 
 
-@dataclass(frozen=True)
-class Flush:
-    """Persist what is buffered (stream consumers, ledger) and answer Flushed."""
-    token: int
 
 
-@dataclass(frozen=True)
-class Flushed:
-    token: int
-    count: int = 0
 
 
 @dataclass(frozen=True)
@@ -458,11 +350,6 @@ class TurnFinished:
     seconds: float                 # from the inbound message's arrival to the end of the turn
 
 
-@dataclass(frozen=True)
-class ActorRestarted:
-    """Supervisor -> metrics: it restarted a child (counted once per restart, by the supervisor that decided it)."""
-    kind: str
-    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -36,13 +36,13 @@ from pathlib import Path
 
 from aiohttp import web
 
-from actors.bridge import TaskDone
-from actors.http_serving import serve
-from actors.messages import DescribeTree, TreeReply, TurnEnd, TurnFinished
-from actors.storage_access import StoreUser
+from supervision.bridge import TaskDone
+from supervision.http_serving import serve
+from supervision.messages import DescribeTree, TreeReply
+from supervision.storage_access import StoreUser
 from supervision import tree
 from supervision.actor import GatewayActor
-from supervision.runfiles import RunFiles
+from common.runfiles import RunFiles
 
 CACHE_S = 1.0                  # a snapshot younger than this answers a scrape without a new walk
 WALK_WITHIN_S = 2.0            # what the root is given to describe the tree
@@ -53,28 +53,10 @@ LEDGER_TIMEOUT_S = 2.0
 TURN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 DRAINING_PHASES = ("draining", "drained", "shutting_down", "stopped")
 LOCAL_ADAPTER_KINDS = ("CliAdapter",)   # the terminal has no platform connection to lose: up is connected
-OUTCOMES = {"complete": "done", "error": "failed", "interrupted": "interrupted", "stopped": "cancelled"}
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 # ------------------------------------------------------------------------------- for the actors that tell facts
-
-def report(actor: GatewayActor, fact) -> None:
-    """Tell the metrics actor a fact, if the directory names one. Never raises, never waits."""
-    directory = actor.directory
-    target = getattr(directory, "metrics", None) if directory is not None else None
-    if target is not None:
-        actor.send(target, fact)
-
-
-def turn_finished(event, events, delivered: bool) -> TurnFinished:
-    """The fact of a finished turn: its outcome from its last TurnEnd (failed if the reply was not delivered) and
-    its time from the inbound message's arrival."""
-    reason = next((e.reason for e in reversed(events) if isinstance(e, TurnEnd)), "complete")
-    outcome = OUTCOMES.get(reason, "failed") if delivered else "failed"
-    seconds = max(0.0, time.time() - event.received_at) if event.received_at > 0 else 0.0
-    return TurnFinished(event.source.profile, event.source.platform, outcome, seconds)
-
 
 @dataclass(frozen=True)
 class _Scrape:

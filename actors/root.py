@@ -12,8 +12,9 @@ ShutdownReady.
 """
 from __future__ import annotations
 
-from actors.messages import (AdaptersChanged, Directory, DrainDone, DrainReport, DrainRequest, GatewayStatus, ShutdownReady, ShutdownRequest,
-                             StatusRequest)
+from actors.messages import (AdaptersChanged, DrainDone, DrainReport, DrainRequest, GatewayStatus, ShutdownReady,
+                             ShutdownRequest, StatusRequest)
+from supervision.messages import Directory
 from supervision import tree
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import Supervisor

@@ -24,8 +24,9 @@ import itertools
 import time
 
 from actors.messages import AdapterConnected, OpResult, PlatformOp
-from actors.sessions.stream_consumer import reply_pacing, resent_marker
-from actors.storage_access import StoreUser
+from actors.adapters.pacing import resent_marker
+from actors.adapters.registry import reply_pacing
+from supervision.storage_access import StoreUser
 from supervision.actor import GatewayActor
 
 SWEEP_INTERVAL_S = 30.0
@@ -99,7 +100,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
         ambiguous = ob.ambiguous or ob.send_intent is not None
         marker = resent_marker(self.config)
         if ambiguous and not pacing.idempotent_send and not chunks[0].startswith(marker):
-            # The consumer cut every chunk with room for this line (stream_consumer.chunk_limit).
+            # The consumer cut every chunk with room for this line (actors/adapters/pacing.chunk_limit).
             chunks[0] = f"{marker}\n{chunks[0]}"
         return {"ob": ob, "fence": ob.fence, "index": 0, "parts": dict(ob.parts), "chunks": chunks,
                 "idempotent": pacing.idempotent_send, "ambiguous": ambiguous, "intent": None}

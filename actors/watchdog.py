@@ -26,8 +26,8 @@ import os
 import time
 from pathlib import Path
 
-from actors.messages import (DescribeTree, DrainReport, DrainRequest, Flush, Flushed, Ping, Pong, RestartChild,
-                             ShutdownReady, ShutdownRequest, StopIntake, TreeReply)
+from actors.messages import DrainReport, DrainRequest, ShutdownReady, ShutdownRequest
+from supervision.messages import DescribeTree, Flush, Flushed, Ping, Pong, RestartChild, StopIntake, TreeReply
 from supervision import tree
 from supervision.actor import GatewayActor
 

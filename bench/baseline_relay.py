@@ -32,7 +32,7 @@ from actors.adapters.errors import FloodError, RetryableError  # noqa: E402
 from actors.adapters.fakeplatform_api import FakePlatformAPI  # noqa: E402
 from actors.agents.base import AgentError, AgentRequest  # noqa: E402
 from actors.agents.offline import OfflineAgent  # noqa: E402
-from actors.messages import TurnEnd  # noqa: E402
+from actors.messages import TurnEnd
 
 SEND_ATTEMPTS = 5
 

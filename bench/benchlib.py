@@ -20,9 +20,9 @@ from pathlib import Path
 
 import psutil
 
-from supervision import config as config_mod
+from common import config as config_mod
 from supervision import tree as tree_mod
-from supervision.admin import AdminClient
+from daemon.admin import AdminClient
 from tests.actor_system import wait_for
 from tests.daemon import Gateway, nodes
 from tests.pipeline.harness import CURSOR

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.sessions.stream_consumer import DEFAULT_RESENT_MARKER  # noqa: E402
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER  # noqa: E402
 from tests.actor_system import wait_for  # noqa: E402
 from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
 from tests.pipeline.harness import CURSOR, actor_pid, pipeline_gateway, visible  # noqa: E402

@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.sessions.stream_consumer import DEFAULT_RESENT_MARKER as RESENT_MARKER  # noqa: E402
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER  # noqa: E402
 from bench import bench_report  # noqa: E402
 from bench.benchlib import (BaselineProcess, bench_kills, bench_starts, final_times, machine,  # noqa: E402
                             measure_latency, ms, per_second, percentile, process_tree_cpu_s, process_tree_pss,

@@ -43,7 +43,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from supervision.runfiles import RunFiles  # noqa: E402
+from common.runfiles import RunFiles  # noqa: E402
 from tests.daemon import nodes  # noqa: E402
 from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
 from tests.pipeline.harness import CURSOR, pipeline_gateway  # noqa: E402

@@ -19,6 +19,8 @@ from typing import Optional
 
 import psutil
 
+from common.processes import process_start
+
 log = logging.getLogger(__name__)
 
 START_TIME_TOLERANCE_S = 0.01  # psutil derives start times from clock ticks (1/100 s)
@@ -32,17 +34,6 @@ class Owner:
     start_time: float
     host: str
     generation: int = 0
-
-
-def process_start(pid: int) -> float:
-    """When process ``pid`` started, in seconds since boot (the kernel's start time of it, which never changes).
-    Raises psutil.NoSuchProcess when there is no such process."""
-    try:   # /proc/<pid>/stat's starttime, in clock ticks since boot (field 22; the name in field 2 may hold spaces)
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        raise psutil.NoSuchProcess(pid) from None
-    return int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
 def current_owner(generation: int = 0) -> Owner:

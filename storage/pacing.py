@@ -3,7 +3,7 @@
 A platform's "429, retry after N seconds" binds the chat on the platform's side whatever happens to us; an adapter
 killed and restarted inside that window must keep waiting. So each ban is written when it is received (bans are
 rare: one small write each), keyed by (adapter, chat), holding the wall-clock time it ends. Wall-clock, because a
-monotonic clock means nothing to the next process; the adapter converts at load (actors/sessions/pacing.py).
+monotonic clock means nothing to the next process; the adapter converts at load (actors/adapters/pacing.py).
 
 What survives kill -9: every ban whose ``ban`` call returned (one committed transaction). A kill between the 429's
 arrival and that commit loses the ban; the restarted adapter's budgets start spent, which covers the common case

@@ -25,9 +25,9 @@ from datetime import timedelta
 from thespian.actors import (Actor, ActorExitRequest, ChildActorExited, PoisonMessage, ThespianWatch,
                              WakeupMessage, WatchMessage)
 
-from actors.messages import ChildReady, ChildStopping, CrashReport, Started
+from supervision.messages import ChildReady, ChildStopping, CrashReport, Started
 from supervision.behaviour import Behaviour, crash_reason
-from supervision.logging_setup import tag_actor_process
+from common.logging_setup import tag_actor_process
 
 
 class GatewayActor(Behaviour, Actor):
@@ -81,7 +81,7 @@ class GatewayActor(Behaviour, Actor):
         super().take_started(message, sender)
         tag_actor_process(self.kind, self.name)  # one actor per process: every record of it names this actor
         if self.uses_bridge and self.bridge is None:
-            from actors.bridge import AsyncBridge
+            from supervision.bridge import AsyncBridge
             self.bridge = AsyncBridge(self.name)
         self.send(sender, ChildReady(self.name, os.getpid()))
 

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 
-from actors.messages import DescribeTree, Fault, Flush, Flushed, Ping, Pong, Started, TreeNode, TreeReply
+from supervision.messages import DescribeTree, Fault, Flush, Flushed, Ping, Pong, Started, TreeNode, TreeReply
 from storage import StorageUnavailable
 
 
@@ -46,6 +46,14 @@ class Behaviour:
         self.directory = None      # the latest Directory: where the sessions, sweeper and adapters are
         self._exiting = False
         self.log = logging.getLogger("gateway." + self.kind)
+
+    # ------------------------------------------------------------------------------------------- for every kind
+    def report(self, fact) -> None:
+        """Tell the metrics actor a fact (``actors/messages.py``, metrics section), if the directory names one.
+        Never raises, never waits: a fact sent while the metrics actor restarts is lost, as metrics may be."""
+        target = getattr(self.directory, "metrics", None) if self.directory is not None else None
+        if target is not None:
+            self.send(target, fact)
 
     # ---------------------------------------------------------------------------------------- overridable hooks
     def on_start(self, args) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from actors.messages import TreeNode
+from supervision.messages import TreeNode
 from supervision.behaviour import Behaviour
 
 

@@ -34,10 +34,10 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from actors.messages import Started, TreeNode
+from supervision.messages import Started, TreeNode
 from supervision.behaviour import crash_reason
 from supervision.cell import BridgeItem, Cell, CellAddress, CellBridge
-from supervision.logging_setup import acting_as
+from common.logging_setup import acting_as
 from supervision.spec import ChildSpec, Intensity, SupervisorFlags, backoff_delay, should_restart, wait_out_delay
 
 RUN_BUDGET = 2000      # messages handled per run before the host actor lets Thespian transmit what was sent

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from actors.messages import DescribeTree, TreeNode, TreeReply
+from supervision.messages import DescribeTree, TreeNode, TreeReply
 
 DESCRIBE_TIMEOUT_S = 2.0
 # A child that has not answered for this long is shown as unresponsive; before that it is only slow, and shown as it

@@ -36,12 +36,11 @@ from typing import Any, Optional
 import psutil
 from thespian.actors import ActorExitRequest, ChildActorExited
 
-from actors.messages import (ChildReady, ChildStopping, CrashReport, RestartChild, Started, SupervisorGaveUp,
-                             TreeNode)
-from actors.messages import ActorRestarted
-from actors.metrics import report
+from supervision.messages import (ChildReady, ChildStopping, CrashReport, RestartChild, Started, SupervisorGaveUp,
+                                  TreeNode)
+from supervision.messages import ActorRestarted
 from supervision.actor import GatewayActor
-from storage.owner import process_start
+from common.processes import process_start
 from supervision.describing import DescribesSubtree
 from supervision.thespian_addresses import forget_child_address
 from supervision.spec import (ChildSpec, Intensity, Restart, SupervisorFlags, affected_children, backoff_delay,
@@ -240,7 +239,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
             delay = backoff_delay(child.recent.recent(now) - 1, self._flags)
         child.restarts += 1
         # Counted here, where the restart is decided: once per restart, whether or not the ChildState survives it.
-        report(self, ActorRestarted(child.spec.kind_name, child.last_exit or ""))
+        self.report(ActorRestarted(child.spec.kind_name, child.last_exit or ""))
         self._schedule_restart(child.spec.name, delay)
 
     def within_intensity(self, child: ChildState, now: float) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Iterator, Optional
 
-from actors.messages import TreeNode
+from supervision.messages import TreeNode
 
 UP_STATES = ("running", "busy", "draining", "drained")
 RESTARTING_STATES = ("starting", "restarting")

@@ -7,8 +7,9 @@ import time
 
 from thespian.actors import ActorSystem
 
-from supervision import loopback, processes
-from supervision.logging_setup import thespian_log_defs
+from daemon import loopback
+from common import processes
+from common.logging_setup import thespian_log_defs
 
 
 def free_port() -> int:

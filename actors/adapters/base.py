@@ -42,12 +42,11 @@ from actors.adapters.budgets import ChatBudgets
 from actors.adapters.intake import (InboundPath, IntakeFailed, MalformedPayload, _Connected, _Ingested,  # noqa: F401
                                     _LogLine, _OpDone, _quietly)
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error  # noqa: F401
-from actors.bridge import TaskDone
+from supervision.bridge import TaskDone
 from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, InboxDoorbell, MessageEvent, OpResult
 from actors.messages import PlatformOp
-from actors.metrics import report
-from actors.redact import redact
-from actors.sessions.pacing import DEFAULT_PACING
+from common.redact import redact
+from actors.adapters.pacing import DEFAULT_PACING
 from storage import Store
 from supervision.actor import GatewayActor
 
@@ -148,7 +147,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         if self._intake is not None:
             self._intake.cancel()  # between rounds or mid-poll: an ingest in progress is shielded and completes
         self.log.info("%s: intake stopped (outbound continues)", self.name)
-        report(self, AdapterConnection(self.name, False))
+        self.report(AdapterConnection(self.name, False))
 
     def on_stop(self) -> None:
         if self.bridge is None:
@@ -193,7 +192,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         elif isinstance(item, _OpDone):
             self._answer(item)
         elif isinstance(item, (AdapterConnection, FloodWaited)):
-            report(self, item)
+            self.report(item)
         elif isinstance(item, TaskDone) and item.tag == "intake" and item.error is not None:
             self.log.error("%s: intake failed for good, the adapter restarts: %s", self.name,
                            self._clean(item.error))
@@ -211,7 +210,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
             while self._unrung:
                 self.send(directory.sessions, InboxDoorbell(*self._unrung.popleft()))
         self._announce_connected()
-        report(self, AdapterConnection(self.name, self._healthy and not self.intake_stopped))  # maybe a new metrics
+        self.report(AdapterConnection(self.name, self._healthy and not self.intake_stopped))  # maybe a new metrics
 
     def _announce_connected(self) -> None:
         """Tell the sweeper the platform is reachable: after each (re)connection, and to each new sweeper (a

@@ -14,7 +14,7 @@ import asyncio
 import time
 from typing import Optional
 
-from actors.sessions.pacing import ChatBudget, PlatformPacing, on_monotonic_clock
+from actors.adapters.pacing import ChatBudget, PlatformPacing, on_monotonic_clock
 
 
 class ChatBudgets:

@@ -19,7 +19,7 @@ import time
 from actors.adapters.base import MalformedPayload
 from actors.messages import (AdapterConnected, CliAccepted, CliAskDone, CliDone, CliSay, CliShow, InboxDoorbell,
                              MessageEvent, OpResult, PlatformOp, Source)
-from actors.storage_access import StoreUser
+from supervision.storage_access import StoreUser
 from storage import session_key
 from supervision.actor import GatewayActor
 

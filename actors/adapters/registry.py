@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from actors.adapters.access import MODES, pairing_problems
-from actors.sessions.pacing import PlatformPacing, pacing_for
-from supervision.config import TYPE_NAMES, ConfigError
+from actors.adapters.pacing import PlatformPacing, pacing_for
+from common.config import TYPE_NAMES, ConfigError
 
 REQUIRED = object()
 ADAPTER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")  # also a session-key and log-friendly platform name
@@ -41,7 +41,7 @@ class Option:
 class AdapterType:
     type: str                      # the value of ``type = "..."``
     actor: str                     # dotted path of the PlatformAdapter subclass
-    pacing: str                    # key of actors.sessions.pacing.PACING
+    pacing: str                    # key of actors.adapters.pacing.PACING
     options: Mapping[str, Option] = field(default_factory=dict)
     access: str = "open"           # the access policy when the table names none (actors/adapters/access.py)
 
@@ -176,7 +176,7 @@ def entry_of(args: Mapping) -> AdapterType:
 
 
 def secret_values(args: Mapping) -> list[str]:
-    """The configured secret values of an adapter (tokens, signing keys), for ``actors.redact.redact``."""
+    """The configured secret values of an adapter (tokens, signing keys), for ``common.redact.redact``."""
     options = entry_of(args).options
     values = []
     for key, opt in options.items():
@@ -188,6 +188,12 @@ def secret_values(args: Mapping) -> list[str]:
 
 def pacing_of(args: Mapping) -> PlatformPacing:
     return pacing_for(entry_of(args).pacing, args.get("pacing") or None)
+
+
+def reply_pacing(config: dict, args: dict):
+    """The adapter's pacing: its registry entry's table with the [adapters.NAME] pacing overrides applied."""
+    table = validate_all(config).get(args["adapter"])
+    return pacing_of(table) if table is not None else pacing_for(args["platform"])
 
 
 register(AdapterType("webchat", "actors.adapters.webchat.adapter.WebChatAdapter", pacing="webchat", options={
@@ -228,3 +234,4 @@ register(AdapterType("http", "actors.adapters.http_api.adapter.HttpApiAdapter", 
                                      "[profiles.NAME])"),
     "models": Option(dict, {}, doc="model names mapped to profiles for /v1 ('*': any other name)"),
 }))
+

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Mapping, Optional, Protocol, Union
 
-from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished,
-                             ToolCallStarted, TurnEnd)
+from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
+                             TurnEnd)
 
 StreamEvent = Union[TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, LongToolHint, GatewayNotice,
                     TurnEnd]

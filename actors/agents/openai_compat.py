@@ -24,9 +24,9 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 from actors.agents.base import AgentError, AgentRequest, StreamEvent, take_steer_messages
 from actors.agents.sse import DONE, iter_sse_payloads
 from actors.agents.tools import ToolRegistry, default_registry
-from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished,
-                             ToolCallStarted, TurnEnd)
-from actors.redact import redact
+from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
+                             TurnEnd)
+from common.redact import redact
 
 __all__ = ["AgentError", "OpenAICompatAgent"]
 

@@ -10,22 +10,9 @@ import bisect
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
-LengthFn = Callable[[str], int]
-
-
-def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units, as Telegram counts: a character outside the BMP (most emoji) counts 2."""
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
-def utf8_len(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-LENGTH_FUNCTIONS: dict[str, LengthFn] = {"chars": len, "utf16": utf16_len, "bytes": utf8_len}
-
+from actors.adapters.pacing import LengthFn
 
 @dataclass(frozen=True)
 class Chunk:

@@ -29,14 +29,13 @@ import time
 from actors.agents.base import AgentRequest, build_agent
 from actors.messages import (GatewayNotice, InboxDoorbell, MessageEvent, SpawnConsumer, StreamBatch, ToolCallFinished,
                              TurnEnd)
-from actors.metrics import report, turn_finished
-from actors.redact import user_facing_error
+from common.redact import user_facing_error
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.session_commands import CommandHandler
-from actors.storage_access import CellStoreUser
+from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
-from supervision.logging_setup import key_hash
+from common.logging_setup import key_hash
 
 BATCH_INTERVAL_S = 0.05
 MAX_CONSUMER_RESTARTS = 3
@@ -358,7 +357,7 @@ class Session(CellStoreUser, CommandHandler, Cell):
         self.db(self.store.inbox.done(turn.seqs[-1]))
         if self.info is not None:
             self.db(self.store.sessions.end_turn(self.info.session_id, turn.turn_id))
-        report(self, turn_finished(turn.event, turn.events, delivered))
+        self.report(turns.turn_finished(turn.event, turn.events, delivered))
         self.pump()
 
     # ------------------------------------------------------------------------------------------- lifecycle

@@ -40,14 +40,14 @@ import dataclasses
 import heapq
 import time
 
-from actors.messages import (ActorRestarted, ConsumerGone, ConsumerReady, Fault, InboxDoorbell, OpResult, Passivate,
-                             Ping, PlatformOp, RunCells, SpawnConsumer, StopIntake)
-from actors.metrics import report
+from actors.messages import (ConsumerGone, ConsumerReady, InboxDoorbell, OpResult, Passivate, PlatformOp, RunCells,
+                             SpawnConsumer)
+from supervision.messages import ActorRestarted, Fault, Ping, StopIntake
 from actors.sessions.shard_map import shard_of
-from actors.storage_access import InlineStoreUser
+from supervision.storage_access import InlineStoreUser
 from supervision.actor import GatewayActor
 from supervision.cell_host import CellHost
-from supervision.logging_setup import key_hash
+from common.logging_setup import key_hash
 from supervision.loop_monitor import LoopMonitor
 from supervision.spec import ChildSpec, Restart, flags_from_config
 
@@ -216,7 +216,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
     def _cell_exited(self, state, abnormal: bool, restarting: bool) -> None:
         name = state.spec.name
         if restarting:
-            report(self, ActorRestarted(state.spec.kind_name, state.last_exit or ""))
+            self.report(ActorRestarted(state.spec.kind_name, state.last_exit or ""))
         if name.startswith(CONSUMER_PREFIX):
             for op_id in [op for op, cell in self.op_routes.items() if cell == name]:
                 del self.op_routes[op_id]

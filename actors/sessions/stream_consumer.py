@@ -34,15 +34,15 @@ import time
 
 from actors.messages import (LongToolHint, OpResult, PlatformOp, ReplyDone, StreamBatch, TextDelta, ToolCallFinished,
                              ToolCallStarted, TurnEnd)
-from actors.sessions.chunking import LENGTH_FUNCTIONS, split_message
+from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
+from actors.sessions.chunking import split_message
 from actors.adapters import registry
-from actors.sessions.pacing import EditThrottle, pacing_for
+from actors.sessions.edit_throttle import EditThrottle
 from actors.sessions.reply_claim import LostClaim, ReplyClaim, WaitForStorage, steps_aside
-from actors.storage_access import CellStoreUser
+from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 
 CURSOR = " ▍"
-DEFAULT_RESENT_MARKER = "↻ re-sent after a restart; an unfinished copy may appear above"
 MAX_EDIT_FAILURES = 3
 MAX_OP_RETRIES = 5
 OP_TIMEOUT_S = 30.0     # the adapter answers every operation; silence this long means it died with it
@@ -80,7 +80,7 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
 
     def on_start(self, args) -> None:
         self.args = args
-        self.pacing = reply_pacing(self.config, args)
+        self.pacing = registry.reply_pacing(self.config, args)
         self.length = LENGTH_FUNCTIONS[self.pacing.length]
         self.marker = resent_marker(self.config)
         self.chunk_limit = chunk_limit(self.pacing, self.length, self.marker)
@@ -343,21 +343,3 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
 
     def pending_work(self) -> int:
         return 0 if self.done else 1
-
-
-def resent_marker(config: dict) -> str:
-    return config.get("sessions", {}).get("resent_marker") or DEFAULT_RESENT_MARKER
-
-
-def chunk_limit(pacing, length, marker: str) -> int:
-    """Every chunk leaves room for the marker line, so marking a reply later (here or in the sweeper) never pushes
-    its first part over the platform's limit and never moves the parts already on the platform."""
-    if pacing.idempotent_send:
-        return pacing.text_limit
-    return max(pacing.text_limit // 2, pacing.text_limit - length(marker) - 1)
-
-
-def reply_pacing(config: dict, args: dict):
-    """The adapter's pacing: its registry entry's table with the [adapters.NAME] pacing overrides applied."""
-    table = registry.validate_all(config).get(args["adapter"])
-    return registry.pacing_of(table) if table is not None else pacing_for(args["platform"])

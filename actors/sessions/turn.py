@@ -11,10 +11,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from actors.messages import MessageEvent, TextDelta, ToolCallFinished
+from actors.messages import MessageEvent, TextDelta, ToolCallFinished, TurnEnd, TurnFinished
 
 HISTORY_EVENTS = 60      # transcript events given to the model (most recent)
 REPLY_SLOT = "reply"     # the obligation slot of a turn's answer: id = hash(session key, inbound ref, slot)
+# A turn's last TurnEnd reason -> the outcome /metrics counts it under.
+OUTCOMES = {"complete": "done", "error": "failed", "interrupted": "interrupted", "stopped": "cancelled"}
 
 
 def new_turn_id() -> str:
@@ -102,3 +104,12 @@ def last_user_turn(transcript: list) -> Optional[str]:
         if e.role == "user" and e.kind == "message" and e.turn_id not in undone:
             return e.turn_id
     return None
+
+
+def turn_finished(event, events, delivered: bool) -> TurnFinished:
+    """The fact of a finished turn: its outcome from its last TurnEnd (failed if the reply was not delivered) and
+    its time from the inbound message's arrival."""
+    reason = next((e.reason for e in reversed(events) if isinstance(e, TurnEnd)), "complete")
+    outcome = OUTCOMES.get(reason, "failed") if delivered else "failed"
+    seconds = max(0.0, time.time() - event.received_at) if event.received_at > 0 else 0.0
+    return TurnFinished(event.source.profile, event.source.platform, outcome, seconds)

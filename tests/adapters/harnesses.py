@@ -125,7 +125,7 @@ class WebChatHarness:
     adapter_type = "webchat"
     adapter_name = "web"
     adapter_kind = "WebChatAdapter"
-    text_limit = 1_000_000         # actors.sessions.pacing: webchat
+    text_limit = 1_000_000         # actors.adapters.pacing: webchat
 
     def __init__(self, workdir: Path):
         from tests.actor_system import free_port
@@ -344,7 +344,7 @@ class HttpApiHarness:
     secret = "harness-webhook-secret"
 
     def __init__(self, workdir: Path):
-        from actors.sessions.pacing import pacing_for
+        from actors.adapters.pacing import pacing_for
         from tests.actor_system import free_port
         from tests.http_api.fakes import CallbackReceiver, WebhookSender
         self.text_limit = pacing_for(self.adapter_type).text_limit

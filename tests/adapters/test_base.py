@@ -316,7 +316,8 @@ def actor_side(fake, tmp_path):
 
 
 def test_doorbells_wait_for_the_directory_then_ring(fake, tmp_path):
-    from actors.messages import AdapterConnected, Directory, InboxDoorbell
+    from actors.messages import AdapterConnected, InboxDoorbell
+    from supervision.messages import Directory
     adapter, stub = actor_side(fake, tmp_path)
     adapter.on_bridge(base._Ingested((("k1", 1), ("k2", 2))))
     adapter.on_bridge(base._Connected())

@@ -15,9 +15,9 @@ import pytest
 
 from actors.messages import OpResult, PlatformOp
 from storage import Store, StorageError, session_key
-from supervision import config as config_mod
-from supervision.admin import AdminClient
-from supervision.asking import ask_for, listen_for
+from common import config as config_mod
+from daemon.admin import AdminClient
+from daemon.asking import ask_for, listen_for
 from tests.actor_system import wait_for
 from tests.adapters.harnesses import HARNESSES
 from tests.daemon import Gateway, nodes

@@ -6,7 +6,7 @@ import pytest
 from actors.adapters import registry
 from actors.adapters.registry import AdapterType, Option
 from actors.adapters.supervisor import adapter_specs
-from supervision.config import ConfigError
+from common.config import ConfigError
 from supervision.spec import Restart
 from tests.daemon import Gateway
 

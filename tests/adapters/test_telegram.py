@@ -19,7 +19,7 @@ from actors.adapters.telegram.updates import event_from_update, is_input, messag
 from actors.adapters.telegram.webhook import SECRET_HEADER
 from actors.messages import PlatformOp
 from storage import session_key
-from supervision.config import ConfigError
+from common.config import ConfigError
 from tests.fakes.telegram import FakeTelegram, parse_html, parse_markdown_v2
 from tests.fakes.telegram.botapi import ApiError
 
@@ -202,7 +202,8 @@ def test_per_user_in_groups_is_a_per_bot_choice(tg, tmp_path):
 
 
 def test_a_round_rings_each_session_once(tg, tmp_path):
-    from actors.messages import Directory, InboxDoorbell
+    from actors.messages import InboxDoorbell
+    from supervision.messages import Directory
     adapter, _ = make_adapter(tg, tmp_path)
     sent = []
     adapter.send = lambda address, message: sent.append(message)

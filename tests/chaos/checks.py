@@ -11,7 +11,7 @@ from collections import Counter
 
 from actors.agents.offline import FAKE_SECRET
 from actors.sessions.session import GAVE_UP_PREFIX
-from actors.sessions.stream_consumer import DEFAULT_RESENT_MARKER as RESENT_MARKER
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from storage import Store
 from tests.chaos.world import Message, World
 from tests.fakes.telegram import DEFAULT_TOKEN

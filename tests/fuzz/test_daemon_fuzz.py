@@ -27,9 +27,9 @@ from actors.adapters.telegram.webhook import SECRET_HEADER
 from actors.adapters.webchat.protocol import DEBUG_TYPES, FrameError, parse_frame
 from actors.messages import CliSay
 from storage import Store, StorageError
-from supervision import config as config_mod
+from common import config as config_mod
 from supervision import tree as tree_mod
-from supervision.admin import AdminClient
+from daemon.admin import AdminClient
 from tests.actor_system import free_port, wait_for
 from tests.daemon import Gateway, nodes
 from tests.fakes.fakeplatform import FakePlatform

@@ -113,9 +113,9 @@ def test_crash_loop_escalates_to_root_and_the_launcher_exits_non_zero(tmp_path):
 
 
 def test_watchdog_restarts_an_actor_that_stops_answering(tmp_path):
-    from actors.messages import Fault
-    from supervision.admin import AdminClient
-    from supervision import config as config_mod
+    from supervision.messages import Fault
+    from daemon.admin import AdminClient
+    from common import config as config_mod
     gw = Gateway(tmp_path, extra_toml="[debug]\nfault_injection = true\n")
     try:
         gw.start()

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from actors.agents.offline import FAKE_SECRET
-from supervision.launcher import SystemdNotifier
-from supervision.logging_setup import key_hash
+from daemon.launcher import SystemdNotifier
+from common.logging_setup import key_hash
 from tests.actor_system import wait_for
 from tests.daemon import PYTHON, ROOT, Gateway
 from tests.fakes.fakeplatform import FakePlatform

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from actors.messages import DescribeTree, Fault, RestartChild, Started, SupervisorGaveUp, TreeReply
+from supervision.messages import DescribeTree, Fault, RestartChild, Started, SupervisorGaveUp, TreeReply
 from supervision.spec import ChildSpec, Restart, Strategy, SupervisorFlags
 from supervision.supervisor import SupervisorArgs
-from supervision.asking import ask_for, listen_for
+from daemon.asking import ask_for, listen_for
 from tests.actor_system import running_actor_system, wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -162,7 +162,7 @@ def test_transient_child_that_stops_cleanly_stays_stopped_and_temporary_never_re
 
 
 def test_an_actor_on_the_bridge_keeps_answering_while_its_io_runs():
-    from actors.messages import Ping, Pong
+    from supervision.messages import Ping, Pong
     with running_actor_system() as asys:
         sup = start_supervisor(asys, [worker("io", actor="tests.actors_for_tests.Sleeper")])
         nodes = wait_for(lambda: running(asys, sup, ["io"]), 10)

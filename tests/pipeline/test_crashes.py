@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from actors.sessions.stream_consumer import DEFAULT_RESENT_MARKER
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER
 from tests.actor_system import wait_for
 from tests.fakes.fakeplatform import FakePlatform
 from tests.pipeline.harness import CURSOR, actor_pid, crash_cell, pipeline_gateway, settled_answers, visible

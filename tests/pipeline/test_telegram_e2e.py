@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.sessions.pacing import PACING
-from actors.sessions.stream_consumer import DEFAULT_RESENT_MARKER as RESENT_MARKER
+from actors.adapters.pacing import PACING
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from storage import Store
 from tests.actor_system import free_port, wait_for
 from tests.daemon import Gateway, nodes

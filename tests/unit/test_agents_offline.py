@@ -8,8 +8,9 @@ from actors.agents.offline import CONFIG_HELP, FAKE_SECRET, OfflineAgent, long_a
 from actors.agents.openai_compat import OpenAICompatAgent
 from actors.agents.tools import BUILTIN_TOOLS, CalculatorError, Tool, ToolRegistry, calculate, default_registry
 from actors.messages import TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted, TurnEnd
-from actors.redact import redact, user_facing_error
-from actors.sessions.chunking import plan_chunks, utf16_len
+from common.redact import redact, user_facing_error
+from actors.adapters.pacing import utf16_len
+from actors.sessions.chunking import plan_chunks
 
 pytestmark = pytest.mark.timeout(20)
 

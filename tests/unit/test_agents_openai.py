@@ -8,8 +8,8 @@ import pytest
 from actors.agents.base import AgentError, AgentRequest
 from actors.agents.openai_compat import OpenAICompatAgent, parse_retry_after
 from actors.agents.tools import Tool, ToolRegistry, default_registry
-from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished,
-                             ToolCallStarted, TurnEnd)
+from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
+                             TurnEnd)
 from tests.fakes.openai_server import (FakeOpenAIServer, Reply, error_reply, raw_reply, text_chunks, text_reply,
                                        tool_call_reply)
 

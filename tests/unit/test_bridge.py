@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from actors.bridge import AsyncBridge, TaskDone
+from supervision.bridge import AsyncBridge, TaskDone
 
 pytestmark = pytest.mark.timeout(20)
 

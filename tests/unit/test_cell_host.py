@@ -171,7 +171,7 @@ def test_timers_and_bridge_items_reach_only_the_incarnation_that_asked():
 
 
 def test_a_coroutine_a_cell_submitted_with_a_tag_reports_back_to_that_cell():
-    from actors.bridge import AsyncBridge, TaskDone
+    from supervision.bridge import AsyncBridge, TaskDone
     rig = Rig()
     bridge = rig.host.bridge = AsyncBridge("test")
     try:

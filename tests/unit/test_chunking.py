@@ -3,7 +3,8 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from actors.sessions.chunking import (LENGTH_FUNCTIONS, plan_chunks, split_message, utf16_len, utf8_len)
+from actors.adapters.pacing import LENGTH_FUNCTIONS, utf16_len, utf8_len
+from actors.sessions.chunking import plan_chunks, split_message
 
 FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from storage.keys import session_key
-from supervision import config as config_mod
-from supervision.logging_setup import (JsonFormatter, Redact, TextFormatter, configured_secrets, hide_session_keys,
+from common import config as config_mod
+from common.logging_setup import (JsonFormatter, Redact, TextFormatter, configured_secrets, hide_session_keys,
                                        key_hash, log_settings, tag_actor_process, thespian_log_defs)
 
 TELEGRAM_TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq"

@@ -12,9 +12,9 @@ from actors.adapters import registry
 from actors.adapters.budgets import ChatBudgets
 from actors.adapters.fake import FakePlatformAdapter
 from actors.messages import PlatformOp
-from actors.sessions.chunking import LENGTH_FUNCTIONS
-from actors.sessions.pacing import (DEFAULT_PACING, PACING, ChatBudget, EditThrottle, PlatformPacing,
+from actors.adapters.pacing import (LENGTH_FUNCTIONS, DEFAULT_PACING, PACING, ChatBudget, PlatformPacing,
                                     on_monotonic_clock, pacing_for)
+from actors.sessions.edit_throttle import EditThrottle
 from storage import Store
 from tests.fakes.fakeplatform import FakePlatform
 

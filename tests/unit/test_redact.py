@@ -3,7 +3,7 @@ import asyncio
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from actors.redact import REDACTED, redact, user_facing_error
+from common.redact import REDACTED, redact, user_facing_error
 
 SECRETS = {
     "openai": "sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD",

@@ -35,9 +35,9 @@ from actors.adapters.base import MalformedPayload, PlatformAdapter
 from actors.adapters.errors import TooLongError
 from actors.adapters.http_api import openai_api, webhook
 from actors.adapters.http_api.replies import ReplyBook, ServiceStopping
-from actors.http_serving import serve
+from supervision.http_serving import serve
 from actors.messages import MessageEvent, PlatformOp
-from actors.sessions.chunking import LENGTH_FUNCTIONS
+from actors.adapters.pacing import LENGTH_FUNCTIONS
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 SERVER_SHUTDOWN_S = 1.0

@@ -1,6 +1,6 @@
-"""The Telegram adapter (docs/telegram.md): ``adapter`` (the actor), ``updates`` (Update -> MessageEvent),
-``formatting`` (Markdown -> HTML / MarkdownV2), ``webhook`` (the push endpoint). The Bot API client is
-actors/adapters/telegram_api.py."""
+"""The Telegram adapter (docs/telegram.md): ``adapter`` (the actor), ``api`` (the Bot API client: it only fetches),
+``updates`` (Update -> MessageEvent), ``formatting`` (Markdown -> HTML / MarkdownV2), ``webhook`` (the push
+endpoint)."""
 from actors.adapters.telegram.adapter import TelegramAdapter
 
 __all__ = ["TelegramAdapter"]

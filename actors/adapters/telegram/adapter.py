@@ -24,9 +24,9 @@ from actors.adapters.telegram.formatting import render
 from actors.adapters.telegram.updates import (ALLOWED_UPDATES, event_from_update, is_input, message_id_of,
                                               update_ids)
 from actors.adapters.telegram.webhook import WebhookServer
-from actors.adapters.telegram_api import TelegramAPI
+from actors.adapters.telegram.api import TelegramAPI
 from actors.messages import MessageEvent, PlatformOp
-from actors.sessions.pacing import ChatBudget
+from actors.adapters.pacing import ChatBudget
 
 OUTBOUND_TIMEOUT_S = 30.0
 

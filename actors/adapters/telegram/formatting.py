@@ -10,14 +10,11 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from actors.adapters.telegram_api import escape_markdown_v2, markdown_to_telegram_html
-
-PARSE_MODES = ("HTML", "MarkdownV2", "none")
-
 # A fence runs to the end of the text when unclosed: a streaming preview is cut mid-block.
 _FENCE = re.compile(r"```(?:([\w+#.-]+)?[ \t]*\n)?(.*?)(?:```|\Z)", re.S)
 _INLINE = re.compile(r"`([^`\n]+)`|\*\*(?=\S)([^\n]*?\S)\*\*")
 _CODE_SPECIAL = re.compile(r"([`\\])")
+_MARKDOWN_V2_SPECIAL = re.compile(r"([_*\[\]()~`>#+\-=|{}.!\\])")
 
 
 def render(text: str, parse_mode: str) -> tuple[str, Optional[str]]:
@@ -59,3 +56,46 @@ def _inline(text: str) -> str:
 
 def _escape_code(text: str) -> str:
     return _CODE_SPECIAL.sub(r"\\\1", text)
+
+
+def escape_markdown_v2(text: str) -> str:
+    """Escape every character MarkdownV2 reserves (and the backslash), so ``text`` shows literally."""
+    return _MARKDOWN_V2_SPECIAL.sub(r"\\\1", text)
+
+
+def escape_html(text: str) -> str:
+    """Escape the three characters Telegram's HTML mode requires escaped (quotes are only special in tags)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def markdown_to_telegram_html(text: str) -> str:
+    """Convert the little Markdown an LLM reliably writes -- ```fences```, `code`, **bold** -- into Telegram HTML.
+
+    Everything else is escaped, so the result always parses: tags are only ever emitted in balanced pairs.
+    An unclosed fence (a reply still streaming) runs to the end of the text and is closed.
+    """
+    out, pos = [], 0
+    for fence in _FENCE.finditer(text):
+        out.append(_inline_to_html(text[pos:fence.start()]))
+        language, body = fence.group(1), fence.group(2)
+        body = body[:-1] if body.endswith("\n") else body
+        if language:
+            out.append(f'<pre><code class="language-{escape_html(language)}">{escape_html(body)}</code></pre>')
+        else:
+            out.append(f"<pre>{escape_html(body)}</pre>")
+        pos = fence.end()
+    out.append(_inline_to_html(text[pos:]))
+    return "".join(out)
+
+
+def _inline_to_html(text: str) -> str:
+    out, pos = [], 0
+    for match in _INLINE.finditer(text):
+        out.append(escape_html(text[pos:match.start()]))
+        if match.group(1) is not None:
+            out.append(f"<code>{escape_html(match.group(1))}</code>")
+        else:
+            out.append(f"<b>{escape_html(match.group(2))}</b>")
+        pos = match.end()
+    out.append(escape_html(text[pos:]))
+    return "".join(out)

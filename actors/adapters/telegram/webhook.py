@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
-from actors.http_serving import serve
+from supervision.http_serving import serve
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_BODY_BYTES = 1 << 20   # an Update is a few KB; nothing legitimate comes close

@@ -23,7 +23,7 @@ from aiohttp import WSMsgType, web
 
 from actors.adapters.webchat.protocol import (HARD_FRAME_BYTES, VISITOR_ID, FrameError, error_frame,
                                               parse_frame)
-from actors.http_serving import serve
+from supervision.http_serving import serve
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}

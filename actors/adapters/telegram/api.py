@@ -8,7 +8,7 @@ chat not found, bad token) -> PermanentError. An edit to the same text ("message
 
 The token is part of every request URL, so no URL is ever put in an exception or a log line: messages are built
 from the method name and Telegram's description, and anything else is passed through ``redact``
-(actors.redact, with this client's token as a known secret).
+(common.redact, with this client's token as a known secret).
 """
 from __future__ import annotations
 
@@ -21,11 +21,10 @@ import aiohttp
 
 from actors.adapters.errors import (ConflictError, FloodError, FormattingError, MessageNotFoundError,
                                     PermanentError, PlatformError, RetryableError, TooLongError)
-from actors.redact import redact as redact_secrets
+from common.redact import redact as redact_secrets
 
 log = logging.getLogger(__name__)
 
-_MARKDOWN_V2_SPECIAL = re.compile(r"([_*\[\]()~`>#+\-=|{}.!\\])")
 
 
 class TelegramAPI:
@@ -158,57 +157,3 @@ def classify_error(method: str, status: int, body: Any) -> PlatformError:
     if code == 400 and re.search(r"message to (edit|delete) not found|message_id_invalid", lowered):
         return MessageNotFoundError(description, method=method, status=code)
     return PermanentError(description, method=method, status=code)
-
-
-# ------------------------------------------------------------------------------------------------ text helpers
-
-def utf16_len(text: str) -> int:
-    """Length as Telegram counts it: UTF-16 code units (an emoji outside the BMP counts 2)."""
-    return len(text.encode("utf-16-le")) // 2
-
-
-def escape_markdown_v2(text: str) -> str:
-    """Escape every character MarkdownV2 reserves (and the backslash), so ``text`` shows literally."""
-    return _MARKDOWN_V2_SPECIAL.sub(r"\\\1", text)
-
-
-def escape_html(text: str) -> str:
-    """Escape the three characters Telegram's HTML mode requires escaped (quotes are only special in tags)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-_FENCE = re.compile(r"```(?:([\w+#.-]+)?[ \t]*\n)?(.*?)(?:```|\Z)", re.S)
-_INLINE = re.compile(r"`([^`\n]+)`|\*\*(?=\S)([^\n]*?\S)\*\*")
-
-
-def markdown_to_telegram_html(text: str) -> str:
-    """Convert the little Markdown an LLM reliably writes -- ```fences```, `code`, **bold** -- into Telegram HTML.
-
-    Everything else is escaped, so the result always parses: tags are only ever emitted in balanced pairs.
-    An unclosed fence (a reply still streaming) runs to the end of the text and is closed.
-    """
-    out, pos = [], 0
-    for fence in _FENCE.finditer(text):
-        out.append(_inline_to_html(text[pos:fence.start()]))
-        language, body = fence.group(1), fence.group(2)
-        body = body[:-1] if body.endswith("\n") else body
-        if language:
-            out.append(f'<pre><code class="language-{escape_html(language)}">{escape_html(body)}</code></pre>')
-        else:
-            out.append(f"<pre>{escape_html(body)}</pre>")
-        pos = fence.end()
-    out.append(_inline_to_html(text[pos:]))
-    return "".join(out)
-
-
-def _inline_to_html(text: str) -> str:
-    out, pos = [], 0
-    for match in _INLINE.finditer(text):
-        out.append(escape_html(text[pos:match.start()]))
-        if match.group(1) is not None:
-            out.append(f"<code>{escape_html(match.group(1))}</code>")
-        else:
-            out.append(f"<b>{escape_html(match.group(2))}</b>")
-        pos = match.end()
-    out.append(escape_html(text[pos:]))
-    return "".join(out)

@@ -148,7 +148,7 @@ def _read_json(path: Path) -> dict | None:
 
 
 def _descendants(pid: int) -> list[int]:
-    from supervision.processes import descendants
+    from common.processes import descendants
     return descendants(pid)
 
 
@@ -161,5 +161,5 @@ def _ancestors(pid: int) -> list[int]:
 
 
 def _alive(pid: int) -> bool:
-    from supervision.processes import is_running
+    from common.processes import is_running
     return is_running(pid)

@@ -13,7 +13,7 @@ Two formats, chosen by ``[logging] format``:
   turn, ...), and exc for a traceback.
 
 Whatever the format, ``Redact`` runs on every record before it is written: configured secrets and known credential
-shapes become ``[redacted]`` (actors/redact.py), and a session key becomes ``session#<key_hash>``. A session key
+shapes become ``[redacted]`` (common/redact.py), and a session key becomes ``session#<key_hash>``. A session key
 holds no raw platform id, but it still names one conversation; the 12-hex hash lets an operator follow one session
 through the log (``key_hash`` of a key from ``sessions list``) without the log naming it.
 """
@@ -93,7 +93,7 @@ class Redact(logging.Filter):
         self.secrets = tuple(secrets)
 
     def clean(self, text: str) -> str:
-        from actors.redact import redact
+        from common.redact import redact
         return hide_session_keys(redact(text, self.secrets))
 
     def filter(self, record: logging.LogRecord) -> bool:

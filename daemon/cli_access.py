@@ -15,7 +15,7 @@ import sys
 import time
 
 from storage import NotFound
-from supervision.cli_storage import run_on_store
+from daemon.cli_storage import run_on_store
 
 
 def add_parsers(sub) -> None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import socket
 import time
 
-from actors.messages import (DescribeTree, DrainReport, DrainRequest, Fault, GatewayStatus, StatusRequest, TreeNode,
-                             TreeReply)
-from supervision import loopback, processes
+from actors.messages import DrainReport, DrainRequest, GatewayStatus, StatusRequest
+from supervision.messages import DescribeTree, Fault, TreeNode, TreeReply
+from daemon import loopback
+from common import processes
 from supervision import tree as tree_mod
-from supervision.asking import ask_for
-from supervision.logging_setup import thespian_log_defs
-from supervision.runfiles import RunFiles
+from daemon.asking import ask_for
+from common.logging_setup import thespian_log_defs
+from common.runfiles import RunFiles
 
 
 class NoGateway(Exception):
@@ -41,7 +42,7 @@ class AdminClient:
         from thespian.actors import ActorSystem
         self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=thespian_log_defs("ERROR"),
                                 transientUnique=True)
-        from supervision.launcher import ROOT_CLASS, ROOT_NAME
+        from daemon.launcher import ROOT_CLASS, ROOT_NAME
         self.root = self.asys.createActor(ROOT_CLASS, globalName=ROOT_NAME)
 
     def status(self, timeout: float = 10.0) -> GatewayStatus:

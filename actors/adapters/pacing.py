@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 
 @dataclass(frozen=True)
@@ -140,40 +140,35 @@ def on_monotonic_clock(wall_time: float, wall_now: float, monotonic_now: float) 
     return monotonic_now + max(0.0, wall_time - wall_now)
 
 
-def _changed_chars(old: str, new: str) -> int:
-    """How many characters of ``new`` the reader has not seen: everything after the common prefix."""
-    common = 0
-    for a, b in zip(old, new):
-        if a != b:
-            break
-        common += 1
-    return max(len(old), len(new)) - common
+# ------------------------------------------------------------------ how a platform counts length
+
+LengthFn = Callable[[str], int]
 
 
-class EditThrottle:
-    """Decides whether a streaming message deserves an edit now. The final edit is never skipped."""
+def utf16_len(text: str) -> int:
+    """Length in UTF-16 code units, as Telegram counts: a character outside the BMP (most emoji) counts 2."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
-    def __init__(self, pacing: PlatformPacing):
-        self.pacing = pacing
-        self.shown_text = ""
-        self.last_edit_at: Optional[float] = None
 
-    def should_edit(self, now: float, pending_text: str, final: bool = False) -> bool:
-        if final:
-            return True
-        if not self.pacing.supports_edit or pending_text == self.shown_text:
-            return False
-        if self.last_edit_at is not None and now - self.last_edit_at < self.pacing.edit_interval_s:
-            return False
-        return _changed_chars(self.shown_text, pending_text) >= max(1, self.pacing.min_edit_delta_chars)
+def utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
-    def next_edit_at(self) -> float:
-        """The earliest time an intermediate edit could be allowed (for the caller's wake-up timer)."""
-        if self.last_edit_at is None:
-            return float("-inf")
-        return self.last_edit_at + self.pacing.edit_interval_s
 
-    def record(self, now: float, shown_text: str) -> None:
-        """The platform now shows ``shown_text`` (after a send or an edit)."""
-        self.shown_text = shown_text
-        self.last_edit_at = now
+LENGTH_FUNCTIONS: dict[str, LengthFn] = {"chars": len, "utf16": utf16_len, "bytes": utf8_len}
+
+
+# ----------------------------------------------- the re-send marker and the room every chunk leaves for it
+
+DEFAULT_RESENT_MARKER = "↻ re-sent after a restart; an unfinished copy may appear above"
+
+
+def resent_marker(config: dict) -> str:
+    return config.get("sessions", {}).get("resent_marker") or DEFAULT_RESENT_MARKER
+
+
+def chunk_limit(pacing, length, marker: str) -> int:
+    """Every chunk leaves room for the marker line, so marking a reply later (here or in the sweeper) never pushes
+    its first part over the platform's limit and never moves the parts already on the platform."""
+    if pacing.idempotent_send:
+        return pacing.text_limit
+    return max(pacing.text_limit // 2, pacing.text_limit - length(marker) - 1)

@@ -9,7 +9,7 @@ interface, starts the actor system and the root, waits until every actor is up, 
   the root process died     exit 70
 
 and on the way out it stops the actor system and kills, by pid, whatever is still alive below it. The launcher is a
-child subreaper and every actor process asks for SIGKILL when its parent dies (supervision/processes.py), so even a
+child subreaper and every actor process asks for SIGKILL when its parent dies (common/processes.py), so even a
 kill -9 of the launcher leaves no actor behind.
 
 Under systemd (Type=notify, $NOTIFY_SOCKET set) it tells the service manager READY=1 once every actor is up,
@@ -27,12 +27,13 @@ import time
 
 from thespian.actors import ActorSystem
 
-from actors.messages import (DrainDone, GatewayStatus, ShutdownReady, ShutdownRequest, Started,
-                             SupervisorGaveUp)
-from supervision import loopback, processes
-from supervision.asking import ask_for
-from supervision.logging_setup import log_defs_for
-from supervision.runfiles import AlreadyRunning, RunFiles
+from actors.messages import DrainDone, GatewayStatus, ShutdownReady, ShutdownRequest
+from supervision.messages import Started, SupervisorGaveUp
+from daemon import loopback
+from common import processes
+from daemon.asking import ask_for
+from common.logging_setup import log_defs_for
+from common.runfiles import AlreadyRunning, RunFiles
 
 log = logging.getLogger("gateway.launcher")
 EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
@@ -209,7 +210,7 @@ class Launcher:
             log.info("previous run (launcher pid %s) left no process behind", previous.get("launcher_pid"))
 
     def _write_runtime(self, started: float) -> None:
-        from actors.messages import DescribeTree, TreeReply
+        from supervision.messages import DescribeTree, TreeReply
         reply = ask_for(self.asys, self.root, DescribeTree(0), TreeReply, 5)
         self.root_pid = reply.node.pid if reply else 0
         admin_pid = _parent_pid(self.root_pid)

@@ -71,7 +71,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "system_prompt": (str, "You are a helpful assistant.", None),
         "chunk_delay_s": (float, 0.03, None),
     },
-    "logging": {          # supervision/logging_setup.py; docs/operations.md
+    "logging": {          # common/logging_setup.py; docs/operations.md
         "format": (str, "text", ("text", "json")),
         "level": (str, "", ("", "debug", "info", "warning", "error")),  # "": [gateway] log_level
     },

@@ -10,7 +10,7 @@ import json
 import sys
 import time
 
-from actors.storage_access import store_path
+from supervision.storage_access import store_path
 from storage import Store, StorageError
 from storage import cli as storage_cli
 

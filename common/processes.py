@@ -22,7 +22,6 @@ from typing import Iterable
 
 import psutil
 
-from storage.owner import process_start
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -72,6 +71,17 @@ def reap_zombies() -> list[int]:
         if pid == 0:
             return reaped
         reaped.append(pid)
+
+
+def process_start(pid: int) -> float:
+    """When process ``pid`` started, in seconds since boot (the kernel's start time of it, which never changes).
+    Raises psutil.NoSuchProcess when there is no such process."""
+    try:   # /proc/<pid>/stat's starttime, in clock ticks since boot (field 22; the name in field 2 may hold spaces)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        raise psutil.NoSuchProcess(pid) from None
+    return int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
 def start_time(pid: int) -> float | None:
