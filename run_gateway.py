@@ -33,11 +33,13 @@ if HERE not in sys.path:
 
 from common import config as config_mod  # noqa: E402
 from common.config import EX_CONFIG, ConfigError  # noqa: E402
+from common.privacy import EX_NOPERM, PRIVATE_UMASK, foreign_owner  # noqa: E402
 
 EX_NOT_RUNNING = 3
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.umask(PRIVATE_UMASK)   # before anything is written: state, logs, exports are the gateway user's alone
     args = build_parser().parse_args(argv)
     try:
         config = config_mod.load(args.config)
@@ -46,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"config error: {exc.file}: {exc.key}: {exc.reason}", file=sys.stderr)
         return EX_CONFIG
+    refusal = foreign_owner(config["gateway"]["state_dir"])
+    if refusal:
+        return _out(args, {"ok": False, "error": f"refused: {refusal}"}, EX_NOPERM)
     return COMMANDS[args.command or "run"](config, args)
 
 

@@ -43,6 +43,7 @@ from supervision.storage_access import StoreUser
 from supervision import tree
 from supervision.actor import GatewayActor
 from common.runfiles import RunFiles
+from common.config import setting
 
 CACHE_S = 1.0                  # a snapshot younger than this answers a scrape without a new walk
 WALK_WITHIN_S = 2.0            # what the root is given to describe the tree
@@ -89,11 +90,10 @@ class Metrics(StoreUser, GatewayActor):
 
     # ------------------------------------------------------------------------------------------- life cycle
     def on_start(self, args) -> None:
-        cfg = self.config.get("metrics", {})
-        self.host = (cfg.get("host") or self.config["gateway"]["bind_host"]).strip()
-        self.wanted_port = cfg.get("port", 9464)
+        self.host = (setting(self.config, "metrics", "host") or self.config["gateway"]["bind_host"]).strip()
+        self.wanted_port = setting(self.config, "metrics", "port")
         self.state_dir = Path(self.config["gateway"]["state_dir"])
-        self.heartbeat_max_age = 3 * self.config.get("watchdog", {}).get("interval_s", 5.0) + 5.0
+        self.heartbeat_max_age = 3 * setting(self.config, "watchdog", "interval_s") + 5.0
         self.open_store()
         self.on_timer_listen(None)
 

@@ -18,13 +18,14 @@ from supervision.messages import Directory
 from supervision import tree
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import Supervisor
+from common.config import setting
 
 
 def root_children(config: dict) -> list[ChildSpec]:
     """The tree below the root. Order matters for shutdown (reverse) and start (forward): the metrics actor starts
     early and stops late, so it sees the whole life and /readyz answers 503 all through a drain."""
     metrics = [ChildSpec("metrics", "actors.metrics.Metrics", shutdown_timeout_s=2.0)] \
-        if config.get("metrics", {}).get("enabled", True) else []
+        if setting(config, "metrics", "enabled") else []
     return [
         ChildSpec("watchdog", "actors.watchdog.Watchdog", shutdown_timeout_s=2.0),
         *metrics,

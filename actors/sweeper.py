@@ -28,8 +28,8 @@ from actors.adapters.pacing import resent_marker
 from actors.adapters.registry import reply_pacing
 from supervision.storage_access import StoreUser
 from supervision.actor import GatewayActor
+from common.config import setting
 
-SWEEP_INTERVAL_S = 30.0
 HOUSEKEEPING_INTERVAL_S = 3600.0
 RETENTION_DAYS = 30.0
 MAX_ROWS = 200_000
@@ -68,7 +68,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
         self.sweep()
 
     def sweep_interval_s(self) -> float:
-        return float(self.config.get("delivery", {}).get("sweep_interval_s", SWEEP_INTERVAL_S))
+        return float(setting(self.config, "delivery", "sweep_interval_s"))
 
     def on_timer_sweep(self, _data) -> None:
         self.sweep()

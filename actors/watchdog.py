@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from actors.messages import DrainReport, DrainRequest, ShutdownReady, ShutdownRequest
+from common.config import setting
 from supervision.messages import DescribeTree, Flush, Flushed, Ping, Pong, RestartChild, StopIntake, TreeReply
 from supervision import tree
 from supervision.actor import GatewayActor
@@ -48,9 +49,8 @@ class Watchdog(GatewayActor):
         self.misses: dict[str, int] = {}   # actor name -> health rounds in a row whose ping it missed
 
     def on_start(self, args) -> None:
-        wd = self.config.get("watchdog", {})
-        self.interval = wd.get("interval_s", 5.0)
-        self.deadline = wd.get("ping_deadline_s", 3.0)
+        self.interval = setting(self.config, "watchdog", "interval_s")
+        self.deadline = setting(self.config, "watchdog", "ping_deadline_s")
         self.heartbeat = Path(self.config["gateway"]["state_dir"]) / "run" / "heartbeat.json"
         self.after(min(self.interval, 1.0), "tick")
 

@@ -12,6 +12,7 @@ Every error names the file, the key and the reason; the launcher exits with 78 (
 from __future__ import annotations
 
 import copy
+import ipaddress
 import os
 import tomllib
 from pathlib import Path
@@ -25,6 +26,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "gateway": {
         "state_dir": (str, "", None),
         "bind_host": (str, "127.0.0.1", None),
+        # A bind_host off loopback exposes the actor ports (pickles: code execution) to that network. Only for a
+        # private network of the gateway's own hosts (docs/security.md); refused (exit 78) unless this is true.
+        "allow_non_loopback": (bool, False, None),
         "admin_port": (int, 17811, None),   # 0: any free port (admin commands find it in <state>/run/runtime.json)
         "log_level": (str, "info", ("debug", "info", "warning", "error")),
         "log_file": (str, "", None),
@@ -45,6 +49,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "storage": {
         "durability": (str, "normal", ("normal", "full")),
+        "max_import_bytes": (int, 64 * 1024 * 1024, None),   # `sessions import` refuses larger files
     },
     "delivery": {
         "sweep_interval_s": (float, 30.0, None),   # how often the sweeper looks for replies whose owner died
@@ -97,6 +102,15 @@ class ConfigError(Exception):
         super().__init__(f"{file}: {key}: {reason}")
 
 
+def setting(config: dict, section: str, key: str) -> Any:
+    """``config[section][key]``, or the schema's default when the (partial) config lacks it: the schema is the one
+    place a default is written, so readers never restate one."""
+    table = config.get(section)
+    if isinstance(table, dict) and key in table:
+        return table[key]
+    return SCHEMA[section][key][1]
+
+
 def default_config_path() -> Path:
     if os.environ.get("GATEWAY_CONFIG"):
         return Path(os.environ["GATEWAY_CONFIG"])
@@ -146,7 +160,23 @@ def validate(raw: dict, file: str) -> dict:
                 known = ", ".join(sorted(SCHEMA[section]))
                 raise ConfigError(file, where, f"unknown key (known keys: {known})")
             config[section][key] = _check(file, where, value, SCHEMA[section][key])
+    _check_bind_host(file, config["gateway"])
     return config
+
+
+def _check_bind_host(file: str, gateway: dict) -> None:
+    host = gateway["bind_host"]
+    if host == "localhost":
+        return
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise ConfigError(file, "[gateway] bind_host", f"must be an IP address (e.g. 127.0.0.1), got {host!r}") from None
+    if not address.is_loopback and not gateway["allow_non_loopback"]:
+        raise ConfigError(file, "[gateway] bind_host",
+                          f"{host} is not a loopback address: the actor ports would accept code from that network. "
+                          "Set [gateway] allow_non_loopback = true only on a private network of the gateway's own "
+                          "hosts (docs/security.md)")
 
 
 def _check(file: str, where: str, value: Any, spec: tuple) -> Any:

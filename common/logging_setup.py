@@ -23,17 +23,17 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import re
 import threading
 from datetime import datetime, timezone
 from typing import Iterable
 
+from common.redact import configured_secrets
+
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 KEY_HASH_HEX = 12
 # What a call site may pass with extra=...: these become fields of the JSON object (and key=value in text).
 STRUCTURED_FIELDS = ("session", "platform", "chat", "turn", "adapter", "obligation", "seq", "phase", "reason")
-SECRET_WORDS = ("token", "secret", "key", "password")
 
 # storage/keys.py builds keys as <profile>.<platform>.<chat_type>.chat-<h>[.thread-<h>][.user-<h>]
 # (a session actor's name is "session:<key>": the prefix goes with the key)
@@ -56,23 +56,6 @@ def log_settings(config: dict) -> tuple[str, str]:
     section = config.get("logging", {})
     level = section.get("level") or config.get("gateway", {}).get("log_level") or "info"
     return level.upper(), section.get("format") or "text"
-
-
-def configured_secrets(config: dict) -> list[str]:
-    """Every secret the configuration names: the agent's key (inline or from its environment variable) and the
-    values of adapter keys whose name says token, secret, key or password (lists included)."""
-    found: list[str] = []
-    agent = config.get("agent", {})
-    if agent.get("api_key"):
-        found.append(str(agent["api_key"]))
-    env_value = os.environ.get(agent.get("api_key_env") or "OPENAI_API_KEY")
-    if env_value:
-        found.append(env_value)
-    for table in (config.get("adapters") or {}).values():
-        for name, value in table.items():
-            if any(word in name for word in SECRET_WORDS) and value:
-                found.extend(str(v) for v in value) if isinstance(value, (list, tuple)) else found.append(str(value))
-    return found
 
 
 # ------------------------------------------------------------------------------------------------------ filters

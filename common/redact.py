@@ -5,10 +5,14 @@ Pure functions. Two layers: every exact configured secret (``extra_secrets``), t
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import Iterable
 
 REDACTED = "[redacted]"
+# An [adapters.NAME] key whose name holds one of these words holds a secret (every secret option of the adapter
+# registry is named so: token, webhook_secret, hmac_secret, api_tokens).
+SECRET_WORDS = ("token", "secret", "key", "password")
 
 # Shorter configured "secrets" would shred ordinary words; no real credential is this short.
 MIN_EXTRA_SECRET_LEN = 4
@@ -94,3 +98,21 @@ def user_facing_error(exc: BaseException, extra_secrets: Iterable[str] = (), lim
     if type(exc).__name__ == "AgentError":
         return f"The agent failed ({detail}). {_OPERATOR_HINT}"
     return f"Something went wrong while answering ({type(exc).__name__}: {detail}). {_OPERATOR_HINT}"
+
+
+def configured_secrets(config: dict) -> list[str]:
+    """Every secret the configuration names, the one rule for the whole gateway (the log filter, the notices a
+    chat sees, the admin output): the agent's key (inline or from its environment variable) and the
+    values of adapter keys whose name says token, secret, key or password (lists included)."""
+    found: list[str] = []
+    agent = config.get("agent", {})
+    if agent.get("api_key"):
+        found.append(str(agent["api_key"]))
+    env_value = os.environ.get(agent.get("api_key_env") or "OPENAI_API_KEY")
+    if env_value:
+        found.append(env_value)
+    for table in (config.get("adapters") or {}).values():
+        for name, value in table.items():
+            if any(word in name for word in SECRET_WORDS) and value:
+                found.extend(str(v) for v in value) if isinstance(value, (list, tuple)) else found.append(str(value))
+    return [value for value in found if value]

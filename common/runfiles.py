@@ -19,6 +19,8 @@ import os
 import time
 from pathlib import Path
 
+from common.privacy import make_private_dir, write_private
+
 
 class AlreadyRunning(Exception):
     pass
@@ -37,8 +39,9 @@ class RunFiles:
     def acquire(self, wait_s: float = 3.0) -> None:
         """Take the pid lock or raise AlreadyRunning. Waits briefly: the processes of a launcher that was just
         killed share the lock's file description and may take a moment to die with it."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.pid_path, os.O_RDWR | os.O_CREAT, 0o644)
+        make_private_dir(self.state_dir)
+        make_private_dir(self.run_dir)
+        fd = os.open(self.pid_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -116,7 +119,7 @@ class RunFiles:
 
     @contextlib.contextmanager
     def _runtime_lock(self):
-        fd = os.open(self.run_dir / "runtime.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.run_dir / "runtime.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -135,9 +138,7 @@ class RunFiles:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
+    write_private(path, json.dumps(data, indent=2).encode(), fsync=False)   # rewritten at the next start anyway
 
 
 def _read_json(path: Path) -> dict | None:

@@ -7,12 +7,13 @@ stop the gateway itself.
 """
 from __future__ import annotations
 
+import os
 import socket
 import time
 
 from actors.messages import DrainReport, DrainRequest, GatewayStatus, StatusRequest
 from supervision.messages import DescribeTree, Fault, TreeNode, TreeReply
-from daemon import loopback
+from daemon import loopback, peer_credentials
 from common import processes
 from supervision import tree as tree_mod
 from daemon.asking import ask_for
@@ -39,6 +40,8 @@ class AdminClient:
         if not _answers(self.host, self.port):
             raise NoGateway(f"no gateway running: nothing answers on {self.host}:{self.port}")
         loopback.install(self.host)
+        peer_credentials.install(allow_remote=not peer_credentials.is_loopback(self.host))   # our reply port too
+        os.environ["THESPLOG_FILE"] = str(self.files.state_dir / "thespian.log")
         from thespian.actors import ActorSystem
         self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=thespian_log_defs("ERROR"),
                                 transientUnique=True)

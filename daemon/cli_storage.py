@@ -47,7 +47,7 @@ def cmd_sessions(config: dict, args) -> int:
         "show": lambda s: storage_cli.session_show(s, args.session, last_n=args.last),
         "search": lambda s: storage_cli.sessions_search(s, args.query),
         "export": lambda s: storage_cli.session_export(s, args.session, args.path),
-        "import": lambda s: storage_cli.session_import(s, args.path),
+        "import": lambda s: storage_cli.session_import(s, args.path, config["storage"]["max_import_bytes"]),
     }
     return run_on_store(config, args, calls[action], RENDER[action])
 

@@ -29,7 +29,7 @@ from thespian.actors import ActorSystem
 
 from actors.messages import DrainDone, GatewayStatus, ShutdownReady, ShutdownRequest
 from supervision.messages import Started, SupervisorGaveUp
-from daemon import loopback
+from daemon import loopback, peer_credentials
 from common import processes
 from daemon.asking import ask_for
 from common.logging_setup import log_defs_for
@@ -76,6 +76,7 @@ class Launcher:
                 return EX_FAILURE
             self._install_signals()
             loopback.install(self.host)
+            peer_credentials.install(allow_remote=not peer_credentials.is_loopback(self.host))
             processes.die_with_parent()
             code = self._run_system(started)
         finally:
@@ -88,6 +89,8 @@ class Launcher:
         from actors.root import preload_actor_modules
         preload_actor_modules(self.config)
         self.notify.send("STATUS=starting the actor tree")
+        # Thespian's own log (transport errors, refused peers) defaults to the machine-wide /tmp/thespian.log.
+        os.environ["THESPLOG_FILE"] = str(self.files.state_dir / "thespian.log")
         self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=log_defs_for(self.config))
         self.root = self.asys.createActor(ROOT_CLASS, globalName=ROOT_NAME)
         self.asys.tell(self.root, Started("root", "Root", None, self.config))

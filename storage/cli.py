@@ -13,8 +13,10 @@ import os
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from common.privacy import write_private
+
 from . import Store
-from .errors import NotFound
+from .errors import ImportRefused, NotFound
 from .ledger import Obligation
 from .sessions import SessionInfo
 
@@ -89,26 +91,32 @@ async def sessions_search(store: Store, query: str, limit: int = 20) -> dict:
 
 
 async def session_export(store: Store, session_id: str, path: Union[str, os.PathLike]) -> dict:
-    """Write the session's export file; written to a temporary name, fsynced, then renamed, so ``path`` holds
-    either a complete export or nothing."""
+    """Write the session's export file (0600): a new file under a random name, never through a symlink or a file
+    someone planted, fsynced, then renamed, so ``path`` holds either a complete export or what it held before."""
     data = await store.sessions.export_session(session_id)
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_private(path, data)
     return {"session_id": session_id, "path": str(path), "bytes": len(data),
             "sha256": hashlib.sha256(data).hexdigest()}
 
 
-async def session_import(store: Store, path: Union[str, os.PathLike]) -> dict:
-    data = Path(path).read_bytes()
+async def session_import(store: Store, path: Union[str, os.PathLike], max_bytes: int) -> dict:
+    data = read_capped(path, max_bytes)
     info = await store.sessions.import_session(data)
     events = await store.sessions.load(info.session_id, last_n=1)
     return {"session": _session(info), "path": str(path), "bytes": len(data),
             "last_seq": events[-1].seq if events else 0}
+
+
+def read_capped(path: Union[str, os.PathLike], max_bytes: int) -> bytes:
+    """The whole file, or ImportRefused if it holds more than ``max_bytes`` (read bounded: a device or a pipe that
+    never ends costs at most that much memory)."""
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ImportRefused(f"{path} is larger than the import limit of {max_bytes:,} bytes "
+                            "([storage] max_import_bytes)")
+    return data
 
 
 async def deliveries(store: Store, state: Optional[str] = None, limit: int = 100) -> dict:

@@ -28,6 +28,7 @@ import time
 
 from supervision.messages import DescribeTree, Fault, Flush, Flushed, Ping, Pong, Started, TreeNode, TreeReply
 from storage import StorageUnavailable
+from common.config import setting
 
 
 class Behaviour:
@@ -85,7 +86,7 @@ class Behaviour:
                         ref=self.myAddress)
 
     def debug_enabled(self) -> bool:
-        return bool(self.config.get("debug", {}).get("fault_injection", False))
+        return bool(setting(self.config, "debug", "fault_injection"))
 
     # -------------------------------------------------------------------------------------------- the dispatch
     def handle(self, message, sender) -> None:

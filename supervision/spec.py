@@ -30,6 +30,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.backoff import backoff_s
+from common.config import setting
+
 
 class Restart(str, enum.Enum):
     PERMANENT = "permanent"
@@ -86,9 +89,7 @@ def affected_children(strategy: Strategy, order: list[str], failed: str) -> list
 def backoff_delay(recent_restarts: int, flags: SupervisorFlags, rng: random.Random | None = None) -> float:
     """Exponential backoff with full jitter over the upper half: the first restart is near-immediate, a child that
     keeps dying waits longer each time, and siblings restarted together do not stampede in lockstep."""
-    rng = rng or random
-    ceiling = min(flags.backoff_max_s, flags.backoff_base_s * (2 ** max(0, recent_restarts)))
-    return rng.uniform(ceiling / 2, ceiling)
+    return backoff_s(recent_restarts + 1, flags.backoff_base_s, flags.backoff_max_s, rng or random)
 
 
 def wait_out_delay(flags: SupervisorFlags, rng: random.Random | None = None) -> float:
@@ -121,7 +122,7 @@ class Intensity:
 
 def flags_from_config(config: dict, strategy: Strategy = Strategy.ONE_FOR_ONE) -> SupervisorFlags:
     """The [supervision] section of the configuration as supervisor flags."""
-    sup = config.get("supervision", {})
-    return SupervisorFlags(strategy=strategy, max_restarts=sup.get("max_restarts", 5),
-                           period_s=sup.get("period_s", 30.0), backoff_base_s=sup.get("backoff_base_s", 0.02),
-                           backoff_max_s=sup.get("backoff_max_s", 5.0))
+    def value(key: str):
+        return setting(config, "supervision", key)
+    return SupervisorFlags(strategy=strategy, max_restarts=value("max_restarts"), period_s=value("period_s"),
+                           backoff_base_s=value("backoff_base_s"), backoff_max_s=value("backoff_max_s"))

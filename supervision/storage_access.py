@@ -14,6 +14,7 @@ import concurrent.futures
 from pathlib import Path
 
 from storage import Store, StorageBusy
+from common.config import setting
 
 STORE_CALL_TIMEOUT_S = 30.0
 
@@ -23,7 +24,7 @@ def store_path(config: dict) -> Path:
 
 
 def durability(config: dict) -> str:
-    return config.get("storage", {}).get("durability", "normal")
+    return setting(config, "storage", "durability")
 
 
 def transient_call(config: dict, fn):

@@ -16,7 +16,7 @@ Messages it takes:
   RestartChild          kill a child (SIGKILL: it may be hung) and let the policy restart it
   DescribeTree          answer with this subtree, asking every child (describing.py; children that do not answer in
                         time are shown as unresponsive)
-  timer liveness        every LIVENESS_CHECK_S: a child whose process is gone without an exit notice is handled as
+  timer liveness        every [supervision] liveness_check_s: a child whose process is gone without an exit notice is handled as
                         exited (Thespian can lose the notice)
 Messages it sends: Started to each child, ActorExitRequest to children it stops, SupervisorGaveUp to its parent.
 
@@ -36,17 +36,16 @@ from typing import Any, Optional
 import psutil
 from thespian.actors import ActorExitRequest, ChildActorExited
 
-from supervision.messages import (ChildReady, ChildStopping, CrashReport, RestartChild, Started, SupervisorGaveUp,
-                                  TreeNode)
-from supervision.messages import ActorRestarted
-from supervision.actor import GatewayActor
+from common.config import setting
 from common.processes import process_start
+from supervision.actor import GatewayActor
 from supervision.describing import DescribesSubtree
-from supervision.thespian_addresses import forget_child_address
+from supervision.messages import (ActorRestarted, ChildReady, ChildStopping, CrashReport, RestartChild, Started,
+                                  SupervisorGaveUp, TreeNode)
 from supervision.spec import (ChildSpec, Intensity, Restart, SupervisorFlags, affected_children, backoff_delay,
                               should_restart, wait_out_delay)
+from supervision.thespian_addresses import forget_child_address
 
-LIVENESS_CHECK_S = 2.0        # how often children's processes are looked for ([supervision] liveness_check_s)
 
 
 @dataclass(frozen=True)
@@ -201,7 +200,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
         self.after(self.liveness_check_s(), "liveness")
 
     def liveness_check_s(self) -> float:
-        return float(self.config.get("supervision", {}).get("liveness_check_s", LIVENESS_CHECK_S))
+        return float(setting(self.config, "supervision", "liveness_check_s"))
 
     def child_gone(self, child: ChildState) -> None:
         forget_child_address(self, child.address)   # Thespian's own record of it would otherwise stay for good

@@ -49,6 +49,7 @@ from common.redact import redact
 from actors.adapters.pacing import DEFAULT_PACING
 from storage import Store
 from supervision.actor import GatewayActor
+from common.config import setting
 
 OP_METHODS = {"send": "send_message", "edit": "edit_message", "delete": "delete_message", "typing": "send_typing"}
 MAX_UNRUNG_DOORBELLS = 10_000   # rung once the directory is known; beyond this the inbox scan at start covers them
@@ -135,7 +136,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self.profile = self.settings.get("profile") or "default"
         self.pacing = registry.pacing_of(self.settings)
         self.secrets = registry.secret_values(self.settings)
-        self.per_user_in_groups = bool(self.config.get("sessions", {}).get("per_user_in_groups", False))
+        self.per_user_in_groups = bool(setting(self.config, "sessions", "per_user_in_groups"))
         self.gatekeeper = Gatekeeper(self.name, policy_of(self.settings, registry.entry_of(self.settings).access))
         self._budgets = ChatBudgets(started_at=time.monotonic())   # asyncio's loop.time() is time.monotonic()
         # Loop-side code posts through this reference: the actor thread drops ``self.bridge`` when it exits.

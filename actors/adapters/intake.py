@@ -23,6 +23,7 @@ from actors.adapters.errors import RetryableError
 from actors.adapters.outbound import backoff_s
 from actors.messages import AdapterConnection, MessageEvent, OpResult, PlatformOp
 from storage import InboundItem, Store, StorageUnavailable, session_key
+from common.config import setting
 
 RETRY_KINDS = ("retryable", "flood")
 
@@ -114,7 +115,7 @@ class InboundPath:
         state_dir = Path(self.config["gateway"]["state_dir"])
         state_dir.mkdir(parents=True, exist_ok=True)
         self.store = await Store.open(state_dir / "gateway.db",
-                                      self.config.get("storage", {}).get("durability", "normal"))
+                                      setting(self.config, "storage", "durability"))
         self.offset = await self.store.inbox.get_offset(self.name)
         # A kill -9 between a commit and its doorbells leaves rows nobody rang, and the session supervisor scans
         # only when it starts itself: ring every session with work once (a doorbell only says "look").

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import random
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
@@ -16,6 +15,7 @@ import aiohttp
 from actors.adapters.errors import (FloodError, FormattingError, MessageNotFoundError, PermanentError,
                                     RetryableError, TooLongError)
 from storage import StorageBusy, StorageFull
+from common.backoff import backoff_s  # noqa: F401 - adapters take it from here
 
 
 def classify_error(exc: BaseException) -> tuple[str, float]:
@@ -31,12 +31,6 @@ def classify_error(exc: BaseException) -> tuple[str, float]:
     if isinstance(exc, (OSError, asyncio.TimeoutError, aiohttp.ClientError, StorageBusy, StorageFull)):
         return "retryable", 0.0
     return "permanent", 0.0
-
-
-def backoff_s(failures: int, base_s: float, cap_s: float, rng: random.Random | Any = random) -> float:
-    """Exponential backoff with jitter over the upper half: ``failures`` = 1 waits about ``base_s``."""
-    ceiling = min(cap_s, base_s * 2 ** max(0, failures - 1))
-    return rng.uniform(ceiling / 2, ceiling)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
+from common.config import SCHEMA, setting
+
 
 @dataclass(frozen=True)
 class PlatformPacing:
@@ -159,11 +161,11 @@ LENGTH_FUNCTIONS: dict[str, LengthFn] = {"chars": len, "utf16": utf16_len, "byte
 
 # ----------------------------------------------- the re-send marker and the room every chunk leaves for it
 
-DEFAULT_RESENT_MARKER = "↻ re-sent after a restart; an unfinished copy may appear above"
+DEFAULT_RESENT_MARKER = SCHEMA["sessions"]["resent_marker"][1]
 
 
 def resent_marker(config: dict) -> str:
-    return config.get("sessions", {}).get("resent_marker") or DEFAULT_RESENT_MARKER
+    return setting(config, "sessions", "resent_marker") or DEFAULT_RESENT_MARKER
 
 
 def chunk_limit(pacing, length, marker: str) -> int:

@@ -13,7 +13,6 @@ import asyncio
 import email.utils
 import json
 import logging
-import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Optional
@@ -26,6 +25,7 @@ from actors.agents.sse import DONE, iter_sse_payloads
 from actors.agents.tools import ToolRegistry, default_registry
 from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
                              TurnEnd)
+from common.backoff import backoff_s
 from common.redact import redact
 
 __all__ = ["AgentError", "OpenAICompatAgent"]
@@ -337,8 +337,7 @@ class OpenAICompatAgent:
         if isinstance(exc, _Retryable) and exc.retry_after is not None:
             delay = exc.retry_after
         else:
-            backoff = min(self.retry_max_wait_s, self.retry_base_s * 2 ** (retry_state.attempt_number - 1))
-            delay = backoff * random.uniform(0.5, 1.0)   # jitter: many sessions must not retry in lockstep
+            delay = backoff_s(retry_state.attempt_number, self.retry_base_s, self.retry_max_wait_s)
         log.warning("model request failed (%s); retry %d in %.2fs", redact(str(exc)), retry_state.attempt_number,
                     delay)
         return delay

@@ -29,13 +29,14 @@ import time
 from actors.agents.base import AgentRequest, build_agent
 from actors.messages import (GatewayNotice, InboxDoorbell, MessageEvent, SpawnConsumer, StreamBatch, ToolCallFinished,
                              TurnEnd)
-from common.redact import user_facing_error
+from common.redact import configured_secrets, user_facing_error
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.session_commands import CommandHandler
 from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 from common.logging_setup import key_hash
+from common.config import setting
 
 BATCH_INTERVAL_S = 0.05
 MAX_CONSUMER_RESTARTS = 3
@@ -62,10 +63,9 @@ class Session(CellStoreUser, CommandHandler, Cell):
     # ------------------------------------------------------------------------------------------------- start
     def on_start(self, args) -> None:
         self.key = args["session_key"]
-        cfg = self.config.get("sessions", {})
-        self.resume_window_s = cfg.get("resume_window_s", 3600.0)
-        self.max_resumes = cfg.get("max_resumes", 3)
-        self.collect_window_s = cfg.get("collect_window_s", 2.0)
+        self.resume_window_s = setting(self.config, "sessions", "resume_window_s")
+        self.max_resumes = setting(self.config, "sessions", "max_resumes")
+        self.collect_window_s = setting(self.config, "sessions", "collect_window_s")
         self.agent = build_agent(self.config.get("agent", {}))
         self.open_store()
         self.info = self.db(self.store.sessions.current(self.key))
@@ -129,7 +129,7 @@ class Session(CellStoreUser, CommandHandler, Cell):
     def busy_mode(self, event: MessageEvent | None = None) -> str:
         profile = event.source.profile if event is not None else "default"
         return self.config.get("profiles", {}).get(profile, {}).get(
-            "busy_mode", self.config.get("sessions", {}).get("busy_mode", "queue"))
+            "busy_mode", setting(self.config, "sessions", "busy_mode"))
 
     def pump(self) -> None:
         """Start the next turn if nothing runs: the inbox, not the doorbell, says what there is to do."""
@@ -227,7 +227,7 @@ class Session(CellStoreUser, CommandHandler, Cell):
                 self.db(self.store.inbox.done(seq))
             self.db(self.store.sessions.begin_turn(sid, turn.turn_id, seqs[-1]))
         transcript = self.db(self.store.sessions.load(sid, last_n=turns.HISTORY_EVENTS))
-        prompt = self.config.get("agent", {}).get("system_prompt", "")
+        prompt = setting(self.config, "agent", "system_prompt")
         request_messages = turns.model_messages(transcript, prompt)
         turn.steer = asyncio.run_coroutine_threadsafe(_make_queue(), self.bridge.loop).result(5)   # the agent's loop
         request = AgentRequest(request_messages, event.source.profile, turn.turn_id, turn.steer)
@@ -271,7 +271,7 @@ class Session(CellStoreUser, CommandHandler, Cell):
             self.end_turn(f"{answer}\n\n{note}" if answer else note, turn.interrupted or "interrupted")
         elif kind == "error":
             self.log.error("agent failed: %r", item[2], extra=self.log_fields(turn=turn.turn_id))
-            notice = user_facing_error(item[2], _secrets(self.config))
+            notice = user_facing_error(item[2], configured_secrets(self.config))
             self.push(turn, GatewayNotice(notice, "error"))
             answer = turn.answer_text().rstrip()
             self.end_turn(f"{answer}\n\n{notice}" if answer else notice, "error")
@@ -393,17 +393,3 @@ def _consumer_id(turn: turns.Turn, session: "Session") -> str:
 
 async def _make_queue() -> asyncio.Queue:
     return asyncio.Queue()
-
-
-def _secrets(config: dict) -> list[str]:
-    """Strings that must never reach a chat: configured keys and tokens, and the agent key's environment value."""
-    found = []
-    agent = config.get("agent", {})
-    if agent.get("api_key"):
-        found.append(agent["api_key"])
-    env_value = os.environ.get(agent.get("api_key_env") or "OPENAI_API_KEY")
-    if env_value:
-        found.append(env_value)
-    for table in config.get("adapters", {}).values():
-        found.extend(str(v) for k, v in table.items() if any(w in k for w in ("token", "secret", "key", "password")))
-    return found

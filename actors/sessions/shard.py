@@ -50,11 +50,11 @@ from supervision.cell_host import CellHost
 from common.logging_setup import key_hash
 from supervision.loop_monitor import LoopMonitor
 from supervision.spec import ChildSpec, Restart, flags_from_config
+from common.config import setting
 
 SESSION_ACTOR = "actors.sessions.session.Session"
 CONSUMER_ACTOR = "actors.sessions.stream_consumer.StreamConsumer"
 SESSION_PREFIX, CONSUMER_PREFIX = "session:", "consumer:"
-DEFAULT_MAX_LIVE = 10_000
 
 
 def session_cell_name(key: str) -> str:
@@ -77,9 +77,8 @@ class SessionShard(InlineStoreUser, GatewayActor):
     # ------------------------------------------------------------------------------------------------- start
     def on_start(self, args) -> None:
         self.index, self.count = args["index"], args["count"]
-        cfg = self.config.get("sessions", {})
-        self.idle_s = cfg.get("idle_s", 600.0)
-        self.max_live = cfg.get("max_live", DEFAULT_MAX_LIVE)
+        self.idle_s = setting(self.config, "sessions", "idle_s")
+        self.max_live = setting(self.config, "sessions", "max_live")
         self.open_store()
         self.loop_monitor = LoopMonitor(self.bridge.loop)
         self.stall_logged = False
@@ -261,7 +260,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
 
     def _loop_stuck(self) -> bool:
         stalled = self.loop_monitor.stalled_s() if self.cells is not None else 0.0
-        stuck = stalled > self.config.get("watchdog", {}).get("ping_deadline_s", 10.0)
+        stuck = stalled > setting(self.config, "watchdog", "ping_deadline_s")
         if stuck and not self.stall_logged:
             self.log.error("%s: its loop has not run for %.1fs; not answering pings. The loop runs:\n%s", self.name,
                            stalled, self.loop_monitor.loop_stack())

@@ -23,12 +23,13 @@ from actors.messages import InboxDoorbell
 from actors.sessions.shard_map import default_shard_count, shard_name, shard_of
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import Supervisor
+from common.config import setting
 
 SHARD_ACTOR = "actors.sessions.shard.SessionShard"
 
 
 def shard_specs(config: dict) -> list[ChildSpec]:
-    count = config.get("sessions", {}).get("shards") or default_shard_count()
+    count = setting(config, "sessions", "shards") or default_shard_count()
     return [ChildSpec(shard_name(i), SHARD_ACTOR, kind="SessionShard", args={"index": i, "count": count},
                       restart=Restart.PERMANENT, shutdown_timeout_s=10.0) for i in range(count)]
 

@@ -37,9 +37,30 @@ async def test_admin_functions_return_json(tmp_path):
         for result in (listed, shown, found, exported, listing, retried):
             json.dumps(result)
     async with open_store(tmp_path / "b.db") as other:
-        imported = await cli.session_import(other, tmp_path / "s.export")
+        imported = await cli.session_import(other, tmp_path / "s.export", 1 << 20)
         assert imported["session"]["session_id"] == info.session_id and imported["last_seq"] == 1
         json.dumps(imported)
         (tmp_path / "bad.export").write_bytes((tmp_path / "s.export").read_bytes()[:-3])
         with pytest.raises(ImportRefused):
-            await cli.session_import(other, tmp_path / "bad.export")
+            await cli.session_import(other, tmp_path / "bad.export", 1 << 20)
+
+
+async def test_an_export_never_writes_through_a_planted_symlink_and_is_private(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / "out.export").symlink_to(victim)
+    for name in (".out.export.1234.tmp", ".out.export.tmp"):   # the temporary names exports used to take
+        (tmp_path / name).symlink_to(victim)
+    async with open_store(tmp_path / "a.db") as store:
+        info = await store.sessions.get_or_create(KEY, {"platform": "telegram"})
+        await cli.session_export(store, info.session_id, tmp_path / "out.export")
+    assert victim.read_text() == "precious"
+    out = tmp_path / "out.export"
+    assert not out.is_symlink() and out.stat().st_mode & 0o777 == 0o600
+    assert not list(tmp_path.glob(".out.export.*.part"))
+
+
+async def test_an_import_past_its_size_limit_is_refused_after_reading_at_most_the_limit(tmp_path):
+    async with open_store(tmp_path / "a.db") as store:
+        with pytest.raises(ImportRefused, match="larger than the import limit of 4,096 bytes"):
+            await cli.session_import(store, "/dev/zero", 4096)

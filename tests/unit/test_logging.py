@@ -12,8 +12,8 @@ import pytest
 
 from storage.keys import session_key
 from common import config as config_mod
-from common.logging_setup import (JsonFormatter, Redact, TextFormatter, configured_secrets, hide_session_keys,
-                                       key_hash, log_settings, tag_actor_process, thespian_log_defs)
+from common.logging_setup import (JsonFormatter, Redact, TextFormatter, hide_session_keys, key_hash, log_settings, tag_actor_process, thespian_log_defs)
+from common.redact import configured_secrets
 
 TELEGRAM_TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq"
 CONFIGURED = "plain-words-configured-secret"

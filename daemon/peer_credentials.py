@@ -1,0 +1,207 @@
+"""Only the gateway's own user (and root) talks to its actor and admin ports.
+
+Every Thespian port (the admin's and each actor's) carries pickles: whoever can send one runs code as the gateway's
+user. Binding to loopback (``loopback.py``) keeps other hosts out; this module keeps other *local users* out. On
+accept, before a byte is read, it asks the kernel who owns the other end of the connection and closes it unless that
+is the gateway's own uid or root.
+
+Why this way (docs/security.md): the kernel already knows the owner of both ends of a loopback TCP connection, and
+the sock_diag netlink interface answers for one exact socket in ~15 µs, so no change to Thespian's wire protocol, no
+secret to distribute and nothing a peer can forge. Thespian keeps connections open between messages
+(``REUSE_SOCKETS``), so the check runs once per connection, not once per message. Where netlink is unavailable,
+``/proc/net/tcp`` and ``tcp6`` (the same facts as text) are read instead.
+
+What a refused peer sees: the connection is accepted by the kernel's backlog and closed by us at once (EOF); nothing
+it sent is read. The refusal is written to Thespian's log, ``<state>/thespian.log`` (at most once per ``LOG_EVERY_S`` per
+process, with a count).
+
+``install()`` runs in the launcher (and in every admin command's client) before the actor system starts; actor
+processes are forked from it and inherit the patched transport, as they inherit ``loopback``'s.
+"""
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+import os
+import socket
+import struct
+import time
+from typing import Optional
+
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+NLM_F_REQUEST = 1
+NLMSG_ERROR = 2
+TCP_TIME_WAIT = 6          # a time-wait socket carries no owner: never taken as a proof of who connected
+NO_COOKIE = 0xFFFFFFFF
+LOG_EVERY_S = 10.0
+
+_refused_since_log = 0
+_last_log_at = 0.0
+
+
+def allowed_uids() -> frozenset[int]:
+    return frozenset({os.geteuid(), 0})
+
+
+def peer_uid(conn: socket.socket) -> Optional[int]:
+    """The uid owning the other end of ``conn`` (an accepted TCP connection), or None when it cannot be told (the peer
+    is on another host, gone, or the kernel will not say)."""
+    try:
+        local, peer = conn.getsockname(), conn.getpeername()
+    except OSError:
+        return None
+    try:
+        return _uid_by_netlink(conn.family, peer[0], peer[1], local[0], local[1])
+    except OSError:
+        return _uid_by_proc(conn.family, peer[0], peer[1], local[0], local[1])
+
+
+def _padded(family: int, ip: str) -> bytes:
+    raw = socket.inet_pton(family, ip)
+    return raw + b"\0" * (16 - len(raw))
+
+
+def _uid_by_netlink(family: int, src_ip: str, src_port: int, dst_ip: str, dst_port: int) -> Optional[int]:
+    """inet_diag_req_v2 for the one socket whose local end is (src) and remote end is (dst): the peer's socket."""
+    sockid = (struct.pack("!HH", src_port, dst_port) + _padded(family, src_ip) + _padded(family, dst_ip)
+              + struct.pack("=III", 0, NO_COOKIE, NO_COOKIE))
+    request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    header = struct.pack("=IHHII", 16 + len(request), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, 1, 0)
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as nl:
+        nl.settimeout(1.0)
+        nl.sendto(header + request, (0, 0))
+        answer = nl.recv(8192)
+    _, kind = struct.unpack_from("=IH", answer)
+    if kind == NLMSG_ERROR:
+        code = -struct.unpack_from("=i", answer, 16)[0]
+        if code == errno.ENOENT:
+            return None            # no such socket: the peer is gone (or on another host)
+        raise OSError(code, "sock_diag refused the query")
+    if kind != SOCK_DIAG_BY_FAMILY:
+        raise OSError(errno.EPROTO, f"unexpected netlink answer type {kind}")
+    state = answer[16 + 1]
+    # inet_diag_msg: family, state, timer, retrans (4 bytes), sockid (48), expires, rqueue, wqueue, uid, inode
+    uid = struct.unpack_from("=I", answer, 16 + 4 + 48 + 12)[0]
+    return None if state == TCP_TIME_WAIT else uid
+
+
+def _proc_address(family: int, ip: str, port: int) -> str:
+    """An address as /proc/net/tcp{,6} prints it: the raw bytes in host order per 32-bit word, then the port."""
+    raw = socket.inet_pton(family, ip)
+    words = struct.unpack(f"={len(raw) // 4}I", raw)
+    return "".join(f"{w:08X}" for w in words) + f":{port:04X}"
+
+
+def _uid_by_proc(family: int, src_ip: str, src_port: int, dst_ip: str, dst_port: int) -> Optional[int]:
+    path = "/proc/net/tcp6" if family == socket.AF_INET6 else "/proc/net/tcp"
+    local, remote = _proc_address(family, src_ip, src_port), _proc_address(family, dst_ip, dst_port)
+    try:
+        with open(path) as table:
+            next(table)
+            for line in table:
+                fields = line.split()
+                if fields[1] == local and fields[2] == remote and int(fields[3], 16) != TCP_TIME_WAIT:
+                    return int(fields[7])
+    except OSError:
+        return None
+    return None
+
+
+def is_loopback(ip: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def admits(conn: socket.socket, allow_remote: bool = False) -> tuple[bool, Optional[int]]:
+    """(admitted, the peer's uid if known). A peer on another host has no local uid; it is admitted only when the
+    operator allowed non-loopback binding (a private network of the gateway's own hosts)."""
+    try:
+        peer_ip = conn.getpeername()[0]
+    except OSError:
+        return False, None
+    if not is_loopback(peer_ip):
+        return allow_remote, None
+    uid = peer_uid(conn)
+    return uid is not None and uid in allowed_uids(), uid
+
+
+def _note_refusal(peer, uid: Optional[int]) -> None:
+    global _refused_since_log, _last_log_at
+    _refused_since_log += 1
+    now = time.monotonic()
+    if now - _last_log_at >= LOG_EVERY_S:
+        # Thespian's own log (<state>/thespian.log), not the logging module: this runs inside the transport's
+        # accept, and a log record in an actor process is itself a message through that transport.
+        from thespian.system.utilis import thesplog
+        thesplog("refused %d connection(s) to an actor port from another user (last: %s, uid %s); only uid %d and "
+                 "root may talk to the gateway", _refused_since_log, peer, "unknown" if uid is None else uid,
+                 os.geteuid(), level=logging.WARNING)
+        _refused_since_log, _last_log_at = 0, now
+
+
+class _OneAccept:
+    """Stands in for the listening socket during one call of Thespian's accept path: its ``accept()`` returns the
+    connection already accepted and checked here; everything else is the listening socket's."""
+
+    def __init__(self, listener, accepted):
+        self._listener, self._accepted = listener, accepted
+
+    def accept(self):
+        return self._accepted
+
+    def __getattr__(self, name):
+        return getattr(self._listener, name)
+
+
+def _accept_checked(listener, make_room) -> Optional[tuple]:
+    try:
+        return listener.accept()
+    except BlockingIOError:
+        return None
+    except OSError as exc:
+        if exc.errno not in (errno.EMFILE, errno.ENFILE):
+            return None
+    make_room()                    # too many open files: let idle connections go, as Thespian does, and try once more
+    try:
+        return listener.accept()
+    except OSError:
+        return None
+
+
+def install(allow_remote: bool = False) -> None:
+    """Patch Thespian's TCP transport so that every accepted connection is checked before it is read.
+
+    Thespian's accept path (``TCPTransport._acceptNewIncoming``) is wrapped, not rewritten: the connection is
+    accepted and checked here, then handed to Thespian's own code through a stand-in listener. A refused connection
+    is closed and Thespian's loop goes on as if nothing had arrived (its own accept-error path would queue a bogus
+    envelope that crashes the actor)."""
+    from thespian.system.transport.TCPTransport import TCPTransport
+    if getattr(TCPTransport._acceptNewIncoming, "_checks_peers", False):
+        return
+    original = TCPTransport._acceptNewIncoming
+
+    def _acceptNewIncoming(self):
+        listener = self.socket
+        accepted = _accept_checked(listener, lambda: self.close_oldest_idle_sockets(3))
+        if accepted is None:
+            self._check_indicators()
+            return
+        conn, peer = accepted
+        admitted, uid = admits(conn, allow_remote)
+        if not admitted:
+            conn.close()
+            _note_refusal(peer, uid)
+            self._check_indicators()
+            return
+        self.socket = _OneAccept(listener, accepted)
+        try:
+            original(self)
+        finally:
+            self.socket = listener
+
+    _acceptNewIncoming._checks_peers = True
+    TCPTransport._acceptNewIncoming = _acceptNewIncoming

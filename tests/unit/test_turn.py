@@ -1,0 +1,67 @@
+"""actors/sessions/turn.py: a turn's data and the pure functions around it, tested without actors."""
+from __future__ import annotations
+
+import time
+
+from actors.messages import MessageEvent, Source, TextDelta, ToolCallFinished, TurnEnd
+from actors.sessions import turn as turns
+from storage import TranscriptEvent
+
+
+def event(text="hello", received_at=0.0, **source) -> MessageEvent:
+    return MessageEvent(Source(**{"platform": "tg", "chat_id": "42", **source}), text, "m7", received_at)
+
+
+def said(role, text, turn_id, kind="message"):
+    return TranscriptEvent(role, kind, {"text": text}, turn_id)
+
+
+def test_model_messages_leave_out_undone_turns_and_non_messages():
+    transcript = [said("user", "first", "t1"), said("assistant", "one", "t1"),
+                  said("user", "oops", "t2"), said("assistant", "two", "t2"),
+                  TranscriptEvent("user", "undo", {"turn_id": "t2"}, "t3"),
+                  TranscriptEvent("assistant", "tool_call", {"name": "calc"}, "t4"), said("user", "again", "t4")]
+    assert turns.model_messages(transcript, "be brief") == (
+        {"role": "system", "content": "be brief"}, {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "one"}, {"role": "user", "content": "again"})
+    assert turns.model_messages(transcript)[0] == {"role": "user", "content": "first"}   # no prompt, no system
+    assert turns.last_user_turn(transcript) == "t4"
+
+
+def test_the_model_sees_only_the_most_recent_history():
+    transcript = [said("user", str(i), f"t{i}") for i in range(turns.HISTORY_EVENTS + 10)]
+    sent = turns.model_messages(transcript)
+    assert len(sent) == turns.HISTORY_EVENTS and sent[-1]["content"] == str(turns.HISTORY_EVENTS + 9)
+
+
+def test_a_final_answer_already_written_is_found_for_its_turn_only():
+    transcript = [said("user", "q", "t1"), said("assistant", "a", "t1"), said("user", "q2", "t2")]
+    assert turns.final_answer(transcript, "t1") == "a" and turns.final_answer(transcript, "t2") is None
+
+
+def test_a_tool_call_and_its_result_are_recorded_together():
+    call, result = turns.tool_events("t1", ToolCallFinished("c1", "calc", '{"x": 1}', "2", True))
+    assert (call["kind"], result["kind"]) == ("tool_call", "tool_result")
+    assert call["payload"]["call_id"] == result["payload"]["call_id"] == "c1"
+
+
+def test_the_consumer_is_told_where_the_reply_goes():
+    turn = turns.Turn("t1", [3], event(chat_type="group", thread_id="9"))
+    args = turns.consumer_args(turn, "key", {"adapters": {"tg": {"type": "telegram"}}})
+    assert args["platform"] == "telegram" and args["adapter"] == "tg" and args["inbound_ref"] == "tg:m7"
+    assert (args["chat_id"], args["thread_id"], args["reply_to"]) == ("42", "9", "m7")
+
+
+def test_the_answer_text_is_the_text_deltas_in_order():
+    turn = turns.Turn("t1", [1], event(), events=[TextDelta("Hel"), ToolCallFinished("c", "n", "{}", "r", True),
+                                                  TextDelta("lo")])
+    assert turn.answer_text() == "Hello"
+
+
+def test_a_finished_turn_is_counted_by_its_last_end_and_failed_when_undelivered():
+    arrived = event(received_at=time.time() - 2.0)
+    done = turns.turn_finished(arrived, [TextDelta("x"), TurnEnd("complete")], delivered=True)
+    assert (done.outcome, done.platform, done.profile) == ("done", "tg", "default") and 1.5 < done.seconds < 60
+    assert turns.turn_finished(arrived, [TurnEnd("stopped")], delivered=True).outcome == "cancelled"
+    assert turns.turn_finished(arrived, [TurnEnd("complete")], delivered=False).outcome == "failed"
+    assert turns.turn_finished(event(), [], delivered=True).seconds == 0.0      # no arrival time known
