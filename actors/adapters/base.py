@@ -37,10 +37,12 @@ from typing import Any, Optional
 
 from actors.adapters import registry
 from actors.adapters.access import AccessPolicy, Gatekeeper, policy_of
+from actors.adapters.sender_limits import LimitPolicy, SenderLimits
+from actors.adapters.sender_limits import policy_of as limit_policy_of
 from actors.adapters.budgets import ChatBudgets
-# MalformedPayload and backoff_s are part of what adapters import from here.
-from actors.adapters.intake import (InboundPath, IntakeFailed, MalformedPayload, _Connected, _Ingested,  # noqa: F401
-                                    _LogLine, _OpDone, _quietly)
+# MalformedPayload, SenderOverLimit and backoff_s are part of what adapters import from here.
+from actors.adapters.intake import (InboundPath, IntakeFailed, MalformedPayload, SenderOverLimit,  # noqa: F401
+                                    _Connected, _Ingested, _LogLine, _OpDone, _quietly)
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error  # noqa: F401
 from supervision.bridge import TaskDone
 from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, InboxDoorbell, MessageEvent, OpResult
@@ -84,6 +86,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self._lanes = ChatLanes(self._run_op)
         self._budgets = ChatBudgets()   # replaced in on_start by one that honours earlier lives (budgets.py)
         self.gatekeeper = Gatekeeper("", AccessPolicy())   # replaced in on_start from the table's access keys
+        self.sender_limits = SenderLimits(LimitPolicy())   # replaced in on_start from the table's limits
         # actor thread only
         self._intake = None
         self._loop_bridge = None
@@ -138,6 +141,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self.secrets = registry.secret_values(self.settings)
         self.per_user_in_groups = bool(setting(self.config, "sessions", "per_user_in_groups"))
         self.gatekeeper = Gatekeeper(self.name, policy_of(self.settings, registry.entry_of(self.settings).access))
+        self.sender_limits = SenderLimits(limit_policy_of(self.settings))
         self._budgets = ChatBudgets(started_at=time.monotonic())   # asyncio's loop.time() is time.monotonic()
         # Loop-side code posts through this reference: the actor thread drops ``self.bridge`` when it exits.
         self._loop_bridge = self.bridge

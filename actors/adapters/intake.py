@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable
@@ -22,7 +23,9 @@ import msgpack
 from actors.adapters.errors import RetryableError
 from actors.adapters.outbound import backoff_s
 from actors.messages import AdapterConnection, MessageEvent, OpResult, PlatformOp
+from actors.adapters.sender_limits import NOTICE, sender_of
 from storage import InboundItem, Store, StorageUnavailable, session_key
+from storage.inbox import PENDING_STATES
 from common.config import setting
 
 RETRY_KINDS = ("retryable", "flood")
@@ -30,6 +33,11 @@ RETRY_KINDS = ("retryable", "flood")
 
 class MalformedPayload(ValueError):
     """normalise() refuses a payload; the reason is logged, the payload skipped (and acknowledged)."""
+
+
+class SenderOverLimit(Exception):
+    """An event offered one at a time (``emit(..., refuse_over_limit=True)``) is over its sender's limit: the caller
+    answers its client directly (a web chat error frame, HTTP 429) instead of a notice through the platform."""
 
 
 class IntakeFailed(RuntimeError):
@@ -123,11 +131,11 @@ class InboundPath:
         if waiting:
             self._loop_bridge.post(_Ingested(tuple((key, 0) for key in waiting)))
 
-    async def _emit(self, raws: list, offset: Any = None) -> list:
+    async def _emit(self, raws: list, offset: Any = None, refuse_over_limit: bool = False) -> list:
         """For push-style adapters: store a batch; acknowledge the platform only after this returns."""
-        return await asyncio.shield(self._ingest(raws, offset))
+        return await asyncio.shield(self._ingest(raws, offset, refuse_over_limit))
 
-    async def _ingest(self, raws: list, offset: Any) -> list:
+    async def _ingest(self, raws: list, offset: Any, refuse_over_limit: bool = False) -> list:
         rows = []
         for raw in raws:
             try:
@@ -138,6 +146,7 @@ class InboundPath:
                 self._reject(f"{type(exc).__name__}: {exc}")
         # G5: senders the access policy does not admit never reach the inbox (actors/adapters/access.py).
         rows = await self.gatekeeper.admit(self.store, rows, self._send_unasked, self._say)
+        rows = await self._within_limits(rows, refuse_over_limit)
         committed = offset if offset is not None else self.offset
         # The rows and the offset that acknowledges them commit in ONE transaction, before the platform hears of
         # the offset (the next fetch sends it). kill -9 before the commit: neither is on disk, the platform
@@ -149,6 +158,38 @@ class InboundPath:
         if rings:
             self._loop_bridge.post(_Ingested(rings))
         return results
+
+    async def _within_limits(self, rows: list, refuse_over_limit: bool) -> list:
+        """The rows that stay within their sender's limits (sender_limits.py); the others are acknowledged with the
+        round and never stored. A sender over the limit hears of it once per streak."""
+        limits, now, kept = self.sender_limits, time.monotonic(), []
+        if not limits.policy.enabled:
+            return rows
+        for row in rows:
+            sender = sender_of(row.payload)
+            if row.payload.get("internal") or sender is None:
+                kept.append(row)
+                continue
+            admitted = limits.take(sender, now)
+            if admitted and limits.busy(sender) and limits.policy.max_queued_turns:
+                # Only a sender who used part of their burst can have built a queue: count it then, not always.
+                counts = await self.store.inbox.counts(row.session_key)
+                waiting = sum(counts[s] for s in PENDING_STATES) + sum(k.session_key == row.session_key for k in kept)
+                admitted = not limits.queue_full(waiting)
+                limits.limited += not admitted
+            if admitted:
+                kept.append(row)
+            elif refuse_over_limit:
+                raise SenderOverLimit(NOTICE)
+            elif limits.notice_due(sender):
+                source = row.payload["source"]
+                self._say(logging.INFO, "%s: sender %s is over the sender limit; skipping their messages until "
+                          "they slow down (%d skipped so far)", self.name, sender, limits.limited)
+                self._send_unasked(PlatformOp(op_id=f"limit-{row.platform_message_id}", action="send",
+                                              chat_id=str(source["chat_id"]), text=NOTICE,
+                                              thread_id=source.get("thread_id"),
+                                              chat_type=source.get("chat_type") or "dm"))
+        return kept
 
     def _send_unasked(self, op: PlatformOp) -> None:
         """A message the adapter sends on its own (a pairing code): through the chat's lane and budget, answered

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Optional
 
 from actors.adapters.access import MODES, pairing_problems
 from actors.adapters.pacing import PlatformPacing, pacing_for
+from actors.adapters.sender_limits import limit_problems
 from common.config import TYPE_NAMES, ConfigError
 
 REQUIRED = object()
@@ -58,6 +59,8 @@ COMMON_OPTIONS: dict[str, Option] = {
                                                          "(empty: the platform's default; docs/access.md)"),
     "allow": Option(list, [], doc="platform user ids always admitted"),
     "pairing": Option(dict, {}, doc="{ ttl_s, max_codes, lockout_s } of pairing codes"),
+    "limits": Option(dict, {}, doc="{ per_minute, burst, max_queued_turns } per sender (default 30, 10, 10; "
+                                   "per_minute = 0: no limit)"),
 }
 
 REGISTRY: dict[str, AdapterType] = {}
@@ -132,6 +135,8 @@ def _check_access(file: str, name: str, args: Mapping) -> None:
             raise ConfigError(file, f"[adapters.{name}] allow", f"user ids are strings or integers, got {user!r}")
     for problem in pairing_problems(args["pairing"]):
         raise ConfigError(file, f"[adapters.{name}] pairing", problem)
+    for problem in limit_problems(args["limits"]):
+        raise ConfigError(file, f"[adapters.{name}] limits", problem)
 
 
 def _checked(file: str, where: str, value: Any, option: Option) -> Any:

@@ -24,7 +24,7 @@ def test_a_valid_table_gets_its_defaults_and_becomes_one_permanent_child():
     assert spec.name == "bot" and spec.actor == "actors.adapters.fake.FakePlatformAdapter"
     assert spec.kind_name == "FakePlatformAdapter" and spec.restart is Restart.PERMANENT
     assert spec.args == {**FAKE, "profile": "default", "pacing": {}, "poll_timeout_s": 1.0, "access": "",
-                         "allow": [], "pairing": {}}
+                         "allow": [], "pairing": {}, "limits": {}}
 
 
 def test_with_no_adapters_configured_the_terminal_and_the_web_chat_run():

@@ -12,12 +12,13 @@ CURSOR = "▍"
 
 
 def pipeline_gateway(tmp_path: Path, platform: FakePlatform, extra: str = "",
-                     agent: str = "[agent]\nchunk_delay_s = 0.0\n", **kwargs) -> Gateway:
+                     agent: str = "[agent]\nchunk_delay_s = 0.0\n", adapter_extra: str = "", **kwargs) -> Gateway:
     return Gateway(tmp_path, extra_toml=f"""
 [adapters.fake]
 type = "fake"
 base_url = "{platform.base_url}"
 poll_timeout_s = 0.5
+{adapter_extra}
 {agent}
 {extra}
 """, **kwargs)

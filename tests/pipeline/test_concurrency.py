@@ -61,8 +61,10 @@ def check_serial(events) -> None:
 def test_concurrent_sessions_keep_serial_histories_and_answer_each_message_once(tmp_path, busy_mode):
     rng = random.Random(busy_mode)
     with FakePlatform() as platform:
+        # Each chat sends its messages at once on purpose: no sender limit here (tests/security covers it).
         gw = pipeline_gateway(tmp_path, platform, extra=f"[sessions]\nbusy_mode = \"{busy_mode}\"\n"
-                                                         f"max_live = {SESSIONS + 5}\n")
+                                                         f"max_live = {SESSIONS + 5}\n",
+                              adapter_extra="limits = { per_minute = 0 }")
         try:
             gw.start()
             gw.wait_ready()

@@ -20,7 +20,7 @@ from typing import Any, Optional
 import aiohttp
 from aiohttp import web
 
-from actors.adapters.base import MalformedPayload
+from actors.adapters.base import MalformedPayload, SenderOverLimit
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
                                     TooLongError)
 from actors.adapters.http_api.signing import SIGNATURE_HEADER, sign, signature_ok
@@ -86,6 +86,8 @@ class WebhookEndpoint:
             stored = await adapter.ingest(raw)
         except MalformedPayload as exc:
             return web.json_response({"error": str(exc)}, status=400)
+        except SenderOverLimit as exc:
+            return web.json_response({"error": str(exc)}, status=429, headers={"Retry-After": "10"})
         if stored is None:
             return web.json_response({"error": "not accepting messages right now"}, status=503,
                                      headers={"Retry-After": "1"})

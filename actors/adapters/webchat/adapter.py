@@ -21,7 +21,7 @@ import secrets
 import time
 from typing import Any, Optional
 
-from actors.adapters.base import MalformedPayload, PlatformAdapter
+from actors.adapters.base import MalformedPayload, PlatformAdapter, SenderOverLimit
 from actors.adapters.errors import FloodError, MessageNotFoundError, RetryableError, TooLongError
 from actors.adapters.webchat import protocol
 from actors.adapters.webchat.protocol import (CLIENT_MESSAGE_ID, MAX_TEXT_CHARS, VISITOR_ID, Outbox, error_frame,
@@ -135,7 +135,9 @@ class WebChatAdapter(PlatformAdapter):
         if emit is None:
             return error_frame("the gateway is not taking messages right now; will retry", reference, retry=True)
         try:
-            results = await emit([raw])
+            results = await emit([raw], None, True)
+        except SenderOverLimit as exc:   # the page shows it; the visitor sends again later
+            return error_frame(str(exc), reference)
         except Exception as exc:  # noqa: BLE001 - storage trouble: the page keeps the message and retries
             self._say(logging.WARNING, "%s: could not store a message of visitor %s: %s", self.name, visitor,
                       self._clean(exc))
