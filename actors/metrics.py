@@ -37,7 +37,7 @@ from pathlib import Path
 from aiohttp import web
 
 from supervision.bridge import TaskDone
-from supervision.http_serving import serve
+from supervision.http_serving import host_allowed, serve
 from supervision.messages import DescribeTree, TreeReply
 from supervision.storage_access import StoreUser
 from supervision import tree
@@ -98,7 +98,8 @@ class Metrics(StoreUser, GatewayActor):
         self.on_timer_listen(None)
 
     def on_timer_listen(self, _data) -> None:
-        self.server = MetricsServer(self.host, self.wanted_port, self.bridge.post)
+        self.server = MetricsServer(self.host, self.wanted_port, self.bridge.post,
+                                     setting(self.config, "gateway", "http_request_timeout_s"))
         self.bridge.submit(self.server.start(), tag="listen")
 
     def on_stop(self) -> None:
@@ -335,8 +336,8 @@ class MetricsServer:
 
     PATHS = {"/metrics": "metrics", "/healthz": "healthz", "/readyz": "readyz"}
 
-    def __init__(self, host: str, port: int, ask):
-        self.host, self.port, self.ask = host, port, ask
+    def __init__(self, host: str, port: int, ask, request_timeout_s: float):
+        self.host, self.port, self.ask, self.request_timeout_s = host, port, ask, request_timeout_s
         self.pending: dict[int, asyncio.Future] = {}
         self.ids = itertools.count(1)
         self.runner: web.AppRunner | None = None
@@ -344,7 +345,8 @@ class MetricsServer:
     async def start(self) -> int:
         app = web.Application()
         app.router.add_get("/{path:.*}", self.handle)
-        self.runner, port = await serve(app, self.host, self.port, shutdown_timeout=0.5)
+        self.runner, port = await serve(app, self.host, self.port, request_timeout_s=self.request_timeout_s,
+                                       shutdown_timeout=0.5)
         return port
 
     async def stop(self) -> None:
@@ -354,6 +356,8 @@ class MetricsServer:
 
     async def handle(self, request: web.Request) -> web.Response:
         path = self.PATHS.get(request.path)
+        if not host_allowed(request.headers.get("Host", "")):   # as the web chat: no DNS-rebinding page reads this
+            return web.Response(status=421, text="scrape by IP address or localhost\n")
         if path is None:
             return web.Response(status=404, text="not found: try /metrics, /healthz or /readyz\n")
         request_id = next(self.ids)

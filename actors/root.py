@@ -57,6 +57,7 @@ class Root(Supervisor):
         super().__init__()
         self.requesters: dict[str, list] = {"drain": [], "shutdown": []}
         self.adapters: tuple = ()
+        self.adapters_told: AdaptersChanged | None = None   # the newest announcement taken (they may cross)
         self.directory_version = 0
 
     # The directory: addresses of the well-known actors, broadcast down the tree whenever one of them changes.
@@ -66,7 +67,12 @@ class Root(Supervisor):
             self._publish_directory()
 
     def on_AdaptersChanged(self, message: AdaptersChanged, sender) -> None:
-        self.adapters = message.adapters
+        # An older announcement overtaken by a newer one would publish a directory missing the adapters that came
+        # up in between, and every reply to them would wait for an address that never comes.
+        if not message.is_newer_than(self.adapters_told):
+            self.log.info("root: an adapter announcement arrived after a newer one; kept the newer")
+            return
+        self.adapters_told, self.adapters = message, message.adapters
         self._publish_directory()
 
     def _publish_directory(self) -> None:

@@ -33,6 +33,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "log_level": (str, "info", ("debug", "info", "warning", "error")),
         "log_file": (str, "", None),
         "ready_timeout_s": (float, 60.0, None),
+        # An HTTP connection (web chat, HTTP API, webhooks, metrics) that has not sent a whole request within this
+        # long of opening or of its last answer is closed; a request body must arrive within it too.
+        "http_request_timeout_s": (float, 10.0, None),
     },
     "supervision": {
         "max_restarts": (int, 5, None),

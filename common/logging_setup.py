@@ -28,7 +28,7 @@ import threading
 from datetime import datetime, timezone
 from typing import Iterable
 
-from common.redact import configured_secrets
+from common.redact import configured_secrets, escape_controls
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 KEY_HASH_HEX = 12
@@ -84,7 +84,8 @@ class Redact(logging.Filter):
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a bad format string must not lose the record
             message = f"{record.msg!r} {record.args!r}"
-        record.msg, record.args = self.clean(message), None
+        # One record, one line of the text log: a newline or an escape sequence from outside text is shown escaped.
+        record.msg, record.args = escape_controls(self.clean(message)), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         record.exc_info = None
@@ -93,7 +94,7 @@ class Redact(logging.Filter):
         for name in STRUCTURED_FIELDS + ("actor_name",):
             value = record.__dict__.get(name)
             if isinstance(value, str):
-                record.__dict__[name] = self.clean(value)
+                record.__dict__[name] = escape_controls(self.clean(value))
         return True
 
 

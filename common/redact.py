@@ -5,9 +5,12 @@ Pure functions. Two layers: every exact configured secret (``extra_secrets``), t
 """
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 from typing import Iterable
+from urllib.parse import quote, quote_plus
 
 REDACTED = "[redacted]"
 # An [adapters.NAME] key whose name holds one of these words holds a secret (every secret option of the adapter
@@ -16,6 +19,9 @@ SECRET_WORDS = ("token", "secret", "key", "password")
 
 # Shorter configured "secrets" would shred ordinary words; no real credential is this short.
 MIN_EXTRA_SECRET_LEN = 4
+# A run of this many characters of a configured secret is taken for a leak of it (a key echoed minus its first
+# character, cut by a truncation): for a random token that run is unique, for prose it never occurs by chance.
+FRAGMENT_CHARS = 12
 
 _BOUNDARY = r"(?<![A-Za-z0-9])"          # a token shape must not start in the middle of a word ("task-…")
 _TAIL = r"(?![A-Za-z0-9_-])"
@@ -59,10 +65,12 @@ def redact(text: str, extra_secrets: Iterable[str] = ()) -> str:
     """Return ``text`` with configured secrets and known credential shapes replaced by ``[redacted]``."""
     if not text:
         return text
-    secrets = sorted({s for s in extra_secrets if s and len(s.strip()) >= MIN_EXTRA_SECRET_LEN}, key=len,
-                     reverse=True)
-    if secrets:
-        text = re.sub("|".join(re.escape(s) for s in secrets), REDACTED, text)
+    configured = {s for s in extra_secrets if s and len(s.strip()) >= MIN_EXTRA_SECRET_LEN}
+    if configured:
+        forms = sorted({form for s in configured for form in _forms(s)}, key=len, reverse=True)
+        text = re.sub("|".join(re.escape(f) for f in forms), REDACTED, text)
+        for secret in configured:
+            text = _without_fragments(text, secret)
     for shape in _TOKEN_SHAPES:
         text = shape.sub(REDACTED, text)
     text = _URL_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
@@ -70,6 +78,57 @@ def redact(text: str, extra_secrets: Iterable[str] = ()) -> str:
     for assignment in (_ASSIGN_EQ, _ASSIGN_COLON, _ASSIGN_OPAQUE):
         text = assignment.sub(lambda m: m.group(1) + REDACTED, text)
     return text
+
+
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character shown as an escape (``\\n``, ``\\x1b``...): text a stranger wrote
+    cannot forge a log line, move the cursor or retitle the operator's terminal."""
+    return _CONTROLS.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                                              else f"\\u{ord(m.group()):04x}"), text)
+
+
+def _forms(secret: str) -> set[str]:
+    """The secret as text may carry it: itself, URL-encoded, JSON-escaped, base64 (padded or not, url-safe)."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    b64, b64url = base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()
+    found = {secret, quote(secret, safe=""), quote_plus(secret), json.dumps(secret)[1:-1],
+             json.dumps(secret, ensure_ascii=False)[1:-1], b64, b64.rstrip("="), b64url, b64url.rstrip("=")}
+    return {form for form in found if len(form) >= MIN_EXTRA_SECRET_LEN}
+
+
+def _without_fragments(text: str, secret: str) -> str:
+    """``text`` with every run of FRAGMENT_CHARS or more characters of ``secret`` (in the secret's own order)
+    replaced, each run taken whole: found by its pieces, extended as far as text and secret agree."""
+    if len(secret) < FRAGMENT_CHARS + 4 or len(text) < FRAGMENT_CHARS:
+        return text
+    spans = []
+    for start in range(len(secret) - FRAGMENT_CHARS + 1):
+        piece = secret[start:start + FRAGMENT_CHARS]
+        at = text.find(piece)
+        while at != -1:
+            left, s_left, right, s_right = at, start, at + FRAGMENT_CHARS, start + FRAGMENT_CHARS
+            while left > 0 and s_left > 0 and text[left - 1] == secret[s_left - 1]:
+                left, s_left = left - 1, s_left - 1
+            while right < len(text) and s_right < len(secret) and text[right] == secret[s_right]:
+                right, s_right = right + 1, s_right + 1
+            spans.append((left, right))
+            at = text.find(piece, at + 1)
+    if not spans:
+        return text
+    out, cursor = [], 0
+    for left, right in sorted(spans):
+        if right <= cursor:
+            continue
+        out.append(text[cursor:max(cursor, left)])
+        if left >= cursor:
+            out.append(REDACTED)
+        cursor = right
+    out.append(text[cursor:])
+    return "".join(out)
 
 
 _OPERATOR_HINT = "The operator can check the gateway log."

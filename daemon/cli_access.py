@@ -16,6 +16,7 @@ import time
 
 from storage import NotFound
 from daemon.cli_storage import run_on_store
+from common.redact import escape_controls
 
 
 def add_parsers(sub) -> None:
@@ -73,7 +74,9 @@ async def _revoke(store, adapter: str, user: str) -> dict:
 
 
 def _who(d: dict) -> str:
-    return f"{d['adapter']}:{d['user_id']}" + (f" ({d['user_name']})" if d.get("user_name") else "")
+    """Who a code or grant is for, as the platform named them: a stranger's name, so control characters escaped."""
+    who = f"{d['adapter']}:{d['user_id']}" + (f" ({d['user_name']})" if d.get("user_name") else "")
+    return escape_controls(who)
 
 
 def _render_list(result: dict) -> str:

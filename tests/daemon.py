@@ -19,7 +19,7 @@ PYTHON = sys.executable
 
 class Gateway:
     def __init__(self, tmp_path: Path, extra_toml: str = "", watchdog_interval: float = 0.5, max_restarts: int = 5,
-                 period_s: float = 30.0, ping_deadline: float = 1.5, admin_port: int = 0):
+                 period_s: float = 30.0, ping_deadline: float = 1.5, admin_port: int = 0, gateway_toml: str = ""):
         self.state = tmp_path / "state"
         # 0: the launcher takes a free port as it starts and records it for the CLI. A port chosen here would stay
         # unbound until then, and another process of a busy suite may take it meanwhile.
@@ -28,6 +28,7 @@ class Gateway:
         self.config.write_text(f"""
 [gateway]
 admin_port = {self.port}
+{gateway_toml}
 [watchdog]
 interval_s = {watchdog_interval}
 ping_deadline_s = {ping_deadline}

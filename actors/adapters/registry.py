@@ -45,6 +45,8 @@ class AdapterType:
     pacing: str                    # key of actors.adapters.pacing.PACING
     options: Mapping[str, Option] = field(default_factory=dict)
     access: str = "open"           # the access policy when the table names none (actors/adapters/access.py)
+    # Checks across keys, on the filled-in table: each returns (key, problem) or None (a config error, exit 78).
+    checks: tuple = ()
 
     @property
     def kind(self) -> str:
@@ -126,6 +128,9 @@ def validate_adapter(name: str, table: Mapping, file: str = "(configuration)") -
         out[key] = _checked(file, where, table[key], option)
     _check_pacing(file, name, out["pacing"])
     _check_access(file, name, out)
+    for check in entry.checks:
+        if (problem := check(out)) is not None:
+            raise ConfigError(file, f"[adapters.{name}] {problem[0]}", problem[1])
     return out
 
 
@@ -223,7 +228,8 @@ register(AdapterType("telegram", "actors.adapters.telegram.adapter.TelegramAdapt
     "parse_mode": Option(str, "HTML", allowed=("HTML", "MarkdownV2", "none"), doc="how replies are formatted"),
     "per_user_in_groups": Option(bool, None, doc="one session per user in groups (unset: [sessions] decides)"),
     "bot_ops_per_s": Option(float, 25.0, doc="sends/edits/deletes per second for the whole bot (Telegram: ~30)"),
-}))
+}, checks=(lambda t: ("webhook_secret", "required in webhook mode: without it anyone could post updates")
+           if t["mode"] == "webhook" and not t["webhook_secret"].strip() else None,)))
 
 
 # Generic signed webhook + OpenAI-compatible API (actors/adapters/http_api/, docs/http_api.md).

@@ -21,6 +21,10 @@ def adapter_specs(config: dict) -> list:
 
 
 class AdapterSupervisor(Supervisor):
+    def __init__(self):
+        super().__init__()
+        self.announcements = 0     # AdaptersChanged sent by this incarnation (the root keeps the newest)
+
     def child_specs(self, args):
         return adapter_specs(self.config)
 
@@ -35,7 +39,13 @@ class AdapterSupervisor(Supervisor):
         self._announce()
 
     def _announce(self) -> None:
-        """Tell the root where the adapters are now; it publishes the next Directory."""
-        adapters = tuple((name, c.address) for name, c in self.children.items()
-                         if c.address is not None and c.status == "running")
-        self.send(self.parent, AdaptersChanged(adapters))
+        """Tell the root where the adapters are now; it publishes the next Directory.
+
+        Each adapter's address is the one its own ChildReady came from (``seen_as``), never the one createActor
+        returned: that is a stand-in only this supervisor can use until Thespian learns the real address, and a
+        child's first message can arrive before Thespian does. Handed to other processes, a stand-in reaches
+        nobody: every reply the shards sent to that adapter was lost without an error."""
+        adapters = tuple((name, c.seen_as) for name, c in self.children.items()
+                         if c.seen_as is not None and c.status == "running")
+        self.announcements += 1
+        self.send(self.parent, AdaptersChanged(adapters, self.started_at, self.announcements))

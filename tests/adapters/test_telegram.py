@@ -297,6 +297,7 @@ def test_webhook_acknowledges_an_update_only_once_it_is_stored(tg, tmp_path):
             for headers in ({SECRET_HEADER: "wrong"}, {}):
                 async with http.post(hook["url"], json=forged, headers=headers) as response:
                     assert response.status == 401
+            assert await raw_post(hook["url"], SECRET_HEADER.encode() + b": \xff\xfe\x80") == 401   # not UTF-8
             assert not holding.is_set(), "a refused request never reaches the inbox"
             edit = {"update_id": 2, "edited_message": forged["message"]}
             async with http.post(hook["url"], json=edit, headers={SECRET_HEADER: SECRET}) as response:
@@ -319,8 +320,28 @@ def test_webhook_acknowledges_an_update_only_once_it_is_stored(tg, tmp_path):
     assert any("webhook listening" in line for line in posts.lines())
 
 
+async def raw_post(url: str, header: bytes) -> int:
+    """POST ``{}`` with one raw header line (bytes a client library would refuse to send); the status answered."""
+    host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    path = "/" + url.split("//", 1)[1].split("/", 1)[1]
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 2\r\nConnection: close\r\n".encode()
+                 + header + b"\r\n\r\n{}")
+    status = int((await reader.readline()).split()[1])
+    writer.close()
+    return status
+
+
+@pytest.mark.parametrize("secret", ["", "   "])
+def test_webhook_mode_without_a_secret_is_a_config_error(tg, secret):
+    with pytest.raises(ConfigError, match="required in webhook mode"):
+        registry.validate_adapter("tg", {"type": "telegram", "token": tg.token, "mode": "webhook",
+                                         "webhook_secret": secret})
+
+
 def test_webhook_mode_without_a_secret_refuses_to_start(tg, tmp_path):
-    adapter, _ = make_adapter(tg, tmp_path, mode="webhook", webhook_port=0)
+    adapter, _ = make_adapter(tg, tmp_path, mode="webhook", webhook_port=0, webhook_secret="placeholder")
+    adapter.settings["webhook_secret"] = ""      # past validation (an older config loaded some other way)
 
     async def main():
         await adapter.connect()

@@ -51,10 +51,12 @@ def endpoint(gw: Gateway) -> dict:
     return wait_for(read, 20, 0.05, "the metrics port in runtime.json")
 
 
-def get(gw: Gateway, path: str) -> tuple[int, str]:
+def get(gw: Gateway, path: str, host: str | None = None) -> tuple[int, str]:
     info = endpoint(gw)
+    request = urllib.request.Request(f"http://{info['host']}:{info['port']}{path}",
+                                     headers={"Host": host} if host else {})
     try:
-        with urllib.request.urlopen(f"http://{info['host']}:{info['port']}{path}", timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -96,6 +98,9 @@ def test_a_turn_a_killed_session_and_a_429_show_up_in_metrics(tmp_path):
             assert value(s, "gateway_up") == 1 and value(s, "gateway_draining") == 0
             assert value(s, "gateway_actor_restarts_total", kind="Session") is None
             assert get(gw, "/healthz") == (200, "ok\n") and get(gw, "/readyz") == (200, "ok\n")
+            assert get(gw, "/healthz", host=f"localhost:{endpoint(gw)['port']}")[0] == 200
+            # A page of another site whose name resolves to 127.0.0.1 (DNS rebinding) reads nothing.
+            assert get(gw, "/metrics", host="rebound.example:9464") == (421, "scrape by IP address or localhost\n")
 
             # An idle session cell crashes: its shard restarts it, and that restart is counted once.
             crash_cell(gw, "Session")

@@ -151,3 +151,10 @@ def test_an_unknown_log_format_is_a_config_error():
     with pytest.raises(config_mod.ConfigError) as err:
         config_mod.validate({"logging": {"format": "xml"}}, "test.toml")
     assert err.value.key == "[logging] format"
+
+
+def test_text_a_stranger_wrote_cannot_forge_a_log_line_or_drive_the_terminal():
+    stranger = "hi\n2026-01-01 00:00:00,000 ERROR gateway.launcher: fake line\x1b]0;owned\x07\x1b[2J"
+    line = emit(make_record("user %s said %r", "u1", stranger), "text")
+    assert "\n" not in line and "\x1b" not in line and "\x07" not in line
+    assert "\\n2026-01-01" in line and "\\x1b]0;owned\\x07" in line

@@ -7,7 +7,8 @@ import pytest
 
 from actors.adapters.webchat.protocol import (MAX_FRAME_BYTES, FrameError, Outbox, client_id, conversation,
                                               parse_frame)
-from actors.adapters.webchat.server import host_allowed, origin_allowed
+from actors.adapters.webchat.server import origin_allowed
+from supervision.http_serving import host_allowed
 from storage import InboxRow, TranscriptEvent
 
 

@@ -33,6 +33,7 @@ from actors.adapters.base import MalformedPayload, SenderOverLimit
 from actors.adapters.http_api.replies import ReplyWatch, ServiceStopping, StreamCursor
 from actors.adapters.http_api.webhook import API_CHAT_PREFIX, MAX_ID_CHARS
 from actors.messages import MessageEvent, Source
+from supervision.http_serving import BodyTimeout, read_body
 
 ORIGIN = "api"
 CONVERSATION_HEADER = "X-Conversation-Id"
@@ -221,7 +222,10 @@ class OpenAIEndpoint:
         if token is None:
             return self.unauthorised(request)
         try:
-            body = await request.read()
+            body = await read_body(request)
+        except BodyTimeout as exc:
+            self.adapter.refused(request, f"v1: {exc}")
+            return error_response(408, str(exc), "invalid_request_error", "timeout")
         except web.HTTPRequestEntityTooLarge:
             self.adapter.refused(request, "v1: request body too large")
             return error_response(413, "The request body is too large.", "invalid_request_error", "too_large")

@@ -25,6 +25,7 @@ from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentE
                                     TooLongError)
 from actors.adapters.http_api.signing import SIGNATURE_HEADER, sign, signature_ok
 from actors.messages import MessageEvent, PlatformOp, Source
+from supervision.http_serving import BodyTimeout, read_body
 
 ORIGIN = "webhook"
 API_CHAT_PREFIX = "v1:"          # conversations of the OpenAI-compatible endpoint; refused here
@@ -69,7 +70,10 @@ class WebhookEndpoint:
     async def handle(self, request: web.Request) -> web.Response:
         adapter = self.adapter
         try:
-            body = await request.read()
+            body = await read_body(request)
+        except BodyTimeout as exc:
+            adapter.refused(request, f"webhook: {exc}")
+            return web.json_response({"error": str(exc)}, status=408)
         except web.HTTPRequestEntityTooLarge:
             adapter.refused(request, "webhook: body too large")
             return web.json_response({"error": "body too large"}, status=413)

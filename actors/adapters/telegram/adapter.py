@@ -27,6 +27,7 @@ from actors.adapters.telegram.webhook import WebhookServer
 from actors.adapters.telegram.api import TelegramAPI
 from actors.messages import MessageEvent, PlatformOp
 from actors.adapters.pacing import ChatBudget
+from common.config import setting
 
 OUTBOUND_TIMEOUT_S = 30.0
 
@@ -129,7 +130,8 @@ class TelegramAdapter(PlatformAdapter):
             self._reject(f"webhook request refused: {reason}")
 
         self._webhook = WebhookServer(self.settings["webhook_host"], self.settings["webhook_port"],
-                                      self.settings["webhook_path"], secret, deliver, on_error, on_refused)
+                                      self.settings["webhook_path"], secret, deliver, on_error, on_refused,
+                                      request_timeout_s=setting(self.config, "gateway", "http_request_timeout_s"))
         port = await self._webhook.start()
         url = self.settings["webhook_url"] or (f"http://{self.settings['webhook_host']}:{port}"
                                                f"{self.settings['webhook_path']}")

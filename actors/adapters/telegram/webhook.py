@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
-from supervision.http_serving import serve
+from supervision.http_serving import REQUEST_TIMEOUT_S, BodyTimeout, read_body, serve
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_BODY_BYTES = 1 << 20   # an Update is a few KB; nothing legitimate comes close
@@ -24,8 +24,8 @@ MAX_BODY_BYTES = 1 << 20   # an Update is a few KB; nothing legitimate comes clo
 class WebhookServer:
     def __init__(self, host: str, port: int, path: str, secret: str,
                  deliver: Callable[[Any], Awaitable[None]], on_error: Callable[[str], None],
-                 on_refused: Callable[[str], None] = lambda reason: None):
-        self.host, self.requested_port, self.path = host, port, path
+                 on_refused: Callable[[str], None] = lambda reason: None, request_timeout_s: float = REQUEST_TIMEOUT_S):
+        self.host, self.requested_port, self.path, self.request_timeout_s = host, port, path, request_timeout_s
         self._secret = secret.encode()
         self._deliver, self._on_error, self._on_refused = deliver, on_error, on_refused
         self._runner: Optional[web.AppRunner] = None
@@ -36,7 +36,8 @@ class WebhookServer:
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post(self.path, self._handle)
         # No access log: a request line is of no use to an operator here, and the path may be made secret-ish.
-        self._runner, self.port = await serve(app, self.host, self.requested_port)
+        self._runner, self.port = await serve(app, self.host, self.requested_port,
+                                             request_timeout_s=self.request_timeout_s)
         return self.port
 
     async def stop(self) -> None:
@@ -45,12 +46,16 @@ class WebhookServer:
             await runner.cleanup()
 
     async def _handle(self, request: web.Request) -> web.Response:
-        given = request.headers.get(SECRET_HEADER, "").encode()
+        # Headers arrive decoded with surrogateescape: a non-UTF-8 token is a wrong token (401), not a 500.
+        given = request.headers.get(SECRET_HEADER, "").encode("utf-8", "surrogateescape")
         if not hmac.compare_digest(given, self._secret):
             self._on_refused(f"{'wrong' if given else 'no'} {SECRET_HEADER}")
             return web.Response(status=401, text="wrong secret token")
         try:
-            update = json.loads(await request.read())
+            update = json.loads(await read_body(request))
+        except BodyTimeout as exc:
+            self._on_refused(str(exc))
+            return web.Response(status=408, text="request body too slow")
         except web.HTTPRequestEntityTooLarge:
             self._on_refused(f"body over {MAX_BODY_BYTES} bytes")
             return web.Response(status=413, text="too large")

@@ -12,7 +12,6 @@ its own site). Clients that are not browsers send no Origin and are let in: they
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 from pathlib import Path
@@ -23,7 +22,7 @@ from aiohttp import WSMsgType, web
 
 from actors.adapters.webchat.protocol import (HARD_FRAME_BYTES, VISITOR_ID, FrameError, error_frame,
                                               parse_frame)
-from supervision.http_serving import serve
+from supervision.http_serving import REQUEST_TIMEOUT_S, host_allowed, serve
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
@@ -45,18 +44,6 @@ class FrameHandler(Protocol):
     async def handle_frame(self, visitor: str, frame: dict) -> Optional[dict]: ...
     def reject_frame(self, visitor: str, reason: str) -> None: ...
     def log_line(self, level: int, text: str) -> None: ...
-
-
-def host_allowed(host_header: str) -> bool:
-    """True for a Host header naming an IP literal or localhost (with or without a port)."""
-    name = urlsplit(f"//{host_header}").hostname or ""
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        ipaddress.ip_address(name)
-        return True
-    except ValueError:
-        return False
 
 
 def origin_allowed(origin: Optional[str], host_header: str) -> bool:
@@ -97,8 +84,8 @@ class Tab:
 
 
 class WebChatServer:
-    def __init__(self, host: str, port: int, handler: FrameHandler):
-        self.host, self.port, self.handler = host, port, handler
+    def __init__(self, host: str, port: int, handler: FrameHandler, request_timeout_s: float = REQUEST_TIMEOUT_S):
+        self.host, self.port, self.handler, self.request_timeout_s = host, port, handler, request_timeout_s
         self.tabs: dict[str, set[Tab]] = {}
         self._runner: Optional[web.AppRunner] = None
 
@@ -110,7 +97,7 @@ class WebChatServer:
         app.router.add_get("/static/{name}", self._static)
         app.router.add_get("/ws", self._websocket)
         app.router.add_get("/favicon.ico", self._no_icon)  # browsers ask for it; a 404 would be a console error
-        self._runner, self.port = await serve(app, self.host, self.port)
+        self._runner, self.port = await serve(app, self.host, self.port, request_timeout_s=self.request_timeout_s)
         return self.port
 
     async def stop(self) -> None:

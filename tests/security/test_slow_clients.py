@@ -1,0 +1,101 @@
+"""HTTP clients that never finish a request: each of the gateway's HTTP servers closes them within its request
+timeout, and the serving process's memory comes back to where it was. Real daemon, real sockets."""
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import psutil
+import pytest
+
+from tests.actor_system import wait_for
+from tests.daemon import Gateway, nodes
+
+CONNECTIONS = 500
+TIMEOUT_S = 2.0
+pytestmark = pytest.mark.timeout(300)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    ports = {"web": free_port(), "api": free_port()}
+    gw = Gateway(tmp_path_factory.mktemp("slow-clients"), gateway_toml=f"http_request_timeout_s = {TIMEOUT_S}",
+                 extra_toml=f"""
+[adapters.web]
+type = "webchat"
+port = {ports["web"]}
+[adapters.api]
+type = "http"
+port = {ports["api"]}
+api_tokens = ["a-token-for-the-tests-0123456789"]
+""")
+    gw.start()
+    gw.wait_ready()
+    runtime = json.loads((gw.state / "run" / "runtime.json").read_text())
+    ports["metrics"] = runtime["metrics"]["port"]
+    yield gw, ports
+    gw.cli("stop", "--timeout", "20")
+    gw.kill_everything()
+
+
+def slow_header_clients(port: int, count: int) -> list[socket.socket]:
+    clients = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")   # and never the rest of the headers
+        clients.append(s)
+    return clients
+
+
+def closed_by_server(s: socket.socket) -> bool:
+    s.setblocking(False)
+    try:
+        return s.recv(65536) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def rss_of_listener(gw, port: int) -> tuple[int, int]:
+    """(pid, RSS in bytes) of the gateway process that listens on ``port``."""
+    for node in nodes(gw.tree()):
+        try:
+            process = psutil.Process(node["pid"])
+            if any(c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in process.net_connections("tcp")):
+                return process.pid, process.memory_info().rss
+        except (psutil.NoSuchProcess, TypeError, ValueError):
+            continue
+    raise AssertionError(f"no gateway process listens on {port}")
+
+
+@pytest.mark.parametrize("server", ["web", "api", "metrics"])
+def test_slow_header_connections_are_closed_within_the_request_timeout(gateway, server):
+    gw, ports = gateway
+    port = ports[server]
+    pid, before = rss_of_listener(gw, port)
+    started = time.monotonic()
+    clients = slow_header_clients(port, CONNECTIONS)
+    try:
+        wait_for(lambda: all(closed_by_server(s) for s in clients), TIMEOUT_S + 20, 0.2,
+                 f"the {server} server closing {CONNECTIONS} unfinished requests")
+        took = time.monotonic() - started
+    finally:
+        for s in clients:
+            s.close()
+    # The timer starts at each connection's start; the last ones opened up to a few seconds after the first.
+    assert took < TIMEOUT_S + 15, f"closed after {took:.1f}s with a {TIMEOUT_S}s timeout"
+    after = wait_for(lambda: (rss := psutil.Process(pid).memory_info().rss) <= before * 1.10 and rss, 30, 0.5,
+                     f"the {server} server's RSS back within 10% of {before / 2**20:.1f} MiB")
+    assert after <= before * 1.10
+    # And it still serves a complete request.
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        assert s.recv(64).startswith(b"HTTP/1.1 ")

@@ -1,0 +1,66 @@
+"""A configured secret is redacted in every form text carries it in: as itself, URL-encoded, JSON-escaped, base64,
+and as any long piece of it (a key echoed minus its first character, or cut by a truncation)."""
+from __future__ import annotations
+
+import base64
+import json
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from common.redact import FRAGMENT_CHARS, REDACTED, redact
+
+# Realistic configured secrets: shapes the pattern layer knows and shapes it does not (a password, a hex key).
+CORPUS = {
+    "openai": "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z_-Q",
+    "telegram": "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw8",
+    "slack": "xoxb-2222222222-3333333333-abcdefghijklmnop",
+    "github": "ghp_1234567890abcdefghijABCDEFGHIJ123456",
+    "hmac hex": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "password": "correct horse/battery+staple=42&more",
+    "webhook": 'w3bh00k"secret\\with\tescapes',
+}
+
+
+def forms(secret: str) -> dict[str, str]:
+    raw = secret.encode()
+    return {"as is": secret, "url-encoded": quote(secret, safe=""), "url-encoded (plus)": quote_plus(secret),
+            "json-escaped": json.dumps(secret)[1:-1], "base64": base64.b64encode(raw).decode(),
+            "base64 unpadded": base64.b64encode(raw).decode().rstrip("="),
+            "base64url": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+            "minus its first character": secret[1:], "minus its last character": secret[:-1],
+            "a long piece": secret[5:5 + max(FRAGMENT_CHARS, len(secret) // 2)]}
+
+
+def leaks(text: str, secret: str) -> list[str]:
+    """Every piece of ``secret`` of FRAGMENT_CHARS characters that ``text`` still holds."""
+    return [secret[i:i + FRAGMENT_CHARS] for i in range(len(secret) - FRAGMENT_CHARS + 1)
+            if secret[i:i + FRAGMENT_CHARS] in text]
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+@pytest.mark.parametrize("form", sorted(forms("x" * 40)))
+def test_no_form_of_a_configured_secret_survives(name, form):
+    secret = CORPUS[name]
+    shown = forms(secret)[form]
+    text = f"request failed: GET https://api.example/v1?key={shown} -> 401 ({shown!r} was refused)"
+    out = redact(text, [secret])
+    assert shown not in out and not leaks(out, secret), out
+    assert REDACTED in out and out.startswith("request failed: GET https://api.example/v1?key=")
+
+
+def test_ordinary_text_sharing_short_pieces_with_a_secret_is_left_alone():
+    secret = "correct horse/battery+staple=42&more"
+    text = "the correct way: a horse, a battery, a staple"   # pieces shorter than FRAGMENT_CHARS
+    assert redact(text, [secret]) == text
+
+
+def test_redaction_stays_idempotent_with_forms():
+    secret = CORPUS["hmac hex"]
+    once = redact(f"sig={secret[3:]} b64={base64.b64encode(secret.encode()).decode()}", [secret])
+    assert redact(once, [secret]) == once
+
+
+def test_control_characters_are_shown_escaped_and_the_rest_untouched():
+    from common.redact import escape_controls
+    assert escape_controls("a\nb\r\tc\x00\x1b[1m\x7f\x9b\u2028 é 😀") == "a\\nb\\r\\tc\\x00\\x1b[1m\\x7f\\x9b\\u2028 é 😀"
