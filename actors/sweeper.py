@@ -170,5 +170,8 @@ class DeliverySweeper(StoreUser, GatewayActor):
         removed = self.db(self.store.ledger.purge(RETENTION_DAYS, MAX_ROWS))
         if removed:
             self.log.info("sweeper: retention removed %d finished obligation(s)", removed)
+        answered = self.db(self.store.inbox.purge(setting(self.config, "storage", "inbox_retention_days") * 86400))
+        if answered:
+            self.log.info("sweeper: retention removed %d answered inbox row(s)", answered)
         self.refresh_counts()
         self.after(HOUSEKEEPING_INTERVAL_S, "housekeeping")

@@ -1,7 +1,7 @@
 """The ticker: housekeeping on a timer (every ``interval_s``, 60 s by default).
 
-State: the number of ticks so far and when the last one ran. Each tick asks the sweeper to apply retention
-(``Housekeeping``). It holds no work of its own: killing it at any moment loses nothing.
+State: the number of ticks so far and when the last one ran; the admin views show them. Retention runs on the
+sweeper's own timer, not here. It holds no work of its own: killing it at any moment loses nothing.
 """
 from __future__ import annotations
 

@@ -53,6 +53,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "storage": {
         "durability": (str, "normal", ("normal", "full")),
         "max_import_bytes": (int, 64 * 1024 * 1024, None),   # `sessions import` refuses larger files
+        # Answered inbox rows are kept this long: the dedup that tells a platform's re-delivery from a new message
+        # (Telegram keeps undelivered updates 24 h; webhook senders retry for hours at most). Then pruned.
+        "inbox_retention_days": (float, 7.0, None),
     },
     "delivery": {
         "sweep_interval_s": (float, 30.0, None),   # how often the sweeper looks for replies whose owner died
@@ -204,14 +207,3 @@ def resolve_state_dir(config: dict) -> Path:
         return Path(config["gateway"]["state_dir"]).expanduser().resolve()
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return (Path(base) / "agent-gateway").resolve()
-
-
-def public_view(config: dict) -> dict:
-    """The configuration with secrets removed, for logs and admin output."""
-    shown = copy.deepcopy(config)
-    shown.get("agent", {}).pop("api_key", None)
-    for table in shown.get("adapters", {}).values():
-        for key in list(table):
-            if any(word in key for word in ("token", "secret", "key", "password")):
-                table[key] = "[redacted]"
-    return shown

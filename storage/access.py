@@ -41,6 +41,7 @@ class PairingAnswer:
     code: Optional[PairingCode]
     new: bool = False
     locked_until: Optional[float] = None
+    full: bool = False             # the adapter already has max_pending codes waiting for the operator
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,10 @@ class Access:
         return await self._db.read(fetch)
 
     async def request_code(self, adapter: str, user_id: str, chat_id: str, user_name: Optional[str], *,
-                           ttl_s: float, max_codes: int, lockout_s: float,
+                           ttl_s: float, max_codes: int, lockout_s: float, max_pending: int = 100,
                            now: Optional[float] = None) -> PairingAnswer:
-        """The sender's live pending code, else a new one, else (too many issued lately) a lockout."""
+        """The sender's live pending code, else a new one, else (too many issued lately) a lockout, else (the
+        adapter already has ``max_pending`` live codes: a crowd of made-up senders) no code at all."""
         now = time.time() if now is None else now
 
         async def do(conn):
@@ -95,6 +97,10 @@ class Access:
                                                                                       now - lockout_s))
             if len(recent) >= max_codes:
                 return PairingAnswer(None, locked_until=recent[-max_codes][0] + lockout_s)
+            pending = await fetch_one(conn, "SELECT COUNT(*) FROM pairing_codes WHERE adapter = ? AND state = 'pending' "
+                                            "AND expires_at > ?", (adapter, now))
+            if pending[0] >= max_pending:
+                return PairingAnswer(None, full=True)
             code = PairingCode("".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH)), adapter,
                                str(user_id), str(chat_id), user_name, now, now + ttl_s, "pending")
             await conn.execute(f"INSERT INTO pairing_codes ({_CODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

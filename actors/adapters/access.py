@@ -4,7 +4,7 @@
     type = "telegram"
     access = "pairing"            # open | allowlist | pairing (telegram's default; local and signed intakes: open)
     allow = ["12345678"]          # platform user ids always admitted, whatever the mode
-    pairing = { ttl_s = 3600, max_codes = 3, lockout_s = 86400 }
+    pairing = { ttl_s = 3600, max_codes = 3, lockout_s = 86400, max_pending = 100 }
 
 * open: everyone (the terminal, the loopback web chat, the bearer- or HMAC-authenticated HTTP intakes).
 * allowlist: ``allow`` plus users granted from the admin CLI; anyone else is ignored (acknowledged to the platform,
@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Mapping, Optional
 from actors.messages import PlatformOp
 
 MODES = ("open", "allowlist", "pairing")
-PAIRING_DEFAULTS = {"ttl_s": 3600.0, "max_codes": 3, "lockout_s": 86400.0}
+PAIRING_DEFAULTS = {"ttl_s": 3600.0, "max_codes": 3, "lockout_s": 86400.0, "max_pending": 100}
 REPLY_EVERY_S = 60.0               # a pending sender who keeps writing is reminded of the code at most this often
 
 
@@ -36,6 +36,7 @@ class AccessPolicy:
     ttl_s: float = PAIRING_DEFAULTS["ttl_s"]
     max_codes: int = PAIRING_DEFAULTS["max_codes"]
     lockout_s: float = PAIRING_DEFAULTS["lockout_s"]
+    max_pending: int = PAIRING_DEFAULTS["max_pending"]   # live codes per adapter waiting for the operator
 
     def admits_without_lookup(self, user_id: Optional[str]) -> bool:
         return self.mode == "open" or (user_id is not None and str(user_id) in self.allow)
@@ -47,7 +48,7 @@ def policy_of(settings: Mapping, default_mode: str) -> AccessPolicy:
     return AccessPolicy(mode=settings.get("access") or default_mode,
                         allow=frozenset(str(u) for u in settings.get("allow") or ()),
                         ttl_s=float(pairing["ttl_s"]), max_codes=int(pairing["max_codes"]),
-                        lockout_s=float(pairing["lockout_s"]))
+                        lockout_s=float(pairing["lockout_s"]), max_pending=int(pairing["max_pending"]))
 
 
 def pairing_problems(value) -> list[str]:
@@ -143,7 +144,13 @@ class Gatekeeper:
         source, user = item.payload["source"], sender_of(item)
         answer = await store.access.request_code(self.adapter, user, str(source["chat_id"]), source.get("user_name"),
                                                  ttl_s=self.policy.ttl_s, max_codes=self.policy.max_codes,
-                                                 lockout_s=self.policy.lockout_s)
+                                                 lockout_s=self.policy.lockout_s, max_pending=self.policy.max_pending)
+        if answer.full:
+            if self.reminders.due("\0full", False):   # once a minute, not once per stranger
+                say(logging.WARNING, "%s: %d pairing codes are waiting for the operator; new senders are ignored "
+                    "until some are approved or denied (run_gateway.py pair list)", self.adapter,
+                    self.policy.max_pending)
+            return
         if answer.code is None:
             say(logging.INFO, "%s: message from user %s ignored: locked out of pairing for %.0f more minutes",
                 self.adapter, user, (answer.locked_until - time.time()) / 60)

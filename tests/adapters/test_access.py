@@ -117,3 +117,29 @@ def test_reminders_are_due_for_a_new_code_or_once_a_minute():
     r = Reminders(every_s=60)
     assert r.due("u", new_code=False, now=0) and not r.due("u", new_code=False, now=30)
     assert r.due("u", new_code=True, now=31) and r.due("u", new_code=False, now=95)
+
+
+def test_when_the_operator_has_max_pending_codes_waiting_a_new_stranger_gets_nothing(tmp_path):
+    import asyncio
+
+    from actors.adapters.access import Gatekeeper
+    from storage import Store
+
+    def item(user: str) -> InboundItem:
+        return InboundItem(f"k{user}", "tg", f"m{user}", {"source": {"chat_id": user, "user_id": user}})
+
+    async def main():
+        store = await Store.open(tmp_path / "gateway.db")
+        try:
+            keeper = Gatekeeper("tg", AccessPolicy(mode="pairing", max_pending=2))
+            replies, said = [], []
+            for user in ("1", "2", "3", "4"):
+                assert await keeper.admit(store, [item(user)], replies.append,
+                                          lambda level, text, *args: said.append(text % args)) == []
+            return replies, said
+        finally:
+            await store.close()
+    replies, said = asyncio.run(main())
+    assert [op.chat_id for op in replies] == ["1", "2"], "only the first two strangers got a code"
+    full = [line for line in said if "pairing codes are waiting for the operator" in line]
+    assert len(full) == 1, said

@@ -50,3 +50,26 @@ def test_a_restarted_sweeper_still_finishes_orphaned_replies(tmp_path):
         finally:
             gw.cli("stop")
             gw.kill_everything()
+
+
+def test_answered_inbox_rows_are_pruned_after_their_retention(tmp_path):
+    import sqlite3
+
+    with FakePlatform() as platform:
+        # 0.00002 days = 1.7 s: the sweeper's first housekeeping (5 s after its start) finds the row old enough.
+        gw = pipeline_gateway(tmp_path, platform, extra="[storage]\ninbox_retention_days = 0.00002\n")
+        try:
+            gw.start()
+            gw.wait_ready()
+            platform.inject("c1", "hello")
+            settled_answers(platform, "c1", gw=gw)
+
+            def rows():
+                with sqlite3.connect(gw.state / "gateway.db") as db:
+                    return db.execute("SELECT state FROM inbox").fetchall()
+            assert rows() == [("done",)]
+            wait_for(lambda: rows() == [], 30, 0.2, f"the answered row pruned (rows: {rows()})")
+            assert "retention removed 1 answered inbox row(s)" in gw.log()
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()

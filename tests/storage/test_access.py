@@ -70,3 +70,16 @@ async def test_grants_survive_a_reopen(tmp_path):
         await s.access.grant("tg", "1")
     async with await Store.open(tmp_path / "gateway.db") as s:
         assert await s.access.granted_among("tg", ["1"]) == {"1"}
+
+
+async def test_the_codes_waiting_for_the_operator_are_capped_per_adapter(db_path):
+    async with await Store.open(db_path) as store:
+        for user in ("1", "2"):
+            assert (await store.access.request_code("tg", user, user, None, now=1000.0, max_pending=2, **LIMITS)).new
+        crowd = await store.access.request_code("tg", "3", "3", None, now=1000.0, max_pending=2, **LIMITS)
+        assert crowd.code is None and crowd.full and crowd.locked_until is None
+        again = await store.access.request_code("tg", "1", "1", None, now=1001.0, max_pending=2, **LIMITS)
+        assert again.code is not None and not again.new, "a sender who has a code is still reminded of it"
+        assert (await store.access.request_code("other", "3", "3", None, now=1000.0, max_pending=2, **LIMITS)).new
+        # Once the waiting codes expire, there is room again.
+        assert (await store.access.request_code("tg", "3", "3", None, now=1000.0 + 601, max_pending=2, **LIMITS)).new

@@ -17,7 +17,6 @@ import logging
 import math
 from typing import Any, Optional
 
-from actors.adapters import base
 from actors.adapters.base import PlatformAdapter
 from actors.adapters.errors import FormattingError, PermanentError
 from actors.adapters.telegram.formatting import render
@@ -48,18 +47,6 @@ class TelegramAdapter(PlatformAdapter):
         super().on_start(args)
         if self.settings.get("per_user_in_groups") is not None:  # this bot's own choice beats [sessions]
             self.per_user_in_groups = bool(self.settings["per_user_in_groups"])
-
-    def on_bridge(self, item) -> None:
-        # Workaround until the base rings once per session per round: a round of 100 updates is 100 doorbells to a
-        # session supervisor busy spawning sessions; Thespian then spends the adapter's thread on its transmit
-        # queue (an O(n) scan per completed send), pings go unanswered and the watchdog restarts the adapter,
-        # losing the answers to the operations it had in hand. A doorbell only says "look at this inbox".
-        if isinstance(item, base._Ingested) and len(item.rings) > 1:
-            latest: dict[str, int] = {}
-            for key, seq in item.rings:
-                latest[key] = max(seq, latest.get(key, 0))
-            item = base._Ingested(tuple(latest.items()))
-        super().on_bridge(item)
 
     def on_PlatformOp(self, op: PlatformOp, sender) -> None:
         # Telegram gives groups, supergroups and channels negative ids. Not every sender names the chat type (the

@@ -117,9 +117,6 @@ class WebChatServer:
         results = await asyncio.gather(*(tab.send(frame) for tab in tabs))
         return sum(results)
 
-    def open_tabs(self, visitor: str) -> int:
-        return len(self.tabs.get(visitor, ()))
-
     # ----------------------------------------------------------------------------------------------- routes
     @web.middleware
     async def _guard(self, request: web.Request, handler):
