@@ -85,12 +85,15 @@ def is_busy(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _retry_policy(budget_s: float = RETRY_BUDGET_S) -> dict:
+def _retry_policy(budget_s: Optional[float] = None) -> dict:
+    # None: the module's RETRY_BUDGET_S read now, not when this module was imported (tests shorten it).
+    budget_s = RETRY_BUDGET_S if budget_s is None else budget_s
     return dict(retry=retry_if_exception(is_busy), stop=stop_after_delay(budget_s),
                 wait=wait_random_exponential(multiplier=0.005, max=0.25), reraise=True)
 
 
-def _translate(exc: sqlite3.Error, what: str, budget_s: float = RETRY_BUDGET_S) -> StorageError:
+def _translate(exc: sqlite3.Error, what: str, budget_s: Optional[float] = None) -> StorageError:
+    budget_s = RETRY_BUDGET_S if budget_s is None else budget_s
     if is_busy(exc):
         return StorageBusy(f"{what}: another process kept the database busy for over {budget_s:.0f}s; gave up")
     if is_full(exc):
@@ -117,7 +120,7 @@ def call_with_retry(fn: Callable[[], T], what: str = "transaction") -> T:
 
 
 async def call_with_retry_async(fn: Callable[[], Awaitable[T]], what: str = "transaction",
-                                budget_s: float = RETRY_BUDGET_S) -> T:
+                                budget_s: Optional[float] = None) -> T:
     """``call_with_retry`` for a coroutine function: ``await fn()`` again (tenacity's AsyncRetrying) on BUSY."""
     try:
         return await fn()   # the first attempt without tenacity's bookkeeping: nearly every transaction needs no other
