@@ -146,29 +146,39 @@ class InboundPath:
                 self._reject(f"{type(exc).__name__}: {exc}")
         # G5: senders the access policy does not admit never reach the inbox (actors/adapters/access.py).
         rows = await self.gatekeeper.admit(self.store, rows, self._send_unasked, self._say)
-        rows = await self._within_limits(rows, refuse_over_limit)
+        rows, charged = await self._within_limits(rows, refuse_over_limit)
         committed = offset if offset is not None else self.offset
         # The rows and the offset that acknowledges them commit in ONE transaction, before the platform hears of
         # the offset (the next fetch sends it). kill -9 before the commit: neither is on disk, the platform
         # re-delivers the round. kill -9 after: both are, and a re-delivery (the ack was lost) hits the
         # (platform, message id) dedup: inserted=False, no second row, no second doorbell (G1, G2).
-        results = await self.store.inbox.put_many_and_commit_offset(rows, self.name, committed)
+        try:
+            results = await self.store.inbox.put_many_and_commit_offset(rows, self.name, committed)
+        except BaseException:
+            for sender in charged:    # nothing was stored: the platform or the page sends these again
+                self.sender_limits.refund(sender)
+            raise
+        for sender, (_seq, inserted) in zip(charged, results):
+            if sender is not None and not inserted:   # a re-delivery of a row already stored: charged once only
+                self.sender_limits.refund(sender)
         self.offset = committed
         rings = tuple((row.session_key, seq) for row, (seq, inserted) in zip(rows, results) if inserted)
         if rings:
             self._loop_bridge.post(_Ingested(rings))
         return results
 
-    async def _within_limits(self, rows: list, refuse_over_limit: bool) -> list:
-        """The rows that stay within their sender's limits (sender_limits.py); the others are acknowledged with the
-        round and never stored. A sender over the limit hears of it once per streak."""
-        limits, now, kept = self.sender_limits, time.monotonic(), []
+    async def _within_limits(self, rows: list, refuse_over_limit: bool) -> tuple[list, list]:
+        """The rows that stay within their sender's limits (sender_limits.py), and for each kept row the sender it
+        was charged to (None: not charged), so that a row not stored after all is refunded. The others are
+        acknowledged with the round and never stored. A sender over the limit hears of it once per streak."""
+        limits, now, kept, charged = self.sender_limits, time.monotonic(), [], []
         if not limits.policy.enabled:
-            return rows
+            return rows, [None] * len(rows)
         for row in rows:
             sender = sender_of(row.payload)
             if row.payload.get("internal") or sender is None:
                 kept.append(row)
+                charged.append(None)
                 continue
             admitted = limits.take(sender, now)
             if admitted and limits.busy(sender) and limits.policy.max_queued_turns:
@@ -176,9 +186,12 @@ class InboundPath:
                 counts = await self.store.inbox.counts(row.session_key)
                 waiting = sum(counts[s] for s in PENDING_STATES) + sum(k.session_key == row.session_key for k in kept)
                 admitted = not limits.queue_full(waiting)
-                limits.limited += not admitted
+                if not admitted:
+                    limits.refund(sender)      # the message is turned away, not spent
+                    limits.limited += 1
             if admitted:
                 kept.append(row)
+                charged.append(sender)
             elif refuse_over_limit:
                 raise SenderOverLimit(NOTICE)
             elif limits.notice_due(sender):
@@ -189,7 +202,7 @@ class InboundPath:
                                               chat_id=str(source["chat_id"]), text=NOTICE,
                                               thread_id=source.get("thread_id"),
                                               chat_type=source.get("chat_type") or "dm"))
-        return kept
+        return kept, charged
 
     def _send_unasked(self, op: PlatformOp) -> None:
         """A message the adapter sends on its own (a pairing code): through the chat's lane and budget, answered

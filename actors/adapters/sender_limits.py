@@ -82,6 +82,14 @@ class SenderLimits:
         self.limited += 1
         return False
 
+    def refund(self, sender: str) -> None:
+        """Give back what ``take`` charged for a message that was not stored after all (the write failed, or it was
+        a re-delivery of a stored one): a platform re-delivering, or a page retrying through a full disk, must not
+        spend the sender's budget on one message again and again until it is refused for good."""
+        bucket = self._buckets.get(sender)
+        if bucket is not None:
+            bucket.tokens = min(float(self.policy.burst), bucket.tokens + 1.0)
+
     def busy(self, sender: str) -> bool:
         """True once the sender has used part of their burst: only then is their queue worth counting."""
         bucket = self._buckets.get(sender)

@@ -343,3 +343,42 @@ def test_ops_are_counted_until_answered_and_typing_is_dropped_while_the_chat_is_
     assert adapter.pending_work() == 1 and stub.sent[-1] == ("consumer", OpResult("s1", True, message_id="7"))
     adapter.on_bridge(base._OpDone(1, OpResult("s1", True)))   # answered once only
     assert len(stub.sent) == 3
+
+
+def test_a_message_retried_through_storage_failures_and_re_deliveries_is_charged_to_its_sender_once(fake, tmp_path):
+    """A platform re-delivers a round its store failed (and a page retries through a full disk): each attempt must
+    not spend the sender's budget again, or the message would end refused as over the limit and be lost."""
+    from actors.adapters.sender_limits import LimitPolicy, SenderLimits
+    from storage import StorageFull
+
+    adapter, _ = make_adapter(fake, tmp_path)
+    adapter.sender_limits = SenderLimits(LimitPolicy(per_minute=0.001, burst=2, max_queued_turns=0))
+    fake.inject("c1", "first", user="u1")
+
+    async def main():
+        await adapter._open_store()
+        await adapter.connect()
+        raws, offset = await adapter.fetch()
+        real_put, failures = adapter.store.inbox.put_many_and_commit_offset, []
+
+        async def full_disk(*args):
+            failures.append(1)
+            raise StorageFull("database or disk is full")
+        adapter.store.inbox.put_many_and_commit_offset = full_disk
+        for _ in range(5):
+            with pytest.raises(StorageFull):
+                await adapter._ingest(raws, offset)
+        adapter.store.inbox.put_many_and_commit_offset = real_put
+        stored = await adapter._ingest(raws, offset)
+        redelivered = [await adapter._ingest(raws, offset) for _ in range(5)]
+        fake.inject("c1", "second", user="u1")
+        more, offset = await adapter.fetch()
+        second = await adapter._ingest(more[-1:], offset)
+        await adapter.disconnect()
+        await adapter.store.close()
+        return len(failures), stored, redelivered, second
+
+    failures, stored, redelivered, second = asyncio.run(main())
+    assert failures == 5 and [inserted for _, inserted in stored] == [True]
+    assert all(r == [(stored[0][0], False)] for r in redelivered)
+    assert [inserted for _, inserted in second] == [True], "the sender's second message is within a burst of 2"
