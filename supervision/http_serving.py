@@ -43,10 +43,11 @@ async def serve(app: web.Application, host: str, port: int, *, request_timeout_s
 async def read_body(request: web.Request) -> bytes:
     """The request's body, or BodyTimeout if it does not arrive within the server's request timeout (the size
     limit stays the application's ``client_max_size``: HTTPRequestEntityTooLarge)."""
+    timeout_s = request.app.get(REQUEST_TIMEOUT, REQUEST_TIMEOUT_S)
     try:
-        return await asyncio.wait_for(request.read(), request.app.get(REQUEST_TIMEOUT, REQUEST_TIMEOUT_S))
+        return await asyncio.wait_for(request.read(), timeout_s)
     except asyncio.TimeoutError:
-        raise BodyTimeout(f"no complete request body within {request.app.get(REQUEST_TIMEOUT):g}s") from None
+        raise BodyTimeout(f"no complete request body within {timeout_s:g}s") from None
 
 
 def host_allowed(host_header: str) -> bool:
