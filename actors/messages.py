@@ -41,12 +41,17 @@ class MessageEvent:
     reply_to_message_id: Optional[str] = None
     attachments: tuple = ()
     internal: bool = False         # produced by the gateway itself (resume, replay): not user traffic
+    # When the sender sent it, by the platform's own server clock (Telegram's ``date``); None where the platform
+    # gives no such time or the client chooses it. Sender limits charge a message at this time, so a backlog the
+    # platform held while the gateway was down is not mistaken for a burst (sender_limits.charge_time).
+    sent_at: Optional[float] = None
 
     def to_payload(self) -> dict:
         """The inbox record: plain values only (msgpack)."""
         return {"source": dict(vars(self.source)), "text": self.text, "platform_message_id":
                 self.platform_message_id, "received_at": self.received_at, "reply_to_message_id":
-                self.reply_to_message_id, "attachments": list(self.attachments), "internal": self.internal}
+                self.reply_to_message_id, "attachments": list(self.attachments), "internal": self.internal,
+                "sent_at": self.sent_at}
 
     @classmethod
     def from_payload(cls, payload: dict) -> "MessageEvent":
@@ -54,7 +59,8 @@ class MessageEvent:
                    platform_message_id=str(payload["platform_message_id"]),
                    received_at=payload.get("received_at", 0.0),
                    reply_to_message_id=payload.get("reply_to_message_id"),
-                   attachments=tuple(payload.get("attachments", ())), internal=payload.get("internal", False))
+                   attachments=tuple(payload.get("attachments", ())), internal=payload.get("internal", False),
+                   sent_at=payload.get("sent_at"))
 
 
 @dataclass(frozen=True)

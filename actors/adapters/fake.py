@@ -61,7 +61,9 @@ class FakePlatformAdapter(PlatformAdapter):
                         user_id=None if user is None else str(user),
                         user_name=None if user is None else str(user), profile=self.profile)
         # The fake numbers messages across all chats, so its message id alone is unique: the dedup key as is.
-        return MessageEvent(source=source, text=text, platform_message_id=str(message_id), received_at=time.time())
+        sent = raw.get("date")     # the fake platform's own clock, like Telegram's ``date``
+        return MessageEvent(source=source, text=text, platform_message_id=str(message_id), received_at=time.time(),
+                            sent_at=float(sent) if type(sent) in (int, float) else None)
 
     # ------------------------------------------------------------------------------------------------ outbound
     def _client(self) -> FakePlatformAPI:

@@ -23,7 +23,7 @@ import msgpack
 from actors.adapters.errors import RetryableError
 from actors.adapters.outbound import backoff_s
 from actors.messages import AdapterConnection, MessageEvent, OpResult, PlatformOp
-from actors.adapters.sender_limits import NOTICE, sender_of
+from actors.adapters.sender_limits import NOTICE, charge_time, sender_of
 from storage import InboundItem, Store, StorageUnavailable, session_key
 from storage.inbox import PENDING_STATES
 from common.config import setting
@@ -171,7 +171,7 @@ class InboundPath:
         """The rows that stay within their sender's limits (sender_limits.py), and for each kept row the sender it
         was charged to (None: not charged), so that a row not stored after all is refunded. The others are
         acknowledged with the round and never stored. A sender over the limit hears of it once per streak."""
-        limits, now, kept, charged = self.sender_limits, time.monotonic(), [], []
+        limits, now, wall_now, kept, charged = self.sender_limits, time.monotonic(), time.time(), [], []
         if not limits.policy.enabled:
             return rows, [None] * len(rows)
         for row in rows:
@@ -180,7 +180,7 @@ class InboundPath:
                 kept.append(row)
                 charged.append(None)
                 continue
-            admitted = limits.take(sender, now)
+            admitted = limits.take(sender, charge_time(row.payload.get("sent_at"), wall_now, now))
             if admitted and limits.busy(sender) and limits.policy.max_queued_turns:
                 # Only a sender who used part of their burst can have built a queue: count it then, not always.
                 counts = await self.store.inbox.counts(row.session_key)

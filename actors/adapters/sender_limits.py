@@ -5,6 +5,10 @@ waiting in their session, as data and pure decisions (no actor, no clock of its 
     type = "webchat"
     limits = { per_minute = 30, burst = 10, max_queued_turns = 10 }
 
+Messages are charged at the time the platform says they were sent (``charge_time``), not when they reach the
+gateway: a backlog the platform held while the gateway was down or restarting arrives all at once, yet its sender
+sent it at their own pace, and counting it as a burst would turn away messages a rolling restart must keep.
+
 A sender over the limit gets one notice per streak (``notice_due``), not one per message; what is over the limit is
 acknowledged to the platform and never becomes a turn, what is under it is stored as always. Internal events (the
 gateway's own resumes) are never limited. The number of senders tracked is bounded (``MAX_SENDERS``, least recently
@@ -19,6 +23,9 @@ from typing import Mapping, Optional
 
 LIMIT_DEFAULTS = {"per_minute": 30.0, "burst": 10, "max_queued_turns": 10}
 MAX_SENDERS = 10_000
+# How far back a platform's send time may date a message: Telegram keeps undelivered updates for 24 hours. Older
+# stamps (a platform clock gone wrong) count as that old, never older, so they cannot buy more than a day's refill.
+MAX_BACKLOG_S = 24 * 3600.0
 NOTICE = ("You are sending messages faster than I can answer, so I skipped some of them. Please wait a moment, "
           "then send again what you still need answered.")
 
@@ -69,12 +76,16 @@ class SenderLimits:
         self.limited = 0           # messages turned away so far (status, tests)
 
     def take(self, sender: str, now: float) -> bool:
-        """One message from ``sender`` at ``now``: True if it may become a turn."""
+        """One message from ``sender``, sent at ``now`` (``charge_time``): True if it may become a turn. Times may
+        arrive out of order (a backlog beside live traffic); the bucket refills only for time it has not seen yet,
+        so an old stamp never earns tokens twice."""
         if not self.policy.enabled:
             return True
         bucket = self._bucket(sender, now)
-        bucket.tokens = min(float(self.policy.burst), bucket.tokens + (now - bucket.at) * self.policy.per_minute / 60)
-        bucket.at = now
+        if now > bucket.at:
+            bucket.tokens = min(float(self.policy.burst),
+                                bucket.tokens + (now - bucket.at) * self.policy.per_minute / 60)
+            bucket.at = now
         if bucket.tokens >= 1.0:
             bucket.tokens -= 1.0
             bucket.noticed = False
@@ -115,6 +126,16 @@ class SenderLimits:
         else:
             self._buckets.move_to_end(sender)
         return bucket
+
+
+def charge_time(sent_at, wall_now: float, now: float) -> float:
+    """When a message counts as sent on the buckets' clock (``now``, monotonic): as long before ``now`` as the
+    platform's own send time (wall clock) is before ``wall_now``, where the platform gives one; an age below zero (a
+    platform clock ahead of ours) counts as none, one over ``MAX_BACKLOG_S`` as that. Only the message's age crosses
+    clocks, so a wall clock stepped back or forward shifts no bucket."""
+    if isinstance(sent_at, bool) or not isinstance(sent_at, (int, float)) or sent_at != sent_at:
+        return now
+    return now - min(MAX_BACKLOG_S, max(0.0, wall_now - float(sent_at)))
 
 
 def sender_of(payload: Mapping) -> Optional[str]:

@@ -110,6 +110,11 @@ def test_private_group_and_forum_topic_messages_map_to_their_chat_types():
     assert session_key(topic.source) != session_key(group.source)
 
 
+def test_the_send_time_is_telegrams_date_when_it_is_one():
+    assert event_from_update(update({"id": 1, "type": "private"}, date=1_700_000_000), "tg", "p").sent_at == 1.7e9
+    assert event_from_update(update({"id": 1, "type": "private"}, date="soon"), "tg", "p").sent_at is None
+
+
 def test_edits_media_and_service_messages_are_not_input():
     assert is_input(update({"id": 1, "type": "private"}))
     assert not is_input({"update_id": 1, "edited_message": {"message_id": 1, "text": "changed"}})

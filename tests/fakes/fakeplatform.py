@@ -83,14 +83,17 @@ class FakePlatform(FakeServer):
             self.flood = FloodGate()
             self.reset_state()
 
-    def inject(self, chat, text: str, user="user", chat_type: str = "dm", thread=None) -> int:
-        """Queue an inbound message; returns its update id."""
+    def inject(self, chat, text: str, user="user", chat_type: str = "dm", thread=None,
+               date: Optional[float] = None) -> int:
+        """Queue an inbound message; returns its update id. ``date`` is when the platform says it was sent (now by
+        default), as Telegram's servers stamp every message."""
         if chat_type not in ("dm", "group"):
             raise ValueError(f"chat_type must be dm or group, not {chat_type!r}")
         with self.mutate() as state:
             update = {"id": state["next_update_id"], "chat": str(chat), "user": str(user), "text": str(text),
                       "message_id": str(state["next_message_id"]),
-                      "thread": None if thread is None else str(thread), "chat_type": chat_type}
+                      "thread": None if thread is None else str(thread), "chat_type": chat_type,
+                      "date": time.time() if date is None else float(date)}
             state["next_update_id"] += 1
             state["next_message_id"] += 1
             state["updates"].append(update)

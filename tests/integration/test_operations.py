@@ -228,8 +228,10 @@ def test_rolling_restart_loses_nothing(tmp_path):
     with FakePlatform() as platform:
         # A slowish agent (~0.3 s a turn); a lenient watchdog: restarts of actors slowed down by a busy machine are
         # tested elsewhere (G8) and would only blur what this test is about.
+        # The feed (75 messages a minute per chat) is far above the default sender limit of 30: this test is about
+        # restarts, so the limit is raised to let every message through (tests/security/test_sender_limits.py).
         gw = pipeline_gateway(tmp_path, platform, agent="[agent]\nchunk_delay_s = 0.015\n", watchdog_interval=1.0,
-                              ping_deadline=30.0)
+                              ping_deadline=30.0, adapter_extra="limits = { per_minute = 600, burst = 100 }")
         feeder = Feeder(platform, chats, every_s=0.2)  # well within what 4 chats can answer
         try:
             gw.start()

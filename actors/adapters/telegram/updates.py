@@ -77,9 +77,10 @@ def event_from_update(update: Any, platform: str, profile: str, bot_username: st
     replied = message.get("reply_to_message")
     reply_to = (message_ref(chat["id"], replied["message_id"])
                 if isinstance(replied, dict) and type(replied.get("message_id")) is int else None)
+    sent = message.get("date")   # unix seconds, set by Telegram's servers: a sender cannot choose it
     return MessageEvent(source=source, text=strip_bot_mention(text, bot_username),
                         platform_message_id=message_ref(chat["id"], message_id), received_at=time.time(),
-                        reply_to_message_id=reply_to)
+                        reply_to_message_id=reply_to, sent_at=float(sent) if type(sent) is int else None)
 
 
 def _chat_kind(chat: dict, message: dict) -> tuple[str, Optional[str]]:
