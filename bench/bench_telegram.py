@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.benchlib import UNLIMITED_SENDERS  # noqa: E402
 from tests.actor_system import wait_for  # noqa: E402
 from tests.daemon import Gateway  # noqa: E402
 from tests.fakes.telegram import FakeTelegram  # noqa: E402
@@ -48,6 +49,7 @@ access = "open"
 token = "{tg.token}"
 base_url = "{tg.base_url}"
 poll_timeout_s = 1.0
+{UNLIMITED_SENDERS}
 {adapter_extra}
 [agent]
 chunk_delay_s = 0.0

@@ -27,6 +27,9 @@ from tests.actor_system import wait_for
 from tests.daemon import Gateway, nodes
 from tests.pipeline.harness import CURSOR
 
+# Benchmarks drive one chat far faster than a person types: the per-sender limit (30 a minute by default,
+# actors/adapters/sender_limits.py) would measure the limit, not the pipeline, so they turn it off.
+UNLIMITED_SENDERS = "limits = { per_minute = 0 }"
 KILLABLE = ("watchdog", "sweeper", "ticker", "shard:0")
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER  # noqa: E402
+from bench.benchlib import UNLIMITED_SENDERS  # noqa: E402
 from tests.actor_system import wait_for  # noqa: E402
 from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
 from tests.pipeline.harness import CURSOR, actor_pid, pipeline_gateway, visible  # noqa: E402
@@ -93,7 +94,8 @@ def main() -> int:
     runs, bad, marked, marked_alone = Counter(), Counter(), Counter(), Counter()
     violations = []
     with tempfile.TemporaryDirectory() as tmp, FakePlatform() as platform:
-        gw = pipeline_gateway(Path(tmp), platform, max_restarts=100_000, ping_deadline=10.0)
+        gw = pipeline_gateway(Path(tmp), platform, max_restarts=100_000, ping_deadline=10.0,
+                              adapter_extra=UNLIMITED_SENDERS)
         gw.start()
         try:
             for n in range(args.trials):

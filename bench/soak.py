@@ -43,6 +43,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.benchlib import UNLIMITED_SENDERS  # noqa: E402
 from common.runfiles import RunFiles  # noqa: E402
 from tests.daemon import nodes  # noqa: E402
 from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
@@ -190,7 +191,7 @@ def soak(args) -> dict:
         agent = f'[agent]\nkind = "offline"\nchunk_delay_s = {args.chunk_delay}\n'
         # Production-like supervision: a soak watches the daemon as it would run, not the tests' tight settings.
         gw = pipeline_gateway(Path(tmp), platform, extra=extra, agent=agent, watchdog_interval=5.0,
-                              ping_deadline=10.0)
+                              ping_deadline=10.0, adapter_extra=UNLIMITED_SENDERS)
         load = Load(platform, args.chats, args.answer_timeout)
         sampler = None
         try:
