@@ -30,7 +30,7 @@ def run_with_client(fake: FakePlatform, scenario):
 
 def test_poll_returns_updates_from_offset_and_reports_the_acknowledged_offset(platform):
     first = platform.inject("c1", "one", user="u1")
-    second = platform.inject("c2", "two", chat_type="group", thread="t9")
+    second = platform.inject("c2", "two", chat_type="group", thread="t9", date=1_700_000_000.5)
 
     async def scenario(api):
         return await api.poll_updates(0), await api.poll_updates(second)
@@ -38,7 +38,7 @@ def test_poll_returns_updates_from_offset_and_reports_the_acknowledged_offset(pl
     everything, from_second = run_with_client(platform, scenario)
     assert [u["id"] for u in everything] == [first, second] and first < second
     assert everything[1] == {"id": second, "chat": "c2", "user": "user", "text": "two", "chat_type": "group",
-                             "thread": "t9", "message_id": everything[1]["message_id"]}
+                             "thread": "t9", "message_id": everything[1]["message_id"], "date": 1_700_000_000.5}
     assert [u["text"] for u in from_second] == ["two"]
     assert platform.stats()["acked_offset"] == second
 
