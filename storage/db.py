@@ -36,6 +36,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from os import PathLike
 from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar, Union
@@ -92,6 +93,12 @@ def _retry_policy(budget_s: Optional[float] = None) -> dict:
                 wait=wait_random_exponential(multiplier=0.005, max=0.25), reraise=True)
 
 
+async def blocking_sleep(seconds: float) -> None:
+    """The pause between BUSY retries of an inline connection: its owner's thread waits anyway (inline.py), and a
+    pause that never suspends lets the owner run the whole call without an event loop (``run_inline``)."""
+    time.sleep(seconds)
+
+
 def _translate(exc: sqlite3.Error, what: str, budget_s: Optional[float] = None) -> StorageError:
     budget_s = RETRY_BUDGET_S if budget_s is None else budget_s
     if is_busy(exc):
@@ -120,15 +127,16 @@ def call_with_retry(fn: Callable[[], T], what: str = "transaction") -> T:
 
 
 async def call_with_retry_async(fn: Callable[[], Awaitable[T]], what: str = "transaction",
-                                budget_s: Optional[float] = None) -> T:
-    """``call_with_retry`` for a coroutine function: ``await fn()`` again (tenacity's AsyncRetrying) on BUSY."""
+                                budget_s: Optional[float] = None, sleep: Optional[Callable] = None) -> T:
+    """``call_with_retry`` for a coroutine function: ``await fn()`` again (tenacity's AsyncRetrying) on BUSY.
+    ``sleep``: how to wait between attempts (asyncio's by default)."""
     try:
         return await fn()   # the first attempt without tenacity's bookkeeping: nearly every transaction needs no other
     except sqlite3.Error as exc:
         if not is_busy(exc):
             raise _translate(exc, what, budget_s) from exc
     try:
-        async for attempt in AsyncRetrying(**_retry_policy(budget_s)):
+        async for attempt in AsyncRetrying(**_retry_policy(budget_s), **({"sleep": sleep} if sleep else {})):
             with attempt:
                 return await fn()
     except sqlite3.Error as exc:
@@ -293,6 +301,10 @@ class Database:
         if os.getpid() != self._pid:
             raise StorageError(f"{self.path}: this Store was opened by process {self._pid}; a forked process must "
                                f"open its own (SQLite connections do not survive fork)")
+        if self._thread is None:
+            # Inline: the owner runs each call to completion on its one thread before the next (inline.py), so
+            # there is nothing to queue behind and no caller that could be cancelled half-way: no task, no shield.
+            return await self._transaction(mode, fn, args)
         task = asyncio.ensure_future(self._transaction(mode, fn, args))
         self._pending.add(task)
         task.add_done_callback(self._forget)
@@ -323,7 +335,8 @@ class Database:
             return result
 
         async with self._lock:
-            return await call_with_retry_async(once, f"{self.path}: {name}", self.retry_budget_s)
+            return await call_with_retry_async(once, f"{self.path}: {name}", self.retry_budget_s,
+                                               blocking_sleep if self._thread is None else None)
 
     async def close(self) -> None:
         """Close after every transaction already submitted; when this returns no storage thread is left."""
