@@ -215,23 +215,25 @@ class Session(CellStoreUser, CommandHandler, Cell):
                          user_events: list | None = None) -> None:
         turn = self.turn = turns.Turn(turn_id or turns.new_turn_id(), seqs, event)
         sid = self.info.session_id
+        transcript = self.db(self.store.sessions.load(sid, last_n=turns.HISTORY_EVENTS))
         if not resumed:
             # A crash between this append and begin_turn requeues the row: it must not be written twice.
-            recent = self.db(self.store.sessions.load(sid, last_n=turns.HISTORY_EVENTS))
-            known = {e.payload.get("inbound_seq") for e in recent if e.role == "user" and e.kind == "message"}
+            known = {e.payload.get("inbound_seq") for e in transcript if e.role == "user" and e.kind == "message"}
             fresh = [turns.user_event(turn.turn_id, e, seq) for seq, e in (user_events or [(seqs[-1], event)])
                      if seq not in known]
             if fresh:
-                self.db(self.store.sessions.append(sid, fresh))
+                transcript = turns.with_appended(transcript, fresh, self.db(self.store.sessions.append(sid, fresh)))
             for seq in seqs[:-1]:  # merged rows: their text is in the transcript, the last row carries the turn
                 self.db(self.store.inbox.done(seq))
             self.db(self.store.sessions.begin_turn(sid, turn.turn_id, seqs[-1]))
-        transcript = self.db(self.store.sessions.load(sid, last_n=turns.HISTORY_EVENTS))
         prompt = setting(self.config, "agent", "system_prompt")
         request_messages = turns.model_messages(transcript, prompt)
-        turn.steer = asyncio.run_coroutine_threadsafe(_make_queue(), self.bridge.loop).result(5)   # the agent's loop
+        # Made here, used on the bridge's loop: an asyncio.Queue binds to a loop when first awaited, not when made,
+        # and this thread feeds it only through bridge.call (call_soon_threadsafe).
+        turn.steer = asyncio.Queue()
         request = AgentRequest(request_messages, event.source.profile, turn.turn_id, turn.steer)
-        self.db(self.store.sessions.put_request(sid, turn.turn_id, {"messages": list(request_messages)}))
+        self.db(self.store.sessions.put_request(sid, turn.turn_id,
+                                                turns.request_record(transcript, prompt, event.source.profile)))
         self.ask_consumer(turn)
         turn.future = self.bridge.submit(self._run_agent(turn.turn_id, request))
 
@@ -390,6 +392,3 @@ def _consumer_id(turn: turns.Turn, session: "Session") -> str:
     mistaken for ours."""
     return f"{turn.turn_id}.{os.getpid()}.{session.myAddress.epoch}.{turn.consumer_attempts}"
 
-
-async def _make_queue() -> asyncio.Queue:
-    return asyncio.Queue()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from actors.messages import MessageEvent, TextDelta, ToolCallFinished, TurnEnd, TurnFinished
+from storage.sessions import TranscriptEvent
 
 HISTORY_EVENTS = 60      # transcript events given to the model (most recent)
 REPLY_SLOT = "reply"     # the obligation slot of a turn's answer: id = hash(session key, inbound ref, slot)
@@ -65,6 +66,14 @@ def user_event(turn_id: str, event: MessageEvent, seq: int) -> dict:
                         "user": event.source.user_name or event.source.user_id}}
 
 
+def with_appended(recent: list, appended: list[dict], seqs: list[int]) -> list:
+    """The transcript's last HISTORY_EVENTS after ``appended`` (user_event / tool_events dicts) went in with
+    ``seqs``: what loading it again would return, without the second read (only the session writes its
+    transcript, one handler at a time)."""
+    return (list(recent) + [TranscriptEvent(e["role"], e["kind"], e["payload"], e.get("turn_id"), None, seq)
+                            for e, seq in zip(appended, seqs)])[-HISTORY_EVENTS:]
+
+
 def tool_events(turn_id: str, finished: ToolCallFinished) -> list[dict]:
     """A tool call and its result, appended together so the transcript never holds one without the other."""
     return [{"role": "assistant", "kind": "tool_call", "turn_id": turn_id,
@@ -88,6 +97,16 @@ def model_messages(transcript: list, system_prompt: str = "") -> tuple:
         if e.role in ("user", "assistant"):
             messages.append({"role": e.role, "content": e.payload.get("text", "")})
     return tuple(messages)
+
+
+def request_record(transcript: list, system_prompt: str, profile: str) -> dict:
+    """What the API sidecar keeps of a turn's request to the model: what it was made of, not the messages
+    themselves. ``model_messages`` over the transcript events ``transcript_seqs`` (inclusive; the transcript is
+    append-only) with this system prompt rebuilds it exactly. Storing the messages would write the whole history
+    again on every turn (60 events of a long chat: tens of KiB per turn, kept as long as the session)."""
+    seqs = [e.seq for e in transcript if e.seq is not None]
+    return {"system_prompt": system_prompt, "profile": profile,
+            "transcript_seqs": [seqs[0], seqs[-1]] if seqs else [], "events": len(transcript)}
 
 
 def final_answer(transcript: list, turn_id: str) -> Optional[str]:

@@ -65,3 +65,22 @@ def test_a_finished_turn_is_counted_by_its_last_end_and_failed_when_undelivered(
     assert turns.turn_finished(arrived, [TurnEnd("stopped")], delivered=True).outcome == "cancelled"
     assert turns.turn_finished(arrived, [TurnEnd("complete")], delivered=False).outcome == "failed"
     assert turns.turn_finished(event(), [], delivered=True).seconds == 0.0      # no arrival time known
+
+
+def test_the_sidecar_record_rebuilds_the_request_from_the_transcript():
+    history = [TranscriptEvent("user" if i % 2 else "assistant", "message", {"text": f"m{i}"}, f"t{i // 2}", None,
+                               seq=i) for i in range(1, 200)]
+    window = history[-turns.HISTORY_EVENTS:]
+    record = turns.request_record(window, "be brief", "default")
+    first, last = record["transcript_seqs"]
+    rebuilt = turns.model_messages([e for e in history if first <= e.seq <= last], record["system_prompt"])
+    assert rebuilt == turns.model_messages(window, "be brief") and record["events"] == turns.HISTORY_EVENTS
+    assert len(str(record)) < 200, "a few numbers, whatever the history holds"
+
+
+def test_with_appended_is_what_loading_the_transcript_again_returns():
+    recent = [said("user", f"u{i}", f"t{i}") for i in range(turns.HISTORY_EVENTS)]
+    appended = [turns.user_event("t-new", event("new"), 99)]
+    after = turns.with_appended(recent, appended, [1234])
+    assert len(after) == turns.HISTORY_EVENTS and after[:-1] == recent[1:]
+    assert (after[-1].seq, after[-1].role, after[-1].payload["text"]) == (1234, "user", "new")
