@@ -10,7 +10,9 @@ asyncio loop in one background thread of its own process. The rules, kept everyw
    ``WatchMessage`` when the byte arrives, and the actor drains the deque on its own thread.
 3. Actors with a bridge are leaves: forking a process that has threads is unsafe, so they create no children.
 
-Ordering: items are drained in the order they were posted. A wakeup byte may arrive with nothing left to drain (the
+Ordering: items are drained in the order they were posted. One wakeup byte announces any number of items: a post
+writes one only when none is pending since the last drain (a streaming model posts an event per token, and every
+byte written hands the GIL to the actor thread and back). A wakeup byte may arrive with nothing left to drain (the
 previous drain took the item): harmless.
 """
 from __future__ import annotations
@@ -42,6 +44,7 @@ class AsyncBridge:
         self._reader.setblocking(False)
         self._writer.setblocking(False)
         self._items: collections.deque = collections.deque()
+        self._wakeup_pending = False     # a byte is on its way that no drain has read yet
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name=f"{name}-loop", daemon=True)
         self._thread.start()
@@ -80,12 +83,15 @@ class AsyncBridge:
         self.loop.call_soon_threadsafe(fn, *args)
 
     def drain(self) -> list:
-        """Everything posted so far, in order. Reads the wakeup bytes first so that no item is left unannounced."""
+        """Everything posted so far, in order. Reads the wakeup bytes, then clears the pending mark, then takes the
+        items. In that order the mark is never left set with no byte on its way: a post that finds it set is
+        appended before this drain takes the items, or announced by a byte this drain did not read."""
         try:
             while self._reader.recv(4096):
                 pass
         except (BlockingIOError, InterruptedError):
             pass
+        self._wakeup_pending = False
         items = []
         while self._items:
             items.append(self._items.popleft())
@@ -111,6 +117,9 @@ class AsyncBridge:
     # ------------------------------------------------------------------------------- called from any thread
     def post(self, item: Any) -> None:
         self._items.append(item)
+        if self._wakeup_pending:
+            return   # appended before the drain that reads the pending byte takes the items
+        self._wakeup_pending = True
         try:
             self._writer.send(b"\0")
         except (BlockingIOError, InterruptedError):

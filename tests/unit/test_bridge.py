@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import select
 import threading
+import time
 
 import pytest
 
@@ -54,6 +55,58 @@ def test_posted_items_arrive_in_order_and_no_wakeup_is_lost():
         assert len(items) == 10000
         for name in "ab":
             assert [i for n, i in items if n == name] == list(range(5000)), "one producer's items stay in order"
+    finally:
+        bridge.close()
+
+
+class SlowReader:
+    """The bridge's wakeup socket with a pause before each read: posts land while a drain is under way."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def recv(self, size):
+        time.sleep(0.0005)
+        return self.sock.recv(size)
+
+    def close(self):
+        self.sock.close()
+
+
+def test_items_posted_while_the_actor_drains_are_all_announced():
+    """Posts racing drains: whatever interleaving, every item is drained, each after a wakeup the actor saw."""
+    bridge = AsyncBridge("t")
+    bridge._reader = SlowReader(bridge._reader)
+    try:
+        count = 2000
+
+        def producer():
+            for i in range(count):
+                bridge.post(i)
+                time.sleep(0.0001)
+        thread = threading.Thread(target=producer)
+        thread.start()
+        items = collect(bridge, count)   # waits for a wakeup before every drain: a lost one times out
+        thread.join()
+        assert items == list(range(count))
+    finally:
+        bridge.close()
+
+
+def test_many_posts_before_a_drain_cost_one_wakeup():
+    bridge = AsyncBridge("t")
+    try:
+        for i in range(1000):
+            bridge.post(i)
+        wait_readable(bridge)
+        assert bridge._reader.recv(4096) == b"\0", "one byte announces every item posted since the last drain"
+        assert bridge.drain() == list(range(1000))
+        bridge.post("next")
+        wait_readable(bridge)
+        assert bridge.drain() == ["next"]
     finally:
         bridge.close()
 
