@@ -107,21 +107,6 @@ class AdapterConnected:
     name: str
 
 
-
-
-@dataclass(frozen=True)
-class AdaptersChanged:
-    """Adapter supervisor -> root: the current adapter addresses, for the next Directory. Thespian may deliver two
-    of these out of order (a second connection overtakes the first), so each carries its sender's incarnation (its
-    start time) and a count: the root keeps only the newest (``is_newer_than``)."""
-    adapters: tuple
-    incarnation: float = 0.0
-    seq: int = 0
-
-    def is_newer_than(self, held: Optional["AdaptersChanged"]) -> bool:
-        return held is None or (self.incarnation, self.seq) > (held.incarnation, held.seq)
-
-
 # ------------------------------------------------------------------------------------------------- stream events
 
 @dataclass(frozen=True)

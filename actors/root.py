@@ -7,14 +7,15 @@ Besides supervising, the root is the front door for operators: it answers Status
 tree) and passes DrainRequest and ShutdownRequest to the watchdog, which owns both.
 
 Messages it takes (beyond the supervisor's): StatusRequest, DrainRequest, ShutdownRequest, DrainReport and
-ShutdownReady (from the watchdog). Messages it sends: GatewayStatus, DrainReport, DrainDone (to the launcher),
+ShutdownReady (from the watchdog), AddressesChanged (where the adapters and the session shards are: the Directory
+it publishes whenever one of its well-known actors moves). Messages it sends: GatewayStatus, DrainReport, DrainDone (to the launcher),
 ShutdownReady.
 """
 from __future__ import annotations
 
-from actors.messages import (AdaptersChanged, DrainDone, DrainReport, DrainRequest, GatewayStatus, ShutdownReady,
-                             ShutdownRequest, StatusRequest)
-from supervision.messages import Directory
+from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus, ShutdownReady, ShutdownRequest,
+                             StatusRequest)
+from supervision.messages import AddressesChanged, Directory
 from supervision import tree
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import Supervisor
@@ -56,8 +57,7 @@ class Root(Supervisor):
     def __init__(self):
         super().__init__()
         self.requesters: dict[str, list] = {"drain": [], "shutdown": []}
-        self.adapters: tuple = ()
-        self.adapters_told: AdaptersChanged | None = None   # the newest announcement taken (they may cross)
+        self.announced: dict[str, AddressesChanged] = {}   # per group, the newest announcement taken (they may cross)
         self.directory_version = 0
 
     # The directory: addresses of the well-known actors, broadcast down the tree whenever one of them changes.
@@ -66,22 +66,28 @@ class Root(Supervisor):
         if message.name in ("sessions", "sweeper", "metrics"):
             self._publish_directory()
 
-    def on_AdaptersChanged(self, message: AdaptersChanged, sender) -> None:
+    def on_AddressesChanged(self, message: AddressesChanged, sender) -> None:
         # An older announcement overtaken by a newer one would publish a directory missing the adapters that came
         # up in between, and every reply to them would wait for an address that never comes.
-        if not message.is_newer_than(self.adapters_told):
-            self.log.info("root: an adapter announcement arrived after a newer one; kept the newer")
+        if not message.is_newer_than(self.announced.get(message.group)):
+            self.log.info("root: an announcement of the %s arrived after a newer one; kept the newer", message.group)
             return
-        self.adapters_told, self.adapters = message, message.adapters
+        self.announced[message.group] = message
         self._publish_directory()
+
+    def _addresses(self, group: str) -> tuple:
+        told = self.announced.get(group)
+        return told.addresses if told is not None else ()
 
     def _publish_directory(self) -> None:
         self.directory_version += 1
         # The address each child's own messages come from, once known: the one createActor returned is a stand-in
         # that only this actor can use until Thespian resolves it, and the directory goes to every actor.
         addr = {name: c.seen_as if c.seen_as is not None else c.address for name, c in self.children.items()}
-        self.directory = Directory(self.directory_version, sessions=addr.get("sessions"),
-                                   sweeper=addr.get("sweeper"), adapters=self.adapters, metrics=addr.get("metrics"))
+        adapters = tuple((name, a) for name, a in self._addresses("adapters") if a is not None)
+        self.directory = Directory(self.directory_version, sessions=addr.get("sessions"), sweeper=addr.get("sweeper"),
+                                   adapters=adapters, metrics=addr.get("metrics"),
+                                   shards=tuple(a for _name, a in self._addresses("shards")))
         self.on_directory(self.directory)
 
     def child_specs(self, args):

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from common.shard_map import shard_of
+
 
 # ------------------------------------------------------------------------------------- supervision: parent <-> child
 
@@ -127,9 +129,35 @@ class Directory:
     sweeper: Any = None
     adapters: tuple = ()           # ((name, address), ...)
     metrics: Any = None            # the metrics actor (None when [metrics] enabled = false)
+    shards: tuple = ()             # the session shards by index: address, or None while one is not running
 
     def adapter(self, name: str):
         return dict(self.adapters).get(name)
+
+    def shard_for(self, session_key: str) -> tuple[int, Any]:
+        """The index of the shard that hosts ``session_key`` and its address (None: not known now; -1: no shards
+        announced yet)."""
+        if not self.shards:
+            return -1, None
+        index = shard_of(session_key, len(self.shards))
+        return index, self.shards[index]
+
+
+@dataclass(frozen=True)
+class AddressesChanged:
+    """Supervisor -> its parent: where its children are now that other processes address directly (a group of the
+    Directory: "adapters", "shards"), each as ``(name, address)`` with None while it is not running. The address is
+    the one the child's own ChildReady came from (``seen_as``), never the one createActor returned: that is a
+    stand-in only the supervisor can use until Thespian learns the real address, and handed to other processes it
+    reaches nobody. Thespian may deliver two of these out of order (a second connection overtakes the first), so
+    each carries its sender's incarnation (its start time) and a count: the parent keeps only the newest."""
+    group: str
+    addresses: tuple
+    incarnation: float = 0.0
+    seq: int = 0
+
+    def is_newer_than(self, held: Optional["AddressesChanged"]) -> bool:
+        return held is None or (self.incarnation, self.seq) > (held.incarnation, held.seq)
 
 
 @dataclass(frozen=True)

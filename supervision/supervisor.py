@@ -40,8 +40,8 @@ from common.config import setting
 from common.processes import process_start
 from supervision.actor import GatewayActor
 from supervision.describing import DescribesSubtree
-from supervision.messages import (ActorRestarted, ChildReady, ChildStopping, CrashReport, RestartChild, Started,
-                                  SupervisorGaveUp, TreeNode)
+from supervision.messages import (ActorRestarted, AddressesChanged, ChildReady, ChildStopping, CrashReport,
+                                  RestartChild, Started, SupervisorGaveUp, TreeNode)
 from supervision.spec import (ChildSpec, Intensity, Restart, SupervisorFlags, affected_children, backoff_delay,
                               should_restart, wait_out_delay)
 from supervision.thespian_addresses import forget_child_address
@@ -81,10 +81,14 @@ class ChildState:
 
 
 class Supervisor(DescribesSubtree, GatewayActor):
-    """Subclasses provide ``child_specs()`` and ``flags()``; both may read ``self.config`` and the start args."""
+    """Subclasses provide ``child_specs()`` and ``flags()``; both may read ``self.config`` and the start args.
+    A supervisor whose children other processes address directly names their Directory group in ``announces``:
+    it tells its parent their addresses (AddressesChanged) whenever one comes up or goes away."""
+    announces: Optional[str] = None
 
     def __init__(self):
         super().__init__()
+        self.announcements = 0     # AddressesChanged sent by this incarnation (the parent keeps the newest)
         self.children: dict[str, ChildState] = {}
         self.order: list[str] = []
         self.intensity: Intensity | None = None
@@ -161,6 +165,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
             # Uptime counts from here: the child has taken its Started and answered.
             child.pid, child.status, child.started_at = message.pid, "running", time.time()
             child.ready_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+            self.announce_children()
 
     def on_CrashReport(self, message: CrashReport, sender) -> None:
         child = self.children.get(message.name)
@@ -205,6 +210,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
     def child_gone(self, child: ChildState) -> None:
         forget_child_address(self, child.address)   # Thespian's own record of it would otherwise stay for good
         child.address, child.seen_as, child.pid = None, None, 0
+        self.announce_children()
         if child.stopped_by_us:
             child.last_exit = child.report or "stopped by its supervisor"
             if self.gave_up and all(c.address is None for c in self.children.values()):
@@ -252,6 +258,15 @@ class Supervisor(DescribesSubtree, GatewayActor):
 
     def child_exited(self, child: ChildState, abnormal: bool) -> None:
         """Hook for subclasses that keep routing tables (e.g. the session supervisor)."""
+
+    def announce_children(self) -> None:
+        """Tell the parent where the children of ``announces`` are now, in the order of the child specs, each by
+        the address its own ChildReady came from (None while it is not running)."""
+        if self.announces is None or self.parent is None:
+            return
+        self.announcements += 1
+        addresses = tuple((name, c.seen_as if c.status == "running" else None) for name, c in self.children.items())
+        self.send(self.parent, AddressesChanged(self.announces, addresses, self.started_at, self.announcements))
 
     def forget_child(self, name: str) -> None:
         self.children.pop(name, None)

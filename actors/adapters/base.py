@@ -40,12 +40,13 @@ from actors.adapters.access import AccessPolicy, Gatekeeper, policy_of
 from actors.adapters.sender_limits import LimitPolicy, SenderLimits
 from actors.adapters.sender_limits import policy_of as limit_policy_of
 from actors.adapters.budgets import ChatBudgets
+from actors.adapters.doorbells import Doorbells
 # MalformedPayload, SenderOverLimit and backoff_s are part of what adapters import from here.
 from actors.adapters.intake import (InboundPath, IntakeFailed, MalformedPayload, SenderOverLimit,  # noqa: F401
                                     _Connected, _Ingested, _LogLine, _OpDone, _quietly)
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error  # noqa: F401
 from supervision.bridge import TaskDone
-from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, InboxDoorbell, MessageEvent, OpResult
+from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, MessageEvent, OpResult
 from actors.messages import PlatformOp
 from common.redact import redact
 from actors.adapters.pacing import DEFAULT_PACING
@@ -54,7 +55,6 @@ from supervision.actor import GatewayActor
 from common.config import setting
 
 OP_METHODS = {"send": "send_message", "edit": "edit_message", "delete": "delete_message", "typing": "send_typing"}
-MAX_UNRUNG_DOORBELLS = 10_000   # rung once the directory is known; beyond this the inbox scan at start covers them
 STOP_TIMEOUT_S = 3.0
 
 
@@ -93,7 +93,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self._tickets = itertools.count(1)
         self._in_hand: dict[int, tuple[PlatformOp, Any]] = {}
         self._chat_load: collections.Counter = collections.Counter()
-        self._unrung: collections.deque = collections.deque(maxlen=MAX_UNRUNG_DOORBELLS)
+        self.doorbells = Doorbells()
         self._unannounced = False
         self._announced_to = None     # the sweeper our last AdapterConnected went to
 
@@ -204,16 +204,12 @@ class PlatformAdapter(InboundPath, GatewayActor):
             raise IntakeFailed(self._clean(item.error))
 
     def _ring(self, key: str, seq: int) -> None:
-        sessions = self.directory.sessions if self.directory is not None else None
-        if sessions is None:
-            self._unrung.append((key, seq))
-        else:
-            self.send(sessions, InboxDoorbell(key, seq))
+        for address, doorbell in self.doorbells.ring(self.directory, key, seq, time.monotonic()):
+            self.send(address, doorbell)
 
     def on_directory(self, directory) -> None:
-        if directory.sessions is not None:
-            while self._unrung:
-                self.send(directory.sessions, InboxDoorbell(*self._unrung.popleft()))
+        for address, doorbell in self.doorbells.directory_changed(directory, time.monotonic()):
+            self.send(address, doorbell)
         self._announce_connected()
         self.report(AdapterConnection(self.name, self._healthy and not self.intake_stopped))  # maybe a new metrics
 

@@ -17,7 +17,8 @@ import itertools
 import time
 
 from actors.adapters.base import MalformedPayload
-from actors.messages import (AdapterConnected, CliAccepted, CliAskDone, CliDone, CliSay, CliShow, InboxDoorbell,
+from actors.adapters.doorbells import Doorbells
+from actors.messages import (AdapterConnected, CliAccepted, CliAskDone, CliDone, CliSay, CliShow,
                              MessageEvent, OpResult, PlatformOp, Source)
 from supervision.storage_access import StoreUser
 from storage import session_key
@@ -53,6 +54,7 @@ class CliAdapter(StoreUser, GatewayActor):
         self.terminals: dict[str, object] = {}
         self.ids = itertools.count(1)
         self.announced = False
+        self.doorbells = Doorbells()
 
     def on_start(self, args) -> None:
         self.settings = args if isinstance(args, dict) else {}
@@ -63,6 +65,9 @@ class CliAdapter(StoreUser, GatewayActor):
         self.close_store()
 
     def on_directory(self, directory) -> None:
+        if directory is not None:
+            for address, doorbell in self.doorbells.directory_changed(directory, time.monotonic()):
+                self.send(address, doorbell)
         if directory is not None and directory.sweeper is not None and self.store is not None:
             self.send(directory.sweeper, AdapterConnected(self.name))
 
@@ -79,8 +84,9 @@ class CliAdapter(StoreUser, GatewayActor):
         key = session_key(event.source, per_user_in_groups=False)
         seq, inserted = self.db(self.store.inbox.put(key, self.name, message.message_id, event.to_payload()))
         self.send(sender, CliAccepted(message.message_id, seq))
-        if inserted and self.directory is not None and self.directory.sessions is not None:
-            self.send(self.directory.sessions, InboxDoorbell(key, seq))
+        if inserted:
+            for address, doorbell in self.doorbells.ring(self.directory, key, seq, time.monotonic()):
+                self.send(address, doorbell)
 
     def on_CliAskDone(self, message: CliAskDone, sender) -> None:
         row = self.db(self.store.inbox.get(message.seq))

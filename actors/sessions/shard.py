@@ -43,7 +43,7 @@ import time
 from actors.messages import (ConsumerGone, ConsumerReady, InboxDoorbell, OpResult, Passivate, PlatformOp, RunCells,
                              SpawnConsumer)
 from supervision.messages import ActorRestarted, Fault, Ping, StopIntake
-from actors.sessions.shard_map import shard_of
+from common.shard_map import shard_of
 from supervision.storage_access import InlineStoreUser
 from supervision.actor import GatewayActor
 from supervision.cell_host import CellHost

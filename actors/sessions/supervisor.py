@@ -2,16 +2,17 @@
 
 Its children are ``[sessions] shards`` SessionShard processes (default: one per core), each permanent and hosting
 the Session and StreamConsumer cells of its keys (actors/sessions/shard.py). A key lives on the shard that
-rendezvous hashing picks (shard_map.py), so its inbox rows, its interrupted turn and its doorbells always meet the
+rendezvous hashing picks (common/shard_map.py), so its inbox rows, its interrupted turn and its doorbells always meet the
 same shard, across restarts of either.
 
 State: the shards (children ``shard:<i>``), nothing else: sessions, admission and passivation are each shard's.
 
 Messages it takes:
-  InboxDoorbell(key)   passed to the key's shard (sent by adapters; the inbox is the truth: a doorbell only says
-                       "look", and a shard that is restarting reads its inbox when it starts)
+  InboxDoorbell(key)   passed to the key's shard: adapters ring the shard directly once the Directory gives its
+                       address, and this supervisor only while it does not (the inbox is the truth: a doorbell only
+                       says "look", and a shard that is restarting reads its inbox when it starts)
   (the supervisor behaviour's: Started, ChildReady, exits, RestartChild, DescribeTree)
-Messages it sends: Started to each shard, InboxDoorbell to shards.
+Messages it sends: Started to each shard, InboxDoorbell to shards, AddressesChanged("shards") to the root.
 
 A shard killed with -9 (OOM, operator) is restarted at once and re-creates every session of its keys that has inbox
 rows or an interrupted turn. Shards count toward this supervisor's intensity: a shard that keeps dying is a fault of
@@ -20,7 +21,7 @@ the gateway, not of one conversation (a conversation's crashes stay inside its s
 from __future__ import annotations
 
 from actors.messages import InboxDoorbell
-from actors.sessions.shard_map import default_shard_count, shard_name, shard_of
+from common.shard_map import default_shard_count, shard_name, shard_of
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import Supervisor
 from common.config import setting
@@ -35,6 +36,8 @@ def shard_specs(config: dict) -> list[ChildSpec]:
 
 
 class SessionSupervisor(Supervisor):
+    announces = "shards"       # adapters ring a key's shard directly, at the address the Directory gives
+
     def child_specs(self, args) -> list[ChildSpec]:
         self.shard_count = len(specs := shard_specs(self.config))
         return specs

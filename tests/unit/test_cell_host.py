@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from actors.sessions.shard_map import shard_of
+from common.shard_map import shard_of
 from supervision.cell import BridgeItem, Cell, CellAddress
 from supervision.cell_host import CellHost
 from supervision.spec import ChildSpec, Restart, SupervisorFlags
