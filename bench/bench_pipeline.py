@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.benchlib import (UNLIMITED_SENDERS, final_at, measure_latency, percentile, session_pss,  # noqa: E402
+from bench.benchlib import (BENCH_FAKE_ADAPTER, final_at, measure_latency, percentile, session_pss,  # noqa: E402
                             tree_pss)
 from tests.actor_system import wait_for  # noqa: E402
 from tests.daemon import nodes  # noqa: E402
@@ -35,7 +35,7 @@ def bench(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp, FakePlatform() as platform:
         extra = f"[sessions]\nmax_live = {max(args.sessions, args.memory_sessions) + 10}\nidle_s = 600\n"
         gw = pipeline_gateway(Path(tmp), platform, extra=extra, watchdog_interval=10.0, max_restarts=1000,
-                              ping_deadline=10.0, adapter_extra=UNLIMITED_SENDERS)
+                              ping_deadline=10.0, adapter_extra=BENCH_FAKE_ADAPTER)
         gw.start()
         try:
             gw.wait_ready()
@@ -68,7 +68,7 @@ def bench(args) -> dict:
 def cold_start(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp, FakePlatform() as platform:
         gw = pipeline_gateway(Path(tmp), platform, extra="[sessions]\nidle_s = 1\n", watchdog_interval=10.0,
-                              adapter_extra=UNLIMITED_SENDERS)
+                              adapter_extra=BENCH_FAKE_ADAPTER)
         gw.start()
         try:
             gw.wait_ready()

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER  # noqa: E402
 from bench import bench_report  # noqa: E402
-from bench.benchlib import (UNLIMITED_SENDERS, BaselineProcess, bench_kills, bench_starts, final_times,  # noqa: E402
+from bench.benchlib import (BENCH_FAKE_ADAPTER, BaselineProcess, bench_kills, bench_starts, final_times,  # noqa: E402
                             machine, measure_latency, ms, per_second, percentile, process_tree_cpu_s,
                             process_tree_pss, pss_mib, streaming_chats)
 from tests.actor_system import wait_for  # noqa: E402
@@ -57,7 +57,7 @@ QUICK = {"latency": 30, "sessions": 100, "rate": 5.0, "rate_s": 4.0, "starts": 3
 # sessions answers a ping only after that backlog, and on a loaded host the watchdog then restarts it (and every
 # session under it), so a run would measure those restarts instead of the pipeline. docs/numbers.md has the figures.
 GATEWAY_KWARGS = {"watchdog_interval": 10.0, "max_restarts": 1000, "ping_deadline": 600.0,
-                  "adapter_extra": UNLIMITED_SENDERS}
+                  "adapter_extra": BENCH_FAKE_ADAPTER}
 SLOW_AGENT = "[agent]\nchunk_delay_s = 5.0\n"   # ~27 chunks: a turn streams for about two minutes
 FAST_AGENT = "[agent]\nchunk_delay_s = 0.0\n"
 
