@@ -36,6 +36,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # An HTTP connection (web chat, HTTP API, webhooks, metrics) that has not sent a whole request within this
         # long of opening or of its last answer is closed; a request body must arrive within it too.
         "http_request_timeout_s": (float, 10.0, None),
+        # The longest message the gateway takes from a chat, on every platform adapter: longer ones get a reply
+        # saying so (an HTTP sender a 413) and never become a turn. Bounds what one message costs agent and store.
+        "max_text_chars": (int, 16_000, range(1, 100_001)),
     },
     "supervision": {
         "max_restarts": (int, 5, None),
@@ -192,6 +195,8 @@ def _check(file: str, where: str, value: Any, spec: tuple) -> Any:
         value, ok = float(value), True
     if not ok:
         raise ConfigError(file, where, f"expected {TYPE_NAMES[kind]}, got {value!r}")
+    if isinstance(allowed, range) and value not in allowed:
+        raise ConfigError(file, where, f"must be between {allowed.start} and {allowed.stop - 1}, got {value!r}")
     if allowed is not None and value not in allowed:
         raise ConfigError(file, where, f"must be one of {', '.join(repr(a) for a in allowed if a)}, got {value!r}")
     if kind in (int, float) and value < 0:

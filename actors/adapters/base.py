@@ -41,9 +41,9 @@ from actors.adapters.sender_limits import LimitPolicy, SenderLimits
 from actors.adapters.sender_limits import policy_of as limit_policy_of
 from actors.adapters.budgets import ChatBudgets
 from actors.adapters.doorbells import Doorbells
-# MalformedPayload, SenderOverLimit and backoff_s are part of what adapters import from here.
+# MalformedPayload, SenderOverLimit, TextTooLong and backoff_s are part of what adapters import from here.
 from actors.adapters.intake import (InboundPath, IntakeFailed, MalformedPayload, SenderOverLimit,  # noqa: F401
-                                    _Connected, _Ingested, _LogLine, _OpDone, _quietly)
+                                    TextTooLong, _Connected, _Ingested, _LogLine, _OpDone, _quietly)
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error  # noqa: F401
 from supervision.bridge import TaskDone
 from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, MessageEvent, OpResult

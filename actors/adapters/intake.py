@@ -40,6 +40,16 @@ class SenderOverLimit(Exception):
     answers its client directly (a web chat error frame, HTTP 429) instead of a notice through the platform."""
 
 
+class TextTooLong(Exception):
+    """An event offered one at a time is longer than ``[gateway] max_text_chars``: the caller answers its client
+    directly (a web chat error frame, HTTP 413) instead of a notice through the platform."""
+
+
+def too_long_notice(length: int, limit: int) -> str:
+    return (f"Your message is {length:,} characters long; I take at most {limit:,} characters in one message, so I "
+            "did not read it. Please send it in shorter parts.")
+
+
 class IntakeFailed(RuntimeError):
     """The intake met an error that retrying cannot cure (bad token, unusable storage): crash, be restarted."""
 
@@ -147,6 +157,7 @@ class InboundPath:
         # G5: senders the access policy does not admit never reach the inbox (actors/adapters/access.py).
         rows = await self.gatekeeper.admit(self.store, rows, self._send_unasked, self._say)
         rows, charged = await self._within_limits(rows, refuse_over_limit)
+        rows, charged = self._within_text_limit(rows, charged, refuse_over_limit)
         committed = offset if offset is not None else self.offset
         # The rows and the offset that acknowledges them commit in ONE transaction, before the platform hears of
         # the offset (the next fetch sends it). kill -9 before the commit: neither is on disk, the platform
@@ -203,6 +214,30 @@ class InboundPath:
                                               thread_id=source.get("thread_id"),
                                               chat_type=source.get("chat_type") or "dm"))
         return kept, charged
+
+    def _within_text_limit(self, rows: list, charged: list, refuse: bool) -> tuple[list, list]:
+        """The rows whose text is within ``[gateway] max_text_chars``, with their charges. A longer message is
+        answered with a notice saying so and never stored (it stays charged to its sender: the limits bound these
+        notices as they bound turns). A platform re-delivering it after a crash before the round's commit has it
+        answered again, as nothing of it was kept."""
+        limit = setting(self.config, "gateway", "max_text_chars")
+        kept, kept_charged = [], []
+        for row, sender in zip(rows, charged):
+            length = len(row.payload.get("text") or "")
+            if length <= limit or row.payload.get("internal"):
+                kept.append(row)
+                kept_charged.append(sender)
+                continue
+            notice = too_long_notice(length, limit)
+            if refuse:
+                raise TextTooLong(notice)
+            self._say(logging.INFO, "%s: a message of %d characters is over [gateway] max_text_chars (%d); the "
+                      "sender is told", self.name, length, limit)
+            source = row.payload["source"]
+            self._send_unasked(PlatformOp(op_id=f"long-{row.platform_message_id}", action="send",
+                                          chat_id=str(source["chat_id"]), text=notice,
+                                          thread_id=source.get("thread_id"), chat_type=source.get("chat_type") or "dm"))
+        return kept, kept_charged
 
     def _send_unasked(self, op: PlatformOp) -> None:
         """A message the adapter sends on its own (a pairing code): through the chat's lane and budget, answered

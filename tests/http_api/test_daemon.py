@@ -137,6 +137,18 @@ def test_malformed_and_oversized_bodies_are_refused(api):
     assert api.total_rows() == before
 
 
+def test_a_text_over_the_gateways_limit_is_a_413_that_says_so_and_nothing_is_stored(api):
+    before = api.total_rows()
+    long = json.dumps({"conversation_id": conversation(), "user_id": "u", "message_id": "m-long",
+                       "text": "x" * 16_001}).encode()      # within the body limit, over [gateway] max_text_chars
+    status, answer = api.sender.post(long)
+    assert status == 413 and "16,001 characters long" in answer["error"] and "at most 16,000" in answer["error"]
+    with pytest.raises(openai.APIStatusError) as refused:
+        api.client().chat.completions.create(model="work", messages=[{"role": "user", "content": "y" * 16_001}])
+    assert refused.value.status_code == 413 and "shorter parts" in str(refused.value)
+    assert api.total_rows() == before
+
+
 # --------------------------------------------------------------------------------------------------- openai API
 
 def test_the_openai_client_gets_the_offline_agents_answer(api):

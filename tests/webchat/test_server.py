@@ -118,7 +118,7 @@ def test_malformed_frames_get_an_error_frame_a_log_line_and_the_connection_stays
     assert not any(e["retry"] for e in errors)
     reasons = [e["error"] for e in errors]
     for expected in ("not JSON", "must be a JSON object", "unknown frame type 'shout'", "binary frames",
-                     "frame over", "text is empty", "message id must be", "the limit is 16000",
+                     "frame over", "text is empty", "message id must be", "I take at most 16,000 characters",
                      "debug frames need [debug] fault_injection"):
         assert any(expected in r for r in reasons), (expected, reasons)
     assert ack == {"type": "ack", "id": "good-1", "duplicate": False}

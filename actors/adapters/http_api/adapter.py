@@ -31,7 +31,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
-from actors.adapters.base import MalformedPayload, PlatformAdapter, SenderOverLimit
+from actors.adapters.base import MalformedPayload, PlatformAdapter, SenderOverLimit, TextTooLong
 from actors.adapters.errors import TooLongError
 from actors.adapters.http_api import openai_api, webhook
 from actors.adapters.http_api.replies import ReplyBook, ServiceStopping
@@ -172,7 +172,7 @@ class HttpApiAdapter(PlatformAdapter):
     async def _store(self, raws: list, emit) -> Optional[list]:
         try:
             return await emit(raws, None, True)   # over the sender's limit: SenderOverLimit, answered 429
-        except SenderOverLimit:
+        except (SenderOverLimit, TextTooLong):
             raise
         except Exception as exc:  # noqa: BLE001 - storage busy or failing: the client retries, nothing was promised
             self._say(logging.WARNING, "%s: could not store an inbound request (%s); answered 503", self.name,

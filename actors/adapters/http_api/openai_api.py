@@ -29,7 +29,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
-from actors.adapters.base import MalformedPayload, SenderOverLimit
+from actors.adapters.base import MalformedPayload, SenderOverLimit, TextTooLong
 from actors.adapters.http_api.replies import ReplyWatch, ServiceStopping, StreamCursor
 from actors.adapters.http_api.webhook import API_CHAT_PREFIX, MAX_ID_CHARS
 from actors.messages import MessageEvent, Source
@@ -257,6 +257,8 @@ class OpenAIEndpoint:
                 return error_response(400, str(exc), "invalid_request_error", None)
             except SenderOverLimit as exc:
                 return error_response(429, str(exc), "rate_limit_error", "rate_limit_exceeded")
+            except TextTooLong as exc:
+                return error_response(413, str(exc), "invalid_request_error", "message_too_long")
             if stored is None:
                 return error_response(503, "The gateway is not accepting messages right now; retry shortly.",
                                       "server_error", "unavailable")

@@ -1,7 +1,7 @@
 """The generic webhook: ``POST /webhook`` in (HMAC-signed JSON), replies out to ``callback_url`` (signed the same way).
 
 Inbound body: ``{"conversation_id", "user_id", "message_id", "text"}`` (``user_name`` optional). Answers:
-401 bad or missing signature, 413 body too large, 400 malformed, 503 not accepting (starting or draining: retry),
+401 bad or missing signature, 413 body or text too large ([gateway] max_text_chars), 400 malformed, 503 not accepting (starting or draining: retry),
 202 ``{"accepted": true, "seq": N}`` once the inbox row is durable, 200 ``{"duplicate": true}`` for a message id
 already stored. ``message_id`` needs to be unique within its conversation only.
 
@@ -20,7 +20,7 @@ from typing import Any, Optional
 import aiohttp
 from aiohttp import web
 
-from actors.adapters.base import MalformedPayload, SenderOverLimit
+from actors.adapters.base import MalformedPayload, SenderOverLimit, TextTooLong
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
                                     TooLongError)
 from actors.adapters.http_api.signing import SIGNATURE_HEADER, sign, signature_ok
@@ -92,6 +92,8 @@ class WebhookEndpoint:
             return web.json_response({"error": str(exc)}, status=400)
         except SenderOverLimit as exc:
             return web.json_response({"error": str(exc)}, status=429, headers={"Retry-After": "10"})
+        except TextTooLong as exc:
+            return web.json_response({"error": str(exc)}, status=413)
         if stored is None:
             return web.json_response({"error": "not accepting messages right now"}, status=503,
                                      headers={"Retry-After": "1"})

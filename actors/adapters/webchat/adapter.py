@@ -21,10 +21,10 @@ import secrets
 import time
 from typing import Any, Optional
 
-from actors.adapters.base import MalformedPayload, PlatformAdapter, SenderOverLimit
+from actors.adapters.base import MalformedPayload, PlatformAdapter, SenderOverLimit, TextTooLong
 from actors.adapters.errors import FloodError, MessageNotFoundError, RetryableError, TooLongError
 from actors.adapters.webchat import protocol
-from actors.adapters.webchat.protocol import (CLIENT_MESSAGE_ID, MAX_TEXT_CHARS, VISITOR_ID, Outbox, error_frame,
+from actors.adapters.webchat.protocol import (CLIENT_MESSAGE_ID, VISITOR_ID, Outbox, error_frame,
                                               frame_id, op_frame)
 from actors.adapters.webchat.server import WebChatServer
 from actors.messages import MessageEvent, PlatformOp, Source
@@ -98,8 +98,6 @@ class WebChatAdapter(PlatformAdapter):
             raise MalformedPayload("text is not valid Unicode (a lone surrogate)") from None
         if not text.strip():
             raise MalformedPayload("text is empty")
-        if len(text) > MAX_TEXT_CHARS:
-            raise MalformedPayload(f"text is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
         # Visitor-scoped dedup key: one visitor's ids can never shadow another's messages in the inbox.
         return MessageEvent(source=self._source(visitor), text=text, platform_message_id=f"{visitor}:{message_id}",
                             received_at=time.time())
@@ -138,6 +136,9 @@ class WebChatAdapter(PlatformAdapter):
         try:
             results = await emit([raw], None, True)
         except SenderOverLimit as exc:   # the page shows it; the visitor sends again later
+            return error_frame(str(exc), reference)
+        except TextTooLong as exc:       # the page shows it; the visitor sends it in shorter parts
+            self.reject_frame(visitor, str(exc))
             return error_frame(str(exc), reference)
         except Exception as exc:  # noqa: BLE001 - storage trouble: the page keeps the message and retries
             self._say(logging.WARNING, "%s: could not store a message of visitor %s: %s", self.name, visitor,
