@@ -71,11 +71,16 @@ class GatewayActor(Behaviour, Actor):
             if self.bridge is not None:
                 for item in self.bridge.drain():
                     self.on_bridge(item)
+                self.after_bridge_items()
         elif isinstance(message, PoisonMessage):
             self.log.warning("%s: a message we sent could not be handled: %s", self.name,
                              type(message.poisonMessage).__name__)
         else:
             self.handle(message, sender)
+
+    def after_bridge_items(self) -> None:
+        """After each drain of the bridge, once its items have all gone through ``on_bridge``, on the actor's own
+        thread: the place to send what they produced in one go (supervision/batching.py)."""
 
     def take_started(self, message: Started, sender) -> None:
         super().take_started(message, sender)

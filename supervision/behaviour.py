@@ -26,7 +26,7 @@ import logging
 import os
 import time
 
-from supervision.messages import DescribeTree, Fault, Flush, Flushed, Ping, Pong, Started, TreeNode, TreeReply
+from supervision.messages import Batch, DescribeTree, Fault, Flush, Flushed, Ping, Pong, Started, TreeNode, TreeReply
 from storage import StorageUnavailable
 from common.config import setting
 
@@ -103,6 +103,9 @@ class Behaviour:
             self.on_DescribeTree(message, sender)
         elif isinstance(message, Fault):
             self.fault(message)
+        elif isinstance(message, Batch):
+            for item in message.items:   # each as if it had come alone, in the order they were sent
+                self.handle(item, sender)
         else:
             handler = getattr(self, "on_" + type(message).__name__, None)
             if handler is None:

@@ -161,6 +161,13 @@ class AddressesChanged:
 
 
 @dataclass(frozen=True)
+class Batch:
+    """Several messages for one actor as one Thespian message (supervision/batching.py), in the order they were
+    sent; the receiver handles each as if it had come alone (Behaviour.handle)."""
+    items: tuple
+
+
+@dataclass(frozen=True)
 class StopIntake:
     """Drain, first step: stop taking new platform input."""
 

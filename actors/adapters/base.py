@@ -45,6 +45,7 @@ from actors.adapters.doorbells import Doorbells
 from actors.adapters.intake import (InboundPath, IntakeFailed, MalformedPayload, SenderOverLimit,  # noqa: F401
                                     TextTooLong, _Connected, _Ingested, _LogLine, _OpDone, _quietly)
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error  # noqa: F401
+from supervision.batching import Outbox
 from supervision.bridge import TaskDone
 from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, MessageEvent, OpResult
 from actors.messages import PlatformOp
@@ -94,6 +95,8 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self._in_hand: dict[int, tuple[PlatformOp, Any]] = {}
         self._chat_load: collections.Counter = collections.Counter()
         self.doorbells = Doorbells()
+        # What one drain of the bridge produced (answers, doorbells), sent per recipient when it is done.
+        self.batched_out = Outbox()
         self._unannounced = False
         self._announced_to = None     # the sweeper our last AdapterConnected went to
 
@@ -205,7 +208,10 @@ class PlatformAdapter(InboundPath, GatewayActor):
 
     def _ring(self, key: str, seq: int) -> None:
         for address, doorbell in self.doorbells.ring(self.directory, key, seq, time.monotonic()):
-            self.send(address, doorbell)
+            self.batched_out.put(address, doorbell)
+
+    def after_bridge_items(self) -> None:
+        self.batched_out.flush(self.send)
 
     def on_directory(self, directory) -> None:
         for address, doorbell in self.doorbells.directory_changed(directory, time.monotonic()):
@@ -244,7 +250,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self._chat_load[op.chat_id] -= 1
         if self._chat_load[op.chat_id] <= 0:
             del self._chat_load[op.chat_id]
-        self.send(sender, done.result)
+        self.batched_out.put(sender, done.result)
 
     async def _run_op(self, item) -> None:
         ticket, op = item

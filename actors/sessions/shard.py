@@ -26,7 +26,7 @@ Messages it takes:
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
 consumer's Started is its first message, so nothing sent to it can overtake it).
 Messages it sends: InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells, and what cells send out
-(PlatformOp to adapters, metrics facts).
+(PlatformOp to adapters, as one Batch per adapter for each run of the cells; metrics facts).
 
 Exits of cells: a consumer that is gone is reported to its session (ConsumerGone), which asks for a new one and
 replays the turn; a session that is gone takes its consumers with it; one that stopped cleanly frees its slot and is
@@ -44,6 +44,7 @@ from actors.messages import (ConsumerGone, ConsumerReady, InboxDoorbell, OpResul
                              SpawnConsumer)
 from supervision.messages import ActorRestarted, Fault, Ping, StopIntake
 from common.shard_map import shard_of
+from supervision.batching import Outbox
 from supervision.storage_access import InlineStoreUser
 from supervision.actor import GatewayActor
 from supervision.cell_host import CellHost
@@ -73,6 +74,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.passivating: set[str] = set()       # keys asked to passivate (a busy session stops once idle)
         self.consumer_owner: dict[str, str] = {}  # consumer cell name -> the session cell that asked for it
         self.op_routes: dict[str, str] = {}      # op_id of an operation not yet answered -> the consumer cell
+        self.ops_out = Outbox()          # the operations cells sent in this run, per adapter
 
     # ------------------------------------------------------------------------------------------------- start
     def on_start(self, args) -> None:
@@ -101,7 +103,9 @@ class SessionShard(InlineStoreUser, GatewayActor):
     # ------------------------------------------------------------------------------------ running the cells
     def _dispatch(self, message, sender) -> None:
         super()._dispatch(message, sender)
-        if self.cells is not None and not self._exiting and self.cells.run():
+        more = self.cells is not None and not self._exiting and self.cells.run()
+        self.ops_out.flush(self.send)   # one Thespian message per adapter for what this run's cells sent it
+        if more:
             self.send(self.myAddress, RunCells())   # more mail: let Thespian transmit what was sent, then go on
 
     def on_RunCells(self, message, sender) -> None:
@@ -116,6 +120,8 @@ class SessionShard(InlineStoreUser, GatewayActor):
     def _send_out(self, address, message, cell) -> None:
         if isinstance(message, PlatformOp):
             self.op_routes[message.op_id] = cell.myAddress.name
+            self.ops_out.put(address, message)
+            return
         self.send(address, message)
 
     def _from_cell(self, message, sender) -> None:

@@ -326,6 +326,7 @@ def test_doorbells_wait_for_the_directory_then_ring(fake, tmp_path):
     assert stub.sent == [("sessions", InboxDoorbell("k1", 1)), ("sessions", InboxDoorbell("k2", 2)),
                          ("sweeper", AdapterConnected("bot"))]
     adapter.on_bridge(base._Ingested((("k3", 3),)))
+    adapter.after_bridge_items()     # what one drain of the bridge produced goes out when the drain is done
     assert stub.sent[-1] == ("sessions", InboxDoorbell("k3", 3))
 
 
@@ -340,9 +341,30 @@ def test_ops_are_counted_until_answered_and_typing_is_dropped_while_the_chat_is_
     skipped, unknown = [m for _, m in stub.sent]
     assert skipped.op_id == "t1" and skipped.ok and unknown.op_id == "x1" and unknown.error_kind == "permanent"
     adapter.on_bridge(base._OpDone(1, OpResult("s1", True, message_id="7")))
+    adapter.after_bridge_items()
     assert adapter.pending_work() == 1 and stub.sent[-1] == ("consumer", OpResult("s1", True, message_id="7"))
     adapter.on_bridge(base._OpDone(1, OpResult("s1", True)))   # answered once only
+    adapter.after_bridge_items()
     assert len(stub.sent) == 3
+
+
+def test_answers_and_doorbells_of_one_drain_go_as_one_message_per_recipient(fake, tmp_path):
+    from actors.messages import InboxDoorbell, OpResult
+    from supervision.messages import Batch, Directory
+    adapter, stub = actor_side(fake, tmp_path)
+    adapter.on_Directory(Directory(1, sessions="sessions"), None)
+    for n in (1, 2, 3):
+        adapter.on_PlatformOp(PlatformOp(f"s{n}", "send", f"c{n}", text="hi"), "shard")
+    adapter.on_PlatformOp(PlatformOp("w1", "send", "c9", text="hi"), "sweeper")
+    stub.sent.clear()
+    for ticket, op_id in ((1, "s1"), (2, "s2"), (4, "w1"), (3, "s3")):
+        adapter.on_bridge(base._OpDone(ticket, OpResult(op_id, True)))
+    adapter.on_bridge(base._Ingested((("k1", 1), ("k2", 2))))
+    assert stub.sent == [], "nothing leaves before the drain is done"
+    adapter.after_bridge_items()
+    assert stub.sent == [("shard", Batch((OpResult("s1", True), OpResult("s2", True), OpResult("s3", True)))),
+                         ("sweeper", OpResult("w1", True)),
+                         ("sessions", Batch((InboxDoorbell("k1", 1), InboxDoorbell("k2", 2))))]
 
 
 def test_a_message_retried_through_storage_failures_and_re_deliveries_is_charged_to_its_sender_once(fake, tmp_path):

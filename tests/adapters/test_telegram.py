@@ -208,13 +208,14 @@ def test_per_user_in_groups_is_a_per_bot_choice(tg, tmp_path):
 
 def test_a_round_rings_each_session_once(tg, tmp_path):
     from actors.messages import InboxDoorbell
-    from supervision.messages import Directory
+    from supervision.messages import Batch, Directory
     adapter, _ = make_adapter(tg, tmp_path)
     sent = []
     adapter.send = lambda address, message: sent.append(message)
     adapter.on_Directory(Directory(1, sessions="sessions"), None)
     adapter.on_bridge(base._Ingested((("k1", 1), ("k2", 2), ("k1", 3))))
-    assert sent == [InboxDoorbell("k1", 3), InboxDoorbell("k2", 2)]
+    adapter.after_bridge_items()
+    assert sent == [Batch((InboxDoorbell("k1", 3), InboxDoorbell("k2", 2)))], "one message to the one recipient"
 
 
 # ------------------------------------------------------------------------------------------------ outbound
