@@ -1,13 +1,20 @@
-"""A small tool registry and two safe built-in tools (clock, calculator)."""
+"""A small tool registry and two safe built-in tools (clock, calculator).
+
+Tools run on the agent's loop, which a session shard shares between all its cells' agent streams: a tool that
+computes (``Tool.blocking``: a plain function) runs in a worker thread instead, bounded by ``timeout_s``, so the
+loop goes on streaming every other chat's answer meanwhile. A tool that waits on I/O is a coroutine and stays on the
+loop.
+"""
 from __future__ import annotations
 
+import asyncio
 import ast
 import json
 import math
 import operator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 
 @dataclass(frozen=True)
@@ -15,7 +22,9 @@ class Tool:
     name: str
     description: str
     json_schema: dict                          # JSON Schema of the arguments object
-    fn: Callable[[dict], Awaitable[str]]
+    fn: Callable[[dict], Any]                  # a coroutine function; a plain function when ``blocking``
+    blocking: bool = False                     # computes rather than waits: run in a worker thread, off the loop
+    timeout_s: float = 10.0                    # a blocking tool's answer must come within this
 
 
 class ToolRegistry:
@@ -54,7 +63,13 @@ class ToolRegistry:
         if not isinstance(arguments, dict):
             return False, f"arguments for {name} must be a JSON object, got {type(arguments).__name__}"
         try:
-            result = await tool.fn(arguments)
+            if tool.blocking:
+                # The thread cannot be stopped at the deadline; the answer is simply no longer waited for.
+                result = await asyncio.wait_for(asyncio.to_thread(tool.fn, arguments), tool.timeout_s)
+            else:
+                result = await tool.fn(arguments)
+        except asyncio.TimeoutError:
+            return False, f"tool {name} took longer than {tool.timeout_s:g}s; gave up waiting for it"
         except Exception as exc:  # noqa: BLE001 - a tool's failure is information for the model, not a crash
             return False, f"tool {name} failed: {type(exc).__name__}: {exc}"
         return True, result if isinstance(result, str) else json.dumps(result, default=str)
@@ -122,7 +137,7 @@ def calculate(expression: str) -> str:
     return str(value)
 
 
-async def _calculator(arguments: dict) -> str:
+def _calculator(arguments: dict) -> str:
     expression = arguments.get("expression")
     if not isinstance(expression, str):
         raise CalculatorError("'expression' (a string) is required")
@@ -138,7 +153,7 @@ CALCULATOR = Tool(
     description="Evaluate an arithmetic expression: numbers, + - * / ** %, parentheses. Returns the result.",
     json_schema={"type": "object", "properties": {"expression": {"type": "string", "description": "e.g. (2+3)*4"}},
                  "required": ["expression"], "additionalProperties": False},
-    fn=_calculator)
+    fn=_calculator, blocking=True, timeout_s=5.0)
 
 CLOCK = Tool(
     name="clock",

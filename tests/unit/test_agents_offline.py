@@ -1,4 +1,5 @@
 import asyncio
+import threading
 import time
 
 import pytest
@@ -180,6 +181,39 @@ def test_registry_call_never_raises():
     assert results[4][0] is False and "unknown tool 'missing'" in results[4][1] and "calculator" in results[4][1]
     assert results[5] == (False, "tool broken failed: RuntimeError: disk on fire")
     assert results[6][0] is True and "T" in results[6][1]
+
+
+def test_a_blocking_tool_runs_off_the_loop_and_is_bounded_in_time():
+    loop_ran = threading.Event()
+
+    def waits_for_the_loop(arguments):
+        # On the loop itself this would wait in vain: nothing else could run until it returned.
+        return "the loop ran meanwhile" if loop_ran.wait(5) else "the loop was blocked"
+
+    def never_ends(arguments):
+        loop_ran.wait(30)
+        return "too late"
+
+    registry = ToolRegistry([Tool("computes", "", {"type": "object"}, waits_for_the_loop, blocking=True),
+                             Tool("forever", "", {"type": "object"}, never_ends, blocking=True, timeout_s=0.2)])
+
+    async def scenario():
+        async def mark():
+            await asyncio.sleep(0.01)
+            loop_ran.set()
+        loop_ran.clear()
+        marker = asyncio.ensure_future(mark())
+        computed = await registry.call("computes", "{}")
+        await marker
+        loop_ran.clear()
+        timed_out = await registry.call("forever", "{}")
+        loop_ran.set()   # lets the abandoned worker thread end (asyncio.run waits for it)
+        return computed, timed_out
+
+    computed, timed_out = asyncio.run(scenario())
+    assert computed == (True, "the loop ran meanwhile")
+    assert timed_out == (False, "tool forever took longer than 0.2s; gave up waiting for it")
+    assert BUILTIN_TOOLS["calculator"].blocking, "the calculator computes: off the loop"
 
 
 def test_unknown_builtin_tool_and_duplicate_registration():
