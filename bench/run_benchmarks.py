@@ -134,7 +134,11 @@ def gateway_pipeline(n: dict) -> dict:
             gw.wait_ready()
 
             def pss_of():
-                # Sessions are cells of the shard processes: the tree says how many are live.
+                # Sessions are cells of the shard processes: the tree says how many are live. A reply is final on
+                # the platform before its consumer and session have recorded it: wait until no cell has work left,
+                # or a shard still busy with that answers the walk late and shows its cells as last known.
+                wait_for(lambda: json.loads(gw.cli("status", "--json").stdout).get("pending_work") == 0, 300, 0.5,
+                         "every cell done with its turn")
                 live = sum(1 for node in nodes(gw._tree_or_none() or {}) if node["kind"] == "Session")
                 return sum(process_tree_pss(gw.launcher_pid).values()), live
             out = pipeline_phases(platform, n, pss_of, lambda: process_tree_cpu_s(gw.launcher_pid))
