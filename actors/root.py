@@ -8,8 +8,8 @@ tree) and passes DrainRequest and ShutdownRequest to the watchdog, which owns bo
 
 Messages it takes (beyond the supervisor's): StatusRequest, DrainRequest, ShutdownRequest, DrainReport and
 ShutdownReady (from the watchdog), AddressesChanged (where the adapters and the session shards are: the Directory
-it publishes whenever one of its well-known actors moves). Messages it sends: GatewayStatus, DrainReport, DrainDone (to the launcher),
-ShutdownReady.
+it publishes whenever one of its well-known actors moves). Messages it sends: GatewayStatus, DrainReport,
+DrainDone (to the launcher), ShutdownReady.
 """
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Its children are ``[sessions] shards`` SessionShard processes (default: one per core), each permanent and hosting
 the Session and StreamConsumer cells of its keys (actors/sessions/shard.py). A key lives on the shard that
-rendezvous hashing picks (common/shard_map.py), so its inbox rows, its interrupted turn and its doorbells always meet the
-same shard, across restarts of either.
+rendezvous hashing picks (common/shard_map.py), so its inbox rows, its interrupted turn and its doorbells always
+meet the same shard, across restarts of either.
 
 State: the shards (children ``shard:<i>``), nothing else: sessions, admission and passivation are each shard's.
 

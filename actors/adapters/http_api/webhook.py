@@ -1,9 +1,9 @@
 """The generic webhook: ``POST /webhook`` in (HMAC-signed JSON), replies out to ``callback_url`` (signed the same way).
 
 Inbound body: ``{"conversation_id", "user_id", "message_id", "text"}`` (``user_name`` optional). Answers:
-401 bad or missing signature, 413 body or text too large ([gateway] max_text_chars), 400 malformed, 503 not accepting (starting or draining: retry),
-202 ``{"accepted": true, "seq": N}`` once the inbox row is durable, 200 ``{"duplicate": true}`` for a message id
-already stored. ``message_id`` needs to be unique within its conversation only.
+401 bad or missing signature, 413 body or text too large (``[gateway] max_text_chars``), 400 malformed, 503 not
+accepting (starting or draining: retry), 202 ``{"accepted": true, "seq": N}`` once the inbox row is durable, 200
+``{"duplicate": true}`` for a message id already stored. ``message_id`` needs to be unique within its conversation only.
 
 Outbound: every platform operation on a webhook conversation is POSTed as ``{"conversation_id", "message_id",
 "action", "text", "final"}`` (plus ``in_reply_to`` on the first part of a reply). The callback's answer decides what
