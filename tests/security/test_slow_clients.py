@@ -14,6 +14,7 @@ from tests.daemon import Gateway, nodes
 
 CONNECTIONS = 500
 TIMEOUT_S = 2.0
+TABS_PER_CLIENT = 5
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -31,6 +32,7 @@ def gateway(tmp_path_factory):
 [adapters.web]
 type = "webchat"
 port = {ports["web"]}
+max_tabs_per_client = {TABS_PER_CLIENT}
 [adapters.api]
 type = "http"
 port = {ports["api"]}
@@ -99,3 +101,35 @@ def test_slow_header_connections_are_closed_within_the_request_timeout(gateway, 
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         assert s.recv(64).startswith(b"HTTP/1.1 ")
+
+
+def test_one_client_address_holds_at_most_its_share_of_web_chat_tabs(gateway):
+    """Visitor ids are the client's own choice: the share is per address, so inventing visitors gets no more."""
+    import asyncio
+
+    import aiohttp
+    gw, ports = gateway
+    url = f"http://127.0.0.1:{ports['web']}/ws?visitor="
+
+    async def scenario():
+        async with aiohttp.ClientSession() as http:
+            tabs = [await http.ws_connect(f"{url}share-visitor-{i}") for i in range(TABS_PER_CLIENT)]
+            for tab in tabs:
+                assert (await tab.receive_json(timeout=10))["type"] == "hello"
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await http.ws_connect(f"{url}one-more-visitor")
+            await tabs.pop().close()
+            async def reopened():   # the server counts the closed tab out once its handler has ended
+                for _ in range(200):
+                    try:
+                        return await http.ws_connect(f"{url}after-a-close")
+                    except aiohttp.WSServerHandshakeError:
+                        await asyncio.sleep(0.05)
+                raise AssertionError("a slot freed by a closed tab was never given to a new one")
+            again = await reopened()
+            for tab in tabs + [again]:
+                await tab.close()
+            return refused.value.status
+    assert asyncio.run(scenario()) == 503
+    assert "already holds 5 open tabs" in wait_for(lambda: (log := gw.log()) and "max_tabs_per_client" in log
+                                                   and log, 10, 0.05, "the refusal in the log")

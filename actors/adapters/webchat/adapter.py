@@ -59,7 +59,8 @@ class WebChatAdapter(PlatformAdapter):
             raise RetryableError("host is empty; name one interface (an empty host would listen on all of them)")
         if port > 65535:
             raise RetryableError(f"port {port} is not a TCP port (0-65535)")
-        server = WebChatServer(host, port, self, setting(self.config, "gateway", "http_request_timeout_s"))
+        server = WebChatServer(host, port, self, setting(self.config, "gateway", "http_request_timeout_s"),
+                               self.settings.get("max_tabs_per_client", 32))
         port = await server.start()
         self.server = server
         self._say(logging.INFO, "%s: web chat serving on http://%s/ (port %d)", self.name, _host_port(host, port), port)

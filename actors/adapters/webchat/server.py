@@ -12,6 +12,7 @@ its own site). Clients that are not browsers send no Origin and are let in: they
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 from pathlib import Path
@@ -84,9 +85,12 @@ class Tab:
 
 
 class WebChatServer:
-    def __init__(self, host: str, port: int, handler: FrameHandler, request_timeout_s: float = REQUEST_TIMEOUT_S):
+    def __init__(self, host: str, port: int, handler: FrameHandler, request_timeout_s: float = REQUEST_TIMEOUT_S,
+                 max_tabs_per_client: int = 32):
         self.host, self.port, self.handler, self.request_timeout_s = host, port, handler, request_timeout_s
+        self.max_tabs_per_client = max_tabs_per_client
         self.tabs: dict[str, set[Tab]] = {}
+        self.tabs_of_client: collections.Counter = collections.Counter()   # client address -> its open tabs
         self._runner: Optional[web.AppRunner] = None
 
     # ------------------------------------------------------------------------------------------------ life
@@ -154,14 +158,25 @@ class WebChatServer:
             raise web.HTTPBadRequest(text="visitor must be 8-64 characters of A-Z a-z 0-9 _ -\n")
         if sum(len(t) for t in self.tabs.values()) >= MAX_CONNECTIONS:
             raise web.HTTPServiceUnavailable(text="too many open chats\n")
+        client = request.remote or ""
+        if 0 < self.max_tabs_per_client <= self.tabs_of_client[client]:
+            # A visitor id is the client's own choice, so the share is per address: one client cannot hold every
+            # slot however many visitors it makes up.
+            self.handler.log_line(logging.WARNING, f"web chat: {client} already holds {self.max_tabs_per_client} "
+                                                   "open tabs (max_tabs_per_client); refused another")
+            raise web.HTTPServiceUnavailable(text="too many open chats from your address\n")
         ws = web.WebSocketResponse(heartbeat=HEARTBEAT_S, max_msg_size=HARD_FRAME_BYTES, timeout=CLOSE_TIMEOUT_S)
         await ws.prepare(request)
         tab = Tab(ws)
         self.tabs.setdefault(visitor, set()).add(tab)
+        self.tabs_of_client[client] += 1
         try:
             await tab.send({"type": "hello", "visitor": visitor})
             await self._serve(visitor, tab)
         finally:
+            self.tabs_of_client[client] -= 1
+            if self.tabs_of_client[client] <= 0:
+                del self.tabs_of_client[client]
             tabs = self.tabs.get(visitor)
             if tabs is not None:
                 tabs.discard(tab)
