@@ -359,6 +359,9 @@ class FloodWaited:
 
 @dataclass(frozen=True)
 class AdapterConnection:
-    """Adapter -> metrics: its platform connection came up or went down (sent again on every new Directory)."""
+    """Adapter -> metrics: its platform connection came up or went down (sent again on every new Directory).
+    Two reports can cross on their way, so each carries its count in the adapter's incarnation: the metrics actor
+    keeps a report of the same reporter only if it is newer than the one it holds."""
     adapter: str
     connected: bool
+    seq: int = 0

@@ -78,7 +78,7 @@ class Metrics(StoreUser, GatewayActor):
         self.restarts: Counter = Counter()               # child kind -> restarts
         self.flood_waits: Counter = Counter()            # platform -> flood waits
         self.flood_seconds: Counter = Counter()          # platform -> seconds waited
-        self.connections: dict = {}                      # adapter name -> (connected, the reporter's address)
+        self.connections: dict = {}                      # adapter name -> (connected, reporter's address, seq)
         self.adapter_refs: dict = {}                     # adapter name -> (pid, address) last seen in a walk
         self.snapshot: dict | None = None
         self.snapshot_at = 0.0                           # monotonic; 0: never
@@ -141,8 +141,12 @@ class Metrics(StoreUser, GatewayActor):
         self.flood_seconds[fact.platform] += fact.seconds
 
     def on_AdapterConnection(self, fact, sender) -> None:
-        # Kept with the reporter's address: a report from an incarnation that has since died says nothing.
-        self.connections[fact.adapter] = (fact.connected, sender)
+        # Kept with the reporter's address: a report from an incarnation that has since died says nothing. Of one
+        # reporter's reports only the newest counts: two of them can arrive in either order.
+        held = self.connections.get(fact.adapter)
+        if held is not None and held[1] == sender and fact.seq <= held[2]:
+            return
+        self.connections[fact.adapter] = (fact.connected, sender, fact.seq)
 
     # ------------------------------------------------------------------------------------- scrapes and walks
     def _scrape(self, request: _Scrape) -> None:
@@ -196,7 +200,7 @@ class Metrics(StoreUser, GatewayActor):
         if node.ref is not None:
             self.adapter_refs[node.name] = (node.pid, node.ref)
         pid, ref = self.adapter_refs.get(node.name, (0, None))  # a node from an earlier answer carries no ref
-        connected, reporter = self.connections.get(node.name, (False, None))
+        connected, reporter, _seq = self.connections.get(node.name, (False, None, 0))
         return connected and ref is not None and pid == node.pid and reporter == ref
 
     # ------------------------------------------------------------------------------------------- the answers

@@ -95,6 +95,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self._in_hand: dict[int, tuple[PlatformOp, Any]] = {}
         self._chat_load: collections.Counter = collections.Counter()
         self.doorbells = Doorbells()
+        self._connection_reports = 0  # AdapterConnection reports sent by this incarnation
         # What one drain of the bridge produced (answers, doorbells), sent per recipient when it is done.
         self.batched_out = Outbox()
         self._unannounced = False
@@ -155,7 +156,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         if self._intake is not None:
             self._intake.cancel()  # between rounds or mid-poll: an ingest in progress is shielded and completes
         self.log.info("%s: intake stopped (outbound continues)", self.name)
-        self.report(AdapterConnection(self.name, False))
+        self._report_connection(False)
 
     def on_stop(self) -> None:
         if self.bridge is None:
@@ -199,7 +200,9 @@ class PlatformAdapter(InboundPath, GatewayActor):
             self._announce_connected()
         elif isinstance(item, _OpDone):
             self._answer(item)
-        elif isinstance(item, (AdapterConnection, FloodWaited)):
+        elif isinstance(item, AdapterConnection):
+            self._report_connection(item.connected)
+        elif isinstance(item, FloodWaited):
             self.report(item)
         elif isinstance(item, TaskDone) and item.tag == "intake" and item.error is not None:
             self.log.error("%s: intake failed for good, the adapter restarts: %s", self.name,
@@ -210,6 +213,12 @@ class PlatformAdapter(InboundPath, GatewayActor):
         for address, doorbell in self.doorbells.ring(self.directory, key, seq, time.monotonic()):
             self.batched_out.put(address, doorbell)
 
+    def _report_connection(self, connected: bool) -> None:
+        """Tell the metrics actor whether the platform connection is up, numbered in the order this thread learnt
+        it (AdapterConnection.seq): a report that crosses a later one is not taken for the newest."""
+        self._connection_reports += 1
+        self.report(AdapterConnection(self.name, connected, self._connection_reports))
+
     def after_bridge_items(self) -> None:
         self.batched_out.flush(self.send)
 
@@ -217,7 +226,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         for address, doorbell in self.doorbells.directory_changed(directory, time.monotonic()):
             self.send(address, doorbell)
         self._announce_connected()
-        self.report(AdapterConnection(self.name, self._healthy and not self.intake_stopped))  # maybe a new metrics
+        self._report_connection(self._healthy and not self.intake_stopped)  # maybe a new metrics actor
 
     def _announce_connected(self) -> None:
         """Tell the sweeper the platform is reachable: after each (re)connection, and to each new sweeper (a
