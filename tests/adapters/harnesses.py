@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional, Protocol
 
 from actors.messages import Source
+from tests.actor_system import wait_for
 from tests.fakes.fakeplatform import FakePlatform
 
 
@@ -162,7 +163,10 @@ class WebChatHarness:
 
     def replay(self, handle: str) -> str:
         chat, message_id, _ = handle.split("/")
-        frame = next(f for f in self.client.visitor(chat).frames if f.get("type") == "ack" and f["id"] == message_id)
+        # The row is committed before its ack frame leaves the server: a test that saw the row may be here first.
+        frame = wait_for(lambda: next((f for f in self.client.visitor(chat).frames
+                                       if f.get("type") == "ack" and f["id"] == message_id), None),
+                         30, 0.02, f"the ack frame of {message_id}")
         self.client.say(chat, frame["id"], "replayed: the id, not the text, is what the inbox dedups on")
         return f"{chat}/{message_id}/2"
 
