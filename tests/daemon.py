@@ -89,6 +89,13 @@ backoff_max_s = 0.2
         path = self.state / "gateway.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def wait_log(self, fragment: str, timeout: float = 15) -> str:
+        """Log lines reach the file through the actor system's logger, a moment after the fact they report (a row
+        deleted, a turn resumed): a test that checks the log right after the fact races that hop."""
+        wait_for(lambda: fragment in self.log(), timeout, 0.05,
+                 f"a log line with {fragment!r} (last lines: {self.log().splitlines()[-5:]})")
+        return self.log()
+
     # ------------------------------------------------------------------------------------------------ cleanup
     def alive_pids(self) -> list[int]:
         alive = []

@@ -69,7 +69,7 @@ def test_sigkill_of_the_launcher_leaves_no_process_and_next_start_says_so(gatewa
     assert gateway.cli("status").returncode == 3
     gateway.start()
     gateway.wait_ready()
-    assert "previous run" in gateway.log()
+    gateway.wait_log("previous run")
 
 
 def test_stop_and_drain_leave_no_process(gateway):

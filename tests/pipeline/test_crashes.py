@@ -123,7 +123,7 @@ def test_kill_9_of_the_daemon_mid_turn_resumes_once_and_edits_in_place(tmp_path,
         assert "survive a daemon crash" in answer and "api_key_env" in answer
         assert len(platform.messages("d")) == 1
         assert DEFAULT_RESENT_MARKER not in answer, "every send's id was recorded: nothing to mark"
-        assert "resuming the turn interrupted by a restart" in gw.log()
+        gw.wait_log("resuming the turn interrupted by a restart")
         wait_all_done(gw)
         assert len(inbox_states(gw)) == 1
         [delivery] = deliveries(gw)["deliveries"]
@@ -151,7 +151,7 @@ def test_a_turn_cut_past_max_resumes_is_not_resumed_again_and_the_user_is_told_w
         gw.assert_no_process_left()
         gw.start()
         [notice] = settled_answers(platform, "twice", timeout=60, gw=gw)
-        assert "it was cut 2 times" in gw.log()
+        gw.wait_log("it was cut 2 times")
         assert "interrupted twice" in notice and "\u201can unlucky question #slow 0.3\u201d" in notice, notice
         assert "api_key_env" not in notice
         wait_all_done(gw)

@@ -69,7 +69,7 @@ def test_answered_inbox_rows_are_pruned_after_their_retention(tmp_path):
                     return db.execute("SELECT state FROM inbox").fetchall()
             assert rows() == [("done",)]
             wait_for(lambda: rows() == [], 30, 0.2, f"the answered row pruned (rows: {rows()})")
-            assert "retention removed 1 answered inbox row(s)" in gw.log()
+            gw.wait_log("retention removed 1 answered inbox row(s)")
         finally:
             gw.cli("stop")
             gw.kill_everything()

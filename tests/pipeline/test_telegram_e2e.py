@@ -385,7 +385,7 @@ def check_token_hidden(gw: Gateway, tg: RefusingTelegram) -> None:
     wait_for(lambda: (n := adapter_node()) and n["restarts"] > before["restarts"] and n["state"] == "running", 30,
              0.1, "the adapter to crash on the revoked token and come back")
     tree = gw.cli("tree", "--json", check=True).stdout
-    assert "Unauthorized" in gw.log()
+    gw.wait_log("Unauthorized")
     secret_part = DEFAULT_TOKEN.split(":", 1)[1]
     for where, text in (("gateway.log", gw.log()), ("tree --json", tree), ("status", gw.cli("status").stdout)):
         assert secret_part not in text, f"the token appears in {where}"

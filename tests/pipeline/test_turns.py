@@ -81,7 +81,8 @@ def test_an_api_key_in_an_agent_error_never_reaches_the_chat(gateway, platform):
     history = [h["text"] for m in platform.messages("err") for h in m["history"]]
     assert all(FAKE_SECRET not in text for text in history)
     assert "[redacted]" in answer or "failed" in answer.lower()
-    assert FAKE_SECRET in gateway.log() or "AgentError" in gateway.log()
+    wait_for(lambda: FAKE_SECRET in gateway.log() or "AgentError" in gateway.log(), 15, 0.05,
+             "the agent error in the log")
 
 
 def test_commands_answer_and_unknown_commands_help(gateway, platform):
