@@ -29,7 +29,7 @@ from thespian.actors import ActorSystem
 
 from actors.messages import DrainDone, GatewayStatus, ShutdownReady, ShutdownRequest
 from supervision.messages import Started, SupervisorGaveUp
-from daemon import ack_wait, loopback, peer_credentials
+from daemon import ack_wait, loopback, peer_credentials, poll_selector
 from common import processes
 from daemon.asking import ask_for
 from common.logging_setup import log_defs_for
@@ -78,6 +78,7 @@ class Launcher:
             loopback.install(self.host)
             peer_credentials.install(allow_remote=not peer_credentials.is_loopback(self.host))
             ack_wait.install()
+            poll_selector.install()
             processes.die_with_parent()
             code = self._run_system(started)
         finally:
