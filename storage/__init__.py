@@ -46,6 +46,10 @@ class Store:
         self.pacing = PacingBans(db)
         self.access = Access(db)
 
+    def atomic(self):
+        """Inline stores only: the calls inside one ``with store.atomic():`` commit together (storage/inline.py)."""
+        return self._db.atomic()
+
     @classmethod
     async def open(cls, path: Union[str, PathLike], durability: str = "normal", inline: bool = False) -> "Store":
         """Open (creating and migrating if needed) the database at ``path``.

@@ -249,6 +249,7 @@ class Database:
         self._closed = False
         self._closing: Optional[asyncio.Task] = None
         self._pid = os.getpid()  # a connection must never be used across fork (Thespian forks actor processes)
+        self.open_scope = None   # inline only: the atomic scope the calls now join (inline.py, AtomicScope)
 
     @classmethod
     async def open(cls, path: Union[str, PathLike], durability: str = "normal",
@@ -315,9 +316,18 @@ class Database:
         if not task.cancelled():
             task.exception()  # retrieved: the caller may have been cancelled and never look at it
 
+    def atomic(self):
+        """Inline only: a context in which every write (and every call after the first write) joins one
+        transaction, committed when the context exits (inline.py, ``atomic``)."""
+        from .inline import atomic
+        return atomic(self, self._conn)
+
     async def _transaction(self, mode: str, fn: Callable[..., Awaitable[T]], args: tuple) -> T:
         conn = self._conn
         name = getattr(fn, "__name__", "transaction")
+        scope = self.open_scope
+        if scope is not None and (mode == "IMMEDIATE" or scope.begun):
+            return await scope.run(fn, args, name)
 
         async def once() -> T:
             await conn.execute(f"BEGIN {mode}")

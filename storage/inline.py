@@ -8,14 +8,21 @@ they simply never wait for a thread, so the owner runs each one to completion on
 ``run_inline``, without an event loop (a loop costs ~0.15 ms of task and callback scheduling per call, more than
 most transactions).
 
+An inline owner may also make several calls one transaction (``atomic``): a session shard runs each handler of a
+cell in one, so a turn's steps commit once per handler instead of once per call (DESIGN.md §2).
+
 The price: a lock held by another process (SQLite's busy_timeout, then the retries of the whole transaction) blocks
 the owner's thread, so the retry budget is short (INLINE_RETRY_BUDGET_S) and past it the call raises StorageBusy,
 an outside cause its supervisor waits out; an aiosqlite owner waits the same way, on its loop instead.
 """
 from __future__ import annotations
 
+import contextlib
+import inspect
 import sqlite3
 from typing import Sequence
+
+from .db import StorageError, _translate, blocking_sleep, call_with_retry_async
 
 INLINE_RETRY_BUDGET_S = 10.0
 
@@ -47,8 +54,93 @@ class InlineConnection:
     def in_transaction(self) -> bool:
         return self._conn.in_transaction
 
+    def execute_now(self, sql: str) -> None:
+        self._conn.execute(sql)
+
     async def close(self) -> None:
         self._conn.close()
 
     def stop(self) -> None:
         self._conn.close()
+
+
+@contextlib.contextmanager
+def atomic(db, conn: InlineConnection):
+    """Calls of ``db`` inside the context are one transaction: reads before the first write run on their own (they
+    take no lock); the first write begins it (BEGIN IMMEDIATE, BUSY retried as for any call) and every call from
+    then on joins it, each within a savepoint, so a call that raises undoes only itself and its caller may go on.
+    The transaction commits when the context exits; if the body raises, or the commit fails, it is rolled back
+    and nothing of it happened. A scope opened inside another joins the outer one.
+
+    Kill -9 inside the scope: nothing of it was committed (the WAL holds no commit record for it, so it never takes
+    effect), the same as a kill before its first call. Whoever runs a scope must therefore let nothing that
+    depends on its writes leave before it commits (the shard holds a cell's sends until then: cell_host.py)."""
+    if db.open_scope is not None:
+        yield db.open_scope
+        return
+    scope = db.open_scope = AtomicScope(conn, db.path, db.retry_budget_s)
+    try:
+        yield scope
+    except BaseException:
+        db.open_scope = None
+        scope.abandon()
+        raise
+    db.open_scope = None
+    scope.commit()
+
+
+class AtomicScope:
+    def __init__(self, conn: InlineConnection, path: str, budget_s: float):
+        self.conn, self.path, self.budget_s = conn, path, budget_s
+        self.begun = False   # BEGIN IMMEDIATE done: the write lock is held until commit or rollback
+        # What made SQLite roll the whole transaction back under a failing statement (a full disk): every later call
+        # and the commit fail the same way, even if the caller caught the first.
+        self.lost: StorageError | None = None
+
+    async def _begin(self) -> None:
+        await self.conn.execute("BEGIN IMMEDIATE")
+
+    async def run(self, fn, args: tuple, name: str):
+        if self.lost is not None:
+            raise type(self.lost)(f"{self.path}: {name}: this transaction was rolled back ({self.lost})")
+        if not self.begun:
+            await call_with_retry_async(self._begin, f"{self.path}: {name}", self.budget_s, blocking_sleep)
+            self.begun = True
+        conn = self.conn
+        try:
+            await conn.execute("SAVEPOINT call")
+            pending = fn(conn, *args)
+            if not inspect.isawaitable(pending):
+                raise TypeError(f"storage transaction {name} must be a coroutine function of the connection "
+                                f"(got {type(pending).__name__} back)")
+            result = await pending
+            await conn.execute("RELEASE call")
+        except BaseException as exc:
+            error = _translate(exc, f"{self.path}: {name}", self.budget_s) if isinstance(exc, sqlite3.Error) else exc
+            if conn.in_transaction:
+                await conn.execute("ROLLBACK TO call")
+                await conn.execute("RELEASE call")
+            else:
+                self.lost = error if isinstance(error, StorageError) else StorageError(str(error))
+            if error is exc:
+                raise
+            raise error from exc
+        return result
+
+    def commit(self) -> None:
+        if self.lost is not None:
+            raise type(self.lost)(f"{self.path}: SQLite rolled this transaction back ({self.lost})")
+        if not self.begun:
+            return
+        try:
+            self.conn.execute_now("COMMIT")
+        except sqlite3.Error as exc:
+            self.abandon()
+            raise _translate(exc, f"{self.path}: commit", self.budget_s) from exc
+
+    def abandon(self) -> None:
+        if self.begun and self.conn.in_transaction:
+            try:
+                self.conn.execute_now("ROLLBACK")
+            except sqlite3.Error:
+                pass   # the connection is past saving; its owner crashes, and SQLite drops what was not committed

@@ -98,17 +98,18 @@ async def _load(conn, oid: str) -> Optional[Obligation]:
                       r[11], owner, r[15], r[16], r[17], parts, r[18], bool(r[19]))
 
 
-async def _require(conn, oid: str, fence: Optional[int], allowed: tuple, action: str) -> Obligation:
-    """Load a row and check that ``fence`` is current (if given) and the state allows ``action``."""
-    ob = await _load(conn, oid)
-    if ob is None:
+async def _require(conn, oid: str, fence: Optional[int], allowed: tuple, action: str) -> None:
+    """Check that the row exists, ``fence`` is current (if given) and its state allows ``action``: one indexed read
+    of two columns, as every step of a delivery makes it."""
+    row = await fetch_one(conn, "SELECT fence, state FROM obligations WHERE obligation_id = ?", (oid,))
+    if row is None:
         raise NotFound(f"no obligation {oid}")
-    if fence is not None and fence != ob.fence:
-        raise StaleFence(f"obligation {oid[:12]}: fence {fence} is stale (current {ob.fence}); "
+    current, state = row
+    if fence is not None and fence != current:
+        raise StaleFence(f"obligation {oid[:12]}: fence {fence} is stale (current {current}); "
                          f"another claim took it over, so {action} is refused")
-    if ob.state not in allowed:
-        raise IllegalTransition(f"obligation {oid[:12]}: {action} is not allowed in state {ob.state}")
-    return ob
+    if state not in allowed:
+        raise IllegalTransition(f"obligation {oid[:12]}: {action} is not allowed in state {state}")
 
 
 async def _claim(conn, oid: str, now: float) -> int:

@@ -6,7 +6,13 @@ fires due timers when one of its Thespian wakeups comes (``fire_due``). Collabor
 runs without Thespian in a unit test: ``send_out(address, message, cell)`` for everything not addressed to a cell of
 this host, ``arm(seconds, token)`` for a wakeup that hands ``token`` back to ``fire_due``, ``on_parent(message,
 sender)`` for what cells send their parent (the host actor, as their supervisor), ``on_exit(state, abnormal,
-restarting)`` after a cell is gone.
+restarting)`` after a cell is gone, ``atomic()`` for the scope each handler runs in (its storage calls commit
+together: storage/inline.py).
+
+A handler is atomic: what it writes commits when it returns, and what it sent leaves only then (held until the
+commit, to cells of this host as much as out of it). A handler that raises, or whose commit fails, crashes its cell
+with nothing of it written or sent, as if it had never run: every message that leaves a cell is backed by what it
+wrote before it, and kill -9 anywhere leaves either the whole handler or none of it.
 
 State: per cell (``CellState``) its child spec, instance and incarnation, its mailbox, status, start time, restart
 count, last exit and recent restarts; the run queue (cells with mail, in the order mail arrived); the timer heap.
@@ -23,6 +29,7 @@ the host's own supervisor re-creates the cells with work when it restarts the ho
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import heapq
 import importlib
@@ -53,6 +60,13 @@ class CellTimer:
 
 
 @dataclass
+class BridgeRun:
+    """Bridge items for one cell that arrived one after another, handled in one go (in order, as one handler: an
+    agent streams dozens of deltas a turn, and each would otherwise be a handler run and a commit of its own)."""
+    items: list
+
+
+@dataclass
 class CellState:
     spec: ChildSpec
     cell: Optional[Cell] = None
@@ -71,11 +85,14 @@ class CellState:
 class CellHost:
     def __init__(self, host_id: str, *, send_out: Callable, arm: Callable[[float], None], on_parent: Callable,
                  on_exit: Callable = lambda state, abnormal, restarting: None,
-                 flags: SupervisorFlags = SupervisorFlags(), bridge=None, config: Optional[dict] = None):
+                 flags: SupervisorFlags = SupervisorFlags(), bridge=None, config: Optional[dict] = None,
+                 atomic: Callable = contextlib.nullcontext):
         self.id = host_id
         self.parent_address = CellAddress(host_id, "", 0)
         self._send_out, self._arm, self._on_parent, self._on_exit = send_out, arm, on_parent, on_exit
         self.flags, self.bridge, self.config = flags, bridge, config or {}
+        self._atomic = atomic
+        self._held: Optional[list] = None   # what the running handler sent, until it commits
         self.store = None          # the host's storage connection, shared by its cells (set by the host actor) ...
         self.run_store = None      # ... and how a cell runs a call on it: run_store(coroutine) -> its result
         self.directory = None      # the latest Directory, handed to every cell that starts
@@ -156,7 +173,14 @@ class CellHost:
                 self._enqueue(state, message, sender)
 
     def send(self, cell: Cell, address, message) -> None:
-        """What a cell sends: to a cell of this host (its mailbox), to its parent, or out through the host actor."""
+        """What a cell sends: to a cell of this host (its mailbox), to its parent, or out through the host actor;
+        once the handler sending it has committed."""
+        if self._held is not None:
+            self._held.append((cell, address, message))
+            return
+        self._route(cell, address, message)
+
+    def _route(self, cell: Cell, address, message) -> None:
         if isinstance(address, CellAddress) and address.host == self.id:
             if address.name == "":
                 self._parent_mail.append((message, cell.myAddress))
@@ -181,7 +205,10 @@ class CellHost:
             item = BridgeItem(tag.name, tag.epoch, dataclasses.replace(item, tag=tag.item))
         state = self.cells.get(item.name)
         if state is not None and state.cell is not None and state.epoch == item.epoch:
-            self._enqueue(state, item, None)
+            if state.mailbox and isinstance(state.mailbox[-1][0], BridgeRun):
+                state.mailbox[-1][0].items.append(item.item)   # still unread: it joins the run before it
+            else:
+                self._enqueue(state, BridgeRun([item.item]), None)
 
     def flush_all(self) -> int:
         """Drain and shutdown: every live cell persists what it buffers now; how many items are still held."""
@@ -217,8 +244,8 @@ class CellHost:
         cell = state.cell
         if isinstance(message, CellTimer):
             self._guarded(state, f"timer {message.tag}", cell.fire_timer, message.tag, message.data)
-        elif isinstance(message, BridgeItem):
-            self._guarded(state, "bridge item", cell.on_bridge, message.item)
+        elif isinstance(message, BridgeRun):
+            self._guarded(state, "bridge item", _each_bridge_item, cell, message.items)
         else:
             self._guarded(state, type(message).__name__, cell.handle, message, sender)
 
@@ -226,10 +253,12 @@ class CellHost:
         """Run one of a cell's handlers: a crash ends that cell (and is supervised), never its host."""
         cell = state.cell
         began = time.monotonic()
+        held = self._held = []
         try:
-            with acting_as(state.spec.kind_name, state.spec.name):
+            with acting_as(state.spec.kind_name, state.spec.name), self._atomic():
                 result = fn(*args)
         except Exception as exc:  # noqa: BLE001 - let it crash, on purpose and in one place
+            self._held = None    # nothing it sent leaves: none of what it wrote was committed
             reason, outside = crash_reason(exc)
             if outside:   # not a bug: the traceback says nothing the reason does not
                 cell.log.warning("%s stops on %s: %s", state.spec.name, what, reason)
@@ -239,6 +268,10 @@ class CellHost:
             if state.cell is cell:
                 self._exit(state, abnormal=True, reason=reason[:500])
             return None
+        finally:
+            self._held = None
+        for sender, address, message in held:
+            self._route(sender, address, message)
         took = time.monotonic() - began
         if took > SLOW_HANDLER_S:
             cell.log.warning("%s: its handler of %s ran %.2fs, holding up every cell of this shard", state.spec.name,
@@ -344,3 +377,10 @@ class CellHost:
             module, _, name = path.rpartition(".")
             cls = self._classes[path] = getattr(importlib.import_module(module), name)
         return cls
+
+
+def _each_bridge_item(cell: Cell, items: list) -> None:
+    for item in items:
+        if cell._exiting:
+            return   # it asked to stop: what came after is not for it (as mail after a stop is not)
+        cell.on_bridge(item)

@@ -1,9 +1,11 @@
 """How actors reach storage (one narrow way in: ``storage.Store``; no SQL outside ``storage/``).
 
-* Actors with an async bridge (sessions, stream consumers, adapters, the sweeper) open one Store on their bridge loop
-  and make short calls synchronously from their own thread with ``StoreUser.db(coro)``: a commit is ~1 ms, far below
-  what would hold up a mailbox, and it keeps the turn state machine readable.
-* Cells (sessions, stream consumers) share their shard's one Store (``CellStoreUser``).
+* Actors with an async bridge (adapters, the sweeper, the metrics actor) open one Store on their bridge loop and make
+  short calls synchronously from their own thread with ``StoreUser.db(coro)``: a commit is ~1 ms, far below what
+  would hold up a mailbox, and it keeps the state machines readable. An adapter's store is inline on that loop
+  (storage/inline.py): its intake writes there, and a write costs what SQLite does instead of two thread hops.
+* Cells (sessions, stream consumers) share their shard's one inline Store (``CellStoreUser``), each handler of a
+  cell one transaction (supervision/cell_host.py).
 * Supervisors fork children and must not run threads (aiosqlite runs one per connection), so they use
   ``transient_call``: open, query, close — no thread outlives the call.
 """

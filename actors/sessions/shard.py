@@ -8,7 +8,8 @@ State: the cells (through the host); per live session its last activity (for pas
 free slot and the sessions asked to passivate (admission); which session asked for which consumer; which consumer
 sent each platform operation still unanswered; one storage connection shared by every cell (one inline SQLite
 connection per shard, storage/inline.py: its transactions are serialised because every cell's handler runs on this
-one thread, and run on it without a thread hop).
+one thread, and run on it without a thread hop; each handler of a cell is one transaction, and what it sends leaves
+after its commit: cell_host.py).
 
 Admission ([sessions] max_live, per shard): at most that many session cells live at once. A chat whose session is
 not live when every slot is taken waits, in arrival order; its rows are durable in the inbox, so waiting costs only
@@ -56,6 +57,9 @@ from common.config import setting
 SESSION_ACTOR = "actors.sessions.session.Session"
 CONSUMER_ACTOR = "actors.sessions.stream_consumer.StreamConsumer"
 SESSION_PREFIX, CONSUMER_PREFIX = "session:", "consumer:"
+# Metrics facts of the cells (a TurnFinished per turn) go out together this often: a Thespian message per turn to
+# the metrics actor costs both processes more than the rest of the fact, and a scrape comes every few seconds.
+FACTS_INTERVAL_S = 0.5
 
 
 def session_cell_name(key: str) -> str:
@@ -75,6 +79,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.consumer_owner: dict[str, str] = {}  # consumer cell name -> the session cell that asked for it
         self.op_routes: dict[str, str] = {}      # op_id of an operation not yet answered -> the consumer cell
         self.ops_out = Outbox()          # the operations cells sent in this run, per adapter
+        self.facts_out = Outbox()        # the metrics facts cells sent since the last FACTS_INTERVAL_S
 
     # ------------------------------------------------------------------------------------------------- start
     def on_start(self, args) -> None:
@@ -88,7 +93,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.cells = CellHost(self.name, send_out=self._send_out,
                               arm=lambda seconds, token: self.after(seconds, "cells", token), on_parent=self._from_cell,
                               on_exit=self._cell_exited, flags=flags_from_config(self.config), bridge=self.bridge,
-                              config=self.config)
+                              config=self.config, atomic=self.store.atomic)
         self.cells.store, self.cells.run_store, self.cells.directory = self.store, self.db, self.directory
         for key in self.db(_keys_with_work(self.store)):
             if shard_of(key, self.count) == self.index:
@@ -96,6 +101,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.after(min(self.idle_s, 30.0), "idle_scan")
 
     def on_stop(self) -> None:
+        self.facts_out.flush(self.send)
         if self.cells is not None:
             self.cells.stop_all()
         self.close_store()
@@ -122,7 +128,15 @@ class SessionShard(InlineStoreUser, GatewayActor):
             self.op_routes[message.op_id] = cell.myAddress.name
             self.ops_out.put(address, message)
             return
+        if self.directory is not None and address == getattr(self.directory, "metrics", None):
+            if not self.facts_out:
+                self.after(FACTS_INTERVAL_S, "facts")
+            self.facts_out.put(address, message)
+            return
         self.send(address, message)
+
+    def on_timer_facts(self, _data) -> None:
+        self.facts_out.flush(self.send)
 
     def _from_cell(self, message, sender) -> None:
         if isinstance(message, SpawnConsumer):

@@ -3,6 +3,7 @@ the shard map. The host's collaborators (what goes out, the wakeup) are plain ca
 from __future__ import annotations
 
 import collections
+import contextlib
 import time
 
 import pytest
@@ -33,14 +34,18 @@ class Recorder(Cell):
             self.after(0.0, "tick", "data")
 
     def on_tuple(self, message, sender) -> None:
-        _, address, inner = message
+        what, address, inner = message
         self.send(address, inner)
+        if what == "forward, then crash":
+            raise RuntimeError("crashed after sending")
 
     def on_timer_tick(self, data) -> None:
         Recorder.seen.append((self.name, "tick", data))
 
     def on_bridge(self, item) -> None:
         Recorder.seen.append((self.name, "bridge", item))
+        if item == "stop":
+            self.stop_self(clean=True)
 
 
 class BridgedRecorder(Recorder):
@@ -51,12 +56,24 @@ class Rig:
     def __init__(self, max_restarts: int = 3):
         Recorder.seen = []
         self.out, self.parent_mail, self.exits, self.wakeups = [], [], [], []
+        self.scopes: list[str] = []   # each handler's atomic scope: "ok" when it committed, else the error
         self.host = CellHost("h1", send_out=lambda address, message, cell: self.out.append((address, message)),
                              arm=lambda seconds, token: self.wakeups.append((seconds, token)), on_parent=lambda m, s: self.parent_mail.append((m, s)),
                              on_exit=lambda state, abnormal, restarting: self.exits.append(
                                  (state.spec.name, abnormal, restarting)),
                              flags=SupervisorFlags(max_restarts=max_restarts, period_s=60.0, backoff_base_s=0.0,
-                                                   backoff_max_s=0.0))
+                                                   backoff_max_s=0.0), atomic=self.scope)
+
+    @contextlib.contextmanager
+    def scope(self):
+        sent_before = len(self.out)
+        try:
+            yield
+        except Exception as exc:
+            self.scopes.append(type(exc).__name__)
+            raise
+        assert len(self.out) == sent_before, "nothing a handler sends leaves before its scope commits"
+        self.scopes.append("ok")
 
     def start(self, name: str, restart: Restart = Restart.TRANSIENT):
         return self.host.start(ChildSpec(name, f"{HERE}.Recorder", args={"n": name}, restart=restart))
@@ -253,3 +270,36 @@ def test_the_shard_map_is_stable_balanced_and_moves_few_keys_when_a_shard_is_add
     assert all(a == 4 for b, a in zip(before, after) if a != b), "a key only ever moves to the new shard"
     assert 0.1 < moved / len(keys) < 0.3, moved
     assert {shard_of(k, 1) for k in keys} == {0}
+
+
+def test_what_a_handler_sends_leaves_after_its_commit_and_not_at_all_if_it_crashes():
+    rig = Rig()
+    rig.start("a")
+    rig.start("b")
+    rig.settle()
+    rig.scopes.clear()
+    outside = object()
+    rig.host.deliver("a", ("forward", outside, "fine"))
+    rig.settle()
+    assert rig.out == [(outside, "fine")] and rig.scopes == ["ok"]
+    b = rig.host.address_of("b")
+    rig.host.deliver("a", ("forward, then crash", outside, "never"))
+    rig.host.deliver("a", ("forward, then crash", b, "never either"))
+    rig.settle()
+    assert rig.out == [(outside, "fine")], "a crashed handler's sends are dropped with its writes"
+    assert "never either" not in rig.handled("b"), "mail to a cell of the same host too"
+    assert rig.scopes[1] == "RuntimeError", rig.scopes
+
+
+def test_bridge_items_that_arrive_together_are_one_handler_run_in_order_until_the_cell_stops():
+    rig = Rig()
+    state = rig.start("s")
+    rig.settle()
+    rig.scopes.clear()
+    epoch = state.cell.myAddress.epoch
+    for item in ("one", "two", "stop", "after the stop"):
+        rig.host.post(BridgeItem("s", epoch, item))
+    rig.settle()
+    assert [item for cell, what, item in Recorder.seen if what == "bridge"] == ["one", "two", "stop"]
+    assert rig.scopes == ["ok"], "one run, one transaction"
+    assert ("s", False, False) in rig.exits

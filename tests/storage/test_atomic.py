@@ -1,0 +1,95 @@
+"""storage/inline.py ``atomic``: the calls of one scope commit together; a failing call undoes only itself; a scope
+that raises, or whose commit fails, leaves nothing; nothing of a scope is visible to another connection before it
+commits."""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from storage.db import Database
+from storage.errors import StorageError
+from storage.inline import run_inline
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+def inline_db(db_path):
+    loop = asyncio.new_event_loop()
+    db = loop.run_until_complete(Database.open(db_path, migrations=[]))
+    loop.run_until_complete(db.close())
+    db = loop.run_until_complete(Database.open(db_path, migrations=[], inline=True))
+    run_inline(db.write(lambda conn: conn.execute("CREATE TABLE kv (k TEXT PRIMARY KEY, v INTEGER)")))
+    yield db
+    loop.run_until_complete(db.close())
+    loop.close()
+
+
+def put(db, key: str, value: int, then_raise: bool = False):
+    async def do(conn):
+        await conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, value))
+        if then_raise:
+            raise ValueError("the caller's own error, after its statement ran")
+    return run_inline(db.write(do))
+
+
+def seen_from_outside(db_path) -> dict:
+    with sqlite3.connect(db_path) as other:
+        return dict(other.execute("SELECT k, v FROM kv").fetchall())
+
+
+def seen_inside(db) -> dict:
+    async def read(conn):
+        return dict(await conn.execute_fetchall("SELECT k, v FROM kv"))
+    return run_inline(db.read(read))
+
+
+def test_the_calls_of_a_scope_commit_together_and_a_failing_call_undoes_only_itself(inline_db, db_path):
+    with inline_db.atomic():
+        put(inline_db, "a", 1)
+        assert seen_from_outside(db_path) == {}, "nothing is visible before the scope commits"
+        with pytest.raises(ValueError):
+            put(inline_db, "b", 2, then_raise=True)
+        put(inline_db, "c", 3)
+        assert seen_inside(inline_db) == {"a": 1, "c": 3}, "the scope reads its own writes"
+    assert seen_from_outside(db_path) == {"a": 1, "c": 3}
+
+
+def test_a_scope_that_raises_leaves_nothing(inline_db, db_path):
+    with pytest.raises(RuntimeError):
+        with inline_db.atomic():
+            put(inline_db, "a", 1)
+            raise RuntimeError("the handler crashed after its write")
+    assert seen_from_outside(db_path) == {}
+    put(inline_db, "b", 2)     # the connection is usable after it
+    assert seen_from_outside(db_path) == {"b": 2}
+
+
+def test_a_scope_without_writes_takes_no_lock_and_a_nested_scope_joins_the_outer(inline_db, db_path):
+    with inline_db.atomic() as outer:
+        assert seen_inside(inline_db) == {}
+        assert not outer.begun, "a read before the first write runs on its own"
+        with sqlite3.connect(db_path, timeout=0) as other:   # the write lock is free: another writer gets it now
+            other.execute("INSERT INTO kv VALUES ('outside', 0)")
+        with inline_db.atomic() as inner:
+            assert inner is outer
+            put(inline_db, "a", 1)
+        assert seen_from_outside(db_path) == {"outside": 0}, "the inner scope did not commit on its own"
+    assert seen_from_outside(db_path) == {"outside": 0, "a": 1}
+
+
+def test_a_commit_that_fails_rolls_the_scope_back_and_raises(inline_db, db_path):
+    # A deferred foreign key is checked at COMMIT: a child without its parent makes the commit itself fail.
+    run_inline(inline_db.write(lambda conn: conn.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")))
+    run_inline(inline_db.write(lambda conn: conn.execute(
+        "CREATE TABLE child (parent_id INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")))
+    with pytest.raises(StorageError, match="FOREIGN KEY"):
+        with inline_db.atomic():
+            put(inline_db, "a", 1)
+            run_inline(inline_db.write(lambda conn: conn.execute("INSERT INTO child VALUES (42)")))
+    assert seen_from_outside(db_path) == {}, "the write before the failed commit is gone with it"
+    assert inline_db.open_scope is None
+    put(inline_db, "b", 2)
+    assert seen_from_outside(db_path) == {"b": 2}
