@@ -57,6 +57,7 @@ def rows(r: dict) -> list[tuple[str, object, object, str]]:
          " s"),
         (f"restart after SIGKILL of an actor, p50 ({k['kills']} kills)", k["restart_ms_p50"], None, " ms"),
         ("restart after SIGKILL of an actor, p99", k["restart_ms_p99"], None, " ms"),
+        *_shard_kill_rows(r.get("shard_kill")),
         (f"recovery of {rec['unfinished_at_kill']} pending replies after kill -9 (start to all final)",
          rec["recovery_s"], None, " s"),
         (f"drain with {dr.get('streaming_at_drain', dr['in_flight'])} of {dr['in_flight']} turns still streaming "
@@ -64,6 +65,14 @@ def rows(r: dict) -> list[tuple[str, object, object, str]]:
          None, " s"),
         ("drain: exit after the last reply was final", dr["exit_after_last_reply_s"], None, " s"),
     ]
+
+
+def _shard_kill_rows(sk: dict | None) -> list:
+    if not sk:
+        return []   # a results.json from before the phase existed
+    return [(f"a shard killed with -9: kill to the answer of a message sent at the kill, p50 ({sk['shard_kills']} "
+             f"kills)", sk["served_again_ms_p50"], None, " ms"),
+            ("a shard killed with -9: kill to that answer, p99", sk["served_again_ms_p99"], None, " ms")]
 
 
 def markdown(r: dict) -> str:

@@ -17,6 +17,8 @@ durability, no streaming edits and no supervision. Where it has an analogue a fi
   burst, per session it made live (the baseline: the relay's PSS growth per chat).
 * start-to-ready: ``run_gateway.py start`` until every actor answers (the baseline: spawn to its first poll).
 * restart after SIGKILL: a random leaf actor killed, until its replacement answers its supervisor.
+* a shard killed with -9: the kill, a message into one of its chats at that moment, until that answer is final
+  (bench/bench_shard_kill.py).
 * recovery: the daemon killed with -9 while N replies stream (N obligations in the ledger), then started again;
   start until all N replies are final on the platform.
 * drain: ``run_gateway.py drain`` while N turns are in flight; until it exits 0, with every answer delivered.
@@ -39,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER  # noqa: E402
 from bench import bench_report  # noqa: E402
+from bench.bench_shard_kill import bench_shard_kills  # noqa: E402
 from bench.benchlib import (BENCH_FAKE_ADAPTER, BaselineProcess, bench_kills, bench_starts, final_times,  # noqa: E402
                             machine, measure_latency, ms, per_second, percentile, process_tree_cpu_s,
                             process_tree_pss, pss_mib, streaming_chats)
@@ -47,10 +50,10 @@ from tests.daemon import nodes  # noqa: E402
 from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
 from tests.pipeline.harness import pipeline_gateway  # noqa: E402
 
-FULL = {"latency": 200, "sessions": 1000, "rate": 5.0, "rate_s": 20.0, "starts": 10, "kills": 60,
+FULL = {"latency": 200, "sessions": 1000, "rate": 5.0, "rate_s": 20.0, "starts": 10, "kills": 60, "shard_kills": 20,
         "obligations": 100, "in_flight": 100,
         "burst_deadline_s": 420, "drain_timeout_s": 300}
-QUICK = {"latency": 30, "sessions": 100, "rate": 5.0, "rate_s": 4.0, "starts": 3, "kills": 10,
+QUICK = {"latency": 30, "sessions": 100, "rate": 5.0, "rate_s": 4.0, "starts": 3, "kills": 10, "shard_kills": 5,
          "obligations": 20, "in_flight": 20,
          "burst_deadline_s": 120, "drain_timeout_s": 60}
 # The watchdog's ping deadline is lifted from its default (10 s) out of the way: a supervisor spawning hundreds of
@@ -239,6 +242,7 @@ PHASES = {
     "baseline_start": lambda n: baseline_starts(n["starts"]),
     "gateway_start": lambda n: bench_starts(n["starts"]),
     "restart": lambda n: bench_kills(n["kills"]),
+    "shard_kill": lambda n: bench_shard_kills(n["shard_kills"]),
     "recovery": lambda n: recovery(n["obligations"]),
     "drain": lambda n: drain(n["in_flight"], n["drain_timeout_s"]),
 }
@@ -258,8 +262,8 @@ def run(n: dict, checkpoint: Path, resume: bool) -> dict:
         results[name] = phase(n)
         if name.endswith("start"):
             progress(name, results[name])
-        elif name == "restart":
-            progress("restart after SIGKILL", results[name])
+        elif name in ("restart", "shard_kill"):
+            progress(name, results[name])
         checkpoint.write_text(json.dumps(results, indent=1) + "\n")
     return results
 
