@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from actors.adapters.base import MalformedPayload
 from actors.adapters.http_api import openai_api
-from actors.adapters.http_api.signing import SIGNATURE_HEADER, sign
+from actors.adapters.http_api.signing import SIGNATURE_HEADER, sign, signed_headers
 from actors.adapters.telegram.updates import is_input
 from actors.adapters.telegram.webhook import SECRET_HEADER
 from actors.adapters.webchat.protocol import DEBUG_TYPES, FrameError, parse_frame
@@ -319,9 +319,10 @@ def test_http_api(rig):
     hook = []
     for body in webhook_bodies:
         data = json.dumps(body).encode()
-        hook.append((data, {SIGNATURE_HEADER: sign(HMAC_SECRET, data), "Content-Type": "application/json"}))
-    hook += [(b"{}", {SIGNATURE_HEADER: sign("wrong", b"{}")}), (b"{}", {}), (b"[" * 5000, {
-        SIGNATURE_HEADER: sign(HMAC_SECRET, b"[" * 5000), "Content-Type": "text/plain"})]
+        hook.append((data, {**signed_headers(HMAC_SECRET, data), "Content-Type": "application/json"}))
+    hook += [(b"{}", signed_headers("wrong", b"{}")), (b"{}", {}), (b"[" * 5000, {
+        **signed_headers(HMAC_SECRET, b"[" * 5000), "Content-Type": "text/plain"}),
+        (b"{}", {SIGNATURE_HEADER: sign(HMAC_SECRET, b"{}", 0), "X-Signature-Timestamp": "0"})]
     api = [(json.dumps(body).encode(), {"Authorization": f"Bearer {API_TOKEN}"}) for body in api_bodies]
     api += [(b'{"messages": [{"role": "user", "content": "hi"}]}', {"Authorization": "Bearer wrong"}),
             (b'{"messages": [', {"Authorization": f"Bearer {API_TOKEN}"})]

@@ -15,7 +15,7 @@ from actors.adapters.base import MalformedPayload
 from actors.adapters.cli import MAX_LINE, cli_event
 from actors.adapters.http_api import openai_api
 from actors.adapters.http_api.adapter import HttpApiAdapter
-from actors.adapters.http_api.signing import sign, signature_ok
+from actors.adapters.http_api.signing import MAX_SKEW_S, sign, signature_ok
 from actors.adapters.webchat.adapter import WebChatAdapter
 from actors.adapters.webchat.protocol import MAX_TEXT_CHARS, PAGE_TYPES, FrameError, parse_frame
 from actors.messages import CliSay
@@ -106,12 +106,18 @@ def test_http_webhook_body(body):
 
 
 @FUZZ
-@given(st.binary(max_size=80), st.one_of(st.none(), any_text, st.just("sha256=")), st.text(max_size=8))
-@example(b"", "\ud800", "s")                # bug: UnicodeEncodeError out of signature_ok
-def test_http_signature_check_never_raises(body, header, secret):
-    ok = signature_ok(secret, body, header)
-    assert ok is (bool(secret) and header is not None and header.strip().lower() == sign(secret, body))
-    assert signature_ok("s", body, sign("s", body))
+@given(st.binary(max_size=80), st.one_of(st.none(), any_text, st.just("sha256=")), st.text(max_size=8),
+       st.one_of(st.none(), any_text, st.integers(-10**13, 10**13).map(str)))
+@example(b"", "\ud800", "s", "1000")        # bug: UnicodeEncodeError out of signature_ok
+@example(b"", "sha256=", "s", "\u0661\u0662")   # Arabic-Indic digits are digits to str.isdigit, not to int()
+def test_http_signature_check_never_raises(body, header, secret, timestamp):
+    now = 1000.0
+    ok = signature_ok(secret, body, header, timestamp, now)
+    stamp_fine = timestamp is not None and timestamp.strip().isascii() and timestamp.strip().isdigit() \
+        and abs(now - int(timestamp)) <= MAX_SKEW_S
+    assert ok is (bool(secret) and header is not None and stamp_fine
+                  and header.strip().lower() == sign(secret, body, int(timestamp)))
+    assert signature_ok("s", body, sign("s", body, 1000), "1000", now)
 
 
 # ----------------------------------------------------------------------------------- http: /v1/chat/completions

@@ -11,6 +11,7 @@ import asyncio
 import json
 import socket
 import threading
+import time
 
 import aiohttp
 import pytest
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from actors.adapters import base, registry
 from actors.adapters.base import MalformedPayload
 from actors.adapters.http_api.adapter import HttpApiAdapter
-from actors.adapters.http_api.signing import SIGNATURE_HEADER, sign
+from actors.adapters.http_api.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, signed_headers
 from actors.adapters.telegram.webhook import SECRET_HEADER, WebhookServer
 from tests.fuzz.strategies import FUZZ, json_value, tally
 from tests.fuzz.test_props_polling import telegram_adapter, tg_plausible, tg_update
@@ -154,18 +155,23 @@ def rows(runner, adapter) -> int:
 
 
 @FUZZ
-@given(bodies(webhook_body, webhook_plausible), st.sampled_from(["right", "wrong", "missing", "of-other", "upper"]),
+@given(bodies(webhook_body, webhook_plausible),
+       st.sampled_from(["right", "wrong", "missing", "of-other", "upper", "stale", "no-timestamp"]),
        st.sampled_from(CONTENT_TYPES), st.sampled_from([0, 1, 70_000]))
 @example(b"[" * 5000 + b"]" * 5000, "right", "application/json", 0)   # bug: RecursionError answered 500
 @example(b"{}", "right", "text/plain", 70_000)                        # bug: 413 without a log line
 def test_http_webhook_request(http_service, body, signature, content_type, padding):
     runner, session, adapter, posts = http_service
     body = body + b" " * padding
-    header = {"right": sign(SECRET, body), "wrong": sign("other", body), "missing": None,
-              "of-other": sign(SECRET, body + b"x"), "upper": sign(SECRET, body).upper()}[signature]
+    now = int(time.time())
+    header = {"right": sign(SECRET, body, now), "wrong": sign("other", body, now), "missing": None,
+              "of-other": sign(SECRET, body + b"x", now), "upper": sign(SECRET, body, now).upper(),
+              "stale": sign(SECRET, body, now - 3600), "no-timestamp": sign(SECRET, body, now)}[signature]
+    stamp = {"stale": str(now - 3600), "no-timestamp": None}.get(signature, str(now))
     before_rows, before_lines = rows(runner, adapter), len(posts.lines())
     url = f"http://127.0.0.1:{adapter.bound_port}/webhook"
-    status = runner.run(post(session, url, body, {SIGNATURE_HEADER: header, "Content-Type": content_type or None}))
+    status = runner.run(post(session, url, body, {SIGNATURE_HEADER: header, TIMESTAMP_HEADER: stamp,
+                                                  "Content-Type": content_type or None}))
     assert status < 500, status
     if status in (200, 202):
         tally("http-webhook-wire", "accepted")
@@ -209,12 +215,12 @@ def test_http_body_cut_off_mid_request(http_service, path):
     before_rows = rows(runner, adapter)
     with socket.create_connection(("127.0.0.1", adapter.bound_port), timeout=5) as sock:
         sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     f"Authorization: Bearer {TOKEN}\r\n{SIGNATURE_HEADER}: {sign(SECRET, b'{}')}\r\n"
+                     f"Authorization: Bearer {TOKEN}\r\n{SIGNATURE_HEADER}: {sign(SECRET, b'{}', 0)}\r\n"
                      f"Content-Length: 1000\r\n\r\n{{\"messages\": [".encode())
         sock.shutdown(socket.SHUT_WR)
         sock.recv(4096)   # whatever the server says, or nothing: the point is what happens next
     assert rows(runner, adapter) == before_rows
     assert not [line for line in posts.lines() if "Traceback" in line]
     status = runner.run(post(session, f"http://127.0.0.1:{adapter.bound_port}/webhook", b"{}",
-                             {SIGNATURE_HEADER: sign(SECRET, b"{}")}))
+                             signed_headers(SECRET, b"{}")))
     assert status == 400, "the service still answers"

@@ -22,7 +22,7 @@ from typing import Optional
 
 from aiohttp import web
 
-from actors.adapters.http_api.signing import SIGNATURE_HEADER, sign, signature_ok
+from actors.adapters.http_api.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, signature_ok
 
 SEND_DEADLINE_S = 30.0
 RETRY_PAUSE_S = 0.05
@@ -78,7 +78,8 @@ class CallbackReceiver:
         body = await request.read()
         now = time.time()
         with self._lock:
-            if not signature_ok(self.secret, body, request.headers.get(SIGNATURE_HEADER)):
+            if not signature_ok(self.secret, body, request.headers.get(SIGNATURE_HEADER),
+                                request.headers.get(TIMESTAMP_HEADER)):
                 self.bad_signatures += 1
                 return web.json_response({"error": "bad signature"}, status=401)
             payload = json.loads(body)
@@ -146,11 +147,13 @@ class WebhookSender:
         self._status: dict[str, int] = {}
         self.bodies: dict[str, dict] = {}
 
-    def post(self, body: bytes, signature: Optional[str] = "sign") -> tuple[int, dict]:
-        """One attempt: (status, JSON answer). ``signature`` "sign" signs with the secret; None sends none."""
-        headers = {"Content-Type": "application/json"}
+    def post(self, body: bytes, signature: Optional[str] = "sign", at: Optional[int] = None) -> tuple[int, dict]:
+        """One attempt: (status, JSON answer). ``signature`` "sign" signs with the secret; None sends none. ``at``:
+        the timestamp sent and signed (now by default)."""
+        stamp = int(time.time()) if at is None else at
+        headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: str(stamp)}
         if signature is not None:
-            headers[SIGNATURE_HEADER] = sign(self.secret, body) if signature == "sign" else signature
+            headers[SIGNATURE_HEADER] = sign(self.secret, body, stamp) if signature == "sign" else signature
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=10) as response:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 import uuid
 
 import openai
@@ -100,7 +101,9 @@ def test_a_bad_signature_is_refused_before_anything_is_stored(api):
     assert api.sender.post(body, signature=None)[0] == 401
     assert api.sender.post(body, signature="sha256=" + "0" * 64)[0] == 401
     tampered = body.replace(b"let me in", b"let me out")
-    assert api.sender.post(tampered, signature=sign(SECRET, body))[0] == 401
+    assert api.sender.post(tampered, signature=sign(SECRET, body, int(time.time())))[0] == 401
+    status, answer = api.sender.post(body, at=int(time.time()) - 3600)   # well signed, an hour ago: a replay
+    assert status == 401 and "from this server's clock" in answer["error"], answer
     assert api.total_rows() == before, "a refused request never reaches the inbox"
     log = wait_for(lambda: (text := api.gateway.log()) and "bad or missing signature" in text and text, 10, 0.05,
                    "the refusal in the log")   # written by the adapter's actor thread, a moment after the 401

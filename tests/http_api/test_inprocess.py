@@ -13,7 +13,7 @@ import pytest
 from actors.adapters import base, registry
 from actors.adapters.http_api.adapter import HttpApiAdapter
 from actors.adapters.http_api.replies import ReplyBook
-from actors.adapters.http_api.signing import SIGNATURE_HEADER, sign
+from actors.adapters.http_api.signing import signed_headers
 from actors.messages import PlatformOp
 
 pytestmark = pytest.mark.timeout(30)
@@ -242,22 +242,22 @@ def test_webhook_refusals_and_drain(tmp_path):
             body = json.dumps({"conversation_id": "c", "user_id": "u", "message_id": "m", "text": "x"}).encode()
             big = json.dumps({"conversation_id": "c", "user_id": "u", "message_id": "m2", "text": "x" * 4096}).encode()
             async with aiohttp.ClientSession() as http:
-                async def post(data, signature, path=url, headers=None):
-                    async with http.post(path, data=data, headers={SIGNATURE_HEADER: signature, **(headers or {})}
-                                         ) as r:
+                async def post(data, key=None, path=url):
+                    """Signed with ``key`` over the current time (None: unsigned)."""
+                    headers = signed_headers(key, data) if key is not None else {}
+                    async with http.post(path, data=data, headers=headers) as r:
                         return r.status, await r.text()
                 statuses = {
-                    "unsigned": await post(body, ""),
-                    "forged": await post(body, sign("guess", body)),
-                    "too big": await post(big, sign(SECRET, big)),
-                    "not json": await post(b"{oops", sign(SECRET, b"{oops")),
-                    "no token": await post(b"{}", "", path=f"{rig.base_url}/v1/chat/completions"),
-                    "ok": await post(body, sign(SECRET, body)),
+                    "unsigned": await post(body),
+                    "forged": await post(body, "guess"),
+                    "too big": await post(big, SECRET),
+                    "not json": await post(b"{oops", SECRET),
+                    "no token": await post(b"{}", path=f"{rig.base_url}/v1/chat/completions"),
+                    "ok": await post(body, SECRET),
                 }
                 rig.intake.cancel()                     # what a drain does: no new input, replies still go out
                 await asyncio.gather(rig.intake, return_exceptions=True)
-                statuses["draining"] = await post(body.replace(b'"m"', b'"m3"'), sign(SECRET, body.replace(
-                    b'"m"', b'"m3"')))
+                statuses["draining"] = await post(body.replace(b'"m"', b'"m3"'), SECRET)
             counts = await rig.adapter.store.inbox.counts()
             return statuses, counts, rig.posts.lines()
 

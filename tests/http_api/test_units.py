@@ -8,25 +8,38 @@ from actors.adapters.base import MalformedPayload, classify_error
 from actors.adapters.http_api.openai_api import (BadRequest, UnknownModel, api_event, conversation_chat_id,
                                                  message_text, parse_chat_request, resolve_profile, token_owner)
 from actors.adapters.http_api.replies import ReplyBook, StreamCursor, visible_preview
-from actors.adapters.http_api.signing import sign, signature_ok
+from actors.adapters.http_api.signing import MAX_SKEW_S, sign, signature_ok, signature_problem, signed_headers
 from actors.adapters.http_api.webhook import callback_payload, error_for_status, webhook_event
 from actors.messages import PlatformOp
 
 pytestmark = pytest.mark.timeout(10)
 
 
-def test_signatures_verify_only_the_exact_body_under_the_secret():
-    body = b'{"text": "hi"}'
-    header = sign("s3cret", body)
+def test_signatures_verify_only_the_exact_body_at_its_timestamp_under_the_secret():
+    body, now = b'{"text": "hi"}', 1_767_225_600
+    header = sign("s3cret", body, now)
     assert header.startswith("sha256=") and len(header) == len("sha256=") + 64
-    assert signature_ok("s3cret", body, header)
-    assert signature_ok("s3cret", body, header.upper().replace("SHA256=", "sha256="))  # hex case is not meaning
-    assert not signature_ok("s3cret", body + b" ", header)
-    assert not signature_ok("other", body, header)
-    assert not signature_ok("s3cret", body, None) and not signature_ok("s3cret", body, "")
-    assert not signature_ok("s3cret", body, header[len("sha256="):])   # the scheme is part of the header
-    assert not signature_ok("", body, sign("", body)), "no secret configured: nothing verifies"
-    assert not signature_ok("s3cret", body, "sha256=\udcff")
+    assert signature_ok("s3cret", body, header, str(now), now)
+    assert signature_ok("s3cret", body, header.upper().replace("SHA256=", "sha256="), str(now), now)  # hex case
+    assert not signature_ok("s3cret", body + b" ", header, str(now), now)
+    assert not signature_ok("other", body, header, str(now), now)
+    assert not signature_ok("s3cret", body, None, str(now), now) and not signature_ok("s3cret", body, "", str(now))
+    assert not signature_ok("s3cret", body, header[len("sha256="):], str(now), now)   # the scheme is part of it
+    assert not signature_ok("", body, sign("", body, now), str(now), now), "no secret configured: nothing verifies"
+    assert not signature_ok("s3cret", body, "sha256=\udcff", str(now), now)
+    assert not signature_ok("s3cret", body, header, str(now + 1), now), "the timestamp is signed with the body"
+
+
+def test_a_signature_is_good_for_five_minutes_either_way_and_says_why_not():
+    body, sent = b"{}", 1_767_225_600
+    header = sign("k", body, sent)
+    assert signature_ok("k", body, header, str(sent), sent + MAX_SKEW_S)
+    assert signature_ok("k", body, header, str(sent), sent - MAX_SKEW_S)   # a sender's clock a little ahead
+    assert "from this server's clock" in signature_problem("k", body, header, str(sent), sent + MAX_SKEW_S + 1)
+    for stamp in (None, "", "soon", "-5", "1.5", "\u0661\u0662", "9" * 40):
+        assert "X-Signature-Timestamp" in signature_problem("k", body, header, stamp, sent), stamp
+    headers = signed_headers("k", body, now=sent)
+    assert headers == {"X-Signature-Timestamp": str(sent), "X-Signature-256": header}
 
 
 def test_webhook_bodies_are_validated_field_by_field():

@@ -1,9 +1,10 @@
 """The generic webhook: ``POST /webhook`` in (HMAC-signed JSON), replies out to ``callback_url`` (signed the same way).
 
-Inbound body: ``{"conversation_id", "user_id", "message_id", "text"}`` (``user_name`` optional). Answers:
-401 bad or missing signature, 413 body or text too large (``[gateway] max_text_chars``), 400 malformed, 503 not
-accepting (starting or draining: retry), 202 ``{"accepted": true, "seq": N}`` once the inbox row is durable, 200
-``{"duplicate": true}`` for a message id already stored. ``message_id`` needs to be unique within its conversation only.
+Inbound body: ``{"conversation_id", "user_id", "message_id", "text"}`` (``user_name`` optional). Answers: 401 bad
+or missing signature or timestamp (signing.py), 413 body or text too large (``[gateway] max_text_chars``), 400
+malformed, 503 not accepting (starting or draining: retry), 202 ``{"accepted": true, "seq": N}`` once the inbox row
+is durable, 200 ``{"duplicate": true}`` for a message id already stored. ``message_id`` needs to be unique within its
+conversation only.
 
 Outbound: every platform operation on a webhook conversation is POSTed as ``{"conversation_id", "message_id",
 "action", "text", "final"}`` (plus ``in_reply_to`` on the first part of a reply). The callback's answer decides what
@@ -23,7 +24,7 @@ from aiohttp import web
 from actors.adapters.base import MalformedPayload, SenderOverLimit, TextTooLong
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
                                     TooLongError)
-from actors.adapters.http_api.signing import SIGNATURE_HEADER, sign, signature_ok
+from actors.adapters.http_api.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_problem, signed_headers
 from actors.messages import MessageEvent, PlatformOp, Source
 from supervision.http_serving import BodyTimeout, read_body
 
@@ -77,9 +78,11 @@ class WebhookEndpoint:
         except web.HTTPRequestEntityTooLarge:
             adapter.refused(request, "webhook: body too large")
             return web.json_response({"error": "body too large"}, status=413)
-        if not signature_ok(adapter.hmac_secret, body, request.headers.get(SIGNATURE_HEADER)):
-            adapter.refused(request, "webhook: bad or missing signature")
-            return web.json_response({"error": "bad or missing signature"}, status=401)
+        problem = signature_problem(adapter.hmac_secret, body, request.headers.get(SIGNATURE_HEADER),
+                                    request.headers.get(TIMESTAMP_HEADER))
+        if problem is not None:
+            adapter.refused(request, f"webhook: {problem}")
+            return web.json_response({"error": problem}, status=401)
         try:
             raw = {"origin": ORIGIN, "body": json.loads(body)}
         except ValueError as exc:     # also UnicodeDecodeError
@@ -151,7 +154,7 @@ class CallbackClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALLBACK_TIMEOUT_S))
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(self.secret, body)}
+        headers = {"Content-Type": "application/json", **signed_headers(self.secret, body)}
         async with self._session.post(self.url, data=body, headers=headers) as response:
             text = await response.text(errors="replace")
             try:
