@@ -8,7 +8,7 @@ the same: small frozen dataclasses of plain values, addresses only in fields tha
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from common.shard_map import shard_of
@@ -19,11 +19,13 @@ from common.shard_map import shard_of
 @dataclass(frozen=True)
 class Started:
     """Parent -> new child, first message: its name in the tree, its arguments and the gateway configuration.
-    ``after_outside_cause``: the previous incarnation stopped on a cause outside the gateway (storage unavailable)."""
+    ``after_outside_cause``: the previous incarnation stopped on a cause outside the gateway (storage unavailable).
+    The configuration holds the operator's secrets (tokens, webhook secrets), so it is left out of the message's
+    repr: whatever logs a message (Thespian, on a message it could not deliver) never writes them."""
     name: str
     kind: str
     args: Any = None
-    config: Any = None
+    config: Any = field(default=None, repr=False)
     after_outside_cause: bool = False
 
 

@@ -158,3 +158,13 @@ def test_text_a_stranger_wrote_cannot_forge_a_log_line_or_drive_the_terminal():
     line = emit(make_record("user %s said %r", "u1", stranger), "text")
     assert "\n" not in line and "\x1b" not in line and "\x07" not in line
     assert "\\n2026-01-01" in line and "\\x1b]0;owned\\x07" in line
+
+
+def test_the_first_message_of_every_actor_never_shows_the_configuration_in_its_repr():
+    """Started carries the whole configuration, secrets and all; whatever logs a message it holds (Thespian, on a
+    message it could not deliver: str() of it) must not write them."""
+    from supervision.messages import Started
+    config = {"adapters": {"tg": {"type": "telegram", "token": "123456:AAE-not-for-the-log"}}}
+    started = Started("tg", "TelegramAdapter", {"n": 1}, config)
+    assert "not-for-the-log" not in repr(started) and "not-for-the-log" not in str(started)
+    assert started.config is config and pickle.loads(pickle.dumps(started)).config == config, "it still carries it"
