@@ -19,7 +19,10 @@ PYTHON = sys.executable
 
 class Gateway:
     def __init__(self, tmp_path: Path, extra_toml: str = "", watchdog_interval: float = 0.5, max_restarts: int = 5,
-                 period_s: float = 30.0, ping_deadline: float = 1.5, admin_port: int = 0, gateway_toml: str = ""):
+                 period_s: float = 30.0, ping_deadline: float = 1.5, admin_port: int = 0, gateway_toml: str = "",
+                 test_hooks: bool = True):
+        """``test_hooks``: [debug] fault_injection on (unless the test's own TOML has a [debug] table), for the
+        offline agent's #slow / #long / #fail hooks and Fault messages; False: the defaults, as an operator runs."""
         self.state = tmp_path / "state"
         # 0: the launcher takes a free port as it starts and records it for the CLI. A port chosen here would stay
         # unbound until then, and another process of a busy suite may take it meanwhile.
@@ -38,7 +41,8 @@ period_s = {period_s}
 backoff_base_s = 0.01
 backoff_max_s = 0.2
 {extra_toml}
-""" + ("" if "[metrics]" in extra_toml else "[metrics]\nport = 0   # many test daemons at once: each its own port\n"))
+""" + ("" if "[metrics]" in extra_toml else "[metrics]\nport = 0   # many test daemons at once: each its own port\n")
+          + ("" if not test_hooks or "[debug]" in extra_toml + gateway_toml else "[debug]\nfault_injection = true\n"))
         self.env = dict(os.environ, GATEWAY_STATE_DIR=str(self.state), PYTHONPATH=str(ROOT))
         self.env.pop("GATEWAY_CONFIG", None)
         self.seen_pids: set[int] = set()

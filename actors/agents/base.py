@@ -84,8 +84,10 @@ def resolve_api_key(config: Mapping[str, Any], env: Mapping[str, str] = os.envir
     return env.get(config.get("api_key_env") or DEFAULT_API_KEY_ENV) or None
 
 
-def build_agent(config: Optional[Mapping[str, Any]] = None, env: Mapping[str, str] = os.environ) -> Agent:
-    """The agent described by the ``[agent]`` configuration section.
+def build_agent(config: Optional[Mapping[str, Any]] = None, env: Mapping[str, str] = os.environ,
+                test_hooks: bool = False) -> Agent:
+    """The agent described by the ``[agent]`` configuration section. ``test_hooks``: the offline agent honours its
+    test hooks (``[debug] fault_injection``).
 
     Keys: kind ('offline' | 'openai'; default 'openai' when model and base_url are set, else 'offline'),
     base_url, model, api_key or api_key_env, timeout_s, connect_timeout_s, system_prompt, tools (names of
@@ -98,7 +100,8 @@ def build_agent(config: Optional[Mapping[str, Any]] = None, env: Mapping[str, st
     registry = default_registry(config.get("tools"))
     if kind == "offline":
         from actors.agents.offline import OfflineAgent
-        return OfflineAgent(registry=registry, chunk_delay_s=float(config.get("chunk_delay_s", 0.03)))
+        return OfflineAgent(registry=registry, chunk_delay_s=float(config.get("chunk_delay_s", 0.03)),
+                            test_hooks=test_hooks)
     if kind == "openai":
         from actors.agents.openai_compat import OpenAICompatAgent
         if not config.get("base_url") or not config.get("model"):

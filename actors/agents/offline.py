@@ -4,7 +4,8 @@ Its answer quotes the user's last message, says it is the offline agent and how 
 streamed in several chunks. Arithmetic in the message (``what is 12*7``), a question about the time, or ``#tool``
 makes it call a tool through the registry, visibly. Same input, same events (except the clock tool's reading).
 
-Test hooks, written anywhere in the user's last message:
+Test hooks, written anywhere in the user's last message, honoured only with ``[debug] fault_injection`` (on the
+defaults any chat user could otherwise hold a turn for hours with ``#slow``, or ask for a megabyte with ``#long``):
 
 * ``#long N``  the answer is exactly N characters and holds a ```python fence (for chunking);
 * ``#slow S``  sleep S seconds between chunks (for interrupts, typing indicators, stuck-turn detection);
@@ -50,25 +51,28 @@ _MAX_LONG = 1_000_000
 class OfflineAgent:
     supports_steer = True
 
-    def __init__(self, registry: Optional[ToolRegistry] = None, chunk_delay_s: float = 0.03):
+    def __init__(self, registry: Optional[ToolRegistry] = None, chunk_delay_s: float = 0.03,
+                 test_hooks: bool = False):
         self.registry = registry if registry is not None else default_registry()
         self.chunk_delay_s = chunk_delay_s
+        self.test_hooks = test_hooks
 
     async def run(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
         text = request.last_user_text()
-        slow = _SLOW.search(text)
+        hooks = text if self.test_hooks else ""   # where the hooks are looked for: nowhere without fault injection
+        slow = _SLOW.search(hooks)
         delay = float(slow.group(1)) if slow else self.chunk_delay_s
-        if "#fail" in text and "#failmid" not in text:
+        if "#fail" in hooks and "#failmid" not in hooks:
             raise AgentError(f"offline agent failure requested by #fail (api_key={FAKE_SECRET})")
         parts: list[str] = []
-        think = _THINK.search(text)
+        think = _THINK.search(hooks)
         if think:
             await asyncio.sleep(float(think.group(1)))
-        long_match = _LONG.search(text)
+        long_match = _LONG.search(hooks)
         body = long_answer(int(long_match.group(1)), text) if long_match else self._opening(request, text)
         async for event in _stream(_pieces(body), request, delay, parts, pause_first=False):
             yield event
-            if "#failmid" in text:
+            if "#failmid" in hooks:
                 raise AgentError(f"offline agent failure requested by #failmid (api_key={FAKE_SECRET})")
         if not long_match:
             async for event in self._tool_part(request, text, parts, delay):
@@ -90,7 +94,7 @@ class OfflineAgent:
 
     async def _tool_part(self, request: AgentRequest, text: str, parts: list[str],
                          delay: float) -> AsyncIterator[StreamEvent]:
-        name, arguments = _choose_tool(text, self.registry.names())
+        name, arguments = _choose_tool(text, self.registry.names(), forced="#tool" in text and self.test_hooks)
         if name is None:
             return
         call_id = f"offline-{request.turn_id or 'turn'}-1"
@@ -121,13 +125,13 @@ async def _stream(pieces: list[str], request: AgentRequest, delay: float, parts:
         yield TextDelta(piece)
 
 
-def _choose_tool(text: str, available: list[str]) -> tuple[Optional[str], dict]:
+def _choose_tool(text: str, available: list[str], forced: bool = False) -> tuple[Optional[str], dict]:
     expression = _ARITHMETIC.search(text)
     if expression and "calculator" in available:
         return "calculator", {"expression": expression.group(0).strip()}
     if _TIME_QUESTION.search(text) and "clock" in available:
         return "clock", {}
-    if "#tool" in text and "calculator" in available:
+    if forced and "calculator" in available:
         words = len(text.split())
         return "calculator", {"expression": f"{words} * 7 + {len(text)}"}
     return None, {}

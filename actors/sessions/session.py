@@ -66,7 +66,7 @@ class Session(CellStoreUser, CommandHandler, Cell):
         self.resume_window_s = setting(self.config, "sessions", "resume_window_s")
         self.max_resumes = setting(self.config, "sessions", "max_resumes")
         self.collect_window_s = setting(self.config, "sessions", "collect_window_s")
-        self.agent = build_agent(self.config.get("agent", {}))
+        self.agent = build_agent(self.config.get("agent", {}), test_hooks=self.debug_enabled())
         self.open_store()
         self.info = self.db(self.store.sessions.current(self.key))
         self.recover()

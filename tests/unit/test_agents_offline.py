@@ -31,7 +31,7 @@ async def collect(agent, req, into=None):
 
 
 def run(req, **options):
-    return asyncio.run(collect(OfflineAgent(chunk_delay_s=0, **options), req))
+    return asyncio.run(collect(OfflineAgent(chunk_delay_s=0, **{"test_hooks": True, **options}), req))
 
 
 def texts(events):
@@ -103,7 +103,7 @@ def test_fail_hooks_raise_with_a_fake_secret_that_redaction_removes():
     assert FAKE_SECRET not in user_facing_error(caught.value)
     events = []
     with pytest.raises(AgentError):
-        asyncio.run(collect(OfflineAgent(chunk_delay_s=0), request("#failmid"), into=events))
+        asyncio.run(collect(OfflineAgent(chunk_delay_s=0, test_hooks=True), request("#failmid"), into=events))
     assert len(events) == 1 and isinstance(events[0], TextDelta)
 
 
@@ -264,3 +264,14 @@ def test_take_steer_messages_accepts_text_and_messages():
 def test_config_help_mentions_every_key():
     for key in ("kind", "base_url", "model", "api_key_env"):
         assert f"{key} =" in CONFIG_HELP
+
+
+def test_the_test_hooks_are_plain_text_without_fault_injection():
+    """On the defaults a chat user's "#slow 3600" or "#long 1000000" is only words: the hooks need the operator's
+    [debug] fault_injection (the agent is built with test_hooks from it)."""
+    text = "hold it #slow 3600 #long 999999 #fail #tool"
+    events = asyncio.run(collect(OfflineAgent(chunk_delay_s=0), request(text)))
+    [end] = [e for e in events if isinstance(e, TurnEnd)]
+    assert 'You said: "hold it #slow 3600' in end.final_text and len(end.final_text) < 2000
+    assert not [e for e in events if isinstance(e, ToolCallStarted)], "#tool forced nothing"
+    assert len(run(request("#long 50"))[-1].final_text) == 50, "with the hooks on, the same words are hooks"

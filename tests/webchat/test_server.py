@@ -97,8 +97,7 @@ def test_malformed_frames_get_an_error_frame_a_log_line_and_the_connection_stays
                   json.dumps({"type": "message", "id": "m1", "text": "x" * (MAX_FRAME_BYTES + 1)}),
                   json.dumps({"type": "message", "id": "m2", "text": ""}),
                   json.dumps({"type": "message", "id": "bad id!", "text": "hi"}),
-                  json.dumps({"type": "message", "id": "m3", "text": "x" * 16_001}),
-                  json.dumps({"type": "debug.floods", "count": 1, "retry_after": 1})]
+                  json.dumps({"type": "message", "id": "m3", "text": "x" * 16_001})]
 
     async def session():
         async with aiohttp.ClientSession() as http:
@@ -118,12 +117,39 @@ def test_malformed_frames_get_an_error_frame_a_log_line_and_the_connection_stays
     assert not any(e["retry"] for e in errors)
     reasons = [e["error"] for e in errors]
     for expected in ("not JSON", "must be a JSON object", "unknown frame type 'shout'", "binary frames",
-                     "frame over", "text is empty", "message id must be", "I take at most 16,000 characters",
-                     "debug frames need [debug] fault_injection"):
+                     "frame over", "text is empty", "message id must be", "I take at most 16,000 characters"):
         assert any(expected in r for r in reasons), (expected, reasons)
     assert ack == {"type": "ack", "id": "good-1", "duplicate": False}
     lines = wait_log(gw, f"malformed payload rejected (visitor {visitor}", len(bad_frames))
     assert len(lines) == len(bad_frames) and all("WARNING" in line for line in lines)
+
+
+def test_on_the_defaults_debug_frames_are_refused_and_the_agents_test_hooks_are_words(tmp_path):
+    """Without [debug] fault_injection (an operator's gateway) nobody in the chat can arm a fault or hold a turn
+    with the offline agent's #slow hook."""
+    gw = webchat_gateway(tmp_path, port=0, extra="[agent]\nchunk_delay_s = 0.0\n", test_hooks=False)
+    try:
+        gw.start()
+        gw.wait_ready()
+        port = served_port(gw)
+
+        async def session():
+            async with aiohttp.ClientSession() as http:
+                async with http.ws_connect(f"http://127.0.0.1:{port}/ws?visitor={visitor_name()}") as ws:
+                    assert (await ws.receive_json())["type"] == "hello"
+                    await ws.send_json({"type": "debug.floods", "count": 1, "retry_after": 1})
+                    refusal = await ws.receive_json()
+                    await ws.send_json({"type": "message", "id": "hook-1", "text": "wait for me #slow 3600"})
+                    frames = []
+                    while not (frames and frames[-1].get("type") == "op" and frames[-1].get("final")):
+                        frames.append(await asyncio.wait_for(ws.receive_json(), 30))
+                    return refusal, frames
+        refusal, frames = run(session())
+        assert refusal["type"] == "error" and "debug frames need [debug] fault_injection" in refusal["error"]
+        assert 'You said: "wait for me #slow 3600"' in frames[-1]["text"], "answered at once, in full"
+    finally:
+        gw.cli("stop")
+        gw.kill_everything()
 
 
 def test_a_bad_visitor_id_is_refused_at_the_handshake(served):
