@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"config error: {exc.file}: {exc.key}: {exc.reason}", file=sys.stderr)
         return EX_CONFIG
+    if args.command not in (None, "run", "start"):   # the daemon's own output is its log, redacted there
+        from common.redact import RedactingStream, configured_secrets
+        secrets = configured_secrets(config)
+        sys.stdout, sys.stderr = RedactingStream(sys.stdout, secrets), RedactingStream(sys.stderr, secrets)
     refusal = foreign_owner(config["gateway"]["state_dir"])
     if refusal:
         return _out(args, {"ok": False, "error": f"refused: {refusal}"}, EX_NOPERM)

@@ -175,3 +175,20 @@ def configured_secrets(config: dict) -> list[str]:
             if any(word in name for word in SECRET_WORDS) and value:
                 found.extend(str(v) for v in value) if isinstance(value, (list, tuple)) else found.append(str(value))
     return [value for value in found if value]
+
+
+class RedactingStream:
+    """A text stream that redacts each write (``redact``) before it reaches ``stream``: the admin CLI's stdout and
+    stderr, so no command prints a configured secret, whatever the text came from (a transcript, a delivery, an
+    error). A write is redacted on its own, so a secret split across two writes (the terminal chat drawing an answer
+    a few characters at a time) is caught only by the key shapes each piece still has."""
+
+    def __init__(self, stream, secrets: Iterable[str]):
+        self._stream, self._secrets = stream, list(secrets)
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text, self._secrets))
+        return len(text)
+
+    def __getattr__(self, name):   # flush, isatty, fileno, encoding...: the stream's own
+        return getattr(self._stream, name)

@@ -1,0 +1,53 @@
+"""No admin command prints a configured secret: a transcript, a delivery or an error that holds one is shown with
+``[redacted]`` in its place, in text and in --json (run_gateway.py wraps the CLI's stdout and stderr in
+common.redact.RedactingStream). ``sessions export`` writes the session as stored: it is a backup (0600), and an
+import must give back what was exported."""
+from __future__ import annotations
+
+import json
+import urllib.parse
+
+import pytest
+
+from tests.fakes.fakeplatform import FakePlatform
+from tests.pipeline.harness import pipeline_gateway, settled_answers
+
+pytestmark = pytest.mark.timeout(180)
+SECRET = "sk-proj-Zq8yW3vN5tR7uP1oL4kJ6hG2fD9sA0xCb"   # the agent's configured key
+FORMS = (SECRET, urllib.parse.quote(SECRET, safe=""), SECRET[1:])   # as stored, URL-encoded, minus a character
+
+
+def test_every_admin_command_shows_a_secret_in_the_transcript_redacted(tmp_path):
+    with FakePlatform() as platform:
+        gw = pipeline_gateway(tmp_path, platform, agent=f'[agent]\nchunk_delay_s = 0.0\napi_key = "{SECRET}"\n')
+        try:
+            gw.start()
+            gw.wait_ready()
+            platform.inject("leaky", f"my key is {SECRET} and in a link ?k={FORMS[1]}")
+            settled_answers(platform, "leaky", gw=gw)
+            listing = json.loads(gw.cli("sessions", "list", "--json", check=True).stdout)
+            [session] = [s for s in listing["sessions"] if s["session_key"].endswith("leaky")] or \
+                listing["sessions"][:1]
+            sid = session["session_id"]
+            commands = [("status",), ("status", "--json"), ("tree",), ("tree", "--json", "--all"),
+                        ("sessions", "list"), ("sessions", "list", "--json"),
+                        ("sessions", "show", sid), ("sessions", "show", sid, "--json"),
+                        ("sessions", "search", "key"), ("sessions", "search", "key", "--json"),
+                        ("deliveries",), ("deliveries", "--json"), ("deliveries", "--state", "delivered", "--json"),
+                        ("pair", "list"), ("pair", "list", "--json"),
+                        ("sessions", "show", SECRET)]   # an error that echoes what was asked for
+            shown = {}
+            for command in commands:
+                result = gw.cli(*command)
+                shown[command] = result.stdout + result.stderr
+            for command, text in shown.items():
+                for form in FORMS:
+                    assert form not in text, f"{' '.join(command)} printed the secret ({form[:6]}...):\n{text}"
+            assert "[redacted]" in shown[("sessions", "show", sid)], "the stored text is shown, minus the key"
+            assert "my key is" in shown[("sessions", "show", sid, "--json")]
+            export = tmp_path / "leaky.export"
+            gw.cli("sessions", "export", sid, str(export), check=True)
+            assert SECRET.encode() in export.read_bytes(), "the backup is the session as stored"
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
