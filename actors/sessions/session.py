@@ -23,13 +23,14 @@ the inbox row marked done (after the reply is delivered), then ``end_turn``. A r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 
 from actors.agents.base import AgentRequest, build_agent
 from actors.messages import (GatewayNotice, InboxDoorbell, MessageEvent, SpawnConsumer, StreamBatch, ToolCallFinished,
                              TurnEnd)
-from common.redact import configured_secrets, user_facing_error
+from common.redact import configured_secrets, redact, user_facing_error
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.session_commands import CommandHandler
@@ -67,6 +68,7 @@ class Session(CellStoreUser, CommandHandler, Cell):
         self.max_resumes = setting(self.config, "sessions", "max_resumes")
         self.collect_window_s = setting(self.config, "sessions", "collect_window_s")
         self.agent = build_agent(self.config.get("agent", {}), test_hooks=self.debug_enabled())
+        self.secrets = configured_secrets(self.config)   # what no answer, tool result or transcript may hold
         self.open_store()
         self.info = self.db(self.store.sessions.current(self.key))
         self.recover()
@@ -265,6 +267,8 @@ class Session(CellStoreUser, CommandHandler, Cell):
                 self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete")
                 return
             if isinstance(event, ToolCallFinished):
+                event = dataclasses.replace(event, arguments=redact(event.arguments, self.secrets),
+                                            result=redact(event.result, self.secrets))
                 self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(turn_id, event)))
             self.push(turn, event)
         elif kind == "cancelled":
@@ -280,6 +284,7 @@ class Session(CellStoreUser, CommandHandler, Cell):
 
     def end_turn(self, final_text: str, reason: str) -> None:
         turn = self.turn
+        final_text = redact(final_text, self.secrets)   # a model may repeat a key it saw: never to the chat
         turn.ended, turn.final_text = True, final_text
         # The answer is in the transcript before its TurnEnd leaves: after a crash, recover() sees the turn done.
         self.db(self.store.sessions.append(self.info.session_id,

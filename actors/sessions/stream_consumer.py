@@ -36,6 +36,7 @@ from actors.messages import (LongToolHint, OpResult, PlatformOp, ReplyDone, Stre
                              ToolCallStarted, TurnEnd)
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
 from actors.sessions.chunking import split_message
+from common.redact import configured_secrets, redact
 from actors.adapters import registry
 from actors.sessions.edit_throttle import EditThrottle
 from actors.sessions.reply_claim import LostClaim, ReplyClaim, WaitForStorage, steps_aside
@@ -85,6 +86,7 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
         self.marker = resent_marker(self.config)
         self.chunk_limit = chunk_limit(self.pacing, self.length, self.marker)
         self.throttle = EditThrottle(self.pacing)
+        self.secrets = configured_secrets(self.config)
         self.open_store()
         if self.pacing.typing_interval_s:
             self.after(FIRST_TYPING_AFTER_S, "typing")
@@ -122,7 +124,9 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
             return self.marked(split_message(self.final or "…", self.chunk_limit, self.length))
         if self.fallback or not self.pacing.supports_edit:
             return None  # no previews: the final text goes out whole
-        preview = self.answer + (f"\n\n{self.tool_line}" if self.tool_line else "")
+        # The session redacts the final text; a preview is the deltas as they came, redacted here each time (a
+        # secret split across deltas is whole again in the answer so far).
+        preview = redact(self.answer, self.secrets) + (f"\n\n{self.tool_line}" if self.tool_line else "")
         if not preview.strip():
             return None
         return self.marked(split_message(preview + CURSOR, self.chunk_limit, self.length))

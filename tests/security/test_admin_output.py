@@ -1,14 +1,17 @@
-"""No admin command prints a configured secret: a transcript, a delivery or an error that holds one is shown with
-``[redacted]`` in its place, in text and in --json (run_gateway.py wraps the CLI's stdout and stderr in
-common.redact.RedactingStream). ``sessions export`` writes the session as stored: it is a backup (0600), and an
+"""No configured secret reaches a chat in an answer (the offline agent quotes the message that held it, as a model
+may repeat a key it saw), the transcript's answer, or the output of an admin command: a transcript, a delivery or an
+error that holds one is shown with ``[redacted]`` in its place, in text and in --json (run_gateway.py wraps the
+CLI's stdout and stderr in common.redact.RedactingStream). ``sessions export`` writes the session as stored: it is a backup (0600), and an
 import must give back what was exported."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import urllib.parse
 
 import pytest
 
+from storage import records
 from tests.fakes.fakeplatform import FakePlatform
 from tests.pipeline.harness import pipeline_gateway, settled_answers
 
@@ -17,14 +20,20 @@ SECRET = "sk-proj-Zq8yW3vN5tR7uP1oL4kJ6hG2fD9sA0xCb"   # the agent's configured 
 FORMS = (SECRET, urllib.parse.quote(SECRET, safe=""), SECRET[1:])   # as stored, URL-encoded, minus a character
 
 
-def test_every_admin_command_shows_a_secret_in_the_transcript_redacted(tmp_path):
+def test_a_secret_is_redacted_in_the_answer_the_stored_answer_and_every_admin_command(tmp_path):
     with FakePlatform() as platform:
         gw = pipeline_gateway(tmp_path, platform, agent=f'[agent]\nchunk_delay_s = 0.0\napi_key = "{SECRET}"\n')
         try:
             gw.start()
             gw.wait_ready()
             platform.inject("leaky", f"my key is {SECRET} and in a link ?k={FORMS[1]}")
-            settled_answers(platform, "leaky", gw=gw)
+            [answer] = settled_answers(platform, "leaky", gw=gw)
+            history = [h["text"] for m in platform.messages("leaky") for h in m["history"]]
+            assert "my key is [redacted]" in answer and not [t for t in history for f in FORMS if f in t], history
+            with sqlite3.connect(gw.state / "gateway.db") as db:
+                answers = [records.unpack(blob)["text"] for (blob,) in
+                           db.execute("SELECT payload FROM transcript WHERE role = 'assistant'")]
+            assert answers and not [a for a in answers for f in FORMS if f in a], "the stored answer is redacted"
             listing = json.loads(gw.cli("sessions", "list", "--json", check=True).stdout)
             [session] = [s for s in listing["sessions"] if s["session_key"].endswith("leaky")] or \
                 listing["sessions"][:1]
