@@ -87,6 +87,10 @@ class PlatformOp:
     chat_type: str = "dm"
     final: bool = False                # the text is the reply's final text (not a streaming preview)
     idempotency_key: Optional[str] = None  # send: the same key for every attempt at one part (pacing idempotent_send)
+    # send: (obligation id, fence, part index) of the reply it is a part of. The adapter commits the send's intent
+    # just before the request leaves and the returned id with the platform's answer (actors/adapters/base.py), so a
+    # kill -9 leaves a send ambiguous only inside those milliseconds.
+    ledger: Optional[tuple] = None
 
 
 @dataclass(frozen=True)
@@ -95,10 +99,13 @@ class OpResult:
     ok: bool
     message_id: Optional[str] = None
     # retryable | flood | permanent | too_long | formatting | not_found | ambiguous (a send that may have gone
-    # through before it failed: not retried blind, the sender marks its next copy as re-sent)
+    # through before it failed: not retried blind, the sender marks its next copy as re-sent) | lost_claim (the
+    # ledger refused the send's intent: another owner holds the reply, and nothing was sent) | storage (the
+    # intent could not be recorded, storage being unavailable: nothing was sent)
     error_kind: Optional[str] = None
     error: str = ""                    # short, already redacted: safe to log
     retry_after: float = 0.0
+    recorded: bool = False             # a send with ``ledger``: its id is in the ledger already
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,15 @@ class Ledger:
                                "THEN NULL ELSE send_intent END WHERE obligation_id = ?", (now, int(part_index), oid))
         await self._db.write(do, time.time())
 
+    async def clear_send_intent(self, oid: str, fence: int, part_index: int) -> None:
+        """The send of ``part_index`` is known not to have happened (the platform refused it): its intent goes, so
+        no later claim takes the reply for ambiguous on its account."""
+        async def do(conn, now):
+            await _require(conn, oid, fence, ("attempting",), "clear_send_intent")
+            await conn.execute("UPDATE obligations SET send_intent = NULL, updated_at = ? WHERE obligation_id = ? "
+                               "AND send_intent = ?", (now, oid, int(part_index)))
+        await self._db.write(do, time.time())
+
     async def record_send_intent(self, oid: str, fence: int, part_index: int) -> None:
         """Commit, before a send of part ``part_index`` leaves, that it is about to: if the id never comes back
         (kill -9 in between), the next claim knows a copy it cannot address may exist."""

@@ -51,7 +51,7 @@ from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, Me
 from actors.messages import PlatformOp
 from common.redact import redact
 from actors.adapters.pacing import DEFAULT_PACING
-from storage import Store
+from storage import IllegalTransition, NotFound, StaleFence, Store
 from supervision.actor import GatewayActor
 from common.config import setting
 
@@ -276,6 +276,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         await self._budgets.ready()   # the 429 bans of an earlier life bind before any operation goes
         budget = self._budgets.of(op.chat_id, op.chat_type, self.pacing)
         floods = failures = 0
+        intent_recorded = False
         while True:
             if op.action == "typing":  # costs no budget, but never goes into a 429 ban
                 if budget.blocked_until > loop.time():
@@ -285,10 +286,18 @@ class PlatformAdapter(InboundPath, GatewayActor):
                 while (wait := budget.wait_time(loop.time())) > 0:
                     await asyncio.sleep(wait)
                 budget.consume(loop.time())
+            if op.ledger is not None and op.action == "send" and not intent_recorded:
+                refused = await self._record_intent(op)
+                if refused is not None:
+                    return refused
+                intent_recorded = True
             try:
                 message_id = await getattr(self, OP_METHODS[op.action])(op)
                 if op.action != "send":
                     message_id = op.message_id
+                if op.ledger is not None and op.action == "send" and message_id is not None:
+                    return OpResult(op.op_id, True, message_id=str(message_id),
+                                    recorded=await self._record_part(op, str(message_id)))
                 return OpResult(op.op_id, True, message_id=None if message_id is None else str(message_id))
             except asyncio.CancelledError:
                 raise
@@ -303,6 +312,8 @@ class PlatformAdapter(InboundPath, GatewayActor):
                 if step == "done":
                     return OpResult(op.op_id, True, message_id=op.message_id)
                 if step == "fail":
+                    if intent_recorded:   # the platform said no: nothing was sent, so nothing is ambiguous
+                        await self._forget_intent(op)
                     return OpResult(op.op_id, False, error_kind=kind, error=self._clean(exc), retry_after=retry_after)
                 self._say(logging.INFO, "%s: %s %s in chat %s: %s; retrying in %.2fs", self.name, op.action,
                           op.op_id, op.chat_id, kind, delay)
@@ -314,6 +325,38 @@ class PlatformAdapter(InboundPath, GatewayActor):
                 else:
                     failures += 1
                     await asyncio.sleep(delay)
+
+    async def _record_intent(self, op: PlatformOp) -> OpResult | None:
+        """Commit, just before the send leaves, that it is about to (G1, DESIGN.md §3): a kill -9 from here until
+        ``_record_part`` leaves the intent behind, and the next owner marks its copy as re-sent. None if recorded;
+        otherwise the answer for the sender, and nothing is sent: another owner holds the reply (lost_claim), or
+        storage is unavailable (storage)."""
+        oid, fence, index = op.ledger
+        try:
+            await self.store.ledger.record_send_intent(oid, fence, index)
+            return None
+        except (StaleFence, IllegalTransition, NotFound) as exc:
+            return OpResult(op.op_id, False, error_kind="lost_claim", error=self._clean(exc))
+        except Exception as exc:  # noqa: BLE001 - unavailable storage, or anything else: nothing leaves unrecorded
+            return OpResult(op.op_id, False, error_kind="storage", error=self._clean(exc))
+
+    async def _record_part(self, op: PlatformOp, message_id: str) -> bool:
+        """Record the id the platform returned, in the same step as its answer; False if it could not be (the
+        sender records it then)."""
+        oid, fence, index = op.ledger
+        try:
+            await self.store.ledger.record_part(oid, fence, index, message_id, replace=True)
+            return True
+        except Exception as exc:  # noqa: BLE001 - the id still reaches the sender, which tries again
+            self._say(logging.WARNING, "%s: the id of part %d of %s could not be recorded here (%s); its consumer "
+                      "records it", self.name, index, oid[:12], self._clean(exc))
+            return False
+
+    async def _forget_intent(self, op: PlatformOp) -> None:
+        try:
+            await self.store.ledger.clear_send_intent(*op.ledger)
+        except Exception:  # noqa: BLE001 - best effort: a stale intent only marks a later copy as re-sent
+            pass
 
     async def _persist_ban(self, chat_id: str, seconds: float) -> None:
         """Commit a 429 ban before the chat is written to again, so a restart inside it still honours it."""

@@ -1,7 +1,7 @@
 """The ledger side of a reply (mixed into StreamConsumer): claiming the obligation, and the rules for a ledger call
 that fails. Kept apart from the consumer's pacing and platform operations for length; read with stream_consumer.py.
 
-* The claim and every send intent gate a send: when storage is unavailable (a full disk, a lock held from
+* The claim gates a send (and a send's intent, for a reply without its ledger row): when storage is unavailable (a full disk, a lock held from
   outside) they raise WaitForStorage and the consumer tries again later, so nothing leaves unrecorded.
 * A write refused for a stale fence (or a state that moved on) means another consumer holds the reply now: it raises
   LostClaim, and the consumer stops without a word (``steps_aside``).
@@ -53,9 +53,9 @@ class ReplyClaim:
     def _claim_obligation(self) -> bool:
         a = self.args
         target = Target(a["adapter"], a["chat_id"], a["thread_id"], a["reply_to"])
-        # The first operation of a fresh reply is the send of part 0: its intent rides in the claim's transaction.
+        # Sends record their own intent, in the adapter just before they leave (PlatformOp.ledger).
         ob = self.ledger("record_obligation", self.store.ledger.record_obligation(
-            a["session_key"], a["inbound_ref"], target, REPLY_SLOT, chunks=[], claim=True, send_intent=0),
+            a["session_key"], a["inbound_ref"], target, REPLY_SLOT, chunks=[], claim=True),
             needs_fence=False, gates_send=True)
         if ob is None:
             self.oid = "unrecorded"          # the ledger failed: deliver anyway, without it

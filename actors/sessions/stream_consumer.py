@@ -143,10 +143,13 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
         except LostClaim as exc:
             self.step_aside(exc)
         except WaitForStorage as exc:
-            self.storage_waits += 1
-            if self.storage_waits == 1 or self.storage_waits % 20 == 0:
-                self.log.warning("%s: the reply waits for storage (%d tries): %s", self.name, self.storage_waits, exc)
-            self.after(min(STORAGE_WAIT_S[1], STORAGE_WAIT_S[0] * self.storage_waits), "pump")
+            self.wait_for_storage(exc)
+
+    def wait_for_storage(self, why) -> None:
+        self.storage_waits += 1
+        if self.storage_waits == 1 or self.storage_waits % 20 == 0:
+            self.log.warning("%s: the reply waits for storage (%d tries): %s", self.name, self.storage_waits, why)
+        self.after(min(STORAGE_WAIT_S[1], STORAGE_WAIT_S[0] * self.storage_waits), "pump")
 
     def _pump(self) -> None:
         if self.in_flight is not None or self.done or self._exiting:
@@ -189,18 +192,18 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
             op = PlatformOp(op_id, "edit", a["chat_id"], text, message_id=self.parts[index],
                             thread_id=a["thread_id"], chat_type=a["chat_type"], final=self.final is not None)
         else:
-            key = f"{self.oid[:16]}.{index}" if self.pacing.idempotent_send and self.oid != "unrecorded" else None
+            recorded = self.oid != "unrecorded" and self.fence is not None
+            key = f"{self.oid[:16]}.{index}" if self.pacing.idempotent_send and recorded else None
             op = PlatformOp(op_id, "send", a["chat_id"], text, thread_id=a["thread_id"], chat_type=a["chat_type"],
                             reply_to=a["reply_to"] if index == 0 else None, final=self.final is not None,
-                            idempotency_key=key)
+                            idempotency_key=key, ledger=(self.oid, self.fence, index) if recorded else None)
         adapter = self.directory.adapter(a["adapter"]) if self.directory is not None else None
         if adapter is None:
             self.after(0.5, "pump")  # the adapter is restarting; the directory will tell us where it is
             return
-        if op.action == "send" and self.intent != index:
-            # Committed before the send leaves: a kill -9 from here until record_part leaves the intent behind.
-            self.ledger("record_send_intent", self.store.ledger.record_send_intent(self.oid, self.fence, index),
-                        gates_send=True)
+        if op.action == "send":
+            # The adapter commits the intent just before the request leaves and the id with the answer (op.ledger):
+            # from here until the answer, the ledger may hold an intent for this part.
             self.intent = index
         self.in_flight = (op_id, op.action, index, text)
         self.in_flight_to = adapter
@@ -251,8 +254,9 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
                 if replaced is not None and replaced != str(result.message_id):
                     self.superseded.append(replaced)   # the fallback sent anew: its preview goes once all is shown
                 self.parts[index] = str(result.message_id)
-                self.ledger("record_part", self.store.ledger.record_part(self.oid, self.fence, index,
-                                                                         str(result.message_id), replace=True))
+                if not result.recorded:   # the adapter could not record it (storage unavailable there)
+                    self.ledger("record_part", self.store.ledger.record_part(self.oid, self.fence, index,
+                                                                             str(result.message_id), replace=True))
                 self.intent = None
             if action == "delete" and index < 0:
                 self.superseded.pop(0)
@@ -270,6 +274,11 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
         self.failed(action, index, result)
 
     def failed(self, action: str, index: int, result: OpResult) -> None:
+        if result.error_kind == "lost_claim":
+            raise LostClaim(f"{action} of part {index}: {result.error}")   # nothing was sent: step aside
+        if result.error_kind == "storage":
+            self.wait_for_storage(result.error)   # the adapter could not record the intent: nothing was sent
+            return
         self.log.warning("%s: %s of part %d failed: %s %s", self.name, action, index, result.error_kind,
                          result.error)
         if action == "delete" and index < 0:

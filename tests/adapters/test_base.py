@@ -404,3 +404,59 @@ def test_a_message_retried_through_storage_failures_and_re_deliveries_is_charged
     assert failures == 5 and [inserted for _, inserted in stored] == [True]
     assert all(r == [(stored[0][0], False)] for r in redelivered)
     assert [inserted for _, inserted in second] == [True], "the sender's second message is within a burst of 2"
+
+
+# --------------------------------------------------------------------------- a send's intent and id, in the adapter
+
+def perform_on_the_ledger(adapter, fence_offset: int = 0):
+    """Claim a reply in a fresh store, perform the send of its part 0 with the adapter (its store the same file),
+    and return (the answer, the obligation as the ledger then holds it)."""
+    from storage import Target
+
+    async def main():
+        store = await Store.open(adapter.config["gateway"]["state_dir"] + "/gateway.db", inline=True)
+        adapter.store = store
+        try:
+            ob = await store.ledger.record_obligation("k", "in-1", Target("bot", "c1"), "reply", chunks=[],
+                                                      claim=True)
+            result = await adapter._perform(PlatformOp("op1", "send", "c1", text="hi",
+                                                       ledger=(ob.obligation_id, ob.fence + fence_offset, 0)))
+            return result, await store.ledger.get(ob.obligation_id)
+        finally:
+            await adapter.close()
+            await store.close()
+    return asyncio.run(main())
+
+
+def test_a_send_commits_its_intent_just_before_it_leaves_and_its_id_with_the_answer(fake, tmp_path):
+    adapter, _ = make_adapter(fake, tmp_path)
+    seen_intent = []
+    original = FakePlatformAdapter.send_message
+
+    async def looking(op):
+        seen_intent.append((await adapter.store.ledger.get(op.ledger[0])).send_intent)
+        return await original(adapter, op)
+    adapter.send_message = looking
+    result, ob = perform_on_the_ledger(adapter)
+    assert seen_intent == [0], "the intent was in the ledger when the request left"
+    assert result.ok and result.recorded and ob.parts == {0: result.message_id} and ob.send_intent is None
+
+
+def test_a_send_for_a_claim_that_is_no_longer_current_never_leaves(fake, tmp_path):
+    adapter, _ = make_adapter(fake, tmp_path)
+    result, ob = perform_on_the_ledger(adapter, fence_offset=-1)   # the fence of an earlier owner
+    assert not result.ok and result.error_kind == "lost_claim" and "stale" in result.error
+    assert fake.ops("c1") == [] and ob.send_intent is None
+
+
+def test_a_send_the_platform_refused_leaves_no_intent_behind(fake, tmp_path):
+    class Refusing(FakePlatformAdapter):
+        async def send_message(self, op):
+            raise PermanentError("chat not found")
+
+    adapter = Refusing()
+    adapter.__dict__.update({k: v for k, v in make_adapter(fake, tmp_path)[0].__dict__.items()
+                             if k in ("name", "settings", "pacing", "config", "_loop_bridge")})
+    result, ob = perform_on_the_ledger(adapter)
+    assert not result.ok and result.error_kind == "permanent"
+    assert ob.send_intent is None, "refused: nothing was sent, so a later claim has nothing to mark"
