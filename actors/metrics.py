@@ -37,7 +37,7 @@ from pathlib import Path
 from aiohttp import web
 
 from supervision.bridge import TaskDone
-from supervision.http_serving import host_allowed, serve
+from supervision.http_serving import HttpLimits, host_allowed, http_limits, serve
 from supervision.messages import DescribeTree, TreeReply
 from supervision.storage_access import StoreUser
 from supervision import tree
@@ -98,8 +98,7 @@ class Metrics(StoreUser, GatewayActor):
         self.on_timer_listen(None)
 
     def on_timer_listen(self, _data) -> None:
-        self.server = MetricsServer(self.host, self.wanted_port, self.bridge.post,
-                                     setting(self.config, "gateway", "http_request_timeout_s"))
+        self.server = MetricsServer(self.host, self.wanted_port, self.bridge.post, http_limits(self.config))
         self.bridge.submit(self.server.start(), tag="listen")
 
     def on_stop(self) -> None:
@@ -340,8 +339,8 @@ class MetricsServer:
 
     PATHS = {"/metrics": "metrics", "/healthz": "healthz", "/readyz": "readyz"}
 
-    def __init__(self, host: str, port: int, ask, request_timeout_s: float):
-        self.host, self.port, self.ask, self.request_timeout_s = host, port, ask, request_timeout_s
+    def __init__(self, host: str, port: int, ask, limits: HttpLimits):
+        self.host, self.port, self.ask, self.limits = host, port, ask, limits
         self.pending: dict[int, asyncio.Future] = {}
         self.ids = itertools.count(1)
         self.runner: web.AppRunner | None = None
@@ -349,8 +348,7 @@ class MetricsServer:
     async def start(self) -> int:
         app = web.Application()
         app.router.add_get("/{path:.*}", self.handle)
-        self.runner, port = await serve(app, self.host, self.port, request_timeout_s=self.request_timeout_s,
-                                       shutdown_timeout=0.5)
+        self.runner, port = await serve(app, self.host, self.port, limits=self.limits, shutdown_timeout=0.5)
         return port
 
     async def stop(self) -> None:

@@ -36,6 +36,10 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # An HTTP connection (web chat, HTTP API, webhooks, metrics) that has not sent a whole request within this
         # long of opening or of its last answer is closed; a request body must arrive within it too.
         "http_request_timeout_s": (float, 10.0, None),
+        # The open HTTP connections (and web chat websockets) one client address may hold on each of the
+        # gateway's servers; one more is reset as it is accepted. 0: no cap (behind a reverse proxy, where every
+        # client has the proxy's address).
+        "http_connections_per_client": (int, 64, range(0, 100_001)),
         # The longest message the gateway takes from a chat, on every platform adapter: longer ones get a reply
         # saying so (an HTTP sender a 413) and never become a turn. Bounds what one message costs agent and store.
         "max_text_chars": (int, 16_000, range(1, 100_001)),

@@ -1,25 +1,47 @@
 """Serving HTTP from an actor's async bridge: the one way the gateway's small servers start (web chat, webhooks,
-the OpenAI-compatible API, metrics), with the same bounds on slow clients for all of them."""
+the OpenAI-compatible API, metrics), with the same bounds on slow and greedy clients for all of them."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import ipaddress
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from common.config import setting
+
 REQUEST_TIMEOUT_S = 10.0          # [gateway] http_request_timeout_s
+CONNECTIONS_PER_CLIENT = 64       # [gateway] http_connections_per_client
 REQUEST_TIMEOUT = web.AppKey("request_timeout_s", float)
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    request_timeout_s: float = REQUEST_TIMEOUT_S
+    connections_per_client: int = CONNECTIONS_PER_CLIENT   # 0: no cap (behind a proxy every client is the proxy)
+
+
+def http_limits(config: dict) -> HttpLimits:
+    return HttpLimits(setting(config, "gateway", "http_request_timeout_s"),
+                      setting(config, "gateway", "http_connections_per_client"))
 
 
 class BodyTimeout(Exception):
     """The client did not send its request body within the request timeout."""
 
 
-async def serve(app: web.Application, host: str, port: int, *, request_timeout_s: float = REQUEST_TIMEOUT_S,
-                shutdown_timeout: float = 1.0) -> tuple:
+async def serve(app: web.Application, host: str, port: int, *, limits: HttpLimits = HttpLimits(),
+                shutdown_timeout: float = 1.0, on_refused: Optional[Callable[[str], None]] = None) -> tuple:
     """Listen on ``host:port`` (0 picks a free port); returns ``(runner, bound port)``, and ``runner.cleanup()``
     stops it. A failed bind cleans up and re-raises, so nothing is left half-listening.
+
+    Greedy clients: one client address holds at most ``limits.connections_per_client`` open connections; one more
+    is reset as it is accepted, before a byte of it is read (``ConnectionCap``), and ``on_refused`` (called on the
+    loop, at most once a minute per address) says so.
 
     Slow clients: aiohttp's keep-alive timer runs from a connection's start and from each answer, and closes the
     connection if no whole request has arrived by then, so ``request_timeout_s`` bounds unfinished headers and idle
@@ -28,16 +50,63 @@ async def serve(app: web.Application, host: str, port: int, *, request_timeout_s
 
     No access log: aiohttp would write it from the loop thread, and only an actor's own thread logs. No signal
     handlers: the actor process's signals belong to Thespian and the launcher."""
-    app[REQUEST_TIMEOUT] = request_timeout_s
+    app[REQUEST_TIMEOUT] = limits.request_timeout_s
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout,
-                           keepalive_timeout=request_timeout_s)
+                           keepalive_timeout=limits.request_timeout_s)
     await runner.setup()
+    if limits.connections_per_client:
+        ConnectionCap(runner.server, limits.connections_per_client, on_refused)
     try:
         await web.TCPSite(runner, host, port, reuse_address=True).start()
     except BaseException:
         await runner.cleanup()
         raise
     return runner, runner.addresses[0][1]
+
+
+class ConnectionCap:
+    """Counts the open connections of a server per client address, and resets one past ``limit`` as soon as it is
+    accepted. It takes the server's own connection hooks (aiohttp's Server calls them for every connection it
+    accepts and loses), so nothing else of the server changes. Keep-alive, unfinished headers and websockets all
+    hold a connection: without the cap one client could hold every file descriptor the process has."""
+
+    LOG_EVERY_S = 60.0
+
+    def __init__(self, server: web.Server, limit: int, on_refused: Optional[Callable[[str], None]] = None):
+        self.limit, self.on_refused = limit, on_refused
+        self.open: collections.Counter = collections.Counter()
+        self.client_of: dict = {}
+        self.refused = 0
+        self._said: dict[str, float] = {}
+        made, lost = server.connection_made, server.connection_lost
+
+        def connection_made(handler, transport) -> None:
+            peer = transport.get_extra_info("peername")
+            client = peer[0] if isinstance(peer, tuple) and peer else "?"
+            made(handler, transport)
+            self.client_of[handler] = client
+            self.open[client] += 1
+            if self.open[client] > self.limit:
+                self.refused += 1
+                self._say(client)
+                transport.abort()   # connection_lost follows, and gives the slot back
+
+        def connection_lost(handler, exc=None) -> None:
+            client = self.client_of.pop(handler, None)
+            if client is not None:
+                self.open[client] -= 1
+                if self.open[client] <= 0:
+                    del self.open[client]
+            lost(handler, exc)
+
+        server.connection_made, server.connection_lost = connection_made, connection_lost
+
+    def _say(self, client: str) -> None:
+        now = time.monotonic()
+        if self.on_refused is not None and now - self._said.get(client, -self.LOG_EVERY_S) >= self.LOG_EVERY_S:
+            self._said[client] = now
+            self.on_refused(f"{client} holds {self.limit} connections already "
+                            f"([gateway] http_connections_per_client); refusing more")
 
 
 async def read_body(request: web.Request) -> bytes:

@@ -27,7 +27,10 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     ports = {"web": free_port(), "api": free_port()}
-    gw = Gateway(tmp_path_factory.mktemp("slow-clients"), gateway_toml=f"http_request_timeout_s = {TIMEOUT_S}",
+    # No connection cap here (it would reset most of the 500 at once): this module is about the timeouts; the cap
+    # has its own test (tests/security/test_connection_cap.py).
+    gw = Gateway(tmp_path_factory.mktemp("slow-clients"),
+                 gateway_toml=f"http_request_timeout_s = {TIMEOUT_S}\nhttp_connections_per_client = 0",
                  extra_toml=f"""
 [adapters.web]
 type = "webchat"

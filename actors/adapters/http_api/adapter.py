@@ -35,10 +35,9 @@ from actors.adapters.base import MalformedPayload, PlatformAdapter, SenderOverLi
 from actors.adapters.errors import TooLongError
 from actors.adapters.http_api import openai_api, webhook
 from actors.adapters.http_api.replies import ReplyBook, ServiceStopping
-from supervision.http_serving import serve
+from supervision.http_serving import http_limits, serve
 from actors.messages import MessageEvent, PlatformOp
 from actors.adapters.pacing import LENGTH_FUNCTIONS
-from common.config import setting
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 SERVER_SHUTDOWN_S = 1.0
@@ -113,9 +112,8 @@ class HttpApiAdapter(PlatformAdapter):
             app.router.add_post("/v1/chat/completions", api.chat_completions)
             app.router.add_get("/v1/models", api.models)
             routes += ["POST /v1/chat/completions", "GET /v1/models"]
-        timeout = setting(self.config, "gateway", "http_request_timeout_s")
         self._runner, self.bound_port = await serve(app, host, port, shutdown_timeout=SERVER_SHUTDOWN_S,
-                                                     request_timeout_s=timeout)
+                                                     limits=http_limits(self.config), on_refused=self._reject)
         self._say(logging.INFO, "%s: listening on http://%s:%d (%s)", self.name, host, self.bound_port,
                   ", ".join(routes) or "no endpoint enabled")
 

@@ -26,7 +26,7 @@ from actors.adapters.telegram.webhook import WebhookServer
 from actors.adapters.telegram.api import TelegramAPI
 from actors.messages import MessageEvent, PlatformOp
 from actors.adapters.pacing import ChatBudget
-from common.config import setting
+from supervision.http_serving import http_limits
 
 OUTBOUND_TIMEOUT_S = 30.0
 
@@ -118,7 +118,7 @@ class TelegramAdapter(PlatformAdapter):
 
         self._webhook = WebhookServer(self.settings["webhook_host"], self.settings["webhook_port"],
                                       self.settings["webhook_path"], secret, deliver, on_error, on_refused,
-                                      request_timeout_s=setting(self.config, "gateway", "http_request_timeout_s"))
+                                      limits=http_limits(self.config))
         port = await self._webhook.start()
         url = self.settings["webhook_url"] or (f"http://{self.settings['webhook_host']}:{port}"
                                                f"{self.settings['webhook_path']}")

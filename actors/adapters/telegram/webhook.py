@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
-from supervision.http_serving import REQUEST_TIMEOUT_S, BodyTimeout, read_body, serve
+from supervision.http_serving import BodyTimeout, HttpLimits, read_body, serve
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_BODY_BYTES = 1 << 20   # an Update is a few KB; nothing legitimate comes close
@@ -24,8 +24,8 @@ MAX_BODY_BYTES = 1 << 20   # an Update is a few KB; nothing legitimate comes clo
 class WebhookServer:
     def __init__(self, host: str, port: int, path: str, secret: str,
                  deliver: Callable[[Any], Awaitable[None]], on_error: Callable[[str], None],
-                 on_refused: Callable[[str], None] = lambda reason: None, request_timeout_s: float = REQUEST_TIMEOUT_S):
-        self.host, self.requested_port, self.path, self.request_timeout_s = host, port, path, request_timeout_s
+                 on_refused: Callable[[str], None] = lambda reason: None, limits: HttpLimits = HttpLimits()):
+        self.host, self.requested_port, self.path, self.limits = host, port, path, limits
         self._secret = secret.encode()
         self._deliver, self._on_error, self._on_refused = deliver, on_error, on_refused
         self._runner: Optional[web.AppRunner] = None
@@ -36,8 +36,8 @@ class WebhookServer:
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post(self.path, self._handle)
         # No access log: a request line is of no use to an operator here, and the path may be made secret-ish.
-        self._runner, self.port = await serve(app, self.host, self.requested_port,
-                                             request_timeout_s=self.request_timeout_s)
+        self._runner, self.port = await serve(app, self.host, self.requested_port, limits=self.limits,
+                                              on_refused=self._on_refused)
         return self.port
 
     async def stop(self) -> None:

@@ -29,7 +29,7 @@ from actors.adapters.webchat.protocol import (CLIENT_MESSAGE_ID, VISITOR_ID, Out
 from actors.adapters.webchat.server import WebChatServer
 from actors.messages import MessageEvent, PlatformOp, Source
 from storage import StorageError, session_key
-from common.config import setting
+from supervision.http_serving import http_limits
 
 MAX_ATTEMPTS_KEPT = 200            # per chat and action, fault-injection runs only
 
@@ -59,8 +59,8 @@ class WebChatAdapter(PlatformAdapter):
             raise RetryableError("host is empty; name one interface (an empty host would listen on all of them)")
         if port > 65535:
             raise RetryableError(f"port {port} is not a TCP port (0-65535)")
-        server = WebChatServer(host, port, self, setting(self.config, "gateway", "http_request_timeout_s"),
-                               self.settings.get("max_tabs_per_client", 32))
+        server = WebChatServer(host, port, self, http_limits(self.config), self.settings.get("max_tabs_per_client", 32),
+                               on_refused=lambda reason: self._say(logging.WARNING, "%s: %s", self.name, reason))
         port = await server.start()
         self.server = server
         self._say(logging.INFO, "%s: web chat serving on http://%s/ (port %d)", self.name, _host_port(host, port), port)

@@ -16,14 +16,14 @@ import collections
 import json
 import logging
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
 
 from actors.adapters.webchat.protocol import (HARD_FRAME_BYTES, VISITOR_ID, FrameError, error_frame,
                                               parse_frame)
-from supervision.http_serving import REQUEST_TIMEOUT_S, host_allowed, serve
+from supervision.http_serving import HttpLimits, host_allowed, serve
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
@@ -85,9 +85,10 @@ class Tab:
 
 
 class WebChatServer:
-    def __init__(self, host: str, port: int, handler: FrameHandler, request_timeout_s: float = REQUEST_TIMEOUT_S,
-                 max_tabs_per_client: int = 32):
-        self.host, self.port, self.handler, self.request_timeout_s = host, port, handler, request_timeout_s
+    def __init__(self, host: str, port: int, handler: FrameHandler, limits: HttpLimits = HttpLimits(),
+                 max_tabs_per_client: int = 32, on_refused: Optional[Callable[[str], None]] = None):
+        self.host, self.port, self.handler, self.limits = host, port, handler, limits
+        self.on_refused = on_refused
         self.max_tabs_per_client = max_tabs_per_client
         self.tabs: dict[str, set[Tab]] = {}
         self.tabs_of_client: collections.Counter = collections.Counter()   # client address -> its open tabs
@@ -101,7 +102,8 @@ class WebChatServer:
         app.router.add_get("/static/{name}", self._static)
         app.router.add_get("/ws", self._websocket)
         app.router.add_get("/favicon.ico", self._no_icon)  # browsers ask for it; a 404 would be a console error
-        self._runner, self.port = await serve(app, self.host, self.port, request_timeout_s=self.request_timeout_s)
+        self._runner, self.port = await serve(app, self.host, self.port, limits=self.limits,
+                                              on_refused=self.on_refused)
         return self.port
 
     async def stop(self) -> None:
