@@ -121,7 +121,7 @@ HARNESSES = {"fake": FakePlatformHarness}
 
 class WebChatHarness:
     """The embedded web chat: the adapter is the server, so the "platform" is a scripted page (a WebSocket client
-    per chat; the chat id is the visitor id). Floods and attempt records come from the adapter's fault injection,
+    per chat, a visitor per chat name; the chat id is the visitor id the gateway issued for it). Floods and attempt records come from the adapter's fault injection,
     armed by [debug] fault_injection in the adapter's config."""
     adapter_type = "webchat"
     adapter_name = "web"
@@ -159,7 +159,7 @@ class WebChatHarness:
 
     def platform_message_id(self, handle: str) -> str:
         chat, message_id, _ = handle.split("/")
-        return f"{chat}:{message_id}"
+        return f"{self.client.id_of(chat)}:{message_id}"
 
     def replay(self, handle: str) -> str:
         chat, message_id, _ = handle.split("/")
@@ -182,7 +182,8 @@ class WebChatHarness:
         return visitor.acks[message_id] >= int(delivery) or message_id in visitor.errors
 
     def source(self, chat: str, user: str = "alice") -> Source:
-        return Source(platform=self.adapter_name, chat_id=chat, chat_type="dm", user_id=chat)
+        visitor = self.client.id_of(chat)
+        return Source(platform=self.adapter_name, chat_id=visitor, chat_type="dm", user_id=visitor)
 
     # -- outbound, as the adapter recorded it (the page has nothing the adapter did not push)
     def _debug(self, chat: str, frame: dict) -> dict:

@@ -74,7 +74,8 @@ class Rig:
         return None
 
     def op(self, chat: str, action: str, text: str = "", message_id=None) -> OpResult:
-        op = PlatformOp(op_id=uuid.uuid4().hex, action=action, chat_id=chat, text=text, message_id=message_id)
+        op = PlatformOp(op_id=uuid.uuid4().hex, action=action, chat_id=self.platform.source(chat).chat_id, text=text,
+                        message_id=message_id)
         result = ask_for(self.admin.asys, self.ref, op, OpResult, ASK_S)
         assert result is not None and result.op_id == op.op_id, f"no OpResult for {op}"
         return result
@@ -163,8 +164,8 @@ def test_a_429_storm_is_waited_out_and_the_op_succeeds(rig):
 def test_ops_of_one_chat_run_in_order(rig):
     chat, other = new_chat("order"), new_chat("order")
     asys, ref = rig.admin.asys, rig.ref
-    ops = [PlatformOp(op_id=f"{target}-{i}", action="send", chat_id=target, text=f"message {i}")
-           for i in range(8) for target in (chat, other)]
+    ops = [PlatformOp(op_id=f"{target}-{i}", action="send", chat_id=rig.platform.source(target).chat_id,
+                      text=f"message {i}") for i in range(8) for target in (chat, other)]
     for op in ops:
         asys.tell(ref, op)
     results = {}
@@ -187,7 +188,8 @@ def test_inbound_message_becomes_one_inbox_row_and_rings_its_session(rig):
     assert row.session_key == session_key(rig.platform.source(chat))
     assert row.platform == rig.platform.adapter_name
     assert row.platform_message_id == rig.platform.platform_message_id(handle)
-    assert row.payload["text"] == "hello gateway" and row.payload["source"]["chat_id"] == chat
+    assert row.payload["text"] == "hello gateway"
+    assert row.payload["source"]["chat_id"] == rig.platform.source(chat).chat_id
     # The doorbell: the session supervisor spawns the session, which takes the row (no start-up scan covers it).
     wait_for(lambda: (rows := rig.rows(chat)) and rows[0].state != "received", 15, 0.05, "the session to take it")
 

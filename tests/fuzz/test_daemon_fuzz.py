@@ -32,6 +32,7 @@ from supervision import tree as tree_mod
 from daemon.admin import AdminClient
 from tests.actor_system import free_port, wait_for
 from tests.daemon import Gateway, nodes
+from tests.webchat.client import issued_cookie
 from tests.fakes.fakeplatform import FakePlatform
 from tests.fakes.telegram import FakeTelegram
 from tests.fuzz import test_props_polling as polling
@@ -267,8 +268,9 @@ async def _webchat(port: int, frames: list, visitor: str) -> tuple[list, dict]:
     replies = []
     async with aiohttp.ClientSession() as session:
         async with session.get(f"http://127.0.0.1:{port}/ws?visitor=bad%20id") as refused:
-            assert refused.status == 400
-        async with session.ws_connect(f"http://127.0.0.1:{port}/ws?visitor={visitor}", max_msg_size=0) as ws:
+            assert refused.status == 400   # a client-chosen visitor
+        cookie = await issued_cookie(session, f"http://127.0.0.1:{port}", visitor)
+        async with session.ws_connect(f"http://127.0.0.1:{port}/ws", max_msg_size=0, headers=cookie) as ws:
             assert (await ws.receive_json(timeout=10))["type"] == "hello"
             for data in frames:
                 await (ws.send_bytes(data) if isinstance(data, bytes) else ws.send_str(data))

@@ -107,25 +107,29 @@ def test_slow_header_connections_are_closed_within_the_request_timeout(gateway, 
 
 
 def test_one_client_address_holds_at_most_its_share_of_web_chat_tabs(gateway):
-    """Visitor ids are the client's own choice: the share is per address, so inventing visitors gets no more."""
+    """Anyone may fetch the page for a fresh visitor: the share is per address, so making visitors gets no more."""
     import asyncio
 
     import aiohttp
+
+    from tests.webchat.client import issued_cookie
     gw, ports = gateway
-    url = f"http://127.0.0.1:{ports['web']}/ws?visitor="
+    base = f"http://127.0.0.1:{ports['web']}"
+    url = f"{base}/ws"
 
     async def scenario():
         async with aiohttp.ClientSession() as http:
-            tabs = [await http.ws_connect(f"{url}share-visitor-{i}") for i in range(TABS_PER_CLIENT)]
+            tabs = [await http.ws_connect(url, headers=await issued_cookie(http, base))
+                    for _ in range(TABS_PER_CLIENT)]
             for tab in tabs:
                 assert (await tab.receive_json(timeout=10))["type"] == "hello"
             with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
-                await http.ws_connect(f"{url}one-more-visitor")
+                await http.ws_connect(url, headers=await issued_cookie(http, base))
             await tabs.pop().close()
             async def reopened():   # the server counts the closed tab out once its handler has ended
                 for _ in range(200):
                     try:
-                        return await http.ws_connect(f"{url}after-a-close")
+                        return await http.ws_connect(url, headers=await issued_cookie(http, base))
                     except aiohttp.WSServerHandshakeError:
                         await asyncio.sleep(0.05)
                 raise AssertionError("a slot freed by a closed tab was never given to a new one")

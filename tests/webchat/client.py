@@ -3,23 +3,43 @@
 One asyncio loop in a background thread holds one connection per visitor. Like the page it reconnects with backoff
 when the connection drops (the gateway restarted, the adapter was killed) and re-sends every message the server has
 not acknowledged yet, with its original id, so the inbox sees a resend, never a new message.
+
+A visitor is known to the gateway by the cookie its page set, as a browser is: the first connection of a name
+fetches the page for it, and every later one of that name (another tab, another client, after a restart) sends
+the same cookie. Its id on the gateway's side (logs, chat id) is ``Visitor.id``, from the hello frame.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
 import threading
+import time
 from typing import Optional
 
 import aiohttp
 
 RECONNECT_S = (0.05, 1.0)          # first and longest wait between reconnection attempts
 CALL_TIMEOUT_S = 15.0
+COOKIE = "gw_visitor"
+_credentials: dict[str, str] = {}  # visitor name -> the cookie the gateway issued for it: the "browser profile"
+
+
+async def issued_cookie(session: aiohttp.ClientSession, base_url: str, name: str | None = None) -> dict:
+    """The Cookie header of visitor ``name`` (a fresh visitor's when None): fetched from the chat page once."""
+    credential = _credentials.get(name) if name is not None else None
+    if credential is None:
+        async with session.get(f"{base_url}/") as page:
+            await page.read()
+            credential = page.cookies[COOKIE].value
+        if name is not None:
+            _credentials[name] = credential
+    return {"Cookie": f"{COOKIE}={credential}"}
 
 
 class Visitor:
     def __init__(self, name: str):
         self.name = name
+        self.id: Optional[str] = None                       # the gateway's id of this visitor (hello frame)
         self.ws: Optional[aiohttp.ClientWebSocketResponse] = None
         self.unacked: dict[str, dict] = {}                 # id -> the message frame, in send order
         self.acks: collections.Counter = collections.Counter()
@@ -52,6 +72,17 @@ class WebChatClient:
     def visitor(self, name: str) -> Visitor:
         self._call(self._ensure(name))
         return self.visitors[name]
+
+    def id_of(self, name: str, timeout: float = CALL_TIMEOUT_S) -> str:
+        """The gateway's id of visitor ``name`` (its chat id), once a connection of it was greeted."""
+        visitor = self.visitor(name)
+        deadline = time.monotonic() + timeout
+        while visitor.id is None:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"visitor {name} was not greeted within {timeout}s "
+                                     f"({visitor.connects} connection(s))")
+            time.sleep(0.01)
+        return visitor.id
 
     def drop_all(self) -> None:
         """Cut every connection the way a network failure would; each one reconnects by itself."""
@@ -95,10 +126,11 @@ class WebChatClient:
 
     async def _keep_connected(self, visitor: Visitor) -> None:
         wait = RECONNECT_S[0]
-        url = f"{self.base_url}/ws?visitor={visitor.name}"
+        url = f"{self.base_url}/ws"
         while True:
             try:
-                async with self.session.ws_connect(url, max_msg_size=8 * 1024 * 1024) as ws:
+                cookie = await issued_cookie(self.session, self.base_url, visitor.name)
+                async with self.session.ws_connect(url, max_msg_size=8 * 1024 * 1024, headers=cookie) as ws:
                     visitor.ws, wait = ws, RECONNECT_S[0]
                     visitor.connects += 1
                     visitor.connected.set()
@@ -125,7 +157,9 @@ class WebChatClient:
             visitor.unacked.pop(message_id, None)
         elif kind == "error" and message_id is not None:
             asyncio.get_running_loop().call_later(0.2, self._resend, visitor, message_id)
-        elif kind not in ("op", "hello"):
+        elif kind == "hello":
+            visitor.id = frame.get("visitor")
+        elif kind != "op":
             visitor.replies.put_nowait(frame)
 
     def _resend(self, visitor: Visitor, message_id: str) -> None:

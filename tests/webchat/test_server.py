@@ -11,9 +11,9 @@ import aiohttp
 import psutil
 import pytest
 
-from actors.adapters.webchat.protocol import MAX_FRAME_BYTES
+from actors.adapters.webchat.protocol import MAX_FRAME_BYTES, visitor_id
 from tests.actor_system import free_port, wait_for
-from tests.webchat.client import WebChatClient
+from tests.webchat.client import WebChatClient, issued_cookie
 from tests.webchat.helpers import served_port, wait_log, webchat_gateway
 
 pytestmark = pytest.mark.timeout(90)
@@ -83,8 +83,9 @@ def test_a_foreign_host_name_or_origin_is_refused(served):
     async def foreign_socket():
         async with aiohttp.ClientSession() as session:
             with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
-                await session.ws_connect(f"http://127.0.0.1:{port}/ws?visitor={visitor_name()}",
-                                         headers={"Origin": "http://evil.example"})
+                cookie = await issued_cookie(session, f"http://127.0.0.1:{port}")
+                await session.ws_connect(f"http://127.0.0.1:{port}/ws",
+                                         headers={"Origin": "http://evil.example", **cookie})
             return refused.value.status
     assert run(foreign_socket()) == 403
     wait_log(gw, "refused a WebSocket from origin 'http://evil.example'")
@@ -92,7 +93,7 @@ def test_a_foreign_host_name_or_origin_is_refused(served):
 
 def test_malformed_frames_get_an_error_frame_a_log_line_and_the_connection_stays(served):
     gw, port, _ = served
-    visitor = visitor_name()
+    visitor = []   # the id the gateway gave this visitor (hello frame)
     bad_frames = ["{not json", "[]", json.dumps({"type": "shout"}), b"\x00\x01",
                   json.dumps({"type": "message", "id": "m1", "text": "x" * (MAX_FRAME_BYTES + 1)}),
                   json.dumps({"type": "message", "id": "m2", "text": ""}),
@@ -101,8 +102,9 @@ def test_malformed_frames_get_an_error_frame_a_log_line_and_the_connection_stays
 
     async def session():
         async with aiohttp.ClientSession() as http:
-            async with http.ws_connect(f"http://127.0.0.1:{port}/ws?visitor={visitor}") as ws:
-                assert (await ws.receive_json())["type"] == "hello"
+            cookie = await issued_cookie(http, f"http://127.0.0.1:{port}")
+            async with http.ws_connect(f"http://127.0.0.1:{port}/ws", headers=cookie) as ws:
+                visitor.append((await ws.receive_json())["visitor"])
                 errors = []
                 for frame in bad_frames:
                     await (ws.send_bytes(frame) if isinstance(frame, bytes) else ws.send_str(frame))
@@ -120,7 +122,7 @@ def test_malformed_frames_get_an_error_frame_a_log_line_and_the_connection_stays
                      "frame over", "text is empty", "message id must be", "I take at most 16,000 characters"):
         assert any(expected in r for r in reasons), (expected, reasons)
     assert ack == {"type": "ack", "id": "good-1", "duplicate": False}
-    lines = wait_log(gw, f"malformed payload rejected (visitor {visitor}", len(bad_frames))
+    lines = wait_log(gw, f"malformed payload rejected (visitor {visitor[0]}", len(bad_frames))
     assert len(lines) == len(bad_frames) and all("WARNING" in line for line in lines)
 
 
@@ -135,7 +137,8 @@ def test_on_the_defaults_debug_frames_are_refused_and_the_agents_test_hooks_are_
 
         async def session():
             async with aiohttp.ClientSession() as http:
-                async with http.ws_connect(f"http://127.0.0.1:{port}/ws?visitor={visitor_name()}") as ws:
+                cookie = await issued_cookie(http, f"http://127.0.0.1:{port}")
+                async with http.ws_connect(f"http://127.0.0.1:{port}/ws", headers=cookie) as ws:
                     assert (await ws.receive_json())["type"] == "hello"
                     await ws.send_json({"type": "debug.floods", "count": 1, "retry_after": 1})
                     refusal = await ws.receive_json()
@@ -152,15 +155,39 @@ def test_on_the_defaults_debug_frames_are_refused_and_the_agents_test_hooks_are_
         gw.kill_everything()
 
 
-def test_a_bad_visitor_id_is_refused_at_the_handshake(served):
-    _, port, _ = served
+def test_the_server_issues_the_visitor_and_a_client_cannot_choose_or_forge_one(served):
+    gw, port, _ = served
+    base = f"http://127.0.0.1:{port}"
 
-    async def attempt():
+    async def attempts():
         async with aiohttp.ClientSession() as session:
-            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
-                await session.ws_connect(f"http://127.0.0.1:{port}/ws?visitor=../../etc")
-            return refused.value.status
-    assert run(attempt()) == 400
+            async with session.get(f"{base}/") as page:
+                cookie = page.cookies["gw_visitor"]
+                again = page.headers.getall("Set-Cookie")[0]
+            async with session.get(f"{base}/", headers={"Cookie": f"gw_visitor={cookie.value}"}) as page:
+                kept = "Set-Cookie" not in page.headers      # a valid cookie is kept, not replaced
+            statuses = {}
+            for name, url, headers in (("chosen", f"{base}/ws?visitor=aaaaaaaa", {}),
+                                       ("chosen with a cookie", f"{base}/ws?visitor=aaaaaaaa",
+                                        {"Cookie": f"gw_visitor={cookie.value}"}),
+                                       ("no cookie", f"{base}/ws", {}),
+                                       ("forged", f"{base}/ws", {"Cookie": "gw_visitor=aaaaaaaa"})):
+                try:
+                    async with session.ws_connect(url, headers=headers):
+                        statuses[name] = 101
+                except aiohttp.WSServerHandshakeError as refused:
+                    statuses[name] = refused.status
+            async with session.ws_connect(f"{base}/ws", headers={"Cookie": f"gw_visitor={cookie.value}"}) as ws:
+                hello = await ws.receive_json()
+            return cookie, again, kept, statuses, hello
+    cookie, header, kept, statuses, hello = run(attempts())
+    assert len(cookie.value) == 43, "256 random bits"
+    assert "HttpOnly" in header and "SameSite=Strict" in header and "Path=/" in header, header
+    assert kept
+    assert statuses == {"chosen": 400, "chosen with a cookie": 400, "no cookie": 401, "forged": 401}, statuses
+    assert hello["type"] == "hello" and hello["visitor"] == visitor_id(cookie.value) != cookie.value
+    wait_log(gw, "a WebSocket that named its own visitor (?visitor=) refused")
+    assert cookie.value not in gw.log(), "the credential itself never reaches the log"
 
 
 def test_history_is_the_visitors_conversation_and_a_resend_is_deduplicated(served):

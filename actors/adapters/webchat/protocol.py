@@ -1,6 +1,7 @@
 """The web chat's wire protocol and the pure pieces around it (no I/O, no actor: tested on their own).
 
-One WebSocket per browser tab, at ``/ws?visitor=VISITOR``; every frame is a JSON object in a text frame.
+One WebSocket per browser tab, at ``/ws``, the visitor known by the cookie the page set (server.py); every frame is a
+JSON object in a text frame.
 
     page -> server                                  server -> page
     {"type": "history"}                             {"type": "history", "messages": [...], "live": [...]}
@@ -22,10 +23,20 @@ from __future__ import annotations
 
 import collections
 import json
+import hashlib
 import re
 from typing import Any, Iterable, Optional
 
 VISITOR_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
+# The visitor's credential: 32 random bytes the server issues (secrets.token_urlsafe), kept by the browser in an
+# HttpOnly cookie. The gateway keeps, logs and stores only the visitor id derived from it (visitor_id).
+VISITOR_COOKIE = "gw_visitor"
+CREDENTIAL = re.compile(r"[A-Za-z0-9_-]{43}")
+
+
+def visitor_id(credential: str) -> str:
+    """The visitor's id (its chat id, in logs and the database): a hash of the credential, never the credential."""
+    return "v" + hashlib.sha256(credential.encode("ascii")).hexdigest()[:31]
 CLIENT_MESSAGE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_TEXT_CHARS = 16_000
 # A frame holding MAX_TEXT_CHARS of JSON-escaped text fits; bigger frames are answered with an error frame, and

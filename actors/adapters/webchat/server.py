@@ -8,6 +8,11 @@ site the user visits could also open a WebSocket to 127.0.0.1, two more checks a
 header must be an IP literal or ``localhost`` (a DNS-rebinding attacker's page carries its own domain name there),
 and a WebSocket's Origin, when the browser sends one, must be this very host and port (a foreign page's Origin is
 its own site). Clients that are not browsers send no Origin and are let in: they could reach the port anyway.
+
+Who is who: the page (``/``) gives a browser without one a visitor credential, 256 random bits, in an ``HttpOnly;
+SameSite=Strict`` cookie (no script reads it, no other site's request carries it); the WebSocket takes the visitor
+from that cookie alone, and its id is a hash of it (protocol.visitor_id), so knowing a visitor id (from a log)
+gives no access to that chat. A client-chosen ``?visitor=`` is refused.
 """
 from __future__ import annotations
 
@@ -15,14 +20,15 @@ import asyncio
 import collections
 import json
 import logging
+import secrets
 from pathlib import Path
 from typing import Callable, Optional, Protocol
 from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
 
-from actors.adapters.webchat.protocol import (HARD_FRAME_BYTES, VISITOR_ID, FrameError, error_frame,
-                                              parse_frame)
+from actors.adapters.webchat.protocol import (CREDENTIAL, HARD_FRAME_BYTES, VISITOR_COOKIE, FrameError,
+                                              error_frame, parse_frame, visitor_id)
 from supervision.http_serving import HttpLimits, host_allowed, serve
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -31,6 +37,7 @@ MAX_CONNECTIONS = 256              # all visitors together: each open tab holds 
 PUSH_TIMEOUT_S = 5.0               # a tab that cannot take a frame this long is cut; it reconnects and reloads
 CLOSE_TIMEOUT_S = 1.0              # how long a closing tab may take to answer the close frame
 HEARTBEAT_S = 20.0
+COOKIE_MAX_AGE_S = 400 * 24 * 3600   # the longest lifetime browsers keep a cookie for
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
@@ -137,7 +144,11 @@ class WebChatServer:
         return response
 
     async def _index(self, request: web.Request) -> web.StreamResponse:
-        return web.FileResponse(STATIC_DIR / "index.html", headers={"Content-Type": "text/html; charset=utf-8"})
+        response = web.FileResponse(STATIC_DIR / "index.html", headers={"Content-Type": "text/html; charset=utf-8"})
+        if not CREDENTIAL.fullmatch(request.cookies.get(VISITOR_COOKIE, "")):
+            response.set_cookie(VISITOR_COOKIE, secrets.token_urlsafe(32), max_age=COOKIE_MAX_AGE_S, path="/",
+                                httponly=True, samesite="Strict", secure=request.secure)
+        return response
 
     async def _no_icon(self, request: web.Request) -> web.StreamResponse:
         return web.Response(status=204)
@@ -150,20 +161,27 @@ class WebChatServer:
                                 headers={"Content-Type": f"{STATIC_FILES[name]}; charset=utf-8"})
 
     async def _websocket(self, request: web.Request) -> web.StreamResponse:
-        visitor = request.query.get("visitor", "")
         origin = request.headers.get("Origin")
         if not origin_allowed(origin, request.headers.get("Host", "")):
             self.handler.log_line(logging.WARNING, f"web chat: refused a WebSocket from origin {origin[:80]!r}")
             raise web.HTTPForbidden(text="cross-origin WebSocket refused\n")
-        if not VISITOR_ID.fullmatch(visitor):
-            self.handler.reject_frame(visitor[:80], "bad visitor id in /ws?visitor= (8-64 of A-Z a-z 0-9 _ -)")
-            raise web.HTTPBadRequest(text="visitor must be 8-64 characters of A-Z a-z 0-9 _ -\n")
+        if "visitor" in request.query:
+            self.handler.reject_frame("-", "a WebSocket that named its own visitor (?visitor=) refused: visitors "
+                                           "are issued by the server")
+            raise web.HTTPBadRequest(text="visitors are issued by the server (a cookie from the chat page); "
+                                          "?visitor= is not taken\n")
+        credential = request.cookies.get(VISITOR_COOKIE, "")
+        if not CREDENTIAL.fullmatch(credential):
+            self.handler.log_line(logging.WARNING, f"web chat: refused a WebSocket from {request.remote} without a "
+                                                   "visitor cookie")
+            raise web.HTTPUnauthorized(text="no visitor cookie: open the chat page first\n")
+        visitor = visitor_id(credential)
         if sum(len(t) for t in self.tabs.values()) >= MAX_CONNECTIONS:
             raise web.HTTPServiceUnavailable(text="too many open chats\n")
         client = request.remote or ""
         if 0 < self.max_tabs_per_client <= self.tabs_of_client[client]:
-            # A visitor id is the client's own choice, so the share is per address: one client cannot hold every
-            # slot however many visitors it makes up.
+            # Anyone may fetch the page for a fresh cookie, so the share is per address: one client cannot hold
+            # every slot however many visitors it makes itself.
             self.handler.log_line(logging.WARNING, f"web chat: {client} already holds {self.max_tabs_per_client} "
                                                    "open tabs (max_tabs_per_client); refused another")
             raise web.HTTPServiceUnavailable(text="too many open chats from your address\n")

@@ -1,11 +1,10 @@
 // The web chat page: one WebSocket to the gateway (protocol in actors/adapters/webchat/protocol.py).
-// Survives reloads and gateway restarts: the visitor id and the messages not yet acknowledged live in
-// localStorage, the conversation itself comes back from the server's history on every (re)connect.
+// Survives reloads and gateway restarts: who the visitor is lives in the cookie the server set with this page
+// (HttpOnly: this script never sees it), the messages not yet acknowledged in localStorage, and the conversation
+// itself comes back from the server's history on every (re)connect.
 "use strict";
 
-const VISITOR_KEY = "agent-gateway.visitor";
 const UNACKED_KEY = "agent-gateway.unacked";
-const ID_PATTERN = /^[A-Za-z0-9_-]{8,64}$/;
 const CURSOR = " ▍";                        // the gateway's streaming cursor; the page draws its own
 const TOOL_LINE = /\n\n(⚙ [^\n]*)$/;         // tool progress the gateway appends to a streaming preview
 const RETRY_SEND_MS = 2000;
@@ -18,7 +17,6 @@ const problem = document.getElementById("problem");
 const form = document.getElementById("composer");
 const input = document.getElementById("input");
 
-const visitor = loadVisitor();
 const unacked = loadUnacked();                // client message id -> text, in send order
 let socket = null;
 let failures = 0;
@@ -29,15 +27,6 @@ let typingTimer = null;
 function randomId() {
   const bytes = crypto.getRandomValues(new Uint8Array(16));
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-function loadVisitor() {
-  let id = localStorage.getItem(VISITOR_KEY);
-  if (!id || !ID_PATTERN.test(id)) {
-    id = randomId();
-    localStorage.setItem(VISITOR_KEY, id);
-  }
-  return id;
 }
 
 function loadUnacked() {
@@ -246,7 +235,7 @@ function onError(frame) {
 // ------------------------------------------------------------------------------------------------ the socket
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const ws = new WebSocket(`${scheme}://${location.host}/ws?visitor=${encodeURIComponent(visitor)}`);
+  const ws = new WebSocket(`${scheme}://${location.host}/ws`);
   socket = ws;
   ws.addEventListener("open", () => {
     failures = 0;
