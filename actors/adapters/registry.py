@@ -212,6 +212,9 @@ register(AdapterType("webchat", "actors.adapters.webchat.adapter.WebChatAdapter"
     "max_tabs_per_client": Option(int, 32, doc="open chat tabs (websockets) one client address may hold, so no one "
                                   "client takes every slot; 0 = no cap (behind a reverse proxy, where every client "
                                   "has the proxy's address)"),
+    "login_token": Option(str, "", doc="a secret that opens the page for a web chat reachable beyond loopback: a "
+                          "person opens http://HOST:PORT/?token=THE_TOKEN once and a cookie keeps them in; empty = "
+                          "no login (then keep the default loopback host)"),
 }))
 
 

@@ -281,3 +281,47 @@ def test_a_busy_port_is_retried_until_it_is_free_and_the_gateway_stays_up(tmp_pa
         squatter.close()
         gw.cli("stop")
         gw.kill_everything()
+
+
+def test_with_a_login_token_the_page_and_the_socket_need_the_login_link_once(tmp_path):
+    token = "let-me-in-0123456789abcdef"
+    gw = webchat_gateway(tmp_path, port=0, extra=f'login_token = "{token}"\n')
+    try:
+        gw.start()
+        gw.wait_ready()
+        base = f"http://127.0.0.1:{served_port(gw)}"
+
+        async def visit():
+            async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+                seen = {}
+                async with http.get(f"{base}/") as page:
+                    seen["page without login"] = page.status
+                async with http.get(f"{base}/static/app.js") as script:
+                    seen["script"] = script.status
+                async with http.get(f"{base}/?token=wrong") as page:
+                    seen["wrong token"] = page.status
+                try:
+                    async with http.ws_connect(f"{base}/ws"):
+                        seen["socket without login"] = 101
+                except aiohttp.WSServerHandshakeError as refused:
+                    seen["socket without login"] = refused.status
+                async with http.get(f"{base}/?token={token}", allow_redirects=False) as login:
+                    seen["login"] = login.status
+                    seen["to"] = login.headers.get("Location")
+                    seen["cookie"] = login.headers.get("Set-Cookie", "")
+                async with http.get(f"{base}/") as page:   # the jar holds the login cookie, and now a visitor's
+                    seen["page after login"] = page.status
+                async with http.ws_connect(f"{base}/ws") as ws:
+                    seen["hello"] = (await ws.receive_json())["type"]
+                return seen
+        seen = run(visit())
+        assert seen["page without login"] == 401 and seen["wrong token"] == 401 and seen["script"] == 200, seen
+        assert seen["socket without login"] == 401, seen
+        assert seen["login"] == 303 and seen["to"] == "/" and "HttpOnly" in seen["cookie"], seen
+        assert token not in seen["cookie"], "the cookie holds a proof of the token, not the token"
+        assert seen["page after login"] == 200 and seen["hello"] == "hello", seen
+        wait_log(gw, "a wrong login token from")
+        assert token not in gw.log()
+    finally:
+        gw.cli("stop")
+        gw.kill_everything()

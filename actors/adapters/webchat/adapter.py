@@ -60,13 +60,15 @@ class WebChatAdapter(PlatformAdapter):
         if port > 65535:
             raise RetryableError(f"port {port} is not a TCP port (0-65535)")
         server = WebChatServer(host, port, self, http_limits(self.config), self.settings.get("max_tabs_per_client", 32),
-                               on_refused=lambda reason: self._say(logging.WARNING, "%s: %s", self.name, reason))
+                               on_refused=lambda reason: self._say(logging.WARNING, "%s: %s", self.name, reason),
+                               login_token=self.settings.get("login_token", ""))
         port = await server.start()
         self.server = server
         self._say(logging.INFO, "%s: web chat serving on http://%s/ (port %d)", self.name, _host_port(host, port), port)
-        if host in ("0.0.0.0", "::"):
+        if host in ("0.0.0.0", "::") and not self.settings.get("login_token"):
             self._say(logging.WARNING, "%s: the web chat listens on every interface (host %s) and has no login: "
-                      "anyone who reaches the port can chat as any visitor", self.name, host)
+                      "anyone who reaches the port can chat (set [adapters.%s] login_token)", self.name, host,
+                      self.name)
 
     async def run_intake(self, emit) -> None:
         self._store_batch = emit

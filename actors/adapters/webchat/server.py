@@ -13,11 +13,18 @@ Who is who: the page (``/``) gives a browser without one a visitor credential, 2
 SameSite=Strict`` cookie (no script reads it, no other site's request carries it); the WebSocket takes the visitor
 from that cookie alone, and its id is a hash of it (protocol.visitor_id), so knowing a visitor id (from a log)
 gives no access to that chat. A client-chosen ``?visitor=`` is refused.
+
+An operator login (``login_token``), for a page reachable beyond loopback: ``/?token=THE_TOKEN`` sets a login cookie
+(an HMAC of the token, so changing the token logs everyone out) and redirects to ``/``; without that cookie the page
+and the WebSocket answer 401 (the static script and style are public: they hold no data). With a login the Host
+check is not needed (a rebinding page gets no cookie of this site) and a domain name may serve the page.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
+import hmac
 import json
 import logging
 import secrets
@@ -38,6 +45,12 @@ PUSH_TIMEOUT_S = 5.0               # a tab that cannot take a frame this long is
 CLOSE_TIMEOUT_S = 1.0              # how long a closing tab may take to answer the close frame
 HEARTBEAT_S = 20.0
 COOKIE_MAX_AGE_S = 400 * 24 * 3600   # the longest lifetime browsers keep a cookie for
+LOGIN_COOKIE = "gw_login"
+
+
+def login_proof(token: str) -> str:
+    """What the login cookie holds: an HMAC of the token (never the token), so a new token logs everyone out."""
+    return hmac.new(token.encode("utf-8"), b"agent-gateway web chat login", hashlib.sha256).hexdigest()
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
@@ -93,8 +106,11 @@ class Tab:
 
 class WebChatServer:
     def __init__(self, host: str, port: int, handler: FrameHandler, limits: HttpLimits = HttpLimits(),
-                 max_tabs_per_client: int = 32, on_refused: Optional[Callable[[str], None]] = None):
+                 max_tabs_per_client: int = 32, on_refused: Optional[Callable[[str], None]] = None,
+                 login_token: str = ""):
         self.host, self.port, self.handler, self.limits = host, port, handler, limits
+        self._login_proof = login_proof(login_token) if login_token else None
+        self._login_token = login_token
         self.on_refused = on_refused
         self.max_tabs_per_client = max_tabs_per_client
         self.tabs: dict[str, set[Tab]] = {}
@@ -134,7 +150,11 @@ class WebChatServer:
     @web.middleware
     async def _guard(self, request: web.Request, handler):
         host = request.headers.get("Host", "")
-        if not host_allowed(host):
+        if self._login_proof is not None:
+            refusal = self._login(request)
+            if refusal is not None:
+                return refusal
+        elif not host_allowed(host):
             self.handler.log_line(logging.WARNING, f"web chat: refused a request for host {host[:80]!r} "
                                                    f"(only IP addresses and localhost are served)")
             return web.Response(status=421, text="misdirected request: use the gateway's address\n")
@@ -142,6 +162,25 @@ class WebChatServer:
         if not isinstance(response, web.WebSocketResponse):
             response.headers.update(SECURITY_HEADERS)
         return response
+
+    def _login(self, request: web.Request) -> Optional[web.StreamResponse]:
+        """None if the request may go on; else the answer: the redirect that logs in, or 401."""
+        if request.path.startswith("/static/") or request.path == "/favicon.ico":
+            return None
+        given = request.query.get("token")
+        if request.path == "/" and given is not None:
+            if hmac.compare_digest(given.encode("utf-8", "surrogatepass"), self._login_token.encode("utf-8")):
+                response = web.Response(status=303, headers={"Location": "/", **SECURITY_HEADERS})
+                response.set_cookie(LOGIN_COOKIE, self._login_proof, max_age=COOKIE_MAX_AGE_S, path="/",
+                                    httponly=True, samesite="Strict", secure=request.secure)
+                return response
+            self.handler.log_line(logging.WARNING, f"web chat: a wrong login token from {request.remote}")
+            return web.Response(status=401, text="wrong login token\n", headers=SECURITY_HEADERS)
+        if hmac.compare_digest(request.cookies.get(LOGIN_COOKIE, "").encode("utf-8", "surrogatepass"),
+                               self._login_proof.encode("ascii")):
+            return None
+        return web.Response(status=401, text="this web chat needs its login link (/?token=...): ask its operator\n",
+                            headers=SECURITY_HEADERS)
 
     async def _index(self, request: web.Request) -> web.StreamResponse:
         response = web.FileResponse(STATIC_DIR / "index.html", headers={"Content-Type": "text/html; charset=utf-8"})
