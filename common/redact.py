@@ -72,8 +72,10 @@ def _has_mark(text: str, marks: str) -> bool:
     return any(mark in text for mark in marks.split("|"))
 
 
-def redact(text: str, extra_secrets: Iterable[str] = ()) -> str:
-    """Return ``text`` with configured secrets and known credential shapes replaced by ``[redacted]``."""
+def redact(text: str, extra_secrets: Iterable[str] = (), shapes: bool = True) -> str:
+    """Return ``text`` with configured secrets and known credential shapes replaced by ``[redacted]``.
+    ``shapes=False``: the configured secrets only (in every form), for what a chat user wrote: their own text
+    keeps its ``password = ...`` examples, never the operator's keys."""
     if not text:
         return text
     configured = tuple(sorted({s for s in extra_secrets if s and len(s.strip()) >= MIN_EXTRA_SECRET_LEN}))
@@ -81,6 +83,8 @@ def redact(text: str, extra_secrets: Iterable[str] = ()) -> str:
         text = _configured_pattern(configured).sub(REDACTED, text)
         for secret in configured:
             text = _without_fragments(text, secret)
+    if not shapes:
+        return text
     for shape, marks in zip(_TOKEN_SHAPES, _SHAPE_MARKS):
         if _has_mark(text, marks):
             text = shape.sub(REDACTED, text)

@@ -49,7 +49,7 @@ from supervision.batching import Outbox
 from supervision.bridge import TaskDone
 from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, MessageEvent, OpResult
 from actors.messages import PlatformOp
-from common.redact import redact
+from common.redact import configured_secrets, redact
 from actors.adapters.pacing import DEFAULT_PACING
 from storage import IllegalTransition, NotFound, StaleFence, Store
 from supervision.actor import GatewayActor
@@ -78,6 +78,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self.profile = "default"
         self.pacing = DEFAULT_PACING
         self.secrets: list[str] = []
+        self.configured_secrets: list[str] = []
         self.per_user_in_groups = False
         # loop thread only
         self.store: Optional[Store] = None
@@ -143,6 +144,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self.profile = self.settings.get("profile") or "default"
         self.pacing = registry.pacing_of(self.settings)
         self.secrets = registry.secret_values(self.settings)
+        self.configured_secrets = configured_secrets(self.config)   # the whole gateway's, for what users write
         self.per_user_in_groups = bool(setting(self.config, "sessions", "per_user_in_groups"))
         self.gatekeeper = Gatekeeper(self.name, policy_of(self.settings, registry.entry_of(self.settings).access))
         self.sender_limits = SenderLimits(limit_policy_of(self.settings))

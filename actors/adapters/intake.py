@@ -27,6 +27,7 @@ from actors.adapters.sender_limits import NOTICE, charge_time, sender_of
 from storage import InboundItem, Store, StorageUnavailable, session_key
 from storage.inbox import PENDING_STATES
 from common.config import setting
+from common.redact import redact
 
 RETRY_KINDS = ("retryable", "flood")
 
@@ -254,6 +255,11 @@ class InboundPath:
             raise MalformedPayload(f"normalise returned {type(event).__name__}, not a MessageEvent")
         if not event.platform_message_id:
             raise MalformedPayload("no platform message id")
+        # A configured secret a user typed (pasted by mistake, or fished for) goes no further than here: not into
+        # the inbox, the transcript, the model's context or the log.
+        text = redact(event.text, self.configured_secrets, shapes=False)
+        if text != event.text:
+            event = dataclasses.replace(event, text=text)
         # Platform = the adapter's name: two bots on one platform keep their chats, ids and offsets apart.
         event = dataclasses.replace(event, source=dataclasses.replace(event.source, platform=self.name,
                                                                       profile=self.event_profile(event)))
