@@ -179,6 +179,7 @@ def cmd_status(config: dict, args) -> int:
             "draining": s.draining, "admin": f"{client.host}:{client.port}",
             "metrics_url": (client.runtime.get("metrics") or {}).get("url"), **s.detail}
     health = "healthy" if not (s.actors_failed or s.actors_restarting) else "degraded"
+    recovery = s.detail.get("recovery") or {}
     metrics = (f"{data['metrics_url']}  (and /healthz, /readyz)" if data["metrics_url"] else
                "not listening (see the log)" if config["metrics"]["enabled"] else "off")
     text = "\n".join([
@@ -189,6 +190,8 @@ def cmd_status(config: dict, args) -> int:
           f"{sh.get('consumers', '?')} replies in flight, {sh.get('waiting', 0)} waiting, "
           f"loop lag {sh.get('loop_lag_ms', '?')} ms" for sh in s.detail.get("shards", [])),
         f"  deliveries   {s.obligations_pending} pending",
+        f"  recovery     {recovery.get('resumes', '?')} turn(s) resumed after a restart, "
+        f"{recovery.get('notices', '?')} message(s) given up on (told to send again)",
         f"  admin        {client.host}:{client.port}   state {config['gateway']['state_dir']}",
         f"  metrics      {metrics}",
     ])

@@ -177,8 +177,10 @@ class Metrics(StoreUser, GatewayActor):
 
     def _read_gauges(self, root) -> dict:
         deliveries = self.snapshot["deliveries"] if self.snapshot else {}
+        recovery = self.snapshot.get("recovery", {}) if self.snapshot else {}
         try:
             deliveries = self.db(self.store.ledger.counts(), timeout=LEDGER_TIMEOUT_S)
+            recovery = self.db(self.store.sessions.recovery_totals(), timeout=LEDGER_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - a busy database costs one stale gauge, not the scrape
             self.log.warning("metrics: ledger counts unavailable: %s", exc)
         nodes = [(node, parent) for node, parent, _ in tree.walk(root)]
@@ -189,7 +191,7 @@ class Metrics(StoreUser, GatewayActor):
                 "sessions_live": len(tree.find_kind(root, "Session")),
                 "sessions_up": any(n.name == "sessions" and n.state in tree.UP_STATES for n, _ in nodes),
                 "watchdog_phase": watchdog[0].state if watchdog else "absent",
-                "adapters": adapters, "deliveries": deliveries}
+                "adapters": adapters, "deliveries": deliveries, "recovery": recovery}
 
     def _connected(self, node) -> bool:
         if node.state not in tree.UP_STATES:
@@ -253,6 +255,11 @@ class Metrics(StoreUser, GatewayActor):
                       self.turn_seconds)
         out.family("gateway_deliveries", "gauge", "Reply obligations in the delivery ledger, by state",
                    [({"state": s}, n) for s, n in sorted(snap["deliveries"].items())])
+        recovery = snap.get("recovery") or {}
+        out.family("gateway_turn_resumes_total", "counter", "Turns resumed after the gateway was restarted mid-turn "
+                   "(from the sessions' records: lower after sessions are deleted)", [({}, recovery.get("resumes", 0))])
+        out.family("gateway_resume_notices_total", "counter", "Messages given up on after their turn was cut too "
+                   "often, or too long ago (the user was told to send them again)", [({}, recovery.get("notices", 0))])
         out.family("gateway_actor_restarts_total", "counter", "Child restarts by a supervisor, by child kind",
                    [({"kind": k}, n) for k, n in sorted(self.restarts.items())])
         out.family("gateway_sessions_live", "gauge", "Session actors alive (not passivated)",

@@ -110,6 +110,7 @@ class Root(Supervisor):
                              draining=any(n.state == "draining" for n in watchdog),
                              detail={"actors": c["actors"], "pending_work": c["pending"],
                                      "fixed_tree_restarting": fixed["restarting"] + fixed["failed"],
+                                     "recovery": {k: v for n in sweeper for k, v in n.facts},
                                      "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
                                                 for n in tree.find_kind(node, "SessionShard")]})
 

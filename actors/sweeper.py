@@ -20,6 +20,8 @@ then edited to its final text.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import time
 
@@ -61,6 +63,12 @@ class DeliverySweeper(StoreUser, GatewayActor):
     def refresh_counts(self) -> None:
         counts = self.db(self.store.ledger.counts())
         self.pending = counts["pending"] + counts["attempting"] + counts["failed"]
+        self.recovery = self.db(self.store.sessions.recovery_totals())
+
+    def describe(self):
+        node = super().describe()
+        recovery = getattr(self, "recovery", None) or {}
+        return dataclasses.replace(node, facts=tuple(recovery.items()))   # status: turns resumed, notices given
 
     # ------------------------------------------------------------------------------------------------ sweeps
     def on_AdapterConnected(self, message: AdapterConnected, sender) -> None:

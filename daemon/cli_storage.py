@@ -96,6 +96,10 @@ def _render_list(result: dict) -> str:
 def _render_show(result: dict) -> str:
     s = result["session"]
     lines = [f"session {s['session_id']} ({s['state']}) key {s['session_key']}"]
+    runtime = result.get("runtime") or {}
+    if runtime.get("resumes_total") or runtime.get("notices_total"):
+        lines.append(f"  recovery: {runtime.get('resumes_total', 0)} turn(s) resumed after a restart, "
+                     f"{runtime.get('notices_total', 0)} message(s) given up on")
     for e in result["events"]:
         payload = e.get("payload") or {}
         text = payload.get("text") or payload.get("name") or payload.get("result") or ""

@@ -24,7 +24,7 @@ from .db import fetch_all, fetch_one
 from .errors import NotFound
 
 _COLUMNS = ("session_id, turn_token, compression_cursor, resume_pending, resume_inbox_seq, resume_started_at, "
-            "resume_attempted_seq, updated_at, resume_attempts")
+            "resume_attempted_seq, updated_at, resume_attempts, resumes_total, notices_total")
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class RuntimeState:
     resume_attempted_seq: Optional[int]
     updated_at: float
     resume_attempts: int = 0      # resumes of the turn of resume_inbox_seq made so far
+    resumes_total: int = 0        # turns of this session resumed after a restart, over its life
+    notices_total: int = 0        # messages of this session it gave up on (the "send it again" notice)
 
     @property
     def resume_already_attempted(self) -> bool:
@@ -62,6 +64,22 @@ class RuntimeOps:
         async def fetch(conn):
             row = await fetch_one(conn, f"SELECT {_COLUMNS} FROM runtime_state WHERE session_id = ?", (session_id,))
             return _state(row) if row else RuntimeState(session_id, None, 0, False, None, None, None, 0.0, 0)
+        return await self._db.read(fetch)
+
+    async def count_recovery(self, session_id: str, resumed: bool) -> None:
+        """One more turn resumed (``resumed``) or one more message given up on, for the admin views."""
+        column = "resumes_total" if resumed else "notices_total"
+        async def do(conn):
+            await conn.execute(f"UPDATE runtime_state SET {column} = {column} + 1 WHERE session_id = ?",
+                               (session_id,))
+        await self._db.write(do)
+
+    async def recovery_totals(self) -> dict:
+        """Turns resumed and messages given up on, over every session."""
+        async def fetch(conn):
+            row = await fetch_one(conn, "SELECT COALESCE(SUM(resumes_total), 0), COALESCE(SUM(notices_total), 0) "
+                                        "FROM runtime_state")
+            return {"resumes": row[0], "notices": row[1]}
         return await self._db.read(fetch)
 
     async def begin_turn(self, session_id: str, turn_token: str, inbox_seq: int,

@@ -169,12 +169,18 @@ _V4_ACCESS = [
 # Bounded resume (G8): how many times the interrupted turn of the current input was resumed already.
 _V5_RESUME_ATTEMPTS = ["ALTER TABLE runtime_state ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0"]
 
+# What recovery did for each session over its life: turns resumed after a restart, and notices that a message
+# could not be answered (status, sessions show, /metrics).
+_V6_RECOVERY_COUNTS = ["ALTER TABLE runtime_state ADD COLUMN resumes_total INTEGER NOT NULL DEFAULT 0",
+                       "ALTER TABLE runtime_state ADD COLUMN notices_total INTEGER NOT NULL DEFAULT 0"]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
     _V3_SEND_INTENTS,
     _V4_ACCESS,
     _V5_RESUME_ATTEMPTS,
+    _V6_RECOVERY_COUNTS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -108,6 +108,7 @@ class Session(CellStoreUser, CommandHandler, Cell):
         if claimed is not None and fresh:
             self.log.warning("resuming the turn interrupted by a restart (inbox #%d, resume %d of %d)", row.seq,
                              claimed.resume_attempts, self.max_resumes, extra=self.log_fields(turn=rt.turn_token))
+            self.db(self.store.sessions.count_recovery(self.info.session_id, resumed=True))
             self.start_agent_turn([row.seq], event, turn_id=rt.turn_token, resumed=True)
         else:
             why = (f"it was cut {self.max_resumes + 1} times" if claimed is None else
@@ -119,6 +120,7 @@ class Session(CellStoreUser, CommandHandler, Cell):
                 quote=_quote(event.text), times=_times(self.max_resumes + 1))
             self.db(self.store.sessions.append(self.info.session_id,
                                                [turns.assistant_event(rt.turn_token, notice, "gave_up")]))
+            self.db(self.store.sessions.count_recovery(self.info.session_id, resumed=False))
             self.reply_turn([row.seq], event, notice, turn_id=rt.turn_token)
 
     # ------------------------------------------------------------------------------------------------ intake

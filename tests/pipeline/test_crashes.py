@@ -9,6 +9,7 @@ import os
 import signal
 import sqlite3
 import threading
+import urllib.request
 
 import pytest
 
@@ -156,6 +157,15 @@ def test_a_turn_cut_past_max_resumes_is_not_resumed_again_and_the_user_is_told_w
         assert "api_key_env" not in notice
         wait_all_done(gw)
         assert len(platform.messages("twice")) == 1
+        # What recovery did, in the admin views: one resume, one notice (the sweeper reads them every sweep).
+        status = wait_for(lambda: (s := json.loads(gw.cli("status", "--json").stdout)).get("recovery") == {
+            "resumes": 1, "notices": 1} and s, 30, 0.2, "the resume and the notice in status --json")
+        assert "1 turn(s) resumed after a restart, 1 message(s) given up on" in gw.cli("status").stdout, status
+        [key] = [s["session_id"] for s in json.loads(gw.cli("sessions", "list", "--json").stdout)["sessions"]]
+        assert "recovery: 1 turn(s) resumed after a restart, 1 message(s)" in gw.cli("sessions", "show", key).stdout
+        metrics = urllib.request.urlopen(json.loads((gw.state / "run" / "runtime.json").read_text())["metrics"]
+                                         ["url"], timeout=10).read().decode()
+        assert "gateway_turn_resumes_total 1" in metrics and "gateway_resume_notices_total 1" in metrics
     finally:
         gw.cli("stop")
         gw.kill_everything()
