@@ -36,6 +36,7 @@ from actors.messages import (LongToolHint, OpResult, PlatformOp, ReplyDone, Stre
                              ToolCallStarted, TurnEnd)
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
 from actors.sessions.chunking import split_message
+from actors.sessions.op_failures import after_op_failure
 from common.redact import configured_secrets, redact
 from actors.adapters import registry
 from actors.sessions.edit_throttle import EditThrottle
@@ -44,8 +45,6 @@ from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 
 CURSOR = " ▍"
-MAX_EDIT_FAILURES = 3
-MAX_OP_RETRIES = 5
 OP_TIMEOUT_S = 30.0     # the adapter answers every operation; silence this long means it died with it
 SUPERSEDED = -1         # the part index of a delete aimed at a superseded preview
 STORAGE_WAIT_S = (0.5, 5.0)   # retry delays while storage is unavailable: first, then the longest
@@ -274,47 +273,45 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
         self.failed(action, index, result)
 
     def failed(self, action: str, index: int, result: OpResult) -> None:
-        if result.error_kind == "lost_claim":
-            raise LostClaim(f"{action} of part {index}: {result.error}")   # nothing was sent: step aside
-        if result.error_kind == "storage":
+        decision = after_op_failure(action, index, result.error_kind, result.retry_after, self.retries,
+                                    self.final is not None, self.edit_failures)
+        step = decision.step
+        if step == "step_aside":
+            raise LostClaim(f"{action} of part {index}: {result.error}")   # nothing was sent
+        if step == "wait_storage":
             self.wait_for_storage(result.error)   # the adapter could not record the intent: nothing was sent
             return
         self.log.warning("%s: %s of part %d failed: %s %s", self.name, action, index, result.error_kind,
                          result.error)
-        if action == "delete" and index < 0:
-            self.superseded.pop(0)         # best effort: a preview that cannot be deleted stays
-        elif action == "delete":
-            self.parts.pop(index, None)
-        elif action == "edit" and result.error_kind == "not_found":
-            self.parts.pop(index, None)   # the user deleted it: send that part again
-            self.shown.pop(index, None)
-        elif action == "send" and result.error_kind == "ambiguous" and self.retries < MAX_OP_RETRIES:
-            # The send may have gone through with its answer lost: the copy that goes now carries the re-sent mark
-            # (the intent stays in the ledger until an id comes back, so any later owner marks its copy too).
+        if step in ("retry", "retry_marked"):
             self.retries += 1
-            self.became_ambiguous()
-            self.after(0.5 * self.retries, "pump")
+            if step == "retry_marked":
+                # The copy that goes now carries the re-sent mark (the intent stays in the ledger until an id comes
+                # back, so any later owner marks its copy too).
+                self.became_ambiguous()
+            self.after(decision.delay, "pump")
             return
-        elif result.error_kind in ("retryable", "flood") and self.retries < MAX_OP_RETRIES:
-            # Before any fallback: a 429 storm outlasting the adapter's own waits passes, and a final edit that
-            # falls back to a new message would leave its preview behind.
-            self.retries += 1
-            self.after(max(result.retry_after, 0.5 * self.retries), "pump")
-            return
-        elif action == "edit" and self.final is None:
-            self.edit_failures += 1
-            if self.edit_failures >= MAX_EDIT_FAILURES:
-                self.log.warning("%s: edits keep failing; the answer will be sent once, complete", self.name)
-                self.fallback = True
-        elif action == "edit":
-            self.fallback = True           # the final text goes out as new messages
-            self.superseded.append(self.parts.pop(index))
-            self.shown.pop(index, None)
-        else:
+        if step == "give_up":
             self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, self.fence, result.error or
                                                                      str(result.error_kind)))
             self.finish(False, f"{action} failed: {result.error_kind}: {result.error}", ledger_done=True)
             return
+        if step == "drop_preview":
+            self.superseded.pop(0)
+        elif step == "drop_part":
+            self.parts.pop(index, None)
+        elif step == "resend_part":
+            self.parts.pop(index, None)
+            self.shown.pop(index, None)
+        elif step == "edit_failed":
+            self.edit_failures += 1
+            if decision.fall_back:
+                self.log.warning("%s: edits keep failing; the answer will be sent once, complete", self.name)
+                self.fallback = True
+        elif step == "fall_back":
+            self.fallback = True           # the final text goes out as new messages
+            self.superseded.append(self.parts.pop(index))
+            self.shown.pop(index, None)
         self.pump()
 
     def on_timer_pump(self, _data) -> None:

@@ -1,0 +1,30 @@
+"""actors/sessions/op_failures.py: what a stream consumer does after a failed platform operation."""
+from __future__ import annotations
+
+import pytest
+
+from actors.sessions.op_failures import MAX_EDIT_FAILURES, MAX_OP_RETRIES, Next, after_op_failure
+
+pytestmark = pytest.mark.timeout(10)
+
+
+@pytest.mark.parametrize("action, index, kind, retry_after, retries, final, edit_failures, expected", [
+    ("send", 0, "lost_claim", 0.0, 0, False, 0, Next("step_aside")),
+    ("send", 0, "storage", 0.0, 9, True, 0, Next("wait_storage")),
+    ("delete", -1, "permanent", 0.0, 0, True, 0, Next("drop_preview")),
+    ("delete", 2, "retryable", 0.0, 0, True, 0, Next("drop_part")),     # a delete is never retried here
+    ("edit", 1, "not_found", 0.0, 0, True, 0, Next("resend_part")),
+    ("send", 0, "ambiguous", 0.0, 0, False, 0, Next("retry_marked", 0.5)),
+    ("send", 0, "ambiguous", 0.0, 2, False, 0, Next("retry_marked", 1.5)),
+    ("send", 0, "ambiguous", 0.0, MAX_OP_RETRIES, False, 0, Next("give_up")),
+    ("edit", 0, "flood", 7.0, 0, True, 0, Next("retry", 7.0)),          # the platform's retry_after when longer
+    ("send", 0, "retryable", 0.0, 3, True, 0, Next("retry", 2.0)),
+    ("edit", 0, "retryable", 0.0, MAX_OP_RETRIES, False, 0, Next("edit_failed")),   # out of retries: an edit fail
+    ("edit", 0, "formatting", 0.0, 0, False, MAX_EDIT_FAILURES - 2, Next("edit_failed")),
+    ("edit", 0, "formatting", 0.0, 0, False, MAX_EDIT_FAILURES - 1, Next("edit_failed", fall_back=True)),
+    ("edit", 0, "too_long", 0.0, 0, True, 0, Next("fall_back")),
+    ("send", 0, "permanent", 0.0, 0, True, 0, Next("give_up")),
+    ("send", 0, "flood", 1.0, MAX_OP_RETRIES, True, 0, Next("give_up")),
+])
+def test_each_failure_has_one_next_step(action, index, kind, retry_after, retries, final, edit_failures, expected):
+    assert after_op_failure(action, index, kind, retry_after, retries, final, edit_failures) == expected
