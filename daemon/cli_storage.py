@@ -31,12 +31,19 @@ def add_parsers(sub) -> None:
     export.add_argument("path", metavar="FILE")
     imported = ssub.add_parser("import", help="read a session exported by 'sessions export'")
     imported.add_argument("path", metavar="FILE")
+    suspend = ssub.add_parser("suspend", help="stop answering one session: each message gets a notice that the "
+                                              "operator suspended it, until 'sessions resume'")
+    suspend.add_argument("session", metavar="ID_OR_KEY")
+    resume = ssub.add_parser("resume", help="answer a suspended session again")
+    resume.add_argument("session", metavar="ID_OR_KEY")
     deliveries = sub.add_parser("deliveries", help="the delivery ledger: replies pending, failed, abandoned")
-    deliveries.add_argument("action", nargs="?", choices=("list", "retry"), default="list")
-    deliveries.add_argument("obligation", nargs="?", metavar="ID", help="with retry: the obligation id")
+    deliveries.add_argument("action", nargs="?", choices=("list", "retry", "abandon"), default="list",
+                            help="retry: send a failed or abandoned reply again; abandon: stop trying a pending or "
+                                 "failed one")
+    deliveries.add_argument("obligation", nargs="?", metavar="ID", help="with retry or abandon: the obligation id")
     deliveries.add_argument("--state", choices=("pending", "attempting", "delivered", "failed", "abandoned"))
     deliveries.add_argument("--limit", type=int, default=50)
-    for parser in (listing, show, search, export, imported, deliveries):
+    for parser in (listing, show, search, export, imported, suspend, resume, deliveries):
         parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -48,16 +55,20 @@ def cmd_sessions(config: dict, args) -> int:
         "search": lambda s: storage_cli.sessions_search(s, args.query),
         "export": lambda s: storage_cli.session_export(s, args.session, args.path),
         "import": lambda s: storage_cli.session_import(s, args.path, config["storage"]["max_import_bytes"]),
+        "suspend": lambda s: storage_cli.session_set_state(s, args.session, suspended=True),
+        "resume": lambda s: storage_cli.session_set_state(s, args.session, suspended=False),
     }
     return run_on_store(config, args, calls[action], RENDER[action])
 
 
 def cmd_deliveries(config: dict, args) -> int:
-    if args.action == "retry":
+    if args.action in ("retry", "abandon"):
         if not args.obligation:
-            print("deliveries retry needs the obligation id (see 'deliveries --state failed')", file=sys.stderr)
+            print(f"deliveries {args.action} needs the obligation id (see 'deliveries --state failed')",
+                  file=sys.stderr)
             return 2
-        return run_on_store(config, args, lambda s: storage_cli.delivery_retry(s, args.obligation), _render_retry)
+        call = storage_cli.delivery_retry if args.action == "retry" else storage_cli.delivery_abandon
+        return run_on_store(config, args, lambda s: call(s, args.obligation), _render_retry)
     return run_on_store(config, args, lambda s: storage_cli.deliveries(s, state=args.state, limit=args.limit),
                 _render_deliveries)
 
@@ -132,8 +143,14 @@ def _render_deliveries(result: dict) -> str:
 
 
 def _render_retry(result: dict) -> str:
-    return f"obligation {result['obligation_id'][:16]} is pending again; the sweeper re-sends it on its next pass"
+    if result["state"] == "abandoned":
+        return f"obligation {result['obligation_id']} is abandoned: nothing more is sent for it"
+    return f"obligation {result['obligation_id']} is pending again; the sweeper re-sends it on its next pass"
+
+
+def _render_state(result: dict) -> str:
+    return f"session {result['session_id']} is {result['state']}"
 
 
 RENDER = {"list": _render_list, "show": _render_show, "search": _render_search, "export": _render_export,
-          "import": _render_import}
+          "import": _render_import, "suspend": _render_state, "resume": _render_state}

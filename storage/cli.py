@@ -16,7 +16,7 @@ from typing import Any, Optional, Union
 from common.privacy import write_private
 
 from . import Store
-from .errors import ImportRefused, NotFound
+from .errors import IllegalTransition, ImportRefused, NotFound
 from .ledger import Obligation
 from .sessions import SessionInfo
 
@@ -129,3 +129,23 @@ async def deliveries(store: Store, state: Optional[str] = None, limit: int = 100
 async def delivery_retry(store: Store, obligation_id: str) -> dict:
     """failed|abandoned -> pending with attempts reset; the sweeper sends it on its next pass."""
     return _obligation(await store.ledger.requeue(obligation_id))
+
+
+async def delivery_abandon(store: Store, obligation_id: str) -> dict:
+    """pending|failed -> abandoned: the operator gives up on a reply (the sweeper stops trying it). One in flight
+    (attempting) is its owner's: refused, so a live consumer is never overtaken."""
+    ob = await store.ledger.get(obligation_id)
+    if ob is None:
+        raise NotFound(f"no delivery {obligation_id!r} (see 'deliveries')")
+    if ob.state == "attempting":
+        raise IllegalTransition(f"delivery {obligation_id[:16]} is being delivered right now; abandon it once it "
+                                f"has failed (see 'deliveries --state failed')")
+    await store.ledger.abandon(obligation_id, ob.fence, "abandoned by the operator")
+    return _obligation(await store.ledger.get(obligation_id))
+
+
+async def session_set_state(store: Store, key_or_id: str, suspended: bool) -> dict:
+    """Suspend a session (its chat is told, to each message, that the operator suspended it) or resume it."""
+    info = await _resolve(store, key_or_id)
+    await (store.sessions.suspend(info.session_id) if suspended else store.sessions.resume(info.session_id))
+    return _session(await store.sessions.get(info.session_id))

@@ -166,13 +166,13 @@ class Session(CellStoreUser, CommandHandler, Cell):
 
     def start_from_rows(self, seqs: list, events: list) -> None:
         event = events[-1]
-        if self.info is None or self.info.state != "active":
-            current = self.db(self.store.sessions.current(self.key))
-            if current is not None and current.state == "suspended":
-                self.reply_turn(seqs, event, "This conversation is suspended by the gateway operator; "
-                                             "messages are not answered until it is resumed.")
-                return
-            self.info = current or self.db(self.store.sessions.get_or_create(self.key, dict(vars(event.source))))
+        # Read each turn, not kept: the operator may have suspended (or resumed) the session since the last one.
+        current = self.db(self.store.sessions.current(self.key))
+        if current is not None and current.state == "suspended":
+            self.reply_turn(seqs, event, "This conversation is suspended by the gateway operator; "
+                                         "messages are not answered until it is resumed.")
+            return
+        self.info = current or self.db(self.store.sessions.get_or_create(self.key, dict(vars(event.source))))
         command = parse_command(event.text) if len(events) == 1 else None
         if command is not None:
             self.run_command(command, seqs, event)

@@ -279,3 +279,27 @@ def _streaming(platform: FakePlatform, chats: list[str]) -> bool:
 def _all_settled(platform: FakePlatform, chats: list[str], feeder: Feeder) -> bool:
     return all(len(visible(platform, chat)) >= len(feeder.sent[chat])
                and all(CURSOR not in m["text"] for m in visible(platform, chat)) for chat in chats)
+
+
+def test_the_operator_suspends_a_chat_and_resumes_it(tmp_path):
+    with FakePlatform() as platform:
+        gw = pipeline_gateway(tmp_path, platform)
+        try:
+            gw.start()
+            gw.wait_ready()
+            platform.inject("quiet", "before")
+            settled_answers(platform, "quiet", gw=gw)
+            [session] = json.loads(gw.cli("sessions", "list", "--json", check=True).stdout)["sessions"]
+            suspended = gw.cli("sessions", "suspend", session["session_key"], check=True).stdout
+            assert "is suspended" in suspended
+            platform.inject("quiet", "while suspended")
+            answers = settled_answers(platform, "quiet", 2, gw=gw)
+            assert "suspended by the gateway operator" in answers[1] and "while suspended" not in answers[1]
+            gw.cli("sessions", "resume", session["session_id"], check=True)
+            platform.inject("quiet", "after")
+            assert 'You said: "after"' in settled_answers(platform, "quiet", 3, gw=gw)[2]
+            again = gw.cli("sessions", "resume", session["session_id"])
+            assert again.returncode == 1 and "not allowed" in again.stderr + again.stdout, again
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()

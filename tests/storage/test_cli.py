@@ -64,3 +64,27 @@ async def test_an_import_past_its_size_limit_is_refused_after_reading_at_most_th
     async with open_store(tmp_path / "a.db") as store:
         with pytest.raises(ImportRefused, match="larger than the import limit of 4,096 bytes"):
             await cli.session_import(store, "/dev/zero", 4096)
+
+
+async def test_the_operator_abandons_a_failed_reply_but_never_one_in_flight(tmp_path):
+    async with open_store(tmp_path / "a.db") as store:
+        ob = await store.ledger.record_obligation(KEY, "m1", Target("telegram", "1001"), "reply", claim=True)
+        with pytest.raises(IllegalTransition, match="being delivered right now"):
+            await cli.delivery_abandon(store, ob.obligation_id)
+        await store.ledger.mark_failed(ob.obligation_id, ob.fence, "HTTP 403: bot blocked")
+        abandoned = await cli.delivery_abandon(store, ob.obligation_id)
+        assert abandoned["state"] == "abandoned" and abandoned["last_error"] == "abandoned by the operator"
+        assert await store.ledger.sweep_recoverable(["telegram"]) == [], "the sweeper leaves it alone"
+        assert (await cli.delivery_retry(store, ob.obligation_id))["state"] == "pending", "and a retry undoes it"
+        with pytest.raises(NotFound):
+            await cli.delivery_abandon(store, "no-such-id")
+
+
+async def test_the_operator_suspends_and_resumes_a_session_by_key_or_id(tmp_path):
+    async with open_store(tmp_path / "a.db") as store:
+        info = await store.sessions.get_or_create(KEY, {"platform": "telegram"})
+        assert (await cli.session_set_state(store, KEY, suspended=True))["state"] == "suspended"
+        assert (await store.sessions.current(KEY)).state == "suspended"
+        assert (await cli.session_set_state(store, info.session_id, suspended=False))["state"] == "active"
+        with pytest.raises(IllegalTransition):
+            await cli.session_set_state(store, KEY, suspended=False)   # not suspended
