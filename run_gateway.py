@@ -191,7 +191,8 @@ def cmd_status(config: dict, args) -> int:
           f"loop lag {sh.get('loop_lag_ms', '?')} ms" for sh in s.detail.get("shards", [])),
         f"  deliveries   {s.obligations_pending} pending",
         f"  recovery     {recovery.get('resumes', '?')} turn(s) resumed after a restart, "
-        f"{recovery.get('notices', '?')} message(s) given up on (told to send again)",
+        f"{recovery.get('notices', '?')} message(s) given up on (told to send again), "
+        f"{recovery.get('late', '?')} waiting past the answer bound",
         f"  admin        {client.host}:{client.port}   state {config['gateway']['state_dir']}",
         f"  metrics      {metrics}",
     ])

@@ -181,6 +181,8 @@ class Metrics(StoreUser, GatewayActor):
         try:
             deliveries = self.db(self.store.ledger.counts(), timeout=LEDGER_TIMEOUT_S)
             recovery = self.db(self.store.sessions.recovery_totals(), timeout=LEDGER_TIMEOUT_S)
+            recovery["late"] = len(self.db(self.store.inbox.late(setting(self.config, "sessions", "answer_bound_s")),
+                                           timeout=LEDGER_TIMEOUT_S))
         except Exception as exc:  # noqa: BLE001 - a busy database costs one stale gauge, not the scrape
             self.log.warning("metrics: ledger counts unavailable: %s", exc)
         nodes = [(node, parent) for node, parent, _ in tree.walk(root)]
@@ -258,6 +260,9 @@ class Metrics(StoreUser, GatewayActor):
         recovery = snap.get("recovery") or {}
         out.family("gateway_turn_resumes_total", "counter", "Turns resumed after the gateway was restarted mid-turn "
                    "(from the sessions' records: lower after sessions are deleted)", [({}, recovery.get("resumes", 0))])
+        out.family("gateway_inbox_late", "gauge", "Stored messages no turn has taken within [sessions] "
+                   "answer_bound_s, their session running no turn (the sweeper rings them again)",
+                   [({}, recovery.get("late", 0))])
         out.family("gateway_resume_notices_total", "counter", "Messages given up on after their turn was cut too "
                    "often, or too long ago (the user was told to send them again)", [({}, recovery.get("notices", 0))])
         out.family("gateway_actor_restarts_total", "counter", "Child restarts by a supervisor, by child kind",

@@ -1,10 +1,12 @@
 """The delivery sweeper: finishes the replies a crash left behind (DESIGN.md §2.6, G3).
 
 State: the adapters known to be connected, the obligations it is delivering (each: its rows, fence, next part, the
-operation in flight), and the ledger counts shown as its pending work.
+operation in flight), the ledger counts shown as its pending work, the recovery totals and the late inbox rows
+(shown in status).
 
 Messages it takes: AdapterConnected (sweep for that adapter now), OpResult (its operations), timers sweep and
-housekeeping. Messages it sends: PlatformOp to adapters.
+housekeeping. Messages it sends: PlatformOp to adapters; InboxDoorbell to the shard of a session whose message is
+past the liveness bound (``check_liveness``, every sweep).
 
 A sweep claims, atomically, obligations whose owner process is dead (or that nobody claimed) on connected adapters
 (``Ledger.sweep_recoverable``). For each: parts already on the platform are edited to their final text (an edit to
@@ -21,21 +23,22 @@ then edited to its final text.
 from __future__ import annotations
 
 import dataclasses
-
 import itertools
 import time
 
-from actors.messages import AdapterConnected, OpResult, PlatformOp
+from actors.messages import AdapterConnected, InboxDoorbell, OpResult, PlatformOp
 from actors.adapters.pacing import resent_marker
 from actors.adapters.registry import reply_pacing
 from supervision.storage_access import StoreUser
 from supervision.actor import GatewayActor
 from common.config import setting
+from common.logging_setup import key_hash
 
 HOUSEKEEPING_INTERVAL_S = 3600.0
 RETENTION_DAYS = 30.0
 MAX_ROWS = 200_000
 STALE_JOB_S = 60.0
+LATE_LOGGED_KEPT = 10_000   # late inbox rows already logged (each is logged once)
 
 
 class DeliverySweeper(StoreUser, GatewayActor):
@@ -47,6 +50,8 @@ class DeliverySweeper(StoreUser, GatewayActor):
         self.jobs: dict[str, dict] = {}          # op id -> job
         self.ops = itertools.count(1)
         self.pending = 0
+        self.late = 0                            # inbox rows past the liveness bound at the last sweep
+        self.late_logged: dict[int, None] = {}   # their seqs, oldest first
 
     def on_start(self, args) -> None:
         self.open_store()
@@ -68,7 +73,8 @@ class DeliverySweeper(StoreUser, GatewayActor):
     def describe(self):
         node = super().describe()
         recovery = getattr(self, "recovery", None) or {}
-        return dataclasses.replace(node, facts=tuple(recovery.items()))   # status: turns resumed, notices given
+        # status: turns resumed, notices given, messages past the liveness bound
+        return dataclasses.replace(node, facts=tuple(recovery.items()) + (("late", self.late),))
 
     # ------------------------------------------------------------------------------------------------ sweeps
     def on_AdapterConnected(self, message: AdapterConnected, sender) -> None:
@@ -83,6 +89,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
         self.after(self.sweep_interval_s(), "sweep")
 
     def sweep(self) -> None:
+        self.check_liveness()
         for op_id, job in list(self.jobs.items()):
             if time.time() - job["sent_at"] > STALE_JOB_S:  # its adapter died with the operation: claim it again
                 del self.jobs[op_id]
@@ -101,6 +108,28 @@ class DeliverySweeper(StoreUser, GatewayActor):
                              len(ob.parts), len(ob.chunks))
             self.next_op(self.new_job(ob))
         self.refresh_counts()
+
+    def check_liveness(self) -> None:
+        """The liveness bound ([sessions] answer_bound_s): a stored message no turn has taken that long after it
+        arrived, while its session runs no turn, has lost its doorbell or waits on a session that does not pump.
+        Each is logged once with its age; its session is rung again (a doorbell only says "look": a session that
+        is fine takes it, one that was not live is started)."""
+        late = self.db(self.store.inbox.late(setting(self.config, "sessions", "answer_bound_s")))
+        self.late = len(late)
+        now, rung = time.time(), set()
+        for key, seq, received_at in late:
+            if seq not in self.late_logged:
+                self.late_logged[seq] = None
+                self.log.warning("sweeper: inbox #%d is not taken %.0fs after it arrived and its session runs no "
+                                 "turn; ringing the session again", seq, now - received_at,
+                                 extra={"session": key_hash(key)})
+            if key not in rung and self.directory is not None:
+                rung.add(key)
+                _index, shard = self.directory.shard_for(key)
+                if shard is not None:
+                    self.send(shard, InboxDoorbell(key, seq))
+        while len(self.late_logged) > LATE_LOGGED_KEPT:
+            self.late_logged.pop(next(iter(self.late_logged)))
 
     def new_job(self, ob) -> dict:
         pacing = reply_pacing(self.config, {"adapter": ob.target.platform, "platform": ob.target.platform})

@@ -75,6 +75,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "collect_window_s": (float, 2.0, None),
         "resume_window_s": (float, 3600.0, None),
         "max_resumes": (int, 3, None),   # resumes of a turn cut by restarts before the chat is told to send it again
+        # The liveness bound: a stored message that no turn has taken this long after it arrived (and whose session
+        # runs no turn) is late: logged, counted (gateway_inbox_late) and its session rung again by the sweeper.
+        "answer_bound_s": (float, 60.0, None),
         "per_user_in_groups": (bool, False, None),
         # the first line of a reply sent again after a restart left an unfinished copy the gateway cannot edit
         "resent_marker": (str, "↻ re-sent after a restart; an unfinished copy may appear above", None),

@@ -184,6 +184,20 @@ class Inbox:
                       "ORDER BY session_key")]
         return await self._db.read(fetch)
 
+    async def late(self, older_than_s: float, now: Optional[float] = None, limit: int = 1000) -> list[tuple]:
+        """Rows stored over ``older_than_s`` ago and not taken yet, whose session has no turn running (a message
+        waiting behind a turn waits for the agent, not for the gateway): ``(session_key, seq, received_at)``,
+        oldest first. The liveness bound's breaches (the sweeper rings their sessions again)."""
+        cutoff = (time.time() if now is None else now) - older_than_s
+        async def fetch(conn):
+            return [tuple(r) for r in await fetch_all(
+                conn, "SELECT i.session_key, i.seq, i.received_at FROM inbox i WHERE i.state = 'received' "
+                      "AND i.received_at < ? AND NOT EXISTS (SELECT 1 FROM sessions s JOIN runtime_state r "
+                      "ON r.session_id = s.session_id WHERE s.session_key = i.session_key "
+                      "AND s.state IN ('active', 'suspended') AND r.turn_token IS NOT NULL) "
+                      "ORDER BY i.seq LIMIT ?", (cutoff, int(limit)))]
+        return await self._db.read(fetch)
+
     async def requeue_taken(self, session_key: str) -> int:
         """taken -> received for a key whose turn died with its process; returns how many rows moved."""
         async def do(conn):

@@ -170,9 +170,11 @@ _V4_ACCESS = [
 _V5_RESUME_ATTEMPTS = ["ALTER TABLE runtime_state ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0"]
 
 # What recovery did for each session over its life: turns resumed after a restart, and notices that a message
-# could not be answered (status, sessions show, /metrics).
+# could not be answered (status, sessions show, /metrics); and the rows still waiting for a turn, by age, for the
+# liveness check (Inbox.late: a partial index, as small as the backlog).
 _V6_RECOVERY_COUNTS = ["ALTER TABLE runtime_state ADD COLUMN resumes_total INTEGER NOT NULL DEFAULT 0",
-                       "ALTER TABLE runtime_state ADD COLUMN notices_total INTEGER NOT NULL DEFAULT 0"]
+                       "ALTER TABLE runtime_state ADD COLUMN notices_total INTEGER NOT NULL DEFAULT 0",
+                       "CREATE INDEX inbox_waiting ON inbox (received_at) WHERE state = 'received'"]
 
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],

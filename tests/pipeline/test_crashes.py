@@ -158,8 +158,9 @@ def test_a_turn_cut_past_max_resumes_is_not_resumed_again_and_the_user_is_told_w
         wait_all_done(gw)
         assert len(platform.messages("twice")) == 1
         # What recovery did, in the admin views: one resume, one notice (the sweeper reads them every sweep).
-        status = wait_for(lambda: (s := json.loads(gw.cli("status", "--json").stdout)).get("recovery") == {
-            "resumes": 1, "notices": 1} and s, 30, 0.2, "the resume and the notice in status --json")
+        status = wait_for(lambda: (s := json.loads(gw.cli("status", "--json").stdout)).get("recovery", {}).get(
+            "notices") == 1 and s, 30, 0.2, "the resume and the notice in status --json")
+        assert status["recovery"]["resumes"] == 1 and status["recovery"]["late"] == 0, status
         assert "1 turn(s) resumed after a restart, 1 message(s) given up on" in gw.cli("status").stdout, status
         [key] = [s["session_id"] for s in json.loads(gw.cli("sessions", "list", "--json").stdout)["sessions"]]
         assert "recovery: 1 turn(s) resumed after a restart, 1 message(s)" in gw.cli("sessions", "show", key).stdout

@@ -73,3 +73,40 @@ def test_answered_inbox_rows_are_pruned_after_their_retention(tmp_path):
         finally:
             gw.cli("stop")
             gw.kill_everything()
+
+
+def test_a_stored_message_whose_doorbell_was_lost_is_answered_within_the_bound(tmp_path):
+    """The liveness bound: a row stored with no doorbell (a kill between the commit and the ring, a doorbell lost
+    on its way) is found by the sweeper once it is [sessions] answer_bound_s old, logged, counted, and its session
+    rung again."""
+    import asyncio
+    import dataclasses
+    import json
+    import time
+
+    from actors.messages import MessageEvent, Source
+    from storage import Store, session_key
+
+    with FakePlatform() as platform:
+        gw = pipeline_gateway(tmp_path, platform,
+                              extra="[sessions]\nanswer_bound_s = 1.0\n[delivery]\nsweep_interval_s = 0.5\n")
+        try:
+            gw.start()
+            gw.wait_ready()
+            platform.inject("warm", "hello")
+            settled_answers(platform, "warm", gw=gw)
+            source = Source(platform="fake", chat_id="lost", user_id="user", user_name="user")
+            event = MessageEvent(source, "is anyone there?", "lost-1", time.time())
+
+            async def put_without_a_doorbell():
+                async with await Store.open(gw.state / "gateway.db") as store:
+                    await store.inbox.put(session_key(source), "fake", "lost-1", dataclasses.asdict(event))
+            asyncio.run(put_without_a_doorbell())
+            [answer] = settled_answers(platform, "lost", timeout=30, gw=gw)
+            assert 'You said: "is anyone there?"' in answer
+            gw.wait_log("is not taken")
+            status = json.loads(gw.cli("status", "--json", check=True).stdout)
+            assert status["recovery"]["late"] in (0, 1), status   # counted while it waited; 0 once answered
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()

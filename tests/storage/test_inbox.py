@@ -124,3 +124,18 @@ async def test_purge_keeps_pending_rows(db_path):
         assert await store.inbox.purge(older_than_s=10, now=later) == 1
         assert await store.inbox.get(s1) is None and await store.inbox.get(s2) is not None
         assert await store.inbox.put(A, "telegram", "1", {}) != (s1, False)  # its dedup ended with it
+
+
+async def test_late_rows_are_the_untaken_ones_past_the_bound_whose_session_runs_no_turn(tmp_path):
+    import time
+    idle, busy = session_key(Src(chat_id="idle")), session_key(Src(chat_id="busy"))
+    async with open_store(tmp_path / "a.db") as store:
+        old = await store.inbox.put(idle, "telegram", "1", {"text": "waiting"})
+        await store.inbox.put(busy, "telegram", "2", {"text": "queued behind a turn"})
+        info = await store.sessions.get_or_create(busy, {"platform": "telegram"})
+        await store.sessions.begin_turn(info.session_id, "turn-1", 2)
+        later = time.time() + 120
+        assert await store.inbox.late(60, now=later) == [(idle, old[0], pytest.approx(later - 120, abs=5))]
+        assert await store.inbox.late(600, now=later) == [], "not past the bound yet"
+        await store.inbox.take(old[0])
+        assert await store.inbox.late(60, now=later) == [], "taken: a turn has it"
