@@ -163,6 +163,23 @@ class TurnEnd:
     final_text: Optional[str] = None
 
 
+# What a session's agent run, on the shard's loop, posts back to its session cell (through the bridge).
+@dataclass(frozen=True)
+class AgentEvent:
+    turn_id: str
+    event: Any                     # one of the stream events above
+
+
+@dataclass(frozen=True)
+class AgentCancelled:
+    """The run was cancelled (the turn was interrupted or stopped)."""
+    turn_id: str
+
+
+@dataclass(frozen=True)
+class AgentFailed:
+    turn_id: str
+    error: BaseException           # shown to the chat redacted, logged in full
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 OBLIGATION_STATES = ("pending", "attempting", "delivered", "failed", "abandoned")
-FINISHED_STATES = ("delivered", "abandoned")
 _COLUMNS = ("obligation_id, session_key, inbound_ref, platform, chat_id, thread_id, reply_to, content, chunks, state, "
             "fence, attempts, owner_pid, owner_start, owner_host, last_error, created_at, updated_at, send_intent, "
             "ambiguous")

@@ -38,7 +38,7 @@ class FakePlatformAdapter(PlatformAdapter):
 
     async def fetch(self) -> tuple[list, Any]:
         updates = await self._poller.poll_updates(offset=self.offset or 0,
-                                                  timeout=self.settings.get("poll_timeout_s", 1.0))
+                                                  timeout=self.settings["poll_timeout_s"])
         ids = [u["id"] for u in updates if isinstance(u, dict) and type(u.get("id")) is int]
         return updates, (max(ids) + 1 if ids else None)
 

@@ -12,13 +12,14 @@ Messages it takes:
   ConsumerGone       the consumer died: ask for a new one and replay the turn's events (the ledger makes it idempotent)
   ReplyDone          the reply is delivered: the inbox row is done, the turn ends, the next row starts
   Passivate          stop when idle
-  bridge items       agent events, errors, cancellation (from the async bridge)
+  AgentEvent, AgentFailed, AgentCancelled   from its agent run on the shard's loop (through the bridge)
 Messages it sends: SpawnConsumer (to its shard), StreamBatch (to the consumer).
 
 What survives kill -9, in the order it is written: the user's message in the transcript and ``begin_turn`` (before
 the model is called); tool calls with their results (as they finish); the final answer (before its TurnEnd leaves);
 the inbox row marked done (after the reply is delivered), then ``end_turn``. A restart reads them back in that order
-(``recover``) and never answers one inbound message twice (G2).
+(``recover``) and never answers one inbound message twice (G2). Each handler's writes commit together, before what
+it sent leaves (supervision/cell_host.py).
 """
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ import os
 import time
 
 from actors.agents.base import AgentRequest, build_agent
-from actors.messages import (GatewayNotice, InboxDoorbell, MessageEvent, SpawnConsumer, StreamBatch, ToolCallFinished,
-                             TurnEnd)
+from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
+                             SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
 from common.redact import configured_secrets, redact, user_facing_error
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
@@ -251,35 +252,34 @@ class Session(CellStoreUser, CommandHandler, Cell):
     async def _run_agent(self, turn_id: str, request: AgentRequest) -> None:
         try:
             async for event in self.agent.run(request):
-                self.bridge.post(("event", turn_id, event))
+                self.bridge.post(AgentEvent(turn_id, event))
         except asyncio.CancelledError:
-            self.bridge.post(("cancelled", turn_id))
+            self.bridge.post(AgentCancelled(turn_id))
             raise
         except Exception as exc:  # noqa: BLE001 - shown to the chat, redacted, and logged in full
-            self.bridge.post(("error", turn_id, exc))
+            self.bridge.post(AgentFailed(turn_id, exc))
 
     def on_bridge(self, item) -> None:
-        kind, turn_id = item[0], item[1]
         turn = self.turn
-        if turn is None or turn.turn_id != turn_id or turn.ended:
+        if turn is None or turn.turn_id != getattr(item, "turn_id", None) or turn.ended:
             return
-        if kind == "event":
-            event = item[2]
+        if isinstance(item, AgentEvent):
+            event = item.event
             if isinstance(event, TurnEnd):
                 self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete")
                 return
             if isinstance(event, ToolCallFinished):
                 event = dataclasses.replace(event, arguments=redact(event.arguments, self.secrets),
                                             result=redact(event.result, self.secrets))
-                self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(turn_id, event)))
+                self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(item.turn_id, event)))
             self.push(turn, event)
-        elif kind == "cancelled":
+        elif isinstance(item, AgentCancelled):
             answer = turn.answer_text().rstrip()
             note = "(stopped)" if turn.interrupted == "stopped" else "(interrupted)"
             self.end_turn(f"{answer}\n\n{note}" if answer else note, turn.interrupted or "interrupted")
-        elif kind == "error":
-            self.log.error("agent failed: %r", item[2], extra=self.log_fields(turn=turn.turn_id))
-            notice = user_facing_error(item[2], configured_secrets(self.config))
+        elif isinstance(item, AgentFailed):
+            self.log.error("agent failed: %r", item.error, extra=self.log_fields(turn=turn.turn_id))
+            notice = user_facing_error(item.error, self.secrets)
             self.push(turn, GatewayNotice(notice, "error"))
             answer = turn.answer_text().rstrip()
             self.end_turn(f"{answer}\n\n{notice}" if answer else notice, "error")

@@ -52,20 +52,20 @@ class WebChatAdapter(PlatformAdapter):
         # The server starts once and stays up across intake restarts (see the module docstring).
         if self.server is not None:
             return
-        host, port = self.settings.get("host", "127.0.0.1").strip(), self.settings.get("port", 8765)
+        host, port = self.settings["host"].strip(), self.settings["port"]   # defaults: the registry's
         # Retryable, not a crash: a bad web chat setting must not take the other adapters down with it (the
         # supervisor escalates a crash loop to the root); the warning repeats until the configuration is fixed.
         if not host:
             raise RetryableError("host is empty; name one interface (an empty host would listen on all of them)")
         if port > 65535:
             raise RetryableError(f"port {port} is not a TCP port (0-65535)")
-        server = WebChatServer(host, port, self, http_limits(self.config), self.settings.get("max_tabs_per_client", 32),
+        server = WebChatServer(host, port, self, http_limits(self.config), self.settings["max_tabs_per_client"],
                                on_refused=lambda reason: self._say(logging.WARNING, "%s: %s", self.name, reason),
-                               login_token=self.settings.get("login_token", ""))
+                               login_token=self.settings["login_token"])
         port = await server.start()
         self.server = server
         self._say(logging.INFO, "%s: web chat serving on http://%s/ (port %d)", self.name, _host_port(host, port), port)
-        if host in ("0.0.0.0", "::") and not self.settings.get("login_token"):
+        if host in ("0.0.0.0", "::") and not self.settings["login_token"]:
             self._say(logging.WARNING, "%s: the web chat listens on every interface (host %s) and has no login: "
                       "anyone who reaches the port can chat (set [adapters.%s] login_token)", self.name, host,
                       self.name)
