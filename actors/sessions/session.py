@@ -34,7 +34,7 @@ from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNot
 from common.redact import configured_secrets, redact, user_facing_error
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
-from actors.sessions.session_commands import CommandHandler
+from actors.sessions.session_commands import run_command
 from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 from common.logging_setup import key_hash
@@ -50,7 +50,7 @@ RESTARTED_TEXT = "I was restarted while answering your message \u201c{quote}\u20
 QUOTE_CHARS = 60
 
 
-class Session(CellStoreUser, CommandHandler, Cell):
+class Session(CellStoreUser, Cell):
     uses_bridge = True
 
     def __init__(self):
@@ -176,7 +176,7 @@ class Session(CellStoreUser, CommandHandler, Cell):
         self.info = current or self.db(self.store.sessions.get_or_create(self.key, dict(vars(event.source))))
         command = parse_command(event.text) if len(events) == 1 else None
         if command is not None:
-            self.run_command(command, seqs, event)
+            run_command(self, command, seqs, event)
             return
         if len(events) > 1:
             merged = "\n".join(e.text for e in events)

@@ -63,3 +63,9 @@ def test_suggestion_covers_aliases():
     assert suggest_command("rest") in ("reset", "retry")
     assert suggest_command("stats") == "status"
     assert suggest_command("qqqqq") is None
+
+
+def test_every_known_command_has_its_handler_in_the_session_table():
+    from actors.sessions.commands import KNOWN_COMMANDS
+    from actors.sessions.session_commands import COMMANDS
+    assert set(COMMANDS) == set(KNOWN_COMMANDS)
