@@ -1,8 +1,11 @@
-"""The ledger side of a reply (mixed into StreamConsumer): claiming the obligation, and the rules for a ledger call
-that fails. Kept apart from the consumer's pacing and platform operations for length; read with stream_consumer.py.
+"""The ledger side of a reply: ``Claim``, a component its stream consumer owns. It holds which obligation the reply
+is, under which fence, and whether a copy of it may be in the chat unaddressed; it claims the obligation and runs
+every ledger call of the consumer by the rules below. The consumer's pacing and platform operations are its own
+(stream_consumer.py); what the claim needs of it is passed in: the cell's storage call, its log, its name.
 
-* The claim gates a send (and a send's intent, for a reply without its ledger row): when storage is unavailable (a full disk, a lock held from
-  outside) they raise WaitForStorage and the consumer tries again later, so nothing leaves unrecorded.
+* The claim gates every send (a send's intent is the adapter's to record, PlatformOp.ledger): when storage is
+  unavailable (a full disk, a lock held from outside) it raises WaitForStorage and the consumer tries again later,
+  so nothing leaves unrecorded.
 * A write refused for a stale fence (or a state that moved on) means another consumer holds the reply now: it raises
   LostClaim, and the consumer stops without a word (``steps_aside``).
 * Any other ledger failure is logged loudly and the reply goes on without it.
@@ -40,38 +43,54 @@ def steps_aside(handler):
     return guarded
 
 
-class ReplyClaim:
-    """Needs ``args``, ``store``, ``db``, ``log``, ``name``, ``after``, ``finish`` and the consumer's fields."""
+class Claim:
+    """State: ``oid`` (None until claimed; "unrecorded" when the ledger failed and the reply goes on without it),
+    ``fence`` (this claim's, for every later write), ``ambiguous``, ``intent`` (the part whose send intent the ledger
+    may hold for us), ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent)."""
 
-    def claim_obligation(self) -> bool:
+    def __init__(self, args: dict, store, run, log, name: str):
+        self.args, self.store, self.run, self.log, self.name = args, store, run, log, name
+        self.oid: str | None = None
+        self.fence: int | None = None
+        self.ambiguous = False                  # a copy of this reply we cannot address may be in the chat
+        self.intent: int | None = None
+        self.waits = 0
+        self.parts: dict[int, str] = {}
+
+    @property
+    def recorded(self) -> bool:
+        return self.oid not in (None, "unrecorded") and self.fence is not None
+
+    def claim(self) -> str:
+        """Claim the reply's obligation: "claimed" (``parts`` holds what is on the platform already), "delivered" or
+        "abandoned" (finished before: nothing to do), "look_again" (another owner may still run, or won a race:
+        try again in a moment). Raises WaitForStorage while storage is unavailable."""
         try:
-            return self._claim_obligation()
+            return self._claim()
         except WaitForStorage:
             self.oid, self.fence = None, None   # claim again from the start next time
             raise
 
-    def _claim_obligation(self) -> bool:
+    def _claim(self) -> str:
         a = self.args
         target = Target(a["adapter"], a["chat_id"], a["thread_id"], a["reply_to"])
         # Sends record their own intent, in the adapter just before they leave (PlatformOp.ledger).
-        ob = self.ledger("record_obligation", self.store.ledger.record_obligation(
+        ob = self.call("record_obligation", self.store.ledger.record_obligation(
             a["session_key"], a["inbound_ref"], target, REPLY_SLOT, chunks=[], claim=True),
             needs_fence=False, gates_send=True)
         if ob is None:
             self.oid = "unrecorded"          # the ledger failed: deliver anyway, without it
-            return True
+            return "claimed"
         self.oid = ob.obligation_id
         if ob.state in ("delivered", "abandoned"):
-            self.finish(ob.state == "delivered", f"already {ob.state}", ledger_done=True)
-            return False
+            return ob.state
         # Someone else's claim: this call did not make it. Another process's owner (the sweeper, a consumer of a
         # shard on its way out) may still run: let it finish first. A claim of this very process that this call
         # did not make belongs to an earlier consumer cell of the turn, and that one is gone (a session asks for a
         # new consumer only once the old one has exited): its claim is taken over at once.
         others = ob.state == "attempting" and not ob.claimed and ob.owner is not None
-        if (others and ob.owner.pid != os.getpid() and is_owner_alive(ob.owner)
-                and self.claim_waits < CLAIM_WAITS):
-            self.claim_waits += 1
+        if others and ob.owner.pid != os.getpid() and is_owner_alive(ob.owner) and self.waits < CLAIM_WAITS:
+            self.waits += 1
             return self._look_again()
         if others:
             # A consumer of this turn died holding the claim: take it over through failed -> attempting, fenced by
@@ -79,7 +98,7 @@ class ReplyClaim:
             if self._contested("mark_failed", self.store.ledger.mark_failed(self.oid, ob.fence, "taken over")) \
                     is _LOST:
                 return self._look_again()
-            ob = self.ledger("get", self.store.ledger.get(self.oid), False, True) or ob
+            ob = self.call("get", self.store.ledger.get(self.oid), False, True) or ob
         if ob.state in ("pending", "failed"):
             # An intent the dead owner left is unresolved for good (the claim records it so in the ledger too).
             fence = self._contested("mark_attempting", self.store.ledger.mark_attempting(self.oid))
@@ -95,31 +114,30 @@ class ReplyClaim:
             self.log.warning("%s: an earlier attempt at this reply sent a message it never heard back about; the "
                              "reply is marked as re-sent", self.name)
         self.parts = {int(i): str(m) for i, m in ob.parts.items()}
-        return True
+        return "claimed"
 
     def _contested(self, what: str, coro):
         """A claim step another claimer may win (a stale fence, a state that moved on): _LOST if it did."""
         try:
-            return self.db(coro)
+            return self.run(coro)
         except (StaleFence, IllegalTransition) as exc:
             self.log.info("%s: ledger %s lost a race for the claim (%s); looking again", self.name, what, exc)
             return _LOST
         except StorageUnavailable as exc:
             raise WaitForStorage(f"ledger {what}: {exc}") from None
 
-    def _look_again(self) -> bool:
+    def _look_again(self) -> str:
         self.oid, self.fence = None, None
-        self.after(0.5, "pump")
-        return False
+        return "look_again"
 
-    def ledger(self, what: str, coro, needs_fence: bool = True, gates_send: bool = False):
+    def call(self, what: str, coro, needs_fence: bool = True, gates_send: bool = False):
         """One ledger call. ``gates_send``: a send must not leave without it, so unavailable storage raises
-        WaitForStorage (pump tries again later) instead of letting the reply go on unrecorded."""
+        WaitForStorage (the consumer tries again later) instead of letting the reply go on unrecorded."""
         if self.oid == "unrecorded" or (needs_fence and self.fence is None):
             coro.close()
             return None
         try:
-            return self.db(coro)
+            return self.run(coro)
         except (StaleFence, IllegalTransition) as exc:
             if needs_fence:   # the claim we held is no longer ours
                 raise LostClaim(f"ledger {what}: {exc}") from None
@@ -136,5 +154,3 @@ class ReplyClaim:
             self.log.error("%s: ledger %s failed, continuing without it: %s: %s", self.name, what,
                            type(exc).__name__, exc)
             return None
-
-    # ------------------------------------------------------------------------------------------------- end

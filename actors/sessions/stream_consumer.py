@@ -21,8 +21,8 @@ How ledger failures are met (unavailable storage holds the reply back; a lost cl
 reply_claim.py. A final edit the platform refuses for good makes the rest go out as new messages, and the previews
 they replace are deleted once all is shown.
 
-The ambiguous send: each send's part index is committed as the obligation's send intent before the send leaves
-(the first one inside the claim itself), and the platform's id replaces it. A consumer whose claim finds an intent
+The ambiguous send: each send's part index is committed as the obligation's send intent by the adapter just before
+the request leaves, and the platform's id replaces it with the answer (PlatformOp.ledger). A consumer whose claim finds an intent
 left by a dead owner, or whose adapter died with a send in flight, cannot know whether that message exists: where
 the platform has no idempotency key it puts the one-line [sessions] resent_marker on the reply's first part (every
 chunk is cut with room for it), so the reader can tell the re-sent answer from an unfinished copy above it.
@@ -40,7 +40,7 @@ from actors.sessions.op_failures import after_op_failure
 from common.redact import configured_secrets, redact
 from actors.adapters import registry
 from actors.sessions.edit_throttle import EditThrottle
-from actors.sessions.reply_claim import LostClaim, ReplyClaim, WaitForStorage, steps_aside
+from actors.sessions.reply_claim import Claim, LostClaim, WaitForStorage, steps_aside
 from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 
@@ -52,7 +52,7 @@ FIRST_TYPING_AFTER_S = 1.0    # a reply with nothing to show by then gets the ty
                               # costs the platform call)
 
 
-class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
+class StreamConsumer(CellStoreUser, Cell):
     uses_bridge = True
 
     def __init__(self):
@@ -65,16 +65,13 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
         self.in_flight: tuple | None = None     # (op_id, action, index, text)
         self.in_flight_to = None                # the adapter it went to
         self.ops = itertools.count(1)
-        self.oid, self.fence = None, None
+        self.claim: Claim | None = None           # the ledger side of this reply (reply_claim.py)
         self.edit_failures, self.retries = 0, 0
         self.fallback = False
         self.session = None
         self.done = False
         self.force = False
         self.chunks_recorded = False
-        self.claim_waits = 0
-        self.ambiguous = False                  # a copy of this reply we cannot address may be in the chat
-        self.intent: int | None = None          # the part whose send intent the ledger holds for us
         self.storage_waits = 0                  # pumps in a row held back by unavailable storage
         self.superseded: list[str] = []         # previews a fallback replaced with new messages: deleted at the end
 
@@ -87,6 +84,7 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
         self.throttle = EditThrottle(self.pacing)
         self.secrets = configured_secrets(self.config)
         self.open_store()
+        self.claim = Claim(args, self.store, self.db, self.log, self.name)
         if self.pacing.typing_interval_s:
             self.after(FIRST_TYPING_AFTER_S, "typing")
 
@@ -131,7 +129,7 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
         return self.marked(split_message(preview + CURSOR, self.chunk_limit, self.length))
 
     def marked(self, chunks: list[str]) -> list[str]:
-        if self.ambiguous and not self.pacing.idempotent_send and chunks:
+        if self.claim.ambiguous and not self.pacing.idempotent_send and chunks:
             chunks[0] = f"{self.marker}\n{chunks[0]}"
         return chunks
 
@@ -162,10 +160,11 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
             if not self.throttle.should_edit(now, "".join(chunks)):
                 self.after(max(0.01, self.throttle.next_edit_at() - now), "pump")
                 return
-        if self.oid is None and not self.claim_obligation():
+        if self.claim.oid is None and not self.take_claim():
             return
-        if final and self.fence is not None and not self.chunks_recorded:
-            self.ledger("set_chunks", self.store.ledger.set_chunks(self.oid, self.fence, chunks))
+        if final and self.claim.fence is not None and not self.chunks_recorded:
+            self.claim.call("set_chunks",
+                            self.store.ledger.set_chunks(self.claim.oid, self.claim.fence, chunks))
             self.chunks_recorded = True
         for index, text in enumerate(chunks):
             if self.shown.get(index) != text:
@@ -191,11 +190,12 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
             op = PlatformOp(op_id, "edit", a["chat_id"], text, message_id=self.parts[index],
                             thread_id=a["thread_id"], chat_type=a["chat_type"], final=self.final is not None)
         else:
-            recorded = self.oid != "unrecorded" and self.fence is not None
-            key = f"{self.oid[:16]}.{index}" if self.pacing.idempotent_send and recorded else None
+            recorded = self.claim.recorded
+            key = f"{self.claim.oid[:16]}.{index}" if self.pacing.idempotent_send and recorded else None
             op = PlatformOp(op_id, "send", a["chat_id"], text, thread_id=a["thread_id"], chat_type=a["chat_type"],
                             reply_to=a["reply_to"] if index == 0 else None, final=self.final is not None,
-                            idempotency_key=key, ledger=(self.oid, self.fence, index) if recorded else None)
+                            idempotency_key=key,
+                            ledger=(self.claim.oid, self.claim.fence, index) if recorded else None)
         adapter = self.directory.adapter(a["adapter"]) if self.directory is not None else None
         if adapter is None:
             self.after(0.5, "pump")  # the adapter is restarting; the directory will tell us where it is
@@ -203,7 +203,7 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
         if op.action == "send":
             # The adapter commits the intent just before the request leaves and the id with the answer (op.ledger):
             # from here until the answer, the ledger may hold an intent for this part.
-            self.intent = index
+            self.claim.intent = index
         self.in_flight = (op_id, op.action, index, text)
         self.in_flight_to = adapter
         self.force = False
@@ -233,12 +233,12 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
             self.pump()
 
     def became_ambiguous(self) -> None:
-        if self.ambiguous:
+        if self.claim.ambiguous:
             return
         self.log.warning("%s: a send's outcome is unknown; the reply goes again, marked as re-sent", self.name)
-        self.ambiguous = True
+        self.claim.ambiguous = True
         self.chunks_recorded = False   # the recorded final chunks gain the marker, for the sweeper's sake
-        self.ledger("mark_ambiguous", self.store.ledger.mark_ambiguous(self.oid, self.fence))
+        self.claim.call("mark_ambiguous", self.store.ledger.mark_ambiguous(self.claim.oid, self.claim.fence))
 
     @steps_aside
     def on_OpResult(self, result: OpResult, sender) -> None:
@@ -254,9 +254,9 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
                     self.superseded.append(replaced)   # the fallback sent anew: its preview goes once all is shown
                 self.parts[index] = str(result.message_id)
                 if not result.recorded:   # the adapter could not record it (storage unavailable there)
-                    self.ledger("record_part", self.store.ledger.record_part(self.oid, self.fence, index,
-                                                                             str(result.message_id), replace=True))
-                self.intent = None
+                    self.claim.call("record_part", self.store.ledger.record_part(
+                        self.claim.oid, self.claim.fence, index, str(result.message_id), replace=True))
+                self.claim.intent = None
             if action == "delete" and index < 0:
                 self.superseded.pop(0)
             elif action == "delete":
@@ -266,7 +266,7 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
                 self.shown[index] = text
                 self.throttle.record(time.monotonic(), text)
                 self.edit_failures = 0
-            if action == "send" and self.ambiguous and self.pacing.idempotent_send:
+            if action == "send" and self.claim.ambiguous and self.pacing.idempotent_send:
                 self.shown.pop(index, None)   # the platform may have answered with the earlier copy: edit it too
             self.pump()
             return
@@ -292,8 +292,8 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
             self.after(decision.delay, "pump")
             return
         if step == "give_up":
-            self.ledger("mark_failed", self.store.ledger.mark_failed(self.oid, self.fence, result.error or
-                                                                     str(result.error_kind)))
+            self.claim.call("mark_failed", self.store.ledger.mark_failed(
+                self.claim.oid, self.claim.fence, result.error or str(result.error_kind)))
             self.finish(False, f"{action} failed: {result.error_kind}: {result.error}", ledger_done=True)
             return
         if step == "drop_preview":
@@ -326,6 +326,19 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
                                           thread_id=self.args["thread_id"]))
         self.after(self.pacing.typing_interval_s or 5.0, "typing")
 
+    def take_claim(self) -> bool:
+        """Claim the reply's obligation (Claim.claim); False if this consumer has nothing to send now."""
+        outcome = self.claim.claim()
+        if outcome == "claimed":
+            if self.claim.oid != "unrecorded":
+                self.parts = dict(self.claim.parts)   # what an earlier attempt put on the platform
+            return True
+        if outcome in ("delivered", "abandoned"):
+            self.finish(outcome == "delivered", f"already {outcome}", ledger_done=True)
+            return False
+        self.after(0.5, "pump")   # another owner may still run, or won a race: look again in a moment
+        return False
+
     def step_aside(self, exc: LostClaim) -> None:
         """Stop without a word to the session: the consumer that holds the claim now answers for this reply."""
         self.log.warning("%s: another consumer has taken this reply over; stopping: %s", self.name, exc)
@@ -336,9 +349,10 @@ class StreamConsumer(ReplyClaim, CellStoreUser, Cell):
         if self.done:
             return
         self.done = True
-        if ok and not ledger_done and self.fence is not None:
+        if ok and not ledger_done and self.claim.fence is not None:
             try:
-                self.ledger("mark_delivered", self.store.ledger.mark_delivered(self.oid, self.fence))
+                self.claim.call("mark_delivered",
+                                self.store.ledger.mark_delivered(self.claim.oid, self.claim.fence))
             except LostClaim as exc:   # shown whole all the same; the new owner finds it so and says delivered
                 self.log.warning("%s: %s", self.name, exc)
         if self.session is not None:

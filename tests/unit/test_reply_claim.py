@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from actors.sessions.reply_claim import ReplyClaim
+from actors.sessions.reply_claim import Claim
 from actors.sessions.turn import REPLY_SLOT
 from storage import Store, Target
 
@@ -18,27 +18,21 @@ ARGS = {"adapter": "fake", "chat_id": "c1", "thread_id": None, "reply_to": "m1",
         "inbound_ref": "fake:m1"}
 
 
-class Claimer(ReplyClaim):
-    """What ReplyClaim needs of its consumer, and no more."""
+class Runner:
+    """The cell's storage call, with a hook: what another claimer does just before one of the claim's calls."""
 
-    def __init__(self, store: Store, loop, before=None):
-        self.args, self.store, self.loop, self.before = ARGS, store, loop, before or {}
-        self.oid = self.fence = self.intent = None
-        self.claim_waits, self.ambiguous, self.parts = 0, False, {}
-        self.timers, self.finished = [], None
-        self.log, self.name = logging.getLogger("test.claim"), "consumer:test"
+    def __init__(self, loop, before=None):
+        self.loop, self.before = loop, before or {}
 
-    def db(self, coro):
-        hook = self.before.pop(coro.__qualname__, None)   # what another claimer does just before this call
+    def __call__(self, coro):
+        hook = self.before.pop(coro.__qualname__, None)
         if hook is not None:
             hook()
         return self.loop.run_until_complete(coro)
 
-    def after(self, seconds, tag, data=None):
-        self.timers.append(tag)
 
-    def finish(self, ok, detail, ledger_done=False):
-        self.finished = (ok, detail)
+def claimer(store, loop, before=None) -> Claim:
+    return Claim(ARGS, store, Runner(loop, before), logging.getLogger("test.claim"), "consumer:test")
 
 
 @pytest.fixture
@@ -57,11 +51,11 @@ def ledger(tmp_path):
 
 def test_a_dead_owners_claim_is_taken_over_and_marked_ambiguous(ledger):
     store, loop, oid = ledger
-    claimer = Claimer(store, loop)
-    assert claimer.claim_obligation() is True
+    claim = claimer(store, loop)
+    assert claim.claim() == "claimed"
     ob = loop.run_until_complete(store.ledger.get(oid))
-    assert ob.state == "attempting" and claimer.fence == ob.fence and ob.fence > 1
-    assert claimer.ambiguous, "the dead owner's send intent: a copy may exist"
+    assert ob.state == "attempting" and claim.fence == ob.fence and ob.fence > 1
+    assert claim.ambiguous, "the dead owner's send intent: a copy may exist"
 
 
 def test_a_claim_the_sweeper_wins_meanwhile_is_never_adopted(ledger):
@@ -72,8 +66,8 @@ def test_a_claim_the_sweeper_wins_meanwhile_is_never_adopted(ledger):
     def sweeper_claims():
         claimed = loop.run_until_complete(store.ledger.sweep_recoverable(["fake"]))
         assert [o.obligation_id for o in claimed] == [oid]
-    claimer = Claimer(store, loop, before={"Ledger.mark_failed": sweeper_claims})
-    assert claimer.claim_obligation() is False
-    assert claimer.fence is None and claimer.oid is None and claimer.timers == ["pump"], "it looks again later"
+    claim = claimer(store, loop, before={"Ledger.mark_failed": sweeper_claims})
+    assert claim.claim() == "look_again", "it looks again later"
+    assert claim.fence is None and claim.oid is None
     ob = loop.run_until_complete(store.ledger.get(oid))
     assert ob.state == "attempting" and ob.fence == 2, "the sweeper's claim stands"
