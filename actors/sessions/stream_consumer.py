@@ -73,6 +73,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.force = False
         self.chunks_recorded = False
         self.storage_waits = 0                  # pumps in a row held back by unavailable storage
+        self.edit_due_armed = False             # a wake-up for the end of the edit interval is coming
         self.superseded: list[str] = []         # previews a fallback replaced with new messages: deleted at the end
 
     def on_start(self, args) -> None:
@@ -151,15 +152,20 @@ class StreamConsumer(CellStoreUser, Cell):
     def _pump(self) -> None:
         if self.in_flight is not None or self.done or self._exiting:
             return
+        final = self.final is not None
+        throttled = not final and not self.force and self.parts
+        if throttled and (wait := self.throttle.next_edit_at() - time.monotonic()) > 0:
+            # Too soon after the last edit: one wake-up when the interval is over (not one per batch that comes in
+            # meanwhile), and nothing rendered until then.
+            if not self.edit_due_armed:
+                self.edit_due_armed = True
+                self.after(wait, "edit_due")
+            return
         chunks = self.wanted_chunks()
         if chunks is None:
             return
-        final = self.final is not None
-        if not final and not self.force and self.parts:
-            now = time.monotonic()
-            if not self.throttle.should_edit(now, "".join(chunks)):
-                self.after(max(0.01, self.throttle.next_edit_at() - now), "pump")
-                return
+        if throttled and not self.throttle.should_edit(time.monotonic(), "".join(chunks)):
+            return   # not enough new to show: the stream's next batch pumps again (a timer here would spin)
         if self.claim.oid is None and not self.take_claim():
             return
         if final and self.claim.fence is not None and not self.chunks_recorded:
@@ -315,6 +321,10 @@ class StreamConsumer(CellStoreUser, Cell):
         self.pump()
 
     def on_timer_pump(self, _data) -> None:
+        self.pump()
+
+    def on_timer_edit_due(self, _data) -> None:
+        self.edit_due_armed = False
         self.pump()
 
     def on_timer_typing(self, _data) -> None:
