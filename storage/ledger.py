@@ -271,12 +271,18 @@ class Ledger:
             claimed = []
             candidates = await fetch_all(
                 conn, "SELECT obligation_id, state, platform, attempts, created_at, owner_pid, owner_start, "
-                      "owner_host, fence FROM obligations WHERE state IN ('pending', 'attempting', 'failed') "
+                      "owner_host, fence, chunks FROM obligations WHERE state IN ('pending', 'attempting', 'failed') "
                       "ORDER BY created_at")
-            for oid, state, platform, attempts, created_at, pid, start, host, fence in candidates:
+            for oid, state, platform, attempts, created_at, pid, start, host, fence, chunks in candidates:
                 if state != "pending" and is_owner_alive(Owner(pid, start, host, fence)):
                     continue
-                if attempts >= max_attempts or created_at < now - stale_after_s:
+                too_old = created_at < now - stale_after_s
+                if not too_old and not records.unpack(chunks):
+                    # No final text: a turn cut short, which its session resumes (and claims again). A sweep can
+                    # deliver nothing of it, so it neither claims it nor counts an attempt against it: counted,
+                    # a few sweeps after restarts abandoned a reply its session was about to finish.
+                    continue
+                if attempts >= max_attempts or too_old:
                     why = "too many attempts" if attempts >= max_attempts else "too old to deliver"
                     await _set_state(conn, oid, "abandoned", now, f"swept: {why}", bump=True)
                     log.warning("obligation %s abandoned by the sweep: %s", oid[:12], why)

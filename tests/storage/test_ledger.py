@@ -5,6 +5,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -381,3 +382,21 @@ async def test_a_database_from_before_send_intents_migrates_with_no_ambiguity(db
     async with open_store(db_path) as store:
         ob = await store.ledger.get("x")
         assert ob.state == "delivered" and ob.send_intent is None and not ob.ambiguous
+
+
+async def test_a_sweep_leaves_a_reply_without_final_text_to_its_session_and_counts_no_attempt(db_path):
+    """A turn cut short (no chunks recorded) is its session's to resume: sweeps after restarts neither claim it nor
+    use up its attempts (counted, a few of them abandoned a reply its session was about to finish)."""
+    async with open_store(db_path) as store:
+        ob = await store.ledger.record_obligation("k", "m1", Target("telegram", "1"), "reply", chunks=[],
+                                                  claim=True)
+        await store.ledger.mark_failed(ob.obligation_id, ob.fence, "its process died")
+        async def owner_dead(conn):
+            await conn.execute("UPDATE obligations SET owner_pid = 4194000")
+        await store._db.write(owner_dead)
+        for _ in range(10):
+            assert await store.ledger.sweep_recoverable({"telegram"}, max_attempts=5) == []
+        left = await store.ledger.get(ob.obligation_id)
+        assert left.state == "failed" and left.attempts == 1, left
+        old = await store.ledger.sweep_recoverable({"telegram"}, now=time.time() + 2 * 86400)
+        assert old == [] and (await store.ledger.get(ob.obligation_id)).state == "abandoned", "too old: given up"
