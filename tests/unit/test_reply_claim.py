@@ -41,7 +41,8 @@ def ledger(tmp_path):
     path = tmp_path / "gateway.db"
     store = loop.run_until_complete(Store.open(path))
     ob = loop.run_until_complete(store.ledger.record_obligation(
-        "k", "fake:m1", Target("fake", "c1", None, "m1"), REPLY_SLOT, chunks=[], claim=True, send_intent=0))
+        "k", "fake:m1", Target("fake", "c1", None, "m1"), REPLY_SLOT, chunks=["the final text"], claim=True,
+        send_intent=0))   # final text recorded: a reply the sweeper could finish (one without, it leaves alone)
     with sqlite3.connect(path) as db:   # the claim of a consumer that died with its process
         db.execute("UPDATE obligations SET owner_pid = ? WHERE obligation_id = ?", (DEAD_PID, ob.obligation_id))
     yield store, loop, ob.obligation_id
