@@ -99,6 +99,15 @@ async def blocking_sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
+async def run_call(fn: Callable[..., Awaitable[T]], conn, args: tuple, name: str) -> T:
+    """``await fn(conn, *args)``, refusing a ``fn`` that is not a coroutine function of the connection."""
+    pending = fn(conn, *args)
+    if not inspect.isawaitable(pending):
+        raise TypeError(f"storage transaction {name} must be a coroutine function of the connection "
+                        f"(got {type(pending).__name__} back)")
+    return await pending
+
+
 def _translate(exc: sqlite3.Error, what: str, budget_s: Optional[float] = None) -> StorageError:
     budget_s = RETRY_BUDGET_S if budget_s is None else budget_s
     if is_busy(exc):
@@ -332,11 +341,7 @@ class Database:
         async def once() -> T:
             await conn.execute(f"BEGIN {mode}")
             try:
-                pending = fn(conn, *args)
-                if not inspect.isawaitable(pending):
-                    raise TypeError(f"storage transaction {name} must be a coroutine function of the aiosqlite "
-                                    f"connection (got {type(pending).__name__} back)")
-                result = await pending
+                result = await run_call(fn, conn, args, name)
                 await conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

@@ -18,11 +18,10 @@ an outside cause its supervisor waits out; an aiosqlite owner waits the same way
 from __future__ import annotations
 
 import contextlib
-import inspect
 import sqlite3
 from typing import Sequence
 
-from .db import StorageError, _translate, blocking_sleep, call_with_retry_async
+from .db import StorageError, _translate, blocking_sleep, call_with_retry_async, run_call
 
 INLINE_RETRY_BUDGET_S = 10.0
 
@@ -109,11 +108,7 @@ class AtomicScope:
         conn = self.conn
         try:
             await conn.execute("SAVEPOINT call")
-            pending = fn(conn, *args)
-            if not inspect.isawaitable(pending):
-                raise TypeError(f"storage transaction {name} must be a coroutine function of the connection "
-                                f"(got {type(pending).__name__} back)")
-            result = await pending
+            result = await run_call(fn, conn, args, name)
             await conn.execute("RELEASE call")
         except BaseException as exc:
             error = _translate(exc, f"{self.path}: {name}", self.budget_s) if isinstance(exc, sqlite3.Error) else exc
