@@ -39,6 +39,9 @@ RETENTION_DAYS = 30.0
 MAX_ROWS = 200_000
 STALE_JOB_S = 60.0
 LATE_LOGGED_KEPT = 10_000   # late inbox rows already logged (each is logged once)
+# Attempts at one reply before the sweep gives it up (abandoned: the operator can retry it). Each restart, adapter
+# crash or dropped connection costs one; five were spent by one minute of such faults (the short chaos run).
+SWEEP_MAX_ATTEMPTS = 12
 
 
 class DeliverySweeper(StoreUser, GatewayActor):
@@ -97,7 +100,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
         if not self.connected:
             return
         busy = {job["ob"].obligation_id for job in self.jobs.values()}
-        for ob in self.db(self.store.ledger.sweep_recoverable(self.connected)):
+        for ob in self.db(self.store.ledger.sweep_recoverable(self.connected, max_attempts=SWEEP_MAX_ATTEMPTS)):
             if ob.obligation_id in busy:
                 continue
             if not ob.chunks:
