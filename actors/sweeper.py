@@ -12,9 +12,10 @@ A sweep claims, atomically, obligations whose owner process is dead (or that nob
 (``Ledger.sweep_recoverable``). For each: parts already on the platform are edited to their final text (an edit to
 the same text is a no-op), parts never sent are sent and recorded, extra parts are deleted; then it is delivered.
 An obligation without final text belongs to a turn that was cut short: it is left (as failed) for its session,
-which resumes the turn once and edits the same messages.
+which resumes the turn (up to [sessions] max_resumes times) and edits the same messages. A failed attempt has no
+owner (``Ledger.mark_failed``), so the sweep tries it again, spaced by ``retry_spacing_s``, whoever failed it.
 
-Every send commits its part as the obligation's send intent first; the id replaces it. An obligation that is
+Every send's intent is committed by the adapter just before the request leaves; the id replaces it. One that is
 ambiguous (a dead owner's send never came back: ``Obligation.ambiguous`` or an intent still there) may have an
 unaddressable copy in the chat, so its first part carries the [sessions] resent_marker line, unless the platform
 deduplicates sends by key (pacing ``idempotent_send``), in which case the send carries that key and the part is
@@ -42,6 +43,19 @@ LATE_LOGGED_KEPT = 10_000   # late inbox rows already logged (each is logged onc
 # Attempts at one reply before the sweep gives it up (abandoned: the operator can retry it). Each restart, adapter
 # crash or dropped connection costs one; five were spent by one minute of such faults (the short chaos run).
 SWEEP_MAX_ATTEMPTS = 12
+FREE_RETRIES = 3           # attempts retried at the next sweep; later ones wait longer and longer:
+RETRY_SPACING_CAP_S = 120.0
+
+
+def retry_spacing_s(attempts: int) -> float:
+    """How long after its last change a reply that failed ``attempts`` times waits for the next sweep to claim it.
+    The first retries follow at once (a restart must not delay the replies it cut); then 2 s, 4 s, ... up to two
+    minutes, so the twelve attempts span six minutes of trying or more: a burst of faults (an adapter crash-looping,
+    a flapping connection) exhausts them only if it lasts that long, and then the reply is abandoned, logged and
+    counted, not retried for a day."""
+    if attempts <= FREE_RETRIES:
+        return 0.0
+    return min(RETRY_SPACING_CAP_S, 2.0 ** (attempts - FREE_RETRIES))
 
 
 class DeliverySweeper(StoreUser, GatewayActor):
@@ -100,7 +114,8 @@ class DeliverySweeper(StoreUser, GatewayActor):
         if not self.connected:
             return
         busy = {job["ob"].obligation_id for job in self.jobs.values()}
-        for ob in self.db(self.store.ledger.sweep_recoverable(self.connected, max_attempts=SWEEP_MAX_ATTEMPTS)):
+        for ob in self.db(self.store.ledger.sweep_recoverable(
+                self.connected, max_attempts=SWEEP_MAX_ATTEMPTS, spacing_s=retry_spacing_s)):
             if ob.obligation_id in busy:
                 continue
             if not ob.chunks:
@@ -143,7 +158,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
             # The consumer cut every chunk with room for this line (actors/adapters/pacing.chunk_limit).
             chunks[0] = f"{marker}\n{chunks[0]}"
         return {"ob": ob, "fence": ob.fence, "index": 0, "parts": dict(ob.parts), "chunks": chunks,
-                "idempotent": pacing.idempotent_send, "ambiguous": ambiguous, "intent": None}
+                "idempotent": pacing.idempotent_send, "ambiguous": ambiguous}
 
     def next_op(self, job: dict) -> None:
         ob, index = job["ob"], job["index"]
@@ -160,11 +175,11 @@ class DeliverySweeper(StoreUser, GatewayActor):
                                 final=True)
             else:
                 key = f"{ob.obligation_id[:16]}.{index}" if job["idempotent"] else None
+                # The adapter commits the send's intent just before the request leaves, and the returned id with
+                # the platform's answer (PlatformOp.ledger): a refused send leaves no intent behind.
                 op = PlatformOp(op_id, "send", t.chat_id, text, thread_id=t.thread_id,
-                                reply_to=t.reply_to if index == 0 else None, final=True, idempotency_key=key)
-                if job["intent"] != index:
-                    self.db(self.store.ledger.record_send_intent(ob.obligation_id, job["fence"], index))
-                    job["intent"] = index
+                                reply_to=t.reply_to if index == 0 else None, final=True, idempotency_key=key,
+                                ledger=(ob.obligation_id, job["fence"], index))
         else:
             extra = sorted(i for i in job["parts"] if i >= len(job["chunks"]))
             if not extra:
@@ -182,6 +197,9 @@ class DeliverySweeper(StoreUser, GatewayActor):
         if job is None:
             return
         ob, op = job["ob"], job["op"]
+        if result.error_kind == "lost_claim":   # nothing was sent: another owner holds the reply now
+            self.log.warning("sweeper: reply %s was taken over: %s", ob.obligation_id[:12], result.error)
+            return
         if not result.ok and not (op.action == "delete" or (op.action == "edit" and result.error_kind == "not_found")):
             self.log.error("sweeper: reply %s: %s failed: %s", ob.obligation_id[:12], op.action, result.error)
             self.db(self.store.ledger.mark_failed(ob.obligation_id, job["fence"], result.error or "send failed"))
@@ -193,9 +211,9 @@ class DeliverySweeper(StoreUser, GatewayActor):
             return
         if op.action == "send":
             job["parts"][job["index"]] = str(result.message_id)
-            self.db(self.store.ledger.record_part(ob.obligation_id, job["fence"], job["index"],
-                                                  str(result.message_id), replace=True))
-            job["intent"] = None
+            if not result.recorded:
+                self.db(self.store.ledger.record_part(ob.obligation_id, job["fence"], job["index"],
+                                                      str(result.message_id), replace=True))
             if job["ambiguous"] and job["idempotent"]:
                 self.next_op(job)        # the key may have returned the earlier copy: edit it to the final text
                 return

@@ -36,12 +36,12 @@ import logging
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Awaitable, Iterable, Optional, TypeVar
+from typing import Awaitable, Callable, Iterable, Optional, TypeVar
 
 from . import records
 from .db import Database, fetch_all, fetch_one
 from .errors import IllegalTransition, NotFound, StaleFence, StorageError
-from .owner import Owner, current_owner, is_owner_alive
+from .owner import Owner, current_owner, is_owner_alive, is_same_process
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -235,7 +235,34 @@ class Ledger:
         await self._finish(oid, fence, ("attempting",), "delivered", None)
 
     async def mark_failed(self, oid: str, fence: int, error: str) -> None:
-        await self._finish(oid, fence, ("attempting",), "failed", str(error))
+        """attempting -> failed: the owner gives this attempt up, and with it the ownership. A failed row kept its
+        owner once, and the sweep, which never touches a live owner's row, left the reply alone for as long as that
+        process lived: a consumer that gave up (its session hands the reply to the sweeper) or the sweeper's own
+        failed send waited for the next restart."""
+        async def do(conn, now):
+            await _require(conn, oid, fence, ("attempting",), "-> failed")
+            await _set_state(conn, oid, "failed", now, str(error))
+            await conn.execute("UPDATE obligations SET owner_pid = NULL, owner_start = NULL, owner_host = NULL "
+                               "WHERE obligation_id = ?", (oid,))
+        await self._db.write(do, time.time())
+
+    async def release(self, oid: str, reason: str) -> bool:
+        """attempting -> failed, if this process holds the claim: a part of it that held the claim (a session
+        shard's consumer cell) is gone, and the process lives on, so the sweep, which never takes a live owner's
+        row, would leave the reply alone until the process ends. The fence moves on (a late write of the gone
+        part is stale). True if released."""
+        me = current_owner()
+
+        async def do(conn, now):
+            row = await fetch_one(conn, "SELECT state, owner_pid, owner_start, owner_host FROM obligations "
+                                        "WHERE obligation_id = ?", (oid,))
+            if row is None or row[0] != "attempting" or not is_same_process(Owner(*row[1:]), me):
+                return False
+            await _set_state(conn, oid, "failed", now, str(reason), bump=True)
+            await conn.execute("UPDATE obligations SET owner_pid = NULL, owner_start = NULL, owner_host = NULL "
+                               "WHERE obligation_id = ?", (oid,))
+            return True
+        return await self._db.write(do, time.time())
 
     async def abandon(self, oid: str, fence: int, reason: str) -> None:
         """pending|attempting|failed -> abandoned: give up (the reason is kept as last_error)."""
@@ -259,11 +286,13 @@ class Ledger:
         return await self._db.write(do, time.time())
 
     async def sweep_recoverable(self, connected_platforms: Iterable[str], max_attempts: int = 5,
-                                stale_after_s: float = 86400, now: Optional[float] = None) -> list[Obligation]:
+                                stale_after_s: float = 86400, now: Optional[float] = None,
+                                spacing_s: Callable[[int], float] = lambda attempts: 0.0) -> list[Obligation]:
         """Claim, in one IMMEDIATE transaction, what needs sending again: pending rows, and attempting/failed rows
-        whose owner is dead, on connected platforms. Rows that would exceed ``max_attempts`` or are older than
-        ``stale_after_s`` become abandoned instead. A row whose owner is alive is never touched. Returns the claimed
-        rows with their new fence (``owner.generation == fence``)."""
+        whose owner is dead, on connected platforms, once ``spacing_s(attempts)`` has passed since the row last
+        changed. Rows that would exceed ``max_attempts`` or are older than ``stale_after_s`` become abandoned
+        instead. A row whose owner is alive is never touched. Returns the claimed rows with their new fence
+        (``owner.generation == fence``)."""
         connected = set(connected_platforms)
         now = time.time() if now is None else now
 
@@ -271,9 +300,9 @@ class Ledger:
             claimed = []
             candidates = await fetch_all(
                 conn, "SELECT obligation_id, state, platform, attempts, created_at, owner_pid, owner_start, "
-                      "owner_host, fence, chunks FROM obligations WHERE state IN ('pending', 'attempting', 'failed') "
-                      "ORDER BY created_at")
-            for oid, state, platform, attempts, created_at, pid, start, host, fence, chunks in candidates:
+                      "owner_host, fence, chunks, updated_at FROM obligations "
+                      "WHERE state IN ('pending', 'attempting', 'failed') ORDER BY created_at")
+            for oid, state, platform, attempts, created_at, pid, start, host, fence, chunks, updated in candidates:
                 if state != "pending" and is_owner_alive(Owner(pid, start, host, fence)):
                     continue
                 too_old = created_at < now - stale_after_s
@@ -282,6 +311,8 @@ class Ledger:
                     # deliver nothing of it, so it neither claims it nor counts an attempt against it: counted,
                     # a few sweeps after restarts abandoned a reply its session was about to finish.
                     continue
+                if not too_old and state != "pending" and updated > now - spacing_s(attempts):
+                    continue   # tried a moment ago: a fault storm spends no more attempts than its length allows
                 if attempts >= max_attempts or too_old:
                     why = "too many attempts" if attempts >= max_attempts else "too old to deliver"
                     await _set_state(conn, oid, "abandoned", now, f"swept: {why}", bump=True)

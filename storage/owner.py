@@ -44,6 +44,12 @@ def current_owner(generation: int = 0) -> Owner:
     return Owner(pid, _own[pid], socket.gethostname(), generation)
 
 
+def is_same_process(owner: Owner, other: Owner) -> bool:
+    """The two owners are one process (a pid is reused only by a process that started later)."""
+    return (owner.pid, owner.host) == (other.pid, other.host) and owner.start_time is not None \
+        and abs(owner.start_time - other.start_time) <= START_TIME_TOLERANCE_S
+
+
 def is_owner_alive(owner: Optional[Owner]) -> bool:
     """True if the owner's process still runs: same host, the pid exists, and it started when the owner did.
 

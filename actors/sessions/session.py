@@ -35,6 +35,7 @@ from common.redact import configured_secrets, redact, user_facing_error
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.session_commands import run_command
+from storage import obligation_id
 from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 from common.logging_setup import key_hash
@@ -338,6 +339,10 @@ class Session(CellStoreUser, Cell):
         if turn.consumer_restarts > MAX_CONSUMER_RESTARTS:
             self.log.error("the reply failed %d times; the sweeper keeps it", turn.consumer_restarts,
                            extra=self.log_fields(turn=turn.turn_id))
+            # The last consumer died holding the reply's claim in this very process, which lives on: released,
+            # the sweep takes it at its next pass (it never takes a live owner's claim).
+            self.db(self.store.ledger.release(
+                obligation_id(self.key, turns.inbound_ref(turn.event), turns.REPLY_SLOT), "its consumer died"))
             self.finish_turn(delivered=False)
             return
         self.ask_consumer(turn)

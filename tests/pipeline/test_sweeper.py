@@ -52,6 +52,24 @@ def test_a_restarted_sweeper_still_finishes_orphaned_replies(tmp_path):
             gw.kill_everything()
 
 
+def test_a_reply_whose_send_failed_is_tried_again_while_its_owner_lives(tmp_path):
+    """A failed attempt gives the reply up: the sweep tries it again at its next pass, though the process that
+    failed it (here the sweeper itself) still runs."""
+    with FakePlatform() as platform:
+        gw = pipeline_gateway(tmp_path, platform, extra="[delivery]\nsweep_interval_s = 1.0\n")
+        try:
+            gw.start()
+            gw.wait_ready()
+            # 1 + the adapter's 4 retries: the sweeper's first attempt fails for good, the next one goes through.
+            platform.set_faults(next=["error"] * 5, methods=["send"])
+            orphan_reply(gw, "f1", "delivered on the second attempt")
+            gw.wait_log("send failed")
+            assert settled_answers(platform, "f1", timeout=30, gw=gw) == ["delivered on the second attempt"]
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
+
+
 def test_answered_inbox_rows_are_pruned_after_their_retention(tmp_path):
     import sqlite3
 

@@ -174,15 +174,15 @@ async def test_sweep_claims_only_what_no_live_owner_holds(db_path, monkeypatch):
         offline = (await in_state(store, "attempting", monkeypatch, "dead_pid", platform="slack"))[0]
         finished = [(await in_state(store, s, monkeypatch, "dead_pid"))[0] for s in ("delivered", "abandoned")]
         claimed = await store.ledger.sweep_recoverable({"telegram"})
-        expected = {oid for (state, owner), oid in rows.items() if state == "pending" or owner != "alive"}
+        # A failed row has no owner any more: whoever failed it gave it up (Ledger.mark_failed).
+        expected = {oid for (state, owner), oid in rows.items() if state != "attempting" or owner != "alive"}
         assert {ob.obligation_id for ob in claimed} == expected
         me = current_owner()
         for ob in claimed:
             assert ob.state == "attempting" and ob.owner == Owner(me.pid, me.start_time, me.host, ob.fence)
             await store.ledger.mark_delivered(ob.obligation_id, ob.fence)  # the returned fence is current
-        for key in (("attempting", "alive"), ("failed", "alive")):
-            ob = await store.ledger.get(rows[key])
-            assert ob.state == key[0] and ob.fence == 1  # untouched
+        ob = await store.ledger.get(rows[("attempting", "alive")])
+        assert ob.state == "attempting" and ob.fence == 1  # untouched
         assert (await store.ledger.get(offline)).state == "attempting"  # platform not connected
         assert [(await store.ledger.get(f)).state for f in finished] == ["delivered", "abandoned"]
         assert await store.ledger.sweep_recoverable({"telegram", "slack"}) != []  # now the slack one
@@ -206,6 +206,48 @@ async def test_sweep_abandons_exhausted_and_stale_rows(db_path, monkeypatch):
         assert (await store.ledger.get(tired)).last_error == "swept: too many attempts"
         assert (await store.ledger.get(old)).state == "abandoned"
         assert (await store.ledger.get(live_old)).state == "attempting"  # a live owner's row is never touched
+
+
+async def test_sweep_spaces_the_retries_of_a_reply_that_keeps_failing(db_path, monkeypatch):
+    """Attempts are spaced by ``spacing_s``: a storm of faults a minute long cannot spend a reply's last attempt."""
+    from actors.sweeper import SWEEP_MAX_ATTEMPTS, retry_spacing_s
+    async with open_store(db_path) as store:
+        oid, _ = await in_state(store, "failed", monkeypatch, "dead_pid")
+        tries, now = 1, (await store.ledger.get(oid)).updated_at
+        while (await store.ledger.get(oid)).state != "abandoned":
+            claimed = await store.ledger.sweep_recoverable({"telegram"}, max_attempts=SWEEP_MAX_ATTEMPTS,
+                                                           now=now, spacing_s=retry_spacing_s)
+            if claimed:
+                [ob] = claimed
+                tries += 1
+                await store.ledger.mark_failed(oid, ob.fence, "HTTP 502")
+                await store.ledger._db.write(lambda c: c.execute(   # ... at the test's clock
+                    "UPDATE obligations SET updated_at = ? WHERE obligation_id = ?", (now, oid)))
+            now += 1.0   # a sweep every second, as fast as the daemon's tests run them
+            assert now - ob.created_at < 3600, "the sweep never gave the reply up"
+        assert tries == SWEEP_MAX_ATTEMPTS
+        assert now - (await store.ledger.get(oid)).created_at > 300, "twelve attempts span minutes, not a storm"
+        quick, _ = await in_state(store, "failed", monkeypatch, "dead_pid")
+        start = (await store.ledger.get(quick)).updated_at
+        assert await store.ledger.sweep_recoverable({"telegram"}, now=start, spacing_s=retry_spacing_s), \
+            "a reply that failed once is retried at the next sweep (a restart delays nothing)"
+
+
+async def test_release_frees_a_claim_of_this_process_for_the_sweep(db_path, monkeypatch):
+    """A shard's consumer cell that died holding a claim: the shard lives, so only a release lets the sweep in."""
+    async with open_store(db_path) as store:
+        mine, fence = await in_state(store, "attempting", monkeypatch, "alive")
+        assert await store.ledger.sweep_recoverable({"telegram"}) == [], "a live owner's claim is never swept"
+        assert await store.ledger.release(mine, "its consumer died")
+        ob = await store.ledger.get(mine)
+        assert (ob.state, ob.owner, ob.fence, ob.last_error) == ("failed", None, fence + 1, "its consumer died")
+        with pytest.raises(StaleFence):
+            await store.ledger.mark_delivered(mine, fence)   # the gone part's late write
+        assert [o.obligation_id for o in await store.ledger.sweep_recoverable({"telegram"})] == [mine]
+        other, _ = await in_state(store, "attempting", monkeypatch, "wrong_start")   # another process's claim
+        assert not await store.ledger.release(other, "not ours")
+        assert (await store.ledger.get(other)).state == "attempting"
+        assert not await store.ledger.release("no-such-reply", "gone")
 
 
 def _claim_then_die(path, conn):
