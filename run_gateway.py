@@ -225,7 +225,7 @@ def cmd_fault(config: dict, args) -> int:
 
 
 def cmd_chat(config: dict, args) -> int:
-    from daemon.cli_terminal import Terminal, interactive
+    from daemon.cli_terminal import Terminal, interactive, one_message
     client = _attach(config, args)
     if isinstance(client, int):
         return client
@@ -233,11 +233,7 @@ def cmd_chat(config: dict, args) -> int:
         terminal = Terminal(client, args.user)
         if args.message is None:
             return interactive(terminal)
-        seq = terminal.say(args.message)
-        if not terminal.wait_done(seq, args.timeout):
-            print(f"no complete answer within {args.timeout:g}s", file=sys.stderr)
-            return 1
-        return 0
+        return one_message(terminal, args.message, args.timeout)
     except RuntimeError as exc:
         print(str(exc), file=sys.stderr)
         return 1

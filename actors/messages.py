@@ -223,6 +223,7 @@ class CliAskDone:
 class CliDone:
     seq: int
     done: bool
+    error: Optional[str] = None    # done: the notice of the turn that failed answering it (None: it did not fail)
 
 
 # --------------------------------------------------------------------------------------------- sessions and turns

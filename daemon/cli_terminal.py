@@ -1,30 +1,32 @@
 """The terminal side of ``run_gateway.py chat``: runs in the operator's shell, not in the gateway.
 
 It attaches to the running gateway through the admin port (never starting one), finds the ``cli`` adapter in the
-live tree, and exchanges CliSay / CliShow with it. The answer streams in place: an edit that extends what is already
-on screen prints only the new characters; anything else reprints the message. Ctrl-C while an answer streams sends
-``/stop`` (the turn is interrupted, what was said is kept); Ctrl-D leaves. ``--message`` sends one line, prints the
-streamed answer and exits once the gateway has delivered it.
+live tree, and exchanges CliSay / CliShow with it. On a terminal the answer streams in place, shown once whatever
+its previews were (terminal_view.py); keys typed meanwhile wait for the next prompt (tty_modes.py). Into a pipe each
+answer is written once, complete. Ctrl-C while an answer streams sends ``/stop`` (the turn is interrupted, what was
+said is kept); Ctrl-D leaves. ``--message`` sends one line, prints the answer and exits once the gateway has
+delivered it: 0 if the turn answered it, else 1 with the turn's error on stderr.
 """
 from __future__ import annotations
 
 import sys
 import time
 import uuid
+from contextlib import nullcontext
+from typing import Optional
 
 from actors.messages import CliAccepted, CliAskDone, CliDone, CliSay, CliShow
+from daemon.terminal_view import LiveView, PipedView
+from daemon.tty_modes import keys_held
 from supervision import tree as tree_mod
-
-CURSOR = " ▍"
 
 
 class Terminal:
-    def __init__(self, client, user: str, out=sys.stdout):
-        self.client, self.user, self.out = client, user, out
-        # The streaming cursor is drawn and erased with backspaces, and a preview the chunker had to close (an open
-        # code fence) is reprinted whole: only a terminal shows that as intended. Piped into a file or another
-        # program, each message of the answer is written once, as it ends.
-        self.draws_cursor = bool(getattr(out, "isatty", lambda: False)())
+    def __init__(self, client, user: str, out=None, keys=None):
+        """``out``: where answers go (stdout); ``keys``: the terminal typed on (stdin)."""
+        out = sys.stdout if out is None else out
+        self.client, self.user, self.keys = client, user, sys.stdin if keys is None else keys
+        self.view = LiveView(out) if getattr(out, "isatty", lambda: False)() else PipedView(out)
         # A supervisor slow to answer a walk shows its children as last known, without addresses: walk again.
         deadline = time.monotonic() + 10.0
         while True:
@@ -37,8 +39,11 @@ class Terminal:
         if nodes[0].ref is None:
             raise RuntimeError("the terminal adapter did not answer; try again in a moment")
         self.adapter = nodes[0].ref
-        self.shown: dict[str, str] = {}
-        self.current: str | None = None
+
+    def streaming(self):
+        """The context of a turn on a terminal: keys typed meanwhile wait for the next prompt instead of landing in
+        the answer being drawn."""
+        return keys_held(self.keys) if self.view.live else nullcontext()
 
     def say(self, text: str) -> int:
         message_id = f"{self.user}-{uuid.uuid4().hex[:12]}"
@@ -56,32 +61,14 @@ class Terminal:
     def handle(self, message) -> None:
         if not isinstance(message, CliShow) or message.action == "typing":
             return
-        old = self.shown.get(message.message_id, "")
-        new = message.text
         if message.action == "delete":
-            self.shown.pop(message.message_id, None)
-            return
-        if not self.draws_cursor:
-            self.shown[message.message_id] = new   # written by _finish_line, in the order the messages came
-            return
-        if message.message_id == self.current and new.startswith(old.removesuffix(CURSOR)):
-            self._write(new[len(old.removesuffix(CURSOR)):], old.endswith(CURSOR))
+            self.view.delete(message.message_id)
         else:
-            if self.current is not None:
-                self.out.write("\n")
-            self.current = message.message_id
-            self._write(new, False)
-        self.shown[message.message_id] = new
+            self.view.show(message.message_id, message.text)
 
-    def _write(self, text: str, erase_cursor: bool) -> None:
-        if not self.draws_cursor:
-            text, erase_cursor = text.replace(CURSOR, ""), False
-        if erase_cursor:
-            self.out.write("\b" * len(CURSOR) + " " * len(CURSOR) + "\b" * len(CURSOR))
-        self.out.write(text)
-        self.out.flush()
-
-    def wait_done(self, seq: int, timeout: float = 600.0) -> bool:
+    def wait_done(self, seq: int, timeout: float = 600.0) -> Optional[CliDone]:
+        """The gateway's word that the reply to inbox row ``seq`` is delivered (with the turn's error if it failed),
+        the answer shown by then; None if it did not come within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         next_ask = 0.0
         while time.monotonic() < deadline:
@@ -90,23 +77,10 @@ class Terminal:
                 next_ask = time.monotonic() + 0.25
             reply = self.client.asys.listen(0.1)
             if isinstance(reply, CliDone) and reply.seq == seq and reply.done:
-                self._finish_line()
-                return True
+                self.view.end()
+                return reply
             self.handle(reply)
-        return False
-
-    def _finish_line(self) -> None:
-        if not self.draws_cursor:
-            self.out.write("\n".join(text.replace(CURSOR, "") for text in self.shown.values()) + "\n")
-            self.out.flush()
-            self.shown.clear()
-            return
-        text = self.shown.get(self.current or "", "")
-        if text.endswith(CURSOR):
-            self._write("", True)
-        self.out.write("\n")
-        self.out.flush()
-        self.current = None
+        return None
 
 
 def interactive(terminal: Terminal) -> int:
@@ -126,9 +100,26 @@ def interactive(terminal: Terminal) -> int:
             continue
         if not line.strip():
             continue
-        seq = terminal.say(line)
-        try:
-            terminal.wait_done(seq)
-        except KeyboardInterrupt:
-            terminal.say("/stop")
-            terminal.wait_done(seq, timeout=30)
+        with terminal.streaming():
+            seq = terminal.say(line)
+            try:
+                terminal.wait_done(seq)
+            except KeyboardInterrupt:
+                try:
+                    terminal.say("/stop")
+                    terminal.wait_done(seq, timeout=30)
+                except KeyboardInterrupt:   # a second Ctrl-C: back to the prompt, the answer left as it stands
+                    terminal.view.end()
+
+
+def one_message(terminal: Terminal, text: str, timeout: float) -> int:
+    """``chat --message``: the exit status says whether the turn answered it (0) or failed (1, why on stderr)."""
+    with terminal.streaming():
+        done = terminal.wait_done(terminal.say(text), timeout)
+    if done is None:
+        print(f"no complete answer within {timeout:g}s", file=sys.stderr)
+        return 1
+    if done.error:
+        print(f"the turn failed: {done.error}", file=sys.stderr)
+        return 1
+    return 0

@@ -6,7 +6,8 @@ Messages it takes:
   CliSay        a line typed by USER: written to USER's session inbox (durable before it is acknowledged with
                 CliAccepted), then the session supervisor is rung; one that is no valid line (``cli_event``) is
                 logged and dropped unanswered: only a broken or hostile client sends one
-  CliAskDone    has the reply to inbox row N been delivered? (the terminal waits for it with --message)
+  CliAskDone    has the reply to inbox row N been delivered? (the terminal waits for it with --message), and did
+                the turn fail (so that ``chat --message`` can say so in its exit status)?
   PlatformOp    from stream consumers: shown in the user's terminal (CliShow); always succeeds, since a terminal
                 that has gone away has nothing left to show
 Messages it sends: CliAccepted, CliDone, CliShow (to terminals), InboxDoorbell, OpResult, AdapterConnected.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from typing import Optional
 
 from actors.adapters.base import MalformedPayload
 from actors.adapters.doorbells import Doorbells
@@ -22,10 +24,12 @@ from actors.messages import (AdapterConnected, CliAccepted, CliAskDone, CliDone,
                              MessageEvent, OpResult, PlatformOp, Source)
 from supervision.storage_access import StoreUser
 from storage import session_key
+from storage.inbox import InboxRow
 from supervision.actor import GatewayActor
 
 MAX_LINE = 16_000
 MAX_ID_CHARS = 256
+RECENT_EVENTS = 200     # transcript events searched for a finished turn: it has just ended, so it is among the last
 
 
 def cli_event(message: CliSay, platform: str, profile: str) -> MessageEvent:
@@ -44,6 +48,21 @@ def cli_event(message: CliSay, platform: str, profile: str) -> MessageEvent:
             raise MalformedPayload(f"{field} is not valid Unicode (a lone surrogate)") from None
     source = Source(platform, message.user, "dm", None, message.user, message.user, profile)
     return MessageEvent(source, text[:MAX_LINE], message.message_id, time.time())
+
+
+def turn_error(row: InboxRow, transcript: list) -> Optional[str]:
+    """Why the answer to the finished inbox ``row`` failed, or None if it did not (a pure function over the
+    session's recent ``transcript``): the row refused, or the error notice recorded with the answer of the turn its
+    message went into. A row answered without a model turn (a command) has no turn in the transcript: not failed."""
+    if row.state == "dropped":
+        return row.reason or "the message was not answered"
+    turn_id = next((e.turn_id for e in reversed(transcript) if e.role == "user" and e.kind == "message"
+                    and isinstance(e.payload, dict) and e.payload.get("inbound_seq") == row.seq), None)
+    answer = next((e for e in reversed(transcript) if turn_id is not None and e.turn_id == turn_id
+                   and e.role == "assistant" and e.kind == "message"), None)
+    if answer is None or not isinstance(answer.payload, dict):
+        return None
+    return answer.payload.get("error") or None
 
 
 class CliAdapter(StoreUser, GatewayActor):
@@ -90,7 +109,14 @@ class CliAdapter(StoreUser, GatewayActor):
 
     def on_CliAskDone(self, message: CliAskDone, sender) -> None:
         row = self.db(self.store.inbox.get(message.seq))
-        self.send(sender, CliDone(message.seq, row is not None and row.state in ("done", "dropped")))
+        done = row is not None and row.state in ("done", "dropped")
+        error = None
+        if done:
+            session = self.db(self.store.sessions.current(row.session_key))
+            transcript = [] if session is None else self.db(self.store.sessions.load(session.session_id,
+                                                                                     last_n=RECENT_EVENTS))
+            error = turn_error(row, transcript)
+        self.send(sender, CliDone(message.seq, done, error))
 
     def on_PlatformOp(self, op: PlatformOp, sender) -> None:
         message_id = op.message_id or f"cli-{next(self.ids)}"

@@ -121,7 +121,7 @@ class Session(CellStoreUser, Cell):
             notice = (GAVE_UP_TEXT if claimed is None else RESTARTED_TEXT).format(
                 quote=_quote(event.text), times=_times(self.max_resumes + 1))
             self.db(self.store.sessions.append(self.info.session_id,
-                                               [turns.assistant_event(rt.turn_token, notice, "gave_up")]))
+                                               [turns.assistant_event(rt.turn_token, notice, "gave_up", notice)]))
             self.db(self.store.sessions.count_recovery(self.info.session_id, resumed=False))
             self.reply_turn([row.seq], event, notice, turn_id=rt.turn_token)
 
@@ -283,15 +283,15 @@ class Session(CellStoreUser, Cell):
             notice = user_facing_error(item.error, self.secrets)
             self.push(turn, GatewayNotice(notice, "error"))
             answer = turn.answer_text().rstrip()
-            self.end_turn(f"{answer}\n\n{notice}" if answer else notice, "error")
+            self.end_turn(f"{answer}\n\n{notice}" if answer else notice, "error", error=notice)
 
-    def end_turn(self, final_text: str, reason: str) -> None:
+    def end_turn(self, final_text: str, reason: str, error: str | None = None) -> None:
         turn = self.turn
         final_text = redact(final_text, self.secrets)   # a model may repeat a key it saw: never to the chat
         turn.ended, turn.final_text = True, final_text
         # The answer is in the transcript before its TurnEnd leaves: after a crash, recover() sees the turn done.
         self.db(self.store.sessions.append(self.info.session_id,
-                                           [turns.assistant_event(turn.turn_id, final_text, reason)]))
+                                           [turns.assistant_event(turn.turn_id, final_text, reason, error)]))
         self.push(turn, TurnEnd(reason, final_text))
         self.send_batch()
 

@@ -83,8 +83,11 @@ def tool_events(turn_id: str, finished: ToolCallFinished) -> list[dict]:
                          "ok": finished.ok}}]
 
 
-def assistant_event(turn_id: str, text: str, reason: str) -> dict:
-    return {"role": "assistant", "kind": "message", "turn_id": turn_id, "payload": {"text": text, "reason": reason}}
+def assistant_event(turn_id: str, text: str, reason: str, error: Optional[str] = None) -> dict:
+    """The answer of a turn. ``error``: the notice the chat was shown when the turn failed (the agent raised, or
+    the gateway gave up on the message), kept apart from the text so a client can report the failure."""
+    payload = {"text": text, "reason": reason, **({"error": error} if error else {})}
+    return {"role": "assistant", "kind": "message", "turn_id": turn_id, "payload": payload}
 
 
 def model_messages(transcript: list, system_prompt: str = "") -> tuple:
