@@ -162,8 +162,7 @@ def cmd_drain(config: dict, args) -> int:
     exited = client.wait_launcher_exit(30)
     data = {"ok": report.ok, "waited_s": report.waited_s, "in_flight_left": report.in_flight_left,
             "detail": report.detail, "exited": exited}
-    text = (f"drained in {report.waited_s:.2f}s; {report.in_flight_left} turn(s) left in flight "
-            f"(kept for the next instance); {report.detail}; gateway {'exited' if exited else 'STILL RUNNING'}")
+    text = f"{report}; gateway {'exited' if exited else 'STILL RUNNING'}"
     return _out(args, data, 0 if exited else 1, text)
 
 

@@ -321,8 +321,16 @@ class DrainRequest:
 class DrainReport:
     ok: bool
     waited_s: float
-    in_flight_left: int
+    in_flight_left: int   # -1: the drain did not start
     detail: str = ""
+
+    def __str__(self) -> str:
+        """A sentence for the log and the operator (the dataclass repr is for debugging)."""
+        if self.in_flight_left < 0:
+            return f"drain not done: {self.detail}"
+        left = ("every turn finished" if self.in_flight_left == 0 else
+                f"{self.in_flight_left} turn(s) still in flight, kept for the next instance")
+        return f"drained in {self.waited_s:.2f}s: {left}" + (f"; {self.detail}" if self.detail else "")
 
 
 @dataclass(frozen=True)
@@ -335,6 +343,9 @@ class ShutdownRequest:
 class ShutdownReady:
     flushed: int = 0
     detail: str = ""
+
+    def __str__(self) -> str:
+        return f"flushed {self.flushed} item(s)" + (f"; {self.detail}" if self.detail else "")
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,7 @@ class Root(Supervisor):
         watchdog = self._watchdog()
         if watchdog is None:
             reply = (DrainReport(False, 0.0, -1, "the watchdog is restarting; try again") if what == "drain"
-                     else ShutdownReady(0, "the watchdog is restarting; nothing was flushed"))
+                     else ShutdownReady(0, "the watchdog is restarting"))
             self.send(sender, reply)
             return
         self.requesters[what].append(sender)

@@ -215,8 +215,8 @@ class Watchdog(GatewayActor):
                                 + ("" if not busy else f"; still busy at the deadline: {', '.join(busy[:10])}"
                                    + (f" and {len(busy) - 10} more" if len(busy) > 10 else "")))
         else:
-            reply = ShutdownReady(op["flushed"], f"flushed in {waited:.3f}s")
-        self.log.warning("watchdog: %s finished: %s", self.phase.replace("_", " "), reply)
+            reply = ShutdownReady(op["flushed"], f"took {waited:.3f}s")
+        self.log.warning("watchdog: %s", reply if self.phase == "draining" else f"shutdown flush finished: {reply}")
         for requester in op["requesters"]:
             self.send(requester, reply)
         self.phase = "drained" if self.phase == "draining" else "stopped"

@@ -40,6 +40,7 @@ EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
 ROOT_CLASS = "actors.root.Root"
 ROOT_NAME = "gateway-root"
 STATUS_INTERVAL_S = 2.0
+EXIT_GRACE_S = 1.0   # after the actor system's shutdown, for its processes to finish exiting
 
 
 class Launcher:
@@ -135,7 +136,7 @@ class Launcher:
                 self._tell_stopping(f"the supervision tree gave up: {message.reason}")
                 ending.append(EX_SOFTWARE)
             elif isinstance(message, DrainDone):
-                log.info("drained: %s", message.report)
+                log.info("%s", message.report)
                 self._tell_stopping(f"drained: {message.report.in_flight_left} turn(s) left for the next instance")
                 ending.append(EX_OK)
 
@@ -180,7 +181,7 @@ class Launcher:
         if reply is None:
             log.warning("no flush confirmation within %ss; stopping anyway", timeout)
         else:
-            log.info("flushed before stopping: %s", reply.detail)
+            log.info("shutdown flush: %s", reply)
 
     # -------------------------------------------------------------------------------------------- the way out
     def _stop_system(self) -> None:
@@ -190,8 +191,11 @@ class Launcher:
             stopper.start()
             stopper.join(8.0)  # a handler blocked during shutdown stalls Thespian for 10 s: do not wait for it
         everything |= set(processes.descendants(os.getpid()))
-        killed = processes.kill_all(everything)
-        left = processes.wait_gone(everything, 5.0)
+        # Actor processes that exited with the system are zombies until reaped (the launcher is their subreaper):
+        # dead, not leftovers. Those still exiting get a moment; only what then still runs is killed and reported.
+        processes.reap_zombies()
+        killed = processes.kill_all(processes.wait_gone(everything, EXIT_GRACE_S))
+        left = processes.wait_gone(killed, 5.0)
         processes.reap_zombies()
         if killed:
             log.info("stopped %d leftover process(es)", len(killed))

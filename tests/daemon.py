@@ -20,7 +20,7 @@ PYTHON = sys.executable
 class Gateway:
     def __init__(self, tmp_path: Path, extra_toml: str = "", watchdog_interval: float = 0.5, max_restarts: int = 5,
                  period_s: float = 30.0, ping_deadline: float = 1.5, admin_port: int = 0, gateway_toml: str = "",
-                 test_hooks: bool = True):
+                 test_hooks: bool = True, watchdog_toml: str = ""):
         """``test_hooks``: [debug] fault_injection on (unless the test's own TOML has a [debug] table), for the
         offline agent's #slow / #long / #fail hooks and Fault messages; False: the defaults, as an operator runs."""
         self.state = tmp_path / "state"
@@ -35,6 +35,7 @@ admin_port = {self.port}
 [watchdog]
 interval_s = {watchdog_interval}
 ping_deadline_s = {ping_deadline}
+{watchdog_toml}
 [supervision]
 max_restarts = {max_restarts}
 period_s = {period_s}

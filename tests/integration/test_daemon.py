@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -83,6 +84,31 @@ def test_stop_and_drain_leave_no_process(gateway):
     drained = json.loads(gateway.cli("drain", "--timeout", "5", "--json", check=True).stdout)
     assert drained["ok"] and drained["exited"] and drained["in_flight_left"] == 0
     gateway.assert_no_process_left()
+    log = gateway.log()
+    assert "drained in " in log and "every turn finished" in log and "shutdown flush: flushed " in log
+    assert "DrainReport(" not in log and "ShutdownReady(" not in log, "a message's repr reached the log"
+    assert "leftover" not in log, "a clean exit reported leftover processes"
+
+
+def test_an_actor_still_hung_at_exit_is_killed_and_reported(tmp_path):
+    """The other side of a clean exit: a process that outlives the actor system's shutdown is a real leftover."""
+    # No watchdog round in the test's time (it would replace the hung actor); a short flush bound on the way out.
+    gw = Gateway(tmp_path, watchdog_interval=30, ping_deadline=30, watchdog_toml="shutdown_timeout_s = 1")
+    try:
+        gw.start()
+        gw.wait_ready()
+        hung = gw.node("ticker")
+        gw.cli("fault", "ticker", "--action", "hang", "--seconds", "60", check=True)
+        stopped = json.loads(gw.cli("stop", "--json", check=True).stdout)
+        assert stopped["ok"], stopped
+        gw.assert_no_process_left()
+        log = gw.wait_log("leftover process")
+        # the hung actor at least (a shutdown it stalled can leave other actors of the system behind too)
+        assert re.search(r"stopped [1-9]\d* leftover process\(es\)", log), log.splitlines()[-5:]
+        assert not psutil.pid_exists(hung["pid"]) or psutil.Process(hung["pid"]).status() == psutil.STATUS_ZOMBIE
+    finally:
+        gw.cli("stop")
+        gw.kill_everything()
 
 
 def test_no_listening_socket_outside_loopback(gateway):
