@@ -15,7 +15,7 @@ from typing import Union
 
 from .db import Database
 from .access import Access, Grant, PairingAnswer, PairingCode
-from .errors import (IllegalTransition, ImportRefused, NotFound, RecordError, SchemaTooNew, StaleFence, StorageBusy,
+from .errors import (AmbiguousId, IllegalTransition, ImportRefused, NotFound, RecordError, SchemaTooNew, StaleFence, StorageBusy,
                      StorageError, StorageFull, StorageUnavailable)
 from .inbox import Inbox, InboundItem, InboxRow
 from .keys import UnsafePathError, hash_id, safe_path, session_key
@@ -23,15 +23,15 @@ from .ledger import Ledger, Obligation, Target, best_effort, obligation_id
 from .owner import Owner, current_owner, is_owner_alive
 from .pacing import PacingBans
 from .runtime import RuntimeState
-from .sessions import SearchHit, SessionInfo, SessionStore, TranscriptEvent
+from .sessions import SearchHit, SessionInfo, SessionStore, TranscriptEvent, short_id
 
 __all__ = [
     "Store", "SessionStore", "Inbox", "Ledger", "PacingBans", "Access", "Grant", "PairingAnswer", "PairingCode",
     "SessionInfo", "TranscriptEvent", "SearchHit", "RuntimeState", "InboxRow", "InboundItem", "Obligation",
     "Target", "Owner",
-    "session_key", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner", "is_owner_alive",
+    "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner", "is_owner_alive",
     "StorageError", "StorageBusy", "StorageFull", "StorageUnavailable", "SchemaTooNew", "RecordError", "IllegalTransition", "StaleFence", "NotFound",
-    "ImportRefused", "UnsafePathError",
+    "AmbiguousId", "ImportRefused", "UnsafePathError",
 ]
 
 

@@ -16,11 +16,12 @@ from typing import Any, Optional, Union
 from common.privacy import write_private
 
 from . import Store
-from .errors import IllegalTransition, ImportRefused, NotFound
+from .errors import AmbiguousId, IllegalTransition, ImportRefused, NotFound
 from .ledger import Obligation
-from .sessions import SessionInfo
+from .sessions import SessionInfo, short_id
 
 CONTENT_PREVIEW_CHARS = 200
+AMBIGUOUS_SHOWN = 10   # candidates an ambiguous id prefix lists
 
 
 def jsonable(value: Any) -> Any:
@@ -40,7 +41,14 @@ def jsonable(value: Any) -> Any:
 def _session(info: SessionInfo) -> dict:
     data = jsonable(info)
     data.pop("created", None)
+    data["short_id"] = short_id(info.session_id)
     return data
+
+
+def reply_text(ob: Obligation) -> str:
+    """The text a delivery carries: its chunks, once the reply's final text is recorded. (``content`` names the
+    reply's slot, which the obligation id is made from, not its text.)"""
+    return "".join(str(c) for c in ob.chunks)
 
 
 def _obligation(ob: Obligation) -> dict:
@@ -48,14 +56,18 @@ def _obligation(ob: Obligation) -> dict:
         "obligation_id": ob.obligation_id, "state": ob.state, "session_key": ob.session_key,
         "inbound_ref": ob.inbound_ref, "target": jsonable(ob.target), "attempts": ob.attempts, "fence": ob.fence,
         "owner": jsonable(ob.owner) if ob.owner else None, "last_error": ob.last_error,
-        "content_preview": ob.content[:CONTENT_PREVIEW_CHARS], "content_chars": len(ob.content),
+        "content_preview": " ".join(reply_text(ob).split())[:CONTENT_PREVIEW_CHARS],
+        "content_chars": len(reply_text(ob)),
         "chunks": len(ob.chunks), "parts": {str(i): mid for i, mid in sorted(ob.parts.items())},
         "ambiguous": ob.ambiguous, "send_intent": ob.send_intent,
         "created_at": ob.created_at, "updated_at": ob.updated_at,
     }
 
 
-async def _resolve(store: Store, key_or_id: str) -> SessionInfo:
+async def resolve(store: Store, key_or_id: str) -> SessionInfo:
+    """The session ``key_or_id`` names: its id, a unique prefix of its id (``sessions list`` shows the first
+    characters), or a session key (its current session, else its latest). ``AmbiguousId`` lists the sessions a
+    shared prefix matches."""
     info = await store.sessions.get(key_or_id)
     if info is None:
         info = await store.sessions.current(key_or_id)
@@ -63,7 +75,15 @@ async def _resolve(store: Store, key_or_id: str) -> SessionInfo:
         latest = await store.sessions.list(session_key=key_or_id, limit=1)
         info = latest[0] if latest else None
     if info is None:
-        raise NotFound(f"no session with id or key {key_or_id!r}")
+        found = await store.sessions.with_id_prefix(key_or_id, limit=AMBIGUOUS_SHOWN + 1)
+        if len(found) > 1:
+            listed = "; ".join(f"{short_id(s.session_id)} {s.state} {s.session_key}" for s in found[:AMBIGUOUS_SHOWN])
+            more = " and more" if len(found) > AMBIGUOUS_SHOWN else ""
+            raise AmbiguousId(f"{key_or_id!r} starts the id of {len(found)}{'+' if more else ''} sessions: "
+                              f"{listed}{more}; give more of the id")
+        info = found[0] if found else None
+    if info is None:
+        raise NotFound(f"no session with id, id prefix or key {key_or_id!r} (see 'sessions list')")
     return info
 
 
@@ -75,7 +95,7 @@ async def sessions_list(store: Store, state: Optional[str] = None, session_key: 
 
 async def session_show(store: Store, key_or_id: str, last_n: Optional[int] = 20) -> dict:
     """A session (by id, or by key: its current session, else its latest) with its last ``last_n`` events."""
-    info = await _resolve(store, key_or_id)
+    info = await resolve(store, key_or_id)
     events = await store.sessions.load(info.session_id, last_n=last_n)
     return {
         "session": _session(info),
@@ -90,21 +110,23 @@ async def sessions_search(store: Store, query: str, limit: int = 20) -> dict:
     return {"query": query, "count": len(hits), "hits": [jsonable(h) for h in hits]}
 
 
-async def session_export(store: Store, session_id: str, path: Union[str, os.PathLike]) -> dict:
+async def session_export(store: Store, key_or_id: str, path: Union[str, os.PathLike]) -> dict:
     """Write the session's export file (0600): a new file under a random name, never through a symlink or a file
     someone planted, fsynced, then renamed, so ``path`` holds either a complete export or what it held before."""
-    data = await store.sessions.export_session(session_id)
+    info = await resolve(store, key_or_id)
+    data = await store.sessions.export_session(info.session_id)
     path = Path(path)
     write_private(path, data)
-    return {"session_id": session_id, "path": str(path), "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest()}
+    return {"session_id": info.session_id, "short_id": short_id(info.session_id), "path": str(path),
+            "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
-async def session_import(store: Store, path: Union[str, os.PathLike], max_bytes: int) -> dict:
+async def session_import(store: Store, path: Union[str, os.PathLike], max_bytes: int, as_new: bool = False) -> dict:
+    """``as_new``: a copy under a new id, closed if its key has a current session (``SessionStore.import_session``)."""
     data = read_capped(path, max_bytes)
-    info = await store.sessions.import_session(data)
+    info = await store.sessions.import_session(data, as_new=as_new)
     events = await store.sessions.load(info.session_id, last_n=1)
-    return {"session": _session(info), "path": str(path), "bytes": len(data),
+    return {"session": _session(info), "path": str(path), "bytes": len(data), "as_new": as_new,
             "last_seq": events[-1].seq if events else 0}
 
 
@@ -146,6 +168,6 @@ async def delivery_abandon(store: Store, obligation_id: str) -> dict:
 
 async def session_set_state(store: Store, key_or_id: str, suspended: bool) -> dict:
     """Suspend a session (its chat is told, to each message, that the operator suspended it) or resume it."""
-    info = await _resolve(store, key_or_id)
+    info = await resolve(store, key_or_id)
     await (store.sessions.suspend(info.session_id) if suspended else store.sessions.resume(info.session_id))
     return _session(await store.sessions.get(info.session_id))

@@ -47,6 +47,10 @@ class NotFound(StorageError, KeyError):
         return str(self.args[0]) if self.args else "not found"
 
 
+class AmbiguousId(NotFound):
+    """A session id prefix that more than one session's id starts with; the message lists them."""
+
+
 class ImportRefused(StorageError):
     """An import file is corrupted, truncated, not in canonical form, or conflicts with what is stored.
 

@@ -33,6 +33,9 @@ MAX_DISPLAY_BYTES = 16 * 1024
 SEARCHABLE_FIELDS = ("text", "content", "name")
 
 SESSION_COLUMNS = "session_id, session_key, state, created_at, updated_at, title, source"
+# How a session id is shown to people (the admin listing, /status in the chat): its first characters, which any
+# command taking a session accepts, as any unique prefix of the id.
+SHORT_ID_CHARS = 12
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,10 @@ class SearchHit:
     kind: str
     created_at: float
     snippet: str
+
+
+def short_id(session_id: str) -> str:
+    return session_id[:SHORT_ID_CHARS]
 
 
 def session_from_row(row: tuple, created: bool = False) -> SessionInfo:
@@ -145,6 +152,16 @@ class SessionStore(RuntimeOps):
             row = await fetch_one(conn, f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
             return session_from_row(row) if row else None
         return await self._db.read(fetch)
+
+    async def with_id_prefix(self, prefix: str, limit: int = 10) -> list[SessionInfo]:
+        """Sessions whose id starts with ``prefix`` (most recent first, at most ``limit``): the operator may type
+        the start of an id."""
+        async def fetch(conn):
+            rows = await fetch_all(conn, f"SELECT {SESSION_COLUMNS} FROM sessions WHERE substr(session_id, 1, ?) = ? "
+                                         f"ORDER BY updated_at DESC, session_id LIMIT ?",
+                                   (len(prefix), prefix, int(limit)))
+            return [session_from_row(r) for r in rows]
+        return await self._db.read(fetch) if prefix else []
 
     async def current(self, session_key: str) -> Optional[SessionInfo]:
         """The active or suspended session of a key, or None (never creates)."""
@@ -359,8 +376,11 @@ class SessionStore(RuntimeOps):
         from .transfer import export_rows
         return await self._db.read(export_rows, session_id)
 
-    async def import_session(self, data: bytes) -> SessionInfo:
-        """Store a session from export bytes, all or nothing; ``ImportRefused`` if anything is wrong."""
+    async def import_session(self, data: bytes, as_new: bool = False) -> SessionInfo:
+        """Store a session from export bytes, all or nothing; ``ImportRefused`` if anything is wrong.
+
+        ``as_new``: a copy under a new session id (the same export imported twice, or beside the conversation it
+        was taken from); if its key already has a current session, the copy is stored closed, beside it."""
         from .transfer import import_rows, parse_export
         parsed = parse_export(data)  # every check that needs no database happens before the transaction
-        return await self._db.write(import_rows, parsed)
+        return await self._db.write(import_rows, parsed, uuid.uuid4().hex if as_new else None)

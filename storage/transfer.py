@@ -158,16 +158,22 @@ def parse_export(data: bytes) -> ParsedExport:
     return ParsedExport(session, display["data"], events, requests)
 
 
-async def import_rows(conn, parsed: ParsedExport) -> SessionInfo:
-    s = parsed.session
+async def import_rows(conn, parsed: ParsedExport, new_id: str | None = None) -> SessionInfo:
+    """The parsed export as stored rows. ``new_id``: a copy under that id, closed if its key has a current session
+    already (a key has at most one); without it the session keeps its id and state, or the import is refused."""
+    s = dict(parsed.session)
+    if new_id is not None:
+        s["session_id"] = new_id
     if await fetch_one(conn, "SELECT 1 FROM sessions WHERE session_id = ?", (s["session_id"],)):
-        raise _refuse(f"session {s['session_id']} already exists")
+        raise _refuse(f"session {s['session_id']} already exists (import it with --as-new for a copy beside it)")
     if s["state"] in CURRENT_STATES:
         other = await fetch_one(conn, "SELECT session_id FROM sessions WHERE session_key = ? AND state IN "
                                       "('active', 'suspended')", (s["session_key"],))
-        if other:
+        if other and new_id is not None:
+            s["state"] = "closed"
+        elif other:
             raise _refuse(f"key {s['session_key']} already has a current session {other[0]}; "
-                          f"reset or close it first")
+                          f"reset or close it first, or import a closed copy with --as-new")
     source = records.pack(s["source"])
     await conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
                        (s["session_id"], s["session_key"], s["state"], s["created_at"], s["updated_at"], s["title"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 from actors.messages import MessageEvent
 from actors.sessions import turn as turns
 from actors.sessions.commands import Command, help_text, unknown_command_reply
-from storage import hash_id
+from storage import short_id
 
 
 def run_command(session, command: Command, seqs: list, event: MessageEvent) -> None:
@@ -41,7 +41,7 @@ def _status(session, command, seqs, event) -> None:
     transcript = session.db(session.store.sessions.load(session.info.session_id))
     waiting = len(session.db(session.store.inbox.rows_in_state(session.key, ("received",))))
     turns_so_far = sum(1 for e in transcript if e.role == "user" and e.kind == "message")
-    session.reply_turn(seqs, event, f"Conversation {hash_id('session', session.info.session_id)[:8]}: "
+    session.reply_turn(seqs, event, f"Conversation {short_id(session.info.session_id)}: "
                                     f"{turns_so_far} message(s) so far, {waiting} waiting; "
                                     f"busy mode: {session.busy_mode(event)}.")
 

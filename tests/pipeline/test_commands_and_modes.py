@@ -1,6 +1,9 @@
 """Slash commands and busy modes, end to end on the real daemon and the fake platform."""
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from tests.actor_system import wait_for
@@ -36,7 +39,6 @@ def test_new_starts_a_fresh_conversation_and_keeps_the_old_one(gateway, platform
     platform.inject("n", "after the reset")
     texts = settled_answers(platform, "n", count=3, gw=gateway)
     assert "1 message from you" in texts[2], "the new conversation starts empty"
-    import json
     listing = json.loads(gateway.cli("sessions", "list", "--json", check=True).stdout)["sessions"]
     assert {"active", "reset"} <= {s["state"] for s in listing}
 
@@ -56,6 +58,13 @@ def test_undo_and_retry_and_status_and_queue(gateway, platform):
     platform.inject("u", "/queue")
     texts = settled_answers(platform, "u", count=6, gw=gateway)
     assert "busy mode: queue" in texts[4] and "waiting" in texts[5].lower()
+    # The id /status names is the one the admin commands print and take.
+    shown = re.match(r"Conversation (\S+): \d+ message", texts[4]).group(1)
+    listed = [line.split()[0] for line in gateway.cli("sessions", "list", check=True).stdout.splitlines()]
+    assert shown in listed, (shown, listed)
+    session = json.loads(gateway.cli("sessions", "show", shown, "--json", check=True).stdout)["session"]
+    assert session["session_id"].startswith(shown) and session["state"] == "active"
+    assert "keep this" in gateway.cli("sessions", "show", shown, check=True).stdout
 
 
 def test_stop_interrupts_the_running_turn_and_keeps_what_was_said(gateway, platform):

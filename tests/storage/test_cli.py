@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from storage import ImportRefused, IllegalTransition, NotFound, Target, TranscriptEvent, cli, session_key
+from storage import (AmbiguousId, ImportRefused, IllegalTransition, NotFound, Target, TranscriptEvent, cli,
+                     session_key, short_id)
 
 from .helpers import Src, open_store
 
@@ -26,7 +27,8 @@ async def test_admin_functions_return_json(tmp_path):
         assert found["count"] == 1 and found["hits"][0]["seq"] == 1
         exported = await cli.session_export(store, info.session_id, tmp_path / "s.export")
         assert exported["bytes"] == (tmp_path / "s.export").stat().st_size
-        ob = await store.ledger.record_obligation(KEY, "m1", Target("telegram", "1001"), "reply " * 100, claim=True)
+        ob = await store.ledger.record_obligation(KEY, "m1", Target("telegram", "1001"), "reply",
+                                                  chunks=["word " * 100], claim=True)
         await store.ledger.mark_failed(ob.obligation_id, ob.fence, "HTTP 502")
         listing = await cli.deliveries(store, state="failed")
         assert listing["counts"]["failed"] == 1 and len(listing["deliveries"][0]["content_preview"]) == 200
@@ -88,3 +90,57 @@ async def test_the_operator_suspends_and_resumes_a_session_by_key_or_id(tmp_path
         assert (await cli.session_set_state(store, info.session_id, suspended=False))["state"] == "active"
         with pytest.raises(IllegalTransition):
             await cli.session_set_state(store, KEY, suspended=False)   # not suspended
+
+
+async def test_a_session_is_named_by_any_unique_prefix_of_its_id_and_a_shared_one_lists_the_candidates(tmp_path):
+    async with open_store(tmp_path / "a.db") as store:
+        # 17 sessions: two of them at least share the first hex digit of their ids (16 digits)
+        infos = [await store.sessions.get_or_create(session_key(Src(chat_id=str(2000 + i)))) for i in range(17)]
+        by_digit: dict = {}
+        for info in infos:
+            by_digit.setdefault(info.session_id[0], []).append(info)
+        shared = next(group for group in by_digit.values() if len(group) > 1)
+        one = infos[0]
+        for prefix in (one.session_id, short_id(one.session_id), one.session_id[:len(one.session_id) - 3]):
+            assert (await cli.session_show(store, prefix))["session"]["session_id"] == one.session_id
+        listed = (await cli.sessions_list(store))["sessions"]
+        assert {s["short_id"] for s in listed} == {short_id(i.session_id) for i in infos}
+        with pytest.raises(AmbiguousId) as ambiguous:
+            await cli.session_show(store, shared[0].session_id[0])
+        for info in shared:   # every candidate, by the id form the listing shows, with its key
+            assert short_id(info.session_id) in str(ambiguous.value) and info.session_key in str(ambiguous.value)
+        with pytest.raises(NotFound, match="no session with id, id prefix or key"):
+            await cli.session_show(store, "zz-no-such")
+        exported = await cli.session_export(store, short_id(one.session_id), tmp_path / "one.export")
+        assert exported["session_id"] == one.session_id
+
+
+async def test_an_import_as_new_is_a_copy_under_a_new_id_closed_beside_the_current_session(tmp_path):
+    async with open_store(tmp_path / "a.db") as store:
+        info = await store.sessions.get_or_create(KEY, {"platform": "telegram"})
+        await store.sessions.append(info.session_id, [TranscriptEvent("user", "message", {"text": "hello"}, "t1")])
+        await cli.session_export(store, info.session_id, tmp_path / "s.export")
+        with pytest.raises(ImportRefused, match="already exists .*--as-new"):
+            await cli.session_import(store, tmp_path / "s.export", 1 << 20)
+        copy = await cli.session_import(store, tmp_path / "s.export", 1 << 20, as_new=True)
+        assert copy["session"]["session_id"] != info.session_id and copy["last_seq"] == 1
+        assert copy["session"]["state"] == "closed", "the key's current session stays the original"
+        assert (await store.sessions.current(KEY)).session_id == info.session_id
+        shown = await cli.session_show(store, copy["session"]["session_id"])
+        assert shown["events"][0]["payload"]["text"] == "hello"
+        assert (await cli.sessions_search(store, "hello"))["count"] == 2, "the copy is searchable too"
+    async with open_store(tmp_path / "b.db") as fresh:
+        again = await cli.session_import(fresh, tmp_path / "s.export", 1 << 20, as_new=True)
+        assert again["session"]["state"] == "active", "with no current session for the key, it stays as it was"
+
+
+async def test_a_delivery_shows_the_first_words_of_its_reply_on_one_line(tmp_path):
+    async with open_store(tmp_path / "a.db") as store:
+        ob = await store.ledger.record_obligation(KEY, "m1", Target("telegram", "1001"), "reply",
+                                                  chunks=["The answer is\nforty-two, ", "as computed."], claim=True)
+        [listed] = (await cli.deliveries(store))["deliveries"]
+        assert listed["content_preview"] == "The answer is forty-two, as computed."
+        assert listed["content_chars"] == len("The answer is\nforty-two, as computed.")
+        await store.ledger.record_obligation(KEY, "m2", Target("telegram", "1001"), "reply", chunks=[])
+        unfinished = [d for d in (await cli.deliveries(store))["deliveries"] if d["obligation_id"] != ob.obligation_id]
+        assert unfinished[0]["content_preview"] == "", "a reply with no final text yet has none to show"
