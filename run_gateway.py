@@ -12,15 +12,17 @@
     python run_gateway.py deliveries ...  the delivery ledger: pending, failed, abandoned; retry one
     python run_gateway.py pair ...        who may talk to the agent: pairing codes (list, approve, deny), grants
     python run_gateway.py fault NAME      fault drills: crash, hang or exit one actor or cell ([debug] fault_injection)
+    python run_gateway.py config ...      init: write a commented sample configuration; show: the effective one
+    python run_gateway.py logs [-f]       the daemon's log (--since 10m; -f follows it until Ctrl-C)
 
-Every admin command takes --json. Configuration: --config FILE, else $GATEWAY_CONFIG, else
+`COMMAND --help` says what each does, its defaults and an example. Every admin command takes --json (errors
+then come as JSON on stdout too). Configuration: --config FILE, else $GATEWAY_CONFIG, else
 ~/.config/agent-gateway/gateway.toml (embedded defaults when absent). State: $GATEWAY_STATE_DIR, else
 [gateway] state_dir, else ~/.local/state/agent-gateway.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -34,60 +36,106 @@ if HERE not in sys.path:
 from common import config as config_mod  # noqa: E402
 from common.config import EX_CONFIG, ConfigError  # noqa: E402
 from common.privacy import EX_NOPERM, PRIVATE_UMASK, foreign_owner  # noqa: E402
+from common.version import VERSION  # noqa: E402
+from daemon.cli_output import fail, out as _out  # noqa: E402
 
 EX_NOT_RUNNING = 3
 
 
 def main(argv: list[str] | None = None) -> int:
+    from daemon.cli_output import run_guarded
+    return run_guarded(_main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
     os.umask(PRIVATE_UMASK)   # before anything is written: state, logs, exports are the gateway user's alone
     args = build_parser().parse_args(argv)
+    if args.config:   # `start` runs the daemon from /: a path relative to here must not change meaning there
+        args.config = os.path.abspath(os.path.expanduser(args.config))
+    if args.command == "config" and getattr(args, "action", None) == "init":
+        from daemon.cli_config import cmd_config
+        return cmd_config(None, args)   # writes a sample: needs no configuration, and may be run before one exists
     try:
         config = config_mod.load(args.config)
         from actors.adapters import registry
         registry.validate_all(config)  # adapter tables too: a bad one stops the start here, not in a crash loop
     except ConfigError as exc:
-        print(f"config error: {exc.file}: {exc.key}: {exc.reason}", file=sys.stderr)
-        return EX_CONFIG
+        return fail(args, f"config error: {exc.file}: {exc.key}: {exc.reason}", EX_CONFIG,
+                    file=exc.file, key=exc.key, reason=exc.reason)
     if args.command not in (None, "run", "start"):   # the daemon's own output is its log, redacted there
         from common.redact import RedactingStream, configured_secrets
         secrets = configured_secrets(config)
         sys.stdout, sys.stderr = RedactingStream(sys.stdout, secrets), RedactingStream(sys.stderr, secrets)
     refusal = foreign_owner(config["gateway"]["state_dir"])
     if refusal:
-        return _out(args, {"ok": False, "error": f"refused: {refusal}"}, EX_NOPERM)
-    return COMMANDS[args.command or "run"](config, args)
+        return fail(args, f"refused: {refusal}", EX_NOPERM)
+    from daemon.admin import AdminError
+    try:
+        return COMMANDS[args.command or "run"](config, args)
+    except AdminError as exc:   # the gateway runs but did not answer in time: said, not a traceback
+        return fail(args, str(exc))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="run_gateway.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", metavar="FILE", help="TOML configuration file")
+    from daemon import cli_access, cli_config, cli_logs, cli_storage
+    from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
+    parser = GatewayParser(prog="run_gateway.py", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", metavar="FILE", help="TOML configuration file (also after the command)")
+    parser.add_argument("--version", action="version", version=f"agent-gateway {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("run", help="run in the foreground (the default)")
-    start = sub.add_parser("start", help="run as a daemon")
-    start.add_argument("--wait", type=float, default=None, metavar="S", help="seconds to wait for readiness")
-    stop = sub.add_parser("stop", help="graceful stop, forced after --timeout")
-    stop.add_argument("--timeout", type=float, default=None, metavar="S")
-    drain = sub.add_parser("drain", help="stop intake, let turns finish, flush, exit 0")
-    drain.add_argument("--timeout", type=float, default=None, metavar="S", help="how long turns may take")
-    for name, text in (("status", "health on one screen"), ("tree", "the live actor tree")):
-        sub.add_parser(name, help=text)
-    chat = sub.add_parser("chat", help="chat with the agent in this terminal, through the running gateway")
+    command(sub, "run", "run in the foreground (the default)",
+            "Run the gateway in this terminal until Ctrl-C or SIGTERM; the log goes to stderr. What a service\n"
+            "manager runs (deploy/agent-gateway.service).", "run\n--config ./gateway.toml run")
+    start = command(sub, "start", "run as a daemon",
+                    "Start the gateway in the background (its log in the state dir, a pid lock in <state>/run/) and\n"
+                    "wait until every actor is up. Refuses to start a second gateway on the same state dir.",
+                    "start\nstart --config ~/gw/gateway.toml --wait 120")
+    start.add_argument("--wait", type=float, default=None, metavar="S",
+                       help="seconds to wait for readiness (default: [gateway] ready_timeout_s + 5)")
+    stop = command(sub, "stop", "graceful stop, forced after --timeout",
+                   "Stop the running gateway: intake stops, replies in flight are flushed, then it exits. A gateway\n"
+                   "still running after the timeout is killed, with every process of its tree.", "stop --timeout 30")
+    stop.add_argument("--timeout", type=float, default=None, metavar="S",
+                      help="seconds before the stop is forced (default: [watchdog] shutdown_timeout_s + 15)")
+    drain = command(sub, "drain", "stop intake, let turns finish, flush, exit 0",
+                    "Stop taking messages, let the turns in flight finish (up to the timeout), flush, and exit 0.\n"
+                    "What is left stays durable for the next instance: the first half of a rolling restart.",
+                    "drain --timeout 60")
+    drain.add_argument("--timeout", type=float, default=None, metavar="S",
+                       help="how long turns may take (default: [watchdog] drain_timeout_s)")
+    status = command(sub, "status", "health on one screen",
+                     "The running gateway's health: actors up, restarting and failed; sessions per shard; pending\n"
+                     "deliveries; recovery counts; the admin and metrics addresses. Exit 3 if none runs.",
+                     "status\nstatus --json")
+    tree = command(sub, "tree", "the live actor tree",
+                   "The live supervision tree: each actor's kind, name, pid, state, uptime and restarts (each\n"
+                   "shard's busiest cells; --all lists every one).", "tree --all")
+    tree.add_argument("--all", action="store_true", help="every cell, not the busiest per shard")
+    chat = command(sub, "chat", "chat with the agent in this terminal, through the running gateway",
+                   "Talk to the agent through the running gateway's terminal adapter. Ctrl-C stops an answer,\n"
+                   "Ctrl-D leaves; --message sends one message, prints the answer and exits.",
+                   "chat\nchat --as ada --message 'hello'")
     chat.add_argument("--as", dest="user", default=os.environ.get("USER", "operator"), metavar="USER",
-                      help="who is speaking (each user is their own conversation)")
+                      help="who is speaking (each user is their own conversation; default: %(default)s)")
     chat.add_argument("--message", metavar="TEXT", help="send one message, print the answer, exit")
-    chat.add_argument("--timeout", type=float, default=600.0, metavar="S", help="how long to wait for an answer")
-    fault = sub.add_parser("fault", help="fault drill: crash, hang or exit one actor or cell (needs [debug] "
-                                         "fault_injection; names as `tree --all` shows them)")
-    fault.add_argument("name", help="the actor's or cell's name, e.g. sweeper or session:<key>")
-    fault.add_argument("--action", choices=("crash", "hang", "exit"), default="crash")
-    fault.add_argument("--seconds", type=float, default=30.0, metavar="S", help="how long a hang lasts")
-    from daemon import cli_access, cli_storage
+    chat.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                      help="how long to wait for an answer (default: %(default)ss)")
+    fault = command(sub, "fault", "fault drill: crash, hang or exit one actor or cell",
+                    "Fault drill: make one actor or cell crash, hang or exit, and watch it come back (`tree`).\n"
+                    "Needs [debug] fault_injection = true in the configuration the gateway runs with.",
+                    "fault sweeper\nfault ticker --action hang --seconds 20")
+    fault.add_argument("name", help="the actor's or cell's name, as `tree --all` shows it (sweeper, session:<key>)")
+    fault.add_argument("--action", choices=("crash", "hang", "exit"), default="crash",
+                       help="what it does (default: %(default)s)")
+    fault.add_argument("--seconds", type=float, default=30.0, metavar="S",
+                       help="how long a hang lasts (default: %(default)ss)")
     cli_storage.add_parsers(sub)
     cli_access.add_parsers(sub)
-    sub.choices["tree"].add_argument("--all", action="store_true", help="every cell, not the busiest per shard")
-    for cmd in (stop, drain, sub.choices["status"], sub.choices["tree"], start, fault):
-        cmd.add_argument("--json", action="store_true", help="machine-readable output")
+    cli_config.add_parsers(sub)
+    cli_logs.add_parsers(sub)
+    add_json(stop, drain, status, tree, start, fault)
+    accept_everywhere(parser, "--config", metavar="FILE", help="TOML configuration file")
     return parser
 
 
@@ -109,7 +157,9 @@ def cmd_start(config: dict, args) -> int:
     if _running(config):
         return _out(args, {"ok": False, "error": f"already running (pid {files.read_pid()})"}, 1)
     before = files.read_runtime()
-    command = [sys.executable, os.path.abspath(__file__)] + (["--config", args.config] if args.config else []) + ["run"]
+    # The configuration the checks above loaded, by its absolute path: the daemon runs from /.
+    source = config.get("_source")
+    command = [sys.executable, os.path.abspath(__file__)] + (["--config", source] if source else []) + ["run"]
     env = dict(os.environ, GATEWAY_STATE_DIR=str(files.state_dir))
     with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
         proc = subprocess.Popen(command, stdin=devnull, stdout=log, stderr=log, start_new_session=True,
@@ -253,7 +303,17 @@ def cmd_pair(config: dict, args) -> int:
     return run(config, args)
 
 
-COMMANDS = {"sessions": cmd_sessions, "deliveries": cmd_deliveries, "pair": cmd_pair, "chat": cmd_chat, "run": cmd_run,
+def cmd_config(config: dict, args) -> int:
+    from daemon.cli_config import cmd_config as run
+    return run(config, args)
+
+
+def cmd_logs(config: dict, args) -> int:
+    from daemon.cli_logs import cmd_logs as run
+    return run(config, args)
+
+
+COMMANDS = {"config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions, "deliveries": cmd_deliveries, "pair": cmd_pair, "chat": cmd_chat, "run": cmd_run,
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
             "fault": cmd_fault}
 
@@ -271,15 +331,6 @@ def _attach(config: dict, args):
 def _running(config: dict) -> bool:
     from common.runfiles import RunFiles
     return RunFiles(config["gateway"]["state_dir"]).running()
-
-
-def _out(args, data: dict, code: int, text: str | None = None) -> int:
-    if getattr(args, "json", False):
-        print(json.dumps(data, indent=2, default=str))
-    else:
-        message = text if text is not None else data.get("error", json.dumps(data))
-        print(message, file=sys.stderr if code else sys.stdout)
-    return code
 
 
 def _tail(path, lines: int = 20) -> str:

@@ -140,7 +140,7 @@ def defaults() -> dict:
 
 def load(path: str | None = None) -> dict:
     explicit = path is not None or bool(os.environ.get("GATEWAY_CONFIG"))
-    file = Path(path) if path else default_config_path()
+    file = Path(path).expanduser() if path else default_config_path()
     raw: dict = {}
     if file.exists():
         try:
@@ -153,7 +153,7 @@ def load(path: str | None = None) -> dict:
         raise ConfigError(str(file), "(file)", "no such file")
     config = validate(raw, str(file) if file.exists() else "(defaults)")
     config["gateway"]["state_dir"] = str(resolve_state_dir(config))
-    config["_source"] = str(file) if file.exists() else ""
+    config["_source"] = str(file.expanduser().absolute()) if file.exists() else ""
     return config
 
 

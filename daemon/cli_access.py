@@ -11,27 +11,37 @@ applies from the sender's next message on.
 """
 from __future__ import annotations
 
-import sys
 import time
 
 from storage import NotFound
+from daemon.cli_output import fail
+from daemon.cli_parsing import add_json, command
 from daemon.cli_storage import run_on_store
 from common.redact import escape_controls
 
 
 def add_parsers(sub) -> None:
-    pair = sub.add_parser("pair", help="who may talk to the agent: pairing codes and grants (list, approve, ...)")
+    pair = command(sub, "pair", "who may talk to the agent: pairing codes and grants (list, approve, ...)",
+                   "Who may talk to the agent (docs/access.md): a stranger on a pairing adapter gets a code; the\n"
+                   "operator approves or denies it here, or grants a user directly. A change applies from the\n"
+                   "sender's next message.", "pair list\npair approve K7Q2MX")
     psub = pair.add_subparsers(dest="action", metavar="ACTION")
-    psub.add_parser("list", help="pending pairing codes and granted users")
-    for action, text in (("approve", "grant the sender who was given CODE"), ("deny", "refuse CODE")):
-        p = psub.add_parser(action, help=text)
-        p.add_argument("code", metavar="CODE")
-    for action, text in (("grant", "grant a user of an adapter directly"), ("revoke", "take a grant back")):
-        p = psub.add_parser(action, help=text)
+    listing = command(psub, "list", "pending pairing codes and granted users (the default)",
+                      "Pending pairing codes (who asked, when each expires) and the users granted so far.", "pair list")
+    for action, text, what in (("approve", "grant the sender who was given CODE",
+                                "Grant the sender who was given CODE (a code works once)."),
+                               ("deny", "refuse CODE", "Refuse CODE; the sender may ask again, within the lockout "
+                                                       "limits.")):
+        p = command(psub, action, text, what, f"pair {action} K7Q2MX")
+        p.add_argument("code", metavar="CODE", help="the code the sender was given")
+    for action, text, what in (("grant", "grant a user of an adapter directly",
+                                "Grant a user of an adapter directly, without a code."),
+                               ("revoke", "take a grant back", "Take a grant back: the user's next message is "
+                                                               "treated as a stranger's.")):
+        p = command(psub, action, text, what, f"pair {action} support 12345678")
         p.add_argument("adapter", metavar="ADAPTER", help="the adapter's name, as in [adapters.NAME]")
         p.add_argument("user", metavar="USER_ID", help="the platform's user id")
-    for p in [pair, *psub.choices.values()]:
-        p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json(pair, listing, *(psub.choices[a] for a in ("approve", "deny", "grant", "revoke")))
 
 
 def cmd_pair(config: dict, args) -> int:
@@ -46,8 +56,7 @@ def cmd_pair(config: dict, args) -> int:
     try:
         return run_on_store(config, args, calls[action], RENDER[action])
     except NotFound as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return fail(args, f"error: {exc}")
 
 
 async def _list(store) -> dict:

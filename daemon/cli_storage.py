@@ -6,45 +6,71 @@ surface (``storage/cli.py``); a retried delivery is picked up by the sweeper on 
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 import time
 
 from supervision.storage_access import store_path
-from storage import Store, StorageError
+from storage import Store, StorageError, short_id
 from storage import cli as storage_cli
+from common.redact import escape_controls
+from daemon.cli_output import EX_USAGE, fail, out
+from daemon.cli_parsing import add_json, command
 
 
 def add_parsers(sub) -> None:
-    sessions = sub.add_parser("sessions", help="stored conversations: list, show, search, export, import")
+    sessions = command(sub, "sessions", "stored conversations: list, show, search, export, import",
+                       "Stored conversations, read from the database (beside a running gateway or without one).\n"
+                       "A session is named by its id (any unique prefix of it: `sessions list` shows the first\n"
+                       "12 characters, /status in the chat the same) or by its session key.", "sessions list")
     ssub = sessions.add_subparsers(dest="action", metavar="ACTION")
-    listing = ssub.add_parser("list", help="sessions, most recent first")
-    listing.add_argument("--state", choices=("active", "suspended", "reset", "closed"))
-    listing.add_argument("--limit", type=int, default=50)
-    show = ssub.add_parser("show", help="one session (by id or key) and its last events")
-    show.add_argument("session", metavar="ID_OR_KEY")
-    show.add_argument("--last", type=int, default=20, metavar="N")
-    search = ssub.add_parser("search", help="full-text search across every transcript")
-    search.add_argument("query")
-    export = ssub.add_parser("export", help="write one session to a file (msgpack, checksummed)")
-    export.add_argument("session", metavar="ID")
-    export.add_argument("path", metavar="FILE")
-    imported = ssub.add_parser("import", help="read a session exported by 'sessions export'")
-    imported.add_argument("path", metavar="FILE")
-    suspend = ssub.add_parser("suspend", help="stop answering one session: each message gets a notice that the "
-                                              "operator suspended it, until 'sessions resume'")
-    suspend.add_argument("session", metavar="ID_OR_KEY")
-    resume = ssub.add_parser("resume", help="answer a suspended session again")
-    resume.add_argument("session", metavar="ID_OR_KEY")
-    deliveries = sub.add_parser("deliveries", help="the delivery ledger: replies pending, failed, abandoned")
+    listing = command(ssub, "list", "sessions, most recent first (the default)",
+                      "Sessions, most recently updated first: id, state, last change, key and title.",
+                      "sessions list --state active --limit 10")
+    listing.add_argument("--state", choices=("active", "suspended", "reset", "closed"),
+                         help="only sessions in this state (default: all)")
+    listing.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
+    show = command(ssub, "show", "one session and its last events",
+                   "One session: its state and key, then its last events, each message whole.",
+                   "sessions show 02aca8c3ef8a\nsessions show 02ac --last 100")
+    show.add_argument("session", metavar="ID_OR_KEY", help="a session id, a unique prefix of one, or a session key")
+    show.add_argument("--last", type=int, default=20, metavar="N", help="the last N events (default: %(default)s)")
+    search = command(ssub, "search", "full-text search across every transcript",
+                     "Find messages in every stored transcript: every word must match. One hit per line: session\n"
+                     "id, key, event number and the text around the match.", "sessions search pelican")
+    search.add_argument("query", help="the words to find")
+    export = command(ssub, "export", "write one session to a file (msgpack, checksummed)",
+                     "Write one session (transcript, display data, model requests) to a file readable only by you,\n"
+                     "for `sessions import` here or on another gateway (docs/storage.md has the format).",
+                     "sessions export 02aca8c3ef8a ada.export")
+    export.add_argument("session", metavar="ID_OR_KEY", help="a session id, a unique prefix of one, or a session key")
+    export.add_argument("path", metavar="FILE", help="where to write it (replaced whole, never half-written)")
+    imported = command(ssub, "import", "read a session exported by 'sessions export'",
+                       "Store a session from an export file, all or nothing: a corrupted, truncated or conflicting\n"
+                       "file changes nothing. Works on a state dir the gateway has never run with (it creates the\n"
+                       "database). The session keeps its id unless --as-new.",
+                       "sessions import ada.export\nsessions import ada.export --as-new")
+    imported.add_argument("path", metavar="FILE", help="an export file (at most [storage] max_import_bytes)")
+    imported.add_argument("--as-new", action="store_true",
+                          help="import a copy under a new session id (closed if its key already has a current "
+                               "session); default: keep the file's id, refused if it is stored already")
+    suspend = command(ssub, "suspend", "stop answering one session",
+                      "Stop answering one session: each message it gets is answered with a notice that the\n"
+                      "operator suspended it, until `sessions resume`.", "sessions suspend 02aca8c3ef8a")
+    suspend.add_argument("session", metavar="ID_OR_KEY", help="a session id, a unique prefix of one, or a session key")
+    resume = command(ssub, "resume", "answer a suspended session again",
+                     "Answer a suspended session again, from its next message on.", "sessions resume 02aca8c3ef8a")
+    resume.add_argument("session", metavar="ID_OR_KEY", help="a session id, a unique prefix of one, or a session key")
+    deliveries = command(sub, "deliveries", "the delivery ledger: replies pending, failed, abandoned",
+                         "The delivery ledger: every reply the gateway owes a chat, its state and attempts, and the\n"
+                         "first words of the reply. A retried reply is sent again by the sweeper on its next pass.",
+                         "deliveries --state failed\ndeliveries retry 98e5a5244037a3cb\ndeliveries abandon 98e5a5")
     deliveries.add_argument("action", nargs="?", choices=("list", "retry", "abandon"), default="list",
                             help="retry: send a failed or abandoned reply again; abandon: stop trying a pending or "
-                                 "failed one")
+                                 "failed one (default: %(default)s)")
     deliveries.add_argument("obligation", nargs="?", metavar="ID", help="with retry or abandon: the obligation id")
-    deliveries.add_argument("--state", choices=("pending", "attempting", "delivered", "failed", "abandoned"))
-    deliveries.add_argument("--limit", type=int, default=50)
-    for parser in (listing, show, search, export, imported, suspend, resume, deliveries):
-        parser.add_argument("--json", action="store_true", help="machine-readable output")
+    deliveries.add_argument("--state", choices=("pending", "attempting", "delivered", "failed", "abandoned"),
+                            help="only deliveries in this state (default: all)")
+    deliveries.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
+    add_json(sessions, listing, show, search, export, imported, suspend, resume, deliveries)
 
 
 def cmd_sessions(config: dict, args) -> int:
@@ -54,30 +80,33 @@ def cmd_sessions(config: dict, args) -> int:
         "show": lambda s: storage_cli.session_show(s, args.session, last_n=args.last),
         "search": lambda s: storage_cli.sessions_search(s, args.query),
         "export": lambda s: storage_cli.session_export(s, args.session, args.path),
-        "import": lambda s: storage_cli.session_import(s, args.path, config["storage"]["max_import_bytes"]),
+        "import": lambda s: storage_cli.session_import(s, args.path, config["storage"]["max_import_bytes"],
+                                                       as_new=args.as_new),
         "suspend": lambda s: storage_cli.session_set_state(s, args.session, suspended=True),
         "resume": lambda s: storage_cli.session_set_state(s, args.session, suspended=False),
     }
-    return run_on_store(config, args, calls[action], RENDER[action])
+    # An import may be the first thing a state dir holds (moving a conversation to a new gateway).
+    return run_on_store(config, args, calls[action], RENDER[action], create=action == "import")
 
 
 def cmd_deliveries(config: dict, args) -> int:
     if args.action in ("retry", "abandon"):
         if not args.obligation:
-            print(f"deliveries {args.action} needs the obligation id (see 'deliveries --state failed')",
-                  file=sys.stderr)
-            return 2
+            return fail(args, f"deliveries {args.action} needs the obligation id (see 'deliveries --state failed')",
+                        EX_USAGE)
         call = storage_cli.delivery_retry if args.action == "retry" else storage_cli.delivery_abandon
         return run_on_store(config, args, lambda s: call(s, args.obligation), _render_retry)
     return run_on_store(config, args, lambda s: storage_cli.deliveries(s, state=args.state, limit=args.limit),
                 _render_deliveries)
 
 
-def run_on_store(config: dict, args, call, render) -> int:
+def run_on_store(config: dict, args, call, render, create: bool = False) -> int:
+    """``call(store)`` on the state dir's database, its result printed with ``render`` (or as JSON). Without
+    ``create`` a missing database is an error (a mistyped state dir must not get a new, empty one)."""
     path = store_path(config)
-    if not path.exists():
-        print(f"no database yet at {path} (the gateway has not run with this state dir)", file=sys.stderr)
-        return 1
+    if not path.exists() and not create:
+        return fail(args, f"no database yet at {path} (the gateway has not run with this state dir)")
+    path.parent.mkdir(parents=True, exist_ok=True)
 
     async def go():
         store = await Store.open(path, config["storage"]["durability"])
@@ -88,10 +117,8 @@ def run_on_store(config: dict, args, call, render) -> int:
     try:
         result = asyncio.run(go())
     except (StorageError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(result, indent=2, default=str) if getattr(args, "json", False) else render(result))
-    return 0
+        return fail(args, f"error: {exc}")
+    return out(args, result, 0, render(result))
 
 
 def _when(ts) -> str:
@@ -99,37 +126,50 @@ def _when(ts) -> str:
 
 
 def _render_list(result: dict) -> str:
-    rows = [f"{s['session_id'][:12]}  {s['state']:<9} {_when(s['updated_at'])}  {s['session_key']}"
+    rows = [f"{short_id(s['session_id'])}  {s['state']:<9} {_when(s['updated_at'])}  {s['session_key']}"
             + (f"  “{s['title']}”" if s.get("title") else "") for s in result["sessions"]]
     return "\n".join(rows) if rows else "no sessions"
 
 
 def _render_show(result: dict) -> str:
     s = result["session"]
-    lines = [f"session {s['session_id']} ({s['state']}) key {s['session_key']}"]
+    lines = [f"session {short_id(s['session_id'])} ({s['state']}) key {s['session_key']}"
+             + (f"  “{escape_controls(s['title'])}”" if s.get("title") else "")]
     runtime = result.get("runtime") or {}
     if runtime.get("resumes_total") or runtime.get("notices_total"):
         lines.append(f"  recovery: {runtime.get('resumes_total', 0)} turn(s) resumed after a restart, "
                      f"{runtime.get('notices_total', 0)} message(s) given up on")
     for e in result["events"]:
-        payload = e.get("payload") or {}
-        text = payload.get("text") or payload.get("name") or payload.get("result") or ""
-        first_line = str(text).strip().splitlines()[0] if str(text).strip() else ""
-        lines.append(f"  #{e['seq']:<5} {e['role']:<9} {e['kind']:<11} {first_line[:100]}")
+        head = f"  #{e['seq']:<5} {e['role']:<9} {e['kind']:<11} "
+        text = event_text(e.get("payload"))
+        body = [escape_controls(line) for line in text.splitlines()] or [""]
+        lines.append(head + body[0])
+        lines.extend((" " * len(head) + line).rstrip() for line in body[1:])   # the whole message, under its start
     return "\n".join(lines)
 
 
+def event_text(payload) -> str:
+    """What an event says: a message's text, a tool call's name, a tool's result."""
+    payload = payload if isinstance(payload, dict) else {"text": payload}
+    text = payload.get("text") or payload.get("name") or payload.get("result") or ""
+    return str(text).strip()
+
+
 def _render_search(result: dict) -> str:
-    rows = [f"{h['session_key']}  #{h['seq']}  {h['snippet']}" for h in result["hits"]]
+    rows = [f"{short_id(h['session_id'])}  {h['session_key']}  #{h['seq']}  "
+            f"{escape_controls(' '.join(h['snippet'].split()))}" for h in result["hits"]]
     return "\n".join(rows) if rows else f"nothing found for {result['query']!r}"
 
 
 def _render_export(result: dict) -> str:
-    return f"exported {result['bytes']} bytes to {result['path']} (sha256 {result['sha256'][:16]}…)"
+    return (f"exported session {result['short_id']}: {result['bytes']} bytes to {result['path']} "
+            f"(sha256 {result['sha256'][:16]}…)")
 
 
 def _render_import(result: dict) -> str:
-    return f"imported session {result['session']['session_id']} ({result['last_seq']} events)"
+    s = result["session"]
+    return (f"imported session {short_id(s['session_id'])} ({s['state']}, {result['last_seq']} events) "
+            f"key {s['session_key']}" + (" as a new copy" if result.get("as_new") else ""))
 
 
 def _render_deliveries(result: dict) -> str:
@@ -138,8 +178,14 @@ def _render_deliveries(result: dict) -> str:
         counts += f" (ambiguous {result['ambiguous']}: re-sent, marked, after a send whose outcome was unknown)"
     rows = [f"{d['obligation_id'][:16]}  {d['state'] + ('~ambiguous' if d.get('ambiguous') else ''):<10} "
             f"attempts={d['attempts']}  {d['target']['platform']}:{d['target']['chat_id']}"
+            + (f"  “{escape_controls(_words(d['content_preview']))}”" if d["content_preview"] else "  (no text yet)")
             + (f"  last error: {d['last_error']}" if d.get("last_error") else "") for d in result["deliveries"]]
     return "\n".join([counts] + rows)
+
+
+def _words(text: str, limit: int = 60) -> str:
+    """The first words of a reply, cut at a word boundary."""
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + "…"
 
 
 def _render_retry(result: dict) -> str:
@@ -149,7 +195,7 @@ def _render_retry(result: dict) -> str:
 
 
 def _render_state(result: dict) -> str:
-    return f"session {result['session_id']} is {result['state']}"
+    return f"session {short_id(result['session_id'])} is {result['state']}"
 
 
 RENDER = {"list": _render_list, "show": _render_show, "search": _render_search, "export": _render_export,

@@ -1,0 +1,179 @@
+"""``run_gateway.py config init|show``: a configuration to start from, and the one in effect.
+
+``config init [FILE]`` writes a sample made from the schema (``common/config.py``, the one place a default is
+written): every key, commented out, at its default, so the sample as written changes nothing and uncommenting a
+line is the way to change one setting. It refuses to replace a file without ``--force``; without FILE it prints
+the sample. ``config show`` prints the configuration the gateway would run with: the file's values over the
+defaults, the state directory resolved, every secret replaced by ``[redacted]``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from common import config as config_mod
+from common.privacy import write_private
+from common.redact import REDACTED, SECRET_WORDS
+from daemon.cli_output import EX_USAGE, fail, out
+from daemon.cli_parsing import add_json, command
+
+SECTION_NOTES = {
+    "gateway": "where the gateway listens and keeps its state",
+    "supervision": "restart intensity: more than max_restarts within period_s and a supervisor gives up",
+    "watchdog": "health rounds, and the bounds of a drain and of a shutdown",
+    "storage": "the SQLite state",
+    "delivery": "the sweeper that finishes replies a crash left behind",
+    "sessions": "conversations: what a message does while a turn runs, resumes, passivation",
+    "agent": "the model; without kind, the offline agent (no key needed)",
+    "logging": "the log: text for people, json for machines",
+    "debug": "fault drills (`fault`) and test hooks; off in production",
+    "metrics": "Prometheus /metrics, /healthz and /readyz on a loopback port",
+}
+KEY_NOTES = {
+    ("gateway", "state_dir"): "\"\": $GATEWAY_STATE_DIR, else ~/.local/state/agent-gateway",
+    ("gateway", "bind_host"): "every actor socket and the admin port listen here only",
+    ("gateway", "admin_port"): "0: any free port",
+    ("gateway", "log_file"): "\"\": <state_dir>/gateway.log",
+    ("sessions", "shards"): "0: one per core",
+    ("agent", "kind"): "\"openai\": any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp)",
+    ("agent", "api_key_env"): "the environment variable holding the key (better than api_key in this file)",
+    ("metrics", "port"): "0: the OS picks one (`status` shows it)",
+}
+ADAPTER_SAMPLE = """\
+# One table per platform connection ([adapters.NAME]; their keys: actors/adapters/registry.py), e.g.
+# [adapters.support]
+# type = "telegram"
+# token = "123456:ABC..."
+# access = "pairing"           # strangers get a code for the operator (`pair approve CODE`)
+"""
+
+
+def add_parsers(sub) -> None:
+    config = command(sub, "config", "the configuration: init writes a sample, show prints the effective one",
+                     "Write a commented sample configuration, or show the one in effect.", "config show")
+    csub = config.add_subparsers(dest="action", metavar="ACTION")
+    init = command(csub, "init", "write a commented sample configuration (to stdout without FILE)",
+                   "Write a sample configuration: every key of every section, commented out at its default, with\n"
+                   "notes. Uncomment what you change. Refuses to replace an existing file unless --force.",
+                   "config init ~/.config/agent-gateway/gateway.toml\nconfig init > gateway.toml")
+    init.add_argument("path", nargs="?", metavar="FILE", help="where to write it (default: print it)")
+    init.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    show = command(csub, "show", "the configuration in effect, defaults filled in, secrets redacted",
+                   "The configuration the gateway runs with: the file's values over the defaults, the state dir\n"
+                   "resolved, every secret shown as [redacted]. TOML, or JSON with --json.",
+                   "config show\n--config ./gateway.toml config show --json")
+    add_json(config, init, show)
+
+
+def cmd_config(config: dict | None, args) -> int:
+    if getattr(args, "action", None) == "init":
+        return _init(args)
+    return _show(config, args)
+
+
+# ------------------------------------------------------------------------------------------------------ init
+
+def sample() -> str:
+    lines = ["# agent-gateway configuration (`run_gateway.py config init`). Every key is shown at its default,",
+             "# commented out: uncomment and edit what you change. `run_gateway.py config show` prints the result.",
+             "# Types and defaults: common/config.py. Found as: --config FILE, else $GATEWAY_CONFIG, else",
+             "# ~/.config/agent-gateway/gateway.toml.", ""]
+    for section, keys in config_mod.SCHEMA.items():
+        if section in config_mod.OPEN_SECTIONS:
+            if section == "adapters":
+                lines += [ADAPTER_SAMPLE]
+            continue
+        lines.append(f"[{section}]" + (f"   # {SECTION_NOTES[section]}" if section in SECTION_NOTES else ""))
+        for key, (_kind, default, allowed) in keys.items():
+            note = KEY_NOTES.get((section, key))
+            if note is None and isinstance(allowed, tuple):
+                note = " | ".join(toml_value(a) for a in allowed)
+            lines.append(f"# {key} = {toml_value(default)}" + (f"   # {note}" if note else ""))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _init(args) -> int:
+    text = sample()
+    if not args.path:
+        print(text, end="")
+        return 0
+    path = Path(os.path.expanduser(args.path))
+    if path.exists() and not args.force:
+        return fail(args, f"{path} exists; not replaced (add --force to replace it)", 1, path=str(path))
+    if path.is_dir():
+        return fail(args, f"{path} is a directory; name the file to write", EX_USAGE, path=str(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_private(path, text.encode("utf-8"))
+    except OSError as exc:
+        return fail(args, f"cannot write {path}: {exc.strerror or exc}", 1, path=str(path))
+    return out(args, {"ok": True, "path": str(path.absolute())}, 0,
+               f"wrote a sample configuration to {path.absolute()}\n"
+               f"edit it, then: run_gateway.py --config {path.absolute()} start")
+
+
+# ------------------------------------------------------------------------------------------------------ show
+
+def effective(config: dict) -> dict:
+    """What the gateway runs with: ``config`` as loaded (the file over the schema's defaults) with every adapter
+    the gateway starts (the implicit terminal one, the default web chat when no [adapters] table is given) filled
+    in by the adapter registry, and no secret: the agent's key, every adapter option the registry marks secret and
+    every adapter key whose name says token, secret, key or password. ``api_key_env`` names a variable: kept."""
+    from actors.adapters import registry
+    shown = json.loads(json.dumps({k: v for k, v in config.items() if not k.startswith("_")}))
+    shown["adapters"] = json.loads(json.dumps(registry.validate_all(config)))
+    if shown["agent"].get("api_key"):
+        shown["agent"]["api_key"] = REDACTED
+    for table in shown["adapters"].values():
+        options = registry.entry_of(table).options
+        for name, value in table.items():
+            secret = getattr(options.get(name), "secret", False) or any(word in name for word in SECRET_WORDS)
+            if value and secret:
+                table[name] = REDACTED
+    return shown
+
+
+def _show(config: dict, args) -> int:
+    shown = effective(config)
+    source = config.get("_source") or "(no file: the embedded defaults)"
+    return out(args, {"source": config.get("_source") or None, "config": shown}, 0,
+               f"# the configuration in effect, from {source}; secrets redacted\n" + toml_text(shown))
+
+
+def toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)   # a JSON string is a TOML basic string
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        pairs = [f"{_key(k)} = {toml_value(v)}" for k, v in value.items() if v is not None]
+        return "{ " + ", ".join(pairs) + " }" if pairs else "{}"
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def _key(name: str) -> str:
+    return name if name.replace("_", "").replace("-", "").isalnum() and name.isascii() else json.dumps(name)
+
+
+def _assignments(table: dict) -> list[str]:
+    """``key = value`` lines; TOML has no null, so a key without a value is a comment saying so."""
+    return [f"# {_key(k)}: not set" if v is None else f"{_key(k)} = {toml_value(v)}" for k, v in table.items()]
+
+
+def toml_text(config: dict) -> str:
+    """``config`` (sections of keys; open sections of named tables) as TOML that ``tomllib`` reads back equal
+    (but for unset keys)."""
+    lines = []
+    for section, table in config.items():
+        if section in config_mod.OPEN_SECTIONS:
+            for name, sub in table.items():
+                lines += [f"[{section}.{_key(name)}]", *_assignments(sub), ""]
+            continue
+        lines += [f"[{section}]", *_assignments(table), ""]
+    return "\n".join(lines)
