@@ -174,6 +174,8 @@ def toml_text(config: dict) -> str:
         if section in config_mod.OPEN_SECTIONS:
             for name, sub in table.items():
                 lines += [f"[{section}.{_key(name)}]", *_assignments(sub), ""]
+            if not table:
+                lines += [f"[{section}]", ""]
             continue
         lines += [f"[{section}]", *_assignments(table), ""]
     return "\n".join(lines)
