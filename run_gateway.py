@@ -14,6 +14,7 @@
     python run_gateway.py fault NAME      fault drills: crash, hang or exit one actor or cell ([debug] fault_injection)
     python run_gateway.py config ...      init: write a commented sample configuration; show: the effective one
     python run_gateway.py logs [-f]       the daemon's log (--since 10m; -f follows it until Ctrl-C)
+    python run_gateway.py service install a systemd unit for this gateway (--user: your own systemd; --dry-run)
 
 `COMMAND --help` says what each does, its defaults and an example. Every admin command takes --json (errors
 then come as JSON on stdout too). Configuration: --config FILE, else $GATEWAY_CONFIG, else
@@ -77,7 +78,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from daemon import cli_access, cli_config, cli_logs, cli_storage
+    from daemon import cli_access, cli_config, cli_logs, cli_service, cli_storage
     from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
     parser = GatewayParser(prog="run_gateway.py", description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -134,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_access.add_parsers(sub)
     cli_config.add_parsers(sub)
     cli_logs.add_parsers(sub)
+    cli_service.add_parsers(sub)
     add_json(stop, drain, status, tree, start, fault)
     accept_everywhere(parser, "--config", metavar="FILE", help="TOML configuration file")
     return parser
@@ -313,7 +315,12 @@ def cmd_logs(config: dict, args) -> int:
     return run(config, args)
 
 
-COMMANDS = {"config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions, "deliveries": cmd_deliveries, "pair": cmd_pair, "chat": cmd_chat, "run": cmd_run,
+def cmd_service(config: dict, args) -> int:
+    from daemon.cli_service import cmd_service as run
+    return run(config, args, program=[sys.executable, os.path.abspath(__file__)])   # the unit runs this program
+
+
+COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions, "deliveries": cmd_deliveries, "pair": cmd_pair, "chat": cmd_chat, "run": cmd_run,
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
             "fault": cmd_fault}
 
