@@ -28,6 +28,7 @@ def add_parsers(sub) -> None:
     listing.add_argument("--state", choices=("active", "suspended", "reset", "closed"),
                          help="only sessions in this state (default: all)")
     listing.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
+    sessions.set_defaults(state=None, limit=listing.get_default("limit"))   # `sessions` alone is `sessions list`
     show = command(ssub, "show", "one session and its last events",
                    "One session: its state and key, then its last events, each message whole.",
                    "sessions show 02aca8c3ef8a\nsessions show 02ac --last 100")

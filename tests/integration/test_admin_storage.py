@@ -52,7 +52,7 @@ def test_sessions_and_deliveries_from_the_cli(tmp_path):
     assert again.returncode == 1 and "nothing was changed" in again.stderr and "--as-new" in again.stderr
     copy = json.loads(other.cli("sessions", "import", str(export), "--as-new", "--json", check=True).stdout)
     assert copy["session"]["session_id"] != sid and copy["session"]["state"] == "closed"
-    listed = json.loads(other.cli("sessions", "list", "--json", check=True).stdout)["sessions"]
+    listed = json.loads(other.cli("sessions", "--json", check=True).stdout)["sessions"]   # list: the default
     assert {s["session_id"] for s in listed} == {sid, copy["session"]["session_id"]}
     corrupt = tmp_path / "corrupt.bin"
     corrupt.write_bytes(export.read_bytes()[:-10])
