@@ -7,18 +7,12 @@ painted-token time is measured in the page (see RECORDER) and printed.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from actors.agents.offline import FAKE_SECRET
-from tests.actor_system import free_port
-from tests.webchat.helpers import served_port, webchat_gateway
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-WAIT_MS = 30_000
+from tests.webchat.browser import (browser_context, page, send, started_gateway, stopped, url_of,  # noqa: F401
+                                   wait_answers, wait_connected, wait_state, watch_problems)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,58 +44,16 @@ RECORDER = """() => {
 
 
 @pytest.fixture
-def page(tmp_path):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"Debian's chromium is not installed at {CHROMIUM} (.ci/run installs it: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            context.set_default_timeout(WAIT_MS)
-            yield context.pages[0] if context.pages else context.new_page()
-        finally:
-            context.close()
-
-
-@pytest.fixture
 def gateway(tmp_path):
-    gw = webchat_gateway(tmp_path, port=free_port())
+    gw = started_gateway(tmp_path)
     try:
-        gw.start()
-        gw.wait_ready()
-        served_port(gw)
         yield gw
     finally:
-        gw.cli("stop")
-        gw.kill_everything()
-
-
-def url_of(gw) -> str:
-    return f"http://127.0.0.1:{served_port(gw)}/"
-
-
-def wait_connected(page) -> None:
-    page.wait_for_function("() => document.getElementById('connection').dataset.state === 'connected'")
-
-
-def send(page, text: str) -> None:
-    page.fill("#input", text)
-    page.press("#input", "Enter")
-
-
-def wait_answers(page, count: int) -> list[str]:
-    """Wait for ``count`` final answers on the page; return the texts of every message, in order."""
-    # Functions, not expressions: the page's CSP forbids eval, which Playwright uses for string expressions.
-    page.wait_for_function("count => document.querySelectorAll('.message.assistant[data-final=\"yes\"]').length"
-                           " >= count && !document.querySelector('.message.assistant.streaming')", arg=count)
-    return page.eval_on_selector_all("#messages .message .text", "nodes => nodes.map(n => n.textContent)")
+        stopped(gw)
 
 
 def test_type_send_watch_it_stream_reload_and_the_history_is_there(page, gateway):
-    problems = []   # script errors and console errors (a CSP violation shows up there)
-    page.on("pageerror", lambda error: problems.append(str(error)))
-    page.on("console", lambda message: message.type == "error" and problems.append(message.text))
+    problems = watch_problems(page)
     page.goto(url_of(gateway))
     wait_connected(page)
     assert page.evaluate("document.activeElement.id") == "input", "the message box has the focus"
@@ -142,8 +94,8 @@ def test_the_page_reconnects_after_a_gateway_restart_and_the_conversation_contin
     assert "This conversation has 1 message from you" in before[1]
 
     gateway.cli("stop", check=True)
-    page.wait_for_function("() => document.getElementById('connection').dataset.state === 'reconnecting'")
-    assert page.is_visible("#connection") and "reconnecting" in page.text_content("#connection")
+    wait_state(page, "interrupted", "lost")
+    assert page.is_visible("#status") and "Connection lost, reconnecting" in page.text_content("#status")
     send(page, "sent while the gateway was down")   # kept in localStorage, sent once the gateway is back
     assert "will be sent when the connection is back" in page.text_content("#messages")
 

@@ -65,9 +65,12 @@ def test_outbox_records_edits_deletes_and_streaming_messages_and_stays_bounded()
     box = Outbox(max_chats=2, per_chat=3)
     box.record("a", "m1", "draft", final=False)
     box.record("a", "m1", "done", final=True)
-    box.record("a", "m2", "streaming", final=False)
+    box.record("a", "m2", "streaming ▍", final=False, reply_to="q2")
+    box.record("a", "m2", "streaming on ▍", final=False)        # an edit keeps what the send answered
     box.mark_deleted("a", "m3")
-    assert box.live("a") == [{"message_id": "m2", "text": "streaming", "final": False, "deleted": False}]
+    assert box.live("a") == [{"message_id": "m2", "text": "streaming on ▍", "final": False, "deleted": False,
+                              "reply_to": "q2", "html": '<p>streaming on<span class="cursor"></span></p>\n',
+                              "tool": ""}]
     assert box.get("a", "m3")["deleted"] and box.get("a", "m1")["text"] == "done"
     box.record("a", "m4", "fourth", final=True)
     assert [m["message_id"] for m in box.of("a")] == ["m2", "m3", "m4"]

@@ -172,8 +172,9 @@ class WebChatAdapter(PlatformAdapter):
         self._check_length(op)
         self._fault_point(op)
         message_id = f"{self._id_prefix}-{next(self._ids)}"
-        self.outbox.record(op.chat_id, message_id, op.text, op.final)
-        await self._push(op.chat_id, op_frame("send", message_id, op.text, op.final))
+        reply_to = protocol.client_id(op.reply_to)
+        self.outbox.record(op.chat_id, message_id, op.text, op.final, reply_to=reply_to)
+        await self._push(op.chat_id, op_frame("send", message_id, op.text, op.final, reply_to))
         return message_id
 
     async def edit_message(self, op: PlatformOp) -> None:
@@ -183,7 +184,8 @@ class WebChatAdapter(PlatformAdapter):
             raise MessageNotFoundError("the message was deleted", method="edit")
         self._fault_point(op)
         self.outbox.record(op.chat_id, op.message_id, op.text, op.final)
-        await self._push(op.chat_id, op_frame("edit", op.message_id, op.text, op.final))
+        await self._push(op.chat_id, op_frame("edit", op.message_id, op.text, op.final,
+                                              known["reply_to"] if known else None))
 
     async def delete_message(self, op: PlatformOp) -> None:
         self._fault_point(op)

@@ -39,7 +39,7 @@ from actors.adapters.webchat.protocol import (CREDENTIAL, HARD_FRAME_BYTES, VISI
 from supervision.http_serving import HttpLimits, host_allowed, serve
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
+STATIC_FILES = {"app.js": "text/javascript", "messages.js": "text/javascript", "style.css": "text/css"}
 MAX_CONNECTIONS = 256              # all visitors together: each open tab holds one
 PUSH_TIMEOUT_S = 5.0               # a tab that cannot take a frame this long is cut; it reconnects and reloads
 CLOSE_TIMEOUT_S = 1.0              # how long a closing tab may take to answer the close frame

@@ -2,23 +2,37 @@
 // Survives reloads and gateway restarts: who the visitor is lives in the cookie the server set with this page
 // (HttpOnly: this script never sees it), the messages not yet acknowledged in localStorage, and the conversation
 // itself comes back from the server's history on every (re)connect.
-"use strict";
+//
+// Stop and New chat are the gateway's own commands, sent as messages (/stop, /new): the page shows them as the
+// buttons' effect, not as messages. After New chat, everything of the previous conversation still arriving (the
+// answer the /new interrupted) is left out until the answer to the /new itself arrives (its reply_to).
+import { addMessage, botMessage, handleCopyClicks, rawText, setAnswer, setNote, userMessage } from "./messages.js";
 
 const UNACKED_KEY = "agent-gateway.unacked";
-const CURSOR = " ▍";                        // the gateway's streaming cursor; the page draws its own
-const TOOL_LINE = /\n\n(⚙ [^\n]*)$/;         // tool progress the gateway appends to a streaming preview
+const NEW_CHAT_KEY = "agent-gateway.new-chat";   // the id of a /new whose answer has not arrived yet
+const CONTROLS = { "/stop": "stop", "/new": "new", "/reset": "new" };
 const RETRY_SEND_MS = 2000;
 const TYPING_SHOWN_MS = 4000;
 
 const log = document.getElementById("messages");
-const connection = document.getElementById("connection");
+const status = document.getElementById("status");
 const typing = document.getElementById("typing");
 const problem = document.getElementById("problem");
 const form = document.getElementById("composer");
 const input = document.getElementById("input");
+const stopButton = document.getElementById("stop");
+const newButton = document.getElementById("new-chat");
 
 const unacked = loadUnacked();                // client message id -> text, in send order
+const awaiting = new Map();                   // acknowledged message id -> true, until its answer starts
+const answered = new Set();                   // ids whose answer started (an answer can beat its message's ack)
+const dropped = new Set();                    // answer ids of a conversation the visitor left with New chat
+let pendingNew = localStorage.getItem(NEW_CHAT_KEY);
+let stopping = null;                          // the id of a /stop sent while an answer ran, until that answer ends
+let stopped = false;                          // the last answer was stopped (shown until the next message)
 let socket = null;
+let everConnected = false;
+let reconnectAt = 0;
 let failures = 0;
 let awaitingHistory = false;
 let opsDuringHistory = [];
@@ -42,7 +56,11 @@ function saveUnacked() {
   localStorage.setItem(UNACKED_KEY, JSON.stringify(Array.from(unacked)));
 }
 
-// ------------------------------------------------------------------------------------------------ rendering
+function controlOf(text) {
+  return CONTROLS[String(text).trim().toLowerCase()] || null;
+}
+
+// ----------------------------------------------------------------------------------------------------- state
 function atBottom() {
   const main = log.parentElement;
   return main.scrollHeight - main.scrollTop - main.clientHeight < 80;
@@ -50,68 +68,6 @@ function atBottom() {
 
 function keepScrolled(wasAtBottom) {
   if (wasAtBottom) log.parentElement.scrollTop = log.parentElement.scrollHeight;
-}
-
-function addMessage(role, text, attributes = {}) {
-  const item = document.createElement("li");
-  item.className = `message ${role}`;
-  const who = document.createElement("span");
-  who.className = "visually-hidden";  // read out by screen readers, the bubble's side shows it to the eye
-  who.textContent = role === "user" ? "You: " : "Agent: ";
-  const body = document.createElement("span");
-  body.className = "text";
-  item.append(who, body);
-  for (const [key, value] of Object.entries(attributes)) item.dataset[key] = value;
-  setText(item, text, true);
-  log.append(item);
-  return item;
-}
-
-function setText(item, text, final) {
-  const fromAgent = item.classList.contains("assistant");
-  let shown = fromAgent && text.endsWith(CURSOR) ? text.slice(0, -CURSOR.length) : text;
-  let tool = "";
-  const match = fromAgent && !final ? shown.match(TOOL_LINE) : null;
-  if (match) {
-    tool = match[1];
-    shown = shown.slice(0, match.index);
-  }
-  item.querySelector(".text").textContent = shown;
-  let toolLine = item.querySelector(".tool");
-  if (tool) {
-    if (!toolLine) {
-      toolLine = document.createElement("span");
-      toolLine.className = "tool";
-      item.append(toolLine);
-    }
-    toolLine.textContent = tool;
-  } else if (toolLine) {
-    toolLine.remove();
-  }
-  item.classList.toggle("streaming", !final);
-  item.dataset.final = final ? "yes" : "no";
-}
-
-function setNote(item, note) {
-  let span = item.querySelector(".note");
-  if (!note) {
-    if (span) span.remove();
-    return;
-  }
-  if (!span) {
-    span = document.createElement("span");
-    span.className = "note";
-    item.append(span);
-  }
-  span.textContent = note;
-}
-
-function botMessage(messageId) {
-  return Array.from(log.querySelectorAll(".message.assistant")).find((m) => m.dataset.id === messageId);
-}
-
-function userMessage(clientId) {
-  return Array.from(log.querySelectorAll(".message.user")).find((m) => m.dataset.clientId === clientId);
 }
 
 function showProblem(text) {
@@ -122,35 +78,89 @@ function showProblem(text) {
 function showTyping(on) {
   clearTimeout(typingTimer);
   typing.hidden = !on;
-  if (on) typingTimer = setTimeout(() => { typing.hidden = true; }, TYPING_SHOWN_MS);
+  if (on) typingTimer = setTimeout(() => { typing.hidden = true; showState(); }, TYPING_SHOWN_MS);
 }
 
-function setConnection(state, text) {
-  connection.dataset.state = state;
-  connection.textContent = text;
+function answerInProgress() {
+  return awaiting.size > 0 || !typing.hidden || log.querySelector(".message.assistant.streaming") !== null;
+}
+
+// One line says what the chat is doing: connecting, answering, interrupted (stopped, or the connection lost), idle.
+function showState() {
+  const connected = socket !== null && socket.readyState === WebSocket.OPEN && !awaitingHistory;
+  let state = "idle", reason = "", text = "Ready";
+  if (!connected && !everConnected) {
+    [state, text] = ["connecting", "Connecting…"];
+  } else if (!connected) {
+    const seconds = Math.ceil((reconnectAt - Date.now()) / 1000);
+    [state, reason] = ["interrupted", "lost"];
+    text = socket === null && seconds > 0 ? `Connection lost, reconnecting in ${seconds} s…`
+      : "Connection lost, reconnecting…";
+  } else if (pendingNew) {
+    [state, text] = ["answering", "Starting a new conversation…"];
+  } else if (stopping) {
+    [state, text] = ["answering", "Stopping…"];
+  } else if (answerInProgress()) {
+    [state, text] = ["answering", "Answering…"];
+  } else if (stopped) {
+    [state, reason, text] = ["interrupted", "stopped", "Stopped"];
+  }
+  status.dataset.state = state;
+  status.dataset.reason = reason;
+  status.dataset.connected = connected ? "yes" : "no";
+  status.textContent = text;
+  stopButton.disabled = !(state === "answering" && !pendingNew && !stopping);
+  newButton.disabled = Boolean(pendingNew);
+}
+
+function answerStarted(replyTo) {
+  answered.add(replyTo);
+  if (!awaiting.has(replyTo)) return;   // e.g. the answer to a command, or to a message of an earlier visit
+  for (const id of Array.from(awaiting.keys())) {   // in send order: an answer to one covers those before it
+    awaiting.delete(id);
+    if (id === replyTo) break;
+  }
+  if (answered.size > 500) answered.delete(answered.values().next().value);
+}
+
+function newChatDone() {
+  pendingNew = null;
+  localStorage.removeItem(NEW_CHAT_KEY);
 }
 
 // -------------------------------------------------------------------------------------------- server frames
 function renderHistory(frame) {
+  const messages = frame.messages || [];
+  const ids = new Set(messages.map((m) => m.id).filter(Boolean));
+  // A /new neither waiting nor unsent was carried out: this history is the new conversation's already.
+  if (pendingNew && !unacked.has(pendingNew) && !ids.has(pendingNew)) newChatDone();
   log.replaceChildren();
-  const known = new Set();
-  for (const m of frame.messages || []) {
-    const item = addMessage(m.role === "user" ? "user" : "assistant", m.text || "");
-    if (m.id) {
-      item.dataset.clientId = m.id;
-      known.add(m.id);
+  awaiting.clear();
+  for (const m of pendingNew ? [] : messages) {
+    if (m.role === "user") {
+      if (controlOf(m.text)) continue;
+      const item = addMessage(log, "user", m.text || "", m.id ? { clientId: m.id } : {});
+      if (m.queued) {
+        setNote(item, "waiting for its turn");
+        if (m.id) awaiting.set(m.id, true);
+      }
+    } else {
+      setAnswer(addMessage(log, "assistant", ""), m, true);
     }
-    if (m.queued) setNote(item, "waiting for its turn");
   }
   for (const m of frame.live || []) {
-    const item = addMessage("assistant", m.text || "", { id: m.message_id });
-    setText(item, m.text || "", false);
+    if (pendingNew) {
+      dropped.add(m.message_id);
+      continue;
+    }
+    const item = addMessage(log, "assistant", "", { id: m.message_id });
+    setAnswer(item, m, false);
   }
   for (const [id, text] of unacked) {
-    if (known.has(id)) {
+    if (ids.has(id)) {
       unacked.delete(id);  // it reached the inbox; only its acknowledgement was lost
-    } else {
-      setNote(addMessage("user", text, { clientId: id }), "sending…");
+    } else if (!controlOf(text)) {
+      setNote(addMessage(log, "user", text, { clientId: id }), "sending…");
     }
   }
   saveUnacked();
@@ -160,18 +170,31 @@ function renderHistory(frame) {
 function applyOp(op) {
   const wasAtBottom = atBottom();
   if (op.action === "typing") {
-    showTyping(true);
+    if (!pendingNew) showTyping(true);
     return;
   }
-  let item = op.message_id ? botMessage(op.message_id) : null;
+  if (dropped.has(op.message_id)) return;
+  let item = op.message_id ? botMessage(log, op.message_id) : null;
+  if (pendingNew && !item) {
+    if (op.action !== "send" || op.reply_to !== pendingNew) {   // the previous conversation's, still arriving
+      if (op.message_id) dropped.add(op.message_id);
+      return;
+    }
+    newChatDone();
+  }
   if (op.action === "delete") {
     if (item) item.remove();
     return;
   }
   showTyping(false);
+  if (op.reply_to) answerStarted(op.reply_to);
   if (!item && op.final) item = adoptFromHistory(op);
-  if (!item) item = addMessage("assistant", "", { id: op.message_id });
-  setText(item, op.text || "", op.final);
+  if (!item) item = addMessage(log, "assistant", "", { id: op.message_id });
+  setAnswer(item, op, op.final);
+  if (op.final && stopping) {
+    stopped = op.reply_to !== stopping;   // the answer to the /stop itself says nothing was running
+    stopping = null;
+  }
   keepScrolled(wasAtBottom);
 }
 
@@ -179,45 +202,49 @@ function applyOp(op) {
 // page: the history's copy then takes the operation's id instead of the answer being shown twice.
 function adoptFromHistory(op) {
   const candidates = Array.from(log.querySelectorAll(".message.assistant")).filter((m) => !m.dataset.id);
-  const match = candidates.reverse().find((m) => m.querySelector(".text").textContent === op.text);
+  const match = candidates.reverse().find((m) => rawText(m) === op.text);
   if (match) match.dataset.id = op.message_id;
   return match || null;
 }
 
 function onFrame(frame) {
   switch (frame.type) {
-    case "hello":
-      return;
     case "history":
       renderHistory(frame);
       awaitingHistory = false;
+      everConnected = true;
       opsDuringHistory.splice(0).forEach(applyOp);
       flushUnacked();
-      return;
+      break;
     case "op":
       if (awaitingHistory && frame.action !== "typing") opsDuringHistory.push(frame);
       else applyOp(frame);
-      return;
+      break;
     case "ack":
-      acknowledged(frame.id);
-      return;
+      acknowledged(frame);
+      break;
     case "error":
       onError(frame);
-      return;
+      break;
     default:
       return;
   }
+  showState();
 }
 
-function acknowledged(id) {
-  unacked.delete(id);
+function acknowledged(frame) {
+  const text = unacked.get(frame.id);
+  unacked.delete(frame.id);
   saveUnacked();
-  const item = userMessage(id);
+  if (text !== undefined && !controlOf(text) && !frame.duplicate && !answered.has(frame.id)) {
+    awaiting.set(frame.id, true);
+  }
+  const item = userMessage(log, frame.id);
   if (item) setNote(item, "");
 }
 
 function onError(frame) {
-  const item = frame.id ? userMessage(frame.id) : null;
+  const item = frame.id ? userMessage(log, frame.id) : null;
   if (frame.retry) {
     if (item) setNote(item, "not sent yet, retrying…");
     if (frame.id) setTimeout(() => sendUnacked(frame.id), RETRY_SEND_MS);
@@ -225,6 +252,8 @@ function onError(frame) {
     return;
   }
   if (frame.id && unacked.delete(frame.id)) saveUnacked();
+  if (frame.id && frame.id === pendingNew) newChatDone();
+  if (frame.id && frame.id === stopping) stopping = null;
   if (item) {
     item.classList.add("failed");
     setNote(item, `not sent: ${frame.error}`);
@@ -237,11 +266,12 @@ function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const ws = new WebSocket(`${scheme}://${location.host}/ws`);
   socket = ws;
+  showState();
   ws.addEventListener("open", () => {
     failures = 0;
-    setConnection("connected", "Connected");
     showProblem("");
     requestHistory();
+    showState();
   });
   ws.addEventListener("message", (event) => {
     let frame;
@@ -259,7 +289,8 @@ function connect() {
     failures += 1;
     // Backoff with jitter, capped: a restarting gateway is back within seconds; many tabs must not hammer it.
     const delay = Math.min(10000, 300 * 2 ** Math.min(failures - 1, 6)) * (0.5 + Math.random() / 2);
-    setConnection("reconnecting", `Disconnected, reconnecting in ${Math.ceil(delay / 1000)} s…`);
+    reconnectAt = Date.now() + delay;
+    showState();
     setTimeout(connect, delay);
   });
 }
@@ -284,20 +315,53 @@ function flushUnacked() {
   for (const id of unacked.keys()) sendUnacked(id);
 }
 
-// ------------------------------------------------------------------------------------------------- composer
+// ------------------------------------------------------------------------------------------ composer, buttons
+function queue(text) {
+  const id = randomId();
+  unacked.set(id, text);
+  saveUnacked();
+  if (!awaitingHistory) sendUnacked(id);  // else it goes right after the history, in order
+  return id;
+}
+
+function stopAnswer() {
+  stopping = queue("/stop");
+  stopped = false;
+  showState();
+}
+
+function newChat() {
+  if (pendingNew) return;
+  for (const [id, text] of Array.from(unacked)) {   // not sent yet: they belonged to the conversation left
+    if (!controlOf(text)) unacked.delete(id);
+  }
+  for (const item of log.querySelectorAll(".message.assistant")) if (item.dataset.id) dropped.add(item.dataset.id);
+  log.replaceChildren();
+  awaiting.clear();
+  [stopping, stopped] = [null, false];
+  showTyping(false);
+  showProblem("");
+  pendingNew = queue("/new");
+  localStorage.setItem(NEW_CHAT_KEY, pendingNew);
+  showState();
+  input.focus();
+}
+
 form.addEventListener("submit", (event) => {
   event.preventDefault();
   const text = input.value;
   if (!text.trim()) return;
-  const id = randomId();
-  unacked.set(id, text);
-  saveUnacked();
-  const item = addMessage("user", text, { clientId: id });
-  setNote(item, socket ? "sending…" : "will be sent when the connection is back");
-  keepScrolled(true);
   input.value = "";
   input.focus();
-  if (!awaitingHistory) sendUnacked(id);  // else it goes right after the history, in order
+  const control = controlOf(text);
+  if (control === "stop") return stopAnswer();
+  if (control === "new") return newChat();
+  stopped = false;
+  const id = queue(text);
+  const item = addMessage(log, "user", text, { clientId: id });
+  setNote(item, socket ? "sending…" : "will be sent when the connection is back");
+  keepScrolled(true);
+  showState();
 });
 
 input.addEventListener("keydown", (event) => {
@@ -307,5 +371,9 @@ input.addEventListener("keydown", (event) => {
   }
 });
 
+stopButton.addEventListener("click", stopAnswer);
+newButton.addEventListener("click", newChat);
+handleCopyClicks(log);
+setInterval(() => { if (socket === null && everConnected) showState(); }, 1000);   // the reconnect countdown
 input.focus();
 connect();

@@ -1,0 +1,119 @@
+// The conversation's DOM: one list item per message. A visitor's own text is shown as typed (textContent); an
+// answer is the HTML the gateway rendered and sanitised for it (actors/adapters/webchat/rendering.py), the only
+// HTML this page ever places, plus a copy button per code block made here.
+
+const raw = new WeakMap();   // answer item -> the gateway's text of it, to match a history entry with its operation
+
+export function addMessage(log, role, text, attributes = {}) {
+  const item = document.createElement("li");
+  item.className = `message ${role}`;
+  const who = document.createElement("span");
+  who.className = "visually-hidden";  // read out by screen readers, the bubble's side shows it to the eye
+  who.textContent = role === "user" ? "You: " : "Agent: ";
+  const body = document.createElement(role === "user" ? "span" : "div");
+  body.className = "text";
+  item.append(who, body);
+  for (const [key, value] of Object.entries(attributes)) item.dataset[key] = value;
+  if (role === "user") body.textContent = text;
+  log.append(item);
+  return item;
+}
+
+// ``view``: an operation or a history entry, with ``text``, ``html`` and ``tool`` (protocol.py).
+export function setAnswer(item, view, final) {
+  raw.set(item, view.text || "");
+  const body = item.querySelector(".text");
+  if (typeof view.html === "string") {
+    body.innerHTML = view.html;
+  } else {
+    body.textContent = view.text || "";   // a gateway of an older version: no HTML, the plain text
+  }
+  for (const pre of body.querySelectorAll("pre")) addCopyButton(pre);
+  let toolLine = item.querySelector(".tool");
+  const tool = final ? "" : view.tool || "";
+  if (tool) {
+    if (!toolLine) {
+      toolLine = document.createElement("span");
+      toolLine.className = "tool";
+      item.append(toolLine);
+    }
+    toolLine.textContent = tool;
+  } else if (toolLine) {
+    toolLine.remove();
+  }
+  item.classList.toggle("streaming", !final);
+  item.dataset.final = final ? "yes" : "no";
+}
+
+export function rawText(item) {
+  return raw.get(item);
+}
+
+function addCopyButton(pre) {
+  const block = document.createElement("div");
+  block.className = "code-block";
+  pre.replaceWith(block);
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "copy";
+  button.title = "Copy the code";
+  button.setAttribute("aria-label", "Copy the code");   // its visible label is CSS: the text stays the code
+  block.append(button, pre);
+}
+
+// Delegated: the buttons are made anew with every rendering of a streaming answer.
+export function handleCopyClicks(log) {
+  log.addEventListener("click", async (event) => {
+    const button = event.target.closest("button.copy");
+    if (!button) return;
+    const code = button.parentElement.querySelector("pre");
+    const text = code ? code.textContent : "";
+    let copied = false;
+    try {
+      await navigator.clipboard.writeText(text);
+      copied = true;
+    } catch (_) {
+      copied = copyBySelection(code);   // no clipboard API: a page served over plain HTTP beyond loopback
+    }
+    button.dataset.copied = copied ? "yes" : "no";
+    setTimeout(() => { delete button.dataset.copied; }, 2000);
+  });
+}
+
+function copyBySelection(node) {
+  if (!node) return false;
+  const range = document.createRange();
+  range.selectNodeContents(node);
+  const selection = window.getSelection();
+  selection.removeAllRanges();
+  selection.addRange(range);
+  try {
+    return document.execCommand("copy");
+  } catch (_) {
+    return false;
+  } finally {
+    selection.removeAllRanges();
+  }
+}
+
+export function setNote(item, note) {
+  let span = item.querySelector(".note");
+  if (!note) {
+    if (span) span.remove();
+    return;
+  }
+  if (!span) {
+    span = document.createElement("span");
+    span.className = "note";
+    item.append(span);
+  }
+  span.textContent = note;
+}
+
+export function botMessage(log, messageId) {
+  return Array.from(log.querySelectorAll(".message.assistant")).find((m) => m.dataset.id === messageId);
+}
+
+export function userMessage(log, clientId) {
+  return Array.from(log.querySelectorAll(".message.user")).find((m) => m.dataset.clientId === clientId);
+}
