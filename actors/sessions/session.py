@@ -185,18 +185,25 @@ class Session(CellStoreUser, Cell):
         self.start_agent_turn(seqs, event, user_events=list(zip(seqs, events)))
 
     def while_busy(self) -> None:
+        """A message arrived while a turn runs. /stop and /new act at once, wherever they are among the waiting rows
+        (a message queued before them keeps its turn); the busy mode decides for the first other rows, and once a
+        row waits for the next turn everything after it waits too, in order."""
         rows = self.db(self.store.inbox.rows_in_state(self.key, ("received",)))
+        waiting = False
         for row in rows:
             event = MessageEvent.from_payload(row.payload)
             command = parse_command(event.text)
-            if command is not None:
+            if command is not None and command.name in ("stop", "new"):
                 if command.name == "stop":
                     self.db(self.store.inbox.take(row.seq))
                     self.db(self.store.inbox.done(row.seq))
                     self.interrupt("stopped")
-                elif command.name == "new":
-                    self.interrupt("interrupted")
-                return  # other commands wait for the turn, in order
+                else:
+                    self.interrupt("interrupted")   # the /new itself runs after the turn, in order
+                return
+            if waiting or command is not None:
+                waiting = True   # other commands wait for the turn, in order
+                continue
             mode = self.busy_mode(event)
             if mode == "interrupt":
                 self.interrupt("interrupted")
@@ -208,7 +215,7 @@ class Session(CellStoreUser, Cell):
                 self.bridge.call(self.turn.steer.put_nowait, event.text)
                 self.db(self.store.inbox.done(row.seq))
                 continue
-            return  # queue and collect: it waits for the next turn
+            waiting = True   # queue and collect: it waits for the next turn
 
     def interrupt(self, reason: str) -> None:
         turn = self.turn

@@ -4,8 +4,8 @@
 Each handler is ``handler(session, command, seqs, event)``: it answers through ``session.reply_turn`` (so its reply
 is a ledger obligation like any other) or starts an agent turn (``/retry``). What a handler uses of the session is
 its public turn API: ``reply_turn``, ``start_agent_turn``, ``busy_mode``, ``db`` and ``store``, ``key`` and ``info``.
-While a turn runs, ``/stop`` and ``/new`` act at once (see ``Session.while_busy``); the others wait for the turn to
-end, in order.
+While a turn runs, ``/stop`` and ``/new`` act at once, even behind messages waiting for the next turn (see
+``Session.while_busy``); the others wait for the turn to end, in order.
 """
 from __future__ import annotations
 

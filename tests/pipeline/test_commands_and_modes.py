@@ -76,6 +76,16 @@ def test_stop_interrupts_the_running_turn_and_keeps_what_was_said(gateway, platf
     assert "api_key_env" not in text, "the turn did not run to its end"
 
 
+def test_stop_acts_at_once_even_behind_a_message_queued_for_the_next_turn(gateway, platform):
+    platform.inject("q", "a slow answer please #slow 0.3")
+    wait_for(lambda: any(CURSOR in m["text"] for m in visible(platform, "q")), 20, 0.02, "streaming")
+    platform.inject("q", "a message for afterwards")
+    platform.inject("q", "/stop")
+    first, second = settled_answers(platform, "q", count=2, gw=gateway)
+    assert first.endswith("(stopped)") and "api_key_env" not in first, "the running turn was stopped"
+    assert second.startswith('You said: "a message for afterwards"'), "the queued message still has its turn"
+
+
 @pytest.mark.parametrize("mode", ["steer", "collect"])
 def test_steer_and_collect_take_the_second_message_into_one_answer(tmp_path, mode):
     with FakePlatform() as platform:
