@@ -252,13 +252,17 @@ def test_a_reload_mid_answer_gets_the_streaming_message_and_its_next_edits(serve
         assert [m["role"] for m in history["messages"]] == ["user"]
         [live] = history["live"]
         assert live["message_id"] == message_id and not live["final"] and live["text"].startswith("You said")
+        assert live["reply_to"] == "slow", "the answer says which message of the page it answers"
+        assert live["html"].startswith("<p>You said") and 'class="cursor"' in live["html"]
 
         def final_op():
             return next((f for f in reloaded.visitor(visitor).frames
                          if f.get("type") == "op" and f["final"] and f["message_id"] == message_id), None)
         final = wait_for(final_op, 30, 0.05, "the final edit in the reloaded page")
+        assert final["reply_to"] == "slow" and 'class="cursor"' not in final["html"]
         history = reloaded.request(visitor, {"type": "history"})
         assert history["live"] == [] and history["messages"][-1]["text"] == final["text"]
+        assert history["messages"][-1]["html"] == final["html"], "the history shows the answer as it was streamed"
     finally:
         reloaded.close()
 

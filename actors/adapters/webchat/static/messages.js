@@ -49,16 +49,23 @@ export function rawText(item) {
   return raw.get(item);
 }
 
+// A bar above each code block: its language and a copy button. Both labels are drawn by CSS, so the block's text
+// stays exactly the code.
 function addCopyButton(pre) {
   const block = document.createElement("div");
   block.className = "code-block";
-  pre.replaceWith(block);
+  const head = document.createElement("div");
+  head.className = "code-head";
+  const language = /(?:^|\s)language-(\S+)/.exec(pre.querySelector("code")?.className || "");
+  head.dataset.language = language ? language[1] : "";
   const button = document.createElement("button");
   button.type = "button";
   button.className = "copy";
   button.title = "Copy the code";
-  button.setAttribute("aria-label", "Copy the code");   // its visible label is CSS: the text stays the code
-  block.append(button, pre);
+  button.setAttribute("aria-label", "Copy the code");
+  head.append(button);
+  pre.replaceWith(block);
+  block.append(head, pre);
 }
 
 // Delegated: the buttons are made anew with every rendering of a streaming answer.
@@ -66,7 +73,7 @@ export function handleCopyClicks(log) {
   log.addEventListener("click", async (event) => {
     const button = event.target.closest("button.copy");
     if (!button) return;
-    const code = button.parentElement.querySelector("pre");
+    const code = button.closest(".code-block").querySelector("pre");
     const text = code ? code.textContent : "";
     let copied = false;
     try {
