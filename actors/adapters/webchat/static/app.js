@@ -189,7 +189,10 @@ function applyOp(op) {
   showTyping(false);
   if (op.reply_to) answerStarted(op.reply_to);
   if (!item && op.final) item = adoptFromHistory(op);
-  if (!item) item = addMessage(log, "assistant", "", { id: op.message_id });
+  if (!item) {
+    item = addMessage(log, "assistant", "", { id: op.message_id });
+    stopped = false;   // a new answer: the stopped one is history
+  }
   setAnswer(item, op, op.final);
   if (op.final && stopping) {
     stopped = op.reply_to !== stopping;   // the answer to the /stop itself says nothing was running
