@@ -152,13 +152,29 @@ class DeliverySweeper(StoreUser, GatewayActor):
     def new_job(self, ob) -> dict:
         pacing = reply_pacing(self.config, {"adapter": ob.target.platform, "platform": ob.target.platform})
         chunks = list(ob.chunks)
-        ambiguous = ob.ambiguous or ob.send_intent is not None
+        unresolved = ob.send_intent is not None and not ob.ambiguous
+        # Where the adapter can look for the copy a lost send left, that part's first operation is the search.
+        lost = ob.send_intent if unresolved and pacing.finds_lost_copies and ob.send_intent < len(chunks) else None
+        job = {"ob": ob, "fence": ob.fence, "index": 0, "parts": dict(ob.parts), "chunks": chunks,
+               "idempotent": pacing.idempotent_send, "ambiguous": ob.ambiguous, "lost": lost}
+        if unresolved and lost is None:
+            self.mark(job)
+        elif ob.ambiguous:
+            self.add_marker(job)
+        return job
+
+    def mark(self, job: dict) -> None:
+        """The reply may have a copy nobody can address in the chat: marked as re-sent, in the ledger first (before
+        the marked copy leaves, so any later owner marks its copies too)."""
+        job["ambiguous"] = True
+        self.db(self.store.ledger.mark_ambiguous(job["ob"].obligation_id, job["fence"]))
+        self.add_marker(job)
+
+    def add_marker(self, job: dict) -> None:
         marker = resent_marker(self.config)
-        if ambiguous and not pacing.idempotent_send and not chunks[0].startswith(marker):
+        if not job["idempotent"] and not job["chunks"][0].startswith(marker):
             # The consumer cut every chunk with room for this line (actors/adapters/pacing.chunk_limit).
-            chunks[0] = f"{marker}\n{chunks[0]}"
-        return {"ob": ob, "fence": ob.fence, "index": 0, "parts": dict(ob.parts), "chunks": chunks,
-                "idempotent": pacing.idempotent_send, "ambiguous": ambiguous}
+            job["chunks"][0] = f"{marker}\n{job['chunks'][0]}"
 
     def next_op(self, job: dict) -> None:
         ob, index = job["ob"], job["index"]
@@ -173,6 +189,9 @@ class DeliverySweeper(StoreUser, GatewayActor):
             if index in job["parts"]:
                 op = PlatformOp(op_id, "edit", t.chat_id, text, message_id=job["parts"][index], thread_id=t.thread_id,
                                 final=True)
+            elif index == job["lost"]:
+                op = PlatformOp(op_id, "find_lost", t.chat_id, text, thread_id=t.thread_id, final=True,
+                                ledger=(ob.obligation_id, job["fence"], index))
             else:
                 key = f"{ob.obligation_id[:16]}.{index}" if job["idempotent"] else None
                 # The adapter commits the send's intent just before the request leaves, and the returned id with
@@ -200,6 +219,9 @@ class DeliverySweeper(StoreUser, GatewayActor):
         if result.error_kind == "lost_claim":   # nothing was sent: another owner holds the reply now
             self.log.warning("sweeper: reply %s was taken over: %s", ob.obligation_id[:12], result.error)
             return
+        if op.action == "find_lost":
+            self.lost_copy_answered(job, result)
+            return
         if not result.ok and not (op.action == "delete" or (op.action == "edit" and result.error_kind == "not_found")):
             self.log.error("sweeper: reply %s: %s failed: %s", ob.obligation_id[:12], op.action, result.error)
             self.db(self.store.ledger.mark_failed(ob.obligation_id, job["fence"], result.error or "send failed"))
@@ -221,6 +243,21 @@ class DeliverySweeper(StoreUser, GatewayActor):
             job["parts"].pop(job["index"], None)
         else:
             job["index"] += 1
+        self.next_op(job)
+
+    def lost_copy_answered(self, job: dict, result: OpResult) -> None:
+        """Found: the copy shows the part's text and is the part. Never landed: the part is sent. Not known: the
+        reply is marked, and every part from the first is shown again (the first carries the marker)."""
+        job["lost"] = None
+        if result.ok and result.message_id is not None:
+            job["parts"][job["index"]] = str(result.message_id)
+            if not result.recorded:
+                self.db(self.store.ledger.record_part(job["ob"].obligation_id, job["fence"], job["index"],
+                                                      str(result.message_id), replace=True))
+            job["index"] += 1
+        elif not result.ok:
+            self.mark(job)
+            job["index"] = 0
         self.next_op(job)
 
     # ----------------------------------------------------------------------------------------- housekeeping

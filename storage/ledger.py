@@ -21,10 +21,14 @@ The ambiguous send: a platform may create a message and the process die before i
 leaves, its part index is committed as the obligation's ``send_intent`` (the first one in the claiming transaction,
 ``record_obligation(..., send_intent=0)``, at no extra cost); ``record_part`` clears it in the same transaction
 that records the id. A claim (by a new owner: a restarted consumer, the sweeper) that finds an intent still there
-sets ``ambiguous``: a copy the gateway cannot address may be in the chat. The flag stays for the obligation's life,
-so every later sender marks the reply as re-sent (or relies on the platform's idempotency key), and an obligation
-delivered with it is "delivered, ambiguous" in the admin views. An intent is kept on a failed send (the platform may
-have acted before the failure), which errs towards a needless mark, never towards a silent duplicate.
+knows a copy it cannot address may be in the chat. Where the platform lets it find that copy (Telegram numbers a
+private chat's messages in sequence: actors/adapters/lost_copies.py), the adapter looks, and records the copy as the
+part (``record_part``) or clears the intent (``clear_send_intent``: it never landed). Otherwise the owner sets
+``ambiguous`` (``mark_ambiguous``) before its first marked copy leaves. The flag stays for the obligation's life, so
+every later sender marks the reply as re-sent (or relies on the platform's idempotency key), and an obligation
+delivered with it is "delivered, ambiguous" in the admin views. The intent stays until resolved: an owner that dies
+before deciding leaves the same question to the next. An intent is kept on a failed send (the platform may have
+acted before the failure), which errs towards a needless mark, never towards a silent duplicate.
 
 A ledger failure never blocks a send: wrap calls in ``best_effort``, which logs at ERROR and returns None.
 """
@@ -113,10 +117,8 @@ async def _require(conn, oid: str, fence: Optional[int], allowed: tuple, action:
 
 async def _claim(conn, oid: str, now: float) -> int:
     """Make the calling process the owner of a new attempt; returns the new fence. A send intent left by the
-    previous owner is unresolved for good (that process is gone): the obligation becomes ambiguous."""
+    previous owner stays: the new owner resolves it (finds the copy, or marks the reply; see the module docstring)."""
     me = current_owner()
-    await conn.execute("UPDATE obligations SET ambiguous = 1 WHERE obligation_id = ? AND send_intent IS NOT NULL",
-                       (oid,))
     await conn.execute("UPDATE obligations SET state = 'attempting', fence = fence + 1, attempts = attempts + 1, "
                        "owner_pid = ?, owner_start = ?, owner_host = ?, updated_at = ? WHERE obligation_id = ?",
                        (me.pid, me.start_time, me.host, now, oid))
@@ -213,8 +215,9 @@ class Ledger:
         await self._db.write(do, time.time())
 
     async def mark_ambiguous(self, oid: str, fence: int) -> None:
-        """The owner itself lost track of a send (its adapter died with the operation): same meaning as a claim
-        finding an unresolved intent."""
+        """A copy of the reply nobody can address may be in the chat (a send whose outcome is unknown, which the
+        platform gives no way to find): from now on every copy carries the re-sent marker. Set before the first
+        marked copy leaves."""
         async def do(conn, now):
             await _require(conn, oid, fence, ("attempting",), "mark_ambiguous")
             await conn.execute("UPDATE obligations SET ambiguous = 1, updated_at = ? WHERE obligation_id = ?",
@@ -335,8 +338,18 @@ class Ledger:
             return [await _load(conn, oid) for (oid,) in ids]
         return await self._db.read(fetch)
 
+    async def part_ids_in_chat(self, platform: str, chat_id: str) -> set[str]:
+        """Every platform message id recorded as a part of a reply in one chat (a search for a lost copy must
+        never take one of these for it)."""
+        async def fetch(conn):
+            rows = await fetch_all(conn, "SELECT p.platform_message_id FROM obligation_parts p JOIN obligations o "
+                                         "ON o.obligation_id = p.obligation_id WHERE o.platform = ? AND o.chat_id = ?",
+                                   (platform, str(chat_id)))
+            return {row[0] for row in rows}
+        return await self._db.read(fetch)
+
     async def count_ambiguous(self) -> int:
-        """Obligations delivered (or on their way) after a send whose outcome was unknown."""
+        """Obligations marked as re-sent: a copy nobody could address may be in their chat."""
         return (await self._db.read(fetch_one, "SELECT COUNT(*) FROM obligations WHERE ambiguous = 1"))[0]
 
     async def counts(self) -> dict[str, int]:

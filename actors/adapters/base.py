@@ -41,6 +41,7 @@ from actors.adapters.sender_limits import LimitPolicy, SenderLimits
 from actors.adapters.sender_limits import policy_of as limit_policy_of
 from actors.adapters.budgets import ChatBudgets
 from actors.adapters.doorbells import Doorbells
+from actors.adapters.lost_copies import Unresolved
 # MalformedPayload, SenderOverLimit, TextTooLong and backoff_s are part of what adapters import from here.
 from actors.adapters.intake import (InboundPath, IntakeFailed, MalformedPayload, SenderOverLimit,  # noqa: F401
                                     TextTooLong, _Connected, _Ingested, _LogLine, _OpDone, _quietly)
@@ -55,7 +56,8 @@ from storage import IllegalTransition, NotFound, StaleFence, Store
 from supervision.actor import GatewayActor
 from common.config import setting
 
-OP_METHODS = {"send": "send_message", "edit": "edit_message", "delete": "delete_message", "typing": "send_typing"}
+OP_METHODS = {"send": "send_message", "edit": "edit_message", "delete": "delete_message", "typing": "send_typing",
+              "find_lost": "find_lost_copy"}
 STOP_TIMEOUT_S = 3.0
 
 
@@ -126,6 +128,12 @@ class PlatformAdapter(InboundPath, GatewayActor):
 
     async def send_typing(self, op: PlatformOp) -> None:
         """The platform shows no typing indicator unless a subclass says otherwise."""
+
+    async def find_lost_copy(self, op: PlatformOp) -> Optional[str]:
+        """``find_lost``: the id of the copy a lost send of part ``op.ledger[2]`` left in the chat, now showing
+        ``op.text``, or None if that send never landed; raises ``Unresolved`` when the platform cannot tell
+        (lost_copies.py). None of them can unless a subclass says otherwise."""
+        raise Unresolved("the platform gives no way to find a lost copy")
 
     async def close(self) -> None:
         """Release outbound clients at stop."""
@@ -285,9 +293,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
                     return OpResult(op.op_id, False, error_kind="flood", error="typing skipped: rate limited",
                                     retry_after=budget.blocked_until - loop.time())
             else:
-                while (wait := budget.wait_time(loop.time())) > 0:
-                    await asyncio.sleep(wait)
-                budget.consume(loop.time())
+                await self._spend(budget)
             if op.ledger is not None and op.action == "send" and not intent_recorded:
                 refused = await self._record_intent(op)
                 if refused is not None:
@@ -295,6 +301,8 @@ class PlatformAdapter(InboundPath, GatewayActor):
                 intent_recorded = True
             try:
                 message_id = await getattr(self, OP_METHODS[op.action])(op)
+                if op.action == "find_lost":
+                    return await self._lost_copy_found(op, message_id)
                 if op.action != "send":
                     message_id = op.message_id
                 if op.ledger is not None and op.action == "send" and message_id is not None:
@@ -328,6 +336,13 @@ class PlatformAdapter(InboundPath, GatewayActor):
                     failures += 1
                     await asyncio.sleep(delay)
 
+    async def _spend(self, budget) -> None:
+        """Wait for the chat's budget to allow one more operation, and spend it."""
+        loop = asyncio.get_running_loop()
+        while (wait := budget.wait_time(loop.time())) > 0:
+            await asyncio.sleep(wait)
+        budget.consume(loop.time())
+
     async def _record_intent(self, op: PlatformOp) -> OpResult | None:
         """Commit, just before the send leaves, that it is about to (G1, DESIGN.md §3): a kill -9 from here until
         ``_record_part`` leaves the intent behind, and the next owner marks its copy as re-sent. None if recorded;
@@ -353,6 +368,15 @@ class PlatformAdapter(InboundPath, GatewayActor):
             self._say(logging.WARNING, "%s: the id of part %d of %s could not be recorded here (%s); its consumer "
                       "records it", self.name, index, oid[:12], self._clean(exc))
             return False
+
+    async def _lost_copy_found(self, op: PlatformOp, message_id: Optional[str]) -> OpResult:
+        """The search answered: the copy is the part now (its id replaces the intent), or there is none (the intent
+        goes). Either way the reply needs no re-sent marker on its account."""
+        if message_id is None:
+            await self._forget_intent(op)
+            return OpResult(op.op_id, True)
+        recorded = await self._record_part(op, str(message_id))
+        return OpResult(op.op_id, True, message_id=str(message_id), recorded=recorded)
 
     async def _forget_intent(self, op: PlatformOp) -> None:
         try:

@@ -26,6 +26,9 @@ class PlatformPacing:
     # A send carries a key the platform deduplicates on (Discord's nonce): a send whose answer was lost may go again
     # with the same key and no visible mark. Without it a re-sent reply says so (stream_consumer.RESENT_MARKER).
     idempotent_send: bool = False
+    # The adapter can find the copy a lost send left, in chats of type dm (actors/adapters/lost_copies.py): the
+    # sender asks it (PlatformOp "find_lost") before it falls back to the re-sent mark.
+    finds_lost_copies: bool = False
 
 
 _FAST = dict(edit_interval_s=0.05, min_edit_delta_chars=1, per_chat_ops_per_s=50.0, per_chat_burst=50)
@@ -34,7 +37,7 @@ PACING: dict[str, PlatformPacing] = {
     # ~1 op/s per chat shared by sends and edits, 20/min in groups; typing shows for 5 s.
     "telegram": PlatformPacing("telegram", 4096, "utf16", edit_interval_s=1.2, min_edit_delta_chars=30,
                                per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=True,
-                               typing_interval_s=4.5, group_ops_per_s=20 / 60),
+                               typing_interval_s=4.5, group_ops_per_s=20 / 60, finds_lost_copies=True),
     # 5 per 5 s per channel; typing shows for 10 s.
     "discord": PlatformPacing("discord", 2000, "chars", edit_interval_s=1.0, min_edit_delta_chars=30,
                               per_chat_ops_per_s=1.0, per_chat_burst=5, supports_edit=True, typing_interval_s=8.0,

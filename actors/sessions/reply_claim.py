@@ -45,14 +45,17 @@ def steps_aside(handler):
 
 class Claim:
     """State: ``oid`` (None until claimed; "unrecorded" when the ledger failed and the reply goes on without it),
-    ``fence`` (this claim's, for every later write), ``ambiguous``, ``intent`` (the part whose send intent the ledger
-    may hold for us), ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent)."""
+    ``fence`` (this claim's, for every later write), ``ambiguous`` (marked as re-sent), ``lost`` (a part whose
+    lost send the adapter is to look for), ``intent`` (the part whose send intent the ledger may hold for us),
+    ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent)."""
 
-    def __init__(self, args: dict, store, run, log, name: str):
+    def __init__(self, args: dict, store, run, log, name: str, finds_lost: bool = False):
         self.args, self.store, self.run, self.log, self.name = args, store, run, log, name
+        self.finds_lost = finds_lost            # the adapter can find the copy a lost send left (lost_copies.py)
         self.oid: str | None = None
         self.fence: int | None = None
         self.ambiguous = False                  # a copy of this reply we cannot address may be in the chat
+        self.lost: int | None = None            # a part whose send's outcome is unknown, to be looked for first
         self.intent: int | None = None
         self.waits = 0
         self.parts: dict[int, str] = {}
@@ -104,17 +107,36 @@ class Claim:
             fence = self._contested("mark_attempting", self.store.ledger.mark_attempting(self.oid))
             if fence is _LOST:
                 return self._look_again()
-            self.ambiguous, self.fence = ob.ambiguous or ob.send_intent is not None, fence
+            self.fence = fence
         elif ob.state == "attempting" and ob.claimed:
-            self.ambiguous, self.intent = ob.ambiguous, ob.send_intent   # our own claim, made just now
-            self.fence = ob.fence
+            self.fence = ob.fence   # our own claim, made just now
         else:
             return self._look_again()   # claimed by another meanwhile, or finished: never adopt a claim not ours
-        if self.ambiguous:
-            self.log.warning("%s: an earlier attempt at this reply sent a message it never heard back about; the "
-                             "reply is marked as re-sent", self.name)
         self.parts = {int(i): str(m) for i, m in ob.parts.items()}
+        self.ambiguous = ob.ambiguous
+        if ob.send_intent is not None and not ob.ambiguous:
+            self.send_unresolved(ob.send_intent, "an earlier attempt at this reply sent a message it never heard "
+                                                 "back about")
         return "claimed"
+
+    def send_unresolved(self, index: int, why: str) -> None:
+        """A send of part ``index`` may or may not be in the chat. Where the adapter can look, the part's next
+        operation is that search (``lost``); otherwise the reply is marked as re-sent from now on, in the ledger
+        first (before a marked copy leaves, so a later owner marks its copies too)."""
+        if self.ambiguous or self.lost is not None:
+            return
+        if self.finds_lost and self.recorded:
+            self.log.info("%s: %s; looking for that copy in the chat", self.name, why)
+            self.lost = index
+            return
+        self.mark(why)
+
+    def mark(self, why: str) -> None:
+        if self.ambiguous:
+            return
+        self.log.warning("%s: %s; the reply is marked as re-sent", self.name, why)
+        self.ambiguous = True
+        self.call("mark_ambiguous", self.store.ledger.mark_ambiguous(self.oid, self.fence))
 
     def _contested(self, what: str, coro):
         """A claim step another claimer may win (a stale fence, a state that moved on): _LOST if it did."""

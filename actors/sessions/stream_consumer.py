@@ -46,6 +46,7 @@ from supervision.cell import Cell
 
 CURSOR = " ▍"
 OP_TIMEOUT_S = 30.0     # the adapter answers every operation; silence this long means it died with it
+SEND_SILENCE_S = 600.0  # ... and a send unanswered this long is taken for lost (past any wait for 429s it may do)
 SUPERSEDED = -1         # the part index of a delete aimed at a superseded preview
 STORAGE_WAIT_S = (0.5, 5.0)   # retry delays while storage is unavailable: first, then the longest
 FIRST_TYPING_AFTER_S = 1.0    # a reply with nothing to show by then gets the typing indicator (a faster one never
@@ -85,7 +86,8 @@ class StreamConsumer(CellStoreUser, Cell):
         self.throttle = EditThrottle(self.pacing)
         self.secrets = configured_secrets(self.config)
         self.open_store()
-        self.claim = Claim(args, self.store, self.db, self.log, self.name)
+        self.claim = Claim(args, self.store, self.db, self.log, self.name,
+                           finds_lost=self.pacing.finds_lost_copies and args.get("chat_type") == "dm")
         if self.pacing.typing_interval_s:
             self.after(FIRST_TYPING_AFTER_S, "typing")
 
@@ -166,8 +168,16 @@ class StreamConsumer(CellStoreUser, Cell):
             return
         if throttled and not self.throttle.should_edit(time.monotonic(), "".join(chunks)):
             return   # not enough new to show: the stream's next batch pumps again (a timer here would spin)
-        if self.claim.oid is None and not self.take_claim():
-            return
+        if self.claim.oid is None:
+            if not self.take_claim():
+                return
+            chunks = self.wanted_chunks()   # drawn again: the claim may have found the reply marked as re-sent
+        if final and self.claim.lost is not None and self.claim.lost >= len(chunks):
+            # The final text has no part where the lost copy was: nothing to find it for, so it stays, marked.
+            self.claim.lost = None
+            self.claim.mark("a lost send's copy may be in the chat beyond the final text's parts")
+            self.after_marking()
+            chunks = self.wanted_chunks()
         if final and self.claim.fence is not None and not self.chunks_recorded:
             self.claim.call("set_chunks",
                             self.store.ledger.set_chunks(self.claim.oid, self.claim.fence, chunks))
@@ -195,6 +205,11 @@ class StreamConsumer(CellStoreUser, Cell):
         elif index in self.parts and not (self.fallback and self.final is not None):
             op = PlatformOp(op_id, "edit", a["chat_id"], text, message_id=self.parts[index],
                             thread_id=a["thread_id"], chat_type=a["chat_type"], final=self.final is not None)
+        elif self.claim.lost == index:
+            # Before this part goes again: is the copy its lost send left in the chat? (lost_copies.py)
+            op = PlatformOp(op_id, "find_lost", a["chat_id"], text, thread_id=a["thread_id"],
+                            chat_type=a["chat_type"], final=self.final is not None,
+                            ledger=(self.claim.oid, self.claim.fence, index))
         else:
             recorded = self.claim.recorded
             key = f"{self.claim.oid[:16]}.{index}" if self.pacing.idempotent_send and recorded else None
@@ -214,15 +229,28 @@ class StreamConsumer(CellStoreUser, Cell):
         self.in_flight_to = adapter
         self.force = False
         self.send(adapter, op)
-        self.after(OP_TIMEOUT_S, "op_timeout", op_id)
+        self.after(OP_TIMEOUT_S, "op_timeout", (op_id, 1))
 
-    def on_timer_op_timeout(self, op_id) -> None:
+    def on_timer_op_timeout(self, data) -> None:
         """A slow answer is not a lost one: an edit or delete may safely go again, a send may not (it would show
-        twice); a send is only sent again when the directory says its adapter was restarted."""
+        twice); a send is taken for lost when the directory says its adapter was restarted, or after
+        SEND_SILENCE_S without an answer (the reply would hold its claim without progress for good): its outcome is
+        then unknown, and its part is looked for or sent again marked (the adapter's lane keeps a late answer to
+        it ahead of that)."""
+        op_id, waited = data   # waited: OP_TIMEOUT_S periods so far
         if self.in_flight is None or self.in_flight[0] != op_id:
             return
+        if self.in_flight[1] == "send" and waited * OP_TIMEOUT_S < SEND_SILENCE_S:
+            self.after(OP_TIMEOUT_S, "op_timeout", (op_id, waited + 1))
+            return
         if self.in_flight[1] == "send":
-            self.after(OP_TIMEOUT_S, "op_timeout", op_id)
+            index = self.in_flight[2]
+            self.log.warning("%s: no answer to the send of part %d in %gs (claim %s, parts %d, final %s); taking it "
+                             "for lost", self.name, index, SEND_SILENCE_S, (self.claim.oid or "none")[:12],
+                             len(self.parts), self.final is not None)
+            self.in_flight = None
+            self.send_unresolved(index, "a send got no answer")
+            self.pump()
             return
         self.log.warning("%s: no answer to %s within %gs; sending it again", self.name, op_id, OP_TIMEOUT_S)
         self.in_flight = None
@@ -234,17 +262,33 @@ class StreamConsumer(CellStoreUser, Cell):
         edit is idempotent; a send may show twice only if the old adapter sent it and died before answering)."""
         if self.in_flight is not None and directory.adapter(self.args["adapter"]) != self.in_flight_to:
             if self.in_flight[1] == "send":
-                self.became_ambiguous()
+                self.send_unresolved(self.in_flight[2], "the adapter died with a send in hand")
             self.in_flight = None
             self.pump()
 
-    def became_ambiguous(self) -> None:
+    def send_unresolved(self, index: int, why: str) -> None:
+        """A send of part ``index`` may be in the chat: looked for first where the adapter can (Claim.lost), else
+        the reply goes again, marked as re-sent."""
+        self.claim.send_unresolved(index, why)
+        self.after_marking()
+
+    def after_marking(self) -> None:
         if self.claim.ambiguous:
-            return
-        self.log.warning("%s: a send's outcome is unknown; the reply goes again, marked as re-sent", self.name)
-        self.claim.ambiguous = True
-        self.chunks_recorded = False   # the recorded final chunks gain the marker, for the sweeper's sake
-        self.claim.call("mark_ambiguous", self.store.ledger.mark_ambiguous(self.claim.oid, self.claim.fence))
+            self.chunks_recorded = False   # the recorded final chunks gain the marker, for the sweeper's sake
+
+    def lost_copy_answered(self, index: int, text: str, result: OpResult) -> None:
+        """The adapter looked for the copy a lost send of part ``index`` left: found (it shows ``text`` now, and is
+        the part), never landed (the part goes as a plain send), or it could not tell (the reply is marked)."""
+        self.claim.lost = None
+        if not result.ok:
+            self.claim.mark(f"the copy a lost send left could not be looked for ({result.error})")
+            self.after_marking()
+        elif result.message_id is not None:
+            self.parts[index], self.shown[index] = str(result.message_id), text
+            if not result.recorded:
+                self.claim.call("record_part", self.store.ledger.record_part(
+                    self.claim.oid, self.claim.fence, index, str(result.message_id), replace=True))
+        self.pump()
 
     @steps_aside
     def on_OpResult(self, result: OpResult, sender) -> None:
@@ -252,6 +296,9 @@ class StreamConsumer(CellStoreUser, Cell):
             return
         _op_id, action, index, text = self.in_flight
         self.in_flight = None
+        if action == "find_lost" and result.error_kind not in ("lost_claim", "storage"):
+            self.lost_copy_answered(index, text, result)
+            return
         if result.ok:
             self.retries = 0
             if action == "send":
@@ -292,9 +339,9 @@ class StreamConsumer(CellStoreUser, Cell):
         if step in ("retry", "retry_marked"):
             self.retries += 1
             if step == "retry_marked":
-                # The copy that goes now carries the re-sent mark (the intent stays in the ledger until an id comes
-                # back, so any later owner marks its copy too).
-                self.became_ambiguous()
+                # Looked for first where the platform allows; else the copy that goes now carries the re-sent mark
+                # (the intent stays in the ledger until an id comes back, so any later owner marks its copy too).
+                self.send_unresolved(index, "a send's outcome is unknown")
             self.after(decision.delay, "pump")
             return
         if step == "give_up":

@@ -320,26 +320,86 @@ class RefusingTelegram(FakeTelegram):
         return await super()._dispatch(request)
 
 
-def test_a_send_whose_answer_was_lost_is_sent_again_only_with_the_re_sent_mark(tmp_path):
+def test_a_send_whose_answer_was_lost_is_found_in_a_private_chat_and_marked_in_a_group(tmp_path):
     """The Bot API has no idempotency key: a send that took effect but lost its answer (a connection cut mid-call)
-    must not be repeated as if it had failed. Its next copy carries the re-sent mark: never two unmarked answers."""
+    must not be repeated as if it had failed. In a private chat the copy is found by its id (the chat numbers its
+    messages in sequence: actors/adapters/lost_copies.py) and edited into the answer: one message, unmarked. In a
+    group the next copy carries the re-sent mark: never two unmarked answers."""
     with FakeTelegram() as tg:
         gw = telegram_gateway(tmp_path, tg.base_url, adapter="")
         try:
             gw.start()
             gw.wait_ready()
+
+            def shown(chat):
+                return [m["text"] for m in tg.messages(chat) if not m["deleted"]]
+
+            def sends(chat):
+                return [op for op in tg.timeline(chat)["ops"] if op["method"] == "sendMessage"]
             tg.set_faults(next=["drop_after"], methods=["sendMessage"])
             tg.inject_message("echo answer me once", chat_id=41)
-            def shown():
-                return [m["text"] for m in tg.messages(41) if not m["deleted"]]
-            wait_for(lambda: any(RESENT_MARKER in t and CURSOR not in t for t in shown()), 60, 0.1,
-                     "the marked copy, final")
+            wait_for(lambda: shown(41) and all(CURSOR not in t for t in shown(41)) and "api_key_env" in shown(41)[0],
+                     60, 0.1, f"the private chat's answer, final (shown: {shown(41)})")
+            assert len(shown(41)) == 1 and RESENT_MARKER not in shown(41)[0], shown(41)
+            assert len(sends(41)) == 1, "the copy was found, not sent again"
+            gw.wait_log("is message")
+
+            tg.set_faults(next=["drop_after"], methods=["sendMessage"])
+            tg.inject_message("echo answer the group once", chat_type="supergroup", chat_id=-1002)
+            wait_for(lambda: any(RESENT_MARKER in t and CURSOR not in t for t in shown(-1002)), 60, 0.1,
+                     f"the group's marked copy, final (shown: {shown(-1002)})")
             # The lost send's copy stays as it was sent (a preview, maybe with its cursor): the mark says so.
-            unmarked = [t for t in shown() if RESENT_MARKER not in t]
-            assert len(shown()) == 2 and len(unmarked) == 1, shown()
-            sends = [op for op in tg.timeline(41)["ops"] if op["method"] == "sendMessage"]
-            assert len(sends) == 2, sends
+            unmarked = [t for t in shown(-1002) if RESENT_MARKER not in t]
+            assert len(shown(-1002)) == 2 and len(unmarked) == 1, shown(-1002)
+            assert len(sends(-1002)) == 2
         finally:
+            stop(gw)
+
+
+class HoldingTelegram(FakeTelegram):
+    """The fake Bot API, except that the first sendMessage creates its message and then holds the HTTP answer until
+    ``released``: the message exists and the gateway cannot learn its id (the window a kill -9 must hit)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.holding, self.released = threading.Event(), threading.Event()
+
+    async def _dispatch(self, request):
+        answer = await super()._dispatch(request)
+        if request.match_info.get("method", "").lower() == "sendmessage" and not self.holding.is_set():
+            self.holding.set()
+            while not self.released.is_set():
+                await asyncio.sleep(0.02)
+        return answer
+
+
+def test_kill_9_between_a_send_and_its_id_in_a_private_chat_edits_the_copy_into_the_answer(tmp_path):
+    """The daemon dies while Telegram holds the answer to the first send: that message exists and its id is nowhere
+    in the gateway. In a private chat the resumed turn finds it by its id and goes on editing it: one message,
+    unmarked, and the ledger does not call the delivery ambiguous."""
+    with HoldingTelegram() as tg:
+        gw = telegram_gateway(tmp_path, tg.base_url)
+        try:
+            gw.start()
+            gw.wait_ready()
+            tg.inject_message("a send nobody hears back about #slow 0.1", chat_id=43)
+            wait_for(tg.holding.is_set, 30, 0.01, "the first send created and its answer held")
+            os.kill(gw.launcher_pid, signal.SIGKILL)
+            gw.assert_no_process_left()
+            tg.released.set()
+            gw.start()
+
+            def shown():
+                return [m["text"] for m in tg.messages(43) if not m["deleted"]]
+            wait_for(lambda: shown() and CURSOR not in shown()[-1] and "api_key_env" in shown()[-1], 60, 0.1,
+                     f"the final answer (shown: {shown()})")
+            assert len(shown()) == 1 and RESENT_MARKER not in shown()[0], shown()
+            assert len([op for op in tg.timeline(43)["ops"] if op["method"] == "sendMessage"]) == 1
+            gw.wait_log("edited into place")
+            [delivery] = json.loads(gw.cli("deliveries", "--json", check=True).stdout)["deliveries"]
+            assert delivery["state"] == "delivered" and not delivery["ambiguous"], delivery
+        finally:
+            tg.released.set()
             stop(gw)
 
 

@@ -361,16 +361,19 @@ async def test_a_send_intent_rides_in_the_claim_and_the_platform_id_replaces_it(
         assert same.send_intent is None and same.fence == again
 
 
-async def test_a_claim_that_finds_an_unresolved_send_makes_the_obligation_ambiguous(db_path, monkeypatch):
+async def test_a_claim_keeps_an_unresolved_send_for_its_new_owner_to_resolve(db_path, monkeypatch):
+    """The intent a dead owner left survives the claim (the new owner looks for the copy, or marks the reply); a
+    marked reply stays marked once its re-sent copy is recorded."""
     async with open_store(db_path) as store:
         with monkeypatch.context() as m:    # a consumer that dies after its send left, before the id came back
             m.setattr(ledger_mod, "current_owner", lambda generation=0: owner_of("dead_pid"))
             ob = await store.ledger.record_obligation(KEY, "m-amb", TG, "reply", claim=True, send_intent=0)
         clean, _ = await in_state(store, "failed", monkeypatch, owner="dead_pid")
         [swept, other] = await store.ledger.sweep_recoverable({"telegram"})
-        assert swept.obligation_id == ob.obligation_id and swept.ambiguous and swept.send_intent == 0
-        assert other.obligation_id == clean and not other.ambiguous
+        assert swept.obligation_id == ob.obligation_id and swept.send_intent == 0 and not swept.ambiguous
+        assert other.obligation_id == clean and other.send_intent is None
         assert swept.fence == ob.fence + 1 and swept.parts == {}
+        await store.ledger.mark_ambiguous(swept.obligation_id, swept.fence)   # the new owner cannot look: it marks
         await store.ledger.record_part(swept.obligation_id, swept.fence, 0, "pm-resent")
         await store.ledger.mark_delivered(swept.obligation_id, swept.fence)
         done = await store.ledger.get(swept.obligation_id)
@@ -384,6 +387,11 @@ async def test_the_owner_itself_can_record_an_ambiguity(db_path, monkeypatch):
         oid, fence = await in_state(store, "attempting", monkeypatch)
         await store.ledger.mark_ambiguous(oid, fence)
         assert (await store.ledger.get(oid)).ambiguous
+        assert await store.ledger.part_ids_in_chat("telegram", "1001") == set()
+        await store.ledger.record_part(oid, fence, 0, "pm-7")
+        other, other_fence = await in_state(store, "attempting", monkeypatch, platform="slack")
+        await store.ledger.record_part(other, other_fence, 0, "pm-8")
+        assert await store.ledger.part_ids_in_chat("telegram", "1001") == {"pm-7"}, "one chat of one platform"
         with pytest.raises(StaleFence):
             await store.ledger.record_send_intent(oid, fence - 1, 0)
 
@@ -409,7 +417,7 @@ async def test_kill_9_between_a_send_and_its_id_leaves_an_ambiguous_obligation(d
     assert proc.exitcode == -signal.SIGKILL
     async with open_store(db_path) as store:
         [ob] = await store.ledger.sweep_recoverable({"telegram"})
-        assert ob.fence == fence + 1 and ob.parts == {0: "pm-0"} and ob.send_intent == 1 and ob.ambiguous
+        assert ob.fence == fence + 1 and ob.parts == {0: "pm-0"} and ob.send_intent == 1
 
 
 async def test_a_database_from_before_send_intents_migrates_with_no_ambiguity(db_path):

@@ -18,7 +18,8 @@ import math
 from typing import Any, Optional
 
 from actors.adapters.base import PlatformAdapter
-from actors.adapters.errors import FormattingError, PermanentError
+from actors.adapters.errors import FormattingError, MessageNotFoundError, PermanentError
+from actors.adapters.lost_copies import NOTHING, OTHERS, OURS, Unresolved, search, search_floor
 from actors.adapters.telegram.formatting import render
 from actors.adapters.telegram.updates import (ALLOWED_UPDATES, event_from_update, is_input, message_id_of,
                                               update_ids)
@@ -180,6 +181,42 @@ class TelegramAdapter(PlatformAdapter):
         message_id = _message_id(op)
         await self._bot_turn()
         await self._api().delete_message(op.chat_id, message_id)
+
+    async def find_lost_copy(self, op: PlatformOp) -> Optional[str]:
+        """In a private chat Telegram numbers the messages of both sides in one sequence, and a bot may edit only
+        its own: the ids after the last one known before the lost send tell whether it landed (lost_copies.py).
+        A group's ids are not this chat's own sequence: there the reply is marked instead."""
+        if str(op.chat_id).startswith("-") or op.chat_type != "dm" or op.ledger is None:
+            raise Unresolved("only a private chat numbers its messages in sequence")
+        oid, _fence, index = op.ledger
+        ob = await self.store.ledger.get(oid)
+        floor = None if ob is None else search_floor(message_id_of(ob.target.reply_to),   # "chat:id" -> id
+                                                     [m for i, m in sorted(ob.parts.items()) if i < index])
+        if floor is None:
+            raise Unresolved("no message is known to be older than the lost copy")
+        ours = await self.store.ledger.part_ids_in_chat(self.name, str(op.chat_id))
+        highest = max([floor] + [int(i) for i in ours if i.isdigit()])
+        budget = self._budgets.of(op.chat_id, op.chat_type, self.pacing)
+        probes = 0
+
+        async def probe(message_id: int) -> str:
+            nonlocal probes
+            if probes:
+                await self._spend(budget)   # the first probe spent the operation's own turn
+            probes += 1
+            try:
+                await self.edit_message(dataclasses.replace(op, action="edit", message_id=str(message_id)))
+                return OURS            # "not modified" is success too: the copy shows this text already
+            except MessageNotFoundError:
+                return NOTHING
+            except PermanentError as exc:
+                if "can't be edited" in exc.description:
+                    return OTHERS
+                raise
+        found = await search(probe, floor, ours, highest)
+        self._say(logging.INFO, "%s: the lost send of part %d of %s %s", self.name, index, oid[:12],
+                  "never landed" if found is None else f"is message {found}, edited into place")
+        return None if found is None else str(found)
 
     async def send_typing(self, op: PlatformOp) -> None:
         await self._api().send_chat_action(op.chat_id, "typing", thread_id=message_id_of(op.thread_id))
