@@ -12,6 +12,8 @@ import os
 import random
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -24,7 +26,7 @@ from actors.adapters.pacing import PACING
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from storage import Store
 from tests.actor_system import free_port, wait_for
-from tests.daemon import Gateway, nodes
+from tests.daemon import ROOT, Gateway, nodes
 from tests.fakes.harness import ControlClient, StandaloneFake
 from tests.fakes.telegram import DEFAULT_TOKEN, FakeTelegram
 from tests.fakes.telegram.botapi import ApiError
@@ -400,6 +402,48 @@ def test_kill_9_between_a_send_and_its_id_in_a_private_chat_edits_the_copy_into_
             assert delivery["state"] == "delivered" and not delivery["ambiguous"], delivery
         finally:
             tg.released.set()
+            stop(gw)
+
+
+# A reply whose owner died right after its send left: the obligation has its final text and the send's intent, and
+# the process that made them is gone (it exits), so the sweeper finishes it.
+LOST_SEND = """
+import asyncio, sys
+from storage import Store, Target
+async def main(path, chat, reply_to, text):
+    store = await Store.open(path)
+    ob = await store.ledger.record_obligation(f"default.telegram.dm.{chat}", "m-lost", Target("telegram", chat,
+                                              reply_to=reply_to), text, chunks=[text], claim=True)
+    await store.ledger.record_send_intent(ob.obligation_id, ob.fence, 0)
+    await store.close()
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+def test_the_sweeper_finds_the_copy_of_a_lost_send_in_a_private_chat(tmp_path):
+    with FakeTelegram() as tg:
+        gw = telegram_gateway(tmp_path, tg.base_url, adapter="[delivery]\nsweep_interval_s = 1.0\n")
+        try:
+            gw.start()
+            gw.wait_ready()
+            update = tg.inject_message("echo hello first", chat_id=44)
+            wait_for(lambda: tg.final_texts(44) and CURSOR not in tg.final_texts(44)[-1], 60, 0.1, "the first answer")
+            # The lost send: it reached Telegram (the bot's message exists), its id never reached the ledger.
+            request = urllib.request.Request(f"{tg.base_url}/bot{DEFAULT_TOKEN}/sendMessage", method="POST",
+                                             data=json.dumps({"chat_id": 44, "text": "an unfinished ▍"}).encode(),
+                                             headers={"Content-Type": "application/json"})
+            lost_id = json.loads(urllib.request.urlopen(request, timeout=10).read())["result"]["message_id"]
+            subprocess.run([sys.executable, "-c", LOST_SEND, str(gw.state / "gateway.db"), "44",
+                            f"44:{update['message']['message_id']}", "the whole answer, found"], check=True,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+            wait_for(lambda: "the whole answer, found" in tg.final_texts(44), 60, 0.1,
+                     f"the copy edited into the answer (shown: {tg.final_texts(44)})")
+            assert len(tg.final_texts(44)) == 2 and not any(RESENT_MARKER in t for t in tg.final_texts(44))
+            copy = next(m for m in tg.messages(44) if m["message_id"] == lost_id)
+            assert copy["text"] == "the whole answer, found", "the lost copy itself became the answer"
+            sends = [op for op in tg.timeline(44)["ops"] if op["method"] == "sendMessage"]
+            assert len(sends) == 2, "the first answer and the lost send (the test's own call): nothing sent again"
+        finally:
             stop(gw)
 
 
