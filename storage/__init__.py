@@ -51,14 +51,16 @@ class Store:
         return self._db.atomic()
 
     @classmethod
-    async def open(cls, path: Union[str, PathLike], durability: str = "normal", inline: bool = False) -> "Store":
+    async def open(cls, path: Union[str, PathLike], durability: str = "normal", inline: bool = False,
+                   waits_on_loop: bool = False) -> "Store":
         """Open (creating and migrating if needed) the database at ``path``.
 
         ``durability='normal'``: a commit survives any process crash (kill -9); ``'full'``: it also survives power
         loss, at the cost of an fsync per commit (figures in docs/storage.md). Raises ``SchemaTooNew`` for a file
         written by a newer version. ``inline``: statements run on the calling thread, without aiosqlite's
-        (storage/inline.py)."""
-        return cls(await Database.open(path, durability, inline=inline))
+        (storage/inline.py); ``waits_on_loop``: a lock held elsewhere is waited for on the caller's loop, not by
+        blocking its thread (Database.open)."""
+        return cls(await Database.open(path, durability, inline=inline, waits_on_loop=waits_on_loop))
 
     @property
     def path(self) -> str:

@@ -259,19 +259,26 @@ class Database:
         self._closing: Optional[asyncio.Task] = None
         self._pid = os.getpid()  # a connection must never be used across fork (Thespian forks actor processes)
         self.open_scope = None   # inline only: the atomic scope the calls now join (inline.py, AtomicScope)
+        self.waits_on_loop = False   # inline only: BUSY is waited out with asyncio sleeps (see open)
 
     @classmethod
     async def open(cls, path: Union[str, PathLike], durability: str = "normal",
-                   migrations: Optional[Sequence[Migration]] = None, inline: bool = False) -> "Database":
+                   migrations: Optional[Sequence[Migration]] = None, inline: bool = False,
+                   waits_on_loop: bool = False) -> "Database":
         """``inline``: no aiosqlite thread; every statement runs on the thread that runs the event loop
-        (storage/inline.py says when that is the right choice)."""
+        (storage/inline.py says when that is the right choice). ``waits_on_loop`` (inline only): the owner's thread
+        runs an event loop with other work on it (an adapter's HTTP), so a lock held by another process is waited
+        for on that loop (asyncio sleeps between BUSY retries; SQLite's own busy wait off) instead of blocking it."""
         from .schema import MIGRATIONS
         path = str(path)
         migrations = MIGRATIONS if migrations is None else migrations
         if inline:
             from .inline import INLINE_RETRY_BUDGET_S, InlineConnection
-            db = cls(path, durability, InlineConnection(connect(path, durability, migrations)), None,
-                     INLINE_RETRY_BUDGET_S)
+            conn = connect(path, durability, migrations)
+            if waits_on_loop:
+                conn.execute("PRAGMA busy_timeout = 0")
+            db = cls(path, durability, InlineConnection(conn), None, INLINE_RETRY_BUDGET_S)
+            db.waits_on_loop = waits_on_loop
             _open_databases.add(db)
             return db
         started = threading.Event()
@@ -314,6 +321,8 @@ class Database:
         if self._thread is None:
             # Inline: the owner runs each call to completion on its one thread before the next (inline.py), so
             # there is nothing to queue behind and no caller that could be cancelled half-way: no task, no shield.
+            # (With waits_on_loop a call may wait between BUSY attempts, with no transaction open: cancelled there,
+            # nothing of it happened.)
             return await self._transaction(mode, fn, args)
         task = asyncio.ensure_future(self._transaction(mode, fn, args))
         self._pending.add(task)
@@ -351,7 +360,8 @@ class Database:
 
         async with self._lock:
             return await call_with_retry_async(once, f"{self.path}: {name}", self.retry_budget_s,
-                                               blocking_sleep if self._thread is None else None)
+                                               blocking_sleep if self._thread is None and not self.waits_on_loop
+                                               else None)
 
     async def close(self) -> None:
         """Close after every transaction already submitted; when this returns no storage thread is left."""

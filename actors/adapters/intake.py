@@ -134,11 +134,13 @@ class InboundPath:
         state_dir = Path(self.config["gateway"]["state_dir"])
         state_dir.mkdir(parents=True, exist_ok=True)
         # Inline on this loop (storage/inline.py): each call runs to its end here, without aiosqlite's two thread
-        # hops per call (the larger part of an adapter's CPU per message). A write that meets the lock waits on the
-        # loop; the lock is held for one handler of a cell at most (about a millisecond), and the BUSY retries are
-        # bounded (INLINE_RETRY_BUDGET_S), past which the intake backs off as from any unavailable storage.
-        self.store = await Store.open(state_dir / "gateway.db",
-                                      setting(self.config, "storage", "durability"), inline=True)
+        # hops per call (the larger part of an adapter's CPU per message). A write that meets the lock (a shard's
+        # handler holds it while it runs) waits with asyncio sleeps between attempts, so the loop goes on serving
+        # the platform meanwhile: blocked in SQLite's own busy wait, a 10,000-chat burst stalled the loop long
+        # enough for its sends to time out. The retries are bounded (INLINE_RETRY_BUDGET_S), past which the intake
+        # backs off as from any unavailable storage.
+        self.store = await Store.open(state_dir / "gateway.db", setting(self.config, "storage", "durability"),
+                                      inline=True, waits_on_loop=True)
         self.offset = await self.store.inbox.get_offset(self.name)
         # A kill -9 between a commit and its doorbells leaves rows nobody rang, and the session supervisor scans
         # only when it starts itself: ring every session with work once (a doorbell only says "look").
