@@ -44,6 +44,8 @@ from supervision import tree
 from supervision.actor import GatewayActor
 from common.runfiles import RunFiles
 from common.config import setting
+from actors import metric_families
+from actors.metric_families import CONTENT_TYPE, Histogram
 
 CACHE_S = 1.0                  # a snapshot younger than this answers a scrape without a new walk
 WALK_WITHIN_S = 2.0            # what the root is given to describe the tree
@@ -51,10 +53,8 @@ HEALTHY_WALK_AGE_S = 10.0      # /healthz fails once the tree has not answered a
 ANSWER_TIMEOUT_S = 5.0         # the HTTP side gives up on the actor after this long (503)
 LISTEN_RETRY_S = 5.0           # a port in use is retried, never a crash: metrics must not take the gateway down
 LEDGER_TIMEOUT_S = 2.0
-TURN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 DRAINING_PHASES = ("draining", "drained", "shutting_down", "stopped")
 LOCAL_ADAPTER_KINDS = ("CliAdapter",)   # the terminal has no platform connection to lose: up is connected
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 # ------------------------------------------------------------------------------- for the actors that tell facts
@@ -87,6 +87,7 @@ class Metrics(StoreUser, GatewayActor):
         self.waiting: list[_Scrape] = []
         self.server: MetricsServer | None = None
         self.port = self.listen_failures = 0
+        self.registry = metric_families.registry_of(self.families)   # its own, not prometheus_client's global
 
     # ------------------------------------------------------------------------------------------- life cycle
     def on_start(self, args) -> None:
@@ -245,92 +246,45 @@ class Metrics(StoreUser, GatewayActor):
 
     def exposition(self) -> str:
         """Every metric in the Prometheus text format 0.0.4 (names and meanings: docs/metrics.md)."""
+        return metric_families.exposition(self.registry)
+
+    def families(self) -> list:
+        """The metric families of this moment; the actor's registry collects them at each scrape."""
         snap = self.snapshot or {"actors": {}, "sessions_live": 0, "adapters": {}, "deliveries": {}}
-        out = Exposition()
-        out.family("gateway_up", "gauge", "1 while the gateway is healthy (what /healthz checks), else 0",
-                   [({}, 0 if self.health_problems() else 1)])
-        out.family("gateway_draining", "gauge", "1 from the moment a drain or shutdown begins",
-                   [({}, int(self.draining()))])
-        out.family("gateway_turns_total", "counter", "Turns finished, by profile, platform and outcome",
-                   [({"profile": p, "platform": pl, "outcome": o}, n) for (p, pl, o), n in sorted(self.turns.items())])
-        out.histogram("gateway_turn_seconds", "Seconds from an inbound message's arrival to the end of its turn",
-                      self.turn_seconds)
-        out.family("gateway_deliveries", "gauge", "Reply obligations in the delivery ledger, by state",
-                   [({"state": s}, n) for s, n in sorted(snap["deliveries"].items())])
         recovery = snap.get("recovery") or {}
-        out.family("gateway_turn_resumes_total", "counter", "Turns resumed after the gateway was restarted mid-turn "
-                   "(from the sessions' records: lower after sessions are deleted)", [({}, recovery.get("resumes", 0))])
-        out.family("gateway_inbox_late", "gauge", "Stored messages no turn has taken within [sessions] "
-                   "answer_bound_s, their session running no turn (the sweeper rings them again)",
-                   [({}, recovery.get("late", 0))])
-        out.family("gateway_resume_notices_total", "counter", "Messages given up on after their turn was cut too "
-                   "often, or too long ago (the user was told to send them again)", [({}, recovery.get("notices", 0))])
-        out.family("gateway_actor_restarts_total", "counter", "Child restarts by a supervisor, by child kind",
-                   [({"kind": k}, n) for k, n in sorted(self.restarts.items())])
-        out.family("gateway_sessions_live", "gauge", "Session actors alive (not passivated)",
-                   [({}, snap["sessions_live"])])
-        out.family("gateway_actors", "gauge", "Actors in the tree, by kind and state",
-                   [({"kind": k, "state": s}, n) for (k, s), n in sorted(snap["actors"].items())])
-        out.family("gateway_adapter_connected", "gauge", "1 while the adapter's platform connection is up",
-                   [({"adapter": a}, int(up)) for a, up in sorted(snap["adapters"].items())])
-        out.family("gateway_flood_waits_total", "counter", "Rate-limit answers (429) waited out, by platform",
-                   [({"platform": p}, n) for p, n in sorted(self.flood_waits.items())])
-        out.family("gateway_flood_wait_seconds_total", "counter", "Seconds chats were held by rate limits",
-                   [({"platform": p}, round(s, 6)) for p, s in sorted(self.flood_seconds.items())])
-        return out.text()
+        gauge, counter = metric_families.gauge, metric_families.counter
+        return [
+            gauge("gateway_up", "1 while the gateway is healthy (what /healthz checks), else 0",
+                  [({}, 0 if self.health_problems() else 1)]),
+            gauge("gateway_draining", "1 from the moment a drain or shutdown begins", [({}, int(self.draining()))]),
+            counter("gateway_turns_total", "Turns finished, by profile, platform and outcome",
+                    [({"profile": p, "platform": pl, "outcome": o}, n)
+                     for (p, pl, o), n in sorted(self.turns.items())]),
+            metric_families.histogram("gateway_turn_seconds", "Seconds from an inbound message's arrival to the end "
+                                      "of its turn", ("profile", "platform"), self.turn_seconds),
+            gauge("gateway_deliveries", "Reply obligations in the delivery ledger, by state",
+                  [({"state": s}, n) for s, n in sorted(snap["deliveries"].items())]),
+            counter("gateway_turn_resumes_total", "Turns resumed after the gateway was restarted mid-turn (from the "
+                    "sessions' records: lower after sessions are deleted)", [({}, recovery.get("resumes", 0))]),
+            gauge("gateway_inbox_late", "Stored messages no turn has taken within [sessions] answer_bound_s, their "
+                  "session running no turn (the sweeper rings them again)", [({}, recovery.get("late", 0))]),
+            counter("gateway_resume_notices_total", "Messages given up on after their turn was cut too often, or too "
+                    "long ago (the user was told to send them again)", [({}, recovery.get("notices", 0))]),
+            counter("gateway_actor_restarts_total", "Child restarts by a supervisor, by child kind",
+                    [({"kind": k}, n) for k, n in sorted(self.restarts.items())]),
+            gauge("gateway_sessions_live", "Session actors alive (not passivated)", [({}, snap["sessions_live"])]),
+            gauge("gateway_actors", "Actors in the tree, by kind and state",
+                  [({"kind": k, "state": s}, n) for (k, s), n in sorted(snap["actors"].items())]),
+            gauge("gateway_adapter_connected", "1 while the adapter's platform connection is up",
+                  [({"adapter": a}, int(up)) for a, up in sorted(snap["adapters"].items())]),
+            counter("gateway_flood_waits_total", "Rate-limit answers (429) waited out, by platform",
+                    [({"platform": p}, n) for p, n in sorted(self.flood_waits.items())]),
+            counter("gateway_flood_wait_seconds_total", "Seconds chats were held by rate limits",
+                    [({"platform": p}, round(s, 6)) for p, s in sorted(self.flood_seconds.items())]),
+        ]
 
 
-# -------------------------------------------------------------------------------- exposition (pure helpers)
-
-class Histogram:
-    def __init__(self, buckets: tuple = TURN_BUCKETS):
-        self.buckets, self.counts, self.sum, self.count = buckets, [0] * len(buckets), 0.0, 0
-
-    def observe(self, value: float) -> None:
-        self.sum += value
-        self.count += 1
-        for i, bound in enumerate(self.buckets):
-            if value <= bound:
-                self.counts[i] += 1
-                break
-
-
-class Exposition:
-    """Builds the text format by hand: a few lines, and no process-wide registry to share with the actor."""
-
-    def __init__(self):
-        self.lines: list[str] = []
-
-    def family(self, name: str, kind: str, help_text: str, samples) -> None:
-        self.lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-        self.lines += [f"{name}{_labels(labels)} {_number(value)}" for labels, value in samples]
-
-    def histogram(self, name: str, help_text: str, series: dict) -> None:
-        self.lines += [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
-        for (profile, platform), h in sorted(series.items()):
-            base = {"profile": profile, "platform": platform}
-            running = 0
-            for bound, count in zip(h.buckets, h.counts):
-                running += count
-                self.lines.append(f"{name}_bucket{_labels({**base, 'le': _number(bound)})} {running}")
-            self.lines.append(f"{name}_bucket{_labels({**base, 'le': '+Inf'})} {h.count}")
-            self.lines.append(f"{name}_sum{_labels(base)} {_number(h.sum)}")
-            self.lines.append(f"{name}_count{_labels(base)} {h.count}")
-
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
-
-
-def _labels(labels: dict) -> str:
-    if not labels:
-        return ""
-    escaped = (str(v).replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n") for v in labels.values())
-    return "{" + ",".join(f'{k}="{v}"' for k, v in zip(labels, escaped)) + "}"
-
-
-def _number(value) -> str:
-    return repr(float(value)) if isinstance(value, float) else str(value)
-
+# ------------------------------------------------------------------------------------------- pure helpers
 
 def _heartbeat_age(path: Path) -> float | None:
     try:

@@ -188,17 +188,35 @@ def test_metrics_disabled_opens_no_port(tmp_path):
 
 
 def test_the_exposition_escapes_labels_and_accumulates_buckets():
-    from actors.metrics import Exposition, Histogram
-    histogram = Histogram((1.0, 5.0))
+    from actors.metric_families import Histogram, counter, exposition, histogram, registry_of
+    h = Histogram((1.0, 5.0))
     for seconds in (0.5, 2.0, 2.0, 60.0):
-        histogram.observe(seconds)
-    out = Exposition()
-    out.family("gateway_x_total", "counter", "help", [({"platform": 'a"b\\c\nd'}, 3)])
-    out.histogram("gateway_t_seconds", "help", {("default", "fake"): histogram})
-    samples = parse(out.text())
+        h.observe(seconds)
+    registry = registry_of(lambda: [counter("gateway_x_total", "help", [({"platform": 'a"b\\c\nd'}, 3)]),
+                                    histogram("gateway_t_seconds", "help", ("profile", "platform"),
+                                              {("default", "fake"): h})])
+    text = exposition(registry)
+    assert "# TYPE gateway_x_total counter" in text and "# TYPE gateway_t_seconds histogram" in text
+    samples = parse(text)
     assert samples[("gateway_x_total", frozenset({("platform", r'a\"b\\c\nd')}))] == 3
     buckets = {le: value(samples, "gateway_t_seconds_bucket", profile="default", platform="fake", le=le)
                for le in ("1.0", "5.0", "+Inf")}
     assert buckets == {"1.0": 1, "5.0": 3, "+Inf": 4}
     assert value(samples, "gateway_t_seconds_count", profile="default", platform="fake") == 4
     assert value(samples, "gateway_t_seconds_sum", profile="default", platform="fake") == 64.5
+
+
+def test_the_exposition_has_the_families_docs_metrics_md_lists_and_nothing_else(tmp_path):
+    """The actor's own registry: no _created series, none of prometheus_client's process or platform metrics, and
+    every family of the table in docs/metrics.md with its type, even before any fact has arrived."""
+    from actors.metrics import Metrics
+    metrics = Metrics()
+    metrics.state_dir, metrics.heartbeat_max_age = tmp_path, 10.0
+    text = metrics.exposition()
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
+    documented = dict(re.findall(r"^\| `(gateway_[a-z_]+)` \| (\w+) \|", (ROOT / "docs" / "metrics.md").read_text(),
+                                 re.MULTILINE))
+    assert types == documented
+    assert all(line.startswith("#") or line.split("{")[0].split(" ")[0].startswith(tuple(types))
+               for line in text.splitlines()), text
+    assert "_created" not in text and value(parse(text), "gateway_up") == 0   # no heartbeat in tmp_path
