@@ -38,6 +38,7 @@ from common import config as config_mod  # noqa: E402
 from common.config import EX_CONFIG, ConfigError  # noqa: E402
 from common.privacy import EX_NOPERM, PRIVATE_UMASK, foreign_owner  # noqa: E402
 from common.version import VERSION  # noqa: E402
+from daemon import cli_rich  # noqa: E402
 from daemon.cli_output import fail, out as _out  # noqa: E402
 
 EX_NOT_RUNNING = 3
@@ -167,20 +168,18 @@ def cmd_start(config: dict, args) -> int:
         proc = subprocess.Popen(command, stdin=devnull, stdout=log, stderr=log, start_new_session=True,
                                 env=env, cwd="/")
     wait = args.wait or config["gateway"]["ready_timeout_s"] + 5
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        runtime = files.read_runtime()
-        if runtime and runtime.get("launcher_pid") == proc.pid and runtime != before:
-            return _out(args, {"ok": True, "pid": proc.pid, "admin_port": runtime["admin_port"],
-                               "ready_after_s": runtime["ready_after_s"], "log": str(log_path)}, 0,
-                        f"gateway started (pid {proc.pid}) in {runtime['ready_after_s']:.2f}s; "
-                        f"admin {runtime['bind_host']}:{runtime['admin_port']}; log {log_path}")
-        if proc.poll() is not None:
-            return _out(args, {"ok": False, "error": f"the gateway exited with {proc.returncode}",
-                               "log_tail": _tail(log_path)}, 1,
-                        f"the gateway failed to start (exit {proc.returncode}); end of {log_path}:\n"
-                        + _tail(log_path))
-        time.sleep(0.05)
+    with cli_rich.waiting(args, f"starting the gateway (pid {proc.pid}): waiting until every actor is up"):
+        runtime = _started(files, proc, before, time.monotonic() + wait)
+    if runtime:
+        return _out(args, {"ok": True, "pid": proc.pid, "admin_port": runtime["admin_port"],
+                           "ready_after_s": runtime["ready_after_s"], "log": str(log_path)}, 0,
+                    f"gateway started (pid {proc.pid}) in {runtime['ready_after_s']:.2f}s; "
+                    f"admin {runtime['bind_host']}:{runtime['admin_port']}; log {log_path}")
+    if proc.poll() is not None:
+        return _out(args, {"ok": False, "error": f"the gateway exited with {proc.returncode}",
+                           "log_tail": _tail(log_path)}, 1,
+                    f"the gateway failed to start (exit {proc.returncode}); end of {log_path}:\n"
+                    + _tail(log_path))
     return _out(args, {"ok": False, "error": f"not ready after {wait:g}s", "log": str(log_path)}, 1)
 
 
@@ -195,11 +194,12 @@ def cmd_stop(config: dict, args) -> int:
     tree = [pid] + processes.descendants(pid)
     started = time.monotonic()
     os.kill(pid, signal.SIGTERM)
-    left = processes.wait_gone([pid], timeout)
-    forced = bool(left)
-    if forced:
-        processes.kill_all(tree)
-    processes.wait_gone(tree, 5)
+    with cli_rich.waiting(args, f"stopping the gateway (pid {pid}): replies in flight are flushed"):
+        left = processes.wait_gone([pid], timeout)
+        forced = bool(left)
+        if forced:
+            processes.kill_all(tree)
+        processes.wait_gone(tree, 5)
     took = time.monotonic() - started
     return _out(args, {"ok": True, "pid": pid, "forced": forced, "seconds": round(took, 3)}, 0,
                 f"gateway (pid {pid}) stopped {'by force after' if forced else 'gracefully in'} {took:.2f}s")
@@ -210,8 +210,9 @@ def cmd_drain(config: dict, args) -> int:
     if isinstance(client, int):
         return client
     timeout = args.timeout if args.timeout is not None else config["watchdog"]["drain_timeout_s"]
-    report = client.drain(timeout)
-    exited = client.wait_launcher_exit(30)
+    with cli_rich.waiting(args, f"draining: turns in flight have up to {timeout:g}s to finish"):
+        report = client.drain(timeout)
+        exited = client.wait_launcher_exit(30)
     data = {"ok": report.ok, "waited_s": report.waited_s, "in_flight_left": report.in_flight_left,
             "detail": report.detail, "exited": exited}
     text = f"{report}; gateway {'exited' if exited else 'STILL RUNNING'}"
@@ -256,7 +257,8 @@ def cmd_tree(config: dict, args) -> int:
     if isinstance(client, int):
         return client
     root = client.tree()
-    return _out(args, tree.to_json(root), 0, tree.render(root, every_cell=args.all))
+    return _out(args, tree.to_json(root), 0, tree.render(root, every_cell=args.all),
+                drawn=lambda: cli_rich.actor_tree(root, every_cell=args.all))
 
 
 def cmd_fault(config: dict, args) -> int:
@@ -333,6 +335,18 @@ def _attach(config: dict, args):
         return AdminClient(config)
     except NoGateway as exc:
         return _out(args, {"running": False, "error": str(exc)}, EX_NOT_RUNNING)
+
+
+def _started(files, proc, before, deadline: float) -> dict | None:
+    """The runtime record the new launcher writes once every actor is up; None if it exits or the deadline passes."""
+    while time.monotonic() < deadline:
+        runtime = files.read_runtime()
+        if runtime and runtime.get("launcher_pid") == proc.pid and runtime != before:
+            return runtime
+        if proc.poll() is not None:
+            return None
+        time.sleep(0.05)
+    return None
 
 
 def _running(config: dict) -> bool:

@@ -18,6 +18,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from bench import tables  # noqa: E402
 from daemon.peer_credentials import admits  # noqa: E402
 
 
@@ -48,9 +49,10 @@ def main() -> None:
     for name, check in (("bare connect + accept", False), ("with the peer check", True)):
         t = sorted(run(args.connections, check))
         rows.append((name, statistics.median(t) * 1e6, t[int(len(t) * 0.99)] * 1e6))
-    print(f"{'per connection':<24} {'p50 µs':>8} {'p99 µs':>8}")
-    for name, p50, p99 in rows:
-        print(f"{name:<24} {p50:8.1f} {p99:8.1f}")
+    tables.show(["per connection", "p50 µs", "p99 µs"],
+                [[name, f"{p50:.1f}", f"{p99:.1f}"] for name, p50, p99 in rows],
+                [f"{'per connection':<24} {'p50 µs':>8} {'p99 µs':>8}"]
+                + [f"{name:<24} {p50:8.1f} {p99:8.1f}" for name, p50, p99 in rows], right=("p50 µs", "p99 µs"))
     print(f"check adds {rows[1][1] - rows[0][1]:.1f} µs p50 ({rows[1][1] / rows[0][1]:.2f}x the bare accept); "
           f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
 

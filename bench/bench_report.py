@@ -10,6 +10,9 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run as a script: the repo's packages
+from daemon import cli_rich  # noqa: E402
+
 
 def _ratio(gateway, baseline) -> str:
     if not isinstance(gateway, (int, float)) or not isinstance(baseline, (int, float)) or not baseline:
@@ -76,22 +79,41 @@ def _shard_kill_rows(sk: dict | None) -> list:
 
 
 def markdown(r: dict) -> str:
-    m = r["machine"]
-    lines = [f"Command: `{r['command']}` (wall {r.get('wall_s', '?')} s)", "",
-             f"Machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['ram_gib']} GiB RAM, Python {m['python']}, "
-             f"Thespian {m['thespian']}, {m['os']}; load average at start {m['load_avg_at_start']}; {m['date']}.",
-             "", "| figure | gateway | baseline | ratio |", "|---|---|---|---|"]
+    lines = _head(r) + ["", "| figure | gateway | baseline | ratio |", "|---|---|---|---|"]
     for figure, gateway, baseline, unit in rows(r):
         lines.append(f"| {figure} | {_cell(gateway, unit)} | {_cell(baseline, unit)} | "
                      f"{_ratio(gateway, baseline)} |")
+    return "\n".join(lines + [""] + _tail(r) + [""])
+
+
+def show(r: dict) -> None:
+    """The report on stdout: the markdown of results.md through a pipe, a drawn table on a terminal."""
+    if not cli_rich.for_a_person():
+        print(markdown(r))
+        return
+    console = cli_rich.console()
+    console.print(cli_rich.styled("\n".join(_head(r)), ""))
+    figures = [[figure, _cell(g, unit), _cell(b, unit), _ratio(g, b)] for figure, g, b, unit in rows(r)]
+    console.print(cli_rich.table(["figure", "gateway", "baseline", "ratio"], figures,
+                                 right=("gateway", "baseline", "ratio"), wrap=("figure",)))
+    console.print(cli_rich.styled("\n\n".join(_tail(r)), "dim"))
+
+
+def _head(r: dict) -> list[str]:
+    m = r["machine"]
+    return [f"Command: `{r['command']}` (wall {r.get('wall_s', '?')} s)", "",
+            f"Machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['ram_gib']} GiB RAM, Python {m['python']}, "
+            f"Thespian {m['thespian']}, {m['os']}; load average at start {m['load_avg_at_start']}; {m['date']}."]
+
+
+def _tail(r: dict) -> list[str]:
     rec, dr = r["recovery"], r["drain"]
-    lines += ["", f"Recovery: {rec['unfinished_at_kill']} replies unfinished in the ledger at the kill "
-                  f"({rec['ledger_at_kill']}); the new instance was ready after {rec['start_ready_s']} s; "
-                  f"chats showing a reply twice without the re-sent mark: {rec['duplicates']}; with a copy re-sent "
-                  f"under the mark (a send whose outcome died with the daemon): {rec.get('marked_resends', '-')}.",
-              f"Drain: exit code {dr['exit_code']}, turns left in flight {dr['in_flight_left']}, the last reply was "
-              f"final {dr['last_reply_after_s']} s after the drain began (the slow agent's own time).", ""]
-    return "\n".join(lines)
+    return [f"Recovery: {rec['unfinished_at_kill']} replies unfinished in the ledger at the kill "
+            f"({rec['ledger_at_kill']}); the new instance was ready after {rec['start_ready_s']} s; "
+            f"chats showing a reply twice without the re-sent mark: {rec['duplicates']}; with a copy re-sent "
+            f"under the mark (a send whose outcome died with the daemon): {rec.get('marked_resends', '-')}.",
+            f"Drain: exit code {dr['exit_code']}, turns left in flight {dr['in_flight_left']}, the last reply was "
+            f"final {dr['last_reply_after_s']} s after the drain began (the slow agent's own time)."]
 
 
 def plots(r: dict, out: Path) -> list[Path]:
@@ -153,4 +175,4 @@ if __name__ == "__main__":
     results = json.loads(path.read_text())
     plots(results, path.parent)
     (path.parent / "results.md").write_text(markdown(results))
-    print(markdown(results))
+    show(results)

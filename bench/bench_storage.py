@@ -24,6 +24,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from bench import tables  # noqa: E402
 from storage import Store, Target, TranscriptEvent  # noqa: E402
 from tests.storage.workers import run_crash_trial, verify_after_crash  # noqa: E402
 
@@ -177,13 +178,17 @@ def main():
     try:
         print(f"sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
               f"files in {workdir}\n")
-        print(f"{'operation':<12} {'durability':<10} {'writers':>7} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
-        for op in ("append", "inbox put"):
-            for durability in ("normal", "full"):
-                for writers in (1, args.writers):
-                    r = throughput(workdir, op.split()[0], durability, writers, args.duration)
-                    print(f"{op:<12} {durability:<10} {writers:>7} {r['ops_per_s']:>9.0f} {r['p50_ms']:>8.2f} "
-                          f"{r['p99_ms']:>8.2f}", flush=True)
+        columns = ["operation", "durability", "writers", "ops/s", "p50 ms", "p99 ms"]
+        with tables.growing(columns, f"{'operation':<12} {'durability':<10} {'writers':>7} {'ops/s':>9} "
+                            f"{'p50 ms':>8} {'p99 ms':>8}", right=tuple(columns[2:])) as add:
+            for op in ("append", "inbox put"):
+                for durability in ("normal", "full"):
+                    for writers in (1, args.writers):
+                        r = throughput(workdir, op.split()[0], durability, writers, args.duration)
+                        add([op, durability, writers, f"{r['ops_per_s']:.0f}", f"{r['p50_ms']:.2f}",
+                             f"{r['p99_ms']:.2f}"],
+                            f"{op:<12} {durability:<10} {writers:>7} {r['ops_per_s']:>9.0f} {r['p50_ms']:>8.2f} "
+                            f"{r['p99_ms']:>8.2f}")
         timings = asyncio.run(load_time(workdir))
         print("\nload of a 10,000-event transcript (fresh connection, median of 5)")
         for label, (seconds, n) in timings.items():

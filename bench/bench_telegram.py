@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import tables  # noqa: E402
 from bench.benchlib import UNLIMITED_SENDERS  # noqa: E402
 from tests.actor_system import wait_for  # noqa: E402
 from tests.daemon import Gateway  # noqa: E402
@@ -160,9 +161,8 @@ def main() -> int:
     columns = list(rows[0])
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
     print(f"machine: {os.cpu_count()} cpus, python {sys.version.split()[0]}; zero-latency offline agent")
-    print("  ".join(c.ljust(widths[c]) for c in columns))
-    for row in rows:
-        print("  ".join(str(row[c]).ljust(widths[c]) for c in columns))
+    tables.show(columns, [[row[c] for c in columns] for row in rows],
+                ["  ".join(str(row[c] if row else c).ljust(widths[c]) for c in columns) for row in [None, *rows]])
     return 0
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER  # noqa: E402
+from bench import tables  # noqa: E402
 from bench.benchlib import UNLIMITED_SENDERS  # noqa: E402
 from tests.actor_system import wait_for  # noqa: E402
 from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
@@ -115,11 +116,12 @@ def main() -> int:
         finally:
             gw.cli("stop")
             gw.kill_everything()
-    print(f"{'victim':<22}{'trials':>8}{'marked':>8}{'of which alone':>16}{'violations':>12}")
-    for victim in VICTIMS:
-        print(f"{victim:<22}{runs[victim]:>8}{marked[victim]:>8}{marked_alone[victim]:>16}{bad[victim]:>12}")
-    print(f"{'total':<22}{sum(runs.values()):>8}{sum(marked.values()):>8}{sum(marked_alone.values()):>16}"
-          f"{sum(bad.values()):>12}")
+    counted = [[victim, runs[victim], marked[victim], marked_alone[victim], bad[victim]] for victim in VICTIMS]
+    counted.append(["total", sum(runs.values()), sum(marked.values()), sum(marked_alone.values()),
+                    sum(bad.values())])
+    columns = ["victim", "trials", "marked", "of which alone", "violations"]
+    tables.show(columns, counted, [f"{v:<22}{t:>8}{m:>8}{a:>16}{b:>12}" for v, t, m, a, b in [columns, *counted]],
+                right=tuple(columns[1:]))
     print("marked: the answer carries the re-sent marker (a send's outcome was unknown after the kill); alone: no "
           "unfinished copy reached the chat, the mark was a precaution")
     return 1 if violations else 0

@@ -289,7 +289,7 @@ def main() -> int:
     (out / "results.md").write_text(table)
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     bench_report.plots(results, out)
-    print(table)
+    bench_report.show(results)
     return 0
 
 

@@ -216,8 +216,13 @@ class RedactingStream:
         self._stream, self._secrets = stream, list(secrets)
 
     def write(self, text: str) -> int:
-        self._stream.write(redact(text, self._secrets))
+        self._stream.write(self.redact(text))
         return len(text)
+
+    def redact(self, text: str) -> str:
+        """``text`` as a write would pass it on: for a caller that lays text out before writing it (a table
+        that may wrap a long cell across lines), so each piece is redacted whole."""
+        return redact(text, self._secrets)
 
     def __getattr__(self, name):   # flush, isatty, fileno, encoding...: the stream's own
         return getattr(self._stream, name)

@@ -1,4 +1,5 @@
-"""How every admin command answers: text for people, or with ``--json`` one JSON object on stdout, errors too.
+"""How every admin command answers: text for people (tables and the tree drawn by rich on a terminal), or with
+``--json`` one JSON object on stdout, errors too.
 
 An error is ``{"ok": false, "error": "..."}`` on stdout with a non-zero exit under ``--json`` (a script reads one
 stream and checks the exit code), and its text on stderr otherwise. ``run_guarded`` is the CLI's outermost frame:
@@ -9,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+
+from daemon import cli_rich   # rich itself is imported only to draw
 
 EX_USAGE = 2
 EX_BROKEN_PIPE = 141   # 128 + SIGPIPE: what a shell reports for a program its reader stopped listening to
@@ -21,10 +24,14 @@ def wants_json(args=None, argv: list[str] | None = None) -> bool:
     return "--json" in (sys.argv[1:] if argv is None else argv)
 
 
-def out(args, data: dict, code: int, text: str | None = None) -> int:
-    """Print ``data`` as JSON (with --json) or ``text`` (else the error, else the JSON); return ``code``."""
+def out(args, data: dict, code: int, text: str | None = None, drawn=None) -> int:
+    """Print ``data`` as JSON (with --json) or ``text`` (else the error, else the JSON); return ``code``.
+    ``drawn``: a function that returns what rich draws instead of ``text`` when stdout is a terminal (a table, the
+    tree); called only then, so piped output is ``text`` exactly (daemon/cli_rich.py)."""
     if wants_json(args):
         print(json.dumps(data, indent=2, default=str))
+    elif drawn is not None and code == 0 and cli_rich.for_a_person():
+        cli_rich.show(drawn())
     else:
         message = text if text is not None else data.get("error", json.dumps(data))
         print(message, file=sys.stderr if code else sys.stdout)

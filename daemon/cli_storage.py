@@ -12,6 +12,7 @@ from supervision.storage_access import store_path
 from storage import Store, StorageError, short_id
 from storage import cli as storage_cli
 from common.redact import escape_controls
+from daemon import cli_rich
 from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
 
@@ -87,7 +88,8 @@ def cmd_sessions(config: dict, args) -> int:
         "resume": lambda s: storage_cli.session_set_state(s, args.session, suspended=False),
     }
     # An import may be the first thing a state dir holds (moving a conversation to a new gateway).
-    return run_on_store(config, args, calls[action], RENDER[action], create=action == "import")
+    return run_on_store(config, args, calls[action], RENDER[action], create=action == "import",
+                        drawn=DRAWN.get(action))
 
 
 def cmd_deliveries(config: dict, args) -> int:
@@ -98,12 +100,13 @@ def cmd_deliveries(config: dict, args) -> int:
         call = storage_cli.delivery_retry if args.action == "retry" else storage_cli.delivery_abandon
         return run_on_store(config, args, lambda s: call(s, args.obligation), _render_retry)
     return run_on_store(config, args, lambda s: storage_cli.deliveries(s, state=args.state, limit=args.limit),
-                _render_deliveries)
+                        _render_deliveries, drawn=_draw_deliveries)
 
 
-def run_on_store(config: dict, args, call, render, create: bool = False) -> int:
-    """``call(store)`` on the state dir's database, its result printed with ``render`` (or as JSON). Without
-    ``create`` a missing database is an error (a mistyped state dir must not get a new, empty one)."""
+def run_on_store(config: dict, args, call, render, create: bool = False, drawn=None) -> int:
+    """``call(store)`` on the state dir's database, its result printed with ``render`` (or as JSON; or drawn by
+    ``drawn`` on a terminal). Without ``create`` a missing database is an error (a mistyped state dir must not get
+    a new, empty one)."""
     path = store_path(config)
     if not path.exists() and not create:
         return fail(args, f"no database yet at {path} (the gateway has not run with this state dir)")
@@ -119,7 +122,7 @@ def run_on_store(config: dict, args, call, render, create: bool = False) -> int:
         result = asyncio.run(go())
     except (StorageError, OSError) as exc:
         return fail(args, f"error: {exc}")
-    return out(args, result, 0, render(result))
+    return out(args, result, 0, render(result), drawn=drawn and (lambda: drawn(result)))
 
 
 def _when(ts) -> str:
@@ -198,6 +201,38 @@ def _render_retry(result: dict) -> str:
 def _render_state(result: dict) -> str:
     return f"session {short_id(result['session_id'])} is {result['state']}"
 
+
+# ------------------------------------------------------------------ the same, drawn for a terminal (cli_rich)
+
+def _draw_list(result: dict):
+    rows = [[short_id(s["session_id"]), cli_rich.styled(s["state"], "green" if s["state"] == "active" else "dim"),
+             _when(s["updated_at"]), s["session_key"], escape_controls(s.get("title") or "")]
+            for s in result["sessions"]]
+    return cli_rich.table(["id", "state", "updated", "key", "title"], rows, wrap=("key", "title")) if rows else \
+        "no sessions"
+
+
+def _draw_search(result: dict):
+    rows = [[short_id(h["session_id"]), h["session_key"], h["seq"], escape_controls(" ".join(h["snippet"].split()))]
+            for h in result["hits"]]
+    return cli_rich.table(["id", "key", "#", "text"], rows, right=("#",), wrap=("key", "text")) if rows else \
+        f"nothing found for {result['query']!r}"
+
+
+def _draw_deliveries(result: dict):
+    colours = {"delivered": "green", "failed": "bold red", "abandoned": "red", "pending": "yellow",
+               "attempting": "yellow"}
+    rows = [[d["obligation_id"][:16],
+             cli_rich.styled(d["state"] + ("~ambiguous" if d.get("ambiguous") else ""), colours.get(d["state"], "")),
+             d["attempts"], f"{d['target']['platform']}:{d['target']['chat_id']}",
+             f"“{escape_controls(_words(d['content_preview']))}”" if d["content_preview"] else "(no text yet)",
+             d.get("last_error") or ""] for d in result["deliveries"]]
+    return cli_rich.table(["id", "state", "attempts", "chat", "reply", "last error"], rows,
+                          title=_render_deliveries({**result, "deliveries": []}), right=("attempts",),
+                          wrap=("chat", "reply", "last error"))
+
+
+DRAWN = {"list": _draw_list, "search": _draw_search}
 
 RENDER = {"list": _render_list, "show": _render_show, "search": _render_search, "export": _render_export,
           "import": _render_import, "suspend": _render_state, "resume": _render_state}

@@ -65,6 +65,18 @@ def render(node: TreeNode, now: float | None = None, every_cell: bool = False) -
 
 
 def _render(n: TreeNode, depth: int, now: float, every_cell: bool, lines: list) -> None:
+    f = fields(n, now)
+    lines.append(f"{'  ' * depth}{'└─ ' if depth else ''}{f['label']}  [{f['state']}]  pid={f['pid']}  "
+                 f"up {f['uptime']}  {f['address']}" + (f"  {' '.join(f['extra'])}" if f["extra"] else ""))
+    children, hidden = shown_children(n, every_cell)
+    for child in children:
+        _render(child, depth + 1, now, every_cell, lines)
+    if hidden:
+        lines.append(f"{'  ' * (depth + 1)}└─ {hidden_text(hidden)}")
+
+
+def fields(n: TreeNode, now: float) -> dict:
+    """What one line of the tree says about ``n`` (``render`` here, and the admin CLI's drawing on a terminal)."""
     uptime = _duration(now - n.started_at) if n.started_at and n.state in ("running", "busy") else "-"
     extra = [f"{k}={v}" for k, v in n.facts]
     if n.restarts:
@@ -73,24 +85,29 @@ def _render(n: TreeNode, depth: int, now: float, every_cell: bool, lines: list) 
         extra.append(f"pending={n.pending}")
     if n.last_exit:
         extra.append(f"last exit: {n.last_exit}")
-    label = n.kind if n.name == n.kind else f"{n.kind} {n.name}"
-    lines.append(f"{'  ' * depth}{'└─ ' if depth else ''}{label}  [{n.state}]  pid={n.pid or '-'}  "
-                 f"up {uptime}  {n.address}" + (f"  {' '.join(extra)}" if extra else ""))
+    return {"label": n.kind if n.name == n.kind else f"{n.kind} {n.name}", "state": n.state,
+            "pid": n.pid or "-", "uptime": uptime, "address": n.address, "extra": extra}
+
+
+def shown_children(n: TreeNode, every_cell: bool) -> tuple[list[TreeNode], list[TreeNode]]:
+    """The children drawn under ``n``, and the cells counted on one line instead: all but the busiest
+    CELLS_SHOWN of a host of more (none with ``every_cell``)."""
     children = list(n.children)
-    hidden: list[TreeNode] = []
     cells = [c for c in children if c.ref is None and not c.children]
-    if not every_cell and len(cells) > CELLS_SHOWN:
-        shown = set(id(c) for c in sorted(cells, key=lambda c: (-c.pending, -c.restarts, c.started_at))[:CELLS_SHOWN])
-        hidden = [c for c in cells if id(c) not in shown]
-        children = [c for c in children if id(c) not in {id(h) for h in hidden}]
-    for child in children:
-        _render(child, depth + 1, now, every_cell, lines)
-    if hidden:
-        kinds = {}
-        for c in hidden:
-            kinds[c.kind] = kinds.get(c.kind, 0) + 1
-        counted = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
-        lines.append(f"{'  ' * (depth + 1)}└─ … {len(hidden)} more cells ({counted}; `tree --all` lists every one)")
+    if every_cell or len(cells) <= CELLS_SHOWN:
+        return children, []
+    shown = set(id(c) for c in sorted(cells, key=lambda c: (-c.pending, -c.restarts, c.started_at))[:CELLS_SHOWN])
+    hidden = [c for c in cells if id(c) not in shown]
+    hidden_ids = {id(h) for h in hidden}
+    return [c for c in children if id(c) not in hidden_ids], hidden
+
+
+def hidden_text(hidden: list[TreeNode]) -> str:
+    kinds: dict[str, int] = {}
+    for c in hidden:
+        kinds[c.kind] = kinds.get(c.kind, 0) + 1
+    counted = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+    return f"… {len(hidden)} more cells ({counted}; `tree --all` lists every one)"
 
 
 def _duration(seconds: float) -> str:

@@ -2,6 +2,10 @@
 per message, with the offline agent's answer and the chat's history (no timing here: bench/ measures speed)."""
 from __future__ import annotations
 
+import io
+import re
+import sys
+
 import pytest
 
 from bench.benchlib import BaselineProcess, final_times, per_second, percentile
@@ -66,3 +70,38 @@ def test_the_report_writes_the_latency_and_throughput_plots(tmp_path):
     made = bench_report.plots(synthetic_results(), tmp_path)
     assert [p.name for p in made] == ["latency.png", "throughput.png"]
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in made)
+
+
+class Terminal(io.StringIO):
+    """What a benchmark prints to, standing in for a person's terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_printed_table_is_the_plain_lines_through_a_pipe_and_drawn_on_a_terminal(monkeypatch, capsys):
+    from bench import tables
+    columns, rows = ["victim", "trials"], [["session", 3], ["shard", 12]]
+    plain = ["victim      trials", "session          3", "shard           12"]
+    tables.show(columns, rows, plain, right=("trials",))
+    assert capsys.readouterr().out == "\n".join(plain) + "\n"
+    with tables.growing(columns, plain[0], right=("trials",)) as add:
+        for row, line in zip(rows, plain[1:]):
+            add(row, line)
+    assert capsys.readouterr().out == "\n".join(plain) + "\n", "each row as it comes, the same lines"
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    tables.show(columns, rows, plain, right=("trials",))
+    with tables.growing(columns, plain[0], right=("trials",)) as add:
+        for row, line in zip(rows, plain[1:]):
+            add(row, line)
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal.getvalue())
+    assert "\x1b[" in terminal.getvalue() and "─" in drawn, "a table with a rule under its header"
+    assert "victim      trials" not in drawn and re.search(r"shard +12", drawn)
+
+
+def test_the_report_through_a_pipe_is_the_markdown_of_results_md(capsys):
+    from bench import bench_report
+    bench_report.show(synthetic_results())
+    assert capsys.readouterr().out == bench_report.markdown(synthetic_results()) + "\n"
