@@ -97,3 +97,11 @@ def test_json_is_the_same_bytes_on_a_terminal(gateway):
         piped = gateway.cli(*command, check=True).stdout
         _, raw = on_a_terminal(gateway, *command)
         assert raw.decode().replace("\r\n", "\n") == piped, command   # the terminal's line ends are its own
+
+
+def test_stop_on_a_terminal_spins_while_it_waits_and_leaves_its_answer_alone(gateway):
+    """Last in this file: it stops the module's gateway."""
+    screen, raw = on_a_terminal(gateway, "stop")
+    assert b"stopping the gateway" in raw, "the spinner was drawn while the stop waited"
+    assert len(screen) == 1 and "stopped gracefully in" in screen[0], screen   # and cleared once it was over
+    gateway.assert_no_process_left()
