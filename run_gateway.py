@@ -15,6 +15,7 @@
     python run_gateway.py config ...      init: write a commented sample configuration; show: the effective one
     python run_gateway.py logs [-f]       the daemon's log (--since 10m; -f follows it until Ctrl-C)
     python run_gateway.py service install a systemd unit for this gateway (--user: your own systemd; --dry-run)
+    python run_gateway.py completion bash shell completion: Tab completes commands and options (also zsh, fish)
 
 `COMMAND --help` says what each does, its defaults and an example. Every admin command takes --json (errors
 then come as JSON on stdout too). Configuration: --config FILE, else $GATEWAY_CONFIG, else
@@ -51,12 +52,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     os.umask(PRIVATE_UMASK)   # before anything is written: state, logs, exports are the gateway user's alone
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.config:   # `start` runs the daemon from /: a path relative to here must not change meaning there
         args.config = os.path.abspath(os.path.expanduser(args.config))
     if args.command == "config" and getattr(args, "action", None) == "init":
         from daemon.cli_config import cmd_config
         return cmd_config(None, args)   # writes a sample: needs no configuration, and may be run before one exists
+    if args.command == "completion":
+        from daemon.cli_completion import cmd_completion
+        return cmd_completion(parser, args)   # the parser's own options: no configuration either
     try:
         config = config_mod.load(args.config)
         from actors.adapters import registry
@@ -79,7 +84,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from daemon import cli_access, cli_config, cli_logs, cli_service, cli_storage
+    from daemon import cli_access, cli_completion, cli_config, cli_logs, cli_service, cli_storage
     from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
     parser = GatewayParser(prog="run_gateway.py", description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -137,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_config.add_parsers(sub)
     cli_logs.add_parsers(sub)
     cli_service.add_parsers(sub)
+    cli_completion.add_parsers(sub)
     add_json(stop, drain, status, tree, start, fault)
     accept_everywhere(parser, "--config", metavar="FILE", help="TOML configuration file")
     return parser
