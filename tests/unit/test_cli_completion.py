@@ -31,7 +31,8 @@ def complete_in_bash(script: str, *words: str, cwd) -> list[str]:
     """What bash offers for the last of ``words`` (the line typed so far, the command first), as on Tab."""
     line = " ".join(words)
     program = (f'source "$1"\nCOMP_WORDS=({" ".join(repr(w) for w in words)})\nCOMP_CWORD={len(words) - 1}\n'
-               f'COMP_LINE={line!r}\nCOMP_POINT={len(line)}\n_shtab_agent_gateway\nprintf "%s\\n" "${{COMPREPLY[@]}}"\n')
+               f'COMP_LINE={line!r}\nCOMP_POINT={len(line)}\n_shtab_agent_gateway\n'
+               'printf "%s\\n" "${COMPREPLY[@]}"\n')
     path = cwd / "agent-gateway.bash"
     path.write_text(script)
     result = subprocess.run(["bash", "-c", program, "bash", str(path)], cwd=cwd, capture_output=True, text=True,
