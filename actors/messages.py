@@ -376,6 +376,15 @@ class GatewayStatus:
 # sent while the metrics actor restarts is lost, and nobody waits for an answer (actors/metrics.py).
 
 @dataclass(frozen=True)
+class LostSend:
+    """Stream consumer / sweeper -> metrics: a send whose outcome was unknown (its answer died with a process or a
+    connection, or never came), and how it ended: found (its copy is the part now), never_landed (sent again as
+    usual), marked (sent again under the re-sent marker), unanswered (no answer in time: taken for lost)."""
+    platform: str
+    outcome: str
+
+
+@dataclass(frozen=True)
 class TurnFinished:
     """Session -> metrics: a turn is over (its reply delivered or given up)."""
     profile: str

@@ -13,8 +13,8 @@ connection state each adapter reported (with the address of the incarnation that
 the gauges it reads itself at scrape time: a DescribeTree walk of the root and the ledger's counts by state. The
 snapshot is reused for ``CACHE_S``, so a scrape storm costs one walk per second, not one per request.
 
-Messages it takes: TurnFinished (sessions), ActorRestarted (supervisors), FloodWaited and AdapterConnection
-(adapters), TreeReply (its walks), StopIntake (a drain began: the gateway is no longer ready), timers
+Messages it takes: TurnFinished (sessions), LostSend (stream consumers, the sweeper), ActorRestarted
+(supervisors), FloodWaited and AdapterConnection (adapters), TreeReply (its walks), StopIntake (a drain began: the gateway is no longer ready), timers
 walk_deadline and listen, and bridge items: scrape requests and the server's start. Messages it sends: DescribeTree
 to the root.
 
@@ -78,6 +78,7 @@ class Metrics(StoreUser, GatewayActor):
         self.restarts: Counter = Counter()               # child kind -> restarts
         self.flood_waits: Counter = Counter()            # platform -> flood waits
         self.flood_seconds: Counter = Counter()          # platform -> seconds waited
+        self.lost_sends: Counter = Counter()             # (platform, outcome) -> sends whose outcome was unknown
         self.connections: dict = {}                      # adapter name -> (connected, reporter's address, seq)
         self.adapter_refs: dict = {}                     # adapter name -> (pid, address) last seen in a walk
         self.snapshot: dict | None = None
@@ -139,6 +140,9 @@ class Metrics(StoreUser, GatewayActor):
     def on_FloodWaited(self, fact, sender) -> None:
         self.flood_waits[fact.platform] += 1
         self.flood_seconds[fact.platform] += fact.seconds
+
+    def on_LostSend(self, fact, sender) -> None:
+        self.lost_sends[(fact.platform, fact.outcome)] += 1
 
     def on_AdapterConnection(self, fact, sender) -> None:
         # Kept with the reporter's address: a report from an incarnation that has since died says nothing. Of one
@@ -281,6 +285,9 @@ class Metrics(StoreUser, GatewayActor):
                     [({"platform": p}, n) for p, n in sorted(self.flood_waits.items())]),
             counter("gateway_flood_wait_seconds_total", "Seconds chats were held by rate limits",
                     [({"platform": p}, round(s, 6)) for p, s in sorted(self.flood_seconds.items())]),
+            counter("gateway_lost_sends_total", "Sends whose outcome was unknown, by platform and how they ended "
+                    "(found, never_landed, marked, unanswered)",
+                    [({"platform": p, "outcome": o}, n) for (p, o), n in sorted(self.lost_sends.items())]),
         ]
 
 

@@ -27,7 +27,7 @@ import dataclasses
 import itertools
 import time
 
-from actors.messages import AdapterConnected, InboxDoorbell, OpResult, PlatformOp
+from actors.messages import AdapterConnected, InboxDoorbell, LostSend, OpResult, PlatformOp
 from actors.adapters.pacing import resent_marker
 from actors.adapters.registry import reply_pacing
 from supervision.storage_access import StoreUser
@@ -168,6 +168,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
         the marked copy leaves, so any later owner marks its copies too)."""
         job["ambiguous"] = True
         self.db(self.store.ledger.mark_ambiguous(job["ob"].obligation_id, job["fence"]))
+        self.report(LostSend(job["ob"].target.platform, "marked"))
         self.add_marker(job)
 
     def add_marker(self, job: dict) -> None:
@@ -249,6 +250,8 @@ class DeliverySweeper(StoreUser, GatewayActor):
         """Found: the copy shows the part's text and is the part. Never landed: the part is sent. Not known: the
         reply is marked, and every part from the first is shown again (the first carries the marker)."""
         job["lost"] = None
+        if result.ok:
+            self.report(LostSend(job["ob"].target.platform, "never_landed" if result.message_id is None else "found"))
         if result.ok and result.message_id is not None:
             job["parts"][job["index"]] = str(result.message_id)
             if not result.recorded:

@@ -1,7 +1,8 @@
 """The ledger side of a reply: ``Claim``, a component its stream consumer owns. It holds which obligation the reply
 is, under which fence, and whether a copy of it may be in the chat unaddressed; it claims the obligation and runs
 every ledger call of the consumer by the rules below. The consumer's pacing and platform operations are its own
-(stream_consumer.py); what the claim needs of it is passed in: the cell's storage call, its log, its name.
+(stream_consumer.py); what the claim needs of it is passed in: the cell's storage call, its log, its name, its
+``report`` to the metrics actor.
 
 * The claim gates every send (a send's intent is the adapter's to record, PlatformOp.ledger): when storage is
   unavailable (a full disk, a lock held from outside) it raises WaitForStorage and the consumer tries again later,
@@ -15,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 
+from actors.messages import LostSend
 from actors.sessions.turn import REPLY_SLOT
 from storage import IllegalTransition, StaleFence, StorageUnavailable, Target, is_owner_alive
 
@@ -49,8 +51,8 @@ class Claim:
     lost send the adapter is to look for), ``intent`` (the part whose send intent the ledger may hold for us),
     ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent)."""
 
-    def __init__(self, args: dict, store, run, log, name: str, finds_lost: bool = False):
-        self.args, self.store, self.run, self.log, self.name = args, store, run, log, name
+    def __init__(self, args: dict, store, run, log, name: str, report=lambda fact: None, finds_lost: bool = False):
+        self.args, self.store, self.run, self.log, self.name, self.report = args, store, run, log, name, report
         self.finds_lost = finds_lost            # the adapter can find the copy a lost send left (lost_copies.py)
         self.oid: str | None = None
         self.fence: int | None = None
@@ -137,6 +139,7 @@ class Claim:
         self.log.warning("%s: %s; the reply is marked as re-sent", self.name, why)
         self.ambiguous = True
         self.call("mark_ambiguous", self.store.ledger.mark_ambiguous(self.oid, self.fence))
+        self.report(LostSend(self.args["adapter"], "marked"))
 
     def _contested(self, what: str, coro):
         """A claim step another claimer may win (a stale fence, a state that moved on): _LOST if it did."""

@@ -32,8 +32,8 @@ from __future__ import annotations
 import itertools
 import time
 
-from actors.messages import (LongToolHint, OpResult, PlatformOp, ReplyDone, StreamBatch, TextDelta, ToolCallFinished,
-                             ToolCallStarted, TurnEnd)
+from actors.messages import (LongToolHint, LostSend, OpResult, PlatformOp, ReplyDone, StreamBatch, TextDelta,
+                             ToolCallFinished, ToolCallStarted, TurnEnd)
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
 from actors.sessions.chunking import split_message
 from actors.sessions.op_failures import after_op_failure
@@ -86,7 +86,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.throttle = EditThrottle(self.pacing)
         self.secrets = configured_secrets(self.config)
         self.open_store()
-        self.claim = Claim(args, self.store, self.db, self.log, self.name,
+        self.claim = Claim(args, self.store, self.db, self.log, self.name, report=self.report,
                            finds_lost=self.pacing.finds_lost_copies and args.get("chat_type") == "dm")
         if self.pacing.typing_interval_s:
             self.after(FIRST_TYPING_AFTER_S, "typing")
@@ -249,6 +249,7 @@ class StreamConsumer(CellStoreUser, Cell):
                              "for lost", self.name, index, SEND_SILENCE_S, (self.claim.oid or "none")[:12],
                              len(self.parts), self.final is not None)
             self.in_flight = None
+            self.report(LostSend(self.args["adapter"], "unanswered"))
             self.send_unresolved(index, "a send got no answer")
             self.pump()
             return
@@ -283,7 +284,10 @@ class StreamConsumer(CellStoreUser, Cell):
         if not result.ok:
             self.claim.mark(f"the copy a lost send left could not be looked for ({result.error})")
             self.after_marking()
-        elif result.message_id is not None:
+            self.pump()
+            return
+        self.report(LostSend(self.args["adapter"], "never_landed" if result.message_id is None else "found"))
+        if result.message_id is not None:
             self.parts[index], self.shown[index] = str(result.message_id), text
             if not result.recorded:
                 self.claim.call("record_part", self.store.ledger.record_part(

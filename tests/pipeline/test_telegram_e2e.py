@@ -354,6 +354,13 @@ def test_a_send_whose_answer_was_lost_is_found_in_a_private_chat_and_marked_in_a
             unmarked = [t for t in shown(-1002) if RESENT_MARKER not in t]
             assert len(shown(-1002)) == 2 and len(unmarked) == 1, shown(-1002)
             assert len(sends(-1002)) == 2
+
+            def metrics():
+                url = json.loads((gw.state / "run" / "runtime.json").read_text())["metrics"]["url"]
+                return urllib.request.urlopen(url, timeout=10).read().decode()
+            wait_for(lambda: 'gateway_lost_sends_total{outcome="found",platform="telegram"} 1' in metrics()
+                     and 'gateway_lost_sends_total{outcome="marked",platform="telegram"} 1' in metrics(), 20, 0.2,
+                     "the two lost sends counted in /metrics: one found, one marked")
         finally:
             stop(gw)
 
