@@ -5,7 +5,8 @@
     python run_gateway.py start           run as a daemon (log file, pid file); refuses to start twice
     python run_gateway.py stop            graceful stop (flush), then forced after a bound
     python run_gateway.py drain           stop intake, finish turns in flight, flush, exit (rolling restarts)
-    python run_gateway.py status          health on one screen
+    python run_gateway.py status          health on one screen: actors, adapters (and their URLs), sessions
+    python run_gateway.py health          liveness probe, one line (--ready: readiness); exit 0 when fine
     python run_gateway.py tree            the live actor tree
     python run_gateway.py chat            talk to the agent from this terminal (--as USER, --message TEXT)
     python run_gateway.py sessions ...    stored conversations: list, show, search, export, import
@@ -84,7 +85,8 @@ def _main(argv: list[str] | None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from daemon import cli_access, cli_completion, cli_config, cli_logs, cli_service, cli_storage
+    from daemon import cli_access, cli_completion, cli_config, cli_logs, cli_service, cli_storage, status_view
+    from daemon import health as health_mod
     from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
     parser = GatewayParser(prog="run_gateway.py", description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -143,7 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
     cli_logs.add_parsers(sub)
     cli_service.add_parsers(sub)
     cli_completion.add_parsers(sub)
-    add_json(stop, drain, status, tree, start, fault)
+    health = command(sub, "health", "liveness probe (--ready: readiness); one line, exit 0 when fine",
+                     health_mod.DESCRIPTION, "health\nhealth --ready --json")
+    health.epilog = health_mod.EXIT_CODES + "\n" + health.epilog
+    health.add_argument("--ready", action="store_true",
+                        help="also require every actor up, every adapter connected and no drain")
+    health.add_argument("--timeout", type=float, default=10.0, metavar="S",
+                        help="how long the gateway may take to answer (default: %(default)ss)")
+    status.epilog = status_view.EXIT_CODES + "\n" + status.epilog
+    add_json(stop, drain, status, tree, start, fault, health)
     accept_everywhere(parser, "--config", metavar="FILE", help="TOML configuration file")
     return parser
 
@@ -226,35 +236,15 @@ def cmd_drain(config: dict, args) -> int:
 
 
 def cmd_status(config: dict, args) -> int:
-    from daemon.admin import uptime_text
+    from daemon.status_view import report
     client = _attach(config, args)
     if isinstance(client, int):
         return client
-    s = client.status()
-    data = {"running": True, "pid": client.runtime["launcher_pid"], "uptime_s": round(time.time() - s.started_at, 1),
-            "actors_up": s.actors_up, "actors_restarting": s.actors_restarting, "actors_failed": s.actors_failed,
-            "sessions_live": s.sessions_live, "obligations_pending": s.obligations_pending,
-            "draining": s.draining, "admin": f"{client.host}:{client.port}",
-            "metrics_url": (client.runtime.get("metrics") or {}).get("url"), **s.detail}
-    health = "healthy" if not (s.actors_failed or s.actors_restarting) else "degraded"
-    recovery = s.detail.get("recovery") or {}
-    metrics = (f"{data['metrics_url']}  (and /healthz, /readyz)" if data["metrics_url"] else
-               "not listening (see the log)" if config["metrics"]["enabled"] else "off")
-    text = "\n".join([
-        f"gateway {health}{' (draining)' if s.draining else ''}: pid {data['pid']}, up {uptime_text(s.started_at)}",
-        f"  actors       {s.actors_up} up, {s.actors_restarting} restarting, {s.actors_failed} failed",
-        f"  sessions     {s.sessions_live} live",
-        *(f"    {sh['name']:<10} [{sh['state']}] pid {sh['pid']}: {sh.get('sessions', '?')} sessions, "
-          f"{sh.get('consumers', '?')} replies in flight, {sh.get('waiting', 0)} waiting, "
-          f"loop lag {sh.get('loop_lag_ms', '?')} ms" for sh in s.detail.get("shards", [])),
-        f"  deliveries   {s.obligations_pending} pending",
-        f"  recovery     {recovery.get('resumes', '?')} turn(s) resumed after a restart, "
-        f"{recovery.get('notices', '?')} message(s) given up on (told to send again), "
-        f"{recovery.get('late', '?')} waiting past the answer bound",
-        f"  admin        {client.host}:{client.port}   state {config['gateway']['state_dir']}",
-        f"  metrics      {metrics}",
-    ])
-    return _out(args, data, 0, text)
+    data, text, code = report(client.status(), client.runtime, f"{client.host}:{client.port}", config)
+    if args.json:
+        return _out(args, data, code)
+    print(text)    # on stdout whatever the health: the screen is the answer asked for, not an error message
+    return code
 
 
 def cmd_tree(config: dict, args) -> int:
@@ -328,9 +318,14 @@ def cmd_service(config: dict, args) -> int:
     return run(config, args, program=[sys.executable, os.path.abspath(__file__)])   # the unit runs this program
 
 
+def cmd_health(config: dict, args) -> int:
+    from daemon.health import cmd_health as run
+    return run(config, args)
+
+
 COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions, "deliveries": cmd_deliveries, "pair": cmd_pair, "chat": cmd_chat, "run": cmd_run,
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
-            "fault": cmd_fault}
+            "fault": cmd_fault, "health": cmd_health}
 
 
 # ------------------------------------------------------------------------------------------------------ helpers

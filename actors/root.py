@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus, ShutdownReady, ShutdownRequest,
                              StatusRequest)
+from actors.adapters.connection import adapter_rows
 from supervision.messages import AddressesChanged, Directory
 from supervision import tree
 from supervision.spec import ChildSpec, Restart, flags_from_config
@@ -111,6 +112,7 @@ class Root(Supervisor):
                              detail={"actors": c["actors"], "pending_work": c["pending"],
                                      "fixed_tree_restarting": fixed["restarting"] + fixed["failed"],
                                      "recovery": {k: v for n in sweeper for k, v in n.facts},
+                                     "adapters": adapter_rows(node),
                                      "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
                                                 for n in tree.find_kind(node, "SessionShard")]})
 

@@ -100,8 +100,3 @@ def _answers(host: str, port: int, timeout: float = 1.0) -> bool:
             return True
     except OSError:
         return False
-
-
-def uptime_text(started_at: float) -> str:
-    seconds = int(time.time() - started_at)
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s"

@@ -32,6 +32,7 @@ from supervision.messages import Started, SupervisorGaveUp
 from daemon import ack_wait, loopback, peer_credentials, poll_selector
 from common import processes
 from daemon.asking import ask_for
+from daemon.status_view import health_of
 from common.logging_setup import log_defs_for
 from common.runfiles import AlreadyRunning, RunFiles
 
@@ -281,10 +282,10 @@ def _pids_in_session(sid: int) -> list[int]:
 
 
 def _status_line(status: GatewayStatus) -> str:
-    health = "healthy" if not (status.actors_failed or status.actors_restarting) else "degraded"
+    health, problems = health_of(status)
     return (f"{health}: {status.actors_up} actors up, {status.actors_restarting} restarting, "
             f"{status.actors_failed} failed; {status.sessions_live} sessions live; "
-            f"{status.obligations_pending} deliveries pending")
+            f"{status.obligations_pending} deliveries pending" + "".join(f"; {p}" for p in problems[:3]))
 
 
 class SystemdNotifier:

@@ -15,6 +15,9 @@ from tests.actor_system import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+# The embedded default adapters, but the web chat on a free port: `status` is degraded (exit 1) while the default
+# port is taken, as it may be by other gateways on this machine (tests running beside these).
+DEFAULT_ADAPTERS_ANY_PORT = '[adapters.web]\ntype = "webchat"\nport = 0\n'
 
 
 class Gateway:

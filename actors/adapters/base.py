@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import itertools
 import logging
 import time
@@ -40,11 +41,13 @@ from actors.adapters.access import AccessPolicy, Gatekeeper, policy_of
 from actors.adapters.sender_limits import LimitPolicy, SenderLimits
 from actors.adapters.sender_limits import policy_of as limit_policy_of
 from actors.adapters.budgets import ChatBudgets
+from actors.adapters.connection import ConnectionView
 from actors.adapters.doorbells import Doorbells
 from actors.adapters.lost_copies import Unresolved
 # MalformedPayload, SenderOverLimit, TextTooLong and backoff_s are part of what adapters import from here.
 from actors.adapters.intake import (InboundPath, IntakeFailed, MalformedPayload, SenderOverLimit,  # noqa: F401
-                                    TextTooLong, _Connected, _Ingested, _LogLine, _OpDone, _quietly)
+                                    TextTooLong, _Connected, _Ingested, _IntakeRetrying, _LogLine, _OpDone,
+                                    _quietly)
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error  # noqa: F401
 from supervision.batching import Outbox
 from supervision.bridge import TaskDone
@@ -99,6 +102,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self._chat_load: collections.Counter = collections.Counter()
         self.doorbells = Doorbells()
         self._connection_reports = 0  # AdapterConnection reports sent by this incarnation
+        self.connection = ConnectionView(time.time())   # what `status` shows of the platform connection
         # What one drain of the bridge produced (answers, doorbells), sent per recipient when it is done.
         self.batched_out = Outbox()
         self._unannounced = False
@@ -141,6 +145,10 @@ class PlatformAdapter(InboundPath, GatewayActor):
     def classify(self, exc: BaseException) -> tuple[str, float]:
         return classify_error(exc)
 
+    def served_url(self) -> Optional[str]:
+        """The URL this adapter serves (a chat page, an API, a webhook) once it listens; None: it serves none."""
+        return None
+
     def event_profile(self, event: MessageEvent) -> str:
         """The profile (part of the session key) an inbound event runs under: the adapter's, unless a subclass
         lets each request choose among those it serves (the OpenAI-compatible endpoint does)."""
@@ -166,6 +174,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         if self._intake is not None:
             self._intake.cancel()  # between rounds or mid-poll: an ingest in progress is shielded and completes
         self.log.info("%s: intake stopped (outbound continues)", self.name)
+        self.connection.stopped(time.time())
         self._report_connection(False)
 
     def on_stop(self) -> None:
@@ -180,6 +189,9 @@ class PlatformAdapter(InboundPath, GatewayActor):
 
     def pending_work(self) -> int:
         return len(self._in_hand)
+
+    def describe(self):
+        return dataclasses.replace(super().describe(), facts=self.connection.facts(self.served_url()))
 
     def _run_sync(self, coro, timeout: float):
         """Await a short coroutine on the bridge loop from the actor thread."""
@@ -211,7 +223,11 @@ class PlatformAdapter(InboundPath, GatewayActor):
         elif isinstance(item, _OpDone):
             self._answer(item)
         elif isinstance(item, AdapterConnection):
+            if item.connected:
+                self.connection.connected(time.time())
             self._report_connection(item.connected)
+        elif isinstance(item, _IntakeRetrying):
+            self.connection.retrying(item.error, item.attempt, time.time())
         elif isinstance(item, FloodWaited):
             self.report(item)
         elif isinstance(item, TaskDone) and item.tag == "intake" and item.error is not None:

@@ -74,6 +74,13 @@ class _Connected:
 
 
 @dataclass(frozen=True)
+class _IntakeRetrying:
+    """An intake attempt failed and will be retried (what `status` shows as the adapter's last error)."""
+    error: str                     # redacted
+    attempt: int
+
+
+@dataclass(frozen=True)
 class _OpDone:
     ticket: int
     result: OpResult
@@ -121,6 +128,7 @@ class InboundPath:
                 delay = max(retry_after, backoff_s(failures, self.reconnect_base_s, self.reconnect_max_s))
                 self._say(logging.WARNING, "%s: intake error (%s: %s); reconnecting in %.2fs (attempt %d)",
                           self.name, kind, self._clean(exc), delay, failures)
+                self._loop_bridge.post(_IntakeRetrying(self._clean(exc), failures))
                 await _quietly(self.disconnect())
                 await asyncio.sleep(delay)
 

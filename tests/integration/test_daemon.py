@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from tests.daemon import Gateway, nodes
+from tests.daemon import DEFAULT_ADAPTERS_ANY_PORT, Gateway, nodes
 from tests.actor_system import free_port, wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -19,7 +19,7 @@ CHILD_KINDS = ["watchdog", "sweeper", "ticker", "sessions", "adapters"]
 
 @pytest.fixture
 def gateway(tmp_path):
-    gw = Gateway(tmp_path)
+    gw = Gateway(tmp_path, extra_toml=DEFAULT_ADAPTERS_ANY_PORT)
     yield gw
     gw.cli("stop")
     gw.kill_everything()

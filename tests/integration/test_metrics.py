@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from tests.actor_system import wait_for
-from tests.daemon import PYTHON, ROOT, Gateway, nodes
+from tests.daemon import DEFAULT_ADAPTERS_ANY_PORT, PYTHON, ROOT, Gateway, nodes
 from tests.fakes.fakeplatform import FakePlatform
 from tests.pipeline.harness import CURSOR, actor_pid, crash_cell, pipeline_gateway, settled_answers, visible
 
@@ -171,7 +171,7 @@ def test_readyz_answers_503_during_a_drain(tmp_path):
 
 
 def test_metrics_disabled_opens_no_port(tmp_path):
-    gw = Gateway(tmp_path, extra_toml="[metrics]\nenabled = false\n")
+    gw = Gateway(tmp_path, extra_toml="[metrics]\nenabled = false\n" + DEFAULT_ADAPTERS_ANY_PORT)
     try:
         gw.start()
         tree = gw.wait_ready()

@@ -19,7 +19,7 @@ from actors.agents.offline import FAKE_SECRET
 from daemon.launcher import SystemdNotifier
 from common.logging_setup import key_hash
 from tests.actor_system import wait_for
-from tests.daemon import PYTHON, ROOT, Gateway
+from tests.daemon import DEFAULT_ADAPTERS_ANY_PORT, PYTHON, ROOT, Gateway
 from tests.fakes.fakeplatform import FakePlatform
 from tests.pipeline.harness import CURSOR, pipeline_gateway, settled_answers, visible
 
@@ -115,7 +115,7 @@ def run_foreground(gw: Gateway, log_path: Path, **env) -> subprocess.Popen:
 
 def test_the_launcher_notifies_ready_status_and_stopping(tmp_path):
     notify = NotifySocket()
-    gw = Gateway(tmp_path)
+    gw = Gateway(tmp_path, extra_toml=DEFAULT_ADAPTERS_ANY_PORT)
     proc = run_foreground(gw, tmp_path / "run.log", NOTIFY_SOCKET=notify.address)
     try:
         ready = notify.wait_for("READY=1")

@@ -117,6 +117,12 @@ class HttpApiAdapter(PlatformAdapter):
         self._say(logging.INFO, "%s: listening on http://%s:%d (%s)", self.name, host, self.bound_port,
                   ", ".join(routes) or "no endpoint enabled")
 
+    def served_url(self) -> Optional[str]:
+        if self._runner is None or self.bound_port is None:
+            return None
+        host = self.settings.get("host") or "127.0.0.1"
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.bound_port}/"
+
     async def run_intake(self, emit) -> None:
         self._intake_emit = emit
         try:

@@ -69,6 +69,12 @@ class TelegramAdapter(PlatformAdapter):
             await self._poller.delete_webhook()
             self._webhook_cleared = True
 
+    def served_url(self) -> Optional[str]:
+        webhook = self._webhook
+        if webhook is None or webhook.port is None:
+            return None
+        return f"http://{self.settings['webhook_host']}:{webhook.port}{self.settings['webhook_path']}"
+
     async def disconnect(self) -> None:
         webhook, self._webhook = self._webhook, None
         poller, self._poller = self._poller, None

@@ -70,6 +70,10 @@ class WebChatAdapter(PlatformAdapter):
                       "anyone who reaches the port can chat (set [adapters.%s] login_token)", self.name, host,
                       self.name)
 
+    def served_url(self) -> Optional[str]:
+        server = self.server
+        return f"http://{_host_port(server.host, server.port)}/" if server is not None else None
+
     async def run_intake(self, emit) -> None:
         self._store_batch = emit
         try:

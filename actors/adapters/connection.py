@@ -1,0 +1,91 @@
+"""What an adapter tells the operator about its platform connection, and how `status` reads it from the tree.
+
+An adapter keeps a ``ConnectionView`` on its actor thread, fed by its intake (connected; a failed attempt with its
+redacted error; stopped by a drain), and puts it in the facts of its ``TreeNode``; the root's status walk then
+turns every adapter node into one row (``adapter_rows``). Pure: no actor, no clock but the one passed in.
+
+States a row can have:
+
+    connected    the platform connection is up (the intake ran a round, or the server listens)
+    connecting   not yet up, and no attempt has failed yet (the first seconds after a start)
+    retrying     the last attempt failed; the intake tries again with backoff (error: why; since: down since when)
+    stopped      a drain stopped the intake (outbound still works)
+    restarting   the adapter actor crashed and its supervisor is starting it again (error: the crash)
+    failed       its supervisor gave up on it, or it stopped answering (error: the last crash, if any)
+    up           an adapter without a platform connection (the terminal chat), running
+"""
+from __future__ import annotations
+
+from supervision import tree
+
+DOWN_STATES = ("retrying", "stopped", "restarting", "failed")   # a configured adapter in one of these is down
+ERROR_CHARS = 300
+
+
+class ConnectionView:
+    """One adapter's connection as its actor thread learnt it. ``since``: wall-clock time of the last change
+    between up and not up (so "retrying since" is how long the connection has been down, not the last attempt)."""
+
+    def __init__(self, now: float):
+        self.state, self.since, self.error, self.attempts = "connecting", now, "", 0
+
+    def connected(self, now: float) -> None:
+        if self.state != "connected":
+            self.since = now
+        self.state, self.attempts = "connected", 0
+
+    def retrying(self, error: str, attempt: int, now: float) -> None:
+        if self.state == "connected":
+            self.since = now
+        self.state, self.error, self.attempts = "retrying", " ".join(error.split())[:ERROR_CHARS], attempt
+
+    def stopped(self, now: float) -> None:
+        if self.state != "stopped":
+            self.state, self.since = "stopped", now
+
+    def facts(self, url: str | None = None) -> tuple:
+        """The ``TreeNode.facts`` of the adapter: what `tree` shows and `status` reads."""
+        facts = [("connection", self.state), ("since", round(self.since, 3))]
+        if self.state == "retrying":
+            facts += [("attempts", self.attempts), ("error", self.error)]
+        if url:
+            facts.append(("url", url))
+        return tuple(facts)
+
+
+def adapter_rows(root) -> list[dict]:
+    """One row per adapter under the root's AdapterSupervisor: name, kind, state (see the module docstring), and
+    where known since, error, attempts and url. An adapter the tree could not describe shows as the tree says."""
+    rows = []
+    for node, parent, _depth in tree.walk(root):
+        if parent is None or parent.kind != "AdapterSupervisor":
+            continue
+        facts = dict(node.facts)
+        row = {"name": node.name, "kind": node.kind, "state": _state(node, facts)}
+        if row["state"] in ("restarting", "failed"):
+            if node.last_exit:
+                row["error"] = " ".join(str(node.last_exit).split())[:ERROR_CHARS]
+        else:
+            row.update({k: facts[k] for k in ("since", "attempts", "error", "url") if k in facts})
+        rows.append(row)
+    return rows
+
+
+def _state(node, facts: dict) -> str:
+    if node.state in tree.FAILED_STATES:
+        return "failed"
+    if node.state in tree.RESTARTING_STATES:
+        return "restarting"
+    if node.state not in tree.UP_STATES:
+        return "failed"                    # stopped for good by its supervisor
+    return str(facts.get("connection", "up"))
+
+
+def adapter_problems(rows: list[dict]) -> list[str]:
+    """One short line per adapter that is down, for `status` and `health --ready`."""
+    problems = []
+    for row in rows:
+        if row["state"] in DOWN_STATES:
+            why = f": {row['error']}" if row.get("error") else ""
+            problems.append(f"adapter {row['name']} {row['state']}{why}")
+    return problems

@@ -1,0 +1,103 @@
+"""``run_gateway.py status``: the gateway's health on one screen, and the one judgement of that health.
+
+Pure: everything here works on a ``GatewayStatus`` (the root's answer to a status walk) and plain values, so the
+screen, the JSON, the exit code, the service manager's STATUS= line and ``health`` cannot disagree.
+
+The gateway is healthy when no actor is restarting or failed and no configured adapter is down (see
+``actors/adapters/connection.py`` for the adapter states). An adapter still connecting after a start is not down
+yet: it is shown as connecting, and ``health --ready`` says not ready.
+"""
+from __future__ import annotations
+
+import time
+
+from actors.adapters.connection import adapter_problems
+
+EX_HEALTHY, EX_DEGRADED = 0, 1   # and 3: no gateway running (run_gateway.py)
+EXIT_CODES = """exit codes:
+  0  healthy: every actor up, every adapter connected (or still connecting after a start)
+  1  degraded: an actor is restarting or failed, an adapter is down (retrying, restarting, failed) or the
+     gateway is draining; the screen (and --json "problems") says which and why
+  3  no gateway running
+"""
+
+
+def add_exit_codes(parser) -> None:
+    """The status command's --help ends with its exit codes."""
+    import argparse
+    parser.epilog, parser.formatter_class = EXIT_CODES, argparse.RawDescriptionHelpFormatter
+
+
+def health_of(status) -> tuple[str, list[str]]:
+    """("healthy" | "degraded" | "draining", the problems behind it, one short line each)."""
+    problems = []
+    if status.actors_failed:
+        problems.append(f"{status.actors_failed} actor(s) failed")
+    if status.actors_restarting:
+        problems.append(f"{status.actors_restarting} actor(s) restarting")
+    problems += adapter_problems(status.detail.get("adapters") or [])
+    if status.draining:
+        return "draining", problems
+    return ("degraded" if problems else "healthy"), problems
+
+
+def report(status, runtime: dict, admin: str, config: dict, now: float | None = None) -> tuple[dict, str, int]:
+    """(the --json document, the screen, the exit code) of one status answer."""
+    now = time.time() if now is None else now
+    health, problems = health_of(status)
+    adapters = status.detail.get("adapters") or []
+    data = {"running": True, "health": health, "problems": problems, "pid": runtime["launcher_pid"],
+            "uptime_s": round(now - status.started_at, 1), "actors_up": status.actors_up,
+            "actors_restarting": status.actors_restarting, "actors_failed": status.actors_failed,
+            "sessions_live": status.sessions_live, "obligations_pending": status.obligations_pending,
+            "draining": status.draining, "admin": admin, "metrics_url": (runtime.get("metrics") or {}).get("url"),
+            **status.detail}
+    recovery = status.detail.get("recovery") or {}
+    metrics = (f"{data['metrics_url']}  (and /healthz, /readyz)" if data["metrics_url"] else
+               "not listening (see the log)" if config["metrics"]["enabled"] else "off")
+    name_width = max([len(row["name"]) for row in adapters] + [8])
+    kind_width = max([len(row["kind"]) for row in adapters] + [8])
+    lines = [
+        f"gateway {health}: pid {data['pid']}, up {duration(now - status.started_at)}",
+        *([f"  problems     {'; '.join(p.split(': ', 1)[0] for p in problems)}"] if problems else []),
+        f"  actors       {status.actors_up} up, {status.actors_restarting} restarting, {status.actors_failed} failed",
+        f"  adapters     {len(adapters)}" + ("" if adapters else " (none configured)"),
+        *(f"    {adapter_line(row, now, name_width, kind_width)}" for row in adapters),
+        f"  sessions     {status.sessions_live} live",
+        *(f"    {sh['name']:<10} [{sh['state']}] pid {sh['pid']}: {sh.get('sessions', '?')} sessions, "
+          f"{sh.get('consumers', '?')} replies in flight, {sh.get('waiting', 0)} waiting, "
+          f"loop lag {sh.get('loop_lag_ms', '?')} ms" for sh in status.detail.get("shards", [])),
+        f"  deliveries   {status.obligations_pending} pending",
+        f"  recovery     {recovery.get('resumes', '?')} turn(s) resumed after a restart, "
+        f"{recovery.get('notices', '?')} message(s) given up on (told to send again), "
+        f"{recovery.get('late', '?')} waiting past the answer bound",
+        f"  admin        {admin}   state {config['gateway']['state_dir']}",
+        f"  metrics      {metrics}",
+    ]
+    return data, "\n".join(lines), EX_HEALTHY if health == "healthy" else EX_DEGRADED
+
+
+def adapter_line(row: dict, now: float, name_width: int = 10, kind_width: int = 18) -> str:
+    """``web  WebChatAdapter  connected 2m10s  http://127.0.0.1:8765/`` or, for one that is down,
+    ``tg  TelegramAdapter  retrying for 45s (attempt 6): cannot reach api.telegram.org``."""
+    state = row["state"]
+    since = row.get("since")
+    if state == "retrying":
+        told = f"retrying for {duration(now - since)}" if since else "retrying"
+        told += f" (attempt {row['attempts']})" if row.get("attempts") else ""
+    elif since and state in ("connected", "connecting", "stopped"):
+        told = f"{state} {'for ' if state != 'connected' else ''}{duration(now - since)}"
+    else:
+        told = state
+    url = f"  {row['url']}" if row.get("url") else ""
+    error = f": {row['error']}" if row.get("error") and state != "connected" else ""
+    return f"{row['name']:<{name_width}} {row['kind']:<{kind_width}} {told}{url}{error}"
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
