@@ -160,34 +160,6 @@ def _without_fragments(text: str, secret: str) -> str:
     return "".join(out)
 
 
-_OPERATOR_HINT = "The operator can check the gateway log."
-_HTTP_PREFIX = re.compile(r"^HTTP \d{3}:?\s*")
-
-
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def user_facing_error(exc: BaseException, extra_secrets: Iterable[str] = (), limit: int = 160) -> str:
-    """A short, redacted, one-line explanation of ``exc`` fit for a chat message."""
-    secrets = tuple(extra_secrets)
-    # Redact before shortening: truncation could cut a token so its shape no longer matches.
-    detail = _one_line(redact(str(exc), secrets), 10_000)
-    detail = _one_line(_HTTP_PREFIX.sub("", detail), limit) or type(exc).__name__
-    status = getattr(exc, "status", None)
-    if isinstance(exc, TimeoutError):  # before OSError: aiohttp's timeouts are connection errors too
-        return f"The model service did not answer in time ({detail}). {_OPERATOR_HINT}"
-    if isinstance(status, int):
-        hint = {401: " Check the API key.", 403: " Check the API key.", 429: " Rate limited: try again shortly."}
-        return f"The model service failed (HTTP {status}: {detail}).{hint.get(status, '')} {_OPERATOR_HINT}"
-    if isinstance(exc, (ConnectionError, OSError)):
-        return f"Could not reach the model service ({detail}). {_OPERATOR_HINT}"
-    if type(exc).__name__ == "AgentError":
-        return f"The agent failed ({detail}). {_OPERATOR_HINT}"
-    return f"Something went wrong while answering ({type(exc).__name__}: {detail}). {_OPERATOR_HINT}"
-
-
 def configured_secrets(config: dict) -> list[str]:
     """Every secret the configuration names, the one rule for the whole gateway (the log filter, the notices a
     chat sees, the admin output): the agent's key (inline or from its environment variable) and the

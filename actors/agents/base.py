@@ -23,13 +23,16 @@ DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 
 
 class AgentError(Exception):
-    """The agent could not answer. ``message`` is short and may be shown (after redaction); ``status`` is the
-    model service's HTTP status when there was one."""
+    """The agent could not answer. ``message`` is for the operator's log (it may name the service's address and
+    the exception seen); ``status`` is the model service's HTTP status when there was one; ``reason``, where the
+    client knows it, the kind of failure (``common.chat_errors.KINDS``: unreachable, dns, timeout, broken...),
+    which decides what the chat is told instead of the message."""
 
-    def __init__(self, message: str, status: Optional[int] = None):
+    def __init__(self, message: str, status: Optional[int] = None, reason: Optional[str] = None):
         super().__init__(message)
         self.message = message
         self.status = status
+        self.reason = reason
 
 
 @dataclass(frozen=True)

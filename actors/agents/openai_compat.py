@@ -26,6 +26,7 @@ from actors.agents.tools import ToolRegistry, default_registry
 from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
                              TurnEnd)
 from common.backoff import backoff_s
+from common.chat_errors import failure_kind
 from common.redact import redact
 
 __all__ = ["AgentError", "OpenAICompatAgent"]
@@ -212,10 +213,13 @@ class _Response:
 def _connection_error(exc: BaseException, idle_timeout_s: float, output_started: bool) -> AgentError:
     if isinstance(exc, TimeoutError) and not isinstance(exc, _CONNECT_TIMEOUT):
         where = "mid-answer" if output_started else "before answering"
-        return AgentError(f"the model service sent nothing for {idle_timeout_s:g}s {where}")
+        return AgentError(f"the model service sent nothing for {idle_timeout_s:g}s {where}", reason="timeout")
     if output_started:
-        return AgentError(f"the model stream broke off mid-answer ({type(exc).__name__})")
-    return AgentError(f"cannot reach the model service ({type(exc).__name__}: {_short(exc)})")
+        return AgentError(f"the model stream broke off mid-answer ({type(exc).__name__}: {_short(exc)})",
+                          reason="broken")
+    # A connect timeout too: nothing answered at that address, as with a refused connection.
+    return AgentError(f"cannot reach the model service ({type(exc).__name__}: {_short(exc)})",
+                      reason="dns" if failure_kind(exc) == "dns" else "unreachable")
 
 
 class OpenAICompatAgent:

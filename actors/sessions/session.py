@@ -31,7 +31,8 @@ import time
 from actors.agents.base import AgentRequest, build_agent
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
                              SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
-from common.redact import configured_secrets, redact, user_facing_error
+from common.chat_errors import user_facing_error
+from common.redact import configured_secrets, redact
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.session_commands import run_command

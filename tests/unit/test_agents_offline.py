@@ -9,7 +9,8 @@ from actors.agents.offline import CONFIG_HELP, FAKE_SECRET, OfflineAgent, long_a
 from actors.agents.openai_compat import OpenAICompatAgent
 from actors.agents.tools import BUILTIN_TOOLS, CalculatorError, Tool, ToolRegistry, calculate, default_registry
 from actors.messages import TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted, TurnEnd
-from common.redact import redact, user_facing_error
+from common.chat_errors import user_facing_error
+from common.redact import redact
 from actors.adapters.pacing import utf16_len
 from actors.sessions.chunking import plan_chunks
 

@@ -3,7 +3,7 @@ import asyncio
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from common.redact import REDACTED, redact, user_facing_error
+from common.redact import REDACTED, redact
 
 SECRETS = {
     "openai": "sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD",
@@ -87,29 +87,3 @@ def test_property_configured_secret_never_survives(before, after, secret):
     assert secret not in out
 
 
-class FakeAgentError(Exception):
-    def __init__(self, message, status=None):
-        super().__init__(message)
-        self.status = status
-
-
-FakeAgentError.__name__ = "AgentError"
-
-
-def test_user_facing_error_for_http_failure_is_short_and_redacted():
-    key = "my-configured-key-9999"
-    exc = FakeAgentError(f"HTTP 401: Incorrect API key provided: {key} and {SECRETS['openai']}\nmore", status=401)
-    text = user_facing_error(exc, extra_secrets=[key])
-    assert text.startswith("The model service failed (HTTP 401: Incorrect API key provided:")
-    assert key not in text and SECRETS["openai"] not in text
-    assert "\n" not in text and len(text) < 300
-    assert "gateway log" in text and "API key" in text
-
-
-def test_user_facing_error_kinds():
-    assert "did not answer in time" in user_facing_error(asyncio.TimeoutError())
-    assert "Could not reach" in user_facing_error(ConnectionRefusedError("refused"))
-    assert user_facing_error(FakeAgentError("boom")).startswith("The agent failed (boom)")
-    generic = user_facing_error(ValueError("x" * 1000))
-    assert generic.startswith("Something went wrong while answering (ValueError: ") and len(generic) < 300
-    assert "(RuntimeError: RuntimeError)" in user_facing_error(RuntimeError())
