@@ -175,6 +175,9 @@ def cmd_start(config: dict, args) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if _running(config):
         return _out(args, {"ok": False, "error": f"already running (pid {files.read_pid()})"}, 1)
+    from daemon.startup_checks import startup_warnings
+    for warning in startup_warnings(config):
+        print(f"warning: {warning}", file=sys.stderr)
     before = files.read_runtime()
     # The configuration the checks above loaded, by its absolute path: the daemon runs from /.
     source = config.get("_source")

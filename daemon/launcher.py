@@ -32,6 +32,7 @@ from supervision.messages import Started, SupervisorGaveUp
 from daemon import ack_wait, loopback, peer_credentials, poll_selector
 from common import processes
 from daemon.asking import ask_for
+from daemon.startup_checks import startup_warnings
 from daemon.status_view import health_of
 from common.logging_setup import log_defs_for
 from common.runfiles import AlreadyRunning, RunFiles
@@ -91,6 +92,8 @@ class Launcher:
 
     def _run_system(self, started: float) -> int:
         from actors.root import preload_actor_modules
+        for warning in startup_warnings(self.config):
+            log.warning("%s", warning)
         preload_actor_modules(self.config)
         self.notify.send("STATUS=starting the actor tree")
         # Thespian's own log (transport errors, refused peers) defaults to the machine-wide /tmp/thespian.log.

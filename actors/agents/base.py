@@ -87,6 +87,21 @@ def resolve_api_key(config: Mapping[str, Any], env: Mapping[str, str] = os.envir
     return env.get(config.get("api_key_env") or DEFAULT_API_KEY_ENV) or None
 
 
+def agent_kind(config: Mapping[str, Any]) -> str:
+    """The kind of agent an ``[agent]`` section describes: its ``kind``, else 'openai' when it names a model and a
+    base_url, else 'offline'."""
+    return config.get("kind") or ("openai" if config.get("model") and config.get("base_url") else "offline")
+
+
+def missing_api_key(config: Mapping[str, Any], env: Mapping[str, str] = os.environ) -> Optional[str]:
+    """The environment variable an OpenAI-compatible agent would read its key from, when that variable is unset and
+    no key is configured inline (its first turn would then be refused, HTTP 401, by any service that needs one);
+    None when the agent has a key or is of a kind that needs none."""
+    if agent_kind(config) != "openai" or resolve_api_key(config, env):
+        return None
+    return config.get("api_key_env") or DEFAULT_API_KEY_ENV
+
+
 def build_agent(config: Optional[Mapping[str, Any]] = None, env: Mapping[str, str] = os.environ,
                 test_hooks: bool = False) -> Agent:
     """The agent described by the ``[agent]`` configuration section. ``test_hooks``: the offline agent honours its
@@ -99,7 +114,7 @@ def build_agent(config: Optional[Mapping[str, Any]] = None, env: Mapping[str, st
     from actors.agents.tools import default_registry  # the agents import this module
 
     config = dict(config or {})
-    kind = config.get("kind") or ("openai" if config.get("model") and config.get("base_url") else "offline")
+    kind = agent_kind(config)
     registry = default_registry(config.get("tools"))
     if kind == "offline":
         from actors.agents.offline import OfflineAgent
