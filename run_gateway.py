@@ -7,6 +7,7 @@
     python run_gateway.py drain           stop intake, finish turns in flight, flush, exit (rolling restarts)
     python run_gateway.py status          health on one screen: actors, adapters (and their URLs), sessions
     python run_gateway.py health          liveness probe, one line (--ready: readiness); exit 0 when fine
+    python run_gateway.py doctor          check the config, model endpoint, credentials, ports, disk; starts nothing
     python run_gateway.py tree            the live actor tree
     python run_gateway.py chat            talk to the agent from this terminal (--as USER, --message TEXT)
     python run_gateway.py sessions ...    stored conversations: list, show, search, export, import
@@ -86,7 +87,7 @@ def _main(argv: list[str] | None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from daemon import cli_access, cli_completion, cli_config, cli_logs, cli_service, cli_storage, status_view
-    from daemon import health as health_mod
+    from daemon import doctor as doctor_mod, health as health_mod
     from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
     parser = GatewayParser(prog="run_gateway.py", description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -152,8 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also require every actor up, every adapter connected and no drain")
     health.add_argument("--timeout", type=float, default=10.0, metavar="S",
                         help="how long the gateway may take to answer (default: %(default)ss)")
+    doctor = command(sub, "doctor", "check the configuration, the model endpoint, credentials, ports, disk and state "
+                     "dir, one line each; exit 1 on any failure", doctor_mod.__doc__.split("\n\n", 1)[1],
+                     "doctor\ndoctor --config ./gateway.toml --json")
     status.epilog = status_view.EXIT_CODES + "\n" + status.epilog
-    add_json(stop, drain, status, tree, start, fault, health)
+    add_json(stop, drain, status, tree, start, fault, health, doctor)
     accept_everywhere(parser, "--config", metavar="FILE", help="TOML configuration file")
     return parser
 
@@ -326,9 +330,15 @@ def cmd_health(config: dict, args) -> int:
     return run(config, args)
 
 
+def cmd_doctor(config: dict, args) -> int:
+    from daemon.doctor import cmd_doctor as run
+    return run(config, args)
+
+
 COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions, "deliveries": cmd_deliveries, "pair": cmd_pair, "chat": cmd_chat, "run": cmd_run,
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
-            "fault": cmd_fault, "health": cmd_health}
+            "fault": cmd_fault, "health": cmd_health,
+            "doctor": cmd_doctor}
 
 
 # ------------------------------------------------------------------------------------------------------ helpers

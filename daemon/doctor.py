@@ -1,0 +1,174 @@
+"""``run_gateway.py doctor``: check a configuration before (or while) the gateway runs, one line per check.
+
+It starts nothing. The configuration is loaded and validated first, by the loader the gateway itself uses: a bad
+file, key or adapter table stops there, with the loader's message naming the file, key and reason (exit 78). Then:
+
+    config          which file, which adapters
+    agent           the kind; an OpenAI-compatible agent needs base_url and model
+    agent key       the key variable is set (or a key is inline) when the agent needs one
+    model endpoint  GET {base_url}/models answers (unreachable, or its HTTP status)
+    adapter NAME    the platform's credentials, where one cheap call tells (Telegram: getMe); others "not checked"
+    port LABEL      each port the gateway will listen on is free, or held by this gateway when it runs
+    disk            free space where the state lives
+    state dir       private to this user (0700, owned by them, no file open to others)
+
+Every line is ok, warn, fail or skip, with why.
+
+exit codes: 0 no check failed (warnings allowed), 1 a check failed, 78 the configuration is invalid
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Mapping
+
+from actors.adapters import registry
+from actors.agents.base import agent_kind, missing_api_key, resolve_api_key
+from common import processes
+from common.runfiles import RunFiles
+from daemon.doctor_probes import Check, port_check, probe_model, probe_telegram
+
+EX_OK, EX_FAILED = 0, 1
+DISK_FAIL_BYTES = 100 * 2**20      # below this the next writes may fail: SQLite, the log
+DISK_WARN_BYTES = 1 * 2**30
+CREDENTIAL_PROBES = {"telegram": probe_telegram}
+NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
+
+
+def add_parser(sub) -> None:
+    import argparse
+    doctor = sub.add_parser("doctor", help="check the configuration, the model endpoint, credentials, ports, disk "
+                                           "and state dir, one line each; exit 1 on any failure",
+                            description=__doc__.split("\n\n", 1)[1],
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def cmd_doctor(config: dict, args) -> int:
+    checks = run_checks(config)
+    failed = any(c.status == "fail" for c in checks)
+    if args.json:
+        print(json.dumps({"ok": not failed, "checks": [vars(c) for c in checks]}, indent=2))
+    else:
+        print(render(checks))
+    return EX_FAILED if failed else EX_OK
+
+
+def render(checks: list[Check]) -> str:
+    width = max(len(c.name) for c in checks)
+    lines = [f"{c.status:<5} {c.name:<{width}}  {c.detail}" for c in checks]
+    counts = {s: sum(c.status == s for c in checks) for s in ("fail", "warn", "ok", "skip")}
+    lines.append("doctor: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    return "\n".join(lines)
+
+
+def run_checks(config: dict, env: Mapping[str, str] = os.environ) -> list[Check]:
+    adapters = {name: args for name, args in registry.validate_all(config).items() if args["type"] != "cli"}
+    checks = [config_check(config, adapters), *agent_checks(config.get("agent") or {}, env)]
+    checks += asyncio.run(_network_checks(config, adapters, env, checks))
+    state_dir = Path(config["gateway"]["state_dir"])
+    pids = gateway_pids(state_dir)
+    checks += [port_check(label, host, port, pids) for label, host, port in planned_ports(config, adapters)]
+    checks += [disk_check(state_dir), state_dir_check(state_dir)]
+    return checks
+
+
+async def _network_checks(config: dict, adapters: dict, env: Mapping[str, str], so_far: list[Check]) -> list:
+    probes = []
+    agent = config.get("agent") or {}
+    if agent_kind(agent) == "openai" and not any(c.name == "agent" and c.status == "fail" for c in so_far):
+        probes.append(probe_model(agent["base_url"], agent["model"], resolve_api_key(agent, env)))
+    for name, args in adapters.items():
+        probe = CREDENTIAL_PROBES.get(args["type"])
+        if probe is not None:
+            probes.append(probe(name, args))
+    found = await asyncio.gather(*probes)
+    skipped = [Check("skip", f"adapter {name}", f"{args['type']}: credentials not checked")
+               for name, args in adapters.items()
+               if args["type"] not in CREDENTIAL_PROBES and args["type"] not in NO_CREDENTIALS]
+    return [*found, *skipped]
+
+
+# ------------------------------------------------------------------------------------ checks of the configuration
+
+def config_check(config: dict, adapters: dict) -> Check:
+    where = config.get("_source") or "(no file: the embedded defaults)"
+    listed = ", ".join(f"{name} ({args['type']})" for name, args in adapters.items()) or "none but the terminal"
+    return Check("ok", "config", f"{where}: valid; adapters: {listed}")
+
+
+def agent_checks(agent: dict, env: Mapping[str, str]) -> list[Check]:
+    kind = agent_kind(agent)
+    if kind != "openai":
+        return [Check("ok", "agent", "the offline agent: no model service, no key needed")]
+    if not agent.get("base_url") or not agent.get("model"):
+        return [Check("fail", "agent", 'kind = "openai" needs [agent] base_url and model: every turn would fail')]
+    checks = [Check("ok", "agent", f"OpenAI-compatible: model {agent['model']!r} at {agent['base_url']}")]
+    variable = missing_api_key(agent, env)
+    if variable:
+        checks.append(Check("fail", "agent key", f"${variable} is not set (and [agent] api_key is empty): a service "
+                                                 "that needs a key refuses every turn (HTTP 401); export it, or "
+                                                 "name the variable that holds it in [agent] api_key_env"))
+    elif agent.get("api_key"):
+        checks.append(Check("ok", "agent key", "inline in [agent] api_key (an environment variable keeps it out "
+                                               "of the file)"))
+    else:
+        checks.append(Check("ok", "agent key", f"${agent.get('api_key_env')} is set"))
+    return checks
+
+
+def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
+    """(label, host, port) of every port the gateway listens on with this configuration."""
+    gateway = config["gateway"]
+    ports = [("admin", gateway["bind_host"], gateway["admin_port"])]
+    metrics = config.get("metrics") or {}
+    if metrics.get("enabled"):
+        ports.append(("metrics", (metrics.get("host") or gateway["bind_host"]).strip(), metrics["port"]))
+    for name, args in adapters.items():
+        if args["type"] in ("webchat", "http"):
+            ports.append((name, (args.get("host") or "127.0.0.1").strip(), args["port"]))
+        elif args["type"] == "telegram" and args["mode"] == "webhook":
+            ports.append((f"{name} webhook", args["webhook_host"], args["webhook_port"]))
+    return ports
+
+
+def gateway_pids(state_dir: Path) -> set[int]:
+    """The processes of the gateway running on this state dir (none: empty), to tell its ports from others'."""
+    files = RunFiles(state_dir)
+    pid = files.read_pid() if files.running(wait_s=0.0) else None
+    return {pid, *processes.descendants(pid)} if pid else set()
+
+
+# ------------------------------------------------------------------------------------------- the state dir
+
+def disk_check(state_dir: Path) -> Check:
+    where = next((p for p in (state_dir, *state_dir.parents) if p.exists()), Path("/"))
+    free = shutil.disk_usage(where).free
+    text = f"{free / 2**30:.1f} GiB free under {where}"
+    if free < DISK_FAIL_BYTES:
+        return Check("fail", "disk", f"{text}: the database and the log need room to write")
+    if free < DISK_WARN_BYTES:
+        return Check("warn", "disk", f"{text}: little room for transcripts and the log")
+    return Check("ok", "disk", text)
+
+
+def state_dir_check(state_dir: Path) -> Check:
+    name = "state dir"
+    if not state_dir.exists():
+        return Check("ok", name, f"{state_dir} does not exist yet: the first start creates it, private (0700)")
+    info = state_dir.stat()
+    if info.st_uid != os.geteuid():
+        return Check("fail", name, f"{state_dir} belongs to uid {info.st_uid}, not to you (uid {os.geteuid()})")
+    if info.st_mode & 0o077:
+        return Check("fail", name, f"{state_dir} is open to others (mode {info.st_mode & 0o777:04o}): "
+                                   f"chmod 700 {state_dir}")
+    loose = sorted(p.name for p in state_dir.iterdir() if not p.is_symlink() and p.stat().st_mode & 0o077)
+    if loose:
+        return Check("fail", name, f"{len(loose)} entr(ies) in {state_dir} open to others ({', '.join(loose[:5])}): "
+                                   f"chmod -R go-rwx {state_dir}")
+    if not os.access(state_dir, os.W_OK | os.X_OK):
+        return Check("fail", name, f"{state_dir} is not writable by you")
+    return Check("ok", name, f"{state_dir}: private to you (0700)")

@@ -1,0 +1,137 @@
+"""The checks of ``doctor`` that reach outside the configuration: the model endpoint, a platform's credentials, the
+ports the gateway will listen on. Each returns one ``Check``; none raises, none waits longer than its timeout.
+
+Network probes are one short request each (``GET {base_url}/models``, Telegram's ``getMe``); what they print is
+for the operator (it names the address asked) and goes through the CLI's redacting stdout like all admin output.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+import aiohttp
+import psutil
+
+from common.chat_errors import failure_kind
+from common.redact import redact
+
+PROBE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Check:
+    status: str                    # ok | warn | fail | skip
+    name: str                      # what was checked: "agent key", "model endpoint", "port web", ...
+    detail: str                    # why, in one line
+
+
+# ------------------------------------------------------------------------------------------ the model endpoint
+
+def model_answer(status: int, model: str, listed: Optional[list]) -> Check:
+    """What an HTTP answer to ``GET /models`` says about the agent's next turn. Pure."""
+    name = "model endpoint"
+    if status == 200:
+        if listed is not None and model not in listed:
+            return Check("warn", name, f"reachable (HTTP 200), but model {model!r} is not among the {len(listed)} "
+                                       "it lists: a turn may be refused")
+        return Check("ok", name, f"reachable (HTTP 200){f', model {model!r} listed' if listed else ''}")
+    if status in (401, 403):
+        return Check("fail", name, f"HTTP {status}: the service refused the key (check [agent] api_key_env)")
+    if status == 404:
+        return Check("warn", name, "reachable, but it has no model list (HTTP 404 for GET /models): not checked "
+                                   "further")
+    if status == 429:
+        return Check("warn", name, "reachable, but rate limited right now (HTTP 429)")
+    return Check("fail" if status >= 500 else "warn", name, f"HTTP {status} for GET /models")
+
+
+def unreachable(exc: BaseException, what: str, secrets: Iterable[str] = ()) -> str:
+    """Why ``what`` could not be asked, for the operator: the kind, then the exception's own words."""
+    words = {"dns": "its host name does not resolve", "timeout": f"no answer within {PROBE_TIMEOUT_S:g}s"}
+    kind = failure_kind(exc)
+    cause = redact(" ".join(f"{type(exc).__name__}: {exc}".split()), tuple(secrets))[:200]
+    return f"unreachable: {what}: {words.get(kind, 'cannot connect')} ({cause})"
+
+
+async def probe_model(base_url: str, model: str, api_key: Optional[str]) -> Check:
+    url = base_url.rstrip("/") + "/models"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    timeout = aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+            async with http.get(url, headers=headers) as response:
+                listed = None
+                if response.status == 200:
+                    try:
+                        body = await response.json(content_type=None)
+                        listed = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+                    except (ValueError, AttributeError, aiohttp.ClientError):
+                        listed = None
+                return model_answer(response.status, model, listed)
+    except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        return Check("fail", "model endpoint", unreachable(exc, url, [api_key or ""]))
+
+
+# ------------------------------------------------------------------------------------------ platform credentials
+
+async def probe_telegram(name: str, settings: dict) -> Check:
+    """``getMe`` through the adapter's own API client: the token and the Bot API server, in one call."""
+    from actors.adapters.errors import PermanentError
+    from actors.adapters.telegram.api import TelegramAPI
+    check = f"adapter {name}"
+    api = TelegramAPI(settings["token"], settings["base_url"], request_timeout=PROBE_TIMEOUT_S)
+    try:
+        me = await api.get_me()
+    except PermanentError as exc:
+        return Check("fail", check, f"Telegram refused the token: {api.redact(str(exc))}")
+    except Exception as exc:  # noqa: BLE001 - every other failure is "could not ask", and says why
+        return Check("fail", check, f"cannot reach the Bot API at {settings['base_url']}: {api.redact(str(exc))}")
+    finally:
+        await api.close()
+    username = me.get("username") if isinstance(me, dict) else None
+    return Check("ok", check, f"the token works (getMe: @{username or '?'})")
+
+
+# -------------------------------------------------------------------------------------------------- ports
+
+def port_check(label: str, host: str, port: int, gateway_pids: set[int]) -> Check:
+    """Whether the gateway can listen on ``host:port``: free, held by this gateway (it runs), or taken."""
+    name = f"port {label}"
+    if port == 0:
+        return Check("ok", name, f"{host}: any free port (chosen at start)")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as the gateway's servers bind
+            probe.bind((host, port))
+        return Check("ok", name, f"{host}:{port} is free")
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            return Check("fail", name, f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    holder = listening_pid(port)
+    if holder is not None and holder in gateway_pids:
+        return Check("ok", name, f"{host}:{port} is held by this gateway (pid {holder})")
+    return Check("fail", name, f"{host}:{port} is in use by {describe_pid(holder)}: the gateway could not listen "
+                               "there (stop that program or choose another port)")
+
+
+def listening_pid(port: int) -> Optional[int]:
+    try:
+        for conn in psutil.net_connections(kind="inet"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+                return conn.pid
+    except (psutil.Error, OSError):
+        pass
+    return None
+
+
+def describe_pid(pid: Optional[int]) -> str:
+    if pid is None:
+        return "another program"
+    try:
+        return f"another program (pid {pid}, {psutil.Process(pid).name()})"
+    except psutil.Error:
+        return f"another program (pid {pid})"
