@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus, ShutdownReady, ShutdownRequest,
                              StatusRequest)
+from actors.adapters import registry
 from actors.adapters.connection import adapter_rows
 from supervision.messages import AddressesChanged, Directory
 from supervision import tree
@@ -45,7 +46,6 @@ def preload_actor_modules(config: dict) -> None:
     and the agents after the fork. That import is most of a restart's latency, and of every consumer's start."""
     import importlib
 
-    from actors.adapters import registry
     from actors.sessions.shard import CONSUMER_ACTOR, SESSION_ACTOR
     from actors.sessions.supervisor import SHARD_ACTOR
     paths = [spec.actor for spec in root_children(config)] + [SHARD_ACTOR, SESSION_ACTOR, CONSUMER_ACTOR]
@@ -112,9 +112,13 @@ class Root(Supervisor):
                              detail={"actors": c["actors"], "pending_work": c["pending"],
                                      "fixed_tree_restarting": fixed["restarting"] + fixed["failed"],
                                      "recovery": {k: v for n in sweeper for k, v in n.facts},
-                                     "adapters": adapter_rows(node),
+                                     "adapters": adapter_rows(node, self._adapter_kinds()),
                                      "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
                                                 for n in tree.find_kind(node, "SessionShard")]})
+
+    def _adapter_kinds(self) -> dict[str, str]:
+        """Each configured adapter's kind: status shows one missing from the tree (its supervisor just restarted)."""
+        return {name: registry.entry_of(table).kind for name, table in registry.validate_all(self.config).items()}
 
     def _watchdog(self):
         child = self.children.get("watchdog")

@@ -24,6 +24,7 @@ EXIT_CODES = """exit codes:
   3  no gateway running
 """
 CONNECTED_STATES = ("connected", "up")
+LINE_PROBLEM_CHARS = 100   # per problem on the one line; --json (and status) carry them whole
 DESCRIPTION = """A probe for scripts and service managers.
   health          live: the daemon answers and no actor failed for good (not live: restart it)
   health --ready  ready: live, every actor up, every adapter connected, no drain (not ready: send no work yet)"""
@@ -64,9 +65,13 @@ def summary(status, pid: int, ready: bool) -> tuple[dict, str, int]:
     data = {"ok": not problems, "check": check, "pid": pid, "problems": problems, "actors_up": status.actors_up,
             "adapters_connected": connected, "adapters": len(rows)}
     if problems:
-        return data, f"not {check}: " + "; ".join(problems), EX_NOT_OK
+        return data, f"not {check}: " + "; ".join(_short(p) for p in problems), EX_NOT_OK
     return data, (f"{check}: pid {pid}, {status.actors_up} actors up, {connected} of {len(rows)} adapters "
                   "connected"), EX_OK
+
+
+def _short(problem: str, limit: int = LINE_PROBLEM_CHARS) -> str:
+    return problem if len(problem) <= limit else problem[:limit - 1].rstrip() + "…"
 
 
 def cmd_health(config: dict, args) -> int:

@@ -89,6 +89,8 @@ def adapter_line(row: dict, now: float, name_width: int = 10, kind_width: int = 
         told = f"{state} {'for ' if state != 'connected' else ''}{duration(now - since)}"
     else:
         told = state
+    if row.get("restarts"):
+        told += f" after {row['restarts']} restart(s)"
     url = f"  {row['url']}" if row.get("url") else ""
     error = f": {row['error']}" if row.get("error") and state != "connected" else ""
     return f"{row['name']:<{name_width}} {row['kind']:<{kind_width}} {told}{url}{error}"

@@ -7,7 +7,9 @@ turns every adapter node into one row (``adapter_rows``). Pure: no actor, no clo
 States a row can have:
 
     connected    the platform connection is up (the intake ran a round, or the server listens)
-    connecting   not yet up, and no attempt has failed yet (the first seconds after a start)
+    connecting   not yet up, and no attempt has failed yet (the first seconds after a start); after a crash of
+                 the adapter (restarts > 0) it counts as down, with the crash as its error: an adapter in a crash
+                 loop spends its short lives connecting
     retrying     the last attempt failed; the intake tries again with backoff (error: why; since: down since when)
     stopped      a drain stopped the intake (outbound still works)
     restarting   the adapter actor crashed and its supervisor is starting it again (error: the crash)
@@ -53,9 +55,11 @@ class ConnectionView:
         return tuple(facts)
 
 
-def adapter_rows(root) -> list[dict]:
+def adapter_rows(root, configured: dict | None = None) -> list[dict]:
     """One row per adapter under the root's AdapterSupervisor: name, kind, state (see the module docstring), and
-    where known since, error, attempts and url. An adapter the tree could not describe shows as the tree says."""
+    where known since, error, attempts and url. An adapter the tree could not describe shows as the tree says; one
+    of ``configured`` ({name: kind}) missing from the tree (its supervisor was just restarted and has not started
+    it yet) shows as restarting."""
     rows = []
     for node, parent, _depth in tree.walk(root):
         if parent is None or parent.kind != "AdapterSupervisor":
@@ -67,7 +71,12 @@ def adapter_rows(root) -> list[dict]:
                 row["error"] = " ".join(str(node.last_exit).split())[:ERROR_CHARS]
         else:
             row.update({k: facts[k] for k in ("since", "attempts", "error", "url") if k in facts})
+            if row["state"] == "connecting" and node.restarts and node.last_exit:
+                row.update(restarts=node.restarts, error=" ".join(str(node.last_exit).split())[:ERROR_CHARS])
         rows.append(row)
+    seen = {row["name"] for row in rows}
+    rows += [{"name": name, "kind": kind, "state": "restarting"} for name, kind in (configured or {}).items()
+             if name not in seen]
     return rows
 
 
@@ -85,7 +94,12 @@ def adapter_problems(rows: list[dict]) -> list[str]:
     """One short line per adapter that is down, for `status` and `health --ready`."""
     problems = []
     for row in rows:
-        if row["state"] in DOWN_STATES:
+        if is_down(row):
+            after = f" after {row['restarts']} restart(s)" if row["state"] == "connecting" else ""
             why = f": {row['error']}" if row.get("error") else ""
-            problems.append(f"adapter {row['name']} {row['state']}{why}")
+            problems.append(f"adapter {row['name']} {row['state']}{after}{why}")
     return problems
+
+
+def is_down(row: dict) -> bool:
+    return row["state"] in DOWN_STATES or (row["state"] == "connecting" and bool(row.get("restarts")))

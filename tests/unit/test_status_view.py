@@ -9,9 +9,9 @@ from daemon.status_view import adapter_line, health_of
 from supervision.messages import TreeNode
 
 
-def node(name, kind="WebChatAdapter", state="running", facts=(), children=(), last_exit=None):
+def node(name, kind="WebChatAdapter", state="running", facts=(), children=(), last_exit=None, restarts=0):
     return TreeNode(kind=kind, name=name, pid=1, address="", state=state, started_at=0.0, facts=facts,
-                    children=children, last_exit=last_exit)
+                    children=children, last_exit=last_exit, restarts=restarts)
 
 
 def tree(*adapters):
@@ -81,3 +81,21 @@ def test_an_adapter_line_says_for_how_long_and_why():
         "web  WebChatAdapter retrying for 2m05s (attempt 7): address already in use"
     up = {"name": "web", "kind": "WebChatAdapter", "state": "connected", "since": 1000.0, "url": "http://h:1/"}
     assert adapter_line(up, now=1003.0, name_width=4, kind_width=14) == "web  WebChatAdapter connected 3s  http://h:1/"
+
+
+
+def test_an_adapter_connecting_again_after_crashes_is_down_with_its_last_crash():
+    facts, crash = (("connection", "connecting"), ("since", 5.0)), "IntakeFailed: permanent error: getMe: Unauthorized"
+    [first_start] = adapter_rows(tree(node("tg", "TelegramAdapter", facts=facts)))
+    assert first_start == {"name": "tg", "kind": "TelegramAdapter", "state": "connecting", "since": 5.0}
+    assert health_of(status([first_start])) == ("healthy", [])
+    [row] = adapter_rows(tree(node("tg", "TelegramAdapter", facts=facts, last_exit=crash, restarts=3)))
+    assert row["restarts"] == 3 and row["error"] == crash
+    assert health_of(status([row])) == ("degraded", [f"adapter tg connecting after 3 restart(s): {crash}"])
+    assert f"connecting for 5s after 3 restart(s): {crash}" in adapter_line(row, now=10.0)
+
+
+def test_a_configured_adapter_missing_from_the_tree_is_restarting():
+    rows = adapter_rows(tree(), {"tg": "TelegramAdapter"})
+    assert rows == [{"name": "tg", "kind": "TelegramAdapter", "state": "restarting"}]
+    assert health_of(status(rows)) == ("degraded", ["adapter tg restarting"])
