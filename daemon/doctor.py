@@ -38,15 +38,6 @@ CREDENTIAL_PROBES = {"telegram": probe_telegram}
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 
-def add_parser(sub) -> None:
-    import argparse
-    doctor = sub.add_parser("doctor", help="check the configuration, the model endpoint, credentials, ports, disk "
-                                           "and state dir, one line each; exit 1 on any failure",
-                            description=__doc__.split("\n\n", 1)[1],
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    doctor.add_argument("--json", action="store_true", help="machine-readable output")
-
-
 def cmd_doctor(config: dict, args) -> int:
     checks = run_checks(config)
     failed = any(c.status == "fail" for c in checks)

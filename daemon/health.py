@@ -30,18 +30,6 @@ DESCRIPTION = """A probe for scripts and service managers.
   health --ready  ready: live, every actor up, every adapter connected, no drain (not ready: send no work yet)"""
 
 
-def add_parser(sub) -> None:
-    import argparse
-    health = sub.add_parser("health", help="liveness probe (--ready: readiness); one line, exit 0 when fine",
-                            description=DESCRIPTION, epilog=EXIT_CODES,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    health.add_argument("--ready", action="store_true",
-                        help="also require every actor up, every adapter connected and no drain")
-    health.add_argument("--timeout", type=float, default=10.0, metavar="S",
-                        help="how long the gateway may take to answer")
-    health.add_argument("--json", action="store_true", help="machine-readable output")
-
-
 def verdict(status, ready: bool) -> list[str]:
     """What stands between this status and a healthy probe; empty: live (or ready)."""
     problems = [f"{status.actors_failed} actor(s) failed"] if status.actors_failed else []

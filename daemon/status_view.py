@@ -22,12 +22,6 @@ EXIT_CODES = """exit codes:
 """
 
 
-def add_exit_codes(parser) -> None:
-    """The status command's --help ends with its exit codes."""
-    import argparse
-    parser.epilog, parser.formatter_class = EXIT_CODES, argparse.RawDescriptionHelpFormatter
-
-
 def health_of(status) -> tuple[str, list[str]]:
     """("healthy" | "degraded" | "draining", the problems behind it, one short line each)."""
     problems = []
