@@ -93,8 +93,14 @@ class GatewayMethods:
         return f"ws://127.0.0.1:{self.port}/gateway/resume"
 
     def add_gateway_routes(self, app: web.Application) -> None:
-        app.router.add_get("/gateway", lambda request: self._serve_gateway(request, "url"))
-        app.router.add_get("/gateway/resume", lambda request: self._serve_gateway(request, "resume_gateway_url"))
+        async def gateway(request: web.Request) -> web.StreamResponse:
+            return await self._serve_gateway(request, "url")
+
+        async def resume_gateway(request: web.Request) -> web.StreamResponse:
+            return await self._serve_gateway(request, "resume_gateway_url")
+
+        app.router.add_get("/gateway", gateway)
+        app.router.add_get("/gateway/resume", resume_gateway)
 
     # -- the connection
     async def _serve_gateway(self, request: web.Request, via: str) -> web.StreamResponse:
