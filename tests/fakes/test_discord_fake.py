@@ -405,11 +405,13 @@ def test_intents_choose_which_messages_arrive(dc):
     assert "guild_id" not in first["d"] and first["d"]["channel_type"] == 1
 
 
-def test_zlib_stream_transport_compression(dc):
+def test_zlib_stream_transport_compression_and_json_in_binary_frames(dc):
     async def scenario(http, gateway):
         gw = gateway(compress=True)
         hello = await gw.connect()
-        ready = await gw.identify()
+        await gw.ws.send_bytes(json.dumps({"op": 2, "d": {"token": DEFAULT_TOKEN, "intents": 1,
+                                                          "properties": {}}}).encode())
+        ready = await gw.recv()
         return hello, ready
 
     hello, ready = run(dc, scenario)

@@ -126,10 +126,8 @@ class GatewayMethods:
                                                 "_trace": ["fake-discord-gateway"]}))
                 watchdog = asyncio.get_running_loop().create_task(self._watch_heartbeats(conn))
                 async for message in ws:
-                    if message.type == WSMsgType.TEXT:
+                    if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):  # JSON comes in either kind
                         self._receive(conn, message.data)
-                    elif message.type == WSMsgType.BINARY:
-                        self._close(conn, 4002, "binary frames are not accepted")
                     if conn.closing:
                         break
             if not conn.closing:
@@ -175,8 +173,8 @@ class GatewayMethods:
             conn.close(code, reason)
 
     # -- what the client sends
-    def _receive(self, conn: Connection, raw: str) -> None:
-        if len(raw.encode()) > p.MAX_SEND_PAYLOAD:
+    def _receive(self, conn: Connection, raw) -> None:
+        if len(raw if isinstance(raw, bytes) else raw.encode()) > p.MAX_SEND_PAYLOAD:
             return self._close(conn, 4002, "payload over 4096 bytes")
         now, window = conn.loop.time(), self.limits["gateway_send_window"] * self.limits["time_scale"]
         conn.received.append(now)

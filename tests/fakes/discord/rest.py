@@ -51,6 +51,12 @@ def form_error(field: str, code: str, message: str) -> ApiError:
                     {field: {"_errors": [{"code": code, "message": message}]}})
 
 
+def json_answer(payload, status: int, headers: dict) -> web.Response:
+    """Content-Type exactly ``application/json``, as Discord sends it (some clients compare the whole header)."""
+    return web.Response(body=json.dumps(payload).encode(), status=status,
+                        headers={**headers, "Content-Type": "application/json"})
+
+
 def snowflake_param(value, field: str) -> int:
     try:
         return int(value)
@@ -91,13 +97,13 @@ class RestMethods:
         if fault in ("drop", "drop_after"):
             return drop_connection(request)
         if isinstance(outcome, RateLimited):
-            return web.json_response(outcome.body(), status=429, headers={**headers, **outcome.headers})
+            return json_answer(outcome.body(), 429, {**headers, **outcome.headers})
         if isinstance(outcome, ApiError):
             return self._error_response(outcome, headers)
         status, payload = outcome
         if payload is None:
             return web.Response(status=status, headers=headers)
-        return web.json_response(payload, status=status, headers=headers)
+        return json_answer(payload, status, headers)
 
     def _call(self, state: dict, name: str, params: dict, body: Optional[dict]):
         """Rate limits, then the fault script, then the method; logs the call in its channel's ops."""
@@ -165,7 +171,7 @@ class RestMethods:
 
     @staticmethod
     def _error_response(error: ApiError, headers: Optional[dict] = None) -> web.Response:
-        return web.json_response(error.body(), status=error.status, headers=headers or {})
+        return json_answer(error.body(), error.status, headers or {})
 
     # -- shared pieces
     def require_channel(self, state: dict, channel_id) -> dict:
