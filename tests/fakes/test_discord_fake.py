@@ -97,6 +97,17 @@ class Gateway:
         await self.ws.close(code=code)
 
 
+async def identify_when_allowed(gw: Gateway, **kw) -> dict:
+    """Identify, backing off while the fake answers op 9 for the identify concurrency window (max_concurrency 1
+    per 5 s, 0.25 s here), as Discord asks a client to."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        answer = await gw.identify(**kw)
+        if answer.get("t") == "READY" or time.monotonic() > deadline:
+            return answer
+        await asyncio.sleep(0.1)  # the client's back-off between Identify attempts
+
+
 def run(fake: FakeDiscord, scenario):
     """Run ``scenario(http, gateway_factory)`` in a fresh loop with one HTTP session."""
     async def main():
@@ -261,12 +272,7 @@ def test_unknown_session_and_a_session_ended_by_op9_get_invalid_session_false(dc
         refused = await again.recv()
         fresh = gateway()
         await fresh.connect()
-        start = time.monotonic()
-        while True:  # op 9 again while the identify concurrency window (0.25 s here) is still closed
-            new_ready = await fresh.identify()
-            if new_ready.get("t") == "READY" or time.monotonic() - start > WAIT:
-                break
-            await asyncio.sleep(0.1)  # a client's back-off between Identify attempts, as Discord asks
+        new_ready = await identify_when_allowed(fresh)
         await fresh.close()
         return unknown, op9, closed, refused, ready, new_ready
 
@@ -299,6 +305,76 @@ def test_op7_reconnect_then_resume_and_a_client_that_stays_is_closed(dc):
     assert op7 == {"op": 7, "d": None, "s": None, "t": None}
     assert (resumed["t"], resumed["s"]) == ("RESUMED", 3) and stayed == {"close": 4000}
     assert dc.stats()["identifies"] == 1
+
+
+def test_a_session_left_too_long_or_resumed_from_beyond_the_buffer_is_refused():
+    with FakeDiscord(time_scale=0.05, resume_buffer=2) as fake:
+        async def scenario(http, gateway):
+            gw = gateway()
+            await gw.connect()
+            ready = await gw.identify()
+            await gw.recv()
+            for text in ("one", "two", "three"):
+                fake.inject_message(text)
+            while gw.seq < 5:
+                await gw.recv()
+            await gw.close(4000)
+            beyond = gateway()
+            await beyond.connect()
+            await beyond.resume(ready["d"]["session_id"], 2)  # seq 3 is no longer buffered
+            trimmed = await beyond.recv()
+            fake.configure(session_timeout=0.0)
+            late = gateway()
+            await late.connect()
+            await late.resume(ready["d"]["session_id"], 5)
+            return trimmed, await late.recv()
+
+        assert run(fake, scenario) == ({"op": 9, "d": False, "s": None, "t": None},) * 2
+
+
+def test_dispatches_follow_the_shard_formula_and_dms_go_to_shard_0(dc):
+    guild_shard = (GUILD_ID >> 22) % 2
+
+    async def scenario(http, gateway):
+        shards = [gateway(), gateway()]
+        for number, gw in enumerate(shards):
+            await gw.connect()
+            ready = await identify_when_allowed(gw, shard=[number, 2])
+            assert ready["d"]["shard"] == [number, 2]
+        dc.inject_message("guild message", GENERAL_CHANNEL_ID)
+        dc.inject_message("direct message")
+        received = []
+        for number, gw in enumerate(shards):
+            expected = (number == guild_shard) + (number == 0) + (number == guild_shard)  # + GUILD_CREATE
+            received.append([(await gw.recv())["t"] for _ in range(expected)])
+            with pytest.raises(asyncio.TimeoutError):
+                await gw.recv(timeout=0.2)  # nothing else for this shard
+        return received
+
+    received = run(dc, scenario)
+    assert received[guild_shard][:2] == ["GUILD_CREATE", "MESSAGE_CREATE"]
+    assert sum(len(r) for r in received) == 3
+
+
+def test_user_edits_deletes_and_new_threads_are_dispatched(dc):
+    message = dc.inject_message("first draft", GENERAL_CHANNEL_ID)
+
+    async def scenario(http, gateway):
+        gw = gateway()
+        await gw.connect()
+        await gw.identify()
+        await gw.recv()
+        dc.inject_edit(GENERAL_CHANNEL_ID, int(message["id"]), "second draft")
+        dc.inject_delete(GENERAL_CHANNEL_ID, int(message["id"]))
+        dc.add_thread(GENERAL_CHANNEL_ID, name="side talk")
+        return [await gw.recv() for _ in range(3)]
+
+    update, delete, thread = run(dc, scenario)
+    assert (update["t"], update["d"]["id"], update["d"]["content"]) == ("MESSAGE_UPDATE", message["id"], "second draft")
+    assert update["d"]["edited_timestamp"] and delete["t"] == "MESSAGE_DELETE"
+    assert (thread["t"], thread["d"]["name"], thread["d"]["newly_created"]) == ("THREAD_CREATE", "side talk", True)
+    (record,) = dc.messages(GENERAL_CHANNEL_ID, incoming=True)
+    assert [h["content"] for h in record["history"]] == ["first draft", "second draft"] and record["deleted"]
 
 
 def test_closing_with_1000_ends_the_session(dc):
@@ -566,7 +642,7 @@ def test_rate_limit_headers_and_429_when_over_the_channel_bucket():
 
 
 def test_a_client_that_waits_retry_after_gets_through_and_the_global_limit():
-    with FakeDiscord(route_limits={"create_message": (1, 0.3)}, global_limit=(3, 60.0)) as fake:
+    with FakeDiscord(route_limits={"create_message": (1, 1.0)}, global_limit=(3, 60.0)) as fake:
         assert send(fake, GENERAL_CHANNEL_ID, "one")[0] == 200
         status, _, body = send(fake, GENERAL_CHANNEL_ID, "two")
         assert status == 429

@@ -214,7 +214,8 @@ class RestMethods:
         return 200, {"url": self.gateway_url}
 
     def route_get_gateway_bot(self, state, params, body):
-        return 200, {"url": self.gateway_url, "shards": 1, "session_start_limit": {
+        return 200, {"url": self.gateway_url, "shards": 2 if self.limits["sharding_required"] else 1,
+                     "session_start_limit": {
             "total": 1000, "remaining": max(0, 1000 - state["stats"]["identifies"]), "reset_after": 86400000,
             "max_concurrency": 1}}
 
