@@ -612,6 +612,19 @@ def test_replies_threads_dms_and_mentions(dc):
     assert opened["id"] == dm["channel_id"]
 
 
+def test_malformed_requests_get_discords_400s(dc):
+    assert rest(dc, "GET", f"/channels/{GENERAL_CHANNEL_ID}/messages?limit=lots")[0] == 400
+    assert send(dc, GENERAL_CHANNEL_ID, "x", allowed_mentions="everyone")[2]["code"] == 50035
+    assert send(dc, GENERAL_CHANNEL_ID, 42)[2]["errors"]["content"]["_errors"][0]["code"] == "BASE_TYPE_STRING"
+    request = urllib.request.Request(f"{dc.api_url}/channels/{GENERAL_CHANNEL_ID}/messages", data=b"{nope",
+                                     method="POST", headers={"Authorization": f"Bot {DEFAULT_TOKEN}",
+                                                             "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as bad_json:
+        urllib.request.urlopen(request, timeout=WAIT)
+    assert json.loads(bad_json.value.read()) == {"message": "The request body contains invalid JSON.", "code": 50109}
+    assert dc.final_texts(GENERAL_CHANNEL_ID) == []
+
+
 def test_authorization_me_and_application(dc):
     assert rest(dc, "GET", "/users/@me", token=None)[::2] == (401, {"message": "401: Unauthorized", "code": 0})
     assert rest(dc, "GET", "/users/@me", token="wrong")[0] == 401

@@ -121,7 +121,11 @@ class RestMethods:
                 raise ApiError(500, p.GENERAL_ERROR, "500: Internal Server Error")
             if fault == "drop":  # never answered: the connection is closed before the method runs
                 raise ApiError(599, p.GENERAL_ERROR, "connection dropped")
-            outcome = getattr(self, "route_" + name)(state, params, body or {})
+            try:
+                outcome = getattr(self, "route_" + name)(state, params, body or {})
+            except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong shape
+                raise ApiError(400, p.INVALID_FORM_BODY, "Invalid Form Body",
+                               {"_errors": [{"code": "BASE_TYPE_BAD", "message": f"{type(exc).__name__}: {exc}"}]})
         except (ApiError, RateLimited) as exc:
             outcome = exc
             if isinstance(exc, ApiError):
