@@ -667,6 +667,16 @@ def test_a_client_that_waits_retry_after_gets_through_and_the_global_limit():
         assert headers["X-RateLimit-Scope"] == "global" and fake.stats()["retry_after_violations"] == 0
 
 
+def test_a_client_pacing_itself_by_the_headers_never_meets_a_429():
+    with FakeDiscord(route_limits={"create_message": (2, 0.3)}) as fake:
+        for i in range(6):
+            status, headers, _ = send(fake, GENERAL_CHANNEL_ID, f"paced {i}")
+            assert status == 200
+            if headers["X-RateLimit-Remaining"] == "0":
+                time.sleep(float(headers["X-RateLimit-Reset-After"]))  # as the headers say
+        assert fake.stats()["rate_limited"] == 0 and len(fake.final_texts(GENERAL_CHANNEL_ID)) == 6
+
+
 def test_scripted_faults_on_rest_methods(dc):
     dc.set_faults(next=["error", "drop", "drop_after", "flood"], methods=["create_message"], flood_retry_after=2.5)
     error = send(dc, GENERAL_CHANNEL_ID, "a")

@@ -22,6 +22,11 @@ DEFAULT_ROUTE_LIMITS = {
 GLOBAL_LIMIT = (50, 1.0)
 
 
+def ceil_ms(seconds: float) -> float:
+    """Times handed to clients are rounded up to the millisecond, so one that waits exactly as told is never early."""
+    return math.ceil(max(0.0, seconds) * 1000) / 1000
+
+
 def bucket_hash(route: str) -> str:
     """An opaque, stable X-RateLimit-Bucket value per route (Discord's are opaque too)."""
     return hashlib.sha1(f"fake-discord:{route}".encode()).hexdigest()[:32]
@@ -48,7 +53,7 @@ class RateLimited(Exception):
         self.retry_after, self.headers, self.is_global, self.scope = retry_after, headers, is_global, scope
 
     def body(self) -> dict:
-        return {"message": "You are being rate limited.", "retry_after": round(self.retry_after, 3),
+        return {"message": "You are being rate limited.", "retry_after": ceil_ms(self.retry_after),
                 "global": self.is_global}
 
 
@@ -108,7 +113,7 @@ class RateLimiter:
 
     @staticmethod
     def headers(route: str, window: Window, now: float) -> dict:
-        reset_after = max(0.0, window.reset_at - now)
+        reset_after = ceil_ms(window.reset_at - now)
         return {"X-RateLimit-Limit": str(window.limit), "X-RateLimit-Remaining": str(window.remaining()),
-                "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}",
+                "X-RateLimit-Reset": f"{ceil_ms(time.time() + reset_after):.3f}",
                 "X-RateLimit-Reset-After": f"{reset_after:.3f}", "X-RateLimit-Bucket": bucket_hash(route)}
