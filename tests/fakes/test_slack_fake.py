@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import re
 import time
@@ -10,6 +12,7 @@ from typing import Callable, Optional
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from tests.fakes.harness import ControlClient, StandaloneFake
 from tests.fakes.slack import DEFAULT_APP_TOKEN, DEFAULT_BOT_TOKEN, FakeSlack
@@ -545,3 +548,88 @@ def test_standalone_process_keeps_messages_and_undelivered_events_across_kill(tm
         assert received[0]["payload"]["event_id"] == queued["event_ids"][0]
         texts = [m["text"] for m in fake.control.get("/_control/channels/D0USER0001")["messages"]]
         assert texts == ["before the crash", "after the restart"]
+
+
+# ------------------------------------------------------------------------------------------------ Events API over HTTP
+
+class Receiver:
+    """A Request URL in this process: checks Slack's signature itself and answers as ``answers`` says."""
+
+    def __init__(self, secret: str, answers: list):
+        self.secret, self.answers, self.requests, self.runner = secret, answers, [], None
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/slack/events", self.handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", 0).start()
+        return f"http://127.0.0.1:{self.runner.addresses[0][1]}/slack/events"
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        stamp = request.headers["X-Slack-Request-Timestamp"]
+        expected = "v0=" + hmac.new(self.secret.encode(), f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest()
+        payload = json.loads(body)
+        self.requests.append({"payload": payload, "signed": hmac.compare_digest(
+            expected, request.headers["X-Slack-Signature"]), "age": time.time() - int(stamp),
+            "retry": (request.headers.get("X-Slack-Retry-Num"), request.headers.get("X-Slack-Retry-Reason"))})
+        if payload["type"] == "url_verification":
+            return web.Response(text=payload["challenge"])
+        answer = self.answers.pop(0) if self.answers else 200
+        if answer == "slow":
+            await asyncio.sleep(1.0)  # an app slower than Slack's 3 s (0.3 s here): not a synchronisation point
+            answer = 200
+        headers = {"X-Slack-No-Retry": "1"} if answer == "no-retry" else {}
+        return web.Response(status=500 if answer == "no-retry" else answer, headers=headers)
+
+
+def test_url_verification_then_signed_events_posted_to_the_request_url(slack):
+    async def scenario(session):
+        receiver = Receiver(slack.identity["signing_secret"], answers=[200])
+        url = await receiver.start()
+        try:
+            refused = await in_thread(slack.set_request_url, url.replace("/slack/events", "/nowhere"))
+            verified = await in_thread(slack.set_request_url, url)
+            slack.inject_message("over http")
+            await in_thread(slack.wait_for, lambda: slack.events(status="acked"))
+        finally:
+            await receiver.runner.cleanup()
+        return refused, verified, receiver.requests
+
+    refused, verified, requests = run(scenario)
+    assert refused["verified"] is False and refused["status"] == 404
+    assert verified == {"verified": True, "status": 200, "answer": requests[0]["payload"]["challenge"]}
+    challenge, event = requests
+    assert challenge["payload"]["type"] == "url_verification" and challenge["payload"]["token"]
+    assert event["payload"]["type"] == "event_callback" and event["payload"]["event"]["text"] == "over http"
+    assert challenge["signed"] and event["signed"] and 0 <= event["age"] < 300
+    assert event["retry"] == (None, None)
+    forged = slack.signature_headers(b"{}", timestamp=time.time() - 600, secret="not the secret")
+    assert forged["X-Slack-Signature"].startswith("v0=") and int(forged["X-Slack-Request-Timestamp"]) < time.time() - 599
+
+
+def test_http_deliveries_are_retried_with_retry_num_and_reason(slack):
+    async def scenario(session):
+        receiver = Receiver(slack.identity["signing_secret"], answers=[500, "slow", 200, "no-retry"])
+        url = await receiver.start()
+        try:
+            assert (await in_thread(slack.set_request_url, url))["verified"]
+            retried = slack.inject_message("retried")["event_ids"][0]
+            await in_thread(slack.wait_for, lambda: slack.events(status="acked"), timeout=10)
+            refused = slack.inject_message("refused for good")["event_ids"][0]
+            await in_thread(slack.wait_for, lambda: slack.events(status="failed"), timeout=10)
+        finally:
+            await receiver.runner.cleanup()
+        return retried, refused, receiver.requests[1:]
+
+    retried, refused, requests = run(scenario)
+    by_event = {}
+    for request in requests:
+        by_event.setdefault(request["payload"]["event_id"], []).append(request["retry"])
+    assert by_event[retried][0] == (None, None) and by_event[retried][1] == ("1", "http_error")
+    assert by_event[retried][2] == ("2", "http_timeout")  # the slow answer did not count
+    assert by_event[refused] == [(None, None)]  # X-Slack-No-Retry: given up at once
+    assert all(r["signed"] for r in requests)
+    stats = slack.stats()
+    assert stats["http_failures"] == 3 and stats["events_failed"] == 1

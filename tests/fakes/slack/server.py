@@ -10,8 +10,10 @@ from typing import Any, Optional
 from aiohttp import web
 
 from tests.fakes.harness import FakeServer, FaultScript, control_route, drop_connection
+from tests.fakes.slack.delivery import DeliveryMethods
 from tests.fakes.slack.errors import ApiError, str_param
 from tests.fakes.slack.events import ALL_SUBSCRIPTIONS, EventMethods
+from tests.fakes.slack.httpevents import HttpEventMethods
 from tests.fakes.slack.ratelimits import LIMIT_DEFAULTS, RateLimits
 from tests.fakes.slack.socketmode import SocketModeMethods
 from tests.fakes.slack.webapi import ChatMethods
@@ -20,7 +22,8 @@ DEFAULT_BOT_TOKEN = "xoxb-0000000001-0000000002-fakebottoken"
 DEFAULT_APP_TOKEN = "xapp-1-A0FAKEAPP1-0000000003-fakeapptoken"
 DEFAULT_IDENTITY = {"team_id": "T0FAKETEAM", "team": "Fake Workspace", "team_domain": "fake-workspace",
                     "app_id": "A0FAKEAPP1", "bot_id": "B0FAKEBOT1", "bot_user_id": "U0FAKEBOT1",
-                    "bot_name": "gateway", "verification_token": "fake-verification-token"}
+                    "bot_name": "gateway", "verification_token": "fake-verification-token",
+                    "signing_secret": "fake-signing-secret-0000"}
 WRITE_METHODS = ("chat.postMessage", "chat.update", "chat.delete")
 DEFAULT_LIMITS = dict(LIMIT_DEFAULTS, text_limit=40000, update_text_limit=40000, over_limit="refuse",
                       echo_bot_events=True, subscriptions=list(ALL_SUBSCRIPTIONS), ack_timeout=3.0,
@@ -36,9 +39,10 @@ class SlackFaults(FaultScript):
     KINDS = FaultScript.KINDS + ("internal_error",)
 
 
-class FakeSlack(ChatMethods, EventMethods, SocketModeMethods, FakeServer):
+class FakeSlack(ChatMethods, EventMethods, DeliveryMethods, SocketModeMethods, HttpEventMethods, FakeServer):
     """Serves ``/api/<method>`` (GET or POST; query, form or JSON parameters; the token as ``Authorization:
-    Bearer`` or a ``token`` parameter) like slack.com/api/, and Socket Mode WebSockets at ``/link/``.
+    Bearer`` or a ``token`` parameter) like slack.com/api/, Socket Mode WebSockets at ``/link/``, and posts events
+    to a Request URL once one is set.
 
     ``limits`` (see DEFAULT_LIMITS) may be given as keyword arguments; ``time_scale`` < 1 shrinks rate-limit
     windows, the acknowledgement deadline and the retry delays for fast tests."""
@@ -62,6 +66,8 @@ class FakeSlack(ChatMethods, EventMethods, SocketModeMethods, FakeServer):
         self.sockets: dict[int, Any] = {}
         self._next_socket = 0
         self._delivery_task: Optional[asyncio.Task] = None
+        self._http = None  # the client session posting to the Request URL, made on first use
+        self._tasks: set[asyncio.Task] = set()
 
     def initial_state(self) -> dict:
         stats = dict.fromkeys((
@@ -69,7 +75,7 @@ class FakeSlack(ChatMethods, EventMethods, SocketModeMethods, FakeServer):
             "thread_ts_of_reply", "events_filtered", "envelopes_sent", "envelopes_acked", "retries_sent",
             "deliveries_missed", "late_acks", "unknown_acks", "duplicate_acks", "events_failed",
             "connections_opened", "connections_refused", "disconnects_sent", "pings_received", "pongs_received",
-            "unknown_messages"), 0)
+            "unknown_messages", "http_deliveries", "http_failures"), 0)
         stats.update(requests={}, errors={})
         bot = {"id": self.identity["bot_user_id"], "team_id": self.identity["team_id"],
                "name": self.identity["bot_name"], "deleted": False, "real_name": self.identity["bot_name"],
@@ -78,7 +84,8 @@ class FakeSlack(ChatMethods, EventMethods, SocketModeMethods, FakeServer):
                            "bot_id": self.identity["bot_id"], "api_app_id": self.identity["app_id"],
                            "team": self.identity["team_id"]}}
         return {"channels": {}, "users": {bot["id"]: bot}, "events": [], "next_event": 0, "tickets": {},
-                "connections": [], "next_connection": 0, "stats": stats}
+                "connections": [], "next_connection": 0, "request_url": None, "url_verifications": [],
+                "stats": stats}
 
     @property
     def api_url(self) -> str:
@@ -131,6 +138,10 @@ class FakeSlack(ChatMethods, EventMethods, SocketModeMethods, FakeServer):
 
     def silence(self, connection: Optional[int] = None) -> Optional[list[int]]:
         return self._in_loop(lambda: self.silence_sockets(connection))
+
+    def set_request_url(self, url: Optional[str]) -> Optional[dict]:
+        """Verify ``url`` (url_verification) and deliver events there from now on; None: back to Socket Mode."""
+        return self._in_loop(lambda: self.verify_request_url(url))
 
     def _in_loop(self, make_coro):
         loop = self._loop
@@ -202,20 +213,23 @@ class FakeSlack(ChatMethods, EventMethods, SocketModeMethods, FakeServer):
         control_route(app, "POST", "/_control/faults", lambda body: self.set_faults(**body))
         control_route(app, "POST", "/_control/config", lambda body: self.configure(**body))
         control_route(app, "POST", "/_control/reset", lambda _: self.reset())
-        self._socket_route(app, "/_control/disconnect", lambda body: self.disconnect_sockets(
+        self._async_route(app, "/_control/disconnect", lambda body: self.disconnect_sockets(
             body.get("reason", "refresh_requested"), body.get("connection"), body.get("close_after")))
-        self._socket_route(app, "/_control/drop", lambda body: self.drop_sockets(body.get("connection")))
-        self._socket_route(app, "/_control/silence", lambda body: self.silence_sockets(body.get("connection")))
+        self._async_route(app, "/_control/drop", lambda body: self.drop_sockets(body.get("connection")))
+        self._async_route(app, "/_control/silence", lambda body: self.silence_sockets(body.get("connection")))
+        self._async_route(app, "/_control/request_url", lambda body: self.verify_request_url(body["url"]))
 
     @staticmethod
-    def _socket_route(app: web.Application, path: str, make_coro) -> None:
+    def _async_route(app: web.Application, path: str, make_coro) -> None:
+        """Like control_route for the operations that run in the server loop; a list result is the sockets hit."""
         async def handler(request: web.Request) -> web.Response:
             body = await request.json() if request.can_read_body else {}
             try:
-                connections = await make_coro(body)
+                result = await make_coro(body)
             except (TypeError, ValueError, KeyError) as exc:
                 return web.json_response({"ok": False, "error": f"{type(exc).__name__}: {exc}"}, status=400)
-            return web.json_response({"ok": True, "connections": connections})
+            return web.json_response({"ok": True, **(result if isinstance(result, dict) else
+                                                     {"connections": result})})
         app.router.add_post(path, handler)
 
     def _control_inject(self, body) -> dict:
@@ -231,6 +245,7 @@ class FakeSlack(ChatMethods, EventMethods, SocketModeMethods, FakeServer):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._delivery_task
         await self.close_all_sockets()
+        await self.close_http()
 
     async def _dispatch(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]

@@ -131,25 +131,12 @@ class SocketModeMethods:
             self._settle(state, conn, str(message["envelope_id"]))
 
     def _settle(self, state: dict, conn: SocketConn, envelope_id: str) -> None:
-        stats, now = state["stats"], time.time()
         found = next(((ev, at) for ev in reversed(state["events"]) for at in ev["attempts"]
                       if at["envelope_id"] == envelope_id), None)
         if found is None:
-            stats["unknown_acks"] += 1
+            state["stats"]["unknown_acks"] += 1
             return
-        event, attempt = found
-        if attempt["acked_at"] is not None or event["status"] == "acked":
-            stats["duplicate_acks"] += 1
-            attempt["acked_at"] = attempt["acked_at"] or now
-            return
-        attempt["acked_at"] = now
-        stats["envelopes_acked"] += 1
-        late = now > attempt["sent_at"] + self.limits["ack_timeout"] * self.limits["time_scale"]
-        if late:
-            stats["late_acks"] += 1
-        if event["status"] == "pending":
-            event.update(status="acked", deadline=None,
-                         acked={"envelope_id": envelope_id, "at": now, "late": late, "connection": conn.id})
+        self.settle(state, *found, via=conn.id)
 
     async def _send(self, conn: SocketConn, message: dict) -> bool:
         if conn.silent or conn.ws.closed:
@@ -160,67 +147,6 @@ class SocketModeMethods:
             return True
         except (ConnectionError, RuntimeError):
             return False
-
-    # -- delivery
-    async def deliver_events(self) -> None:
-        """Background task: send what is due, time out what was not acknowledged, sleep until the next deadline."""
-        while True:
-            sends, wake = self._plan_deliveries()
-            for conn, envelope in sends:
-                await self._send(conn, envelope)  # a failed send is a lost envelope: its deadline will pass
-            if not sends:
-                await self.wait_for_change(wake)
-
-    def _plan_deliveries(self) -> tuple[list, float]:
-        scale, limits = self.limits["time_scale"], self.limits
-        ack_timeout, delays = limits["ack_timeout"] * scale, limits["retry_delays"]
-        active = [c for c in self.sockets.values() if not c.draining and not c.silent and not c.ws.closed]
-        sends, wake, changed = [], 30.0, False
-        with self._lock:
-            state, now = self.state, time.time()
-            for event in state["events"]:
-                if event["status"] != "pending":
-                    continue
-                if event["deadline"] is not None:
-                    if now < event["deadline"]:
-                        wake = min(wake, event["deadline"] - now)
-                        continue
-                    tried, changed = len(event["attempts"]), True
-                    if tried > len(delays):
-                        event["status"], event["deadline"] = "failed", None
-                        state["stats"]["events_failed"] += 1
-                        continue
-                    event["due"], event["deadline"] = event["deadline"] + delays[tried - 1] * scale, None
-                if now < event["due"]:
-                    wake = min(wake, event["due"] - now)
-                    continue
-                if not active and limits["offline_delivery"] == "queue":
-                    continue  # waits for a connection; connecting wakes this loop
-                conn = active[self._next_socket % len(active)] if active else None
-                self._next_socket += 1
-                envelope = self._envelope(state, event, conn, now)
-                event["deadline"], changed = now + ack_timeout, True
-                wake = min(wake, ack_timeout)
-                if conn is not None:
-                    sends.append((conn, envelope))
-        if changed:
-            with self.mutate():  # persist and wake the waiters (this loop wakes once more and finds nothing)
-                pass
-        return sends, max(wake, 0.0)
-
-    def _envelope(self, state: dict, event: dict, conn: Optional[SocketConn], now: float) -> dict:
-        tried = len(event["attempts"])
-        envelope = {"envelope_id": str(uuid.uuid4()), "payload": event["payload"], "type": "events_api",
-                    "accepts_response_payload": False, "retry_attempt": tried,
-                    "retry_reason": "timeout" if tried else ""}
-        event["attempts"].append({"envelope_id": envelope["envelope_id"], "retry_attempt": tried,
-                                  "retry_reason": envelope["retry_reason"], "sent_at": now,
-                                  "connection": conn.id if conn else None, "acked_at": None})
-        stats = state["stats"]
-        stats["envelopes_sent" if conn else "deliveries_missed"] += 1
-        if tried:
-            stats["retries_sent"] += 1
-        return envelope
 
     # -- disconnects and broken connections (run in the server loop)
     async def disconnect_sockets(self, reason: str, connection: Optional[int] = None,
