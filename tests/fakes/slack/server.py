@@ -114,12 +114,16 @@ class FakeSlack(ChatMethods, EventMethods, DeliveryMethods, SocketModeMethods, H
             self.faults.configure(**settings)
 
     def add_channel(self, channel: str, name: Optional[str] = None, member: bool = True,
-                    user: Optional[str] = None) -> dict:
-        """Create a conversation before anyone writes in it (``member=False``: the bot is not in it)."""
+                    user: Optional[str] = None, archived: bool = False) -> dict:
+        """Create a conversation before anyone writes in it (``member=False``: the bot is not in it; posting
+        answers not_in_channel; ``archived``: is_archived)."""
         with self.mutate() as state:
             if user is not None:
                 self.ensure_user(state, user)
-            return self.ensure_channel(state, channel, name=name, member=member, user=user)["channel"]
+            rec = self.ensure_channel(state, channel, name=name, member=member, user=user)
+            if not rec["channel"].get("is_im"):
+                rec["channel"]["is_archived"] = bool(archived)
+            return rec["channel"]
 
     def reset(self) -> None:
         """Forget channels, messages and events, and turn faults off; limits stay as configured."""
@@ -204,7 +208,8 @@ class FakeSlack(ChatMethods, EventMethods, DeliveryMethods, SocketModeMethods, H
         control_route(app, "POST", "/_control/inject_edit", lambda body: self.inject_edit(**body))
         control_route(app, "POST", "/_control/inject_delete", lambda body: self.inject_delete(**body))
         control_route(app, "POST", "/_control/channels", lambda body: self.add_channel(**body))
-        control_route(app, "GET", "/_control/channels", lambda _: {"channels": self.read(lambda s: list(s["channels"]))})
+        control_route(app, "GET", "/_control/channels",
+                      lambda _: {"channels": self.read(lambda s: list(s["channels"]))})
         control_route(app, "GET", "/_control/channels/{channel}", lambda _, channel: self.timeline(channel))
         control_route(app, "GET", "/_control/stats", lambda _: self.stats())
         control_route(app, "GET", "/_control/events", lambda _: {"events": self.events()})

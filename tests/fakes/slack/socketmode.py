@@ -9,14 +9,13 @@
   "retry_attempt", "retry_reason"}``. With several sockets open each envelope goes to one of them (in turn).
 * The app acknowledges with ``{"envelope_id": …}`` (a ``payload`` may ride along, ignored). An envelope not
   acknowledged within ``ack_timeout`` (3 s) is sent again in a new envelope, ``retry_attempt`` + 1 and
-  ``retry_reason: "timeout"``, after ``retry_delays`` (Slack's Events API: at once, after 1 min, after 5 min);
-  after the last retry the event is dropped (``status: "failed"``). An acknowledgement of any of an event's
-  envelopes settles it, one after the deadline is counted as late.
+  ``retry_reason: "timeout"``, following the schedule in delivery.py (the rules both transports share).
 * While no socket is connected events wait (``offline_delivery: "queue"``); with ``"spend"`` a due delivery
   with no socket is used up, as Slack's are, so an app that was away sees only the later retries, or nothing.
 * ``disconnect(reason)`` sends ``{"type": "disconnect", "reason": "warning"|"refresh_requested"|
   "link_disabled", "debug_info": {"host"}}`` and closes the socket ``close_after`` seconds later (by default 10
-  after a warning, 5 after a refresh request, at once for link_disabled); no envelope goes to a socket told to
+  after a warning, 5 after a refresh request, times ``time_scale``; at once for link_disabled); no envelope goes
+  to a socket told to
   disconnect. An eleventh socket is told ``too_many_websockets`` and closed.
 * Pings: the app's WebSocket pings are answered with a pong carrying the same data; the fake pings every
   ``ping_interval`` seconds. ``silence()`` turns open sockets into half-open ones: nothing sent, nothing heard.
