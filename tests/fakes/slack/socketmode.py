@@ -15,8 +15,7 @@
 * ``disconnect(reason)`` sends ``{"type": "disconnect", "reason": "warning"|"refresh_requested"|
   "link_disabled", "debug_info": {"host"}}`` and closes the socket ``close_after`` seconds later (by default 10
   after a warning, 5 after a refresh request, times ``time_scale``; at once for link_disabled); no envelope goes
-  to a socket told to
-  disconnect. An eleventh socket is told ``too_many_websockets`` and closed.
+  to a socket told to disconnect. An eleventh socket is told ``too_many_websockets`` and closed.
 * Pings: the app's WebSocket pings are answered with a pong carrying the same data; the fake pings every
   ``ping_interval`` seconds. ``silence()`` turns open sockets into half-open ones: nothing sent, nothing heard.
 """
