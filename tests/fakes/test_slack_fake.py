@@ -449,7 +449,7 @@ def test_text_length_blocks_and_mrkdwn_escaping(slack):
         blocks_only = (await post(session, slack, channel="C0GENERAL1", blocks=json.dumps(
             [{"type": "section", "text": {"type": "mrkdwn", "text": "in a block"}}])))[2]
         escaped = (await post(session, slack, channel="C0GENERAL1", text="a &lt; b &amp; <@U0USER0001>"))[2]
-        raw = (await post(session, slack, channel="C0GENERAL1", text="if a < b && c"))[2]
+        raw = (await post(session, slack, channel="C0GENERAL1", text="if a < b && c", mrkdwn=False))[2]
         slack.configure(over_limit="truncate")
         truncated = (await post(session, slack, channel="C0GENERAL1", text="z" * 40005))[2]
         return refused, blocks_only, escaped, raw, truncated
@@ -461,18 +461,19 @@ def test_text_length_blocks_and_mrkdwn_escaping(slack):
     assert shown[blocks_only["ts"]] == ("in a block", [])
     assert shown[escaped["ts"]] == ("a < b & @U0USER0001", [])
     assert shown[raw["ts"]] == ("if a < b && c", ["unescaped &", "unescaped < or >"])
+    assert [m["mrkdwn"] for m in slack.messages("C0GENERAL1") if m["ts"] in (raw["ts"], escaped["ts"])] == [True, False]
     assert truncated["ok"] and slack.final_texts("C0GENERAL1")[-1] == "z" * 40000
     assert slack.stats()["truncated"] == 1
 
 
 def test_rate_limits_per_channel_and_per_tier_with_retry_after_and_violations():
     with FakeSlack(time_scale=0.1, post_burst=2, tier3_per_minute=10, ping_interval=0) as fake:
-        fake.inject_message("hi", "C0GENERAL1")
+        fake.inject_message("hi", "C0GENERAL1", name="general")
         fake.inject_message("hi", "C0RANDOM01")
 
         async def scenario(session):
             posts = [await post(session, fake, channel="C0GENERAL1", text=str(i)) for i in range(3)]
-            again = await post(session, fake, channel="C0GENERAL1", text="too soon")
+            again = await post(session, fake, channel="general", text="too soon, by another name")
             other = await post(session, fake, channel="C0RANDOM01", text="another channel has its own budget")
             ts = posts[0][2]["ts"]
             updates = [await call(session, fake, "chat.update", json_body={"channel": "C0RANDOM01" if i % 2

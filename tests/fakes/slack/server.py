@@ -10,6 +10,7 @@ from typing import Any, Optional
 from aiohttp import web
 
 from tests.fakes.harness import FakeServer, FaultScript, control_route, drop_connection
+from tests.fakes.slack.channels import dm_id
 from tests.fakes.slack.delivery import DeliveryMethods
 from tests.fakes.slack.errors import ApiError, str_param
 from tests.fakes.slack.events import ALL_SUBSCRIPTIONS, EventMethods
@@ -282,7 +283,7 @@ class FakeSlack(ChatMethods, EventMethods, DeliveryMethods, SocketModeMethods, H
                 raise ApiError("insecure_request")
             if fault is not None and fault != "drop_after":
                 raise self._fault_error(fault, method, str_param(params, "channel"))
-            self.rate_limits.check(stats, method, str_param(params, "channel"))
+            self.rate_limits.check(stats, method, self._channel_key(state, str_param(params, "channel")))
             outcome = getattr(self, self.METHODS[method])(state, params)
         except ApiError as exc:
             outcome = exc
@@ -291,6 +292,17 @@ class FakeSlack(ChatMethods, EventMethods, DeliveryMethods, SocketModeMethods, H
                 stats["ratelimited_served"] += 1
         self._log_op(state, method, params, outcome)
         return outcome
+
+    @staticmethod
+    def _channel_key(state: dict, value: Optional[str]) -> Optional[str]:
+        """The conversation id a channel argument names (an id, a name, or a user id for the DM), so that every
+        way of naming a channel spends from its one posting budget; looks up without creating anything."""
+        if not value or value in state["channels"]:
+            return value
+        if value[:1] in "UW":
+            return dm_id(value)
+        name = value.lstrip("#")
+        return next((cid for cid, rec in state["channels"].items() if rec["channel"].get("name") == name), value)
 
     def _authenticate(self, method: str, token: Optional[str]) -> None:
         if not token:
