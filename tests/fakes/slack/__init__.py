@@ -35,7 +35,8 @@ Wire format implemented (from docs.slack.dev; shapes checked against slack-sdk's
   - ``chat.update`` (channel, ts, text, blocks) → ``{"channel", "ts", "text", "message"}`` with ``edited``;
     ``message_not_found`` (unknown or deleted), ``cant_update_message`` (not the bot's), ``msg_too_long`` over
     ``update_text_limit`` (40,000 by default; chat.update's reference words msg_too_long as "cannot exceed
-    4,000 characters": set 4000 to test against that reading). The same text again is accepted (counted as ``updates_unchanged``).
+    4,000 characters": set 4000 to test against that reading). The same text again is accepted (counted as
+    ``updates_unchanged``).
   - ``chat.delete`` (channel, ts) → ``{"channel", "ts"}``; ``message_not_found``, ``cant_delete_message``.
   - ``conversations.info`` (channel) → the conversation object; ``users.info`` (user) → the user object;
     ``channel_not_found``, ``user_not_found``.
