@@ -16,6 +16,7 @@ from aiohttp import web
 
 from tests.fakes.harness import ControlClient, StandaloneFake
 from tests.fakes.slack import DEFAULT_APP_TOKEN, DEFAULT_BOT_TOKEN, FakeSlack
+from tests.fakes.slack.channels import next_ts
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -280,8 +281,9 @@ def test_pings_are_answered_the_fake_pings_too_and_a_silenced_socket_goes_quiet(
             client = SocketClient(session, fake)
             await client.connect()
             await client.ws.ping(b"sdk-ping-pong:1")
-            kinds, pong = set(), None
+            kinds, pong, deadline = set(), None, time.monotonic() + 5
             while pong is None or aiohttp.WSMsgType.PING not in kinds:
+                assert time.monotonic() < deadline, f"pong {pong!r} and a ping expected within 5 s; saw {kinds}"
                 frame = await client.ws.receive(timeout=5)
                 kinds.add(frame.type)
                 if frame.type == aiohttp.WSMsgType.PONG:
@@ -385,6 +387,13 @@ def test_form_query_and_token_parameters_and_the_other_methods(slack):
     assert (unknown[0], unknown[2]["error"]) == (200, "unknown_method")
     assert missing == ["user_not_found", "channel_not_found"]
     assert slack.final_texts("D0BOB00001") == ["to bob"]
+
+
+def test_a_ts_is_never_reused_even_when_the_clock_gives_the_same_or_an_earlier_time():
+    ahead = f"{int(time.time()) + 100}.999999"  # the last ts handed out, ahead of the clock
+    rec = {"last_ts": ahead}
+    stamps = [next_ts(rec) for _ in range(3)]
+    assert stamps == [f"{int(time.time()) + 101}.{n:06d}" for n in range(3)] and stamps[0] > ahead
 
 
 def test_thread_replies_and_timestamps_increasing_per_channel(slack):
