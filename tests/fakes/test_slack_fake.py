@@ -390,10 +390,11 @@ def test_form_query_and_token_parameters_and_the_other_methods(slack):
 
 
 def test_a_ts_is_never_reused_even_when_the_clock_gives_the_same_or_an_earlier_time():
-    ahead = f"{int(time.time()) + 100}.999999"  # the last ts handed out, ahead of the clock
+    later = int(time.time()) + 100
+    ahead = f"{later}.999999"  # the last ts handed out, ahead of the clock
     rec = {"last_ts": ahead}
     stamps = [next_ts(rec) for _ in range(3)]
-    assert stamps == [f"{int(time.time()) + 101}.{n:06d}" for n in range(3)] and stamps[0] > ahead
+    assert stamps == [f"{later + 1}.{n:06d}" for n in range(3)] and stamps[0] > ahead
 
 
 def test_thread_replies_and_timestamps_increasing_per_channel(slack):
