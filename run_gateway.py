@@ -148,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_completion.add_parsers(sub)
     health = command(sub, "health", "liveness probe (--ready: readiness); one line, exit 0 when fine",
                      health_mod.DESCRIPTION, "health\nhealth --ready --json")
-    health.epilog = health_mod.EXIT_CODES + "\n" + health.epilog
+    health.epilog = health.epilog + "\n\n" + health_mod.EXIT_CODES
     health.add_argument("--ready", action="store_true",
                         help="also require every actor up, every adapter connected and no drain")
     health.add_argument("--timeout", type=float, default=10.0, metavar="S",
@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = command(sub, "doctor", "check the configuration, the model endpoint, credentials, ports, disk and state "
                      "dir, one line each; exit 1 on any failure", doctor_mod.__doc__.split("\n\n", 1)[1],
                      "doctor\ndoctor --config ./gateway.toml --json")
-    status.epilog = status_view.EXIT_CODES + "\n" + status.epilog
+    status.epilog = status.epilog + "\n\n" + status_view.EXIT_CODES
     add_json(stop, drain, status, tree, start, fault, health, doctor)
     accept_everywhere(parser, "--config", metavar="FILE", help="TOML configuration file")
     return parser
