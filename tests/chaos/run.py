@@ -32,6 +32,7 @@ class Report:
     log: list = field(default_factory=list)
     elapsed_s: float = 0.0
     marked_resends: int = 0     # replies re-sent with the visible marker after a send whose outcome was lost
+    lost_found: int = 0         # lost sends whose copy was found by its id (Telegram private chats), not re-sent
     gave_up: int = 0            # messages answered with the notice for a turn cut more than max_resumes times
 
     def add(self, guarantee: str, checked: int, violations: list[str]) -> None:
@@ -50,7 +51,9 @@ class Report:
         for guarantee in sorted(self.checked):
             lines.append(f"| {guarantee} | {self.checked[guarantee]} | {len(self.violations.get(guarantee, []))} |")
         lines += ["", f"Chats where a reply was re-sent with the visible marker (a send whose outcome was lost, "
-                      f"with the daemon or the connection; Telegram has no idempotency key): {self.marked_resends}",
+                      f"with the daemon or the connection, where its copy could not be found): {self.marked_resends}",
+                  f"Lost sends whose copy was found by its id in a Telegram private chat and edited into the answer "
+                  f"(actors/adapters/lost_copies.py): {self.lost_found}",
                   f"Messages answered with the notice that their turn was cut more often than [sessions] max_resumes "
                   f"(G8 resumes a turn that often, then asks for the message again): {self.gave_up}"]
         return "\n".join(lines)
@@ -112,6 +115,7 @@ def run(plan: Plan, seed: int, verbose: bool = True, artifacts: Path | None = No
                 save_reply_evidence(world, violations, artifacts)
             report.marked_resends = marked
             report.gave_up = checks.gave_up_notices(telegram, web)
+            report.lost_found = world.gw.log().count("edited into place")
             report.add("G1+G2 web history", *checks.web_questions(world, web))
             report.add("G1+G2 inbox rows", *checks.inbox(world))
             report.add("G2+G4 serial transcripts", *checks.transcripts(world))
