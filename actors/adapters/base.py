@@ -19,7 +19,8 @@ and ``self.offset``. Outbound methods must work whether or not the intake is con
 The base does the rest, identically for every platform:
 
 * intake: normalise, key, store each round durably *before* the platform is acknowledged, ring doorbells;
-  reconnect with backoff on retryable errors; crash on permanent ones (the supervisor's backoff applies);
+  reconnect with backoff on retryable errors; on permanent ones (the platform refuses the configuration) stay up,
+  reported down with the reason, and ask again every ``refused_retry_s``;
 * outbound: ``PlatformOp`` -> one FIFO lane per chat, the chat's ``ChatBudget`` spent by sends, edits and deletes,
   429s waited out on that chat only, bounded retries, ``OpResult`` (redacted) to the sender.
 
@@ -71,6 +72,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
     retry_policy = RetryPolicy()
     reconnect_base_s = 0.1
     reconnect_max_s = 30.0
+    refused_retry_s = 300.0      # a platform that refused the configuration is asked again this often
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -52,7 +52,8 @@ def too_long_notice(length: int, limit: int) -> str:
 
 
 class IntakeFailed(RuntimeError):
-    """The intake met an error that retrying cannot cure (bad token, unusable storage): crash, be restarted."""
+    """The intake task ended with an error it did not handle (a bug): the adapter crashes and is restarted. A
+    platform refusing the configuration is not one of them (``InboundPath._refused``)."""
 
 
 # ------------------------------------------------------------------------------ loop thread -> actor thread
@@ -119,7 +120,9 @@ class InboundPath:
             except Exception as exc:  # noqa: BLE001 - classified below
                 kind, retry_after = self.classify(exc)
                 if kind not in RETRY_KINDS:
-                    raise IntakeFailed(f"{kind} error: {self._clean(exc)}") from None
+                    await self._refused(kind, exc)
+                    failures = 0
+                    continue
                 if self._healthy:
                     self._loop_bridge.post(AdapterConnection(self.name, False))
                 # A platform that answered resets the backoff; unavailable storage behind it does not (the fetch
@@ -131,6 +134,21 @@ class InboundPath:
                 self._loop_bridge.post(_IntakeRetrying(self._clean(exc), failures))
                 await _quietly(self.disconnect())
                 await asyncio.sleep(delay)
+
+    async def _refused(self, kind: str, exc: Exception) -> None:
+        """The platform refuses what the configuration gives it (a revoked token, a wrong URL): no retry soon will
+        cure that. The adapter stays up, shows as down with the reason (``status``, ``health --ready``), and asks
+        again every REFUSED_RETRY_S (a token fixed on the platform's side, a service back from maintenance). It
+        used to crash instead: its restarts spent its supervisor's intensity within seconds, and the escalation
+        took the whole gateway down, every other adapter with it."""
+        if self._healthy:
+            self._loop_bridge.post(AdapterConnection(self.name, False))
+        self._say(logging.ERROR, "%s: the platform refuses this adapter (%s: %s); asking again in %.0fs (fix "
+                  "[adapters.%s] and restart, or run `doctor`)", self.name, kind, self._clean(exc),
+                  self.refused_retry_s, self.name)
+        self._loop_bridge.post(_IntakeRetrying(f"refused: {self._clean(exc)}", 1))
+        await _quietly(self.disconnect())
+        await asyncio.sleep(self.refused_retry_s)
 
     def _became_healthy(self) -> None:
         if not self._healthy:

@@ -258,17 +258,30 @@ def test_the_first_store_open_rings_sessions_left_with_work(fake, tmp_path):
     assert rung.rings == (("default.bot.dm.chat-0123456789abcdef", 0),)
 
 
-def test_a_permanent_intake_error_ends_the_intake_so_the_actor_crashes(fake, tmp_path):
+def test_a_refused_configuration_keeps_the_adapter_up_reported_down_and_asking_again(fake, tmp_path):
+    """A revoked token used to crash the adapter; its restarts then escalated and took the gateway down."""
     adapter, posts = make_adapter(fake, tmp_path)
     adapter.settings["base_url"] = fake.base_url + "/no-such-api"   # 404: permanent, like a revoked token
+    adapter.refused_retry_s = 0.05
 
     async def main():
+        task = asyncio.get_running_loop().create_task(adapter._intake_forever())
         try:
-            await asyncio.wait_for(adapter._intake_forever(), 10)
+            while len(posts.of(base._IntakeRetrying)) < 2:
+                assert not task.done(), f"the intake ended: {task.exception() if task.done() else ''}"
+                await asyncio.sleep(0.01)
+            adapter.settings["base_url"] = fake.base_url   # the configuration fixed: the next ask connects
+            while not posts.of(base._Connected):
+                assert not task.done(), "the intake goes on: the adapter does not crash"
+                await asyncio.sleep(0.01)
         finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
             await adapter.store.close()
-    with pytest.raises(base.IntakeFailed, match="permanent"):
-        asyncio.run(main())
+    asyncio.run(asyncio.wait_for(main(), 10))
+    refused = posts.of(base._IntakeRetrying)[0]
+    assert refused.error.startswith("refused: ") and "404" in refused.error, refused
+    assert any("refuses this adapter" in line.text for line in posts.of(base._LogLine))
 
 
 def test_a_retryable_intake_error_reconnects_with_backoff(fake, tmp_path):

@@ -12,7 +12,7 @@ import socket
 import pytest
 
 from tests.actor_system import free_port, wait_for
-from tests.daemon import Gateway
+from tests.daemon import Gateway, nodes
 from tests.fakes.fakeplatform import FakePlatform
 from tests.fakes.telegram import DEFAULT_TOKEN, FakeTelegram
 
@@ -103,3 +103,35 @@ def test_health_says_so_when_no_gateway_runs(tmp_path):
     verdict = json.loads(result.stdout)
     assert verdict["ok"] is False and verdict["running"] is False, verdict
     assert "no gateway running" in verdict["problems"][0], verdict
+
+
+def test_a_refused_token_leaves_the_gateway_serving_and_status_names_the_adapter(tmp_path):
+    """A revoked token used to crash its adapter until the restarts escalated and the launcher exited 70, taking
+    every other adapter down with it. Now the adapter stays up, down in status with the platform's refusal."""
+    with FakeTelegram() as tg:
+        gw = Gateway(tmp_path, extra_toml=f"""
+[adapters.tg]
+type = "telegram"
+token = "999999:not-the-token-the-platform-knows"
+base_url = "{tg.base_url}"
+poll_timeout_s = 1.0
+[adapters.web]
+type = "webchat"
+port = 0
+""")
+        try:
+            gw.start()
+            gw.wait_ready()
+            code, doc = wait_for(lambda: (s := status(gw)) and "refused" in rows(s[1])["tg"].get("error", "") and s,
+                                 30, 0.2, "tg shown down with the platform's refusal")
+            assert code == 1 and doc["health"] == "degraded", doc
+            assert rows(doc)["tg"]["state"] == "retrying" and "Unauthorized" in rows(doc)["tg"]["error"], doc
+            gw.wait_log("refuses this adapter")
+            answer = gw.cli("chat", "--message", "still there?", timeout=60)
+            assert answer.returncode == 0 and "still there?" in answer.stdout, answer
+            tree = {n["name"]: n for n in nodes(gw.tree())}
+            assert tree["tg"]["restarts"] == 0, tree["tg"]
+            assert gw.alive_pids() and gw.launcher_pid in gw.alive_pids(), "the gateway runs on"
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()

@@ -62,7 +62,7 @@ class TelegramAdapter(PlatformAdapter):
 
     async def connect(self) -> None:
         self._poller = self._client(OUTBOUND_TIMEOUT_S)
-        me = await self._poller.get_me()  # a revoked token fails here: PermanentError, the adapter crashes
+        me = await self._poller.get_me()  # a revoked token fails here: PermanentError (intake._refused)
         self.bot_username = str(me.get("username") or "") if isinstance(me, dict) else ""
         if self.settings["mode"] == "polling" and not self._webhook_cleared:
             # getUpdates answers 409 for as long as a webhook is set (left by an earlier webhook-mode run).
