@@ -335,7 +335,8 @@ def cmd_doctor(config: dict, args) -> int:
     return run(config, args)
 
 
-COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions, "deliveries": cmd_deliveries, "pair": cmd_pair, "chat": cmd_chat, "run": cmd_run,
+COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions,
+            "deliveries": cmd_deliveries, "pair": cmd_pair, "chat": cmd_chat, "run": cmd_run,
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
             "fault": cmd_fault, "health": cmd_health,
             "doctor": cmd_doctor}

@@ -14,8 +14,8 @@ the gauges it reads itself at scrape time: a DescribeTree walk of the root and t
 snapshot is reused for ``CACHE_S``, so a scrape storm costs one walk per second, not one per request.
 
 Messages it takes: TurnFinished (sessions), LostSend (stream consumers, the sweeper), ActorRestarted
-(supervisors), FloodWaited and AdapterConnection (adapters), TreeReply (its walks), StopIntake (a drain began: the gateway is no longer ready), timers
-walk_deadline and listen, and bridge items: scrape requests and the server's start. Messages it sends: DescribeTree
+(supervisors), FloodWaited and AdapterConnection (adapters), TreeReply (its walks), StopIntake (a drain began: the
+gateway is no longer ready), timers walk_deadline and listen, and bridge items: scrape requests and the server's start. Messages it sends: DescribeTree
 to the root.
 
 Facts are best effort: ``report`` drops a fact when the directory names no metrics actor (disabled), one sent while

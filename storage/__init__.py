@@ -15,8 +15,8 @@ from typing import Union
 
 from .db import Database
 from .access import Access, Grant, PairingAnswer, PairingCode
-from .errors import (AmbiguousId, IllegalTransition, ImportRefused, NotFound, RecordError, SchemaTooNew, StaleFence, StorageBusy,
-                     StorageError, StorageFull, StorageUnavailable)
+from .errors import (AmbiguousId, IllegalTransition, ImportRefused, NotFound, RecordError, SchemaTooNew, StaleFence,
+                     StorageBusy, StorageError, StorageFull, StorageUnavailable)
 from .inbox import Inbox, InboundItem, InboxRow
 from .keys import UnsafePathError, hash_id, safe_path, session_key
 from .ledger import Ledger, Obligation, Target, best_effort, obligation_id
@@ -29,8 +29,10 @@ __all__ = [
     "Store", "SessionStore", "Inbox", "Ledger", "PacingBans", "Access", "Grant", "PairingAnswer", "PairingCode",
     "SessionInfo", "TranscriptEvent", "SearchHit", "RuntimeState", "InboxRow", "InboundItem", "Obligation",
     "Target", "Owner",
-    "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner", "is_owner_alive",
-    "StorageError", "StorageBusy", "StorageFull", "StorageUnavailable", "SchemaTooNew", "RecordError", "IllegalTransition", "StaleFence", "NotFound",
+    "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner",
+    "is_owner_alive",
+    "StorageError", "StorageBusy", "StorageFull", "StorageUnavailable", "SchemaTooNew", "RecordError",
+    "IllegalTransition", "StaleFence", "NotFound",
     "AmbiguousId", "ImportRefused", "UnsafePathError",
 ]
 

@@ -2,8 +2,9 @@
 
 An adapter that keeps crashing is restarted with growing delays; if it exceeds the intensity the whole adapter layer
 escalates to the root. A platform that is down or refuses the configuration (a revoked token) does not crash its
-adapter: the adapter retries on its own and shows as down in ``status`` (actors/adapters/intake.py). Where each adapter is goes to the root (an
-AddressesChanged whenever one comes up or goes away), which publishes it in the Directory.
+adapter: the adapter retries on its own and shows as down in ``status`` (actors/adapters/intake.py). Where each
+adapter is goes to the root (an AddressesChanged whenever one comes up or goes away), which publishes it in the
+Directory.
 """
 from __future__ import annotations
 

@@ -22,10 +22,12 @@ reply_claim.py. A final edit the platform refuses for good makes the rest go out
 they replace are deleted once all is shown.
 
 The ambiguous send: each send's part index is committed as the obligation's send intent by the adapter just before
-the request leaves, and the platform's id replaces it with the answer (PlatformOp.ledger). A consumer whose claim finds an intent
-left by a dead owner, or whose adapter died with a send in flight, cannot know whether that message exists: where
-the platform has no idempotency key it puts the one-line [sessions] resent_marker on the reply's first part (every
-chunk is cut with room for it), so the reader can tell the re-sent answer from an unfinished copy above it.
+the request leaves, and the platform's id replaces it with the answer (PlatformOp.ledger). A consumer whose claim
+finds an intent left by a dead owner, or whose adapter died with a send in flight, cannot know whether that message
+exists: where the adapter can look for it (``Claim.lost``: Telegram private chats) it asks first (PlatformOp
+"find_lost"); otherwise, where the platform has no idempotency key, it puts the one-line [sessions] resent_marker
+on the reply's first part (every chunk is cut with room for it), so the reader can tell the re-sent answer from an
+unfinished copy above it. A send unanswered for SEND_SILENCE_S is taken for lost the same way.
 """
 from __future__ import annotations
 
