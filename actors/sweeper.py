@@ -249,6 +249,14 @@ class DeliverySweeper(StoreUser, GatewayActor):
     def lost_copy_answered(self, job: dict, result: OpResult) -> None:
         """Found: the copy shows the part's text and is the part. Never landed: the part is sent. Not known: the
         reply is marked, and every part from the first is shown again (the first carries the marker)."""
+        if not result.ok and result.error_kind in ("retryable", "flood"):
+            # The search is edits, safe to repeat: the reply fails this attempt and the next sweep looks again
+            # (its intent is still there), rather than marking it for a dropped connection.
+            self.log.warning("sweeper: reply %s: the search for a lost copy failed: %s", job["ob"].obligation_id[:12],
+                             result.error)
+            self.db(self.store.ledger.mark_failed(job["ob"].obligation_id, job["fence"], result.error or "failed"))
+            self.refresh_counts()
+            return
         job["lost"] = None
         if result.ok:
             self.report(LostSend(job["ob"].target.platform, "never_landed" if result.message_id is None else "found"))

@@ -38,7 +38,7 @@ from actors.messages import (LongToolHint, LostSend, OpResult, PlatformOp, Reply
                              ToolCallFinished, ToolCallStarted, TurnEnd)
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
 from actors.sessions.chunking import split_message
-from actors.sessions.op_failures import after_op_failure
+from actors.sessions.op_failures import MAX_OP_RETRIES, RETRY_STEP_S, after_op_failure
 from common.redact import configured_secrets, redact
 from actors.adapters import registry
 from actors.sessions.edit_throttle import EditThrottle
@@ -282,6 +282,11 @@ class StreamConsumer(CellStoreUser, Cell):
     def lost_copy_answered(self, index: int, text: str, result: OpResult) -> None:
         """The adapter looked for the copy a lost send of part ``index`` left: found (it shows ``text`` now, and is
         the part), never landed (the part goes as a plain send), or it could not tell (the reply is marked)."""
+        if not result.ok and result.error_kind in ("retryable", "flood") and self.retries < MAX_OP_RETRIES:
+            # The search is edits, safe to repeat: a dropped connection or a 429 storm is waited out, not marked.
+            self.retries += 1
+            self.after(max(result.retry_after, RETRY_STEP_S * self.retries), "pump")
+            return
         self.claim.lost = None
         if not result.ok:
             self.claim.mark(f"the copy a lost send left could not be looked for ({result.error})")

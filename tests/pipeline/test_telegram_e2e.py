@@ -365,6 +365,27 @@ def test_a_send_whose_answer_was_lost_is_found_in_a_private_chat_and_marked_in_a
             stop(gw)
 
 
+def test_a_search_for_a_lost_copy_cut_by_dropped_connections_is_repeated_not_marked(tmp_path):
+    """The search is edits, safe to repeat: connections dropped through all of the adapter's own retries make the
+    consumer look again a moment later, not mark the reply as re-sent."""
+    with FakeTelegram() as tg:
+        gw = telegram_gateway(tmp_path, tg.base_url, adapter="")
+        try:
+            gw.start()
+            gw.wait_ready()
+            tg.set_faults(next=["drop_after"] + ["drop"] * 5, methods=["sendMessage", "editMessageText"])
+            tg.inject_message("echo find me through the drops", chat_id=45)
+
+            def shown():
+                return [m["text"] for m in tg.messages(45) if not m["deleted"]]
+            wait_for(lambda: shown() and CURSOR not in shown()[-1] and "api_key_env" in shown()[-1], 60, 0.1,
+                     f"the final answer (shown: {shown()})")
+            assert len(shown()) == 1 and RESENT_MARKER not in shown()[0], shown()
+            gw.wait_log("edited into place")
+        finally:
+            stop(gw)
+
+
 class HoldingTelegram(FakeTelegram):
     """The fake Bot API, except that the first sendMessage creates its message and then holds the HTTP answer until
     ``released``: the message exists and the gateway cannot learn its id (the window a kill -9 must hit)."""
