@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from actors.adapters.connection import adapter_problems
+from supervision.tree import duration
 
 EX_HEALTHY, EX_DEGRADED = 0, 1   # and 3: no gateway running (run_gateway.py)
 EXIT_CODES = """exit codes:
@@ -89,11 +90,3 @@ def adapter_line(row: dict, now: float, name_width: int = 10, kind_width: int = 
     error = f": {row['error']}" if row.get("error") and state != "connected" else ""
     return f"{row['name']:<{name_width}} {row['kind']:<{kind_width}} {told}{url}{error}"
 
-
-def duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

@@ -77,7 +77,7 @@ def _render(n: TreeNode, depth: int, now: float, every_cell: bool, lines: list) 
 
 def fields(n: TreeNode, now: float) -> dict:
     """What one line of the tree says about ``n`` (``render`` here, and the admin CLI's drawing on a terminal)."""
-    uptime = _duration(now - n.started_at) if n.started_at and n.state in ("running", "busy") else "-"
+    uptime = duration(now - n.started_at) if n.started_at and n.state in ("running", "busy") else "-"
     extra = [f"{k}={v}" for k, v in n.facts]
     if n.restarts:
         extra.append(f"restarts={n.restarts}")
@@ -110,7 +110,8 @@ def hidden_text(hidden: list[TreeNode]) -> str:
     return f"… {len(hidden)} more cells ({counted}; `tree --all` lists every one)"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """An age as people read it: 42s, 3m05s, 2h07m."""
     seconds = max(0, int(seconds))
     if seconds < 60:
         return f"{seconds}s"

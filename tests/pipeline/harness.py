@@ -24,6 +24,22 @@ poll_timeout_s = 0.5
 """, **kwargs)
 
 
+def telegram_gateway(tmp_path: Path, base_url: str, adapter: str = "", extra: str = "", **kwargs) -> Gateway:
+    """The real daemon with one open Telegram adapter on the fake Bot API at ``base_url`` (tests/fakes/telegram)."""
+    from tests.fakes.telegram import DEFAULT_TOKEN
+    return Gateway(tmp_path, extra_toml=f"""
+[adapters.telegram]
+type = "telegram"
+access = "open"
+token = "{DEFAULT_TOKEN}"
+base_url = "{base_url}"
+poll_timeout_s = 1.0
+{adapter}
+[agent]
+chunk_delay_s = 0.0
+{extra}""", **kwargs)
+
+
 def visible(platform: FakePlatform, chat: str) -> list[dict]:
     return [m for m in platform.messages(chat) if not m.get("deleted")]
 

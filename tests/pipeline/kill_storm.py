@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER
 from tests.actor_system import wait_for
-from tests.daemon import Gateway
 from tests.fakes.fakeplatform import FakePlatform
-from tests.fakes.telegram import DEFAULT_TOKEN, FakeTelegram
-from tests.pipeline.harness import CURSOR, pipeline_gateway
+from tests.fakes.telegram import FakeTelegram
+from tests.pipeline.harness import CURSOR, pipeline_gateway, telegram_gateway
 
 ANSWER_END = "api_key_env"    # in the offline agent's last paragraph: an answer that has it is complete
 NOTICES = ("send it again", "Please send it again", "interrupted")
@@ -83,19 +82,6 @@ def inbox_done(gw) -> tuple[int, int]:
     return sum(1 for (state,) in rows if state == "done"), len(rows)
 
 
-def _telegram_gateway(tmp_path, base_url: str, extra: str) -> Gateway:
-    return Gateway(tmp_path, extra_toml=f"""
-[adapters.telegram]
-type = "telegram"
-access = "open"
-token = "{DEFAULT_TOKEN}"
-base_url = "{base_url}"
-poll_timeout_s = 1.0
-[agent]
-chunk_delay_s = 0.0
-{extra}""")
-
-
 def storm(tmp_path, seed: int, chats: int = 20, per_chat: int = 5, kills: int = 3, window_s: float = 12.0,
           restart_after_s: tuple = (0.2, 1.5), slow_s: float = 0.15, answer_timeout_s: float = 240.0,
           extra: str = "", platform_kind: str = "fake") -> StormReport:
@@ -110,7 +96,7 @@ def storm(tmp_path, seed: int, chats: int = 20, per_chat: int = 5, kills: int = 
     report = StormReport(seed, chats * per_chat)
     extra = "[delivery]\nsweep_interval_s = 1.0\n" + extra
     with (FakeTelegram() if telegram else FakePlatform()) as platform:
-        gw = _telegram_gateway(tmp_path, platform.base_url, extra) if telegram else \
+        gw = telegram_gateway(tmp_path, platform.base_url, extra=extra) if telegram else \
             pipeline_gateway(tmp_path, platform, extra=extra)
         # The watchdog is not under test: a busy actor restarted by its short test deadline is a fault of its own.
         gw.config.write_text(gw.config.read_text().replace("ping_deadline_s = 1.5", "ping_deadline_s = 30.0"))

@@ -26,11 +26,12 @@ from actors.adapters.pacing import PACING
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from storage import Store
 from tests.actor_system import free_port, wait_for
-from tests.daemon import ROOT, Gateway, nodes
+from tests.daemon import ROOT, Gateway
 from tests.fakes.harness import ControlClient, StandaloneFake
 from tests.fakes.telegram import DEFAULT_TOKEN, FakeTelegram
 from tests.fakes.telegram.botapi import ApiError
 from tests.pipeline.harness import CURSOR
+from tests.pipeline.harness import telegram_gateway as harness_telegram_gateway
 
 FULL = os.environ.get("GATEWAY_TEST_SCALE") == "full"
 CHATS, PER_CHAT = (100, 10) if FULL else (12, 5)
@@ -40,19 +41,7 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
 def telegram_gateway(tmp_path: Path, base_url: str, adapter: str = "", **kwargs) -> Gateway:
-    return Gateway(tmp_path, extra_toml=f"""
-[adapters.telegram]
-type = "telegram"
-access = "open"
-token = "{DEFAULT_TOKEN}"
-base_url = "{base_url}"
-poll_timeout_s = 1.0
-{adapter}
-[agent]
-chunk_delay_s = 0.0
-[sessions]
-max_live = {CHATS + 10}
-""", **kwargs)
+    return harness_telegram_gateway(tmp_path, base_url, adapter, f"[sessions]\nmax_live = {CHATS + 10}\n", **kwargs)
 
 
 def stop(gw: Gateway) -> None:
