@@ -399,3 +399,18 @@ def control_route(app: web.Application, method: str, path: str, fn: Callable[...
 
 def _failure(status: int, error: str, **extra) -> tuple[int, dict]:
     return status, {"ok": False, "error": error, **extra}
+
+
+async def read_params(request) -> dict:
+    """A Bot-API-style request's parameters: the query string, then a JSON object or a form body on top (the
+    Telegram and Slack fakes both take all three, as the real APIs do)."""
+    params = dict(request.query)
+    if request.can_read_body:
+        if request.content_type == "application/json":
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise ValueError("JSON body must be an object")
+            params.update(body)
+        else:  # application/x-www-form-urlencoded or multipart/form-data
+            params.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
+    return params

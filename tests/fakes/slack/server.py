@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from tests.fakes.harness import FakeServer, FaultScript, control_route, drop_connection
+from tests.fakes.harness import FakeServer, FaultScript, control_route, drop_connection, read_params
 from tests.fakes.slack.channels import dm_id
 from tests.fakes.slack.delivery import DeliveryMethods
 from tests.fakes.slack.errors import ApiError, str_param
@@ -256,7 +256,7 @@ class FakeSlack(ChatMethods, EventMethods, DeliveryMethods, SocketModeMethods, H
     async def _dispatch(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         try:
-            params = await self._read_params(request)
+            params = await read_params(request)
         except ValueError:
             return self._answer(ApiError("invalid_form_data"))
         header = request.headers.get("Authorization", "")
@@ -331,19 +331,6 @@ class FakeSlack(ChatMethods, EventMethods, DeliveryMethods, SocketModeMethods, H
         failed = isinstance(outcome, ApiError)
         rec["ops"].append({"method": method, "at": time.time(), "ts": ts,
                            "status": outcome.status if failed else 200, "error": outcome.error if failed else None})
-
-    @staticmethod
-    async def _read_params(request: web.Request) -> dict:
-        params: dict[str, Any] = dict(request.query)
-        if request.can_read_body:
-            if request.content_type == "application/json":
-                body = await request.json()
-                if not isinstance(body, dict):
-                    raise ValueError("JSON body must be an object")
-                params.update(body)
-            else:  # application/x-www-form-urlencoded or multipart/form-data
-                params.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
-        return params
 
     @staticmethod
     def _answer(outcome: Any) -> web.Response:

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from tests.fakes.harness import FakeServer, FaultScript, FloodGate, control_route, drop_connection
+from tests.fakes.harness import FakeServer, FaultScript, FloodGate, control_route, drop_connection, read_params
 from tests.fakes.telegram.botapi import ApiError, BotMethods, flood_error
 from tests.fakes.telegram.updates import Described, UpdateMethods, pending_updates
 
@@ -141,7 +141,7 @@ class FakeTelegram(BotMethods, UpdateMethods, FakeServer):
         if method is None:
             return self._answer(ApiError(404, "Not Found"))
         try:
-            params = await self._read_params(request)
+            params = await read_params(request)
         except ValueError:
             return self._answer(ApiError(400, "Bad Request: can't parse request body"))
         with self._lock:  # set_faults may run in a test thread meanwhile
@@ -199,19 +199,6 @@ class FakeTelegram(BotMethods, UpdateMethods, FakeServer):
             answer = self._answer(exc)
         # drop_after: the offset was applied but the batch is lost; unconfirmed updates come again next poll
         return drop_connection(request) if fault == "drop_after" else answer
-
-    @staticmethod
-    async def _read_params(request: web.Request) -> dict:
-        params: dict[str, Any] = dict(request.query)
-        if request.can_read_body:
-            if request.content_type == "application/json":
-                body = await request.json()
-                if not isinstance(body, dict):
-                    raise ValueError("JSON body must be an object")
-                params.update(body)
-            else:  # application/x-www-form-urlencoded or multipart/form-data
-                params.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
-        return params
 
     @staticmethod
     def _answer(outcome: Any) -> web.Response:
