@@ -35,18 +35,20 @@ import dataclasses
 import itertools
 import logging
 import time
+from pathlib import Path
 from typing import Any, Optional
 
 from actors.adapters import registry
-from actors.adapters.access import AccessPolicy, Gatekeeper, policy_of
-from actors.adapters.sender_limits import LimitPolicy, SenderLimits
+from actors.adapters.access import Gatekeeper, policy_of
+from actors.adapters.sender_limits import SenderLimits
 from actors.adapters.sender_limits import policy_of as limit_policy_of
 from actors.adapters.budgets import ChatBudgets
 from actors.adapters.connection import ConnectionView
 from actors.adapters.doorbells import Doorbells
 from actors.adapters.lost_copies import Unresolved
+from actors.adapters.send_records import SendRecords
 # MalformedPayload, SenderOverLimit, TextTooLong and backoff_s are part of what adapters import from here.
-from actors.adapters.intake import (InboundPath, IntakeFailed, MalformedPayload, SenderOverLimit,  # noqa: F401
+from actors.adapters.intake import (Intake, IntakeFailed, MalformedPayload, SenderOverLimit,  # noqa: F401
                                     TextTooLong, _Connected, _Ingested, _IntakeRetrying, _LogLine, _OpDone,
                                     _quietly)
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error  # noqa: F401
@@ -56,7 +58,7 @@ from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, Me
 from actors.messages import PlatformOp
 from common.redact import configured_secrets, redact
 from actors.adapters.pacing import DEFAULT_PACING
-from storage import IllegalTransition, NotFound, StaleFence, Store
+from storage import Store
 from supervision.actor import GatewayActor
 from common.config import setting
 
@@ -67,7 +69,7 @@ STOP_TIMEOUT_S = 3.0
 
 # ---------------------------------------------------------------------------------------------- the actor
 
-class PlatformAdapter(InboundPath, GatewayActor):
+class PlatformAdapter(GatewayActor):
     uses_bridge = True
     retry_policy = RetryPolicy()
     reconnect_base_s = 0.1
@@ -88,16 +90,13 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self.configured_secrets: list[str] = []
         self.per_user_in_groups = False
         # loop thread only
-        self.store: Optional[Store] = None
-        self.offset: Any = None        # the platform offset committed together with the last rows
-        self.malformed = 0
-        self._healthy = False          # a fetch succeeded since the last (re)connect
+        self.store: Optional[Store] = None   # one store for the inbound path and the outbound ledger records
+        self.intake = Intake(self, post=self._post, say=self._say, clean=self._clean)
+        self.records = SendRecords(lambda: self.name, lambda: self.store, say=self._say, clean=self._clean)
         self._lanes = ChatLanes(self._run_op)
         self._budgets = ChatBudgets()   # replaced in on_start by one that honours earlier lives (budgets.py)
-        self.gatekeeper = Gatekeeper("", AccessPolicy())   # replaced in on_start from the table's access keys
-        self.sender_limits = SenderLimits(LimitPolicy())   # replaced in on_start from the table's limits
         # actor thread only
-        self._intake = None
+        self._intake_task = None
         self._loop_bridge = None
         self._tickets = itertools.count(1)
         self._in_hand: dict[int, tuple[PlatformOp, Any]] = {}
@@ -119,6 +118,19 @@ class PlatformAdapter(InboundPath, GatewayActor):
 
     async def fetch(self) -> tuple[list, Any]:
         raise NotImplementedError(f"{type(self).__name__} implements neither fetch() nor run_intake()")
+
+    async def run_intake(self, emit) -> None:
+        """Push-style adapters override this; polling ones implement ``fetch`` instead."""
+        raise NotImplementedError
+
+    @property
+    def push_style(self) -> bool:
+        return type(self).run_intake is not PlatformAdapter.run_intake
+
+    @property
+    def offset(self) -> Any:
+        """The platform offset committed together with the last rows (what ``fetch`` asks from)."""
+        return self.intake.offset
 
     def normalise(self, raw: Any) -> MessageEvent:
         raise NotImplementedError
@@ -164,17 +176,18 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self.secrets = registry.secret_values(self.settings)
         self.configured_secrets = configured_secrets(self.config)   # the whole gateway's, for what users write
         self.per_user_in_groups = bool(setting(self.config, "sessions", "per_user_in_groups"))
-        self.gatekeeper = Gatekeeper(self.name, policy_of(self.settings, registry.entry_of(self.settings).access))
-        self.sender_limits = SenderLimits(limit_policy_of(self.settings))
+        self.intake.gatekeeper = Gatekeeper(self.name, policy_of(self.settings,
+                                                                 registry.entry_of(self.settings).access))
+        self.intake.sender_limits = SenderLimits(limit_policy_of(self.settings))
         self._budgets = ChatBudgets(started_at=time.monotonic())   # asyncio's loop.time() is time.monotonic()
         # Loop-side code posts through this reference: the actor thread drops ``self.bridge`` when it exits.
         self._loop_bridge = self.bridge
-        self._intake = self.bridge.submit(self._intake_forever(), tag="intake")
+        self._intake_task = self.bridge.submit(self.intake.run_forever(), tag="intake")
 
     def on_StopIntake(self, message, sender) -> None:
         super().on_StopIntake(message, sender)
-        if self._intake is not None:
-            self._intake.cancel()  # between rounds or mid-poll: an ingest in progress is shielded and completes
+        if self._intake_task is not None:
+            self._intake_task.cancel()  # between rounds or mid-poll: an ingest in progress is shielded and completes
         self.log.info("%s: intake stopped (outbound continues)", self.name)
         self.connection.stopped(time.time())
         self._report_connection(False)
@@ -182,8 +195,8 @@ class PlatformAdapter(InboundPath, GatewayActor):
     def on_stop(self) -> None:
         if self.bridge is None:
             return
-        if self._intake is not None:
-            self._intake.cancel()
+        if self._intake_task is not None:
+            self._intake_task.cancel()
         try:
             self._run_sync(self._shut_down(), STOP_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - on the way out; what was committed is on disk
@@ -254,7 +267,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         for address, doorbell in self.doorbells.directory_changed(directory, time.monotonic()):
             self.send(address, doorbell)
         self._announce_connected()
-        self._report_connection(self._healthy and not self.intake_stopped)  # maybe a new metrics actor
+        self._report_connection(self.intake.healthy and not self.intake_stopped)  # maybe a new metrics actor
 
     def _announce_connected(self) -> None:
         """Tell the sweeper the platform is reachable: after each (re)connection, and to each new sweeper (a
@@ -262,7 +275,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         sweeper = self.directory.sweeper if self.directory is not None else None
         if sweeper is None:
             return
-        if self._unannounced or (self._healthy and self._announced_to is not None and sweeper != self._announced_to):
+        if self._unannounced or (self.intake.healthy and self._announced_to is not None and sweeper != self._announced_to):
             self._unannounced = False
             self._announced_to = sweeper
             self.send(sweeper, AdapterConnected(self.name))
@@ -313,19 +326,19 @@ class PlatformAdapter(InboundPath, GatewayActor):
             else:
                 await self._spend(budget)
             if op.ledger is not None and op.action == "send" and not intent_recorded:
-                refused = await self._record_intent(op)
+                refused = await self.records.intent(op)
                 if refused is not None:
                     return refused
                 intent_recorded = True
             try:
                 message_id = await getattr(self, OP_METHODS[op.action])(op)
                 if op.action == "find_lost":
-                    return await self._lost_copy_found(op, message_id)
+                    return await self.records.lost_copy_found(op, message_id)
                 if op.action != "send":
                     message_id = op.message_id
                 if op.ledger is not None and op.action == "send" and message_id is not None:
                     return OpResult(op.op_id, True, message_id=str(message_id),
-                                    recorded=await self._record_part(op, str(message_id)))
+                                    recorded=await self.records.part(op, str(message_id)))
                 return OpResult(op.op_id, True, message_id=None if message_id is None else str(message_id))
             except asyncio.CancelledError:
                 raise
@@ -341,7 +354,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
                     return OpResult(op.op_id, True, message_id=op.message_id)
                 if step == "fail":
                     if intent_recorded:   # the platform said no: nothing was sent, so nothing is ambiguous
-                        await self._forget_intent(op)
+                        await self.records.forget_intent(op)
                     return OpResult(op.op_id, False, error_kind=kind, error=self._clean(exc), retry_after=retry_after)
                 self._say(logging.INFO, "%s: %s %s in chat %s: %s; retrying in %.2fs", self.name, op.action,
                           op.op_id, op.chat_id, kind, delay)
@@ -349,7 +362,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
                     floods += 1
                     budget.flood(loop.time() + delay)  # the whole chat waits, so the op's successors do too
                     self._loop_bridge.post(FloodWaited(self.name, delay))
-                    await self._persist_ban(op.chat_id, delay)
+                    await self.records.ban(op.chat_id, delay)
                 else:
                     failures += 1
                     await asyncio.sleep(delay)
@@ -361,61 +374,43 @@ class PlatformAdapter(InboundPath, GatewayActor):
             await asyncio.sleep(wait)
         budget.consume(loop.time())
 
-    async def _record_intent(self, op: PlatformOp) -> OpResult | None:
-        """Commit, just before the send leaves, that it is about to (G1, DESIGN.md §3): a kill -9 from here until
-        ``_record_part`` leaves the intent behind, and the next owner marks its copy as re-sent. None if recorded;
-        otherwise the answer for the sender, and nothing is sent: another owner holds the reply (lost_claim), or
-        storage is unavailable (storage)."""
-        oid, fence, index = op.ledger
-        try:
-            await self.store.ledger.record_send_intent(oid, fence, index)
-            return None
-        except (StaleFence, IllegalTransition, NotFound) as exc:
-            return OpResult(op.op_id, False, error_kind="lost_claim", error=self._clean(exc))
-        except Exception as exc:  # noqa: BLE001 - unavailable storage, or anything else: nothing leaves unrecorded
-            return OpResult(op.op_id, False, error_kind="storage", error=self._clean(exc))
-
-    async def _record_part(self, op: PlatformOp, message_id: str) -> bool:
-        """Record the id the platform returned, in the same step as its answer; False if it could not be (the
-        sender records it then)."""
-        oid, fence, index = op.ledger
-        try:
-            await self.store.ledger.record_part(oid, fence, index, message_id, replace=True)
-            return True
-        except Exception as exc:  # noqa: BLE001 - the id still reaches the sender, which tries again
-            self._say(logging.WARNING, "%s: the id of part %d of %s could not be recorded here (%s); its consumer "
-                      "records it", self.name, index, oid[:12], self._clean(exc))
-            return False
-
-    async def _lost_copy_found(self, op: PlatformOp, message_id: Optional[str]) -> OpResult:
-        """The search answered: the copy is the part now (its id replaces the intent), or there is none (the intent
-        goes). Either way the reply needs no re-sent marker on its account."""
-        if message_id is None:
-            await self._forget_intent(op)
-            return OpResult(op.op_id, True)
-        recorded = await self._record_part(op, str(message_id))
-        return OpResult(op.op_id, True, message_id=str(message_id), recorded=recorded)
-
-    async def _forget_intent(self, op: PlatformOp) -> None:
-        try:
-            await self.store.ledger.clear_send_intent(*op.ledger)
-        except Exception:  # noqa: BLE001 - best effort: a stale intent only marks a later copy as re-sent
-            pass
-
-    async def _persist_ban(self, chat_id: str, seconds: float) -> None:
-        """Commit a 429 ban before the chat is written to again, so a restart inside it still honours it."""
-        if self.store is None:
-            return
-        try:
-            await ChatBudgets.record_ban(self.store, self.name, chat_id, seconds)
-        except Exception as exc:  # noqa: BLE001 - this life still honours it in memory; only a restart could not
-            self._say(logging.WARNING, "%s: could not record the rate-limit ban of chat %s (%s)", self.name,
-                      chat_id, self._clean(exc))
-
     # ------------------------------------------------------------------------------------------------ helpers
+    async def ready_storage(self) -> Store:
+        """The store, opened on this loop the first time, and the chat budgets of earlier lives loaded."""
+        if self.store is None:
+            state_dir = Path(self.config["gateway"]["state_dir"])
+            state_dir.mkdir(parents=True, exist_ok=True)
+            # Inline on this loop (storage/inline.py): each call runs to its end here, without aiosqlite's two
+            # thread hops per call (the larger part of an adapter's CPU per message). A write that meets the lock
+            # (a shard's handler holds it while it runs) waits with asyncio sleeps between attempts, so the loop
+            # goes on serving the platform meanwhile: blocked in SQLite's own busy wait, a 10,000-chat burst
+            # stalled the loop long enough for its sends to time out. The retries are bounded
+            # (INLINE_RETRY_BUDGET_S), past which the intake backs off as from any unavailable storage.
+            self.store = await Store.open(state_dir / "gateway.db", setting(self.config, "storage", "durability"),
+                                          inline=True, waits_on_loop=True)
+            # A kill -9 between a commit and its doorbells leaves rows nobody rang, and the session supervisor
+            # scans only when it starts itself: ring every session with work once (a doorbell only says "look").
+            waiting = await self.store.inbox.sessions_with_pending()
+            if waiting:
+                self._post(_Ingested(tuple((key, 0) for key in waiting)))
+        if not self._budgets.loaded:
+            if banned := await self._budgets.load(self.store, self.name):
+                self._say(logging.INFO, "%s: %d chat(s) still under a rate-limit ban from before the restart",
+                          self.name, banned)
+        return self.store
+
+    def send_unasked(self, op: PlatformOp) -> None:
+        """A message the adapter sends on its own (a pairing code, a limit notice): through the chat's lane and
+        budget, answered to no one (its ticket is in no actor's hands)."""
+        self._lanes.submit(op.chat_id, (None, op))
+
+    def _post(self, item) -> None:
+        """Hand an item from the loop thread to the actor thread (``on_bridge``)."""
+        self._loop_bridge.post(item)
+
     def _say(self, level: int, fmt: str, *args) -> None:
         """Log from the loop thread: the actor thread writes the line (see the module docstring)."""
-        self._loop_bridge.post(_LogLine(level, fmt % args))
+        self._post(_LogLine(level, fmt % args))
 
     def _clean(self, error: Any) -> str:
         text = str(error) or type(error).__name__

@@ -151,13 +151,13 @@ def test_a_round_is_stored_with_its_offset_deduplicated_and_rung_once(fake, tmp_
     fake.inject("c1", "two", user="u1")
 
     async def main():
-        await adapter._open_store()
+        await adapter.intake.open_store()
         assert adapter.offset is None
         await adapter.connect()
         raws, offset = await adapter.fetch()
         bad = {"id": 99, "chat": "", "text": "x", "message_id": "m"}
-        results = await adapter._ingest(raws + [bad, raws[0]], offset)   # a malformed one, a duplicate
-        again = await adapter._ingest(raws, offset)                        # the platform re-delivers the round
+        results = await adapter.intake.ingest(raws + [bad, raws[0]], offset)   # a malformed one, a duplicate
+        again = await adapter.intake.ingest(raws, offset)                        # the platform re-delivers the round
         await adapter.disconnect()
         stored = await adapter.store.inbox.get_offset("bot")
         key = session_key(adapter.normalise(raws[0]).source)
@@ -175,7 +175,7 @@ def test_a_round_is_stored_with_its_offset_deduplicated_and_rung_once(fake, tmp_
     [rung] = posts.of(base._Ingested)
     assert [seq for _, seq in rung.rings] == [r.seq for r in rows]
     [warning] = [line for line in posts.of(base._LogLine) if "malformed" in line.text]
-    assert "bot" in warning.text and "chat must be a non-empty string" in warning.text and adapter.malformed == 1
+    assert "bot" in warning.text and "chat must be a non-empty string" in warning.text and adapter.intake.malformed == 1
 
 
 @pytest.mark.parametrize("raw, reason", [
@@ -251,7 +251,7 @@ def test_the_first_store_open_rings_sessions_left_with_work(fake, tmp_path):
     async def main():
         async with await Store.open(tmp_path / "gateway.db") as store:
             await store.inbox.put("default.bot.dm.chat-0123456789abcdef", "bot", "m1", {"text": "unrung"})
-        await adapter._open_store()
+        await adapter.intake.open_store()
         await adapter.store.close()
     asyncio.run(main())
     [rung] = posts.of(base._Ingested)
@@ -265,7 +265,7 @@ def test_a_refused_configuration_keeps_the_adapter_up_reported_down_and_asking_a
     adapter.refused_retry_s = 0.05
 
     async def main():
-        task = asyncio.get_running_loop().create_task(adapter._intake_forever())
+        task = asyncio.get_running_loop().create_task(adapter.intake.run_forever())
         try:
             while len(posts.of(base._IntakeRetrying)) < 2:
                 assert not task.done(), f"the intake ended: {task.exception() if task.done() else ''}"
@@ -290,7 +290,7 @@ def test_a_retryable_intake_error_reconnects_with_backoff(fake, tmp_path):
     adapter.reconnect_base_s, adapter.reconnect_max_s = 0.01, 0.04
 
     async def main():
-        task = asyncio.get_running_loop().create_task(adapter._intake_forever())
+        task = asyncio.get_running_loop().create_task(adapter.intake.run_forever())
         while len([p for p in posts.of(base._LogLine) if "reconnecting" in p.text]) < 4:
             await asyncio.sleep(0.01)
         adapter.settings["base_url"] = fake.base_url   # the platform is back
@@ -387,11 +387,11 @@ def test_a_message_retried_through_storage_failures_and_re_deliveries_is_charged
     from storage import StorageFull
 
     adapter, _ = make_adapter(fake, tmp_path)
-    adapter.sender_limits = SenderLimits(LimitPolicy(per_minute=0.001, burst=2, max_queued_turns=0))
+    adapter.intake.sender_limits = SenderLimits(LimitPolicy(per_minute=0.001, burst=2, max_queued_turns=0))
     fake.inject("c1", "first", user="u1")
 
     async def main():
-        await adapter._open_store()
+        await adapter.intake.open_store()
         await adapter.connect()
         raws, offset = await adapter.fetch()
         real_put, failures = adapter.store.inbox.put_many_and_commit_offset, []
@@ -402,13 +402,13 @@ def test_a_message_retried_through_storage_failures_and_re_deliveries_is_charged
         adapter.store.inbox.put_many_and_commit_offset = full_disk
         for _ in range(5):
             with pytest.raises(StorageFull):
-                await adapter._ingest(raws, offset)
+                await adapter.intake.ingest(raws, offset)
         adapter.store.inbox.put_many_and_commit_offset = real_put
-        stored = await adapter._ingest(raws, offset)
-        redelivered = [await adapter._ingest(raws, offset) for _ in range(5)]
+        stored = await adapter.intake.ingest(raws, offset)
+        redelivered = [await adapter.intake.ingest(raws, offset) for _ in range(5)]
         fake.inject("c1", "second", user="u1")
         more, offset = await adapter.fetch()
-        second = await adapter._ingest(more[-1:], offset)
+        second = await adapter.intake.ingest(more[-1:], offset)
         await adapter.disconnect()
         await adapter.store.close()
         return len(failures), stored, redelivered, second

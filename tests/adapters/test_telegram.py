@@ -177,10 +177,10 @@ def test_a_polling_round_stores_messages_and_acknowledges_what_it_skips(tg, tmp_
             state["next_update_id"] += 1
 
     async def main():
-        await adapter._open_store()
+        await adapter.intake.open_store()
         await adapter.connect()
         raws, offset = await adapter.fetch()
-        await adapter._ingest(raws, offset)
+        await adapter.intake.ingest(raws, offset)
         await adapter.fetch()   # this poll confirms the round to Telegram
         await adapter.disconnect()
         rows = await adapter.store.inbox.rows_in_state(session_key(adapter.normalise(raws[1]).source))
@@ -202,8 +202,8 @@ def test_per_user_in_groups_is_a_per_bot_choice(tg, tmp_path):
     adapter, _ = make_adapter(tg, tmp_path, per_user_in_groups=True)
     adapter.bridge = type("Bridge", (), {"submit": lambda self, coro, tag=None: coro.close()})()
     adapter.on_start(adapter.settings)   # [sessions] says nothing: the bot's own setting decides
-    assert ".user-" in adapter._inbound_item(update({"id": -5, "type": "group"})).session_key
-    assert ".user-" not in adapter._inbound_item(update({"id": 5, "type": "private"})).session_key
+    assert ".user-" in adapter.intake.item(update({"id": -5, "type": "group"})).session_key
+    assert ".user-" not in adapter.intake.item(update({"id": 5, "type": "private"})).session_key
 
 
 def test_a_round_rings_each_session_once(tg, tmp_path):
@@ -287,14 +287,14 @@ def test_webhook_acknowledges_an_update_only_once_it_is_stored(tg, tmp_path):
     adapter, posts = make_adapter(tg, tmp_path, mode="webhook", webhook_port=0, webhook_secret=SECRET)
 
     async def main():
-        real_emit, gate, holding = adapter._emit, asyncio.Event(), asyncio.Event()
+        real_emit, gate, holding = adapter.intake.emit, asyncio.Event(), asyncio.Event()
 
         async def gated_emit(raws, offset=None):
             holding.set()
             await gate.wait()
             return await real_emit(raws, offset)
-        adapter._emit = gated_emit
-        intake = asyncio.get_running_loop().create_task(adapter._intake_forever())
+        adapter.intake.emit = gated_emit
+        intake = asyncio.get_running_loop().create_task(adapter.intake.run_forever())
         hook = await until(lambda: tg.read(lambda s: s["webhook"]))
         assert hook["secret_token"] == SECRET and hook["url"].endswith("/telegram/webhook")
         async with aiohttp.ClientSession() as http:
@@ -352,7 +352,7 @@ def test_webhook_mode_without_a_secret_refuses_to_start(tg, tmp_path):
     async def main():
         await adapter.connect()
         try:
-            await adapter.run_intake(adapter._emit)
+            await adapter.run_intake(adapter.intake.emit)
         finally:
             await adapter.disconnect()
     with pytest.raises(PermanentError, match="webhook_secret"):

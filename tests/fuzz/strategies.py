@@ -189,7 +189,7 @@ def check_rejection(exc: Exception) -> str:
 def run_inbound(adapter, raw, tag: str, text_limit: int | None = None):
     """The base's own path for one raw payload (normalise, key, storability); returns the item or None."""
     try:
-        item = adapter._inbound_item(raw)
+        item = adapter.intake.item(raw)
     except MalformedPayload as exc:
         check_rejection(exc)
         tally(tag, "rejected")

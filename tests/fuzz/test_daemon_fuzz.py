@@ -66,7 +66,7 @@ def rejected_samples(strategy, refused, count: int, seed: int) -> list:
 def refused_by(adapter, prepare=lambda raw: raw):
     def refused(raw) -> bool:
         try:
-            adapter._inbound_item(prepare(raw))
+            adapter.intake.item(prepare(raw))
         except MalformedPayload:
             return True
         return False

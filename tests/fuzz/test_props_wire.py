@@ -70,7 +70,7 @@ def telegram_hook():
     async def deliver(update):
         seen["delivered"].append(update)
         try:
-            adapter._inbound_item(update)
+            adapter.intake.item(update)
         except MalformedPayload:
             pass
 
@@ -138,7 +138,7 @@ def http_service(tmp_path_factory):
     adapter.pacing = registry.pacing_of(adapter.settings)
     adapter.config = {"gateway": {"state_dir": str(tmp_path_factory.mktemp("http-fuzz"))}}
     adapter._loop_bridge = posts
-    intake = asyncio.run_coroutine_threadsafe(adapter._intake_forever(), runner.loop)
+    intake = asyncio.run_coroutine_threadsafe(adapter.intake.run_forever(), runner.loop)
     assert posts.connected.wait(10)
     session = runner.run(_session())
     yield runner, session, adapter, posts

@@ -75,7 +75,7 @@ class Rig:
         self.ops = 0
 
     async def __aenter__(self):
-        self.intake = asyncio.create_task(self.adapter._intake_forever())
+        self.intake = asyncio.create_task(self.adapter.intake.run_forever())
         await self.posts.connected.wait()
         self.base_url = f"http://127.0.0.1:{self.adapter.bound_port}"
         self.client = openai.AsyncOpenAI(base_url=self.base_url + "/v1", api_key=TOKEN, max_retries=0)

@@ -271,7 +271,7 @@ def test_the_next_life_of_an_adapter_waits_out_the_ban_its_previous_life_receive
 
         async def first_life():
             adapter = adapter_life(fake, tmp_path)
-            await adapter._open_store()
+            await adapter.intake.open_store()
             await adapter._budgets.load(adapter.store, adapter.name)
             # The 429 arrives; the op waits it out in memory, and dies (kill -9) before its retry goes.
             attempt = asyncio.create_task(adapter._perform(PlatformOp("op1", "send", "c1", text="hi")))
@@ -283,7 +283,7 @@ def test_the_next_life_of_an_adapter_waits_out_the_ban_its_previous_life_receive
 
         async def second_life():
             adapter = adapter_life(fake, tmp_path)
-            await adapter._open_store()
+            await adapter.intake.open_store()
             await adapter._budgets.load(adapter.store, adapter.name)
             try:
                 return await adapter._perform(PlatformOp("op2", "send", "c1", text="again"))

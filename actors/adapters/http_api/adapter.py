@@ -113,7 +113,7 @@ class HttpApiAdapter(PlatformAdapter):
             app.router.add_get("/v1/models", api.models)
             routes += ["POST /v1/chat/completions", "GET /v1/models"]
         self._runner, self.bound_port = await serve(app, host, port, shutdown_timeout=SERVER_SHUTDOWN_S,
-                                                     limits=http_limits(self.config), on_refused=self._reject)
+                                                     limits=http_limits(self.config), on_refused=self.intake.reject)
         self._say(logging.INFO, "%s: listening on http://%s:%d (%s)", self.name, host, self.bound_port,
                   ", ".join(routes) or "no endpoint enabled")
 

@@ -121,7 +121,7 @@ class TelegramAdapter(PlatformAdapter):
                       self.name, self._clean(text))
 
         def on_refused(reason: str) -> None:
-            self._reject(f"webhook request refused: {reason}")
+            self.intake.reject(f"webhook request refused: {reason}")
 
         self._webhook = WebhookServer(self.settings["webhook_host"], self.settings["webhook_port"],
                                       self.settings["webhook_path"], secret, deliver, on_error, on_refused,

@@ -124,7 +124,7 @@ class WebChatAdapter(PlatformAdapter):
         return self._debug(visitor, frame)
 
     def reject_frame(self, visitor: str, reason: str) -> None:
-        self._reject(f"visitor {visitor}: {reason}")
+        self.intake.reject(f"visitor {visitor}: {reason}")
 
     def log_line(self, level: int, text: str) -> None:
         self._say(level, "%s: %s", self.name, text)
