@@ -4,6 +4,14 @@ shard: supervision/cell.py).
 State: the session key and current session record, the turn in flight (``Turn``) or none, whether a collect window
 is open, and whether intake is stopped (drain).
 
+Phase (``SessionPhase``, read from that state so it cannot drift from it):
+  IDLE -> COLLECTING        collect mode: the first rows wait for the window to close (timer "collect")
+  IDLE | COLLECTING -> ANSWERING    a turn starts (the agent runs, or a command's reply is made)
+  ANSWERING -> DELIVERING   the turn ended (TurnEnd, cancelled, failed): its consumer delivers the final text
+  DELIVERING -> IDLE        ReplyDone (or the consumer failed for good): the row is done; the next one starts
+Doorbells in ANSWERING and DELIVERING go to the busy mode; Passivate stops an IDLE session at once and any other
+when it next comes back to IDLE with nothing left in the inbox.
+
 Messages it takes:
   Started            open storage, recover what a crash interrupted (resumed up to [sessions] max_resumes times,
                      G8), then look at the inbox
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import os
 import time
 
@@ -52,6 +61,16 @@ RESTARTED_TEXT = "I was restarted while answering your message \u201c{quote}\u20
 QUOTE_CHARS = 60
 
 
+class SessionPhase(enum.Enum):
+    IDLE = "idle"
+    COLLECTING = "collecting"
+    ANSWERING = "answering"
+    DELIVERING = "delivering"
+
+
+BUSY = (SessionPhase.ANSWERING, SessionPhase.DELIVERING)
+
+
 class Session(CellStoreUser, Cell):
     uses_bridge = True
 
@@ -63,6 +82,12 @@ class Session(CellStoreUser, Cell):
         self.collect_until = 0.0
         self.passivate_when_idle = False
         self.agent = None
+
+    @property
+    def phase(self) -> SessionPhase:
+        if self.turn is None:
+            return SessionPhase.COLLECTING if self.collect_until else SessionPhase.IDLE
+        return SessionPhase.DELIVERING if self.turn.ended else SessionPhase.ANSWERING
 
     # ------------------------------------------------------------------------------------------------- start
     def on_start(self, args) -> None:
@@ -128,7 +153,7 @@ class Session(CellStoreUser, Cell):
 
     # ------------------------------------------------------------------------------------------------ intake
     def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:
-        if self.turn is None:
+        if self.phase not in BUSY:
             self.pump()
         else:
             self.while_busy()
@@ -140,7 +165,7 @@ class Session(CellStoreUser, Cell):
 
     def pump(self) -> None:
         """Start the next turn if nothing runs: the inbox, not the doorbell, says what there is to do."""
-        if self.turn is not None or self.intake_stopped or self._exiting:
+        if self.phase in BUSY or self.intake_stopped or self._exiting:
             return
         rows = self.db(self.store.inbox.rows_in_state(self.key, ("received",)))
         if not rows:
@@ -220,7 +245,7 @@ class Session(CellStoreUser, Cell):
 
     def interrupt(self, reason: str) -> None:
         turn = self.turn
-        if turn is not None and not turn.ended and turn.future is not None and not turn.interrupted:
+        if self.phase is SessionPhase.ANSWERING and turn.future is not None and not turn.interrupted:
             turn.interrupted = reason
             turn.future.cancel()
 
@@ -270,7 +295,7 @@ class Session(CellStoreUser, Cell):
 
     def on_bridge(self, item) -> None:
         turn = self.turn
-        if turn is None or turn.turn_id != getattr(item, "turn_id", None) or turn.ended:
+        if self.phase is not SessionPhase.ANSWERING or turn.turn_id != getattr(item, "turn_id", None):
             return
         if isinstance(item, AgentEvent):
             event = item.event
@@ -363,7 +388,7 @@ class Session(CellStoreUser, Cell):
 
     def on_ReplyDone(self, message, sender) -> None:
         turn = self.turn
-        if turn is not None and message.turn_id == turn.turn_id and turn.ended:
+        if self.phase is SessionPhase.DELIVERING and message.turn_id == turn.turn_id:
             if not message.ok:
                 self.log.error("reply not delivered: %s", message.detail, extra=self.log_fields(turn=turn.turn_id))
             self.finish_turn(delivered=message.ok)
@@ -386,16 +411,16 @@ class Session(CellStoreUser, Cell):
     def on_Passivate(self, message, sender) -> None:
         """Stop once idle: now if nothing runs, else when the inbox has nothing left after the running turn (the
         supervisor asks each session once, so a busy one must remember)."""
-        if self.turn is None and not self.collect_until:
+        if self.phase is SessionPhase.IDLE:
             self.stop_self(clean=True)
         else:
             self.passivate_when_idle = True
 
     def pending_work(self) -> int:
-        return 1 if self.turn is not None else 0
+        return 1 if self.phase in BUSY else 0
 
     def state_name(self) -> str:
-        return "busy" if self.turn is not None else "running"
+        return "busy" if self.phase in BUSY else "running"
 
 
 def _times(n: int) -> str:

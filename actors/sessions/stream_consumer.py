@@ -1,6 +1,12 @@
 """The stream consumer cell: one reply in flight, from the model's timeline to the platform's (seed §4, DESIGN.md
 §2.5). A cell of the session's shard (supervision/cell.py), started when the turn begins.
 
+Phase (``ReplyPhase``): STREAMING (previews of the answer so far, as the throttle allows) -> FINISHING (TurnEnd came:
+the final text is cut into its chunks, recorded, and shown part by part) -> DONE (delivered, given up, or another
+consumer took the reply over: ReplyDone to the session, unless taken over, and the cell stops). Whether previews
+are shown at all is a mode, not a phase: ``fallback`` (edits keep failing) and platforms without edits send the
+final text only.
+
 State: the answer text and the tool progress line so far, the final text once TurnEnd arrives, the parts of the
 reply on the platform (index -> message id) and what each part shows, the one platform operation in flight, the
 obligation's id and fence, and how many edits failed in a row.
@@ -31,6 +37,7 @@ unfinished copy above it. A send unanswered for SEND_SILENCE_S is taken for lost
 """
 from __future__ import annotations
 
+import enum
 import itertools
 import time
 
@@ -55,6 +62,12 @@ FIRST_TYPING_AFTER_S = 1.0    # a reply with nothing to show by then gets the ty
                               # costs the platform call)
 
 
+class ReplyPhase(enum.Enum):
+    STREAMING = "streaming"
+    FINISHING = "finishing"
+    DONE = "done"
+
+
 class StreamConsumer(CellStoreUser, Cell):
     uses_bridge = True
 
@@ -72,7 +85,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.edit_failures, self.retries = 0, 0
         self.fallback = False
         self.session = None
-        self.done = False
+        self.phase = ReplyPhase.STREAMING
         self.force = False
         self.chunks_recorded = False
         self.storage_waits = 0                  # pumps in a row held back by unavailable storage
@@ -119,10 +132,11 @@ class StreamConsumer(CellStoreUser, Cell):
             self.tool_line = f"⚙ {event.name}… still working ({int(event.elapsed_s)}s)"
         elif isinstance(event, TurnEnd):
             self.final = event.final_text if event.final_text is not None else self.answer
+            self.phase = ReplyPhase.FINISHING
 
     # ----------------------------------------------------------------------------------------------- pacing
     def wanted_chunks(self) -> list[str] | None:
-        if self.final is not None:
+        if self.phase is ReplyPhase.FINISHING:
             return self.marked(split_message(self.final or "…", self.chunk_limit, self.length))
         if self.fallback or not self.pacing.supports_edit:
             return None  # no previews: the final text goes out whole
@@ -154,9 +168,9 @@ class StreamConsumer(CellStoreUser, Cell):
         self.after(min(STORAGE_WAIT_S[1], STORAGE_WAIT_S[0] * self.storage_waits), "pump")
 
     def _pump(self) -> None:
-        if self.in_flight is not None or self.done or self._exiting:
+        if self.in_flight is not None or self.phase is ReplyPhase.DONE or self._exiting:
             return
-        final = self.final is not None
+        final = self.phase is ReplyPhase.FINISHING
         throttled = not final and not self.force and self.parts
         if throttled and (wait := self.throttle.next_edit_at() - time.monotonic()) > 0:
             # Too soon after the last edit: one wake-up when the interval is over (not one per batch that comes in
@@ -199,24 +213,24 @@ class StreamConsumer(CellStoreUser, Cell):
             self.finish(True, "delivered")
 
     def start_op(self, index: int, text: str | None) -> None:
-        a = self.args
+        a, finishing = self.args, self.phase is ReplyPhase.FINISHING
         op_id = f"{a['turn_id']}:{next(self.ops)}"
         if text is None:
             target = self.superseded[0] if index == SUPERSEDED else self.parts[index]
             op = PlatformOp(op_id, "delete", a["chat_id"], message_id=target, thread_id=a["thread_id"])
-        elif index in self.parts and not (self.fallback and self.final is not None):
+        elif index in self.parts and not (self.fallback and finishing):
             op = PlatformOp(op_id, "edit", a["chat_id"], text, message_id=self.parts[index],
-                            thread_id=a["thread_id"], chat_type=a["chat_type"], final=self.final is not None)
+                            thread_id=a["thread_id"], chat_type=a["chat_type"], final=finishing)
         elif self.claim.lost == index:
             # Before this part goes again: is the copy its lost send left in the chat? (lost_copies.py)
             op = PlatformOp(op_id, "find_lost", a["chat_id"], text, thread_id=a["thread_id"],
-                            chat_type=a["chat_type"], final=self.final is not None,
+                            chat_type=a["chat_type"], final=finishing,
                             ledger=(self.claim.oid, self.claim.fence, index))
         else:
             recorded = self.claim.recorded
             key = f"{self.claim.oid[:16]}.{index}" if self.pacing.idempotent_send and recorded else None
             op = PlatformOp(op_id, "send", a["chat_id"], text, thread_id=a["thread_id"], chat_type=a["chat_type"],
-                            reply_to=a["reply_to"] if index == 0 else None, final=self.final is not None,
+                            reply_to=a["reply_to"] if index == 0 else None, final=finishing,
                             idempotency_key=key,
                             ledger=(self.claim.oid, self.claim.fence, index) if recorded else None)
         adapter = self.directory.adapter(a["adapter"]) if self.directory is not None else None
@@ -247,9 +261,9 @@ class StreamConsumer(CellStoreUser, Cell):
             return
         if self.in_flight[1] == "send":
             index = self.in_flight[2]
-            self.log.warning("%s: no answer to the send of part %d in %gs (claim %s, parts %d, final %s); taking it "
+            self.log.warning("%s: no answer to the send of part %d in %gs (claim %s, parts %d, %s); taking it "
                              "for lost", self.name, index, SEND_SILENCE_S, (self.claim.oid or "none")[:12],
-                             len(self.parts), self.final is not None)
+                             len(self.parts), self.phase.value)
             self.in_flight = None
             self.report(LostSend(self.args["adapter"], "unanswered"))
             self.send_unresolved(index, "a send got no answer")
@@ -338,7 +352,7 @@ class StreamConsumer(CellStoreUser, Cell):
 
     def failed(self, action: str, index: int, result: OpResult) -> None:
         decision = after_op_failure(action, index, result.error_kind, result.retry_after, self.retries,
-                                    self.final is not None, self.edit_failures)
+                                    self.phase is ReplyPhase.FINISHING, self.edit_failures)
         step = decision.step
         if step == "step_aside":
             raise LostClaim(f"{action} of part {index}: {result.error}")   # nothing was sent
@@ -386,7 +400,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.pump()
 
     def on_timer_typing(self, _data) -> None:
-        if self.parts or self.final is not None or self.done:
+        if self.parts or self.phase is not ReplyPhase.STREAMING:
             return
         adapter = self.directory.adapter(self.args["adapter"]) if self.directory is not None else None
         if adapter is not None:
@@ -410,13 +424,13 @@ class StreamConsumer(CellStoreUser, Cell):
     def step_aside(self, exc: LostClaim) -> None:
         """Stop without a word to the session: the consumer that holds the claim now answers for this reply."""
         self.log.warning("%s: another consumer has taken this reply over; stopping: %s", self.name, exc)
-        self.done = True
+        self.phase = ReplyPhase.DONE
         self.stop_self(clean=True)
 
     def finish(self, ok: bool, detail: str, ledger_done: bool = False) -> None:
-        if self.done:
+        if self.phase is ReplyPhase.DONE:
             return
-        self.done = True
+        self.phase = ReplyPhase.DONE
         if ok and not ledger_done and self.claim.fence is not None:
             try:
                 self.claim.call("mark_delivered",
@@ -431,7 +445,7 @@ class StreamConsumer(CellStoreUser, Cell):
     def flush(self) -> int:
         self.force = True
         self.pump()
-        return 0 if self.done else 1
+        return 0 if self.phase is ReplyPhase.DONE else 1
 
     def pending_work(self) -> int:
-        return 0 if self.done else 1
+        return 0 if self.phase is ReplyPhase.DONE else 1
