@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import aiohttp
 
+from actors.adapters.http_session import HttpSession
 from actors.adapters.errors import (FloodError, FormattingError, MessageNotFoundError, PermanentError,
                                     PlatformError, RetryableError, TooLongError)
 
@@ -24,25 +25,13 @@ _ERROR_CLASSES: dict[str, type[PlatformError]] = {
 }
 
 
-class FakePlatformAPI:
+class FakePlatformAPI(HttpSession):
     """``FakePlatformAPI(base_url, session=None)``; owns (and closes) its session unless one is given."""
 
     def __init__(self, base_url: str, session: Optional[aiohttp.ClientSession] = None,
                  request_timeout: float = 30.0):
         self.base_url = base_url.rstrip("/")
-        self._session, self._owns_session = session, session is None
-        self.request_timeout = request_timeout
-
-    async def __aenter__(self) -> "FakePlatformAPI":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        if self._owns_session and self._session is not None:
-            await self._session.close()
-            self._session = None
+        super().__init__(session, request_timeout)
 
     # -- operations
     async def poll_updates(self, offset: int = 0, timeout: float = 0) -> list[dict]:
@@ -78,11 +67,9 @@ class FakePlatformAPI:
 
     # -- transport
     async def _call(self, http_method: str, op: str, *, timeout: Optional[float] = None, **kwargs) -> dict:
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
         client_timeout = aiohttp.ClientTimeout(total=timeout or self.request_timeout)
         try:
-            async with self._session.request(http_method, f"{self.base_url}/bot/{op}", timeout=client_timeout,
+            async with self.session().request(http_method, f"{self.base_url}/bot/{op}", timeout=client_timeout,
                                              **kwargs) as resp:
                 status = resp.status
                 try:

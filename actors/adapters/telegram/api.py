@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 import aiohttp
 
+from actors.adapters.http_session import HttpSession
 from actors.adapters.errors import (ConflictError, FloodError, FormattingError, MessageNotFoundError,
                                     PermanentError, PlatformError, RetryableError, TooLongError)
 from common.redact import redact as redact_secrets
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 
-class TelegramAPI:
+class TelegramAPI(HttpSession):
     """``TelegramAPI(token, base_url='https://api.telegram.org', session=None)``.
 
     Owns (and closes) its aiohttp session unless one is given. ``request_timeout`` bounds ordinary calls;
@@ -39,22 +40,10 @@ class TelegramAPI:
         self._token = token
         self.base_url = base_url.rstrip("/")
         self.bot_id = token.split(":", 1)[0] if ":" in token else "?"
-        self._session, self._owns_session = session, session is None
-        self.request_timeout = request_timeout
+        super().__init__(session, request_timeout)
 
     def __repr__(self) -> str:  # never the token
         return f"TelegramAPI(bot_id={self.bot_id}, base_url={self.base_url!r})"
-
-    async def __aenter__(self) -> "TelegramAPI":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        if self._owns_session and self._session is not None:
-            await self._session.close()
-            self._session = None
 
     def redact(self, text: str) -> str:
         return redact_secrets(text, [self._token])
@@ -112,12 +101,10 @@ class TelegramAPI:
     # -- transport
     async def call(self, method: str, params: Optional[dict] = None, *, timeout: Optional[float] = None) -> Any:
         """POST one method with a JSON body (None values left out); returns ``result`` or raises PlatformError."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
         payload = {k: v for k, v in (params or {}).items() if v is not None}
         url = f"{self.base_url}/bot{self._token}/{method}"
         try:
-            async with self._session.post(url, json=payload,
+            async with self.session().post(url, json=payload,
                                           timeout=aiohttp.ClientTimeout(total=timeout or self.request_timeout)) as resp:
                 status = resp.status
                 try:
