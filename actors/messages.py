@@ -376,6 +376,14 @@ class GatewayStatus:
 # sent while the metrics actor restarts is lost, and nobody waits for an answer (actors/metrics.py).
 
 @dataclass(frozen=True)
+class StalledReply:
+    """Stream consumer -> metrics: a reply that could make no progress for longer than its bound, and why
+    (no_adapter: the directory names no adapter for its platform)."""
+    platform: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class LostSend:
     """Stream consumer / sweeper -> metrics: a send whose outcome was unknown (its answer died with a process or a
     connection, or never came), and how it ended: found (its copy is the part now), never_landed (sent again as

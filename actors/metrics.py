@@ -13,7 +13,8 @@ connection state each adapter reported (with the address of the incarnation that
 the gauges it reads itself at scrape time: a DescribeTree walk of the root and the ledger's counts by state. The
 snapshot is reused for ``CACHE_S``, so a scrape storm costs one walk per second, not one per request.
 
-Messages it takes: TurnFinished (sessions), LostSend (stream consumers, the sweeper), ActorRestarted
+Messages it takes: TurnFinished (sessions), LostSend (stream consumers, the sweeper), StalledReply (stream
+consumers), ActorRestarted
 (supervisors), FloodWaited and AdapterConnection (adapters), TreeReply (its walks), StopIntake (a drain began: the
 gateway is no longer ready), timers walk_deadline and listen, and bridge items: scrape requests and the server's start. Messages it sends: DescribeTree
 to the root.
@@ -79,6 +80,7 @@ class Metrics(StoreUser, GatewayActor):
         self.flood_waits: Counter = Counter()            # platform -> flood waits
         self.flood_seconds: Counter = Counter()          # platform -> seconds waited
         self.lost_sends: Counter = Counter()             # (platform, outcome) -> sends whose outcome was unknown
+        self.stalled_replies: Counter = Counter()        # (platform, reason) -> replies past their progress bound
         self.connections: dict = {}                      # adapter name -> (connected, reporter's address, seq)
         self.adapter_refs: dict = {}                     # adapter name -> (pid, address) last seen in a walk
         self.snapshot: dict | None = None
@@ -143,6 +145,9 @@ class Metrics(StoreUser, GatewayActor):
 
     def on_LostSend(self, fact, sender) -> None:
         self.lost_sends[(fact.platform, fact.outcome)] += 1
+
+    def on_StalledReply(self, fact, sender) -> None:
+        self.stalled_replies[(fact.platform, fact.reason)] += 1
 
     def on_AdapterConnection(self, fact, sender) -> None:
         # Kept with the reporter's address: a report from an incarnation that has since died says nothing. Of one
@@ -288,6 +293,9 @@ class Metrics(StoreUser, GatewayActor):
             counter("gateway_lost_sends_total", "Sends whose outcome was unknown, by platform and how they ended "
                     "(found, never_landed, marked, unanswered)",
                     [({"platform": p, "outcome": o}, n) for (p, o), n in sorted(self.lost_sends.items())]),
+            counter("gateway_stalled_replies_total", "Replies that made no progress past their bound, by platform "
+                    "and why (no_adapter)",
+                    [({"platform": p, "reason": r}, n) for (p, r), n in sorted(self.stalled_replies.items())]),
         ]
 
 

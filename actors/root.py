@@ -17,7 +17,7 @@ from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus
                              StatusRequest)
 from actors.adapters import registry
 from actors.adapters.connection import adapter_rows
-from supervision.messages import AddressesChanged, Directory
+from supervision.messages import AddressesChanged, Directory, DirectoryWanted
 from supervision import tree
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import Supervisor
@@ -90,6 +90,14 @@ class Root(Supervisor):
                                    adapters=adapters, metrics=addr.get("metrics"),
                                    shards=tuple(a for _name, a in self._addresses("shards")))
         self.on_directory(self.directory)
+
+    def on_DirectoryWanted(self, message: DirectoryWanted, sender) -> None:
+        """Someone below waited too long for an address: the directory goes to that child again, which forwards
+        it down its subtree (a Directory lost on its way is replaced; one still lacking the address says that the
+        actor is not running, which the asker then reports)."""
+        self.log.info("root: the directory was asked for again (%s)", message.why)
+        if self.directory is not None:
+            self.send(sender, self.directory)
 
     def child_specs(self, args):
         return root_children(self.config)

@@ -10,7 +10,9 @@ What every actor gets from here:
 
 * ``Started`` from its parent gives it its name, kind, arguments and the configuration; then ``on_start(args)``.
 * ``Ping`` is answered with ``Pong``, ``DescribeTree`` with a ``TreeNode``, ``Flush`` with ``Flushed``.
-* ``Directory`` (the well-known addresses) is kept when it is newer than the one held, then ``on_directory`` runs.
+* ``Directory`` (the well-known addresses) is kept when it is newer than the one held, then ``on_directory`` runs;
+  one of the same version is taken again (the root re-sends its directory when asked: ``DirectoryWanted``).
+* ``DirectoryWanted`` goes on to the parent, at most once per DIRECTORY_ASK_INTERVAL_S from each actor.
 * ``StopIntake`` (drain) sets ``intake_stopped``.
 * ``Fault`` (fault injection, only with ``[debug] fault_injection``) crashes, hangs or exits the actor.
 * Timers: ``on_timer_<tag>(data)`` runs when a timer set with ``after(seconds, tag, data)`` is due.
@@ -26,9 +28,13 @@ import logging
 import os
 import time
 
-from supervision.messages import Batch, DescribeTree, Fault, Flush, Flushed, Ping, Pong, Started, TreeNode, TreeReply
+from supervision.messages import (Batch, DescribeTree, DirectoryWanted, Fault, Flush, Flushed, Ping, Pong, Started,
+                                  TreeNode, TreeReply)
 from storage import StorageUnavailable
 from common.config import setting
+
+
+DIRECTORY_ASK_INTERVAL_S = 10.0   # however many of an actor's cells ask, its parent hears it this often at most
 
 
 class Behaviour:
@@ -45,6 +51,7 @@ class Behaviour:
         self.intake_stopped = False
         self.after_outside_cause = False   # our previous incarnation stopped on unavailable storage
         self.directory = None      # the latest Directory: where the sessions, sweeper and adapters are
+        self._directory_asked_at = -DIRECTORY_ASK_INTERVAL_S
         self._exiting = False
         self.log = logging.getLogger("gateway." + self.kind)
 
@@ -133,6 +140,17 @@ class Behaviour:
         if self.directory is None or message.version >= self.directory.version:
             self.directory = message
             self.on_directory(message)
+
+    def want_directory(self, why: str) -> None:
+        """Ask the root, through the parents, for its directory again (rate-limited here)."""
+        now = time.monotonic()
+        if self.parent is None or now - self._directory_asked_at < DIRECTORY_ASK_INTERVAL_S:
+            return
+        self._directory_asked_at = now
+        self.send(self.parent, DirectoryWanted(why))
+
+    def on_DirectoryWanted(self, message: DirectoryWanted, sender) -> None:
+        self.want_directory(message.why)
 
     def on_StopIntake(self, message, sender) -> None:
         """Drain: take no new work from now on (adapters stop polling, sessions start no new turn)."""

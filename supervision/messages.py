@@ -123,6 +123,14 @@ class Fault:
 # ------------------------------------------------------------------------ directory, drain steps, restart facts
 
 @dataclass(frozen=True)
+class DirectoryWanted:
+    """Any actor or cell -> its parent, on up to the root: the directory held here lacks an address it has waited for
+    too long (a Directory lost on its way down, or the actor named is still not running). The root answers with its
+    directory, which each supervisor on the way forwards to its children again."""
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class Directory:
     """Root -> every actor (each supervisor forwards it to its children): where the well-known actors are now.
     Sent again whenever one of them is restarted, so nobody keeps a dead address for long."""

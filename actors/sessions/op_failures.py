@@ -1,4 +1,5 @@
-"""What a reply's stream consumer does after one of its platform operations failed: a pure decision, no actor.
+"""What a reply's stream consumer does after one of its platform operations failed, went unanswered, or could not
+leave for want of an adapter: pure decisions, no actor.
 
 The adapter has already retried what it may retry on its own (actors/adapters/outbound.after_failure); what reaches
 the consumer is an operation that failed for good in the adapter's eyes. The consumer's own choices:
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+OP_TIMEOUT_S = 30.0     # the adapter answers every operation; silence this long means it died with it
+SEND_SILENCE_S = 600.0  # ... and a send unanswered this long is taken for lost (past any wait for 429s it may do)
 MAX_EDIT_FAILURES = 3
 MAX_OP_RETRIES = 5
 RETRY_STEP_S = 0.5     # the consumer's own retries wait 0.5 s, 1 s, 1.5 s... (or the platform's retry_after)
@@ -55,3 +58,37 @@ def after_op_failure(action: str, index: int, error_kind: str | None, retry_afte
     if action == "edit":
         return Next("fall_back")
     return Next("give_up")
+
+
+def after_silence(action: str, waited_s: float) -> str:
+    """An operation unanswered for ``waited_s`` (a multiple of OP_TIMEOUT_S). A slow answer is not a lost one: an
+    edit or delete may safely go again (``resend``); a send may not (it would show twice), so it is waited for
+    (``wait``) until SEND_SILENCE_S, then taken for lost (``lost``: looked for, or sent again marked)."""
+    if action != "send":
+        return "resend"
+    return "wait" if waited_s < SEND_SILENCE_S else "lost"
+
+
+class AdapterWait:
+    """How long a reply has waited for the directory to name its adapter, and what that calls for at each look:
+    ``wait`` (it is restarting: that takes well under the liveness bound, [sessions] answer_bound_s), then past
+    ``bound_s`` ``report`` once (stalled: logged, counted) and ``ask`` after that (the directory asked for again,
+    rate-limited by the asker)."""
+
+    def __init__(self, bound_s: float):
+        self.bound_s = bound_s
+        self.since: float | None = None
+        self.reported = False
+
+    def found(self) -> None:
+        self.since = None
+
+    def missing(self, now: float) -> str:
+        if self.since is None:
+            self.since = now
+        if now - self.since < self.bound_s:
+            return "wait"
+        if not self.reported:
+            self.reported = True
+            return "report"
+        return "ask"

@@ -43,7 +43,7 @@ import time
 
 from actors.messages import (ConsumerGone, ConsumerReady, InboxDoorbell, OpResult, Passivate, PlatformOp, RunCells,
                              SpawnConsumer)
-from supervision.messages import ActorRestarted, Fault, Ping, StopIntake
+from supervision.messages import ActorRestarted, DirectoryWanted, Fault, Ping, StopIntake
 from common.shard_map import shard_of
 from supervision.batching import Outbox
 from supervision.storage_access import InlineStoreUser
@@ -141,6 +141,8 @@ class SessionShard(InlineStoreUser, GatewayActor):
     def _from_cell(self, message, sender) -> None:
         if isinstance(message, SpawnConsumer):
             self._spawn_consumer(message, sender)
+        elif isinstance(message, DirectoryWanted):
+            self.want_directory(message.why)   # rate-limited here: a thousand waiting cells are one question
 
     # ------------------------------------------------------------------------------------------------ routing
     def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:

@@ -7,9 +7,9 @@ consumer took the reply over: ReplyDone to the session, unless taken over, and t
 are shown at all is a mode, not a phase: ``fallback`` (edits keep failing) and platforms without edits send the
 final text only.
 
-State: the answer text and the tool progress line so far, the final text once TurnEnd arrives, the parts of the
-reply on the platform (index -> message id) and what each part shows, the one platform operation in flight, the
-obligation's id and fence, and how many edits failed in a row.
+State: the answer text and the tool progress line so far and the final text once TurnEnd arrives (``ReplyText``),
+the parts of the reply on the platform (index -> message id) and what each part shows, the one platform operation
+in flight, the obligation's id and fence, how many edits failed in a row, and since when no adapter was named.
 
 Messages it takes:
   StreamBatch   events of the turn, in batch order (Thespian does not order messages between actors: batches that
@@ -17,7 +17,8 @@ Messages it takes:
   OpResult      the answer to the operation in flight (the adapter already waited out flood errors)
   Flush         drain / shutdown: show the latest text now, whatever the throttle says
   timers        pump (the throttle's next slot, or a retry), typing, op_timeout
-Messages it sends: PlatformOp to the adapter, ReplyDone to the session; then it stops.
+Messages it sends: PlatformOp to the adapter, ReplyDone to the session; then it stops. DirectoryWanted to its shard
+when the directory has named no adapter for it for [sessions] answer_bound_s (reported as a StalledReply).
 
 Delivery (G3): before its first message leaves, the reply is an obligation in the ledger; each part's message id is
 recorded the moment the platform returns it. A consumer started again for the same turn (the previous one died)
@@ -41,21 +42,20 @@ import enum
 import itertools
 import time
 
-from actors.messages import (LongToolHint, LostSend, OpResult, PlatformOp, ReplyDone, StreamBatch, TextDelta,
-                             ToolCallFinished, ToolCallStarted, TurnEnd)
+from actors.messages import LostSend, OpResult, PlatformOp, ReplyDone, StalledReply, StreamBatch
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
 from actors.sessions.chunking import split_message
-from actors.sessions.op_failures import MAX_OP_RETRIES, RETRY_STEP_S, after_op_failure
-from common.redact import configured_secrets, redact
+from actors.sessions.reply_text import ReplyText
+from actors.sessions.op_failures import (MAX_OP_RETRIES, OP_TIMEOUT_S, RETRY_STEP_S, SEND_SILENCE_S, AdapterWait,
+                                        after_op_failure, after_silence)
+from common.redact import configured_secrets
 from actors.adapters import registry
 from actors.sessions.edit_throttle import EditThrottle
 from actors.sessions.reply_claim import Claim, LostClaim, WaitForStorage, steps_aside
 from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
+from common.config import setting
 
-CURSOR = " ▍"
-OP_TIMEOUT_S = 30.0     # the adapter answers every operation; silence this long means it died with it
-SEND_SILENCE_S = 600.0  # ... and a send unanswered this long is taken for lost (past any wait for 429s it may do)
 SUPERSEDED = -1         # the part index of a delete aimed at a superseded preview
 STORAGE_WAIT_S = (0.5, 5.0)   # retry delays while storage is unavailable: first, then the longest
 FIRST_TYPING_AFTER_S = 1.0    # a reply with nothing to show by then gets the typing indicator (a faster one never
@@ -74,8 +74,7 @@ class StreamConsumer(CellStoreUser, Cell):
     def __init__(self):
         super().__init__()
         self.expected, self.held = 0, {}
-        self.answer, self.tool_line = "", ""
-        self.final: str | None = None
+        self.text = ReplyText()                 # the answer so far, the tool line, the final text (reply_text.py)
         self.parts: dict[int, str] = {}
         self.shown: dict[int, str] = {}
         self.in_flight: tuple | None = None     # (op_id, action, index, text)
@@ -91,6 +90,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.storage_waits = 0                  # pumps in a row held back by unavailable storage
         self.edit_due_armed = False             # a wake-up for the end of the edit interval is coming
         self.superseded: list[str] = []         # previews a fallback replaced with new messages: deleted at the end
+        self.adapter_wait: AdapterWait | None = None   # since when the directory names no adapter for this reply
 
     def on_start(self, args) -> None:
         self.args = args
@@ -99,6 +99,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.marker = resent_marker(self.config)
         self.chunk_limit = chunk_limit(self.pacing, self.length, self.marker)
         self.throttle = EditThrottle(self.pacing)
+        self.adapter_wait = AdapterWait(setting(self.config, "sessions", "answer_bound_s"))
         self.secrets = configured_secrets(self.config)
         self.open_store()
         self.claim = Claim(args, self.store, self.db, self.log, self.name, report=self.report,
@@ -120,32 +121,17 @@ class StreamConsumer(CellStoreUser, Cell):
         self.pump()
 
     def apply(self, event) -> None:
-        if isinstance(event, TextDelta):
-            self.answer += event.text
-            if self.tool_line.endswith("✓") or self.tool_line.endswith("✗"):
-                self.tool_line = ""
-        elif isinstance(event, ToolCallStarted):
-            self.tool_line = f"⚙ {event.name}…"
-        elif isinstance(event, ToolCallFinished):
-            self.tool_line = f"⚙ {event.name} {'✓' if event.ok else '✗'}"
-        elif isinstance(event, LongToolHint):
-            self.tool_line = f"⚙ {event.name}… still working ({int(event.elapsed_s)}s)"
-        elif isinstance(event, TurnEnd):
-            self.final = event.final_text if event.final_text is not None else self.answer
+        if self.text.apply(event):
             self.phase = ReplyPhase.FINISHING
 
     # ----------------------------------------------------------------------------------------------- pacing
     def wanted_chunks(self) -> list[str] | None:
         if self.phase is ReplyPhase.FINISHING:
-            return self.marked(split_message(self.final or "…", self.chunk_limit, self.length))
+            return self.marked(split_message(self.text.final_text(), self.chunk_limit, self.length))
         if self.fallback or not self.pacing.supports_edit:
             return None  # no previews: the final text goes out whole
-        # The session redacts the final text; a preview is the deltas as they came, redacted here each time (a
-        # secret split across deltas is whole again in the answer so far).
-        preview = redact(self.answer, self.secrets) + (f"\n\n{self.tool_line}" if self.tool_line else "")
-        if not preview.strip():
-            return None
-        return self.marked(split_message(preview + CURSOR, self.chunk_limit, self.length))
+        preview = self.text.preview(self.secrets)
+        return None if preview is None else self.marked(split_message(preview, self.chunk_limit, self.length))
 
     def marked(self, chunks: list[str]) -> list[str]:
         if self.claim.ambiguous and not self.pacing.idempotent_send and chunks:
@@ -235,8 +221,9 @@ class StreamConsumer(CellStoreUser, Cell):
                             ledger=(self.claim.oid, self.claim.fence, index) if recorded else None)
         adapter = self.directory.adapter(a["adapter"]) if self.directory is not None else None
         if adapter is None:
-            self.after(0.5, "pump")  # the adapter is restarting; the directory will tell us where it is
+            self.without_adapter()
             return
+        self.adapter_wait.found()
         if op.action == "send":
             # The adapter commits the intent just before the request leaves and the id with the answer (op.ledger):
             # from here until the answer, the ledger may hold an intent for this part.
@@ -247,30 +234,40 @@ class StreamConsumer(CellStoreUser, Cell):
         self.send(adapter, op)
         self.after(OP_TIMEOUT_S, "op_timeout", (op_id, 1))
 
+    def without_adapter(self) -> None:
+        """The adapter is restarting: the next directory says where it is. Past the liveness bound that is no longer
+        the likely story (a directory lost on its way, an adapter that does not come back)."""
+        step = self.adapter_wait.missing(time.monotonic())
+        if step == "report":
+            self.log.warning("%s: the reply has waited %.0fs for adapter %r, which the directory does not name "
+                             "(claim %s, parts %d, %s); asking for the directory again", self.name,
+                             self.adapter_wait.bound_s, self.args["adapter"], (self.claim.oid or "none")[:12],
+                             len(self.parts), self.phase.value)
+            self.report(StalledReply(self.args["adapter"], "no_adapter"))
+        if step != "wait":
+            self.want_directory(f"a reply waits for adapter {self.args['adapter']!r}")
+        self.after(0.5, "pump")
+
     def on_timer_op_timeout(self, data) -> None:
-        """A slow answer is not a lost one: an edit or delete may safely go again, a send may not (it would show
-        twice); a send is taken for lost when the directory says its adapter was restarted, or after
-        SEND_SILENCE_S without an answer (the reply would hold its claim without progress for good): its outcome is
-        then unknown, and its part is looked for or sent again marked (the adapter's lane keeps a late answer to
-        it ahead of that)."""
+        """No answer yet (op_failures.after_silence). A send taken for lost is looked for or sent again marked (the
+        adapter's lane keeps a late answer to it ahead of that); the directory also takes a send for lost when it
+        says its adapter was restarted (on_directory)."""
         op_id, waited = data   # waited: OP_TIMEOUT_S periods so far
         if self.in_flight is None or self.in_flight[0] != op_id:
             return
-        if self.in_flight[1] == "send" and waited * OP_TIMEOUT_S < SEND_SILENCE_S:
+        step = after_silence(self.in_flight[1], waited * OP_TIMEOUT_S)
+        if step == "wait":
             self.after(OP_TIMEOUT_S, "op_timeout", (op_id, waited + 1))
             return
-        if self.in_flight[1] == "send":
-            index = self.in_flight[2]
+        index, self.in_flight = self.in_flight[2], None
+        if step == "lost":
             self.log.warning("%s: no answer to the send of part %d in %gs (claim %s, parts %d, %s); taking it "
                              "for lost", self.name, index, SEND_SILENCE_S, (self.claim.oid or "none")[:12],
                              len(self.parts), self.phase.value)
-            self.in_flight = None
             self.report(LostSend(self.args["adapter"], "unanswered"))
             self.send_unresolved(index, "a send got no answer")
-            self.pump()
-            return
-        self.log.warning("%s: no answer to %s within %gs; sending it again", self.name, op_id, OP_TIMEOUT_S)
-        self.in_flight = None
+        else:
+            self.log.warning("%s: no answer to %s within %gs; sending it again", self.name, op_id, OP_TIMEOUT_S)
         self.pump()
 
     @steps_aside

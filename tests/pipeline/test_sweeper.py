@@ -128,3 +128,46 @@ def test_a_stored_message_whose_doorbell_was_lost_is_answered_within_the_bound(t
         finally:
             gw.cli("stop")
             gw.kill_everything()
+
+
+def test_a_reply_whose_adapter_the_directory_never_names_is_reported_stalled_and_asks_again(tmp_path):
+    """A stored message for an adapter the configuration no longer has (or whose address never reached the shard):
+    its reply cannot leave. Past the liveness bound that is logged with the reply's state, counted in /metrics, and
+    the directory is asked for again through the tree; the other chats go on."""
+    import asyncio
+    import dataclasses
+    import time
+    import urllib.request
+
+    from actors.messages import MessageEvent, Source
+    from storage import Store, session_key
+    from tests.integration.test_metrics import endpoint
+
+    with FakePlatform() as platform:
+        gw = pipeline_gateway(tmp_path, platform, extra="[sessions]\nanswer_bound_s = 1.0\n")
+        source = Source(platform="gone", chat_id="c1", user_id="user", user_name="user")
+        event = MessageEvent(source, "hello?", "gone-1", time.time())
+
+        async def a_row_for_an_adapter_not_configured():
+            gw.state.mkdir(parents=True, exist_ok=True)
+            async with await Store.open(gw.state / "gateway.db") as store:
+                await store.inbox.put(session_key(source), "gone", "gone-1", dataclasses.asdict(event))
+        asyncio.run(a_row_for_an_adapter_not_configured())
+        try:
+            gw.start()
+            gw.wait_ready()
+            gw.wait_log("for adapter 'gone', which the directory does not name")
+            gw.wait_log("root: the directory was asked for again")
+            info = endpoint(gw)
+
+            def stalled_counted():
+                with urllib.request.urlopen(f"http://{info['host']}:{info['port']}/metrics", timeout=10) as response:
+                    body = response.read().decode()
+                return 'gateway_stalled_replies_total{platform="gone",reason="no_adapter"} 1' in body or None
+            wait_for(stalled_counted, 20, 0.2, "the stalled reply in /metrics")
+            platform.inject("alive", "still there?")
+            [answer] = settled_answers(platform, "alive", gw=gw)
+            assert 'You said: "still there?"' in answer
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()

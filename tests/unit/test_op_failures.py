@@ -1,9 +1,11 @@
-"""actors/sessions/op_failures.py: what a stream consumer does after a failed platform operation."""
+"""actors/sessions/op_failures.py: what a stream consumer does after a failed, unanswered or unroutable platform
+operation."""
 from __future__ import annotations
 
 import pytest
 
-from actors.sessions.op_failures import MAX_EDIT_FAILURES, MAX_OP_RETRIES, Next, after_op_failure
+from actors.sessions.op_failures import (MAX_EDIT_FAILURES, MAX_OP_RETRIES, OP_TIMEOUT_S, SEND_SILENCE_S, AdapterWait,
+                                        Next, after_op_failure, after_silence)
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -28,3 +30,25 @@ pytestmark = pytest.mark.timeout(10)
 ])
 def test_each_failure_has_one_next_step(action, index, kind, retry_after, retries, final, edit_failures, expected):
     assert after_op_failure(action, index, kind, retry_after, retries, final, edit_failures) == expected
+
+
+# ---------------------------------------------------------------------------------- silence and missing adapters
+
+@pytest.mark.parametrize("action, waited_s, expected", [
+    ("edit", OP_TIMEOUT_S, "resend"),            # an edit or delete may safely go again
+    ("delete", OP_TIMEOUT_S, "resend"),
+    ("send", OP_TIMEOUT_S, "wait"),              # a send may not: it would show twice
+    ("send", SEND_SILENCE_S - OP_TIMEOUT_S, "wait"),
+    ("send", SEND_SILENCE_S, "lost"),            # past the silence bound: looked for, or sent again marked
+])
+def test_an_unanswered_operation_is_sent_again_waited_for_or_taken_for_lost(action, waited_s, expected):
+    assert after_silence(action, waited_s) == expected
+
+
+def test_a_reply_without_its_adapter_waits_then_is_reported_once_then_keeps_asking():
+    wait = AdapterWait(bound_s=60.0)
+    assert [wait.missing(t) for t in (100.0, 130.0, 159.9)] == ["wait"] * 3
+    assert wait.missing(160.0) == "report"
+    assert [wait.missing(t) for t in (170.0, 500.0)] == ["ask", "ask"]
+    wait.found()   # the adapter is back: a later absence starts its own wait, and is not reported again
+    assert [wait.missing(600.0), wait.missing(659.0), wait.missing(661.0)] == ["wait", "wait", "ask"]

@@ -1,0 +1,46 @@
+"""What a reply shows: the answer so far and the tool progress line, folded from the turn's stream events, and the
+text of its preview or of its final form. Pure: no actor, no platform; the stream consumer cuts it into chunks.
+
+A preview is the deltas as they came, redacted each time it is drawn (the session redacts the final text; a secret
+split across deltas is whole again in the answer so far), with the tool line under it and a cursor at its end.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from actors.messages import LongToolHint, TextDelta, ToolCallFinished, ToolCallStarted, TurnEnd
+from common.redact import redact
+
+CURSOR = " ▍"
+
+
+class ReplyText:
+    def __init__(self):
+        self.answer = ""
+        self.tool_line = ""
+        self.final: Optional[str] = None    # set by TurnEnd
+
+    def apply(self, event) -> bool:
+        """Fold one stream event in; True when it is the TurnEnd."""
+        if isinstance(event, TextDelta):
+            self.answer += event.text
+            if self.tool_line.endswith("✓") or self.tool_line.endswith("✗"):
+                self.tool_line = ""
+        elif isinstance(event, ToolCallStarted):
+            self.tool_line = f"⚙ {event.name}…"
+        elif isinstance(event, ToolCallFinished):
+            self.tool_line = f"⚙ {event.name} {'✓' if event.ok else '✗'}"
+        elif isinstance(event, LongToolHint):
+            self.tool_line = f"⚙ {event.name}… still working ({int(event.elapsed_s)}s)"
+        elif isinstance(event, TurnEnd):
+            self.final = event.final_text if event.final_text is not None else self.answer
+            return True
+        return False
+
+    def final_text(self) -> str:
+        return self.final or "…"
+
+    def preview(self, secrets: list) -> Optional[str]:
+        """The preview to show now, or None while there is nothing to show."""
+        text = redact(self.answer, secrets) + (f"\n\n{self.tool_line}" if self.tool_line else "")
+        return text + CURSOR if text.strip() else None

@@ -1,0 +1,40 @@
+"""actors/sessions/reply_text.py: what a reply shows, folded from the turn's stream events."""
+from __future__ import annotations
+
+import pytest
+
+from actors.messages import LongToolHint, TextDelta, ToolCallFinished, ToolCallStarted, TurnEnd
+from actors.sessions.reply_text import CURSOR, ReplyText
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def test_a_preview_is_the_answer_so_far_with_the_tool_line_and_a_cursor():
+    text = ReplyText()
+    assert text.preview([]) is None, "nothing to show yet"
+    text.apply(ToolCallStarted("c1", "search"))
+    assert text.preview([]) == "\n\n⚙ search…" + CURSOR
+    text.apply(LongToolHint("c1", "search", 12.4))
+    assert text.preview([]).endswith("⚙ search… still working (12s)" + CURSOR)
+    text.apply(ToolCallFinished("c1", "search", "{}", "3 hits", True))
+    text.apply(TextDelta("Found "))
+    assert text.preview([]) == "Found " + CURSOR, "a finished tool's line goes once the answer goes on"
+
+
+def test_a_secret_split_across_deltas_is_redacted_in_the_preview():
+    text = ReplyText()
+    for part in ("the key is sk-", "live-1234567890", "abcdef and more"):
+        text.apply(TextDelta(part))
+    preview = text.preview(["sk-live-1234567890abcdef"])
+    assert "1234567890" not in preview and "and more" in preview
+
+
+def test_turn_end_sets_the_final_text_or_keeps_the_answer():
+    text = ReplyText()
+    text.apply(TextDelta("partial"))
+    assert text.apply(TurnEnd("complete", None)) is True
+    assert text.final_text() == "partial"
+    other = ReplyText()
+    assert other.apply(TextDelta("x")) is False
+    other.apply(TurnEnd("complete", ""))
+    assert other.final_text() == "…", "an empty answer still shows something"
