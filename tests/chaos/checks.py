@@ -6,6 +6,7 @@ Each check returns ``(checked, violations)``: how many things it looked at, and 
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 from collections import Counter
 
@@ -18,6 +19,9 @@ from tests.fakes.telegram import DEFAULT_TOKEN
 
 
 CURSOR = "▍"
+ANSWER_BOUND_S = 60.0        # [sessions] answer_bound_s, the default the chaos gateway runs with
+SLOW = re.compile(r"#slow\s+(\d+(?:\.\d+)?)")
+SLOW_CHUNKS = 40             # the offline agent's answers are shorter than this many chunks
 SECRETS = (FAKE_SECRET, DEFAULT_TOKEN.split(":", 1)[1])
 
 
@@ -180,6 +184,41 @@ def secrets_hidden(world: World, telegram: dict, admin_outputs: list[str]) -> tu
     return len(texts), violations
 
 
+def liveness(world: World, telegram: dict, web: dict) -> tuple[int, list[str], float]:
+    """Every message answered within the liveness bound of being sent: [sessions] answer_bound_s plus the model's own
+    time (``#slow``) plus the time the run spent inside faults (a 429 storm, a full disk, a daemon restart delay
+    answers legitimately). A reply stuck until the end of the run (a consumer waiting for what it never gets, a chat
+    starved of a session slot) is over it. Also the slowest answer seen, for the report. Messages without exactly one
+    answer are the replies check's; failing turns are left out (their error reply is checked there too)."""
+    bound_s = ANSWER_BOUND_S + world.fault_s
+    checked, violations, slowest = 0, [], 0.0
+    for m in world.sent:
+        if m.failing or m not in world.sent_at:
+            continue
+        if m.platform == "telegram":
+            shown = [b for b in telegram[m.chat] if m.token in b["text"] and CURSOR not in b["text"]]
+            at = [b.get("edit_date") or b["date"] for b in shown]
+        else:
+            at = [e["at"] for e in web[m.chat] if e["role"] == "assistant" and m.token in e["text"] and e.get("at")]
+        if len(at) != 1:
+            continue
+        checked += 1
+        # Telegram's dates are whole seconds: one second of slack.
+        waited = at[0] - world.sent_at[m] - (1.0 if m.platform == "telegram" else 0.0)
+        slowest = max(slowest, waited)
+        allowed = bound_s + slow_seconds(m.text)
+        if waited > allowed:
+            violations.append(f"{m.platform} {m.chat}: {m.text!r} answered {waited:.1f}s after it was sent (bound "
+                              f"{allowed:.1f}s)")
+    return checked, violations, slowest
+
+
+def slow_seconds(text: str) -> float:
+    """The model's own time a ``#slow S`` message asks the offline agent for (an upper bound: S per chunk)."""
+    match = SLOW.search(text)
+    return 0.0 if match is None else float(match.group(1)) * SLOW_CHUNKS
+
+
 def answered_count(world: World, telegram: dict, web: dict) -> int:
     """Questions with at least one complete reply (for progress lines)."""
     count = 0
@@ -192,4 +231,4 @@ def answered_count(world: World, telegram: dict, web: dict) -> int:
 
 
 __all__ = ["Message", "settled", "telegram_view", "web_view", "replies", "web_questions", "inbox", "transcripts",
-           "secrets_hidden", "answered_count"]
+           "secrets_hidden", "liveness", "answered_count"]

@@ -34,6 +34,8 @@ class Report:
     marked_resends: int = 0     # replies re-sent with the visible marker after a send whose outcome was lost
     lost_found: int = 0         # lost sends whose copy was found by its id (Telegram private chats), not re-sent
     gave_up: int = 0            # messages answered with the notice for a turn cut more than max_resumes times
+    slowest_answer_s: float = 0.0   # the longest a message waited for its answer
+    fault_s: float = 0.0        # the time spent inside faults, which the liveness bound allows on top
 
     def add(self, guarantee: str, checked: int, violations: list[str]) -> None:
         self.checked[guarantee] += checked
@@ -55,7 +57,9 @@ class Report:
                   f"Lost sends whose copy was found by its id in a Telegram private chat and edited into the answer "
                   f"(actors/adapters/lost_copies.py): {self.lost_found}",
                   f"Messages answered with the notice that their turn was cut more often than [sessions] max_resumes "
-                  f"(G8 resumes a turn that often, then asks for the message again): {self.gave_up}"]
+                  f"(G8 resumes a turn that often, then asks for the message again): {self.gave_up}",
+                  f"Slowest answer: {self.slowest_answer_s:.1f}s after its message (the liveness bound: "
+                  f"{checks.ANSWER_BOUND_S:.0f}s plus {self.fault_s:.1f}s spent inside faults)"]
         return "\n".join(lines)
 
 
@@ -119,6 +123,9 @@ def run(plan: Plan, seed: int, verbose: bool = True, artifacts: Path | None = No
             report.add("G1+G2 web history", *checks.web_questions(world, web))
             report.add("G1+G2 inbox rows", *checks.inbox(world))
             report.add("G2+G4 serial transcripts", *checks.transcripts(world))
+            checked, violations, report.slowest_answer_s = checks.liveness(world, telegram, web)
+            report.fault_s = world.fault_s
+            report.add("liveness bound", checked, violations)
             report.add("G6 no secret shown", *checks.secrets_hidden(world, telegram, admin_outputs))
             world.gw.cli("stop", timeout=120)
             orphans = orphan_check(world)
@@ -171,6 +178,7 @@ def inject_faults(world: World, plan: Plan, rng: random.Random, report: Report, 
         while time.monotonic() - started < moment:
             time.sleep(0.05)      # the schedule is wall-clock moments, nothing to wait for
         fault = rng.choice(FAULTS)()
+        fault_began = time.monotonic()
         try:
             what = fault.inject(world, rng)
         except Skipped as skip:
@@ -187,6 +195,7 @@ def inject_faults(world: World, plan: Plan, rng: random.Random, report: Report, 
         report.faults[fault.name] += 1
         tick(f"{fault.name}: {what}")
         recovered = recover(world)
+        world.fault_s += time.monotonic() - fault_began
         report.add("G8 recovery after a fault", 1, [] if recovered is None else [f"after {fault.name} ({what}): "
                                                                                   f"{recovered}"])
 

@@ -78,3 +78,20 @@ def test_secrets_hidden_flags_a_secret_in_a_chat_or_in_admin_output():
     assert checks.secrets_hidden(world, {"1": [bot("fine")]}, ["status ok"])[1] == []
     assert checks.secrets_hidden(world, {"1": [bot(f"key {checks.SECRETS[0]}")]}, [])[1]
     assert checks.secrets_hidden(world, {}, [f"token {checks.SECRETS[1]}"])[1]
+
+
+def test_liveness_flags_an_answer_later_than_the_bound_plus_the_time_spent_in_faults():
+    slow = Message("telegram", "7000003", 0, "c7000003 q0 hello #slow 0.05", 0.0)
+    world = SimpleNamespace(sent=[Q, W, slow, F], sent_at={Q: 1000.0, W: 1000.0, slow: 1000.0, F: 1000.0},
+                            fault_s=20.0)
+    on_time = {"7000001": [dict(bot('You said "c7000001 q0 hello there"'), date=1030, edit_date=1079)],
+               "7000003": [dict(bot('You said "c7000003 q0 hello #slow 0.05"'), date=1082)]}
+    web = {"visitor0": [{"role": "assistant", "text": 'You said "cvisitor0 q0 hello there"', "at": 1075.0}]}
+    checked, violations, slowest = checks.liveness(world, on_time, web)
+    assert (checked, violations) == (3, []), "within 60 s + 20 s of faults (+ the model's own time for #slow)"
+    assert 78 <= slowest <= 81
+    late = {"7000001": [dict(on_time["7000001"][0], edit_date=1200)], "7000003": on_time["7000003"]}
+    [violation] = checks.liveness(world, late, web)[1]
+    assert "7000001" in violation and "199.0s" in violation
+    world.fault_s = 0.0
+    assert len(checks.liveness(world, on_time, web)[1]) == 3, "without faults the bound is 60 s (+ #slow's time)"

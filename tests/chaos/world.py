@@ -95,6 +95,8 @@ class World:
     web_port: int = 0
     messages: list[Message] = field(default_factory=list)
     sent: list[Message] = field(default_factory=list)
+    sent_at: dict = field(default_factory=dict)        # Message -> wall-clock time it went to its platform
+    fault_s: float = 0.0                               # wall time spent inside faults and their recovery
     load_done: threading.Event = field(default_factory=threading.Event)
     stop_load: threading.Event = field(default_factory=threading.Event)
 
@@ -170,6 +172,7 @@ fault_injection = true      # the crash-cell fault (run_gateway.py fault)
                 if m.platform == "web":
                     self.web.say(m.chat, m.web_id, m.text)
             self.sent += due
+            self.sent_at.update((m, time.time()) for m in due)
             self.stop_load.wait(0.05)
         self.load_done.set()
 
