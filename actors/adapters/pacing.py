@@ -15,7 +15,7 @@ from common.config import SCHEMA, setting
 class PlatformPacing:
     platform: str
     text_limit: int                  # per message, measured with ``length``
-    length: str                      # 'chars' | 'utf16' | 'bytes' (see chunking.LENGTH_FUNCTIONS)
+    length: str                      # 'chars' | 'utf16' | 'bytes' | 'escaped' (see LENGTH_FUNCTIONS below)
     edit_interval_s: float           # least time between two edits of one streaming message
     min_edit_delta_chars: int        # an intermediate edit must show at least this much new text
     per_chat_ops_per_s: float        # sends and edits together, per chat
@@ -29,6 +29,10 @@ class PlatformPacing:
     # The adapter can find the copy a lost send left, in chats of type dm (actors/adapters/lost_copies.py): the
     # sender asks it (PlatformOp "find_lost") before it falls back to the re-sent mark.
     finds_lost_copies: bool = False
+    # Edits and deletes of the whole app, across its chats, where the platform limits them by method rather than by
+    # chat (Slack's chat.update and chat.delete are Tier 3: about 50 per minute per workspace). None: no such limit.
+    app_edit_ops_per_s: Optional[float] = None
+    app_edit_burst: int = 1
 
 
 _FAST = dict(edit_interval_s=0.05, min_edit_delta_chars=1, per_chat_ops_per_s=50.0, per_chat_burst=50)
@@ -42,9 +46,12 @@ PACING: dict[str, PlatformPacing] = {
     "discord": PlatformPacing("discord", 2000, "chars", edit_interval_s=1.0, min_edit_delta_chars=30,
                               per_chat_ops_per_s=1.0, per_chat_burst=5, supports_edit=True, typing_interval_s=8.0,
                               idempotent_send=True),
-    # ~1/s per channel; bots have no typing indicator outside the legacy RTM API.
-    "slack": PlatformPacing("slack", 40000, "chars", edit_interval_s=1.5, min_edit_delta_chars=50,
-                            per_chat_ops_per_s=1.0, per_chat_burst=2, supports_edit=True, typing_interval_s=None),
+    # chat.postMessage ~1/s per channel (sends and edits share it here); chat.update and chat.delete Tier 3, ~50 a
+    # minute for the whole app (kept under it: 45); 40,000 characters as sent, escapes included; bots have no
+    # typing indicator outside the legacy RTM API; no idempotency key (a lost send is re-sent marked).
+    "slack": PlatformPacing("slack", 40000, "escaped", edit_interval_s=1.5, min_edit_delta_chars=50,
+                            per_chat_ops_per_s=1.0, per_chat_burst=2, supports_edit=True, typing_interval_s=None,
+                            app_edit_ops_per_s=45 / 60, app_edit_burst=5),
     # No edits: the reply goes out once, complete. 2 KiB inline, beyond that signal-cli attaches the text.
     "signal": PlatformPacing("signal", 2048, "bytes", edit_interval_s=0.0, min_edit_delta_chars=0,
                              per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=False, typing_interval_s=10.0),
@@ -159,7 +166,14 @@ def utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-LENGTH_FUNCTIONS: dict[str, LengthFn] = {"chars": len, "utf16": utf16_len, "bytes": utf8_len}
+def escaped_len(text: str) -> int:
+    """Length once ``&``, ``<`` and ``>`` are written as ``&amp;``, ``&lt;``, ``&gt;`` (Slack counts the text as
+    sent, and the adapter escapes every one of them: actors/adapters/slack/mrkdwn.py)."""
+    return len(text) + 4 * text.count("&") + 3 * (text.count("<") + text.count(">"))
+
+
+LENGTH_FUNCTIONS: dict[str, LengthFn] = {"chars": len, "utf16": utf16_len, "bytes": utf8_len,
+                                         "escaped": escaped_len}
 
 
 # ----------------------------------------------- the re-send marker and the room every chunk leaves for it

@@ -252,3 +252,30 @@ register(AdapterType("http", "actors.adapters.http_api.adapter.HttpApiAdapter", 
     "models": Option(dict, {}, doc="model names mapped to profiles for /v1 ('*': any other name)"),
 }))
 
+
+
+# Slack: one app in one workspace (actors/adapters/slack/, docs/slack.md). Anyone in the workspace can write to the
+# app: strangers get a pairing code unless the table says otherwise.
+def _slack_tokens(table: Mapping) -> Optional[tuple[str, str]]:
+    if table["inbound"] == "socket_mode" and not table["app_token"].strip():
+        return "app_token", "required with inbound = \"socket_mode\" (an app-level xapp- token)"
+    if table["inbound"] == "events_api" and not table["signing_secret"].strip():
+        return "signing_secret", "required with inbound = \"events_api\": without it anyone could post events"
+    return None
+
+
+register(AdapterType("slack", "actors.adapters.slack.adapter.SlackAdapter", pacing="slack", access="pairing",
+                     options={
+    "bot_token": Option(str, secret=True, doc="the Bot User OAuth Token (xoxb-...)"),
+    "app_token": Option(str, "", secret=True, doc="the app-level token (xapp-..., scope connections:write); "
+                                                  "required in Socket Mode"),
+    "signing_secret": Option(str, "", secret=True, doc="the app's Signing Secret; required with the Events API"),
+    "base_url": Option(str, "https://slack.com/api/", doc="Web API base URL (a fake, in tests)"),
+    "inbound": Option(str, "socket_mode", allowed=("socket_mode", "events_api"), doc="how events arrive"),
+    "events_host": Option(str, "127.0.0.1", doc="interface the Events API server listens on (loopback: behind a "
+                                                "TLS proxy)"),
+    "events_port": Option(int, 3000, doc="its port (0: any free port)"),
+    "events_path": Option(str, "/slack/events", doc="its path (the Request URL's path)"),
+    "require_mention": Option(bool, True, doc="in channels, answer only messages that mention the app (DMs always)"),
+    "per_user_in_groups": Option(bool, None, doc="one session per user in channels (unset: [sessions] decides)"),
+}, checks=(_slack_tokens,)))

@@ -1,0 +1,180 @@
+"""SlackAdapter: one Slack app in one workspace, Web API over HTTPS, events by Socket Mode or HTTP (docs/slack.md).
+
+Why not slack-sdk: its Socket Mode clients own the connection's life (their own reconnect loop, monitor task and
+backoff), which would run beside the base's intake loop (reconnect with backoff, "refused" on a bad token, status)
+instead of inside it; and its Web API client adds retry handlers of its own, where a repeated chat.postMessage is a
+second message. What the adapter needs of either is two HTTP calls, a WebSocket and four JSON frames, spoken here
+with aiohttp (already a dependency), so every send is attempted exactly as the base decides.
+
+Intake. Socket Mode (``inbound = "socket_mode"``, the default; socketmode.py): each envelope is acknowledged only
+after its inbox row is committed, so one a kill -9 cut short is delivered again by Slack; a ``disconnect`` warning
+moves to a new connection before the old one closes. Events API (``inbound = "events_api"``, events_http.py): each
+signed request answered 200 only after its row is committed. Either way, a retry of an event already committed in
+this life is skipped by its ``event_id`` before any write; the inbox's (channel, ts) dedup covers the rest (a retry
+after a restart, the message/app_mention pair of one message).
+
+Outbound. chat.postMessage (in ``thread_id``'s thread when the message answered was in one), chat.update,
+chat.delete; the text escaped and bold rewritten as mrkdwn (mrkdwn.py). The base paces each channel (~1 op/s) and
+waits out 429 ``Retry-After``; on top of that an app-wide budget keeps chat.update and chat.delete under their
+Tier 3 limit (pacing ``app_edit_ops_per_s``), which no channel's lane can see alone. Slack has no idempotency key
+for chat.postMessage and no way here to find a message whose answer was lost: such a send answers "ambiguous", and
+the reply is sent again with the re-sent marker (the ledger records each send's intent and id, as everywhere).
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import Any, Optional
+
+from actors.adapters.base import PlatformAdapter
+from actors.adapters.errors import PermanentError
+from actors.adapters.pacing import ChatBudget
+from actors.adapters.slack.api import SlackAPI
+from actors.adapters.slack.events import event_from_callback, skip_reason
+from actors.adapters.slack.events_http import EventsServer
+from actors.adapters.slack.mrkdwn import to_mrkdwn
+from actors.adapters.slack.socketmode import SocketModeLink
+from actors.messages import MessageEvent, PlatformOp
+from supervision.http_serving import http_limits
+
+REMEMBERED_EVENTS = 4096     # event ids committed in this life, for skipping retries without a write
+
+
+class SlackAdapter(PlatformAdapter):
+    def __init__(self):
+        super().__init__()
+        self.bot_user_id = ""
+        self.skipped = 0               # events acknowledged without becoming input (own posts, edits, no mention)
+        self.retries_skipped = 0       # re-deliveries of events committed in this life
+        self._intake_api: Optional[SlackAPI] = None
+        self._app_api: Optional[SlackAPI] = None
+        self._sender: Optional[SlackAPI] = None
+        self._link: Optional[SocketModeLink] = None
+        self._server: Optional[EventsServer] = None
+        self._emit_lock: Optional[asyncio.Lock] = None
+        self._edit_budget: Optional[ChatBudget] = None
+        self._committed: collections.OrderedDict = collections.OrderedDict()
+
+    def on_start(self, args) -> None:
+        super().on_start(args)
+        if self.settings.get("per_user_in_groups") is not None:  # this app's own choice beats [sessions]
+            self.per_user_in_groups = bool(self.settings["per_user_in_groups"])
+
+    # -------------------------------------------------------------------------------------------------- intake
+    def _client(self, token: str) -> SlackAPI:
+        return SlackAPI(token, self.settings["base_url"])
+
+    async def connect(self) -> None:
+        self._intake_api = self._client(self.settings["bot_token"])
+        me = await self._intake_api.auth_test()  # a revoked token fails here: PermanentError (intake._refused)
+        self.bot_user_id = str(me.get("user_id") or "")
+        if self.settings["inbound"] == "socket_mode":
+            self._app_api = self._client(self.settings["app_token"])
+            self._link = SocketModeLink(self._app_api, self._say_line)
+            await self._link.open()
+
+    async def disconnect(self) -> None:
+        link, self._link = self._link, None
+        server, self._server = self._server, None
+        if link is not None:
+            await link.close()
+        if server is not None:
+            await server.stop()
+        for api in (self._app_api, self._intake_api):
+            if api is not None:
+                await api.close()
+        self._app_api = self._intake_api = None
+
+    def served_url(self) -> Optional[str]:
+        server = self._server
+        if server is None or server.port is None:
+            return None
+        return f"http://{self.settings['events_host']}:{server.port}{self.settings['events_path']}"
+
+    async def run_intake(self, emit) -> None:
+        self._emit_lock = asyncio.Lock()
+
+        async def deliver(payload: Any) -> None:
+            reason = skip_reason(payload, self.bot_user_id, self.settings["require_mention"])
+            if reason is not None:
+                self.skipped += 1
+                return
+            event_id = payload.get("event_id") if isinstance(payload, dict) else None
+            if isinstance(event_id, str) and event_id in self._committed:
+                self.retries_skipped += 1
+                return
+            async with self._emit_lock:  # one transaction at a time on the adapter's store
+                await emit([payload], None)
+            if isinstance(event_id, str):
+                self._committed[event_id] = True
+                while len(self._committed) > REMEMBERED_EVENTS:
+                    self._committed.popitem(last=False)
+
+        if self.settings["inbound"] == "events_api":
+            await self._serve_events(deliver)
+        await self._link.serve(deliver)
+
+    async def _serve_events(self, deliver) -> None:
+        def on_error(text: str) -> None:
+            self._say(logging.WARNING, "%s: an event was not stored (%s); Slack will send it again", self.name,
+                      self._clean(text))
+
+        def on_refused(reason: str) -> None:
+            self._reject(f"Events API request refused: {reason}")
+
+        self._server = EventsServer(self.settings["events_host"], self.settings["events_port"],
+                                    self.settings["events_path"], self.settings["signing_secret"], deliver, on_error,
+                                    on_refused, limits=http_limits(self.config))
+        port = await self._server.start()
+        self._say(logging.INFO, "%s: Events API listening on %s:%d%s", self.name, self.settings["events_host"], port,
+                  self.settings["events_path"])
+        await asyncio.get_running_loop().create_future()  # serve until the intake is cancelled: never returns
+
+    def normalise(self, raw: Any) -> MessageEvent:
+        return event_from_callback(raw, self.name, self.profile, self.bot_user_id)
+
+    def _say_line(self, level: int, text: str) -> None:
+        self._say(level, "%s: %s", self.name, self._clean(text))
+
+    # ------------------------------------------------------------------------------------------------ outbound
+    def _api(self) -> SlackAPI:
+        if self._sender is None:
+            self._sender = self._client(self.settings["bot_token"])
+        return self._sender
+
+    async def _edit_turn(self) -> None:
+        """Wait for the app-wide budget of chat.update and chat.delete (Slack limits those per method)."""
+        rate = self.pacing.app_edit_ops_per_s
+        if rate is None:
+            return
+        loop = asyncio.get_running_loop()
+        if self._edit_budget is None:
+            # Spent at start, like the chats' budgets: the previous life may have used it up just before dying.
+            self._edit_budget = ChatBudget(rate, max(1, self.pacing.app_edit_burst), loop.time(),
+                                           spent_at=self._budgets.started_at)
+        while (wait := self._edit_budget.wait_time(loop.time())) > 0:
+            await asyncio.sleep(wait)
+        self._edit_budget.consume(loop.time())
+
+    async def send_message(self, op: PlatformOp) -> str:
+        return await self._api().post_message(op.chat_id, to_mrkdwn(op.text), thread_ts=op.thread_id)
+
+    async def edit_message(self, op: PlatformOp) -> None:
+        await self._edit_turn()
+        await self._api().update(op.chat_id, _ts(op), to_mrkdwn(op.text))
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        await self._edit_turn()
+        await self._api().delete(op.chat_id, _ts(op))
+
+    async def close(self) -> None:
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            await sender.close()
+
+
+def _ts(op: PlatformOp) -> str:
+    if not op.message_id:
+        raise PermanentError(f"{op.action}: no message ts")
+    return str(op.message_id)
