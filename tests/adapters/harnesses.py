@@ -412,3 +412,9 @@ class HttpApiHarness:
 
 
 HARNESSES["http"] = HttpApiHarness
+
+
+# --------------------------------------------------------------------------------------------------------- Slack
+from tests.adapters.slack_harness import SlackHarness  # noqa: E402
+
+HARNESSES["slack"] = SlackHarness
