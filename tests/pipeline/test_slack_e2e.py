@@ -1,0 +1,181 @@
+"""The Slack adapter in the real daemon against the fake Slack: the Events API (signatures, url_verification,
+retries of one event make one turn, mentions and threads in channels) and Socket Mode (an envelope whose commit a
+kill -9 cut short is delivered again and answered once)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.actor_system import free_port, wait_for
+from tests.daemon import Gateway, nodes
+from tests.fakes.slack import DEFAULT_APP_TOKEN, DEFAULT_BOT_TOKEN, FakeSlack
+from tests.pipeline.harness import CURSOR
+
+pytestmark = pytest.mark.timeout(120)
+BOT = "U0FAKEBOT1"
+
+
+def slack_gateway(tmp_path: Path, slack: FakeSlack, adapter: str = "") -> Gateway:
+    return Gateway(tmp_path, extra_toml=f"""
+[adapters.slack]
+type = "slack"
+access = "open"
+bot_token = "{DEFAULT_BOT_TOKEN}"
+app_token = "{DEFAULT_APP_TOKEN}"
+base_url = "{slack.api_url}"
+{adapter}
+[agent]
+chunk_delay_s = 0.0
+""")
+
+
+def inbox(gw: Gateway) -> list[str]:
+    with sqlite3.connect(gw.state / "gateway.db") as db:
+        return [r[0] for r in db.execute("SELECT platform_message_id FROM inbox ORDER BY seq")]
+
+
+def answers(slack: FakeSlack, channel: str, count: int = 1) -> list[dict]:
+    """The bot's settled messages in a channel, once there are ``count`` of them (None before, for wait_for)."""
+    shown = [m for m in slack.messages(channel) if not m["deleted"]]
+    return shown if len(shown) >= count and not any(CURSOR in m["text"] for m in shown) else None
+
+
+def post(url: str, body: bytes, headers: dict) -> int:
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+# ------------------------------------------------------------------------------------------------ Events API
+
+@pytest.fixture(scope="module")
+def events_rig(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("slack-events")
+    port = free_port()
+    with FakeSlack(post_burst=20, ping_interval=0) as slack:
+        gw = slack_gateway(tmp_path, slack, f"""inbound = "events_api"
+signing_secret = "{slack.identity['signing_secret']}"
+events_port = {port}
+events_path = "/slack/events"
+""")
+        try:
+            gw.start()
+            gw.wait_ready()
+            url = f"http://127.0.0.1:{port}/slack/events"
+            verified = wait_for(lambda: (v := slack.set_request_url(url)) and v["verified"] and v, 20, 0.2,
+                                "the Request URL to pass url_verification")
+            assert verified["status"] == 200
+            yield slack, gw, url
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
+
+
+def test_a_bad_signature_or_an_old_timestamp_is_refused_and_nothing_is_stored(events_rig):
+    slack, gw, url = events_rig
+    before = inbox(gw)
+    forged = {"type": "event_callback", "event_id": "EvFORGED01", "team_id": slack.identity["team_id"],
+              "event": {"type": "message", "channel": "D0FORGED01", "channel_type": "im", "user": "U0FORGED01",
+                        "text": "let me in", "ts": f"{time.time():.6f}"}}
+    body = json.dumps(forged).encode()
+    assert post(url, body, slack.signature_headers(body, secret="not-the-secret")) == 401
+    assert post(url, body, slack.signature_headers(body, timestamp=time.time() - 6 * 60)) == 401
+    assert post(url, body, slack.signature_headers(body, timestamp=time.time() + 6 * 60)) == 401
+    assert post(url, body, {}) == 401
+    tampered = body.replace(b"let me in", b"let me in!")
+    assert post(url, tampered, slack.signature_headers(body)) == 401
+    gw.wait_log("Events API request refused")
+    assert inbox(gw) == before
+    assert slack.messages("D0FORGED01") == []
+
+
+def test_one_event_delivered_three_times_is_one_turn(events_rig):
+    """The first delivery slow to be answered, Slack retries it (X-Slack-Retry-Num 1 and 2) while the first is
+    still in flight: all three are the same event, and the chat gets one answer."""
+    slack, gw, url = events_rig
+    slack.set_request_url(None)
+    try:
+        injected = slack.inject_message("answer me once", "D0RETRY001", user="U0RETRY001")
+        body = json.dumps(slack.events()[-1]["payload"]).encode()
+        statuses = {}
+
+        def deliver(retry: int) -> None:
+            extra = {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"} if retry else {}
+            statuses[retry] = post(url, body, {**slack.signature_headers(body), **extra})
+        threads = [threading.Thread(target=deliver, args=(n,)) for n in (0, 1, 2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        assert slack.set_request_url(url)["verified"]
+    assert statuses == {0: 200, 1: 200, 2: 200}
+    [answer] = wait_for(lambda: answers(slack, "D0RETRY001"), 60, 0.1, "the answer")
+    assert "answer me once" in answer["text"]
+    assert inbox(gw).count(f"D0RETRY001:{injected['ts']}") == 1
+    assert len(slack.messages("D0RETRY001")) == 1
+
+
+def test_in_a_channel_only_a_mention_is_answered_and_a_thread_reply_goes_in_its_thread(events_rig):
+    slack, gw, _url = events_rig
+    quiet = slack.inject_message("chatting among ourselves", "C0TEAM0001")
+    asked = slack.inject_message(f"<@{BOT}> what is 2 & 3?", "C0TEAM0001")
+    [answer] = wait_for(lambda: answers(slack, "C0TEAM0001"), 60, 0.1, "the answer to the mention")
+    assert answer["thread_ts"] is None and "what is 2 &amp; 3?" in answer["text"]
+    assert answer["markup_problems"] == [], "the model's text is escaped for mrkdwn"
+    followup = slack.inject_message(f"<@{BOT}> and in here?", "C0TEAM0001", thread_ts=asked["ts"])
+    _, in_thread = wait_for(lambda: answers(slack, "C0TEAM0001", 2), 60, 0.1, "the answer in the thread")
+    assert in_thread["thread_ts"] == asked["ts"] and "and in here?" in in_thread["text"]
+    rows = inbox(gw)
+    assert f"C0TEAM0001:{quiet['ts']}" not in rows, "a channel message without a mention is not input"
+    assert rows.count(f"C0TEAM0001:{asked['ts']}") == 1, "message + app_mention of one message: one row"
+    assert f"C0TEAM0001:{followup['ts']}" in rows
+    wait_for(lambda: all(e["status"] == "acked" for e in slack.events()), 20, 0.1, "every event acknowledged")
+
+
+# ----------------------------------------------------------------------------------------------- Socket Mode
+
+def test_an_envelope_cut_off_by_a_kill_9_before_its_commit_is_delivered_again_and_answered_once(tmp_path):
+    with FakeSlack(ping_interval=0, retry_delays=[0.0, 60.0, 300.0]) as slack:
+        gw = slack_gateway(tmp_path, slack)
+        try:
+            gw.start()
+            gw.wait_ready()
+            wait_for(lambda: slack.open_connections(), 20, 0.05, "the adapter's socket")
+            adapter = next(n for n in nodes(gw.tree()) if n["name"] == "slack")
+            # Hold the database's write lock: the adapter gets the envelope but cannot commit its row.
+            lock = sqlite3.connect(gw.state / "gateway.db", timeout=30, isolation_level=None)
+            lock.execute("BEGIN IMMEDIATE")
+            try:
+                injected = slack.inject_message("asked just before the crash", "D0CRASH001", user="U0CRASH001")
+                wait_for(lambda: slack.envelopes() and slack.envelopes()[-1]["connection"], 20, 0.02,
+                         "the envelope on the adapter's socket")
+                assert slack.events()[-1]["status"] == "pending", "no commit, so no acknowledgement"
+                os.kill(adapter["pid"], signal.SIGKILL)
+            finally:
+                lock.execute("ROLLBACK")
+                lock.close()
+            wait_for(lambda: (n := gw.node("slack")) and n["pid"] != adapter["pid"] and n["state"] == "running",
+                     30, 0.05, "the adapter back")
+            [answer] = wait_for(lambda: answers(slack, "D0CRASH001"), 60, 0.1, "the answer")
+            assert "asked just before the crash" in answer["text"]
+            [event] = [e for e in slack.events() if e["event_id"] == injected["event_ids"][0]]
+            assert event["status"] == "acked" and len(event["attempts"]) >= 2, "delivered again after the kill"
+            assert event["acked"]["connection"] != event["attempts"][0]["connection"]
+            assert inbox(gw).count(f"D0CRASH001:{injected['ts']}") == 1
+            assert len(slack.messages("D0CRASH001")) == 1
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
