@@ -112,10 +112,13 @@ class SlackAdapter(PlatformAdapter):
                     self._committed.popitem(last=False)
 
         if self.settings["inbound"] == "events_api":
-            await self._serve_events(deliver)
-        await self._link.serve(deliver)
+            await self._serve_events(deliver)      # never returns
+        else:
+            await self._link.serve(deliver)        # returns only by raising: the intake reconnects
 
     async def _serve_events(self, deliver) -> None:
+        if not self.settings["signing_secret"].strip():
+            raise PermanentError("the Events API needs signing_secret: without it anyone could post events")
         def on_error(text: str) -> None:
             self._say(logging.WARNING, "%s: an event was not stored (%s); Slack will send it again", self.name,
                       self._clean(text))

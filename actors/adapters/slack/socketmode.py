@@ -81,7 +81,8 @@ class SocketModeLink:
                 continue
             frame = _json(msg.data)
             if not isinstance(frame, dict):
-                self._say(logging.WARNING, f"a Socket Mode frame that is no JSON object was ignored ({msg.data[:60]!r})")
+                self._say(logging.WARNING, f"a Socket Mode frame that is no JSON object was ignored "
+                                           f"({msg.data[:60]!r})")
                 continue
             kind = frame.get("type")
             if kind == "disconnect":
