@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(120)
 BOT = "U0FAKEBOT1"
 
 
-def slack_gateway(tmp_path: Path, slack: FakeSlack, adapter: str = "") -> Gateway:
+def slack_gateway(tmp_path: Path, slack: FakeSlack, adapter: str = "", chunk_delay_s: float = 0.0) -> Gateway:
     return Gateway(tmp_path, extra_toml=f"""
 [adapters.slack]
 type = "slack"
@@ -34,7 +34,7 @@ app_token = "{DEFAULT_APP_TOKEN}"
 base_url = "{slack.api_url}"
 {adapter}
 [agent]
-chunk_delay_s = 0.0
+chunk_delay_s = {chunk_delay_s}
 """)
 
 
@@ -176,6 +176,31 @@ def test_an_envelope_cut_off_by_a_kill_9_before_its_commit_is_delivered_again_an
             assert event["acked"]["connection"] != event["attempts"][0]["connection"]
             assert inbox(gw).count(f"D0CRASH001:{injected['ts']}") == 1
             assert len(slack.messages("D0CRASH001")) == 1
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
+
+
+def test_streaming_to_twenty_channels_at_once_stays_within_slacks_limits(tmp_path):
+    """Every window of the fake shrunk tenfold and the adapter's pacing scaled with it (the ratios are the
+    registry's): 20 replies streamed at once, and the fake serves no 429 and sees no call during a ban."""
+    scaled = ("per_chat_ops_per_s = 10.0, per_chat_burst = 2, edit_interval_s = 0.15, "
+              "app_edit_ops_per_s = 7.5, app_edit_burst = 5")
+    with FakeSlack(time_scale=0.1, ack_timeout=30.0, ping_interval=0) as slack:   # ack deadline still 3 s
+        gw = slack_gateway(tmp_path, slack, f"pacing = {{ {scaled} }}\n", chunk_delay_s=0.1)
+        channels = [f"D0STREAM{n:03d}" for n in range(20)]
+        try:
+            gw.start()
+            gw.wait_ready()
+            wait_for(lambda: slack.open_connections(), 20, 0.05, "the adapter's socket")
+            for n, channel in enumerate(channels):
+                slack.inject_message(f"tell me a long story, number {n}", channel, user=f"U0STREAM{n:03d}")
+            for channel in channels:
+                wait_for(lambda: answers(slack, channel), 90, 0.1, f"the answer in {channel}")
+            stats = slack.stats()
+            assert stats["ratelimited_served"] == 0 and stats["retry_after_violations"] == 0, stats
+            assert stats["requests"].get("chat.update", 0) >= len(channels), "the replies were streamed"
+            assert all(len(slack.messages(c)) >= 1 for c in channels)
         finally:
             gw.cli("stop")
             gw.kill_everything()
