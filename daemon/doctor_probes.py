@@ -95,6 +95,23 @@ async def probe_telegram(name: str, settings: dict) -> Check:
     return Check("ok", check, f"the token works (getMe: @{username or '?'})")
 
 
+async def probe_slack(name: str, settings: dict) -> Check:
+    """``auth.test`` with the bot token through the adapter's own client: the token and the Web API, in one call."""
+    from actors.adapters.errors import PermanentError
+    from actors.adapters.slack.api import SlackAPI
+    check = f"adapter {name}"
+    api = SlackAPI(settings["bot_token"], settings["base_url"], request_timeout=PROBE_TIMEOUT_S)
+    try:
+        me = await api.auth_test()
+    except PermanentError as exc:
+        return Check("fail", check, f"Slack refused the bot token: {api.redact(str(exc))}")
+    except Exception as exc:  # noqa: BLE001 - every other failure is "could not ask", and says why
+        return Check("fail", check, f"cannot reach the Web API at {settings['base_url']}: {api.redact(str(exc))}")
+    finally:
+        await api.close()
+    return Check("ok", check, f"the bot token works (auth.test: {me.get('user') or '?'} in {me.get('team') or '?'})")
+
+
 # -------------------------------------------------------------------------------------------------- ports
 
 def port_check(label: str, host: str, port: int, gateway_pids: set[int]) -> Check:

@@ -413,3 +413,12 @@ def test_a_429_is_waited_out_for_its_retry_after_and_a_lost_answer_is_ambiguous(
     assert not lost.ok and lost.error_kind == "ambiguous", "no idempotency key: never repeated blind"
     [refused] = perform(adapter, PlatformOp("3", "send", "C0NOTMEMBR", "hi"))
     assert not refused.ok and refused.error_kind == "permanent" and "channel_not_found" in refused.error
+
+
+def test_doctor_asks_slack_whether_the_bot_token_works(slack):
+    from daemon.doctor_probes import probe_slack
+    table = {"type": "slack", "app_token": DEFAULT_APP_TOKEN, "base_url": slack.api_url}
+    ok = asyncio.run(probe_slack("sl", registry.validate_adapter("sl", dict(table, bot_token=DEFAULT_BOT_TOKEN))))
+    assert ok.status == "ok" and "gateway in Fake Workspace" in ok.detail
+    bad = asyncio.run(probe_slack("sl", registry.validate_adapter("sl", dict(table, bot_token="xoxb-revoked-1"))))
+    assert bad.status == "fail" and "invalid_auth" in bad.detail and "xoxb-revoked-1" not in bad.detail

@@ -35,10 +35,14 @@ def test_the_ports_a_configuration_listens_on():
         "web": {"type": "webchat", "port": 8000},
         "hook": {"type": "telegram", "token": "1:x", "mode": "webhook", "webhook_secret": "s3cret-value",
                  "webhook_port": 8443},
-        "poll": {"type": "telegram", "token": "1:y"}}}, "(test)")
+        "poll": {"type": "telegram", "token": "1:y"},
+        "sl": {"type": "slack", "bot_token": "xoxb-1", "inbound": "events_api", "signing_secret": "s",
+               "events_port": 3001},
+        "sock": {"type": "slack", "bot_token": "xoxb-2", "app_token": "xapp-2"}}}, "(test)")
     adapters = {n: a for n, a in registry.validate_all(config).items() if a["type"] != "cli"}
     assert planned_ports(config, adapters) == [("admin", "127.0.0.1", 17000), ("metrics", "127.0.0.1", 9000),
-                                               ("web", "127.0.0.1", 8000), ("hook webhook", "127.0.0.1", 8443)]
+                                               ("web", "127.0.0.1", 8000), ("hook webhook", "127.0.0.1", 8443),
+                                               ("sl events", "127.0.0.1", 3001)]
     config["metrics"]["enabled"] = False
     assert ("metrics", "127.0.0.1", 9000) not in planned_ports(config, adapters)
 
