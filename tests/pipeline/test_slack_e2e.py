@@ -145,6 +145,13 @@ def test_in_a_channel_only_a_mention_is_answered_and_a_thread_reply_goes_in_its_
     wait_for(lambda: all(e["status"] == "acked" for e in slack.events()), 20, 0.1, "every event acknowledged")
 
 
+def test_no_secret_reaches_the_log_or_the_admin_output(events_rig):
+    slack, gw, _url = events_rig
+    shown = gw.log() + gw.cli("status").stdout + gw.cli("tree").stdout
+    for secret in (DEFAULT_BOT_TOKEN, DEFAULT_APP_TOKEN, slack.identity["signing_secret"]):
+        assert secret not in shown
+
+
 # ----------------------------------------------------------------------------------------------- Socket Mode
 
 def test_an_envelope_cut_off_by_a_kill_9_before_its_commit_is_delivered_again_and_answered_once(tmp_path):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from typing import Any, Optional
 
@@ -94,27 +95,28 @@ class SlackAdapter(PlatformAdapter):
 
     async def run_intake(self, emit) -> None:
         self._emit_lock = asyncio.Lock()
-
-        async def deliver(payload: Any) -> None:
-            reason = skip_reason(payload, self.bot_user_id, self.settings["require_mention"])
-            if reason is not None:
-                self.skipped += 1
-                return
-            event_id = payload.get("event_id") if isinstance(payload, dict) else None
-            if isinstance(event_id, str) and event_id in self._committed:
-                self.retries_skipped += 1
-                return
-            async with self._emit_lock:  # one transaction at a time on the adapter's store
-                await emit([payload], None)
-            if isinstance(event_id, str):
-                self._committed[event_id] = True
-                while len(self._committed) > REMEMBERED_EVENTS:
-                    self._committed.popitem(last=False)
-
+        deliver = functools.partial(self._deliver, emit)
         if self.settings["inbound"] == "events_api":
             await self._serve_events(deliver)      # never returns
         else:
             await self._link.serve(deliver)        # returns only by raising: the intake reconnects
+
+    async def _deliver(self, emit, payload: Any) -> None:
+        """Store one event (or skip it); the platform is acknowledged when this returns."""
+        reason = skip_reason(payload, self.bot_user_id, self.settings["require_mention"])
+        if reason is not None:
+            self.skipped += 1
+            return
+        event_id = payload.get("event_id") if isinstance(payload, dict) else None
+        if isinstance(event_id, str) and event_id in self._committed:
+            self.retries_skipped += 1
+            return
+        async with self._emit_lock:  # one transaction at a time on the adapter's store
+            await emit([payload], None)
+        if isinstance(event_id, str):
+            self._committed[event_id] = True
+            while len(self._committed) > REMEMBERED_EVENTS:
+                self._committed.popitem(last=False)
 
     async def _serve_events(self, deliver) -> None:
         if not self.settings["signing_secret"].strip():
