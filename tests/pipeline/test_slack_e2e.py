@@ -148,6 +148,7 @@ def test_in_a_channel_only_a_mention_is_answered_and_a_thread_reply_goes_in_its_
 def test_no_secret_reaches_the_log_or_the_admin_output(events_rig):
     slack, gw, _url = events_rig
     shown = gw.log() + gw.cli("status").stdout + gw.cli("tree").stdout
+    assert "SlackAdapter" in shown and "Events API listening" in shown, "the outputs checked hold the adapter"
     for secret in (DEFAULT_BOT_TOKEN, DEFAULT_APP_TOKEN, slack.identity["signing_secret"]):
         assert secret not in shown
 
