@@ -196,13 +196,13 @@ def test_each_inbound_mode_needs_its_secret(table, problem):
 
 def gate_emit(adapter: SlackAdapter):
     """Make the adapter's commits wait for ``gate``; ``holding`` is set when one is waiting."""
-    real_emit, gate, holding = adapter._emit, asyncio.Event(), asyncio.Event()
+    real_emit, gate, holding = adapter.intake.emit, asyncio.Event(), asyncio.Event()
 
     async def gated_emit(raws, offset=None, **kwargs):
         holding.set()
         await gate.wait()
         return await real_emit(raws, offset, **kwargs)
-    adapter._emit = gated_emit
+    adapter.intake.emit = gated_emit
     return gate, holding
 
 
@@ -219,7 +219,7 @@ def test_an_envelope_is_acknowledged_only_once_its_row_is_committed(slack, tmp_p
 
     async def main():
         gate, holding = gate_emit(adapter)
-        intake = asyncio.get_running_loop().create_task(adapter._intake_forever())
+        intake = asyncio.get_running_loop().create_task(adapter.intake.run_forever())
         await until(lambda: slack.open_connections(), what="a socket")
         injected = slack.inject_message("hello <@U0FAKEBOT1>", "D0USER0001")
         await asyncio.wait_for(holding.wait(), 10)
@@ -249,13 +249,13 @@ def test_an_envelope_cut_off_before_its_commit_is_delivered_again_and_stored_onc
 
     async def main():
         _gate, holding = gate_emit(first)
-        intake = asyncio.get_running_loop().create_task(first._intake_forever())
+        intake = asyncio.get_running_loop().create_task(first.intake.run_forever())
         await until(lambda: slack.open_connections(), what="a socket")
         slack.inject_message("asked just before the end", "D0USER0001")
         await asyncio.wait_for(holding.wait(), 10)
         await stop_intake(first, intake)           # the process dies mid-commit: no row, no acknowledgement
         assert slack.events()[0]["status"] == "pending" and slack.open_connections() == []
-        intake = asyncio.get_running_loop().create_task(second._intake_forever())
+        intake = asyncio.get_running_loop().create_task(second.intake.run_forever())
         await until(lambda: slack.events()[0]["status"] == "acked", what="the event acked by the next life")
         event = slack.events()[0]
         rows = await second.store.inbox.rows_in_state(session_key(second.normalise(event["payload"]).source))
@@ -272,7 +272,7 @@ def test_a_disconnect_warning_moves_to_a_new_connection_before_the_old_one_close
     adapter, posts = make_adapter(slack, tmp_path)
 
     async def main():
-        intake = asyncio.get_running_loop().create_task(adapter._intake_forever())
+        intake = asyncio.get_running_loop().create_task(adapter.intake.run_forever())
         [first] = await until(lambda: slack.open_connections(), what="a socket")
         await asyncio.get_running_loop().run_in_executor(None, lambda: slack.disconnect("warning", close_after=5))
         await until(lambda: len(slack.connections()) == 2 and slack.connections()[0]["closed_at"], what="a move")
@@ -297,7 +297,7 @@ def test_link_disabled_is_permanent(slack, tmp_path):
 
     async def main():
         await adapter.connect()
-        serving = asyncio.get_running_loop().create_task(adapter.run_intake(adapter._emit))
+        serving = asyncio.get_running_loop().create_task(adapter.run_intake(adapter.intake.emit))
         await until(lambda: slack.open_connections(), what="a socket")
         await asyncio.get_running_loop().run_in_executor(None, lambda: slack.disconnect("link_disabled"))
         try:
@@ -316,7 +316,7 @@ def test_events_api_refuses_unsigned_or_old_requests_and_answers_only_once_store
 
     async def main():
         gate, holding = gate_emit(adapter)
-        intake = asyncio.get_running_loop().create_task(adapter._intake_forever())
+        intake = asyncio.get_running_loop().create_task(adapter.intake.run_forever())
         url = await until(adapter.served_url, what="the server")
         body = json.dumps(callback(message("forged"), "EvFORGED")).encode()
         async with aiohttp.ClientSession() as http:
@@ -339,7 +339,7 @@ def test_events_api_refuses_unsigned_or_old_requests_and_answers_only_once_store
 
     injected, rows = asyncio.run(main())
     assert [r.payload["text"] for r in rows] == ["pushed"]
-    assert adapter.malformed == 3 and sum("invalid signature" in line or "refused" in line
+    assert adapter.intake.malformed == 3 and sum("invalid signature" in line or "refused" in line
                                           for line in posts.lines()) == 3
 
 
@@ -350,7 +350,7 @@ def test_events_api_retries_after_a_slow_first_answer_make_one_row(slack, tmp_pa
 
     async def main():
         gate, holding = gate_emit(adapter)
-        intake = asyncio.get_running_loop().create_task(adapter._intake_forever())
+        intake = asyncio.get_running_loop().create_task(adapter.intake.run_forever())
         url = await until(adapter.served_url, what="the server")
         await asyncio.get_running_loop().run_in_executor(None, lambda: slack.set_request_url(url))
         slack.inject_message("once, please", "D0USER0001")

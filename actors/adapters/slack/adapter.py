@@ -126,7 +126,7 @@ class SlackAdapter(PlatformAdapter):
                       self._clean(text))
 
         def on_refused(reason: str) -> None:
-            self._reject(f"Events API request refused: {reason}")
+            self.intake.reject(f"Events API request refused: {reason}")
 
         self._server = EventsServer(self.settings["events_host"], self.settings["events_port"],
                                     self.settings["events_path"], self.settings["signing_secret"], deliver, on_error,
