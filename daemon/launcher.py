@@ -42,7 +42,8 @@ EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
 ROOT_CLASS = "actors.root.Root"
 ROOT_NAME = "gateway-root"
 STATUS_INTERVAL_S = 2.0
-EXIT_GRACE_S = 1.0   # after the actor system's shutdown, for its processes to finish exiting
+EXIT_GRACE_S = 5.0   # after the actor system's shutdown, for its processes to finish exiting (a loaded host takes
+                     # seconds; wait_gone returns as soon as they are gone, so only a hung one costs all of it)
 
 
 class Launcher:

@@ -24,7 +24,7 @@ class PlatformPacing:
     typing_interval_s: Optional[float]  # resend the typing indicator this often; None: the platform has none
     group_ops_per_s: Optional[float] = None  # a stricter rate for groups, where the platform has one
     # A send carries a key the platform deduplicates on (Discord's nonce): a send whose answer was lost may go again
-    # with the same key and no visible mark. Without it a re-sent reply says so (stream_consumer.RESENT_MARKER).
+    # with the same key and no visible mark. Without it a re-sent reply says so (resent_marker below).
     idempotent_send: bool = False
     # The adapter can find the copy a lost send left, in chats of type dm (actors/adapters/lost_copies.py): the
     # sender asks it (PlatformOp "find_lost") before it falls back to the re-sent mark.

@@ -8,7 +8,7 @@ import pytest
 
 from actors.adapters.webchat import rendering
 from actors.adapters.webchat.protocol import conversation, op_frame
-from actors.sessions import stream_consumer
+from actors.sessions import reply_text
 from actors.sessions.chunking import split_message
 from storage import TranscriptEvent
 
@@ -18,12 +18,12 @@ CURSOR_HTML = rendering.CURSOR_HTML
 def gateway_preview(answer: str, tool_line: str = "") -> str:
     """A preview exactly as the stream consumer makes it for a platform that edits (one part)."""
     preview = answer + (f"\n\n{tool_line}" if tool_line else "")
-    [part] = split_message(preview + stream_consumer.CURSOR, 1_000_000)
+    [part] = split_message(preview + reply_text.CURSOR, 1_000_000)
     return part
 
 
 def test_the_cursor_is_the_stream_consumers():
-    assert rendering.CURSOR == stream_consumer.CURSOR
+    assert rendering.CURSOR == reply_text.CURSOR
 
 
 def test_markdown_renders_bold_inline_code_lists_and_code_blocks():
@@ -100,7 +100,7 @@ def test_a_final_text_is_rendered_whole_without_a_cursor():
 
 
 def test_a_preview_part_before_the_last_is_shown_whole_without_a_cursor():
-    first = split_message("```py\n" + "x = 1\n" * 30 + stream_consumer.CURSOR, 100)[0]
+    first = split_message("```py\n" + "x = 1\n" * 30 + reply_text.CURSOR, 100)[0]
     assert first.endswith("x = 1\n```"), "the chunker closed the block this part cuts"
     shown = rendering.view(first, final=False)["html"]
     assert shown.startswith('<pre><code class="language-py">x = 1\n') and shown.endswith("</code></pre>\n")

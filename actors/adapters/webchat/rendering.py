@@ -24,7 +24,7 @@ from typing import Optional
 import nh3
 from markdown_it import MarkdownIt
 
-# The gateway's streaming cursor, as actors/sessions/stream_consumer.py appends it (adapters cannot import
+# The gateway's streaming cursor, as actors/sessions/reply_text.py appends it (adapters cannot import
 # sessions; tests/webchat/test_rendering.py checks the two agree).
 CURSOR = " ▍"
 TOOL_LINE = re.compile(r"\n\n(⚙ [^\n]*)$")    # tool progress the gateway appends to a streaming preview
