@@ -8,6 +8,7 @@ A subclass writes only what is specific to its platform; every coroutine runs on
     async run_intake(emit)              OR push style (websocket, webhook): ``await emit(raws, offset)`` per batch;
                                         it returns once the batch is durable: acknowledge the platform after it
     normalise(raw) -> MessageEvent      pure; raise MalformedPayload(reason) for input that is no valid event
+    async download_attachment(att, cap) -> bytes   a pending attachment's bytes (media_intake.py), if files come in
     async send_message(op) -> message_id    async edit_message(op)    async delete_message(op)
     async send_typing(op)               (not ``send``: that name is Thespian's ``Actor.send``)
     async close()                       release outbound clients at stop (default: nothing)
@@ -56,7 +57,7 @@ from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, Me
 from actors.messages import PlatformOp
 from common.redact import configured_secrets, redact
 from actors.adapters.pacing import DEFAULT_PACING
-from storage import IllegalTransition, NotFound, StaleFence, Store
+from storage import IllegalTransition, MediaCache, NotFound, StaleFence, Store
 from supervision.actor import GatewayActor
 from common.config import setting
 
@@ -89,6 +90,7 @@ class PlatformAdapter(InboundPath, GatewayActor):
         self.per_user_in_groups = False
         # loop thread only
         self.store: Optional[Store] = None
+        self.media_cache: Optional[MediaCache] = None   # under the state directory, set with the store
         self.offset: Any = None        # the platform offset committed together with the last rows
         self.malformed = 0
         self._healthy = False          # a fetch succeeded since the last (re)connect

@@ -7,6 +7,8 @@ actor thread through ``_loop_bridge.post`` (only the actor thread calls Thespian
 
 What survives kill -9: a round's rows and the offset that acknowledges them commit in one transaction before the
 platform hears of the offset, so an acknowledged event is on disk (G1) and a re-delivered one is deduplicated (G2).
+Attachments are fetched into the media cache before that commit (media_intake.py), so an acknowledged event's
+files are on disk too.
 """
 from __future__ import annotations
 
@@ -21,10 +23,11 @@ from typing import Any, Awaitable
 import msgpack
 
 from actors.adapters.errors import RetryableError
+from actors.adapters.media_intake import AttachmentGone, resolve_media
 from actors.adapters.outbound import backoff_s
-from actors.messages import AdapterConnection, MessageEvent, OpResult, PlatformOp
+from actors.messages import AdapterConnection, Attachment, MessageEvent, OpResult, PlatformOp
 from actors.adapters.sender_limits import NOTICE, charge_time, sender_of
-from storage import InboundItem, Store, StorageUnavailable, session_key
+from storage import InboundItem, MediaCache, Store, StorageUnavailable, session_key
 from storage.inbox import PENDING_STATES
 from common.config import setting
 from common.redact import redact
@@ -168,6 +171,7 @@ class InboundPath:
         self.store = await Store.open(state_dir / "gateway.db", setting(self.config, "storage", "durability"),
                                       inline=True, waits_on_loop=True)
         self.offset = await self.store.inbox.get_offset(self.name)
+        self.media_cache = MediaCache(state_dir / "media")
         # A kill -9 between a commit and its doorbells leaves rows nobody rang, and the session supervisor scans
         # only when it starts itself: ring every session with work once (a doorbell only says "look").
         waiting = await self.store.inbox.sessions_with_pending()
@@ -191,6 +195,7 @@ class InboundPath:
         rows = await self.gatekeeper.admit(self.store, rows, self._send_unasked, self._say)
         rows, charged = await self._within_limits(rows, refuse_over_limit)
         rows, charged = self._within_text_limit(rows, charged, refuse_over_limit)
+        rows, charged = await self._with_media(rows, charged)
         committed = offset if offset is not None else self.offset
         # The rows and the offset that acknowledges them commit in ONE transaction, before the platform hears of
         # the offset (the next fetch sends it). kill -9 before the commit: neither is on disk, the platform
@@ -271,6 +276,26 @@ class InboundPath:
                                           chat_id=str(source["chat_id"]), text=notice,
                                           thread_id=source.get("thread_id"), chat_type=source.get("chat_type") or "dm"))
         return kept, kept_charged
+
+    async def _with_media(self, rows: list, charged: list) -> tuple[list, list]:
+        """The rows with their attachments fetched into the media cache before the round commits (the order is
+        media_intake.py's); a row with a file over the cap is answered with a notice and not stored."""
+        def notify(source: dict, text: str) -> None:
+            self._send_unasked(PlatformOp(op_id=f"media-{time.monotonic_ns()}", action="send",
+                                          chat_id=str(source["chat_id"]), text=text, thread_id=source.get("thread_id"),
+                                          chat_type=source.get("chat_type") or "dm"))
+        resolved = await resolve_media(rows, self.settings.get("type") or self.name, self.download_attachment,
+                                       self.media_cache, self._say_plain, notify)
+        return ([r for r in resolved if r is not None],
+                [c for r, c in zip(resolved, charged) if r is not None])
+
+    def _say_plain(self, level: int, fmt: str, *args) -> None:
+        self._say(level, "%s: " + fmt, self.name, *args)
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        """The bytes of a pending attachment (at most ``cap``; raise AttachmentTooLarge past it, AttachmentGone
+        when the platform will never give them). Adapters whose platform carries files implement it."""
+        raise AttachmentGone(f"the {type(self).__name__} fetches no files")
 
     def _send_unasked(self, op: PlatformOp) -> None:
         """A message the adapter sends on its own (a pairing code): through the chat's lane and budget, answered
