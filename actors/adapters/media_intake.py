@@ -62,13 +62,14 @@ def cached(att: Attachment, data: bytes, key: str) -> Attachment:
     size = image_size(data) if mime in RASTER else None
     width, height = size if size else (att.width, att.height)
     return dataclasses.replace(att, state="cached", cache_key=key, mime=mime, size=len(data), width=width,
-                               height=height, name=display_name(att.name, att.kind, mime), ref=att.ref)
+                               height=height, name=display_name(att.name, att.kind, mime))
 
 
 async def fetch_one(att: Attachment, download: Download, cache: MediaCache, cap: int, say,
                     tries: int = MEDIA_TRIES) -> Attachment:
     if att.state != "pending":
         return att
+    att = dataclasses.replace(att, name=display_name(att.name, att.kind) if att.name else "")
     if att.size > cap:
         return dataclasses.replace(att, state="too_large")
     for attempt in range(1, tries + 1):

@@ -27,6 +27,7 @@ import asyncio
 import dataclasses
 import os
 import time
+from pathlib import Path
 
 from actors.agents.base import AgentRequest, build_agent
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
@@ -36,7 +37,7 @@ from common.redact import configured_secrets, redact
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.session_commands import run_command
-from storage import obligation_id
+from storage import MediaCache, obligation_id
 from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 from common.logging_setup import key_hash
@@ -241,7 +242,8 @@ class Session(CellStoreUser, Cell):
                 self.db(self.store.inbox.done(seq))
             self.db(self.store.sessions.begin_turn(sid, turn.turn_id, seqs[-1]))
         prompt = setting(self.config, "agent", "system_prompt")
-        request_messages = turns.model_messages(transcript, prompt)
+        media = MediaCache(Path(self.config["gateway"]["state_dir"]) / "media")
+        request_messages = turns.model_messages(transcript, prompt, media, turn.turn_id)
         # Made here, used on the bridge's loop: an asyncio.Queue binds to a loop when first awaited, not when made,
         # and this thread feeds it only through bridge.call (call_soon_threadsafe).
         turn.steer = asyncio.Queue()

@@ -11,7 +11,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from actors.media.parts import user_content
 from actors.messages import MessageEvent, TextDelta, ToolCallFinished, TurnEnd, TurnFinished
+from storage import MediaCache
 from storage.sessions import TranscriptEvent
 
 HISTORY_EVENTS = 60      # transcript events given to the model (most recent)
@@ -61,9 +63,11 @@ def consumer_args(turn: Turn, session_key: str, config: dict) -> dict:
 
 
 def user_event(turn_id: str, event: MessageEvent, seq: int) -> dict:
-    return {"role": "user", "kind": "message", "turn_id": turn_id,
-            "payload": {"text": event.text, "inbound_seq": seq, "platform_message_id": event.platform_message_id,
-                        "user": event.source.user_name or event.source.user_id}}
+    payload = {"text": event.text, "inbound_seq": seq, "platform_message_id": event.platform_message_id,
+               "user": event.source.user_name or event.source.user_id}
+    if event.attachments:   # the cache keys keep their files from the sweep for as long as this event is kept
+        payload["attachments"] = [dict(vars(a), ref="") for a in event.attachments]
+    return {"role": "user", "kind": "message", "turn_id": turn_id, "payload": payload}
 
 
 def with_appended(recent: list, appended: list[dict], seqs: list[int]) -> list:
@@ -90,14 +94,21 @@ def assistant_event(turn_id: str, text: str, reason: str, error: Optional[str] =
     return {"role": "assistant", "kind": "message", "turn_id": turn_id, "payload": payload}
 
 
-def model_messages(transcript: list, system_prompt: str = "") -> tuple:
-    """The transcript as OpenAI chat messages: user and assistant text, with undone turns left out."""
+def model_messages(transcript: list, system_prompt: str = "", media: Optional[MediaCache] = None,
+                   turn_id: Optional[str] = None) -> tuple:
+    """The transcript as OpenAI chat messages: user and assistant text, with undone turns left out. A user message
+    with attachments becomes content parts (actors/media/parts.py): in full (images, document text) for the turn
+    ``turn_id`` when ``media`` is given, as one line each otherwise."""
     undone = {e.payload.get("turn_id") for e in transcript if e.kind == "undo"}
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     for e in transcript[-HISTORY_EVENTS:]:
         if e.turn_id in undone or e.kind != "message":
             continue
-        if e.role in ("user", "assistant"):
+        if e.role == "user" and e.payload.get("attachments"):
+            content = user_content(e.payload.get("text", ""), e.payload["attachments"], media,
+                                   full=turn_id is not None and e.turn_id == turn_id)
+            messages.append({"role": "user", "content": content})
+        elif e.role in ("user", "assistant"):
             messages.append({"role": e.role, "content": e.payload.get("text", "")})
     return tuple(messages)
 
