@@ -70,6 +70,15 @@ def user_event(turn_id: str, event: MessageEvent, seq: int) -> dict:
     return {"role": "user", "kind": "message", "turn_id": turn_id, "payload": payload}
 
 
+def steer_item(event: MessageEvent):
+    """What the steer queue carries of a message sent during a turn: its text, or a user message whose attachments
+    are their lines (the turn's request is built already; their files reach the model with the next turn's history
+    as lines too, the full parts being for the turn a message starts)."""
+    if not event.attachments:
+        return event.text
+    return {"role": "user", "content": user_content(event.text, [vars(a) for a in event.attachments], None, False)}
+
+
 def with_appended(recent: list, appended: list[dict], seqs: list[int]) -> list:
     """The transcript's last HISTORY_EVENTS after ``appended`` (user_event / tool_events dicts) went in with
     ``seqs``: what loading it again would return, without the second read (only the session writes its
@@ -113,11 +122,18 @@ def model_messages(transcript: list, system_prompt: str = "", media: Optional[Me
     return tuple(messages)
 
 
+def has_attachments(transcript: list, turn_id: str) -> bool:
+    """Whether a user message of the turn carries attachments (the model then gets them as parts)."""
+    return any(e.turn_id == turn_id and e.role == "user" and e.kind == "message" and e.payload.get("attachments")
+               for e in transcript)
+
+
 def request_record(transcript: list, system_prompt: str, profile: str) -> dict:
     """What the API sidecar keeps of a turn's request to the model: what it was made of, not the messages
     themselves. ``model_messages`` over the transcript events ``transcript_seqs`` (inclusive; the transcript is
-    append-only) with this system prompt rebuilds it exactly. Storing the messages would write the whole history
-    again on every turn (60 events of a long chat: tens of KiB per turn, kept as long as the session)."""
+    append-only) with this system prompt rebuilds it exactly (the parts of its attachments too, while the media cache
+    still holds their files). Storing the messages would write the whole history again on every turn (60 events of
+    a long chat: tens of KiB per turn, kept as long as the session; more with images)."""
     seqs = [e.seq for e in transcript if e.seq is not None]
     return {"system_prompt": system_prompt, "profile": profile,
             "transcript_seqs": [seqs[0], seqs[-1]] if seqs else [], "events": len(transcript)}

@@ -83,3 +83,11 @@ def test_the_offline_agent_answers_about_a_photo(tmp_path):
         return next(e for e in events if isinstance(e, TurnEnd)).final_text
     text = asyncio.run(answer())
     assert text.startswith("You sent a photo (PNG, 640×480, ") and 'With it you said: "what is it?"' in text
+
+
+def test_a_file_sent_while_a_turn_steers_reaches_it_as_its_line():
+    plain = MessageEvent(Source("telegram", "1"), "also this", "1:2", 0.0)
+    assert turns.steer_item(plain) == "also this"
+    photo = Attachment(kind="photo", state="cached", mime="image/png", size=2048, width=10, height=10)
+    item = turns.steer_item(MessageEvent(Source("telegram", "1"), "", "1:3", 0.0, attachments=(photo,)))
+    assert item["role"] == "user" and item["content"][0]["text"].startswith("[attachment: photo (PNG, 10×10, 2 KB)")
