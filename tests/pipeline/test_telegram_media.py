@@ -1,8 +1,10 @@
 """Telegram media in the real daemon, against the fake Bot API serving real file bytes (docs/media.md): a photo with a
-caption, a document and a voice note each reach the model as the right part; a 25 MB document gets a clear reply
-and nothing is fetched or cached; a kill -9 while a photo downloads still gets the message answered once."""
+caption, a document and a voice note each reach the model as the right part; hostile files (a polyglot, a zip named
+.png, a lying MIME type, a path in the name) are stored under their hash and shown for what their bytes are; a 25 MB
+document gets a clear reply and nothing is fetched or cached; a kill -9 while a photo downloads still gets the message answered once."""
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import sqlite3
@@ -12,10 +14,11 @@ import pytest
 
 from actors.media.limits import MB
 from storage import MediaCache
+from storage.media import valid_key
 from tests.actor_system import wait_for
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply
 from tests.fakes.telegram import FakeTelegram
-from tests.media.fixtures import OGG_VOICE, png
+from tests.media.fixtures import OGG_VOICE, png, polyglot, zip_bomb
 from tests.pipeline.harness import telegram_gateway
 from tests.pipeline.test_telegram_e2e import settled_in, start_after_kill
 
@@ -38,9 +41,10 @@ def answer_in(tg: FakeTelegram, chat_id: int, gw) -> list[str]:
         raise AssertionError(f"{exc}\n" + "\n".join(gw.log().splitlines()[-30:])) from None
 
 
-def test_photo_document_and_voice_reach_the_model_as_parts_and_a_25_mb_file_is_refused(tmp_path):
+def test_media_reaches_the_model_as_parts_hostile_files_stay_harmless_and_25_mb_is_refused(tmp_path):
     with FakeTelegram() as tg, FakeOpenAIServer() as model:
-        model.script(text_reply("A red rectangle."), text_reply("Twelve bolts."), text_reply("I cannot listen."))
+        model.script(text_reply("A red rectangle."), text_reply("Twelve bolts."), text_reply("I cannot listen."),
+                     text_reply("A picture."), text_reply("An archive."))
         gw = telegram_gateway(tmp_path, tg.base_url, extra=f"""kind = "openai"
 base_url = "{model.base_url}"
 model = "test-model"
@@ -73,9 +77,22 @@ api_key = "sk-test-key-0123456789abcdef"
             assert line["text"].startswith("[attachment: voice note (12 s, audio/ogg,")
             assert "no transcription configured" in line["text"]
 
+            # Hostile files: a PNG that is also an HTML page, and a zip named like an image.
+            tg.inject_media("photo", [tg.add_file(polyglot(), width=64, height=48)], chat_id=55)
+            assert answer_in(tg, 55, gw) == ["A picture."]
+            line, image = user_content(model.requests[-1])
+            shown = base64.b64decode(image["image_url"]["url"].split(",", 1)[1])
+            assert shown.startswith(b"\x89PNG") and b"<script" not in shown   # re-encoded from its pixels
+            tg.inject_media("document", tg.add_file(zip_bomb(), file_name="bomb.png", mime_type="image/png"),
+                            chat_id=56)
+            assert answer_in(tg, 56, gw) == ["An archive."]
+            (line,) = user_content(model.requests[-1])
+            assert "application/zip" in line["text"] and "“bomb.png”" in line["text"]
+
             cache = MediaCache(gw.state / "media")
             files_before, requests_before = cache.stats().files, len(model.requests)
-            assert files_before == 3    # the photo taken (not its thumbnail), the document, the voice note
+            assert files_before == 5    # the photo taken (not its thumbnail), the document, the voice, the hostile two
+            assert all(valid_key(p.name) for p in (gw.state / "media").rglob("*") if p.is_file())   # hashes only
             big = tg.add_file(b"\0" * (25 * MB), file_name="big.pdf")
             tg.inject_media("document", big, chat_id=54)
             assert answer_in(tg, 54, gw) == ["“big.pdf” is 25 MB; I can take files up to 20 MB, so I did not open "
