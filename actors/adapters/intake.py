@@ -290,7 +290,9 @@ class InboundPath:
                 [c for r, c in zip(resolved, charged) if r is not None])
 
     def _say_plain(self, level: int, fmt: str, *args) -> None:
-        self._say(level, "%s: " + fmt, self.name, *args)
+        """``_say`` with the adapter's name first and any exception among the arguments cleaned (redacted)."""
+        self._say(level, "%s: " + fmt, self.name, *(self._clean(a) if isinstance(a, BaseException) else a
+                                                    for a in args))
 
     async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
         """The bytes of a pending attachment (at most ``cap``; raise AttachmentTooLarge past it, AttachmentGone

@@ -29,7 +29,6 @@ import dataclasses
 import logging
 from typing import Awaitable, Callable
 
-from actors.media.images import image_size
 from actors.media.limits import cap_for, too_large_notice
 from actors.media.names import display_name
 from actors.media.sniff import RASTER, sniff
@@ -59,6 +58,8 @@ Download = Callable[[Attachment, int], Awaitable[bytes]]
 def cached(att: Attachment, data: bytes, key: str) -> Attachment:
     """The attachment once its bytes are in the cache: type and size are the bytes' own."""
     mime = sniff(data, att.name)
+    if mime in RASTER:
+        from actors.media.images import image_size   # Pillow: loaded by the first image only
     size = image_size(data) if mime in RASTER else None
     width, height = size if size else (att.width, att.height)
     return dataclasses.replace(att, state="cached", cache_key=key, mime=mime, size=len(data), width=width,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 from typing import Any, Optional
 
-from actors.media.images import ImageRefused, for_model
 from actors.media.limits import TEXT_DOCUMENT_CHARS, human_size
 from actors.media.sniff import RASTER, is_textual, short_type
 from storage import MediaCache
@@ -67,6 +66,7 @@ def _parts(att: dict, cache: Optional[MediaCache]) -> list[dict]:
         if data is None:
             return [_text(line(att, "the file is no longer kept"))]
         if mime in RASTER:
+            from actors.media.images import ImageRefused, for_model   # Pillow: loaded by the first image only
             try:
                 shown, encoded = for_model(data)
             except ImageRefused as exc:

@@ -137,7 +137,12 @@ class TelegramAdapter(PlatformAdapter):
 
     async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
         """``getFile`` for the path, then the download (on the intake's client: fetching belongs to the round)."""
-        api = self._poller or self._client(OUTBOUND_TIMEOUT_S)
+        if self._poller is None:          # not connected (a webhook round cut by a reconnect): a client of its own
+            async with self._client(OUTBOUND_TIMEOUT_S) as api:
+                return await self._download(api, attachment, cap)
+        return await self._download(self._poller, attachment, cap)
+
+    async def _download(self, api: TelegramAPI, attachment: Attachment, cap: int) -> bytes:
         try:
             file = await api.get_file(attachment.ref)
         except PermanentError as exc:
