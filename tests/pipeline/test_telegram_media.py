@@ -1,7 +1,8 @@
 """Telegram media in the real daemon, against the fake Bot API serving real file bytes (docs/media.md): a photo with a
 caption, a document and a voice note each reach the model as the right part; hostile files (a polyglot, a zip named
 .png, a lying MIME type, a path in the name) are stored under their hash and shown for what their bytes are; a 25 MB
-document gets a clear reply and nothing is fetched or cached; a kill -9 while a photo downloads still gets the message answered once."""
+document gets a clear reply and nothing is fetched or cached; a kill -9 while a photo downloads still gets the message
+answered once."""
 from __future__ import annotations
 
 import base64

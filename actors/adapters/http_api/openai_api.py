@@ -5,9 +5,9 @@ clients turn into their authentication error.
 
 A request is one turn of a gateway conversation: the LAST user message becomes the inbound event (the session keeps
 the history; earlier messages of the request are not replayed); its ``image_url`` parts with ``data:`` URLs become
-attachments, cached before the row is stored (content_parts.py, docs/media.md). The conversation is, in order of preference, the
-``user`` field, the ``X-Conversation-Id`` header, or a fresh one per request; it is always scoped to the bearer
-token, so two clients never share a conversation by choosing the same name. The response waits for the turn's reply
+attachments, cached before the row is stored (content_parts.py, docs/media.md). The conversation is, in order of
+preference, the ``user`` field, the ``X-Conversation-Id`` header, or a fresh one per request; it is always scoped to
+the bearer token, so two clients never share a conversation by choosing the same name. The response waits for the turn's reply
 (``reply_timeout_s``, then 504): one ``chat.completion``, or ``chat.completion.chunk`` events that grow with the
 reply's previews, a last chunk with ``finish_reason: "stop"`` and ``data: [DONE]``.
 

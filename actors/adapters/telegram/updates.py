@@ -6,8 +6,9 @@ Which updates become input: a ``message`` with ``text``, or with a photo, docume
 fetches it before the row is stored (actors/adapters/media_intake.py), and its type is sniffed from the bytes then.
 Of a photo's sizes the largest within the cap is taken. Everything else is acknowledged and skipped without a word:
 edits (``edited_message``: a changed message is not a new question, and answering it again would turn one message
-into two turns), stickers, locations, service messages (joins, pins), and update kinds the bot did not ask for. The adapter asks Telegram for ``message`` updates only
-(``ALLOWED_UPDATES``), so the filter is a second line, not the first.
+into two turns), stickers, locations, service messages (joins, pins), and update kinds the bot did not ask for. The
+adapter asks Telegram for ``message`` updates only (``ALLOWED_UPDATES``), so the filter is a second line, not the
+first.
 
 Identity: Telegram numbers messages per chat, so the dedup id is ``"<chat_id>:<message_id>"``; replies name their
 target the same way. Chats: private -> "dm"; group/supergroup -> "group", or "thread" with ``thread_id`` for a
