@@ -7,9 +7,9 @@ A request is one turn of a gateway conversation: the LAST user message becomes t
 the history; earlier messages of the request are not replayed); its ``image_url`` parts with ``data:`` URLs become
 attachments, cached before the row is stored (content_parts.py, docs/media.md). The conversation is, in order of
 preference, the ``user`` field, the ``X-Conversation-Id`` header, or a fresh one per request; it is always scoped to
-the bearer token, so two clients never share a conversation by choosing the same name. The response waits for the turn's reply
-(``reply_timeout_s``, then 504): one ``chat.completion``, or ``chat.completion.chunk`` events that grow with the
-reply's previews, a last chunk with ``finish_reason: "stop"`` and ``data: [DONE]``.
+the bearer token, so two clients never share a conversation by choosing the same name. The response waits for the
+turn's reply (``reply_timeout_s``, then 504): one ``chat.completion``, or ``chat.completion.chunk`` events that grow
+with the reply's previews, a last chunk with ``finish_reason: "stop"`` and ``data: [DONE]``.
 
 Profiles: ``model`` picks the profile the turn runs under (``resolve_profile``). The profile is part of the session
 key, so the same conversation name under two profiles is two sessions with their own history; it is part of the chat
