@@ -247,7 +247,10 @@ def cmd_status(config: dict, args) -> int:
     client = _attach(config, args)
     if isinstance(client, int):
         return client
-    data, text, code = report(client.status(), client.runtime, f"{client.host}:{client.port}", config)
+    from pathlib import Path
+    from storage import MediaCache
+    media = MediaCache(Path(config["gateway"]["state_dir"]) / "media").stats()
+    data, text, code = report(client.status(), client.runtime, f"{client.host}:{client.port}", config, media=media)
     if args.json:
         return _out(args, data, code)
     print(text)    # on stdout whatever the health: the screen is the answer asked for, not an error message

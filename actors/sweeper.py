@@ -26,10 +26,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
+from pathlib import Path
 
 from actors.messages import AdapterConnected, InboxDoorbell, LostSend, OpResult, PlatformOp
 from actors.adapters.pacing import resent_marker
 from actors.adapters.registry import reply_pacing
+from storage import MediaCache
 from supervision.storage_access import StoreUser
 from supervision.actor import GatewayActor
 from common.config import setting
@@ -279,5 +281,10 @@ class DeliverySweeper(StoreUser, GatewayActor):
         answered = self.db(self.store.inbox.purge(setting(self.config, "storage", "inbox_retention_days") * 86400))
         if answered:
             self.log.info("sweeper: retention removed %d answered inbox row(s)", answered)
+        # After the rows: a file goes once no inbox row or transcript event names it (storage/media.py).
+        swept = MediaCache(Path(self.config["gateway"]["state_dir"]) / "media").sweep(
+            self.db(self.store.media.referenced()))
+        if swept:
+            self.log.info("sweeper: retention removed %d unreferenced media file(s)", swept)
         self.refresh_counts()
         self.after(HOUSEKEEPING_INTERVAL_S, "housekeeping")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from actors.adapters.connection import adapter_problems
+from actors.media.limits import human_size
 from supervision.tree import duration
 
 EX_HEALTHY, EX_DEGRADED = 0, 1   # and 3: no gateway running (run_gateway.py)
@@ -36,8 +37,10 @@ def health_of(status) -> tuple[str, list[str]]:
     return ("degraded" if problems else "healthy"), problems
 
 
-def report(status, runtime: dict, admin: str, config: dict, now: float | None = None) -> tuple[dict, str, int]:
-    """(the --json document, the screen, the exit code) of one status answer."""
+def report(status, runtime: dict, admin: str, config: dict, now: float | None = None,
+           media=None) -> tuple[dict, str, int]:
+    """(the --json document, the screen, the exit code) of one status answer; ``media``: the media cache's
+    ``CacheStats`` (storage/media.py), read by the caller from the state directory."""
     now = time.time() if now is None else now
     health, problems = health_of(status)
     adapters = status.detail.get("adapters") or []
@@ -46,6 +49,7 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
             "actors_restarting": status.actors_restarting, "actors_failed": status.actors_failed,
             "sessions_live": status.sessions_live, "obligations_pending": status.obligations_pending,
             "draining": status.draining, "admin": admin, "metrics_url": (runtime.get("metrics") or {}).get("url"),
+            **({"media_files": media.files, "media_bytes": media.bytes} if media is not None else {}),
             **status.detail}
     recovery = status.detail.get("recovery") or {}
     metrics = (f"{data['metrics_url']}  (and /healthz, /readyz)" if data["metrics_url"] else
@@ -63,6 +67,7 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
           f"{sh.get('consumers', '?')} replies in flight, {sh.get('waiting', 0)} waiting, "
           f"loop lag {sh.get('loop_lag_ms', '?')} ms" for sh in status.detail.get("shards", [])),
         f"  deliveries   {status.obligations_pending} pending",
+        *([f"  media        {media.files} file(s), {human_size(media.bytes)} cached"] if media is not None else []),
         f"  recovery     {recovery.get('resumes', '?')} turn(s) resumed after a restart, "
         f"{recovery.get('notices', '?')} message(s) given up on (told to send again), "
         f"{recovery.get('late', '?')} waiting past the answer bound",

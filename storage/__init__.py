@@ -20,6 +20,8 @@ from .errors import (AmbiguousId, IllegalTransition, ImportRefused, NotFound, Re
 from .inbox import Inbox, InboundItem, InboxRow
 from .keys import UnsafePathError, hash_id, safe_path, session_key
 from .ledger import Ledger, Obligation, Target, best_effort, obligation_id
+from .media import CacheStats, MediaCache
+from .media_refs import MediaRefs
 from .owner import Owner, current_owner, is_owner_alive
 from .pacing import PacingBans
 from .runtime import RuntimeState
@@ -28,7 +30,7 @@ from .sessions import SearchHit, SessionInfo, SessionStore, TranscriptEvent, sho
 __all__ = [
     "Store", "SessionStore", "Inbox", "Ledger", "PacingBans", "Access", "Grant", "PairingAnswer", "PairingCode",
     "SessionInfo", "TranscriptEvent", "SearchHit", "RuntimeState", "InboxRow", "InboundItem", "Obligation",
-    "Target", "Owner",
+    "Target", "Owner", "MediaCache", "CacheStats", "MediaRefs",
     "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner",
     "is_owner_alive",
     "StorageError", "StorageBusy", "StorageFull", "StorageUnavailable", "SchemaTooNew", "RecordError",
@@ -38,7 +40,8 @@ __all__ = [
 
 
 class Store:
-    """The one way in: ``sessions``, ``inbox``, ``ledger`` and ``pacing`` over one database connection."""
+    """The one way in: ``sessions``, ``inbox``, ``ledger``, ``pacing``, ``access`` and ``media`` (which cached files
+    are referenced) over one database connection."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -47,6 +50,7 @@ class Store:
         self.ledger = Ledger(db)
         self.pacing = PacingBans(db)
         self.access = Access(db)
+        self.media = MediaRefs(db)
 
     def atomic(self):
         """Inline stores only: the calls inside one ``with store.atomic():`` commit together (storage/inline.py)."""

@@ -8,6 +8,7 @@ A subclass writes only what is specific to its platform; every coroutine runs on
     async run_intake(emit)              OR push style (websocket, webhook): ``await emit(raws, offset)`` per batch;
                                         it returns once the batch is durable: acknowledge the platform after it
     normalise(raw) -> MessageEvent      pure; raise MalformedPayload(reason) for input that is no valid event
+    async download_attachment(att, cap) -> bytes   a pending attachment's bytes (media_intake.py), if files come in
     async send_message(op) -> message_id    async edit_message(op)    async delete_message(op)
     async send_typing(op)               (not ``send``: that name is Thespian's ``Actor.send``)
     async close()                       release outbound clients at stop (default: nothing)
@@ -46,6 +47,7 @@ from actors.adapters.budgets import ChatBudgets
 from actors.adapters.connection import ConnectionView
 from actors.adapters.doorbells import Doorbells
 from actors.adapters.lost_copies import Unresolved
+from actors.adapters.media_intake import AttachmentGone
 from actors.adapters.send_records import SendRecords
 # MalformedPayload, SenderOverLimit, TextTooLong and backoff_s are part of what adapters import from here.
 from actors.adapters.intake import (Intake, IntakeFailed, MalformedPayload, SenderOverLimit,  # noqa: F401
@@ -55,10 +57,10 @@ from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, back
 from supervision.batching import Outbox
 from supervision.bridge import TaskDone
 from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, MessageEvent, OpResult
-from actors.messages import PlatformOp
+from actors.messages import Attachment, PlatformOp
 from common.redact import configured_secrets, redact
 from actors.adapters.pacing import DEFAULT_PACING
-from storage import Store
+from storage import MediaCache, Store
 from supervision.actor import GatewayActor
 from common.config import setting
 
@@ -91,6 +93,7 @@ class PlatformAdapter(GatewayActor):
         self.per_user_in_groups = False
         # loop thread only
         self.store: Optional[Store] = None   # one store for the inbound path and the outbound ledger records
+        self.media_cache: Optional[MediaCache] = None   # under the state directory, opened with the store
         self.intake = Intake(self, post=self._post, say=self._say, clean=self._clean)
         self.records = SendRecords(lambda: self.name, lambda: self.store, say=self._say, clean=self._clean)
         self._lanes = ChatLanes(self._run_op)
@@ -146,6 +149,11 @@ class PlatformAdapter(GatewayActor):
 
     async def send_typing(self, op: PlatformOp) -> None:
         """The platform shows no typing indicator unless a subclass says otherwise."""
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        """The bytes of a pending attachment (at most ``cap``; raise AttachmentTooLarge past it, AttachmentGone
+        when the platform will never give them). Adapters whose platform carries files implement it."""
+        raise AttachmentGone(f"the {type(self).__name__} fetches no files")
 
     async def find_lost_copy(self, op: PlatformOp) -> Optional[str]:
         """``find_lost``: the id of the copy a lost send of part ``op.ledger[2]`` left in the chat, now showing
@@ -388,6 +396,7 @@ class PlatformAdapter(GatewayActor):
             # (INLINE_RETRY_BUDGET_S), past which the intake backs off as from any unavailable storage.
             self.store = await Store.open(state_dir / "gateway.db", setting(self.config, "storage", "durability"),
                                           inline=True, waits_on_loop=True)
+            self.media_cache = MediaCache(state_dir / "media")
             # A kill -9 between a commit and its doorbells leaves rows nobody rang, and the session supervisor
             # scans only when it starts itself: ring every session with work once (a doorbell only says "look").
             waiting = await self.store.inbox.sessions_with_pending()

@@ -10,6 +10,8 @@ logging included).
 
 What survives kill -9: a round's rows and the offset that acknowledges them commit in one transaction before the
 platform hears of the offset, so an acknowledged event is on disk (G1) and a re-delivered one is deduplicated (G2).
+Attachments are fetched into the media cache before that commit (media_intake.py), so an acknowledged event's
+files are on disk too.
 """
 from __future__ import annotations
 
@@ -24,10 +26,11 @@ import msgpack
 
 from actors.adapters.access import AccessPolicy, Gatekeeper
 from actors.adapters.errors import RetryableError
+from actors.adapters.media_intake import resolve_media
 from actors.adapters.outbound import backoff_s
-from actors.messages import AdapterConnection, MessageEvent, OpResult, PlatformOp
+from actors.messages import AdapterConnection, Attachment, MessageEvent, OpResult, PlatformOp
 from actors.adapters.sender_limits import NOTICE, LimitPolicy, SenderLimits, charge_time, sender_of
-from storage import InboundItem, Store, StorageUnavailable, session_key
+from storage import InboundItem, MediaCache, Store, StorageUnavailable, session_key
 from storage.inbox import PENDING_STATES
 from common.config import setting
 from common.redact import redact
@@ -96,6 +99,8 @@ class IntakePlatform(Protocol):
     name: str
     config: dict
     store: Optional[Store]              # the adapter's one store, shared with its outbound side
+    media_cache: Optional[MediaCache]   # where attachments are fetched to, opened with the store
+    settings: dict                      # the adapter's validated [adapters.NAME] table
     configured_secrets: list            # the whole gateway's secrets, redacted from what users write
     per_user_in_groups: bool
     push_style: bool                    # run_intake(emit) rather than fetch()
@@ -112,6 +117,7 @@ class IntakePlatform(Protocol):
     def classify(self, exc: BaseException) -> tuple[str, float]: ...
     def event_profile(self, event: MessageEvent) -> str: ...
     def send_unasked(self, op: PlatformOp) -> None: ...
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes: ...
 
 
 class Intake:
@@ -218,6 +224,7 @@ class Intake:
         rows = await self.gatekeeper.admit(self.platform.store, rows, self.platform.send_unasked, self.say)
         rows, charged = await self._within_limits(rows, refuse_over_limit)
         rows, charged = self._within_text_limit(rows, charged, refuse_over_limit)
+        rows, charged = await self._with_media(rows, charged)
         committed = offset if offset is not None else self.offset
         # The rows and the offset that acknowledges them commit in ONE transaction, before the platform hears of
         # the offset (the next fetch sends it). kill -9 before the commit: neither is on disk, the platform
@@ -298,6 +305,26 @@ class Intake:
                                        chat_id=str(source["chat_id"]), text=notice,
                                        thread_id=source.get("thread_id"), chat_type=source.get("chat_type") or "dm"))
         return kept, kept_charged
+
+    async def _with_media(self, rows: list, charged: list) -> tuple[list, list]:
+        """The rows with their attachments fetched into the media cache before the round commits (the order is
+        media_intake.py's); a row with a file over the cap is answered with a notice and not stored."""
+        platform = self.platform
+
+        def notify(source: dict, text: str) -> None:
+            platform.send_unasked(PlatformOp(op_id=f"media-{time.monotonic_ns()}", action="send",
+                                             chat_id=str(source["chat_id"]), text=text,
+                                             thread_id=source.get("thread_id"),
+                                             chat_type=source.get("chat_type") or "dm"))
+        resolved = await resolve_media(rows, platform.settings.get("type") or platform.name,
+                                       platform.download_attachment, platform.media_cache, self._say_plain, notify)
+        return ([r for r in resolved if r is not None],
+                [c for r, c in zip(resolved, charged) if r is not None])
+
+    def _say_plain(self, level: int, fmt: str, *args) -> None:
+        """``say`` with the adapter's name first and any exception among the arguments cleaned (redacted)."""
+        self.say(level, "%s: " + fmt, self.platform.name, *(self.clean(a) if isinstance(a, BaseException) else a
+                                                             for a in args))
 
     def item(self, raw: Any) -> InboundItem:
         event = self.platform.normalise(raw)

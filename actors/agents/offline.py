@@ -1,6 +1,7 @@
 """The offline agent: answers when no model is configured, and drives tests without a network.
 
-Its answer quotes the user's last message, says it is the offline agent and how to configure a real model, and is
+Its answer quotes the user's last message (and names what it carried: "You sent a photo (PNG, 640×480, 12 KB)"), says
+it is the offline agent and how to configure a real model, and is
 streamed in several chunks. Arithmetic in the message (``what is 12*7``), a question about the time, or ``#tool``
 makes it call a tool through the registry, visibly. Same input, same events (except the clock tool's reading).
 
@@ -25,6 +26,7 @@ from typing import AsyncIterator, Optional
 
 from actors.agents.base import AgentError, AgentRequest, StreamEvent, content_text, take_steer_messages
 from actors.agents.tools import ToolRegistry, default_registry
+from actors.media.parts import LINE_PREFIX
 from actors.messages import TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted, TurnEnd
 
 FAKE_SECRET = "sk-offlineFAKEsecret0123456789abcdef"
@@ -58,7 +60,7 @@ class OfflineAgent:
         self.test_hooks = test_hooks
 
     async def run(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
-        text = request.last_user_text()
+        text, files = split_attachments(request)
         hooks = text if self.test_hooks else ""   # where the hooks are looked for: nowhere without fault injection
         slow = _SLOW.search(hooks)
         delay = float(slow.group(1)) if slow else self.chunk_delay_s
@@ -69,7 +71,7 @@ class OfflineAgent:
         if think:
             await asyncio.sleep(float(think.group(1)))
         long_match = _LONG.search(hooks)
-        body = long_answer(int(long_match.group(1)), text) if long_match else self._opening(request, text)
+        body = long_answer(int(long_match.group(1)), text) if long_match else self._opening(request, text, files)
         async for event in _stream(_pieces(body), request, delay, parts, pause_first=False):
             yield event
             if "#failmid" in hooks:
@@ -82,12 +84,16 @@ class OfflineAgent:
         yield TurnEnd(reason="complete", final_text="".join(parts))
 
     @staticmethod
-    def _opening(request: AgentRequest, text: str) -> str:
+    def _opening(request: AgentRequest, text: str, files: list[str]) -> str:
         quote = " ".join(text.split())
         if len(quote) > _QUOTE_CHARS:
             quote = quote[:_QUOTE_CHARS - 1] + "…"
         user_turns = sum(1 for m in request.messages if m.get("role") == "user")
-        return (f'You said: "{quote}"\n\n'
+        said = f'You said: "{quote}"' if quote or not files else ""
+        if files:
+            sent = "You sent " + "; ".join(_a_file(line) for line in files) + "."
+            said = sent + (f' With it you said: "{quote}"' if quote else "")
+        return (f'{said}\n\n'
                 "I am the offline agent: this gateway has no language model configured, so I can only echo your "
                 "message and run the small built-in tools. "
                 f"This conversation has {user_turns} message{'s' if user_turns != 1 else ''} from you so far.")
@@ -123,6 +129,23 @@ async def _stream(pieces: list[str], request: AgentRequest, delay: float, parts:
             piece = _with_steer(request, piece)
         parts.append(piece)
         yield TextDelta(piece)
+
+
+def split_attachments(request: AgentRequest) -> tuple[str, list[str]]:
+    """The user's own words in the last user message, and its ``[attachment: ...]`` lines (actors/media/parts.py)."""
+    content = next((m.get("content") for m in reversed(request.messages) if m.get("role") == "user"), "")
+    if not isinstance(content, list):
+        return content_text(content), []
+    texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+    files = [t.strip() for t in texts if t.startswith(LINE_PREFIX)]
+    own = texts[0] if texts and not texts[0].startswith(LINE_PREFIX) else ""
+    return own, files
+
+
+def _a_file(line: str) -> str:
+    """"[attachment: photo (PNG, 640×480, 12 KB)]" -> "a photo (PNG, 640×480, 12 KB)"."""
+    what = line[len(LINE_PREFIX):].rstrip("]")
+    return ("an " if what[:1] in "aeiou" else "a ") + what
 
 
 def _choose_tool(text: str, available: list[str], forced: bool = False) -> tuple[Optional[str], dict]:

@@ -36,6 +36,7 @@ import dataclasses
 import enum
 import os
 import time
+from pathlib import Path
 
 from actors.agents.base import AgentRequest, build_agent
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
@@ -45,7 +46,7 @@ from common.redact import configured_secrets, redact
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.session_commands import run_command
-from storage import obligation_id
+from storage import MediaCache, obligation_id
 from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 from common.logging_setup import key_hash
@@ -238,7 +239,7 @@ class Session(CellStoreUser, Cell):
                 self.db(self.store.inbox.take(row.seq))
                 self.db(self.store.sessions.append(self.info.session_id,
                                                    [turns.user_event(self.turn.turn_id, event, row.seq)]))
-                self.bridge.call(self.turn.steer.put_nowait, event.text)
+                self.bridge.call(self.turn.steer.put_nowait, turns.steer_item(event))
                 self.db(self.store.inbox.done(row.seq))
                 continue
             waiting = True   # queue and collect: it waits for the next turn
@@ -267,6 +268,10 @@ class Session(CellStoreUser, Cell):
             self.db(self.store.sessions.begin_turn(sid, turn.turn_id, seqs[-1]))
         prompt = setting(self.config, "agent", "system_prompt")
         request_messages = turns.model_messages(transcript, prompt)
+        # Images and documents are read and re-encoded off the shard's loop, in the agent task (_run_agent).
+        media = MediaCache(Path(self.config["gateway"]["state_dir"]) / "media")
+        with_media = ((transcript, prompt, media, turn.turn_id)
+                      if turns.has_attachments(transcript, turn.turn_id) else None)
         # Made here, used on the bridge's loop: an asyncio.Queue binds to a loop when first awaited, not when made,
         # and this thread feeds it only through bridge.call (call_soon_threadsafe).
         turn.steer = asyncio.Queue()
@@ -274,7 +279,7 @@ class Session(CellStoreUser, Cell):
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
         self.ask_consumer(turn)
-        turn.future = self.bridge.submit(self._run_agent(turn.turn_id, request))
+        turn.future = self.bridge.submit(self._run_agent(turn.turn_id, request, with_media))
 
     def reply_turn(self, seqs: list, event: MessageEvent, text: str, turn_id: str | None = None) -> None:
         """A reply that needs no model (commands, notices), delivered through the same ledger path."""
@@ -283,8 +288,11 @@ class Session(CellStoreUser, Cell):
         turn.ended, turn.final_text = True, text
         self.ask_consumer(turn)
 
-    async def _run_agent(self, turn_id: str, request: AgentRequest) -> None:
+    async def _run_agent(self, turn_id: str, request: AgentRequest, with_media: tuple | None = None) -> None:
         try:
+            if with_media is not None:   # Pillow and file reads in a thread: the shard's other cells keep running
+                messages = await asyncio.to_thread(turns.model_messages, *with_media)
+                request = dataclasses.replace(request, messages=messages)
             async for event in self.agent.run(request):
                 self.bridge.post(AgentEvent(turn_id, event))
         except asyncio.CancelledError:

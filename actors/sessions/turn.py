@@ -11,7 +11,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from actors.media.parts import user_content
 from actors.messages import MessageEvent, TextDelta, ToolCallFinished, TurnEnd, TurnFinished
+from storage import MediaCache
 from storage.sessions import TranscriptEvent
 
 HISTORY_EVENTS = 60      # transcript events given to the model (most recent)
@@ -61,9 +63,20 @@ def consumer_args(turn: Turn, session_key: str, config: dict) -> dict:
 
 
 def user_event(turn_id: str, event: MessageEvent, seq: int) -> dict:
-    return {"role": "user", "kind": "message", "turn_id": turn_id,
-            "payload": {"text": event.text, "inbound_seq": seq, "platform_message_id": event.platform_message_id,
-                        "user": event.source.user_name or event.source.user_id}}
+    payload = {"text": event.text, "inbound_seq": seq, "platform_message_id": event.platform_message_id,
+               "user": event.source.user_name or event.source.user_id}
+    if event.attachments:   # the cache keys keep their files from the sweep for as long as this event is kept
+        payload["attachments"] = [dict(vars(a), ref="") for a in event.attachments]
+    return {"role": "user", "kind": "message", "turn_id": turn_id, "payload": payload}
+
+
+def steer_item(event: MessageEvent):
+    """What the steer queue carries of a message sent during a turn: its text, or a user message whose attachments
+    are their lines (the turn's request is built already; their files reach the model with the next turn's history
+    as lines too, the full parts being for the turn a message starts)."""
+    if not event.attachments:
+        return event.text
+    return {"role": "user", "content": user_content(event.text, [vars(a) for a in event.attachments], None, False)}
 
 
 def with_appended(recent: list, appended: list[dict], seqs: list[int]) -> list:
@@ -90,23 +103,37 @@ def assistant_event(turn_id: str, text: str, reason: str, error: Optional[str] =
     return {"role": "assistant", "kind": "message", "turn_id": turn_id, "payload": payload}
 
 
-def model_messages(transcript: list, system_prompt: str = "") -> tuple:
-    """The transcript as OpenAI chat messages: user and assistant text, with undone turns left out."""
+def model_messages(transcript: list, system_prompt: str = "", media: Optional[MediaCache] = None,
+                   turn_id: Optional[str] = None) -> tuple:
+    """The transcript as OpenAI chat messages: user and assistant text, with undone turns left out. A user message
+    with attachments becomes content parts (actors/media/parts.py): in full (images, document text) for the turn
+    ``turn_id`` when ``media`` is given, as one line each otherwise."""
     undone = {e.payload.get("turn_id") for e in transcript if e.kind == "undo"}
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     for e in transcript[-HISTORY_EVENTS:]:
         if e.turn_id in undone or e.kind != "message":
             continue
-        if e.role in ("user", "assistant"):
+        if e.role == "user" and e.payload.get("attachments"):
+            content = user_content(e.payload.get("text", ""), e.payload["attachments"], media,
+                                   full=turn_id is not None and e.turn_id == turn_id)
+            messages.append({"role": "user", "content": content})
+        elif e.role in ("user", "assistant"):
             messages.append({"role": e.role, "content": e.payload.get("text", "")})
     return tuple(messages)
+
+
+def has_attachments(transcript: list, turn_id: str) -> bool:
+    """Whether a user message of the turn carries attachments (the model then gets them as parts)."""
+    return any(e.turn_id == turn_id and e.role == "user" and e.kind == "message" and e.payload.get("attachments")
+               for e in transcript)
 
 
 def request_record(transcript: list, system_prompt: str, profile: str) -> dict:
     """What the API sidecar keeps of a turn's request to the model: what it was made of, not the messages
     themselves. ``model_messages`` over the transcript events ``transcript_seqs`` (inclusive; the transcript is
-    append-only) with this system prompt rebuilds it exactly. Storing the messages would write the whole history
-    again on every turn (60 events of a long chat: tens of KiB per turn, kept as long as the session)."""
+    append-only) with this system prompt rebuilds it exactly (the parts of its attachments too, while the media cache
+    still holds their files). Storing the messages would write the whole history again on every turn (60 events of
+    a long chat: tens of KiB per turn, kept as long as the session; more with images)."""
     seqs = [e.seq for e in transcript if e.seq is not None]
     return {"system_prompt": system_prompt, "profile": profile,
             "transcript_seqs": [seqs[0], seqs[-1]] if seqs else [], "events": len(transcript)}

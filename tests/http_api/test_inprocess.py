@@ -270,3 +270,34 @@ def test_webhook_refusals_and_drain(tmp_path):
     assert sum(counts.values()) == 1
     assert any("refused POST /webhook" in line and "bad or missing signature" in line for line in lines)
     assert not any(SECRET in line or TOKEN in line for line in lines)
+
+
+def test_a_data_url_image_is_cached_with_its_row_and_a_remote_url_refused(tmp_path):
+    import base64
+
+    from storage import MediaCache
+    from tests.media.fixtures import png
+
+    url = "data:image/jpeg;base64," + base64.b64encode(png(64, 48)).decode()   # the declared type lies
+
+    async def main():
+        async with Rig(tmp_path) as rig:
+            request = asyncio.create_task(rig.client.chat.completions.create(model="default", messages=[
+                {"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                                             {"type": "image_url", "image_url": {"url": url}}]}]))
+            watch = await rig.book.opened.get()
+            row = await rig.adapter.store.inbox.get(watch.seq)
+            await rig.op("send", watch, "A red rectangle.", reply_to=watch.inbound_id, final=True)
+            await rig.finish_turn(watch)
+            await request
+            with pytest.raises(openai.BadRequestError, match="fetches no remote URLs"):
+                await rig.client.chat.completions.create(model="default", messages=[{"role": "user", "content": [
+                    {"type": "image_url", "image_url": {"url": "http://169.254.169.254/latest/meta-data"}}]}])
+            return row
+
+    row = asyncio.run(main())
+    assert row.payload["text"] == "what is this?"
+    (att,) = row.payload["attachments"]
+    assert (att["kind"], att["state"], att["mime"], att["width"], att["height"]) == ("photo", "cached", "image/png",
+                                                                                      64, 48)
+    assert MediaCache(tmp_path / "media").read(att["cache_key"]) == png(64, 48)

@@ -93,6 +93,39 @@ def test_answered_inbox_rows_are_pruned_after_their_retention(tmp_path):
             gw.kill_everything()
 
 
+def test_media_files_nothing_references_are_swept_and_referenced_ones_kept(tmp_path):
+    import asyncio
+    import os
+    import time
+
+    from storage import MediaCache, Store
+
+    with FakePlatform() as platform:
+        gw = pipeline_gateway(tmp_path, platform)
+        cache = MediaCache(gw.state / "media")
+        orphan, kept = cache.put(b"a file no message names"), cache.put(b"a file an inbox row names")
+        old = time.time() - 7200
+        for key in (orphan, kept):
+            os.utime(cache.path(key), (old, old))
+
+
+        async def name_the_kept_file():   # before the start: the sweeper's first housekeeping must see the row
+            async with await Store.open(gw.state / "gateway.db") as store:
+                seq, _ = await store.inbox.put("k", "x", "1", {"text": "", "attachments": [{"cache_key": kept}]})
+                await store.inbox.take(seq)
+                await store.inbox.done(seq)
+        asyncio.run(name_the_kept_file())
+        try:
+            gw.start()
+            gw.wait_ready()
+            wait_for(lambda: not cache.has(orphan), 30, 0.2, "the unreferenced file swept")
+            gw.wait_log("retention removed 1 unreferenced media file(s)")
+            assert cache.has(kept)
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
+
+
 def test_a_stored_message_whose_doorbell_was_lost_is_answered_within_the_bound(tmp_path):
     """The liveness bound: a row stored with no doorbell (a kill between the commit and the ring, a doorbell lost
     on its way) is found by the sweeper once it is [sessions] answer_bound_s old, logged, counted, and its session

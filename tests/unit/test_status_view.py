@@ -99,3 +99,17 @@ def test_a_configured_adapter_missing_from_the_tree_is_restarting():
     rows = adapter_rows(tree(), {"tg": "TelegramAdapter"})
     assert rows == [{"name": "tg", "kind": "TelegramAdapter", "state": "restarting"}]
     assert health_of(status(rows)) == ("degraded", ["adapter tg restarting"])
+
+
+def test_status_counts_the_media_cache():
+    from types import SimpleNamespace
+
+    from daemon.status_view import report
+    from storage import CacheStats
+    status = SimpleNamespace(actors_failed=0, actors_restarting=0, actors_up=3, draining=False, detail={},
+                             started_at=0.0, sessions_live=0, obligations_pending=0)
+    config = {"gateway": {"state_dir": "/s"}, "metrics": {"enabled": False}}
+    data, text, _code = report(status, {"launcher_pid": 1}, "127.0.0.1:1", config, now=10.0,
+                               media=CacheStats(3, 5 * 1024 * 1024))
+    assert (data["media_files"], data["media_bytes"]) == (3, 5 * 1024 * 1024)
+    assert "  media        3 file(s), 5 MB cached" in text.splitlines()

@@ -36,7 +36,8 @@ from actors.adapters.errors import TooLongError
 from actors.adapters.http_api import openai_api, webhook
 from actors.adapters.http_api.replies import ReplyBook, ServiceStopping
 from supervision.http_serving import http_limits, serve
-from actors.messages import MessageEvent, PlatformOp
+from actors.adapters.media_intake import cached
+from actors.messages import Attachment, MessageEvent, PlatformOp
 from actors.adapters.pacing import LENGTH_FUNCTIONS
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
@@ -172,6 +173,18 @@ class HttpApiAdapter(PlatformAdapter):
         if not results:
             raise MalformedPayload("the message could not be stored")
         return results[0]
+
+    async def cache_images(self, images: tuple) -> Optional[list]:
+        """The attachments (payload dicts) of a request's images, each put in the media cache; None when the cache
+        is not open yet (the intake is still starting: the client retries)."""
+        cache = self.media_cache
+        if cache is None or self.closing:
+            return None
+        out = []
+        for data in images:
+            key = await asyncio.to_thread(cache.put, data)
+            out.append(dict(vars(cached(Attachment(kind="photo"), data, key))))
+        return out
 
     async def _store(self, raws: list, emit) -> Optional[list]:
         try:

@@ -4,11 +4,12 @@ Auth: ``Authorization: Bearer <one of api_tokens>``; anything else is a 401 in O
 clients turn into their authentication error.
 
 A request is one turn of a gateway conversation: the LAST user message becomes the inbound event (the session keeps
-the history; earlier messages of the request are not replayed). The conversation is, in order of preference, the
-``user`` field, the ``X-Conversation-Id`` header, or a fresh one per request; it is always scoped to the bearer
-token, so two clients never share a conversation by choosing the same name. The response waits for the turn's reply
-(``reply_timeout_s``, then 504): one ``chat.completion``, or ``chat.completion.chunk`` events that grow with the
-reply's previews, a last chunk with ``finish_reason: "stop"`` and ``data: [DONE]``.
+the history; earlier messages of the request are not replayed); its ``image_url`` parts with ``data:`` URLs become
+attachments, cached before the row is stored (content_parts.py, docs/media.md). The conversation is, in order of
+preference, the ``user`` field, the ``X-Conversation-Id`` header, or a fresh one per request; it is always scoped to
+the bearer token, so two clients never share a conversation by choosing the same name. The response waits for the
+turn's reply (``reply_timeout_s``, then 504): one ``chat.completion``, or ``chat.completion.chunk`` events that grow
+with the reply's previews, a last chunk with ``finish_reason: "stop"`` and ``data: [DONE]``.
 
 Profiles: ``model`` picks the profile the turn runs under (``resolve_profile``). The profile is part of the session
 key, so the same conversation name under two profiles is two sessions with their own history; it is part of the chat
@@ -32,7 +33,8 @@ from aiohttp import web
 from actors.adapters.base import MalformedPayload, SenderOverLimit, TextTooLong
 from actors.adapters.http_api.replies import ReplyWatch, ServiceStopping, StreamCursor
 from actors.adapters.http_api.webhook import API_CHAT_PREFIX, MAX_ID_CHARS
-from actors.messages import MessageEvent, Source
+from actors.adapters.http_api.content_parts import PartRefused, data_url_images
+from actors.messages import Attachment, MessageEvent, Source
 from supervision.http_serving import BodyTimeout, read_body
 
 ORIGIN = "api"
@@ -59,6 +61,7 @@ class ChatRequest:
     model: str
     stream: bool
     user: Optional[str]
+    images: tuple = ()            # bytes of the last user message's data: URL images (content_parts.py)
 
 
 def message_text(content: Any) -> str:
@@ -81,7 +84,11 @@ def parse_chat_request(body: Any) -> ChatRequest:
     if not user_messages:
         raise BadRequest("'messages' holds no message with role 'user'")
     text = message_text(user_messages[-1].get("content"))
-    if not text.strip():
+    try:
+        images = tuple(data_url_images(user_messages[-1].get("content")))
+    except PartRefused as exc:
+        raise BadRequest(str(exc)) from None
+    if not text.strip() and not images:
         raise BadRequest("the last user message has no text")
     model, stream, user = body.get("model", ""), body.get("stream", False), body.get("user")
     if not isinstance(model, str):
@@ -90,7 +97,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
         raise BadRequest("'stream' must be true or false")
     if user is not None and (not isinstance(user, str) or len(user) > MAX_ID_CHARS):
         raise BadRequest(f"'user' must be a string of at most {MAX_ID_CHARS} characters")
-    return ChatRequest(text=text, model=model, stream=stream, user=user or None)
+    return ChatRequest(text=text, model=model, stream=stream, user=user or None, images=images)
 
 
 def resolve_profile(model: str, own: str, served: list[str], aliases: dict[str, str]) -> str:
@@ -148,7 +155,9 @@ def api_event(raw: dict, adapter_name: str, profile: str, served: Optional[list[
     profile = chosen
     source = Source(platform=adapter_name, chat_id=chat_id, chat_type="dm", user_id=user_id, user_name=user_id,
                     profile=profile)
-    return MessageEvent(source=source, text=text, platform_message_id=message_id, received_at=time.time())
+    attachments = tuple(Attachment.from_payload(a) for a in raw.get("attachments") or ())
+    return MessageEvent(source=source, text=text, platform_message_id=message_id, received_at=time.time(),
+                        attachments=attachments)
 
 
 # ----------------------------------------------------------------------------------------------- response shapes
@@ -247,6 +256,11 @@ class OpenAIEndpoint:
         chat_id = conversation_chat_id(token, chat.user, conversation, request_id, None if profile == own else profile)
         raw = {"origin": ORIGIN, "chat_id": chat_id, "user_id": chat.user or f"api-{token_owner(token)}",
                "message_id": request_id, "text": chat.text, "profile": profile}
+        if chat.images:   # cached before the row, as every platform's files are (actors/adapters/media_intake.py)
+            raw["attachments"] = await self.adapter.cache_images(chat.images)
+            if raw["attachments"] is None:
+                return error_response(503, "The gateway is not accepting messages right now; retry shortly.",
+                                      "server_error", "unavailable")
         # Waiting starts before the row exists: the reply's first operation can never arrive unexpected.
         watch = self.adapter.replies.open(chat_id, request_id)
         model, created = chat.model or self.adapter.profile, int(time.time())

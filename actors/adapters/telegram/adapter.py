@@ -24,8 +24,9 @@ from actors.adapters.telegram.formatting import render
 from actors.adapters.telegram.updates import (ALLOWED_UPDATES, event_from_update, is_input, message_id_of,
                                               update_ids)
 from actors.adapters.telegram.webhook import WebhookServer
-from actors.adapters.telegram.api import TelegramAPI
-from actors.messages import MessageEvent, PlatformOp
+from actors.adapters.telegram.api import FileTooLarge, TelegramAPI
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
+from actors.messages import Attachment, MessageEvent, PlatformOp
 from actors.adapters.pacing import ChatBudget
 from supervision.http_serving import http_limits
 
@@ -133,6 +134,32 @@ class TelegramAdapter(PlatformAdapter):
         self._say(logging.INFO, "%s: webhook listening on %s:%d%s", self.name, self.settings["webhook_host"], port,
                   self.settings["webhook_path"])
         await asyncio.get_running_loop().create_future()  # serve until the intake is cancelled: never returns
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        """``getFile`` for the path, then the download (on the intake's client: fetching belongs to the round)."""
+        if self._poller is None:          # not connected (a webhook round cut by a reconnect): a client of its own
+            async with self._client(OUTBOUND_TIMEOUT_S) as api:
+                return await self._download(api, attachment, cap)
+        return await self._download(self._poller, attachment, cap)
+
+    async def _download(self, api: TelegramAPI, attachment: Attachment, cap: int) -> bytes:
+        try:
+            file = await api.get_file(attachment.ref)
+        except PermanentError as exc:
+            if "file is too big" in exc.description.lower():
+                raise AttachmentTooLarge(max(attachment.size, cap + 1), cap) from None
+            raise AttachmentGone(self._clean(exc)) from None
+        size, path = file.get("file_size"), file.get("file_path")
+        if type(size) is int and size > cap:
+            raise AttachmentTooLarge(size, cap)
+        if not isinstance(path, str) or not path:
+            raise AttachmentGone("getFile gave no file_path")
+        try:
+            return await api.download_file(path, cap)
+        except FileTooLarge as exc:
+            raise AttachmentTooLarge(exc.size, cap) from None
+        except PermanentError as exc:
+            raise AttachmentGone(self._clean(exc)) from None
 
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_update(raw, self.name, self.profile, self.bot_username)

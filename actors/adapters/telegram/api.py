@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from urllib.parse import quote
 from typing import Any, Optional
 
 import aiohttp
@@ -25,6 +26,14 @@ from actors.adapters.errors import (ConflictError, FloodError, FormattingError, 
 from common.redact import redact as redact_secrets
 
 log = logging.getLogger(__name__)
+
+
+class FileTooLarge(Exception):
+    """A download passed its cap; ``size`` is how far it got."""
+
+    def __init__(self, size: int):
+        super().__init__(f"over the cap after {size} bytes")
+        self.size = size
 
 
 
@@ -97,6 +106,30 @@ class TelegramAPI(HttpSession):
 
     async def get_webhook_info(self) -> dict:
         return await self.call("getWebhookInfo")
+
+    async def get_file(self, file_id: str) -> dict:
+        """``File``: file_id, file_size and the ``file_path`` to download it from (valid for an hour at least)."""
+        return await self.call("getFile", {"file_id": file_id})
+
+    async def download_file(self, file_path: str, cap: int, timeout: float = 120.0) -> bytes:
+        """The bytes at ``/file/bot<token>/<file_path>``, read in pieces and given up past ``cap`` bytes
+        (``FileTooLarge``): a file the platform sized wrongly never fills memory. Errors as ``call``'s."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        url = f"{self.base_url}/file/bot{self._token}/{quote(file_path)}"
+        try:
+            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                if resp.status != 200:
+                    raise classify_error("download", resp.status, None)
+                data = bytearray()
+                async for piece in resp.content.iter_chunked(1 << 16):
+                    data += piece
+                    if len(data) > cap:
+                        raise FileTooLarge(len(data))
+                return bytes(data)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise RetryableError(f"network error: {type(exc).__name__}: {self.redact(str(exc))}",
+                                 method="download") from None
 
     # -- transport
     async def call(self, method: str, params: Optional[dict] = None, *, timeout: Optional[float] = None) -> Any:

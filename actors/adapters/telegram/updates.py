@@ -1,10 +1,14 @@
 """From a Bot API ``Update`` to a ``MessageEvent``: pure functions, no network.
 
-Which updates become input: a ``message`` with ``text`` (private chats, groups, supergroups, forum topics).
-Everything else is acknowledged and skipped without a word: edits (``edited_message``: a changed message is not a
-new question, and answering it again would turn one message into two turns), media without text, service messages
-(joins, pins), and update kinds the bot did not ask for. The adapter asks Telegram for ``message`` updates only
-(``ALLOWED_UPDATES``), so the filter is a second line, not the first.
+Which updates become input: a ``message`` with ``text``, or with a photo, document, voice note, audio or video
+(its ``caption``, if any, is the text), in private chats, groups, supergroups and forum topics. The file becomes a
+``pending`` attachment carrying its ``file_id`` and what Telegram says of it (size, name, duration); the intake
+fetches it before the row is stored (actors/adapters/media_intake.py), and its type is sniffed from the bytes then.
+Of a photo's sizes the largest within the cap is taken. Everything else is acknowledged and skipped without a word:
+edits (``edited_message``: a changed message is not a new question, and answering it again would turn one message
+into two turns), stickers, locations, service messages (joins, pins), and update kinds the bot did not ask for. The
+adapter asks Telegram for ``message`` updates only (``ALLOWED_UPDATES``), so the filter is a second line, not the
+first.
 
 Identity: Telegram numbers messages per chat, so the dedup id is ``"<chat_id>:<message_id>"``; replies name their
 target the same way. Chats: private -> "dm"; group/supergroup -> "group", or "thread" with ``thread_id`` for a
@@ -16,9 +20,11 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.base import MalformedPayload
-from actors.messages import MessageEvent, Source
+from actors.media.limits import cap_for
+from actors.messages import Attachment, MessageEvent, Source
 
 ALLOWED_UPDATES = ["message"]
+MEDIA_FIELDS = ("photo", "document", "voice", "audio", "video")   # Telegram's field = the attachment's kind
 GROUP_TYPES = ("group", "supergroup")
 
 
@@ -34,7 +40,7 @@ def is_input(update: Any) -> bool:
     message = update.get("message")
     if message is None:
         return False
-    return not isinstance(message, dict) or "text" in message
+    return not isinstance(message, dict) or "text" in message or any(kind in message for kind in MEDIA_FIELDS)
 
 
 def message_ref(chat_id: Any, message_id: Any) -> str:
@@ -58,6 +64,9 @@ def event_from_update(update: Any, platform: str, profile: str, bot_username: st
     if not isinstance(message, dict):
         raise MalformedPayload(f"{where}: message is {type(message).__name__}, not an object")
     chat, text, message_id = message.get("chat"), message.get("text"), message.get("message_id")
+    attachments = attachments_of(message, where)
+    if text is None and attachments:
+        text = message.get("caption") if isinstance(message.get("caption"), str) else ""
     # Telegram's chat ids are integers; any other non-empty scalar is taken as an opaque id (the conformance
     # suite's fake names its chats), since the gateway only ever hands it back to sendMessage.
     if not isinstance(chat, dict) or type(chat.get("id")) not in (int, str) or chat.get("id") == "":
@@ -80,7 +89,37 @@ def event_from_update(update: Any, platform: str, profile: str, bot_username: st
     sent = message.get("date")   # unix seconds, set by Telegram's servers: a sender cannot choose it
     return MessageEvent(source=source, text=strip_bot_mention(text, bot_username),
                         platform_message_id=message_ref(chat["id"], message_id), received_at=time.time(),
-                        reply_to_message_id=reply_to, sent_at=float(sent) if type(sent) is int else None)
+                        reply_to_message_id=reply_to, sent_at=float(sent) if type(sent) is int else None,
+                        attachments=attachments)
+
+
+def attachments_of(message: dict, where: str = "message") -> tuple:
+    """The message's file as a pending Attachment (a Telegram message carries one at most), or ()."""
+    kind = next((k for k in MEDIA_FIELDS if k in message), None)
+    if kind is None:
+        return ()
+    media = message[kind]
+    if kind == "photo":
+        media = _photo_size(media, where)
+    if not isinstance(media, dict) or not isinstance(media.get("file_id"), str) or not media["file_id"]:
+        raise MalformedPayload(f"{where}: {kind} has no file_id")
+    caption = message.get("caption") if isinstance(message.get("caption"), str) else ""
+    return (Attachment(kind=kind, size=_int(media.get("file_size")), name=str(media.get("file_name") or ""),
+                       caption=caption, ref=media["file_id"], width=_int(media.get("width")),
+                       height=_int(media.get("height")), duration_s=_int(media.get("duration"))),)
+
+
+def _photo_size(sizes, where: str) -> dict:
+    """The largest of a photo's sizes within the cap (by bytes, else pixels); the largest of all if none is."""
+    if not isinstance(sizes, list) or not sizes or not all(isinstance(p, dict) for p in sizes):
+        raise MalformedPayload(f"{where}: photo is no list of sizes")
+    by_size = sorted(sizes, key=lambda p: (_int(p.get("file_size")), _int(p.get("width")) * _int(p.get("height"))))
+    within = [p for p in by_size if _int(p.get("file_size")) <= cap_for("telegram", "photo")]
+    return (within or by_size)[-1]
+
+
+def _int(value) -> int:
+    return value if type(value) is int and value >= 0 else 0
 
 
 def _chat_kind(chat: dict, message: dict) -> tuple[str, Optional[str]]:

@@ -210,6 +210,9 @@ class BotMethods:
                "chat": chat["chat"], "date": message["date"], "text": message["text"]}
         if message["entities"]:
             obj["entities"] = message["entities"]
+        if message.get("media"):
+            caption = obj.pop("text")
+            obj.update(message["media"], **({"caption": caption} if caption else {}))
         if message["thread_id"] is not None:
             obj["message_thread_id"] = message["thread_id"]
             if chat["chat"].get("is_forum"):

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from tests.fakes.harness import FakeServer, FaultScript, FloodGate, control_route, drop_connection, read_params
 from tests.fakes.telegram.botapi import ApiError, BotMethods, flood_error
+from tests.fakes.telegram.files import FileMethods
 from tests.fakes.telegram.updates import Described, UpdateMethods, pending_updates
 
 DEFAULT_TOKEN = "123456789:TEST-fake-token-AAAAAAAAAAAAAAAAAAAAAAA"
@@ -17,7 +18,7 @@ DEFAULT_LIMITS = {"text_limit": 4096, "per_chat_interval": 1.0, "per_chat_burst"
                   "global_per_second": 30, "time_scale": 1.0, "webhook_retry_delay": 0.2}
 
 
-class FakeTelegram(BotMethods, UpdateMethods, FakeServer):
+class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
     """Serves ``/bot<token>/<method>`` (GET or POST; JSON, form or query parameters) like api.telegram.org.
 
     ``limits`` (see DEFAULT_LIMITS) may be given as keyword arguments; ``time_scale`` < 1 shrinks every flood
@@ -28,7 +29,7 @@ class FakeTelegram(BotMethods, UpdateMethods, FakeServer):
                "editMessageText": "method_edit_message_text", "deleteMessage": "method_delete_message",
                "sendChatAction": "method_send_chat_action", "setWebhook": "method_set_webhook",
                "deleteWebhook": "method_delete_webhook", "getWebhookInfo": "method_get_webhook_info",
-               "getUpdates": "get_updates"}
+               "getUpdates": "get_updates", "getFile": "method_get_file"}
     # the Bot API matches method names case-insensitively
     CANONICAL_NAMES = {name.lower(): name for name in METHODS}
 
@@ -43,6 +44,7 @@ class FakeTelegram(BotMethods, UpdateMethods, FakeServer):
         self.limits = dict(DEFAULT_LIMITS)
         self.configure(**limits)
         self._webhook_task: Optional[asyncio.Task] = None
+        self.init_files()
 
     def initial_state(self) -> dict:
         return {"next_update_id": 100001, "confirmed_offset": 0, "updates": [], "allowed_updates": None,
@@ -110,6 +112,7 @@ class FakeTelegram(BotMethods, UpdateMethods, FakeServer):
     # -- HTTP
     def add_routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
+        app.router.add_get("/file/bot{token}/{path:.+}", self.serve_file)
         control_route(app, "POST", "/_control/inject", self._control_inject)
         control_route(app, "POST", "/_control/inject_edit", lambda body: self.inject_edit(**body))
         control_route(app, "GET", "/_control/chats", lambda _: {"chats": self.read(lambda s: list(s["chats"]))})

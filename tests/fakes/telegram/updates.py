@@ -39,7 +39,7 @@ class UpdateMethods:
     def inject_message(self, text: str, chat_id: Optional[int] = None, *, chat_type: str = "private",
                        user_id: Optional[int] = None, username: str = "alice", first_name: str = "Alice",
                        title: Optional[str] = None, is_forum: bool = False,
-                       thread_id: Optional[int] = None) -> dict:
+                       thread_id: Optional[int] = None, media: Optional[dict] = None) -> dict:
         """A user's message arrives; returns the Update (``update_id``, ``message.message_id``).
 
         In a private chat the chat id is the user's id (either may be given); groups get a default id."""
@@ -56,6 +56,8 @@ class UpdateMethods:
                 chat["topics"].append(int(thread_id))
             message = self.store_message(chat, outgoing=False, text=str(text), entities=[], sender=sender,
                                          thread_id=None if thread_id is None else int(thread_id))
+            if media:   # a photo, document, voice...: the text is its caption (tests/fakes/telegram/files.py)
+                message["media"] = dict(media)
             return self._queue_update(state, "message", self.message_object(chat, message))
 
     def inject_edit(self, chat_id: int, message_id: int, text: str) -> dict:

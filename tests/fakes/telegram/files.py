@@ -1,0 +1,72 @@
+"""Files in the fake Bot API: ``getFile`` and the download URL ``/file/bot<token>/<file_path>``, serving real bytes
+a test gives it (``add_file``), and user messages that carry them (``inject_media``).
+
+``hold_downloads()`` makes every download wait (headers not sent) until ``release_downloads()``: a test can kill the
+gateway while it is fetching. ``downloads`` lists every download asked for. A file added with a ``file_size`` larger
+than its bytes claims that size, as Telegram's 20 MB limit reports it: ``getFile`` answers "file is too big" for
+anything over ``DOWNLOAD_LIMIT``.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from typing import Optional
+
+from aiohttp import web
+
+from tests.fakes.telegram.botapi import ApiError
+
+DOWNLOAD_LIMIT = 20 * 1024 * 1024
+_ids = itertools.count(1)
+
+
+class FileMethods:
+    """Mixin for FakeTelegram: needs ``inject_message``, ``token``."""
+
+    def init_files(self) -> None:
+        self.files: dict[str, dict] = {}
+        self.downloads: list[dict] = []
+        self._downloads_open = threading.Event()
+        self._downloads_open.set()
+
+    def add_file(self, data: bytes, file_size: Optional[int] = None, **fields) -> dict:
+        """Store bytes; returns the object a message carries (file_id, file_unique_id, file_size, and ``fields``:
+        file_name, mime_type, width, height, duration...). ``mime_type`` is only a claim, as on Telegram."""
+        number = next(_ids)
+        file_id = f"FILE{number:06d}-{len(data)}"
+        size = len(data) if file_size is None else int(file_size)
+        self.files[file_id] = {"data": bytes(data), "size": size, "path": f"documents/file_{number}"}
+        return {"file_id": file_id, "file_unique_id": f"U{number}", "file_size": size, **fields}
+
+    def inject_media(self, kind: str, media, caption: Optional[str] = None, chat_id: int = 1001, **kwargs) -> dict:
+        """A user's message with a photo (``media`` a list of sizes), document, voice, audio or video."""
+        return self.inject_message(caption or "", chat_id, media={kind: media}, **kwargs)
+
+    def hold_downloads(self) -> None:
+        self._downloads_open.clear()
+
+    def release_downloads(self) -> None:
+        self._downloads_open.set()
+
+    def method_get_file(self, state: dict, params: dict) -> dict:
+        entry = self.files.get(str(params.get("file_id") or ""))
+        if entry is None:
+            raise ApiError(400, "Bad Request: wrong file_id or the file is temporarily unavailable")
+        if entry["size"] > DOWNLOAD_LIMIT:
+            raise ApiError(400, "Bad Request: file is too big")
+        return {"file_id": params["file_id"], "file_unique_id": "U", "file_size": entry["size"],
+                "file_path": entry["path"]}
+
+    async def serve_file(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.json_response({"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401)
+        path = request.match_info["path"]
+        entry = next((f for f in self.files.values() if f["path"] == path), None)
+        self.downloads.append({"path": path, "at": time.time(), "found": entry is not None})
+        while not self._downloads_open.is_set():   # held by the test: the client waits for headers
+            await asyncio.sleep(0.02)
+        if entry is None:
+            return web.json_response({"ok": False, "error_code": 404, "description": "Not Found"}, status=404)
+        return web.Response(body=entry["data"], content_type="application/octet-stream")
