@@ -412,3 +412,8 @@ class HttpApiHarness:
 
 
 HARNESSES["http"] = HttpApiHarness
+
+
+from tests.adapters.discord_harness import DiscordHarness  # noqa: E402
+
+HARNESSES["discord"] = DiscordHarness
