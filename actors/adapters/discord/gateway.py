@@ -64,8 +64,10 @@ class GatewayLink:
     close code says the configuration is refused (PermanentError). ``deliver(name, data, seq)`` is awaited for each
     dispatch in order."""
 
-    def __init__(self, token: str, intents: int, url: str, say: Say, name: str = "discord"):
+    def __init__(self, token: str, intents: int, url: str, say: Say, name: str = "discord",
+                 reidentify_wait_s: tuple[float, float] = INVALID_SESSION_WAIT_S):
         self._token, self.intents, self.url, self._say, self.name = token, intents, url, say, name
+        self.reidentify_wait_s = reidentify_wait_s
         self.session_id: Optional[str] = None
         self.seq: Optional[int] = None
         self.resume_url: Optional[str] = None
@@ -98,7 +100,7 @@ class GatewayLink:
                 outcome, established = f"failed ({exc})", False
             failures = 0 if established else failures + 1
             if outcome == "identify":
-                delay = random.uniform(*INVALID_SESSION_WAIT_S)
+                delay = random.uniform(*self.reidentify_wait_s)
             else:
                 delay = 0.0 if established else backoff_s(failures, 0.5, 30.0)
             self._say(logging.INFO if established else logging.WARNING,
