@@ -8,6 +8,7 @@ One fake and one daemon serve the gateway tests (module scope); the kill -9 test
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import threading
@@ -15,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from actors.adapters import registry
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from tests.actor_system import wait_for
 from tests.daemon import Gateway
-from tests.fakes.discord import DEFAULT_TOKEN, FakeDiscord
+from tests.fakes.discord import DEFAULT_TOKEN, INTENTS, FakeDiscord
 from tests.pipeline.harness import CURSOR
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,13 +28,14 @@ TIME_SCALE = 0.2       # the fake's windows 5x shorter: identify once a second, 
 ANSWER_MARK = "api_key_env"   # the offline agent's answer ends with its configuration help
 
 
-def discord_gateway(tmp_path: Path, dc: FakeDiscord) -> Gateway:
+def discord_gateway(tmp_path: Path, dc: FakeDiscord, adapter: str = "") -> Gateway:
     return Gateway(tmp_path, extra_toml=f"""
 [adapters.discord]
 type = "discord"
 access = "open"
 token = "{DEFAULT_TOKEN}"
 api_base_url = "{dc.api_url}"
+{adapter}
 [agent]
 chunk_delay_s = 0.0
 """)
@@ -151,4 +154,28 @@ def test_kill_9_between_a_send_and_its_id_leaves_one_message_found_by_its_nonce(
             assert len(dc.gateway_log("identify")) == 1, "the restarted adapter resumed its session"
         finally:
             dc.released.set()
+            stop(gw)
+
+
+def test_a_close_code_that_refuses_the_configuration_leaves_the_adapter_up_and_shown_refused(tmp_path):
+    """GUILD_MEMBERS asked for and not enabled in the Developer Portal: the gateway closes with 4014. No retry soon
+    can cure that: the adapter stays up (no restart loop), shows the refusal in status, and does not reconnect."""
+    with FakeDiscord(time_scale=TIME_SCALE) as dc:
+        gw = discord_gateway(tmp_path, dc, adapter=f"intents = {registry.DISCORD_INTENTS | INTENTS['GUILD_MEMBERS']}")
+        try:
+            gw.start()
+            gw.wait_ready()
+
+            def refusal():
+                result = gw.cli("status", "--json")
+                rows = json.loads(result.stdout).get("adapters", []) if result.stdout.strip() else []
+                return next((r for r in rows if r["name"] == "discord" and "refused" in r.get("error", "")), None)
+            row = wait_for(refusal, 30, 0.1, "the adapter shown refused by the 4014 close")
+            assert "4014" in row["error"] and "intents" in row["error"], row
+            node = gw.node("discord")
+            assert node["state"] == "running" and node["restarts"] == 0, node
+            assert len(dc.gateway_log("connect")) == 1, "a refused configuration is not retried at once"
+            for where, text in (("gateway.log", gw.log()), ("status", gw.cli("status").stdout)):
+                assert DEFAULT_TOKEN not in text, f"the token appears in {where}"
+        finally:
             stop(gw)
