@@ -85,13 +85,15 @@ def streaming(dc: FakeDiscord, user_id: int) -> bool:
 def test_a_connection_dropped_mid_answer_is_resumed_and_the_answer_completes(rig):
     dc, gw = rig
     identifies = len(dc.gateway_log("identify"))
-    dc.inject_message("echo a long answer #slow 0.15", user_id=1400000000000000001)
+    question = dc.inject_message("echo a long answer #slow 0.15", user_id=1400000000000000001)
     wait_for(lambda: streaming(dc, 1400000000000000001), 30, 0.02, "the answer streaming")
     assert dc.drop_gateway() == 1
     assert streaming(dc, 1400000000000000001), "the answer was still under way at the drop"
     dc.inject_message("echo sent while the connection was down", user_id=1400000000000000002)
     [answer] = final_answer(dc, 1400000000000000001, gw)
     assert RESENT_MARKER not in answer
+    [reply] = dc.messages(int(question["channel_id"]))
+    assert reply["reference"]["message_id"] == int(question["id"]), "the answer replies to the question"
     final_answer(dc, 1400000000000000002, gw)   # the missed message came with the Resume's replay
     assert len(dc.gateway_log("identify")) == identifies, "resumed, not identified again"
     assert dc.gateway_log("resume") and dc.gateway_log("resume")[-1]["replayed"] >= 1

@@ -1,12 +1,12 @@
 """DiscordAdapter: one bot token; the gateway WebSocket for intake, REST for replies (docs/discord.md).
 
-Why no client library: discord.py and hikari both can be pointed at another REST base and gateway, but each is a
-whole bot framework with its own event loop ownership, its own cache and reconnect policy, and (discord.py) its
-addresses as class attributes to overwrite, which is the monkey-patching of internals the project does not do.
-More to the point, neither lets the caller hold an event until it is durable: both hand a message to a callback
-and move on, while this gateway must commit a message before the sequence number that covers it is resumed from,
-and must carry a ``nonce`` with ``enforce_nonce`` taken from the ledger. The protocol is small (gateway.py,
-rest.py), so it is spoken directly with aiohttp.
+Why no client library: hikari can be pointed at another REST base (``rest_url``) and discord.py only by overwriting
+class attributes (``Route.BASE``, ``DiscordWebSocket.DEFAULT_GATEWAY``), the monkey-patching of internals the project
+does not do. Neither fits the intake's promise either: both advance the sequence number as a dispatch arrives,
+hand the message to a listener and move on, and keep the session in memory only, so a process killed -9 starts a
+fresh session and whatever Discord sent meanwhile is gone. Here the session id and the sequence number are the
+adapter's committed offset, advanced only once a message is durable, and every send carries a ``nonce`` taken
+from the ledger. The protocol is small (gateway.py, rest.py), so it is spoken directly with aiohttp.
 
 Intake. ``GatewayLink`` keeps the session across connections (heartbeats, zombie detection, resume, op 7 / op 9,
 the close codes that refuse the configuration). Each MESSAGE_CREATE that is input (events.is_input: a person's

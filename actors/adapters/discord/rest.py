@@ -22,10 +22,12 @@ from actors.adapters.discord.ratelimits import RateLimits
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError,
                                     RetryableError, TooLongError)
 from common.redact import redact as redact_secrets
+from common.version import VERSION
 
 DEFAULT_API = "https://discord.com/api/v10"
 UNKNOWN_MESSAGE, INVALID_FORM_BODY = 10008, 50035
-USER_AGENT = "DiscordBot (https://github.com/, 1.0) agent-gateway"
+# Discord asks every bot for "DiscordBot ($url, $version)"; a request without it may be refused.
+USER_AGENT = f"DiscordBot (agent-gateway, {VERSION})"
 
 
 class DiscordREST:
