@@ -364,3 +364,20 @@ def test_the_gateway_address_asks_for_v10_json():
 
 def test_the_token_never_shows_in_a_client_repr():
     assert DEFAULT_TOKEN not in repr(DiscordREST(DEFAULT_TOKEN))
+
+
+# ------------------------------------------------------------------------------------------------------ doctor
+
+def test_doctor_checks_the_token_and_the_message_content_intent():
+    from daemon.doctor_probes import probe_discord
+    with FakeDiscord() as dc:
+        table = registry.validate_adapter("dc", {"type": "discord", "token": dc.token, "api_base_url": dc.api_url})
+        good = asyncio.run(probe_discord("dc", table))
+        assert good.status == "ok" and "fake-gateway-bot" in good.detail
+        wrong = asyncio.run(probe_discord("dc", dict(table, token="not-the-token")))
+        assert wrong.status == "fail" and "refused the token" in wrong.detail and "not-the-token" not in wrong.detail
+        dc.configure(privileged_intents=0)   # Message Content not enabled in the portal
+        missing = asyncio.run(probe_discord("dc", table))
+        assert missing.status == "fail" and "Message Content" in missing.detail
+        without = asyncio.run(probe_discord("dc", dict(table, intents=4609)))
+        assert without.status == "ok", "a bot that does not ask for it needs no grant"

@@ -56,6 +56,10 @@ class DiscordREST:
     async def get_me(self) -> dict:
         return await self.call("GET", "/users/@me", "get_me")
 
+    async def application(self) -> dict:
+        """The bot's application: its ``flags`` say which privileged intents the Developer Portal grants."""
+        return await self.call("GET", "/applications/@me", "get_application")
+
     async def gateway_url(self) -> str:
         return (await self.call("GET", "/gateway/bot", "get_gateway_bot"))["url"]
 
