@@ -156,6 +156,19 @@ class InboundPath:
             self._loop_bridge.post(_Connected())
             self._loop_bridge.post(AdapterConnection(self.name, True))
 
+    def link_changed(self, up: bool, error: str = "", attempt: int = 0) -> None:
+        """For a push-style adapter that reconnects inside ``run_intake`` (the Discord gateway resumes its session
+        there): what `status` and the metrics show of its connection. Down: the error and the attempt, as the
+        retries of ``_intake_forever`` show theirs; up again: connected, and the sweeper told, as after any
+        reconnection."""
+        if up:
+            self._became_healthy()
+            return
+        if self._healthy:
+            self._healthy = False
+            self._loop_bridge.post(AdapterConnection(self.name, False))
+        self._loop_bridge.post(_IntakeRetrying(self._clean(error), attempt))
+
     async def _open_store(self) -> None:
         state_dir = Path(self.config["gateway"]["state_dir"])
         state_dir.mkdir(parents=True, exist_ok=True)

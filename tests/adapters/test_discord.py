@@ -234,8 +234,9 @@ class Run:
     """A GatewayLink serving in the background of one asyncio.run; what it delivered, and how it ended."""
 
     def __init__(self, dc: FakeDiscord, token: str = DEFAULT_TOKEN, intents: int = INTENTS_ALL, offset=None):
-        self.dc, self.events, self.lines = dc, [], []
-        self.link = GatewayLink(token, intents, dc.gateway_url, self.say, reidentify_wait_s=(0.05, 0.1))
+        self.dc, self.events, self.lines, self.reports = dc, [], [], []
+        self.link = GatewayLink(token, intents, dc.gateway_url, self.say, reidentify_wait_s=(0.05, 0.1),
+                                report=lambda up, error="", attempt=0: self.reports.append((up, error, attempt)))
         self.link.restore(offset)
 
     def say(self, level, fmt, *args):
@@ -299,6 +300,30 @@ def test_op_7_reconnects_and_resumes():
         r = Run(dc)
         r.run(scenario)
         assert len(dc.gateway_log("identify")) == 1 and len(dc.gateway_log("resume")) == 1
+        assert r.reports == [], "a reconnect that resumes at once is no outage"
+
+
+def test_a_gateway_that_cannot_be_reached_is_reported_down_until_a_connection_resumes(tmp_path):
+    state = str(tmp_path / "discord.json")
+    dc = FakeDiscord(time_scale=0.05, state_file=state).start()
+    try:
+        async def scenario(r: Run):
+            await r.until(lambda: r.names("READY"), "READY")
+            port = dc.port
+            dc.stop()
+            await r.until(lambda: r.reports, "the outage reported")
+            restarted = FakeDiscord(time_scale=0.05, state_file=state, port=port).start()
+            try:
+                await r.until(lambda: r.names("RESUMED"), "RESUMED on the restarted fake", timeout=20)
+            finally:
+                restarted.stop()
+        r = Run(dc)
+        r.run(scenario)
+    finally:
+        dc.stop()
+    down = [report for report in r.reports if not report[0]]
+    assert down and down[0][2] == 1 and "gateway" in down[0][1], r.reports
+    assert r.reports[-1] == (True, "", 0), "up again once resumed"
 
 
 def test_an_invalid_session_is_followed_by_a_fresh_identify():

@@ -54,7 +54,8 @@ class DiscordAdapter(PlatformAdapter):
         self.bot_id = me["id"]
         if self.link is None:
             url = self.settings["gateway_url"] or await self._api().gateway_url()
-            self.link = GatewayLink(self.settings["token"], self.settings["intents"], url, self._say, self.name)
+            self.link = GatewayLink(self.settings["token"], self.settings["intents"], url, self._say, self.name,
+                                    report=self.link_changed)
             self.link.restore(self.offset)   # the session of the previous life, resumed if Discord still has it
 
     async def disconnect(self) -> None:

@@ -47,6 +47,7 @@ API_QUERY = {"v": "10", "encoding": "json"}
 
 Deliver = Callable[[str, Any, int], Awaitable[None]]
 Say = Callable[..., None]
+Report = Callable[..., None]     # report(up, error="", attempt=0)
 
 
 def gateway_address(base: str) -> str:
@@ -65,9 +66,12 @@ class GatewayLink:
     dispatch in order."""
 
     def __init__(self, token: str, intents: int, url: str, say: Say, name: str = "discord",
-                 reidentify_wait_s: tuple[float, float] = INVALID_SESSION_WAIT_S):
+                 reidentify_wait_s: tuple[float, float] = INVALID_SESSION_WAIT_S,
+                 report: Report = lambda up, error="", attempt=0: None):
         self._token, self.intents, self.url, self._say, self.name = token, intents, url, say, name
         self.reidentify_wait_s = reidentify_wait_s
+        self._report = report         # down: a connection that never got READY or RESUMED; up: the next that did
+        self._reported_down = False
         self.session_id: Optional[str] = None
         self.seq: Optional[int] = None
         self.resume_url: Optional[str] = None
@@ -99,6 +103,9 @@ class GatewayLink:
             except RetryableError as exc:
                 outcome, established = f"failed ({exc})", False
             failures = 0 if established else failures + 1
+            if not established:   # a reconnect that resumes at once (op 7, a drop) is no outage worth showing
+                self._reported_down = True
+                self._report(False, f"gateway: {outcome}", failures)
             if outcome == "identify":
                 delay = random.uniform(*self.reidentify_wait_s)
             else:
@@ -161,6 +168,9 @@ class GatewayLink:
                     self.session_id, self.resume_url = data.get("session_id"), data.get("resume_gateway_url")
                 if name in ("READY", "RESUMED"):
                     self.established = True
+                    if self._reported_down:
+                        self._reported_down = False
+                        self._report(True)
                 await deliver(name, data, seq)
                 if isinstance(seq, int):
                     self.seq = seq
