@@ -291,6 +291,18 @@ def test_identify_then_heartbeats_acknowledged_and_a_drop_resumed_with_the_misse
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "each dispatch once, in order"
 
 
+def test_the_first_heartbeat_goes_after_a_random_fraction_of_the_interval(monkeypatch):
+    from actors.adapters.discord import gateway
+    monkeypatch.setattr(gateway.random, "random", lambda: 0.01)   # the jitter drawn: 1% of the interval
+    with fake(heartbeat_interval=60_000) as dc:
+        async def scenario(r: Run):
+            await r.until(lambda: dc.stats()["heartbeats"] >= 1, "the first heartbeat, long before one interval")
+        Run(dc).run(scenario)
+        [identify] = dc.gateway_log("identify")
+        [first] = [e for e in dc.gateway_log("receive") if e["op"] == 1][:1]
+        assert first["at"] - identify["at"] < 5.0
+
+
 def test_op_7_reconnects_and_resumes():
     with fake() as dc:
         async def scenario(r: Run):
