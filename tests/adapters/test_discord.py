@@ -42,6 +42,13 @@ def test_a_bucket_lets_requests_go_until_the_headers_say_it_is_empty_then_waits_
     assert limits.acquire("create_message", "1", 5.0) == 0.0, "after the reset the window is new"
 
 
+def test_the_global_limit_is_kept_by_counting_the_last_second():
+    limits = RateLimits(global_per_s=3)
+    assert [limits.acquire("typing", str(i), 0.1 * i) for i in range(3)] == [0.0, 0.0, 0.0]
+    assert limits.acquire("typing", "9", 0.5) == pytest.approx(0.5), "a fourth within the second waits"
+    assert limits.acquire("typing", "9", 1.0) == 0.0, "the first has left the window"
+
+
 def test_routes_that_share_a_bucket_hash_share_its_count():
     limits = RateLimits()
     headers = {"x-ratelimit-bucket": "shared", "x-ratelimit-remaining": "0", "x-ratelimit-reset-after": "2"}

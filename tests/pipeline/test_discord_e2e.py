@@ -64,10 +64,16 @@ def final_answer(dc: FakeDiscord, user_id: int, gw: Gateway, timeout: float = 60
                              + "\n".join(tail)) from None
 
 
+# The chats' own budgets lifted far above Discord's limits: what keeps the requests inside them is the REST client's
+# rate-limit buckets alone (actors/adapters/discord/ratelimits.py).
+UNPACED = ("pacing = { per_chat_ops_per_s = 100.0, per_chat_burst = 50, edit_interval_s = 0.05, "
+           "min_edit_delta_chars = 1 }")
+
+
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory):
     with FakeDiscord(time_scale=TIME_SCALE, heartbeat_interval=2000) as dc:
-        gw = discord_gateway(tmp_path_factory.mktemp("discord-e2e"), dc)
+        gw = discord_gateway(tmp_path_factory.mktemp("discord-e2e"), dc, adapter=UNPACED)
         try:
             gw.start()
             gw.wait_ready()
@@ -110,6 +116,26 @@ def test_an_invalid_session_is_followed_by_a_fresh_identify_and_nothing_is_lost(
     assert RESENT_MARKER not in answer
     dc.inject_message("echo and after it", user_id=1400000000000000004)
     final_answer(dc, 1400000000000000004, gw)
+
+
+def test_twenty_chats_streaming_at_once_stay_within_discords_rate_limits(rig):
+    """Every reply streams (a send, then edits) in 20 DMs at once, with the chats' budgets lifted (UNPACED): the
+    REST client's buckets, learnt from the answers' headers, and its count of the global limit keep every request
+    inside the fake's windows, so it never answers 429."""
+    dc, gw = rig
+    before = dict(dc.stats())
+    users = [1400000000000000100 + i for i in range(20)]
+    for user in users:
+        dc.inject_message(f"echo streaming to {user} #slow 0.05", user_id=user)
+    for user in users:
+        [answer] = final_answer(dc, user, gw)
+        assert f"streaming to {user}" in answer
+    after = dc.stats()
+    edits = sum(len(dc.ops(dc.dm_channel_id(user), "edit_message")) for user in users)
+    assert edits >= len(users), "the replies were edited as they streamed"
+    assert after["rate_limited"] == before["rate_limited"] and after["rate_limited_global"] == \
+        before["rate_limited_global"], "no request met a 429"
+    assert after["retry_after_violations"] == before["retry_after_violations"]
 
 
 class HoldingDiscord(FakeDiscord):

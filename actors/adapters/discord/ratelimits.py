@@ -5,6 +5,7 @@ Discord publishes no numbers; every answer of a limited route says where its buc
 it from a 429. A bucket is shared by the routes that answer with the same bucket hash, per top-level resource (the
 channel id): ``create_message`` in two channels are two buckets, two routes in one channel with one hash are one.
 A 429 names ``retry_after`` and whether it is ``global`` (every request of the bot waits, whatever the route).
+The global limit (50 requests per second per bot) comes with no headers to read: it is kept by counting.
 
 ``RateLimits.acquire(route, major, now)`` is called before each request: 0.0 means it may leave now (and one
 request is counted against the bucket), otherwise the seconds to wait before asking again. ``update`` reads the
@@ -12,8 +13,11 @@ headers of the answer; ``limited`` records a 429. Times are seconds on any monot
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Mapping, Optional
+
+GLOBAL_PER_S = 50     # Discord's global limit: requests per second per bot, whatever the route
 
 
 @dataclass
@@ -48,7 +52,9 @@ def _number(text: Optional[str]) -> Optional[float]:
 class RateLimits:
     """Every bucket of one bot token, and the global ban."""
 
-    def __init__(self) -> None:
+    def __init__(self, global_per_s: int = GLOBAL_PER_S) -> None:
+        self.global_per_s = global_per_s
+        self.recent: deque[float] = deque()           # when the requests of the last second left
         self.hash_of: dict[str, str] = {}             # route name -> the bucket hash Discord gave it
         self.buckets: dict[tuple[str, str], Bucket] = {}
         self.global_until = float("-inf")
@@ -61,11 +67,16 @@ class RateLimits:
         """0.0 and the request is counted, or the seconds to wait (a global ban, an empty bucket)."""
         if now < self.global_until:
             return self.global_until - now
+        while self.recent and self.recent[0] <= now - 1.0:
+            self.recent.popleft()
+        if len(self.recent) >= self.global_per_s:
+            return self.recent[0] + 1.0 - now
         bucket = self._bucket(route, major)
         wait = bucket.wait(now)
         if wait > 0:
             return wait
         bucket.take(now)
+        self.recent.append(now)
         return 0.0
 
     def update(self, route: str, major: Optional[str], headers: Mapping[str, str], now: float) -> None:
