@@ -13,7 +13,7 @@ import pytest
 from actors.adapters import registry
 from actors.adapters.base import MalformedPayload
 from actors.adapters.discord.events import addressed_to_bot, event_from_message, is_input, strip_mention
-from actors.adapters.discord.gateway import GatewayLink, gateway_address
+from actors.adapters.discord.gateway import GatewayLink, gateway_address, heartbeat_interval_s
 from actors.adapters.discord.ratelimits import RateLimits
 from actors.adapters.discord.rest import DiscordREST, classify_error
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
@@ -399,6 +399,44 @@ def test_close_codes_that_refuse_the_configuration_raise_permanent_errors(token,
                 await asyncio.wait_for(asyncio.shield(r.task), 10)
         Run(dc, token=token, intents=intents).run(scenario)
         assert len(dc.gateway_log("connect")) == 1, "not retried"
+
+
+def test_a_gateway_closing_before_hello_with_a_refusing_code_is_not_retried():
+    """A gateway that closes with 4012 (invalid API version) before its Hello: refused, not retried."""
+    from aiohttp import web
+    connects = []
+
+    async def refuse(request):
+        connects.append(request.query_string)
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.close(code=4012, message=b"Invalid API version")
+        return ws
+
+    async def main():
+        app = web.Application()
+        app.router.add_get("/gateway", refuse)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        link = GatewayLink(DEFAULT_TOKEN, INTENTS_ALL, f"ws://127.0.0.1:{port}/gateway", lambda *a: None)
+        try:
+            async with aiohttp.ClientSession() as http:
+                with pytest.raises(PermanentError, match="4012"):
+                    await asyncio.wait_for(link.serve(http, None), 10)
+        finally:
+            await runner.cleanup()
+    asyncio.run(main())
+    assert connects == ["v=10&encoding=json"]
+
+
+def test_only_a_hello_with_a_positive_interval_gives_one():
+    assert heartbeat_interval_s({"op": 10, "d": {"heartbeat_interval": 41250}}) == 41.25
+    for payload in ({"op": 10, "d": {}}, {"op": 10, "d": {"heartbeat_interval": 0}}, {"op": 11, "d": None},
+                    {"op": 10, "d": {"heartbeat_interval": True}}):
+        assert heartbeat_interval_s(payload) is None
 
 
 def test_the_gateway_address_asks_for_v10_json():

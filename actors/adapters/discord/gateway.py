@@ -56,6 +56,15 @@ def gateway_address(base: str) -> str:
     return str((url if url.path else url.with_path("/")).update_query(API_QUERY))
 
 
+def heartbeat_interval_s(hello: dict) -> Optional[float]:
+    """The interval an op 10 Hello gives, in seconds; None if the payload is no Hello with a positive one."""
+    data = hello.get("d") if hello.get("op") == HELLO else None
+    interval = data.get("heartbeat_interval") if isinstance(data, dict) else None
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
+        return None
+    return interval / 1000.0
+
+
 class _Zombie(Exception):
     """A heartbeat went unacknowledged for a whole interval."""
 
@@ -126,17 +135,22 @@ class GatewayLink:
         reader = beat = None
         try:
             hello = await self._receive(ws, HELLO_TIMEOUT_S)
-            if hello is None or hello.get("op") != HELLO:
-                return f"no Hello (close code {ws.close_code})" if hello is None else "no Hello", False
-            interval = float(hello["d"]["heartbeat_interval"]) / 1000.0
+            if hello is None:   # closed before Hello: an API version refused (4012) is no reason to retry
+                return self._closed(ws.close_code), False
+            interval = heartbeat_interval_s(hello)
+            if interval is None:
+                return f"no Hello but op {hello.get('op')!r}", False
             await self._open_session(ws)
             self._acked = True
             reader = asyncio.ensure_future(self._read(ws, deliver))
             beat = asyncio.ensure_future(self._heartbeat(ws, interval))
             await asyncio.wait({reader, beat}, return_when=asyncio.FIRST_COMPLETED)
-            if beat.done() and isinstance(beat.exception(), _Zombie):
-                return "zombie: a heartbeat was not acknowledged", self.established
-            return reader.result(), self.established
+            if reader.done():
+                return reader.result(), self.established
+            error = beat.exception()
+            why = "zombie: a heartbeat was not acknowledged" if isinstance(error, _Zombie) else \
+                f"heartbeat failed: {error!r}"
+            return why, self.established
         finally:
             for task in (reader, beat):
                 if task is not None and not task.done():
