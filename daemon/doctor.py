@@ -7,7 +7,8 @@ file, key or adapter table stops there, with the loader's message naming the fil
     agent           the kind; an OpenAI-compatible agent needs base_url and model
     agent key       the key variable is set (or a key is inline) when the agent needs one
     model endpoint  GET {base_url}/models answers (unreachable, or its HTTP status)
-    adapter NAME    the platform's credentials, where one cheap call tells (Telegram: getMe); others "not checked"
+    adapter NAME    the platform's credentials, where one cheap call tells (Telegram: getMe; Discord: users/@me and
+                    the granted intents); others "not checked"
     port LABEL      each port the gateway will listen on is free, or held by this gateway when it runs
     disk            free space where the state lives
     state dir       private to this user (0700, owned by them, no file open to others)
@@ -29,12 +30,12 @@ from actors.adapters import registry
 from actors.agents.base import agent_kind, missing_api_key, resolve_api_key
 from common import processes
 from common.runfiles import RunFiles
-from daemon.doctor_probes import Check, port_check, probe_model, probe_slack, probe_telegram
+from daemon.doctor_probes import Check, port_check, probe_discord, probe_model, probe_slack, probe_telegram
 
 EX_OK, EX_FAILED = 0, 1
 DISK_FAIL_BYTES = 100 * 2**20      # below this the next writes may fail: SQLite, the log
 DISK_WARN_BYTES = 1 * 2**30
-CREDENTIAL_PROBES = {"telegram": probe_telegram, "slack": probe_slack}
+CREDENTIAL_PROBES = {"telegram": probe_telegram, "slack": probe_slack, "discord": probe_discord}
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 

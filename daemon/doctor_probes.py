@@ -112,6 +112,37 @@ async def probe_slack(name: str, settings: dict) -> Check:
     return Check("ok", check, f"the bot token works (auth.test: {me.get('user') or '?'} in {me.get('team') or '?'})")
 
 
+MESSAGE_CONTENT_INTENT = 1 << 15
+# Application flags saying the Message Content intent is enabled in the Developer Portal (GATEWAY_MESSAGE_CONTENT,
+# and GATEWAY_MESSAGE_CONTENT_LIMITED for a bot in fewer than 100 servers).
+MESSAGE_CONTENT_FLAGS = (1 << 18) | (1 << 19)
+
+
+async def probe_discord(name: str, settings: dict) -> Check:
+    """``GET /users/@me`` (the token) and ``GET /applications/@me`` (the intents the Developer Portal grants: asking
+    for Message Content without it makes the gateway close with 4014), through the adapter's own REST client."""
+    from actors.adapters.discord.rest import DiscordREST
+    from actors.adapters.errors import PermanentError
+    check = f"adapter {name}"
+    api = DiscordREST(settings["token"], settings["api_base_url"], request_timeout=PROBE_TIMEOUT_S)
+    try:
+        me = await api.get_me()
+        application = await api.application()
+    except PermanentError as exc:
+        return Check("fail", check, f"Discord refused the token: {api.redact(str(exc))}")
+    except Exception as exc:  # noqa: BLE001 - every other failure is "could not ask", and says why
+        return Check("fail", check, f"cannot reach Discord at {settings['api_base_url']}: {api.redact(str(exc))}")
+    finally:
+        await api.close()
+    flags = application.get("flags") if isinstance(application, dict) else None
+    if settings["intents"] & MESSAGE_CONTENT_INTENT and isinstance(flags, int) and not flags & MESSAGE_CONTENT_FLAGS:
+        return Check("fail", check, "the intents ask for Message Content, which the application does not have: "
+                                    "enable it in the Developer Portal (Bot > Privileged Gateway Intents), or drop "
+                                    "it from intents (docs/discord.md)")
+    username = me.get("username") if isinstance(me, dict) else None
+    return Check("ok", check, f"the token works (users/@me: {username or '?'})")
+
+
 # -------------------------------------------------------------------------------------------------- ports
 
 def port_check(label: str, host: str, port: int, gateway_pids: set[int]) -> Check:

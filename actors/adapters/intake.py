@@ -207,6 +207,19 @@ class Intake:
             self.post(_Connected())
             self.post(AdapterConnection(self.platform.name, True))
 
+    def link_changed(self, up: bool, error: str = "", attempt: int = 0) -> None:
+        """For a push-style adapter that reconnects inside ``run_intake`` (the Discord gateway resumes its session
+        there): what `status` and the metrics show of its connection. Down: the error and the attempt, as the
+        retries of ``run_forever`` show theirs; up again: connected, and the sweeper told, as after any
+        reconnection."""
+        if up:
+            self._became_healthy()
+            return
+        if self.healthy:
+            self.healthy = False
+            self.post(AdapterConnection(self.platform.name, False))
+        self.post(_IntakeRetrying(self.clean(error), attempt))
+
     async def emit(self, raws: list, offset: Any = None, refuse_over_limit: bool = False) -> list:
         """For push-style adapters: store a batch; acknowledge the platform only after this returns."""
         return await asyncio.shield(self.ingest(raws, offset, refuse_over_limit))

@@ -279,3 +279,19 @@ register(AdapterType("slack", "actors.adapters.slack.adapter.SlackAdapter", paci
     "require_mention": Option(bool, True, doc="in channels, answer only messages that mention the app (DMs always)"),
     "per_user_in_groups": Option(bool, None, doc="one session per user in channels (unset: [sessions] decides)"),
 }, checks=(_slack_tokens,)))
+
+
+# Discord: the gateway WebSocket and REST (actors/adapters/discord/, docs/discord.md). Anyone sharing a server with
+# the bot can DM it: strangers get a pairing code unless the table says otherwise.
+# GUILDS, GUILD_MESSAGES, DIRECT_MESSAGES, MESSAGE_CONTENT (privileged: enabled in the Developer Portal)
+DISCORD_INTENTS = (1 << 0) | (1 << 9) | (1 << 12) | (1 << 15)
+register(AdapterType("discord", "actors.adapters.discord.adapter.DiscordAdapter", pacing="discord",
+                     access="pairing", options={
+    "token": Option(str, secret=True, doc="the bot token (Developer Portal: Bot > Reset Token)"),
+    "api_base_url": Option(str, "https://discord.com/api/v10", doc="REST base (a fake in tests)"),
+    "gateway_url": Option(str, "", doc="the gateway to open (empty: the one GET /gateway/bot names)"),
+    "intents": Option(int, DISCORD_INTENTS, doc="gateway intents bit field (default: guilds, guild and direct "
+                                                "messages, message content)"),
+    "require_mention": Option(bool, True, doc="in guild channels and threads answer only a message that mentions "
+                                              "the bot or replies to it (DMs are always answered)"),
+}))

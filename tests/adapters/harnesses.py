@@ -418,3 +418,7 @@ HARNESSES["http"] = HttpApiHarness
 from tests.adapters.slack_harness import SlackHarness  # noqa: E402
 
 HARNESSES["slack"] = SlackHarness
+
+from tests.adapters.discord_harness import DiscordHarness  # noqa: E402
+
+HARNESSES["discord"] = DiscordHarness

@@ -1,0 +1,1 @@
+"""The Discord adapter: gateway WebSocket intake, REST replies (docs/discord.md)."""

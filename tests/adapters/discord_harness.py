@@ -1,0 +1,136 @@
+"""The conformance harness for the Discord adapter: the fake Discord (tests/fakes/discord), in-process, its gateway
+and REST served on one port, its world (sessions, channels, messages) in a state file so a restart on the same port
+keeps the history and a session the adapter can resume.
+
+The suite names its chats; on Discord the bot writes to a channel. Each chat name is a user of its own with a DM
+channel (made on first use, as if the user had opened the DM), and ``source(chat).chat_id`` is that channel's id.
+Discord acknowledges nothing a client receives; what stands for "acknowledged" here is the adapter's committed
+offset: the gateway session's sequence number it resumes from has passed the message's dispatch.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from pathlib import Path
+from typing import Optional
+
+from actors.messages import Source
+from storage import StorageError, Store
+from tests.fakes.discord import FakeDiscord, INTENTS
+
+TIME_SCALE = 0.2          # every window of the fake 5x shorter: rate limits 5 per second, identify once a second
+HEARTBEAT_MS = 2000
+
+
+def user_number(chat: str) -> int:
+    """A stable user id (a snowflake-sized number) for one of the suite's chat names."""
+    return 1400000000000000000 + int(hashlib.sha256(chat.encode()).hexdigest()[:12], 16)
+
+
+class DiscordHarness:
+    adapter_type = "discord"
+    adapter_name = "discord"
+    adapter_kind = "DiscordAdapter"
+    text_limit = 2000
+    ROUTES = {"send": "create_message", "edit": "edit_message", "delete": "delete_message", "typing": "typing"}
+
+    def __init__(self, workdir: Path):
+        self.state_file = str(workdir / "discord.json")
+        self.database = workdir / "state" / "gateway.db"    # tests.daemon.Gateway(workdir) keeps its state there
+        self.port = 0
+        self.server: Optional[FakeDiscord] = None
+        self.channels: dict[str, int] = {}
+
+    def start(self) -> None:
+        self.server = FakeDiscord(port=self.port, state_file=self.state_file, time_scale=TIME_SCALE,
+                                  heartbeat_interval=HEARTBEAT_MS).start()
+        self.port = self.server.port
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def drop_connection(self) -> None:
+        self.stop()
+        self.start()
+
+    def adapter_toml(self) -> str:
+        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
+                f'token = "{self.server.token}"\napi_base_url = "{self.server.api_url}"\n')
+
+    def channel(self, chat: str) -> int:
+        if chat not in self.channels:
+            with self.server.mutate() as state:
+                self.server._ensure_user(state, user_number(chat), chat, None)
+                self.channels[chat] = int(self.server.ensure_dm(state, user_number(chat))["channel"]["id"])
+        return self.channels[chat]
+
+    # -- inbound: a handle is "message id/delivery number"
+    def inject(self, chat: str, text: str, user: str = "alice") -> str:
+        message = self.server.inject_message(text, self.channel(chat), user_id=user_number(chat), username=user)
+        return f"{message['id']}/1"
+
+    def platform_message_id(self, handle: str) -> str:
+        return handle.split("/")[0]
+
+    def replay(self, handle: str) -> str:
+        """The same MESSAGE_CREATE dispatched again: what a Resume replays when the adapter had not committed it."""
+        message_id = self.platform_message_id(handle)
+        with self.server.mutate() as state:
+            record = next(r for c in state["channels"].values() for r in c["messages"].values()
+                          if str(r["id"]) == message_id)
+            self.server.dispatch_message(state, "MESSAGE_CREATE", record)
+        return f"{message_id}/2"
+
+    def inject_malformed(self) -> tuple[str, str]:
+        bad_id = f"bad-{uuid.uuid4().hex[:8]}"
+        with self.server.mutate() as state:
+            self.server.dispatch_event(state, "MESSAGE_CREATE", lambda _: {
+                "id": bad_id, "channel_id": str(self.channel("malformed")), "content": "x", "type": 0,
+                "author": {"id": str(user_number("malformed")), "username": "mallory"}},
+                guild_id=None, intent=INTENTS["DIRECT_MESSAGES"])
+        return f"{bad_id}/1", "must be a snowflake string"
+
+    def acknowledged(self, handle: str) -> bool:
+        message_id, delivery = handle.split("/")
+        offset = self._committed_offset()
+        if not isinstance(offset, dict):
+            return False
+        session = next((s for s in self.server.sessions() if s["session_id"] == offset.get("session_id")), None)
+        if session is None:
+            return False
+        seqs = [e["s"] for e in session["events"]
+                if e.get("t") == "MESSAGE_CREATE" and isinstance(e.get("d"), dict) and e["d"].get("id") == message_id]
+        return len(seqs) >= int(delivery) and offset["seq"] >= seqs[int(delivery) - 1]
+
+    def _committed_offset(self):
+        async def read():
+            async with await Store.open(self.database) as store:
+                return await store.inbox.get_offset(self.adapter_name)
+        try:
+            return asyncio.run(read())
+        except StorageError:
+            return None
+
+    def source(self, chat: str, user: str = "alice") -> Source:
+        return Source(platform=self.adapter_name, chat_id=str(self.channel(chat)), chat_type="dm",
+                      user_id=str(user_number(chat)), user_name=user)
+
+    # -- outbound
+    def sent(self, chat: str) -> list[dict]:
+        return [{"message_id": str(m["id"]), "text": m["content"], "deleted": m["deleted"]}
+                for m in self.server.messages(self.channel(chat))]
+
+    def attempts(self, chat: str, op: str) -> list[dict]:
+        return [{"at": o["at"], "status": o["status"]} for o in self.server.ops(self.channel(chat), self.ROUTES[op])]
+
+    def script_floods(self, count: int, retry_after: float) -> None:
+        self.server.set_faults(next=["flood"] * count, flood_retry_after=retry_after, methods=("create_message",))
+
+    def clear_faults(self) -> None:
+        self.server.set_faults()
+
+    def flood_violations(self) -> int:
+        return self.server.stats()["retry_after_violations"]
