@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import tables  # noqa: E402
 from bench.benchlib import UNLIMITED_SENDERS  # noqa: E402
 from tests.actor_system import wait_for  # noqa: E402
-from tests.daemon import Gateway  # noqa: E402
+from tests.gateway import Gateway  # noqa: E402
 from tests.fakes.telegram import FakeTelegram  # noqa: E402
 
 CURSOR = "▍"

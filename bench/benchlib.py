@@ -1,7 +1,7 @@
 """What the bench scripts share: percentiles, reading replies off the fake platform, the gateway's process memory,
 runtime measures (start-to-ready, restart after SIGKILL) and a description of the machine.
 
-Every figure is taken against the real daemon (tests/daemon.py) and the generic fake platform
+Every figure is taken against the real daemon (tests/gateway.py) and the generic fake platform
 (tests/fakes/fakeplatform.py) on 127.0.0.1; the scripts put the repository root on sys.path before importing this.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from common import config as config_mod
 from supervision import tree as tree_mod
 from daemon.admin import AdminClient
 from tests.actor_system import wait_for
-from tests.daemon import Gateway, nodes
+from tests.gateway import Gateway, nodes
 from tests.pipeline.harness import CURSOR
 
 # Benchmarks drive one chat far faster than a person types: the per-sender limit (30 a minute by default,

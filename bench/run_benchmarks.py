@@ -46,7 +46,7 @@ from bench.benchlib import (BENCH_FAKE_ADAPTER, BaselineProcess, bench_kills, be
                             machine, measure_latency, ms, per_second, percentile, process_tree_cpu_s,
                             process_tree_pss, pss_mib, streaming_chats)
 from tests.actor_system import wait_for  # noqa: E402
-from tests.daemon import nodes  # noqa: E402
+from tests.gateway import nodes  # noqa: E402
 from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
 from tests.pipeline.harness import pipeline_gateway  # noqa: E402
 

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.benchlib import UNLIMITED_SENDERS  # noqa: E402
 from common.runfiles import RunFiles  # noqa: E402
-from tests.daemon import nodes  # noqa: E402
+from tests.gateway import nodes  # noqa: E402
 from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
 from tests.pipeline.harness import CURSOR, pipeline_gateway  # noqa: E402
 from soak_report import percentile, report  # noqa: E402  (this script's own folder is on the path)

@@ -3,6 +3,6 @@
 (``redact``), process identity and hygiene (``processes``) and the run files the daemon and the metrics actor share
 (``runfiles``).
 
-Import order, top to bottom (no folder imports from one above it; ``tests/unit/test_layering.py`` checks it):
+Import order, top to bottom (no folder imports from one above it; ``tests/project/test_layering.py`` checks it):
 ``run_gateway.py`` → ``daemon/`` → ``actors/`` → ``supervision/`` → ``storage/`` → ``common/``.
 """

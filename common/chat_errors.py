@@ -3,7 +3,7 @@
 The user gets one short line that says what happened in their terms and what they can do (try again, wait, or
 nothing: the operator has to act), never the model service's host and port, an exception class or a credential:
 those are the operator's, and the session logs the whole cause (``agent failed: AgentError(...)``) next to the
-notice. Two steps, each tested on its own (tests/unit/test_chat_errors.py):
+notice. Two steps, each tested on its own (tests/common/test_chat_errors.py):
 
     failure_kind(exc)         -> one of KINDS (from what the agent client saw: AgentError.reason, an HTTP
                                  status, or the exception's class)

@@ -37,7 +37,7 @@ class DiscordHarness:
 
     def __init__(self, workdir: Path):
         self.state_file = str(workdir / "discord.json")
-        self.database = workdir / "state" / "gateway.db"    # tests.daemon.Gateway(workdir) keeps its state there
+        self.database = workdir / "state" / "gateway.db"    # tests.gateway.Gateway(workdir) keeps its state there
         self.port = 0
         self.server: Optional[FakeDiscord] = None
         self.channels: dict[str, int] = {}

@@ -11,7 +11,7 @@ import pytest
 from actors.adapters.access import AccessPolicy, Reminders, decide
 from storage import InboundItem
 from tests.actor_system import wait_for
-from tests.daemon import Gateway
+from tests.gateway import Gateway
 from tests.fakes.telegram import FakeTelegram
 from tests.pipeline.harness import CURSOR
 

@@ -20,7 +20,7 @@ from daemon.admin import AdminClient
 from daemon.asking import ask_for, listen_for
 from tests.actor_system import wait_for
 from tests.adapters.harnesses import HARNESSES
-from tests.daemon import Gateway, nodes
+from tests.gateway import Gateway, nodes
 
 pytestmark = pytest.mark.timeout(60)
 ASK_S = 15.0

@@ -12,7 +12,7 @@ from actors.adapters.telegram.updates import event_from_update, is_input
 from actors.media.limits import MB
 from actors.messages import Attachment
 from storage import InboundItem, MediaCache
-from tests.media.fixtures import png
+from tests.actors.media.fixtures import png
 
 CAP = 20 * MB
 

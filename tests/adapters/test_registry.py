@@ -8,7 +8,7 @@ from actors.adapters.registry import AdapterType, Option
 from actors.adapters.supervisor import adapter_specs
 from common.config import ConfigError
 from supervision.spec import Restart
-from tests.daemon import Gateway
+from tests.gateway import Gateway
 
 pytestmark = pytest.mark.timeout(30)
 

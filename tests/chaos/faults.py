@@ -20,7 +20,7 @@ import psutil
 
 from tests.actor_system import wait_for
 from tests.chaos.world import BACKGROUND_FAULTS, World
-from tests.daemon import nodes
+from tests.gateway import nodes
 
 ACTOR_KINDS = ("SessionShard", "TelegramAdapter", "WebChatAdapter", "SessionSupervisor", "AdapterSupervisor",
                "DeliverySweeper", "Watchdog", "Ticker")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.actor_system import free_port
-from tests.daemon import Gateway
+from tests.gateway import Gateway
 from tests.fakes.harness import ControlClient, StandaloneFake
 from tests.fakes.telegram import DEFAULT_TOKEN
 from tests.webchat.client import WebChatClient

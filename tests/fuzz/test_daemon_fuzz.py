@@ -31,7 +31,7 @@ from common import config as config_mod
 from supervision import tree as tree_mod
 from daemon.admin import AdminClient
 from tests.actor_system import free_port, wait_for
-from tests.daemon import Gateway, nodes
+from tests.gateway import Gateway, nodes
 from tests.webchat.client import issued_cookie
 from tests.fakes.fakeplatform import FakePlatform
 from tests.fakes.telegram import FakeTelegram

@@ -15,7 +15,7 @@ import pytest
 from actors.adapters.http_api.signing import sign
 from storage import Store, StorageError
 from tests.actor_system import free_port, wait_for
-from tests.daemon import Gateway
+from tests.gateway import Gateway
 from tests.http_api.fakes import CallbackReceiver, WebhookSender
 
 pytestmark = pytest.mark.timeout(90)

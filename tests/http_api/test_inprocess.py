@@ -276,7 +276,7 @@ def test_a_data_url_image_is_cached_with_its_row_and_a_remote_url_refused(tmp_pa
     import base64
 
     from storage import MediaCache
-    from tests.media.fixtures import png
+    from tests.actors.media.fixtures import png
 
     url = "data:image/jpeg;base64," + base64.b64encode(png(64, 48)).decode()   # the declared type lies
 

@@ -18,7 +18,7 @@ import pytest
 from common import config as config_mod
 from common.version import VERSION
 from tests.actor_system import wait_for
-from tests.daemon import PYTHON, ROOT, Gateway
+from tests.gateway import PYTHON, ROOT, Gateway
 
 pytestmark = pytest.mark.timeout(120)
 AGENT_KEY = "an-agent-key-of-no-known-shape"

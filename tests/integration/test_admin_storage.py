@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.daemon import Gateway
+from tests.gateway import Gateway
 
 pytestmark = pytest.mark.timeout(120)
 MESSAGE = "remember the word pelican\nand the second line of it"

@@ -15,7 +15,7 @@ import pexpect
 import pyte
 import pytest
 
-from tests.daemon import PYTHON, ROOT, Gateway
+from tests.gateway import PYTHON, ROOT, Gateway
 
 pytestmark = pytest.mark.timeout(120)
 

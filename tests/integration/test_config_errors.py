@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tests.actor_system import free_port
-from tests.daemon import Gateway
+from tests.gateway import Gateway
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from tests.daemon import DEFAULT_ADAPTERS_ANY_PORT, Gateway, nodes
+from tests.gateway import DEFAULT_ADAPTERS_ANY_PORT, Gateway, nodes
 from tests.actor_system import free_port, wait_for
 
 pytestmark = pytest.mark.timeout(120)

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from tests.actor_system import free_port
-from tests.daemon import Gateway
+from tests.gateway import Gateway
 from tests.fakes.telegram import DEFAULT_TOKEN, FakeTelegram
 
 pytestmark = pytest.mark.timeout(120)

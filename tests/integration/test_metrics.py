@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from tests.actor_system import wait_for
-from tests.daemon import DEFAULT_ADAPTERS_ANY_PORT, PYTHON, ROOT, Gateway, nodes
+from tests.gateway import DEFAULT_ADAPTERS_ANY_PORT, PYTHON, ROOT, Gateway, nodes
 from tests.fakes.fakeplatform import FakePlatform
 from tests.pipeline.harness import CURSOR, actor_pid, crash_cell, pipeline_gateway, settled_answers, visible
 

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tests.actor_system import free_port
-from tests.daemon import DEFAULT_ADAPTERS_ANY_PORT, Gateway
+from tests.gateway import DEFAULT_ADAPTERS_ANY_PORT, Gateway
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -19,7 +19,7 @@ from actors.agents.offline import FAKE_SECRET
 from daemon.launcher import SystemdNotifier
 from common.logging_setup import key_hash
 from tests.actor_system import wait_for
-from tests.daemon import DEFAULT_ADAPTERS_ANY_PORT, PYTHON, ROOT, Gateway
+from tests.gateway import DEFAULT_ADAPTERS_ANY_PORT, PYTHON, ROOT, Gateway
 from tests.fakes.fakeplatform import FakePlatform
 from tests.pipeline.harness import CURSOR, pipeline_gateway, settled_answers, visible
 

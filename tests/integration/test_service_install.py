@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import PYTHON, ROOT
+from tests.gateway import PYTHON, ROOT
 from tests.integration.test_operations import UNIT, _unit_settings
 
 pytestmark = pytest.mark.timeout(60)

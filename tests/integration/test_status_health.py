@@ -12,7 +12,7 @@ import socket
 import pytest
 
 from tests.actor_system import free_port, wait_for
-from tests.daemon import Gateway, nodes
+from tests.gateway import Gateway, nodes
 from tests.fakes.fakeplatform import FakePlatform
 from tests.fakes.telegram import DEFAULT_TOKEN, FakeTelegram
 

@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from tests.actor_system import wait_for
-from tests.daemon import Gateway, nodes
+from tests.gateway import Gateway, nodes
 from tests.fakes.fakeplatform import FakePlatform
 
 CURSOR = "▍"

@@ -19,7 +19,7 @@ import pytest
 from actors.adapters import registry
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from tests.actor_system import wait_for
-from tests.daemon import Gateway
+from tests.gateway import Gateway
 from tests.fakes.discord import DEFAULT_TOKEN, INTENTS, FakeDiscord
 from tests.pipeline.harness import CURSOR
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.actor_system import wait_for
-from tests.daemon import nodes
+from tests.gateway import nodes
 from tests.fakes.fakeplatform import FakePlatform
 from tests.pipeline.harness import CURSOR, pipeline_gateway, settled_answers, visible
 

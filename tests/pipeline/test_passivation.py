@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.actor_system import wait_for
-from tests.daemon import nodes
+from tests.gateway import nodes
 from tests.fakes.fakeplatform import FakePlatform
 from tests.pipeline.harness import CURSOR, pipeline_gateway, settled_answers, visible
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.actor_system import free_port, wait_for
-from tests.daemon import Gateway, nodes
+from tests.gateway import Gateway, nodes
 from tests.fakes.slack import DEFAULT_APP_TOKEN, DEFAULT_BOT_TOKEN, FakeSlack
 from tests.pipeline.harness import CURSOR
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.actor_system import wait_for
-from tests.daemon import ROOT
+from tests.gateway import ROOT
 from tests.fakes.fakeplatform import FakePlatform
 from tests.pipeline.harness import actor_pid, pipeline_gateway, settled_answers
 

@@ -26,7 +26,7 @@ from actors.adapters.pacing import PACING
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from storage import Store
 from tests.actor_system import free_port, wait_for
-from tests.daemon import ROOT, Gateway
+from tests.gateway import ROOT, Gateway
 from tests.fakes.harness import ControlClient, StandaloneFake
 from tests.fakes.telegram import DEFAULT_TOKEN, FakeTelegram
 from tests.fakes.telegram.botapi import ApiError

@@ -19,7 +19,7 @@ from storage.media import valid_key
 from tests.actor_system import wait_for
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply
 from tests.fakes.telegram import FakeTelegram
-from tests.media.fixtures import OGG_VOICE, png, polyglot, zip_bomb
+from tests.actors.media.fixtures import OGG_VOICE, png, polyglot, zip_bomb
 from tests.pipeline.harness import telegram_gateway
 from tests.pipeline.test_telegram_e2e import settled_in, start_after_kill
 

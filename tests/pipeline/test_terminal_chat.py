@@ -16,7 +16,7 @@ import pytest
 from actors.agents.base import AgentRequest
 from actors.agents.offline import FAKE_SECRET, OfflineAgent
 from actors.messages import TurnEnd
-from tests.daemon import PYTHON, ROOT, Gateway
+from tests.gateway import PYTHON, ROOT, Gateway
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.daemon import Gateway, nodes
+from tests.gateway import Gateway, nodes
 
 OTHER_USER = "gw-stranger"
 WEBCHAT_PORT = 8765                 # the embedded default's web chat (HTTP, not an actor port)

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from tests.actor_system import wait_for
-from tests.daemon import Gateway, nodes
+from tests.gateway import Gateway, nodes
 
 CONNECTIONS = 500
 TIMEOUT_S = 2.0

@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from tests.actor_system import wait_for
-from tests.daemon import Gateway
+from tests.gateway import Gateway
 
 ADAPTER = "web"
 SERVING = re.compile(r"web: web chat serving on http://(\S+)/ \(port (\d+)\)")

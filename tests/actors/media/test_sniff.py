@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from actors.media.sniff import RASTER, is_textual, short_type, sniff
-from tests.media.fixtures import OGG_VOICE, jpeg, pixel_bomb, png, polyglot, zip_bomb
+from tests.actors.media.fixtures import OGG_VOICE, jpeg, pixel_bomb, png, polyglot, zip_bomb
 
 
 @pytest.mark.parametrize("data, name, expected", [

@@ -14,7 +14,7 @@ from actors.agents.offline import OfflineAgent
 from actors.messages import Attachment, MessageEvent, Source, TurnEnd
 from actors.sessions import turn as turns
 from storage import MediaCache, TranscriptEvent
-from tests.media.fixtures import OGG_VOICE, pixel_bomb, png, polyglot
+from tests.actors.media.fixtures import OGG_VOICE, pixel_bomb, png, polyglot
 
 
 def transcript_of(cache: MediaCache, *files: tuple, text: str = "look", turn_id: str = "t1") -> list:

@@ -10,7 +10,7 @@ import pytest
 import run_gateway
 from actors.adapters import registry
 from common import config as config_mod
-from tests.daemon import ROOT
+from tests.gateway import ROOT
 
 pytestmark = pytest.mark.timeout(30)
 README = (ROOT / "README.md").read_text()

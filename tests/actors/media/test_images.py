@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from actors.media.images import ImageRefused, for_model, image_size
-from tests.media.fixtures import jpeg, pixel_bomb, png, polyglot, zip_bomb
+from tests.actors.media.fixtures import jpeg, pixel_bomb, png, polyglot, zip_bomb
 
 
 def test_a_small_image_is_re_encoded_at_its_size():

@@ -10,7 +10,7 @@ import pytest
 
 import run_gateway
 from daemon.cli_parsing import subcommands
-from tests.daemon import PYTHON, ROOT
+from tests.gateway import PYTHON, ROOT
 
 pytestmark = pytest.mark.timeout(60)
 
