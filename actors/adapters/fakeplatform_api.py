@@ -5,7 +5,6 @@ errors as the real clients (actors.adapters.errors), so code written against it 
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any, Optional
 
@@ -67,18 +66,8 @@ class FakePlatformAPI(HttpSession):
 
     # -- transport
     async def _call(self, http_method: str, op: str, *, timeout: Optional[float] = None, **kwargs) -> dict:
-        client_timeout = aiohttp.ClientTimeout(total=timeout or self.request_timeout)
-        try:
-            async with self.session().request(http_method, f"{self.base_url}/bot/{op}", timeout=client_timeout,
-                                             **kwargs) as resp:
-                status = resp.status
-                try:
-                    body = await resp.json(content_type=None)
-                except ValueError:
-                    body = None
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise RetryableError(f"network error: {type(exc).__name__}", method=op,
-                                 maybe_done=not isinstance(exc, aiohttp.ClientConnectorError)) from None
+        status, _headers, body = await self.request_json(http_method, f"{self.base_url}/bot/{op}", op=op,
+                                                         timeout=timeout, **kwargs)
         if status == 200 and isinstance(body, dict) and body.get("ok"):
             return body
         raise _classify(op, status, body)

@@ -1,25 +1,53 @@
-"""The aiohttp session of a platform's API client: made on first use (on the loop that uses it: an aiohttp session
-binds to the running loop), owned and closed by the client unless the caller gave one.
+"""The HTTP side of a platform's API client: its aiohttp session, made on first use (on the loop that uses it: an
+aiohttp session binds to the running loop) and owned and closed by the client unless the caller gave one, and one
+JSON request whose network failure says whether it may have reached the platform.
 
-A base class of the API clients (telegram/api.py, fakeplatform_api.py); its fields are its own, the clients call
-``self.session()`` and inherit ``close`` and the ``async with`` form.
+A base class of the API clients (telegram/api.py, slack/api.py, discord/rest.py, fakeplatform_api.py); its fields
+are its own, the clients call ``request_json`` and inherit ``close`` and the ``async with`` form.
 """
 from __future__ import annotations
 
-from typing import Optional
+import asyncio
+import json
+from typing import Any, Callable, Mapping, Optional
 
 import aiohttp
 
+from actors.adapters.errors import RetryableError
+
 
 class HttpSession:
-    def __init__(self, session: Optional[aiohttp.ClientSession] = None, request_timeout: float = 30.0):
+    def __init__(self, session: Optional[aiohttp.ClientSession] = None, request_timeout: float = 30.0,
+                 session_headers: Optional[Mapping[str, str]] = None):
         self._session, self._owns_session = session, session is None
+        self._session_headers = dict(session_headers or {})
         self.request_timeout = request_timeout   # seconds a request may take beyond any long-poll wait it asks for
 
     def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
+        if self._session is None or (self._owns_session and self._session.closed):
+            self._session = aiohttp.ClientSession(headers=self._session_headers)
         return self._session
+
+    async def request_json(self, http_method: str, url: str, *, op: str, timeout: Optional[float] = None,
+                           redact: Callable[[str], str] = lambda text: text,
+                           **kwargs) -> tuple[int, Mapping[str, str], Any]:
+        """One request: its status, headers and JSON body (None when there is no JSON). A network error or a
+        timeout is a RetryableError of ``op``, ``maybe_done`` unless the connection was never made (only then is it
+        sure not to have reached the platform); its text goes through ``redact`` (an aiohttp error may carry the
+        URL, and with it a token) and the original is dropped (``from None``) for the same reason."""
+        client_timeout = aiohttp.ClientTimeout(total=timeout or self.request_timeout)
+        try:
+            async with self.session().request(http_method, url, timeout=client_timeout, **kwargs) as resp:
+                text = await resp.text()
+                status, headers = resp.status, resp.headers
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise RetryableError(f"network error: {type(exc).__name__}: {redact(str(exc))}", method=op,
+                                 maybe_done=not isinstance(exc, aiohttp.ClientConnectorError)) from None
+        try:
+            body = json.loads(text) if text else None
+        except ValueError:
+            body = None
+        return status, headers, body
 
     async def __aenter__(self):
         return self
@@ -29,5 +57,5 @@ class HttpSession:
 
     async def close(self) -> None:
         if self._owns_session and self._session is not None:
-            await self._session.close()
-            self._session = None
+            session, self._session = self._session, None
+            await session.close()

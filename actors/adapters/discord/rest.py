@@ -13,12 +13,11 @@ and Discord's ``message``/``code`` and redacted with the token as a known secret
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, Optional
 
-import aiohttp
 
 from actors.adapters.discord.ratelimits import RateLimits
+from actors.adapters.http_session import HttpSession
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError,
                                     RetryableError, TooLongError)
 from common.redact import redact as redact_secrets
@@ -30,24 +29,18 @@ UNKNOWN_MESSAGE, INVALID_FORM_BODY = 10008, 50035
 USER_AGENT = f"DiscordBot (agent-gateway, {VERSION})"
 
 
-class DiscordREST:
+class DiscordREST(HttpSession):
     """``DiscordREST(token, base_url)``; owns its aiohttp session. One instance per token: its rate-limit state is
     the bot's."""
 
     def __init__(self, token: str, base_url: str = DEFAULT_API, request_timeout: float = 30.0):
+        super().__init__(request_timeout=request_timeout, session_headers={"User-Agent": USER_AGENT})
         self._token = token
         self.base_url = base_url.rstrip("/")
-        self.request_timeout = request_timeout
         self.limits = RateLimits()
-        self._session: Optional[aiohttp.ClientSession] = None
 
     def __repr__(self) -> str:  # never the token
         return f"DiscordREST(base_url={self.base_url!r})"
-
-    async def close(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
 
     def redact(self, text: str) -> str:
         return redact_secrets(text, [self._token])
@@ -91,23 +84,11 @@ class DiscordREST:
         loop = asyncio.get_running_loop()
         while (wait := self.limits.acquire(route, major, loop.time())) > 0:
             await asyncio.sleep(wait)
-        if self._session is None:
-            self._session = aiohttp.ClientSession(headers={"User-Agent": USER_AGENT})
         headers = {"Authorization": f"Bot {self._token}"}
-        try:
-            async with self._session.request(method, self.base_url + path, json=body, headers=headers,
-                                             timeout=aiohttp.ClientTimeout(total=self.request_timeout)) as resp:
-                status, answer_headers = resp.status, resp.headers
-                text = await resp.text()
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise RetryableError(f"network error: {type(exc).__name__}: {self.redact(str(exc))}", method=route,
-                                 maybe_done=not isinstance(exc, aiohttp.ClientConnectorError)) from None
+        status, answer_headers, payload = await self.request_json(method, self.base_url + path, op=route, json=body,
+                                                                  headers=headers, redact=self.redact)
         now = loop.time()
         self.limits.update(route, major, answer_headers, now)
-        try:
-            payload = json.loads(text) if text else None
-        except ValueError:
-            payload = None
         if 200 <= status < 300:
             return payload
         error = classify_error(route, status, payload)

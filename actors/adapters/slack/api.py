@@ -19,12 +19,11 @@ and Slack's error code, so no message carries a credential.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any, Optional
 
-import aiohttp
 
+from actors.adapters.http_session import HttpSession
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError,
                                     RetryableError, TooLongError)
 from common.redact import redact as redact_secrets
@@ -34,29 +33,17 @@ SLACK_API = "https://slack.com/api/"
 TRANSIENT = ("internal_error", "fatal_error", "service_unavailable", "request_timeout", "team_added_to_org")
 
 
-class SlackAPI:
+class SlackAPI(HttpSession):
     """``SlackAPI(token, base_url='https://slack.com/api/')``: one token (the bot's ``xoxb-`` or the app-level
     ``xapp-``); owns its aiohttp session."""
 
     def __init__(self, token: str, base_url: str = SLACK_API, request_timeout: float = 30.0):
+        super().__init__(request_timeout=request_timeout)
         self._token = token
         self.base_url = base_url.rstrip("/") + "/"
-        self.request_timeout = request_timeout
-        self._session: Optional[aiohttp.ClientSession] = None
 
     def __repr__(self) -> str:  # never the token
         return f"SlackAPI(base_url={self.base_url!r})"
-
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession()
-        return self._session
-
-    async def close(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
 
     # -- methods
     async def auth_test(self) -> dict:
@@ -88,18 +75,9 @@ class SlackAPI:
         """POST one method with a JSON body (None values left out); the answer, or a PlatformError."""
         payload = {k: v for k, v in (params or {}).items() if v is not None}
         headers = {"Authorization": f"Bearer {self._token}", "Content-Type": "application/json; charset=utf-8"}
-        try:
-            async with self.session.post(self.base_url + method, json=payload, headers=headers,
-                                         timeout=aiohttp.ClientTimeout(total=self.request_timeout)) as resp:
-                status, retry_after = resp.status, resp.headers.get("Retry-After")
-                try:
-                    body = await resp.json(content_type=None)
-                except ValueError:
-                    body = None
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            # Only a connection never made is sure not to have reached Slack.
-            raise RetryableError(f"network error: {type(exc).__name__}: {self.redact(str(exc))}", method=method,
-                                 maybe_done=not isinstance(exc, aiohttp.ClientConnectorError)) from None
+        status, answer_headers, body = await self.request_json("POST", self.base_url + method, op=method,
+                                                               json=payload, headers=headers, redact=self.redact)
+        retry_after = answer_headers.get("Retry-After")
         if status == 200 and isinstance(body, dict) and body.get("ok") is True:
             return body
         error = classify_error(method, status, body, retry_after)

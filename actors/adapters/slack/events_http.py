@@ -18,49 +18,34 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
 from actors.adapters.slack.signing import refusal
-from supervision.http_serving import BodyTimeout, HttpLimits, read_body, serve
+from actors.adapters.push_server import PushServer
+from supervision.http_serving import BodyTimeout, HttpLimits, read_body
 
-MAX_BODY_BYTES = 1 << 20   # an event is a few KB
 
 
-class EventsServer:
+class EventsServer(PushServer):
     def __init__(self, host: str, port: int, path: str, signing_secret: str,
                  deliver: Callable[[Any], Awaitable[None]], on_error: Callable[[str], None],
                  on_refused: Callable[[str], None] = lambda reason: None, limits: HttpLimits = HttpLimits(),
                  clock: Callable[[], float] = time.time):
-        self.host, self.requested_port, self.path, self.limits = host, port, path, limits
+        super().__init__(host, port, path, limits, on_refused)
         self._secret, self._clock = signing_secret, clock
-        self._deliver, self._on_error, self._on_refused = deliver, on_error, on_refused
-        self._runner: Optional[web.AppRunner] = None
-        self.port: Optional[int] = None
+        self._deliver, self._on_error = deliver, on_error
         self.retries_seen = 0           # requests carrying X-Slack-Retry-Num
 
-    async def start(self) -> int:
-        """Listen; returns the bound port (useful when 0 was asked for)."""
-        app = web.Application(client_max_size=MAX_BODY_BYTES)
-        app.router.add_post(self.path, self._handle)
-        self._runner, self.port = await serve(app, self.host, self.requested_port, limits=self.limits,
-                                              on_refused=self._on_refused)
-        return self.port
-
-    async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-
-    async def _handle(self, request: web.Request) -> web.Response:
+    async def handle(self, request: web.Request) -> web.Response:
         try:
             body = await read_body(request)
         except BodyTimeout as exc:
             self._on_refused(str(exc))
             return web.Response(status=408, text="request body too slow")
         except web.HTTPRequestEntityTooLarge:
-            self._on_refused(f"body over {MAX_BODY_BYTES} bytes")
+            self._on_refused(f"body over {self.max_body_bytes} bytes")
             return web.Response(status=413, text="too large")
         why = refusal(self._secret, request.headers.get("X-Slack-Request-Timestamp"),
                       request.headers.get("X-Slack-Signature"), body, self._clock())

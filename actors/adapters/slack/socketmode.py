@@ -49,7 +49,7 @@ class SocketModeLink:
     async def _connect(self) -> aiohttp.ClientWebSocketResponse:
         url = await self.api.open_connection()
         try:
-            ws = await self.api.session.ws_connect(url, heartbeat=HEARTBEAT_S, max_msg_size=0)
+            ws = await self.api.session().ws_connect(url, heartbeat=HEARTBEAT_S, max_msg_size=0)
         except aiohttp.WSServerHandshakeError as exc:   # a ticket refused (used, expired): ask for another
             raise RetryableError(f"the WebSocket was refused: HTTP {exc.status}", method="socket") from None
         except aiohttp.ClientError as exc:

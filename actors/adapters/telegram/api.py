@@ -114,11 +114,9 @@ class TelegramAPI(HttpSession):
     async def download_file(self, file_path: str, cap: int, timeout: float = 120.0) -> bytes:
         """The bytes at ``/file/bot<token>/<file_path>``, read in pieces and given up past ``cap`` bytes
         (``FileTooLarge``): a file the platform sized wrongly never fills memory. Errors as ``call``'s."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
         url = f"{self.base_url}/file/bot{self._token}/{quote(file_path)}"
         try:
-            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            async with self.session().get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 if resp.status != 200:
                     raise classify_error("download", resp.status, None)
                 data = bytearray()
@@ -136,19 +134,8 @@ class TelegramAPI(HttpSession):
         """POST one method with a JSON body (None values left out); returns ``result`` or raises PlatformError."""
         payload = {k: v for k, v in (params or {}).items() if v is not None}
         url = f"{self.base_url}/bot{self._token}/{method}"
-        try:
-            async with self.session().post(url, json=payload,
-                                          timeout=aiohttp.ClientTimeout(total=timeout or self.request_timeout)) as resp:
-                status = resp.status
-                try:
-                    body = await resp.json(content_type=None)
-                except ValueError:
-                    body = None
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            # "from None": the aiohttp exception may carry the URL, and with it the token.
-            # Only a connection never made is sure not to have reached the Bot API.
-            raise RetryableError(f"network error: {type(exc).__name__}: {self.redact(str(exc))}", method=method,
-                                 maybe_done=not isinstance(exc, aiohttp.ClientConnectorError)) from None
+        status, _headers, body = await self.request_json("POST", url, op=method, timeout=timeout, json=payload,
+                                                         redact=self.redact)
         if isinstance(body, dict) and body.get("ok") is True:
             return body.get("result")
         error = classify_error(method, status, body)

@@ -11,41 +11,25 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
-from supervision.http_serving import BodyTimeout, HttpLimits, read_body, serve
+from actors.adapters.push_server import PushServer
+from supervision.http_serving import BodyTimeout, HttpLimits, read_body
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-MAX_BODY_BYTES = 1 << 20   # an Update is a few KB; nothing legitimate comes close
 
 
-class WebhookServer:
+class WebhookServer(PushServer):
     def __init__(self, host: str, port: int, path: str, secret: str,
                  deliver: Callable[[Any], Awaitable[None]], on_error: Callable[[str], None],
                  on_refused: Callable[[str], None] = lambda reason: None, limits: HttpLimits = HttpLimits()):
-        self.host, self.requested_port, self.path, self.limits = host, port, path, limits
+        super().__init__(host, port, path, limits, on_refused)
         self._secret = secret.encode()
-        self._deliver, self._on_error, self._on_refused = deliver, on_error, on_refused
-        self._runner: Optional[web.AppRunner] = None
-        self.port: Optional[int] = None
+        self._deliver, self._on_error = deliver, on_error
 
-    async def start(self) -> int:
-        """Listen; returns the bound port (useful when 0 was asked for)."""
-        app = web.Application(client_max_size=MAX_BODY_BYTES)
-        app.router.add_post(self.path, self._handle)
-        # No access log: a request line is of no use to an operator here, and the path may be made secret-ish.
-        self._runner, self.port = await serve(app, self.host, self.requested_port, limits=self.limits,
-                                              on_refused=self._on_refused)
-        return self.port
-
-    async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-
-    async def _handle(self, request: web.Request) -> web.Response:
+    async def handle(self, request: web.Request) -> web.Response:
         # Headers arrive decoded with surrogateescape: a non-UTF-8 token is a wrong token (401), not a 500.
         given = request.headers.get(SECRET_HEADER, "").encode("utf-8", "surrogateescape")
         if not hmac.compare_digest(given, self._secret):
@@ -57,7 +41,7 @@ class WebhookServer:
             self._on_refused(str(exc))
             return web.Response(status=408, text="request body too slow")
         except web.HTTPRequestEntityTooLarge:
-            self._on_refused(f"body over {MAX_BODY_BYTES} bytes")
+            self._on_refused(f"body over {self.max_body_bytes} bytes")
             return web.Response(status=413, text="too large")
         except (ValueError, RecursionError) as exc:   # RecursionError: JSON nested too deeply to parse
             self._on_refused(f"body is not JSON: {type(exc).__name__}: {exc}")
