@@ -39,7 +39,10 @@ def zip_bomb() -> bytes:
     import zipfile
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("zeros.bin", b"\x00" * 5_000_000)
+        # A fixed date: the same bytes in every process (test ids are made of them, and pytest-xdist's workers
+        # must collect the same ids).
+        archive.writestr(zipfile.ZipInfo("zeros.bin", date_time=(2026, 1, 1, 0, 0, 0)), b"\x00" * 5_000_000,
+                         compress_type=zipfile.ZIP_DEFLATED)
     return out.getvalue()
 
 

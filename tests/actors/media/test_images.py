@@ -43,7 +43,8 @@ def test_a_pixel_bomb_is_refused_before_decoding():
     assert time.monotonic() - started < 1.0   # nothing was decoded
 
 
-@pytest.mark.parametrize("data", [zip_bomb(), b"\x89PNG\r\n\x1a\n truncated", b"not an image"])
+@pytest.mark.parametrize("data", [zip_bomb(), b"\x89PNG\r\n\x1a\n truncated", b"not an image"],
+                         ids=["zip bomb", "truncated png", "text"])
 def test_what_is_no_readable_image_is_refused(data):
     with pytest.raises(ImageRefused):
         for_model(data)
