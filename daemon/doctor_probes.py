@@ -77,39 +77,42 @@ async def probe_model(base_url: str, model: str, api_key: Optional[str]) -> Chec
 
 # ------------------------------------------------------------------------------------------ platform credentials
 
-async def probe_telegram(name: str, settings: dict) -> Check:
-    """``getMe`` through the adapter's own API client: the token and the Bot API server, in one call."""
+async def _ask_platform(name: str, api, ask, refused: str, where: str):
+    """One question to a platform through the adapter's own API client (closed after): its answer, or the failed
+    Check that says whether the platform refused the credential or could not be asked at all (redacted)."""
     from actors.adapters.errors import PermanentError
-    from actors.adapters.telegram.api import TelegramAPI
-    check = f"adapter {name}"
-    api = TelegramAPI(settings["token"], settings["base_url"], request_timeout=PROBE_TIMEOUT_S)
     try:
-        me = await api.get_me()
+        return await ask()
     except PermanentError as exc:
-        return Check("fail", check, f"Telegram refused the token: {api.redact(str(exc))}")
+        return Check("fail", f"adapter {name}", f"{refused}: {api.redact(str(exc))}")
     except Exception as exc:  # noqa: BLE001 - every other failure is "could not ask", and says why
-        return Check("fail", check, f"cannot reach the Bot API at {settings['base_url']}: {api.redact(str(exc))}")
+        return Check("fail", f"adapter {name}", f"cannot reach {where}: {api.redact(str(exc))}")
     finally:
         await api.close()
+
+
+async def probe_telegram(name: str, settings: dict) -> Check:
+    """``getMe`` through the adapter's own API client: the token and the Bot API server, in one call."""
+    from actors.adapters.telegram.api import TelegramAPI
+    api = TelegramAPI(settings["token"], settings["base_url"], request_timeout=PROBE_TIMEOUT_S)
+    me = await _ask_platform(name, api, api.get_me, "Telegram refused the token",
+                             f"the Bot API at {settings['base_url']}")
+    if isinstance(me, Check):
+        return me
     username = me.get("username") if isinstance(me, dict) else None
-    return Check("ok", check, f"the token works (getMe: @{username or '?'})")
+    return Check("ok", f"adapter {name}", f"the token works (getMe: @{username or '?'})")
 
 
 async def probe_slack(name: str, settings: dict) -> Check:
     """``auth.test`` with the bot token through the adapter's own client: the token and the Web API, in one call."""
-    from actors.adapters.errors import PermanentError
     from actors.adapters.slack.api import SlackAPI
-    check = f"adapter {name}"
     api = SlackAPI(settings["bot_token"], settings["base_url"], request_timeout=PROBE_TIMEOUT_S)
-    try:
-        me = await api.auth_test()
-    except PermanentError as exc:
-        return Check("fail", check, f"Slack refused the bot token: {api.redact(str(exc))}")
-    except Exception as exc:  # noqa: BLE001 - every other failure is "could not ask", and says why
-        return Check("fail", check, f"cannot reach the Web API at {settings['base_url']}: {api.redact(str(exc))}")
-    finally:
-        await api.close()
-    return Check("ok", check, f"the bot token works (auth.test: {me.get('user') or '?'} in {me.get('team') or '?'})")
+    me = await _ask_platform(name, api, api.auth_test, "Slack refused the bot token",
+                             f"the Web API at {settings['base_url']}")
+    if isinstance(me, Check):
+        return me
+    return Check("ok", f"adapter {name}",
+                 f"the bot token works (auth.test: {me.get('user') or '?'} in {me.get('team') or '?'})")
 
 
 MESSAGE_CONTENT_INTENT = 1 << 15
@@ -122,25 +125,22 @@ async def probe_discord(name: str, settings: dict) -> Check:
     """``GET /users/@me`` (the token) and ``GET /applications/@me`` (the intents the Developer Portal grants: asking
     for Message Content without it makes the gateway close with 4014), through the adapter's own REST client."""
     from actors.adapters.discord.rest import DiscordREST
-    from actors.adapters.errors import PermanentError
-    check = f"adapter {name}"
     api = DiscordREST(settings["token"], settings["api_base_url"], request_timeout=PROBE_TIMEOUT_S)
-    try:
-        me = await api.get_me()
-        application = await api.application()
-    except PermanentError as exc:
-        return Check("fail", check, f"Discord refused the token: {api.redact(str(exc))}")
-    except Exception as exc:  # noqa: BLE001 - every other failure is "could not ask", and says why
-        return Check("fail", check, f"cannot reach Discord at {settings['api_base_url']}: {api.redact(str(exc))}")
-    finally:
-        await api.close()
+
+    async def both():
+        return await api.get_me(), await api.application()
+    answer = await _ask_platform(name, api, both, "Discord refused the token",
+                                 f"Discord at {settings['api_base_url']}")
+    if isinstance(answer, Check):
+        return answer
+    me, application = answer
     flags = application.get("flags") if isinstance(application, dict) else None
     if settings["intents"] & MESSAGE_CONTENT_INTENT and isinstance(flags, int) and not flags & MESSAGE_CONTENT_FLAGS:
-        return Check("fail", check, "the intents ask for Message Content, which the application does not have: "
-                                    "enable it in the Developer Portal (Bot > Privileged Gateway Intents), or drop "
-                                    "it from intents (docs/discord.md)")
+        return Check("fail", f"adapter {name}", "the intents ask for Message Content, which the application does "
+                                                "not have: enable it in the Developer Portal (Bot > Privileged "
+                                                "Gateway Intents), or drop it from intents (docs/discord.md)")
     username = me.get("username") if isinstance(me, dict) else None
-    return Check("ok", check, f"the token works (users/@me: {username or '?'})")
+    return Check("ok", f"adapter {name}", f"the token works (users/@me: {username or '?'})")
 
 
 # -------------------------------------------------------------------------------------------------- ports

@@ -3,15 +3,26 @@ served with the gateway's HTTP limits (supervision/http_serving.py), no access l
 an operator here, and the path may be made secret-ish).
 
 A base class of the platforms' push servers (telegram/webhook.py, slack/events_http.py); its fields are its own,
-each server adds its checks in ``handle(request)``.
+each server adds its checks in ``handle(request)``, reading the body with ``body_of`` (a refusal is raised as
+``Refused`` with the answer to give) and handing the event on with ``stored`` (2xx only once it is committed: a
+failure answers 500 and the platform delivers it again).
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+import asyncio
+from typing import Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
-from supervision.http_serving import HttpLimits, serve
+from supervision.http_serving import BodyTimeout, HttpLimits, read_body, serve
+
+
+class Refused(Exception):
+    """The request is refused with ``response`` (the reason was reported to ``on_refused``)."""
+
+    def __init__(self, response: web.Response):
+        super().__init__(response.text)
+        self.response = response
 
 
 class PushServer:
@@ -26,6 +37,30 @@ class PushServer:
 
     async def handle(self, request: web.Request) -> web.Response:
         raise NotImplementedError
+
+    async def body_of(self, request: web.Request) -> bytes:
+        """The whole body, within the size and time limits; ``Refused`` (408 / 413) past them."""
+        try:
+            return await read_body(request)
+        except BodyTimeout as exc:
+            self._on_refused(str(exc))
+            raise Refused(web.Response(status=408, text="request body too slow")) from None
+        except web.HTTPRequestEntityTooLarge:
+            self._on_refused(f"body over {self.max_body_bytes} bytes")
+            raise Refused(web.Response(status=413, text="too large")) from None
+
+    async def stored(self, event: Any, deliver: Callable[[Any], Awaitable[None]],
+                     on_error: Callable[[str], None]) -> web.Response:
+        """``deliver(event)`` (the adapter commits its inbox row), then 200; a failure is 500: not stored, so the
+        platform must deliver it again."""
+        try:
+            await deliver(event)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - not stored: the platform delivers it again
+            on_error(f"{type(exc).__name__}: {exc}")
+            return web.Response(status=500, text="not stored, try again")
+        return web.Response(status=200)
 
     async def start(self) -> int:
         """Listen; returns the bound port (useful when 0 was asked for)."""

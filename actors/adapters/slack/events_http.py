@@ -15,7 +15,6 @@ A body that is no JSON object answers 400, a too large one 413; each refusal is 
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any, Awaitable, Callable
@@ -23,8 +22,8 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 
 from actors.adapters.slack.signing import refusal
-from actors.adapters.push_server import PushServer
-from supervision.http_serving import BodyTimeout, HttpLimits, read_body
+from actors.adapters.push_server import PushServer, Refused
+from supervision.http_serving import HttpLimits
 
 
 
@@ -40,13 +39,9 @@ class EventsServer(PushServer):
 
     async def handle(self, request: web.Request) -> web.Response:
         try:
-            body = await read_body(request)
-        except BodyTimeout as exc:
-            self._on_refused(str(exc))
-            return web.Response(status=408, text="request body too slow")
-        except web.HTTPRequestEntityTooLarge:
-            self._on_refused(f"body over {self.max_body_bytes} bytes")
-            return web.Response(status=413, text="too large")
+            body = await self.body_of(request)
+        except Refused as refused:
+            return refused.response
         why = refusal(self._secret, request.headers.get("X-Slack-Request-Timestamp"),
                       request.headers.get("X-Slack-Signature"), body, self._clock())
         if why is not None:
@@ -64,11 +59,4 @@ class EventsServer(PushServer):
             return web.json_response({"challenge": str(payload.get("challenge", ""))})
         if request.headers.get("X-Slack-Retry-Num"):
             self.retries_seen += 1
-        try:
-            await self._deliver(payload)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - not stored: Slack must deliver it again
-            self._on_error(f"{type(exc).__name__}: {exc}")
-            return web.Response(status=500, text="not stored, try again")
-        return web.Response(status=200)
+        return await self.stored(payload, self._deliver, self._on_error)

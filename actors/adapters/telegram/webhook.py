@@ -8,15 +8,14 @@ JSON with 400; each refusal is reported to ``on_refused(reason)`` (the adapter l
 """
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
-from actors.adapters.push_server import PushServer
-from supervision.http_serving import BodyTimeout, HttpLimits, read_body
+from actors.adapters.push_server import PushServer, Refused
+from supervision.http_serving import HttpLimits
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
@@ -36,21 +35,10 @@ class WebhookServer(PushServer):
             self._on_refused(f"{'wrong' if given else 'no'} {SECRET_HEADER}")
             return web.Response(status=401, text="wrong secret token")
         try:
-            update = json.loads(await read_body(request))
-        except BodyTimeout as exc:
-            self._on_refused(str(exc))
-            return web.Response(status=408, text="request body too slow")
-        except web.HTTPRequestEntityTooLarge:
-            self._on_refused(f"body over {self.max_body_bytes} bytes")
-            return web.Response(status=413, text="too large")
+            update = json.loads(await self.body_of(request))
+        except Refused as refused:
+            return refused.response
         except (ValueError, RecursionError) as exc:   # RecursionError: JSON nested too deeply to parse
             self._on_refused(f"body is not JSON: {type(exc).__name__}: {exc}")
             return web.Response(status=400, text="not JSON")
-        try:
-            await self._deliver(update)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - not stored: Telegram must deliver it again
-            self._on_error(f"{type(exc).__name__}: {exc}")
-            return web.Response(status=500, text="not stored, try again")
-        return web.Response(status=200)
+        return await self.stored(update, self._deliver, self._on_error)
