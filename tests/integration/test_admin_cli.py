@@ -13,6 +13,7 @@ import threading
 import time
 import tomllib
 
+import psutil
 import pytest
 
 from common import config as config_mod
@@ -109,8 +110,10 @@ def test_logs_follow_prints_what_is_added_across_a_rotation_until_ctrl_c(tmp_pat
     log.write_text("2026-12-01 10:00:00,000 INFO gateway.launcher: an old line\n")
     env = dict(os.environ, GATEWAY_STATE_DIR=str(tmp_path / "state"), PYTHONPATH=str(ROOT))
     env.pop("GATEWAY_CONFIG", None)
+    # stderr to a file, not a pipe nobody reads until the end: the process can never block on writing it.
+    stderr = open(tmp_path / "stderr.txt", "w+")
     proc = subprocess.Popen([PYTHON, str(ROOT / "run_gateway.py"), "logs", "-f"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=stderr, text=True)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
     seen: list[str] = []
@@ -128,11 +131,18 @@ def test_logs_follow_prints_what_is_added_across_a_rotation_until_ctrl_c(tmp_pat
         log.write_text("2026-12-01 10:00:02,000 INFO gateway.launcher: after the rotation\n")
         wait_for(lambda: saw("after the rotation"), 20, 0.02, f"the new file's line printed (saw {seen})")
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(20) == 0
-        assert "Traceback" not in proc.stderr.read()
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            state = psutil.Process(proc.pid).status() if psutil.pid_exists(proc.pid) else "gone"
+            raise AssertionError(f"logs -f still running 60 s after Ctrl-C (process {state}); stderr: "
+                                 f"{(tmp_path / 'stderr.txt').read_text()[-2000:]!r}") from None
+        assert code == 0
+        assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
         assert [line for line in seen if "an old line" in line] == [seen[0]], "each line once"
     finally:
         proc.kill()
+        stderr.close()
 
 
 def test_a_relative_config_after_the_command_starts_the_daemon_and_the_cli_reads_it(tmp_path):

@@ -142,8 +142,10 @@ def test_interactive_chat_shows_each_answer_once_and_keeps_typed_keys_for_the_pr
 def test_ctrl_c_stops_the_answer_which_stays_on_screen_once_and_the_chat_goes_on(gateway):
     child, output = spawn_chat(gateway, "--as", "ivy")
     child.expect_exact("you> ", timeout=WAIT_S)
-    child.send("stop me #slow 0.2\r")
-    child.expect_exact("offline agent", timeout=WAIT_S)    # the second chunk: ~25 more 0.2 s apart to come
+    # One chunk a second: the answer would take ~25 s more, far longer than a Ctrl-C takes to stop it on a loaded
+    # machine (0.2 s a chunk left a loaded run only ~5 s, and once the whole answer came before the stop).
+    child.send("stop me #slow 1\r")
+    child.expect_exact("offline agent", timeout=WAIT_S)    # the second chunk: ~25 more 1 s apart to come
     child.sendintr()
     child.expect_exact("you> ", timeout=WAIT_S)
     child.send("and now?\r")
