@@ -20,6 +20,13 @@ PYTHON = sys.executable
 DEFAULT_ADAPTERS_ANY_PORT = '[adapters.web]\ntype = "webchat"\nport = 0\n'
 
 
+def interruptible() -> None:
+    """``preexec_fn`` for a child a test sends Ctrl-C (SIGINT): its default action, whatever the test runner got.
+    A shell starts background jobs with SIGINT ignored, that is inherited, and Python then leaves it ignored: the
+    child would never see the Ctrl-C the test is about."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Gateway:
     def __init__(self, tmp_path: Path, extra_toml: str = "", watchdog_interval: float = 0.5, max_restarts: int = 5,
                  period_s: float = 30.0, ping_deadline: float = 1.5, admin_port: int = 0, gateway_toml: str = "",

@@ -19,7 +19,7 @@ import pytest
 from common import config as config_mod
 from common.version import VERSION
 from tests.actor_system import wait_for
-from tests.gateway import PYTHON, ROOT, Gateway
+from tests.gateway import PYTHON, ROOT, Gateway, interruptible
 
 pytestmark = pytest.mark.timeout(120)
 AGENT_KEY = "an-agent-key-of-no-known-shape"
@@ -113,7 +113,7 @@ def test_logs_follow_prints_what_is_added_across_a_rotation_until_ctrl_c(tmp_pat
     # stderr to a file, not a pipe nobody reads until the end: the process can never block on writing it.
     stderr = open(tmp_path / "stderr.txt", "w+")
     proc = subprocess.Popen([PYTHON, str(ROOT / "run_gateway.py"), "logs", "-f"], env=env, stdout=subprocess.PIPE,
-                            stderr=stderr, text=True)
+                            stderr=stderr, text=True, preexec_fn=interruptible)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
     seen: list[str] = []

@@ -16,7 +16,7 @@ import pytest
 from actors.agents.base import AgentRequest
 from actors.agents.offline import FAKE_SECRET, OfflineAgent
 from actors.messages import TurnEnd
-from tests.gateway import PYTHON, ROOT, Gateway
+from tests.gateway import PYTHON, ROOT, Gateway, interruptible
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,7 +46,8 @@ def offline_answer(text: str) -> str:
 
 def spawn_chat(gateway: Gateway, *args: str) -> tuple[pexpect.spawn, io.BytesIO]:
     child = pexpect.spawn(PYTHON, [str(ROOT / "run_gateway.py"), "--config", str(gateway.config), "chat", *args],
-                          env={**gateway.env, "TERM": "xterm"}, dimensions=(LINES, COLUMNS), cwd=str(ROOT))
+                          env={**gateway.env, "TERM": "xterm"}, dimensions=(LINES, COLUMNS), cwd=str(ROOT),
+                          preexec_fn=interruptible)
     output = io.BytesIO()
     child.logfile_read = output
     return child, output
