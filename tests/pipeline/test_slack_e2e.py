@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.actor_system import free_port, wait_for
+from tests.actor_system import wait_for
 from tests.gateway import Gateway, nodes
 from tests.fakes.slack import DEFAULT_APP_TOKEN, DEFAULT_BOT_TOKEN, FakeSlack
 from tests.pipeline.harness import CURSOR
@@ -63,19 +63,36 @@ def post(url: str, body: bytes, headers: dict) -> int:
 @pytest.fixture(scope="module")
 def events_rig(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("slack-events")
-    port = free_port()
     with FakeSlack(post_burst=20, ping_interval=0) as slack:
+        # Port 0, read back from `status`: a port picked free here could be taken by another test's daemon before
+        # the adapter binds it (the suite runs on two workers).
         gw = slack_gateway(tmp_path, slack, f"""inbound = "events_api"
 signing_secret = "{slack.identity['signing_secret']}"
-events_port = {port}
+events_port = 0
 events_path = "/slack/events"
 """)
         try:
             gw.start()
             gw.wait_ready()
-            url = f"http://127.0.0.1:{port}/slack/events"
-            verified = wait_for(lambda: (v := slack.set_request_url(url)) and v["verified"] and v, 20, 0.2,
-                                "the Request URL to pass url_verification")
+            seen: list = []
+
+            def served_url():
+                rows = json.loads(gw.cli("status", "--json").stdout or "{}").get("adapters", [])
+                seen[:] = [r for r in rows if r.get("name") == "slack"]
+                return next((r.get("url") for r in seen if r.get("url")), None)
+            try:
+                url = wait_for(served_url, 60, 0.2, "the Events API server's URL in status")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the adapter's row: {seen}") from None
+            answers: list = []
+
+            def verified_answer():
+                answers.append(slack.set_request_url(url))
+                return answers[-1] and answers[-1]["verified"] and answers[-1]
+            try:
+                verified = wait_for(verified_answer, 60, 0.2, "the Request URL to pass url_verification")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the last answers: {answers[-3:]}") from None
             assert verified["status"] == 200
             yield slack, gw, url
         finally:
