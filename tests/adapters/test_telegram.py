@@ -253,11 +253,14 @@ def test_the_bot_wide_budget_spaces_operations_across_chats(tg, tmp_path):
     for chat in range(1, 9):
         tg.inject_message("hi", chat_id=chat)
     adapter, _ = make_adapter(tg, tmp_path, bot_ops_per_s=4.0)
+    began = time.monotonic()
     results = perform(adapter, *(PlatformOp(f"s{chat}", "send", str(chat), "hello") for chat in range(1, 9)))
-    assert all(r.ok for r in results)
-    times = sorted(o["at"] for chat in range(1, 9) for o in tg.ops(chat, "sendMessage"))
-    # 4 at once (the burst), then one every 0.25 s: the eighth no sooner than 1 s after the first
-    assert times[-1] - times[0] >= 0.95
+    took = time.monotonic() - began
+    assert all(r.ok for r in results) and sum(len(tg.ops(chat, "sendMessage")) for chat in range(1, 9)) == 8
+    # 4 at once (the burst), then one every 0.25 s: the eighth leaves no sooner than 1 s after the first. Timed here,
+    # where the budget spaces departures: on a loaded machine the fake can receive a delayed first few together
+    # with the later ones, so its arrival times may be closer than the budget's spacing.
+    assert took >= 0.95, took
 
 
 def test_errors_never_carry_the_token(tg, tmp_path):
