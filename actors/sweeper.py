@@ -31,6 +31,7 @@ from pathlib import Path
 from actors.messages import AdapterConnected, InboxDoorbell, LostSend, OpResult, PlatformOp
 from actors.adapters.pacing import resent_marker
 from actors.adapters.registry import reply_pacing
+from actors.sessions.reply_files import has_marker, is_file, send_fields, with_marker
 from storage import MediaCache
 from supervision.storage_access import StoreUser
 from supervision.actor import GatewayActor
@@ -156,7 +157,8 @@ class DeliverySweeper(StoreUser, GatewayActor):
         chunks = list(ob.chunks)
         unresolved = ob.send_intent is not None and not ob.ambiguous
         # Where the adapter can look for the copy a lost send left, that part's first operation is the search.
-        lost = ob.send_intent if unresolved and pacing.finds_lost_copies and ob.send_intent < len(chunks) else None
+        lost = ob.send_intent if (unresolved and pacing.finds_lost_copies and ob.send_intent < len(chunks)
+                                  and not is_file(chunks[ob.send_intent])) else None
         job = {"ob": ob, "fence": ob.fence, "index": 0, "parts": dict(ob.parts), "chunks": chunks,
                "idempotent": pacing.idempotent_send, "ambiguous": ob.ambiguous, "lost": lost}
         if unresolved and lost is None:
@@ -175,9 +177,9 @@ class DeliverySweeper(StoreUser, GatewayActor):
 
     def add_marker(self, job: dict) -> None:
         marker = resent_marker(self.config)
-        if not job["idempotent"] and not job["chunks"][0].startswith(marker):
+        if not job["idempotent"] and not has_marker(job["chunks"][0], marker):
             # The consumer cut every chunk with room for this line (actors/adapters/pacing.chunk_limit).
-            job["chunks"][0] = f"{marker}\n{job['chunks'][0]}"
+            job["chunks"][0] = with_marker(job["chunks"][0], marker)
 
     def next_op(self, job: dict) -> None:
         ob, index = job["ob"], job["index"]
@@ -189,6 +191,9 @@ class DeliverySweeper(StoreUser, GatewayActor):
         t = ob.target
         if index < len(job["chunks"]):
             text = job["chunks"][index]
+            if index in job["parts"] and is_file(text):   # a file on the platform is never edited
+                job["index"] += 1
+                return self.next_op(job)
             if index in job["parts"]:
                 op = PlatformOp(op_id, "edit", t.chat_id, text, message_id=job["parts"][index], thread_id=t.thread_id,
                                 final=True)
@@ -199,7 +204,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
                 key = f"{ob.obligation_id[:16]}.{index}" if job["idempotent"] else None
                 # The adapter commits the send's intent just before the request leaves, and the returned id with
                 # the platform's answer (PlatformOp.ledger): a refused send leaves no intent behind.
-                op = PlatformOp(op_id, "send", t.chat_id, text, thread_id=t.thread_id,
+                op = PlatformOp(op_id, "send", t.chat_id, thread_id=t.thread_id, **send_fields(text),
                                 reply_to=t.reply_to if index == 0 else None, final=True, idempotency_key=key,
                                 ledger=(ob.obligation_id, job["fence"], index))
         else:

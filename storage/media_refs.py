@@ -9,7 +9,7 @@ record), which keeps a sweep of a large database to one pass over each table.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from . import records
 from .db import Database, fetch_all
@@ -45,4 +45,21 @@ class MediaRefs:
                     except records.RecordError:
                         continue
             return keys
+        return await self._db.read(fetch)
+
+    async def file_in_session(self, session_id: str, key: str) -> Optional[dict]:
+        """The attachment (kind, mime, name, ...) that an event of this session's transcript names by ``key``, or
+        None: what lets a chat's own page fetch its files and no other chat's (actors/adapters/webchat)."""
+        async def fetch(conn):
+            rows = await fetch_all(conn, "SELECT payload FROM transcript WHERE session_id = ? "
+                                         "AND instr(payload, ?) > 0", (session_id, key.encode("ascii")))
+            for (blob,) in rows:
+                try:
+                    payload = records.unpack(blob)
+                except records.RecordError:
+                    continue
+                for item in (payload.get("attachments") or ()) if isinstance(payload, dict) else ():
+                    if isinstance(item, dict) and item.get("cache_key") == key:
+                        return item
+            return None
         return await self._db.read(fetch)

@@ -57,7 +57,7 @@ class Behaviour:
 
     # ------------------------------------------------------------------------------------------- for every kind
     def report(self, fact) -> None:
-        """Tell the metrics actor a fact (``actors/messages.py``, metrics section), if the directory names one.
+        """Tell the metrics actor a fact (``actors/messages/metrics.py``), if the directory names one.
         Never raises, never waits: a fact sent while the metrics actor restarts is lost, as metrics may be."""
         target = getattr(self.directory, "metrics", None) if self.directory is not None else None
         if target is not None:

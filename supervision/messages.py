@@ -3,7 +3,7 @@
 Lifecycle between a parent and its child (Started, ChildReady, CrashReport, ChildStopping, RestartChild,
 SupervisorGaveUp), health and inspection (Ping, Pong, DescribeTree, TreeNode, TreeReply), the directory of
 well-known addresses the root hands down, and the drain steps every actor takes (StopIntake, Flush). The gateway's
-own messages (turns, platform operations, drain reports) are in ``actors/messages.py``; the rules for both are
+own messages (turns, platform operations, drain reports) are in ``actors/messages/``; the rules for both are
 the same: small frozen dataclasses of plain values, addresses only in fields that say so.
 """
 from __future__ import annotations

@@ -46,6 +46,7 @@ from actors.adapters.sender_limits import policy_of as limit_policy_of
 from actors.adapters.budgets import ChatBudgets
 from actors.adapters.connection import ConnectionView
 from actors.adapters.doorbells import Doorbells
+from actors.adapters.errors import PermanentError
 from actors.adapters.lost_copies import Unresolved
 from actors.adapters.media_intake import AttachmentGone
 from actors.adapters.send_records import SendRecords
@@ -140,6 +141,11 @@ class PlatformAdapter(GatewayActor):
 
     async def send_message(self, op: PlatformOp) -> str:
         raise NotImplementedError
+
+    async def send_file(self, op: PlatformOp) -> str:
+        """A send whose part is a file (``op.file``: its bytes through ``file_bytes``); the platform's message id.
+        Only adapters whose pacing says ``sends_files`` are given one: the reply shows a line for the others."""
+        raise PermanentError(f"the {type(self).__name__} sends no files")
 
     async def edit_message(self, op: PlatformOp) -> None:
         raise NotImplementedError
@@ -339,7 +345,8 @@ class PlatformAdapter(GatewayActor):
                     return refused
                 intent_recorded = True
             try:
-                message_id = await getattr(self, OP_METHODS[op.action])(op)
+                method = "send_file" if op.file is not None and op.action == "send" else OP_METHODS[op.action]
+                message_id = await getattr(self, method)(op)
                 if op.action == "find_lost":
                     return await self.records.lost_copy_found(op, message_id)
                 if op.action != "send":
@@ -407,6 +414,15 @@ class PlatformAdapter(GatewayActor):
                 self._say(logging.INFO, "%s: %d chat(s) still under a rate-limit ban from before the restart",
                           self.name, banned)
         return self.store
+
+    async def file_bytes(self, file) -> bytes:
+        """The bytes of an OutgoingFile, from the media cache (read in a thread). One swept from the cache since
+        (a reply recovered long after) cannot be sent: a permanent failure, and the reply says so in its place."""
+        await self.ready_storage()
+        data = await asyncio.to_thread(self.media_cache.read, file.cache_key)
+        if data is None:
+            raise PermanentError("the file is no longer in the media cache")
+        return data
 
     def send_unasked(self, op: PlatformOp) -> None:
         """A message the adapter sends on its own (a pairing code, a limit notice): through the chat's lane and

@@ -74,6 +74,11 @@ class FakePlatformAdapter(PlatformAdapter):
     async def send_message(self, op: PlatformOp) -> str:
         return await self._client().send(op.chat_id, op.text, reply_to=op.reply_to, thread=op.thread_id)
 
+    async def send_file(self, op: PlatformOp) -> str:
+        data = await self.file_bytes(op.file)
+        return await self._client().send_file(op.chat_id, op.file.kind, op.file.name, data, op.file.caption,
+                                              reply_to=op.reply_to, thread=op.thread_id)
+
     async def edit_message(self, op: PlatformOp) -> None:
         await self._client().edit(op.chat_id, op.message_id, op.text)  # False (not modified) is success too
 

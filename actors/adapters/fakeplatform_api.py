@@ -5,6 +5,7 @@ errors as the real clients (actors.adapters.errors), so code written against it 
 """
 from __future__ import annotations
 
+import base64
 import logging
 from typing import Any, Optional
 
@@ -47,6 +48,16 @@ class FakePlatformAPI(HttpSession):
         if thread is not None:
             payload["thread"] = thread
         return (await self._call("POST", "send", json=payload))["message_id"]
+
+    async def send_file(self, chat: str, kind: str, name: str, data: bytes, caption: str = "",
+                        reply_to: Optional[str] = None, thread: Optional[str] = None) -> str:
+        payload: dict[str, Any] = {"chat": chat, "kind": kind, "name": name, "caption": caption,
+                                   "data": base64.b64encode(data).decode("ascii")}
+        if reply_to is not None:
+            payload["reply_to"] = reply_to
+        if thread is not None:
+            payload["thread"] = thread
+        return (await self._call("POST", "send_file", json=payload))["message_id"]
 
     async def edit(self, chat: str, message_id: str, text: str) -> bool:
         """True if the text changed; False if it already was ``text`` (not an error: the goal is reached)."""

@@ -33,6 +33,13 @@ class PlatformPacing:
     # chat (Slack's chat.update and chat.delete are Tier 3: about 50 per minute per workspace). None: no such limit.
     app_edit_ops_per_s: Optional[float] = None
     app_edit_burst: int = 1
+    # Files a reply carries (actors/sessions/reply_files.py): whether the adapter sends them (``send_file``), the
+    # largest upload, the largest image shown inline (a larger one goes as a document), the caption's limit (in
+    # ``length`` units). A platform without files shows a line in the reply's text for each instead.
+    sends_files: bool = False
+    upload_limit_bytes: int = 50 * 1024 * 1024
+    photo_limit_bytes: int = 10 * 1024 * 1024
+    caption_limit: int = 1024
 
 
 _FAST = dict(edit_interval_s=0.05, min_edit_delta_chars=1, per_chat_ops_per_s=50.0, per_chat_burst=50)
@@ -41,7 +48,9 @@ PACING: dict[str, PlatformPacing] = {
     # ~1 op/s per chat shared by sends and edits, 20/min in groups; typing shows for 5 s.
     "telegram": PlatformPacing("telegram", 4096, "utf16", edit_interval_s=1.2, min_edit_delta_chars=30,
                                per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=True,
-                               typing_interval_s=4.5, group_ops_per_s=20 / 60, finds_lost_copies=True),
+                               typing_interval_s=4.5, group_ops_per_s=20 / 60, finds_lost_copies=True,
+                               # sendPhoto: 10 MB; sendDocument: 50 MB from a bot; captions 1,024 UTF-16 units
+                               sends_files=True),
     # 5 per 5 s per channel; typing shows for 10 s.
     "discord": PlatformPacing("discord", 2000, "chars", edit_interval_s=1.0, min_edit_delta_chars=30,
                               per_chat_ops_per_s=1.0, per_chat_burst=5, supports_edit=True, typing_interval_s=8.0,
@@ -61,12 +70,15 @@ PACING: dict[str, PlatformPacing] = {
     # Synapse's default message rate is 0.2/s with a burst of 10; every edit is a new event.
     "matrix": PlatformPacing("matrix", 24000, "bytes", edit_interval_s=3.0, min_edit_delta_chars=80,
                              per_chat_ops_per_s=0.2, per_chat_burst=10, supports_edit=True, typing_interval_s=20.0),
-    "webchat": PlatformPacing("webchat", 1_000_000, "chars", supports_edit=True, typing_interval_s=3.0, **_FAST),
+    "webchat": PlatformPacing("webchat", 1_000_000, "chars", supports_edit=True, typing_interval_s=3.0,
+                               sends_files=True, **_FAST),
     "cli": PlatformPacing("cli", 1_000_000, "chars", supports_edit=True, typing_interval_s=None, **_FAST),
     # The HTTP API (webhook callbacks, OpenAI-compatible streaming): the client reads every edit as it comes.
-    "http": PlatformPacing("http", 1_000_000, "chars", supports_edit=True, typing_interval_s=None, **_FAST),
+    "http": PlatformPacing("http", 1_000_000, "chars", supports_edit=True, typing_interval_s=None,
+                            sends_files=True, **_FAST),
     # The generic fake platform of the tests: its documented 4,000-character limit (so chunking is exercised), fast.
-    "fake": PlatformPacing("fake", 4000, "chars", supports_edit=True, typing_interval_s=None, **_FAST),
+    "fake": PlatformPacing("fake", 4000, "chars", supports_edit=True, typing_interval_s=None,
+                            sends_files=True, **_FAST),
 }
 
 # For a platform not in the table: small messages, slow, no edits; safe anywhere.

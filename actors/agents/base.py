@@ -42,6 +42,8 @@ class AgentRequest:
     turn_id: str = ""
     # Messages the user sent during the turn; an agent with supports_steer folds them in at its next step.
     steer: Optional[asyncio.Queue] = field(default=None, compare=False, repr=False)
+    # The media cache a tool's files go to (ToolRegistry.run); None: tools cannot send files in this turn.
+    media: Any = field(default=None, compare=False, repr=False)
 
     def last_user_text(self) -> str:
         for message in reversed(self.messages):

@@ -3,6 +3,7 @@
 Its answer quotes the user's last message (and names what it carried: "You sent a photo (PNG, 640×480, 12 KB)"), says
 it is the offline agent and how to configure a real model, and is
 streamed in several chunks. Arithmetic in the message (``what is 12*7``), a question about the time, or ``#tool``
+or a request for a picture ("draw a card saying hello": the text_image tool, whose PNG the reply carries)
 makes it call a tool through the registry, visibly. Same input, same events (except the clock tool's reading).
 
 Test hooks, written anywhere in the user's last message, honoured only with ``[debug] fault_injection`` (on the
@@ -43,6 +44,9 @@ api_key_env = "OPENAI_API_KEY"          # the environment variable holding the k
 
 _ARITHMETIC = re.compile(r"[-(]*\d+(?:\.\d+)?\)*(?:\s*(?:\*\*|[-+*/%])\s*[-(]*\d+(?:\.\d+)?\)*)+")
 _TIME_QUESTION = re.compile(r"\b(?:what time|time is it|current time|date today|today's date)\b", re.I)
+# "draw me a picture of a lighthouse", "make an image saying hello", "draw a card: happy birthday"
+_PICTURE = re.compile(r"\b(?:draw|make|send)\b[^.?!\n]*?\b(?:picture|image|card|sign)\b"
+                      r"(?:\s+(?:of|saying|with|that says)|:)?\s*([^\n]{0,200})", re.I)
 _LONG = re.compile(r"#long\s+(\d+)")
 _SLOW = re.compile(r"#slow\s+(\d+(?:\.\d+)?)")
 _THINK = re.compile(r"#think\s+(\d+(?:\.\d+)?)")
@@ -110,8 +114,10 @@ class OfflineAgent:
         for piece in (arguments_json[:split], arguments_json[split:]):
             await asyncio.sleep(delay)
             yield ToolCallDelta(call_id=call_id, arguments_delta=piece)
-        ok, result = await self.registry.call(name, arguments_json)
-        yield ToolCallFinished(call_id=call_id, name=name, arguments=arguments_json, result=result, ok=ok)
+        answer = await self.registry.run(name, arguments_json, request.media)
+        ok, result = answer.ok, answer.text
+        yield ToolCallFinished(call_id=call_id, name=name, arguments=arguments_json, result=result, ok=ok,
+                               files=answer.files)
         if name == "calculator" and ok:
             summary = f"\n\nI used the calculator tool: {arguments['expression']} = {result}."
         else:
@@ -154,6 +160,9 @@ def _choose_tool(text: str, available: list[str], forced: bool = False) -> tuple
         return "calculator", {"expression": expression.group(0).strip()}
     if _TIME_QUESTION.search(text) and "clock" in available:
         return "clock", {}
+    picture = _PICTURE.search(text)
+    if picture and "text_image" in available:
+        return "text_image", {"text": picture.group(1).strip(" .!?\"'") or "hello", "caption": "drawn offline"}
     if forced and "calculator" in available:
         words = len(text.split())
         return "calculator", {"expression": f"{words} * 7 + {len(text)}"}

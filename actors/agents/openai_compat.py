@@ -281,23 +281,23 @@ class OpenAICompatAgent:
                 messages.append(step.assistant_message())
                 for call in step.ordered_calls():
                     result = ""
-                    async for event in self._run_tool(call):
+                    async for event in self._run_tool(call, request.media):
                         if isinstance(event, ToolCallFinished):
                             result = event.result
                         yield event
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
         yield TurnEnd(reason="complete", final_text=answer)
 
-    async def _run_tool(self, call: _Call) -> AsyncIterator[StreamEvent]:
-        task = asyncio.ensure_future(self.registry.call(call.name, call.arguments))
+    async def _run_tool(self, call: _Call, media=None) -> AsyncIterator[StreamEvent]:
+        task = asyncio.ensure_future(self.registry.run(call.name, call.arguments, media))
         started = time.monotonic()
         try:
             while not (await asyncio.wait({task}, timeout=self.long_tool_hint_s))[0]:
                 yield LongToolHint(call.id, call.name, round(time.monotonic() - started, 1))
         finally:
             task.cancel()              # no-op when done; stops the tool when the turn is interrupted
-        ok, result = task.result()
-        yield ToolCallFinished(call.id, call.name, call.arguments, result, ok)
+        answer = task.result()
+        yield ToolCallFinished(call.id, call.name, call.arguments, answer.text, answer.ok, answer.files)
 
     def _request_body(self, messages: list[dict]) -> dict:
         body = {"model": self.model, "messages": messages, "stream": True, **self.extra_body}

@@ -1,9 +1,13 @@
-"""A small tool registry and two safe built-in tools (clock, calculator).
+"""A small tool registry and three safe built-in tools (clock, calculator, text_image).
 
 Tools run on the agent's loop, which a session shard shares between all its cells' agent streams: a tool that
 computes (``Tool.blocking``: a plain function) runs in a worker thread instead, bounded by ``timeout_s``, so the
 loop goes on streaming every other chat's answer meanwhile. A tool that waits on I/O is a coroutine and stays on the
 loop.
+
+A tool answers text (a str, or anything JSON can encode) or a ``ToolOutput``: text and files. ``run`` puts each
+file in the media cache (actors/media/outgoing.py, in a worker thread) and answers them as ``OutgoingFile``s, which
+the reply shows after its text; the model reads a line per file in the tool's result.
 """
 from __future__ import annotations
 
@@ -16,6 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Optional
 
+from actors.agents.text_image import text_image
+from actors.media.outgoing import (MAX_FILES_PER_RESULT, FileRefused, ToolFile, ToolOutput, cache_tool_file,
+                                   sent_note)
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -25,6 +33,13 @@ class Tool:
     fn: Callable[[dict], Any]                  # a coroutine function; a plain function when ``blocking``
     blocking: bool = False                     # computes rather than waits: run in a worker thread, off the loop
     timeout_s: float = 10.0                    # a blocking tool's answer must come within this
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    ok: bool
+    text: str                      # what the model reads (a line per file sent, after the tool's own text)
+    files: tuple = ()              # of OutgoingFile, already in the media cache
 
 
 class ToolRegistry:
@@ -51,8 +66,34 @@ class ToolRegistry:
                 for t in self._tools.values()]
 
     async def call(self, name: str, arguments_json: str) -> tuple[bool, str]:
-        """Run a tool. Never raises (except on cancellation): failures come back as ``(False, explanation)``,
-        which the model reads and can act on."""
+        """Run a tool for its text: ``(ok, text)`` (``run`` without files)."""
+        answer = await self.run(name, arguments_json)
+        return answer.ok, answer.text
+
+    async def run(self, name: str, arguments_json: str, media=None) -> ToolAnswer:
+        """Run a tool. Never raises (except on cancellation): failures come back as ``ok=False`` with an
+        explanation the model reads and can act on. ``media``: the MediaCache files go to; without it a tool's
+        files are refused (said in the text)."""
+        ok, result = await self._call(name, arguments_json)
+        if not isinstance(result, ToolOutput):
+            return ToolAnswer(ok, result if isinstance(result, str) else json.dumps(result, default=str))
+        files, notes = [], [result.text] if result.text else []
+        for tool_file in result.files[:MAX_FILES_PER_RESULT]:
+            if media is None or not isinstance(tool_file, ToolFile):
+                notes.append("[a file could not be sent: this chat takes no files from tools]")
+                continue
+            try:
+                cached = await asyncio.to_thread(cache_tool_file, media, tool_file)
+            except (FileRefused, OSError) as exc:
+                notes.append(f"[a file could not be sent: {exc}]")
+                continue
+            files.append(cached)
+            notes.append(sent_note(cached))
+        if len(result.files) > MAX_FILES_PER_RESULT:
+            notes.append(f"[only the first {MAX_FILES_PER_RESULT} files were sent]")
+        return ToolAnswer(ok, "\n".join(notes), tuple(files))
+
+    async def _call(self, name: str, arguments_json: str) -> tuple[bool, Any]:
         tool = self._tools.get(name)
         if tool is None:
             return False, f"unknown tool {name!r}; available: {', '.join(self._tools) or 'none'}"
@@ -72,7 +113,7 @@ class ToolRegistry:
             return False, f"tool {name} took longer than {tool.timeout_s:g}s; gave up waiting for it"
         except Exception as exc:  # noqa: BLE001 - a tool's failure is information for the model, not a crash
             return False, f"tool {name} failed: {type(exc).__name__}: {exc}"
-        return True, result if isinstance(result, str) else json.dumps(result, default=str)
+        return True, result
 
 
 # --------------------------------------------------------------------------------------------------- calculator
@@ -161,7 +202,16 @@ CLOCK = Tool(
     json_schema={"type": "object", "properties": {}, "additionalProperties": False},
     fn=_clock)
 
-BUILTIN_TOOLS: dict[str, Tool] = {t.name: t for t in (CLOCK, CALCULATOR)}
+TEXT_IMAGE = Tool(
+    name="text_image",
+    description="Draw a short text (up to 280 characters) on a card and send it to the chat as a PNG image.",
+    json_schema={"type": "object", "properties": {
+        "text": {"type": "string", "description": "the words on the card"},
+        "caption": {"type": "string", "description": "a caption shown with the image (optional)"}},
+        "required": ["text"], "additionalProperties": False},
+    fn=text_image, blocking=True, timeout_s=10.0)
+
+BUILTIN_TOOLS: dict[str, Tool] = {t.name: t for t in (CLOCK, CALCULATOR, TEXT_IMAGE)}
 
 
 def default_registry(names: Optional[Iterable[str]] = None) -> ToolRegistry:

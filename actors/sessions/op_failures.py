@@ -36,9 +36,10 @@ class Next:
 
 
 def after_op_failure(action: str, index: int, error_kind: str | None, retry_after: float, retries: int,
-                     final: bool, edit_failures: int) -> Next:
+                     final: bool, edit_failures: int, file: bool = False) -> Next:
     """``retries``: the consumer's retries of this reply so far; ``final``: the final text is known;
-    ``edit_failures``: failed preview edits so far. ``index`` < 0 is a superseded preview."""
+    ``edit_failures``: failed preview edits so far; ``file``: the part is a file. ``index`` < 0 is a superseded
+    preview."""
     if error_kind == "lost_claim":
         return Next("step_aside")
     if error_kind == "storage":
@@ -53,6 +54,8 @@ def after_op_failure(action: str, index: int, error_kind: str | None, retry_afte
         # Before any fallback: a 429 storm outlasting the adapter's own waits passes, and a final edit that falls
         # back to a new message would leave its preview behind.
         return Next("retry", max(retry_after, RETRY_STEP_S * (retries + 1)))
+    if file and action == "send" and error_kind in ("permanent", "too_long", "formatting", "not_found"):
+        return Next("file_as_line")    # the platform will not take this file: the reply says so in its place
     if action == "edit" and not final:
         return Next("edit_failed", fall_back=edit_failures + 1 >= MAX_EDIT_FAILURES)
     if action == "edit":

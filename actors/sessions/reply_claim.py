@@ -121,13 +121,14 @@ class Claim:
                                                  "back about")
         return "claimed"
 
-    def send_unresolved(self, index: int, why: str) -> None:
-        """A send of part ``index`` may or may not be in the chat. Where the adapter can look, the part's next
-        operation is that search (``lost``); otherwise the reply is marked as re-sent from now on, in the ledger
-        first (before a marked copy leaves, so a later owner marks its copies too)."""
+    def send_unresolved(self, index: int, why: str, searchable: bool = True) -> None:
+        """A send of part ``index`` may or may not be in the chat. Where the adapter can look (and the part is
+        text: a file's copy cannot be found by its text), the part's next operation is that search (``lost``);
+        otherwise the reply is marked as re-sent from now on, in the ledger first (before a marked copy leaves, so
+        a later owner marks its copies too)."""
         if self.ambiguous or self.lost is not None:
             return
-        if self.finds_lost and self.recorded:
+        if self.finds_lost and self.recorded and searchable:
             self.log.info("%s: %s; looking for that copy in the chat", self.name, why)
             self.lost = index
             return

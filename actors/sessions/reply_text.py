@@ -1,5 +1,5 @@
 """What a reply shows: the answer so far and the tool progress line, folded from the turn's stream events, and the
-text of its preview or of its final form. Pure: no actor, no platform; the stream consumer cuts it into chunks.
+text of its preview or of its final form, and the files it carries (shown after the final text: reply_files.py). Pure: no actor, no platform; the stream consumer cuts it into chunks.
 
 A preview is the deltas as they came, redacted each time it is drawn (the session redacts the final text; a secret
 split across deltas is whole again in the answer so far), with the tool line under it and a cursor at its end.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from actors.messages import LongToolHint, TextDelta, ToolCallFinished, ToolCallStarted, TurnEnd
+from actors.messages import LongToolHint, ReplyFile, TextDelta, ToolCallFinished, ToolCallStarted, TurnEnd
 from common.redact import redact
 
 CURSOR = " ▍"
@@ -19,6 +19,7 @@ class ReplyText:
         self.answer = ""
         self.tool_line = ""
         self.final: Optional[str] = None    # set by TurnEnd
+        self.files: list = []               # OutgoingFile, each once (a tool may make the same bytes twice)
 
     def apply(self, event) -> bool:
         """Fold one stream event in; True when it is the TurnEnd."""
@@ -30,6 +31,9 @@ class ReplyText:
             self.tool_line = f"⚙ {event.name}…"
         elif isinstance(event, ToolCallFinished):
             self.tool_line = f"⚙ {event.name} {'✓' if event.ok else '✗'}"
+        elif isinstance(event, ReplyFile):
+            if all(f.cache_key != event.file.cache_key for f in self.files):
+                self.files.append(event.file)
         elif isinstance(event, LongToolHint):
             self.tool_line = f"⚙ {event.name}… still working ({int(event.elapsed_s)}s)"
         elif isinstance(event, TurnEnd):

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from actors.agents.base import AgentRequest, build_agent
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
-                             SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
+                             ReplyFile, SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
 from common.chat_errors import user_facing_error
 from common.redact import configured_secrets, redact
 from actors.sessions import turn as turns
@@ -59,7 +59,6 @@ GAVE_UP_TEXT = ("I was interrupted {times} while answering your message \u201c{q
                 "as not to loop. Please send it again.")
 GAVE_UP_PREFIX = GAVE_UP_TEXT.split("{times}")[0]
 RESTARTED_TEXT = "I was restarted while answering your message \u201c{quote}\u201d. Please send it again."
-QUOTE_CHARS = 60
 
 
 class SessionPhase(enum.Enum):
@@ -126,7 +125,8 @@ class Session(CellStoreUser, Cell):
             # the same obligation. Its consumer edits what is already on the platform and sends only the rest;
             # if the reply was delivered already, it finds the obligation done and says so.
             self.db(self.store.inbox.take(row.seq))
-            self.reply_turn([row.seq], MessageEvent.from_payload(row.payload), answer, turn_id=rt.turn_token)
+            self.reply_turn([row.seq], MessageEvent.from_payload(row.payload), answer, turn_id=rt.turn_token,
+                            files=turns.turn_files(transcript, rt.turn_token))
             return
         # A resume stopped by a full disk was not the turn's fault: it does not use up a resume.
         claimed = self.db(self.store.sessions.claim_resume(self.info.session_id, self.max_resumes,
@@ -146,7 +146,7 @@ class Session(CellStoreUser, Cell):
             # Quoted: in a busy chat "this message" would not say which one. Written to the transcript first, as an
             # answer is: the history shows it, and a crash before it is delivered delivers it then (above).
             notice = (GAVE_UP_TEXT if claimed is None else RESTARTED_TEXT).format(
-                quote=_quote(event.text), times=_times(self.max_resumes + 1))
+                quote=turns.quote(event.text), times=turns.times(self.max_resumes + 1))
             self.db(self.store.sessions.append(self.info.session_id,
                                                [turns.assistant_event(rt.turn_token, notice, "gave_up", notice)]))
             self.db(self.store.sessions.count_recovery(self.info.session_id, resumed=False))
@@ -275,15 +275,19 @@ class Session(CellStoreUser, Cell):
         # Made here, used on the bridge's loop: an asyncio.Queue binds to a loop when first awaited, not when made,
         # and this thread feeds it only through bridge.call (call_soon_threadsafe).
         turn.steer = asyncio.Queue()
-        request = AgentRequest(request_messages, event.source.profile, turn.turn_id, turn.steer)
+        request = AgentRequest(request_messages, event.source.profile, turn.turn_id, turn.steer, media)
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
         self.ask_consumer(turn)
         turn.future = self.bridge.submit(self._run_agent(turn.turn_id, request, with_media))
 
-    def reply_turn(self, seqs: list, event: MessageEvent, text: str, turn_id: str | None = None) -> None:
-        """A reply that needs no model (commands, notices), delivered through the same ledger path."""
+    def reply_turn(self, seqs: list, event: MessageEvent, text: str, turn_id: str | None = None,
+                   files: tuple = ()) -> None:
+        """A reply that needs no model (commands, notices, an answer written before a crash, with the files its
+        tools made), delivered through the same ledger path."""
         turn = self.turn = turns.Turn(turn_id or turns.new_turn_id(), seqs, event, kind="command")
+        for file in files:
+            self.push(turn, ReplyFile(file))
         self.push(turn, TurnEnd("complete", text))
         turn.ended, turn.final_text = True, text
         self.ask_consumer(turn)
@@ -311,10 +315,11 @@ class Session(CellStoreUser, Cell):
                 self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete")
                 return
             if isinstance(event, ToolCallFinished):
-                event = dataclasses.replace(event, arguments=redact(event.arguments, self.secrets),
-                                            result=redact(event.result, self.secrets))
+                event = turns.redacted_tool_call(event, self.secrets)
                 self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(item.turn_id, event)))
             self.push(turn, event)
+            for file in getattr(event, "files", ()):   # a tool's files: parts of the reply, after its text
+                self.push(turn, ReplyFile(file))
         elif isinstance(item, AgentCancelled):
             answer = turn.answer_text().rstrip()
             note = "(stopped)" if turn.interrupted == "stopped" else "(interrupted)"
@@ -429,15 +434,6 @@ class Session(CellStoreUser, Cell):
 
     def state_name(self) -> str:
         return "busy" if self.phase in BUSY else "running"
-
-
-def _times(n: int) -> str:
-    return {1: "once", 2: "twice"}.get(n, f"{n} times")
-
-
-def _quote(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= QUOTE_CHARS else line[:QUOTE_CHARS - 1] + "\u2026"
 
 
 def _consumer_id(turn: turns.Turn, session: "Session") -> str:

@@ -44,6 +44,9 @@ import time
 
 from actors.messages import LostSend, OpResult, PlatformOp, ReplyDone, StalledReply, StreamBatch
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
+from actors.media.outgoing import unsent_line
+from actors.sessions.placed_parts import SUPERSEDED, PlacedParts
+from actors.sessions.reply_files import file_of, final_parts, is_file, send_fields, with_marker
 from actors.sessions.chunking import split_message
 from actors.sessions.reply_text import ReplyText
 from actors.sessions.op_failures import (MAX_OP_RETRIES, OP_TIMEOUT_S, RETRY_STEP_S, SEND_SILENCE_S, AdapterWait,
@@ -56,7 +59,6 @@ from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 from common.config import setting
 
-SUPERSEDED = -1         # the part index of a delete aimed at a superseded preview
 STORAGE_WAIT_S = (0.5, 5.0)   # retry delays while storage is unavailable: first, then the longest
 FIRST_TYPING_AFTER_S = 1.0    # a reply with nothing to show by then gets the typing indicator (a faster one never
                               # costs the platform call)
@@ -75,8 +77,7 @@ class StreamConsumer(CellStoreUser, Cell):
         super().__init__()
         self.expected, self.held = 0, {}
         self.text = ReplyText()                 # the answer so far, the tool line, the final text (reply_text.py)
-        self.parts: dict[int, str] = {}
-        self.shown: dict[int, str] = {}
+        self.placed = PlacedParts()             # the reply's parts on the platform, and what each shows
         self.in_flight: tuple | None = None     # (op_id, action, index, text)
         self.in_flight_to = None                # the adapter it went to
         self.ops = itertools.count(1)
@@ -89,8 +90,8 @@ class StreamConsumer(CellStoreUser, Cell):
         self.chunks_recorded = False
         self.storage_waits = 0                  # pumps in a row held back by unavailable storage
         self.edit_due_armed = False             # a wake-up for the end of the edit interval is coming
-        self.superseded: list[str] = []         # previews a fallback replaced with new messages: deleted at the end
         self.adapter_wait: AdapterWait | None = None   # since when the directory names no adapter for this reply
+        self.refused_files: dict[int, str] = {}  # file parts the platform refused -> the line shown in their place
 
     def on_start(self, args) -> None:
         self.args = args
@@ -125,17 +126,18 @@ class StreamConsumer(CellStoreUser, Cell):
             self.phase = ReplyPhase.FINISHING
 
     # ----------------------------------------------------------------------------------------------- pacing
-    def wanted_chunks(self) -> list[str] | None:
-        if self.phase is ReplyPhase.FINISHING:
-            return self.marked(split_message(self.text.final_text(), self.chunk_limit, self.length))
+    def wanted_chunks(self) -> list | None:
+        if self.phase is ReplyPhase.FINISHING:   # the text's chunks, then a part per file (reply_files.py)
+            parts = final_parts(self.text.final_text(), self.text.files, self.pacing, self.length, self.chunk_limit)
+            return self.marked([self.refused_files.get(i, part) for i, part in enumerate(parts)])
         if self.fallback or not self.pacing.supports_edit:
             return None  # no previews: the final text goes out whole
         preview = self.text.preview(self.secrets)
         return None if preview is None else self.marked(split_message(preview, self.chunk_limit, self.length))
 
-    def marked(self, chunks: list[str]) -> list[str]:
+    def marked(self, chunks: list) -> list:
         if self.claim.ambiguous and not self.pacing.idempotent_send and chunks:
-            chunks[0] = f"{self.marker}\n{chunks[0]}"
+            chunks[0] = with_marker(chunks[0], self.marker)
         return chunks
 
     def pump(self) -> None:
@@ -157,7 +159,7 @@ class StreamConsumer(CellStoreUser, Cell):
         if self.in_flight is not None or self.phase is ReplyPhase.DONE or self._exiting:
             return
         final = self.phase is ReplyPhase.FINISHING
-        throttled = not final and not self.force and self.parts
+        throttled = not final and not self.force and self.placed.ids
         if throttled and (wait := self.throttle.next_edit_at() - time.monotonic()) > 0:
             # Too soon after the last edit: one wake-up when the interval is over (not one per batch that comes in
             # meanwhile), and nothing rendered until then.
@@ -184,16 +186,9 @@ class StreamConsumer(CellStoreUser, Cell):
             self.claim.call("set_chunks",
                             self.store.ledger.set_chunks(self.claim.oid, self.claim.fence, chunks))
             self.chunks_recorded = True
-        for index, text in enumerate(chunks):
-            if self.shown.get(index) != text:
-                self.start_op(index, text)
-                return
-        extra = sorted(i for i in self.parts if i >= len(chunks)) if final else []
-        if extra:
-            self.start_op(extra[0], None)
-            return
-        if final and self.superseded:
-            self.start_op(SUPERSEDED, None)
+        step = self.placed.next_step(chunks, final)
+        if step is not None:
+            self.start_op(*step)
             return
         if final:
             self.finish(True, "delivered")
@@ -202,11 +197,14 @@ class StreamConsumer(CellStoreUser, Cell):
         a, finishing = self.args, self.phase is ReplyPhase.FINISHING
         op_id = f"{a['turn_id']}:{next(self.ops)}"
         if text is None:
-            target = self.superseded[0] if index == SUPERSEDED else self.parts[index]
+            target = self.placed.superseded[0] if index == SUPERSEDED else self.placed.ids[index]
             op = PlatformOp(op_id, "delete", a["chat_id"], message_id=target, thread_id=a["thread_id"])
-        elif index in self.parts and not (self.fallback and finishing):
-            op = PlatformOp(op_id, "edit", a["chat_id"], text, message_id=self.parts[index],
+        elif index in self.placed.ids and not (self.fallback and finishing):
+            op = PlatformOp(op_id, "edit", a["chat_id"], text, message_id=self.placed.ids[index],
                             thread_id=a["thread_id"], chat_type=a["chat_type"], final=finishing)
+        elif self.claim.lost == index and is_file(text):   # a file's lost copy cannot be found by its text
+            self.claim.lost = None
+            return self.send_unresolved(index, "a file's send is unresolved", text) or self.pump()
         elif self.claim.lost == index:
             # Before this part goes again: is the copy its lost send left in the chat? (lost_copies.py)
             op = PlatformOp(op_id, "find_lost", a["chat_id"], text, thread_id=a["thread_id"],
@@ -215,9 +213,9 @@ class StreamConsumer(CellStoreUser, Cell):
         else:
             recorded = self.claim.recorded
             key = f"{self.claim.oid[:16]}.{index}" if self.pacing.idempotent_send and recorded else None
-            op = PlatformOp(op_id, "send", a["chat_id"], text, thread_id=a["thread_id"], chat_type=a["chat_type"],
+            op = PlatformOp(op_id, "send", a["chat_id"], thread_id=a["thread_id"], chat_type=a["chat_type"],
                             reply_to=a["reply_to"] if index == 0 else None, final=finishing,
-                            idempotency_key=key,
+                            idempotency_key=key, **send_fields(text),
                             ledger=(self.claim.oid, self.claim.fence, index) if recorded else None)
         adapter = self.directory.adapter(a["adapter"]) if self.directory is not None else None
         if adapter is None:
@@ -242,7 +240,7 @@ class StreamConsumer(CellStoreUser, Cell):
             self.log.warning("%s: the reply has waited %.0fs for adapter %r, which the directory does not name "
                              "(claim %s, parts %d, %s); asking for the directory again", self.name,
                              self.adapter_wait.bound_s, self.args["adapter"], (self.claim.oid or "none")[:12],
-                             len(self.parts), self.phase.value)
+                             len(self.placed.ids), self.phase.value)
             self.report(StalledReply(self.args["adapter"], "no_adapter"))
         if step != "wait":
             self.want_directory(f"a reply waits for adapter {self.args['adapter']!r}")
@@ -259,13 +257,13 @@ class StreamConsumer(CellStoreUser, Cell):
         if step == "wait":
             self.after(OP_TIMEOUT_S, "op_timeout", (op_id, waited + 1))
             return
-        index, self.in_flight = self.in_flight[2], None
+        (_, _, index, part), self.in_flight = self.in_flight, None
         if step == "lost":
             self.log.warning("%s: no answer to the send of part %d in %gs (claim %s, parts %d, %s); taking it "
                              "for lost", self.name, index, SEND_SILENCE_S, (self.claim.oid or "none")[:12],
-                             len(self.parts), self.phase.value)
+                             len(self.placed.ids), self.phase.value)
             self.report(LostSend(self.args["adapter"], "unanswered"))
-            self.send_unresolved(index, "a send got no answer")
+            self.send_unresolved(index, "a send got no answer", part)
         else:
             self.log.warning("%s: no answer to %s within %gs; sending it again", self.name, op_id, OP_TIMEOUT_S)
         self.pump()
@@ -276,14 +274,14 @@ class StreamConsumer(CellStoreUser, Cell):
         edit is idempotent; a send may show twice only if the old adapter sent it and died before answering)."""
         if self.in_flight is not None and directory.adapter(self.args["adapter"]) != self.in_flight_to:
             if self.in_flight[1] == "send":
-                self.send_unresolved(self.in_flight[2], "the adapter died with a send in hand")
+                self.send_unresolved(self.in_flight[2], "the adapter died with a send in hand", self.in_flight[3])
             self.in_flight = None
             self.pump()
 
-    def send_unresolved(self, index: int, why: str) -> None:
-        """A send of part ``index`` may be in the chat: looked for first where the adapter can (Claim.lost), else
-        the reply goes again, marked as re-sent."""
-        self.claim.send_unresolved(index, why)
+    def send_unresolved(self, index: int, why: str, part) -> None:
+        """A send of ``part`` (its index) may be in the chat: looked for first where the adapter can (Claim.lost),
+        else the reply goes again, marked as re-sent."""
+        self.claim.send_unresolved(index, why, searchable=not is_file(part))
         self.after_marking()
 
     def after_marking(self) -> None:
@@ -306,7 +304,7 @@ class StreamConsumer(CellStoreUser, Cell):
             return
         self.report(LostSend(self.args["adapter"], "never_landed" if result.message_id is None else "found"))
         if result.message_id is not None:
-            self.parts[index], self.shown[index] = str(result.message_id), text
+            self.placed.ids[index], self.placed.shown[index] = str(result.message_id), text
             if not result.recorded:
                 self.claim.call("record_part", self.store.ledger.record_part(
                     self.claim.oid, self.claim.fence, index, str(result.message_id), replace=True))
@@ -324,32 +322,33 @@ class StreamConsumer(CellStoreUser, Cell):
         if result.ok:
             self.retries = 0
             if action == "send":
-                replaced = self.parts.get(index)
+                replaced = self.placed.ids.get(index)
                 if replaced is not None and replaced != str(result.message_id):
-                    self.superseded.append(replaced)   # the fallback sent anew: its preview goes once all is shown
-                self.parts[index] = str(result.message_id)
+                    self.placed.superseded.append(replaced)   # the fallback sent anew: the preview goes at the end
+                self.placed.ids[index] = str(result.message_id)
                 if not result.recorded:   # the adapter could not record it (storage unavailable there)
                     self.claim.call("record_part", self.store.ledger.record_part(
                         self.claim.oid, self.claim.fence, index, str(result.message_id), replace=True))
                 self.claim.intent = None
             if action == "delete" and index < 0:
-                self.superseded.pop(0)
+                self.placed.superseded.pop(0)
             elif action == "delete":
-                self.parts.pop(index, None)
-                self.shown.pop(index, None)
+                self.placed.ids.pop(index, None)
+                self.placed.shown.pop(index, None)
             else:
-                self.shown[index] = text
-                self.throttle.record(time.monotonic(), text)
+                self.placed.shown[index] = text
+                if not is_file(text):
+                    self.throttle.record(time.monotonic(), text)
                 self.edit_failures = 0
             if action == "send" and self.claim.ambiguous and self.pacing.idempotent_send:
-                self.shown.pop(index, None)   # the platform may have answered with the earlier copy: edit it too
+                self.placed.shown.pop(index, None)   # the platform may have answered with the earlier copy: edit it
             self.pump()
             return
-        self.failed(action, index, result)
+        self.failed(action, index, result, text)
 
-    def failed(self, action: str, index: int, result: OpResult) -> None:
+    def failed(self, action: str, index: int, result: OpResult, part) -> None:
         decision = after_op_failure(action, index, result.error_kind, result.retry_after, self.retries,
-                                    self.phase is ReplyPhase.FINISHING, self.edit_failures)
+                                    self.phase is ReplyPhase.FINISHING, self.edit_failures, is_file(part))
         step = decision.step
         if step == "step_aside":
             raise LostClaim(f"{action} of part {index}: {result.error}")   # nothing was sent
@@ -363,7 +362,7 @@ class StreamConsumer(CellStoreUser, Cell):
             if step == "retry_marked":
                 # Looked for first where the platform allows; else the copy that goes now carries the re-sent mark
                 # (the intent stays in the ledger until an id comes back, so any later owner marks its copy too).
-                self.send_unresolved(index, "a send's outcome is unknown")
+                self.send_unresolved(index, "a send's outcome is unknown", part)
             self.after(decision.delay, "pump")
             return
         if step == "give_up":
@@ -371,13 +370,16 @@ class StreamConsumer(CellStoreUser, Cell):
                 self.claim.oid, self.claim.fence, result.error or str(result.error_kind)))
             self.finish(False, f"{action} failed: {result.error_kind}: {result.error}", ledger_done=True)
             return
-        if step == "drop_preview":
-            self.superseded.pop(0)
+        if step == "file_as_line":
+            self.refused_files[index] = unsent_line(file_of(part), f"the platform refused it ({result.error})")
+            self.chunks_recorded = False   # recorded again with the line in the file's place
+        elif step == "drop_preview":
+            self.placed.superseded.pop(0)
         elif step == "drop_part":
-            self.parts.pop(index, None)
+            self.placed.ids.pop(index, None)
         elif step == "resend_part":
-            self.parts.pop(index, None)
-            self.shown.pop(index, None)
+            self.placed.ids.pop(index, None)
+            self.placed.shown.pop(index, None)
         elif step == "edit_failed":
             self.edit_failures += 1
             if decision.fall_back:
@@ -385,8 +387,8 @@ class StreamConsumer(CellStoreUser, Cell):
                 self.fallback = True
         elif step == "fall_back":
             self.fallback = True           # the final text goes out as new messages
-            self.superseded.append(self.parts.pop(index))
-            self.shown.pop(index, None)
+            self.placed.superseded.append(self.placed.ids.pop(index))
+            self.placed.shown.pop(index, None)
         self.pump()
 
     def on_timer_pump(self, _data) -> None:
@@ -397,7 +399,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.pump()
 
     def on_timer_typing(self, _data) -> None:
-        if self.parts or self.phase is not ReplyPhase.STREAMING:
+        if self.placed.ids or self.phase is not ReplyPhase.STREAMING:
             return
         adapter = self.directory.adapter(self.args["adapter"]) if self.directory is not None else None
         if adapter is not None:
@@ -410,7 +412,7 @@ class StreamConsumer(CellStoreUser, Cell):
         outcome = self.claim.claim()
         if outcome == "claimed":
             if self.claim.oid != "unrecorded":
-                self.parts = dict(self.claim.parts)   # what an earlier attempt put on the platform
+                self.placed.ids = dict(self.claim.parts)   # what an earlier attempt put on the platform
             return True
         if outcome in ("delivered", "abandoned"):
             self.finish(outcome == "delivered", f"already {outcome}", ledger_done=True)
@@ -436,7 +438,7 @@ class StreamConsumer(CellStoreUser, Cell):
                 self.log.warning("%s: %s", self.name, exc)
         if self.session is not None:
             self.send(self.session, ReplyDone(self.args["turn_id"], ok, detail,
-                                              tuple(self.parts[i] for i in sorted(self.parts))))
+                                              tuple(self.placed.ids[i] for i in sorted(self.placed.ids))))
         self.stop_self(clean=True)
 
     def flush(self) -> int:

@@ -6,13 +6,15 @@ telling it which messages already exist, edits them into place instead of sendin
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from actors.media.parts import user_content
-from actors.messages import MessageEvent, TextDelta, ToolCallFinished, TurnEnd, TurnFinished
+from actors.messages import MessageEvent, OutgoingFile, TextDelta, ToolCallFinished, TurnEnd, TurnFinished
+from common.redact import redact
 from storage import MediaCache
 from storage.sessions import TranscriptEvent
 
@@ -20,6 +22,16 @@ HISTORY_EVENTS = 60      # transcript events given to the model (most recent)
 REPLY_SLOT = "reply"     # the obligation slot of a turn's answer: id = hash(session key, inbound ref, slot)
 # A turn's last TurnEnd reason -> the outcome /metrics counts it under.
 OUTCOMES = {"complete": "done", "error": "failed", "interrupted": "interrupted", "stopped": "cancelled"}
+
+
+def quote(text: str, limit: int = 60) -> str:
+    """A message as one line of at most ``limit`` characters, for a notice that names it."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 1] + "\u2026"
+
+
+def times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
 def new_turn_id() -> str:
@@ -93,7 +105,27 @@ def tool_events(turn_id: str, finished: ToolCallFinished) -> list[dict]:
              "payload": {"call_id": finished.call_id, "name": finished.name, "arguments": finished.arguments}},
             {"role": "tool", "kind": "tool_result", "turn_id": turn_id,
              "payload": {"call_id": finished.call_id, "name": finished.name, "result": finished.result,
-                         "ok": finished.ok}}]
+                         "ok": finished.ok, **_files_payload(finished.files)}}]
+
+
+def _files_payload(files: tuple) -> dict:
+    # Under ``attachments`` with their cache keys, as a user's files are: the media cache keeps what a transcript
+    # names (storage/media_refs.py), so a reply's files live as long as the chat's history.
+    return {"attachments": [f.to_part() for f in files]} if files else {}
+
+
+def redacted_tool_call(finished: ToolCallFinished, secrets: list) -> ToolCallFinished:
+    """What of a tool call may be stored and shown: arguments, result and file captions without a secret."""
+    files = tuple(dataclasses.replace(f, caption=redact(f.caption, secrets)) for f in finished.files)
+    return dataclasses.replace(finished, arguments=redact(finished.arguments, secrets),
+                               result=redact(finished.result, secrets), files=files)
+
+
+def turn_files(transcript: list, turn_id: str) -> tuple:
+    """The files the tools of a turn made, in order (for a reply delivered again after a crash)."""
+    return tuple(OutgoingFile.from_part(part) for e in transcript
+                 if e.turn_id == turn_id and e.kind == "tool_result"
+                 for part in e.payload.get("attachments") or () if isinstance(part, dict))
 
 
 def assistant_event(turn_id: str, text: str, reason: str, error: Optional[str] = None) -> dict:

@@ -5,6 +5,8 @@ To run the suite against a new adapter, write a harness class with the members o
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 from pathlib import Path
 from typing import Optional, Protocol
 
@@ -35,6 +37,8 @@ class PlatformHarness(Protocol):
     def script_floods(self, count: int, retry_after: float) -> None: ...  # the next `count` sends answer 429
     def clear_faults(self) -> None: ...
     def flood_violations(self) -> int: ...                # operations the bot sent while banned by a 429
+    # Where the platform's pacing says ``sends_files``: the files the bot sent, {"message_id", "kind", "sha256"}.
+    def sent_files(self, chat: str) -> list[dict]: ...
 
 
 class FakePlatformHarness:
@@ -102,6 +106,10 @@ class FakePlatformHarness:
     def sent(self, chat: str) -> list[dict]:
         return [{"message_id": m["message_id"], "text": m["text"], "deleted": m["deleted"]}
                 for m in self.server.messages(chat)]
+
+    def sent_files(self, chat: str) -> list[dict]:
+        return [{"message_id": m["message_id"], "kind": m["file"]["kind"], "sha256": m["file"]["sha256"]}
+                for m in self.server.messages(chat) if m.get("file")]
 
     def attempts(self, chat: str, op: str) -> list[dict]:
         return [{"at": o["at"], "status": o["status"]} for o in self.server.ops(chat, op)]
@@ -198,6 +206,12 @@ class WebChatHarness:
     def attempts(self, chat: str, op: str) -> list[dict]:
         return self._debug(chat, {"type": "debug.attempts", "op": op})["attempts"]
 
+    def sent_files(self, chat: str) -> list[dict]:
+        # The page's copy: a file's URL names it by its hash (protocol.file_view), as the media cache does.
+        return [{"message_id": f["message_id"], "kind": f["file"]["kind"],
+                 "sha256": f["file"]["url"].split("/")[-1]}
+                for f in self.client.visitor(chat).frames if f.get("type") == "op" and f.get("file")]
+
     def script_floods(self, count: int, retry_after: float) -> None:
         self._debug(self.control, {"type": "debug.floods", "count": count, "retry_after": retry_after})
 
@@ -213,8 +227,6 @@ HARNESSES["webchat"] = WebChatHarness
 
 # ------------------------------------------------------------------------------------------------------ Telegram
 # Appended as a block of its own (harnesses are added by different people): its imports come with it.
-import hashlib  # noqa: E402
-
 from tests.fakes.telegram import FakeTelegram  # noqa: E402
 
 
@@ -326,6 +338,10 @@ class TelegramHarness:
         return [{"at": o["at"], "status": o["status"]}
                 for o in self.server.ops(telegram_chat_number(chat), self.METHODS[op])]
 
+    def sent_files(self, chat: str) -> list[dict]:
+        return [{"message_id": str(u["message_id"]), "kind": u["kind"], "sha256": hashlib.sha256(u["data"]).hexdigest()}
+                for u in self.server.uploads if u["chat_id"] == telegram_chat_number(chat)]
+
     def script_floods(self, count: int, retry_after: float) -> None:
         # Telegram's retry_after is whole seconds: the fake rounds ``retry_after`` up to at least 1.
         self.server.set_faults(next=["flood"] * count, flood_retry_after=retry_after, methods=("sendMessage",))
@@ -400,6 +416,16 @@ class HttpApiHarness:
 
     def attempts(self, chat: str, op: str) -> list[dict]:
         return self.receiver.attempts(chat, op)
+
+    def sent_files(self, chat: str) -> list[dict]:
+        found = []
+        for payload in self.receiver.received:
+            for part in payload.get("content") or () if payload.get("conversation_id") == chat else ():
+                url = (part.get("image_url") or {}).get("url") or (part.get("file") or {}).get("file_data", "")
+                found.append({"message_id": payload["message_id"],
+                              "kind": "photo" if part["type"] == "image_url" else "document",
+                              "sha256": hashlib.sha256(base64.b64decode(url.split(",", 1)[1])).hexdigest()})
+        return found
 
     def script_floods(self, count: int, retry_after: float) -> None:
         self.receiver.script_floods(count, retry_after)

@@ -7,14 +7,18 @@ messages. The live session layer answers inbound messages through the adapter to
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import uuid
 
 import pytest
 
-from actors.messages import OpResult, PlatformOp
-from storage import Store, StorageError, session_key
+from actors.adapters.pacing import pacing_for
+from actors.adapters.registry import REGISTRY
+from actors.messages import OpResult, OutgoingFile, PlatformOp
+from storage import MediaCache, Store, StorageError, session_key
+from tests.actors.media.fixtures import png
 from common import config as config_mod
 from daemon.admin import AdminClient
 from daemon.asking import ask_for, listen_for
@@ -73,9 +77,9 @@ class Rig:
             stack.extend(node.children)
         return None
 
-    def op(self, chat: str, action: str, text: str = "", message_id=None) -> OpResult:
+    def op(self, chat: str, action: str, text: str = "", message_id=None, file=None) -> OpResult:
         op = PlatformOp(op_id=uuid.uuid4().hex, action=action, chat_id=self.platform.source(chat).chat_id, text=text,
-                        message_id=message_id)
+                        message_id=message_id, file=file)
         result = ask_for(self.admin.asys, self.ref, op, OpResult, ASK_S)
         assert result is not None and result.op_id == op.op_id, f"no OpResult for {op}"
         return result
@@ -134,6 +138,22 @@ def test_send_edit_delete_land_on_the_platform(rig):
     gone = rig.op(chat, "edit", "too late", second.message_id)
     assert not gone.ok and gone.error_kind == "not_found"
     assert rig.op(chat, "typing").ok
+
+
+def test_a_file_is_sent_once_as_its_kind_or_the_platform_declares_it_takes_none(rig):
+    pacing = pacing_for(REGISTRY[rig.platform.adapter_type].pacing)
+    if not pacing.sends_files:
+        pytest.skip(f"{rig.platform.adapter_type} declares no files (pacing sends_files): replies name them in text")
+    chat, data = new_chat("file"), png(48, 32)
+    file = OutgoingFile(MediaCache(rig.gateway.state / "media").put(data), "image/png", "photo", "dot.png",
+                        "a caption", len(data), 48, 32)
+    sent = rig.op(chat, "send", file=file)
+    assert sent.ok and sent.message_id
+    wait_for(lambda: rig.platform.sent_files(chat), 15, 0.05, "the file on the platform")
+    assert rig.platform.sent_files(chat) == [{"message_id": sent.message_id, "kind": "photo",
+                                              "sha256": file.cache_key}]
+    swept = rig.op(chat, "send", file=dataclasses.replace(file, cache_key="0" * 64))   # gone from the cache
+    assert not swept.ok and swept.error_kind == "permanent" and len(rig.platform.sent_files(chat)) == 1
 
 
 def test_text_over_the_limit_fails_with_too_long(rig):

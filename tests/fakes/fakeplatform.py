@@ -12,6 +12,10 @@ Wire format (JSON everywhere; errors are ``{"ok": false, "error": <code>}`` with
                       same text -> 400 "not_modified"; unknown or deleted message -> 400 "not_found"
     POST /bot/delete  {"chat", "message_id"}                   -> {"ok": true}; unknown -> 400 "not_found"
     POST /bot/typing  {"chat"}                                 -> {"ok": true}
+    POST /bot/send_file {"chat", "kind": "photo"|"document", "name", "caption"?, "data": base64, "reply_to"?,
+                      "thread"?}                               -> {"ok": true, "message_id": str}
+                      the message keeps {"file": {"kind", "name", "size", "sha256"}} and the caption as its text;
+                      bad base64 or kind -> 400 "bad_request"; over ``file_limit`` bytes (50 MB) -> 400 "too_large"
     Limits: text over ``text_limit`` chars (default 4000) -> 400 "too_long"; empty text -> 400 "empty".
     Pacing: send/edit/delete share a per-chat token bucket (one op per ``op_interval`` s, ``op_burst`` at once;
     off when op_interval is 0). Over budget -> 429 {"error": "flood", "retry_after": float}; until that time
@@ -38,6 +42,9 @@ not persisted: pass them again (``--config JSON``) on restart.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import hashlib
 import time
 from typing import Optional
 
@@ -46,8 +53,8 @@ from aiohttp import web
 from tests.fakes.harness import (ControlClient, FakeServer, FaultScript, FloodGate, StandaloneFake,  # noqa: F401
                                  _failure, control_route, drop_connection, standalone_main)
 
-WRITE_OPS = ("send", "edit", "delete", "typing")
-PACED_OPS = ("send", "edit", "delete")  # typing shows a hint and costs no budget, as on Telegram
+WRITE_OPS = ("send", "edit", "delete", "typing", "send_file")
+PACED_OPS = ("send", "edit", "delete", "send_file")  # typing shows a hint and costs no budget, as on Telegram
 
 
 class FakePlatform(FakeServer):
@@ -57,6 +64,7 @@ class FakePlatform(FakeServer):
                  op_interval: float = 0.0, op_burst: int = 1):
         super().__init__(port=port, state_file=state_file)
         self.faults = FaultScript(WRITE_OPS)
+        self.file_limit = 50 * 1024 * 1024
         self.configure(text_limit=text_limit, op_interval=op_interval, op_burst=op_burst)
 
     def initial_state(self) -> dict:
@@ -217,7 +225,12 @@ class FakePlatform(FakeServer):
             state["stats"]["retry_after_violations"] += 1
             return _failure(429, "flood", retry_after=round(banned_for, 3))
         text = body.get("text")
-        if op in ("send", "edit"):
+        if op == "send_file":
+            file, failure = self._uploaded(body)
+            if failure is not None:
+                return failure
+            text = body.get("caption") or ""
+        if op in ("send", "edit") or (op == "send_file" and text):
             if not isinstance(text, str) or not text:
                 return _failure(400, "empty")
             if len(text) > self.text_limit:
@@ -234,12 +247,13 @@ class FakePlatform(FakeServer):
                 return _failure(429, "flood", retry_after=round(wait, 3))
             bucket.take()
         at = time.time()
-        if op == "send":
+        if op in ("send", "send_file"):
             message_id = str(state["next_message_id"])
             state["next_message_id"] += 1
             messages[message_id] = {"message_id": message_id, "text": text, "history": [{"text": text, "at": at}],
                                     "deleted": False, "deleted_at": None, "sent_at": at,
-                                    "reply_to": body.get("reply_to"), "thread": body.get("thread")}
+                                    "reply_to": body.get("reply_to"), "thread": body.get("thread"),
+                                    **({"file": file} if op == "send_file" else {})}
             return 200, {"ok": True, "message_id": message_id}
         if op == "edit":
             message["text"] = text
@@ -247,6 +261,19 @@ class FakePlatform(FakeServer):
         elif op == "delete":
             message["deleted"], message["deleted_at"] = True, at
         return 200, {"ok": True}
+
+    def _uploaded(self, body: dict) -> tuple[Optional[dict], Optional[tuple[int, dict]]]:
+        """(what the chat keeps of an uploaded file, None) or (None, the failure to answer)."""
+        try:
+            data = base64.b64decode(str(body["data"]), validate=True)
+        except (KeyError, ValueError, binascii.Error):
+            return None, _failure(400, "bad_request")
+        if body.get("kind") not in ("photo", "document") or not data:
+            return None, _failure(400, "bad_request")
+        if len(data) > self.file_limit:
+            return None, _failure(400, "too_large")
+        return {"kind": body["kind"], "name": str(body.get("name") or ""), "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest()}, None
 
 
 if __name__ == "__main__":

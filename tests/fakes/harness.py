@@ -21,6 +21,8 @@ from typing import Any, Callable, Optional
 
 from aiohttp import web
 
+UPLOAD_MAX_BYTES = 60 * 1024 * 1024
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -188,7 +190,7 @@ class FakeServer:
 
     async def _start_site(self, loop) -> None:
         self._loop = loop
-        app = web.Application()
+        app = web.Application(client_max_size=UPLOAD_MAX_BYTES)   # uploads (sendPhoto, files) take more than 1 MB
         self.add_routes(app)
         # A short shutdown timeout: pending long polls are cut instead of holding a test's teardown.
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)

@@ -4,6 +4,7 @@ conversations."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 import time
@@ -126,6 +127,24 @@ def test_a_signed_message_is_stored_once_and_answered_through_the_callback(api):
     assert 'You said: "hello from the webhook"' in final["text"] and final["in_reply_to"] == "m1"
     assert api.receiver.bad_signatures == 0, "every callback is signed with the same secret"
     assert [m["text"] for m in api.receiver.messages(chat)] == [final["text"]]
+
+
+def test_a_drawn_card_reaches_the_callback_and_the_openai_client_as_an_image_part(api):
+    chat = conversation()
+    body = json.dumps({"conversation_id": chat, "user_id": "alice", "message_id": "card",
+                       "text": "draw a card saying gone fishing"}).encode()
+    assert api.sender.post(body)[0] == 202
+    sent = wait_for(lambda: next((p for p in api.receiver.received if p["conversation_id"] == chat
+                                  and p.get("content")), None), 30, 0.05, "the card at the callback")
+    (part,) = sent["content"]
+    assert part["type"] == "image_url" and sent["text"] == "drawn offline" and sent["action"] == "send"
+    assert base64.b64decode(part["image_url"]["url"].split(",", 1)[1]).startswith(b"\x89PNG")
+
+    answer = api.client().chat.completions.create(model="work", messages=[
+        {"role": "user", "content": "draw a card saying back soon"}])
+    text, image = answer.choices[0].message.content
+    assert "I used the text_image tool" in text["text"] and image["type"] == "image_url"
+    assert image["image_url"]["url"].startswith("data:image/png;base64,")
 
 
 def test_malformed_and_oversized_bodies_are_refused(api):

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Top to bottom. A folder may import from the folders after it, never from one before it.
 LAYERS = ["daemon", "actors", "supervision", "storage", "common"]
 # Inside actors/: the session shards drive adapters and agents; adapters and agents know nothing of sessions or of
-# each other; the subfolders share only the message vocabulary of actors/ (actors/messages.py).
+# each other; the subfolders share only the message vocabulary of actors/ (actors/messages/).
 ACTORS_ORDER = ["actors.sessions", "actors.adapters", "actors.agents"]
 SHARED_IN_ACTORS = {"actors.messages"}
 MAX_LINES = 450

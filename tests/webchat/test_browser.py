@@ -80,8 +80,17 @@ def test_type_send_watch_it_stream_reload_and_the_history_is_there(page, gateway
     assert wait_answers(page, 1) == texts, "the history came back from the session"
     assert json.loads(page.evaluate("localStorage.getItem('agent-gateway.unacked')")) == []
 
+    # An image the agent returns is shown inline (fetched from the gateway, decoded by the browser), reload too.
+    send(page, "draw a card saying see you tomorrow")
+    loaded = "() => { const i = document.querySelector('img.file'); return i && i.complete && i.naturalWidth > 0 }"
+    page.wait_for_function(loaded, timeout=60_000)
+    assert page.get_attribute("img.file", "alt") == "card.png"
+    page.reload()
+    wait_connected(page)
+    page.wait_for_function(loaded, timeout=60_000)
+
     send(page, "now fail please #fail")
-    shown = wait_answers(page, 2)
+    shown = wait_answers(page, 3)
     assert "The agent failed" in shown[-1] and FAKE_SECRET not in page.content()
     assert problems == []
 

@@ -329,3 +329,35 @@ def test_with_a_login_token_the_page_and_the_socket_need_the_login_link_once(tmp
     finally:
         gw.cli("stop")
         gw.kill_everything()
+
+
+def test_a_file_the_reply_carries_is_pushed_and_served_only_to_its_own_visitor_and_never_as_html(served):
+    _, port, client = served
+    base = f"http://127.0.0.1:{port}"
+    visitor, other = visitor_name(), visitor_name()
+    client.say(visitor, "card", "draw a card saying back at nine")
+
+    def file_op():
+        return next((f for f in client.visitor(visitor).frames if f.get("type") == "op" and f.get("file")), None)
+    op = wait_for(file_op, 30, 0.05, "the op that sends the drawn card")
+    assert op["file"]["kind"] == "photo" and op["file"]["name"] == "card.png" and op["text"] == "drawn offline"
+    url = f"{base}/{op['file']['url']}"
+
+    async def get(name):
+        async with aiohttp.ClientSession() as session:
+            headers = await issued_cookie(session, base, name) if name else {}
+            async with session.get(url, headers=headers) as response:
+                return response.status, dict(response.headers), await response.read()
+    status, headers, body = run(get(visitor))
+    assert status == 200 and body.startswith(b"\x89PNG") and headers["Content-Type"] == "image/png"
+    assert headers["X-Content-Type-Options"] == "nosniff" and "sandbox" in headers["Content-Security-Policy"]
+    assert headers["Content-Disposition"].startswith("inline;")
+    assert run(get(other))[0] == 404 and run(get(None))[0] == 404    # another chat's file, or no visitor: none
+    status, _, _ = run(fetch(f"{base}/media/..%2F..%2Fgateway.db"))
+    assert status == 404
+
+    def with_file():
+        frame = client.request(visitor, {"type": "history"})
+        return next((m for m in frame["messages"] if m.get("file")), None)
+    shown = wait_for(with_file, 30, 0.2, "the card in the history")
+    assert shown["file"]["url"] == op["file"]["url"] and shown["role"] == "assistant"

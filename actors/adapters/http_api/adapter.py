@@ -34,6 +34,7 @@ from aiohttp import web
 from actors.adapters.base import MalformedPayload, PlatformAdapter, SenderOverLimit, TextTooLong
 from actors.adapters.errors import TooLongError
 from actors.adapters.http_api import openai_api, webhook
+from actors.adapters.http_api.content_parts import file_part
 from actors.adapters.http_api.replies import ReplyBook, ServiceStopping
 from supervision.http_serving import http_limits, serve
 from actors.adapters.media_intake import cached
@@ -224,6 +225,13 @@ class HttpApiAdapter(PlatformAdapter):
         await self._deliver(op, message_id)
         return message_id
 
+    async def send_file(self, op: PlatformOp) -> str:
+        part = file_part(op.file, await self.file_bytes(op.file))
+        message_id = self._send_ids.get((op.chat_id, op.op_id)) or f"m-{uuid.uuid4().hex[:20]}"
+        self._send_ids[(op.chat_id, op.op_id)] = message_id
+        await self._deliver(op, message_id, part)
+        return message_id
+
     async def edit_message(self, op: PlatformOp) -> None:
         self._check_length(op.text)
         await self._deliver(op, op.message_id)
@@ -231,13 +239,13 @@ class HttpApiAdapter(PlatformAdapter):
     async def delete_message(self, op: PlatformOp) -> None:
         await self._deliver(op, op.message_id)
 
-    async def _deliver(self, op: PlatformOp, message_id: str) -> None:
+    async def _deliver(self, op: PlatformOp, message_id: str, part: Optional[dict] = None) -> None:
         if op.chat_id.startswith(webhook.API_CHAT_PREFIX):
-            self.replies.apply(op, message_id)   # no waiting request: the client left, there is nothing to show
+            self.replies.apply(op, message_id, part)   # no waiting request: the client left, nothing to show
             return
         if self._callback is None:
             self._callback = webhook.CallbackClient(self.settings.get("callback_url") or "", self.hmac_secret)
-        await self._callback.post(webhook.callback_payload(op, message_id))
+        await self._callback.post(webhook.callback_payload(op, message_id, part))
 
     def _check_length(self, text: str) -> None:
         length = LENGTH_FUNCTIONS[self.pacing.length](text)

@@ -1,5 +1,7 @@
 """Images in an OpenAI-style request: ``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}``
-parts of the last user message, decoded to bytes (pure; the endpoint caches them, docs/media.md).
+parts of the last user message, decoded to bytes (pure; the endpoint caches them, docs/media.md); and the files
+of a reply as parts of the same shape (``file_part``): a photo as ``image_url``, anything else as OpenAI's
+``{"type": "file", "file": {"filename", "file_data": "data:...;base64,..."}}``.
 
 Only ``data:`` URLs are taken. A remote URL is refused, never fetched: fetching what a client names would let any
 API client make the gateway reach hosts of the client's choosing, the gateway's own network included. The type a
@@ -41,3 +43,11 @@ def data_url_images(content: Any) -> list[bytes]:
         if len(images) > MAX_IMAGES:
             raise PartRefused(f"at most {MAX_IMAGES} images per message")
     return images
+
+
+def file_part(file, data: bytes) -> dict:
+    """A reply's file (an OutgoingFile and its bytes) as a content part, its bytes in a data URL."""
+    url = f"data:{file.mime or 'application/octet-stream'};base64,{base64.b64encode(data).decode('ascii')}"
+    if file.kind == "photo":
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "file", "file": {"filename": file.name or "file", "file_data": url}}

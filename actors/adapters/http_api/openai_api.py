@@ -170,9 +170,11 @@ def error_response(status: int, message: str, kind: str, code: Optional[str]) ->
     return web.json_response(_error_event(message, kind, code), status=status)
 
 
-def completion_body(request_id: str, created: int, model: str, text: str) -> dict:
+def completion_body(request_id: str, created: int, model: str, text: str, files: list = ()) -> dict:
+    """The answer; with files (a tool's images), ``content`` is a list of parts: the text, then each file."""
+    content = [{"type": "text", "text": text}, *files] if files else text
     return {"id": request_id, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
 
 
 def chunk_body(request_id: str, created: int, model: str, delta: dict, finish_reason: Optional[str] = None) -> dict:
@@ -282,7 +284,7 @@ class OpenAIEndpoint:
             text = await self._wait(request, watch)
             if text is None:
                 return error_response(504, "The agent did not answer in time.", "timeout", "timeout")
-            return web.json_response(completion_body(request_id, created, model, text))
+            return web.json_response(completion_body(request_id, created, model, text, list(watch.files.values())))
         except (ClientGone, ConnectionResetError):
             return web.Response(status=499)   # nobody reads it; the turn goes on and its reply is dropped
         finally:

@@ -75,6 +75,7 @@ class ReplyWatch:
         self.chat_id, self.inbound_id = chat_id, inbound_id
         self.seq: Optional[int] = None
         self.parts: dict[str, str] = {}
+        self.files: dict[str, dict] = {}      # platform message id -> the content part of a file the reply carries
         self.message_ids: set[str] = set()
         self.saw_final = False
         self.changed = asyncio.Event()
@@ -115,11 +116,15 @@ class ReplyBook:
     def waiting(self) -> list[ReplyWatch]:
         return [w for watches in self._watches.values() for w in watches]
 
-    def apply(self, op: PlatformOp, message_id: str) -> bool:
-        """Route one operation; False if no waiting request takes it (the client has gone: nothing to show)."""
+    def apply(self, op: PlatformOp, message_id: str, file_part: Optional[dict] = None) -> bool:
+        """Route one operation (``file_part``: a file send's content part); False if no waiting request takes it
+        (the client has gone: nothing to show)."""
         if op.action == "send":
             watch = self._owner_of_send(op)
-            if watch is not None:
+            if watch is not None and file_part is not None:
+                watch.files[message_id] = file_part   # a part of the answer after its text
+                watch.parts[message_id] = ""
+            elif watch is not None:
                 watch.parts[message_id] = op.text
                 watch.message_ids.add(message_id)
                 self._by_message[message_id] = watch

@@ -106,9 +106,13 @@ class WebhookEndpoint:
         return web.json_response({"accepted": True, "seq": seq}, status=202)
 
 
-def callback_payload(op: PlatformOp, message_id: str) -> dict:
+def callback_payload(op: PlatformOp, message_id: str, file_part: Optional[dict] = None) -> dict:
+    """What the callback URL is sent for one operation; a file's send carries its caption as ``text`` and the file
+    as ``content``, one OpenAI-style part (content_parts.file_part)."""
     payload = {"conversation_id": op.chat_id, "message_id": message_id, "action": op.action,
                "text": op.text if op.action != "delete" else "", "final": op.final}
+    if file_part is not None:
+        payload.update(text=op.file.caption, content=[file_part])
     prefix = inbound_id(op.chat_id, "")
     if op.action == "send" and op.reply_to and op.reply_to.startswith(prefix):
         payload["in_reply_to"] = op.reply_to[len(prefix):]

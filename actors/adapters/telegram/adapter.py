@@ -203,6 +203,13 @@ class TelegramAdapter(PlatformAdapter):
                                                   reply_to=reply_to)
         return str(await self._formatted(op, call))
 
+    async def send_file(self, op: PlatformOp) -> str:
+        data, file = await self.file_bytes(op.file), op.file
+        await self._bot_turn()
+        return str(await self._api().send_file(op.chat_id, file.kind, data, file.name, file.mime, file.caption,
+                                               thread_id=message_id_of(op.thread_id),
+                                               reply_to=message_id_of(op.reply_to)))
+
     async def edit_message(self, op: PlatformOp) -> None:
         message_id = _message_id(op)
 

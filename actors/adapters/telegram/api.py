@@ -13,6 +13,7 @@ from the method name and Telegram's description, and anything else is passed thr
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from urllib.parse import quote
@@ -24,6 +25,8 @@ from actors.adapters.http_session import HttpSession
 from actors.adapters.errors import (ConflictError, FloodError, FormattingError, MessageNotFoundError,
                                     PermanentError, PlatformError, RetryableError, TooLongError)
 from common.redact import redact as redact_secrets
+
+UPLOAD_TIMEOUT_S = 180.0   # a 50 MB upload on a slow uplink; the answer comes once Telegram has the whole file
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,24 @@ class TelegramAPI(HttpSession):
         if reply_to is not None:
             params["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
         return (await self.call("sendMessage", params))["message_id"]
+
+    async def send_file(self, chat_id: int | str, kind: str, data: bytes, name: str, mime: str, caption: str = "",
+                        thread_id: Optional[int] = None, reply_to: Optional[int] = None) -> int:
+        """sendPhoto (``kind`` photo: shown inline) or sendDocument, uploaded as multipart/form-data; returns the
+        new message_id. The caption goes as plain text (no parse mode: a caption has no room for a fallback)."""
+        form = aiohttp.FormData()
+        form.add_field("chat_id", str(chat_id))
+        if caption:
+            form.add_field("caption", caption)
+        if thread_id is not None:
+            form.add_field("message_thread_id", str(thread_id))
+        if reply_to is not None:
+            form.add_field("reply_parameters", json.dumps({"message_id": reply_to,
+                                                           "allow_sending_without_reply": True}))
+        field = "photo" if kind == "photo" else "document"
+        form.add_field(field, data, filename=name or field, content_type=mime or "application/octet-stream")
+        method = "sendPhoto" if kind == "photo" else "sendDocument"
+        return (await self.call(method, form=form, timeout=UPLOAD_TIMEOUT_S))["message_id"]
 
     async def edit_message_text(self, chat_id: int | str, message_id: int, text: str,
                                 parse_mode: Optional[str] = None) -> bool:
@@ -130,12 +151,15 @@ class TelegramAPI(HttpSession):
                                  method="download") from None
 
     # -- transport
-    async def call(self, method: str, params: Optional[dict] = None, *, timeout: Optional[float] = None) -> Any:
-        """POST one method with a JSON body (None values left out); returns ``result`` or raises PlatformError."""
+    async def call(self, method: str, params: Optional[dict] = None, *, timeout: Optional[float] = None,
+                   form: Optional[aiohttp.FormData] = None) -> Any:
+        """POST one method with a JSON body (None values left out), or ``form`` (an upload); returns ``result`` or
+        raises PlatformError."""
         payload = {k: v for k, v in (params or {}).items() if v is not None}
         url = f"{self.base_url}/bot{self._token}/{method}"
-        status, _headers, body = await self.request_json("POST", url, op=method, timeout=timeout, json=payload,
-                                                         redact=self.redact)
+        body_kwargs = {"data": form} if form is not None else {"json": payload}
+        status, _headers, body = await self.request_json("POST", url, op=method, timeout=timeout,
+                                                         redact=self.redact, **body_kwargs)
         if isinstance(body, dict) and body.get("ok") is True:
             return body.get("result")
         error = classify_error(method, status, body)

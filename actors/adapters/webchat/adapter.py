@@ -22,13 +22,15 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.base import MalformedPayload, PlatformAdapter, SenderOverLimit, TextTooLong
-from actors.adapters.errors import FloodError, MessageNotFoundError, RetryableError, TooLongError
+from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
+                                    TooLongError)
 from actors.adapters.webchat import protocol
 from actors.adapters.webchat.protocol import (CLIENT_MESSAGE_ID, VISITOR_ID, Outbox, error_frame,
                                               frame_id, op_frame)
 from actors.adapters.webchat.server import WebChatServer
 from actors.messages import MessageEvent, PlatformOp, Source
 from storage import StorageError, session_key
+from storage.media import valid_key
 from supervision.http_serving import http_limits
 
 MAX_ATTEMPTS_KEPT = 200            # per chat and action, fault-injection runs only
@@ -180,6 +182,32 @@ class WebChatAdapter(PlatformAdapter):
         self.outbox.record(op.chat_id, message_id, op.text, op.final, reply_to=reply_to)
         await self._push(op.chat_id, op_frame("send", message_id, op.text, op.final, reply_to))
         return message_id
+
+    async def send_file(self, op: PlatformOp) -> str:
+        self._fault_point(op)
+        if not await asyncio.to_thread(self.media_cache.has, op.file.cache_key):   # the page fetches it from there
+            raise PermanentError("the file is no longer in the media cache", method="send_file")
+        message_id = f"{self._id_prefix}-{next(self._ids)}"
+        reply_to = protocol.client_id(op.reply_to)
+        self.outbox.record(op.chat_id, message_id, op.file.caption, True, reply_to=reply_to)
+        await self._push(op.chat_id, op_frame("send", message_id, op.file.caption, True, reply_to,
+                                              file=op.file.to_part()))
+        return message_id
+
+    async def media_for(self, visitor: str, key: str) -> Optional[tuple[bytes, dict]]:
+        """A file of this visitor's conversation (its bytes and what the transcript says of it), or None: a page
+        gets only the files its own chat names."""
+        if self.store is None or not valid_key(key):
+            return None
+        try:
+            info = await self.store.sessions.current(session_key(self._source(visitor)))
+            file = await self.store.media.file_in_session(info.session_id, key) if info else None
+        except StorageError as exc:
+            self._say(logging.WARNING, "%s: a file of visitor %s unavailable: %s", self.name, visitor,
+                      self._clean(exc))
+            return None
+        data = await asyncio.to_thread(self.media_cache.read, key) if file is not None else None
+        return None if data is None else (data, file)
 
     async def edit_message(self, op: PlatformOp) -> None:
         self._check_length(op)

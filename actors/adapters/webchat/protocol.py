@@ -10,7 +10,8 @@ JSON object in a text frame.
                                                     {"type": "hello", "visitor": VISITOR}   (on connect)
                                                     {"type": "op", "action": "send" | "edit" | "delete" | "typing",
                                                      "message_id": ..., "text": ..., "final": false,
-                                                     "html": ..., "tool": ..., "reply_to": ID | null}
+                                                     "html": ..., "tool": ..., "reply_to": ID | null,
+                                                     "file": FILE}   (a send of a file the reply carries)
                                                     {"type": "error", "id": ID | null, "error": TEXT, "retry": false}
 
 VISITOR is a random id the page keeps in localStorage: the chat id and the user id, so each browser is its own
@@ -25,6 +26,10 @@ answer only): the page tells by it which answer is the one to a message it sent,
 
 Stop and new chat are the gateway's own commands, sent as messages: ``/stop`` ends the answer in progress (the
 session acts on it at once, actors/sessions/session.py ``while_busy``) and ``/new`` starts a new conversation.
+
+A FILE is ``{"url": "media/KEY", "kind": "photo" | "document", "name", "mime", "width", "height"}``: the page
+shows a photo inline and offers a document to download, both fetched from ``/media/KEY``, which serves a file only
+to the visitor whose conversation names it (server.py). The history shows a turn's files after its answer.
 
 ``debug.*`` frames (fault injection for the conformance suite) are answered only with [debug] fault_injection on.
 """
@@ -94,12 +99,31 @@ def error_frame(reason: str, message_id: Optional[str] = None, retry: bool = Fal
 
 
 def op_frame(action: str, message_id: Optional[str], text: str = "", final: bool = False,
-             reply_to: Optional[str] = None) -> dict:
+             reply_to: Optional[str] = None, file: Optional[dict] = None) -> dict:
     frame = {"type": "op", "action": action, "message_id": message_id, "text": text, "final": final,
              "reply_to": reply_to}
     if action in ("send", "edit"):
         frame.update(rendering.view(text, final))
+    if file is not None:
+        frame["file"] = file_view(file)
     return frame
+
+
+def file_view(file: dict) -> dict:
+    """What the page is told of a file (an OutgoingFile's fields): where to fetch it and how to show it."""
+    return {"url": f"media/{file['cache_key']}", "kind": "photo" if file.get("kind") == "photo" else "document",
+            "name": str(file.get("name") or "file"), "mime": str(file.get("mime") or ""),
+            "width": int(file.get("width") or 0), "height": int(file.get("height") or 0)}
+
+
+def turn_files(events: list) -> dict:
+    """turn id -> the files its tools made (their results' ``attachments``), in order."""
+    found: dict = {}
+    for e in events:
+        if e.kind == "tool_result" and isinstance(e.payload, dict):
+            found.setdefault(e.turn_id, []).extend(
+                f for f in e.payload.get("attachments") or () if isinstance(f, dict) and f.get("cache_key"))
+    return found
 
 
 def conversation(events: Iterable, waiting_rows: Iterable = ()) -> list[dict]:
@@ -108,6 +132,7 @@ def conversation(events: Iterable, waiting_rows: Iterable = ()) -> list[dict]:
     events = list(events)
     undone = {e.payload.get("turn_id") for e in events if e.kind == "undo" and isinstance(e.payload, dict)}
     shown, seen_ids = [], set()
+    files = turn_files(events)
     for e in events:
         if e.kind != "message" or e.role not in ("user", "assistant") or not isinstance(e.payload, dict):
             continue
@@ -118,6 +143,9 @@ def conversation(events: Iterable, waiting_rows: Iterable = ()) -> list[dict]:
             seen_ids.add(e.payload.get("platform_message_id"))
             message["id"] = client_id(e.payload.get("platform_message_id"))
         shown.append(message)
+        if e.role == "assistant":
+            shown += [{"role": "assistant", "text": str(f.get("caption") or ""), "at": e.created_at,
+                       "file": file_view(f)} for f in files.get(e.turn_id, ())]
     for row in waiting_rows:
         payload = row.payload if isinstance(row.payload, dict) else {}
         if row.platform_message_id in seen_ids or payload.get("internal"):

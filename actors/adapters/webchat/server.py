@@ -30,7 +30,7 @@ import logging
 import secrets
 from pathlib import Path
 from typing import Callable, Optional, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from aiohttp import WSMsgType, web
 
@@ -46,6 +46,7 @@ CLOSE_TIMEOUT_S = 1.0              # how long a closing tab may take to answer t
 HEARTBEAT_S = 20.0
 COOKIE_MAX_AGE_S = 400 * 24 * 3600   # the longest lifetime browsers keep a cookie for
 LOGIN_COOKIE = "gw_login"
+INLINE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")   # raster images a page shows as <img>
 
 
 def login_proof(token: str) -> str:
@@ -63,6 +64,7 @@ SECURITY_HEADERS = {
 
 class FrameHandler(Protocol):
     async def handle_frame(self, visitor: str, frame: dict) -> Optional[dict]: ...
+    async def media_for(self, visitor: str, key: str) -> Optional[tuple[bytes, dict]]: ...
     def reject_frame(self, visitor: str, reason: str) -> None: ...
     def log_line(self, level: int, text: str) -> None: ...
 
@@ -124,6 +126,7 @@ class WebChatServer:
         app.router.add_get("/", self._index)
         app.router.add_get("/static/{name}", self._static)
         app.router.add_get("/ws", self._websocket)
+        app.router.add_get("/media/{key}", self._media)
         app.router.add_get("/favicon.ico", self._no_icon)  # browsers ask for it; a 404 would be a console error
         self._runner, self.port = await serve(app, self.host, self.port, limits=self.limits,
                                               on_refused=self.on_refused)
@@ -160,7 +163,8 @@ class WebChatServer:
             return web.Response(status=421, text="misdirected request: use the gateway's address\n")
         response = await handler(request)
         if not isinstance(response, web.WebSocketResponse):
-            response.headers.update(SECURITY_HEADERS)
+            for name, value in SECURITY_HEADERS.items():   # a handler's own (a file's policy) stands
+                response.headers.setdefault(name, value)
         return response
 
     def _login(self, request: web.Request) -> Optional[web.StreamResponse]:
@@ -198,6 +202,26 @@ class WebChatServer:
             raise web.HTTPNotFound()
         return web.FileResponse(STATIC_DIR / name,
                                 headers={"Content-Type": f"{STATIC_FILES[name]}; charset=utf-8"})
+
+    async def _media(self, request: web.Request) -> web.StreamResponse:
+        """A file of the visitor's own conversation (protocol.py, FILE). Served so that no byte of it can run in
+        this page's origin: a photo under its sniffed raster type, anything else as an ``attachment`` of type
+        application/octet-stream, both with nosniff and a sandboxing policy (a polyglot opened on its own is still
+        only a picture or a download)."""
+        credential = request.cookies.get(VISITOR_COOKIE, "")
+        found = None
+        if CREDENTIAL.fullmatch(credential):
+            found = await self.handler.media_for(visitor_id(credential), request.match_info["key"])
+        if found is None:
+            raise web.HTTPNotFound(text="no such file in this chat\n")
+        data, file = found
+        inline = file.get("kind") == "photo" and file.get("mime") in INLINE_TYPES
+        name = quote(str(file.get("name") or "file"), safe="")
+        return web.Response(body=data, headers={
+            "Content-Type": file["mime"] if inline else "application/octet-stream",
+            "Content-Disposition": f"{'inline' if inline else 'attachment'}; filename*=UTF-8''{name}",
+            "Content-Security-Policy": "default-src 'none'; sandbox",
+            "Cache-Control": "private, max-age=86400"})   # named by its hash: the bytes never change
 
     async def _websocket(self, request: web.Request) -> web.StreamResponse:
         origin = request.headers.get("Origin")

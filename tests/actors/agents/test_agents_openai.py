@@ -59,7 +59,7 @@ def test_streams_text_and_ends_with_one_turn_end(server):
     assert sent.headers["Authorization"] == "Bearer sk-test-key-0123456789abcdef"
     assert sent.body["stream"] is True and sent.body["model"] == "fake-gpt"
     assert sent.body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
-    assert {t["function"]["name"] for t in sent.body["tools"]} == {"clock", "calculator"}
+    assert {t["function"]["name"] for t in sent.body["tools"]} == {"clock", "calculator", "text_image"}
 
 
 def test_tool_round_trip(server):

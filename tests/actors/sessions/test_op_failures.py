@@ -32,6 +32,14 @@ def test_each_failure_has_one_next_step(action, index, kind, retry_after, retrie
     assert after_op_failure(action, index, kind, retry_after, retries, final, edit_failures) == expected
 
 
+@pytest.mark.parametrize("kind, expected", [
+    ("permanent", Next("file_as_line")), ("too_long", Next("file_as_line")),   # the platform will not take it
+    ("retryable", Next("retry", 0.5)), ("ambiguous", Next("retry_marked", 0.5)),
+], ids=["permanent", "too_long", "retryable", "ambiguous"])
+def test_a_file_the_platform_refuses_becomes_a_line_and_other_failures_go_as_for_text(kind, expected):
+    assert after_op_failure("send", 1, kind, 0.0, 0, True, 0, file=True) == expected
+
+
 # ---------------------------------------------------------------------------------- silence and missing adapters
 
 @pytest.mark.parametrize("action, waited_s, expected", [

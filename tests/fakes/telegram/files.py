@@ -1,5 +1,10 @@
 """Files in the fake Bot API: ``getFile`` and the download URL ``/file/bot<token>/<file_path>``, serving real bytes
-a test gives it (``add_file``), and user messages that carry them (``inject_media``).
+a test gives it (``add_file``), and user messages that carry them (``inject_media``); the bot's uploads
+(``sendPhoto``, ``sendDocument`` as multipart/form-data, the file in the ``photo`` / ``document`` field), kept with
+their bytes (``uploads``) and shown as the Bot API's Message with ``photo`` sizes or a ``document``.
+
+Limits, as the Bot API documents them: a photo at most 10 MB (and width + height at most 10,000), any upload at most
+50 MB (the real server answers 413 past it), a caption at most 1,024 UTF-16 units after entity parsing.
 
 ``hold_downloads()`` makes every download wait (headers not sent) until ``release_downloads()``: a test can kill the
 gateway while it is fetching. ``downloads`` lists every download asked for. A file added with a ``file_size`` larger
@@ -16,9 +21,13 @@ from typing import Optional
 
 from aiohttp import web
 
-from tests.fakes.telegram.botapi import ApiError
+from tests.fakes.telegram.botapi import ApiError, int_param
+from tests.fakes.telegram.formatting import utf16_len
 
 DOWNLOAD_LIMIT = 20 * 1024 * 1024
+PHOTO_LIMIT = 10 * 1024 * 1024
+UPLOAD_LIMIT = 50 * 1024 * 1024
+CAPTION_LIMIT = 1024
 _ids = itertools.count(1)
 
 
@@ -28,6 +37,7 @@ class FileMethods:
     def init_files(self) -> None:
         self.files: dict[str, dict] = {}
         self.downloads: list[dict] = []
+        self.uploads: list[dict] = []     # every file the bot sent, with its bytes
         self._downloads_open = threading.Event()
         self._downloads_open.set()
 
@@ -43,6 +53,39 @@ class FileMethods:
     def inject_media(self, kind: str, media, caption: Optional[str] = None, chat_id: int = 1001, **kwargs) -> dict:
         """A user's message with a photo (``media`` a list of sizes), document, voice, audio or video."""
         return self.inject_message(caption or "", chat_id, media={kind: media}, **kwargs)
+
+    def method_send_photo(self, state: dict, params: dict) -> dict:
+        return self._send_upload(state, params, "photo")
+
+    def method_send_document(self, state: dict, params: dict) -> dict:
+        return self._send_upload(state, params, "document")
+
+    def _send_upload(self, state: dict, params: dict, kind: str) -> dict:
+        chat = self.require_chat(state, params)
+        upload = params.get("_upload")
+        if not upload or upload["field"] != kind:
+            raise ApiError(400, f"Bad Request: there is no {kind} in the request")
+        data = upload["data"]
+        if len(data) > UPLOAD_LIMIT:
+            raise ApiError(413, "Request Entity Too Large")
+        if kind == "photo" and len(data) > PHOTO_LIMIT:
+            raise ApiError(400, "Bad Request: PHOTO_SAVE_FILE_INVALID")
+        caption = params.get("caption") or ""
+        if utf16_len(caption) > CAPTION_LIMIT:
+            raise ApiError(400, "Bad Request: message caption is too long")
+        reply_to = self._reply_target(chat, params)
+        self.check_flood(state, chat)
+        stored = self.add_file(data)
+        if kind == "photo":
+            media = {"photo": [dict(stored, width=0, height=0)]}
+        else:
+            media = {"document": dict(stored, file_name=upload["filename"], mime_type=upload["content_type"])}
+        message = self.store_message(chat, outgoing=True, text=caption, entities=[], reply_to=reply_to,
+                                     thread_id=int_param(params, "message_thread_id"))
+        message["media"] = media
+        self.uploads.append({"chat_id": chat["chat"]["id"], "message_id": message["message_id"], "kind": kind,
+                             "data": data, "filename": upload["filename"], "caption": caption})
+        return self.message_object(chat, message)
 
     def hold_downloads(self) -> None:
         self._downloads_open.clear()

@@ -13,7 +13,7 @@ from tests.fakes.telegram.files import FileMethods
 from tests.fakes.telegram.updates import Described, UpdateMethods, pending_updates
 
 DEFAULT_TOKEN = "123456789:TEST-fake-token-AAAAAAAAAAAAAAAAAAAAAAA"
-WRITE_METHODS = ("sendMessage", "editMessageText", "deleteMessage", "sendChatAction")
+WRITE_METHODS = ("sendMessage", "editMessageText", "deleteMessage", "sendChatAction", "sendPhoto", "sendDocument")
 DEFAULT_LIMITS = {"text_limit": 4096, "per_chat_interval": 1.0, "per_chat_burst": 3, "group_per_minute": 20,
                   "global_per_second": 30, "time_scale": 1.0, "webhook_retry_delay": 0.2}
 
@@ -29,7 +29,8 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
                "editMessageText": "method_edit_message_text", "deleteMessage": "method_delete_message",
                "sendChatAction": "method_send_chat_action", "setWebhook": "method_set_webhook",
                "deleteWebhook": "method_delete_webhook", "getWebhookInfo": "method_get_webhook_info",
-               "getUpdates": "get_updates", "getFile": "method_get_file"}
+               "getUpdates": "get_updates", "getFile": "method_get_file", "sendPhoto": "method_send_photo",
+               "sendDocument": "method_send_document"}
     # the Bot API matches method names case-insensitively
     CANONICAL_NAMES = {name.lower(): name for name in METHODS}
 
@@ -44,6 +45,7 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
         self.limits = dict(DEFAULT_LIMITS)
         self.configure(**limits)
         self._webhook_task: Optional[asyncio.Task] = None
+        self.held_answers: set = set()
         self.init_files()
 
     def initial_state(self) -> dict:
@@ -65,6 +67,13 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
         """Replace the fault script (FaultScript.configure; ``methods`` are Bot API method names)."""
         with self._lock:
             self.faults.configure(**settings)
+
+    def hold_answers(self, *methods: str) -> None:
+        """Calls of these methods take effect but get no answer until ``release_answers``."""
+        self.held_answers = set(methods)
+
+    def release_answers(self) -> None:
+        self.held_answers = set()
 
     def block(self, chat_id: int, blocked: bool = True) -> None:
         """Every call for this chat answers 403 "Forbidden: bot was blocked by the user"."""
@@ -145,6 +154,8 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
             return self._answer(ApiError(404, "Not Found"))
         try:
             params = await read_params(request)
+            if method in ("sendPhoto", "sendDocument") and request.content_type == "multipart/form-data":
+                params["_upload"] = await read_upload(request)
         except ValueError:
             return self._answer(ApiError(400, "Bad Request: can't parse request body"))
         with self._lock:  # set_faults may run in a test thread meanwhile
@@ -153,6 +164,8 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
             return await self._dispatch_get_updates(request, params, fault)
         with self.mutate() as state:
             outcome = self._call(state, method, params, fault)
+        while method in self.held_answers:   # done, not yet answered: a test may kill the gateway now
+            await asyncio.sleep(0.02)
         if fault in ("drop", "drop_after"):
             return drop_connection(request)
         return self._answer(outcome)
@@ -210,3 +223,14 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
         if isinstance(outcome, Described):
             return web.json_response({"ok": True, "result": outcome.result, "description": outcome.description})
         return web.json_response({"ok": True, "result": outcome})
+
+
+async def read_upload(request: web.Request) -> Optional[dict]:
+    """The file field (``photo`` or ``document``) of a multipart upload, with its bytes; None without one."""
+    form = await request.post()   # read once by read_params already: aiohttp keeps it
+    for field in ("photo", "document"):
+        item = form.get(field)
+        if isinstance(item, web.FileField):
+            return {"field": field, "data": item.file.read(), "filename": item.filename,
+                    "content_type": item.content_type}
+    return None

@@ -29,6 +29,7 @@ export function setAnswer(item, view, final) {
     body.textContent = view.text || "";   // a gateway of an older version: no HTML, the plain text
   }
   for (const pre of body.querySelectorAll("pre")) addCopyButton(pre);
+  if (view.file) showFile(item, view.file);
   let toolLine = item.querySelector(".tool");
   const tool = final ? "" : view.tool || "";
   if (tool) {
@@ -43,6 +44,31 @@ export function setAnswer(item, view, final) {
   }
   item.classList.toggle("streaming", !final);
   item.dataset.final = final ? "yes" : "no";
+}
+
+// A file the answer carries (protocol.py, FILE): a photo shown inline, anything else offered to download. Built
+// from DOM nodes, never HTML: the name is text; the URL is the gateway's own /media/KEY.
+function showFile(item, file) {
+  if (item.querySelector(".file")) return;
+  const url = "media/" + String(file.url || "").replace(/^media\//, "").replace(/[^0-9a-f]/g, "");
+  let node;
+  if (file.kind === "photo") {
+    node = document.createElement("img");
+    node.src = url;
+    node.alt = file.name || "image";
+    node.loading = "lazy";
+    if (file.width && file.height) {
+      node.width = file.width;
+      node.height = file.height;
+    }
+  } else {
+    node = document.createElement("a");
+    node.href = url;
+    node.download = file.name || "file";
+    node.textContent = `⬇ ${file.name || "file"}`;
+  }
+  node.classList.add("file");
+  item.querySelector(".text").before(node);
 }
 
 export function rawText(item) {

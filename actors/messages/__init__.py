@@ -1,0 +1,40 @@
+"""Every message that crosses an actor boundary, in one place.
+
+Rules kept by every message here:
+
+* a small frozen dataclass of plain values (str, int, float, bool, None, tuples and dicts of those), so it pickles
+  across processes and can be msgpack-encoded for storage;
+* no actor addresses inside unless the field says so (``reply_to``); addresses compare with ``==``;
+* where order matters between two actors the message carries a sequence number, because Thespian does not
+  guarantee ordering between actors (DESIGN.md §4).
+
+Stream events are the internal protocol between the agent and the stream consumer: the model's timeline, before it
+is translated into what a platform can bear.
+"""
+from __future__ import annotations
+
+from actors.messages.inbound import (
+    Source, ATTACHMENT_KINDS, Attachment, MessageEvent, InboxDoorbell)
+from actors.messages.platform_ops import (
+    OutgoingFile, PlatformOp, OpResult, AdapterConnected)
+from actors.messages.stream import (
+    TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, ReplyFile, LongToolHint, GatewayNotice,
+    TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch)
+from actors.messages.terminal import (
+    CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
+from actors.messages.sessions import (
+    Passivate, RunCells, SpawnConsumer, ConsumerReady, ConsumerGone, ReplyDone)
+from actors.messages.control import (
+    DrainRequest, DrainReport, ShutdownRequest, ShutdownReady, DrainDone, StatusRequest, GatewayStatus)
+from actors.messages.metrics import (
+    StalledReply, LostSend, TurnFinished, FloodWaited, AdapterConnection)
+
+__all__ = [
+    'Source', 'ATTACHMENT_KINDS', 'Attachment', 'MessageEvent', 'InboxDoorbell', 'OutgoingFile', 'PlatformOp',
+    'OpResult', 'AdapterConnected', 'TextDelta', 'ToolCallStarted', 'ToolCallDelta', 'ToolCallFinished',
+    'ReplyFile', 'LongToolHint', 'GatewayNotice', 'TurnEnd', 'AgentEvent', 'AgentCancelled', 'AgentFailed',
+    'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone', 'CliDone', 'Passivate', 'RunCells',
+    'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone', 'DrainRequest', 'DrainReport',
+    'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
+    'TurnFinished', 'FloodWaited', 'AdapterConnection'
+]

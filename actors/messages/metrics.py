@@ -1,0 +1,52 @@
+"""Messages: metrics (the rules every message keeps: actors/messages/__init__.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+# Facts told to the metrics actor (its address is in the Directory) by the actors that see them. Best effort: a fact
+# sent while the metrics actor restarts is lost, and nobody waits for an answer (actors/metrics.py).
+
+@dataclass(frozen=True)
+class StalledReply:
+    """Stream consumer -> metrics: a reply that could make no progress for longer than its bound, and why
+    (no_adapter: the directory names no adapter for its platform)."""
+    platform: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class LostSend:
+    """Stream consumer / sweeper -> metrics: a send whose outcome was unknown (its answer died with a process or a
+    connection, or never came), and how it ended: found (its copy is the part now), never_landed (sent again as
+    usual), marked (sent again under the re-sent marker), unanswered (no answer in time: taken for lost)."""
+    platform: str
+    outcome: str
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    """Session -> metrics: a turn is over (its reply delivered or given up)."""
+    profile: str
+    platform: str
+    outcome: str                   # done | failed | interrupted | cancelled
+    seconds: float                 # from the inbound message's arrival to the end of the turn
+
+
+
+
+@dataclass(frozen=True)
+class FloodWaited:
+    """Adapter -> metrics: the platform answered 429; the chat waits ``seconds`` before its next operation."""
+    platform: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class AdapterConnection:
+    """Adapter -> metrics: its platform connection came up or went down (sent again on every new Directory).
+    Two reports can cross on their way, so each carries its count in the adapter's incarnation: the metrics actor
+    keeps a report of the same reporter only if it is newer than the one it holds."""
+    adapter: str
+    connected: bool
+    seq: int = 0

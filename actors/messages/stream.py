@@ -1,0 +1,88 @@
+"""Messages: stream events (the rules every message keeps: actors/messages/__init__.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    call_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    call_id: str
+    arguments_delta: str
+
+
+@dataclass(frozen=True)
+class ToolCallFinished:
+    call_id: str
+    name: str
+    arguments: str
+    result: str
+    ok: bool = True
+    files: tuple = ()              # of OutgoingFile: what the tool made, already in the media cache
+
+
+@dataclass(frozen=True)
+class ReplyFile:
+    """A file the reply carries (a tool made it): shown after the reply's text, each file as its own part."""
+    file: Any                      # OutgoingFile (actors/messages/platform_ops.py), already in the media cache
+
+
+@dataclass(frozen=True)
+class LongToolHint:
+    """A tool is still running after a while: tell the chat something is happening."""
+    call_id: str
+    name: str
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class GatewayNotice:
+    """Text from the gateway itself (not the model): errors, resumes, command replies."""
+    text: str
+    level: str = "info"            # info | warning | error
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    reason: str = "complete"       # complete | interrupted | error | stopped
+    final_text: Optional[str] = None
+
+
+# What a session's agent run, on the shard's loop, posts back to its session cell (through the bridge).
+@dataclass(frozen=True)
+class AgentEvent:
+    turn_id: str
+    event: Any                     # one of the stream events above
+
+
+@dataclass(frozen=True)
+class AgentCancelled:
+    """The run was cancelled (the turn was interrupted or stopped)."""
+    turn_id: str
+
+
+@dataclass(frozen=True)
+class AgentFailed:
+    turn_id: str
+    error: BaseException           # shown to the chat redacted, logged in full
+
+
+@dataclass(frozen=True)
+class StreamBatch:
+    """Stream events of one turn, sent as one actor message: a tell per token would cap throughput (DESIGN.md §4)."""
+    turn_id: str
+    seq: int
+    events: tuple
+
+

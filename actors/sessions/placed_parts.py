@@ -1,0 +1,36 @@
+"""What of a reply is on the platform, and the next operation that makes it show what the reply wants: pure, one
+reply's bookkeeping for its stream consumer (no actor, no platform: tests/actors/sessions/test_placed_parts.py).
+
+``ids``: part index -> the platform's message id; ``shown``: part index -> what that message shows now;
+``superseded``: previews a fallback replaced with new messages, deleted once all is shown. ``next_step`` compares
+the wanted parts (text chunks, then files: reply_files.py) with those, in order: the first part that differs is
+shown (sent or edited), then parts past the final text's end are deleted, then the superseded previews.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from actors.sessions.reply_files import Part, is_file
+
+SUPERSEDED = -1         # the part index of a delete aimed at a superseded preview
+
+
+class PlacedParts:
+    def __init__(self):
+        self.ids: dict[int, str] = {}
+        self.shown: dict[int, Part] = {}
+        self.superseded: list[str] = []
+
+    def next_step(self, wanted: list, final: bool) -> Optional[tuple[int, Optional[Part]]]:
+        """(index, part to show) or (index, None: delete it), or None when the platform shows what is wanted."""
+        for index, part in enumerate(wanted):
+            if is_file(part) and index in self.ids:
+                self.shown[index] = part   # a file on the platform is never edited: its caption stays as sent
+            elif self.shown.get(index) != part:
+                return index, part
+        extra = sorted(i for i in self.ids if i >= len(wanted)) if final else []
+        if extra:
+            return extra[0], None
+        if final and self.superseded:
+            return SUPERSEDED, None
+        return None

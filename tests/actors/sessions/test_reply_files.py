@@ -1,0 +1,77 @@
+"""A reply's files as its parts (actors/sessions/reply_files.py) and what of a reply is on the platform
+(actors/sessions/placed_parts.py): pure, no actor."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from actors.adapters.pacing import LENGTH_FUNCTIONS, pacing_for
+from actors.messages import OutgoingFile
+from actors.sessions.placed_parts import SUPERSEDED, PlacedParts
+from actors.sessions.reply_files import (final_parts, file_of, fit, has_marker, is_file, send_fields,
+                                         with_marker)
+
+pytestmark = pytest.mark.timeout(30)
+
+PHOTO = OutgoingFile("a" * 64, "image/png", "photo", "card.png", "our hours", 20_000, 800, 200)
+utf16 = LENGTH_FUNCTIONS["utf16"]
+
+
+def test_files_follow_the_text_chunks_each_as_its_own_part():
+    telegram = pacing_for("telegram")
+    parts = final_parts("x" * 5000, [PHOTO], telegram, utf16, 4000)
+    assert [is_file(p) for p in parts] == [False, False, True]
+    assert file_of(parts[2]) == PHOTO
+    assert send_fields(parts[2]) == {"text": "", "file": PHOTO} and send_fields(parts[0]) == {"text": parts[0]}
+
+
+def test_a_reply_of_only_a_file_has_no_empty_text_part():
+    assert [is_file(p) for p in final_parts("", [PHOTO], pacing_for("telegram"), utf16, 4000)] == [True]
+    assert final_parts("", [], pacing_for("telegram"), utf16, 4000) == [""]
+
+
+def test_a_platform_without_files_or_under_the_files_size_shows_a_line_instead():
+    (text,) = final_parts("Here.", [PHOTO], pacing_for("slack"), len, 4000)
+    assert text == "Here.\n\n[file: card.png (PNG, 20 KB) — this chat does not show files]"
+    small = dataclasses.replace(pacing_for("telegram"), upload_limit_bytes=10_000)
+    (text,) = final_parts("Here.", [PHOTO], small, utf16, 4000)
+    assert text.endswith("— larger than the 10 KB this chat takes]")
+
+
+def test_a_photo_over_the_inline_limit_goes_as_a_document():
+    big = dataclasses.replace(PHOTO, size=11 * 1024 * 1024)
+    (part,) = final_parts("", [big], pacing_for("telegram"), utf16, 4000)
+    assert file_of(part).kind == "document"
+
+
+def test_captions_are_cut_to_the_platforms_limit_in_its_own_units():
+    emoji = "😀" * 600                       # 1,200 UTF-16 units
+    cut = fit(emoji, 1024, utf16)
+    assert utf16(cut) <= 1024 and cut.endswith("…") and cut.startswith("😀")
+    assert fit("short", 1024, utf16) == "short"
+    (part,) = final_parts("", [dataclasses.replace(PHOTO, caption=emoji)], pacing_for("telegram"), utf16, 4000)
+    assert utf16(file_of(part).caption) <= 1024
+
+
+def test_the_resent_mark_goes_on_a_texts_first_line_or_a_files_caption():
+    assert with_marker("hello", "↻") == "↻\nhello" and has_marker("↻\nhello", "↻")
+    marked = with_marker({"file": PHOTO.to_part()}, "↻")
+    assert file_of(marked).caption == "↻\nour hours" and has_marker(marked, "↻")
+    assert not has_marker({"file": PHOTO.to_part()}, "↻")
+
+
+def test_placed_parts_show_what_differs_in_order_then_delete_extras_then_superseded_previews():
+    placed = PlacedParts()
+    photo = {"file": PHOTO.to_part()}
+    assert placed.next_step(["a", photo], final=True) == (0, "a")
+    placed.ids[0], placed.shown[0] = "m1", "a"
+    assert placed.next_step(["a", photo], final=True) == (1, photo)
+    placed.ids[1] = "m2"                      # a file on the platform (recovered: nothing shown recorded)
+    assert placed.next_step(["a", photo], final=True) is None and placed.shown[1] == photo
+    placed.ids[2], placed.shown[2] = "m3", "old"
+    assert placed.next_step(["a", photo], final=True) == (2, None)
+    assert placed.next_step(["a", photo], final=False) is None   # previews never delete
+    del placed.ids[2], placed.shown[2]
+    placed.superseded.append("m0")
+    assert placed.next_step(["a", photo], final=True) == (SUPERSEDED, None)

@@ -1,0 +1,93 @@
+"""Files a reply carries, through the real daemon to the fake Bot API (docs/media.md, "Outbound"): a tool's image
+goes out once with sendPhoto after the reply's text, the model reads that it was sent, and a kill -9 between the
+upload and its message id being recorded leaves at most one re-sent copy, marked."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER
+from actors.media.outgoing import PHOTO_TYPES
+from actors.media.sniff import sniff
+from tests.actor_system import wait_for
+from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
+from tests.fakes.telegram import FakeTelegram
+from tests.pipeline.harness import telegram_gateway
+from tests.pipeline.test_telegram_e2e import ledger_busy, start_after_kill
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def shown(tg: FakeTelegram, chat_id: int) -> list[dict]:
+    return [m for m in tg.messages(chat_id) if not m["deleted"]]
+
+
+def uploads_in(tg: FakeTelegram, chat_id: int) -> list[dict]:
+    return [u for u in tg.uploads if u["chat_id"] == chat_id]
+
+
+def wait_settled(tg: FakeTelegram, chat_id: int, photos: int, gw, what: str) -> list[dict]:
+    def done():
+        messages = shown(tg, chat_id)
+        return (len(uploads_in(tg, chat_id)) >= photos and messages and ledger_busy(gw) == 0
+                and all("▍" not in m["text"] for m in messages) and messages)
+    try:
+        return wait_for(done, 90, 0.1, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nchat: {[(m['message_id'], m['text'][:40]) for m in tg.messages(chat_id)]}\n"
+                             f"uploads: {len(uploads_in(tg, chat_id))}\n" + "\n".join(gw.log().splitlines()[-30:]))
+
+
+def test_a_tools_image_is_sent_once_after_the_text_and_the_model_reads_that_it_went(tmp_path):
+    with FakeTelegram() as tg, FakeOpenAIServer() as model:
+        model.script(tool_call_reply([("text_image", '{"text": "Open 9 to 5", "caption": "our hours"}')]),
+                     text_reply("Here is the sign."))
+        gw = telegram_gateway(tmp_path, tg.base_url, extra=f"""kind = "openai"
+base_url = "{model.base_url}"
+model = "test-model"
+api_key = "sk-test-key-0123456789abcdef"
+""")
+        try:
+            gw.start()
+            gw.wait_ready()
+            tg.inject_message("make us a sign with the opening hours", 71)
+            messages = wait_settled(tg, 71, 1, gw, "the answer and its photo")
+            (upload,) = uploads_in(tg, 71)
+            assert upload["kind"] == "photo" and sniff(upload["data"]) in PHOTO_TYPES
+            assert upload["caption"] == "our hours" and upload["filename"] == "card.png"
+            assert [m["text"] for m in messages] == ["Here is the sign.", "our hours"]   # text first, then the photo
+            assert "photo" in messages[1]["media"] and not messages[0].get("media")
+            tool_message = [m for m in model.requests[-1].body["messages"] if m["role"] == "tool"][-1]
+            assert tool_message["content"].startswith("drew the card\n[file sent to the chat: card.png (PNG, 800×")
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
+
+
+def test_a_kill_9_between_the_upload_and_its_id_leaves_at_most_one_marked_copy(tmp_path):
+    with FakeTelegram() as tg:
+        gw = telegram_gateway(tmp_path, tg.base_url)   # the offline agent draws when asked for a picture
+        try:
+            gw.start()
+            gw.wait_ready()
+            tg.hold_answers("sendPhoto")
+            tg.inject_message("draw a card saying see you soon", 72)
+            wait_for(lambda: uploads_in(tg, 72), 60, 0.05, "the photo's upload to reach the platform")
+            os.kill(gw.launcher_pid, signal.SIGKILL)
+            gw.assert_no_process_left()
+            tg.release_answers()
+            start_after_kill(gw)
+            wait_settled(tg, 72, 1, gw, "the reply finished after the restart")
+            uploads = uploads_in(tg, 72)
+            assert 1 <= len(uploads) <= 2, f"the photo went {len(uploads)} times"
+            if len(uploads) == 2:   # the copy whose answer was lost may be in the chat: the reply says so
+                texts = [m["text"] for m in shown(tg, 72)]
+                assert any(t.startswith(DEFAULT_RESENT_MARKER) for t in texts), texts
+            texts = [m["text"] for m in shown(tg, 72) if not m.get("media")]
+            assert len(texts) == 1 and "see you soon" in texts[0], texts   # the text part once
+        finally:
+            tg.release_answers()
+            gw.cli("stop")
+            gw.kill_everything()
