@@ -61,9 +61,11 @@ class WebChatClient:
         self.session: Optional[aiohttp.ClientSession] = self._call(self._open_session())
 
     # ----------------------------------------------------------------------------------- sync API (test thread)
-    def say(self, visitor: str, message_id: str, text) -> None:
-        """Send a message frame (text may be anything: the malformed tests send numbers)."""
-        self._call(self._say(visitor, {"type": "message", "id": message_id, "text": text}))
+    def say(self, visitor: str, message_id: str, text, files: Optional[list] = None) -> None:
+        """Send a message frame (text may be anything: the malformed tests send numbers), naming ``files``
+        (upload ids) if given."""
+        frame = {"type": "message", "id": message_id, "text": text, **({"files": files} if files else {})}
+        self._call(self._say(visitor, frame))
 
     def request(self, visitor: str, frame: dict, timeout: float = CALL_TIMEOUT_S) -> dict:
         """Send a frame and return the server's next answer that is not an operation or an ack."""

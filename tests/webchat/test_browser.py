@@ -11,6 +11,7 @@ import json
 import pytest
 
 from actors.agents.offline import FAKE_SECRET
+from tests.actors.media.fixtures import png
 from tests.webchat.browser import (browser_context, page, send, started_gateway, stopped, url_of,  # noqa: F401
                                    wait_answers, wait_connected, wait_state, watch_problems)
 
@@ -52,7 +53,7 @@ def gateway(tmp_path):
         stopped(gw)
 
 
-def test_type_send_watch_it_stream_reload_and_the_history_is_there(page, gateway):
+def test_type_send_watch_it_stream_reload_and_the_history_is_there(page, gateway, tmp_path):
     problems = watch_problems(page)
     page.goto(url_of(gateway))
     wait_connected(page)
@@ -89,8 +90,18 @@ def test_type_send_watch_it_stream_reload_and_the_history_is_there(page, gateway
     wait_connected(page)
     page.wait_for_function(loaded, timeout=60_000)
 
+    # A photo picked in the page is uploaded, sent with the message, and the agent answers about it.
+    photo = tmp_path / "holiday.png"
+    photo.write_bytes(png(96, 64))
+    page.set_input_files("#attach", str(photo))
+    page.wait_for_selector("#attached li:has-text('holiday.png')", timeout=30_000)
+    send(page, "what is in this picture?")
+    page.wait_for_function("() => Array.from(document.querySelectorAll('.message.assistant .text'))"
+                           ".some((n) => n.textContent.includes('You sent a photo (PNG, 96×64'))", timeout=60_000)
+    assert page.locator(".message.user img.file").count() == 1 and page.locator("#attached li").count() == 0
+
     send(page, "now fail please #fail")
-    shown = wait_answers(page, 3)
+    shown = wait_answers(page, 5)
     assert "The agent failed" in shown[-1] and FAKE_SECRET not in page.content()
     assert problems == []
 

@@ -361,3 +361,42 @@ def test_a_file_the_reply_carries_is_pushed_and_served_only_to_its_own_visitor_a
         return next((m for m in frame["messages"] if m.get("file")), None)
     shown = wait_for(with_file, 30, 0.2, "the card in the history")
     assert shown["file"]["url"] == op["file"]["url"] and shown["role"] == "assistant"
+
+
+def test_an_uploaded_photo_reaches_the_agent_with_the_message_and_uploads_are_bounded(served):
+    from tests.actors.media.fixtures import png
+    _, port, client = served
+    base = f"http://127.0.0.1:{port}"
+    visitor = visitor_name()
+
+    async def upload(name, data, headers=None, field="file"):
+        async with aiohttp.ClientSession() as session:
+            cookie = await issued_cookie(session, base, name) if name else {}
+            form = aiohttp.FormData()
+            form.add_field(field, data, filename="../../photo.png", content_type="text/html")
+            async with session.post(f"{base}/upload", data=form, headers={**cookie, **(headers or {})}) as response:
+                is_json = response.content_type == "application/json"
+                return response.status, await response.json() if is_json else await response.text()
+    status, answer = run(upload(visitor, png(320, 240)))
+    assert status == 200 and answer["kind"] == "photo" and answer["mime"] == "image/png"
+    assert answer["name"].endswith("photo.png") and "/" not in answer["name"]   # a path is only a display name
+    client.say(visitor, "with-photo", "what is this?", files=[answer["file"]])
+
+    def answer_text():
+        frame = client.request(visitor, {"type": "history"})
+        done = [m for m in frame["messages"] if m["role"] == "assistant"]
+        return not frame["live"] and done and (frame, done[-1]["text"])
+    frame, text = wait_for(answer_text, 30, 0.2, "the answer about the photo")
+    assert "You sent a photo (PNG, 320×240" in text and 'With it you said: "what is this?"' in text
+    (mine,) = [m for m in frame["messages"] if m["role"] == "user"]
+    assert mine["files"][0]["url"] == f"media/{answer['file']}" and mine["files"][0]["kind"] == "photo"
+
+    assert run(upload(None, png()))[0] == 401                                          # no visitor
+    assert run(upload(visitor, png(), {"Origin": "http://evil.example"}))[0] == 403    # another site's form
+    assert run(upload(visitor, b""))[0] == 400
+    assert run(upload(visitor, png(), field="other"))[0] == 400
+    client.say(visitor, "bad-file", "x", files=["0" * 64])
+    refused = wait_for(lambda: client.visitor(visitor).errors.get("bad-file"), 15, 0.05, "the refusal of bad-file")
+    assert "no longer here" in str(refused)
+    statuses = [run(upload(visitor, png(8 + n, 8)))[0] for n in range(20)]
+    assert statuses[-1] == 429 and statuses.count(200) == 19    # 20 in ten minutes, the first one included

@@ -28,7 +28,12 @@ from actors.adapters.webchat import protocol
 from actors.adapters.webchat.protocol import (CLIENT_MESSAGE_ID, VISITOR_ID, Outbox, error_frame,
                                               frame_id, op_frame)
 from actors.adapters.webchat.server import WebChatServer
-from actors.messages import MessageEvent, PlatformOp, Source
+from actors.adapters.media_intake import cached
+from actors.adapters.webchat.uploads import MAX_FILES_PER_MESSAGE, UPLOAD_WINDOW_S, UPLOADS_PER_WINDOW, Uploads
+from actors.media.limits import cap_for, too_large_notice
+from actors.media.names import display_name
+from actors.media.sniff import RASTER, sniff
+from actors.messages import Attachment, MessageEvent, PlatformOp, Source
 from storage import StorageError, session_key
 from storage.media import valid_key
 from supervision.http_serving import http_limits
@@ -42,6 +47,7 @@ class WebChatAdapter(PlatformAdapter):
         self.server: Optional[WebChatServer] = None
         self.outbox = Outbox()
         self._store_batch = None              # the base's emit while the intake runs, else None
+        self.uploads = Uploads()              # files uploaded until a message names them (uploads.py)
         # Message ids are unique across restarts of this actor: a page may still hold ids of an earlier instance.
         self._id_prefix = f"w{secrets.token_hex(4)}"
         self._ids = itertools.count(1)
@@ -105,11 +111,12 @@ class WebChatAdapter(PlatformAdapter):
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise MalformedPayload("text is not valid Unicode (a lone surrogate)") from None
-        if not text.strip():
+        attachments = tuple(Attachment.from_payload(a) for a in raw.get("attachments") or ())
+        if not text.strip() and not attachments:
             raise MalformedPayload("text is empty")
         # Visitor-scoped dedup key: one visitor's ids can never shadow another's messages in the inbox.
         return MessageEvent(source=self._source(visitor), text=text, platform_message_id=f"{visitor}:{message_id}",
-                            received_at=time.time())
+                            received_at=time.time(), attachments=attachments)
 
     def _source(self, visitor: str) -> Source:
         return Source(platform=self.name, chat_id=visitor, chat_type="dm", user_id=visitor, profile=self.profile)
@@ -131,9 +138,51 @@ class WebChatAdapter(PlatformAdapter):
     def log_line(self, level: int, text: str) -> None:
         self._say(level, "%s: %s", self.name, text)
 
+    async def take_upload(self, visitor: str, data: bytes, name: str) -> dict:
+        """An uploaded file, cached and described from its bytes: the page names it by ``file`` in a message. A
+        refusal is ``{"error", "status"}`` (the HTTP status the page gets)."""
+        if self.media_cache is None or self._store_batch is None:
+            return {"error": "the gateway is not taking files right now; try again", "status": 503}
+        if not data:
+            return {"error": "the file is empty", "status": 400}
+        cap = cap_for("webchat", "document")
+        if len(data) > cap:
+            return {"error": too_large_notice(len(data), cap, display_name(name)), "status": 413}
+        if not self.uploads.allow(visitor, time.monotonic()):
+            self.reject_frame(visitor, "over the upload limit")
+            return {"error": f"at most {UPLOADS_PER_WINDOW} files in {UPLOAD_WINDOW_S / 60:.0f} minutes; wait a "
+                             "little", "status": 429}
+        attachment = await asyncio.to_thread(_cached_upload, self.media_cache, data, name)
+        self.uploads.remember(visitor, attachment)
+        return {"file": attachment["cache_key"], "name": attachment["name"], "kind": attachment["kind"],
+                "mime": attachment["mime"], "size": attachment["size"]}
+
+    async def _attachments(self, visitor: str, keys: Any) -> list:
+        """The attachments a message frame names (``files``: hashes of this visitor's uploads); ValueError says
+        what is wrong."""
+        if keys is None:
+            return []
+        if not isinstance(keys, list) or len(keys) > MAX_FILES_PER_MESSAGE or not all(map(valid_key, keys)):
+            raise ValueError(f"files must be a list of at most {MAX_FILES_PER_MESSAGE} upload ids")
+        found = []
+        for key in keys:
+            attachment = self.uploads.get(visitor, key)
+            if attachment is None:   # uploaded before a restart: described again from the cache
+                data = await asyncio.to_thread(self.media_cache.read, key) if self.media_cache else None
+                if data is None:
+                    raise ValueError("an attached file is no longer here; attach it again")
+                attachment = await asyncio.to_thread(_cached_upload, self.media_cache, data, "")
+            found.append(attachment)
+        return found
+
     async def _take_message(self, visitor: str, frame: dict) -> dict:
         raw = {"visitor": visitor, "id": frame.get("id"), "text": frame.get("text")}
         reference = frame_id(frame)
+        try:
+            raw["attachments"] = await self._attachments(visitor, frame.get("files"))
+        except ValueError as exc:
+            self.reject_frame(visitor, str(exc))
+            return error_frame(str(exc), reference)
         try:
             self.normalise(raw)   # checked here too, to tell the page why; the base checks again (cheap)
         except MalformedPayload as exc:
@@ -276,3 +325,11 @@ class WebChatAdapter(PlatformAdapter):
 
 def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _cached_upload(cache, data: bytes, name: str) -> dict:
+    """Blocking (a file write, an image header): the upload in the cache, as the attachment payload a message
+    carries; a raster image is a photo, anything else a document (its type sniffed from the bytes)."""
+    key = cache.put(data)
+    kind = "photo" if sniff(data, name) in RASTER else "document"
+    return dict(vars(cached(Attachment(kind=kind, name=name), data, key)))

@@ -142,6 +142,10 @@ def conversation(events: Iterable, waiting_rows: Iterable = ()) -> list[dict]:
         if e.role == "user":
             seen_ids.add(e.payload.get("platform_message_id"))
             message["id"] = client_id(e.payload.get("platform_message_id"))
+            sent = [file_view(a) for a in e.payload.get("attachments") or ()
+                    if isinstance(a, dict) and a.get("state") == "cached" and a.get("cache_key")]
+            if sent:
+                message["files"] = sent
         shown.append(message)
         if e.role == "assistant":
             shown += [{"role": "assistant", "text": str(f.get("caption") or ""), "at": e.created_at,

@@ -46,6 +46,7 @@ CLOSE_TIMEOUT_S = 1.0              # how long a closing tab may take to answer t
 HEARTBEAT_S = 20.0
 COOKIE_MAX_AGE_S = 400 * 24 * 3600   # the longest lifetime browsers keep a cookie for
 LOGIN_COOKIE = "gw_login"
+UPLOAD_MAX_BYTES = 20 * 1024 * 1024   # actors/media/limits.py: what the web chat takes of one file
 INLINE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")   # raster images a page shows as <img>
 
 
@@ -65,6 +66,7 @@ SECURITY_HEADERS = {
 class FrameHandler(Protocol):
     async def handle_frame(self, visitor: str, frame: dict) -> Optional[dict]: ...
     async def media_for(self, visitor: str, key: str) -> Optional[tuple[bytes, dict]]: ...
+    async def take_upload(self, visitor: str, data: bytes, name: str) -> dict: ...
     def reject_frame(self, visitor: str, reason: str) -> None: ...
     def log_line(self, level: int, text: str) -> None: ...
 
@@ -122,11 +124,13 @@ class WebChatServer:
     # ------------------------------------------------------------------------------------------------ life
     async def start(self) -> int:
         """Listen; returns the port (the one the OS picked when configured as 0)."""
-        app = web.Application(middlewares=[self._guard], client_max_size=64 * 1024)
+        # Bodies are read by /upload only (every other route is a GET or the WebSocket, bounded on its own).
+        app = web.Application(middlewares=[self._guard], client_max_size=UPLOAD_MAX_BYTES + 64 * 1024)
         app.router.add_get("/", self._index)
         app.router.add_get("/static/{name}", self._static)
         app.router.add_get("/ws", self._websocket)
         app.router.add_get("/media/{key}", self._media)
+        app.router.add_post("/upload", self._upload)
         app.router.add_get("/favicon.ico", self._no_icon)  # browsers ask for it; a 404 would be a console error
         self._runner, self.port = await serve(app, self.host, self.port, limits=self.limits,
                                               on_refused=self.on_refused)
@@ -222,6 +226,28 @@ class WebChatServer:
             "Content-Disposition": f"{'inline' if inline else 'attachment'}; filename*=UTF-8''{name}",
             "Content-Security-Policy": "default-src 'none'; sandbox",
             "Cache-Control": "private, max-age=86400"})   # named by its hash: the bytes never change
+
+    async def _upload(self, request: web.Request) -> web.StreamResponse:
+        """One file (multipart/form-data, field ``file``) for a message to name: answered with its upload id, or a
+        400/429/503 whose ``error`` the page shows. Only from the page itself: the visitor's cookie (SameSite=Strict:
+        no other site's form carries it) and, when the browser sends one, this very origin."""
+        credential = request.cookies.get(VISITOR_COOKIE, "")
+        if not CREDENTIAL.fullmatch(credential):
+            raise web.HTTPUnauthorized(text="no visitor cookie: open the chat page first\n")
+        if not origin_allowed(request.headers.get("Origin"), request.headers.get("Host", "")):
+            raise web.HTTPForbidden(text="cross-origin upload refused\n")
+        try:
+            reader = await request.multipart()
+            part = await reader.next()
+            if part is None or part.name != "file":
+                return web.json_response({"error": "send the file in a form field named file"}, status=400)
+            data = await part.read(decode=False)
+        except web.HTTPRequestEntityTooLarge:
+            return web.json_response({"error": f"files up to {UPLOAD_MAX_BYTES // (1024 * 1024)} MB"}, status=413)
+        except (ValueError, AssertionError) as exc:   # not multipart, or a broken body
+            return web.json_response({"error": f"not a file upload: {exc}"}, status=400)
+        answer = dict(await self.handler.take_upload(visitor_id(credential), bytes(data), part.filename or ""))
+        return web.json_response(answer, status=answer.pop("status", 200))
 
     async def _websocket(self, request: web.Request) -> web.StreamResponse:
         origin = request.headers.get("Origin")

@@ -6,7 +6,8 @@
 // Stop and New chat are the gateway's own commands, sent as messages (/stop, /new): the page shows them as the
 // buttons' effect, not as messages. After New chat, everything of the previous conversation still arriving (the
 // answer the /new interrupted) is left out until the answer to the /new itself arrives (its reply_to).
-import { addMessage, botMessage, handleCopyClicks, rawText, setAnswer, setNote, userMessage } from "./messages.js";
+import { addMessage, botMessage, handleCopyClicks, rawText, setAnswer, setNote, showFiles, userMessage }
+  from "./messages.js";
 
 const UNACKED_KEY = "agent-gateway.unacked";
 const NEW_CHAT_KEY = "agent-gateway.new-chat";   // the id of a /new whose answer has not arrived yet
@@ -22,8 +23,13 @@ const form = document.getElementById("composer");
 const input = document.getElementById("input");
 const stopButton = document.getElementById("stop");
 const newButton = document.getElementById("new-chat");
+const attachInput = document.getElementById("attach");
+const attachButton = document.getElementById("attach-button");
+const attachedList = document.getElementById("attached");
 
-const unacked = loadUnacked();                // client message id -> text, in send order
+const unacked = loadUnacked();                // client message id -> {text, files}, in send order
+let attached = [];                            // uploaded, not sent yet: {file, name, kind}
+let uploading = 0;
 const awaiting = new Map();                   // acknowledged message id -> true, until its answer starts
 const answered = new Set();                   // ids whose answer started (an answer can beat its message's ack)
 const dropped = new Set();                    // answer ids of a conversation the visitor left with New chat
@@ -46,7 +52,9 @@ function randomId() {
 function loadUnacked() {
   try {
     const saved = JSON.parse(localStorage.getItem(UNACKED_KEY) || "[]");
-    return new Map(saved.filter((e) => Array.isArray(e) && e.length === 2));
+    // An entry is [id, {text, files}] ([id, text] from a page of an earlier version).
+    return new Map(saved.filter((e) => Array.isArray(e) && e.length === 2)
+      .map(([id, v]) => [id, typeof v === "string" ? { text: v, files: [] } : v]));
   } catch (_) {
     return new Map();
   }
@@ -140,6 +148,7 @@ function renderHistory(frame) {
     if (m.role === "user") {
       if (controlOf(m.text)) continue;
       const item = addMessage(log, "user", m.text || "", m.id ? { clientId: m.id } : {});
+      showFiles(item, m.files || []);
       if (m.queued) {
         setNote(item, "waiting for its turn");
         if (m.id) awaiting.set(m.id, true);
@@ -156,11 +165,13 @@ function renderHistory(frame) {
     const item = addMessage(log, "assistant", "", { id: m.message_id });
     setAnswer(item, m, false);
   }
-  for (const [id, text] of unacked) {
+  for (const [id, entry] of unacked) {
     if (ids.has(id)) {
       unacked.delete(id);  // it reached the inbox; only its acknowledgement was lost
-    } else if (!controlOf(text)) {
-      setNote(addMessage(log, "user", text, { clientId: id }), "sending…");
+    } else if (!controlOf(entry.text)) {
+      const item = addMessage(log, "user", entry.text, { clientId: id });
+      showFiles(item, entry.files || []);
+      setNote(item, "sending…");
     }
   }
   saveUnacked();
@@ -236,10 +247,10 @@ function onFrame(frame) {
 }
 
 function acknowledged(frame) {
-  const text = unacked.get(frame.id);
+  const entry = unacked.get(frame.id);
   unacked.delete(frame.id);
   saveUnacked();
-  if (text !== undefined && !controlOf(text) && !frame.duplicate && !answered.has(frame.id)) {
+  if (entry !== undefined && !controlOf(entry.text) && !frame.duplicate && !answered.has(frame.id)) {
     awaiting.set(frame.id, true);
   }
   const item = userMessage(log, frame.id);
@@ -311,7 +322,11 @@ function requestHistory() {
 }
 
 function sendUnacked(id) {
-  if (unacked.has(id)) sendFrame({ type: "message", id, text: unacked.get(id) });
+  const entry = unacked.get(id);
+  if (!entry) return;
+  const frame = { type: "message", id, text: entry.text };
+  if (entry.files && entry.files.length) frame.files = entry.files.map((f) => f.file);
+  sendFrame(frame);
 }
 
 function flushUnacked() {
@@ -319,9 +334,9 @@ function flushUnacked() {
 }
 
 // ------------------------------------------------------------------------------------------ composer, buttons
-function queue(text) {
+function queue(text, files = []) {
   const id = randomId();
-  unacked.set(id, text);
+  unacked.set(id, { text, files });
   saveUnacked();
   if (!awaitingHistory) sendUnacked(id);  // else it goes right after the history, in order
   return id;
@@ -335,8 +350,8 @@ function stopAnswer() {
 
 function newChat() {
   if (pendingNew) return;
-  for (const [id, text] of Array.from(unacked)) {   // not sent yet: they belonged to the conversation left
-    if (!controlOf(text)) unacked.delete(id);
+  for (const [id, entry] of Array.from(unacked)) {   // not sent yet: they belonged to the conversation left
+    if (!controlOf(entry.text)) unacked.delete(id);
   }
   for (const item of log.querySelectorAll(".message.assistant")) if (item.dataset.id) dropped.add(item.dataset.id);
   log.replaceChildren();
@@ -353,15 +368,20 @@ function newChat() {
 form.addEventListener("submit", (event) => {
   event.preventDefault();
   const text = input.value;
-  if (!text.trim()) return;
+  if (uploading) return showProblem("Wait for the files to finish uploading.");
+  if (!text.trim() && !attached.length) return;
   input.value = "";
   input.focus();
-  const control = controlOf(text);
+  const control = attached.length ? null : controlOf(text);
   if (control === "stop") return stopAnswer();
   if (control === "new") return newChat();
   stopped = false;
-  const id = queue(text);
+  const files = attached;
+  attached = [];
+  showAttached();
+  const id = queue(text, files);
   const item = addMessage(log, "user", text, { clientId: id });
+  showFiles(item, files);
   setNote(item, socket ? "sending…" : "will be sent when the connection is back");
   keepScrolled(true);
   showState();
@@ -374,6 +394,52 @@ input.addEventListener("keydown", (event) => {
   }
 });
 
+// ------------------------------------------------------------------------------------------------ attachments
+// Each file is uploaded on its own as it is picked (POST upload): the message then names the uploads, so a resend
+// after a reconnect sends their ids again, never the bytes.
+async function upload(file) {
+  const body = new FormData();
+  body.append("file", file, file.name);
+  uploading += 1;
+  showAttached();
+  try {
+    const response = await fetch("upload", { method: "POST", body, credentials: "same-origin" });
+    const answer = await response.json().catch(() => ({ error: `upload failed (${response.status})` }));
+    if (!response.ok || !answer.file) throw new Error(answer.error || `upload failed (${response.status})`);
+    attached.push({ file: answer.file, name: answer.name, kind: answer.kind });
+    showProblem("");
+  } catch (error) {
+    showProblem(`${file.name}: ${error.message}`);
+  } finally {
+    uploading -= 1;
+    showAttached();
+  }
+}
+
+function showAttached() {
+  attachedList.replaceChildren(...attached.map((f, index) => {
+    const chip = document.createElement("li");
+    chip.textContent = `📎 ${f.name}`;
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.textContent = "✕";
+    remove.setAttribute("aria-label", `Remove ${f.name}`);
+    remove.addEventListener("click", () => { attached.splice(index, 1); showAttached(); });
+    chip.append(remove);
+    return chip;
+  }));
+  if (uploading) {
+    const note = document.createElement("li");
+    note.textContent = "uploading…";
+    attachedList.append(note);
+  }
+}
+
+attachButton.addEventListener("click", () => attachInput.click());
+attachInput.addEventListener("change", () => {
+  for (const file of Array.from(attachInput.files || [])) upload(file);
+  attachInput.value = "";
+});
 stopButton.addEventListener("click", stopAnswer);
 newButton.addEventListener("click", newChat);
 handleCopyClicks(log);

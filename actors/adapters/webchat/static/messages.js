@@ -46,11 +46,17 @@ export function setAnswer(item, view, final) {
   item.dataset.final = final ? "yes" : "no";
 }
 
-// A file the answer carries (protocol.py, FILE): a photo shown inline, anything else offered to download. Built
-// from DOM nodes, never HTML: the name is text; the URL is the gateway's own /media/KEY.
+// The files of a visitor's message: the ones it uploaded (``file``: the upload id, also its media key) or the
+// history's (``url``).
+export function showFiles(item, files) {
+  for (const f of files) showFile(item, f.url ? f : { url: `media/${f.file}`, kind: f.kind, name: f.name });
+}
+
+// A file (protocol.py, FILE): a photo shown inline, anything else offered to download. Built from DOM nodes, never
+// HTML: the name is text; the URL is the gateway's own /media/KEY.
 function showFile(item, file) {
-  if (item.querySelector(".file")) return;
   const url = "media/" + String(file.url || "").replace(/^media\//, "").replace(/[^0-9a-f]/g, "");
+  if (Array.from(item.querySelectorAll(".file")).some((node) => node.dataset.url === url)) return;
   let node;
   if (file.kind === "photo") {
     node = document.createElement("img");
@@ -68,6 +74,7 @@ function showFile(item, file) {
     node.textContent = `⬇ ${file.name || "file"}`;
   }
   node.classList.add("file");
+  node.dataset.url = url;
   item.querySelector(".text").before(node);
 }
 
