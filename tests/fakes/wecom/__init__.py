@@ -20,7 +20,8 @@ Wire format implemented:
   message to one member within a minute is answered ok and never shown (``dropped_over_member_limit``).
 * ``POST /cgi-bin/message/recall?access_token`` (``msgid``) -> ok; a msgid unknown, recalled or older than 24 h:
   ``NO_SUCH_MSGID`` (undocumented: the fake's own code).
-* ``GET /cgi-bin/media/get?access_token&media_id``: the bytes, or ``{"errcode": 40007}``.
+* ``GET /cgi-bin/media/get?access_token&media_id``: the bytes (after ``media_delay`` seconds), or
+  ``{"errcode": 40007}``.
 * Rate limits: a scripted ``flood`` is errcode 45009 (WeCom names no wait); the member is then refused again
   until ``flood_retry_after`` has passed, and each call inside it counts as a ``retry_after_violation``.
 * Callbacks (callbacks.py, crypto.py): the URL check, signed encrypted POSTs, the 5 s answer window and three

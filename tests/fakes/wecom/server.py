@@ -2,6 +2,7 @@
 callbacks it receives (callbacks.py), a control API and in-process inspection helpers."""
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import secrets
@@ -19,7 +20,7 @@ DEFAULT_AGENT_ID = 1000002
 DEFAULT_SECRET = "fake-app-secret-0000000000000000000000000"
 DEFAULT_CALLBACK_TOKEN = "fakecallbacktoken"
 DEFAULT_LIMITS = {"text_limit": 2048, "member_per_minute": 30, "token_ttl": 7200, "answer_timeout": 5.0,
-                  "retries": 3, "retry_delays": [1.0, 2.0, 4.0], "recall_window": 86400.0}
+                  "retries": 3, "retry_delays": [1.0, 2.0, 4.0], "recall_window": 86400.0, "media_delay": 0.0}
 WRITE_METHODS = ("message/send", "message/recall")
 NO_SUCH_MSGID = 40099   # the documentation names no code for a msgid that cannot be recalled: the fake's own
 
@@ -246,6 +247,8 @@ class FakeWeCom(CallbackMethods, FakeServer):
             return web.json_response(refusal)
         if media is None:
             return web.json_response({"errcode": 40007, "errmsg": "invalid media_id"})
+        if self.limits["media_delay"]:   # a slow download: what holds a callback's answer past WeCom's window
+            await asyncio.sleep(self.limits["media_delay"])
         return web.Response(body=base64.b64decode(media["data"]), content_type=media["mime"],
                             headers={"Content-Disposition": 'attachment; filename="image"'})
 
