@@ -25,7 +25,8 @@ BOMB = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
         + b"".join(f'<!ENTITY lol{i} "{("&lol" + str(i - 1) + ";") * 10 if i > 1 else "&lol;" * 10}">'.encode()
                    for i in range(1, 10))
         + b"]><xml><Encrypt>&lol9;</Encrypt></xml>")
-EXTERNAL = b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><xml><Encrypt>&e;</Encrypt></xml>'
+EXTERNAL = (b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]>'
+            b"<xml><Encrypt>&e;</Encrypt></xml>")
 
 
 def refused(call) -> str:
