@@ -91,12 +91,13 @@ class WeComAdapter(PlatformAdapter):
             self.intake.reject(reason)
 
         settings = self.settings
-        self._server = CallbackServer(
+        server = CallbackServer(
             settings["callback_host"], settings["callback_port"], settings["callback_path"],
             token=settings["token"], key=aes_key(settings["encoding_aes_key"]), corp_id=settings["corp_id"],
             deliver=functools.partial(self._deliver, self.intake.emit), on_error=on_error, on_refused=on_refused,
             limits=http_limits(self.config), max_skew_s=settings["max_timestamp_skew_s"])
-        port = await self._server.start()
+        port = await server.start()   # a port that is taken raises here: retried, nothing half-started is kept
+        self._server = server
         self._say(logging.INFO, "%s: WeCom callbacks on %s:%d%s", self.name, settings["callback_host"], port,
                   settings["callback_path"])
 
