@@ -31,11 +31,13 @@ from actors.agents.base import agent_kind, missing_api_key, resolve_api_key
 from common import processes
 from common.runfiles import RunFiles
 from daemon.doctor_probes import Check, port_check, probe_discord, probe_model, probe_slack, probe_telegram
+from daemon.doctor_probes import probe_wecom
 
 EX_OK, EX_FAILED = 0, 1
 DISK_FAIL_BYTES = 100 * 2**20      # below this the next writes may fail: SQLite, the log
 DISK_WARN_BYTES = 1 * 2**30
 CREDENTIAL_PROBES = {"telegram": probe_telegram, "slack": probe_slack, "discord": probe_discord}
+CREDENTIAL_PROBES["wecom"] = probe_wecom
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 
@@ -126,6 +128,8 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
             ports.append((f"{name} webhook", args["webhook_host"], args["webhook_port"]))
         elif args["type"] == "slack" and args["inbound"] == "events_api":
             ports.append((f"{name} events", args["events_host"], args["events_port"]))
+        elif args["type"] == "wecom":
+            ports.append((f"{name} callbacks", args["callback_host"], args["callback_port"]))
     return ports
 
 

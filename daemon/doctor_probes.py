@@ -143,6 +143,19 @@ async def probe_discord(name: str, settings: dict) -> Check:
     return Check("ok", f"adapter {name}", f"the token works (users/@me: {username or '?'})")
 
 
+async def probe_wecom(name: str, settings: dict) -> Check:
+    """``gettoken`` through the adapter's own client: the corp id, the application's secret and the server API, in
+    one call (the callback token and AES key are WeCom's to check, when the callback URL is saved)."""
+    from actors.adapters.wecom.api import WeComAPI
+    api = WeComAPI(settings["corp_id"], settings["secret"], settings["base_url"], request_timeout=PROBE_TIMEOUT_S)
+    answer = await _ask_platform(name, api, api.fetch_token, "WeCom refused the corp id or secret",
+                                 f"the WeCom API at {settings['base_url']}")
+    if isinstance(answer, Check):
+        return answer
+    return Check("ok", f"adapter {name}", f"the corp id and secret work (gettoken: a token for "
+                                          f"{answer.get('expires_in', '?')} s)")
+
+
 # -------------------------------------------------------------------------------------------------- ports
 
 def port_check(label: str, host: str, port: int, gateway_pids: set[int]) -> Check:

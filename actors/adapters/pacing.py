@@ -64,8 +64,10 @@ PACING: dict[str, PlatformPacing] = {
     # No edits: the reply goes out once, complete. 2 KiB inline, beyond that signal-cli attaches the text.
     "signal": PlatformPacing("signal", 2048, "bytes", edit_interval_s=0.0, min_edit_delta_chars=0,
                              per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=False, typing_interval_s=10.0),
+    # WeCom (actors/adapters/wecom/): no edits, no typing indicator; 2,048 bytes of UTF-8 per text (longer ones are
+    # cut by WeCom); a 31st message to one member within a minute is dropped unannounced: 27 a minute, burst 3.
     "wechat": PlatformPacing("wechat", 2048, "bytes", edit_interval_s=0.0, min_edit_delta_chars=0,
-                             per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=False, typing_interval_s=None),
+                             per_chat_ops_per_s=0.45, per_chat_burst=3, supports_edit=False, typing_interval_s=None),
     # The 65,536-byte limit is for the whole event: body, formatted_body (HTML, often longer) and envelope.
     # Synapse's default message rate is 0.2/s with a burst of 10; every edit is a new event.
     "matrix": PlatformPacing("matrix", 24000, "bytes", edit_interval_s=3.0, min_edit_delta_chars=80,

@@ -27,6 +27,7 @@ class Refused(Exception):
 
 class PushServer:
     max_body_bytes = 1 << 20   # an event is a few KB; nothing legitimate comes close
+    methods: tuple = ("POST",)  # routed to ``handle`` (WeCom checks its callback URL with a GET)
 
     def __init__(self, host: str, port: int, path: str, limits: HttpLimits = HttpLimits(),
                  on_refused: Callable[[str], None] = lambda reason: None):
@@ -65,7 +66,8 @@ class PushServer:
     async def start(self) -> int:
         """Listen; returns the bound port (useful when 0 was asked for)."""
         app = web.Application(client_max_size=self.max_body_bytes)
-        app.router.add_post(self.path, self.handle)
+        for method in self.methods:
+            app.router.add_route(method, self.path, self.handle)
         self._runner, self.port = await serve(app, self.host, self.requested_port, limits=self.limits,
                                               on_refused=self._on_refused)
         return self.port

@@ -295,3 +295,35 @@ register(AdapterType("discord", "actors.adapters.discord.adapter.DiscordAdapter"
     "require_mention": Option(bool, True, doc="in guild channels and threads answer only a message that mentions "
                                               "the bot or replies to it (DMs are always answered)"),
 }))
+
+
+# WeChat through WeCom (企业微信): one application of one corp; callbacks in over HTTP, the active message API out
+# (actors/adapters/wecom/, docs/wechat.md). Any member in the application's visible range can write to it:
+# strangers get a pairing code unless the table says otherwise.
+def _wecom_key(table: Mapping) -> Optional[tuple[str, str]]:
+    from actors.adapters.wecom.crypto import aes_key
+    try:
+        aes_key(table["encoding_aes_key"])
+    except ValueError as exc:
+        return "encoding_aes_key", str(exc)
+    return None
+
+
+register(AdapterType("wecom", "actors.adapters.wecom.adapter.WeComAdapter", pacing="wechat", access="pairing",
+                     options={
+    "corp_id": Option(str, doc="the corp id (企业ID: My Company > Company Information); also the callbacks' "
+                               "ReceiveId"),
+    "agent_id": Option(int, doc="the application's AgentId"),
+    "secret": Option(str, secret=True, doc="the application's Secret (for gettoken)"),
+    "token": Option(str, secret=True, doc="the callback Token (Receive Messages > Set API Receiving)"),
+    "encoding_aes_key": Option(str, secret=True, doc="the callback EncodingAESKey (43 characters)"),
+    "base_url": Option(str, "https://qyapi.weixin.qq.com", doc="the server API (a fake, in tests)"),
+    "callback_host": Option(str, "127.0.0.1", doc="interface the callback server listens on (loopback: behind a "
+                                                  "TLS proxy)"),
+    "callback_port": Option(int, 8090, doc="its port (0: any free port)"),
+    "callback_path": Option(str, "/wecom/callback", doc="its path (the callback URL's path)"),
+    "max_timestamp_skew_s": Option(float, 600.0, doc="callbacks whose timestamp is further from our clock are "
+                                                     "refused as replays (0: not checked)"),
+    "rate_limit_wait_s": Option(float, 10.0, doc="how long a chat waits after WeCom's 'api freq out of limit' "
+                                                 "(45009), which names no wait"),
+}, checks=(_wecom_key,)))

@@ -448,3 +448,7 @@ HARNESSES["slack"] = SlackHarness
 from tests.adapters.discord_harness import DiscordHarness  # noqa: E402
 
 HARNESSES["discord"] = DiscordHarness
+
+from tests.adapters.wecom_harness import WeComHarness  # noqa: E402
+
+HARNESSES["wecom"] = WeComHarness

@@ -125,9 +125,11 @@ def test_adapter_is_in_the_tree_and_running(rig):
 
 def test_send_edit_delete_land_on_the_platform(rig):
     chat = new_chat("ops")
-    sent = rig.op(chat, "send", "first draft")
+    edits = getattr(rig.platform, "supports_edit", True)   # a platform without edits gets the final text only
+    sent = rig.op(chat, "send", "first draft" if edits else "final text")
     assert sent.ok and sent.message_id
-    assert rig.op(chat, "edit", "final text", sent.message_id).ok
+    if edits:
+        assert rig.op(chat, "edit", "final text", sent.message_id).ok
     assert rig.op(chat, "edit", "final text", sent.message_id).ok, "an edit to the same text is a success"
     second = rig.op(chat, "send", "to be deleted")
     assert second.ok and second.message_id != sent.message_id
@@ -135,8 +137,9 @@ def test_send_edit_delete_land_on_the_platform(rig):
     assert rig.platform.sent(chat) == [
         {"message_id": sent.message_id, "text": "final text", "deleted": False},
         {"message_id": second.message_id, "text": "to be deleted", "deleted": True}]
-    gone = rig.op(chat, "edit", "too late", second.message_id)
-    assert not gone.ok and gone.error_kind == "not_found"
+    if edits:
+        gone = rig.op(chat, "edit", "too late", second.message_id)
+        assert not gone.ok and gone.error_kind == "not_found"
     assert rig.op(chat, "typing").ok
 
 

@@ -1,5 +1,5 @@
 """Property tests of the push-style adapters' inbound validation: web chat frames, the http adapter's signed webhook
-and OpenAI-compatible request bodies, and the terminal's lines.
+and OpenAI-compatible request bodies, the terminal's lines, and WeCom's callbacks (envelope, ciphertext, fields).
 
 For any input: a well-typed event within the adapter's limits, or a refusal of the adapter's own kind (FrameError,
 BadRequest, MalformedPayload) with a reason; never another exception.
@@ -168,3 +168,49 @@ def test_cli_line(say):
         return
     check_event(event, MAX_LINE)
     tally("cli", "accepted")
+
+
+# --------------------------------------------------------------------------------------------------------- WeCom
+import base64  # noqa: E402
+
+from actors.adapters.wecom import crypto as wecom_crypto  # noqa: E402
+from actors.adapters.wecom.messages import encrypted_of, event_from_message, parse_fields  # noqa: E402
+from tests.fakes.wecom import crypto as wecom_platform  # noqa: E402
+
+WECOM_AES = wecom_platform.new_encoding_aes_key()
+WECOM_KEY = wecom_crypto.aes_key(WECOM_AES)
+wecom_field = st.sampled_from(["MsgId", "FromUserName", "MsgType", "Content", "CreateTime", "AgentID", "MediaId",
+                               "Format", "Event", "Label", "Url"])
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=400), st.text(max_size=200).map(lambda t: f"<xml>{t}</xml>".encode())))
+def test_wecom_envelope_any_bytes_give_encrypt_or_a_refusal(body):
+    try:
+        assert isinstance(encrypted_of(body), str)
+    except wecom_crypto.CallbackRefused as exc:
+        assert exc.reason and exc.status in (400, 401)
+
+
+@FUZZ
+@given(st.one_of(any_text, st.binary(max_size=300).map(lambda b: base64.b64encode(b).decode())))
+def test_wecom_any_ciphertext_decrypts_or_is_refused(encrypted):
+    try:
+        assert isinstance(wecom_crypto.decrypt(WECOM_KEY, encrypted, "ww-corp"), bytes)
+    except wecom_crypto.CallbackRefused as exc:
+        assert exc.reason
+
+
+@FUZZ
+@given(st.dictionaries(wecom_field, st.one_of(any_text, st.sampled_from(["text", "image", "voice", "event", "1"])),
+                       max_size=8))
+def test_wecom_any_fields_give_an_event_or_malformed(fields):
+    xml = "<xml>" + "".join(f"<{k}><![CDATA[{v.replace(']]>', '')}]]></{k}>" for k, v in fields.items()) + "</xml>"
+    try:
+        parsed = parse_fields(xml.encode("utf-8", "surrogatepass"), "message")
+    except wecom_crypto.CallbackRefused:
+        return   # text XML cannot carry (control characters): refused like any malformed XML
+    try:
+        check_event(event_from_message(parsed, "wecom", "default", 1000002))
+    except MalformedPayload as exc:
+        check_rejection(exc)
