@@ -92,6 +92,14 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "system_prompt": (str, "You are a helpful assistant.", None),
         "chunk_delay_s": (float, 0.03, None),
     },
+    "media": {            # docs/media.md
+        # An OpenAI-compatible server's base URL (…/v1) whose /audio/transcriptions turns voice notes and audio
+        # into text for the model; "": none (the model is told a voice note came, and its length).
+        "transcription_url": (str, "", None),
+        "transcription_model": (str, "whisper-1", None),
+        "transcription_api_key_env": (str, "OPENAI_API_KEY", None),
+        "transcription_timeout_s": (float, 60.0, None),
+    },
     "logging": {          # common/logging_setup.py; docs/operations.md
         "format": (str, "text", ("text", "json")),
         "level": (str, "", ("", "debug", "info", "warning", "error")),  # "": [gateway] log_level

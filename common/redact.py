@@ -171,6 +171,9 @@ def configured_secrets(config: dict) -> list[str]:
     env_value = os.environ.get(agent.get("api_key_env") or "OPENAI_API_KEY")
     if env_value:
         found.append(env_value)
+    media = config.get("media") or {}
+    if media.get("transcription_url") and (value := os.environ.get(media.get("transcription_api_key_env") or "")):
+        found.append(value)
     for table in (config.get("adapters") or {}).values():
         for name, value in table.items():
             if any(word in name for word in SECRET_WORDS) and value:

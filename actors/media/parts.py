@@ -46,17 +46,19 @@ def line(att: dict, note: str = "") -> str:
     return f"{LINE_PREFIX}{kind} ({details(att)}){' — ' + note if note else ''}]"
 
 
-def user_content(text: str, attachments: list, cache: Optional[MediaCache], full: bool) -> Any:
-    """A user message's ``content``: the text alone when there are no attachments, else a list of parts."""
+def user_content(text: str, attachments: list, cache: Optional[MediaCache], full: bool,
+                 notes: Optional[dict] = None) -> Any:
+    """A user message's ``content``: the text alone when there are no attachments, else a list of parts.
+    ``notes``: cache key -> what to say of a voice note or audio file (its transcript: transcription.py)."""
     if not attachments:
         return text
     parts: list[dict] = [{"type": "text", "text": text}] if text else []
     for att in attachments:
-        parts.extend(_parts(att, cache if full else None))
+        parts.extend(_parts(att, cache if full else None, notes or {}))
     return parts
 
 
-def _parts(att: dict, cache: Optional[MediaCache]) -> list[dict]:
+def _parts(att: dict, cache: Optional[MediaCache], notes: dict) -> list[dict]:
     mime = att.get("mime") or ""
     cached = att.get("state") == "cached"
     if not cached or cache is None:
@@ -78,7 +80,7 @@ def _parts(att: dict, cache: Optional[MediaCache]) -> list[dict]:
         note = f"the first {TEXT_DOCUMENT_CHARS:,} characters of {len(body):,} follow" if cut else "its text follows"
         return [_text(line(att, note)), _text(body[:TEXT_DOCUMENT_CHARS])]
     if att.get("kind") in ("voice", "audio"):
-        return [_text(line(att, "no transcription configured"))]
+        return [_text(line(att, notes.get(att.get("cache_key"), "no transcription configured")))]
     return [_text(line(att))]
 
 

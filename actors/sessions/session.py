@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from actors.agents.base import AgentRequest, build_agent
+from actors.media.transcription import Transcriber, transcribe_all
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
                              ReplyFile, SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
 from common.chat_errors import user_facing_error
@@ -96,6 +97,7 @@ class Session(CellStoreUser, Cell):
         self.max_resumes = setting(self.config, "sessions", "max_resumes")
         self.collect_window_s = setting(self.config, "sessions", "collect_window_s")
         self.agent = build_agent(self.config.get("agent", {}), test_hooks=self.debug_enabled())
+        self.transcriber = Transcriber.from_config(self.config)   # voice notes as text, if configured
         self.secrets = configured_secrets(self.config)   # what no answer, tool result or transcript may hold
         self.open_store()
         self.info = self.db(self.store.sessions.current(self.key))
@@ -295,7 +297,10 @@ class Session(CellStoreUser, Cell):
     async def _run_agent(self, turn_id: str, request: AgentRequest, with_media: tuple | None = None) -> None:
         try:
             if with_media is not None:   # Pillow and file reads in a thread: the shard's other cells keep running
-                messages = await asyncio.to_thread(turns.model_messages, *with_media)
+                transcript, _prompt, media, turn = with_media
+                notes = (await transcribe_all(self.transcriber, turns.turn_attachments(transcript, turn), media)
+                         if self.transcriber is not None else None)
+                messages = await asyncio.to_thread(turns.model_messages, *with_media, notes)
                 request = dataclasses.replace(request, messages=messages)
             async for event in self.agent.run(request):
                 self.bridge.post(AgentEvent(turn_id, event))

@@ -136,22 +136,29 @@ def assistant_event(turn_id: str, text: str, reason: str, error: Optional[str] =
 
 
 def model_messages(transcript: list, system_prompt: str = "", media: Optional[MediaCache] = None,
-                   turn_id: Optional[str] = None) -> tuple:
+                   turn_id: Optional[str] = None, notes: Optional[dict] = None) -> tuple:
     """The transcript as OpenAI chat messages: user and assistant text, with undone turns left out. A user message
     with attachments becomes content parts (actors/media/parts.py): in full (images, document text) for the turn
-    ``turn_id`` when ``media`` is given, as one line each otherwise."""
+    ``turn_id`` when ``media`` is given, as one line each otherwise; ``notes`` are the turn's transcripts."""
     undone = {e.payload.get("turn_id") for e in transcript if e.kind == "undo"}
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     for e in transcript[-HISTORY_EVENTS:]:
         if e.turn_id in undone or e.kind != "message":
             continue
         if e.role == "user" and e.payload.get("attachments"):
-            content = user_content(e.payload.get("text", ""), e.payload["attachments"], media,
-                                   full=turn_id is not None and e.turn_id == turn_id)
+            full = turn_id is not None and e.turn_id == turn_id
+            content = user_content(e.payload.get("text", ""), e.payload["attachments"], media, full,
+                                   notes if full else None)
             messages.append({"role": "user", "content": content})
         elif e.role in ("user", "assistant"):
             messages.append({"role": e.role, "content": e.payload.get("text", "")})
     return tuple(messages)
+
+
+def turn_attachments(transcript: list, turn_id: str) -> list:
+    """The attachments of the turn's own user messages (the voice notes to transcribe are among them)."""
+    return [a for e in transcript if e.turn_id == turn_id and e.role == "user" and e.kind == "message"
+            for a in e.payload.get("attachments") or () if isinstance(a, dict)]
 
 
 def has_attachments(transcript: list, turn_id: str) -> bool:

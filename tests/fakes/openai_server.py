@@ -103,6 +103,11 @@ class FakeOpenAIServer:
         self._thread = threading.Thread(target=self._loop.run_forever, name="fake-openai", daemon=True)
         self._runner: Optional[web.AppRunner] = None
         self.port = 0
+        # /v1/audio/transcriptions: every upload (model, file name, type, bytes), and the text answered for it
+        # (``transcripts``, in order; then "transcribed N bytes"), or a status to fail with (``transcription_status``).
+        self.transcriptions: list[dict] = []
+        self.transcripts: list[str] = []
+        self.transcription_status = 200
 
     @property
     def base_url(self) -> str:
@@ -127,6 +132,7 @@ class FakeOpenAIServer:
     async def _start(self) -> None:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         # Cancel handlers whose client went away and don't linger on shutdown: slow replies must not stall teardown.
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.2)
         await self._runner.setup()
@@ -140,6 +146,21 @@ class FakeOpenAIServer:
                 return self._script.pop(0)
         users = [m for m in body.get("messages", []) if m.get("role") == "user"]
         return text_reply(f"echo: {users[-1].get('content') if users else ''}")
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField) or not form.get("model"):
+            return web.json_response({"error": {"message": "file and model are required"}}, status=400)
+        data = upload.file.read()
+        self.transcriptions.append({"model": form["model"], "filename": upload.filename,
+                                    "content_type": upload.content_type, "data": data,
+                                    "authorization": request.headers.get("Authorization")})
+        if self.transcription_status != 200:
+            return web.json_response({"error": {"message": "scripted failure"}}, status=self.transcription_status)
+        with self._lock:
+            text = self.transcripts.pop(0) if self.transcripts else f"transcribed {len(data)} bytes"
+        return web.json_response({"text": text})
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

@@ -134,3 +134,38 @@ def test_a_kill_9_mid_download_still_answers_the_photo_once(tmp_path):
         finally:
             tg.release_downloads()
             stop(gw)
+
+
+def test_a_voice_note_reaches_the_model_as_its_transcript_and_a_failed_transcription_says_why(tmp_path,
+                                                                                             monkeypatch):
+    monkeypatch.setenv("TRANSCRIBE_KEY", "sk-transcribe-0123456789abcdef")
+    with FakeTelegram() as tg, FakeOpenAIServer() as model:
+        model.script(text_reply("Heard you."), text_reply("Could not hear."))
+        model.transcripts.append("please book a table for two")
+        gw = telegram_gateway(tmp_path, tg.base_url, extra=f"""kind = "openai"
+base_url = "{model.base_url}"
+model = "test-model"
+api_key = "sk-test-key-0123456789abcdef"
+[media]
+transcription_url = "{model.base_url}"
+transcription_api_key_env = "TRANSCRIBE_KEY"
+""")
+        try:
+            gw.start()
+            gw.wait_ready()
+            tg.inject_media("voice", tg.add_file(OGG_VOICE, duration=3, mime_type="audio/ogg"), chat_id=57)
+            assert answer_in(tg, 57, gw) == ["Heard you."]
+            (line,) = user_content(model.requests[-1])
+            assert line["text"].startswith("[attachment: voice note (3 s, audio/ogg,")
+            assert "transcript: “please book a table for two”" in line["text"]
+            (sent,) = model.transcriptions
+            assert sent["data"] == OGG_VOICE and sent["model"] == "whisper-1" and sent["content_type"] == "audio/ogg"
+            assert sent["authorization"] == "Bearer sk-transcribe-0123456789abcdef"
+
+            model.transcription_status = 500
+            tg.inject_media("voice", tg.add_file(OGG_VOICE + b"\0", duration=4, mime_type="audio/ogg"), chat_id=58)
+            assert answer_in(tg, 58, gw) == ["Could not hear."]
+            (line,) = user_content(model.requests[-1])
+            assert "not transcribed: the transcription service answered 500" in line["text"]
+        finally:
+            stop(gw)

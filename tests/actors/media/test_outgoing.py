@@ -79,3 +79,26 @@ def test_text_image_draws_a_png_and_the_offline_agent_calls_it_when_asked_for_a_
     (file,) = finished[0].files
     assert file.kind == "photo" and file.caption == "drawn offline"
     assert '"text": "happy birthday"' in finished[0].arguments
+
+
+def test_transcripts_are_asked_once_per_voice_note_and_a_failure_is_a_note_not_an_error(tmp_path):
+    from actors.media.transcription import Transcriber, transcribe_all
+    from tests.fakes.openai_server import FakeOpenAIServer
+    cache = MediaCache(tmp_path / "media")
+    voice = {"kind": "voice", "state": "cached", "cache_key": cache.put(b"OggS voice"), "mime": "audio/ogg"}
+    photo = {"kind": "photo", "state": "cached", "cache_key": cache.put(png()), "mime": "image/png"}
+    gone = {"kind": "audio", "state": "cached", "cache_key": "f" * 64, "mime": "audio/mpeg"}
+    with FakeOpenAIServer() as server:
+        server.transcripts.append("hello there")
+        transcriber = Transcriber(server.base_url, "whisper-1", None, 10.0)
+        notes = asyncio.run(transcribe_all(transcriber, [voice, photo, voice, gone], cache))
+        assert notes == {voice["cache_key"]: "transcript: “hello there”",
+                         gone["cache_key"]: "not transcribed: the file is no longer kept"}
+        assert len(server.transcriptions) == 1
+        server.transcription_status = 503
+        assert asyncio.run(transcribe_all(transcriber, [voice], cache)) == {
+            voice["cache_key"]: "not transcribed: the transcription service answered 503"}
+    unreachable = Transcriber("http://127.0.0.1:9/v1", "whisper-1", None, 5.0)
+    (note,) = asyncio.run(transcribe_all(unreachable, [voice], cache)).values()
+    assert note.startswith("not transcribed: the transcription service could not be reached")
+    assert Transcriber.from_config({}) is None
