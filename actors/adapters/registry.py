@@ -295,3 +295,17 @@ register(AdapterType("discord", "actors.adapters.discord.adapter.DiscordAdapter"
     "require_mention": Option(bool, True, doc="in guild channels and threads answer only a message that mentions "
                                               "the bot or replies to it (DMs are always answered)"),
 }))
+
+
+# Matrix: one account on one homeserver, the client-server API (actors/adapters/matrix/, docs/matrix.md).
+# Anyone on the federation can invite the bot: strangers get a pairing code unless the table says otherwise.
+register(AdapterType("matrix", "actors.adapters.matrix.adapter.MatrixAdapter", pacing="matrix", access="pairing",
+                     options={
+    "homeserver": Option(str, doc="the homeserver's client-server API base URL, e.g. https://matrix.example.org"),
+    "access_token": Option(str, secret=True, doc="the bot account's access token (its device: keep the same token, "
+                                                 "transaction ids are remembered per device)"),
+    "sync_timeout_s": Option(float, 30.0, doc="long-poll wait per /sync"),
+    "request_timeout_s": Option(float, 30.0, doc="seconds a request may take beyond the long-poll wait"),
+    "require_mention": Option(bool, True, doc="in rooms that are not DMs answer only messages that mention the "
+                                              "bot (DMs are always answered)"),
+}))

@@ -422,3 +422,8 @@ HARNESSES["slack"] = SlackHarness
 from tests.adapters.discord_harness import DiscordHarness  # noqa: E402
 
 HARNESSES["discord"] = DiscordHarness
+
+# -------------------------------------------------------------------------------------------------------- Matrix
+from tests.adapters.matrix_harness import MatrixHarness  # noqa: E402
+
+HARNESSES["matrix"] = MatrixHarness
