@@ -150,7 +150,7 @@ class MatrixRelay:
         if flood is not None:
             with self._lock:
                 self._banned_until[room] = time.monotonic() + flood
-            record["status"] = 429
+            record["status"], record["retry_after_ms"] = 429, int(flood * 1000)
             return web.json_response({"errcode": "M_LIMIT_EXCEEDED", "error": "Too Many Requests",
                                       "retry_after_ms": int(flood * 1000)}, status=429)
         query = dict(request.query)
@@ -169,6 +169,8 @@ class MatrixRelay:
             payload = await answer.read()
             status, content_type = answer.status, answer.headers.get("Content-Type", "application/json")
         record["status"] = status
+        if status == 429:
+            record["retry_after_ms"] = (_json(payload) or {}).get("retry_after_ms") or 0
         if sync is not None and status == 200:
             parsed = _json(payload) or {}
             with self._lock:
