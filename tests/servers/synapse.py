@@ -269,14 +269,21 @@ class Synapse:
         return payload
 
     def register(self, localpart: str, admin: bool = False) -> dict:
-        """A new user by the shared secret: {"user_id", "access_token", "device_id"}."""
+        """A new user by the shared secret: {"user_id", "access_token", "device_id", "password"}."""
         nonce = self.call("GET", "/_synapse/admin/v1/register")["nonce"]
         password = uuid.uuid4().hex
         mac = hmac.new(self.shared_secret.encode(), digestmod=hashlib.sha1)
         mac.update(b"\x00".join([nonce.encode(), localpart.encode(), password.encode(),
                                  b"admin" if admin else b"notadmin"]))
-        return self.call("POST", "/_synapse/admin/v1/register", body={
+        user = self.call("POST", "/_synapse/admin/v1/register", body={
             "nonce": nonce, "username": localpart, "password": password, "admin": admin, "mac": mac.hexdigest()})
+        return dict(user, password=password)
+
+    def login(self, user: dict) -> dict:
+        """A new device (access token) of a registered user."""
+        return self.call("POST", "/_matrix/client/v3/login", body={
+            "type": "m.login.password", "identifier": {"type": "m.id.user", "user": user["user_id"]},
+            "password": user["password"]})
 
     @property
     def admin(self) -> dict:
