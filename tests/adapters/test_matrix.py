@@ -135,7 +135,11 @@ def test_a_text_at_the_pacing_limit_fits_the_event_as_a_message_and_as_an_edit(c
 
 def test_a_content_that_cannot_fit_is_refused_before_anything_leaves():
     with pytest.raises(TooLongError):
-        build.new_message("\x01" * 20_000)   # a control character is six bytes of JSON
+        build.new_message('"' * 40_000)   # two bytes of JSON each: 80,000, more than the event holds
+
+
+def test_control_characters_no_client_shows_are_left_out():
+    assert build.new_message("a\x00b\x1bc\td\ne")["body"] == "abc\td\ne"
 
 
 def test_a_txn_id_is_the_ledger_key_else_the_operation_and_always_url_safe():
@@ -234,3 +238,37 @@ def test_doctor_probe_says_whose_token_it_is_or_that_it_was_refused(synapse, roo
     assert "syt_not_a_token" not in refused.detail
     unreachable = run(probe_matrix("mx", {"homeserver": "http://127.0.0.1:9", "access_token": "t"}))
     assert unreachable.status == "fail" and "cannot reach" in unreachable.detail
+
+
+# ----------------------------------------------------------------------------------------------- properties
+from hypothesis import example, given, settings, strategies as st  # noqa: E402
+
+_json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner,
+                                                                                         max_size=4), max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(event=st.dictionaries(st.sampled_from(["event_id", "sender", "content", "origin_server_ts", "type"]),
+                             _json_values, max_size=5),
+       content=st.dictionaries(st.sampled_from(["body", "msgtype", "m.relates_to", "m.mentions"]), _json_values))
+def test_any_sync_event_is_an_event_or_refused_with_a_reason(event, content):
+    event = dict(event, content=content) if "content" not in event else event
+    item = {"room_id": ROOM, "kind": "dm", "event": event}
+    is_input(item, BOT, require_mention=True)
+    try:
+        parsed = event_from_sync(item, "mx", "p", BOT)
+    except MalformedPayload as exc:
+        assert str(exc)
+    else:
+        assert parsed.platform_message_id.startswith("$") and parsed.source.chat_id == ROOM
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(min_size=1, max_size=9000)
+       | st.text(min_size=1, max_size=40).map(lambda piece: piece * (24_000 // len(piece) + 1)))   # at the limit
+@example(text="\x1b" * 24_000)
+def test_any_text_within_the_pacing_limit_is_sent_within_the_event_limit(text):
+    text = text.encode("utf-8", "surrogatepass")[:pacing_for("matrix").text_limit].decode("utf-8", "ignore") or "x"
+    for content in (build.new_message(text, thread_id="$t", reply_to="$q"), build.edit("$orig", text)):
+        assert build.canonical_size(content) <= build.MAX_CONTENT_BYTES

@@ -8,6 +8,8 @@ text of newlines), and an edit carries the text twice (the fallback ``body`` and
 
 * the chunker cuts replies at the pacing table's ``text_limit`` in UTF-8 bytes (24,000): body and formatted body
   of an ordinary text fit with the envelope;
+* control characters no client shows are left out (JSON writes each as six bytes), so any text within the
+  byte limit fits as a message and as an edit;
 * ``fit`` measures the content as it will be sent and drops what it can when it is too big: first the formatted
   body (clients show ``body``), then, in an edit, the fallback body shrinks to a short prefix (clients show
   ``m.new_content``); only a content that is still over ``MAX_CONTENT_BYTES`` is refused (TooLongError), before
@@ -36,6 +38,9 @@ MAX_CONTENT_BYTES = MAX_EVENT_BYTES - ENVELOPE_ALLOWANCE
 FALLBACK_PREVIEW_CHARS = 200    # an edit's fallback body when the whole text would not fit twice
 MAX_RENDERED_BYTES = 24_000     # longer texts go without formatted_body (rendering costs ~3 ms per 1,000 chars)
 _TXN = re.compile(r"[A-Za-z0-9._~-]{1,64}")
+# C0 control characters but tab, newline and carriage return: no chat shows them, and canonical JSON writes each
+# as six bytes (\u00XX), which could push a text within the byte limit out of the event limit.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).disable("image")
 # The tags the client-server spec lists for org.matrix.custom.html that an answer uses.
@@ -61,6 +66,11 @@ def formatted(text: str) -> Optional[str]:
     return rendered or None
 
 
+def shown_text(text: str) -> str:
+    """The text as it is sent: without the control characters no client shows."""
+    return _CONTROLS.sub("", text)
+
+
 def message(text: str, html: Optional[str] = None) -> dict:
     content = {"msgtype": "m.text", "body": text}
     if html:
@@ -81,6 +91,7 @@ def relation_for(thread_id: Optional[str], reply_to: Optional[str]) -> Optional[
 
 def new_message(text: str, thread_id: Optional[str] = None, reply_to: Optional[str] = None) -> dict:
     """A message's content, fitted within the event limit (TooLongError if it cannot be)."""
+    text = shown_text(text)
     def build(html: Optional[str]) -> dict:
         content = message(text, html)
         relates = relation_for(thread_id, reply_to)
@@ -93,6 +104,7 @@ def new_message(text: str, thread_id: Optional[str] = None, reply_to: Optional[s
 def edit(original_event_id: str, text: str) -> dict:
     """An edit (``m.replace``) of the bot's own message: ``m.new_content`` is what clients show; the fallback
     ``body`` (prefixed "* ", as the spec asks) is for clients that do not know edits."""
+    text = shown_text(text)
     def build(html: Optional[str], fallback: str) -> dict:
         return {**message("* " + fallback), "m.new_content": message(text, html),
                 "m.relates_to": {"rel_type": "m.replace", "event_id": original_event_id}}
