@@ -8,6 +8,7 @@ server does not show: when each request came and what it was (the suite's ``atte
 * ``hold_next_send()``: the next message send reaches Synapse (the event is made) and its answer is held until
   ``release()``: the window between a PUT leaving and its event id coming back;
 * ``replay(event_id)``: the next sync asks from the token before that event, so Synapse delivers it again;
+* ``forget_next_sync_token()``: the next sync asks from a token Synapse never issued (it answers 400);
 * ``restart()``: every connection cut (the long poll included), the same port served again.
 
 Runs aiohttp on its own loop in a background thread; the port is chosen by the kernel (port 0) at the first start.
@@ -114,6 +115,11 @@ class MatrixRelay:
         with self._lock:
             first = next(s for s in self.syncs if event_id in s["events"])
             self._rewind_to = first["since"]
+
+    def forget_next_sync_token(self) -> None:
+        """The next sync asks from a token the server never issued: a homeserver that lost its database."""
+        with self._lock:
+            self._rewind_to = "s0_never_issued"
 
     def deliveries(self, event_id: str) -> list[int]:
         with self._lock:

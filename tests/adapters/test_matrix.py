@@ -16,7 +16,8 @@ from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentE
                                     TooLongError)
 from actors.adapters.matrix import content as build
 from actors.adapters.matrix.client import MatrixClient, classify_error, retry_after_s
-from actors.adapters.matrix.events import event_from_sync, is_input, read_sync, strip_mention
+from actors.adapters.access import AccessPolicy
+from actors.adapters.matrix.events import Invite, event_from_sync, is_input, joins_invite, read_sync, strip_mention
 from actors.adapters.pacing import pacing_for
 from common.config import ConfigError
 from tests.adapters.matrix_harness import CLIENT
@@ -54,6 +55,21 @@ def test_a_sync_answer_gives_messages_in_order_invites_and_membership_changes():
     assert batch.membership_changed == {ROOM} and batch.left == {"!old:x"}
     with pytest.raises(ValueError):
         read_sync({"rooms": {}}, BOT)
+
+
+@pytest.mark.parametrize("mode, inviter, direct, granted, joined", [
+    ("open", "@x:y", False, False, True),
+    ("allowlist", "@alice:y", False, False, True),     # in allow
+    ("allowlist", "@x:y", True, False, False),
+    ("allowlist", "@x:y", False, True, True),          # granted with `pair approve`
+    ("pairing", "@x:y", True, False, True),            # a stranger's DM: to be given a code
+    ("pairing", "@x:y", False, False, False),          # a stranger's room
+    ("allowlist", None, False, False, False),
+], ids=["open", "allowed", "stranger-dm-allowlist", "granted", "stranger-dm-pairing", "stranger-room-pairing",
+        "no-inviter"])
+def test_an_invite_is_joined_only_as_the_access_policy_admits_the_inviter(mode, inviter, direct, granted, joined):
+    policy = AccessPolicy(mode=mode, allow=frozenset({"@alice:y"}))
+    assert joins_invite(policy, Invite("!r:y", inviter, direct), granted) is joined
 
 
 # ----------------------------------------------------------------------------------------- which are questions

@@ -175,6 +175,20 @@ def test_synapses_own_429_is_waited_out_for_the_time_it_names(rig):
             assert after["at"] - banned["at"] >= banned["retry_after_ms"] / 1000 - 0.05, (banned, after)
 
 
+def test_a_sync_token_the_homeserver_no_longer_knows_is_given_up_and_intake_goes_on(rig):
+    seen = len(rig.rooms.bot_messages("alice"))
+    rig.relay.forget_next_sync_token()
+    rig.model.script(text_reply("Woken."), text_reply("Still listening."))
+    rig.rooms.say("alice", {"msgtype": "m.text", "body": "wake the long poll"})   # its answer: "Woken."
+    wait_for(lambda: any(s["since"] == "s0_never_issued" for s in rig.relay.syncs), 30, 0.05, "the bad token used")
+    rig.gw.wait_log("refused the committed sync token", timeout=30)
+    rig.final("alice", seen + 1)
+    rig.rooms.say("alice", {"msgtype": "m.text", "body": "are you there?"})
+    messages = rig.final("alice", seen + 2)
+    assert messages[-1]["text"] == "Still listening."
+    assert rig.gw.node("matrix")["restarts"] == 0
+
+
 def test_doctor_asks_the_homeserver_who_the_token_is(rig):
     result = rig.gw.cli("doctor")
     line = next(line for line in result.stdout.splitlines() if "adapter matrix" in line)

@@ -30,7 +30,8 @@ from actors.adapters.base import PlatformAdapter
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
 from actors.adapters.matrix import content as build
 from actors.adapters.matrix.client import MatrixClient
-from actors.adapters.matrix.events import FIRST_SYNC_FILTER, SYNC_FILTER, Invite, event_from_sync, is_input, read_sync
+from actors.adapters.matrix.events import (FIRST_SYNC_FILTER, SYNC_FILTER, Invite, event_from_sync, is_input,
+                                          joins_invite, read_sync)
 from actors.adapters.pacing import utf8_len
 from actors.messages import MessageEvent, PlatformOp
 
@@ -60,7 +61,19 @@ class MatrixAdapter(PlatformAdapter):
     async def fetch(self) -> tuple[list, Any]:
         first = not self.offset
         timeout_ms = 0 if first else int(self.settings["sync_timeout_s"] * 1000)
-        body = await self._api().sync(self.offset or None, timeout_ms, FIRST_SYNC_FILTER if first else SYNC_FILTER)
+        try:
+            body = await self._api().sync(self.offset or None, timeout_ms,
+                                          FIRST_SYNC_FILTER if first else SYNC_FILTER)
+        except PermanentError as exc:
+            if first or exc.status != 400:
+                raise
+            # The homeserver no longer knows the committed token (its database was replaced or rolled back): no
+            # retry can cure that, and nothing it covered can be asked for again. Start from where the stream
+            # stands now, as a bot that never synced does, rather than stay refused.
+            self._say(logging.ERROR, "%s: the homeserver refused the committed sync token (%s); syncing from now "
+                      "on: messages since the last round are not fetched", self.name, self._clean(exc))
+            first = True
+            body = await self._api().sync(None, 0, FIRST_SYNC_FILTER)
         try:
             batch = read_sync(body, self.bot_id)
         except ValueError as exc:
@@ -120,14 +133,10 @@ class MatrixAdapter(PlatformAdapter):
 
     async def _admits_inviter(self, invite: Invite) -> bool:
         policy = self.intake.gatekeeper.policy
-        if invite.inviter is None:
-            return policy.mode == "open"
-        if policy.admits_without_lookup(invite.inviter):
-            return True
-        if policy.mode == "pairing" and invite.is_direct:
-            return True   # a stranger's DM: joined so the pairing code can reach them (the gatekeeper decides)
-        granted = await self.store.access.granted_among(self.name, {invite.inviter})
-        return invite.inviter in granted
+        granted = False
+        if invite.inviter is not None and not policy.admits_without_lookup(invite.inviter):
+            granted = invite.inviter in await self.store.access.granted_among(self.name, {invite.inviter})
+        return joins_invite(policy, invite, granted)
 
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_sync(raw, self.name, self.profile, self.bot_id)

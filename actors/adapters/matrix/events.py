@@ -98,6 +98,17 @@ def _invite(room_id: str, room: dict, bot_id: str) -> Invite:
     return Invite(room_id, None, False)
 
 
+def joins_invite(policy, invite: Invite, granted: bool) -> bool:
+    """Whether the bot joins: the access policy (actors/adapters/access.py) admits the inviter (``open``, ``allow``,
+    ``granted`` by the operator), or, in ``pairing`` mode, a stranger invites it to a DM (``is_direct``), so that
+    the pairing code can reach them. An invite that names no inviter is joined only when everyone is admitted."""
+    if invite.inviter is None:
+        return policy.mode == "open"
+    if policy.admits_without_lookup(invite.inviter) or granted:
+        return True
+    return policy.mode == "pairing" and invite.is_direct
+
+
 def relation(content: dict) -> dict:
     relates = content.get("m.relates_to")
     if relates is None:
