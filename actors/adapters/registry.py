@@ -308,4 +308,5 @@ register(AdapterType("matrix", "actors.adapters.matrix.adapter.MatrixAdapter", p
     "request_timeout_s": Option(float, 30.0, doc="seconds a request may take beyond the long-poll wait"),
     "require_mention": Option(bool, True, doc="in rooms that are not DMs answer only messages that mention the "
                                               "bot (DMs are always answered)"),
-}))
+}, checks=(lambda t: None if t["homeserver"].startswith(("http://", "https://")) else
+           ("homeserver", f"must be an http:// or https:// URL, got {t['homeserver']!r}"),)))

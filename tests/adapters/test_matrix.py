@@ -185,6 +185,8 @@ def test_the_adapter_table_needs_a_homeserver_and_keeps_its_token_secret():
     assert registry.secret_values(table) == ["syt_abc"]
     with pytest.raises(ConfigError, match="access_token"):
         registry.validate_adapter("mx", {"type": "matrix", "homeserver": "http://127.0.0.1:1"})
+    with pytest.raises(ConfigError, match="homeserver.*https:// URL"):
+        registry.validate_adapter("mx", {"type": "matrix", "homeserver": "matrix.org", "access_token": "t"})
     assert pacing_for("matrix").idempotent_send, "the txnId is the ledger's key: no re-sent mark needed"
 
 
