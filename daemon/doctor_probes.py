@@ -154,6 +154,18 @@ async def probe_wecom(name: str, settings: dict) -> Check:
         return answer
     return Check("ok", f"adapter {name}", f"the corp id and secret work (gettoken: a token for "
                                           f"{answer.get('expires_in', '?')} s)")
+async def probe_matrix(name: str, settings: dict) -> Check:
+    """``GET /_matrix/client/v3/account/whoami`` through the adapter's own client: the access token and the
+    homeserver, in one call."""
+    from actors.adapters.matrix.client import MatrixClient
+    api = MatrixClient(settings["homeserver"], settings["access_token"], request_timeout=PROBE_TIMEOUT_S)
+    me = await _ask_platform(name, api, api.whoami, "the homeserver refused the access token",
+                             f"the homeserver at {settings['homeserver']}")
+    if isinstance(me, Check):
+        return me
+    user = me.get("user_id") if isinstance(me, dict) else None
+    device = me.get("device_id") if isinstance(me, dict) else None
+    return Check("ok", f"adapter {name}", f"the access token works (whoami: {user or '?'}, device {device or '?'})")
 
 
 # -------------------------------------------------------------------------------------------------- ports

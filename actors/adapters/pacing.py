@@ -68,10 +68,13 @@ PACING: dict[str, PlatformPacing] = {
     # cut by WeCom); a 31st message to one member within a minute is dropped unannounced: 27 a minute, burst 3.
     "wechat": PlatformPacing("wechat", 2048, "bytes", edit_interval_s=0.0, min_edit_delta_chars=0,
                              per_chat_ops_per_s=0.45, per_chat_burst=3, supports_edit=False, typing_interval_s=None),
-    # The 65,536-byte limit is for the whole event: body, formatted_body (HTML, often longer) and envelope.
-    # Synapse's default message rate is 0.2/s with a burst of 10; every edit is a new event.
+    # The 65,536-byte limit is for the whole event: body, formatted_body (HTML, often longer) and envelope;
+    # 24,000 bytes of text leave room for both and the envelope, and the adapter drops the formatted body of a
+    # text whose JSON would not fit (actors/adapters/matrix/content.py). Synapse's default message rate is 0.2/s
+    # with a burst of 10; every edit is a new event. A send's transaction id is its idempotency key.
     "matrix": PlatformPacing("matrix", 24000, "bytes", edit_interval_s=3.0, min_edit_delta_chars=80,
-                             per_chat_ops_per_s=0.2, per_chat_burst=10, supports_edit=True, typing_interval_s=20.0),
+                             per_chat_ops_per_s=0.2, per_chat_burst=10, supports_edit=True, typing_interval_s=20.0,
+                             idempotent_send=True),
     "webchat": PlatformPacing("webchat", 1_000_000, "chars", supports_edit=True, typing_interval_s=3.0,
                                sends_files=True, **_FAST),
     "cli": PlatformPacing("cli", 1_000_000, "chars", supports_edit=True, typing_interval_s=None, **_FAST),

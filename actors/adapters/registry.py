@@ -327,3 +327,16 @@ register(AdapterType("wecom", "actors.adapters.wecom.adapter.WeComAdapter", paci
     "rate_limit_wait_s": Option(float, 10.0, doc="how long a chat waits after WeCom's 'api freq out of limit' "
                                                  "(45009), which names no wait"),
 }, checks=(_wecom_key,)))
+# Matrix: one account on one homeserver, the client-server API (actors/adapters/matrix/, docs/matrix.md).
+# Anyone on the federation can invite the bot: strangers get a pairing code unless the table says otherwise.
+register(AdapterType("matrix", "actors.adapters.matrix.adapter.MatrixAdapter", pacing="matrix", access="pairing",
+                     options={
+    "homeserver": Option(str, doc="the homeserver's client-server API base URL, e.g. https://matrix.example.org"),
+    "access_token": Option(str, secret=True, doc="the bot account's access token (its device: keep the same token, "
+                                                 "transaction ids are remembered per device)"),
+    "sync_timeout_s": Option(float, 30.0, doc="long-poll wait per /sync"),
+    "request_timeout_s": Option(float, 30.0, doc="seconds a request may take beyond the long-poll wait"),
+    "require_mention": Option(bool, True, doc="in rooms that are not DMs answer only messages that mention the "
+                                              "bot (DMs are always answered)"),
+}, checks=(lambda t: None if t["homeserver"].startswith(("http://", "https://")) else
+           ("homeserver", f"must be an http:// or https:// URL, got {t['homeserver']!r}"),)))

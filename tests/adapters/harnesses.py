@@ -452,3 +452,7 @@ HARNESSES["discord"] = DiscordHarness
 from tests.adapters.wecom_harness import WeComHarness  # noqa: E402
 
 HARNESSES["wecom"] = WeComHarness
+# -------------------------------------------------------------------------------------------------------- Matrix
+from tests.adapters.matrix_harness import MatrixHarness  # noqa: E402
+
+HARNESSES["matrix"] = MatrixHarness
