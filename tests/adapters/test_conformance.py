@@ -123,6 +123,17 @@ def test_send_edit_delete_land_on_the_platform(rig):
     chat = new_chat("ops")
     sent = rig.op(chat, "send", "first draft")
     assert sent.ok and sent.message_id
+    if not getattr(rig.platform, "supports_edit", True):   # pacing supports_edit = false: a clear refusal
+        refused = rig.op(chat, "edit", "final text", sent.message_id)
+        assert not refused.ok and refused.error_kind == "permanent" and refused.error
+        second = rig.op(chat, "send", "to be deleted")
+        assert second.ok and second.message_id != sent.message_id
+        assert rig.op(chat, "delete", message_id=second.message_id).ok
+        assert rig.platform.sent(chat) == [
+            {"message_id": sent.message_id, "text": "first draft", "deleted": False},
+            {"message_id": second.message_id, "text": "to be deleted", "deleted": True}]
+        assert rig.op(chat, "typing").ok
+        return
     assert rig.op(chat, "edit", "final text", sent.message_id).ok
     assert rig.op(chat, "edit", "final text", sent.message_id).ok, "an edit to the same text is a success"
     second = rig.op(chat, "send", "to be deleted")
