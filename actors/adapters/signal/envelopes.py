@@ -108,7 +108,7 @@ def is_input(event: Any, bot: BotIdentity, require_mention: bool = True) -> bool
     if not (isinstance(data.get("message"), str) and data["message"].strip()) and not _files(data):
         return False
     if require_mention and group is not None:
-        return _addressed_to_bot(data, bot)
+        return _addressed_to_bot(data, bot) or _text(group.get("groupId")) is None   # no id: refused loudly
     return True
 
 

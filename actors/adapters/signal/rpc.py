@@ -90,9 +90,12 @@ class SignalRPC(HttpSession):
         if not isinstance(data, str):
             raise PermanentError("getAttachment answered no data", method="getAttachment")
         try:
-            return base64.b64decode(data, validate=True)
+            content = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
             raise PermanentError("getAttachment answered data that is not base64", method="getAttachment") from None
+        if len(content) > cap:
+            raise AttachmentTooBig(len(content))
+        return content
 
     # -- transport
     async def call(self, method: str, params: Optional[dict] = None, *, max_answer_bytes: Optional[int] = None) -> Any:
