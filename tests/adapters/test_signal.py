@@ -177,6 +177,16 @@ def test_the_client_sends_types_deletes_and_fetches_files_through_the_fake():
     assert data == b"\x89PNG" + b"x" * 96 and retry_after == 2.0
 
 
+def test_an_edit_to_a_final_text_is_done_without_a_call_and_any_other_edit_is_refused():
+    from actors.adapters.signal.adapter import SignalAdapter
+    from actors.messages import PlatformOp
+    adapter = SignalAdapter()     # no settings, no client: a call to signal-cli would fail loudly
+    part = dict(op_id="e", action="edit", chat_id=ALICE, text="the answer", message_id="1700000000123")
+    assert asyncio.run(adapter.edit_message(PlatformOp(**part, final=True))) is None
+    with pytest.raises(PermanentError, match="edits no message"):
+        asyncio.run(adapter.edit_message(PlatformOp(**part)))
+
+
 # --------------------------------------------------------------------------------- configuration and doctor
 
 def test_the_table_needs_the_account_and_a_sane_idle_timeout():

@@ -19,11 +19,12 @@ adapter does for each chunk read off the stream before reading on. So:
   receiving with no client and those messages go to its log only: lost to the gateway.
 * a stream the daemon or the network ends is reconnected at once (backoff from 0.1 s); signal-cli hands each
   message to every stream it has, so one still open when the next arrives gets everything.
-* the window no client can close: signal-cli learns that a stream is dead only when a write to it fails (TCP
-  accepts the first write after the peer vanished and loses it), so a message it handles in the moment between
-  the adapter's death (kill -9, a crash) and its reconnection, or between the last read and the commit, is gone:
-  signal-cli already acknowledged it to Signal and keeps no copy. Its keep-alive every 15 s bounds how long it
-  writes into a dead stream; a clean stop of the adapter closes the stream, which signal-cli sees at once.
+* the window no client of this endpoint can close: signal-cli does not read from a stream's connection, so it
+  learns that the client is gone (killed, crashed, stopped, even cleanly) only when a write fails, and TCP
+  accepts the first write after the peer left and loses it. A message signal-cli writes into the stream in that
+  moment, before the next stream is open, is gone, as is one read by an adapter killed before the commit:
+  signal-cli already acknowledged it to Signal and keeps no copy. Its keep-alive every 15 s bounds the moment to
+  two writes (the lost one and the failing one); then messages wait on Signal's servers again.
 * twice: signal-cli re-handles a message it stored but had not finished (it was killed), and Signal re-delivers
   one whose acknowledgement was lost; both come with the same sender and timestamp, and the inbox's dedup on
   ``<sender>:<timestamp>`` makes them one row (G2).
@@ -149,6 +150,12 @@ class SignalAdapter(PlatformAdapter):
         return str(await self._api().send(recipient_params(op.chat_id), op.text))
 
     async def edit_message(self, op: PlatformOp) -> None:
+        """Signal replies are never edited. Without previews every part went out with its final text (the chunks
+        are recorded before the first part is sent), so an edit to a final text (the sweeper, or a consumer taking
+        a reply over, bringing a recorded part "up to date") finds the part showing it already: done, nothing
+        sent. Any other edit is refused."""
+        if op.final:
+            return
         raise PermanentError("Signal replies are sent once, complete: this adapter edits no message",
                              method="edit")
 
