@@ -5,6 +5,7 @@ tests/adapters/test_conformance.py (``-k signal``) and tests/pipeline/test_signa
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -185,6 +186,94 @@ def test_an_edit_to_a_final_text_is_done_without_a_call_and_any_other_edit_is_re
     assert asyncio.run(adapter.edit_message(PlatformOp(**part, final=True))) is None
     with pytest.raises(PermanentError, match="edits no message"):
         asyncio.run(adapter.edit_message(PlatformOp(**part)))
+
+
+# -------------------------------------------------------------------------------- the intake, in process
+
+class Posts:
+    """Stands in for the bridge: what the loop side hands to the actor thread."""
+
+    def __init__(self):
+        self.items = []
+
+    def post(self, item):
+        self.items.append(item)
+
+    def lines(self) -> list[str]:
+        from actors.adapters import base
+        return [i.text for i in self.items if isinstance(i, base._LogLine)]
+
+
+def make_adapter(sc: FakeSignalCli, tmp_path, **settings):
+    from actors.adapters.signal.adapter import SignalAdapter
+    adapter = SignalAdapter()
+    adapter.name = "sig"
+    adapter.settings = registry.validate_adapter("sig", {"type": "signal", "account": ACCOUNT,
+                                                         "account_uuid": ACCOUNT_UUID, "base_url": sc.base_url,
+                                                         **settings})
+    adapter.pacing = registry.pacing_of(adapter.settings)
+    adapter.config = {"gateway": {"state_dir": str(tmp_path)}, "storage": {"durability": "normal"}}
+    adapter._loop_bridge = posts = Posts()
+    return adapter, posts
+
+
+async def until(predicate, timeout: float = 15.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, f"{what} not met within {timeout} s"
+        await asyncio.sleep(0.01)
+    return value
+
+
+async def stopped(adapter, intake: asyncio.Task) -> None:
+    intake.cancel()
+    await asyncio.gather(intake, return_exceptions=True)
+    await adapter.disconnect()
+    await adapter.close()
+    if adapter.store is not None:
+        await adapter.store.close()
+
+
+def test_a_batch_waits_for_storage_with_the_stream_held_and_is_stored_once(tmp_path):
+    """A full disk while an event is in hand: closing the stream would lose it (signal-cli keeps no copy), so the
+    adapter retries the commit and holds the stream; the event is stored once and the stream never reopened."""
+    from storage import StorageFull
+    with FakeSignalCli(keepalive_interval=0.1) as sc:
+        adapter, posts = make_adapter(sc, tmp_path)
+        real_emit, refusals = adapter.intake.emit, []
+
+        async def full_disk_twice(raws, offset=None, **kwargs):
+            if raws and len(refusals) < 2:
+                refusals.append(len(raws))
+                raise StorageFull("database or disk is full")
+            return await real_emit(raws, offset, **kwargs)
+        adapter.intake.emit = full_disk_twice
+
+        async def main():
+            intake = asyncio.get_running_loop().create_task(adapter.intake.run_forever())
+            await until(lambda: sc.open_streams() == 1, what="the stream")
+            record = sc.inject_message("kept through a full disk")
+            source = adapter.normalise(sc.inbound(record["handle"])["event"]).source
+            await until(lambda: refusals == [1, 1] and adapter.offset, what="the commit after two refusals")
+            rows = await adapter.store.inbox.rows_in_state(session_key(source))
+            await stopped(adapter, intake)
+            return rows
+        rows = asyncio.run(main())
+        assert [r.payload["text"] for r in rows] == ["kept through a full disk"]
+        assert sc.stats()["connections"] == 1, "the stream was held, not dropped"
+        assert any("wait for storage" in line for line in posts.lines())
+
+
+def test_a_stream_silent_past_the_idle_timeout_is_opened_again(tmp_path):
+    with FakeSignalCli(keepalive_interval=30.0) as sc:      # signal-cli's keep-alives stopped coming
+        adapter, posts = make_adapter(sc, tmp_path, idle_timeout_s=1.0)
+
+        async def main():
+            intake = asyncio.get_running_loop().create_task(adapter.intake.run_forever())
+            await until(lambda: sc.stats()["connections"] >= 2, what="a second stream")
+            await stopped(adapter, intake)
+        asyncio.run(main())
+        assert any("event stream" in line and "reconnecting" in line for line in posts.lines()), posts.lines()
 
 
 # --------------------------------------------------------------------------------- configuration and doctor

@@ -25,6 +25,8 @@ adapter does for each chunk read off the stream before reading on. So:
   moment, before the next stream is open, is gone, as is one read by an adapter killed before the commit:
   signal-cli already acknowledged it to Signal and keeps no copy. Its keep-alive every 15 s bounds the moment to
   two writes (the lost one and the failing one); then messages wait on Signal's servers again.
+* storage unavailable (a full disk, a held lock): the batch read waits in hand, retried, the stream held open but
+  unread (closing it would lose the batch); what signal-cli writes meanwhile waits in the socket's buffers.
 * twice: signal-cli re-handles a message it stored but had not finished (it was killed), and Signal re-delivers
   one whose acknowledgement was lost; both come with the same sender and timestamp, and the inbox's dedup on
   ``<sender>:<timestamp>`` makes them one row (G2).
@@ -40,11 +42,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any, Optional
 
 import aiohttp
 
-from actors.adapters.base import PlatformAdapter
+from actors.adapters.base import PlatformAdapter, backoff_s
 from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import utf8_len
@@ -53,8 +56,10 @@ from actors.adapters.signal.envelopes import (BotIdentity, event_from_receive, i
 from actors.adapters.signal.rpc import AttachmentTooBig, SignalRPC
 from actors.adapters.signal.sse import EventStreamDecoder
 from actors.messages import Attachment, MessageEvent, PlatformOp
+from storage import StorageUnavailable
 
 CONNECT_TIMEOUT_S = 10.0
+STORAGE_WAIT_S = (0.2, 5.0)      # retry delays of a batch waiting for storage: first, longest
 
 
 class SignalAdapter(PlatformAdapter):
@@ -103,9 +108,26 @@ class SignalAdapter(PlatformAdapter):
                     if batch or offset is not None:
                         # Committed before the next read: the stream has no acknowledgement, so the only thing
                         # that shortens the window of loss is not holding events in memory.
-                        await emit(batch, offset)
+                        await self._store(emit, batch, offset)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise RetryableError(f"event stream: {type(exc).__name__}: {exc}", method="events") from None
+
+    async def _store(self, emit, batch: list, offset: Optional[dict]) -> None:
+        """``emit`` until it commits. Storage that is unavailable (a full disk, a lock held) is waited out with the
+        batch in hand and the stream left open but unread: dropping the connection would lose the batch for good
+        (signal-cli keeps no copy), while what signal-cli writes meanwhile waits in the socket's buffers."""
+        failures = 0
+        while True:
+            try:
+                await emit(batch, offset)
+                return
+            except StorageUnavailable as exc:
+                failures += 1
+                if failures == 1 or failures % 20 == 0:
+                    self._say(logging.WARNING, "%s: %d event(s) read from the stream wait for storage (%s, %d "
+                              "tries); the stream is held, not read", self.name, len(batch), self._clean(exc),
+                              failures)
+                await asyncio.sleep(backoff_s(failures, STORAGE_WAIT_S[0], STORAGE_WAIT_S[1]))
 
     def _delivered_offset(self, raws: list) -> Optional[dict]:
         """The newest ``serverDeliveredTimestamp`` among ``raws`` and the committed offset: when Signal last

@@ -20,7 +20,6 @@ happens, the answer is lost.
 """
 from __future__ import annotations
 
-import base64
 import json
 import math
 import re
@@ -231,7 +230,3 @@ class RpcMethods:
 
 def _error(rid: Any, exc: RpcError) -> dict:
     return {"jsonrpc": "2.0", "error": {"code": exc.code, "message": exc.message, "data": exc.data}, "id": rid}
-
-
-def attachment_bytes(data_b64: str) -> bytes:
-    return base64.b64decode(data_b64)
