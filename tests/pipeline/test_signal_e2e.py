@@ -135,7 +135,7 @@ def test_a_stream_dropped_mid_answer_is_reopened_and_nothing_is_lost_or_doubled(
 
     # Now the daemon itself goes away mid-answer: what arrives meanwhile waits on Signal's servers (on-connection).
     typing = len(rig.sc.ops(first, "sendTyping"))
-    rig.sc.inject_message("echo and across a daemon restart #slow 0.1", sender=first, number=None)
+    rig.sc.inject_message("echo and across a daemon restart #slow 0.2", sender=first, number=None)
     wait_for(lambda: len(rig.sc.ops(first, "sendTyping")) > typing, 30, 0.02, "the second answer under way")
     assert len(rig.sc.messages(first)) == 1, "stopped before the second answer was sent"
     rig.restart_daemon(lambda sc: sc.inject_message("echo while signal-cli was down", sender=third, number=None))
