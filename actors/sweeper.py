@@ -160,7 +160,8 @@ class DeliverySweeper(StoreUser, GatewayActor):
         lost = ob.send_intent if (unresolved and pacing.finds_lost_copies and ob.send_intent < len(chunks)
                                   and not is_file(chunks[ob.send_intent])) else None
         job = {"ob": ob, "fence": ob.fence, "index": 0, "parts": dict(ob.parts), "chunks": chunks,
-               "idempotent": pacing.idempotent_send, "ambiguous": ob.ambiguous, "lost": lost}
+               "idempotent": pacing.idempotent_send, "ambiguous": ob.ambiguous, "lost": lost,
+               "editable": pacing.supports_edit}
         if unresolved and lost is None:
             self.mark(job)
         elif ob.ambiguous:
@@ -191,7 +192,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
         t = ob.target
         if index < len(job["chunks"]):
             text = job["chunks"][index]
-            if index in job["parts"] and is_file(text):   # a file on the platform is never edited
+            if index in job["parts"] and (is_file(text) or not job["editable"]):   # never edited (placed_parts.py)
                 job["index"] += 1
                 return self.next_op(job)
             if index in job["parts"]:

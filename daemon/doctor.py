@@ -33,6 +33,7 @@ from common.runfiles import RunFiles
 from daemon.doctor_probes import Check, port_check, probe_discord, probe_model, probe_slack, probe_telegram
 from daemon.doctor_probes import probe_wecom
 from daemon.doctor_probes import probe_matrix
+from daemon.doctor_probes import probe_signal
 
 EX_OK, EX_FAILED = 0, 1
 DISK_FAIL_BYTES = 100 * 2**20      # below this the next writes may fail: SQLite, the log
@@ -40,6 +41,7 @@ DISK_WARN_BYTES = 1 * 2**30
 CREDENTIAL_PROBES = {"telegram": probe_telegram, "slack": probe_slack, "discord": probe_discord}
 CREDENTIAL_PROBES["wecom"] = probe_wecom
 CREDENTIAL_PROBES["matrix"] = probe_matrix
+CREDENTIAL_PROBES["signal"] = probe_signal
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 

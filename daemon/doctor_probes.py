@@ -166,6 +166,27 @@ async def probe_matrix(name: str, settings: dict) -> Check:
     user = me.get("user_id") if isinstance(me, dict) else None
     device = me.get("device_id") if isinstance(me, dict) else None
     return Check("ok", f"adapter {name}", f"the access token works (whoami: {user or '?'}, device {device or '?'})")
+async def probe_signal(name: str, settings: dict) -> Check:
+    """``GET /api/v1/check`` (the daemon runs), then ``version`` over JSON-RPC (the RPC endpoint takes our requests:
+    its Host check, the account in multi-account mode) through the adapter's own client. signal-cli before 0.11.5
+    sends a long answer as one oversized body instead of the long-text attachment: a warning."""
+    from actors.adapters.signal.rpc import SignalRPC
+    api = SignalRPC(settings["base_url"], settings["account"] if settings["multi_account"] else None,
+                    request_timeout=PROBE_TIMEOUT_S)
+
+    async def both():
+        await api.check()
+        return await api.version()
+    version = await _ask_platform(name, api, both, "signal-cli refused the request",
+                                  f"signal-cli's HTTP daemon at {settings['base_url']}")
+    if isinstance(version, Check):
+        return version
+    numbers = tuple(int(p) for p in version.split("-")[0].split(".")[:3] if p.isdigit())
+    if numbers and numbers < (0, 11, 5):
+        return Check("warn", f"adapter {name}", f"signal-cli {version} answers; 0.11.5 or later sends long answers "
+                                                "as one message with a long-text attachment (docs/signal.md)")
+    return Check("ok", f"adapter {name}", f"signal-cli {version} answers at {settings['base_url']} (/api/v1/check, "
+                                          "version); run it with --receive-mode=on-connection (docs/signal.md)")
 
 
 # -------------------------------------------------------------------------------------------------- ports

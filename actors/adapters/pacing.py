@@ -61,8 +61,12 @@ PACING: dict[str, PlatformPacing] = {
     "slack": PlatformPacing("slack", 40000, "escaped", edit_interval_s=1.5, min_edit_delta_chars=50,
                             per_chat_ops_per_s=1.0, per_chat_burst=2, supports_edit=True, typing_interval_s=None,
                             app_edit_ops_per_s=45 / 60, app_edit_burst=5),
-    # No edits: the reply goes out once, complete. 2 KiB inline, beyond that signal-cli attaches the text.
-    "signal": PlatformPacing("signal", 2048, "bytes", edit_interval_s=0.0, min_edit_delta_chars=0,
+    # No edits (supports_edit False): the stream consumer shows no previews and sends the final answer once,
+    # complete; typing shows meanwhile (Signal clients show it 15 s). One message carries 64 KiB of UTF-8, as
+    # Signal Desktop sends: signal-cli puts the first 2,000 bytes in the body and the whole text in a
+    # text/x-signal-plain attachment, shown as one message (actors/adapters/signal/adapter.py). No idempotency
+    # key: a lost send is re-sent marked.
+    "signal": PlatformPacing("signal", 65536, "bytes", edit_interval_s=0.0, min_edit_delta_chars=0,
                              per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=False, typing_interval_s=10.0),
     # WeCom (actors/adapters/wecom/): no edits, no typing indicator; 2,048 bytes of UTF-8 per text (longer ones are
     # cut by WeCom); a 31st message to one member within a minute is dropped unannounced: 27 a minute, burst 3.

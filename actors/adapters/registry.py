@@ -340,3 +340,19 @@ register(AdapterType("matrix", "actors.adapters.matrix.adapter.MatrixAdapter", p
                                               "bot (DMs are always answered)"),
 }, checks=(lambda t: None if t["homeserver"].startswith(("http://", "https://")) else
            ("homeserver", f"must be an http:// or https:// URL, got {t['homeserver']!r}"),)))
+# Signal through signal-cli's HTTP daemon (actors/adapters/signal/, docs/signal.md). Anyone who knows the number can
+# write to it: strangers get a pairing code unless the table says otherwise. The daemon has no authentication of its
+# own, so there is no secret to configure: keep it on loopback.
+register(AdapterType("signal", "actors.adapters.signal.adapter.SignalAdapter", pacing="signal", access="pairing",
+                     options={
+    "account": Option(str, doc="the bot's Signal number, as registered with signal-cli (+15551234567)"),
+    "account_uuid": Option(str, "", doc="the bot's ACI (signal-cli listAccounts / the first event's account), to "
+                                        "recognise mentions of the bot when Signal hides its number"),
+    "base_url": Option(str, "http://127.0.0.1:8080", doc="signal-cli daemon --http address"),
+    "multi_account": Option(bool, False, doc="the daemon serves several accounts (started without -a): name ours "
+                                             "in every call"),
+    "require_mention": Option(bool, True, doc="in groups answer only a message that mentions the bot or quotes it "
+                                              "(direct chats are always answered)"),
+    "idle_timeout_s": Option(float, 45.0, doc="a stream silent this long is opened again (signal-cli writes a "
+                                              "keep-alive every 15 s)"),
+}, checks=(lambda t: ("idle_timeout_s", "must be at least 1 second") if t["idle_timeout_s"] < 1 else None,)))

@@ -21,11 +21,14 @@ class PlacedParts:
         self.shown: dict[int, Part] = {}
         self.superseded: list[str] = []
 
-    def next_step(self, wanted: list, final: bool) -> Optional[tuple[int, Optional[Part]]]:
-        """(index, part to show) or (index, None: delete it), or None when the platform shows what is wanted."""
+    def next_step(self, wanted: list, final: bool, editable: bool = True) -> Optional[tuple[int, Optional[Part]]]:
+        """(index, part to show) or (index, None: delete it), or None when the platform shows what is wanted.
+        ``editable``: the platform edits messages (pacing ``supports_edit``)."""
         for index, part in enumerate(wanted):
-            if is_file(part) and index in self.ids:
-                self.shown[index] = part   # a file on the platform is never edited: its caption stays as sent
+            if index in self.ids and (is_file(part) or not editable):
+                # Never edited: a file's caption stays as sent, and where the platform has no edits a part went
+                # out with its final text already (there are no previews to bring up to date).
+                self.shown[index] = part
             elif self.shown.get(index) != part:
                 return index, part
         extra = sorted(i for i in self.ids if i >= len(wanted)) if final else []

@@ -186,7 +186,7 @@ class StreamConsumer(CellStoreUser, Cell):
             self.claim.call("set_chunks",
                             self.store.ledger.set_chunks(self.claim.oid, self.claim.fence, chunks))
             self.chunks_recorded = True
-        step = self.placed.next_step(chunks, final)
+        step = self.placed.next_step(chunks, final, self.pacing.supports_edit)
         if step is not None:
             self.start_op(*step)
             return

@@ -456,3 +456,6 @@ HARNESSES["wecom"] = WeComHarness
 from tests.adapters.matrix_harness import MatrixHarness  # noqa: E402
 
 HARNESSES["matrix"] = MatrixHarness
+from tests.adapters.signal_harness import SignalHarness  # noqa: E402
+
+HARNESSES["signal"] = SignalHarness

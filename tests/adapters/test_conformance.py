@@ -77,9 +77,9 @@ class Rig:
             stack.extend(node.children)
         return None
 
-    def op(self, chat: str, action: str, text: str = "", message_id=None, file=None) -> OpResult:
+    def op(self, chat: str, action: str, text: str = "", message_id=None, file=None, final=False) -> OpResult:
         op = PlatformOp(op_id=uuid.uuid4().hex, action=action, chat_id=self.platform.source(chat).chat_id, text=text,
-                        message_id=message_id, file=file)
+                        message_id=message_id, file=file, final=final)
         result = ask_for(self.admin.asys, self.ref, op, OpResult, ASK_S)
         assert result is not None and result.op_id == op.op_id, f"no OpResult for {op}"
         return result
@@ -130,7 +130,10 @@ def test_send_edit_delete_land_on_the_platform(rig):
     assert sent.ok and sent.message_id
     if edits:
         assert rig.op(chat, "edit", "final text", sent.message_id).ok
-    assert rig.op(chat, "edit", "final text", sent.message_id).ok, "an edit to the same text is a success"
+    else:   # pacing supports_edit = false: a preview's edit is refused clearly (only a final text ever goes out)
+        refused = rig.op(chat, "edit", "another text", sent.message_id)
+        assert not refused.ok and refused.error_kind == "permanent" and refused.error
+    assert rig.op(chat, "edit", "final text", sent.message_id, final=True).ok, "an edit to the same text is a success"
     second = rig.op(chat, "send", "to be deleted")
     assert second.ok and second.message_id != sent.message_id
     assert rig.op(chat, "delete", message_id=second.message_id).ok

@@ -147,7 +147,10 @@ class WeComAdapter(PlatformAdapter):
         return await self.api().send_text(self.settings["agent_id"], op.chat_id, op.text)
 
     async def edit_message(self, op: PlatformOp) -> None:
-        """No call: WeCom has no edits, and a part leaves only with its final text (module docstring)."""
+        """No call for a final text: WeCom has no edits, and a part leaves only with its final text (module
+        docstring), so it shows it already. A preview's edit (which never comes here) is refused."""
+        if not op.final:
+            raise PermanentError("WeCom messages are sent once, complete: this adapter edits none", method="edit")
 
     async def delete_message(self, op: PlatformOp) -> None:
         if not op.message_id:

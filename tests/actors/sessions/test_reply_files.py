@@ -75,3 +75,10 @@ def test_placed_parts_show_what_differs_in_order_then_delete_extras_then_superse
     del placed.ids[2], placed.shown[2]
     placed.superseded.append("m0")
     assert placed.next_step(["a", photo], final=True) == (SUPERSEDED, None)
+
+
+def test_where_the_platform_has_no_edits_a_part_on_it_is_never_edited():
+    placed = PlacedParts()
+    placed.ids[0] = "m1"                      # recovered from the ledger: sent with its final text
+    assert placed.next_step(["final"], final=True, editable=False) is None and placed.shown[0] == "final"
+    assert PlacedParts().next_step(["final"], final=True, editable=False) == (0, "final")

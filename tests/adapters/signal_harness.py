@@ -1,0 +1,128 @@
+"""The conformance harness for the Signal adapter: the fake signal-cli HTTP daemon (tests/fakes/signal), in-process,
+its messages, queued envelopes and files in a state file so a restart on the same port keeps them.
+
+The suite names its chats; on Signal a direct chat is the other person's ACI. Each chat name is a person of its own
+(``uuid_for(chat)``), as if they had written to the bot's number before. Signal acknowledges nothing a client
+receives; what stands for "acknowledged" is the adapter's committed offset: the newest ``serverDeliveredTimestamp``
+it stored has reached the delivery in question.
+
+One accommodation, and why. signal-cli learns that a stream's client is gone only when a write to it fails (the
+first write after the peer vanished is taken by TCP and lost; the fake does the same, tests/fakes/signal/stream.py).
+A message signal-cli handles in that moment is lost to every client: the window docs/signal.md describes, tested on
+its own in tests/adapters/test_signal.py. The suite's kill -9 test sends its message right after the kill, inside
+that window; ``inject`` therefore waits until every open stream has had two keep-alives (0.1 s apart here, 15 s in
+signal-cli), by which time a dead one is found and dropped, before the message reaches "Signal": what the suite
+tests is then the adapter's part, that a message waiting on Signal's servers arrives once after the restart.
+"""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Optional
+
+from actors.messages import Source
+from storage import StorageError, Store
+from tests.fakes.signal import ACCOUNT, ACCOUNT_UUID, FakeSignalCli, uuid_for
+
+KEEPALIVE_S = 0.1
+STATUS = {"ok": 200, "rate_limited": 429, "error": 500, "dropped": 599, "unregistered": 400}
+METHODS = {"send": "send", "typing": "sendTyping", "delete": "remoteDelete"}
+
+
+class SignalHarness:
+    adapter_type = "signal"
+    adapter_name = "signal"
+    adapter_kind = "SignalAdapter"
+    text_limit = 65536            # bytes of UTF-8 one message carries (actors.adapters.pacing: signal)
+    supports_edit = False
+
+    def __init__(self, workdir: Path):
+        self.state_file = str(workdir / "signal.json")
+        self.database = workdir / "state" / "gateway.db"
+        self.port = 0
+        self.server: Optional[FakeSignalCli] = None
+
+    def start(self) -> None:
+        self.server = FakeSignalCli(port=self.port, state_file=self.state_file, keepalive_interval=KEEPALIVE_S).start()
+        self.port = self.server.port
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def drop_connection(self) -> None:
+        self.stop()
+        self.start()
+
+    def adapter_toml(self) -> str:
+        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
+                f'account = "{ACCOUNT}"\naccount_uuid = "{ACCOUNT_UUID}"\nbase_url = "{self.server.base_url}"\n'
+                'idle_timeout_s = 5.0\npacing = { per_chat_ops_per_s = 5.0, per_chat_burst = 5 }\n')
+
+    # -- inbound: a handle is "inbound handle/delivery number"
+    def inject(self, chat: str, text: str, user: str = "alice") -> str:
+        self.server.settle_streams()
+        record = self.server.inject_message(text, sender=uuid_for(chat), number=None, name=user)
+        return f"{record['handle']}/1"
+
+    def _envelope(self, handle: str) -> dict:
+        return self.server.inbound(handle.split("/")[0])["event"]["envelope"]
+
+    def platform_message_id(self, handle: str) -> str:
+        envelope = self._envelope(handle)
+        return f"{envelope['sourceUuid']}:{envelope['timestamp']}"
+
+    def replay(self, handle: str) -> str:
+        inbound = handle.split("/")[0]
+        record = self.server.redeliver(inbound)
+        return f"{inbound}/{len(record['deliveries'])}"
+
+    def inject_malformed(self) -> tuple[str, str]:
+        record = self.server.inject_event({"account": ACCOUNT, "envelope": {
+            "source": uuid_for("malformed"), "sourceNumber": None, "sourceUuid": uuid_for("malformed"),
+            "sourceName": "mallory", "sourceDevice": 1, "timestamp": 1700000000000,
+            "serverReceivedTimestamp": 1700000000001, "serverDeliveredTimestamp": 0,
+            "dataMessage": {"timestamp": 1700000000000, "message": 42}}})
+        return f"{record['handle']}/1", "message must be a string"
+
+    def acknowledged(self, handle: str) -> bool:
+        inbound, delivery = handle.split("/")
+        deliveries = self.server.inbound(inbound)["deliveries"]
+        offset = self._committed_offset()
+        return (len(deliveries) >= int(delivery) and isinstance(offset, dict)
+                and offset.get("delivered", 0) >= deliveries[int(delivery) - 1])
+
+    def _committed_offset(self):
+        async def read():
+            async with await Store.open(self.database) as store:
+                return await store.inbox.get_offset(self.adapter_name)
+        try:
+            return asyncio.run(read())
+        except StorageError:
+            return None
+
+    def source(self, chat: str, user: str = "alice") -> Source:
+        return Source(platform=self.adapter_name, chat_id=uuid_for(chat), chat_type="dm", user_id=uuid_for(chat),
+                      user_name=user)
+
+    # -- outbound
+    def sent(self, chat: str) -> list[dict]:
+        return [{"message_id": str(m["timestamp"]), "text": m["text"], "deleted": m["deleted"]}
+                for m in self.server.messages(uuid_for(chat))]
+
+    def attempts(self, chat: str, op: str) -> list[dict]:
+        if op not in METHODS:
+            return []
+        return [{"at": o["at"], "status": STATUS.get(o["status"], 0)}
+                for o in self.server.ops(uuid_for(chat), METHODS[op])]
+
+    def script_floods(self, count: int, retry_after: float) -> None:
+        # signal-cli gives retryAfterSeconds in whole seconds: the fake rounds ``retry_after`` up to at least 1.
+        self.server.set_faults(next=["flood"] * count, flood_retry_after=retry_after, methods=("send",))
+
+    def clear_faults(self) -> None:
+        self.server.set_faults()
+
+    def flood_violations(self) -> int:
+        return self.server.stats()["retry_after_violations"]
