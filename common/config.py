@@ -81,6 +81,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "per_user_in_groups": (bool, False, None),
         # the first line of a reply sent again after a restart left an unfinished copy the gateway cannot edit
         "resent_marker": (str, "↻ re-sent after a restart; an unfinished copy may appear above", None),
+        # Reactions on the user's message where the platform has them: "WORKING ANSWERED", e.g. "👀 👍" (Telegram
+        # takes only its own list of emoji); "": none (actors/sessions/reply_status.py).
+        "status_reactions": (str, "", None),
     },
     "agent": {
         "kind": (str, "", ("", "offline", "openai")),

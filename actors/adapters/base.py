@@ -66,7 +66,7 @@ from supervision.actor import GatewayActor
 from common.config import setting
 
 OP_METHODS = {"send": "send_message", "edit": "edit_message", "delete": "delete_message", "typing": "send_typing",
-              "find_lost": "find_lost_copy"}
+              "find_lost": "find_lost_copy", "react": "set_reaction"}
 STOP_TIMEOUT_S = 3.0
 
 
@@ -155,6 +155,11 @@ class PlatformAdapter(GatewayActor):
 
     async def send_typing(self, op: PlatformOp) -> None:
         """The platform shows no typing indicator unless a subclass says otherwise."""
+
+    async def set_reaction(self, op: PlatformOp) -> None:
+        """The bot's reaction on message ``op.message_id`` becomes ``op.text`` (an emoji; "": none). Only adapters
+        whose pacing says ``supports_reactions`` are asked (actors/sessions/reply_status.py)."""
+        raise PermanentError(f"the {type(self).__name__} sets no reactions")
 
     async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
         """The bytes of a pending attachment (at most ``cap``; raise AttachmentTooLarge past it, AttachmentGone

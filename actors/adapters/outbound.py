@@ -48,7 +48,7 @@ def after_failure(action: str, kind: str, retry_after: float, floods: int, failu
     and retry, ("retry", s) sleep s and retry, ("fail", 0) answer the error."""
     if kind == "not_modified" and action == "edit":
         return "done", 0.0
-    if action == "typing":
+    if action in ("typing", "react"):
         return "fail", 0.0             # a hint, stale by the time a retry could go
     if kind == "flood" and floods < policy.max_floods:
         return "flood", retry_after if retry_after > 0 else policy.default_flood_s

@@ -37,6 +37,8 @@ class PlatformPacing:
     # largest upload, the largest image shown inline (a larger one goes as a document), the caption's limit (in
     # ``length`` units). A platform without files shows a line in the reply's text for each instead.
     sends_files: bool = False
+    # The bot can set a reaction on a user's message (the turn's status: [sessions] status_reactions).
+    supports_reactions: bool = False
     upload_limit_bytes: int = 50 * 1024 * 1024
     photo_limit_bytes: int = 10 * 1024 * 1024
     caption_limit: int = 1024
@@ -50,7 +52,7 @@ PACING: dict[str, PlatformPacing] = {
                                per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=True,
                                typing_interval_s=4.5, group_ops_per_s=20 / 60, finds_lost_copies=True,
                                # sendPhoto: 10 MB; sendDocument: 50 MB from a bot; captions 1,024 UTF-16 units
-                               sends_files=True),
+                               sends_files=True, supports_reactions=True),
     # 5 per 5 s per channel; typing shows for 10 s.
     "discord": PlatformPacing("discord", 2000, "chars", edit_interval_s=1.0, min_edit_delta_chars=30,
                               per_chat_ops_per_s=1.0, per_chat_burst=5, supports_edit=True, typing_interval_s=8.0,

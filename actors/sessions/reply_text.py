@@ -20,6 +20,7 @@ class ReplyText:
         self.tool_line = ""
         self.final: Optional[str] = None    # set by TurnEnd
         self.files: list = []               # OutgoingFile, each once (a tool may make the same bytes twice)
+        self.reason = ""                    # the TurnEnd's: complete | interrupted | error | stopped
 
     def apply(self, event) -> bool:
         """Fold one stream event in; True when it is the TurnEnd."""
@@ -38,6 +39,7 @@ class ReplyText:
             self.tool_line = f"⚙ {event.name}… still working ({int(event.elapsed_s)}s)"
         elif isinstance(event, TurnEnd):
             self.final = event.final_text if event.final_text is not None else self.answer
+            self.reason = event.reason
             return True
         return False
 

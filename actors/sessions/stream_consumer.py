@@ -7,9 +7,9 @@ consumer took the reply over: ReplyDone to the session, unless taken over, and t
 are shown at all is a mode, not a phase: ``fallback`` (edits keep failing) and platforms without edits send the
 final text only.
 
-State: the answer text and the tool progress line so far and the final text once TurnEnd arrives (``ReplyText``),
-the parts of the reply on the platform (index -> message id) and what each part shows, the one platform operation
-in flight, the obligation's id and fence, how many edits failed in a row, and since when no adapter was named.
+State: the answer so far, the tool line, the final text and the files (``ReplyText``), the parts on the platform
+and what each shows (``PlacedParts``), the one operation in flight, the obligation's claim (``Claim``), how many
+edits failed in a row, since when no adapter was named.
 
 Messages it takes:
   StreamBatch   events of the turn, in batch order (Thespian does not order messages between actors: batches that
@@ -17,16 +17,16 @@ Messages it takes:
   OpResult      the answer to the operation in flight (the adapter already waited out flood errors)
   Flush         drain / shutdown: show the latest text now, whatever the throttle says
   timers        pump (the throttle's next slot, or a retry), typing, op_timeout
-Messages it sends: PlatformOp to the adapter, ReplyDone to the session; then it stops. DirectoryWanted to its shard
-when the directory has named no adapter for it for [sessions] answer_bound_s (reported as a StalledReply).
+Messages it sends: PlatformOp to the adapter (the reply's parts; typing and status reactions: reply_status.py),
+ReplyDone to the session; then it stops. DirectoryWanted to its shard when the directory has named no adapter for
+it for [sessions] answer_bound_s (reported as a StalledReply).
 
 Delivery (G3): before its first message leaves, the reply is an obligation in the ledger; each part's message id is
 recorded the moment the platform returns it. A consumer started again for the same turn (the previous one died)
 finds those parts and edits them into place, so the chat never sees the reply twice. At the end the final text is
-recorded (set_chunks) before the final edits, so the sweeper can finish them if this process dies now.
-How ledger failures are met (unavailable storage holds the reply back; a lost claim stops the consumer): see
-reply_claim.py. A final edit the platform refuses for good makes the rest go out as new messages, and the previews
-they replace are deleted once all is shown.
+recorded (set_chunks) before the final edits, so the sweeper can finish them if this process dies now. Ledger
+failures: reply_claim.py. A final edit refused for good sends the rest as new messages (the previews they replace
+are deleted once all is shown); a file refused for good becomes a line in its place (reply_files.py).
 
 The ambiguous send: each send's part index is committed as the obligation's send intent by the adapter just before
 the request leaves, and the platform's id replaces it with the answer (PlatformOp.ledger). A consumer whose claim
@@ -55,13 +55,12 @@ from common.redact import configured_secrets
 from actors.adapters import registry
 from actors.sessions.edit_throttle import EditThrottle
 from actors.sessions.reply_claim import Claim, LostClaim, WaitForStorage, steps_aside
+from actors.sessions.reply_status import ReplyStatus, status_reactions
 from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 from common.config import setting
 
 STORAGE_WAIT_S = (0.5, 5.0)   # retry delays while storage is unavailable: first, then the longest
-FIRST_TYPING_AFTER_S = 1.0    # a reply with nothing to show by then gets the typing indicator (a faster one never
-                              # costs the platform call)
 
 
 class ReplyPhase(enum.Enum):
@@ -83,11 +82,9 @@ class StreamConsumer(CellStoreUser, Cell):
         self.ops = itertools.count(1)
         self.claim: Claim | None = None           # the ledger side of this reply (reply_claim.py)
         self.edit_failures, self.retries = 0, 0
-        self.fallback = False
-        self.session = None
-        self.phase = ReplyPhase.STREAMING
-        self.force = False
-        self.chunks_recorded = False
+        self.session, self.phase = None, ReplyPhase.STREAMING
+        # fallback: the final text goes as new messages (edits failed); force: the next pump ignores the throttle
+        self.fallback, self.force, self.chunks_recorded = False, False, False
         self.storage_waits = 0                  # pumps in a row held back by unavailable storage
         self.edit_due_armed = False             # a wake-up for the end of the edit interval is coming
         self.adapter_wait: AdapterWait | None = None   # since when the directory names no adapter for this reply
@@ -105,8 +102,10 @@ class StreamConsumer(CellStoreUser, Cell):
         self.open_store()
         self.claim = Claim(args, self.store, self.db, self.log, self.name, report=self.report,
                            finds_lost=self.pacing.finds_lost_copies and args.get("chat_type") == "dm")
-        if self.pacing.typing_interval_s:
-            self.after(FIRST_TYPING_AFTER_S, "typing")
+        self.status = ReplyStatus(args, self.pacing, status_reactions(self.config))   # typing, reactions
+        if (first := self.status.first_typing_after()) is not None:
+            self.after(first, "typing")
+        self.to_adapter(self.status.started())
 
     def on_stop(self) -> None:
         self.close_store()
@@ -189,8 +188,7 @@ class StreamConsumer(CellStoreUser, Cell):
         step = self.placed.next_step(chunks, final, self.pacing.supports_edit)
         if step is not None:
             self.start_op(*step)
-            return
-        if final:
+        elif final:
             self.finish(True, "delivered")
 
     def start_op(self, index: int, text: str | None) -> None:
@@ -226,9 +224,7 @@ class StreamConsumer(CellStoreUser, Cell):
             # The adapter commits the intent just before the request leaves and the id with the answer (op.ledger):
             # from here until the answer, the ledger may hold an intent for this part.
             self.claim.intent = index
-        self.in_flight = (op_id, op.action, index, text)
-        self.in_flight_to = adapter
-        self.force = False
+        self.in_flight, self.in_flight_to, self.force = (op_id, op.action, index, text), adapter, False
         self.send(adapter, op)
         self.after(OP_TIMEOUT_S, "op_timeout", (op_id, 1))
 
@@ -272,6 +268,7 @@ class StreamConsumer(CellStoreUser, Cell):
     def on_directory(self, directory) -> None:
         """The adapter was restarted: an operation it had not answered is lost with it, so send it again (an
         edit is idempotent; a send may show twice only if the old adapter sent it and died before answering)."""
+        self.to_adapter(None)
         if self.in_flight is not None and directory.adapter(self.args["adapter"]) != self.in_flight_to:
             if self.in_flight[1] == "send":
                 self.send_unresolved(self.in_flight[2], "the adapter died with a send in hand", self.in_flight[3])
@@ -399,13 +396,15 @@ class StreamConsumer(CellStoreUser, Cell):
         self.pump()
 
     def on_timer_typing(self, _data) -> None:
-        if self.placed.ids or self.phase is not ReplyPhase.STREAMING:
-            return
+        if not self.placed.ids and self.phase is ReplyPhase.STREAMING:
+            self.to_adapter(self.status.typing())
+            self.after(self.status.typing_interval(), "typing")
+
+    def to_adapter(self, hint: PlatformOp | None) -> None:
+        """A hint beside the reply, held until the directory names the adapter (ReplyStatus.due)."""
         adapter = self.directory.adapter(self.args["adapter"]) if self.directory is not None else None
-        if adapter is not None:
-            self.send(adapter, PlatformOp(f"{self.args['turn_id']}:typing", "typing", self.args["chat_id"],
-                                          thread_id=self.args["thread_id"]))
-        self.after(self.pacing.typing_interval_s or 5.0, "typing")
+        for op in self.status.due(hint, adapter is not None):
+            self.send(adapter, op)
 
     def take_claim(self) -> bool:
         """Claim the reply's obligation (Claim.claim); False if this consumer has nothing to send now."""
@@ -432,10 +431,10 @@ class StreamConsumer(CellStoreUser, Cell):
         self.phase = ReplyPhase.DONE
         if ok and not ledger_done and self.claim.fence is not None:
             try:
-                self.claim.call("mark_delivered",
-                                self.store.ledger.mark_delivered(self.claim.oid, self.claim.fence))
+                self.claim.call("mark_delivered", self.store.ledger.mark_delivered(self.claim.oid, self.claim.fence))
             except LostClaim as exc:   # shown whole all the same; the new owner finds it so and says delivered
                 self.log.warning("%s: %s", self.name, exc)
+        self.to_adapter(self.status.finished(ok and self.text.reason in ("complete", "")))
         if self.session is not None:
             self.send(self.session, ReplyDone(self.args["turn_id"], ok, detail,
                                               tuple(self.placed.ids[i] for i in sorted(self.placed.ids))))
@@ -444,7 +443,7 @@ class StreamConsumer(CellStoreUser, Cell):
     def flush(self) -> int:
         self.force = True
         self.pump()
-        return 0 if self.phase is ReplyPhase.DONE else 1
+        return self.pending_work()
 
     def pending_work(self) -> int:
         return 0 if self.phase is ReplyPhase.DONE else 1

@@ -91,3 +91,24 @@ def test_a_kill_9_between_the_upload_and_its_id_leaves_at_most_one_marked_copy(t
             tg.release_answers()
             gw.cli("stop")
             gw.kill_everything()
+
+
+def test_status_reactions_show_the_turn_working_then_answered_and_a_failed_turn_takes_its_reaction_away(tmp_path):
+    with FakeTelegram() as tg:
+        gw = telegram_gateway(tmp_path, tg.base_url, extra='[sessions]\nstatus_reactions = "👀 👍"\n')
+        try:
+            gw.start()
+            gw.wait_ready()
+            for chat_id, text in ((73, "hello there"), (74, "please fail #fail")):
+                tg.inject_message(text, chat_id)
+
+            def reactions(chat_id):
+                mine = next((m for m in tg.messages(chat_id, incoming=True) if not m["outgoing"]), None)
+                return [r["emoji"] for r in (mine or {}).get("reactions", [])]
+            wait_for(lambda: len(reactions(73)) == 2 and len(reactions(74)) == 2, 60, 0.05,
+                     f"two reactions on each message (saw {reactions(73)}, {reactions(74)})")
+            assert reactions(73) == [["👀"], ["👍"]]
+            assert reactions(74) == [["👀"], []]        # the agent failed: the reply says so, the 👀 goes
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()

@@ -210,6 +210,10 @@ class TelegramAdapter(PlatformAdapter):
                                                thread_id=message_id_of(op.thread_id),
                                                reply_to=message_id_of(op.reply_to)))
 
+    async def set_reaction(self, op: PlatformOp) -> None:
+        await self._bot_turn()
+        await self._api().set_message_reaction(op.chat_id, _message_id(op), op.text)
+
     async def edit_message(self, op: PlatformOp) -> None:
         message_id = _message_id(op)
 

@@ -98,6 +98,11 @@ class TelegramAPI(HttpSession):
         method = "sendPhoto" if kind == "photo" else "sendDocument"
         return (await self.call(method, form=form, timeout=UPLOAD_TIMEOUT_S))["message_id"]
 
+    async def set_message_reaction(self, chat_id: int | str, message_id: int, emoji: str) -> None:
+        """The bot's reaction on a message: one emoji, or none ("")."""
+        await self.call("setMessageReaction", {"chat_id": chat_id, "message_id": message_id,
+                                               "reaction": [{"type": "emoji", "emoji": emoji}] if emoji else []})
+
     async def edit_message_text(self, chat_id: int | str, message_id: int, text: str,
                                 parse_mode: Optional[str] = None) -> bool:
         """True if edited; False if the message already had this content (the goal is reached either way)."""

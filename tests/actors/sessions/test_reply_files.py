@@ -82,3 +82,17 @@ def test_where_the_platform_has_no_edits_a_part_on_it_is_never_edited():
     placed.ids[0] = "m1"                      # recovered from the ledger: sent with its final text
     assert placed.next_step(["final"], final=True, editable=False) is None and placed.shown[0] == "final"
     assert PlacedParts().next_step(["final"], final=True, editable=False) == (0, "final")
+
+
+def test_status_reactions_are_held_until_the_adapter_is_known_and_typing_is_never_late():
+    from actors.sessions.reply_status import ReplyStatus, status_reactions
+    args = {"turn_id": "t", "chat_id": "c", "thread_id": None, "reply_to": "c:5", "chat_type": "dm"}
+    status = ReplyStatus(args, pacing_for("telegram"), status_reactions({"sessions": {"status_reactions": "👀 👍"}}))
+    assert status.due(status.started(), adapter_known=False) == []
+    assert status.due(status.typing(), adapter_known=False) == []        # dropped: stale by then
+    (held, typing) = status.due(status.typing(), adapter_known=True)
+    assert (held.action, held.text, held.message_id, typing.action) == ("react", "👀", "c:5", "typing")
+    assert status.finished(delivered=True).text == "👍" and status.finished(delivered=False).text == ""
+    off = ReplyStatus(args, pacing_for("slack"), ("👀", "👍"))             # no reactions on that platform
+    assert off.started() is None and off.finished(True) is None
+    assert status_reactions({}) == ("", "")

@@ -59,6 +59,12 @@ def bool_param(params: dict, name: str) -> bool:
     return params.get(name) in (True, 1, "true", "True", "1")
 
 
+# The emoji a bot may react with (ReactionTypeEmoji in core.telegram.org/bots/api): ✅ is not among them.
+REACTION_EMOJI = frozenset("👍 👎 ❤ 🔥 🥰 👏 😁 🤔 🤯 😱 🤬 😢 🎉 🤩 🤮 💩 🙏 👌 🕊 🤡 🥱 🥴 😍 🐳 ❤‍🔥 🌚 🌭 💯 🤣 ⚡ 🍌 🏆 💔 "
+                           "🤨 😐 🍓 🍾 💋 🖕 😈 😴 😭 🤓 👻 👨‍💻 👀 🎃 🙈 😇 😨 🤝 ✍ 🤗 🫡 🎅 🎄 ☃ 💅 🤪 🗿 🆒 💘 🙉 🦄 "
+                           "😘 💊 🙊 😎 👾 🤷‍♂ 🤷 🤷‍♀ 😡".split())
+
+
 class BotMethods:
     """Mixin for FakeTelegram: needs ``self.bot_user``, ``self.limits``, ``self.flood``, ``self.time_scale``."""
 
@@ -104,6 +110,22 @@ class BotMethods:
         if message is None or message["deleted"]:
             raise ApiError(400, "Bad Request: message to delete not found")
         message["deleted"], message["deleted_at"] = True, time.time()
+        return True
+
+    def method_set_message_reaction(self, state: dict, params: dict) -> bool:
+        """A bot sets at most one reaction (non-premium), from Telegram's own emoji list; [] takes it away."""
+        chat = self.require_chat(state, params)
+        message = chat["messages"].get(str(int_param(params, "message_id", "message identifier is not specified")))
+        if message is None or message["deleted"]:
+            raise ApiError(400, "Bad Request: message to react not found")
+        reaction = json_param(params, "reaction") or []
+        if not isinstance(reaction, list) or len(reaction) > 1:
+            raise ApiError(400, "Bad Request: REACTIONS_TOO_MANY")
+        for item in reaction:
+            if not isinstance(item, dict) or item.get("type") != "emoji" or item.get("emoji") not in REACTION_EMOJI:
+                raise ApiError(400, "Bad Request: REACTION_INVALID")
+        self.check_flood(state, chat)
+        message.setdefault("reactions", []).append({"emoji": [r["emoji"] for r in reaction], "at": time.time()})
         return True
 
     def method_send_chat_action(self, state: dict, params: dict) -> bool:

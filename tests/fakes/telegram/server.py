@@ -13,7 +13,8 @@ from tests.fakes.telegram.files import FileMethods
 from tests.fakes.telegram.updates import Described, UpdateMethods, pending_updates
 
 DEFAULT_TOKEN = "123456789:TEST-fake-token-AAAAAAAAAAAAAAAAAAAAAAA"
-WRITE_METHODS = ("sendMessage", "editMessageText", "deleteMessage", "sendChatAction", "sendPhoto", "sendDocument")
+WRITE_METHODS = ("sendMessage", "editMessageText", "deleteMessage", "sendChatAction", "sendPhoto", "sendDocument",
+                 "setMessageReaction")
 DEFAULT_LIMITS = {"text_limit": 4096, "per_chat_interval": 1.0, "per_chat_burst": 3, "group_per_minute": 20,
                   "global_per_second": 30, "time_scale": 1.0, "webhook_retry_delay": 0.2}
 
@@ -30,7 +31,8 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
                "sendChatAction": "method_send_chat_action", "setWebhook": "method_set_webhook",
                "deleteWebhook": "method_delete_webhook", "getWebhookInfo": "method_get_webhook_info",
                "getUpdates": "get_updates", "getFile": "method_get_file", "sendPhoto": "method_send_photo",
-               "sendDocument": "method_send_document"}
+               "sendDocument": "method_send_document",
+               "setMessageReaction": "method_set_message_reaction"}
     # the Bot API matches method names case-insensitively
     CANONICAL_NAMES = {name.lower(): name for name in METHODS}
 
