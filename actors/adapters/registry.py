@@ -47,6 +47,8 @@ class AdapterType:
     access: str = "open"           # the access policy when the table names none (actors/adapters/access.py)
     # Checks across keys, on the filled-in table: each returns (key, problem) or None (a config error, exit 78).
     checks: tuple = ()
+    # A user's files reach the agent (docs/media.md): checked by the conformance suite's inbound file case.
+    receives_files: bool = False
 
     @property
     def kind(self) -> str:
@@ -206,7 +208,8 @@ def reply_pacing(config: dict, args: dict):
     return pacing_of(table) if table is not None else pacing_for(args["platform"])
 
 
-register(AdapterType("webchat", "actors.adapters.webchat.adapter.WebChatAdapter", pacing="webchat", options={
+register(AdapterType("webchat", "actors.adapters.webchat.adapter.WebChatAdapter", pacing="webchat",
+                     receives_files=True, options={
     "host": Option(str, "127.0.0.1", doc="the one interface the chat page listens on"),
     "port": Option(int, 8765, doc="TCP port of the chat page; 0 = any free port (logged)"),
     "max_tabs_per_client": Option(int, 32, doc="open chat tabs (websockets) one client address may hold, so no one "
@@ -221,6 +224,7 @@ register(AdapterType("webchat", "actors.adapters.webchat.adapter.WebChatAdapter"
 # Telegram Bot API (actors/adapters/telegram/, docs/telegram.md).
 # Anyone on Telegram can write to a bot: strangers get a pairing code unless the table says otherwise.
 register(AdapterType("telegram", "actors.adapters.telegram.adapter.TelegramAdapter", pacing="telegram",
+                     receives_files=True,
                      access="pairing", options={
     "token": Option(str, secret=True, doc="the bot token from @BotFather"),
     "base_url": Option(str, "https://api.telegram.org", doc="Bot API server (a local Bot API server, or a fake)"),
@@ -239,7 +243,8 @@ register(AdapterType("telegram", "actors.adapters.telegram.adapter.TelegramAdapt
 
 
 # Generic signed webhook + OpenAI-compatible API (actors/adapters/http_api/, docs/http_api.md).
-register(AdapterType("http", "actors.adapters.http_api.adapter.HttpApiAdapter", pacing="http", options={
+register(AdapterType("http", "actors.adapters.http_api.adapter.HttpApiAdapter", pacing="http",
+                     receives_files=True, options={
     "host": Option(str, "127.0.0.1", doc="interface the HTTP server listens on (loopback by default)"),
     "port": Option(int, 8088, doc="its TCP port; 0 = any free port (logged)"),
     "hmac_secret": Option(str, "", secret=True, doc="signs /webhook bodies and reply callbacks (empty: no /webhook)"),
@@ -309,7 +314,8 @@ def _wecom_key(table: Mapping) -> Optional[tuple[str, str]]:
     return None
 
 
-register(AdapterType("wecom", "actors.adapters.wecom.adapter.WeComAdapter", pacing="wechat", access="pairing",
+register(AdapterType("wecom", "actors.adapters.wecom.adapter.WeComAdapter", pacing="wechat",
+                     receives_files=True, access="pairing",
                      options={
     "corp_id": Option(str, doc="the corp id (企业ID: My Company > Company Information); also the callbacks' "
                                "ReceiveId"),
@@ -343,7 +349,8 @@ register(AdapterType("matrix", "actors.adapters.matrix.adapter.MatrixAdapter", p
 # Signal through signal-cli's HTTP daemon (actors/adapters/signal/, docs/signal.md). Anyone who knows the number can
 # write to it: strangers get a pairing code unless the table says otherwise. The daemon has no authentication of its
 # own, so there is no secret to configure: keep it on loopback.
-register(AdapterType("signal", "actors.adapters.signal.adapter.SignalAdapter", pacing="signal", access="pairing",
+register(AdapterType("signal", "actors.adapters.signal.adapter.SignalAdapter", pacing="signal",
+                     receives_files=True, access="pairing",
                      options={
     "account": Option(str, doc="the bot's Signal number, as registered with signal-cli (+15551234567)"),
     "account_uuid": Option(str, "", doc="the bot's ACI (signal-cli listAccounts / the first event's account), to "

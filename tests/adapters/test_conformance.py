@@ -162,6 +162,21 @@ def test_a_file_is_sent_once_as_its_kind_or_the_platform_declares_it_takes_none(
     assert not swept.ok and swept.error_kind == "permanent" and len(rig.platform.sent_files(chat)) == 1
 
 
+def test_an_inbound_file_is_cached_and_typed_by_its_bytes_or_the_platform_declares_it_takes_none(rig):
+    if not REGISTRY[rig.platform.adapter_type].receives_files:
+        pytest.skip(f"{rig.platform.adapter_type} declares no inbound files (registry receives_files)")
+    if not hasattr(rig.platform, "inject_file"):
+        pytest.skip(f"{rig.platform.adapter_type}'s files arrive on an endpoint this harness does not drive "
+                    "(tests/http_api covers them)")
+    chat, data = new_chat("upload"), png(48, 32)
+    rig.platform.inject_file(chat, data, "a photo")
+    (row,) = rig.wait_rows(chat, 1, timeout=30)
+    (attachment,) = row.payload["attachments"]
+    assert attachment["state"] == "cached" and attachment["mime"] == "image/png", attachment
+    assert attachment["kind"] == "photo" and attachment["size"] == len(data)
+    assert MediaCache(rig.gateway.state / "media").read(attachment["cache_key"]) == data
+
+
 def test_text_over_the_limit_fails_with_too_long(rig):
     chat = new_chat("long")
     result = rig.op(chat, "send", "x" * (rig.platform.text_limit + 1))
