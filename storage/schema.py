@@ -176,6 +176,20 @@ _V6_RECOVERY_COUNTS = ["ALTER TABLE runtime_state ADD COLUMN resumes_total INTEG
                        "ALTER TABLE runtime_state ADD COLUMN notices_total INTEGER NOT NULL DEFAULT 0",
                        "CREATE INDEX inbox_waiting ON inbox (received_at) WHERE state = 'received'"]
 
+# Reactions users put on the bot's messages, tied to the reply where the ledger knows the message (feedback.py).
+_V7_FEEDBACK = ["""CREATE TABLE feedback (
+        platform      TEXT NOT NULL,
+        chat_id       TEXT NOT NULL,
+        message_id    TEXT NOT NULL,
+        user_id       TEXT NOT NULL,
+        emoji         BLOB NOT NULL,
+        obligation_id TEXT,
+        session_key   TEXT,
+        at            REAL NOT NULL,
+        PRIMARY KEY (platform, chat_id, message_id, user_id)
+    )""", "CREATE INDEX feedback_by_session ON feedback (session_key, at)",
+    "CREATE INDEX obligation_parts_by_message ON obligation_parts (platform_message_id)"]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -183,6 +197,7 @@ MIGRATIONS: list[Migration] = [
     _V4_ACCESS,
     _V5_RESUME_ATTEMPTS,
     _V6_RECOVERY_COUNTS,
+    _V7_FEEDBACK,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
