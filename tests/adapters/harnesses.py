@@ -422,3 +422,7 @@ HARNESSES["slack"] = SlackHarness
 from tests.adapters.discord_harness import DiscordHarness  # noqa: E402
 
 HARNESSES["discord"] = DiscordHarness
+
+from tests.adapters.irc_harness import IrcHarness  # noqa: E402
+
+HARNESSES["irc"] = IrcHarness

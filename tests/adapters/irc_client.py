@@ -93,6 +93,12 @@ class IrcClient:
             return irc_lower(nick) in [irc_lower(n) for n in reply.msg.params[-1].split()]
         wait_for(asked, timeout, 0.1, f"{nick} on the server")
 
+    def synced(self, timeout: float = 30.0) -> None:
+        """Everything the server sent us before now has been read: our PING's PONG comes after it."""
+        token = f"sync-{time.monotonic_ns()}"
+        self.send("PING", token)
+        self.wait(lambda h: h.msg.command == "PONG" and h.msg.params[-1:] == (token,), timeout, "the PONG")
+
     def close(self) -> None:
         sock, self.sock = self.sock, None
         if sock is not None:
