@@ -31,11 +31,13 @@ from actors.agents.base import agent_kind, missing_api_key, resolve_api_key
 from common import processes
 from common.runfiles import RunFiles
 from daemon.doctor_probes import Check, port_check, probe_discord, probe_model, probe_slack, probe_telegram
+from daemon.doctor_probes import probe_irc
 
 EX_OK, EX_FAILED = 0, 1
 DISK_FAIL_BYTES = 100 * 2**20      # below this the next writes may fail: SQLite, the log
 DISK_WARN_BYTES = 1 * 2**30
 CREDENTIAL_PROBES = {"telegram": probe_telegram, "slack": probe_slack, "discord": probe_discord}
+CREDENTIAL_PROBES["irc"] = probe_irc
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 
