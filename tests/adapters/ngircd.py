@@ -125,6 +125,13 @@ class Ngircd:
             proc.kill()
             proc.wait(10)
 
+    def crash(self) -> None:
+        """SIGKILL: the server dies with whatever it had read and not yet handled."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait(10)
+
     def restart(self) -> None:
         self.stop()
         self.start()

@@ -109,10 +109,10 @@ def test_sasl_that_cannot_be_done_refuses_the_configuration(answers, refusal):
             reg.feed(msg)
 
 
-def test_without_sasl_the_negotiation_ends_and_collisions_take_the_alternates():
+def test_without_sasl_nothing_is_negotiated_and_collisions_take_the_alternates():
     reg = Registration("gw", "gw", "Gateway", alt_nicks=("gw-bot",))
-    reg.start()
-    assert reg.feed(parse(b":s CAP * LS :multi-prefix sasl")) == [b"CAP END\r\n"]
+    assert reg.start() == [b"NICK gw\r\n", b"USER gw 0 * Gateway\r\n"], "no CAP without SASL"
+    assert reg.feed(parse(b":s CAP * LS :multi-prefix sasl")) == []
     assert reg.feed(parse(b":s 433 * gw :Nickname already in use")) == [b"NICK gw-bot\r\n"]
     assert reg.feed(parse(b":s 433 * gw-bot :Nickname already in use")) == [b"NICK gw_\r\n"]
     assert reg.feed(parse(b":s 433 * gw_ :in use")) == [b"NICK gw__\r\n"]
@@ -223,6 +223,66 @@ def test_lines_are_confirmed_one_by_one_and_a_missing_nick_is_refused(server):
     assert progress.done == len(progress.payloads) == 3 and code == "401"
     assert [len(h.raw) <= 512 for h in heard] == [True] * 3
     assert "".join(h.msg.params[-1] for h in heard[:2]) == "é" * 400 and heard[2].msg.params[-1] == "second"
+
+
+def test_the_flood_bucket_spaces_the_lines_of_the_whole_connection(server):
+    human = IrcClient(server.port, "lnkpace", server.password).connect()
+    rate, burst, count = 4.0, 2, 8
+
+    async def go():
+        link = IrcLink(settings(server, nick="lnk5", flood_lines_per_s=rate, flood_burst=burst), "irc",
+                       lambda *a: None)
+        await link.open()
+        try:
+            await link.wait_ready("lnkpace", 10)
+            link.bucket.consume(asyncio.get_running_loop().time() - 60)   # full: registration long ago
+            await link.send_part("lnkpace", Progress([f"line {i}" for i in range(count)]), "")
+        finally:
+            await link.close("bye")
+    try:
+        run(go())
+        human.synced()
+        times = [h.at for h in human.privmsgs("lnk5")]
+    finally:
+        human.close()
+    assert len(times) == count
+    for i in range(count):
+        for j in range(i + 1, count):   # short lines: ngircd throttles none of them, the bucket alone spaces them
+            assert j - i <= burst + rate * (times[j] - times[i]) + 0.5, [round(t - times[0], 2) for t in times]
+
+
+def test_a_line_whose_fate_died_with_the_server_goes_again_after_the_marker(server):
+    """The server is stopped (SIGSTOP) with our line read or not, then killed: the line got no confirmation, so it
+    goes again, after the re-sent marker, once the link is back."""
+    human = IrcClient(server.port, "lnkfate", server.password).connect()
+    back = IrcClient(server.port, "lnkfate", server.password)
+
+    async def go():
+        link = IrcLink(settings(server, nick="lnk6"), "irc", lambda *a: None)
+        await link.open()
+        progress = Progress(["the answer"])
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        sending = asyncio.ensure_future(link.send_part("lnkfate", progress, "MARK"))
+        while progress.unknown is None:
+            await asyncio.sleep(0.01)
+        server.crash()
+        with pytest.raises(LinkLost):
+            await sending
+        assert (progress.done, progress.unknown) == (0, 0)
+        server.start()
+        await asyncio.get_running_loop().run_in_executor(None, back.connect)
+        await link.open()
+        await link.send_part("lnkfate", progress, "MARK")
+        await link.close("bye")
+        return progress
+    try:
+        progress = run(go())
+        back.synced()
+        heard = [h.msg.params[-1] for h in human.privmsgs("lnk6") + back.privmsgs("lnk6")]
+    finally:
+        human.close()
+        back.close()
+    assert heard == ["MARK", "the answer"] and progress.done == 1 and progress.unknown is None
 
 
 def test_a_silent_server_is_noticed_by_the_ping_timeout(server):

@@ -1,14 +1,15 @@
 """Registration with an IRC server, as a pure state machine: lines in, lines out, no network (RFC 2812 §3.1, IRCv3
 capability negotiation and SASL PLAIN).
 
-    start()      -> CAP LS 302, PASS (a server password, if configured), NICK, USER
+    start()      -> CAP LS 302 (only with SASL: no other capability is asked for), PASS (a server password, if
+                    configured), NICK, USER
     feed(msg)    -> the lines to answer with; ``done`` once 001 (RPL_WELCOME) names our nick
 
 CAP: the server lists its capabilities (``CAP * LS``, continued with ``*``). With SASL configured we ask for
 ``sasl`` and authenticate with PLAIN (base64 of ``\\0user\\0password``, in 400-byte pieces); a server that offers
 no SASL, or refuses it (904), refuses the configuration: going on unauthenticated would run the bot under a nick
-anyone may claim. Without SASL we end the negotiation at once. A server that knows no CAP answers 421 or
-simply registers us.
+anyone may claim. Without SASL there is no negotiation (one command fewer: ngircd throttles a client that sends
+more than three at once). A server that knows no CAP answers 421 or simply registers us.
 
 Nick collisions before 001 (433 in use, 436 collision, 432 not allowed): the next of the configured alternates,
 then the nick with ``_`` appended, a bounded number of times.
@@ -46,11 +47,11 @@ class Registration:
         self.own_prefix: Optional[str] = None   # nick!user@host, when the welcome shows it
         self.done = False
         self.capabilities: set[str] = set()
-        self._cap_open = True
+        self._cap_open = self.sasl is not None
         self._authenticated = False
 
     def start(self) -> list[bytes]:
-        lines = [command("CAP", "LS", "302")]
+        lines = [command("CAP", "LS", "302")] if self.sasl is not None else []
         if self.password:
             lines.append(command("PASS", self.password))
         return lines + [command("NICK", self.nick), command("USER", self.username, "0", "*", self.realname)]
