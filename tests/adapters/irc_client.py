@@ -93,6 +93,20 @@ class IrcClient:
             return irc_lower(nick) in [irc_lower(n) for n in reply.msg.params[-1].split()]
         wait_for(asked, timeout, 0.1, f"{nick} on the server")
 
+    def answers(self, nick: str, timeout: float = 30.0) -> None:
+        """Wait until ``nick`` answers a CTCP PING: on the server with a live connection (ISON still lists a
+        connection that just died, until the server has noticed)."""
+        def answered():
+            token = f"{time.monotonic_ns()}"
+            self.say(nick, f"\x01PING {token}\x01")
+            try:
+                wait_for(lambda: self.lines(lambda h: h.msg.command == "NOTICE" and h.msg.params[-1] ==
+                                            f"\x01PING {token}\x01"), 1.0, 0.02, "the CTCP answer")
+                return True
+            except AssertionError:
+                return False
+        wait_for(answered, timeout, 0.0, f"{nick} to answer a CTCP PING")
+
     def synced(self, timeout: float = 30.0) -> None:
         """Everything the server sent us before now has been read: our PING's PONG comes after it."""
         token = f"sync-{time.monotonic_ns()}"

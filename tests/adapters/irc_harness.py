@@ -18,6 +18,7 @@ from typing import Optional
 
 from actors.messages import Source
 from storage import StorageError, Store, session_key
+from tests.actor_system import wait_for
 from tests.adapters.irc_client import IrcClient
 from tests.adapters.ngircd import Ngircd
 
@@ -74,11 +75,20 @@ class IrcHarness:
 
     # -- inbound
     def inject(self, chat: str, text: str, user: str = "alice") -> str:
+        """Said once the bot answers on the server (a CTCP PING: a connection that just died, as after a kill -9,
+        is still listed until the server notices, and takes lines into the void); said again if the server
+        refused it (401), as a person would."""
         client = self.client(chat)
-        client.online(BOT)
         handle = f"{chat}/{next(self._handles)}"
         self.texts[handle] = (chat, text)
-        client.say(BOT, text)
+
+        def said() -> bool:
+            client.answers(BOT)
+            mark = len(client.lines())
+            client.say(BOT, text)
+            client.synced()
+            return not any(h.msg.command == "401" for h in client.lines()[mark:])
+        wait_for(said, 30, 0.1, f"{BOT} to take a message from {chat}")
         return handle
 
     def platform_message_id(self, handle: str) -> Optional[str]:

@@ -211,6 +211,7 @@ def test_lines_are_confirmed_one_by_one_and_a_missing_nick_is_refused(server):
             await link.send_part("lnkhuman", progress, "MARK")
             with pytest.raises(TargetRefused) as refused:
                 await link.send_part("nobody-here", Progress(["x"]), "")
+            await asyncio.get_running_loop().run_in_executor(None, human.answers, "lnk2")   # CTCP PING
             return progress, refused.value.code
         finally:
             await link.close("bye")

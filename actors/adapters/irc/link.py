@@ -9,7 +9,7 @@ JOIN or USERHOST), the channels joined, the inbound queue, the barriers in fligh
     send_part(target, progress, marker)   the lines of one part, each confirmed by the server before the next
     close()         QUIT and close (idempotent)
 
-The reader answers the server's PING, and pings the server itself after ``ping_interval_s`` of silence: no data at
+The reader answers the server's PING (and CTCP PING and VERSION, within the flood bucket), and pings the server itself after ``ping_interval_s`` of silence: no data at
 all for ``ping_timeout_s`` and the connection is taken for dead (a half-open TCP connection is otherwise never
 noticed). It runs whether or not the intake does, so replies go on while the gateway drains.
 
@@ -38,6 +38,7 @@ from actors.adapters.pacing import ChatBudget
 TARGET_ERRORS = ("401", "403", "404", "406", "407", "411", "412", "437", "477", "489")
 LINE_LIMIT = 16384                 # a server line longer than this is broken input: the connection is dropped
 REJOIN_S = 10.0
+REGAIN_S = 15.0                    # registered under another nick: ask for ours this often
 
 
 class LinkLost(RetryableError):
@@ -181,17 +182,21 @@ class IrcLink:
     # --------------------------------------------------------------------------------------------- reading
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         loop, s = asyncio.get_running_loop(), self.settings
-        last_data = loop.time()
+        last_data = last_regain = loop.time()
         try:
             while True:
+                if self.nick != s["nick"] and loop.time() - last_regain >= REGAIN_S:
+                    last_regain = loop.time()
+                    self._write(command("NICK", s["nick"]))   # the nick we wanted may be free again
+                wait = s["ping_interval_s"] if self.nick == s["nick"] else min(REGAIN_S, s["ping_interval_s"])
                 try:
-                    raw = await asyncio.wait_for(reader.readline(), s["ping_interval_s"])
+                    raw = await asyncio.wait_for(reader.readline(), wait)
                 except asyncio.TimeoutError:
-                    if loop.time() - last_data >= s["ping_timeout_s"]:
+                    silent = loop.time() - last_data
+                    if silent >= s["ping_timeout_s"]:
                         raise LinkLost(f"ping timeout: nothing from the server for {s['ping_timeout_s']:g}s")
-                    self._write(command("PING", f"keepalive-{next(self._tokens)}"))
-                    if self.nick != s["nick"]:
-                        self._write(command("NICK", s["nick"]))   # the nick we wanted may be free again
+                    if silent >= s["ping_interval_s"] - 0.01:
+                        self._write(command("PING", f"keepalive-{next(self._tokens)}"))
                     continue
                 if not raw:
                     raise LinkLost(self._error_text or "the server closed the connection")
@@ -221,6 +226,8 @@ class IrcLink:
             future = self._barriers.get(params[-1])
             if future is not None and not future.done():
                 future.set_result(None)
+        elif code == "PRIVMSG" and len(params) == 2 and not mine and params[1].startswith("\x01"):
+            self._ctcp(msg.nick, params[1].strip("\x01"))
         elif code == "PRIVMSG" and len(params) == 2 and not mine:
             self._queue(msg)
         elif code == "JOIN" and mine and params:
@@ -247,6 +254,20 @@ class IrcLink:
             self._errors[irc_lower(params[1])] = (code, params[-1])
         elif code == "ERROR":
             self._error_text = f"the server closed the connection: {params[-1] if params else ''}"
+
+    def _ctcp(self, nick: str, request: str) -> None:
+        """CTCP PING and VERSION are answered, as IRC clients do (a person can see the bot is there), when the flood
+        bucket has a token to spare: a CTCP flood is never answered beyond it. Other requests are ignored."""
+        verb, _, argument = request.partition(" ")
+        verb = verb.upper()
+        if verb not in ("PING", "VERSION") or any(c in nick for c in " ,\0"):
+            return
+        now = asyncio.get_running_loop().time()
+        if self.bucket.wait_time(now) > 0:
+            return
+        self.bucket.consume(now)
+        answer = f"PING {argument[:64]}" if verb == "PING" else "VERSION agent gateway"
+        self._write(command("NOTICE", nick, f"\x01{answer}\x01", trailing=True))
 
     def _queue(self, msg: Message) -> None:
         user, _, host = msg.prefix.partition("!")[2].partition("@")
