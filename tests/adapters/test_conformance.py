@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER
 from actors.messages import OpResult, PlatformOp
 from storage import Store, StorageError, session_key
 from common import config as config_mod
@@ -149,7 +150,7 @@ def test_send_edit_delete_land_on_the_platform(rig):
 def sends_land_and_edits_change_nothing(rig, chat: str) -> None:
     """A platform without edits (IRC): sends land in order with ids of their own; an edit or a delete answers ok and
     changes nothing, so a consumer restarted after a crash, which edits its recorded parts into place, never sends
-    them twice."""
+    them twice; an edit that puts the re-sent marker in front of a part says the marker, once."""
     sent = rig.op(chat, "send", "first draft")
     assert sent.ok and sent.message_id
     assert rig.op(chat, "edit", "final text", sent.message_id).ok
@@ -157,6 +158,10 @@ def sends_land_and_edits_change_nothing(rig, chat: str) -> None:
     assert second.ok and second.message_id != sent.message_id
     assert rig.op(chat, "delete", message_id=second.message_id).ok
     assert [m["text"] for m in rig.platform.sent(chat)] == ["first draft", "second message"]
+    # The one edit with an effect: the re-sent marker put in front of a part is said, before what is sent again.
+    marked = f"{DEFAULT_RESENT_MARKER}\nfirst draft"
+    assert rig.op(chat, "edit", marked, sent.message_id).ok and rig.op(chat, "edit", marked, sent.message_id).ok
+    assert [m["text"] for m in rig.platform.sent(chat)] == ["first draft", "second message", DEFAULT_RESENT_MARKER]
     assert rig.op(chat, "typing").ok
 
 

@@ -8,6 +8,8 @@ test chose) for the module. The people are test clients (tests/adapters/irc_clie
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 
 import pytest
 
@@ -158,3 +160,40 @@ def test_the_server_restarted_mid_answer_the_rest_arrives_once(rig):
     finally:
         bob.close()
         again.close()
+
+
+def test_the_daemon_killed_mid_answer_the_rest_follows_the_re_sent_marker(rig):
+    """kill -9 of the whole daemon between two lines of a part: the next start finishes the reply from the ledger.
+    The parts confirmed stay as they are, the marker line comes, then the part that was in flight, whole (its lines
+    already shown are not known to the ledger), then the rest: every line of the answer shown, and nothing twice
+    but that part's lines after the marker."""
+    server, model, gw = rig
+    answer = answer_of(2000, 9)
+    model.script(text_reply(answer, pieces=8), text_reply(answer, pieces=8))   # the same, if the turn is run again
+    dave = IrcClient(server.port, "dave", server.password).connect()
+    try:
+        dave.online(BOT)
+        dave.say(BOT, "tell me, even if you crash")
+        wait_for(lambda: len(dave.privmsgs(BOT)) >= BURST + 1, 60, 0.02, "the first lines of the answer")
+        os.kill(gw.launcher_pid, signal.SIGKILL)
+        gw.assert_no_process_left()
+        before = [h.msg.params[-1] for h in dave.privmsgs(BOT)]
+        gw.start()
+        wait_for(lambda: DEFAULT_RESENT_MARKER in [h.msg.params[-1] for h in dave.privmsgs(BOT)], 60, 0.05,
+                 "the re-sent marker")
+        marker_at = [h.msg.params[-1] for h in dave.privmsgs(BOT)].index(DEFAULT_RESENT_MARKER)
+        assert marker_at == len(before), "nothing between the kill and the marker"
+        words = answer.split()
+        tail = words[len(" ".join(before).split()):]
+
+        def after_marker() -> list[str]:
+            return " ".join(h.msg.params[-1] for h in dave.privmsgs(BOT)[marker_at + 1:]).split()
+        wait_for(lambda: after_marker()[-len(tail):] == tail, 60, 0.05, "the rest of the answer, to its end")
+        dave.synced()
+        after = after_marker()
+        assert words[len(words) - len(after):] == after, "after the marker: the part in flight, whole, and the rest"
+        assert len(after) >= len(tail), "nothing lost"
+        assert [h.msg.params[-1] for h in dave.privmsgs(BOT)].count(DEFAULT_RESENT_MARKER) == 1
+        check_lines(dave.privmsgs(BOT))
+    finally:
+        dave.close()

@@ -17,11 +17,12 @@ confirmed, so a retry after a dropped connection or a restarted server goes on f
 one line the dead connection may or may not have delivered goes again after the re-sent marker. A part's id is made
 up here (there is none on IRC). An edit or a delete of a part answers ok and changes nothing: a line in a channel
 cannot be changed, and a consumer restarted after a crash edits its recorded parts "into place", which on IRC means
-leaving them as they are instead of sending them twice.
+leaving them as they are instead of sending them twice; an edit that only puts the re-sent marker in front says
+the marker line, just before the part sent again (``edit_message``).
 
 What survives kill -9: the ledger's record of the parts confirmed (their ids) and of the intent of the one in
-flight; the lines of that part already sent are not known to the next life, which sends the part again (DESIGN.md
-§2.6: a send whose outcome died with the process).
+flight; the lines of that part already sent are not known to the next life, which sends the part again after the
+re-sent marker (DESIGN.md §2.6: a send whose outcome died with the process).
 """
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ class IrcAdapter(PlatformAdapter):
         self.link: Optional[IrcLink] = None
         self.skipped = 0                   # lines received that were no input (channel chatter, CTCP)
         self._parts: collections.OrderedDict = collections.OrderedDict()
+        self._marked: collections.OrderedDict = collections.OrderedDict()   # parts whose marker line was said
         self._sent = itertools.count(1)
 
     def _link(self) -> IrcLink:
@@ -130,7 +132,17 @@ class IrcAdapter(PlatformAdapter):
         return f"{self.link.epoch}.out{next(self._sent)}"
 
     async def edit_message(self, op: PlatformOp) -> None:
-        """A line on IRC cannot be changed: nothing to do (see the module docstring)."""
+        """A line on IRC cannot be changed: nothing to do (see the module docstring), but for one case. An edit
+        that puts the re-sent marker in front of a part (the consumer or the sweeper marks the reply's first part
+        when a send's outcome is unknown, and edits it so) says the marker line now: the part that is sent again
+        comes right after it, so the marker stands where it is meant to, before the copy that may repeat."""
+        marker = resent_marker(self.config)
+        if not op.text.startswith(marker + "\n") or op.message_id in self._marked:
+            return
+        await self._link().send_part(op.chat_id, Progress([marker]), "")
+        self._marked[op.message_id] = True
+        while len(self._marked) > PARTS_KEPT:
+            self._marked.popitem(last=False)
 
     async def delete_message(self, op: PlatformOp) -> None:
         """Nor taken back."""
