@@ -174,7 +174,7 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 45))
 
 
-def test_the_link_registers_learns_its_prefix_and_takes_another_nick_when_its_own_is_taken(server):
+def test_the_link_takes_another_nick_when_its_own_is_taken_and_asks_for_it_again(server):
     holder = IrcClient(server.port, "lnk", server.password).connect()
     try:
         async def go():
@@ -182,13 +182,19 @@ def test_the_link_registers_learns_its_prefix_and_takes_another_nick_when_its_ow
             await link.open()
             try:
                 await link.wait_ready("#lnk", 20)
-                return link.nick, link.own_prefix
+                taken = link.nick, link.own_prefix
+                holder.close()           # the nick is free again (as when our own old connection is noticed dead)
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + 20
+                while link.nick != "lnk" and loop.time() < deadline:
+                    await asyncio.sleep(0.05)
+                return taken, (link.nick, link.own_prefix)
             finally:
                 await link.close("bye")
-        nick, prefix = run(go())
+        taken, regained = run(go())
     finally:
         holder.close()
-    assert nick == "lnk_" and prefix == "lnk_!~lnk@127.0.0.1"
+    assert taken == ("lnk_", "lnk_!~lnk@127.0.0.1") and regained == ("lnk", "lnk!~lnk@127.0.0.1")
 
 
 @pytest.mark.parametrize("changes, refusal", [

@@ -34,7 +34,7 @@ from typing import Any, Optional
 from actors.adapters.base import PlatformAdapter
 from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.irc.events import event_from_line, is_input
-from actors.adapters.irc.lines import MAX_NICK, is_channel, privmsg_budget, split_for_irc
+from actors.adapters.irc.lines import is_channel, privmsg_budget, split_for_irc
 from actors.adapters.irc.link import IrcLink, LinkLost, Progress, TargetRefused
 from actors.adapters.irc.registration import MAX_UNDERSCORES
 from actors.adapters.pacing import resent_marker, utf8_len
@@ -42,6 +42,7 @@ from actors.messages import MessageEvent, PlatformOp
 
 BATCH = 100                        # inbound lines committed in one round at most
 PARTS_KEPT = 1000                  # parts whose progress is kept (a bound: each holds a few lines)
+MIN_BUDGET = 100                   # bytes of text per line below which our prefix as shown is not believed
 ABSENT_RETRY_S = 2.0               # a private message to a nick that is not on the server: asked again after this
 
 
@@ -77,10 +78,14 @@ class IrcAdapter(PlatformAdapter):
         while True:
             taking = asyncio.ensure_future(link.inbound.get())
             ended = asyncio.ensure_future(link.closed.wait())
-            await asyncio.wait({taking, ended}, return_when=asyncio.FIRST_COMPLETED)
-            ended.cancel()
-            if not taking.done():
-                taking.cancel()
+            try:
+                await asyncio.wait({taking, ended}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                got = taking.done()
+                ended.cancel()
+                if not got:
+                    taking.cancel()
+            if not got:
                 raise link.failure or LinkLost("the connection ended")
             batch = [taking.result()]
             while len(batch) < BATCH and not link.inbound.empty():
@@ -99,10 +104,12 @@ class IrcAdapter(PlatformAdapter):
         long as the longest nick this adapter may end up with after a reconnect."""
         link, s = self.link, self.settings
         prefix = link.own_prefix if link is not None else None
-        if prefix:
+        if prefix and "!" in prefix:
             longest = max([s["nick"] + "_" * MAX_UNDERSCORES, *s["alt_nicks"], link.nick], key=len)
-            prefix = longest + prefix[prefix.index("!"):] if "!" in prefix else None
-        return privmsg_budget(target, prefix[:MAX_NICK * 4] if prefix else None)
+            budget = privmsg_budget(target, longest + prefix[prefix.index("!"):])
+            if budget >= MIN_BUDGET:
+                return budget
+        return privmsg_budget(target)    # unknown, or a prefix so long it cannot be right: the longest there is
 
     async def send_message(self, op: PlatformOp) -> str:
         if utf8_len(op.text) > self.pacing.text_limit:

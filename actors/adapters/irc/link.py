@@ -36,9 +36,11 @@ from actors.adapters.irc.registration import NoNickLeft, Registration, Registrat
 from actors.adapters.pacing import ChatBudget
 
 TARGET_ERRORS = ("401", "403", "404", "406", "407", "411", "412", "437", "477", "489")
+JOIN_REFUSALS = ("405", "471", "473", "474", "475", "476")
 LINE_LIMIT = 16384                 # a server line longer than this is broken input: the connection is dropped
 REJOIN_S = 10.0
 REGAIN_S = 15.0                    # registered under another nick: ask for ours this often
+FIRST_REGAIN_S = 3.0               # ... and first this soon after registering
 
 
 class LinkLost(RetryableError):
@@ -84,8 +86,9 @@ class IrcLink:
         self._tokens = itertools.count(1)
         self._received = itertools.count(1)
         self._error_text = ""
-        self.bucket = ChatBudget(settings["flood_lines_per_s"], settings["flood_burst"],
-                                 time.monotonic())
+        # Full at the start: a server counts a client's flood per connection, and this process's first connection
+        # is a new one (a restarted adapter's old connection died with it).
+        self.bucket = ChatBudget(settings["flood_lines_per_s"], settings["flood_burst"], time.monotonic())
 
     # ------------------------------------------------------------------------------------------ connecting
     async def open(self) -> None:
@@ -119,14 +122,17 @@ class IrcLink:
             await self.close()
             raise
         self.nick, self.own_prefix = registration.nick, registration.own_prefix
+        self.failure = None
         self.connections += 1
         self.epoch = f"{time.time_ns():x}"   # a new one per connection: the lines it carries are new
         self.joined.clear()
         self.closed.clear()
         if self.own_prefix is None:
             self._write(command("USERHOST", self.nick))
+        now = asyncio.get_running_loop().time()
         for channel in s["channels"]:
             self._join(channel)
+            self.bucket.consume(now)     # a JOIN is a message to the server's flood counter too
         self._reader_task = asyncio.get_running_loop().create_task(self._read(reader, writer))
         self.ready.set()
 
@@ -182,13 +188,17 @@ class IrcLink:
     # --------------------------------------------------------------------------------------------- reading
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         loop, s = asyncio.get_running_loop(), self.settings
-        last_data = last_regain = loop.time()
+        # A nick taken at registration is often our own previous connection, not yet noticed as dead (ngircd reads
+        # no socket of a client in penalty): the first ask for it comes soon, the next ones every REGAIN_S.
+        last_data = loop.time()
+        last_regain = last_data - REGAIN_S + FIRST_REGAIN_S
         try:
             while True:
                 if self.nick != s["nick"] and loop.time() - last_regain >= REGAIN_S:
                     last_regain = loop.time()
                     self._write(command("NICK", s["nick"]))   # the nick we wanted may be free again
-                wait = s["ping_interval_s"] if self.nick == s["nick"] else min(REGAIN_S, s["ping_interval_s"])
+                wait = s["ping_interval_s"] if self.nick == s["nick"] else \
+                    max(0.05, min(last_regain + REGAIN_S - loop.time(), s["ping_interval_s"]))
                 try:
                     raw = await asyncio.wait_for(reader.readline(), wait)
                 except asyncio.TimeoutError:
@@ -250,6 +260,8 @@ class IrcLink:
                     self.own_prefix = f"{self.nick}!{rest[1:]}"
         elif code == "396" and len(params) > 1 and self.own_prefix:   # our host is shown as another now
             self.own_prefix = self.own_prefix.split("@", 1)[0] + "@" + params[1]
+        elif code in JOIN_REFUSALS and len(params) > 1:
+            self.say(30, "%s: the server would not let us join %s (%s: %s)", self.name, params[1], code, params[-1])
         elif code in TARGET_ERRORS and len(params) > 1:
             self._errors[irc_lower(params[1])] = (code, params[-1])
         elif code == "ERROR":
