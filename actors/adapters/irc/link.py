@@ -84,6 +84,7 @@ class IrcLink:
         self._barriers: dict[str, asyncio.Future] = {}
         self._errors: dict[str, tuple[str, str]] = {}
         self._tokens = itertools.count(1)
+        self._one_line = asyncio.Lock()
         self._received = itertools.count(1)
         self._error_text = ""
         # Full at the start: a server counts a client's flood per connection, and this process's first connection
@@ -341,6 +342,13 @@ class IrcLink:
             progress.unknown = None
 
     async def _confirmed(self, target: str, text: str, progress: Optional[Progress]) -> None:
+        """One line and its PING, then its PONG, with no other line of ours in flight: what an error reply is
+        about is never in doubt, and the server never has more than two of our commands waiting (ngircd throttles
+        a client with more than three)."""
+        async with self._one_line:
+            await self._one_confirmed(target, text, progress)
+
+    async def _one_confirmed(self, target: str, text: str, progress: Optional[Progress]) -> None:
         token = f"line-{next(self._tokens)}"
         future = asyncio.get_running_loop().create_future()
         self._barriers[token] = future
