@@ -20,6 +20,10 @@ cannot be changed, and a consumer restarted after a crash edits its recorded par
 leaving them as they are instead of sending them twice; an edit that only puts the re-sent marker in front says
 the marker line, just before the part sent again (``edit_message``).
 
+State: the link (one connection at a time: nick, prefix, channels joined, the flood bucket), the progress of
+the parts in flight (bounded, PARTS_KEPT) and the parts whose marker line was said. Messages: those of every
+``PlatformAdapter`` (base.py): PlatformOp in, OpResult out; doorbells to the sessions of committed lines.
+
 What survives kill -9: the ledger's record of the parts confirmed (their ids) and of the intent of the one in
 flight; the lines of that part already sent are not known to the next life, which sends the part again after the
 re-sent marker (DESIGN.md §2.6: a send whose outcome died with the process).
