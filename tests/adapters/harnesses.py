@@ -488,3 +488,6 @@ HARNESSES["matrix"] = MatrixHarness
 from tests.adapters.signal_harness import SignalHarness  # noqa: E402
 
 HARNESSES["signal"] = SignalHarness
+from tests.adapters.irc_harness import IrcHarness  # noqa: E402
+
+HARNESSES["irc"] = IrcHarness
