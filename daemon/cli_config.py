@@ -126,6 +126,9 @@ def effective(config: dict) -> dict:
     shown["adapters"] = json.loads(json.dumps(registry.validate_all(config)))
     if shown["agent"].get("api_key"):
         shown["agent"]["api_key"] = REDACTED
+    for profile in shown.get("profiles", {}).values():
+        if isinstance(profile.get("agent"), dict) and profile["agent"].get("api_key"):
+            profile["agent"]["api_key"] = REDACTED
     for table in shown["adapters"].values():
         options = registry.entry_of(table).options
         for name, value in table.items():
@@ -171,6 +174,10 @@ def toml_text(config: dict) -> str:
     (but for unset keys)."""
     lines = []
     for section, table in config.items():
+        if section in config_mod.LIST_SECTIONS:
+            for entry in table:
+                lines += [f"[[{section}]]", *_assignments(entry), ""]
+            continue
         if section in config_mod.OPEN_SECTIONS:
             for name, sub in table.items():
                 lines += [f"[{section}.{_key(name)}]", *_assignments(sub), ""]
