@@ -122,7 +122,9 @@ def effective(config: dict) -> dict:
     in by the adapter registry, and no secret: the agent's key, every adapter option the registry marks secret and
     every adapter key whose name says token, secret, key or password. ``api_key_env`` names a variable: kept."""
     from actors.adapters import registry
-    shown = json.loads(json.dumps({k: v for k, v in config.items() if not k.startswith("_")}))
+    # An empty [[routes]] has no TOML form (an array of tables is written only by its entries): left out.
+    shown = json.loads(json.dumps({k: v for k, v in config.items() if not k.startswith("_")
+                                   and not (k in config_mod.LIST_SECTIONS and not v)}))
     shown["adapters"] = json.loads(json.dumps(registry.validate_all(config)))
     if shown["agent"].get("api_key"):
         shown["agent"]["api_key"] = REDACTED

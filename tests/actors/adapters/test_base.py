@@ -171,7 +171,7 @@ def test_a_round_is_stored_with_its_offset_deduplicated_and_rung_once(fake, tmp_
     assert [inserted for _, inserted in again] == [False, False]
     assert [r.payload["text"] for r in rows] == ["one", "two"] and key.startswith("work.bot.dm.")
     assert rows[0].payload["source"] == {"platform": "bot", "chat_id": "c1", "chat_type": "dm", "thread_id": None,
-                                         "user_id": "u1", "user_name": "u1", "profile": "work"}
+                                         "user_id": "u1", "user_name": "u1", "profile": "work", "community": None}
     [rung] = posts.of(base._Ingested)
     assert [seq for _, seq in rung.rings] == [r.seq for r in rows]
     [warning] = [line for line in posts.of(base._LogLine) if "malformed" in line.text]

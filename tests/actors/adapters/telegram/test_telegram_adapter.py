@@ -169,7 +169,8 @@ def test_code_and_bold_become_entities_in_both_modes():
 def test_a_polling_round_stores_messages_and_acknowledges_what_it_skips(tg, tmp_path):
     adapter, posts = make_adapter(tg, tmp_path)
     first = tg.inject_message("hello", chat_id=10)
-    tg.inject_message("in a topic", chat_type="supergroup", chat_id=-1001, is_forum=True, thread_id=4)
+    tg.inject_message("in a topic, @fake_gateway_bot", chat_type="supergroup", chat_id=-1001, is_forum=True,
+                      thread_id=4)
     with tg.mutate() as state:   # an edit and a sticker, as if allowed_updates had let them through
         for kind in ({"edited_message": dict(first["message"], text="edited")},
                      {"message": {"message_id": 9, "date": 0, "chat": {"id": 10, "type": "private"}, "sticker": {}}}):
