@@ -253,3 +253,12 @@ def test_doctor_checks_the_token_and_the_message_content_intent():
         assert missing.status == "fail" and "Message Content" in missing.detail
         without = asyncio.run(probe_discord("dc", dict(table, intents=4609)))
         assert without.status == "ok", "a bot that does not ask for it needs no grant"
+
+
+def test_a_guild_message_carries_its_guild_and_whether_it_addresses_the_bot():
+    plain = event_from_message(message(channel_type=0, guild_id="10"), "discord", "p", BOT)
+    assert (plain.source.community, plain.addressed) == ("10", False)
+    mention = event_from_message(message(channel_type=0, guild_id="10", mentions=[{"id": BOT}]), "discord", "p", BOT)
+    assert mention.addressed is True
+    dm = event_from_message(message(), "discord", "p", BOT)
+    assert (dm.source.community, dm.addressed) == (None, True)

@@ -362,3 +362,13 @@ def test_webhook_mode_without_a_secret_refuses_to_start(tg, tmp_path):
     with pytest.raises(PermanentError, match="webhook_secret"):
         asyncio.run(main())
     assert tg.read(lambda s: s["webhook"]) is None
+
+
+def test_a_group_message_is_addressed_when_it_mentions_or_replies_to_the_bot():
+    group = {"id": -100, "type": "supergroup"}
+    assert event_from_update(update(group, text="hi all"), "tg", "p", "my_bot").addressed is False
+    assert event_from_update(update(group, text="hi @My_Bot"), "tg", "p", "my_bot").addressed is True
+    replied = {"message_id": 2, "from": {"id": 1, "is_bot": True, "username": "my_bot"}}
+    assert event_from_update(update(group, reply_to_message=replied), "tg", "p", "my_bot").addressed is True
+    assert event_from_update(update(group), "tg", "p", "").addressed is None, "the bot's name not known yet"
+    assert event_from_update(update({"id": 7, "type": "private"}), "tg", "p", "my_bot").addressed is True
