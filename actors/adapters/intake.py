@@ -107,6 +107,7 @@ class IntakePlatform(Protocol):
     store: Optional[Store]              # the adapter's one store, shared with its outbound side
     media_cache: Optional[MediaCache]   # where attachments are fetched to, opened with the store
     settings: dict                      # the adapter's validated [adapters.NAME] table
+    profile: str                        # its ``profile`` key: the profile of its chats no route names another for
     configured_secrets: list            # the whole gateway's secrets, redacted from what users write
     per_user_in_groups: bool
     push_style: bool                    # run_intake(emit) rather than fetch()
@@ -368,7 +369,10 @@ class Intake:
         if (source.chat_type != "dm" and event.addressed is False and not event.text.lstrip().startswith("/")
                 and effective_respond(route, self.platform.settings) == "addressed"):
             raise NotAddressed()
-        source = dataclasses.replace(source, profile=route.profile or self.platform.event_profile(event))
+        # A profile the sender picked (an HTTP API request, by its model) stands; else the route's, else the adapter's.
+        chosen = self.platform.event_profile(event)
+        profile = chosen if chosen != self.platform.profile else route.profile or chosen
+        source = dataclasses.replace(source, profile=profile)
         event = dataclasses.replace(event, source=source)
         per_user = (route.per_user_in_groups if route.per_user_in_groups is not None
                     else self.platform.per_user_in_groups)

@@ -262,3 +262,14 @@ def test_a_guild_message_carries_its_guild_and_whether_it_addresses_the_bot():
     assert mention.addressed is True
     dm = event_from_message(message(), "discord", "p", BOT)
     assert (dm.source.community, dm.addressed) == (None, True)
+
+
+def test_a_route_answering_everything_lets_un_addressed_guild_messages_through():
+    from actors.adapters.discord.adapter import DiscordAdapter
+    adapter = DiscordAdapter()
+    adapter.name, adapter.settings = "dc", {"type": "discord", "require_mention": True}
+    adapter.config = {"adapters": {"dc": {"type": "discord", "token": "t"}}, "routes": []}
+    assert not adapter.routes_want_all
+    adapter.intake._routes = None
+    adapter.config["routes"] = [{"adapter": "dc", "chat": "99", "respond": "all"}]
+    assert adapter.routes_want_all
