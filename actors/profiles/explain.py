@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from actors.messages import Source
 from actors.profiles.profiles import resolve
 from actors.profiles.routes import RouteSource, choose_route, effective_respond
 from common.config import setting
+from storage import session_key
 
 SPEC_FIELDS = {"chat": "chat", "thread": "thread", "user": "user", "community": "community", "type": "chat_type"}
 CHAT_TYPES = ("dm", "group", "channel", "thread")
@@ -60,6 +62,9 @@ def explain(config: Mapping, routes: list, profiles: Mapping, adapters: Mapping[
     per_user = (route.per_user_in_groups if route.per_user_in_groups is not None
                 else bool(setting(config, "sessions", "per_user_in_groups")))
     agent = profile.agent
+    # The key the intake gives such a message (a chat is needed to make one): the session `sessions list` shows.
+    key = session_key(Source(source.adapter, source.chat, source.chat_type, source.thread, source.user,
+                             profile=profile_name), per_user_in_groups=per_user) if source.chat else None
     return {
         "source": {k: v for k, v in vars(source).items() if v is not None},
         "route": route.name, "route_index": route.index + 1 if route.index >= 0 else None,
@@ -68,7 +73,7 @@ def explain(config: Mapping, routes: list, profiles: Mapping, adapters: Mapping[
         "model": agent.get("model") or "", "agent_kind": agent.get("kind") or "",
         "tools": agent.get("tools"), "busy_mode": profile.busy_mode,
         "respond": "all" if source.chat_type == "dm" else effective_respond(route, adapter),
-        "per_user_in_groups": per_user,
+        "per_user_in_groups": per_user, "session_key": key,
         "matched": [f"{k}={v}" for k, v in why.matched],
         "lost": [{"route": name, "why": reason} for name, reason in why.lost],
     }
@@ -85,6 +90,7 @@ def render(answer: dict) -> str:
              f"groups:   respond {answer['respond']}; "
              f"{'one session per user' if answer['per_user_in_groups'] else 'one session per chat'}; "
              f"busy mode {answer['busy_mode']}",
+             f"session:  {answer['session_key'] or '(give chat=... to see its key)'}",
              "matched:  " + (", ".join(answer["matched"]) or "no field (a catch-all, or no route matched)")]
     lines += [f"lost:     {lost['route']}: {lost['why']}" for lost in answer["lost"]]
     return "\n".join(lines)

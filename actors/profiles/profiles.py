@@ -90,7 +90,8 @@ def _check_tools(file: str, where: str, names: list) -> None:
     from actors.agents.tools import BUILTIN_TOOLS   # the tool registry: the names a profile may enable
     for name in names:
         if not isinstance(name, str) or name not in BUILTIN_TOOLS:
-            raise ConfigError(file, where, f"unknown tool {name!r} (built-in tools: {', '.join(sorted(BUILTIN_TOOLS))})")
+            raise ConfigError(file, where, f"unknown tool {name!r} (built-in tools: "
+                                           f"{', '.join(sorted(BUILTIN_TOOLS))})")
     if len(set(names)) != len(names):
         raise ConfigError(file, where, "names a tool twice")
 

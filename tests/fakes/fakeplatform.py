@@ -25,8 +25,8 @@ Wire format (JSON everywhere; errors are ``{"ok": false, "error": <code>}`` with
 
 Control API (for tests, also from another process):
 
-    POST /_control/inject   one message {"chat", "text", "user"?, "chat_type"?, "thread"?, "mentioned"?}, a list of them,
-                            or {"messages": [...]}                       -> {"ok": true, "ids": [...]}
+    POST /_control/inject   one message {"chat", "text", "user"?, "chat_type"?, "thread"?, "mentioned"?}, a list
+                            of them, or {"messages": [...]}              -> {"ok": true, "ids": [...]}
     GET  /_control/chats    -> {"chats": [...]}
     GET  /_control/chats/{chat} -> {"chat", "messages": [{"message_id", "text", "history": [{"text", "at"}],
                             "deleted", "deleted_at", "reply_to", "thread", "sent_at"}], "ops": [{"op", "at",

@@ -69,7 +69,7 @@ def test_explain_names_route_profile_agent_and_the_losers(tmp_path, capsys, monk
     answer = json.loads(seen.out)
     assert code == 0 and answer["route"] == "support-chat" and answer["profile"] == "support"
     assert answer["model"] == "support-model" and answer["tools"] == ["clock"] and answer["respond"] == "all"
-    assert answer["matched"] == ["chat=-100"]
+    assert answer["matched"] == ["chat=-100"] and answer["session_key"].startswith("support.tg.group.chat-")
     assert answer["lost"] == [{"route": "routes[2]", "why": "matches too, but support-chat is more specific (it "
                                                             "names chat)"}]
     code, seen = run(tmp_path, capsys, "routes", "explain", "tg:chat=5,user=9,type=group")
