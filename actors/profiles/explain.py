@@ -71,7 +71,7 @@ def explain(config: Mapping, routes: list, profiles: Mapping, adapters: Mapping[
         "profile": profile_name, "profile_declared": profile.declared,
         "profile_from": "the route" if route.profile else f"[adapters.{source.adapter}] profile",
         "model": agent.get("model") or "", "agent_kind": agent.get("kind") or "",
-        "tools": agent.get("tools"), "busy_mode": profile.busy_mode,
+        "tools": agent.get("tools"), "busy_mode": profile.busy_mode, "stream": profile.stream,
         "respond": "all" if source.chat_type == "dm" else effective_respond(route, adapter),
         "per_user_in_groups": per_user, "session_key": key,
         "matched": [f"{k}={v}" for k, v in why.matched],
@@ -89,7 +89,7 @@ def render(answer: dict) -> str:
              f"agent:    {answer['agent_kind'] or 'auto'} {answer['model'] or ''}".rstrip() + f"; tools: {tools}",
              f"groups:   respond {answer['respond']}; "
              f"{'one session per user' if answer['per_user_in_groups'] else 'one session per chat'}; "
-             f"busy mode {answer['busy_mode']}",
+             f"busy mode {answer['busy_mode']}{'' if answer['stream'] else '; answers sent whole'}",
              f"session:  {answer['session_key'] or '(give chat=... to see its key)'}",
              "matched:  " + (", ".join(answer["matched"]) or "no field (a catch-all, or no route matched)")]
     lines += [f"lost:     {lost['route']}: {lost['why']}" for lost in answer["lost"]]

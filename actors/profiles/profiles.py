@@ -39,6 +39,8 @@ PROFILE_KEYS: dict[str, Spec] = {
     "busy_mode": Spec(str, BUSY_MODES, doc="what a message does while a turn runs (default: [sessions] busy_mode)"),
     "agent": Spec(dict, doc="this profile's agent, over [agent] key by key"),
     "description": Spec(str, doc="a note for the operator (shown by `routes explain`)"),
+    "stream": Spec(bool, doc="show an answer as it is written, by edits, where the platform edits (default true); "
+                             "false: send each answer once, complete"),
 }
 AGENT_KEYS: dict[str, Spec] = {
     "kind": Spec(str, ("offline", "openai"), doc="offline | openai (default: openai when model and base_url are set)"),
@@ -62,6 +64,7 @@ class Profile:
     agent: Mapping[str, Any] = field(default_factory=dict)   # what build_agent takes: [agent] with overrides
     declared: bool = False                                   # a [profiles.NAME] table exists
     description: str = ""
+    stream: bool = True
 
 
 def _value(file: str, where: str, value: Any, spec: Spec) -> Any:
@@ -126,7 +129,8 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
     prompt = setting(config, "agent", "system_prompt") if prompt is NOT_SET else prompt
     return Profile(name=name, system_prompt=prompt,
                    busy_mode=checked.get("busy_mode") or setting(config, "sessions", "busy_mode"),
-                   agent={**agent, "system_prompt": prompt}, declared=True, description=checked.get("description", ""))
+                   agent={**agent, "system_prompt": prompt}, declared=True, description=checked.get("description", ""),
+                   stream=checked.get("stream", True))
 
 
 def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]] = None) -> Profile:
@@ -135,6 +139,11 @@ def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]
         return profiles[name]
     return Profile(name=name, system_prompt=setting(config, "agent", "system_prompt"),
                    busy_mode=setting(config, "sessions", "busy_mode"), agent=dict(config.get("agent") or {}))
+
+
+def profile_streams(config: Mapping, name: str) -> bool:
+    """Whether replies of profile ``name`` stream (previews edited into place) or go once, complete."""
+    return resolve(config, name, validate_profiles(config)).stream
 
 
 class Profiles:
