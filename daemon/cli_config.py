@@ -47,6 +47,18 @@ ADAPTER_SAMPLE = """\
 # token = "123456:ABC..."
 # access = "pairing"           # strangers get a code for the operator (`pair approve CODE`)
 """
+PROFILES_SAMPLE = """\
+# Personas with their own agent ([profiles.NAME]), and the routes that pick one per chat, thread or user
+# ([[routes]], most specific wins; `routes explain SOURCE` says why): docs/profiles.md, e.g.
+# [profiles.support]
+# system_prompt = "You are the support desk. Be brief."
+# agent = { model = "small-model", tools = ["clock"] }   # over [agent], key by key
+# [[routes]]
+# adapter = "support"
+# chat = "-1001234567890"
+# profile = "support"
+# respond = "all"              # in groups: answer every message, not only those addressed to the bot
+"""
 
 
 def add_parsers(sub) -> None:
@@ -83,6 +95,8 @@ def sample() -> str:
         if section in config_mod.OPEN_SECTIONS:
             if section == "adapters":
                 lines += [ADAPTER_SAMPLE]
+            if section == "profiles":
+                lines += [PROFILES_SAMPLE]
             continue
         lines.append(f"[{section}]" + (f"   # {SECTION_NOTES[section]}" if section in SECTION_NOTES else ""))
         for key, (_kind, default, allowed) in keys.items():

@@ -1,4 +1,5 @@
-"""The inbound path of an adapter, on its bridge loop: connect, fetch or be pushed to, sort the batch through the
+"""The inbound path of an adapter, on its bridge loop: connect, fetch or be pushed to, route each event (its profile,
+hence its session key, and whether a group message is taken: actors/profiles/routes.py), sort the batch through the
 access policy and the sender limits, store it durably with the offset that acknowledges it, ring the sessions;
 reconnect with backoff.
 
