@@ -109,11 +109,12 @@ def choose_route(routes: list, source: RouteSource) -> tuple[Route, Why]:
 
 
 def _edge(winner: Route, loser: Route) -> str:
-    """The first field, in specificity order, that one route names and the other does not."""
+    """The first field, in specificity order, that the winner names and the loser does not (the loser cannot name
+    one the winner does not before that: it would have won)."""
     for name, won, given in zip(FIELDS, winner.specificity(), loser.specificity()):
-        if won != given:
-            return f"it names {name}" if won else f"{loser.name} does not name {name}"   # pragma: no cover
-    return "equal"
+        if won and not given:
+            return f"it names {name}"
+    return "it comes first"
 
 
 def effective_respond(route: Route, adapter_settings: Mapping) -> str:
