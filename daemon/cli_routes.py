@@ -14,7 +14,7 @@ from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
 from actors.profiles import explain as explain_mod
 
-SOURCE_HELP = explain_mod.__doc__.split("\n\n")[1]
+SOURCE_HELP = "\n\n".join(explain_mod.__doc__.strip().split("\n\n")[1:3])
 
 
 def add_parsers(sub) -> None:

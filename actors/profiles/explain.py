@@ -5,7 +5,7 @@
                                                              group when a community is given)
     e.g.  telegram:chat=-1001234,user=9,type=group     discord:community=8123,chat=99,type=group
 
-The adapter is the ``[adapters.NAME]`` name (the session key's platform), not its type; the type is looked up in
+The adapter is the [adapters.NAME] name (the session key's platform), not its type; the type is looked up in
 the configuration. Values are ids as the platform gives them, compared as text.
 """
 from __future__ import annotations
