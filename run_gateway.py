@@ -15,6 +15,7 @@
     python run_gateway.py pair ...        who may talk to the agent: pairing codes (list, approve, deny), grants
     python run_gateway.py fault NAME      fault drills: crash, hang or exit one actor or cell ([debug] fault_injection)
     python run_gateway.py config ...      init: write a commented sample configuration; show: the effective one
+    python run_gateway.py routes ...      which profile each chat gets: list, explain SOURCE (docs/profiles.md)
     python run_gateway.py logs [-f]       the daemon's log (--since 10m; -f follows it until Ctrl-C)
     python run_gateway.py service install a systemd unit for this gateway (--user: your own systemd; --dry-run)
     python run_gateway.py completion bash shell completion: Tab completes commands and options (also zsh, fish)
@@ -68,6 +69,8 @@ def _main(argv: list[str] | None) -> int:
         config = config_mod.load(args.config)
         from actors.adapters import registry
         registry.validate_all(config)  # adapter tables too: a bad one stops the start here, not in a crash loop
+        from actors.profiles.routes import load_routes
+        load_routes(config)   # [profiles.NAME] and [[routes]] likewise
     except ConfigError as exc:
         return fail(args, f"config error: {exc.file}: {exc.key}: {exc.reason}", EX_CONFIG,
                     file=exc.file, key=exc.key, reason=exc.reason)
@@ -87,6 +90,7 @@ def _main(argv: list[str] | None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from daemon import cli_access, cli_completion, cli_config, cli_logs, cli_service, cli_storage, status_view
+    from daemon import cli_routes
     from daemon import doctor as doctor_mod, health as health_mod
     from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
     parser = GatewayParser(prog="run_gateway.py", description=__doc__,
@@ -143,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_storage.add_parsers(sub)
     cli_access.add_parsers(sub)
     cli_config.add_parsers(sub)
+    cli_routes.add_parsers(sub)
     cli_logs.add_parsers(sub)
     cli_service.add_parsers(sub)
     cli_completion.add_parsers(sub)
@@ -318,6 +323,11 @@ def cmd_config(config: dict, args) -> int:
     return run(config, args)
 
 
+def cmd_routes(config: dict, args) -> int:
+    from daemon.cli_routes import cmd_routes as run
+    return run(config, args)
+
+
 def cmd_logs(config: dict, args) -> int:
     from daemon.cli_logs import cmd_logs as run
     return run(config, args)
@@ -339,7 +349,7 @@ def cmd_doctor(config: dict, args) -> int:
 
 
 COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions,
-            "deliveries": cmd_deliveries, "pair": cmd_pair, "chat": cmd_chat, "run": cmd_run,
+            "deliveries": cmd_deliveries, "pair": cmd_pair, "routes": cmd_routes, "chat": cmd_chat, "run": cmd_run,
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
             "fault": cmd_fault, "health": cmd_health,
             "doctor": cmd_doctor}

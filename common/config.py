@@ -110,7 +110,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "level": (str, "", ("", "debug", "info", "warning", "error")),  # "": [gateway] log_level
     },
     "adapters": {},       # [adapters.NAME] tables, each with type = "..."; checked by the adapter registry
-    "profiles": {},       # [profiles.NAME] tables
+    "profiles": {},       # [profiles.NAME] tables; checked by actors/profiles/profiles.py
     "debug": {
         "fault_injection": (bool, False, None),
         "crash_on_start": (str, "", None),
@@ -122,6 +122,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
 }
 OPEN_SECTIONS = {"adapters", "profiles"}
+# [[routes]]: an array of tables, kept as written here and checked by actors/profiles/routes.py (docs/profiles.md).
+LIST_SECTIONS = {"routes"}
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 
 
@@ -148,7 +150,8 @@ def default_config_path() -> Path:
 
 
 def defaults() -> dict:
-    return {section: {key: spec[1] for key, spec in keys.items()} for section, keys in SCHEMA.items()}
+    return {**{section: {key: spec[1] for key, spec in keys.items()} for section, keys in SCHEMA.items()},
+            **{section: [] for section in LIST_SECTIONS}}
 
 
 def load(path: str | None = None) -> dict:
@@ -173,6 +176,11 @@ def load(path: str | None = None) -> dict:
 def validate(raw: dict, file: str) -> dict:
     config = defaults()
     for section, table in raw.items():
+        if section in LIST_SECTIONS:
+            if not isinstance(table, list) or not all(isinstance(entry, dict) for entry in table):
+                raise ConfigError(file, section, f"must be an array of tables, e.g. [[{section}]]")
+            config[section] = copy.deepcopy(table)
+            continue
         if section not in SCHEMA:
             raise ConfigError(file, section, f"unknown section (known: {', '.join(sorted(SCHEMA))})")
         if not isinstance(table, dict):

@@ -165,12 +165,15 @@ def configured_secrets(config: dict) -> list[str]:
     chat sees, the admin output): the agent's key (inline or from its environment variable) and the
     values of adapter keys whose name says token, secret, key or password (lists included)."""
     found: list[str] = []
-    agent = config.get("agent", {})
-    if agent.get("api_key"):
-        found.append(str(agent["api_key"]))
-    env_value = os.environ.get(agent.get("api_key_env") or "OPENAI_API_KEY")
-    if env_value:
-        found.append(env_value)
+    # [agent] and each [profiles.NAME] agent table: a profile may use another key (docs/profiles.md).
+    profiles = config.get("profiles") or {}
+    agents = [config.get("agent", {})] + [p.get("agent") for p in profiles.values() if isinstance(p, dict)]
+    for agent in (a for a in agents if isinstance(a, dict)):
+        if agent.get("api_key"):
+            found.append(str(agent["api_key"]))
+        env_value = os.environ.get(agent.get("api_key_env") or "OPENAI_API_KEY")
+        if env_value:
+            found.append(env_value)
     media = config.get("media") or {}
     if media.get("transcription_url") and (value := os.environ.get(media.get("transcription_api_key_env") or "")):
         found.append(value)

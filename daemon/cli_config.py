@@ -47,6 +47,18 @@ ADAPTER_SAMPLE = """\
 # token = "123456:ABC..."
 # access = "pairing"           # strangers get a code for the operator (`pair approve CODE`)
 """
+PROFILES_SAMPLE = """\
+# Personas with their own agent ([profiles.NAME]), and the routes that pick one per chat, thread or user
+# ([[routes]], most specific wins; `routes explain SOURCE` says why): docs/profiles.md, e.g.
+# [profiles.support]
+# system_prompt = "You are the support desk. Be brief."
+# agent = { model = "small-model", tools = ["clock"] }   # over [agent], key by key
+# [[routes]]
+# adapter = "support"
+# chat = "-1001234567890"
+# profile = "support"
+# respond = "all"              # in groups: answer every message, not only those addressed to the bot
+"""
 
 
 def add_parsers(sub) -> None:
@@ -83,6 +95,8 @@ def sample() -> str:
         if section in config_mod.OPEN_SECTIONS:
             if section == "adapters":
                 lines += [ADAPTER_SAMPLE]
+            if section == "profiles":
+                lines += [PROFILES_SAMPLE]
             continue
         lines.append(f"[{section}]" + (f"   # {SECTION_NOTES[section]}" if section in SECTION_NOTES else ""))
         for key, (_kind, default, allowed) in keys.items():
@@ -122,10 +136,15 @@ def effective(config: dict) -> dict:
     in by the adapter registry, and no secret: the agent's key, every adapter option the registry marks secret and
     every adapter key whose name says token, secret, key or password. ``api_key_env`` names a variable: kept."""
     from actors.adapters import registry
-    shown = json.loads(json.dumps({k: v for k, v in config.items() if not k.startswith("_")}))
+    # An empty [[routes]] has no TOML form (an array of tables is written only by its entries): left out.
+    shown = json.loads(json.dumps({k: v for k, v in config.items() if not k.startswith("_")
+                                   and not (k in config_mod.LIST_SECTIONS and not v)}))
     shown["adapters"] = json.loads(json.dumps(registry.validate_all(config)))
     if shown["agent"].get("api_key"):
         shown["agent"]["api_key"] = REDACTED
+    for profile in shown.get("profiles", {}).values():
+        if isinstance(profile.get("agent"), dict) and profile["agent"].get("api_key"):
+            profile["agent"]["api_key"] = REDACTED
     for table in shown["adapters"].values():
         options = registry.entry_of(table).options
         for name, value in table.items():
@@ -171,6 +190,10 @@ def toml_text(config: dict) -> str:
     (but for unset keys)."""
     lines = []
     for section, table in config.items():
+        if section in config_mod.LIST_SECTIONS:
+            for entry in table:
+                lines += [f"[[{section}]]", *_assignments(entry), ""]
+            continue
         if section in config_mod.OPEN_SECTIONS:
             for name, sub in table.items():
                 lines += [f"[{section}.{_key(name)}]", *_assignments(sub), ""]

@@ -62,8 +62,10 @@ class FakePlatformAdapter(PlatformAdapter):
                         user_name=None if user is None else str(user), profile=self.profile)
         # The fake numbers messages across all chats, so its message id alone is unique: the dedup key as is.
         sent = raw.get("date")     # the fake platform's own clock, like Telegram's ``date``
+        mentioned = raw.get("mentioned")   # the fake says whether a group message mentions the bot, if it says
         return MessageEvent(source=source, text=text, platform_message_id=str(message_id), received_at=time.time(),
-                            sent_at=float(sent) if type(sent) in (int, float) else None)
+                            sent_at=float(sent) if type(sent) in (int, float) else None,
+                            addressed=mentioned if isinstance(mentioned, bool) else None)
 
     # ------------------------------------------------------------------------------------------------ outbound
     def _client(self) -> FakePlatformAPI:

@@ -1,4 +1,5 @@
-"""The inbound path of an adapter, on its bridge loop: connect, fetch or be pushed to, sort the batch through the
+"""The inbound path of an adapter, on its bridge loop: connect, fetch or be pushed to, route each event (its profile,
+hence its session key, and whether a group message is taken: actors/profiles/routes.py), sort the batch through the
 access policy and the sender limits, store it durably with the offset that acknowledges it, ring the sessions;
 reconnect with backoff.
 
@@ -29,6 +30,7 @@ from actors.adapters.errors import RetryableError
 from actors.adapters.media_intake import resolve_media
 from actors.adapters.outbound import backoff_s
 from actors.messages import AdapterConnection, Attachment, MessageEvent, OpResult, PlatformOp
+from actors.profiles.routes import adapter_route, effective_respond, load_routes
 from actors.adapters.sender_limits import NOTICE, LimitPolicy, SenderLimits, charge_time, sender_of
 from storage import InboundItem, MediaCache, Store, StorageUnavailable, session_key
 from storage.inbox import PENDING_STATES
@@ -40,6 +42,11 @@ RETRY_KINDS = ("retryable", "flood")
 
 class MalformedPayload(ValueError):
     """normalise() refuses a payload; the reason is logged, the payload skipped (and acknowledged)."""
+
+
+class NotAddressed(Exception):
+    """A group message not addressed to the bot, on a route that answers only addressed ones (routes.py): skipped
+    (and acknowledged with its round), neither stored nor answered."""
 
 
 class SenderOverLimit(Exception):
@@ -101,6 +108,7 @@ class IntakePlatform(Protocol):
     store: Optional[Store]              # the adapter's one store, shared with its outbound side
     media_cache: Optional[MediaCache]   # where attachments are fetched to, opened with the store
     settings: dict                      # the adapter's validated [adapters.NAME] table
+    profile: str                        # its ``profile`` key: the profile of its chats no route names another for
     configured_secrets: list            # the whole gateway's secrets, redacted from what users write
     per_user_in_groups: bool
     push_style: bool                    # run_intake(emit) rather than fetch()
@@ -137,6 +145,8 @@ class Intake:
         self._offset_read = False
         self.healthy = False
         self.malformed = 0
+        self.unaddressed = 0     # group messages skipped: not addressed to the bot, on a route answering only those
+        self._routes: Optional[list] = None   # [[routes]], read from the adapter's configuration at first use
         self.gatekeeper = Gatekeeper("", AccessPolicy())   # replaced at the adapter's start from its table
         self.sender_limits = SenderLimits(LimitPolicy())   # likewise
 
@@ -229,6 +239,8 @@ class Intake:
         for raw in raws:
             try:
                 rows.append(self.item(raw))
+            except NotAddressed:
+                self.unaddressed += 1
             except MalformedPayload as exc:
                 self.reject(str(exc))
             except Exception as exc:  # noqa: BLE001 - a normalise bug must not block the rows after it
@@ -351,10 +363,22 @@ class Intake:
         if text != event.text:
             event = dataclasses.replace(event, text=text)
         # Platform = the adapter's name: two bots on one platform keep their chats, ids and offsets apart.
-        event = dataclasses.replace(event, source=dataclasses.replace(event.source, platform=self.platform.name,
-                                                                      profile=self.platform.event_profile(event)))
+        source = dataclasses.replace(event.source, platform=self.platform.name)
+        # The route decides here, before the key is made: the profile is part of the key, so two profiles in one
+        # chat are two sessions with two transcripts (actors/profiles/routes.py).
+        route = adapter_route(self.routes, source, self.platform.settings.get("type") or self.platform.name)
+        if (source.chat_type != "dm" and event.addressed is False and not event.text.lstrip().startswith("/")
+                and effective_respond(route, self.platform.settings) == "addressed"):
+            raise NotAddressed()
+        # A profile the sender picked (an HTTP API request, by its model) stands; else the route's, else the adapter's.
+        chosen = self.platform.event_profile(event)
+        profile = chosen if chosen != self.platform.profile else route.profile or chosen
+        source = dataclasses.replace(source, profile=profile)
+        event = dataclasses.replace(event, source=source)
+        per_user = (route.per_user_in_groups if route.per_user_in_groups is not None
+                    else self.platform.per_user_in_groups)
         try:
-            key = session_key(event.source, per_user_in_groups=self.platform.per_user_in_groups)
+            key = session_key(event.source, per_user_in_groups=per_user)
         except ValueError as exc:
             raise MalformedPayload(str(exc)) from None
         payload = dataclasses.asdict(event)  # MessageEvent.from_payload's shape: source as a dict
@@ -363,6 +387,13 @@ class Intake:
         except (TypeError, ValueError, OverflowError) as exc:
             raise MalformedPayload(f"not storable: {exc}") from None
         return InboundItem(key, self.platform.name, str(event.platform_message_id), payload)
+
+    @property
+    def routes(self) -> list:
+        """The validated [[routes]]; validated at load already, so a bad table never gets this far."""
+        if self._routes is None:
+            self._routes = load_routes(self.platform.config)
+        return self._routes
 
     def reject(self, reason: str) -> None:
         self.malformed += 1

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Optional
 from actors.adapters.access import MODES, pairing_problems
 from actors.adapters.pacing import PlatformPacing, pacing_for
 from actors.adapters.sender_limits import limit_problems
+from actors.profiles.profiles import profile_streams
 from common.config import TYPE_NAMES, ConfigError
 
 REQUIRED = object()
@@ -203,9 +204,13 @@ def pacing_of(args: Mapping) -> PlatformPacing:
 
 
 def reply_pacing(config: dict, args: dict):
-    """The adapter's pacing: its registry entry's table with the [adapters.NAME] pacing overrides applied."""
+    """The adapter's pacing: its registry entry's table with the [adapters.NAME] pacing overrides applied; for a
+    reply of a profile with ``stream = false``, paced as on a platform without edits: sent once, complete."""
     table = validate_all(config).get(args["adapter"])
-    return pacing_of(table) if table is not None else pacing_for(args["platform"])
+    pacing = pacing_of(table) if table is not None else pacing_for(args["platform"])
+    if args.get("profile") and not profile_streams(config, args["profile"]):
+        pacing = dataclasses.replace(pacing, supports_edit=False)
+    return pacing
 
 
 register(AdapterType("webchat", "actors.adapters.webchat.adapter.WebChatAdapter", pacing="webchat",

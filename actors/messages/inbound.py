@@ -15,6 +15,9 @@ class Source:
     user_id: Optional[str] = None
     user_name: Optional[str] = None
     profile: str = "default"
+    # The guild, workspace or server the chat belongs to, where the platform has one (Discord guild_id, Slack
+    # team_id): what a route's ``community`` matches (actors/profiles/routes.py). Not part of the session key.
+    community: Optional[str] = None
 
 
 ATTACHMENT_KINDS = ("photo", "document", "voice", "audio", "video")
@@ -61,13 +64,16 @@ class MessageEvent:
     # gives no such time or the client chooses it. Sender limits charge a message at this time, so a backlog the
     # platform held while the gateway was down is not mistaken for a burst (sender_limits.charge_time).
     sent_at: Optional[float] = None
+    # Whether a group message is addressed to the bot (mentions it, replies to it); None where the adapter does not
+    # say (its own filter decided). A route answering only addressed messages drops those that are False.
+    addressed: Optional[bool] = None
 
     def to_payload(self) -> dict:
         """The inbox record: plain values only (msgpack)."""
         return {"source": dict(vars(self.source)), "text": self.text, "platform_message_id":
                 self.platform_message_id, "received_at": self.received_at, "reply_to_message_id":
                 self.reply_to_message_id, "attachments": [dict(vars(a)) for a in self.attachments],
-                "internal": self.internal, "sent_at": self.sent_at}
+                "internal": self.internal, "sent_at": self.sent_at, "addressed": self.addressed}
 
     @classmethod
     def from_payload(cls, payload: dict) -> "MessageEvent":
@@ -76,7 +82,8 @@ class MessageEvent:
                    received_at=payload.get("received_at", 0.0),
                    reply_to_message_id=payload.get("reply_to_message_id"),
                    attachments=tuple(Attachment.from_payload(a) for a in payload.get("attachments") or ()),
-                   internal=payload.get("internal", False), sent_at=payload.get("sent_at"))
+                   internal=payload.get("internal", False), sent_at=payload.get("sent_at"),
+                   addressed=payload.get("addressed"))
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ import os
 import time
 from pathlib import Path
 
-from actors.agents.base import AgentRequest, build_agent
+from actors.agents.base import AgentRequest
+from actors.profiles.profiles import Profiles
 from actors.media.transcription import Transcriber, transcribe_all
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
                              ReplyFile, SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
@@ -96,7 +97,7 @@ class Session(CellStoreUser, Cell):
         self.resume_window_s = setting(self.config, "sessions", "resume_window_s")
         self.max_resumes = setting(self.config, "sessions", "max_resumes")
         self.collect_window_s = setting(self.config, "sessions", "collect_window_s")
-        self.agent = build_agent(self.config.get("agent", {}), test_hooks=self.debug_enabled())
+        self.profiles = Profiles(self.config, test_hooks=self.debug_enabled())   # its agents are built on first use
         self.transcriber = Transcriber.from_config(self.config)   # voice notes as text, if configured
         self.secrets = configured_secrets(self.config)   # what no answer, tool result or transcript may hold
         self.open_store()
@@ -162,9 +163,7 @@ class Session(CellStoreUser, Cell):
             self.while_busy()
 
     def busy_mode(self, event: MessageEvent | None = None) -> str:
-        profile = event.source.profile if event is not None else "default"
-        return self.config.get("profiles", {}).get(profile, {}).get(
-            "busy_mode", setting(self.config, "sessions", "busy_mode"))
+        return self.profiles.get(event.source.profile if event is not None else None).busy_mode
 
     def pump(self) -> None:
         """Start the next turn if nothing runs: the inbox, not the doorbell, says what there is to do."""
@@ -268,7 +267,9 @@ class Session(CellStoreUser, Cell):
             for seq in seqs[:-1]:  # merged rows: their text is in the transcript, the last row carries the turn
                 self.db(self.store.inbox.done(seq))
             self.db(self.store.sessions.begin_turn(sid, turn.turn_id, seqs[-1]))
-        prompt = setting(self.config, "agent", "system_prompt")
+        # The turn's profile decides its persona and its agent (model, tools): actors/profiles/profiles.py.
+        profile = self.profiles.get(event.source.profile)
+        prompt, self.agent = profile.system_prompt, self.profiles.agent(profile.name)
         request_messages = turns.model_messages(transcript, prompt)
         # Images and documents are read and re-encoded off the shard's loop, in the agent task (_run_agent).
         media = MediaCache(Path(self.config["gateway"]["state_dir"]) / "media")

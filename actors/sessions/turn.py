@@ -71,7 +71,7 @@ def consumer_args(turn: Turn, session_key: str, config: dict) -> dict:
     platform_type = config.get("adapters", {}).get(adapter, {}).get("type", adapter)
     return {"turn_id": turn.turn_id, "session_key": session_key, "inbound_ref": inbound_ref(turn.event),
             "adapter": adapter, "platform": platform_type, "chat_id": source.chat_id, "thread_id": source.thread_id,
-            "chat_type": source.chat_type, "reply_to": turn.event.platform_message_id}
+            "chat_type": source.chat_type, "reply_to": turn.event.platform_message_id, "profile": source.profile}
 
 
 def user_event(turn_id: str, event: MessageEvent, seq: int) -> dict:

@@ -25,8 +25,8 @@ Wire format (JSON everywhere; errors are ``{"ok": false, "error": <code>}`` with
 
 Control API (for tests, also from another process):
 
-    POST /_control/inject   one message {"chat", "text", "user"?, "chat_type"?, "thread"?}, a list of them,
-                            or {"messages": [...]}                       -> {"ok": true, "ids": [...]}
+    POST /_control/inject   one message {"chat", "text", "user"?, "chat_type"?, "thread"?, "mentioned"?}, a list
+                            of them, or {"messages": [...]}              -> {"ok": true, "ids": [...]}
     GET  /_control/chats    -> {"chats": [...]}
     GET  /_control/chats/{chat} -> {"chat", "messages": [{"message_id", "text", "history": [{"text", "at"}],
                             "deleted", "deleted_at", "reply_to", "thread", "sent_at"}], "ops": [{"op", "at",
@@ -92,9 +92,10 @@ class FakePlatform(FakeServer):
             self.reset_state()
 
     def inject(self, chat, text: str, user="user", chat_type: str = "dm", thread=None,
-               date: Optional[float] = None) -> int:
+               date: Optional[float] = None, mentioned: Optional[bool] = None) -> int:
         """Queue an inbound message; returns its update id. ``date`` is when the platform says it was sent (now by
-        default), as Telegram's servers stamp every message."""
+        default), as Telegram's servers stamp every message. ``mentioned``: whether it mentions the bot (left out of
+        the update when None, as for a platform that does not say)."""
         if chat_type not in ("dm", "group"):
             raise ValueError(f"chat_type must be dm or group, not {chat_type!r}")
         with self.mutate() as state:
@@ -102,6 +103,8 @@ class FakePlatform(FakeServer):
                       "message_id": str(state["next_message_id"]),
                       "thread": None if thread is None else str(thread), "chat_type": chat_type,
                       "date": time.time() if date is None else float(date)}
+            if mentioned is not None:
+                update["mentioned"] = bool(mentioned)
             state["next_update_id"] += 1
             state["next_message_id"] += 1
             state["updates"].append(update)

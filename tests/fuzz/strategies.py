@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from actors.adapters.base import MalformedPayload
+from actors.adapters.intake import NotAddressed
 from actors.messages import MessageEvent
 from storage import InboundItem
 from storage.keys import CHAT_TYPES
@@ -190,6 +191,9 @@ def run_inbound(adapter, raw, tag: str, text_limit: int | None = None):
     """The base's own path for one raw payload (normalise, key, storability); returns the item or None."""
     try:
         item = adapter.intake.item(raw)
+    except NotAddressed:
+        tally(tag, "skipped")      # a group message not addressed to the bot: acknowledged, not stored, by design
+        return None
     except MalformedPayload as exc:
         check_rejection(exc)
         tally(tag, "rejected")

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from actors.adapters import base, registry
 from actors.adapters.base import MalformedPayload
+from actors.adapters.intake import NotAddressed
 from actors.adapters.http_api.adapter import HttpApiAdapter
 from actors.adapters.http_api.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, signed_headers
 from actors.adapters.telegram.webhook import SECRET_HEADER, WebhookServer
@@ -71,7 +72,7 @@ def telegram_hook():
         seen["delivered"].append(update)
         try:
             adapter.intake.item(update)
-        except MalformedPayload:
+        except (MalformedPayload, NotAddressed):
             pass
 
     server = WebhookServer("127.0.0.1", 0, "/hook", SECRET, deliver, lambda text: None, seen["refused"].append)

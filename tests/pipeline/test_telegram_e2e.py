@@ -336,7 +336,7 @@ def test_a_send_whose_answer_was_lost_is_found_in_a_private_chat_and_marked_in_a
             gw.wait_log("is message")
 
             tg.set_faults(next=["drop_after"], methods=["sendMessage"])
-            tg.inject_message("echo answer the group once", chat_type="supergroup", chat_id=-1002)
+            tg.inject_message("echo answer the group once @fake_gateway_bot", chat_type="supergroup", chat_id=-1002)
             wait_for(lambda: any(RESENT_MARKER in t and CURSOR not in t for t in shown(-1002)), 60, 0.1,
                      f"the group's marked copy, final (shown: {shown(-1002)})")
             # The lost send's copy stays as it was sent (a preview, maybe with its cursor): the mark says so.

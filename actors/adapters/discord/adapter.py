@@ -32,6 +32,7 @@ from actors.adapters.discord.gateway import GatewayLink
 from actors.adapters.discord.rest import DiscordREST
 from actors.adapters.errors import PermanentError
 from actors.messages import MessageEvent, PlatformOp
+from actors.profiles.routes import wants_everything
 
 CHANNEL_EVENTS = ("CHANNEL_CREATE", "THREAD_CREATE", "CHANNEL_UPDATE", "THREAD_UPDATE")
 
@@ -45,6 +46,11 @@ class DiscordAdapter(PlatformAdapter):
         self.channel_types: dict[str, int] = {}   # from GUILD_CREATE and channel events, for dispatches without it
         self._rest: Optional[DiscordREST] = None
         self._ws_http: Optional[aiohttp.ClientSession] = None
+
+    @property
+    def routes_want_all(self) -> bool:
+        """Some [[routes]] entry answers every message in its channels (``respond = "all"``)."""
+        return wants_everything(self.intake.routes, self.name, self.settings.get("type", "discord"))
 
     # -------------------------------------------------------------------------------------------------- intake
     async def connect(self) -> None:
@@ -78,7 +84,8 @@ class DiscordAdapter(PlatformAdapter):
             self._learn_channels(name, data)
             if isinstance(data, dict) and "channel_type" not in data and data.get("channel_id") in self.channel_types:
                 data = dict(data, channel_type=self.channel_types[data["channel_id"]])
-            if is_input(name, data, self.bot_id, self.settings["require_mention"]):
+            # A route answering everything in some channel needs the un-addressed messages too: it decides then.
+            if is_input(name, data, self.bot_id, self.settings["require_mention"] and not self.routes_want_all):
                 await emit([data], position)   # committed with the position that covers it, before seq moves
             else:
                 self.skipped += 1

@@ -96,8 +96,10 @@ def event_from_message(message: Any, platform: str, profile: str, bot_id: str = 
     kind = chat_kind(message)
     source = Source(platform=platform, chat_id=channel_id, chat_type=kind,
                     thread_id=channel_id if kind == "thread" else None, user_id=_id(author.get("id")),
-                    user_name=next((n for n in names if isinstance(n, str) and n), None), profile=profile)
+                    user_name=next((n for n in names if isinstance(n, str) and n), None), profile=profile,
+                    community=_id(message.get("guild_id")))
     reference = message.get("message_reference")
     reply_to = _id(reference.get("message_id")) if isinstance(reference, dict) else None
     return MessageEvent(source=source, text=strip_mention(content, bot_id), platform_message_id=message_id,
-                        received_at=time.time(), reply_to_message_id=reply_to, sent_at=snowflake_time(message_id))
+                        received_at=time.time(), reply_to_message_id=reply_to, sent_at=snowflake_time(message_id),
+                        addressed=True if kind == "dm" else addressed_to_bot(message, bot_id) if bot_id else None)

@@ -96,6 +96,7 @@ def event_from_callback(payload: Any, platform: str, profile: str, bot_user_id: 
         chat_type = "thread"
     user = event.get("user")
     source = Source(platform=platform, chat_id=channel, chat_type=chat_type, thread_id=thread_ts,
-                    user_id=user if isinstance(user, str) and user else None, profile=profile)
+                    user_id=user if isinstance(user, str) and user else None, profile=profile,
+                    community=payload.get("team_id") if isinstance(payload.get("team_id"), str) else None)
     return MessageEvent(source=source, text=unescape(strip_mention(text, bot_user_id)),
                         platform_message_id=f"{channel}:{ts}", received_at=time.time(), sent_at=float(ts))

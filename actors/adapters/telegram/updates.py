@@ -115,7 +115,22 @@ def event_from_update(update: Any, platform: str, profile: str, bot_username: st
     return MessageEvent(source=source, text=strip_bot_mention(text, bot_username),
                         platform_message_id=message_ref(chat["id"], message_id), received_at=time.time(),
                         reply_to_message_id=reply_to, sent_at=float(sent) if type(sent) is int else None,
-                        attachments=attachments)
+                        attachments=attachments, addressed=addressed_to_bot(message, chat_type, text, bot_username))
+
+
+def addressed_to_bot(message: dict, chat_type: str, text: str, bot_username: str):
+    """In a group: whether the message mentions the bot (@name) or replies to one of its messages (what a route
+    answering only addressed messages keeps; a /command counts too, decided by the intake). None where that cannot
+    be told: a channel post, or the bot's name not known yet. A DM is always addressed."""
+    if chat_type == "dm":
+        return True
+    if chat_type == "channel" or not bot_username:
+        return None
+    name = bot_username.lower()
+    replied = message.get("reply_to_message") if isinstance(message.get("reply_to_message"), dict) else {}
+    author = replied.get("from") if isinstance(replied.get("from"), dict) else {}
+    replied_to_bot = isinstance(author.get("username"), str) and author["username"].lower() == name
+    return replied_to_bot or f"@{name}" in text.lower()
 
 
 def attachments_of(message: dict, where: str = "message") -> tuple:

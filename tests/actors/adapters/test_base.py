@@ -171,7 +171,7 @@ def test_a_round_is_stored_with_its_offset_deduplicated_and_rung_once(fake, tmp_
     assert [inserted for _, inserted in again] == [False, False]
     assert [r.payload["text"] for r in rows] == ["one", "two"] and key.startswith("work.bot.dm.")
     assert rows[0].payload["source"] == {"platform": "bot", "chat_id": "c1", "chat_type": "dm", "thread_id": None,
-                                         "user_id": "u1", "user_name": "u1", "profile": "work"}
+                                         "user_id": "u1", "user_name": "u1", "profile": "work", "community": None}
     [rung] = posts.of(base._Ingested)
     assert [seq for _, seq in rung.rings] == [r.seq for r in rows]
     [warning] = [line for line in posts.of(base._LogLine) if "malformed" in line.text]
@@ -473,3 +473,23 @@ def test_a_send_the_platform_refused_leaves_no_intent_behind(fake, tmp_path):
     result, ob = perform_on_the_ledger(adapter)
     assert not result.ok and result.error_kind == "permanent"
     assert ob.send_intent is None, "refused: nothing was sent, so a later claim has nothing to mark"
+
+
+def test_the_route_decides_profile_session_and_whether_a_group_message_is_taken(fake, tmp_path):
+    from actors.adapters.intake import NotAddressed
+    adapter, _ = make_adapter(fake, tmp_path, profile="work")
+    adapter.config = dict(adapter.config, adapters={"bot": dict(adapter.settings)}, profiles={"vip": {}}, routes=[
+        {"chat": "g", "user": "ann", "profile": "vip", "per_user_in_groups": True},
+        {"chat": "open", "respond": "all"}])
+
+    def key(chat, user, mentioned=None):
+        raw = {"id": 1, "chat": chat, "user": user, "text": "hi", "message_id": "1", "chat_type": "group"}
+        return adapter.intake.item(dict(raw, **({} if mentioned is None else {"mentioned": mentioned}))).session_key
+
+    ann, bob = key("g", "ann"), key("g", "bob")
+    assert ann.startswith("vip.bot.group.") and ".user-" in ann, "the route's profile and its per-user sessions"
+    assert bob.startswith("work.bot.group.") and ".user-" not in bob, "no route: the adapter's profile"
+    assert key("g", "bob", mentioned=True) == bob
+    with pytest.raises(NotAddressed):
+        key("g", "bob", mentioned=False)
+    assert key("open", "bob", mentioned=False).startswith("work.bot.group."), "respond = all takes it"

@@ -50,6 +50,7 @@ def test_the_consumer_is_told_where_the_reply_goes():
     args = turns.consumer_args(turn, "key", {"adapters": {"tg": {"type": "telegram"}}})
     assert args["platform"] == "telegram" and args["adapter"] == "tg" and args["inbound_ref"] == "tg:m7"
     assert (args["chat_id"], args["thread_id"], args["reply_to"]) == ("42", "9", "m7")
+    assert args["profile"] == turn.event.source.profile, "a profile that does not stream is paced so"
 
 
 def test_the_answer_text_is_the_text_deltas_in_order():

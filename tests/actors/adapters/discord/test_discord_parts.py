@@ -253,3 +253,23 @@ def test_doctor_checks_the_token_and_the_message_content_intent():
         assert missing.status == "fail" and "Message Content" in missing.detail
         without = asyncio.run(probe_discord("dc", dict(table, intents=4609)))
         assert without.status == "ok", "a bot that does not ask for it needs no grant"
+
+
+def test_a_guild_message_carries_its_guild_and_whether_it_addresses_the_bot():
+    plain = event_from_message(message(channel_type=0, guild_id="10"), "discord", "p", BOT)
+    assert (plain.source.community, plain.addressed) == ("10", False)
+    mention = event_from_message(message(channel_type=0, guild_id="10", mentions=[{"id": BOT}]), "discord", "p", BOT)
+    assert mention.addressed is True
+    dm = event_from_message(message(), "discord", "p", BOT)
+    assert (dm.source.community, dm.addressed) == (None, True)
+
+
+def test_a_route_answering_everything_lets_un_addressed_guild_messages_through():
+    from actors.adapters.discord.adapter import DiscordAdapter
+    adapter = DiscordAdapter()
+    adapter.name, adapter.settings = "dc", {"type": "discord", "require_mention": True}
+    adapter.config = {"adapters": {"dc": {"type": "discord", "token": "t"}}, "routes": []}
+    assert not adapter.routes_want_all
+    adapter.intake._routes = None
+    adapter.config["routes"] = [{"adapter": "dc", "chat": "99", "respond": "all"}]
+    assert adapter.routes_want_all

@@ -169,7 +169,8 @@ def test_code_and_bold_become_entities_in_both_modes():
 def test_a_polling_round_stores_messages_and_acknowledges_what_it_skips(tg, tmp_path):
     adapter, posts = make_adapter(tg, tmp_path)
     first = tg.inject_message("hello", chat_id=10)
-    tg.inject_message("in a topic", chat_type="supergroup", chat_id=-1001, is_forum=True, thread_id=4)
+    tg.inject_message("in a topic, @fake_gateway_bot", chat_type="supergroup", chat_id=-1001, is_forum=True,
+                      thread_id=4)
     with tg.mutate() as state:   # an edit and a sticker, as if allowed_updates had let them through
         for kind in ({"edited_message": dict(first["message"], text="edited")},
                      {"message": {"message_id": 9, "date": 0, "chat": {"id": 10, "type": "private"}, "sticker": {}}}):
@@ -361,3 +362,13 @@ def test_webhook_mode_without_a_secret_refuses_to_start(tg, tmp_path):
     with pytest.raises(PermanentError, match="webhook_secret"):
         asyncio.run(main())
     assert tg.read(lambda s: s["webhook"]) is None
+
+
+def test_a_group_message_is_addressed_when_it_mentions_or_replies_to_the_bot():
+    group = {"id": -100, "type": "supergroup"}
+    assert event_from_update(update(group, text="hi all"), "tg", "p", "my_bot").addressed is False
+    assert event_from_update(update(group, text="hi @My_Bot"), "tg", "p", "my_bot").addressed is True
+    replied = {"message_id": 2, "from": {"id": 1, "is_bot": True, "username": "my_bot"}}
+    assert event_from_update(update(group, reply_to_message=replied), "tg", "p", "my_bot").addressed is True
+    assert event_from_update(update(group), "tg", "p", "").addressed is None, "the bot's name not known yet"
+    assert event_from_update(update({"id": 7, "type": "private"}), "tg", "p", "my_bot").addressed is True

@@ -1,0 +1,167 @@
+"""Profiles: ``[profiles.NAME]`` tables, each a persona with its own agent, tools and busy mode (docs/profiles.md).
+
+A profile is also the first part of every session key (storage/keys.py): two profiles never share a session, so
+they never share a transcript. ``default`` is the profile of every adapter that names none; ``[agent]`` is its
+agent. A profile's ``agent`` table overrides ``[agent]`` key by key (a profile that only changes the model keeps
+the base URL and the key variable); a profile without one runs on ``[agent]``. A profile name that no table
+declares (an adapter's ``profile = "x"`` alone) is a namespace only: everything inherited.
+
+Pure: ``validate_profiles`` checks the tables (``ConfigError`` naming the key: exit 78 at load), ``resolve``
+gives the ``Profile`` a session runs with. ``Profiles`` is what a session cell keeps: the resolved profiles and
+the agents built from them, one per profile, built on first use.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from common.config import SCHEMA, TYPE_NAMES, ConfigError, setting
+
+PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")   # a session key shows it as is (storage/keys.py)
+DEFAULT_PROFILE = "default"
+BUSY_MODES = SCHEMA["sessions"]["busy_mode"][2]
+NOT_SET = object()
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One key of a profile table (like the adapters' ``Option``): its type, the values it may take, whether it is
+    a secret (never shown in an error or an admin view)."""
+    kind: type
+    allowed: Optional[tuple] = None
+    secret: bool = False
+    doc: str = ""
+
+
+PROFILE_KEYS: dict[str, Spec] = {
+    "system_prompt": Spec(str, doc="the persona: the system prompt of every request (default: [agent] system_prompt)"),
+    "busy_mode": Spec(str, BUSY_MODES, doc="what a message does while a turn runs (default: [sessions] busy_mode)"),
+    "agent": Spec(dict, doc="this profile's agent, over [agent] key by key"),
+    "description": Spec(str, doc="a note for the operator (shown by `routes explain`)"),
+    "stream": Spec(bool, doc="show an answer as it is written, by edits, where the platform edits (default true); "
+                             "false: send each answer once, complete"),
+}
+AGENT_KEYS: dict[str, Spec] = {
+    "kind": Spec(str, ("offline", "openai"), doc="offline | openai (default: openai when model and base_url are set)"),
+    "base_url": Spec(str, doc="an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1"),
+    "model": Spec(str, doc="the model name the server is asked for"),
+    "api_key_env": Spec(str, doc="the environment variable holding the key"),
+    "api_key": Spec(str, secret=True, doc="the key itself (better: api_key_env)"),
+    "timeout_s": Spec(float, doc="how long the server may stay silent mid-answer"),
+    "connect_timeout_s": Spec(float, doc="how long connecting may take"),
+    "tools": Spec(list, doc="names of built-in tools (actors/agents/tools.py); [] for none; default all"),
+    "max_tool_rounds": Spec(int, doc="tool calls and answers the model may go through in one turn"),
+    "chunk_delay_s": Spec(float, doc="the offline agent's pause between words"),
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    system_prompt: str
+    busy_mode: str
+    agent: Mapping[str, Any] = field(default_factory=dict)   # what build_agent takes: [agent] with overrides
+    declared: bool = False                                   # a [profiles.NAME] table exists
+    description: str = ""
+    stream: bool = True
+
+
+def _value(file: str, where: str, value: Any, spec: Spec) -> Any:
+    if spec.kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, spec.kind) or (spec.kind in (int, float) and isinstance(value, bool)):
+        shown = "[redacted]" if spec.secret else repr(value)
+        raise ConfigError(file, where, f"expected {TYPE_NAMES.get(spec.kind, 'a table')}, got {shown}")
+    if spec.allowed is not None and value not in spec.allowed:
+        raise ConfigError(file, where, f"must be one of {', '.join(map(repr, spec.allowed))}, got {value!r}")
+    if spec.kind in (int, float) and value < 0:
+        raise ConfigError(file, where, f"must not be negative, got {value!r}")
+    return value
+
+
+def _table(file: str, where: str, table: Mapping, keys: Mapping[str, Spec]) -> dict:
+    out = {}
+    for key, value in table.items():
+        if key not in keys:
+            raise ConfigError(file, f"{where} {key}", f"unknown key (known keys: {', '.join(sorted(keys))})")
+        out[key] = _value(file, f"{where} {key}", value, keys[key])
+    return out
+
+
+def _check_tools(file: str, where: str, names: list) -> None:
+    from actors.agents.tools import BUILTIN_TOOLS   # the tool registry: the names a profile may enable
+    for name in names:
+        if not isinstance(name, str) or name not in BUILTIN_TOOLS:
+            raise ConfigError(file, where, f"unknown tool {name!r} (built-in tools: "
+                                           f"{', '.join(sorted(BUILTIN_TOOLS))})")
+    if len(set(names)) != len(names):
+        raise ConfigError(file, where, "names a tool twice")
+
+
+def validate_profiles(config: Mapping, file: str = "(configuration)") -> dict[str, Profile]:
+    """Every ``[profiles.NAME]`` table checked and resolved: {name: Profile}; raises ConfigError at the first bad
+    key. The default profile is always in the answer, declared or not."""
+    tables = config.get("profiles") or {}
+    out: dict[str, Profile] = {}
+    for name, table in tables.items():
+        where = f"[profiles.{name}]"
+        if not isinstance(name, str) or not PROFILE_NAME.fullmatch(name):
+            raise ConfigError(file, where, "profile names are 1-32 of a-z, 0-9, '_' or '-', starting with a letter "
+                                           "or digit")
+        if not isinstance(table, Mapping):
+            raise ConfigError(file, where, "must be a table")
+        checked = _table(file, where, table, PROFILE_KEYS)
+        agent = _table(file, f"[profiles.{name}.agent]", checked.get("agent", {}), AGENT_KEYS)
+        if "tools" in agent:
+            _check_tools(file, f"[profiles.{name}.agent] tools", agent["tools"])
+        merged = {**dict(config.get("agent") or {}), **agent}
+        if merged.get("kind") == "openai" and not (merged.get("base_url") and merged.get("model")):
+            raise ConfigError(file, f"[profiles.{name}.agent]", "kind 'openai' needs base_url and model (here or in "
+                                                               "[agent])")
+        out[name] = _profile(config, name, checked, merged)
+    out.setdefault(DEFAULT_PROFILE, resolve(config, DEFAULT_PROFILE, {}))
+    return out
+
+
+def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Profile:
+    prompt = checked.get("system_prompt", NOT_SET)
+    prompt = setting(config, "agent", "system_prompt") if prompt is NOT_SET else prompt
+    return Profile(name=name, system_prompt=prompt,
+                   busy_mode=checked.get("busy_mode") or setting(config, "sessions", "busy_mode"),
+                   agent={**agent, "system_prompt": prompt}, declared=True, description=checked.get("description", ""),
+                   stream=checked.get("stream", True))
+
+
+def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]] = None) -> Profile:
+    """The profile ``name`` runs with: its validated table's, else everything inherited (an undeclared name)."""
+    if profiles is not None and name in profiles:
+        return profiles[name]
+    return Profile(name=name, system_prompt=setting(config, "agent", "system_prompt"),
+                   busy_mode=setting(config, "sessions", "busy_mode"), agent=dict(config.get("agent") or {}))
+
+
+def profile_streams(config: Mapping, name: str) -> bool:
+    """Whether replies of profile ``name`` stream (previews edited into place) or go once, complete."""
+    return resolve(config, name, validate_profiles(config)).stream
+
+
+class Profiles:
+    """A session cell's profiles: resolved once at its start (the configuration it was started with), and one
+    agent per profile used, built on first use (a cell serves one session key, hence in practice one profile)."""
+
+    def __init__(self, config: Mapping, test_hooks: bool = False):
+        self.config = config
+        self.test_hooks = test_hooks
+        self.known = validate_profiles(config, config.get("_source") or "(configuration)")
+        self._agents: dict[str, Any] = {}
+
+    def get(self, name: Optional[str]) -> Profile:
+        return resolve(self.config, name or DEFAULT_PROFILE, self.known)
+
+    def agent(self, name: Optional[str]):
+        profile = self.get(name)
+        if profile.name not in self._agents:
+            from actors.agents.base import build_agent
+            self._agents[profile.name] = build_agent(profile.agent, test_hooks=self.test_hooks)
+        return self._agents[profile.name]

@@ -1,0 +1,76 @@
+"""actors/profiles/profiles.py: [profiles.NAME] validated like adapter tables, resolved over [agent]."""
+from __future__ import annotations
+
+import pytest
+
+from actors.agents.offline import OfflineAgent
+from actors.agents.openai_compat import OpenAICompatAgent
+from actors.profiles.profiles import Profiles, resolve, validate_profiles
+from common.config import ConfigError, validate
+
+BASE = {"agent": {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "base", "system_prompt": "Base."}}
+
+
+def config(**profiles):
+    return validate({**BASE, "profiles": profiles}, "gw.toml")
+
+
+def test_a_profile_agent_overrides_agent_key_by_key():
+    known = validate_profiles(config(support={"system_prompt": "Support.", "busy_mode": "interrupt",
+                                              "agent": {"model": "small", "tools": ["clock"], "timeout_s": 5}}))
+    support = known["support"]
+    assert support.system_prompt == "Support." and support.busy_mode == "interrupt" and support.declared
+    assert support.agent["model"] == "small" and support.agent["base_url"] == "http://127.0.0.1:1/v1"
+    assert support.agent["tools"] == ["clock"] and support.agent["timeout_s"] == 5.0
+    assert support.agent["system_prompt"] == "Support."
+
+
+def test_without_a_table_everything_is_inherited():
+    cfg = config(plain={})
+    known = validate_profiles(cfg)
+    for profile in (known["plain"], known["default"], resolve(cfg, "undeclared", known)):
+        assert profile.system_prompt == "Base." and profile.busy_mode == "queue"
+        assert profile.agent["model"] == "base"
+
+
+@pytest.mark.parametrize("profiles, key, reason", [
+    ({"Bad Name": {}}, "[profiles.Bad Name]", "profile names"),
+    ({"p": {"persona": "x"}}, "[profiles.p] persona", "unknown key"),
+    ({"p": {"busy_mode": "later"}}, "[profiles.p] busy_mode", "must be one of"),
+    ({"p": {"agent": {"model": 3}}}, "[profiles.p.agent] model", "expected a string"),
+    ({"p": {"agent": {"tools": ["clock", "shell"]}}}, "[profiles.p.agent] tools", "unknown tool 'shell'"),
+    ({"p": {"agent": {"max_tool_rounds": -1}}}, "[profiles.p.agent] max_tool_rounds", "must not be negative"),
+    ({"p": {"agent": {"api_key": 12345}}}, "[profiles.p.agent] api_key", "[redacted]"),
+    ({"p": {"agent": "small"}}, "[profiles.p] agent", "expected a table"),
+], ids=["name", "unknown-key", "busy-mode", "type", "tool", "negative", "secret-redacted", "agent-not-table"])
+def test_bad_tables_are_refused_naming_the_key(profiles, key, reason):
+    with pytest.raises(ConfigError) as caught:
+        validate_profiles(config(**profiles), "gw.toml")
+    assert caught.value.key == key and reason in caught.value.reason
+
+
+def test_openai_needs_a_model_somewhere():
+    with pytest.raises(ConfigError) as caught:
+        validate_profiles(validate({"profiles": {"p": {"agent": {"kind": "openai", "base_url": "http://x/v1"}}}},
+                                   "gw.toml"))
+    assert caught.value.key == "[profiles.p.agent]" and "needs base_url and model" in caught.value.reason
+
+
+def test_each_profile_gets_its_own_agent_built_once():
+    cfg = config(quiet={"agent": {"kind": "offline", "tools": []}}, small={"agent": {"model": "small"}})
+    profiles = Profiles(cfg)
+    quiet, small = profiles.agent("quiet"), profiles.agent("small")
+    assert isinstance(quiet, OfflineAgent) and isinstance(small, OpenAICompatAgent)
+    assert small.model == "small" and profiles.agent("small") is small
+    assert profiles.agent(None).model == "base"
+
+
+def test_a_profile_that_does_not_stream_gets_its_replies_paced_as_without_edits():
+    from actors.adapters.registry import reply_pacing
+    cfg = validate({**BASE, "adapters": {"tg": {"type": "telegram", "token": "123:abc"}},
+                    "profiles": {"plain": {"stream": False}, "live": {}}}, "gw.toml")
+    args = {"adapter": "tg", "platform": "telegram"}
+    assert reply_pacing(cfg, args).supports_edit
+    assert reply_pacing(cfg, {**args, "profile": "live"}).supports_edit
+    assert not reply_pacing(cfg, {**args, "profile": "plain"}).supports_edit
+    assert validate_profiles(cfg)["plain"].stream is False
