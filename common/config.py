@@ -109,6 +109,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "adapters": {},       # [adapters.NAME] tables, each with type = "..."; checked by the adapter registry
     "profiles": {},       # [profiles.NAME] tables
+    "cron": {},           # [cron.NAME] tables: scheduled jobs, checked by actors/scheduling/jobs.py (docs/cron.md)
     "debug": {
         "fault_injection": (bool, False, None),
         "crash_on_start": (str, "", None),
@@ -119,7 +120,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "port": (int, 9464, None),      # 0: the OS picks one (runtime.json and `status` show it)
     },
 }
-OPEN_SECTIONS = {"adapters", "profiles"}
+OPEN_SECTIONS = {"adapters", "profiles", "cron"}
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 
 

@@ -71,7 +71,9 @@ def consumer_args(turn: Turn, session_key: str, config: dict) -> dict:
     platform_type = config.get("adapters", {}).get(adapter, {}).get("type", adapter)
     return {"turn_id": turn.turn_id, "session_key": session_key, "inbound_ref": inbound_ref(turn.event),
             "adapter": adapter, "platform": platform_type, "chat_id": source.chat_id, "thread_id": source.thread_id,
-            "chat_type": source.chat_type, "reply_to": turn.event.platform_message_id}
+            "chat_type": source.chat_type,
+            # A scheduled run's message id is the gateway's own: there is no platform message to reply or react to.
+            "reply_to": None if turn.event.internal else turn.event.platform_message_id}
 
 
 def user_event(turn_id: str, event: MessageEvent, seq: int) -> dict:
@@ -200,4 +202,4 @@ def turn_finished(event, events, delivered: bool) -> TurnFinished:
     reason = next((e.reason for e in reversed(events) if isinstance(e, TurnEnd)), "complete")
     outcome = OUTCOMES.get(reason, "failed") if delivered else "failed"
     seconds = max(0.0, time.time() - event.received_at) if event.received_at > 0 else 0.0
-    return TurnFinished(event.source.profile, event.source.platform, outcome, seconds)
+    return TurnFinished(event.source.profile, event.source.platform, outcome, seconds, internal=event.internal)
