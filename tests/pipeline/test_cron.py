@@ -42,7 +42,7 @@ prompt = "cron by hand"
 adapter = "fake"
 chat = "c-hand"
 """
-DOWN_S = 4.5   # the daemon stays down this long after the kill: at least two times of each job fall in it
+DOWN_S = 3.5   # the daemon stays down this long after the kill: at least two times of each job fall in it
 
 
 @pytest.fixture(scope="module")
