@@ -162,6 +162,8 @@ class Session(CellStoreUser, Cell):
             self.while_busy()
 
     def busy_mode(self, event: MessageEvent | None = None) -> str:
+        if event is not None and event.internal:
+            return "queue"   # a scheduled run never interrupts, steers or joins a user's turn: it waits its own
         profile = event.source.profile if event is not None else "default"
         return self.config.get("profiles", {}).get(profile, {}).get(
             "busy_mode", setting(self.config, "sessions", "busy_mode"))
@@ -184,7 +186,7 @@ class Session(CellStoreUser, Cell):
                 self.after(self.collect_until - now, "collect")
                 return
             self.collect_until = 0.0
-            rows = [r for r in rows if parse_command(MessageEvent.from_payload(r.payload).text) is None] or rows[:1]
+            rows = [r for r in rows if turns.collectable(MessageEvent.from_payload(r.payload))] or rows[:1]
         else:
             rows = rows[:1]
         for row in rows:

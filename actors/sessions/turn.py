@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from actors.media.parts import user_content
+from actors.sessions.commands import parse_command
 from actors.messages import MessageEvent, OutgoingFile, TextDelta, ToolCallFinished, TurnEnd, TurnFinished
 from common.redact import redact
 from storage import MediaCache
@@ -63,6 +64,12 @@ class Turn:
 
     def answer_text(self) -> str:
         return "".join(e.text for e in self.events if isinstance(e, TextDelta))
+
+
+def collectable(event: MessageEvent) -> bool:
+    """Whether a waiting message joins the collect window's turn: a user's plain message. A command runs on its
+    own, and so does a scheduled run's prompt (``internal``): it is never merged into what a user wrote."""
+    return not event.internal and parse_command(event.text) is None
 
 
 def consumer_args(turn: Turn, session_key: str, config: dict) -> dict:

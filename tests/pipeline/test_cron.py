@@ -161,9 +161,7 @@ def test_the_admin_cli_lists_runs_pauses_and_resumes_jobs(gw, platform):
     listing = json.loads(gw.cli("cron", "list", "--json", check=True).stdout)
     [hand] = [j for j in listing["jobs"] if j["job"] == "by-hand"]
     assert hand["paused"] and hand["runs"][0]["origin"] == "manual"
-    assert "PAUSED" in gw.cli("cron", "list", check=True).stdout
     assert not json.loads(gw.cli("cron", "resume", "by-hand", "--json", check=True).stdout)["paused"]
-    assert "catch_up" in gw.cli("cron", "--help", check=True).stdout
 
 
 def test_a_bad_job_stops_the_start_with_exit_78_naming_the_key(tmp_path):
