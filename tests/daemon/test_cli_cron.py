@@ -28,3 +28,36 @@ def test_cron_help_explains_the_catch_up_rule_and_every_action(capsys):
     assert done.value.code == 0
     shown = capsys.readouterr().out
     assert "catch_up" in shown and all(action in shown for action in ("list", "run", "pause", "resume"))
+
+
+def test_a_run_asked_for_while_no_gateway_runs_is_stored_for_the_next_start(tmp_path, monkeypatch, capsys):
+    """With no gateway to ask, `cron run` claims the run and stores its prompt itself: the shards ring every session
+    with rows waiting when they start, so the next start answers it."""
+    import asyncio
+    import json
+
+    from common import config as config_mod
+    from daemon.cli_cron import cmd_cron
+    from storage import CRON_PLATFORM, Store
+
+    monkeypatch.setenv("GATEWAY_STATE_DIR", str(tmp_path / "state"))
+    path = tmp_path / "gateway.toml"
+    path.write_text('[adapters.fake]\ntype = "fake"\nbase_url = "http://127.0.0.1:9"\n[cron.morning]\n'
+                    'schedule = "0 9 * * *"\nprompt = "good morning"\nadapter = "fake"\nchat = "42"\n')
+    config = config_mod.load(str(path))
+    db = tmp_path / "state" / "gateway.db"
+    db.parent.mkdir()
+
+    async def open_and_close():   # the database a gateway that ran once leaves
+        await (await Store.open(db)).close()
+
+    async def waiting_rows():
+        async with await Store.open(db) as store:
+            [run] = await store.cron.runs("morning")
+            return await store.inbox.rows_in_state(run.session_key)
+    asyncio.run(open_and_close())
+    assert cmd_cron(config, run_gateway.build_parser().parse_args(["cron", "run", "morning", "--json"])) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["ok"] and answer["queued"] and answer["run_id"].startswith("morning:manual:")
+    [row] = asyncio.run(waiting_rows())
+    assert row.platform == CRON_PLATFORM and row.payload["internal"] and row.payload["text"] == "good morning"

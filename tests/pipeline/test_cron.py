@@ -17,6 +17,7 @@ import pytest
 from tests.actor_system import wait_for
 from tests.fakes.fakeplatform import FakePlatform
 from tests.gateway import Gateway
+from tests.integration.test_metrics import value, wait_metric
 from tests.pipeline.harness import CURSOR, pipeline_gateway, visible
 
 pytestmark = pytest.mark.timeout(180)
@@ -162,6 +163,10 @@ def test_the_admin_cli_lists_runs_pauses_and_resumes_jobs(gw, platform):
     [hand] = [j for j in listing["jobs"] if j["job"] == "by-hand"]
     assert hand["paused"] and hand["runs"][0]["origin"] == "manual"
     assert not json.loads(gw.cli("cron", "resume", "by-hand", "--json", check=True).stdout)["paused"]
+    # Not user traffic: the runs' turns are counted apart, none among the users' turns.
+    samples = wait_metric(gw, lambda s: (value(s, "gateway_internal_turns_total", profile="default", platform="fake",
+                                               outcome="done") or 0) >= 1, "the runs' turns in /metrics")
+    assert not [k for k in samples if k[0] in ("gateway_turns_total", "gateway_turn_seconds_count")], samples
 
 
 def test_a_bad_job_stops_the_start_with_exit_78_naming_the_key(tmp_path):
