@@ -31,7 +31,7 @@ from pathlib import Path
 from actors.messages import AdapterConnected, InboxDoorbell, LostSend, OpResult, PlatformOp
 from actors.adapters.pacing import resent_marker
 from actors.adapters.registry import reply_pacing
-from actors.sessions.reply_files import has_marker, is_file, send_fields, with_marker
+from actors.sessions.reply_files import has_marker, is_file, marked_at, marker_index, send_fields
 from storage import MediaCache
 from supervision.storage_access import StoreUser
 from supervision.actor import GatewayActor
@@ -178,9 +178,11 @@ class DeliverySweeper(StoreUser, GatewayActor):
 
     def add_marker(self, job: dict) -> None:
         marker = resent_marker(self.config)
-        if not job["idempotent"] and not has_marker(job["chunks"][0], marker):
-            # The consumer cut every chunk with room for this line (actors/adapters/pacing.chunk_limit).
-            job["chunks"][0] = with_marker(job["chunks"][0], marker)
+        if not job["idempotent"] and not any(has_marker(c, marker) for c in job["chunks"]):
+            # The consumer cut every chunk with room for this line (actors/adapters/pacing.chunk_limit); where the
+            # platform has no edits it goes on the first part sent again (reply_files.marker_index).
+            at = marker_index(len(job["chunks"]), job["parts"], job["editable"])
+            job["chunks"] = marked_at(job["chunks"], at, marker)
 
     def next_op(self, job: dict) -> None:
         ob, index = job["ob"], job["index"]

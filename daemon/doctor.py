@@ -34,6 +34,7 @@ from daemon.doctor_probes import Check, port_check, probe_discord, probe_model, 
 from daemon.doctor_probes import probe_wecom
 from daemon.doctor_probes import probe_matrix
 from daemon.doctor_probes import probe_signal
+from daemon.doctor_probes import probe_irc
 
 EX_OK, EX_FAILED = 0, 1
 DISK_FAIL_BYTES = 100 * 2**20      # below this the next writes may fail: SQLite, the log
@@ -42,6 +43,7 @@ CREDENTIAL_PROBES = {"telegram": probe_telegram, "slack": probe_slack, "discord"
 CREDENTIAL_PROBES["wecom"] = probe_wecom
 CREDENTIAL_PROBES["matrix"] = probe_matrix
 CREDENTIAL_PROBES["signal"] = probe_signal
+CREDENTIAL_PROBES["irc"] = probe_irc
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 

@@ -187,6 +187,26 @@ async def probe_signal(name: str, settings: dict) -> Check:
                                                 "as one message with a long-text attachment (docs/signal.md)")
     return Check("ok", f"adapter {name}", f"signal-cli {version} answers at {settings['base_url']} (/api/v1/check, "
                                           "version); run it with --receive-mode=on-connection (docs/signal.md)")
+async def probe_irc(name: str, settings: dict) -> Check:
+    """Connect and register through the adapter's own link (server password, SASL, nick collisions), then QUIT.
+    The nick in use (the gateway itself holds it while it runs) is no failure: the link takes an alternate."""
+    from actors.adapters.errors import PermanentError
+    from actors.adapters.irc.link import IrcLink
+    from actors.adapters.registry import secret_values
+    secrets = secret_values(settings)
+    where = f"{settings['host']}:{settings['port']}"
+    link = IrcLink(dict(settings, connect_timeout_s=min(settings["connect_timeout_s"], PROBE_TIMEOUT_S)), name,
+                   lambda *args: None)
+    try:
+        await link.open()
+    except PermanentError as exc:
+        return Check("fail", f"adapter {name}", f"{where} refused the registration: {redact(str(exc), secrets)}")
+    except Exception as exc:  # noqa: BLE001 - every other failure is "could not ask", and says why
+        return Check("fail", f"adapter {name}", f"cannot register at {where}: {redact(str(exc), secrets)}")
+    finally:
+        await link.close("doctor")
+    taken = "" if link.nick == settings["nick"] else f" ({settings['nick']!r} is in use: the running gateway?)"
+    return Check("ok", f"adapter {name}", f"registered at {where} as {link.nick}{taken}")
 
 
 # -------------------------------------------------------------------------------------------------- ports

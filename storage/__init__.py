@@ -22,6 +22,7 @@ from .inbox import Inbox, InboundItem, InboxRow
 from .keys import UnsafePathError, hash_id, safe_path, session_key
 from .ledger import Ledger, Obligation, Target, best_effort, obligation_id
 from .media import CacheStats, MediaCache
+from .feedback import Feedback, FeedbackRow, Reaction
 from .media_refs import MediaRefs
 from .owner import Owner, current_owner, is_owner_alive
 from .pacing import PacingBans
@@ -31,7 +32,7 @@ from .sessions import SearchHit, SessionInfo, SessionStore, TranscriptEvent, sho
 __all__ = [
     "Store", "SessionStore", "Inbox", "Ledger", "PacingBans", "Access", "Grant", "PairingAnswer", "PairingCode",
     "SessionInfo", "TranscriptEvent", "SearchHit", "RuntimeState", "InboxRow", "InboundItem", "Obligation",
-    "Target", "Owner", "MediaCache", "CacheStats", "MediaRefs",
+    "Target", "Owner", "MediaCache", "CacheStats", "MediaRefs", "Feedback", "FeedbackRow", "Reaction",
     "CronStore", "CronRun", "RunClaim", "Claimed", "JobState", "CRON_PLATFORM",
     "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner",
     "is_owner_alive",
@@ -53,6 +54,7 @@ class Store:
         self.pacing = PacingBans(db)
         self.access = Access(db)
         self.media = MediaRefs(db)
+        self.feedback = Feedback(db)
         self.cron = CronStore(db)
 
     def atomic(self):

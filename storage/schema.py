@@ -176,10 +176,24 @@ _V6_RECOVERY_COUNTS = ["ALTER TABLE runtime_state ADD COLUMN resumes_total INTEG
                        "ALTER TABLE runtime_state ADD COLUMN notices_total INTEGER NOT NULL DEFAULT 0",
                        "CREATE INDEX inbox_waiting ON inbox (received_at) WHERE state = 'received'"]
 
+# Reactions users put on the bot's messages, tied to the reply where the ledger knows the message (feedback.py).
+_V7_FEEDBACK = ["""CREATE TABLE feedback (
+        platform      TEXT NOT NULL,
+        chat_id       TEXT NOT NULL,
+        message_id    TEXT NOT NULL,
+        user_id       TEXT NOT NULL,
+        emoji         BLOB NOT NULL,
+        obligation_id TEXT,
+        session_key   TEXT,
+        at            REAL NOT NULL,
+        PRIMARY KEY (platform, chat_id, message_id, user_id)
+    )""", "CREATE INDEX feedback_by_session ON feedback (session_key, at)",
+    "CREATE INDEX obligation_parts_by_message ON obligation_parts (platform_message_id)"]
+
 # Scheduled jobs (storage/cron.py): per [cron.NAME] job how far its schedule has been looked at and whether the
 # operator paused it; per run its claim, made in the transaction that puts its prompt in the inbox, so a time of the
 # schedule is claimed at most once (UNIQUE), whatever restarts come between.
-_V7_CRON = [
+_V8_CRON = [
     """CREATE TABLE cron_jobs (
         job           TEXT PRIMARY KEY,
         checked_until REAL NOT NULL,
@@ -211,7 +225,8 @@ MIGRATIONS: list[Migration] = [
     _V4_ACCESS,
     _V5_RESUME_ATTEMPTS,
     _V6_RECOVERY_COUNTS,
-    _V7_CRON,
+    _V7_FEEDBACK,
+    _V8_CRON,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

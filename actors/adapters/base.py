@@ -10,6 +10,7 @@ A subclass writes only what is specific to its platform; every coroutine runs on
     normalise(raw) -> MessageEvent      pure; raise MalformedPayload(reason) for input that is no valid event
     async download_attachment(att, cap) -> bytes   a pending attachment's bytes (media_intake.py), if files come in
     async send_message(op) -> message_id    async edit_message(op)    async delete_message(op)
+    async send_file(op) -> message_id   async set_reaction(op)   where pacing says sends_files / supports_reactions
     async send_typing(op)               (not ``send``: that name is Thespian's ``Actor.send``)
     async close()                       release outbound clients at stop (default: nothing)
     classify(exc) -> (kind, retry_after)   default ``classify_error`` (the classes of actors.adapters.errors)
@@ -143,8 +144,7 @@ class PlatformAdapter(GatewayActor):
         raise NotImplementedError
 
     async def send_file(self, op: PlatformOp) -> str:
-        """A send whose part is a file (``op.file``: its bytes through ``file_bytes``); the platform's message id.
-        Only adapters whose pacing says ``sends_files`` are given one: the reply shows a line for the others."""
+        """A send of ``op.file`` (bytes: ``file_bytes``) -> its message id; asked only where pacing ``sends_files``."""
         raise PermanentError(f"the {type(self).__name__} sends no files")
 
     async def edit_message(self, op: PlatformOp) -> None:
@@ -400,12 +400,9 @@ class PlatformAdapter(GatewayActor):
         if self.store is None:
             state_dir = Path(self.config["gateway"]["state_dir"])
             state_dir.mkdir(parents=True, exist_ok=True)
-            # Inline on this loop (storage/inline.py): each call runs to its end here, without aiosqlite's two
-            # thread hops per call (the larger part of an adapter's CPU per message). A write that meets the lock
-            # (a shard's handler holds it while it runs) waits with asyncio sleeps between attempts, so the loop
-            # goes on serving the platform meanwhile: blocked in SQLite's own busy wait, a 10,000-chat burst
-            # stalled the loop long enough for its sends to time out. The retries are bounded
-            # (INLINE_RETRY_BUDGET_S), past which the intake backs off as from any unavailable storage.
+            # Inline on this loop (storage/inline.py), without aiosqlite's two thread hops per call (most of an
+            # adapter's CPU per message). A write meeting the lock waits in asyncio sleeps, bounded by
+            # INLINE_RETRY_BUDGET_S (SQLite's own busy wait once stalled a 10,000-chat burst's sends into timeouts).
             self.store = await Store.open(state_dir / "gateway.db", setting(self.config, "storage", "durability"),
                                           inline=True, waits_on_loop=True)
             self.media_cache = MediaCache(state_dir / "media")
@@ -420,12 +417,16 @@ class PlatformAdapter(GatewayActor):
                           self.name, banned)
         return self.store
 
+    async def record_feedback(self, reactions: list) -> None:
+        """Reactions users put on messages (storage/feedback.py), stored before the platform is acknowledged."""
+        if reactions:
+            await (await self.ready_storage()).feedback.record(reactions)
+
     async def file_bytes(self, file) -> bytes:
-        """The bytes of an OutgoingFile, from the media cache (read in a thread). One swept from the cache since
-        (a reply recovered long after) cannot be sent: a permanent failure, and the reply says so in its place."""
+        """An OutgoingFile's bytes, from the media cache; one swept since (a reply recovered long after) cannot be
+        sent: a permanent failure, and the reply says so in its place."""
         await self.ready_storage()
-        data = await asyncio.to_thread(self.media_cache.read, file.cache_key)
-        if data is None:
+        if (data := await asyncio.to_thread(self.media_cache.read, file.cache_key)) is None:
             raise PermanentError("the file is no longer in the media cache")
         return data
 

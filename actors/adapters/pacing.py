@@ -81,6 +81,13 @@ PACING: dict[str, PlatformPacing] = {
     "matrix": PlatformPacing("matrix", 24000, "bytes", edit_interval_s=3.0, min_edit_delta_chars=80,
                              per_chat_ops_per_s=0.2, per_chat_burst=10, supports_edit=True, typing_interval_s=20.0,
                              idempotent_send=True),
+    # IRC: no edits (the final answer goes once); a part is at most 400 bytes of UTF-8, sent as lines within 512
+    # bytes as relayed, prefix included (actors/adapters/irc/lines.py). The server limits a connection, not a
+    # target: the binding bucket is the adapter's, one for the whole connection, in lines (flood_lines_per_s,
+    # flood_burst: RFC 1459 §8.10's one message per 2 s after a burst; docs/irc.md). This per-target budget only
+    # keeps one busy channel from taking all of it.
+    "irc": PlatformPacing("irc", 400, "bytes", edit_interval_s=0.0, min_edit_delta_chars=0,
+                          per_chat_ops_per_s=1.0, per_chat_burst=5, supports_edit=False, typing_interval_s=None),
     "webchat": PlatformPacing("webchat", 1_000_000, "chars", supports_edit=True, typing_interval_s=3.0,
                                sends_files=True, **_FAST),
     "cli": PlatformPacing("cli", 1_000_000, "chars", supports_edit=True, typing_interval_s=None, **_FAST),

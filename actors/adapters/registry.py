@@ -47,6 +47,8 @@ class AdapterType:
     access: str = "open"           # the access policy when the table names none (actors/adapters/access.py)
     # Checks across keys, on the filled-in table: each returns (key, problem) or None (a config error, exit 78).
     checks: tuple = ()
+    # A user's files reach the agent (docs/media.md): checked by the conformance suite's inbound file case.
+    receives_files: bool = False
 
     @property
     def kind(self) -> str:
@@ -206,7 +208,8 @@ def reply_pacing(config: dict, args: dict):
     return pacing_of(table) if table is not None else pacing_for(args["platform"])
 
 
-register(AdapterType("webchat", "actors.adapters.webchat.adapter.WebChatAdapter", pacing="webchat", options={
+register(AdapterType("webchat", "actors.adapters.webchat.adapter.WebChatAdapter", pacing="webchat",
+                     receives_files=True, options={
     "host": Option(str, "127.0.0.1", doc="the one interface the chat page listens on"),
     "port": Option(int, 8765, doc="TCP port of the chat page; 0 = any free port (logged)"),
     "max_tabs_per_client": Option(int, 32, doc="open chat tabs (websockets) one client address may hold, so no one "
@@ -221,6 +224,7 @@ register(AdapterType("webchat", "actors.adapters.webchat.adapter.WebChatAdapter"
 # Telegram Bot API (actors/adapters/telegram/, docs/telegram.md).
 # Anyone on Telegram can write to a bot: strangers get a pairing code unless the table says otherwise.
 register(AdapterType("telegram", "actors.adapters.telegram.adapter.TelegramAdapter", pacing="telegram",
+                     receives_files=True,
                      access="pairing", options={
     "token": Option(str, secret=True, doc="the bot token from @BotFather"),
     "base_url": Option(str, "https://api.telegram.org", doc="Bot API server (a local Bot API server, or a fake)"),
@@ -239,7 +243,8 @@ register(AdapterType("telegram", "actors.adapters.telegram.adapter.TelegramAdapt
 
 
 # Generic signed webhook + OpenAI-compatible API (actors/adapters/http_api/, docs/http_api.md).
-register(AdapterType("http", "actors.adapters.http_api.adapter.HttpApiAdapter", pacing="http", options={
+register(AdapterType("http", "actors.adapters.http_api.adapter.HttpApiAdapter", pacing="http",
+                     receives_files=True, options={
     "host": Option(str, "127.0.0.1", doc="interface the HTTP server listens on (loopback by default)"),
     "port": Option(int, 8088, doc="its TCP port; 0 = any free port (logged)"),
     "hmac_secret": Option(str, "", secret=True, doc="signs /webhook bodies and reply callbacks (empty: no /webhook)"),
@@ -309,7 +314,8 @@ def _wecom_key(table: Mapping) -> Optional[tuple[str, str]]:
     return None
 
 
-register(AdapterType("wecom", "actors.adapters.wecom.adapter.WeComAdapter", pacing="wechat", access="pairing",
+register(AdapterType("wecom", "actors.adapters.wecom.adapter.WeComAdapter", pacing="wechat",
+                     receives_files=True, access="pairing",
                      options={
     "corp_id": Option(str, doc="the corp id (企业ID: My Company > Company Information); also the callbacks' "
                                "ReceiveId"),
@@ -343,7 +349,8 @@ register(AdapterType("matrix", "actors.adapters.matrix.adapter.MatrixAdapter", p
 # Signal through signal-cli's HTTP daemon (actors/adapters/signal/, docs/signal.md). Anyone who knows the number can
 # write to it: strangers get a pairing code unless the table says otherwise. The daemon has no authentication of its
 # own, so there is no secret to configure: keep it on loopback.
-register(AdapterType("signal", "actors.adapters.signal.adapter.SignalAdapter", pacing="signal", access="pairing",
+register(AdapterType("signal", "actors.adapters.signal.adapter.SignalAdapter", pacing="signal",
+                     receives_files=True, access="pairing",
                      options={
     "account": Option(str, doc="the bot's Signal number, as registered with signal-cli (+15551234567)"),
     "account_uuid": Option(str, "", doc="the bot's ACI (signal-cli listAccounts / the first event's account), to "
@@ -356,3 +363,48 @@ register(AdapterType("signal", "actors.adapters.signal.adapter.SignalAdapter", p
     "idle_timeout_s": Option(float, 45.0, doc="a stream silent this long is opened again (signal-cli writes a "
                                               "keep-alive every 15 s)"),
 }, checks=(lambda t: ("idle_timeout_s", "must be at least 1 second") if t["idle_timeout_s"] < 1 else None,)))
+# IRC: one nick on one server, RFC 1459 / 2812 over asyncio streams (actors/adapters/irc/, docs/irc.md). Anyone on
+# the network can write to the nick, and a nick is only as much of an identity as the network's services make it:
+# strangers get a pairing code unless the table says otherwise.
+def _irc_problems(table: Mapping) -> Optional[tuple[str, str]]:
+    for key in ("nick", *(("alt_nicks",) if table["alt_nicks"] else ())):
+        for nick in ([table[key]] if key == "nick" else table[key]):
+            if not isinstance(nick, str) or not nick or any(c in nick for c in " ,:!@*?#&\r\n\0"):
+                return key, f"{nick!r} is no IRC nick"
+    for channel in table["channels"]:
+        if not isinstance(channel, str) or channel[:1] not in "#&+!" or any(c in channel for c in ",\r\n\0\a"):
+            return "channels", f"{channel!r} is no channel name (\"#name\" or \"#name key\")"
+    if table["sasl_username"] and not table["sasl_password"]:
+        return "sasl_password", "required with sasl_username"
+    if table["flood_lines_per_s"] <= 0 or table["flood_burst"] < 1:
+        return "flood_lines_per_s", "the flood bucket needs a positive rate and a burst of at least 1"
+    if table["ping_timeout_s"] <= table["ping_interval_s"]:
+        return "ping_timeout_s", "must be longer than ping_interval_s (the ping goes first, then the wait)"
+    return None
+
+
+register(AdapterType("irc", "actors.adapters.irc.adapter.IrcAdapter", pacing="irc", access="pairing", options={
+    "host": Option(str, doc="the IRC server's host name or address"),
+    "port": Option(int, 6667, doc="its port (6697 is the usual one for TLS)"),
+    "tls": Option(bool, False, doc="connect with TLS"),
+    "tls_verify": Option(bool, True, doc="check the server's certificate (false only for a server of your own)"),
+    "nick": Option(str, doc="the nick to register"),
+    "alt_nicks": Option(list, [], doc="nicks to try when it is taken (then the nick with _ appended)"),
+    "username": Option(str, "", doc="the user (ident) name (empty: the nick)"),
+    "realname": Option(str, "agent gateway", doc="the real name shown by WHOIS"),
+    "server_password": Option(str, "", secret=True, doc="the server's connection password (PASS), if it has one"),
+    "sasl_username": Option(str, "", doc="the account for SASL PLAIN (empty: no SASL)"),
+    "sasl_password": Option(str, "", secret=True, doc="its password"),
+    "channels": Option(list, [], doc="channels to join (\"#name\" or \"#name key\"); answered when addressed "
+                                     "by nick"),
+    "flood_lines_per_s": Option(float, 0.5, doc="lines per second for the whole connection, after the burst"),
+    "flood_burst": Option(int, 4, doc="lines that may go at once"),
+    "connect_timeout_s": Option(float, 20.0, doc="connecting and registering, at most"),
+    "ping_interval_s": Option(float, 60.0, doc="ping the server after this much silence"),
+    "ping_timeout_s": Option(float, 120.0, doc="no data at all for this long: the connection is taken for dead"),
+    "send_wait_s": Option(float, 30.0, doc="a reply waits this long for the connection (and the channel) to be "
+                                           "back before the attempt counts as failed"),
+    "max_queued_lines": Option(int, 1000, doc="received lines waiting for the inbox at most (a flood beyond is "
+                                              "dropped)"),
+    "quit_message": Option(str, "gateway stopping", doc="the QUIT message at a stop"),
+}, checks=(_irc_problems,)))

@@ -9,7 +9,7 @@ its upload limit, the file becomes a line of the reply's text instead, so the re
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 from actors.adapters.pacing import PlatformPacing
 from actors.media.limits import human_size
@@ -72,6 +72,24 @@ def with_marker(part: Part, marker: str) -> Part:
         file = file_of(part)
         return {"file": dataclasses.replace(file, caption=f"{marker}\n{file.caption}".rstrip()).to_part()}
     return f"{marker}\n{part}"
+
+
+def marker_index(count: int, placed, editable: bool, decided: Optional[int] = None) -> Optional[int]:
+    """Which of a reply's ``count`` parts carries the re-sent mark: the first, edited in where the platform edits
+    (the reader sees it on top of the reply); where it does not, the first part not on the platform yet, the one
+    going out again (a part already there stays as sent). Decided once: ``decided`` is kept if given."""
+    if decided is not None:
+        return decided
+    if editable:
+        return 0
+    return next((i for i in range(count) if i not in placed), None)
+
+
+def marked_at(parts: list, index: Optional[int], marker: str) -> list:
+    """``parts`` with the mark on part ``index`` (none if None or past the end, or already there)."""
+    if index is None or index >= len(parts) or has_marker(parts[index], marker):
+        return parts
+    return parts[:index] + [with_marker(parts[index], marker)] + parts[index + 1:]
 
 
 def has_marker(part: Part, marker: str) -> bool:

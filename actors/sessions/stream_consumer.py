@@ -46,7 +46,7 @@ from actors.messages import LostSend, OpResult, PlatformOp, ReplyDone, StalledRe
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
 from actors.media.outgoing import unsent_line
 from actors.sessions.placed_parts import SUPERSEDED, PlacedParts
-from actors.sessions.reply_files import file_of, final_parts, is_file, send_fields, with_marker
+from actors.sessions.reply_files import file_of, final_parts, is_file, marked_at, marker_index, send_fields
 from actors.sessions.chunking import split_message
 from actors.sessions.reply_text import ReplyText
 from actors.sessions.op_failures import (MAX_OP_RETRIES, OP_TIMEOUT_S, RETRY_STEP_S, SEND_SILENCE_S, AdapterWait,
@@ -77,8 +77,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.expected, self.held = 0, {}
         self.text = ReplyText()                 # the answer so far, the tool line, the final text (reply_text.py)
         self.placed = PlacedParts()             # the reply's parts on the platform, and what each shows
-        self.in_flight: tuple | None = None     # (op_id, action, index, text)
-        self.in_flight_to = None                # the adapter it went to
+        self.in_flight, self.in_flight_to = None, None   # (op_id, action, index, text), and the adapter it went to
         self.ops = itertools.count(1)
         self.claim: Claim | None = None           # the ledger side of this reply (reply_claim.py)
         self.edit_failures, self.retries = 0, 0
@@ -89,6 +88,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.edit_due_armed = False             # a wake-up for the end of the edit interval is coming
         self.adapter_wait: AdapterWait | None = None   # since when the directory names no adapter for this reply
         self.refused_files: dict[int, str] = {}  # file parts the platform refused -> the line shown in their place
+        self.marker_at: int | None = None        # the part that carries the re-sent mark (reply_files.marker_index)
 
     def on_start(self, args) -> None:
         self.args = args
@@ -135,9 +135,10 @@ class StreamConsumer(CellStoreUser, Cell):
         return None if preview is None else self.marked(split_message(preview, self.chunk_limit, self.length))
 
     def marked(self, chunks: list) -> list:
-        if self.claim.ambiguous and not self.pacing.idempotent_send and chunks:
-            chunks[0] = with_marker(chunks[0], self.marker)
-        return chunks
+        if not self.claim.ambiguous or self.pacing.idempotent_send or not chunks:
+            return chunks
+        self.marker_at = marker_index(len(chunks), self.placed.ids, self.pacing.supports_edit, self.marker_at)
+        return marked_at(chunks, self.marker_at, self.marker)
 
     def pump(self) -> None:
         try:

@@ -39,6 +39,9 @@ class PlatformHarness(Protocol):
     def flood_violations(self) -> int: ...                # operations the bot sent while banned by a 429
     # Where the platform's pacing says ``sends_files``: the files the bot sent, {"message_id", "kind", "sha256"}.
     def sent_files(self, chat: str) -> list[dict]: ...
+    # Where the registry entry says ``receives_files``: a user's message in ``chat`` carrying ``data`` (a photo, as
+    # the platform carries one) -> a handle, as ``inject`` gives.
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str: ...
 
 
 class FakePlatformHarness:
@@ -163,6 +166,26 @@ class WebChatHarness:
         import uuid
         message_id = uuid.uuid4().hex[:12]
         self.client.say(chat, message_id, text)
+        return f"{chat}/{message_id}/1"
+
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        import asyncio
+        import uuid
+
+        import aiohttp
+        from tests.webchat.client import issued_cookie
+        base = f"http://127.0.0.1:{self.port}"
+        self.client.id_of(chat)      # the visitor exists (and has its cookie) before it uploads
+
+        async def upload() -> str:
+            async with aiohttp.ClientSession() as session:
+                form = aiohttp.FormData()
+                form.add_field("file", data, filename="photo.png", content_type="image/png")
+                async with session.post(f"{base}/upload", data=form,
+                                        headers=await issued_cookie(session, base, chat)) as response:
+                    return (await response.json())["file"]
+        message_id = uuid.uuid4().hex[:12]
+        self.client.say(chat, message_id, caption, files=[asyncio.run(upload())])
         return f"{chat}/{message_id}/1"
 
     def platform_message_id(self, handle: str) -> str:
@@ -299,6 +322,12 @@ class TelegramHarness:
         with self.server.mutate() as state:
             number = self.server.name_chat(state, chat)
         return str(self.server.inject_message(text, chat_id=number, username=user, first_name=user)["update_id"])
+
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        with self.server.mutate() as state:
+            number = self.server.name_chat(state, chat)
+        photo = self.server.add_file(data, width=48, height=32)
+        return str(self.server.inject_media("photo", [photo], caption=caption, chat_id=number)["update_id"])
 
     def _update(self, handle: str) -> dict:
         return self.server.read(lambda s: next(u for u in s["updates"] if u["update_id"] == int(handle)))
@@ -459,3 +488,6 @@ HARNESSES["matrix"] = MatrixHarness
 from tests.adapters.signal_harness import SignalHarness  # noqa: E402
 
 HARNESSES["signal"] = SignalHarness
+from tests.adapters.irc_harness import IrcHarness  # noqa: E402
+
+HARNESSES["irc"] = IrcHarness

@@ -66,6 +66,12 @@ class SignalHarness:
         record = self.server.inject_message(text, sender=uuid_for(chat), number=None, name=user)
         return f"{record['handle']}/1"
 
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        self.server.settle_streams()
+        record = self.server.inject_message(caption, sender=uuid_for(chat), number=None, name="alice",
+                                            attachments=(("image/png", data, "photo.png"),))
+        return f"{record['handle']}/1"
+
     def _envelope(self, handle: str) -> dict:
         return self.server.inbound(handle.split("/")[0])["event"]["envelope"]
 

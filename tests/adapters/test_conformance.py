@@ -110,6 +110,14 @@ class Rig:
                         timeout, 0.05, f"{count} inbox row(s) for chat {chat}")
 
 
+def applicable(rig, aspect: str) -> None:
+    """Skip a test of something the platform does not have at all (a harness's ``not_applicable``: IRC has no
+    429 and no replays), saying why."""
+    reason = getattr(rig.platform, "not_applicable", {}).get(aspect)
+    if reason:
+        pytest.skip(f"{rig.platform.adapter_type}: {reason}")
+
+
 def new_chat(tag: str) -> str:
     return f"{tag}-{uuid.uuid4().hex[:8]}"
 
@@ -125,6 +133,8 @@ def test_adapter_is_in_the_tree_and_running(rig):
 
 def test_send_edit_delete_land_on_the_platform(rig):
     chat = new_chat("ops")
+    if not getattr(rig.platform, "takes_back", True):
+        return sends_land_and_nothing_is_taken_back(rig, chat)
     edits = getattr(rig.platform, "supports_edit", True)   # a platform without edits gets the final text only
     sent = rig.op(chat, "send", "first draft" if edits else "final text")
     assert sent.ok and sent.message_id
@@ -146,6 +156,20 @@ def test_send_edit_delete_land_on_the_platform(rig):
     assert rig.op(chat, "typing").ok
 
 
+def sends_land_and_nothing_is_taken_back(rig, chat: str) -> None:
+    """A platform whose messages can be neither changed nor deleted (IRC): sends land in order with ids of their
+    own; a final edit or a delete answers ok and changes nothing (the consumer and the sweeper send neither to a
+    platform without edits, but an operation that comes is answered)."""
+    sent = rig.op(chat, "send", "final text")
+    assert sent.ok and sent.message_id
+    assert rig.op(chat, "edit", "final text", sent.message_id, final=True).ok
+    second = rig.op(chat, "send", "second message")
+    assert second.ok and second.message_id != sent.message_id
+    assert rig.op(chat, "delete", message_id=second.message_id).ok
+    assert [m["text"] for m in rig.platform.sent(chat)] == ["final text", "second message"]
+    assert rig.op(chat, "typing").ok
+
+
 def test_a_file_is_sent_once_as_its_kind_or_the_platform_declares_it_takes_none(rig):
     pacing = pacing_for(REGISTRY[rig.platform.adapter_type].pacing)
     if not pacing.sends_files:
@@ -162,6 +186,21 @@ def test_a_file_is_sent_once_as_its_kind_or_the_platform_declares_it_takes_none(
     assert not swept.ok and swept.error_kind == "permanent" and len(rig.platform.sent_files(chat)) == 1
 
 
+def test_an_inbound_file_is_cached_and_typed_by_its_bytes_or_the_platform_declares_it_takes_none(rig):
+    if not REGISTRY[rig.platform.adapter_type].receives_files:
+        pytest.skip(f"{rig.platform.adapter_type} declares no inbound files (registry receives_files)")
+    if not hasattr(rig.platform, "inject_file"):
+        pytest.skip(f"{rig.platform.adapter_type}'s files arrive on an endpoint this harness does not drive "
+                    "(tests/http_api covers them)")
+    chat, data = new_chat("upload"), png(48, 32)
+    rig.platform.inject_file(chat, data, "a photo")
+    (row,) = rig.wait_rows(chat, 1, timeout=30)
+    (attachment,) = row.payload["attachments"]
+    assert attachment["state"] == "cached" and attachment["mime"] == "image/png", attachment
+    assert attachment["kind"] == "photo" and attachment["size"] == len(data)
+    assert MediaCache(rig.gateway.state / "media").read(attachment["cache_key"]) == data
+
+
 def test_text_over_the_limit_fails_with_too_long(rig):
     chat = new_chat("long")
     result = rig.op(chat, "send", "x" * (rig.platform.text_limit + 1))
@@ -170,6 +209,7 @@ def test_text_over_the_limit_fails_with_too_long(rig):
 
 
 def test_a_429_storm_is_waited_out_and_the_op_succeeds(rig):
+    applicable(rig, "floods")
     chat = new_chat("flood")
     retry_after = 0.4
     rig.platform.script_floods(3, retry_after)
@@ -221,6 +261,7 @@ def test_inbound_message_becomes_one_inbox_row_and_rings_its_session(rig):
 
 
 def test_replayed_message_is_deduplicated(rig):
+    applicable(rig, "replay")
     chat = new_chat("replay")
     first = rig.platform.inject(chat, "only once")
     rig.wait_rows(chat, 1)
@@ -231,6 +272,7 @@ def test_replayed_message_is_deduplicated(rig):
 
 
 def test_malformed_payload_is_rejected_and_logged_and_the_adapter_stays_up(rig):
+    applicable(rig, "malformed")
     pid = rig.adapter_node().pid
     before = wait_for(rig.total_rows, 10, 0.05, "inbox counts")
     handle, reason = rig.platform.inject_malformed()

@@ -93,6 +93,10 @@ class WeComHarness:
         self._checked_url()
         return self.server.inject_text(self.member(chat), text)
 
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        self._checked_url()
+        return self.server.inject_image(self.member(chat), data)    # a WeCom image message carries no text
+
     def platform_message_id(self, handle: str) -> str:
         return self.server.callback(handle)["msg_id"]
 

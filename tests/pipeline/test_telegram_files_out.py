@@ -112,3 +112,33 @@ def test_status_reactions_show_the_turn_working_then_answered_and_a_failed_turn_
         finally:
             gw.cli("stop")
             gw.kill_everything()
+
+
+def test_a_users_reaction_on_an_answer_is_kept_with_that_reply_and_a_later_one_replaces_it(tmp_path):
+    import asyncio
+    from storage import Store
+    with FakeTelegram() as tg:
+        gw = telegram_gateway(tmp_path, tg.base_url)
+        try:
+            gw.start()
+            gw.wait_ready()
+            tg.inject_message("how are you?", 75)
+            wait_for(lambda: tg.final_texts(75) and "▍" not in tg.final_texts(75)[-1], 60, 0.05, "the answer")
+            answer = tg.messages(75)[0]["message_id"]
+            question = next(m for m in tg.messages(75, incoming=True) if not m["outgoing"])["message_id"]
+
+            async def rows():
+                async with await Store.open(gw.state / "gateway.db") as store:
+                    key = (await store.ledger.list())[0].session_key
+                    return await store.feedback.of_session(key), await store.feedback.counts()
+            tg.inject_reaction(75, answer, ["👍"])
+            wait_for(lambda: asyncio.run(rows())[0], 30, 0.1, "the reaction in storage")
+            tg.inject_reaction(75, answer, ["👎"], old=["👍"])
+            tg.inject_reaction(75, question, ["🔥"])          # on the user's own message: kept, tied to no reply
+            wait_for(lambda: asyncio.run(rows())[1] == {"👎": 1, "🔥": 1}, 30, 0.1, "the later reactions")
+            (row,) = asyncio.run(rows())[0]
+            assert row.emoji == ["👎"] and row.message_id == str(answer) and row.obligation_id
+            assert "message_reaction" in tg.read(lambda s: s["allowed_updates"])
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()

@@ -22,7 +22,7 @@ from actors.adapters.errors import FormattingError, MessageNotFoundError, Perman
 from actors.adapters.lost_copies import NOTHING, OTHERS, OURS, Unresolved, search, search_floor
 from actors.adapters.telegram.formatting import render
 from actors.adapters.telegram.updates import (ALLOWED_UPDATES, event_from_update, is_input, message_id_of,
-                                              update_ids)
+                                              reaction_of, update_ids)
 from actors.adapters.telegram.webhook import WebhookServer
 from actors.adapters.telegram.api import FileTooLarge, TelegramAPI
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
@@ -93,6 +93,8 @@ class TelegramAdapter(PlatformAdapter):
         ids = update_ids(updates)
         wanted = [u for u in updates if is_input(u)]
         self.skipped += len(updates) - len(wanted)
+        # Before the offset is committed with the rows: a crash between the two gets them again (an upsert).
+        await self.record_feedback([r for u in updates if (r := reaction_of(u, self.name)) is not None])
         return wanted, (max(ids) + 1 if ids else None)
 
     async def run_intake(self, emit) -> None:
@@ -111,6 +113,9 @@ class TelegramAdapter(PlatformAdapter):
         self._emit_lock = asyncio.Lock()
 
         async def deliver(update: Any) -> None:
+            if (reaction := reaction_of(update, self.name)) is not None:
+                await self.record_feedback([reaction])   # acknowledged once stored, like a message
+                return
             if not is_input(update):
                 self.skipped += 1
                 return

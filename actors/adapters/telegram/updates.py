@@ -7,8 +7,9 @@ fetches it before the row is stored (actors/adapters/media_intake.py), and its t
 Of a photo's sizes the largest within the cap is taken. Everything else is acknowledged and skipped without a word:
 edits (``edited_message``: a changed message is not a new question, and answering it again would turn one message
 into two turns), stickers, locations, service messages (joins, pins), and update kinds the bot did not ask for. The
-adapter asks Telegram for ``message`` updates only (``ALLOWED_UPDATES``), so the filter is a second line, not the
-first.
+adapter asks Telegram for ``message`` and ``message_reaction`` updates only (``ALLOWED_UPDATES``), so the filter is
+a second line, not the first. A reaction is never input: it is feedback on a message (``reaction_of``), recorded
+with the reply it judges (storage/feedback.py).
 
 Identity: Telegram numbers messages per chat, so the dedup id is ``"<chat_id>:<message_id>"``; replies name their
 target the same way. Chats: private -> "dm"; group/supergroup -> "group", or "thread" with ``thread_id`` for a
@@ -22,8 +23,9 @@ from typing import Any, Optional
 from actors.adapters.base import MalformedPayload
 from actors.media.limits import cap_for
 from actors.messages import Attachment, MessageEvent, Source
+from storage import Reaction
 
-ALLOWED_UPDATES = ["message"]
+ALLOWED_UPDATES = ["message", "message_reaction"]   # reactions: feedback on the bot's answers (reaction_of)
 MEDIA_FIELDS = ("photo", "document", "voice", "audio", "video")   # Telegram's field = the attachment's kind
 GROUP_TYPES = ("group", "supergroup")
 
@@ -41,6 +43,29 @@ def is_input(update: Any) -> bool:
     if message is None:
         return False
     return not isinstance(message, dict) or "text" in message or any(kind in message for kind in MEDIA_FIELDS)
+
+
+def reaction_of(update: Any, platform: str) -> Optional[Reaction]:
+    """A ``message_reaction`` update as a Reaction (what the user shows on that message now), None for any other
+    update or one too malformed to say whose reaction on which message it is. Telegram sends it for private chats,
+    and in groups only to a bot that is an administrator; anonymous reactions (``actor_chat``) have no user."""
+    body = update.get("message_reaction") if isinstance(update, dict) else None
+    if not isinstance(body, dict):
+        return None
+    chat, user = body.get("chat"), body.get("user") or body.get("actor_chat")
+    message_id = body.get("message_id")
+    if not (isinstance(chat, dict) and isinstance(user, dict) and type(message_id) is int
+            and type(chat.get("id")) is int and type(user.get("id")) is int):
+        return None
+    emoji = []
+    for item in body.get("new_reaction") or ():
+        if isinstance(item, dict) and item.get("type") == "emoji" and isinstance(item.get("emoji"), str):
+            emoji.append(item["emoji"][:16])
+        elif isinstance(item, dict) and item.get("type") == "custom_emoji":
+            emoji.append(f"custom:{str(item.get('custom_emoji_id'))[:40]}")
+    date = body.get("date")
+    return Reaction(platform, str(chat["id"]), str(message_id), str(user["id"]), tuple(emoji),
+                    float(date) if type(date) in (int, float) else 0.0)
 
 
 def message_ref(chat_id: Any, message_id: Any) -> str:

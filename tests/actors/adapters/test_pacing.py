@@ -44,8 +44,8 @@ def test_pacing_is_frozen_data():
 
 def test_pacing_for_unknown_platform_and_overrides():
     assert pacing_for("telegram") is PACING["telegram"]
-    unknown = pacing_for("irc")
-    assert unknown.platform == "irc" and unknown.text_limit == DEFAULT_PACING.text_limit
+    unknown = pacing_for("gopher")
+    assert unknown.platform == "gopher" and unknown.text_limit == DEFAULT_PACING.text_limit
     assert not unknown.supports_edit
     tuned = pacing_for("telegram", {"edit_interval_s": 3.0})
     assert tuned.edit_interval_s == 3.0 and tuned.text_limit == 4096

@@ -96,3 +96,13 @@ def test_status_reactions_are_held_until_the_adapter_is_known_and_typing_is_neve
     off = ReplyStatus(args, pacing_for("slack"), ("👀", "👍"))             # no reactions on that platform
     assert off.started() is None and off.finished(True) is None
     assert status_reactions({}) == ("", "")
+
+
+def test_the_resent_mark_goes_on_top_where_edits_exist_else_on_the_first_part_sent_again():
+    from actors.sessions.reply_files import marked_at, marker_index
+    assert marker_index(3, {0: "m1", 1: "m2"}, editable=True) == 0
+    assert marker_index(3, {0: "m1", 1: "m2"}, editable=False) == 2
+    assert marker_index(2, {0: "m1", 1: "m2"}, editable=False) is None        # all there: nothing goes again
+    assert marker_index(3, {}, editable=False, decided=1) == 1                 # decided once, kept
+    assert marked_at(["a", "b"], 1, "↻") == ["a", "↻\nb"] and marked_at(["a", "↻\nb"], 1, "↻") == ["a", "↻\nb"]
+    assert marked_at(["a"], None, "↻") == ["a"] and marked_at(["a"], 5, "↻") == ["a"]

@@ -32,6 +32,10 @@ def pending_updates(state: dict) -> list[dict]:
     return [u for u in state["updates"] if u["update_id"] >= state["confirmed_offset"]]
 
 
+# Update kinds Telegram delivers only to a bot that lists them in allowed_updates (core.telegram.org/bots/api#update).
+OPT_IN_KINDS = ("message_reaction", "message_reaction_count", "chat_member")
+
+
 class UpdateMethods:
     """Mixin for FakeTelegram (uses ``store_message``, ``message_object``, ``mutate``, ``read``)."""
 
@@ -59,6 +63,17 @@ class UpdateMethods:
             if media:   # a photo, document, voice...: the text is its caption (tests/fakes/telegram/files.py)
                 message["media"] = dict(media)
             return self._queue_update(state, "message", self.message_object(chat, message))
+
+    def inject_reaction(self, chat_id: int, message_id: int, emoji: list, user_id: Optional[int] = None,
+                        old: Optional[list] = None) -> dict:
+        """A user reacts to a message (the bot's, say): a ``message_reaction`` update showing ``emoji`` now."""
+        with self.mutate() as state:
+            chat = state["chats"][str(int(chat_id))]
+            user = {"id": int(user_id if user_id is not None else chat_id), "is_bot": False, "first_name": "Alice"}
+            body = {"chat": chat["chat"], "message_id": int(message_id), "user": user, "date": int(time.time()),
+                    "old_reaction": [{"type": "emoji", "emoji": e} for e in old or ()],
+                    "new_reaction": [{"type": "emoji", "emoji": e} for e in emoji]}
+            return self._queue_update(state, "message_reaction", body)
 
     def inject_edit(self, chat_id: int, message_id: int, text: str) -> dict:
         """The user edits an earlier message: an ``edited_message`` update."""
@@ -93,7 +108,8 @@ class UpdateMethods:
         update = {"update_id": state["next_update_id"], kind: message}
         state["next_update_id"] += 1
         allowed = state["allowed_updates"]
-        if allowed and kind not in allowed:  # filtered as the bot asked: never delivered
+        # Filtered as the bot asked, never delivered; without a list, the kinds Telegram sends only when asked.
+        if (allowed and kind not in allowed) or (not allowed and kind in OPT_IN_KINDS):
             state["stats"]["updates_filtered"] += 1
             return update
         state["updates"].append(update)

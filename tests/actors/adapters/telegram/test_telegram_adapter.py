@@ -194,7 +194,7 @@ def test_a_polling_round_stores_messages_and_acknowledges_what_it_skips(tg, tmp_
     assert tg.read(lambda s: s["confirmed_offset"]) == offset and tg.pending_updates() == []
     [row] = rows
     assert row.payload["source"]["chat_type"] == "thread" and row.payload["source"]["thread_id"] == "4"
-    assert tg.read(lambda s: s["allowed_updates"]) == ["message"]
+    assert tg.read(lambda s: s["allowed_updates"]) == ["message", "message_reaction"]
     assert adapter.bot_username == "fake_gateway_bot"
 
 
