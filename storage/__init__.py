@@ -44,7 +44,7 @@ __all__ = [
 
 class Store:
     """The one way in: ``sessions``, ``inbox``, ``ledger``, ``pacing``, ``access``, ``media`` (which cached files
-    are referenced) and ``cron`` (scheduled jobs and their runs) over one database connection."""
+    are referenced), ``feedback`` and ``cron`` (scheduled jobs and their runs) over one database connection."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
