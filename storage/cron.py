@@ -128,7 +128,8 @@ class CronStore:
         """Claim each run and put its prompt in the inbox, and move the jobs' cursors (``{job: time}``; a cursor
         never moves back), all in one transaction. A run whose conversation already has ``max_waiting`` of these
         rows unanswered is recorded as skipped instead (a schedule faster than its answers must not grow the inbox
-        without end). A time claimed before is left as it was (``inserted=False``)."""
+        without end), and so is one whose conversation the operator suspended (it would answer each run with the
+        suspension notice). A time claimed before is left as it was (``inserted=False``)."""
         now = time.time() if now is None else now
         prepared = [(c, _prepare(c.item) if c.item is not None else None) for c in claims]
         cursors = dict(cursors or {})
@@ -148,7 +149,11 @@ class CronStore:
                     waiting = (await fetch_one(conn, "SELECT COUNT(*) FROM inbox WHERE session_key = ? AND "
                                                      "state IN ('received', 'taken') AND platform = ?",
                                                (key, CRON_PLATFORM)))[0]
-                    if waiting >= max_waiting:
+                    suspended = await fetch_one(conn, "SELECT 1 FROM sessions WHERE session_key = ? AND "
+                                                      "state = 'suspended'", (key,))
+                    if suspended is not None:   # the operator stopped it: no run, and no notice to the chat
+                        outcome, reason = "skipped", "the conversation is suspended (`sessions resume` it)"
+                    elif waiting >= max_waiting:
                         outcome, reason = "skipped", f"{waiting} scheduled runs of this conversation still unanswered"
                 seq = None
                 if outcome == "injected":

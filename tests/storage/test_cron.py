@@ -83,3 +83,16 @@ async def test_old_runs_are_pruned(db_path):
         await store.cron.claim([claim("job:schedule:2", 2.0)], now=1000.0)
         assert await store.cron.purge(500.0, now=1100.0) == 1
         assert [r.run_id for r in await store.cron.runs()] == ["job:schedule:2"]
+
+
+async def test_a_run_for_a_suspended_conversation_is_skipped_not_stored(db_path):
+    """The operator suspended the chat's conversation: a run would only fetch the suspension notice, each time."""
+    key = "default.fake.dm.chat-1"
+    async with await Store.open(db_path) as store:
+        info = await store.sessions.get_or_create(key, {})
+        await store.sessions.suspend(info.session_id)
+        [result] = await store.cron.claim([claim("job:schedule:60", 60.0, key=key)])
+        assert result.outcome == "skipped" and "suspended" in result.reason and result.inbox_seq is None
+        await store.sessions.resume(info.session_id)
+        [later] = await store.cron.claim([claim("job:schedule:62", 62.0, key=key)])
+        assert later.outcome == "injected"
