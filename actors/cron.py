@@ -8,9 +8,9 @@ each job's cursor and pause, and every run's claim (storage/cron.py).
 
 Messages it takes:
   Started          open storage, note jobs seen for the first time (they start from now), tick at once
-  timer tick       every TICK_S: for each job, what ``plan`` (actors/scheduling/schedule.py) says is due; the runs
-                   are claimed, their prompts put in the inbox and the cursors moved in one transaction; then the
-                   sessions are rung
+  timer tick       every TICK_S, when a job has a time due: for each job, what ``plan`` (actors/scheduling/
+                   schedule.py) says; the runs are claimed, their prompts put in the inbox and the cursors moved in
+                   one transaction; then the sessions are rung
   timer prune      hourly: runs older than [storage] inbox_retention_days are deleted (history only)
   CronRunRequest   ``cron run NAME``: a manual run, claimed under its own id, whatever the schedule and the pause
   Directory        the doorbells held for want of an address are rung
@@ -54,6 +54,7 @@ class Cron(StoreUser, GatewayActor):
         self.doorbells = Doorbells()
         self.runs_made = 0
         self.skipped = 0
+        self.cursors: dict[str, float] = {}   # each job's cursor as last read or written: is anything due?
 
     def on_start(self, args) -> None:
         self.jobs = validate_jobs(self.config)
@@ -75,20 +76,30 @@ class Cron(StoreUser, GatewayActor):
     # ------------------------------------------------------------------------------------------------ ticks
     def on_timer_tick(self, _data) -> None:
         self.after(TICK_S, "tick")
-        if self.jobs and not self.intake_stopped:
-            self.run_due(time.time())
+        now = time.time()
+        if self.jobs and not self.intake_stopped and self.anything_due(now):
+            self.run_due(now)
+
+    def anything_due(self, now: float) -> bool:
+        """Whether a job has a time due after its cursor as last known. Storage is read only then: a cursor moved
+        since by ``cron resume`` is only further on, and a pause matters only to a time that is due."""
+        for job in self.jobs.values():
+            due = job.schedule.next_after(self.cursors.get(job.name, 0.0))
+            if due is not None and due <= now:
+                return True
+        return False
 
     def run_due(self, now: float) -> None:
         states = self.db(self.store.cron.states())
         claims, cursors = [], {}
         for job in self.jobs.values():
             state = states.get(job.name)
-            cursor = state.checked_until if state is not None else self.started_at
+            cursor = self.cursors[job.name] = state.checked_until if state is not None else self.started_at
             active = job.enabled and not (state is not None and state.paused)
             decided = plan(job.schedule, cursor, self.started_at, now, job.catch_up, active=active)
             if not decided.changed:
                 continue
-            cursors[job.name] = decided.cursor
+            cursors[job.name] = self.cursors[job.name] = decided.cursor
             for run in decided.runs:
                 run_id = schedule_run_id(job.name, run.at)
                 claims.append(RunClaim(run_id, job.name, "schedule", run.at, run_item(job, run_id, now),
