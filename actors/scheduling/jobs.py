@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+from actors.adapters.registry import DEFAULT_ADAPTERS, IMPLICIT_ADAPTERS
 from actors.messages import MessageEvent, Source
 from actors.scheduling.schedule import CATCH_UP_RULES, Schedule, ScheduleError, parse_schedule
 from common.config import TYPE_NAMES, ConfigError, setting
@@ -72,7 +73,8 @@ def validate_jobs(config: Mapping, now: float = 0.0) -> dict[str, CronJob]:
     """Every ``[cron.NAME]`` table as a CronJob, in name order; raises ConfigError naming the first bad key."""
     file = config.get("_source") or "(config)"
     tables = config.get("cron") or {}
-    adapters = config.get("adapters") or {}
+    # The adapters that run: the configured ones (the default web chat when none is), and the implicit terminal.
+    adapters = {**IMPLICIT_ADAPTERS, **(config.get("adapters") or DEFAULT_ADAPTERS)}
     profiles = set(config.get("profiles") or {}) | {"default"}
     jobs = {}
     for name in sorted(tables):

@@ -45,6 +45,13 @@ def test_each_bad_key_is_named(change, key, why):
     assert caught.value.key == f"[cron.morning] {key}" and caught.value.file == "gw.toml"
 
 
+def test_the_default_web_chat_is_an_adapter_a_job_may_answer_in():
+    raw = validate({"cron": {"hello": {**GOOD, "adapter": "web"}}}, "gw.toml")
+    assert validate_jobs(raw)["hello"].adapter == "web"
+    with pytest.raises(ConfigError, match="no adapter 'web' is configured"):
+        validate_jobs(config(hello={**GOOD, "adapter": "web"}))   # [adapters] given: the default is not there
+
+
 def test_a_missing_key_and_a_bad_name_are_named():
     with pytest.raises(ConfigError, match="missing") as caught:
         validate_jobs(config(morning={k: v for k, v in GOOD.items() if k != "chat"}))
