@@ -125,7 +125,8 @@ class Root(Supervisor):
                                      "recovery": {k: v for n in sweeper for k, v in n.facts},
                                      "adapters": adapter_rows(node, self._adapter_kinds()),
                                      "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
-                                                for n in tree.find_kind(node, "SessionShard")]})
+                                                for n in tree.find_kind(node, "SessionShard")],
+                                     **{"cron": dict(n.facts) for n in tree.find_kind(node, "Cron")}})
 
     def _adapter_kinds(self) -> dict[str, str]:
         """Each configured adapter's kind: status shows one missing from the tree (its supervisor just restarted)."""

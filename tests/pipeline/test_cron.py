@@ -163,6 +163,8 @@ def test_the_admin_cli_lists_runs_pauses_and_resumes_jobs(gw, platform):
     [hand] = [j for j in listing["jobs"] if j["job"] == "by-hand"]
     assert hand["paused"] and hand["runs"][0]["origin"] == "manual"
     assert not json.loads(gw.cli("cron", "resume", "by-hand", "--json", check=True).stdout)["paused"]
+    status = json.loads(gw.cli("status", "--json").stdout)
+    assert status["cron"]["jobs"] == 3 and status["cron"]["runs"] >= 2, status.get("cron")
     # Not user traffic: the runs' turns are counted apart, none among the users' turns.
     samples = wait_metric(gw, lambda s: (value(s, "gateway_internal_turns_total", profile="default", platform="fake",
                                                outcome="done") or 0) >= 1, "the runs' turns in /metrics")
