@@ -50,7 +50,7 @@ ADAPTER_SAMPLE = """\
 CRON_SAMPLE = """\
 # Scheduled jobs ([cron.NAME]; docs/cron.md): the prompt runs in the chat's conversation, the answer goes there.
 # [cron.morning]
-# schedule = "0 9 * * 1-5"     # cron syntax (6 fields: seconds last); timezone = "UTC" unless given
+# schedule = "0 9 * * 1-5"     # cron syntax (6 fields: seconds first); timezone = "UTC" unless given
 # prompt = "What is on my calendar today?"
 # adapter = "support"          # a configured [adapters.NAME]
 # chat = "123456789"

@@ -3,7 +3,7 @@ configuration in, checked jobs out (a ``ConfigError`` naming the key otherwise, 
 inbox row a run of a job puts in its conversation's inbox.
 
     [cron.morning]
-    schedule = "0 9 * * 1-5"        # cron syntax: 5 fields, or 6 with seconds last; or @daily, @hourly...
+    schedule = "0 9 * * 1-5"        # cron syntax: 5 fields, or 6 with seconds first; or @daily, @hourly...
     timezone = "Europe/Berlin"      # default "UTC"
     prompt = "Summarise what is on my calendar today."
     profile = "default"             # the profile the turn runs under (its session key's profile)

@@ -32,9 +32,9 @@ class ScheduleError(ValueError):
 
 
 class Schedule:
-    """A cron expression in a time zone: 5 fields (minute hour day month weekday), 6 with seconds last (croniter's
-    convention: ``"*/10 * * * * *"`` is every ten seconds, ``"0 9 * * * 30"`` 09:00:30), or an alias such as
-    ``@daily``."""
+    """A cron expression in a time zone: 5 fields (minute hour day month weekday), 6 with seconds **first**, as
+    Quartz, Spring and most 6-field crons have them (``"*/10 * * * * *"`` is every ten seconds, ``"30 0 9 * * *"``
+    09:00:30; croniter's ``second_at_beginning``), or an alias such as ``@daily``."""
 
     def __init__(self, expression: str, timezone: str = "UTC"):
         if not isinstance(expression, str) or not expression.strip():
@@ -43,7 +43,7 @@ class Schedule:
         fields = self.expression.split(" ")
         if not self.expression.startswith("@") and len(fields) not in (5, 6):
             raise ScheduleError(f"has {len(fields)} fields; a schedule has 5 (minute hour day month weekday) or 6 "
-                                f"(seconds last), e.g. \"0 9 * * 1-5\"")
+                                f"(seconds first), e.g. \"0 9 * * 1-5\"")
         try:
             self.zone = ZoneInfo(timezone)
         except (ZoneInfoNotFoundError, ValueError):
@@ -51,24 +51,24 @@ class Schedule:
                                 f"\"Europe/Berlin\")") from None
         self.timezone = timezone
         try:
-            croniter(self.expression, self._at(0.0))
+            self._iter(0.0)
         except (CroniterError, ValueError, KeyError) as exc:
             raise ScheduleError(f"{self.expression!r} is not a cron expression: {exc}") from None
 
-    def _at(self, t: float) -> datetime.datetime:
-        return datetime.datetime.fromtimestamp(t, self.zone)
+    def _iter(self, t: float) -> croniter:
+        return croniter(self.expression, datetime.datetime.fromtimestamp(t, self.zone), second_at_beginning=True)
 
     def next_after(self, t: float) -> Optional[float]:
         """The first time of the schedule strictly after ``t``; None if there is none (``0 0 31 2 *``)."""
         try:
-            return croniter(self.expression, self._at(t)).get_next(float)
+            return self._iter(t).get_next(float)
         except CroniterBadDateError:
             return None
 
     def previous_before(self, t: float) -> Optional[float]:
         """The last time of the schedule strictly before ``t``; None if there is none."""
         try:
-            return croniter(self.expression, self._at(t)).get_prev(float)
+            return self._iter(t).get_prev(float)
         except CroniterBadDateError:
             return None
 
@@ -76,7 +76,7 @@ class Schedule:
         """The times in (after, until], oldest first, at most ``limit`` of them."""
         out: list[float] = []
         try:
-            it = croniter(self.expression, self._at(after))
+            it = self._iter(after)
             while len(out) < limit:
                 t = it.get_next(float)
                 if t > until:

@@ -2,7 +2,7 @@
 once; a kill -9 of the daemon right after a run was claimed still answers that run once; the times that fell while
 the daemon was down follow each job's catch-up rule; the admin CLI lists, runs, pauses and resumes jobs.
 
-One daemon for the module (killed and started again by the first test). Schedules use croniter's seconds field
+One daemon for the module (killed and started again by the first test). Schedules have a seconds field
 ("*/2 * * * * *": every two seconds), so nothing waits for a minute to turn."""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ catch_up = "latest"
 
 [cron.skipper]
 schedule = "*/2 * * * * *"
-prompt = "cron skipper"
+prompt = "cron skipper #think 0.8"
 adapter = "fake"
 chat = "c-skip"
 catch_up = "skip"
@@ -43,7 +43,7 @@ prompt = "cron by hand"
 adapter = "fake"
 chat = "c-hand"
 """
-DOWN_S = 3.5   # the daemon stays down this long after the kill: at least two times of each job fall in it
+DOWN_S = 4.0   # the daemon stays down this long after the kill: at least two times of each job fall in it
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,9 @@ def test_jobs_fire_are_answered_once_across_a_kill_and_missed_times_follow_catch
              "the first answers of both jobs")
     first = settled(platform, "c-often")[0]
     assert "cron often" in first["text"] and first["reply_to"] is None, first
-    # kill -9 of the whole daemon right after a run was claimed (its turn thinks 0.8 s: the answer is not out yet).
+    # kill -9 of the whole daemon right after a run was claimed (its turn thinks 0.8 s: the answer is not out yet),
+    # every earlier run answered (a reply cut mid-send has its own tests: tests/pipeline/test_crashes.py).
+    wait_for(lambda: all(s == "done" for s in inbox_states(gw)), 30, 0.02, "the runs so far to be answered")
     claimed = len(runs(gw, "often"))
     wait_for(lambda: len(runs(gw, "often")) > claimed, 30, 0.005, "the next run of often to be claimed")
     os.kill(gw.launcher_pid, signal.SIGKILL)
@@ -138,9 +140,9 @@ def test_jobs_fire_are_answered_once_across_a_kill_and_missed_times_follow_catch
     assert killed_at < skipped["scheduled_at"] and skipped["missed"] >= 2 and skipped["inbox_seq"] is None
     assert not [r for r in skipper if last_before < r["scheduled_at"] <= skipped["scheduled_at"]
                 and r["outcome"] == "injected"], "a missed time ran under catch_up = skip"
-    wait_for(lambda: len(settled(platform, "c-skip")) == sum(r["outcome"] == "injected" for r in skipper), 30, 0.05,
-             "one answer per skipper run")
-    assert len(visible(platform, "c-skip")) == sum(r["outcome"] == "injected" for r in skipper)
+    answered = sum(r["outcome"] == "injected" for r in skipper)
+    wait_for(lambda: len(settled(platform, "c-skip")) >= answered, 30, 0.05, "an answer per skipper run")
+    assert len(visible(platform, "c-skip")) == answered, explain(gw, platform)
     log = gw.wait_log("running the latest")
     assert "skipped: missed while the gateway was down" in log
 

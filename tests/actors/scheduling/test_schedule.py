@@ -18,7 +18,8 @@ def at(hour, minute=0, second=0, day=2, month=3) -> float:
 
 def test_five_fields_six_with_seconds_last_and_aliases():
     assert Schedule("0 9 * * 1-5").next_after(T0) == at(9)
-    assert Schedule("0 9 * * * 30").next_after(T0) == at(9, 0, 30), "croniter: the sixth field is seconds"
+    assert Schedule("30 0 9 * * *").next_after(T0) == at(9, 0, 30), "six fields: seconds first"
+    assert Schedule("*/2 * * * * *").times(T0, T0 + 5, 10) == [T0 + 2, T0 + 4], "every two seconds"
     assert Schedule("* * * * * *").times(T0, T0 + 3, 10) == [T0 + 1, T0 + 2, T0 + 3]
     assert Schedule("@daily").next_after(T0) == at(0, day=3)
     assert Schedule("  0   9 * * *  ").expression == "0 9 * * *"
