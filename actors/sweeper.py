@@ -38,7 +38,6 @@ from supervision.actor import GatewayActor
 from common.config import setting
 from common.logging_setup import key_hash
 
-HOUSEKEEPING_INTERVAL_S = 3600.0
 RETENTION_DAYS = 30.0
 MAX_ROWS = 200_000
 STALE_JOB_S = 60.0
@@ -295,4 +294,4 @@ class DeliverySweeper(StoreUser, GatewayActor):
         if swept:
             self.log.info("sweeper: retention removed %d unreferenced media file(s)", swept)
         self.refresh_counts()
-        self.after(HOUSEKEEPING_INTERVAL_S, "housekeeping")
+        self.after(setting(self.config, "delivery", "housekeeping_interval_s"), "housekeeping")

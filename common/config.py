@@ -66,6 +66,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "delivery": {
         "sweep_interval_s": (float, 30.0, None),   # how often the sweeper looks for replies whose owner died
+        # how often it applies retention (old obligations, answered inbox rows, unreferenced media files)
+        "housekeeping_interval_s": (float, 3600.0, None),
     },
     "sessions": {
         "idle_s": (float, 600.0, None),

@@ -59,3 +59,16 @@ class HttpSession:
         if self._owns_session and self._session is not None:
             session, self._session = self._session, None
             await session.close()
+
+
+async def capped_body(resp: aiohttp.ClientResponse, cap: int, too_large: Callable[[int], Exception]) -> bytes:
+    """A response body read in pieces and given up past ``cap`` bytes (``too_large(size so far)`` is raised, the
+    declared length checked first): a file a platform sized wrongly never fills memory."""
+    if resp.content_length is not None and resp.content_length > cap:
+        raise too_large(resp.content_length)
+    data = bytearray()
+    async for piece in resp.content.iter_chunked(1 << 16):
+        data += piece
+        if len(data) > cap:
+            raise too_large(len(data))
+    return bytes(data)

@@ -74,8 +74,10 @@ def test_answered_inbox_rows_are_pruned_after_their_retention(tmp_path):
     import sqlite3
 
     with FakePlatform() as platform:
-        # 0.00002 days = 1.7 s: the sweeper's first housekeeping (5 s after its start) finds the row old enough.
-        gw = pipeline_gateway(tmp_path, platform, extra="[storage]\ninbox_retention_days = 0.00002\n")
+        # 0.00002 days = 1.7 s, and housekeeping every second (after the first, 5 s after the sweeper starts): a
+        # loaded machine may answer only after that first one, so a later one must find the row old enough.
+        gw = pipeline_gateway(tmp_path, platform, extra="[storage]\ninbox_retention_days = 0.00002\n"
+                                                        "[delivery]\nhousekeeping_interval_s = 1.0\n")
         try:
             gw.start()
             gw.wait_ready()

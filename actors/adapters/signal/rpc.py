@@ -23,7 +23,7 @@ from typing import Any, Optional
 import aiohttp
 
 from actors.adapters.errors import FloodError, PermanentError, PlatformError, RetryableError
-from actors.adapters.http_session import HttpSession
+from actors.adapters.http_session import HttpSession, capped_body
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 USER_ERROR, IO_ERROR, UNTRUSTED_KEY, RATE_LIMITED = -1, -3, -4, -5
@@ -120,13 +120,7 @@ class SignalRPC(HttpSession):
         timeout = aiohttp.ClientTimeout(total=self.request_timeout)
         try:
             async with self.session().post(self.base_url + "/api/v1/rpc", json=body, timeout=timeout) as resp:
-                if resp.content_length is not None and resp.content_length > limit:
-                    raise AttachmentTooBig(resp.content_length // 4 * 3)
-                raw = bytearray()
-                async for piece in resp.content.iter_chunked(65536):
-                    raw += piece
-                    if len(raw) > limit:
-                        raise AttachmentTooBig(len(raw) // 4 * 3)
+                raw = await capped_body(resp, limit, lambda size: AttachmentTooBig(size // 4 * 3))   # base64
                 status = resp.status
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise RetryableError(f"network error: {type(exc).__name__}: {exc}", method=method) from None

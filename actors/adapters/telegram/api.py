@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import aiohttp
 
-from actors.adapters.http_session import HttpSession
+from actors.adapters.http_session import HttpSession, capped_body
 from actors.adapters.errors import (ConflictError, FloodError, FormattingError, MessageNotFoundError,
                                     PermanentError, PlatformError, RetryableError, TooLongError)
 from common.redact import redact as redact_secrets
@@ -145,12 +145,7 @@ class TelegramAPI(HttpSession):
             async with self.session().get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 if resp.status != 200:
                     raise classify_error("download", resp.status, None)
-                data = bytearray()
-                async for piece in resp.content.iter_chunked(1 << 16):
-                    data += piece
-                    if len(data) > cap:
-                        raise FileTooLarge(len(data))
-                return bytes(data)
+                return await capped_body(resp, cap, FileTooLarge)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise RetryableError(f"network error: {type(exc).__name__}: {self.redact(str(exc))}",
                                  method="download") from None

@@ -33,7 +33,7 @@ from urllib.parse import urlencode
 import aiohttp
 
 from actors.adapters.errors import FloodError, PermanentError, PlatformError, RetryableError, TooLongError
-from actors.adapters.http_session import HttpSession
+from actors.adapters.http_session import HttpSession, capped_body
 from common.redact import redact as redact_secrets
 
 WECOM_API = "https://qyapi.weixin.qq.com"
@@ -152,14 +152,7 @@ class WeComAPI(HttpSession):
                     # An error comes as JSON (a file never does: WeCom serves it with its own type).
                     text = await resp.content.read(64 * 1024)
                     raise classify("media/get", 200, _json(text), self.rate_limit_wait_s)
-                if resp.content_length is not None and resp.content_length > cap:
-                    raise MediaTooLarge(resp.content_length)
-                data = bytearray()
-                async for piece in resp.content.iter_chunked(1 << 16):
-                    data += piece
-                    if len(data) > cap:
-                        raise MediaTooLarge(len(data))
-                return bytes(data)
+                return await capped_body(resp, cap, MediaTooLarge)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise RetryableError(f"network error: {type(exc).__name__}: {self.redact(str(exc))}",
                                  method="media/get") from None
