@@ -13,6 +13,7 @@
     python run_gateway.py sessions ...    stored conversations: list, show, search, export, import
     python run_gateway.py deliveries ...  the delivery ledger: pending, failed, abandoned; retry one
     python run_gateway.py pair ...        who may talk to the agent: pairing codes (list, approve, deny), grants
+    python run_gateway.py cron ...        scheduled jobs: list, run NAME now, pause NAME, resume NAME
     python run_gateway.py fault NAME      fault drills: crash, hang or exit one actor or cell ([debug] fault_injection)
     python run_gateway.py config ...      init: write a commented sample configuration; show: the effective one
     python run_gateway.py routes ...      which profile each chat gets: list, explain SOURCE (docs/profiles.md)
@@ -71,6 +72,8 @@ def _main(argv: list[str] | None) -> int:
         registry.validate_all(config)  # adapter tables too: a bad one stops the start here, not in a crash loop
         from actors.profiles.routes import load_routes
         load_routes(config)   # [profiles.NAME] and [[routes]] likewise
+        from actors.scheduling.jobs import validate_jobs
+        validate_jobs(config, time.time())   # and [cron.NAME] jobs, against the adapters and profiles
     except ConfigError as exc:
         return fail(args, f"config error: {exc.file}: {exc.key}: {exc.reason}", EX_CONFIG,
                     file=exc.file, key=exc.key, reason=exc.reason)
@@ -89,7 +92,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from daemon import cli_access, cli_completion, cli_config, cli_logs, cli_service, cli_storage, status_view
+    from daemon import cli_access, cli_completion, cli_config, cli_cron, cli_logs, cli_service, cli_storage, status_view
     from daemon import cli_routes
     from daemon import doctor as doctor_mod, health as health_mod
     from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
@@ -146,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how long a hang lasts (default: %(default)ss)")
     cli_storage.add_parsers(sub)
     cli_access.add_parsers(sub)
+    cli_cron.add_parsers(sub)
     cli_config.add_parsers(sub)
     cli_routes.add_parsers(sub)
     cli_logs.add_parsers(sub)
@@ -318,6 +322,11 @@ def cmd_pair(config: dict, args) -> int:
     return run(config, args)
 
 
+def cmd_cron(config: dict, args) -> int:
+    from daemon.cli_cron import cmd_cron as run
+    return run(config, args)
+
+
 def cmd_config(config: dict, args) -> int:
     from daemon.cli_config import cmd_config as run
     return run(config, args)
@@ -349,7 +358,8 @@ def cmd_doctor(config: dict, args) -> int:
 
 
 COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions,
-            "deliveries": cmd_deliveries, "pair": cmd_pair, "routes": cmd_routes, "chat": cmd_chat, "run": cmd_run,
+            "deliveries": cmd_deliveries, "pair": cmd_pair, "routes": cmd_routes, "cron": cmd_cron, "chat": cmd_chat,
+            "run": cmd_run,
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
             "fault": cmd_fault, "health": cmd_health,
             "doctor": cmd_doctor}

@@ -76,6 +76,7 @@ class Metrics(StoreUser, GatewayActor):
         super().__init__()
         self.turns: Counter = Counter()                  # (profile, platform, outcome) -> turns
         self.turn_seconds: dict = defaultdict(Histogram)  # (profile, platform) -> histogram
+        self.internal_turns: Counter = Counter()         # (profile, platform, outcome) -> turns of scheduled runs
         self.restarts: Counter = Counter()               # child kind -> restarts
         self.flood_waits: Counter = Counter()            # platform -> flood waits
         self.flood_seconds: Counter = Counter()          # platform -> seconds waited
@@ -133,6 +134,9 @@ class Metrics(StoreUser, GatewayActor):
 
     # -------------------------------------------------------------------------------------------- the facts
     def on_TurnFinished(self, fact, sender) -> None:
+        if getattr(fact, "internal", False):   # the gateway's own event (a scheduled run): not user traffic
+            self.internal_turns[(fact.profile, fact.platform, fact.outcome)] += 1
+            return
         self.turns[(fact.profile, fact.platform, fact.outcome)] += 1
         self.turn_seconds[(fact.profile, fact.platform)].observe(fact.seconds)
 
@@ -271,6 +275,10 @@ class Metrics(StoreUser, GatewayActor):
                      for (p, pl, o), n in sorted(self.turns.items())]),
             metric_families.histogram("gateway_turn_seconds", "Seconds from an inbound message's arrival to the end "
                                       "of its turn", ("profile", "platform"), self.turn_seconds),
+            counter("gateway_internal_turns_total", "Turns answering the gateway's own events (scheduled runs), by "
+                    "profile, platform and outcome; never counted among gateway_turns_total",
+                    [({"profile": p, "platform": pl, "outcome": o}, n)
+                     for (p, pl, o), n in sorted(self.internal_turns.items())]),
             gauge("gateway_deliveries", "Reply obligations in the delivery ledger, by state",
                   [({"state": s}, n) for s, n in sorted(snap["deliveries"].items())]),
             counter("gateway_turn_resumes_total", "Turns resumed after the gateway was restarted mid-turn (from the "

@@ -29,6 +29,8 @@ def root_children(config: dict) -> list[ChildSpec]:
     early and stops late, so it sees the whole life and /readyz answers 503 all through a drain."""
     metrics = [ChildSpec("metrics", "actors.metrics.Metrics", shutdown_timeout_s=2.0)] \
         if setting(config, "metrics", "enabled") else []
+    # Last: it starts once the tree it hands runs to is up, and stops first, so no run is claimed during a shutdown.
+    cron = [ChildSpec("cron", "actors.cron.Cron")] if config.get("cron") else []
     return [
         ChildSpec("watchdog", "actors.watchdog.Watchdog", shutdown_timeout_s=2.0),
         *metrics,
@@ -37,6 +39,7 @@ def root_children(config: dict) -> list[ChildSpec]:
         ChildSpec("sessions", "actors.sessions.supervisor.SessionSupervisor", restart=Restart.PERMANENT,
                   shutdown_timeout_s=10.0),
         ChildSpec("adapters", "actors.adapters.supervisor.AdapterSupervisor", shutdown_timeout_s=10.0),
+        *cron,
     ]
 
 
@@ -122,7 +125,8 @@ class Root(Supervisor):
                                      "recovery": {k: v for n in sweeper for k, v in n.facts},
                                      "adapters": adapter_rows(node, self._adapter_kinds()),
                                      "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
-                                                for n in tree.find_kind(node, "SessionShard")]})
+                                                for n in tree.find_kind(node, "SessionShard")],
+                                     **{"cron": dict(n.facts) for n in tree.find_kind(node, "Cron")}})
 
     def _adapter_kinds(self) -> dict[str, str]:
         """Each configured adapter's kind: status shows one missing from the tree (its supervisor just restarted)."""

@@ -111,6 +111,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "adapters": {},       # [adapters.NAME] tables, each with type = "..."; checked by the adapter registry
     "profiles": {},       # [profiles.NAME] tables; checked by actors/profiles/profiles.py
+    "cron": {},           # [cron.NAME] tables: scheduled jobs, checked by actors/scheduling/jobs.py (docs/cron.md)
     "debug": {
         "fault_injection": (bool, False, None),
         "crash_on_start": (str, "", None),
@@ -121,7 +122,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "port": (int, 9464, None),      # 0: the OS picks one (runtime.json and `status` show it)
     },
 }
-OPEN_SECTIONS = {"adapters", "profiles"}
+OPEN_SECTIONS = {"adapters", "profiles", "cron"}
 # [[routes]]: an array of tables, kept as written here and checked by actors/profiles/routes.py (docs/profiles.md).
 LIST_SECTIONS = {"routes"}
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}

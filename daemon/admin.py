@@ -73,6 +73,14 @@ class AdminClient:
     def tell(self, message) -> None:
         self.asys.tell(self.root, message)
 
+    def ask_actor(self, name: str, message, wanted: type, timeout: float = 10.0):
+        """Ask the actor called ``name`` in the tree (a process actor: cells have no address of their own); None if
+        it did not answer within ``timeout``. Raises AdminError if no such actor runs."""
+        node = next((n for n, _parent, _ in tree_mod.walk(self.tree()) if n.name == name and n.ref is not None), None)
+        if node is None:
+            raise AdminError(f"no actor called {name!r} is running (see `tree`)")
+        return ask_for(self.asys, node.ref, message, wanted, timeout)
+
     def inject_fault(self, name: str, action: str, seconds: float = 0.0) -> TreeNode:
         """Fault injection (the daemon honours it only with [debug] fault_injection): the actor or cell called
         ``name`` crashes, hangs or exits. A cell has no address of its own: its shard is told which cell."""

@@ -60,6 +60,16 @@ PROFILES_SAMPLE = """\
 # respond = "all"              # in groups: answer every message, not only those addressed to the bot
 """
 
+CRON_SAMPLE = """\
+# Scheduled jobs ([cron.NAME]; docs/cron.md): the prompt runs in the chat's conversation, the answer goes there.
+# [cron.morning]
+# schedule = "0 9 * * 1-5"     # cron syntax (6 fields: seconds first); timezone = "UTC" unless given
+# prompt = "What is on my calendar today?"
+# adapter = "support"          # a configured [adapters.NAME]
+# chat = "123456789"
+# catch_up = "latest"          # after downtime: "latest" runs the most recent missed time once; "skip" none
+"""
+
 
 def add_parsers(sub) -> None:
     config = command(sub, "config", "the configuration: init writes a sample, show prints the effective one",
@@ -95,8 +105,10 @@ def sample() -> str:
         if section in config_mod.OPEN_SECTIONS:
             if section == "adapters":
                 lines += [ADAPTER_SAMPLE]
-            if section == "profiles":
+            elif section == "profiles":
                 lines += [PROFILES_SAMPLE]
+            elif section == "cron":
+                lines += [CRON_SAMPLE]
             continue
         lines.append(f"[{section}]" + (f"   # {SECTION_NOTES[section]}" if section in SECTION_NOTES else ""))
         for key, (_kind, default, allowed) in keys.items():

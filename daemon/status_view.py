@@ -71,6 +71,8 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
         f"  recovery     {recovery.get('resumes', '?')} turn(s) resumed after a restart, "
         f"{recovery.get('notices', '?')} message(s) given up on (told to send again), "
         f"{recovery.get('late', '?')} waiting past the answer bound",
+        *([f"  cron         {cron.get('jobs', '?')} job(s); since this start {cron.get('runs', '?')} run(s), "
+           f"{cron.get('skipped', '?')} skipped (`cron list`)"] if (cron := status.detail.get("cron")) else []),
         f"  admin        {admin}   state {config['gateway']['state_dir']}",
         f"  metrics      {metrics}",
     ]

@@ -15,6 +15,7 @@ from typing import Union
 
 from .db import Database
 from .access import Access, Grant, PairingAnswer, PairingCode
+from .cron import CRON_PLATFORM, Claimed, CronRun, CronStore, JobState, RunClaim
 from .errors import (AmbiguousId, IllegalTransition, ImportRefused, NotFound, RecordError, SchemaTooNew, StaleFence,
                      StorageBusy, StorageError, StorageFull, StorageUnavailable)
 from .inbox import Inbox, InboundItem, InboxRow
@@ -32,6 +33,7 @@ __all__ = [
     "Store", "SessionStore", "Inbox", "Ledger", "PacingBans", "Access", "Grant", "PairingAnswer", "PairingCode",
     "SessionInfo", "TranscriptEvent", "SearchHit", "RuntimeState", "InboxRow", "InboundItem", "Obligation",
     "Target", "Owner", "MediaCache", "CacheStats", "MediaRefs", "Feedback", "FeedbackRow", "Reaction",
+    "CronStore", "CronRun", "RunClaim", "Claimed", "JobState", "CRON_PLATFORM",
     "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner",
     "is_owner_alive",
     "StorageError", "StorageBusy", "StorageFull", "StorageUnavailable", "SchemaTooNew", "RecordError",
@@ -41,8 +43,8 @@ __all__ = [
 
 
 class Store:
-    """The one way in: ``sessions``, ``inbox``, ``ledger``, ``pacing``, ``access`` and ``media`` (which cached files
-    are referenced) over one database connection."""
+    """The one way in: ``sessions``, ``inbox``, ``ledger``, ``pacing``, ``access``, ``media`` (which cached files
+    are referenced), ``feedback`` and ``cron`` (scheduled jobs and their runs) over one database connection."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -53,6 +55,7 @@ class Store:
         self.access = Access(db)
         self.media = MediaRefs(db)
         self.feedback = Feedback(db)
+        self.cron = CronStore(db)
 
     def atomic(self):
         """Inline stores only: the calls inside one ``with store.atomic():`` commit together (storage/inline.py)."""

@@ -190,6 +190,34 @@ _V7_FEEDBACK = ["""CREATE TABLE feedback (
     )""", "CREATE INDEX feedback_by_session ON feedback (session_key, at)",
     "CREATE INDEX obligation_parts_by_message ON obligation_parts (platform_message_id)"]
 
+# Scheduled jobs (storage/cron.py): per [cron.NAME] job how far its schedule has been looked at and whether the
+# operator paused it; per run its claim, made in the transaction that puts its prompt in the inbox, so a time of the
+# schedule is claimed at most once (UNIQUE), whatever restarts come between.
+_V8_CRON = [
+    """CREATE TABLE cron_jobs (
+        job           TEXT PRIMARY KEY,
+        checked_until REAL NOT NULL,
+        paused        INTEGER NOT NULL DEFAULT 0,
+        paused_at     REAL,
+        updated_at    REAL NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE cron_runs (
+        run_id        TEXT PRIMARY KEY,
+        job           TEXT NOT NULL,
+        origin        TEXT NOT NULL CHECK (origin IN ('schedule', 'manual')),
+        scheduled_at  REAL NOT NULL,
+        outcome       TEXT NOT NULL CHECK (outcome IN ('injected', 'skipped')),
+        caught_up     INTEGER NOT NULL DEFAULT 0,
+        missed        INTEGER NOT NULL DEFAULT 0,
+        reason        TEXT,
+        session_key   TEXT,
+        inbox_seq     INTEGER,
+        claimed_at    REAL NOT NULL,
+        UNIQUE (job, origin, scheduled_at)
+    )""",
+    "CREATE INDEX cron_runs_by_job ON cron_runs (job, claimed_at)",
+]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -198,6 +226,7 @@ MIGRATIONS: list[Migration] = [
     _V5_RESUME_ATTEMPTS,
     _V6_RECOVERY_COUNTS,
     _V7_FEEDBACK,
+    _V8_CRON,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

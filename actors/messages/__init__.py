@@ -28,6 +28,7 @@ from actors.messages.control import (
     DrainRequest, DrainReport, ShutdownRequest, ShutdownReady, DrainDone, StatusRequest, GatewayStatus)
 from actors.messages.metrics import (
     StalledReply, LostSend, TurnFinished, FloodWaited, AdapterConnection)
+from actors.messages.cron import CronRunRequest, CronRunReport
 
 __all__ = [
     'Source', 'ATTACHMENT_KINDS', 'Attachment', 'MessageEvent', 'InboxDoorbell', 'OutgoingFile', 'PlatformOp',
@@ -36,5 +37,5 @@ __all__ = [
     'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone', 'CliDone', 'Passivate', 'RunCells',
     'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
-    'TurnFinished', 'FloodWaited', 'AdapterConnection'
+    'TurnFinished', 'FloodWaited', 'AdapterConnection', 'CronRunRequest', 'CronRunReport'
 ]

@@ -59,7 +59,7 @@ class MessageEvent:
     received_at: float
     reply_to_message_id: Optional[str] = None
     attachments: tuple = ()        # of Attachment
-    internal: bool = False         # produced by the gateway itself (resume, replay): not user traffic
+    internal: bool = False         # produced by the gateway itself (a scheduled run): not user traffic
     # When the sender sent it, by the platform's own server clock (Telegram's ``date``); None where the platform
     # gives no such time or the client chooses it. Sender limits charge a message at this time, so a backlog the
     # platform held while the gateway was down is not mistaken for a burst (sender_limits.charge_time).
@@ -89,8 +89,11 @@ class MessageEvent:
 @dataclass(frozen=True)
 class InboxDoorbell:
     """Adapter -> session supervisor -> session: new rows are durable in this session's inbox. A doorbell carries
-    no content: the inbox is the truth, so a lost doorbell delays a message but never loses it."""
+    no content: the inbox is the truth, so a lost doorbell delays a message but never loses it. ``internal``: rung
+    for a row the gateway wrote itself (a scheduled run), which is no user activity: it does not keep a session
+    from passivating."""
     session_key: str
     seq: int = 0
+    internal: bool = False
 
 

@@ -31,6 +31,7 @@ class TurnFinished:
     platform: str
     outcome: str                   # done | failed | interrupted | cancelled
     seconds: float                 # from the inbound message's arrival to the end of the turn
+    internal: bool = False         # the turn answered the gateway's own event (a scheduled run), not a user
 
 
 

@@ -1,5 +1,6 @@
 """What a reply shows: the answer so far and the tool progress line, folded from the turn's stream events, and the
-text of its preview or of its final form, and the files it carries (shown after the final text: reply_files.py). Pure: no actor, no platform; the stream consumer cuts it into chunks.
+text of its preview or of its final form, and the files it carries (shown after the final text: reply_files.py).
+Pure: no actor, no platform; the stream consumer cuts it into chunks.
 
 A preview is the deltas as they came, redacted each time it is drawn (the session redacts the final text; a secret
 split across deltas is whole again in the answer so far), with the tool line under it and a cursor at its end.

@@ -57,10 +57,6 @@ from common.config import setting
 BATCH_INTERVAL_S = 0.05
 MAX_CONSUMER_RESTARTS = 3
 CONSUMER_WAIT_OUT_S = 2.0   # a consumer stopped by unavailable storage is asked for again after this
-GAVE_UP_TEXT = ("I was interrupted {times} while answering your message \u201c{quote}\u201d and stopped trying, so "
-                "as not to loop. Please send it again.")
-GAVE_UP_PREFIX = GAVE_UP_TEXT.split("{times}")[0]
-RESTARTED_TEXT = "I was restarted while answering your message \u201c{quote}\u201d. Please send it again."
 
 
 class SessionPhase(enum.Enum):
@@ -148,7 +144,7 @@ class Session(CellStoreUser, Cell):
             self.log.error("not resuming inbox #%d: %s", row.seq, why, extra=self.log_fields(turn=rt.turn_token))
             # Quoted: in a busy chat "this message" would not say which one. Written to the transcript first, as an
             # answer is: the history shows it, and a crash before it is delivered delivers it then (above).
-            notice = (GAVE_UP_TEXT if claimed is None else RESTARTED_TEXT).format(
+            notice = (turns.GAVE_UP_TEXT if claimed is None else turns.RESTARTED_TEXT).format(
                 quote=turns.quote(event.text), times=turns.times(self.max_resumes + 1))
             self.db(self.store.sessions.append(self.info.session_id,
                                                [turns.assistant_event(rt.turn_token, notice, "gave_up", notice)]))
@@ -163,6 +159,8 @@ class Session(CellStoreUser, Cell):
             self.while_busy()
 
     def busy_mode(self, event: MessageEvent | None = None) -> str:
+        if event is not None and event.internal:
+            return "queue"   # a scheduled run never interrupts, steers or joins a user's turn: it waits its own
         return self.profiles.get(event.source.profile if event is not None else None).busy_mode
 
     def pump(self) -> None:
@@ -183,7 +181,7 @@ class Session(CellStoreUser, Cell):
                 self.after(self.collect_until - now, "collect")
                 return
             self.collect_until = 0.0
-            rows = [r for r in rows if parse_command(MessageEvent.from_payload(r.payload).text) is None] or rows[:1]
+            rows = [r for r in rows if turns.collectable(MessageEvent.from_payload(r.payload))] or rows[:1]
         else:
             rows = rows[:1]
         for row in rows:

@@ -19,7 +19,8 @@ to the chat that waited longest.
 Messages it takes:
   Started            open storage, start a session cell for every key of this shard with inbox rows or an
                      interrupted turn (after a kill -9 of this shard nothing waits for a doorbell that will not come)
-  InboxDoorbell      ring the key's session cell, starting it if passivated and a slot is free
+  InboxDoorbell      ring the key's session cell, starting it if passivated and a slot is free (an internal one,
+                     for a scheduled run, does not count as the chat's activity)
   OpResult           an adapter's answer: to the consumer cell that sent the operation
   Directory, StopIntake, Flush   kept or done here, and passed to every cell
   Fault(target=...)  fault injection aimed at one cell (the cell crashes, not the shard)
@@ -146,7 +147,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
 
     # ------------------------------------------------------------------------------------------------ routing
     def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:
-        state = self._ensure_session(message.session_key)
+        state = self._ensure_session(message.session_key, internal=message.internal)
         if state is not None:
             self.cells.deliver(state.spec.name, message)
 
@@ -177,13 +178,16 @@ class SessionShard(InlineStoreUser, GatewayActor):
             return
         super().fault(fault)
 
-    def _ensure_session(self, key: str):
+    def _ensure_session(self, key: str, internal: bool = False):
         """The key's session cell, started if it is not live; None if every slot is taken: the key then waits its
-        turn (its rows are durable in the inbox, and the session reads them all when it starts)."""
+        turn (its rows are durable in the inbox, and the session reads them all when it starts). ``internal``: for
+        the gateway's own row (a scheduled run), which is no activity of the chat: a live session's idle clock is
+        left as it was, and one started for it counts as idle already, so it passivates once its turn is done."""
         name = session_cell_name(key)
         state = self.cells.cells.get(name)
         if state is not None:
-            self.last_active[key] = time.time()
+            if not internal:
+                self.last_active[key] = time.time()
             return state
         if len(self.last_active) >= self.max_live:
             if key not in self.waiting:
@@ -194,7 +198,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
             self._make_room()
             return None
         self.waiting.pop(key, None)
-        self.last_active[key] = time.time()
+        self.last_active[key] = time.time() - (self.idle_s if internal else 0.0)
         return self.cells.start(ChildSpec(name, SESSION_ACTOR, kind="Session", args={"session_key": key},
                                           restart=Restart.TRANSIENT))
 

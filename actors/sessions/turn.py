@@ -13,12 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from actors.media.parts import user_content
+from actors.sessions.commands import parse_command
 from actors.messages import MessageEvent, OutgoingFile, TextDelta, ToolCallFinished, TurnEnd, TurnFinished
 from common.redact import redact
 from storage import MediaCache
 from storage.sessions import TranscriptEvent
 
 HISTORY_EVENTS = 60      # transcript events given to the model (most recent)
+# What a chat is told when a message is not answered after restarts (``Session.recover``).
+GAVE_UP_TEXT = ("I was interrupted {times} while answering your message \u201c{quote}\u201d and stopped trying, so "
+                "as not to loop. Please send it again.")
+GAVE_UP_PREFIX = GAVE_UP_TEXT.split("{times}")[0]
+RESTARTED_TEXT = "I was restarted while answering your message \u201c{quote}\u201d. Please send it again."
 REPLY_SLOT = "reply"     # the obligation slot of a turn's answer: id = hash(session key, inbound ref, slot)
 # A turn's last TurnEnd reason -> the outcome /metrics counts it under.
 OUTCOMES = {"complete": "done", "error": "failed", "interrupted": "interrupted", "stopped": "cancelled"}
@@ -65,13 +71,21 @@ class Turn:
         return "".join(e.text for e in self.events if isinstance(e, TextDelta))
 
 
+def collectable(event: MessageEvent) -> bool:
+    """Whether a waiting message joins the collect window's turn: a user's plain message. A command runs on its
+    own, and so does a scheduled run's prompt (``internal``): it is never merged into what a user wrote."""
+    return not event.internal and parse_command(event.text) is None
+
+
 def consumer_args(turn: Turn, session_key: str, config: dict) -> dict:
     source = turn.event.source
     adapter = source.platform
     platform_type = config.get("adapters", {}).get(adapter, {}).get("type", adapter)
     return {"turn_id": turn.turn_id, "session_key": session_key, "inbound_ref": inbound_ref(turn.event),
             "adapter": adapter, "platform": platform_type, "chat_id": source.chat_id, "thread_id": source.thread_id,
-            "chat_type": source.chat_type, "reply_to": turn.event.platform_message_id, "profile": source.profile}
+            "chat_type": source.chat_type, "profile": source.profile,
+            # A scheduled run's message id is the gateway's own: there is no platform message to reply or react to.
+            "reply_to": None if turn.event.internal else turn.event.platform_message_id}
 
 
 def user_event(turn_id: str, event: MessageEvent, seq: int) -> dict:
@@ -200,4 +214,4 @@ def turn_finished(event, events, delivered: bool) -> TurnFinished:
     reason = next((e.reason for e in reversed(events) if isinstance(e, TurnEnd)), "complete")
     outcome = OUTCOMES.get(reason, "failed") if delivered else "failed"
     seconds = max(0.0, time.time() - event.received_at) if event.received_at > 0 else 0.0
-    return TurnFinished(event.source.profile, event.source.platform, outcome, seconds)
+    return TurnFinished(event.source.profile, event.source.platform, outcome, seconds, internal=event.internal)

@@ -11,7 +11,7 @@ import sqlite3
 from collections import Counter
 
 from actors.agents.offline import FAKE_SECRET
-from actors.sessions.session import GAVE_UP_PREFIX
+from actors.sessions.turn import GAVE_UP_PREFIX
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from storage import Store
 from tests.chaos.world import Message, World

@@ -113,3 +113,15 @@ def test_status_counts_the_media_cache():
                                media=CacheStats(3, 5 * 1024 * 1024))
     assert (data["media_files"], data["media_bytes"]) == (3, 5 * 1024 * 1024)
     assert "  media        3 file(s), 5 MB cached" in text.splitlines()
+
+
+def test_status_shows_the_scheduler_when_jobs_are_configured():
+    from daemon.status_view import report
+    config = {"metrics": {"enabled": False}, "gateway": {"state_dir": "/s"}}
+    answer = GatewayStatus(started_at=0.0, actors_up=5, actors_restarting=0, actors_failed=0, sessions_live=0,
+                           obligations_pending=0, draining=False,
+                           detail={"adapters": [], "cron": {"jobs": 2, "runs": 7, "skipped": 1}})
+    data, text, _code = report(answer, {"launcher_pid": 1}, "127.0.0.1:1", config, now=10.0)
+    assert "cron         2 job(s); since this start 7 run(s), 1 skipped" in text and data["cron"]["runs"] == 7
+    plain = GatewayStatus(**{**vars(answer), "detail": {"adapters": []}})
+    assert "cron " not in report(plain, {"launcher_pid": 1}, "127.0.0.1:1", config, now=10.0)[1]

@@ -89,7 +89,9 @@ def test_kill_9_of_an_actor_mid_turn_delivers_the_reply_once(tmp_path, platform,
     try:
         gw.start()
         gw.wait_ready()
-        platform.inject("k", f"tell me about {victim} #slow 0.15")
+        # A cell is crashed through the admin CLI after a tree walk: on a loaded machine that takes seconds, so its
+        # answer streams longer (about 10 s) for the cell to be still there.
+        platform.inject("k", f"tell me about {victim} #slow {0.3 if victim.endswith(' cell') else 0.15}")
         streaming_started(platform, "k", gw)
         if victim.endswith(" cell"):
             crash_cell(gw, victim.split()[0])

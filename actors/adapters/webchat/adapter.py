@@ -249,8 +249,11 @@ class WebChatAdapter(PlatformAdapter):
         if self.store is None or not valid_key(key):
             return None
         try:
-            info = await self.store.sessions.current(session_key(self._source(visitor)))
-            file = await self.store.media.file_in_session(info.session_id, key) if info else None
+            # Its own upload (the page shows it at once, before a turn writes it to the transcript), else a file
+            # its conversation names.
+            file = self.uploads.get(visitor, key)
+            info = await self.store.sessions.current(session_key(self._source(visitor))) if file is None else None
+            file = file or (await self.store.media.file_in_session(info.session_id, key) if info else None)
         except StorageError as exc:
             self._say(logging.WARNING, "%s: a file of visitor %s unavailable: %s", self.name, visitor,
                       self._clean(exc))

@@ -4,7 +4,9 @@ from __future__ import annotations
 import time
 
 from actors.messages import MessageEvent, Source, TextDelta, ToolCallFinished, TurnEnd
+from actors.profiles.profiles import Profiles
 from actors.sessions import turn as turns
+from actors.sessions.session import Session
 from storage import TranscriptEvent
 
 
@@ -85,3 +87,19 @@ def test_with_appended_is_what_loading_the_transcript_again_returns():
     after = turns.with_appended(recent, appended, [1234])
     assert len(after) == turns.HISTORY_EVENTS and after[:-1] == recent[1:]
     assert (after[-1].seq, after[-1].role, after[-1].payload["text"]) == (1234, "user", "new")
+
+
+def test_a_scheduled_runs_prompt_never_joins_a_users_turn():
+    """Internal events (a [cron.NAME] run) are not the user's words: the collect window leaves them out, the busy
+    mode queues them (a run never interrupts or steers a user's turn), and the reply is no reply to a message."""
+    user = MessageEvent(Source("fake", "c"), "hello", "7", 1.0)
+    run = MessageEvent(Source("fake", "c"), "daily summary", "job:schedule:60", 1.0, internal=True)
+    assert turns.collectable(user) and not turns.collectable(run)
+    assert not turns.collectable(MessageEvent(Source("fake", "c"), "/status", "8", 1.0))
+    session = Session()
+    session.config = {"sessions": {"busy_mode": "interrupt"}}
+    session.profiles = Profiles(session.config)
+    assert (session.busy_mode(user), session.busy_mode(run)) == ("interrupt", "queue")
+    args = {e.platform_message_id: turns.consumer_args(turns.Turn("t", [1], e), "key", {})["reply_to"]
+            for e in (user, run)}
+    assert args == {"7": "7", "job:schedule:60": None}

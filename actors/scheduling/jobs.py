@@ -1,0 +1,152 @@
+"""The ``[cron.NAME]`` tables: each a job with a schedule, a prompt, a profile and where its answer goes. Pure: the
+configuration in, checked jobs out (a ``ConfigError`` naming the key otherwise, so the launcher exits 78), and the
+inbox row a run of a job puts in its conversation's inbox.
+
+    [cron.morning]
+    schedule = "0 9 * * 1-5"        # cron syntax: 5 fields, or 6 with seconds first; or @daily, @hourly...
+    timezone = "Europe/Berlin"      # default "UTC"
+    prompt = "Summarise what is on my calendar today."
+    profile = "default"             # the profile the turn runs under (its session key's profile)
+    adapter = "telegram"            # where the answer goes: a configured [adapters.NAME]
+    chat = "123456789"              # that platform's chat id
+    chat_type = "dm"                # dm | group | channel | thread (the conversation it joins)
+    thread = ""                     # optional: a thread or topic id
+    catch_up = "latest"             # after downtime: "latest" runs the most recent missed time once; "skip" none
+    enabled = true
+
+A run's prompt is an internal event (``MessageEvent.internal``): no sender, so no access policy or sender limit
+applies; it is not user traffic for the metrics or for a session's idle clock.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from actors.adapters.registry import DEFAULT_ADAPTERS, IMPLICIT_ADAPTERS
+from actors.messages import MessageEvent, Source
+from actors.scheduling.schedule import CATCH_UP_RULES, Schedule, ScheduleError, parse_schedule
+from common.config import TYPE_NAMES, ConfigError, setting
+from storage import CRON_PLATFORM, InboundItem, session_key
+from storage.keys import CHAT_TYPES
+
+JOB_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+# key -> (types, default; REQUIRED: must be given)
+REQUIRED = object()
+KEYS: dict[str, tuple] = {
+    "schedule": ((str,), REQUIRED),
+    "prompt": ((str,), REQUIRED),
+    "adapter": ((str,), REQUIRED),
+    "chat": ((str, int), REQUIRED),
+    "profile": ((str,), "default"),
+    "chat_type": ((str,), "dm"),
+    "thread": ((str, int), ""),
+    "catch_up": ((str,), "latest"),
+    "timezone": ((str,), "UTC"),
+    "enabled": ((bool,), True),
+}
+
+
+@dataclass(frozen=True)
+class CronJob:
+    name: str
+    schedule: Schedule
+    prompt: str
+    adapter: str
+    chat: str
+    profile: str = "default"
+    chat_type: str = "dm"
+    thread: Optional[str] = None
+    catch_up: str = "latest"
+    enabled: bool = True
+
+    def source(self) -> Source:
+        return Source(platform=self.adapter, chat_id=self.chat, chat_type=self.chat_type, thread_id=self.thread,
+                      user_id=None, user_name=f"cron:{self.name}", profile=self.profile)
+
+    def session_key(self) -> str:
+        """The conversation a run joins: the chat's (or its thread's), never one user's (a run has no user)."""
+        return session_key(self.source())
+
+
+def validate_jobs(config: Mapping, now: float = 0.0) -> dict[str, CronJob]:
+    """Every ``[cron.NAME]`` table as a CronJob, in name order; raises ConfigError naming the first bad key."""
+    file = config.get("_source") or "(config)"
+    tables = config.get("cron") or {}
+    # The adapters that run: the configured ones (the default web chat when none is), and the implicit terminal.
+    adapters = {**IMPLICIT_ADAPTERS, **(config.get("adapters") or DEFAULT_ADAPTERS)}
+    profiles = set(config.get("profiles") or {}) | {"default"}
+    jobs = {}
+    for name in sorted(tables):
+        jobs[name] = _job(file, name, tables[name], adapters, profiles, config, now)
+    return jobs
+
+
+def _job(file: str, name: str, table: Any, adapters: Mapping, profiles: set, config: Mapping,
+         now: float) -> CronJob:
+    where = f"[cron.{name}]"
+    if not JOB_NAME.fullmatch(name):
+        raise ConfigError(file, where, "a job's name is lower-case letters, digits, '-' and '_' (at most 64), "
+                                       "e.g. [cron.morning-summary]")
+    if not isinstance(table, dict):
+        raise ConfigError(file, where, "must be a table")
+    for key in table:
+        if key not in KEYS:
+            raise ConfigError(file, f"{where} {key}", f"unknown key (known keys: {', '.join(sorted(KEYS))})")
+    values = {}
+    for key, (types, default) in KEYS.items():
+        if key not in table:
+            if default is REQUIRED:
+                raise ConfigError(file, f"{where} {key}", "missing (a job needs schedule, prompt, adapter and chat)")
+            values[key] = default
+            continue
+        value = table[key]
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            wanted = " or ".join(TYPE_NAMES[t] for t in types)
+            raise ConfigError(file, f"{where} {key}", f"expected {wanted}, got {value!r}")
+        values[key] = value
+    try:
+        schedule = parse_schedule(values["schedule"], values["timezone"], now)
+    except ScheduleError as exc:
+        key = "timezone" if "time zone" in str(exc) else "schedule"
+        raise ConfigError(file, f"{where} {key}", str(exc)) from None
+    prompt = values["prompt"]
+    limit = setting(config, "gateway", "max_text_chars")
+    if not prompt.strip():
+        raise ConfigError(file, f"{where} prompt", "must not be empty")
+    if len(prompt) > limit:
+        raise ConfigError(file, f"{where} prompt", f"is {len(prompt):,} characters; [gateway] max_text_chars "
+                                                   f"is {limit:,}")
+    if values["adapter"] not in adapters:
+        known = ", ".join(sorted(adapters)) or "none"
+        raise ConfigError(file, f"{where} adapter", f"no adapter {values['adapter']!r} is configured "
+                                                    f"(configured: {known})")
+    if str(values["chat"]) == "":
+        raise ConfigError(file, f"{where} chat", "must not be empty: the chat id the answer goes to")
+    if values["profile"] not in profiles:
+        raise ConfigError(file, f"{where} profile", f"no profile {values['profile']!r} (known: "
+                                                    f"{', '.join(sorted(profiles))})")
+    for key, allowed in (("chat_type", CHAT_TYPES), ("catch_up", CATCH_UP_RULES)):
+        if values[key] not in allowed:
+            raise ConfigError(file, f"{where} {key}", f"must be one of {', '.join(map(repr, allowed))}, "
+                                                      f"got {values[key]!r}")
+    thread = str(values["thread"]) if str(values["thread"]) != "" else None
+    return CronJob(name, schedule, prompt, values["adapter"], str(values["chat"]), values["profile"],
+                   values["chat_type"], thread, values["catch_up"], values["enabled"])
+
+
+def schedule_run_id(job: str, at: float) -> str:
+    """The id of the run of ``job`` for the time ``at`` of its schedule (whole seconds: cron has no finer times)."""
+    return f"{job}:schedule:{int(round(at))}"
+
+
+def manual_run_id(job: str, token: str) -> str:
+    return f"{job}:manual:{token}"
+
+
+def run_item(job: CronJob, run_id: str, now: float) -> InboundItem:
+    """The inbox row of one run: the job's prompt as an internal event of its conversation. Its message id is the
+    run's id, so the same run injected twice is one row (the inbox's dedup on platform and message id)."""
+    event = MessageEvent(source=job.source(), text=job.prompt, platform_message_id=run_id, received_at=now,
+                         internal=True)
+    return InboundItem(job.session_key(), CRON_PLATFORM, run_id, event.to_payload())
