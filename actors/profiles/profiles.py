@@ -41,6 +41,8 @@ PROFILE_KEYS: dict[str, Spec] = {
     "description": Spec(str, doc="a note for the operator (shown by `routes explain`)"),
     "stream": Spec(bool, doc="show an answer as it is written, by edits, where the platform edits (default true); "
                              "false: send each answer once, complete"),
+    "status_reactions": Spec(str, doc="reactions on the user's message while working and once answered, e.g. "
+                                      "\"👀 👍\" (default: [sessions] status_reactions; \"\": none)"),
 }
 AGENT_KEYS: dict[str, Spec] = {
     "kind": Spec(str, ("offline", "openai"), doc="offline | openai (default: openai when model and base_url are set)"),
@@ -65,6 +67,7 @@ class Profile:
     declared: bool = False                                   # a [profiles.NAME] table exists
     description: str = ""
     stream: bool = True
+    status_reactions: Optional[str] = None                   # None: [sessions] status_reactions
 
 
 def _value(file: str, where: str, value: Any, spec: Spec) -> Any:
@@ -130,7 +133,7 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
     return Profile(name=name, system_prompt=prompt,
                    busy_mode=checked.get("busy_mode") or setting(config, "sessions", "busy_mode"),
                    agent={**agent, "system_prompt": prompt}, declared=True, description=checked.get("description", ""),
-                   stream=checked.get("stream", True))
+                   stream=checked.get("stream", True), status_reactions=checked.get("status_reactions"))
 
 
 def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]] = None) -> Profile:

@@ -1,6 +1,7 @@
 """What a chat is shown of a reply's progress beside the reply itself: the typing indicator while nothing of it
 shows yet, and status reactions on the user's message where the platform has them (pacing ``supports_reactions``;
-``[sessions] status_reactions``, e.g. "👀 👍": the first while the turn works, the second once it is answered).
+the profile's ``status_reactions``, else ``[sessions] status_reactions``, e.g. "👀 👍": the first while the turn
+works, the second once it is answered).
 
 Pure: it makes the PlatformOps, the stream consumer sends them. Best effort by design: none is recorded, a lost one
 is not retried, and a kill -9 mid-turn may leave the first reaction in place (the reply itself is recovered by the
@@ -12,15 +13,18 @@ from typing import Optional
 
 from actors.adapters.pacing import PlatformPacing
 from actors.messages import PlatformOp
+from actors.profiles.profiles import resolve, validate_profiles
 from common.config import setting
 
 FIRST_TYPING_AFTER_S = 1.0    # a reply with nothing to show by then gets the typing indicator (a faster one never
                               # costs the platform call)
 
 
-def status_reactions(config: dict) -> tuple[str, str]:
-    """([sessions] status_reactions) -> (while working, once answered); ("", "") when off."""
-    words = str(setting(config, "sessions", "status_reactions") or "").split()
+def status_reactions(config: dict, profile: Optional[str] = None) -> tuple[str, str]:
+    """The profile's ``status_reactions`` (else [sessions] status_reactions) -> (while working, once answered);
+    ("", "") when off."""
+    chosen = resolve(config, profile, validate_profiles(config)).status_reactions if profile else None
+    words = str(setting(config, "sessions", "status_reactions") if chosen is None else chosen).split()
     return (words + ["", ""])[0], (words + ["", ""])[1]
 
 

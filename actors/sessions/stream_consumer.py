@@ -102,7 +102,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.open_store()
         self.claim = Claim(args, self.store, self.db, self.log, self.name, report=self.report,
                            finds_lost=self.pacing.finds_lost_copies and args.get("chat_type") == "dm")
-        self.status = ReplyStatus(args, self.pacing, status_reactions(self.config))   # typing, reactions
+        self.status = ReplyStatus(args, self.pacing, status_reactions(self.config, args.get("profile")))
         if (first := self.status.first_typing_after()) is not None:
             self.after(first, "typing")
         self.to_adapter(self.status.started())

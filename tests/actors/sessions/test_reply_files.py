@@ -106,3 +106,12 @@ def test_the_resent_mark_goes_on_top_where_edits_exist_else_on_the_first_part_se
     assert marker_index(3, {}, editable=False, decided=1) == 1                 # decided once, kept
     assert marked_at(["a", "b"], 1, "↻") == ["a", "↻\nb"] and marked_at(["a", "↻\nb"], 1, "↻") == ["a", "↻\nb"]
     assert marked_at(["a"], None, "↻") == ["a"] and marked_at(["a"], 5, "↻") == ["a"]
+
+
+def test_a_profile_chooses_its_own_status_reactions_over_the_sessions_default():
+    from actors.sessions.reply_status import status_reactions
+    config = {"sessions": {"status_reactions": "👀 👍"},
+              "profiles": {"quiet": {"status_reactions": ""}, "party": {"status_reactions": "🔥 🎉"}}}
+    assert status_reactions(config, "party") == ("🔥", "🎉")
+    assert status_reactions(config, "quiet") == ("", "")
+    assert status_reactions(config, "default") == ("👀", "👍") == status_reactions(config)
