@@ -9,10 +9,11 @@ delivered it: 0 if the turn answered it, else 1 with the turn's error on stderr.
 """
 from __future__ import annotations
 
+import signal
 import sys
 import time
 import uuid
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import Optional
 
 from actors.messages import CliAccepted, CliAskDone, CliDone, CliSay, CliShow
@@ -26,6 +27,7 @@ class Terminal:
         """``out``: where answers go (stdout); ``keys``: the terminal typed on (stdin)."""
         out = sys.stdout if out is None else out
         self.client, self.user, self.keys = client, user, sys.stdin if keys is None else keys
+        self.interrupted = False    # a Ctrl-C noted while a turn runs (interrupts_between_calls)
         self.view = LiveView(out) if getattr(out, "isatty", lambda: False)() else PipedView(out)
         # A supervisor slow to answer a walk shows its children as last known, without addresses: walk again.
         deadline = time.monotonic() + 10.0
@@ -45,12 +47,32 @@ class Terminal:
         the answer being drawn."""
         return keys_held(self.keys) if self.view.live else nullcontext()
 
+    @contextmanager
+    def interrupts_between_calls(self):
+        """While a turn runs, Ctrl-C only takes note; ``check_interrupt`` raises KeyboardInterrupt between two
+        calls into Thespian. Raised inside one (a listen reading a message), it could leave the admin connection
+        half-read, and the answer to the ``/stop`` that follows never came."""
+        self.interrupted = False
+
+        def take_note(_signum, _frame) -> None:
+            self.interrupted = True
+        previous = signal.signal(signal.SIGINT, take_note)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def check_interrupt(self) -> None:
+        if self.interrupted:
+            self.interrupted = False
+            raise KeyboardInterrupt
+
     def say(self, text: str) -> int:
         message_id = f"{self.user}-{uuid.uuid4().hex[:12]}"
         self.client.asys.tell(self.adapter, CliSay(self.user, text, message_id))
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            reply = self.client.asys.listen(1.0)
+            reply = self.client.asys.listen(1.0)   # a Ctrl-C meanwhile is raised by wait_done, once there is a seq
             if isinstance(reply, CliAccepted) and reply.message_id == message_id:
                 if reply.seq < 0:
                     raise RuntimeError("the gateway is draining and takes no new messages")
@@ -80,6 +102,7 @@ class Terminal:
                 self.view.end()
                 return reply
             self.handle(reply)
+            self.check_interrupt()
         return None
 
 
@@ -100,7 +123,7 @@ def interactive(terminal: Terminal) -> int:
             continue
         if not line.strip():
             continue
-        with terminal.streaming():
+        with terminal.streaming(), terminal.interrupts_between_calls():
             seq = terminal.say(line)
             try:
                 terminal.wait_done(seq)
