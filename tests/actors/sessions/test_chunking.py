@@ -191,3 +191,19 @@ def test_property_any_unicode_text_fits_and_is_preserved(text, limit):
     assert "".join(text[c.start:c.end] for c in chunks) == text
     kept = split_message(text, limit, utf16_len)
     assert [c for c in kept] == [c.text for c in chunks if text[c.start:c.end].strip()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=documents, limit=st.integers(min_value=24, max_value=400),
+       length_name=st.sampled_from(["chars", "utf16", "bytes"]))
+def test_property_the_one_message_shortcut_plans_what_the_planner_plans(text, limit, length_name):
+    """A reply that fits one message skips the planner (chunking._fits_whole); the planner would say the same."""
+    from actors.sessions.chunking import _Planner
+    length = LENGTH_FUNCTIONS[length_name]
+    if not text:
+        return
+    planner, chunks, start = _Planner(text, limit, length), [], 0
+    while start < len(text):
+        chunks.append(planner.next_chunk(start))
+        start = chunks[-1].end
+    assert plan_chunks(text, limit, length) == chunks
