@@ -13,9 +13,9 @@ import asyncio
 import hashlib
 import uuid
 from pathlib import Path
-from typing import Optional
 
 from actors.messages import Source
+from tests.adapters.server_harness import ServerHarness
 from storage import StorageError, Store
 from tests.fakes.discord import FakeDiscord, INTENTS
 
@@ -28,36 +28,25 @@ def user_number(chat: str) -> int:
     return 1400000000000000000 + int(hashlib.sha256(chat.encode()).hexdigest()[:12], 16)
 
 
-class DiscordHarness:
+class DiscordHarness(ServerHarness):
     adapter_type = "discord"
     adapter_name = "discord"
     adapter_kind = "DiscordAdapter"
     text_limit = 2000
     ROUTES = {"send": "create_message", "edit": "edit_message", "delete": "delete_message", "typing": "typing"}
 
+    state_name = "discord.json"
+
     def __init__(self, workdir: Path):
-        self.state_file = str(workdir / "discord.json")
-        self.database = workdir / "state" / "gateway.db"    # tests.gateway.Gateway(workdir) keeps its state there
-        self.port = 0
-        self.server: Optional[FakeDiscord] = None
+        super().__init__(workdir)
         self.channels: dict[str, int] = {}
 
-    def start(self) -> None:
-        self.server = FakeDiscord(port=self.port, state_file=self.state_file, time_scale=TIME_SCALE,
-                                  heartbeat_interval=HEARTBEAT_MS).start()
-        self.port = self.server.port
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-
-    def drop_connection(self) -> None:
-        self.stop()
-        self.start()
+    def make_server(self):
+        return FakeDiscord(port=self.port, state_file=self.state_file, time_scale=TIME_SCALE,
+                                  heartbeat_interval=HEARTBEAT_MS)
 
     def adapter_toml(self) -> str:
-        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
+        return (self.table_head() +
                 f'token = "{self.server.token}"\napi_base_url = "{self.server.api_url}"\n')
 
     def channel(self, chat: str) -> int:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import base64
 import hashlib
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import Protocol
 
 from actors.messages import Source
+from tests.adapters.server_harness import ServerHarness
 from tests.actor_system import wait_for
 from tests.fakes.fakeplatform import FakePlatform
 
@@ -44,33 +45,20 @@ class PlatformHarness(Protocol):
     def inject_file(self, chat: str, data: bytes, caption: str) -> str: ...
 
 
-class FakePlatformHarness:
+class FakePlatformHarness(ServerHarness):
     """The generic fake platform (tests/fakes/fakeplatform.py), in-process, its history in a state file."""
     adapter_type = "fake"
     adapter_name = "fake"
     adapter_kind = "FakePlatformAdapter"
     text_limit = 4000
 
-    def __init__(self, workdir: Path):
-        self.state_file = str(workdir / "fakeplatform.json")
-        self.port = 0
-        self.server: Optional[FakePlatform] = None
+    state_name = "fakeplatform.json"
 
-    def start(self) -> None:
-        self.server = FakePlatform(port=self.port, state_file=self.state_file, text_limit=self.text_limit).start()
-        self.port = self.server.port
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-
-    def drop_connection(self) -> None:
-        self.stop()
-        self.start()
+    def make_server(self):
+        return FakePlatform(port=self.port, state_file=self.state_file, text_limit=self.text_limit)
 
     def adapter_toml(self) -> str:
-        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\n'
+        return (self.table_head(access=None) +
                 f'base_url = "{self.server.base_url}"\npoll_timeout_s = 0.5\n')
 
     # -- inbound
@@ -285,7 +273,7 @@ class NamedChatTelegram(FakeTelegram):
         return obj
 
 
-class TelegramHarness:
+class TelegramHarness(ServerHarness):
     """The fake Bot API (tests/fakes/telegram), in-process, polled by the Telegram adapter."""
     adapter_type = "telegram"
     adapter_name = "telegram"
@@ -294,26 +282,13 @@ class TelegramHarness:
     METHODS = {"send": "sendMessage", "edit": "editMessageText", "delete": "deleteMessage",
                "typing": "sendChatAction"}
 
-    def __init__(self, workdir: Path):
-        self.state_file = str(workdir / "telegram.json")
-        self.port = 0
-        self.server: Optional[NamedChatTelegram] = None
+    state_name = "telegram.json"
 
-    def start(self) -> None:
-        self.server = NamedChatTelegram(port=self.port, state_file=self.state_file).start()
-        self.port = self.server.port
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-
-    def drop_connection(self) -> None:
-        self.stop()
-        self.start()
+    def make_server(self):
+        return NamedChatTelegram(port=self.port, state_file=self.state_file)
 
     def adapter_toml(self) -> str:
-        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
+        return (self.table_head() +
                 f'token = "{self.server.token}"\n'
                 f'base_url = "{self.server.base_url}"\npoll_timeout_s = 1.0\n')
 

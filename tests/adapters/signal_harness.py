@@ -17,10 +17,9 @@ tests is then the adapter's part, that a message waiting on Signal's servers arr
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-from typing import Optional
 
 from actors.messages import Source
+from tests.adapters.server_harness import ServerHarness
 from storage import StorageError, Store
 from tests.fakes.signal import ACCOUNT, ACCOUNT_UUID, FakeSignalCli, uuid_for
 
@@ -29,34 +28,20 @@ STATUS = {"ok": 200, "rate_limited": 429, "error": 500, "dropped": 599, "unregis
 METHODS = {"send": "send", "typing": "sendTyping", "delete": "remoteDelete"}
 
 
-class SignalHarness:
+class SignalHarness(ServerHarness):
     adapter_type = "signal"
     adapter_name = "signal"
     adapter_kind = "SignalAdapter"
     text_limit = 65536            # bytes of UTF-8 one message carries (actors.adapters.pacing: signal)
     supports_edit = False
 
-    def __init__(self, workdir: Path):
-        self.state_file = str(workdir / "signal.json")
-        self.database = workdir / "state" / "gateway.db"
-        self.port = 0
-        self.server: Optional[FakeSignalCli] = None
+    state_name = "signal.json"
 
-    def start(self) -> None:
-        self.server = FakeSignalCli(port=self.port, state_file=self.state_file, keepalive_interval=KEEPALIVE_S).start()
-        self.port = self.server.port
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-
-    def drop_connection(self) -> None:
-        self.stop()
-        self.start()
+    def make_server(self):
+        return FakeSignalCli(port=self.port, state_file=self.state_file, keepalive_interval=KEEPALIVE_S)
 
     def adapter_toml(self) -> str:
-        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
+        return (self.table_head() +
                 f'account = "{ACCOUNT}"\naccount_uuid = "{ACCOUNT_UUID}"\nbase_url = "{self.server.base_url}"\n'
                 'idle_timeout_s = 5.0\npacing = { per_chat_ops_per_s = 5.0, per_chat_burst = 5 }\n')
 

@@ -7,10 +7,10 @@ as Slack does for a user who has the app installed. A handle is an event id.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Optional
 
 from actors.messages import Source
+from tests.adapters.server_harness import ServerHarness
 from tests.fakes.slack import DEFAULT_APP_TOKEN, DEFAULT_BOT_TOKEN, FakeSlack
 
 METHODS = {"send": "chat.postMessage", "edit": "chat.update", "delete": "chat.delete"}
@@ -34,36 +34,23 @@ class NamedChatSlack(FakeSlack):
         super()._log_op(state, method, params, outcome)
 
 
-class SlackHarness:
+class SlackHarness(ServerHarness):
     adapter_type = "slack"
     adapter_name = "slack"
     adapter_kind = "SlackAdapter"
     text_limit = 40000
 
-    def __init__(self, workdir: Path):
-        self.state_file = str(workdir / "slack.json")
-        self.port = 0
-        self.server: Optional[NamedChatSlack] = None
+    state_name = "slack.json"
 
-    def start(self) -> None:
+    def make_server(self):
         # Posting paced a little faster than Slack's 1/s (the adapter's pacing below matches), ping-free.
-        self.server = NamedChatSlack(port=self.port, state_file=self.state_file, post_interval=0.25, post_burst=4,
-                                     ping_interval=0).start()
-        self.port = self.server.port
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-
-    def drop_connection(self) -> None:
-        self.stop()
-        self.start()
+        return NamedChatSlack(port=self.port, state_file=self.state_file, post_interval=0.25, post_burst=4,
+                              ping_interval=0)
 
     def adapter_toml(self) -> str:
         # Edits paced for the fake's Tier 3 burst (10), which the suite's few edits stay within.
         pacing = "per_chat_ops_per_s = 4.0, per_chat_burst = 3, app_edit_ops_per_s = 5.0, app_edit_burst = 8"
-        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
+        return (self.table_head() +
                 f'bot_token = "{DEFAULT_BOT_TOKEN}"\napp_token = "{DEFAULT_APP_TOKEN}"\n'
                 f'base_url = "{self.server.api_url}"\npacing = {{ {pacing} }}\n')
 

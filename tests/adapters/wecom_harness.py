@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from actors.messages import Source
+from tests.adapters.server_harness import ServerHarness
 from tests.actor_system import wait_for
 from tests.fakes.wecom import DEFAULT_AGENT_ID, DEFAULT_CALLBACK_TOKEN, DEFAULT_CORP_ID, DEFAULT_SECRET, FakeWeCom
 from tests.fakes.wecom import crypto
@@ -28,40 +29,30 @@ ROOT = Path(__file__).resolve().parents[2]
 METHODS = {"send": "message/send", "delete": "message/recall"}
 
 
-class WeComHarness:
+class WeComHarness(ServerHarness):
     adapter_type = "wecom"
     adapter_name = "wecom"
     adapter_kind = "WeComAdapter"
     text_limit = 2048            # bytes of UTF-8: 2,049 ASCII characters are one too many
     supports_edit = False        # WeCom has no edits: the suite checks sends and recalls only
 
+    state_name = "wecom.json"
+
     def __init__(self, workdir: Path):
-        self.workdir = workdir
-        self.state_file = str(workdir / "wecom.json")
+        super().__init__(workdir)
         self.encoding_aes_key = crypto.new_encoding_aes_key()
-        self.port = 0
         self.url: Optional[str] = None
-        self.server: Optional[FakeWeCom] = None
 
-    def start(self) -> None:
-        self.server = FakeWeCom(port=self.port, state_file=self.state_file, encoding_aes_key=self.encoding_aes_key,
-                                callback_url=self.url, retries=10, retry_delays=[0.5, 1.0, 2.0]).start()
-        self.server.url_source = self.served_url
-        self.port = self.server.port
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-
-    def drop_connection(self) -> None:
-        self.stop()
-        self.start()
+    def make_server(self):
+        server = FakeWeCom(port=self.port, state_file=self.state_file, encoding_aes_key=self.encoding_aes_key,
+                           callback_url=self.url, retries=10, retry_delays=[0.5, 1.0, 2.0])
+        server.url_source = self.served_url
+        return server
 
     def adapter_toml(self) -> str:
         # Paced faster than WeCom's 27 a minute per member (the suite's chats send a handful each); the wait after
         # a 45009 just over the 0.4 s the flood test's fake holds the member banned.
-        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
+        return (self.table_head() +
                 f'corp_id = "{DEFAULT_CORP_ID}"\nagent_id = {DEFAULT_AGENT_ID}\nsecret = "{DEFAULT_SECRET}"\n'
                 f'token = "{DEFAULT_CALLBACK_TOKEN}"\nencoding_aes_key = "{self.encoding_aes_key}"\n'
                 f'base_url = "{self.server.base_url}"\ncallback_port = 0\nrate_limit_wait_s = 0.5\n'

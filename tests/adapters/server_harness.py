@@ -1,0 +1,45 @@
+"""What the harnesses of platforms served by one fake server object share (tests/adapters/harnesses.py).
+
+The fake starts on the port it last had (0 at first: any free one, read back from the server, never picked
+beforehand: another worker's daemon could take it), keeps its history in a state file of the test's directory, and
+a dropped connection is the fake restarted on the same port with the same history, which cuts every connection.
+A harness names its state file and builds its fake, configured and not yet started, in ``make_server``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+
+class ServerHarness:
+    state_name: str            # the fake's state file, in the test's directory
+    adapter_type: str
+    adapter_name: str
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.state_file = str(workdir / self.state_name)
+        self.database = workdir / "state" / "gateway.db"    # tests.gateway.Gateway(workdir) keeps its state there
+        self.port = 0
+        self.server: Optional[Any] = None
+
+    def make_server(self):
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self.server = self.make_server().start()
+        self.port = self.server.port
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def drop_connection(self) -> None:
+        self.stop()
+        self.start()
+
+    def table_head(self, access: Optional[str] = "open") -> str:
+        """The first lines of the adapter's [adapters.NAME] table (``access = "open"``: strangers are answered)."""
+        head = f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\n'
+        return head + (f'access = "{access}"\n' if access else "")
