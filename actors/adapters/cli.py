@@ -19,6 +19,7 @@ import time
 from typing import Optional
 
 from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import a_string
 from actors.adapters.doorbells import Doorbells
 from actors.messages import (AdapterConnected, CliAccepted, CliAskDone, CliDone, CliSay, CliShow,
                              MessageEvent, OpResult, PlatformOp, Source)
@@ -39,8 +40,7 @@ def cli_event(message: CliSay, platform: str, profile: str) -> MessageEvent:
         if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID_CHARS:
             raise MalformedPayload(f"{field} must be a non-empty string of at most {MAX_ID_CHARS} characters")
     text = getattr(message, "text", None)
-    if not isinstance(text, str):
-        raise MalformedPayload(f"text must be a string, got {type(text).__name__}")
+    a_string(text, "text")
     for field, value in (("user", message.user), ("message_id", message.message_id), ("text", text)):
         try:
             value.encode("utf-8")

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from actors.adapters.base import MalformedPayload, PlatformAdapter
 from actors.adapters.fakeplatform_api import FakePlatformAPI
+from actors.adapters.payload_fields import a_nonempty_string, a_string, an_object
 from actors.messages import MessageEvent, PlatformOp, Source
 
 CHAT_TYPES = ("dm", "group")
@@ -43,18 +44,14 @@ class FakePlatformAdapter(PlatformAdapter):
         return updates, (max(ids) + 1 if ids else None)
 
     def normalise(self, raw: Any) -> MessageEvent:
-        if not isinstance(raw, dict):
-            raise MalformedPayload(f"update is {type(raw).__name__}, not an object")
-        chat, text, message_id = raw.get("chat"), raw.get("text"), raw.get("message_id")
-        if not isinstance(chat, str) or not chat:
-            raise MalformedPayload(f"update {raw.get('id')!r}: chat must be a non-empty string, got {chat!r}")
-        if not isinstance(text, str):
-            raise MalformedPayload(f"update {raw.get('id')!r}: text must be a string, got {type(text).__name__}")
+        where = f"update {an_object(raw, 'update').get('id')!r}"
+        chat = a_nonempty_string(raw.get("chat"), f"{where}: chat")
+        text, message_id = a_string(raw.get("text"), f"{where}: text"), raw.get("message_id")
         if not isinstance(message_id, (str, int)) or isinstance(message_id, bool) or message_id == "":
-            raise MalformedPayload(f"update {raw.get('id')!r}: message_id missing")
+            raise MalformedPayload(f"{where}: message_id missing")
         chat_type = raw.get("chat_type") or "dm"
         if chat_type not in CHAT_TYPES:
-            raise MalformedPayload(f"update {raw.get('id')!r}: unknown chat_type {chat_type!r}")
+            raise MalformedPayload(f"{where}: unknown chat_type {chat_type!r}")
         user, thread = raw.get("user"), raw.get("thread")
         source = Source(platform=self.name, chat_id=chat, chat_type=chat_type,
                         thread_id=None if thread is None else str(thread),

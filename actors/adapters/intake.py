@@ -36,12 +36,9 @@ from storage import InboundItem, MediaCache, Store, StorageUnavailable, session_
 from storage.inbox import PENDING_STATES
 from common.config import setting
 from common.redact import redact
+from actors.adapters.payload_fields import MalformedPayload  # noqa: F401 - adapters import it from here
 
 RETRY_KINDS = ("retryable", "flood")
-
-
-class MalformedPayload(ValueError):
-    """normalise() refuses a payload; the reason is logged, the payload skipped (and acknowledged)."""
 
 
 class NotAddressed(Exception):

@@ -19,6 +19,7 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import a_string, an_object
 from actors.messages import MessageEvent, Source
 
 DM_TYPES = (1, 3)                  # DM, GROUP_DM
@@ -81,16 +82,14 @@ def strip_mention(text: str, bot_id: str) -> str:
 
 
 def event_from_message(message: Any, platform: str, profile: str, bot_id: str = "") -> MessageEvent:
-    if not isinstance(message, dict):
-        raise MalformedPayload(f"MESSAGE_CREATE data is {type(message).__name__}, not an object")
+    an_object(message, "MESSAGE_CREATE data")
     message_id, channel_id, content = _id(message.get("id")), _id(message.get("channel_id")), message.get("content")
     if message_id is None:
         raise MalformedPayload(f"message id must be a snowflake string, got {message.get('id')!r}")
     if channel_id is None:
         raise MalformedPayload(f"message {message_id}: channel_id must be a snowflake string, got "
                                f"{message.get('channel_id')!r}")
-    if not isinstance(content, str):
-        raise MalformedPayload(f"message {message_id}: content must be a string, got {type(content).__name__}")
+    a_string(content, f"message {message_id}: content")
     author = message.get("author") if isinstance(message.get("author"), dict) else {}
     names = [author.get(k) for k in ("global_name", "username")]
     kind = chat_kind(message)

@@ -22,6 +22,7 @@ import aiohttp
 from aiohttp import web
 
 from actors.adapters.base import MalformedPayload, SenderOverLimit, TextTooLong
+from actors.adapters.payload_fields import a_string
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
                                     TooLongError)
 from actors.adapters.http_api.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_problem, signed_headers
@@ -50,8 +51,7 @@ def webhook_event(body: Any, adapter_name: str, profile: str) -> MessageEvent:
         if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID_CHARS:
             raise MalformedPayload(f"{field} must be a non-empty string of at most {MAX_ID_CHARS} characters")
     text = body.get("text")
-    if not isinstance(text, str):
-        raise MalformedPayload(f"text must be a string, got {type(text).__name__}")
+    a_string(text, "text")
     conversation, user = str(body["conversation_id"]), str(body["user_id"])
     if conversation.startswith(API_CHAT_PREFIX):
         raise MalformedPayload(f"conversation ids starting with {API_CHAT_PREFIX!r} are reserved")

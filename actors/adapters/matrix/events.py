@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from actors.adapters.intake import MalformedPayload
+from actors.adapters.payload_fields import a_string
 from actors.messages import MessageEvent, Source
 
 INPUT_MSGTYPES = ("m.text", "m.emote")
@@ -177,8 +178,7 @@ def event_from_sync(raw: Any, platform: str, profile: str, bot_id: str = "") -> 
     if not isinstance(content, dict):
         raise MalformedPayload(f"{where}content must be an object")
     body = content.get("body")
-    if not isinstance(body, str):
-        raise MalformedPayload(f"{where}body must be a string, got {type(body).__name__}")
+    a_string(body, f"{where}body")
     relates = relation(content)
     thread_id = None
     if relates.get("rel_type") == "m.thread":

@@ -23,6 +23,7 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import an_object
 from actors.messages import Attachment, MessageEvent, Source
 
 GROUP_PREFIX = "group:"
@@ -163,8 +164,7 @@ def split_ref(ref: str) -> tuple[str, str]:
 
 
 def event_from_receive(event: Any, platform: str, profile: str, bot: BotIdentity) -> MessageEvent:
-    if not isinstance(event, dict):
-        raise MalformedPayload(f"receive event is {type(event).__name__}, not an object")
+    an_object(event, "receive event")
     envelope = event.get("envelope")
     if not isinstance(envelope, dict):
         raise MalformedPayload("receive event has no envelope object")

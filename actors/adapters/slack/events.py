@@ -25,6 +25,7 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import a_nonempty_string, a_string, an_object
 from actors.adapters.slack.mrkdwn import unescape
 from actors.messages import MessageEvent, Source
 
@@ -76,17 +77,11 @@ def chat_type_of(event: dict) -> str:
 
 
 def event_from_callback(payload: Any, platform: str, profile: str, bot_user_id: str = "") -> MessageEvent:
-    if not isinstance(payload, dict):
-        raise MalformedPayload(f"payload is {type(payload).__name__}, not an object")
+    an_object(payload, "payload")
     where = f"event {payload.get('event_id')!r}"
-    event = payload.get("event")
-    if not isinstance(event, dict):
-        raise MalformedPayload(f"{where}: event is {type(event).__name__}, not an object")
-    channel, text, ts = event.get("channel"), event.get("text"), event.get("ts")
-    if not isinstance(channel, str) or not channel:
-        raise MalformedPayload(f"{where}: channel must be a non-empty string, got {channel!r}")
-    if not isinstance(text, str):
-        raise MalformedPayload(f"{where}: text must be a string, got {type(text).__name__}")
+    event = an_object(payload.get("event"), f"{where}: event")
+    channel = a_nonempty_string(event.get("channel"), f"{where}: channel")
+    text, ts = a_string(event.get("text"), f"{where}: text"), event.get("ts")
     if not isinstance(ts, str) or not TS.fullmatch(ts):
         raise MalformedPayload(f"{where}: ts must be a Slack timestamp string, got {ts!r}")
     thread_ts = event.get("thread_ts")

@@ -21,6 +21,7 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import a_string, an_object
 from actors.media.limits import cap_for
 from actors.messages import Attachment, MessageEvent, Source
 from storage import Reaction
@@ -82,12 +83,9 @@ def message_id_of(ref: Optional[str]) -> Optional[int]:
 
 
 def event_from_update(update: Any, platform: str, profile: str, bot_username: str = "") -> MessageEvent:
-    if not isinstance(update, dict):
-        raise MalformedPayload(f"update is {type(update).__name__}, not an object")
+    an_object(update, "update")
     where = f"update {update.get('update_id')!r}"
-    message = update.get("message")
-    if not isinstance(message, dict):
-        raise MalformedPayload(f"{where}: message is {type(message).__name__}, not an object")
+    message = an_object(update.get("message"), f"{where}: message")
     chat, text, message_id = message.get("chat"), message.get("text"), message.get("message_id")
     attachments = attachments_of(message, where)
     if text is None and attachments:
@@ -96,8 +94,7 @@ def event_from_update(update: Any, platform: str, profile: str, bot_username: st
     # suite's fake names its chats), since the gateway only ever hands it back to sendMessage.
     if not isinstance(chat, dict) or type(chat.get("id")) not in (int, str) or chat.get("id") == "":
         raise MalformedPayload(f"{where}: message has no chat with an id")
-    if not isinstance(text, str):
-        raise MalformedPayload(f"{where}: text must be a string, got {type(text).__name__}")
+    a_string(text, f"{where}: text")
     if type(message_id) is not int:
         raise MalformedPayload(f"{where}: message_id must be an integer, got {message_id!r}")
     chat_type, thread_id = _chat_kind(chat, message)

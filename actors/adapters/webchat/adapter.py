@@ -22,6 +22,7 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.base import MalformedPayload, PlatformAdapter, SenderOverLimit, TextTooLong
+from actors.adapters.payload_fields import a_string, an_object
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
                                     TooLongError)
 from actors.adapters.webchat import protocol
@@ -98,15 +99,13 @@ class WebChatAdapter(PlatformAdapter):
             await server.stop()
 
     def normalise(self, raw: Any) -> MessageEvent:
-        if not isinstance(raw, dict):
-            raise MalformedPayload(f"message is {type(raw).__name__}, not an object")
+        an_object(raw, "message")
         visitor, message_id, text = raw.get("visitor"), raw.get("id"), raw.get("text")
         if not isinstance(visitor, str) or not VISITOR_ID.fullmatch(visitor):
             raise MalformedPayload("bad visitor id")
         if not isinstance(message_id, str) or not CLIENT_MESSAGE_ID.fullmatch(message_id):
             raise MalformedPayload("message id must be 1-64 of A-Z a-z 0-9 _ -")
-        if not isinstance(text, str):
-            raise MalformedPayload(f"text must be a string, got {type(text).__name__}")
+        a_string(text, "text")
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
