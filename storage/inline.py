@@ -8,8 +8,9 @@ they simply never wait for a thread, so the owner runs each one to completion on
 ``run_inline``, without an event loop (a loop costs ~0.15 ms of task and callback scheduling per call, more than
 most transactions).
 
-An inline owner may also make several calls one transaction (``atomic``): a session shard runs each handler of a
-cell in one, so a turn's steps commit once per handler instead of once per call (DESIGN.md §2).
+An inline owner may also make several calls one transaction (``atomic``): a session shard runs the handlers of
+one run of its cells in one, each handler a ``part`` of it that fails alone, so a turn's steps commit once per run
+of the shard instead of once per call (DESIGN.md §2).
 
 The price: a lock held by another process (SQLite's busy_timeout, then the retries of the whole transaction) blocks
 the owner's thread, so the retry budget is short (INLINE_RETRY_BUDGET_S) and past it the call raises StorageBusy,
@@ -95,6 +96,37 @@ class AtomicScope:
         # What made SQLite roll the whole transaction back under a failing statement (a full disk): every later call
         # and the commit fail the same way, even if the caller caught the first.
         self.lost: StorageError | None = None
+        # The open part (``part``): [whether its savepoint is taken], or None outside one.
+        self._part: list | None = None
+
+    @contextlib.contextmanager
+    def part(self):
+        """A part of the transaction that fails alone: if its body raises, what its calls wrote is undone and the
+        rest of the transaction stays (a cell's handler in its shard's group: cell_host.py). Its savepoint is taken
+        at its first call inside the transaction, so a part that writes nothing costs no statement. A part opened
+        inside another joins it. Kill -9 inside: nothing of the whole transaction was committed."""
+        if self._part is not None:
+            yield
+            return
+        part = self._part = [False]
+        try:
+            yield
+        except BaseException:
+            self._part = None
+            if part[0] and self.lost is None and self.conn.in_transaction:
+                try:
+                    self.conn.execute_now("ROLLBACK TO part")
+                    self.conn.execute_now("RELEASE part")
+                except sqlite3.Error as exc:   # the transaction cannot be trusted past this: it fails whole
+                    self.lost = _translate(exc, f"{self.path}: rollback of a part", self.budget_s)
+            raise
+        self._part = None
+        if part[0] and self.lost is None:
+            try:
+                self.conn.execute_now("RELEASE part")
+            except sqlite3.Error as exc:
+                self.lost = _translate(exc, f"{self.path}: release of a part", self.budget_s)
+                raise self.lost from exc
 
     async def _begin(self) -> None:
         await self.conn.execute("BEGIN IMMEDIATE")
@@ -106,6 +138,9 @@ class AtomicScope:
             await call_with_retry_async(self._begin, f"{self.path}: {name}", self.budget_s, blocking_sleep)
             self.begun = True
         conn = self.conn
+        if self._part is not None and not self._part[0]:
+            await conn.execute("SAVEPOINT part")
+            self._part[0] = True
         try:
             await conn.execute("SAVEPOINT call")
             result = await run_call(fn, conn, args, name)

@@ -9,13 +9,18 @@ sender)`` for what cells send their parent (the host actor, as their supervisor)
 restarting)`` after a cell is gone, ``atomic()`` for the scope each handler runs in (its storage calls commit
 together: storage/inline.py).
 
-A handler is atomic: what it writes commits when it returns, and what it sent leaves only then (held until the
-commit, to cells of this host as much as out of it). A handler that raises, or whose commit fails, crashes its cell
-with nothing of it written or sent, as if it had never run: every message that leaves a cell is backed by what it
-wrote before it, and kill -9 anywhere leaves either the whole handler or none of it.
+A handler is atomic, and the handlers of one run are one transaction (a group, at most GROUP_HANDLERS handlers or
+GROUP_S long): each handler is a part of it (storage/inline.py, ``part``) that fails alone. A handler that raises
+crashes its cell with nothing of it written or sent, as if it had never run. What a handler that returned sent to a
+cell of this host is delivered then (that cell's handler joins the same transaction); what it sent out of the host
+leaves only once the group has committed. If the commit fails, nothing of the group was written: every cell that ran
+in it, or got mail from one that did, crashes and restarts from what storage holds, and nothing the group sent
+leaves. So every message that leaves the host is backed by what was committed before it, and kill -9 anywhere leaves
+either a whole group or none of it (a group is about one commit where a turn's steps used to cost one each).
 
 State: per cell (``CellState``) its child spec, instance and incarnation, its mailbox, status, start time, restart
-count, last exit and recent restarts; the run queue (cells with mail, in the order mail arrived); the timer heap.
+count, last exit and recent restarts; the run queue (cells with mail, in the order mail arrived); the timers
+(cell_timers.py).
 
 Supervision is the OTP behaviour applied to cells, from their child specs (supervision/spec.py): a cell that crashes
 (a handler raised) is logged with its traceback, its ``on_stop`` runs, and its restart type decides: transient and
@@ -31,11 +36,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import heapq
 import importlib
-import itertools
 import logging
 import os
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -44,10 +48,14 @@ from typing import Any, Callable, Optional
 from supervision.messages import Started, TreeNode
 from supervision.behaviour import crash_reason
 from supervision.cell import BridgeItem, Cell, CellAddress, CellBridge
+from supervision.cell_timers import CellTimers
 from common.logging_setup import acting_as
 from supervision.spec import ChildSpec, Intensity, SupervisorFlags, backoff_delay, should_restart, wait_out_delay
 
 RUN_BUDGET = 2000      # messages handled per run before the host actor lets Thespian transmit what was sent
+# One transaction holds SQLite's write lock, which the adapters' inbox writes wait for: a group is kept short.
+GROUP_HANDLERS = 64
+GROUP_S = 0.05
 SLOW_HANDLER_S = 0.5   # a handler that runs longer holds up every cell of the host: logged
 
 log = logging.getLogger("gateway.cells")
@@ -64,6 +72,16 @@ class BridgeRun:
     """Bridge items for one cell that arrived one after another, handled in one go (in order, as one handler: an
     agent streams dozens of deltas a turn, and each would otherwise be a handler run and a commit of its own)."""
     items: list
+
+
+@dataclass
+class Group:
+    """The handlers of one transaction: its scope, what they sent out of the host (held until it commits) and the
+    cells it touched (ran a handler in it, or got mail from one that did)."""
+    scope: Any = None
+    out: list = field(default_factory=list)
+    touched: set = field(default_factory=set)
+    handled: int = 0
 
 
 @dataclass
@@ -89,22 +107,18 @@ class CellHost:
                  atomic: Callable = contextlib.nullcontext):
         self.id = host_id
         self.parent_address = CellAddress(host_id, "", 0)
-        self._send_out, self._arm, self._on_parent, self._on_exit = send_out, arm, on_parent, on_exit
+        self._send_out, self._on_parent, self._on_exit = send_out, on_parent, on_exit
         self.flags, self.bridge, self.config = flags, bridge, config or {}
         self._atomic = atomic
-        self._held: Optional[list] = None   # what the running handler sent, until it commits
+        self._held: Optional[list] = None   # what the running handler sent, until it returns
+        self._group: Optional[Group] = None  # the open transaction of this run's handlers
         self.store = None          # the host's storage connection, shared by its cells (set by the host actor) ...
         self.run_store = None      # ... and how a cell runs a call on it: run_store(coroutine) -> its result
         self.directory = None      # the latest Directory, handed to every cell that starts
         self.cells: dict[str, CellState] = {}
         self._run_queue: collections.deque = collections.deque()
         self._parent_mail: collections.deque = collections.deque()
-        self._timers: list = []
-        self._timer_seq = itertools.count()
-        # Due times of the host's wakeups still to come. One is asked for only when a timer is due before all of
-        # them: the host's wakeups are not free (Thespian keeps them in a list it sorts on every add), and a wakeup
-        # that re-armed unconditionally would leave one more behind each time it fired.
-        self._armed: list = []
+        self.timers = CellTimers(arm)
         self._classes: dict[str, type] = {}
 
     # ------------------------------------------------------------------------------------------ life and death
@@ -118,6 +132,8 @@ class CellHost:
             return state
         state.spec = spec
         state.epoch += 1
+        if self._group is not None:
+            self._group.touched.add(spec.name)   # started on what the group wrote: lost with it if it is lost
         cell = self._class(spec.actor)()
         cell.host, cell.myAddress = self, CellAddress(self.id, spec.name, state.epoch)
         if cell.uses_bridge and self.bridge is not None:
@@ -181,6 +197,7 @@ class CellHost:
         self._route(cell, address, message)
 
     def _route(self, cell: Cell, address, message) -> None:
+        group = self._group
         if isinstance(address, CellAddress) and address.host == self.id:
             if address.name == "":
                 self._parent_mail.append((message, cell.myAddress))
@@ -189,8 +206,13 @@ class CellHost:
             state = self.cells.get(address.name)
             if state is not None and state.cell is not None and state.epoch == address.epoch:
                 self._enqueue(state, message, cell.myAddress)
+                if group is not None:
+                    group.touched.add(address.name)
             return   # mail for a cell that is gone is dropped, as Thespian drops mail for a dead actor
-        self._send_out(address, message, cell)
+        if group is not None:
+            group.out.append((cell, address, message))
+        else:
+            self._send_out(address, message, cell)
 
     def _enqueue(self, state: CellState, message, sender) -> None:
         if not state.mailbox:
@@ -220,25 +242,68 @@ class CellHost:
 
     # ------------------------------------------------------------------------------------------------ running
     def run(self, budget: int = RUN_BUDGET) -> bool:
-        """Handle queued mail, one message at a time, in arrival order; True if mail is left (the host actor then
-        lets Thespian transmit what was sent so far and runs again)."""
+        """Handle queued mail, one message at a time, in arrival order, in groups of one transaction each; True if
+        mail is left (the host actor then lets Thespian transmit what was sent so far and runs again)."""
         while self._run_queue and budget > 0:
-            name = self._run_queue.popleft()
-            if name is None:
+            budget = self._run_group(budget)
+        return bool(self._run_queue)
+
+    def _run_group(self, budget: int) -> int:
+        group = self._group = Group()
+        began = time.monotonic()
+        scope = contextlib.ExitStack()
+        try:
+            group.scope = scope.enter_context(self._atomic())
+            while self._run_queue and budget > 0 and group.handled < GROUP_HANDLERS and \
+                    time.monotonic() - began < GROUP_S:
+                budget -= self._run_one()
+        except BaseException:
+            self._group = None
+            scope.__exit__(*sys.exc_info())   # rolled back: the host actor crashes, and every cell with it
+            raise
+        self._group = None
+        try:
+            scope.close()   # the commit
+        except Exception as exc:  # noqa: BLE001 - the group is lost, not the host: its cells restart from storage
+            self._lose(group, exc)
+            return budget
+        for cell, address, message in group.out:
+            self._send_out(address, message, cell)
+        return budget
+
+    def _run_one(self) -> int:
+        name = self._run_queue.popleft()
+        if name is None:
+            if self._parent_mail:   # none left when a lost group took its messages back
                 message, sender = self._parent_mail.popleft()
                 self._on_parent(message, sender)
-                budget -= 1
-                continue
+            return 1
+        state = self.cells.get(name)
+        if state is None or not state.mailbox:
+            return 0
+        message, sender = state.mailbox.popleft()
+        if state.mailbox:
+            self._run_queue.append(name)
+        if state.cell is not None:
+            self._group.touched.add(name)
+            self._group.handled += 1
+            self._handle(state, message, sender)
+        return 1
+
+    def _lose(self, group: Group, exc: Exception) -> None:
+        """The group's commit failed: none of its handlers happened. Each cell it touched restarts from what is
+        committed (its memory, its mailbox and what it asked of the host may rest on what was not), and nothing the
+        group sent leaves."""
+        reason, outside = crash_reason(exc)
+        log.warning("%s: a transaction of %d handlers failed (%s); %d cells restart from what was committed",
+                    self.id, group.handled, reason, len(group.touched))
+        self._parent_mail = collections.deque(
+            (message, sender) for message, sender in self._parent_mail if sender.name not in group.touched)
+        for name in group.touched:
             state = self.cells.get(name)
-            if state is None or not state.mailbox:
-                continue
-            message, sender = state.mailbox.popleft()
-            if state.mailbox:
-                self._run_queue.append(name)
-            if state.cell is not None:
-                self._handle(state, message, sender)
-            budget -= 1
-        return bool(self._run_queue)
+            if state is not None and state.cell is not None:
+                state.outside_cause = outside
+                self._exit(state, abnormal=True, reason=reason[:500])
 
     def _handle(self, state: CellState, message, sender) -> None:
         cell = state.cell
@@ -255,7 +320,7 @@ class CellHost:
         began = time.monotonic()
         held = self._held = []
         try:
-            with acting_as(state.spec.kind_name, state.spec.name), self._atomic():
+            with acting_as(state.spec.kind_name, state.spec.name), self._handler_scope():
                 result = fn(*args)
         except Exception as exc:  # noqa: BLE001 - let it crash, on purpose and in one place
             self._held = None    # nothing it sent leaves: none of what it wrote was committed
@@ -279,6 +344,13 @@ class CellHost:
         if state.stop_requested and state.cell is cell:
             self._exit(state, abnormal=not state.clean_stop, reason="stopped")
         return result
+
+    def _handler_scope(self):
+        """A handler in a group is a part of its transaction; one run outside a group (a flush) has its own."""
+        group = self._group
+        if group is None:
+            return self._atomic()
+        return group.scope.part() if hasattr(group.scope, "part") else contextlib.nullcontext()
 
     def _exit(self, state: CellState, abnormal: bool, reason: str, restart: bool = True) -> None:
         cell, state.cell = state.cell, None
@@ -307,42 +379,23 @@ class CellHost:
                 return False
             delay = backoff_delay(state.recent.recent(now) - 1, self.flags)
         state.restarts += 1
-        self._schedule(delay, ("", state.epoch, CellTimer("restart", state.spec.name)))
+        self.timers.schedule(delay, ("", state.epoch, CellTimer("restart", state.spec.name)))
         return True
 
     # ------------------------------------------------------------------------------------------------- timers
     def after(self, cell: Cell, seconds: float, tag: str, data=None) -> None:
-        self._schedule(seconds, (cell.myAddress.name, cell.myAddress.epoch, CellTimer(tag, data)))
-
-    def _schedule(self, seconds: float, entry: tuple) -> None:
-        due = time.monotonic() + max(0.0, seconds)
-        heapq.heappush(self._timers, (due, next(self._timer_seq), entry))
-        self._arm_for(due, time.monotonic())
-
-    def _arm_for(self, due: float, now: float) -> None:
-        if not self._armed or due < self._armed[0]:
-            heapq.heappush(self._armed, due)
-            self._arm(max(0.0, due - now), due)
+        self.timers.schedule(seconds, (cell.myAddress.name, cell.myAddress.epoch, CellTimer(tag, data)))
 
     def fire_due(self, token: float | None = None) -> None:
         """A wakeup of the host came (``token``: the due time it was asked for): every due timer becomes mail for
-        its cell (or restarts a cell), and a wakeup is asked for the next one unless one is already coming."""
-        now = time.monotonic()
-        if token is not None and token in self._armed:
-            self._armed.remove(token)
-            heapq.heapify(self._armed)
-        while self._timers and self._timers[0][0] <= now:
-            _due, _seq, (name, epoch, timer) = heapq.heappop(self._timers)
+        its cell (or restarts a cell)."""
+        for name, epoch, timer in self.timers.due(token):
             if name == "":
                 self._restart_due(timer.data, epoch)
                 continue
             state = self.cells.get(name)
             if state is not None and state.cell is not None and state.epoch == epoch:
                 self._enqueue(state, timer, None)
-        while self._armed and self._armed[0] < now - 1.0:
-            heapq.heappop(self._armed)   # its wakeup was lost (or never came): it must not hold the next one back
-        if self._timers:
-            self._arm_for(self._timers[0][0], now)
 
     def _restart_due(self, name: str, epoch: int) -> None:
         state = self.cells.get(name)

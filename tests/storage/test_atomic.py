@@ -93,3 +93,37 @@ def test_a_commit_that_fails_rolls_the_scope_back_and_raises(inline_db, db_path)
     assert inline_db.open_scope is None
     put(inline_db, "b", 2)
     assert seen_from_outside(db_path) == {"b": 2}
+
+
+def test_a_part_that_raises_undoes_only_its_own_writes_and_the_rest_commits(inline_db, db_path):
+    """A cell's handler in its shard's group is a part: a crash undoes what it wrote, and the handlers before and
+    after it in the same transaction stay (supervision/cell_host.py)."""
+    with inline_db.atomic() as scope:
+        with scope.part():
+            put(inline_db, "first handler", 1)
+        with pytest.raises(RuntimeError):
+            with scope.part():
+                put(inline_db, "crashed handler", 2)
+                put(inline_db, "first handler", 99)
+                raise RuntimeError("the handler crashed after its writes")
+        with scope.part():
+            assert seen_inside(inline_db) == {"first handler": 1}
+            put(inline_db, "third handler", 3)
+        assert seen_from_outside(db_path) == {}, "nothing is visible before the transaction commits"
+    assert seen_from_outside(db_path) == {"first handler": 1, "third handler": 3}
+
+
+def test_a_part_that_only_reads_takes_no_savepoint_and_a_part_before_the_first_write_still_undoes(inline_db,
+                                                                                               db_path):
+    with inline_db.atomic() as scope:
+        with scope.part():
+            assert seen_inside(inline_db) == {}
+            assert not scope.begun
+        with pytest.raises(ValueError):
+            with scope.part():   # begins the transaction, then fails: its write is undone, the transaction lives
+                put(inline_db, "a", 1)
+                raise ValueError("crashed")
+        assert scope.begun
+        with scope.part():
+            put(inline_db, "b", 2)
+    assert seen_from_outside(db_path) == {"b": 2}

@@ -56,7 +56,9 @@ class Rig:
     def __init__(self, max_restarts: int = 3):
         Recorder.seen = []
         self.out, self.parent_mail, self.exits, self.wakeups = [], [], [], []
-        self.scopes: list[str] = []   # each handler's atomic scope: "ok" when it committed, else the error
+        self.scopes: list[str] = []   # each handler's part of its group: "ok" when it returned, else the error
+        self.commits = 0              # groups committed
+        self.fail_next_commit = False
         self.host = CellHost("h1", send_out=lambda address, message, cell: self.out.append((address, message)),
                              arm=lambda seconds, token: self.wakeups.append((seconds, token)), on_parent=lambda m, s: self.parent_mail.append((m, s)),
                              on_exit=lambda state, abnormal, restarting: self.exits.append(
@@ -66,13 +68,23 @@ class Rig:
 
     @contextlib.contextmanager
     def scope(self):
+        """A group's transaction, as storage/inline.py's ``atomic`` gives it: parts that fail alone, a commit that
+        may fail."""
         sent_before = len(self.out)
+        yield self
+        assert len(self.out) == sent_before, "nothing a handler sends leaves the host before its group commits"
+        if self.fail_next_commit:
+            self.fail_next_commit = False
+            raise OSError("disk full at the commit")
+        self.commits += 1
+
+    @contextlib.contextmanager
+    def part(self):
         try:
             yield
         except Exception as exc:
             self.scopes.append(type(exc).__name__)
             raise
-        assert len(self.out) == sent_before, "nothing a handler sends leaves before its scope commits"
         self.scopes.append("ok")
 
     def start(self, name: str, restart: Restart = Restart.TRANSIENT):
@@ -232,7 +244,7 @@ def test_wakeups_do_not_pile_up_while_cells_keep_setting_timers():
     cells = [rig.start(f"s{i}").cell for i in range(50)]
     rig.settle()
     asked: list = []     # (when it is due, token): what a Thespian wakeup list would hold
-    rig.host._arm = lambda seconds, token: asked.append((time.monotonic() + seconds, token))
+    rig.host.timers._arm = lambda seconds, token: asked.append((time.monotonic() + seconds, token))
     most, set_, end = 0, 0, time.monotonic() + 0.3
     while time.monotonic() < end:
         cells[set_ % 50].after((set_ * 7 % 10) / 1000, "tick", set_)
@@ -303,3 +315,54 @@ def test_bridge_items_that_arrive_together_are_one_handler_run_in_order_until_th
     assert [item for cell, what, item in Recorder.seen if what == "bridge"] == ["one", "two", "stop"]
     assert rig.scopes == ["ok"], "one run, one transaction"
     assert ("s", False, False) in rig.exits
+
+
+def test_the_handlers_of_one_run_commit_together_and_what_leaves_the_host_leaves_after_the_commit():
+    rig = Rig()
+    rig.start("a")
+    b = rig.start("b")
+    rig.settle()
+    rig.commits, outside = 0, object()
+    rig.host.deliver("a", ("forward", b.cell.myAddress, ("forward", outside, "b's answer")))
+    rig.host.deliver("b", "b's own mail")
+    rig.host.run()
+    assert rig.commits == 1, "a's handler, b's own mail and b's handler of a's message: one transaction"
+    assert rig.out == [(outside, "b's answer")]
+    assert rig.handled("b") == ["start", "b's own mail"] and rig.scopes[-3:] == ["ok", "ok", "ok"]
+
+
+def test_a_group_whose_commit_fails_restarts_every_cell_it_touched_and_sends_nothing():
+    rig = Rig()
+    rig.start("a")
+    b, c = rig.start("b"), rig.start("c")
+    rig.settle()
+    outside, untouched = object(), c.cell
+    # What a cell asks of its host (the shard starting a consumer for it) happens inside the group too.
+    rig.host._on_parent = lambda message, sender: rig.start("spawned", Restart.TEMPORARY)
+    rig.fail_next_commit = True
+    rig.host.deliver("a", ("forward", b.cell.myAddress, "from a, never committed"))
+    rig.host.deliver("a", ("forward", rig.host.parent_address, "spawn a consumer"))
+    rig.host.deliver("a", ("forward", outside, "never leaves"))
+    rig.host.run()
+    assert rig.out == []
+    assert sorted(name for name, abnormal, restarting in rig.exits if abnormal and restarting) == ["a", "b"]
+    assert ("spawned", True, False) in rig.exits and "spawned" not in rig.host.cells, \
+        "a cell started on the group's writes goes with them"
+    assert rig.host.cells["c"].cell is untouched, "a cell the group never touched carries on"
+    rig.settle()
+    assert rig.handled("a")[-1] == "start", "restarted fresh"
+    rig.host.deliver("a", ("forward", outside, "after the restart"))
+    rig.settle()
+    assert rig.out == [(outside, "after the restart")]
+
+
+def test_a_group_is_cut_after_its_handler_count_so_the_write_lock_is_never_held_long():
+    from supervision.cell_host import GROUP_HANDLERS
+    rig = Rig()
+    rig.start("a")
+    rig.settle()
+    rig.commits = 0
+    for i in range(GROUP_HANDLERS * 2 + 1):
+        rig.host.deliver("a", f"m{i}")
+    rig.host.run()
+    assert rig.commits == 3
