@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from actors.memory.scope import MemorySettings, clean_text, entry_refusal, matching, scope_name, section, with_memory
+from common.redact import redact
 from storage import Store
 from supervision.storage_access import durability, store_path
 
@@ -32,6 +33,7 @@ class MemoryBinding:
     scope: str
     settings: MemorySettings
     session_key: str = ""
+    secrets: tuple = ()            # configured secrets: a model that repeats a key never makes it a memory
 
     async def _with_store(self, fn):
         store = await Store.open(self.path, self.durability)
@@ -44,7 +46,7 @@ class MemoryBinding:
         refusal = entry_refusal(text, self.settings)
         if refusal:
             return False, refusal
-        entry_text = clean_text(text)
+        entry_text = clean_text(redact(text, list(self.secrets)))
         added = await self._with_store(lambda store: store.memory.add(
             self.profile, self.scope, entry_text, self.settings.max_entries, self.session_key or None))
         if added.full:
@@ -84,4 +86,4 @@ def memory_for_turn(session, profile, source) -> tuple[str, Optional[MemoryBindi
     entries = session.db(session.store.memory.entries(profile.name, scope, settings.max_entries))
     prompt = with_memory(profile.system_prompt, section(settings.mode, entries, settings.prompt_bytes))
     return prompt, MemoryBinding(str(store_path(session.config)), durability(session.config), profile.name, scope,
-                                 settings, session.key)
+                                 settings, session.key, tuple(session.secrets))

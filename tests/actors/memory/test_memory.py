@@ -125,5 +125,11 @@ async def tools_scenario(db_path):
     async with await Store.open(db_path) as store:
         left = [(e.profile, e.scope, e.text) for e in await store.memory.listing()]
     assert left == [("p", "user:fake:ann", "I live in Oslo"), ("p", "user:fake:bob", "bob's own")]
+    secret = "sk-live-0123456789abcdefghij"
+    keyed = MemoryBinding(str(db_path), "normal", "p", "user:fake:cy", settings, secrets=(secret,))
+    assert (await run_offline(agent, f"remember that key {secret}", keyed)).ok
+    async with await Store.open(db_path) as store:
+        [kept] = await store.memory.entries("p", "user:fake:cy")
+    assert secret not in kept.text and kept.text.startswith("key "), kept
     nothing = await run_offline(agent, "remember that x", None)
     assert not nothing.ok and "no memory" in nothing.result
