@@ -122,6 +122,8 @@ def test_a_memory_survives_a_restart_until_the_cli_forgets_it(rig):
     shown = cli_json(gw, "memory", "show", "chat:fake:room")["entries"]
     assert [e["id"] for e in shown] == [entry["id"]]
     assert cli_json(gw, "memory", "list", "--profile", "quiet")["entries"] == []
+    one = cli_json(gw, "memory", "show", str(entry["id"]))["entry"]
+    assert (one["profile"], one["session_key"].split(".")[0]) == ("support", "support"), one
 
     gw.cli("stop", check=True)
     gw.start()
