@@ -1,11 +1,13 @@
 """Memory and linked identities through the real daemon: two fake platforms (adapters ``fake`` and ``other``), the
 fake OpenAI-compatible server (its recorded requests are what each turn sent). A fact one profile remembers in a
-chat is in that profile's next requests only; it survives a restart; ``memory forget`` takes it out; the offline
+chat is in that profile's next requests only; it survives a kill -9 of the daemon; ``memory forget`` takes it out; the offline
 agent's "remember that ..." writes through the same tool. A user linked across the two platforms continues one
 transcript there, answered on the platform each message came from; an unlinked user stays on their own."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 
@@ -115,7 +117,7 @@ def test_two_profiles_in_one_chat_keep_separate_memories(rig):
         "] the room drinks tea at five\n" in ann, ann
 
 
-def test_a_memory_survives_a_restart_until_the_cli_forgets_it(rig):
+def test_a_memory_survives_kill_9_until_the_cli_forgets_it(rig):
     gw, platform, other, model = rig
     [entry] = cli_json(gw, "memory", "list", "--profile", "support")["entries"]
     assert (entry["scope"], entry["text"]) == ("chat:fake:room", "the room drinks tea at five"), entry
@@ -125,7 +127,8 @@ def test_a_memory_survives_a_restart_until_the_cli_forgets_it(rig):
     one = cli_json(gw, "memory", "show", str(entry["id"]))["entry"]
     assert (one["profile"], one["session_key"].split(".")[0]) == ("support", "support"), one
 
-    gw.cli("stop", check=True)
+    os.kill(gw.launcher_pid, signal.SIGKILL)   # kill -9: the launcher takes its whole tree with it
+    gw.assert_no_process_left(timeout=30)
     gw.start()
     gw.wait_ready()
     before = len(platform.messages("room"))
