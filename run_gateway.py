@@ -72,6 +72,8 @@ def _main(argv: list[str] | None) -> int:
         registry.validate_all(config)  # adapter tables too: a bad one stops the start here, not in a crash loop
         from actors.profiles.routes import load_routes
         load_routes(config)   # [profiles.NAME] and [[routes]] likewise
+        from actors.profiles.identities import load_identities
+        load_identities(config)   # [[identities]] likewise
         from actors.scheduling.jobs import validate_jobs
         validate_jobs(config, time.time())   # and [cron.NAME] jobs, against the adapters and profiles
     except ConfigError as exc:
@@ -94,6 +96,7 @@ def _main(argv: list[str] | None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from daemon import cli_access, cli_completion, cli_config, cli_cron, cli_logs, cli_service, cli_storage, status_view
     from daemon import cli_routes
+    from daemon import cli_memory
     from daemon import doctor as doctor_mod, health as health_mod
     from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
     parser = GatewayParser(prog="run_gateway.py", description=__doc__,
@@ -152,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_cron.add_parsers(sub)
     cli_config.add_parsers(sub)
     cli_routes.add_parsers(sub)
+    cli_memory.add_parsers(sub)
     cli_logs.add_parsers(sub)
     cli_service.add_parsers(sub)
     cli_completion.add_parsers(sub)
@@ -337,6 +341,11 @@ def cmd_routes(config: dict, args) -> int:
     return run(config, args)
 
 
+def cmd_memory(config: dict, args) -> int:
+    from daemon.cli_memory import cmd_memory as run
+    return run(config, args)
+
+
 def cmd_logs(config: dict, args) -> int:
     from daemon.cli_logs import cmd_logs as run
     return run(config, args)
@@ -359,6 +368,7 @@ def cmd_doctor(config: dict, args) -> int:
 
 COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions,
             "deliveries": cmd_deliveries, "pair": cmd_pair, "routes": cmd_routes, "cron": cmd_cron, "chat": cmd_chat,
+            "memory": cmd_memory,
             "run": cmd_run,
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
             "fault": cmd_fault, "health": cmd_health,

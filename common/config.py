@@ -125,6 +125,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
 OPEN_SECTIONS = {"adapters", "profiles", "cron"}
 # [[routes]]: an array of tables, kept as written here and checked by actors/profiles/routes.py (docs/profiles.md).
 LIST_SECTIONS = {"routes"}
+# [[identities]]: user ids linked across platforms, checked by actors/profiles/identities.py (docs/profiles.md).
+LIST_SECTIONS |= {"identities"}
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 
 

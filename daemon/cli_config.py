@@ -58,6 +58,11 @@ PROFILES_SAMPLE = """\
 # chat = "-1001234567890"
 # profile = "support"
 # respond = "all"              # in groups: answer every message, not only those addressed to the bot
+# A profile's memory: memory = "user" (or "chat", "profile"; default "off") and tools naming "remember", "forget".
+# One person on two platforms, their direct chats one conversation ([[identities]]; default: each user their own):
+# [[identities]]
+# name = "ada"
+# members = ["telegram:123456", "discord:812345678901234567"]
 """
 
 CRON_SAMPLE = """\

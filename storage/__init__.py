@@ -24,6 +24,7 @@ from .ledger import Ledger, Obligation, Target, best_effort, obligation_id
 from .media import CacheStats, MediaCache
 from .feedback import Feedback, FeedbackRow, Reaction
 from .media_refs import MediaRefs
+from .memory import Added, MemoryEntry, MemoryStore
 from .owner import Owner, current_owner, is_owner_alive
 from .pacing import PacingBans
 from .runtime import RuntimeState
@@ -34,6 +35,7 @@ __all__ = [
     "SessionInfo", "TranscriptEvent", "SearchHit", "RuntimeState", "InboxRow", "InboundItem", "Obligation",
     "Target", "Owner", "MediaCache", "CacheStats", "MediaRefs", "Feedback", "FeedbackRow", "Reaction",
     "CronStore", "CronRun", "RunClaim", "Claimed", "JobState", "CRON_PLATFORM",
+    "MemoryStore", "MemoryEntry", "Added",
     "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner",
     "is_owner_alive",
     "StorageError", "StorageBusy", "StorageFull", "StorageUnavailable", "SchemaTooNew", "RecordError",
@@ -44,7 +46,8 @@ __all__ = [
 
 class Store:
     """The one way in: ``sessions``, ``inbox``, ``ledger``, ``pacing``, ``access``, ``media`` (which cached files
-    are referenced), ``feedback`` and ``cron`` (scheduled jobs and their runs) over one database connection."""
+    are referenced), ``feedback``, ``cron`` (scheduled jobs and their runs) and ``memory`` (what profiles
+    remember) over one database connection."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -56,6 +59,7 @@ class Store:
         self.media = MediaRefs(db)
         self.feedback = Feedback(db)
         self.cron = CronStore(db)
+        self.memory = MemoryStore(db)
 
     def atomic(self):
         """Inline stores only: the calls inside one ``with store.atomic():`` commit together (storage/inline.py)."""

@@ -19,6 +19,9 @@ prompts and admin output:
 Grouping: a dm is one session per chat (thread and user ignored). A group, channel or thread chat is one session per
 chat, plus per thread when the source has a thread_id, plus per user when ``per_user_in_groups=True`` and the source
 has a user_id (anonymous posts, e.g. channel posts, stay per chat).
+
+A linked identity (``[[identities]]``, actors/profiles/identities.py) makes the direct chats of its members one
+conversation per profile, whatever platform they come from: ``<profile>.linked.dm.person-<hash of its name>``.
 """
 from __future__ import annotations
 
@@ -26,12 +29,13 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 HASH_DOMAIN = "agent-gateway/id/v1"
 HASH_HEX_CHARS = 16
 CHAT_TYPES = ("dm", "group", "channel", "thread")
 MAX_PART_BYTES = 255
+LINKED_PLATFORM = "linked"     # the platform part of a linked identity's direct chat key
 
 KEY_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _CLEAN_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
@@ -68,17 +72,20 @@ def _id_text(value: Any, what: str) -> str:
     return text
 
 
-def session_key(source: Any, per_user_in_groups: bool = False) -> str:
+def session_key(source: Any, per_user_in_groups: bool = False, identity: Optional[str] = None) -> str:
     """The session key of a message source.
 
     ``source`` is duck-typed: any object with ``platform, chat_id, chat_type, thread_id, user_id, profile``
-    (``actors.messages.Source`` is one; thread_id, user_id and profile may be absent or None)."""
+    (``actors.messages.Source`` is one; thread_id, user_id and profile may be absent or None). ``identity``: the
+    linked identity of its sender, which a direct chat's key is made from instead of the chat."""
     platform = _id_text(getattr(source, "platform", None), "platform")
     chat_id = _id_text(getattr(source, "chat_id", None), "chat_id")
     chat_type = getattr(source, "chat_type", None)
     if chat_type not in CHAT_TYPES:
         raise ValueError(f"source.chat_type must be one of {CHAT_TYPES}, not {chat_type!r}")
     profile = getattr(source, "profile", None) or "default"
+    if identity and chat_type == "dm":
+        return ".".join((_slug(profile, "profile"), LINKED_PLATFORM, "dm", "person-" + hash_id("identity", identity)))
     parts = [_slug(profile, "profile"), _slug(platform, "platform"), chat_type,
              "chat-" + hash_id("chat", f"{platform}\0{chat_id}")]
     if chat_type != "dm":

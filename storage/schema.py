@@ -218,6 +218,21 @@ _V8_CRON = [
     "CREATE INDEX cron_runs_by_job ON cron_runs (job, claimed_at)",
 ]
 
+# What a profile remembers (storage/memory.py): entries per (profile, scope), written by its remember / forget tools
+# and the admin CLI. The same text twice in one scope is one entry (a remember repeated after a crash adds nothing).
+_V9_MEMORY = [
+    """CREATE TABLE memory (
+        memory_id   INTEGER PRIMARY KEY AUTOINCREMENT,
+        profile     TEXT NOT NULL,
+        scope       TEXT NOT NULL,
+        text        TEXT NOT NULL,
+        created_at  REAL NOT NULL,
+        session_key TEXT,
+        UNIQUE (profile, scope, text)
+    )""",
+    "CREATE INDEX memory_by_scope ON memory (profile, scope, memory_id)",
+]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -227,6 +242,7 @@ MIGRATIONS: list[Migration] = [
     _V6_RECOVERY_COUNTS,
     _V7_FEEDBACK,
     _V8_CRON,
+    _V9_MEMORY,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

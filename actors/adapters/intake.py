@@ -30,6 +30,7 @@ from actors.adapters.errors import RetryableError
 from actors.adapters.media_intake import resolve_media
 from actors.adapters.outbound import backoff_s
 from actors.messages import AdapterConnection, Attachment, MessageEvent, OpResult, PlatformOp
+from actors.profiles.identities import Identities, load_identities
 from actors.profiles.routes import adapter_route, effective_respond, load_routes
 from actors.adapters.sender_limits import NOTICE, LimitPolicy, SenderLimits, charge_time, sender_of
 from storage import InboundItem, MediaCache, Store, StorageUnavailable, session_key
@@ -144,6 +145,7 @@ class Intake:
         self.malformed = 0
         self.unaddressed = 0     # group messages skipped: not addressed to the bot, on a route answering only those
         self._routes: Optional[list] = None   # [[routes]], read from the adapter's configuration at first use
+        self._identities: Optional[Identities] = None   # [[identities]], likewise
         self.gatekeeper = Gatekeeper("", AccessPolicy())   # replaced at the adapter's start from its table
         self.sender_limits = SenderLimits(LimitPolicy())   # likewise
 
@@ -374,8 +376,8 @@ class Intake:
         event = dataclasses.replace(event, source=source)
         per_user = (route.per_user_in_groups if route.per_user_in_groups is not None
                     else self.platform.per_user_in_groups)
-        try:
-            key = session_key(event.source, per_user_in_groups=per_user)
+        try:   # a linked identity's direct chats are one conversation, whichever platform (profiles/identities.py)
+            key = session_key(event.source, per_user, self.identities.of(source.platform, source.user_id))
         except ValueError as exc:
             raise MalformedPayload(str(exc)) from None
         payload = dataclasses.asdict(event)  # MessageEvent.from_payload's shape: source as a dict
@@ -391,6 +393,13 @@ class Intake:
         if self._routes is None:
             self._routes = load_routes(self.platform.config)
         return self._routes
+
+    @property
+    def identities(self) -> Identities:
+        """The validated [[identities]]; validated at load already, like the routes."""
+        if self._identities is None:
+            self._identities = load_identities(self.platform.config)
+        return self._identities
 
     def reject(self, reason: str) -> None:
         self.malformed += 1

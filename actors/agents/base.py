@@ -44,6 +44,8 @@ class AgentRequest:
     steer: Optional[asyncio.Queue] = field(default=None, compare=False, repr=False)
     # The media cache a tool's files go to (ToolRegistry.run); None: tools cannot send files in this turn.
     media: Any = field(default=None, compare=False, repr=False)
+    # The turn's memory binding (actors/memory/binding.py) the remember / forget tools write through; None: none.
+    memory: Any = field(default=None, compare=False, repr=False)
 
     def last_user_text(self) -> str:
         for message in reversed(self.messages):

@@ -4,7 +4,9 @@ Its answer quotes the user's last message (and names what it carried: "You sent 
 it is the offline agent and how to configure a real model, and is
 streamed in several chunks. Arithmetic in the message (``what is 12*7``), a question about the time, or ``#tool``
 or a request for a picture ("draw a card saying hello": the text_image tool, whose PNG the reply carries)
-makes it call a tool through the registry, visibly. Same input, same events (except the clock tool's reading).
+makes it call a tool through the registry, visibly; so do "remember that ..." and "forget ..." (or "forget entry 3")
+at the start of a message, where the profile offers its memory tools. Same input, same events (except the clock
+tool's reading).
 
 Test hooks, written anywhere in the user's last message, honoured only with ``[debug] fault_injection`` (on the
 defaults any chat user could otherwise hold a turn for hours with ``#slow``, or ask for a megabyte with ``#long``):
@@ -47,6 +49,10 @@ _TIME_QUESTION = re.compile(r"\b(?:what time|time is it|current time|date today|
 # "draw me a picture of a lighthouse", "make an image saying hello", "draw a card: happy birthday"
 _PICTURE = re.compile(r"\b(?:draw|make|send)\b[^.?!\n]*?\b(?:picture|image|card|sign)\b"
                       r"(?:\s+(?:of|saying|with|that says)|:)?\s*([^\n]{0,200})", re.I)
+# "remember that I like tea", "please remember: the door code changed"; "forget about tea", "forget entry 3"
+_REMEMBER = re.compile(r"^\s*(?:please\s+)?remember(?:\s+that)?[\s:,]+(\S.*)", re.I | re.S)
+_FORGET = re.compile(r"^\s*(?:please\s+)?forget(?:\s+(?:that|about))?[\s:,]+(\S.*)", re.I | re.S)
+_ENTRY_NUMBER = re.compile(r"^(?:entry\s*|#)?(\d+)$", re.I)
 _LONG = re.compile(r"#long\s+(\d+)")
 _SLOW = re.compile(r"#slow\s+(\d+(?:\.\d+)?)")
 _THINK = re.compile(r"#think\s+(\d+(?:\.\d+)?)")
@@ -114,7 +120,7 @@ class OfflineAgent:
         for piece in (arguments_json[:split], arguments_json[split:]):
             await asyncio.sleep(delay)
             yield ToolCallDelta(call_id=call_id, arguments_delta=piece)
-        answer = await self.registry.run(name, arguments_json, request.media)
+        answer = await self.registry.run(name, arguments_json, request.media, request.memory)
         ok, result = answer.ok, answer.text
         yield ToolCallFinished(call_id=call_id, name=name, arguments=arguments_json, result=result, ok=ok,
                                files=answer.files)
@@ -155,6 +161,13 @@ def _a_file(line: str) -> str:
 
 
 def _choose_tool(text: str, available: list[str], forced: bool = False) -> tuple[Optional[str], dict]:
+    remember, forget = _REMEMBER.match(text), _FORGET.match(text)
+    if remember and "remember" in available:
+        return "remember", {"text": remember.group(1).strip().rstrip(".!")}
+    if forget and "forget" in available:
+        words = forget.group(1).strip().rstrip(".!?")
+        number = _ENTRY_NUMBER.match(words)
+        return "forget", {"id": int(number.group(1))} if number else {"about": words}
     expression = _ARITHMETIC.search(text)
     if expression and "calculator" in available:
         return "calculator", {"expression": expression.group(0).strip()}

@@ -281,15 +281,15 @@ class OpenAICompatAgent:
                 messages.append(step.assistant_message())
                 for call in step.ordered_calls():
                     result = ""
-                    async for event in self._run_tool(call, request.media):
+                    async for event in self._run_tool(call, request.media, request.memory):
                         if isinstance(event, ToolCallFinished):
                             result = event.result
                         yield event
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
         yield TurnEnd(reason="complete", final_text=answer)
 
-    async def _run_tool(self, call: _Call, media=None) -> AsyncIterator[StreamEvent]:
-        task = asyncio.ensure_future(self.registry.run(call.name, call.arguments, media))
+    async def _run_tool(self, call: _Call, media=None, memory=None) -> AsyncIterator[StreamEvent]:
+        task = asyncio.ensure_future(self.registry.run(call.name, call.arguments, media, memory))
         started = time.monotonic()
         try:
             while not (await asyncio.wait({task}, timeout=self.long_tool_hint_s))[0]:

@@ -1,9 +1,11 @@
-"""A small tool registry and three safe built-in tools (clock, calculator, text_image).
+"""A small tool registry and the safe built-in tools: clock, calculator, text_image, and remember / forget (a
+profile's memory: offered only to a profile that names them, docs/profiles.md).
 
 Tools run on the agent's loop, which a session shard shares between all its cells' agent streams: a tool that
 computes (``Tool.blocking``: a plain function) runs in a worker thread instead, bounded by ``timeout_s``, so the
 loop goes on streaming every other chat's answer meanwhile. A tool that waits on I/O is a coroutine and stays on the
-loop.
+loop. A memory tool (``Tool.uses_memory``) is also given the turn's memory binding (``AgentRequest.memory``,
+actors/memory/binding.py: which profile and scope it writes), or None when the turn has no memory.
 
 A tool answers text (a str, or anything JSON can encode) or a ``ToolOutput``: text and files. ``run`` puts each
 file in the media cache (actors/media/outgoing.py, in a worker thread) and answers them as ``OutgoingFile``s, which
@@ -33,6 +35,7 @@ class Tool:
     fn: Callable[[dict], Any]                  # a coroutine function; a plain function when ``blocking``
     blocking: bool = False                     # computes rather than waits: run in a worker thread, off the loop
     timeout_s: float = 10.0                    # a blocking tool's answer must come within this
+    uses_memory: bool = False                  # fn(arguments, memory): writes the turn's memory
 
 
 @dataclass(frozen=True)
@@ -70,11 +73,13 @@ class ToolRegistry:
         answer = await self.run(name, arguments_json)
         return answer.ok, answer.text
 
-    async def run(self, name: str, arguments_json: str, media=None) -> ToolAnswer:
+    async def run(self, name: str, arguments_json: str, media=None, memory=None) -> ToolAnswer:
         """Run a tool. Never raises (except on cancellation): failures come back as ``ok=False`` with an
         explanation the model reads and can act on. ``media``: the MediaCache files go to; without it a tool's
-        files are refused (said in the text)."""
-        ok, result = await self._call(name, arguments_json)
+        files are refused (said in the text). ``memory``: the turn's memory binding, for the memory tools."""
+        ok, result = await self._call(name, arguments_json, memory)
+        if isinstance(result, ToolAnswer):
+            return result
         if not isinstance(result, ToolOutput):
             return ToolAnswer(ok, result if isinstance(result, str) else json.dumps(result, default=str))
         files, notes = [], [result.text] if result.text else []
@@ -93,7 +98,7 @@ class ToolRegistry:
             notes.append(f"[only the first {MAX_FILES_PER_RESULT} files were sent]")
         return ToolAnswer(ok, "\n".join(notes), tuple(files))
 
-    async def _call(self, name: str, arguments_json: str) -> tuple[bool, Any]:
+    async def _call(self, name: str, arguments_json: str, memory=None) -> tuple[bool, Any]:
         tool = self._tools.get(name)
         if tool is None:
             return False, f"unknown tool {name!r}; available: {', '.join(self._tools) or 'none'}"
@@ -104,7 +109,9 @@ class ToolRegistry:
         if not isinstance(arguments, dict):
             return False, f"arguments for {name} must be a JSON object, got {type(arguments).__name__}"
         try:
-            if tool.blocking:
+            if tool.uses_memory:
+                result = await tool.fn(arguments, memory)
+            elif tool.blocking:
                 # The thread cannot be stopped at the deadline; the answer is simply no longer waited for.
                 result = await asyncio.wait_for(asyncio.to_thread(tool.fn, arguments), tool.timeout_s)
             else:
@@ -211,12 +218,47 @@ TEXT_IMAGE = Tool(
         "required": ["text"], "additionalProperties": False},
     fn=text_image, blocking=True, timeout_s=10.0)
 
-BUILTIN_TOOLS: dict[str, Tool] = {t.name: t for t in (CLOCK, CALCULATOR, TEXT_IMAGE)}
+NO_MEMORY = "this conversation has no memory (the profile's memory is off, or the turn has no user to remember for)"
+
+
+async def _remember(arguments: dict, memory) -> ToolAnswer:
+    if memory is None:
+        return ToolAnswer(False, NO_MEMORY)
+    return ToolAnswer(*await memory.remember(arguments.get("text")))
+
+
+async def _forget(arguments: dict, memory) -> ToolAnswer:
+    if memory is None:
+        return ToolAnswer(False, NO_MEMORY)
+    return ToolAnswer(*await memory.forget(arguments.get("id"), arguments.get("about")))
+
+
+REMEMBER = Tool(
+    name="remember",
+    description="Remember one short fact for later conversations (it is shown to you in the system prompt from "
+                "then on). Use it when the user asks you to remember something, or tells you a lasting preference.",
+    json_schema={"type": "object", "properties": {"text": {"type": "string", "description": "the fact, one line"}},
+                 "required": ["text"], "additionalProperties": False},
+    fn=_remember, uses_memory=True)
+
+FORGET = Tool(
+    name="forget",
+    description="Forget a remembered fact: by its number ('id', as the system prompt lists it), or every entry "
+                "holding the words 'about'.",
+    json_schema={"type": "object", "properties": {
+        "id": {"type": "integer", "description": "the entry's number"},
+        "about": {"type": "string", "description": "words the entries to forget hold"}},
+        "additionalProperties": False},
+    fn=_forget, uses_memory=True)
+
+BUILTIN_TOOLS: dict[str, Tool] = {t.name: t for t in (CLOCK, CALCULATOR, TEXT_IMAGE, REMEMBER, FORGET)}
+# Offered only to a profile whose tool set names them (and whose memory is on): never by default.
+OPT_IN_TOOLS = ("remember", "forget")
 
 
 def default_registry(names: Optional[Iterable[str]] = None) -> ToolRegistry:
-    """A registry with the named built-in tools (all of them when ``names`` is None)."""
-    chosen = list(BUILTIN_TOOLS) if names is None else list(names)
+    """A registry with the named built-in tools (when ``names`` is None, every one but the opt-in memory tools)."""
+    chosen = [n for n in BUILTIN_TOOLS if n not in OPT_IN_TOOLS] if names is None else list(names)
     unknown = [n for n in chosen if n not in BUILTIN_TOOLS]
     if unknown:
         raise ValueError(f"unknown tools {unknown}; built-in tools are {sorted(BUILTIN_TOOLS)}")

@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from actors.messages import Source
+from actors.memory.scope import scope_name
+from actors.profiles.identities import load_identities
 from actors.profiles.profiles import resolve
 from actors.profiles.routes import RouteSource, choose_route, effective_respond
 from common.config import setting
@@ -62,9 +64,11 @@ def explain(config: Mapping, routes: list, profiles: Mapping, adapters: Mapping[
     per_user = (route.per_user_in_groups if route.per_user_in_groups is not None
                 else bool(setting(config, "sessions", "per_user_in_groups")))
     agent = profile.agent
+    identity = load_identities(config).of(source.adapter, source.user)
+    as_source = Source(source.adapter, source.chat, source.chat_type, source.thread, source.user, profile=profile_name)
     # The key the intake gives such a message (a chat is needed to make one): the session `sessions list` shows.
-    key = session_key(Source(source.adapter, source.chat, source.chat_type, source.thread, source.user,
-                             profile=profile_name), per_user_in_groups=per_user) if source.chat else None
+    key = session_key(as_source, per_user, identity) if source.chat else None
+    memory = profile.memory
     return {
         "source": {k: v for k, v in vars(source).items() if v is not None},
         "route": route.name, "route_index": route.index + 1 if route.index >= 0 else None,
@@ -74,6 +78,9 @@ def explain(config: Mapping, routes: list, profiles: Mapping, adapters: Mapping[
         "tools": agent.get("tools"), "busy_mode": profile.busy_mode, "stream": profile.stream,
         "respond": "all" if source.chat_type == "dm" else effective_respond(route, adapter),
         "per_user_in_groups": per_user, "session_key": key,
+        "identity": identity, "identity_applies": bool(identity) and source.chat_type == "dm",
+        "memory": memory.mode,
+        "memory_scope": scope_name(memory.mode, as_source, identity) if memory.enabled else None,
         "matched": [f"{k}={v}" for k, v in why.matched],
         "lost": [{"route": name, "why": reason} for name, reason in why.lost],
     }
@@ -91,6 +98,18 @@ def render(answer: dict) -> str:
              f"{'one session per user' if answer['per_user_in_groups'] else 'one session per chat'}; "
              f"busy mode {answer['busy_mode']}{'' if answer['stream'] else '; answers sent whole'}",
              f"session:  {answer['session_key'] or '(give chat=... to see its key)'}",
+             *_identity_lines(answer),
              "matched:  " + (", ".join(answer["matched"]) or "no field (a catch-all, or no route matched)")]
     lines += [f"lost:     {lost['route']}: {lost['why']}" for lost in answer["lost"]]
     return "\n".join(lines)
+
+
+def _identity_lines(answer: dict) -> list[str]:
+    lines = []
+    if answer["identity"]:
+        lines.append(f"identity: {answer['identity']}: " + (
+            "linked; its direct chats on every linked platform are this one session" if answer["identity_applies"]
+            else "linked, but a link joins direct chats only: this group's session is its own"))
+    if answer["memory"] != "off":
+        lines.append(f"memory:   {answer['memory']}; scope {answer['memory_scope'] or '(none: the source lacks its id)'}")
+    return lines

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from actors.memory.scope import LIMITS as MEMORY_LIMITS, MEMORY_TOOLS, MODES as MEMORY_MODES, MemorySettings, \
+    limit_error, settings_from
 from common.config import SCHEMA, TYPE_NAMES, ConfigError, setting
 
 PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")   # a session key shows it as is (storage/keys.py)
@@ -43,6 +45,11 @@ PROFILE_KEYS: dict[str, Spec] = {
                              "false: send each answer once, complete"),
     "status_reactions": Spec(str, doc="reactions on the user's message while working and once answered, e.g. "
                                       "\"👀 👍\" (default: [sessions] status_reactions; \"\": none)"),
+    "memory": Spec(str, MEMORY_MODES, doc="whose memory a turn reads and its remember / forget tools write: off "
+                                          "(default) | user | chat | profile (docs/profiles.md)"),
+    "memory_max_entries": Spec(int, doc="entries one memory scope may hold (default 50)"),
+    "memory_max_entry_bytes": Spec(int, doc="bytes of one remembered entry (default 500)"),
+    "memory_prompt_bytes": Spec(int, doc="bytes of entries read into one request (default 4000)"),
 }
 AGENT_KEYS: dict[str, Spec] = {
     "kind": Spec(str, ("offline", "openai"), doc="offline | openai (default: openai when model and base_url are set)"),
@@ -68,6 +75,7 @@ class Profile:
     description: str = ""
     stream: bool = True
     status_reactions: Optional[str] = None                   # None: [sessions] status_reactions
+    memory: MemorySettings = MemorySettings()                # off unless the table says (actors/memory/scope.py)
 
 
 def _value(file: str, where: str, value: Any, spec: Spec) -> Any:
@@ -102,6 +110,17 @@ def _check_tools(file: str, where: str, names: list) -> None:
         raise ConfigError(file, where, "names a tool twice")
 
 
+def _check_memory(file: str, where: str, checked: Mapping, tools: list) -> None:
+    for key in MEMORY_LIMITS:
+        if key in checked and (problem := limit_error(key, checked[key])):
+            raise ConfigError(file, f"{where} {key}", problem)
+    named = [t for t in tools if t in MEMORY_TOOLS]
+    if named and checked.get("memory", "off") == "off":
+        raise ConfigError(file, f"{where} memory", f"the agent's tools name {', '.join(named)}, which write this "
+                                                   "profile's memory: set memory = \"user\", \"chat\" or "
+                                                   "\"profile\"")
+
+
 def validate_profiles(config: Mapping, file: str = "(configuration)") -> dict[str, Profile]:
     """Every ``[profiles.NAME]`` table checked and resolved: {name: Profile}; raises ConfigError at the first bad
     key. The default profile is always in the answer, declared or not."""
@@ -118,6 +137,7 @@ def validate_profiles(config: Mapping, file: str = "(configuration)") -> dict[st
         agent = _table(file, f"[profiles.{name}.agent]", checked.get("agent", {}), AGENT_KEYS)
         if "tools" in agent:
             _check_tools(file, f"[profiles.{name}.agent] tools", agent["tools"])
+        _check_memory(file, where, checked, agent.get("tools") or [])
         merged = {**dict(config.get("agent") or {}), **agent}
         if merged.get("kind") == "openai" and not (merged.get("base_url") and merged.get("model")):
             raise ConfigError(file, f"[profiles.{name}.agent]", "kind 'openai' needs base_url and model (here or in "
@@ -133,7 +153,8 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
     return Profile(name=name, system_prompt=prompt,
                    busy_mode=checked.get("busy_mode") or setting(config, "sessions", "busy_mode"),
                    agent={**agent, "system_prompt": prompt}, declared=True, description=checked.get("description", ""),
-                   stream=checked.get("stream", True), status_reactions=checked.get("status_reactions"))
+                   stream=checked.get("stream", True), status_reactions=checked.get("status_reactions"),
+                   memory=settings_from(checked))
 
 
 def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]] = None) -> Profile:
@@ -158,6 +179,14 @@ class Profiles:
         self.test_hooks = test_hooks
         self.known = validate_profiles(config, config.get("_source") or "(configuration)")
         self._agents: dict[str, Any] = {}
+        self._identities = None
+
+    def identity_of(self, source: Any) -> Optional[str]:
+        """The linked identity of a source's sender, if any (actors/profiles/identities.py)."""
+        if self._identities is None:
+            from actors.profiles.identities import load_identities
+            self._identities = load_identities(self.config)
+        return self._identities.of(source.platform, getattr(source, "user_id", None))
 
     def get(self, name: Optional[str]) -> Profile:
         return resolve(self.config, name or DEFAULT_PROFILE, self.known)

@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from actors.agents.base import AgentRequest
+from actors.memory.binding import memory_for_turn
 from actors.profiles.profiles import Profiles
 from actors.media.transcription import Transcriber, transcribe_all
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
@@ -265,9 +266,9 @@ class Session(CellStoreUser, Cell):
             for seq in seqs[:-1]:  # merged rows: their text is in the transcript, the last row carries the turn
                 self.db(self.store.inbox.done(seq))
             self.db(self.store.sessions.begin_turn(sid, turn.turn_id, seqs[-1]))
-        # The turn's profile decides its persona and its agent (model, tools): actors/profiles/profiles.py.
-        profile = self.profiles.get(event.source.profile)
-        prompt, self.agent = profile.system_prompt, self.profiles.agent(profile.name)
+        # The turn's profile decides its persona, its agent (model, tools) and its memory: actors/profiles, memory.
+        profile, self.agent = self.profiles.get(event.source.profile), self.profiles.agent(event.source.profile)
+        prompt, memory = memory_for_turn(self, profile, event.source)   # the persona, then what it remembers
         request_messages = turns.model_messages(transcript, prompt)
         # Images and documents are read and re-encoded off the shard's loop, in the agent task (_run_agent).
         media = MediaCache(Path(self.config["gateway"]["state_dir"]) / "media")
@@ -276,7 +277,7 @@ class Session(CellStoreUser, Cell):
         # Made here, used on the bridge's loop: an asyncio.Queue binds to a loop when first awaited, not when made,
         # and this thread feeds it only through bridge.call (call_soon_threadsafe).
         turn.steer = asyncio.Queue()
-        request = AgentRequest(request_messages, event.source.profile, turn.turn_id, turn.steer, media)
+        request = AgentRequest(request_messages, event.source.profile, turn.turn_id, turn.steer, media, memory)
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
         self.ask_consumer(turn)
