@@ -219,16 +219,33 @@ def test_sighup_reloads_and_children_restarted_later_start_on_the_new_configurat
         return all(name in now and now[name]["pid"] not in (0, None, pid) and now[name]["state"] == "running"
                    for name, pid in pids.items())
     wait(restarted, 60, lambda: f"{sorted(pids)} restarted with new pids (were {pids})")
-    platform.inject("c9", "after restarts", user="u9")
+    platform.inject("restarts", "after restarts", user="r")
     body = wait_requests(model, "after restarts")[0]
     assert body["model"] == "alpha-3" and system_prompt(body) == "You are alpha, third edition."
-    assert "echo: after restarts" in settled_answers(platform, "c9", 1, timeout=60, gw=gw)
+    assert "echo: after restarts" in settled_answers(platform, "restarts", 1, timeout=60, gw=gw)
+
+
+def test_a_reload_adds_a_cron_job_where_there_was_none_and_takes_it_out_again(rig):
+    gw, platform, model, original = rig
+    running = gw.config.read_text()
+    assert not [n for n in _nodes(gw.tree()) if n["kind"] == "Cron"]
+    gw.config.write_text(running + '\n[cron.tick]\nschedule = "* * * * * *"\nprompt = "cron says hi"\n'
+                                   'adapter = "fake"\nchat = "cronchat"\n')
+    result = gw.cli("reload")
+    assert result.returncode == 0 and "[cron.tick]" in result.stdout, result.stdout + result.stderr
+    assert "echo: cron says hi" in settled_answers(platform, "cronchat", 1, timeout=60, gw=gw)[0]
+
+    gw.config.write_text(running)
+    result = gw.cli("reload")
+    assert result.returncode == 0 and "[cron.tick]" in result.stdout, result.stdout + result.stderr
+    gw.wait_log("cron: 0 job(s) after a reload")
+    assert json.loads(gw.cli("status", "--json").stdout)["cron"]["jobs"] == 0
 
 
 def test_a_reload_while_draining_is_refused(rig):
     gw, platform, model, original = rig
     model.hold(lambda body: body["messages"][-1].get("content") == "hold the drain")
-    platform.inject("c10", "hold the drain", user="u10")
+    platform.inject("draining", "hold the drain", user="d")
     wait(lambda: model.holding == 1, 60, lambda: f"the turn held (holding {model.holding})")
     drain = subprocess.Popen([PYTHON, str(ROOT / "run_gateway.py"), "--config", str(gw.config), "drain",
                               "--timeout", "60"], env=gw.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
