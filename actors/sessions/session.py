@@ -77,8 +77,7 @@ class Session(CellStoreUser, Cell):
         self.key, self.info = "", None
         self.turn: turns.Turn | None = None
         self.collect_until, self.passivate_when_idle = 0.0, False
-        self.agent = None
-        self.secrets: list = []   # what no answer, tool result or transcript may hold (on_config_changed)
+        self.agent, self.secrets = None, []   # the turn's agent; what no answer or transcript may hold (configured)
 
     @property
     def phase(self) -> SessionPhase:
@@ -268,7 +267,7 @@ class Session(CellStoreUser, Cell):
             for seq in seqs[:-1]:  # merged rows: their text is in the transcript, the last row carries the turn
                 self.db(self.store.inbox.done(seq))
             self.db(self.store.sessions.begin_turn(sid, turn.turn_id, seqs[-1]))
-        # The turn's profile decides its persona and agent (actors/profiles/profiles.py), both fixed here for the turn.
+        # The turn's profile decides its persona and its agent (model, tools): actors/profiles/profiles.py.
         profile = self.profiles.get(event.source.profile)
         prompt, self.agent = profile.system_prompt, self.profiles.agent(profile.name)
         request_messages = turns.model_messages(transcript, prompt)
