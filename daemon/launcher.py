@@ -256,8 +256,11 @@ class Launcher:
     def _install_signals(self) -> None:
         def on_signal(signum, _frame):
             self.stop_signal = signum
+        launcher = os.getpid()
+
         def on_hangup(_signum, _frame):
-            self.reloads_asked += 1
+            if os.getpid() == launcher:   # actor processes inherit the handler: a SIGHUP to one of them does nothing
+                self.reloads_asked += 1
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, on_signal)
         signal.signal(signal.SIGHUP, on_hangup)

@@ -184,6 +184,13 @@ def test_an_invalid_file_changes_nothing_exit_78_with_the_reason(rig):
         refused = json.loads(result.stdout)
         assert refused["ok"] is False and "no profile 'ghost'" in refused["error"] and refused["file"] == str(gw.config)
         gw.wait_log("no profile 'ghost'")
+
+        # Valid alone, this file adds an adapter (a restart's business) and routes to it: the gateway refuses it.
+        gw.config.write_text(running + f'\n[adapters.extra]\ntype = "fake"\nbase_url = "{platform.base_url}"\n'
+                                       '\n[[routes]]\nname = "to-extra"\nadapter = "extra"\nprofile = "beta"\n')
+        result = gw.cli("reload")
+        assert result.returncode == 78, result.stdout + result.stderr
+        assert "with the settings a reload keeps until a restart: [adapters.extra]" in result.stderr, result.stderr
     finally:
         gw.config.write_text(running)
     assert config_of(gw) == before
