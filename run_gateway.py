@@ -5,6 +5,7 @@
     python run_gateway.py start           run as a daemon (log file, pid file); refuses to start twice
     python run_gateway.py stop            graceful stop (flush), then forced after a bound
     python run_gateway.py drain           stop intake, finish turns in flight, flush, exit (rolling restarts)
+    python run_gateway.py reload          read the configuration file again: routes, profiles, cron (also SIGHUP)
     python run_gateway.py status          health on one screen: actors, adapters (and their URLs), sessions
     python run_gateway.py health          liveness probe, one line (--ready: readiness); exit 0 when fine
     python run_gateway.py doctor          check the config, model endpoint, credentials, ports, disk; starts nothing
@@ -68,15 +69,14 @@ def _main(argv: list[str] | None) -> int:
         return cmd_completion(parser, args)   # the parser's own options: no configuration either
     try:
         config = config_mod.load(args.config)
-        from actors.adapters import registry
-        registry.validate_all(config)  # adapter tables too: a bad one stops the start here, not in a crash loop
-        from actors.profiles.routes import load_routes
-        load_routes(config)   # [profiles.NAME] and [[routes]] likewise
-        from actors.profiles.identities import load_identities
-        load_identities(config)   # [[identities]] likewise
-        from actors.scheduling.jobs import validate_jobs
-        validate_jobs(config, time.time())   # and [cron.NAME] jobs, against the adapters and profiles
+        # Adapter tables, profiles, routes and cron jobs too: a bad one stops the start here, not in a crash loop.
+        # A reload checks a file with this same function (actors/config_reload.py).
+        from actors.config_reload import check_whole
+        check_whole(config, time.time())
     except ConfigError as exc:
+        if args.command == "reload":   # the running gateway hears of it too, and logs why it keeps running as it is
+            from daemon.cli_reload import reload_despite
+            return reload_despite(args, exc)
         return fail(args, f"config error: {exc.file}: {exc.key}: {exc.reason}", EX_CONFIG,
                     file=exc.file, key=exc.key, reason=exc.reason)
     if args.command not in (None, "run", "start"):   # the daemon's own output is its log, redacted there
@@ -96,7 +96,7 @@ def _main(argv: list[str] | None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from daemon import cli_access, cli_completion, cli_config, cli_cron, cli_logs, cli_service, cli_storage, status_view
     from daemon import cli_routes
-    from daemon import cli_memory
+    from daemon import cli_memory, cli_reload, cli_routes
     from daemon import doctor as doctor_mod, health as health_mod
     from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
     parser = GatewayParser(prog="run_gateway.py", description=__doc__,
@@ -156,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_config.add_parsers(sub)
     cli_routes.add_parsers(sub)
     cli_memory.add_parsers(sub)
+    cli_reload.add_parsers(sub)
     cli_logs.add_parsers(sub)
     cli_service.add_parsers(sub)
     cli_completion.add_parsers(sub)
@@ -346,6 +347,11 @@ def cmd_memory(config: dict, args) -> int:
     return run(config, args)
 
 
+def cmd_reload(config: dict, args) -> int:
+    from daemon.cli_reload import cmd_reload as run
+    return run(config, args)
+
+
 def cmd_logs(config: dict, args) -> int:
     from daemon.cli_logs import cmd_logs as run
     return run(config, args)
@@ -371,7 +377,7 @@ COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "ses
             "memory": cmd_memory,
             "run": cmd_run,
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
-            "fault": cmd_fault, "health": cmd_health,
+            "fault": cmd_fault, "health": cmd_health, "reload": cmd_reload,
             "doctor": cmd_doctor}
 
 

@@ -15,6 +15,8 @@ Messages it takes:
   CronRunRequest   ``cron run NAME``: a manual run, claimed under its own id, whatever the schedule and the pause
   Directory        the doorbells held for want of an address are rung
   StopIntake       a drain began: no more runs (the times that pass are missed, for the next instance to decide)
+  ConfigChanged    a reload: the jobs are the new configuration's; one added or changed looks at its schedule from
+                   now on (storage/cron.py start_from), one taken out stops; runs already claimed are not undone
 Messages it sends: InboxDoorbell(internal=True) to the shard of each run's session (or the session supervisor
 while the shard restarts: actors/adapters/doorbells.py), CronRunReport to the asker of a manual run.
 
@@ -64,6 +66,15 @@ class Cron(StoreUser, GatewayActor):
             self.db(self.store.cron.ensure_jobs(self.jobs, self.started_at))
         self.after(60.0, "prune")
         self.on_timer_tick(None)
+
+    def on_config_changed(self, old: dict) -> None:
+        before, self.jobs = (old.get("cron") or {}), validate_jobs(self.config)   # checked by the reload already
+        fresh = [name for name, table in (self.config.get("cron") or {}).items() if before.get(name) != table]
+        if fresh:
+            self.db(self.store.cron.start_from(fresh, time.time()))
+            for name in fresh:
+                self.cursors.pop(name, None)
+        self.log.info("cron: %d job(s) after a reload (%s)", len(self.jobs), ", ".join(self.jobs) or "none")
 
     def on_stop(self) -> None:
         self.close_store()

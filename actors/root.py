@@ -8,20 +8,26 @@ tree) and passes DrainRequest and ShutdownRequest to the watchdog, which owns bo
 
 Messages it takes (beyond the supervisor's): StatusRequest, DrainRequest, ShutdownRequest, DrainReport and
 ShutdownReady (from the watchdog), AddressesChanged (where the adapters and the session shards are: the Directory
-it publishes whenever one of its well-known actors moves). Messages it sends: GatewayStatus, DrainReport,
-DrainDone (to the launcher), ShutdownReady.
+it publishes whenever one of its well-known actors moves), ReloadRequest (`reload`, SIGHUP: the file is read and
+checked here, actors/config_reload.py; what it may change goes down the tree as ConfigChanged, and a child the new
+configuration adds, the cron actor, is started). Messages it sends: GatewayStatus, DrainReport, DrainDone (to the
+launcher), ShutdownReady, ReloadReport, ConfigChanged.
+
+A reload lives in the processes' memory only: after a kill -9 or a restart the gateway reads the file again, which
+is the same file a reload read.
 """
 from __future__ import annotations
 
-from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus, ShutdownReady, ShutdownRequest,
-                             StatusRequest)
+from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus, ReloadReport, ReloadRequest,
+                             ShutdownReady, ShutdownRequest, StatusRequest)
+from actors.config_reload import reload_from_file
 from actors.adapters import registry
 from actors.adapters.connection import adapter_rows
 from supervision.messages import AddressesChanged, Directory, DirectoryWanted
 from supervision import tree
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import Supervisor
-from common.config import setting
+from common.config import ConfigError, setting
 
 
 def root_children(config: dict) -> list[ChildSpec]:
@@ -63,6 +69,7 @@ class Root(Supervisor):
         self.requesters: dict[str, list] = {"drain": [], "shutdown": []}
         self.announced: dict[str, AddressesChanged] = {}   # per group, the newest announcement taken (they may cross)
         self.directory_version = 0
+        self.stopping = ""      # "draining" or "shutting down", once asked: a reload is refused from then on
 
     # The directory: addresses of the well-known actors, broadcast down the tree whenever one of them changes.
     def on_ChildReady(self, message, sender) -> None:
@@ -126,7 +133,13 @@ class Root(Supervisor):
                                      "adapters": adapter_rows(node, self._adapter_kinds()),
                                      "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
                                                 for n in tree.find_kind(node, "SessionShard")],
-                                     **{"cron": dict(n.facts) for n in tree.find_kind(node, "Cron")}})
+                                     **{"cron": dict(n.facts) for n in tree.find_kind(node, "Cron")},
+                                     "config": self._config_facts()})
+
+    def _config_facts(self) -> dict:
+        """Which reading of the configuration runs: `status` shows it, so an operator sees a reload land."""
+        return {"file": self.config.get("_source", ""), "generation": self.config.get("_generation", 1),
+                "sha256": self.config.get("_sha256", ""), "loaded_at": self.config.get("_loaded_at", 0.0)}
 
     def _adapter_kinds(self) -> dict[str, str]:
         """Each configured adapter's kind: status shows one missing from the tree (its supervisor just restarted)."""
@@ -150,7 +163,40 @@ class Root(Supervisor):
             self.send(sender, reply)
             return
         self.requesters[what].append(sender)
+        self.stopping = "draining" if what == "drain" else "shutting down"
         self.send(watchdog, message)
+
+    # Reload: the file again, checked whole; the live parts down the tree (actors/config_reload.py).
+    def on_ReloadRequest(self, message: ReloadRequest, sender) -> None:
+        self.send(sender, self._reload(message))
+
+    def _reload(self, message: ReloadRequest) -> ReloadReport:
+        generation, source = self.config.get("_generation", 1), self.config.get("_source", "")
+        if self.stopping:
+            self.log.warning("reload (%s) refused: the gateway is %s", message.via, self.stopping)
+            return ReloadReport(False, generation, error=f"the gateway is {self.stopping}; a reload would not "
+                                                         "outlive it (the next start reads the file)")
+        if message.path and source and message.path != source:
+            error = (f"the gateway runs on {source}; a reload reads that file again (asked for {message.path}): "
+                     "use --config with the gateway's own file")
+            self.log.warning("reload (%s) refused: %s", message.via, error)
+            return ReloadReport(False, generation, error=error)
+        try:
+            planned = reload_from_file(self.config)
+        except ConfigError as exc:
+            self.log.error("reload (%s) refused, the running configuration is kept: %s: %s: %s", message.via,
+                           exc.file, exc.key, exc.reason)
+            return ReloadReport(False, generation, error=f"{exc.file}: {exc.key}: {exc.reason}", file=exc.file,
+                                key=exc.key, config_error=True)
+        old, self.config = self.config, planned.config
+        self.on_config_changed(old)   # to every child, which pass it down (supervision/supervisor.py)
+        for spec in root_children(self.config):
+            if spec.name not in self.children:   # [cron.NAME] jobs where there were none: the scheduler starts
+                self.start_child(spec)
+        report = ReloadReport(True, self.config["_generation"], self.config.get("_sha256", ""),
+                              self.config.get("_loaded_at", 0.0), planned.changed, planned.needs_restart)
+        self.log.info("reload (%s) of %s: %s", message.via, source, report)
+        return report
 
     def on_DrainReport(self, message: DrainReport, sender) -> None:
         for requester in self.requesters["drain"]:

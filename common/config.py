@@ -12,8 +12,10 @@ Every error names the file, the key and the reason; the launcher exits with 78 (
 from __future__ import annotations
 
 import copy
+import hashlib
 import ipaddress
 import os
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -161,9 +163,14 @@ def load(path: str | None = None) -> dict:
     explicit = path is not None or bool(os.environ.get("GATEWAY_CONFIG"))
     file = Path(path).expanduser() if path else default_config_path()
     raw: dict = {}
+    digest = ""
     if file.exists():
         try:
-            raw = tomllib.loads(file.read_text(encoding="utf-8"))
+            data = file.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            raw = tomllib.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ConfigError(str(file), "(syntax)", f"not UTF-8 text: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(str(file), "(syntax)", str(exc)) from None
         except OSError as exc:
@@ -173,6 +180,9 @@ def load(path: str | None = None) -> dict:
     config = validate(raw, str(file) if file.exists() else "(defaults)")
     config["gateway"]["state_dir"] = str(resolve_state_dir(config))
     config["_source"] = str(file.expanduser().absolute()) if file.exists() else ""
+    # Which reading of the file this is, for `status` and `reload` (actors/config_reload.py): the file's sha256,
+    # when it was read, and the generation (1 at start; each reload that lands adds one).
+    config["_sha256"], config["_loaded_at"], config["_generation"] = digest, time.time(), 1
     return config
 
 

@@ -106,6 +106,7 @@ def unit_text(config: dict, program: list[str], user: bool, run_as: str = "agent
         *([] if user else [f"User={run_as}", f"Group={run_as}"]),
         f"ExecStart={base} run",
         f"ExecStop=-{base} drain --timeout {DRAIN_TIMEOUT_S}",
+        f"ExecReload={base} reload",
         "KillMode=mixed",
         "KillSignal=SIGTERM",
         f"TimeoutStopSec={stop_s:g}",

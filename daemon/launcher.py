@@ -4,6 +4,8 @@ It takes the pid lock, cleans up what a killed predecessor left, binds every act
 interface, starts the actor system and the root, waits until every actor is up, then waits for one of:
 
   SIGTERM / SIGINT          graceful shutdown through the watchdog (flush), exit 0
+  SIGHUP                    reload the configuration file (the root does it, as for `run_gateway.py reload`);
+                            the outcome is logged, and the gateway runs on
   DrainDone from the root   an operator drained us: stop, exit 0
   SupervisorGaveUp          the root gave up: stop, exit 70 (the service manager restarts the daemon)
   the root process died     exit 70
@@ -53,6 +55,7 @@ class Launcher:
         self.host = config["gateway"]["bind_host"]
         self.port = config["gateway"]["admin_port"]
         self.stop_signal: int | None = None
+        self.reloads_asked = 0   # SIGHUPs received; each one is a reload, taken in the wait loop
         self.asys = None
         self.root = None
         self.root_pid = 0
@@ -151,6 +154,9 @@ class Launcher:
                 self._tell_stopping("shutting down: intake stopped, flushing")
                 self._graceful_shutdown()
                 return EX_OK
+            if self.reloads_asked:
+                self.reloads_asked = 0   # several SIGHUPs before we got here read the file once
+                self._reload(on_message)
             on_message(self.asys.listen(0.25))
             if not ending and self.notify.enabled and time.monotonic() >= self.next_status_at:
                 self._report_status(on_message)
@@ -172,6 +178,17 @@ class Launcher:
             self._tell_stopping("draining: intake stopped, finishing turns in flight")
         else:
             self.notify.status(_status_line(status))
+
+    def _reload(self, on_message) -> None:
+        from actors.messages import ReloadReport, ReloadRequest
+        log.info("SIGHUP: reloading the configuration")
+        report = ask_for(self.asys, self.root, ReloadRequest(via="SIGHUP"), ReloadReport, 30, on_message)
+        if report is None:
+            log.error("SIGHUP: the root did not answer the reload within 30s")
+        elif report.ok:
+            log.info("SIGHUP: %s", report)   # the root logged the details (what changed, what needs a restart)
+        else:
+            log.error("SIGHUP: %s", report)
 
     def _tell_stopping(self, why: str) -> None:
         if not self.stopping_told:
@@ -239,9 +256,14 @@ class Launcher:
     def _install_signals(self) -> None:
         def on_signal(signum, _frame):
             self.stop_signal = signum
+        launcher = os.getpid()
+
+        def on_hangup(_signum, _frame):
+            if os.getpid() == launcher:   # actor processes inherit the handler: a SIGHUP to one of them does nothing
+                self.reloads_asked += 1
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, on_signal)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, on_hangup)
 
 
 def _status_request():

@@ -37,6 +37,13 @@ def health_of(status) -> tuple[str, list[str]]:
     return ("degraded" if problems else "healthy"), problems
 
 
+def config_line(conf: dict, now: float) -> str:
+    """Which reading of the configuration file runs: a reload that landed shows here (`run_gateway.py reload`)."""
+    read = f"read {duration(now - conf['loaded_at'])} ago" if conf.get("loaded_at") else "read at start"
+    return (f"  config       generation {conf.get('generation', 1)}, sha256 {(conf.get('sha256') or '-')[:12]}, "
+            f"{read}: {conf.get('file') or '(embedded defaults)'}")
+
+
 def report(status, runtime: dict, admin: str, config: dict, now: float | None = None,
            media=None) -> tuple[dict, str, int]:
     """(the --json document, the screen, the exit code) of one status answer; ``media``: the media cache's
@@ -73,6 +80,7 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
         f"{recovery.get('late', '?')} waiting past the answer bound",
         *([f"  cron         {cron.get('jobs', '?')} job(s); since this start {cron.get('runs', '?')} run(s), "
            f"{cron.get('skipped', '?')} skipped (`cron list`)"] if (cron := status.detail.get("cron")) else []),
+        *([config_line(conf, now)] if (conf := status.detail.get("config")) else []),
         f"  admin        {admin}   state {config['gateway']['state_dir']}",
         f"  metrics      {metrics}",
     ]

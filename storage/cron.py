@@ -98,6 +98,19 @@ class CronStore:
                                    "ON CONFLICT (job) DO NOTHING", (job, now, now))
         await self._db.write(do)
 
+    async def start_from(self, jobs: Iterable[str], now: Optional[float] = None) -> None:
+        """Jobs a reload added or changed look at their schedule from ``now``: a time before the reload is neither
+        run nor counted missed (a job taken out and put back does not catch up the times it was out)."""
+        now = time.time() if now is None else now
+        names = sorted(set(jobs))
+
+        async def do(conn):
+            for job in names:
+                await conn.execute("INSERT INTO cron_jobs (job, checked_until, updated_at) VALUES (?, ?, ?) "
+                                   "ON CONFLICT (job) DO UPDATE SET checked_until = MAX(checked_until, "
+                                   "excluded.checked_until), updated_at = excluded.updated_at", (job, now, now))
+        await self._db.write(do)
+
     async def states(self) -> dict[str, JobState]:
         async def fetch(conn):
             rows = await fetch_all(conn, "SELECT job, checked_until, paused, paused_at FROM cron_jobs")

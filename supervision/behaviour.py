@@ -14,6 +14,7 @@ What every actor gets from here:
   one of the same version is taken again (the root re-sends its directory when asked: ``DirectoryWanted``).
 * ``DirectoryWanted`` goes on to the parent, at most once per DIRECTORY_ASK_INTERVAL_S from each actor.
 * ``StopIntake`` (drain) sets ``intake_stopped``.
+* ``ConfigChanged`` (a reload) replaces ``config`` when its generation is newer, then ``on_config_changed(old)``.
 * ``Fault`` (fault injection, only with ``[debug] fault_injection``) crashes, hangs or exits the actor.
 * Timers: ``on_timer_<tag>(data)`` runs when a timer set with ``after(seconds, tag, data)`` is due.
 
@@ -76,6 +77,10 @@ class Behaviour:
     def on_directory(self, directory) -> None:
         """The well-known addresses changed (one of them was restarted)."""
 
+    def on_config_changed(self, old: dict) -> None:
+        """A reload landed: ``self.config`` is the new configuration, ``old`` the one before. An actor that keeps
+        something it derived from the configuration derives it again here (what it has started stays as it is)."""
+
     def pending_work(self) -> int:
         """How much work this actor holds right now (admin views, drain)."""
         return 0
@@ -125,7 +130,10 @@ class Behaviour:
 
     def take_started(self, message: Started, sender) -> None:
         self.name, self.kind = message.name, message.kind or self.kind
-        self.config = message.config or {}
+        started_on = message.config or {}
+        # A reload's ConfigChanged may overtake the Started sent just before it: the newer configuration is kept.
+        if int(started_on.get("_generation", 0)) >= int(self.config.get("_generation", 0)):
+            self.config = started_on
         self.after_outside_cause = message.after_outside_cause
         self.parent = sender
         self.log = logging.getLogger("gateway." + self.kind)
@@ -135,6 +143,14 @@ class Behaviour:
 
     def on_Flush(self, message: Flush, sender) -> None:
         self.send(sender, Flushed(message.token, self.flush()))
+
+    def on_ConfigChanged(self, message, sender) -> None:
+        new = message.config or {}
+        if int(new.get("_generation", 0)) <= int(self.config.get("_generation", 0)):
+            return   # one we started on already, or overtaken by a newer reload
+        old, self.config = self.config, new
+        if self.parent is not None:   # before its Started, an actor has derived nothing yet
+            self.on_config_changed(old)
 
     def on_Directory(self, message, sender) -> None:
         if self.directory is None or message.version >= self.directory.version:

@@ -30,6 +30,15 @@ class Started:
 
 
 @dataclass(frozen=True)
+class ConfigChanged:
+    """Parent -> child, down the whole tree: the configuration a reload landed (actors/config_reload.py). Each actor
+    takes it when its ``_generation`` is newer than the one it holds (Thespian may deliver two reloads out of
+    order), keeps it for what it reads from now on, and passes it to its children; a supervisor starts every later
+    child on it. It holds the operator's secrets: left out of the repr, as in Started."""
+    config: Any = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
 class ChildReady:
     """Child -> parent once it has taken its Started: the admin views show its pid from here on."""
     name: str

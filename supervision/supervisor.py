@@ -14,6 +14,8 @@ Messages it takes:
   ChildActorExited      a child is gone (Thespian sends it twice for a graceful exit; the second finds no child
                         with that address and is ignored, which is what makes restarts idempotent)
   RestartChild          kill a child (SIGKILL: it may be hung) and let the policy restart it
+  ConfigChanged         a reload: kept (every child started from now on gets it in its Started) and passed to
+                        every running child
   DescribeTree          answer with this subtree, asking every child (describing.py; children that do not answer in
                         time are shown as unresponsive)
   timer liveness        every [supervision] liveness_check_s: a child whose process is gone without an exit notice is handled as
@@ -40,8 +42,8 @@ from common.config import setting
 from common.processes import process_start
 from supervision.actor import GatewayActor
 from supervision.describing import DescribesSubtree
-from supervision.messages import (ActorRestarted, AddressesChanged, ChildReady, ChildStopping, CrashReport,
-                                  RestartChild, Started, SupervisorGaveUp, TreeNode)
+from supervision.messages import (ActorRestarted, AddressesChanged, ChildReady, ChildStopping, ConfigChanged,
+                                  CrashReport, RestartChild, Started, SupervisorGaveUp, TreeNode)
 from supervision.spec import (ChildSpec, Intensity, Restart, SupervisorFlags, affected_children, backoff_delay,
                               should_restart, wait_out_delay)
 from supervision.thespian_addresses import forget_child_address
@@ -149,6 +151,12 @@ class Supervisor(DescribesSubtree, GatewayActor):
         for child in self.children.values():
             if child.address is not None:
                 self.send(child.address, directory)
+
+    def on_config_changed(self, old: dict) -> None:
+        # A child starting now has been sent its Started with the old configuration: it takes this one after it.
+        for child in self.children.values():
+            if child.address is not None:
+                self.send(child.address, ConfigChanged(self.config))
 
     # --------------------------------------------------------------------------------------- child life cycle
     def on_ChildReady(self, message: ChildReady, sender) -> None:

@@ -42,8 +42,7 @@ from typing import Any, Optional
 
 from actors.adapters import registry
 from actors.adapters.access import Gatekeeper, policy_of
-from actors.adapters.sender_limits import SenderLimits
-from actors.adapters.sender_limits import policy_of as limit_policy_of
+from actors.adapters.sender_limits import SenderLimits, policy_of as limit_policy_of
 from actors.adapters.budgets import ChatBudgets
 from actors.adapters.connection import ConnectionView
 from actors.adapters.doorbells import Doorbells
@@ -53,8 +52,7 @@ from actors.adapters.media_intake import AttachmentGone
 from actors.adapters.send_records import SendRecords
 # MalformedPayload, SenderOverLimit, TextTooLong and backoff_s are part of what adapters import from here.
 from actors.adapters.intake import (Intake, IntakeFailed, MalformedPayload, SenderOverLimit,  # noqa: F401
-                                    TextTooLong, _Connected, _Ingested, _IntakeRetrying, _LogLine, _OpDone,
-                                    _quietly)
+                                    TextTooLong, _Connected, _Ingested, _IntakeRetrying, _LogLine, _OpDone, _quietly)
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error  # noqa: F401
 from supervision.batching import Outbox
 from supervision.bridge import TaskDone
@@ -202,6 +200,9 @@ class PlatformAdapter(GatewayActor):
         # Loop-side code posts through this reference: the actor thread drops ``self.bridge`` when it exits.
         self._loop_bridge = self.bridge
         self._intake_task = self.bridge.submit(self.intake.run_forever(), tag="intake")
+
+    def on_config_changed(self, old: dict) -> None:
+        self.intake.take_config(self.config)   # a reload: what changes from the next inbound event on
 
     def on_StopIntake(self, message, sender) -> None:
         super().on_StopIntake(message, sender)

@@ -36,7 +36,7 @@ from actors.adapters.sender_limits import NOTICE, LimitPolicy, SenderLimits, cha
 from storage import InboundItem, MediaCache, Store, StorageUnavailable, session_key
 from storage.inbox import PENDING_STATES
 from common.config import setting
-from common.redact import redact
+from common.redact import configured_secrets, redact
 from actors.adapters.payload_fields import MalformedPayload  # noqa: F401 - adapters import it from here
 
 RETRY_KINDS = ("retryable", "flood")
@@ -400,6 +400,16 @@ class Intake:
         if self._identities is None:
             self._identities = load_identities(self.platform.config)
         return self._identities
+    def take_config(self, config: dict) -> None:
+        """A reload (on the adapter's actor thread): the routes and the group default apply from the next event on
+        (the loop thread reads each once per event, old or new, never a mix); secrets are only added (a turn that
+        started before may hold one the reload dropped). The connection, its token and the adapter's own table stay
+        as started: they need a restart."""
+        platform = self.platform
+        self._routes = load_routes(config)
+        platform.per_user_in_groups = bool(setting(config, "sessions", "per_user_in_groups"))
+        platform.configured_secrets = list(dict.fromkeys(platform.configured_secrets + configured_secrets(config)))
+        self._identities = load_identities(config)
 
     def reject(self, reason: str) -> None:
         self.malformed += 1

@@ -208,7 +208,9 @@ def reply_pacing(config: dict, args: dict):
     reply of a profile with ``stream = false``, paced as on a platform without edits: sent once, complete."""
     table = validate_all(config).get(args["adapter"])
     pacing = pacing_of(table) if table is not None else pacing_for(args["platform"])
-    if args.get("profile") and not profile_streams(config, args["profile"]):
+    streams = args["stream"] if "stream" in args else (not args.get("profile") or
+                                                       profile_streams(config, args["profile"]))
+    if not streams:   # as the turn's start had it (actors/sessions/turn.py consumer_args), else as configured
         pacing = dataclasses.replace(pacing, supports_edit=False)
     return pacing
 

@@ -25,7 +25,8 @@ from actors.messages.terminal import (
 from actors.messages.sessions import (
     Passivate, RunCells, SpawnConsumer, ConsumerReady, ConsumerGone, ReplyDone)
 from actors.messages.control import (
-    DrainRequest, DrainReport, ShutdownRequest, ShutdownReady, DrainDone, StatusRequest, GatewayStatus)
+    DrainRequest, DrainReport, ShutdownRequest, ShutdownReady, DrainDone, StatusRequest, GatewayStatus,
+    ReloadRequest, ReloadReport)
 from actors.messages.metrics import (
     StalledReply, LostSend, TurnFinished, FloodWaited, AdapterConnection)
 from actors.messages.cron import CronRunRequest, CronRunReport
@@ -37,5 +38,6 @@ __all__ = [
     'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone', 'CliDone', 'Passivate', 'RunCells',
     'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
-    'TurnFinished', 'FloodWaited', 'AdapterConnection', 'CronRunRequest', 'CronRunReport'
+    'TurnFinished', 'FloodWaited', 'AdapterConnection', 'CronRunRequest', 'CronRunReport', 'ReloadRequest',
+    'ReloadReport'
 ]

@@ -103,3 +103,40 @@ class GatewayStatus:
     detail: dict = field(default_factory=dict)
 
 
+
+
+# Reloading the configuration (actors/config_reload.py).
+
+@dataclass(frozen=True)
+class ReloadRequest:
+    """Admin client or launcher (SIGHUP) -> root: read the configuration file again and apply what may change live.
+    ``via`` says who asked, for the log; ``path``: the file the asker means ("" for the one the gateway runs on)."""
+    via: str = "reload"
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class ReloadReport:
+    """Root -> asker. ``ok``: the new configuration runs (generation, the file's sha256, when it was read);
+    ``changed``: what it changed for new turns; ``needs_restart``: what changed in the file but keeps its running
+    value until a restart. Refused: ``error`` (and ``file``/``key`` for a bad file), ``config_error`` true for a
+    file that does not check (the CLI exits 78, as a start would)."""
+    ok: bool
+    generation: int
+    sha256: str = ""
+    loaded_at: float = 0.0
+    changed: tuple = ()
+    needs_restart: tuple = ()
+    error: str = ""
+    file: str = ""
+    key: str = ""
+    config_error: bool = False
+
+    def __str__(self) -> str:
+        if not self.ok:
+            return f"reload refused: {self.error}"
+        changed = ", ".join(self.changed) or "nothing"
+        text = f"configuration generation {self.generation} (sha256 {self.sha256[:12]}) runs; changed: {changed}"
+        if self.needs_restart:
+            text += f"; needs a restart (running values kept): {', '.join(self.needs_restart)}"
+        return text

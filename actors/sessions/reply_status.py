@@ -28,6 +28,15 @@ def status_reactions(config: dict, profile: Optional[str] = None) -> tuple[str, 
     return (words + ["", ""])[0], (words + ["", ""])[1]
 
 
+def reply_reactions(config: dict, args: dict) -> tuple[str, str]:
+    """A reply's reactions: as its turn started (``consumer_args``: a reload during the turn changes nothing of
+    it), else as configured now for its profile."""
+    if "status_reactions" in args:
+        working, answered = (list(args["status_reactions"]) + ["", ""])[:2]
+        return str(working), str(answered)
+    return status_reactions(config, args.get("profile"))
+
+
 class ReplyStatus:
     def __init__(self, args: dict, pacing: PlatformPacing, reactions: tuple[str, str] = ("", "")):
         self.args, self.pacing = args, pacing

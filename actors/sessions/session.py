@@ -75,12 +75,10 @@ class Session(CellStoreUser, Cell):
 
     def __init__(self):
         super().__init__()
-        self.key = ""
-        self.info = None
+        self.key, self.info = "", None
         self.turn: turns.Turn | None = None
-        self.collect_until = 0.0
-        self.passivate_when_idle = False
-        self.agent = None
+        self.collect_until, self.passivate_when_idle = 0.0, False
+        self.agent, self.secrets = None, []   # the turn's agent; what no answer or transcript may hold (configured)
 
     @property
     def phase(self) -> SessionPhase:
@@ -93,14 +91,18 @@ class Session(CellStoreUser, Cell):
         self.key = args["session_key"]
         self.resume_window_s = setting(self.config, "sessions", "resume_window_s")
         self.max_resumes = setting(self.config, "sessions", "max_resumes")
-        self.collect_window_s = setting(self.config, "sessions", "collect_window_s")
-        self.profiles = Profiles(self.config, test_hooks=self.debug_enabled())   # its agents are built on first use
-        self.transcriber = Transcriber.from_config(self.config)   # voice notes as text, if configured
-        self.secrets = configured_secrets(self.config)   # what no answer, tool result or transcript may hold
+        self.on_config_changed(self.config)
         self.open_store()
         self.info = self.db(self.store.sessions.current(self.key))
         self.recover()
         self.pump()
+
+    def on_config_changed(self, old: dict) -> None:
+        """At start and on a reload: the next turn's profiles; a turn in flight keeps its agent, request and secrets."""
+        self.collect_window_s = setting(self.config, "sessions", "collect_window_s")
+        self.profiles = Profiles(self.config, test_hooks=self.debug_enabled())   # its agents are built on first use
+        self.transcriber = Transcriber.from_config(self.config)   # voice notes as text, if configured
+        self.secrets = list(dict.fromkeys(self.secrets + configured_secrets(self.config)))
 
     def on_stop(self) -> None:
         if self.turn is not None and self.turn.future is not None:
@@ -281,7 +283,7 @@ class Session(CellStoreUser, Cell):
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
         self.ask_consumer(turn)
-        turn.future = self.bridge.submit(self._run_agent(turn.turn_id, request, with_media))
+        turn.future = self.bridge.submit(self._run_agent(self.agent, turn.turn_id, request, with_media))
 
     def reply_turn(self, seqs: list, event: MessageEvent, text: str, turn_id: str | None = None,
                    files: tuple = ()) -> None:
@@ -294,7 +296,7 @@ class Session(CellStoreUser, Cell):
         turn.ended, turn.final_text = True, text
         self.ask_consumer(turn)
 
-    async def _run_agent(self, turn_id: str, request: AgentRequest, with_media: tuple | None = None) -> None:
+    async def _run_agent(self, agent, turn_id: str, request: AgentRequest, with_media: tuple | None = None) -> None:
         try:
             if with_media is not None:   # Pillow and file reads in a thread: the shard's other cells keep running
                 transcript, _prompt, media, turn = with_media
@@ -302,7 +304,7 @@ class Session(CellStoreUser, Cell):
                          if self.transcriber is not None else None)
                 messages = await asyncio.to_thread(turns.model_messages, *with_media, notes)
                 request = dataclasses.replace(request, messages=messages)
-            async for event in self.agent.run(request):
+            async for event in agent.run(request):
                 self.bridge.post(AgentEvent(turn_id, event))
         except asyncio.CancelledError:
             self.bridge.post(AgentCancelled(turn_id))

@@ -23,6 +23,8 @@ Messages it takes:
                      for a scheduled run, does not count as the chat's activity)
   OpResult           an adapter's answer: to the consumer cell that sent the operation
   Directory, StopIntake, Flush   kept or done here, and passed to every cell
+  ConfigChanged      a reload: every session cell started from now on starts on it, and the live ones take it
+                     for their next turn (a reply in flight keeps what its turn started with: consumers are not told)
   Fault(target=...)  fault injection aimed at one cell (the cell crashes, not the shard)
   timers             cells (the cells' timers and restarts), idle_scan (passivate idle sessions)
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
@@ -44,7 +46,7 @@ import time
 
 from actors.messages import (ConsumerGone, ConsumerReady, InboxDoorbell, OpResult, Passivate, PlatformOp, RunCells,
                              SpawnConsumer)
-from supervision.messages import ActorRestarted, DirectoryWanted, Fault, Ping, StopIntake
+from supervision.messages import ActorRestarted, ConfigChanged, DirectoryWanted, Fault, Ping, StopIntake
 from common.shard_map import shard_of
 from supervision.batching import Outbox
 from supervision.storage_access import InlineStoreUser
@@ -160,6 +162,12 @@ class SessionShard(InlineStoreUser, GatewayActor):
         if self.cells is not None:
             self.cells.directory = directory
             self.cells.broadcast(directory)
+
+    def on_config_changed(self, old: dict) -> None:
+        if self.cells is not None:
+            self.cells.config = self.config
+            for name in [n for n in self.cells.cells if n.startswith(SESSION_PREFIX)]:
+                self.cells.deliver(name, ConfigChanged(self.config))
 
     def on_StopIntake(self, message, sender) -> None:
         super().on_StopIntake(message, sender)

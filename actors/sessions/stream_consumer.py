@@ -55,7 +55,7 @@ from common.redact import configured_secrets
 from actors.adapters import registry
 from actors.sessions.edit_throttle import EditThrottle
 from actors.sessions.reply_claim import Claim, LostClaim, WaitForStorage, steps_aside
-from actors.sessions.reply_status import ReplyStatus, status_reactions
+from actors.sessions.reply_status import ReplyStatus, reply_reactions
 from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 from common.config import setting
@@ -102,7 +102,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.open_store()
         self.claim = Claim(args, self.store, self.db, self.log, self.name, report=self.report,
                            finds_lost=self.pacing.finds_lost_copies and args.get("chat_type") == "dm")
-        self.status = ReplyStatus(args, self.pacing, status_reactions(self.config, args.get("profile")))
+        self.status = ReplyStatus(args, self.pacing, reply_reactions(self.config, args))
         if (first := self.status.first_typing_after()) is not None:
             self.after(first, "typing")
         self.to_adapter(self.status.started())

@@ -15,7 +15,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from aiohttp import web
 
@@ -108,6 +108,13 @@ class FakeOpenAIServer:
         self.transcriptions: list[dict] = []
         self.transcripts: list[str] = []
         self.transcription_status = 200
+        # The reply chosen by the request, where a script in order cannot say (concurrent turns with tool rounds):
+        # ``answer(body)`` -> a Reply, or None for the script / the echo.
+        self.answer: Optional[Callable[[dict], Optional[Reply]]] = None
+        # A gate: the requests ``hold(when)`` matches are recorded, then wait unanswered until ``release()``.
+        self._hold_when: Optional[Callable[[dict], bool]] = None
+        self._released = threading.Event()
+        self.holding = 0                 # requests waiting at the gate now
 
     @property
     def base_url(self) -> str:
@@ -117,6 +124,15 @@ class FakeOpenAIServer:
         with self._lock:
             self._script.extend(replies)
         return self
+
+    def hold(self, when: Callable[[dict], bool]) -> None:
+        """From now on, a request whose body ``when`` matches waits (recorded, unanswered) until ``release``."""
+        self._released.clear()
+        self._hold_when = when
+
+    def release(self) -> None:
+        self._hold_when = None
+        self._released.set()
 
     def __enter__(self) -> "FakeOpenAIServer":
         self._thread.start()
@@ -141,6 +157,9 @@ class FakeOpenAIServer:
         self.port = site._server.sockets[0].getsockname()[1]
 
     def _next_reply(self, body: dict) -> Reply:
+        chosen = self.answer(body) if self.answer is not None else None
+        if chosen is not None:
+            return chosen
         with self._lock:
             if self._script:
                 return self._script.pop(0)
@@ -165,6 +184,14 @@ class FakeOpenAIServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
+        when = self._hold_when
+        if when is not None and when(body):
+            self.holding += 1   # on the server's one loop thread: no lock needed
+            try:
+                while not self._released.is_set():
+                    await asyncio.sleep(0.02)
+            finally:
+                self.holding -= 1
         reply = self._next_reply(body)
         if reply.status != 200:
             return web.json_response(reply.error_body or {}, status=reply.status, headers=reply.headers)

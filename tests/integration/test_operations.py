@@ -165,7 +165,7 @@ def test_the_unit_file_runs_the_gateway_as_a_notify_service_with_room_to_drain()
     unit = _unit_settings(UNIT.read_text())
     assert unit["Type"] == "notify" and unit["KillMode"] == "mixed" and unit["Restart"] == "on-failure"
     assert " run" in unit["ExecStart"] and "--config" in unit["ExecStart"]
-    assert "ExecReload" not in unit
+    assert unit["ExecReload"].endswith("--config /etc/agent-gateway/gateway.toml reload")   # synchronous: exit 78 fails it
     assert int(unit["TimeoutStopSec"]) >= 10 + 15  # [watchdog] shutdown_timeout_s default, plus the bounded stop
     assert unit["StateDirectory"] and "GATEWAY_STATE_DIR=/var/lib/" + unit["StateDirectory"] in unit["Environment"]
     assert unit["RestartPreventExitStatus"] == "78"  # a bad configuration does not crash-loop

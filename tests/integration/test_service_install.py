@@ -55,6 +55,7 @@ def test_a_user_unit_runs_this_program_on_this_configuration_and_is_written_only
     unit = _unit_settings(path.read_text())
     program = f"{PYTHON} {ROOT / 'run_gateway.py'} --config {tmp_path / 'gw.toml'}"
     assert unit["ExecStart"] == f"{program} run" and unit["ExecStop"] == f"-{program} drain --timeout 30"
+    assert unit["ExecReload"] == f"{program} reload"
     assert f"GATEWAY_STATE_DIR={tmp_path / 'state'}" in unit["Environment"], "the state the admin commands use"
     assert "User" not in unit and unit["WantedBy"] == "default.target"
     reference = _unit_settings(UNIT.read_text())

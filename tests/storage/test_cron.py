@@ -33,6 +33,16 @@ async def test_a_new_job_starts_from_when_it_was_first_seen(db_path):
         assert states["job"].checked_until == 100.0 and states["other"].checked_until == 500.0
 
 
+async def test_a_job_a_reload_added_or_changed_starts_from_the_reload_and_its_cursor_never_moves_back(db_path):
+    async with await Store.open(db_path) as store:
+        await store.cron.ensure_jobs(["job"], now=100.0)
+        await store.cron.start_from(["job", "new"], now=500.0)
+        states = await store.cron.states()
+        assert states["job"].checked_until == 500.0 and states["new"].checked_until == 500.0
+        await store.cron.start_from(["job"], now=400.0)   # a clock stepped back: the cursor stays
+        assert (await store.cron.states())["job"].checked_until == 500.0
+
+
 async def test_a_skipped_time_is_recorded_without_an_inbox_row(db_path):
     async with await Store.open(db_path) as store:
         [result] = await store.cron.claim([RunClaim("job:schedule:60", "job", "schedule", 60.0, None, caught_up=True,

@@ -55,6 +55,23 @@ def test_the_consumer_is_told_where_the_reply_goes():
     assert args["profile"] == turn.event.source.profile, "a profile that does not stream is paced so"
 
 
+def test_a_turns_reply_settings_are_those_it_started_with_for_every_consumer_it_asks_for():
+    from actors.adapters.registry import reply_pacing
+    from actors.sessions.reply_status import reply_reactions
+    turn = turns.Turn("t1", [3], event(profile="p"))
+    started = {"adapters": {"tg": {"type": "webchat"}}, "profiles": {"p": {"stream": True,
+                                                                           "status_reactions": "👀 👍"}}}
+    reloaded = {"adapters": {"tg": {"type": "webchat"}}, "profiles": {"p": {"stream": False,
+                                                                            "status_reactions": ""}}}
+    first = turns.consumer_args(turn, "key", started)
+    again = turns.consumer_args(turn, "key", reloaded)   # a consumer asked for again after a reload
+    assert again == first and first["stream"] is True and first["status_reactions"] == ["👀", "👍"]
+    assert reply_pacing(reloaded, again).supports_edit, "the turn streams as it started, whatever the reload says"
+    assert reply_reactions(reloaded, again) == ("👀", "👍")
+    fresh = turns.consumer_args(turns.Turn("t2", [4], event(profile="p")), "key", reloaded)
+    assert not reply_pacing(reloaded, fresh).supports_edit and reply_reactions(reloaded, fresh) == ("", "")
+
+
 def test_the_answer_text_is_the_text_deltas_in_order():
     turn = turns.Turn("t1", [1], event(), events=[TextDelta("Hel"), ToolCallFinished("c", "n", "{}", "r", True),
                                                   TextDelta("lo")])
