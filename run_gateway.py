@@ -74,6 +74,8 @@ def _main(argv: list[str] | None) -> int:
         load_routes(config)   # [profiles.NAME] and [[routes]] likewise
         from actors.scheduling.jobs import validate_jobs
         validate_jobs(config, time.time())   # and [cron.NAME] jobs, against the adapters and profiles
+        from actors.hooks.plugins import validate_plugins
+        validate_plugins(config)   # and the [plugins.NAME] tables' own keys
     except ConfigError as exc:
         return fail(args, f"config error: {exc.file}: {exc.key}: {exc.reason}", EX_CONFIG,
                     file=exc.file, key=exc.key, reason=exc.reason)

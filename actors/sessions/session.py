@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from actors.agents.base import AgentRequest
+from actors.hooks.points import hooks_for, turn_record, with_context
 from actors.profiles.profiles import Profiles
 from actors.media.transcription import Transcriber, transcribe_all
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
@@ -301,6 +302,7 @@ class Session(CellStoreUser, Cell):
                          if self.transcriber is not None else None)
                 messages = await asyncio.to_thread(turns.model_messages, *with_media, notes)
                 request = dataclasses.replace(request, messages=messages)
+            request = await with_context(hooks_for(self.config), self.key, request, self.bridge.post)  # plugins
             async for event in self.agent.run(request):
                 self.bridge.post(AgentEvent(turn_id, event))
         except asyncio.CancelledError:
@@ -422,6 +424,7 @@ class Session(CellStoreUser, Cell):
         if self.info is not None:
             self.db(self.store.sessions.end_turn(self.info.session_id, turn.turn_id))
         self.report(turns.turn_finished(turn.event, turn.events, delivered))
+        hooks_for(self.config).fire(self.bridge, "after_turn", turn_record(self.key, turn, delivered))
         self.pump()
 
     # ------------------------------------------------------------------------------------------- lifecycle
