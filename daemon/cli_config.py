@@ -168,6 +168,10 @@ def effective(config: dict) -> dict:
     for profile in shown.get("profiles", {}).values():
         if isinstance(profile.get("agent"), dict) and profile["agent"].get("api_key"):
             profile["agent"]["api_key"] = REDACTED
+    for table in shown.get("plugins", {}).values():   # a plugin's own options: the same rule by name
+        for name, value in table.items():
+            if value and any(word in name for word in SECRET_WORDS):
+                table[name] = REDACTED
     for table in shown["adapters"].values():
         options = registry.entry_of(table).options
         for name, value in table.items():

@@ -23,6 +23,7 @@ from .keys import UnsafePathError, hash_id, safe_path, session_key
 from .ledger import Ledger, Obligation, Target, best_effort, obligation_id
 from .media import CacheStats, MediaCache
 from .feedback import Feedback, FeedbackRow, Reaction
+from .forensics import Forensics
 from .media_refs import MediaRefs
 from .owner import Owner, current_owner, is_owner_alive
 from .pacing import PacingBans
@@ -56,6 +57,7 @@ class Store:
         self.media = MediaRefs(db)
         self.feedback = Feedback(db)
         self.cron = CronStore(db)
+        self.forensics = Forensics(db)   # reads for `report` (storage/forensics.py)
 
     def atomic(self):
         """Inline stores only: the calls inside one ``with store.atomic():`` commit together (storage/inline.py)."""
