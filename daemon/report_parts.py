@@ -144,8 +144,12 @@ def timeline(records: dict, include_text: bool) -> list[dict]:
                         "part": part["part_index"], "platform_message_id": part["platform_message_id"]})
     entries.sort(key=lambda e: (e["at"] or 0.0))
     for e in entries:
-        e["time"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(e["at"] or 0)) + f".{int((e['at'] or 0) % 1 * 1000):03d}Z"
+        e["time"] = _utc(e["at"] or 0.0)
     return entries
+
+
+def _utc(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z"
 
 
 def _text_of(text: str, include_text: bool) -> dict:
