@@ -40,7 +40,7 @@ def versions() -> dict:
 
 def plugins(config: dict) -> dict:
     from actors.hooks.plugins import load_plugins
-    loaded = load_plugins(config)
+    loaded = load_plugins(config, make_dirs=False)
     return {"loaded": [{"name": p.name, "origin": p.origin, "hooks": sorted(p.hooks), "see_secrets": p.see_secrets}
                        for p in loaded.plugins],
             "errors": [{"name": e.plugin, "reason": e.reason} for e in loaded.errors]}

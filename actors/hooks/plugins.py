@@ -76,14 +76,16 @@ def discovered() -> dict[str, Callable[[], Any]]:
     return {ep.name: ep.load for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def plugin_options(config: dict, name: str, table: dict) -> dict:
-    """What a plugin class is made with: its table's own keys, and its directory (made private to the gateway)."""
+def plugin_options(config: dict, name: str, table: dict, make_dir: bool = True) -> dict:
+    """What a plugin class is made with: its table's own keys, and its directory (made private to the gateway;
+    not made for a look that starts nothing: ``doctor``, ``report``)."""
     plugin_dir = Path(config["gateway"]["state_dir"]) / "plugins" / name
-    plugin_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if make_dir:
+        plugin_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     return {"plugin_dir": str(plugin_dir), **{k: v for k, v in table.items() if k not in RESERVED}}
 
 
-def load_plugins(config: dict) -> Loaded:
+def load_plugins(config: dict, make_dirs: bool = True) -> Loaded:
     tables = config.get("plugins") or {}
     loaders: dict[str, tuple[str, Callable[[], Any]]] = {}
     if setting(config, "hooks", "entry_points"):
@@ -102,7 +104,7 @@ def load_plugins(config: dict) -> Loaded:
         try:
             obj = load()
             if isinstance(obj, type):
-                obj = obj(plugin_options(config, name, table))
+                obj = obj(plugin_options(config, name, table, make_dirs))
         except Exception as exc:  # noqa: BLE001 - a broken plugin is reported and left out, never fatal
             result.errors.append(LoadError(name, f"cannot load {origin}: {type(exc).__name__}: {exc}"))
             continue

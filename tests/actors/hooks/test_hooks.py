@@ -204,3 +204,13 @@ def test_the_example_keyword_filter(tmp_path, monkeypatch):
     line = (tmp_path / "audit.jsonl").read_text()
     assert '"chars": 10' in line and "the answer" not in line
     sys.modules.pop("gateway_keyword_filter", None)
+
+
+def test_doctor_says_which_plugins_load_and_why_one_does_not_without_making_their_directories(tmp_path):
+    from daemon.doctor import plugin_checks
+    cfg = config(tmp_path, entry_points=False)
+    cfg["plugins"] = {"good": {"module": "tests.integration.hook_plugins:Raiser"}, "bad": {"module": "no_such_mod_x"}}
+    checks = {c.name: c for c in plugin_checks(cfg)}
+    assert checks["plugin good"].status == "ok" and "after_turn, before_model_call" in checks["plugin good"].detail
+    assert checks["plugin bad"].status == "fail" and "ModuleNotFoundError" in checks["plugin bad"].detail
+    assert not (tmp_path / "plugins").exists()
