@@ -76,7 +76,7 @@ def troubled(rig):
     gw, platform = rig
     platform.inject("fine", f"hello {USER_TEXT}")
     settled_answers(platform, "fine", 1, 60, gw)
-    platform.set_faults(p_error=1.0, methods=["send"])
+    platform.configure(text_limit=1)     # every send refused for good (400 too_long): given up at once
     platform.inject("doomed", f"this one fails {USER_TEXT}")
 
     def failed():
@@ -84,7 +84,7 @@ def troubled(rig):
         listed = json.loads(out).get("deliveries", []) if out.strip() else []
         return listed or None
     [delivery] = wait_for(failed, 90, 0.3, "a failed delivery")
-    platform.set_faults()
+    platform.configure(text_limit=4000)
     crash_cell(gw, "Session")
     gw.wait_log("crashed on", 30)
     return delivery
