@@ -4,7 +4,6 @@ with its error, in the session's timeline too), holds no configured secret anywh
 --include-text; a stopped gateway's report is made from its state dir."""
 from __future__ import annotations
 
-import io
 import json
 import tarfile
 import zipfile
