@@ -23,6 +23,8 @@ PACKAGES = ("thespian", "aiohttp", "aiosqlite", "msgpack", "prometheus_client", 
 LOG_TAIL_LINES = 400
 LOG_SCAN_BYTES = 8 * 1024 * 1024       # the end of the log searched for crashes and restarts
 CRASHES_KEPT, RESTARTS_KEPT, OPEN_ROWS_KEPT = 30, 50, 20
+EVENT_NAMES = {("user", "message"): "turn input: user message", ("assistant", "message"): "turn answer",
+               ("assistant", "tool_call"): "tool call", ("tool", "tool_result"): "tool result"}
 CRASH_MARKS = (" crashed on ", "intake failed for good", "agent failed:")
 RESTART_MARKS = (": restarting ", "gave up", "escalat", "reply not delivered", "the reply failed")
 
@@ -123,16 +125,14 @@ def timeline(records: dict, include_text: bool) -> list[dict]:
             entries.append({"at": row["updated_at"], "what": f"inbox {row['state']}", "seq": row["seq"],
                             "reason": row["reason"]})
     for event in records["transcript"]:
-        entries.append({"at": event["created_at"], "what": f"{event['role']} {event['kind']}",
+        what = EVENT_NAMES.get((event["role"], event["kind"]), f"{event['role']} {event['kind']}")
+        entries.append({"at": event["created_at"], "what": what,
                         "turn": event["turn_id"], "session_id": event["session_id"], "event_seq": event["seq"],
                         **_event_details(event["payload"], include_text)})
     for rt in records["runtime"]:
-        if rt["resume_started_at"]:
-            entries.append({"at": rt["resume_started_at"], "what": "turn started", "turn": rt["turn_token"],
-                            "inbox_seq": rt["resume_inbox_seq"], "open": bool(rt["resume_pending"]),
-                            "resumes": rt["resume_attempts"]})
-        if not rt["resume_pending"] and rt["turn_token"]:
-            entries.append({"at": rt["updated_at"], "what": "turn ended", "turn": rt["turn_token"]})
+        if rt["resume_pending"]:   # a turn begun and not ended: running now, or cut by a crash (resumed at start)
+            entries.append({"at": rt["resume_started_at"], "what": "turn begun, not ended", "turn": rt["turn_token"],
+                            "inbox_seq": rt["resume_inbox_seq"], "resumes": rt["resume_attempts"]})
     for ob in records["obligations"]:
         entries.append({"at": ob["created_at"], "what": "obligation recorded", "obligation": ob["obligation_id"][:16],
                         "adapter": ob["adapter"], "chunks": ob["chunks"]})
