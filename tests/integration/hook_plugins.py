@@ -9,13 +9,14 @@ import time
 from actors.hooks.events import Rewrite
 
 
-def _record(options: dict, what: str, text: str) -> None:
+def _record(options: dict, what: str, text: str, **more) -> None:
     with open(os.path.join(options["plugin_dir"], "seen.jsonl"), "a", encoding="utf-8") as f:
-        f.write(json.dumps({"hook": what, "text": text}) + "\n")
+        f.write(json.dumps({"hook": what, "text": text, **more}) + "\n")
 
 
 class Rewriter:
-    """colour -> color before dispatch; records the text of every message it is shown."""
+    """colour -> color before dispatch; records the text of every message it is shown, every turn and every
+    adapter's connection."""
 
     def __init__(self, options: dict):
         self.options = options
@@ -25,6 +26,13 @@ class Rewriter:
         if "colour" in message.text:
             return Rewrite(message.text.replace("colour", "color"))
         return None
+
+    def after_turn(self, turn):
+        _record(self.options, "after_turn", turn.text, answer=turn.answer, delivered=turn.delivered,
+                tools=[c.name for c in turn.tool_calls])
+
+    def on_adapter_state(self, state):
+        _record(self.options, "on_adapter_state", "", adapter=state.adapter, connected=state.connected)
 
 
 class Sleepy:

@@ -2,7 +2,8 @@
 server): a rewrite before dispatch is what the model receives; a hook that overruns its bound or raises is skipped,
 logged by name and counted in /metrics, and the message is answered once; the example plugin, found by its entry
 point (a .dist-info on the daemon's path: real importlib.metadata discovery, no table in the configuration), writes
-its audit line for each delivered reply; hooks see a key-shaped text redacted."""
+its audit line for each delivered reply (by the sweeper too); hooks see a key-shaped text redacted; observers see
+each turn and each adapter's connection."""
 from __future__ import annotations
 
 import json
@@ -15,6 +16,7 @@ from tests.fakes.openai_server import FakeOpenAIServer
 from tests.gateway import ROOT
 from tests.integration.test_metrics import get
 from tests.pipeline.harness import pipeline_gateway, settled_answers, visible
+from tests.pipeline.test_sweeper import orphan_reply
 
 pytestmark = pytest.mark.timeout(180)
 KEY_SHAPE = "ghp_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2"
@@ -35,6 +37,9 @@ kind = "openai"
 base_url = "{model.base_url}"
 model = "m"
 api_key = "sk-test-key-0123456789abcdef"
+
+[delivery]
+sweep_interval_s = 1.0
 
 [plugins.rewriter]
 module = "tests.integration.hook_plugins:Rewriter"
@@ -112,3 +117,26 @@ def test_a_plugin_found_by_entry_point_runs_without_configuration_and_hooks_see_
     assert entry["by"] == "consumer" and entry["parts"] == 1 and "text" not in entry
     seen = (gw.state / "plugins" / "rewriter" / "seen.jsonl").read_text()
     assert "keep this [redacted] safe" in seen and KEY_SHAPE not in seen
+
+
+def seen(gw, hook: str) -> list[dict]:
+    path = gw.state / "plugins" / "rewriter" / "seen.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [e for e in lines if e["hook"] == hook]
+
+
+def test_observers_see_each_turn_each_adapter_connection_and_what_the_sweeper_delivers(rig):
+    gw, platform, model = rig
+    platform.inject("observed", "tell me about the turn")
+    settled_answers(platform, "observed", 1, 60, gw)
+    turns = wait_for(lambda: [t for t in seen(gw, "after_turn") if t["text"] == "tell me about the turn"] or None,
+                     30, 0.1, "the turn's after_turn event")
+    assert turns[0]["delivered"] and "tell me about the turn" in turns[0]["answer"] and turns[0]["tools"] == []
+    assert any(e["adapter"] == "fake" and e["connected"] for e in seen(gw, "on_adapter_state")), \
+        seen(gw, "on_adapter_state")
+    # A reply whose owner died (claimed by a process that exited): the sweeper delivers it, and says so.
+    orphan_reply(gw, "swept", "finished by the sweeper")
+    assert settled_answers(platform, "swept", 1, 60, gw) == ["finished by the sweeper"]
+    audit = gw.state / "plugins" / "keyword_filter" / "audit.jsonl"
+    wait_for(lambda: any(json.loads(line)["by"] == "sweeper" and json.loads(line)["chat"] == "swept"
+                         for line in audit.read_text().splitlines()) or None, 30, 0.1, "the sweeper's audit line")
