@@ -12,7 +12,8 @@ logging included).
 What survives kill -9: a round's rows and the offset that acknowledges them commit in one transaction before the
 platform hears of the offset, so an acknowledged event is on disk (G1) and a re-delivered one is deduplicated (G2).
 Attachments are fetched into the media cache before that commit (media_intake.py), so an acknowledged event's
-files are on disk too.
+files are on disk too. Plugins' before_dispatch hooks run before it as well (actors/hooks/points.py): what is stored
+is the text as they rewrote it, and a round the platform delivers again runs them again.
 """
 from __future__ import annotations
 

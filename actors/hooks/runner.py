@@ -8,7 +8,8 @@ goes on as if the plugin were absent: a hook never loses a message.
 
 Bounds a hostile sender (or a stuck plugin) could otherwise exhaust: each plugin has ``[hooks] threads`` worker
 threads; a call still queued when its bound passes is withdrawn; a plugin with ``QUEUED_PER_THREAD`` calls per
-thread waiting already is skipped at once ("busy"). Worker threads are daemon threads, so a hook stuck for good
+thread waiting already is skipped at once ("busy"). Calls made together (a round's rows) wait together: a stuck
+plugin costs the round its bound once. Worker threads are daemon threads, so a hook stuck for good
 never holds up a process's exit.
 
 Nothing here logs or calls Thespian (it runs on loop threads): a failure is posted, through the caller's ``post``,
@@ -32,7 +33,9 @@ from actors.messages.metrics import HookFailed
 from common.config import setting
 from common.redact import configured_secrets, redact
 
-QUEUED_PER_THREAD = 16
+# Calls one plugin may have waiting per worker thread: a whole intake round (Telegram hands over up to 100 updates
+# at once) is looked at, not cut short by this bound; a stuck plugin's calls are withdrawn at their own bound anyway.
+QUEUED_PER_THREAD = 64
 TRACEBACK_CHARS = 2000
 
 Post = Callable[[Any], None]

@@ -214,3 +214,20 @@ def test_doctor_says_which_plugins_load_and_why_one_does_not_without_making_thei
     assert checks["plugin good"].status == "ok" and "after_turn, before_model_call" in checks["plugin good"].detail
     assert checks["plugin bad"].status == "fail" and "ModuleNotFoundError" in checks["plugin bad"].detail
     assert not (tmp_path / "plugins").exists()
+
+
+def test_a_full_round_goes_through_a_healthy_hook_and_a_stuck_one_costs_it_one_bound(tmp_path):
+    import time
+    release = threading.Event()
+    upper = Plugin("upper", {"before_dispatch": lambda m: Rewrite(m.text.upper())})
+    stuck = Plugin("stuck", {"before_dispatch": lambda m: release.wait(30)}, timeout_s=0.2)
+    rows = [row(f"row {i}", str(i)) for i in range(100)]
+    kept = run(points.dispatch_rows(runner_with(tmp_path, upper), rows, "fake", "fake", [].append, None))
+    assert [k.payload["text"] for k in kept] == [f"ROW {i}" for i in range(100)]
+    posted, started = [], time.monotonic()
+    try:
+        kept = run(points.dispatch_rows(runner_with(tmp_path, stuck), rows, "fake", "fake", posted.append, None))
+    finally:
+        release.set()
+    assert kept == rows and time.monotonic() - started < 5, time.monotonic() - started
+    assert {f.outcome for f in posted} == {"timeout"} and len(posted) == 100
