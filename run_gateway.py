@@ -19,6 +19,7 @@
     python run_gateway.py config ...      init: write a commented sample configuration; show: the effective one
     python run_gateway.py routes ...      which profile each chat gets: list, explain SOURCE (docs/profiles.md)
     python run_gateway.py logs [-f]       the daemon's log (--since 10m; -f follows it until Ctrl-C)
+    python run_gateway.py report          one archive for a bug report (--session ID, -o FILE, --include-text)
     python run_gateway.py service install a systemd unit for this gateway (--user: your own systemd; --dry-run)
     python run_gateway.py completion bash shell completion: Tab completes commands and options (also zsh, fish)
 
@@ -159,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_logs.add_parsers(sub)
     cli_service.add_parsers(sub)
     cli_completion.add_parsers(sub)
+    from daemon import cli_report
+    cli_report.add_parsers(sub)
     health = command(sub, "health", "liveness probe (--ready: readiness); one line, exit 0 when fine",
                      health_mod.DESCRIPTION, "health\nhealth --ready --json")
     health.epilog = health.epilog + "\n\n" + health_mod.EXIT_CODES
@@ -361,6 +364,11 @@ def cmd_service(config: dict, args) -> int:
     return run(config, args, program=[sys.executable, os.path.abspath(__file__)])   # the unit runs this program
 
 
+def cmd_report(config: dict, args) -> int:
+    from daemon.cli_report import cmd_report as run
+    return run(config, args)
+
+
 def cmd_health(config: dict, args) -> int:
     from daemon.health import cmd_health as run
     return run(config, args)
@@ -377,6 +385,7 @@ COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "ses
             "run": cmd_run,
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
             "fault": cmd_fault, "health": cmd_health, "reload": cmd_reload,
+            "report": cmd_report,
             "doctor": cmd_doctor}
 
 

@@ -49,6 +49,8 @@ def check_whole(config: dict, now: float | None = None) -> None:
     registry.validate_all(config)     # the adapter tables
     load_routes(config)               # [profiles.NAME] and [[routes]], against the adapters
     load_identities(config)           # [[identities]], against the adapters
+    from actors.hooks.plugins import validate_plugins
+    validate_plugins(config)          # the [plugins.NAME] tables' own keys
     validate_jobs(config, time.time() if now is None else now)   # [cron.NAME], against the adapters and profiles
 
 

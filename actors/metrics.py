@@ -14,7 +14,7 @@ the gauges it reads itself at scrape time: a DescribeTree walk of the root and t
 snapshot is reused for ``CACHE_S``, so a scrape storm costs one walk per second, not one per request.
 
 Messages it takes: TurnFinished (sessions), LostSend (stream consumers, the sweeper), StalledReply (stream
-consumers), ActorRestarted
+consumers), HookFailed (any actor that ran a plugin's hook), ActorRestarted
 (supervisors), FloodWaited and AdapterConnection (adapters), TreeReply (its walks), StopIntake (a drain began: the
 gateway is no longer ready), timers walk_deadline and listen, and bridge items: scrape requests and the server's start. Messages it sends: DescribeTree
 to the root.
@@ -82,6 +82,7 @@ class Metrics(StoreUser, GatewayActor):
         self.flood_seconds: Counter = Counter()          # platform -> seconds waited
         self.lost_sends: Counter = Counter()             # (platform, outcome) -> sends whose outcome was unknown
         self.stalled_replies: Counter = Counter()        # (platform, reason) -> replies past their progress bound
+        self.hook_failures: Counter = Counter()          # (plugin, hook, outcome) -> hook calls skipped
         self.connections: dict = {}                      # adapter name -> (connected, reporter's address, seq)
         self.adapter_refs: dict = {}                     # adapter name -> (pid, address) last seen in a walk
         self.snapshot: dict | None = None
@@ -152,6 +153,9 @@ class Metrics(StoreUser, GatewayActor):
 
     def on_StalledReply(self, fact, sender) -> None:
         self.stalled_replies[(fact.platform, fact.reason)] += 1
+
+    def on_HookFailed(self, fact, sender) -> None:
+        self.hook_failures[(fact.plugin, fact.hook, fact.outcome)] += 1
 
     def on_AdapterConnection(self, fact, sender) -> None:
         # Kept with the reporter's address: a report from an incarnation that has since died says nothing. Of one
@@ -304,6 +308,9 @@ class Metrics(StoreUser, GatewayActor):
             counter("gateway_stalled_replies_total", "Replies that made no progress past their bound, by platform "
                     "and why (no_adapter)",
                     [({"platform": p, "reason": r}, n) for (p, r), n in sorted(self.stalled_replies.items())]),
+            counter("gateway_hook_failures_total", "Plugin hook calls skipped, by plugin, hook and outcome (timeout, "
+                    "error, busy, bad_answer; hook load: the plugin could not be loaded)",
+                    [({"plugin": p, "hook": h, "outcome": o}, n) for (p, h, o), n in sorted(self.hook_failures.items())]),
         ]
 
 

@@ -6,7 +6,7 @@ operation in flight), the ledger counts shown as its pending work, the recovery 
 
 Messages it takes: AdapterConnected (sweep for that adapter now), OpResult (its operations), timers sweep and
 housekeeping. Messages it sends: PlatformOp to adapters; InboxDoorbell to the shard of a session whose message is
-past the liveness bound (``check_liveness``, every sweep).
+past the liveness bound (``check_liveness``, every sweep). A reply it delivers goes to plugins' on_delivery hooks.
 
 A sweep claims, atomically, obligations whose owner process is dead (or that nobody claimed) on connected adapters
 (``Ledger.sweep_recoverable``). For each: parts already on the platform are edited to their final text (an edit to
@@ -31,6 +31,7 @@ from pathlib import Path
 from actors.messages import AdapterConnected, InboxDoorbell, LostSend, OpResult, PlatformOp
 from actors.adapters.pacing import resent_marker
 from actors.adapters.registry import reply_pacing
+from actors.hooks.points import hooks_for, sweeper_delivery
 from actors.sessions.reply_files import has_marker, is_file, marked_at, marker_index, send_fields
 from storage import MediaCache
 from supervision.storage_access import StoreUser
@@ -214,6 +215,8 @@ class DeliverySweeper(StoreUser, GatewayActor):
             if not extra:
                 self.db(self.store.ledger.mark_delivered(ob.obligation_id, job["fence"]))
                 self.refresh_counts()
+                hooks_for(self.config).fire(self.bridge, "on_delivery",
+                                            sweeper_delivery(ob, job["chunks"], job["parts"]))
                 return
             job["index"] = extra[0]
             op = PlatformOp(op_id, "delete", t.chat_id, message_id=job["parts"][extra[0]], thread_id=t.thread_id)

@@ -118,13 +118,19 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "fault_injection": (bool, False, None),
         "crash_on_start": (str, "", None),
     },
+    "hooks": {            # plugins' hooks: actors/hooks/; docs/plugins.md
+        "entry_points": (bool, True, None),   # run the plugins installed in the agent_gateway.plugins group
+        "timeout_s": (float, 2.0, None),      # a hook's time bound; past it the message goes on without it
+        "threads": (int, 2, range(1, 33)),    # worker threads per plugin (per process)
+    },
+    "plugins": {},        # [plugins.NAME] tables: enabled, module, see_secrets, timeout_s, the plugin's options
     "metrics": {          # actors/metrics.py; docs/metrics.md
         "enabled": (bool, True, None),
         "host": (str, "", None),        # "": [gateway] bind_host
         "port": (int, 9464, None),      # 0: the OS picks one (runtime.json and `status` show it)
     },
 }
-OPEN_SECTIONS = {"adapters", "profiles", "cron"}
+OPEN_SECTIONS = {"adapters", "profiles", "cron", "plugins"}
 # [[routes]]: an array of tables, kept as written here and checked by actors/profiles/routes.py (docs/profiles.md).
 LIST_SECTIONS = {"routes"}
 # [[identities]]: user ids linked across platforms, checked by actors/profiles/identities.py (docs/profiles.md).

@@ -163,7 +163,7 @@ def _without_fragments(text: str, secret: str) -> str:
 def configured_secrets(config: dict) -> list[str]:
     """Every secret the configuration names, the one rule for the whole gateway (the log filter, the notices a
     chat sees, the admin output): the agent's key (inline or from its environment variable) and the
-    values of adapter keys whose name says token, secret, key or password (lists included)."""
+    values of adapter (and plugin) keys whose name says token, secret, key or password (lists included)."""
     found: list[str] = []
     # [agent] and each [profiles.NAME] agent table: a profile may use another key (docs/profiles.md).
     profiles = config.get("profiles") or {}
@@ -177,7 +177,8 @@ def configured_secrets(config: dict) -> list[str]:
     media = config.get("media") or {}
     if media.get("transcription_url") and (value := os.environ.get(media.get("transcription_api_key_env") or "")):
         found.append(value)
-    for table in (config.get("adapters") or {}).values():
+    tables = [*(config.get("adapters") or {}).values(), *(config.get("plugins") or {}).values()]
+    for table in (t for t in tables if isinstance(t, dict)):
         for name, value in table.items():
             if any(word in name for word in SECRET_WORDS) and value:
                 found.extend(str(v) for v in value) if isinstance(value, (list, tuple)) else found.append(str(value))

@@ -75,6 +75,15 @@ CRON_SAMPLE = """\
 # catch_up = "latest"          # after downtime: "latest" runs the most recent missed time once; "skip" none
 """
 
+PLUGINS_SAMPLE = """\
+# Plugins (docs/plugins.md): installed ones (entry point group agent_gateway.plugins) run without a table here.
+# [plugins.keyword_filter]
+# enabled = true               # false: an installed plugin switched off
+# module = ""                  # "package.module:object": a plugin not installed as a package
+# see_secrets = false          # true: its hooks see configured secrets in the text
+# blocked = ["spam"]           # any other key is the plugin's own option
+"""
+
 
 def add_parsers(sub) -> None:
     config = command(sub, "config", "the configuration: init writes a sample, show prints the effective one",
@@ -114,6 +123,8 @@ def sample() -> str:
                 lines += [PROFILES_SAMPLE]
             elif section == "cron":
                 lines += [CRON_SAMPLE]
+            elif section == "plugins":
+                lines += [PLUGINS_SAMPLE]
             continue
         lines.append(f"[{section}]" + (f"   # {SECTION_NOTES[section]}" if section in SECTION_NOTES else ""))
         for key, (_kind, default, allowed) in keys.items():
@@ -162,6 +173,10 @@ def effective(config: dict) -> dict:
     for profile in shown.get("profiles", {}).values():
         if isinstance(profile.get("agent"), dict) and profile["agent"].get("api_key"):
             profile["agent"]["api_key"] = REDACTED
+    for table in shown.get("plugins", {}).values():   # a plugin's own options: the same rule by name
+        for name, value in table.items():
+            if value and any(word in name for word in SECRET_WORDS):
+                table[name] = REDACTED
     for table in shown["adapters"].values():
         options = registry.entry_of(table).options
         for name, value in table.items():

@@ -12,6 +12,7 @@ file, key or adapter table stops there, with the loader's message naming the fil
     port LABEL      each port the gateway will listen on is free, or held by this gateway when it runs
     disk            free space where the state lives
     state dir       private to this user (0700, owned by them, no file open to others)
+    plugin NAME     each plugin the gateway would run loads, and which hooks it has (docs/plugins.md)
 
 Every line is ok, warn, fail or skip, with why.
 
@@ -72,8 +73,17 @@ def run_checks(config: dict, env: Mapping[str, str] = os.environ) -> list[Check]
     state_dir = Path(config["gateway"]["state_dir"])
     pids = gateway_pids(state_dir)
     checks += [port_check(label, host, port, pids) for label, host, port in planned_ports(config, adapters)]
-    checks += [disk_check(state_dir), state_dir_check(state_dir)]
+    checks += [disk_check(state_dir), state_dir_check(state_dir), *plugin_checks(config)]
     return checks
+
+
+def plugin_checks(config: dict) -> list[Check]:
+    """Each plugin the gateway would run (docs/plugins.md): loaded, with its hooks, or why it cannot be."""
+    from actors.hooks.plugins import load_plugins
+    loaded = load_plugins(config, make_dirs=False)
+    checks = [Check("ok", f"plugin {p.name}", f"{p.origin}: {', '.join(sorted(p.hooks))}"
+                    + (" (sees secrets)" if p.see_secrets else "")) for p in loaded.plugins]
+    return checks + [Check("fail", f"plugin {e.plugin}", e.reason) for e in loaded.errors]
 
 
 async def _network_checks(config: dict, adapters: dict, env: Mapping[str, str], so_far: list[Check]) -> list:

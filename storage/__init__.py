@@ -23,6 +23,7 @@ from .keys import UnsafePathError, hash_id, safe_path, session_key
 from .ledger import Ledger, Obligation, Target, best_effort, obligation_id
 from .media import CacheStats, MediaCache
 from .feedback import Feedback, FeedbackRow, Reaction
+from .forensics import Forensics
 from .media_refs import MediaRefs
 from .memory import Added, MemoryEntry, MemoryStore
 from .owner import Owner, current_owner, is_owner_alive
@@ -60,6 +61,7 @@ class Store:
         self.feedback = Feedback(db)
         self.cron = CronStore(db)
         self.memory = MemoryStore(db)
+        self.forensics = Forensics(db)   # reads for `report` (storage/forensics.py)
 
     def atomic(self):
         """Inline stores only: the calls inside one ``with store.atomic():`` commit together (storage/inline.py)."""

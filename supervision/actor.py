@@ -70,7 +70,7 @@ class GatewayActor(Behaviour, Actor):
         elif isinstance(message, WatchMessage):
             if self.bridge is not None:
                 for item in self.bridge.drain():
-                    self.on_bridge(item)
+                    self.take_bridge_item(item)
                 self.after_bridge_items()
         elif isinstance(message, PoisonMessage):
             self.log.warning("%s: a message we sent could not be handled: %s", self.name,

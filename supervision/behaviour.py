@@ -74,6 +74,16 @@ class Behaviour:
     def on_bridge(self, item) -> None:
         """An item posted by this actor's async work, on the actor's own thread."""
 
+    def take_bridge_item(self, item) -> None:
+        """Where the bridge hands each item: a fact for the metrics actor (``metric_fact``, e.g. a plugin's hook
+        that failed on the loop, which may not log) is logged with its ``log_line`` and reported; anything else
+        goes to ``on_bridge``."""
+        if getattr(item, "metric_fact", False):
+            self.log.warning("%s", getattr(item, "log_line", item))
+            self.report(item)
+        else:
+            self.on_bridge(item)
+
     def on_directory(self, directory) -> None:
         """The well-known addresses changed (one of them was restarted)."""
 

@@ -436,4 +436,4 @@ def _each_bridge_item(cell: Cell, items: list) -> None:
     for item in items:
         if cell._exiting:
             return   # it asked to stop: what came after is not for it (as mail after a stop is not)
-        cell.on_bridge(item)
+        cell.take_bridge_item(item)

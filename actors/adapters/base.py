@@ -56,8 +56,8 @@ from actors.adapters.intake import (Intake, IntakeFailed, MalformedPayload, Send
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error  # noqa: F401
 from supervision.batching import Outbox
 from supervision.bridge import TaskDone
-from actors.messages import AdapterConnected, AdapterConnection, FloodWaited, MessageEvent, OpResult
-from actors.messages import Attachment, PlatformOp
+from actors.messages import AdapterConnected, AdapterConnection, Attachment, FloodWaited, MessageEvent, OpResult, PlatformOp
+from actors.hooks.points import tell_adapter_state
 from common.redact import configured_secrets, redact
 from actors.adapters.pacing import DEFAULT_PACING
 from storage import MediaCache, Store
@@ -261,6 +261,7 @@ class PlatformAdapter(GatewayActor):
             if item.connected:
                 self.connection.connected(time.time())
             self._report_connection(item.connected)
+            tell_adapter_state(self.config, self.bridge, self.name, self.settings, item.connected)
         elif isinstance(item, _IntakeRetrying):
             self.connection.retrying(item.error, item.attempt, time.time())
         elif isinstance(item, FloodWaited):

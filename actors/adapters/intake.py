@@ -12,7 +12,8 @@ logging included).
 What survives kill -9: a round's rows and the offset that acknowledges them commit in one transaction before the
 platform hears of the offset, so an acknowledged event is on disk (G1) and a re-delivered one is deduplicated (G2).
 Attachments are fetched into the media cache before that commit (media_intake.py), so an acknowledged event's
-files are on disk too.
+files are on disk too. Plugins' before_dispatch hooks run before it as well (actors/hooks/points.py): what is stored
+is the text as they rewrote it, and a round the platform delivers again runs them again.
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ from actors.adapters.access import AccessPolicy, Gatekeeper
 from actors.adapters.errors import RetryableError
 from actors.adapters.media_intake import resolve_media
 from actors.adapters.outbound import backoff_s
+from actors.hooks.points import dispatch_rows
+from actors.hooks.runner import hooks_for
 from actors.messages import AdapterConnection, Attachment, MessageEvent, OpResult, PlatformOp
 from actors.profiles.identities import Identities, load_identities
 from actors.profiles.routes import adapter_route, effective_respond, load_routes
@@ -248,6 +251,7 @@ class Intake:
         rows = await self.gatekeeper.admit(self.platform.store, rows, self.platform.send_unasked, self.say)
         rows, charged = await self._within_limits(rows, refuse_over_limit)
         rows, charged = self._within_text_limit(rows, charged, refuse_over_limit)
+        rows, charged = await self._through_hooks(rows, charged)
         rows, charged = await self._with_media(rows, charged)
         committed = offset if offset is not None else self.offset
         # The rows and the offset that acknowledges them commit in ONE transaction, before the platform hears of
@@ -329,6 +333,20 @@ class Intake:
                                        chat_id=str(source["chat_id"]), text=notice,
                                        thread_id=source.get("thread_id"), chat_type=source.get("chat_type") or "dm"))
         return kept, kept_charged
+
+    async def _through_hooks(self, rows: list, charged: list) -> tuple[list, list]:
+        """The rows as plugins' before_dispatch hooks leave them (actors/hooks/points.py): rewritten, or not stored
+        (dropped, or answered by the plugin; the sender stays charged, as for a message over the text limit). A
+        hook that fails or overruns leaves its row as it was."""
+        platform = self.platform
+
+        def answer(source: dict, text: str, message_id: str) -> None:
+            platform.send_unasked(PlatformOp(op_id=f"hook-{message_id}", action="send", chat_id=str(source["chat_id"]),
+                                             text=text, thread_id=source.get("thread_id"),
+                                             chat_type=source.get("chat_type") or "dm"))
+        kept = await dispatch_rows(hooks_for(platform.config), rows, platform.name,
+                                   platform.settings.get("type") or platform.name, self.post, answer)
+        return [r for r in kept if r is not None], [c for r, c in zip(kept, charged) if r is not None]
 
     async def _with_media(self, rows: list, charged: list) -> tuple[list, list]:
         """The rows with their attachments fetched into the media cache before the round commits (the order is

@@ -28,7 +28,7 @@ from actors.messages.control import (
     DrainRequest, DrainReport, ShutdownRequest, ShutdownReady, DrainDone, StatusRequest, GatewayStatus,
     ReloadRequest, ReloadReport)
 from actors.messages.metrics import (
-    StalledReply, LostSend, TurnFinished, FloodWaited, AdapterConnection)
+    StalledReply, LostSend, TurnFinished, FloodWaited, AdapterConnection, HookFailed)
 from actors.messages.cron import CronRunRequest, CronRunReport
 
 __all__ = [

@@ -51,3 +51,20 @@ class AdapterConnection:
     adapter: str
     connected: bool
     seq: int = 0
+
+
+@dataclass(frozen=True)
+class HookFailed:
+    """A plugin's hook -> the actor that ran it (a bridge item) -> metrics: the hook overran its bound (timeout), raised
+    (error), had too many calls waiting (busy), answered what its hook point does not take (bad_answer), or the
+    plugin could not be loaded (hook "load"). The actor thread logs ``log_line`` and reports it
+    (supervision/behaviour.py: ``metric_fact``); the message went on without the hook."""
+    plugin: str
+    hook: str
+    outcome: str
+    detail: str = ""
+    metric_fact = True        # not a field: what makes the actor thread log and report it
+
+    @property
+    def log_line(self) -> str:
+        return f"plugin {self.plugin}: {self.hook} hook {self.outcome}: {self.detail}"

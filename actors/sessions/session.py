@@ -26,8 +26,8 @@ Messages it sends: SpawnConsumer (to its shard), StreamBatch (to the consumer).
 What survives kill -9, in the order it is written: the user's message in the transcript and ``begin_turn`` (before
 the model is called); tool calls with their results (as they finish); the final answer (before its TurnEnd leaves);
 the inbox row marked done (after the reply is delivered), then ``end_turn``. A restart reads them back in that order
-(``recover``) and never answers one inbound message twice (G2). Each handler's writes commit together, before what
-it sent leaves (supervision/cell_host.py).
+(``recover``) and never answers one inbound message twice (G2). Each handler's writes are one part of its shard run's
+transaction, committed before what it sent leaves the shard (supervision/cell_host.py).
 """
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ from pathlib import Path
 
 from actors.agents.base import AgentRequest
 from actors.memory.binding import memory_for_turn
+from actors.hooks.points import hooks_for, turn_record, with_context
 from actors.profiles.profiles import Profiles
 from actors.media.transcription import Transcriber, transcribe_all
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
@@ -271,15 +272,8 @@ class Session(CellStoreUser, Cell):
         # The turn's profile decides its persona, its agent (model, tools) and its memory: actors/profiles, memory.
         profile, self.agent = self.profiles.get(event.source.profile), self.profiles.agent(event.source.profile)
         prompt, memory = memory_for_turn(self, profile, event.source)   # the persona, then what it remembers
-        request_messages = turns.model_messages(transcript, prompt)
-        # Images and documents are read and re-encoded off the shard's loop, in the agent task (_run_agent).
-        media = MediaCache(Path(self.config["gateway"]["state_dir"]) / "media")
-        with_media = ((transcript, prompt, media, turn.turn_id)
-                      if turns.has_attachments(transcript, turn.turn_id) else None)
-        # Made here, used on the bridge's loop: an asyncio.Queue binds to a loop when first awaited, not when made,
-        # and this thread feeds it only through bridge.call (call_soon_threadsafe).
-        turn.steer = asyncio.Queue()
-        request = AgentRequest(request_messages, event.source.profile, turn.turn_id, turn.steer, media, memory)
+        request, with_media = turns.agent_request(transcript, turn, event, prompt, memory,
+                                                  MediaCache(Path(self.config["gateway"]["state_dir"]) / "media"))
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
         self.ask_consumer(turn)
@@ -304,6 +298,7 @@ class Session(CellStoreUser, Cell):
                          if self.transcriber is not None else None)
                 messages = await asyncio.to_thread(turns.model_messages, *with_media, notes)
                 request = dataclasses.replace(request, messages=messages)
+            request = await with_context(hooks_for(self.config), self.key, request, self.bridge.post)  # plugins
             async for event in agent.run(request):
                 self.bridge.post(AgentEvent(turn_id, event))
         except asyncio.CancelledError:
@@ -425,6 +420,7 @@ class Session(CellStoreUser, Cell):
         if self.info is not None:
             self.db(self.store.sessions.end_turn(self.info.session_id, turn.turn_id))
         self.report(turns.turn_finished(turn.event, turn.events, delivered))
+        hooks_for(self.config).fire(self.bridge, "after_turn", turn_record(self.key, turn, delivered))
         self.pump()
 
     # ------------------------------------------------------------------------------------------- lifecycle

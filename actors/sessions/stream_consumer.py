@@ -18,8 +18,8 @@ Messages it takes:
   Flush         drain / shutdown: show the latest text now, whatever the throttle says
   timers        pump (the throttle's next slot, or a retry), typing, op_timeout
 Messages it sends: PlatformOp to the adapter (the reply's parts; typing and status reactions: reply_status.py),
-ReplyDone to the session; then it stops. DirectoryWanted to its shard when the directory has named no adapter for
-it for [sessions] answer_bound_s (reported as a StalledReply).
+ReplyDone to the session (a reply it delivered goes to plugins' on_delivery hooks too); then it stops.
+DirectoryWanted to its shard when no adapter was named for it for [sessions] answer_bound_s (a StalledReply).
 
 Delivery (G3): before its first message leaves, the reply is an obligation in the ledger; each part's message id is
 recorded the moment the platform returns it. A consumer started again for the same turn (the previous one died)
@@ -49,6 +49,7 @@ from actors.sessions.placed_parts import SUPERSEDED, PlacedParts
 from actors.sessions.reply_files import file_of, final_parts, is_file, marked_at, marker_index, send_fields
 from actors.sessions.chunking import split_message
 from actors.sessions.reply_text import ReplyText
+from actors.hooks.points import tell_delivered
 from actors.sessions.op_failures import (MAX_OP_RETRIES, OP_TIMEOUT_S, RETRY_STEP_S, SEND_SILENCE_S, AdapterWait,
                                         after_op_failure, after_silence)
 from common.redact import configured_secrets
@@ -91,10 +92,8 @@ class StreamConsumer(CellStoreUser, Cell):
         self.marker_at: int | None = None        # the part that carries the re-sent mark (reply_files.marker_index)
 
     def on_start(self, args) -> None:
-        self.args = args
-        self.pacing = registry.reply_pacing(self.config, args)
-        self.length = LENGTH_FUNCTIONS[self.pacing.length]
-        self.marker = resent_marker(self.config)
+        self.args, self.pacing = args, registry.reply_pacing(self.config, args)
+        self.length, self.marker = LENGTH_FUNCTIONS[self.pacing.length], resent_marker(self.config)
         self.chunk_limit = chunk_limit(self.pacing, self.length, self.marker)
         self.throttle = EditThrottle(self.pacing)
         self.adapter_wait = AdapterWait(setting(self.config, "sessions", "answer_bound_s"))
@@ -430,15 +429,16 @@ class StreamConsumer(CellStoreUser, Cell):
         if self.phase is ReplyPhase.DONE:
             return
         self.phase = ReplyPhase.DONE
+        ids = tuple(self.placed.ids[i] for i in sorted(self.placed.ids))
         if ok and not ledger_done and self.claim.fence is not None:
             try:
                 self.claim.call("mark_delivered", self.store.ledger.mark_delivered(self.claim.oid, self.claim.fence))
             except LostClaim as exc:   # shown whole all the same; the new owner finds it so and says delivered
                 self.log.warning("%s: %s", self.name, exc)
+            tell_delivered(self.config, self.bridge, self.args, self.text.final_text(), ids)   # plugins' hooks
         self.to_adapter(self.status.finished(ok and self.text.reason in ("complete", "")))
         if self.session is not None:
-            self.send(self.session, ReplyDone(self.args["turn_id"], ok, detail,
-                                              tuple(self.placed.ids[i] for i in sorted(self.placed.ids))))
+            self.send(self.session, ReplyDone(self.args["turn_id"], ok, detail, ids))
         self.stop_self(clean=True)
 
     def flush(self) -> int:

@@ -6,12 +6,14 @@ telling it which messages already exist, edits them into place instead of sendin
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from actors.agents.base import AgentRequest
 from actors.media.parts import user_content
 from actors.sessions.commands import parse_command
 from actors.profiles.profiles import profile_streams
@@ -229,3 +231,15 @@ def turn_finished(event, events, delivered: bool) -> TurnFinished:
     outcome = OUTCOMES.get(reason, "failed") if delivered else "failed"
     seconds = max(0.0, time.time() - event.received_at) if event.received_at > 0 else 0.0
     return TurnFinished(event.source.profile, event.source.platform, outcome, seconds, internal=event.internal)
+
+
+def agent_request(transcript: list, turn: Turn, event: MessageEvent, prompt: str, memory, media: MediaCache):
+    """A starting turn's request to its agent, and what its agent task must still read in (images and documents,
+    re-encoded off the shard's loop: ``Session._run_agent``) or None. The turn's steer queue is made here, used on
+    the bridge's loop: an asyncio.Queue binds to a loop when first awaited, not when made, and the shard's thread
+    feeds it only through bridge.call (call_soon_threadsafe)."""
+    with_media = (transcript, prompt, media, turn.turn_id) if has_attachments(transcript, turn.turn_id) else None
+    turn.steer = asyncio.Queue()
+    request = AgentRequest(model_messages(transcript, prompt), event.source.profile, turn.turn_id, turn.steer,
+                           media, memory)
+    return request, with_media
