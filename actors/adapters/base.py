@@ -50,13 +50,13 @@ from actors.adapters.errors import PermanentError
 from actors.adapters.lost_copies import Unresolved
 from actors.adapters.media_intake import AttachmentGone
 from actors.adapters.send_records import SendRecords
-# MalformedPayload, SenderOverLimit, TextTooLong and backoff_s are part of what adapters import from here.
-from actors.adapters.intake import (Intake, IntakeFailed, MalformedPayload, SenderOverLimit,  # noqa: F401
-                                    TextTooLong, _Connected, _Ingested, _IntakeRetrying, _LogLine, _OpDone, _quietly)
-from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error  # noqa: F401
+from actors.adapters.intake import (Intake, IntakeFailed, _Connected, _Ingested, _IntakeRetrying, _LogLine, _OpDone,
+                                    _quietly)
+from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, classify_error
 from supervision.batching import Outbox
 from supervision.bridge import TaskDone
-from actors.messages import AdapterConnected, AdapterConnection, Attachment, FloodWaited, MessageEvent, OpResult, PlatformOp
+from actors.messages import AdapterConnected, AdapterConnection, Attachment, FloodWaited, MessageEvent, OpResult
+from actors.messages import PlatformOp
 from actors.hooks.points import tell_adapter_state
 from common.redact import configured_secrets, redact
 from actors.adapters.pacing import DEFAULT_PACING
@@ -293,10 +293,9 @@ class PlatformAdapter(GatewayActor):
     def _announce_connected(self) -> None:
         """Tell the sweeper the platform is reachable: after each (re)connection, and to each new sweeper (a
         restarted one starts knowing of no connected adapter and would sweep nothing until told)."""
-        sweeper = self.directory.sweeper if self.directory is not None else None
-        if sweeper is None:
+        if (sweeper := self.directory.sweeper if self.directory is not None else None) is None:
             return
-        if self._unannounced or (self.intake.healthy and self._announced_to is not None and sweeper != self._announced_to):
+        if self._unannounced or (self.intake.healthy and sweeper != (self._announced_to or sweeper)):
             self._unannounced = False
             self._announced_to = sweeper
             self.send(sweeper, AdapterConnected(self.name))

@@ -18,8 +18,7 @@ import itertools
 import time
 from typing import Optional
 
-from actors.adapters.base import MalformedPayload
-from actors.adapters.payload_fields import a_string
+from actors.adapters.payload_fields import MalformedPayload, a_string
 from actors.adapters.doorbells import Doorbells
 from actors.messages import (AdapterConnected, CliAccepted, CliAskDone, CliDone, CliSay, CliShow,
                              MessageEvent, OpResult, PlatformOp, Source)

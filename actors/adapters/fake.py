@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from actors.adapters.base import MalformedPayload, PlatformAdapter
+from actors.adapters.base import PlatformAdapter
+from actors.adapters.payload_fields import MalformedPayload, a_nonempty_string, a_string, an_object
 from actors.adapters.fakeplatform_api import FakePlatformAPI
-from actors.adapters.payload_fields import a_nonempty_string, a_string, an_object
 from actors.messages import MessageEvent, PlatformOp, Source
 
 CHAT_TYPES = ("dm", "group")

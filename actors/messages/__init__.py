@@ -38,6 +38,6 @@ __all__ = [
     'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone', 'CliDone', 'Passivate', 'RunCells',
     'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
-    'TurnFinished', 'FloodWaited', 'AdapterConnection', 'CronRunRequest', 'CronRunReport', 'ReloadRequest',
-    'ReloadReport'
+    'TurnFinished', 'FloodWaited', 'AdapterConnection', 'HookFailed', 'CronRunRequest', 'CronRunReport',
+    'ReloadRequest', 'ReloadReport'
 ]

@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from actors.adapters import registry
-from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import PermanentError
 from actors.adapters.irc.events import event_from_line, is_input
 from actors.adapters.irc.lines import (BadLine, addressed, command, irc_lower, parse, privmsg_budget,

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from actors.adapters import registry
-from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
                                     TooLongError)
 from actors.adapters.matrix import content as build

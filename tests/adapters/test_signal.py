@@ -10,7 +10,7 @@ import time
 import pytest
 
 from actors.adapters import registry
-from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import FloodError, PermanentError, RetryableError
 from actors.adapters.signal.envelopes import (BotIdentity, event_from_receive, is_input, recipient_params,
                                               split_ref, strip_bot_mentions)

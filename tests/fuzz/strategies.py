@@ -19,7 +19,7 @@ import os
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.intake import NotAddressed
 from actors.messages import MessageEvent
 from storage import InboundItem

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.intake import NotAddressed
 from actors.adapters.http_api import openai_api
 from actors.adapters.http_api.signing import SIGNATURE_HEADER, sign, signed_headers

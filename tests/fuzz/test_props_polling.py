@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.fake import FakePlatformAdapter
 from actors.adapters.telegram.adapter import TelegramAdapter
 from actors.adapters.telegram.updates import (event_from_update, is_input, message_id_of, strip_bot_mention,

@@ -11,7 +11,7 @@ import json
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.cli import MAX_LINE, cli_event
 from actors.adapters.http_api import openai_api
 from actors.adapters.http_api.adapter import HttpApiAdapter

@@ -19,7 +19,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from actors.adapters import base, registry
-from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.intake import NotAddressed
 from actors.adapters.http_api.adapter import HttpApiAdapter
 from actors.adapters.http_api.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, signed_headers

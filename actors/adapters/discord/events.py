@@ -18,8 +18,7 @@ import re
 import time
 from typing import Any, Optional
 
-from actors.adapters.base import MalformedPayload
-from actors.adapters.payload_fields import a_string, an_object
+from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
 from actors.messages import MessageEvent, Source
 
 DM_TYPES = (1, 3)                  # DM, GROUP_DM

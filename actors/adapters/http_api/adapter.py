@@ -31,7 +31,9 @@ from typing import Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
-from actors.adapters.base import MalformedPayload, PlatformAdapter, SenderOverLimit, TextTooLong
+from actors.adapters.base import PlatformAdapter
+from actors.adapters.intake import SenderOverLimit, TextTooLong
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import TooLongError
 from actors.adapters.http_api import openai_api, webhook
 from actors.adapters.http_api.content_parts import file_part

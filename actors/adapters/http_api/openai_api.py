@@ -30,7 +30,8 @@ from typing import Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
-from actors.adapters.base import MalformedPayload, SenderOverLimit, TextTooLong
+from actors.adapters.intake import SenderOverLimit, TextTooLong
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.http_api.replies import ReplyWatch, ServiceStopping, StreamCursor
 from actors.adapters.http_api.webhook import API_CHAT_PREFIX, MAX_ID_CHARS
 from actors.adapters.http_api.content_parts import PartRefused, data_url_images

@@ -21,8 +21,8 @@ from typing import Any, Optional
 import aiohttp
 from aiohttp import web
 
-from actors.adapters.base import MalformedPayload, SenderOverLimit, TextTooLong
-from actors.adapters.payload_fields import a_string
+from actors.adapters.intake import SenderOverLimit, TextTooLong
+from actors.adapters.payload_fields import MalformedPayload, a_string
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
                                     TooLongError)
 from actors.adapters.http_api.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_problem, signed_headers

@@ -47,7 +47,8 @@ from typing import Any, Optional
 
 import aiohttp
 
-from actors.adapters.base import PlatformAdapter, backoff_s
+from actors.adapters.base import PlatformAdapter
+from actors.adapters.outbound import backoff_s
 from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import utf8_len

@@ -22,8 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from actors.adapters.base import MalformedPayload
-from actors.adapters.payload_fields import an_object
+from actors.adapters.payload_fields import MalformedPayload, an_object
 from actors.messages import Attachment, MessageEvent, Source
 
 GROUP_PREFIX = "group:"

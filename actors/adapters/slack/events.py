@@ -24,8 +24,7 @@ import re
 import time
 from typing import Any, Optional
 
-from actors.adapters.base import MalformedPayload
-from actors.adapters.payload_fields import a_nonempty_string, a_string, an_object
+from actors.adapters.payload_fields import MalformedPayload, a_nonempty_string, a_string, an_object
 from actors.adapters.slack.mrkdwn import unescape
 from actors.messages import MessageEvent, Source
 

@@ -20,8 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from actors.adapters.base import MalformedPayload
-from actors.adapters.payload_fields import a_string, an_object
+from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
 from actors.media.limits import cap_for
 from actors.messages import Attachment, MessageEvent, Source
 from storage import Reaction

@@ -21,8 +21,9 @@ import secrets
 import time
 from typing import Any, Optional
 
-from actors.adapters.base import MalformedPayload, PlatformAdapter, SenderOverLimit, TextTooLong
-from actors.adapters.payload_fields import a_string, an_object
+from actors.adapters.base import PlatformAdapter
+from actors.adapters.intake import SenderOverLimit, TextTooLong
+from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
                                     TooLongError)
 from actors.adapters.webchat import protocol

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from actors.adapters import base, registry
-from actors.adapters.base import (ChatLanes, MalformedPayload, RetryPolicy, after_failure, backoff_s,
-                                  classify_error)
+from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, backoff_s, classify_error
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import (ConflictError, FloodError, FormattingError, MessageNotFoundError,
                                     PermanentError, RetryableError, TooLongError)
 from actors.adapters.fake import FakePlatformAdapter

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from actors.adapters import registry
-from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.discord.events import addressed_to_bot, event_from_message, is_input, strip_mention
 from actors.adapters.discord.ratelimits import RateLimits
 from actors.adapters.discord.rest import DiscordREST, classify_error

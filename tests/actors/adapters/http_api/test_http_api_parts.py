@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from actors.adapters.base import MalformedPayload, classify_error
+from actors.adapters.outbound import classify_error
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.http_api.openai_api import (BadRequest, UnknownModel, api_event, conversation_chat_id,
                                                  message_text, parse_chat_request, resolve_profile, token_owner)
 from actors.adapters.http_api.replies import ReplyBook, StreamCursor, visible_preview

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from actors.adapters import base, registry
-from actors.adapters.base import MalformedPayload
+from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import PermanentError
 from actors.adapters.telegram.adapter import TelegramAdapter
 from actors.adapters.telegram.formatting import markdown_to_markdown_v2, render
