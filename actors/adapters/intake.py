@@ -33,10 +33,10 @@ from actors.adapters.outbound import backoff_s
 from actors.hooks.points import dispatch_rows
 from actors.hooks.runner import hooks_for
 from actors.messages import AdapterConnection, Attachment, MessageEvent, OpResult, PlatformOp
-from actors.profiles.identities import Identities, load_identities
-from actors.profiles.routes import adapter_route, effective_respond, load_routes
+from actors.adapters.addressing import Addressing
+from actors.profiles.routes import effective_respond
 from actors.adapters.sender_limits import NOTICE, LimitPolicy, SenderLimits, charge_time, sender_of
-from storage import InboundItem, MediaCache, Store, StorageUnavailable, session_key
+from storage import InboundItem, MediaCache, Store, StorageUnavailable
 from storage.inbox import PENDING_STATES
 from common.config import setting
 from common.redact import configured_secrets, redact
@@ -147,8 +147,7 @@ class Intake:
         self.healthy = False
         self.malformed = 0
         self.unaddressed = 0     # group messages skipped: not addressed to the bot, on a route answering only those
-        self._routes: Optional[list] = None   # [[routes]], read from the adapter's configuration at first use
-        self._identities: Optional[Identities] = None   # [[identities]], likewise
+        self.addressing = Addressing(platform)   # which conversation a message belongs to (addressing.py)
         self.gatekeeper = Gatekeeper("", AccessPolicy())   # replaced at the adapter's start from its table
         self.sender_limits = SenderLimits(LimitPolicy())   # likewise
 
@@ -383,21 +382,15 @@ class Intake:
         source = dataclasses.replace(event.source, platform=self.platform.name)
         # The route decides here, before the key is made: the profile is part of the key, so two profiles in one
         # chat are two sessions with two transcripts (actors/profiles/routes.py).
-        route = adapter_route(self.routes, source, self.platform.settings.get("type") or self.platform.name)
+        route = self.addressing.route(source)
         if (source.chat_type != "dm" and event.addressed is False and not event.text.lstrip().startswith("/")
                 and effective_respond(route, self.platform.settings) == "addressed"):
             raise NotAddressed()
-        # A profile the sender picked (an HTTP API request, by its model) stands; else the route's, else the adapter's.
-        chosen = self.platform.event_profile(event)
-        profile = chosen if chosen != self.platform.profile else route.profile or chosen
-        source = dataclasses.replace(source, profile=profile)
-        event = dataclasses.replace(event, source=source)
-        per_user = (route.per_user_in_groups if route.per_user_in_groups is not None
-                    else self.platform.per_user_in_groups)
-        try:   # a linked identity's direct chats are one conversation, whichever platform (profiles/identities.py)
-            key = session_key(event.source, per_user, self.identities.of(source.platform, source.user_id))
+        try:
+            source, key = self.addressing.keyed(source, self.platform.event_profile(event), route)
         except ValueError as exc:
             raise MalformedPayload(str(exc)) from None
+        event = dataclasses.replace(event, source=source)
         payload = dataclasses.asdict(event)  # MessageEvent.from_payload's shape: source as a dict
         try:
             msgpack.packb(payload, use_bin_type=True)  # one unstorable payload must not fail its whole round
@@ -405,29 +398,15 @@ class Intake:
             raise MalformedPayload(f"not storable: {exc}") from None
         return InboundItem(key, self.platform.name, str(event.platform_message_id), payload)
 
-    @property
-    def routes(self) -> list:
-        """The validated [[routes]]; validated at load already, so a bad table never gets this far."""
-        if self._routes is None:
-            self._routes = load_routes(self.platform.config)
-        return self._routes
-
-    @property
-    def identities(self) -> Identities:
-        """The validated [[identities]]; validated at load already, like the routes."""
-        if self._identities is None:
-            self._identities = load_identities(self.platform.config)
-        return self._identities
     def take_config(self, config: dict) -> None:
         """A reload (on the adapter's actor thread): the routes and the group default apply from the next event on
         (the loop thread reads each once per event, old or new, never a mix); secrets are only added (a turn that
         started before may hold one the reload dropped). The connection, its token and the adapter's own table stay
         as started: they need a restart."""
         platform = self.platform
-        self._routes = load_routes(config)
+        self.addressing.take_config(config)
         platform.per_user_in_groups = bool(setting(config, "sessions", "per_user_in_groups"))
         platform.configured_secrets = list(dict.fromkeys(platform.configured_secrets + configured_secrets(config)))
-        self._identities = load_identities(config)
 
     def reject(self, reason: str) -> None:
         self.malformed += 1

@@ -21,8 +21,13 @@ pytestmark = pytest.mark.timeout(90)
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """One gateway for the module, its web chat on port 0: the OS picks the port, the log says which."""
-    gw = webchat_gateway(tmp_path_factory.mktemp("webchat-server"), port=0, extra="[agent]\nchunk_delay_s = 0.0\n")
+    """One gateway for the module, its web chat on port 0: the OS picks the port, the log says which. A route sends
+    the web chat to a profile of its own, so a visitor's history and files are found under that profile's key (the
+    key its messages are stored under), not under the adapter's default one."""
+    routed = '[profiles.concierge]\nsystem_prompt = "You are the concierge."\n\n[[routes]]\nadapter = "web"\n' \
+             'profile = "concierge"\n'
+    gw = webchat_gateway(tmp_path_factory.mktemp("webchat-server"), port=0,
+                         extra="[agent]\nchunk_delay_s = 0.0\n\n" + routed)
     try:
         gw.start()
         gw.wait_ready()

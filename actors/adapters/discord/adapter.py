@@ -50,7 +50,7 @@ class DiscordAdapter(PlatformAdapter):
     @property
     def routes_want_all(self) -> bool:
         """Some [[routes]] entry answers every message in its channels (``respond = "all"``)."""
-        return wants_everything(self.intake.routes, self.name, self.settings.get("type", "discord"))
+        return wants_everything(self.intake.addressing.routes, self.name, self.settings.get("type", "discord"))
 
     # -------------------------------------------------------------------------------------------------- intake
     async def connect(self) -> None:

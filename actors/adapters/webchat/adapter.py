@@ -36,7 +36,7 @@ from actors.media.limits import cap_for, too_large_notice
 from actors.media.names import display_name
 from actors.media.sniff import RASTER, sniff
 from actors.messages import Attachment, MessageEvent, PlatformOp, Source
-from storage import StorageError, session_key
+from storage import StorageError
 from storage.media import valid_key
 from supervision.http_serving import http_limits
 
@@ -120,6 +120,10 @@ class WebChatAdapter(PlatformAdapter):
 
     def _source(self, visitor: str) -> Source:
         return Source(platform=self.name, chat_id=visitor, chat_type="dm", user_id=visitor, profile=self.profile)
+
+    def _key(self, visitor: str) -> str:
+        """The visitor's conversation, keyed as its messages are (its route's profile, a linked identity)."""
+        return self.intake.addressing.keyed(self._source(visitor), self.profile)[1]
 
     # ------------------------------------------------------------------------------ frames (server callbacks)
     async def handle_frame(self, visitor: str, frame: dict) -> Optional[dict]:
@@ -208,7 +212,7 @@ class WebChatAdapter(PlatformAdapter):
         return {"type": "ack", "id": reference, "duplicate": not inserted}
 
     async def _history(self, visitor: str) -> dict:
-        key = session_key(self._source(visitor))
+        key = self._key(visitor)
         if self.store is None:  # the base opens it before the server starts and closes it after the server stops
             return error_frame("the history is not available right now; will retry", retry=True)
         try:
@@ -252,7 +256,7 @@ class WebChatAdapter(PlatformAdapter):
             # Its own upload (the page shows it at once, before a turn writes it to the transcript), else a file
             # its conversation names.
             file = self.uploads.get(visitor, key)
-            info = await self.store.sessions.current(session_key(self._source(visitor))) if file is None else None
+            info = await self.store.sessions.current(self._key(visitor)) if file is None else None
             file = file or (await self.store.media.file_in_session(info.session_id, key) if info else None)
         except StorageError as exc:
             self._say(logging.WARNING, "%s: a file of visitor %s unavailable: %s", self.name, visitor,
