@@ -270,6 +270,6 @@ def test_a_route_answering_everything_lets_un_addressed_guild_messages_through()
     adapter.name, adapter.settings = "dc", {"type": "discord", "require_mention": True}
     adapter.config = {"adapters": {"dc": {"type": "discord", "token": "t"}}, "routes": []}
     assert not adapter.routes_want_all
-    adapter.intake._routes = None
+    adapter.intake.addressing._routes = None
     adapter.config["routes"] = [{"adapter": "dc", "chat": "99", "respond": "all"}]
     assert adapter.routes_want_all
