@@ -1,0 +1,61 @@
+"""common/cluster.py: the join address check, the leader's address, the failure-detection environment."""
+import pytest
+
+from common.cluster import (BadLeader, Leader, check_host_name, detection_bound_s, detection_env, is_private_network,
+                            join_refusal, parse_leader)
+
+
+@pytest.mark.parametrize("ip", ["10.0.0.2", "172.16.5.1", "192.168.1.9", "100.64.0.7", "fd00::2", "fe80::1"])
+def test_private_addresses_may_join(ip):
+    assert is_private_network(ip)
+    assert join_refusal(ip, network_is_private=False) is None
+
+
+@pytest.mark.parametrize("ip", ["8.8.8.8", "1.2.3.4", "2001:4860::8888", "100.128.0.1"])
+def test_a_public_looking_address_is_refused_unless_the_flag_says_private(ip):
+    reason = join_refusal(ip, network_is_private=False)
+    assert reason is not None and "not a private network address" in reason and "--network-is-private" in reason
+    assert join_refusal(ip, network_is_private=True) is None
+
+
+@pytest.mark.parametrize("ip,why", [("0.0.0.0", "every interface"), ("::", "every interface"),
+                                    ("127.0.0.1", "loopback"), ("::1", "loopback"), ("my-host", "not an IP")])
+def test_no_flag_admits_loopback_wildcards_or_names(ip, why):
+    assert why in join_refusal(ip, network_is_private=False)
+    assert why in join_refusal(ip, network_is_private=True)
+
+
+@pytest.mark.parametrize("text,leader", [("10.0.0.1:17811", Leader("10.0.0.1", 17811)),
+                                         (" [fd00::1]:1900 ", Leader("fd00::1", 1900))])
+def test_leader_addresses_are_read(text, leader):
+    assert parse_leader(text) == leader
+    assert parse_leader(str(leader)) == leader
+
+
+@pytest.mark.parametrize("text", ["10.0.0.1", "10.0.0.1:", "10.0.0.1:0", "10.0.0.1:70000", "leader:17811",
+                                  "fd00::1:17811", "[fd00::1", ":17811"])
+def test_bad_leader_addresses_say_what_is_expected(text):
+    with pytest.raises(BadLeader):
+        parse_leader(text)
+
+
+def test_host_names():
+    assert check_host_name("worker-1.eu") is None
+    assert "characters" in check_host_name("")
+    assert "characters" in check_host_name("x" * 65)
+    assert "letters" in check_host_name("a/b")
+
+
+def test_detection_env_is_thespians_format():
+    assert detection_env(5, 2) == {"CONVENTION_REREGISTRATION_PERIOD": "0:05", "CONVENTION_REGISTRATION_MISS_MAX": "2"}
+    assert detection_env(442, 3)["CONVENTION_REREGISTRATION_PERIOD"] == "7:22"   # Thespian's default period
+    assert detection_bound_s(5, 2) == 15.0
+    with pytest.raises(ValueError):
+        detection_env(0, 2)
+
+
+def test_thespian_reads_the_rendered_period_back():
+    from datetime import timedelta
+
+    from thespian.system.utilis import str_to_timedelta
+    assert str_to_timedelta(detection_env(75, 1)["CONVENTION_REREGISTRATION_PERIOD"]) == timedelta(seconds=75)
