@@ -77,7 +77,7 @@ def _main(argv: list[str] | None) -> int:
     except ConfigError as exc:
         return fail(args, f"config error: {exc.file}: {exc.key}: {exc.reason}", EX_CONFIG,
                     file=exc.file, key=exc.key, reason=exc.reason)
-    if args.command not in (None, "run", "start"):   # the daemon's own output is its log, redacted there
+    if args.command not in (None, "run", "start", "join"):   # the daemon's own output is its log, redacted there
         from common.redact import RedactingStream, configured_secrets
         secrets = configured_secrets(config)
         sys.stdout, sys.stderr = RedactingStream(sys.stdout, secrets), RedactingStream(sys.stderr, secrets)
@@ -94,6 +94,7 @@ def _main(argv: list[str] | None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from daemon import cli_access, cli_completion, cli_config, cli_cron, cli_logs, cli_service, cli_storage, status_view
     from daemon import cli_routes
+    from daemon import cli_join
     from daemon import doctor as doctor_mod, health as health_mod
     from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
     parser = GatewayParser(prog="run_gateway.py", description=__doc__,
@@ -155,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_logs.add_parsers(sub)
     cli_service.add_parsers(sub)
     cli_completion.add_parsers(sub)
+    cli_join.add_parsers(sub)
     health = command(sub, "health", "liveness probe (--ready: readiness); one line, exit 0 when fine",
                      health_mod.DESCRIPTION, "health\nhealth --ready --json")
     health.epilog = health.epilog + "\n\n" + health_mod.EXIT_CODES
@@ -172,6 +174,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ------------------------------------------------------------------------------------------------------ commands
+
+def cmd_join(config: dict, args) -> int:
+    from daemon.cli_join import cmd_join as join
+    return join(config, args)
+
 
 def cmd_run(config: dict, args) -> int:
     from daemon.launcher import Launcher
@@ -362,7 +369,7 @@ COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "ses
             "run": cmd_run,
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
             "fault": cmd_fault, "health": cmd_health,
-            "doctor": cmd_doctor}
+            "doctor": cmd_doctor, "join": cmd_join}
 
 
 # ------------------------------------------------------------------------------------------------------ helpers

@@ -31,6 +31,9 @@ def root_children(config: dict) -> list[ChildSpec]:
         if setting(config, "metrics", "enabled") else []
     # Last: it starts once the tree it hands runs to is up, and stops first, so no run is claimed during a shutdown.
     cron = [ChildSpec("cron", "actors.cron.Cron")] if config.get("cron") else []
+    # The convention's hosts, on a leader (docs/distribution.md).
+    hosts = [ChildSpec("hosts", "actors.hosts.ConventionHosts", kind="ConventionHosts")] \
+        if setting(config, "cluster", "enabled") else []
     return [
         ChildSpec("watchdog", "actors.watchdog.Watchdog", shutdown_timeout_s=2.0),
         *metrics,
@@ -39,8 +42,17 @@ def root_children(config: dict) -> list[ChildSpec]:
         ChildSpec("sessions", "actors.sessions.supervisor.SessionSupervisor", restart=Restart.PERMANENT,
                   shutdown_timeout_s=10.0),
         ChildSpec("adapters", "actors.adapters.supervisor.AdapterSupervisor", shutdown_timeout_s=10.0),
+        *hosts,
         *cron,
     ]
+
+
+HOST_LIST = ("ConventionHosts",)
+
+
+def host_rows(hosts) -> list[dict]:
+    return [{"name": n.name, "state": n.state, "address": n.address, "since": n.started_at, **dict(n.facts)}
+            for n in hosts]
 
 
 def preload_actor_modules(config: dict) -> None:
@@ -112,8 +124,8 @@ class Root(Supervisor):
         self.describe_subtree(lambda node: self.send(sender, self._status(node)))
 
     def _status(self, node) -> GatewayStatus:
-        c = tree.counts(node)
-        fixed = tree.counts(node, without_children_of=("SessionSupervisor",))
+        c = tree.counts(node, without_children_of=HOST_LIST)   # hosts are listed, not actors of this tree
+        fixed = tree.counts(node, without_children_of=("SessionSupervisor", *HOST_LIST))
         sweeper = tree.find_kind(node, "DeliverySweeper")
         watchdog = tree.find_kind(node, "Watchdog")
         return GatewayStatus(started_at=self.started_at, actors_up=c["up"], actors_restarting=c["restarting"],
@@ -126,7 +138,9 @@ class Root(Supervisor):
                                      "adapters": adapter_rows(node, self._adapter_kinds()),
                                      "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
                                                 for n in tree.find_kind(node, "SessionShard")],
-                                     **{"cron": dict(n.facts) for n in tree.find_kind(node, "Cron")}})
+                                     **{"cron": dict(n.facts) for n in tree.find_kind(node, "Cron")},
+                                     **({"hosts": host_rows(hosts)} if (hosts := tree.find_kind(node, "Host"))
+                                        else {})})
 
     def _adapter_kinds(self) -> dict[str, str]:
         """Each configured adapter's kind: status shows one missing from the tree (its supervisor just restarted)."""

@@ -12,9 +12,13 @@ addresses).
 
 Failure detection: a member re-registers with the leader every ``CONVENTION_REREGISTRATION_PERIOD`` and is declared
 dead after ``CONVENTION_REGISTRATION_MISS_MAX`` periods without one (Thespian's defaults, 7 min 22 s and 3, make
-about 22 minutes). Thespian reads both from the environment when its convention module is first imported, the
-period as ``M:SS``, so ``detection_env`` renders them and ``daemon/convention.py`` applies them before the actor
-system starts, on the leader (which expires members) and on every worker (which re-registers) alike.
+about 22 minutes). A member's admin also sleeps ``CONVENTION_RESTART_PERIOD`` (3 min 22 s) between looks at its
+timer whenever it does not count itself active in the convention, which it does not between two registrations: set
+alone, a short period is not kept (measured: one registration, then none for minutes), so ``detection_env`` sets
+the restart period to the same value. A member then re-registers every one to two periods (measured 2.0 to 4.0 s
+at a 2 s period), hence at least 2 misses, 3 by default. Thespian reads all three from the environment when its
+convention module is first imported, the periods as ``M:SS``; ``daemon/convention.py`` applies them before the
+actor system starts, on the leader (which expires members) and on every worker (which re-registers) alike.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ SHARDS_CAPABILITY = "gateway.shards"      # a system that runs session shards
 HOST_CAPABILITY = "gateway.host"          # the member's name (shown in `tree` and `status`; placement targets it)
 ROLE_CAPABILITY = "gateway.role"          # "leader" or "worker"
 PERIOD_ENV = "CONVENTION_REREGISTRATION_PERIOD"
+RESTART_ENV = "CONVENTION_RESTART_PERIOD"
 MISSES_ENV = "CONVENTION_REGISTRATION_MISS_MAX"
 MAX_HOST_NAME = 64
 
@@ -111,9 +116,11 @@ def check_host_name(name: str) -> str | None:
 def detection_env(period_s: int, misses: int) -> dict[str, str]:
     """The environment that makes Thespian re-register every ``period_s`` seconds and declare a member dead after
     ``misses`` silent periods. Thespian's format is ``M:SS``; it takes whole seconds."""
-    if period_s < 1 or misses < 1:
-        raise ValueError("the re-registration period and the miss count are at least 1")
-    return {PERIOD_ENV: f"{period_s // 60}:{period_s % 60:02d}", MISSES_ENV: str(misses)}
+    if period_s < 1 or misses < 2:
+        raise ValueError("the re-registration period is at least 1 s and the miss count at least 2 (a member "
+                         "re-registers up to two periods apart)")
+    period = f"{period_s // 60}:{period_s % 60:02d}"
+    return {PERIOD_ENV: period, RESTART_ENV: period, MISSES_ENV: str(misses)}
 
 
 def detection_bound_s(period_s: int, misses: int) -> float:

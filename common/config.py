@@ -116,6 +116,16 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "fault_injection": (bool, False, None),
         "crash_on_start": (str, "", None),
     },
+    "cluster": {          # other hosts in this gateway's Thespian convention; docs/distribution.md
+        # This daemon leads a convention: workers join it at [gateway] bind_host:admin_port (a private address).
+        "enabled": (bool, False, None),
+        "host_name": (str, "", None),   # "": the machine's host name; shown in `tree` and `status`
+        # Failure detection: members re-register every member_check_s seconds (up to two periods apart); one
+        # silent for member_misses periods is declared gone: within (misses + 1) x check, 20 s by default
+        # (Thespian's own defaults make ~22 minutes). Workers must use the leader's values.
+        "member_check_s": (int, 5, range(1, 3600)),
+        "member_misses": (int, 3, range(2, 100)),
+    },
     "metrics": {          # actors/metrics.py; docs/metrics.md
         "enabled": (bool, True, None),
         "host": (str, "", None),        # "": [gateway] bind_host
@@ -199,7 +209,16 @@ def validate(raw: dict, file: str) -> dict:
                 raise ConfigError(file, where, f"unknown key (known keys: {known})")
             config[section][key] = _check(file, where, value, SCHEMA[section][key])
     _check_bind_host(file, config["gateway"])
+    _check_cluster(file, config)
     return config
+
+
+def _check_cluster(file: str, config: dict) -> None:
+    host = config["gateway"]["bind_host"]
+    if config["cluster"]["enabled"] and (host == "localhost" or ipaddress.ip_address(host).is_loopback):
+        raise ConfigError(file, "[cluster] enabled",
+                          f"workers cannot reach a leader on {host}: set [gateway] bind_host to this host's address "
+                          "on the private network (and allow_non_loopback = true; docs/distribution.md)")
 
 
 def _check_bind_host(file: str, gateway: dict) -> None:

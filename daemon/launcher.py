@@ -99,7 +99,9 @@ class Launcher:
         self.notify.send("STATUS=starting the actor tree")
         # Thespian's own log (transport errors, refused peers) defaults to the machine-wide /tmp/thespian.log.
         os.environ["THESPLOG_FILE"] = str(self.files.state_dir / "thespian.log")
-        self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=log_defs_for(self.config))
+        from daemon.convention import leader_capabilities
+        self.asys = ActorSystem("multiprocTCPBase", leader_capabilities(self.config, self.port),
+                                logDefs=log_defs_for(self.config))
         self.root = self.asys.createActor(ROOT_CLASS, globalName=ROOT_NAME)
         self.asys.tell(self.root, Started("root", "Root", None, self.config))
         status = self._wait_ready()

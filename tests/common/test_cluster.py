@@ -47,15 +47,17 @@ def test_host_names():
 
 
 def test_detection_env_is_thespians_format():
-    assert detection_env(5, 2) == {"CONVENTION_REREGISTRATION_PERIOD": "0:05", "CONVENTION_REGISTRATION_MISS_MAX": "2"}
+    assert detection_env(5, 3) == {"CONVENTION_REREGISTRATION_PERIOD": "0:05", "CONVENTION_RESTART_PERIOD": "0:05",
+                                   "CONVENTION_REGISTRATION_MISS_MAX": "3"}
     assert detection_env(442, 3)["CONVENTION_REREGISTRATION_PERIOD"] == "7:22"   # Thespian's default period
-    assert detection_bound_s(5, 2) == 15.0
-    with pytest.raises(ValueError):
-        detection_env(0, 2)
+    assert detection_bound_s(5, 3) == 20.0
+    for period, misses in ((0, 3), (5, 1)):
+        with pytest.raises(ValueError):
+            detection_env(period, misses)
 
 
 def test_thespian_reads_the_rendered_period_back():
     from datetime import timedelta
 
     from thespian.system.utilis import str_to_timedelta
-    assert str_to_timedelta(detection_env(75, 1)["CONVENTION_REREGISTRATION_PERIOD"]) == timedelta(seconds=75)
+    assert str_to_timedelta(detection_env(75, 3)["CONVENTION_REREGISTRATION_PERIOD"]) == timedelta(seconds=75)

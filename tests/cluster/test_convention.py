@@ -1,0 +1,101 @@
+"""Hosts of one convention, each in its own network namespace: joining, the hosts in `status` and `tree`, failure
+detection after kill -9 of a whole host (measured), a host that comes back, a leader restarted under its workers,
+and the refusal of an address that is not private."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.cluster import netns
+from tests.cluster.hosts import CHECK_S, MISSES, LeaderGateway, WorkerHost
+from tests.gateway import PYTHON, ROOT, nodes
+
+pytestmark = pytest.mark.skipif(bool(netns.skip_reason()), reason=netns.skip_reason() or "")
+DETECTION_BOUND_S = (MISSES + 1) * CHECK_S
+
+
+@pytest.fixture(scope="module")
+def lab():
+    lab = netns.Lab("c").up()
+    for host in ("leader", "w1", "w2"):
+        lab.add_host(host)
+    yield lab
+    lab.down()
+
+
+@pytest.fixture(scope="module")
+def cluster(lab, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("convention")
+    leader = LeaderGateway(tmp / "leader", lab)
+    leader.start()
+    workers = {name: WorkerHost(tmp, lab, name, leader) for name in ("w1", "w2")}
+    for worker in workers.values():
+        worker.join()
+    try:
+        leader.wait_hosts({"leader": "running", "w1": "running", "w2": "running"})
+        yield leader, workers
+    finally:
+        for worker in workers.values():
+            worker.stop()
+        leader.cli("stop", timeout=60)
+        leader.kill_everything()
+
+
+def test_workers_join_and_status_and_tree_show_every_host(cluster):
+    leader, _workers = cluster
+    status = leader.status()
+    hosts = {h["name"]: h for h in status["hosts"]}
+    assert set(hosts) == {"leader", "w1", "w2"}, hosts
+    assert hosts["leader"]["role"] == "leader" and hosts["w1"]["role"] == "worker"
+    assert hosts["w1"]["address"].endswith(f"{leader.lab.hosts['w1']}:17811)"), hosts["w1"]
+    assert status["health"] == "healthy", status["problems"]
+    shown = leader.cli("status", check=True).stdout
+    assert "hosts        3, 0 lost" in shown and "w2" in shown, shown
+    tree_hosts = {n["name"]: n["state"] for n in nodes(leader.tree()) if n["kind"] == "Host"}
+    assert tree_hosts == {"leader": "running", "w1": "running", "w2": "running"}, tree_hosts
+
+
+def test_kill9_of_a_whole_worker_is_detected_and_it_rejoins(cluster, record_property):
+    leader, workers = cluster
+    assert leader.lab.kill_host("w2"), "no process ran in w2's namespace"
+    workers["w2"].proc.wait(10)
+    detected = leader.wait_hosts({"w2": "lost", "w1": "running"}, timeout=DETECTION_BOUND_S + 30)
+    record_property("lost_host_detected_s", round(detected, 2))
+    print(f"a worker killed with -9 was declared lost after {detected:.1f}s "
+          f"(check-in every {CHECK_S}s, {MISSES} misses)")
+    assert detected <= DETECTION_BOUND_S + 3, f"lost after {detected:.1f}s, bound {DETECTION_BOUND_S}s"
+    status = leader.status()
+    assert status["health"] == "degraded" and any("host w2 lost" in p for p in status["problems"]), status
+    workers["w2"].join()
+    leader.wait_hosts({"w2": "running"}, timeout=30)
+    assert leader.status()["health"] == "healthy"
+
+
+def test_a_worker_that_stops_cleanly_leaves_at_once(cluster):
+    leader, workers = cluster
+    assert workers["w1"].stop() == 0, workers["w1"].log()[-2000:]
+    left = leader.wait_hosts({"w1": "lost"}, timeout=15)
+    assert left < CHECK_S + 2, f"a clean leave took {left:.1f}s to show"
+    workers["w1"].join()
+    leader.wait_hosts({"w1": "running"}, timeout=30)
+
+
+def test_workers_register_again_with_a_restarted_leader(cluster):
+    """The leader is a single point: killed with -9 and started again on its address, it finds its workers again
+    within a check-in period or two (docs/distribution.md, 'When the leader dies')."""
+    leader, _workers = cluster
+    leader.lab.kill_host("leader")
+    leader.start()
+    again = leader.wait_hosts({"leader": "running", "w1": "running", "w2": "running"},
+                              timeout=(MISSES + 2) * CHECK_S + 30)
+    print(f"both workers registered with the restarted leader {again:.1f}s after it was ready")
+
+
+def test_a_public_looking_address_is_refused_with_a_clear_message(tmp_path):
+    result = subprocess.run([PYTHON, str(ROOT / "run_gateway.py"), "join", "10.77.0.1:17811", "--bind", "1.2.3.4"],
+                            capture_output=True, text=True, timeout=60,
+                            env={"GATEWAY_STATE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert result.returncode == 77, result
+    assert "1.2.3.4 is not a private network address" in result.stderr + result.stdout
+    assert "--network-is-private" in result.stderr + result.stdout
