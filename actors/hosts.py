@@ -18,7 +18,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from common.cluster import HOST_CAPABILITY, ROLE_CAPABILITY, SHARDS_CAPABILITY
+from common.cluster import HOST_CAPABILITY, ROLE_CAPABILITY, SHARDS_CAPABILITY, host_name
 from supervision.actor import GatewayActor
 from supervision.messages import TreeNode
 
@@ -41,7 +41,6 @@ class ConventionHosts(GatewayActor):
         self.members: dict[str, Member] = {}
 
     def on_start(self, args) -> None:
-        from daemon.convention import host_name
         self.leader = Member(host_name(self.config), "leader", str(self.myAddress), True, time.time())
         self.notifyOnSystemRegistrationChanges(True)
 

@@ -23,7 +23,10 @@ actor system starts, on the leader (which expires members) and on every worker (
 from __future__ import annotations
 
 import ipaddress
+import socket
 from dataclasses import dataclass
+
+from common.config import setting
 
 SHARDS_CAPABILITY = "gateway.shards"      # a system that runs session shards
 HOST_CAPABILITY = "gateway.host"          # the member's name (shown in `tree` and `status`; placement targets it)
@@ -102,6 +105,11 @@ def join_refusal(ip: str, network_is_private: bool) -> str | None:
             "execution for whoever reaches the port). Put the hosts on a private network (a WireGuard tunnel: "
             "docs/distribution.md), or pass --network-is-private if this network is private already (a link or VPN "
             "you control end to end)")
+
+
+def host_name(config: dict) -> str:
+    """This host's name in the convention: ``[cluster] host_name``, else the machine's."""
+    return setting(config, "cluster", "host_name") or socket.gethostname()
 
 
 def check_host_name(name: str) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.cluster import BadLeader, check_host_name, join_refusal, parse_leader
+from common.cluster import BadLeader, check_host_name, host_name, join_refusal, parse_leader
 from common.config import setting
 from daemon.cli_output import EX_USAGE, fail
 from daemon.cli_parsing import command
@@ -38,7 +38,6 @@ def add_parsers(sub) -> None:
 
 def cmd_join(config: dict, args) -> int:
     from common.logging_setup import configure_launcher_logging, log_defs_for
-    from daemon.convention import host_name
     from daemon.worker import Worker
     try:
         leader = parse_leader(args.leader)

@@ -10,19 +10,15 @@ already, its constants too, so the settings hold whatever imported Thespian firs
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from datetime import timedelta
 
-from common.cluster import HOST_CAPABILITY, ROLE_CAPABILITY, SHARDS_CAPABILITY, Leader, detection_env
+from common.cluster import (HOST_CAPABILITY, ROLE_CAPABILITY, SHARDS_CAPABILITY, Leader, detection_env,
+                            host_name)
 from common.config import setting
 
 CONVENTION_MODULE = "thespian.system.admin.convention"
 WORKER_STATE_ENV = "GATEWAY_WORKER_STATE_DIR"   # a worker's own state dir: its shards' databases live there
-
-
-def host_name(config: dict) -> str:
-    return setting(config, "cluster", "host_name") or socket.gethostname()
 
 
 def apply_detection(period_s: int, misses: int) -> None:
