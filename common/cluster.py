@@ -35,6 +35,7 @@ PERIOD_ENV = "CONVENTION_REREGISTRATION_PERIOD"
 RESTART_ENV = "CONVENTION_RESTART_PERIOD"
 MISSES_ENV = "CONVENTION_REGISTRATION_MISS_MAX"
 MAX_HOST_NAME = 64
+WORKER_STATE_ENV = "GATEWAY_WORKER_STATE_DIR"   # set by a worker: the state dir (database) of what runs there
 
 # Ranges that are private by convention but that ipaddress does not call private (RFC 6598 carrier-grade NAT, used by
 # Tailscale and others for their overlay addresses).
@@ -105,6 +106,16 @@ def join_refusal(ip: str, network_is_private: bool) -> str | None:
             "execution for whoever reaches the port). Put the hosts on a private network (a WireGuard tunnel: "
             "docs/distribution.md), or pass --network-is-private if this network is private already (a link or VPN "
             "you control end to end)")
+
+
+def runs_here(capabilities: dict, requirements: dict | None) -> bool:
+    """Thespian's ``actorSystemCapabilityCheck`` for an actor placed by host: one asked for on a named host runs
+    only on that member (and only if it offers shards); one asked for on no host runs on the leader, never on a
+    worker (the leader keeps the adapters and the shard map). A system of no convention has no role: the leader."""
+    wanted = (requirements or {}).get(HOST_CAPABILITY)
+    if wanted is not None:
+        return capabilities.get(HOST_CAPABILITY) == wanted and bool(capabilities.get(SHARDS_CAPABILITY))
+    return capabilities.get(ROLE_CAPABILITY, "leader") != "worker"
 
 
 def host_name(config: dict) -> str:

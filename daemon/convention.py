@@ -18,7 +18,6 @@ from common.cluster import (HOST_CAPABILITY, ROLE_CAPABILITY, SHARDS_CAPABILITY,
 from common.config import setting
 
 CONVENTION_MODULE = "thespian.system.admin.convention"
-WORKER_STATE_ENV = "GATEWAY_WORKER_STATE_DIR"   # a worker's own state dir: its shards' databases live there
 
 
 def apply_detection(period_s: int, misses: int) -> None:

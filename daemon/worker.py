@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 from common import processes
-from common.cluster import Leader
+from common.cluster import WORKER_STATE_ENV, Leader
 from common.runfiles import AlreadyRunning, RunFiles
 from daemon import ack_wait, loopback, peer_credentials, poll_selector
-from daemon.convention import WORKER_STATE_ENV, apply_detection, worker_capabilities
+from daemon.convention import apply_detection, worker_capabilities
 
 log = logging.getLogger("gateway.worker")
 EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70

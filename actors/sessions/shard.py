@@ -45,6 +45,7 @@ import time
 from actors.messages import (ConsumerGone, ConsumerReady, InboxDoorbell, OpResult, Passivate, PlatformOp, RunCells,
                              SpawnConsumer)
 from supervision.messages import ActorRestarted, DirectoryWanted, Fault, Ping, StopIntake
+from common.cluster import runs_here
 from common.shard_map import shard_of
 from supervision.batching import Outbox
 from supervision.storage_access import InlineStoreUser
@@ -69,6 +70,8 @@ def session_cell_name(key: str) -> str:
 
 class SessionShard(InlineStoreUser, GatewayActor):
     uses_bridge = True
+    # Placed by host in a convention (ChildSpec.placement); without a placement, on the leader.
+    actorSystemCapabilityCheck = staticmethod(runs_here)
 
     def __init__(self):
         super().__init__()

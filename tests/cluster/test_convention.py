@@ -99,3 +99,35 @@ def test_a_public_looking_address_is_refused_with_a_clear_message(tmp_path):
     assert result.returncode == 77, result
     assert "1.2.3.4 is not a private network address" in result.stderr + result.stdout
     assert "--network-is-private" in result.stderr + result.stdout
+
+
+PLACE_SNIPPET = """
+import json, sys
+from daemon import loopback, peer_credentials
+loopback.install(sys.argv[1]); peer_credentials.install(allow_remote=True)
+from thespian.actors import ActorSystem
+asys = ActorSystem("multiprocTCPBase", {"Admin Port": int(sys.argv[2])})
+found = {}
+for host in ("w1", None):
+    probe = asys.createActor("tests.actors_for_tests.PlacedProbe",
+                             targetActorRequirements={"gateway.host": host} if host else None)
+    found[host or "unplaced"] = asys.ask(probe, "where", 20)
+print(json.dumps(found))
+"""
+
+
+def test_an_actor_placed_by_host_runs_there_and_opens_that_hosts_database(cluster, tmp_path):
+    """The placement session shards use (ChildSpec.placement, common/cluster.py runs_here): asked for on w1, the
+    actor runs in a process of w1's namespace and its store is w1's own file; asked for on no host, it stays on
+    the leader, whose processes have no worker state dir."""
+    import json
+    leader, workers = cluster
+    leader.wait_hosts({"w1": "running"})
+    result = subprocess.run([*leader.lab.exec_prefix("leader"), PYTHON, "-c", PLACE_SNIPPET, leader.address, "17811"],
+                            env=leader.env, capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["w1"]["pid"] in leader.lab.pids("w1"), (found, leader.lab.pids("w1"))
+    assert found["w1"]["store"] == str(workers["w1"].dir / "state" / "gateway.db"), found
+    assert found["unplaced"]["pid"] in leader.lab.pids("leader"), found
+    assert found["unplaced"]["store"] == "/leader/gateway.db", found
