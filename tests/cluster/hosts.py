@@ -42,6 +42,15 @@ class LeaderGateway(Gateway):
         except ValueError:
             return {"error": result.stdout + result.stderr}
 
+    def metrics(self) -> str:
+        """/metrics, fetched from inside the leader's namespace (it listens on the leader's private address)."""
+        url = self.status()["metrics_url"]
+        result = subprocess.run([*self.lab.exec_prefix(self.host), PYTHON, "-c",
+                                 "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=20)"
+                                 ".read().decode())", url], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout
+
     def hosts(self) -> dict[str, str]:
         return {h["name"]: h["state"] for h in self.status().get("hosts", [])}
 

