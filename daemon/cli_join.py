@@ -54,4 +54,4 @@ def cmd_join(config: dict, args) -> int:
     configure_launcher_logging(config)
     return Worker(leader, args.bind, port, name, Path(config["gateway"]["state_dir"]),
                   setting(config, "cluster", "member_check_s"), setting(config, "cluster", "member_misses"),
-                  log_defs_for(config)).run()
+                  log_defs_for(config), network_is_private=args.network_is_private).run()

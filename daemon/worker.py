@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from common import processes
-from common.cluster import WORKER_STATE_ENV, Leader
+from common.cluster import WORKER_STATE_ENV, Leader, is_private_network
 from common.runfiles import AlreadyRunning, RunFiles
 from daemon import ack_wait, loopback, peer_credentials, poll_selector
 from daemon.convention import apply_detection, worker_capabilities
@@ -36,10 +36,11 @@ EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
 
 class Worker:
     def __init__(self, leader: Leader, bind: str, port: int, name: str, state_dir: Path, period_s: int,
-                 misses: int, log_defs: dict | None = None):
+                 misses: int, log_defs: dict | None = None, network_is_private: bool = False):
         self.leader, self.bind, self.port, self.name = leader, bind, port, name
         self.files = RunFiles(state_dir)
         self.period_s, self.misses, self.log_defs = period_s, misses, log_defs
+        self.network_is_private = network_is_private
         self.stop_signal: int | None = None
         self.asys = None
 
@@ -64,7 +65,8 @@ class Worker:
         os.environ[WORKER_STATE_ENV] = str(self.files.state_dir)
         os.environ["THESPLOG_FILE"] = str(self.files.state_dir / "thespian.log")
         loopback.install(self.bind)
-        peer_credentials.install(allow_remote=True)
+        # Remote peers only from private networks (or any, where the operator said the network is private).
+        peer_credentials.install(allow_remote=True if self.network_is_private else is_private_network)
         ack_wait.install()
         poll_selector.install()
         processes.die_with_parent()

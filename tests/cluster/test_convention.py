@@ -137,3 +137,44 @@ def test_an_actor_placed_by_host_runs_there_and_opens_that_hosts_database(cluste
     assert found["w1"]["store"] == str(workers["w1"].dir / "state" / "gateway.db"), found
     assert found["unplaced"]["pid"] in leader.lab.pids("leader"), found
     assert found["unplaced"]["store"] == "/leader/gateway.db", found
+
+
+CONNECT_SNIPPET = """
+import socket, sys
+s = socket.socket()
+s.bind((sys.argv[1], 0))
+s.settimeout(20)
+s.connect((sys.argv[2], int(sys.argv[3])))
+s.settimeout(1.5)
+try:
+    print("closed" if s.recv(1) == b"" else "data")
+except socket.timeout:
+    print("open")   # accepted and being read: the peer check let it through
+"""
+
+
+def test_a_worker_refuses_actor_traffic_from_a_public_looking_address(cluster):
+    """The peer check on every member: the worker's admin port takes a connection from the private network, and
+    closes at once one from an address outside it (here a second, public-looking address of the leader's host)."""
+    leader, _workers = cluster
+    lab = leader.lab
+    leader.wait_hosts({"w1": "running"})
+    subprocess.run([*lab.exec_prefix("leader"), "ip", "addr", "add", "1.2.3.5/32", "dev",
+                    _interface(lab, "leader")], check=True, capture_output=True)
+    subprocess.run([*lab.exec_prefix("w1"), "ip", "route", "add", "1.2.3.5/32", "dev", _interface(lab, "w1")],
+                   check=True, capture_output=True)
+
+    def connect(source: str) -> str:
+        result = subprocess.run([*lab.exec_prefix("leader"), PYTHON, "-c", CONNECT_SNIPPET, source, lab.hosts["w1"],
+                                 "17811"], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout.strip()
+
+    assert connect(lab.hosts["leader"]) == "open"
+    assert connect("1.2.3.5") == "closed"
+
+
+def _interface(lab, host: str) -> str:
+    out = subprocess.run([*lab.exec_prefix(host), "ip", "-o", "-4", "addr", "show", "to", lab.hosts[host]],
+                         capture_output=True, text=True, check=True).stdout
+    return out.split()[1]
