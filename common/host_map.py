@@ -6,6 +6,9 @@ score for it over every shard of every host. So adding a host moves to it only t
 1/(hosts+1) of them) and removing a host moves only its own keys, spread over the others; keys of the hosts that
 stay never move between them. The score is a keyed hash (the same in every process, on every host and across
 restarts), as for the shards of one host (common/shard_map.py).
+
+The leader's own shards score exactly as common/shard_map.py scores ``shard:<i>``: with the leader alone, every key
+is where it has always been, and adding the first worker moves only the keys that worker's shards win.
 """
 from __future__ import annotations
 
@@ -18,22 +21,24 @@ from typing import Iterable
 class ShardPlace:
     host: str
     index: int
+    on_leader: bool = False
 
     @property
     def name(self) -> str:
         return f"{self.host}/{self.index}"
 
 
-def shard_places(hosts: Iterable[str], shards_per_host: int) -> list[ShardPlace]:
-    """Every shard of the convention, in a stable order (by host name, then index)."""
+def shard_places(hosts: Iterable[str], shards_per_host: int, leader: str | None = None) -> list[ShardPlace]:
+    """Every shard of the convention, in a stable order (by host name, then index); ``leader``: the host whose
+    shards keep common/shard_map.py's scores."""
     if shards_per_host < 1:
         raise ValueError("a host runs at least one shard")
-    return [ShardPlace(host, i) for host in sorted(set(hosts)) for i in range(shards_per_host)]
+    return [ShardPlace(host, i, host == leader) for host in sorted(set(hosts)) for i in range(shards_per_host)]
 
 
 def _score(place: ShardPlace, session_key: str) -> bytes:
-    return hashlib.blake2b(f"{place.host}\0{place.index}\0{session_key}".encode("utf-8", "surrogatepass"),
-                           digest_size=8).digest()
+    text = f"{place.index}\0{session_key}" if place.on_leader else f"{place.host}\0{place.index}\0{session_key}"
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
 
 
 def place_of(session_key: str, places: list[ShardPlace]) -> ShardPlace:

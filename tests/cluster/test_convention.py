@@ -60,6 +60,16 @@ def test_workers_join_and_status_and_tree_show_every_host(cluster):
     assert 'kind="Host"' not in metrics   # hosts are not counted among the actors
 
 
+def test_admin_commands_on_a_worker_point_at_the_leader(cluster):
+    leader, workers = cluster
+    worker = workers["w1"]
+    result = subprocess.run([*leader.lab.exec_prefix("w1"), PYTHON, str(ROOT / "run_gateway.py"), "--config",
+                             str(worker.config), "status"], capture_output=True, text=True, timeout=60,
+                            env=dict(leader.env, GATEWAY_STATE_DIR=str(worker.dir / "state")))
+    assert result.returncode == 3, result
+    assert f"is worker host w1 of the convention at {leader.address}:17811" in result.stdout + result.stderr
+
+
 def test_kill9_of_a_whole_worker_is_detected_and_it_rejoins(cluster, record_property):
     leader, workers = cluster
     assert leader.lab.kill_host("w2"), "no process ran in w2's namespace"

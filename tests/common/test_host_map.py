@@ -5,6 +5,7 @@ from collections import Counter
 import pytest
 
 from common.host_map import ShardPlace, moved_keys, place_of, shard_places
+from common.shard_map import shard_of
 
 KEYS = [f"telegram:bot:chat{i}" for i in range(3000)]
 
@@ -40,3 +41,12 @@ def test_removing_a_host_moves_only_its_own_keys():
     moves = moved_keys(KEYS, before, after)
     assert all(old.host == "w2" and new.host != "w2" for old, new in moves.values())
     assert len(moves) == sum(1 for key in KEYS if place_of(key, before).host == "w2")
+
+
+def test_the_leaders_shards_keep_the_single_host_map():
+    alone = shard_places(["leader"], 3, leader="leader")
+    assert all(place_of(key, alone).index == shard_of(key, 3) for key in KEYS)
+    with_worker = shard_places(["leader", "w1"], 3, leader="leader")
+    moves = moved_keys(KEYS, alone, with_worker)
+    assert all(new.host == "w1" for _old, new in moves.values())
+    assert 0.4 < len(moves) / len(KEYS) < 0.6, len(moves)   # about half: the worker has half the shards
