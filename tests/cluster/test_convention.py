@@ -9,6 +9,7 @@ import pytest
 
 from tests.cluster import netns
 from tests.cluster.hosts import CHECK_S, MISSES, LeaderGateway, WorkerHost
+from tests.actor_system import wait_for
 from tests.gateway import PYTHON, ROOT, nodes
 
 pytestmark = pytest.mark.skipif(bool(netns.skip_reason()), reason=netns.skip_reason() or "")
@@ -68,6 +69,21 @@ def test_admin_commands_on_a_worker_point_at_the_leader(cluster):
                             env=dict(leader.env, GATEWAY_STATE_DIR=str(worker.dir / "state")))
     assert result.returncode == 3, result
     assert f"is worker host w1 of the convention at {leader.address}:17811" in result.stdout + result.stderr
+
+
+def test_the_hosts_actor_killed_with_minus_9_lists_every_host_again(cluster):
+    """It keeps no state of its own: the admin sends its restarted incarnation one update per registered member."""
+    import os
+    import signal
+    leader, _workers = cluster
+    hosts_node = next(n for n in nodes(leader.tree()) if n["kind"] == "ConventionHosts")
+    os.kill(hosts_node["pid"], signal.SIGKILL)
+    wait_for(lambda: any(n["kind"] == "ConventionHosts" and n["pid"] not in (0, hosts_node["pid"])
+                         and n["state"] == "running" for n in nodes(leader.tree())),
+             45, 0.2, "the hosts actor running again in a new process")
+    leader.wait_hosts({"leader": "running", "w1": "running", "w2": "running"})
+    shown = next(n for n in nodes(leader.tree()) if n["kind"] == "ConventionHosts")
+    assert shown["pid"] != hosts_node["pid"] and shown["restarts"] >= 1, shown
 
 
 def test_kill9_of_a_whole_worker_is_detected_and_it_rejoins(cluster, record_property):
