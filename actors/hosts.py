@@ -41,7 +41,10 @@ class ConventionHosts(GatewayActor):
         self.members: dict[str, Member] = {}
 
     def on_start(self, args) -> None:
-        self.leader = Member(host_name(self.config), "leader", str(self.myAddress), True, time.time())
+        gateway = self.config.get("gateway", {})
+        # The convention's address (what workers join), in the form Thespian prints the workers' admin addresses.
+        address = f"ActorAddr-(T|{gateway.get('bind_host')}:{gateway.get('admin_port')})"
+        self.leader = Member(host_name(self.config), "leader", address, True, time.time())
         self.notifyOnSystemRegistrationChanges(True)
 
     def on_ActorSystemConventionUpdate(self, message, sender) -> None:

@@ -219,6 +219,9 @@ def _check_cluster(file: str, config: dict) -> None:
         raise ConfigError(file, "[cluster] enabled",
                           f"workers cannot reach a leader on {host}: set [gateway] bind_host to this host's address "
                           "on the private network (and allow_non_loopback = true; docs/distribution.md)")
+    if config["cluster"]["enabled"] and config["gateway"]["admin_port"] == 0:
+        raise ConfigError(file, "[gateway] admin_port", "workers join the leader at its admin port: with [cluster] "
+                          "enabled it must be a fixed port, not 0")
 
 
 def _check_bind_host(file: str, gateway: dict) -> None:

@@ -61,3 +61,13 @@ def test_thespian_reads_the_rendered_period_back():
 
     from thespian.system.utilis import str_to_timedelta
     assert str_to_timedelta(detection_env(75, 3)["CONVENTION_REREGISTRATION_PERIOD"]) == timedelta(seconds=75)
+
+
+@pytest.mark.parametrize("gateway,why", [({}, "workers cannot reach a leader on 127.0.0.1"),
+                                         ({"bind_host": "10.0.0.1", "allow_non_loopback": True, "admin_port": 0},
+                                          "must be a fixed port")])
+def test_a_leader_must_be_reachable_at_a_fixed_address(gateway, why):
+    from common.config import ConfigError, validate
+    with pytest.raises(ConfigError, match=why):
+        validate({"gateway": gateway, "cluster": {"enabled": True}}, "gateway.toml")
+    validate({"gateway": {"bind_host": "10.0.0.1", "allow_non_loopback": True}, "cluster": {"enabled": True}}, "x")
