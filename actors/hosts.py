@@ -57,7 +57,13 @@ class ConventionHosts(GatewayActor):
             self.members[address] = Member(str(caps.get(HOST_CAPABILITY, address))[:64],
                                            str(caps.get(ROLE_CAPABILITY, "member"))[:16], address,
                                            bool(caps.get(SHARDS_CAPABILITY)), time.time())
-            self.log.info("host %s joined the convention (%s)", self.members[address].name, address)
+            name = self.members[address].name
+            self.log.info("host %s joined the convention (%s)", name, address)
+            if any(m.name == name and a != address and m.state == "running" for a, m in self.members.items()) \
+                    or name == self.leader.name:
+                # Placement goes by name: two hosts of one name would share what is placed there.
+                self.log.error("two hosts of the convention are named %s (%s and another): give each its own "
+                               "--name", name, address)
         elif known is not None and known.state != "lost":
             known.state, known.since = "lost", time.time()
             self.log.warning("host %s left the convention or stopped checking in (%s)", known.name, address)
