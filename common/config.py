@@ -120,6 +120,10 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # This daemon leads a convention: workers join it at [gateway] bind_host:admin_port (a private address).
         "enabled": (bool, False, None),
         "host_name": (str, "", None),   # "": the machine's host name; shown in `tree` and `status`
+        # Convention traffic is unauthenticated pickles: bind_host must be a private address, and remote peers
+        # are taken from private addresses only, unless this says the network is private already (a VPN on
+        # public addresses): the leader's side of `join --network-is-private`.
+        "network_is_private": (bool, False, None),
         # Failure detection: members re-register every member_check_s seconds (up to two periods apart); one
         # silent for member_misses periods is declared gone: within (misses + 1) x check, 20 s by default
         # (Thespian's own defaults make ~22 minutes). Workers must use the leader's values.
@@ -219,6 +223,13 @@ def _check_cluster(file: str, config: dict) -> None:
         raise ConfigError(file, "[cluster] enabled",
                           f"workers cannot reach a leader on {host}: set [gateway] bind_host to this host's address "
                           "on the private network (and allow_non_loopback = true; docs/distribution.md)")
+    if config["cluster"]["enabled"] and not config["cluster"]["network_is_private"]:
+        from common.cluster import join_refusal
+        refusal = join_refusal(host, network_is_private=False)
+        if refusal:
+            raise ConfigError(file, "[gateway] bind_host", refusal.replace("pass --network-is-private",
+                                                                          "set [cluster] network_is_private = true")
+                              .replace("(--bind)", "([gateway] bind_host)"))
     if config["cluster"]["enabled"] and config["gateway"]["admin_port"] == 0:
         raise ConfigError(file, "[gateway] admin_port", "workers join the leader at its admin port: with [cluster] "
                           "enabled it must be a fixed port, not 0")

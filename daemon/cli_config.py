@@ -38,6 +38,7 @@ KEY_NOTES = {
     ("gateway", "log_file"): "\"\": <state_dir>/gateway.log",
     ("sessions", "shards"): "0: one per core",
     ("cluster", "host_name"): "\"\": the machine's host name",
+    ("cluster", "network_is_private"): "true: accept a bind_host and peers outside the private ranges (a VPN)",
     ("cluster", "member_check_s"): "workers check in this often; workers must use the leader's value",
     ("cluster", "member_misses"): "a host silent this many check-ins is lost: (misses + 1) x check_s at most",
     ("agent", "kind"): "\"openai\": any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp)",

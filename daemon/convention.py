@@ -41,3 +41,16 @@ def leader_capabilities(config: dict, admin_port: int) -> dict:
 def worker_capabilities(leader: Leader, admin_port: int, name: str) -> dict:
     return {"Admin Port": admin_port, "Convention Address.IPv4": (leader.host, leader.port),
             HOST_CAPABILITY: name, ROLE_CAPABILITY: "worker", SHARDS_CAPABILITY: True}
+
+
+def remote_peers(config: dict):
+    """What the leader's peer check admits from other hosts (daemon/peer_credentials.py): nothing on loopback;
+    in a convention, private addresses only unless ``[cluster] network_is_private``; otherwise (a non-loopback
+    bind_host without a convention, docs/security.md) any."""
+    from common.cluster import is_private_network
+    from daemon.peer_credentials import is_loopback
+    if is_loopback(config["gateway"]["bind_host"]):
+        return False
+    if setting(config, "cluster", "enabled") and not setting(config, "cluster", "network_is_private"):
+        return is_private_network
+    return True

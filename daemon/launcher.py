@@ -80,7 +80,8 @@ class Launcher:
                 return EX_FAILURE
             self._install_signals()
             loopback.install(self.host)
-            peer_credentials.install(allow_remote=not peer_credentials.is_loopback(self.host))
+            from daemon.convention import remote_peers
+            peer_credentials.install(allow_remote=remote_peers(self.config))
             ack_wait.install()
             poll_selector.install()
             processes.die_with_parent()

@@ -200,6 +200,24 @@ def test_a_worker_refuses_actor_traffic_from_a_public_looking_address(cluster):
     assert connect("1.2.3.5") == "closed"
 
 
+def test_the_leader_refuses_actor_traffic_from_a_public_looking_address(cluster):
+    leader, _workers = cluster
+    lab = leader.lab
+    subprocess.run([*lab.exec_prefix("w1"), "ip", "addr", "add", "1.2.3.6/32", "dev", _interface(lab, "w1")],
+                   check=True, capture_output=True)
+    subprocess.run([*lab.exec_prefix("leader"), "ip", "route", "add", "1.2.3.6/32", "dev",
+                    _interface(lab, "leader")], check=True, capture_output=True)
+
+    def connect(source: str) -> str:
+        result = subprocess.run([*lab.exec_prefix("w1"), PYTHON, "-c", CONNECT_SNIPPET, source, leader.address,
+                                 "17811"], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout.strip()
+
+    assert connect(lab.hosts["w1"]) == "open"
+    assert connect("1.2.3.6") == "closed"
+
+
 def _interface(lab, host: str) -> str:
     out = subprocess.run([*lab.exec_prefix(host), "ip", "-o", "-4", "addr", "show", "to", lab.hosts[host]],
                          capture_output=True, text=True, check=True).stdout

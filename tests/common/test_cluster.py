@@ -71,3 +71,23 @@ def test_a_leader_must_be_reachable_at_a_fixed_address(gateway, why):
     with pytest.raises(ConfigError, match=why):
         validate({"gateway": gateway, "cluster": {"enabled": True}}, "gateway.toml")
     validate({"gateway": {"bind_host": "10.0.0.1", "allow_non_loopback": True}, "cluster": {"enabled": True}}, "x")
+
+
+def test_a_leader_on_a_public_looking_address_needs_the_network_said_private():
+    from common.config import ConfigError, validate
+    gateway = {"bind_host": "1.2.3.4", "allow_non_loopback": True}
+    with pytest.raises(ConfigError, match="set \\[cluster\\] network_is_private = true"):
+        validate({"gateway": gateway, "cluster": {"enabled": True}}, "gateway.toml")
+    validate({"gateway": gateway, "cluster": {"enabled": True, "network_is_private": True}}, "gateway.toml")
+
+
+def test_the_leaders_peer_check_follows_its_network():
+    from common.cluster import is_private_network
+    from daemon.convention import remote_peers
+
+    def config(host, **cluster):
+        return {"gateway": {"bind_host": host}, "cluster": {"enabled": True, **cluster}}
+    assert remote_peers({"gateway": {"bind_host": "127.0.0.1"}}) is False
+    assert remote_peers({"gateway": {"bind_host": "10.0.0.1"}}) is True      # no convention: as before
+    assert remote_peers(config("10.0.0.1")) is is_private_network
+    assert remote_peers(config("1.2.3.4", network_is_private=True)) is True
