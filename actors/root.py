@@ -50,9 +50,14 @@ def root_children(config: dict) -> list[ChildSpec]:
 HOST_LIST = ("ConventionHosts",)
 
 
-def host_rows(hosts) -> list[dict]:
-    return [{"name": n.name, "state": n.state, "address": n.address, "since": n.started_at, **dict(n.facts)}
-            for n in hosts]
+def host_rows(hosts, shards) -> list[dict]:
+    """Each host of the convention with the shards it runs (their ``host`` fact) and their live sessions."""
+    rows = []
+    for n in hosts:
+        mine = [dict(s.facts) for s in shards if dict(s.facts).get("host") == n.name]
+        rows.append({"name": n.name, "state": n.state, "address": n.address, "since": n.started_at, **dict(n.facts),
+                     "shards": len(mine), "sessions": sum(f.get("sessions", 0) for f in mine)})
+    return rows
 
 
 def preload_actor_modules(config: dict) -> None:
@@ -139,7 +144,8 @@ class Root(Supervisor):
                                      "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
                                                 for n in tree.find_kind(node, "SessionShard")],
                                      **{"cron": dict(n.facts) for n in tree.find_kind(node, "Cron")},
-                                     **({"hosts": host_rows(hosts)} if (hosts := tree.find_kind(node, "Host"))
+                                     **({"hosts": host_rows(hosts, tree.find_kind(node, "SessionShard"))}
+                                        if (hosts := tree.find_kind(node, "Host"))
                                         else {})})
 
     def _adapter_kinds(self) -> dict[str, str]:

@@ -36,6 +36,7 @@ RESTART_ENV = "CONVENTION_RESTART_PERIOD"
 MISSES_ENV = "CONVENTION_REGISTRATION_MISS_MAX"
 MAX_HOST_NAME = 64
 WORKER_STATE_ENV = "GATEWAY_WORKER_STATE_DIR"   # set by a worker: the state dir (database) of what runs there
+WORKER_NAME_ENV = "GATEWAY_WORKER_HOST"         # set by a worker: its name, for what runs there to report
 
 # Ranges that are private by convention but that ipaddress does not call private (RFC 6598 carrier-grade NAT, used by
 # Tailscale and others for their overlay addresses).
@@ -119,8 +120,10 @@ def runs_here(capabilities: dict, requirements: dict | None) -> bool:
 
 
 def host_name(config: dict) -> str:
-    """This host's name in the convention: ``[cluster] host_name``, else the machine's."""
-    return setting(config, "cluster", "host_name") or socket.gethostname()
+    """This host's name in the convention: a worker's ``--name`` in the processes it runs, else the leader's
+    ``[cluster] host_name``, else the machine's."""
+    import os
+    return os.environ.get(WORKER_NAME_ENV) or setting(config, "cluster", "host_name") or socket.gethostname()
 
 
 def check_host_name(name: str) -> str | None:

@@ -70,7 +70,8 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
           f"loop lag {sh.get('loop_lag_ms', '?')} ms" for sh in status.detail.get("shards", [])),
         *([f"  hosts        {len(hosts)}, {sum(h['state'] == 'lost' for h in hosts)} lost"] +
           [f"    {h['name']:<10} [{h['state']}] {h.get('role', '?')} at {h['address']} "
-           f"{'since' if h['state'] == 'running' else 'lost for'} {duration(now - h['since'])}"
+           f"{'since' if h['state'] == 'running' else 'lost for'} {duration(now - h['since'])}: "
+           f"{h.get('shards', 0)} shard(s), {h.get('sessions', 0)} session(s) live"
            for h in hosts] if (hosts := status.detail.get("hosts")) else []),
         f"  deliveries   {status.obligations_pending} pending",
         *([f"  media        {media.files} file(s), {human_size(media.bytes)} cached"] if media is not None else []),

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from common import processes
-from common.cluster import WORKER_STATE_ENV, Leader, is_private_network
+from common.cluster import WORKER_NAME_ENV, WORKER_STATE_ENV, Leader, is_private_network
 from common.runfiles import AlreadyRunning, RunFiles
 from daemon import ack_wait, loopback, peer_credentials, poll_selector
 from daemon.convention import apply_detection, worker_capabilities
@@ -63,6 +63,7 @@ class Worker:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         apply_detection(self.period_s, self.misses)
         os.environ[WORKER_STATE_ENV] = str(self.files.state_dir)
+        os.environ[WORKER_NAME_ENV] = self.name
         os.environ["THESPLOG_FILE"] = str(self.files.state_dir / "thespian.log")
         loopback.install(self.bind)
         # Remote peers only from private networks (or any, where the operator said the network is private).

@@ -45,7 +45,7 @@ import time
 from actors.messages import (ConsumerGone, ConsumerReady, InboxDoorbell, OpResult, Passivate, PlatformOp, RunCells,
                              SpawnConsumer)
 from supervision.messages import ActorRestarted, DirectoryWanted, Fault, Ping, StopIntake
-from common.cluster import runs_here
+from common.cluster import host_name, runs_here
 from common.shard_map import shard_of
 from supervision.batching import Outbox
 from supervision.storage_access import InlineStoreUser
@@ -280,6 +280,8 @@ class SessionShard(InlineStoreUser, GatewayActor):
         sessions = len(self.last_active)
         facts = (("sessions", sessions), ("consumers", len(self.consumer_owner)), ("waiting", len(self.waiting)),
                  ("loop_lag_ms", round(self.loop_monitor.take_max(), 1)))
+        if setting(self.config, "cluster", "enabled"):
+            facts += (("host", host_name(self.config)),)   # which host of the convention runs it
         return dataclasses.replace(node, children=self.cells.nodes(), facts=facts)
 
     def handle(self, message, sender) -> None:

@@ -51,6 +51,9 @@ def test_workers_join_and_status_and_tree_show_every_host(cluster):
     assert hosts["leader"]["role"] == "leader" and hosts["w1"]["role"] == "worker"
     assert hosts["w1"]["address"].endswith(f"{leader.lab.hosts['w1']}:17811)"), hosts["w1"]
     assert status["health"] == "healthy", status["problems"]
+    # Every shard runs on the leader for now (docs/distribution.md): the hosts show where each runs.
+    assert hosts["leader"]["shards"] == len(status["shards"]) >= 1 and hosts["w1"]["shards"] == 0, hosts
+    assert all(shard["host"] == "leader" for shard in status["shards"]), status["shards"]
     shown = leader.cli("status", check=True).stdout
     assert "hosts        3, 0 lost" in shown and "w2" in shown, shown
     tree_hosts = {n["name"]: n["state"] for n in nodes(leader.tree()) if n["kind"] == "Host"}
