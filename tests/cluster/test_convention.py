@@ -168,6 +168,18 @@ def test_an_actor_placed_by_host_runs_there_and_opens_that_hosts_database(cluste
     assert found["unplaced"]["store"] == "/leader/gateway.db", found
 
 
+
+def test_no_port_of_a_worker_listens_beyond_its_private_address(cluster):
+    """G7 on every member: the worker's admin and each actor it runs (the probe placed above included) listen on
+    its --bind address only."""
+    leader, _workers = cluster
+    out = subprocess.run([*leader.lab.exec_prefix("w1"), "ss", "-Hltn"], capture_output=True, text=True,
+                         check=True, timeout=30).stdout
+    listening = {tuple(line.split()[3].rsplit(":", 1)) for line in out.splitlines() if line.strip()}
+    assert len(listening) >= 2, listening   # the admin and at least one actor
+    assert {ip for ip, _port in listening} == {leader.lab.hosts["w1"]}, listening
+
+
 CONNECT_SNIPPET = """
 import socket, sys
 s = socket.socket()
