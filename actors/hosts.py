@@ -59,6 +59,8 @@ class ConventionHosts(GatewayActor):
                                            bool(caps.get(SHARDS_CAPABILITY)), time.time())
             name = self.members[address].name
             self.log.info("host %s joined the convention (%s)", name, address)
+            for other in [a for a, m in self.members.items() if m.name == name and a != address and m.state == "lost"]:
+                del self.members[other]   # the same host back at another address: no longer lost
             if any(m.name == name and a != address and m.state == "running" for a, m in self.members.items()) \
                     or name == self.leader.name:
                 # Placement goes by name: two hosts of one name would share what is placed there.
