@@ -80,7 +80,7 @@ def _main(argv: list[str] | None) -> int:
             return reload_despite(args, exc)
         return fail(args, f"config error: {exc.file}: {exc.key}: {exc.reason}", EX_CONFIG,
                     file=exc.file, key=exc.key, reason=exc.reason)
-    if args.command not in (None, "run", "start"):   # the daemon's own output is its log, redacted there
+    if args.command not in (None, "run", "start", "join"):   # the daemon's own output is its log, redacted there
         from common.redact import RedactingStream, configured_secrets
         secrets = configured_secrets(config)
         sys.stdout, sys.stderr = RedactingStream(sys.stdout, secrets), RedactingStream(sys.stderr, secrets)
@@ -96,7 +96,7 @@ def _main(argv: list[str] | None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from daemon import cli_access, cli_completion, cli_config, cli_cron, cli_logs, cli_service, cli_storage, status_view
-    from daemon import cli_memory, cli_reload, cli_routes
+    from daemon import cli_join, cli_memory, cli_reload, cli_routes
     from daemon import doctor as doctor_mod, health as health_mod
     from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
     parser = GatewayParser(prog="run_gateway.py", description=__doc__,
@@ -162,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_completion.add_parsers(sub)
     from daemon import cli_report
     cli_report.add_parsers(sub)
+    cli_join.add_parsers(sub)
     health = command(sub, "health", "liveness probe (--ready: readiness); one line, exit 0 when fine",
                      health_mod.DESCRIPTION, "health\nhealth --ready --json")
     health.epilog = health.epilog + "\n\n" + health_mod.EXIT_CODES
@@ -179,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ------------------------------------------------------------------------------------------------------ commands
+
+def cmd_join(config: dict, args) -> int:
+    from daemon.cli_join import cmd_join as join
+    return join(config, args)
+
 
 def cmd_run(config: dict, args) -> int:
     from daemon.launcher import Launcher
@@ -386,7 +392,7 @@ COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "ses
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
             "fault": cmd_fault, "health": cmd_health, "reload": cmd_reload,
             "report": cmd_report,
-            "doctor": cmd_doctor}
+            "doctor": cmd_doctor, "join": cmd_join}
 
 
 # ------------------------------------------------------------------------------------------------------ helpers

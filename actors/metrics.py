@@ -203,7 +203,9 @@ class Metrics(StoreUser, GatewayActor):
                                            timeout=LEDGER_TIMEOUT_S))
         except Exception as exc:  # noqa: BLE001 - a busy database costs one stale gauge, not the scrape
             self.log.warning("metrics: ledger counts unavailable: %s", exc)
-        nodes = [(node, parent) for node, parent, _ in tree.walk(root)]
+        every = [(node, parent) for node, parent, _ in tree.walk(root)]
+        nodes = [(node, parent) for node, parent in every if node.kind != "Host"]   # hosts: listed, not actors
+        hosts = {(n.name, dict(n.facts).get("role", "")): n.state == "running" for n, _ in every if n.kind == "Host"}
         adapters = {node.name: self._connected(node) for node, parent in nodes
                     if parent is not None and parent.kind == "AdapterSupervisor"}
         watchdog = tree.find_kind(root, "Watchdog")
@@ -211,7 +213,7 @@ class Metrics(StoreUser, GatewayActor):
                 "sessions_live": len(tree.find_kind(root, "Session")),
                 "sessions_up": any(n.name == "sessions" and n.state in tree.UP_STATES for n, _ in nodes),
                 "watchdog_phase": watchdog[0].state if watchdog else "absent",
-                "adapters": adapters, "deliveries": deliveries, "recovery": recovery}
+                "adapters": adapters, "deliveries": deliveries, "recovery": recovery, "hosts": hosts}
 
     def _connected(self, node) -> bool:
         if node.state not in tree.UP_STATES:
@@ -296,6 +298,9 @@ class Metrics(StoreUser, GatewayActor):
             gauge("gateway_sessions_live", "Session actors alive (not passivated)", [({}, snap["sessions_live"])]),
             gauge("gateway_actors", "Actors in the tree, by kind and state",
                   [({"kind": k, "state": s}, n) for (k, s), n in sorted(snap["actors"].items())]),
+            gauge("gateway_host_up", "1 while a host of the convention checks in, 0 once it is lost (a leader's "
+                  "[cluster]; docs/distribution.md)",
+                  [({"host": h, "role": r}, int(up)) for (h, r), up in sorted(snap.get("hosts", {}).items())]),
             gauge("gateway_adapter_connected", "1 while the adapter's platform connection is up",
                   [({"adapter": a}, int(up)) for a, up in sorted(snap["adapters"].items())]),
             counter("gateway_flood_waits_total", "Rate-limit answers (429) waited out, by platform",

@@ -37,6 +37,9 @@ def root_children(config: dict) -> list[ChildSpec]:
         if setting(config, "metrics", "enabled") else []
     # Last: it starts once the tree it hands runs to is up, and stops first, so no run is claimed during a shutdown.
     cron = [ChildSpec("cron", "actors.cron.Cron")] if config.get("cron") else []
+    # The convention's hosts, on a leader (docs/distribution.md).
+    hosts = [ChildSpec("hosts", "actors.hosts.ConventionHosts", kind="ConventionHosts")] \
+        if setting(config, "cluster", "enabled") else []
     return [
         ChildSpec("watchdog", "actors.watchdog.Watchdog", shutdown_timeout_s=2.0),
         *metrics,
@@ -45,8 +48,22 @@ def root_children(config: dict) -> list[ChildSpec]:
         ChildSpec("sessions", "actors.sessions.supervisor.SessionSupervisor", restart=Restart.PERMANENT,
                   shutdown_timeout_s=10.0),
         ChildSpec("adapters", "actors.adapters.supervisor.AdapterSupervisor", shutdown_timeout_s=10.0),
+        *hosts,
         *cron,
     ]
+
+
+HOST_LIST = ("ConventionHosts",)
+
+
+def host_rows(hosts, shards) -> list[dict]:
+    """Each host of the convention with the shards it runs (their ``host`` fact) and their live sessions."""
+    rows = []
+    for n in hosts:
+        mine = [dict(s.facts) for s in shards if dict(s.facts).get("host") == n.name]
+        rows.append({"name": n.name, "state": n.state, "address": n.address, "since": n.started_at, **dict(n.facts),
+                     "shards": len(mine), "sessions": sum(f.get("sessions", 0) for f in mine)})
+    return rows
 
 
 def preload_actor_modules(config: dict) -> None:
@@ -119,8 +136,8 @@ class Root(Supervisor):
         self.describe_subtree(lambda node: self.send(sender, self._status(node)))
 
     def _status(self, node) -> GatewayStatus:
-        c = tree.counts(node)
-        fixed = tree.counts(node, without_children_of=("SessionSupervisor",))
+        c = tree.counts(node, without_children_of=HOST_LIST)   # hosts are listed, not actors of this tree
+        fixed = tree.counts(node, without_children_of=("SessionSupervisor", *HOST_LIST))
         sweeper = tree.find_kind(node, "DeliverySweeper")
         watchdog = tree.find_kind(node, "Watchdog")
         return GatewayStatus(started_at=self.started_at, actors_up=c["up"], actors_restarting=c["restarting"],
@@ -134,6 +151,9 @@ class Root(Supervisor):
                                      "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
                                                 for n in tree.find_kind(node, "SessionShard")],
                                      **{"cron": dict(n.facts) for n in tree.find_kind(node, "Cron")},
+                                     **({"hosts": host_rows(hosts, tree.find_kind(node, "SessionShard"))}
+                                        if (hosts := tree.find_kind(node, "Host"))
+                                        else {}),
                                      "config": self._config_facts()})
 
     def _config_facts(self) -> dict:

@@ -90,7 +90,7 @@ class Watchdog(GatewayActor):
                 sent.add(nonce)
                 self.send(node.ref, Ping(nonce))
         self.after(self.deadline, "ping_deadline", (sent, time.monotonic()))
-        counts = tree.counts(root)
+        counts = tree.counts(root, without_children_of=("ConventionHosts",))   # hosts are listed, not actors
         self.last_round = {"time": time.time(), "pid": os.getpid(), "phase": self.phase, **counts}
         self._write_heartbeat()
 

@@ -124,6 +124,20 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "threads": (int, 2, range(1, 33)),    # worker threads per plugin (per process)
     },
     "plugins": {},        # [plugins.NAME] tables: enabled, module, see_secrets, timeout_s, the plugin's options
+    "cluster": {          # other hosts in this gateway's Thespian convention; docs/distribution.md
+        # This daemon leads a convention: workers join it at [gateway] bind_host:admin_port (a private address).
+        "enabled": (bool, False, None),
+        "host_name": (str, "", None),   # "": the machine's host name; shown in `tree` and `status`
+        # Convention traffic is unauthenticated pickles: bind_host must be a private address, and remote peers
+        # are taken from private addresses only, unless this says the network is private already (a VPN on
+        # public addresses): the leader's side of `join --network-is-private`.
+        "network_is_private": (bool, False, None),
+        # Failure detection: members re-register every member_check_s seconds (up to two periods apart); one
+        # silent for member_misses periods is declared gone: within (misses + 1) x check, 20 s by default
+        # (Thespian's own defaults make ~22 minutes). Workers must use the leader's values.
+        "member_check_s": (int, 5, range(1, 3600)),
+        "member_misses": (int, 3, range(2, 100)),
+    },
     "metrics": {          # actors/metrics.py; docs/metrics.md
         "enabled": (bool, True, None),
         "host": (str, "", None),        # "": [gateway] bind_host
@@ -217,7 +231,26 @@ def validate(raw: dict, file: str) -> dict:
                 raise ConfigError(file, where, f"unknown key (known keys: {known})")
             config[section][key] = _check(file, where, value, SCHEMA[section][key])
     _check_bind_host(file, config["gateway"])
+    _check_cluster(file, config)
     return config
+
+
+def _check_cluster(file: str, config: dict) -> None:
+    host = config["gateway"]["bind_host"]
+    if config["cluster"]["enabled"] and (host == "localhost" or ipaddress.ip_address(host).is_loopback):
+        raise ConfigError(file, "[cluster] enabled",
+                          f"workers cannot reach a leader on {host}: set [gateway] bind_host to this host's address "
+                          "on the private network (and allow_non_loopback = true; docs/distribution.md)")
+    if config["cluster"]["enabled"] and not config["cluster"]["network_is_private"]:
+        from common.cluster import join_refusal
+        refusal = join_refusal(host, network_is_private=False)
+        if refusal:
+            raise ConfigError(file, "[gateway] bind_host", refusal.replace("pass --network-is-private",
+                                                                          "set [cluster] network_is_private = true")
+                              .replace("(--bind)", "([gateway] bind_host)"))
+    if config["cluster"]["enabled"] and config["gateway"]["admin_port"] == 0:
+        raise ConfigError(file, "[gateway] admin_port", "workers join the leader at its admin port: with [cluster] "
+                          "enabled it must be a fixed port, not 0")
 
 
 def _check_bind_host(file: str, gateway: dict) -> None:

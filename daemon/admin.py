@@ -35,6 +35,9 @@ class AdminClient:
         runtime = self.files.read_runtime()
         if not runtime or not processes.is_same_process(runtime["launcher_pid"], runtime.get("launcher_started")):
             raise NoGateway(f"no gateway running (state dir {self.files.state_dir})")
+        if runtime.get("role") == "worker":   # its admin has no gateway tree: attaching would start a root there
+            raise NoGateway(f"{self.files.state_dir} is worker host {runtime.get('host_name')} of the convention at "
+                            f"{runtime.get('leader')}: run admin commands against the leader")
         self.runtime = runtime
         self.host, self.port = runtime["bind_host"], runtime["admin_port"]
         if not _answers(self.host, self.port):

@@ -29,6 +29,7 @@ SECTION_NOTES = {
     "logging": "the log: text for people, json for machines",
     "debug": "fault drills (`fault`) and test hooks; off in production",
     "metrics": "Prometheus /metrics, /healthz and /readyz on a loopback port",
+    "cluster": "worker hosts joining this gateway's Thespian convention (docs/distribution.md)",
 }
 KEY_NOTES = {
     ("gateway", "state_dir"): "\"\": $GATEWAY_STATE_DIR, else ~/.local/state/agent-gateway",
@@ -36,6 +37,10 @@ KEY_NOTES = {
     ("gateway", "admin_port"): "0: any free port",
     ("gateway", "log_file"): "\"\": <state_dir>/gateway.log",
     ("sessions", "shards"): "0: one per core",
+    ("cluster", "host_name"): "\"\": the machine's host name",
+    ("cluster", "network_is_private"): "true: accept a bind_host and peers outside the private ranges (a VPN)",
+    ("cluster", "member_check_s"): "workers check in this often; workers must use the leader's value",
+    ("cluster", "member_misses"): "a host silent this many check-ins is lost: (misses + 1) x check_s at most",
     ("agent", "kind"): "\"openai\": any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp)",
     ("agent", "api_key_env"): "the environment variable holding the key (better than api_key in this file)",
     ("metrics", "port"): "0: the OS picks one (`status` shows it)",

@@ -83,7 +83,8 @@ class Launcher:
                 return EX_FAILURE
             self._install_signals()
             loopback.install(self.host)
-            peer_credentials.install(allow_remote=not peer_credentials.is_loopback(self.host))
+            from daemon.convention import remote_peers
+            peer_credentials.install(allow_remote=remote_peers(self.config))
             ack_wait.install()
             poll_selector.install()
             processes.die_with_parent()
@@ -102,7 +103,9 @@ class Launcher:
         self.notify.send("STATUS=starting the actor tree")
         # Thespian's own log (transport errors, refused peers) defaults to the machine-wide /tmp/thespian.log.
         os.environ["THESPLOG_FILE"] = str(self.files.state_dir / "thespian.log")
-        self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=log_defs_for(self.config))
+        from daemon.convention import leader_capabilities
+        self.asys = ActorSystem("multiprocTCPBase", leader_capabilities(self.config, self.port),
+                                logDefs=log_defs_for(self.config))
         self.root = self.asys.createActor(ROOT_CLASS, globalName=ROOT_NAME)
         self.asys.tell(self.root, Started("root", "Root", None, self.config))
         status = self._wait_ready()

@@ -27,7 +27,7 @@ import os
 import socket
 import struct
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -116,15 +116,17 @@ def is_loopback(ip: str) -> bool:
         return False
 
 
-def admits(conn: socket.socket, allow_remote: bool = False) -> tuple[bool, Optional[int]]:
+def admits(conn: socket.socket, allow_remote: "bool | Callable[[str], bool]" = False) -> tuple[bool, Optional[int]]:
     """(admitted, the peer's uid if known). A peer on another host has no local uid; it is admitted only when the
-    operator allowed non-loopback binding (a private network of the gateway's own hosts)."""
+    operator allowed non-loopback binding (a private network of the gateway's own hosts), and, where
+    ``allow_remote`` is a predicate of the peer's address (a convention member: daemon/worker.py), only if that
+    says yes."""
     try:
         peer_ip = conn.getpeername()[0]
     except OSError:
         return False, None
     if not is_loopback(peer_ip):
-        return allow_remote, None
+        return (allow_remote(peer_ip) if callable(allow_remote) else allow_remote), None
     uid = peer_uid(conn)
     return uid is not None and uid in allowed_uids(), uid
 
@@ -137,9 +139,9 @@ def _note_refusal(peer, uid: Optional[int]) -> None:
         # Thespian's own log (<state>/thespian.log), not the logging module: this runs inside the transport's
         # accept, and a log record in an actor process is itself a message through that transport.
         from thespian.system.utilis import thesplog
-        thesplog("refused %d connection(s) to an actor port from another user (last: %s, uid %s); only uid %d and "
-                 "root may talk to the gateway", _refused_since_log, peer, "unknown" if uid is None else uid,
-                 os.geteuid(), level=logging.WARNING)
+        thesplog("refused %d connection(s) to an actor port from another user or network (last: %s, uid %s); only "
+                 "uid %d and root, and hosts on the private network of a convention, may talk to the gateway",
+                 _refused_since_log, peer, "unknown" if uid is None else uid, os.geteuid(), level=logging.WARNING)
         _refused_since_log, _last_log_at = 0, now
 
 
@@ -172,7 +174,7 @@ def _accept_checked(listener, make_room) -> Optional[tuple]:
         return None
 
 
-def install(allow_remote: bool = False) -> None:
+def install(allow_remote: "bool | Callable[[str], bool]" = False) -> None:
     """Patch Thespian's TCP transport so that every accepted connection is checked before it is read.
 
     Thespian's accept path (``TCPTransport._acceptNewIncoming``) is wrapped, not rewritten: the connection is

@@ -32,6 +32,8 @@ def health_of(status) -> tuple[str, list[str]]:
     if status.actors_restarting:
         problems.append(f"{status.actors_restarting} actor(s) restarting")
     problems += adapter_problems(status.detail.get("adapters") or [])
+    problems += [f"host {h['name']} lost: what it runs is unavailable" for h in status.detail.get("hosts") or []
+                 if h["state"] == "lost"]
     if status.draining:
         return "draining", problems
     return ("degraded" if problems else "healthy"), problems
@@ -73,6 +75,11 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
         *(f"    {sh['name']:<10} [{sh['state']}] pid {sh['pid']}: {sh.get('sessions', '?')} sessions, "
           f"{sh.get('consumers', '?')} replies in flight, {sh.get('waiting', 0)} waiting, "
           f"loop lag {sh.get('loop_lag_ms', '?')} ms" for sh in status.detail.get("shards", [])),
+        *([f"  hosts        {len(hosts)}, {sum(h['state'] == 'lost' for h in hosts)} lost"] +
+          [f"    {h['name']:<10} [{h['state']}] {h.get('role', '?')} at {h['address']} "
+           f"{'since' if h['state'] == 'running' else 'lost for'} {duration(now - h['since'])}: "
+           f"{h.get('shards', 0)} shard(s), {h.get('sessions', 0)} session(s) live"
+           for h in hosts] if (hosts := status.detail.get("hosts")) else []),
         f"  deliveries   {status.obligations_pending} pending",
         *([f"  media        {media.files} file(s), {human_size(media.bytes)} cached"] if media is not None else []),
         f"  recovery     {recovery.get('resumes', '?')} turn(s) resumed after a restart, "

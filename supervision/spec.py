@@ -28,7 +28,7 @@ import enum
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from common.backoff import backoff_s
 from common.config import setting
@@ -54,6 +54,9 @@ class ChildSpec:
     args: Any = None               # handed to the child in its Started message
     restart: Restart = Restart.PERMANENT
     shutdown_timeout_s: float = 5.0
+    # Where the child runs, for a class with an actorSystemCapabilityCheck (common/cluster.py runs_here): e.g.
+    # {"gateway.host": "w1"} places it on that member of the convention. None: on this system.
+    placement: Optional[dict] = None
 
     @property
     def kind_name(self) -> str:

@@ -12,18 +12,22 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import concurrent.futures
 from pathlib import Path
 
 from storage import Store, StorageBusy
 from storage.inline import run_inline
+from common.cluster import WORKER_STATE_ENV
 from common.config import setting
 
 STORE_CALL_TIMEOUT_S = 30.0
 
 
 def store_path(config: dict) -> Path:
-    return Path(config["gateway"]["state_dir"]) / "gateway.db"
+    """The database of this host: an actor placed on a worker host opens the worker's own (its state dir is in the
+    environment the worker's actor processes inherit: daemon/worker.py), never a path of the leader's disk."""
+    return Path(os.environ.get(WORKER_STATE_ENV) or config["gateway"]["state_dir"]) / "gateway.db"
 
 
 def durability(config: dict) -> str:

@@ -127,7 +127,8 @@ class Supervisor(DescribesSubtree, GatewayActor):
         return child
 
     def _launch(self, child: ChildState) -> None:
-        child.address = self.createActor(child.spec.actor)
+        child.address = self.createActor(child.spec.actor, targetActorRequirements=child.spec.placement) \
+            if child.spec.placement else self.createActor(child.spec.actor)
         child.status, child.started_at, child.pid = "starting", time.time(), 0
         child.epoch += 1
         child.clean_stop = child.stopped_by_us = False

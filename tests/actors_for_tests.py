@@ -82,3 +82,14 @@ class CountsAddresses(Supervisor):
         from supervision.thespian_addresses import addresses_held
         if message == "addresses":
             self.send(sender, ("addresses", addresses_held(self)))
+
+
+class PlacedProbe(GatewayActor):
+    """Placed by host like a session shard (common/cluster.py runs_here): says where it runs and which database a
+    store there would open."""
+    actorSystemCapabilityCheck = staticmethod(__import__("common.cluster", fromlist=["runs_here"]).runs_here)
+
+    def receiveMessage(self, message, sender):
+        if message == "where":
+            from supervision.storage_access import store_path
+            self.send(sender, {"pid": os.getpid(), "store": str(store_path({"gateway": {"state_dir": "/leader"}}))})

@@ -47,6 +47,7 @@ import time
 from actors.messages import (ConsumerGone, ConsumerReady, InboxDoorbell, OpResult, Passivate, PlatformOp, RunCells,
                              SpawnConsumer)
 from supervision.messages import ActorRestarted, ConfigChanged, DirectoryWanted, Fault, Ping, StopIntake
+from common.cluster import host_name, runs_here
 from common.shard_map import shard_of
 from supervision.batching import Outbox
 from supervision.storage_access import InlineStoreUser
@@ -71,6 +72,8 @@ def session_cell_name(key: str) -> str:
 
 class SessionShard(InlineStoreUser, GatewayActor):
     uses_bridge = True
+    # Placed by host in a convention (ChildSpec.placement); without a placement, on the leader.
+    actorSystemCapabilityCheck = staticmethod(runs_here)
 
     def __init__(self):
         super().__init__()
@@ -285,6 +288,8 @@ class SessionShard(InlineStoreUser, GatewayActor):
         sessions = len(self.last_active)
         facts = (("sessions", sessions), ("consumers", len(self.consumer_owner)), ("waiting", len(self.waiting)),
                  ("loop_lag_ms", round(self.loop_monitor.take_max(), 1)))
+        if setting(self.config, "cluster", "enabled"):
+            facts += (("host", host_name(self.config)),)   # which host of the convention runs it
         return dataclasses.replace(node, children=self.cells.nodes(), facts=facts)
 
     def handle(self, message, sender) -> None:

@@ -125,3 +125,13 @@ def test_status_shows_the_scheduler_when_jobs_are_configured():
     assert "cron         2 job(s); since this start 7 run(s), 1 skipped" in text and data["cron"]["runs"] == 7
     plain = GatewayStatus(**{**vars(answer), "detail": {"adapters": []}})
     assert "cron " not in report(plain, {"launcher_pid": 1}, "127.0.0.1:1", config, now=10.0)[1]
+
+
+def test_a_lost_host_makes_the_gateway_degraded_and_is_named():
+    hosts = [{"name": "leader", "state": "running", "address": "a", "since": 0.0, "role": "leader"},
+             {"name": "w2", "state": "lost", "address": "b", "since": 5.0, "role": "worker"}]
+    answer = GatewayStatus(started_at=0.0, actors_up=5, actors_restarting=0, actors_failed=0, sessions_live=0,
+                           obligations_pending=0, draining=False, detail={"adapters": [], "hosts": hosts})
+    assert health_of(answer) == ("degraded", ["host w2 lost: what it runs is unavailable"])
+    hosts[1]["state"] = "running"
+    assert health_of(answer) == ("healthy", [])

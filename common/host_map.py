@@ -1,0 +1,59 @@
+"""Which host runs which session shard, and which shard a key lives on across hosts: rendezvous hashing, pure.
+
+A convention of gateway hosts (common/cluster.py) runs ``shards_per_host`` shards on every host that offers them.
+A shard is named by its host and its index there (``HOST/0``); a session key lives on the shard with the highest
+score for it over every shard of every host. So adding a host moves to it only the keys its shards win (about
+1/(hosts+1) of them) and removing a host moves only its own keys, spread over the others; keys of the hosts that
+stay never move between them. The score is a keyed hash (the same in every process, on every host and across
+restarts), as for the shards of one host (common/shard_map.py).
+
+The leader's own shards score exactly as common/shard_map.py scores ``shard:<i>``: with the leader alone, every key
+is where it has always been, and adding the first worker moves only the keys that worker's shards win.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Iterable
+
+
+@dataclass(frozen=True, order=True)
+class ShardPlace:
+    host: str
+    index: int
+    on_leader: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}/{self.index}"
+
+
+def shard_places(hosts: Iterable[str], shards_per_host: int, leader: str | None = None) -> list[ShardPlace]:
+    """Every shard of the convention, in a stable order (by host name, then index); ``leader``: the host whose
+    shards keep common/shard_map.py's scores."""
+    if shards_per_host < 1:
+        raise ValueError("a host runs at least one shard")
+    return [ShardPlace(host, i, host == leader) for host in sorted(set(hosts)) for i in range(shards_per_host)]
+
+
+def _score(place: ShardPlace, session_key: str) -> bytes:
+    text = f"{place.index}\0{session_key}" if place.on_leader else f"{place.host}\0{place.index}\0{session_key}"
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+
+
+def place_of(session_key: str, places: list[ShardPlace]) -> ShardPlace:
+    """The shard (host and index) that hosts ``session_key``. ``places`` must not be empty."""
+    if not places:
+        raise ValueError("no shard to place a session on: no host offers gateway.shards")
+    return max(places, key=lambda place: _score(place, session_key))
+
+
+def moved_keys(keys: Iterable[str], before: list[ShardPlace], after: list[ShardPlace]) -> dict[str, tuple]:
+    """The keys whose shard changes from ``before`` to ``after``: key -> (old place, new place). What a change of
+    membership has to drain and export/import (storage/transfer.py), and nothing else."""
+    moves = {}
+    for key in keys:
+        old, new = place_of(key, before), place_of(key, after)
+        if old != new:
+            moves[key] = (old, new)
+    return moves

@@ -1,0 +1,52 @@
+"""common/host_map.py: rendezvous hashing over the shards of every host moves only the keys of a host that comes
+or goes."""
+from collections import Counter
+
+import pytest
+
+from common.host_map import ShardPlace, moved_keys, place_of, shard_places
+from common.shard_map import shard_of
+
+KEYS = [f"telegram:bot:chat{i}" for i in range(3000)]
+
+
+def test_places_are_stable_and_named():
+    assert shard_places(["b", "a", "a"], 2) == [ShardPlace("a", 0), ShardPlace("a", 1), ShardPlace("b", 0),
+                                                 ShardPlace("b", 1)]
+    assert ShardPlace("w1", 3).name == "w1/3"
+    with pytest.raises(ValueError):
+        shard_places(["a"], 0)
+    with pytest.raises(ValueError):
+        place_of("k", [])
+
+
+def test_keys_spread_over_every_shard():
+    places = shard_places(["leader", "w1", "w2"], 2)
+    counts = Counter(place_of(key, places) for key in KEYS)
+    assert set(counts) == set(places)
+    assert min(counts.values()) > len(KEYS) / len(places) * 0.8, counts
+
+
+def test_adding_a_host_moves_only_the_keys_its_shards_win():
+    before = shard_places(["w1", "w2"], 2)
+    after = shard_places(["w1", "w2", "w3"], 2)
+    moves = moved_keys(KEYS, before, after)
+    assert moves and all(new.host == "w3" for _old, new in moves.values())
+    assert 0.25 < len(moves) / len(KEYS) < 0.42, len(moves)   # about a third
+
+
+def test_removing_a_host_moves_only_its_own_keys():
+    before = shard_places(["w1", "w2", "w3"], 2)
+    after = shard_places(["w1", "w3"], 2)
+    moves = moved_keys(KEYS, before, after)
+    assert all(old.host == "w2" and new.host != "w2" for old, new in moves.values())
+    assert len(moves) == sum(1 for key in KEYS if place_of(key, before).host == "w2")
+
+
+def test_the_leaders_shards_keep_the_single_host_map():
+    alone = shard_places(["leader"], 3, leader="leader")
+    assert all(place_of(key, alone).index == shard_of(key, 3) for key in KEYS)
+    with_worker = shard_places(["leader", "w1"], 3, leader="leader")
+    moves = moved_keys(KEYS, alone, with_worker)
+    assert all(new.host == "w1" for _old, new in moves.values())
+    assert 0.4 < len(moves) / len(KEYS) < 0.6, len(moves)   # about half: the worker has half the shards
