@@ -4,8 +4,8 @@
   short calls synchronously from their own thread with ``StoreUser.db(coro)``: a commit is ~1 ms, far below what
   would hold up a mailbox, and it keeps the state machines readable. An adapter's store is inline on that loop
   (storage/inline.py): its intake writes there, and a write costs what SQLite does instead of two thread hops.
-* Cells (sessions, stream consumers) share their shard's one inline Store (``CellStoreUser``), each handler of a
-  cell one transaction (supervision/cell_host.py).
+* Cells (sessions, stream consumers) share their shard's one inline Store (``CellStoreUser``), the handlers of one
+  run of the cells one transaction, each handler a part of it (supervision/cell_host.py).
 * Supervisors fork children and must not run threads (aiosqlite runs one per connection), so they use
   ``transient_call``: open, query, close — no thread outlives the call.
 """

@@ -8,8 +8,8 @@ State: the cells (through the host); per live session its last activity (for pas
 free slot and the sessions asked to passivate (admission); which session asked for which consumer; which consumer
 sent each platform operation still unanswered; one storage connection shared by every cell (one inline SQLite
 connection per shard, storage/inline.py: its transactions are serialised because every cell's handler runs on this
-one thread, and run on it without a thread hop; each handler of a cell is one transaction, and what it sends leaves
-after its commit: cell_host.py).
+one thread, and run on it without a thread hop; the handlers of one run of the cells are one transaction, each a
+part that fails alone, and what they send out of the shard leaves after its commit: cell_host.py).
 
 Admission ([sessions] max_live, per shard): at most that many session cells live at once. A chat whose session is
 not live when every slot is taken waits, in arrival order; its rows are durable in the inbox, so waiting costs only
