@@ -31,7 +31,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # A bind_host off loopback exposes the actor ports (pickles: code execution) to that network. Only for a
         # private network of the gateway's own hosts (docs/security.md); refused (exit 78) unless this is true.
         "allow_non_loopback": (bool, False, None),
-        "admin_port": (int, 17811, None),   # 0: any free port (admin commands find it in <state>/run/runtime.json)
+        "admin_port": (int, 17811, None),   # 0: any free one, 10000-19999 (recorded in <state>/run/runtime.json)
         "log_level": (str, "info", ("debug", "info", "warning", "error")),
         "log_file": (str, "", None),
         "ready_timeout_s": (float, 60.0, None),

@@ -34,7 +34,7 @@ SECTION_NOTES = {
 KEY_NOTES = {
     ("gateway", "state_dir"): "\"\": $GATEWAY_STATE_DIR, else ~/.local/state/agent-gateway",
     ("gateway", "bind_host"): "every actor socket and the admin port listen here only",
-    ("gateway", "admin_port"): "0: any free port",
+    ("gateway", "admin_port"): "0: any free port in 10000-19999",
     ("gateway", "log_file"): "\"\": <state_dir>/gateway.log",
     ("sessions", "shards"): "0: one per core",
     ("cluster", "host_name"): "\"\": the machine's host name",

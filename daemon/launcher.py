@@ -27,13 +27,14 @@ import socket
 import threading
 import time
 
-from thespian.actors import ActorSystem
+from thespian.actors import ActorSystem, InvalidActorAddress
 
 from actors.messages import DrainDone, GatewayStatus, ShutdownReady, ShutdownRequest
 from supervision.messages import Started, SupervisorGaveUp
 from daemon import ack_wait, loopback, peer_credentials, poll_selector
 from common import processes
 from daemon.asking import ask_for
+from daemon.ports import any_free_admin_port, port_free
 from daemon.startup_checks import startup_warnings
 from daemon.status_view import health_of
 from common.logging_setup import log_defs_for
@@ -44,6 +45,7 @@ EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
 ROOT_CLASS = "actors.root.Root"
 ROOT_NAME = "gateway-root"
 STATUS_INTERVAL_S = 2.0
+AUTO_PORT_ATTEMPTS = 3
 EXIT_GRACE_S = 5.0   # after the actor system's shutdown, for its processes to finish exiting (a loaded host takes
                      # seconds; wait_gone returns as soon as they are gone, so only a hung one costs all of it)
 
@@ -75,9 +77,9 @@ class Launcher:
             self._reap_previous()
             if self.port == 0:
                 # Any free port, recorded in runtime.json where every admin command looks for it: several gateways
-                # on one host (and test runs) need no port plan.
-                self.port = _any_free_port(self.host)
-            if not _port_free(self.host, self.port):
+                # on one host (and test runs) need no port plan. Not the kernel's pick: daemon/ports.py says why.
+                self.port = any_free_admin_port(self.host)
+            if not port_free(self.host, self.port):
                 log.error("admin port %s:%d is in use by another program; set [gateway] admin_port", self.host,
                           self.port)
                 return EX_FAILURE
@@ -103,9 +105,7 @@ class Launcher:
         self.notify.send("STATUS=starting the actor tree")
         # Thespian's own log (transport errors, refused peers) defaults to the machine-wide /tmp/thespian.log.
         os.environ["THESPLOG_FILE"] = str(self.files.state_dir / "thespian.log")
-        from daemon.convention import leader_capabilities
-        self.asys = ActorSystem("multiprocTCPBase", leader_capabilities(self.config, self.port),
-                                logDefs=log_defs_for(self.config))
+        self.asys = self._start_actor_system()
         self.root = self.asys.createActor(ROOT_CLASS, globalName=ROOT_NAME)
         self.asys.tell(self.root, Started("root", "Root", None, self.config))
         status = self._wait_ready()
@@ -116,6 +116,29 @@ class Launcher:
                  status.actors_up, self.host, self.port, self.files.state_dir)
         self.notify.send(f"READY=1\nSTATUS={_status_line(status)}")
         return self._wait_for_end()
+
+    def _start_actor_system(self) -> ActorSystem:
+        """The actor system on the admin port. A port the config left to us that another program took between our
+        check and the admin's bind (daemon/ports.py) is given up for another one, twice at most; a configured port is
+        the operator's, and its failure is theirs to see."""
+        from daemon.convention import leader_capabilities
+        for attempt in range(1, AUTO_PORT_ATTEMPTS + 1):
+            before = set(processes.descendants(os.getpid()))
+            try:
+                return ActorSystem("multiprocTCPBase", leader_capabilities(self.config, self.port),
+                                   logDefs=log_defs_for(self.config))
+            except InvalidActorAddress:
+                if self.config["gateway"]["admin_port"] != 0 or attempt == AUTO_PORT_ATTEMPTS:
+                    log.error("the actor system could not start on admin port %s:%d (another program holds it, or "
+                              "the admin process did not answer within 11 s)", self.host, self.port)
+                    raise
+                # An admin that did start but never answered would hold the port: nothing of this attempt stays.
+                processes.kill_all(set(processes.descendants(os.getpid())) - before)
+                processes.reap_zombies()
+                taken, self.port = self.port, any_free_admin_port(self.host)
+                log.warning("admin port %s:%d was taken while the actor system started; trying %d", self.host,
+                            taken, self.port)
+        raise AssertionError("unreachable")
 
     def _wait_ready(self) -> GatewayStatus | None:
         deadline = time.monotonic() + self.config["gateway"]["ready_timeout_s"]
@@ -272,22 +295,6 @@ class Launcher:
 def _status_request():
     from actors.messages import StatusRequest
     return StatusRequest()
-
-
-def _any_free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-            return True
-        except OSError:
-            return False
 
 
 def _parent_pid(pid: int) -> int:

@@ -29,6 +29,7 @@ from common.cluster import WORKER_NAME_ENV, WORKER_STATE_ENV, Leader, is_private
 from common.runfiles import AlreadyRunning, RunFiles
 from daemon import ack_wait, loopback, peer_credentials, poll_selector
 from daemon.convention import apply_detection, worker_capabilities
+from daemon.ports import any_free_admin_port
 
 log = logging.getLogger("gateway.worker")
 EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
@@ -78,7 +79,7 @@ class Worker:
     def _serve(self) -> int:
         from thespian.actors import ActorSystem
         if self.port == 0:
-            self.port = _any_free_port(self.bind)
+            self.port = any_free_admin_port(self.bind)
         self.asys = ActorSystem("multiprocTCPBase", worker_capabilities(self.leader, self.port, self.name),
                                 logDefs=self.log_defs if self.log_defs is not None else False)
         admin_pid = _admin_pid(self.port)
@@ -119,10 +120,3 @@ def _admin_pid(port: int) -> int:
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             continue
     return 0
-
-
-def _any_free_port(host: str) -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
