@@ -58,6 +58,16 @@ class RunFiles:
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
 
+    def acquire_or_log(self, log) -> bool:
+        """Take the pid lock; when another gateway holds it, say so on ``log`` and return False (the caller exits
+        with a failure status, having started nothing)."""
+        try:
+            self.acquire()
+        except AlreadyRunning as exc:
+            log.error("%s", exc)
+            return False
+        return True
+
     def is_locked(self) -> bool:
         """True while a launcher (or, for a moment after its death, its dying children) holds the pid lock."""
         try:

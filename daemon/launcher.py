@@ -38,7 +38,7 @@ from daemon.ports import any_free_admin_port, port_free
 from daemon.startup_checks import startup_warnings
 from daemon.status_view import health_of
 from common.logging_setup import log_defs_for
-from common.runfiles import AlreadyRunning, RunFiles
+from common.runfiles import RunFiles
 
 log = logging.getLogger("gateway.launcher")
 EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
@@ -68,10 +68,7 @@ class Launcher:
     # ------------------------------------------------------------------------------------------------ the run
     def run(self) -> int:
         started = time.monotonic()
-        try:
-            self.files.acquire()
-        except AlreadyRunning as exc:
-            log.error("%s", exc)
+        if not self.files.acquire_or_log(log):
             return EX_FAILURE
         try:
             self._reap_previous()

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from common import processes
 from common.cluster import WORKER_NAME_ENV, WORKER_STATE_ENV, Leader, is_private_network
-from common.runfiles import AlreadyRunning, RunFiles
+from common.runfiles import RunFiles
 from daemon import ack_wait, loopback, peer_credentials, poll_selector
 from daemon.convention import apply_detection, worker_capabilities
 from daemon.ports import any_free_admin_port
@@ -46,10 +46,7 @@ class Worker:
         self.asys = None
 
     def run(self) -> int:
-        try:
-            self.files.acquire()
-        except AlreadyRunning as exc:
-            log.error("%s", exc)
+        if not self.files.acquire_or_log(log):
             return EX_FAILURE
         try:
             self._install()

@@ -345,7 +345,7 @@ class Database:
         name = getattr(fn, "__name__", "transaction")
         scope = self.open_scope
         if scope is not None and (mode == "IMMEDIATE" or scope.begun):
-            return await scope.run(fn, args, name)
+            return await scope.run(fn, args, name, writes=mode == "IMMEDIATE")
 
         async def once() -> T:
             await conn.execute(f"BEGIN {mode}")

@@ -131,25 +131,35 @@ class AtomicScope:
     async def _begin(self) -> None:
         await self.conn.execute("BEGIN IMMEDIATE")
 
-    async def run(self, fn, args: tuple, name: str):
+    async def run(self, fn, args: tuple, name: str, writes: bool = True):
+        """One call inside the transaction, atomic on its own: if it raises, what it wrote is undone and the
+        transaction goes on. A call that only reads (``writes=False``) has nothing to undo and takes no savepoint;
+        the first write of a part is undone by the part's own savepoint, taken just before it, so it takes none
+        either. Each savepoint skipped is two statements fewer on the shard's loop."""
         if self.lost is not None:
             raise type(self.lost)(f"{self.path}: {name}: this transaction was rolled back ({self.lost})")
         if not self.begun:
             await call_with_retry_async(self._begin, f"{self.path}: {name}", self.budget_s, blocking_sleep)
             self.begun = True
         conn = self.conn
-        if self._part is not None and not self._part[0]:
+        savepoint = "call" if writes else None
+        if writes and self._part is not None and not self._part[0]:
             await conn.execute("SAVEPOINT part")
             self._part[0] = True
+            savepoint = "part"   # kept after a ROLLBACK TO: the part goes on, as after any failed call
         try:
-            await conn.execute("SAVEPOINT call")
+            if savepoint == "call":
+                await conn.execute("SAVEPOINT call")
             result = await run_call(fn, conn, args, name)
-            await conn.execute("RELEASE call")
+            if savepoint == "call":
+                await conn.execute("RELEASE call")
         except BaseException as exc:
             error = _translate(exc, f"{self.path}: {name}", self.budget_s) if isinstance(exc, sqlite3.Error) else exc
             if conn.in_transaction:
-                await conn.execute("ROLLBACK TO call")
-                await conn.execute("RELEASE call")
+                if savepoint is not None:
+                    await conn.execute(f"ROLLBACK TO {savepoint}")
+                if savepoint == "call":
+                    await conn.execute("RELEASE call")
             else:
                 self.lost = error if isinstance(error, StorageError) else StorageError(str(error))
             if error is exc:

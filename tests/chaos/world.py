@@ -126,6 +126,8 @@ poll_timeout_s = 1.0
 [adapters.web]
 type = "webchat"
 port = {self.web_port}
+# every visitor's tab comes from 127.0.0.1; a reconnect may overlap its old tab
+max_tabs_per_client = {2 * self.plan.web_visitors + 8}
 [agent]
 chunk_delay_s = 0.01
 [sessions]

@@ -127,3 +127,36 @@ def test_a_part_that_only_reads_takes_no_savepoint_and_a_part_before_the_first_w
         with scope.part():
             put(inline_db, "b", 2)
     assert seen_from_outside(db_path) == {"b": 2}
+
+
+def statements_of(db) -> list[str]:
+    """Every statement the inline connection runs from now on (sqlite3's trace callback)."""
+    seen: list[str] = []
+    db._conn._conn.set_trace_callback(seen.append)
+    return seen
+
+
+def test_a_read_inside_the_transaction_takes_no_savepoint_and_a_part_s_first_write_uses_the_part_s(inline_db,
+                                                                                                  db_path):
+    """Savepoints cost two statements each on the shard's loop: a read has nothing to undo, and the first write of
+    a part is undone by the part's own savepoint."""
+    with inline_db.atomic() as scope:
+        put(inline_db, "a", 1)                       # begins the transaction
+        seen = statements_of(inline_db)
+        assert seen_inside(inline_db) == {"a": 1}
+        assert not [s for s in seen if "SAVEPOINT" in s], f"a read took a savepoint: {seen}"
+        with scope.part():
+            put(inline_db, "b", 2)
+        assert [s for s in seen if "SAVEPOINT" in s] == ["SAVEPOINT part"], seen
+    assert seen_from_outside(db_path) == {"a": 1, "b": 2}
+
+
+def test_a_failing_first_write_of_a_part_is_undone_and_the_part_goes_on(inline_db, db_path):
+    with inline_db.atomic() as scope:
+        put(inline_db, "before", 0)
+        with scope.part():
+            with pytest.raises(ValueError):
+                put(inline_db, "undone", 1, then_raise=True)
+            put(inline_db, "after", 2)
+            assert seen_inside(inline_db) == {"before": 0, "after": 2}
+    assert seen_from_outside(db_path) == {"before": 0, "after": 2}
