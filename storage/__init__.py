@@ -17,7 +17,7 @@ from .db import Database
 from .access import Access, Grant, PairingAnswer, PairingCode
 from .cron import CRON_PLATFORM, Claimed, CronRun, CronStore, JobState, RunClaim
 from .errors import (AmbiguousId, IllegalTransition, ImportRefused, NotFound, RecordError, SchemaTooNew, StaleFence,
-                     StorageBusy, StorageError, StorageFull, StorageUnavailable)
+                     StorageBusy, StorageError, StorageFull, StorageUnavailable, TurnRunning)
 from .inbox import Inbox, InboundItem, InboxRow
 from .keys import UnsafePathError, hash_id, safe_path, session_key
 from .ledger import Ledger, Obligation, Target, best_effort, obligation_id
@@ -41,7 +41,7 @@ __all__ = [
     "is_owner_alive",
     "StorageError", "StorageBusy", "StorageFull", "StorageUnavailable", "SchemaTooNew", "RecordError",
     "IllegalTransition", "StaleFence", "NotFound",
-    "AmbiguousId", "ImportRefused", "UnsafePathError",
+    "AmbiguousId", "ImportRefused", "TurnRunning", "UnsafePathError",
 ]
 
 

@@ -55,3 +55,8 @@ class ImportRefused(StorageError):
     """An import file is corrupted, truncated, not in canonical form, or conflicts with what is stored.
 
     Raised before anything is written, or from inside the import transaction (which is then rolled back)."""
+
+
+class TurnRunning(StorageError):
+    """A session to be exported with its live state has a turn in flight (running, or cut by a crash): moved as it
+    is, the destination would have to resume it, which only an explicit ``interrupted=True`` asks for."""

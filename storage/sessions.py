@@ -16,15 +16,18 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union
 
 from . import records
 import aiosqlite
 
 from .db import Database, fetch_all, fetch_one
-from .errors import IllegalTransition, NotFound, RecordError
+from .errors import IllegalTransition, ImportRefused, NotFound, RecordError
 from .keys import is_valid_key
 from .runtime import RuntimeOps
+
+if TYPE_CHECKING:
+    from .moving import MoveOutcome
 
 ROLES = ("user", "assistant", "tool", "system")
 SESSION_STATES = ("active", "suspended", "reset", "closed")
@@ -381,6 +384,30 @@ class SessionStore(RuntimeOps):
 
         ``as_new``: a copy under a new session id (the same export imported twice, or beside the conversation it
         was taken from); if its key already has a current session, the copy is stored closed, beside it."""
-        from .transfer import import_rows, parse_export
+        from .moving import ParsedMove
+        from .transfer import REFUSED, import_rows, parse_export
         parsed = parse_export(data)  # every check that needs no database happens before the transaction
+        if isinstance(parsed, ParsedMove):
+            if as_new:   # a copy beside it would share the inbox's dedupe keys and the obligations' ids
+                raise ImportRefused(REFUSED + "a file written with --with-state moves the session under its own "
+                                              "id; --as-new is for plain exports")
+            return (await self.import_moved(parsed)).session
         return await self._db.write(import_rows, parsed, uuid.uuid4().hex if as_new else None)
+
+    async def export_for_move(self, session_id: str, interrupted: bool = False) -> bytes:
+        """The session with its live state (runtime row, pending inbox rows, open obligations), export format
+        version 2 (``moving.py``): to move it to another host. ``TurnRunning`` if a turn of it is in flight, unless
+        ``interrupted`` (then the destination resumes that turn)."""
+        from .moving import export_for_move
+        return await self._db.read(export_for_move, session_id, interrupted)
+
+    async def import_moved(self, data) -> "MoveOutcome":
+        """Store a version 2 file on this host, all or nothing; the same file again changes nothing."""
+        from .moving import import_moved, parse_move_file
+        return await self._db.write(import_moved, parse_move_file(data))
+
+    async def forget_moved(self, data) -> "MoveOutcome":
+        """On the host a session moved from, once the destination holds it: delete what the file holds, all or
+        nothing; refused if any of it changed since the export; the same file again changes nothing."""
+        from .moving import forget_moved
+        return await self._db.write(forget_moved, data)

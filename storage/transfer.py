@@ -10,7 +10,9 @@ Format ``agent-gateway/session-export`` version 1 (all maps in this key order, c
     {"type": "request", "turn_id", "created_at", "request"}                             x m, by turn_id
     {"type": "trailer", "records": <number of maps before this one>, "sha256": <hex of every byte before it>}
 
-Runtime state is not exported: an imported session is never mid-turn.
+Runtime state is not exported: an imported session is never mid-turn. Version 2 (``moving.py``) is this file plus
+the session's live state (runtime row, pending inbox rows, open obligations) after the requests, for moving a
+session between hosts; this module reads both and writes version 1, and hands version 2 to ``moving.py``.
 
 Guarantees: export is deterministic, and import accepts only files it would write itself (every map must re-encode
 to exactly its own bytes), so ``export(import(x)) == x`` byte for byte. A truncated or corrupted file fails the
@@ -20,10 +22,9 @@ inside the transaction roll it back. Either way, nothing changes.
 from __future__ import annotations
 
 import hashlib
-import io
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import msgpack
 
@@ -34,7 +35,9 @@ from .keys import is_valid_key
 from .sessions import CURRENT_STATES, ROLES, SESSION_COLUMNS, SESSION_STATES, SessionInfo, index_event
 
 FORMAT = "agent-gateway/session-export"
-VERSION = 1
+VERSION = 1          # what a plain export writes
+MOVE_VERSION = 2     # a session with its live state, for a move between hosts (moving.py)
+VERSIONS = (VERSION, MOVE_VERSION)
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -46,11 +49,13 @@ class ParsedExport:
     requests: list
 
 
-async def export_rows(conn, session_id: str) -> bytes:
+async def session_maps(conn, session_id: str, version: int = VERSION) -> list[dict]:
+    """The maps of a session's export up to its requests (header, session, display, events, requests): all of a
+    version 1 file but the trailer, and the start of a version 2 one (``moving.py``)."""
     row = await fetch_one(conn, f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
     if row is None:
         raise NotFound(f"no session {session_id!r}")
-    maps: list[dict] = [{"type": "header", "format": FORMAT, "version": VERSION}]
+    maps: list[dict] = [{"type": "header", "format": FORMAT, "version": version}]
     sid, key, state, created_at, updated_at, title, source = row
     maps.append({"type": "session", "session_id": sid, "session_key": key, "state": state, "created_at": created_at,
                  "updated_at": updated_at, "title": title, "source": records.unpack(source)})
@@ -65,16 +70,25 @@ async def export_rows(conn, session_id: str) -> bytes:
             conn, "SELECT turn_id, created_at, request FROM api_sidecar WHERE session_id = ? ORDER BY turn_id",
             (session_id,)):
         maps.append({"type": "request", "turn_id": turn_id, "created_at": at, "request": records.unpack(blob)})
-    out = io.BytesIO()
-    for m in maps:
-        out.write(records.pack_body(m))
-    body = out.getvalue()
+    return maps
+
+
+def frame(maps: list[dict]) -> bytes:
+    """The file: every map in canonical form, then the trailer that counts and checksums them."""
+    body = b"".join(records.pack_body(m) for m in maps)
     return body + records.pack_body({"type": "trailer", "records": len(maps),
                                      "sha256": hashlib.sha256(body).hexdigest()})
 
 
-def _refuse(why: str) -> ImportRefused:
-    return ImportRefused(f"import refused, nothing was changed: {why}")
+async def export_rows(conn, session_id: str) -> bytes:
+    return frame(await session_maps(conn, session_id))
+
+
+REFUSED = "import refused, nothing was changed: "
+
+
+def refuse(why: str) -> ImportRefused:
+    return ImportRefused(REFUSED + why)
 
 
 def _decode(data: bytes) -> list[tuple[Any, int, int]]:
@@ -89,73 +103,107 @@ def _decode(data: bytes) -> list[tuple[Any, int, int]]:
             found.append((obj, start, end))
             start = end
     except (ValueError, TypeError, RecordError, msgpack.UnpackException) as exc:
-        raise _refuse(f"undecodable bytes at offset {start}: {exc}") from None
+        raise refuse(f"undecodable bytes at offset {start}: {exc}") from None
     if start != len(data):
-        raise _refuse(f"truncated: {len(data) - start} bytes at the end do not form a complete record")
+        raise refuse(f"truncated: {len(data) - start} bytes at the end do not form a complete record")
     return found
 
 
-def _check(cond: bool, why: str) -> None:
+def check(cond: bool, why: str) -> None:
     if not cond:
-        raise _refuse(why)
+        raise refuse(why)
 
 
-def _is_time(value: Any) -> bool:
+def is_time(value: Any) -> bool:
     return type(value) is float and value == value  # a float, not NaN: what SQLite's REAL gives back
 
 
-def parse_export(data: bytes) -> ParsedExport:
-    """Validate an export completely (checksum, canonical form, structure, field types) without a database."""
-    _check(isinstance(data, (bytes, bytearray, memoryview)), "export data must be bytes")
+def decode_maps(data: bytes) -> list[dict]:
+    """The maps of an export file, trailer excluded, once its checksum, count and canonical form are checked and its
+    header names a version this code reads (``maps[0]["version"]``)."""
+    check(isinstance(data, (bytes, bytearray, memoryview)), "export data must be bytes")
     data = bytes(data)
     found = _decode(data)
-    _check(len(found) >= 4, f"only {len(found)} records; an export has at least header, session, display, trailer")
+    check(len(found) >= 4, f"only {len(found)} records; an export has at least header, session, display, trailer")
     trailer, t_start, _ = found[-1]
-    _check(isinstance(trailer, dict) and trailer.get("type") == "trailer", "the trailer record is missing (truncated?)")
-    _check(trailer.get("sha256") == hashlib.sha256(data[:t_start]).hexdigest(), "checksum mismatch (corrupted)")
-    _check(trailer.get("records") == len(found) - 1, "record count in the trailer does not match")
+    check(isinstance(trailer, dict) and trailer.get("type") == "trailer", "the trailer record is missing (truncated?)")
+    check(trailer.get("sha256") == hashlib.sha256(data[:t_start]).hexdigest(), "checksum mismatch (corrupted)")
+    check(trailer.get("records") == len(found) - 1, "record count in the trailer does not match")
     for obj, start, end in found:
         try:
             canonical = records.pack_body(obj)
         except RecordError as exc:
-            raise _refuse(f"record at offset {start} is not storable: {exc}") from None
-        _check(canonical == data[start:end], f"record at offset {start} is not in canonical form")
+            raise refuse(f"record at offset {start} is not storable: {exc}") from None
+        check(canonical == data[start:end], f"record at offset {start} is not in canonical form")
     maps = [obj for obj, _, _ in found[:-1]]
-    _check(all(isinstance(m, dict) for m in maps), "every record must be a map")
-    header, session, display = maps[0], maps[1], maps[2]
-    _check(header.get("type") == "header" and header.get("format") == FORMAT, "not a session export (bad header)")
-    _check(header.get("version") == VERSION, f"export format version {header.get('version')!r}; this code reads "
-                                             f"version {VERSION}")
-    _check(list(header) == ["type", "format", "version"], "unexpected header fields")
-    _check(list(session) == ["type", *SESSION_COLUMNS.split(", ")] and session["type"] == "session",
-           "second record must be the session")
-    _check(isinstance(session["session_id"], str) and bool(_SESSION_ID.fullmatch(session["session_id"])),
-           "bad session_id")
-    _check(is_valid_key(session["session_key"]), "bad session_key")
-    _check(session["state"] in SESSION_STATES, "bad session state")
-    _check(_is_time(session["created_at"]) and _is_time(session["updated_at"]), "bad session timestamps")
-    _check(session["title"] is None or isinstance(session["title"], str), "bad title")
-    _check(isinstance(session["source"], dict), "bad source")
-    _check(list(display) == ["type", "data"] and display["type"] == "display" and isinstance(display["data"], dict),
-           "third record must be the display metadata")
-    events, requests, last_seq = [], [], 0
+    check(all(isinstance(m, dict) for m in maps), "every record must be a map")
+    header = maps[0]
+    check(header.get("type") == "header" and header.get("format") == FORMAT, "not a session export (bad header)")
+    check(header.get("version") in VERSIONS, f"export format version {header.get('version')!r}; this code reads "
+                                             f"versions {', '.join(map(str, VERSIONS))}")
+    check(list(header) == ["type", "format", "version"], "unexpected header fields")
+    return maps
+
+
+def parse_session(maps: list[dict]) -> tuple[ParsedExport, int]:
+    """The session part of decoded maps (session, display, events, requests) and the index of the first map after
+    it: the end of a version 1 file, the runtime / inbox / obligation records of a version 2 one."""
+    session, display = maps[1], maps[2]
+    check(list(session) == ["type", *SESSION_COLUMNS.split(", ")] and session["type"] == "session",
+          "second record must be the session")
+    check(isinstance(session["session_id"], str) and bool(_SESSION_ID.fullmatch(session["session_id"])),
+          "bad session_id")
+    check(is_valid_key(session["session_key"]), "bad session_key")
+    check(session["state"] in SESSION_STATES, "bad session state")
+    check(is_time(session["created_at"]) and is_time(session["updated_at"]), "bad session timestamps")
+    check(session["title"] is None or isinstance(session["title"], str), "bad title")
+    check(isinstance(session["source"], dict), "bad source")
+    check(list(display) == ["type", "data"] and display["type"] == "display" and isinstance(display["data"], dict),
+          "third record must be the display metadata")
+    events, requests, last_seq, end = [], [], 0, 3
     for m in maps[3:]:
         if m.get("type") == "event" and not requests:
-            _check(list(m) == ["type", "seq", "turn_id", "role", "kind", "created_at", "payload"], "bad event fields")
-            _check(type(m["seq"]) is int and m["seq"] > last_seq, "event seqs must increase")
-            _check(m["turn_id"] is None or isinstance(m["turn_id"], str), "bad event turn_id")
-            _check(m["role"] in ROLES and isinstance(m["kind"], str) and m["kind"] != "", "bad event role or kind")
-            _check(_is_time(m["created_at"]), "bad event created_at")
+            check(list(m) == ["type", "seq", "turn_id", "role", "kind", "created_at", "payload"], "bad event fields")
+            check(type(m["seq"]) is int and m["seq"] > last_seq, "event seqs must increase")
+            check(m["turn_id"] is None or isinstance(m["turn_id"], str), "bad event turn_id")
+            check(m["role"] in ROLES and isinstance(m["kind"], str) and m["kind"] != "", "bad event role or kind")
+            check(is_time(m["created_at"]), "bad event created_at")
             last_seq = m["seq"]
             events.append(m)
         elif m.get("type") == "request":
-            _check(list(m) == ["type", "turn_id", "created_at", "request"], "bad request fields")
-            _check(isinstance(m["turn_id"], str) and _is_time(m["created_at"]), "bad request turn_id or created_at")
-            _check(not requests or requests[-1]["turn_id"] < m["turn_id"], "requests must be ordered by turn_id")
+            check(list(m) == ["type", "turn_id", "created_at", "request"], "bad request fields")
+            check(isinstance(m["turn_id"], str) and is_time(m["created_at"]), "bad request turn_id or created_at")
+            check(not requests or requests[-1]["turn_id"] < m["turn_id"], "requests must be ordered by turn_id")
             requests.append(m)
         else:
-            raise _refuse(f"unexpected record type {m.get('type')!r}")
-    return ParsedExport(session, display["data"], events, requests)
+            break
+        end += 1
+    return ParsedExport(session, display["data"], events, requests), end
+
+
+def parse_export(data: bytes):
+    """Validate an export completely (checksum, canonical form, structure, field types) without a database: a
+    ``ParsedExport`` for version 1, a ``moving.ParsedMove`` for version 2 (a session with its live state)."""
+    maps = decode_maps(data)
+    if maps[0]["version"] == MOVE_VERSION:
+        from .moving import parse_moved
+        return parse_moved(maps)
+    parsed, end = parse_session(maps)
+    if end < len(maps):
+        raise refuse(f"unexpected record type {maps[end].get('type')!r}")
+    return parsed
+
+
+def version_of(data: bytes) -> Optional[int]:
+    """The version a file's header names (None: not an export's header); reads only the first record."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=True, ext_hook=records.refuse_ext)
+    unpacker.feed(bytes(data[:256]))
+    try:
+        header = next(unpacker)
+    except (StopIteration, ValueError, TypeError, RecordError, msgpack.UnpackException):
+        return None
+    ok = isinstance(header, dict) and header.get("type") == "header" and header.get("format") == FORMAT
+    return header.get("version") if ok and type(header.get("version")) is int else None
 
 
 async def import_rows(conn, parsed: ParsedExport, new_id: str | None = None) -> SessionInfo:
@@ -165,14 +213,14 @@ async def import_rows(conn, parsed: ParsedExport, new_id: str | None = None) -> 
     if new_id is not None:
         s["session_id"] = new_id
     if await fetch_one(conn, "SELECT 1 FROM sessions WHERE session_id = ?", (s["session_id"],)):
-        raise _refuse(f"session {s['session_id']} already exists (import it with --as-new for a copy beside it)")
+        raise refuse(f"session {s['session_id']} already exists (import it with --as-new for a copy beside it)")
     if s["state"] in CURRENT_STATES:
         other = await fetch_one(conn, "SELECT session_id FROM sessions WHERE session_key = ? AND state IN "
                                       "('active', 'suspended')", (s["session_key"],))
         if other and new_id is not None:
             s["state"] = "closed"
         elif other:
-            raise _refuse(f"key {s['session_key']} already has a current session {other[0]}; "
+            raise refuse(f"key {s['session_key']} already has a current session {other[0]}; "
                           f"reset or close it first, or import a closed copy with --as-new")
     source = records.pack(s["source"])
     await conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -105,12 +105,12 @@ async def test_structural_checks_past_the_checksum(tmp_path):
         x = await a.sessions.export_session(await make_session(a))
     recs = records_of(x)
     assert reframe(recs) == x
-    newer = [dict(recs[0], version=2), *recs[1:]]
+    newer = [dict(recs[0], version=3), *recs[1:]]
     swapped = [recs[0], recs[1], recs[2], recs[4], recs[3], *recs[5:]]
     bad_role = [*recs[:3], dict(recs[3], role="robot"), *recs[4:]]
     int_time = [recs[0], dict(recs[1], created_at=1), *recs[2:]]
     async with open_store(tmp_path / "b.db") as b:
-        for records_, why in [(newer, "version 2"), (swapped, "seqs must increase"), (bad_role, "role"),
+        for records_, why in [(newer, "version 3"), (swapped, "seqs must increase"), (bad_role, "role"),
                               (int_time, "timestamps"), (recs[1:], "header")]:
             with pytest.raises(ImportRefused, match=why):
                 await b.sessions.import_session(reframe(records_))
