@@ -18,7 +18,7 @@ from daemon.cli_parsing import add_json, command
 
 
 def add_parsers(sub) -> None:
-    sessions = command(sub, "sessions", "stored conversations: list, show, search, export, import",
+    sessions = command(sub, "sessions", "stored conversations: list, show, search, export, import, forget",
                        "Stored conversations, read from the database (beside a running gateway or without one).\n"
                        "A session is named by its id (any unique prefix of it: `sessions list` shows the first\n"
                        "12 characters, /status in the chat the same) or by its session key.", "sessions list")
@@ -41,19 +41,35 @@ def add_parsers(sub) -> None:
     search.add_argument("query", help="the words to find")
     export = command(ssub, "export", "write one session to a file (msgpack, checksummed)",
                      "Write one session (transcript, display data, model requests) to a file readable only by you,\n"
-                     "for `sessions import` here or on another gateway (docs/storage.md has the format).",
-                     "sessions export 02aca8c3ef8a ada.export")
+                     "for `sessions import` here or on another gateway (docs/storage.md has the format).\n"
+                     "To move it to another gateway: with this gateway stopped (the session must not run here\n"
+                     "meanwhile), export it --with-state, import the file there, then `sessions forget FILE` here.",
+                     "sessions export 02aca8c3ef8a ada.export\nsessions export 02aca8c3ef8a ada.move --with-state")
     export.add_argument("session", metavar="ID_OR_KEY", help="a session id, a unique prefix of one, or a session key")
     export.add_argument("path", metavar="FILE", help="where to write it (replaced whole, never half-written)")
+    export.add_argument("--with-state", action="store_true",
+                        help="also its live state (turn in flight, messages waiting, replies owed), to move it to "
+                             "another gateway: import it there, then 'sessions forget FILE' here")
+    export.add_argument("--interrupted", action="store_true",
+                        help="with --with-state: move a session whose turn is in flight as an interrupted turn, "
+                             "which the other gateway resumes (refused without it)")
     imported = command(ssub, "import", "read a session exported by 'sessions export'",
                        "Store a session from an export file, all or nothing: a corrupted, truncated or conflicting\n"
                        "file changes nothing. Works on a state dir the gateway has never run with (it creates the\n"
-                       "database). The session keeps its id unless --as-new.",
+                       "database). The session keeps its id unless --as-new. A file written --with-state brings the\n"
+                       "session's live state along; importing it twice changes nothing the second time.",
                        "sessions import ada.export\nsessions import ada.export --as-new")
     imported.add_argument("path", metavar="FILE", help="an export file (at most [storage] max_import_bytes)")
     imported.add_argument("--as-new", action="store_true",
                           help="import a copy under a new session id (closed if its key already has a current "
                                "session); default: keep the file's id, refused if it is stored already")
+    forget = command(ssub, "forget", "delete a moved session here, once the other gateway imported it",
+                     "The last step of moving a session: delete here exactly what a file written by `sessions\n"
+                     "export --with-state` holds (the session, its transcript, its waiting messages and owed\n"
+                     "replies), all or nothing, once the other gateway has imported it. Refused, deleting nothing,\n"
+                     "if any of it changed here since the export; running it again changes nothing.",
+                     "sessions forget ada.move")
+    forget.add_argument("path", metavar="FILE", help="the file written by 'sessions export --with-state'")
     suspend = command(ssub, "suspend", "stop answering one session",
                       "Stop answering one session: each message it gets is answered with a notice that the\n"
                       "operator suspended it, until `sessions resume`.", "sessions suspend 02aca8c3ef8a")
@@ -72,7 +88,7 @@ def add_parsers(sub) -> None:
     deliveries.add_argument("--state", choices=("pending", "attempting", "delivered", "failed", "abandoned"),
                             help="only deliveries in this state (default: all)")
     deliveries.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
-    add_json(sessions, listing, show, search, export, imported, suspend, resume, deliveries)
+    add_json(sessions, listing, show, search, export, imported, forget, suspend, resume, deliveries)
 
 
 def cmd_sessions(config: dict, args) -> int:
@@ -81,12 +97,16 @@ def cmd_sessions(config: dict, args) -> int:
         "list": lambda s: storage_cli.sessions_list(s, state=args.state, limit=args.limit),
         "show": lambda s: storage_cli.session_show(s, args.session, last_n=args.last),
         "search": lambda s: storage_cli.sessions_search(s, args.query),
-        "export": lambda s: storage_cli.session_export(s, args.session, args.path),
+        "export": lambda s: storage_cli.session_export(s, args.session, args.path, with_state=args.with_state,
+                                                       interrupted=args.interrupted),
         "import": lambda s: storage_cli.session_import(s, args.path, config["storage"]["max_import_bytes"],
                                                        as_new=args.as_new),
+        "forget": lambda s: storage_cli.session_forget(s, args.path, config["storage"]["max_import_bytes"]),
         "suspend": lambda s: storage_cli.session_set_state(s, args.session, suspended=True),
         "resume": lambda s: storage_cli.session_set_state(s, args.session, suspended=False),
     }
+    if action == "export" and args.interrupted and not args.with_state:
+        return fail(args, "--interrupted goes with --with-state (a plain export carries no turn)", EX_USAGE)
     # An import may be the first thing a state dir holds (moving a conversation to a new gateway).
     return run_on_store(config, args, calls[action], RENDER[action], create=action == "import",
                         drawn=DRAWN.get(action))
@@ -166,14 +186,28 @@ def _render_search(result: dict) -> str:
 
 
 def _render_export(result: dict) -> str:
-    return (f"exported session {result['short_id']}: {result['bytes']} bytes to {result['path']} "
-            f"(sha256 {result['sha256'][:16]}…)")
+    return (f"exported session {result['short_id']}{' with its live state' if result.get('with_state') else ''}: "
+            f"{result['bytes']} bytes to {result['path']} (sha256 {result['sha256'][:16]}…)")
 
 
 def _render_import(result: dict) -> str:
     s = result["session"]
+    if result.get("with_state") and not result["changed"]:
+        return f"session {short_id(s['session_id'])} and its live state were here already: nothing changed"
     return (f"imported session {short_id(s['session_id'])} ({s['state']}, {result['last_seq']} events) "
-            f"key {s['session_key']}" + (" as a new copy" if result.get("as_new") else ""))
+            f"key {s['session_key']}" + (" as a new copy" if result.get("as_new") else "")
+            + (f" with {_live_state(result)}" if result.get("with_state") else ""))
+
+
+def _live_state(result: dict) -> str:
+    return f"{result['inbox']} waiting message(s) and {result['obligations']} owed reply(ies)"
+
+
+def _render_forget(result: dict) -> str:
+    sid = short_id(result["session"]["session_id"])
+    if not result["changed"]:
+        return f"session {sid} and what the file holds are gone from here already: nothing changed"
+    return f"forgot session {sid} here ({result['last_seq']} events, {_live_state(result)})"
 
 
 def _render_deliveries(result: dict) -> str:
@@ -235,4 +269,4 @@ def _draw_deliveries(result: dict):
 DRAWN = {"list": _draw_list, "search": _draw_search}
 
 RENDER = {"list": _render_list, "show": _render_show, "search": _render_search, "export": _render_export,
-          "import": _render_import, "suspend": _render_state, "resume": _render_state}
+          "import": _render_import, "forget": _render_forget, "suspend": _render_state, "resume": _render_state}

@@ -18,7 +18,9 @@ from common.privacy import write_private
 from . import Store
 from .errors import AmbiguousId, IllegalTransition, ImportRefused, NotFound
 from .ledger import Obligation
+from .moving import MoveOutcome
 from .sessions import SessionInfo, short_id
+from .transfer import MOVE_VERSION, version_of
 
 CONTENT_PREVIEW_CHARS = 200
 AMBIGUOUS_SHOWN = 10   # candidates an ambiguous id prefix lists
@@ -110,24 +112,43 @@ async def sessions_search(store: Store, query: str, limit: int = 20) -> dict:
     return {"query": query, "count": len(hits), "hits": [jsonable(h) for h in hits]}
 
 
-async def session_export(store: Store, key_or_id: str, path: Union[str, os.PathLike]) -> dict:
+async def session_export(store: Store, key_or_id: str, path: Union[str, os.PathLike], with_state: bool = False,
+                         interrupted: bool = False) -> dict:
     """Write the session's export file (0600): a new file under a random name, never through a symlink or a file
-    someone planted, fsynced, then renamed, so ``path`` holds either a complete export or what it held before."""
+    someone planted, fsynced, then renamed, so ``path`` holds either a complete export or what it held before.
+    ``with_state``: format version 2, with the live state a move to another host needs (``moving.py``);
+    ``TurnRunning`` if a turn of it is in flight, unless ``interrupted``."""
     info = await resolve(store, key_or_id)
-    data = await store.sessions.export_session(info.session_id)
+    data = (await store.sessions.export_for_move(info.session_id, interrupted) if with_state
+            else await store.sessions.export_session(info.session_id))
     path = Path(path)
     write_private(path, data)
     return {"session_id": info.session_id, "short_id": short_id(info.session_id), "path": str(path),
-            "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "with_state": with_state}
+
+
+def _moved(outcome: MoveOutcome, path: Union[str, os.PathLike], data: bytes) -> dict:
+    return {"session": _session(outcome.session), "path": str(path), "bytes": len(data), "with_state": True,
+            "changed": outcome.changed, "last_seq": outcome.events, "inbox": outcome.inbox,
+            "obligations": outcome.obligations}
 
 
 async def session_import(store: Store, path: Union[str, os.PathLike], max_bytes: int, as_new: bool = False) -> dict:
-    """``as_new``: a copy under a new id, closed if its key has a current session (``SessionStore.import_session``)."""
+    """``as_new``: a copy under a new id, closed if its key has a current session (``SessionStore.import_session``).
+    A file written with its live state (version 2) is stored with it, and the same file twice changes nothing."""
     data = read_capped(path, max_bytes)
+    if version_of(data) == MOVE_VERSION and not as_new:   # with as_new, import_session refuses it and says why
+        return {**_moved(await store.sessions.import_moved(data), path, data), "as_new": False}
     info = await store.sessions.import_session(data, as_new=as_new)
     events = await store.sessions.load(info.session_id, last_n=1)
-    return {"session": _session(info), "path": str(path), "bytes": len(data), "as_new": as_new,
+    return {"session": _session(info), "path": str(path), "bytes": len(data), "as_new": as_new, "with_state": False,
             "last_seq": events[-1].seq if events else 0}
+
+
+async def session_forget(store: Store, path: Union[str, os.PathLike], max_bytes: int) -> dict:
+    """On the host a session moved from, once its destination imported the file: delete what the file holds."""
+    data = read_capped(path, max_bytes)
+    return _moved(await store.sessions.forget_moved(data), path, data)
 
 
 def read_capped(path: Union[str, os.PathLike], max_bytes: int) -> bytes:

@@ -1,4 +1,4 @@
-"""The stored state from the admin CLI: sessions list/show/search/export/import, deliveries list/retry."""
+"""The stored state from the admin CLI: sessions list/show/search/export/import/forget, deliveries list/retry."""
 from __future__ import annotations
 
 import json
@@ -44,6 +44,18 @@ def test_sessions_and_deliveries_from_the_cli(tmp_path):
     finally:
         gw.cli("stop")
         gw.kill_everything()
+    # A move to a third state dir, with the source stopped: export with the live state, import (twice: the second
+    # changes nothing), then forget at the source (twice too).
+    (tmp_path / "c").mkdir()
+    moved, third = tmp_path / "session.move", Gateway(tmp_path / "c")
+    written = json.loads(gw.cli("sessions", "export", sid, str(moved), "--with-state", "--json", check=True).stdout)
+    assert written["with_state"] and moved.read_bytes() != export.read_bytes()
+    arrived = json.loads(third.cli("sessions", "import", str(moved), "--json", check=True).stdout)
+    assert arrived["with_state"] and arrived["changed"] and arrived["session"]["session_id"] == sid
+    assert "nothing changed" in third.cli("sessions", "import", str(moved), check=True).stdout
+    gone = json.loads(gw.cli("sessions", "forget", str(moved), "--json", check=True).stdout)
+    assert gone["changed"] and gone["last_seq"] == arrived["last_seq"] > 0
+    assert "gone from here already: nothing changed" in gw.cli("sessions", "forget", str(moved), check=True).stdout
     other = Gateway(tmp_path / "b")   # never started: its state dir does not exist yet
     assert not other.state.exists()
     imported = json.loads(other.cli("sessions", "import", str(export), "--json", check=True).stdout)

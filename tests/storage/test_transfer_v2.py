@@ -146,8 +146,11 @@ async def test_truncated_or_corrupted_files_are_refused_before_anything_changes(
         forged = [*recs[:-1], dict(recs[-1], obligation_id="0" * 64)]
         with pytest.raises(ImportRefused, match="obligation id does not match"):
             await b.sessions.import_moved(transfer.frame(forged))
+        plain = await a.sessions.export_session(sid)
         with pytest.raises(ImportRefused, match="no live state"):
-            await b.sessions.import_moved(await a.sessions.export_session(sid))
+            await b.sessions.import_moved(plain)
+        with pytest.raises(ImportRefused, match="forget refused, nothing was changed: version 1 file"):
+            await a.sessions.forget_moved(plain)
     assert dump(target) == before and dump(tmp_path / "a.db") == source
 
 
