@@ -52,8 +52,8 @@ from .errors import ImportRefused, TurnRunning
 from .inbox import PENDING_STATES
 from .ledger import obligation_id
 from .sessions import CURRENT_STATES, SessionInfo
-from .transfer import (MOVE_VERSION, REFUSED, ParsedExport, check, decode_maps, frame, import_rows, is_time, parse_session,
-                       refuse, session_maps)
+from .transfer import (MOVE_VERSION, REFUSED, ParsedExport, check, decode_maps, frame, import_rows, is_time,
+                       parse_session, refuse, session_maps)
 
 OPEN_STATES = ("pending", "attempting", "failed")   # an obligation still to deliver (ledger.py)
 RUNTIME_FIELDS = ["type", "turn_token", "compression_cursor", "resume_pending", "resume_inbox", "resume_started_at",

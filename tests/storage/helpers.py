@@ -1,6 +1,8 @@
 """Helpers shared by the storage tests."""
 from __future__ import annotations
 
+import sqlite3
+
 from dataclasses import dataclass
 from typing import Optional
 
@@ -30,3 +32,12 @@ class open_store:
 
     async def __aexit__(self, *exc) -> None:
         await self.store.close()
+
+
+def dump(path) -> list[str]:
+    """The whole database as SQL text: equal dumps, nothing changed."""
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()

@@ -1,7 +1,6 @@
 import asyncio
 import hashlib
 import io
-import sqlite3
 
 import msgpack
 import pytest
@@ -9,17 +8,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from storage import ImportRefused, TranscriptEvent, session_key, transfer
 
-from .helpers import Src, open_store
+from .helpers import Src, dump, open_store
 
 KEY = session_key(Src())
-
-
-def dump(path):
-    conn = sqlite3.connect(path)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
 
 
 async def make_session(store, key=KEY, payloads=None):

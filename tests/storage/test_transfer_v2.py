@@ -4,25 +4,16 @@ import asyncio
 import multiprocessing
 import os
 import signal
-import sqlite3
 
 import pytest
 
 from storage import ImportRefused, Store, Target, TranscriptEvent, TurnRunning, moving, session_key, transfer
 
-from .helpers import Src, open_store
+from .helpers import Src, dump, open_store
 
 pytestmark = pytest.mark.timeout(30)
 KEY = session_key(Src())
 OTHER = session_key(Src(chat_id="other"))
-
-
-def dump(path):
-    conn = sqlite3.connect(path)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
 
 
 async def live_session(store, mid_turn=True):
