@@ -31,7 +31,7 @@ from thespian.actors import ActorSystem, InvalidActorAddress
 
 from actors.messages import DrainDone, GatewayStatus, ShutdownReady, ShutdownRequest
 from supervision.messages import Started, SupervisorGaveUp
-from daemon import ack_wait, loopback, peer_credentials, poll_selector
+from daemon import ack_wait, lazy_identify, loopback, peer_credentials, poll_selector
 from common import processes
 from daemon.asking import ask_for
 from daemon.ports import any_free_admin_port, port_free
@@ -86,6 +86,7 @@ class Launcher:
             peer_credentials.install(allow_remote=remote_peers(self.config))
             ack_wait.install()
             poll_selector.install()
+            lazy_identify.install()
             processes.die_with_parent()
             code = self._run_system(started)
         finally:

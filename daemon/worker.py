@@ -27,7 +27,7 @@ from pathlib import Path
 from common import processes
 from common.cluster import WORKER_NAME_ENV, WORKER_STATE_ENV, Leader, is_private_network
 from common.runfiles import RunFiles
-from daemon import ack_wait, loopback, peer_credentials, poll_selector
+from daemon import ack_wait, lazy_identify, loopback, peer_credentials, poll_selector
 from daemon.convention import apply_detection, worker_capabilities
 from daemon.ports import any_free_admin_port
 
@@ -68,6 +68,7 @@ class Worker:
         peer_credentials.install(allow_remote=True if self.network_is_private else is_private_network)
         ack_wait.install()
         poll_selector.install()
+        lazy_identify.install()
         processes.die_with_parent()
 
     def _on_signal(self, signum, _frame) -> None:

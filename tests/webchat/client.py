@@ -170,7 +170,7 @@ class WebChatClient:
             asyncio.get_running_loop().create_task(visitor.ws.send_json(frame))
 
     async def _drop_all(self) -> None:
-        for visitor in self.visitors.values():
+        for visitor in list(self.visitors.values()):   # a visitor may join while a close awaits
             if visitor.ws is not None:
                 await visitor.ws.close()
 
