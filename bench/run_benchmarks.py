@@ -288,7 +288,11 @@ def main() -> int:
     table = bench_report.markdown(results)
     (out / "results.md").write_text(table)
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    bench_report.plots(results, out)
+    try:
+        bench_report.plots(results, out)
+    except ModuleNotFoundError as missing:   # the figures are in results.md/json already; only the PNGs need it
+        print(f"plots not drawn: {missing.name} is not installed (pip install -e '.[bench]'); "
+              f"`--resume --out {out}` draws them from results.json afterwards", file=sys.stderr)
     bench_report.show(results)
     return 0
 
