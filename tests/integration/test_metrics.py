@@ -88,8 +88,11 @@ def test_a_turn_a_killed_session_and_a_429_show_up_in_metrics(tmp_path):
                             and value(s, "gateway_deliveries", state="delivered") == 1
                             and value(s, "gateway_sessions_live") == 1
                             and value(s, "gateway_actors", kind="Session", state="running") == 1
-                            and value(s, "gateway_up") == 1,   # the watchdog's first heartbeat may come after
-                            "one turn, delivered, its session live, the gateway up")
+                            and value(s, "gateway_up") == 1    # the watchdog's first heartbeat may come after
+                            # the adapter's report of its connection and the walk that names its address: both
+                            # reach the metrics actor on their own, in either order
+                            and value(s, "gateway_adapter_connected", adapter="fake") == 1,
+                            "one turn, delivered, its session live, its adapter connected, the gateway up")
             assert value(s, "gateway_sessions_live") == 1, {k: v for k, v in s.items() if "actors" in k[0]}
             assert value(s, "gateway_turn_seconds_count", profile="default", platform="fake") == 1
             assert value(s, "gateway_turn_seconds_bucket", profile="default", platform="fake", le="+Inf") == 1
