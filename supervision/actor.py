@@ -12,26 +12,42 @@ What it adds to the behaviour every actor and cell shares:
 * Timers: ``self.after(seconds, tag, data)`` is a Thespian wakeup carrying ``(tag, data)``.
 * The async bridge, for actors that set ``uses_bridge = True``: ``ThespianWatch`` is returned from every handler
   (if a single path forgets it, Thespian silently stops watching) and bridge items reach ``on_bridge(item)``.
+* Direct links, for actors that set ``uses_links = True`` (supervision/direct_link.py): ``send`` to another such
+  actor of this machine writes to a Unix socket instead of Thespian's TCP, and what arrives on one is handled like
+  mail from its sender, in the WatchMessage that announced it (so after_bridge_items and a shard's run of its cells
+  follow it as they follow any message).
 
 Hooks, all on the actor's own thread: ``on_start(args)`` after Started; ``on_stop()`` when an
 ``ActorExitRequest`` arrives (after a crash too; never after a kill -9).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import traceback
 from datetime import timedelta
 
-from thespian.actors import (Actor, ActorExitRequest, ChildActorExited, PoisonMessage, ThespianWatch,
-                             WakeupMessage, WatchMessage)
+from thespian.actors import (Actor, ActorExitRequest, ActorSystemMessage, ChildActorExited, PoisonMessage,
+                             ThespianWatch, WakeupMessage, WatchMessage)
 
 from supervision.messages import ChildReady, ChildStopping, CrashReport, Started
 from supervision.behaviour import Behaviour, crash_reason
+from supervision.direct_link import LinkHub
 from common.logging_setup import tag_actor_process
+
+LINK_RETRY_S = 0.005
 
 
 class GatewayActor(Behaviour, Actor):
+    uses_links = False
+    links: LinkHub | None = None
+
     # ------------------------------------------------------------------------------------------------- helpers
+    def send(self, address, message) -> None:
+        if self.links is not None and not isinstance(message, ActorSystemMessage) and self.links.send(address, message):
+            return
+        super().send(address, message)
+
     def after(self, seconds: float, tag: str, data=None) -> None:
         self.wakeupAfter(timedelta(seconds=max(0.0, seconds)), payload=(tag, data))
 
@@ -50,7 +66,20 @@ class GatewayActor(Behaviour, Actor):
             self._dispatch(message, sender)
         except Exception as exc:  # noqa: BLE001 - let it crash, on purpose and in one place
             self._crash(message, exc)
-        return ThespianWatch([self.bridge.fileno()]) if self.bridge is not None and not self._exiting else None
+        if self._exiting:
+            return None
+        if self.links is not None and self.links.flush() and not self._link_retry_armed:
+            self._link_retry_armed = True   # a busy peer had no room: try again soon (a socket's room is not watched)
+            self.after(LINK_RETRY_S, "link_retry")
+        watched = [self.bridge.fileno()] if self.bridge is not None else []
+        if self.links is not None:
+            watched += self.links.fds()
+        return ThespianWatch(watched) if watched else None
+
+    _link_retry_armed = False
+
+    def on_timer_link_retry(self, _data) -> None:
+        self._link_retry_armed = False   # receiveMessage flushes after every message, this one included
 
     def _dispatch(self, message, sender) -> None:
         if isinstance(message, ActorExitRequest):
@@ -58,9 +87,7 @@ class GatewayActor(Behaviour, Actor):
             try:
                 self.on_stop()
             finally:
-                if self.bridge is not None:
-                    self.bridge.close()
-                    self.bridge = None
+                self._close_io()
             return
         if self._exiting and not isinstance(message, ChildActorExited):
             return
@@ -68,15 +95,34 @@ class GatewayActor(Behaviour, Actor):
             tag, data = message.payload if isinstance(message.payload, tuple) else (message.payload, None)
             self.fire_timer(tag, data)
         elif isinstance(message, WatchMessage):
+            if self.links is not None:
+                for linked, sender in self.links.readable(message.ready):
+                    if self._exiting:
+                        break
+                    self.handle(linked, sender)
             if self.bridge is not None:
                 for item in self.bridge.drain():
                     self.take_bridge_item(item)
-                self.after_bridge_items()
+            self.after_bridge_items()
         elif isinstance(message, PoisonMessage):
             self.log.warning("%s: a message we sent could not be handled: %s", self.name,
                              type(message.poisonMessage).__name__)
         else:
             self.handle(message, sender)
+
+    def describe(self):
+        node = super().describe()
+        if self.links is None:
+            return node
+        return dataclasses.replace(node, facts=node.facts + (("links", len(self.links.by_peer)),))
+
+    def _close_io(self) -> None:
+        if self.bridge is not None:
+            self.bridge.close()
+            self.bridge = None
+        if self.links is not None:
+            self.links.close()
+            self.links = None
 
     def after_bridge_items(self) -> None:
         """After each drain of the bridge, once its items have all gone through ``on_bridge``, on the actor's own
@@ -88,6 +134,8 @@ class GatewayActor(Behaviour, Actor):
         if self.uses_bridge and self.bridge is None:
             from supervision.bridge import AsyncBridge
             self.bridge = AsyncBridge(self.name)
+        if self.uses_links and self.links is None:
+            self.links = LinkHub(self.myAddress, self.name)
         self.send(sender, ChildReady(self.name, os.getpid()))
 
     def _crash(self, message, exc: Exception) -> None:
@@ -99,8 +147,6 @@ class GatewayActor(Behaviour, Actor):
                            traceback.format_exc())
         if self.parent is not None:
             self.send(self.parent, CrashReport(self.name, reason[:500], outside_cause=outside))
-        if self.bridge is not None:
-            self.bridge.close()
-            self.bridge = None
+        self._close_io()
         self._exiting = True
         self.send(self.myAddress, ActorExitRequest())

@@ -73,6 +73,7 @@ STOP_TIMEOUT_S = 3.0
 
 class PlatformAdapter(GatewayActor):
     uses_bridge = True
+    uses_links = True   # doorbells and results to the shards, their operations here (supervision/direct_link.py)
     retry_policy = RetryPolicy()
     reconnect_base_s = 0.1
     reconnect_max_s = 30.0
@@ -226,7 +227,8 @@ class PlatformAdapter(GatewayActor):
         return len(self._in_hand)
 
     def describe(self):
-        return dataclasses.replace(super().describe(), facts=self.connection.facts(self.served_url()))
+        node = super().describe()
+        return dataclasses.replace(node, facts=self.connection.facts(self.served_url()) + node.facts)
 
     def _run_sync(self, coro, timeout: float):
         """Await a short coroutine on the bridge loop from the actor thread."""

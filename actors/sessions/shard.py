@@ -72,6 +72,7 @@ def session_cell_name(key: str) -> str:
 
 class SessionShard(InlineStoreUser, GatewayActor):
     uses_bridge = True
+    uses_links = True   # its adapters' doorbells and results, its operations to them (supervision/direct_link.py)
     # Placed by host in a convention (ChildSpec.placement); without a placement, on the leader.
     actorSystemCapabilityCheck = staticmethod(runs_here)
 
@@ -290,7 +291,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
                  ("loop_lag_ms", round(self.loop_monitor.take_max(), 1)))
         if setting(self.config, "cluster", "enabled"):
             facts += (("host", host_name(self.config)),)   # which host of the convention runs it
-        return dataclasses.replace(node, children=self.cells.nodes(), facts=facts)
+        return dataclasses.replace(node, children=self.cells.nodes(), facts=facts + node.facts)
 
     def handle(self, message, sender) -> None:
         if isinstance(message, Ping) and self._loop_stuck():

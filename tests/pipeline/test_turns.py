@@ -34,6 +34,9 @@ def test_a_message_gets_one_streamed_answer(gateway, platform):
     message = visible(platform, "c1")[0]
     assert len(message["history"]) >= 2, "the answer should stream in through edits"
     assert message["reply_to"] is not None
+    # The doorbell, the operations and their results went over the direct link (supervision/direct_link.py).
+    adapter = gateway.node("fake")
+    assert dict(adapter.get("facts") or ()).get("links", 0) >= 1, f"the adapter has no direct link: {adapter}"
 
 
 def test_a_20000_character_answer_is_split_at_the_limit_with_fences_intact(gateway, platform):
