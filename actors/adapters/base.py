@@ -72,8 +72,7 @@ STOP_TIMEOUT_S = 3.0
 # ---------------------------------------------------------------------------------------------- the actor
 
 class PlatformAdapter(GatewayActor):
-    uses_bridge = True
-    uses_links = True   # doorbells and results to the shards, their operations here (supervision/direct_link.py)
+    uses_bridge = uses_links = True   # links: doorbells, results and operations with the shards (direct_link.py)
     retry_policy = RetryPolicy()
     reconnect_base_s = 0.1
     reconnect_max_s = 30.0
@@ -227,8 +226,7 @@ class PlatformAdapter(GatewayActor):
         return len(self._in_hand)
 
     def describe(self):
-        node = super().describe()
-        return dataclasses.replace(node, facts=self.connection.facts(self.served_url()) + node.facts)
+        return dataclasses.replace(n := super().describe(), facts=self.connection.facts(self.served_url()) + n.facts)
 
     def _run_sync(self, coro, timeout: float):
         """Await a short coroutine on the bridge loop from the actor thread."""
