@@ -216,6 +216,10 @@ def _configure(conn: sqlite3.Connection, durability: str, path: str) -> None:
     if mode.lower() != "wal" and path != ":memory:":
         raise StorageError(f"{path}: could not switch to WAL journal mode (got {mode!r})")
     conn.execute(f"PRAGMA synchronous = {SYNCHRONOUS[durability]}")
+    # A statement that sorts or materialises a subquery (a transcript's last N events, read every turn) wants a
+    # temporary table; SQLite's default puts it in a fresh file it creates and unlinks in /var/tmp, a handful of
+    # system calls per turn. Ours are bounded by their LIMITs (a few hundred rows), so memory is the cheaper place.
+    conn.execute("PRAGMA temp_store = MEMORY")
 
 
 def connect(path: str, durability: str, migrations: Sequence[Migration]) -> sqlite3.Connection:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 import traceback
 from datetime import timedelta
 
@@ -32,14 +33,20 @@ from thespian.actors import (Actor, ActorExitRequest, ActorSystemMessage, ChildA
 
 from supervision.messages import ChildReady, ChildStopping, CrashReport, Started
 from supervision.behaviour import Behaviour, crash_reason
+from supervision.bridge import AsyncBridge
 from supervision.direct_link import LinkHub
+from supervision.stepped_bridge import SteppedBridge
 from common.logging_setup import tag_actor_process
 
 LINK_RETRY_S = 0.005
+SETTLE_ROUNDS = 16            # loop steps after one message; past them a wakeup of 0 s goes on (mail comes between)
+LOOP_TIMER_SLACK_S = 0.001    # a loop timer this close after the wakeup already set waits for that one
+_LOOP_POSTED = WatchMessage([])   # what the loop posted, handled as the bridge's drain is
 
 
 class GatewayActor(Behaviour, Actor):
     uses_links = False
+    loop_on_actor_thread = False   # the bridge's loop steps on the actor thread (supervision/stepped_bridge.py)
     links: LinkHub | None = None
 
     # ------------------------------------------------------------------------------------------------- helpers
@@ -64,6 +71,8 @@ class GatewayActor(Behaviour, Actor):
     def receiveMessage(self, message, sender):
         try:
             self._dispatch(message, sender)
+            if self.bridge is not None and self.bridge.steps_on_actor_thread and not self._exiting:
+                self._settle_loop()
         except Exception as exc:  # noqa: BLE001 - let it crash, on purpose and in one place
             self._crash(message, exc)
         if self._exiting:
@@ -77,6 +86,29 @@ class GatewayActor(Behaviour, Actor):
         return ThespianWatch(watched) if watched else None
 
     _link_retry_armed = False
+    _loop_timer_due: float | None = None
+
+    def _settle_loop(self) -> None:
+        """A loop on this thread (supervision/stepped_bridge.py), after each message: step it, hand what it posted
+        to the handlers as a drain of the bridge does (a shard runs its cells after it), and again while that made
+        more, at most SETTLE_ROUNDS times; then a Thespian wakeup for its next timer."""
+        for _ in range(SETTLE_ROUNDS):
+            self.bridge.step()
+            if not self.bridge.has_items() or self._exiting:
+                break
+            self._dispatch(_LOOP_POSTED, None)
+        if self._exiting:
+            return
+        delay = 0.0 if self.bridge.has_work() else self.bridge.next_timer()
+        if delay is None:
+            return
+        due = time.monotonic() + delay
+        if self._loop_timer_due is None or due < self._loop_timer_due - LOOP_TIMER_SLACK_S:
+            self._loop_timer_due = due
+            self.after(delay, "loop_step")
+
+    def on_timer_loop_step(self, _data) -> None:
+        self._loop_timer_due = None   # receiveMessage steps the loop after this, and sets the next one
 
     def on_timer_link_retry(self, _data) -> None:
         self._link_retry_armed = False   # receiveMessage flushes after every message, this one included
@@ -132,8 +164,7 @@ class GatewayActor(Behaviour, Actor):
         super().take_started(message, sender)
         tag_actor_process(self.kind, self.name)  # one actor per process: every record of it names this actor
         if self.uses_bridge and self.bridge is None:
-            from supervision.bridge import AsyncBridge
-            self.bridge = AsyncBridge(self.name)
+            self.bridge = (SteppedBridge if self.loop_on_actor_thread else AsyncBridge)(self.name)
         if self.uses_links and self.links is None:
             self.links = LinkHub(self.myAddress, self.name)
         self.send(sender, ChildReady(self.name, os.getpid()))

@@ -47,6 +47,7 @@ MAX_FRAME = 64 * 1024 * 1024
 MAX_PENDING = 64 * 1024 * 1024
 MAX_UNLINKABLE = 4096
 CONNECT_TIMEOUT_S = 1.0
+RECV_BYTES = 64 * 1024   # below malloc's mmap threshold: a larger buffer is an mmap and munmap per read
 _LENGTH = struct.Struct(">I")
 _UCRED = struct.Struct("3i")   # pid, uid, gid
 
@@ -110,7 +111,7 @@ class _Connection:
         open_ = True
         while True:
             try:
-                chunk = self.sock.recv(1 << 18)
+                chunk = self.sock.recv(RECV_BYTES)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:

@@ -73,6 +73,7 @@ def session_cell_name(key: str) -> str:
 class SessionShard(InlineStoreUser, GatewayActor):
     uses_bridge = True
     uses_links = True   # its adapters' doorbells and results, its operations to them (supervision/direct_link.py)
+    loop_on_actor_thread = True   # its cells' agent streams step on the thread that runs them (stepped_bridge.py)
     # Placed by host in a convention (ChildSpec.placement); without a placement, on the leader.
     actorSystemCapabilityCheck = staticmethod(runs_here)
 
