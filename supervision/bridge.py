@@ -38,6 +38,25 @@ class TaskDone:
     cancelled: bool = False
 
 
+async def reporting(coro: Awaitable, tag: Any, post) -> Any:
+    """Await ``coro``; with a tag, ``post`` its outcome as a ``TaskDone`` (both bridges' ``submit``)."""
+    try:
+        result = await coro
+    except asyncio.CancelledError:
+        if tag is not None:
+            post(TaskDone(tag, cancelled=True))
+        raise
+    except BaseException as exc:  # noqa: BLE001 - handed to the actor, which decides
+        if tag is not None:
+            post(TaskDone(tag, error=exc))
+        else:
+            log.exception("bridge task failed")
+        return None
+    if tag is not None:
+        post(TaskDone(tag, result=result))
+    return result
+
+
 class AsyncBridge:
     steps_on_actor_thread = False   # its loop has a thread of its own (supervision/stepped_bridge.py: one that has not)
     def __init__(self, name: str = "bridge"):
@@ -61,23 +80,7 @@ class AsyncBridge:
 
     def submit(self, coro: Awaitable, tag: Any = None) -> concurrent.futures.Future:
         """Run ``coro`` on the loop. With a tag, its outcome comes back as a ``TaskDone`` item."""
-        async def wrapped():
-            try:
-                result = await coro
-            except asyncio.CancelledError:
-                if tag is not None:
-                    self.post(TaskDone(tag, cancelled=True))
-                raise
-            except BaseException as exc:  # noqa: BLE001 - handed to the actor, which decides
-                if tag is not None:
-                    self.post(TaskDone(tag, error=exc))
-                else:
-                    log.exception("bridge task failed")
-                return None
-            if tag is not None:
-                self.post(TaskDone(tag, result=result))
-            return result
-        return asyncio.run_coroutine_threadsafe(wrapped(), self.loop)
+        return asyncio.run_coroutine_threadsafe(reporting(coro, tag, self.post), self.loop)
 
     def call(self, fn, *args) -> None:
         """Run a plain callable on the loop thread (e.g. to cancel a task or feed a queue)."""

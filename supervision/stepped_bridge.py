@@ -34,7 +34,7 @@ import threading
 from asyncio import events
 from typing import Any, Awaitable, Optional
 
-from supervision.bridge import TaskDone
+from supervision.bridge import reporting
 
 log = logging.getLogger("gateway.bridge")
 
@@ -87,23 +87,7 @@ class SteppedBridge:
 
     def submit(self, coro: Awaitable, tag: Any = None) -> "Submitted":
         """Run ``coro`` on the loop from the next step. With a tag, its outcome comes back as a ``TaskDone``."""
-        async def wrapped():
-            try:
-                result = await coro
-            except asyncio.CancelledError:
-                if tag is not None:
-                    self.post(TaskDone(tag, cancelled=True))
-                raise
-            except BaseException as exc:  # noqa: BLE001 - handed to the actor, which decides
-                if tag is not None:
-                    self.post(TaskDone(tag, error=exc))
-                else:
-                    log.exception("bridge task failed")
-                return None
-            if tag is not None:
-                self.post(TaskDone(tag, result=result))
-            return result
-        return Submitted(self.loop, self.loop.create_task(wrapped()))
+        return Submitted(self.loop, self.loop.create_task(reporting(coro, tag, self.post)))
 
     def call(self, fn, *args) -> None:
         if threading.get_ident() == self._owner:
