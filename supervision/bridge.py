@@ -86,6 +86,11 @@ class AsyncBridge:
         """Run a plain callable on the loop thread (e.g. to cancel a task or feed a queue)."""
         self.loop.call_soon_threadsafe(fn, *args)
 
+    def run_sync(self, coro: Awaitable, timeout: float):
+        """Wait on the actor thread for a short coroutine run on the loop; TimeoutError past ``timeout`` (the
+        coroutine may still finish later)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
     def drain(self) -> list:
         """Everything posted so far, in order. Reads the wakeup bytes, then clears the pending mark, then takes the
         items. In that order the mark is never left set with no byte on its way: a post that finds it set is

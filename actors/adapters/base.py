@@ -218,7 +218,7 @@ class PlatformAdapter(GatewayActor):
         if self._intake_task is not None:
             self._intake_task.cancel()
         try:
-            self._run_sync(self._shut_down(), STOP_TIMEOUT_S)
+            self.bridge.run_sync(self._shut_down(), STOP_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - on the way out; what was committed is on disk
             self.log.warning("%s: unclean stop: %s", self.name, self._clean(exc))
 
@@ -227,10 +227,6 @@ class PlatformAdapter(GatewayActor):
 
     def describe(self):
         return dataclasses.replace(n := super().describe(), facts=self.connection.facts(self.served_url()) + n.facts)
-
-    def _run_sync(self, coro, timeout: float):
-        """Await a short coroutine on the bridge loop from the actor thread."""
-        return asyncio.run_coroutine_threadsafe(coro, self.bridge.loop).result(timeout)
 
     async def _shut_down(self) -> None:
         self._lanes.cancel()

@@ -274,6 +274,8 @@ class StreamConsumer(CellStoreUser, Cell):
                 self.send_unresolved(self.in_flight[2], "the adapter died with a send in hand", self.in_flight[3])
             self.in_flight = None
             self.pump()
+        elif self.adapter_wait.since is not None and directory.adapter(self.args["adapter"]) is not None:
+            self.pump()   # a reply that waited for this directory (a fresh shard's first) goes now, not at its retry
 
     def send_unresolved(self, index: int, why: str, part) -> None:
         """A send of ``part`` (its index) may be in the chat: looked for first where the adapter can (Claim.lost),
