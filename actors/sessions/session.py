@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import os
 import time
 from pathlib import Path
 
@@ -49,6 +48,7 @@ from common.chat_errors import user_facing_error
 from common.redact import configured_secrets, redact
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
+from actors.sessions.history import RecentHistory
 from actors.sessions.session_commands import run_command
 from storage import MediaCache, obligation_id
 from supervision.storage_access import CellStoreUser
@@ -80,6 +80,7 @@ class Session(CellStoreUser, Cell):
         self.turn: turns.Turn | None = None
         self.collect_until, self.passivate_when_idle = 0.0, False
         self.agent, self.secrets = None, []   # the turn's agent; what no answer or transcript may hold (configured)
+        self.history = RecentHistory(turns.HISTORY_EVENTS)   # the last turn's transcript, for a minute (history.py)
 
     @property
     def phase(self) -> SessionPhase:
@@ -258,7 +259,8 @@ class Session(CellStoreUser, Cell):
                          user_events: list | None = None) -> None:
         turn = self.turn = turns.Turn(turn_id or turns.new_turn_id(), seqs, event)
         sid = self.info.session_id
-        transcript = self.db(self.store.sessions.load(sid, last_n=turns.HISTORY_EVENTS))
+        transcript = self.history.read(sid, lambda since: self.db(self.store.sessions.load(
+            sid, last_n=turns.HISTORY_EVENTS, since_seq=since)), time.monotonic())
         if not resumed:
             # A crash between this append and begin_turn requeues the row: it must not be written twice.
             known = {e.payload.get("inbound_seq") for e in transcript if e.role == "user" and e.kind == "message"}
@@ -269,6 +271,8 @@ class Session(CellStoreUser, Cell):
             for seq in seqs[:-1]:  # merged rows: their text is in the transcript, the last row carries the turn
                 self.db(self.store.inbox.done(seq))
             self.db(self.store.sessions.begin_turn(sid, turn.turn_id, seqs[-1]))
+        if self.history.keep(sid, transcript, time.monotonic()):
+            self.after(self.history.keep_s, "history")
         # The turn's profile decides its persona, its agent (model, tools) and its memory: actors/profiles, memory.
         profile, self.agent = self.profiles.get(event.source.profile), self.profiles.agent(event.source.profile)
         prompt, memory = memory_for_turn(self, profile, event.source)   # the persona, then what it remembers
@@ -278,6 +282,10 @@ class Session(CellStoreUser, Cell):
                                                 turns.request_record(transcript, prompt, event.source.profile)))
         self.ask_consumer(turn)
         turn.future = self.bridge.submit(self._run_agent(self.agent, turn.turn_id, request, with_media))
+
+    def on_timer_history(self, _data) -> None:
+        if (left := self.history.expire(time.monotonic())) is not None:
+            self.after(left, "history")
 
     def reply_turn(self, seqs: list, event: MessageEvent, text: str, turn_id: str | None = None,
                    files: tuple = ()) -> None:
@@ -364,17 +372,17 @@ class Session(CellStoreUser, Cell):
     # -------------------------------------------------------------------------------------------- consumers
     def ask_consumer(self, turn: turns.Turn) -> None:
         args = turns.consumer_args(turn, self.key, self.config)
-        self.send(self.parent, SpawnConsumer(_consumer_id(turn, self), args))
+        self.send(self.parent, SpawnConsumer(turns.consumer_id(turn, self.myAddress.epoch), args))
 
     def on_ConsumerReady(self, message, sender) -> None:
         turn = self.turn
-        if turn is not None and message.turn_id == _consumer_id(turn, self):
+        if turn is not None and message.turn_id == turns.consumer_id(turn, self.myAddress.epoch):
             turn.consumer = message.address
             self.send_batch()
 
     def on_ConsumerGone(self, message, sender) -> None:
         turn = self.turn
-        if turn is None or message.turn_id != _consumer_id(turn, self):
+        if turn is None or message.turn_id != turns.consumer_id(turn, self.myAddress.epoch):
             return
         turn.consumer, turn.batch_seq, turn.unsent = None, 0, list(turn.events)  # the new one replays it all
         turn.consumer_attempts += 1
@@ -437,10 +445,3 @@ class Session(CellStoreUser, Cell):
 
     def state_name(self) -> str:
         return "busy" if self.phase in BUSY else "running"
-
-
-def _consumer_id(turn: turns.Turn, session: "Session") -> str:
-    """Unique per shard process, session incarnation and attempt: a consumer left from before a crash is never
-    mistaken for ours."""
-    return f"{turn.turn_id}.{os.getpid()}.{session.myAddress.epoch}.{turn.consumer_attempts}"
-

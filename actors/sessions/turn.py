@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -87,6 +88,12 @@ def consumer_args(turn: Turn, session_key: str, config: dict) -> dict:
     if turn.consumer_args is None:
         turn.consumer_args = _consumer_args(turn, session_key, config)
     return turn.consumer_args
+
+
+def consumer_id(turn: Turn, epoch: int) -> str:
+    """Unique per shard process, session incarnation (its cell's epoch) and attempt: a consumer left from before a
+    crash is never mistaken for ours."""
+    return f"{turn.turn_id}.{os.getpid()}.{epoch}.{turn.consumer_attempts}"
 
 
 def _consumer_args(turn: Turn, session_key: str, config: dict) -> dict:
