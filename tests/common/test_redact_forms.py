@@ -64,3 +64,14 @@ def test_redaction_stays_idempotent_with_forms():
 def test_control_characters_are_shown_escaped_and_the_rest_untouched():
     from common.redact import escape_controls
     assert escape_controls("a\nb\r\tc\x00\x1b[1m\x7f\x9b\u2028 é 😀") == "a\\nb\\r\\tc\\x00\\x1b[1m\\x7f\\x9b\\u2028 é 😀"
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_a_run_of_fragment_chars_from_any_offset_of_the_secret_is_redacted(name):
+    # The search only looks further when the text holds one of the secret's pieces of FRAGMENT_CHARS // 2 that
+    # start at a multiple of that: a run from any offset must still be found.
+    secret = CORPUS[name]
+    for start in range(len(secret) - FRAGMENT_CHARS + 1):
+        run = secret[start:start + FRAGMENT_CHARS]
+        out = redact(f"echoed back: {run} (cut)", [secret], shapes=False)
+        assert run not in out and REDACTED in out, (start, out)
