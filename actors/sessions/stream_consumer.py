@@ -7,9 +7,8 @@ consumer took the reply over: ReplyDone to the session, unless taken over, and t
 are shown at all is a mode, not a phase: ``fallback`` (edits keep failing) and platforms without edits send the
 final text only.
 
-State: the answer so far, the tool line, the final text and the files (``ReplyText``), the parts on the platform
-and what each shows (``PlacedParts``), the one operation in flight, the obligation's claim (``Claim``), how many
-edits failed in a row, since when no adapter was named.
+State: the answer, tool line, final text and files (``ReplyText``), the parts on the platform and what each shows
+(``PlacedParts``), the operation in flight, the claim (``Claim``), edits failed in a row, since when no adapter.
 
 Messages it takes:
   StreamBatch   events of the turn, in batch order (Thespian does not order messages between actors: batches that
@@ -46,7 +45,7 @@ from actors.messages import LostSend, OpResult, PlatformOp, ReplyDone, StalledRe
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
 from actors.media.outgoing import unsent_line
 from actors.sessions.placed_parts import SUPERSEDED, PlacedParts
-from actors.sessions.reply_files import file_of, final_parts, is_file, marked_at, marker_index, send_fields
+from actors.sessions.reply_files import FinalCut, file_of, is_file, marked_at, marker_index, send_fields
 from actors.sessions.chunking import split_message
 from actors.sessions.reply_text import ReplyText
 from actors.hooks.points import tell_delivered
@@ -90,6 +89,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.adapter_wait: AdapterWait | None = None   # since when the directory names no adapter for this reply
         self.refused_files: dict[int, str] = {}  # file parts the platform refused -> the line shown in their place
         self.marker_at: int | None = None        # the part that carries the re-sent mark (reply_files.marker_index)
+        self.final_cut = FinalCut()              # the final text's parts, cut once for every pump that wants them
 
     def on_start(self, args) -> None:
         self.args, self.pacing = args, registry.reply_pacing(self.config, args)
@@ -126,7 +126,8 @@ class StreamConsumer(CellStoreUser, Cell):
     # ----------------------------------------------------------------------------------------------- pacing
     def wanted_chunks(self) -> list | None:
         if self.phase is ReplyPhase.FINISHING:   # the text's chunks, then a part per file (reply_files.py)
-            parts = final_parts(self.text.final_text(), self.text.files, self.pacing, self.length, self.chunk_limit)
+            parts = self.final_cut.parts(self.text.final_text(), self.text.files, self.pacing, self.length,
+                                         self.chunk_limit)
             return self.marked([self.refused_files.get(i, part) for i, part in enumerate(parts)])
         if self.fallback or not self.pacing.supports_edit:
             return None  # no previews: the final text goes out whole
@@ -229,8 +230,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.after(OP_TIMEOUT_S, "op_timeout", (op_id, 1))
 
     def without_adapter(self) -> None:
-        """The adapter is restarting: the next directory says where it is. Past the liveness bound that is no longer
-        the likely story (a directory lost on its way, an adapter that does not come back)."""
+        """The adapter is restarting (the next directory names it) or, past the liveness bound, something is lost."""
         step = self.adapter_wait.missing(time.monotonic())
         if step == "report":
             self.log.warning("%s: the reply has waited %.0fs for adapter %r, which the directory does not name "
@@ -243,9 +243,8 @@ class StreamConsumer(CellStoreUser, Cell):
         self.after(0.5, "pump")
 
     def on_timer_op_timeout(self, data) -> None:
-        """No answer yet (op_failures.after_silence). A send taken for lost is looked for or sent again marked (the
-        adapter's lane keeps a late answer to it ahead of that); the directory also takes a send for lost when it
-        says its adapter was restarted (on_directory)."""
+        """No answer yet (op_failures.after_silence): a send taken for lost is looked for or sent again marked (the
+        adapter's lane keeps a late answer ahead of that); so is one whose adapter was restarted (on_directory)."""
         op_id, waited = data   # waited: OP_TIMEOUT_S periods so far
         if self.in_flight is None or self.in_flight[0] != op_id:
             return
@@ -278,8 +277,7 @@ class StreamConsumer(CellStoreUser, Cell):
             self.pump()   # a reply that waited for this directory (a fresh shard's first) goes now, not at its retry
 
     def send_unresolved(self, index: int, why: str, part) -> None:
-        """A send of ``part`` (its index) may be in the chat: looked for first where the adapter can (Claim.lost),
-        else the reply goes again, marked as re-sent."""
+        """A send of ``part`` may be in the chat: looked for where the adapter can (Claim.lost), else sent marked."""
         self.claim.send_unresolved(index, why, searchable=not is_file(part))
         self.after_marking()
 
