@@ -382,7 +382,9 @@ form.addEventListener("submit", (event) => {
   const id = queue(text, files);
   const item = addMessage(log, "user", text, { clientId: id });
   showFiles(item, files);
-  setNote(item, socket ? "sending…" : "will be sent when the connection is back");
+  // A socket still connecting (a reconnect attempt while the gateway is down) is not a connection yet.
+  const open = socket && socket.readyState === WebSocket.OPEN;
+  setNote(item, open ? "sending…" : "will be sent when the connection is back");
   keepScrolled(true);
   showState();
 });
