@@ -40,7 +40,7 @@ _V1_SESSIONS = [
     )""",
     """CREATE TRIGGER transcript_append_only BEFORE UPDATE ON transcript
        BEGIN SELECT RAISE(ABORT, 'transcript is append-only'); END""",
-    # Derived: rebuilt from transcript at will (SessionStore.rebuild_search_index). rowid = transcript.event_id.
+    # Derived: rebuilt from transcript at will (search_index.rebuild). rowid = transcript.event_id.
     "CREATE VIRTUAL TABLE transcript_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
     """CREATE TRIGGER transcript_fts_follow_delete AFTER DELETE ON transcript
        BEGIN DELETE FROM transcript_fts WHERE rowid = old.event_id; END""",
@@ -233,6 +233,17 @@ _V9_MEMORY = [
     "CREATE INDEX memory_by_scope ON memory (profile, scope, memory_id)",
 ]
 
+# The search index is brought up to date in batches (storage/search_index.py): each new transcript event is marked
+# pending in its own append's transaction, whoever appends it; a deleted event takes its mark along. Every event of
+# an earlier version was indexed as it was appended, so none is pending.
+_V10_SEARCH_PENDING = [
+    "CREATE TABLE search_pending (event_id INTEGER PRIMARY KEY)",
+    """CREATE TRIGGER transcript_marked_for_search AFTER INSERT ON transcript
+       BEGIN INSERT INTO search_pending (event_id) VALUES (new.event_id); END""",
+    """CREATE TRIGGER search_pending_follow_delete AFTER DELETE ON transcript
+       BEGIN DELETE FROM search_pending WHERE event_id = old.event_id; END""",
+]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -243,6 +254,7 @@ MIGRATIONS: list[Migration] = [
     _V7_FEEDBACK,
     _V8_CRON,
     _V9_MEMORY,
+    _V10_SEARCH_PENDING,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

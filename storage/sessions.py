@@ -5,7 +5,7 @@
 * display         small dict of display metadata (platform display name, chat title, ...);
 * api sidecar     the exact request sent to the model per turn, kept apart from the transcript;
 * runtime state   the turn in flight and the resume bookkeeping (``runtime.py``);
-* search index    FTS5 over transcript text, derived (``rebuild_search_index`` recreates it).
+* search index    FTS5 over transcript text, derived, indexed in batches (``search_index.py``).
 
 What survives kill -9: each method is one transaction; when it returns, the rows are committed. An append is
 all-or-nothing: a batch is never half in the transcript, and seqs never have gaps.
@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union
 
-from . import records
+from . import records, search_index
 import aiosqlite
 
 from .db import Database, fetch_all, fetch_one
@@ -33,7 +33,6 @@ ROLES = ("user", "assistant", "tool", "system")
 SESSION_STATES = ("active", "suspended", "reset", "closed")
 CURRENT_STATES = ("active", "suspended")
 MAX_DISPLAY_BYTES = 16 * 1024
-SEARCHABLE_FIELDS = ("text", "content", "name")
 
 SESSION_COLUMNS = "session_id, session_key, state, created_at, updated_at, title, source"
 # How a session id is shown to people (the admin listing, /status in the chat): its first characters, which any
@@ -81,26 +80,6 @@ def short_id(session_id: str) -> str:
 
 def session_from_row(row: tuple, created: bool = False) -> SessionInfo:
     return SessionInfo(*row[:6], source=records.unpack(row[6]), created=created)
-
-
-def searchable_text(payload: Any) -> str:
-    """The text of an event worth finding: its 'text', 'content' (string or list of parts) and tool 'name'."""
-    if not isinstance(payload, Mapping):
-        return payload if isinstance(payload, str) else ""
-    found = []
-    for field in SEARCHABLE_FIELDS:
-        value = payload.get(field)
-        if isinstance(value, str):
-            found.append(value)
-        elif isinstance(value, list):
-            found.extend(p["text"] for p in value if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    return "\n".join(found)
-
-
-async def index_event(conn: aiosqlite.Connection, event_id: int, payload: Any) -> None:
-    text = searchable_text(payload)
-    if text:
-        await conn.execute("INSERT INTO transcript_fts (rowid, body) VALUES (?, ?)", (event_id, text))
 
 
 def _coerce_event(event: Union[TranscriptEvent, Mapping]) -> TranscriptEvent:
@@ -255,11 +234,10 @@ class SessionStore(RuntimeOps):
         seqs = []
         for event, blob in rows:
             seq += 1
-            cur = await conn.execute(
+            await conn.execute(
                 "INSERT INTO transcript (session_id, seq, turn_id, role, kind, created_at, payload) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)", (session_id, seq, event.turn_id, event.role, event.kind,
                                                  event.created_at if event.created_at is not None else now, blob))
-            await index_event(conn, cur.lastrowid, event.payload)
             seqs.append(seq)
         await conn.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (now, session_id))
         return seqs
@@ -293,19 +271,20 @@ class SessionStore(RuntimeOps):
                "ORDER BY rank LIMIT ?")
         args = (match, session_key, int(limit)) if session_key else (match, int(limit))
         async def fetch(conn):
+            await search_index.catch_up(conn, limit=None)   # every event committed before the search is found
             return [SearchHit(*row) for row in await fetch_all(conn, sql, args)]
-        return await self._db.read(fetch)
+        return await self._db.write(fetch)
 
     async def rebuild_search_index(self) -> int:
         """Recreate the derived FTS index from the transcript; returns the number of events indexed."""
-        async def do(conn):
-            await conn.execute("DELETE FROM transcript_fts")
-            n = 0
-            for event_id, blob in await fetch_all(conn, "SELECT event_id, payload FROM transcript"):
-                await index_event(conn, event_id, records.unpack(blob))
-                n += 1
-            return n
-        return await self._db.write(do)
+        return await self._db.write(search_index.rebuild)
+
+    async def index_pending(self, limit: int = search_index.CATCH_UP_BATCH) -> int:
+        """Index up to ``limit`` events appended since the last catch-up (search_index.py); returns how many."""
+        return await self._db.write(search_index.catch_up, limit)
+
+    async def pending_search_index(self) -> int:
+        return await self._db.read(search_index.pending)
 
     # ---------------------------------------------------------------------------------- display and sidecar
 

@@ -32,7 +32,7 @@ from . import records
 from .db import fetch_all, fetch_one
 from .errors import ImportRefused, NotFound, RecordError
 from .keys import is_valid_key
-from .sessions import CURRENT_STATES, ROLES, SESSION_COLUMNS, SESSION_STATES, SessionInfo, index_event
+from .sessions import CURRENT_STATES, ROLES, SESSION_COLUMNS, SESSION_STATES, SessionInfo
 
 FORMAT = "agent-gateway/session-export"
 VERSION = 1          # what a plain export writes
@@ -230,11 +230,10 @@ async def import_rows(conn, parsed: ParsedExport, new_id: str | None = None) -> 
         await conn.execute("INSERT INTO session_display (session_id, data) VALUES (?, ?)",
                            (s["session_id"], records.pack(parsed.display)))
     for e in parsed.events:
-        cur = await conn.execute(
+        await conn.execute(   # indexed for search later, like any append (a trigger marks it: search_index.py)
             "INSERT INTO transcript (session_id, seq, turn_id, role, kind, created_at, payload) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)", (s["session_id"], e["seq"], e["turn_id"], e["role"], e["kind"],
                                              e["created_at"], records.pack(e["payload"])))
-        await index_event(conn, cur.lastrowid, e["payload"])
     for r in parsed.requests:
         await conn.execute("INSERT INTO api_sidecar (session_id, turn_id, created_at, request) "
                            "VALUES (?, ?, ?, ?)",

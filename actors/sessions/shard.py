@@ -26,7 +26,8 @@ Messages it takes:
   ConfigChanged      a reload: every session cell started from now on starts on it, and the live ones take it
                      for their next turn (a reply in flight keeps what its turn started with: consumers are not told)
   Fault(target=...)  fault injection aimed at one cell (the cell crashes, not the shard)
-  timers             cells (the cells' timers and restarts), idle_scan (passivate idle sessions)
+  timers             cells (the cells' timers and restarts), idle_scan (passivate idle sessions), search_index
+                     (index what the sessions appended, in one transaction: storage/search_index.py)
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
 consumer's Started is its first message, so nothing sent to it can overtake it).
 Messages it sends: InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells, and what cells send out
@@ -57,6 +58,7 @@ from common.logging_setup import key_hash
 from supervision.loop_monitor import LoopMonitor
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from common.config import setting
+from storage import StorageError, search_index
 
 SESSION_ACTOR = "actors.sessions.session.Session"
 CONSUMER_ACTOR = "actors.sessions.stream_consumer.StreamConsumer"
@@ -107,6 +109,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
             if shard_of(key, self.count) == self.index:
                 self._ensure_session(key)
         self.after(min(self.idle_s, 30.0), "idle_scan")
+        self.after(search_index.CATCH_UP_S, "search_index")
 
     def on_stop(self) -> None:
         self.facts_out.flush(self.send)
@@ -239,6 +242,17 @@ class SessionShard(InlineStoreUser, GatewayActor):
             if seen < cutoff:
                 self.cells.deliver(session_cell_name(key), Passivate())
         self.after(min(self.idle_s, 30.0), "idle_scan")
+
+    def on_timer_search_index(self, _data) -> None:
+        """A batch of the events appended since the last tick goes into the search index; a backlog (a long outage
+        of this timer, an import) goes a batch per tick, one right after the other. Storage that cannot be written
+        now (a full disk) is asked again at the next tick: a search catches up on its own anyway."""
+        try:
+            taken = self.db(self.store.sessions.index_pending(search_index.CATCH_UP_BATCH))
+        except StorageError as exc:
+            self.log.warning("%s: the search index waits for storage: %s", self.name, exc)
+            taken = 0
+        self.after(0.0 if taken >= search_index.CATCH_UP_BATCH else search_index.CATCH_UP_S, "search_index")
 
     # -------------------------------------------------------------------------------------------- consumers
     def _spawn_consumer(self, message: SpawnConsumer, session) -> None:

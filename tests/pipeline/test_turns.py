@@ -1,6 +1,8 @@
 """A message in, one answer out: the pipeline end to end on the real daemon and the fake platform."""
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from actors.agents.offline import FAKE_SECRET
@@ -37,6 +39,23 @@ def test_a_message_gets_one_streamed_answer(gateway, platform):
     # The doorbell, the operations and their results went over the direct link (supervision/direct_link.py).
     adapter = gateway.node("fake")
     assert dict(adapter.get("facts") or ()).get("links", 0) >= 1, f"the adapter has no direct link: {adapter}"
+
+
+def test_the_shard_indexes_a_turn_for_search_in_the_background(gateway, platform):
+    # No search runs here: only the shard's search_index timer can empty search_pending (storage/search_index.py).
+    platform.inject("c1", "pelicans in the harbour")
+    settled_answers(platform, "c1")
+
+    def counts():
+        with sqlite3.connect(gateway.state / "gateway.db") as db:
+            return (db.execute("SELECT COUNT(*) FROM search_pending").fetchone()[0],
+                    db.execute("SELECT COUNT(*) FROM transcript_fts WHERE transcript_fts MATCH 'pelicans'")
+                    .fetchone()[0])
+    seen = []
+    try:
+        wait_for(lambda: seen.append(counts()) or seen[-1] == (0, 2), 30, 0.1, "the turn indexed by the shard")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last seen (pending events, hits for 'pelicans'): {seen[-1]}") from None
 
 
 def test_a_20000_character_answer_is_split_at_the_limit_with_fences_intact(gateway, platform):

@@ -132,11 +132,14 @@ async def test_conflicts_and_mid_transaction_failures_roll_back(tmp_path, monkey
             await b.sessions.import_session(x)
         calls = []
 
-        async def index_then_fail(conn, event_id, payload):
-            calls.append(event_id)
+        pack = transfer.records.pack
+
+        def pack_then_fail(value):   # the import packs each event's payload as it inserts it
+            calls.append(value)
             if len(calls) == 3:
                 raise ImportRefused("simulated failure half-way")
-        monkeypatch.setattr(transfer, "index_event", index_then_fail)
+            return pack(value)
+        monkeypatch.setattr(transfer.records, "pack", pack_then_fail)
         await b.sessions.close((await b.sessions.current(KEY)).session_id)
         before_close = dump(target)
         with pytest.raises(ImportRefused):

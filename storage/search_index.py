@@ -1,0 +1,71 @@
+"""The search index: FTS5 over transcript text, derived from the transcript, brought up to date in batches.
+
+Indexing an event as it is appended cost a turn about as much as the rest of its transcript writes (measured: two
+appends 0.68 ms with it, 0.33 ms without), and FTS5 is far cheaper per row when many rows go in one transaction.
+So an append only marks its events pending (a trigger puts each new event_id into ``search_pending``, whoever
+writes the transcript: a session, an import), and ``catch_up`` indexes what is pending in one transaction: each
+session shard does every CATCH_UP_S (actors/sessions/shard.py), and a search does before it looks, so a search
+always sees every event committed before it.
+
+What survives kill -9: an event and its pending mark commit together (the trigger runs in the append's
+transaction); the index rows and the removal of their marks commit together. Nothing is indexed twice or missed.
+Marks are event ids, not a high-water mark: SQLite may give a deleted (forgotten) session's highest ids to new
+events, and a mark names exactly the rows still to index. A deleted event takes its index row and its mark with it
+(triggers of the schema).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import aiosqlite
+
+from . import records
+from .db import fetch_all
+
+SEARCHABLE_FIELDS = ("text", "content", "name")
+CATCH_UP_BATCH = 2_000   # events per catch_up call: a shard's timer transaction stays short on a large backlog
+CATCH_UP_S = 2.0         # how often a session shard indexes what its sessions appended
+
+
+def searchable_text(payload: Any) -> str:
+    """The text of an event worth finding: its 'text', 'content' (string or list of parts) and tool 'name'."""
+    if not isinstance(payload, Mapping):
+        return payload if isinstance(payload, str) else ""
+    found = []
+    for field in SEARCHABLE_FIELDS:
+        value = payload.get(field)
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(p["text"] for p in value if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return "\n".join(found)
+
+
+async def catch_up(conn: aiosqlite.Connection, limit: int | None = CATCH_UP_BATCH) -> int:
+    """Index up to ``limit`` pending events (None: all), oldest first, inside the caller's write transaction;
+    returns how many were taken."""
+    sql = ("SELECT p.event_id, t.payload FROM search_pending p JOIN transcript t ON t.event_id = p.event_id "
+           "ORDER BY p.event_id")
+    rows = await fetch_all(conn, sql + (" LIMIT ?" if limit is not None else ""),
+                           (int(limit),) if limit is not None else ())
+    if not rows:
+        return 0
+    indexed = [(event_id, text) for event_id, blob in rows if (text := searchable_text(records.unpack(blob)))]
+    for event_id, text in indexed:
+        await conn.execute("INSERT INTO transcript_fts (rowid, body) VALUES (?, ?)", (event_id, text))
+    # Every mark up to the last one read was read (they come in id order, and this transaction is the only writer).
+    await conn.execute("DELETE FROM search_pending WHERE event_id <= ?", (rows[-1][0],))
+    return len(rows)
+
+
+async def rebuild(conn: aiosqlite.Connection) -> int:
+    """Recreate the whole index from the transcript, inside the caller's write transaction; returns the number of
+    events read."""
+    await conn.execute("DELETE FROM transcript_fts")
+    await conn.execute("DELETE FROM search_pending")
+    await conn.execute("INSERT INTO search_pending (event_id) SELECT event_id FROM transcript")
+    return await catch_up(conn, limit=None)
+
+
+async def pending(conn: aiosqlite.Connection) -> int:
+    return (await fetch_all(conn, "SELECT COUNT(*) FROM search_pending"))[0][0]
