@@ -67,5 +67,7 @@ async def rebuild(conn: aiosqlite.Connection) -> int:
     return await catch_up(conn, limit=None)
 
 
-async def pending(conn: aiosqlite.Connection) -> int:
-    return (await fetch_all(conn, "SELECT COUNT(*) FROM search_pending"))[0][0]
+async def pending(conn: aiosqlite.Connection, at_most: int | None = None) -> int:
+    """How many events wait to be indexed (counted up to ``at_most``)."""
+    limit = f" LIMIT {int(at_most)}" if at_most is not None else ""
+    return (await fetch_all(conn, f"SELECT COUNT(*) FROM (SELECT 1 FROM search_pending{limit})"))[0][0]

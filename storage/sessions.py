@@ -280,7 +280,10 @@ class SessionStore(RuntimeOps):
         return await self._db.write(search_index.rebuild)
 
     async def index_pending(self, limit: int = search_index.CATCH_UP_BATCH) -> int:
-        """Index up to ``limit`` events appended since the last catch-up (search_index.py); returns how many."""
+        """Index up to ``limit`` events appended since the last catch-up (search_index.py); returns how many. A
+        read looks first: an idle gateway's shards take no write lock every tick."""
+        if not await self._db.read(search_index.pending, 1):
+            return 0
         return await self._db.write(search_index.catch_up, limit)
 
     async def pending_search_index(self) -> int:
