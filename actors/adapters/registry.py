@@ -206,12 +206,28 @@ def pacing_of(args: Mapping) -> PlatformPacing:
 def reply_pacing(config: dict, args: dict):
     """The adapter's pacing: its registry entry's table with the [adapters.NAME] pacing overrides applied; for a
     reply of a profile with ``stream = false``, paced as on a platform without edits: sent once, complete."""
-    table = validate_all(config).get(args["adapter"])
-    pacing = pacing_of(table) if table is not None else pacing_for(args["platform"])
+    pacing = _configured_pacing(config, args["adapter"], args["platform"])
     streams = args["stream"] if "stream" in args else (not args.get("profile") or
                                                        profile_streams(config, args["profile"]))
     if not streams:   # as the turn's start had it (actors/sessions/turn.py consumer_args), else as configured
         pacing = dataclasses.replace(pacing, supports_edit=False)
+    return pacing
+
+
+_PACING_SEEN: dict[tuple[int, str], tuple[dict, PlatformPacing]] = {}   # (id(config), adapter) -> (config, pacing)
+
+
+def _configured_pacing(config: dict, adapter: str, platform: str) -> PlatformPacing:
+    """The adapter's pacing under ``config``, worked out once per configuration (every reply asks; validating every
+    adapter table for it cost a reply more than cutting its text). A reload brings a new config object."""
+    seen = _PACING_SEEN.get((id(config), adapter))
+    if seen is not None and seen[0] is config:
+        return seen[1]
+    table = validate_all(config).get(adapter)
+    pacing = pacing_of(table) if table is not None else pacing_for(platform)
+    if len(_PACING_SEEN) >= 64:
+        _PACING_SEEN.clear()
+    _PACING_SEEN[(id(config), adapter)] = (config, pacing)
     return pacing
 
 

@@ -68,6 +68,16 @@ def test_pacing_comes_from_the_platform_with_overrides():
     assert pacing.platform == "fake" and pacing.per_chat_burst == 2
 
 
+def test_a_replys_pacing_is_worked_out_once_per_configuration_and_anew_after_a_reload():
+    args = {"adapter": "bot", "platform": "fake", "stream": True}
+    config = config_with(bot={**FAKE, "pacing": {"per_chat_burst": 2}})
+    first = registry.reply_pacing(config, args)
+    assert first.per_chat_burst == 2 and registry.reply_pacing(config, args) is first
+    reloaded = config_with(bot={**FAKE, "pacing": {"per_chat_burst": 7}})   # a reload is a new config object
+    assert registry.reply_pacing(reloaded, args).per_chat_burst == 7
+    assert not registry.reply_pacing(config, {**args, "stream": False}).supports_edit
+
+
 @pytest.fixture
 def secret_type():
     entry = registry.register(AdapterType("test-secret", "actors.adapters.fake.FakePlatformAdapter", pacing="fake",
