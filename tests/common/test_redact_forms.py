@@ -75,3 +75,33 @@ def test_a_run_of_fragment_chars_from_any_offset_of_the_secret_is_redacted(name)
         run = secret[start:start + FRAGMENT_CHARS]
         out = redact(f"echoed back: {run} (cut)", [secret], shapes=False)
         assert run not in out and REDACTED in out, (start, out)
+
+
+def _spellings(alternatives: str) -> list[str]:
+    """Every concrete name the alternation spells: ``[_-]?`` as nothing, "_" or "-", ``s?`` as nothing or "s"."""
+    names = []
+    for alternative in alternatives.split("|"):
+        variants = [alternative]
+        for optional, choices in (("[_-]?", ("", "_", "-")), ("s?", ("", "s"))):
+            variants = [v.replace(optional, c, 1) for v in variants for c in choices] if optional in alternative \
+                else variants
+        names += variants
+    return names
+
+
+def test_every_secret_name_holds_a_word_the_quick_look_knows():
+    # redact skips the name = value scans when the text holds none of _NAME_WORDS: a name without one would leak.
+    from common.redact import _NAME_WORDS, _SECRET_NAME_COLON, _SECRET_NAME_EQ
+    for name in _spellings(_SECRET_NAME_EQ) + _spellings(_SECRET_NAME_COLON):
+        assert any(word in name.casefold() for word in _NAME_WORDS), name
+
+
+@pytest.mark.parametrize("text", [
+    "PASSWORD = hunter2hunter2", "Api-Key: abcdefgh1234", "paſſword=abcdefgh12", "\u212aey = abcdefgh1234",
+    "SıG=abcdefgh1234", "auth_token: 'abcdefgh1234'", "x-api-key: abcdefgh1234", "nothing to see here: 12345678",
+    "credentials = abcdefgh1234 and more", "the key=value pairs: key = abcdefgh1234"])
+def test_the_quick_look_changes_no_redaction(text, monkeypatch):
+    import common.redact as redaction
+    quick = redact(text)
+    monkeypatch.setattr(redaction, "_may_name_a_secret", lambda _text: True)
+    assert quick == redact(text), text
