@@ -2,7 +2,7 @@
 shard: supervision/cell.py).
 
 State: the session key and current session record, the turn in flight (``Turn``) or none, whether a collect window
-is open, and whether intake is stopped (drain).
+is open, whether intake is stopped (drain), the last turn's transcript for a minute (``RecentHistory``, timer history).
 
 Phase (``SessionPhase``, read from that state so it cannot drift from it):
   IDLE -> COLLECTING        collect mode: the first rows wait for the window to close (timer "collect")
