@@ -5,7 +5,8 @@ appends 0.68 ms with it, 0.33 ms without), and FTS5 is far cheaper per row when 
 So an append only marks its events pending (a trigger puts each new event_id into ``search_pending``, whoever
 writes the transcript: a session, an import), and ``catch_up`` indexes what is pending in one transaction: each
 session shard does every CATCH_UP_S (actors/sessions/shard.py), and a search does before it looks, so a search
-always sees every event committed before it.
+sees every event committed before it (unless storage cannot be written then, a full disk: it searches the index as
+it stands).
 
 What survives kill -9: an event and its pending mark commit together (the trigger runs in the append's
 transaction); the index rows and the removal of their marks commit together. Nothing is indexed twice or missed.

@@ -22,7 +22,7 @@ from . import records, search_index
 import aiosqlite
 
 from .db import Database, fetch_all, fetch_one
-from .errors import IllegalTransition, ImportRefused, NotFound, RecordError
+from .errors import IllegalTransition, ImportRefused, NotFound, RecordError, StorageUnavailable
 from .keys import is_valid_key
 from .runtime import RuntimeOps
 
@@ -271,9 +271,12 @@ class SessionStore(RuntimeOps):
                "ORDER BY rank LIMIT ?")
         args = (match, session_key, int(limit)) if session_key else (match, int(limit))
         async def fetch(conn):
-            await search_index.catch_up(conn, limit=None)   # every event committed before the search is found
             return [SearchHit(*row) for row in await fetch_all(conn, sql, args)]
-        return await self._db.write(fetch)
+        try:
+            await self._db.write(search_index.catch_up, None)   # every event committed before the search is found
+        except StorageUnavailable:
+            pass   # a full disk, a lock held too long: the index as it stands (the last seconds may be missing)
+        return await self._db.read(fetch)
 
     async def rebuild_search_index(self) -> int:
         """Recreate the derived FTS index from the transcript; returns the number of events indexed."""
