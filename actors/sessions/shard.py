@@ -90,6 +90,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.op_routes: dict[str, str] = {}      # op_id of an operation not yet answered -> the consumer cell
         self.ops_out = Outbox()          # the operations cells sent in this run, per adapter
         self.facts_out = Outbox()        # the metrics facts cells sent since the last FACTS_INTERVAL_S
+        self.index_waits = 0             # search index catch-ups in a row that storage refused (a full disk)
 
     # ------------------------------------------------------------------------------------------------- start
     def on_start(self, args) -> None:
@@ -249,8 +250,12 @@ class SessionShard(InlineStoreUser, GatewayActor):
         now (a full disk) is asked again at the next tick: a search catches up on its own anyway."""
         try:
             taken = self.db(self.store.sessions.index_pending(search_index.CATCH_UP_BATCH))
+            self.index_waits = 0
         except StorageError as exc:
-            self.log.warning("%s: the search index waits for storage: %s", self.name, exc)
+            self.index_waits += 1
+            if self.index_waits % 30 == 1:   # the first, then once a minute: a long full disk is not a log flood
+                self.log.warning("%s: the search index waits for storage (%d tries): %s", self.name,
+                                 self.index_waits, exc)
             taken = 0
         self.after(0.0 if taken >= search_index.CATCH_UP_BATCH else search_index.CATCH_UP_S, "search_index")
 
