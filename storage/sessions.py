@@ -273,7 +273,7 @@ class SessionStore(RuntimeOps):
         async def fetch(conn):
             return [SearchHit(*row) for row in await fetch_all(conn, sql, args)]
         try:
-            await self._db.write(search_index.catch_up, None)   # every event committed before the search is found
+            await self.index_pending(limit=None)   # every event committed before the search is found
         except StorageUnavailable:
             pass   # a full disk, a lock held too long: the index as it stands (the last seconds may be missing)
         return await self._db.read(fetch)
@@ -282,14 +282,15 @@ class SessionStore(RuntimeOps):
         """Recreate the derived FTS index from the transcript; returns the number of events indexed."""
         return await self._db.write(search_index.rebuild)
 
-    async def index_pending(self, limit: int = search_index.CATCH_UP_BATCH) -> int:
-        """Index up to ``limit`` events appended since the last catch-up (search_index.py); returns how many. A
-        read looks first: an idle gateway's shards take no write lock every tick."""
+    async def index_pending(self, limit: int | None = search_index.CATCH_UP_BATCH) -> int:
+        """Index up to ``limit`` (None: all) events appended since the last catch-up (search_index.py); returns how
+        many. A read looks first: an idle shard's tick, or a search with nothing pending, takes no write lock."""
         if not await self._db.read(search_index.pending, 1):
             return 0
         return await self._db.write(search_index.catch_up, limit)
 
     async def pending_search_index(self) -> int:
+        """How many transcript events wait for the search index (the shards' next catch-up, or a search)."""
         return await self._db.read(search_index.pending)
 
     # ---------------------------------------------------------------------------------- display and sidecar

@@ -59,6 +59,7 @@ async def reporting(coro: Awaitable, tag: Any, post) -> Any:
 
 class AsyncBridge:
     steps_on_actor_thread = False   # its loop has a thread of its own (supervision/stepped_bridge.py: one that has not)
+
     def __init__(self, name: str = "bridge"):
         self._reader, self._writer = socket.socketpair()
         self._reader.setblocking(False)
