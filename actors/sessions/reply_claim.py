@@ -121,6 +121,16 @@ class Claim:
                                                  "back about")
         return "claimed"
 
+    def recorded_part(self, index: int) -> str | None:
+        """The platform's id of part ``index`` if the ledger has it: a send whose answer reached its adapter, which
+        recorded the id (send_records.py) and died before the answer reached this consumer. That message is the
+        part, to be edited into place: neither looked for nor sent again."""
+        if not self.recorded:
+            return None
+        ob = self.call("get", self.store.ledger.get(self.oid), needs_fence=False)
+        found = None if ob is None else ob.parts.get(index)
+        return None if found is None else str(found)
+
     def send_unresolved(self, index: int, why: str, searchable: bool = True) -> None:
         """A send of part ``index`` may or may not be in the chat. Where the adapter can look (and the part is
         text: a file's copy cannot be found by its text), the part's next operation is that search (``lost``);

@@ -243,8 +243,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.after(0.5, "pump")
 
     def on_timer_op_timeout(self, data) -> None:
-        """No answer yet (op_failures.after_silence): a send taken for lost is looked for or sent again marked (the
-        adapter's lane keeps a late answer ahead of that); so is one whose adapter was restarted (on_directory)."""
+        """No answer yet (op_failures.after_silence): a send taken for lost is unresolved (send_unresolved)."""
         op_id, waited = data   # waited: OP_TIMEOUT_S periods so far
         if self.in_flight is None or self.in_flight[0] != op_id:
             return
@@ -265,8 +264,7 @@ class StreamConsumer(CellStoreUser, Cell):
 
     @steps_aside
     def on_directory(self, directory) -> None:
-        """The adapter was restarted: an operation it had not answered is lost with it, so send it again (an
-        edit is idempotent; a send may show twice only if the old adapter sent it and died before answering)."""
+        """The adapter was restarted: what it had not answered is lost with it and goes again (a send: see below)."""
         self.to_adapter(None)
         if self.in_flight is not None and directory.adapter(self.args["adapter"]) != self.in_flight_to:
             if self.in_flight[1] == "send":
@@ -277,13 +275,15 @@ class StreamConsumer(CellStoreUser, Cell):
             self.pump()   # a reply that waited for this directory (a fresh shard's first) goes now, not at its retry
 
     def send_unresolved(self, index: int, why: str, part) -> None:
-        """A send of ``part`` may be in the chat: looked for where the adapter can (Claim.lost), else sent marked."""
-        self.claim.send_unresolved(index, why, searchable=not is_file(part))
-        self.after_marking()
+        """A send of ``part`` may be in the chat: edited if its id reached the ledger, else looked for or marked."""
+        if (message_id := self.claim.recorded_part(index)) is not None:
+            self.placed.ids[index] = message_id   # shows what it showed when sent: the pump edits it into place
+        else:
+            self.claim.send_unresolved(index, why, searchable=not is_file(part))
+            self.after_marking()
 
-    def after_marking(self) -> None:
-        if self.claim.ambiguous:
-            self.chunks_recorded = False   # the recorded final chunks gain the marker, for the sweeper's sake
+    def after_marking(self) -> None:   # a marked reply's recorded final chunks gain the marker, for the sweeper
+        self.chunks_recorded = self.chunks_recorded and not self.claim.ambiguous
 
     def lost_copy_answered(self, index: int, text: str, result: OpResult) -> None:
         """The adapter looked for the copy a lost send of part ``index`` left: found (it shows ``text`` now, and is

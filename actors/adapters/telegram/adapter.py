@@ -262,7 +262,11 @@ class TelegramAdapter(PlatformAdapter):
                 if "can't be edited" in exc.description:
                     return OTHERS
                 raise
-        found = await search(probe, floor, ours, highest)
+        recorded = ob.parts.get(index)
+        if recorded is not None and str(recorded).isdigit() and await probe(int(recorded)) == OURS:
+            found = int(recorded)   # its id came back and was recorded, only the answer to the sender was lost
+        else:
+            found = await search(probe, floor, ours, highest)
         self._say(logging.INFO, "%s: the lost send of part %d of %s %s", self.name, index, oid[:12],
                   "never landed" if found is None else f"is message {found}, edited into place")
         return None if found is None else str(found)

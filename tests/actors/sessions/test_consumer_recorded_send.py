@@ -1,0 +1,92 @@
+"""A send whose id reached the ledger although its answer never reached the stream consumer: the adapter recorded
+the platform's id (send_records.py) and died before its OpResult left. The consumer, told by a new directory that
+its adapter was restarted with the send in hand, edits that message into place: it neither sends the part again
+(a second copy, the first one stuck on its preview) nor looks for a lost copy past it (lost_copies.py would skip
+an id the ledger already knows, never find it, and send again). The cell runs in a real CellHost on a real SQLite
+store; the adapters are addresses the test answers for."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from actors.messages import OpResult, PlatformOp, StreamBatch
+from actors.messages.stream import TextDelta, TurnEnd
+from common.config import defaults
+from storage import Store
+from storage.inline import run_inline
+from supervision.cell_host import CellHost
+from supervision.messages import Directory
+from supervision.spec import ChildSpec, Restart, SupervisorFlags
+
+pytestmark = pytest.mark.timeout(30)
+OLD_ADAPTER, NEW_ADAPTER = "the adapter that died", "the adapter started in its place"
+
+
+@pytest.fixture
+def rig(tmp_path):
+    loop = asyncio.new_event_loop()
+    store = loop.run_until_complete(Store.open(tmp_path / "gateway.db", "normal", inline=True))
+    config = defaults()
+    config["gateway"]["state_dir"] = str(tmp_path)
+    out = []
+    host = CellHost("shard-test", send_out=lambda address, message, cell: out.append((address, message)),
+                    arm=lambda seconds, token: None, on_parent=lambda message, sender: None,
+                    on_exit=lambda state, abnormal, restarting: None, config=config, atomic=store.atomic,
+                    flags=SupervisorFlags(max_restarts=3, period_s=60.0, backoff_base_s=0.0, backoff_max_s=0.0))
+    host.store, host.run_store = store, run_inline
+    yield host, out, store, loop
+    host.stop_all()
+    loop.run_until_complete(store.close())
+    loop.close()
+
+
+def settle(host) -> None:
+    while host.run():
+        pass
+
+
+@pytest.mark.parametrize("platform", ["fake", "telegram"])   # marks a re-sent copy / looks for a lost one
+def test_a_send_recorded_by_an_adapter_that_died_before_answering_is_edited_not_sent_again(rig, platform):
+    host, out, store, loop = rig
+    args = {"turn_id": "t1", "session_key": f"{platform}:dm:7", "inbound_ref": f"{platform}:1", "adapter": platform,
+            "platform": platform, "chat_id": "7", "thread_id": None, "chat_type": "dm", "profile": "default",
+            "stream": True, "status_reactions": [], "reply_to": "1"}
+    host.start(ChildSpec("consumer:t1", "actors.sessions.stream_consumer.StreamConsumer", kind="StreamConsumer",
+                         args=args, restart=Restart.TEMPORARY))
+    host.broadcast(Directory(version=1, adapters=((platform, OLD_ADAPTER),)))
+    host.deliver("consumer:t1", StreamBatch("t1", 0, (TextDelta("the answer so far"),)))
+    settle(host)
+    sends = [m for a, m in out if isinstance(m, PlatformOp) and m.action == "send"]
+    assert len(sends) == 1 and sends[0].ledger is not None, out
+    oid, fence, index = sends[0].ledger
+
+    # What the old adapter did before it died: the intent, the request, the id from the platform's answer.
+    loop.run_until_complete(store.ledger.record_send_intent(oid, fence, index))
+    loop.run_until_complete(store.ledger.record_part(oid, fence, index, "2", replace=True))
+    out.clear()
+    host.broadcast(Directory(version=2, adapters=((platform, NEW_ADAPTER),)))
+    settle(host)
+    answer_edits(host, out)
+    host.deliver("consumer:t1", StreamBatch("t1", 1, (TurnEnd("complete", "the answer so far, and the rest"),)))
+    settle(host)
+    answer_edits(host, out)
+
+    ops = [m for a, m in out if isinstance(m, PlatformOp) and m.action in ("send", "edit", "find_lost")]
+    assert ops and {(m.action, m.message_id) for m in ops} == {("edit", "2")}, \
+        f"expected edits of the recorded message 2 only; the consumer sent {ops}"
+    assert ops[-1].text == "the answer so far, and the rest", ops
+    ob = loop.run_until_complete(store.ledger.get(oid))
+    assert (ob.state, ob.parts, ob.ambiguous) == ("delivered", {0: "2"}, False), ob
+
+
+def answer_edits(host, out) -> None:
+    """The new adapter's answers: every edit sent so far succeeds (in order; the consumer has one in flight)."""
+    answered = set()
+    while True:
+        edits = [m for a, m in out if isinstance(m, PlatformOp) and m.action == "edit" and m.op_id not in answered]
+        if not edits:
+            return
+        answered.add(edits[0].op_id)
+        host.deliver("consumer:t1", OpResult(edits[0].op_id, True, message_id="2"), NEW_ADAPTER)
+        settle(host)
