@@ -65,7 +65,7 @@ def events_rig(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("slack-events")
     with FakeSlack(post_burst=20, ping_interval=0) as slack:
         # Port 0, read back from `status`: a port picked free here could be taken by another test's daemon before
-        # the adapter binds it (the suite runs on two workers).
+        # the adapter binds it (the suite runs on several workers).
         gw = slack_gateway(tmp_path, slack, f"""inbound = "events_api"
 signing_secret = "{slack.identity['signing_secret']}"
 events_port = 0
