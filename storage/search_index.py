@@ -25,6 +25,10 @@ from .db import fetch_all
 
 SEARCHABLE_FIELDS = ("text", "content", "name")
 CATCH_UP_BATCH = 2_000   # events per catch_up call: a shard's timer transaction stays short on a large backlog
+# Events per tick of a shard's timer: ~2 ms of its loop at ~16 us an event (the benchmarks' machine), so a turn that
+# arrives meanwhile waits that long at most (a tick of 2,000 would hold it ~32 ms: a turn's latency tail under steady
+# load); a backlog goes tick after tick, other mail in between.
+TICK_BATCH = 128
 CATCH_UP_S = 2.0         # how often a session shard indexes what its sessions appended
 
 

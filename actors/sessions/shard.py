@@ -246,10 +246,10 @@ class SessionShard(InlineStoreUser, GatewayActor):
 
     def on_timer_search_index(self, _data) -> None:
         """A batch of the events appended since the last tick goes into the search index; a backlog (a long outage
-        of this timer, an import) goes a batch per tick, one right after the other. Storage that cannot be written
+        of this timer, an import) goes a short batch per tick, one right after the other. Storage that cannot be written
         now (a full disk) is asked again at the next tick: a search catches up on its own anyway."""
         try:
-            taken = self.db(self.store.sessions.index_pending(search_index.CATCH_UP_BATCH))
+            taken = self.db(self.store.sessions.index_pending(search_index.TICK_BATCH))
             self.index_waits = 0
         except StorageError as exc:
             self.index_waits += 1
@@ -257,7 +257,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
                 self.log.warning("%s: the search index waits for storage (%d tries): %s", self.name,
                                  self.index_waits, exc)
             taken = 0
-        self.after(0.0 if taken >= search_index.CATCH_UP_BATCH else search_index.CATCH_UP_S, "search_index")
+        self.after(0.0 if taken >= search_index.TICK_BATCH else search_index.CATCH_UP_S, "search_index")
 
     # -------------------------------------------------------------------------------------------- consumers
     def _spawn_consumer(self, message: SpawnConsumer, session) -> None:
