@@ -6,18 +6,13 @@ an id the ledger already knows, never find it, and send again). The cell runs in
 store; the adapters are addresses the test answers for."""
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from actors.messages import OpResult, PlatformOp, StreamBatch
 from actors.messages.stream import TextDelta, TurnEnd
-from common.config import defaults
-from storage import Store
-from storage.inline import run_inline
-from supervision.cell_host import CellHost
 from supervision.messages import Directory
-from supervision.spec import ChildSpec, Restart, SupervisorFlags
+from supervision.spec import ChildSpec, Restart
+from tests.actors.sessions.cell_rig import cell_rig, settle
 
 pytestmark = pytest.mark.timeout(30)
 OLD_ADAPTER, NEW_ADAPTER = "the adapter that died", "the adapter started in its place"
@@ -25,25 +20,8 @@ OLD_ADAPTER, NEW_ADAPTER = "the adapter that died", "the adapter started in its 
 
 @pytest.fixture
 def rig(tmp_path):
-    loop = asyncio.new_event_loop()
-    store = loop.run_until_complete(Store.open(tmp_path / "gateway.db", "normal", inline=True))
-    config = defaults()
-    config["gateway"]["state_dir"] = str(tmp_path)
-    out = []
-    host = CellHost("shard-test", send_out=lambda address, message, cell: out.append((address, message)),
-                    arm=lambda seconds, token: None, on_parent=lambda message, sender: None,
-                    on_exit=lambda state, abnormal, restarting: None, config=config, atomic=store.atomic,
-                    flags=SupervisorFlags(max_restarts=3, period_s=60.0, backoff_base_s=0.0, backoff_max_s=0.0))
-    host.store, host.run_store = store, run_inline
-    yield host, out, store, loop
-    host.stop_all()
-    loop.run_until_complete(store.close())
-    loop.close()
-
-
-def settle(host) -> None:
-    while host.run():
-        pass
+    with cell_rig(tmp_path) as r:
+        yield r.host, r.out, r.store, r.loop
 
 
 @pytest.mark.parametrize("platform", ["fake", "telegram"])   # marks a re-sent copy / looks for a lost one
