@@ -52,10 +52,22 @@ _SECRET_NAME_EQ = (r"api[_-]?key|apikey|access[_-]?key|access[_-]?token|refresh[
 _SECRET_NAME_COLON = (r"api[_-]?key|apikey|x-api-key|access[_-]?token|refresh[_-]?token|auth[_-]?token|"
                       r"bot[_-]?token|client[_-]?secret|secret[_-]?key|private[_-]?key|password|passwd|passphrase")
 _VALUE = r"""[^\s"'&#,;<>]{6,}"""
+
+
+def _starts_with_a_first_letter(names: str) -> str:
+    """A lookahead for the letters the names begin with (every one begins with a letter): put first, it turns
+    away most positions of a text before the lookbehind and the alternation are tried there, which halves a scan
+    (66 -> 29 us on the offline agent's answer). Under (?i) a letter of the class matches exactly what that letter
+    matches as the first of a name (the Kelvin sign for k, the long s for s): tests/common/test_redact_forms.py."""
+    return "(?=[" + "".join(sorted({name[0] for name in names.split("|")})) + "])"
+
+
 # name=value: URLs' query strings, env files, configs. Unquoted or quoted, any value of a plausible length.
-_ASSIGN_EQ = re.compile(r"(?i)(?<![A-Za-z0-9])((?:" + _SECRET_NAME_EQ + r")[\"']?\s*=\s*[\"']?)" + _VALUE)
+_ASSIGN_EQ = re.compile(r"(?i)" + _starts_with_a_first_letter(_SECRET_NAME_EQ) + r"(?<![A-Za-z0-9])((?:"
+                        + _SECRET_NAME_EQ + r")[\"']?\s*=\s*[\"']?)" + _VALUE)
 # name: value only for unmistakable names: "key: …" and "token: …" occur in ordinary prose.
-_ASSIGN_COLON = re.compile(r"(?i)(?<![A-Za-z0-9])((?:" + _SECRET_NAME_COLON + r")[\"']?\s*:\s*[\"']?)" + _VALUE)
+_ASSIGN_COLON = re.compile(r"(?i)" + _starts_with_a_first_letter(_SECRET_NAME_COLON) + r"(?<![A-Za-z0-9])((?:"
+                           + _SECRET_NAME_COLON + r")[\"']?\s*:\s*[\"']?)" + _VALUE)
 # Any name = a long opaque run (hex or base64 with digits and letters): a credential more often than not.
 _ASSIGN_OPAQUE = re.compile(
     r"(?<![A-Za-z0-9])([A-Za-z_][A-Za-z0-9_.-]*[\"']?\s*=\s*[\"']?)"
