@@ -31,7 +31,9 @@ _TOKEN_SHAPES = [
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S),
     re.compile(_BOUNDARY + r"sk-[A-Za-z0-9_-]{16,}"),                            # OpenAI, Anthropic, OpenRouter
     re.compile(_BOUNDARY + r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}"),      # Stripe
-    re.compile(r"(?<!\d)\d{5,}:[A-Za-z0-9_-]{35}" + _TAIL),                       # Telegram (also in …/bot<token>/)
+    # Telegram (also in …/bot<token>/); the lookahead first turns away non-digits before the lookbehind runs: this
+    # scan runs on every text with a ":" in it, and takes 9 us instead of 21 on a screenful.
+    re.compile(r"(?=\d)(?<!\d)\d{5,}:[A-Za-z0-9_-]{35}" + _TAIL),
     re.compile(_BOUNDARY + r"xox[abposre]-[A-Za-z0-9-]{10,}"),                   # Slack bot/user/app tokens
     re.compile(_BOUNDARY + r"xapp-\d-[A-Za-z0-9-]{10,}"),
     re.compile(_BOUNDARY + r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
@@ -72,6 +74,9 @@ _ASSIGN_COLON = re.compile(r"(?i)" + _starts_with_a_first_letter(_SECRET_NAME_CO
 _ASSIGN_OPAQUE = re.compile(
     r"(?<![A-Za-z0-9])([A-Za-z_][A-Za-z0-9_.-]*[\"']?\s*=\s*[\"']?)"
     r"(?=[A-Za-z0-9+/_-]*\d)(?=[A-Za-z0-9+/_-]*[A-Za-z])[A-Za-z0-9+/_-]{32,}={0,2}")
+# What every match of _ASSIGN_OPAQUE holds: a text without it skips that scan (1 us for this search against 30 for
+# the scan on a screenful of prose, 4 against 190 on code: the search starts at each "=", the scan at every word).
+_OPAQUE_NEEDS = re.compile(r"""=\s*["']?[A-Za-z0-9+/_-]{32}""")
 
 
 # What each shape needs somewhere in the text before it can match: a pattern whose mark is absent is not run (most
@@ -125,7 +130,7 @@ def redact(text: str, extra_secrets: Iterable[str] = (), shapes: bool = True) ->
         text = _ASSIGN_EQ.sub(lambda m: m.group(1) + REDACTED, text)
     if named and ":" in text:
         text = _ASSIGN_COLON.sub(lambda m: m.group(1) + REDACTED, text)
-    if "=" in text:
+    if "=" in text and _OPAQUE_NEEDS.search(text):
         text = _ASSIGN_OPAQUE.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 

@@ -132,3 +132,26 @@ def test_the_first_letter_lookahead_changes_no_match():
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 24)))
         for fast, plain in pairs:
             assert fast.sub("<>", text) == plain.sub("<>", text), text
+
+
+def test_the_opaque_value_precheck_and_the_telegram_lookahead_change_no_redaction(monkeypatch):
+    """_OPAQUE_NEEDS only skips the name = opaque-value scan where it cannot match, and the Telegram shape's
+    leading lookahead only turns away positions its first digit cannot be at: random texts redact the same with
+    the check always passing and the shape written without the lookahead."""
+    import random
+    import re
+    import common.redact as redaction
+    pieces = ["=", " = ", "='", '"', "key", "_", "x.y", "a1b2c3d4e5f6a7b8", "A9z8Y7x6W5v4U3t2", "+/", "==", " ", "\n",
+              "123456", ":", "-", "7" * 9, "٣", "bot", "token", "é", "abc"]
+    rng = random.Random(11)
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 30))) for _ in range(3000)]
+    quick = [redact(t) for t in texts]
+    telegram = redaction._TOKEN_SHAPES[3]
+    assert telegram.pattern.startswith(r"(?=\d)")
+    shapes = list(redaction._TOKEN_SHAPES)
+    shapes[3] = re.compile(telegram.pattern[len(r"(?=\d)"):])
+    monkeypatch.setattr(redaction, "_TOKEN_SHAPES", shapes)
+    monkeypatch.setattr(redaction, "_OPAQUE_NEEDS", re.compile(""))
+    assert sum(q != t for q, t in zip(quick, texts)) > 100, "the texts were meant to hold values to redact"
+    for text, fast in zip(texts, quick):
+        assert fast == redact(text), text
