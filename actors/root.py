@@ -115,7 +115,7 @@ class Root(Supervisor):
         adapters = tuple((name, a) for name, a in self._addresses("adapters") if a is not None)
         self.directory = Directory(self.directory_version, sessions=addr.get("sessions"), sweeper=addr.get("sweeper"),
                                    adapters=adapters, metrics=addr.get("metrics"),
-                                   shards=tuple(a for _name, a in self._addresses("shards")))
+                                   shards=tuple(self._addresses("shards")))
         self.on_directory(self.directory)
 
     def on_DirectoryWanted(self, message: DirectoryWanted, sender) -> None:

@@ -146,7 +146,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
                                  extra={"session": key_hash(key)})
             if key not in rung and self.directory is not None:
                 rung.add(key)
-                _index, shard = self.directory.shard_for(key)
+                _name, shard = self.directory.shard_for(key)
                 if shard is not None:
                     self.send(shard, InboxDoorbell(key, seq))
         while len(self.late_logged) > LATE_LOGGED_KEPT:

@@ -9,12 +9,19 @@ restarts), as for the shards of one host (common/shard_map.py).
 
 The leader's own shards score exactly as common/shard_map.py scores ``shard:<i>``: with the leader alone, every key
 is where it has always been, and adding the first worker moves only the keys that worker's shards win.
+
+A shard's child name (its name in the supervision tree and in the Directory) says where it runs: ``shard:<i>`` on
+the leader, as always, and ``shard:<host>/<i>`` on a worker. ``place_named`` reads it back, so whoever holds the
+Directory routes a key without knowing the hosts: the leader's shards read back without their host (they score by
+index alone).
 """
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 from typing import Iterable
+
+from common.shard_map import SHARD_PREFIX
 
 
 @dataclass(frozen=True, order=True)
@@ -26,6 +33,20 @@ class ShardPlace:
     @property
     def name(self) -> str:
         return f"{self.host}/{self.index}"
+
+    @property
+    def child_name(self) -> str:
+        return f"{SHARD_PREFIX}{self.index}" if self.on_leader else f"{SHARD_PREFIX}{self.host}/{self.index}"
+
+
+def place_named(child_name: str) -> ShardPlace:
+    """The place a shard's child name stands for (``shard:3`` on the leader, ``shard:w1/0`` on host w1)."""
+    if not child_name.startswith(SHARD_PREFIX):
+        raise ValueError(f"{child_name!r} is not a shard's name")
+    host, _, index = child_name[len(SHARD_PREFIX):].rpartition("/")
+    if not index.isdigit() or (host == "" and "/" in child_name[len(SHARD_PREFIX):]):
+        raise ValueError(f"{child_name!r} is not a shard's name")
+    return ShardPlace(host, int(index), on_leader=host == "")
 
 
 def shard_places(hosts: Iterable[str], shards_per_host: int, leader: str | None = None) -> list[ShardPlace]:

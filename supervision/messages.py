@@ -8,10 +8,11 @@ the same: small frozen dataclasses of plain values, addresses only in fields tha
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from common.shard_map import shard_of
+from common.host_map import place_named, place_of
 
 
 # ------------------------------------------------------------------------------------- supervision: parent <-> child
@@ -148,18 +149,25 @@ class Directory:
     sweeper: Any = None
     adapters: tuple = ()           # ((name, address), ...)
     metrics: Any = None            # the metrics actor (None when [metrics] enabled = false)
-    shards: tuple = ()             # the session shards by index: address, or None while one is not running
+    shards: tuple = ()             # ((child name, address or None while not running), ...): every shard of every host
 
     def adapter(self, name: str):
         return dict(self.adapters).get(name)
 
-    def shard_for(self, session_key: str) -> tuple[int, Any]:
-        """The index of the shard that hosts ``session_key`` and its address (None: not known now; -1: no shards
-        announced yet)."""
+    def shard_for(self, session_key: str) -> tuple[str, Any]:
+        """The child name of the shard that hosts ``session_key`` (common/host_map.py: ``shard:<i>`` on the leader,
+        ``shard:<host>/<i>`` on a worker) and its address (None: not known now; ``("", None)``: no shards announced
+        yet)."""
         if not self.shards:
-            return -1, None
-        index = shard_of(session_key, len(self.shards))
-        return index, self.shards[index]
+            return "", None
+        places, addresses = self._routes
+        name = place_of(session_key, places).child_name
+        return name, addresses[name]
+
+    @functools.cached_property
+    def _routes(self) -> tuple[list, dict]:
+        # Read once per Directory (it is immutable); cached_property writes the instance dict, frozen or not.
+        return [place_named(name) for name, _address in self.shards], dict(self.shards)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Where an adapter rings a session's doorbell: straight at the session shard that hosts the key, at the address
-the Directory gives (its index by rendezvous hashing, common/shard_map.py), saving the hop through the session
+the Directory gives (chosen by rendezvous hashing, common/host_map.py), saving the hop through the session
 supervisor on every message. Pure bookkeeping, no actor: ``ring`` and ``directory_changed`` return the
 ``(address, InboxDoorbell)`` pairs for the adapter to send, in order.
 
@@ -31,8 +31,8 @@ class Doorbells:
                  replay_window_s: float = REPLAY_WINDOW_S):
         self.unrung: collections.deque = collections.deque(maxlen=max_unrung)
         self.max_recent, self.replay_window_s = max_recent, replay_window_s
-        self.recent: dict[int, collections.deque] = {}   # shard index -> (at, key, seq) rung at its address
-        self.known: dict[int, Any] = {}                  # shard index -> the last address the directory gave it
+        self.recent: dict[str, collections.deque] = {}   # shard name -> (at, key, seq) rung at its address
+        self.known: dict[str, Any] = {}                  # shard name -> the last address the directory gave it
 
     def ring(self, directory, key: str, seq: int, now: float) -> list[tuple[Any, InboxDoorbell]]:
         target = self._route(directory, key, seq, now)
@@ -44,14 +44,14 @@ class Doorbells:
     def directory_changed(self, directory, now: float) -> list[tuple[Any, InboxDoorbell]]:
         """What to ring now that ``directory`` is the newest: again at restarted shards, and what was held."""
         out = []
-        for index, address in enumerate(directory.shards):
+        for shard, address in directory.shards:
             if address is None:
                 continue
-            before = self.known.get(index)
-            self.known[index] = address
+            before = self.known.get(shard)
+            self.known[shard] = address
             if before is not None and before != address:
                 latest: dict[str, int] = {}
-                for at, key, seq in self.recent.pop(index, ()):
+                for at, key, seq in self.recent.pop(shard, ()):
                     if now - at <= self.replay_window_s:
                         latest[key] = max(seq, latest.get(key, seq))
                 out += [(address, InboxDoorbell(key, seq)) for key, seq in latest.items()]
@@ -67,11 +67,11 @@ class Doorbells:
     def _route(self, directory, key: str, seq: int, now: float) -> Optional[Any]:
         if directory is None:
             return None
-        index, address = directory.shard_for(key)
+        shard, address = directory.shard_for(key)
         if address is not None:
-            recent = self.recent.get(index)
+            recent = self.recent.get(shard)
             if recent is None:
-                recent = self.recent[index] = collections.deque(maxlen=self.max_recent)
+                recent = self.recent[shard] = collections.deque(maxlen=self.max_recent)
             recent.append((now, key, seq))
             return address
         return directory.sessions

@@ -50,10 +50,10 @@ def test_groups_are_kept_apart_and_a_shard_not_running_is_a_gap_in_the_directory
     root = Root()
     root.on_AddressesChanged(AddressesChanged("shards", (("shard:0", "s0"), ("shard:1", None)), 100.0, 5), None)
     root.on_AddressesChanged(AddressesChanged("adapters", (("fake", "a1"), ("web", None)), 50.0, 1), None)
-    assert root.directory.shards == ("s0", None)
+    assert root.directory.shards == (("shard:0", "s0"), ("shard:1", None))
     assert root.directory.adapters == (("fake", "a1"),), "an adapter not running is left out"
-    index, address = root.directory.shard_for("any key")
-    assert address == ("s0", None)[index]
+    name, address = root.directory.shard_for("any key")
+    assert address == {"shard:0": "s0", "shard:1": None}[name]
 
 
 def test_the_supervisor_announces_the_address_a_child_spoke_from_not_createactors_stand_in():

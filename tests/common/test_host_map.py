@@ -4,8 +4,9 @@ from collections import Counter
 
 import pytest
 
-from common.host_map import ShardPlace, moved_keys, place_of, shard_places
+from common.host_map import ShardPlace, moved_keys, place_named, place_of, shard_places
 from common.shard_map import shard_of
+from supervision.messages import Directory
 
 KEYS = [f"telegram:bot:chat{i}" for i in range(3000)]
 
@@ -50,3 +51,26 @@ def test_the_leaders_shards_keep_the_single_host_map():
     moves = moved_keys(KEYS, alone, with_worker)
     assert all(new.host == "w1" for _old, new in moves.values())
     assert 0.4 < len(moves) / len(KEYS) < 0.6, len(moves)   # about half: the worker has half the shards
+
+
+def test_a_shards_child_name_says_where_it_runs_and_reads_back():
+    assert ShardPlace("leader", 2, on_leader=True).child_name == "shard:2"
+    assert ShardPlace("w1", 0).child_name == "shard:w1/0"
+    assert place_named("shard:2") == ShardPlace("", 2, on_leader=True)
+    assert place_named("shard:w1/0") == ShardPlace("w1", 0)
+    assert place_named("shard:a/b/3") == ShardPlace("a/b", 3), "a host name is read up to the last slash"
+    for bad in ("shard:", "shard:x", "session:1", "shard:/1", "shard:w1/", "shard:-1"):
+        with pytest.raises(ValueError):
+            place_named(bad)
+
+
+def test_the_directory_routes_over_every_host_as_the_host_map_does():
+    leader_only = Directory(1, shards=tuple((f"shard:{i}", f"a{i}") for i in range(3)))
+    assert all(leader_only.shard_for(key) == (f"shard:{shard_of(key, 3)}", f"a{shard_of(key, 3)}")
+               for key in KEYS), "with the leader alone, every key stays where it always was"
+    places = shard_places(["leader", "w1", "w2"], 2, leader="leader")
+    spread = Directory(2, shards=tuple((p.child_name, p.name) for p in places))
+    for key in KEYS:
+        expected = place_of(key, places)
+        assert spread.shard_for(key) == (expected.child_name, expected.name)
+    assert Directory(3).shard_for("k") == ("", None)

@@ -8,13 +8,13 @@ from supervision.messages import Directory
 
 
 def directory(*shards, sessions="supervisor", version=1) -> Directory:
-    return Directory(version, sessions=sessions, shards=tuple(shards))
+    return Directory(version, sessions=sessions, shards=tuple((f"shard:{i}", a) for i, a in enumerate(shards)))
 
 
 def key_on(shard: int, count: int = 2) -> str:
     """A session key that lives on ``shard`` of ``count``."""
     probe = directory(*(f"s{i}" for i in range(count)))
-    return next(k for k in (f"key-{i}" for i in range(1000)) if probe.shard_for(k)[0] == shard)
+    return next(k for k in (f"key-{i}" for i in range(1000)) if probe.shard_for(k)[0] == f"shard:{shard}")
 
 
 def test_a_doorbell_goes_straight_to_the_keys_shard():
@@ -59,4 +59,4 @@ def test_what_is_held_and_remembered_is_bounded():
     assert len(bells.unrung) == 10
     for i in range(100):
         bells.ring(directory("s0"), f"k{i}", i, now=0.0)
-    assert len(bells.recent[0]) == 5
+    assert len(bells.recent["shard:0"]) == 5
