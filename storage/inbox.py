@@ -9,6 +9,13 @@ returns the existing seq with ``inserted=False`` and creates no second row (G2),
 restart. ``put_many_and_commit_offset`` writes a batch of events and the adapter's offset in one transaction: after
 a crash either both are there or neither, so the platform redelivers exactly what is missing.
 
+A row for a session whose shard runs on another host (docs/distribution.md) is committed here, on the host of the
+adapter, with the offset that acknowledges it, and forwarded: the shard's host stores it in its own inbox with
+``put_many`` (deduplicated the same way), and only once that host answered does the row here move to done with the
+reason ``forwarded to <shard>`` (``forwarded``), which keeps its dedup as any done row does. Until then it stays
+received, so a crash anywhere between the two commits forwards it again, and the other host's dedup makes that
+harmless.
+
 ``platform_message_id`` must be unique per platform (e.g. Telegram: the update_id, or chat id + message id; message
 ids alone repeat across chats). Dedup lasts as long as the row: ``purge`` of done rows ends it for those events.
 """
@@ -110,6 +117,36 @@ class Inbox:
             await _set_offset(conn, adapter_id, offset_blob, now)
             return out
         return await self._db.write(do, time.time())
+
+    async def put_many(self, rows: Iterable[Union[InboundItem, Sequence]]) -> list[tuple[int, bool]]:
+        """Store a batch of events in one transaction (rows forwarded by another host: no offset of this one)."""
+        prepared = [_prepare(r) for r in rows]
+        return await self._db.write(_insert, prepared, time.time())
+
+    async def forwarded(self, seqs: Iterable[int], shard: str) -> int:
+        """received -> done for rows the host of ``shard`` has stored in its own inbox; returns how many moved (a
+        row already moved, by an answer that came twice, is left as it is)."""
+        seqs, reason = [int(s) for s in seqs], f"forwarded to {shard}"
+
+        async def do(conn):
+            now, moved = time.time(), 0
+            for seq in seqs:
+                moved += (await conn.execute("UPDATE inbox SET state = 'done', updated_at = ?, reason = ? "
+                                             "WHERE seq = ? AND state = 'received'", (now, reason, seq))).rowcount
+            return moved
+        return await self._db.write(do) if seqs else 0
+
+    async def received_after(self, platform: str, after_seq: int, older_than_s: float, limit: int = 500,
+                             now: Optional[float] = None) -> list[InboxRow]:
+        """The platform's received rows past ``after_seq`` stored over ``older_than_s`` ago, in seq order, at most
+        ``limit``: what an adapter walks, a page at a time, to forward again what another host has not stored."""
+        cutoff = (time.time() if now is None else now) - older_than_s
+
+        async def fetch(conn):
+            return [_row(r) for r in await fetch_all(
+                conn, f"SELECT {_COLUMNS} FROM inbox WHERE state = 'received' AND platform = ? AND seq > ? "
+                      f"AND received_at < ? ORDER BY seq LIMIT ?", (platform, int(after_seq), cutoff, int(limit)))]
+        return await self._db.read(fetch)
 
     async def set_offset(self, adapter_id: str, value: Any) -> None:
         """Commit an adapter's platform offset; call only once the rows it covers are durable."""

@@ -158,11 +158,16 @@ class Directory:
         """The child name of the shard that hosts ``session_key`` (common/host_map.py: ``shard:<i>`` on the leader,
         ``shard:<host>/<i>`` on a worker) and its address (None: not known now; ``("", None)``: no shards announced
         yet)."""
+        place, address = self.place_for(session_key)
+        return (place.child_name if place is not None else ""), address
+
+    def place_for(self, session_key: str) -> tuple[Any, Any]:
+        """The ShardPlace of the key's shard and its address; (None, None) while no shards are announced."""
         if not self.shards:
-            return "", None
+            return None, None
         places, addresses = self._routes
-        name = place_of(session_key, places).child_name
-        return name, addresses[name]
+        place = place_of(session_key, places)
+        return place, addresses[place.child_name]
 
     @functools.cached_property
     def _routes(self) -> tuple[list, dict]:

@@ -45,7 +45,7 @@ from actors.adapters.access import Gatekeeper, policy_of
 from actors.adapters.sender_limits import SenderLimits, policy_of as limit_policy_of
 from actors.adapters.budgets import ChatBudgets
 from actors.adapters.connection import ConnectionView
-from actors.adapters.doorbells import Doorbells
+from actors.adapters.forwarding import WALK_S, Forwarding, InboundRoutes, Unforwarded
 from actors.adapters.errors import PermanentError
 from actors.adapters.lost_copies import Unresolved
 from actors.adapters.media_intake import AttachmentGone
@@ -104,7 +104,8 @@ class PlatformAdapter(GatewayActor):
         self._tickets = itertools.count(1)
         self._in_hand: dict[int, tuple[PlatformOp, Any]] = {}
         self._chat_load: collections.Counter = collections.Counter()
-        self.doorbells = Doorbells()
+        self.routes = InboundRoutes()   # doorbells at this host's shards, rows forwarded to a worker's
+        self.forwarding = Forwarding(lambda: self.name, lambda: self.store, self._post)   # its loop side
         self._connection_reports = 0  # AdapterConnection reports sent by this incarnation
         self.connection = ConnectionView(time.time())   # what `status` shows of the platform connection
         # What one drain of the bridge produced (answers, doorbells), sent per recipient when it is done.
@@ -200,6 +201,16 @@ class PlatformAdapter(GatewayActor):
         # Loop-side code posts through this reference: the actor thread drops ``self.bridge`` when it exits.
         self._loop_bridge = self.bridge
         self._intake_task = self.bridge.submit(self.intake.run_forever(), tag="intake")
+        if setting(self.config, "cluster", "enabled"):
+            self.after(WALK_S, "forward_walk")
+
+    def on_timer_forward_walk(self, _data) -> None:
+        if self.routes.forwards:
+            self.bridge.submit(self.forwarding.walk(), tag="forward_walk")
+        self.after(WALK_S, "forward_walk")
+
+    def on_InboundStored(self, message, sender) -> None:
+        self.bridge.submit(self.forwarding.mark(message), tag="forward_mark")
 
     def on_config_changed(self, old: dict) -> None:
         self.intake.take_config(self.config)   # a reload: what changes from the next inbound event on
@@ -240,14 +251,9 @@ class PlatformAdapter(GatewayActor):
     def on_bridge(self, item) -> None:
         if isinstance(item, _LogLine):
             self.log.log(item.level, "%s", item.text)
-        elif isinstance(item, _Ingested):
-            # One doorbell per session per round: a burst of rows for one chat is one look at its inbox, and a
-            # doorbell per row would flood this actor's transmit queue (and stall the operations behind it).
-            latest: dict[str, int] = {}
-            for key, seq in item.rings:
-                latest[key] = max(seq, latest.get(key, seq))
-            for key, seq in latest.items():
-                self._ring(key, seq)
+        elif isinstance(item, (_Ingested, Unforwarded)):
+            for address, message in self.routes.of_round(self.directory, item.rings, item.rows, time.monotonic()):
+                self.batched_out.put(address, message)
         elif isinstance(item, _Connected):
             self._unannounced = True
             self._announce_connected()
@@ -267,10 +273,6 @@ class PlatformAdapter(GatewayActor):
                            self._clean(item.error))
             raise IntakeFailed(self._clean(item.error))
 
-    def _ring(self, key: str, seq: int) -> None:
-        for address, doorbell in self.doorbells.ring(self.directory, key, seq, time.monotonic()):
-            self.batched_out.put(address, doorbell)
-
     def _report_connection(self, connected: bool) -> None:
         """Tell the metrics actor whether the platform connection is up, numbered in the order this thread learnt
         it (AdapterConnection.seq): a report that crosses a later one is not taken for the newest."""
@@ -281,7 +283,7 @@ class PlatformAdapter(GatewayActor):
         self.batched_out.flush(self.send)
 
     def on_directory(self, directory) -> None:
-        for address, doorbell in self.doorbells.directory_changed(directory, time.monotonic()):
+        for address, doorbell in self.routes.directory_changed(directory, time.monotonic()):
             self.send(address, doorbell)
         self._announce_connected()
         self._report_connection(self.intake.healthy and not self.intake_stopped)  # maybe a new metrics actor

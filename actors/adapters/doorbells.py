@@ -5,6 +5,7 @@ supervisor on every message. Pure bookkeeping, no actor: ``ring`` and ``director
 
 - No directory yet: the doorbell is held (at most MAX_UNRUNG; beyond that the shard's inbox scan at its start
   covers the rest) and rung when the first directory arrives.
+- The key's shard runs on a worker: not rung here; the rows go to it as StoreInbound (forwarding.py), which rings.
 - The key's shard has an address: rung there. It has none (the shard is restarting): rung at the session
   supervisor, which passes it to the shard it is starting (Thespian queues mail for a child that is starting).
 - A shard's address changed (it was restarted): the doorbells rung at the old address in the last REPLAY_WINDOW_S
@@ -21,6 +22,7 @@ from actors.messages import InboxDoorbell
 
 MAX_UNRUNG = 10_000
 MAX_RECENT_PER_SHARD = 1_000   # doorbells remembered per shard, for the replay (each a key and a number)
+ON_A_WORKER = object()         # _route: the key's shard runs on a worker host, rung by the rows forwarded to it
 REPLAY_WINDOW_S = 60.0         # longer than a shard takes to be restarted and announced, even on a loaded machine
 
 
@@ -38,8 +40,7 @@ class Doorbells:
         target = self._route(directory, key, seq, now)
         if target is None:
             self.unrung.append((key, seq))
-            return []
-        return [(target, InboxDoorbell(key, seq))]
+        return [] if target is None or target is ON_A_WORKER else [(target, InboxDoorbell(key, seq))]
 
     def directory_changed(self, directory, now: float) -> list[tuple[Any, InboxDoorbell]]:
         """What to ring now that ``directory`` is the newest: again at restarted shards, and what was held."""
@@ -61,13 +62,17 @@ class Doorbells:
             if target is None:
                 break
             self.unrung.popleft()
-            out.append((target, InboxDoorbell(key, seq)))
+            if target is not ON_A_WORKER:
+                out.append((target, InboxDoorbell(key, seq)))
         return out
 
     def _route(self, directory, key: str, seq: int, now: float) -> Optional[Any]:
         if directory is None:
             return None
-        shard, address = directory.shard_for(key)
+        place, address = directory.place_for(key)
+        if place is not None and not place.on_leader:
+            return ON_A_WORKER   # its StoreInbound rings it, once the rows are there (forwarding.py)
+        shard = place.child_name if place is not None else ""
         if address is not None:
             recent = self.recent.get(shard)
             if recent is None:

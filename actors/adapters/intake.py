@@ -81,6 +81,8 @@ class _LogLine:
 @dataclass(frozen=True)
 class _Ingested:
     rings: tuple                   # ((session_key, seq), ...): new rows, or seq 0 for "look at this inbox"
+    rows: tuple = ()               # the new rows, ((seq, key, platform, message id, payload), ...): for a worker's
+                                   # shard, forwarded (forwarding.py)
 
 
 @dataclass(frozen=True)
@@ -267,9 +269,11 @@ class Intake:
             if sender is not None and not inserted:   # a re-delivery of a row already stored: charged once only
                 self.sender_limits.refund(sender)
         self.offset = committed
-        rings = tuple((row.session_key, seq) for row, (seq, inserted) in zip(rows, results) if inserted)
-        if rings:
-            self.post(_Ingested(rings))
+        new = [(seq, row) for row, (seq, inserted) in zip(rows, results) if inserted]
+        if new:
+            self.post(_Ingested(tuple((row.session_key, seq) for seq, row in new),
+                                tuple((seq, r.session_key, r.platform, r.platform_message_id, r.payload)
+                                      for seq, r in new)))
         return results
 
     async def _within_limits(self, rows: list, refuse_over_limit: bool) -> tuple[list, list]:

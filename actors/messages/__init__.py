@@ -14,7 +14,7 @@ is translated into what a platform can bear.
 from __future__ import annotations
 
 from actors.messages.inbound import (
-    Source, ATTACHMENT_KINDS, Attachment, MessageEvent, InboxDoorbell)
+    Source, ATTACHMENT_KINDS, Attachment, MessageEvent, InboxDoorbell, InboundStored, StoreInbound)
 from actors.messages.platform_ops import (
     OutgoingFile, PlatformOp, OpResult, AdapterConnected)
 from actors.messages.stream import (
@@ -32,7 +32,8 @@ from actors.messages.metrics import (
 from actors.messages.cron import CronRunRequest, CronRunReport
 
 __all__ = [
-    'Source', 'ATTACHMENT_KINDS', 'Attachment', 'MessageEvent', 'InboxDoorbell', 'OutgoingFile', 'PlatformOp',
+    'Source', 'ATTACHMENT_KINDS', 'Attachment', 'MessageEvent', 'InboxDoorbell', 'InboundStored', 'StoreInbound',
+    'OutgoingFile', 'PlatformOp',
     'OpResult', 'AdapterConnected', 'TextDelta', 'ToolCallStarted', 'ToolCallDelta', 'ToolCallFinished',
     'ReplyFile', 'LongToolHint', 'GatewayNotice', 'TurnEnd', 'AgentEvent', 'AgentCancelled', 'AgentFailed',
     'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone', 'CliDone', 'Passivate', 'RunCells',

@@ -97,3 +97,20 @@ class InboxDoorbell:
     internal: bool = False
 
 
+@dataclass(frozen=True)
+class StoreInbound:
+    """Adapter -> a session shard on another host (docs/distribution.md): store these rows in your own inbox and
+    ring their sessions. ``rows``: ((seq here, session_key, platform, platform_message_id, payload), ...), committed
+    in the adapter's database already; the shard dedups them by (platform, message id), so sending them again
+    (a lost answer, a restarted shard) costs a look, never a second row."""
+    rows: tuple
+
+
+@dataclass(frozen=True)
+class InboundStored:
+    """Session shard -> the adapter that sent StoreInbound: these rows (the adapter's seqs) are committed in the
+    shard's inbox; the adapter may mark them forwarded."""
+    seqs: tuple
+    shard: str
+
+

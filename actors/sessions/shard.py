@@ -21,6 +21,9 @@ Messages it takes:
                      interrupted turn (after a kill -9 of this shard nothing waits for a doorbell that will not come)
   InboxDoorbell      ring the key's session cell, starting it if passivated and a slot is free (an internal one,
                      for a scheduled run, does not count as the chat's activity)
+  StoreInbound       rows an adapter on another host committed for keys of this shard (docs/distribution.md):
+                     committed in this shard's own inbox (deduplicated), their sessions rung, InboundStored answered
+                     once the commit is done, so the adapter's host keeps each row until this one has it
   OpResult           an adapter's answer: to the consumer cell that sent the operation
   Directory, StopIntake, Flush   kept or done here, and passed to every cell
   ConfigChanged      a reload: every session cell started from now on starts on it, and the live ones take it
@@ -30,7 +33,7 @@ Messages it takes:
                      (index what the sessions appended, in one transaction: storage/search_index.py)
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
 consumer's Started is its first message, so nothing sent to it can overtake it).
-Messages it sends: InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells, and what cells send out
+Messages it sends: InboundStored to adapters, InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells, and what cells send out
 (PlatformOp to adapters, as one Batch per adapter for each run of the cells; metrics facts).
 
 Exits of cells: a consumer that is gone is reported to its session (ConsumerGone), which asks for a new one and
@@ -45,8 +48,8 @@ import dataclasses
 import heapq
 import time
 
-from actors.messages import (ConsumerGone, ConsumerReady, InboxDoorbell, OpResult, Passivate, PlatformOp, RunCells,
-                             SpawnConsumer)
+from actors.messages import (ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, OpResult, Passivate,
+                             PlatformOp, RunCells, SpawnConsumer, StoreInbound)
 from supervision.messages import ActorRestarted, ConfigChanged, DirectoryWanted, Fault, Ping, StopIntake
 from common.cluster import host_name, runs_here
 from common.shard_map import shard_of
@@ -58,7 +61,7 @@ from common.logging_setup import key_hash
 from supervision.loop_monitor import LoopMonitor
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from common.config import setting
-from storage import StorageError, search_index
+from storage import InboundItem, StorageError, search_index
 
 SESSION_ACTOR = "actors.sessions.session.Session"
 CONSUMER_ACTOR = "actors.sessions.stream_consumer.StreamConsumer"
@@ -161,6 +164,20 @@ class SessionShard(InlineStoreUser, GatewayActor):
         state = self._ensure_session(message.session_key, internal=message.internal)
         if state is not None:
             self.cells.deliver(state.spec.name, message)
+
+    def on_StoreInbound(self, message: StoreInbound, sender) -> None:
+        items = [InboundItem(key, platform, message_id, payload) for _seq, key, platform, message_id, payload
+                 in message.rows]
+        # Committed before the answer: kill -9 before it, and the adapter's host still holds every row (received)
+        # and sends them again; after it, a second StoreInbound of the same rows meets the dedup (inserted=False).
+        results = self.db(self.store.inbox.put_many(items))
+        self.send(sender, InboundStored(tuple(seq for seq, *_rest in message.rows), self.name))
+        latest: dict[str, int] = {}
+        for item, (seq, inserted) in zip(items, results):
+            if inserted:
+                latest[item.session_key] = seq
+        for key, seq in latest.items():
+            self.on_InboxDoorbell(InboxDoorbell(key, seq), sender)
 
     def on_OpResult(self, message: OpResult, sender) -> None:
         name = self.op_routes.pop(message.op_id, None)

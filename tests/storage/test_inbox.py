@@ -139,3 +139,35 @@ async def test_late_rows_are_the_untaken_ones_past_the_bound_whose_session_runs_
         assert await store.inbox.late(600, now=later) == [], "not past the bound yet"
         await store.inbox.take(old[0])
         assert await store.inbox.late(60, now=later) == [], "taken: a turn has it"
+
+
+async def test_a_row_forwarded_to_another_host_is_done_there_and_deduplicated_on_both(tmp_path):
+    """The leader keeps the row (with its offset) until the shard's host stored it; the host dedups a second
+    forward, and a forwarded row here keeps its dedup against a platform's re-delivery."""
+    async with open_store(tmp_path / "leader.db") as leader, open_store(tmp_path / "worker.db") as worker:
+        (seq, _), (other, _) = await leader.inbox.put_many_and_commit_offset(
+            [InboundItem(A, "telegram", "m1", {"text": "hi"}), InboundItem(B, "telegram", "m2", {})], "telegram", 7)
+        item = InboundItem(A, "telegram", "m1", {"text": "hi"})
+        [(there, inserted)] = await worker.inbox.put_many([item])
+        assert inserted and await worker.inbox.put_many([item]) == [(there, False)], "a second forward is one row"
+        assert await leader.inbox.forwarded([seq], "shard:w1/0") == 1
+        assert await leader.inbox.forwarded([seq], "shard:w1/0") == 0, "an answer that came twice moves nothing"
+        row = await leader.inbox.get(seq)
+        assert (row.state, row.reason) == ("done", "forwarded to shard:w1/0")
+        assert await leader.inbox.sessions_with_pending() == [B]
+        assert await leader.inbox.put(A, "telegram", "m1", {}) == (seq, False), "re-delivered: still deduplicated"
+        assert (await worker.inbox.next_for(A)).payload == {"text": "hi"}
+        assert (await leader.inbox.get(other)).state == "received"
+
+
+async def test_received_rows_are_walked_a_page_at_a_time_past_a_cursor(db_path):
+    async with open_store(db_path) as store:
+        seqs = [(await store.inbox.put(f"k{i}", "telegram", f"m{i}", {}))[0] for i in range(5)]
+        await store.inbox.put("k9", "slack", "m0", {})
+        await store.inbox.take(seqs[1])
+        later = __import__("time").time() + 10
+        page = await store.inbox.received_after("telegram", 0, older_than_s=1, limit=2, now=later)
+        assert [r.seq for r in page] == [seqs[0], seqs[2]], "taken rows and other platforms are left out"
+        page = await store.inbox.received_after("telegram", seqs[2], older_than_s=1, limit=2, now=later)
+        assert [r.seq for r in page] == seqs[3:]
+        assert await store.inbox.received_after("telegram", 0, older_than_s=60) == [], "fresh rows are in flight"

@@ -49,3 +49,30 @@ def test_a_session_started_for_a_scheduled_run_counts_as_idle_already():
     assert s.last_active["cron-only"] <= before - 600.0 + 1.0, "the next idle scan passivates it after its turn"
     s.on_InboxDoorbell(InboxDoorbell("user", 1), None)
     assert s.last_active["user"] >= before
+
+
+def test_rows_from_another_host_are_committed_here_answered_and_rung_once(tmp_path):
+    """StoreInbound (actors/sessions/shard.py): committed in this shard's own inbox before the answer, a second
+    forward of the same rows adds nothing and rings nobody, and each session is rung once for its rows."""
+    from actors.messages import InboundStored, StoreInbound
+
+    s = shard()
+    s.name, s.config = "shard:w1/0", {"gateway": {"state_dir": str(tmp_path)}, "storage": {"durability": "normal"}}
+    sent = []
+    s.send = lambda to, message: sent.append((to, message))
+    s.open_store()
+    try:
+        rows = ((11, "a", "fake", "m1", {"text": "one"}), (12, "a", "fake", "m2", {"text": "two"}),
+                (13, "b", "fake", "m3", {"text": "three"}))
+        s.on_StoreInbound(StoreInbound(rows), "the adapter")
+        assert sent == [("the adapter", InboundStored((11, 12, 13), "shard:w1/0"))]
+        stored = s.db(s.store.inbox.rows_in_state("a"))
+        assert [r.payload["text"] for r in stored] == ["one", "two"]
+        assert [(n, m.seq) for n, m in s.cells.delivered] == [(session_cell_name("a"), stored[1].seq),
+                                                              (session_cell_name("b"), stored[1].seq + 1)]
+        s.on_StoreInbound(StoreInbound(rows), "the adapter")
+        assert sent[-1] == ("the adapter", InboundStored((11, 12, 13), "shard:w1/0")), "answered again"
+        assert len(s.db(s.store.inbox.rows_in_state("a"))) == 2 and len(s.cells.delivered) == 2, \
+            "a second forward is deduplicated: no second row, no second doorbell"
+    finally:
+        s.close_store()
