@@ -119,6 +119,13 @@ def runs_here(capabilities: dict, requirements: dict | None) -> bool:
     return capabilities.get(ROLE_CAPABILITY, "leader") != "worker"
 
 
+def on_worker() -> bool:
+    """True in the processes of a worker host (``join``): what runs here keeps its records in this host's database,
+    which the leader's adapters do not see."""
+    import os
+    return bool(os.environ.get(WORKER_NAME_ENV))
+
+
 def host_name(config: dict) -> str:
     """This host's name in the convention: a worker's ``--name`` in the processes it runs, else the leader's
     ``[cluster] host_name``, else the machine's."""

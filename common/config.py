@@ -137,6 +137,10 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # (Thespian's own defaults make ~22 minutes). Workers must use the leader's values.
         "member_check_s": (int, 5, range(1, 3600)),
         "member_misses": (int, 3, range(2, 100)),
+        # Session shards the leader runs on each worker that offers them (0: none; every session stays on the
+        # leader). Not complete yet (docs/distribution.md): a worker's shards take new chats' messages and answer
+        # them, but keys that move when a worker joins do not take their transcripts along.
+        "shards_per_worker": (int, 0, range(0, 257)),
     },
     "metrics": {          # actors/metrics.py; docs/metrics.md
         "enabled": (bool, True, None),

@@ -203,7 +203,9 @@ class Supervisor(DescribesSubtree, GatewayActor):
         have produced theirs finds nothing (a burst of replies ending together lost 3 of 100). A child whose process
         has been gone for two checks in a row is therefore taken as exited, exactly as if its notice had come."""
         for child in list(self.children.values()):
-            if child.address is None or not child.pid or _process_alive(child.pid, child.ready_boot):
+            # A child placed on another host has its pid there: only its host's loss tells (actors/hosts.py).
+            if child.address is None or not child.pid or child.spec.placement \
+                    or _process_alive(child.pid, child.ready_boot):
                 child.vanished = False
             elif child.vanished:
                 self.log.warning("%s: %s (pid %d) is gone but its exit was never announced; handling it now",

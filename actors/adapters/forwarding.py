@@ -56,13 +56,13 @@ def any_remote(directory) -> bool:
 def outgoing(directory, rows) -> list[tuple[Any, StoreInbound]]:
     """The StoreInbound messages for the rows (seq, key, platform, message id, payload) whose key lives on a worker
     shard that has an address now, grouped per shard in seq order, ROWS_PER_MESSAGE at most each."""
-    per_address: dict[Any, list] = {}
+    per_shard: dict[str, tuple[Any, list]] = {}   # by name: an actor address is not hashable
     for row in rows:
         found = remote_shard(directory, row[1])
         if found is not None and found[1] is not None:
-            per_address.setdefault(found[1], []).append(tuple(row))
+            per_shard.setdefault(found[0], (found[1], []))[1].append(tuple(row))
     return [(address, StoreInbound(tuple(batch[i:i + ROWS_PER_MESSAGE])))
-            for address, batch in per_address.items() for i in range(0, len(batch), ROWS_PER_MESSAGE)]
+            for address, batch in per_shard.values() for i in range(0, len(batch), ROWS_PER_MESSAGE)]
 
 
 class InboundRoutes:

@@ -51,9 +51,14 @@ class Claim:
     lost send the adapter is to look for), ``intent`` (the part whose send intent the ledger may hold for us),
     ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent)."""
 
-    def __init__(self, args: dict, store, run, log, name: str, report=lambda fact: None, finds_lost: bool = False):
+    def __init__(self, args: dict, store, run, log, name: str, report=lambda fact: None, finds_lost: bool = False,
+                 records_sends: bool = False):
         self.args, self.store, self.run, self.log, self.name, self.report = args, store, run, log, name, report
-        self.finds_lost = finds_lost            # the adapter can find the copy a lost send left (lost_copies.py)
+        # This host's ledger is not the adapter's (a shard on a worker host: docs/distribution.md): a send's intent
+        # and id are recorded here, not by the adapter, and its search for a lost copy (which reads the ledger it
+        # has) is not asked for: a lost send is sent again under the re-sent mark.
+        self.records_sends = records_sends
+        self.finds_lost = finds_lost and not records_sends   # the adapter can find a lost copy (lost_copies.py)
         self.oid: str | None = None
         self.fence: int | None = None
         self.ambiguous = False                  # a copy of this reply we cannot address may be in the chat
@@ -130,6 +135,26 @@ class Claim:
         ob = self.call("get", self.store.ledger.get(self.oid), needs_fence=False)
         found = None if ob is None else ob.parts.get(index)
         return None if found is None else str(found)
+
+    def send_ledger(self, index: int) -> tuple | None:
+        """``PlatformOp.ledger`` of a send of part ``index``: the adapter records its intent and id (send_records.py);
+        None where it cannot (the reply is unrecorded, or ``records_sends``: the id comes back unrecorded)."""
+        return (self.oid, self.fence, index) if self.recorded and not self.records_sends else None
+
+    def before_send(self, index: int) -> None:
+        """From here until the answer the ledger may hold a send intent for part ``index``: the adapter's, or with
+        ``records_sends`` this one, committed with the handler's transaction before the op leaves the shard
+        (supervision/cell_host.py). A stale fence raises LostClaim (nothing is sent); storage down, WaitForStorage."""
+        if self.records_sends:
+            self.call("record_send_intent", self.store.ledger.record_send_intent(self.oid, self.fence, index),
+                      gates_send=True)
+        self.intent = index
+
+    def send_refused(self, index: int) -> None:
+        """The platform refused the send: nothing was sent, so the intent recorded here goes (the adapter clears its
+        own)."""
+        if self.records_sends and self.intent == index:
+            self.call("clear_send_intent", self.store.ledger.clear_send_intent(self.oid, self.fence, index))
 
     def send_unresolved(self, index: int, why: str, searchable: bool = True) -> None:
         """A send of part ``index`` may or may not be in the chat. Where the adapter can look (and the part is

@@ -33,8 +33,8 @@ Messages it takes:
                      (index what the sessions appended, in one transaction: storage/search_index.py)
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
 consumer's Started is its first message, so nothing sent to it can overtake it).
-Messages it sends: InboundStored to adapters, InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells, and what cells send out
-(PlatformOp to adapters, as one Batch per adapter for each run of the cells; metrics facts).
+Messages it sends: InboundStored to adapters, InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells, and
+what cells send out (PlatformOp to adapters, as one Batch per adapter for each run of the cells; metrics facts).
 
 Exits of cells: a consumer that is gone is reported to its session (ConsumerGone), which asks for a new one and
 replays the turn; a session that is gone takes its consumers with it; one that stopped cleanly frees its slot and is
@@ -52,7 +52,8 @@ from actors.messages import (ConsumerGone, ConsumerReady, InboundStored, InboxDo
                              PlatformOp, RunCells, SpawnConsumer, StoreInbound)
 from supervision.messages import ActorRestarted, ConfigChanged, DirectoryWanted, Fault, Ping, StopIntake
 from common.cluster import host_name, runs_here
-from common.shard_map import shard_of
+from common.host_map import place_named, place_of
+from common.shard_map import shard_name
 from supervision.batching import Outbox
 from supervision.storage_access import InlineStoreUser
 from supervision.actor import GatewayActor
@@ -109,8 +110,10 @@ class SessionShard(InlineStoreUser, GatewayActor):
                               on_exit=self._cell_exited, flags=flags_from_config(self.config), bridge=self.bridge,
                               config=self.config, atomic=self.store.atomic)
         self.cells.store, self.cells.run_store, self.cells.directory = self.store, self.db, self.directory
+        # Every shard of the convention when this one was started (common/host_map.py): the keys it wins are its.
+        places = [place_named(n) for n in args.get("places") or [shard_name(i) for i in range(self.count)]]
         for key in self.db(_keys_with_work(self.store)):
-            if shard_of(key, self.count) == self.index:
+            if place_of(key, places).child_name == self.name:
                 self._ensure_session(key)
         self.after(min(self.idle_s, 30.0), "idle_scan")
         self.after(search_index.CATCH_UP_S, "search_index")

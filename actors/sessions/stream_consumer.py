@@ -59,6 +59,7 @@ from actors.sessions.reply_status import ReplyStatus, reply_reactions
 from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 from common.config import setting
+from common.cluster import on_worker
 
 STORAGE_WAIT_S = (0.5, 5.0)   # retry delays while storage is unavailable: first, then the longest
 
@@ -99,7 +100,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.adapter_wait = AdapterWait(setting(self.config, "sessions", "answer_bound_s"))
         self.secrets = configured_secrets(self.config)
         self.open_store()
-        self.claim = Claim(args, self.store, self.db, self.log, self.name, report=self.report,
+        self.claim = Claim(args, self.store, self.db, self.log, self.name, self.report, records_sends=on_worker(),
                            finds_lost=self.pacing.finds_lost_copies and args.get("chat_type") == "dm")
         self.status = ReplyStatus(args, self.pacing, reply_reactions(self.config, args))
         if (first := self.status.first_typing_after()) is not None:
@@ -210,21 +211,18 @@ class StreamConsumer(CellStoreUser, Cell):
                             chat_type=a["chat_type"], final=finishing,
                             ledger=(self.claim.oid, self.claim.fence, index))
         else:
-            recorded = self.claim.recorded
-            key = f"{self.claim.oid[:16]}.{index}" if self.pacing.idempotent_send and recorded else None
+            key = f"{self.claim.oid[:16]}.{index}" if self.pacing.idempotent_send and self.claim.recorded else None
             op = PlatformOp(op_id, "send", a["chat_id"], thread_id=a["thread_id"], chat_type=a["chat_type"],
                             reply_to=a["reply_to"] if index == 0 else None, final=finishing,
                             idempotency_key=key, **send_fields(text),
-                            ledger=(self.claim.oid, self.claim.fence, index) if recorded else None)
+                            ledger=self.claim.send_ledger(index))
         adapter = self.directory.adapter(a["adapter"]) if self.directory is not None else None
         if adapter is None:
             self.without_adapter()
             return
         self.adapter_wait.found()
-        if op.action == "send":
-            # The adapter commits the intent just before the request leaves and the id with the answer (op.ledger):
-            # from here until the answer, the ledger may hold an intent for this part.
-            self.claim.intent = index
+        if op.action == "send":   # the intent is committed (by the adapter: op.ledger), the id with the answer
+            self.claim.before_send(index)
         self.in_flight, self.in_flight_to, self.force = (op_id, op.action, index, text), adapter, False
         self.send(adapter, op)
         self.after(OP_TIMEOUT_S, "op_timeout", (op_id, 1))
@@ -344,6 +342,8 @@ class StreamConsumer(CellStoreUser, Cell):
         self.failed(action, index, result, text)
 
     def failed(self, action: str, index: int, result: OpResult, part) -> None:
+        if action == "send" and result.error_kind != "ambiguous":
+            self.claim.send_refused(index)
         decision = after_op_failure(action, index, result.error_kind, result.retry_after, self.retries,
                                     self.phase is ReplyPhase.FINISHING, self.edit_failures, is_file(part))
         step = decision.step

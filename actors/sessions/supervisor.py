@@ -1,16 +1,23 @@
 """The session supervisor: one_for_one over the session shards, and the shard map (session key -> shard).
 
-Its children are ``[sessions] shards`` SessionShard processes (default: one per core), each permanent and hosting
-the Session and StreamConsumer cells of its keys (actors/sessions/shard.py). A key lives on the shard that
-rendezvous hashing picks (common/shard_map.py), so its inbox rows, its interrupted turn and its doorbells always
-meet the same shard, across restarts of either.
+Its children are ``[sessions] shards`` SessionShard processes on the leader (default: one per core) and, in a
+convention with ``[cluster] shards_per_worker``, that many on each worker that offers ``gateway.shards``, placed
+there by host (ChildSpec.placement); each permanent and hosting the Session and StreamConsumer cells of its keys
+(actors/sessions/shard.py). A key lives on the shard that rendezvous hashing picks over every shard of every host
+(common/host_map.py; on the leader alone, common/shard_map.py), so its inbox rows, its interrupted turn and its
+doorbells always meet the same shard, across restarts of either. Each shard is named for where it runs:
+``shard:<i>`` on the leader, ``shard:<host>/<i>`` on a worker.
 
-State: the shards (children ``shard:<i>``), nothing else: sessions, admission and passivation are each shard's.
+State: the shards (children), and the workers whose shards run (by admin address: their host name). Sessions,
+admission and passivation are each shard's.
 
 Messages it takes:
   InboxDoorbell(key)   passed to the key's shard: adapters ring the shard directly once the Directory gives its
                        address, and this supervisor only while it does not (the inbox is the truth: a doorbell only
                        says "look", and a shard that is restarting reads its inbox when it starts)
+  ActorSystemConventionUpdate   (from Thespian's admin, with shards_per_worker) a worker joined: its shards are
+                       started there; a worker was lost: its shards are shown unavailable (no address in the
+                       Directory: what routes to them waits, durable on the leader) until it joins again
   (the supervisor behaviour's: Started, ChildReady, exits, RestartChild, DescribeTree)
 Messages it sends: Started to each shard, InboxDoorbell to shards, AddressesChanged("shards") to the root.
 
@@ -20,35 +27,85 @@ the gateway, not of one conversation (a conversation's crashes stay inside its s
 """
 from __future__ import annotations
 
+import dataclasses
+
 from actors.messages import InboxDoorbell
-from common.shard_map import default_shard_count, shard_name, shard_of
+from common.cluster import HOST_CAPABILITY, SHARDS_CAPABILITY
+from common.host_map import ShardPlace, place_named, place_of
+from common.shard_map import default_shard_count, shard_name
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import Supervisor
+from supervision.thespian_addresses import forget_child_address
 from common.config import setting
 
 SHARD_ACTOR = "actors.sessions.shard.SessionShard"
 
 
+def shard_spec(place: ShardPlace, places: tuple) -> ChildSpec:
+    """A shard's child spec; ``places``: the child names of every shard of the convention now (the shard starts
+    the sessions of the keys it wins among them)."""
+    return ChildSpec(place.child_name, SHARD_ACTOR, kind="SessionShard",
+                     args={"index": place.index, "count": sum(1 for n in places if place_named(n).on_leader),
+                           "places": places},
+                     restart=Restart.PERMANENT, shutdown_timeout_s=10.0,
+                     placement=None if place.on_leader else {HOST_CAPABILITY: place.host})
+
+
 def shard_specs(config: dict) -> list[ChildSpec]:
     count = setting(config, "sessions", "shards") or default_shard_count()
-    return [ChildSpec(shard_name(i), SHARD_ACTOR, kind="SessionShard", args={"index": i, "count": count},
-                      restart=Restart.PERMANENT, shutdown_timeout_s=10.0) for i in range(count)]
+    places = tuple(shard_name(i) for i in range(count))
+    return [shard_spec(place_named(name), places) for name in places]
 
 
 class SessionSupervisor(Supervisor):
     announces = "shards"       # adapters ring a key's shard directly, at the address the Directory gives
 
     def child_specs(self, args) -> list[ChildSpec]:
-        self.shard_count = len(specs := shard_specs(self.config))
-        return specs
+        self.workers: dict[str, str] = {}          # admin address -> host name, for each worker running shards
+        self.per_worker = setting(self.config, "cluster", "shards_per_worker") if setting(
+            self.config, "cluster", "enabled") else 0
+        if self.per_worker:
+            self.notifyOnSystemRegistrationChanges(True)
+        return shard_specs(self.config)
 
     def flags(self, args):
         return flags_from_config(self.config)
 
+    def places(self) -> list[ShardPlace]:
+        return [place_named(name) for name in self.children]
+
     def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:
-        child = self.children.get(shard_name(shard_of(message.session_key, self.shard_count)))
+        child = self.children.get(place_of(message.session_key, self.places()).child_name)
         if child is not None and child.address is not None:
             self.send(child.address, message)
+
+    def on_ActorSystemConventionUpdate(self, message, sender) -> None:
+        caps, address = message.remoteCapabilities or {}, str(message.remoteAdminAddress)
+        host = str(caps.get(HOST_CAPABILITY) or self.workers.get(address) or "")
+        if not host or (message.remoteAdded and not caps.get(SHARDS_CAPABILITY)):
+            return
+        mine = [ShardPlace(host, i) for i in range(self.per_worker)]
+        if message.remoteAdded:
+            self.workers[address] = host
+            names = tuple(self.children) + tuple(p.child_name for p in mine if p.child_name not in self.children)
+            for child in self.children.values():   # every shard learns the new map at its next start
+                child.spec = dataclasses.replace(child.spec, args={**child.spec.args, "places": names})
+            for place in mine:
+                child = self.children.get(place.child_name)
+                if child is None or child.address is None:
+                    self.log.info("starting %s on host %s", place.child_name, host)
+                    self.start_child(shard_spec(place, names))
+        else:
+            self.workers.pop(address, None)
+            for place in mine:
+                child = self.children.get(place.child_name)
+                if child is not None and child.address is not None:
+                    # The host is gone, and with it the shard: no exit notice will come. Its keys keep their
+                    # place in the map (no other shard takes them over empty); their rows wait on the leader.
+                    forget_child_address(self, child.address)
+                    child.address, child.seen_as, child.pid, child.status = None, None, 0, "unavailable"
+                    child.last_exit = f"host {host} lost"
+            self.announce_children()
 
     def pending_work(self) -> int:
         return 0

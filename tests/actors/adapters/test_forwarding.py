@@ -11,8 +11,22 @@ from actors.messages import InboundStored, InboxDoorbell, StoreInbound
 from storage import InboundItem, Store
 from supervision.messages import Directory
 
-LEADER = ("shard:0", "leader-shard")
-WORKER = ("shard:w1/0", "worker-shard")
+class Address:
+    """Like Thespian's ActorAddress: compared by value, and not hashable."""
+    __hash__ = None
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __eq__(self, other):
+        return isinstance(other, Address) and other.name == self.name
+
+    def __repr__(self):
+        return f"Address({self.name!r})"
+
+
+LEADER = ("shard:0", Address("leader-shard"))
+WORKER = ("shard:w1/0", Address("worker-shard"))
 
 
 def directory(*shards, version=1) -> Directory:
@@ -34,18 +48,18 @@ def test_a_round_rings_this_hosts_shard_and_forwards_the_workers_rows():
     assert routes.directory_changed(d, now=0.0) == [] and routes.forwards
     out = routes.of_round(d, ((here, 1), (there, 2), (there, 3)), (row(1, here), row(2, there), row(3, there)),
                           now=1.0)
-    assert out == [("leader-shard", InboxDoorbell(here, 1)),
-                   ("worker-shard", StoreInbound((row(2, there), row(3, there))))], \
+    assert out == [(LEADER[1], InboxDoorbell(here, 1)),
+                   (WORKER[1], StoreInbound((row(2, there), row(3, there))))], \
         "the worker's session is rung by the rows themselves, once they are stored there"
 
 
 def test_without_a_workers_shard_nothing_is_forwarded():
-    d = directory(LEADER, ("shard:1", "second"))
+    d = directory(LEADER, ("shard:1", Address("second")))
     routes = InboundRoutes()
     routes.directory_changed(d, now=0.0)
     [key] = keys_on(d, "shard:1", 1)
     assert not routes.forwards
-    assert routes.of_round(d, ((key, 4),), (row(4, key),), now=0.0) == [("second", InboxDoorbell(key, 4))]
+    assert routes.of_round(d, ((key, 4),), (row(4, key),), now=0.0) == [(Address("second"), InboxDoorbell(key, 4))]
 
 
 def test_a_workers_shard_without_an_address_gets_nothing_now_and_its_keys_are_not_held_as_doorbells():
