@@ -30,6 +30,7 @@ from .db import Database, fetch_all, fetch_one
 from .errors import IllegalTransition, NotFound
 
 INBOX_STATES = ("received", "taken", "done", "dropped")
+FORWARDED = "forwarded to "    # the reason of a done row that another host's shard stored and answers (forwarded)
 PENDING_STATES = ("received", "taken")
 _COLUMNS = "seq, session_key, platform, platform_message_id, state, payload, received_at, updated_at, reason"
 
@@ -126,7 +127,7 @@ class Inbox:
     async def forwarded(self, seqs: Iterable[int], shard: str) -> int:
         """received -> done for rows the host of ``shard`` has stored in its own inbox; returns how many moved (a
         row already moved, by an answer that came twice, is left as it is)."""
-        seqs, reason = [int(s) for s in seqs], f"forwarded to {shard}"
+        seqs, reason = [int(s) for s in seqs], f"{FORWARDED}{shard}"
 
         async def do(conn):
             now, moved = time.time(), 0

@@ -319,7 +319,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
 
     def _kill(self, child: ChildState, reason: str) -> None:
         child.report = reason
-        if child.pid:
+        if child.pid and not child.spec.placement:   # a placed child's pid is its host's: not a process here
             try:
                 os.kill(child.pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import threading
 
 import pytest
 
@@ -69,25 +70,88 @@ def shards_running(leader) -> dict:
     return found
 
 
-def test_a_workers_shard_takes_its_chats_and_answers_each_once(cluster):
+class Driver:
+    """tests/cluster/webchat_driver.py in the leader's namespace, read as it prints."""
+
+    def __init__(self, leader, prefix: str, count: int, timeout: float):
+        self.proc = subprocess.Popen([*leader.lab.exec_prefix("leader"), PYTHON, "-m", "tests.cluster.webchat_driver",
+                                      f"http://127.0.0.1:{WEB_PORT}", prefix, str(count), str(timeout)],
+                                     cwd=ROOT, env=leader.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.answers: list[dict] = []
+        self.summary: dict | None = None
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            item = json.loads(line)
+            if "finals" in item:
+                self.summary = item["finals"]
+            else:
+                self.answers.append(item)
+
+    def finish(self, timeout: float) -> dict:
+        self.proc.wait(timeout)
+        self.reader.join(10)
+        assert self.proc.returncode == 0 and self.summary is not None, self.proc.stderr.read()[-3000:]
+        return self.summary
+
+
+def check_each_answered_once(finals: dict, worker) -> None:
+    unanswered = [name for name, shown in finals.items() if not shown]
+    assert not unanswered, f"no answer for {unanswered}; the worker's log ends:\n{worker.log()[-3000:]}"
+    doubled = {name: shown for name, shown in finals.items() if len(shown) > 1}
+    assert not doubled, f"answered in more than one message: {doubled}"
+
+
+def counts(path) -> tuple[dict, dict]:
+    async def read():
+        async with await Store.open(path) as store:
+            return await store.inbox.counts(), await store.ledger.counts()
+    return asyncio.run(read())
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else 0.0
+
+
+def test_a_workers_shard_takes_its_chats_and_answers_each_once(cluster, record_property):
     leader, worker = cluster
     wait_for(lambda: shards_running(leader).get("shard:w1/0") == "running", 60, 0.5,
              f"shard:w1/0 running on the worker (the tree shows {shards_running(leader)})")
-    result = subprocess.run([*leader.lab.exec_prefix("leader"), PYTHON, "-m", "tests.cluster.webchat_driver",
-                             f"http://127.0.0.1:{WEB_PORT}", str(VISITORS), "120"],
-                            cwd=ROOT, env=leader.env, capture_output=True, text=True, timeout=200)
-    assert result.returncode == 0, result.stderr[-3000:]
-    answers = json.loads(result.stdout.strip().splitlines()[-1])
-    unanswered = [name for name, finals in answers.items() if not finals]
-    assert not unanswered, f"no answer for {unanswered}; the worker's log ends:\n{worker.log()[-3000:]}"
-    doubled = {name: finals for name, finals in answers.items() if len(finals) > 1}
-    assert not doubled, f"answered in more than one message: {doubled}"
-
-    async def read(path):
-        async with await Store.open(path) as store:
-            return await store.inbox.counts(), await store.ledger.counts()
-    (leader_inbox, _), (worker_inbox, worker_ledger) = (asyncio.run(read(leader.state / "gateway.db")),
-                                                         asyncio.run(read(worker.dir / "state" / "gateway.db")))
+    driver = Driver(leader, "steady", VISITORS, 120)
+    check_each_answered_once(driver.finish(200), worker)
+    record_property("reply_p99_s", p99([a["after_s"] for a in driver.answers]))
+    (leader_inbox, _), (worker_inbox, worker_ledger) = (counts(leader.state / "gateway.db"),
+                                                         counts(worker.dir / "state" / "gateway.db"))
     assert worker_inbox["done"] > 0, f"no chat's rows reached the worker's inbox: {worker_inbox}"
     assert worker_ledger["delivered"] == worker_inbox["done"], (worker_ledger, worker_inbox)
     assert leader_inbox["received"] == 0 and leader_inbox["done"] == VISITORS, leader_inbox
+
+
+def test_a_worker_killed_under_load_and_brought_back_loses_nothing_and_stalls_no_other_chat(cluster,
+                                                                                         record_property):
+    leader, worker = cluster
+    wait_for(lambda: shards_running(leader).get("shard:w1/0") == "running", 60, 0.5,
+             f"shard:w1/0 running on the worker (the tree shows {shards_running(leader)})")
+    assert leader.lab.kill_host("w1"), "no process ran in w1's namespace"
+    worker.proc.wait(10)
+    driver = Driver(leader, "outage", VISITORS, 240)
+    leader.wait_hosts({"w1": "lost"}, timeout=60)
+    # The leader's own shard answers its chats meanwhile: they do not wait for the worker.
+    wait_for(lambda: driver.answers, 60, 0.2, "an answer from the leader's shard while the worker is down")
+    during = list(driver.answers)
+    assert len(during) < VISITORS, "every chat was answered with its worker down: none lives on the worker"
+    status = leader.status()
+    assert any("w1" in p for p in status.get("problems", [])), status
+    worker.join("--port", "0")
+    leader.wait_hosts({"w1": "running"}, timeout=60)
+    check_each_answered_once(driver.finish(300), worker)
+    outage_p99 = p99([a["after_s"] for a in during])
+    record_property("leader_chats_reply_p99_during_outage_s", outage_p99)
+    print(f"chats of the leader's shard answered while the worker was down: {len(during)}, reply p99 "
+          f"{outage_p99:.2f}s; the worker's chats were answered after it came back")
+    wait_for(lambda: counts(leader.state / "gateway.db")[0]["received"] == 0, 30, 0.2,
+             "every row the worker had not stored forwarded once it was back")

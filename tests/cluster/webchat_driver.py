@@ -1,7 +1,8 @@
-"""Run inside a host's network namespace: ``python -m tests.cluster.webchat_driver URL VISITORS TIMEOUT``. Each
-visitor sends one message through the web chat at URL and waits for the final answers; prints, as JSON, every
-final text each visitor was shown, by the message it is in (``{"visitor-0": {"m-1": "..."}, ...}``), once each has
-one, or at the timeout."""
+"""Run inside a host's network namespace: ``python -m tests.cluster.webchat_driver URL PREFIX VISITORS TIMEOUT``.
+Visitors PREFIX-0 .. PREFIX-(VISITORS-1) each send one message through the web chat at URL. A line of JSON is
+printed as each one is first shown a final answer (``{"visitor": NAME, "after_s": seconds since it sent}``), then
+once every one has one, or at the timeout, the summary: every final text each was shown, by the message it is in
+(``{"finals": {NAME: {MESSAGE_ID: TEXT}}}``): two message ids for one visitor are its question answered twice."""
 from __future__ import annotations
 
 import json
@@ -17,20 +18,27 @@ def finals(client: WebChatClient, name: str) -> dict[str, str]:
             if f.get("type") == "op" and f.get("final") and f.get("action") in ("send", "edit")}
 
 
-def main(url: str, count: int, timeout: float) -> None:
+def main(url: str, prefix: str, count: int, timeout: float) -> None:
     client = WebChatClient(url)
-    names = [f"visitor-{i}" for i in range(count)]
+    names = [f"{prefix}-{i}" for i in range(count)]
+    sent_at, answered = {}, set()
     try:
         for name in names:
             client.id_of(name, timeout=timeout)
             client.say(name, f"{name}-m1", f"hello from {name}")
+            sent_at[name] = time.monotonic()
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not all(finals(client, n) for n in names):
+        while time.monotonic() < deadline and len(answered) < len(names):
+            for name in names:
+                if name not in answered and finals(client, name):
+                    answered.add(name)
+                    print(json.dumps({"visitor": name, "after_s": round(time.monotonic() - sent_at[name], 3)}),
+                          flush=True)
             time.sleep(0.05)
-        print(json.dumps({name: finals(client, name) for name in names}))
+        print(json.dumps({"finals": {name: finals(client, name) for name in names}}), flush=True)
     finally:
         client.close()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))

@@ -301,3 +301,29 @@ def test_a_data_url_image_is_cached_with_its_row_and_a_remote_url_refused(tmp_pa
     assert (att["kind"], att["state"], att["mime"], att["width"], att["height"]) == ("photo", "cached", "image/png",
                                                                                       64, 48)
     assert MediaCache(tmp_path / "media").read(att["cache_key"]) == png(64, 48)
+
+
+def test_a_turn_forwarded_to_another_host_is_finished_by_its_final_text_not_by_the_forward(tmp_path):
+    """A row of a key whose shard runs on a worker is done here as soon as the worker stored it (forwarded): the
+    request waits for the reply's final text instead of answering with what it has so far."""
+    import asyncio as _asyncio
+
+    from actors.adapters.http_api.adapter import HttpApiAdapter
+    from storage import Store
+
+    async def run():
+        adapter = HttpApiAdapter()
+        adapter.store = await Store.open(tmp_path / "gateway.db", "normal", inline=True, waits_on_loop=True)
+        try:
+            forwarded, _ = await adapter.store.inbox.put("k1", "api", "m1", {})
+            local, _ = await adapter.store.inbox.put("k2", "api", "m2", {})
+            await adapter.store.inbox.forwarded([forwarded], "shard:w1/0")
+            assert not await adapter.turn_finished(forwarded), "the worker has it; its reply is not in yet"
+            assert await adapter.turn_finished(forwarded, saw_final=True)
+            assert not await adapter.turn_finished(local, saw_final=True), "a row here finishes with its turn"
+            await adapter.store.inbox.take(local)
+            await adapter.store.inbox.done(local)
+            assert await adapter.turn_finished(local)
+        finally:
+            await adapter.store.close()
+    _asyncio.run(run())

@@ -42,6 +42,7 @@ from supervision.http_serving import http_limits, serve
 from actors.adapters.media_intake import cached
 from actors.messages import Attachment, MessageEvent, PlatformOp
 from actors.adapters.pacing import LENGTH_FUNCTIONS
+from storage.inbox import FORWARDED
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 SERVER_SHUTDOWN_S = 1.0
@@ -199,8 +200,10 @@ class HttpApiAdapter(PlatformAdapter):
                       self._clean(exc))
             return None
 
-    async def turn_finished(self, seq: int) -> bool:
-        """Whether inbox row ``seq`` is finished: its reply is delivered (or the turn gave up on it)."""
+    async def turn_finished(self, seq: int, saw_final: bool = False) -> bool:
+        """Whether inbox row ``seq`` is finished: its reply is delivered (or the turn gave up on it). A row forwarded
+        to a shard on another host is done here once that host has it: its turn is finished when the reply's final
+        text came (``saw_final``)."""
         if self.closing:
             raise ServiceStopping()
         store = self.store
@@ -210,6 +213,8 @@ class HttpApiAdapter(PlatformAdapter):
             row = await store.inbox.get(seq)
         except Exception:  # noqa: BLE001 - a busy database: the next poll asks again
             return False
+        if row is not None and row.state == "done" and (row.reason or "").startswith(FORWARDED):
+            return saw_final
         return row is None or row.state in ("done", "dropped")
 
     def refused(self, request: web.Request, reason: str) -> None:

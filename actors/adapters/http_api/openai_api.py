@@ -345,5 +345,5 @@ class OpenAIEndpoint:
                 raise ClientGone()
             if changed and on_change is not None:
                 await on_change(watch.text())
-            if (watch.saw_final or not changed) and await self.adapter.turn_finished(watch.seq):
+            if (watch.saw_final or not changed) and await self.adapter.turn_finished(watch.seq, watch.saw_final):
                 return watch.text()
