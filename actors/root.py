@@ -28,6 +28,8 @@ from supervision import tree
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import Supervisor
 from common.config import ConfigError, setting
+from common.host_map import SWEEPER_PREFIX
+from common.shard_map import SHARD_PREFIX
 
 
 def root_children(config: dict) -> list[ChildSpec]:
@@ -107,6 +109,10 @@ class Root(Supervisor):
         told = self.announced.get(group)
         return told.addresses if told is not None else ()
 
+    def _named(self, group: str, prefix: str) -> tuple:
+        # The session supervisor announces its shards and the sweepers of worker hosts together.
+        return tuple(pair for pair in self._addresses(group) if pair[0].startswith(prefix))
+
     def _publish_directory(self) -> None:
         self.directory_version += 1
         # The address each child's own messages come from, once known: the one createActor returned is a stand-in
@@ -115,7 +121,8 @@ class Root(Supervisor):
         adapters = tuple((name, a) for name, a in self._addresses("adapters") if a is not None)
         self.directory = Directory(self.directory_version, sessions=addr.get("sessions"), sweeper=addr.get("sweeper"),
                                    adapters=adapters, metrics=addr.get("metrics"),
-                                   shards=tuple(self._addresses("shards")))
+                                   shards=self._named("shards", SHARD_PREFIX),
+                                   sweepers=self._named("shards", SWEEPER_PREFIX))
         self.on_directory(self.directory)
 
     def on_DirectoryWanted(self, message: DirectoryWanted, sender) -> None:

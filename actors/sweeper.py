@@ -15,6 +15,13 @@ An obligation without final text belongs to a turn that was cut short: it is lef
 which resumes the turn (up to [sessions] max_resumes times) and edits the same messages. A failed attempt has no
 owner (``Ledger.mark_failed``), so the sweep tries it again, spaced by ``retry_spacing_s``, whoever failed it.
 
+On a worker host (docs/distribution.md) one sweeper runs per host, beside its shards (``sweeper:<host>``), and
+sweeps that host's ledger, which the leader's adapters do not see: it records each send's intent itself before the
+op leaves and its id from the answer, and never asks for a lost copy to be looked for (that search reads the
+adapter's ledger): such a part goes again under the re-sent mark. The leader's sweeper passes every
+AdapterConnected on to the worker sweepers the Directory lists (``sweepers``), and tells each new one which
+adapters are connected.
+
 Every send's intent is committed by the adapter just before the request leaves; the id replaces it. One that is
 ambiguous (a dead owner's send never came back: ``Obligation.ambiguous`` or an intent still there) may have an
 unaddressable copy in the chat, so its first part carries the [sessions] resent_marker line, unless the platform
@@ -26,15 +33,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from pathlib import Path
 
 from actors.messages import AdapterConnected, InboxDoorbell, LostSend, OpResult, PlatformOp
+from common.cluster import on_worker, runs_here
 from actors.adapters.pacing import resent_marker
 from actors.adapters.registry import reply_pacing
 from actors.hooks.points import hooks_for, sweeper_delivery
 from actors.sessions.reply_files import has_marker, is_file, marked_at, marker_index, send_fields
 from storage import MediaCache
-from supervision.storage_access import StoreUser
+from storage import IllegalTransition, StaleFence
+from supervision.storage_access import StoreUser, store_path
 from supervision.actor import GatewayActor
 from common.config import setting
 from common.logging_setup import key_hash
@@ -63,6 +71,8 @@ def retry_spacing_s(attempts: int) -> float:
 
 class DeliverySweeper(StoreUser, GatewayActor):
     uses_bridge = True
+    # Placed by host in a convention (a worker's sweeper: ChildSpec.placement); without a placement, on the leader.
+    actorSystemCapabilityCheck = staticmethod(runs_here)
 
     def __init__(self):
         super().__init__()
@@ -72,6 +82,8 @@ class DeliverySweeper(StoreUser, GatewayActor):
         self.pending = 0
         self.late = 0                            # inbox rows past the liveness bound at the last sweep
         self.late_logged: dict[int, None] = {}   # their seqs, oldest first
+        self.records_sends = on_worker()         # this host's ledger is not the adapters': sends recorded here
+        self.told: list = []                     # worker sweepers told of the connected adapters
 
     def on_start(self, args) -> None:
         self.open_store()
@@ -99,7 +111,22 @@ class DeliverySweeper(StoreUser, GatewayActor):
     # ------------------------------------------------------------------------------------------------ sweeps
     def on_AdapterConnected(self, message: AdapterConnected, sender) -> None:
         self.connected.add(message.name)
+        for _name, sweeper in self.sweepers():
+            self.send(sweeper, message)
         self.sweep()
+
+    def sweepers(self) -> list:
+        """The worker hosts' sweepers running now (none on a worker: only the leader's relays)."""
+        if self.records_sends or self.directory is None:
+            return []
+        return [(name, address) for name, address in self.directory.sweepers if address is not None]
+
+    def on_directory(self, directory) -> None:
+        for name, sweeper in self.sweepers():
+            if (name, sweeper) not in self.told:   # a new one (or restarted): it knows of no connected adapter
+                for adapter in sorted(self.connected):
+                    self.send(sweeper, AdapterConnected(adapter))
+        self.told = self.sweepers()
 
     def sweep_interval_s(self) -> float:
         return float(setting(self.config, "delivery", "sweep_interval_s"))
@@ -157,7 +184,8 @@ class DeliverySweeper(StoreUser, GatewayActor):
         chunks = list(ob.chunks)
         unresolved = ob.send_intent is not None and not ob.ambiguous
         # Where the adapter can look for the copy a lost send left, that part's first operation is the search.
-        lost = ob.send_intent if (unresolved and pacing.finds_lost_copies and ob.send_intent < len(chunks)
+        lost = ob.send_intent if (unresolved and pacing.finds_lost_copies and not self.records_sends
+                                  and ob.send_intent < len(chunks)
                                   and not is_file(chunks[ob.send_intent])) else None
         job = {"ob": ob, "fence": ob.fence, "index": 0, "parts": dict(ob.parts), "chunks": chunks,
                "idempotent": pacing.idempotent_send, "ambiguous": ob.ambiguous, "lost": lost,
@@ -209,7 +237,13 @@ class DeliverySweeper(StoreUser, GatewayActor):
                 # the platform's answer (PlatformOp.ledger): a refused send leaves no intent behind.
                 op = PlatformOp(op_id, "send", t.chat_id, thread_id=t.thread_id, **send_fields(text),
                                 reply_to=t.reply_to if index == 0 else None, final=True, idempotency_key=key,
-                                ledger=(ob.obligation_id, job["fence"], index))
+                                ledger=None if self.records_sends else (ob.obligation_id, job["fence"], index))
+                if self.records_sends:   # committed before the op leaves; the id is recorded from its answer
+                    try:
+                        self.db(self.store.ledger.record_send_intent(ob.obligation_id, job["fence"], index))
+                    except (StaleFence, IllegalTransition):
+                        self.log.warning("sweeper: reply %s was taken over", ob.obligation_id[:12])
+                        return
         else:
             extra = sorted(i for i in job["parts"] if i >= len(job["chunks"]))
             if not extra:
@@ -237,6 +271,8 @@ class DeliverySweeper(StoreUser, GatewayActor):
             return
         if not result.ok and not (op.action == "delete" or (op.action == "edit" and result.error_kind == "not_found")):
             self.log.error("sweeper: reply %s: %s failed: %s", ob.obligation_id[:12], op.action, result.error)
+            if op.action == "send" and self.records_sends and result.error_kind != "ambiguous":
+                self.db(self.store.ledger.clear_send_intent(ob.obligation_id, job["fence"], job["index"]))
             self.db(self.store.ledger.mark_failed(ob.obligation_id, job["fence"], result.error or "send failed"))
             self.refresh_counts()
             return
@@ -292,7 +328,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
         if answered:
             self.log.info("sweeper: retention removed %d answered inbox row(s)", answered)
         # After the rows: a file goes once no inbox row or transcript event names it (storage/media.py).
-        swept = MediaCache(Path(self.config["gateway"]["state_dir"]) / "media").sweep(
+        swept = MediaCache(store_path(self.config).parent / "media").sweep(
             self.db(self.store.media.referenced()))
         if swept:
             self.log.info("sweeper: retention removed %d unreferenced media file(s)", swept)

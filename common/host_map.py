@@ -23,6 +23,8 @@ from typing import Iterable
 
 from common.shard_map import SHARD_PREFIX
 
+SWEEPER_PREFIX = "sweeper:"   # a worker host's delivery sweeper: ``sweeper:<host>``, beside that host's shards
+
 
 @dataclass(frozen=True, order=True)
 class ShardPlace:

@@ -150,6 +150,7 @@ class Directory:
     adapters: tuple = ()           # ((name, address), ...)
     metrics: Any = None            # the metrics actor (None when [metrics] enabled = false)
     shards: tuple = ()             # ((child name, address or None while not running), ...): every shard of every host
+    sweepers: tuple = ()           # ((child name, address or None), ...): the delivery sweeper of each worker host
 
     def adapter(self, name: str):
         return dict(self.adapters).get(name)

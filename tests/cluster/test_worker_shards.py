@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from storage import Store
+from storage.ledger import Target
 from tests.actor_system import wait_for
 from tests.cluster import netns
 from tests.cluster.hosts import LeaderGateway, WorkerHost
@@ -57,12 +58,12 @@ chunk_delay_s = 0.0
         leader.kill_everything()
 
 
-def shards_running(leader) -> dict:
+def shards_running(leader, kind: str = "SessionShard") -> dict:
     tree = json.loads(leader.cli("tree", "--json", timeout=30).stdout or "{}")
     found = {}
 
     def walk(node):
-        if node.get("kind") == "SessionShard":
+        if node.get("kind") == kind:
             found[node.get("name")] = node.get("state")
         for child in node.get("children", ()):
             walk(child)
@@ -155,3 +156,28 @@ def test_a_worker_killed_under_load_and_brought_back_loses_nothing_and_stalls_no
           f"{outage_p99:.2f}s; the worker's chats were answered after it came back")
     wait_for(lambda: counts(leader.state / "gateway.db")[0]["received"] == 0, 30, 0.2,
              "every row the worker had not stored forwarded once it was back")
+
+
+def test_a_reply_left_in_a_workers_ledger_is_finished_by_that_hosts_sweeper(cluster):
+    """What a crash on the worker leaves unfinished (a reply with its final text, nobody delivering it) is in the
+    worker's ledger, which the leader's sweeper never reads: the worker's own sweeper finishes it through the
+    leader's adapter, recording the send in the worker's ledger."""
+    leader, worker = cluster
+    wait_for(lambda: shards_running(leader, "DeliverySweeper").get("sweeper:w1") == "running", 60, 0.5,
+             f"sweeper:w1 running (the tree shows {shards_running(leader, 'DeliverySweeper')})")
+    path = worker.dir / "state" / "gateway.db"
+
+    async def leave_a_reply():
+        async with await Store.open(path) as store:
+            return (await store.ledger.record_obligation("web:dm:left-behind", "web:lost-1",
+                                                         Target("web", "left-behind"), "reply",
+                                                         chunks=["what a crash left unsent"])).obligation_id
+
+    async def state_of(db, oid):
+        async with await Store.open(db) as store:
+            return await store.ledger.get(oid)
+    oid = asyncio.run(leave_a_reply())
+    delivered = wait_for(lambda: (ob := asyncio.run(state_of(path, oid))).state == "delivered" and ob, 60, 0.5,
+                         "the worker's sweeper to deliver the reply left in its ledger")
+    assert len(delivered.parts) == 1 and delivered.send_intent is None and not delivered.ambiguous, delivered
+    assert asyncio.run(state_of(leader.state / "gateway.db", oid)) is None, "the leader's ledger is not touched"

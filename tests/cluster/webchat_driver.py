@@ -1,6 +1,7 @@
 """Run inside a host's network namespace: ``python -m tests.cluster.webchat_driver URL PREFIX VISITORS TIMEOUT``.
 Visitors PREFIX-0 .. PREFIX-(VISITORS-1) each send one message through the web chat at URL. A line of JSON is
-printed as each one is first shown a final answer (``{"visitor": NAME, "after_s": seconds since it sent}``), then
+printed as each one is first shown a final answer (``{"visitor": NAME, "after_s": seconds since it sent, "at_s":
+seconds since the first message}``; every visitor connects before the first message is sent), then
 once every one has one, or at the timeout, the summary: every final text each was shown, by the message it is in
 (``{"finals": {NAME: {MESSAGE_ID: TEXT}}}``): two message ids for one visitor are its question answered twice."""
 from __future__ import annotations
@@ -23,8 +24,10 @@ def main(url: str, prefix: str, count: int, timeout: float) -> None:
     names = [f"{prefix}-{i}" for i in range(count)]
     sent_at, answered = {}, set()
     try:
-        for name in names:
+        for name in names:   # every visitor connected first: what is timed below is the gateway, not the connects
             client.id_of(name, timeout=timeout)
+        started = time.monotonic()
+        for name in names:
             client.say(name, f"{name}-m1", f"hello from {name}")
             sent_at[name] = time.monotonic()
         deadline = time.monotonic() + timeout
@@ -32,8 +35,9 @@ def main(url: str, prefix: str, count: int, timeout: float) -> None:
             for name in names:
                 if name not in answered and finals(client, name):
                     answered.add(name)
-                    print(json.dumps({"visitor": name, "after_s": round(time.monotonic() - sent_at[name], 3)}),
-                          flush=True)
+                    now = time.monotonic()
+                    print(json.dumps({"visitor": name, "after_s": round(now - sent_at[name], 3),
+                                      "at_s": round(now - started, 3)}), flush=True)
             time.sleep(0.05)
         print(json.dumps({"finals": {name: finals(client, name) for name in names}}), flush=True)
     finally:

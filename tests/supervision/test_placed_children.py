@@ -62,3 +62,23 @@ def test_a_placed_child_whose_pid_no_local_process_has_is_not_taken_for_gone():
     for _ in range(3):
         supervisor.on_timer_liveness(None)
     assert gone == [] and child.address == "remote shard"
+
+
+def test_a_workers_child_that_keeps_failing_stops_being_restarted_without_stopping_the_supervisor():
+    from actors.sessions.supervisor import SessionSupervisor, sweeper_spec
+    from supervision.spec import Intensity, SupervisorFlags
+
+    supervisor = SessionSupervisor()
+    supervisor._flags = SupervisorFlags(max_restarts=3, period_s=30.0)
+    supervisor.intensity = Intensity(3, 30.0)
+    gave_up = []
+    supervisor.give_up = gave_up.append
+    child = ChildState(sweeper_spec("w1"), recent=Intensity(1_000_000, 30.0))
+    verdicts = []
+    for at in range(5):
+        verdict = supervisor.within_intensity(child, 100.0 + at)
+        verdicts.append(verdict)
+        if verdict:
+            child.recent.record(100.0 + at)
+    assert verdicts == [True, True, True, False, False] and child.status == "failed"
+    assert gave_up == [], "one worker's failing child must not stop the leader's shards"
