@@ -60,9 +60,7 @@ def shards_running(leader) -> set:
 
 def run(workers: int, visitors: int, tmp: Path, args_timeout: float = 60.0) -> dict:
     names = [f"w{i + 1}" for i in range(workers)]
-    lab = netns.Lab(f"b{workers}").up()
-    for host in ("leader", *names):
-        lab.add_host(host)
+    lab = netns.Lab.of_hosts(f"b{workers}", "leader", *names)
     leader = LeaderGateway(tmp / "leader", lab, extra_toml=f"""shards_per_worker = 1
 [sessions]
 shards = 1

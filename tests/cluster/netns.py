@@ -52,6 +52,14 @@ class Lab:
         _ip("link", "set", "br0", "up", ns=self.switch)
         return self
 
+    @classmethod
+    def of_hosts(cls, tag: str, *hosts: str) -> "Lab":
+        """A lab that is up, with these hosts added (the first is the leader's, by convention)."""
+        lab = cls(tag).up()
+        for host in hosts:
+            lab.add_host(host)
+        return lab
+
     def add_host(self, host: str) -> str:
         index = len(self.hosts) + 1
         address = f"{SUBNET}.{index}"

@@ -19,9 +19,7 @@ DETECTION_BOUND_S = (MISSES + 1) * CHECK_S
 
 @pytest.fixture(scope="module")
 def lab():
-    lab = netns.Lab("c").up()
-    for host in ("leader", "w1", "w2"):
-        lab.add_host(host)
+    lab = netns.Lab.of_hosts("c", "leader", "w1", "w2")
     yield lab
     lab.down()
 

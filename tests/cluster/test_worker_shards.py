@@ -26,9 +26,7 @@ VISITORS = 24
 
 @pytest.fixture(scope="module")
 def lab():
-    lab = netns.Lab("s").up()
-    for host in ("leader", "w1"):
-        lab.add_host(host)
+    lab = netns.Lab.of_hosts("s", "leader", "w1")
     yield lab
     lab.down()
 

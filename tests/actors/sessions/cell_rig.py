@@ -10,7 +10,8 @@ from common.config import defaults
 from storage import Store
 from storage.inline import run_inline
 from supervision.cell_host import CellHost
-from supervision.spec import SupervisorFlags
+from supervision.messages import Directory
+from supervision.spec import ChildSpec, Restart, SupervisorFlags
 
 
 @contextlib.contextmanager
@@ -37,3 +38,13 @@ def settle(host: CellHost) -> None:
     """Run the cells until no mail is left (timers are not fired)."""
     while host.run():
         pass
+
+
+def start_consumer(host: CellHost, platform: str, adapter) -> None:
+    """Consumer cell ``consumer:t1`` of turn t1 in direct chat 7 of ``platform``, whose adapter is at ``adapter``."""
+    args = {"turn_id": "t1", "session_key": f"{platform}:dm:7", "inbound_ref": f"{platform}:1", "adapter": platform,
+            "platform": platform, "chat_id": "7", "thread_id": None, "chat_type": "dm", "profile": "default",
+            "stream": True, "status_reactions": [], "reply_to": "1"}
+    host.start(ChildSpec("consumer:t1", "actors.sessions.stream_consumer.StreamConsumer", kind="StreamConsumer",
+                         args=args, restart=Restart.TEMPORARY))
+    host.broadcast(Directory(version=1, adapters=((platform, adapter),)))

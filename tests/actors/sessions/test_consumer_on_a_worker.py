@@ -10,9 +10,7 @@ import pytest
 from actors.messages import OpResult, PlatformOp, StreamBatch
 from actors.messages.stream import TextDelta, TurnEnd
 from common.cluster import WORKER_NAME_ENV
-from supervision.messages import Directory
-from supervision.spec import ChildSpec, Restart
-from tests.actors.sessions.cell_rig import cell_rig, settle
+from tests.actors.sessions.cell_rig import cell_rig, settle, start_consumer
 
 pytestmark = pytest.mark.timeout(30)
 ADAPTER = "the leader's adapter"
@@ -25,13 +23,8 @@ def rig(tmp_path, monkeypatch):
         yield r.host, r.out, r.store, r.loop
 
 
-def start(host, platform="telegram"):
-    args = {"turn_id": "t1", "session_key": f"{platform}:dm:7", "inbound_ref": f"{platform}:1", "adapter": platform,
-            "platform": platform, "chat_id": "7", "thread_id": None, "chat_type": "dm", "profile": "default",
-            "stream": True, "status_reactions": [], "reply_to": "1"}
-    host.start(ChildSpec("consumer:t1", "actors.sessions.stream_consumer.StreamConsumer", kind="StreamConsumer",
-                         args=args, restart=Restart.TEMPORARY))
-    host.broadcast(Directory(version=1, adapters=((platform, ADAPTER),)))
+def start(host):
+    start_consumer(host, "telegram", ADAPTER)
 
 
 def sends(out) -> list:

@@ -11,8 +11,7 @@ import pytest
 from actors.messages import OpResult, PlatformOp, StreamBatch
 from actors.messages.stream import TextDelta, TurnEnd
 from supervision.messages import Directory
-from supervision.spec import ChildSpec, Restart
-from tests.actors.sessions.cell_rig import cell_rig, settle
+from tests.actors.sessions.cell_rig import cell_rig, settle, start_consumer
 
 pytestmark = pytest.mark.timeout(30)
 OLD_ADAPTER, NEW_ADAPTER = "the adapter that died", "the adapter started in its place"
@@ -27,12 +26,7 @@ def rig(tmp_path):
 @pytest.mark.parametrize("platform", ["fake", "telegram"])   # marks a re-sent copy / looks for a lost one
 def test_a_send_recorded_by_an_adapter_that_died_before_answering_is_edited_not_sent_again(rig, platform):
     host, out, store, loop = rig
-    args = {"turn_id": "t1", "session_key": f"{platform}:dm:7", "inbound_ref": f"{platform}:1", "adapter": platform,
-            "platform": platform, "chat_id": "7", "thread_id": None, "chat_type": "dm", "profile": "default",
-            "stream": True, "status_reactions": [], "reply_to": "1"}
-    host.start(ChildSpec("consumer:t1", "actors.sessions.stream_consumer.StreamConsumer", kind="StreamConsumer",
-                         args=args, restart=Restart.TEMPORARY))
-    host.broadcast(Directory(version=1, adapters=((platform, OLD_ADAPTER),)))
+    start_consumer(host, platform, OLD_ADAPTER)
     host.deliver("consumer:t1", StreamBatch("t1", 0, (TextDelta("the answer so far"),)))
     settle(host)
     sends = [m for a, m in out if isinstance(m, PlatformOp) and m.action == "send"]
