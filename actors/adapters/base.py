@@ -105,7 +105,7 @@ class PlatformAdapter(GatewayActor):
         self._in_hand: dict[int, tuple[PlatformOp, Any]] = {}
         self._chat_load: collections.Counter = collections.Counter()
         self.routes = InboundRoutes()   # doorbells at this host's shards, rows forwarded to a worker's
-        self.forwarding = Forwarding(lambda: self.name, lambda: self.store, self._post)   # its loop side
+        self.forwarding = Forwarding(lambda: self.name, lambda: self.store, self._post, self._say)
         self._connection_reports = 0  # AdapterConnection reports sent by this incarnation
         self.connection = ConnectionView(time.time())   # what `status` shows of the platform connection
         # What one drain of the bridge produced (answers, doorbells), sent per recipient when it is done.

@@ -21,6 +21,7 @@ shard of this host (doorbells.py) or the row itself to a worker's shard; ``Forwa
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -89,8 +90,8 @@ class InboundRoutes:
 
 class Forwarding:
     def __init__(self, platform_name: Callable[[], str], store: Callable[[], Any], post: Callable[[Any], None],
-                 older_than_s: float = WALK_S):
-        self.platform_name, self.store, self.post = platform_name, store, post
+                 say: Callable[..., None] = lambda level, fmt, *args: None, older_than_s: float = WALK_S):
+        self.platform_name, self.store, self.post, self.say = platform_name, store, post, say
         self.older_than_s = older_than_s   # younger rows are in flight: their StoreInbound is on its way
         self.cursor = 0   # loop thread: the last seq the walk read; back to 0 after a short page
 
@@ -99,7 +100,12 @@ class Forwarding:
         store = self.store()
         if store is None:
             return
-        rows = await store.inbox.received_after(self.platform_name(), self.cursor, self.older_than_s, WALK_PAGE)
+        try:
+            rows = await store.inbox.received_after(self.platform_name(), self.cursor, self.older_than_s, WALK_PAGE)
+        except Exception as exc:  # noqa: BLE001 - storage busy or failing: the next walk reads again
+            self.say(logging.WARNING, "%s: the walk for rows to forward could not read the inbox: %s",
+                     self.platform_name(), exc)
+            return
         self.cursor = rows[-1].seq if len(rows) == WALK_PAGE else 0
         if rows:
             self.post(Unforwarded(tuple((r.seq, r.session_key, r.platform, r.platform_message_id, r.payload)
@@ -109,5 +115,10 @@ class Forwarding:
         """The shard has them: received -> done (forwarded) here. Lost before it commits, a walk sends them again
         and the shard's dedup answers for them."""
         store = self.store()
-        if store is not None:
+        if store is None:
+            return
+        try:
             await store.inbox.forwarded(stored.seqs, stored.shard)
+        except Exception as exc:  # noqa: BLE001 - the rows stay received: the next walk forwards them again
+            self.say(logging.WARNING, "%s: %d row(s) %s has stored could not be marked forwarded here: %s",
+                     self.platform_name(), len(stored.seqs), stored.shard, exc)

@@ -103,3 +103,17 @@ def test_the_walk_finds_what_was_not_forwarded_and_the_answer_marks_it(tmp_path)
         finally:
             await store.close()
     asyncio.run(run())
+
+
+def test_storage_that_fails_under_the_walk_or_the_mark_is_reported_and_tried_again_later(tmp_path):
+    async def run():
+        store = await Store.open(tmp_path / "gateway.db", "normal", inline=True, waits_on_loop=True)
+        await store.close()   # every call fails from here on, as with a disk gone
+        said, posted = [], []
+        forwarding = Forwarding(lambda: "fake", lambda: store, posted.append,
+                                lambda level, fmt, *args: said.append(fmt % args), older_than_s=-1.0)
+        await forwarding.walk()
+        await forwarding.mark(InboundStored((1, 2), "shard:w1/0"))
+        assert posted == [] and len(said) == 2, said
+        assert "could not read the inbox" in said[0] and "2 row(s) shard:w1/0 has stored" in said[1], said
+    asyncio.run(run())
