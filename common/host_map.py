@@ -80,3 +80,27 @@ def moved_keys(keys: Iterable[str], before: list[ShardPlace], after: list[ShardP
         if old != new:
             moves[key] = (old, new)
     return moves
+
+
+def earlier_homes(session_key: str, places: list[ShardPlace], me: ShardPlace) -> list[ShardPlace]:
+    """The shards that may hold ``session_key``'s records while ``me`` wins it now: a host that joined took the
+    key from the shard that won it before, which is the next one down in the key's ranking, or the one after that
+    if that one's host joined later still, and so on down to the leader's best shard, which has been there all
+    along. Shards of ``me``'s own host share its database, so they are never among them; a leader's shard has
+    none (hosts that join only take keys from the shards already there). Empty if ``me`` does not win the key."""
+    ranked = sorted(places, key=lambda place: _score(place, session_key), reverse=True)
+    if not ranked or ranked[0] != me or me.on_leader:
+        return []
+    homes = []
+    for place in ranked[1:]:
+        if place.host != me.host:
+            homes.append(place)
+        if place.on_leader:
+            break
+    return homes
+
+
+def map_digest(places: Iterable[ShardPlace]) -> str:
+    """A short name of one shard map, the same on every host: what a shard says it finished moving keys for."""
+    text = "\n".join(sorted(place.child_name for place in places))
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()

@@ -140,13 +140,17 @@ class Inbox:
     async def received_after(self, platform: str, after_seq: int, older_than_s: float, limit: int = 500,
                              now: Optional[float] = None) -> list[InboxRow]:
         """The platform's received rows past ``after_seq`` stored over ``older_than_s`` ago, in seq order, at most
-        ``limit``: what an adapter walks, a page at a time, to forward again what another host has not stored."""
+        ``limit``: what an adapter walks, a page at a time, to forward again what another host has not stored.
+        A key with a current session in this database is left out: that session is here still (its key is moving
+        to another shard, actors/sessions/moves_out.py), and its rows go with it or are answered here, never both."""
         cutoff = (time.time() if now is None else now) - older_than_s
 
         async def fetch(conn):
             return [_row(r) for r in await fetch_all(
                 conn, f"SELECT {_COLUMNS} FROM inbox WHERE state = 'received' AND platform = ? AND seq > ? "
-                      f"AND received_at < ? ORDER BY seq LIMIT ?", (platform, int(after_seq), cutoff, int(limit)))]
+                      f"AND received_at < ? AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.session_key = "
+                      f"inbox.session_key AND s.state IN ('active', 'suspended')) ORDER BY seq LIMIT ?",
+                (platform, int(after_seq), cutoff, int(limit)))]
         return await self._db.read(fetch)
 
     async def set_offset(self, adapter_id: str, value: Any) -> None:

@@ -330,16 +330,20 @@ async def _obligation_here(conn, oid: str) -> Optional[dict]:
     return await _obligation_map(conn, row) if row else None
 
 
-async def import_moved(conn, blob) -> MoveOutcome:
+async def import_moved(conn, blob, served_here_ok: bool = False) -> MoveOutcome:
     """Store a version 2 file (bytes, or a ``ParsedMove``) on this host, inside the caller's transaction;
-    idempotent, ``ImportRefused`` on a conflict (see the module docstring)."""
+    idempotent, ``ImportRefused`` on a conflict (see the module docstring). ``served_here_ok``: the file is the
+    source's second export of a session imported here before, written because its forget met input that came after
+    the first (a live move, actors/sessions/moves_out.py). The source has not served the session since, so what
+    is here is the newer truth: the session is left as it is and only the inbox rows and obligations not here yet
+    are added."""
     parsed = parse_move_file(blob)
     s = parsed.base.session
     sid, key = s["session_id"], s["session_key"]
     fresh = not await _session_here(conn, sid)
     if fresh:
         await import_rows(conn, parsed.base)    # refuses a key that has another current session
-    elif not await _holds_same_session(conn, parsed):
+    elif not served_here_ok and not await _holds_same_session(conn, parsed):
         raise refuse(f"session {sid} is here already and differs from the file (it was imported before and has "
                      f"served here since, or it is another copy)")
     seqs, inbox = {}, 0

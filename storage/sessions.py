@@ -153,6 +153,14 @@ class SessionStore(RuntimeOps):
             return session_from_row(row) if row else None
         return await self._db.read(fetch)
 
+    async def current_keys(self) -> list[str]:
+        """Every key with an active or suspended session here, sorted: what a shard looks over when the shard map
+        changes (a key another shard now wins moves there)."""
+        async def fetch(conn):
+            return [r[0] for r in await fetch_all(conn, "SELECT DISTINCT session_key FROM sessions WHERE state IN "
+                                                        "('active', 'suspended') ORDER BY session_key")]
+        return await self._db.read(fetch)
+
     async def list(self, state: Optional[str] = None, session_key: Optional[str] = None,
                    limit: int = 100, offset: int = 0) -> list[SessionInfo]:
         """Sessions, most recently updated first, optionally of one state and/or one key."""
@@ -387,10 +395,11 @@ class SessionStore(RuntimeOps):
         from .moving import export_for_move
         return await self._db.read(export_for_move, session_id, interrupted)
 
-    async def import_moved(self, data) -> "MoveOutcome":
-        """Store a version 2 file on this host, all or nothing; the same file again changes nothing."""
+    async def import_moved(self, data, served_here_ok: bool = False) -> "MoveOutcome":
+        """Store a version 2 file on this host, all or nothing; the same file again changes nothing.
+        ``served_here_ok``: a live move's second file of a session already here (``moving.import_moved``)."""
         from .moving import import_moved, parse_move_file
-        return await self._db.write(import_moved, parse_move_file(data))
+        return await self._db.write(import_moved, parse_move_file(data), served_here_ok)
 
     async def forget_moved(self, data) -> "MoveOutcome":
         """On the host a session moved from, once the destination holds it: delete what the file holds, all or

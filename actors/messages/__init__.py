@@ -24,6 +24,8 @@ from actors.messages.terminal import (
     CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
 from actors.messages.sessions import (
     Passivate, RunCells, SpawnConsumer, ConsumerReady, ConsumerGone, ReplyDone)
+from actors.messages.moves import (
+    SessionWanted, SessionHandover, SessionTaken, MovesDone)
 from actors.messages.control import (
     DrainRequest, DrainReport, ShutdownRequest, ShutdownReady, DrainDone, StatusRequest, GatewayStatus,
     ReloadRequest, ReloadReport)
@@ -40,5 +42,5 @@ __all__ = [
     'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
     'TurnFinished', 'FloodWaited', 'AdapterConnection', 'HookFailed', 'CronRunRequest', 'CronRunReport',
-    'ReloadRequest', 'ReloadReport'
+    'ReloadRequest', 'ReloadReport', 'SessionWanted', 'SessionHandover', 'SessionTaken', 'MovesDone'
 ]

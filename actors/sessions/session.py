@@ -263,9 +263,7 @@ class Session(CellStoreUser, Cell):
             sid, last_n=turns.HISTORY_EVENTS, since_seq=since)), time.monotonic())
         if not resumed:
             # A crash between this append and begin_turn requeues the row: it must not be written twice.
-            known = {e.payload.get("inbound_seq") for e in transcript if e.role == "user" and e.kind == "message"}
-            fresh = [turns.user_event(turn.turn_id, e, seq) for seq, e in (user_events or [(seqs[-1], event)])
-                     if seq not in known]
+            fresh = turns.unrecorded_user_events(transcript, turn.turn_id, user_events or [(seqs[-1], event)])
             if fresh:
                 transcript = turns.with_appended(transcript, fresh, self.db(self.store.sessions.append(sid, fresh)))
             for seq in seqs[:-1]:  # merged rows: their text is in the transcript, the last row carries the turn

@@ -25,6 +25,9 @@ Messages it takes:
                      committed in this shard's own inbox (deduplicated), their sessions rung, InboundStored answered
                      once the commit is done, so the adapter's host keeps each row until this one has it
   OpResult           an adapter's answer: to the consumer cell that sent the operation
+  SessionWanted, SessionHandover, SessionTaken, MovesDone, InboundStored   moving the sessions of keys whose
+                     shard changed when a host joined (moves_out.py here as the source, moves_in.py as the
+                     destination); a key moving out or held in is not served until its records are in one place
   Directory, StopIntake, Flush   kept or done here, and passed to every cell
   ConfigChanged      a reload: every session cell started from now on starts on it, and the live ones take it
                      for their next turn (a reply in flight keeps what its turn started with: consumers are not told)
@@ -33,8 +36,8 @@ Messages it takes:
                      (index what the sessions appended, in one transaction: storage/search_index.py)
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
 consumer's Started is its first message, so nothing sent to it can overtake it).
-Messages it sends: InboundStored to adapters, InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells, and
-what cells send out (PlatformOp to adapters, as one Batch per adapter for each run of the cells; metrics facts).
+Messages it sends: InboundStored to adapters, InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells,
+the moves' messages to other shards, and what cells send out (PlatformOp to adapters, as one Batch per adapter for each run of the cells; metrics facts).
 
 Exits of cells: a consumer that is gone is reported to its session (ConsumerGone), which asks for a new one and
 replays the turn; a session that is gone takes its consumers with it; one that stopped cleanly frees its slot and is
@@ -48,8 +51,11 @@ import dataclasses
 import heapq
 import time
 
-from actors.messages import (ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, OpResult, Passivate,
-                             PlatformOp, RunCells, SpawnConsumer, StoreInbound)
+from actors.messages import (ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, MovesDone, OpResult,
+                             Passivate, PlatformOp, RunCells, SessionHandover, SessionTaken, SessionWanted,
+                             SpawnConsumer, StoreInbound)
+from actors.sessions.moves_in import MovesIn
+from actors.sessions.moves_out import MovesOut
 from supervision.messages import ActorRestarted, ConfigChanged, DirectoryWanted, Fault, Ping, StopIntake
 from common.cluster import host_name, runs_here
 from common.host_map import place_named, place_of
@@ -70,6 +76,7 @@ SESSION_PREFIX, CONSUMER_PREFIX = "session:", "consumer:"
 # Metrics facts of the cells (a TurnFinished per turn) go out together this often: a Thespian message per turn to
 # the metrics actor costs both processes more than the rest of the fact, and a scrape comes every few seconds.
 FACTS_INTERVAL_S = 0.5
+MOVES_TICK_S = 2.0   # while sessions move: unanswered handovers and asks go again (moves_out.py, moves_in.py)
 
 
 def session_cell_name(key: str) -> str:
@@ -94,7 +101,10 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.op_routes: dict[str, str] = {}      # op_id of an operation not yet answered -> the consumer cell
         self.ops_out = Outbox()          # the operations cells sent in this run, per adapter
         self.facts_out = Outbox()        # the metrics facts cells sent since the last FACTS_INTERVAL_S
+        self.moves_armed = False
         self.index_waits = 0             # search index catch-ups in a row that storage refused (a full disk)
+        self.moves_out: MovesOut | None = None   # keys another shard wins now, moving there (moves_out.py)
+        self.moves_in: MovesIn | None = None     # keys won here whose records may be elsewhere (moves_in.py)
 
     # ------------------------------------------------------------------------------------------------- start
     def on_start(self, args) -> None:
@@ -112,9 +122,16 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.cells.store, self.cells.run_store, self.cells.directory = self.store, self.db, self.directory
         # Every shard of the convention when this one was started (common/host_map.py): the keys it wins are its.
         places = [place_named(n) for n in args.get("places") or [shard_name(i) for i in range(self.count)]]
+        me = place_named(self.name)
+        self.moves_out = MovesOut(me, self.db, self.store, self.send, self.log)
+        self.moves_in = MovesIn(me, self.db, self.store, self.send, self.log)
+        self.moves_in.on_map(places, {})
+        self.moves_out.places = places   # what it wins; the keys it holds and does not are looked over below
         for key in self.db(_keys_with_work(self.store)):
             if place_of(key, places).child_name == self.name:
                 self._ensure_session(key)
+        if self.directory is not None:
+            self.on_directory(self.directory)
         self.after(min(self.idle_s, 30.0), "idle_scan")
         self.after(search_index.CATCH_UP_S, "search_index")
 
@@ -169,12 +186,15 @@ class SessionShard(InlineStoreUser, GatewayActor):
             self.cells.deliver(state.spec.name, message)
 
     def on_StoreInbound(self, message: StoreInbound, sender) -> None:
+        # Rows of a key another shard wins now (the sender's map was older) are not taken: left out of the
+        # answer, they stay received on the sender's host, whose walk sends them to that shard.
+        rows = [row for row in message.rows if self.moves_out is None or self.moves_out.wins(row[1])]
         items = [InboundItem(key, platform, message_id, payload) for _seq, key, platform, message_id, payload
-                 in message.rows]
+                 in rows]
         # Committed before the answer: kill -9 before it, and the adapter's host still holds every row (received)
         # and sends them again; after it, a second StoreInbound of the same rows meets the dedup (inserted=False).
         results = self.db(self.store.inbox.put_many(items))
-        self.send(sender, InboundStored(tuple(seq for seq, *_rest in message.rows), self.name))
+        self.send(sender, InboundStored(tuple(seq for seq, *_rest in rows), self.name))
         latest: dict[str, int] = {}
         for item, (seq, inserted) in zip(items, results):
             if inserted:
@@ -191,6 +211,59 @@ class SessionShard(InlineStoreUser, GatewayActor):
         if self.cells is not None:
             self.cells.directory = directory
             self.cells.broadcast(directory)
+        if self.moves_out is not None and directory.shards:
+            places, addresses = [place_named(n) for n, _a in directory.shards], dict(directory.shards)
+            self.moves_in.on_map(places, addresses)
+            self.moves_out.plan(places, addresses, self._live_keys(), self._is_live, self._passivate)
+            self._arm_moves()
+
+    # ------------------------------------------------------------------------------------- moving sessions
+    def _live_keys(self) -> list[str]:
+        return [n[len(SESSION_PREFIX):] for n in self.cells.cells if n.startswith(SESSION_PREFIX)]
+
+    def _is_live(self, key: str) -> bool:
+        return session_cell_name(key) in self.cells.cells
+
+    def _passivate(self, key: str) -> bool:
+        return self.cells.deliver(session_cell_name(key), Passivate())
+
+    def _arm_moves(self) -> None:
+        if (self.moves_out.moving or self.moves_in.held) and not self.moves_armed:
+            self.moves_armed = True
+            self.after(MOVES_TICK_S, "moves")
+
+    def on_timer_moves(self, _data) -> None:
+        self.moves_armed = False
+        self.moves_out.tick(self._is_live, self._passivate)
+        self.moves_in.ask_again()
+        self._arm_moves()
+
+    def on_SessionWanted(self, message: SessionWanted, sender) -> None:
+        self.moves_out.wanted(message, sender, self._is_live, self._passivate)
+        self._arm_moves()
+
+    def on_SessionHandover(self, message: SessionHandover, sender) -> None:
+        if self.moves_in.handover(message, sender):
+            self._start_if_waiting(message.key)
+
+    def on_SessionTaken(self, message: SessionTaken, sender) -> None:
+        self.moves_out.taken(message.key, message.refused)
+
+    def on_MovesDone(self, message: MovesDone, sender) -> None:
+        for key in self.moves_in.moves_done(message):
+            self._start_if_waiting(key)
+
+    def on_InboundStored(self, message: InboundStored, sender) -> None:
+        """Rows of a moving key without a session, stored by the shard that wins it now."""
+        self.moves_out.mark_stored(message.seqs, message.shard)
+
+    def _start_if_waiting(self, key: str) -> None:
+        """A key freed to start here: its session starts if rows wait for it or the records came with a turn to
+        resume (moved while a crash had cut it)."""
+        info = self.db(self.store.sessions.current(key))
+        resume = info is not None and self.db(self.store.sessions.runtime(info.session_id)).resume_pending
+        if resume or self._rows_waiting(key):
+            self._ensure_session(key)
 
     def on_config_changed(self, old: dict) -> None:
         if self.cells is not None:
@@ -226,6 +299,9 @@ class SessionShard(InlineStoreUser, GatewayActor):
             if not internal:
                 self.last_active[key] = time.time()
             return state
+        if self.moves_out is not None and (not self.moves_out.wins(key) or key in self.moves_out.moving
+                                           or not self.moves_in.admit(key)):
+            return None   # another shard wins it now, or its records may be elsewhere yet: its rows wait
         if len(self.last_active) >= self.max_live:
             if key not in self.waiting:
                 self.waiting[key] = None
@@ -311,6 +387,8 @@ class SessionShard(InlineStoreUser, GatewayActor):
         if restarting:
             return
         self.last_active.pop(key, None)
+        if self.moves_out is not None:
+            self.moves_out.drained(key, self._passivate)
         if abnormal:
             self.log.error("a session crashed too often; leaving it stopped until its next message",
                            extra={"session": key_hash(key)})
@@ -328,7 +406,8 @@ class SessionShard(InlineStoreUser, GatewayActor):
             return node
         sessions = len(self.last_active)
         facts = (("sessions", sessions), ("consumers", len(self.consumer_owner)), ("waiting", len(self.waiting)),
-                 ("loop_lag_ms", round(self.loop_monitor.take_max(), 1)))
+                 ("loop_lag_ms", round(self.loop_monitor.take_max(), 1))) + self.moves_out.facts() + \
+            self.moves_in.facts()
         if setting(self.config, "cluster", "enabled"):
             facts += (("host", host_name(self.config)),)   # which host of the convention runs it
         return dataclasses.replace(node, children=self.cells.nodes(), facts=facts + node.facts)

@@ -119,6 +119,15 @@ def user_event(turn_id: str, event: MessageEvent, seq: int) -> dict:
     return {"role": "user", "kind": "message", "turn_id": turn_id, "payload": payload}
 
 
+def unrecorded_user_events(transcript: list, turn_id: str, rows: list) -> list[dict]:
+    """The user events of ``rows`` ((inbox seq, MessageEvent) pairs) that ``transcript`` does not hold yet: a row
+    requeued by a crash after its event was appended is not written twice. Known by platform message id (unique in
+    a session's chat, the inbox's own dedup), never by inbox seq: a seq is one host's, and a session moved from
+    another host (storage/moving.py) carries that host's seqs, which this host's inbox hands out again."""
+    known = {e.payload.get("platform_message_id") for e in transcript if e.role == "user" and e.kind == "message"}
+    return [user_event(turn_id, event, seq) for seq, event in rows if event.platform_message_id not in known]
+
+
 def steer_item(event: MessageEvent):
     """What the steer queue carries of a message sent during a turn: its text, or a user message whose attachments
     are their lines (the turn's request is built already; their files reach the model with the next turn's history

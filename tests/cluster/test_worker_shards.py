@@ -5,9 +5,6 @@ through the leader's adapter, once; the leader's row is marked forwarded, and th
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import threading
 
 import pytest
 
@@ -15,12 +12,11 @@ from storage import Store
 from storage.ledger import Target
 from tests.actor_system import wait_for
 from tests.cluster import netns
+from tests.cluster.driving import WEB_PORT, Driver, check_each_answered_once, counts, p99, shards_running
 from tests.cluster.hosts import LeaderGateway, WorkerHost
-from tests.gateway import PYTHON, ROOT
 
 pytestmark = [pytest.mark.skipif(bool(netns.skip_reason()), reason=netns.skip_reason() or ""),
               pytest.mark.timeout(300)]
-WEB_PORT = 18080
 VISITORS = 24
 
 
@@ -54,66 +50,6 @@ chunk_delay_s = 0.0
         worker.stop()
         leader.cli("stop", timeout=60)
         leader.kill_everything()
-
-
-def shards_running(leader, kind: str = "SessionShard") -> dict:
-    tree = json.loads(leader.cli("tree", "--json", timeout=30).stdout or "{}")
-    found = {}
-
-    def walk(node):
-        if node.get("kind") == kind:
-            found[node.get("name")] = node.get("state")
-        for child in node.get("children", ()):
-            walk(child)
-    walk(tree.get("tree", tree))
-    return found
-
-
-class Driver:
-    """tests/cluster/webchat_driver.py in the leader's namespace, read as it prints."""
-
-    def __init__(self, leader, prefix: str, count: int, timeout: float):
-        self.proc = subprocess.Popen([*leader.lab.exec_prefix("leader"), PYTHON, "-m", "tests.cluster.webchat_driver",
-                                      f"http://127.0.0.1:{WEB_PORT}", prefix, str(count), str(timeout)],
-                                     cwd=ROOT, env=leader.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-        self.answers: list[dict] = []
-        self.summary: dict | None = None
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            item = json.loads(line)
-            if "finals" in item:
-                self.summary = item["finals"]
-            else:
-                self.answers.append(item)
-
-    def finish(self, timeout: float) -> dict:
-        self.proc.wait(timeout)
-        self.reader.join(10)
-        assert self.proc.returncode == 0 and self.summary is not None, self.proc.stderr.read()[-3000:]
-        return self.summary
-
-
-def check_each_answered_once(finals: dict, worker) -> None:
-    unanswered = [name for name, shown in finals.items() if not shown]
-    assert not unanswered, f"no answer for {unanswered}; the worker's log ends:\n{worker.log()[-3000:]}"
-    doubled = {name: shown for name, shown in finals.items() if len(shown) > 1}
-    assert not doubled, f"answered in more than one message: {doubled}"
-
-
-def counts(path) -> tuple[dict, dict]:
-    async def read():
-        async with await Store.open(path) as store:
-            return await store.inbox.counts(), await store.ledger.counts()
-    return asyncio.run(read())
-
-
-def p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else 0.0
 
 
 def test_a_workers_shard_takes_its_chats_and_answers_each_once(cluster, record_property):

@@ -4,7 +4,8 @@ from collections import Counter
 
 import pytest
 
-from common.host_map import ShardPlace, moved_keys, place_named, place_of, shard_places
+from common.host_map import (ShardPlace, earlier_homes, map_digest, moved_keys, place_named, place_of,
+                             shard_places)
 from common.shard_map import shard_of
 from supervision.messages import Directory
 
@@ -74,3 +75,27 @@ def test_the_directory_routes_over_every_host_as_the_host_map_does():
         expected = place_of(key, places)
         assert spread.shard_for(key) == (expected.child_name, expected.name)
     assert Directory(3).shard_for("k") == ("", None)
+
+
+def test_a_joined_hosts_shard_asks_for_a_key_the_shards_that_won_it_before_down_to_the_leaders():
+    names = ["shard:0", "shard:1", "shard:w1/0", "shard:w2/0"]
+    places = [place_named(n) for n in names]
+    w2 = place_named("shard:w2/0")
+    keys = [f"web:dm:{i}" for i in range(400)]
+    won = [k for k in keys if place_of(k, places) == w2]
+    assert won, "w2 wins some of 400 keys"
+    for key in won:
+        homes = earlier_homes(key, places, w2)
+        without_w2 = [p for p in places if p != w2]
+        assert homes and homes[0] == place_of(key, without_w2), "the shard that won it before is asked first"
+        assert homes[-1].on_leader and all(not p.on_leader for p in homes[:-1]), homes
+        assert w2 not in homes
+    other = next(k for k in keys if place_of(k, places) != w2)
+    assert earlier_homes(other, places, w2) == [], "a key w2 does not win is none of its business"
+    assert earlier_homes(keys[0], places, place_named("shard:0")) == [], "a leader's shard took keys from nobody"
+
+
+def test_every_host_names_one_shard_map_alike():
+    names = ["shard:0", "shard:w1/0", "shard:w2/0"]
+    assert map_digest(place_named(n) for n in names) == map_digest(place_named(n) for n in reversed(names))
+    assert map_digest(place_named(n) for n in names) != map_digest(place_named(n) for n in names[:2])

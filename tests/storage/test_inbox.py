@@ -171,3 +171,16 @@ async def test_received_rows_are_walked_a_page_at_a_time_past_a_cursor(db_path):
         page = await store.inbox.received_after("telegram", seqs[2], older_than_s=1, limit=2, now=later)
         assert [r.seq for r in page] == seqs[3:]
         assert await store.inbox.received_after("telegram", 0, older_than_s=60) == [], "fresh rows are in flight"
+
+
+async def test_the_walk_leaves_out_a_key_whose_session_is_still_in_this_database(db_path):
+    """A key moving to another host's shard (actors/sessions/moves_out.py) keeps its session here until the move
+    is done: its rows go with the session's records or are answered here, never forwarded on their own as well."""
+    async with open_store(db_path) as store:
+        moving, _ = await store.inbox.put("k-moving", "telegram", "m1", {})
+        alone, _ = await store.inbox.put("k-alone", "telegram", "m2", {})
+        await store.sessions.get_or_create("k-moving")
+        later = __import__("time").time() + 10
+        page = await store.inbox.received_after("telegram", 0, older_than_s=1, now=later)
+        assert [r.seq for r in page] == [alone]
+        assert await store.sessions.current_keys() == ["k-moving"]

@@ -220,3 +220,31 @@ def test_a_forget_killed_half_way_leaves_everything(tmp_path):
         async with open_store(path) as a:
             assert (await a.sessions.forget_moved(x)).changed and await a.sessions.get(sid) is None
     asyncio.run(then_forget())
+
+
+async def test_a_second_file_of_a_session_served_here_since_adds_only_the_input_that_came_after_the_first(tmp_path):
+    """A live move (actors/sessions/moves_out.py): the source's forget met a message that came after its first
+    file, so it sends a second one. The destination has served the session since: its transcript stays as it is,
+    and only the rows and obligations it does not hold yet are added. Without ``served_here_ok`` it is refused."""
+    async with open_store(tmp_path / "a.db") as a:
+        sid, _ = await live_session(a, mid_turn=False)
+        first = await a.sessions.export_for_move(sid)
+    async with open_store(tmp_path / "b.db") as b:
+        await b.sessions.import_moved(first)
+        await b.sessions.append(sid, [TranscriptEvent("user", "message", {"text": "served here"}, "t9")])
+    async with open_store(tmp_path / "a.db") as a:
+        await a.inbox.put(KEY, "telegram", "m4", {"text": "came after the first file"})
+        with pytest.raises(ImportRefused):
+            await a.sessions.forget_moved(first)
+        second = await a.sessions.export_for_move(sid)
+    async with open_store(tmp_path / "b.db") as b:
+        with pytest.raises(ImportRefused, match="differs from the file"):
+            await b.sessions.import_moved(second)
+        outcome = await b.sessions.import_moved(second, served_here_ok=True)
+        assert (outcome.inbox, outcome.obligations) == (1, 0), outcome
+        assert [r.platform_message_id for r in await b.inbox.rows_in_state(KEY)] == ["m2", "m3", "m4"]
+        texts = [e.payload["text"] for e in await b.sessions.load(sid)]
+        assert texts[-1] == "served here", "what the destination served since is kept"
+    async with open_store(tmp_path / "a.db") as a:
+        assert (await a.sessions.forget_moved(second)).changed
+        assert await a.sessions.current(KEY) is None and await a.inbox.rows_in_state(KEY) == []

@@ -120,3 +120,16 @@ def test_a_scheduled_runs_prompt_never_joins_a_users_turn():
     args = {e.platform_message_id: turns.consumer_args(turns.Turn("t", [1], e), "key", {})["reply_to"]
             for e in (user, run)}
     assert args == {"7": "7", "job:schedule:60": None}
+
+
+def test_a_rows_user_event_is_known_by_its_platform_message_id_not_by_a_hosts_inbox_seq():
+    """A session moved from another host carries user events with that host's inbox seqs; this host's inbox hands
+    the same numbers out again, so a new message with seq 1 here is still new."""
+    moved_in = [TranscriptEvent("user", "message", {"text": "first", "inbound_seq": 1, "platform_message_id": "m1"},
+                                "t1"), said("assistant", "one", "t1")]
+    new_row = MessageEvent(Source("tg", "42"), "third", "m3", 0.0)
+    fresh = turns.unrecorded_user_events(moved_in, "t3", [(1, new_row)])
+    assert [e["payload"]["platform_message_id"] for e in fresh] == ["m3"]
+    assert fresh[0]["payload"]["inbound_seq"] == 1 and fresh[0]["turn_id"] == "t3"
+    requeued = MessageEvent(Source("tg", "42"), "first", "m1", 0.0)   # a crash after its event was appended
+    assert turns.unrecorded_user_events(moved_in, "t4", [(7, requeued)]) == []
