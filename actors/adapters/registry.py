@@ -235,6 +235,8 @@ register(AdapterType("webchat", "actors.adapters.webchat.adapter.WebChatAdapter"
                      receives_files=True, options={
     "host": Option(str, "127.0.0.1", doc="the one interface the chat page listens on"),
     "port": Option(int, 8765, doc="TCP port of the chat page; 0 = any free port (logged)"),
+    "max_tabs": Option(int, 256, doc="open chat tabs (websockets) of every visitor together, each holding a "
+                       "connection and its buffers: the bound a flood of visitors meets (503 past it)"),
     "max_tabs_per_client": Option(int, 32, doc="open chat tabs (websockets) one client address may hold, so no one "
                                   "client takes every slot; 0 = no cap (behind a reverse proxy, where every client "
                                   "has the proxy's address)"),

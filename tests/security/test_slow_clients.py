@@ -15,6 +15,7 @@ from tests.gateway import Gateway, nodes
 CONNECTIONS = 500
 TIMEOUT_S = 2.0
 TABS_PER_CLIENT = 5
+MAX_TABS = 8   # every visitor together: two client addresses reach it, a third is refused
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -36,6 +37,7 @@ def gateway(tmp_path_factory):
 type = "webchat"
 port = {ports["web"]}
 max_tabs_per_client = {TABS_PER_CLIENT}
+max_tabs = {MAX_TABS}
 [adapters.api]
 type = "http"
 port = {ports["api"]}
@@ -140,3 +142,46 @@ def test_one_client_address_holds_at_most_its_share_of_web_chat_tabs(gateway):
     assert asyncio.run(scenario()) == 503
     assert "already holds 5 open tabs" in wait_for(lambda: (log := gw.log()) and "max_tabs_per_client" in log
                                                    and log, 10, 0.05, "the refusal in the log")
+
+
+def test_every_visitor_together_holds_at_most_max_tabs(gateway):
+    """Many client addresses (a flood of visitors) meet the bound on every open tab together: 503, and a slot
+    freed by a closed tab is given again. Clients on 127.0.0.2 and .3 reach the page on 127.0.0.1 (loopback)."""
+    import asyncio
+
+    import aiohttp
+
+    from tests.webchat.client import issued_cookie
+    _gw, ports = gateway
+    base = f"http://127.0.0.1:{ports['web']}"
+
+    async def scenario():
+        sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=(f"127.0.0.{n}", 0)))
+                    for n in (1, 2, 3)]
+        tabs = []
+        try:
+            async def open_tab(http):
+                return await http.ws_connect(f"{base}/ws", headers=await issued_cookie(http, base))
+
+            async def opened(http):   # a tab of an earlier test is counted out once its handler has ended
+                for _ in range(200):
+                    try:
+                        return await open_tab(http)
+                    except aiohttp.WSServerHandshakeError:
+                        await asyncio.sleep(0.05)
+                raise AssertionError("no slot came free for a tab under both bounds")
+            for http, count in ((sessions[0], TABS_PER_CLIENT), (sessions[1], MAX_TABS - TABS_PER_CLIENT)):
+                for _ in range(count):
+                    tabs.append(await opened(http))
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await open_tab(sessions[2])
+            await tabs.pop().close()
+            tabs.append(await opened(sessions[2]))
+            return refused.value.status, refused.value.message
+        finally:
+            for tab in tabs:
+                await tab.close()
+            for http in sessions:
+                await http.close()
+    status, _message = asyncio.run(scenario())
+    assert status == 503

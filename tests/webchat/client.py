@@ -103,7 +103,8 @@ class WebChatClient:
 
     # ------------------------------------------------------------------------------------------- on the loop
     async def _open_session(self) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession()
+        # One connection per visitor, held open: no cap (aiohttp's default is 100 per session).
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
 
     async def _ensure(self, name: str) -> Visitor:
         visitor = self.visitors.get(name)

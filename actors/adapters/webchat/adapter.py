@@ -69,7 +69,10 @@ class WebChatAdapter(PlatformAdapter):
             raise RetryableError("host is empty; name one interface (an empty host would listen on all of them)")
         if port > 65535:
             raise RetryableError(f"port {port} is not a TCP port (0-65535)")
+        if self.settings["max_tabs"] < 1:
+            raise RetryableError(f"max_tabs is {self.settings['max_tabs']}: at least one tab must be allowed")
         server = WebChatServer(host, port, self, http_limits(self.config), self.settings["max_tabs_per_client"],
+                               max_tabs=self.settings["max_tabs"],
                                on_refused=lambda reason: self._say(logging.WARNING, "%s: %s", self.name, reason),
                                login_token=self.settings["login_token"])
         port = await server.start()

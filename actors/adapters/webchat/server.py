@@ -40,7 +40,6 @@ from supervision.http_serving import HttpLimits, host_allowed, serve
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"app.js": "text/javascript", "messages.js": "text/javascript", "style.css": "text/css"}
-MAX_CONNECTIONS = 256              # all visitors together: each open tab holds one
 PUSH_TIMEOUT_S = 5.0               # a tab that cannot take a frame this long is cut; it reconnects and reloads
 CLOSE_TIMEOUT_S = 1.0              # how long a closing tab may take to answer the close frame
 HEARTBEAT_S = 20.0
@@ -111,12 +110,13 @@ class Tab:
 class WebChatServer:
     def __init__(self, host: str, port: int, handler: FrameHandler, limits: HttpLimits = HttpLimits(),
                  max_tabs_per_client: int = 32, on_refused: Optional[Callable[[str], None]] = None,
-                 login_token: str = ""):
+                 login_token: str = "", max_tabs: int = 256):
         self.host, self.port, self.handler, self.limits = host, port, handler, limits
         self._login_proof = login_proof(login_token) if login_token else None
         self._login_token = login_token
         self.on_refused = on_refused
         self.max_tabs_per_client = max_tabs_per_client
+        self.max_tabs = max_tabs   # all visitors together: each open tab holds a connection
         self.tabs: dict[str, set[Tab]] = {}
         self.tabs_of_client: collections.Counter = collections.Counter()   # client address -> its open tabs
         self._runner: Optional[web.AppRunner] = None
@@ -265,7 +265,7 @@ class WebChatServer:
                                                    "visitor cookie")
             raise web.HTTPUnauthorized(text="no visitor cookie: open the chat page first\n")
         visitor = visitor_id(credential)
-        if sum(len(t) for t in self.tabs.values()) >= MAX_CONNECTIONS:
+        if sum(len(t) for t in self.tabs.values()) >= self.max_tabs:
             raise web.HTTPServiceUnavailable(text="too many open chats\n")
         client = request.remote or ""
         if 0 < self.max_tabs_per_client <= self.tabs_of_client[client]:
