@@ -35,7 +35,8 @@ import itertools
 import time
 
 from actors.messages import AdapterConnected, InboxDoorbell, LostSend, OpResult, PlatformOp
-from common.cluster import on_worker, runs_here
+from common.cluster import host_name, on_worker, runs_here
+from common.host_map import runs_on
 from actors.adapters.pacing import resent_marker
 from actors.adapters.registry import reply_pacing
 from actors.hooks.points import hooks_for, sweeper_delivery
@@ -145,7 +146,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
             return
         busy = {job["ob"].obligation_id for job in self.jobs.values()}
         for ob in self.db(self.store.ledger.sweep_recoverable(
-                self.connected, max_attempts=SWEEP_MAX_ATTEMPTS, spacing_s=retry_spacing_s)):
+                self.connected, max_attempts=SWEEP_MAX_ATTEMPTS, spacing_s=retry_spacing_s, serves=self.serves)):
             if ob.obligation_id in busy:
                 continue
             if not ob.chunks:
@@ -156,6 +157,13 @@ class DeliverySweeper(StoreUser, GatewayActor):
                              len(ob.parts), len(ob.chunks))
             self.next_op(self.new_job(ob))
         self.refresh_counts()
+
+    def serves(self, session_key: str) -> bool:
+        """Whether a shard of this host serves ``session_key`` in the shard map now. A key moving to another
+        host's shard (actors/sessions/moves_out.py) keeps its open replies here until that shard has imported
+        them and finishes them itself: finishing one here as well would send it twice."""
+        place, _address = self.directory.place_for(session_key) if self.directory is not None else (None, None)
+        return runs_on(place, host_name(self.config) if on_worker() else None)
 
     def check_liveness(self) -> None:
         """The liveness bound ([sessions] answer_bound_s): a stored message no turn has taken that long after it

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Optional
 
 from common.shard_map import SHARD_PREFIX
 
@@ -104,3 +104,11 @@ def map_digest(places: Iterable[ShardPlace]) -> str:
     """A short name of one shard map, the same on every host: what a shard says it finished moving keys for."""
     text = "\n".join(sorted(place.child_name for place in places))
     return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+def runs_on(place: Optional[ShardPlace], worker: Optional[str]) -> bool:
+    """Whether the shard at ``place`` runs on this host: ``worker`` is this worker host's name, None on the leader.
+    No place (no shard map yet): yes, as before any host joined."""
+    if place is None:
+        return True
+    return place.on_leader if worker is None else (not place.on_leader and place.host == worker)

@@ -290,12 +290,14 @@ class Ledger:
 
     async def sweep_recoverable(self, connected_platforms: Iterable[str], max_attempts: int = 5,
                                 stale_after_s: float = 86400, now: Optional[float] = None,
-                                spacing_s: Callable[[int], float] = lambda attempts: 0.0) -> list[Obligation]:
+                                spacing_s: Callable[[int], float] = lambda attempts: 0.0,
+                                serves: Callable[[str], bool] = lambda session_key: True) -> list[Obligation]:
         """Claim, in one IMMEDIATE transaction, what needs sending again: pending rows, and attempting/failed rows
         whose owner is dead, on connected platforms, once ``spacing_s(attempts)`` has passed since the row last
         changed. Rows that would exceed ``max_attempts`` or are older than ``stale_after_s`` become abandoned
-        instead. A row whose owner is alive is never touched. Returns the claimed rows with their new fence
-        (``owner.generation == fence``)."""
+        instead. A row whose owner is alive is never touched, nor one of a session key ``serves`` says this host
+        does not serve now (its session is moving to another host, which finishes it). Returns the claimed rows
+        with their new fence (``owner.generation == fence``)."""
         connected = set(connected_platforms)
         now = time.time() if now is None else now
 
@@ -303,10 +305,12 @@ class Ledger:
             claimed = []
             candidates = await fetch_all(
                 conn, "SELECT obligation_id, state, platform, attempts, created_at, owner_pid, owner_start, "
-                      "owner_host, fence, chunks, updated_at FROM obligations "
+                      "owner_host, fence, chunks, updated_at, session_key FROM obligations "
                       "WHERE state IN ('pending', 'attempting', 'failed') ORDER BY created_at")
-            for oid, state, platform, attempts, created_at, pid, start, host, fence, chunks, updated in candidates:
+            for oid, state, platform, attempts, created_at, pid, start, host, fence, chunks, updated, key in candidates:
                 if state != "pending" and is_owner_alive(Owner(pid, start, host, fence)):
+                    continue
+                if not serves(key):
                     continue
                 too_old = created_at < now - stale_after_s
                 if not too_old and not records.unpack(chunks):

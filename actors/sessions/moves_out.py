@@ -34,6 +34,10 @@ from common.logging_setup import key_hash
 from storage import ImportRefused, StorageError
 
 RESEND_S = 10.0        # a handover unanswered this long goes again (the message or the destination was lost)
+# Handovers sent and not yet answered, at most: each costs an export here and an import transaction there, on the
+# shards' loops. A host joining moves a share of every shard's keys at once; all of them in one handler kept both
+# loops from answering the watchdog's ping (found with 1,000 chats), which restarted them mid-reply.
+MOVE_WINDOW = 16
 FORGET_TRIES = 5       # second files of one key (each forget met newer input) before it is left here, reported
 
 
@@ -57,13 +61,16 @@ class MovesOut:
              passivate: Callable[[str], bool]) -> None:
         """The map (or a shard's address) changed, or the shard started: look over every key whose records this
         shard keeps and move those another shard wins now. Keys of this host's database are this shard's when it
-        wins them among its host's shards (the others of the host look after theirs)."""
+        wins them among its host's shards (the others of the host look after theirs). On the leader, a key with
+        inbox rows and no session is not one of them: the leader's inbox holds every chat's rows, and the
+        adapters' walk forwards those of a worker's keys (actors/adapters/forwarding.py)."""
         changed = map_digest(places) != self.digest
         self.places, self.digest, self.addresses = list(places), map_digest(places), dict(addresses)
         if changed:
             here = [p for p in self.places if p.host == self.me.host]
-            keys = set(self.db(self.store.sessions.current_keys())) | set(
-                self.db(self.store.inbox.sessions_with_pending())) | set(live_keys)
+            keys = set(self.db(self.store.sessions.current_keys())) | set(live_keys)
+            if not self.me.on_leader:
+                keys |= set(self.db(self.store.inbox.sessions_with_pending()))
             for key in sorted(keys):
                 if here and place_of(key, here) == self.me and not self.wins(key):
                     self.moving.setdefault(key, place_of(key, self.places).child_name)
@@ -90,7 +97,16 @@ class MovesOut:
                 self.draining.add(key)
             return
         self.draining.discard(key)
-        self._hand_over(key, again=False, tries=0)
+        if len(self.sent) < MOVE_WINDOW:   # else it goes when an answer frees the window (refill) or at a tick
+            self._hand_over(key, again=False, tries=0)
+
+    def refill(self, is_live: Callable[[str], bool], passivate: Callable[[str], bool]) -> None:
+        """Hand over the keys that waited for the window, up to its size."""
+        for key in list(self.moving):
+            if len(self.sent) >= MOVE_WINDOW:
+                return
+            if key not in self.sent and key not in self.draining:
+                self.advance(key, is_live(key), passivate)
 
     def drained(self, key: str, passivate: Callable[[str], bool]) -> None:
         """The key's session cell stopped (passivated, or crashed for good)."""

@@ -248,6 +248,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
 
     def on_SessionTaken(self, message: SessionTaken, sender) -> None:
         self.moves_out.taken(message.key, message.refused)
+        self.moves_out.refill(self._is_live, self._passivate)
 
     def on_MovesDone(self, message: MovesDone, sender) -> None:
         for key in self.moves_in.moves_done(message):

@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from common.host_map import place_named, place_of
 from storage import Store
 from storage.ledger import Target
 from tests.actor_system import wait_for
@@ -100,18 +101,27 @@ def test_a_reply_left_in_a_workers_ledger_is_finished_by_that_hosts_sweeper(clus
     wait_for(lambda: shards_running(leader, "DeliverySweeper").get("sweeper:w1") == "running", 60, 0.5,
              f"sweeper:w1 running (the tree shows {shards_running(leader, 'DeliverySweeper')})")
     path = worker.dir / "state" / "gateway.db"
+    # A key the worker's shard serves: a sweeper leaves the replies of another host's keys to that host.
+    places = [place_named("shard:0"), place_named("shard:w1/0")]
+    key = next(k for k in (f"web:dm:left-behind-{i}" for i in range(100)) if place_of(k, places) == places[1])
+    elsewhere = next(k for k in (f"web:dm:moving-{i}" for i in range(100)) if place_of(k, places) == places[0])
 
-    async def leave_a_reply():
+    async def leave_a_reply(session_key=key, ref="web:lost-1"):
         async with await Store.open(path) as store:
-            return (await store.ledger.record_obligation("web:dm:left-behind", "web:lost-1",
+            return (await store.ledger.record_obligation(session_key, ref,
                                                          Target("web", "left-behind"), "reply",
                                                          chunks=["what a crash left unsent"])).obligation_id
 
     async def state_of(db, oid):
         async with await Store.open(db) as store:
             return await store.ledger.get(oid)
+    # Left first, so the sweep that finishes the other would have met it first: the leader's shard serves its key
+    # (as after a move to the leader's host half done), so it is not this host's to finish.
+    not_ours = asyncio.run(leave_a_reply(elsewhere, "web:lost-2"))
     oid = asyncio.run(leave_a_reply())
     delivered = wait_for(lambda: (ob := asyncio.run(state_of(path, oid))).state == "delivered" and ob, 60, 0.5,
                          "the worker's sweeper to deliver the reply left in its ledger")
     assert len(delivered.parts) == 1 and delivered.send_intent is None and not delivered.ambiguous, delivered
     assert asyncio.run(state_of(leader.state / "gateway.db", oid)) is None, "the leader's ledger is not touched"
+    left = asyncio.run(state_of(path, not_ours))
+    assert (left.state, left.attempts) == ("pending", 0), f"a reply of a key the leader serves was swept: {left}"

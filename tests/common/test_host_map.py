@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from common.host_map import (ShardPlace, earlier_homes, map_digest, moved_keys, place_named, place_of,
+from common.host_map import (ShardPlace, earlier_homes, map_digest, moved_keys, place_named, place_of, runs_on,
                              shard_places)
 from common.shard_map import shard_of
 from supervision.messages import Directory
@@ -99,3 +99,10 @@ def test_every_host_names_one_shard_map_alike():
     names = ["shard:0", "shard:w1/0", "shard:w2/0"]
     assert map_digest(place_named(n) for n in names) == map_digest(place_named(n) for n in reversed(names))
     assert map_digest(place_named(n) for n in names) != map_digest(place_named(n) for n in names[:2])
+
+
+def test_a_host_knows_which_shards_run_on_it():
+    leader, w1 = place_named("shard:0"), place_named("shard:w1/0")
+    assert runs_on(leader, None) and not runs_on(w1, None), "the leader runs its own shards only"
+    assert runs_on(w1, "w1") and not runs_on(w1, "w2") and not runs_on(leader, "w1")
+    assert runs_on(None, "w1") and runs_on(None, None), "no map yet: as before any host joined"

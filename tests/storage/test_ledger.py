@@ -450,3 +450,19 @@ async def test_a_sweep_leaves_a_reply_without_final_text_to_its_session_and_coun
         assert left.state == "failed" and left.attempts == 1, left
         old = await store.ledger.sweep_recoverable({"telegram"}, now=time.time() + 2 * 86400)
         assert old == [] and (await store.ledger.get(ob.obligation_id)).state == "abandoned", "too old: given up"
+
+
+async def test_a_sweep_leaves_the_replies_of_a_key_this_host_does_not_serve_untouched(db_path, monkeypatch):
+    """A session moving to another host keeps its open replies here until that host imported them and finishes
+    them itself (actors/sweeper.py ``serves``): the sweep here neither claims nor abandons them."""
+    async with open_store(db_path) as store:
+        ours = (await in_state(store, "attempting", monkeypatch, "dead_pid"))[0]
+        moving = await store.ledger.record_obligation("a-moving-key", "in-moving", Target("telegram", "7"), "reply",
+                                                      ["the answer"])
+        before = await store.ledger.get(moving.obligation_id)
+        claimed = await store.ledger.sweep_recoverable({"telegram"}, max_attempts=0,
+                                                       serves=lambda key: key != "a-moving-key")
+        assert [ob.obligation_id for ob in claimed] == [] and (await store.ledger.get(ours)).state == "abandoned"
+        assert await store.ledger.get(moving.obligation_id) == before, "not claimed, not abandoned: untouched"
+        claimed = await store.ledger.sweep_recoverable({"telegram"})
+        assert [ob.obligation_id for ob in claimed] == [moving.obligation_id], "served again: swept as any other"
