@@ -1,4 +1,4 @@
-"""Answers/s and reply latency with 0, 1 and 2 worker hosts, each host in its own network namespace (as root).
+"""Answers/s and reply latency with 0, 1, 2 or more worker hosts, each host in its own network namespace (as root).
 
     python bench/bench_cluster.py [--visitors 100] [--workers 0 1 2] [--out DIR]
 
@@ -70,6 +70,7 @@ host = "127.0.0.1"
 port = {WEB_PORT}
 limits = {{ per_minute = 0 }}
 max_tabs_per_client = 0   # every visitor of the bench comes from one address
+max_tabs = {visitors + 8}
 [agent]
 chunk_delay_s = 0.0
 """)
@@ -122,8 +123,7 @@ chunk_delay_s = 0.0
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--visitors", type=int, default=100,
-                        help="at most 100: the scripted client holds one connection per visitor, aiohttp's default cap")
+    parser.add_argument("--visitors", type=int, default=100, help="web chat visitors, each sending one message")
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=None, help="a directory for results.json")
     args = parser.parse_args()

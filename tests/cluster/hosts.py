@@ -17,11 +17,11 @@ LEADER_PORT = 17811        # inside the leader's own namespace: no other process
 class LeaderGateway(Gateway):
     """The gateway daemon, run inside the lab's leader namespace on its private address."""
 
-    def __init__(self, tmp_path: Path, lab: Lab, host: str = "leader", extra_toml: str = ""):
+    def __init__(self, tmp_path: Path, lab: Lab, host: str = "leader", extra_toml: str = "", ping_deadline: float = 1.5):
         self.lab, self.host = lab, host
         address = lab.hosts[host]
         tmp_path.mkdir(parents=True, exist_ok=True)
-        super().__init__(tmp_path, admin_port=LEADER_PORT,
+        super().__init__(tmp_path, admin_port=LEADER_PORT, ping_deadline=ping_deadline,
                          gateway_toml=f'bind_host = "{address}"\nallow_non_loopback = true\n',
                          extra_toml=CLUSTER_TOML.replace("[cluster]\n", f'[cluster]\nenabled = true\nhost_name = '
                                                          f'"{host}"\n') + extra_toml)
