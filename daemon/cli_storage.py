@@ -9,10 +9,11 @@ import asyncio
 import time
 
 from supervision.storage_access import store_path
-from storage import Store, StorageError, short_id
+from storage import NotFound, Store, StorageError, short_id
 from storage import cli as storage_cli
 from common.redact import escape_controls
-from daemon import cli_rich
+from common.config import setting
+from daemon import cli_hosts, cli_rich
 from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
 
@@ -107,9 +108,35 @@ def cmd_sessions(config: dict, args) -> int:
     }
     if action == "export" and args.interrupted and not args.with_state:
         return fail(args, "--interrupted goes with --with-state (a plain export carries no turn)", EX_USAGE)
+    if setting(config, "cluster", "enabled") and action in ("list", "show", "search"):
+        return run_on_store(config, args, calls[action], _with_hosts(RENDER[action]),
+                            hosts=_other_hosts(config, action, args))
     # An import may be the first thing a state dir holds (moving a conversation to a new gateway).
     return run_on_store(config, args, calls[action], RENDER[action], create=action == "import",
                         drawn=DRAWN.get(action))
+
+
+def _other_hosts(config: dict, action: str, args):
+    """On a convention's leader: the same read on every worker host's database, merged with this one's
+    (daemon/cli_hosts.py). Called with the local result, or None when the leader has no such session."""
+    if action == "list":
+        return lambda local: cli_hosts.merged_list(local, *cli_hosts.worker_reads(
+            config, "sessions_list", {"state": args.state, "limit": args.limit}), args.limit)
+    if action == "search":
+        return lambda local: cli_hosts.merged_search(local, *cli_hosts.worker_reads(
+            config, "sessions_search", {"query": args.query}), 20)
+    return lambda local: local if local is not None else cli_hosts.found_elsewhere(*cli_hosts.worker_reads(
+        config, "session_show", {"key_or_id": args.session, "last_n": args.last}))
+
+
+def _with_hosts(render):
+    """A render that says which host each row came from and which hosts could not be asked."""
+    def rendered(result: dict) -> str:
+        lines = [render(result)]
+        if result.get("host"):
+            lines.insert(0, f"(on host {result['host']})")
+        return "\n".join(lines + [f"note: {line}" for line in result.get("unavailable", ())])
+    return rendered
 
 
 def cmd_deliveries(config: dict, args) -> int:
@@ -119,14 +146,19 @@ def cmd_deliveries(config: dict, args) -> int:
                         EX_USAGE)
         call = storage_cli.delivery_retry if args.action == "retry" else storage_cli.delivery_abandon
         return run_on_store(config, args, lambda s: call(s, args.obligation), _render_retry)
-    return run_on_store(config, args, lambda s: storage_cli.deliveries(s, state=args.state, limit=args.limit),
-                        _render_deliveries, drawn=_draw_deliveries)
+    list_here = lambda s: storage_cli.deliveries(s, state=args.state, limit=args.limit)   # noqa: E731
+    if setting(config, "cluster", "enabled"):
+        return run_on_store(config, args, list_here, _with_hosts(_render_deliveries), hosts=lambda local: (
+            cli_hosts.merged_deliveries(local, *cli_hosts.worker_reads(
+                config, "deliveries", {"state": args.state, "limit": args.limit}), args.limit)))
+    return run_on_store(config, args, list_here, _render_deliveries, drawn=_draw_deliveries)
 
 
-def run_on_store(config: dict, args, call, render, create: bool = False, drawn=None) -> int:
+def run_on_store(config: dict, args, call, render, create: bool = False, drawn=None, hosts=None) -> int:
     """``call(store)`` on the state dir's database, its result printed with ``render`` (or as JSON; or drawn by
     ``drawn`` on a terminal). Without ``create`` a missing database is an error (a mistyped state dir must not get
-    a new, empty one)."""
+    a new, empty one). ``hosts``: the result passed through it (None for a session not found here) to add what
+    the convention's worker hosts hold; None back keeps the not-found error."""
     path = store_path(config)
     if not path.exists() and not create:
         return fail(args, f"no database yet at {path} (the gateway has not run with this state dir)")
@@ -140,8 +172,14 @@ def run_on_store(config: dict, args, call, render, create: bool = False, drawn=N
             await store.close()
     try:
         result = asyncio.run(go())
+    except NotFound as exc:
+        result = hosts(None) if hosts is not None else None
+        if result is None:
+            return fail(args, f"error: {exc}")
     except (StorageError, OSError) as exc:
         return fail(args, f"error: {exc}")
+    else:
+        result = hosts(result) if hosts is not None else result
     return out(args, result, 0, render(result), drawn=drawn and (lambda: drawn(result)))
 
 
@@ -151,7 +189,8 @@ def _when(ts) -> str:
 
 def _render_list(result: dict) -> str:
     rows = [f"{short_id(s['session_id'])}  {s['state']:<9} {_when(s['updated_at'])}  {s['session_key']}"
-            + (f"  “{s['title']}”" if s.get("title") else "") for s in result["sessions"]]
+            + (f"  “{s['title']}”" if s.get("title") else "") + (f"  [{s['host']}]" if s.get("host") else "")
+            for s in result["sessions"]]
     return "\n".join(rows) if rows else "no sessions"
 
 
@@ -181,7 +220,8 @@ def event_text(payload) -> str:
 
 def _render_search(result: dict) -> str:
     rows = [f"{short_id(h['session_id'])}  {h['session_key']}  #{h['seq']}  "
-            f"{escape_controls(' '.join(h['snippet'].split()))}" for h in result["hits"]]
+            f"{escape_controls(' '.join(h['snippet'].split()))}" + (f"  [{h['host']}]" if h.get("host") else "")
+            for h in result["hits"]]
     return "\n".join(rows) if rows else f"nothing found for {result['query']!r}"
 
 
@@ -217,7 +257,8 @@ def _render_deliveries(result: dict) -> str:
     rows = [f"{d['obligation_id'][:16]}  {d['state'] + ('~ambiguous' if d.get('ambiguous') else ''):<10} "
             f"attempts={d['attempts']}  {d['target']['platform']}:{d['target']['chat_id']}"
             + (f"  “{escape_controls(_words(d['content_preview']))}”" if d["content_preview"] else "  (no text yet)")
-            + (f"  last error: {d['last_error']}" if d.get("last_error") else "") for d in result["deliveries"]]
+            + (f"  last error: {d['last_error']}" if d.get("last_error") else "")
+            + (f"  [{d['host']}]" if d.get("host") else "") for d in result["deliveries"]]
     return "\n".join([counts] + rows)
 
 

@@ -26,6 +26,7 @@ from actors.messages.sessions import (
     Passivate, RunCells, SpawnConsumer, ConsumerReady, ConsumerGone, ReplyDone)
 from actors.messages.moves import (
     SessionWanted, SessionHandover, SessionTaken, MovesDone)
+from actors.messages.store_reads import StoreRead, StoreReadResult
 from actors.messages.control import (
     DrainRequest, DrainReport, ShutdownRequest, ShutdownReady, DrainDone, StatusRequest, GatewayStatus,
     ReloadRequest, ReloadReport)
@@ -42,5 +43,6 @@ __all__ = [
     'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
     'TurnFinished', 'FloodWaited', 'AdapterConnection', 'HookFailed', 'CronRunRequest', 'CronRunReport',
-    'ReloadRequest', 'ReloadReport', 'SessionWanted', 'SessionHandover', 'SessionTaken', 'MovesDone'
+    'ReloadRequest', 'ReloadReport', 'SessionWanted', 'SessionHandover', 'SessionTaken', 'MovesDone',
+    'StoreRead', 'StoreReadResult'
 ]

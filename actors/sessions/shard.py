@@ -25,6 +25,7 @@ Messages it takes:
                      committed in this shard's own inbox (deduplicated), their sessions rung, InboundStored answered
                      once the commit is done, so the adapter's host keeps each row until this one has it
   OpResult           an adapter's answer: to the consumer cell that sent the operation
+  StoreRead          the admin CLI reading this host's database (store_reads.py): answered StoreReadResult
   SessionWanted, SessionHandover, SessionTaken, MovesDone, InboundStored   moving the sessions of keys whose
                      shard changed when a host joined (moves_out.py here as the source, moves_in.py as the
                      destination); a key moving out or held in is not served until its records are in one place
@@ -53,9 +54,10 @@ import time
 
 from actors.messages import (ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, MovesDone, OpResult,
                              Passivate, PlatformOp, RunCells, SessionHandover, SessionTaken, SessionWanted,
-                             SpawnConsumer, StoreInbound)
+                             SpawnConsumer, StoreInbound, StoreRead)
 from actors.sessions.moves_in import MovesIn
 from actors.sessions.moves_out import MovesOut
+from actors.sessions import store_reads
 from supervision.messages import ActorRestarted, ConfigChanged, DirectoryWanted, Fault, Ping, StopIntake
 from common.cluster import host_name, runs_here
 from common.host_map import place_named, place_of
@@ -253,6 +255,9 @@ class SessionShard(InlineStoreUser, GatewayActor):
     def on_MovesDone(self, message: MovesDone, sender) -> None:
         for key in self.moves_in.moves_done(message):
             self._start_if_waiting(key)
+
+    def on_StoreRead(self, message: StoreRead, sender) -> None:
+        self.send(sender, store_reads.answer(message, self.db, self.store, self.name))
 
     def on_InboundStored(self, message: InboundStored, sender) -> None:
         """Rows of a moving key without a session, stored by the shard that wins it now."""

@@ -125,3 +125,36 @@ def test_a_reply_left_in_a_workers_ledger_is_finished_by_that_hosts_sweeper(clus
     assert asyncio.run(state_of(leader.state / "gateway.db", oid)) is None, "the leader's ledger is not touched"
     left = asyncio.run(state_of(path, not_ours))
     assert (left.state, left.attempts) == ("pending", 0), f"a reply of a key the leader serves was swept: {left}"
+
+
+def test_sessions_and_deliveries_on_the_leader_show_every_hosts_records(cluster):
+    """The leader's CLI cannot open a worker's database: it asks one running shard of each worker host for the same
+    read and merges the answers, each row naming its host (daemon/cli_hosts.py)."""
+    import json
+    leader, worker = cluster
+    wait_for(lambda: shards_running(leader).get("shard:w1/0") == "running", 60, 0.5,
+             f"shard:w1/0 running on the worker (the tree shows {shards_running(leader)})")
+    check_each_answered_once(Driver(leader, "admin", 8, 120).finish(200), worker)
+    worker_db = worker.dir / "state" / "gateway.db"
+
+    async def truth(path):
+        async with await Store.open(path) as store:
+            return set(await store.sessions.current_keys()), (await store.ledger.counts()).get("delivered", 0)
+    (leader_keys, leader_delivered), (worker_keys, worker_delivered) = (asyncio.run(truth(leader.state / "gateway.db")),
+                                                                        asyncio.run(truth(worker_db)))
+    assert worker_keys, "no session lives on the worker: nothing to show from it"
+    listed = json.loads(leader.cli("sessions", "list", "--json", "--limit", "1000", check=True).stdout)
+    by_host = {}
+    for s in listed["sessions"]:
+        by_host.setdefault(s["host"], set()).add(s["session_key"])
+    assert by_host.get("w1") == worker_keys and by_host.get("leader", set()) == leader_keys, by_host
+    assert listed["unavailable"] == []
+    one = next(s for s in listed["sessions"] if s["host"] == "w1")
+    shown = json.loads(leader.cli("sessions", "show", one["session_id"], "--json", check=True).stdout)
+    assert shown["host"] == "w1" and shown["session"]["session_id"] == one["session_id"]
+    assert any(e["role"] == "user" for e in shown["events"]), shown["events"]
+    plain = leader.cli("sessions", "list", check=True).stdout
+    assert "[w1]" in plain and "[leader]" in plain, plain
+    owed = json.loads(leader.cli("deliveries", "--json", "--limit", "1000", check=True).stdout)
+    assert owed["counts"].get("delivered") == leader_delivered + worker_delivered, owed["counts"]
+    assert {d["host"] for d in owed["deliveries"]} >= {"w1"}

@@ -1,0 +1,33 @@
+"""actors/sessions/store_reads.py: a worker shard's answer to the admin CLI, on a real SQLite store."""
+from __future__ import annotations
+
+import asyncio
+
+from actors.messages import StoreRead
+from actors.sessions import store_reads
+from storage import Store, session_key
+from tests.storage.helpers import Src
+
+
+def test_only_the_named_reads_run_and_errors_are_said(tmp_path):
+    loop = asyncio.new_event_loop()
+    store = loop.run_until_complete(Store.open(tmp_path / "gateway.db"))
+    try:
+        key = session_key(Src())
+        loop.run_until_complete(store.sessions.get_or_create(key))
+        answer = store_reads.answer(StoreRead("sessions_list", (("limit", 10),)), loop.run_until_complete, store,
+                                    "shard:w1/0")
+        assert answer.shard == "shard:w1/0" and answer.error is None
+        assert [s["session_key"] for s in answer.result["sessions"]] == [key]
+        missing = store_reads.answer(StoreRead("session_show", (("key_or_id", "nobody"),)), loop.run_until_complete,
+                                     store, "shard:w1/0")
+        assert missing.result is None and "no session" in missing.error
+        refused = store_reads.answer(StoreRead("session_forget", (("path", "/etc/passwd"),)),
+                                     loop.run_until_complete, store, "shard:w1/0")
+        assert refused.result is None and "no such read" in refused.error, "nothing that writes can be asked"
+        odd = store_reads.answer(StoreRead("sessions_list", (("drop_table", True),)), loop.run_until_complete, store,
+                                 "shard:w1/0")
+        assert "bad arguments" in odd.error
+    finally:
+        loop.run_until_complete(store.close())
+        loop.close()
