@@ -1,7 +1,9 @@
-"""What a session shard on a worker host answers the leader's admin CLI about its host's database (``StoreRead``):
-`sessions list|show|search` and `deliveries` show every host's conversations and replies, not only the leader's.
+"""What a session shard on a worker host answers about its host's database (``StoreRead``): the leader's admin CLI
+(`sessions list|show|search` and `deliveries` show every host's conversations and replies, not only the leader's)
+and the web chat adapter (the history a reloaded page shows of a chat that lives here).
 
-Read-only by construction: only the queries named in READS run, each a function of storage/cli.py that reads. The
+Read-only by construction: only the queries named in READS run, each a function that reads (storage/cli.py's, and
+``conversation``). The
 asker passed the peer check every actor port makes (the gateway's own user, docs/security.md). Runs on the shard's
 actor thread; the query goes through the shard's ``db`` like any storage call of its own.
 """
@@ -13,17 +15,30 @@ from actors.messages import StoreRead, StoreReadResult
 from storage import StorageError
 from storage import cli as storage_cli
 
+MAX_EVENTS = 500   # the most a conversation read returns: a bound on one answer's size
+
+
+async def conversation(store, session_key: str, last_n: int) -> dict:
+    """A chat's last ``last_n`` transcript events and its messages still waiting in the inbox (records, not JSON:
+    for an adapter, which draws them as it draws its own host's)."""
+    info = await store.sessions.current(session_key)
+    events = await store.sessions.load(info.session_id, last_n=min(int(last_n), MAX_EVENTS)) if info else []
+    return {"events": events, "waiting": await store.inbox.rows_in_state(session_key, ("received", "taken"))}
+
+
 READS = {"sessions_list": storage_cli.sessions_list, "session_show": storage_cli.session_show,
-         "sessions_search": storage_cli.sessions_search, "deliveries": storage_cli.deliveries}
+         "sessions_search": storage_cli.sessions_search, "deliveries": storage_cli.deliveries,
+         "conversation": conversation}
 
 
 def answer(message: StoreRead, db: Callable, store, shard: str) -> StoreReadResult:
-    read = READS.get(message.action)
+    read, token = READS.get(message.action), message.token
     if read is None:
-        return StoreReadResult(shard, error=f"no such read: {message.action!r} (one of {', '.join(READS)})")
+        return StoreReadResult(shard, error=f"no such read: {message.action!r} (one of {', '.join(READS)})",
+                               token=token)
     try:
-        return StoreReadResult(shard, result=db(read(store, **dict(message.args))))
+        return StoreReadResult(shard, result=db(read(store, **dict(message.args))), token=token)
     except StorageError as exc:   # NotFound, AmbiguousId, a full disk: said, as the CLI says them for its own file
-        return StoreReadResult(shard, error=str(exc))
-    except TypeError as exc:      # arguments the query does not take
-        return StoreReadResult(shard, error=f"bad arguments for {message.action}: {exc}")
+        return StoreReadResult(shard, error=str(exc), token=token)
+    except (TypeError, ValueError) as exc:   # arguments the query does not take
+        return StoreReadResult(shard, error=f"bad arguments for {message.action}: {exc}", token=token)

@@ -30,13 +30,16 @@ class Driver:
     """tests/cluster/webchat_driver.py in the leader's namespace, read as it prints; ``rounds`` > 1: each round
     after the first goes at ``next_round()``."""
 
-    def __init__(self, leader, prefix: str, count: int, timeout: float, rounds: int = 1, port: int = WEB_PORT):
+    def __init__(self, leader, prefix: str, count: int, timeout: float, rounds: int = 1, port: int = WEB_PORT,
+                 history: bool = False):
         self.proc = subprocess.Popen([*leader.lab.exec_prefix("leader"), PYTHON, "-m", "tests.cluster.webchat_driver",
-                                      f"http://127.0.0.1:{port}", prefix, str(count), str(timeout), str(rounds)],
+                                      f"http://127.0.0.1:{port}", prefix, str(count), str(timeout), str(rounds),
+                                      *(["history"] if history else [])],
                                      cwd=ROOT, env=leader.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.answers: list[dict] = []
         self.summaries: dict[int, dict] = {}    # round -> its finals
+        self.histories: dict[str, dict] = {}    # visitor -> its reloaded page's history frame (history=True)
         self.round_done = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -48,7 +51,9 @@ class Driver:
     def _read(self) -> None:
         for line in self.proc.stdout:
             item = json.loads(line)
-            if "finals" in item:
+            if "histories" in item:
+                self.histories = item["histories"]
+            elif "finals" in item:
                 with self.round_done:
                     self.summaries[item.get("round", 1)] = item["finals"]
                     self.round_done.notify_all()

@@ -158,3 +158,26 @@ def test_sessions_and_deliveries_on_the_leader_show_every_hosts_records(cluster)
     owed = json.loads(leader.cli("deliveries", "--json", "--limit", "1000", check=True).stdout)
     assert owed["counts"].get("delivered") == leader_delivered + worker_delivered, owed["counts"]
     assert {d["host"] for d in owed["deliveries"]} >= {"w1"}
+
+
+def test_a_reloaded_page_of_a_chat_on_the_worker_shows_its_conversation(cluster):
+    """The web chat's history of a chat whose session lives on the worker is read from the worker's database
+    through its shard (actors/adapters/remote_reads.py): the page shows the question and its answer."""
+    leader, worker = cluster
+    wait_for(lambda: shards_running(leader).get("shard:w1/0") == "running", 60, 0.5,
+             f"shard:w1/0 running on the worker (the tree shows {shards_running(leader)})")
+    driver = Driver(leader, "reload", 8, 120, history=True)
+    check_each_answered_once(driver.finish(200), worker)
+    async def names_on_worker():
+        async with await Store.open(worker.dir / "state" / "gateway.db") as store:
+            return {row.platform_message_id.split(":", 1)[1].rsplit("-m", 1)[0]
+                    for key in await store.sessions.current_keys() for row in await store.inbox.rows_in_state(
+                        key, ("received", "taken", "done", "dropped"))}
+    on_worker = asyncio.run(names_on_worker()) & set(driver.histories)
+    assert on_worker, f"none of the 8 visitors lives on the worker: {sorted(driver.histories)}"
+    for name in sorted(driver.histories):
+        frame = driver.histories[name]
+        assert frame.get("type") == "history", (name, frame)
+        said = [(m["role"], m["text"]) for m in frame["messages"]]
+        assert said[0] == ("user", f"hello from {name}") and said[1][0] == "assistant" and len(said) == 2, \
+            f"{name} ({'worker' if name in on_worker else 'leader'}): {said}"

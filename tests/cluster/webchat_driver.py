@@ -6,7 +6,8 @@ once every one has one, or at the timeout, the summary: every final text each wa
 (``{"finals": {NAME: {MESSAGE_ID: TEXT}}}``): two message ids for one visitor are its question answered twice.
 ``ROUNDS`` (optional, default 1): each visitor sends that many messages, one per round; a round after the first goes
 when a line comes on stdin, and each line and summary names its ``round`` (a round's finals are those not shown
-before it)."""
+before it). ``history`` after ROUNDS: once every round is over, what each visitor's page shows when reloaded,
+as one last line (``{"histories": {NAME: history frame}}``)."""
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ def finals(client: WebChatClient, name: str) -> dict[str, str]:
             if f.get("type") == "op" and f.get("final") and f.get("action") in ("send", "edit")}
 
 
-def main(url: str, prefix: str, count: int, timeout: float, rounds: int = 1) -> None:
+def main(url: str, prefix: str, count: int, timeout: float, rounds: int = 1, with_history: bool = False) -> None:
     client = WebChatClient(url)
     names = [f"{prefix}-{i}" for i in range(count)]
     try:
@@ -50,9 +51,13 @@ def main(url: str, prefix: str, count: int, timeout: float, rounds: int = 1) -> 
             for name in names:
                 seen[name] |= set(shown[name])
             print(json.dumps({"finals": shown, "round": number}), flush=True)
+        if with_history:   # what each visitor's page shows when reloaded now
+            print(json.dumps({"histories": {name: client.request(name, {"type": "history"}) for name in names}}),
+                  flush=True)
     finally:
         client.close()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else 1)
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else 1,
+         len(sys.argv) > 6 and sys.argv[6] == "history")

@@ -22,6 +22,8 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.base import PlatformAdapter
+from actors.adapters.forwarding import remote_shard
+from actors.adapters.remote_reads import ReadWanted, RemoteReadFailed, RemoteReads
 from actors.adapters.intake import SenderOverLimit, TextTooLong
 from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
@@ -35,12 +37,13 @@ from actors.adapters.webchat.uploads import MAX_FILES_PER_MESSAGE, UPLOAD_WINDOW
 from actors.media.limits import cap_for, too_large_notice
 from actors.media.names import display_name
 from actors.media.sniff import RASTER, sniff
-from actors.messages import Attachment, MessageEvent, PlatformOp, Source
+from actors.messages import Attachment, MessageEvent, PlatformOp, Source, StoreReadResult
 from storage import StorageError
 from storage.media import valid_key
 from supervision.http_serving import http_limits
 
 MAX_ATTEMPTS_KEPT = 200            # per chat and action, fault-injection runs only
+REMOTE_READ_TIMEOUT_S = 5.0        # the history of a chat on a worker host: past it the page is told to retry
 
 
 class WebChatAdapter(PlatformAdapter):
@@ -56,12 +59,14 @@ class WebChatAdapter(PlatformAdapter):
         self._floods_left, self._flood_retry_after, self._violations = 0, 0.0, 0
         self._banned_until: dict[str, float] = {}
         self._attempts: dict[tuple[str, str], list] = {}
+        self.remote_reads: Optional[RemoteReads] = None   # histories of chats on a worker's shard (from connect)
 
     # -------------------------------------------------------------------------------------------------- intake
     async def connect(self) -> None:
         # The server starts once and stays up across intake restarts (see the module docstring).
         if self.server is not None:
             return
+        self.remote_reads = RemoteReads(self.bridge.post, self.bridge.call)
         host, port = self.settings["host"].strip(), self.settings["port"]   # defaults: the registry's
         # Retryable, not a crash: a bad web chat setting must not take the other adapters down with it (the
         # supervisor escalates a crash loop to the root); the warning repeats until the configuration is fixed.
@@ -218,16 +223,45 @@ class WebChatAdapter(PlatformAdapter):
         key = self._key(visitor)
         if self.store is None:  # the base opens it before the server starts and closes it after the server stops
             return error_frame("the history is not available right now; will retry", retry=True)
+        remote = remote_shard(self.directory, key)   # the chat's session lives on a worker host's shard
         try:
-            info = await self.store.sessions.current(key)
-            events = await self.store.sessions.load(info.session_id, last_n=protocol.HISTORY_EVENTS) if info else []
-            waiting = await self.store.inbox.rows_in_state(key, ("received", "taken"))
-        except StorageError as exc:
+            if remote is None:
+                info = await self.store.sessions.current(key)
+                events = await self.store.sessions.load(info.session_id, last_n=protocol.HISTORY_EVENTS) if info \
+                    else []
+                waiting = await self.store.inbox.rows_in_state(key, ("received", "taken"))
+            else:
+                events, waiting = await self._history_elsewhere(key, remote)
+        except (StorageError, RemoteReadFailed) as exc:
             self._say(logging.WARNING, "%s: history of visitor %s unavailable: %s", self.name, visitor,
                       self._clean(exc))
             return error_frame("the history is not available right now; will retry", retry=True)
         return {"type": "history", "messages": protocol.conversation(events, waiting),
                 "live": self.outbox.live(visitor)}
+
+    async def _history_elsewhere(self, key: str, remote: tuple) -> tuple[list, list]:
+        """The history a worker host's shard holds, and the chat's messages still waiting: there, or here until
+        they are forwarded (each shown once)."""
+        name, address = remote
+        if address is None or self.remote_reads is None:
+            raise RemoteReadFailed(f"{name} is not running now")
+        found = await self.remote_reads.read(address, "conversation", (("session_key", key),
+                                                                       ("last_n", protocol.HISTORY_EVENTS)),
+                                             REMOTE_READ_TIMEOUT_S)
+        there = {row.platform_message_id for row in found["waiting"]}
+        here = [row for row in await self.store.inbox.rows_in_state(key, ("received",))
+                if row.platform_message_id not in there]
+        return found["events"], found["waiting"] + here
+
+    def on_bridge(self, item) -> None:
+        if isinstance(item, ReadWanted):
+            self.send(item.address, item.read)
+        else:
+            super().on_bridge(item)
+
+    def on_StoreReadResult(self, message: StoreReadResult, sender) -> None:
+        if self.remote_reads is not None:
+            self.remote_reads.answered(message)
 
     # ---------------------------------------------------------------------------------------------- outbound
     async def send_message(self, op: PlatformOp) -> str:

@@ -25,6 +25,11 @@ def test_only_the_named_reads_run_and_errors_are_said(tmp_path):
         refused = store_reads.answer(StoreRead("session_forget", (("path", "/etc/passwd"),)),
                                      loop.run_until_complete, store, "shard:w1/0")
         assert refused.result is None and "no such read" in refused.error, "nothing that writes can be asked"
+        loop.run_until_complete(store.inbox.put(key, "telegram", "m1", {"text": "waiting"}))
+        chat = store_reads.answer(StoreRead("conversation", (("session_key", key), ("last_n", 10)), "read-7"),
+                                  loop.run_until_complete, store, "shard:w1/0")
+        assert chat.token == "read-7" and chat.result["events"] == []
+        assert [r.platform_message_id for r in chat.result["waiting"]] == ["m1"]
         odd = store_reads.answer(StoreRead("sessions_list", (("drop_table", True),)), loop.run_until_complete, store,
                                  "shard:w1/0")
         assert "bad arguments" in odd.error
