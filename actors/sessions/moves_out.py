@@ -54,6 +54,10 @@ class MovesOut:
         self.moved = 0                                # sessions handed over and forgotten here, for the views
 
     # ------------------------------------------------------------------------------------------------- the map
+    def start_on(self, places: list[ShardPlace]) -> None:
+        """The map the shard was started on: what it wins until a Directory says more (``plan``)."""
+        self.places = list(places)
+
     def wins(self, key: str) -> bool:
         return not self.places or place_of(key, self.places) == self.me
 

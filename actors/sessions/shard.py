@@ -38,7 +38,8 @@ Messages it takes:
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
 consumer's Started is its first message, so nothing sent to it can overtake it).
 Messages it sends: InboundStored to adapters, InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells,
-the moves' messages to other shards, and what cells send out (PlatformOp to adapters, as one Batch per adapter for each run of the cells; metrics facts).
+the moves' messages to other shards, StoreReadResult, and what cells send out (PlatformOp to adapters, as one Batch
+per adapter for each run of the cells; metrics facts).
 
 Exits of cells: a consumer that is gone is reported to its session (ConsumerGone), which asks for a new one and
 replays the turn; a session that is gone takes its consumers with it; one that stopped cleanly frees its slot and is
@@ -103,7 +104,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.op_routes: dict[str, str] = {}      # op_id of an operation not yet answered -> the consumer cell
         self.ops_out = Outbox()          # the operations cells sent in this run, per adapter
         self.facts_out = Outbox()        # the metrics facts cells sent since the last FACTS_INTERVAL_S
-        self.moves_armed = False
+        self.moves_armed = False         # a "moves" timer is set (while keys move out or are held in)
         self.index_waits = 0             # search index catch-ups in a row that storage refused (a full disk)
         self.moves_out: MovesOut | None = None   # keys another shard wins now, moving there (moves_out.py)
         self.moves_in: MovesIn | None = None     # keys won here whose records may be elsewhere (moves_in.py)
@@ -128,7 +129,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.moves_out = MovesOut(me, self.db, self.store, self.send, self.log)
         self.moves_in = MovesIn(me, self.db, self.store, self.send, self.log)
         self.moves_in.on_map(places, {})
-        self.moves_out.places = places   # what it wins; the keys it holds and does not are looked over below
+        self.moves_out.start_on(places)   # what it wins; the keys it holds and does not are looked over below
         for key in self.db(_keys_with_work(self.store)):
             if place_of(key, places).child_name == self.name:
                 self._ensure_session(key)

@@ -13,6 +13,21 @@ from tests.gateway import PYTHON, ROOT
 WEB_PORT = 18080   # the web chat's port inside the leader's namespace (its own loopback)
 
 
+def web_leader_toml(chunk_delay_s: float, port: int = WEB_PORT, web_extra: str = "") -> str:
+    """A leader with one shard, one per worker that joins, and a web chat on its own loopback; the offline agent
+    streams a turn in ~27 chunks ``chunk_delay_s`` apart."""
+    return f"""shards_per_worker = 1
+[sessions]
+shards = 1
+[adapters.web]
+type = "webchat"
+host = "127.0.0.1"   # inside the leader's namespace: its own loopback
+port = {port}
+{web_extra}[agent]
+chunk_delay_s = {chunk_delay_s}
+"""
+
+
 def shards_running(leader, kind: str = "SessionShard") -> dict:
     tree = json.loads(leader.cli("tree", "--json", timeout=30).stdout or "{}")
     found = {}

@@ -18,7 +18,7 @@ from storage import Store
 from storage.inbox import INBOX_STATES
 from tests.actor_system import wait_for
 from tests.cluster import netns
-from tests.cluster.driving import Driver, counts, p99, shards_running
+from tests.cluster.driving import Driver, counts, p99, shards_running, web_leader_toml
 from tests.cluster.hosts import LeaderGateway, WorkerHost
 
 FULL = os.environ.get("GATEWAY_TEST_SCALE") == "full"
@@ -65,19 +65,9 @@ def lab():
 def test_a_worker_killed_mid_round_and_a_worker_added_under_load(lab, tmp_path, record_property):
     # The watchdog's production deadline: 1,000 chats streaming at once load every shard's loop past the suite's
     # 1.5 s, and this run is about the hosts, not about the watchdog.
-    leader = LeaderGateway(tmp_path / "leader", lab, ping_deadline=10.0, extra_toml=f"""shards_per_worker = 1
-[sessions]
-shards = 1
-[adapters.web]
-type = "webchat"
-host = "127.0.0.1"   # inside the leader's namespace: its own loopback
-port = {WEB_PORT}
-limits = {{ per_minute = 0 }}
-max_tabs_per_client = 0   # every visitor comes from one address
-max_tabs = {VISITORS + 8}
-[agent]
-chunk_delay_s = 0.05      # a turn streams for ~1.5 s: a kill or a join meets turns in flight
-""")
+    # A turn streams for ~1.5 s: a kill or a join meets turns in flight. Every visitor comes from one address.
+    leader = LeaderGateway(tmp_path / "leader", lab, ping_deadline=10.0, extra_toml=web_leader_toml(
+        0.05, WEB_PORT, f"limits = {{ per_minute = 0 }}\nmax_tabs_per_client = 0\nmax_tabs = {VISITORS + 8}\n"))
     text = leader.config.read_text()   # every visitor connects from one address: no per-client bound on HTTP
     leader.config.write_text(text.replace("allow_non_loopback = true\n",
                                           "allow_non_loopback = true\nhttp_connections_per_client = 0\n", 1))

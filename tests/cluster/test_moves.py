@@ -14,7 +14,7 @@ from storage import Store
 from storage.inbox import INBOX_STATES
 from tests.actor_system import wait_for
 from tests.cluster import netns
-from tests.cluster.driving import WEB_PORT, Driver, check_each_answered_once, shards_running
+from tests.cluster.driving import Driver, check_each_answered_once, shards_running, web_leader_toml
 from tests.cluster.hosts import LeaderGateway, WorkerHost
 
 pytestmark = [pytest.mark.skipif(bool(netns.skip_reason()), reason=netns.skip_reason() or ""),
@@ -56,16 +56,8 @@ def lab():
 
 
 def test_a_worker_added_under_load_takes_only_its_share_with_the_transcripts(lab, tmp_path):
-    leader = LeaderGateway(tmp_path / "leader", lab, extra_toml=f"""shards_per_worker = 1
-[sessions]
-shards = 1
-[adapters.web]
-type = "webchat"
-host = "127.0.0.1"   # inside the leader's namespace: its own loopback
-port = {WEB_PORT}
-[agent]
-chunk_delay_s = 0.2   # a turn streams for ~6 s: the second round is still answering as w2 joins
-""")
+    # A turn streams for ~6 s: the second round is still answering as w2 joins.
+    leader = LeaderGateway(tmp_path / "leader", lab, extra_toml=web_leader_toml(0.2))
     w1, w2 = WorkerHost(tmp_path, lab, "w1", leader), WorkerHost(tmp_path, lab, "w2", leader)
     dbs = {"shard:0": leader.state / "gateway.db", "shard:w1/0": w1.dir / "state" / "gateway.db",
            "shard:w2/0": w2.dir / "state" / "gateway.db"}

@@ -13,7 +13,7 @@ from storage import Store
 from storage.ledger import Target
 from tests.actor_system import wait_for
 from tests.cluster import netns
-from tests.cluster.driving import WEB_PORT, Driver, check_each_answered_once, counts, p99, shards_running
+from tests.cluster.driving import Driver, check_each_answered_once, counts, p99, shards_running, web_leader_toml
 from tests.cluster.hosts import LeaderGateway, WorkerHost
 
 pytestmark = [pytest.mark.skipif(bool(netns.skip_reason()), reason=netns.skip_reason() or ""),
@@ -31,16 +31,7 @@ def lab():
 @pytest.fixture(scope="module")
 def cluster(lab, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("worker-shards")
-    leader = LeaderGateway(tmp / "leader", lab, extra_toml=f"""shards_per_worker = 1
-[sessions]
-shards = 1
-[adapters.web]
-type = "webchat"
-host = "127.0.0.1"   # inside the leader's namespace: its own loopback
-port = {WEB_PORT}
-[agent]
-chunk_delay_s = 0.0
-""")
+    leader = LeaderGateway(tmp / "leader", lab, extra_toml=web_leader_toml(0.0))
     leader.start()
     worker = WorkerHost(tmp, lab, "w1", leader)
     worker.join()
