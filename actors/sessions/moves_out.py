@@ -4,9 +4,10 @@ When a host joins, rendezvous hashing (common/host_map.py) gives its shards the 
 shard that held such a key keeps its records until the new one has them: it stops serving the key (its shard does
 not start a session for a key it does not win), lets a live session finish what its inbox holds (Passivate), then
 sends the session's records as export format version 2 (storage/moving.py) in a ``SessionHandover``; on
-``SessionTaken`` it deletes exactly what the file held (``forget_moved``). A key with inbox rows but no session
-(its first message came just before the map changed) has its rows sent as ``StoreInbound`` and marked forwarded once
-stored, as an adapter does (actors/adapters/forwarding.py), and a handover with no file says there is nothing else.
+``SessionTaken`` it deletes exactly what the file held (``forget_moved``). On a worker, a key with inbox rows but no
+session (its first message came just before the map changed) has its rows sent as ``StoreInbound`` and marked
+forwarded once stored, as an adapter does (actors/adapters/forwarding.py), and a handover with no file says there is
+nothing else; on the leader such rows are the adapters' walk's to forward.
 When nothing is left to move, the shard tells every worker shard ``MovesDone`` for that map: their new chats need not
 ask it any more.
 
@@ -35,8 +36,8 @@ from storage import ImportRefused, StorageError
 
 RESEND_S = 10.0        # a handover unanswered this long goes again (the message or the destination was lost)
 # Handovers sent and not yet answered, at most: each costs an export here and an import transaction there, on the
-# shards' loops. A host joining moves a share of every shard's keys at once; all of them in one handler kept both
-# loops from answering the watchdog's ping (found with 1,000 chats), which restarted them mid-reply.
+# shards' loops. A host joining moves a share of every shard's keys at once; hundreds in one handler keep both loops
+# from answering the watchdog's ping for seconds (1,000 chats over three hosts), and it restarts them mid-reply.
 MOVE_WINDOW = 16
 FORGET_TRIES = 5       # second files of one key (each forget met newer input) before it is left here, reported
 
