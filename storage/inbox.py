@@ -170,6 +170,15 @@ class Inbox:
             return _row(r) if r else None
         return await self._db.read(fetch)
 
+    async def by_message_id(self, platform: str, platform_message_id: str) -> Optional[InboxRow]:
+        """The row of one platform message (its dedup key), or None: how another host names a row, since a seq is
+        this host's own."""
+        async def fetch(conn):
+            row = await fetch_one(conn, f"SELECT {_COLUMNS} FROM inbox WHERE platform = ? AND platform_message_id = ?",
+                                  (platform, platform_message_id))
+            return _row(row) if row else None
+        return await self._db.read(fetch)
+
     async def next_for(self, session_key: str) -> Optional[InboxRow]:
         """The oldest 'received' row of the key, or None."""
         async def fetch(conn):

@@ -1,11 +1,12 @@
 """What a session shard on a worker host answers about its host's database (``StoreRead``): the leader's admin CLI
-(`sessions list|show|search` and `deliveries` show every host's conversations and replies, not only the leader's)
-and the web chat adapter (the history a reloaded page shows of a chat that lives here).
+(`sessions list|show|search` and `deliveries` show every host's conversations and replies, not only the leader's),
+the web chat adapter (the history a reloaded page shows of a chat that lives here) and the terminal adapter (whether
+a line it forwarded here has been answered).
 
-Read-only by construction: only the queries named in READS run, each a function that reads (storage/cli.py's, and
-``conversation``). The
-asker passed the peer check every actor port makes (the gateway's own user, docs/security.md). Runs on the shard's
-actor thread; the query goes through the shard's ``db`` like any storage call of its own.
+Read-only by construction: only the queries named in READS run, each a function that reads (storage/cli.py's,
+``conversation`` and ``message_outcome``). The asker passed the peer check every actor port makes (the gateway's own
+user, docs/security.md). Runs on the shard's actor thread; the query goes through the shard's ``db`` like any storage
+call of its own.
 """
 from __future__ import annotations
 
@@ -26,9 +27,18 @@ async def conversation(store, session_key: str, last_n: int) -> dict:
     return {"events": events, "waiting": await store.inbox.rows_in_state(session_key, ("received", "taken"))}
 
 
+async def message_outcome(store, platform: str, message_id: str, last_n: int) -> dict:
+    """One platform message's inbox row here (None: not stored here) and its session's last ``last_n`` events:
+    whether its turn is over, and how it ended (records, for the terminal adapter's done check)."""
+    row = await store.inbox.by_message_id(platform, message_id)
+    info = await store.sessions.current(row.session_key) if row is not None else None
+    events = await store.sessions.load(info.session_id, last_n=min(int(last_n), MAX_EVENTS)) if info else []
+    return {"row": row, "events": events}
+
+
 READS = {"sessions_list": storage_cli.sessions_list, "session_show": storage_cli.session_show,
          "sessions_search": storage_cli.sessions_search, "deliveries": storage_cli.deliveries,
-         "conversation": conversation}
+         "conversation": conversation, "message_outcome": message_outcome}
 
 
 def answer(message: StoreRead, db: Callable, store, shard: str) -> StoreReadResult:

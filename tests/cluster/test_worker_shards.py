@@ -172,3 +172,27 @@ def test_a_reloaded_page_of_a_chat_on_the_worker_shows_its_conversation(cluster)
         said = [(m["role"], m["text"]) for m in frame["messages"]]
         assert said[0] == ("user", f"hello from {name}") and said[1][0] == "assistant" and len(said) == 2, \
             f"{name} ({'worker' if name in on_worker else 'leader'}): {said}"
+
+
+def test_the_terminal_chat_of_a_user_whose_session_lives_on_the_worker_is_answered(cluster):
+    """`chat --message` on the leader for a user a worker's shard wins: the line is committed on the leader,
+    forwarded to that shard, answered there, and the terminal learns it is done from that shard."""
+    from actors.adapters.cli import cli_event
+    from actors.messages import CliSay
+    from storage import session_key
+    leader, worker = cluster
+    wait_for(lambda: shards_running(leader).get("shard:w1/0") == "running", 60, 0.5,
+             f"shard:w1/0 running on the worker (the tree shows {shards_running(leader)})")
+    places = [place_named("shard:0"), place_named("shard:w1/0")]
+
+    def key_of(user):
+        return session_key(cli_event(CliSay(user, "hi", "m"), "cli", "default").source, per_user_in_groups=False)
+    user = next(u for u in (f"operator{i}" for i in range(100)) if place_of(key_of(u), places) == places[1])
+    done = leader.cli("chat", "--as", user, "--message", "hello from the terminal", timeout=120)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    assert "hello from the terminal" in done.stdout, done.stdout
+
+    async def on_worker():
+        async with await Store.open(worker.dir / "state" / "gateway.db") as store:
+            return await store.sessions.current(key_of(user)) is not None
+    assert asyncio.run(on_worker()), "the user's session is not on the worker"

@@ -30,6 +30,14 @@ def test_only_the_named_reads_run_and_errors_are_said(tmp_path):
                                   loop.run_until_complete, store, "shard:w1/0")
         assert chat.token == "read-7" and chat.result["events"] == []
         assert [r.platform_message_id for r in chat.result["waiting"]] == ["m1"]
+        outcome = store_reads.answer(StoreRead("message_outcome", (("platform", "telegram"), ("message_id", "m1"),
+                                                                  ("last_n", 10))), loop.run_until_complete, store,
+                                     "shard:w1/0")
+        assert outcome.result["row"].state == "received" and outcome.result["row"].session_key == key
+        unknown = store_reads.answer(StoreRead("message_outcome", (("platform", "telegram"), ("message_id", "m9"),
+                                                                  ("last_n", 10))), loop.run_until_complete, store,
+                                     "shard:w1/0")
+        assert unknown.result == {"row": None, "events": []}
         odd = store_reads.answer(StoreRead("sessions_list", (("drop_table", True),)), loop.run_until_complete, store,
                                  "shard:w1/0")
         assert "bad arguments" in odd.error
