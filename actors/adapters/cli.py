@@ -155,13 +155,13 @@ class CliAdapter(StoreUser, GatewayActor):
 
     def _ask_worker(self, row: InboxRow, seq: int, terminal) -> None:
         """A forwarded line is done here once stored there: whether it is answered, its shard says."""
+        now = time.monotonic()
+        for stale in [t for t, (_term, _seq, at) in self.asks.items() if now - at > ASK_TIMEOUT_S]:
+            del self.asks[stale]   # its shard never answered (lost with its host): the terminal has asked again
         address = dict(self.directory.shards).get(row.reason[len(FORWARDED):]) if self.directory else None
         if address is None or len(self.asks) >= MAX_ASKS:
             self.send(terminal, CliDone(seq, False, None))   # not known yet: the terminal asks again
             return
-        now = time.monotonic()
-        for stale in [t for t, (_term, _seq, at) in self.asks.items() if now - at > ASK_TIMEOUT_S]:
-            del self.asks[stale]   # its shard never answered (lost with its host): the terminal has asked again
         token = f"ask-{next(self.ids)}"
         self.asks[token] = (terminal, seq, now)
         self.send(address, StoreRead("message_outcome", (("platform", row.platform), ("message_id",
