@@ -22,9 +22,8 @@ Hooks, all on the actor's own thread: ``on_start(args)`` after Started; ``on_sto
 """
 from __future__ import annotations
 
-import gc
-
 import dataclasses
+import gc
 import os
 import time
 import traceback
