@@ -3,7 +3,7 @@
     python bench/baseline_relay.py --base-url http://127.0.0.1:PORT [--poll-timeout 0.5]
 
 It long-polls the generic fake platform through the same client the gateway's adapter uses
-(actors/adapters/fakeplatform_api.py, aiohttp), runs the same offline agent in-process (with ``chunk_delay_s = 0``
+(actors/adapters/fake/client.py, aiohttp), runs the same offline agent in-process (with ``chunk_delay_s = 0``
 it takes ~0 ms), and sends the final reply as one message. Turns of different chats run concurrently, turns of one
 chat one at a time, and each chat keeps its history in memory so the agent sees the same conversation it would see
 through the gateway.
@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.adapters.errors import FloodError, RetryableError  # noqa: E402
-from actors.adapters.fakeplatform_api import FakePlatformAPI  # noqa: E402
+from actors.adapters.fake.client import FakePlatformAPI  # noqa: E402
 from actors.agents.base import AgentError, AgentRequest  # noqa: E402
 from actors.agents.offline import OfflineAgent  # noqa: E402
 from actors.messages import TurnEnd

@@ -93,7 +93,7 @@ async def _ask_platform(name: str, api, ask, refused: str, where: str):
 
 async def probe_telegram(name: str, settings: dict) -> Check:
     """``getMe`` through the adapter's own API client: the token and the Bot API server, in one call."""
-    from actors.adapters.telegram.api import TelegramAPI
+    from actors.adapters.telegram.client import TelegramAPI
     api = TelegramAPI(settings["token"], settings["base_url"], request_timeout=PROBE_TIMEOUT_S)
     me = await _ask_platform(name, api, api.get_me, "Telegram refused the token",
                              f"the Bot API at {settings['base_url']}")
@@ -105,7 +105,7 @@ async def probe_telegram(name: str, settings: dict) -> Check:
 
 async def probe_slack(name: str, settings: dict) -> Check:
     """``auth.test`` with the bot token through the adapter's own client: the token and the Web API, in one call."""
-    from actors.adapters.slack.api import SlackAPI
+    from actors.adapters.slack.client import SlackAPI
     api = SlackAPI(settings["bot_token"], settings["base_url"], request_timeout=PROBE_TIMEOUT_S)
     me = await _ask_platform(name, api, api.auth_test, "Slack refused the bot token",
                              f"the Web API at {settings['base_url']}")
@@ -124,7 +124,7 @@ MESSAGE_CONTENT_FLAGS = (1 << 18) | (1 << 19)
 async def probe_discord(name: str, settings: dict) -> Check:
     """``GET /users/@me`` (the token) and ``GET /applications/@me`` (the intents the Developer Portal grants: asking
     for Message Content without it makes the gateway close with 4014), through the adapter's own REST client."""
-    from actors.adapters.discord.rest import DiscordREST
+    from actors.adapters.discord.client import DiscordREST
     api = DiscordREST(settings["token"], settings["api_base_url"], request_timeout=PROBE_TIMEOUT_S)
 
     async def both():
@@ -138,7 +138,7 @@ async def probe_discord(name: str, settings: dict) -> Check:
     if settings["intents"] & MESSAGE_CONTENT_INTENT and isinstance(flags, int) and not flags & MESSAGE_CONTENT_FLAGS:
         return Check("fail", f"adapter {name}", "the intents ask for Message Content, which the application does "
                                                 "not have: enable it in the Developer Portal (Bot > Privileged "
-                                                "Gateway Intents), or drop it from intents (docs/discord.md)")
+                                                "Gateway Intents), or drop it from intents (actors/adapters/discord/README.md)")
     username = me.get("username") if isinstance(me, dict) else None
     return Check("ok", f"adapter {name}", f"the token works (users/@me: {username or '?'})")
 
@@ -146,7 +146,7 @@ async def probe_discord(name: str, settings: dict) -> Check:
 async def probe_wecom(name: str, settings: dict) -> Check:
     """``gettoken`` through the adapter's own client: the corp id, the application's secret and the server API, in
     one call (the callback token and AES key are WeCom's to check, when the callback URL is saved)."""
-    from actors.adapters.wecom.api import WeComAPI
+    from actors.adapters.wecom.client import WeComAPI
     api = WeComAPI(settings["corp_id"], settings["secret"], settings["base_url"], request_timeout=PROBE_TIMEOUT_S)
     answer = await _ask_platform(name, api, api.fetch_token, "WeCom refused the corp id or secret",
                                  f"the WeCom API at {settings['base_url']}")
@@ -170,7 +170,7 @@ async def probe_signal(name: str, settings: dict) -> Check:
     """``GET /api/v1/check`` (the daemon runs), then ``version`` over JSON-RPC (the RPC endpoint takes our requests:
     its Host check, the account in multi-account mode) through the adapter's own client. signal-cli before 0.11.5
     sends a long answer as one oversized body instead of the long-text attachment: a warning."""
-    from actors.adapters.signal.rpc import SignalRPC
+    from actors.adapters.signal.client import SignalRPC
     api = SignalRPC(settings["base_url"], settings["account"] if settings["multi_account"] else None,
                     request_timeout=PROBE_TIMEOUT_S)
 
@@ -184,9 +184,9 @@ async def probe_signal(name: str, settings: dict) -> Check:
     numbers = tuple(int(p) for p in version.split("-")[0].split(".")[:3] if p.isdigit())
     if numbers and numbers < (0, 11, 5):
         return Check("warn", f"adapter {name}", f"signal-cli {version} answers; 0.11.5 or later sends long answers "
-                                                "as one message with a long-text attachment (docs/signal.md)")
+                                                "as one message with a long-text attachment (actors/adapters/signal/README.md)")
     return Check("ok", f"adapter {name}", f"signal-cli {version} answers at {settings['base_url']} (/api/v1/check, "
-                                          "version); run it with --receive-mode=on-connection (docs/signal.md)")
+                                          "version); run it with --receive-mode=on-connection (actors/adapters/signal/README.md)")
 async def probe_irc(name: str, settings: dict) -> Check:
     """Connect and register through the adapter's own link (server password, SASL, nick collisions), then QUIT.
     The nick in use (the gateway itself holds it while it runs) is no failure: the link takes an alternate."""

@@ -2,7 +2,7 @@
 aiohttp session binds to the running loop) and owned and closed by the client unless the caller gave one, and one
 JSON request whose network failure says whether it may have reached the platform.
 
-A base class of the API clients (telegram/api.py, slack/api.py, discord/rest.py, fakeplatform_api.py); its fields
+A base class of the API clients (telegram/client.py, slack/client.py, discord/client.py, fake/client.py); its fields
 are its own, the clients call ``request_json`` and inherit ``close`` and the ``async with`` form.
 """
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""How fast and how much each platform lets us write, as data (DESIGN.md §5), and the two pure deciders built on it.
+"""How fast and how much a platform lets us write (``PlatformPacing``: each platform's row is in its folder's
+platform.py), the per-chat token bucket spent by it, and the pure deciders built on them (DESIGN.md §5).
 
 Every function takes ``now`` (seconds on any monotonic clock) from the caller: no hidden clock, easy to test.
 """
@@ -44,71 +45,10 @@ class PlatformPacing:
     caption_limit: int = 1024
 
 
-_FAST = dict(edit_interval_s=0.05, min_edit_delta_chars=1, per_chat_ops_per_s=50.0, per_chat_burst=50)
-
-PACING: dict[str, PlatformPacing] = {
-    # ~1 op/s per chat shared by sends and edits, 20/min in groups; typing shows for 5 s.
-    "telegram": PlatformPacing("telegram", 4096, "utf16", edit_interval_s=1.2, min_edit_delta_chars=30,
-                               per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=True,
-                               typing_interval_s=4.5, group_ops_per_s=20 / 60, finds_lost_copies=True,
-                               # sendPhoto: 10 MB; sendDocument: 50 MB from a bot; captions 1,024 UTF-16 units
-                               sends_files=True, supports_reactions=True),
-    # 5 per 5 s per channel; typing shows for 10 s.
-    "discord": PlatformPacing("discord", 2000, "chars", edit_interval_s=1.0, min_edit_delta_chars=30,
-                              per_chat_ops_per_s=1.0, per_chat_burst=5, supports_edit=True, typing_interval_s=8.0,
-                              idempotent_send=True),
-    # chat.postMessage ~1/s per channel (sends and edits share it here); chat.update and chat.delete Tier 3, ~50 a
-    # minute for the whole app (kept under it: 45); 40,000 characters as sent, escapes included; bots have no
-    # typing indicator outside the legacy RTM API; no idempotency key (a lost send is re-sent marked).
-    "slack": PlatformPacing("slack", 40000, "escaped", edit_interval_s=1.5, min_edit_delta_chars=50,
-                            per_chat_ops_per_s=1.0, per_chat_burst=2, supports_edit=True, typing_interval_s=None,
-                            app_edit_ops_per_s=45 / 60, app_edit_burst=5),
-    # No edits (supports_edit False): the stream consumer shows no previews and sends the final answer once,
-    # complete; typing shows meanwhile (Signal clients show it 15 s). One message carries 64 KiB of UTF-8, as
-    # Signal Desktop sends: signal-cli puts the first 2,000 bytes in the body and the whole text in a
-    # text/x-signal-plain attachment, shown as one message (actors/adapters/signal/adapter.py). No idempotency
-    # key: a lost send is re-sent marked.
-    "signal": PlatformPacing("signal", 65536, "bytes", edit_interval_s=0.0, min_edit_delta_chars=0,
-                             per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=False, typing_interval_s=10.0),
-    # WeCom (actors/adapters/wecom/): no edits, no typing indicator; 2,048 bytes of UTF-8 per text (longer ones are
-    # cut by WeCom); a 31st message to one member within a minute is dropped unannounced: 27 a minute, burst 3.
-    "wechat": PlatformPacing("wechat", 2048, "bytes", edit_interval_s=0.0, min_edit_delta_chars=0,
-                             per_chat_ops_per_s=0.45, per_chat_burst=3, supports_edit=False, typing_interval_s=None),
-    # The 65,536-byte limit is for the whole event: body, formatted_body (HTML, often longer) and envelope;
-    # 24,000 bytes of text leave room for both and the envelope, and the adapter drops the formatted body of a
-    # text whose JSON would not fit (actors/adapters/matrix/content.py). Synapse's default message rate is 0.2/s
-    # with a burst of 10; every edit is a new event. A send's transaction id is its idempotency key.
-    "matrix": PlatformPacing("matrix", 24000, "bytes", edit_interval_s=3.0, min_edit_delta_chars=80,
-                             per_chat_ops_per_s=0.2, per_chat_burst=10, supports_edit=True, typing_interval_s=20.0,
-                             idempotent_send=True),
-    # IRC: no edits (the final answer goes once); a part is at most 400 bytes of UTF-8, sent as lines within 512
-    # bytes as relayed, prefix included (actors/adapters/irc/lines.py). The server limits a connection, not a
-    # target: the binding bucket is the adapter's, one for the whole connection, in lines (flood_lines_per_s,
-    # flood_burst: RFC 1459 §8.10's one message per 2 s after a burst; docs/irc.md). This per-target budget only
-    # keeps one busy channel from taking all of it.
-    "irc": PlatformPacing("irc", 400, "bytes", edit_interval_s=0.0, min_edit_delta_chars=0,
-                          per_chat_ops_per_s=1.0, per_chat_burst=5, supports_edit=False, typing_interval_s=None),
-    "webchat": PlatformPacing("webchat", 1_000_000, "chars", supports_edit=True, typing_interval_s=3.0,
-                               sends_files=True, **_FAST),
-    "cli": PlatformPacing("cli", 1_000_000, "chars", supports_edit=True, typing_interval_s=None, **_FAST),
-    # The HTTP API (webhook callbacks, OpenAI-compatible streaming): the client reads every edit as it comes.
-    "http": PlatformPacing("http", 1_000_000, "chars", supports_edit=True, typing_interval_s=None,
-                            sends_files=True, **_FAST),
-    # The generic fake platform of the tests: its documented 4,000-character limit (so chunking is exercised), fast.
-    "fake": PlatformPacing("fake", 4000, "chars", supports_edit=True, typing_interval_s=None,
-                            sends_files=True, **_FAST),
-}
-
-# For a platform not in the table: small messages, slow, no edits; safe anywhere.
+# For a platform no folder declares: small messages, slow, no edits; safe anywhere.
 DEFAULT_PACING = PlatformPacing("default", 2000, "chars", edit_interval_s=0.0, min_edit_delta_chars=0,
                                 per_chat_ops_per_s=1.0, per_chat_burst=3, supports_edit=False,
                                 typing_interval_s=None)
-
-
-def pacing_for(platform: str, overrides: Optional[Mapping[str, Any]] = None) -> PlatformPacing:
-    """The pacing of ``platform`` (DEFAULT_PACING if unknown), with configured field overrides applied."""
-    base = PACING.get(platform, dataclasses.replace(DEFAULT_PACING, platform=platform))
-    return dataclasses.replace(base, **dict(overrides)) if overrides else base
 
 
 class ChatBudget:
@@ -198,7 +138,7 @@ def utf8_len(text: str) -> int:
 
 def escaped_len(text: str) -> int:
     """Length once ``&``, ``<`` and ``>`` are written as ``&amp;``, ``&lt;``, ``&gt;`` (Slack counts the text as
-    sent, and the adapter escapes every one of them: actors/adapters/slack/mrkdwn.py)."""
+    sent, and the adapter escapes every one of them: actors/adapters/slack/formatting.py)."""
     return len(text) + 4 * text.count("&") + 3 * (text.count("<") + text.count(">"))
 
 

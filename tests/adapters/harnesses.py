@@ -362,16 +362,16 @@ HARNESSES["telegram"] = TelegramHarness
 
 class HttpApiHarness:
     """The http adapter's webhook side: the adapter is the server, the "platform" is a signed webhook sender
-    (tests/http_api/fakes.py) plus a callback receiver in this process, which records what the bot sent."""
+    (tests/http/fakes.py) plus a callback receiver in this process, which records what the bot sent."""
     adapter_type = "http"
     adapter_name = "http"
     adapter_kind = "HttpApiAdapter"
     secret = "harness-webhook-secret"
 
     def __init__(self, workdir: Path):
-        from actors.adapters.pacing import pacing_for
+        from actors.adapters.registry import pacing_for
         from tests.actor_system import free_port
-        from tests.http_api.fakes import CallbackReceiver, WebhookSender
+        from tests.http.fakes import CallbackReceiver, WebhookSender
         self.text_limit = pacing_for(self.adapter_type).text_limit
         self.port = free_port()
         self.receiver = CallbackReceiver(self.secret)

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from actors.adapters.irc.lines import Message, command, irc_lower, parse
+from actors.adapters.irc.formatting import Message, command, irc_lower, parse
 from tests.actor_system import wait_for
 
 

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
-from actors.adapters.pacing import pacing_for
+from actors.adapters.registry import pacing_for
 from actors.messages import Source
 from tests.actor_system import wait_for
 from tests.adapters.matrix_proxy import MatrixRelay

@@ -8,7 +8,7 @@ it stored has reached the delivery in question.
 
 One accommodation, and why. signal-cli learns that a stream's client is gone only when a write to it fails (the
 first write after the peer vanished is taken by TCP and lost; the fake does the same, tests/fakes/signal/stream.py).
-A message signal-cli handles in that moment is lost to every client: the window docs/signal.md describes, tested on
+A message signal-cli handles in that moment is lost to every client: the window actors/adapters/signal/README.md describes, tested on
 its own in tests/adapters/test_signal.py. The suite's kill -9 test sends its message right after the kill, inside
 that window; ``inject`` therefore waits until every open stream has had two keep-alives (0.1 s apart here, 15 s in
 signal-cli), by which time a dead one is found and dropped, before the message reaches "Signal": what the suite

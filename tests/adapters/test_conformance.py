@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from actors.adapters.pacing import pacing_for
+from actors.adapters.registry import pacing_for
 from actors.adapters.registry import REGISTRY
 from actors.messages import OpResult, OutgoingFile, PlatformOp
 from storage import MediaCache, Store, StorageError, session_key
@@ -171,7 +171,7 @@ def sends_land_and_nothing_is_taken_back(rig, chat: str) -> None:
 
 
 def test_a_file_is_sent_once_as_its_kind_or_the_platform_declares_it_takes_none(rig):
-    pacing = pacing_for(REGISTRY[rig.platform.adapter_type].pacing)
+    pacing = REGISTRY[rig.platform.adapter_type].pacing
     if not pacing.sends_files:
         pytest.skip(f"{rig.platform.adapter_type} declares no files (pacing sends_files): replies name them in text")
     chat, data = new_chat("file"), png(48, 32)
@@ -191,7 +191,7 @@ def test_an_inbound_file_is_cached_and_typed_by_its_bytes_or_the_platform_declar
         pytest.skip(f"{rig.platform.adapter_type} declares no inbound files (registry receives_files)")
     if not hasattr(rig.platform, "inject_file"):
         pytest.skip(f"{rig.platform.adapter_type}'s files arrive on an endpoint this harness does not drive "
-                    "(tests/http_api covers them)")
+                    "(tests/http covers them)")
     chat, data = new_chat("upload"), png(48, 32)
     rig.platform.inject_file(chat, data, "a photo")
     (row,) = rig.wait_rows(chat, 1, timeout=30)

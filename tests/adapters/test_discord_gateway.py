@@ -10,13 +10,14 @@ import aiohttp
 import pytest
 
 from actors.adapters import registry
+from actors.adapters.discord.platform import DISCORD_INTENTS
 from actors.adapters.discord.gateway import GatewayLink, gateway_address, heartbeat_interval_s
 from actors.adapters.errors import PermanentError
 from tests.fakes.discord import DEFAULT_TOKEN, FakeDiscord
 from tests.fakes.discord.protocol import INTENTS
 
 pytestmark = pytest.mark.timeout(30)
-INTENTS_ALL = registry.DISCORD_INTENTS
+INTENTS_ALL = DISCORD_INTENTS
 
 
 class Run:

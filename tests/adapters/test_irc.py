@@ -12,8 +12,8 @@ import pytest
 from actors.adapters import registry
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import PermanentError
-from actors.adapters.irc.events import event_from_line, is_input
-from actors.adapters.irc.lines import (BadLine, addressed, command, irc_lower, parse, privmsg_budget,
+from actors.adapters.irc.inbound import event_from_line, is_input
+from actors.adapters.irc.formatting import (BadLine, addressed, command, irc_lower, parse, privmsg_budget,
                                        split_for_irc)
 from actors.adapters.irc.link import IrcLink, LinkLost, Progress, TargetRefused
 from actors.adapters.irc.registration import NoNickLeft, Registration, RegistrationRefused

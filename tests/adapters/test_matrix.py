@@ -14,11 +14,11 @@ from actors.adapters import registry
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
                                     TooLongError)
-from actors.adapters.matrix import content as build
+from actors.adapters.matrix import formatting as build
 from actors.adapters.matrix.client import MatrixClient, classify_error, retry_after_s
 from actors.adapters.access import AccessPolicy
-from actors.adapters.matrix.events import Invite, event_from_sync, is_input, joins_invite, read_sync, strip_mention
-from actors.adapters.pacing import pacing_for
+from actors.adapters.matrix.inbound import Invite, event_from_sync, is_input, joins_invite, read_sync, strip_mention
+from actors.adapters.registry import pacing_for
 from common.config import ConfigError
 from tests.adapters.matrix_harness import CLIENT
 from tests.servers.synapse import shared_synapse

@@ -1,10 +1,13 @@
 """The adapter registry: [adapters.NAME] tables -> validated args -> child specs; errors name the key."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from actors.adapters import registry
-from actors.adapters.registry import AdapterType, Option
+from actors.adapters.registry import Option
+from actors.adapters.spec import Platform
 from actors.adapters.supervisor import adapter_specs
 from common.config import ConfigError
 from supervision.spec import Restart
@@ -21,10 +24,10 @@ def config_with(**tables) -> dict:
 
 def test_a_valid_table_gets_its_defaults_and_becomes_one_permanent_child():
     [spec] = [s for s in adapter_specs(config_with(bot=dict(FAKE))) if s.name == "bot"]
-    assert spec.name == "bot" and spec.actor == "actors.adapters.fake.FakePlatformAdapter"
+    assert spec.name == "bot" and spec.actor == "actors.adapters.fake.adapter.FakePlatformAdapter"
     assert spec.kind_name == "FakePlatformAdapter" and spec.restart is Restart.PERMANENT
     assert spec.args == {**FAKE, "profile": "default", "pacing": {}, "poll_timeout_s": 1.0, "access": "",
-                         "allow": [], "pairing": {}, "limits": {}}
+                         "allow": [], "pairing": {}, "limits": {}, "max_silence_s": 0.0}
 
 
 def test_with_no_adapters_configured_the_terminal_and_the_web_chat_run():
@@ -78,10 +81,16 @@ def test_a_replys_pacing_is_worked_out_once_per_configuration_and_anew_after_a_r
     assert not registry.reply_pacing(config, {**args, "stream": False}).supports_edit
 
 
+def like_fake(type_name: str, **changes) -> Platform:
+    """The fake platform's entry under another type name."""
+    fake = registry.REGISTRY["fake"]
+    return dataclasses.replace(fake, type=type_name, pacing=dataclasses.replace(fake.pacing, platform=type_name),
+                               **changes)
+
+
 @pytest.fixture
 def secret_type():
-    entry = registry.register(AdapterType("test-secret", "actors.adapters.fake.FakePlatformAdapter", pacing="fake",
-                                          options={"token": Option(str, secret=True)}))
+    entry = registry.register(like_fake("test-secret", options={"token": Option(str, secret=True)}))
     yield entry
     registry.REGISTRY.pop(entry.type)
 
@@ -96,7 +105,7 @@ def test_secrets_are_listed_for_redaction_and_never_echoed_in_errors(secret_type
 
 def test_an_entry_may_not_redefine_the_common_keys():
     with pytest.raises(ValueError):
-        registry.register(AdapterType("clash", "x.Y", pacing="fake", options={"profile": Option(str)}))
+        registry.register(like_fake("clash", options={"profile": Option(str)}))
     assert "clash" not in registry.REGISTRY
 
 

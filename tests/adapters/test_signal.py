@@ -12,9 +12,9 @@ import pytest
 from actors.adapters import registry
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import FloodError, PermanentError, RetryableError
-from actors.adapters.signal.envelopes import (BotIdentity, event_from_receive, is_input, recipient_params,
+from actors.adapters.signal.inbound import (BotIdentity, event_from_receive, is_input, recipient_params,
                                               split_ref, strip_bot_mentions)
-from actors.adapters.signal.rpc import AttachmentTooBig, SignalRPC, classify_error
+from actors.adapters.signal.client import AttachmentTooBig, SignalRPC, classify_error
 from actors.adapters.signal.sse import EventStreamDecoder, ServerEvent
 from common.config import ConfigError
 from storage import session_key

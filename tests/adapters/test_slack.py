@@ -16,9 +16,9 @@ from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import FloodError, MessageNotFoundError, PermanentError, RetryableError, TooLongError
 from actors.adapters.pacing import escaped_len
 from actors.adapters.slack.adapter import SlackAdapter
-from actors.adapters.slack.api import classify_error
-from actors.adapters.slack.events import event_from_callback, skip_reason, strip_mention
-from actors.adapters.slack.mrkdwn import escape, to_mrkdwn, unescape
+from actors.adapters.slack.client import classify_error
+from actors.adapters.slack.inbound import event_from_callback, skip_reason, strip_mention
+from actors.adapters.slack.formatting import escape, to_mrkdwn, unescape
 from actors.adapters.slack.signing import refusal, signature
 from actors.messages import PlatformOp
 from storage import session_key

@@ -11,8 +11,8 @@ import pytest
 from actors.adapters.errors import FloodError, PermanentError, RetryableError, TooLongError
 from actors.adapters.intake import MalformedPayload
 from actors.adapters.wecom import crypto as product
-from actors.adapters.wecom.api import WeComAPI, classify
-from actors.adapters.wecom.messages import encrypted_of, event_from_message, parse_fields, skip_reason
+from actors.adapters.wecom.client import WeComAPI, classify
+from actors.adapters.wecom.inbound import encrypted_of, event_from_message, parse_fields, skip_reason
 from tests.fakes.wecom import DEFAULT_AGENT_ID, DEFAULT_CORP_ID, DEFAULT_SECRET, FakeWeCom
 from tests.fakes.wecom import crypto as platform
 from tests.fakes.wecom.callbacks import message_xml

@@ -177,7 +177,7 @@ def test_a_reloaded_page_of_a_chat_on_the_worker_shows_its_conversation(cluster)
 def test_the_terminal_chat_of_a_user_whose_session_lives_on_the_worker_is_answered(cluster):
     """`chat --message` on the leader for a user a worker's shard wins: the line is committed on the leader,
     forwarded to that shard, answered there, and the terminal learns it is done from that shard."""
-    from actors.adapters.cli import cli_event
+    from actors.adapters.cli.adapter import cli_event
     from actors.messages import CliSay
     from storage import session_key
     leader, worker = cluster

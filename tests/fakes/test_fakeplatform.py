@@ -1,4 +1,4 @@
-"""The generic fake platform, driven through its own client (actors.adapters.fakeplatform_api)."""
+"""The generic fake platform, driven through its own client (actors.adapters.fake.client)."""
 from __future__ import annotations
 
 import asyncio
@@ -8,7 +8,7 @@ import urllib.error
 import pytest
 
 from actors.adapters.errors import FloodError, MessageNotFoundError, RetryableError, TooLongError
-from actors.adapters.fakeplatform_api import FakePlatformAPI
+from actors.adapters.fake.client import FakePlatformAPI
 from tests.fakes.fakeplatform import ControlClient, FakePlatform, StandaloneFake
 
 pytestmark = pytest.mark.timeout(30)

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from actors.adapters.errors import (ConflictError, FloodError, FormattingError, MessageNotFoundError,
                                     PermanentError, RetryableError, TooLongError)
-from actors.adapters.telegram.api import TelegramAPI
+from actors.adapters.telegram.client import TelegramAPI
 from actors.adapters.telegram.formatting import markdown_to_telegram_html
 from tests.fakes.harness import ControlClient, StandaloneFake
 from tests.fakes.telegram import DEFAULT_TOKEN, FakeTelegram

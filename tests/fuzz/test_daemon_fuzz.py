@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.intake import NotAddressed
-from actors.adapters.http_api import openai_api
-from actors.adapters.http_api.signing import SIGNATURE_HEADER, sign, signed_headers
-from actors.adapters.telegram.updates import is_input
+from actors.adapters.http import openai_api
+from actors.adapters.http.signing import SIGNATURE_HEADER, sign, signed_headers
+from actors.adapters.telegram.inbound import is_input
 from actors.adapters.telegram.webhook import SECRET_HEADER
 from actors.adapters.webchat.protocol import DEBUG_TYPES, FrameError, parse_frame
 from actors.messages import CliSay

@@ -10,9 +10,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from actors.adapters.payload_fields import MalformedPayload
-from actors.adapters.fake import FakePlatformAdapter
+from actors.adapters.fake.adapter import FakePlatformAdapter
 from actors.adapters.telegram.adapter import TelegramAdapter
-from actors.adapters.telegram.updates import (event_from_update, is_input, message_id_of, strip_bot_mention,
+from actors.adapters.telegram.inbound import (event_from_update, is_input, message_id_of, strip_bot_mention,
                                               update_ids)
 from tests.fuzz.strategies import (FUZZ, any_id, any_int, any_text, check_event, json_value, payloads, plain_text,
                                    run_inbound, tally)

@@ -12,10 +12,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from actors.adapters.payload_fields import MalformedPayload
-from actors.adapters.cli import MAX_LINE, cli_event
-from actors.adapters.http_api import openai_api
-from actors.adapters.http_api.adapter import HttpApiAdapter
-from actors.adapters.http_api.signing import MAX_SKEW_S, sign, signature_ok
+from actors.adapters.cli.adapter import MAX_LINE, cli_event
+from actors.adapters.http import openai_api
+from actors.adapters.http.adapter import HttpApiAdapter
+from actors.adapters.http.signing import MAX_SKEW_S, sign, signature_ok
 from actors.adapters.webchat.adapter import WebChatAdapter
 from actors.adapters.webchat.protocol import MAX_TEXT_CHARS, PAGE_TYPES, FrameError, parse_frame
 from actors.messages import CliSay
@@ -174,7 +174,7 @@ def test_cli_line(say):
 import base64  # noqa: E402
 
 from actors.adapters.wecom import crypto as wecom_crypto  # noqa: E402
-from actors.adapters.wecom.messages import encrypted_of, event_from_message, parse_fields  # noqa: E402
+from actors.adapters.wecom.inbound import encrypted_of, event_from_message, parse_fields  # noqa: E402
 from tests.fakes.wecom import crypto as wecom_platform  # noqa: E402
 
 WECOM_AES = wecom_platform.new_encoding_aes_key()

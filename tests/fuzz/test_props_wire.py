@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from actors.adapters import base, registry
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.intake import NotAddressed
-from actors.adapters.http_api.adapter import HttpApiAdapter
-from actors.adapters.http_api.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, signed_headers
+from actors.adapters.http.adapter import HttpApiAdapter
+from actors.adapters.http.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, signed_headers
 from actors.adapters.telegram.webhook import SECRET_HEADER, WebhookServer
 from tests.fuzz.strategies import FUZZ, json_value, tally
 from tests.fuzz.test_props_polling import telegram_adapter, tg_plausible, tg_update

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from actors.adapters import registry
+from actors.adapters.discord.platform import DISCORD_INTENTS
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from tests.actor_system import wait_for
 from tests.gateway import Gateway
@@ -189,7 +190,7 @@ def test_a_close_code_that_refuses_the_configuration_leaves_the_adapter_up_and_s
     """GUILD_MEMBERS asked for and not enabled in the Developer Portal: the gateway closes with 4014. No retry soon
     can cure that: the adapter stays up (no restart loop), shows the refusal in status, and does not reconnect."""
     with FakeDiscord(time_scale=TIME_SCALE) as dc:
-        gw = discord_gateway(tmp_path, dc, adapter=f"intents = {registry.DISCORD_INTENTS | INTENTS['GUILD_MEMBERS']}")
+        gw = discord_gateway(tmp_path, dc, adapter=f"intents = {DISCORD_INTENTS | INTENTS['GUILD_MEMBERS']}")
         try:
             gw.start()
             gw.wait_ready()

@@ -16,8 +16,9 @@ import uuid
 
 import pytest
 
-from actors.adapters.matrix.content import MAX_EVENT_BYTES, canonical_size
-from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER, pacing_for
+from actors.adapters.matrix.formatting import MAX_EVENT_BYTES, canonical_size
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
+from actors.adapters.registry import pacing_for
 from tests.actor_system import wait_for
 from tests.adapters.matrix_harness import CLIENT, MatrixRooms, room_path
 from tests.adapters.matrix_proxy import MatrixRelay

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.adapters.pacing import PACING
+from actors.adapters.registry import pacing_for
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from storage import Store
 from tests.actor_system import free_port, wait_for
@@ -205,7 +205,7 @@ def test_every_update_is_answered_once_across_a_daemon_kill(tmp_path):
         failures, gaps, marked = audit(chats, chat_ids,
                                        *asyncio.run(ledger_and_transcripts(gw.state / "gateway.db")), killed_at)
         # Strict across the restart too: 429 bans are persisted and every budget starts spent (adapters/budgets.py).
-        pacing = PACING["telegram"]
+        pacing = pacing_for("telegram")
         over_budget = 0
         for chat_id in chat_ids:
             excess = pacing_excess(chats[str(chat_id)]["ops"], pacing.per_chat_ops_per_s, pacing.per_chat_burst)

@@ -1,6 +1,6 @@
 """One text limit for every adapter ([gateway] max_text_chars, 16,000 by default): a longer message is answered
 with a notice saying so and never becomes a turn; shorter ones are answered as always. The HTTP side (413) is in
-tests/http_api/test_daemon.py, the web chat's error frame in tests/webchat/test_server.py."""
+tests/http/test_daemon.py, the web chat's error frame in tests/webchat/test_server.py."""
 from __future__ import annotations
 
 import pytest

@@ -1,1 +1,1 @@
-"""The Discord adapter: gateway WebSocket intake, REST replies (docs/discord.md)."""
+"""The Discord adapter: gateway WebSocket intake, REST replies (actors/adapters/discord/README.md)."""

@@ -1,4 +1,4 @@
-"""DiscordAdapter: one bot token; the gateway WebSocket for intake, REST for replies (docs/discord.md).
+"""DiscordAdapter: one bot token; the gateway WebSocket for intake, REST for replies (actors/adapters/discord/README.md).
 
 Why no client library: hikari can be pointed at another REST base (``rest_url``) and discord.py only by overwriting
 class attributes (``Route.BASE``, ``DiscordWebSocket.DEFAULT_GATEWAY``), the monkey-patching of internals the project
@@ -27,9 +27,9 @@ from typing import Any, Optional
 import aiohttp
 
 from actors.adapters.base import PlatformAdapter
-from actors.adapters.discord.events import event_from_message, is_input
+from actors.adapters.discord.inbound import event_from_message, is_input
 from actors.adapters.discord.gateway import GatewayLink
-from actors.adapters.discord.rest import DiscordREST
+from actors.adapters.discord.client import DiscordREST
 from actors.adapters.errors import PermanentError
 from actors.messages import MessageEvent, PlatformOp
 from actors.profiles.routes import wants_everything

@@ -1,1 +1,1 @@
-"""IRC (RFC 1459 / RFC 2812) over asyncio streams: docs/irc.md."""
+"""IRC (RFC 1459 / RFC 2812) over asyncio streams: actors/adapters/irc/README.md."""

@@ -1,4 +1,4 @@
-"""IrcAdapter: one nick on one IRC server (RFC 1459 / RFC 2812), asyncio streams directly (docs/irc.md).
+"""IrcAdapter: one nick on one IRC server (RFC 1459 / RFC 2812), asyncio streams directly (actors/adapters/irc/README.md).
 
 Why no client library: the protocol is small (lines.py, registration.py, link.py), and what the gateway needs of it
 is what libraries hide: the line the server relays counted in bytes with our prefix, each line confirmed by the
@@ -36,8 +36,8 @@ from typing import Any, Optional
 
 from actors.adapters.base import PlatformAdapter
 from actors.adapters.errors import PermanentError, RetryableError, TooLongError
-from actors.adapters.irc.events import event_from_line, is_input
-from actors.adapters.irc.lines import is_channel, privmsg_budget, split_for_irc
+from actors.adapters.irc.inbound import event_from_line, is_input
+from actors.adapters.irc.formatting import is_channel, privmsg_budget, split_for_irc
 from actors.adapters.irc.link import IrcLink, LinkLost, Progress, TargetRefused
 from actors.adapters.irc.registration import MAX_UNDERSCORES
 from actors.adapters.pacing import resent_marker, utf8_len

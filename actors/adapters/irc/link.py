@@ -19,7 +19,7 @@ error about its target in between (401 no such nick, 404 cannot send to the chan
 line written when the connection dies is unknown; ``progress`` keeps which one that was, and the line goes again
 after the re-sent marker when the part is tried again. Pacing: every line spends one token of a bucket for the
 whole connection (``flood_lines_per_s``, ``flood_burst``; the classic ircd rule of RFC 1459 §8.10 and ngircd's
-throttling are in docs/irc.md).
+throttling are in actors/adapters/irc/README.md).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from actors.adapters.errors import PermanentError, RetryableError
-from actors.adapters.irc.lines import BadLine, Message, command, irc_lower, is_channel, parse
+from actors.adapters.irc.formatting import BadLine, Message, command, irc_lower, is_channel, parse
 from actors.adapters.irc.registration import NoNickLeft, Registration, RegistrationRefused
 from actors.adapters.pacing import ChatBudget
 

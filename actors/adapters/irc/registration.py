@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 from typing import Optional
 
-from actors.adapters.irc.lines import Message, command
+from actors.adapters.irc.formatting import Message, command
 
 COLLISION_CODES = ("432", "433", "436", "437")
 SASL_FAILED = ("902", "904", "905", "906", "908")

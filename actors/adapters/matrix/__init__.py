@@ -1,1 +1,1 @@
-"""The Matrix adapter: the client-server API, /sync intake, replies by transaction id (docs/matrix.md)."""
+"""The Matrix adapter: the client-server API, /sync intake, replies by transaction id (actors/adapters/matrix/README.md)."""

@@ -1,5 +1,5 @@
 """MatrixAdapter: one account (access token) on one homeserver; ``/sync`` long polls for intake, room events PUT
-by transaction id for replies (docs/matrix.md). Unencrypted rooms only.
+by transaction id for replies (actors/adapters/matrix/README.md). Unencrypted rooms only.
 
 Why no client library: matrix-nio and mautrix keep the sync token in their own store (or in memory) and advance
 it as soon as a response is parsed, before the application has handled the events; the gateway's promise is that
@@ -28,9 +28,9 @@ from typing import Any, Optional
 
 from actors.adapters.base import PlatformAdapter
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
-from actors.adapters.matrix import content as build
+from actors.adapters.matrix import formatting as build
 from actors.adapters.matrix.client import MatrixClient
-from actors.adapters.matrix.events import (FIRST_SYNC_FILTER, SYNC_FILTER, Invite, event_from_sync, is_input,
+from actors.adapters.matrix.inbound import (FIRST_SYNC_FILTER, SYNC_FILTER, Invite, event_from_sync, is_input,
                                           joins_invite, read_sync)
 from actors.adapters.pacing import utf8_len
 from actors.messages import MessageEvent, PlatformOp

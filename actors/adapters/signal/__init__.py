@@ -1,1 +1,1 @@
-"""Signal through signal-cli's HTTP daemon (docs/signal.md)."""
+"""Signal through signal-cli's HTTP daemon (actors/adapters/signal/README.md)."""

@@ -1,5 +1,5 @@
 """SignalAdapter: one Signal account, served by signal-cli's HTTP daemon (``signal-cli daemon --http``;
-docs/signal.md). Receives on the daemon's event stream (``GET /api/v1/events``, server-sent events), sends through
+actors/adapters/signal/README.md). Receives on the daemon's event stream (``GET /api/v1/events``, server-sent events), sends through
 its JSON-RPC endpoint (``POST /api/v1/rpc``: ``send``, ``sendTyping``, ``remoteDelete``, ``getAttachment``), and
 asks ``GET /api/v1/check`` before each connection.
 
@@ -52,9 +52,9 @@ from actors.adapters.outbound import backoff_s
 from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import utf8_len
-from actors.adapters.signal.envelopes import (BotIdentity, event_from_receive, is_input, recipient_params,
+from actors.adapters.signal.inbound import (BotIdentity, event_from_receive, is_input, recipient_params,
                                               split_ref)
-from actors.adapters.signal.rpc import AttachmentTooBig, SignalRPC
+from actors.adapters.signal.client import AttachmentTooBig, SignalRPC
 from actors.adapters.signal.sse import EventStreamDecoder
 from actors.messages import Attachment, MessageEvent, PlatformOp
 from storage import StorageUnavailable

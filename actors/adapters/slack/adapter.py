@@ -1,4 +1,4 @@
-"""SlackAdapter: one Slack app in one workspace, Web API over HTTPS, events by Socket Mode or HTTP (docs/slack.md).
+"""SlackAdapter: one Slack app in one workspace, Web API over HTTPS, events by Socket Mode or HTTP (actors/adapters/slack/README.md).
 
 Why not slack-sdk: its Socket Mode clients own the connection's life (their own reconnect loop, monitor task and
 backoff), which would run beside the base's intake loop (reconnect with backoff, "refused" on a bad token, status)
@@ -31,10 +31,10 @@ from typing import Any, Optional
 from actors.adapters.base import PlatformAdapter
 from actors.adapters.errors import PermanentError
 from actors.adapters.pacing import ChatBudget
-from actors.adapters.slack.api import SlackAPI
-from actors.adapters.slack.events import event_from_callback, skip_reason
+from actors.adapters.slack.client import SlackAPI
+from actors.adapters.slack.inbound import event_from_callback, skip_reason
 from actors.adapters.slack.events_http import EventsServer
-from actors.adapters.slack.mrkdwn import to_mrkdwn
+from actors.adapters.slack.formatting import to_mrkdwn
 from actors.adapters.slack.socketmode import SocketModeLink
 from actors.messages import MessageEvent, PlatformOp
 from supervision.http_serving import http_limits

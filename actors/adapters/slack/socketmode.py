@@ -22,7 +22,7 @@ from typing import Any, Awaitable, Callable, Optional
 import aiohttp
 
 from actors.adapters.errors import PermanentError, RetryableError
-from actors.adapters.slack.api import SlackAPI
+from actors.adapters.slack.client import SlackAPI
 
 HEARTBEAT_S = 20.0
 HELLO_TIMEOUT_S = 10.0

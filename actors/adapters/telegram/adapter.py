@@ -1,4 +1,4 @@
-"""TelegramAdapter: one bot token, Bot API over HTTPS, long polling or a webhook (docs/telegram.md).
+"""TelegramAdapter: one bot token, Bot API over HTTPS, long polling or a webhook (actors/adapters/telegram/README.md).
 
 Intake. Polling: ``getUpdates`` from the committed offset (last update_id + 1); the base commits the round's rows and
 that offset in one transaction, and only the next poll tells Telegram, so nothing acknowledged is lost and nothing
@@ -21,10 +21,10 @@ from actors.adapters.base import PlatformAdapter
 from actors.adapters.errors import FormattingError, MessageNotFoundError, PermanentError
 from actors.adapters.lost_copies import NOTHING, OTHERS, OURS, Unresolved, search, search_floor
 from actors.adapters.telegram.formatting import render
-from actors.adapters.telegram.updates import (ALLOWED_UPDATES, event_from_update, is_input, message_id_of,
+from actors.adapters.telegram.inbound import (ALLOWED_UPDATES, event_from_update, is_input, message_id_of,
                                               reaction_of, update_ids)
 from actors.adapters.telegram.webhook import WebhookServer
-from actors.adapters.telegram.api import FileTooLarge, TelegramAPI
+from actors.adapters.telegram.client import FileTooLarge, TelegramAPI
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.messages import Attachment, MessageEvent, PlatformOp
 from actors.adapters.pacing import ChatBudget

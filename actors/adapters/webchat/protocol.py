@@ -20,7 +20,7 @@ it, so a message whose acknowledgement was lost is not turned into a second turn
 same frame may succeed later (storage busy, gateway draining); otherwise the frame itself was wrong.
 
 An answer's ``text`` is the gateway's own (a preview with its cursor); ``html`` is what the page shows of it,
-rendered and sanitised here (rendering.py), with the tool progress line of a preview in ``tool``; the history's
+rendered and sanitised here (formatting.py), with the tool progress line of a preview in ``tool``; the history's
 answers carry the same two fields. ``reply_to`` of a send is the ID of the message it answers (the first part of an
 answer only): the page tells by it which answer is the one to a message it sent, e.g. to its ``/new``.
 
@@ -41,7 +41,7 @@ import hashlib
 import re
 from typing import Any, Iterable, Optional
 
-from actors.adapters.webchat import rendering
+from actors.adapters.webchat import formatting
 
 VISITOR_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
 # The visitor's credential: 32 random bytes the server issues (secrets.token_urlsafe), kept by the browser in an
@@ -103,7 +103,7 @@ def op_frame(action: str, message_id: Optional[str], text: str = "", final: bool
     frame = {"type": "op", "action": action, "message_id": message_id, "text": text, "final": final,
              "reply_to": reply_to}
     if action in ("send", "edit"):
-        frame.update(rendering.view(text, final))
+        frame.update(formatting.view(text, final))
     if file is not None:
         frame["file"] = file_view(file)
     return frame
@@ -156,11 +156,11 @@ def conversation(events: Iterable, waiting_rows: Iterable = ()) -> list[dict]:
             continue
         shown.append({"role": "user", "text": str(payload.get("text", "")), "at": row.received_at, "queued": True,
                       "id": client_id(row.platform_message_id)})
-    budget = rendering.HISTORY_RENDER_BUDGET   # the newest answers are rendered; a long history's oldest are plain
+    budget = formatting.HISTORY_RENDER_BUDGET   # the newest answers are rendered; a long history's oldest are plain
     for message in reversed(shown):
         if message["role"] == "assistant":
             budget -= len(message["text"])
-            message.update(rendering.view(message["text"], True, render_it=budget >= 0))
+            message.update(formatting.view(message["text"], True, render_it=budget >= 0))
     return shown
 
 
@@ -217,4 +217,4 @@ class Outbox:
     def live(self, chat: str) -> list[dict]:
         """Messages still streaming: not final and not deleted (a final answer is in the transcript already), with
         what the page shows of them."""
-        return [{**m, **rendering.view(m["text"], False)} for m in self.of(chat) if not m["final"] and not m["deleted"]]
+        return [{**m, **formatting.view(m["text"], False)} for m in self.of(chat) if not m["final"] and not m["deleted"]]

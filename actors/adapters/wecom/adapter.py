@@ -1,5 +1,5 @@
 """WeComAdapter: one WeCom (企业微信) application of one corp: callbacks in over HTTP, answers out through the
-active message API (docs/wechat.md). A leaf process actor: the base (base.py) runs its intake and its lanes.
+active message API (actors/adapters/wecom/README.md). A leaf process actor: the base (base.py) runs its intake and its lanes.
 
 States: not connected -> connected (the callback server listens and gettoken accepted the corp id and secret) ->
 back to not connected on a failure (the base reconnects with backoff; a refused secret is "refused": reported down
@@ -37,10 +37,10 @@ from actors.adapters.base import PlatformAdapter
 from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import utf8_len
-from actors.adapters.wecom.api import MediaTooLarge, WeComAPI
+from actors.adapters.wecom.client import MediaTooLarge, WeComAPI
 from actors.adapters.wecom.callback_server import CallbackServer
 from actors.adapters.wecom.crypto import aes_key
-from actors.adapters.wecom.messages import event_from_message, skip_reason
+from actors.adapters.wecom.inbound import event_from_message, skip_reason
 from actors.messages import Attachment, MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 

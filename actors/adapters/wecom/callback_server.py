@@ -28,7 +28,7 @@ from aiohttp import web
 
 from actors.adapters.push_server import PushServer, Refused
 from actors.adapters.wecom.crypto import CallbackRefused, check_signature, decrypt
-from actors.adapters.wecom.messages import encrypted_of, parse_fields
+from actors.adapters.wecom.inbound import encrypted_of, parse_fields
 from supervision.http_serving import HttpLimits
 
 

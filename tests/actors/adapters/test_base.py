@@ -13,7 +13,7 @@ from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, back
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import (ConflictError, FloodError, FormattingError, MessageNotFoundError,
                                     PermanentError, RetryableError, TooLongError)
-from actors.adapters.fake import FakePlatformAdapter
+from actors.adapters.fake.adapter import FakePlatformAdapter
 from actors.messages import PlatformOp
 from storage import Store, StorageBusy, session_key
 from tests.fakes.fakeplatform import FakePlatform

@@ -1,10 +1,10 @@
-"""actors/adapters/cli.py's pure part: whether the turn that answered a terminal line failed (``chat --message``
+"""actors/adapters/cli/adapter.py's pure part: whether the turn that answered a terminal line failed (``chat --message``
 exits 1 then). The adapter itself runs in pipeline/test_terminal_chat.py."""
 from __future__ import annotations
 
 import pytest
 
-from actors.adapters.cli import turn_error
+from actors.adapters.cli.adapter import turn_error
 from actors.sessions.turn import assistant_event
 from storage.inbox import InboxRow
 from storage.sessions import TranscriptEvent

@@ -8,7 +8,7 @@ import pytest
 
 from actors.adapters import media_intake
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge, fetch_one, resolve_media
-from actors.adapters.telegram.updates import event_from_update, is_input
+from actors.adapters.telegram.inbound import event_from_update, is_input
 from actors.media.limits import MB
 from actors.messages import Attachment
 from storage import InboundItem, MediaCache

@@ -10,25 +10,28 @@ import pytest
 
 from actors.adapters import registry
 from actors.adapters.budgets import ChatBudgets
-from actors.adapters.fake import FakePlatformAdapter
+from actors.adapters.fake.adapter import FakePlatformAdapter
 from actors.messages import PlatformOp
-from actors.adapters.pacing import (LENGTH_FUNCTIONS, DEFAULT_PACING, PACING, ChatBudget, PlatformPacing,
-                                    on_monotonic_clock, pacing_for)
+from actors.adapters.pacing import LENGTH_FUNCTIONS, DEFAULT_PACING, ChatBudget, PlatformPacing, on_monotonic_clock
+from actors.adapters.registry import REGISTRY, pacing_for
 from actors.sessions.edit_throttle import EditThrottle
 from storage import Store
 from tests.fakes.fakeplatform import FakePlatform
 
 
+PACING = {name: entry.pacing for name, entry in REGISTRY.items()}   # each platform folder's row
+
+
 def test_table_follows_platform_facts():
-    assert set(PACING) >= {"telegram", "discord", "slack", "signal", "wechat", "matrix", "webchat", "cli", "fake"}
+    assert set(PACING) >= {"telegram", "discord", "slack", "signal", "wecom", "matrix", "webchat", "cli", "fake"}
     telegram = PACING["telegram"]
     assert (telegram.text_limit, telegram.length, telegram.per_chat_ops_per_s) == (4096, "utf16", 1.0)
     assert telegram.group_ops_per_s == pytest.approx(20 / 60)
     assert (PACING["discord"].text_limit, PACING["discord"].length) == (2000, "chars")
     assert PACING["discord"].per_chat_burst / PACING["discord"].per_chat_ops_per_s == 5  # 5 per 5 s
     assert PACING["slack"].text_limit == 40000
-    assert not PACING["signal"].supports_edit and not PACING["wechat"].supports_edit
-    assert (PACING["wechat"].text_limit, PACING["wechat"].length) == (2048, "bytes")
+    assert not PACING["signal"].supports_edit and not PACING["wecom"].supports_edit
+    assert (PACING["wecom"].text_limit, PACING["wecom"].length) == (2048, "bytes")
     assert PACING["matrix"].length == "bytes" and PACING["matrix"].text_limit < 65536
     assert PACING["webchat"].edit_interval_s < 0.2 and PACING["cli"].text_limit >= 100_000
     for name, pacing in PACING.items():

@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from actors.adapters.errors import (ConflictError, FloodError, FormattingError, MessageNotFoundError,
                                     PermanentError, RetryableError, TooLongError)
 from actors.adapters.pacing import utf16_len
-from actors.adapters.telegram.api import TelegramAPI, classify_error
+from actors.adapters.telegram.client import TelegramAPI, classify_error
 from actors.adapters.telegram.formatting import escape_html, escape_markdown_v2, markdown_to_telegram_html
 from tests.fakes.telegram import FakeTelegram, parse_html, parse_markdown_v2
 

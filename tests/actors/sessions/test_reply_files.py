@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from actors.adapters.pacing import LENGTH_FUNCTIONS, pacing_for
+from actors.adapters.pacing import LENGTH_FUNCTIONS
+from actors.adapters.registry import pacing_for
 from actors.messages import OutgoingFile
 from actors.sessions.placed_parts import SUPERSEDED, PlacedParts
 from actors.sessions.reply_files import (final_parts, file_of, fit, has_marker, is_file, send_fields,

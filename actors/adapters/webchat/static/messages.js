@@ -1,5 +1,5 @@
 // The conversation's DOM: one list item per message. A visitor's own text is shown as typed (textContent); an
-// answer is the HTML the gateway rendered and sanitised for it (actors/adapters/webchat/rendering.py), the only
+// answer is the HTML the gateway rendered and sanitised for it (actors/adapters/webchat/formatting.py), the only
 // HTML this page ever places, plus a copy button per code block made here.
 
 const raw = new WeakMap();   // answer item -> the gateway's text of it, to match a history entry with its operation

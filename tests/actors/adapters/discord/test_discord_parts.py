@@ -11,10 +11,11 @@ import time
 import pytest
 
 from actors.adapters import registry
+from actors.adapters.discord.platform import DISCORD_INTENTS
 from actors.adapters.payload_fields import MalformedPayload
-from actors.adapters.discord.events import addressed_to_bot, event_from_message, is_input, strip_mention
+from actors.adapters.discord.inbound import addressed_to_bot, event_from_message, is_input, strip_mention
 from actors.adapters.discord.ratelimits import RateLimits
-from actors.adapters.discord.rest import DiscordREST, classify_error
+from actors.adapters.discord.client import DiscordREST, classify_error
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
                                     TooLongError)
 from common.config import ConfigError
@@ -24,7 +25,7 @@ from tests.fakes.discord.protocol import INTENTS
 
 pytestmark = pytest.mark.timeout(30)
 BOT = str(BOT_ID)
-INTENTS_ALL = registry.DISCORD_INTENTS
+INTENTS_ALL = DISCORD_INTENTS
 
 
 # ------------------------------------------------------------------------------------------- rate-limit buckets

@@ -6,11 +6,11 @@ import pytest
 
 from actors.adapters.outbound import classify_error
 from actors.adapters.payload_fields import MalformedPayload
-from actors.adapters.http_api.openai_api import (BadRequest, UnknownModel, api_event, conversation_chat_id,
+from actors.adapters.http.openai_api import (BadRequest, UnknownModel, api_event, conversation_chat_id,
                                                  message_text, parse_chat_request, resolve_profile, token_owner)
-from actors.adapters.http_api.replies import ReplyBook, StreamCursor, visible_preview
-from actors.adapters.http_api.signing import MAX_SKEW_S, sign, signature_ok, signature_problem, signed_headers
-from actors.adapters.http_api.webhook import callback_payload, error_for_status, webhook_event
+from actors.adapters.http.replies import ReplyBook, StreamCursor, visible_preview
+from actors.adapters.http.signing import MAX_SKEW_S, sign, signature_ok, signature_problem, signed_headers
+from actors.adapters.http.webhook import callback_payload, error_for_status, webhook_event
 from actors.messages import PlatformOp
 
 pytestmark = pytest.mark.timeout(10)

@@ -15,7 +15,7 @@ from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import PermanentError
 from actors.adapters.telegram.adapter import TelegramAdapter
 from actors.adapters.telegram.formatting import markdown_to_markdown_v2, render
-from actors.adapters.telegram.updates import event_from_update, is_input, message_id_of, strip_bot_mention
+from actors.adapters.telegram.inbound import event_from_update, is_input, message_id_of, strip_bot_mention
 from actors.adapters.telegram.webhook import SECRET_HEADER
 from actors.messages import PlatformOp
 from storage import session_key

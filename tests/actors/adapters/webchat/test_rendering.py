@@ -1,18 +1,18 @@
 """What the page is given to show of an answer: markdown rendered and sanitised, previews without the gateway's
-cursor and added fences (actors/adapters/webchat/rendering.py)."""
+cursor and added fences (actors/adapters/webchat/formatting.py)."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from actors.adapters.webchat import rendering
+from actors.adapters.webchat import formatting
 from actors.adapters.webchat.protocol import conversation, op_frame
 from actors.sessions import reply_text
 from actors.sessions.chunking import split_message
 from storage import TranscriptEvent
 
-CURSOR_HTML = rendering.CURSOR_HTML
+CURSOR_HTML = formatting.CURSOR_HTML
 
 
 def gateway_preview(answer: str, tool_line: str = "") -> str:
@@ -23,11 +23,11 @@ def gateway_preview(answer: str, tool_line: str = "") -> str:
 
 
 def test_the_cursor_is_the_stream_consumers():
-    assert rendering.CURSOR == reply_text.CURSOR
+    assert formatting.CURSOR == reply_text.CURSOR
 
 
 def test_markdown_renders_bold_inline_code_lists_and_code_blocks():
-    shown = rendering.render("Some **bold**, `code` and _em_.\n\n- one\n- two\n\n```python\nprint('hi')\n```")
+    shown = formatting.render("Some **bold**, `code` and _em_.\n\n- one\n- two\n\n```python\nprint('hi')\n```")
     assert "<strong>bold</strong>" in shown and "<code>code</code>" in shown and "<em>em</em>" in shown
     assert "<ul>\n<li>one</li>" in shown
     assert '<pre><code class="language-python">print(\'hi\')\n</code></pre>' in shown
@@ -42,7 +42,7 @@ def test_markdown_renders_bold_inline_code_lists_and_code_blocks():
     '<div onclick="alert(1)">x</div>',
 ])
 def test_html_from_the_model_is_text_never_markup(hostile):
-    shown = rendering.render(f"before {hostile} after")
+    shown = formatting.render(f"before {hostile} after")
     assert re.fullmatch(r"<p>[^<>]*</p>\n", shown), shown    # one paragraph of escaped text: no element at all
     assert "&lt;" in shown
 
@@ -51,7 +51,7 @@ def test_html_from_the_model_is_text_never_markup(hostile):
     ("[x](javascript:alert(1))", None), ("[x](data:text/html,hi)", None), ("[x](/ws)", None),
     ("[x](https://example.org/a)", "https://example.org/a"), ("<https://example.org>", "https://example.org")])
 def test_links_keep_only_web_and_mail_addresses_and_open_apart(link, href):
-    shown = rendering.render(link)
+    shown = formatting.render(link)
     found = re.findall(r'href="([^"]*)"', shown)
     assert found == ([href] if href else []), shown
     if href:
@@ -60,7 +60,7 @@ def test_links_keep_only_web_and_mail_addresses_and_open_apart(link, href):
 
 def test_the_sanitiser_strips_what_the_parser_never_emits():
     """The second layer on its own: markup as if the parser had let it through."""
-    cleaned = rendering.sanitise('<p onclick="x()">a<img src=x onerror=alert(1)><script>alert(2)</script>'
+    cleaned = formatting.sanitise('<p onclick="x()">a<img src=x onerror=alert(1)><script>alert(2)</script>'
                                  '<a href="javascript:alert(3)">b</a><span class="evil cursor">c</span>'
                                  '<code class="language-py" style="color:red">d</code></p>')
     assert cleaned == '<p>a<a target="_blank" rel="noopener noreferrer">b</a><span>c</span>' \
@@ -70,7 +70,7 @@ def test_the_sanitiser_strips_what_the_parser_never_emits():
 def test_a_preview_ending_inside_a_code_block_is_an_open_block_with_one_cursor():
     text = gateway_preview("Here:\n\n```toml\n[agent]\nkind = \"openai\"")
     assert text.endswith("▍\n```"), "the gateway closes the fence after its cursor, for other platforms"
-    shown = rendering.view(text, final=False)["html"]
+    shown = formatting.view(text, final=False)["html"]
     assert shown == ('<p>Here:</p>\n<pre><code class="language-toml">[agent]\nkind = "openai"'
                      f'{CURSOR_HTML}</code></pre>\n')
     assert "▍" not in shown and "`" not in shown
@@ -84,32 +84,32 @@ def test_a_preview_ending_inside_a_code_block_is_an_open_block_with_one_cursor()
     ("half **bold", f"<p>half **bold{CURSOR_HTML}</p>\n"),
 ])
 def test_the_cursor_never_changes_what_the_text_received_means(answer, expected):
-    assert rendering.view(gateway_preview(answer), final=False)["html"] == expected
+    assert formatting.view(gateway_preview(answer), final=False)["html"] == expected
 
 
 def test_the_tool_line_of_a_preview_is_apart_even_inside_an_open_code_block():
     text = gateway_preview("```py\nx = 6*7", "⚙ calculator…")
-    assert rendering.view(text, final=False) == {
+    assert formatting.view(text, final=False) == {
         "html": f'<pre><code class="language-py">x = 6*7{CURSOR_HTML}</code></pre>\n', "tool": "⚙ calculator…"}
 
 
 def test_a_final_text_is_rendered_whole_without_a_cursor():
     text = "Done.\n\n⚙ not a tool line in a final text ▍"
-    view = rendering.view(text, final=True)
+    view = formatting.view(text, final=True)
     assert view["tool"] == "" and "cursor" not in view["html"] and "⚙ not a tool line" in view["html"]
 
 
 def test_a_preview_part_before_the_last_is_shown_whole_without_a_cursor():
     first = split_message("```py\n" + "x = 1\n" * 30 + reply_text.CURSOR, 100)[0]
     assert first.endswith("x = 1\n```"), "the chunker closed the block this part cuts"
-    shown = rendering.view(first, final=False)["html"]
+    shown = formatting.view(first, final=False)["html"]
     assert shown.startswith('<pre><code class="language-py">x = 1\n') and shown.endswith("</code></pre>\n")
     assert "cursor" not in shown
 
 
 def test_a_text_too_long_to_render_is_escaped_plain_text():
-    text = "<b>x</b> **y**\n" * (rendering.MAX_RENDERED_CHARS // 10)
-    shown = rendering.render(text)
+    text = "<b>x</b> **y**\n" * (formatting.MAX_RENDERED_CHARS // 10)
+    shown = formatting.render(text)
     assert shown.startswith('<p class="plain">&lt;b&gt;x&lt;/b&gt; **y**\n') and "<strong>" not in shown
 
 

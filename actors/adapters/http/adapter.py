@@ -35,9 +35,9 @@ from actors.adapters.base import PlatformAdapter
 from actors.adapters.intake import SenderOverLimit, TextTooLong
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import TooLongError
-from actors.adapters.http_api import openai_api, webhook
-from actors.adapters.http_api.content_parts import file_part
-from actors.adapters.http_api.replies import ReplyBook, ServiceStopping
+from actors.adapters.http import openai_api, webhook
+from actors.adapters.http.content_parts import file_part
+from actors.adapters.http.replies import ReplyBook, ServiceStopping
 from supervision.http_serving import http_limits, serve
 from actors.adapters.media_intake import cached
 from actors.messages import Attachment, MessageEvent, PlatformOp

@@ -9,7 +9,7 @@ the health check ``GET /api/v1/check``, and every failure raised as one of actor
     HTTP 4xx (421: the daemon pins its Host header; 415, 404, 405)          PermanentError
 
 signal-cli's HTTP daemon has no authentication (its log says so): whoever reaches the port can send as the bot, so
-it listens on loopback (docs/signal.md). The one secret-like thing is the bot's number, never in an error text here.
+it listens on loopback (actors/adapters/signal/README.md). The one secret-like thing is the bot's number, never in an error text here.
 """
 from __future__ import annotations
 

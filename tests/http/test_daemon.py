@@ -13,11 +13,11 @@ import uuid
 import openai
 import pytest
 
-from actors.adapters.http_api.signing import sign
+from actors.adapters.http.signing import sign
 from storage import Store, StorageError
 from tests.actor_system import free_port, wait_for
 from tests.gateway import Gateway
-from tests.http_api.fakes import CallbackReceiver, WebhookSender
+from tests.http.fakes import CallbackReceiver, WebhookSender
 
 pytestmark = pytest.mark.timeout(90)
 SECRET, TOKEN, OTHER_TOKEN = "daemon-webhook-secret", "daemon-api-token-0123", "daemon-api-token-4567"

@@ -25,7 +25,7 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.payload_fields import MalformedPayload, a_nonempty_string, a_string, an_object
-from actors.adapters.slack.mrkdwn import unescape
+from actors.adapters.slack.formatting import unescape
 from actors.messages import MessageEvent, Source
 
 INPUT_SUBTYPES = (None, "thread_broadcast")

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from actors.adapters.base import PlatformAdapter
 from actors.adapters.payload_fields import MalformedPayload, a_nonempty_string, a_string, an_object
-from actors.adapters.fakeplatform_api import FakePlatformAPI
+from actors.adapters.fake.client import FakePlatformAPI
 from actors.messages import MessageEvent, PlatformOp, Source
 
 CHAT_TYPES = ("dm", "group")

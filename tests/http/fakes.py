@@ -22,7 +22,7 @@ from typing import Optional
 
 from aiohttp import web
 
-from actors.adapters.http_api.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, signature_ok
+from actors.adapters.http.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, signature_ok
 
 SEND_DEADLINE_S = 30.0
 RETRY_PAUSE_S = 0.05

@@ -25,7 +25,7 @@ from actors.adapters.intake import SenderOverLimit, TextTooLong
 from actors.adapters.payload_fields import MalformedPayload, a_string
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
                                     TooLongError)
-from actors.adapters.http_api.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_problem, signed_headers
+from actors.adapters.http.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_problem, signed_headers
 from actors.messages import MessageEvent, PlatformOp, Source
 from supervision.http_serving import BodyTimeout, read_body
 

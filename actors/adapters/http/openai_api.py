@@ -32,9 +32,9 @@ from aiohttp import web
 
 from actors.adapters.intake import SenderOverLimit, TextTooLong
 from actors.adapters.payload_fields import MalformedPayload
-from actors.adapters.http_api.replies import ReplyWatch, ServiceStopping, StreamCursor
-from actors.adapters.http_api.webhook import API_CHAT_PREFIX, MAX_ID_CHARS
-from actors.adapters.http_api.content_parts import PartRefused, data_url_images
+from actors.adapters.http.replies import ReplyWatch, ServiceStopping, StreamCursor
+from actors.adapters.http.webhook import API_CHAT_PREFIX, MAX_ID_CHARS
+from actors.adapters.http.content_parts import PartRefused, data_url_images
 from actors.messages import Attachment, MessageEvent, Source
 from supervision.http_serving import BodyTimeout, read_body
 

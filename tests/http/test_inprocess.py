@@ -11,9 +11,9 @@ import openai
 import pytest
 
 from actors.adapters import base, registry
-from actors.adapters.http_api.adapter import HttpApiAdapter
-from actors.adapters.http_api.replies import ReplyBook
-from actors.adapters.http_api.signing import signed_headers
+from actors.adapters.http.adapter import HttpApiAdapter
+from actors.adapters.http.replies import ReplyBook
+from actors.adapters.http.signing import signed_headers
 from actors.messages import PlatformOp
 
 pytestmark = pytest.mark.timeout(30)
@@ -308,7 +308,7 @@ def test_a_turn_forwarded_to_another_host_is_finished_by_its_final_text_not_by_t
     request waits for the reply's final text instead of answering with what it has so far."""
     import asyncio as _asyncio
 
-    from actors.adapters.http_api.adapter import HttpApiAdapter
+    from actors.adapters.http.adapter import HttpApiAdapter
     from storage import Store
 
     async def run():

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.adapters.payload_fields import MalformedPayload
-from actors.adapters.irc.lines import addressed, irc_lower, is_channel
+from actors.adapters.irc.formatting import addressed, irc_lower, is_channel
 from actors.messages import MessageEvent, Source
 
 FIELDS = ("id", "nick", "target", "text", "me")
