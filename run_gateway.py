@@ -65,6 +65,9 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "config" and getattr(args, "action", None) == "init":
         from daemon.cli_config import cmd_config
         return cmd_config(None, args)   # writes a sample: needs no configuration, and may be run before one exists
+    if args.command == "platforms":
+        from daemon.cli_platforms import cmd_platforms
+        return cmd_platforms(None, args)   # the registry's own facts: no configuration needed
     if args.command == "completion":
         from daemon.cli_completion import cmd_completion
         return cmd_completion(parser, args)   # the parser's own options: no configuration either
@@ -96,7 +99,7 @@ def _main(argv: list[str] | None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from daemon import cli_access, cli_completion, cli_config, cli_cron, cli_logs, cli_service, cli_storage, status_view
-    from daemon import cli_join, cli_memory, cli_reload, cli_routes
+    from daemon import cli_join, cli_memory, cli_platforms, cli_reload, cli_routes
     from daemon import doctor as doctor_mod, health as health_mod
     from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
     parser = GatewayParser(prog="run_gateway.py", description=__doc__,
@@ -163,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     from daemon import cli_report
     cli_report.add_parsers(sub)
     cli_join.add_parsers(sub)
+    cli_platforms.add_parsers(sub)
     health = command(sub, "health", "liveness probe (--ready: readiness); one line, exit 0 when fine",
                      health_mod.DESCRIPTION, "health\nhealth --ready --json")
     health.epilog = health.epilog + "\n\n" + health_mod.EXIT_CODES
@@ -375,6 +379,11 @@ def cmd_report(config: dict, args) -> int:
     return run(config, args)
 
 
+def cmd_platforms(config: dict, args) -> int:
+    from daemon.cli_platforms import cmd_platforms as run
+    return run(config, args)
+
+
 def cmd_health(config: dict, args) -> int:
     from daemon.health import cmd_health as run
     return run(config, args)
@@ -392,7 +401,7 @@ COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "ses
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
             "fault": cmd_fault, "health": cmd_health, "reload": cmd_reload,
             "report": cmd_report,
-            "doctor": cmd_doctor, "join": cmd_join}
+            "doctor": cmd_doctor, "join": cmd_join, "platforms": cmd_platforms}
 
 
 # ------------------------------------------------------------------------------------------------------ helpers

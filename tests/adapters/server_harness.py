@@ -1,4 +1,4 @@
-"""What the harnesses of platforms served by one fake server object share (tests/adapters/harnesses.py).
+"""What the harnesses of platforms served by one fake server object share (tests/adapters/harnesses/).
 
 The fake starts on the port it last had (0 at first: any free one, read back from the server, never picked
 beforehand: another worker's daemon could take it), keeps its history in a state file of the test's directory, and

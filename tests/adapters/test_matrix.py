@@ -20,7 +20,7 @@ from actors.adapters.access import AccessPolicy
 from actors.adapters.matrix.inbound import Invite, event_from_sync, is_input, joins_invite, read_sync, strip_mention
 from actors.adapters.registry import pacing_for
 from common.config import ConfigError
-from tests.adapters.matrix_harness import CLIENT
+from tests.adapters.harnesses.matrix import CLIENT
 from tests.servers.synapse import shared_synapse
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,7 +1,7 @@
 """The WeCom adapter's parts without a daemon: the callback cryptography and XML (against payloads the fake WeCom
 builds with its own implementation), the API client's token cache and error classes against the fake, and the
 doctor probe. The daemon-level scenarios are in tests/pipeline/test_wecom_e2e.py; the conformance suite runs it
-too (tests/adapters/wecom_harness.py)."""
+too (tests/adapters/harnesses/wecom.py)."""
 from __future__ import annotations
 
 import asyncio

@@ -20,7 +20,7 @@ from actors.adapters.matrix.formatting import MAX_EVENT_BYTES, canonical_size
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from actors.adapters.registry import pacing_for
 from tests.actor_system import wait_for
-from tests.adapters.matrix_harness import CLIENT, MatrixRooms, room_path
+from tests.adapters.harnesses.matrix import CLIENT, MatrixRooms, room_path
 from tests.adapters.matrix_proxy import MatrixRelay
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply
 from tests.gateway import Gateway

@@ -176,3 +176,6 @@ class MatrixHarness:
 
     def flood_violations(self) -> int:
         return self.relay.violations
+
+
+HARNESS = MatrixHarness

@@ -117,3 +117,6 @@ class SignalHarness(ServerHarness):
 
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
+
+
+HARNESS = SignalHarness

@@ -103,3 +103,6 @@ class SlackHarness(ServerHarness):
 
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
+
+
+HARNESS = SlackHarness

@@ -123,3 +123,6 @@ class DiscordHarness(ServerHarness):
 
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
+
+
+HARNESS = DiscordHarness

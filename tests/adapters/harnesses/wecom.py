@@ -124,3 +124,6 @@ class WeComHarness(ServerHarness):
 
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
+
+
+HARNESS = WeComHarness

@@ -119,3 +119,6 @@ class IrcHarness:
         client = self.client(chat)
         client.synced()
         return [{"message_id": None, "text": h.msg.params[-1], "deleted": False} for h in client.privmsgs(BOT)]
+
+
+HARNESS = IrcHarness

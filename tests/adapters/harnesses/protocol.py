@@ -1,0 +1,35 @@
+"""What the conformance suite asks of a platform's harness (tests/adapters/test_conformance.py)."""
+from __future__ import annotations
+
+from typing import Protocol
+
+from actors.messages import Source
+
+
+class PlatformHarness(Protocol):
+    adapter_type: str          # the registry type under test
+    adapter_name: str          # NAME in [adapters.NAME]: the inbox platform and the tree name
+    adapter_kind: str          # the actor class name shown in the tree
+    text_limit: int            # the platform's limit: a longer text must fail with too_long
+
+    def start(self) -> None: ...                          # start the fake server (port fixed from then on)
+    def stop(self) -> None: ...
+    def drop_connection(self) -> None: ...                # stop the server, start a new one on the same port and
+                                                          # with the same history: every connection is cut
+    def adapter_toml(self) -> str: ...                    # the [adapters.NAME] table pointing at the server
+    def inject(self, chat: str, text: str, user: str = "alice") -> str: ...   # -> a handle of the inbound message
+    def platform_message_id(self, handle: str) -> str: ...     # what the inbox dedups the message on
+    def replay(self, handle: str) -> str: ...             # the platform delivers the same message again -> handle
+    def inject_malformed(self) -> tuple[str, str]: ...    # -> (handle, a fragment of the reason the adapter logs)
+    def acknowledged(self, handle: str) -> bool: ...      # the adapter told the platform it has this message
+    def source(self, chat: str, user: str = "alice") -> Source: ...  # how the adapter should see a DM from user
+    def sent(self, chat: str) -> list[dict]: ...          # the bot's messages: {"message_id", "text", "deleted"}
+    def attempts(self, chat: str, op: str) -> list[dict]: ...   # every attempt of op on chat: {"at", "status"}
+    def script_floods(self, count: int, retry_after: float) -> None: ...  # the next `count` sends answer 429
+    def clear_faults(self) -> None: ...
+    def flood_violations(self) -> int: ...                # operations the bot sent while banned by a 429
+    # Where the platform's pacing says ``sends_files``: the files the bot sent, {"message_id", "kind", "sha256"}.
+    def sent_files(self, chat: str) -> list[dict]: ...
+    # Where the registry entry says ``receives_files``: a user's message in ``chat`` carrying ``data`` (a photo, as
+    # the platform carries one) -> a handle, as ``inject`` gives.
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str: ...
