@@ -25,11 +25,15 @@ from tests.fakes.wecom import DEFAULT_AGENT_ID, DEFAULT_CALLBACK_TOKEN, DEFAULT_
 from tests.fakes.wecom import crypto
 from tests.fakes.wecom.callbacks import message_xml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]   # the project: tests/adapters/harnesses/wecom.py
 METHODS = {"send": "message/send", "delete": "message/recall"}
 
 
 class WeComHarness(ServerHarness):
+    not_applicable = {
+        "freeze": ("WeCom calls the adapter's callback server: no inbound connection of its own to freeze; its "
+                   "loop's liveness tick is tested in tests/actors/adapters/test_liveness.py"),
+    }
     adapter_type = "wecom"
     adapter_name = "wecom"
     adapter_kind = "WeComAdapter"
