@@ -1,0 +1,78 @@
+"""The three ways messages reach an adapter, each a ``PlatformAdapter`` with its intake made concrete: a platform
+subclasses the one that matches its ``Platform.intake`` (platform.py), and ``test_contract.py`` checks that it does.
+
+    PollingAdapter     "poll": the adapter asks (Telegram's getUpdates, Matrix's /sync, the fake): ``fetch()``
+                       returns one round from ``self.offset``; the kit stores it with the offset that acknowledges
+                       it, and every round that comes back is progress. Silence bound: the long poll's wait plus
+                       the request's timeout.
+    StreamingAdapter   "socket": the platform pushes on a connection the adapter opens (Discord's gateway, Slack's
+                       Socket Mode, IRC, Signal's event stream): ``run_intake(emit)``; a batch stored is progress,
+                       and the adapter calls ``report_progress()`` for what shows the connection alive while no
+                       message comes (a heartbeat acknowledged, a pong, any line). Silence bound: from the
+                       platform's heartbeat or keep-alive.
+    ServingAdapter     "server": the platform or a browser calls a server the adapter runs (webhooks, the web chat,
+                       the HTTP API): ``run_intake(emit)`` serves until cancelled; the kit proves the server alive
+                       by connecting to its own port every ``SERVER_PROBE_S`` (liveness.probe_server), so the
+                       silence bound is a few probe intervals.
+
+A platform with two modes (Telegram: polling or a webhook; Slack: Socket Mode or the Events API) subclasses the
+style of its default mode and overrides ``push_style`` and ``normal_silence_s`` from its settings.
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from actors.adapters.base import PlatformAdapter
+from actors.adapters.liveness import SERVER_PROBE_S
+
+PROBES_BEFORE_STALLED = 3    # a server that missed this many probes in a row is taken for dead
+
+
+class PollingAdapter(PlatformAdapter):
+    """An adapter that asks the platform for what is new: ``fetch`` is its intake."""
+
+    @property
+    def push_style(self) -> bool:
+        return False
+
+    @abc.abstractmethod
+    async def fetch(self) -> tuple[list, Any]:
+        """One round (loop): the raw events after ``self.offset`` and the offset that acknowledges them (None:
+        unchanged). Polling with the new offset must tell the platform the round is had: the kit commits rows and
+        offset together before the next ``fetch`` runs."""
+
+
+class StreamingAdapter(PlatformAdapter):
+    """An adapter the platform pushes to over a connection the adapter opens: ``run_intake`` is its intake."""
+
+    @property
+    def push_style(self) -> bool:
+        return True
+
+    @abc.abstractmethod
+    async def run_intake(self, emit) -> None:
+        """Forever (loop): read the connection, ``await emit(raws, offset)`` per batch, acknowledge the platform
+        after it returns, and ``report_progress()`` on each proof of life. Returning means the platform closed the
+        stream; raising means it failed: either way the kit reconnects."""
+
+
+class ServingAdapter(PlatformAdapter):
+    """An adapter whose platform calls a server it runs: ``run_intake`` starts the server and serves until it is
+    cancelled; ``served_url`` names where, and the kit probes that address for liveness."""
+
+    @property
+    def push_style(self) -> bool:
+        return True
+
+    @abc.abstractmethod
+    async def run_intake(self, emit) -> None:
+        """Serve (loop) until cancelled: each request's events go through ``await emit(raws, offset)`` before the
+        caller is answered 2xx."""
+
+    @abc.abstractmethod
+    def served_url(self) -> str | None:
+        """The URL the server listens on once it does (any thread), None before: the kit's probe connects there."""
+
+    def normal_silence_s(self) -> float:
+        return PROBES_BEFORE_STALLED * SERVER_PROBE_S
