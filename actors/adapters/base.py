@@ -1,9 +1,10 @@
 """PlatformAdapter: one actor per platform connection (a leaf: it runs a thread, so it creates no actors).
 
-This module is the adapter kit's contract, written as code: what a platform must write is abstract here, what it may
-write has a default that refuses clearly, and the helpers it may call are public and documented. The guide, with a
-worked example, is docs/adapters.md; a platform subclasses one of the intake styles of intake_styles.py
-(``PollingAdapter``, ``StreamingAdapter``, ``ServingAdapter``), which are this class with the intake made concrete.
+The adapter kit: the contract a platform writes (contract.py: abstract where it must, a default that refuses
+clearly where it may) with the machinery behind it, and the helpers a platform may call, public and documented
+below. The guide, with a worked example, is docs/adapters.md; a platform subclasses one of the intake styles of
+intake_styles.py (``PollingAdapter``, ``StreamingAdapter``, ``ServingAdapter``, ``MailboxAdapter``), which are this
+class with the intake made concrete.
 
 Threads. Every ``async`` method of the contract runs on the adapter's **bridge loop** (its own thread,
 supervision/bridge.py); it may await network I/O and the adapter's store, and must never block that loop on a
@@ -62,6 +63,7 @@ import collections
 import dataclasses
 import itertools
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -167,7 +169,8 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         self._loop_bridge = self.bridge
         self.liveness = Liveness(silence_bound(self.normal_silence_s(), self.settings.get("max_silence_s") or 0.0))
         self._intake_task = self.bridge.submit(self.intake.run_forever(), tag="intake")
-        self.after(self.liveness.check_every_s, "liveness")
+        if math.isfinite(self.liveness.bound_s):     # an adapter without a connection declares none
+            self.after(self.liveness.check_every_s, "liveness")
         # A server's proof of life is that it still accepts a connection: probed where the adapter serves one.
         self.bridge.submit(probe_server(lambda: served_address(self.served_url()), self.report_progress),
                            tag="server_probe")

@@ -15,13 +15,18 @@ subclasses the one that matches its ``Platform.intake`` (platform.py), and ``tes
                        by connecting to its own port every ``SERVER_PROBE_S`` (liveness.probe_server), so the
                        silence bound is a few probe intervals.
 
+    MailboxAdapter     "actor": messages come as actor mail (the terminal chat, through the admin port): a handler
+                       on the actor thread ``offer``s each to the kit's intake. No connection: no silence bound.
+
 A platform with two modes (Telegram: polling or a webhook; Slack: Socket Mode or the Events API) subclasses the
 style of its default mode and overrides ``push_style`` and ``normal_silence_s`` from its settings.
 """
 from __future__ import annotations
 
 import abc
-from typing import Any
+import asyncio
+import math
+from typing import Any, Awaitable, Callable
 
 from actors.adapters.base import PlatformAdapter
 from actors.adapters.liveness import SERVER_PROBE_S
@@ -76,3 +81,35 @@ class ServingAdapter(PlatformAdapter):
 
     def normal_silence_s(self) -> float:
         return PROBES_BEFORE_STALLED * SERVER_PROBE_S
+
+
+class MailboxAdapter(PlatformAdapter):
+    """An adapter whose messages come as actor mail: its handlers (actor thread) ``offer`` each raw message, and the
+    kit stores it as it stores any platform's round, then hands the outcome to the handler's coroutine."""
+
+    def __init__(self):
+        super().__init__()
+        self._emit = None
+        self._intake_up = asyncio.Event()    # set on the loop once run_intake holds the emit
+
+    @property
+    def push_style(self) -> bool:
+        return True
+
+    def normal_silence_s(self) -> float:
+        return math.inf     # no connection that could go silent
+
+    async def run_intake(self, emit) -> None:
+        self._emit = emit
+        self._intake_up.set()
+        await asyncio.Event().wait()     # the offers do the work until the intake is cancelled
+
+    def offer(self, raw: Any, outcome: Callable[[Awaitable[list]], Awaitable[None]]) -> None:
+        """Store ``raw`` through the kit's intake (actor thread): ``outcome(stored)`` runs on the loop, awaiting
+        ``stored`` for the round's results ((seq, inserted) per stored row; none if a plugin took it) or the
+        refusal raised (SenderOverLimit, TextTooLong: intake.py)."""
+        self.bridge.submit(self._offered(raw, outcome), tag="offer")
+
+    async def _offered(self, raw: Any, outcome) -> None:
+        await self._intake_up.wait()     # the first offers may come while the store is being opened
+        await outcome(self._emit([raw], None, refuse_over_limit=True))

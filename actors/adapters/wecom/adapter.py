@@ -17,13 +17,13 @@ answered after it); a callback cut before its commit was never answered, so WeCo
 within about 15 s: a gateway down longer loses what was sent meanwhile on WeCom's side, never on ours).
 
 Outbound (api.py): message/send of text to ``touser`` = the member; the msgid it returns is the part's id in the
-ledger, and message/recall is the delete. WeCom has no edits (pacing ``wechat``: the stream consumer sends the
+ledger, and message/recall is the delete. WeCom has no edits (pacing ``wecom``: the stream consumer sends the
 final text only, once), no typing indicator and no idempotency key: a send whose answer was lost is re-sent with
 the marker. An edit asked of this adapter is answered done without a call: a part only ever leaves with its final
 text, so an edit (the sweeper or a resumed consumer finishing a recorded part) asks for the text it shows. The
 text limit is 2,048 bytes of UTF-8: WeCom truncates longer texts silently, so a longer one is refused here as
 too long before it leaves (the consumer cuts at the limit). WeCom drops, silently too, a 31st message to one
-member within a minute: pacing ``wechat`` keeps each chat under 30 a minute.
+member within a minute: pacing ``wecom`` keeps each chat under 30 a minute.
 """
 from __future__ import annotations
 

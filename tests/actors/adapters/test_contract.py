@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 
 from actors.adapters.base import PlatformAdapter
-from actors.adapters.intake_styles import PollingAdapter, ServingAdapter, StreamingAdapter
+from actors.adapters.intake_styles import MailboxAdapter, PollingAdapter, ServingAdapter, StreamingAdapter
 from actors.adapters.registry import REGISTRY
 
 pytestmark = pytest.mark.timeout(60)
 
 ROOT = Path(__file__).resolve().parents[3]
-STYLES = {"poll": PollingAdapter, "socket": StreamingAdapter, "server": ServingAdapter}
+STYLES = {"poll": PollingAdapter, "socket": StreamingAdapter, "server": ServingAdapter, "actor": MailboxAdapter}
 # capability (or pacing flag) -> the method a platform that has it implements
 OPTIONAL_METHODS = {"edit": "edit_message", "delete": "delete_message", "files_out": "send_file",
                     "reactions": "set_reaction", "typing": "send_typing", "files_in": "download_attachment",
                     "finds_lost_copies": "find_lost_copy"}
-KIT_PLATFORMS = sorted(t for t, p in REGISTRY.items() if p.intake != "actor")
+KIT_PLATFORMS = sorted(REGISTRY)
 # Deliberate departures, each with its reason: (type, capability) -> why the method differs from the declaration.
 DEPARTURES = {
     ("irc", "delete"): "a line cannot be taken back; a delete is answered ok (changing nothing) so that a consumer "
