@@ -131,16 +131,21 @@ def test_adapter_is_in_the_tree_and_running(rig):
 
 # --------------------------------------------------------------------------------------------------- outbound
 
+def capabilities(rig):
+    """What the platform under test declares it can do (its platform.py): the cases below follow it."""
+    return REGISTRY[rig.platform.adapter_type].capabilities
+
+
 def test_send_edit_delete_land_on_the_platform(rig):
     chat = new_chat("ops")
-    if not getattr(rig.platform, "takes_back", True):
+    if not capabilities(rig).delete:
         return sends_land_and_nothing_is_taken_back(rig, chat)
-    edits = getattr(rig.platform, "supports_edit", True)   # a platform without edits gets the final text only
+    edits = capabilities(rig).edit   # a platform without edits gets the final text only
     sent = rig.op(chat, "send", "first draft" if edits else "final text")
     assert sent.ok and sent.message_id
     if edits:
         assert rig.op(chat, "edit", "final text", sent.message_id).ok
-    else:   # pacing supports_edit = false: a preview's edit is refused clearly (only a final text ever goes out)
+    else:   # capability edit = false: a preview's edit is refused clearly (only a final text ever goes out)
         refused = rig.op(chat, "edit", "another text", sent.message_id)
         assert not refused.ok and refused.error_kind == "permanent" and refused.error
     assert rig.op(chat, "edit", "final text", sent.message_id, final=True).ok, "an edit to the same text is a success"
@@ -171,9 +176,9 @@ def sends_land_and_nothing_is_taken_back(rig, chat: str) -> None:
 
 
 def test_a_file_is_sent_once_as_its_kind_or_the_platform_declares_it_takes_none(rig):
-    pacing = REGISTRY[rig.platform.adapter_type].pacing
-    if not pacing.sends_files:
-        pytest.skip(f"{rig.platform.adapter_type} declares no files (pacing sends_files): replies name them in text")
+    if not capabilities(rig).files_out:
+        pytest.skip(f"{rig.platform.adapter_type} declares no files (capability files_out): replies name them in "
+                    "text")
     chat, data = new_chat("file"), png(48, 32)
     file = OutgoingFile(MediaCache(rig.gateway.state / "media").put(data), "image/png", "photo", "dot.png",
                         "a caption", len(data), 48, 32)
@@ -187,8 +192,8 @@ def test_a_file_is_sent_once_as_its_kind_or_the_platform_declares_it_takes_none(
 
 
 def test_an_inbound_file_is_cached_and_typed_by_its_bytes_or_the_platform_declares_it_takes_none(rig):
-    if not REGISTRY[rig.platform.adapter_type].receives_files:
-        pytest.skip(f"{rig.platform.adapter_type} declares no inbound files (registry receives_files)")
+    if not capabilities(rig).files_in:
+        pytest.skip(f"{rig.platform.adapter_type} declares no inbound files (capability files_in)")
     if not hasattr(rig.platform, "inject_file"):
         pytest.skip(f"{rig.platform.adapter_type}'s files arrive on an endpoint this harness does not drive "
                     "(tests/http covers them)")
@@ -201,6 +206,23 @@ def test_an_inbound_file_is_cached_and_typed_by_its_bytes_or_the_platform_declar
     assert MediaCache(rig.gateway.state / "media").read(attachment["cache_key"]) == data
     # Its turn answers it: done before the next test, which counts the adapter's pending operations.
     wait_for(lambda: (rows := rig.rows(chat)) and rows[0].state == "done", 60, 0.1, "the photo's turn to finish")
+
+
+def test_a_reaction_lands_on_the_users_message_or_is_refused_where_the_platform_has_none(rig):
+    chat = new_chat("react")
+    if not capabilities(rig).reactions:   # the session never asks (reply_status.py); one that comes is refused
+        sent = rig.op(chat, "send", "a message to react to")
+        refused = rig.op(chat, "react", "👍", sent.message_id)
+        assert not refused.ok and refused.error_kind == "permanent" and refused.error, refused
+        return
+    handle = rig.platform.inject(chat, "react to me")
+    [row] = rig.wait_rows(chat, 1)
+    assert rig.op(chat, "react", "🔥", row.platform_message_id).ok
+    assert ["🔥"] in rig.platform.bot_reactions(chat, handle)
+    assert rig.op(chat, "react", "", row.platform_message_id).ok, "a reaction is taken away with an empty one"
+    assert rig.platform.bot_reactions(chat, handle)[-1] == []
+    # Its turn answers it: done before a later test counts the adapter's pending operations.
+    wait_for(lambda: (rows := rig.rows(chat)) and rows[0].state == "done", 60, 0.1, "the message's turn to finish")
 
 
 def test_text_over_the_limit_fails_with_too_long(rig):

@@ -31,8 +31,6 @@ class IrcHarness:
     adapter_name = "irc"
     adapter_kind = "IrcAdapter"
     text_limit = 400
-    supports_edit = False
-    takes_back = False           # IRC lines can be neither changed nor deleted
     not_applicable = {
         "floods": "IRC has no 429: the server throttles a flooding client (pacing: tests/adapters/test_irc.py)",
         "replay": "an IRC server never delivers a line twice, and keeps no history to replay",

@@ -33,3 +33,6 @@ class PlatformHarness(Protocol):
     # Where the registry entry says ``receives_files``: a user's message in ``chat`` carrying ``data`` (a photo, as
     # the platform carries one) -> a handle, as ``inject`` gives.
     def inject_file(self, chat: str, data: bytes, caption: str) -> str: ...
+    # Where the capabilities say ``reactions``: every reaction the bot set on the user's message ``handle``, oldest
+    # first, each the list of emoji it showed ([]: taken away).
+    def bot_reactions(self, chat: str, handle: str) -> list[list[str]]: ...

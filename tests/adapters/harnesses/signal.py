@@ -33,7 +33,6 @@ class SignalHarness(ServerHarness):
     adapter_name = "signal"
     adapter_kind = "SignalAdapter"
     text_limit = 65536            # bytes of UTF-8 one message carries (actors.adapters.pacing: signal)
-    supports_edit = False
 
     state_name = "signal.json"
 

@@ -109,6 +109,12 @@ class TelegramHarness(ServerHarness):
         return [{"at": o["at"], "status": o["status"]}
                 for o in self.server.ops(telegram_chat_number(chat), self.METHODS[op])]
 
+    def bot_reactions(self, chat: str, handle: str) -> list[list[str]]:
+        message_id = int(self.platform_message_id(handle).rsplit(":", 1)[1])
+        message = next(m for m in self.server.messages(telegram_chat_number(chat), incoming=True)
+                       if m["message_id"] == message_id and not m["outgoing"])
+        return [r["emoji"] for r in message.get("reactions", [])]
+
     def sent_files(self, chat: str) -> list[dict]:
         return [{"message_id": str(u["message_id"]), "kind": u["kind"], "sha256": hashlib.sha256(u["data"]).hexdigest()}
                 for u in self.server.uploads if u["chat_id"] == telegram_chat_number(chat)]
