@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from actors.adapters.registry import pacing_for
 from actors.adapters.registry import REGISTRY
 from actors.messages import OpResult, OutgoingFile, PlatformOp
@@ -62,6 +63,27 @@ class Rig:
 
     def refresh(self) -> None:
         self.ref = self.adapter_node().ref
+
+    def restart_daemon(self) -> None:
+        """The daemon started again on its state directory (after a kill -9): a new admin connection (the admin
+        port is the new launcher's) and the adapter's new address, so the tests after this one run as before."""
+        self.gateway.start()
+        self.gateway.wait_ready(timeout=30)
+        self.admin = AdminClient(config_mod.load(str(self.gateway.config)))
+        self.refresh()
+
+    def obligations(self, chat: str):
+        """The ledger's reply obligations to the chat; None while the database is busy (callers poll)."""
+        chat_id = self.platform.source(chat).chat_id
+
+        async def read():
+            async with await Store.open(self.gateway.state / "gateway.db") as store:
+                return await store.ledger.list(limit=10_000)
+        try:
+            return [o for o in asyncio.run(read())
+                    if o.target.platform == self.platform.adapter_name and o.target.chat_id == chat_id]
+        except StorageError:
+            return None
 
     def adapter_node(self):
         """The adapter's TreeNode (ref = its current address). A supervisor slow to answer a walk shows its
@@ -336,3 +358,62 @@ def test_kill_9_restarts_the_adapter_and_what_came_meanwhile_arrives_once(rig):
     # no later delivery of this message can exist, so the count is final.
     assert len(rig.rows(chat)) == 1
     assert rig.op(chat, "send", "still here").ok
+
+
+# --------------------------------------------------------------------------------------------------- delivery
+# Last in the file: it kills the daemon with -9 and starts it again (Rig.restart_daemon), which the tests above
+# need not survive. Near the end of the offline agent's every answer (its configuration help): a copy showing it is
+# complete.
+REPLY_TAIL = "OPENAI_API_KEY"
+
+
+def test_kill_9_between_a_send_and_its_record_shows_the_reply_once_or_marked(rig):
+    """G3 across kill -9 (actors/sessions/stream_consumer.py, the ambiguous send): the reply's first send reaches
+    the platform and the daemon is killed before the platform's answer (its message id) is recorded. After the
+    restart the reply is finished from the ledger, and what the chat shows follows the platform's declaration: with
+    an idempotency key (capability idempotent_send) the send repeated under the same key shows once; where the
+    adapter can find the lost copy (pacing finds_lost_copies, in a DM) that copy becomes the reply, shown once;
+    otherwise the copy stays and the reply comes again with the visible re-sent mark. Never two unmarked copies,
+    never none."""
+    kind = rig.platform.adapter_type
+    if not hasattr(rig.platform, "hold_next_send"):
+        pytest.fail(f"{kind}: its harness cannot hold the answer to a send (hold_next_send, send_held, release_send "
+                    f"in tests/adapters/harnesses/{kind}.py), so the delivery case cannot run for it: add the hold "
+                    f"to its fake, in the platform's wire format")
+    declared, pacing = capabilities(rig), REGISTRY[kind].pacing
+    chat, token = new_chat("lost-send"), f"survive{uuid.uuid4().hex[:8]}"
+    rig.platform.hold_next_send()
+    try:
+        rig.platform.inject(chat, f"answer me across a kill -9 {token}")
+        wait_for(rig.platform.send_held, 30, 0.02, "the reply's first send on the platform, its answer held")
+        os.kill(rig.gateway.launcher_pid, signal.SIGKILL)
+        rig.gateway.assert_no_process_left()
+    finally:
+        rig.platform.release_send()      # into a dead connection: the gateway never hears it
+        rig.platform.clear_faults()
+    assert rig.platform.sent(chat), "the held send is on the platform"
+    rig.restart_daemon()
+    seen = []
+    try:
+        wait_for(lambda: seen.append(rig.obligations(chat)) or (seen[-1] and all(
+            o.state in ("delivered", "abandoned") for o in seen[-1])), 40, 0.1, "the reply finished after the restart")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last seen: {seen[-1]}; the chat shows {rig.platform.sent(chat)}") from None
+    [obligation] = seen[-1]
+    shown = [m for m in rig.platform.sent(chat) if not m["deleted"]]
+    assert obligation.state == "delivered", (obligation, shown)
+    marked = [m for m in shown if RESENT_MARKER in m["text"]]
+    unmarked = [m for m in shown if RESENT_MARKER not in m["text"]]
+    texts = [m["text"][:60] for m in shown]
+    if declared.idempotent_send or pacing.finds_lost_copies:
+        how = (f"repeated under its {declared.idempotent_send}" if declared.idempotent_send
+               else "its lost copy found (finds_lost_copies)")
+        assert len(shown) == 1 and not marked, f"{kind}: the send {how} shows once, unmarked: {texts}"
+        [reply] = shown
+    else:
+        assert len(marked) == 1, f"{kind}: no idempotency key, so the reply is re-sent with the mark once: {texts}"
+        assert len(unmarked) == 1, f"{kind}: the lost send's copy stays beside the marked reply, alone: {texts}"
+        [reply] = marked
+    assert token in reply["text"] and REPLY_TAIL in reply["text"], f"the whole reply: {reply['text']!r}"
+    assert rig.op(chat, "send", "still here").ok, "the adapter answers after the restart"
+

@@ -76,10 +76,12 @@ class FaultScript:
     ``next`` is a queue of kinds served first, in order; then every ``flood_every``-th call is a 429; then each
     call draws once from a seeded RNG against p_flood, p_error, p_drop, p_drop_after (cumulative).
     Kinds: "flood" (429 with ``flood_retry_after``), "error" (500), "drop" (connection closed before the
-    operation takes effect), "drop_after" (it took effect but the answer is lost: the ambiguous case).
+    operation takes effect), "drop_after" (it took effect but the answer is lost: the ambiguous case), "hold" (it
+    took effect and its answer waits until the test releases it: ``FakeServer.hold_next_answer``; only queued in
+    ``next``, never drawn at random).
     """
 
-    KINDS = ("flood", "error", "drop", "drop_after")
+    KINDS = ("flood", "error", "drop", "drop_after", "hold")
 
     def __init__(self, default_methods: tuple[str, ...], **settings):
         self.default_methods = default_methods
@@ -137,6 +139,9 @@ class FakeServer:
         self._thread: Optional[threading.Thread] = None
         self._runner: Optional[web.AppRunner] = None
         self._waiters: set[asyncio.Future] = set()  # long polls sleeping in wait_for_change
+        self.answer_held = threading.Event()        # a call scripted "hold" took effect; its answer waits
+        self.answer_released = threading.Event()
+        self.answer_released.set()
         self.state = self.initial_state()
         if state_file and os.path.exists(state_file):
             with open(state_file, encoding="utf-8") as f:
@@ -221,6 +226,24 @@ class FakeServer:
             await stop.wait()
             await self._stop_site()
         asyncio.run(main())
+
+    # -- a held answer
+    def hold_next_answer(self, *methods: str) -> None:
+        """The next call of one of ``methods`` takes effect and its answer waits until ``release_held`` (or the
+        server stops): the window between a request reaching the platform and its answer reaching the client, in
+        which a test kills the client. Replaces the fault script (``set_faults``): ``clear_faults`` disarms it."""
+        self.answer_released.clear()
+        self.answer_held.clear()
+        self.set_faults(next=["hold"], methods=methods)
+
+    def release_held(self) -> None:
+        self.answer_released.set()
+
+    async def hold_answer(self) -> None:
+        """Called by a handler whose call drew "hold", after the call took effect and outside the state lock."""
+        self.answer_held.set()
+        while not self.answer_released.is_set():
+            await asyncio.sleep(0.02)   # a threading.Event a test thread sets: polled from the server's loop
 
     # -- state
     @contextlib.contextmanager

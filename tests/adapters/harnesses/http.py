@@ -35,6 +35,15 @@ class HttpApiHarness:
         self.receiver.stop()
         self.receiver.start()
 
+    def hold_next_send(self) -> None:
+        self.receiver.hold_next_send()
+
+    def send_held(self) -> bool:
+        return self.receiver.holding.is_set()
+
+    def release_send(self) -> None:
+        self.receiver.released.set()
+
     def adapter_toml(self) -> str:
         return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\nport = {self.port}\n'
                 f'hmac_secret = "{self.secret}"\ncallback_url = "{self.receiver.url}"\n')

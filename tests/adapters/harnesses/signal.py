@@ -35,6 +35,7 @@ class SignalHarness(ServerHarness):
     text_limit = 65536            # bytes of UTF-8 one message carries (actors.adapters.pacing: signal)
 
     state_name = "signal.json"
+    send_method = "send"
 
     def make_server(self):
         return FakeSignalCli(port=self.port, state_file=self.state_file, keepalive_interval=KEEPALIVE_S)

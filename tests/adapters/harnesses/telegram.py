@@ -50,6 +50,7 @@ class TelegramHarness(ServerHarness):
                "typing": "sendChatAction"}
 
     state_name = "telegram.json"
+    send_method = "sendMessage"
 
     def make_server(self):
         return NamedChatTelegram(port=self.port, state_file=self.state_file)

@@ -40,6 +40,7 @@ class WeComHarness(ServerHarness):
     text_limit = 2048            # bytes of UTF-8: 2,049 ASCII characters are one too many
 
     state_name = "wecom.json"
+    send_method = "message/send"
 
     def __init__(self, workdir: Path):
         super().__init__(workdir)

@@ -33,6 +33,7 @@ from tests.fakes.signal.world import INLINE_BYTES, LONG_TEXT, next_timestamp, tr
 
 WRITE_METHODS = ("send", "sendTyping", "remoteDelete")
 NUMBER = re.compile(r"\+[1-9][0-9]{6,14}")
+HOLD_ANSWER = web.RequestKey("hold_answer", bool)   # a call of the request drew the fault "hold"
 ACI = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -62,6 +63,9 @@ class RpcMethods:
             answer = self._one(item, request)
             if answer == "drop":
                 return drop_connection(request)
+            if request.get(HOLD_ANSWER):
+                request[HOLD_ANSWER] = False
+                await self.hold_answer()
             if answer is not None:
                 answers.append(answer)
         if not answers:
@@ -96,6 +100,7 @@ class RpcMethods:
             result = handler(params)
             if fault == "drop_after":
                 return "drop"
+            request[HOLD_ANSWER] = fault == "hold"   # route_rpc holds the answer once the call took effect
         except RpcError as exc:
             with self.mutate() as state:
                 state["stats"]["rpc_errors"][str(exc.code)] = state["stats"]["rpc_errors"].get(str(exc.code), 0) + 1
