@@ -42,8 +42,8 @@ class ServerHarness:
         self.start()
 
     # -- a send's answer held (the delivery case: tests/adapters/test_conformance.py)
-    def hold_next_send(self) -> None:
-        self.server.hold_next_answer(self.send_method)
+    def hold_next_send(self, chat: str) -> None:
+        self.server.hold_next_answer(self.send_method, self.source(chat).chat_id)
 
     def send_held(self) -> bool:
         return self.server.answer_held.is_set()

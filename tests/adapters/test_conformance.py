@@ -376,13 +376,15 @@ def test_kill_9_between_a_send_and_its_record_shows_the_reply_once_or_marked(rig
     otherwise the copy stays and the reply comes again with the visible re-sent mark. Never two unmarked copies,
     never none."""
     kind = rig.platform.adapter_type
+    if pending := getattr(rig.platform, "delivery_case_pending", None):
+        pytest.xfail(f"{kind}: {pending}")
     if not hasattr(rig.platform, "hold_next_send"):
         pytest.fail(f"{kind}: its harness cannot hold the answer to a send (hold_next_send, send_held, release_send "
                     f"in tests/adapters/harnesses/{kind}.py), so the delivery case cannot run for it: add the hold "
                     f"to its fake, in the platform's wire format")
     declared, pacing = capabilities(rig), REGISTRY[kind].pacing
     chat, token = new_chat("lost-send"), f"survive{uuid.uuid4().hex[:8]}"
-    rig.platform.hold_next_send()
+    rig.platform.hold_next_send(chat)
     try:
         rig.platform.inject(chat, f"answer me across a kill -9 {token}")
         wait_for(rig.platform.send_held, 30, 0.02, "the reply's first send on the platform, its answer held")
@@ -390,7 +392,6 @@ def test_kill_9_between_a_send_and_its_record_shows_the_reply_once_or_marked(rig
         rig.gateway.assert_no_process_left()
     finally:
         rig.platform.release_send()      # into a dead connection: the gateway never hears it
-        rig.platform.clear_faults()
     assert rig.platform.sent(chat), "the held send is on the platform"
     rig.restart_daemon()
     seen = []
@@ -402,18 +403,22 @@ def test_kill_9_between_a_send_and_its_record_shows_the_reply_once_or_marked(rig
     [obligation] = seen[-1]
     shown = [m for m in rig.platform.sent(chat) if not m["deleted"]]
     assert obligation.state == "delivered", (obligation, shown)
-    marked = [m for m in shown if RESENT_MARKER in m["text"]]
-    unmarked = [m for m in shown if RESENT_MARKER not in m["text"]]
+    marked = [i for i, m in enumerate(shown) if RESENT_MARKER in m["text"]]
     texts = [m["text"][:60] for m in shown]
     if declared.idempotent_send or pacing.finds_lost_copies:
         how = (f"repeated under its {declared.idempotent_send}" if declared.idempotent_send
                else "its lost copy found (finds_lost_copies)")
-        assert len(shown) == 1 and not marked, f"{kind}: the send {how} shows once, unmarked: {texts}"
-        [reply] = shown
+        assert not marked, f"{kind}: the send {how} needs no mark: {texts}"
+        assert [m["message_id"] for m in shown] == list(obligation.parts.values()), (
+            f"{kind}: the send {how} shows once: the chat shows the reply's recorded parts and nothing else: "
+            f"{texts}, parts {obligation.parts}")
+        reply = shown
     else:
-        assert len(marked) == 1, f"{kind}: no idempotency key, so the reply is re-sent with the mark once: {texts}"
-        assert len(unmarked) == 1, f"{kind}: the lost send's copy stays beside the marked reply, alone: {texts}"
-        [reply] = marked
-    assert token in reply["text"] and REPLY_TAIL in reply["text"], f"the whole reply: {reply['text']!r}"
+        # The reply from its mark on (a platform that splits a text into lines, IRC, shows its parts after it).
+        assert len(marked) == 1, f"{kind}: no idempotency key, so the reply is re-sent with the mark, once: {texts}"
+        assert marked == [1], f"{kind}: the lost send's copy stays above the marked reply, alone: {texts}"
+        reply = shown[1:]
+    text = "\n".join(m["text"] for m in reply)
+    assert text.count(token) == 1 and REPLY_TAIL in text, f"the whole reply, once: {text!r}"
     assert rig.op(chat, "send", "still here").ok, "the adapter answers after the restart"
 

@@ -76,12 +76,10 @@ class FaultScript:
     ``next`` is a queue of kinds served first, in order; then every ``flood_every``-th call is a 429; then each
     call draws once from a seeded RNG against p_flood, p_error, p_drop, p_drop_after (cumulative).
     Kinds: "flood" (429 with ``flood_retry_after``), "error" (500), "drop" (connection closed before the
-    operation takes effect), "drop_after" (it took effect but the answer is lost: the ambiguous case), "hold" (it
-    took effect and its answer waits until the test releases it: ``FakeServer.hold_next_answer``; only queued in
-    ``next``, never drawn at random).
+    operation takes effect), "drop_after" (it took effect but the answer is lost: the ambiguous case).
     """
 
-    KINDS = ("flood", "error", "drop", "drop_after", "hold")
+    KINDS = ("flood", "error", "drop", "drop_after")
 
     def __init__(self, default_methods: tuple[str, ...], **settings):
         self.default_methods = default_methods
@@ -139,7 +137,8 @@ class FakeServer:
         self._thread: Optional[threading.Thread] = None
         self._runner: Optional[web.AppRunner] = None
         self._waiters: set[asyncio.Future] = set()  # long polls sleeping in wait_for_change
-        self.answer_held = threading.Event()        # a call scripted "hold" took effect; its answer waits
+        self._hold_for: Optional[tuple[str, str]] = None   # (method, chat) whose next answer is held
+        self.answer_held = threading.Event()        # such a call took effect; its answer waits
         self.answer_released = threading.Event()
         self.answer_released.set()
         self.state = self.initial_state()
@@ -228,19 +227,23 @@ class FakeServer:
         asyncio.run(main())
 
     # -- a held answer
-    def hold_next_answer(self, *methods: str) -> None:
-        """The next call of one of ``methods`` takes effect and its answer waits until ``release_held`` (or the
-        server stops): the window between a request reaching the platform and its answer reaching the client, in
-        which a test kills the client. Replaces the fault script (``set_faults``): ``clear_faults`` disarms it."""
+    def hold_next_answer(self, method: str, chat: str) -> None:
+        """The next call of ``method`` for ``chat`` that takes effect gets its answer only after ``release_held``
+        (or once the server stops): the window between a request reaching the platform and its answer reaching the
+        client, in which a test kills the client."""
         self.answer_released.clear()
         self.answer_held.clear()
-        self.set_faults(next=["hold"], methods=methods)
+        self._hold_for = (method, str(chat))
 
     def release_held(self) -> None:
+        self._hold_for = None
         self.answer_released.set()
 
-    async def hold_answer(self) -> None:
-        """Called by a handler whose call drew "hold", after the call took effect and outside the state lock."""
+    async def hold_if_asked(self, method: str, chat: Any, took_effect: bool) -> None:
+        """Called by every handler of a held method once the call is done, outside the state lock."""
+        if not took_effect or self._hold_for != (method, str(chat)):
+            return
+        self._hold_for = None
         self.answer_held.set()
         while not self.answer_released.is_set():
             await asyncio.sleep(0.02)   # a threading.Event a test thread sets: polled from the server's loop

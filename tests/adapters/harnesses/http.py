@@ -35,14 +35,14 @@ class HttpApiHarness:
         self.receiver.stop()
         self.receiver.start()
 
-    def hold_next_send(self) -> None:
-        self.receiver.hold_next_send()
+    def hold_next_send(self, chat: str) -> None:
+        self.receiver.hold_next_send(chat)
 
     def send_held(self) -> bool:
         return self.receiver.holding.is_set()
 
     def release_send(self) -> None:
-        self.receiver.released.set()
+        self.receiver.clear_faults()     # the held answer goes, and a hold not used yet is dropped
 
     def adapter_toml(self) -> str:
         return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\nport = {self.port}\n'

@@ -123,8 +123,8 @@ class MatrixHarness:
     def drop_connection(self) -> None:
         self.relay.restart()
 
-    def hold_next_send(self) -> None:
-        self.relay.hold_next_send()
+    def hold_next_send(self, chat: str) -> None:
+        self.relay.hold_next_send(room=self.matrix.room(chat))
 
     def send_held(self) -> bool:
         return self.relay.holding.is_set()

@@ -266,8 +266,7 @@ class FakeSlack(ChatMethods, EventMethods, DeliveryMethods, SocketModeMethods, H
             fault = self.faults.draw(method)
         with self.mutate() as state:
             outcome = self._call(state, request.method, method, token, params, fault)
-        if fault == "hold":
-            await self.hold_answer()
+        await self.hold_if_asked(method, params.get("channel"), fault is None and not isinstance(outcome, ApiError))
         if fault in ("drop", "drop_after"):
             return drop_connection(request)
         return self._answer(outcome)
@@ -283,7 +282,7 @@ class FakeSlack(ChatMethods, EventMethods, DeliveryMethods, SocketModeMethods, H
             self._authenticate(method, token)
             if method in self.APP_TOKEN_METHODS and http_method != "POST":
                 raise ApiError("insecure_request")
-            if fault is not None and fault not in ("drop_after", "hold"):
+            if fault is not None and fault != "drop_after":
                 raise self._fault_error(fault, method, str_param(params, "channel"))
             self.rate_limits.check(stats, method, self._channel_key(state, str_param(params, "channel")))
             outcome = getattr(self, self.METHODS[method])(state, params)
