@@ -361,9 +361,9 @@ def test_kill_9_restarts_the_adapter_and_what_came_meanwhile_arrives_once(rig):
 
 
 # --------------------------------------------------------------------------------------------------- delivery
-# Last in the file: it kills the daemon with -9 and starts it again (Rig.restart_daemon), which the tests above
-# need not survive. Near the end of the offline agent's every answer (its configuration help): a copy showing it is
-# complete.
+# Last in the file: it kills the daemon with -9 and starts it again (Rig.restart_daemon, after which a test below it
+# would find the rig as before). Near the end of the offline agent's every answer (its configuration help): a copy
+# showing it is complete.
 REPLY_TAIL = "OPENAI_API_KEY"
 
 
@@ -421,4 +421,3 @@ def test_kill_9_between_a_send_and_its_record_shows_the_reply_once_or_marked(rig
     text = "\n".join(m["text"] for m in reply)
     assert text.count(token) == 1 and REPLY_TAIL in text, f"the whole reply, once: {text!r}"
     assert rig.op(chat, "send", "still here").ok, "the adapter answers after the restart"
-
