@@ -36,6 +36,7 @@ class DiscordHarness(ServerHarness):
     ROUTES = {"send": "create_message", "edit": "edit_message", "delete": "delete_message", "typing": "typing"}
 
     state_name = "discord.json"
+    send_method = "create_message"
 
     def __init__(self, workdir: Path):
         super().__init__(workdir)

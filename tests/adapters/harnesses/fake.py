@@ -14,6 +14,7 @@ class FakePlatformHarness(ServerHarness):
     text_limit = 4000
 
     state_name = "fakeplatform.json"
+    send_method = "send"
 
     def make_server(self):
         return FakePlatform(port=self.port, state_file=self.state_file, text_limit=self.text_limit)

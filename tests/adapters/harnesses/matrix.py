@@ -123,6 +123,15 @@ class MatrixHarness:
     def drop_connection(self) -> None:
         self.relay.restart()
 
+    def hold_next_send(self, chat: str) -> None:
+        self.relay.hold_next_send(room=self.matrix.room(chat))
+
+    def send_held(self) -> bool:
+        return self.relay.holding.is_set()
+
+    def release_send(self) -> None:
+        self.relay.release()
+
     def adapter_toml(self) -> str:
         return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
                 f'homeserver = "{self.relay.base_url}"\naccess_token = "{self.bot["access_token"]}"\n'

@@ -33,9 +33,9 @@ class SignalHarness(ServerHarness):
     adapter_name = "signal"
     adapter_kind = "SignalAdapter"
     text_limit = 65536            # bytes of UTF-8 one message carries (actors.adapters.pacing: signal)
-    supports_edit = False
 
     state_name = "signal.json"
+    send_method = "send"
 
     def make_server(self):
         return FakeSignalCli(port=self.port, state_file=self.state_file, keepalive_interval=KEEPALIVE_S)

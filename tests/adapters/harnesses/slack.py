@@ -41,6 +41,7 @@ class SlackHarness(ServerHarness):
     text_limit = 40000
 
     state_name = "slack.json"
+    send_method = "chat.postMessage"
 
     def make_server(self):
         # Posting paced a little faster than Slack's 1/s (the adapter's pacing below matches), ping-free.

@@ -50,6 +50,7 @@ class TelegramHarness(ServerHarness):
                "typing": "sendChatAction"}
 
     state_name = "telegram.json"
+    send_method = "sendMessage"
 
     def make_server(self):
         return NamedChatTelegram(port=self.port, state_file=self.state_file)
@@ -108,6 +109,12 @@ class TelegramHarness(ServerHarness):
     def attempts(self, chat: str, op: str) -> list[dict]:
         return [{"at": o["at"], "status": o["status"]}
                 for o in self.server.ops(telegram_chat_number(chat), self.METHODS[op])]
+
+    def bot_reactions(self, chat: str, handle: str) -> list[list[str]]:
+        message_id = int(self.platform_message_id(handle).rsplit(":", 1)[1])
+        message = next(m for m in self.server.messages(telegram_chat_number(chat), incoming=True)
+                       if m["message_id"] == message_id and not m["outgoing"])
+        return [r["emoji"] for r in message.get("reactions", [])]
 
     def sent_files(self, chat: str) -> list[dict]:
         return [{"message_id": str(u["message_id"]), "kind": u["kind"], "sha256": hashlib.sha256(u["data"]).hexdigest()}
