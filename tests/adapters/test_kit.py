@@ -14,8 +14,8 @@ pytestmark = pytest.mark.timeout(30)
 # A registered type listed here is known to have no harness yet: its case is a strict xfail, so it shows in every run
 # and turns into a failure the day a harness is added (then the entry goes).
 NO_HARNESS_YET = {
-    "cli": "the terminal chat is an actor-message intake, not yet a regular adapter under the kit's contract "
-           "(issue 36, item 1): its harness comes with that move",
+    "cli": "the terminal chat's harness is a terminal attached through the admin port that records what it is "
+           "shown; until it exists the terminal is tested end to end by tests/pipeline/test_terminal_chat.py",
 }
 
 
