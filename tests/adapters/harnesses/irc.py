@@ -121,4 +121,19 @@ class IrcHarness:
         return [{"message_id": None, "text": h.msg.params[-1], "deleted": False} for h in client.privmsgs(BOT)]
 
 
+    # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
+    # The bot pings the server after 0.5 s of silence (each PONG is progress); its own ping timeout is 30 s here.
+    freeze_silence_s = 3.0
+    lost_while_frozen = ("the server writes a line to the connection the nick has and keeps no copy: one written "
+                         "into a frozen connection is lost, and the nick stays with it until the server's own ping "
+                         "timeout drops it (2 s + 2 s here)")
+
+    def start_relayed(self, relay) -> str:
+        self.server = Ngircd(self.server.workdir, ping_timeout_s=2, pong_timeout_s=2)
+        self.start()
+        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
+                f'host = "127.0.0.1"\nport = {relay(self.server.port)}\nnick = "{BOT}"\n'
+                f'server_password = "{self.server.password}"\nping_interval_s = 0.5\nping_timeout_s = 30.0\n'
+                f'max_silence_s = {self.freeze_silence_s}\n')
+
 HARNESS = IrcHarness

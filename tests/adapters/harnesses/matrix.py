@@ -19,6 +19,7 @@ from typing import Optional
 from actors.adapters.registry import pacing_for
 from actors.messages import Source
 from tests.actor_system import wait_for
+from tests.adapters.freezing_proxy import through
 from tests.adapters.matrix_proxy import MatrixRelay
 from tests.servers.synapse import Synapse, shared_synapse
 
@@ -177,5 +178,16 @@ class MatrixHarness:
     def flood_violations(self) -> int:
         return self.relay.violations
 
+
+    # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
+    freeze_silence_s = 4.0      # a /sync comes back every second; its own timeout is 30 s past the wait
+
+    def start_relayed(self, relay) -> str:
+        self.start()
+        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
+                f'homeserver = "{through(self.relay.base_url, relay(self.relay.port))}"\n'
+                f'access_token = "{self.bot["access_token"]}"\nsync_timeout_s = 1.0\n'
+                f'max_silence_s = {self.freeze_silence_s}\n'
+                f'pacing = {{ per_chat_ops_per_s = 20.0, per_chat_burst = 20, edit_interval_s = 0.5 }}\n')
 
 HARNESS = MatrixHarness

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 
 from actors.messages import Source
+from tests.adapters.freezing_proxy import through
 from tests.adapters.server_harness import ServerHarness
 from tests.fakes.telegram import FakeTelegram
 
@@ -123,5 +124,14 @@ class TelegramHarness(ServerHarness):
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
 
+
+    # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
+    freeze_silence_s = 3.0      # getUpdates comes back every second; its own timeout is 30 s past the wait
+
+    def start_relayed(self, relay) -> str:
+        self.start()
+        return (self.table_head() + f'token = "{self.server.token}"\n'
+                f'base_url = "{through(self.server.base_url, relay(self.port))}"\npoll_timeout_s = 1.0\n'
+                f'max_silence_s = {self.freeze_silence_s}\n')
 
 HARNESS = TelegramHarness
