@@ -138,9 +138,8 @@ class DiscordHarness(ServerHarness):
                                      heartbeat_interval=FREEZE_HEARTBEAT_MS).start()
         self.port = self.server.port
         self.server.relay_port = relay(self.port)
-        return (self.table_head() + f'token = "{self.server.token}"\n'
-                f'api_base_url = "{through(self.server.api_url, self.server.relay_port)}"\n'
-                f'max_silence_s = {self.freeze_silence_s}\n')
+        relayed = through(self.server.api_url, self.server.relay_port)
+        return self.adapter_toml().replace(self.server.api_url, relayed) + f"max_silence_s = {self.freeze_silence_s}\n"
 
 
 class RelayedDiscord(FakeDiscord):
@@ -154,5 +153,6 @@ class RelayedDiscord(FakeDiscord):
     @property
     def resume_gateway_url(self) -> str:
         return through(super().resume_gateway_url, self.relay_port or self.port)
+
 
 HARNESS = DiscordHarness

@@ -82,7 +82,8 @@ class FakePlatformHarness(ServerHarness):
 
     def start_relayed(self, relay) -> str:
         self.start()
-        return (self.table_head(access=None) + f'base_url = "{through(self.server.base_url, relay(self.port))}"\n'
-                f'poll_timeout_s = 0.5\nmax_silence_s = {self.freeze_silence_s}\n')
+        relayed = through(self.server.base_url, relay(self.port))
+        return self.adapter_toml().replace(self.server.base_url, relayed) + f"max_silence_s = {self.freeze_silence_s}\n"
+
 
 HARNESS = FakePlatformHarness

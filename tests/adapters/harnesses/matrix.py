@@ -184,10 +184,9 @@ class MatrixHarness:
 
     def start_relayed(self, relay) -> str:
         self.start()
-        return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
-                f'homeserver = "{through(self.relay.base_url, relay(self.relay.port))}"\n'
-                f'access_token = "{self.bot["access_token"]}"\nsync_timeout_s = 1.0\n'
-                f'max_silence_s = {self.freeze_silence_s}\n'
-                f'pacing = {{ per_chat_ops_per_s = 20.0, per_chat_burst = 20, edit_interval_s = 0.5 }}\n')
+        relayed = through(self.relay.base_url, relay(self.relay.port))
+        return (self.adapter_toml().replace(self.relay.base_url, relayed)
+                .replace("sync_timeout_s = 5.0", "sync_timeout_s = 1.0") + f"max_silence_s = {self.freeze_silence_s}\n")
+
 
 HARNESS = MatrixHarness

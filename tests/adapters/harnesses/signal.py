@@ -131,11 +131,9 @@ class SignalHarness(ServerHarness):
                                        keepalive_interval=KEEPALIVE_S).start()
         self.port = self.server.port
         self.server.relay_port = relay(self.port)
-        return (self.table_head() +
-                f'account = "{ACCOUNT}"\naccount_uuid = "{ACCOUNT_UUID}"\n'
-                f'base_url = "{through(self.server.base_url, self.server.relay_port)}"\n'
-                f'idle_timeout_s = 20.0\nmax_silence_s = {self.freeze_silence_s}\n'
-                'pacing = { per_chat_ops_per_s = 5.0, per_chat_burst = 5 }\n')
+        relayed = through(self.server.base_url, self.server.relay_port)
+        table = self.adapter_toml().replace(self.server.base_url, relayed)
+        return table.replace("idle_timeout_s = 5.0", "idle_timeout_s = 20.0") + f"max_silence_s = {self.freeze_silence_s}\n"
 
 
 class RelayedSignalCli(FakeSignalCli):
@@ -144,7 +142,8 @@ class RelayedSignalCli(FakeSignalCli):
     relay_port = 0
 
     def host_allowed(self, request) -> bool:
-        host = request.headers.get("Host", "")
-        return super().host_allowed(request) or host in (f"127.0.0.1:{self.relay_port}", f"localhost:{self.relay_port}")
+        relayed = {f"{name}:{self.relay_port}" for name in ("127.0.0.1", "localhost")}
+        return super().host_allowed(request) or request.headers.get("Host", "") in relayed
+
 
 HARNESS = SignalHarness

@@ -118,11 +118,9 @@ class SlackHarness(ServerHarness):
                                    ping_interval=0.5, retry_delays=[0.0] + [0.5] * 20).start()
         self.port = self.server.port
         self.server.relay_port = relay(self.port)
-        pacing = "per_chat_ops_per_s = 4.0, per_chat_burst = 3, app_edit_ops_per_s = 5.0, app_edit_burst = 8"
-        return (self.table_head() +
-                f'bot_token = "{DEFAULT_BOT_TOKEN}"\napp_token = "{DEFAULT_APP_TOKEN}"\n'
-                f'base_url = "{through(self.server.api_url, self.server.relay_port)}"\npacing = {{ {pacing} }}\n'
-                f'ping_interval_s = 10.0\nmax_silence_s = {self.freeze_silence_s}\n')
+        relayed = through(self.server.api_url, self.server.relay_port)
+        return (self.adapter_toml().replace(self.server.api_url, relayed) +
+                f"ping_interval_s = 10.0\nmax_silence_s = {self.freeze_silence_s}\n")
 
 
 class RelayedSlack(NamedChatSlack):
@@ -132,5 +130,6 @@ class RelayedSlack(NamedChatSlack):
     def method_apps_connections_open(self, state: dict, params: dict) -> dict:
         answer = super().method_apps_connections_open(state, params)
         return dict(answer, url=through(answer["url"], self.relay_port or self.port))
+
 
 HARNESS = SlackHarness

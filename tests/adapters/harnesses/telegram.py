@@ -130,8 +130,8 @@ class TelegramHarness(ServerHarness):
 
     def start_relayed(self, relay) -> str:
         self.start()
-        return (self.table_head() + f'token = "{self.server.token}"\n'
-                f'base_url = "{through(self.server.base_url, relay(self.port))}"\npoll_timeout_s = 1.0\n'
-                f'max_silence_s = {self.freeze_silence_s}\n')
+        relayed = through(self.server.base_url, relay(self.port))
+        return self.adapter_toml().replace(self.server.base_url, relayed) + f"max_silence_s = {self.freeze_silence_s}\n"
+
 
 HARNESS = TelegramHarness
