@@ -19,7 +19,6 @@ One daemon per platform (module scope); the cases run in parallel per platform u
 """
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 
@@ -27,10 +26,10 @@ import pytest
 
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER
 from actors.adapters.registry import REGISTRY
-from storage import StorageError, Store, session_key
 from tests.actor_system import wait_for
 from tests.adapters.freezing_proxy import FreezingProxy
 from tests.adapters.harnesses import HARNESSES
+from tests.adapters.test_conformance import session_rows
 from tests.gateway import Gateway
 
 pytestmark = pytest.mark.timeout(150)
@@ -60,14 +59,16 @@ def frozen(request, tmp_path_factory):
     def relay(port: int) -> int:
         relays.append(FreezingProxy("127.0.0.1", port).start())
         return relays[-1].port
-    gateway = Gateway(workdir, extra_toml=harness.start_relayed(relay), watchdog_interval=30.0)
+    gateway = None
     try:
+        gateway = Gateway(workdir, extra_toml=harness.start_relayed(relay), watchdog_interval=30.0)
         gateway.start()
         gateway.wait_ready(timeout=60)
         yield Frozen(harness, gateway, relays)
     finally:
-        gateway.cli("stop")
-        gateway.kill_everything()
+        if gateway is not None:
+            gateway.cli("stop")
+            gateway.kill_everything()
         for proxy in relays:
             proxy.stop()
         harness.stop()
@@ -81,16 +82,7 @@ class Frozen:
         return self.gateway.node(self.harness.adapter_name)
 
     def rows(self, chat: str):
-        """The inbox rows of the chat's session; None while the database is busy (callers poll)."""
-        key = session_key(self.harness.source(chat))
-
-        async def read():
-            async with await Store.open(self.gateway.state / "gateway.db") as store:
-                return await store.inbox.rows_in_state(key, ("received", "taken", "done", "dropped"))
-        try:
-            return asyncio.run(read())
-        except StorageError:
-            return None
+        return session_rows(self.gateway, self.harness.source(chat))
 
     def answered(self, chat: str, handle: str, what: str) -> list[dict]:
         """The bot's messages in ``chat`` once the message ``handle`` is acknowledged, its one row's turn is done
