@@ -70,7 +70,8 @@ class Ngircd:
     def __init__(self, workdir: Path, ports: Optional[range] = None, ping_timeout_s: int = 120,
                  pong_timeout_s: int = 20):
         """``ping_timeout_s``, ``pong_timeout_s``: a client silent this long is pinged, and dropped if no PONG comes
-        within the second (ngircd's defaults; shorter where a test needs a vanished client gone soon)."""
+        within the second (ngircd's defaults; shorter where a test needs a vanished client gone soon, but ngircd
+        takes at least 5 s for each)."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ports = ports or worker_ports()

@@ -12,8 +12,9 @@ nothing more on it and closes it a few seconds later). The link opens the next c
 old one, so no event waits for a reconnect. ``link_disabled`` (Socket Mode was turned off for the app) is
 permanent. Half-open connections are found by WebSocket pings (``[adapters.NAME] ping_interval_s``, by default
 ``HEARTBEAT_S``; a ping goes after that long with nothing received): no pong within half of it, the socket is
-closed, and the adapter's intake reconnects with backoff. Each pong (and each ping of Slack's) is the connection's proof of
-life (``alive``, actors/adapters/liveness.py): pings are answered here, not by aiohttp, so that they are seen.
+closed, and the adapter's intake reconnects with backoff. Each pong (and each ping of Slack's) is the connection's
+proof of life (``alive``, actors/adapters/liveness.py): pings are answered here, not by aiohttp, so that they are
+seen.
 """
 from __future__ import annotations
 

@@ -126,7 +126,6 @@ class DiscordHarness(ServerHarness):
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
 
-
     # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
     # An ACK comes every heartbeat (4 s here); the link's own zombie check closes a connection at the second beat
     # left unacknowledged (8 s of silence). The bound lies between: past one beat, and with its check interval

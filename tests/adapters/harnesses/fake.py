@@ -76,7 +76,6 @@ class FakePlatformHarness(ServerHarness):
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
 
-
     # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
     freeze_silence_s = 3.0      # a round comes back every 0.5 s; the client's own timeout is 30 s past the wait
 

@@ -120,7 +120,6 @@ class IrcHarness:
         client.synced()
         return [{"message_id": None, "text": h.msg.params[-1], "deleted": False} for h in client.privmsgs(BOT)]
 
-
     # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
     # The bot pings the server after 0.5 s of silence (each PONG is progress); its own ping timeout is 30 s here.
     # The frozen connection keeps the bot's nick until ngircd's ping timeout drops it, some 10 s after the freeze

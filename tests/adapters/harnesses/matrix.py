@@ -178,7 +178,6 @@ class MatrixHarness:
     def flood_violations(self) -> int:
         return self.relay.violations
 
-
     # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
     freeze_silence_s = 4.0      # a /sync comes back every second; its own timeout is 30 s past the wait
 

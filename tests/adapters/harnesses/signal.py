@@ -119,7 +119,6 @@ class SignalHarness(ServerHarness):
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
 
-
     # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
     # A keep-alive comes every 0.1 s; the stream's own read timeout is 20 s here: the bound is far below it.
     freeze_silence_s = 2.0
@@ -132,8 +131,9 @@ class SignalHarness(ServerHarness):
         self.port = self.server.port
         self.server.relay_port = relay(self.port)
         relayed = through(self.server.base_url, self.server.relay_port)
-        table = self.adapter_toml().replace(self.server.base_url, relayed)
-        return table.replace("idle_timeout_s = 5.0", "idle_timeout_s = 20.0") + f"max_silence_s = {self.freeze_silence_s}\n"
+        table = self.adapter_toml().replace(self.server.base_url, relayed).replace("idle_timeout_s = 5.0",
+                                                                                  "idle_timeout_s = 20.0")
+        return table + f"max_silence_s = {self.freeze_silence_s}\n"
 
 
 class RelayedSignalCli(FakeSignalCli):

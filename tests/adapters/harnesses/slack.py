@@ -105,7 +105,6 @@ class SlackHarness(ServerHarness):
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
 
-
     # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
     # The fake pings every 0.5 s (each ping is progress, and resets the adapter's own ping timer); the adapter's
     # ping goes after 10 s with nothing received and gives the socket up 5 s later: the bound is far below that.

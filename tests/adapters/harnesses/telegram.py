@@ -124,7 +124,6 @@ class TelegramHarness(ServerHarness):
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
 
-
     # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
     freeze_silence_s = 3.0      # getUpdates comes back every second; its own timeout is 30 s past the wait
 
