@@ -172,8 +172,8 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         if math.isfinite(self.liveness.bound_s):     # an adapter without a connection declares none
             self.after(self.liveness.check_every_s, "liveness")
         # A server's proof of life is that it still accepts a connection: probed where the adapter serves one.
-        self.bridge.submit(probe_server(lambda: served_address(self.served_url()), self.report_progress),
-                           tag="server_probe")
+        self.bridge.submit(probe_server(lambda: served_address(self.served_url()), self.report_progress,
+                                        every_s=self.liveness.probe_every_s), tag="server_probe")
         if setting(self.config, "cluster", "enabled"):
             self.after(WALK_S, "forward_walk")
 

@@ -12,8 +12,9 @@ subclasses the one that matches its ``Platform.intake`` (platform.py), and ``tes
                        platform's heartbeat or keep-alive.
     ServingAdapter     "server": the platform or a browser calls a server the adapter runs (webhooks, the web chat,
                        the HTTP API): ``run_intake(emit)`` serves until cancelled; the kit proves the server alive
-                       by connecting to its own port every ``SERVER_PROBE_S`` (liveness.probe_server), so the
-                       silence bound is a few probe intervals.
+                       by connecting to its own port (liveness.probe_server) ``PROBES_BEFORE_STALLED`` times
+                       per silence bound: ``SERVER_PROBE_S`` apart by default, closer under a shorter
+                       ``max_silence_s``.
 
     MailboxAdapter     "actor": messages come as actor mail (the terminal chat, through the admin port): a handler
                        on the actor thread ``offer``s each to the kit's intake. No connection: no silence bound.
@@ -29,9 +30,7 @@ import math
 from typing import Any, Awaitable, Callable
 
 from actors.adapters.base import PlatformAdapter
-from actors.adapters.liveness import SERVER_PROBE_S
-
-PROBES_BEFORE_STALLED = 3    # a server that missed this many probes in a row is taken for dead
+from actors.adapters.liveness import PROBES_BEFORE_STALLED, SERVER_PROBE_S
 
 
 class PollingAdapter(PlatformAdapter):

@@ -32,8 +32,9 @@ from urllib.parse import urlsplit
 CHECK_FRACTION = 4          # the actor thread checks this many times per bound
 MIN_CHECK_S = 0.25
 MIN_SILENCE_S = 1.0         # a bound below this would restart healthy adapters on a loaded machine
-SERVER_PROBE_S = 10.0       # a serving adapter connects to its own port this often
+SERVER_PROBE_S = 10.0       # a serving adapter connects to its own port this often, by default
 SERVER_PROBE_TIMEOUT_S = 5.0
+PROBES_BEFORE_STALLED = 3    # a server that missed this many probes in a row is taken for dead
 
 
 class IntakeStalled(RuntimeError):
@@ -70,6 +71,13 @@ class Liveness:
     @property
     def check_every_s(self) -> float:
         return max(MIN_CHECK_S, self.bound_s / CHECK_FRACTION)
+
+    @property
+    def probe_every_s(self) -> float:
+        """How often a serving intake probes its own server: ``PROBES_BEFORE_STALLED`` probes fit in the bound,
+        so ``max_silence_s`` alone sets both (the declared bound, ``PROBES_BEFORE_STALLED * SERVER_PROBE_S``,
+        gives ``SERVER_PROBE_S``), and one probe lost to a loaded moment is never a restart."""
+        return self.bound_s / PROBES_BEFORE_STALLED
 
 
 def silence_bound(declared: float, configured: float) -> float:

@@ -12,8 +12,16 @@ from __future__ import annotations
 import asyncio
 import threading
 from typing import Optional
+from urllib.parse import urlsplit, urlunsplit
 
 CHUNK = 65536
+
+
+def through(url: str, port: int) -> str:
+    """``url`` with its port replaced by a relay's on this machine: the same path, scheme and query, reached
+    through the relay (a pure function)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"127.0.0.1:{port}"))
 
 
 class FreezingProxy:

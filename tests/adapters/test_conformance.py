@@ -108,15 +108,7 @@ class Rig:
 
     def rows(self, chat: str, user: str = "alice"):
         """Inbox rows of the session the chat maps to; None while the database is busy (callers poll)."""
-        key = session_key(self.platform.source(chat, user))
-
-        async def read():
-            async with await Store.open(self.gateway.state / "gateway.db") as store:
-                return await store.inbox.rows_in_state(key, ("received", "taken", "done", "dropped"))
-        try:
-            return asyncio.run(read())
-        except StorageError:
-            return None
+        return session_rows(self.gateway, self.platform.source(chat, user))
 
     def total_rows(self) -> int | None:
         async def read():
@@ -130,6 +122,20 @@ class Rig:
     def wait_rows(self, chat: str, count: int, timeout: float = 15.0) -> list:
         return wait_for(lambda: (rows := self.rows(chat)) is not None and len(rows) >= count and rows,
                         timeout, 0.05, f"{count} inbox row(s) for chat {chat}")
+
+
+def session_rows(gateway: Gateway, source):
+    """Inbox rows of the session ``source`` maps to, in the daemon's database; None while it is busy (callers
+    poll)."""
+    key = session_key(source)
+
+    async def read():
+        async with await Store.open(gateway.state / "gateway.db") as store:
+            return await store.inbox.rows_in_state(key, ("received", "taken", "done", "dropped"))
+    try:
+        return asyncio.run(read())
+    except StorageError:
+        return None
 
 
 def applicable(rig, aspect: str) -> None:

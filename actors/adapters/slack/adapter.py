@@ -36,7 +36,7 @@ from actors.adapters.slack.client import SlackAPI
 from actors.adapters.slack.inbound import event_from_callback, skip_reason
 from actors.adapters.slack.events_http import EventsServer
 from actors.adapters.slack.formatting import to_mrkdwn
-from actors.adapters.slack.socketmode import HEARTBEAT_S, SocketModeLink
+from actors.adapters.slack.socketmode import SocketModeLink
 from actors.messages import MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 
@@ -67,7 +67,8 @@ class SlackAdapter(StreamingAdapter):
     def normal_silence_s(self) -> float:
         if self.settings["inbound"] == "events_api":
             return PROBES_BEFORE_STALLED * SERVER_PROBE_S   # the kit probes the events server (liveness.py)
-        return 2 * HEARTBEAT_S + 15.0    # a ping goes every HEARTBEAT_S and its pong is progress
+        # A ping goes after ping_interval_s with nothing received and its pong is progress (Slack's own pings too).
+        return 2 * self.settings["ping_interval_s"] + 15.0
 
     def _client(self, token: str) -> SlackAPI:
         return SlackAPI(token, self.settings["base_url"])
@@ -78,7 +79,8 @@ class SlackAdapter(StreamingAdapter):
         self.bot_user_id = str(me.get("user_id") or "")
         if self.settings["inbound"] == "socket_mode":
             self._app_api = self._client(self.settings["app_token"])
-            self._link = SocketModeLink(self._app_api, self._say_line, alive=self.report_progress)
+            self._link = SocketModeLink(self._app_api, self._say_line, alive=self.report_progress,
+                                        ping_interval_s=self.settings["ping_interval_s"])
             await self._link.open()
 
     async def disconnect(self) -> None:

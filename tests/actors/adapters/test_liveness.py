@@ -5,7 +5,8 @@ import asyncio
 
 import pytest
 
-from actors.adapters.liveness import MIN_SILENCE_S, Liveness, probe_server, served_address, silence_bound
+from actors.adapters.liveness import (MIN_SILENCE_S, PROBES_BEFORE_STALLED, SERVER_PROBE_S, Liveness, probe_server,
+                                      served_address, silence_bound)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -30,6 +31,13 @@ def test_the_bound_has_a_floor_and_the_table_overrides_the_platform():
     assert silence_bound(declared=60.0, configured=0.0) == 60.0
     assert silence_bound(declared=60.0, configured=5.0) == 5.0
     assert Liveness(bound_s=40.0).check_every_s == 10.0
+
+
+def test_a_server_is_probed_several_times_per_bound_whatever_sets_it():
+    declared = Liveness(bound_s=PROBES_BEFORE_STALLED * SERVER_PROBE_S)   # what a ServingAdapter declares
+    assert declared.probe_every_s == SERVER_PROBE_S
+    configured = Liveness(bound_s=silence_bound(declared.bound_s, configured=2.0))   # max_silence_s = 2
+    assert configured.probe_every_s * PROBES_BEFORE_STALLED == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize("url, address", [

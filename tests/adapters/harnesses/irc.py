@@ -134,5 +134,20 @@ class IrcHarness:
         client.synced()
         return [{"message_id": None, "text": h.msg.params[-1], "deleted": False} for h in client.privmsgs(BOT)]
 
+    # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
+    # The bot pings the server after 0.5 s of silence (each PONG is progress); its own ping timeout is 30 s here.
+    # The frozen connection keeps the bot's nick until ngircd's ping timeout drops it, some 10 s after the freeze
+    # (5 s + 5 s, the least ngircd takes): the bound lets the restarted bot come after that, or ask for its nick
+    # again then (the link's first ask comes 3 s after registering under another).
+    freeze_silence_s = 7.0
+    lost_while_frozen = ("the server writes a line to the connection that has the nick and keeps no copy: one "
+                         "written into a frozen connection is lost")
+
+    def start_relayed(self, relay) -> str:
+        self.server = Ngircd(self.server.workdir, ping_timeout_s=5, pong_timeout_s=5)
+        self.start()
+        return (self.adapter_toml().replace(f"port = {self.server.port}\n", f"port = {relay(self.server.port)}\n") +
+                f"ping_interval_s = 0.5\nping_timeout_s = 30.0\nmax_silence_s = {self.freeze_silence_s}\n")
+
 
 HARNESS = IrcHarness
