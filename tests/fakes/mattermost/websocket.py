@@ -22,6 +22,8 @@ from typing import Optional
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.mattermost.world import new_id
+
 SERVER_VERSION = "9.11.0.fake"
 
 
@@ -48,12 +50,13 @@ class WebSocketMethods:
 
     async def _ws_handler(self, request: web.Request):
         if self.refusing_websockets:
+            with self.mutate() as state:
+                state["stats"]["refused_upgrades"] += 1
             return web.json_response({"id": "fake.unavailable", "message": "Service Unavailable",
                                       "status_code": 503}, status=503)
         # autoping off: a frozen connection must not answer pings either
         ws = web.WebSocketResponse(autoping=False, max_msg_size=1 << 20)
         await ws.prepare(request)
-        from tests.fakes.mattermost.world import new_id
         conn = Connection(request, ws, new_id())
         with self.mutate() as state:
             state["stats"]["connections"] += 1

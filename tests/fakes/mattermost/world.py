@@ -55,7 +55,7 @@ def initial_world() -> dict:
             "direct": {}, "pending_posts": {}, "deliveries": {},
             "stats": {"requests": {}, "unauthorized": 0, "rate_limited": 0, "retry_after_violations": 0,
                       "pending_deduplicated": 0, "connections": 0, "authenticated": 0, "events_sent": 0,
-                      "events_skipped": 0, "typing_actions": 0, "posts_since_calls": 0}}
+                      "events_skipped": 0, "refused_upgrades": 0, "typing_actions": 0, "posts_since_calls": 0}}
 
 
 def next_create_at(state: dict) -> int:
