@@ -206,6 +206,54 @@ def test_a_skipped_seq_fetches_what_the_stream_lost(mm, tmp_path):
     assert any("skipped to seq" in line for line in posts.lines())
 
 
+def test_a_frozen_stream_is_left_and_what_was_posted_meanwhile_is_fetched_once(mm, tmp_path):
+    """The server stops sending anything, pongs included, without closing (a half-open connection): the missing
+    pong drops it within a ping interval and a half, the adapter reconnects, and the post made while it was frozen
+    comes through REST, stored once."""
+    adapter, _posts = make_adapter(mm, tmp_path, ping_interval_s=1.0)
+    dm = mm.direct_channel("alice")
+
+    async def main():
+        intake = asyncio.get_running_loop().create_task(adapter.intake.run_forever())
+        try:
+            await until(lambda: mm.open_connections() and adapter.offset, what="a connection and a first offset")
+            first = mm.stats()["connections"]
+            mm.freeze_websockets(True)
+            mm.inject_post(dm, "alice", "posted into a frozen stream")
+            await until(lambda: not mm.open_connections(), what="the frozen connection left by the adapter")
+            mm.freeze_websockets(False)
+            await until(lambda: mm.stats()["connections"] > first and mm.open_connections(), what="a new connection")
+            await until(lambda: adapter.recovered >= 1, what="the recovery")
+            return await texts(adapter, dm)
+        finally:
+            mm.freeze_websockets(False)
+            intake.cancel()
+            await asyncio.gather(intake, return_exceptions=True)
+            await adapter.disconnect()
+            await adapter.close()
+            await adapter.store.close()
+
+    assert asyncio.run(main()) == ["posted into a frozen stream"]
+
+
+def test_typing_goes_on_the_stream_while_it_is_open_and_through_rest_otherwise(mm, tmp_path):
+    adapter, _posts = make_adapter(mm, tmp_path)
+    dm = mm.direct_channel("alice")
+    typing = PlatformOp("t-1", "typing", dm)
+
+    async def main():
+        await adapter.send_typing(typing)            # no stream yet: REST
+        await adapter.connect()
+        await adapter.send_typing(typing)            # the user_typing action
+        await until(lambda: mm.stats()["typing_actions"] == 1, what="the typing action")
+        await adapter.disconnect()
+        await adapter.close()
+
+    asyncio.run(main())
+    assert mm.stats()["requests"].get("typing") == 1 and mm.stats()["typing_actions"] == 1
+    assert [o["status"] for o in mm.ops(dm, "typing")] == [200, 200]
+
+
 def test_a_send_whose_answer_was_lost_is_found_by_its_part_label(mm, tmp_path):
     adapter, _posts = make_adapter(mm, tmp_path)
     dm = mm.direct_channel("alice")
