@@ -25,7 +25,9 @@ repeated create within 30 s with the post the first one made). The server forget
 does not count on it (no ``idempotent_send``): instead a part of a reply carries its place in the ledger in its
 props (``gateway_part``), and a send whose answer was lost is looked for by it (``find_lost_copy``) before the
 reply is re-sent with the mark. Streaming edits are ``PUT /posts/{id}/patch``, deletes ``DELETE /posts/{id}``;
-typing is the stream's ``user_typing`` action (REST while the stream is down).
+typing is the stream's ``user_typing`` action (REST while the stream is down). Files: a user's come as the post's
+``file_ids`` and are fetched with ``GET /files/{id}``; the agent's go up with ``POST /files`` and then a post
+carrying the file's id.
 """
 from __future__ import annotations
 
@@ -37,12 +39,13 @@ from typing import Any, Optional
 from actors.adapters.errors import MessageNotFoundError, PermanentError
 from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.lost_copies import Unresolved
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.mattermost.client import MattermostREST
 from actors.adapters.mattermost.formatting import to_post
 from actors.adapters.mattermost.inbound import (create_at_of, event_from_post, is_post_id, raw_from_event,
                                                 raw_from_rest, skip_reason)
 from actors.adapters.mattermost.websocket import EventStream
-from actors.messages import MessageEvent, PlatformOp
+from actors.messages import Attachment, MessageEvent, PlatformOp
 
 REMEMBERED_POSTS = 4096             # post ids handled in this life, for skipping a repeat without a write
 RECOVERY_OVERLAP_MS = 5000          # posts of several channels may reach the stream a little out of order
@@ -177,13 +180,31 @@ class MattermostAdapter(StreamingAdapter):
         return self._rest
 
     async def send_message(self, op: PlatformOp) -> str:
+        return await self._create(op, op.text)
+
+    async def _create(self, op: PlatformOp, text: str, file_ids: tuple[str, ...] = ()) -> str:
         label = part_label(op.ledger)
-        post = await self._api().create_post(op.chat_id, to_post(op.text), root_id=op.thread_id,
+        post = await self._api().create_post(op.chat_id, to_post(text), root_id=op.thread_id,
                                              pending_post_id=f"gw:{op.op_id}",
-                                             props={PART_PROP: label} if label else None)
+                                             props={PART_PROP: label} if label else None, file_ids=file_ids)
         if not isinstance(post, dict) or not is_post_id(post.get("id")):
             raise PermanentError("POST /posts answered no post", method="create_post")
         return post["id"]
+
+    async def send_file(self, op: PlatformOp) -> str:
+        """Upload the file to the channel, then a post carrying it with its caption. An upload whose post never
+        came is an orphan file on the server, seen by no one."""
+        data = await self.file_bytes(op.file)
+        file_id = await self._api().upload(op.chat_id, op.file.name, op.file.mime, data)
+        return await self._create(op, op.file.caption, (file_id,))
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        if not is_post_id(attachment.ref):
+            raise AttachmentGone(f"{attachment.ref!r} is no Mattermost file id")
+        try:
+            return await self._api().download(attachment.ref, cap, lambda size: AttachmentTooLarge(size, cap))
+        except PermanentError as exc:
+            raise AttachmentGone(self.clean_error(exc)) from None
 
     async def edit_message(self, op: PlatformOp) -> None:
         await self._api().patch_post(_post_id(op), to_post(op.text))

@@ -3,7 +3,7 @@ actors.adapters.errors:
 
     429 (the server's rate limit)            FloodError, waiting ``Retry-After`` (else ``X-RateLimit-Reset``)
     5xx, network errors, timeouts            RetryableError (``maybe_done`` unless the connection was never made)
-    404 on a post (patch, delete, get)       MessageNotFoundError (the post is gone or never was)
+    404 on a post or a file (patch, delete, get)   MessageNotFoundError (gone, or never was)
     400 ``model.post.is_valid.message_length``   TooLongError (over the server's MaxPostSize: split)
     any other 4xx (401 bad token, 403 not a member of the channel)   PermanentError
 
@@ -12,11 +12,15 @@ Errors are ``{"id", "message", "status_code", ...}``; their text is built from t
 """
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any, Optional
+
+import aiohttp
 
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError,
                                     RetryableError, TooLongError)
-from actors.adapters.http_session import HttpSession
+from actors.adapters.http_session import HttpSession, capped_body
 from common.redact import redact as redact_secrets
 
 TOO_LONG_IDS = ("model.post.is_valid.message_length.app_error",)
@@ -50,8 +54,11 @@ class MattermostREST(HttpSession):
         return await self.call("GET", f"/channels/{channel_id}/posts?since={int(since_ms)}", "get_posts_since") or {}
 
     async def create_post(self, channel_id: str, message: str, *, root_id: Optional[str] = None,
-                          pending_post_id: Optional[str] = None, props: Optional[dict] = None) -> dict:
+                          pending_post_id: Optional[str] = None, props: Optional[dict] = None,
+                          file_ids: tuple[str, ...] = ()) -> dict:
         body: dict[str, Any] = {"channel_id": channel_id, "message": message}
+        if file_ids:
+            body["file_ids"] = list(file_ids)
         if root_id:
             body["root_id"] = root_id
         if pending_post_id:
@@ -71,11 +78,42 @@ class MattermostREST(HttpSession):
         await self.call("POST", f"/users/{user_id}/typing", "typing",
                         {"channel_id": channel_id, "parent_id": parent_id})
 
+    async def upload(self, channel_id: str, name: str, mime: str, data: bytes) -> str:
+        """``POST /files`` (multipart: ``channel_id``, ``files``) -> the new file's id, to attach to a post."""
+        form = aiohttp.FormData()
+        form.add_field("channel_id", channel_id)
+        form.add_field("files", data, filename=name or "file", content_type=mime or "application/octet-stream")
+        answer = await self.call("POST", "/files", "upload_file", form=form)
+        infos = answer.get("file_infos") if isinstance(answer, dict) else None
+        if not (isinstance(infos, list) and infos and isinstance(infos[0], dict) and isinstance(infos[0].get("id"),
+                                                                                              str)):
+            raise PermanentError("POST /files answered no file", method="upload_file")
+        return infos[0]["id"]
+
+    async def download(self, file_id: str, cap: int, too_large) -> bytes:
+        """``GET /files/{id}``: the file's bytes, given up past ``cap`` (``too_large(size)`` is raised)."""
+        timeout = aiohttp.ClientTimeout(total=self.request_timeout)
+        try:
+            async with self.session().get(f"{self.api}/files/{file_id}", timeout=timeout,
+                                          headers={"Authorization": f"Bearer {self._token}"}) as resp:
+                if resp.status != 200:
+                    text = await resp.text()
+                    try:
+                        body = json.loads(text) if text else None
+                    except ValueError:
+                        body = None
+                    raise classify_error("get_file", resp.status, resp.headers, body)
+                return await capped_body(resp, cap, too_large)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise RetryableError(f"network error: {type(exc).__name__}", method="get_file") from None
+
     # -- transport
-    async def call(self, method: str, path: str, name: str, body: Optional[dict] = None) -> Any:
+    async def call(self, method: str, path: str, name: str, body: Optional[dict] = None,
+                   form: Optional[aiohttp.FormData] = None) -> Any:
+        payload_kw = {"data": form} if form is not None else {"json": body}
         status, headers, payload = await self.request_json(
-            method, self.api + path, op=name, json=body, redact=self.redact,
-            headers={"Authorization": f"Bearer {self._token}"})
+            method, self.api + path, op=name, redact=self.redact,
+            headers={"Authorization": f"Bearer {self._token}"}, **payload_kw)
         if 200 <= status < 300:
             return payload
         raise classify_error(name, status, headers, payload)
@@ -111,6 +149,6 @@ def classify_error(name: str, status: int, headers, body: Any) -> PlatformError:
         return RetryableError(description, method=name, status=status)
     if error_id in TOO_LONG_IDS:
         return TooLongError(description, method=name, status=status)
-    if status == 404 and name in ("patch_post", "delete_post"):
+    if status == 404 and name in ("patch_post", "delete_post", "get_file"):
         return MessageNotFoundError(description, method=name, status=status)
     return PermanentError(description, method=name, status=status)

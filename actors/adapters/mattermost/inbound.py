@@ -23,10 +23,11 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
-from actors.messages import MessageEvent, Source
+from actors.messages import Attachment, MessageEvent, Source
 
 ID_PATTERN = re.compile(r"[a-z0-9]{26}")
 MAX_EVENT_JSON = 1 << 20        # a post's JSON string over this is refused before it is parsed
+MAX_FILES = 10                  # Mattermost attaches at most 10 files to a post; more is not taken
 
 
 def is_post_id(value: Any) -> bool:
@@ -95,7 +96,7 @@ def skip_reason(raw: Any, bot_id: str, bot_username: str, require_mention: bool)
         return "system message"
     if post.get("delete_at"):
         return "deleted"
-    if isinstance(post.get("message"), str) and not post["message"].strip():
+    if isinstance(post.get("message"), str) and not post["message"].strip() and not post.get("file_ids"):
         return "no text"
     if require_mention and raw.get("channel_type") != "D" and not mentions_bot(raw, bot_id, bot_username):
         return "not addressed"
@@ -136,9 +137,37 @@ def event_from_post(raw: Any, platform: str, profile: str, bot_id: str = "", bot
                     profile=profile)
     direct = raw.get("channel_type") == "D"
     return MessageEvent(source=source, text=strip_mention(message, bot_username), platform_message_id=post_id,
-                        received_at=time.time(), reply_to_message_id=root_id,
+                        received_at=time.time(), reply_to_message_id=root_id, attachments=attachments_of(post),
                         sent_at=created / 1000.0 if isinstance(created, int) and created > 0 else None,
                         addressed=True if direct else mentions_bot(raw, bot_id, bot_username) if bot_id else None)
+
+
+def attachment_kind(mime_type: Any) -> str:
+    major = mime_type.split("/", 1)[0].lower() if isinstance(mime_type, str) else ""
+    return {"image": "photo", "audio": "audio", "video": "video"}.get(major, "document")
+
+
+def attachments_of(post: dict) -> tuple:
+    """The post's files, pending (``ref`` = the file id, fetched with ``GET /files/{id}``). What the server says of
+    each (``metadata.files``: name, MIME type, size) is a claim until the bytes are fetched and sniffed."""
+    file_ids = post.get("file_ids") if isinstance(post.get("file_ids"), list) else []
+    metadata = post.get("metadata") if isinstance(post.get("metadata"), dict) else {}
+    infos = {f.get("id"): f for f in metadata.get("files") or [] if isinstance(f, dict)}
+    found = []
+    for file_id in file_ids[:MAX_FILES]:
+        if not is_post_id(file_id):
+            found.append(Attachment(kind="document", state="unavailable"))
+            continue
+        info = infos.get(file_id, {})
+        found.append(Attachment(kind=attachment_kind(info.get("mime_type")), ref=file_id,
+                                name=info.get("name") if isinstance(info.get("name"), str) else "",
+                                size=_count(info.get("size")), width=_count(info.get("width")),
+                                height=_count(info.get("height"))))
+    return tuple(found)
+
+
+def _count(value: Any) -> int:
+    return value if type(value) is int and value >= 0 else 0
 
 
 def create_at_of(raw: Any) -> Optional[int]:

@@ -5,12 +5,13 @@ keeps the history (and cuts every WebSocket: the dropped connection).
 The suite names its chats; on Mattermost the bot writes to a channel. Each chat name is a user of its own with a
 direct channel with the bot (made on first use, as opening a DM does), and ``source(chat).chat_id`` is that
 channel's id. Mattermost acknowledges nothing a client receives; what stands for "acknowledged" here is that the
-event was sent to the adapter and the adapter's committed offset (the newest post creation time it covered) has
-reached the post.
+adapter's committed offset (the newest post creation time it covered) has reached the post, and for a replay that
+the repeated event was sent to it.
 """
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 from actors.messages import Source
 from storage import StorageError, Store
@@ -45,6 +46,10 @@ class MattermostHarness(ServerHarness):
         post = self.server.inject_post(self.channel(chat), chat, text)
         return f"{post['id']}/1"
 
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        post = self.server.inject_post(self.channel(chat), chat, caption, files=(("photo.png", "image/png", data),))
+        return f"{post['id']}/1"
+
     def platform_message_id(self, handle: str) -> str:
         return handle.split("/")[0]
 
@@ -66,7 +71,10 @@ class MattermostHarness(ServerHarness):
         offset = self._committed_offset()
         if post is None or not isinstance(offset, dict) or not isinstance(offset.get("create_at"), int):
             return False
-        return self.server.deliveries(post_id) >= int(delivery) and offset["create_at"] >= post["create_at"]
+        # A first delivery may have come through REST (a post made while the adapter was dead: no stream had it);
+        # a replay (delivery 2 and on) comes on the stream and must have been sent.
+        sent = int(delivery) == 1 or self.server.deliveries(post_id) >= int(delivery)
+        return sent and offset["create_at"] >= post["create_at"]
 
     def _committed_offset(self):
         async def read():
@@ -85,6 +93,16 @@ class MattermostHarness(ServerHarness):
     def sent(self, chat: str) -> list[dict]:
         return [{"message_id": p["id"], "text": p["message"], "deleted": bool(p["delete_at"])}
                 for p in self.server.bot_posts(self.channel(chat))]
+
+    def sent_files(self, chat: str) -> list[dict]:
+        """The bot's posts carrying a file; an image is what Mattermost shows inline (a photo)."""
+        found = []
+        for post in self.server.bot_posts(self.channel(chat)):
+            for info in post.get("metadata", {}).get("files", []):
+                kind = "photo" if info["mime_type"].startswith("image/") else "document"
+                found.append({"message_id": post["id"], "kind": kind,
+                              "sha256": hashlib.sha256(self.server.file_bytes(info["id"])).hexdigest()})
+        return found
 
     def attempts(self, chat: str, op: str) -> list[dict]:
         """Every attempt, a success as the suite's 200 (Mattermost answers a create 201 Created)."""

@@ -2,6 +2,7 @@
 control API and the in-process inspection helpers (the package docstring lists what is served)."""
 from __future__ import annotations
 
+import base64
 import json
 import math
 import time
@@ -14,7 +15,7 @@ from tests.fakes.mattermost import world as w
 from tests.fakes.mattermost.websocket import WebSocketMethods
 
 DEFAULT_TOKEN = "fakemattermostbottoken0000"    # 26 characters, as Mattermost's access tokens are
-WRITE_METHODS = ("create_post", "patch_post", "delete_post", "typing")
+WRITE_METHODS = ("create_post", "patch_post", "delete_post", "typing", "upload_file")
 DEFAULT_LIMITS = {
     "max_post_size": 16383,          # MaxPostSize, in runes (code points)
     "pending_post_ttl": 30.0,        # seconds a pending_post_id is remembered (PendingPostIDsCacheTTL)
@@ -105,16 +106,35 @@ class FakeMattermost(WebSocketMethods, FakeServer):
 
     # -- injection
     def inject_post(self, channel_id: str, username: str, message: Any, root_id: str = "",
-                    props: Optional[dict] = None) -> dict:
-        """A user's post arrives (``posted`` to the members' connections); returns the post."""
+                    props: Optional[dict] = None, files: tuple = ()) -> dict:
+        """A user's post arrives (``posted`` to the members' connections); returns the post. ``files``: (name,
+        MIME type, bytes) each, uploaded by the user first."""
         with self.mutate() as state:
             user_id = self._ensure_user(state, username)
             entry = state["channels"][channel_id]
             if user_id not in entry["members"]:
                 entry["members"].append(user_id)
+            file_ids = [self._add_file(state, channel_id, user_id, name, mime, data)["id"]
+                        for name, mime, data in files]
             post = w.make_post(state, channel_id, user_id, message, root_id=root_id, props=props)
+            self._attach(state, post, file_ids)
             self._store_and_announce(state, entry, post, username)
             return dict(post)
+
+    def _add_file(self, state: dict, channel_id: str, user_id: str, name: str, mime: str, data: bytes) -> dict:
+        info = w.file_info(w.new_id(), user_id, channel_id, name, mime, len(data))
+        state["files"][info["id"]] = {"info": info, "data": base64.b64encode(data).decode()}
+        return info
+
+    def _attach(self, state: dict, post: dict, file_ids: list) -> None:
+        if file_ids:
+            post["file_ids"] = list(file_ids)
+            post["metadata"] = {"files": [state["files"][f]["info"] for f in file_ids]}
+            for file_id in file_ids:
+                state["files"][file_id]["info"]["post_id"] = post["id"]
+
+    def file_bytes(self, file_id: str) -> bytes:
+        return base64.b64decode(self.read(lambda s: s["files"][file_id]["data"]))
 
     def repost_event(self, post_id: str) -> None:
         """The same ``posted`` event again (what a client sees when the server re-sends after a reconnect)."""
@@ -145,7 +165,8 @@ class FakeMattermost(WebSocketMethods, FakeServer):
         routes = (("GET", "/users/me", "get_me"), ("GET", "/users/{user_id}/channels", "get_channels"),
                   ("GET", "/channels/{channel_id}/posts", "get_posts"), ("POST", "/posts", "create_post"),
                   ("GET", "/posts/{post_id}", "get_post"), ("PUT", "/posts/{post_id}/patch", "patch_post"),
-                  ("DELETE", "/posts/{post_id}", "delete_post"), ("POST", "/users/{user_id}/typing", "typing"))
+                  ("DELETE", "/posts/{post_id}", "delete_post"), ("POST", "/users/{user_id}/typing", "typing"),
+                  ("POST", "/files", "upload_file"), ("GET", "/files/{file_id}", "get_file"))
         for method, path, name in routes:
             app.router.add_route(method, "/api/v4" + path, self._handler(name))
         self.add_websocket_route(app)
@@ -174,7 +195,11 @@ class FakeMattermost(WebSocketMethods, FakeServer):
             return ApiError(401, "api.context.session_expired.app_error",
                             "Invalid or expired session, please login again.").response()
         body: Any = None
-        if request.can_read_body:
+        if name == "upload_file":
+            body = await self._read_upload(request)
+            if isinstance(body, ApiError):
+                return body.response()
+        elif request.can_read_body:
             try:
                 body = await request.json()
             except ValueError:
@@ -190,10 +215,23 @@ class FakeMattermost(WebSocketMethods, FakeServer):
         status, payload = outcome
         return web.json_response(payload, status=status)
 
+    async def _read_upload(self, request: web.Request):
+        """A multipart upload: ``channel_id`` and one ``files`` part (the fake takes one file per request)."""
+        try:
+            form = await request.post()
+        except ValueError:
+            return ApiError(400, "api.file.upload_file.incorrect_number_of_files.app_error", "Bad multipart body")
+        upload = form.get("files")
+        if not hasattr(upload, "file"):
+            return ApiError(400, "api.file.upload_file.incorrect_number_of_files.app_error",
+                            "Unable to upload files. Incorrect number of files specified.")
+        return {"channel_id": form.get("channel_id"), "name": upload.filename or "file",
+                "mime_type": upload.content_type or "application/octet-stream", "data": upload.file.read()}
+
     def _channel_of(self, state: dict, name: str, params: dict) -> Optional[str]:
         if "channel_id" in params:
             return params["channel_id"]
-        if name == "create_post" or name == "typing":
+        if name in ("create_post", "typing", "upload_file"):
             value = params["body"].get("channel_id")
             return value if isinstance(value, str) else None
         if "post_id" in params:
@@ -227,6 +265,8 @@ class FakeMattermost(WebSocketMethods, FakeServer):
             self.log_op(state, channel_id, name, error.status)
             return fault, error.response()
         self.log_op(state, channel_id, name, status)
+        if isinstance(payload, bytes):
+            return fault, web.Response(body=payload, status=status, content_type="application/octet-stream")
         return fault, (status, payload)
 
     def _limited(self, state: dict, name: str, channel_id: Optional[str], seconds: float, scope: Optional[str] = None,
@@ -309,8 +349,16 @@ class FakeMattermost(WebSocketMethods, FakeServer):
             state["stats"]["pending_deduplicated"] += 1
             return 201, {**entry["posts"][seen["post_id"]], "pending_post_id": pending}
         props = body.get("props") if isinstance(body.get("props"), dict) else {}
+        file_ids = body.get("file_ids") if isinstance(body.get("file_ids"), list) else []
+        for file_id in file_ids:
+            stored = state["files"].get(file_id) if isinstance(file_id, str) else None
+            if stored is None or stored["info"]["channel_id"] != entry["channel"]["id"] or stored["info"]["post_id"]:
+                raise ApiError(400, "api.post.create_post.attach_files.error", "Unable to attach files to post.")
+        if not message and not file_ids:
+            raise ApiError(400, "api.context.invalid_body_param.app_error", "Invalid or missing post in request body.")
         post = w.make_post(state, entry["channel"]["id"], state["bot_id"], message, root_id=root_id,
                            pending_post_id=pending, props=props)
+        self._attach(state, post, file_ids)
         if pending:
             state["pending_posts"][pending] = {"post_id": post["id"], "at": now}
         self._store_and_announce(state, entry, post, w.BOT_USERNAME)
@@ -343,6 +391,20 @@ class FakeMattermost(WebSocketMethods, FakeServer):
         post["delete_at"] = post["update_at"] = w.next_create_at(state)
         self.broadcast(state, entry["channel"]["id"], "post_deleted", {"post": json.dumps(post)})
         return 200, {"status": "OK"}
+
+    def _rest_upload_file(self, state: dict, params: dict):
+        body = params["body"]
+        self._member_channel(state, body.get("channel_id"))
+        info = self._add_file(state, body["channel_id"], state["bot_id"], body["name"], body["mime_type"],
+                              body["data"])
+        return 201, {"file_infos": [info], "client_ids": []}
+
+    def _rest_get_file(self, state: dict, params: dict):
+        stored = state["files"].get(params["file_id"])
+        if stored is None:
+            raise ApiError(404, "app.file_info.get.app_error", "Unable to get the file info.")
+        self._member_channel(state, stored["info"]["channel_id"])
+        return 200, base64.b64decode(stored["data"])
 
     def _rest_typing(self, state: dict, params: dict):
         if params["user_id"] != state["bot_id"]:

@@ -52,7 +52,7 @@ def initial_world() -> dict:
     return {"bot_id": bot_id, "team_id": team_id, "last_create_at": 0,
             "users": {bot_id: make_user(bot_id, BOT_USERNAME, is_bot=True)},
             "channels": {town: make_channel(town, "O", "town-square", [bot_id], team_id)},
-            "direct": {}, "pending_posts": {}, "deliveries": {},
+            "direct": {}, "pending_posts": {}, "deliveries": {}, "files": {},
             "stats": {"requests": {}, "unauthorized": 0, "rate_limited": 0, "retry_after_violations": 0,
                       "pending_deduplicated": 0, "connections": 0, "authenticated": 0, "events_sent": 0,
                       "events_skipped": 0, "refused_upgrades": 0, "typing_actions": 0, "posts_since_calls": 0}}
@@ -64,12 +64,21 @@ def next_create_at(state: dict) -> int:
     return state["last_create_at"]
 
 
+def file_info(file_id: str, user_id: str, channel_id: str, name: str, mime: str, size: int) -> dict:
+    """A FileInfo: what the server knows of an uploaded file (``post_id`` empty until a post carries it)."""
+    return {"id": file_id, "user_id": user_id, "channel_id": channel_id, "post_id": "", "create_at": now_ms(),
+            "update_at": now_ms(), "delete_at": 0, "name": name, "extension": name.rsplit(".", 1)[-1].lower()
+            if "." in name else "", "size": size, "mime_type": mime, "width": 0, "height": 0,
+            "has_preview_image": False}
+
+
 def make_post(state: dict, channel_id: str, user_id: str, message: str, root_id: str = "",
               pending_post_id: str = "", props: Optional[dict] = None, post_type: str = "") -> dict:
     created = next_create_at(state)
     return {"id": new_id(), "create_at": created, "update_at": created, "edit_at": 0, "delete_at": 0,
             "is_pinned": False, "user_id": user_id, "channel_id": channel_id, "root_id": root_id,
             "original_id": "", "message": message, "type": post_type, "props": dict(props or {}), "hashtags": "",
+            "file_ids": [],
             "pending_post_id": pending_post_id, "reply_count": 0, "metadata": {}}
 
 
