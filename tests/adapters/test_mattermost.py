@@ -16,8 +16,10 @@ from actors.adapters.errors import FloodError, MessageNotFoundError, PermanentEr
 from actors.adapters.mattermost.adapter import MattermostAdapter
 from actors.adapters.mattermost.client import classify_error
 from actors.adapters.mattermost.formatting import QUIET, quiet_broadcasts
-from actors.adapters.mattermost.inbound import (event_from_post, raw_from_event, raw_from_rest, skip_reason,
-                                                strip_mention)
+from actors.adapters.mattermost.inbound import (MAX_FILES, event_from_post, raw_from_event, raw_from_rest,
+                                                skip_reason, strip_mention)
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
+from actors.messages import Attachment
 from actors.adapters.mattermost.websocket import socket_url
 from actors.adapters.payload_fields import MalformedPayload
 from actors.messages import PlatformOp
@@ -90,6 +92,19 @@ def test_what_is_skipped_and_what_is_input():
 def test_malformed_posts_are_refused_with_a_reason(raw, fragment):
     with pytest.raises(MalformedPayload, match=fragment):
         event_from_post(raw, "mm", "default", BOT, BOT_USERNAME)
+
+
+def test_a_post_s_files_are_pending_attachments_by_file_id():
+    files = [{"id": "f" * 26, "name": "cat.png", "mime_type": "image/png", "size": 12, "width": 4, "height": 3},
+             {"id": "g" * 26, "name": "notes.pdf", "mime_type": "application/pdf", "size": "big"}]
+    raw = posted("", file_ids=["f" * 26, "g" * 26, "../etc"], metadata={"files": files})
+    assert skip_reason(raw, BOT, BOT_USERNAME, True) is None, "a post of files only is input"
+    photo, document, bad = event_from_post(raw, "mm", "default", BOT, BOT_USERNAME).attachments
+    assert (photo.kind, photo.ref, photo.name, photo.size, photo.state) == ("photo", "f" * 26, "cat.png", 12, "pending")
+    assert (document.kind, document.size) == ("document", 0), "a claim of the wrong type is no size"
+    assert bad.state == "unavailable" and not bad.ref
+    many = posted("x", file_ids=["f" * 26] * (MAX_FILES + 5))
+    assert len(event_from_post(many, "mm", "default").attachments) == MAX_FILES
 
 
 def test_the_mention_is_taken_out_of_the_question():
@@ -276,6 +291,27 @@ def test_a_send_whose_answer_was_lost_is_found_by_its_part_label(mm, tmp_path):
     assert found == copy["id"] and copy["message"] == "the final text", "found under a new fence, brought up to date"
     assert copy["props"] == {"gateway_part": "obligation-1.0"}
     assert other is None, "a part that never landed is not found"
+
+
+def test_a_file_is_fetched_within_its_cap_and_one_gone_or_too_large_says_so(mm, tmp_path):
+    adapter, _posts = make_adapter(mm, tmp_path)
+    dm = mm.direct_channel("alice")
+    data = bytes(range(256)) * 40
+    [file_id] = mm.inject_post(dm, "alice", "a file", files=(("blob.bin", "application/octet-stream", data),))[
+        "file_ids"]
+
+    async def main():
+        got = await adapter.download_attachment(Attachment("document", ref=file_id), len(data))
+        with pytest.raises(AttachmentTooLarge):
+            await adapter.download_attachment(Attachment("document", ref=file_id), len(data) - 1)
+        with pytest.raises(AttachmentGone):
+            await adapter.download_attachment(Attachment("document", ref="z" * 26), 1 << 20)
+        with pytest.raises(AttachmentGone):
+            await adapter.download_attachment(Attachment("document", ref="../../x"), 1 << 20)
+        await adapter.close()
+        return got
+
+    assert asyncio.run(main()) == data
 
 
 def test_a_repeated_create_within_the_server_s_window_is_one_post_and_later_a_second(mm, tmp_path):

@@ -30,6 +30,10 @@ REST (``/api/v4``; ``Authorization: Bearer TOKEN`` (or ``Token TOKEN``) else 401
 - ``PUT /posts/{id}/patch`` {message?}: the bot's own post only (403), deleted or unknown 404
   ``app.post.get.app_error``; ``post_edited``. ``DELETE /posts/{id}``: the same rules; ``post_deleted``.
   ``GET /posts/{id}``. ``POST /users/{id}/typing`` {channel_id, parent_id}.
+- ``POST /files`` (multipart: ``channel_id``, one ``files`` part) -> 201 ``{"file_infos": [FileInfo], "client_ids"}``;
+  a create's ``file_ids`` must be files of its channel not yet on a post (else 400
+  ``api.post.create_post.attach_files.error``), and the post gets ``metadata.files``. ``GET /files/{id}``: the
+  bytes (a member of its channel only; unknown 404 ``app.file_info.get.app_error``).
 - Rate limit (RateLimitSettings: ``rate_per_s`` 10, ``rate_burst`` 100, per user): over it, 429 with the text
   ``limit exceeded``, ``X-RateLimit-Limit``, ``X-RateLimit-Remaining: 0``, ``X-RateLimit-Reset`` and
   ``Retry-After`` in whole seconds. A request before that time is refused again and counted in
@@ -41,13 +45,14 @@ REST (``/api/v4``; ``Authorization: Bearer TOKEN`` (or ``Token TOKEN``) else 401
 WebSocket (``/api/v4/websocket``): see websocket.py (authentication challenge, hello, ``seq``, ``posted`` with the
 post as a JSON string, ``user_typing``; faults: drop, skipped events, refused upgrades, a frozen connection).
 
-Left out: teams' and channels' management, users other than by name, files, reactions, emoji, search, threads'
+Left out: teams' and channels' management, users other than by name, file thumbnails and previews, reactions, emoji, search, threads'
 follow state (CRT), webhooks and slash commands, preferences, ``/posts/{id}/thread``, pagination without ``since``,
 multiple servers (cluster), WebSocket reconnection with ``connection_id``/``sequence_number`` replay.
 
 Control API (JSON):
 
     POST /_control/inject            {"channel_id", "username", "message", "root_id"?, "props"?} -> the post
+                                     (files are injected in process: ``inject_post(..., files=[(name, mime, bytes)])``)
     POST /_control/direct            {"username"} -> {"channel_id"}
     POST /_control/faults            FaultScript fields        POST /_control/config   DEFAULT_LIMITS keys
     POST /_control/websocket/drop    POST /_control/websocket/skip {"count"}
