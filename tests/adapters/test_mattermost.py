@@ -15,7 +15,7 @@ from actors.adapters import base, registry
 from actors.adapters.errors import FloodError, MessageNotFoundError, PermanentError, RetryableError, TooLongError
 from actors.adapters.mattermost.adapter import MattermostAdapter
 from actors.adapters.mattermost.client import classify_error
-from actors.adapters.mattermost.formatting import QUIET, quiet_broadcasts
+from actors.adapters.mattermost.formatting import QUIET, emoji_name, quiet_broadcasts
 from actors.adapters.mattermost.inbound import (MAX_FILES, event_from_post, raw_from_event, raw_from_rest,
                                                 skip_reason, strip_mention)
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
@@ -126,6 +126,15 @@ def test_quieting_changes_nothing_but_the_broadcasts(text):
     quiet = quiet_broadcasts(text)
     assert quiet.replace(QUIET, "@") == text
     assert quiet.count(QUIET) <= text.count("@")
+
+
+def test_a_status_reaction_is_named_as_mattermost_names_emoji():
+    assert [emoji_name(e) for e in ("👀", "👍", "✅", "⚠", "⚠\ufe0f", ":eyes:", "party_parrot")] == \
+        ["eyes", "+1", "white_check_mark", "warning", "warning", "eyes", "party_parrot"]
+    with pytest.raises(ValueError, match="no Mattermost emoji name"):
+        emoji_name("🦜")
+    with pytest.raises(ValueError):
+        emoji_name("../../users")
 
 
 # ---------------------------------------------------------------------------------------------- REST errors
@@ -312,6 +321,29 @@ def test_a_file_is_fetched_within_its_cap_and_one_gone_or_too_large_says_so(mm, 
         return got
 
     assert asyncio.run(main()) == data
+
+
+def test_the_bot_s_reaction_is_replaced_and_taken_back(mm, tmp_path):
+    adapter, _posts = make_adapter(mm, tmp_path)
+    dm = mm.direct_channel("alice")
+    asked = mm.inject_post(dm, "alice", "question")
+
+    def react(text):
+        return PlatformOp(f"r-{text}", "react", dm, text, message_id=asked["id"])
+
+    async def main():
+        seen = []
+        for text in ("👀", "👍", "👍", ""):
+            await adapter.set_reaction(react(text))
+            seen.append([r["emoji_name"] for r in mm.reactions(asked["id"])])
+        with pytest.raises(PermanentError, match="no Mattermost emoji name"):
+            await adapter.set_reaction(react("🦜"))
+        await adapter.close()
+        return seen
+
+    assert asyncio.run(main()) == [["eyes"], ["+1"], ["+1"], []]
+    assert [o["op"] for o in mm.ops(dm) if o["op"].endswith("reaction")] == [
+        "add_reaction", "remove_reaction", "add_reaction", "remove_reaction"], "nothing asked twice"
 
 
 def test_a_repeated_create_within_the_server_s_window_is_one_post_and_later_a_second(mm, tmp_path):

@@ -27,7 +27,8 @@ props (``gateway_part``), and a send whose answer was lost is looked for by it (
 reply is re-sent with the mark. Streaming edits are ``PUT /posts/{id}/patch``, deletes ``DELETE /posts/{id}``;
 typing is the stream's ``user_typing`` action (REST while the stream is down). Files: a user's come as the post's
 ``file_ids`` and are fetched with ``GET /files/{id}``; the agent's go up with ``POST /files`` and then a post
-carrying the file's id.
+carrying the file's id. The bot's status reactions are ``POST /reactions`` by emoji name (formatting.emoji_name),
+its earlier one on the post removed first.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.lost_copies import Unresolved
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.mattermost.client import MattermostREST
-from actors.adapters.mattermost.formatting import to_post
+from actors.adapters.mattermost.formatting import emoji_name, to_post
 from actors.adapters.mattermost.inbound import (create_at_of, event_from_post, is_post_id, raw_from_event,
                                                 raw_from_rest, skip_reason)
 from actors.adapters.mattermost.websocket import EventStream
@@ -220,9 +221,31 @@ class MattermostAdapter(StreamingAdapter):
         if stream is not None and stream.open:
             await stream.act("user_typing", {"channel_id": op.chat_id, "parent_id": op.thread_id or ""})
             return
+        await self._api().typing(await self._bot_id(), op.chat_id, op.thread_id or "")
+
+    async def set_reaction(self, op: PlatformOp) -> None:
+        """The bot's reaction on the post becomes ``op.text`` (none for ""): its other reactions there are removed."""
+        post_id = _post_id(op)
+        try:
+            wanted = emoji_name(op.text) if op.text.strip() else ""
+        except ValueError as exc:
+            raise PermanentError(str(exc), method="add_reaction") from None
+        bot_id = await self._bot_id()
+        current = {r.get("emoji_name") for r in await self._api().reactions(post_id)
+                   if isinstance(r, dict) and r.get("user_id") == bot_id}
+        for name in sorted(n for n in current if isinstance(n, str) and n != wanted):
+            await self._api().remove_reaction(bot_id, post_id, name)
+        if wanted and wanted not in current:
+            await self._api().add_reaction(bot_id, post_id, wanted)
+
+    async def _bot_id(self) -> str:
+        """Who the bot is, for outbound calls that name it (asked once when the intake has not yet)."""
         if not self.bot_id:
-            self.bot_id = (await self._api().me())["id"]
-        await self._api().typing(self.bot_id, op.chat_id, op.thread_id or "")
+            me = await self._api().me()
+            if not isinstance(me, dict) or not is_post_id(me.get("id")):
+                raise PermanentError("GET /users/me answered no user", method="get_me")
+            self.bot_id = me["id"]
+        return self.bot_id
 
     async def find_lost_copy(self, op: PlatformOp) -> Optional[str]:
         """The post a lost send of this part left: the bot's post in the chat whose props carry the part's label,

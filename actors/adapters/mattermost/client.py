@@ -73,6 +73,16 @@ class MattermostREST(HttpSession):
     async def delete_post(self, post_id: str) -> None:
         await self.call("DELETE", f"/posts/{post_id}", "delete_post")
 
+    async def reactions(self, post_id: str) -> list:
+        return await self.call("GET", f"/posts/{post_id}/reactions", "get_reactions") or []
+
+    async def add_reaction(self, user_id: str, post_id: str, emoji_name: str) -> None:
+        await self.call("POST", "/reactions", "add_reaction",
+                        {"user_id": user_id, "post_id": post_id, "emoji_name": emoji_name})
+
+    async def remove_reaction(self, user_id: str, post_id: str, emoji_name: str) -> None:
+        await self.call("DELETE", f"/users/{user_id}/posts/{post_id}/reactions/{emoji_name}", "remove_reaction")
+
     async def typing(self, user_id: str, channel_id: str, parent_id: str = "") -> None:
         """The typing indicator through REST, for when the WebSocket is down (it is the ``user_typing`` action)."""
         await self.call("POST", f"/users/{user_id}/typing", "typing",

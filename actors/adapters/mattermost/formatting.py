@@ -6,6 +6,10 @@ member of a channel, and a model quoting one (or told to by a user) would page a
 are sent with a zero-width joiner after the ``@``, which shows the same and notifies no one. Inside code spans and
 fences nothing is rewritten (code is not parsed for mentions).
 
+Reactions are named, not written: the bot's status reactions (an emoji character each, ``[sessions]
+status_reactions``) become Mattermost's emoji names (``emoji_name``); a name may also be written as it is
+(``eyes``, ``:eyes:``) for an emoji this table does not know, or a custom emoji of the server.
+
 Length: a post holds ``MaxPostSize`` runes (16,383 on a default server), counted as code points: ``len`` here.
 """
 from __future__ import annotations
@@ -37,3 +41,24 @@ def _outside(text: str, code: re.Pattern, change) -> str:
 def to_post(text: str) -> str:
     """A reply's Markdown as a post's ``message``."""
     return quiet_broadcasts(text)
+
+
+# The emoji a status reaction is likely to be, by Mattermost's (gemoji) names.
+EMOJI_NAMES = {"👀": "eyes", "👍": "+1", "👎": "-1", "✅": "white_check_mark", "✔️": "heavy_check_mark",
+               "❌": "x", "⏳": "hourglass_flowing_sand", "⌛": "hourglass", "🤔": "thinking_face", "💬": "speech_balloon",
+               "🔄": "arrows_counterclockwise", "⚠️": "warning", "❗": "exclamation", "🎉": "tada", "👌": "ok_hand",
+               "🙏": "pray", "🚀": "rocket", "🔥": "fire", "⭐": "star", "❤️": "heart", "😊": "blush", "🛠️": "hammer_and_wrench",
+               "📝": "memo", "🆗": "ok", "⏱️": "stopwatch", "🟢": "large_green_circle", "🔴": "red_circle"}
+EMOJI_NAME = re.compile(r"[a-z0-9_+-]{1,64}")
+_BY_BASE = {emoji.replace("\ufe0f", ""): name for emoji, name in EMOJI_NAMES.items()}   # with or without VS16
+
+
+def emoji_name(reaction: str) -> str:
+    """A status reaction as Mattermost's ``emoji_name``; ValueError for one it has no name for."""
+    text = reaction.strip()
+    if text.replace("\ufe0f", "") in _BY_BASE:
+        return _BY_BASE[text.replace("\ufe0f", "")]
+    name = text.strip(":").lower()
+    if EMOJI_NAME.fullmatch(name):
+        return name
+    raise ValueError(f"no Mattermost emoji name for {reaction!r} (write its name, e.g. \"eyes\")")

@@ -4,11 +4,11 @@ file). Anyone on the server can DM the bot: strangers get a pairing code unless 
 Pacing: Mattermost's own rate limit (when the server enables it) is 10 requests per second per user with a burst
 of 100; a chat is kept at 2 per second here. Posts hold 16,383 characters (runes: code points) by default; the
 typing indicator lasts about 5 s. Files go up with ``POST /files`` (the server's MaxFileSize is 100 MB by default;
-the gateway's own upload limit applies first). No idempotent send: the server forgets a ``pending_post_id`` after 30 s, so a
+the gateway's own upload limit applies first). Status reactions by emoji name (``POST /reactions``). No idempotent send: the server forgets a ``pending_post_id`` after 30 s, so a
 send whose answer was lost is looked for by the key it carries in its props (``find_lost_copy``)."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
-CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=False, files_in=True, files_out=True,
+CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=True, files_in=True, files_out=True,
                             voice=False, buttons=False, typing=True)
 
 PLATFORM = Platform(

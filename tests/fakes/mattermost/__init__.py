@@ -34,6 +34,9 @@ REST (``/api/v4``; ``Authorization: Bearer TOKEN`` (or ``Token TOKEN``) else 401
   a create's ``file_ids`` must be files of its channel not yet on a post (else 400
   ``api.post.create_post.attach_files.error``), and the post gets ``metadata.files``. ``GET /files/{id}``: the
   bytes (a member of its channel only; unknown 404 ``app.file_info.get.app_error``).
+- ``POST /reactions`` {user_id (the bot's own only), post_id, emoji_name}: any name matching Mattermost's rule
+  (the fake keeps no emoji list), 201; ``GET /posts/{id}/reactions``; ``DELETE
+  /users/{id}/posts/{post_id}/reactions/{emoji_name}``; ``reaction_added`` / ``reaction_removed``.
 - Rate limit (RateLimitSettings: ``rate_per_s`` 10, ``rate_burst`` 100, per user): over it, 429 with the text
   ``limit exceeded``, ``X-RateLimit-Limit``, ``X-RateLimit-Remaining: 0``, ``X-RateLimit-Reset`` and
   ``Retry-After`` in whole seconds. A request before that time is refused again and counted in
@@ -45,7 +48,7 @@ REST (``/api/v4``; ``Authorization: Bearer TOKEN`` (or ``Token TOKEN``) else 401
 WebSocket (``/api/v4/websocket``): see websocket.py (authentication challenge, hello, ``seq``, ``posted`` with the
 post as a JSON string, ``user_typing``; faults: drop, skipped events, refused upgrades, a frozen connection).
 
-Left out: teams' and channels' management, users other than by name, file thumbnails and previews, reactions, emoji, search, threads'
+Left out: teams' and channels' management, users other than by name, file thumbnails and previews, custom emoji and the system emoji list, emoji, search, threads'
 follow state (CRT), webhooks and slash commands, preferences, ``/posts/{id}/thread``, pagination without ``since``,
 multiple servers (cluster), WebSocket reconnection with ``connection_id``/``sequence_number`` replay.
 

@@ -15,7 +15,8 @@ from tests.fakes.mattermost import world as w
 from tests.fakes.mattermost.websocket import WebSocketMethods
 
 DEFAULT_TOKEN = "fakemattermostbottoken0000"    # 26 characters, as Mattermost's access tokens are
-WRITE_METHODS = ("create_post", "patch_post", "delete_post", "typing", "upload_file")
+WRITE_METHODS = ("create_post", "patch_post", "delete_post", "typing", "upload_file", "add_reaction",
+                 "remove_reaction")
 DEFAULT_LIMITS = {
     "max_post_size": 16383,          # MaxPostSize, in runes (code points)
     "pending_post_ttl": 30.0,        # seconds a pending_post_id is remembered (PendingPostIDsCacheTTL)
@@ -166,7 +167,9 @@ class FakeMattermost(WebSocketMethods, FakeServer):
                   ("GET", "/channels/{channel_id}/posts", "get_posts"), ("POST", "/posts", "create_post"),
                   ("GET", "/posts/{post_id}", "get_post"), ("PUT", "/posts/{post_id}/patch", "patch_post"),
                   ("DELETE", "/posts/{post_id}", "delete_post"), ("POST", "/users/{user_id}/typing", "typing"),
-                  ("POST", "/files", "upload_file"), ("GET", "/files/{file_id}", "get_file"))
+                  ("POST", "/files", "upload_file"), ("GET", "/files/{file_id}", "get_file"),
+                  ("POST", "/reactions", "add_reaction"), ("GET", "/posts/{post_id}/reactions", "get_reactions"),
+                  ("DELETE", "/users/{user_id}/posts/{post_id}/reactions/{emoji_name}", "remove_reaction"))
         for method, path, name in routes:
             app.router.add_route(method, "/api/v4" + path, self._handler(name))
         self.add_websocket_route(app)
@@ -234,8 +237,9 @@ class FakeMattermost(WebSocketMethods, FakeServer):
         if name in ("create_post", "typing", "upload_file"):
             value = params["body"].get("channel_id")
             return value if isinstance(value, str) else None
-        if "post_id" in params:
-            found = self._find_post(state, params["post_id"], missing_ok=True)
+        post_id = params.get("post_id") or params["body"].get("post_id")
+        if isinstance(post_id, str):
+            found = self._find_post(state, post_id, missing_ok=True)
             return found[0]["channel"]["id"] if found else None
         return None
 
@@ -405,6 +409,48 @@ class FakeMattermost(WebSocketMethods, FakeServer):
             raise ApiError(404, "app.file_info.get.app_error", "Unable to get the file info.")
         self._member_channel(state, stored["info"]["channel_id"])
         return 200, base64.b64decode(stored["data"])
+
+    def _reacted_post(self, state: dict, post_id, user_id) -> dict:
+        if user_id != state["bot_id"]:
+            raise ApiError(403, "api.context.permissions.app_error", "You do not have the appropriate permissions.")
+        found = self._find_post(state, post_id, missing_ok=True) if isinstance(post_id, str) else None
+        if found is None or found[1]["delete_at"]:
+            raise ApiError(404, "app.post.get.app_error", "Unable to get the post.")
+        self._member_channel(state, found[0]["channel"]["id"])
+        return found[0]
+
+    def _rest_add_reaction(self, state: dict, params: dict):
+        body = params["body"]
+        entry = self._reacted_post(state, body.get("post_id"), body.get("user_id"))
+        name = body.get("emoji_name")
+        if not isinstance(name, str) or not w.EMOJI_NAME.fullmatch(name):
+            raise ApiError(400, "model.reaction.is_valid.emoji_name.app_error", "Invalid emoji name.")
+        reactions = state["reactions"].setdefault(body["post_id"], [])
+        reaction = {"user_id": body["user_id"], "post_id": body["post_id"], "emoji_name": name,
+                    "create_at": w.now_ms()}
+        if not any(r["user_id"] == body["user_id"] and r["emoji_name"] == name for r in reactions):
+            reactions.append(reaction)
+            self.broadcast(state, entry["channel"]["id"], "reaction_added", {"reaction": json.dumps(reaction)})
+        return 201, reaction
+
+    def _rest_get_reactions(self, state: dict, params: dict):
+        _entry, post = self._find_post(state, params["post_id"])
+        self._member_channel(state, post["channel_id"])
+        return 200, list(state["reactions"].get(params["post_id"], []))
+
+    def _rest_remove_reaction(self, state: dict, params: dict):
+        entry = self._reacted_post(state, params["post_id"], params["user_id"])
+        reactions = state["reactions"].get(params["post_id"], [])
+        kept = [r for r in reactions if not (r["user_id"] == params["user_id"]
+                                             and r["emoji_name"] == params["emoji_name"])]
+        if len(kept) != len(reactions):
+            state["reactions"][params["post_id"]] = kept
+            self.broadcast(state, entry["channel"]["id"], "reaction_removed", {"reaction": json.dumps(
+                {"user_id": params["user_id"], "post_id": params["post_id"], "emoji_name": params["emoji_name"]})})
+        return 200, {"status": "OK"}
+
+    def reactions(self, post_id: str) -> list[dict]:
+        return self.read(lambda s: s["reactions"].get(post_id, []))
 
     def _rest_typing(self, state: dict, params: dict):
         if params["user_id"] != state["bot_id"]:

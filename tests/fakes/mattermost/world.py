@@ -10,6 +10,7 @@ from typing import Optional
 
 BOT_USERNAME = "gatewaybot"
 MENTION = re.compile(r"@([a-z0-9._-]+)", re.I)
+EMOJI_NAME = re.compile(r"[a-zA-Z0-9_+-]{1,64}")      # model.Reaction's rule for emoji_name
 
 
 def new_id() -> str:
@@ -52,7 +53,7 @@ def initial_world() -> dict:
     return {"bot_id": bot_id, "team_id": team_id, "last_create_at": 0,
             "users": {bot_id: make_user(bot_id, BOT_USERNAME, is_bot=True)},
             "channels": {town: make_channel(town, "O", "town-square", [bot_id], team_id)},
-            "direct": {}, "pending_posts": {}, "deliveries": {}, "files": {},
+            "direct": {}, "pending_posts": {}, "deliveries": {}, "files": {}, "reactions": {},
             "stats": {"requests": {}, "unauthorized": 0, "rate_limited": 0, "retry_after_violations": 0,
                       "pending_deduplicated": 0, "connections": 0, "authenticated": 0, "events_sent": 0,
                       "events_skipped": 0, "refused_upgrades": 0, "typing_actions": 0, "posts_since_calls": 0}}
