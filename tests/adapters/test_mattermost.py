@@ -230,6 +230,31 @@ def test_a_skipped_seq_fetches_what_the_stream_lost(mm, tmp_path):
     assert any("skipped to seq" in line for line in posts.lines())
 
 
+def test_a_recovery_commits_in_creation_order_across_channels(mm, tmp_path, monkeypatch):
+    """An offset committed midway through a recovery (a kill -9 then) must not pass a missed post of a channel not
+    yet stored: every channel is read first and the posts go oldest first, whatever the channels' order."""
+    from actors.adapters.mattermost import adapter as adapter_module
+    monkeypatch.setattr(adapter_module, "RECOVERY_BATCH", 1)
+    adapter, _posts = make_adapter(mm, tmp_path)
+    first_listed, second_listed = mm.direct_channel("alice"), mm.direct_channel("bob")
+    # the recovery reads from the offset less its overlap: from just after this post
+    since = mm.inject_post(first_listed, "alice", "before")["create_at"] + adapter_module.RECOVERY_OVERLAP_MS
+    older = mm.inject_post(second_listed, "bob", "older, in the channel listed second")
+    newer = mm.inject_post(first_listed, "alice", "newer, in the channel listed first")
+    commits = []
+
+    async def emit(raws, offset):
+        commits.append(([r["post"]["id"] for r in raws], offset["create_at"]))
+
+    async def main():
+        adapter.bot_id = (await adapter._api().me())["id"]
+        await adapter._recover(emit, since)
+        await adapter.close()
+
+    asyncio.run(main())
+    assert commits == [([older["id"]], older["create_at"]), ([newer["id"]], newer["create_at"])], commits
+
+
 def test_a_frozen_stream_is_left_and_what_was_posted_meanwhile_is_fetched_once(mm, tmp_path):
     """The server stops sending anything, pongs included, without closing (a half-open connection): the missing
     pong drops it within a ping interval and a half, the adapter reconnects, and the post made while it was frozen

@@ -50,6 +50,7 @@ from actors.messages import Attachment, MessageEvent, PlatformOp
 
 REMEMBERED_POSTS = 4096             # post ids handled in this life, for skipping a repeat without a write
 RECOVERY_OVERLAP_MS = 5000          # posts of several channels may reach the stream a little out of order
+RECOVERY_BATCH = 100                # missed posts committed per transaction
 LOST_COPY_WINDOW_MS = 24 * 3600 * 1000   # how far back a lost copy is looked for
 PART_PROP = "gateway_part"
 
@@ -117,9 +118,12 @@ class MattermostAdapter(StreamingAdapter):
                 await self._take([raw_from_event(event.data)], emit)
 
     async def _recover(self, emit, since_ms: int) -> None:
-        """Store the input posted in the bot's channels after ``since_ms`` (less the overlap), oldest first."""
+        """Store the input posted in the bot's channels after ``since_ms`` (less the overlap). Every channel is
+        read before anything is committed, and the posts go in creation order: an offset committed midway (a kill
+        -9 during the recovery) never passes a missed post of a channel not yet stored."""
         since = max(0, since_ms - RECOVERY_OVERLAP_MS)
         limit = max(1, int(self.settings["recovery_limit"]))
+        missed = []
         for channel in await self._api().my_channels():
             if not isinstance(channel, dict) or not is_post_id(channel.get("id")):
                 continue
@@ -128,19 +132,23 @@ class MattermostAdapter(StreamingAdapter):
                 continue        # nothing new there: no call
             listing = await self._api().posts_since(channel["id"], since)
             posts = listing.get("posts") if isinstance(listing, dict) else None
-            posts = [p for p in (posts.values() if isinstance(posts, dict) else ())
-                     if isinstance(p, dict) and isinstance(p.get("create_at"), int) and p["create_at"] > since]
-            posts.sort(key=lambda p: p["create_at"])
+            posts = sorted((p for p in (posts.values() if isinstance(posts, dict) else ())
+                            if isinstance(p, dict) and isinstance(p.get("create_at"), int) and p["create_at"] > since),
+                           key=lambda p: p["create_at"])
             if len(posts) > limit:
                 self.say(logging.WARNING, "%s: %d posts in channel %s since the last connection; the newest %d "
                          "are taken (recovery_limit)", self.name, len(posts), channel["id"], limit)
                 posts = posts[-limit:]
-            before = self.skipped
-            stored = await self._take([raw_from_rest(p, channel.get("type")) for p in posts], emit)
-            self.recovered += stored
-            if stored:
-                self.say(logging.INFO, "%s: %d post(s) missed in channel %s fetched (%d skipped)", self.name,
-                         stored, channel["id"], self.skipped - before)
+            missed += [raw_from_rest(p, channel.get("type")) for p in posts]
+        missed.sort(key=lambda raw: raw["post"]["create_at"])
+        before = self.skipped
+        stored = 0
+        for start in range(0, len(missed), RECOVERY_BATCH):
+            stored += await self._take(missed[start:start + RECOVERY_BATCH], emit)
+        self.recovered += stored
+        if stored:
+            self.say(logging.INFO, "%s: %d missed post(s) fetched (%d skipped)", self.name, stored,
+                     self.skipped - before)
 
     async def _take(self, raws: list, emit) -> int:
         """Commit the input among ``raws`` with the offset that covers them; how many went to the inbox."""
