@@ -259,8 +259,8 @@ class MattermostAdapter(StreamingAdapter):
         """The post a lost send of this part left: the bot's post in the chat whose props carry the part's label,
         now patched to ``op.text``; None if there is none (the send never landed)."""
         label = part_label(op.ledger)
-        if label is None:
-            raise Unresolved("the send names no part of a reply")
+        if label is None or not is_post_id(op.chat_id):
+            raise Unresolved("the send names no part of a reply in a Mattermost channel")
         listing = await self._api().posts_since(op.chat_id, int(time.time() * 1000) - LOST_COPY_WINDOW_MS)
         posts = listing.get("posts") if isinstance(listing, dict) else None
         for post in (posts.values() if isinstance(posts, dict) else ()):

@@ -25,6 +25,7 @@ from common.redact import redact as redact_secrets
 
 TOO_LONG_IDS = ("model.post.is_valid.message_length.app_error",)
 DEFAULT_FLOOD_S = 1.0
+ERROR_BODY_CAP = 64 * 1024
 
 
 class MattermostREST(HttpSession):
@@ -107,9 +108,9 @@ class MattermostREST(HttpSession):
             async with self.session().get(f"{self.api}/files/{file_id}", timeout=timeout,
                                           headers={"Authorization": f"Bearer {self._token}"}) as resp:
                 if resp.status != 200:
-                    text = await resp.text()
+                    head = await resp.content.read(ERROR_BODY_CAP)   # an error is a small JSON object
                     try:
-                        body = json.loads(text) if text else None
+                        body = json.loads(head) if head else None
                     except ValueError:
                         body = None
                     raise classify_error("get_file", resp.status, resp.headers, body)
