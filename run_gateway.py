@@ -177,7 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how long the gateway may take to answer (default: %(default)ss)")
     doctor = command(sub, "doctor", "check the configuration, the model endpoint, credentials, ports, disk and state "
                      "dir, one line each; exit 1 on any failure", doctor_mod.__doc__.split("\n\n", 1)[1],
-                     "doctor\ndoctor --config ./gateway.toml --json")
+                     "doctor\ndoctor --config ./gateway.toml --json\ndoctor --audit")
+    doctor.add_argument("--audit", action="store_true",
+                        help="also audit the installed Python packages for known advisories (pip-audit, the audit "
+                             "extra; needs network access to pypi.org)")
     status.epilog = status.epilog + "\n\n" + status_view.EXIT_CODES
     add_json(stop, drain, status, tree, start, fault, health, doctor)
     accept_everywhere(parser, "--config", metavar="FILE", help="TOML configuration file")
