@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 import uuid
 
 import aiohttp
@@ -92,9 +93,12 @@ async def messages_from_many_visitors(base: str, address: str, visitors: int, ea
 
 def test_messages_are_limited_across_all_the_visitors_of_an_address(served):
     _, base = served
-    # 12 visitors, 2 messages each: every visitor well within its own limit (a burst of 10), the address over its.
-    acks, errors = run(messages_from_many_visitors(base, "127.0.8.1", 12, 2))
-    assert acks == ADDRESS_BURST and len(errors) == 24 - ADDRESS_BURST, (acks, errors)
+    # 12 visitors, 4 messages each: every visitor within its own limit (a burst of 10), the address over its burst
+    # of 20, refilled at a message a second while they are sent.
+    started = time.monotonic()
+    acks, errors = run(messages_from_many_visitors(base, "127.0.8.1", 12, 4))
+    refilled = int(time.monotonic() - started) + 1
+    assert ADDRESS_BURST <= acks <= ADDRESS_BURST + refilled and acks + len(errors) == 48, (acks, errors, refilled)
     assert all("your address sent more than 60 messages a minute" in e for e in errors), errors
 
 
