@@ -146,13 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="how long to wait for an answer (default: %(default)ss)")
     fault = command(sub, "fault", "fault drill: crash, hang or exit one actor or cell",
                     "Fault drill: make one actor or cell crash, hang or exit, and watch it come back (`tree`).\n"
+                    "loop_exit stops an actor's asyncio loop, loop_hang blocks it (--seconds): the actor is restarted.\n"
                     "Needs [debug] fault_injection = true in the configuration the gateway runs with.",
                     "fault sweeper\nfault ticker --action hang --seconds 20")
     fault.add_argument("name", help="the actor's or cell's name, as `tree --all` shows it (sweeper, session:<key>)")
-    fault.add_argument("--action", choices=("crash", "hang", "exit"), default="crash",
+    fault.add_argument("--action", choices=("crash", "hang", "exit", "loop_exit", "loop_hang"), default="crash",
                        help="what it does (default: %(default)s)")
     fault.add_argument("--seconds", type=float, default=30.0, metavar="S",
-                       help="how long a hang lasts (default: %(default)ss)")
+                       help="how long a hang (or loop_hang) lasts (default: %(default)ss)")
     cli_storage.add_parsers(sub)
     cli_access.add_parsers(sub)
     cli_cron.add_parsers(sub)
@@ -176,7 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how long the gateway may take to answer (default: %(default)ss)")
     doctor = command(sub, "doctor", "check the configuration, the model endpoint, credentials, ports, disk and state "
                      "dir, one line each; exit 1 on any failure", doctor_mod.__doc__.split("\n\n", 1)[1],
-                     "doctor\ndoctor --config ./gateway.toml --json")
+                     "doctor\ndoctor --config ./gateway.toml --json\ndoctor --audit")
+    doctor.add_argument("--audit", action="store_true",
+                        help="also audit the installed Python packages for known advisories (pip-audit, the audit "
+                             "extra; needs network access to pypi.org)")
     status.epilog = status.epilog + "\n\n" + status_view.EXIT_CODES
     add_json(stop, drain, status, tree, start, fault, health, doctor)
     accept_everywhere(parser, "--config", metavar="FILE", help="TOML configuration file")

@@ -70,6 +70,9 @@ host = "127.0.0.1"
 port = {WEB_PORT}
 limits = {{ per_minute = 0 }}
 max_tabs_per_client = 0   # every visitor of the bench comes from one address
+new_visitors_per_hour = 0
+messages_per_minute_per_address = 0
+uploads_per_hour_per_address = 0
 max_tabs = {visitors + 8}
 [agent]
 chunk_delay_s = 0.0

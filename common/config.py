@@ -106,6 +106,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "transcription_model": (str, "whisper-1", None),
         "transcription_api_key_env": (str, "OPENAI_API_KEY", None),
         "transcription_timeout_s": (float, 60.0, None),
+        # The media cache's byte quota (photos, documents, uploads; storage/media.py): past it the oldest files
+        # are evicted. 0: no quota (then only the retention sweep frees space).
+        "cache_max_bytes": (int, 1024 ** 3, range(0, 2 ** 62)),
     },
     "logging": {          # common/logging_setup.py; docs/operations.md
         "format": (str, "text", ("text", "json")),

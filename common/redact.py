@@ -11,7 +11,7 @@ import json
 import os
 import re
 from typing import Iterable
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, urlsplit
 
 REDACTED = "[redacted]"
 # An [adapters.NAME] key whose name holds one of these words holds a secret (every secret option of the adapter
@@ -222,6 +222,62 @@ def configured_secrets(config: dict) -> list[str]:
             if any(word in name for word in SECRET_WORDS) and value:
                 found.extend(str(v) for v in value) if isinstance(value, (list, tuple)) else found.append(str(value))
     return [value for value in found if value]
+
+
+_URL = re.compile(r"(?i)[a-z][a-z0-9+.-]*://\S+")
+
+
+def url_origin(value: str) -> str:
+    """A URL as its scheme and host (with the port): its user info, path, query and fragment go, as a webhook's
+    callback path, a ``?key=`` or a proxy's password often are a credential (``[redacted]`` marks that something
+    went). Not a URL: as it was."""
+    if not isinstance(value, str) or not _URL.fullmatch(value.strip()):
+        return value
+    try:
+        parts = urlsplit(value.strip())
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return REDACTED
+    if not host:
+        return REDACTED
+    host = f"[{host}]" if ":" in host else host
+    origin = f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+    rest = value.strip()[len(parts.scheme) + 3:]
+    return origin if rest in (host, f"{host}:{port}", f"{host}/", f"{host}:{port}/") else f"{origin}/{REDACTED}"
+
+
+def redact_urls(tree):
+    """``tree`` (a configuration as loaded: dicts, lists, scalars) with every URL-valued string reduced to its
+    scheme and host (``url_origin``): whatever option holds it (callback_url, base_url, transcription_url...)."""
+    if isinstance(tree, dict):
+        return {k: redact_urls(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [redact_urls(v) for v in tree]
+    return url_origin(tree) if isinstance(tree, str) else tree
+
+
+def configured_urls(config) -> list[str]:
+    """Every URL-valued string of the configuration, longest first (to replace in texts by ``url_origin``)."""
+    found: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+        elif isinstance(node, str) and url_origin(node) != node:
+            found.add(node.strip())
+    walk({k: v for k, v in config.items() if not str(k).startswith("_")})
+    return sorted(found, key=len, reverse=True)
+
+
+def without_configured_urls(text: str, urls: Iterable[str]) -> str:
+    """``text`` with every configured URL (``configured_urls``) shown as its scheme and host only."""
+    for url in urls:
+        text = text.replace(url, url_origin(url))
+    return text
 
 
 class RedactingStream:

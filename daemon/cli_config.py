@@ -14,7 +14,7 @@ from pathlib import Path
 
 from common import config as config_mod
 from common.privacy import write_private
-from common.redact import REDACTED, SECRET_WORDS
+from common.redact import REDACTED, SECRET_WORDS, redact_urls
 from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
 
@@ -167,7 +167,8 @@ def effective(config: dict) -> dict:
     """What the gateway runs with: ``config`` as loaded (the file over the schema's defaults) with every adapter
     the gateway starts (the implicit terminal one, the default web chat when no [adapters] table is given) filled
     in by the adapter registry, and no secret: the agent's key, every adapter option the registry marks secret and
-    every adapter key whose name says token, secret, key or password. ``api_key_env`` names a variable: kept."""
+    every adapter key whose name says token, secret, key or password. ``api_key_env`` names a variable: kept.
+    Every URL is shown as its scheme and host (``common.redact.url_origin``)."""
     from actors.adapters import registry
     # An empty [[routes]] has no TOML form (an array of tables is written only by its entries): left out.
     shown = json.loads(json.dumps({k: v for k, v in config.items() if not k.startswith("_")
@@ -188,7 +189,9 @@ def effective(config: dict) -> dict:
             secret = getattr(options.get(name), "secret", False) or any(word in name for word in SECRET_WORDS)
             if value and secret:
                 table[name] = REDACTED
-    return shown
+    # A URL option (callback_url, base_url, transcription_url, any other) shows its scheme and host only: its path
+    # or query is often a credential (a webhook's secret path, ?key=), and no word in its name says so.
+    return redact_urls(shown)
 
 
 def _show(config: dict, args) -> int:

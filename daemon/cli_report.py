@@ -11,8 +11,9 @@ open rows), ``crashes.txt`` and ``restarts.txt`` (from the log, tracebacks whole
 obligations and their parts, in time order.
 
 Nothing a chat user wrote (nor any reply) is in it unless ``--include-text``: texts become their lengths. Every
-member is redacted of every configured secret and known credential shape before it is written; the archive is a
-new 0600 file, written whole or not at all (common/privacy.write_private).
+member is redacted of every configured secret and known credential shape, and shows every URL of the configuration
+as its scheme and host only, before it is written; the archive is a new 0600 file, written whole or not at all
+(common/privacy.write_private).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import zipfile
 from pathlib import Path
 
 from common.privacy import write_private
-from common.redact import configured_secrets, redact
+from common.redact import configured_secrets, configured_urls, redact, without_configured_urls
 from daemon import report_parts
 from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
@@ -57,8 +58,8 @@ def cmd_report(config: dict, args) -> int:
     members, notes = gather(config, args.session, args.include_text)
     if isinstance(members, str):
         return fail(args, members)
-    secrets = configured_secrets(config)
-    clean = {name: redact(text, secrets) for name, text in members.items()}
+    secrets, urls = configured_secrets(config), configured_urls(config)
+    clean = {name: without_configured_urls(redact(text, secrets), urls) for name, text in members.items()}
     data = _zip(clean) if output.suffix == ".zip" else _tar_gz(clean)
     write_private(output, data)
     return out(args, {"ok": True, "path": str(output), "bytes": len(data), "members": sorted(clean),

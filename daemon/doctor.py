@@ -13,6 +13,7 @@ file, key or adapter table stops there, with the loader's message naming the fil
     disk            free space where the state lives
     state dir       private to this user (0700, owned by them, no file open to others)
     plugin NAME     each plugin the gateway would run loads, and which hooks it has (docs/plugins.md)
+    dependencies    with --audit: no installed Python package has a known advisory (pip-audit; needs network)
 
 Every line is ok, warn, fail or skip, with why.
 
@@ -50,6 +51,9 @@ NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, 
 
 def cmd_doctor(config: dict, args) -> int:
     checks = run_checks(config)
+    if getattr(args, "audit", False):
+        from daemon.dependency_audit import audit_check
+        checks.append(audit_check())
     failed = any(c.status == "fail" for c in checks)
     if args.json:
         print(json.dumps({"ok": not failed, "checks": [vars(c) for c in checks]}, indent=2))

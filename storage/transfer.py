@@ -91,10 +91,38 @@ def refuse(why: str) -> ImportRefused:
     return ImportRefused(REFUSED + why)
 
 
+# What decoding may build, per byte of the file. msgpack spends one byte on an empty array or map (a Python object
+# of ~60 bytes) and one on a nil in an array (an 8-byte slot): without a bound a 64 MiB file decoded to ~4.7 GiB.
+# Real exports spend tens of bytes per container (keys, seqs, times, text) and several per element.
+BYTES_PER_CONTAINER = 16   # at most one array or map per this many bytes of the file (and BASE_ALLOWANCE more)
+BYTES_PER_ELEMENT = 2      # at most one array element or map entry per this many bytes (and BASE_ALLOWANCE more)
+BASE_ALLOWANCE = 100_000
+
+
+class DecodeBudget:
+    """Counts what decoding builds, container by container (msgpack's list and object hooks run as each is made),
+    and stops it past the budget: what one file can cost in memory is a small multiple of its size."""
+
+    def __init__(self, size: int):
+        self.containers = BASE_ALLOWANCE + size // BYTES_PER_CONTAINER
+        self.elements = BASE_ALLOWANCE + size // BYTES_PER_ELEMENT
+
+    def built(self, container):
+        self.containers -= 1
+        self.elements -= len(container)
+        if self.containers < 0 or self.elements < 0:
+            raise ValueError("more arrays, maps or elements than an export of this size holds (a decoding bomb?)")
+        return container
+
+
 def _decode(data: bytes) -> list[tuple[Any, int, int]]:
-    """(map, start, end) for every msgpack object in ``data``; refuses trailing or undecodable bytes."""
+    """(map, start, end) for every msgpack object in ``data``; refuses trailing or undecodable bytes, and stops,
+    refusing the file, once decoding would build more than ``DecodeBudget`` allows (before it has built it)."""
+    budget = DecodeBudget(len(data))
+    limit = BASE_ALLOWANCE + len(data) // BYTES_PER_ELEMENT     # one container alone is built before its hook runs
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=True, ext_hook=records.refuse_ext,
-                                max_buffer_size=max(len(data), 1))
+                                max_buffer_size=max(len(data), 1), list_hook=budget.built, object_hook=budget.built,
+                                max_array_len=limit, max_map_len=limit)
     unpacker.feed(data)
     found, start = [], 0
     try:

@@ -12,6 +12,9 @@ What it adds to the behaviour every actor and cell shares:
 * Timers: ``self.after(seconds, tag, data)`` is a Thespian wakeup carrying ``(tag, data)``.
 * The async bridge, for actors that set ``uses_bridge = True``: ``ThespianWatch`` is returned from every handler
   (if a single path forgets it, Thespian silently stops watching) and bridge items reach ``on_bridge(item)``.
+  Its loop is part of the actor: a loop that dies (``LoopDied``) crashes the actor, and ``Ping`` is answered
+  through the loop (a round trip on it), so a loop that is stuck misses the watchdog's pings as a stuck mailbox
+  does, and the watchdog has the actor restarted.
 * Direct links, for actors that set ``uses_links = True`` (supervision/direct_link.py): ``send`` to another such
   actor of this machine writes to a Unix socket instead of Thespian's TCP, and what arrives on one is handled like
   mail from its sender, in the WatchMessage that announced it (so after_bridge_items and a shard's run of its cells
@@ -32,9 +35,9 @@ from datetime import timedelta
 from thespian.actors import (Actor, ActorExitRequest, ActorSystemMessage, ChildActorExited, PoisonMessage,
                              ThespianWatch, WakeupMessage, WatchMessage)
 
-from supervision.messages import ChildReady, ChildStopping, CrashReport, Started
+from supervision.messages import ChildReady, ChildStopping, CrashReport, Ping, Pong, Started
 from supervision.behaviour import Behaviour, crash_reason
-from supervision.bridge import AsyncBridge
+from supervision.bridge import AsyncBridge, LoopDied
 from supervision.direct_link import LinkHub
 from supervision.stepped_bridge import SteppedBridge
 from common.logging_setup import tag_actor_process
@@ -43,6 +46,18 @@ LINK_RETRY_S = 0.005
 SETTLE_ROUNDS = 16            # loop steps after one message; past them a wakeup of 0 s goes on (mail comes between)
 LOOP_TIMER_SLACK_S = 0.001    # a loop timer this close after the wakeup already set waits for that one
 _LOOP_POSTED = WatchMessage([])   # what the loop posted, handled as the bridge's drain is
+
+
+class LoopGone(RuntimeError):
+    """The actor's asyncio loop died: nothing serves its connections any more, so the actor crashes."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PingThroughLoop:
+    """A Ping on its way through the actor's loop: posted back by the loop itself, so it is answered only while
+    the loop runs."""
+    ping: Ping
+    sender: object
 
 
 class GatewayActor(Behaviour, Actor):
@@ -144,13 +159,29 @@ class GatewayActor(Behaviour, Actor):
                     self.handle(linked, sender)
             if self.bridge is not None:
                 for item in self.bridge.drain():
-                    self.take_bridge_item(item)
+                    self._take_loop_item(item)
             self.after_bridge_items()
         elif isinstance(message, PoisonMessage):
             self.log.warning("%s: a message we sent could not be handled: %s", self.name,
                              type(message.poisonMessage).__name__)
         else:
             self.handle(message, sender)
+
+    def handle(self, message, sender) -> None:
+        if isinstance(message, Ping) and self.bridge is not None and not self.bridge.steps_on_actor_thread:
+            self.bridge.call(self.bridge.post, PingThroughLoop(message, sender))   # answered when it comes back
+            return
+        super().handle(message, sender)
+
+    def _take_loop_item(self, item) -> None:
+        if isinstance(item, PingThroughLoop):
+            self.send(item.sender, Pong(item.ping.nonce, self.name, os.getpid()))
+        elif isinstance(item, LoopDied):
+            if item.trace:
+                self.log.error("%s: its asyncio loop died:\n%s", self.name, item.trace)
+            raise LoopGone(f"its asyncio loop died ({item.reason})")
+        else:
+            self.take_bridge_item(item)
 
     def describe(self):
         node = super().describe()

@@ -15,7 +15,8 @@ What every actor gets from here:
 * ``DirectoryWanted`` goes on to the parent, at most once per DIRECTORY_ASK_INTERVAL_S from each actor.
 * ``StopIntake`` (drain) sets ``intake_stopped``.
 * ``ConfigChanged`` (a reload) replaces ``config`` when its generation is newer, then ``on_config_changed(old)``.
-* ``Fault`` (fault injection, only with ``[debug] fault_injection``) crashes, hangs or exits the actor.
+* ``Fault`` (fault injection, only with ``[debug] fault_injection``) crashes, hangs or exits the actor, or stops
+  or blocks its loop (``loop_exit``, ``loop_hang``).
 * Timers: ``on_timer_<tag>(data)`` runs when a timer set with ``after(seconds, tag, data)`` is due.
 
 Lifecycle hooks, on the thread that runs the actor's handlers (the Thespian actor's own thread, for a cell too):
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 
 from supervision.messages import (Batch, DescribeTree, DirectoryWanted, Fault, Flush, Flushed, Ping, Pong, Started,
@@ -192,6 +194,10 @@ class Behaviour:
             raise RuntimeError("injected crash")
         elif fault.action == "exit":
             os._exit(3)
+        elif fault.action == "loop_exit" and self.bridge is not None:
+            self.bridge.call(sys.exit, "injected: the loop exits")   # what a plugin's sys.exit() on the loop did
+        elif fault.action == "loop_hang" and self.bridge is not None:
+            self.bridge.call(time.sleep, fault.seconds)   # blocks the loop, not the mailbox
 
 
 def crash_reason(exc: BaseException) -> tuple[str, bool]:

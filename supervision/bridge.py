@@ -10,6 +10,12 @@ asyncio loop in one background thread of its own process. The rules, kept everyw
    ``WatchMessage`` when the byte arrives, and the actor drains the deque on its own thread.
 3. Actors with a bridge are leaves: forking a process that has threads is unsafe, so they create no children.
 
+A loop that dies (SystemExit or KeyboardInterrupt escaping a task or a callback: asyncio lets both out of
+``run_forever``; any other exception out of it) would leave the actor answering mail with nothing serving its
+connections. The loop thread posts ``LoopDied`` instead of ending in silence, and the actor crashes on it (let it
+crash: its supervisor starts a fresh one). A loop that is alive but stuck is the watchdog's: a process actor with
+this bridge answers its ``Ping`` through the loop (supervision/actor.py), so a stuck loop misses its pings.
+
 Ordering: items are drained in the order they were posted. One wakeup byte announces any number of items: a post
 writes one only when none is pending since the last drain (a streaming model posts an event per token, and every
 byte written hands the GIL to the actor thread and back). A wakeup byte may arrive with nothing left to drain (the
@@ -23,6 +29,7 @@ import concurrent.futures
 import logging
 import socket
 import threading
+import traceback
 from dataclasses import dataclass
 from typing import Any, Awaitable, Optional
 
@@ -36,6 +43,13 @@ class TaskDone:
     result: Any = None
     error: Optional[BaseException] = None
     cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class LoopDied:
+    """Posted by the loop thread as its last act when the loop stopped without ``close``: what stopped it."""
+    reason: str
+    trace: str = ""
 
 
 async def reporting(coro: Awaitable, tag: Any, post) -> Any:
@@ -67,13 +81,20 @@ class AsyncBridge:
         self._items: collections.deque = collections.deque()
         self._wakeup_pending = False     # a byte is on its way that no drain has read yet
         self.loop = asyncio.new_event_loop()
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"{name}-loop", daemon=True)
         self._thread.start()
-        self._closed = False
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        try:
+            self.loop.run_forever()
+        except BaseException as exc:  # noqa: BLE001 - the loop is dead: the actor must hear why, and crash
+            if not self._closed:
+                self.post(LoopDied(f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))))
+            return
+        if not self._closed:
+            self.post(LoopDied("the loop stopped"))
 
     # ----------------------------------------------------------------------------------- called from the actor
     def fileno(self) -> int:

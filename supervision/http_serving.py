@@ -17,6 +17,7 @@ from common.config import setting
 REQUEST_TIMEOUT_S = 10.0          # [gateway] http_request_timeout_s
 CONNECTIONS_PER_CLIENT = 64       # [gateway] http_connections_per_client
 REQUEST_TIMEOUT = web.AppKey("request_timeout_s", float)
+BODY_TIMEOUT = web.AppKey("body_timeout_s", float)   # an application's own bound on its bodies (web chat uploads)
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,13 @@ async def serve(app: web.Application, host: str, port: int, *, limits: HttpLimit
 
     Slow clients: aiohttp's keep-alive timer runs from a connection's start and from each answer, and closes the
     connection if no whole request has arrived by then, so ``request_timeout_s`` bounds unfinished headers and idle
-    keep-alive alike (a websocket or a streamed answer in progress is not idle). Bodies are bounded by
-    ``read_body``.
+    keep-alive alike (a websocket or a streamed answer in progress is not idle). Bodies are bounded on every
+    route, whatever its handler does (``bounded_body``): in size before a byte of one is read, in time by a deadline.
 
     No access log: aiohttp would write it from the loop thread, and only an actor's own thread logs. No signal
     handlers: the actor process's signals belong to Thespian and the launcher."""
     app[REQUEST_TIMEOUT] = limits.request_timeout_s
+    app.middlewares.insert(0, bounded_body)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout,
                            keepalive_timeout=limits.request_timeout_s)
     await runner.setup()
@@ -107,6 +109,40 @@ class ConnectionCap:
             self._said[client] = now
             self.on_refused(f"{client} holds {self.limit} connections already "
                             f"([gateway] http_connections_per_client); refusing more")
+
+
+@web.middleware
+async def bounded_body(request: web.Request, handler):
+    """Every request with a body, on every server: one whose Content-Length is over the application's
+    ``client_max_size`` is answered 413 before a byte of it is read; one whose body has not all arrived within the
+    body deadline (the application's ``BODY_TIMEOUT``, else the request timeout, from the request's start) has its
+    body cut: every read of it from then on raises ``BodyTimeout`` (answered 408 if the handler does not answer
+    it), and the connection is closed after the answer. A sender at one byte a second holds a connection and the
+    bytes it sent for that long at most, never longer."""
+    if not request.body_exists:
+        return await handler(request)
+    limit = request.client_max_size
+    if limit and request.content_length is not None and request.content_length > limit:
+        refused = web.json_response({"error": f"request body over {limit} bytes"}, status=413)
+        refused.force_close()   # the body is never read: the connection goes with the answer
+        return refused
+    timeout_s = request.app.get(BODY_TIMEOUT) or request.app.get(REQUEST_TIMEOUT, REQUEST_TIMEOUT_S)
+    cut: list = []
+
+    def cut_body() -> None:
+        if not request.content.is_eof():
+            cut.append(True)
+            request.content.set_exception(BodyTimeout(f"no complete request body within {timeout_s:g}s"))
+    timer = asyncio.get_running_loop().call_later(timeout_s, cut_body)
+    try:
+        response = await handler(request)
+    except BodyTimeout as exc:
+        response = web.json_response({"error": str(exc)}, status=408)
+    finally:
+        timer.cancel()
+    if cut:
+        response.force_close()   # the rest of the body is never read: the connection goes with the answer
+    return response
 
 
 async def read_body(request: web.Request) -> bytes:

@@ -125,7 +125,7 @@ class TreeReply:
 @dataclass(frozen=True)
 class Fault:
     """Fault injection for chaos tests, honoured only when the config enables [debug] fault_injection."""
-    action: str                    # crash | hang | exit
+    action: str                    # crash | hang | exit | loop_exit | loop_hang
     seconds: float = 0.0
     target: str = ""               # a cell of the shard it is sent to (e.g. "session:<key>"): that cell, not the shard
 

@@ -88,6 +88,7 @@ from actors.hooks.points import tell_adapter_state
 from common.redact import configured_secrets, redact
 from actors.adapters.pacing import DEFAULT_PACING
 from storage import MediaCache, Store
+from storage.media import media_cache
 from supervision.actor import GatewayActor
 from common.config import setting
 
@@ -389,7 +390,7 @@ class PlatformAdapter(GatewayActor, PlatformContract):
             # INLINE_RETRY_BUDGET_S (SQLite's own busy wait once stalled a 10,000-chat burst's sends into timeouts).
             self.store = await Store.open(state_dir / "gateway.db", setting(self.config, "storage", "durability"),
                                           inline=True, waits_on_loop=True)
-            self.media_cache = MediaCache(state_dir / "media")
+            self.media_cache = media_cache(self.config)   # with its byte quota ([media] cache_max_bytes)
             # A kill -9 between a commit and its doorbells leaves rows nobody rang, and the session supervisor
             # scans only when it starts itself: ring every session with work once (a doorbell only says "look").
             waiting = await self.store.inbox.sessions_with_pending()

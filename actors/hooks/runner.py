@@ -6,6 +6,14 @@ stalls neither the shard's cells nor the adapter's intake, only its own threads.
 turn goes on without it); a hook that raises is skipped. Either way the caller gets "no answer" and the message
 goes on as if the plugin were absent: a hook never loses a message.
 
+Whatever it raises: ``sys.exit()`` (SystemExit), KeyboardInterrupt, GeneratorExit or any other BaseException
+from a hook is the plugin's bug like any Exception, logged and skipped. Re-raised on the loop, SystemExit or
+KeyboardInterrupt would stop the loop that serves the adapter (asyncio lets both escape ``run_forever``), and the
+web chat would stop answering. Nor is a KeyboardInterrupt from a hook ever the operator's Ctrl-C: Python raises
+that in a process's main thread only, a hook runs on a worker thread, and an actor's signals belong to Thespian
+and the launcher. Only the cancellation of the caller itself goes on up (a CancelledError the hook raised is its
+bug too).
+
 Bounds a hostile sender (or a stuck plugin) could otherwise exhaust: each plugin has ``[hooks] threads`` worker
 threads; a call still queued when its bound passes is withdrawn; a plugin with ``QUEUED_PER_THREAD`` calls per
 thread waiting already is skipped at once ("busy"). Calls made together (a round's rows) wait together: a stuck
@@ -87,6 +95,19 @@ class _Workers:
                 future.set_exception(exc)
 
 
+def raised_by_hook(job: concurrent.futures.Future) -> bool:
+    """Whether a CancelledError met while awaiting ``job`` is the hook's own (its function raised one) rather than
+    the cancellation of the task that awaits it (a drain, an interrupted turn), which must go on up."""
+    task = asyncio.current_task()
+    return (job.done() and not job.cancelled() and isinstance(job.exception(), asyncio.CancelledError)
+            and not (task is not None and task.cancelling()))
+
+
+def failure_detail(exc: BaseException) -> str:
+    trace = "".join(traceback.format_exception(exc))[-TRACEBACK_CHARS:]
+    return f"raised {type(exc).__name__}: {exc}; skipped\n{trace}"
+
+
 class HookRunner:
     def __init__(self, config: dict, loaded: Loaded):
         self.plugins: list[Plugin] = loaded.plugins
@@ -129,12 +150,13 @@ class HookRunner:
         except asyncio.TimeoutError:
             job.cancel()
             self.failed(post, plugin.name, point, "timeout", f"no answer within {bound:g}s; skipped")
-        except asyncio.CancelledError:
-            job.cancel()
-            raise
-        except Exception as exc:  # noqa: BLE001 - the plugin's bug: logged with its traceback, skipped
-            trace = "".join(traceback.format_exception(exc))[-TRACEBACK_CHARS:]
-            self.failed(post, plugin.name, point, "error", f"raised {type(exc).__name__}: {exc}; skipped\n{trace}")
+        except asyncio.CancelledError as exc:
+            if not raised_by_hook(job):
+                job.cancel()
+                raise     # the caller was cancelled (a drain, an interrupt): that is the caller's, not the hook's
+            self.failed(post, plugin.name, point, "error", failure_detail(exc))
+        except BaseException as exc:  # noqa: BLE001 - the plugin's bug, even sys.exit(): logged, skipped
+            self.failed(post, plugin.name, point, "error", failure_detail(exc))
         return False, None
 
     async def observe(self, point: str, make_event: Callable[[Callable[[str], str]], Any], post: Post) -> None:

@@ -230,6 +230,35 @@ def test_lines_are_confirmed_one_by_one_and_a_missing_nick_is_refused(server):
     assert "".join(h.msg.params[-1] for h in heard[:2]) == "é" * 90 and heard[2].msg.params[-1] == "second"
 
 
+INJECTION = ("\x01DCC SEND evil.exe 2130706433 4444 1\x01\n\x01ACTION waves\x01 \x02bold\x02 \x0304red\x03 "
+             "\x1b[2Jclear\x7f\u009b31m\tend\x00x")
+
+
+def test_no_control_character_of_a_reply_is_sent():
+    payloads = split_for_irc(INJECTION, 400)
+    assert payloads == ["DCC SEND evil.exe 2130706433 4444 1", "ACTION waves bold 04red [2Jclear31m end x"]
+    assert not [c for p in payloads for c in p if ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f]
+
+
+def test_a_reply_carrying_ctcp_reaches_the_other_client_as_plain_text(server):
+    human = IrcClient(server.port, "lnkctcp", server.password).connect()
+
+    async def go():
+        link = IrcLink(settings(server, nick="lnk4"), "irc", lambda *a: None)
+        await link.open()
+        try:
+            await link.send_part("lnkctcp", Progress(split_for_irc(INJECTION, privmsg_budget("lnkctcp"))), "")
+        finally:
+            await link.close("bye")
+    try:
+        run(go())
+        human.synced()
+        heard = [h.msg.params[-1] for h in human.privmsgs("lnk4")]
+    finally:
+        human.close()
+    assert heard == ["DCC SEND evil.exe 2130706433 4444 1", "ACTION waves bold 04red [2Jclear31m end x"], heard
+
+
 def test_the_flood_bucket_spaces_the_lines_of_the_whole_connection(server):
     human = IrcClient(server.port, "lnkpace", server.password).connect()
     rate, burst, count = 4.0, 2, 8

@@ -128,6 +128,9 @@ type = "webchat"
 port = {self.web_port}
 # every visitor's tab comes from 127.0.0.1; a reconnect may overlap its old tab
 max_tabs_per_client = {2 * self.plan.web_visitors + 8}
+new_visitors_per_hour = 0
+messages_per_minute_per_address = 0
+uploads_per_hour_per_address = 0
 [agent]
 chunk_delay_s = 0.01
 [sessions]

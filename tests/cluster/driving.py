@@ -23,6 +23,10 @@ shards = 1
 type = "webchat"
 host = "127.0.0.1"   # inside the leader's namespace: its own loopback
 port = {port}
+# every visitor of the drivers comes from one address
+new_visitors_per_hour = 0
+messages_per_minute_per_address = 0
+uploads_per_hour_per_address = 0
 {web_extra}[agent]
 chunk_delay_s = {chunk_delay_s}
 """

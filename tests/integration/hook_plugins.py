@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 from actors.hooks.events import Rewrite
@@ -62,3 +63,18 @@ class Raiser:
     def after_turn(self, turn):
         if "#raise-hook" in turn.text:
             raise RuntimeError("the raising hook raised after the turn")
+
+
+class Exiter:
+    """Calls ``sys.exit()`` (a BaseException, not an Exception) before dispatch on a message asking for it, and
+    raises KeyboardInterrupt on another: a plugin's bug that must cost its hook, not the adapter's loop."""
+
+    def __init__(self, options: dict):
+        self.options = options
+
+    def before_dispatch(self, message):
+        if "#exit-hook" in message.text:
+            sys.exit("the exiting hook exits, as asked")
+        if "#interrupt-hook" in message.text:
+            raise KeyboardInterrupt("the hook raised KeyboardInterrupt, as asked")
+        return None

@@ -77,3 +77,32 @@ async def test_referenced_keys_come_from_the_inbox_and_the_transcript(tmp_path):
         await store.sessions.append(info.session_id, [{"role": "user", "kind": "message",
                                                        "payload": {"text": "", "attachments": [{"cache_key": b}]}}])
         assert await store.media.referenced() == {a, b}
+
+
+def test_over_its_byte_quota_the_cache_evicts_its_oldest_files_never_the_one_just_added(tmp_path):
+    cache = MediaCache(tmp_path / "media", max_bytes=1000)
+    keys = []
+    for n in range(4):
+        keys.append(cache.put(bytes([n]) * 400))
+        os.utime(cache.path(keys[-1]), (1000 + n, 1000 + n))   # distinct ages, oldest first
+    assert [cache.has(k) for k in keys] == [False, False, True, True] and cache.stats().bytes == 800
+    big = cache.put(b"x" * 5000)                 # alone over the quota: kept, everything older goes
+    assert cache.has(big) and cache.stats().files == 1
+    assert MediaCache(tmp_path / "media").max_bytes == 0   # a reader's view: no quota, evicts nothing
+
+
+def test_a_file_streamed_in_pieces_lands_under_its_hash_and_a_discarded_one_leaves_nothing(tmp_path):
+    cache = MediaCache(tmp_path / "media")
+    incoming = cache.incoming()
+    for piece in (b"hel", b"lo"):
+        incoming.write(piece)
+    assert incoming.part.read_bytes() == b"hello"     # on disk as it arrives, not held in memory
+    assert incoming.commit() == content_key(b"hello") and cache.read(content_key(b"hello")) == b"hello"
+    dropped = cache.incoming()
+    dropped.write(b"half a file")
+    dropped.discard()
+    assert not list((tmp_path / "media" / "incoming").iterdir())
+    stray = cache.incoming()                          # a kill -9 mid-upload: the part file stays...
+    stray.write(b"cut short")
+    assert cache.sweep([content_key(b"hello")], grace_s=0, now=time.time() + 1) == 1   # ...until swept
+    assert not stray.part.exists()

@@ -8,6 +8,7 @@ a UTF-8 sequence.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -93,15 +94,30 @@ def _cut(data: bytes, budget: int) -> int:
     return end or budget
 
 
+# Control characters in what we send: none passes. \x01 opens a CTCP request (a model's "\x01DCC SEND ..." would
+# reach the other client as one, "\x01ACTION" as an action), and the rest of C0 are mIRC formatting (\x02 bold,
+# \x03 colours, \x0f, \x16, \x1d, \x1f), which the gateway never writes (its IRC text is plain) and a model
+# could use to hide text or forge the look of another line, or terminal controls (\x1b) for clients in a
+# terminal; DEL and C1 (U+0080-U+009F, which a UTF-8 terminal may take for CSI) likewise. Those that separate
+# words (NUL, tab, VT, FF, a lone CR) become a space; the others go.
+_SPACING_CONTROLS = str.maketrans({c: " " for c in "\0\t\x0b\x0c\r"})
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def without_controls(line: str) -> str:
+    """One text line (no LF) as it may be sent: no control character (see ``_CONTROLS``)."""
+    return _CONTROLS.sub("", line.translate(_SPACING_CONTROLS))
+
+
 def split_for_irc(text: str, budget: int) -> list[str]:
     """The PRIVMSG payloads for ``text``, in order: each text line on its own, long ones cut within ``budget``
-    bytes. Blank lines are dropped (an empty PRIVMSG is an error, ERR_NOTEXTTOSEND); NUL and lone CRs become
-    spaces; a tab stays."""
+    bytes. Blank lines are dropped (an empty PRIVMSG is an error, ERR_NOTEXTTOSEND); no control character is
+    sent (``without_controls``: CTCP, formatting and terminal codes)."""
     if budget < 4:
         raise ValueError("budget too small for one character")
     payloads = []
     for line in text.replace("\r\n", "\n").split("\n"):
-        line = line.replace("\r", " ").replace("\0", " ").rstrip()
+        line = without_controls(line).rstrip()
         data = line.encode("utf-8", "replace")
         while data.strip():
             end = _cut(data, budget)

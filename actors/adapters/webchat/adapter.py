@@ -29,6 +29,7 @@ from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
                                     TooLongError)
 from actors.adapters.webchat import protocol
+from actors.adapters.webchat.address_limits import AddressLimits, address_policy
 from actors.adapters.webchat.protocol import (CLIENT_MESSAGE_ID, VISITOR_ID, Outbox, error_frame,
                                               frame_id, op_frame)
 from actors.adapters.webchat.server import WebChatServer
@@ -77,7 +78,9 @@ class WebChatAdapter(ServingAdapter):
         if self.settings["max_tabs"] < 1:
             raise RetryableError(f"max_tabs is {self.settings['max_tabs']}: at least one tab must be allowed")
         server = WebChatServer(host, port, self, http_limits(self.config), self.settings["max_tabs_per_client"],
-                               max_tabs=self.settings["max_tabs"],
+                               max_tabs=self.settings["max_tabs"], address_limits=AddressLimits(
+                                   address_policy(self.settings)), behind_proxy=self.settings["behind_proxy"],
+                               upload_timeout_s=self.settings["upload_timeout_s"],
                                on_refused=lambda reason: self.say(logging.WARNING, "%s: %s", self.name, reason),
                                login_token=self.settings["login_token"])
         port = await server.start()
@@ -150,21 +153,45 @@ class WebChatAdapter(ServingAdapter):
     def log_line(self, level: int, text: str) -> None:
         self.say(level, "%s: %s", self.name, text)
 
-    async def take_upload(self, visitor: str, data: bytes, name: str) -> dict:
-        """An uploaded file, cached and described from its bytes: the page names it by ``file`` in a message. A
-        refusal is ``{"error", "status"}`` (the HTTP status the page gets)."""
+    def upload_refusal(self, visitor: str) -> Optional[dict]:
+        """Why an upload is refused before a byte of it is read (``{"error", "status"}``), or None."""
         if self.media_cache is None or self._store_batch is None:
             return {"error": "the gateway is not taking files right now; try again", "status": 503}
-        if not data:
-            return {"error": "the file is empty", "status": 400}
-        cap = cap_for("webchat", "document")
-        if len(data) > cap:
-            return {"error": too_large_notice(len(data), cap, display_name(name)), "status": 413}
-        if not self.uploads.allow(visitor, time.monotonic()):
+        if self.uploads.full(visitor, time.monotonic()):
             self.reject_frame(visitor, "over the upload limit")
             return {"error": f"at most {UPLOADS_PER_WINDOW} files in {UPLOAD_WINDOW_S / 60:.0f} minutes; wait a "
                              "little", "status": 429}
-        attachment = await asyncio.to_thread(_cached_upload, self.media_cache, data, name)
+        return None
+
+    def new_upload(self):
+        """Where an upload's bytes go as they arrive (storage/media.py, ``Incoming``)."""
+        return self.media_cache.incoming()
+
+    async def take_upload(self, visitor: str, incoming, name: str) -> dict:
+        """An uploaded file, whole on disk: cached and described from its bytes; the page names it by ``file`` in a
+        message. A refusal is ``{"error", "status"}`` (the HTTP status the page gets). ``incoming`` is committed
+        or discarded here, whatever happens."""
+        try:
+            if self.media_cache is None:
+                return {"error": "the gateway is not taking files right now; try again", "status": 503}
+            if not incoming.size:
+                return {"error": "the file is empty", "status": 400}
+            cap = cap_for("webchat", "document")
+            if incoming.size > cap:
+                return {"error": too_large_notice(incoming.size, cap, display_name(name)), "status": 413}
+            if not self.uploads.allow(visitor, time.monotonic()):
+                self.reject_frame(visitor, "over the upload limit")
+                return {"error": f"at most {UPLOADS_PER_WINDOW} files in {UPLOAD_WINDOW_S / 60:.0f} minutes; wait "
+                                 "a little", "status": 429}
+            key = await asyncio.to_thread(incoming.commit)
+            incoming = None
+            data = await asyncio.to_thread(self.media_cache.read, key)
+            if data is None:    # evicted at once: a quota smaller than this one file
+                return {"error": "the gateway has no room for this file now; try again later", "status": 503}
+            attachment = await asyncio.to_thread(_cached_upload, self.media_cache, data, name)
+        finally:
+            if incoming is not None:
+                incoming.discard()
         self.uploads.remember(visitor, attachment)
         return {"file": attachment["cache_key"], "name": attachment["name"], "kind": attachment["kind"],
                 "mime": attachment["mime"], "size": attachment["size"]}

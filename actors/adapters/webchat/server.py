@@ -17,7 +17,15 @@ gives no access to that chat. A client-chosen ``?visitor=`` is refused.
 An operator login (``login_token``), for a page reachable beyond loopback: ``/?token=THE_TOKEN`` sets a login cookie
 (an HMAC of the token, so changing the token logs everyone out) and redirects to ``/``; without that cookie the page
 and the WebSocket answer 401 (the static script and style are public: they hold no data). With a login the Host
-check is not needed (a rebinding page gets no cookie of this site) and a domain name may serve the page.
+check is not needed (a rebinding page gets no cookie of this site) and a domain name may serve the page. Cookies
+are ``Secure`` when the browser's request came over TLS: this server's own, or a TLS-terminating reverse proxy on
+this host that says so (address_limits.came_over_tls).
+
+Bounds a hostile client meets (besides the connection cap and the body bounds every server has,
+supervision/http_serving.py): per client address, new visitors, messages and uploads (address_limits.py); an
+upload is streamed to disk as it arrives (storage/media.py, ``Incoming``), at most UPLOAD_MAX_BYTES, within the
+adapter's ``upload_timeout_s`` from its start, so a stalled one costs a connection and the bytes it sent on disk,
+never memory, and is cut at its deadline.
 """
 from __future__ import annotations
 
@@ -28,15 +36,17 @@ import hmac
 import json
 import logging
 import secrets
+import time
 from pathlib import Path
 from typing import Callable, Optional, Protocol
 from urllib.parse import quote, urlsplit
 
 from aiohttp import WSMsgType, web
 
+from actors.adapters.webchat.address_limits import AddressLimits, came_over_tls, client_address
 from actors.adapters.webchat.protocol import (CREDENTIAL, HARD_FRAME_BYTES, VISITOR_COOKIE, FrameError,
-                                              error_frame, parse_frame, visitor_id)
-from supervision.http_serving import HttpLimits, host_allowed, serve
+                                              error_frame, frame_id, parse_frame, visitor_id)
+from supervision.http_serving import BODY_TIMEOUT, HttpLimits, host_allowed, serve
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"app.js": "text/javascript", "messages.js": "text/javascript", "style.css": "text/css"}
@@ -46,6 +56,8 @@ HEARTBEAT_S = 20.0
 COOKIE_MAX_AGE_S = 400 * 24 * 3600   # the longest lifetime browsers keep a cookie for
 LOGIN_COOKIE = "gw_login"
 UPLOAD_MAX_BYTES = 20 * 1024 * 1024   # actors/media/limits.py: what the web chat takes of one file
+UPLOAD_TIMEOUT_S = 120.0            # [adapters.web] upload_timeout_s: a whole upload, from its request's start
+UPLOAD_CHUNK_BYTES = 64 * 1024      # what an upload holds in memory at a time on its way to disk
 INLINE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")   # raster images a page shows as <img>
 
 
@@ -65,7 +77,9 @@ SECURITY_HEADERS = {
 class FrameHandler(Protocol):
     async def handle_frame(self, visitor: str, frame: dict) -> Optional[dict]: ...
     async def media_for(self, visitor: str, key: str) -> Optional[tuple[bytes, dict]]: ...
-    async def take_upload(self, visitor: str, data: bytes, name: str) -> dict: ...
+    def upload_refusal(self, visitor: str) -> Optional[dict]: ...
+    def new_upload(self): ...
+    async def take_upload(self, visitor: str, incoming, name: str) -> dict: ...
     def reject_frame(self, visitor: str, reason: str) -> None: ...
     def log_line(self, level: int, text: str) -> None: ...
 
@@ -110,8 +124,11 @@ class Tab:
 class WebChatServer:
     def __init__(self, host: str, port: int, handler: FrameHandler, limits: HttpLimits = HttpLimits(),
                  max_tabs_per_client: int = 32, on_refused: Optional[Callable[[str], None]] = None,
-                 login_token: str = "", max_tabs: int = 256):
+                 login_token: str = "", max_tabs: int = 256, address_limits: Optional[AddressLimits] = None,
+                 behind_proxy: bool = False, upload_timeout_s: float = UPLOAD_TIMEOUT_S):
         self.host, self.port, self.handler, self.limits = host, port, handler, limits
+        self.address_limits = address_limits or AddressLimits()
+        self.behind_proxy, self.upload_timeout_s = behind_proxy, upload_timeout_s
         self._login_proof = login_proof(login_token) if login_token else None
         self._login_token = login_token
         self.on_refused = on_refused
@@ -126,6 +143,7 @@ class WebChatServer:
         """Listen; returns the port (the one the OS picked when configured as 0)."""
         # Bodies are read by /upload only (every other route is a GET or the WebSocket, bounded on its own).
         app = web.Application(middlewares=[self._guard], client_max_size=UPLOAD_MAX_BYTES + 64 * 1024)
+        app[BODY_TIMEOUT] = self.upload_timeout_s
         app.router.add_get("/", self._index)
         app.router.add_get("/static/{name}", self._static)
         app.router.add_get("/ws", self._websocket)
@@ -180,7 +198,7 @@ class WebChatServer:
             if hmac.compare_digest(given.encode("utf-8", "surrogatepass"), self._login_token.encode("utf-8")):
                 response = web.Response(status=303, headers={"Location": "/", **SECURITY_HEADERS})
                 response.set_cookie(LOGIN_COOKIE, self._login_proof, max_age=COOKIE_MAX_AGE_S, path="/",
-                                    httponly=True, samesite="Strict", secure=request.secure)
+                                    httponly=True, samesite="Strict", secure=self._over_tls(request))
                 return response
             self.handler.log_line(logging.WARNING, f"web chat: a wrong login token from {request.remote}")
             return web.Response(status=401, text="wrong login token\n", headers=SECURITY_HEADERS)
@@ -190,11 +208,24 @@ class WebChatServer:
         return web.Response(status=401, text="this web chat needs its login link (/?token=...): ask its operator\n",
                             headers=SECURITY_HEADERS)
 
+    def _client(self, request: web.Request) -> str:
+        return client_address(request.remote, request.headers.get("X-Forwarded-For"), self.behind_proxy)
+
+    def _over_tls(self, request: web.Request) -> bool:
+        return came_over_tls(request.secure, request.remote, request.headers.get("X-Forwarded-Proto"))
+
     async def _index(self, request: web.Request) -> web.StreamResponse:
+        new = not CREDENTIAL.fullmatch(request.cookies.get(VISITOR_COOKIE, ""))
+        if new and not self.address_limits.new_visitor(self._client(request), time.monotonic()):
+            self.handler.log_line(logging.WARNING, f"web chat: {self._client(request)} was issued "
+                                  f"{self.address_limits.policy.new_visitors_per_hour} new visitors within the "
+                                  "hour (new_visitors_per_hour); refused another")
+            return web.Response(status=429, text="too many new visitors from your address; try again later\n",
+                                headers={"Retry-After": "300"})
         response = web.FileResponse(STATIC_DIR / "index.html", headers={"Content-Type": "text/html; charset=utf-8"})
-        if not CREDENTIAL.fullmatch(request.cookies.get(VISITOR_COOKIE, "")):
+        if new:
             response.set_cookie(VISITOR_COOKIE, secrets.token_urlsafe(32), max_age=COOKIE_MAX_AGE_S, path="/",
-                                httponly=True, samesite="Strict", secure=request.secure)
+                                httponly=True, samesite="Strict", secure=self._over_tls(request))
         return response
 
     async def _no_icon(self, request: web.Request) -> web.StreamResponse:
@@ -236,18 +267,46 @@ class WebChatServer:
             raise web.HTTPUnauthorized(text="no visitor cookie: open the chat page first\n")
         if not origin_allowed(request.headers.get("Origin"), request.headers.get("Host", "")):
             raise web.HTTPForbidden(text="cross-origin upload refused\n")
+        visitor, client = visitor_id(credential), self._client(request)
+        refused = self.address_limits.upload_starts(client, time.monotonic())
+        if refused is not None:
+            self.handler.reject_frame(visitor, f"upload refused: {refused}")
+            return web.json_response({"error": f"{refused}; wait a little"}, status=429)
+        try:
+            refusal = self.handler.upload_refusal(visitor)   # before a byte of the body is read
+            if refusal is not None:
+                refusal = dict(refusal)
+                return web.json_response(refusal, status=refusal.pop("status"))
+            return await self._receive(request, visitor)
+        finally:
+            self.address_limits.upload_ends(client)
+
+    async def _receive(self, request: web.Request, visitor: str) -> web.StreamResponse:
+        """The upload's file, streamed to the media cache's incoming folder as it arrives, then handed over."""
+        incoming = None
         try:
             reader = await request.multipart()
             part = await reader.next()
             if part is None or part.name != "file":
                 return web.json_response({"error": "send the file in a form field named file"}, status=400)
-            data = await part.read(decode=False)
-        except web.HTTPRequestEntityTooLarge:
-            return web.json_response({"error": f"files up to {UPLOAD_MAX_BYTES // (1024 * 1024)} MB"}, status=413)
+            incoming = self.handler.new_upload()
+            while chunk := await part.read_chunk(UPLOAD_CHUNK_BYTES):
+                if incoming.size + len(chunk) > UPLOAD_MAX_BYTES:
+                    response = web.json_response({"error": f"files up to {UPLOAD_MAX_BYTES // (1024 * 1024)} MB"},
+                                                 status=413)
+                    response.force_close()   # the rest of the body is not read
+                    return response
+                incoming.write(chunk)
+            answer = dict(await self.handler.take_upload(visitor, incoming, part.filename or ""))
+            incoming = None            # taken: committed to the cache, or discarded by the handler
+            return web.json_response(answer, status=answer.pop("status", 200))
         except (ValueError, AssertionError) as exc:   # not multipart, or a broken body
             return web.json_response({"error": f"not a file upload: {exc}"}, status=400)
-        answer = dict(await self.handler.take_upload(visitor_id(credential), bytes(data), part.filename or ""))
-        return web.json_response(answer, status=answer.pop("status", 200))
+        except ConnectionError:     # the client went away mid-upload: nobody reads an answer
+            return web.Response(status=400)
+        finally:
+            if incoming is not None:
+                incoming.discard()
 
     async def _websocket(self, request: web.Request) -> web.StreamResponse:
         origin = request.headers.get("Origin")
@@ -267,7 +326,7 @@ class WebChatServer:
         visitor = visitor_id(credential)
         if sum(len(t) for t in self.tabs.values()) >= self.max_tabs:
             raise web.HTTPServiceUnavailable(text="too many open chats\n")
-        client = request.remote or ""
+        client = self._client(request)
         if 0 < self.max_tabs_per_client <= self.tabs_of_client[client]:
             # Anyone may fetch the page for a fresh cookie, so the share is per address: one client cannot hold
             # every slot however many visitors it makes itself.
@@ -281,7 +340,7 @@ class WebChatServer:
         self.tabs_of_client[client] += 1
         try:
             await tab.send({"type": "hello", "visitor": visitor})
-            await self._serve(visitor, tab)
+            await self._serve(visitor, tab, client)
         finally:
             self.tabs_of_client[client] -= 1
             if self.tabs_of_client[client] <= 0:
@@ -293,7 +352,7 @@ class WebChatServer:
                     del self.tabs[visitor]
         return ws
 
-    async def _serve(self, visitor: str, tab: Tab) -> None:
+    async def _serve(self, visitor: str, tab: Tab, client: str) -> None:
         async for msg in tab.ws:
             if msg.type == WSMsgType.ERROR:  # e.g. a frame over HARD_FRAME_BYTES: aiohttp closes with 1009
                 self.handler.reject_frame(visitor, f"connection error: {tab.ws.exception()}")
@@ -303,6 +362,12 @@ class WebChatServer:
             except FrameError as exc:
                 self.handler.reject_frame(visitor, str(exc))
                 await tab.send(error_frame(str(exc)))
+                continue
+            if frame["type"] == "message" and not self.address_limits.message(client, time.monotonic()):
+                reason = (f"your address sent more than {self.address_limits.policy.messages_per_minute} messages "
+                          "a minute; wait a moment, then send it again")
+                self.handler.reject_frame(visitor, f"over its address's message limit ({client})")
+                await tab.send(error_frame(reason, frame_id(frame)))
                 continue
             reply = await self.handler.handle_frame(visitor, frame)
             if reply is not None:

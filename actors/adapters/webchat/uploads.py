@@ -27,6 +27,11 @@ class Uploads:
         self._times: dict[str, collections.deque] = {}
         self._files: collections.OrderedDict[tuple[str, str], dict] = collections.OrderedDict()
 
+    def full(self, visitor: str, now: float) -> bool:
+        """Whether the visitor has used every upload of the window (nothing is counted)."""
+        times = self._times.get(visitor)
+        return times is not None and len([t for t in times if now - t < self.window_s]) >= self.per_window
+
     def allow(self, visitor: str, now: float) -> bool:
         """Whether the visitor may upload one more file now (and count it if so)."""
         times = self._times.setdefault(visitor, collections.deque())

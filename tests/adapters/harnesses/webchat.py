@@ -42,6 +42,8 @@ class WebChatHarness:
 
     def adapter_toml(self) -> str:
         return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\nport = {self.port}\n'
+                # a visitor per chat, every one from 127.0.0.1: the per-address limits are not under test here
+                'new_visitors_per_hour = 0\nmessages_per_minute_per_address = 0\nuploads_per_hour_per_address = 0\n'
                 f'[debug]\nfault_injection = true\n')
 
     # -- inbound: a handle is "chat/message id/delivery number"
