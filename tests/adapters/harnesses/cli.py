@@ -36,11 +36,14 @@ class Terminal:
 
     def __init__(self, workdir: Path, user: str):
         env = dict(os.environ, GATEWAY_STATE_DIR=str(workdir / "state"), PYTHONPATH=str(ROOT))
+        # Its stderr goes to a file: a pipe nobody reads while the test runs could fill and stop the terminal.
+        (workdir / "terminals").mkdir(exist_ok=True)
+        self.errors = workdir / "terminals" / f"{user}.stderr"
         # tests/gateway.py Gateway: the daemon's config and state directory under the rig's workdir.
-        self.process = subprocess.Popen(
-            [PYTHON, "-m", "tests.adapters.cli_terminal_process", str(workdir / "gateway.toml"), user],
-            cwd=str(ROOT), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)
+        with open(self.errors, "a") as errors:
+            self.process = subprocess.Popen(
+                [PYTHON, "-m", "tests.adapters.cli_terminal_process", str(workdir / "gateway.toml"), user],
+                cwd=str(ROOT), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True)
         self.answers: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self._answer("attaching to the daemon")
@@ -58,7 +61,7 @@ class Terminal:
         if answer is None:
             self.close()
             raise AssertionError(f"the terminal gave no answer within {ANSWER_S}s to {what}: exit status "
-                                 f"{self.process.returncode}, stderr {self.process.stderr.read()[-2000:]!r}")
+                                 f"{self.process.returncode}, stderr {self.errors.read_text(errors='replace')[-2000:]!r}")
         return answer
 
     def command(self, command: dict) -> dict:
@@ -138,7 +141,8 @@ class CliHarness:
     def _state(self, chat: str) -> dict:
         return self.terminal(chat).state()
 
-    # -- inbound: a handle is "chat/message id/delivery number"
+    # -- inbound: a handle is "chat/message id/delivery number". The chat is the user (a terminal line is keyed by
+    # who typed it), so ``user`` names no one else here.
     def inject(self, chat: str, text: str, user: str = "alice") -> str:
         message_id = f"{chat}-{uuid.uuid4().hex[:12]}"
         self.terminal(chat, register=False).say(message_id, text)
