@@ -6,7 +6,9 @@ bound, plugins' hooks, the one transaction that stores a line before the termina
 to this host's shards or the row forwarded to a worker host's shard (actors/adapters/forwarding.py), the chat's lane
 and budget for what the bot shows, the ledger's records of sends.
 
-State: the terminal attached for each user (its external address), the done checks a worker's shard answers.
+State: the terminal attached for each user (its external address), the done checks a worker's shard answers, the
+ids of the messages it deleted (the last MAX_DELETED: an edit of one fails not_found, as on a platform, instead of
+showing it again; a restart forgets them, and an edit of a message deleted in an earlier life is passed on).
 
 Messages it takes (besides those of ``PlatformAdapter``, base.py):
   CliSay        a line typed by USER: offered to the kit's intake (stored, then CliAccepted with its inbox seq; a
@@ -25,11 +27,14 @@ from __future__ import annotations
 
 import functools
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from actors.adapters.errors import MessageNotFoundError, TooLongError
 from actors.adapters.intake import SenderOverLimit, TextTooLong
 from actors.adapters.intake_styles import MailboxAdapter
+from actors.adapters.pacing import LENGTH_FUNCTIONS
 from actors.adapters.payload_fields import MalformedPayload, a_string
 from actors.messages import (CliAccepted, CliAskDone, CliDone, CliSay, CliShow, MessageEvent, PlatformOp, Source,
                              StoreRead, StoreReadResult)
@@ -39,6 +44,7 @@ MAX_ID_CHARS = 256
 RECENT_EVENTS = 200     # transcript events searched for a finished turn: it has just ended, so it is among the last
 MAX_ASKS = 256          # done checks waiting for a worker's answer (a terminal asks again when one is dropped)
 ASK_TIMEOUT_S = 10.0    # a done check unanswered this long is forgotten
+MAX_DELETED = 10_000    # deleted message ids kept, so that an edit of one is answered not_found
 FORWARDED = "forwarded to "   # the reason of a row forwarded to a worker's shard (storage/inbox.py ``forwarded``)
 NOT_TAKEN = "the gateway answered the message without a turn (a plugin took it)"
 
@@ -104,6 +110,7 @@ class CliAdapter(MailboxAdapter):
         super().__init__()
         self.terminals: dict[str, object] = {}
         self.asks: dict[str, tuple] = {}   # token -> (terminal, seq, when) of a done check a worker's shard answers
+        self.deleted: OrderedDict[str, None] = OrderedDict()   # the ids of messages deleted, newest last (loop)
         self._asked = 0
 
     def on_start(self, args) -> None:
@@ -199,15 +206,28 @@ class CliAdapter(MailboxAdapter):
             super().on_bridge(item)
 
     # ------------------------------------------------------------------------------------------------ outbound
-    # A terminal that has gone away has nothing left to show: every operation succeeds.
+    # A terminal that has gone away has nothing left to show: an operation within the text limit succeeds, except
+    # the edit of a message this adapter deleted (a terminal would show it again).
     async def send_message(self, op: PlatformOp) -> str:
+        self._check_length(op.text)
         message_id = f"cli-{op.op_id}"    # op ids are unique across lives: so is the id shown
         self.post_to_actor(_Show(op.chat_id, CliShow("send", message_id, op.text)))
         return message_id
 
     async def edit_message(self, op: PlatformOp) -> None:
+        self._check_length(op.text)
+        if op.message_id in self.deleted:
+            raise MessageNotFoundError(f"message {op.message_id} was deleted", method="edit")
         self.post_to_actor(_Show(op.chat_id, CliShow("edit", op.message_id, op.text)))
 
     async def delete_message(self, op: PlatformOp) -> None:
+        self.deleted[op.message_id] = None
+        while len(self.deleted) > MAX_DELETED:
+            self.deleted.popitem(last=False)
         self.post_to_actor(_Show(op.chat_id, CliShow("delete", op.message_id)))
+
+    def _check_length(self, text: str) -> None:
+        length = LENGTH_FUNCTIONS[self.pacing.length](text or "")
+        if length > self.pacing.text_limit:
+            raise TooLongError(f"text of {length} over the limit of {self.pacing.text_limit}", method="show")
 
