@@ -1,6 +1,6 @@
 """Facts about a convention of gateway hosts that need no actor system: pure functions, unit tested.
 
-Several gateway hosts form one Thespian convention (DESIGN.md §6, docs/distribution.md): the leader's actor system
+Several gateway hosts form one Thespian convention (docs/design.md §6, docs/distribution.md): the leader's actor system
 keeps the adapters, the watchdog, the sweeper and the shard map; each worker joins it with
 ``run_gateway.py join LEADER:PORT`` and offers the ``gateway.shards`` capability.
 

@@ -1,4 +1,4 @@
-"""The launcher: a plain process that owns the actor system's life (DESIGN.md §1).
+"""The launcher: a plain process that owns the actor system's life (docs/design.md §1).
 
 It takes the pid lock, cleans up what a killed predecessor left, binds every actor socket to the configured
 interface, starts the actor system and the root, waits until every actor is up, then waits for one of:
