@@ -42,12 +42,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
+from actors.config_reload import check_whole  # noqa: E402
 from common import config as config_mod  # noqa: E402
 from common.config import EX_CONFIG, ConfigError  # noqa: E402
 from common.privacy import EX_NOPERM, PRIVATE_UMASK, foreign_owner  # noqa: E402
 from common.version import VERSION  # noqa: E402
 from common import processes  # noqa: E402
 from common.redact import RedactingStream, configured_secrets  # noqa: E402
+from common.logging_setup import configure_launcher_logging  # noqa: E402
 from common.runfiles import RunFiles  # noqa: E402
 from daemon import (cli_access, cli_completion, cli_config, cli_cron, cli_join, cli_logs, cli_memory,  # noqa: E402
                     cli_platforms, cli_reload, cli_report, cli_rich, cli_routes, cli_service, cli_storage,
@@ -55,6 +57,7 @@ from daemon import (cli_access, cli_completion, cli_config, cli_cron, cli_join, 
 from daemon.admin import AdminClient, AdminError, NoGateway  # noqa: E402
 from daemon.cli_output import fail, out as _out, run_guarded  # noqa: E402
 from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command  # noqa: E402
+from daemon.startup_checks import startup_warnings  # noqa: E402
 from storage import MediaCache  # noqa: E402
 from supervision import tree as tree_mod  # noqa: E402
 
@@ -72,7 +75,8 @@ def _main(argv: list[str] | None) -> int:
     if args.config:   # `start` runs the daemon from /: a path relative to here must not change meaning there
         args.config = os.path.abspath(os.path.expanduser(args.config))
     if args.command == "config" and getattr(args, "action", None) == "init":
-        return cli_config.cmd_config(None, args)   # writes a sample: needs no configuration, and may be run before one exists
+        # Writes a sample: needs no configuration, and may be run before one exists.
+        return cli_config.cmd_config(None, args)
     if args.command == "platforms":
         return cli_platforms.cmd_platforms(None, args)   # the registry's own facts: no configuration needed
     if args.command == "completion":
@@ -81,7 +85,6 @@ def _main(argv: list[str] | None) -> int:
         config = config_mod.load(args.config)
         # Adapter tables, profiles, routes and cron jobs too: a bad one stops the start here, not in a crash loop.
         # A reload checks a file with this same function (actors/config_reload.py).
-        from actors.config_reload import check_whole
         check_whole(config, time.time())
     except ConfigError as exc:
         if args.command == "reload":   # the running gateway hears of it too, and logs why it keeps running as it is
@@ -189,7 +192,6 @@ def cmd_join(config: dict, args) -> int:
 
 def cmd_run(config: dict, args) -> int:
     from daemon.launcher import Launcher   # the daemon's own modules load only for `run`
-    from common.logging_setup import configure_launcher_logging
     configure_launcher_logging(config)
     return Launcher(config).run()
 
@@ -201,7 +203,6 @@ def cmd_start(config: dict, args) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if _running(config):
         return _out(args, {"ok": False, "error": f"already running (pid {files.read_pid()})"}, 1)
-    from daemon.startup_checks import startup_warnings   # only `start` warns before it forks the daemon
     for warning in startup_warnings(config):
         print(f"warning: {warning}", file=sys.stderr)
     before = files.read_runtime()
@@ -267,7 +268,8 @@ def cmd_status(config: dict, args) -> int:
     if isinstance(client, int):
         return client
     media = MediaCache(Path(config["gateway"]["state_dir"]) / "media").stats()
-    data, text, code = status_view.report(client.status(), client.runtime, f"{client.host}:{client.port}", config, media=media)
+    data, text, code = status_view.report(client.status(), client.runtime, f"{client.host}:{client.port}", config,
+                                          media=media)
     if args.json:
         return _out(args, data, code)
     print(text)    # on stdout whatever the health: the screen is the answer asked for, not an error message
@@ -350,7 +352,8 @@ def cmd_logs(config: dict, args) -> int:
 
 
 def cmd_service(config: dict, args) -> int:
-    return cli_service.cmd_service(config, args, program=[sys.executable, os.path.abspath(__file__)])   # the unit runs this program
+    # The unit runs this program.
+    return cli_service.cmd_service(config, args, program=[sys.executable, os.path.abspath(__file__)])
 
 
 def cmd_report(config: dict, args) -> int:
