@@ -15,7 +15,7 @@ snapshot is reused for ``CACHE_S``, so a scrape storm costs one walk per second,
 
 Messages it takes: TurnFinished (sessions), LostSend (stream consumers, the sweeper), StalledReply (stream
 consumers), HookFailed (any actor that ran a plugin's hook), ActorRestarted
-(supervisors), FloodWaited and AdapterConnection (adapters), TreeReply (its walks), StopIntake (a drain began: the
+(supervisors), FloodWaited, IntakeSilent and AdapterConnection (adapters), TreeReply (its walks), StopIntake (a drain began: the
 gateway is no longer ready), timers walk_deadline and listen, and bridge items: scrape requests and the server's start. Messages it sends: DescribeTree
 to the root.
 
@@ -79,6 +79,7 @@ class Metrics(StoreUser, GatewayActor):
         self.internal_turns: Counter = Counter()         # (profile, platform, outcome) -> turns of scheduled runs
         self.restarts: Counter = Counter()               # child kind -> restarts
         self.flood_waits: Counter = Counter()            # platform -> flood waits
+        self.intake_stalls: Counter = Counter()          # adapter -> zombie intakes restarted (liveness.py)
         self.flood_seconds: Counter = Counter()          # platform -> seconds waited
         self.lost_sends: Counter = Counter()             # (platform, outcome) -> sends whose outcome was unknown
         self.stalled_replies: Counter = Counter()        # (platform, reason) -> replies past their progress bound
@@ -147,6 +148,9 @@ class Metrics(StoreUser, GatewayActor):
     def on_FloodWaited(self, fact, sender) -> None:
         self.flood_waits[fact.platform] += 1
         self.flood_seconds[fact.platform] += fact.seconds
+
+    def on_IntakeSilent(self, fact, sender) -> None:
+        self.intake_stalls[fact.adapter] += 1
 
     def on_LostSend(self, fact, sender) -> None:
         self.lost_sends[(fact.platform, fact.outcome)] += 1
@@ -303,6 +307,9 @@ class Metrics(StoreUser, GatewayActor):
                   [({"host": h, "role": r}, int(up)) for (h, r), up in sorted(snap.get("hosts", {}).items())]),
             gauge("gateway_adapter_connected", "1 while the adapter's platform connection is up",
                   [({"adapter": a}, int(up)) for a, up in sorted(snap["adapters"].items())]),
+            counter("gateway_intake_stalls_total", "Intakes connected but silent past their bound, restarted (a "
+                    "zombie connection), by adapter",
+                    [({"adapter": a}, n) for a, n in sorted(self.intake_stalls.items())]),
             counter("gateway_flood_waits_total", "Rate-limit answers (429) waited out, by platform",
                     [({"platform": p}, n) for p, n in sorted(self.flood_waits.items())]),
             counter("gateway_flood_wait_seconds_total", "Seconds chats were held by rate limits",

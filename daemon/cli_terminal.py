@@ -75,7 +75,7 @@ class Terminal:
             reply = self.client.asys.listen(1.0)   # a Ctrl-C meanwhile is raised by wait_done, once there is a seq
             if isinstance(reply, CliAccepted) and reply.message_id == message_id:
                 if reply.seq < 0:
-                    raise RuntimeError("the gateway is draining and takes no new messages")
+                    raise RuntimeError(reply.refused or "the gateway is draining and takes no new messages")
                 return reply.seq
             self.handle(reply)
         raise RuntimeError("the gateway did not accept the message within 30s")

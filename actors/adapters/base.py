@@ -1,33 +1,60 @@
 """PlatformAdapter: one actor per platform connection (a leaf: it runs a thread, so it creates no actors).
 
-A subclass writes only what is specific to its platform; every coroutine runs on the actor's bridge loop:
+The adapter kit: the contract a platform writes (contract.py: abstract where it must, a default that refuses
+clearly where it may) with the machinery behind it, and the helpers a platform may call, public and documented
+below. The guide, with a worked example, is docs/adapters.md; a platform subclasses one of the intake styles of
+intake_styles.py (``PollingAdapter``, ``StreamingAdapter``, ``ServingAdapter``, ``MailboxAdapter``), which are this
+class with the intake made concrete.
 
-    async connect()                     open the inbound connection; called before intake and after each failure
-    async disconnect()                  close it; idempotent, may be called when not connected
-    async fetch() -> (raws, offset)     long-poll style: one round from ``self.offset``; offset None = unchanged
-    async run_intake(emit)              OR push style (websocket, webhook): ``await emit(raws, offset)`` per batch;
+Threads. Every ``async`` method of the contract runs on the adapter's **bridge loop** (its own thread,
+supervision/bridge.py); it may await network I/O and the adapter's store, and must never block that loop on a
+synchronous call (a blocking library call goes through ``asyncio.to_thread``). Plain methods say where they run.
+Only the **actor thread** calls Thespian, logging included (a log record is a Thespian message to the logger): loop
+code logs with ``say`` and hands anything else to the actor thread with ``post_to_actor``.
+
+The contract (abstract unless a default is named):
+
+    normalise(raw) -> MessageEvent      pure, any thread; MalformedPayload(reason) for input that is no valid event
+    normal_silence_s() -> float         the longest silence of a connected intake that is normal (liveness.py)
+    async send_message(op) -> message id
+    async connect() / disconnect()      open / close the inbound connection (default: nothing); disconnect is
+                                        idempotent and may be called when not connected
+    async fetch() -> (raws, offset)     PollingAdapter: one round from ``self.offset``; offset None = unchanged
+    async run_intake(emit)              StreamingAdapter / ServingAdapter: ``await emit(raws, offset)`` per batch;
                                         it returns once the batch is durable: acknowledge the platform after it
-    normalise(raw) -> MessageEvent      pure; raise MalformedPayload(reason) for input that is no valid event
-    async download_attachment(att, cap) -> bytes   a pending attachment's bytes (media_intake.py), if files come in
-    async send_message(op) -> message_id    async edit_message(op)    async delete_message(op)
-    async send_file(op) -> message_id   async set_reaction(op)   where pacing says sends_files / supports_reactions
-    async send_typing(op)               (not ``send``: that name is Thespian's ``Actor.send``)
-    async close()                       release outbound clients at stop (default: nothing)
-    classify(exc) -> (kind, retry_after)   default ``classify_error`` (the classes of actors.adapters.errors)
 
-It reads ``self.settings`` (its validated [adapters.NAME] table), ``self.name``, ``self.profile``, ``self.pacing``
-and ``self.offset``. Outbound methods must work whether or not the intake is connected.
+Where the platform's ``Capabilities`` (platform.py) say it can, it overrides (the defaults refuse permanently, and
+tests/actors/adapters/test_contract.py checks each platform's class against its capabilities):
+
+    edit_message(op) [edit]   delete_message(op) [delete]   send_file(op) -> id [files_out]
+    set_reaction(op) [reactions]   send_typing(op) [typing]   download_attachment(att, cap) -> bytes [files_in]
+    find_lost_copy(op) [pacing finds_lost_copies]
+
+and may override: ``close()`` (release outbound clients at stop), ``classify(exc)`` (default ``classify_error``,
+the classes of actors.adapters.errors), ``served_url()``, ``event_profile(event)``. Not ``send``: that name is
+Thespian's ``Actor.send``, and overriding it fails at class creation.
+
+An adapter reads ``self.settings`` (its validated [adapters.NAME] table), ``self.name``, ``self.profile``,
+``self.pacing`` and ``self.offset``. Outbound methods must work whether or not the intake is connected.
+
+Idempotency keys (``PlatformOp.op_id``, and any key an adapter derives from it for the platform): one key names one
+operation with one content, across every life of the daemon; a retry of the same operation uses the same key, a
+different edit never does.
+
+The helpers (public; loop thread unless said): ``say(level, fmt, *args)`` logs; ``clean_error(error)`` is an
+error as one line of text with the adapter's secrets redacted (any thread); ``post_to_actor(item)`` hands an item to
+the actor thread; ``report_progress()`` is the intake's proof of life (liveness.py); ``send_unasked(op)`` sends a
+message nobody asked for (a pairing code, a notice) through the chat's lane and budget; ``ready_storage()``,
+``record_feedback(reactions)``, ``file_bytes(file)``.
 
 The base does the rest, identically for every platform:
 
 * intake: normalise, key, store each round durably *before* the platform is acknowledged, ring doorbells;
   reconnect with backoff on retryable errors; on permanent ones (the platform refuses the configuration) stay up,
-  reported down with the reason, and ask again every ``refused_retry_s``;
+  reported down with the reason, and ask again every ``refused_retry_s``; an intake connected but silent past its
+  bound is stalled: logged, counted, and the adapter restarted by its supervisor (liveness.py);
 * outbound: ``PlatformOp`` -> one FIFO lane per chat, the chat's ``ChatBudget`` spent by sends, edits and deletes,
   429s waited out on that chat only, bounded retries, ``OpResult`` (redacted) to the sender.
-
-Rule of the bridge kept here: only the actor thread calls Thespian, logging included (a log record is a Thespian
-message to the logger), so the loop hands log lines to the actor thread like any other result.
 """
 from __future__ import annotations
 
@@ -36,6 +63,7 @@ import collections
 import dataclasses
 import itertools
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -45,18 +73,17 @@ from actors.adapters.access import Gatekeeper, policy_of
 from actors.adapters.sender_limits import SenderLimits, policy_of as limit_policy_of
 from actors.adapters.budgets import ChatBudgets
 from actors.adapters.connection import ConnectionView
+from actors.adapters.contract import PlatformContract
 from actors.adapters.forwarding import WALK_S, Forwarding, InboundRoutes, Unforwarded
-from actors.adapters.errors import PermanentError
-from actors.adapters.lost_copies import Unresolved
-from actors.adapters.media_intake import AttachmentGone
+from actors.adapters.liveness import IntakeStalled, Liveness, probe_server, served_address, silence_bound
 from actors.adapters.send_records import SendRecords
 from actors.adapters.intake import (Intake, IntakeFailed, _Connected, _Ingested, _IntakeRetrying, _LogLine, _OpDone,
                                     _quietly)
-from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure, classify_error
+from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure
 from supervision.batching import Outbox
 from supervision.bridge import TaskDone
-from actors.messages import AdapterConnected, AdapterConnection, Attachment, FloodWaited, MessageEvent, OpResult
-from actors.messages import PlatformOp
+from actors.messages import (AdapterConnected, AdapterConnection, FloodWaited, IntakeSilent,
+                             MessageEvent, OpResult, PlatformOp)
 from actors.hooks.points import tell_adapter_state
 from common.redact import configured_secrets, redact
 from actors.adapters.pacing import DEFAULT_PACING
@@ -71,7 +98,7 @@ STOP_TIMEOUT_S = 3.0
 
 # ---------------------------------------------------------------------------------------------- the actor
 
-class PlatformAdapter(GatewayActor):
+class PlatformAdapter(GatewayActor, PlatformContract):
     uses_bridge = uses_links = True   # links: doorbells, results and operations with the shards (direct_link.py)
     retry_policy = RetryPolicy()
     reconnect_base_s = 0.1
@@ -94,8 +121,8 @@ class PlatformAdapter(GatewayActor):
         # loop thread only
         self.store: Optional[Store] = None   # one store for the inbound path and the outbound ledger records
         self.media_cache: Optional[MediaCache] = None   # under the state directory, opened with the store
-        self.intake = Intake(self, post=self._post, say=self._say, clean=self._clean)
-        self.records = SendRecords(lambda: self.name, lambda: self.store, say=self._say, clean=self._clean)
+        self.intake = Intake(self, post=self.post_to_actor, say=self.say, clean=self.clean_error)
+        self.records = SendRecords(lambda: self.name, lambda: self.store, say=self.say, clean=self.clean_error)
         self._lanes = ChatLanes(self._run_op)
         self._budgets = ChatBudgets()   # replaced in on_start by one that honours earlier lives (budgets.py)
         # actor thread only
@@ -105,85 +132,25 @@ class PlatformAdapter(GatewayActor):
         self._in_hand: dict[int, tuple[PlatformOp, Any]] = {}
         self._chat_load: collections.Counter = collections.Counter()
         self.routes = InboundRoutes()   # doorbells at this host's shards, rows forwarded to a worker's
-        self.forwarding = Forwarding(lambda: self.name, lambda: self.store, self._post, self._say)
+        self.forwarding = Forwarding(lambda: self.name, lambda: self.store, self.post_to_actor, self.say)
         self._connection_reports = 0  # AdapterConnection reports sent by this incarnation
         self.connection = ConnectionView(time.time())   # what `status` shows of the platform connection
+        # The intake's proof of life: progress written by the loop thread, checked by the actor thread (liveness.py).
+        self.liveness = Liveness(bound_s=60.0)
         # What one drain of the bridge produced (answers, doorbells), sent per recipient when it is done.
         self.batched_out = Outbox()
         self._unannounced = False
         self._announced_to = None     # the sweeper our last AdapterConnected went to
 
-    # ---------------------------------------------------------------------------------- the subclass contract
-    async def connect(self) -> None:
-        """Open the inbound connection."""
-
-    async def disconnect(self) -> None:
-        """Close the inbound connection (idempotent)."""
-
-    async def fetch(self) -> tuple[list, Any]:
-        raise NotImplementedError(f"{type(self).__name__} implements neither fetch() nor run_intake()")
-
-    async def run_intake(self, emit) -> None:
-        """Push-style adapters override this; polling ones implement ``fetch`` instead."""
-        raise NotImplementedError
-
-    @property
-    def push_style(self) -> bool:
-        return type(self).run_intake is not PlatformAdapter.run_intake
-
+    # ------------------------------------------------------------- what the contract's methods read (contract.py)
     @property
     def offset(self) -> Any:
         """The platform offset committed together with the last rows (what ``fetch`` asks from)."""
         return self.intake.offset
 
-    def normalise(self, raw: Any) -> MessageEvent:
-        raise NotImplementedError
-
-    async def send_message(self, op: PlatformOp) -> str:
-        raise NotImplementedError
-
-    async def send_file(self, op: PlatformOp) -> str:
-        """A send of ``op.file`` (bytes: ``file_bytes``) -> its message id; asked only where pacing ``sends_files``."""
-        raise PermanentError(f"the {type(self).__name__} sends no files")
-
-    async def edit_message(self, op: PlatformOp) -> None:
-        raise NotImplementedError
-
-    async def delete_message(self, op: PlatformOp) -> None:
-        raise NotImplementedError
-
-    async def send_typing(self, op: PlatformOp) -> None:
-        """The platform shows no typing indicator unless a subclass says otherwise."""
-
-    async def set_reaction(self, op: PlatformOp) -> None:
-        """The bot's reaction on message ``op.message_id`` becomes ``op.text`` (an emoji; "": none). Only adapters
-        whose pacing says ``supports_reactions`` are asked (actors/sessions/reply_status.py)."""
-        raise PermanentError(f"the {type(self).__name__} sets no reactions")
-
-    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
-        """The bytes of a pending attachment (at most ``cap``; raise AttachmentTooLarge past it, AttachmentGone
-        when the platform will never give them). Adapters whose platform carries files implement it."""
-        raise AttachmentGone(f"the {type(self).__name__} fetches no files")
-
-    async def find_lost_copy(self, op: PlatformOp) -> Optional[str]:
-        """``find_lost``: the id of the copy a lost send of part ``op.ledger[2]`` left in the chat, now showing
-        ``op.text``, or None if that send never landed; raises ``Unresolved`` when the platform cannot tell
-        (lost_copies.py). None of them can unless a subclass says otherwise."""
-        raise Unresolved("the platform gives no way to find a lost copy")
-
-    async def close(self) -> None:
-        """Release outbound clients at stop."""
-
-    def classify(self, exc: BaseException) -> tuple[str, float]:
-        return classify_error(exc)
-
-    def served_url(self) -> Optional[str]:
-        """The URL this adapter serves (a chat page, an API, a webhook) once it listens; None: it serves none."""
-        return None
-
     def event_profile(self, event: MessageEvent) -> str:
-        """The profile (part of the session key) an inbound event runs under: the adapter's, unless a subclass
-        lets each request choose among those it serves (the OpenAI-compatible endpoint does)."""
+        """The profile (part of the session key) an inbound event runs under (loop): the adapter's, unless a
+        subclass lets each request choose among those it serves (the OpenAI-compatible endpoint does)."""
         return self.profile
 
     # ----------------------------------------------------------------------------- life cycle (actor thread)
@@ -200,7 +167,13 @@ class PlatformAdapter(GatewayActor):
         self._budgets = ChatBudgets(started_at=time.monotonic())   # asyncio's loop.time() is time.monotonic()
         # Loop-side code posts through this reference: the actor thread drops ``self.bridge`` when it exits.
         self._loop_bridge = self.bridge
+        self.liveness = Liveness(silence_bound(self.normal_silence_s(), self.settings.get("max_silence_s") or 0.0))
         self._intake_task = self.bridge.submit(self.intake.run_forever(), tag="intake")
+        if math.isfinite(self.liveness.bound_s):     # an adapter without a connection declares none
+            self.after(self.liveness.check_every_s, "liveness")
+        # A server's proof of life is that it still accepts a connection: probed where the adapter serves one.
+        self.bridge.submit(probe_server(lambda: served_address(self.served_url()), self.report_progress,
+                                        every_s=self.liveness.probe_every_s), tag="server_probe")
         if setting(self.config, "cluster", "enabled"):
             self.after(WALK_S, "forward_walk")
 
@@ -208,6 +181,18 @@ class PlatformAdapter(GatewayActor):
         if self.routes.forwards:
             self.bridge.submit(self.forwarding.walk(), tag="forward_walk")
         self.after(WALK_S, "forward_walk")
+
+    def on_timer_liveness(self, _data) -> None:
+        """Is the intake a zombie? Connected (as it believes) and silent past its bound: log, count, crash; the
+        supervisor starts a fresh adapter with fresh connections (liveness.py). A drained intake is left alone."""
+        connected = self.intake.healthy and not self.intake_stopped
+        if self.liveness.stalled(time.monotonic(), connected):
+            silent = self.liveness.silent_for(time.monotonic())
+            self.log.error("%s: the intake is connected but silent for %.1fs (normal: at most %.1fs): a zombie "
+                           "connection; the adapter restarts", self.name, silent, self.liveness.bound_s)
+            self.report(IntakeSilent(self.name, round(silent, 3)))
+            raise IntakeStalled(f"intake stalled: no progress for {silent:.1f}s (bound {self.liveness.bound_s:g}s)")
+        self.after(self.liveness.check_every_s, "liveness")
 
     def on_InboundStored(self, message, sender) -> None:
         self.bridge.submit(self.forwarding.mark(message), tag="forward_mark")
@@ -231,7 +216,7 @@ class PlatformAdapter(GatewayActor):
         try:
             self.bridge.run_sync(self._shut_down(), STOP_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - on the way out; what was committed is on disk
-            self.log.warning("%s: unclean stop: %s", self.name, self._clean(exc))
+            self.log.warning("%s: unclean stop: %s", self.name, self.clean_error(exc))
 
     def pending_work(self) -> int:
         return len(self._in_hand)
@@ -270,8 +255,8 @@ class PlatformAdapter(GatewayActor):
             self.report(item)
         elif isinstance(item, TaskDone) and item.tag == "intake" and item.error is not None:
             self.log.error("%s: intake failed for good, the adapter restarts: %s", self.name,
-                           self._clean(item.error))
-            raise IntakeFailed(self._clean(item.error))
+                           self.clean_error(item.error))
+            raise IntakeFailed(self.clean_error(item.error))
 
     def _report_connection(self, connected: bool) -> None:
         """Tell the metrics actor whether the platform connection is up, numbered in the order this thread learnt
@@ -327,7 +312,7 @@ class PlatformAdapter(GatewayActor):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a bug in a subclass must still answer the sender
-            result = OpResult(op.op_id, False, error_kind="permanent", error=self._clean(exc))
+            result = OpResult(op.op_id, False, error_kind="permanent", error=self.clean_error(exc))
         self._loop_bridge.post(_OpDone(ticket, result))
 
     async def _perform(self, op: PlatformOp) -> OpResult:
@@ -367,15 +352,15 @@ class PlatformAdapter(GatewayActor):
                         and getattr(exc, "maybe_done", False)):
                     # The send may be in the chat already: repeating it here would show it twice, unmarked. The
                     # sender knows the reply and holds the ledger: it sends again with the visible re-sent mark.
-                    return OpResult(op.op_id, False, error_kind="ambiguous", error=self._clean(exc))
+                    return OpResult(op.op_id, False, error_kind="ambiguous", error=self.clean_error(exc))
                 step, delay = after_failure(op.action, kind, retry_after, floods, failures, self.retry_policy)
                 if step == "done":
                     return OpResult(op.op_id, True, message_id=op.message_id)
                 if step == "fail":
                     if intent_recorded:   # the platform said no: nothing was sent, so nothing is ambiguous
                         await self.records.forget_intent(op)
-                    return OpResult(op.op_id, False, error_kind=kind, error=self._clean(exc), retry_after=retry_after)
-                self._say(logging.INFO, "%s: %s %s in chat %s: %s; retrying in %.2fs", self.name, op.action,
+                    return OpResult(op.op_id, False, error_kind=kind, error=self.clean_error(exc), retry_after=retry_after)
+                self.say(logging.INFO, "%s: %s %s in chat %s: %s; retrying in %.2fs", self.name, op.action,
                           op.op_id, op.chat_id, kind, delay)
                 if step == "flood":
                     floods += 1
@@ -409,10 +394,10 @@ class PlatformAdapter(GatewayActor):
             # scans only when it starts itself: ring every session with work once (a doorbell only says "look").
             waiting = await self.store.inbox.sessions_with_pending()
             if waiting:
-                self._post(_Ingested(tuple((key, 0) for key in waiting)))
+                self.post_to_actor(_Ingested(tuple((key, 0) for key in waiting)))
         if not self._budgets.loaded:
             if banned := await self._budgets.load(self.store, self.name):
-                self._say(logging.INFO, "%s: %d chat(s) still under a rate-limit ban from before the restart",
+                self.say(logging.INFO, "%s: %d chat(s) still under a rate-limit ban from before the restart",
                           self.name, banned)
         return self.store
 
@@ -434,15 +419,22 @@ class PlatformAdapter(GatewayActor):
         budget, answered to no one (its ticket is in no actor's hands)."""
         self._lanes.submit(op.chat_id, (None, op))
 
-    def _post(self, item) -> None:
+    def post_to_actor(self, item) -> None:
         """Hand an item from the loop thread to the actor thread (``on_bridge``)."""
         self._loop_bridge.post(item)
 
-    def _say(self, level: int, fmt: str, *args) -> None:
+    def say(self, level: int, fmt: str, *args) -> None:
         """Log from the loop thread: the actor thread writes the line (see the module docstring)."""
-        self._post(_LogLine(level, fmt % args))
+        self.post_to_actor(_LogLine(level, fmt % args))
 
-    def _clean(self, error: Any) -> str:
+    def clean_error(self, error: Any) -> str:
+        """An error (or any text) as one line of at most 300 characters, the adapter's secrets redacted: what may
+        go into a log line, an ``OpResult`` or ``status`` (any thread)."""
         text = str(error) or type(error).__name__
         return redact(" ".join(text.split()), self.secrets)[:300]
 
+    def report_progress(self) -> None:
+        """The intake's proof of life (loop thread): a heartbeat acknowledged, a pong, a line, a probe answered.
+        Poll rounds and stored batches report it already (intake.py); a pushed intake calls it for what shows
+        the platform still talks while no message comes (liveness.py)."""
+        self.liveness.progress()

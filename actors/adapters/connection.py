@@ -73,6 +73,10 @@ def adapter_rows(root, configured: dict | None = None) -> list[dict]:
             row.update({k: facts[k] for k in ("since", "attempts", "error", "url") if k in facts})
             if row["state"] == "connecting" and node.restarts and node.last_exit:
                 row.update(restarts=node.restarts, error=" ".join(str(node.last_exit).split())[:ERROR_CHARS])
+            elif node.restarts and node.last_exit:
+                # Up again after a restart (a zombie intake's, say: actors/adapters/liveness.py): why it restarted
+                # stays visible, so a connection that keeps going silent is seen before users say so.
+                row.update(restarts=node.restarts, last_restart=" ".join(str(node.last_exit).split())[:ERROR_CHARS])
         rows.append(row)
     seen = {row["name"] for row in rows}
     rows += [{"name": name, "kind": kind, "state": "restarting"} for name, kind in (configured or {}).items()

@@ -128,6 +128,7 @@ class IntakePlatform(Protocol):
     def classify(self, exc: BaseException) -> tuple[str, float]: ...
     def event_profile(self, event: MessageEvent) -> str: ...
     def send_unasked(self, op: PlatformOp) -> None: ...
+    def report_progress(self) -> None: ...            # the intake's proof of life (liveness.py)
     async def download_attachment(self, attachment: Attachment, cap: int) -> bytes: ...
 
 
@@ -166,6 +167,7 @@ class Intake:
                     raise RetryableError("the platform ended the intake stream")
                 while True:
                     raws, offset = await platform.fetch()
+                    platform.report_progress()     # a round came back: the connection is alive (liveness.py)
                     self._became_healthy()
                     if raws or (offset is not None and offset != self.offset):
                         await asyncio.shield(self.ingest(raws, offset))
@@ -216,6 +218,7 @@ class Intake:
 
     def _became_healthy(self) -> None:
         if not self.healthy:
+            self.platform.report_progress()    # the silence that counts starts at the connection, not before it
             self.healthy = True
             self.post(_Connected())
             self.post(AdapterConnection(self.platform.name, True))
@@ -235,6 +238,7 @@ class Intake:
 
     async def emit(self, raws: list, offset: Any = None, refuse_over_limit: bool = False) -> list:
         """For push-style adapters: store a batch; acknowledge the platform only after this returns."""
+        self.platform.report_progress()
         return await asyncio.shield(self.ingest(raws, offset, refuse_over_limit))
 
     async def ingest(self, raws: list, offset: Any, refuse_over_limit: bool = False) -> list:

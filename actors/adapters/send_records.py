@@ -24,8 +24,8 @@ class SendRecords:
                  say: Callable[..., None], clean: Callable[[Any], str]):
         self._name = adapter_name
         self._store = store
-        self._say = say
-        self._clean = clean
+        self.say = say
+        self.clean = clean
 
     async def intent(self, op: PlatformOp) -> OpResult | None:
         """Commit, just before the send leaves, that it is about to (G3, docs/design.md §2.6): a kill -9 from here until
@@ -37,9 +37,9 @@ class SendRecords:
             await self._store().ledger.record_send_intent(oid, fence, index)
             return None
         except (StaleFence, IllegalTransition, NotFound) as exc:
-            return OpResult(op.op_id, False, error_kind="lost_claim", error=self._clean(exc))
+            return OpResult(op.op_id, False, error_kind="lost_claim", error=self.clean(exc))
         except Exception as exc:  # noqa: BLE001 - unavailable storage, or anything else: nothing leaves unrecorded
-            return OpResult(op.op_id, False, error_kind="storage", error=self._clean(exc))
+            return OpResult(op.op_id, False, error_kind="storage", error=self.clean(exc))
 
     async def part(self, op: PlatformOp, message_id: str) -> bool:
         """Record the id the platform returned, in the same step as its answer; False if it could not be (the
@@ -49,8 +49,8 @@ class SendRecords:
             await self._store().ledger.record_part(oid, fence, index, message_id, replace=True)
             return True
         except Exception as exc:  # noqa: BLE001 - the id still reaches the sender, which tries again
-            self._say(logging.WARNING, "%s: the id of part %d of %s could not be recorded here (%s); its consumer "
-                      "records it", self._name(), index, oid[:12], self._clean(exc))
+            self.say(logging.WARNING, "%s: the id of part %d of %s could not be recorded here (%s); its consumer "
+                      "records it", self._name(), index, oid[:12], self.clean(exc))
             return False
 
     async def lost_copy_found(self, op: PlatformOp, message_id: Optional[str]) -> OpResult:
@@ -76,5 +76,5 @@ class SendRecords:
         try:
             await ChatBudgets.record_ban(store, self._name(), chat_id, seconds)
         except Exception as exc:  # noqa: BLE001 - this life still honours it in memory; only a restart could not
-            self._say(logging.WARNING, "%s: could not record the rate-limit ban of chat %s (%s)", self._name(),
-                      chat_id, self._clean(exc))
+            self.say(logging.WARNING, "%s: could not record the rate-limit ban of chat %s (%s)", self._name(),
+                      chat_id, self.clean(exc))

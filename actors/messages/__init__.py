@@ -31,7 +31,8 @@ from actors.messages.control import (
     DrainRequest, DrainReport, ShutdownRequest, ShutdownReady, DrainDone, StatusRequest, GatewayStatus,
     ReloadRequest, ReloadReport)
 from actors.messages.metrics import (
-    StalledReply, LostSend, TurnFinished, FloodWaited, AdapterConnection, HookFailed)
+    StalledReply, LostSend, TurnFinished, FloodWaited, AdapterConnection, HookFailed,
+    IntakeSilent)
 from actors.messages.cron import CronRunRequest, CronRunReport
 
 __all__ = [
@@ -42,7 +43,8 @@ __all__ = [
     'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone', 'CliDone', 'Passivate', 'RunCells',
     'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
-    'TurnFinished', 'FloodWaited', 'AdapterConnection', 'HookFailed', 'CronRunRequest', 'CronRunReport',
+    'TurnFinished', 'FloodWaited', 'IntakeSilent', 'AdapterConnection', 'HookFailed', 'CronRunRequest',
+    'CronRunReport',
     'ReloadRequest', 'ReloadReport', 'SessionWanted', 'SessionHandover', 'SessionTaken', 'MovesDone',
     'StoreRead', 'StoreReadResult'
 ]

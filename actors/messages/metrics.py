@@ -44,6 +44,14 @@ class FloodWaited:
 
 
 @dataclass(frozen=True)
+class IntakeSilent:
+    """Adapter -> metrics, just before it crashes on purpose: its intake believed itself connected and showed no
+    progress for ``seconds``, past its bound (a zombie connection: actors/adapters/liveness.py)."""
+    adapter: str
+    seconds: float
+
+
+@dataclass(frozen=True)
 class AdapterConnection:
     """Adapter -> metrics: its platform connection came up or went down (sent again on every new Directory).
     Two reports can cross on their way, so each carries its count in the adapter's incarnation: the metrics actor

@@ -16,8 +16,11 @@ class CliSay:
 
 @dataclass(frozen=True)
 class CliAccepted:
+    """cli adapter -> terminal: the line is stored as inbox row ``seq``; seq < 0: it was not, and ``refused`` says
+    why (a drain, the text bound, a plugin that answered it itself)."""
     message_id: str
     seq: int
+    refused: str = ""
 
 
 @dataclass(frozen=True)

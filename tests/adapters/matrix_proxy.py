@@ -5,8 +5,8 @@ server does not show: when each request came and what it was (the suite's ``atte
 
 * ``script_floods(n, retry_after)``: the next n message sends answer 429 ``M_LIMIT_EXCEEDED`` with
   ``retry_after_ms``, without reaching Synapse; a send to that room before the time is counted as a violation;
-* ``hold_next_send()``: the next message send reaches Synapse (the event is made) and its answer is held until
-  ``release()``: the window between a PUT leaving and its event id coming back;
+* ``hold_next_send(room=None)``: the next message send (to ``room``, if given) reaches Synapse (the event is made)
+  and its answer is held until ``release()``: the window between a PUT leaving and its event id coming back;
 * ``replay(event_id)``: the next sync asks from the token before that event, so Synapse delivers it again;
 * ``forget_next_sync_token()``: the next sync asks from a token Synapse never issued (it answers 400);
 * ``restart()``: every connection cut (the long poll included), the same port served again.
@@ -41,6 +41,7 @@ class MatrixRelay:
         self._banned_until: dict[str, float] = {}
         self._rewind_to: Optional[str] = None
         self._hold = False
+        self._hold_room: Optional[str] = None
         self.holding, self.released = threading.Event(), threading.Event()
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -102,9 +103,10 @@ class MatrixRelay:
             self._floods, self._hold, self._rewind_to = [], False, None
         self.release()
 
-    def hold_next_send(self) -> None:
+    def hold_next_send(self, room: Optional[str] = None) -> None:
         self.holding.clear()
         self.released.clear()
+        self._hold_room = room
         self._hold = True
 
     def release(self) -> None:
@@ -188,7 +190,7 @@ class MatrixRelay:
             if event_id:
                 with self._lock:
                     self.sent_contents[event_id] = content
-        if kind == "send" and self._hold and status == 200:
+        if kind == "send" and self._hold and status == 200 and self._hold_room in (None, room):
             self._hold = False
             self.holding.set()
             while not self.released.is_set():

@@ -57,8 +57,8 @@ AdminEMail = tests@localhost
 MaxNickLength = 30
 MaxConnectionsIP = 0
 MaxJoins = 0
-PingTimeout = 120
-PongTimeout = 20
+PingTimeout = {ping_timeout}
+PongTimeout = {pong_timeout}
 [Options]
 DNS = no
 Ident = no
@@ -67,12 +67,17 @@ PAM = no
 
 
 class Ngircd:
-    def __init__(self, workdir: Path, ports: Optional[range] = None):
+    def __init__(self, workdir: Path, ports: Optional[range] = None, ping_timeout_s: int = 120,
+                 pong_timeout_s: int = 20):
+        """``ping_timeout_s``, ``pong_timeout_s``: a client silent this long is pinged, and dropped if no PONG comes
+        within the second (ngircd's defaults; shorter where a test needs a vanished client gone soon, but ngircd
+        takes at least 5 s for each)."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ports = ports or worker_ports()
         self.port = 0
         self.password = PASSWORD
+        self.ping_timeout_s, self.pong_timeout_s = ping_timeout_s, pong_timeout_s
         self.proc: Optional[subprocess.Popen] = None
         self.log_lines: list[str] = []
         self._lock = threading.Lock()
@@ -89,7 +94,8 @@ class Ngircd:
 
     def _start_on(self, binary: str, port: int) -> bool:
         config = self.workdir / "ngircd.conf"
-        config.write_text(CONFIG.format(port=port, password=self.password))
+        config.write_text(CONFIG.format(port=port, password=self.password, ping_timeout=self.ping_timeout_s,
+                                         pong_timeout=self.pong_timeout_s))
         os.chmod(self.workdir, 0o755)
         config.chmod(0o644)
         proc = subprocess.Popen([binary, "-n", "-f", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

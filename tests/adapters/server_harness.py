@@ -3,7 +3,8 @@
 The fake starts on the port it last had (0 at first: any free one, read back from the server, never picked
 beforehand: another worker's daemon could take it), keeps its history in a state file of the test's directory, and
 a dropped connection is the fake restarted on the same port with the same history, which cuts every connection.
-A harness names its state file and builds its fake, configured and not yet started, in ``make_server``.
+A harness names its state file and builds its fake, configured and not yet started, in ``make_server``, and names
+the fake's call a text send makes (``send_method``): the one whose answer ``hold_next_send`` holds.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, Optional
 
 class ServerHarness:
     state_name: str            # the fake's state file, in the test's directory
+    send_method: str           # the fake's name of the call that sends a text (a Bot API method, a route, an RPC)
     adapter_type: str
     adapter_name: str
 
@@ -38,6 +40,16 @@ class ServerHarness:
     def drop_connection(self) -> None:
         self.stop()
         self.start()
+
+    # -- a send's answer held (the delivery case: tests/adapters/test_conformance.py)
+    def hold_next_send(self, chat: str) -> None:
+        self.server.hold_next_answer(self.send_method, self.source(chat).chat_id)
+
+    def send_held(self) -> bool:
+        return self.server.answer_held.is_set()
+
+    def release_send(self) -> None:
+        self.server.release_held()
 
     def table_head(self, access: Optional[str] = "open") -> str:
         """The first lines of the adapter's [adapters.NAME] table (``access = "open"``: strangers are answered)."""

@@ -184,7 +184,7 @@ def test_an_edit_to_a_final_text_is_done_without_a_call_and_any_other_edit_is_re
     adapter = SignalAdapter()     # no settings, no client: a call to signal-cli would fail loudly
     part = dict(op_id="e", action="edit", chat_id=ALICE, text="the answer", message_id="1700000000123")
     assert asyncio.run(adapter.edit_message(PlatformOp(**part, final=True))) is None
-    with pytest.raises(PermanentError, match="edits no message"):
+    with pytest.raises(PermanentError, match="cannot edit a sent message"):
         asyncio.run(adapter.edit_message(PlatformOp(**part)))
 
 

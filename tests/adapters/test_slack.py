@@ -192,6 +192,18 @@ def test_each_inbound_mode_needs_its_secret(table, problem):
         registry.validate_adapter("sl", {"type": "slack", "bot_token": "xoxb-1", **table})
 
 
+def test_the_ping_interval_sets_the_silence_bound_and_has_a_floor():
+    with pytest.raises(ConfigError, match="ping_interval_s: must be at least 1 second"):
+        registry.validate_adapter("sl", {"type": "slack", "bot_token": "xoxb-1", "app_token": "xapp-1",
+                                         "ping_interval_s": 0.2})
+    adapter = SlackAdapter()
+    adapter.settings = registry.validate_adapter("sl", {"type": "slack", "bot_token": "xoxb-1", "app_token": "xapp-1",
+                                                        "ping_interval_s": 5.0})
+    assert adapter.normal_silence_s() == 2 * 5.0 + 15.0
+    adapter.settings = registry.validate_adapter("sl", {"type": "slack", "bot_token": "xoxb-1", "app_token": "xapp-1"})
+    assert adapter.normal_silence_s() == 2 * 20.0 + 15.0, "Slack's own default: a ping every 20 s"
+
+
 # ------------------------------------------------------------------------------------------- Socket Mode
 
 def gate_emit(adapter: SlackAdapter):

@@ -185,6 +185,7 @@ class FakePlatform(FakeServer):
             with self.mutate() as state:
                 fault = self.faults.draw(op)
                 status, payload = self._apply(state, op, chat, body, fault)
+            await self.hold_if_asked(op, chat, fault is None and status == 200)
             if fault in ("drop", "drop_after"):
                 return drop_connection(request)
             return web.json_response(payload, status=status)

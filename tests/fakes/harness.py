@@ -137,6 +137,10 @@ class FakeServer:
         self._thread: Optional[threading.Thread] = None
         self._runner: Optional[web.AppRunner] = None
         self._waiters: set[asyncio.Future] = set()  # long polls sleeping in wait_for_change
+        self._hold_for: Optional[tuple[str, str]] = None   # (method, chat) whose next answer is held
+        self.answer_held = threading.Event()        # such a call took effect; its answer waits
+        self.answer_released = threading.Event()
+        self.answer_released.set()
         self.state = self.initial_state()
         if state_file and os.path.exists(state_file):
             with open(state_file, encoding="utf-8") as f:
@@ -221,6 +225,28 @@ class FakeServer:
             await stop.wait()
             await self._stop_site()
         asyncio.run(main())
+
+    # -- a held answer
+    def hold_next_answer(self, method: str, chat: str) -> None:
+        """The next call of ``method`` for ``chat`` that takes effect gets its answer only after ``release_held``
+        (or once the server stops): the window between a request reaching the platform and its answer reaching the
+        client, in which a test kills the client."""
+        self.answer_released.clear()
+        self.answer_held.clear()
+        self._hold_for = (method, str(chat))
+
+    def release_held(self) -> None:
+        self._hold_for = None
+        self.answer_released.set()
+
+    async def hold_if_asked(self, method: str, chat: Any, took_effect: bool) -> None:
+        """Called by every handler of a held method once the call is done, outside the state lock."""
+        if not took_effect or self._hold_for != (method, str(chat)):
+            return
+        self._hold_for = None
+        self.answer_held.set()
+        while not self.answer_released.is_set():
+            await asyncio.sleep(0.02)   # a threading.Event a test thread sets: polled from the server's loop
 
     # -- state
     @contextlib.contextmanager

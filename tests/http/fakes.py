@@ -39,6 +39,8 @@ class CallbackReceiver:
         self._floods_left, self._flood_retry_after, self._flood_actions = 0, 0.0, ("send",)
         self._banned_until = 0.0
         self._violations = 0
+        self._hold: Optional[str] = None        # hold_next_send: that conversation's next send waits for ``released``
+        self.holding, self.released = threading.Event(), threading.Event()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
         self._runner: Optional[web.AppRunner] = None
@@ -90,6 +92,11 @@ class CallbackReceiver:
         if status == 429:
             return web.json_response({"retry_after": self._flood_retry_after}, status=429,
                                      headers={"Retry-After": str(self._flood_retry_after)})
+        if self._hold == payload["conversation_id"] and payload["action"] == "send" and status == 200:
+            self._hold = None
+            self.holding.set()
+            while not self.released.is_set():   # the message is here; the gateway has not heard so
+                await asyncio.sleep(0.02)
         return web.json_response({"ok": status == 200}, status=status)
 
     def _apply(self, payload: dict, now: float) -> int:
@@ -130,7 +137,15 @@ class CallbackReceiver:
 
     def clear_faults(self) -> None:
         with self._lock:
-            self._floods_left = 0
+            self._floods_left, self._hold = 0, None
+        self.released.set()
+
+    def hold_next_send(self, conversation: str) -> None:
+        """The conversation's next send is taken (it shows in ``messages``) and its answer waits until ``released``
+        is set: the window in which a test kills the gateway."""
+        self.holding.clear()
+        self.released.clear()
+        self._hold = conversation
 
     def flood_violations(self) -> int:
         with self._lock:

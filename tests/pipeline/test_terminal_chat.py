@@ -166,3 +166,12 @@ def test_chat_without_a_gateway_fails_clearly(tmp_path):
     gw = Gateway(tmp_path)
     result = gw.cli("chat", "--message", "anyone?", timeout=30)
     assert result.returncode == 3 and "no gateway running" in result.stderr
+
+
+def test_a_message_over_the_text_bound_is_refused_saying_so_not_cut(gateway):
+    """[gateway] max_text_chars (16,000 by default) binds the terminal as every platform: the line is refused with
+    the reason, never cut to the bound and answered as if whole."""
+    result = gateway.cli("chat", "--as", "gil", "--message", "x" * 16_001, timeout=60)
+    assert result.returncode != 0, (result.stdout, result.stderr)
+    assert "16,001 characters" in result.stderr and "at most 16,000" in result.stderr, result.stderr
+    assert "offline" not in result.stdout.lower(), f"the cut message was answered: {result.stdout[:300]!r}"

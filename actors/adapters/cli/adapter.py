@@ -1,48 +1,46 @@
 """The terminal adapter: ``run_gateway.py chat`` attaches through the admin port and talks to this actor.
 
-State: the terminal attached for each user (its external address), a counter for the bot's message ids.
+A regular adapter on the kit (``MailboxAdapter``, actors/adapters/intake_styles.py): its lines come as actor mail
+instead of from a network, and everything else is the kit's, as for every platform: the access policy, the text
+bound, plugins' hooks, the one transaction that stores a line before the terminal hears ``CliAccepted``, doorbells
+to this host's shards or the row forwarded to a worker host's shard (actors/adapters/forwarding.py), the chat's lane
+and budget for what the bot shows, the ledger's records of sends.
 
-Messages it takes:
-  CliSay        a line typed by USER: written to USER's session inbox (durable before it is acknowledged with
-                CliAccepted), then the session supervisor is rung; one that is no valid line (``cli_event``) is
-                logged and dropped unanswered: only a broken or hostile client sends one
+State: the terminal attached for each user (its external address), the done checks a worker's shard answers.
+
+Messages it takes (besides those of ``PlatformAdapter``, base.py):
+  CliSay        a line typed by USER: offered to the kit's intake (stored, then CliAccepted with its inbox seq; a
+                refusal, such as a drain or a line over ``[gateway] max_text_chars``, answers seq -1 and why); one
+                that is no valid line (``cli_event``) is logged and dropped unanswered: only a broken or hostile
+                client sends one
   CliAskDone    has the reply to inbox row N been delivered? (the terminal waits for it with --message), and did
                 the turn fail (so that ``chat --message`` can say so in its exit status)?
-  PlatformOp    from stream consumers: shown in the user's terminal (CliShow); always succeeds, since a terminal
-                that has gone away has nothing left to show
-  InboundStored a worker host's shard stored a line this adapter forwarded: its row here is marked forwarded
   StoreReadResult   a worker's shard says whether a forwarded line is answered: the CliDone that waited for it
-  timer forward_walk   every WALK_S while a worker's shard is named: lines not yet stored there go again
-Messages it sends: CliAccepted, CliDone, CliShow (to terminals), InboxDoorbell, StoreInbound and StoreRead (to a
-worker's shard), OpResult, AdapterConnected.
+Messages it sends: CliAccepted, CliDone, CliShow (to terminals), StoreRead (to a worker's shard), and the kit's.
 
-A user whose session a worker host's shard wins (docs/distribution.md): the line is committed here first, as every
-line is (durable before CliAccepted), then sent to that shard as StoreInbound, and marked forwarded once stored
-there; a line not stored WALK_S later goes again (the shard's dedup makes a repeat harmless), so kill -9 of either
-side loses nothing. Whether its answer came is asked of that shard, by the line's message id.
+What survives kill -9: the inbox rows (a line is durable before CliAccepted); a terminal whose line was not
+accepted sends it again with the same message id, which the inbox deduplicates.
 """
 from __future__ import annotations
 
-import itertools
+import functools
 import time
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Optional
 
+from actors.adapters.intake import SenderOverLimit, TextTooLong
+from actors.adapters.intake_styles import MailboxAdapter
 from actors.adapters.payload_fields import MalformedPayload, a_string
-from actors.adapters.doorbells import Doorbells
-from actors.adapters.forwarding import WALK_PAGE, WALK_S, any_remote, remote_shard
-from actors.messages import (AdapterConnected, CliAccepted, CliAskDone, CliDone, CliSay, CliShow, InboundStored,
-                             MessageEvent, OpResult, PlatformOp, Source, StoreInbound, StoreRead, StoreReadResult)
-from supervision.storage_access import StoreUser
-from storage import session_key
+from actors.messages import (CliAccepted, CliAskDone, CliDone, CliSay, CliShow, MessageEvent, PlatformOp, Source,
+                             StoreRead, StoreReadResult)
 from storage.inbox import InboxRow
-from supervision.actor import GatewayActor
 
-MAX_LINE = 16_000
 MAX_ID_CHARS = 256
 RECENT_EVENTS = 200     # transcript events searched for a finished turn: it has just ended, so it is among the last
 MAX_ASKS = 256          # done checks waiting for a worker's answer (a terminal asks again when one is dropped)
 ASK_TIMEOUT_S = 10.0    # a done check unanswered this long is forgotten
 FORWARDED = "forwarded to "   # the reason of a row forwarded to a worker's shard (storage/inbox.py ``forwarded``)
+NOT_TAKEN = "the gateway answered the message without a turn (a plugin took it)"
 
 
 def cli_event(message: CliSay, platform: str, profile: str) -> MessageEvent:
@@ -59,7 +57,7 @@ def cli_event(message: CliSay, platform: str, profile: str) -> MessageEvent:
         except UnicodeEncodeError:
             raise MalformedPayload(f"{field} is not valid Unicode (a lone surrogate)") from None
     source = Source(platform, message.user, "dm", None, message.user, message.user, profile)
-    return MessageEvent(source, text[:MAX_LINE], message.message_id, time.time())
+    return MessageEvent(source, text, message.message_id, time.time())
 
 
 def turn_error(row: InboxRow, transcript: list) -> Optional[str]:
@@ -77,81 +75,93 @@ def turn_error(row: InboxRow, transcript: list) -> Optional[str]:
     return answer.payload.get("error") or None
 
 
-class CliAdapter(StoreUser, GatewayActor):
-    uses_bridge = True
+# ---------------------------------------------------------------------------------- loop -> actor thread
+@dataclass(frozen=True)
+class _Reply:
+    """A message for an external terminal (only the actor thread talks to Thespian)."""
+    to: Any
+    message: Any
 
+
+@dataclass(frozen=True)
+class _Show:
+    """What the bot did in USER's terminal chat."""
+    user: str
+    show: CliShow
+
+
+@dataclass(frozen=True)
+class _RowRead:
+    """The inbox row of a done check, read on the loop: answered here, or asked of the worker's shard."""
+    terminal: Any
+    seq: int
+    row: Optional[InboxRow]
+    error: Optional[str]
+
+
+class CliAdapter(MailboxAdapter):
     def __init__(self):
         super().__init__()
         self.terminals: dict[str, object] = {}
-        self.ids = itertools.count(1)
-        self.announced = False
-        self.doorbells = Doorbells()
         self.asks: dict[str, tuple] = {}   # token -> (terminal, seq, when) of a done check a worker's shard answers
-        self.walk_armed = False
+        self._asked = 0
 
     def on_start(self, args) -> None:
-        self.settings = args if isinstance(args, dict) else {}
-        self.open_store()
-        self.on_directory(self.directory)
+        args = dict(args or {})
+        if not args.get("limits"):
+            # The terminal is the operator's own, reached only through the admin port: no per-sender limit.
+            args["limits"] = {"per_minute": 0}
+        super().on_start(args)
 
-    def on_stop(self) -> None:
-        self.close_store()
-
-    def on_directory(self, directory) -> None:
-        if directory is not None:
-            for address, doorbell in self.doorbells.directory_changed(directory, time.monotonic()):
-                self.send(address, doorbell)
-            if not self.walk_armed and any_remote(directory):
-                self.walk_armed = True   # a worker's shard is named: lines may have to be forwarded
-                self.after(WALK_S, "forward_walk")
-        if directory is not None and directory.sweeper is not None and self.store is not None:
-            self.send(directory.sweeper, AdapterConnected(self.name))
-
+    # -------------------------------------------------------------------------------------------------- intake
     def on_CliSay(self, message: CliSay, sender) -> None:
         if self.intake_stopped:
-            self.send(sender, CliAccepted(message.message_id, -1))
+            self.send(sender, CliAccepted(message.message_id, -1, "the gateway is draining and takes no new "
+                                                                  "messages"))
             return
         try:
-            event = cli_event(message, self.name, self.settings.get("profile", "default"))
+            event = cli_event(message, self.name, self.profile)
         except MalformedPayload as exc:
             self.log.warning("%s: malformed payload rejected (%s); skipped", self.name, str(exc)[:300])
             return
         self.terminals[message.user] = sender
-        key = session_key(event.source, per_user_in_groups=False)
-        seq, inserted = self.db(self.store.inbox.put(key, self.name, message.message_id, event.to_payload()))
-        self.send(sender, CliAccepted(message.message_id, seq))
-        remote = remote_shard(self.directory, key)
-        if remote is not None:
-            if remote[1] is not None:   # else its host is lost: the walk sends it once the shard is back
-                self.send(remote[1], StoreInbound(((seq, key, self.name, message.message_id, event.to_payload()),)))
-        elif inserted:
-            for address, doorbell in self.doorbells.ring(self.directory, key, seq, time.monotonic()):
-                self.send(address, doorbell)
+        self.offer(event, functools.partial(self._accepted, message.message_id, sender))
 
-    def on_InboundStored(self, message: InboundStored, sender) -> None:
-        self.db(self.store.inbox.forwarded(message.seqs, message.shard))
+    async def _accepted(self, message_id: str, terminal, stored) -> None:
+        """The outcome of an offered line (loop): its inbox seq, or why it was not stored."""
+        try:
+            results = await stored
+        except (SenderOverLimit, TextTooLong) as exc:
+            self.post_to_actor(_Reply(terminal, CliAccepted(message_id, -1, str(exc))))
+            return
+        seq = results[0][0] if results else -1
+        self.post_to_actor(_Reply(terminal, CliAccepted(message_id, seq, "" if results else NOT_TAKEN)))
 
-    def on_timer_forward_walk(self, _data) -> None:
-        for row in self.db(self.store.inbox.received_after(self.name, 0, WALK_S, WALK_PAGE)):
-            remote = remote_shard(self.directory, row.session_key)
-            if remote is not None and remote[1] is not None:
-                self.send(remote[1], StoreInbound(((row.seq, row.session_key, row.platform,
-                                                    row.platform_message_id, row.payload),)))
-        self.after(WALK_S, "forward_walk")
+    def normalise(self, raw: Any) -> MessageEvent:
+        return raw     # made and checked on the actor thread (cli_event), before it was offered
 
+    # --------------------------------------------------------------------------------------------- done checks
     def on_CliAskDone(self, message: CliAskDone, sender) -> None:
-        row = self.db(self.store.inbox.get(message.seq))
+        self.bridge.submit(self._read_row(message.seq, sender), tag="cli_ask")
+
+    async def _read_row(self, seq: int, terminal) -> None:
+        store = await self.ready_storage()
+        row = await store.inbox.get(seq)
+        error = None
+        if row is not None and row.state in ("done", "dropped") and not (row.reason or "").startswith(FORWARDED):
+            session = await store.sessions.current(row.session_key)
+            transcript = [] if session is None else await store.sessions.load(session.session_id,
+                                                                                last_n=RECENT_EVENTS)
+            error = turn_error(row, transcript)
+        self.post_to_actor(_RowRead(terminal, seq, row, error))
+
+    def _answer_done_check(self, read: _RowRead) -> None:
+        row = read.row
         if row is not None and row.state == "done" and (row.reason or "").startswith(FORWARDED):
-            self._ask_worker(row, message.seq, sender)
+            self._ask_worker(row, read.seq, read.terminal)
             return
         done = row is not None and row.state in ("done", "dropped")
-        error = None
-        if done:
-            session = self.db(self.store.sessions.current(row.session_key))
-            transcript = [] if session is None else self.db(self.store.sessions.load(session.session_id,
-                                                                                     last_n=RECENT_EVENTS))
-            error = turn_error(row, transcript)
-        self.send(sender, CliDone(message.seq, done, error))
+        self.send(read.terminal, CliDone(read.seq, done, read.error if done else None))
 
     def _ask_worker(self, row: InboxRow, seq: int, terminal) -> None:
         """A forwarded line is done here once stored there: whether it is answered, its shard says."""
@@ -162,7 +172,8 @@ class CliAdapter(StoreUser, GatewayActor):
         if address is None or len(self.asks) >= MAX_ASKS:
             self.send(terminal, CliDone(seq, False, None))   # not known yet: the terminal asks again
             return
-        token = f"ask-{next(self.ids)}"
+        self._asked += 1
+        token = f"ask-{self._asked}"
         self.asks[token] = (terminal, seq, now)
         self.send(address, StoreRead("message_outcome", (("platform", row.platform), ("message_id",
                                      row.platform_message_id), ("last_n", RECENT_EVENTS)), token))
@@ -176,10 +187,27 @@ class CliAdapter(StoreUser, GatewayActor):
         error = turn_error(there, message.result["events"]) if done else None
         self.send(terminal, CliDone(seq, done, error))
 
-    def on_PlatformOp(self, op: PlatformOp, sender) -> None:
-        message_id = op.message_id or f"cli-{next(self.ids)}"
-        terminal = self.terminals.get(op.chat_id)
-        if terminal is not None:
-            self.send(terminal, CliShow(op.action, message_id, op.text))
-        if op.action != "typing":
-            self.send(sender, OpResult(op.op_id, True, message_id))
+    def on_bridge(self, item) -> None:
+        if isinstance(item, _Reply):
+            self.send(item.to, item.message)
+        elif isinstance(item, _Show):
+            if (terminal := self.terminals.get(item.user)) is not None:
+                self.send(terminal, item.show)
+        elif isinstance(item, _RowRead):
+            self._answer_done_check(item)
+        else:
+            super().on_bridge(item)
+
+    # ------------------------------------------------------------------------------------------------ outbound
+    # A terminal that has gone away has nothing left to show: every operation succeeds.
+    async def send_message(self, op: PlatformOp) -> str:
+        message_id = f"cli-{op.op_id}"    # op ids are unique across lives: so is the id shown
+        self.post_to_actor(_Show(op.chat_id, CliShow("send", message_id, op.text)))
+        return message_id
+
+    async def edit_message(self, op: PlatformOp) -> None:
+        self.post_to_actor(_Show(op.chat_id, CliShow("edit", op.message_id, op.text)))
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        self.post_to_actor(_Show(op.chat_id, CliShow("delete", op.message_id)))
+

@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import aiohttp
 
-from actors.adapters.base import PlatformAdapter
+from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.discord.inbound import event_from_message, is_input
 from actors.adapters.discord.gateway import GatewayLink
 from actors.adapters.discord.client import DiscordREST
@@ -37,7 +37,10 @@ from actors.profiles.routes import wants_everything
 CHANNEL_EVENTS = ("CHANNEL_CREATE", "THREAD_CREATE", "CHANNEL_UPDATE", "THREAD_UPDATE")
 
 
-class DiscordAdapter(PlatformAdapter):
+DISCORD_HEARTBEAT_S = 45.0   # Discord's heartbeat_interval is 41.25 s; a little more
+
+
+class DiscordAdapter(StreamingAdapter):
     def __init__(self):
         super().__init__()
         self.bot_id = ""
@@ -53,6 +56,11 @@ class DiscordAdapter(PlatformAdapter):
         return wants_everything(self.intake.addressing.routes, self.name, self.settings.get("type", "discord"))
 
     # -------------------------------------------------------------------------------------------------- intake
+    def normal_silence_s(self) -> float:
+        # A connected gateway sends at least a heartbeat's ACK every heartbeat_interval (Discord: 41.25 s); the
+        # link itself reconnects after one unacknowledged beat, so this bound is the last wall behind it.
+        return 2 * DISCORD_HEARTBEAT_S + 15.0
+
     async def connect(self) -> None:
         me = await self._api().get_me()   # a wrong token fails here: 401, PermanentError (intake._refused)
         if not isinstance(me, dict) or not isinstance(me.get("id"), str):
@@ -60,8 +68,8 @@ class DiscordAdapter(PlatformAdapter):
         self.bot_id = me["id"]
         if self.link is None:
             url = self.settings["gateway_url"] or await self._api().gateway_url()
-            self.link = GatewayLink(self.settings["token"], self.settings["intents"], url, self._say, self.name,
-                                    report=self.intake.link_changed)
+            self.link = GatewayLink(self.settings["token"], self.settings["intents"], url, self.say, self.name,
+                                    report=self.intake.link_changed, alive=self.report_progress)
             self.link.restore(self.offset)   # the session of the previous life, resumed if Discord still has it
 
     async def disconnect(self) -> None:

@@ -76,9 +76,10 @@ class GatewayLink:
 
     def __init__(self, token: str, intents: int, url: str, say: Say, name: str = "discord",
                  reidentify_wait_s: tuple[float, float] = INVALID_SESSION_WAIT_S,
-                 report: Report = lambda up, error="", attempt=0: None):
-        self._token, self.intents, self.url, self._say, self.name = token, intents, url, say, name
+                 report: Report = lambda up, error="", attempt=0: None, alive: Callable[[], None] = lambda: None):
+        self._token, self.intents, self.url, self.say, self.name = token, intents, url, say, name
         self.reidentify_wait_s = reidentify_wait_s
+        self._alive = alive           # each frame received: the connection's proof of life (liveness.py)
         self._report = report         # down: a connection that never got READY or RESUMED; up: the next that did
         self._reported_down = False
         self.session_id: Optional[str] = None
@@ -119,7 +120,7 @@ class GatewayLink:
                 delay = random.uniform(*self.reidentify_wait_s)
             else:
                 delay = 0.0 if established else backoff_s(failures, 0.5, 30.0)
-            self._say(logging.INFO if established else logging.WARNING,
+            self.say(logging.INFO if established else logging.WARNING,
                       "%s: gateway connection ended (%s); %s in %.2fs", self.name, outcome,
                       "resuming" if self.session_id else "identifying", delay)
             await asyncio.sleep(delay)
@@ -175,6 +176,7 @@ class GatewayLink:
             payload = await self._receive(ws, None)
             if payload is None:
                 return self._closed(ws.close_code)
+            self._alive()   # a dispatch, a heartbeat's ACK (every heartbeat_interval), any frame
             op, data = payload.get("op"), payload.get("d")
             if op == DISPATCH:
                 name, seq = payload.get("t"), payload.get("s")

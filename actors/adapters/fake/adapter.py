@@ -14,15 +14,16 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from actors.adapters.base import PlatformAdapter
+from actors.adapters.intake_styles import PollingAdapter
 from actors.adapters.payload_fields import MalformedPayload, a_nonempty_string, a_string, an_object
 from actors.adapters.fake.client import FakePlatformAPI
 from actors.messages import MessageEvent, PlatformOp, Source
 
 CHAT_TYPES = ("dm", "group")
+REQUEST_TIMEOUT_S = 30.0    # what a request may take beyond the long poll's wait (the client's default)
 
 
-class FakePlatformAdapter(PlatformAdapter):
+class FakePlatformAdapter(PollingAdapter):
     def __init__(self):
         super().__init__()
         self._poller: Optional[FakePlatformAPI] = None
@@ -42,6 +43,11 @@ class FakePlatformAdapter(PlatformAdapter):
                                                   timeout=self.settings["poll_timeout_s"])
         ids = [u["id"] for u in updates if isinstance(u, dict) and type(u.get("id")) is int]
         return updates, (max(ids) + 1 if ids else None)
+
+    def normal_silence_s(self) -> float:
+        # A round comes back within its long-poll wait, or its request times out (the client's timeout) and the
+        # intake reconnects: longer than both together, nothing can be normal.
+        return self.settings["poll_timeout_s"] + REQUEST_TIMEOUT_S + 5.0
 
     def normalise(self, raw: Any) -> MessageEvent:
         where = f"update {an_object(raw, 'update').get('id')!r}"

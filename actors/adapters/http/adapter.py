@@ -31,7 +31,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
-from actors.adapters.base import PlatformAdapter
+from actors.adapters.intake_styles import ServingAdapter
 from actors.adapters.intake import SenderOverLimit, TextTooLong
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.errors import TooLongError
@@ -49,7 +49,7 @@ SERVER_SHUTDOWN_S = 1.0
 REMEMBERED_SENDS = 4096    # retried sends reuse their message id (an idempotency key for the callback receiver)
 
 
-class HttpApiAdapter(PlatformAdapter):
+class HttpApiAdapter(ServingAdapter):
     def __init__(self):
         super().__init__()
         self.api_tokens: list[str] = []
@@ -119,7 +119,7 @@ class HttpApiAdapter(PlatformAdapter):
             routes += ["POST /v1/chat/completions", "GET /v1/models"]
         self._runner, self.bound_port = await serve(app, host, port, shutdown_timeout=SERVER_SHUTDOWN_S,
                                                      limits=http_limits(self.config), on_refused=self.intake.reject)
-        self._say(logging.INFO, "%s: listening on http://%s:%d (%s)", self.name, host, self.bound_port,
+        self.say(logging.INFO, "%s: listening on http://%s:%d (%s)", self.name, host, self.bound_port,
                   ", ".join(routes) or "no endpoint enabled")
 
     def served_url(self) -> Optional[str]:
@@ -196,8 +196,8 @@ class HttpApiAdapter(PlatformAdapter):
         except (SenderOverLimit, TextTooLong):
             raise
         except Exception as exc:  # noqa: BLE001 - storage busy or failing: the client retries, nothing was promised
-            self._say(logging.WARNING, "%s: could not store an inbound request (%s); answered 503", self.name,
-                      self._clean(exc))
+            self.say(logging.WARNING, "%s: could not store an inbound request (%s); answered 503", self.name,
+                      self.clean_error(exc))
             return None
 
     async def turn_finished(self, seq: int, saw_final: bool = False) -> bool:
@@ -218,7 +218,7 @@ class HttpApiAdapter(PlatformAdapter):
         return row is None or row.state in ("done", "dropped")
 
     def refused(self, request: web.Request, reason: str) -> None:
-        self._say(logging.WARNING, "%s: refused %s %s from %s: %s", self.name, request.method, request.path,
+        self.say(logging.WARNING, "%s: refused %s %s from %s: %s", self.name, request.method, request.path,
                   request.remote, reason)
 
     # ------------------------------------------------------------------------------------------------ outbound
@@ -271,8 +271,8 @@ def _guard(adapter: HttpApiAdapter):
         except ServiceStopping:
             status, message, kind = 503, "The gateway is stopping; retry shortly.", "server_error"
         except Exception as exc:  # noqa: BLE001 - a bug in a handler must not take the server down
-            adapter._say(logging.ERROR, "%s: %s %s failed: %s: %s", adapter.name, request.method, request.path,
-                         type(exc).__name__, adapter._clean(exc))
+            adapter.say(logging.ERROR, "%s: %s %s failed: %s: %s", adapter.name, request.method, request.path,
+                         type(exc).__name__, adapter.clean_error(exc))
             status, message, kind = 500, "Internal error; the operator can check the gateway log.", "server_error"
         if request.path.startswith("/v1/"):
             return openai_api.error_response(status, message, kind, None)

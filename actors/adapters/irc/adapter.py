@@ -34,7 +34,7 @@ import collections
 import itertools
 from typing import Any, Optional
 
-from actors.adapters.base import PlatformAdapter
+from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.irc.inbound import event_from_line, is_input
 from actors.adapters.irc.formatting import is_channel, privmsg_budget, split_for_irc
@@ -49,7 +49,7 @@ MIN_BUDGET = 100                   # bytes of text per line below which our pref
 ABSENT_RETRY_S = 2.0               # a private message to a nick that is not on the server: asked again after this
 
 
-class IrcAdapter(PlatformAdapter):
+class IrcAdapter(StreamingAdapter):
     def __init__(self):
         super().__init__()
         self.link: Optional[IrcLink] = None
@@ -59,10 +59,15 @@ class IrcAdapter(PlatformAdapter):
 
     def _link(self) -> IrcLink:
         if self.link is None:
-            self.link = IrcLink(self.settings, self.name, self._say)
+            self.link = IrcLink(self.settings, self.name, self.say, alive=self.report_progress)
         return self.link
 
     # -------------------------------------------------------------------------------------------------- intake
+    def normal_silence_s(self) -> float:
+        # The link pings the server after ping_interval_s of silence and gives the connection up after
+        # ping_timeout_s with no line at all (link.py): a line comes at least that often on a live connection.
+        return self.settings["ping_timeout_s"] + self.settings["ping_interval_s"]
+
     async def connect(self) -> None:
         link = self._link()
         if not link.ready.is_set():
@@ -139,9 +144,6 @@ class IrcAdapter(PlatformAdapter):
             raise
         self._parts.pop(key, None)
         return f"{self.link.epoch}.out{next(self._sent)}"
-
-    async def edit_message(self, op: PlatformOp) -> None:
-        """A line on IRC cannot be changed: nothing to do (see the module docstring)."""
 
     async def delete_message(self, op: PlatformOp) -> None:
         """Nor taken back."""

@@ -66,8 +66,9 @@ class Progress:
 
 
 class IrcLink:
-    def __init__(self, settings: dict, name: str, say: Callable[..., None]):
+    def __init__(self, settings: dict, name: str, say: Callable[..., None], alive: Callable[[], None] = lambda: None):
         self.settings, self.name, self.say = settings, name, say
+        self.alive = alive                 # each line from the server: the connection's proof of life
         self.nick = settings["nick"]
         self.own_prefix: Optional[str] = None
         self.joined: set[str] = set()
@@ -212,6 +213,7 @@ class IrcLink:
                 if not raw:
                     raise LinkLost(self._error_text or "the server closed the connection")
                 last_data = loop.time()
+                self.alive()
                 msg = self._parsed(raw)
                 if msg is not None:
                     self._handle(msg)

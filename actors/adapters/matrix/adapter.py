@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from actors.adapters.base import PlatformAdapter
+from actors.adapters.intake_styles import PollingAdapter
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
 from actors.adapters.matrix import formatting as build
 from actors.adapters.matrix.client import MatrixClient
@@ -38,7 +38,7 @@ from actors.messages import MessageEvent, PlatformOp
 MAX_KNOWN_ROOMS = 10_000         # room kinds remembered; past it the cache starts again (one lookup per room)
 
 
-class MatrixAdapter(PlatformAdapter):
+class MatrixAdapter(PollingAdapter):
     def __init__(self):
         super().__init__()
         self.bot_id = ""
@@ -47,6 +47,10 @@ class MatrixAdapter(PlatformAdapter):
         self._client: Optional[MatrixClient] = None
 
     # -------------------------------------------------------------------------------------------------- intake
+    def normal_silence_s(self) -> float:
+        # A /sync comes back within its wait, or times out past request_timeout_s and the intake reconnects.
+        return self.settings["sync_timeout_s"] + self.settings["request_timeout_s"] + 5.0
+
     async def connect(self) -> None:
         await self._whoami()   # a wrong token fails here: 401 M_UNKNOWN_TOKEN, PermanentError (intake._refused)
 
@@ -70,8 +74,8 @@ class MatrixAdapter(PlatformAdapter):
             # The homeserver no longer knows the committed token (its database was replaced or rolled back): no
             # retry can cure that, and nothing it covered can be asked for again. Start from where the stream
             # stands now, as a bot that never synced does, rather than stay refused.
-            self._say(logging.ERROR, "%s: the homeserver refused the committed sync token (%s); syncing from now "
-                      "on: messages since the last round are not fetched", self.name, self._clean(exc))
+            self.say(logging.ERROR, "%s: the homeserver refused the committed sync token (%s); syncing from now "
+                      "on: messages since the last round are not fetched", self.name, self.clean_error(exc))
             first = True
             body = await self._api().sync(None, 0, FIRST_SYNC_FILTER)
         try:
@@ -83,7 +87,7 @@ class MatrixAdapter(PlatformAdapter):
         for invite in batch.invites:
             await self._answer_invite(invite)
         if first:
-            self._say(logging.INFO, "%s: first sync: taking messages from now on (%d invite(s) answered)",
+            self.say(logging.INFO, "%s: first sync: taking messages from now on (%d invite(s) answered)",
                       self.name, len(batch.invites))
             return [], batch.next_batch
         raws = []
@@ -118,13 +122,13 @@ class MatrixAdapter(PlatformAdapter):
         if await self._admits_inviter(invite):
             try:
                 await self._api().join(invite.room_id)
-                self._say(logging.INFO, "%s: joined %s on the invite of %s", self.name, invite.room_id,
+                self.say(logging.INFO, "%s: joined %s on the invite of %s", self.name, invite.room_id,
                           invite.inviter)
                 return
             except PermanentError as exc:   # the room is gone, or the invite withdrawn: nothing to join
-                self._say(logging.WARNING, "%s: could not join %s: %s", self.name, invite.room_id, self._clean(exc))
+                self.say(logging.WARNING, "%s: could not join %s: %s", self.name, invite.room_id, self.clean_error(exc))
                 return
-        self._say(logging.INFO, "%s: invite to %s from %s declined: the access policy does not admit them",
+        self.say(logging.INFO, "%s: invite to %s from %s declined: the access policy does not admit them",
                   self.name, invite.room_id, invite.inviter)
         try:
             await self._api().leave(invite.room_id)

@@ -47,7 +47,7 @@ from typing import Any, Optional
 
 import aiohttp
 
-from actors.adapters.base import PlatformAdapter
+from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.outbound import backoff_s
 from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
@@ -63,7 +63,7 @@ CONNECT_TIMEOUT_S = 10.0
 STORAGE_WAIT_S = (0.2, 5.0)      # retry delays of a batch waiting for storage: first, longest
 
 
-class SignalAdapter(PlatformAdapter):
+class SignalAdapter(StreamingAdapter):
     def __init__(self):
         super().__init__()
         self.bot = BotIdentity("")
@@ -84,6 +84,11 @@ class SignalAdapter(PlatformAdapter):
     def events_url(self) -> str:
         return self.settings["base_url"].rstrip("/") + "/api/v1/events"
 
+    def normal_silence_s(self) -> float:
+        # signal-cli writes a keep-alive every 15 s; the stream's read timeout (idle_timeout_s) reopens a silent
+        # one first, so this bound only catches a stream stuck past its own timeout.
+        return self.settings["idle_timeout_s"] + CONNECT_TIMEOUT_S + 15.0
+
     async def run_intake(self, emit) -> None:
         await self.disconnect()
         self._events_http = aiohttp.ClientSession()
@@ -102,6 +107,7 @@ class SignalAdapter(PlatformAdapter):
                         f"event stream: {why}", method="events", status=resp.status)
                 decoder = EventStreamDecoder()
                 async for chunk in resp.content.iter_any():
+                    self.report_progress()    # an event or signal-cli's keep-alive comment (liveness.py)
                     raws = [_decoded(e.data) for e in decoder.feed(chunk) if e.event == "receive"]
                     batch = [raw for raw in raws if is_input(raw, self.bot, self.settings["require_mention"])]
                     self.skipped += len(raws) - len(batch)
@@ -123,10 +129,12 @@ class SignalAdapter(PlatformAdapter):
                 await emit(batch, offset)
                 return
             except StorageUnavailable as exc:
+                # Waiting for storage with the batch in hand is no zombie: a restart would lose the batch.
+                self.report_progress()
                 failures += 1
                 if failures == 1 or failures % 20 == 0:
-                    self._say(logging.WARNING, "%s: %d event(s) read from the stream wait for storage (%s, %d "
-                              "tries); the stream is held, not read", self.name, len(batch), self._clean(exc),
+                    self.say(logging.WARNING, "%s: %d event(s) read from the stream wait for storage (%s, %d "
+                              "tries); the stream is held, not read", self.name, len(batch), self.clean_error(exc),
                               failures)
                 await asyncio.sleep(backoff_s(failures, STORAGE_WAIT_S[0], STORAGE_WAIT_S[1]))
 
@@ -154,7 +162,7 @@ class SignalAdapter(PlatformAdapter):
         except AttachmentTooBig as exc:
             raise AttachmentTooLarge(max(exc.size, cap + 1), cap) from None
         except PermanentError as exc:
-            raise AttachmentGone(self._clean(exc)) from None
+            raise AttachmentGone(self.clean_error(exc)) from None
 
     # ------------------------------------------------------------------------------------------------ outbound
     def _api(self) -> SignalRPC:
@@ -171,16 +179,6 @@ class SignalAdapter(PlatformAdapter):
         if not op.text.strip():
             raise PermanentError("signal-cli sends no empty message", method="send")
         return str(await self._api().send(recipient_params(op.chat_id), op.text))
-
-    async def edit_message(self, op: PlatformOp) -> None:
-        """Signal replies are never edited. Without previews every part went out with its final text (the chunks
-        are recorded before the first part is sent), so an edit to a final text (the sweeper, or a consumer taking
-        a reply over, bringing a recorded part "up to date") finds the part showing it already: done, nothing
-        sent. Any other edit is refused."""
-        if op.final:
-            return
-        raise PermanentError("Signal replies are sent once, complete: this adapter edits no message",
-                             method="edit")
 
     async def delete_message(self, op: PlatformOp) -> None:
         if not (isinstance(op.message_id, str) and op.message_id.isascii() and op.message_id.isdigit()):

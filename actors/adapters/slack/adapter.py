@@ -28,7 +28,8 @@ import functools
 import logging
 from typing import Any, Optional
 
-from actors.adapters.base import PlatformAdapter
+from actors.adapters.intake_styles import PROBES_BEFORE_STALLED, StreamingAdapter
+from actors.adapters.liveness import SERVER_PROBE_S
 from actors.adapters.errors import PermanentError
 from actors.adapters.pacing import ChatBudget
 from actors.adapters.slack.client import SlackAPI
@@ -42,7 +43,7 @@ from supervision.http_serving import http_limits
 REMEMBERED_EVENTS = 4096     # event ids committed in this life, for skipping retries without a write
 
 
-class SlackAdapter(PlatformAdapter):
+class SlackAdapter(StreamingAdapter):
     def __init__(self):
         super().__init__()
         self.bot_user_id = ""
@@ -63,6 +64,12 @@ class SlackAdapter(PlatformAdapter):
             self.per_user_in_groups = bool(self.settings["per_user_in_groups"])
 
     # -------------------------------------------------------------------------------------------------- intake
+    def normal_silence_s(self) -> float:
+        if self.settings["inbound"] == "events_api":
+            return PROBES_BEFORE_STALLED * SERVER_PROBE_S   # the kit probes the events server (liveness.py)
+        # A ping goes after ping_interval_s with nothing received and its pong is progress (Slack's own pings too).
+        return 2 * self.settings["ping_interval_s"] + 15.0
+
     def _client(self, token: str) -> SlackAPI:
         return SlackAPI(token, self.settings["base_url"])
 
@@ -72,7 +79,8 @@ class SlackAdapter(PlatformAdapter):
         self.bot_user_id = str(me.get("user_id") or "")
         if self.settings["inbound"] == "socket_mode":
             self._app_api = self._client(self.settings["app_token"])
-            self._link = SocketModeLink(self._app_api, self._say_line)
+            self._link = SocketModeLink(self._app_api, self._say_line, alive=self.report_progress,
+                                        ping_interval_s=self.settings["ping_interval_s"])
             await self._link.open()
 
     async def disconnect(self) -> None:
@@ -122,8 +130,8 @@ class SlackAdapter(PlatformAdapter):
         if not self.settings["signing_secret"].strip():
             raise PermanentError("the Events API needs signing_secret: without it anyone could post events")
         def on_error(text: str) -> None:
-            self._say(logging.WARNING, "%s: an event was not stored (%s); Slack will send it again", self.name,
-                      self._clean(text))
+            self.say(logging.WARNING, "%s: an event was not stored (%s); Slack will send it again", self.name,
+                      self.clean_error(text))
 
         def on_refused(reason: str) -> None:
             self.intake.reject(f"Events API request refused: {reason}")
@@ -132,7 +140,7 @@ class SlackAdapter(PlatformAdapter):
                                     self.settings["events_path"], self.settings["signing_secret"], deliver, on_error,
                                     on_refused, limits=http_limits(self.config))
         port = await self._server.start()
-        self._say(logging.INFO, "%s: Events API listening on %s:%d%s", self.name, self.settings["events_host"], port,
+        self.say(logging.INFO, "%s: Events API listening on %s:%d%s", self.name, self.settings["events_host"], port,
                   self.settings["events_path"])
         await asyncio.get_running_loop().create_future()  # serve until the intake is cancelled: never returns
 
@@ -140,7 +148,7 @@ class SlackAdapter(PlatformAdapter):
         return event_from_callback(raw, self.name, self.profile, self.bot_user_id)
 
     def _say_line(self, level: int, text: str) -> None:
-        self._say(level, "%s: %s", self.name, self._clean(text))
+        self.say(level, "%s: %s", self.name, self.clean_error(text))
 
     # ------------------------------------------------------------------------------------------------ outbound
     def _api(self) -> SlackAPI:

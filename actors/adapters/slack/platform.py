@@ -18,6 +18,10 @@ def _slack_tokens(table):
     return None
 
 
+def _slack_ping(table):
+    return ("ping_interval_s", "must be at least 1 second") if table["ping_interval_s"] < 1 else None
+
+
 PLATFORM = Platform(
     type="slack", actor="actors.adapters.slack.adapter.SlackAdapter",
     summary="Slack: Socket Mode or the Events API, the Web API out", intake="socket",
@@ -32,6 +36,9 @@ PLATFORM = Platform(
         "signing_secret": Option(str, "", secret=True, doc="the app's Signing Secret; required with the Events API"),
         "base_url": Option(str, "https://slack.com/api/", doc="Web API base URL (a fake, in tests)"),
         "inbound": Option(str, "socket_mode", allowed=("socket_mode", "events_api"), doc="how events arrive"),
+        "ping_interval_s": Option(float, 20.0, doc="Socket Mode: a WebSocket ping goes after this long with nothing "
+                                                   "received; no pong within half of it, the connection is taken "
+                                                   "for dead"),
         "events_host": Option(str, "127.0.0.1", doc="interface the Events API server listens on (loopback: behind "
                                                     "a TLS proxy)"),
         "events_port": Option(int, 3000, doc="its port (0: any free port)"),
@@ -40,4 +47,4 @@ PLATFORM = Platform(
                                                   "always)"),
         "per_user_in_groups": Option(bool, None, doc="one session per user in channels (unset: [sessions] decides)"),
     },
-    checks=(_slack_tokens,))
+    checks=(_slack_tokens, _slack_ping))

@@ -10,8 +10,11 @@ row is committed": an event whose commit a kill -9 cut short is never acknowledg
 ``{"type": "disconnect"}``: Slack is about to close this connection (``warning``, ``refresh_requested``: it sends
 nothing more on it and closes it a few seconds later). The link opens the next connection first, then closes the
 old one, so no event waits for a reconnect. ``link_disabled`` (Socket Mode was turned off for the app) is
-permanent. Half-open connections are found by WebSocket pings (``HEARTBEAT_S``): no pong, the socket is closed,
-and the adapter's intake reconnects with backoff.
+permanent. Half-open connections are found by WebSocket pings (``[adapters.NAME] ping_interval_s``, by default
+``HEARTBEAT_S``; a ping goes after that long with nothing received): no pong within half of it, the socket is
+closed, and the adapter's intake reconnects with backoff. Each pong (and each ping of Slack's) is the connection's
+proof of life (``alive``, actors/adapters/liveness.py): pings are answered here, not by aiohttp, so that they are
+seen.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import aiohttp
 from actors.adapters.errors import PermanentError, RetryableError
 from actors.adapters.slack.client import SlackAPI
 
-HEARTBEAT_S = 20.0
+HEARTBEAT_S = 20.0          # the default of ping_interval_s
 HELLO_TIMEOUT_S = 10.0
 CLOSED = (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR)
 
@@ -32,8 +35,10 @@ CLOSED = (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.
 class SocketModeLink:
     """One Socket Mode stream of ``api`` (holding the app-level token). ``say(level, text)`` logs."""
 
-    def __init__(self, api: SlackAPI, say: Callable[[int, str], None]):
-        self.api, self._say = api, say
+    def __init__(self, api: SlackAPI, say: Callable[[int, str], None], alive: Callable[[], None] = lambda: None,
+                 ping_interval_s: float = HEARTBEAT_S):
+        self.api, self.say, self.alive = api, say, alive
+        self.ping_interval_s = ping_interval_s
         self._ws: Optional[aiohttp.ClientWebSocketResponse] = None
         self.connections = 0            # opened by this link (a disconnect warning adds one)
 
@@ -49,7 +54,8 @@ class SocketModeLink:
     async def _connect(self) -> aiohttp.ClientWebSocketResponse:
         url = await self.api.open_connection()
         try:
-            ws = await self.api.session().ws_connect(url, heartbeat=HEARTBEAT_S, max_msg_size=0)
+            ws = await self.api.session().ws_connect(url, heartbeat=self.ping_interval_s, autoping=False,
+                                                     max_msg_size=0)
         except aiohttp.WSServerHandshakeError as exc:   # a ticket refused (used, expired): ask for another
             raise RetryableError(f"the WebSocket was refused: HTTP {exc.status}", method="socket") from None
         except aiohttp.ClientError as exc:
@@ -77,11 +83,17 @@ class SocketModeLink:
             msg = await ws.receive()
             if msg.type in CLOSED:
                 raise RetryableError(f"the connection closed (code {ws.close_code})", method="socket")
+            if msg.type in (aiohttp.WSMsgType.PING, aiohttp.WSMsgType.PONG):
+                if msg.type == aiohttp.WSMsgType.PING:
+                    await ws.pong(msg.data)
+                self.alive()
+                continue
+            self.alive()
             if msg.type != aiohttp.WSMsgType.TEXT:
                 continue
             frame = _json(msg.data)
             if not isinstance(frame, dict):
-                self._say(logging.WARNING, f"a Socket Mode frame that is no JSON object was ignored "
+                self.say(logging.WARNING, f"a Socket Mode frame that is no JSON object was ignored "
                                            f"({msg.data[:60]!r})")
                 continue
             kind = frame.get("type")
@@ -98,7 +110,7 @@ class SocketModeLink:
             raise _disconnected(frame)
         old = self._ws
         self._ws = await self._connect()     # the new connection first: events flow on it from its hello
-        self._say(logging.INFO, f"Slack announced a disconnect ({reason}); moved to a new connection")
+        self.say(logging.INFO, f"Slack announced a disconnect ({reason}); moved to a new connection")
         if old is not None:
             await old.close()
 

@@ -17,7 +17,8 @@ import logging
 import math
 from typing import Any, Optional
 
-from actors.adapters.base import PlatformAdapter
+from actors.adapters.intake_styles import PROBES_BEFORE_STALLED, PollingAdapter
+from actors.adapters.liveness import SERVER_PROBE_S
 from actors.adapters.errors import FormattingError, MessageNotFoundError, PermanentError
 from actors.adapters.lost_copies import NOTHING, OTHERS, OURS, Unresolved, search, search_floor
 from actors.adapters.telegram.formatting import render
@@ -33,7 +34,7 @@ from supervision.http_serving import http_limits
 OUTBOUND_TIMEOUT_S = 30.0
 
 
-class TelegramAdapter(PlatformAdapter):
+class TelegramAdapter(PollingAdapter):
     def __init__(self):
         super().__init__()
         self.bot_username = ""
@@ -58,6 +59,18 @@ class TelegramAdapter(PlatformAdapter):
         super().on_PlatformOp(op, sender)
 
     # -------------------------------------------------------------------------------------------------- intake
+    @property
+    def push_style(self) -> bool:
+        # Both modes run through run_intake: a webhook is pushed to, and polling loops there too, so that the
+        # adapter counts as connected once getMe answers (connect), not after its first long poll of up to 25 s.
+        return True
+
+    def normal_silence_s(self) -> float:
+        if self.settings["mode"] == "webhook":
+            return PROBES_BEFORE_STALLED * SERVER_PROBE_S   # the kit probes the webhook server (liveness.py)
+        # A getUpdates comes back within its wait, or times out past OUTBOUND_TIMEOUT_S and the intake reconnects.
+        return max(1, math.ceil(self.settings["poll_timeout_s"])) + OUTBOUND_TIMEOUT_S + 5.0
+
     def _client(self, request_timeout: float) -> TelegramAPI:
         return TelegramAPI(self.settings["token"], self.settings["base_url"], request_timeout=request_timeout)
 
@@ -98,11 +111,11 @@ class TelegramAdapter(PlatformAdapter):
         return wanted, (max(ids) + 1 if ids else None)
 
     async def run_intake(self, emit) -> None:
-        # The base picks push or poll style by which method the class overrides; this class does both, by mode.
         if self.settings["mode"] == "webhook":
             await self._serve_webhook(emit)
         while True:
             raws, offset = await self.fetch()
+            self.report_progress()     # a round came back (liveness.py)
             if raws or (offset is not None and offset != self.offset):
                 await emit(raws, offset)   # rows and offset committed together; the next poll acknowledges
 
@@ -123,8 +136,8 @@ class TelegramAdapter(PlatformAdapter):
                 await emit([update], None)
 
         def on_error(text: str) -> None:
-            self._say(logging.WARNING, "%s: a webhook update was not stored (%s); Telegram will send it again",
-                      self.name, self._clean(text))
+            self.say(logging.WARNING, "%s: a webhook update was not stored (%s); Telegram will send it again",
+                      self.name, self.clean_error(text))
 
         def on_refused(reason: str) -> None:
             self.intake.reject(f"webhook request refused: {reason}")
@@ -136,7 +149,7 @@ class TelegramAdapter(PlatformAdapter):
         url = self.settings["webhook_url"] or (f"http://{self.settings['webhook_host']}:{port}"
                                                f"{self.settings['webhook_path']}")
         await self._poller.set_webhook(url, secret_token=secret, allowed_updates=ALLOWED_UPDATES)
-        self._say(logging.INFO, "%s: webhook listening on %s:%d%s", self.name, self.settings["webhook_host"], port,
+        self.say(logging.INFO, "%s: webhook listening on %s:%d%s", self.name, self.settings["webhook_host"], port,
                   self.settings["webhook_path"])
         await asyncio.get_running_loop().create_future()  # serve until the intake is cancelled: never returns
 
@@ -153,7 +166,7 @@ class TelegramAdapter(PlatformAdapter):
         except PermanentError as exc:
             if "file is too big" in exc.description.lower():
                 raise AttachmentTooLarge(max(attachment.size, cap + 1), cap) from None
-            raise AttachmentGone(self._clean(exc)) from None
+            raise AttachmentGone(self.clean_error(exc)) from None
         size, path = file.get("file_size"), file.get("file_path")
         if type(size) is int and size > cap:
             raise AttachmentTooLarge(size, cap)
@@ -164,7 +177,7 @@ class TelegramAdapter(PlatformAdapter):
         except FileTooLarge as exc:
             raise AttachmentTooLarge(exc.size, cap) from None
         except PermanentError as exc:
-            raise AttachmentGone(self._clean(exc)) from None
+            raise AttachmentGone(self.clean_error(exc)) from None
 
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_update(raw, self.name, self.profile, self.bot_username)
@@ -195,8 +208,8 @@ class TelegramAdapter(PlatformAdapter):
         except FormattingError as exc:
             if parse_mode is None:
                 raise
-            self._say(logging.WARNING, "%s: chat %s refused the %s markup of %s %s (%s); sent as plain text",
-                      self.name, op.chat_id, parse_mode, op.action, op.op_id, self._clean(exc))
+            self.say(logging.WARNING, "%s: chat %s refused the %s markup of %s %s (%s); sent as plain text",
+                      self.name, op.chat_id, parse_mode, op.action, op.op_id, self.clean_error(exc))
         await self._bot_turn()
         return await call(op.text, None)
 
@@ -267,7 +280,7 @@ class TelegramAdapter(PlatformAdapter):
             found = int(recorded)   # its id came back and was recorded, only the answer to the sender was lost
         else:
             found = await search(probe, floor, ours, highest)
-        self._say(logging.INFO, "%s: the lost send of part %d of %s %s", self.name, index, oid[:12],
+        self.say(logging.INFO, "%s: the lost send of part %d of %s %s", self.name, index, oid[:12],
                   "never landed" if found is None else f"is message {found}, edited into place")
         return None if found is None else str(found)
 

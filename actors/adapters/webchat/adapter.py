@@ -21,7 +21,7 @@ import secrets
 import time
 from typing import Any, Optional
 
-from actors.adapters.base import PlatformAdapter
+from actors.adapters.intake_styles import ServingAdapter
 from actors.adapters.forwarding import remote_shard
 from actors.adapters.remote_reads import ReadWanted, RemoteReadFailed, RemoteReads
 from actors.adapters.intake import SenderOverLimit, TextTooLong
@@ -46,7 +46,7 @@ MAX_ATTEMPTS_KEPT = 200            # per chat and action, fault-injection runs o
 REMOTE_READ_TIMEOUT_S = 5.0        # the history of a chat on a worker host: past it the page is told to retry
 
 
-class WebChatAdapter(PlatformAdapter):
+class WebChatAdapter(ServingAdapter):
     def __init__(self):
         super().__init__()
         self.server: Optional[WebChatServer] = None
@@ -78,13 +78,13 @@ class WebChatAdapter(PlatformAdapter):
             raise RetryableError(f"max_tabs is {self.settings['max_tabs']}: at least one tab must be allowed")
         server = WebChatServer(host, port, self, http_limits(self.config), self.settings["max_tabs_per_client"],
                                max_tabs=self.settings["max_tabs"],
-                               on_refused=lambda reason: self._say(logging.WARNING, "%s: %s", self.name, reason),
+                               on_refused=lambda reason: self.say(logging.WARNING, "%s: %s", self.name, reason),
                                login_token=self.settings["login_token"])
         port = await server.start()
         self.server = server
-        self._say(logging.INFO, "%s: web chat serving on http://%s/ (port %d)", self.name, _host_port(host, port), port)
+        self.say(logging.INFO, "%s: web chat serving on http://%s/ (port %d)", self.name, _host_port(host, port), port)
         if host in ("0.0.0.0", "::") and not self.settings["login_token"]:
-            self._say(logging.WARNING, "%s: the web chat listens on every interface (host %s) and has no login: "
+            self.say(logging.WARNING, "%s: the web chat listens on every interface (host %s) and has no login: "
                       "anyone who reaches the port can chat (set [adapters.%s] login_token)", self.name, host,
                       self.name)
 
@@ -148,7 +148,7 @@ class WebChatAdapter(PlatformAdapter):
         self.intake.reject(f"visitor {visitor}: {reason}")
 
     def log_line(self, level: int, text: str) -> None:
-        self._say(level, "%s: %s", self.name, text)
+        self.say(level, "%s: %s", self.name, text)
 
     async def take_upload(self, visitor: str, data: bytes, name: str) -> dict:
         """An uploaded file, cached and described from its bytes: the page names it by ``file`` in a message. A
@@ -211,8 +211,8 @@ class WebChatAdapter(PlatformAdapter):
             self.reject_frame(visitor, str(exc))
             return error_frame(str(exc), reference)
         except Exception as exc:  # noqa: BLE001 - storage trouble: the page keeps the message and retries
-            self._say(logging.WARNING, "%s: could not store a message of visitor %s: %s", self.name, visitor,
-                      self._clean(exc))
+            self.say(logging.WARNING, "%s: could not store a message of visitor %s: %s", self.name, visitor,
+                      self.clean_error(exc))
             return error_frame("the gateway could not store the message yet; will retry", reference, retry=True)
         if not results:
             return error_frame("the message was rejected", reference)
@@ -233,8 +233,8 @@ class WebChatAdapter(PlatformAdapter):
             else:
                 events, waiting = await self._history_elsewhere(key, remote)
         except (StorageError, RemoteReadFailed) as exc:
-            self._say(logging.WARNING, "%s: history of visitor %s unavailable: %s", self.name, visitor,
-                      self._clean(exc))
+            self.say(logging.WARNING, "%s: history of visitor %s unavailable: %s", self.name, visitor,
+                      self.clean_error(exc))
             return error_frame("the history is not available right now; will retry", retry=True)
         return {"type": "history", "messages": protocol.conversation(events, waiting),
                 "live": self.outbox.live(visitor)}
@@ -296,8 +296,8 @@ class WebChatAdapter(PlatformAdapter):
             info = await self.store.sessions.current(self._key(visitor)) if file is None else None
             file = file or (await self.store.media.file_in_session(info.session_id, key) if info else None)
         except StorageError as exc:
-            self._say(logging.WARNING, "%s: a file of visitor %s unavailable: %s", self.name, visitor,
-                      self._clean(exc))
+            self.say(logging.WARNING, "%s: a file of visitor %s unavailable: %s", self.name, visitor,
+                      self.clean_error(exc))
             return None
         data = await asyncio.to_thread(self.media_cache.read, key) if file is not None else None
         return None if data is None else (data, file)

@@ -17,13 +17,13 @@ answered after it); a callback cut before its commit was never answered, so WeCo
 within about 15 s: a gateway down longer loses what was sent meanwhile on WeCom's side, never on ours).
 
 Outbound (api.py): message/send of text to ``touser`` = the member; the msgid it returns is the part's id in the
-ledger, and message/recall is the delete. WeCom has no edits (pacing ``wechat``: the stream consumer sends the
+ledger, and message/recall is the delete. WeCom has no edits (pacing ``wecom``: the stream consumer sends the
 final text only, once), no typing indicator and no idempotency key: a send whose answer was lost is re-sent with
 the marker. An edit asked of this adapter is answered done without a call: a part only ever leaves with its final
 text, so an edit (the sweeper or a resumed consumer finishing a recorded part) asks for the text it shows. The
 text limit is 2,048 bytes of UTF-8: WeCom truncates longer texts silently, so a longer one is refused here as
 too long before it leaves (the consumer cuts at the limit). WeCom drops, silently too, a 31st message to one
-member within a minute: pacing ``wechat`` keeps each chat under 30 a minute.
+member within a minute: pacing ``wecom`` keeps each chat under 30 a minute.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ import functools
 import logging
 from typing import Any, Optional
 
-from actors.adapters.base import PlatformAdapter
+from actors.adapters.intake_styles import ServingAdapter
 from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import utf8_len
@@ -48,7 +48,7 @@ REMEMBERED_MESSAGES = 4096     # MsgIds committed in this life, for skipping ret
 TEXT_LIMIT_BYTES = 2048
 
 
-class WeComAdapter(PlatformAdapter):
+class WeComAdapter(ServingAdapter):
     def __init__(self):
         super().__init__()
         self.skipped = 0               # callbacks answered without becoming input (events)
@@ -84,8 +84,8 @@ class WeComAdapter(PlatformAdapter):
 
     async def _serve_callbacks(self) -> None:
         def on_error(text: str) -> None:
-            self._say(logging.WARNING, "%s: a callback was not stored (%s); WeCom will send it again", self.name,
-                      self._clean(text))
+            self.say(logging.WARNING, "%s: a callback was not stored (%s); WeCom will send it again", self.name,
+                      self.clean_error(text))
 
         def on_refused(reason: str) -> None:
             self.intake.reject(reason)
@@ -98,7 +98,7 @@ class WeComAdapter(PlatformAdapter):
             limits=http_limits(self.config), max_skew_s=settings["max_timestamp_skew_s"])
         port = await server.start()   # a port that is taken raises here: retried, nothing half-started is kept
         self._server = server
-        self._say(logging.INFO, "%s: WeCom callbacks on %s:%d%s", self.name, settings["callback_host"], port,
+        self.say(logging.INFO, "%s: WeCom callbacks on %s:%d%s", self.name, settings["callback_host"], port,
                   settings["callback_path"])
 
     async def run_intake(self, emit) -> None:
@@ -135,7 +135,7 @@ class WeComAdapter(PlatformAdapter):
         except MediaTooLarge as exc:
             raise AttachmentTooLarge(exc.size, cap) from None
         except PermanentError as exc:   # an unknown or expired media_id (kept 3 days)
-            raise AttachmentGone(self._clean(exc)) from None
+            raise AttachmentGone(self.clean_error(exc)) from None
 
     # ------------------------------------------------------------------------------------------------ outbound
     async def send_message(self, op: PlatformOp) -> str:
@@ -145,12 +145,6 @@ class WeComAdapter(PlatformAdapter):
         if not op.text.strip():
             raise PermanentError("WeCom refuses an empty text", method="message/send")
         return await self.api().send_text(self.settings["agent_id"], op.chat_id, op.text)
-
-    async def edit_message(self, op: PlatformOp) -> None:
-        """No call for a final text: WeCom has no edits, and a part leaves only with its final text (module
-        docstring), so it shows it already. A preview's edit (which never comes here) is refused."""
-        if not op.final:
-            raise PermanentError("WeCom messages are sent once, complete: this adapter edits none", method="edit")
 
     async def delete_message(self, op: PlatformOp) -> None:
         if not op.message_id:

@@ -15,12 +15,14 @@ import uuid
 from pathlib import Path
 
 from actors.messages import Source
+from tests.adapters.freezing_proxy import through
 from tests.adapters.server_harness import ServerHarness
 from storage import StorageError, Store
 from tests.fakes.discord import FakeDiscord, INTENTS
 
 TIME_SCALE = 0.2          # every window of the fake 5x shorter: rate limits 5 per second, identify once a second
 HEARTBEAT_MS = 2000
+FREEZE_HEARTBEAT_MS = 4000
 
 
 def user_number(chat: str) -> int:
@@ -36,6 +38,7 @@ class DiscordHarness(ServerHarness):
     ROUTES = {"send": "create_message", "edit": "edit_message", "delete": "delete_message", "typing": "typing"}
 
     state_name = "discord.json"
+    send_method = "create_message"
 
     def __init__(self, workdir: Path):
         super().__init__(workdir)
@@ -123,6 +126,33 @@ class DiscordHarness(ServerHarness):
 
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
+
+    # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
+    # An ACK comes every heartbeat (4 s here); the link's own zombie check closes a connection at the second beat
+    # left unacknowledged (8 s of silence). The bound lies between: past one beat, and with its check interval
+    # (a quarter of it) still short of two.
+    freeze_silence_s = 5.2
+
+    def start_relayed(self, relay) -> str:
+        self.server = RelayedDiscord(port=self.port, state_file=self.state_file, time_scale=TIME_SCALE,
+                                     heartbeat_interval=FREEZE_HEARTBEAT_MS).start()
+        self.port = self.server.port
+        self.server.relay_port = relay(self.port)
+        relayed = through(self.server.api_url, self.server.relay_port)
+        return self.adapter_toml().replace(self.server.api_url, relayed) + f"max_silence_s = {self.freeze_silence_s}\n"
+
+
+class RelayedDiscord(FakeDiscord):
+    """Gives its gateway's addresses at the relay (the frozen-connection case): the WebSocket goes through it too."""
+    relay_port = 0
+
+    @property
+    def gateway_url(self) -> str:
+        return through(super().gateway_url, self.relay_port or self.port)
+
+    @property
+    def resume_gateway_url(self) -> str:
+        return through(super().resume_gateway_url, self.relay_port or self.port)
 
 
 HARNESS = DiscordHarness

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from actors.messages import Source
+from tests.adapters.freezing_proxy import through
 from tests.adapters.server_harness import ServerHarness
 from tests.fakes.fakeplatform import FakePlatform
 
@@ -14,6 +15,7 @@ class FakePlatformHarness(ServerHarness):
     text_limit = 4000
 
     state_name = "fakeplatform.json"
+    send_method = "send"
 
     def make_server(self):
         return FakePlatform(port=self.port, state_file=self.state_file, text_limit=self.text_limit)
@@ -74,6 +76,14 @@ class FakePlatformHarness(ServerHarness):
 
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
+
+    # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
+    freeze_silence_s = 3.0      # a round comes back every 0.5 s; the client's own timeout is 30 s past the wait
+
+    def start_relayed(self, relay) -> str:
+        self.start()
+        relayed = through(self.server.base_url, relay(self.port))
+        return self.adapter_toml().replace(self.server.base_url, relayed) + f"max_silence_s = {self.freeze_silence_s}\n"
 
 
 HARNESS = FakePlatformHarness

@@ -5,6 +5,7 @@ import base64
 import hashlib
 from pathlib import Path
 
+from actors.adapters.registry import pacing_for
 from actors.messages import Source
 
 
@@ -14,13 +15,12 @@ class HttpApiHarness:
     adapter_type = "http"
     adapter_name = "http"
     adapter_kind = "HttpApiAdapter"
+    text_limit = pacing_for("http").text_limit
     secret = "harness-webhook-secret"
 
     def __init__(self, workdir: Path):
-        from actors.adapters.registry import pacing_for
         from tests.actor_system import free_port
         from tests.http.fakes import CallbackReceiver, WebhookSender
-        self.text_limit = pacing_for(self.adapter_type).text_limit
         self.port = free_port()
         self.receiver = CallbackReceiver(self.secret)
         self.sender = WebhookSender(f"http://127.0.0.1:{self.port}/webhook", self.secret)
@@ -34,6 +34,15 @@ class HttpApiHarness:
     def drop_connection(self) -> None:
         self.receiver.stop()
         self.receiver.start()
+
+    def hold_next_send(self, chat: str) -> None:
+        self.receiver.hold_next_send(chat)
+
+    def send_held(self) -> bool:
+        return self.receiver.holding.is_set()
+
+    def release_send(self) -> None:
+        self.receiver.clear_faults()     # the held answer goes, and a hold not used yet is dropped
 
     def adapter_toml(self) -> str:
         return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\nport = {self.port}\n'

@@ -7,6 +7,8 @@ payload a server would pass on that the adapter could find malformed. IRC gives 
 nothing: the id is the adapter's own (connection epoch and line number), so ``platform_message_id`` reads it from
 the inbox row that holds the injected text, and "acknowledged" is that row being committed. A line sent while the
 bot is off the server is refused by the server (401), not kept: ``inject`` waits until the bot is on the server.
+The bot reaches the server through a line relay (tests/adapters/irc_relay.py) that can hold what the server says to
+it after its next PRIVMSG (the delivery case); the people of the chats talk to the server directly.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from actors.messages import Source
 from storage import StorageError, Store, session_key
 from tests.actor_system import wait_for
 from tests.adapters.irc_client import IrcClient
+from tests.adapters.irc_relay import IrcRelay
 from tests.adapters.ngircd import Ngircd
 
 BOT = "gw"
@@ -31,8 +34,6 @@ class IrcHarness:
     adapter_name = "irc"
     adapter_kind = "IrcAdapter"
     text_limit = 400
-    supports_edit = False
-    takes_back = False           # IRC lines can be neither changed nor deleted
     not_applicable = {
         "floods": "IRC has no 429: the server throttles a flooding client (pacing: tests/adapters/test_irc.py)",
         "replay": "an IRC server never delivers a line twice, and keeps no history to replay",
@@ -43,25 +44,38 @@ class IrcHarness:
     def __init__(self, workdir: Path):
         self.database = workdir / "state" / "gateway.db"
         self.server = Ngircd(workdir / "ngircd")
+        self.relay: Optional[IrcRelay] = None
         self.clients: dict[str, IrcClient] = {}
         self.texts: dict[str, tuple[str, str]] = {}
         self._handles = itertools.count(1)
 
     def start(self) -> None:
         self.server.start()
+        self.relay = IrcRelay(self.server.port).start()
 
     def stop(self) -> None:
         for client in self.clients.values():
             client.close()
         self.clients.clear()
+        if self.relay is not None:
+            self.relay.close()
         self.server.stop()
+
+    def hold_next_send(self, chat: str) -> None:
+        self.relay.hold_next_send(target=chat)
+
+    def send_held(self) -> bool:
+        return self.relay.holding.is_set()
+
+    def release_send(self) -> None:
+        self.relay.release()
 
     def drop_connection(self) -> None:
         self.server.restart()
 
     def adapter_toml(self) -> str:
         return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
-                f'host = "127.0.0.1"\nport = {self.server.port}\nnick = "{BOT}"\n'
+                f'host = "127.0.0.1"\nport = {self.relay.port}\nnick = "{BOT}"\n'
                 f'server_password = "{self.server.password}"\n'
                 # The suite sends a few dozen lines in seconds; ngircd throttles, it never disconnects for that.
                 'flood_lines_per_s = 10.0\nflood_burst = 10\npacing = { per_chat_ops_per_s = 10.0, '
@@ -119,6 +133,21 @@ class IrcHarness:
         client = self.client(chat)
         client.synced()
         return [{"message_id": None, "text": h.msg.params[-1], "deleted": False} for h in client.privmsgs(BOT)]
+
+    # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
+    # The bot pings the server after 0.5 s of silence (each PONG is progress); its own ping timeout is 30 s here.
+    # The frozen connection keeps the bot's nick until ngircd's ping timeout drops it, some 10 s after the freeze
+    # (5 s + 5 s, the least ngircd takes): the bound lets the restarted bot come after that, or ask for its nick
+    # again then (the link's first ask comes 3 s after registering under another).
+    freeze_silence_s = 7.0
+    lost_while_frozen = ("the server writes a line to the connection that has the nick and keeps no copy: one "
+                         "written into a frozen connection is lost")
+
+    def start_relayed(self, relay) -> str:
+        self.server = Ngircd(self.server.workdir, ping_timeout_s=5, pong_timeout_s=5)
+        self.start()
+        return (self.adapter_toml().replace(f"port = {self.server.port}\n", f"port = {relay(self.server.port)}\n") +
+                f"ping_interval_s = 0.5\nping_timeout_s = 30.0\nmax_silence_s = {self.freeze_silence_s}\n")
 
 
 HARNESS = IrcHarness

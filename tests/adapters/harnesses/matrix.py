@@ -19,6 +19,7 @@ from typing import Optional
 from actors.adapters.registry import pacing_for
 from actors.messages import Source
 from tests.actor_system import wait_for
+from tests.adapters.freezing_proxy import through
 from tests.adapters.matrix_proxy import MatrixRelay
 from tests.servers.synapse import Synapse, shared_synapse
 
@@ -123,6 +124,15 @@ class MatrixHarness:
     def drop_connection(self) -> None:
         self.relay.restart()
 
+    def hold_next_send(self, chat: str) -> None:
+        self.relay.hold_next_send(room=self.matrix.room(chat))
+
+    def send_held(self) -> bool:
+        return self.relay.holding.is_set()
+
+    def release_send(self) -> None:
+        self.relay.release()
+
     def adapter_toml(self) -> str:
         return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
                 f'homeserver = "{self.relay.base_url}"\naccess_token = "{self.bot["access_token"]}"\n'
@@ -176,6 +186,15 @@ class MatrixHarness:
 
     def flood_violations(self) -> int:
         return self.relay.violations
+
+    # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
+    freeze_silence_s = 4.0      # a /sync comes back every second; its own timeout is 30 s past the wait
+
+    def start_relayed(self, relay) -> str:
+        self.start()
+        relayed = through(self.relay.base_url, relay(self.relay.port))
+        return (self.adapter_toml().replace(self.relay.base_url, relayed)
+                .replace("sync_timeout_s = 5.0", "sync_timeout_s = 1.0") + f"max_silence_s = {self.freeze_silence_s}\n")
 
 
 HARNESS = MatrixHarness

@@ -1,7 +1,7 @@
 """What the conformance suite asks of a platform's harness (tests/adapters/test_conformance.py)."""
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Callable, Protocol
 
 from actors.messages import Source
 
@@ -33,3 +33,23 @@ class PlatformHarness(Protocol):
     # Where the registry entry says ``receives_files``: a user's message in ``chat`` carrying ``data`` (a photo, as
     # the platform carries one) -> a handle, as ``inject`` gives.
     def inject_file(self, chat: str, data: bytes, caption: str) -> str: ...
+    # Where the capabilities say ``reactions``: every reaction the bot set on the user's message ``handle``, oldest
+    # first, each the list of emoji it showed ([]: taken away).
+    def bot_reactions(self, chat: str, handle: str) -> list[list[str]]: ...
+    # The delivery case: the bot's next text send to ``chat`` reaches the platform (it shows in ``sent``) and the
+    # platform's answer to it waits until ``release_send`` (the gateway is killed meanwhile), which also drops a
+    # hold not used yet; ``send_held``: an answer is waiting now.
+    def hold_next_send(self, chat: str) -> None: ...
+    def send_held(self) -> bool: ...
+    def release_send(self) -> None: ...
+    # Where the platform's intake holds a connection (registry intake "poll" or "socket"), the frozen-connection
+    # case (test_frozen_connections.py): ``start_relayed(relay)`` starts the platform (instead of ``start``) with its
+    # timing knobs small, passes each port the adapter connects to through ``relay(port)`` (-> the port of a
+    # FreezingProxy in front of it) and returns the adapter's table, reaching the platform only through the
+    # relays, with ``max_silence_s = freeze_silence_s``: below the platform's own timeouts (so the kit's restart,
+    # not a slow timeout, is what recovers) and safely above its proof-of-life cadence.
+    freeze_silence_s: float
+    def start_relayed(self, relay: Callable[[int], int]) -> str: ...
+    # Optional: why a message the platform pushes into a frozen connection is lost by the platform itself (it
+    # keeps no copy of what it wrote): the case then sends its message once the adapter is back.
+    lost_while_frozen: str

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 
 from actors.messages import Source
+from tests.adapters.freezing_proxy import through
 from tests.adapters.server_harness import ServerHarness
 from storage import StorageError, Store
 from tests.fakes.signal import ACCOUNT, ACCOUNT_UUID, FakeSignalCli, uuid_for
@@ -33,9 +34,9 @@ class SignalHarness(ServerHarness):
     adapter_name = "signal"
     adapter_kind = "SignalAdapter"
     text_limit = 65536            # bytes of UTF-8 one message carries (actors.adapters.pacing: signal)
-    supports_edit = False
 
     state_name = "signal.json"
+    send_method = "send"
 
     def make_server(self):
         return FakeSignalCli(port=self.port, state_file=self.state_file, keepalive_interval=KEEPALIVE_S)
@@ -117,6 +118,32 @@ class SignalHarness(ServerHarness):
 
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
+
+    # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
+    # A keep-alive comes every 0.1 s; the stream's own read timeout is 20 s here: the bound is far below it.
+    freeze_silence_s = 2.0
+    lost_while_frozen = ("signal-cli writes an envelope to every open stream and forgets it: one written into a "
+                         "frozen stream is lost to every client (actors/adapters/signal/README.md)")
+
+    def start_relayed(self, relay) -> str:
+        self.server = RelayedSignalCli(port=self.port, state_file=self.state_file,
+                                       keepalive_interval=KEEPALIVE_S).start()
+        self.port = self.server.port
+        self.server.relay_port = relay(self.port)
+        relayed = through(self.server.base_url, self.server.relay_port)
+        table = self.adapter_toml().replace(self.server.base_url, relayed).replace("idle_timeout_s = 5.0",
+                                                                                  "idle_timeout_s = 20.0")
+        return table + f"max_silence_s = {self.freeze_silence_s}\n"
+
+
+class RelayedSignalCli(FakeSignalCli):
+    """Takes requests addressed to the relay in front of it too (the frozen-connection case): signal-cli pins the
+    Host header to its own address, which through the relay names the relay's port."""
+    relay_port = 0
+
+    def host_allowed(self, request) -> bool:
+        relayed = {f"{name}:{self.relay_port}" for name in ("127.0.0.1", "localhost")}
+        return super().host_allowed(request) or request.headers.get("Host", "") in relayed
 
 
 HARNESS = SignalHarness

@@ -10,6 +10,7 @@ import hashlib
 from typing import Optional
 
 from actors.messages import Source
+from tests.adapters.freezing_proxy import through
 from tests.adapters.server_harness import ServerHarness
 from tests.fakes.slack import DEFAULT_APP_TOKEN, DEFAULT_BOT_TOKEN, FakeSlack
 
@@ -41,6 +42,7 @@ class SlackHarness(ServerHarness):
     text_limit = 40000
 
     state_name = "slack.json"
+    send_method = "chat.postMessage"
 
     def make_server(self):
         # Posting paced a little faster than Slack's 1/s (the adapter's pacing below matches), ping-free.
@@ -103,6 +105,31 @@ class SlackHarness(ServerHarness):
 
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
+
+    # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
+    # The fake pings every 0.5 s (each ping is progress, and resets the adapter's own ping timer); the adapter's
+    # ping goes after 10 s with nothing received and gives the socket up 5 s later: the bound is far below that.
+    # An event sent into the frozen socket misses its acknowledgement and goes again, at once and then every
+    # 0.5 s, each time to one of the open sockets in turn: one of them is the restarted adapter's.
+    freeze_silence_s = 2.5
+
+    def start_relayed(self, relay) -> str:
+        self.server = RelayedSlack(port=self.port, state_file=self.state_file, post_interval=0.25, post_burst=4,
+                                   ping_interval=0.5, retry_delays=[0.0] + [0.5] * 20).start()
+        self.port = self.server.port
+        self.server.relay_port = relay(self.port)
+        relayed = through(self.server.api_url, self.server.relay_port)
+        return (self.adapter_toml().replace(self.server.api_url, relayed) +
+                f"ping_interval_s = 10.0\nmax_silence_s = {self.freeze_silence_s}\n")
+
+
+class RelayedSlack(NamedChatSlack):
+    """Gives its Socket Mode URLs at the relay (the frozen-connection case): the WebSocket goes through it too."""
+    relay_port = 0
+
+    def method_apps_connections_open(self, state: dict, params: dict) -> dict:
+        answer = super().method_apps_connections_open(state, params)
+        return dict(answer, url=through(answer["url"], self.relay_port or self.port))
 
 
 HARNESS = SlackHarness

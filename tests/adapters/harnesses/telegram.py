@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 
 from actors.messages import Source
+from tests.adapters.freezing_proxy import through
 from tests.adapters.server_harness import ServerHarness
 from tests.fakes.telegram import FakeTelegram
 
@@ -50,6 +51,7 @@ class TelegramHarness(ServerHarness):
                "typing": "sendChatAction"}
 
     state_name = "telegram.json"
+    send_method = "sendMessage"
 
     def make_server(self):
         return NamedChatTelegram(port=self.port, state_file=self.state_file)
@@ -109,6 +111,12 @@ class TelegramHarness(ServerHarness):
         return [{"at": o["at"], "status": o["status"]}
                 for o in self.server.ops(telegram_chat_number(chat), self.METHODS[op])]
 
+    def bot_reactions(self, chat: str, handle: str) -> list[list[str]]:
+        message_id = int(self.platform_message_id(handle).rsplit(":", 1)[1])
+        message = next(m for m in self.server.messages(telegram_chat_number(chat), incoming=True)
+                       if m["message_id"] == message_id and not m["outgoing"])
+        return [r["emoji"] for r in message.get("reactions", [])]
+
     def sent_files(self, chat: str) -> list[dict]:
         return [{"message_id": str(u["message_id"]), "kind": u["kind"], "sha256": hashlib.sha256(u["data"]).hexdigest()}
                 for u in self.server.uploads if u["chat_id"] == telegram_chat_number(chat)]
@@ -122,6 +130,14 @@ class TelegramHarness(ServerHarness):
 
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
+
+    # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
+    freeze_silence_s = 3.0      # getUpdates comes back every second; its own timeout is 30 s past the wait
+
+    def start_relayed(self, relay) -> str:
+        self.start()
+        relayed = through(self.server.base_url, relay(self.port))
+        return self.adapter_toml().replace(self.server.base_url, relayed) + f"max_silence_s = {self.freeze_silence_s}\n"
 
 
 HARNESS = TelegramHarness

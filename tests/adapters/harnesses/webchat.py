@@ -15,6 +15,12 @@ class WebChatHarness:
     adapter_name = "web"
     adapter_kind = "WebChatAdapter"
     text_limit = 1_000_000         # actors.adapters.pacing: webchat
+    # Why the delivery case cannot run here yet (test_conformance.py reports it as an xfail with this reason).
+    delivery_case_pending = (
+        "the page is served by the adapter itself: a send is done once its frame is pushed, with no answer from "
+        "outside the daemon to hold, and what the bot showed (``sent``) is the adapter's memory, gone with a kill "
+        "-9; the case needs a send hold among the adapter's [debug] fault_injection hooks and ``sent`` read from "
+        "the page's frames")
 
     def __init__(self, workdir: Path):
         from tests.actor_system import free_port

@@ -38,9 +38,9 @@ class WeComHarness(ServerHarness):
     adapter_name = "wecom"
     adapter_kind = "WeComAdapter"
     text_limit = 2048            # bytes of UTF-8: 2,049 ASCII characters are one too many
-    supports_edit = False        # WeCom has no edits: the suite checks sends and recalls only
 
     state_name = "wecom.json"
+    send_method = "message/send"
 
     def __init__(self, workdir: Path):
         super().__init__(workdir)

@@ -94,6 +94,8 @@ class RestMethods:
         with self.mutate() as state:
             state["stats"]["requests"][name] = state["stats"]["requests"].get(name, 0) + 1
             headers, outcome, fault = self._call(state, name, params, body)
+        await self.hold_if_asked(name, params.get("channel_id"),
+                                 fault is None and not isinstance(outcome, (ApiError, RateLimited)))
         if fault in ("drop", "drop_after"):
             return drop_connection(request)
         if isinstance(outcome, RateLimited):

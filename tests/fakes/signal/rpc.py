@@ -33,6 +33,7 @@ from tests.fakes.signal.world import INLINE_BYTES, LONG_TEXT, next_timestamp, tr
 
 WRITE_METHODS = ("send", "sendTyping", "remoteDelete")
 NUMBER = re.compile(r"\+[1-9][0-9]{6,14}")
+DONE_CALL = web.RequestKey("done_call", tuple)   # (method, chat) of the call the request just made
 ACI = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -62,6 +63,8 @@ class RpcMethods:
             answer = self._one(item, request)
             if answer == "drop":
                 return drop_connection(request)
+            if (done := request.pop(DONE_CALL, None)) is not None:
+                await self.hold_if_asked(*done, took_effect=True)
             if answer is not None:
                 answers.append(answer)
         if not answers:
@@ -96,6 +99,9 @@ class RpcMethods:
             result = handler(params)
             if fault == "drop_after":
                 return "drop"
+            recipient = params.get("recipient")
+            chat = recipient[0] if isinstance(recipient, list) and len(recipient) == 1 else recipient
+            request[DONE_CALL] = (method, chat or params.get("groupId"))   # route_rpc: a held answer waits there
         except RpcError as exc:
             with self.mutate() as state:
                 state["stats"]["rpc_errors"][str(exc.code)] = state["stats"]["rpc_errors"].get(str(exc.code), 0) + 1

@@ -266,6 +266,7 @@ class FakeSlack(ChatMethods, EventMethods, DeliveryMethods, SocketModeMethods, H
             fault = self.faults.draw(method)
         with self.mutate() as state:
             outcome = self._call(state, request.method, method, token, params, fault)
+        await self.hold_if_asked(method, params.get("channel"), fault is None and not isinstance(outcome, ApiError))
         if fault in ("drop", "drop_after"):
             return drop_connection(request)
         return self._answer(outcome)

@@ -168,6 +168,7 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
             outcome = self._call(state, method, params, fault)
         while method in self.held_answers:   # done, not yet answered: a test may kill the gateway now
             await asyncio.sleep(0.02)
+        await self.hold_if_asked(method, params.get("chat_id"), fault is None and not isinstance(outcome, ApiError))
         if fault in ("drop", "drop_after"):
             return drop_connection(request)
         return self._answer(outcome)

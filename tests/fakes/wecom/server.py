@@ -189,6 +189,7 @@ class FakeWeCom(CallbackMethods, FakeServer):
                     return web.json_response({"errcode": 47001, "errmsg": "data format error"})
                 answer = method_fn(state, params, now)
                 self._log_op(state, method, user, 200, answer["errcode"])
+            await self.hold_if_asked(method, user, fault is None and answer["errcode"] == 0)
             if fault == "drop_after":
                 return drop_connection(request)
             return web.json_response(answer)

@@ -202,6 +202,7 @@ def test_a_polling_round_stores_messages_and_acknowledges_what_it_skips(tg, tmp_
 def test_per_user_in_groups_is_a_per_bot_choice(tg, tmp_path):
     adapter, _ = make_adapter(tg, tmp_path, per_user_in_groups=True)
     adapter.bridge = type("Bridge", (), {"submit": lambda self, coro, tag=None: coro.close()})()
+    adapter.after = lambda seconds, tag, data=None: None   # no actor system here: timers are not under test
     adapter.on_start(adapter.settings)   # [sessions] says nothing: the bot's own setting decides
     assert ".user-" in adapter.intake.item(update({"id": -5, "type": "group"})).session_key
     assert ".user-" not in adapter.intake.item(update({"id": 5, "type": "private"})).session_key

@@ -1,0 +1,1 @@
+"""The Mattermost adapter: the WebSocket event stream in, REST v4 out (actors/adapters/mattermost/README.md)."""
