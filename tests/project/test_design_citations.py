@@ -20,11 +20,12 @@ def unresolved_citations(root=ROOT, design_text: str | None = None) -> list[str]
     for path in project_files((".py", ".md"), root):
         if path in CHECKERS:
             continue
-        text = path.read_text(encoding="utf-8")
-        for number, line in enumerate(text.splitlines(), start=1):
-            # A citation may run over a line break (``docs/design.md\n§2.5``): the next line completes it.
-            lines = line + " " + (text.splitlines()[number:number + 1] or [""])[0].lstrip()
-            for section in design_citations(lines if "docs/design.md" in line else ""):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, start=1):
+            cited = line
+            if line.rstrip().rstrip("`").endswith("docs/design.md") and number < len(lines):
+                cited += " " + lines[number].lstrip()   # ``docs/design.md\n§2.5``: the next line completes it
+            for section in design_citations(cited if "docs/design.md" in line else ""):
                 if section not in sections:
                     found.append(f"{path.relative_to(root)}:{number} cites docs/design.md §{section}, no such section")
             if re.search(r"(?<![\w/])DESIGN\.md", line):
