@@ -36,23 +36,35 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
+from actors.config_reload import check_whole  # noqa: E402
 from common import config as config_mod  # noqa: E402
 from common.config import EX_CONFIG, ConfigError  # noqa: E402
 from common.privacy import EX_NOPERM, PRIVATE_UMASK, foreign_owner  # noqa: E402
 from common.version import VERSION  # noqa: E402
-from daemon import cli_rich  # noqa: E402
-from daemon.cli_output import fail, out as _out  # noqa: E402
+from common import processes  # noqa: E402
+from common.redact import RedactingStream, configured_secrets  # noqa: E402
+from common.logging_setup import configure_launcher_logging  # noqa: E402
+from common.runfiles import RunFiles  # noqa: E402
+from daemon import (cli_access, cli_completion, cli_config, cli_cron, cli_join, cli_logs, cli_memory,  # noqa: E402
+                    cli_platforms, cli_reload, cli_report, cli_rich, cli_routes, cli_service, cli_storage,
+                    doctor as doctor_mod, health as health_mod, status_view)
+from daemon.admin import AdminClient, AdminError, NoGateway  # noqa: E402
+from daemon.cli_output import fail, out as _out, run_guarded  # noqa: E402
+from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command  # noqa: E402
+from daemon.startup_checks import startup_warnings  # noqa: E402
+from storage import MediaCache  # noqa: E402
+from supervision import tree as tree_mod  # noqa: E402
 
 EX_NOT_RUNNING = 3
 
 
 def main(argv: list[str] | None = None) -> int:
-    from daemon.cli_output import run_guarded
     return run_guarded(_main, argv)
 
 
@@ -63,34 +75,28 @@ def _main(argv: list[str] | None) -> int:
     if args.config:   # `start` runs the daemon from /: a path relative to here must not change meaning there
         args.config = os.path.abspath(os.path.expanduser(args.config))
     if args.command == "config" and getattr(args, "action", None) == "init":
-        from daemon.cli_config import cmd_config
-        return cmd_config(None, args)   # writes a sample: needs no configuration, and may be run before one exists
+        # Writes a sample: needs no configuration, and may be run before one exists.
+        return cli_config.cmd_config(None, args)
     if args.command == "platforms":
-        from daemon.cli_platforms import cmd_platforms
-        return cmd_platforms(None, args)   # the registry's own facts: no configuration needed
+        return cli_platforms.cmd_platforms(None, args)   # the registry's own facts: no configuration needed
     if args.command == "completion":
-        from daemon.cli_completion import cmd_completion
-        return cmd_completion(parser, args)   # the parser's own options: no configuration either
+        return cli_completion.cmd_completion(parser, args)   # the parser's own options: no configuration either
     try:
         config = config_mod.load(args.config)
         # Adapter tables, profiles, routes and cron jobs too: a bad one stops the start here, not in a crash loop.
         # A reload checks a file with this same function (actors/config_reload.py).
-        from actors.config_reload import check_whole
         check_whole(config, time.time())
     except ConfigError as exc:
         if args.command == "reload":   # the running gateway hears of it too, and logs why it keeps running as it is
-            from daemon.cli_reload import reload_despite
-            return reload_despite(args, exc)
+            return cli_reload.reload_despite(args, exc)
         return fail(args, f"config error: {exc.file}: {exc.key}: {exc.reason}", EX_CONFIG,
                     file=exc.file, key=exc.key, reason=exc.reason)
     if args.command not in (None, "run", "start", "join"):   # the daemon's own output is its log, redacted there
-        from common.redact import RedactingStream, configured_secrets
         secrets = configured_secrets(config)
         sys.stdout, sys.stderr = RedactingStream(sys.stdout, secrets), RedactingStream(sys.stderr, secrets)
     refusal = foreign_owner(config["gateway"]["state_dir"])
     if refusal:
         return fail(args, f"refused: {refusal}", EX_NOPERM)
-    from daemon.admin import AdminError
     try:
         return COMMANDS[args.command or "run"](config, args)
     except AdminError as exc:   # the gateway runs but did not answer in time: said, not a traceback
@@ -98,10 +104,6 @@ def _main(argv: list[str] | None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from daemon import cli_access, cli_completion, cli_config, cli_cron, cli_logs, cli_service, cli_storage, status_view
-    from daemon import cli_join, cli_memory, cli_platforms, cli_reload, cli_routes
-    from daemon import doctor as doctor_mod, health as health_mod
-    from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
     parser = GatewayParser(prog="run_gateway.py", description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", metavar="FILE", help="TOML configuration file (also after the command)")
@@ -164,7 +166,6 @@ def build_parser() -> argparse.ArgumentParser:
     cli_logs.add_parsers(sub)
     cli_service.add_parsers(sub)
     cli_completion.add_parsers(sub)
-    from daemon import cli_report
     cli_report.add_parsers(sub)
     cli_join.add_parsers(sub)
     cli_platforms.add_parsers(sub)
@@ -190,26 +191,22 @@ def build_parser() -> argparse.ArgumentParser:
 # ------------------------------------------------------------------------------------------------------ commands
 
 def cmd_join(config: dict, args) -> int:
-    from daemon.cli_join import cmd_join as join
-    return join(config, args)
+    return cli_join.cmd_join(config, args)
 
 
 def cmd_run(config: dict, args) -> int:
-    from daemon.launcher import Launcher
-    from common.logging_setup import configure_launcher_logging
+    from daemon.launcher import Launcher   # the daemon's own modules load only for `run`
     configure_launcher_logging(config)
     return Launcher(config).run()
 
 
 def cmd_start(config: dict, args) -> int:
-    from common.runfiles import RunFiles
     files = RunFiles(config["gateway"]["state_dir"])
     files.run_dir.mkdir(parents=True, exist_ok=True)
     log_path = files.log_path(config)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if _running(config):
         return _out(args, {"ok": False, "error": f"already running (pid {files.read_pid()})"}, 1)
-    from daemon.startup_checks import startup_warnings
     for warning in startup_warnings(config):
         print(f"warning: {warning}", file=sys.stderr)
     before = files.read_runtime()
@@ -237,8 +234,6 @@ def cmd_start(config: dict, args) -> int:
 
 
 def cmd_stop(config: dict, args) -> int:
-    from common import processes
-    from common.runfiles import RunFiles
     files = RunFiles(config["gateway"]["state_dir"])
     pid = files.read_pid() if _running(config) else None
     if not pid:
@@ -273,14 +268,12 @@ def cmd_drain(config: dict, args) -> int:
 
 
 def cmd_status(config: dict, args) -> int:
-    from daemon.status_view import report
     client = _attach(config, args)
     if isinstance(client, int):
         return client
-    from pathlib import Path
-    from storage import MediaCache
     media = MediaCache(Path(config["gateway"]["state_dir"]) / "media").stats()
-    data, text, code = report(client.status(), client.runtime, f"{client.host}:{client.port}", config, media=media)
+    data, text, code = status_view.report(client.status(), client.runtime, f"{client.host}:{client.port}", config,
+                                          media=media)
     if args.json:
         return _out(args, data, code)
     print(text)    # on stdout whatever the health: the screen is the answer asked for, not an error message
@@ -288,17 +281,15 @@ def cmd_status(config: dict, args) -> int:
 
 
 def cmd_tree(config: dict, args) -> int:
-    from supervision import tree
     client = _attach(config, args)
     if isinstance(client, int):
         return client
     root = client.tree()
-    return _out(args, tree.to_json(root), 0, tree.render(root, every_cell=args.all),
+    return _out(args, tree_mod.to_json(root), 0, tree_mod.render(root, every_cell=args.all),
                 drawn=lambda: cli_rich.actor_tree(root, every_cell=args.all))
 
 
 def cmd_fault(config: dict, args) -> int:
-    from daemon.admin import AdminError
     if not config["debug"]["fault_injection"]:
         return _out(args, {"ok": False, "error": "fault drills need [debug] fault_injection = true in the "
                                                  "configuration the gateway runs with"}, 1)
@@ -314,7 +305,7 @@ def cmd_fault(config: dict, args) -> int:
 
 
 def cmd_chat(config: dict, args) -> int:
-    from daemon.cli_terminal import Terminal, interactive, one_message
+    from daemon.cli_terminal import Terminal, interactive, one_message   # the terminal chat loads only for `chat`
     client = _attach(config, args)
     if isinstance(client, int):
         return client
@@ -329,73 +320,60 @@ def cmd_chat(config: dict, args) -> int:
 
 
 def cmd_sessions(config: dict, args) -> int:
-    from daemon.cli_storage import cmd_sessions as run
-    return run(config, args)
+    return cli_storage.cmd_sessions(config, args)
 
 
 def cmd_deliveries(config: dict, args) -> int:
-    from daemon.cli_storage import cmd_deliveries as run
-    return run(config, args)
+    return cli_storage.cmd_deliveries(config, args)
 
 
 def cmd_pair(config: dict, args) -> int:
-    from daemon.cli_access import cmd_pair as run
-    return run(config, args)
+    return cli_access.cmd_pair(config, args)
 
 
 def cmd_cron(config: dict, args) -> int:
-    from daemon.cli_cron import cmd_cron as run
-    return run(config, args)
+    return cli_cron.cmd_cron(config, args)
 
 
 def cmd_config(config: dict, args) -> int:
-    from daemon.cli_config import cmd_config as run
-    return run(config, args)
+    return cli_config.cmd_config(config, args)
 
 
 def cmd_routes(config: dict, args) -> int:
-    from daemon.cli_routes import cmd_routes as run
-    return run(config, args)
+    return cli_routes.cmd_routes(config, args)
 
 
 def cmd_memory(config: dict, args) -> int:
-    from daemon.cli_memory import cmd_memory as run
-    return run(config, args)
+    return cli_memory.cmd_memory(config, args)
 
 
 def cmd_reload(config: dict, args) -> int:
-    from daemon.cli_reload import cmd_reload as run
-    return run(config, args)
+    return cli_reload.cmd_reload(config, args)
 
 
 def cmd_logs(config: dict, args) -> int:
-    from daemon.cli_logs import cmd_logs as run
-    return run(config, args)
+    return cli_logs.cmd_logs(config, args)
 
 
 def cmd_service(config: dict, args) -> int:
-    from daemon.cli_service import cmd_service as run
-    return run(config, args, program=[sys.executable, os.path.abspath(__file__)])   # the unit runs this program
+    # The unit runs this program.
+    return cli_service.cmd_service(config, args, program=[sys.executable, os.path.abspath(__file__)])
 
 
 def cmd_report(config: dict, args) -> int:
-    from daemon.cli_report import cmd_report as run
-    return run(config, args)
+    return cli_report.cmd_report(config, args)
 
 
 def cmd_platforms(config: dict, args) -> int:
-    from daemon.cli_platforms import cmd_platforms as run
-    return run(config, args)
+    return cli_platforms.cmd_platforms(config, args)
 
 
 def cmd_health(config: dict, args) -> int:
-    from daemon.health import cmd_health as run
-    return run(config, args)
+    return health_mod.cmd_health(config, args)
 
 
 def cmd_doctor(config: dict, args) -> int:
-    from daemon.doctor import cmd_doctor as run
-    return run(config, args)
+    return doctor_mod.cmd_doctor(config, args)
 
 
 COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions,
@@ -411,7 +389,6 @@ COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "ses
 # ------------------------------------------------------------------------------------------------------ helpers
 
 def _attach(config: dict, args):
-    from daemon.admin import AdminClient, NoGateway
     try:
         return AdminClient(config)
     except NoGateway as exc:
@@ -431,7 +408,6 @@ def _started(files, proc, before, deadline: float) -> dict | None:
 
 
 def _running(config: dict) -> bool:
-    from common.runfiles import RunFiles
     return RunFiles(config["gateway"]["state_dir"]).running()
 
 

@@ -23,6 +23,11 @@ from dataclasses import dataclass
 
 from common.config import ConfigError, load
 from common.redact import configured_secrets
+from actors.adapters import registry
+from actors.profiles.identities import load_identities
+from actors.profiles.routes import load_routes
+from actors.scheduling.jobs import validate_jobs
+from actors.hooks.plugins import validate_plugins
 
 # Whole sections taken from the new file.
 LIVE_SECTIONS = ("agent", "profiles", "routes", "identities", "cron")
@@ -42,14 +47,9 @@ class Reload:
 def check_whole(config: dict, now: float | None = None) -> None:
     """Every check a start makes of a loaded configuration (common/config.py did the schema); ConfigError on the
     first failure."""
-    from actors.adapters import registry
-    from actors.profiles.identities import load_identities
-    from actors.profiles.routes import load_routes
-    from actors.scheduling.jobs import validate_jobs
     registry.validate_all(config)     # the adapter tables
     load_routes(config)               # [profiles.NAME] and [[routes]], against the adapters
     load_identities(config)           # [[identities]], against the adapters
-    from actors.hooks.plugins import validate_plugins
     validate_plugins(config)          # the [plugins.NAME] tables' own keys
     validate_jobs(config, time.time() if now is None else now)   # [cron.NAME], against the adapters and profiles
 

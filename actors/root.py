@@ -18,6 +18,8 @@ is the same file a reload read.
 """
 from __future__ import annotations
 
+import importlib
+
 from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus, ReloadReport, ReloadRequest,
                              ShutdownReady, ShutdownRequest, StatusRequest)
 from actors.config_reload import reload_from_file
@@ -30,6 +32,8 @@ from supervision.supervisor import Supervisor
 from common.config import ConfigError, setting
 from common.host_map import SWEEPER_PREFIX
 from common.shard_map import SHARD_PREFIX
+from actors.sessions.shard import CONSUMER_ACTOR, SESSION_ACTOR
+from actors.sessions.supervisor import SHARD_ACTOR
 
 
 def root_children(config: dict) -> list[ChildSpec]:
@@ -72,10 +76,7 @@ def preload_actor_modules(config: dict) -> None:
     """Import every actor module once, in the launcher: every actor process is forked from it (through the admin
     and the supervisors), so a child starts with its module already loaded instead of importing storage, aiohttp
     and the agents after the fork. That import is most of a restart's latency, and of every consumer's start."""
-    import importlib
 
-    from actors.sessions.shard import CONSUMER_ACTOR, SESSION_ACTOR
-    from actors.sessions.supervisor import SHARD_ACTOR
     paths = [spec.actor for spec in root_children(config)] + [SHARD_ACTOR, SESSION_ACTOR, CONSUMER_ACTOR]
     paths += [registry.entry_of(args).actor for args in registry.validate_all(config).values()]
     for path in paths:

@@ -1,4 +1,4 @@
-"""The delivery sweeper: finishes the replies a crash left behind (DESIGN.md §2.6, G3).
+"""The delivery sweeper: finishes the replies a crash left behind (docs/design.md §2.6, G3).
 
 State: the adapters known to be connected, the obligations it is delivering (each: its rows, fence, next part, the
 operation in flight), the ledger counts shown as its pending work, the recovery totals and the late inbox rows

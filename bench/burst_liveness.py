@@ -1,5 +1,5 @@
 """Liveness under bursts: every acknowledged message is answered within the bound ([sessions] answer_bound_s,
-60 s, plus the agent's own time, which is ~0 here), burst after burst (DESIGN.md §3; issue: 20 bursts of 500).
+60 s, plus the agent's own time, which is ~0 here), burst after burst (docs/design.md §3; issue: 20 bursts of 500).
 
     python bench/burst_liveness.py [--bursts 20] [--messages 500] [--chats 250]
 

@@ -1,6 +1,6 @@
 """Facts about a convention of gateway hosts that need no actor system: pure functions, unit tested.
 
-Several gateway hosts form one Thespian convention (DESIGN.md §6, docs/distribution.md): the leader's actor system
+Several gateway hosts form one Thespian convention (docs/design.md §6, docs/distribution.md): the leader's actor system
 keeps the adapters, the watchdog, the sweeper and the shard map; each worker joins it with
 ``run_gateway.py join LEADER:PORT`` and offers the ``gateway.shards`` capability.
 
@@ -23,10 +23,9 @@ actor system starts, on the leader (which expires members) and on every worker (
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from dataclasses import dataclass
-
-from common.config import setting
 
 SHARDS_CAPABILITY = "gateway.shards"      # a system that runs session shards
 HOST_CAPABILITY = "gateway.host"          # the member's name (shown in `tree` and `status`; placement targets it)
@@ -122,15 +121,14 @@ def runs_here(capabilities: dict, requirements: dict | None) -> bool:
 def on_worker() -> bool:
     """True in the processes of a worker host (``join``): what runs here keeps its records in this host's database,
     which the leader's adapters do not see."""
-    import os
     return bool(os.environ.get(WORKER_NAME_ENV))
 
 
 def host_name(config: dict) -> str:
     """This host's name in the convention: a worker's ``--name`` in the processes it runs, else the leader's
-    ``[cluster] host_name``, else the machine's."""
-    import os
-    return os.environ.get(WORKER_NAME_ENV) or setting(config, "cluster", "host_name") or socket.gethostname()
+    ``[cluster] host_name``, else the machine's (its default, "", counts as not set, as a missing key does)."""
+    named = (config.get("cluster") or {}).get("host_name")
+    return os.environ.get(WORKER_NAME_ENV) or named or socket.gethostname()
 
 
 def check_host_name(name: str) -> str | None:

@@ -20,6 +20,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from common.cluster import join_refusal
+
 EX_CONFIG = 78
 ANY_TABLE = "table"  # a table whose keys are not fixed here (an adapter's settings are checked by that adapter)
 
@@ -249,7 +251,6 @@ def _check_cluster(file: str, config: dict) -> None:
                           f"workers cannot reach a leader on {host}: set [gateway] bind_host to this host's address "
                           "on the private network (and allow_non_loopback = true; docs/distribution.md)")
     if config["cluster"]["enabled"] and not config["cluster"]["network_is_private"]:
-        from common.cluster import join_refusal
         refusal = join_refusal(host, network_is_private=False)
         if refusal:
             raise ConfigError(file, "[gateway] bind_host", refusal.replace("pass --network-is-private",

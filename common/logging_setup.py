@@ -23,12 +23,13 @@ import contextlib
 import hashlib
 import json
 import logging
+import logging.config
 import re
 import threading
 from datetime import datetime, timezone
 from typing import Iterable
 
-from common.redact import configured_secrets, escape_controls
+from common.redact import configured_secrets, escape_controls, redact
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 KEY_HASH_HEX = 12
@@ -76,7 +77,6 @@ class Redact(logging.Filter):
         self.secrets = tuple(secrets)
 
     def clean(self, text: str) -> str:
-        from common.redact import redact
         return hide_session_keys(redact(text, self.secrets))
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -170,7 +170,6 @@ def log_defs_for(config: dict) -> dict:
 def configure_launcher_logging(config: dict | str = "INFO") -> None:
     """The launcher's own records: same handler, formatter and filters as the actors'. A plain level string is
     accepted for callers that have no configuration (text format, no configured secrets)."""
-    import logging.config
     defs = log_defs_for(config) if isinstance(config, dict) else thespian_log_defs(config)
     defs["disable_existing_loggers"] = False
     logging.config.dictConfig(defs)

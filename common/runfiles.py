@@ -19,7 +19,10 @@ import os
 import time
 from pathlib import Path
 
+import psutil
+
 from common.privacy import make_private_dir, write_private
+from common.processes import descendants, is_running
 
 
 class AlreadyRunning(Exception):
@@ -159,12 +162,10 @@ def _read_json(path: Path) -> dict | None:
 
 
 def _descendants(pid: int) -> list[int]:
-    from common.processes import descendants
     return descendants(pid)
 
 
 def _ancestors(pid: int) -> list[int]:
-    import psutil
     try:
         return [p.pid for p in psutil.Process(pid).parents()]
     except psutil.NoSuchProcess:
@@ -172,5 +173,4 @@ def _ancestors(pid: int) -> list[int]:
 
 
 def _alive(pid: int) -> bool:
-    from common.processes import is_running
     return is_running(pid)

@@ -2,7 +2,7 @@
 
 Every shard scores every key; the key lives on the shard with the highest score. Adding a shard moves only the keys
 the new shard wins (about 1/N of them) and removing one moves only its own, which is what lets shards be added, and
-later placed on other hosts (DESIGN.md §6), without reshuffling every conversation. The score is a keyed hash, so
+later placed on other hosts (docs/design.md §6), without reshuffling every conversation. The score is a keyed hash, so
 the map is the same in every process and across restarts: a key's inbox rows, its interrupted turn and its doorbells
 all find the same shard.
 """

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 
 def install() -> None:
+    # Thespian's internals load when the patch is installed, not when this module is imported
     from thespian.system.transport.TCPTransport import TCPTransport
     if getattr(TCPTransport._nextTransmitStepCheck, "_leaves_acks_to_select", False):
         return

@@ -11,6 +11,8 @@ import os
 import socket
 import time
 
+from thespian.actors import ActorSystem
+
 from actors.messages import DrainReport, DrainRequest, GatewayStatus, StatusRequest
 from supervision.messages import DescribeTree, Fault, TreeNode, TreeReply
 from daemon import loopback, peer_credentials
@@ -45,9 +47,9 @@ class AdminClient:
         loopback.install(self.host)
         peer_credentials.install(allow_remote=not peer_credentials.is_loopback(self.host))   # our reply port too
         os.environ["THESPLOG_FILE"] = str(self.files.state_dir / "thespian.log")
-        from thespian.actors import ActorSystem
         self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=thespian_log_defs("ERROR"),
                                 transientUnique=True)
+        # every command imports this module; the launcher's loads only for those that attach
         from daemon.launcher import ROOT_CLASS, ROOT_NAME
         self.root = self.asys.createActor(ROOT_CLASS, globalName=ROOT_NAME)
 

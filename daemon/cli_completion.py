@@ -49,7 +49,7 @@ def cmd_completion(parser: argparse.ArgumentParser, args) -> int:
 
 def script(parser: argparse.ArgumentParser, shell: str, prog: str) -> str:
     """The completion script of ``parser`` for ``shell``, completing the command ``prog``."""
-    import shtab
+    import shtab   # shtab loads only for `completion`
     for each in [parser] + subcommands(parser):
         for action in each._actions:   # argparse keeps a parser's arguments only there
             if action.metavar == "FILE":

@@ -17,6 +17,7 @@ from common.privacy import write_private
 from common.redact import REDACTED, SECRET_WORDS, redact_urls
 from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
+from actors.adapters import registry
 
 SECTION_NOTES = {
     "gateway": "where the gateway listens and keeps its state",
@@ -169,7 +170,6 @@ def effective(config: dict) -> dict:
     in by the adapter registry, and no secret: the agent's key, every adapter option the registry marks secret and
     every adapter key whose name says token, secret, key or password. ``api_key_env`` names a variable: kept.
     Every URL is shown as its scheme and host (``common.redact.url_origin``)."""
-    from actors.adapters import registry
     # An empty [[routes]] has no TOML form (an array of tables is written only by its entries): left out.
     shown = json.loads(json.dumps({k: v for k, v in config.items() if not k.startswith("_")
                                    and not (k in config_mod.LIST_SECTIONS and not v)}))

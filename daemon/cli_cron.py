@@ -24,6 +24,7 @@ from daemon.cli_parsing import add_json, command
 from daemon.cli_storage import run_on_store
 from supervision.storage_access import store_path
 from storage import RunClaim, Store, StorageError
+from daemon.admin import AdminClient, AdminError, NoGateway
 
 RUNS_SHOWN = 3
 
@@ -141,7 +142,6 @@ def _render_list(rows: list) -> str:
 # ------------------------------------------------------------------------------------------------------ run
 
 def _run(config: dict, args, job) -> int:
-    from daemon.admin import AdminClient, AdminError, NoGateway
     try:
         client = AdminClient(config)
     except NoGateway:

@@ -15,6 +15,7 @@ from common.config import setting
 from common.shard_map import SHARD_PREFIX
 from daemon.asking import ask_for
 from supervision import tree as tree_mod
+from daemon.admin import AdminClient, AdminError, NoGateway
 
 ASK_TIMEOUT_S = 15.0
 
@@ -24,7 +25,6 @@ def worker_reads(config: dict, action: str, kwargs: dict) -> tuple[list[tuple[st
     Nothing (and nothing to say) for a gateway that is no convention's leader."""
     if not setting(config, "cluster", "enabled"):
         return [], []
-    from daemon.admin import AdminClient, AdminError, NoGateway
     try:
         client = AdminClient(config)
         tree = client.tree()

@@ -12,6 +12,7 @@ from common.cluster import BadLeader, check_host_name, host_name, join_refusal, 
 from common.config import setting
 from daemon.cli_output import EX_USAGE, fail
 from daemon.cli_parsing import command
+from common.logging_setup import configure_launcher_logging, log_defs_for
 
 EX_REFUSED = 77   # EX_NOPERM: the operator's network is not one a convention may run on
 
@@ -37,8 +38,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_join(config: dict, args) -> int:
-    from common.logging_setup import configure_launcher_logging, log_defs_for
-    from daemon.worker import Worker
+    from daemon.worker import Worker   # the worker host's module loads only for `join`
     try:
         leader = parse_leader(args.leader)
     except BadLeader as exc:

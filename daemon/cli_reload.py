@@ -18,6 +18,8 @@ from actors.messages import ReloadReport, ReloadRequest
 from common.config import EX_CONFIG, ConfigError, default_config_path, resolve_state_dir
 from daemon.cli_output import fail, out
 from daemon.cli_parsing import add_json, command
+from daemon.admin import AdminClient, NoGateway
+from daemon.asking import ask_for
 
 EX_NOT_RUNNING = 3
 ANSWER_TIMEOUT_S = 30.0
@@ -47,7 +49,6 @@ def reload_despite(args, error: ConfigError) -> int:
     reason = f"config error: {error.file}: {error.key}: {error.reason}"
     state_dir = _state_dir_of_unloadable(args.config)
     try:
-        from daemon.admin import AdminClient, NoGateway
         client = AdminClient({"gateway": {"state_dir": str(state_dir)}})
     except NoGateway:
         return fail(args, reason + " (no gateway runs on it; nothing was reloaded)", EX_CONFIG, file=error.file,
@@ -58,7 +59,6 @@ def reload_despite(args, error: ConfigError) -> int:
 
 
 def _ask(args, state_dir: str, path: str) -> int:
-    from daemon.admin import AdminClient, NoGateway
     try:
         client = AdminClient({"gateway": {"state_dir": state_dir}})
     except NoGateway as exc:
@@ -79,7 +79,6 @@ def _ask(args, state_dir: str, path: str) -> int:
 
 
 def _report(client, path: str):
-    from daemon.asking import ask_for
     return ask_for(client.asys, client.root, ReloadRequest(via="reload", path=path), ReloadReport, ANSWER_TIMEOUT_S)
 
 

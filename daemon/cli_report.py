@@ -30,6 +30,10 @@ from common.redact import configured_secrets, configured_urls, redact, without_c
 from daemon import report_parts
 from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
+from daemon.cli_config import effective, toml_text
+from storage import Store, StorageError
+from storage import cli as storage_cli
+from supervision.storage_access import store_path
 
 ROOT_DIR = "gateway-report"
 
@@ -70,7 +74,6 @@ def cmd_report(config: dict, args) -> int:
 
 def gather(config: dict, session: str | None, include_text: bool) -> tuple[dict | str, list]:
     """The archive's members (name -> text), and notes on what could not be had; or an error text."""
-    from daemon.cli_config import effective, toml_text
     notes: list[str] = []
     members = {"versions.json": _json(report_parts.versions()), "state.json": _json(report_parts.state_files(config))}
     try:
@@ -107,9 +110,6 @@ def gather(config: dict, session: str | None, include_text: bool) -> tuple[dict 
 
 
 def _stored(config: dict, session: str | None, include_text: bool) -> dict | str:
-    from storage import Store, StorageError
-    from storage import cli as storage_cli
-    from supervision.storage_access import store_path
     path = store_path(config)
     if not path.exists():
         return f"no database at {path}: storage counts are missing"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from supervision import tree as tree_mod
 
 STATE_STYLES = {"running": "green", "busy": "yellow", "draining": "yellow", "drained": "yellow",
                 "starting": "cyan", "restarting": "bold red", "failed": "bold red", "unresponsive": "bold red"}
@@ -30,7 +31,7 @@ def for_a_person(stream=None) -> bool:
 
 
 def console(stream=None):
-    from rich.console import Console
+    from rich.console import Console   # rich loads only when drawing for a terminal
     return Console(file=sys.stdout if stream is None else stream, highlight=False, emoji=False)
 
 
@@ -39,7 +40,7 @@ def show(renderable) -> None:
 
 
 def _text(value, style: str = ""):
-    from rich.text import Text
+    from rich.text import Text   # rich loads only when drawing for a terminal
     scrub = getattr(sys.stdout, "redact", None)   # the RedactingStream's own redaction, cell by cell
     text = "" if value is None else str(value)
     return Text(scrub(text) if scrub else text, style=style)
@@ -51,7 +52,7 @@ def table(columns: list[str], rows: list[list], title: str | None = None, right:
     row is left out). ``right``: the columns of numbers, aligned right; ``wrap``: the columns of free text, folded
     over lines when the terminal is too narrow (the others, ids and states, keep one line: an id cut in two cannot
     be copied)."""
-    from rich import box
+    from rich import box   # rich loads only when drawing for a terminal
     from rich.table import Table
     kept = [i for i, _ in enumerate(columns) if any(_filled(row[i]) for row in rows)] if rows else \
         list(range(len(columns)))
@@ -80,8 +81,7 @@ def state_style(state: str) -> str:
 
 def actor_tree(root, every_cell: bool = False, now: float | None = None):
     """The supervision tree as rich draws it: what ``supervision.tree.render`` prints, with guides and colour."""
-    from rich.tree import Tree
-    from supervision import tree as tree_mod
+    from rich.tree import Tree   # rich loads only when drawing for a terminal
     now = now or time.time()
 
     def label(node):
@@ -113,7 +113,7 @@ def waiting(args, what: str):
     if getattr(args, "json", False) or not for_a_person(sys.stderr):
         yield
         return
-    from rich.live import Live
+    from rich.live import Live   # rich loads only when drawing for a terminal
     from rich.spinner import Spinner
     # Not Console.status: its Live takes over sys.stdout while it spins, and the command's answer belongs there.
     with Live(Spinner("dots", _text(what)), console=console(sys.stderr), transient=True, refresh_per_second=12.5,

@@ -15,6 +15,7 @@ where it would go, and writes nothing. An existing unit is replaced only with ``
 """
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 from pathlib import Path
@@ -146,7 +147,6 @@ def out_of_reach(paths: list[str], run_as: str) -> list[str]:
         account = pwd.getpwnam(run_as)
     except KeyError:
         return []
-    import grp
     groups = {account.pw_gid} | {g.gr_gid for g in grp.getgrall() if run_as in g.gr_mem}
     found = []
     for name in paths:

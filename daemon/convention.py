@@ -14,8 +14,9 @@ import sys
 from datetime import timedelta
 
 from common.cluster import (HOST_CAPABILITY, ROLE_CAPABILITY, SHARDS_CAPABILITY, Leader, detection_env,
-                            host_name)
+                            host_name, is_private_network)
 from common.config import setting
+from daemon.peer_credentials import is_loopback
 
 CONVENTION_MODULE = "thespian.system.admin.convention"
 
@@ -47,8 +48,6 @@ def remote_peers(config: dict):
     """What the leader's peer check admits from other hosts (daemon/peer_credentials.py): nothing on loopback;
     in a convention, private addresses only unless ``[cluster] network_is_private``; otherwise (a non-loopback
     bind_host without a convention, docs/security.md) any."""
-    from common.cluster import is_private_network
-    from daemon.peer_credentials import is_loopback
     if is_loopback(config["gateway"]["bind_host"]):
         return False
     if setting(config, "cluster", "enabled") and not setting(config, "cluster", "network_is_private"):

@@ -37,6 +37,7 @@ from daemon.doctor_probes import probe_wecom
 from daemon.doctor_probes import probe_matrix
 from daemon.doctor_probes import probe_signal
 from daemon.doctor_probes import probe_irc
+from actors.hooks.plugins import load_plugins
 
 EX_OK, EX_FAILED = 0, 1
 DISK_FAIL_BYTES = 100 * 2**20      # below this the next writes may fail: SQLite, the log
@@ -83,7 +84,6 @@ def run_checks(config: dict, env: Mapping[str, str] = os.environ) -> list[Check]
 
 def plugin_checks(config: dict) -> list[Check]:
     """Each plugin the gateway would run (docs/plugins.md): loaded, with its hooks, or why it cannot be."""
-    from actors.hooks.plugins import load_plugins
     loaded = load_plugins(config, make_dirs=False)
     checks = [Check("ok", f"plugin {p.name}", f"{p.origin}: {', '.join(sorted(p.hooks))}"
                     + (" (sees secrets)" if p.see_secrets else "")) for p in loaded.plugins]

@@ -17,6 +17,8 @@ import psutil
 
 from common.chat_errors import failure_kind
 from common.redact import redact
+from actors.adapters.errors import PermanentError
+from actors.adapters.registry import secret_values
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -80,7 +82,6 @@ async def probe_model(base_url: str, model: str, api_key: Optional[str]) -> Chec
 async def _ask_platform(name: str, api, ask, refused: str, where: str):
     """One question to a platform through the adapter's own API client (closed after): its answer, or the failed
     Check that says whether the platform refused the credential or could not be asked at all (redacted)."""
-    from actors.adapters.errors import PermanentError
     try:
         return await ask()
     except PermanentError as exc:
@@ -93,7 +94,7 @@ async def _ask_platform(name: str, api, ask, refused: str, where: str):
 
 async def probe_telegram(name: str, settings: dict) -> Check:
     """``getMe`` through the adapter's own API client: the token and the Bot API server, in one call."""
-    from actors.adapters.telegram.client import TelegramAPI
+    from actors.adapters.telegram.client import TelegramAPI   # only this probe needs this platform's client
     api = TelegramAPI(settings["token"], settings["base_url"], request_timeout=PROBE_TIMEOUT_S)
     me = await _ask_platform(name, api, api.get_me, "Telegram refused the token",
                              f"the Bot API at {settings['base_url']}")
@@ -105,7 +106,7 @@ async def probe_telegram(name: str, settings: dict) -> Check:
 
 async def probe_slack(name: str, settings: dict) -> Check:
     """``auth.test`` with the bot token through the adapter's own client: the token and the Web API, in one call."""
-    from actors.adapters.slack.client import SlackAPI
+    from actors.adapters.slack.client import SlackAPI   # only this probe needs this platform's client
     api = SlackAPI(settings["bot_token"], settings["base_url"], request_timeout=PROBE_TIMEOUT_S)
     me = await _ask_platform(name, api, api.auth_test, "Slack refused the bot token",
                              f"the Web API at {settings['base_url']}")
@@ -124,7 +125,7 @@ MESSAGE_CONTENT_FLAGS = (1 << 18) | (1 << 19)
 async def probe_discord(name: str, settings: dict) -> Check:
     """``GET /users/@me`` (the token) and ``GET /applications/@me`` (the intents the Developer Portal grants: asking
     for Message Content without it makes the gateway close with 4014), through the adapter's own REST client."""
-    from actors.adapters.discord.client import DiscordREST
+    from actors.adapters.discord.client import DiscordREST   # only this probe needs this platform's client
     api = DiscordREST(settings["token"], settings["api_base_url"], request_timeout=PROBE_TIMEOUT_S)
 
     async def both():
@@ -146,7 +147,7 @@ async def probe_discord(name: str, settings: dict) -> Check:
 async def probe_wecom(name: str, settings: dict) -> Check:
     """``gettoken`` through the adapter's own client: the corp id, the application's secret and the server API, in
     one call (the callback token and AES key are WeCom's to check, when the callback URL is saved)."""
-    from actors.adapters.wecom.client import WeComAPI
+    from actors.adapters.wecom.client import WeComAPI   # only this probe needs this platform's client
     api = WeComAPI(settings["corp_id"], settings["secret"], settings["base_url"], request_timeout=PROBE_TIMEOUT_S)
     answer = await _ask_platform(name, api, api.fetch_token, "WeCom refused the corp id or secret",
                                  f"the WeCom API at {settings['base_url']}")
@@ -157,7 +158,7 @@ async def probe_wecom(name: str, settings: dict) -> Check:
 async def probe_matrix(name: str, settings: dict) -> Check:
     """``GET /_matrix/client/v3/account/whoami`` through the adapter's own client: the access token and the
     homeserver, in one call."""
-    from actors.adapters.matrix.client import MatrixClient
+    from actors.adapters.matrix.client import MatrixClient   # only this probe needs this platform's client
     api = MatrixClient(settings["homeserver"], settings["access_token"], request_timeout=PROBE_TIMEOUT_S)
     me = await _ask_platform(name, api, api.whoami, "the homeserver refused the access token",
                              f"the homeserver at {settings['homeserver']}")
@@ -170,7 +171,7 @@ async def probe_signal(name: str, settings: dict) -> Check:
     """``GET /api/v1/check`` (the daemon runs), then ``version`` over JSON-RPC (the RPC endpoint takes our requests:
     its Host check, the account in multi-account mode) through the adapter's own client. signal-cli before 0.11.5
     sends a long answer as one oversized body instead of the long-text attachment: a warning."""
-    from actors.adapters.signal.client import SignalRPC
+    from actors.adapters.signal.client import SignalRPC   # only this probe needs this platform's client
     api = SignalRPC(settings["base_url"], settings["account"] if settings["multi_account"] else None,
                     request_timeout=PROBE_TIMEOUT_S)
 
@@ -190,9 +191,7 @@ async def probe_signal(name: str, settings: dict) -> Check:
 async def probe_irc(name: str, settings: dict) -> Check:
     """Connect and register through the adapter's own link (server password, SASL, nick collisions), then QUIT.
     The nick in use (the gateway itself holds it while it runs) is no failure: the link takes an alternate."""
-    from actors.adapters.errors import PermanentError
-    from actors.adapters.irc.link import IrcLink
-    from actors.adapters.registry import secret_values
+    from actors.adapters.irc.link import IrcLink   # only this probe needs this platform's client
     secrets = secret_values(settings)
     where = f"{settings['host']}:{settings['port']}"
     link = IrcLink(dict(settings, connect_timeout_s=min(settings["connect_timeout_s"], PROBE_TIMEOUT_S)), name,

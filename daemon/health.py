@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from daemon.admin import AdminClient, AdminError, NoGateway
 
 EX_OK, EX_NOT_OK, EX_NOT_RUNNING = 0, 1, 3
 EXIT_CODES = """exit codes:
@@ -63,7 +64,6 @@ def _short(problem: str, limit: int = LINE_PROBLEM_CHARS) -> str:
 
 
 def cmd_health(config: dict, args) -> int:
-    from daemon.admin import AdminClient, AdminError, NoGateway
     check = "ready" if args.ready else "live"
     try:
         client = AdminClient(config)

@@ -1,4 +1,4 @@
-"""The launcher: a plain process that owns the actor system's life (DESIGN.md §1).
+"""The launcher: a plain process that owns the actor system's life (docs/design.md §1).
 
 It takes the pid lock, cleans up what a killed predecessor left, binds every actor socket to the configured
 interface, starts the actor system and the root, waits until every actor is up, then waits for one of:
@@ -27,10 +27,12 @@ import socket
 import threading
 import time
 
+import psutil
 from thespian.actors import ActorSystem, InvalidActorAddress
 
-from actors.messages import DrainDone, GatewayStatus, ShutdownReady, ShutdownRequest
-from supervision.messages import Started, SupervisorGaveUp
+from actors.messages import (DrainDone, GatewayStatus, ReloadReport, ReloadRequest, ShutdownReady, ShutdownRequest,
+                             StatusRequest)
+from supervision.messages import DescribeTree, Started, SupervisorGaveUp, TreeReply
 from daemon import ack_wait, lazy_identify, loopback, peer_credentials, poll_selector
 from common import processes
 from daemon.asking import ask_for
@@ -39,6 +41,7 @@ from daemon.startup_checks import startup_warnings
 from daemon.status_view import health_of
 from common.logging_setup import log_defs_for
 from common.runfiles import RunFiles
+from daemon.convention import leader_capabilities, remote_peers
 
 log = logging.getLogger("gateway.launcher")
 EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
@@ -82,7 +85,6 @@ class Launcher:
                 return EX_FAILURE
             self._install_signals()
             loopback.install(self.host)
-            from daemon.convention import remote_peers
             peer_credentials.install(allow_remote=remote_peers(self.config))
             ack_wait.install()
             poll_selector.install()
@@ -96,6 +98,7 @@ class Launcher:
         return code
 
     def _run_system(self, started: float) -> int:
+        # every actor module: the running launcher's alone, not the admin commands' (they import ROOT_CLASS)
         from actors.root import preload_actor_modules
         for warning in startup_warnings(self.config):
             log.warning("%s", warning)
@@ -119,7 +122,6 @@ class Launcher:
         """The actor system on the admin port. A port the config left to us that another program took between our
         check and the admin's bind (daemon/ports.py) is given up for another one, twice at most; a configured port is
         the operator's, and its failure is theirs to see."""
-        from daemon.convention import leader_capabilities
         for attempt in range(1, AUTO_PORT_ATTEMPTS + 1):
             before = set(processes.descendants(os.getpid()))
             try:
@@ -204,7 +206,6 @@ class Launcher:
             self.notify.status(_status_line(status))
 
     def _reload(self, on_message) -> None:
-        from actors.messages import ReloadReport, ReloadRequest
         log.info("SIGHUP: reloading the configuration")
         report = ask_for(self.asys, self.root, ReloadRequest(via="SIGHUP"), ReloadReport, 30, on_message)
         if report is None:
@@ -265,7 +266,6 @@ class Launcher:
             log.info("previous run (launcher pid %s) left no process behind", previous.get("launcher_pid"))
 
     def _write_runtime(self, started: float) -> None:
-        from supervision.messages import DescribeTree, TreeReply
         reply = ask_for(self.asys, self.root, DescribeTree(0), TreeReply, 5)
         self.root_pid = reply.node.pid if reply else 0
         admin_pid = _parent_pid(self.root_pid)
@@ -291,12 +291,10 @@ class Launcher:
 
 
 def _status_request():
-    from actors.messages import StatusRequest
     return StatusRequest()
 
 
 def _parent_pid(pid: int) -> int:
-    import psutil
     try:
         return psutil.Process(pid).ppid()
     except (psutil.NoSuchProcess, ValueError):
@@ -304,7 +302,6 @@ def _parent_pid(pid: int) -> int:
 
 
 def _pids_in_session(sid: int) -> list[int]:
-    import psutil
     found = []
     for proc in psutil.process_iter(["pid"]):
         try:

@@ -32,6 +32,7 @@ class Described:
 
 
 def install() -> None:
+    # Thespian's internals load when the patch is installed, not when this module is imported
     from thespian.system.transport import ReceiveEnvelope, TransmitIntent
     for cls in (ReceiveEnvelope, TransmitIntent):
         original = cls.identify

@@ -181,6 +181,7 @@ def install(allow_remote: "bool | Callable[[str], bool]" = False) -> None:
     accepted and checked here, then handed to Thespian's own code through a stand-in listener. A refused connection
     is closed and Thespian's loop goes on as if nothing had arrived (its own accept-error path would queue a bogus
     envelope that crashes the actor)."""
+    # Thespian's internals load when the patch is installed, not when this module is imported
     from thespian.system.transport.TCPTransport import TCPTransport
     if getattr(TCPTransport._acceptNewIncoming, "_checks_peers", False):
         return

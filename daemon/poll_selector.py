@@ -19,6 +19,7 @@ import types
 
 
 def install() -> None:
+    # Thespian's internals load when the patch is installed, not when this module is imported
     from thespian.system.transport import TCPTransport as transport_module
     if getattr(transport_module.selectors, "_waits_with_poll", False):
         return

@@ -17,6 +17,11 @@ from pathlib import Path
 
 from common.runfiles import RunFiles
 from common.version import VERSION
+from actors.hooks.plugins import load_plugins
+from daemon.admin import AdminClient, AdminError, NoGateway
+from daemon.status_view import report
+from supervision import tree
+from daemon.cli_logs import record_time
 
 PACKAGES = ("thespian", "aiohttp", "aiosqlite", "msgpack", "prometheus_client", "tenacity", "psutil", "cryptography",
             "Pillow")
@@ -41,7 +46,6 @@ def versions() -> dict:
 
 
 def plugins(config: dict) -> dict:
-    from actors.hooks.plugins import load_plugins
     loaded = load_plugins(config, make_dirs=False)
     return {"loaded": [{"name": p.name, "origin": p.origin, "hooks": sorted(p.hooks), "see_secrets": p.see_secrets}
                        for p in loaded.plugins],
@@ -50,9 +54,6 @@ def plugins(config: dict) -> dict:
 
 def live(config: dict) -> dict:
     """``status`` and ``tree --json`` of the running gateway, or why there are none."""
-    from daemon.admin import AdminClient, AdminError, NoGateway
-    from daemon.status_view import report
-    from supervision import tree
     runtime = RunFiles(config["gateway"]["state_dir"]).read_runtime()
     try:
         client = AdminClient(config)
@@ -93,7 +94,6 @@ def log_parts(config: dict) -> dict:
 def _record_with_traceback(lines: list, i: int) -> dict:
     """A crash record: its line (the text format escapes the traceback's newlines into it: shown unescaped), and
     any lines that continue it (output written without the formatter)."""
-    from daemon.cli_logs import record_time
     following = []
     for line in lines[i + 1:i + 200]:
         if record_time(line) is not None:

@@ -24,6 +24,9 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+from thespian.actors import ActorSystem
+
 from common import processes
 from common.cluster import WORKER_NAME_ENV, WORKER_STATE_ENV, Leader, is_private_network
 from common.runfiles import RunFiles
@@ -75,7 +78,6 @@ class Worker:
         self.stop_signal = signum
 
     def _serve(self) -> int:
-        from thespian.actors import ActorSystem
         if self.port == 0:
             self.port = any_free_admin_port(self.bind)
         self.asys = ActorSystem("multiprocTCPBase", worker_capabilities(self.leader, self.port, self.name),
@@ -110,7 +112,6 @@ class Worker:
 def _admin_pid(port: int) -> int:
     """The process below this one that listens on the admin port (multiprocTCPBase starts the admin through an
     intermediate process that exits, so it is not simply the first child)."""
-    import psutil
     for child in psutil.Process().children(recursive=True):
         try:
             if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in child.connections("tcp")):

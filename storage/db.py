@@ -273,10 +273,12 @@ class Database:
         (storage/inline.py says when that is the right choice). ``waits_on_loop`` (inline only): the owner's thread
         runs an event loop with other work on it (an adapter's HTTP), so a lock held by another process is waited
         for on that loop (asyncio sleeps between BUSY retries; SQLite's own busy wait off) instead of blocking it."""
+        # a cycle: schema.py and inline.py build on this module (test_layering.py, KNOWN_CYCLES)
         from .schema import MIGRATIONS
         path = str(path)
         migrations = MIGRATIONS if migrations is None else migrations
         if inline:
+            # a cycle: schema.py and inline.py build on this module (test_layering.py, KNOWN_CYCLES)
             from .inline import INLINE_RETRY_BUDGET_S, InlineConnection
             conn = connect(path, durability, migrations)
             if waits_on_loop:
@@ -341,6 +343,7 @@ class Database:
     def atomic(self):
         """Inline only: a context in which every write (and every call after the first write) joins one
         transaction, committed when the context exits (inline.py, ``atomic``)."""
+        # a cycle: schema.py and inline.py build on this module (test_layering.py, KNOWN_CYCLES)
         from .inline import atomic
         return atomic(self, self._conn)
 

@@ -1,4 +1,4 @@
-"""The inbox: durable inbound events per session key, the truth behind the actors' doorbells (DESIGN.md §2.2-3).
+"""The inbox: durable inbound events per session key, the truth behind the actors' doorbells (docs/design.md §2.2-3).
 
 States: received -> taken -> done; received|taken -> dropped (refused, with a reason); taken -> received only by
 ``requeue_taken`` after a crash. Every other move raises ``IllegalTransition``.

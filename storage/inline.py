@@ -10,7 +10,7 @@ most transactions).
 
 An inline owner may also make several calls one transaction (``atomic``): a session shard runs the handlers of
 one run of its cells in one, each handler a ``part`` of it that fails alone, so a turn's steps commit once per run
-of the shard instead of once per call (DESIGN.md §2).
+of the shard instead of once per call (docs/design.md §2).
 
 The price: a lock held by another process (SQLite's busy_timeout, then the retries of the whole transaction) blocks
 the owner's thread, so the retry budget is short (INLINE_RETRY_BUDGET_S) and past it the call raises StorageBusy,

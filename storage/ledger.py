@@ -1,4 +1,4 @@
-"""The delivery ledger: every final reply is an obligation before any byte of it leaves (DESIGN.md §2.6, G3).
+"""The delivery ledger: every final reply is an obligation before any byte of it leaves (docs/design.md §2.6, G3).
 
 States and the only legal moves (anything else raises ``IllegalTransition``):
 

@@ -53,7 +53,7 @@ def is_same_process(owner: Owner, other: Owner) -> bool:
 def is_owner_alive(owner: Optional[Owner]) -> bool:
     """True if the owner's process still runs: same host, the pid exists, and it started when the owner did.
 
-    Another host's owner counts as dead: one database belongs to one host (a shard, DESIGN.md §6). When the start
+    Another host's owner counts as dead: one database belongs to one host (a shard, docs/design.md §6). When the start
     time cannot be read (permissions), the owner counts as alive, because claiming a live owner's row would send
     twice, while skipping a dead one only delays its send (an admin can ``delivery_retry`` it)."""
     if owner is None or owner.pid is None:

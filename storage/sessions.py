@@ -370,6 +370,7 @@ class SessionStore(RuntimeOps):
 
     async def export_session(self, session_id: str) -> bytes:
         """The session in the export format (``transfer.py``, docs/storage.md); deterministic bytes."""
+        # a cycle: transfer.py and moving.py read this module's records (test_layering.py, KNOWN_CYCLES)
         from .transfer import export_rows
         return await self._db.read(export_rows, session_id)
 
@@ -378,6 +379,7 @@ class SessionStore(RuntimeOps):
 
         ``as_new``: a copy under a new session id (the same export imported twice, or beside the conversation it
         was taken from); if its key already has a current session, the copy is stored closed, beside it."""
+        # a cycle: transfer.py and moving.py read this module's records (test_layering.py, KNOWN_CYCLES)
         from .moving import ParsedMove
         from .transfer import REFUSED, import_rows, parse_export
         parsed = parse_export(data)  # every check that needs no database happens before the transaction
@@ -392,17 +394,20 @@ class SessionStore(RuntimeOps):
         """The session with its live state (runtime row, pending inbox rows, open obligations), export format
         version 2 (``moving.py``): to move it to another host. ``TurnRunning`` if a turn of it is in flight, unless
         ``interrupted`` (then the destination resumes that turn)."""
+        # a cycle: transfer.py and moving.py read this module's records (test_layering.py, KNOWN_CYCLES)
         from .moving import export_for_move
         return await self._db.read(export_for_move, session_id, interrupted)
 
     async def import_moved(self, data, served_here_ok: bool = False) -> "MoveOutcome":
         """Store a version 2 file on this host, all or nothing; the same file again changes nothing.
         ``served_here_ok``: a live move's second file of a session already here (``moving.import_moved``)."""
+        # a cycle: transfer.py and moving.py read this module's records (test_layering.py, KNOWN_CYCLES)
         from .moving import import_moved, parse_move_file
         return await self._db.write(import_moved, parse_move_file(data), served_here_ok)
 
     async def forget_moved(self, data) -> "MoveOutcome":
         """On the host a session moved from, once the destination holds it: delete what the file holds, all or
         nothing; refused if any of it changed since the export; the same file again changes nothing."""
+        # a cycle: transfer.py and moving.py read this module's records (test_layering.py, KNOWN_CYCLES)
         from .moving import forget_moved
         return await self._db.write(forget_moved, data)

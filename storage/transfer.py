@@ -214,6 +214,7 @@ def parse_export(data: bytes):
     ``ParsedExport`` for version 1, a ``moving.ParsedMove`` for version 2 (a session with its live state)."""
     maps = decode_maps(data)
     if maps[0]["version"] == MOVE_VERSION:
+        # a cycle: moving.py extends this module's format (test_layering.py, KNOWN_CYCLES)
         from .moving import parse_moved
         return parse_moved(maps)
     parsed, end = parse_session(maps)

@@ -89,7 +89,7 @@ class GatewayActor(Behaviour, Actor):
             # Once per process, before this actor forks any child (createActor from its first handlers): what the
             # process holds now, inherited or imported, moves out of the collector's sight. A collection in a
             # forked child otherwise writes to the header of every object it inherited and copies those pages:
-            # ~1 MiB a process, 8-10 MiB of the idle tree (DESIGN.md §4: gc.freeze before forking). Nothing made
+            # ~1 MiB a process, 8-10 MiB of the idle tree (docs/design.md §4: gc.freeze before forking). Nothing made
             # later is frozen; what was frozen is small and lives as long as the process anyway.
             GatewayActor._heap_frozen = True
             gc.freeze()

@@ -1,9 +1,9 @@
 """What every actor and every cell is written on: handlers named ``on_<MessageType>``, the lifecycle hooks, and the
 messages every one of them answers the same way.
 
-Two kinds of actor share this (DESIGN.md §1): a process actor (``supervision/actor.py``: one Thespian actor, one OS
-process) and a cell (``supervision/cell.py``: a lightweight actor hosted on a session shard's loop). A class written
-on either is written the same way; only where it runs differs. The class that runs it provides ``send(address,
+Two kinds of actor share this (docs/design.md §1.1): a process actor (``supervision/actor.py``: one Thespian actor,
+one OS process) and a cell (``supervision/cell.py``: a lightweight actor hosted on a session shard's loop). A class
+written on either is written the same way; only where it runs differs. The class that runs it provides ``send(address,
 message)``, ``after(seconds, tag, data)``, ``stop_self(clean)`` and ``myAddress``.
 
 What every actor gets from here:

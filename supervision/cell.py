@@ -1,7 +1,8 @@
 """The cell: a lightweight actor hosted by a process actor (a session shard) instead of owning an OS process.
 
 A cell is written exactly like a process actor (``on_<Message>`` handlers, ``send``, ``after``, ``stop_self``,
-``on_start``/``on_stop``, ``describe``: supervision/behaviour.py); what differs is only where it runs (DESIGN.md §1).
+``on_start``/``on_stop``, ``describe``: supervision/behaviour.py); what differs is only where it runs
+(docs/design.md §1.1).
 Its host (``supervision/cell_host.py``) gives it its own mailbox and runs its handlers one message at a time, on the
 host actor's own thread, interleaved with the other cells' messages; so a cell's handlers are serial without locks,
 and a cell must never block (long work goes to the shared loop through ``self.bridge``).

@@ -1,6 +1,6 @@
 """The cell host: mailboxes, timers and supervision for the cells of one process actor (a session shard).
 
-Owned by the process actor that hosts the cells, and called only from that actor's own thread (DESIGN.md §4): the
+Owned by the process actor that hosts the cells, and called only from that actor's own thread (docs/design.md §4): the
 actor hands it what arrives for a cell (``deliver``), runs the mailboxes (``run``) before its handler returns, and
 fires due timers when one of its Thespian wakeups comes (``fire_due``). Collaborators are passed in, so the host
 runs without Thespian in a unit test: ``send_out(address, message, cell)`` for everything not addressed to a cell of

@@ -27,7 +27,7 @@ when a shard starts). What a kill -9 leaves: nothing; links hold no state that i
 Bounds: a frame is at most MAX_FRAME bytes (a longer length prefix is a broken peer: the connection is closed);
 bytes a busy peer has not read yet wait in memory up to MAX_PENDING per connection, past that the connection is
 closed with a warning and later messages go by Thespian; at most MAX_UNLINKABLE addresses are remembered as not
-linkable. Everything here runs on the owning actor's own thread (DESIGN.md §4).
+linkable. Everything here runs on the owning actor's own thread (docs/design.md §4).
 """
 from __future__ import annotations
 

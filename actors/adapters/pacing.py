@@ -1,5 +1,5 @@
 """How fast and how much a platform lets us write (``PlatformPacing``: each platform's row is in its folder's
-platform.py), the per-chat token bucket spent by it, and the pure deciders built on them (DESIGN.md §5).
+platform.py), the per-chat token bucket spent by it, and the pure deciders built on them (docs/design.md §5).
 
 Every function takes ``now`` (seconds on any monotonic clock) from the caller: no hidden clock, easy to test.
 """

@@ -2,8 +2,8 @@
 a worker's shard (docs/distribution.md), which the leader's database does not hold.
 
 The loop asks (``read``); the actor thread sends the ``StoreRead`` to the key's shard (only the actor thread calls
-Thespian, DESIGN.md §4); the shard's ``StoreReadResult`` comes back to the actor thread (``answered``) and is handed
-to the waiting future on the loop.
+Thespian, docs/design.md §4); the shard's ``StoreReadResult`` comes back to the actor thread (``answered``) and is
+handed to the waiting future on the loop.
 
 State (its fields are its own): the reads in flight, token -> the loop's future, at most MAX_IN_FLIGHT (a flood of
 page reloads is refused past it, not queued without bound). Lifecycle: ``read`` runs on the adapter's loop,

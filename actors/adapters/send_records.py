@@ -1,4 +1,4 @@
-"""What an adapter writes to the ledger around a send (DESIGN.md §3), on its loop, with the adapter's one store:
+"""What an adapter writes to the ledger around a send (docs/design.md §2.6), on its loop, with the adapter's one store:
 the intent just before the request leaves, the returned id in the same step as the platform's answer, the answer of
 a search for a lost copy, and a 429 ban before the chat is written to again.
 
@@ -28,7 +28,7 @@ class SendRecords:
         self.clean = clean
 
     async def intent(self, op: PlatformOp) -> OpResult | None:
-        """Commit, just before the send leaves, that it is about to (G1, DESIGN.md §3): a kill -9 from here until
+        """Commit, just before the send leaves, that it is about to (G3, docs/design.md §2.6): a kill -9 from here until
         ``part`` leaves the intent behind, and the next owner marks its copy as re-sent. None if recorded;
         otherwise the answer for the sender, and nothing is sent: another owner holds the reply (lost_claim), or
         storage is unavailable (storage)."""

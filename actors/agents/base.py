@@ -104,34 +104,3 @@ def missing_api_key(config: Mapping[str, Any], env: Mapping[str, str] = os.envir
     if agent_kind(config) != "openai" or resolve_api_key(config, env):
         return None
     return config.get("api_key_env") or DEFAULT_API_KEY_ENV
-
-
-def build_agent(config: Optional[Mapping[str, Any]] = None, env: Mapping[str, str] = os.environ,
-                test_hooks: bool = False) -> Agent:
-    """The agent described by the ``[agent]`` configuration section. ``test_hooks``: the offline agent honours its
-    test hooks (``[debug] fault_injection``).
-
-    Keys: kind ('offline' | 'openai'; default 'openai' when model and base_url are set, else 'offline'),
-    base_url, model, api_key or api_key_env, timeout_s, connect_timeout_s, system_prompt, tools (names of
-    built-in tools; all of them by default), max_tool_rounds, chunk_delay_s (offline).
-    """
-    from actors.agents.tools import default_registry  # the agents import this module
-
-    config = dict(config or {})
-    kind = agent_kind(config)
-    registry = default_registry(config.get("tools"))
-    if kind == "offline":
-        from actors.agents.offline import OfflineAgent
-        return OfflineAgent(registry=registry, chunk_delay_s=float(config.get("chunk_delay_s", 0.03)),
-                            test_hooks=test_hooks)
-    if kind == "openai":
-        from actors.agents.openai_compat import OpenAICompatAgent
-        if not config.get("base_url") or not config.get("model"):
-            raise ValueError("agent kind 'openai' needs base_url and model")
-        return OpenAICompatAgent(
-            base_url=str(config["base_url"]), model=str(config["model"]), api_key=resolve_api_key(config, env),
-            registry=registry, system_prompt=config.get("system_prompt"),
-            idle_timeout_s=float(config.get("timeout_s", 120.0)),
-            connect_timeout_s=float(config.get("connect_timeout_s", 10.0)),
-            max_tool_rounds=int(config.get("max_tool_rounds", 5)))
-    raise ValueError(f"unknown agent kind {kind!r} (expected 'offline' or 'openai')")

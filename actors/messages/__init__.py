@@ -6,7 +6,7 @@ Rules kept by every message here:
   across processes and can be msgpack-encoded for storage;
 * no actor addresses inside unless the field says so (``reply_to``); addresses compare with ``==``;
 * where order matters between two actors the message carries a sequence number, because Thespian does not
-  guarantee ordering between actors (DESIGN.md §4).
+  guarantee ordering between actors (docs/design.md §4).
 
 Stream events are the internal protocol between the agent and the stream consumer: the model's timeline, before it
 is translated into what a platform can bear.

@@ -80,7 +80,8 @@ class AgentFailed:
 
 @dataclass(frozen=True)
 class StreamBatch:
-    """Stream events of one turn, sent as one actor message: a tell per token would cap throughput (DESIGN.md §4)."""
+    """Stream events of one turn, sent as one actor message: a tell per token would cap throughput
+    (docs/design.md §4)."""
     turn_id: str
     seq: int
     events: tuple

@@ -106,5 +106,6 @@ def load_identities(config: Mapping) -> Identities:
     """The validated identities of a loaded configuration (its adapters validated on the way)."""
     if not config.get("identities"):
         return NO_IDENTITIES
+    # a cycle: the registry imports actors/profiles (tests/project/test_layering.py, KNOWN_CYCLES)
     from actors.adapters import registry
     return validate_identities(config, registry.validate_all(config), registry.config_file(config))

@@ -184,6 +184,7 @@ class Profiles:
     def identity_of(self, source: Any) -> Optional[str]:
         """The linked identity of a source's sender, if any (actors/profiles/identities.py)."""
         if self._identities is None:
+            # a cycle through the registry, which imports this module (test_layering.py, KNOWN_CYCLES)
             from actors.profiles.identities import load_identities
             self._identities = load_identities(self.config)
         return self._identities.of(source.platform, getattr(source, "user_id", None))
@@ -194,6 +195,7 @@ class Profiles:
     def agent(self, name: Optional[str]):
         profile = self.get(name)
         if profile.name not in self._agents:
-            from actors.agents.base import build_agent
+            # the agent clients load where an agent runs (the shards), not with the registry
+            from actors.agents.build import build_agent
             self._agents[profile.name] = build_agent(profile.agent, test_hooks=self.test_hooks)
         return self._agents[profile.name]

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from actors.profiles.profiles import PROFILE_NAME
+from actors.profiles.profiles import PROFILE_NAME, validate_profiles
 from common.config import ConfigError
 
 # Specificity order, most specific first: the route field and the Source attribute it is compared with.
@@ -216,7 +216,7 @@ def _route(file: str, index: int, entry: Any, adapters: Mapping, types: set, nam
 
 def load_routes(config: Mapping) -> list[Route]:
     """The validated routes of a loaded configuration (adapters and profiles validated on the way)."""
+    # upward (profiles -> adapters): the routes name adapters (test_layering.py, KNOWN_UPWARD)
     from actors.adapters import registry
-    from actors.profiles.profiles import validate_profiles
     file = registry.config_file(config)
     return validate_routes(config, registry.validate_all(config), validate_profiles(config, file), file)

@@ -1,6 +1,6 @@
 """The session shard: one process that hosts thousands of Session and StreamConsumer cells on its event loop.
 
-Every Session and every StreamConsumer stays its own actor (DESIGN.md §1): its own mailbox, state and child spec,
+Every Session and every StreamConsumer stays its own actor (docs/design.md §1): its own mailbox, state and child spec,
 one message at a time, let it crash and be restarted fresh. They are cells (supervision/cell.py) run by this shard's
 ``CellHost`` on the shard's own thread; their async work (agent streams, storage) runs on the shard's loop.
 

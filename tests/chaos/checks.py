@@ -66,9 +66,9 @@ def replies(world: World, telegram: dict, web: dict) -> tuple[int, list[str], in
 
     One exception, counted apart (the third value): where a send's outcome was lost (the daemon died, or the
     connection was cut after the call left), Telegram offers no idempotency key, so the reply is sent again carrying
-    the visible re-sent marker (DESIGN.md §2.6). A chat may then show an earlier copy (complete, or a preview) next
-    to the marked reply, and a marked copy whose own answer was lost next to the one that went through; that is the
-    documented behaviour. More than one unmarked copy is still a violation."""
+    the visible re-sent marker (docs/design.md §2.6). A chat may then show an earlier copy (complete, or a preview)
+    next to the marked reply, and a marked copy whose own answer was lost next to the one that went through; that is
+    the documented behaviour. More than one unmarked copy is still a violation."""
     violations, marked_chats = [], set()
     sent = world.sent
     for m in sent:

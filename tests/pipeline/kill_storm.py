@@ -1,5 +1,5 @@
 """A crash-looping deploy, from the chats' side: many chats streaming, the whole daemon killed with -9 several times
-in its first seconds and started again a moment after each kill (G1-G3, G8; DESIGN.md §3).
+in its first seconds and started again a moment after each kill (G1-G3, G8; docs/design.md §3).
 
 One run (``storm``): ``chats`` chats of the fake platform each send ``per_chat`` messages, all at once (the default
 busy mode queues them, so every chat streams turn after turn); ``kills`` kill -9 of the launcher fall at seeded

@@ -100,9 +100,9 @@ def audit(chats: dict, chat_ids: list, obligations: list, events: list,
     failure. The acceptance run allows neither. ``marked`` lists the one duplicate the design accepts:
 
     * ambiguous send: Telegram executed a sendMessage whose answer died with the daemon; the ledger never heard
-      of the message, so the reply was sent again (Telegram has no idempotency key, DESIGN.md section 5). Where
-      the copy that was delivered carries the re-sent marker, the reader can tell the two apart (DESIGN.md
-      section 2, step 6): marked, not a gap;
+      of the message, so the reply was sent again (Telegram has no idempotency key, docs/design.md §5). Where
+      the copy that was delivered carries the re-sent marker, the reader can tell the two apart (docs/design.md
+      §2.6): marked, not a gap;
     * answered but never delivered: the turn's answer was in the transcript before the kill, its obligation was
       not in the ledger (or had no final text), and recovery marked the inbox row done without delivering it;
     * started afresh: a turn cut by the kill ran again under a new turn id instead of being resumed, so its user

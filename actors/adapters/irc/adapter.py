@@ -25,7 +25,7 @@ the parts in flight (bounded, PARTS_KEPT). Messages: those of every
 
 What survives kill -9: the ledger's record of the parts confirmed (their ids) and of the intent of the one in
 flight; the lines of that part already sent are not known to the next life, which sends the part again after the
-re-sent marker (DESIGN.md §2.6: a send whose outcome died with the process).
+re-sent marker (docs/design.md §2.6: a send whose outcome died with the process).
 """
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from actors.agents.base import AgentError, AgentRequest, build_agent, resolve_api_key, take_steer_messages
+from actors.agents.base import AgentError, AgentRequest, resolve_api_key, take_steer_messages
+from actors.agents.build import build_agent
 from actors.agents.offline import CONFIG_HELP, FAKE_SECRET, OfflineAgent, long_answer
 from actors.agents.openai_compat import OpenAICompatAgent
 from actors.agents.tools import BUILTIN_TOOLS, CalculatorError, Tool, ToolRegistry, calculate, default_registry
