@@ -37,6 +37,7 @@ from daemon.doctor_probes import probe_wecom
 from daemon.doctor_probes import probe_matrix
 from daemon.doctor_probes import probe_signal
 from daemon.doctor_probes import probe_irc
+from daemon.dependency_audit import audit_check
 from actors.hooks.plugins import load_plugins
 
 EX_OK, EX_FAILED = 0, 1
@@ -53,7 +54,6 @@ NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, 
 def cmd_doctor(config: dict, args) -> int:
     checks = run_checks(config)
     if getattr(args, "audit", False):
-        from daemon.dependency_audit import audit_check
         checks.append(audit_check())
     failed = any(c.status == "fail" for c in checks)
     if args.json:
