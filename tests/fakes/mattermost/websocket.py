@@ -2,7 +2,9 @@
 
 Authentication: an ``Authorization: Bearer`` header on the upgrade, or (the usual way for a bot) the first frame
 ``{"seq", "action": "authentication_challenge", "data": {"token"}}``, answered ``{"status": "OK", "seq_reply"}``
-(``"FAIL"`` with an ``error``, then closed, for a wrong token). Then ``hello`` (``seq`` 0, ``data.server_version``,
+(``"FAIL"`` with an ``error``, then closed, for a wrong token). The server pings every connection every
+``ping_interval`` seconds (the real one about once a minute; 0, the default here: never) and answers the client's
+pings with a pong. Then ``hello`` (``seq`` 0, ``data.server_version``,
 ``data.connection_id``), then every event of the channels the user is a member of: ``posted`` (``data.post`` a JSON
 string, ``channel_type``, ``channel_name``, ``sender_name``, ``team_id``, ``mentions`` a JSON string of user ids
 when the post mentions anyone), ``post_edited``, ``post_deleted``, ``typing``; ``seq`` counts them per connection.
@@ -64,6 +66,7 @@ class WebSocketMethods:
         if request.headers.get("Authorization") in (f"Bearer {self.token}", f"Token {self.token}"):
             self._authenticated(conn)
         writer = asyncio.get_running_loop().create_task(self._writer(conn))
+        pinger = asyncio.get_running_loop().create_task(self._ping_forever(conn))
         try:
             async for message in ws:
                 if self.frozen:
@@ -76,6 +79,7 @@ class WebSocketMethods:
                 await self._action(conn, message.data)
         finally:
             writer.cancel()
+            pinger.cancel()
             if conn in self.connections:
                 self.connections.remove(conn)
             self.ws_log.append({"event": "closed", "connection_id": conn.connection_id})
@@ -166,6 +170,16 @@ class WebSocketMethods:
                 if frame["event"] == "posted":
                     post_id = _post_id(frame["data"])
                     state["deliveries"][post_id] = state["deliveries"].get(post_id, 0) + 1
+
+    async def _ping_forever(self, conn: Connection) -> None:
+        interval = self.limits["ping_interval"]
+        while interval > 0 and not conn.ws.closed:
+            await asyncio.sleep(interval)  # the fake's own ping period, not a synchronisation point
+            if not self.frozen and not conn.ws.closed:
+                try:
+                    await conn.ws.ping(b"fake-mattermost-ping")
+                except (ConnectionError, RuntimeError):
+                    return
 
     # -- controls (any thread)
     def _on_loop(self, fn):
