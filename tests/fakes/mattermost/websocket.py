@@ -24,6 +24,7 @@ from typing import Optional
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.harness import ping_forever
 from tests.fakes.mattermost.world import new_id
 
 SERVER_VERSION = "9.11.0.fake"
@@ -172,14 +173,7 @@ class WebSocketMethods:
                     state["deliveries"][post_id] = state["deliveries"].get(post_id, 0) + 1
 
     async def _ping_forever(self, conn: Connection) -> None:
-        interval = self.limits["ping_interval"]
-        while interval > 0 and not conn.ws.closed:
-            await asyncio.sleep(interval)  # the fake's own ping period, not a synchronisation point
-            if not self.frozen and not conn.ws.closed:
-                try:
-                    await conn.ws.ping(b"fake-mattermost-ping")
-                except (ConnectionError, RuntimeError):
-                    return
+        await ping_forever(conn.ws, self.limits["ping_interval"], b"fake-mattermost-ping", lambda: self.frozen)
 
     # -- controls (any thread)
     def _on_loop(self, fn):
