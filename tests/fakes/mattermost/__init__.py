@@ -36,8 +36,8 @@ REST (``/api/v4``; ``Authorization: Bearer TOKEN`` (or ``Token TOKEN``) else 401
   bytes (a member of its channel only; unknown 404 ``app.file_info.get.app_error``).
 - ``POST /reactions`` {user_id (the bot's own only), post_id, emoji_name}: any name matching Mattermost's rule
   (the fake keeps no emoji list), 201; ``GET /posts/{id}/reactions``; ``DELETE
-  /users/{id}/posts/{post_id}/reactions/{emoji_name}``; ``reaction_added`` / ``reaction_removed``. ``reaction_history(post_id, user_id)``: what the user's
-  reactions on the post showed after each change.
+  /users/{id}/posts/{post_id}/reactions/{emoji_name}``; ``reaction_added`` / ``reaction_removed``. In process,
+  ``reaction_history(post_id, user_id)``: what the user's reactions on the post showed after each change.
 - Rate limit (RateLimitSettings: ``rate_per_s`` 10, ``rate_burst`` 100, per user): over it, 429 with the text
   ``limit exceeded``, ``X-RateLimit-Limit``, ``X-RateLimit-Remaining: 0``, ``X-RateLimit-Reset`` and
   ``Retry-After`` in whole seconds. A request before that time is refused again and counted in

@@ -2,14 +2,13 @@
 
 Authentication: an ``Authorization: Bearer`` header on the upgrade, or (the usual way for a bot) the first frame
 ``{"seq", "action": "authentication_challenge", "data": {"token"}}``, answered ``{"status": "OK", "seq_reply"}``
-(``"FAIL"`` with an ``error``, then closed, for a wrong token). The server pings every connection every
-``ping_interval`` seconds (the real one about once a minute; 0, the default here: never) and answers the client's
-pings with a pong. Then ``hello`` (``seq`` 0, ``data.server_version``,
+(``"FAIL"`` with an ``error``, then closed, for a wrong token). Then ``hello`` (``seq`` 0, ``data.server_version``,
 ``data.connection_id``), then every event of the channels the user is a member of: ``posted`` (``data.post`` a JSON
 string, ``channel_type``, ``channel_name``, ``sender_name``, ``team_id``, ``mentions`` a JSON string of user ids
 when the post mentions anyone), ``post_edited``, ``post_deleted``, ``typing``; ``seq`` counts them per connection.
 An action before authentication is refused; ``user_typing`` is answered OK and sent to the channel's other members
-as ``typing``; an unknown action is answered FAIL.
+as ``typing``; an unknown action is answered FAIL. The server pings every connection every ``ping_interval``
+seconds (the real one about once a minute; 0, the default here: never) and answers the client's pings.
 
 Faults (the server's, not the client's): ``drop_websockets`` cuts every connection without a close frame;
 ``skip_events(n)`` loses the next n events of each connection while their ``seq`` numbers are spent (what a
