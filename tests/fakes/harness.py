@@ -113,6 +113,19 @@ class FaultScript:
         return None
 
 
+async def ping_forever(ws: web.WebSocketResponse, interval: float, payload: bytes,
+                       quiet: Callable[[], bool]) -> None:
+    """A server's WebSocket pings: one every ``interval`` seconds (0: none) while ``ws`` is open, skipped while
+    ``quiet()`` (a connection the test has silenced). Runs as a task its connection's handler cancels."""
+    while interval > 0 and not ws.closed:
+        await asyncio.sleep(interval)  # the fake's own ping period, not a synchronisation point
+        if not quiet() and not ws.closed:
+            try:
+                await ws.ping(payload)
+            except (ConnectionError, RuntimeError):
+                return
+
+
 def drop_connection(request: web.Request) -> web.Response:
     """Close the socket without answering; the client sees a disconnect. The response returned is never sent."""
     if request.transport is not None:

@@ -100,3 +100,37 @@ def test_the_websocket_authenticates_says_hello_and_counts_seq(mm):
     assert ok == {"status": "OK", "seq_reply": 2} and hello["event"] == "hello" and hello["seq"] == 0
     assert posted["event"] == "posted" and posted["seq"] == 2, "seq 1 was spent on the lost event"
     assert '"seen"' in posted["data"]["post"] and posted["data"]["channel_type"] == "D"
+
+
+def test_the_server_pings_its_websockets_at_its_interval_and_not_while_frozen():
+    """The server's pings (the adapter's proof of life between events) come every ``ping_interval``; a frozen
+    connection carries none."""
+    interval = 0.2
+
+    async def main(mm):
+        async with aiohttp.ClientSession() as http:
+            ws = await http.ws_connect(mm.base_url.replace("http", "ws") + "/api/v4/websocket", autoping=False)
+            await ws.send_json({"seq": 1, "action": "authentication_challenge", "data": {"token": DEFAULT_TOKEN}})
+            pings = []
+            while len(pings) < 2:       # the OK and hello come first, then pings: each within 25 intervals
+                try:
+                    message = await asyncio.wait_for(ws.receive(), 25 * interval)
+                except asyncio.TimeoutError:
+                    raise AssertionError(f"no ping within {25 * interval}s; pings so far: {pings}") from None
+                if message.type == aiohttp.WSMsgType.PING:
+                    pings.append(message.data)
+            mm.freeze_websockets()
+            # A ping already on its way may still land; after it, five intervals pass with nothing.
+            late = []
+            try:
+                while len(late) < 3:
+                    late.append((await asyncio.wait_for(ws.receive(), 5 * interval)).type)
+            except asyncio.TimeoutError:
+                pass
+            await ws.close()
+            return pings, late
+
+    with FakeMattermost(ping_interval=interval) as mm:
+        pings, late = run(main(mm))
+    assert pings == [b"fake-mattermost-ping"] * 2
+    assert len(late) <= 1, f"pings went on while frozen: {late}"

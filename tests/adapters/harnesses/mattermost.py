@@ -15,11 +15,14 @@ import hashlib
 
 from actors.messages import Source
 from storage import StorageError, Store
+from tests.adapters.freezing_proxy import through
 from tests.adapters.server_harness import ServerHarness
 from tests.fakes.mattermost import DEFAULT_TOKEN, FakeMattermost
 from tests.fakes.mattermost.world import stable_id
 
 METHODS = {"send": "create_post", "edit": "patch_post", "delete": "delete_post", "typing": "typing"}
+# Mattermost's names of the emoji the suite reacts with (its system emoji list), read back as the emoji.
+EMOJI_BY_NAME = {"fire": "🔥", "+1": "👍", "eyes": "👀"}
 
 
 class MattermostHarness(ServerHarness):
@@ -29,14 +32,15 @@ class MattermostHarness(ServerHarness):
     text_limit = 16383
 
     state_name = "mattermost.json"
+    send_method = "create_post"
 
     def make_server(self):
         return FakeMattermost(port=self.port, state_file=self.state_file)
 
-    def adapter_toml(self) -> str:
+    def adapter_toml(self, ping_interval_s: float = 2.0) -> str:
         # Pings every 2 s: a dropped connection is seen within a second or so on a loaded machine.
         return (self.table_head() + f'base_url = "{self.server.base_url}"\ntoken = "{DEFAULT_TOKEN}"\n'
-                'ping_interval_s = 2.0\npacing = { per_chat_ops_per_s = 4.0, per_chat_burst = 5 }\n')
+                f'ping_interval_s = {ping_interval_s}\npacing = {{ per_chat_ops_per_s = 4.0, per_chat_burst = 5 }}\n')
 
     def channel(self, chat: str) -> str:
         return self.server.direct_channel(chat)
@@ -104,6 +108,12 @@ class MattermostHarness(ServerHarness):
                               "sha256": hashlib.sha256(self.server.file_bytes(info["id"])).hexdigest()})
         return found
 
+    def bot_reactions(self, chat: str, handle: str) -> list[list[str]]:
+        """What the bot's reactions on the user's post showed after each change, as emoji (a name the table does
+        not know stays ``:name:``, and fails the suite's comparison visibly)."""
+        history = self.server.reaction_history(self.platform_message_id(handle), self.server.bot_id)
+        return [[EMOJI_BY_NAME.get(name, f":{name}:") for name in shown] for shown in history]
+
     def attempts(self, chat: str, op: str) -> list[dict]:
         """Every attempt, a success as the suite's 200 (Mattermost answers a create 201 Created)."""
         return [{"at": o["at"], "status": 200 if 200 <= o["status"] < 300 else o["status"]}
@@ -118,6 +128,22 @@ class MattermostHarness(ServerHarness):
 
     def flood_violations(self) -> int:
         return self.server.stats()["retry_after_violations"]
+
+    # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
+    # The server pings every 0.5 s (each ping is progress, and puts the adapter's own ping off: aiohttp pings after
+    # ping_interval_s with nothing received); the adapter's ping goes after 10 s of silence and gives the socket up
+    # 5 s later, so its own reconnect comes at 15 s of silence at the earliest: the bound is far below that. REST
+    # and the WebSocket share the server's one port, and the WebSocket's address derives from base_url: one relay
+    # carries both. A post made during the freeze is sent into the frozen socket; the restarted adapter fetches it
+    # through REST from its committed offset.
+    freeze_silence_s = 2.5
+
+    def start_relayed(self, relay) -> str:
+        self.server = FakeMattermost(port=self.port, state_file=self.state_file, ping_interval=0.5).start()
+        self.port = self.server.port
+        relayed = through(self.server.base_url, relay(self.port))
+        return (self.adapter_toml(ping_interval_s=10.0).replace(self.server.base_url, relayed) +
+                f"max_silence_s = {self.freeze_silence_s}\n")
 
 
 HARNESS = MattermostHarness

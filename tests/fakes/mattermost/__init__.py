@@ -36,7 +36,8 @@ REST (``/api/v4``; ``Authorization: Bearer TOKEN`` (or ``Token TOKEN``) else 401
   bytes (a member of its channel only; unknown 404 ``app.file_info.get.app_error``).
 - ``POST /reactions`` {user_id (the bot's own only), post_id, emoji_name}: any name matching Mattermost's rule
   (the fake keeps no emoji list), 201; ``GET /posts/{id}/reactions``; ``DELETE
-  /users/{id}/posts/{post_id}/reactions/{emoji_name}``; ``reaction_added`` / ``reaction_removed``.
+  /users/{id}/posts/{post_id}/reactions/{emoji_name}``; ``reaction_added`` / ``reaction_removed``. In process,
+  ``reaction_history(post_id, user_id)``: what the user's reactions on the post showed after each change.
 - Rate limit (RateLimitSettings: ``rate_per_s`` 10, ``rate_burst`` 100, per user): over it, 429 with the text
   ``limit exceeded``, ``X-RateLimit-Limit``, ``X-RateLimit-Remaining: 0``, ``X-RateLimit-Reset`` and
   ``Retry-After`` in whole seconds. A request before that time is refused again and counted in
@@ -44,6 +45,8 @@ REST (``/api/v4``; ``Authorization: Bearer TOKEN`` (or ``Token TOKEN``) else 401
 - Faults (``set_faults``, FaultScript; methods create_post, patch_post, delete_post, typing): "flood" (a 429 that
   binds the channel for ``flood_retry_after`` rounded up to whole seconds), "error" (500), "drop" (closed before
   taking effect), "drop_after" (took effect, the answer lost).
+- A held answer (``hold_next_answer("create_post", channel_id)``, tests/fakes/harness.py): the next post created in
+  the channel is stored and announced, and its answer waits until ``release_held``.
 
 WebSocket (``/api/v4/websocket``): see websocket.py (authentication challenge, hello, ``seq``, ``posted`` with the
 post as a JSON string, ``user_typing``; faults: drop, skipped events, refused upgrades, a frozen connection).
@@ -58,6 +61,7 @@ Control API (JSON):
                                      (files are injected in process: ``inject_post(..., files=[(name, mime, bytes)])``)
     POST /_control/direct            {"username"} -> {"channel_id"}
     POST /_control/faults            FaultScript fields        POST /_control/config   DEFAULT_LIMITS keys
+                                     (``ping_interval``: the server's WebSocket pings, seconds; 0 none)
     POST /_control/websocket/drop    POST /_control/websocket/skip {"count"}
     POST /_control/websocket/refuse {"refused"}               POST /_control/websocket/freeze {"frozen"}
     GET  /_control/channels/{id}  -> {"posts", "ops"}          GET  /_control/stats

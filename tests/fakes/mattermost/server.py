@@ -23,6 +23,7 @@ DEFAULT_LIMITS = {
     "rate_per_s": 10.0,              # RateLimitSettings.PerSec, per user
     "rate_burst": 100,               # RateLimitSettings.MaxBurst
     "posts_since_limit": 1000,       # the most posts one ?since= answer holds
+    "ping_interval": 0.0,            # seconds between the server's WebSocket pings (0: none)
 }
 
 
@@ -210,7 +211,10 @@ class FakeMattermost(WebSocketMethods, FakeServer):
         params = {**request.match_info, "query": dict(request.query), "body": body if isinstance(body, dict) else {}}
         with self.mutate() as state:
             state["stats"]["requests"][name] = state["stats"]["requests"].get(name, 0) + 1
-            fault, outcome = self._call(state, name, params)
+            channel_id = self._channel_of(state, name, params)
+            fault, outcome = self._call(state, name, params, channel_id)
+        # Outside the lock: a held answer (the delivery case) waits here with the call already in the state.
+        await self.hold_if_asked(name, channel_id, fault is None and isinstance(outcome, tuple) and outcome[0] < 300)
         if fault in ("drop", "drop_after"):
             return drop_connection(request)
         if isinstance(outcome, web.Response):
@@ -243,9 +247,8 @@ class FakeMattermost(WebSocketMethods, FakeServer):
             return found[0]["channel"]["id"] if found else None
         return None
 
-    def _call(self, state: dict, name: str, params: dict):
+    def _call(self, state: dict, name: str, params: dict, channel_id: Optional[str]):
         """The rate limit, then the fault script, then the method; a write is logged in its channel's ops."""
-        channel_id = self._channel_of(state, name, params)
         now = time.monotonic()
         banned = max(self.banned_until.get("user", 0.0), self.banned_until.get(channel_id or "", 0.0)) - now
         if banned > 0:
@@ -430,6 +433,7 @@ class FakeMattermost(WebSocketMethods, FakeServer):
                     "create_at": w.now_ms()}
         if not any(r["user_id"] == body["user_id"] and r["emoji_name"] == name for r in reactions):
             reactions.append(reaction)
+            self._log_reactions(state, body["post_id"], body["user_id"])
             self.broadcast(state, entry["channel"]["id"], "reaction_added", {"reaction": json.dumps(reaction)})
         return 201, reaction
 
@@ -445,12 +449,23 @@ class FakeMattermost(WebSocketMethods, FakeServer):
                                              and r["emoji_name"] == params["emoji_name"])]
         if len(kept) != len(reactions):
             state["reactions"][params["post_id"]] = kept
+            self._log_reactions(state, params["post_id"], params["user_id"])
             self.broadcast(state, entry["channel"]["id"], "reaction_removed", {"reaction": json.dumps(
                 {"user_id": params["user_id"], "post_id": params["post_id"], "emoji_name": params["emoji_name"]})})
         return 200, {"status": "OK"}
 
     def reactions(self, post_id: str) -> list[dict]:
         return self.read(lambda s: s["reactions"].get(post_id, []))
+
+    def _log_reactions(self, state: dict, post_id: str, user_id: str) -> None:
+        """What ``user_id``'s reactions on the post show after a change (``reaction_history``)."""
+        shown = [r["emoji_name"] for r in state["reactions"].get(post_id, []) if r["user_id"] == user_id]
+        state["reaction_log"].setdefault(post_id, []).append({"user_id": user_id, "emoji_names": shown})
+
+    def reaction_history(self, post_id: str, user_id: str) -> list[list[str]]:
+        """The emoji names ``user_id``'s reactions on the post showed after each change, oldest first."""
+        return [e["emoji_names"] for e in self.read(lambda s: s["reaction_log"].get(post_id, []))
+                if e["user_id"] == user_id]
 
     def _rest_typing(self, state: dict, params: dict):
         if params["user_id"] != state["bot_id"]:

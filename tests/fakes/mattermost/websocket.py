@@ -7,7 +7,8 @@ Authentication: an ``Authorization: Bearer`` header on the upgrade, or (the usua
 string, ``channel_type``, ``channel_name``, ``sender_name``, ``team_id``, ``mentions`` a JSON string of user ids
 when the post mentions anyone), ``post_edited``, ``post_deleted``, ``typing``; ``seq`` counts them per connection.
 An action before authentication is refused; ``user_typing`` is answered OK and sent to the channel's other members
-as ``typing``; an unknown action is answered FAIL.
+as ``typing``; an unknown action is answered FAIL. The server pings every connection every ``ping_interval``
+seconds (the real one about once a minute; 0, the default here: never) and answers the client's pings.
 
 Faults (the server's, not the client's): ``drop_websockets`` cuts every connection without a close frame;
 ``skip_events(n)`` loses the next n events of each connection while their ``seq`` numbers are spent (what a
@@ -22,6 +23,7 @@ from typing import Optional
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.harness import ping_forever
 from tests.fakes.mattermost.world import new_id
 
 SERVER_VERSION = "9.11.0.fake"
@@ -64,6 +66,7 @@ class WebSocketMethods:
         if request.headers.get("Authorization") in (f"Bearer {self.token}", f"Token {self.token}"):
             self._authenticated(conn)
         writer = asyncio.get_running_loop().create_task(self._writer(conn))
+        pinger = asyncio.get_running_loop().create_task(self._ping_forever(conn))
         try:
             async for message in ws:
                 if self.frozen:
@@ -76,6 +79,7 @@ class WebSocketMethods:
                 await self._action(conn, message.data)
         finally:
             writer.cancel()
+            pinger.cancel()
             if conn in self.connections:
                 self.connections.remove(conn)
             self.ws_log.append({"event": "closed", "connection_id": conn.connection_id})
@@ -166,6 +170,9 @@ class WebSocketMethods:
                 if frame["event"] == "posted":
                     post_id = _post_id(frame["data"])
                     state["deliveries"][post_id] = state["deliveries"].get(post_id, 0) + 1
+
+    async def _ping_forever(self, conn: Connection) -> None:
+        await ping_forever(conn.ws, self.limits["ping_interval"], b"fake-mattermost-ping", lambda: self.frozen)
 
     # -- controls (any thread)
     def _on_loop(self, fn):

@@ -54,6 +54,7 @@ def initial_world() -> dict:
             "users": {bot_id: make_user(bot_id, BOT_USERNAME, is_bot=True)},
             "channels": {town: make_channel(town, "O", "town-square", [bot_id], team_id)},
             "direct": {}, "pending_posts": {}, "deliveries": {}, "files": {}, "reactions": {},
+            "reaction_log": {},
             "stats": {"requests": {}, "unauthorized": 0, "rate_limited": 0, "retry_after_violations": 0,
                       "pending_deduplicated": 0, "connections": 0, "authenticated": 0, "events_sent": 0,
                       "events_skipped": 0, "refused_upgrades": 0, "typing_actions": 0, "posts_since_calls": 0}}

@@ -29,6 +29,8 @@ from typing import Optional
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.harness import ping_forever
+
 HOST = "applink-fake-1"
 CLOSE_AFTER = {"warning": 10.0, "refresh_requested": 5.0, "link_disabled": 0.0}
 
@@ -108,14 +110,8 @@ class SocketModeMethods:
                 self._on_text(conn, msg.data)
 
     async def _ping_forever(self, conn: SocketConn) -> None:
-        interval = self.limits["ping_interval"] * self.limits["time_scale"]
-        while interval > 0 and not conn.ws.closed:
-            await asyncio.sleep(interval)  # the fake's own ping period, not a synchronisation point
-            if not conn.silent and not conn.ws.closed:
-                try:
-                    await conn.ws.ping(b"fake-slack-ping")
-                except (ConnectionError, RuntimeError):
-                    return
+        await ping_forever(conn.ws, self.limits["ping_interval"] * self.limits["time_scale"], b"fake-slack-ping",
+                           lambda: conn.silent)
 
     def _on_text(self, conn: SocketConn, data: str) -> None:
         try:
