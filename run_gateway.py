@@ -42,24 +42,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from actors.config_reload import check_whole  # noqa: E402
-from common import config as config_mod  # noqa: E402
-from common.config import EX_CONFIG, ConfigError  # noqa: E402
-from common.privacy import EX_NOPERM, PRIVATE_UMASK, foreign_owner  # noqa: E402
-from common.version import VERSION  # noqa: E402
-from common import processes  # noqa: E402
-from common.redact import RedactingStream, configured_secrets  # noqa: E402
-from common.logging_setup import configure_launcher_logging  # noqa: E402
-from common.runfiles import RunFiles  # noqa: E402
-from daemon import (cli_access, cli_completion, cli_config, cli_cron, cli_join, cli_logs, cli_memory,  # noqa: E402
+from actors.config_reload import check_whole
+from common import config as config_mod
+from common.config import EX_CONFIG, ConfigError
+from common.privacy import EX_NOPERM, PRIVATE_UMASK, foreign_owner
+from common.version import VERSION
+from common import processes
+from common.redact import RedactingStream, configured_secrets
+from common.logging_setup import configure_launcher_logging
+from common.runfiles import RunFiles
+from daemon import (cli_access, cli_completion, cli_config, cli_cron, cli_join, cli_logs, cli_memory,
                     cli_platforms, cli_reload, cli_report, cli_rich, cli_routes, cli_service, cli_storage,
                     doctor as doctor_mod, health as health_mod, status_view)
-from daemon.admin import AdminClient, AdminError, NoGateway  # noqa: E402
-from daemon.cli_output import fail, out as _out, run_guarded  # noqa: E402
-from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command  # noqa: E402
-from daemon.startup_checks import startup_warnings  # noqa: E402
-from storage import MediaCache  # noqa: E402
-from supervision import tree as tree_mod  # noqa: E402
+from daemon.admin import AdminClient, AdminError, NoGateway
+from daemon.cli_output import fail, out as _out, run_guarded
+from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
+from daemon.startup_checks import startup_warnings
+from storage import MediaCache
+from supervision import tree as tree_mod
 
 EX_NOT_RUNNING = 3
 

@@ -158,7 +158,8 @@ class Root(Supervisor):
                                      "adapters": adapter_rows(node, self._adapter_kinds()),
                                      "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
                                                 for n in tree.find_kind(node, "SessionShard")],
-                                     **{"cron": dict(n.facts) for n in tree.find_kind(node, "Cron")},
+                                     **({"cron": dict(crons[-1].facts)} if (crons := tree.find_kind(node, "Cron"))
+                                        else {}),
                                      **({"hosts": host_rows(hosts, tree.find_kind(node, "SessionShard"))}
                                         if (hosts := tree.find_kind(node, "Host"))
                                         else {}),

@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.adapters.errors import FloodError, RetryableError  # noqa: E402
-from actors.adapters.fake.client import FakePlatformAPI  # noqa: E402
-from actors.agents.base import AgentError, AgentRequest  # noqa: E402
-from actors.agents.offline import OfflineAgent  # noqa: E402
+from actors.adapters.errors import FloodError, RetryableError
+from actors.adapters.fake.client import FakePlatformAPI
+from actors.agents.base import AgentError, AgentRequest
+from actors.agents.offline import OfflineAgent
 from actors.messages import TurnEnd
 
 SEND_ATTEMPTS = 5

@@ -23,13 +23,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import psutil  # noqa: E402
+import psutil
 
-from bench.benchlib import machine, percentile  # noqa: E402
-from tests.actor_system import wait_for  # noqa: E402
-from tests.cluster import netns  # noqa: E402
-from tests.cluster.hosts import LeaderGateway, WorkerHost  # noqa: E402
-from tests.gateway import PYTHON  # noqa: E402
+from bench.benchlib import machine, percentile
+from tests.actor_system import wait_for
+from tests.cluster import netns
+from tests.cluster.hosts import LeaderGateway, WorkerHost
+from tests.gateway import PYTHON
 
 WEB_PORT = 18090
 

@@ -18,8 +18,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench import tables  # noqa: E402
-from daemon.peer_credentials import admits  # noqa: E402
+from bench import tables
+from daemon.peer_credentials import admits
 
 
 def run(connections: int, check: bool) -> list[float]:

@@ -22,12 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.benchlib import (BENCH_FAKE_ADAPTER, final_at, measure_latency, percentile, session_pss,  # noqa: E402
+from bench.benchlib import (BENCH_FAKE_ADAPTER, final_at, measure_latency, percentile, session_pss,
                             tree_pss)
-from tests.actor_system import wait_for  # noqa: E402
-from tests.gateway import nodes  # noqa: E402
-from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
-from tests.pipeline.harness import pipeline_gateway  # noqa: E402
+from tests.actor_system import wait_for
+from tests.gateway import nodes
+from tests.fakes.fakeplatform import FakePlatform
+from tests.pipeline.harness import pipeline_gateway
 
 
 def bench(args) -> dict:

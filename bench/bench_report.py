@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run as a script: the repo's packages
-from daemon import cli_rich  # noqa: E402
+from daemon import cli_rich
 
 
 def _ratio(gateway, baseline) -> str:

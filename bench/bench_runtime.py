@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.benchlib import bench_kills, bench_starts  # noqa: E402
+from bench.benchlib import bench_kills, bench_starts
 
 
 def main() -> int:

@@ -24,9 +24,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench import tables  # noqa: E402
-from storage import Store, Target, TranscriptEvent  # noqa: E402
-from tests.storage.workers import run_crash_trial, verify_after_crash  # noqa: E402
+from bench import tables
+from storage import Store, Target, TranscriptEvent
+from tests.storage.workers import run_crash_trial, verify_after_crash
 
 USER_TEXT = "Could you look up the opening hours of the library on Saturday and add them to my notes? " * 2
 ASSISTANT_TEXT = ("Sure. The library opens at 10:00 and closes at 17:00 on Saturdays; I added that to your notes "

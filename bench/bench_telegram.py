@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import tables  # noqa: E402
-from bench.benchlib import UNLIMITED_SENDERS  # noqa: E402
-from tests.actor_system import wait_for  # noqa: E402
-from tests.gateway import Gateway  # noqa: E402
-from tests.fakes.telegram import FakeTelegram  # noqa: E402
+from bench import tables
+from bench.benchlib import UNLIMITED_SENDERS
+from tests.actor_system import wait_for
+from tests.gateway import Gateway
+from tests.fakes.telegram import FakeTelegram
 
 CURSOR = "▍"
 UNPACED_FAKE = {"per_chat_interval": 0.0, "global_per_second": 1_000_000, "group_per_minute": 1_000_000}

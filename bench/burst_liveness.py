@@ -18,12 +18,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.benchlib import BENCH_FAKE_ADAPTER, percentile  # noqa: E402
-from tests.actor_system import wait_for  # noqa: E402
-from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
-from tests.pipeline.harness import CURSOR, pipeline_gateway  # noqa: E402
+from bench.benchlib import BENCH_FAKE_ADAPTER, percentile
+from tests.actor_system import wait_for
+from tests.fakes.fakeplatform import FakePlatform
+from tests.pipeline.harness import CURSOR, pipeline_gateway
 
 BOUND_S = 60.0
+
+
+def seconds(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def answered_at(platform, chats: list[str], texts: dict) -> dict:
@@ -79,8 +83,7 @@ def main() -> int:
                 r = burst(platform, n, args.messages, args.chats, timeout=BOUND_S * 3)
                 ok = r["answered"] == args.messages and r["max"] is not None and r["max"] <= BOUND_S
                 failed += not ok
-                fmt = (lambda v: "-" if v is None else f"{v:.2f}")
-                print(f"| {n} | {r['answered']} | {fmt(r['p50'])} | {fmt(r['p99'])} | {fmt(r['max'])} | "
+                print(f"| {n} | {r['answered']} | {seconds(r['p50'])} | {seconds(r['p99'])} | {seconds(r['max'])} | "
                       f"{'yes' if ok else 'NO'} |", flush=True)
         finally:
             gw.cli("stop")

@@ -27,12 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.adapters.pacing import DEFAULT_RESENT_MARKER  # noqa: E402
-from bench import tables  # noqa: E402
-from bench.benchlib import UNLIMITED_SENDERS  # noqa: E402
-from tests.actor_system import wait_for  # noqa: E402
-from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
-from tests.pipeline.harness import CURSOR, actor_pid, pipeline_gateway, visible  # noqa: E402
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER
+from bench import tables
+from bench.benchlib import UNLIMITED_SENDERS
+from tests.actor_system import wait_for
+from tests.fakes.fakeplatform import FakePlatform
+from tests.pipeline.harness import CURSOR, actor_pid, pipeline_gateway, visible
 
 VICTIMS = ("Session", "StreamConsumer", "FakePlatformAdapter", "daemon")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.pipeline.kill_storm import storm  # noqa: E402
+from tests.pipeline.kill_storm import storm
 
 
 def main() -> int:

@@ -39,16 +39,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER  # noqa: E402
-from bench import bench_report  # noqa: E402
-from bench.bench_shard_kill import bench_shard_kills  # noqa: E402
-from bench.benchlib import (BENCH_FAKE_ADAPTER, BaselineProcess, bench_kills, bench_starts, final_times,  # noqa: E402
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
+from bench import bench_report
+from bench.bench_shard_kill import bench_shard_kills
+from bench.benchlib import (BENCH_FAKE_ADAPTER, BaselineProcess, bench_kills, bench_starts, final_times,
                             machine, measure_latency, ms, per_second, percentile, process_tree_cpu_s,
                             process_tree_pss, pss_mib, streaming_chats)
-from tests.actor_system import wait_for  # noqa: E402
-from tests.gateway import nodes  # noqa: E402
-from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
-from tests.pipeline.harness import pipeline_gateway  # noqa: E402
+from tests.actor_system import wait_for
+from tests.gateway import nodes
+from tests.fakes.fakeplatform import FakePlatform
+from tests.pipeline.harness import pipeline_gateway
 
 FULL = {"latency": 200, "sessions": 1000, "rate": 5.0, "rate_s": 20.0, "starts": 10, "kills": 60, "shard_kills": 20,
         "obligations": 100, "in_flight": 100,

@@ -43,12 +43,12 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.benchlib import UNLIMITED_SENDERS  # noqa: E402
-from common.runfiles import RunFiles  # noqa: E402
-from tests.gateway import nodes  # noqa: E402
-from tests.fakes.fakeplatform import FakePlatform  # noqa: E402
-from tests.pipeline.harness import CURSOR, pipeline_gateway  # noqa: E402
-from soak_report import percentile, report  # noqa: E402  (this script's own folder is on the path)
+from bench.benchlib import UNLIMITED_SENDERS
+from common.runfiles import RunFiles
+from tests.gateway import nodes
+from tests.fakes.fakeplatform import FakePlatform
+from tests.pipeline.harness import CURSOR, pipeline_gateway
+from soak_report import percentile, report   # (this script's own folder is on the path)
 
 MIB = 2**20
 COLUMNS = ("elapsed_s", "rss_mib", "pss_mib", "processes", "session_procs", "session_rss_mib", "session_pss_mib",
@@ -115,7 +115,7 @@ class Sampler(threading.Thread):
         while not self.stop_event.is_set():
             try:
                 self.sample()
-            except Exception as exc:  # one bad sample (a walk timing out under load) must not end the soak
+            except Exception as exc:  # noqa: BLE001 - one bad sample (a walk timing out under load) must not end the soak
                 self.failures += 1
                 print(f"sample failed: {exc!r}", file=sys.stderr, flush=True)
             n += 1

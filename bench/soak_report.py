@@ -50,8 +50,8 @@ def summarise(rows: list[dict], warmup_s: float, window_s: float) -> dict:
     early = [r for r in rows if warmup_s <= r["elapsed_s"] <= warmup_s + window]
     late = [r for r in rows if r["elapsed_s"] >= last - window and r["elapsed_s"] > warmup_s + window]
     steady = [r for r in rows if r["elapsed_s"] >= warmup_s]
-    per_proc = lambda r: r["rss_mib"] / r["processes"] if r["processes"] else None  # noqa: E731
-    per_session = lambda key: lambda r: r[key] / r["session_procs"] if r["session_procs"] else None  # noqa: E731
+    per_proc = lambda r: r["rss_mib"] / r["processes"] if r["processes"] else None  # noqa: E731 - a table of small formulas reads best inline
+    per_session = lambda key: lambda r: r[key] / r["session_procs"] if r["session_procs"] else None  # noqa: E731 - a table of small formulas reads best inline
     out = {"samples": len(rows), "run_s": last, "warmup_end_s": round(warmup_s, 1), "window_s": round(window, 1),
            "early_samples": len(early), "late_samples": len(late)}
     for name, value in (("rss_mib", lambda r: r["rss_mib"]), ("pss_mib", lambda r: r["pss_mib"]),

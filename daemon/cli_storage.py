@@ -146,7 +146,9 @@ def cmd_deliveries(config: dict, args) -> int:
                         EX_USAGE)
         call = storage_cli.delivery_retry if args.action == "retry" else storage_cli.delivery_abandon
         return run_on_store(config, args, lambda s: call(s, args.obligation), _render_retry)
-    list_here = lambda s: storage_cli.deliveries(s, state=args.state, limit=args.limit)   # noqa: E731
+    def list_here(store):
+        return storage_cli.deliveries(store, state=args.state, limit=args.limit)
+
     if setting(config, "cluster", "enabled"):
         return run_on_store(config, args, list_here, _with_hosts(_render_deliveries), hosts=lambda local: (
             cli_hosts.merged_deliveries(local, *cli_hosts.worker_reads(

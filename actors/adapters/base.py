@@ -73,6 +73,7 @@ from actors.adapters.access import Gatekeeper, policy_of
 from actors.adapters.sender_limits import SenderLimits, policy_of as limit_policy_of
 from actors.adapters.budgets import ChatBudgets
 from actors.adapters.connection import ConnectionView
+from actors.adapters.errors import PermanentError
 from actors.adapters.contract import PlatformContract
 from actors.adapters.forwarding import WALK_S, Forwarding, InboundRoutes, Unforwarded
 from actors.adapters.liveness import IntakeStalled, Liveness, probe_server, served_address, silence_bound

@@ -5,9 +5,8 @@ Every function takes ``now`` (seconds on any monotonic clock) from the caller: n
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Callable, Optional
 
 from common.config import SCHEMA, setting
 

@@ -155,8 +155,12 @@ class _Planner:
     def _best_cut(self, start: int, hard: int) -> int:
         window = self.text[start:hard]
         half = start + len(window) // 2
-        outside = lambda p: self.fences.fence_at(p) is None  # noqa: E731 - cutting between blocks needs no markers
-        anywhere = lambda p: True  # noqa: E731
+        def outside(p: int) -> bool:   # cutting between blocks needs no markers
+            return self.fences.fence_at(p) is None
+
+        def anywhere(_p: int) -> bool:
+            return True
+
         tiers = [("\n\n", outside), ("\n", outside), ("\n\n", anywhere), ("\n", anywhere), ("sentence", anywhere),
                  (" ", anywhere)]
         for floor in (half, start + 1):

@@ -15,7 +15,6 @@ import uuid
 import pytest
 
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
-from actors.adapters.registry import pacing_for
 from actors.adapters.registry import REGISTRY
 from actors.messages import OpResult, OutgoingFile, PlatformOp
 from storage import MediaCache, Store, StorageError, session_key

@@ -9,7 +9,6 @@ import time
 import aiohttp
 import pytest
 
-from actors.adapters import registry
 from actors.adapters.discord.platform import DISCORD_INTENTS
 from actors.adapters.discord.gateway import GatewayLink, gateway_address, heartbeat_interval_s
 from actors.adapters.errors import PermanentError

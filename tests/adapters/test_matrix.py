@@ -9,6 +9,7 @@ import asyncio
 import uuid
 
 import pytest
+from hypothesis import example, given, settings, strategies as st
 
 from actors.adapters import registry
 from actors.adapters.payload_fields import MalformedPayload
@@ -259,7 +260,6 @@ def test_doctor_probe_says_whose_token_it_is_or_that_it_was_refused(synapse, roo
 
 
 # ----------------------------------------------------------------------------------------------- properties
-from hypothesis import example, given, settings, strategies as st  # noqa: E402
 
 _json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
                             lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner,

@@ -185,7 +185,7 @@ def inject_faults(world: World, plan: Plan, rng: random.Random, report: Report, 
             report.skipped[fault.name] += 1
             tick(f"{fault.name}: not injected ({skip})")
             continue
-        except Exception as exc:  # the gateway did not come back from it: a finding, and the run goes on
+        except Exception as exc:  # noqa: BLE001 - the gateway did not come back from it: a finding, and the run goes on
             report.faults[fault.name] += 1
             report.add("G8 recovery after a fault", 1, [f"{fault.name}: {type(exc).__name__}: {exc}"[:400]])
             tick(f"{fault.name}: FAILED {type(exc).__name__}: {str(exc)[:200]}")

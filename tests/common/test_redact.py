@@ -1,4 +1,3 @@
-import asyncio
 
 import pytest
 from hypothesis import given, settings, strategies as st

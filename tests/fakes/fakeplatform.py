@@ -50,7 +50,7 @@ from typing import Optional
 
 from aiohttp import web
 
-from tests.fakes.harness import (ControlClient, FakeServer, FaultScript, FloodGate, StandaloneFake,  # noqa: F401
+from tests.fakes.harness import (ControlClient, FakeServer, FaultScript, FloodGate, StandaloneFake,  # noqa: F401 - re-exported
                                  _failure, control_route, drop_connection, standalone_main)
 
 WRITE_OPS = ("send", "edit", "delete", "typing", "send_file")

@@ -6,6 +6,8 @@ BadRequest, MalformedPayload) with a reason; never another exception.
 """
 from __future__ import annotations
 
+import base64
+
 import json
 
 from hypothesis import example, given
@@ -13,6 +15,9 @@ from hypothesis import strategies as st
 
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.cli.adapter import cli_event
+from actors.adapters.wecom import crypto as wecom_crypto
+from actors.adapters.wecom.inbound import encrypted_of, event_from_message, parse_fields
+from tests.fakes.wecom import crypto as wecom_platform
 from actors.adapters.http import openai_api
 from actors.adapters.http.adapter import HttpApiAdapter
 from actors.adapters.http.signing import MAX_SKEW_S, sign, signature_ok
@@ -171,11 +176,6 @@ def test_cli_line(say):
 
 
 # --------------------------------------------------------------------------------------------------------- WeCom
-import base64  # noqa: E402
-
-from actors.adapters.wecom import crypto as wecom_crypto  # noqa: E402
-from actors.adapters.wecom.inbound import encrypted_of, event_from_message, parse_fields  # noqa: E402
-from tests.fakes.wecom import crypto as wecom_platform  # noqa: E402
 
 WECOM_AES = wecom_platform.new_encoding_aes_key()
 WECOM_KEY = wecom_crypto.aes_key(WECOM_AES)

@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import threading
-import time
 import tomllib
 
 import psutil

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from actors.adapters import registry
 from actors.adapters.discord.platform import DISCORD_INTENTS
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from tests.actor_system import wait_for

@@ -14,7 +14,6 @@ import re
 import socket
 import stat
 import subprocess
-import sys
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.webchat.browser import (browser_context, page, send, started_gateway, stopped, url_of,  # noqa: F401
-                                   wait_answers, wait_connected, wait_state, watch_problems)
+from tests.webchat.browser import (send, started_gateway, stopped, url_of, wait_answers, wait_connected, wait_state,
+                                   watch_problems)
 
 pytestmark = pytest.mark.timeout(180)
 
