@@ -255,7 +255,9 @@ class Launcher:
         if not previous:
             return
         sid = previous.get("admin_sid")
-        leftovers = [p for p in _pids_in_session(sid)] if sid else []
+        # Only processes that still run: one killed with the old launcher stays a zombie until the kernel reaps it
+        # (dead already, nothing to clean up, and not worth a warning).
+        leftovers = [p for p in _pids_in_session(sid) if processes.is_running(p)] if sid else []
         if leftovers:
             log.warning("cleaning up %d process(es) left by a previous run (launcher pid %s): %s",
                         len(leftovers), previous.get("launcher_pid"), leftovers)

@@ -23,6 +23,8 @@ The base does the rest, identically for every platform:
 * intake: normalise, key, store each round durably *before* the platform is acknowledged, ring doorbells;
   reconnect with backoff on retryable errors; on permanent ones (the platform refuses the configuration) stay up,
   reported down with the reason, and ask again every ``refused_retry_s``;
+* keys: an op id or send key handed again in this life for another operation is refused (idempotency.KeyBook); a
+  subclass whose platform deduplicates by key sends ``idempotency.platform_key(op)``, never a counter of its own;
 * outbound: ``PlatformOp`` -> one FIFO lane per chat, the chat's ``ChatBudget`` spent by sends, edits and deletes,
   429s waited out on that chat only, bounded retries, ``OpResult`` (redacted) to the sender.
 
@@ -47,6 +49,7 @@ from actors.adapters.budgets import ChatBudgets
 from actors.adapters.connection import ConnectionView
 from actors.adapters.forwarding import WALK_S, Forwarding, InboundRoutes, Unforwarded
 from actors.adapters.errors import PermanentError
+from actors.adapters.idempotency import KeyBook
 from actors.adapters.lost_copies import Unresolved
 from actors.adapters.media_intake import AttachmentGone
 from actors.adapters.send_records import SendRecords
@@ -102,6 +105,7 @@ class PlatformAdapter(GatewayActor):
         self._intake_task = None
         self._loop_bridge = None
         self._tickets = itertools.count(1)
+        self._keys = KeyBook()   # what each op id and send key named in this life
         self._in_hand: dict[int, tuple[PlatformOp, Any]] = {}
         self._chat_load: collections.Counter = collections.Counter()
         self.routes = InboundRoutes()   # doorbells at this host's shards, rows forwarded to a worker's
@@ -302,6 +306,10 @@ class PlatformAdapter(GatewayActor):
     def on_PlatformOp(self, op: PlatformOp, sender) -> None:
         if op.action not in OP_METHODS:
             self.send(sender, OpResult(op.op_id, False, error_kind="permanent", error=f"unknown action {op.action!r}"))
+            return
+        if (reused := self._keys.admit(op)) is not None:   # nothing reaches the platform under a reused key
+            self.log.error("%s: %s", self.name, reused)
+            self.send(sender, OpResult(op.op_id, False, error_kind="permanent", error=reused))
             return
         if op.action == "typing" and self._chat_load[op.chat_id]:
             self.send(sender, OpResult(op.op_id, True, error="typing skipped: the chat is busy"))

@@ -52,8 +52,11 @@ class Claim:
     ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent)."""
 
     def __init__(self, args: dict, store, run, log, name: str, report=lambda fact: None, finds_lost: bool = False,
-                 records_sends: bool = False):
+                 records_sends: bool = False, shows_mark: bool = True):
         self.args, self.store, self.run, self.log, self.name, self.report = args, store, run, log, name, report
+        # Where the platform deduplicates sends by key (pacing idempotent_send) no mark is shown: the key keeps the
+        # reply to one copy, and a reply "marked" in the ledger only has its parts edited again after each send.
+        self.shows_mark = shows_mark
         # This host's ledger is not the adapter's (a shard on a worker host: docs/distribution.md): a send's intent
         # and id are recorded here, not by the adapter, and its search for a lost copy (which reads the ledger it
         # has) is not asked for: a lost send is sent again under the re-sent mark.
@@ -172,7 +175,11 @@ class Claim:
     def mark(self, why: str) -> None:
         if self.ambiguous:
             return
-        self.log.warning("%s: %s; the reply is marked as re-sent", self.name, why)
+        if self.shows_mark:
+            self.log.warning("%s: %s; the reply is marked as re-sent", self.name, why)
+        else:
+            self.log.warning("%s: %s; the send goes again under the part's key, so the chat keeps one copy",
+                             self.name, why)
         self.ambiguous = True
         self.call("mark_ambiguous", self.store.ledger.mark_ambiguous(self.oid, self.fence))
         self.report(LostSend(self.args["adapter"], "marked"))
