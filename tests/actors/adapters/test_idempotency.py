@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from actors.adapters import registry  # noqa: F401 - the registry first: it imports every adapter, base included
 from actors.adapters.idempotency import KeyBook, life_token, op_id, platform_key
 from actors.adapters.matrix import formatting as matrix
 from actors.messages import OutgoingFile, PlatformOp
