@@ -255,9 +255,7 @@ class Launcher:
         if not previous:
             return
         sid = previous.get("admin_sid")
-        # Only processes that still run: one killed with the old launcher stays a zombie until the kernel reaps it
-        # (dead already, nothing to clean up, and not worth a warning).
-        leftovers = [p for p in _pids_in_session(sid) if processes.is_running(p)] if sid else []
+        leftovers = leftovers_of(sid) if sid else []
         if leftovers:
             log.warning("cleaning up %d process(es) left by a previous run (launcher pid %s): %s",
                         len(leftovers), previous.get("launcher_pid"), leftovers)
@@ -303,6 +301,12 @@ def _parent_pid(pid: int) -> int:
         return psutil.Process(pid).ppid()
     except (psutil.NoSuchProcess, ValueError):
         return 0
+
+
+def leftovers_of(sid: int) -> list[int]:
+    """The processes of a previous run's session that still run. One killed with the old launcher stays a zombie
+    until its parent reaps it: dead already, nothing to clean up, so neither counted nor reported."""
+    return [pid for pid in _pids_in_session(sid) if processes.is_running(pid)]
 
 
 def _pids_in_session(sid: int) -> list[int]:
