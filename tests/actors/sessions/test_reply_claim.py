@@ -72,3 +72,20 @@ def test_a_claim_the_sweeper_wins_meanwhile_is_never_adopted(ledger):
     assert claim.fence is None and claim.oid is None
     ob = loop.run_until_complete(store.ledger.get(oid))
     assert ob.state == "attempting" and ob.fence == 2, "the sweeper's claim stands"
+
+
+@pytest.mark.parametrize("shows_mark, said", [
+    (True, "the reply is marked as re-sent"),
+    (False, "the send goes again under the part's key, so the chat keeps one copy")],
+    ids=["marker-shown", "keyed-send"])
+def test_the_log_says_the_reply_is_marked_only_where_a_mark_is_shown(ledger, caplog, shows_mark, said):
+    """Where the platform deduplicates sends by key (Matrix's txnId) no marker goes on the reply: the log must not
+    say it does. The ledger records the reply as ambiguous either way (its parts are edited again after a send)."""
+    store, loop, oid = ledger
+    claim = Claim(ARGS, store, Runner(loop), logging.getLogger("test.claim"), "consumer:test", shows_mark=shows_mark)
+    with caplog.at_level(logging.WARNING, logger="test.claim"):
+        assert claim.claim() == "claimed"
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(said in line for line in lines), lines
+    assert shows_mark or not any("marked as re-sent" in line for line in lines), lines
+    assert loop.run_until_complete(store.ledger.get(oid)).ambiguous
