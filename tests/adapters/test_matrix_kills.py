@@ -94,31 +94,35 @@ def synapse():
     return shared_synapse()
 
 
-def test_replies_killed_mid_stream_again_and_again_end_showing_their_whole_answer_once(synapse, tmp_path):
-    rng = random.Random(SEED)
-    bot = synapse.register(f"kills-bot-{uuid.uuid4().hex[:8]}")
-    rooms = MatrixRooms(synapse, bot)
-    gw = Gateway(tmp_path, extra_toml=f"""
+def matrix_gateway(tmp_path, synapse, bot: dict, edit_interval_s: float, more_toml: str) -> Gateway:
+    """The daemon with the Matrix adapter on Synapse (its message limits lifted: tests/servers/synapse.py)."""
+    return Gateway(tmp_path, extra_toml=f"""
 [adapters.matrix]
 type = "matrix"
 access = "open"
 homeserver = "{synapse.base_url}"
 access_token = "{bot['access_token']}"
 sync_timeout_s = 2.0
-pacing = {{ per_chat_ops_per_s = 20.0, per_chat_burst = 20, edit_interval_s = 0.4 }}
-[sessions]
-max_resumes = {MAX_RESUMES}
-""")
+pacing = {{ per_chat_ops_per_s = 20.0, per_chat_burst = 20, edit_interval_s = {edit_interval_s} }}
+{more_toml}""")
+
+
+def open_dm(synapse, rooms: MatrixRooms, chat: str) -> None:
+    """The chat's user opens a DM with the bot, which joins it with its own token: no daemon needed yet."""
+    room = synapse.call("POST", f"{CLIENT}/createRoom", rooms.user(chat)["access_token"], {
+        "invite": [rooms.bot["user_id"]], "is_direct": True, "preset": "trusted_private_chat"})["room_id"]
+    synapse.call("POST", f"{CLIENT}/join/{urllib.parse.quote(room, safe='')}", rooms.bot["access_token"], {})
+    rooms.rooms[chat] = room
+
+
+def test_replies_killed_mid_stream_again_and_again_end_showing_their_whole_answer_once(synapse, tmp_path):
+    rng = random.Random(SEED)
+    bot = synapse.register(f"kills-bot-{uuid.uuid4().hex[:8]}")
+    rooms = MatrixRooms(synapse, bot)
+    gw = matrix_gateway(tmp_path, synapse, bot, 0.4, f"[sessions]\nmax_resumes = {MAX_RESUMES}\n")
     chats = [f"kill-room-{n}" for n in range(ROOMS)]
     asked: dict[str, list[str]] = {chat: [] for chat in chats}
     schedule = []
-
-    def open_dm(chat: str) -> None:
-        """The chat's user opens a DM with the bot, which joins it with its own token: no daemon needed yet."""
-        room = synapse.call("POST", f"{CLIENT}/createRoom", rooms.user(chat)["access_token"], {
-            "invite": [bot["user_id"]], "is_direct": True, "preset": "trusted_private_chat"})["room_id"]
-        synapse.call("POST", f"{CLIENT}/join/{urllib.parse.quote(room, safe='')}", bot["access_token"], {})
-        rooms.rooms[chat] = room
 
     def ask(wave: int) -> None:
         for n, chat in enumerate(chats):
@@ -128,7 +132,7 @@ max_resumes = {MAX_RESUMES}
 
     try:
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            list(pool.map(open_dm, chats))
+            list(pool.map(lambda chat: open_dm(synapse, rooms, chat), chats))
         gw.start()
         ask(0)
         for kill in range(KILLS):
@@ -173,27 +177,12 @@ def test_the_final_edit_of_a_reply_resumed_after_a_kill_is_shown_though_the_life
     answer = " ".join(f"word{n}" for n in range(60)) + "."
     bot = synapse.register(f"kill-one-{uuid.uuid4().hex[:8]}")
     rooms = MatrixRooms(synapse, bot)
-    room = synapse.call("POST", f"{CLIENT}/createRoom", rooms.user("one")["access_token"], {
-        "invite": [bot["user_id"]], "is_direct": True, "preset": "trusted_private_chat"})["room_id"]
-    synapse.call("POST", f"{CLIENT}/join/{urllib.parse.quote(room, safe='')}", bot["access_token"], {})
-    rooms.rooms["one"] = room
+    open_dm(synapse, rooms, "one")
     with FakeOpenAIServer() as model:
         model.script(text_reply(answer, pieces=20, delay_between_s=0.3), text_reply(answer, pieces=2,
                                                                                    delay_between_s=1.0))
-        gw = Gateway(tmp_path, extra_toml=f"""
-[adapters.matrix]
-type = "matrix"
-access = "open"
-homeserver = "{synapse.base_url}"
-access_token = "{bot['access_token']}"
-sync_timeout_s = 2.0
-pacing = {{ per_chat_ops_per_s = 20.0, per_chat_burst = 20, edit_interval_s = 0.5 }}
-[agent]
-kind = "openai"
-base_url = "{model.base_url}"
-model = "test-model"
-api_key = "sk-test-key-0123456789abcdef"
-""")
+        gw = matrix_gateway(tmp_path, synapse, bot, 0.5, f'[agent]\nkind = "openai"\nbase_url = "{model.base_url}"\n'
+                            'model = "test-model"\napi_key = "sk-test-key-0123456789abcdef"\n')
         try:
             gw.start()
             rooms.say("one", {"msgtype": "m.text", "body": "stream me a long answer"})

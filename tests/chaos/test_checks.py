@@ -115,5 +115,5 @@ def test_final_texts_flags_a_reply_whose_last_edit_never_replaced_a_preview():
     assert checked == 2 and "c7000001" in violation and "30 characters" in violation
     marked = {"7000001": [bot(f"{checks.RESENT_MARKER}\n{answer}")], "7000002": sent["7000002"]}
     assert checks.final_texts(world, marked, web, answers)[1] == []
-    web_cut = {"visitor0": [{"role": "assistant", "text": answers[W.text][:15]}]}
+    web_cut = {"visitor0": [{"role": "assistant", "text": answers[W.text][:32]}]}
     assert checks.final_texts(world, sent, web_cut, answers)[1]
