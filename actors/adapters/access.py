@@ -163,6 +163,7 @@ class Gatekeeper:
         if self.reminders.due(user, answer.new):
             self.replies += 1
             code = answer.code
-            reply(PlatformOp(op_id=op_id(f"pairing-{code.code}", self.life, self.replies), action="send", chat_id=str(source["chat_id"]),
+            reply(PlatformOp(op_id=op_id(f"pairing-{code.code}", self.life, self.replies), action="send",
+                             chat_id=str(source["chat_id"]),
                              text=pairing_text(code.code, self.adapter, code.expires_at - time.time()),
                              thread_id=source.get("thread_id"), chat_type=source.get("chat_type") or "dm"))

@@ -287,5 +287,5 @@ def answered_count(world: World, telegram: dict, web: dict) -> int:
     return count
 
 
-__all__ = ["Message", "settled", "telegram_view", "web_view", "replies", "final_texts", "web_questions", "inbox", "transcripts",
-           "secrets_hidden", "liveness", "answered_count"]
+__all__ = ["Message", "settled", "telegram_view", "web_view", "replies", "final_texts", "web_questions", "inbox",
+           "transcripts", "secrets_hidden", "liveness", "answered_count"]
