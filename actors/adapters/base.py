@@ -23,10 +23,9 @@ The base does the rest, identically for every platform:
 * intake: normalise, key, store each round durably *before* the platform is acknowledged, ring doorbells;
   reconnect with backoff on retryable errors; on permanent ones (the platform refuses the configuration) stay up,
   reported down with the reason, and ask again every ``refused_retry_s``;
-* keys: an op id or send key handed again in this life for another operation is refused (idempotency.KeyBook); a
-  subclass whose platform deduplicates by key sends ``idempotency.platform_key(op)``, never a counter of its own;
 * outbound: ``PlatformOp`` -> one FIFO lane per chat, the chat's ``ChatBudget`` spent by sends, edits and deletes,
-  429s waited out on that chat only, bounded retries, ``OpResult`` (redacted) to the sender.
+  429s waited out on that chat only, bounded retries, ``OpResult`` (redacted) to the sender; ids and platform keys
+  by idempotency.py (an op id handed again for another operation is refused, as an unknown action is).
 
 Rule of the bridge kept here: only the actor thread calls Thespian, logging included (a log record is a Thespian
 message to the logger), so the loop hands log lines to the actor thread like any other result.
@@ -104,8 +103,7 @@ class PlatformAdapter(GatewayActor):
         # actor thread only
         self._intake_task = None
         self._loop_bridge = None
-        self._tickets = itertools.count(1)
-        self._keys = KeyBook()   # what each op id and send key named in this life
+        self._tickets, self._keys = itertools.count(1), KeyBook()   # KeyBook: what each op id named in this life
         self._in_hand: dict[int, tuple[PlatformOp, Any]] = {}
         self._chat_load: collections.Counter = collections.Counter()
         self.routes = InboundRoutes()   # doorbells at this host's shards, rows forwarded to a worker's
@@ -304,12 +302,8 @@ class PlatformAdapter(GatewayActor):
 
     # ---------------------------------------------------------------------------------------------- outbound
     def on_PlatformOp(self, op: PlatformOp, sender) -> None:
-        if op.action not in OP_METHODS:
-            self.send(sender, OpResult(op.op_id, False, error_kind="permanent", error=f"unknown action {op.action!r}"))
-            return
-        if (reused := self._keys.admit(op)) is not None:   # nothing reaches the platform under a reused key
-            self.log.error("%s: %s", self.name, reused)
-            self.send(sender, OpResult(op.op_id, False, error_kind="permanent", error=reused))
+        if (refused := f"unknown action {op.action!r}" if op.action not in OP_METHODS else self._keys.admit(op)):
+            self.send(sender, OpResult(op.op_id, False, error_kind="permanent", error=refused))
             return
         if op.action == "typing" and self._chat_load[op.chat_id]:
             self.send(sender, OpResult(op.op_id, True, error="typing skipped: the chat is busy"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 
+from actors.adapters.idempotency import life_token, op_id as numbered_op
 from actors.messages import LostSend
 from actors.sessions.turn import REPLY_SLOT
 from storage import IllegalTransition, StaleFence, StorageUnavailable, Target, is_owner_alive
@@ -51,12 +52,14 @@ class Claim:
     lost send the adapter is to look for), ``intent`` (the part whose send intent the ledger may hold for us),
     ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent)."""
 
-    def __init__(self, args: dict, store, run, log, name: str, report=lambda fact: None, finds_lost: bool = False,
-                 records_sends: bool = False, shows_mark: bool = True):
+    def __init__(self, args: dict, store, run, log, name: str, report=lambda fact: None, pacing=None,
+                 records_sends: bool = False):
         self.args, self.store, self.run, self.log, self.name, self.report = args, store, run, log, name, report
         # Where the platform deduplicates sends by key (pacing idempotent_send) no mark is shown: the key keeps the
         # reply to one copy, and a reply "marked" in the ledger only has its parts edited again after each send.
-        self.shows_mark = shows_mark
+        self.shows_mark = pacing is None or not pacing.idempotent_send
+        finds_lost = pacing is not None and pacing.finds_lost_copies and args.get("chat_type") == "dm"
+        self.life = life_token()   # numbers this consumer's operations while it holds no fence (op_id)
         # This host's ledger is not the adapter's (a shard on a worker host: docs/distribution.md): a send's intent
         # and id are recorded here, not by the adapter, and its search for a lost copy (which reads the ledger it
         # has) is not asked for: a lost send is sent again under the re-sent mark.
@@ -128,6 +131,13 @@ class Claim:
             self.send_unresolved(ob.send_intent, "an earlier attempt at this reply sent a message it never heard "
                                                  "back about")
         return "claimed"
+
+    def op_id(self, owner: str, number: int) -> str:
+        """The id of the consumer's operation ``number``: under this claim's fence, which every claim of the
+        obligation increments, so a later life that edits the same reply never repeats it (a platform would take
+        its edit for a retry of this one's: actors/adapters/idempotency.py); without a fence, under this life's
+        token."""
+        return numbered_op(owner, self.fence if self.recorded else self.life, number)
 
     def recorded_part(self, index: int) -> str | None:
         """The platform's id of part ``index`` if the ledger has it: a send whose answer reached its adapter, which

@@ -53,7 +53,6 @@ from actors.sessions.op_failures import (MAX_OP_RETRIES, OP_TIMEOUT_S, RETRY_STE
                                         after_op_failure, after_silence)
 from common.redact import configured_secrets
 from actors.adapters import registry
-from actors.adapters.idempotency import life_token, op_id as numbered_op
 from actors.sessions.edit_throttle import EditThrottle
 from actors.sessions.reply_claim import Claim, LostClaim, WaitForStorage, steps_aside
 from actors.sessions.reply_status import ReplyStatus, reply_reactions
@@ -80,9 +79,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.text = ReplyText()                 # the answer so far, the tool line, the final text (reply_text.py)
         self.placed = PlacedParts()             # the reply's parts on the platform, and what each shows
         self.in_flight, self.in_flight_to = None, None   # (op_id, action, index, text), and the adapter it went to
-        # Operation numbers: under the claim's fence (or this life's token), never reused by a later life that edits
-        # the same reply (actors/adapters/idempotency.py)
-        self.ops, self.life = itertools.count(1), life_token()
+        self.ops = itertools.count(1)
         self.claim: Claim | None = None           # the ledger side of this reply (reply_claim.py)
         self.edit_failures, self.retries = 0, 0
         self.session, self.phase = None, ReplyPhase.STREAMING
@@ -104,8 +101,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.secrets = configured_secrets(self.config)
         self.open_store()
         self.claim = Claim(args, self.store, self.db, self.log, self.name, self.report, records_sends=on_worker(),
-                           finds_lost=self.pacing.finds_lost_copies and args.get("chat_type") == "dm",
-                           shows_mark=not self.pacing.idempotent_send)
+                           pacing=self.pacing)
         self.status = ReplyStatus(args, self.pacing, reply_reactions(self.config, args))
         if (first := self.status.first_typing_after()) is not None:
             self.after(first, "typing")
@@ -199,7 +195,7 @@ class StreamConsumer(CellStoreUser, Cell):
 
     def start_op(self, index: int, text: str | None) -> None:
         a, finishing = self.args, self.phase is ReplyPhase.FINISHING
-        op_id = numbered_op(a["turn_id"], self.claim.fence if self.claim.recorded else self.life, next(self.ops))
+        op_id = self.claim.op_id(a["turn_id"], next(self.ops))   # never one an earlier life used (Claim.op_id)
         if text is None:
             target = self.placed.superseded[0] if index == SUPERSEDED else self.placed.ids[index]
             op = PlatformOp(op_id, "delete", a["chat_id"], message_id=target, thread_id=a["thread_id"])
