@@ -39,6 +39,7 @@ from common.cluster import host_name, on_worker, runs_here
 from common.host_map import runs_on
 from actors.adapters.pacing import resent_marker
 from actors.adapters.registry import reply_pacing
+from actors.adapters.idempotency import op_id as numbered_op
 from actors.hooks.points import hooks_for, sweeper_delivery
 from actors.sessions.reply_files import has_marker, is_file, marked_at, marker_index, send_fields
 from storage import MediaCache
@@ -226,7 +227,9 @@ class DeliverySweeper(StoreUser, GatewayActor):
         if adapter is None:
             self.db(self.store.ledger.mark_failed(ob.obligation_id, job["fence"], "adapter not running"))
             return
-        op_id = f"sweep:{next(self.ops)}"
+        # Numbered under this sweep's claim of the obligation: a later sweep, or another sweeper's life, claims with a
+        # new fence, so its ids (and the platform keys made from them) are new (actors/adapters/idempotency.py).
+        op_id = numbered_op(f"sweep:{ob.obligation_id[:16]}", job["fence"], next(self.ops))
         t = ob.target
         if index < len(job["chunks"]):
             text = job["chunks"][index]

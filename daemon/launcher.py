@@ -256,7 +256,7 @@ class Launcher:
         if not previous:
             return
         sid = previous.get("admin_sid")
-        leftovers = [p for p in _pids_in_session(sid)] if sid else []
+        leftovers = leftovers_of(sid) if sid else []
         if leftovers:
             log.warning("cleaning up %d process(es) left by a previous run (launcher pid %s): %s",
                         len(leftovers), previous.get("launcher_pid"), leftovers)
@@ -299,6 +299,12 @@ def _parent_pid(pid: int) -> int:
         return psutil.Process(pid).ppid()
     except (psutil.NoSuchProcess, ValueError):
         return 0
+
+
+def leftovers_of(sid: int) -> list[int]:
+    """The processes of a previous run's session that still run. One killed with the old launcher stays a zombie
+    until its parent reaps it: dead already, nothing to clean up, so neither counted nor reported."""
+    return [pid for pid in _pids_in_session(sid) if processes.is_running(pid)]
 
 
 def _pids_in_session(sid: int) -> list[int]:

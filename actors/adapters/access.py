@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Optional
 
+from actors.adapters.idempotency import life_token, op_id
 from actors.messages import PlatformOp
 
 MODES = ("open", "allowlist", "pairing")
@@ -127,6 +128,7 @@ class Gatekeeper:
         self.adapter, self.policy = adapter, policy
         self.reminders = Reminders()
         self.replies = 0
+        self.life = life_token()   # a reminder of a later life is another operation, never a retry of this one's
 
     async def admit(self, store, items: list, reply: Callable[[PlatformOp], None], say) -> list:
         if self.policy.mode == "open" or not items:
@@ -161,6 +163,7 @@ class Gatekeeper:
         if self.reminders.due(user, answer.new):
             self.replies += 1
             code = answer.code
-            reply(PlatformOp(op_id=f"pairing-{code.code}-{self.replies}", action="send", chat_id=str(source["chat_id"]),
+            reply(PlatformOp(op_id=op_id(f"pairing-{code.code}", self.life, self.replies), action="send",
+                             chat_id=str(source["chat_id"]),
                              text=pairing_text(code.code, self.adapter, code.expires_at - time.time()),
                              thread_id=source.get("thread_id"), chat_type=source.get("chat_type") or "dm"))

@@ -54,7 +54,8 @@ The base does the rest, identically for every platform:
   reported down with the reason, and ask again every ``refused_retry_s``; an intake connected but silent past its
   bound is stalled: logged, counted, and the adapter restarted by its supervisor (liveness.py);
 * outbound: ``PlatformOp`` -> one FIFO lane per chat, the chat's ``ChatBudget`` spent by sends, edits and deletes,
-  429s waited out on that chat only, bounded retries, ``OpResult`` (redacted) to the sender.
+  429s waited out on that chat only, bounded retries, ``OpResult`` (redacted) to the sender; ids and platform keys
+  by idempotency.py (an op id handed again for another operation is refused, as an unknown action is).
 """
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ from actors.adapters.errors import PermanentError
 from actors.adapters.contract import PlatformContract
 from actors.adapters.forwarding import WALK_S, Forwarding, InboundRoutes, Unforwarded
 from actors.adapters.liveness import IntakeStalled, Liveness, probe_server, served_address, silence_bound
+from actors.adapters.idempotency import KeyBook
 from actors.adapters.send_records import SendRecords
 from actors.adapters.intake import (Intake, IntakeFailed, _Connected, _Ingested, _IntakeRetrying, _LogLine, _OpDone,
                                     _quietly)
@@ -130,7 +132,7 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         # actor thread only
         self._intake_task = None
         self._loop_bridge = None
-        self._tickets = itertools.count(1)
+        self._tickets, self._keys = itertools.count(1), KeyBook()   # KeyBook: what each op id named in this life
         self._in_hand: dict[int, tuple[PlatformOp, Any]] = {}
         self._chat_load: collections.Counter = collections.Counter()
         self.routes = InboundRoutes()   # doorbells at this host's shards, rows forwarded to a worker's
@@ -287,8 +289,8 @@ class PlatformAdapter(GatewayActor, PlatformContract):
 
     # ---------------------------------------------------------------------------------------------- outbound
     def on_PlatformOp(self, op: PlatformOp, sender) -> None:
-        if op.action not in OP_METHODS:
-            self.send(sender, OpResult(op.op_id, False, error_kind="permanent", error=f"unknown action {op.action!r}"))
+        if (refused := f"unknown action {op.action!r}" if op.action not in OP_METHODS else self._keys.admit(op)):
+            self.send(sender, OpResult(op.op_id, False, error_kind="permanent", error=refused))
             return
         if op.action == "typing" and self._chat_load[op.chat_id]:
             self.send(sender, OpResult(op.op_id, True, error="typing skipped: the chat is busy"))

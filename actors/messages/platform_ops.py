@@ -35,6 +35,15 @@ class OutgoingFile:
 
 @dataclass(frozen=True)
 class PlatformOp:
+    """One operation on a chat, answered by an OpResult with the same ``op_id``.
+
+    The rule of ids and keys (actors/adapters/idempotency.py): an op id, and any key a platform deduplicates on,
+    names one operation with one content across every life of the daemon: the same id only for a genuine retry of
+    that operation, never for a new edit made by a later life of the same turn (a platform would answer it with the
+    earlier edit and change nothing). Senders number their ops under their claim's fence (``idempotency.op_id``);
+    adapters send ``idempotency.platform_key(op)``, which carries the content; the kit refuses an id handed again in
+    one life for another operation. A keyed send (``idempotency_key``) is the one key that names a part rather than
+    a text: every attempt at the part carries it, and the part is edited to its text after."""
     op_id: str
     action: str                    # send | edit | delete | typing
     chat_id: str

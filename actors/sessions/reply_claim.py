@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 
+from actors.adapters.idempotency import life_token, op_id as numbered_op
 from actors.messages import LostSend
 from actors.sessions.turn import REPLY_SLOT
 from storage import IllegalTransition, StaleFence, StorageUnavailable, Target, is_owner_alive
@@ -51,9 +52,14 @@ class Claim:
     lost send the adapter is to look for), ``intent`` (the part whose send intent the ledger may hold for us),
     ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent)."""
 
-    def __init__(self, args: dict, store, run, log, name: str, report=lambda fact: None, finds_lost: bool = False,
+    def __init__(self, args: dict, store, run, log, name: str, report=lambda fact: None, pacing=None,
                  records_sends: bool = False):
         self.args, self.store, self.run, self.log, self.name, self.report = args, store, run, log, name, report
+        # Where the platform deduplicates sends by key (pacing idempotent_send) no mark is shown: the key keeps the
+        # reply to one copy, and a reply "marked" in the ledger only has its parts edited again after each send.
+        self.shows_mark = pacing is None or not pacing.idempotent_send
+        finds_lost = pacing is not None and pacing.finds_lost_copies and args.get("chat_type") == "dm"
+        self.life = life_token()   # numbers this consumer's operations while it holds no fence (op_id)
         # This host's ledger is not the adapter's (a shard on a worker host: docs/distribution.md): a send's intent
         # and id are recorded here, not by the adapter, and its search for a lost copy (which reads the ledger it
         # has) is not asked for: a lost send is sent again under the re-sent mark.
@@ -126,6 +132,13 @@ class Claim:
                                                  "back about")
         return "claimed"
 
+    def op_id(self, owner: str, number: int) -> str:
+        """The id of the consumer's operation ``number``: under this claim's fence, which every claim of the
+        obligation increments, so a later life that edits the same reply never repeats it (a platform would take
+        its edit for a retry of this one's: actors/adapters/idempotency.py); without a fence, under this life's
+        token."""
+        return numbered_op(owner, self.fence if self.recorded else self.life, number)
+
     def recorded_part(self, index: int) -> str | None:
         """The platform's id of part ``index`` if the ledger has it: a send whose answer reached its adapter, which
         recorded the id (send_records.py) and died before the answer reached this consumer. That message is the
@@ -172,7 +185,11 @@ class Claim:
     def mark(self, why: str) -> None:
         if self.ambiguous:
             return
-        self.log.warning("%s: %s; the reply is marked as re-sent", self.name, why)
+        if self.shows_mark:
+            self.log.warning("%s: %s; the reply is marked as re-sent", self.name, why)
+        else:
+            self.log.warning("%s: %s; the send goes again under the part's key, so the chat keeps one copy",
+                             self.name, why)
         self.ambiguous = True
         self.call("mark_ambiguous", self.store.ledger.mark_ambiguous(self.oid, self.fence))
         self.report(LostSend(self.args["adapter"], "marked"))

@@ -101,7 +101,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.secrets = configured_secrets(self.config)
         self.open_store()
         self.claim = Claim(args, self.store, self.db, self.log, self.name, self.report, records_sends=on_worker(),
-                           finds_lost=self.pacing.finds_lost_copies and args.get("chat_type") == "dm")
+                           pacing=self.pacing)
         self.status = ReplyStatus(args, self.pacing, reply_reactions(self.config, args))
         if (first := self.status.first_typing_after()) is not None:
             self.after(first, "typing")
@@ -195,7 +195,7 @@ class StreamConsumer(CellStoreUser, Cell):
 
     def start_op(self, index: int, text: str | None) -> None:
         a, finishing = self.args, self.phase is ReplyPhase.FINISHING
-        op_id = f"{a['turn_id']}:{next(self.ops)}"
+        op_id = self.claim.op_id(a["turn_id"], next(self.ops))   # never one an earlier life used (Claim.op_id)
         if text is None:
             target = self.placed.superseded[0] if index == SUPERSEDED else self.placed.ids[index]
             op = PlatformOp(op_id, "delete", a["chat_id"], message_id=target, thread_id=a["thread_id"])

@@ -365,6 +365,65 @@ def test_kill_9_restarts_the_adapter_and_what_came_meanwhile_arrives_once(rig):
     assert rig.op(chat, "send", "still here").ok
 
 
+# ----------------------------------------------------------------------------------- a reply through kills
+
+CURSOR = "\u258d"
+KILLED_QUESTION = "#long 700 #slow 0.5 a reply through kills"   # about 14 s of previews: a tree walk is slow
+
+
+def visible(rig, chat: str) -> list[str]:
+    """The texts the chat shows now: every edit applied, deleted messages left out (the harness's ``sent``)."""
+    return [m["text"] or "" for m in rig.platform.sent(chat) if not m["deleted"]]
+
+
+def settled_text(rig, chat: str, timeout: float) -> list[str]:
+    return wait_for(lambda: (texts := visible(rig, chat)) and not any(CURSOR in t for t in texts) and texts,
+                    timeout, 0.1, f"the reply in {chat} without its streaming cursor")
+
+
+def shard_pids(rig, other_than: tuple = ()) -> tuple:
+    """The session shards' pids, once every shard runs with a pid not in ``other_than`` (the ones killed)."""
+    def running():
+        shards = [n for n in nodes(rig.gateway.tree()) if n["kind"] == "SessionShard"]
+        pids = tuple(n["pid"] for n in shards if n["pid"] and n["state"] in ("running", "busy"))
+        return shards and len(pids) == len(shards) and not set(pids) & set(other_than) and pids
+    return wait_for(running, 60, 0.1, "every session shard running")
+
+
+@pytest.mark.timeout(300)
+def test_a_reply_whose_shard_is_killed_mid_stream_twice_shows_its_whole_answer_once(rig):
+    """G3 as a user sees it: the reply's consumer dies with its shard while previews are being edited, twice; each
+    new life resumes the turn and edits the same message. What the chat shows at the end (every edit applied) is
+    the whole answer, once: the same text a reply that was never interrupted shows. A new life that reused an
+    earlier life's operation ids would have an edit refused by the adapter (or, on a platform that deduplicates by
+    key, taken for a retry and dropped), leaving a preview."""
+    if not REGISTRY[rig.platform.adapter_type].pacing.supports_edit:
+        pytest.skip(f"{rig.platform.adapter_type} has no edits: its replies are sent once, final")
+    control, chat = new_chat("calm"), new_chat("killed-reply")
+    rig.platform.inject(control, KILLED_QUESTION)
+    [answer] = settled_text(rig, control, 120)
+    assert len(answer) >= 600, answer   # the whole #long answer, as this platform shows it
+    pids, shown_before = shard_pids(rig), None
+    rig.platform.inject(chat, KILLED_QUESTION)
+    for kill in range(2):
+        # A preview (of the resumed turn, after the first kill: another text than the one the kill left)
+        try:
+            shown_before = wait_for(lambda: (texts := visible(rig, chat)) and CURSOR in texts[0]
+                                    and texts[0] != shown_before and texts[0], 60, 0.05,
+                                    f"a preview before kill {kill + 1}")
+        except AssertionError as exc:
+            log = [line for line in rig.gateway.log().splitlines() if "WARN" in line or "ERROR" in line][-15:]
+            raise AssertionError(f"{exc}; shown: {[t[-40:] for t in visible(rig, chat)]}\n" + "\n".join(log)) from None
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        pids = shard_pids(rig, other_than=pids)
+    try:
+        shown = settled_text(rig, chat, 120)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; shown: {[t[-40:] for t in visible(rig, chat)]}") from None
+    assert shown == [answer], f"{len(shown)} message(s): {[t[-60:] for t in shown]}"
+
+
 # --------------------------------------------------------------------------------------------------- delivery
 # Last in the file: it kills the daemon with -9 and starts it again (Rig.restart_daemon, after which a test below it
 # would find the rig as before). Near the end of the offline agent's every answer (its configuration help): a copy

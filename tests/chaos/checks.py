@@ -13,6 +13,8 @@ from collections import Counter
 from actors.agents.offline import FAKE_SECRET
 from actors.sessions.turn import GAVE_UP_PREFIX
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
+from actors.adapters import registry  # noqa: F401 - before a platform's module: it loads every platform in order
+from actors.adapters.telegram.formatting import render
 from storage import Store
 from tests.chaos.world import Message, World
 from tests.fakes.telegram import DEFAULT_TOKEN
@@ -99,6 +101,61 @@ def replies(world: World, telegram: dict, web: dict) -> tuple[int, list[str], in
         if len(errors) < expected or len(unmarked) > expected:   # extra copies only with the marker
             violations.append(f"telegram {chat}: {expected} failing questions, {len(errors)} error replies")
     return len(sent), violations, len(marked_chats)
+
+
+def _answers_by_question(path) -> dict[str, str]:
+    """Question text -> the last answer its turn recorded in the transcript (the agent's, or the notice given
+    instead): the text the reply must show once every edit is applied."""
+    async def read():
+        async with await Store.open(path) as store:
+            answers = {}
+            for info in await store.sessions.list(limit=100_000):
+                events = await store.sessions.load(info.session_id)
+                turn_answer = {e.turn_id: e.payload.get("text") for e in events
+                               if e.role == "assistant" and e.kind == "message" and e.turn_id}
+                for e in events:
+                    if e.role == "user" and e.kind == "message" and e.turn_id in turn_answer:
+                        answers[e.payload.get("text")] = turn_answer[e.turn_id]
+            return answers
+    return asyncio.run(read())
+
+
+def telegram_renderings(text: str) -> set[str]:
+    """What the bot may have sent for ``text``: rendered for either parse mode, or plain (the adapter's fallback
+    when a platform refuses the markup)."""
+    return {text} | {render(text, mode)[0] for mode in ("HTML", "MarkdownV2")}
+
+
+def final_texts(world: World, telegram: dict, web: dict, answers: dict | None = None) -> tuple[int, list[str]]:
+    """G3 as the chat shows it: a reply's final visible text (its last version, every edit applied) is its turn's
+    whole answer, not a preview an edit never replaced. Checked for every question with exactly one reply (the
+    replies check reports the others); a marked re-sent copy is compared without its marker line. ``answers``:
+    question -> answer (read from the state dir's transcripts when not given)."""
+    if answers is None:
+        answers = _answers_by_question(world.gw.state / "gateway.db")
+    checked, violations = 0, []
+    for m in world.sent:
+        if m.failing:
+            continue
+        if m.platform == "telegram":
+            shown = [b for b in telegram[m.chat] if m.token in b["text"] and CURSOR not in b["text"]]
+            sent = [(b["history"][-1]["raw_text"] if b.get("history") else b["text"]) for b in shown]
+        else:
+            sent = [e["text"] for e in web[m.chat] if e["role"] == "assistant" and m.token in e["text"]]
+        sent = [t.replace(RESENT_MARKER + "\n", "").replace(RESENT_MARKER, "").strip() for t in sent]
+        if len(sent) != 1:
+            continue
+        expected = answers.get(m.text)
+        checked += 1
+        if expected is None:
+            violations.append(f"{m.platform} {m.chat}: {m.text!r} has a reply but no answer in its transcript")
+            continue
+        wanted = telegram_renderings(expected) if m.platform == "telegram" else {expected}
+        if sent[0] not in {w.strip() for w in wanted}:
+            violations.append(f"{m.platform} {m.chat}: {m.text!r} shows {len(sent[0])} characters ending "
+                              f"{sent[0][-40:]!r}, not its {len(expected)}-character answer ending "
+                              f"{expected[-40:]!r}")
+    return checked, violations
 
 
 def gave_up_notices(telegram: dict, web: dict) -> int:
@@ -230,5 +287,5 @@ def answered_count(world: World, telegram: dict, web: dict) -> int:
     return count
 
 
-__all__ = ["Message", "settled", "telegram_view", "web_view", "replies", "web_questions", "inbox", "transcripts",
-           "secrets_hidden", "liveness", "answered_count"]
+__all__ = ["Message", "settled", "telegram_view", "web_view", "replies", "final_texts", "web_questions", "inbox",
+           "transcripts", "secrets_hidden", "liveness", "answered_count"]

@@ -118,6 +118,7 @@ def run(plan: Plan, seed: int, verbose: bool = True, artifacts: Path | None = No
             if violations and artifacts is not None:
                 save_reply_evidence(world, violations, artifacts)
             report.marked_resends = marked
+            report.add("G3 final text shown", *checks.final_texts(world, telegram, web))
             report.gave_up = checks.gave_up_notices(telegram, web)
             report.lost_found = world.gw.log().count("edited into place")
             report.add("G1+G2 web history", *checks.web_questions(world, web))

@@ -95,3 +95,25 @@ def test_liveness_flags_an_answer_later_than_the_bound_plus_the_time_spent_in_fa
     assert "7000001" in violation and "199.0s" in violation
     world.fault_s = 0.0
     assert len(checks.liveness(world, on_time, web)[1]) == 3, "without faults the bound is 60 s (+ #slow's time)"
+
+
+def test_final_texts_flags_a_reply_whose_last_edit_never_replaced_a_preview():
+    """A preview whose final edit was dropped (taken for a retry of an earlier life's edit) may show no cursor
+    when the platform shows the text without it; it is still not the answer."""
+    world = world_with(Q, W, F)
+    answer = 'You said: "c7000001 q0 hello there"\n\nI am the offline agent.'
+    answers = {Q.text: answer, W.text: 'You said: "cvisitor0 q0 hello there"'}
+    sent = {"7000001": [bot(answer)], "7000002": [bot("⚠ the agent failed")]}
+    web = {"visitor0": [{"role": "assistant", "text": answers[W.text]}]}
+    assert checks.final_texts(world, sent, web, answers) == (2, [])
+    html = {"7000001": [dict(bot(answer), history=[{"raw_text": "preview"},
+                                                         {"raw_text": checks.render(answer, "HTML")[0]}])],
+            "7000002": sent["7000002"]}
+    assert checks.final_texts(world, html, web, answers) == (2, []), "compared as the bot sent it, rendered"
+    cut = {"7000001": [bot(answer[:30])], "7000002": sent["7000002"]}
+    (checked, [violation]) = checks.final_texts(world, cut, web, answers)
+    assert checked == 2 and "c7000001" in violation and "30 characters" in violation
+    marked = {"7000001": [bot(f"{checks.RESENT_MARKER}\n{answer}")], "7000002": sent["7000002"]}
+    assert checks.final_texts(world, marked, web, answers)[1] == []
+    web_cut = {"visitor0": [{"role": "assistant", "text": answers[W.text][:32]}]}
+    assert checks.final_texts(world, sent, web_cut, answers)[1]

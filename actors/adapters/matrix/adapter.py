@@ -18,8 +18,10 @@ Outbound. A reply's part is ``PUT /rooms/{room}/send/m.room.message/{txnId}`` wi
 ledger's obligation (content.txn_id): after a crash between the PUT leaving and its event id being recorded, the
 resumed reply PUTs the same txnId from the same device and the server answers with the event the first PUT made
 (pacing ``idempotent_send``), so the room holds one event for it and the reply never needs the re-sent mark. Edits
-are ``m.replace`` events, deletions redactions, the typing indicator the room's typing notification. A 429's
-``retry_after_ms`` is the base's flood handling (the room waits, the ban is committed).
+are ``m.replace`` events and deletions redactions, each PUT under the op's ``platform_key`` (idempotency.py: the op
+id with the content, so an edit made by a later life is never taken for a retry of an earlier one's); the typing
+indicator is the room's typing notification. A 429's ``retry_after_ms`` is the base's flood handling (the room
+waits, the ban is committed).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import logging
 from typing import Any, Optional
 
 from actors.adapters.intake_styles import PollingAdapter
+from actors.adapters.idempotency import platform_key
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
 from actors.adapters.matrix import formatting as build
 from actors.adapters.matrix.client import MatrixClient
@@ -157,17 +160,18 @@ class MatrixAdapter(PollingAdapter):
             raise TooLongError(f"{utf8_len(op.text):,} bytes of text; the limit is {self.pacing.text_limit:,}",
                                method="send")
         content = build.new_message(op.text, thread_id=op.thread_id, reply_to=op.reply_to)
-        return await self._api().send_event(op.chat_id, build.txn_id(op.idempotency_key, op.op_id), content)
+        return await self._api().send_event(op.chat_id, build.txn_id(op.idempotency_key, platform_key(op)), content)
 
     async def edit_message(self, op: PlatformOp) -> None:
         event_id = _event_id(op)
         original = await self._api().get_event(op.chat_id, event_id)
         if not original.get("content") or (original.get("unsigned") or {}).get("redacted_because"):
             raise MessageNotFoundError(f"{event_id} was redacted", method="edit")
-        await self._api().send_event(op.chat_id, build.txn_id(None, op.op_id, "edit"), build.edit(event_id, op.text))
+        await self._api().send_event(op.chat_id, build.txn_id(None, platform_key(op), "edit"),
+                                     build.edit(event_id, op.text))
 
     async def delete_message(self, op: PlatformOp) -> None:
-        await self._api().redact_event(op.chat_id, _event_id(op), build.txn_id(None, op.op_id, "redact"))
+        await self._api().redact_event(op.chat_id, _event_id(op), build.txn_id(None, platform_key(op), "redact"))
 
     async def send_typing(self, op: PlatformOp) -> None:
         interval = self.pacing.typing_interval_s or 20.0

@@ -123,7 +123,8 @@ def fit(candidates: list[dict]) -> dict:
 
 
 def txn_id(key: Optional[str], op_id: str, kind: str = "m") -> str:
-    """The transaction id of a PUT: the ledger's key when there is one (the same after a crash), else the op's.
+    """The transaction id of a PUT: the ledger's key when there is one (the same after a crash), else the op's
+    ``platform_key`` (actors/adapters/idempotency.py: new for every operation with new content, in every life).
     Matrix allows any string; this keeps it short and URL-safe so it reads the same in logs and in the path."""
     source = key if key else f"{kind}:{op_id}"
     if key and _TXN.fullmatch(key):

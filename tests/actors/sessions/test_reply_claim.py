@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+from actors.adapters.registry import pacing_for
 from actors.sessions.reply_claim import Claim
 from actors.sessions.turn import REPLY_SLOT
 from storage import Store, Target
@@ -72,3 +73,36 @@ def test_a_claim_the_sweeper_wins_meanwhile_is_never_adopted(ledger):
     assert claim.fence is None and claim.oid is None
     ob = loop.run_until_complete(store.ledger.get(oid))
     assert ob.state == "attempting" and ob.fence == 2, "the sweeper's claim stands"
+
+
+@pytest.mark.parametrize("platform, said", [
+    ("telegram", "the reply is marked as re-sent"),
+    ("matrix", "the send goes again under the part's key, so the chat keeps one copy")],
+    ids=["marker-shown", "keyed-send"])
+def test_the_log_says_the_reply_is_marked_only_where_a_mark_is_shown(ledger, caplog, platform, said):
+    """Where the platform deduplicates sends by key (Matrix's txnId) no marker goes on the reply: the log must not
+    say it does. The ledger records the reply as ambiguous either way (its parts are edited again after a send)."""
+    store, loop, oid = ledger
+    shows_mark = not pacing_for(platform).idempotent_send
+    claim = Claim(ARGS, store, Runner(loop), logging.getLogger("test.claim"), "consumer:test",
+                  pacing=pacing_for(platform))
+    with caplog.at_level(logging.WARNING, logger="test.claim"):
+        assert claim.claim() == "claimed"
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(said in line for line in lines), lines
+    assert shows_mark or not any("marked as re-sent" in line for line in lines), lines
+    assert loop.run_until_complete(store.ledger.get(oid)).ambiguous
+
+
+def test_a_later_claim_numbers_its_operations_apart_from_the_earlier_ones(ledger):
+    """Each claim of the reply (each life that resumes it) numbers its operations under its own fence: the second
+    operation of the second life is not the second operation of the first (a platform would take it for a retry)."""
+    store, loop, oid = ledger
+    first = claimer(store, loop)
+    assert first.claim() == "claimed"
+    loop.run_until_complete(store.ledger.mark_failed(oid, first.fence, "the daemon was killed"))
+    second = claimer(store, loop)
+    assert second.claim() == "claimed" and second.fence > first.fence
+    assert second.op_id("turn", 2) != first.op_id("turn", 2) and first.op_id("turn", 2) == first.op_id("turn", 2)
+    unclaimed = claimer(store, loop)
+    assert unclaimed.op_id("turn", 2) != claimer(store, loop).op_id("turn", 2), "no fence: this life's token"
