@@ -4,8 +4,9 @@ Several gateway hosts form one Thespian convention (DESIGN.md §6, docs/distribu
 keeps the adapters, the watchdog, the sweeper and the shard map; each worker joins it with
 ``run_gateway.py join LEADER:PORT`` and offers the ``gateway.shards`` capability.
 
-Convention traffic is pickles with no authentication: whoever reaches a member's ports runs code on it. So a member
-binds one interface only, and that interface must be on a private network (RFC 1918, RFC 4193, a WireGuard or
+Convention traffic is pickles, each frame signed with a key derived from the shared cluster secret
+(daemon/frame_mac.py) but not encrypted, and a member that unpickles runs what it is sent. So a member binds one
+interface only, and that interface must be on a private network (RFC 1918, RFC 4193, a WireGuard or
 carrier-grade NAT range): ``join_refusal`` says why any other address is refused, unless the operator states that the
 network is private (``--network-is-private``: a link the operator controls end to end, such as a VPN on public
 addresses).
@@ -103,10 +104,17 @@ def join_refusal(ip: str, network_is_private: bool) -> str | None:
                 "interface address (--bind)")
     if is_private_network(ip) or network_is_private:
         return None
-    return (f"{ip} is not a private network address: convention traffic is unauthenticated pickles (code "
-            "execution for whoever reaches the port). Put the hosts on a private network (a WireGuard tunnel: "
+    return (f"{ip} is not a private network address: convention traffic is pickles, signed but not encrypted, "
+            "and a port that accepts them is an attack surface. Put the hosts on a private network (a WireGuard tunnel: "
             "docs/distribution.md), or pass --network-is-private if this network is private already (a link or VPN "
             "you control end to end)")
+
+
+def leader_refusal(ip: str, network_is_private: bool) -> str | None:
+    """Why a worker may not join a leader at ``ip``, or None when it may: the same rule as its own ``--bind``
+    (a private address, unless the operator says the network is private)."""
+    refusal = join_refusal(ip, network_is_private)
+    return None if refusal is None else "the leader's address " + refusal.replace("(--bind)", "(LEADER_HOST)")
 
 
 def runs_here(capabilities: dict, requirements: dict | None) -> bool:
@@ -156,3 +164,38 @@ def detection_bound_s(period_s: int, misses: int) -> float:
     """The longest a dead member stays listed: ``misses`` periods, plus up to one period before the leader's next
     look at its members (it checks them on its own re-registration timer)."""
     return float(period_s * (misses + 1))
+
+
+MIN_SECRET_CHARS = 16
+
+
+class NoClusterSecret(ValueError):
+    """The convention's shared secret is missing, too short or readable by others."""
+
+
+def cluster_secret(config: dict) -> str:
+    """The secret every host of the convention shares ([cluster] secret_file, else the variable named by [cluster]
+    secret_env): every actor frame between the hosts is signed with a key derived from it."""
+    import os
+    import stat
+    file = setting(config, "cluster", "secret_file")
+    if file:
+        try:
+            info = os.stat(file)
+            with open(file, encoding="utf-8") as f:
+                secret = f.read().strip()
+        except OSError as exc:
+            raise NoClusterSecret(f"[cluster] secret_file {file}: {exc.strerror}") from None
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            raise NoClusterSecret(f"[cluster] secret_file {file} is readable by other users "
+                                  f"({oct(stat.S_IMODE(info.st_mode))}): chmod 600 it")
+        where = f"[cluster] secret_file {file}"
+    else:
+        name = setting(config, "cluster", "secret_env")
+        secret, where = os.environ.get(name, "").strip(), f"the environment variable {name} ([cluster] secret_env)"
+    if len(secret) < MIN_SECRET_CHARS:
+        raise NoClusterSecret(f"a convention needs a shared secret of at least {MIN_SECRET_CHARS} characters, the "
+                              f"same on every host, in {where}: every actor frame between the hosts is signed with "
+                              "it (e.g. `openssl rand -hex 32`)")
+    return secret
+

@@ -12,6 +12,7 @@ from tests.gateway import PYTHON, ROOT, Gateway
 CHECK_S, MISSES = 2, 3     # failure detection the tests run with: a member lost within ~(MISSES + 1) * CHECK_S
 CLUSTER_TOML = f"[cluster]\nmember_check_s = {CHECK_S}\nmember_misses = {MISSES}\n"
 LEADER_PORT = 17811        # inside the leader's own namespace: no other process can hold it
+CLUSTER_SECRET = "lab-convention-secret-0123456789"   # [cluster] secret_env's default variable, on every host
 
 
 class LeaderGateway(Gateway):
@@ -26,6 +27,7 @@ class LeaderGateway(Gateway):
                          extra_toml=CLUSTER_TOML.replace("[cluster]\n", f'[cluster]\nenabled = true\nhost_name = '
                                                          f'"{host}"\n') + extra_toml)
         self.address = address
+        self.env["GATEWAY_CLUSTER_SECRET"] = CLUSTER_SECRET      # workers' env is made from this one
 
     def cli(self, *args, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess:
         result = subprocess.run([*self.lab.exec_prefix(self.host), PYTHON, str(ROOT / "run_gateway.py"),

@@ -142,9 +142,10 @@ def test_a_public_looking_address_is_refused_with_a_clear_message(tmp_path):
 
 
 PLACE_SNIPPET = """
-import json, sys
-from daemon import loopback, peer_credentials
+import json, os, sys
+from daemon import frame_mac, loopback, peer_credentials
 loopback.install(sys.argv[1]); peer_credentials.install(allow_remote=True)
+frame_mac.install(frame_mac.cluster_key(os.environ["GATEWAY_CLUSTER_SECRET"]))
 from thespian.actors import ActorSystem
 asys = ActorSystem("multiprocTCPBase", {"Admin Port": int(sys.argv[2])})
 found = {}
