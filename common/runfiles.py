@@ -106,6 +106,28 @@ class RunFiles:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    def lock_holder(self) -> int | None:
+        """The pid of the live process that holds the pid lock, as the kernel says (``/proc/locks``), and that has
+        the pid file open; None if there is none. A flock taken before a fork is shared with the children, so the
+        process named is the one that took it (the launcher); if that one died, its children do not count."""
+        try:
+            seen = os.stat(self.pid_path)
+        except OSError:
+            return None
+        where = f"{os.major(seen.st_dev):02x}:{os.minor(seen.st_dev):02x}:{seen.st_ino}"
+        try:
+            with open("/proc/locks") as locks:
+                rows = [line.split() for line in locks]
+        except OSError:
+            return None
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a waiter's row has "->" after the number and holds
+        # nothing. The device is matched too where it reads the same as stat's (not always so on overlay mounts).
+        held = [row for row in rows if len(row) >= 6 and row[1] == "FLOCK" and row[4].isdigit()]
+        for row in [r for r in held if r[5] == where] or [r for r in held if r[5].endswith(f":{seen.st_ino}")]:
+            if _has_open(int(row[4]), seen):
+                return int(row[4])
+        return None
+
     def read_pid(self) -> int | None:
         try:
             return int(self.pid_path.read_text().strip() or 0) or None
@@ -172,6 +194,22 @@ def _ancestors(pid: int) -> list[int]:
         return [p.pid for p in psutil.Process(pid).parents()]
     except psutil.NoSuchProcess:
         return []
+
+
+def _has_open(pid: int, file: os.stat_result) -> bool:
+    """Whether process ``pid`` has ``file`` open (one of its descriptors is that inode)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            info = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) == (file.st_dev, file.st_ino):
+            return True
+    return False
 
 
 def _alive(pid: int) -> bool:
