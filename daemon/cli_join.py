@@ -10,10 +10,10 @@ from pathlib import Path
 
 from common.cluster import (BadLeader, NoClusterSecret, check_host_name, cluster_secret, host_name, join_refusal,
                             leader_refusal, parse_leader)
-from daemon.frame_mac import cluster_key
-from common.config import setting
+from common.config import EX_CONFIG, setting
 from daemon.cli_output import EX_USAGE, fail
 from daemon.cli_parsing import command
+from daemon.frame_mac import cluster_key
 
 EX_REFUSED = 77   # EX_NOPERM: the operator's network is not one a convention may run on
 
@@ -56,7 +56,7 @@ def cmd_join(config: dict, args) -> int:
     try:
         key = cluster_key(cluster_secret(config))
     except NoClusterSecret as exc:
-        return fail(args, f"join: {exc}", EX_USAGE)
+        return fail(args, f"join: {exc}", EX_CONFIG)
     port = setting(config, "gateway", "admin_port") if args.port is None else args.port
     configure_launcher_logging(config)
     return Worker(leader, args.bind, port, name, Path(config["gateway"]["state_dir"]),
