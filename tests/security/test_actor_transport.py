@@ -21,15 +21,14 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from daemon import frame_mac
 from daemon.ports import any_free_admin_port
 from tests.cluster import netns
-from tests.cluster.hosts import LeaderGateway
-from tests.gateway import PYTHON, ROOT, Gateway
+from tests.cluster.hosts import LeaderGateway, NamespacedGateway
+from tests.gateway import PYTHON, Gateway
 from tests.security.strangers import DROP_SNIPPET, file_writing_pickle, other_user, thespian_frame
 
 pytestmark = pytest.mark.timeout(600)
@@ -217,22 +216,6 @@ except socket.timeout:
 """
 
 
-class NamespacedGateway(Gateway):
-    """The gateway in a network namespace of the lab (its own addresses), driven through the real CLI there."""
-
-    def __init__(self, tmp_path: Path, lab: netns.Lab, host: str, gateway_toml: str):
-        self.lab, self.host = lab, host
-        super().__init__(tmp_path, gateway_toml=gateway_toml)
-
-    def cli(self, *args, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess:
-        result = subprocess.run([*self.lab.exec_prefix(self.host), PYTHON, str(ROOT / "run_gateway.py"),
-                                 "--config", str(self.config), *args],
-                                env=self.env, capture_output=True, text=True, timeout=timeout)
-        if check and result.returncode != 0:
-            raise AssertionError(f"{args} exited {result.returncode}: {result.stdout}\n{result.stderr}")
-        return result
-
-
 @pytest.fixture(scope="module")
 def lab():
     reason = netns.skip_reason()
@@ -251,10 +234,11 @@ def test_a_local_user_on_a_non_loopback_address_is_refused_by_its_uid(tmp_path, 
         gw = LeaderGateway(tmp_path / "gw", lab, host="gw")
         source, target = "", address               # to the leader's private address, from the same host
     elif setup == "localhost":
-        gw = NamespacedGateway(tmp_path, lab, "gw", 'bind_host = "localhost"\n')
+        gw = NamespacedGateway(tmp_path, lab, "gw", gateway_toml='bind_host = "localhost"\n')
         source, target = address, "127.0.0.1"       # to loopback, from the host's own LAN address
     else:
-        gw = NamespacedGateway(tmp_path, lab, "gw", f'bind_host = "{address}"\nallow_non_loopback = true\n')
+        gw = NamespacedGateway(tmp_path, lab, "gw",
+                               gateway_toml=f'bind_host = "{address}"\nallow_non_loopback = true\n')
         source, target = "", address
     marker = markers / f"from-{setup}"
     try:
