@@ -128,8 +128,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # This daemon leads a convention: workers join it at [gateway] bind_host:admin_port (a private address).
         "enabled": (bool, False, None),
         "host_name": (str, "", None),   # "": the machine's host name; shown in `tree` and `status`
-        # Convention traffic is unauthenticated pickles: bind_host must be a private address, and remote peers
-        # are taken from private addresses only, unless this says the network is private already (a VPN on
+        # Convention traffic is pickles, signed but not encrypted: bind_host must be a private address, and remote
+        # peers are taken from private addresses only, unless this says the network is private already (a VPN on
         # public addresses): the leader's side of `join --network-is-private`.
         "network_is_private": (bool, False, None),
         # The secret every host of the convention shares (the same on the leader and each worker): every actor
