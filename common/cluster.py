@@ -24,7 +24,9 @@ actor system starts, on the leader (which expires members) and on every worker (
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
+import stat
 from dataclasses import dataclass
 
 from common.config import setting
@@ -105,9 +107,9 @@ def join_refusal(ip: str, network_is_private: bool) -> str | None:
     if is_private_network(ip) or network_is_private:
         return None
     return (f"{ip} is not a private network address: convention traffic is pickles, signed but not encrypted, "
-            "and a port that accepts them is an attack surface. Put the hosts on a private network (a WireGuard tunnel: "
-            "docs/distribution.md), or pass --network-is-private if this network is private already (a link or VPN "
-            "you control end to end)")
+            "and a port that accepts them is an attack surface. Put the hosts on a private network (a WireGuard "
+            "tunnel: docs/distribution.md), or pass --network-is-private if this network is private already (a link "
+            "or VPN you control end to end)")
 
 
 def leader_refusal(ip: str, network_is_private: bool) -> str | None:
@@ -176,8 +178,6 @@ class NoClusterSecret(ValueError):
 def cluster_secret(config: dict) -> str:
     """The secret every host of the convention shares ([cluster] secret_file, else the variable named by [cluster]
     secret_env): every actor frame between the hosts is signed with a key derived from it."""
-    import os
-    import stat
     file = setting(config, "cluster", "secret_file")
     if file:
         try:

@@ -13,8 +13,8 @@ import os
 import sys
 from datetime import timedelta
 
-from common.cluster import (HOST_CAPABILITY, ROLE_CAPABILITY, SHARDS_CAPABILITY, Leader, NoClusterSecret,
-                            cluster_secret, detection_env, host_name)
+from common.cluster import (HOST_CAPABILITY, ROLE_CAPABILITY, SHARDS_CAPABILITY, Leader, cluster_secret,
+                            detection_env, host_name)
 from common.config import setting
 
 CONVENTION_MODULE = "thespian.system.admin.convention"
@@ -41,10 +41,6 @@ def leader_capabilities(config: dict, admin_port: int) -> dict:
 def worker_capabilities(leader: Leader, admin_port: int, name: str) -> dict:
     return {"Admin Port": admin_port, "Convention Address.IPv4": (leader.host, leader.port),
             HOST_CAPABILITY: name, ROLE_CAPABILITY: "worker", SHARDS_CAPABILITY: True}
-
-
-__all__ = ["NoClusterSecret", "apply_detection", "leader_capabilities", "remote_peers", "transport_key",
-           "worker_capabilities"]
 
 
 def transport_key(config: dict, run_dir) -> bytes:

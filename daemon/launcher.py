@@ -79,7 +79,8 @@ class Launcher:
                 return EX_FAILURE
             self._install_signals()
             loopback.install(self.host)
-            from daemon.convention import NoClusterSecret, remote_peers, transport_key
+            from common.cluster import NoClusterSecret
+            from daemon.convention import remote_peers, transport_key
             peer_credentials.install(allow_remote=remote_peers(self.config))
             try:
                 frame_mac.install(transport_key(self.config, self.files.run_dir))

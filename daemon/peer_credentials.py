@@ -7,8 +7,9 @@ is the gateway's own uid or root.
 
 Why this way (docs/security.md): the kernel already knows the owner of both ends of a TCP connection between two
 sockets of this host, whatever addresses they use, and the sock_diag netlink interface answers for one exact socket
-in ~15 µs: nothing a peer can forge. It is the second wall: every frame is also checked by its MAC (frame_mac.py). Thespian keeps connections open between messages
-(``REUSE_SOCKETS``), so the check runs once per connection, not once per message. Where netlink is unavailable,
+in ~15 µs: nothing a peer can forge. It is the second wall: every frame is also checked by its MAC (frame_mac.py).
+Thespian keeps connections open between messages (``REUSE_SOCKETS``), so the check runs once per connection, not
+once per message. Where netlink is unavailable,
 ``/proc/net/tcp`` and ``tcp6`` (the same facts as text) are read instead.
 
 What a refused peer sees: the connection is accepted by the kernel's backlog and closed by us at once (EOF); nothing

@@ -1,4 +1,4 @@
-"""daemon/frame_mac.py: the tag, the refusal before unpickling, the start-time check of Thespian's internals, the keys."""
+"""daemon/frame_mac.py: the tag, the refusal before unpickling, the check of Thespian's internals at start, the keys."""
 from __future__ import annotations
 
 import os
