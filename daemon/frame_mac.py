@@ -19,6 +19,9 @@ of a convention share a key derived from the configured cluster secret (``cluste
 on every worker and in the admin CLI. Actor processes are forked from the process that called ``install`` and
 inherit the patched module with the key; no actor reads the file.
 
+A frame is held whole before its tag can be checked, so its announced length is bounded first (``MAX_FRAME``, as
+for direct links): a longer one is dropped unread and refused.
+
 What the tag does not do: it authenticates, it does not hide (on a network between hosts the frames are readable;
 docs/distribution.md puts convention traffic in a WireGuard tunnel), and a frame captured on such a network could be
 replayed to the same run. docs/security.md lists both.
@@ -48,6 +51,7 @@ TAG_BYTES = 32
 KEY_BYTES = 32
 KEY_FILE = "transport.key"
 LOG_EVERY_S = 10.0
+MAX_FRAME = 64 * 1024 * 1024        # the bound on a frame held before its tag is checked (as supervision/direct_link's)
 _CLUSTER_LABEL = b"agent-gateway actor transport v1"
 
 # What TCPTransport.py must contain, exactly this many times, for the patch to cover every frame (and nothing else
@@ -211,6 +215,14 @@ def install(key: bytes) -> None:
 
         def __init__(self, _serializer=None):
             super().__init__(pickle.loads)
+
+        def addMore(self, buf):
+            super().addMore(buf)
+            if self._size is not None and self._size > MAX_FRAME:
+                # Longer than any frame the gateway writes: a broken or hostile peer. Nothing more is kept; the
+                # frame reads as complete and empty, so its tag fails and it is refused as every bad frame is.
+                self._size = self._blen = 0
+                self._buf = self._extra = b""
 
         def completed(self):
             if self._size is None or self._blen != self._size:

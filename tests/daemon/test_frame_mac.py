@@ -60,6 +60,14 @@ def test_a_frame_with_a_wrong_mac_never_reaches_pickle_loads(patched_transport):
     assert loaded == [payload]
 
 
+def test_a_frame_announcing_more_than_the_bound_is_refused_without_being_held(patched_transport):
+    module, loaded = patched_transport
+    buffer = module.ReceiveBuffer(module.serializer.loads)
+    buffer.addMore(f"{frame_mac.MAX_FRAME + 1}>".encode() + b"x" * 4096)
+    assert buffer.isDone() and buffer.completed() is None and loaded == []
+    assert len(buffer._buf) == 0, "the bytes of an oversized frame were kept"
+
+
 def test_the_acknowledgements_are_signed_too(patched_transport):
     module, _ = patched_transport
     assert _read(module, module.ackMsg) == ("ACK", b"")
