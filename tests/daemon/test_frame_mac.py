@@ -14,6 +14,13 @@ pytestmark = pytest.mark.timeout(30)
 KEY = bytes(range(32))
 
 
+def test_the_tag_is_hmac_sha256():
+    import hmac
+    for key in (KEY, os.urandom(32), os.urandom(80)):
+        for body in (b"", b"x", os.urandom(5000)):
+            assert frame_mac.tag(key, body) == hmac.digest(key, body, "sha256")
+
+
 def test_a_sealed_frame_opens_with_its_key_only():
     body = pickle.dumps({"a": 1})
     frame = frame_mac.seal(KEY, body)
@@ -33,6 +40,7 @@ def patched_transport(monkeypatch):
         monkeypatch.setattr(module, name, getattr(module, name))
     loaded = []
     spy = types.SimpleNamespace(dumps=pickle.dumps, loads=lambda data: loaded.append(bytes(data)) or pickle.loads(data))
+    # (bytes(data): the transport hands pickle a view of the frame)
     monkeypatch.setattr(frame_mac, "pickle", spy)
     frame_mac.install(KEY)
     return module, loaded
