@@ -45,7 +45,7 @@ if HERE not in sys.path:
 from actors.config_reload import check_whole
 from common import config as config_mod
 from common.config import EX_CONFIG, ConfigError
-from common.privacy import EX_NOPERM, PRIVATE_UMASK, foreign_owner
+from common.privacy import EX_NOPERM, PRIVATE_UMASK, foreign_owner, root_refusal
 from common.version import VERSION
 from common import processes
 from common.redact import RedactingStream, configured_secrets
@@ -95,6 +95,8 @@ def _main(argv: list[str] | None) -> int:
         secrets = configured_secrets(config)
         sys.stdout, sys.stderr = RedactingStream(sys.stdout, secrets), RedactingStream(sys.stderr, secrets)
     refusal = foreign_owner(config["gateway"]["state_dir"])
+    if not refusal and args.command not in ROOT_ON_ANY_STATE:
+        refusal = root_refusal(config["gateway"]["state_dir"])
     if refusal:
         return fail(args, f"refused: {refusal}", EX_NOPERM)
     try:
@@ -238,10 +240,23 @@ def cmd_stop(config: dict, args) -> int:
     pid = files.read_pid() if _running(config) else None
     if not pid:
         return _out(args, {"ok": False, "error": "no gateway running"}, EX_NOT_RUNNING)
-    timeout = args.timeout or config["watchdog"]["shutdown_timeout_s"] + 15
-    tree = [pid] + processes.descendants(pid)
-    started = time.monotonic()
-    os.kill(pid, signal.SIGTERM)
+    # Signalled only if it is the process that holds the pid lock (the file's content alone proves nothing), through
+    # a pidfd opened before the check, so a pid reused meanwhile is never the one signalled.
+    try:
+        launcher = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return _out(args, {"ok": False, "error": "no gateway running"}, EX_NOT_RUNNING)
+    try:
+        holder = files.lock_holder()
+        if holder != pid:
+            return _out(args, {"ok": False, "error": f"{files.pid_path} names pid {pid}, but the pid lock is held by "
+                               + (f"pid {holder}" if holder else "no live process") + ": nothing was signalled"}, 1)
+        timeout = args.timeout or config["watchdog"]["shutdown_timeout_s"] + 15
+        tree = [pid] + processes.descendants(pid)
+        started = time.monotonic()
+        signal.pidfd_send_signal(launcher, signal.SIGTERM)
+    finally:
+        os.close(launcher)
     with cli_rich.waiting(args, f"stopping the gateway (pid {pid}): replies in flight are flushed"):
         left = processes.wait_gone([pid], timeout)
         forced = bool(left)
@@ -375,6 +390,10 @@ def cmd_health(config: dict, args) -> int:
 def cmd_doctor(config: dict, args) -> int:
     return doctor_mod.cmd_doctor(config, args)
 
+
+# Commands that read nothing of the state directory: root may run them whoever owns it (`service install` as root is
+# how a service user's unit is written).
+ROOT_ON_ANY_STATE = {"service", "config"}
 
 COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions,
             "deliveries": cmd_deliveries, "pair": cmd_pair, "routes": cmd_routes, "cron": cmd_cron, "chat": cmd_chat,

@@ -4,8 +4,9 @@ Several gateway hosts form one Thespian convention (docs/design.md §6, docs/dis
 keeps the adapters, the watchdog, the sweeper and the shard map; each worker joins it with
 ``run_gateway.py join LEADER:PORT`` and offers the ``gateway.shards`` capability.
 
-Convention traffic is pickles with no authentication: whoever reaches a member's ports runs code on it. So a member
-binds one interface only, and that interface must be on a private network (RFC 1918, RFC 4193, a WireGuard or
+Convention traffic is pickles, each frame signed with a key derived from the shared cluster secret
+(daemon/frame_mac.py) but not encrypted, and a member that unpickles runs what it is sent. So a member binds one
+interface only, and that interface must be on a private network (RFC 1918, RFC 4193, a WireGuard or
 carrier-grade NAT range): ``join_refusal`` says why any other address is refused, unless the operator states that the
 network is private (``--network-is-private``: a link the operator controls end to end, such as a VPN on public
 addresses).
@@ -102,10 +103,17 @@ def join_refusal(ip: str, network_is_private: bool) -> str | None:
                 "interface address (--bind)")
     if is_private_network(ip) or network_is_private:
         return None
-    return (f"{ip} is not a private network address: convention traffic is unauthenticated pickles (code "
-            "execution for whoever reaches the port). Put the hosts on a private network (a WireGuard tunnel: "
-            "docs/distribution.md), or pass --network-is-private if this network is private already (a link or VPN "
-            "you control end to end)")
+    return (f"{ip} is not a private network address: convention traffic is pickles, signed but not encrypted, "
+            "and a port that accepts them is an attack surface. Put the hosts on a private network (a WireGuard "
+            "tunnel: docs/distribution.md), or pass --network-is-private if this network is private already (a link "
+            "or VPN you control end to end)")
+
+
+def leader_refusal(ip: str, network_is_private: bool) -> str | None:
+    """Why a worker may not join a leader at ``ip``, or None when it may: the same rule as its own ``--bind``
+    (a private address, unless the operator says the network is private)."""
+    refusal = join_refusal(ip, network_is_private)
+    return None if refusal is None else "the leader's address " + refusal.replace("(--bind)", "(LEADER_HOST)")
 
 
 def runs_here(capabilities: dict, requirements: dict | None) -> bool:
@@ -154,3 +162,5 @@ def detection_bound_s(period_s: int, misses: int) -> float:
     """The longest a dead member stays listed: ``misses`` periods, plus up to one period before the leader's next
     look at its members (it checks them on its own re-registration timer)."""
     return float(period_s * (misses + 1))
+
+

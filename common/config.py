@@ -133,10 +133,15 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # This daemon leads a convention: workers join it at [gateway] bind_host:admin_port (a private address).
         "enabled": (bool, False, None),
         "host_name": (str, "", None),   # "": the machine's host name; shown in `tree` and `status`
-        # Convention traffic is unauthenticated pickles: bind_host must be a private address, and remote peers
-        # are taken from private addresses only, unless this says the network is private already (a VPN on
+        # Convention traffic is pickles, signed but not encrypted: bind_host must be a private address, and remote
+        # peers are taken from private addresses only, unless this says the network is private already (a VPN on
         # public addresses): the leader's side of `join --network-is-private`.
         "network_is_private": (bool, False, None),
+        # The secret every host of the convention shares (the same on the leader and each worker): every actor
+        # frame between them carries an HMAC under a key derived from it (docs/security.md). Read from the
+        # environment variable named here, or from secret_file (which must be readable by this user only).
+        "secret_env": (str, "GATEWAY_CLUSTER_SECRET", None),
+        "secret_file": (str, "", None),
         # Failure detection: members re-register every member_check_s seconds (up to two periods apart); one
         # silent for member_misses periods is declared gone: within (misses + 1) x check, 20 s by default
         # (Thespian's own defaults make ~22 minutes). Workers must use the leader's values.

@@ -82,3 +82,33 @@ def foreign_owner(state_dir: Union[str, Path]) -> Optional[str]:
         return None
     return (f"the gateway's state directory {path} belongs to another user, {_owner_name(seen.st_uid)}: only that "
             f"user (or root) may run gateway commands on it; you are {_owner_name(me)}")
+
+
+def root_refusal(state_dir: Union[str, Path]) -> Optional[str]:
+    """Why root will not act on ``state_dir``, or None. Root never acts on a file another user can write: a
+    service user who owns the state directory could name a fake admin in ``run/runtime.json`` (root would connect
+    to it and read what it sends) or another process in ``run/gateway.pid`` (root's ``stop`` would signal it). So
+    when the state directory or its ``run/`` belongs to another user, or is writable by others, root refuses and
+    says as whom to run the command."""
+    if os.geteuid() != 0:
+        return None
+    path = Path(state_dir)
+    for candidate in (path, path / "run"):
+        try:
+            seen = candidate.stat()
+        except OSError:
+            continue
+        if seen.st_uid != 0:
+            name = _owner_name(seen.st_uid)
+            try:
+                as_whom = pwd.getpwuid(seen.st_uid).pw_name
+            except KeyError:
+                as_whom = f"#{seen.st_uid}"
+            return (f"the gateway's state directory {path} belongs to {name}: root does not act on files another "
+                    f"user can write (its run files could name any process or port); run the command as that "
+                    f"user, e.g. sudo -u {as_whom} ...")
+        if seen.st_mode & 0o022:
+            return (f"{candidate} is writable by other users ({oct(seen.st_mode & 0o777)}): root does not act on "
+                    "files another user can write; chmod 700 it")
+    return None
+

@@ -6,6 +6,8 @@
 ``runtime.json``  written once the gateway is ready: ports, pids, start times, the admin's session id. Admin
                   commands read it to find the running gateway; the next launcher reads it to find what a killed
                   predecessor left behind. Written atomically (temp file + rename).
+``transport.key`` the key every actor frame of this run is signed with (daemon/frame_mac.py), 0600; admin commands
+                  read it to talk to the running gateway.
 ``metrics.json``  where the metrics actor listens (its port may be one the OS picked). The actor may bind before
                   the launcher writes runtime.json, so it records here and in runtime.json if that is already this
                   run's; the launcher merges it in when it writes. Both sides hold ``runtime.lock`` while they do.
@@ -37,6 +39,7 @@ class RunFiles:
         self.runtime_path = self.run_dir / "runtime.json"
         self.heartbeat_path = self.run_dir / "heartbeat.json"
         self.metrics_path = self.run_dir / "metrics.json"
+        self.key_path = self.run_dir / "transport.key"     # the actor transport's key (daemon/frame_mac.py)
         self._lock_fd: int | None = None
 
     def acquire(self, wait_s: float = 3.0) -> None:
@@ -97,7 +100,7 @@ class RunFiles:
         return False
 
     def release(self) -> None:
-        for path in (self.runtime_path, self.metrics_path, self.pid_path):
+        for path in (self.runtime_path, self.metrics_path, self.key_path, self.pid_path):
             try:
                 path.unlink()
             except FileNotFoundError:
@@ -105,6 +108,28 @@ class RunFiles:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def lock_holder(self) -> int | None:
+        """The pid of the live process that holds the pid lock, as the kernel says (``/proc/locks``), and that has
+        the pid file open; None if there is none. A flock taken before a fork is shared with the children, so the
+        process named is the one that took it (the launcher); if that one died, its children do not count."""
+        try:
+            seen = os.stat(self.pid_path)
+        except OSError:
+            return None
+        where = f"{os.major(seen.st_dev):02x}:{os.minor(seen.st_dev):02x}:{seen.st_ino}"
+        try:
+            with open("/proc/locks") as locks:
+                rows = [line.split() for line in locks]
+        except OSError:
+            return None
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a waiter's row has "->" after the number and holds
+        # nothing. The device is matched too where it reads the same as stat's (not always so on overlay mounts).
+        held = [row for row in rows if len(row) >= 6 and row[1] == "FLOCK" and row[4].isdigit()]
+        for row in [r for r in held if r[5] == where] or [r for r in held if r[5].endswith(f":{seen.st_ino}")]:
+            if _has_open(int(row[4]), seen):
+                return int(row[4])
+        return None
 
     def read_pid(self) -> int | None:
         try:
@@ -170,6 +195,22 @@ def _ancestors(pid: int) -> list[int]:
         return [p.pid for p in psutil.Process(pid).parents()]
     except psutil.NoSuchProcess:
         return []
+
+
+def _has_open(pid: int, file: os.stat_result) -> bool:
+    """Whether process ``pid`` has ``file`` open (one of its descriptors is that inode)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            info = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) == (file.st_dev, file.st_ino):
+            return True
+    return False
 
 
 def _alive(pid: int) -> bool:

@@ -13,8 +13,9 @@ import os
 import sys
 from datetime import timedelta
 
-from common.cluster import (HOST_CAPABILITY, ROLE_CAPABILITY, SHARDS_CAPABILITY, Leader, detection_env,
-                            host_name, is_private_network)
+from common.cluster import (HOST_CAPABILITY, ROLE_CAPABILITY, SHARDS_CAPABILITY, Leader, detection_env, host_name,
+                            is_private_network)
+from common.cluster_secret import cluster_secret
 from common.config import setting
 from daemon.peer_credentials import is_loopback
 
@@ -42,6 +43,18 @@ def leader_capabilities(config: dict, admin_port: int) -> dict:
 def worker_capabilities(leader: Leader, admin_port: int, name: str) -> dict:
     return {"Admin Port": admin_port, "Convention Address.IPv4": (leader.host, leader.port),
             HOST_CAPABILITY: name, ROLE_CAPABILITY: "worker", SHARDS_CAPABILITY: True}
+
+
+def transport_key(config: dict, run_dir) -> bytes:
+    """The key every actor frame of this run is signed with (daemon/frame_mac.py), recorded in ``run_dir`` for the
+    admin CLI: in a convention, the one derived from the shared cluster secret (raises NoClusterSecret without
+    one); otherwise a fresh one for this run."""
+    from daemon import frame_mac
+    if setting(config, "cluster", "enabled"):
+        key = frame_mac.cluster_key(cluster_secret(config))
+        frame_mac.write_key(run_dir, key)
+        return key
+    return frame_mac.run_key(run_dir)
 
 
 def remote_peers(config: dict):

@@ -32,16 +32,17 @@ from thespian.actors import ActorSystem, InvalidActorAddress
 
 from actors.messages import (DrainDone, GatewayStatus, ReloadReport, ReloadRequest, ShutdownReady, ShutdownRequest,
                              StatusRequest)
+from common.cluster_secret import NoClusterSecret
 from supervision.messages import DescribeTree, Started, SupervisorGaveUp, TreeReply
-from daemon import ack_wait, lazy_identify, loopback, peer_credentials, poll_selector
+from daemon import ack_wait, frame_mac, held_port, lazy_identify, loopback, peer_credentials, poll_selector
 from common import processes
 from daemon.asking import ask_for
-from daemon.ports import any_free_admin_port, port_free
+from daemon.ports import any_free_admin_port
 from daemon.startup_checks import startup_warnings
 from daemon.status_view import health_of
 from common.logging_setup import log_defs_for
 from common.runfiles import RunFiles
-from daemon.convention import leader_capabilities, remote_peers
+from daemon.convention import leader_capabilities, remote_peers, transport_key
 
 log = logging.getLogger("gateway.launcher")
 EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
@@ -75,23 +76,27 @@ class Launcher:
             return EX_FAILURE
         try:
             self._reap_previous()
-            if self.port == 0:
-                # Any free port, recorded in runtime.json where every admin command looks for it: several gateways
-                # on one host (and test runs) need no port plan. Not the kernel's pick: daemon/ports.py says why.
-                self.port = any_free_admin_port(self.host)
-            if not port_free(self.host, self.port):
+            held = self._hold_admin_port()
+            if held is None:
                 log.error("admin port %s:%d is in use by another program; set [gateway] admin_port", self.host,
                           self.port)
                 return EX_FAILURE
             self._install_signals()
             loopback.install(self.host)
             peer_credentials.install(allow_remote=remote_peers(self.config))
+            try:
+                frame_mac.install(transport_key(self.config, self.files.run_dir))
+            except (frame_mac.ThespianMismatch, NoClusterSecret) as exc:
+                log.error("%s", exc)
+                return EX_FAILURE
+            held_port.install(held)
             ack_wait.install()
             poll_selector.install()
             lazy_identify.install()
             processes.die_with_parent()
             code = self._run_system(started)
         finally:
+            held_port.release()
             self._stop_system()
             self.files.release()
         log.info("gateway stopped (exit %d)", code)
@@ -125,20 +130,40 @@ class Launcher:
         for attempt in range(1, AUTO_PORT_ATTEMPTS + 1):
             before = set(processes.descendants(os.getpid()))
             try:
-                return ActorSystem("multiprocTCPBase", leader_capabilities(self.config, self.port),
+                asys = ActorSystem("multiprocTCPBase", leader_capabilities(self.config, self.port),
                                    logDefs=log_defs_for(self.config))
+                held_port.release()       # the admin listens on the port now
+                return asys
             except InvalidActorAddress:
+                held_port.release()
                 if self.config["gateway"]["admin_port"] != 0 or attempt == AUTO_PORT_ATTEMPTS:
-                    log.error("the actor system could not start on admin port %s:%d (another program holds it, or "
-                              "the admin process did not answer within 11 s)", self.host, self.port)
+                    log.error("the actor system could not start on admin port %s:%d (the admin process did not "
+                              "answer within 11 s)", self.host, self.port)
                     raise
                 # An admin that did start but never answered would hold the port: nothing of this attempt stays.
                 processes.kill_all(set(processes.descendants(os.getpid())) - before)
                 processes.reap_zombies()
-                taken, self.port = self.port, any_free_admin_port(self.host)
-                log.warning("admin port %s:%d was taken while the actor system started; trying %d", self.host,
-                            taken, self.port)
+                taken = self.port
+                held = self._hold_admin_port()
+                if held is None:
+                    raise
+                held_port.install(held)
+                log.warning("the actor system did not start on admin port %s:%d (its admin did not answer); trying %d",
+                            self.host, taken, self.port)
         raise AssertionError("unreachable")
+
+    def _hold_admin_port(self):
+        """Hold the admin port (daemon/held_port.py) until the admin listens on it; None if it is taken. Port 0 in
+        the config: any free port, recorded in runtime.json where every admin command looks for it (several
+        gateways on one host, and test runs, need no port plan; not the kernel's pick: daemon/ports.py says why)."""
+        if self.config["gateway"]["admin_port"] != 0:
+            return held_port.hold(self.host, self.port)
+        for _ in range(AUTO_PORT_ATTEMPTS):
+            self.port = any_free_admin_port(self.host)
+            held = held_port.hold(self.host, self.port)
+            if held is not None:
+                return held
+        return None
 
     def _wait_ready(self) -> GatewayStatus | None:
         deadline = time.monotonic() + self.config["gateway"]["ready_timeout_s"]

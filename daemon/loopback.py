@@ -1,10 +1,10 @@
 """Keep every actor socket on the configured interface.
 
 Thespian binds the admin port and every actor's listening socket to all interfaces (``IPActorAddress`` sets
-``bindname = ('', port)`` for "external" addresses) and those sockets carry unauthenticated pickles: anyone who
-reaches them can run code in the daemon. This module is the one place that fixes it. ``install(host)`` must run in
-the launcher before the actor system starts; actor processes are forked from it (and from each other), so they
-inherit both the patched class and the environment variables set here.
+``bindname = ('', port)`` for "external" addresses) and those sockets carry pickles: the fewer hosts reach them,
+the better, even with every frame signed (frame_mac.py). This module is the one place that fixes it.
+``install(host)`` must run in the launcher before the actor system starts; actor processes are forked from it (and
+from each other), so they inherit both the patched class and the environment variables set here.
 
 ``THESPIAN_BASE_IPADDR`` makes Thespian advertise the same host it binds, instead of guessing a "public" address by
 routing towards 8.8.8.8.

@@ -5,10 +5,11 @@ user. Binding to loopback (``loopback.py``) keeps other hosts out; this module k
 accept, before a byte is read, it asks the kernel who owns the other end of the connection and closes it unless that
 is the gateway's own uid or root.
 
-Why this way (docs/security.md): the kernel already knows the owner of both ends of a loopback TCP connection, and
-the sock_diag netlink interface answers for one exact socket in ~15 µs, so no change to Thespian's wire protocol, no
-secret to distribute and nothing a peer can forge. Thespian keeps connections open between messages
-(``REUSE_SOCKETS``), so the check runs once per connection, not once per message. Where netlink is unavailable,
+Why this way (docs/security.md): the kernel already knows the owner of both ends of a TCP connection between two
+sockets of this host, whatever addresses they use, and the sock_diag netlink interface answers for one exact socket
+in ~15 µs: nothing a peer can forge. It is the second wall: every frame is also checked by its MAC (frame_mac.py).
+Thespian keeps connections open between messages (``REUSE_SOCKETS``), so the check runs once per connection, not
+once per message. Where netlink is unavailable,
 ``/proc/net/tcp`` and ``tcp6`` (the same facts as text) are read instead.
 
 What a refused peer sees: the connection is accepted by the kernel's backlog and closed by us at once (EOF); nothing
@@ -109,26 +110,51 @@ def _uid_by_proc(family: int, src_ip: str, src_port: int, dst_ip: str, dst_port:
     return None
 
 
+LOOPBACK_NAMES = ("localhost",)   # the one name [gateway] bind_host accepts (common/config.py)
+
+
 def is_loopback(ip: str) -> bool:
+    """Whether ``ip`` (an address, or the name ``localhost`` a bind_host may be) is a loopback address."""
+    if ip.strip().lower().rstrip(".") in LOOPBACK_NAMES:
+        return True
     try:
         return ipaddress.ip_address(ip.split("%")[0]).is_loopback
     except ValueError:
         return False
 
 
+def is_own_address(ip: str) -> bool:
+    """Whether ``ip`` is an address of this host (of this network namespace): the kernel lets a socket bind only
+    those. Anything that cannot be told counts as ours (the caller then refuses, never admits)."""
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.bind((ip.split("%")[0], 0))
+        return True
+    except OSError as exc:
+        return exc.errno != errno.EADDRNOTAVAIL
+
+
 def admits(conn: socket.socket, allow_remote: "bool | Callable[[str], bool]" = False) -> tuple[bool, Optional[int]]:
-    """(admitted, the peer's uid if known). A peer on another host has no local uid; it is admitted only when the
-    operator allowed non-loopback binding (a private network of the gateway's own hosts), and, where
-    ``allow_remote`` is a predicate of the peer's address (a convention member: daemon/worker.py), only if that
-    says yes."""
+    """(admitted, the peer's uid if known).
+
+    The kernel is asked first, whatever the peer's address: a connection from a socket of this host, be it from
+    127.0.0.1, from the host's LAN address or from any other of its addresses, is admitted only for the gateway's
+    uid or root. Only a peer the kernel has no socket for is a remote peer, and only if its address is not one of
+    this host's (a local socket that closed before we looked is refused, not taken for another host's). A remote
+    peer is admitted only when the operator allowed non-loopback binding (a private network of the gateway's own
+    hosts), and, where ``allow_remote`` is a predicate of the peer's address (a convention member:
+    daemon/worker.py), only if that says yes."""
     try:
         peer_ip = conn.getpeername()[0]
     except OSError:
         return False, None
-    if not is_loopback(peer_ip):
-        return (allow_remote(peer_ip) if callable(allow_remote) else allow_remote), None
     uid = peer_uid(conn)
-    return uid is not None and uid in allowed_uids(), uid
+    if uid is not None:
+        return uid in allowed_uids(), uid
+    if is_loopback(peer_ip) or is_own_address(peer_ip):
+        return False, None
+    return (allow_remote(peer_ip) if callable(allow_remote) else allow_remote), None
 
 
 def _note_refusal(peer, uid: Optional[int]) -> None:

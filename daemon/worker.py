@@ -3,7 +3,9 @@
 ``run_gateway.py join LEADER_HOST:PORT --bind ADDRESS`` runs this in the foreground (a service manager keeps it
 running). It starts a ``multiprocTCPBase`` system whose admin listens on ``--bind`` only (``daemon/loopback.py``),
 whose every accepted connection passes the peer check (``daemon/peer_credentials.py``: a local peer must be this user
-or root, a remote one comes over the private network the address check admitted), and which registers with the leader
+or root, a remote one comes over the private network the address check admitted), whose every frame, both ways,
+carries an HMAC under the key derived from the convention's shared secret (``daemon/frame_mac.py``; a frame from
+anyone without it is never unpickled, whichever end opened the connection), and which registers with the leader
 at ``LEADER_HOST:PORT`` (the leader's admin port is its convention address) offering ``gateway.shards`` and its name
 as ``gateway.host`` (common/cluster.py). The leader then places actors here by capability; they run in processes
 forked from this host's admin, so they inherit this host's environment: ``GATEWAY_WORKER_STATE_DIR`` names the
@@ -30,7 +32,7 @@ from thespian.actors import ActorSystem
 from common import processes
 from common.cluster import WORKER_NAME_ENV, WORKER_STATE_ENV, Leader, is_private_network
 from common.runfiles import RunFiles
-from daemon import ack_wait, lazy_identify, loopback, peer_credentials, poll_selector
+from daemon import ack_wait, frame_mac, held_port, lazy_identify, loopback, peer_credentials, poll_selector
 from daemon.convention import apply_detection, worker_capabilities
 from daemon.ports import any_free_admin_port
 
@@ -40,8 +42,8 @@ EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
 
 class Worker:
     def __init__(self, leader: Leader, bind: str, port: int, name: str, state_dir: Path, period_s: int,
-                 misses: int, log_defs: dict | None = None, network_is_private: bool = False):
-        self.leader, self.bind, self.port, self.name = leader, bind, port, name
+                 misses: int, key: bytes, log_defs: dict | None = None, network_is_private: bool = False):
+        self.leader, self.bind, self.port, self.name, self.key = leader, bind, port, name, key
         self.files = RunFiles(state_dir)
         self.period_s, self.misses, self.log_defs = period_s, misses, log_defs
         self.network_is_private = network_is_private
@@ -52,13 +54,24 @@ class Worker:
         if not self.files.acquire_or_log(log):
             return EX_FAILURE
         try:
-            self._install()
+            if self.port == 0:
+                self.port = any_free_admin_port(self.bind)
+            held = held_port.hold(self.bind, self.port)
+            if held is None:
+                log.error("admin port %s:%d is in use by another program (--port)", self.bind, self.port)
+                return EX_FAILURE
+            try:
+                self._install(held)
+            except frame_mac.ThespianMismatch as exc:
+                log.error("%s", exc)
+                return EX_FAILURE
             return self._serve()
         finally:
+            held_port.release()
             self._stop()
             self.files.release()
 
-    def _install(self) -> None:
+    def _install(self, held) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -69,6 +82,9 @@ class Worker:
         loopback.install(self.bind)
         # Remote peers only from private networks (or any, where the operator said the network is private).
         peer_credentials.install(allow_remote=True if self.network_is_private else is_private_network)
+        frame_mac.install(self.key)            # the convention's key: frames from anyone else are never unpickled
+        frame_mac.write_key(self.files.run_dir, self.key)
+        held_port.install(held)                # our own admin on --bind:port, never a listener we did not start
         ack_wait.install()
         poll_selector.install()
         lazy_identify.install()
@@ -78,10 +94,9 @@ class Worker:
         self.stop_signal = signum
 
     def _serve(self) -> int:
-        if self.port == 0:
-            self.port = any_free_admin_port(self.bind)
         self.asys = ActorSystem("multiprocTCPBase", worker_capabilities(self.leader, self.port, self.name),
                                 logDefs=self.log_defs if self.log_defs is not None else False)
+        held_port.release()                    # the admin listens on the port now
         admin_pid = _admin_pid(self.port)
         self.files.write_runtime({"role": "worker", "launcher_pid": os.getpid(), "admin_pid": admin_pid,
                                   "bind_host": self.bind, "admin_port": self.port, "host_name": self.name,

@@ -12,20 +12,16 @@ from tests.gateway import PYTHON, ROOT, Gateway
 CHECK_S, MISSES = 2, 3     # failure detection the tests run with: a member lost within ~(MISSES + 1) * CHECK_S
 CLUSTER_TOML = f"[cluster]\nmember_check_s = {CHECK_S}\nmember_misses = {MISSES}\n"
 LEADER_PORT = 17811        # inside the leader's own namespace: no other process can hold it
+CLUSTER_SECRET = "lab-convention-secret-0123456789"   # [cluster] secret_env's default variable, on every host
 
 
-class LeaderGateway(Gateway):
-    """The gateway daemon, run inside the lab's leader namespace on its private address."""
+class NamespacedGateway(Gateway):
+    """The gateway daemon in one of the lab's namespaces (its own addresses), driven through the real CLI there."""
 
-    def __init__(self, tmp_path: Path, lab: Lab, host: str = "leader", extra_toml: str = "", ping_deadline: float = 1.5):
+    def __init__(self, tmp_path: Path, lab: Lab, host: str, **gateway_kwargs):
         self.lab, self.host = lab, host
-        address = lab.hosts[host]
         tmp_path.mkdir(parents=True, exist_ok=True)
-        super().__init__(tmp_path, admin_port=LEADER_PORT, ping_deadline=ping_deadline,
-                         gateway_toml=f'bind_host = "{address}"\nallow_non_loopback = true\n',
-                         extra_toml=CLUSTER_TOML.replace("[cluster]\n", f'[cluster]\nenabled = true\nhost_name = '
-                                                         f'"{host}"\n') + extra_toml)
-        self.address = address
+        super().__init__(tmp_path, **gateway_kwargs)
 
     def cli(self, *args, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess:
         result = subprocess.run([*self.lab.exec_prefix(self.host), PYTHON, str(ROOT / "run_gateway.py"),
@@ -34,6 +30,19 @@ class LeaderGateway(Gateway):
         if check and result.returncode != 0:
             raise AssertionError(f"{args} exited {result.returncode}: {result.stdout}\n{result.stderr}")
         return result
+
+
+class LeaderGateway(NamespacedGateway):
+    """The gateway daemon, run inside the lab's leader namespace on its private address."""
+
+    def __init__(self, tmp_path: Path, lab: Lab, host: str = "leader", extra_toml: str = "", ping_deadline: float = 1.5):
+        address = lab.hosts[host]
+        super().__init__(tmp_path, lab, host, admin_port=LEADER_PORT, ping_deadline=ping_deadline,
+                         gateway_toml=f'bind_host = "{address}"\nallow_non_loopback = true\n',
+                         extra_toml=CLUSTER_TOML.replace("[cluster]\n", f'[cluster]\nenabled = true\nhost_name = '
+                                                         f'"{host}"\n') + extra_toml)
+        self.address = address
+        self.env["GATEWAY_CLUSTER_SECRET"] = CLUSTER_SECRET      # workers' env is made from this one
 
     def status(self) -> dict:
         result = self.cli("status", "--json", timeout=30)

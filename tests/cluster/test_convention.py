@@ -141,10 +141,28 @@ def test_a_public_looking_address_is_refused_with_a_clear_message(tmp_path):
     assert "--network-is-private" in result.stderr + result.stdout
 
 
+def test_a_public_leader_is_refused_with_a_clear_message(tmp_path):
+    result = subprocess.run([PYTHON, str(ROOT / "run_gateway.py"), "join", "8.8.8.8:17811", "--bind", "10.77.0.2"],
+                            capture_output=True, text=True, timeout=60,
+                            env={"GATEWAY_STATE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                 "GATEWAY_CLUSTER_SECRET": "a-secret-long-enough-0123"})
+    assert result.returncode == 77, result
+    assert "the leader's address 8.8.8.8 is not a private network address" in result.stderr + result.stdout
+
+
+def test_join_without_the_cluster_secret_is_refused_with_a_clear_message(tmp_path):
+    result = subprocess.run([PYTHON, str(ROOT / "run_gateway.py"), "join", "10.77.0.1:17811", "--bind", "10.77.0.2"],
+                            capture_output=True, text=True, timeout=60,
+                            env={"GATEWAY_STATE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert result.returncode == 78, result
+    assert "needs a shared secret" in result.stderr + result.stdout and "GATEWAY_CLUSTER_SECRET" in result.stderr
+
+
 PLACE_SNIPPET = """
-import json, sys
-from daemon import loopback, peer_credentials
+import json, os, sys
+from daemon import frame_mac, loopback, peer_credentials
 loopback.install(sys.argv[1]); peer_credentials.install(allow_remote=True)
+frame_mac.install(frame_mac.cluster_key(os.environ["GATEWAY_CLUSTER_SECRET"]))
 from thespian.actors import ActorSystem
 asys = ActorSystem("multiprocTCPBase", {"Admin Port": int(sys.argv[2])})
 found = {}

@@ -2,7 +2,9 @@
 import pytest
 
 from common.cluster import (BadLeader, Leader, check_host_name, detection_bound_s, detection_env, is_private_network,
-                            join_refusal, parse_leader)
+                            join_refusal, leader_refusal, parse_leader)
+from common.cluster_secret import NoClusterSecret, cluster_secret
+from common.config import defaults
 
 
 @pytest.mark.parametrize("ip", ["10.0.0.2", "172.16.5.1", "192.168.1.9", "100.64.0.7", "fd00::2", "fe80::1"])
@@ -16,6 +18,33 @@ def test_a_public_looking_address_is_refused_unless_the_flag_says_private(ip):
     reason = join_refusal(ip, network_is_private=False)
     assert reason is not None and "not a private network address" in reason and "--network-is-private" in reason
     assert join_refusal(ip, network_is_private=True) is None
+
+
+@pytest.mark.parametrize("ip", ["8.8.8.8", "2001:4860::8888", "127.0.0.1"])
+def test_a_public_or_loopback_leader_is_refused(ip):
+    reason = leader_refusal(ip, network_is_private=False)
+    assert reason is not None and reason.startswith(f"the leader's address {ip}"), reason
+    assert leader_refusal("10.77.0.1", network_is_private=False) is None
+
+
+def test_the_cluster_secret_comes_from_the_environment_or_a_private_file(tmp_path, monkeypatch):
+    config = defaults()
+    monkeypatch.delenv("GATEWAY_CLUSTER_SECRET", raising=False)
+    with pytest.raises(NoClusterSecret, match="GATEWAY_CLUSTER_SECRET"):
+        cluster_secret(config)
+    monkeypatch.setenv("GATEWAY_CLUSTER_SECRET", "short")
+    with pytest.raises(NoClusterSecret, match="at least 16"):
+        cluster_secret(config)
+    monkeypatch.setenv("GATEWAY_CLUSTER_SECRET", "s" * 20)
+    assert cluster_secret(config) == "s" * 20
+    secret_file = tmp_path / "secret"
+    secret_file.write_text("f" * 32 + "\n")
+    secret_file.chmod(0o644)
+    config["cluster"]["secret_file"] = str(secret_file)
+    with pytest.raises(NoClusterSecret, match="readable by other users"):
+        cluster_secret(config)
+    secret_file.chmod(0o600)
+    assert cluster_secret(config) == "f" * 32
 
 
 @pytest.mark.parametrize("ip,why", [("0.0.0.0", "every interface"), ("::", "every interface"),

@@ -1,20 +1,17 @@
 """Another local user gets nothing from the gateway: not its actor or admin ports, not its state, not its admin CLI.
 
-The other user is real: created with ``useradd`` when the suite runs as root (skipped with the reason otherwise), and
-every attempt runs in a forked child that has dropped to that uid, so the kernel sees the same peer it would see from
-a shell of that user.
+The other user is real (tests/security/strangers.py): created with ``useradd`` when the suite runs as root (skipped
+with the reason otherwise), and every attempt runs in a forked child that has dropped to that uid, so the kernel sees
+the same peer it would see from a shell of that user.
 """
 from __future__ import annotations
 
 import io
 import json
 import os
-import pwd
 import re
 import socket
 import stat
-import subprocess
-import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -22,57 +19,14 @@ import psutil
 import pytest
 
 from tests.gateway import Gateway, nodes
-
-OTHER_USER = "gw-stranger"
+from tests.security.strangers import as_user, other_user
 WEBCHAT_PORT = 8765                 # the embedded default's web chat (HTTP, not an actor port)
 pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")
 def stranger():
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create a second local user (useradd) and to drop to it")
-    try:
-        return pwd.getpwnam(OTHER_USER).pw_uid
-    except KeyError:
-        pass
-    made = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
-                          capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"useradd failed: {made.stderr.strip()}")
-    return pwd.getpwnam(OTHER_USER).pw_uid
-
-
-def as_user(uid: int, work, timeout: float = 60.0):
-    """Run ``work()`` in a forked child that has become ``uid``; return what it returned (JSON-able), or raise with
-    what it printed."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:                                   # the child: drop every privilege, then act
-        os.close(read_end)
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            result = {"ok": work()}
-        except BaseException as exc:              # noqa: BLE001 - reported to the parent whatever it is
-            import traceback
-            result = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}
-        os.write(write_end, json.dumps(result).encode())
-        os._exit(0)
-    os.close(write_end)
-    chunks, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        chunk = os.read(read_end, 65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(read_end)
-    os.waitpid(pid, 0)
-    result = json.loads(b"".join(chunks) or b'{"error": "the child said nothing"}')
-    if "error" in result:
-        raise AssertionError(f"as uid {uid}: {result['error']}")
-    return result["ok"]
+    return other_user()
 
 
 def listening_ports(pids) -> list[int]:

@@ -137,3 +137,34 @@ def test_another_user_is_refused_before_a_byte_is_read(pair):
         assert b.readable(ready) == [], "a message from another user was delivered"
     assert child.stdout.read().strip() == "closed"
     assert not b.by_fd
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to listen as another uid")
+def test_a_listener_another_user_squats_on_is_refused_and_never_read(pair):
+    """Another user binds the abstract name an actor's link would listen on: a sender connecting to it refuses it
+    by its owner, writes nothing to it, reads nothing from it, and sends by Thespian instead (False)."""
+    a, _ = pair
+    target = address()
+    script = (
+        "import os, pickle, socket, sys\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.bind('\\0' + sys.argv[1]); s.listen(4)\n"
+        "print('listening', flush=True)\n"
+        "conn, _ = s.accept()\n"
+        "conn.sendall(len(b := pickle.dumps(('squatted',))).to_bytes(4, 'big') + b)\n"
+        "conn.settimeout(10)\n"
+        "got = b''\n"
+        "try:\n"
+        "    while chunk := conn.recv(4096): got += chunk\n"
+        "except (socket.timeout, ConnectionResetError): pass\n"
+        "print('received %d bytes' % len(got), flush=True)\n")
+    child = subprocess.Popen([sys.executable, "-c", script, link_name(target)[1:]], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout.readline().strip() == "listening"
+        assert a.send(target, Note(1)) is False, "a message went to another user's listener"
+        assert child.wait(15) == 0
+        assert child.stdout.read().strip() == "received 0 bytes"
+        assert not a.by_fd and a.send(target, Note(2)) is False   # remembered: no second connection
+    finally:
+        child.kill()
