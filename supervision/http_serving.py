@@ -18,6 +18,7 @@ REQUEST_TIMEOUT_S = 10.0          # [gateway] http_request_timeout_s
 CONNECTIONS_PER_CLIENT = 64       # [gateway] http_connections_per_client
 REQUEST_TIMEOUT = web.AppKey("request_timeout_s", float)
 BODY_TIMEOUT = web.AppKey("body_timeout_s", float)   # an application's own bound on its bodies (web chat uploads)
+ON_REFUSED = web.AppKey("on_refused", object)        # the server's ``on_refused``: a refusal is never silent
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ async def serve(app: web.Application, host: str, port: int, *, limits: HttpLimit
     No access log: aiohttp would write it from the loop thread, and only an actor's own thread logs. No signal
     handlers: the actor process's signals belong to Thespian and the launcher."""
     app[REQUEST_TIMEOUT] = limits.request_timeout_s
+    if on_refused is not None:
+        app[ON_REFUSED] = on_refused
     app.middlewares.insert(0, bounded_body)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout,
                            keepalive_timeout=limits.request_timeout_s)
@@ -123,6 +126,8 @@ async def bounded_body(request: web.Request, handler):
         return await handler(request)
     limit = request.client_max_size
     if limit and request.content_length is not None and request.content_length > limit:
+        if (say := request.app.get(ON_REFUSED)) is not None:
+            say(f"a request body of {request.content_length} bytes, over {limit}: refused unread (413)")
         refused = web.json_response({"error": f"request body over {limit} bytes"}, status=413)
         refused.force_close()   # the body is never read: the connection goes with the answer
         return refused
