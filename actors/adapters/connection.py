@@ -28,8 +28,9 @@ class ConnectionView:
     """One adapter's connection as its actor thread learnt it. ``since``: wall-clock time of the last change
     between up and not up (so "retrying since" is how long the connection has been down, not the last attempt)."""
 
-    def __init__(self, now: float):
+    def __init__(self, now: float, local: bool = False):
         self.state, self.since, self.error, self.attempts = "connecting", now, "", 0
+        self.local = local     # no platform connection (the terminal chat): its row says "up" while it runs
 
     def connected(self, now: float) -> None:
         if self.state != "connected":
@@ -47,6 +48,8 @@ class ConnectionView:
 
     def facts(self, url: str | None = None) -> tuple:
         """The ``TreeNode.facts`` of the adapter: what `tree` shows and `status` reads."""
+        if self.local:
+            return (("url", url),) if url else ()
         facts = [("connection", self.state), ("since", round(self.since, 3))]
         if self.state == "retrying":
             facts += [("attempts", self.attempts), ("error", self.error)]

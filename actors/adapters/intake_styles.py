@@ -90,6 +90,7 @@ class MailboxAdapter(PlatformAdapter):
         super().__init__()
         self._emit = None
         self._intake_up = asyncio.Event()    # set on the loop once run_intake holds the emit
+        self.connection.local = True         # no connection to show: `status` says "up" while it runs
 
     @property
     def push_style(self) -> bool:
