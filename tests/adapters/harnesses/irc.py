@@ -146,7 +146,8 @@ class IrcHarness:
     def start_relayed(self, relay) -> str:
         self.server = Ngircd(self.server.workdir, ping_timeout_s=5, pong_timeout_s=5)
         self.start()
-        return (self.adapter_toml().replace(f"port = {self.server.port}\n", f"port = {relay(self.server.port)}\n") +
+        # The bot reaches the line relay through the freezing one: a freeze cuts the bot off from everything.
+        return (self.adapter_toml().replace(f"port = {self.relay.port}\n", f"port = {relay(self.relay.port)}\n") +
                 f"ping_interval_s = 0.5\nping_timeout_s = 30.0\nmax_silence_s = {self.freeze_silence_s}\n")
 
 
