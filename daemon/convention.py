@@ -49,6 +49,7 @@ def transport_key(config: dict, run_dir) -> bytes:
     """The key every actor frame of this run is signed with (daemon/frame_mac.py), recorded in ``run_dir`` for the
     admin CLI: in a convention, the one derived from the shared cluster secret (raises NoClusterSecret without
     one); otherwise a fresh one for this run."""
+    # frame_mac patches Thespian's transport: loaded only where a key is made
     from daemon import frame_mac
     if setting(config, "cluster", "enabled"):
         key = frame_mac.cluster_key(cluster_secret(config))

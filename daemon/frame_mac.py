@@ -82,6 +82,7 @@ class KeyUnreadable(RuntimeError):
 def run_key(run_dir: Path) -> bytes:
     """A fresh key for this run, written to ``run_dir/transport.key`` (0600) for the admin CLI. A key left by a
     killed run is replaced: only the running launcher's key opens its ports."""
+    # only where a key is written: the admin CLI reads keys and never writes one
     from common.privacy import write_private
     key = secrets.token_bytes(KEY_BYTES)
     write_private(run_dir / KEY_FILE, key.hex().encode() + b"\n", fsync=False)
@@ -90,6 +91,7 @@ def run_key(run_dir: Path) -> bytes:
 
 def write_key(run_dir: Path, key: bytes) -> None:
     """Record a key this run did not make (a convention's) where the admin CLI reads it."""
+    # only where a key is written: the admin CLI reads keys and never writes one
     from common.privacy import write_private
     write_private(run_dir / KEY_FILE, key.hex().encode() + b"\n", fsync=False)
 
@@ -156,6 +158,7 @@ def _note_refusal() -> None:
     _refused_since_log += 1
     now = time.monotonic()
     if now - _last_log_at >= LOG_EVERY_S:
+        # Thespian's logger, loaded with the patch it logs for
         from thespian.system.utilis import thesplog
         thesplog("refused %d frame(s) whose MAC is wrong: the peer is not this gateway (or not of its convention); "
                  "nothing of them was unpickled", _refused_since_log, level=logging.WARNING)
@@ -165,8 +168,11 @@ def _note_refusal() -> None:
 # ------------------------------------------------------------------------------------------------ the patch
 def check_thespian() -> None:
     """Raise ThespianMismatch unless Thespian's TCP transport is the one this patch covers."""
+    # the version is read only when the patch is checked, at start
     from importlib import metadata
+    # Thespian's transport loaded where it is patched: importing this module alone must not load it
     from thespian.system.transport import TCPTransport as module
+    # loaded with TCPTransport, where it is patched
     from thespian.system.transport import streamBuffer
     version = metadata.version("thespian")
     problems = []
@@ -196,6 +202,7 @@ def check_thespian() -> None:
 
 
 def installed_key() -> Optional[bytes]:
+    # Thespian's transport loaded where it is patched: importing this module alone must not load it
     from thespian.system.transport import TCPTransport as module
     return getattr(module.serializer, "mac_key", None)
 
@@ -206,7 +213,9 @@ def install(key: bytes) -> None:
     if len(key) != KEY_BYTES:
         raise ValueError("the transport key must be 32 bytes")
     check_thespian()
+    # Thespian's transport loaded where it is patched: importing this module alone must not load it
     from thespian.system.transport import TCPTransport as module
+    # loaded with TCPTransport, where it is patched
     from thespian.system.transport import streamBuffer
     plain = streamBuffer.ReceiveBuffer
 

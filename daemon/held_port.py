@@ -54,6 +54,7 @@ def hold(host: str, port: int) -> Optional[socket.socket]:
 def install(held: socket.socket) -> None:
     """From now on in this process (and the admin forked from it): start an admin of our own on the held port."""
     global _held, _held_port
+    # Thespian's transport loaded where it is patched: importing this module alone must not load it
     from thespian.system.transport import TCPTransport as module
     release()
     _held, _held_port = held, held.getsockname()[1]
@@ -92,6 +93,7 @@ def release() -> None:
     _close_hold()
     _held_port = 0
     if _originals:
+        # Thespian's transport loaded where it is patched: importing this module alone must not load it
         from thespian.system.transport import TCPTransport as module
         module.socket = _originals["socket"]
         module.TCPTransport.probeAdmin = _originals["probe"]
