@@ -1,5 +1,5 @@
 """Operation ids and the keys a platform deduplicates on: pure functions and one bounded book, testable without
-actors (the rule itself: ``PlatformOp``'s docstring in actors/messages/platform_ops.py, DESIGN.md §7).
+actors (the rule itself: ``PlatformOp``'s docstring in actors/messages/platform_ops.py, docs/design.md §7).
 
 A platform that deduplicates by key (Matrix's transaction id, a retry key, a request id) answers a repeated key with
 what the first request did and does nothing more. So a key may come back only for a genuine retry of one operation
