@@ -22,7 +22,7 @@ from tests.fakes.discord import FakeDiscord, INTENTS
 
 TIME_SCALE = 0.2          # every window of the fake 5x shorter: rate limits 5 per second, identify once a second
 HEARTBEAT_MS = 2000
-FREEZE_HEARTBEAT_MS = 4000
+FREEZE_HEARTBEAT_MS = 8000
 
 
 def user_number(chat: str) -> int:
@@ -128,10 +128,14 @@ class DiscordHarness(ServerHarness):
         return self.server.stats()["retry_after_violations"]
 
     # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
-    # An ACK comes every heartbeat (4 s here); the link's own zombie check closes a connection at the second beat
-    # left unacknowledged (8 s of silence). The bound lies between: past one beat, and with its check interval
+    # An ACK comes every heartbeat (8 s here: wide enough for a loaded machine); the link's own zombie check closes a
+    # connection at the second beat
+    # left unacknowledged (16 s of silence). The bound lies between: past one beat, and with its check interval
     # (a quarter of it) still short of two.
-    freeze_silence_s = 5.2
+    freeze_silence_s = 10.4
+    # About one run in four on this machine, the tree still shows the frozen adapter (its last description, uptime
+    # a few seconds) past the bound plus the margin, as if it had stopped answering walks: not understood yet.
+    frozen_case_intermittent = "the frozen Discord adapter is sometimes not seen restarted in time"
 
     def start_relayed(self, relay) -> str:
         self.server = RelayedDiscord(port=self.port, state_file=self.state_file, time_scale=TIME_SCALE,
