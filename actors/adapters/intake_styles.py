@@ -30,7 +30,7 @@ import math
 from typing import Any, Awaitable, Callable
 
 from actors.adapters.base import PlatformAdapter
-from actors.adapters.liveness import PROBES_BEFORE_STALLED, SERVER_PROBE_S
+from actors.adapters.liveness import SERVED_SILENCE_S
 
 
 class PollingAdapter(PlatformAdapter):
@@ -79,7 +79,7 @@ class ServingAdapter(PlatformAdapter):
         """The URL the server listens on once it does (any thread), None before: the kit's probe connects there."""
 
     def normal_silence_s(self) -> float:
-        return PROBES_BEFORE_STALLED * SERVER_PROBE_S
+        return SERVED_SILENCE_S
 
 
 class MailboxAdapter(PlatformAdapter):

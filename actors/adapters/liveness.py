@@ -35,6 +35,7 @@ MIN_SILENCE_S = 1.0         # a bound below this would restart healthy adapters 
 SERVER_PROBE_S = 10.0       # a serving adapter connects to its own port this often, by default
 SERVER_PROBE_TIMEOUT_S = 5.0
 PROBES_BEFORE_STALLED = 3    # a server that missed this many probes in a row is taken for dead
+SERVED_SILENCE_S = PROBES_BEFORE_STALLED * SERVER_PROBE_S   # a serving intake's bound, by default
 
 
 class IntakeStalled(RuntimeError):

@@ -28,8 +28,8 @@ import functools
 import logging
 from typing import Any, Optional
 
-from actors.adapters.intake_styles import PROBES_BEFORE_STALLED, StreamingAdapter
-from actors.adapters.liveness import SERVER_PROBE_S
+from actors.adapters.intake_styles import StreamingAdapter
+from actors.adapters.liveness import SERVED_SILENCE_S
 from actors.adapters.errors import PermanentError
 from actors.adapters.pacing import ChatBudget
 from actors.adapters.slack.client import SlackAPI
@@ -66,7 +66,7 @@ class SlackAdapter(StreamingAdapter):
     # -------------------------------------------------------------------------------------------------- intake
     def normal_silence_s(self) -> float:
         if self.settings["inbound"] == "events_api":
-            return PROBES_BEFORE_STALLED * SERVER_PROBE_S   # the kit probes the events server (liveness.py)
+            return SERVED_SILENCE_S   # the kit probes the events server (liveness.py)
         # A ping goes after ping_interval_s with nothing received and its pong is progress (Slack's own pings too).
         return 2 * self.settings["ping_interval_s"] + 15.0
 

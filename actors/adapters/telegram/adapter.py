@@ -17,8 +17,8 @@ import logging
 import math
 from typing import Any, Optional
 
-from actors.adapters.intake_styles import PROBES_BEFORE_STALLED, PollingAdapter
-from actors.adapters.liveness import SERVER_PROBE_S
+from actors.adapters.intake_styles import PollingAdapter
+from actors.adapters.liveness import SERVED_SILENCE_S
 from actors.adapters.errors import FormattingError, MessageNotFoundError, PermanentError
 from actors.adapters.lost_copies import NOTHING, OTHERS, OURS, Unresolved, search, search_floor
 from actors.adapters.telegram.formatting import render
@@ -67,7 +67,7 @@ class TelegramAdapter(PollingAdapter):
 
     def normal_silence_s(self) -> float:
         if self.settings["mode"] == "webhook":
-            return PROBES_BEFORE_STALLED * SERVER_PROBE_S   # the kit probes the webhook server (liveness.py)
+            return SERVED_SILENCE_S   # the kit probes the webhook server (liveness.py)
         # A getUpdates comes back within its wait, or times out past OUTBOUND_TIMEOUT_S and the intake reconnects.
         return max(1, math.ceil(self.settings["poll_timeout_s"])) + OUTBOUND_TIMEOUT_S + 5.0
 
