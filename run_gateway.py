@@ -325,7 +325,7 @@ def cmd_chat(config: dict, args) -> int:
     if isinstance(client, int):
         return client
     try:
-        terminal = Terminal(client, args.user)
+        terminal = Terminal(client, args.user, attach=lambda: AdminClient(config))   # again, after a restart
         if args.message is None:
             return interactive(terminal)
         return one_message(terminal, args.message, args.timeout)

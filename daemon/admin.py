@@ -77,6 +77,14 @@ class AdminClient:
             raise AdminError(f"no drain report within {timeout_s + 15:g}s")
         return reply
 
+    def still_attached(self) -> bool:
+        """The gateway attached to still runs: its launcher is alive and the runtime record is still its own. False
+        once it stopped or was killed, and once another one started on the state dir (its actors are others)."""
+        runtime = self.files.read_runtime()     # None while missing (a stopped gateway removes it)
+        replaced = runtime is not None and runtime.get("launcher_pid") != self.runtime["launcher_pid"]
+        return not replaced and processes.is_same_process(self.runtime["launcher_pid"],
+                                                          self.runtime.get("launcher_started"))
+
     def wait_launcher_exit(self, timeout: float) -> bool:
         left = processes.wait_gone([self.runtime["launcher_pid"]], timeout)
         return not left

@@ -13,6 +13,7 @@ wants.
 from __future__ import annotations
 
 import os
+import sys
 from collections import OrderedDict
 from typing import Callable, Optional
 
@@ -45,6 +46,10 @@ class Answer:
     def text(self) -> str:
         return "\n".join(self.parts.values())
 
+    def showing(self) -> bool:
+        """Something of the answer has come."""
+        return bool(self.parts)
+
     def end(self) -> str:
         """The answer's text, and the next message starts a new answer."""
         text = self.text()
@@ -75,6 +80,13 @@ class PipedView:
             self.out.write(text + "\n")
             self.out.flush()
 
+    def showing(self) -> bool:
+        return self.answer.showing()
+
+    def note(self, text: str) -> None:
+        """A word from the chat itself (the connection lost, back): on stderr, so the output holds answers only."""
+        print(text, file=sys.stderr, flush=True)
+
 
 class LiveView:
     """The answer being streamed, redrawn in place below the line the user typed."""
@@ -100,6 +112,17 @@ class LiveView:
         text = self.answer.end()
         if self.drawn is not None:
             self.draw(text.replace(CURSOR, ""), ending=True)
+
+    def showing(self) -> bool:
+        return self.answer.showing()
+
+    def note(self, text: str) -> None:
+        """A word from the chat itself (the connection lost, back) on a line of its own: the answer drawn so far
+        ends there, as it stands."""
+        self.end()
+        with interrupts_deferred():
+            self.out.write(text + "\n")
+            self.out.flush()
 
     def draw(self, text: str, ending: bool = False) -> None:
         try:

@@ -15,13 +15,17 @@ Messages it takes (besides those of ``PlatformAdapter``, base.py):
                 refusal, such as a drain or a line over ``[gateway] max_text_chars``, answers seq -1 and why); one
                 that is no valid line (``cli_event``) is logged and dropped unanswered: only a broken or hostile
                 client sends one
-  CliAskDone    has the reply to inbox row N been delivered? (the terminal waits for it with --message), and did
-                the turn fail (so that ``chat --message`` can say so in its exit status)?
+  CliAskDone    has the reply to inbox row N been delivered? (the terminal waits for it), and did the turn fail
+                (so that ``chat --message`` can say so in its exit status)? The answer's stored text comes with it,
+                for a terminal that was not attached while it was shown.
   StoreReadResult   a worker's shard says whether a forwarded line is answered: the CliDone that waited for it
 Messages it sends: CliAccepted, CliDone, CliShow (to terminals), StoreRead (to a worker's shard), and the kit's.
 
-What survives kill -9: the inbox rows (a line is durable before CliAccepted); a terminal whose line was not
-accepted sends it again with the same message id, which the inbox deduplicates.
+What survives kill -9: the inbox rows (a line is durable before CliAccepted). A terminal whose line was not accepted
+(no CliAccepted came: the gateway died before or after storing it, or was stopping) tells it again, once a gateway
+is back, under the same message id: the inbox's (platform, message id) dedup makes the second copy answer the first
+one's seq, so a line that had landed is never a second turn (G2). The terminals' addresses do not survive: a
+terminal is known again from its next CliSay, which is why a reattached terminal tells its last line again.
 """
 from __future__ import annotations
 
@@ -66,19 +70,32 @@ def cli_event(message: CliSay, platform: str, profile: str) -> MessageEvent:
     return MessageEvent(source, text, message.message_id, time.time())
 
 
-def turn_error(row: InboxRow, transcript: list) -> Optional[str]:
-    """Why the answer to the finished inbox ``row`` failed, or None if it did not (a pure function over the
-    session's recent ``transcript``): the row refused, or the error notice recorded with the answer of the turn its
-    message went into. A row answered without a model turn (a command) has no turn in the transcript: not failed."""
-    if row.state == "dropped":
-        return row.reason or "the message was not answered"
+def turn_answer(row: InboxRow, transcript: list) -> dict:
+    """The payload of the answer stored for the finished inbox ``row`` (a pure function over the session's recent
+    ``transcript``): that of the turn its message went into; empty for a row answered without a model turn (a
+    command) or not at all."""
     turn_id = next((e.turn_id for e in reversed(transcript) if e.role == "user" and e.kind == "message"
                     and isinstance(e.payload, dict) and e.payload.get("inbound_seq") == row.seq), None)
     answer = next((e for e in reversed(transcript) if turn_id is not None and e.turn_id == turn_id
                    and e.role == "assistant" and e.kind == "message"), None)
-    if answer is None or not isinstance(answer.payload, dict):
-        return None
-    return answer.payload.get("error") or None
+    return answer.payload if answer is not None and isinstance(answer.payload, dict) else {}
+
+
+def turn_error(row: InboxRow, transcript: list) -> Optional[str]:
+    """Why the answer to the finished inbox ``row`` failed, or None if it did not: the row refused, or the error
+    notice recorded with the answer of the turn its message went into. A row answered without a model turn (a
+    command) has no turn in the transcript: not failed."""
+    if row.state == "dropped":
+        return row.reason or "the message was not answered"
+    return turn_answer(row, transcript).get("error") or None
+
+
+def done_reply(seq: int, row: Optional[InboxRow], transcript: list) -> CliDone:
+    """The answer to a done check of inbox row ``seq`` (``row`` as read, None if there is none)."""
+    if row is None or row.state not in ("done", "dropped"):
+        return CliDone(seq, False, None)
+    text = turn_answer(row, transcript).get("text") if row.state == "done" else None
+    return CliDone(seq, True, turn_error(row, transcript), text if isinstance(text, str) else None)
 
 
 # ---------------------------------------------------------------------------------- loop -> actor thread
@@ -102,7 +119,7 @@ class _RowRead:
     terminal: Any
     seq: int
     row: Optional[InboxRow]
-    error: Optional[str]
+    transcript: list
 
 
 class CliAdapter(MailboxAdapter):
@@ -124,7 +141,7 @@ class CliAdapter(MailboxAdapter):
     def on_CliSay(self, message: CliSay, sender) -> None:
         if self.intake_stopped:
             self.send(sender, CliAccepted(message.message_id, -1, "the gateway is draining and takes no new "
-                                                                  "messages"))
+                                                                  "messages", stopping=True))
             return
         try:
             event = cli_event(message, self.name, self.profile)
@@ -154,21 +171,19 @@ class CliAdapter(MailboxAdapter):
     async def _read_row(self, seq: int, terminal) -> None:
         store = await self.ready_storage()
         row = await store.inbox.get(seq)
-        error = None
+        transcript = []
         if row is not None and row.state in ("done", "dropped") and not (row.reason or "").startswith(FORWARDED):
             session = await store.sessions.current(row.session_key)
             transcript = [] if session is None else await store.sessions.load(session.session_id,
                                                                                 last_n=RECENT_EVENTS)
-            error = turn_error(row, transcript)
-        self.post_to_actor(_RowRead(terminal, seq, row, error))
+        self.post_to_actor(_RowRead(terminal, seq, row, transcript))
 
     def _answer_done_check(self, read: _RowRead) -> None:
         row = read.row
         if row is not None and row.state == "done" and (row.reason or "").startswith(FORWARDED):
             self._ask_worker(row, read.seq, read.terminal)
             return
-        done = row is not None and row.state in ("done", "dropped")
-        self.send(read.terminal, CliDone(read.seq, done, read.error if done else None))
+        self.send(read.terminal, done_reply(read.seq, row, read.transcript))
 
     def _ask_worker(self, row: InboxRow, seq: int, terminal) -> None:
         """A forwarded line is done here once stored there: whether it is answered, its shard says."""
@@ -189,10 +204,8 @@ class CliAdapter(MailboxAdapter):
         terminal, seq, _at = self.asks.pop(message.token, (None, None, None))
         if terminal is None:
             return
-        there = (message.result or {}).get("row")
-        done = there is not None and there.state in ("done", "dropped")
-        error = turn_error(there, message.result["events"]) if done else None
-        self.send(terminal, CliDone(seq, done, error))
+        result = message.result or {}
+        self.send(terminal, done_reply(seq, result.get("row"), result.get("events") or []))
 
     def on_bridge(self, item) -> None:
         if isinstance(item, _Reply):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from actors.adapters.cli.adapter import turn_error
+from actors.adapters.cli.adapter import done_reply, turn_error
+from actors.messages import CliDone
 from actors.sessions.turn import assistant_event
 from storage.inbox import InboxRow
 from storage.sessions import TranscriptEvent
@@ -44,3 +45,12 @@ def test_a_row_without_a_turn_is_no_failure_and_a_dropped_row_is_one():
     assert turn_error(row(9), [user("t1", 7), answer("t1", "error", "x")]) is None   # a command: no model turn
     assert turn_error(row(9, "dropped", "sender not allowed"), []) == "sender not allowed"
     assert turn_error(row(9, "dropped"), []) == "the message was not answered"
+
+
+def test_a_done_check_carries_the_stored_answer_for_a_terminal_that_was_away():
+    transcript = [user("t1", 7), answer("t1"), user("t2", 8)]
+    assert done_reply(7, row(7), transcript) == CliDone(7, True, None, "the answer")
+    assert done_reply(8, row(8, "pending"), transcript) == CliDone(8, False, None, None)
+    assert done_reply(9, None, transcript) == CliDone(9, False, None, None)
+    assert done_reply(9, row(9), transcript) == CliDone(9, True, None, None)     # a command: no stored answer
+    assert done_reply(9, row(9, "dropped", "refused"), []) == CliDone(9, True, "refused", None)
