@@ -6,47 +6,64 @@ surface (``storage/cli.py``); a retried delivery is picked up by the sweeper on 
 from __future__ import annotations
 
 import asyncio
-import time
+import json
+from pathlib import Path
 
 from supervision.storage_access import store_path
 from storage import NotFound, Store, StorageError, short_id
 from storage import cli as storage_cli
-from common.redact import escape_controls
+from common.privacy import write_private
+from common.redact import configured_secrets, escape_controls, redact
 from common.config import setting
-from daemon import cli_hosts, cli_rich
+from daemon import cli_hosts, cli_rich, transcript_text
 from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
+
+
+NAMED = "a session id or a unique prefix of one, a session key, or a user or chat (NAME or PLATFORM:NAME)"
+EXPORT_FORMATS = ("msgpack", "markdown", "json")
 
 
 def add_parsers(sub) -> None:
     sessions = command(sub, "sessions", "stored conversations: list, show, search, export, import, forget",
                        "Stored conversations, read from the database (beside a running gateway or without one).\n"
                        "A session is named by its id (any unique prefix of it: `sessions list` shows the first\n"
-                       "12 characters, /status in the chat the same) or by its session key.", "sessions list")
+                       "12 characters, /status in the chat the same), by its session key, or by its user's name or\n"
+                       "id or its chat id (alone or as PLATFORM:VALUE, e.g. cli:ada, telegram:123456789); a name\n"
+                       "that fits several sessions lists them.", "sessions list\nsessions show ada")
     ssub = sessions.add_subparsers(dest="action", metavar="ACTION")
     listing = command(ssub, "list", "sessions, most recent first (the default)",
-                      "Sessions, most recently updated first: id, state, last change, key and title.",
+                      "Sessions, most recently updated first: id, state, last activity, messages (user and\n"
+                      "assistant), user (PLATFORM:NAME) and a preview (the title, else the last message).",
                       "sessions list --state active --limit 10")
     listing.add_argument("--state", choices=("active", "suspended", "reset", "closed"),
                          help="only sessions in this state (default: all)")
     listing.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
     sessions.set_defaults(state=None, limit=listing.get_default("limit"))   # `sessions` alone is `sessions list`
     show = command(ssub, "show", "one session and its last events",
-                   "One session: its state and key, then its last events, each message whole.",
-                   "sessions show 02aca8c3ef8a\nsessions show 02ac --last 100")
-    show.add_argument("session", metavar="ID_OR_KEY", help="a session id, a unique prefix of one, or a session key")
+                   "One session: its state, key and user, then its last events with their times, each message\n"
+                   "whole, each tool call with its arguments and its result.",
+                   "sessions show 02aca8c3ef8a\nsessions show 02ac --last 100\nsessions show ada\n"
+                   "sessions show telegram:123456789")
+    show.add_argument("session", metavar="SESSION", help=NAMED)
     show.add_argument("--last", type=int, default=20, metavar="N", help="the last N events (default: %(default)s)")
     search = command(ssub, "search", "full-text search across every transcript",
                      "Find messages in every stored transcript: every word must match. One hit per line: session\n"
                      "id, key, event number and the text around the match.", "sessions search pelican")
     search.add_argument("query", help="the words to find")
-    export = command(ssub, "export", "write one session to a file (msgpack, checksummed)",
+    export = command(ssub, "export", "write one session to a file (msgpack, checksummed; or a readable transcript)",
                      "Write one session (transcript, display data, model requests) to a file readable only by you,\n"
                      "for `sessions import` here or on another gateway (docs/storage.md has the format).\n"
+                     "--format markdown or json writes its whole transcript to read instead (times, messages,\n"
+                     "tool calls with their arguments and results); only the msgpack file can be imported.\n"
                      "To move it to another gateway: with this gateway stopped (the session must not run here\n"
                      "meanwhile), export it --with-state, import the file there, then `sessions forget FILE` here.",
-                     "sessions export 02aca8c3ef8a ada.export\nsessions export 02aca8c3ef8a ada.move --with-state")
-    export.add_argument("session", metavar="ID_OR_KEY", help="a session id, a unique prefix of one, or a session key")
+                     "sessions export 02aca8c3ef8a ada.export\nsessions export 02aca8c3ef8a ada.move --with-state\n"
+                     "sessions export ada ada.md --format markdown")
+    export.add_argument("session", metavar="SESSION", help=NAMED)
+    export.add_argument("--format", choices=EXPORT_FORMATS, default="msgpack",
+                        help="msgpack: the byte-exact export `sessions import` reads; markdown, json: the "
+                             "transcript to read (default: %(default)s)")
     export.add_argument("path", metavar="FILE", help="where to write it (replaced whole, never half-written)")
     export.add_argument("--with-state", action="store_true",
                         help="also its live state (turn in flight, messages waiting, replies owed), to move it to "
@@ -74,10 +91,10 @@ def add_parsers(sub) -> None:
     suspend = command(ssub, "suspend", "stop answering one session",
                       "Stop answering one session: each message it gets is answered with a notice that the\n"
                       "operator suspended it, until `sessions resume`.", "sessions suspend 02aca8c3ef8a")
-    suspend.add_argument("session", metavar="ID_OR_KEY", help="a session id, a unique prefix of one, or a session key")
+    suspend.add_argument("session", metavar="SESSION", help=NAMED)
     resume = command(ssub, "resume", "answer a suspended session again",
                      "Answer a suspended session again, from its next message on.", "sessions resume 02aca8c3ef8a")
-    resume.add_argument("session", metavar="ID_OR_KEY", help="a session id, a unique prefix of one, or a session key")
+    resume.add_argument("session", metavar="SESSION", help=NAMED)
     deliveries = command(sub, "deliveries", "the delivery ledger: replies pending, failed, abandoned",
                          "The delivery ledger: every reply the gateway owes a chat, its state and attempts, and the\n"
                          "first words of the reply. A retried reply is sent again by the sweeper on its next pass.",
@@ -98,8 +115,10 @@ def cmd_sessions(config: dict, args) -> int:
         "list": lambda s: storage_cli.sessions_list(s, state=args.state, limit=args.limit),
         "show": lambda s: storage_cli.session_show(s, args.session, last_n=args.last),
         "search": lambda s: storage_cli.sessions_search(s, args.query),
-        "export": lambda s: storage_cli.session_export(s, args.session, args.path, with_state=args.with_state,
-                                                       interrupted=args.interrupted),
+        "export": lambda s: (storage_cli.session_export(s, args.session, args.path, with_state=args.with_state,
+                                                        interrupted=args.interrupted) if args.format == "msgpack"
+                             else readable_export(s, args.session, args.path, args.format,
+                                                  configured_secrets(config))),
         "import": lambda s: storage_cli.session_import(s, args.path, config["storage"]["max_import_bytes"],
                                                        as_new=args.as_new),
         "forget": lambda s: storage_cli.session_forget(s, args.path, config["storage"]["max_import_bytes"]),
@@ -108,6 +127,8 @@ def cmd_sessions(config: dict, args) -> int:
     }
     if action == "export" and args.interrupted and not args.with_state:
         return fail(args, "--interrupted goes with --with-state (a plain export carries no turn)", EX_USAGE)
+    if action == "export" and args.with_state and args.format != "msgpack":
+        return fail(args, f"--with-state writes the msgpack export a move imports, not {args.format}", EX_USAGE)
     if setting(config, "cluster", "enabled") and action in ("list", "show", "search"):
         return run_on_store(config, args, calls[action], _with_hosts(RENDER[action]),
                             hosts=_other_hosts(config, action, args))
@@ -185,39 +206,53 @@ def run_on_store(config: dict, args, call, render, create: bool = False, drawn=N
     return out(args, result, 0, render(result), drawn=drawn and (lambda: drawn(result)))
 
 
-def _when(ts) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+async def readable_export(store, key_or_id: str, path: str, fmt: str, secrets: list) -> dict:
+    """The whole transcript of a session written to ``path`` (readable only by you, replaced whole) as markdown or
+    JSON: to read, not to import. Redacted as everything the admin CLI prints is (G6): configured secrets and
+    known credential shapes; the msgpack export stays byte-exact."""
+    shown = await storage_cli.session_show(store, key_or_id, last_n=None)
+    text = (transcript_text.markdown(shown) if fmt == "markdown"
+            else json.dumps(shown, indent=2, ensure_ascii=False, default=str) + "\n")
+    data = redact(text, secrets).encode("utf-8")
+    write_private(Path(path), data)
+    return {"session_id": shown["session"]["session_id"], "short_id": shown["session"]["short_id"],
+            "path": str(path), "bytes": len(data), "format": fmt, "events": len(shown["events"])}
+
+
+LIST_COLUMNS = ("id", "state", "last activity", "msgs", "user", "preview")
+
+
+def _list_row(s: dict) -> list[str]:
+    preview = f"“{s['title']}”" if s.get("title") else (s.get("preview") or "")
+    return [short_id(s["session_id"]), s["state"], transcript_text.when(s.get("last_activity") or s["updated_at"]),
+            str(s.get("messages", 0)), s.get("user") or "", escape_controls(preview)]
 
 
 def _render_list(result: dict) -> str:
-    rows = [f"{short_id(s['session_id'])}  {s['state']:<9} {_when(s['updated_at'])}  {s['session_key']}"
-            + (f"  “{s['title']}”" if s.get("title") else "") + (f"  [{s['host']}]" if s.get("host") else "")
-            for s in result["sessions"]]
-    return "\n".join(rows) if rows else "no sessions"
+    """A header row, then one session a line, the columns aligned (the preview last, as long as it is)."""
+    if not result["sessions"]:
+        return "no sessions"
+    rows = [list(LIST_COLUMNS)] + [_list_row(s) + ([f"[{s['host']}]"] if s.get("host") else [])
+                                   for s in result["sessions"]]
+    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(LIST_COLUMNS) - 1)]
+    return "\n".join("  ".join([cell.ljust(width) if i != 3 else cell.rjust(width)
+                                for i, (cell, width) in enumerate(zip(row, widths))] + row[len(widths):]).rstrip()
+                     for row in rows)
 
 
 def _render_show(result: dict) -> str:
     s = result["session"]
     lines = [f"session {short_id(s['session_id'])} ({s['state']}) key {s['session_key']}"
-             + (f"  “{escape_controls(s['title'])}”" if s.get("title") else "")]
+             + (f"  “{escape_controls(s['title'])}”" if s.get("title") else ""),
+             f"  user {escape_controls(s.get('user') or '?')}, {s.get('messages', 0)} messages, started "
+             f"{transcript_text.when(s.get('created_at'))}, last change {transcript_text.when(s.get('updated_at'))}"]
     runtime = result.get("runtime") or {}
     if runtime.get("resumes_total") or runtime.get("notices_total"):
         lines.append(f"  recovery: {runtime.get('resumes_total', 0)} turn(s) resumed after a restart, "
                      f"{runtime.get('notices_total', 0)} message(s) given up on")
     for e in result["events"]:
-        head = f"  #{e['seq']:<5} {e['role']:<9} {e['kind']:<11} "
-        text = event_text(e.get("payload"))
-        body = [escape_controls(line) for line in text.splitlines()] or [""]
-        lines.append(head + body[0])
-        lines.extend((" " * len(head) + line).rstrip() for line in body[1:])   # the whole message, under its start
+        lines.extend(transcript_text.event_lines(e))
     return "\n".join(lines)
-
-
-def event_text(payload) -> str:
-    """What an event says: a message's text, a tool call's name, a tool's result."""
-    payload = payload if isinstance(payload, dict) else {"text": payload}
-    text = payload.get("text") or payload.get("name") or payload.get("result") or ""
-    return str(text).strip()
 
 
 def _render_search(result: dict) -> str:
@@ -228,6 +263,10 @@ def _render_search(result: dict) -> str:
 
 
 def _render_export(result: dict) -> str:
+    if result.get("format"):
+        return (f"exported the transcript of session {result['short_id']} ({result['events']} events) as "
+                f"{result['format']}: {result['bytes']} bytes to {result['path']} (to read; `sessions import` reads "
+                f"only the msgpack export)")
     return (f"exported session {result['short_id']}{' with its live state' if result.get('with_state') else ''}: "
             f"{result['bytes']} bytes to {result['path']} (sha256 {result['sha256'][:16]}…)")
 
@@ -282,10 +321,9 @@ def _render_state(result: dict) -> str:
 # ------------------------------------------------------------------ the same, drawn for a terminal (cli_rich)
 
 def _draw_list(result: dict):
-    rows = [[short_id(s["session_id"]), cli_rich.styled(s["state"], "green" if s["state"] == "active" else "dim"),
-             _when(s["updated_at"]), s["session_key"], escape_controls(s.get("title") or "")]
-            for s in result["sessions"]]
-    return cli_rich.table(["id", "state", "updated", "key", "title"], rows, wrap=("key", "title")) if rows else \
+    rows = [[cell if i != 1 else cli_rich.styled(cell, "green" if cell == "active" else "dim")
+             for i, cell in enumerate(_list_row(s))] for s in result["sessions"]]
+    return cli_rich.table(list(LIST_COLUMNS), rows, right=("msgs",), wrap=("user", "preview")) if rows else \
         "no sessions"
 
 

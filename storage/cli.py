@@ -23,7 +23,9 @@ from .sessions import SessionInfo, short_id
 from .transfer import MOVE_VERSION, version_of
 
 CONTENT_PREVIEW_CHARS = 200
-AMBIGUOUS_SHOWN = 10   # candidates an ambiguous id prefix lists
+AMBIGUOUS_SHOWN = 10   # candidates an ambiguous name lists
+SOURCE_MATCHES = 200   # sessions a user or chat name is looked up in (its conversations, old ones included)
+PREVIEW_CHARS = 80     # of a session's last message in a listing
 
 
 def jsonable(value: Any) -> Any:
@@ -67,40 +69,76 @@ def _obligation(ob: Obligation) -> dict:
 
 
 async def resolve(store: Store, key_or_id: str) -> SessionInfo:
-    """The session ``key_or_id`` names: its id, a unique prefix of its id (``sessions list`` shows the first
-    characters), or a session key (its current session, else its latest). ``AmbiguousId`` lists the sessions a
-    shared prefix matches."""
-    info = await store.sessions.get(key_or_id)
+    """The session ``key_or_id`` names: its id, a session key (its current session, else its latest), a unique
+    prefix of its id (``sessions list`` shows the first characters), or what its source names: a user's name or
+    id, a chat id, alone or as ``PLATFORM:VALUE`` (that conversation's current session, else its latest).
+    ``AmbiguousId`` lists the candidates when the name fits several."""
+    info = await store.sessions.get(key_or_id) or await latest_of_key(store, key_or_id)
+    if info is not None:
+        return info
+    candidates = {s.session_id: s for s in await store.sessions.with_id_prefix(key_or_id, limit=AMBIGUOUS_SHOWN + 1)}
+    keys = dict.fromkeys(s.session_key for s in await store.sessions.with_source(key_or_id, limit=SOURCE_MATCHES))
+    for key in list(keys)[:AMBIGUOUS_SHOWN + 1]:
+        latest = await latest_of_key(store, key)
+        candidates.setdefault(latest.session_id, latest)
+    if len(candidates) > 1:
+        found = sorted(candidates.values(), key=lambda s: -s.updated_at)
+        listed = "; ".join(f"{short_id(s.session_id)} {s.state} {_who(s.source)} {s.session_key}"
+                           for s in found[:AMBIGUOUS_SHOWN])
+        more = " and more" if len(found) > AMBIGUOUS_SHOWN else ""
+        raise AmbiguousId(f"{key_or_id!r} names {len(found)}{'+' if more else ''} sessions (an id prefix, a user or "
+                          f"a chat): {listed}{more}; give the id (or more of it)")
+    if not candidates:
+        raise NotFound(f"no session with id, id prefix, key, user or chat {key_or_id!r} (see 'sessions list')")
+    return next(iter(candidates.values()))
+
+
+async def latest_of_key(store: Store, session_key: str) -> Optional[SessionInfo]:
+    """The current session of a key, else its latest; None if the key has none."""
+    info = await store.sessions.current(session_key)
     if info is None:
-        info = await store.sessions.current(key_or_id)
-    if info is None:
-        latest = await store.sessions.list(session_key=key_or_id, limit=1)
+        latest = await store.sessions.list(session_key=session_key, limit=1)
         info = latest[0] if latest else None
-    if info is None:
-        found = await store.sessions.with_id_prefix(key_or_id, limit=AMBIGUOUS_SHOWN + 1)
-        if len(found) > 1:
-            listed = "; ".join(f"{short_id(s.session_id)} {s.state} {s.session_key}" for s in found[:AMBIGUOUS_SHOWN])
-            more = " and more" if len(found) > AMBIGUOUS_SHOWN else ""
-            raise AmbiguousId(f"{key_or_id!r} starts the id of {len(found)}{'+' if more else ''} sessions: "
-                              f"{listed}{more}; give more of the id")
-        info = found[0] if found else None
-    if info is None:
-        raise NotFound(f"no session with id, id prefix or key {key_or_id!r} (see 'sessions list')")
     return info
+
+
+def _who(source: Any) -> str:
+    """A session's chat as an operator names it: PLATFORM:USER (the user's name, else id, else the chat id)."""
+    source = source if isinstance(source, dict) else {}
+    user = source.get("user_name") or source.get("user_id") or source.get("chat_id") or "?"
+    return f"{source.get('platform') or '?'}:{user}"
+
+
+def _preview(payload: Any) -> str:
+    """A message's text on one line, cut at PREVIEW_CHARS."""
+    text = " ".join(str((payload or {}).get("text") or "").split()) if isinstance(payload, dict) else ""
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS - 1] + "…"
 
 
 async def sessions_list(store: Store, state: Optional[str] = None, session_key: Optional[str] = None,
                         limit: int = 50) -> dict:
+    """Sessions, most recently updated first, each with its user, how many messages it holds, its last activity
+    and the first words of its last message."""
     found = await store.sessions.list(state=state, session_key=session_key, limit=limit)
-    return {"count": len(found), "sessions": [_session(s) for s in found]}
+    summaries = await store.sessions.summaries(s.session_id for s in found)
+    listed = []
+    for info in found:
+        summary = summaries.get(info.session_id)
+        listed.append({**_session(info), "user": _who(info.source),
+                       "messages": summary.messages if summary else 0,
+                       "last_activity": max(info.updated_at, (summary.last_at if summary else None) or 0),
+                       "last_role": summary.last_role if summary else None,
+                       "preview": _preview(summary.last_payload) if summary else ""})
+    return {"count": len(listed), "sessions": listed}
 
 
 async def session_show(store: Store, key_or_id: str, last_n: Optional[int] = 20) -> dict:
-    """A session (by id, or by key: its current session, else its latest) with its last ``last_n`` events."""
+    """A session (by id, key, id prefix, user or chat: ``resolve``) with its last ``last_n`` events (all: None)."""
     info = await resolve(store, key_or_id)
     events = await store.sessions.load(info.session_id, last_n=last_n)
+    summary = (await store.sessions.summaries([info.session_id])).get(info.session_id)
     return {
-        "session": _session(info),
+        "session": {**_session(info), "user": _who(info.source), "messages": summary.messages if summary else 0},
         "display": jsonable(await store.sessions.get_display(info.session_id)),
         "runtime": jsonable(await store.sessions.runtime(info.session_id)),
         "events": [jsonable(e) for e in events],

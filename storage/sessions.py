@@ -33,6 +33,7 @@ ROLES = ("user", "assistant", "tool", "system")
 SESSION_STATES = ("active", "suspended", "reset", "closed")
 CURRENT_STATES = ("active", "suspended")
 MAX_DISPLAY_BYTES = 16 * 1024
+MAX_SUMMARIES = 1000       # sessions summarised by one call (a listing's page)
 
 SESSION_COLUMNS = "session_id, session_key, state, created_at, updated_at, title, source"
 # How a session id is shown to people (the admin listing, /status in the chat): its first characters, which any
@@ -72,6 +73,23 @@ class SearchHit:
     kind: str
     created_at: float
     snippet: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a listing shows of a session's transcript."""
+    messages: int                       # user and assistant messages
+    last_at: Optional[float]            # when its last event was appended
+    last_role: Optional[str]            # the last message's role and payload
+    last_payload: Any
+
+
+def source_names(source: Mapping, platform: str, value: str) -> bool:
+    """Whether a session's ``source`` names ``value`` as its user (name or id) or chat id, on ``platform`` if one
+    is given (a pure function)."""
+    if not isinstance(source, Mapping) or (platform and source.get("platform") != platform):
+        return False
+    return value in (source.get("user_name"), source.get("user_id"), source.get("chat_id"))
 
 
 def short_id(session_id: str) -> str:
@@ -176,6 +194,48 @@ class SessionStore(RuntimeOps):
 
         async def fetch(conn):
             return [session_from_row(r) for r in await fetch_all(conn, sql, (*args, int(limit), int(offset)))]
+        return await self._db.read(fetch)
+
+    async def summaries(self, session_ids: Iterable[str]) -> dict[str, "Summary"]:
+        """For each session of ``session_ids`` that has messages: how many user and assistant messages it holds,
+        when the last event was appended, and the last message (a listing's preview)."""
+        ids = list(dict.fromkeys(session_ids))[:MAX_SUMMARIES]
+        marks = ", ".join("?" * len(ids))
+
+        async def fetch(conn):
+            counts = await fetch_all(conn, f"SELECT session_id, count(*) FILTER (WHERE kind = 'message' AND role IN "
+                                           f"('user', 'assistant')), max(created_at), max(event_id) FILTER (WHERE "
+                                           f"kind = 'message' AND role IN ('user', 'assistant')) FROM transcript "
+                                           f"WHERE session_id IN ({marks}) GROUP BY session_id", ids)
+            last = {event_id: (role, payload) for event_id, role, payload in await fetch_all(
+                conn, f"SELECT event_id, role, payload FROM transcript WHERE event_id IN "
+                      f"({', '.join('?' * len(counts))})", [c[3] for c in counts])} if counts else {}
+            out = {}
+            for session_id, messages, last_at, last_id in counts:
+                role, payload = last.get(last_id, (None, None))
+                out[session_id] = Summary(messages, last_at, role, records.unpack(payload) if payload else None)
+            return out
+        return await self._db.read(fetch) if ids else {}
+
+    async def with_source(self, name: str, limit: int = 10) -> list[SessionInfo]:
+        """Sessions whose source names ``name`` (most recent first, at most ``limit``): its user's name or id, or
+        its chat id, alone or as ``PLATFORM:VALUE``; what an operator knows of a conversation before its id."""
+        platform, _, value = name.rpartition(":") if ":" in name else ("", "", name)
+        if not value:
+            return []
+        # Each row's source is a record: those holding the value's bytes anywhere are decoded and checked.
+        sql = (f"SELECT {SESSION_COLUMNS} FROM sessions WHERE instr(source, ?) > 0 "
+               f"ORDER BY updated_at DESC, session_id")
+
+        async def fetch(conn):
+            found = []
+            for row in await fetch_all(conn, sql, (value.encode("utf-8"),)):
+                info = session_from_row(row)
+                if source_names(info.source, platform, value):
+                    found.append(info)
+                    if len(found) >= limit:
+                        break
+            return found
         return await self._db.read(fetch)
 
     async def rename(self, session_id: str, title: Optional[str]) -> None:

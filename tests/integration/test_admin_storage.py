@@ -21,7 +21,8 @@ def test_sessions_and_deliveries_from_the_cli(tmp_path):
         sessions = json.loads(gw.cli("sessions", "list", "--json", check=True).stdout)["sessions"]
         assert len(sessions) == 1 and sessions[0]["state"] == "active"
         sid = sessions[0]["session_id"]
-        [row] = gw.cli("sessions", "list", check=True).stdout.splitlines()
+        [header, row] = gw.cli("sessions", "list", check=True).stdout.splitlines()
+        assert header.split()[:2] == ["id", "state"]
         short = row.split()[0]
         assert sid.startswith(short) and short == sessions[0]["short_id"]
         shown = json.loads(gw.cli("sessions", "show", short, "--json", check=True).stdout)

@@ -1,7 +1,7 @@
 """The admin CLI's output for a person at a terminal (rich: the tree, the tables) and for everything else.
 
-Piped, ``tree``, ``sessions list`` and ``deliveries`` print the plain lines scripts have always read, with no escape
-sequence; ``--json`` is the same bytes on a terminal as through a pipe. On a pseudo-terminal (pexpect) the same
+Piped, ``tree``, ``sessions list`` and ``deliveries`` print plain lines (``sessions list`` under a header row), with no
+escape sequence; ``--json`` is the same bytes on a terminal as through a pipe. On a pseudo-terminal (pexpect) the same
 commands draw a tree with guides and tables with headers; what they wrote is rendered by a terminal emulator (pyte)
 and the assertions are on that screen. A key of the user's own (a known shape, stored as typed) is redacted on the
 terminal too, even where a narrow table wraps it across lines.
@@ -58,7 +58,8 @@ def test_piped_output_is_the_plain_lines_without_escape_sequences(gateway):
     tree = gateway.cli("tree", check=True).stdout
     assert "\x1b" not in tree and tree.splitlines()[0].startswith("Root")
     assert all(line.lstrip().startswith("└─ ") for line in tree.splitlines()[1:]), tree
-    [row] = gateway.cli("sessions", "list", check=True).stdout.splitlines()   # one line a session, no header
+    [header, row] = gateway.cli("sessions", "list", check=True).stdout.splitlines()   # a header, a line a session
+    assert header.split()[:2] == ["id", "state"] and "\x1b" not in header
     listed = json.loads(gateway.cli("sessions", "list", "--json", check=True).stdout)["sessions"]
     assert row.split()[:2] == [listed[0]["short_id"], "active"] and "\x1b" not in row
     deliveries = gateway.cli("deliveries", check=True).stdout.splitlines()
@@ -73,8 +74,8 @@ def test_on_a_terminal_the_tree_and_the_tables_are_drawn(gateway):
     listed = json.loads(gateway.cli("sessions", "list", "--json", check=True).stdout)["sessions"]
     screen, raw = on_a_terminal(gateway, "sessions", "list")
     assert b"\x1b[" in raw, "styled for the terminal"
-    header = next(row for row in screen if row.split()[:3] == ["id", "state", "updated"])
-    assert "key" in header   # no title yet: an empty column is left out
+    header = next(row for row in screen if row.split()[:4] == ["id", "state", "last", "activity"])
+    assert "preview" in header and "user" in header
     assert any(row.split()[:2] == [listed[0]["short_id"], "active"] for row in screen), screen
 
     screen, _ = on_a_terminal(gateway, "tree")

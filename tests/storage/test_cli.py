@@ -109,7 +109,7 @@ async def test_a_session_is_named_by_any_unique_prefix_of_its_id_and_a_shared_on
             await cli.session_show(store, shared[0].session_id[0])
         for info in shared:   # every candidate, by the id form the listing shows, with its key
             assert short_id(info.session_id) in str(ambiguous.value) and info.session_key in str(ambiguous.value)
-        with pytest.raises(NotFound, match="no session with id, id prefix or key"):
+        with pytest.raises(NotFound, match="no session with id, id prefix, key, user or chat"):
             await cli.session_show(store, "zz-no-such")
         exported = await cli.session_export(store, short_id(one.session_id), tmp_path / "one.export")
         assert exported["session_id"] == one.session_id
@@ -144,3 +144,24 @@ async def test_a_delivery_shows_the_first_words_of_its_reply_on_one_line(tmp_pat
         await store.ledger.record_obligation(KEY, "m2", Target("telegram", "1001"), "reply", chunks=[])
         unfinished = [d for d in (await cli.deliveries(store))["deliveries"] if d["obligation_id"] != ob.obligation_id]
         assert unfinished[0]["content_preview"] == "", "a reply with no final text yet has none to show"
+
+
+async def test_a_session_is_named_by_its_user_or_chat_and_a_name_shared_by_two_chats_lists_both(tmp_path):
+    async with open_store(tmp_path / "a.db") as store:
+        ada = await store.sessions.get_or_create(session_key(Src(chat_id="42")), {
+            "platform": "telegram", "chat_id": "42", "user_id": "7", "user_name": "ada"})
+        await store.sessions.reset(ada.session_key, {"platform": "telegram", "chat_id": "42", "user_name": "ada"})
+        current = await store.sessions.current(ada.session_key)
+        other = await store.sessions.get_or_create(session_key(Src(platform="discord", chat_id="43")), {
+            "platform": "discord", "chat_id": "43", "user_name": "ada"})
+        for name in ("telegram:ada", "telegram:42", "42", "7"):    # its conversation's current session
+            assert (await cli.session_show(store, name))["session"]["session_id"] == current.session_id, name
+        assert (await cli.session_show(store, "discord:ada"))["session"]["session_id"] == other.session_id
+        with pytest.raises(AmbiguousId) as ambiguous:
+            await cli.session_show(store, "ada")
+        assert short_id(current.session_id) in str(ambiguous.value) and short_id(other.session_id) in str(
+            ambiguous.value) and short_id(ada.session_id) not in str(ambiguous.value)
+        with pytest.raises(NotFound):
+            await cli.session_show(store, "slack:ada")
+        listed = {s["session_id"]: s for s in (await cli.sessions_list(store))["sessions"]}
+        assert listed[other.session_id]["user"] == "discord:ada" and listed[other.session_id]["messages"] == 0
