@@ -111,7 +111,7 @@ class Terminal:
         while time.monotonic() - told < RESEND_S and self.client.still_attached():
             if deadline is not None and time.monotonic() > deadline:
                 raise RuntimeError("the gateway did not accept the message in time")
-            reply = self.client.asys.listen(CHECK_S)
+            reply = self.listen(CHECK_S)
             if isinstance(reply, CliAccepted) and reply.message_id == line.message_id:
                 return reply
             self.handle(reply)
@@ -140,6 +140,15 @@ class Terminal:
             self.view.note("reconnected")
             return
 
+    def listen(self, timeout: float):
+        """The next message, waiting at most ``timeout``; while an answer has changes not drawn yet, only what has
+        come already: the changes are drawn once the mail is read (all those that came during the last drawing
+        at once)."""
+        reply = self.client.asys.listen(0 if self.view.dirty else timeout)
+        if reply is None:
+            self.view.flush()
+        return reply
+
     def handle(self, message) -> None:
         if not isinstance(message, CliShow) or message.action == "typing":
             return
@@ -164,7 +173,7 @@ class Terminal:
             if time.monotonic() >= next_ask:
                 self.client.asys.tell(self.adapter, CliAskDone(seq))
                 next_ask = time.monotonic() + 0.25
-            reply = self.client.asys.listen(0.1)
+            reply = self.listen(0.1)
             if isinstance(reply, CliDone) and reply.seq == seq and reply.done:
                 if not self.view.showing() and reply.answer:
                     self.view.show(f"stored-{seq}", reply.answer)   # answered while this terminal was away

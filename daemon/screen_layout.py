@@ -107,6 +107,7 @@ def redraw(old: Layout | None, new: Layout, screen_rows: int) -> str:
     # The last row that starts inside the shared prefix starts at the same offset in both layouts: where a row
     # begins depends only on the characters before it and the one at its start.
     row = max(0, bisect_left(old.row_starts, same) - 1)
+    row = bisect_left(old.row_starts, old.row_starts[row])   # a line counted as several rows: from its first
     row = max(row, old.rows - max(1, screen_rows))
     up = old.rows - 1 - row
     start = new.row_starts[min(row, new.rows - 1)]

@@ -5,22 +5,26 @@ edited as the model streams: the gateway sends the whole text of a message each 
 streams (and, in an open code block, the fence that closes it after the cursor). ``Answer`` keeps the messages'
 latest texts; the views show them as one text, the parts a line apart.
 
-``LiveView`` keeps the screen showing exactly that text: each change erases the rows from the first one that
+``LiveView`` keeps the screen showing exactly that text, rendered as markdown and wrapped at word boundaries
+(``markdown_rows.py`` says how, and why while it streams): each change erases the rows from the first one that
 differs and writes the rest again (``screen_layout.redraw``), so an answer is on screen once however its previews
-differ. ``PipedView`` writes each answer once, as it ends, without the cursor: what a program reading the output
-wants.
+differ. ``PipedView`` writes each answer once, as it ends, without the cursor and as the model wrote it (markdown
+source): what a program reading the output wants.
 """
 from __future__ import annotations
 
 import os
 import sys
+import time
 from collections import OrderedDict
 from typing import Callable, Optional
 
-from daemon.screen_layout import Layout, lay_out, redraw
+from daemon.markdown_rows import rendered, rows_of
+from daemon.screen_layout import Layout, redraw
 from daemon.tty_modes import interrupts_deferred
 
 CURSOR = " ▍"
+STALE_S = 0.25          # a streaming answer's changes are drawn at least this often, however fast they come
 REMEMBERED = 64         # messages of answers already ended whose text is remembered (a late copy is not shown again)
 
 
@@ -63,6 +67,10 @@ class Answer:
 class PipedView:
     """Each answer once, when it ends: previews never reach a pipe."""
     live = False
+    dirty = False
+
+    def flush(self) -> None:
+        """Nothing to draw before the end."""
 
     def __init__(self, out) -> None:
         self.out = out
@@ -89,28 +97,42 @@ class PipedView:
 
 
 class LiveView:
-    """The answer being streamed, redrawn in place below the line the user typed."""
+    """The answer being streamed, rendered as markdown (daemon/markdown_rows.py) and redrawn in place below the line
+    the user typed. Changes are drawn when the terminal has read what came (``flush``), at least every
+    ``STALE_S``: a long answer's rendering may take longer than the gap between two edits, and then only the last
+    one is drawn."""
     live = True
 
     def __init__(self, out, size: Optional[Callable[[], os.terminal_size]] = None) -> None:
         self.out = out
         self.size = size or (lambda: os.get_terminal_size(out.fileno()))
         self.answer = Answer()
-        self.drawn: Optional[tuple[str, int, Layout]] = None   # on screen: (text, columns, layout); None: nothing
+        self.drawn: Optional[tuple[int, Layout]] = None   # on screen: (columns, layout); None: nothing
+        self.dirty = False                                # the answer changed since it was drawn
+        self.drawn_at = 0.0
 
     def show(self, message_id: str, text: str) -> None:
-        if self.answer.show(message_id, text):
-            self.draw(self.answer.text())
+        self.dirty = self.answer.show(message_id, text) or self.dirty
+        self.draw_if_stale()
 
     def delete(self, message_id: str) -> None:
-        if self.answer.delete(message_id):
+        self.dirty = self.answer.delete(message_id) or self.dirty
+        self.draw_if_stale()
+
+    def draw_if_stale(self) -> None:
+        if self.dirty and time.monotonic() - self.drawn_at >= STALE_S:
+            self.flush()
+
+    def flush(self) -> None:
+        """Draw the answer as it stands, if it changed."""
+        if self.dirty:
             self.draw(self.answer.text())
 
     def end(self) -> None:
         """The answer is complete: it stays as it is (without the cursor, if its final text never came), and what
         follows starts on the line below it."""
         text = self.answer.end()
-        if self.drawn is not None:
+        if self.drawn is not None or text:
             self.draw(text.replace(CURSOR, ""), ending=True)
 
     def showing(self) -> bool:
@@ -134,11 +156,15 @@ class LiveView:
         old = None
         if self.drawn is not None:
             # A terminal resized meanwhile may have rewrapped the old rows: counted again at the new width.
-            old_text, old_columns, old = self.drawn
-            old = old if old_columns == columns else lay_out(old_text, columns)
-        new = lay_out(text, columns)
+            old_columns, old = self.drawn
+            old = old if old_columns == columns else rows_of(old.text, columns)
+        # Laid out as it will reach the screen: the admin CLI's stdout redacts what it is given (common/redact.py).
+        scrub = getattr(self.out, "redact", None)
+        text = scrub(text) if scrub is not None else text
+        new = rendered(text, columns) if text else Layout("", (0,))
         # All of it or nothing: a Ctrl-C halfway through would leave the screen showing neither text.
         with interrupts_deferred():
             self.out.write(redraw(old, new, lines) + ("\n" if ending else ""))
             self.out.flush()
-            self.drawn = None if ending else (text, columns, new)
+            self.drawn = None if ending else (columns, new)
+            self.dirty, self.drawn_at = False, time.monotonic()

@@ -1,5 +1,6 @@
-"""daemon/screen_layout.py and daemon/terminal_view.py: rows a text takes, what a redraw writes, and the screen a
-stream of previews leaves, rendered by a terminal emulator (pyte) rather than read as bytes."""
+"""daemon/screen_layout.py, daemon/markdown_rows.py and daemon/terminal_view.py: rows a text takes, what a redraw
+writes, and the screen a stream of previews leaves, rendered by a terminal emulator (pyte) rather than read as
+bytes. An answer on a terminal is drawn as its markdown rendering."""
 from __future__ import annotations
 
 import io
@@ -9,6 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from daemon.screen_layout import CLEAR_TO_END, REPLACEMENT, common_prefix, lay_out, redraw
+from daemon.markdown_rows import STYLE, rendered, rows_of
 from daemon.terminal_view import CURSOR, Answer, LiveView, PipedView
 
 pytestmark = pytest.mark.timeout(60)
@@ -85,12 +87,20 @@ def test_a_redraw_never_moves_above_the_top_of_the_screen():
 
 
 def shown_after(previews: list[str], columns: int, lines: int = 30) -> list[str]:
+    """The screen after each preview was drawn (``flush``: as when the terminal has read all that came), then the
+    end."""
     out = io.StringIO()
     view = LiveView(out, size=lambda: (columns, lines))
     for text in previews:
         view.show("m1", text)
+        view.flush()
     view.end()
     return screen_of(out.getvalue(), columns, lines)
+
+
+def drawn(text: str, columns: int, lines: int = 30) -> list[str]:
+    """The screen showing ``text`` rendered alone, and the line below it."""
+    return screen_of(rendered(text, columns).text + "\n", columns, lines)
 
 
 def test_previews_of_an_answer_with_a_code_block_leave_it_on_screen_once():
@@ -98,7 +108,7 @@ def test_previews_of_an_answer_with_a_code_block_leave_it_on_screen_once():
             '[agent]\nkind = "openai"     # a comment that wraps too, past the edge\n```'
     previews = [final[:n] + CURSOR + ("\n```" if final.count("```", 0, n) % 2 else "")
                 for n in range(1, len(final), 7)]
-    assert shown_after(previews + [final], 30) == screen_of(lay_out(final, 30).text + "\n", 30)
+    assert shown_after(previews + [final], 30) == drawn(final, 30)
 
 
 # No combining marks: pyte, unlike xterm, wraps before one that follows a full row (lay_out's own test covers them).
@@ -112,7 +122,7 @@ def test_any_sequence_of_previews_leaves_the_final_text_on_screen_once(texts, co
     """Whatever the previews were (extensions, rewrites, shorter, longer), the screen ends as if the final text
     alone had been written: nothing of a preview is left over, nothing is shown twice."""
     final = texts[-1].replace(CURSOR, "")      # an answer that ends on a preview ends without its cursor
-    assert shown_after(texts, columns, 200) == screen_of(lay_out(final, columns).text + "\n", columns, 200)
+    assert shown_after(texts, columns, 200) == drawn(final, columns, 200)
 
 
 # ------------------------------------------------------------------------------------------------------ views
@@ -148,6 +158,33 @@ def test_a_redraw_is_one_write_and_the_answer_ends_on_its_own_line():
     view = LiveView(Out(), size=lambda: (20, 10))
     view.show("m1", "abc" + CURSOR)
     view.show("m1", "abcdef" + CURSOR)
+    view.flush()
     view.end()
     assert len(writes) == 3 and writes[-1].endswith("\n")
     assert screen_of("".join(writes), 20, 10)[:2] == ["abcdef", ""]
+
+
+# ------------------------------------------------------------------------------------------------ markdown_rows
+
+def test_markdown_is_rendered_and_wrapped_at_word_boundaries():
+    text = "# Title\n\nSome **bold** words and `code` that wrap past the edge of it.\n\n- one\n- two"
+    rows = drawn(text, 24)
+    assert "**" not in "".join(rows) and "#" not in "".join(rows) and "`" not in "".join(rows), rows
+    words = [word for row in rows for word in row.replace("•", " ").split()]
+    assert words == ["Title", "Some", "bold", "words", "and", "code", "that", "wrap", "past", "the", "edge", "of",
+                     "it.", "one", "two"], rows
+
+
+def test_what_the_model_wrote_never_drives_the_terminal():
+    layout = rendered("a \x1b]0;title\x07 b\x1b[2J <b>html</b> [link](http://x.y)", 60)
+    assert "\x1b]" not in layout.text and "\x07" not in layout.text and "\x1b[2J" not in layout.text
+    plain = STYLE.sub("", layout.text)
+    assert "<b>html</b>" in plain and "link (http://x.y)" in plain, plain
+
+
+def test_a_rendered_line_wider_than_the_terminal_is_counted_as_the_rows_it_takes():
+    """Where rich and the terminal disagree on a width: the line is rewritten whole, from its first row."""
+    old = rows_of("\x1b[1m" + "x" * 25 + "\x1b[0m\nnext", 10)
+    assert old.rows == 4 and old.row_starts[:3] == (0, 0, 0)
+    new = rows_of("\x1b[1m" + "x" * 20 + "y" * 5 + "\x1b[0m\nnext", 10)     # differs in the line's third row
+    assert screen_of(old.text + redraw(old, new, 30), 10)[:5] == ["x" * 10, "x" * 10, "y" * 5, "next", ""]

@@ -2,6 +2,7 @@
 
 On a terminal the chat runs under a pseudo-terminal (pexpect) and what it wrote is rendered by a terminal emulator
 (pyte): the assertions are on the screen a person sees, not on the bytes, which hold every redraw of every preview.
+An answer on a terminal is markdown rendered (daemon/markdown_rows.py); into a pipe it is the text as written.
 Each test speaks as its own user: the daemon is shared, and each user is their own conversation.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from actors.agents.base import AgentRequest
 from actors.agents.offline import FAKE_SECRET, OfflineAgent
 from actors.messages import TurnEnd
+from daemon.markdown_rows import STYLE, rendered
 from tests.gateway import PYTHON, ROOT, Gateway, interruptible
 
 pytestmark = pytest.mark.timeout(120)
@@ -60,8 +62,13 @@ def screen(output: bytes) -> list[str]:
 
 
 def squeezed(text: str) -> str:
-    """Without whitespace: a row wraps anywhere, even inside a word, so rows join back only this way."""
+    """Without whitespace: rows join back only this way (a code block's long line wraps anywhere)."""
     return "".join(text.split())
+
+
+def as_drawn(markdown: str) -> str:
+    """The characters a terminal shows of ``markdown`` rendered at the test's width (styles left out)."""
+    return STYLE.sub("", rendered(markdown, COLUMNS).text)
 
 
 def test_chat_message_prints_the_streamed_answer_and_exits_0(gateway):
@@ -109,7 +116,7 @@ def test_message_on_a_terminal_leaves_the_answer_on_screen_once(gateway):
     assert child.exitstatus == 0, output.getvalue()[-500:]
     rows = screen(output.getvalue())
     shown = "\n".join(rows).strip("\n")
-    assert squeezed(shown) == squeezed(offline_answer(message)), "\n".join(rows)
+    assert squeezed(shown) == squeezed(as_drawn(offline_answer(message))), "\n".join(rows)
     assert b"\x1b[J" in output.getvalue(), "the test needs previews that were not extensions of the one before"
 
 
@@ -129,7 +136,7 @@ def test_interactive_chat_shows_each_answer_once_and_keeps_typed_keys_for_the_pr
     prompts = [n for n, row in enumerate(rows) if row.startswith("you> ")]
     assert len(prompts) == 2, picture
     first = next(n for n, row in enumerate(rows) if "You said" in row)
-    assert squeezed("".join(rows[first:prompts[1]])) == squeezed(offline_answer(message)), picture
+    assert squeezed("".join(rows[first:prompts[1]])) == squeezed(as_drawn(offline_answer(message))), picture
     assert squeezed("".join(rows[prompts[1]:])) == squeezed("you> " + typed), picture
     assert squeezed(picture).count("Yousaid") == 1 and "▍" not in picture, picture
     assert picture.count("typed0") == 1, picture
@@ -150,9 +157,9 @@ def test_ctrl_c_stops_the_answer_which_stays_on_screen_once_and_the_chat_goes_on
     child.sendintr()
     child.expect_exact("you> ", timeout=WAIT_S)
     child.send("and now?\r")
-    child.expect_exact("2 messages from you", timeout=WAIT_S)
-    child.expect_exact("you> ", timeout=WAIT_S)
+    child.expect_exact("you> ", timeout=WAIT_S)            # answered (the answer's words wrap: not in the bytes)
     picture = "\n".join(screen(output.getvalue()))
+    assert "2messagesfromyou" in squeezed(picture), picture
     assert picture.count("(stopped)") == 1 and picture.count("You said") == 2, picture
     assert picture.index("(stopped)") < picture.index("you> and now?") and "▍" not in picture, picture
     assert "api_key_env" in picture.split("you> and now?")[1] and "api_key_env" not in picture.split("(stopped)")[0]
@@ -175,3 +182,27 @@ def test_a_message_over_the_text_bound_is_refused_saying_so_not_cut(gateway):
     assert result.returncode != 0, (result.stdout, result.stderr)
     assert "16,001 characters" in result.stderr and "at most 16,000" in result.stderr, result.stderr
     assert "offline" not in result.stdout.lower(), f"the cut message was answered: {result.stdout[:300]!r}"
+
+
+def test_an_answer_on_a_terminal_is_markdown_rendered_and_wrapped_at_word_boundaries(gateway):
+    """Streamed (an edit every chunk), then ended: the screen shows the rendering, not the markup, with no word cut
+    across two rows, once."""
+    words = [f"word{n:02d}" for n in range(20)]          # 140 characters: three rows at 60 columns
+    message = f"**strong words** and `inline code` then {' '.join(words)} #slow 0.05"
+    child, output = spawn_chat(gateway, "--as", "mia", "--message", message)
+    child.expect(pexpect.EOF, timeout=WAIT_S)
+    child.wait()
+    assert child.exitstatus == 0, output.getvalue()[-500:]
+    emulator = pyte.Screen(COLUMNS, LINES)
+    pyte.ByteStream(emulator).feed(output.getvalue())
+    rows = [row.rstrip() for row in emulator.display]
+    picture = "\n".join(rows)
+    assert "**" not in picture and "```" not in picture and "▍" not in picture, picture
+    assert 'kind = "openai"' in picture and squeezed(picture).count("Yousaid") == 1, picture
+    y = next(n for n, row in enumerate(rows) if "strong words" in row)
+    x = rows[y].index("strong words")
+    assert all(emulator.buffer[y][x + i].bold for i in range(len("strong words"))), "**strong words** is bold"
+    shown = [token.strip('"') for row in rows for token in row.split()]
+    shown = [token for token in shown if token.startswith("word") and token != "words"]
+    assert shown == words, f"each word whole on one row, in order:\n{picture}"
+    assert "restart the gateway:" in rows, picture
