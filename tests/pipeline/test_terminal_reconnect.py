@@ -54,6 +54,15 @@ def first_exchange(gw: Gateway, user: str):
     return child, output
 
 
+def second_answer_once(child: pexpect.spawn, output, line: str) -> str:
+    """Waits for the prompt after ``line``'s answer: the screen, which shows that answer once, as the second."""
+    child.expect_exact("you> ", timeout=WAIT_S)
+    picture = "\n".join(screen(output.getvalue()))
+    assert "2messagesfromyou" in squeezed(picture), picture
+    assert squeezed(picture).count(squeezed(f'You said: "{line}"')) == 1, picture
+    return picture
+
+
 def leave(child: pexpect.spawn) -> None:
     child.sendcontrol("d")
     child.expect(pexpect.EOF, timeout=WAIT_S)
@@ -67,11 +76,7 @@ def test_a_line_typed_after_a_kill_and_restart_is_answered_once_and_stored(gatew
     gateway.assert_no_process_left()
     restart(gateway)
     child.send("after the kill\r")
-    child.expect_exact("you> ", timeout=WAIT_S)
-    picture = "\n".join(screen(output.getvalue()))
-    assert "2messagesfromyou" in squeezed(picture), picture
-    assert squeezed(picture).count(squeezed('You said: "after the kill"')) == 1, picture
-    assert "did not accept" not in picture, picture
+    assert "did not accept" not in second_answer_once(child, output, "after the kill")
     leave(child)
     assert user_messages(gateway, "kim") == ["before", "after the kill"]
 
@@ -82,10 +87,7 @@ def test_a_line_typed_while_the_gateway_is_stopped_waits_and_is_sent_when_it_is_
     child.send("while it was away\r")
     child.expect_exact(LOST, timeout=WAIT_S)
     restart(gateway)
-    child.expect_exact("you> ", timeout=WAIT_S)
-    picture = "\n".join(screen(output.getvalue()))
-    assert "2messagesfromyou" in squeezed(picture), picture
-    assert squeezed(picture).count(squeezed('You said: "while it was away"')) == 1, picture
+    second_answer_once(child, output, "while it was away")
     leave(child)
     assert user_messages(gateway, "lou") == ["before", "while it was away"]
 
