@@ -33,7 +33,7 @@ ROLES = ("user", "assistant", "tool", "system")
 SESSION_STATES = ("active", "suspended", "reset", "closed")
 CURRENT_STATES = ("active", "suspended")
 MAX_DISPLAY_BYTES = 16 * 1024
-MAX_SUMMARIES = 1000       # sessions summarised by one call (a listing's page)
+SUMMARY_BATCH = 500        # session ids a summaries query names (SQLite bounds a statement's parameters)
 
 SESSION_COLUMNS = "session_id, session_key, state, created_at, updated_at, title, source"
 # How a session id is shown to people (the admin listing, /status in the chat): its first characters, which any
@@ -198,29 +198,33 @@ class SessionStore(RuntimeOps):
 
     async def summaries(self, session_ids: Iterable[str]) -> dict[str, "Summary"]:
         """For each session of ``session_ids`` that has messages: how many user and assistant messages it holds,
-        when the last event was appended, and the last message (a listing's preview)."""
-        ids = list(dict.fromkeys(session_ids))[:MAX_SUMMARIES]
-        marks = ", ".join("?" * len(ids))
+        when the last event was appended, and the last message (a listing's preview). Read SUMMARY_BATCH ids a
+        query, in one read transaction."""
+        ids = list(dict.fromkeys(session_ids))
 
         async def fetch(conn):
-            counts = await fetch_all(conn, f"SELECT session_id, count(*) FILTER (WHERE kind = 'message' AND role IN "
-                                           f"('user', 'assistant')), max(created_at), max(event_id) FILTER (WHERE "
-                                           f"kind = 'message' AND role IN ('user', 'assistant')) FROM transcript "
-                                           f"WHERE session_id IN ({marks}) GROUP BY session_id", ids)
-            last = {event_id: (role, payload) for event_id, role, payload in await fetch_all(
-                conn, f"SELECT event_id, role, payload FROM transcript WHERE event_id IN "
-                      f"({', '.join('?' * len(counts))})", [c[3] for c in counts])} if counts else {}
             out = {}
-            for session_id, messages, last_at, last_id in counts:
-                role, payload = last.get(last_id, (None, None))
-                out[session_id] = Summary(messages, last_at, role, records.unpack(payload) if payload else None)
+            for at in range(0, len(ids), SUMMARY_BATCH):
+                batch = ids[at:at + SUMMARY_BATCH]
+                counts = await fetch_all(conn, f"SELECT session_id, count(*) FILTER (WHERE kind = 'message' AND role "
+                                               f"IN ('user', 'assistant')), max(created_at), max(event_id) FILTER "
+                                               f"(WHERE kind = 'message' AND role IN ('user', 'assistant')) FROM "
+                                               f"transcript WHERE session_id IN ({', '.join('?' * len(batch))}) "
+                                               f"GROUP BY session_id", batch)
+                last = {event_id: (role, payload) for event_id, role, payload in await fetch_all(
+                    conn, f"SELECT event_id, role, payload FROM transcript WHERE event_id IN "
+                          f"({', '.join('?' * len(counts))})", [c[3] for c in counts])} if counts else {}
+                for session_id, messages, last_at, last_id in counts:
+                    role, payload = last.get(last_id, (None, None))
+                    out[session_id] = Summary(messages, last_at, role, records.unpack(payload) if payload else None)
             return out
         return await self._db.read(fetch) if ids else {}
 
     async def with_source(self, name: str, limit: int = 10) -> list[SessionInfo]:
         """Sessions whose source names ``name`` (most recent first, at most ``limit``): its user's name or id, or
-        its chat id, alone or as ``PLATFORM:VALUE``; what an operator knows of a conversation before its id."""
-        platform, _, value = name.rpartition(":") if ":" in name else ("", "", name)
+        its chat id, alone or as ``PLATFORM:VALUE``; what an operator knows of a conversation before its id. Every
+        session whose source holds the value's bytes is read (the source is a record, not columns)."""
+        platform, _, value = name.partition(":") if ":" in name else ("", "", name)
         if not value:
             return []
         # Each row's source is a record: those holding the value's bytes anywhere are decoded and checked.
@@ -231,7 +235,8 @@ class SessionStore(RuntimeOps):
             found = []
             for row in await fetch_all(conn, sql, (value.encode("utf-8"),)):
                 info = session_from_row(row)
-                if source_names(info.source, platform, value):
+                # PLATFORM:VALUE, or a value that holds a colon itself (a Matrix user id)
+                if source_names(info.source, platform, value) or source_names(info.source, "", name):
                     found.append(info)
                     if len(found) >= limit:
                         break

@@ -146,7 +146,9 @@ async def test_a_delivery_shows_the_first_words_of_its_reply_on_one_line(tmp_pat
         assert unfinished[0]["content_preview"] == "", "a reply with no final text yet has none to show"
 
 
-async def test_a_session_is_named_by_its_user_or_chat_and_a_name_shared_by_two_chats_lists_both(tmp_path):
+async def test_a_session_is_named_by_its_user_or_chat_and_a_name_shared_by_two_chats_lists_both(tmp_path,
+                                                                                               monkeypatch):
+    monkeypatch.setattr("storage.sessions.SUMMARY_BATCH", 1)     # a listing's summaries read in several batches
     async with open_store(tmp_path / "a.db") as store:
         ada = await store.sessions.get_or_create(session_key(Src(chat_id="42")), {
             "platform": "telegram", "chat_id": "42", "user_id": "7", "user_name": "ada"})
@@ -163,5 +165,13 @@ async def test_a_session_is_named_by_its_user_or_chat_and_a_name_shared_by_two_c
             ambiguous.value) and short_id(ada.session_id) not in str(ambiguous.value)
         with pytest.raises(NotFound):
             await cli.session_show(store, "slack:ada")
+        matrix = await store.sessions.get_or_create(session_key(Src(platform="matrix", chat_id="!r:m.org")), {
+            "platform": "matrix", "chat_id": "!r:m.org", "user_id": "@ada:m.org"})
+        for name in ("@ada:m.org", "matrix:@ada:m.org", "matrix:!r:m.org"):      # values with a colon of their own
+            assert (await cli.session_show(store, name))["session"]["session_id"] == matrix.session_id, name
+        await store.sessions.append(current.session_id, [TranscriptEvent("user", "message", {"text": "hi there"}),
+                                                         TranscriptEvent("assistant", "message", {"text": "hello"})])
         listed = {s["session_id"]: s for s in (await cli.sessions_list(store))["sessions"]}
         assert listed[other.session_id]["user"] == "discord:ada" and listed[other.session_id]["messages"] == 0
+        assert listed[current.session_id]["messages"] == 2 and listed[current.session_id]["preview"] == "hello"
+        assert listed[current.session_id]["user"] == "telegram:ada"
