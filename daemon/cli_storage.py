@@ -225,7 +225,7 @@ LIST_COLUMNS = ("id", "state", "last activity", "msgs", "user", "preview")
 def _list_row(s: dict) -> list[str]:
     preview = f"“{s['title']}”" if s.get("title") else (s.get("preview") or "")
     return [short_id(s["session_id"]), s["state"], transcript_text.when(s.get("last_activity") or s["updated_at"]),
-            str(s.get("messages", 0)), s.get("user") or "", escape_controls(preview)]
+            str(s.get("messages", 0)), escape_controls(s.get("user") or ""), escape_controls(preview)]
 
 
 def _render_list(result: dict) -> str:
