@@ -138,14 +138,13 @@ class DiscordHarness(ServerHarness):
         return self.server.stats()["retry_after_violations"]
 
     # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
-    # The link's own zombie check (gateway.py: a heartbeat still unacknowledged when the next is due) resumes on a
-    # fresh connection, and the relay lets a fresh connection through: it must not come first. It comes when the
-    # second beat after the last ACK is due, which may be one heartbeat after the last frame (the last ACK a beat
-    # before it). An idle link's only frames being the ACKs, no bound could lie past one beat (an idle link is not
-    # stalled) and short of that; so the gateway asks for a heartbeat every PROOF_OF_LIFE_S (op 1, as Discord may,
-    # and as a busy guild's dispatches would show the link alive anyway): a frame each time, and the bound is
-    # 3 s. The link's check comes no sooner than one beat (8 s) after the freeze, and its close waits 2 s more; the
-    # kit's restart (the bound plus a quarter of it) comes well before, whatever the phase of the beats.
+    # The link's own zombie check (gateway.py: a beat still unacknowledged when the next is due) closes the frozen
+    # connection and resumes on a fresh one, which the relay lets through: no restart then. It fires a beat (8 s)
+    # or more after the freeze, which may be only a beat after the last frame; with the ACKs as the only frames, a
+    # bound above one beat (so an idle link is not restarted) could come after it, as it did in about one run in
+    # four. So the gateway asks for a heartbeat every PROOF_OF_LIFE_S (op 1, as Discord may; a busy guild's
+    # dispatches show a link alive as often): a frame a second, and a bound of 3 s, restarting (bound + a quarter)
+    # well before the link's check (8 s, then its close's 2 s), whatever the phase of the beats.
     freeze_silence_s = 3.0
 
     def start_relayed(self, relay) -> str:
