@@ -16,7 +16,7 @@ from __future__ import annotations
 from actors.messages.inbound import (
     Source, ATTACHMENT_KINDS, Attachment, MessageEvent, InboxDoorbell, InboundStored, StoreInbound)
 from actors.messages.platform_ops import (
-    OutgoingFile, PlatformOp, OpResult, AdapterConnected)
+    OutgoingFile, PlatformOp, OpResult, AdapterConnected, HoldNextSend, SendHeld, ReleaseSend)
 from actors.messages.stream import (
     TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, ReplyFile, LongToolHint, GatewayNotice,
     TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch)
@@ -38,7 +38,7 @@ from actors.messages.cron import CronRunRequest, CronRunReport
 __all__ = [
     'Source', 'ATTACHMENT_KINDS', 'Attachment', 'MessageEvent', 'InboxDoorbell', 'InboundStored', 'StoreInbound',
     'OutgoingFile', 'PlatformOp',
-    'OpResult', 'AdapterConnected', 'TextDelta', 'ToolCallStarted', 'ToolCallDelta', 'ToolCallFinished',
+    'OpResult', 'AdapterConnected', 'HoldNextSend', 'SendHeld', 'ReleaseSend', 'TextDelta', 'ToolCallStarted', 'ToolCallDelta', 'ToolCallFinished',
     'ReplyFile', 'LongToolHint', 'GatewayNotice', 'TurnEnd', 'AgentEvent', 'AgentCancelled', 'AgentFailed',
     'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone', 'CliDone', 'Passivate', 'RunCells',
     'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone', 'DrainRequest', 'DrainReport',

@@ -132,8 +132,9 @@ def test_malformed_frames_get_an_error_frame_a_log_line_and_the_connection_stays
 
 
 def test_on_the_defaults_debug_frames_are_refused_and_the_agents_test_hooks_are_words(tmp_path):
-    """Without [debug] fault_injection (an operator's gateway) nobody in the chat can arm a fault or hold a turn
-    with the offline agent's #slow hook."""
+    """Without [debug] fault_injection (an operator's gateway) nobody in the chat can arm a fault, hold a send
+    before its record (debug.hold_send: the answer would wait a minute) or hold a turn with the offline agent's
+    #slow hook."""
     gw = webchat_gateway(tmp_path, port=0, extra="[agent]\nchunk_delay_s = 0.0\n", test_hooks=False)
     try:
         gw.start()
@@ -147,13 +148,16 @@ def test_on_the_defaults_debug_frames_are_refused_and_the_agents_test_hooks_are_
                     assert (await ws.receive_json())["type"] == "hello"
                     await ws.send_json({"type": "debug.floods", "count": 1, "retry_after": 1})
                     refusal = await ws.receive_json()
+                    await ws.send_json({"type": "debug.hold_send"})
+                    hold_refusal = await ws.receive_json()
                     await ws.send_json({"type": "message", "id": "hook-1", "text": "wait for me #slow 3600"})
                     frames = []
                     while not (frames and frames[-1].get("type") == "op" and frames[-1].get("final")):
                         frames.append(await asyncio.wait_for(ws.receive_json(), 30))
-                    return refusal, frames
-        refusal, frames = run(session())
-        assert refusal["type"] == "error" and "debug frames need [debug] fault_injection" in refusal["error"]
+                    return refusal, hold_refusal, frames
+        refusal, hold_refusal, frames = run(session())
+        for refused in (refusal, hold_refusal):
+            assert refused["type"] == "error" and "debug frames need [debug] fault_injection" in refused["error"]
         assert 'You said: "wait for me #slow 3600"' in frames[-1]["text"], "answered at once, in full"
     finally:
         gw.cli("stop")

@@ -386,12 +386,16 @@ class WebChatAdapter(ServingAdapter):
             if type(count) is not int or not isinstance(retry_after, (int, float)):
                 return error_frame("debug.floods needs an integer count and a number retry_after")
             self._floods_left, self._flood_retry_after = count, float(retry_after)
+        elif frame["type"] == "debug.hold_send":     # this visitor's next recorded send (base.py, send_hold.py)
+            self.send_hold.arm(visitor)
         elif frame["type"] == "debug.clear":
             self._floods_left = 0
             self._banned_until.clear()
+            self.send_hold.release()
         action = frame.get("op") if isinstance(frame.get("op"), str) else "send"
         return {"type": "debug", "attempts": list(self._attempts.get((visitor, action), ())),
-                "sent": self.outbox.of(visitor), "violations": self._violations}
+                "sent": self.outbox.of(visitor), "violations": self._violations,
+                "held": self.send_hold.held[1] if self.send_hold.held else None}
 
 
 def _host_port(host: str, port: int) -> str:

@@ -31,7 +31,11 @@ A FILE is ``{"url": "media/KEY", "kind": "photo" | "document", "name", "mime", "
 shows a photo inline and offers a document to download, both fetched from ``/media/KEY``, which serves a file only
 to the visitor whose conversation names it (server.py). The history shows a turn's files after its answer.
 
-``debug.*`` frames (fault injection for the conformance suite) are answered only with [debug] fault_injection on.
+``debug.*`` frames (fault injection for the conformance suite) are answered only with [debug] fault_injection on:
+``debug.floods`` (the next sends answer 429), ``debug.hold_send`` (the visitor's next recorded send is pushed, then
+held before its record in the ledger: actors/adapters/send_hold.py), ``debug.clear`` (both dropped, a held send
+released), ``debug.attempts``; each is answered with the attempts, the adapter's record of what it pushed and the
+send held now.
 """
 from __future__ import annotations
 
@@ -60,7 +64,7 @@ MAX_TEXT_CHARS = 16_000
 MAX_FRAME_BYTES = 128 * 1024
 HARD_FRAME_BYTES = 1024 * 1024
 PAGE_TYPES = ("history", "message", "ping")
-DEBUG_TYPES = ("debug.floods", "debug.clear", "debug.attempts")
+DEBUG_TYPES = ("debug.floods", "debug.clear", "debug.attempts", "debug.hold_send")
 HISTORY_EVENTS = 400       # transcript events read per history request (tool events included, then filtered out)
 
 

@@ -493,3 +493,56 @@ def test_the_route_decides_profile_session_and_whether_a_group_message_is_taken(
     with pytest.raises(NotAddressed):
         key("g", "bob", mentioned=False)
     assert key("open", "bob", mentioned=False).startswith("work.bot.group."), "respond = all takes it"
+
+
+# ------------------------------------------------------------- the send hold (fault injection: send_hold.py)
+
+def test_a_send_hold_is_refused_without_fault_injection_and_armed_with_it(fake, tmp_path):
+    from actors.messages import HoldNextSend, ReleaseSend
+    adapter, stub = actor_side(fake, tmp_path)
+    adapter.on_HoldNextSend(HoldNextSend("c1"), "suite")
+    adapter.on_ReleaseSend(ReleaseSend(), "suite")
+    assert stub.submitted == [], "[debug] fault_injection is off: nothing reaches the loop"
+    adapter.config = dict(adapter.config, debug={"fault_injection": True})
+    adapter.on_HoldNextSend(HoldNextSend("c1"), "suite")
+    assert stub.submitted == [("c1", "suite")]
+
+
+def test_a_held_send_is_on_the_platform_and_not_in_the_ledger_until_released(fake, tmp_path):
+    from storage import Target
+    adapter, posts = make_adapter(fake, tmp_path)
+    adapter.send_hold.arm("c2", "suite")      # another chat's: this send is not held
+    seen = {}
+
+    async def main():
+        store = await Store.open(adapter.config["gateway"]["state_dir"] + "/gateway.db", inline=True)
+        adapter.store = store
+        try:
+            ob = await store.ledger.record_obligation("k", "in-1", Target("bot", "c1"), "reply", chunks=[],
+                                                      claim=True)
+            first = await adapter._perform(PlatformOp("op1", "send", "c1", text="not held",
+                                                      ledger=(ob.obligation_id, ob.fence, 0)))
+            adapter.send_hold.arm("c1", "suite")
+            held = asyncio.ensure_future(adapter._perform(PlatformOp("op2", "send", "c1", text="held",
+                                                                     ledger=(ob.obligation_id, ob.fence, 1))))
+            deadline = time.monotonic() + 5
+            while adapter.send_hold.held is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            seen["held"] = adapter.send_hold.held
+            seen["on the platform"] = [m["text"] for m in fake.messages("c1")]
+            seen["in the ledger while held"] = await store.ledger.get(ob.obligation_id)
+            adapter.send_hold.release()
+            second = await asyncio.wait_for(held, 5)
+            return first, second, await store.ledger.get(ob.obligation_id)
+        finally:
+            await adapter.close()
+            await store.close()
+
+    first, second, ob = asyncio.run(main())
+    assert seen["held"] == ("c1", second.message_id)
+    assert seen["on the platform"] == ["not held", "held"]
+    while_held = seen["in the ledger while held"]
+    assert while_held.parts == {0: first.message_id} and while_held.send_intent == 1, "sent, not recorded"
+    assert second.ok and second.recorded and ob.parts == {0: first.message_id, 1: second.message_id}
+    [notice] = posts.of(base._SendHeldNow)
+    assert notice.armer == "suite" and notice.held.message_id == second.message_id
