@@ -100,7 +100,7 @@ def test_malformed_frames_get_an_error_frame_a_log_line_and_the_connection_stays
     gw, port, _ = served
     visitor = []   # the id the gateway gave this visitor (hello frame)
     bad_frames = ["{not json", "[]", json.dumps({"type": "shout"}), b"\x00\x01",
-                  json.dumps({"type": "message", "id": "m1", "text": "x" * (MAX_FRAME_BYTES + 1)}),
+                  json.dumps({"type": "history", "pad": "x" * (MAX_FRAME_BYTES + 1)}),
                   json.dumps({"type": "message", "id": "m2", "text": ""}),
                   json.dumps({"type": "message", "id": "bad id!", "text": "hi"}),
                   json.dumps({"type": "message", "id": "m3", "text": "x" * 16_001})]
@@ -129,6 +129,48 @@ def test_malformed_frames_get_an_error_frame_a_log_line_and_the_connection_stays
     assert ack == {"type": "ack", "id": "good-1", "duplicate": False}
     lines = wait_log(gw, f"malformed payload rejected (visitor {visitor[0]}", len(bad_frames))
     assert len(lines) == len(bad_frames) and all("WARNING" in line for line in lines)
+
+
+def test_an_over_long_message_of_any_size_is_answered_with_its_id_and_the_limit_and_never_becomes_a_turn(served):
+    """[gateway] max_text_chars (16,000 by default) for the web chat: the message is refused with an error frame that
+    names it and says its length and the limit, in the words every adapter uses, whether its frame is small (16,001
+    characters) or over the frame size (200,000 ASCII characters, 50,000 three-byte ones); nothing of it is stored,
+    so the history holds only the message sent after them and its answer."""
+    _, port, _ = served
+    too_long = {"long-ascii": "x" * 16_001, "long-big": "word " * 40_000, "long-wide": "語" * 50_000}
+
+    async def session():
+        async with aiohttp.ClientSession() as http:
+            cookie = await issued_cookie(http, f"http://127.0.0.1:{port}")
+            async with http.ws_connect(f"http://127.0.0.1:{port}/ws", headers=cookie) as ws:
+                hello = await ws.receive_json()
+                refusals = {}
+                for message_id, text in too_long.items():
+                    await ws.send_str(json.dumps({"type": "message", "id": message_id, "text": text},
+                                                 ensure_ascii=False))
+                    refusal = await ws.receive_json()
+                    refusals[message_id] = refusal
+                await ws.send_json({"type": "message", "id": "short-1", "text": "a short one"})
+                final = None
+                while final is None:
+                    frame = await ws.receive_json()
+                    if frame["type"] == "op" and frame.get("final") and frame["action"] in ("send", "edit"):
+                        final = frame
+                await ws.send_json({"type": "history"})
+                history = await ws.receive_json()
+                while history["type"] != "history":
+                    history = await ws.receive_json()
+                return hello, refusals, history
+    hello, refusals, history = run(session())
+    for message_id, text in too_long.items():
+        refusal = refusals[message_id]
+        assert refusal["type"] == "error" and refusal["id"] == message_id and refusal["retry"] is False, refusal
+        assert f"Your message is {len(text):,} characters long; I take at most 16,000 characters" in \
+            refusal["error"], refusal
+    shown = [(m["role"], m["text"][:40]) for m in history["messages"]]
+    assert [role for role, _ in shown] == ["user", "assistant"] and shown[0][1] == "a short one", shown
+    assert not any(m.get("queued") for m in history["messages"]), "nothing of the long ones waits in the inbox"
+    assert hello["max_text_chars"] == 16_000, "the page is told the limit, to refuse before it sends"
 
 
 def test_on_the_defaults_debug_frames_are_refused_and_the_agents_test_hooks_are_words(tmp_path):

@@ -39,6 +39,7 @@ from actors.media.limits import cap_for, too_large_notice
 from actors.media.names import display_name
 from actors.media.sniff import RASTER, sniff
 from actors.messages import Attachment, MessageEvent, PlatformOp, Source, StoreReadResult
+from common.config import setting
 from storage import StorageError
 from storage.media import valid_key
 from supervision.http_serving import http_limits
@@ -152,6 +153,11 @@ class WebChatAdapter(ServingAdapter):
 
     def log_line(self, level: int, text: str) -> None:
         self.say(level, "%s: %s", self.name, text)
+
+    def page_facts(self) -> dict:
+        """What the hello frame tells a page besides its visitor (protocol.py): read at each connect, so a page
+        opened after a configuration reload is told the new values."""
+        return {"max_text_chars": setting(self.config, "gateway", "max_text_chars")}
 
     def upload_refusal(self, visitor: str) -> Optional[dict]:
         """Why an upload is refused before a byte of it is read (``{"error", "status"}``), or None."""

@@ -82,6 +82,7 @@ class FrameHandler(Protocol):
     async def take_upload(self, visitor: str, incoming, name: str) -> dict: ...
     def reject_frame(self, visitor: str, reason: str) -> None: ...
     def log_line(self, level: int, text: str) -> None: ...
+    def page_facts(self) -> dict: ...
 
 
 def origin_allowed(origin: Optional[str], host_header: str) -> bool:
@@ -339,7 +340,7 @@ class WebChatServer:
         self.tabs.setdefault(visitor, set()).add(tab)
         self.tabs_of_client[client] += 1
         try:
-            await tab.send({"type": "hello", "visitor": visitor})
+            await tab.send({"type": "hello", "visitor": visitor, **self.handler.page_facts()})
             await self._serve(visitor, tab, client)
         finally:
             self.tabs_of_client[client] -= 1

@@ -26,6 +26,8 @@ const newButton = document.getElementById("new-chat");
 const attachInput = document.getElementById("attach");
 const attachButton = document.getElementById("attach-button");
 const attachedList = document.getElementById("attached");
+const hint = document.getElementById("hint");
+const HINT = hint.textContent;
 
 const unacked = loadUnacked();                // client message id -> {text, files}, in send order
 let attached = [];                            // uploaded, not sent yet: {file, name, kind}
@@ -43,6 +45,7 @@ let failures = 0;
 let awaitingHistory = false;
 let opsDuringHistory = [];
 let typingTimer = null;
+let maxTextChars = 0;                         // [gateway] max_text_chars, from the hello frame (0: not told yet)
 
 function randomId() {
   const bytes = crypto.getRandomValues(new Uint8Array(16));
@@ -240,6 +243,9 @@ function onFrame(frame) {
     case "error":
       onError(frame);
       break;
+    case "hello":
+      onHello(frame);
+      break;
     default:
       return;
   }
@@ -370,6 +376,8 @@ form.addEventListener("submit", (event) => {
   const text = input.value;
   if (uploading) return showProblem("Wait for the files to finish uploading.");
   if (!text.trim() && !attached.length) return;
+  const tooLong = overLimit(text);
+  if (tooLong) return showProblem(tooLong);   // the text stays in the composer, to be sent in parts
   input.value = "";
   input.focus();
   const control = attached.length ? null : controlOf(text);
@@ -395,6 +403,39 @@ input.addEventListener("keydown", (event) => {
     form.requestSubmit();
   }
 });
+
+// ------------------------------------------------------------------------------------------------ text limit
+// The composer takes any length (a maxlength would cut a paste without a word); a message over the gateway's limit
+// is not sent: the visitor is told, as the gateway tells every platform's sender, and keeps the text. The gateway
+// refuses it too (an error frame naming the message), for a page that was not told the limit.
+function onHello(frame) {
+  maxTextChars = Number.isInteger(frame.max_text_chars) && frame.max_text_chars > 0 ? frame.max_text_chars : 0;
+  showLength();
+}
+
+function characters(text) {
+  let count = 0;
+  for (const _ of text) count += 1;   // code points, as the gateway counts them (an emoji is one, not two)
+  return count;
+}
+
+function overLimit(text) {
+  const length = maxTextChars ? characters(text) : 0;
+  if (length <= maxTextChars) return "";
+  return `Your message is ${length.toLocaleString("en")} characters long; the gateway takes at most `
+    + `${maxTextChars.toLocaleString("en")} characters in one message, so it was not sent. Send it in shorter parts.`;
+}
+
+function showLength() {
+  const over = maxTextChars > 0 && input.value.length > maxTextChars && overLimit(input.value) !== "";
+  input.setAttribute("aria-invalid", over ? "true" : "false");
+  hint.textContent = over
+    ? `${characters(input.value).toLocaleString("en")} characters: over the limit of ${maxTextChars.toLocaleString("en")}.`
+    : HINT;
+  hint.classList.toggle("over", over);
+}
+
+input.addEventListener("input", showLength);
 
 // ------------------------------------------------------------------------------------------------ attachments
 // Each file is uploaded on its own as it is picked (POST upload): the message then names the uploads, so a resend
