@@ -447,3 +447,48 @@ def test_an_uploaded_photo_reaches_the_agent_with_the_message_and_uploads_are_bo
     assert "no longer here" in str(refused)
     statuses = [run(upload(visitor, png(8 + n, 8)))[0] for n in range(20)]
     assert statuses[-1] == 429 and statuses.count(200) == 19    # 20 in ten minutes, the first one included
+
+
+def test_a_visitor_lists_and_opens_only_its_own_conversations_and_a_forged_id_opens_nothing(served):
+    """After New chat the earlier conversation is listed and can be opened to read (actors/adapters/webchat/
+    earlier.py); a session id of another visitor, a made-up one or a malformed one is answered alike, with nothing
+    of any conversation in the answer."""
+    gw, _, client = served
+    owner, other = visitor_name(), visitor_name()
+
+    def answered(name, count, text):
+        def check():
+            frame = client.request(name, {"type": "history"})
+            answers = [m for m in frame["messages"] if m["role"] == "assistant"]
+            return len(answers) >= count and not frame["live"] and text in json.dumps(frame)
+        wait_for(check, 30, 0.2, f"{count} answer(s) of {name}")
+    client.say(owner, "a1", "the owner's secret plan")
+    answered(owner, 1, "secret plan")
+    client.say(owner, "a2", "/new")
+    wait_for(lambda: any(f.get("type") == "op" and "Started a new conversation" in f.get("text", "")
+                         for f in client.visitor(owner).frames), 30, 0.1, "the answer to /new")
+    client.say(owner, "a3", "the owner's second chat")
+    answered(owner, 1, "second chat")
+    client.say(other, "b1", "someone else entirely")
+    answered(other, 1, "someone else")
+
+    owners = client.request(owner, {"type": "conversations"})
+    assert owners["type"] == "conversations" and len(owners["items"]) == 2, owners
+    current, earlier_one = owners["items"]
+    assert current["current"] is True and "second chat" in current["preview"], current
+    assert earlier_one["current"] is False and earlier_one["preview"] == "the owner's secret plan", earlier_one
+    opened = client.request(owner, {"type": "conversation", "id": earlier_one["id"]})
+    assert opened["type"] == "conversation" and opened["current"] is False, opened
+    assert [m["text"] for m in opened["messages"] if m["role"] == "user"] == ["the owner's secret plan"], opened
+
+    others = client.request(other, {"type": "conversations"})
+    assert len(others["items"]) == 1 and "someone else" in others["items"][0]["preview"], others
+    assert {i["id"] for i in others["items"]}.isdisjoint(i["id"] for i in owners["items"])
+    forged = [earlier_one["id"], current["id"], uuid.uuid4().hex, "../" + earlier_one["id"], earlier_one["id"].upper(),
+              5, None, ["x"], "x" * 5000]
+    for session_id in forged:
+        refusal = client.request(other, {"type": "conversation", "id": session_id})
+        assert refusal == {"type": "error", "id": None, "error": "no such conversation in this chat",
+                           "retry": False}, (session_id, refusal)
+    assert "secret plan" not in json.dumps(client.visitor(other).frames), "nothing of the owner's ever reached them"
+    wait_log(gw, "asked for a conversation not its own", len(forged))

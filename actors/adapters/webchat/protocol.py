@@ -8,7 +8,8 @@ JSON object in a text frame.
     {"type": "message", "id": ID, "text": TEXT}     {"type": "ack", "id": ID, "duplicate": false}
     {"type": "ping"}                                {"type": "pong"}
                                                     {"type": "hello", "visitor": VISITOR,   (on connect)
-                                                     "max_text_chars": N}
+                                                     "max_text_chars": N, "profile": NAME,
+                                                     "agent": "offline" | "openai", "model": NAME}
                                                     {"type": "op", "action": "send" | "edit" | "delete" | "typing",
                                                      "message_id": ..., "text": ..., "final": false,
                                                      "html": ..., "tool": ..., "reply_to": ID | null,
@@ -63,7 +64,7 @@ MAX_TEXT_CHARS = 16_000
 # own id and the limit, in the words every adapter uses, never with a size the visitor cannot relate to.
 MAX_FRAME_BYTES = 128 * 1024
 HARD_FRAME_BYTES = 1024 * 1024
-PAGE_TYPES = ("history", "message", "ping")
+PAGE_TYPES = ("history", "message", "ping", "conversations", "conversation")   # the last two: earlier.py
 DEBUG_TYPES = ("debug.floods", "debug.clear", "debug.attempts")
 HISTORY_EVENTS = 400       # transcript events read per history request (tool events included, then filtered out)
 
@@ -165,10 +166,13 @@ def conversation(events: Iterable, waiting_rows: Iterable = ()) -> list[dict]:
         shown.append({"role": "user", "text": str(payload.get("text", "")), "at": row.received_at, "queued": True,
                       "id": client_id(row.platform_message_id)})
     budget = formatting.HISTORY_RENDER_BUDGET   # the newest answers are rendered; a long history's oldest are plain
+    colour_budget = formatting.HISTORY_HIGHLIGHT_BUDGET   # and the newest few have their code highlighted
     for message in reversed(shown):
         if message["role"] == "assistant":
             budget -= len(message["text"])
-            message.update(formatting.view(message["text"], True, render_it=budget >= 0))
+            colour_budget -= len(message["text"])
+            message.update(formatting.view(message["text"], True, render_it=budget >= 0,
+                                           highlight_it=colour_budget >= 0))
     return shown
 
 

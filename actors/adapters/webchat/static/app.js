@@ -8,6 +8,8 @@
 // answer the /new interrupted) is left out until the answer to the /new itself arrives (its reply_to).
 import { addMessage, botMessage, handleCopyClicks, rawText, setAnswer, setNote, showFiles, userMessage }
   from "./messages.js";
+import { onEarlierFrame, setupEarlier } from "./conversations.js";
+import { setupThemeToggle, showWelcome } from "./looks.js";
 
 const UNACKED_KEY = "agent-gateway.unacked";
 const NEW_CHAT_KEY = "agent-gateway.new-chat";   // the id of a /new whose answer has not arrived yet
@@ -245,6 +247,11 @@ function onFrame(frame) {
       break;
     case "hello":
       onHello(frame);
+      showWelcome(document.getElementById("welcome"), frame);
+      break;
+    case "conversations":
+    case "conversation":
+      onEarlierFrame(frame);
       break;
     default:
       return;
@@ -462,7 +469,7 @@ async function upload(file) {
 function showAttached() {
   attachedList.replaceChildren(...attached.map((f, index) => {
     const chip = document.createElement("li");
-    chip.textContent = `📎 ${f.name}`;
+    chip.append(attachIcon(), f.name);
     const remove = document.createElement("button");
     remove.type = "button";
     remove.textContent = "✕";
@@ -478,6 +485,17 @@ function showAttached() {
   }
 }
 
+// The paperclip of a chip: the page's own drawing (index.html), not a character an emoji font may lack.
+function attachIcon() {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "icon");
+  svg.setAttribute("aria-hidden", "true");
+  const use = document.createElementNS("http://www.w3.org/2000/svg", "use");
+  use.setAttribute("href", "#icon-attach");
+  svg.append(use);
+  return svg;
+}
+
 attachButton.addEventListener("click", () => attachInput.click());
 attachInput.addEventListener("change", () => {
   for (const file of Array.from(attachInput.files || [])) upload(file);
@@ -486,6 +504,9 @@ attachInput.addEventListener("change", () => {
 stopButton.addEventListener("click", stopAnswer);
 newButton.addEventListener("click", newChat);
 handleCopyClicks(log);
+handleCopyClicks(document.getElementById("earlier-log"));
+setupEarlier(sendFrame, form);
+setupThemeToggle(document.getElementById("theme"));
 setInterval(() => { if (socket === null && everConnected) showState(); }, 1000);   // the reconnect countdown
 input.focus();
 connect();
