@@ -363,16 +363,19 @@ class WebChatAdapter(ServingAdapter):
         return message_id
 
     async def media_for(self, visitor: str, key: str) -> Optional[tuple[bytes, dict]]:
-        """A file of this visitor's conversation (its bytes and what the transcript says of it), or None: a page
-        gets only the files its own chat names."""
+        """A file of this visitor's conversations (its bytes and what the transcript says of it), or None: a page
+        gets only the files its own chat names, in the current conversation or an earlier one it can open."""
         if self.store is None or not valid_key(key):
             return None
         try:
             # Its own upload (the page shows it at once, before a turn writes it to the transcript), else a file
-            # its conversation names.
+            # one of its conversations names (the current one first: listed newest first).
             file = self.uploads.get(visitor, key)
-            info = await self.store.sessions.current(self._key(visitor)) if file is None else None
-            file = file or (await self.store.media.file_in_session(info.session_id, key) if info else None)
+            if file is None:
+                for info in await self.store.sessions.list(session_key=self._key(visitor), limit=earlier.LISTED):
+                    file = await self.store.media.file_in_session(info.session_id, key)
+                    if file is not None:
+                        break
         except StorageError as exc:
             self.say(logging.WARNING, "%s: a file of visitor %s unavailable: %s", self.name, visitor,
                       self.clean_error(exc))
