@@ -101,7 +101,7 @@ def render(source: str, cursor: bool = False, highlight_code: bool = False) -> s
         source += ("\n" if _LINE_OF_ITS_OWN.match(last_line) else "") + _SENTINEL
     rendered = (_MARKDOWN_HIGHLIGHTED if highlight_code and not cursor else _MARKDOWN).render(source)
     # The sentinel is text wherever it landed; sanitising after it became an element keeps even a misplaced one
-    # harmless (the allowlist keeps only class="cursor" on a span).
+    # harmless (the allowlist keeps only class="cursor" or one highlighter token class on a span).
     return sanitise(rendered.replace(_SENTINEL, CURSOR_HTML, 1).replace(_SENTINEL, ""))
 
 

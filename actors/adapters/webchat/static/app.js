@@ -436,8 +436,8 @@ function overLimit(text) {
 function showLength() {
   const over = maxTextChars > 0 && input.value.length > maxTextChars && overLimit(input.value) !== "";
   input.setAttribute("aria-invalid", over ? "true" : "false");
-  hint.textContent = over
-    ? `${characters(input.value).toLocaleString("en")} characters: over the limit of ${maxTextChars.toLocaleString("en")}.`
+  const limit = maxTextChars.toLocaleString("en");
+  hint.textContent = over ? `${characters(input.value).toLocaleString("en")} characters: over the limit of ${limit}.`
     : HINT;
   hint.classList.toggle("over", over);
 }
