@@ -488,7 +488,33 @@ def test_a_visitor_lists_and_opens_only_its_own_conversations_and_a_forged_id_op
               5, None, ["x"], "x" * 5000]
     for session_id in forged:
         refusal = client.request(other, {"type": "conversation", "id": session_id})
-        assert refusal == {"type": "error", "id": None, "error": "no such conversation in this chat",
-                           "retry": False}, (session_id, refusal)
+        assert refusal == {"type": "conversation", "error": "no such conversation in this chat", "retry": False}, \
+            (session_id, refusal)
     assert "secret plan" not in json.dumps(client.visitor(other).frames), "nothing of the owner's ever reached them"
     wait_log(gw, "asked for a conversation not its own", len(forged))
+
+
+def test_a_file_of_an_earlier_conversation_is_still_served_to_its_own_visitor_and_to_no_other(served):
+    """An earlier conversation opened to read shows its files: after New chat the card drawn before it is served to
+    the visitor whose conversation names it, and still to nobody else."""
+    _, port, client = served
+    base = f"http://127.0.0.1:{port}"
+    visitor, other = visitor_name(), visitor_name()
+    client.say(visitor, "card", "draw a card saying see you at ten")
+    op = wait_for(lambda: next((f for f in client.visitor(visitor).frames if f.get("type") == "op" and f.get("file")),
+                               None), 30, 0.05, "the op that sends the drawn card")
+    client.say(visitor, "new", "/new")
+    wait_for(lambda: any(f.get("type") == "op" and "Started a new conversation" in f.get("text", "")
+                         for f in client.visitor(visitor).frames), 30, 0.1, "the answer to /new")
+    client.say(other, "hi", "hello")
+
+    async def status_for(name):
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{base}/{op['file']['url']}",
+                                   headers=await issued_cookie(session, base, name)) as response:
+                return response.status
+    assert run(status_for(visitor)) == 200
+    assert run(status_for(other)) == 404
+    earlier_one = next(i for i in client.request(visitor, {"type": "conversations"})["items"] if not i["current"])
+    opened = client.request(visitor, {"type": "conversation", "id": earlier_one["id"]})
+    assert [m["file"]["url"] for m in opened["messages"] if m.get("file")] == [op["file"]["url"]], opened

@@ -283,10 +283,10 @@ class WebChatAdapter(ServingAdapter):
         """The visitor's conversations, the current one and those New chat left (earlier.py), newest first."""
         key = self._key(visitor)
         if self.store is None:
-            return error_frame("the list of conversations is not available right now; try again", retry=True)
+            return earlier.refusal("conversations", "the list is not available right now; try again", retry=True)
         if remote_shard(self.directory, key) is not None:
-            return error_frame("earlier conversations of this chat are kept on another host and cannot be listed "
-                               "here")
+            return earlier.refusal("conversations", "the earlier conversations of this chat are kept on another host "
+                                                    "and cannot be listed here")
         try:
             sessions = await self.store.sessions.list(session_key=key, limit=earlier.LISTED)
             items = [earlier.list_item(info, await self.store.sessions.load(info.session_id,
@@ -295,7 +295,7 @@ class WebChatAdapter(ServingAdapter):
         except StorageError as exc:
             self.say(logging.WARNING, "%s: conversations of visitor %s unavailable: %s", self.name, visitor,
                       self.clean_error(exc))
-            return error_frame("the list of conversations is not available right now; try again", retry=True)
+            return earlier.refusal("conversations", "the list is not available right now; try again", retry=True)
         return {"type": "conversations", "items": items}
 
     async def _earlier_conversation(self, visitor: str, frame: dict) -> dict:
@@ -303,17 +303,17 @@ class WebChatAdapter(ServingAdapter):
         guessed, another visitor's) is answered as one that does not exist."""
         session_id, key = earlier.session_id_of(frame), self._key(visitor)
         if self.store is None:
-            return error_frame("the conversation is not available right now; try again", retry=True)
+            return earlier.refusal("conversation", "the conversation is not available right now; try again", retry=True)
         try:
             info = await self.store.sessions.get(session_id) if session_id is not None else None
             if not earlier.is_visitors(info, key):
                 self.reject_frame(visitor, f"asked for a conversation not its own ({str(frame.get('id'))[:80]!r})")
-                return error_frame(earlier.NOT_YOURS)
+                return earlier.refusal("conversation", earlier.NOT_YOURS)
             events = await self.store.sessions.load(session_id, last_n=protocol.HISTORY_EVENTS)
         except StorageError as exc:
             self.say(logging.WARNING, "%s: a conversation of visitor %s unavailable: %s", self.name, visitor,
                       self.clean_error(exc))
-            return error_frame("the conversation is not available right now; try again", retry=True)
+            return earlier.refusal("conversation", "the conversation is not available right now; try again", retry=True)
         return {"type": "conversation", "id": session_id, "current": info.state in ("active", "suspended"),
                 "messages": protocol.conversation(events)}
 

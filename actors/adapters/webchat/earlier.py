@@ -12,6 +12,10 @@ a session.
     {"type": "conversation", "id": SESSION_ID}      {"type": "conversation", "id": SESSION_ID, "current": bool,
                                                      "messages": [...]}   (as a history frame's)
 
+A frame the server cannot answer with what was asked comes back as its own type with ``error`` (and ``retry``: the
+same request may succeed later), e.g. ``{"type": "conversation", "error": "no such conversation in this chat",
+"retry": false}``: the page shows it in the panel that asked, never as a refused message.
+
 An ITEM is ``{"id", "current", "started", "updated", "preview", "messages"}``: times in epoch seconds, the preview
 the last words the visitor wrote there (or the session's title), ``messages`` how many of them the preview was
 counted from (the newest PREVIEW_EVENTS events). Reading is all a page can do with an earlier conversation here:
@@ -55,3 +59,9 @@ def list_item(info, events: Iterable) -> dict:
 def is_visitors(info, key: str) -> bool:
     """The session belongs to the visitor whose conversations are keyed ``key`` (and so may be read by them)."""
     return info is not None and info.session_key == key
+
+
+def refusal(kind: str, reason: str, retry: bool = False) -> dict:
+    """The answer to a ``conversations`` or ``conversation`` frame that cannot be given: why, and whether to ask
+    again later."""
+    return {"type": kind, "error": reason, "retry": retry}

@@ -89,7 +89,8 @@ function showConversation(frame) {
 // Called by app.js for the two frames it does not know itself.
 export function onEarlierFrame(frame) {
   if (panel.hidden) return;   // answered after the visitor closed the panel
-  if (frame.type === "conversations") showList(frame.items || []);
+  if (typeof frame.error === "string") showNote(`Not available: ${frame.error}.`);
+  else if (frame.type === "conversations") showList(frame.items || []);
   else if (frame.type === "conversation") showConversation(frame);
 }
 

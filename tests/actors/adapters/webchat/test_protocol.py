@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from actors.adapters.webchat.protocol import (HARD_FRAME_BYTES, MAX_FRAME_BYTES, FrameError, Outbox, client_id, conversation,
-                                              parse_frame)
+from actors.adapters.webchat.protocol import (HARD_FRAME_BYTES, MAX_FRAME_BYTES, FrameError, Outbox, client_id,
+                                              conversation, parse_frame)
 from actors.adapters.webchat.server import origin_allowed
 from supervision.http_serving import host_allowed
 from storage import InboxRow, TranscriptEvent
