@@ -171,6 +171,8 @@ def test_an_over_long_message_of_any_size_is_answered_with_its_id_and_the_limit_
     assert [role for role, _ in shown] == ["user", "assistant"] and shown[0][1] == "a short one", shown
     assert not any(m.get("queued") for m in history["messages"]), "nothing of the long ones waits in the inbox"
     assert hello["max_text_chars"] == 16_000, "the page is told the limit, to refuse before it sends"
+    assert (hello["profile"], hello["agent"], hello["model"]) == ("concierge", "offline", ""), \
+        f"the welcome line names the routed profile's agent: {hello}"
 
 
 def test_on_the_defaults_debug_frames_are_refused_and_the_agents_test_hooks_are_words(tmp_path):

@@ -5,9 +5,13 @@ from __future__ import annotations
 import html
 import re
 
+import pytest
+
 from actors.adapters.webchat import earlier, formatting, highlight
 from actors.adapters.webchat.welcome import agent_facts
 from storage import SessionInfo, TranscriptEvent
+
+pytestmark = pytest.mark.timeout(20)
 
 CODE = 'def greet(name):\n    return f"hello {name}"  # a comment\n'
 ANSWER = f"Here:\n\n```python\n{CODE}```\n"
