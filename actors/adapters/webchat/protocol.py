@@ -7,7 +7,9 @@ JSON object in a text frame.
     {"type": "history"}                             {"type": "history", "messages": [...], "live": [...]}
     {"type": "message", "id": ID, "text": TEXT}     {"type": "ack", "id": ID, "duplicate": false}
     {"type": "ping"}                                {"type": "pong"}
-                                                    {"type": "hello", "visitor": VISITOR}   (on connect)
+                                                    {"type": "hello", "visitor": VISITOR,   (on connect)
+                                                     "max_text_chars": N, "profile": NAME,
+                                                     "agent": "offline" | "openai", "model": NAME}
                                                     {"type": "op", "action": "send" | "edit" | "delete" | "typing",
                                                      "message_id": ..., "text": ..., "final": false,
                                                      "html": ..., "tool": ..., "reply_to": ID | null,
@@ -61,9 +63,12 @@ CLIENT_MESSAGE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_TEXT_CHARS = 16_000
 # A frame holding MAX_TEXT_CHARS of JSON-escaped text fits; bigger frames are answered with an error frame, and
 # frames past HARD_FRAME_BYTES (aiohttp's own limit) close the connection before they are ever buffered whole.
+# A message frame is the exception below HARD_FRAME_BYTES: its text is measured against [gateway] max_text_chars
+# (up to 100,000 characters, 600,000 bytes JSON-escaped at worst), so an over-long message is answered with its
+# own id and the limit, in the words every adapter uses, never with a size the visitor cannot relate to.
 MAX_FRAME_BYTES = 128 * 1024
 HARD_FRAME_BYTES = 1024 * 1024
-PAGE_TYPES = ("history", "message", "ping")
+PAGE_TYPES = ("history", "message", "ping", "conversations", "conversation")   # the last two: earlier.py
 DEBUG_TYPES = ("debug.floods", "debug.clear", "debug.attempts", "debug.hold_send")
 HISTORY_EVENTS = 400       # transcript events read per history request (tool events included, then filtered out)
 
@@ -76,8 +81,10 @@ def parse_frame(data: Any) -> dict:
     """A page frame as a dict with a known ``type``; raises FrameError saying what is wrong with it."""
     if not isinstance(data, str):
         raise FrameError("binary frames are not accepted; send JSON text")
-    if len(data) > MAX_FRAME_BYTES or len(data.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
-        raise FrameError(f"frame over {MAX_FRAME_BYTES} bytes")
+    size = len(data.encode("utf-8", "surrogatepass")) if len(data) <= HARD_FRAME_BYTES else len(data)
+    if size > HARD_FRAME_BYTES:   # aiohttp closes the connection first; a direct caller is bounded too
+        raise FrameError(f"frame over {HARD_FRAME_BYTES} bytes")
+    oversized = size > MAX_FRAME_BYTES
     try:
         frame = json.loads(data)
     except ValueError as exc:
@@ -89,6 +96,8 @@ def parse_frame(data: Any) -> dict:
     kind = frame.get("type")
     if kind not in PAGE_TYPES and kind not in DEBUG_TYPES:
         raise FrameError(f"unknown frame type {kind!r} (known: {', '.join(PAGE_TYPES)})")
+    if oversized and kind != "message":   # a message's own bound is its text's length (the intake's limit)
+        raise FrameError(f"frame over {MAX_FRAME_BYTES} bytes")
     return frame
 
 
@@ -161,10 +170,13 @@ def conversation(events: Iterable, waiting_rows: Iterable = ()) -> list[dict]:
         shown.append({"role": "user", "text": str(payload.get("text", "")), "at": row.received_at, "queued": True,
                       "id": client_id(row.platform_message_id)})
     budget = formatting.HISTORY_RENDER_BUDGET   # the newest answers are rendered; a long history's oldest are plain
+    colour_budget = formatting.HISTORY_HIGHLIGHT_BUDGET   # and the newest few have their code highlighted
     for message in reversed(shown):
         if message["role"] == "assistant":
             budget -= len(message["text"])
-            message.update(formatting.view(message["text"], True, render_it=budget >= 0))
+            colour_budget -= len(message["text"])
+            message.update(formatting.view(message["text"], True, render_it=budget >= 0,
+                                           highlight_it=colour_budget >= 0))
     return shown
 
 

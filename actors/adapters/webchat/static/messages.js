@@ -71,7 +71,7 @@ function showFile(item, file) {
     node = document.createElement("a");
     node.href = url;
     node.download = file.name || "file";
-    node.textContent = `⬇ ${file.name || "file"}`;
+    node.textContent = file.name || "file";   // style.css draws the download arrow
   }
   node.classList.add("file");
   node.dataset.url = url;
