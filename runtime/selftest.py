@@ -37,14 +37,16 @@ def problems() -> list[str]:
     return found
 
 
+def verdict(found: list[str]) -> str:
+    """What ``found`` (not empty) means, naming this runtime and the checked ones (doctor's line)."""
+    return (f"this runtime ({versions.this_runtime()}) lacks internals the gateway relies on: {'; '.join(found)}. "
+            f"The gateway is checked on {versions.checked()} (runtime/versions.py); run it on one of those.")
+
+
 def refusal(found: Optional[list[str]] = None) -> Optional[str]:
     """The one message a start is refused with, or None when every internal is there."""
     found = problems() if found is None else found
-    if not found:
-        return None
-    return (f"refused to start: this runtime ({versions.this_runtime()}) lacks internals the gateway relies on: "
-            f"{'; '.join(found)}. The gateway is checked on {versions.checked()} (runtime/versions.py); run it on "
-            "one of those.")
+    return f"refused to start: {verdict(found)}" if found else None
 
 
 def unchecked_python() -> Optional[str]:
