@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 
-from runtime.shapes import module, need
+from runtime.shapes import module, need, tcp_transport
 
 
 def install() -> None:
@@ -44,8 +44,7 @@ def install() -> None:
 
 def missing() -> list[str]:
     problems: list[str] = []
-    tcp = module("thespian.system.transport.TCPTransport", problems)
-    transport = need(tcp, "thespian.system.transport.TCPTransport", "TCPTransport", problems, kind=type)
+    _tcp, transport = tcp_transport(problems)
     need(transport, "TCPTransport", "_nextTransmitStepCheck", problems,
          params=("self", "intent", "fileno", "closed"), uses=("stage",))
     need(transport, "TCPTransport", "_XMITStepWaitForAck", problems, kind=int)

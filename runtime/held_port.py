@@ -34,7 +34,7 @@ import socket
 import types
 from typing import Optional
 
-from runtime.shapes import module as load_module, need
+from runtime.shapes import TCP_MODULE, module as load_module, need, tcp_transport
 
 _held: Optional[socket.socket] = None
 _held_port = 0
@@ -125,9 +125,8 @@ class _SharingSocket(socket.socket):
 
 def missing() -> list[str]:
     problems: list[str] = []
-    tcp = load_module("thespian.system.transport.TCPTransport", problems)
-    need(tcp, "thespian.system.transport.TCPTransport", "socket", problems)
-    transport = need(tcp, "thespian.system.transport.TCPTransport", "TCPTransport", problems, kind=type)
+    tcp, transport = tcp_transport(problems)
+    need(tcp, TCP_MODULE, "socket", problems)
     need(transport, "TCPTransport", "probeAdmin", problems, kind=staticmethod, params=("addr",))
     need(transport, "TCPTransport", "__init__", problems, params=("self", "initType"), uses=("socket", "bind"))
     need(transport, "TCPTransport", "connectEndpoint", problems, params=("self", "endPoint"))

@@ -24,7 +24,7 @@ import os
 import socket
 from typing import Callable, Optional
 
-from runtime.shapes import module, need
+from runtime.shapes import need, tcp_transport
 from runtime.thespian_log import RateLimitedWarning
 
 LOG_EVERY_S = 10.0
@@ -104,8 +104,7 @@ def install(admits: Admits) -> None:
 
 def missing() -> list[str]:
     problems: list[str] = []
-    tcp = module("thespian.system.transport.TCPTransport", problems)
-    transport = need(tcp, "thespian.system.transport.TCPTransport", "TCPTransport", problems, kind=type)
+    _tcp, transport = tcp_transport(problems)
     need(transport, "TCPTransport", "_acceptNewIncoming", problems, params=("self",), uses=("socket", "accept"))
     need(transport, "TCPTransport", "close_oldest_idle_sockets", problems, params=("self", "num_to_close"))
     need(transport, "TCPTransport", "_check_indicators", problems, params=("self",))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import selectors
 import types
 
-from runtime.shapes import module, need
+from runtime.shapes import TCP_MODULE, need, tcp_transport
 
 
 def install() -> None:
@@ -40,8 +40,7 @@ def install() -> None:
 
 def missing() -> list[str]:
     problems: list[str] = []
-    tcp = module("thespian.system.transport.TCPTransport", problems)
-    need(tcp, "thespian.system.transport.TCPTransport", "selectors", problems)
-    transport = need(tcp, "thespian.system.transport.TCPTransport", "TCPTransport", problems, kind=type)
+    tcp, transport = tcp_transport(problems)
+    need(tcp, TCP_MODULE, "selectors", problems)
     need(transport, "TCPTransport", "_runWithExpiry", problems, uses=("selectors", "DefaultSelector"))
     return problems

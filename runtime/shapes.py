@@ -50,3 +50,11 @@ def need(owner: Any, label: str, name: str, problems: list[str], *, kind: Option
 
 
 _ABSENT = object()
+TCP_MODULE = "thespian.system.transport.TCPTransport"
+
+
+def tcp_transport(problems: list[str]) -> tuple[Optional[Any], Optional[type]]:
+    """Thespian's TCP transport module and its ``TCPTransport`` class (what most of the patches change), each None
+    with the problem noted when it is not there."""
+    tcp = module(TCP_MODULE, problems)
+    return tcp, need(tcp, TCP_MODULE, "TCPTransport", problems, kind=type)
