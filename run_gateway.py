@@ -58,6 +58,7 @@ from daemon.admin import AdminClient, AdminError, NoGateway
 from daemon.cli_output import fail, out as _out, run_guarded
 from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
 from daemon.startup_checks import startup_warnings
+from runtime import selftest
 from storage import MediaCache
 from supervision import tree as tree_mod
 
@@ -209,6 +210,9 @@ def cmd_start(config: dict, args) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if _running(config):
         return _out(args, {"ok": False, "error": f"already running (pid {files.read_pid()})"}, 1)
+    refusal = selftest.refusal()   # said here, on the operator's terminal, before any daemon exists
+    if refusal:
+        return fail(args, refusal, selftest.EX_INCOMPATIBLE)
     for warning in startup_warnings(config):
         print(f"warning: {warning}", file=sys.stderr)
     before = files.read_runtime()

@@ -114,7 +114,7 @@ def unit_text(config: dict, program: list[str], user: bool, run_as: str = "agent
         f"TimeoutStartSec={start_s:g}",
         "Restart=on-failure",
         "RestartSec=2",
-        "RestartPreventExitStatus=78",
+        "RestartPreventExitStatus=78 69",   # bad configuration; a runtime refused (69)
         f"Environment={_word('GATEWAY_STATE_DIR=' + state_dir)}",
         "Environment=PYTHONUNBUFFERED=1",
         "UMask=0027",

@@ -4,6 +4,8 @@ It starts nothing. The configuration is loaded and validated first, by the loade
 file, key or adapter table stops there, with the loader's message naming the file, key and reason (exit 78). Then:
 
     config          which file, which adapters
+    runtime         this Python and Thespian have every internal the gateway relies on (runtime/selftest.py: the
+                    start-up self-test; a failed one refuses to start, exit 69)
     agent           the kind; an OpenAI-compatible agent needs base_url and model
     agent key       the key variable is set (or a key is inline) when the agent needs one
     model endpoint  GET {base_url}/models answers (unreachable, or its HTTP status)
@@ -39,6 +41,7 @@ from daemon.doctor_probes import probe_signal
 from daemon.doctor_probes import probe_irc
 from daemon.dependency_audit import audit_check
 from actors.hooks.plugins import load_plugins
+from runtime import selftest, versions
 
 EX_OK, EX_FAILED = 0, 1
 DISK_FAIL_BYTES = 100 * 2**20      # below this the next writes may fail: SQLite, the log
@@ -73,8 +76,12 @@ def render(checks: list[Check]) -> str:
 
 def run_checks(config: dict, env: Mapping[str, str] = os.environ) -> list[Check]:
     adapters = {name: args for name, args in registry.validate_all(config).items() if args["type"] != "cli"}
-    checks = [config_check(config, adapters), *agent_checks(config.get("agent") or {}, env)]
-    checks += asyncio.run(_network_checks(config, adapters, env, checks))
+    runtime = runtime_check()
+    checks = [config_check(config, adapters), runtime, *agent_checks(config.get("agent") or {}, env)]
+    if runtime.status == "fail":   # the probes run on asyncio, which may be what this runtime lacks
+        checks.append(Check("skip", "network", "the model endpoint and credentials: not checked on this runtime"))
+    else:
+        checks += asyncio.run(_network_checks(config, adapters, env, checks))
     state_dir = Path(config["gateway"]["state_dir"])
     pids = gateway_pids(state_dir)
     checks += [port_check(label, host, port, pids) for label, host, port in planned_ports(config, adapters)]
@@ -112,6 +119,18 @@ def config_check(config: dict, adapters: dict) -> Check:
     where = config.get("_source") or "(no file: the embedded defaults)"
     listed = ", ".join(f"{name} ({args['type']})" for name, args in adapters.items()) or "none but the terminal"
     return Check("ok", "config", f"{where}: valid; adapters: {listed}")
+
+
+def runtime_check() -> Check:
+    """The start-up self-test, as a start would run it."""
+    found = selftest.problems()
+    if found:
+        return Check("fail", "runtime", selftest.verdict(found))
+    unchecked = selftest.unchecked_python()
+    if unchecked:
+        return Check("warn", "runtime", f"{versions.this_runtime()}: every internal the gateway relies on is "
+                                        f"there, but {unchecked}")
+    return Check("ok", "runtime", f"{versions.this_runtime()}: every internal the gateway relies on is there")
 
 
 def agent_checks(agent: dict, env: Mapping[str, str]) -> list[Check]:

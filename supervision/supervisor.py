@@ -46,7 +46,7 @@ from supervision.messages import (ActorRestarted, AddressesChanged, ChildReady, 
                                   CrashReport, RestartChild, Started, SupervisorGaveUp, TreeNode)
 from supervision.spec import (ChildSpec, Intensity, Restart, SupervisorFlags, affected_children, backoff_delay,
                               should_restart, wait_out_delay)
-from supervision.thespian_addresses import forget_child_address
+from runtime.child_addresses import forget_child_address
 
 
 

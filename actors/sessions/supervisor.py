@@ -36,7 +36,7 @@ from common.host_map import SWEEPER_PREFIX, ShardPlace, place_named, place_of
 from common.shard_map import SHARD_PREFIX, default_shard_count, shard_name
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from supervision.supervisor import Supervisor
-from supervision.thespian_addresses import forget_child_address
+from runtime.child_addresses import forget_child_address
 from common.config import setting
 
 SHARD_ACTOR = "actors.sessions.shard.SessionShard"

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from daemon import frame_mac
+from runtime import frame_mac
 from daemon.ports import any_free_admin_port
 from tests.cluster import netns
 from tests.cluster.hosts import LeaderGateway, NamespacedGateway
