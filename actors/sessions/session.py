@@ -329,15 +329,13 @@ class Session(CellStoreUser, Cell):
             for file in getattr(event, "files", ()):   # a tool's files: parts of the reply, after its text
                 self.push(turn, ReplyFile(file))
         elif isinstance(item, AgentCancelled):
-            answer = turn.answer_text().rstrip()
             note = "(stopped)" if turn.interrupted == "stopped" else "(interrupted)"
-            self.end_turn(f"{answer}\n\n{note}" if answer else note, turn.interrupted or "interrupted")
+            self.end_turn(turns.with_note(turn.answer_text(), note), turn.interrupted or "interrupted")
         elif isinstance(item, AgentFailed):
             self.log.error("agent failed: %r", item.error, extra=self.log_fields(turn=turn.turn_id))
             notice = user_facing_error(item.error, self.secrets)
             self.push(turn, GatewayNotice(notice, "error"))
-            answer = turn.answer_text().rstrip()
-            self.end_turn(f"{answer}\n\n{notice}" if answer else notice, "error", error=notice)
+            self.end_turn(turns.with_note(turn.answer_text(), notice), "error", error=notice)
 
     def end_turn(self, final_text: str, reason: str, error: str | None = None) -> None:
         turn = self.turn

@@ -1,0 +1,86 @@
+"""What a person sees in the page when the model misbehaves, in headless Chromium against the real daemon and a fake
+OpenAI-compatible model (tests/fakes/openai_server.py): an answer stopped inside a code block ends with the block
+closed and "(stopped)" as prose after it.
+
+One daemon and one fake model for the module; each test is a fresh browser profile (a visitor of its own) and
+scripts the model's next replies. With WEBCHAT_SCREENSHOTS=1 the tests also write their pictures into docs/.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.actor_system import free_port
+from tests.fakes.openai_server import FakeOpenAIServer, text_reply
+from tests.webchat.browser import send, stopped, url_of, wait_answers, wait_connected, watch_problems
+from tests.webchat.helpers import served_port, webchat_gateway
+
+pytestmark = pytest.mark.timeout(180)
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+SCREENSHOTS = os.environ.get("WEBCHAT_SCREENSHOTS") == "1"
+CODE_LINES = "".join(f"print({n})\n" for n in range(60))
+
+
+@pytest.fixture(scope="module")
+def model():
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory, model):
+    gw = webchat_gateway(tmp_path_factory.mktemp("webchat-model"), port=free_port(), extra=f"""
+[agent]
+kind = "openai"
+base_url = "{model.base_url}"
+model = "fake-gpt"
+api_key = "sk-test-key-0123456789abcdef"
+""")
+    gw.start()
+    try:
+        gw.wait_ready()
+        served_port(gw)
+        yield gw
+    finally:
+        stopped(gw)
+
+
+def last_answer(page) -> dict:
+    return page.evaluate("""() => {
+      const answers = document.querySelectorAll("#messages .message.assistant");
+      const answer = answers[answers.length - 1];
+      return {final: answer.dataset.final, text: answer.querySelector(".text").textContent,
+              code: Array.from(answer.querySelectorAll("pre code"), (n) => n.textContent),
+              prose: Array.from(answer.querySelectorAll(".text > p"), (n) => n.textContent)};
+    }""")
+
+
+def test_a_stop_inside_a_code_block_closes_the_block_and_says_stopped_after_it(page, gateway, model):
+    # About fifteen seconds of code, streamed a line at a time: the stop lands inside the block.
+    model.script(text_reply("Here you are:\n\n```python\n" + CODE_LINES + "```\n", pieces=62, delay_between_s=0.25))
+    problems = watch_problems(page)
+    page.goto(url_of(gateway))
+    wait_connected(page)
+    send(page, "print the numbers in python")
+    page.wait_for_function("() => { const c = document.querySelector('.message.assistant.streaming pre code');"
+                           " return c !== null && c.textContent.includes('print(3)'); }")
+    page.click("#stop")
+    wait_answers(page, 1)
+    shown = last_answer(page)
+    assert shown["final"] == "yes"
+    assert len(shown["code"]) == 1 and "(stopped)" not in shown["code"][0], shown
+    assert shown["code"][0].startswith("print(0)\n"), shown
+    assert shown["prose"][-1] == "(stopped)", f"the note is prose after the block: {shown}"
+    if SCREENSHOTS:
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.screenshot(path=str(DOCS / "webchat-stopped-code.png"))
+
+    page.reload()   # the history shows it the same
+    wait_connected(page)
+    wait_answers(page, 1)
+    again = last_answer(page)
+    assert again["code"] == shown["code"] and again["prose"][-1] == "(stopped)", again
+    assert problems == []
