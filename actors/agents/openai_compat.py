@@ -326,25 +326,31 @@ class OpenAICompatAgent:
             yield event
 
     async def _open(self, http: aiohttp.ClientSession, body: dict) -> _Response:
+        # The log says what is done: a retry is announced when its wait begins (before_sleep), never for the last
+        # attempt, which tenacity also asks a wait of before its stop rule gives up; the give-up has a line of its own.
         retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait_before_retry,
-                                 retry=retry_if_exception_type(_Retryable), reraise=True)
+                                 retry=retry_if_exception_type(_Retryable), before_sleep=self._announce_retry,
+                                 reraise=True)
         try:
             async for attempt in retrying:
                 with attempt:
                     return await self._attempt(http, body)
         except _Retryable as exc:
+            log.warning("model request failed (%s); attempt %d of %d, giving up", redact(str(exc)),
+                        self.max_attempts, self.max_attempts)
             raise exc.error from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     def _wait_before_retry(self, retry_state: Any) -> float:
         exc = retry_state.outcome.exception()
         if isinstance(exc, _Retryable) and exc.retry_after is not None:
-            delay = exc.retry_after
-        else:
-            delay = backoff_s(retry_state.attempt_number, self.retry_base_s, self.retry_max_wait_s)
-        log.warning("model request failed (%s); retry %d in %.2fs", redact(str(exc)), retry_state.attempt_number,
-                    delay)
-        return delay
+            return exc.retry_after
+        return backoff_s(retry_state.attempt_number, self.retry_base_s, self.retry_max_wait_s)
+
+    def _announce_retry(self, retry_state: Any) -> None:
+        log.warning("model request failed (%s); attempt %d of %d, retrying in %.2fs",
+                    redact(str(retry_state.outcome.exception())), retry_state.attempt_number, self.max_attempts,
+                    retry_state.next_action.sleep)
 
     async def _attempt(self, http: aiohttp.ClientSession, body: dict) -> _Response:
         """One request, read up to its first output. Raises _Retryable for what a retry may cure."""

@@ -135,6 +135,26 @@ def test_gives_up_after_max_attempts(server):
     assert caught.value.status == 500 and len(server.requests) == 3
 
 
+def test_the_log_announces_only_the_retries_it_makes_and_says_when_it_gives_up(server, caplog):
+    """Model down (HTTP 500 every time): each announced retry is waited for and made; the last failure says it gives
+    up, with no retry announced after it."""
+    asked_at = []
+    server.answer = lambda body: asked_at.append(time.monotonic()) or error_reply(500, "boom")
+    with caplog.at_level("WARNING", logger="actors.agents.openai_compat"), pytest.raises(AgentError):
+        run(make_agent(server, max_attempts=4, retry_base_s=0.2), request())
+    failed_at = time.monotonic()
+    lines = [r.getMessage() for r in caplog.records if r.name == "actors.agents.openai_compat"]
+    assert len(asked_at) == 4, asked_at
+    announced = [line for line in lines if "retrying in" in line]
+    assert [line.split("; ")[1].split(",")[0] for line in announced] == \
+        ["attempt 1 of 4", "attempt 2 of 4", "attempt 3 of 4"], lines
+    assert lines[-1].endswith("attempt 4 of 4, giving up") and "HTTP 500: boom" in lines[-1], lines
+    for line, before, after in zip(announced, asked_at, asked_at[1:]):
+        waited = float(line.rsplit(" ", 1)[1].rstrip("s"))
+        assert after - before >= waited * 0.9, f"announced {waited}s, asked again after {after - before:.3f}s"
+    assert failed_at - asked_at[-1] < 0.5, "the give-up follows the last attempt without a wait"
+
+
 def test_retry_after_beyond_the_cap_fails_at_once(server):
     server.script(error_reply(429, retry_after="3600"))
     with pytest.raises(AgentError) as caught:
