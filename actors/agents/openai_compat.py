@@ -23,6 +23,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 from actors.agents.base import AgentError, AgentRequest, StreamEvent, take_steer_messages
 from actors.agents.sse import DONE, iter_sse_payloads
 from actors.agents.tools import ToolRegistry, default_registry
+from actors.model_health import endpoint_name
 from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
                              TurnEnd)
 from common.backoff import backoff_s
@@ -233,6 +234,7 @@ class OpenAICompatAgent:
                  extra_headers: Optional[dict] = None):
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
+        self.endpoint = endpoint_name(model, base_url)    # how status names it (actors/model_health.py)
         self.registry = registry if registry is not None else default_registry()
         self.system_prompt = system_prompt
         self.connect_timeout_s = connect_timeout_s
