@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Mapping, Optional, Protocol, Union
 
 from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
-                             TurnEnd)
+                             TurnEnd, WaitingForModel)
 
-StreamEvent = Union[TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, LongToolHint, GatewayNotice,
-                    TurnEnd]
+StreamEvent = Union[TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, LongToolHint, WaitingForModel,
+                    GatewayNotice, TurnEnd]
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 

@@ -18,8 +18,8 @@ from actors.messages.inbound import (
 from actors.messages.platform_ops import (
     OutgoingFile, PlatformOp, OpResult, AdapterConnected)
 from actors.messages.stream import (
-    TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, ReplyFile, LongToolHint, GatewayNotice,
-    TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch)
+    TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, ReplyFile, LongToolHint, WaitingForModel,
+    GatewayNotice, TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch)
 from actors.messages.terminal import (
     CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
 from actors.messages.sessions import (
@@ -39,7 +39,8 @@ __all__ = [
     'Source', 'ATTACHMENT_KINDS', 'Attachment', 'MessageEvent', 'InboxDoorbell', 'InboundStored', 'StoreInbound',
     'OutgoingFile', 'PlatformOp',
     'OpResult', 'AdapterConnected', 'TextDelta', 'ToolCallStarted', 'ToolCallDelta', 'ToolCallFinished',
-    'ReplyFile', 'LongToolHint', 'GatewayNotice', 'TurnEnd', 'AgentEvent', 'AgentCancelled', 'AgentFailed',
+    'ReplyFile', 'LongToolHint', 'WaitingForModel', 'GatewayNotice', 'TurnEnd', 'AgentEvent', 'AgentCancelled',
+    'AgentFailed',
     'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone', 'CliDone', 'Passivate', 'RunCells',
     'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone', 'ModelOutcome', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',

@@ -1,6 +1,7 @@
 """What a person sees in the page when the model misbehaves, in headless Chromium against the real daemon and a fake
 OpenAI-compatible model (tests/fakes/openai_server.py): an answer stopped inside a code block ends with the block
-closed and "(stopped)" as prose after it.
+closed and "(stopped)" as prose after it; a model slow to start shows "still waiting for the model…" after a few
+seconds, then its answer.
 
 One daemon and one fake model for the module; each test is a fresh browser profile (a visitor of its own) and
 scripts the model's next replies. With WEBCHAT_SCREENSHOTS=1 the tests also write their pictures into docs/.
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.actor_system import free_port
-from tests.fakes.openai_server import FakeOpenAIServer, text_reply
+from tests.fakes.openai_server import FakeOpenAIServer, Reply, text_chunks, text_reply
 from tests.webchat.browser import send, stopped, url_of, wait_answers, wait_connected, watch_problems
 from tests.webchat.helpers import served_port, webchat_gateway
 
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.timeout(180)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SCREENSHOTS = os.environ.get("WEBCHAT_SCREENSHOTS") == "1"
+FIRST_TOKEN_TIMEOUT_S = 12   # a hung model is given up on after this (the sign comes after 5 s)
 CODE_LINES = "".join(f"print({n})\n" for n in range(60))
 
 
@@ -38,6 +40,7 @@ kind = "openai"
 base_url = "{model.base_url}"
 model = "fake-gpt"
 api_key = "sk-test-key-0123456789abcdef"
+first_token_timeout_s = {FIRST_TOKEN_TIMEOUT_S}
 """)
     gw.start()
     try:
@@ -83,4 +86,22 @@ def test_a_stop_inside_a_code_block_closes_the_block_and_says_stopped_after_it(p
     wait_answers(page, 1)
     again = last_answer(page)
     assert again["code"] == shown["code"] and again["prose"][-1] == "(stopped)", again
+    assert problems == []
+
+
+def test_a_model_slow_to_start_shows_that_the_answer_is_still_coming(page, gateway, model):
+    model.script(Reply(chunks=text_chunks("Here at last."), delay_before_s=8))
+    problems = watch_problems(page)
+    page.goto(url_of(gateway))
+    wait_connected(page)
+    send(page, "are you there?")
+    page.wait_for_function("() => { const t = document.querySelector('.message.assistant.streaming .tool');"
+                           " return t !== null && t.textContent.startsWith('⏳ still waiting for the model…'); }")
+    waiting = page.evaluate("""() => ({typing: !document.getElementById('typing').hidden,
+                                       status: document.getElementById('status').dataset.state,
+                                       text: document.querySelector('.message.assistant .text').textContent.trim()})""")
+    assert waiting == {"typing": False, "status": "answering", "text": ""}, waiting
+    texts = wait_answers(page, 1)
+    assert texts[-1].strip() == "Here at last."
+    assert page.query_selector(".message.assistant .tool") is None, "the sign is gone with the answer"
     assert problems == []

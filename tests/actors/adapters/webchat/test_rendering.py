@@ -8,7 +8,9 @@ import pytest
 
 from actors.adapters.webchat import formatting
 from actors.adapters.webchat.protocol import conversation, op_frame
+from actors.messages import WaitingForModel
 from actors.sessions import reply_text
+from actors.sessions.reply_text import ReplyText
 from actors.sessions.chunking import split_message
 from storage import TranscriptEvent
 
@@ -91,6 +93,13 @@ def test_the_tool_line_of_a_preview_is_apart_even_inside_an_open_code_block():
     text = gateway_preview("```py\nx = 6*7", "⚙ calculator…")
     assert formatting.view(text, final=False) == {
         "html": f'<pre><code class="language-py">x = 6*7{CURSOR_HTML}</code></pre>\n', "tool": "⚙ calculator…"}
+
+
+def test_the_waiting_for_the_model_line_of_a_preview_is_apart_too():
+    text = ReplyText()
+    text.apply(WaitingForModel(6.0))
+    view = formatting.view(text.preview([]), final=False)
+    assert view == {"html": f"<p>{CURSOR_HTML}</p>\n", "tool": "⏳ still waiting for the model… (6s)"}, view
 
 
 def test_a_final_text_is_rendered_whole_without_a_cursor():
