@@ -50,6 +50,10 @@ class ReplyText:
             return True
         return False
 
+    def kind(self) -> str:
+        """What the final text is: "error" when the turn failed (PlatformOp.kind), else ""."""
+        return "error" if self.reason == "error" else ""
+
     def final_text(self) -> str:
         return self.final or "…"
 

@@ -1,7 +1,8 @@
 """What a person sees in the page when the model misbehaves, in headless Chromium against the real daemon and a fake
 OpenAI-compatible model (tests/fakes/openai_server.py): an answer stopped inside a code block ends with the block
 closed and "(stopped)" as prose after it; a model slow to start shows "still waiting for the model…" after a few
-seconds, then its answer.
+seconds, then its answer; a hung model is given up on after first_token_timeout_s and the failure is shown as an
+error, with a Retry button that answers the last message again in its place.
 
 One daemon and one fake model for the module; each test is a fresh browser profile (a visitor of its own) and
 scripts the model's next replies. With WEBCHAT_SCREENSHOTS=1 the tests also write their pictures into docs/.
@@ -104,4 +105,48 @@ def test_a_model_slow_to_start_shows_that_the_answer_is_still_coming(page, gatew
     texts = wait_answers(page, 1)
     assert texts[-1].strip() == "Here at last."
     assert page.query_selector(".message.assistant .tool") is None, "the sign is gone with the answer"
+    assert problems == []
+
+
+FAILURE = """() => Array.from(document.querySelectorAll("#messages .message"), (m) => ({
+  role: m.classList.contains("user") ? "user" : "assistant", error: m.classList.contains("error"),
+  retry: m.querySelectorAll("button.retry").length, text: m.querySelector(".text").textContent.trim(),
+  label: m.classList.contains("error") ? getComputedStyle(m, "::before").content : "",
+  colour: getComputedStyle(m.querySelector(".text")).color}))"""
+
+
+def test_a_failed_turn_is_an_error_with_a_retry_that_answers_the_message_again(page, gateway, model):
+    model.script(Reply(chunks=text_chunks("too late"), delay_before_s=60))   # hung: no first token
+    problems = watch_problems(page)
+    page.goto(url_of(gateway))
+    wait_connected(page)
+    send(page, "hello, model?")
+    page.wait_for_function("() => document.querySelector('.message.assistant.error') !== null",
+                           timeout=(FIRST_TOKEN_TIMEOUT_S + 40) * 1000)
+    shown = page.evaluate(FAILURE)
+    assert [(m["role"], m["error"], m["retry"]) for m in shown] == [("user", False, 0), ("assistant", True, 1)], shown
+    assert shown[1]["text"].startswith("The model service took too long to answer."), shown
+    assert shown[1]["label"] == '"⚠ Error"' and shown[1]["colour"] != shown[0]["colour"], shown
+    if SCREENSHOTS:
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.screenshot(path=str(DOCS / "webchat-error-retry.png"))
+
+    page.reload()   # the history says it too
+    wait_connected(page)
+    page.wait_for_function("() => document.querySelector('.message.assistant.error button.retry') !== null")
+
+    page.click("button.retry")   # nothing scripted now: the fake model answers (an echo of the message)
+    page.wait_for_function("() => { const a = document.querySelectorAll('.message.assistant[data-final=\"yes\"]');"
+                           " return a.length === 1 && !a[0].classList.contains('error'); }")
+    shown = page.evaluate(FAILURE)
+    assert [(m["role"], m["error"], m["retry"]) for m in shown] == [("user", False, 0), ("assistant", False, 0)], \
+        shown
+    assert shown[1]["text"] == "echo: hello, model?", "the last message answered again, in the failed one's place"
+    assert model.requests[-1].body["messages"][-1] == {"role": "user", "content": "hello, model?"}
+
+    page.reload()
+    wait_connected(page)
+    wait_answers(page, 1)
+    assert [(m["role"], m["text"], m["error"]) for m in page.evaluate(FAILURE)] == [
+        ("user", "hello, model?", False), ("assistant", "echo: hello, model?", False)], "the history agrees"
     assert problems == []

@@ -48,3 +48,10 @@ def test_while_the_model_is_silent_the_preview_says_it_is_still_waiting_until_wo
     assert text.preview([]).endswith("(10s)" + CURSOR)
     text.apply(TextDelta("Here"))
     assert text.preview([]) == "Here" + CURSOR, "the sign goes once the answer starts"
+
+
+def test_the_final_text_of_a_failed_turn_is_of_kind_error():
+    failed, done = ReplyText(), ReplyText()
+    failed.apply(TurnEnd("error", "The model service had an internal error."))
+    done.apply(TurnEnd("complete", "Fine."))
+    assert (failed.kind(), done.kind()) == ("error", "")

@@ -136,3 +136,13 @@ def test_operations_carry_what_the_page_shows():
     assert frame == {"type": "op", "action": "send", "message_id": "w1", "text": "**hi** ▍", "final": False,
                      "reply_to": "m1", "html": f"<p><strong>hi</strong>{CURSOR_HTML}</p>\n", "tool": ""}
     assert "html" not in op_frame("typing", None) and "html" not in op_frame("delete", "w1")
+
+
+def test_a_failed_turns_text_is_marked_an_error_in_operations_and_in_the_history():
+    frame = op_frame("edit", "w1", "The model service took too long to answer.", final=True, kind="error")
+    assert frame["kind"] == "error"
+    assert "kind" not in op_frame("edit", "w1", "An answer.", final=True), "an answer carries no kind"
+    failed = TranscriptEvent("assistant", "message", {"text": "Half.\n\nNo model.", "reason": "error",
+                                                      "error": "No model."}, "t1", 1000.0, 1)
+    answered = TranscriptEvent("assistant", "message", {"text": "Fine.", "reason": "complete"}, "t2", 1001.0, 2)
+    assert [m.get("kind") for m in conversation([failed, answered])] == ["error", None]
