@@ -11,7 +11,7 @@ import pytest
 
 from tests.actor_system import wait_for
 from tests.fakes.fakeplatform import FakePlatform
-from tests.fakes.openai_server import FakeOpenAIServer, error_reply
+from tests.fakes.openai_server import MODEL, FakeOpenAIServer, agent_toml, error_reply
 from tests.pipeline.harness import pipeline_gateway, settled_answers
 
 pytestmark = pytest.mark.timeout(180)
@@ -33,14 +33,8 @@ def http_get(url: str) -> tuple[int, str]:
 def test_a_failing_model_degrades_status_until_a_turn_succeeds(tmp_path):
     with FakePlatform() as platform, FakeOpenAIServer() as model:
         model.script(*[error_reply(500, "the model backend is down")] * 4)   # every attempt of the first turn
-        gw = pipeline_gateway(tmp_path, platform, agent=f"""
-[agent]
-kind = "openai"
-base_url = "{model.base_url}"
-model = "test-model"
-api_key = "sk-test-key-0123456789abcdef"
-""")
-        endpoint = f"test-model at {model.base_url}"
+        gw = pipeline_gateway(tmp_path, platform, agent=agent_toml(model))
+        endpoint = f"{MODEL} at {model.base_url}"
         try:
             gw.start()
             gw.wait_ready()

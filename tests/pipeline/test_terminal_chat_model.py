@@ -8,7 +8,7 @@ import pytest
 
 import pyte
 
-from tests.fakes.openai_server import FakeOpenAIServer, Reply, error_reply, text_chunks
+from tests.fakes.openai_server import FakeOpenAIServer, Reply, agent_toml, error_reply, text_chunks
 from tests.gateway import Gateway
 from tests.pipeline.test_terminal_chat import COLUMNS, LINES, screen, spawn_chat
 
@@ -25,14 +25,8 @@ def model():
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory, model):
-    gw = Gateway(tmp_path_factory.mktemp("terminal_chat_model"), extra_toml=f"""
-[agent]
-kind = "openai"
-base_url = "{model.base_url}"
-model = "fake-gpt"
-api_key = "sk-test-key-0123456789abcdef"
-first_token_timeout_s = 12
-""")
+    gw = Gateway(tmp_path_factory.mktemp("terminal_chat_model"),
+                 extra_toml=agent_toml(model, "first_token_timeout_s = 12"))
     gw.start()
     try:
         gw.wait_ready()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.actor_system import free_port
-from tests.fakes.openai_server import FakeOpenAIServer, Reply, text_chunks, text_reply
+from tests.fakes.openai_server import FakeOpenAIServer, Reply, agent_toml, text_chunks, text_reply
 from tests.webchat.browser import send, stopped, url_of, wait_answers, wait_connected, watch_problems
 from tests.webchat.helpers import served_port, webchat_gateway
 
@@ -35,14 +35,8 @@ def model():
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory, model):
-    gw = webchat_gateway(tmp_path_factory.mktemp("webchat-model"), port=free_port(), extra=f"""
-[agent]
-kind = "openai"
-base_url = "{model.base_url}"
-model = "fake-gpt"
-api_key = "sk-test-key-0123456789abcdef"
-first_token_timeout_s = {FIRST_TOKEN_TIMEOUT_S}
-""")
+    gw = webchat_gateway(tmp_path_factory.mktemp("webchat-model"), port=free_port(),
+                         extra=agent_toml(model, f"first_token_timeout_s = {FIRST_TOKEN_TIMEOUT_S}"))
     gw.start()
     try:
         gw.wait_ready()
@@ -50,6 +44,14 @@ first_token_timeout_s = {FIRST_TOKEN_TIMEOUT_S}
         yield gw
     finally:
         stopped(gw)
+
+
+def opened(page, gateway) -> list:
+    """The page open and connected; the script and console errors it meets from now on."""
+    problems = watch_problems(page)
+    page.goto(url_of(gateway))
+    wait_connected(page)
+    return problems
 
 
 def last_answer(page) -> dict:
@@ -65,9 +67,7 @@ def last_answer(page) -> dict:
 def test_a_stop_inside_a_code_block_closes_the_block_and_says_stopped_after_it(page, gateway, model):
     # About fifteen seconds of code, streamed a line at a time: the stop lands inside the block.
     model.script(text_reply("Here you are:\n\n```python\n" + CODE_LINES + "```\n", pieces=62, delay_between_s=0.25))
-    problems = watch_problems(page)
-    page.goto(url_of(gateway))
-    wait_connected(page)
+    problems = opened(page, gateway)
     send(page, "print the numbers in python")
     page.wait_for_function("() => { const c = document.querySelector('.message.assistant.streaming pre code');"
                            " return c !== null && c.textContent.includes('print(3)'); }")
@@ -92,9 +92,7 @@ def test_a_stop_inside_a_code_block_closes_the_block_and_says_stopped_after_it(p
 
 def test_a_model_slow_to_start_shows_that_the_answer_is_still_coming(page, gateway, model):
     model.script(Reply(chunks=text_chunks("Here at last."), delay_before_s=8))
-    problems = watch_problems(page)
-    page.goto(url_of(gateway))
-    wait_connected(page)
+    problems = opened(page, gateway)
     send(page, "are you there?")
     page.wait_for_function("() => { const t = document.querySelector('.message.assistant.streaming .tool');"
                            " return t !== null && t.textContent.startsWith('⏳ still waiting for the model…'); }")
@@ -117,9 +115,7 @@ FAILURE = """() => Array.from(document.querySelectorAll("#messages .message"), (
 
 def test_a_failed_turn_is_an_error_with_a_retry_that_answers_the_message_again(page, gateway, model):
     model.script(Reply(chunks=text_chunks("too late"), delay_before_s=60))   # hung: no first token
-    problems = watch_problems(page)
-    page.goto(url_of(gateway))
-    wait_connected(page)
+    problems = opened(page, gateway)
     send(page, "hello, model?")
     page.wait_for_function("() => document.querySelector('.message.assistant.error') !== null",
                            timeout=(FIRST_TOKEN_TIMEOUT_S + 40) * 1000)
