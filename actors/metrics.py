@@ -47,7 +47,7 @@ from common.runfiles import RunFiles
 from common.config import setting
 from actors import metric_families
 from actors.metric_families import CONTENT_TYPE, Histogram
-from actors.model_health import FAILING, model_problems, shard_models
+from actors.sessions.model_health import FAILING, model_problems, shard_models
 
 CACHE_S = 1.0                  # a snapshot younger than this answers a scrape without a new walk
 WALK_WITHIN_S = 2.0            # what the root is given to describe the tree

@@ -25,7 +25,7 @@ from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus
 from actors.config_reload import reload_from_file
 from actors.adapters import registry
 from actors.adapters.connection import adapter_rows
-from actors.model_health import shard_models
+from actors.sessions.model_health import shard_models
 from supervision.messages import AddressesChanged, Directory, DirectoryWanted
 from supervision import tree
 from supervision.spec import ChildSpec, Restart, flags_from_config

@@ -7,9 +7,9 @@ Two questions, because they call for different actions:
   the gateway dead: restarting it would not bring Telegram back.
 * readiness (``health --ready``): live, and every actor up (none restarting), every configured adapter connected
   (not connecting, retrying, restarting or failed), no model service failing (the last turn that asked it failed
-  because of it: actors/model_health.py) and no drain under way. A failing model does not make the gateway dead:
-  a restart would not bring the model service back. Not ready means do not send it work
-  (yet), or look at ``status``.
+  because of it: actors/sessions/model_health.py) and no drain under way. A failing model does not make the gateway
+  dead: a restart would not bring the model service back. Not ready means do not send it work (yet), or look at
+  ``status``.
 
 The judgement (``verdict``) is a pure function of the status answer; ``cmd_health`` attaches and prints.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
-from actors.model_health import model_problems
+from actors.sessions.model_health import model_problems
 from daemon.admin import AdminClient, AdminError, NoGateway
 
 EX_OK, EX_NOT_OK, EX_NOT_RUNNING = 0, 1, 3

@@ -5,8 +5,8 @@ screen, the JSON, the exit code, the service manager's STATUS= line and ``health
 
 The gateway is healthy when no actor is restarting or failed, no configured adapter is down (see
 ``actors/adapters/connection.py`` for the adapter states) and no model service is failing (its last turn failed
-because of it: ``actors/model_health.py``). An adapter still connecting after a start is not down yet: it is shown as
-connecting, and ``health --ready`` says not ready.
+because of it: ``actors/sessions/model_health.py``). An adapter still connecting after a start is not down yet: it is
+shown as connecting, and ``health --ready`` says not ready.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 
 from actors.adapters.connection import adapter_problems
 from actors.agents.base import agent_kind
-from actors.model_health import FAILING, model_problems
+from actors.sessions.model_health import FAILING, model_problems
 from actors.media.limits import human_size
 from supervision.tree import duration
 

@@ -27,10 +27,9 @@ from typing import Any, AsyncIterator, Optional
 import aiohttp
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
-from actors.agents.base import AgentError, AgentRequest, StreamEvent, take_steer_messages
+from actors.agents.base import AgentError, AgentRequest, StreamEvent, endpoint_name, take_steer_messages
 from actors.agents.sse import DONE, iter_sse_payloads
 from actors.agents.tools import ToolRegistry, default_registry
-from actors.model_health import endpoint_name
 from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
                              TurnEnd, WaitingForModel)
 from common.backoff import backoff_s
@@ -270,10 +269,11 @@ class OpenAICompatAgent:
                  connect_timeout_s: float = 10.0, idle_timeout_s: float = 120.0, max_tool_rounds: int = 5,
                  max_attempts: int = 4, retry_base_s: float = 0.5, retry_max_wait_s: float = 30.0,
                  long_tool_hint_s: float = 5.0, extra_body: Optional[dict] = None,
-                 extra_headers: Optional[dict] = None, first_token_timeout_s: float = FIRST_TOKEN_TIMEOUT_S, wait_hint_s: float = 5.0):
+                 extra_headers: Optional[dict] = None, first_token_timeout_s: float = FIRST_TOKEN_TIMEOUT_S,
+                 wait_hint_s: float = 5.0):
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
-        self.endpoint = endpoint_name(model, base_url)    # how status names it (actors/model_health.py)
+        self.endpoint = endpoint_name(model, base_url)    # how status names it (actors/sessions/model_health.py)
         self.registry = registry if registry is not None else default_registry()
         self.system_prompt = system_prompt
         self.connect_timeout_s = connect_timeout_s

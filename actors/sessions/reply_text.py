@@ -3,9 +3,10 @@ text of its preview or of its final form, and the files it carries (shown after 
 Pure: no actor, no platform; the stream consumer cuts it into chunks.
 
 A preview is the deltas as they came, redacted each time it is drawn (the session redacts the final text; a secret
-split across deltas is whole again in the answer so far), with the tool line under it and a cursor at its end. While the model has sent nothing yet for a while, the line says
-so instead ("⏳ still waiting for the model… (10s)"): on a platform that edits, the chat sees that the answer is
-coming; where nothing is edited (no preview is sent), the typing indicator goes on as before.
+split across deltas is whole again in the answer so far), with the tool line under it and a cursor at its end.
+While the model has sent nothing yet for a while, the line says so instead ("⏳ still waiting for the model… (10s)"):
+on a platform that edits, the chat sees that the answer is coming; where nothing is edited (no preview is sent), the
+typing indicator goes on as before.
 """
 from __future__ import annotations
 

@@ -37,8 +37,8 @@ Messages it takes:
                      (index what the sessions appended, in one transaction: storage/search_index.py)
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
 consumer's Started is its first message, so nothing sent to it can overtake it); ModelOutcome (how a turn's model
-service did: kept in memory for the status walk, actors/model_health.py; a shard started again knows nothing until
-its next turn).
+service did: kept in memory for the status walk, model_health.py; a shard started again knows nothing until its next
+turn).
 Messages it sends: InboundStored to adapters, InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells,
 the moves' messages to other shards, StoreReadResult, and what cells send out (PlatformOp to adapters, as one Batch
 per adapter for each run of the cells; metrics facts).
@@ -58,7 +58,7 @@ import time
 from actors.messages import (ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, ModelOutcome, MovesDone,
                              OpResult, Passivate, PlatformOp, RunCells, SessionHandover, SessionTaken, SessionWanted,
                              SpawnConsumer, StoreInbound, StoreRead)
-from actors.model_health import ModelHealth
+from actors.sessions.model_health import ModelHealth
 from actors.sessions.moves_in import MovesIn
 from actors.sessions.moves_out import MovesOut
 from actors.sessions import store_reads
@@ -111,7 +111,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.index_waits = 0             # search index catch-ups in a row that storage refused (a full disk)
         self.moves_out: MovesOut | None = None   # keys another shard wins now, moving there (moves_out.py)
         self.moves_in: MovesIn | None = None     # keys won here whose records may be elsewhere (moves_in.py)
-        self.model_health = ModelHealth()        # how its sessions' model services did (actors/model_health.py)
+        self.model_health = ModelHealth()        # how its sessions' model services did (model_health.py)
 
     # ------------------------------------------------------------------------------------------------- start
     def on_start(self, args) -> None:

@@ -1,5 +1,5 @@
 """The model endpoint as a component of the gateway's health, like an adapter: its state, its last error and since
-when. Pure: no actor, no I/O (tests/actors/test_model_health.py).
+when. Pure: no actor, no I/O (tests/actors/sessions/test_model_health.py).
 
 Each turn that asked a model service tells its session shard how it went (``ModelOutcome``: the session sends it
 when the turn's answer is complete, or when the agent failed). The shard keeps one ``ModelHealth`` (in memory: a
@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from typing import Iterable, Optional
-from urllib.parse import urlsplit, urlunsplit
 
 from actors.messages import ModelOutcome
 from supervision import tree
@@ -28,17 +27,6 @@ from common.redact import redact
 UP, FAILING = "up", "failing"
 ERROR_CHARS = 200
 MAX_ENDPOINTS = 64     # distinct endpoints a shard keeps (profiles name them; reloads may add more over time)
-
-
-def endpoint_name(model: str, base_url: str) -> str:
-    """``gpt-4o-mini at https://api.openai.com/v1``: the URL without user info, query or fragment (a key put in
-    the URL stays out of status)."""
-    parts = urlsplit(base_url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return f"{model} at {urlunsplit((parts.scheme, netloc, parts.path.rstrip('/'), '', ''))}"
 
 
 def outcome_of_failure(endpoint: str, exc: BaseException, secrets: Iterable[str] = (),

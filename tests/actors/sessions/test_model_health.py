@@ -1,14 +1,14 @@
-"""actors/model_health.py: the model endpoint's state from turn outcomes, and the merge of every shard's view."""
+"""actors/sessions/model_health.py: the model endpoint's state from turn outcomes, and the merge of every shard's
+view."""
 from __future__ import annotations
 
 import asyncio
 
 import pytest
 
-from actors.agents.base import AgentError
+from actors.agents.base import AgentError, endpoint_name
 from actors.messages import ModelOutcome
-from actors.model_health import (FAILING, UP, ModelHealth, endpoint_name, merge_rows, model_problems,
-                                 outcome_of_failure)
+from actors.sessions.model_health import FAILING, UP, ModelHealth, merge_rows, model_problems, outcome_of_failure
 
 pytestmark = pytest.mark.timeout(10)
 
