@@ -445,7 +445,6 @@ class OpenAICompatAgent:
             raise _Retryable(AgentError("the model service closed the stream without answering"))
         return response
 
-
     def _no_first_token(self) -> AgentError:
         return AgentError(f"the model service sent no first token within {self.first_token_timeout_s:g}s "
                           "(first_token_timeout_s)", reason="timeout")

@@ -8,8 +8,9 @@ rows of every shard (``merge_rows``: per endpoint, the newest outcome wins), and
 ``/readyz`` and ``/metrics`` read the merged rows.
 
 An endpoint is ``failing`` from the first turn that failed because of it until the next turn that it answers:
-``up`` again at once. One failed turn is enough: the client retried it already (``[agent]`` attempts with backoff,
-actors/agents/openai_compat.py), so it stands for several failed requests, and a chat user was told. What does not
+``up`` again at once. One failed turn is enough: the client already retried what a retry may cure (4 attempts
+with backoff) or waited out its time bound (``first_token_timeout_s``, ``timeout_s``: actors/agents/openai_compat.py),
+and a chat user was told. What does not
 say the service is down leaves the state as it is: a request the service refused for its own content (HTTP 400, 413,
 422: a prompt too long, a content filter) and failures of the gateway itself (``failure_kind`` "other").
 """

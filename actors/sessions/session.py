@@ -39,7 +39,6 @@ from pathlib import Path
 
 from actors.agents.base import AgentRequest
 from actors.memory.binding import memory_for_turn
-from actors.sessions.model_health import outcome_of_failure
 from actors.hooks.points import hooks_for, turn_record, with_context
 from actors.profiles.profiles import Profiles
 from actors.media.transcription import Transcriber, transcribe_all
@@ -50,6 +49,7 @@ from common.redact import configured_secrets, redact
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.history import RecentHistory
+from actors.sessions.model_health import outcome_of_failure
 from actors.sessions.session_commands import run_command
 from storage import MediaCache, obligation_id
 from supervision.storage_access import CellStoreUser
@@ -341,8 +341,8 @@ class Session(CellStoreUser, Cell):
             self.end_turn(turns.with_note(turn.answer_text(), notice), "error", error=notice)
 
     def tell_model(self, outcome_for) -> None:
-        """Tell the shard how the turn's model service did (status shows it: actors/sessions/model_health.py), when the
-        turn's agent has one (the offline agent has none) and the outcome says something about it."""
+        """Tell the shard how the turn's model service did (status shows it: model_health.py), when the turn's agent
+        has one (the offline agent has none) and the outcome says something about it."""
         endpoint = getattr(self.agent, "endpoint", None)
         outcome = outcome_for(endpoint) if endpoint else None
         if outcome is not None:
