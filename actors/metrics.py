@@ -47,6 +47,7 @@ from common.runfiles import RunFiles
 from common.config import setting
 from actors import metric_families
 from actors.metric_families import CONTENT_TYPE, Histogram
+from actors.sessions.model_health import FAILING, model_problems, shard_models
 
 CACHE_S = 1.0                  # a snapshot younger than this answers a scrape without a new walk
 WALK_WITHIN_S = 2.0            # what the root is given to describe the tree
@@ -217,7 +218,8 @@ class Metrics(StoreUser, GatewayActor):
                 "sessions_live": len(tree.find_kind(root, "Session")),
                 "sessions_up": any(n.name == "sessions" and n.state in tree.UP_STATES for n, _ in nodes),
                 "watchdog_phase": watchdog[0].state if watchdog else "absent",
-                "adapters": adapters, "deliveries": deliveries, "recovery": recovery, "hosts": hosts}
+                "adapters": adapters, "deliveries": deliveries, "recovery": recovery, "hosts": hosts,
+                "models": shard_models(root)}
 
     def _connected(self, node) -> bool:
         if node.state not in tree.UP_STATES:
@@ -265,6 +267,7 @@ class Metrics(StoreUser, GatewayActor):
             problems.append("the session supervisor is not running")
         problems += [f"adapter {name} is not connected" for name, up in sorted(self.snapshot["adapters"].items())
                      if not up]
+        problems += model_problems(self.snapshot.get("models") or [])   # as `health --ready` says (health.py)
         return problems
 
     def exposition(self) -> str:
@@ -307,6 +310,9 @@ class Metrics(StoreUser, GatewayActor):
                   [({"host": h, "role": r}, int(up)) for (h, r), up in sorted(snap.get("hosts", {}).items())]),
             gauge("gateway_adapter_connected", "1 while the adapter's platform connection is up",
                   [({"adapter": a}, int(up)) for a, up in sorted(snap["adapters"].items())]),
+            gauge("gateway_model_up", "1 while the model service answers (its last turn did not fail because of it), "
+                  "by model endpoint; listed from a turn's first request to it on",
+                  [({"model": row["name"]}, int(row["state"] != FAILING)) for row in snap.get("models") or ()]),
             counter("gateway_intake_stalls_total", "Intakes connected but silent past their bound, restarted (a "
                     "zombie connection), by adapter",
                     [({"adapter": a}, n) for a, n in sorted(self.intake_stalls.items())]),

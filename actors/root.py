@@ -25,6 +25,7 @@ from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus
 from actors.config_reload import reload_from_file
 from actors.adapters import registry
 from actors.adapters.connection import adapter_rows
+from actors.sessions.model_health import shard_models
 from supervision.messages import AddressesChanged, Directory, DirectoryWanted
 from supervision import tree
 from supervision.spec import ChildSpec, Restart, flags_from_config
@@ -156,8 +157,10 @@ class Root(Supervisor):
                                      "fixed_tree_restarting": fixed["restarting"] + fixed["failed"],
                                      "recovery": {k: v for n in sweeper for k, v in n.facts},
                                      "adapters": adapter_rows(node, self._adapter_kinds()),
-                                     "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
+                                     "shards": [{"name": n.name, "state": n.state, "pid": n.pid,
+                                                 **{k: v for k, v in n.facts if k != "models"}}
                                                 for n in tree.find_kind(node, "SessionShard")],
+                                     "models": shard_models(node),
                                      **({"cron": dict(crons[-1].facts)} if (crons := tree.find_kind(node, "Cron"))
                                         else {}),
                                      **({"hosts": host_rows(hosts, tree.find_kind(node, "SessionShard"))}

@@ -98,6 +98,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "api_key_env": (str, "OPENAI_API_KEY", None),
         "api_key": (str, "", None),
         "timeout_s": (float, 120.0, None),
+        # From a request to the first chunk of its answer (actors/agents/openai_compat.py); 0: timeout_s only.
+        "first_token_timeout_s": (float, 30.0, None),
         "system_prompt": (str, "You are a helpful assistant.", None),
         "chunk_delay_s": (float, 0.03, None),
     },

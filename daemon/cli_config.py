@@ -44,6 +44,8 @@ KEY_NOTES = {
     ("cluster", "member_misses"): "a host silent this many check-ins is lost: (misses + 1) x check_s at most",
     ("agent", "kind"): "\"openai\": any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp)",
     ("agent", "api_key_env"): "the environment variable holding the key (better than api_key in this file)",
+    ("agent", "timeout_s"): "the model may stay silent this long once its answer flows",
+    ("agent", "first_token_timeout_s"): "no first chunk of an answer by then: the model is taken for hung (0: off)",
     ("metrics", "port"): "0: the OS picks one (`status` shows it)",
 }
 ADAPTER_SAMPLE = """\

@@ -61,6 +61,9 @@ class PlatformOp:
     # send: a file part instead of text (the adapter's ``send_file``); ``text`` is then unused, the caption is the
     # file's. Every other rule of a send holds for it: intent, recorded id, lanes, pacing.
     file: Optional[OutgoingFile] = None
+    # send / edit of a final text: "error" when the turn failed (the text ends with the notice that says why), so a
+    # platform that can show an error as one does (the web chat: styled, with Retry); "" for an answer.
+    kind: str = ""
 
 
 @dataclass(frozen=True)

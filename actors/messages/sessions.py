@@ -48,3 +48,12 @@ class ReplyDone:
     message_ids: tuple = ()
 
 
+@dataclass(frozen=True)
+class ModelOutcome:
+    """Session -> its shard: how a turn's request to a model service went (one per turn that reached the model;
+    actors/sessions/model_health.py)."""
+    endpoint: str                  # "MODEL at URL" (actors/agents/base.py endpoint_name)
+    ok: bool
+    error: str = ""                # the operator's words of the failure (AgentError.message), redacted
+    kind: str = ""                 # common.chat_errors.failure_kind of it
+    at: float = 0.0                # time.time() of the outcome

@@ -47,6 +47,13 @@ class LongToolHint:
 
 
 @dataclass(frozen=True)
+class WaitingForModel:
+    """The model has sent nothing of its answer yet after a while (a hung or overloaded service, a cold model
+    loading): tell the chat the answer is still coming."""
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
 class GatewayNotice:
     """Text from the gateway itself (not the model): errors, resumes, command replies."""
     text: str

@@ -58,6 +58,8 @@ AGENT_KEYS: dict[str, Spec] = {
     "api_key_env": Spec(str, doc="the environment variable holding the key"),
     "api_key": Spec(str, secret=True, doc="the key itself (better: api_key_env)"),
     "timeout_s": Spec(float, doc="how long the server may stay silent mid-answer"),
+    "first_token_timeout_s": Spec(float, doc="how long a request may wait for the first chunk of its answer "
+                                             "(default 30; 0: timeout_s only)"),
     "connect_timeout_s": Spec(float, doc="how long connecting may take"),
     "tools": Spec(list, doc="names of built-in tools (actors/agents/tools.py); [] for none; default all"),
     "max_tool_rounds": Spec(int, doc="tool calls and answers the model may go through in one turn"),

@@ -21,7 +21,7 @@ Messages it takes:
   ReplyDone          the reply is delivered: the inbox row is done, the turn ends, the next row starts
   Passivate          stop when idle
   AgentEvent, AgentFailed, AgentCancelled   from its agent run on the shard's loop (through the bridge)
-Messages it sends: SpawnConsumer (to its shard), StreamBatch (to the consumer).
+Messages it sends: SpawnConsumer and ModelOutcome (to its shard), StreamBatch (to the consumer).
 
 What survives kill -9, in the order it is written: the user's message in the transcript and ``begin_turn`` (before
 the model is called); tool calls with their results (as they finish); the final answer (before its TurnEnd leaves);
@@ -43,12 +43,13 @@ from actors.hooks.points import hooks_for, turn_record, with_context
 from actors.profiles.profiles import Profiles
 from actors.media.transcription import Transcriber, transcribe_all
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
-                             ReplyFile, SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
+                             ModelOutcome, ReplyFile, SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
 from common.chat_errors import user_facing_error
 from common.redact import configured_secrets, redact
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.history import RecentHistory
+from actors.sessions.model_health import outcome_of_failure
 from actors.sessions.session_commands import run_command
 from storage import MediaCache, obligation_id
 from supervision.storage_access import CellStoreUser
@@ -320,6 +321,7 @@ class Session(CellStoreUser, Cell):
         if isinstance(item, AgentEvent):
             event = item.event
             if isinstance(event, TurnEnd):
+                self.tell_model(lambda endpoint: ModelOutcome(endpoint, True, at=time.time()))
                 self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete")
                 return
             if isinstance(event, ToolCallFinished):
@@ -329,15 +331,22 @@ class Session(CellStoreUser, Cell):
             for file in getattr(event, "files", ()):   # a tool's files: parts of the reply, after its text
                 self.push(turn, ReplyFile(file))
         elif isinstance(item, AgentCancelled):
-            answer = turn.answer_text().rstrip()
             note = "(stopped)" if turn.interrupted == "stopped" else "(interrupted)"
-            self.end_turn(f"{answer}\n\n{note}" if answer else note, turn.interrupted or "interrupted")
+            self.end_turn(turns.with_note(turn.answer_text(), note), turn.interrupted or "interrupted")
         elif isinstance(item, AgentFailed):
             self.log.error("agent failed: %r", item.error, extra=self.log_fields(turn=turn.turn_id))
             notice = user_facing_error(item.error, self.secrets)
+            self.tell_model(lambda endpoint: outcome_of_failure(endpoint, item.error, self.secrets))
             self.push(turn, GatewayNotice(notice, "error"))
-            answer = turn.answer_text().rstrip()
-            self.end_turn(f"{answer}\n\n{notice}" if answer else notice, "error", error=notice)
+            self.end_turn(turns.with_note(turn.answer_text(), notice), "error", error=notice)
+
+    def tell_model(self, outcome_for) -> None:
+        """Tell the shard how the turn's model service did (status shows it: model_health.py), when the turn's agent
+        has one (the offline agent has none) and the outcome says something about it."""
+        endpoint = getattr(self.agent, "endpoint", None)
+        outcome = outcome_for(endpoint) if endpoint else None
+        if outcome is not None:
+            self.send(self.parent, outcome)
 
     def end_turn(self, final_text: str, reason: str, error: str | None = None) -> None:
         turn = self.turn

@@ -37,6 +37,7 @@ unfinished copy above it. A send unanswered for SEND_SILENCE_S is taken for lost
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import itertools
 import time
@@ -216,6 +217,8 @@ class StreamConsumer(CellStoreUser, Cell):
                             reply_to=a["reply_to"] if index == 0 else None, final=finishing,
                             idempotency_key=key, **send_fields(text),
                             ledger=self.claim.send_ledger(index))
+        if finishing and op.action in ("send", "edit") and self.text.kind():   # a failed turn's text says so
+            op = dataclasses.replace(op, kind=self.text.kind())
         adapter = self.directory.adapter(a["adapter"]) if self.directory is not None else None
         if adapter is None:
             self.without_adapter()

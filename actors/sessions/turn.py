@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from actors.agents.base import AgentRequest
 from actors.media.parts import user_content
+from actors.sessions.chunking import close_open_fence
 from actors.sessions.commands import parse_command
 from actors.profiles.profiles import profile_streams
 from actors.sessions.reply_status import status_reactions
@@ -172,6 +173,13 @@ def turn_files(transcript: list, turn_id: str) -> tuple:
     return tuple(OutgoingFile.from_part(part) for e in transcript
                  if e.turn_id == turn_id and e.kind == "tool_result"
                  for part in e.payload.get("attachments") or () if isinstance(part, dict))
+
+
+def with_note(answer: str, note: str) -> str:
+    """The answer so far of a turn cut short, then the note that says why ("(stopped)", an error): a code block the
+    answer was in the middle of is closed first, so the note is not shown as code."""
+    answer = answer.rstrip()
+    return f"{close_open_fence(answer)}\n\n{note}" if answer else note
 
 
 def assistant_event(turn_id: str, text: str, reason: str, error: Optional[str] = None) -> dict:

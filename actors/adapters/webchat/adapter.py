@@ -348,7 +348,7 @@ class WebChatAdapter(ServingAdapter):
         message_id = f"{self._id_prefix}-{next(self._ids)}"
         reply_to = protocol.client_id(op.reply_to)
         self.outbox.record(op.chat_id, message_id, op.text, op.final, reply_to=reply_to)
-        await self._push(op.chat_id, op_frame("send", message_id, op.text, op.final, reply_to))
+        await self._push(op.chat_id, op_frame("send", message_id, op.text, op.final, reply_to, kind=op.kind))
         return message_id
 
     async def send_file(self, op: PlatformOp) -> str:
@@ -391,7 +391,7 @@ class WebChatAdapter(ServingAdapter):
         self._fault_point(op)
         self.outbox.record(op.chat_id, op.message_id, op.text, op.final)
         await self._push(op.chat_id, op_frame("edit", op.message_id, op.text, op.final,
-                                              known["reply_to"] if known else None))
+                                              known["reply_to"] if known else None, kind=op.kind))
 
     async def delete_message(self, op: PlatformOp) -> None:
         self._fault_point(op)

@@ -35,7 +35,8 @@ from actors.adapters.webchat import highlight
 # The gateway's streaming cursor, as actors/sessions/reply_text.py appends it (adapters cannot import
 # sessions; tests/webchat/test_rendering.py checks the two agree).
 CURSOR = " ▍"
-TOOL_LINE = re.compile(r"\n\n(⚙ [^\n]*)$")    # tool progress the gateway appends to a streaming preview
+# Progress the gateway appends to a streaming preview: a tool's (⚙), or the wait for the model's first words (⏳).
+TOOL_LINE = re.compile(r"\n\n((?:⚙|⏳) [^\n]*)$")
 # What the chunker may put after the cursor: the fence line that closes a code block the cut is inside of.
 _ADDED_AFTER_CURSOR = re.compile(r"\s*(?:`{3,}|~{3,})?\s*")
 # A last line that the cursor sentinel would change the meaning of if appended to it: a fence line (``` plus

@@ -13,6 +13,7 @@ JSON object in a text frame.
                                                     {"type": "op", "action": "send" | "edit" | "delete" | "typing",
                                                      "message_id": ..., "text": ..., "final": false,
                                                      "html": ..., "tool": ..., "reply_to": ID | null,
+                                                     "kind": "error",   (a failed turn's final text only)
                                                      "file": FILE}   (a send of a file the reply carries)
                                                     {"type": "error", "id": ID | null, "error": TEXT, "retry": false}
 
@@ -24,7 +25,10 @@ same frame may succeed later (storage busy, gateway draining); otherwise the fra
 An answer's ``text`` is the gateway's own (a preview with its cursor); ``html`` is what the page shows of it,
 rendered and sanitised here (formatting.py), with the tool progress line of a preview in ``tool``; the history's
 answers carry the same two fields. ``reply_to`` of a send is the ID of the message it answers (the first part of an
-answer only): the page tells by it which answer is the one to a message it sent, e.g. to its ``/new``.
+answer only): the page tells by it which answer is the one to a message it sent, e.g. to its ``/new``. ``kind`` is
+"error" on the final text of a turn that failed (the model unreachable, hung or refusing: the text ends with the
+notice saying so), in an operation as in the history: the page shows it as an error with a Retry button, which
+sends ``/retry`` (the gateway answers the visitor's last message again, in place of the failed answer).
 
 Stop and new chat are the gateway's own commands, sent as messages: ``/stop`` ends the answer in progress (the
 session acts on it at once, actors/sessions/session.py ``while_busy``) and ``/new`` starts a new conversation.
@@ -112,9 +116,11 @@ def error_frame(reason: str, message_id: Optional[str] = None, retry: bool = Fal
 
 
 def op_frame(action: str, message_id: Optional[str], text: str = "", final: bool = False,
-             reply_to: Optional[str] = None, file: Optional[dict] = None) -> dict:
+             reply_to: Optional[str] = None, file: Optional[dict] = None, kind: str = "") -> dict:
     frame = {"type": "op", "action": action, "message_id": message_id, "text": text, "final": final,
              "reply_to": reply_to}
+    if kind:
+        frame["kind"] = kind
     if action in ("send", "edit"):
         frame.update(formatting.view(text, final))
     if file is not None:
@@ -152,6 +158,8 @@ def conversation(events: Iterable, waiting_rows: Iterable = ()) -> list[dict]:
         if e.turn_id is not None and e.turn_id in undone:
             continue
         message = {"role": e.role, "text": str(e.payload.get("text", "")), "at": e.created_at}
+        if e.role == "assistant" and e.payload.get("error"):   # a failed turn's notice (turn.py assistant_event)
+            message["kind"] = "error"
         if e.role == "user":
             seen_ids.add(e.payload.get("platform_message_id"))
             message["id"] = client_id(e.payload.get("platform_message_id"))

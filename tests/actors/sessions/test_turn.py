@@ -133,3 +133,12 @@ def test_a_rows_user_event_is_known_by_its_platform_message_id_not_by_a_hosts_in
     assert fresh[0]["payload"]["inbound_seq"] == 1 and fresh[0]["turn_id"] == "t3"
     requeued = MessageEvent(Source("tg", "42"), "first", "m1", 0.0)   # a crash after its event was appended
     assert turns.unrecorded_user_events(moved_in, "t4", [(7, requeued)]) == []
+
+
+def test_a_note_after_an_answer_cut_inside_a_code_block_comes_after_the_block():
+    cut = "Here it is:\n\n```python\nfor i in range(3):\n    print(i)\n"
+    assert turns.with_note(cut, "(stopped)") == \
+        "Here it is:\n\n```python\nfor i in range(3):\n    print(i)\n```\n\n(stopped)"
+    assert turns.with_note("~~~\n````\n", "(interrupted)") == "~~~\n````\n~~~\n\n(interrupted)"
+    assert turns.with_note("Plain words. ", "(stopped)") == "Plain words.\n\n(stopped)"
+    assert turns.with_note("  \n", "(stopped)") == "(stopped)"

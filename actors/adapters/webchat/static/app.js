@@ -10,10 +10,11 @@ import { addMessage, botMessage, handleCopyClicks, rawText, setAnswer, setNote, 
   from "./messages.js";
 import { onEarlierFrame, setupEarlier } from "./conversations.js";
 import { setupThemeToggle, showWelcome } from "./looks.js";
+import { offerRetry, showKind } from "./messages.js";
 
 const UNACKED_KEY = "agent-gateway.unacked";
 const NEW_CHAT_KEY = "agent-gateway.new-chat";   // the id of a /new whose answer has not arrived yet
-const CONTROLS = { "/stop": "stop", "/new": "new", "/reset": "new" };
+const CONTROLS = { "/stop": "stop", "/new": "new", "/reset": "new", "/retry": "retry" };
 const RETRY_SEND_MS = 2000;
 const TYPING_SHOWN_MS = 4000;
 
@@ -159,7 +160,9 @@ function renderHistory(frame) {
         if (m.id) awaiting.set(m.id, true);
       }
     } else {
-      setAnswer(addMessage(log, "assistant", ""), m, true);
+      const item = addMessage(log, "assistant", "");
+      setAnswer(item, m, true);
+      showKind(item, m.kind);
     }
   }
   for (const m of frame.live || []) {
@@ -180,6 +183,7 @@ function renderHistory(frame) {
     }
   }
   saveUnacked();
+  offerRetry(log);
   keepScrolled(true);
 }
 
@@ -210,6 +214,8 @@ function applyOp(op) {
     stopped = false;   // a new answer: the stopped one is history
   }
   setAnswer(item, op, op.final);
+  if (op.final) showKind(item, op.kind);
+  offerRetry(log);
   if (op.final && stopping) {
     stopped = op.reply_to !== stopping;   // the answer to the /stop itself says nothing was running
     stopping = null;
@@ -390,6 +396,7 @@ form.addEventListener("submit", (event) => {
   const control = attached.length ? null : controlOf(text);
   if (control === "stop") return stopAnswer();
   if (control === "new") return newChat();
+  if (control === "retry") return retryLast();
   stopped = false;
   const files = attached;
   attached = [];
@@ -400,6 +407,7 @@ form.addEventListener("submit", (event) => {
   // A socket still connecting (a reconnect attempt while the gateway is down) is not a connection yet.
   const open = socket && socket.readyState === WebSocket.OPEN;
   setNote(item, open ? "sending…" : "will be sent when the connection is back");
+  offerRetry(log);
   keepScrolled(true);
   showState();
 });
@@ -501,6 +509,19 @@ attachInput.addEventListener("change", () => {
   for (const file of Array.from(attachInput.files || [])) upload(file);
   attachInput.value = "";
 });
+// Retry (the button on a failed answer, or /retry typed): the gateway answers the visitor's last message again, in
+// place of the failed answer, which leaves the page as it leaves the conversation's history.
+function retryLast() {
+  const answers = log.querySelectorAll(".message.assistant");
+  const failed = answers[answers.length - 1];
+  if (failed && failed.classList.contains("error")) failed.remove();
+  stopped = false;
+  showProblem("");
+  awaiting.set(queue("/retry"), true);   // answered with its own id as reply_to, like a message
+  showState();
+}
+
+log.addEventListener("click", (event) => { if (event.target.closest("button.retry")) retryLast(); });
 stopButton.addEventListener("click", stopAnswer);
 newButton.addEventListener("click", newChat);
 handleCopyClicks(log);
