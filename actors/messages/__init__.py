@@ -23,7 +23,7 @@ from actors.messages.stream import (
 from actors.messages.terminal import (
     CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
 from actors.messages.sessions import (
-    Passivate, RunCells, SpawnConsumer, ConsumerReady, ConsumerGone, ReplyDone)
+    Passivate, RunCells, ShardArgs, SessionArgs, ConsumerArgs, SpawnConsumer, ConsumerReady, ConsumerGone, ReplyDone)
 from actors.messages.moves import (
     SessionWanted, SessionHandover, SessionTaken, MovesDone)
 from actors.messages.store_reads import StoreRead, StoreReadResult
@@ -41,7 +41,8 @@ __all__ = [
     'OpResult', 'AdapterConnected', 'TextDelta', 'ToolCallStarted', 'ToolCallDelta', 'ToolCallFinished',
     'ReplyFile', 'LongToolHint', 'GatewayNotice', 'TurnEnd', 'AgentEvent', 'AgentCancelled', 'AgentFailed',
     'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone', 'CliDone', 'Passivate', 'RunCells',
-    'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone', 'DrainRequest', 'DrainReport',
+    'ShardArgs', 'SessionArgs', 'ConsumerArgs', 'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone',
+    'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
     'TurnFinished', 'FloodWaited', 'IntakeSilent', 'AdapterConnection', 'HookFailed', 'CronRunRequest',
     'CronRunReport',

@@ -43,7 +43,7 @@ from actors.hooks.points import hooks_for, turn_record, with_context
 from actors.profiles.profiles import Profiles
 from actors.media.transcription import Transcriber, transcribe_all
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
-                             ReplyFile, SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
+                             ReplyFile, SessionArgs, SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
 from common.chat_errors import user_facing_error
 from common.redact import configured_secrets, redact
 from actors.sessions import turn as turns
@@ -89,8 +89,8 @@ class Session(CellStoreUser, Cell):
         return SessionPhase.DELIVERING if self.turn.ended else SessionPhase.ANSWERING
 
     # ------------------------------------------------------------------------------------------------- start
-    def on_start(self, args) -> None:
-        self.key = args["session_key"]
+    def on_start(self, args: SessionArgs) -> None:
+        self.key = args.session_key
         self.resume_window_s = setting(self.config, "sessions", "resume_window_s")
         self.max_resumes = setting(self.config, "sessions", "max_resumes")
         self.on_config_changed(self.config)

@@ -49,7 +49,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from actors.messages import LostSend, OpResult, PlatformOp, ReplyDone, StalledReply, StreamBatch
+from actors.messages import ConsumerArgs, LostSend, OpResult, PlatformOp, ReplyDone, StalledReply, StreamBatch
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
 from actors.media.outgoing import unsent_line
 from actors.sessions.placed_parts import SUPERSEDED, PlacedParts
@@ -116,8 +116,9 @@ class StreamConsumer(CellStoreUser, Cell):
         self.marker_at: int | None = None        # the part that carries the re-sent mark (reply_files.marker_index)
         self.final_cut = FinalCut()              # the final text's parts, cut once for every pump that wants them
 
-    def on_start(self, args) -> None:
-        self.args, self.pacing = args, registry.reply_pacing(self.config, args)
+    def on_start(self, args: ConsumerArgs) -> None:
+        self.args = args
+        self.pacing = registry.reply_pacing(self.config, args.adapter, args.platform, stream=args.stream)
         self.mode = PreviewMode.LIVE if self.pacing.supports_edit else PreviewMode.FINAL_ONLY
         self.length, self.marker = LENGTH_FUNCTIONS[self.pacing.length], resent_marker(self.config)
         self.chunk_limit = chunk_limit(self.pacing, self.length, self.marker)
@@ -127,7 +128,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.open_store()
         self.claim = Claim(args, self.store, self.db, self.log, self.name, self.report, records_sends=on_worker(),
                            pacing=self.pacing)
-        self.status = ReplyStatus(args, self.pacing, reply_reactions(self.config, args))
+        self.status = ReplyStatus(args, self.pacing, reply_reactions(args))
         if (first := self.status.first_typing_after()) is not None:
             self.after(first, "typing")
         self.to_adapter(self.status.started())
@@ -220,28 +221,28 @@ class StreamConsumer(CellStoreUser, Cell):
 
     def start_op(self, index: int, text: str | None) -> None:
         a, finishing = self.args, self.phase is ReplyPhase.FINISHING
-        op_id = self.claim.op_id(a["turn_id"], next(self.ops))   # never one an earlier life used (Claim.op_id)
+        op_id = self.claim.op_id(a.turn_id, next(self.ops))   # never one an earlier life used (Claim.op_id)
         if text is None:
             target = self.placed.superseded[0] if index == SUPERSEDED else self.placed.ids[index]
-            op = PlatformOp(op_id, "delete", a["chat_id"], message_id=target, thread_id=a["thread_id"])
+            op = PlatformOp(op_id, "delete", a.chat_id, message_id=target, thread_id=a.thread_id)
         elif index in self.placed.ids and not (self.mode is PreviewMode.FALLBACK and finishing):
-            op = PlatformOp(op_id, "edit", a["chat_id"], text, message_id=self.placed.ids[index],
-                            thread_id=a["thread_id"], chat_type=a["chat_type"], final=finishing)
+            op = PlatformOp(op_id, "edit", a.chat_id, text, message_id=self.placed.ids[index],
+                            thread_id=a.thread_id, chat_type=a.chat_type, final=finishing)
         elif self.claim.lost == index and is_file(text):   # a file's lost copy cannot be found by its text
             self.claim.lost = None
             return self.send_unresolved(index, "a file's send is unresolved", text) or self.pump()
         elif self.claim.lost == index:
             # Before this part goes again: is the copy its lost send left in the chat? (lost_copies.py)
-            op = PlatformOp(op_id, "find_lost", a["chat_id"], text, thread_id=a["thread_id"],
-                            chat_type=a["chat_type"], final=finishing,
+            op = PlatformOp(op_id, "find_lost", a.chat_id, text, thread_id=a.thread_id,
+                            chat_type=a.chat_type, final=finishing,
                             ledger=(self.claim.oid, self.claim.fence, index))
         else:
             key = f"{self.claim.oid[:16]}.{index}" if self.pacing.idempotent_send and self.claim.recorded else None
-            op = PlatformOp(op_id, "send", a["chat_id"], thread_id=a["thread_id"], chat_type=a["chat_type"],
-                            reply_to=a["reply_to"] if index == 0 else None, final=finishing,
+            op = PlatformOp(op_id, "send", a.chat_id, thread_id=a.thread_id, chat_type=a.chat_type,
+                            reply_to=a.reply_to if index == 0 else None, final=finishing,
                             idempotency_key=key, **send_fields(text),
                             ledger=self.claim.send_ledger(index))
-        adapter = self.directory.adapter(a["adapter"]) if self.directory is not None else None
+        adapter = self.directory.adapter(a.adapter) if self.directory is not None else None
         if adapter is None:
             self.without_adapter()
             return
@@ -258,11 +259,11 @@ class StreamConsumer(CellStoreUser, Cell):
         if step == "report":
             self.log.warning("%s: the reply has waited %.0fs for adapter %r, which the directory does not name "
                              "(claim %s, parts %d, %s); asking for the directory again", self.name,
-                             self.adapter_wait.bound_s, self.args["adapter"], (self.claim.oid or "none")[:12],
+                             self.adapter_wait.bound_s, self.args.adapter, (self.claim.oid or "none")[:12],
                              len(self.placed.ids), self.phase.value)
-            self.report(StalledReply(self.args["adapter"], "no_adapter"))
+            self.report(StalledReply(self.args.adapter, "no_adapter"))
         if step != "wait":
-            self.want_directory(f"a reply waits for adapter {self.args['adapter']!r}")
+            self.want_directory(f"a reply waits for adapter {self.args.adapter!r}")
         self.after(0.5, "pump")
 
     def on_timer_op_timeout(self, data) -> None:
@@ -279,7 +280,7 @@ class StreamConsumer(CellStoreUser, Cell):
             self.log.warning("%s: no answer to the send of part %d in %gs (claim %s, parts %d, %s); taking it "
                              "for lost", self.name, index, SEND_SILENCE_S, (self.claim.oid or "none")[:12],
                              len(self.placed.ids), self.phase.value)
-            self.report(LostSend(self.args["adapter"], "unanswered"))
+            self.report(LostSend(self.args.adapter, "unanswered"))
             self.send_unresolved(index, "a send got no answer", part)
         else:
             self.log.warning("%s: no answer to %s within %gs; sending it again", self.name, op_id, OP_TIMEOUT_S)
@@ -289,12 +290,12 @@ class StreamConsumer(CellStoreUser, Cell):
     def on_directory(self, directory) -> None:
         """The adapter was restarted: what it had not answered is lost with it and goes again (a send: see below)."""
         self.to_adapter(None)
-        if self.in_flight is not None and directory.adapter(self.args["adapter"]) != self.in_flight.adapter:
+        if self.in_flight is not None and directory.adapter(self.args.adapter) != self.in_flight.adapter:
             if self.in_flight.action == "send":
                 self.send_unresolved(self.in_flight.index, "the adapter died with a send in hand", self.in_flight.text)
             self.in_flight = None
             self.pump()
-        elif self.adapter_wait.since is not None and directory.adapter(self.args["adapter"]) is not None:
+        elif self.adapter_wait.since is not None and directory.adapter(self.args.adapter) is not None:
             self.pump()   # a reply that waited for this directory (a fresh shard's first) goes now, not at its retry
 
     def send_unresolved(self, index: int, why: str, part) -> None:
@@ -322,7 +323,7 @@ class StreamConsumer(CellStoreUser, Cell):
             self.after_marking()
             self.pump()
             return
-        self.report(LostSend(self.args["adapter"], "never_landed" if result.message_id is None else "found"))
+        self.report(LostSend(self.args.adapter, "never_landed" if result.message_id is None else "found"))
         if result.message_id is not None:
             self.placed.ids[index], self.placed.shown[index] = str(result.message_id), text
             if not result.recorded:
@@ -427,7 +428,7 @@ class StreamConsumer(CellStoreUser, Cell):
 
     def to_adapter(self, hint: PlatformOp | None) -> None:
         """A hint beside the reply, held until the directory names the adapter (ReplyStatus.due)."""
-        adapter = self.directory.adapter(self.args["adapter"]) if self.directory is not None else None
+        adapter = self.directory.adapter(self.args.adapter) if self.directory is not None else None
         for op in self.status.due(hint, adapter is not None):
             self.send(adapter, op)
 
@@ -463,7 +464,7 @@ class StreamConsumer(CellStoreUser, Cell):
             tell_delivered(self.config, self.bridge, self.args, self.text.final_text(), ids)   # plugins' hooks
         self.to_adapter(self.status.finished(ok and self.text.reason in ("complete", "")))
         if self.session is not None:
-            self.send(self.session, ReplyDone(self.args["turn_id"], ok, detail, ids))
+            self.send(self.session, ReplyDone(self.args.turn_id, ok, detail, ids))
         self.stop_self(clean=True)
 
     def flush(self) -> int:

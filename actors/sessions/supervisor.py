@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from actors.messages import InboxDoorbell
+from actors.messages import InboxDoorbell, ShardArgs
 from common.cluster import HOST_CAPABILITY, SHARDS_CAPABILITY
 from common.host_map import SWEEPER_PREFIX, ShardPlace, place_named, place_of
 from common.shard_map import SHARD_PREFIX, default_shard_count, shard_name
@@ -47,8 +47,7 @@ def shard_spec(place: ShardPlace, places: tuple) -> ChildSpec:
     """A shard's child spec; ``places``: the child names of every shard of the convention now (the shard starts
     the sessions of the keys it wins among them)."""
     return ChildSpec(place.child_name, SHARD_ACTOR, kind="SessionShard",
-                     args={"index": place.index, "count": sum(1 for n in places if place_named(n).on_leader),
-                           "places": places},
+                     args=ShardArgs(place.index, sum(1 for n in places if place_named(n).on_leader), places),
                      restart=Restart.PERMANENT, shutdown_timeout_s=10.0,
                      placement=None if place.on_leader else {HOST_CAPABILITY: place.host})
 
@@ -101,7 +100,7 @@ class SessionSupervisor(Supervisor):
             names = self.shard_names() + tuple(p.child_name for p in mine if p.child_name not in self.children)
             for name in self.shard_names():   # every shard learns the new map at its next start
                 child = self.children[name]
-                child.spec = dataclasses.replace(child.spec, args={**child.spec.args, "places": names})
+                child.spec = dataclasses.replace(child.spec, args=dataclasses.replace(child.spec.args, places=names))
             for spec in [shard_spec(place, names) for place in mine] + [sweeper_spec(host)]:
                 child = self.children.get(spec.name)
                 if child is None or child.address is None:
