@@ -34,7 +34,7 @@ from actors.messages import InboxDoorbell, ShardArgs
 from common.cluster import HOST_CAPABILITY, SHARDS_CAPABILITY
 from common.host_map import SWEEPER_PREFIX, ShardPlace, place_named, place_of
 from common.shard_map import SHARD_PREFIX, default_shard_count, shard_name
-from supervision.spec import ChildSpec, Restart, flags_from_config
+from supervision.spec import ChildSpec, ChildStatus, Restart, flags_from_config
 from supervision.supervisor import Supervisor
 from supervision.thespian_addresses import forget_child_address
 from common.config import setting
@@ -116,7 +116,7 @@ class SessionSupervisor(Supervisor):
                     # The host is gone, and with it the shard: no exit notice will come. Its keys keep their
                     # place in the map (no other shard takes them over empty); their rows wait on the leader.
                     forget_child_address(self, child.address)
-                    child.address, child.seen_as, child.pid, child.status = None, None, 0, "unavailable"
+                    child.address, child.seen_as, child.pid, child.status = None, None, 0, ChildStatus.UNAVAILABLE
                     child.last_exit = f"host {host} lost"
             self.announce_children()
 
@@ -131,7 +131,7 @@ class SessionSupervisor(Supervisor):
         self.log.error("%s: %s exited %d times in %gs (last: %s); not restarted until its host joins again",
                        self.name, child.spec.name, child.recent.recent(now) + 1, self._flags.period_s,
                        child.last_exit)
-        child.status = "failed"
+        child.status = ChildStatus.FAILED
         return False
 
     def pending_work(self) -> int:
