@@ -20,6 +20,7 @@ from actors.adapters.idempotency import life_token, op_id as numbered_op
 from actors.messages import ConsumerArgs, LostSend
 from actors.sessions.turn import REPLY_SLOT
 from storage import IllegalTransition, StaleFence, StorageUnavailable, Target, is_owner_alive
+from storage.ledger import ObligationState
 
 CLAIM_WAITS = 20       # half-second waits for a live owner of the obligation before taking it over
 _LOST = object()       # a claim step that another claimer won
@@ -98,13 +99,13 @@ class Claim:
             self.oid = "unrecorded"          # the ledger failed: deliver anyway, without it
             return "claimed"
         self.oid = ob.obligation_id
-        if ob.state in ("delivered", "abandoned"):
+        if ob.state in (ObligationState.DELIVERED, ObligationState.ABANDONED):
             return ob.state
         # Someone else's claim: this call did not make it. Another process's owner (the sweeper, a consumer of a
         # shard on its way out) may still run: let it finish first. A claim of this very process that this call
         # did not make belongs to an earlier consumer cell of the turn, and that one is gone (a session asks for a
         # new consumer only once the old one has exited): its claim is taken over at once.
-        others = ob.state == "attempting" and not ob.claimed and ob.owner is not None
+        others = ob.state == ObligationState.ATTEMPTING and not ob.claimed and ob.owner is not None
         if others and ob.owner.pid != os.getpid() and is_owner_alive(ob.owner) and self.waits < CLAIM_WAITS:
             self.waits += 1
             return self._look_again()
@@ -115,13 +116,13 @@ class Claim:
                     is _LOST:
                 return self._look_again()
             ob = self.call("get", self.store.ledger.get(self.oid), False, True) or ob
-        if ob.state in ("pending", "failed"):
+        if ob.state in (ObligationState.PENDING, ObligationState.FAILED):
             # An intent the dead owner left is unresolved for good (the claim records it so in the ledger too).
             fence = self._contested("mark_attempting", self.store.ledger.mark_attempting(self.oid))
             if fence is _LOST:
                 return self._look_again()
             self.fence = fence
-        elif ob.state == "attempting" and ob.claimed:
+        elif ob.state == ObligationState.ATTEMPTING and ob.claimed:
             self.fence = ob.fence   # our own claim, made just now
         else:
             return self._look_again()   # claimed by another meanwhile, or finished: never adopt a claim not ours

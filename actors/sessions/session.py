@@ -51,6 +51,8 @@ from actors.sessions.commands import parse_command
 from actors.sessions.history import RecentHistory
 from actors.sessions.session_commands import run_command
 from storage import MediaCache, obligation_id
+from storage.inbox import FINISHED_STATES, InboxState
+from storage.sessions import SessionState
 from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 from common.logging_setup import key_hash
@@ -120,7 +122,7 @@ class Session(CellStoreUser, Cell):
             return
         row = self.db(self.store.inbox.get(rt.resume_inbox_seq)) if rt.resume_inbox_seq else None
         transcript = self.db(self.store.sessions.load(self.info.session_id, last_n=turns.HISTORY_EVENTS * 2))
-        if row is None or row.state in ("done", "dropped"):
+        if row is None or row.state in FINISHED_STATES:
             self.db(self.store.sessions.end_turn(self.info.session_id, rt.turn_token))
             return
         answer = turns.final_answer(transcript, rt.turn_token)
@@ -172,7 +174,7 @@ class Session(CellStoreUser, Cell):
         """Start the next turn if nothing runs: the inbox, not the doorbell, says what there is to do."""
         if self.phase in BUSY or self.intake_stopped or self._exiting:
             return
-        rows = self.db(self.store.inbox.rows_in_state(self.key, ("received",)))
+        rows = self.db(self.store.inbox.rows_in_state(self.key, (InboxState.RECEIVED,)))
         if not rows:
             if self.passivate_when_idle:
                 self.stop_self(clean=True)
@@ -201,7 +203,7 @@ class Session(CellStoreUser, Cell):
         event = events[-1]
         # Read each turn, not kept: the operator may have suspended (or resumed) the session since the last one.
         current = self.db(self.store.sessions.current(self.key))
-        if current is not None and current.state == "suspended":
+        if current is not None and current.state == SessionState.SUSPENDED:
             self.reply_turn(seqs, event, "This conversation is suspended by the gateway operator; "
                                          "messages are not answered until it is resumed.")
             return
@@ -219,7 +221,7 @@ class Session(CellStoreUser, Cell):
         """A message arrived while a turn runs. /stop and /new act at once, wherever they are among the waiting rows
         (a message queued before them keeps its turn); the busy mode decides for the first other rows, and once a
         row waits for the next turn everything after it waits too, in order."""
-        rows = self.db(self.store.inbox.rows_in_state(self.key, ("received",)))
+        rows = self.db(self.store.inbox.rows_in_state(self.key, (InboxState.RECEIVED,)))
         waiting = False
         for row in rows:
             event = MessageEvent.from_payload(row.payload)
