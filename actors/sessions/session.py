@@ -315,26 +315,34 @@ class Session(CellStoreUser, Cell):
         except Exception as exc:  # noqa: BLE001 - shown to the chat, redacted, and logged in full
             self.bridge.post(AgentFailed(turn_id, exc))
 
-    def on_bridge(self, item) -> None:
+    # The agent run's items, back from the loop: each is for the turn it names, taken only while that turn
+    # is ANSWERING (an item of an earlier turn, or one that comes after the turn ended, is dropped).
+    def answering(self, item) -> turns.Turn | None:
         turn = self.turn
-        if self.phase is not SessionPhase.ANSWERING or turn.turn_id != getattr(item, "turn_id", None):
+        return turn if self.phase is SessionPhase.ANSWERING and turn.turn_id == item.turn_id else None
+
+    def on_loop_AgentEvent(self, item: AgentEvent) -> None:
+        if (turn := self.answering(item)) is None:
             return
-        if isinstance(item, AgentEvent):
-            event = item.event
-            if isinstance(event, TurnEnd):
-                self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete")
-                return
-            if isinstance(event, ToolCallFinished):
-                event = turns.redacted_tool_call(event, self.secrets)
-                self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(item.turn_id, event)))
-            self.push(turn, event)
-            for file in getattr(event, "files", ()):   # a tool's files: parts of the reply, after its text
-                self.push(turn, ReplyFile(file))
-        elif isinstance(item, AgentCancelled):
+        event = item.event
+        if isinstance(event, TurnEnd):
+            self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete")
+            return
+        if isinstance(event, ToolCallFinished):
+            event = turns.redacted_tool_call(event, self.secrets)
+            self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(item.turn_id, event)))
+        self.push(turn, event)
+        for file in getattr(event, "files", ()):   # a tool's files: parts of the reply, after its text
+            self.push(turn, ReplyFile(file))
+
+    def on_loop_AgentCancelled(self, item: AgentCancelled) -> None:
+        if (turn := self.answering(item)) is not None:
             answer = turn.answer_text().rstrip()
             note = "(stopped)" if turn.interrupted == "stopped" else "(interrupted)"
             self.end_turn(f"{answer}\n\n{note}" if answer else note, turn.interrupted or "interrupted")
-        elif isinstance(item, AgentFailed):
+
+    def on_loop_AgentFailed(self, item: AgentFailed) -> None:
+        if (turn := self.answering(item)) is not None:
             self.log.error("agent failed: %r", item.error, extra=self.log_fields(turn=turn.turn_id))
             notice = user_facing_error(item.error, self.secrets)
             self.push(turn, GatewayNotice(notice, "error"))
