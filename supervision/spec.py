@@ -50,9 +50,10 @@ class ChildStatus(enum.StrEnum):
     """A child's (or a cell's) phase as its supervisor sees it. str-valued: the values are the admin tree's node
     states, unchanged.
 
-      STOPPED -> STARTING         launched (a cell goes straight to RUNNING: it is up once its host made it)
-      STARTING -> RUNNING         it took its Started and answered (ChildReady)
-      RUNNING -> RESTARTING       it exited and its restart type says again (or it stops with its group):
+      STOPPED -> STARTING         launched
+      STARTING -> RUNNING         it took its Started and answered (ChildReady); a cell is RUNNING once its host
+                                  made it
+      RUNNING -> RESTARTING       it exited and its restart type says again, or it is stopped with its group
       RESTARTING -> STARTING      started again after the backoff
       RUNNING -> STOPPED          it exited and is not restarted
       any -> FAILED               its supervisor gave up (a placed child: failing until its host joins again)

@@ -16,7 +16,8 @@ from storage import Store, Target
 
 pytestmark = pytest.mark.timeout(30)
 DEAD_PID = 4_194_000   # above the default pid_max: no process has it
-ARGS = ConsumerArgs("t1", "k", "fake:m1", "fake", "fake", "c1", chat_type="group", reply_to="m1")   # no lost-copy search
+# A group chat: the adapter looks for no lost copy there (Claim.finds_lost), so a lost send is marked.
+ARGS = ConsumerArgs("t1", "k", "fake:m1", "fake", "fake", "c1", chat_type="group", reply_to="m1")
 
 
 class Runner:
