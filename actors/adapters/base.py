@@ -84,7 +84,7 @@ from actors.adapters.liveness import IntakeStalled, Liveness, probe_server, serv
 from actors.adapters.idempotency import KeyBook
 from actors.adapters.send_records import SendRecords
 from actors.adapters.send_hold import SendHold
-from actors.adapters.intake import (Intake, IntakeFailed, _Connected, _Ingested, _IntakeRetrying, _LogLine, _OpDone,
+from actors.adapters.intake import (Intake, IntakeFailed, IntakeConnected, Ingested, IntakeRetrying, LogLine, OpDone,
                                     _quietly)
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure
 from supervision.batching import Outbox
@@ -105,7 +105,7 @@ STOP_TIMEOUT_S = 3.0
 
 
 @dataclasses.dataclass(frozen=True)
-class _SendHeldNow:
+class SendHeldNow:
     """Loop -> actor thread: a send is held (send_hold.py); ``armer`` (if any) is told."""
     armer: Any
     held: SendHeld
@@ -142,7 +142,7 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         self._budgets = ChatBudgets()   # replaced in on_start by one that honours earlier lives (budgets.py)
         # Fault injection only ([debug] fault_injection): a reply's send held before its record (send_hold.py).
         self.send_hold = SendHold(lambda armer, chat_id, message_id: self.post_to_actor(
-            _SendHeldNow(armer, SendHeld(chat_id, message_id))))
+            SendHeldNow(armer, SendHeld(chat_id, message_id))))
         # actor thread only
         self._intake_task = None
         self._loop_bridge = None
@@ -260,33 +260,43 @@ class PlatformAdapter(GatewayActor, PlatformContract):
             store, self.store = self.store, None
             await store.close()
 
-    # ------------------------------------------------------------------------------- bridge items (actor thread)
-    def on_bridge(self, item) -> None:
-        if isinstance(item, _LogLine):
-            self.log.log(item.level, "%s", item.text)
-        elif isinstance(item, (_Ingested, Unforwarded)):
-            for address, message in self.routes.of_round(self.directory, item.rings, item.rows, time.monotonic()):
-                self.batched_out.put(address, message)
-        elif isinstance(item, _Connected):
-            self._unannounced = True
-            self._announce_connected()
-        elif isinstance(item, _OpDone):
-            self._answer(item)
-        elif isinstance(item, AdapterConnection):
-            if item.connected:
-                self.connection.connected(time.time())
-            self._report_connection(item.connected)
-            tell_adapter_state(self.config, self.bridge, self.name, self.settings, item.connected)
-        elif isinstance(item, _IntakeRetrying):
-            self.connection.retrying(item.error, item.attempt, time.time())
-        elif isinstance(item, FloodWaited):
-            self.report(item)
-        elif isinstance(item, _SendHeldNow):
-            self.log.warning("%s: fault injection: the send of %s to chat %s is held before its record",
-                             self.name, item.held.message_id, item.held.chat_id)
-            if item.armer is not None:
-                self.send(item.armer, item.held)
-        elif isinstance(item, TaskDone) and item.tag == "intake" and item.error is not None:
+    # ------------------------------------------------------------------- items back from the loop (actor thread)
+    def on_loop_LogLine(self, item: LogLine) -> None:
+        self.log.log(item.level, "%s", item.text)
+
+    def on_loop_Ingested(self, item: Ingested | Unforwarded) -> None:
+        for address, message in self.routes.of_round(self.directory, item.rings, item.rows, time.monotonic()):
+            self.batched_out.put(address, message)
+
+    on_loop_Unforwarded = on_loop_Ingested   # rows a forwarding walk found: routed as a round's new rows are
+
+    def on_loop_IntakeConnected(self, _item: IntakeConnected) -> None:
+        self._unannounced = True
+        self._announce_connected()
+
+    def on_loop_OpDone(self, item: OpDone) -> None:
+        self._answer(item)
+
+    def on_loop_AdapterConnection(self, item: AdapterConnection) -> None:
+        if item.connected:
+            self.connection.connected(time.time())
+        self._report_connection(item.connected)
+        tell_adapter_state(self.config, self.bridge, self.name, self.settings, item.connected)
+
+    def on_loop_IntakeRetrying(self, item: IntakeRetrying) -> None:
+        self.connection.retrying(item.error, item.attempt, time.time())
+
+    def on_loop_FloodWaited(self, item: FloodWaited) -> None:
+        self.report(item)
+
+    def on_loop_SendHeldNow(self, item: SendHeldNow) -> None:
+        self.log.warning("%s: fault injection: the send of %s to chat %s is held before its record",
+                         self.name, item.held.message_id, item.held.chat_id)
+        if item.armer is not None:
+            self.send(item.armer, item.held)
+
+    def on_loop_TaskDone(self, item: TaskDone) -> None:
+        if item.tag == "intake" and item.error is not None:
             self.log.error("%s: intake failed for good, the adapter restarts: %s", self.name,
                            self.clean_error(item.error))
             raise IntakeFailed(self.clean_error(item.error))
@@ -329,7 +339,7 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         self._chat_load[op.chat_id] += 1
         self.bridge.call(self._lanes.submit, op.chat_id, (ticket, op))
 
-    def _answer(self, done: _OpDone) -> None:
+    def _answer(self, done: OpDone) -> None:
         op, sender = self._in_hand.pop(done.ticket, (None, None))
         if op is None:
             return
@@ -346,7 +356,7 @@ class PlatformAdapter(GatewayActor, PlatformContract):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug in a subclass must still answer the sender
             result = OpResult(op.op_id, False, error_kind="permanent", error=self.clean_error(exc))
-        self._loop_bridge.post(_OpDone(ticket, result))
+        self._loop_bridge.post(OpDone(ticket, result))
 
     async def _perform(self, op: PlatformOp) -> OpResult:
         loop = asyncio.get_running_loop()
@@ -428,7 +438,7 @@ class PlatformAdapter(GatewayActor, PlatformContract):
             # scans only when it starts itself: ring every session with work once (a doorbell only says "look").
             waiting = await self.store.inbox.sessions_with_pending()
             if waiting:
-                self.post_to_actor(_Ingested(tuple((key, 0) for key in waiting)))
+                self.post_to_actor(Ingested(tuple((key, 0) for key in waiting)))
         if not self._budgets.loaded:
             if banned := await self._budgets.load(self.store, self.name):
                 self.say(logging.INFO, "%s: %d chat(s) still under a rate-limit ban from before the restart",
@@ -454,12 +464,12 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         self._lanes.submit(op.chat_id, (None, op))
 
     def post_to_actor(self, item) -> None:
-        """Hand an item from the loop thread to the actor thread (``on_bridge``)."""
+        """Hand an item from the loop thread to the actor thread (``on_loop_<ItemType>``)."""
         self._loop_bridge.post(item)
 
     def say(self, level: int, fmt: str, *args) -> None:
         """Log from the loop thread: the actor thread writes the line (see the module docstring)."""
-        self.post_to_actor(_LogLine(level, fmt % args))
+        self.post_to_actor(LogLine(level, fmt % args))
 
     def clean_error(self, error: Any) -> str:
         """An error (or any text) as one line of at most 300 characters, the adapter's secrets redacted: what may

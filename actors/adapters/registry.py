@@ -209,12 +209,11 @@ def pacing_of(args: Mapping) -> PlatformPacing:
     return pacing_for(args["type"], args.get("pacing") or None)
 
 
-def reply_pacing(config: dict, args: dict):
+def reply_pacing(config: dict, adapter: str, platform: str, stream: bool | None = None, profile: str | None = None):
     """The adapter's pacing: its registry entry's table with the [adapters.NAME] pacing overrides applied; for a
     reply of a profile with ``stream = false``, paced as on a platform without edits: sent once, complete."""
-    pacing = _configured_pacing(config, args["adapter"], args["platform"])
-    streams = args["stream"] if "stream" in args else (not args.get("profile") or
-                                                       profile_streams(config, args["profile"]))
+    pacing = _configured_pacing(config, adapter, platform)
+    streams = stream if stream is not None else (not profile or profile_streams(config, profile))
     if not streams:   # as the turn's start had it (actors/sessions/turn.py consumer_args), else as configured
         pacing = dataclasses.replace(pacing, supports_edit=False)
     return pacing

@@ -23,7 +23,8 @@ from actors.messages.stream import (
 from actors.messages.terminal import (
     CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
 from actors.messages.sessions import (
-    Passivate, RunCells, SpawnConsumer, ConsumerReady, ConsumerGone, ReplyDone, ModelOutcome)
+    Passivate, RunCells, ShardArgs, SessionArgs, ConsumerArgs, SpawnConsumer, ConsumerReady, ConsumerGone, ReplyDone,
+    ModelOutcome)
 from actors.messages.moves import (
     SessionWanted, SessionHandover, SessionTaken, MovesDone)
 from actors.messages.store_reads import StoreRead, StoreReadResult
@@ -42,7 +43,8 @@ __all__ = [
     'ToolCallDelta', 'ToolCallFinished', 'ReplyFile', 'LongToolHint', 'WaitingForModel', 'GatewayNotice', 'TurnEnd',
     'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone',
     'CliDone', 'Passivate', 'RunCells',
-    'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone', 'ModelOutcome', 'DrainRequest', 'DrainReport',
+    'ShardArgs', 'SessionArgs', 'ConsumerArgs', 'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone',
+    'ModelOutcome', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
     'TurnFinished', 'FloodWaited', 'IntakeSilent', 'AdapterConnection', 'HookFailed', 'CronRunRequest',
     'CronRunReport',

@@ -57,7 +57,7 @@ import time
 
 from actors.messages import (ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, ModelOutcome, MovesDone,
                              OpResult, Passivate, PlatformOp, RunCells, SessionHandover, SessionTaken, SessionWanted,
-                             SpawnConsumer, StoreInbound, StoreRead)
+                             SessionArgs, ShardArgs, SpawnConsumer, StoreInbound, StoreRead)
 from actors.sessions.model_health import ModelHealth
 from actors.sessions.moves_in import MovesIn
 from actors.sessions.moves_out import MovesOut
@@ -114,8 +114,8 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.model_health = ModelHealth()        # how its sessions' model services did (model_health.py)
 
     # ------------------------------------------------------------------------------------------------- start
-    def on_start(self, args) -> None:
-        self.index, self.count = args["index"], args["count"]
+    def on_start(self, args: ShardArgs) -> None:
+        self.index, self.count = args.index, args.count
         self.idle_s = setting(self.config, "sessions", "idle_s")
         self.max_live = setting(self.config, "sessions", "max_live")
         self.open_store()
@@ -128,7 +128,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
                               config=self.config, atomic=self.store.atomic)
         self.cells.store, self.cells.run_store, self.cells.directory = self.store, self.db, self.directory
         # Every shard of the convention when this one was started (common/host_map.py): the keys it wins are its.
-        places = [place_named(n) for n in args.get("places") or [shard_name(i) for i in range(self.count)]]
+        places = [place_named(n) for n in args.places or [shard_name(i) for i in range(self.count)]]
         me = place_named(self.name)
         self.moves_out = MovesOut(me, self.db, self.store, self.send, self.log)
         self.moves_in = MovesIn(me, self.db, self.store, self.send, self.log)
@@ -325,7 +325,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
             return None
         self.waiting.pop(key, None)
         self.last_active[key] = time.time() - (self.idle_s if internal else 0.0)
-        return self.cells.start(ChildSpec(name, SESSION_ACTOR, kind="Session", args={"session_key": key},
+        return self.cells.start(ChildSpec(name, SESSION_ACTOR, kind="Session", args=SessionArgs(key),
                                           restart=Restart.TRANSIENT))
 
     def _make_room(self) -> None:

@@ -20,7 +20,8 @@ from actors.sessions.chunking import close_open_fence
 from actors.sessions.commands import parse_command
 from actors.profiles.profiles import profile_streams
 from actors.sessions.reply_status import status_reactions
-from actors.messages import MessageEvent, OutgoingFile, TextDelta, ToolCallFinished, TurnEnd, TurnFinished
+from actors.messages import (ConsumerArgs, MessageEvent, OutgoingFile, TextDelta, ToolCallFinished, TurnEnd,
+                             TurnFinished)
 from common.redact import redact
 from storage import MediaCache
 from storage.sessions import TranscriptEvent
@@ -72,7 +73,7 @@ class Turn:
     interrupted: bool = False
     consumer_restarts: int = 0      # consumers that crashed: past MAX_CONSUMER_RESTARTS the sweeper takes over
     consumer_attempts: int = 0      # every consumer asked for (names them uniquely)
-    consumer_args: Optional[dict] = None   # made at the first ask for a consumer; every later one gets the same
+    consumer_args: Optional[ConsumerArgs] = None   # made at the first ask for a consumer; every later one the same
 
     def answer_text(self) -> str:
         return "".join(e.text for e in self.events if isinstance(e, TextDelta))
@@ -84,7 +85,7 @@ def collectable(event: MessageEvent) -> bool:
     return not event.internal and parse_command(event.text) is None
 
 
-def consumer_args(turn: Turn, session_key: str, config: dict) -> dict:
+def consumer_args(turn: Turn, session_key: str, config: dict) -> ConsumerArgs:
     """The turn's reply consumer's args, made once: a consumer started again after a crash gets the same."""
     if turn.consumer_args is None:
         turn.consumer_args = _consumer_args(turn, session_key, config)
@@ -97,19 +98,19 @@ def consumer_id(turn: Turn, epoch: int) -> str:
     return f"{turn.turn_id}.{os.getpid()}.{epoch}.{turn.consumer_attempts}"
 
 
-def _consumer_args(turn: Turn, session_key: str, config: dict) -> dict:
+def _consumer_args(turn: Turn, session_key: str, config: dict) -> ConsumerArgs:
     source = turn.event.source
     adapter = source.platform
     platform_type = config.get("adapters", {}).get(adapter, {}).get("type", adapter)
-    return {"turn_id": turn.turn_id, "session_key": session_key, "inbound_ref": inbound_ref(turn.event),
-            "adapter": adapter, "platform": platform_type, "chat_id": source.chat_id, "thread_id": source.thread_id,
-            "chat_type": source.chat_type, "profile": source.profile,
-            # The profile's reply settings as the turn starts: a reload during the turn does not change how its reply
-            # goes, even for a consumer started again after a crash.
-            "stream": profile_streams(config, source.profile), "status_reactions": list(status_reactions(config,
-                                                                                            source.profile)),
-            # A scheduled run's message id is the gateway's own: there is no platform message to reply or react to.
-            "reply_to": None if turn.event.internal else turn.event.platform_message_id}
+    return ConsumerArgs(
+        turn_id=turn.turn_id, session_key=session_key, inbound_ref=inbound_ref(turn.event), adapter=adapter,
+        platform=platform_type, chat_id=source.chat_id, thread_id=source.thread_id, chat_type=source.chat_type,
+        profile=source.profile,
+        # The profile's reply settings as the turn starts: a reload during the turn does not change how its reply
+        # goes, even for a consumer started again after a crash.
+        stream=profile_streams(config, source.profile), status_reactions=status_reactions(config, source.profile),
+        # A scheduled run's message id is the gateway's own: there is no platform message to reply or react to.
+        reply_to=None if turn.event.internal else turn.event.platform_message_id)
 
 
 def user_event(turn_id: str, event: MessageEvent, seq: int) -> dict:
