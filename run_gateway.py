@@ -46,6 +46,7 @@ from actors.config_reload import check_whole
 from common import config as config_mod
 from common.config import EX_CONFIG, ConfigError
 from common.privacy import EX_NOPERM, PRIVATE_UMASK, foreign_owner, root_refusal
+from common.state_access import EX_CANTCREAT, unusable_state_dir
 from common.version import VERSION
 from common import processes
 from common.redact import RedactingStream, configured_secrets
@@ -99,6 +100,10 @@ def _main(argv: list[str] | None) -> int:
         refusal = root_refusal(config["gateway"]["state_dir"])
     if refusal:
         return fail(args, f"refused: {refusal}", EX_NOPERM)
+    if (args.command or "run") in WRITES_STATE:
+        unusable = unusable_state_dir(config["gateway"]["state_dir"])
+        if unusable:
+            return fail(args, unusable, EX_CANTCREAT)
     try:
         return COMMANDS[args.command or "run"](config, args)
     except AdminError as exc:   # the gateway runs but did not answer in time: said, not a traceback
@@ -206,7 +211,11 @@ def cmd_start(config: dict, args) -> int:
     files = RunFiles(config["gateway"]["state_dir"])
     files.run_dir.mkdir(parents=True, exist_ok=True)
     log_path = files.log_path(config)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        open(log_path, "ab").close()
+    except OSError as exc:   # [gateway] log_file may be outside the state dir, checked above
+        return fail(args, f"cannot write the log file {log_path}: {exc.strerror or exc}", EX_CANTCREAT)
     if _running(config):
         return _out(args, {"ok": False, "error": f"already running (pid {files.read_pid()})"}, 1)
     for warning in startup_warnings(config):
@@ -394,6 +403,9 @@ def cmd_doctor(config: dict, args) -> int:
 # Commands that read nothing of the state directory: root may run them whoever owns it (`service install` as root is
 # how a service user's unit is written).
 ROOT_ON_ANY_STATE = {"service", "config"}
+# Commands that create files in the state directory first thing: one that cannot be written is said before they
+# start, in one line (common/state_access.py), not as the traceback of their first mkdir.
+WRITES_STATE = {"run", "start", "join"}
 
 COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions,
             "deliveries": cmd_deliveries, "pair": cmd_pair, "routes": cmd_routes, "cron": cmd_cron, "chat": cmd_chat,

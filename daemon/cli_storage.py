@@ -13,6 +13,7 @@ from storage import NotFound, Store, StorageError, short_id
 from storage import cli as storage_cli
 from common.redact import escape_controls
 from common.config import setting
+from common.state_access import EX_CANTCREAT, unusable_state_dir
 from daemon import cli_hosts, cli_rich
 from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
@@ -179,6 +180,11 @@ def run_on_store(config: dict, args, call, render, create: bool = False, drawn=N
         if result is None:
             return fail(args, f"error: {exc}")
     except (StorageError, OSError) as exc:
+        # SQLite says "unable to open database file" whatever the cause: a state dir that cannot be written is the
+        # usual one (the database's -wal and -shm files are written even to read), and it is said as such.
+        unusable = unusable_state_dir(path.parent, create=False)
+        if unusable:
+            return fail(args, unusable, EX_CANTCREAT)
         return fail(args, f"error: {exc}")
     else:
         result = hosts(result) if hosts is not None else result

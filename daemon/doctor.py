@@ -32,6 +32,7 @@ from actors.adapters import registry
 from actors.agents.base import agent_kind, missing_api_key, resolve_api_key
 from common import processes
 from common.runfiles import RunFiles
+from common.state_access import unusable_state_dir
 from daemon.doctor_probes import Check, port_check, probe_discord, probe_model, probe_slack, probe_telegram
 from daemon.doctor_probes import probe_wecom
 from daemon.doctor_probes import probe_matrix
@@ -156,7 +157,10 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
 def gateway_pids(state_dir: Path) -> set[int]:
     """The processes of the gateway running on this state dir (none: empty), to tell its ports from others'."""
     files = RunFiles(state_dir)
-    pid = files.read_pid() if files.running(wait_s=0.0) else None
+    try:
+        pid = files.read_pid() if files.running(wait_s=0.0) else None
+    except OSError:   # no state dir to run from (the state dir check says why)
+        return set()
     return {pid, *processes.descendants(pid)} if pid else set()
 
 
@@ -175,6 +179,9 @@ def disk_check(state_dir: Path) -> Check:
 
 def state_dir_check(state_dir: Path) -> Check:
     name = "state dir"
+    unusable = unusable_state_dir(state_dir, create=False)
+    if unusable:
+        return Check("fail", name, unusable)
     if not state_dir.exists():
         return Check("ok", name, f"{state_dir} does not exist yet: the first start creates it, private (0700)")
     info = state_dir.stat()
@@ -187,6 +194,4 @@ def state_dir_check(state_dir: Path) -> Check:
     if loose:
         return Check("fail", name, f"{len(loose)} entr(ies) in {state_dir} open to others ({', '.join(loose[:5])}): "
                                    f"chmod -R go-rwx {state_dir}")
-    if not os.access(state_dir, os.W_OK | os.X_OK):
-        return Check("fail", name, f"{state_dir} is not writable by you")
     return Check("ok", name, f"{state_dir}: private to you (0700)")
