@@ -54,7 +54,7 @@ from common.logging_setup import configure_launcher_logging
 from common.runfiles import RunFiles
 from daemon import (cli_access, cli_completion, cli_config, cli_cron, cli_join, cli_logs, cli_memory,
                     cli_platforms, cli_reload, cli_report, cli_rich, cli_routes, cli_service, cli_storage,
-                    doctor as doctor_mod, health as health_mod, status_view)
+                    doctor as doctor_mod, health as health_mod, start_report, status_view)
 from daemon.admin import AdminClient, AdminError, NoGateway
 from daemon.cli_output import fail, out as _out, run_guarded
 from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
@@ -121,7 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
             "manager runs (deploy/agent-gateway.service).", "run\n--config ./gateway.toml run")
     start = command(sub, "start", "run as a daemon",
                     "Start the gateway in the background (its log in the state dir, a pid lock in <state>/run/) and\n"
-                    "wait until every actor is up. Refuses to start a second gateway on the same state dir.",
+                    "wait until every actor is up, then for each adapter's first connection attempt (up to 15 s).\n"
+                    "Refuses to start a second gateway on the same state dir. Exit 0 started; 4 started, degraded\n"
+                    "(an adapter or the metrics server could not connect or listen: the line says which and why);\n"
+                    "1 did not start; 73 the state dir cannot be written; 78 invalid configuration.",
                     "start\nstart --config ~/gw/gateway.toml --wait 120")
     start.add_argument("--wait", type=float, default=None, metavar="S",
                        help="seconds to wait for readiness (default: [gateway] ready_timeout_s + 5)")
@@ -232,10 +235,15 @@ def cmd_start(config: dict, args) -> int:
     with cli_rich.waiting(args, f"starting the gateway (pid {proc.pid}): waiting until every actor is up"):
         runtime = _started(files, proc, before, time.monotonic() + wait)
     if runtime:
+        with cli_rich.waiting(args, "started: waiting for the adapters' first connection attempt"):
+            settled = start_report.settle(config, files, time.monotonic() + start_report.SETTLE_S)
+        code = start_report.EX_STARTED_DEGRADED if settled.problems else 0
         return _out(args, {"ok": True, "pid": proc.pid, "admin_port": runtime["admin_port"],
-                           "ready_after_s": runtime["ready_after_s"], "log": str(log_path)}, 0,
-                    f"gateway started (pid {proc.pid}) in {runtime['ready_after_s']:.2f}s; "
-                    f"admin {runtime['bind_host']}:{runtime['admin_port']}; log {log_path}")
+                           "ready_after_s": runtime["ready_after_s"], "log": str(log_path),
+                           "degraded": bool(settled.problems), "problems": settled.problems,
+                           "connecting": settled.connecting}, code,
+                    start_report.started_line(proc.pid, runtime["ready_after_s"], settled)
+                    + f"\n  admin {runtime['bind_host']}:{runtime['admin_port']}; log {log_path}")
     if proc.poll() is not None:
         return _out(args, {"ok": False, "error": f"the gateway exited with {proc.returncode}",
                            "log_tail": _tail(log_path)}, 1,

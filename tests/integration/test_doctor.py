@@ -64,8 +64,8 @@ base_url = "{tg.base_url}"
         assert checks["agent key"][0] == "fail" and f"${KEY_VARIABLE} is not set" in checks["agent key"][1]
         assert checks["model endpoint"][0] == "fail" and "unreachable" in checks["model endpoint"][1]
         status, detail = checks["port web"]
-        assert status == "fail" and detail.startswith(f"127.0.0.1:{taken} is in use by another program"), detail
-        assert f"pid {os.getpid()}" in detail, detail      # this test holds it
+        # this test holds it
+        assert status == "fail" and detail.startswith(f"127.0.0.1:{taken} is in use by pid {os.getpid()} ("), detail
         assert checks["port api"] == ("ok", f"127.0.0.1:{free} is free")
         assert checks["adapter tg"][0] == "ok" and "@fake_gateway_bot" in checks["adapter tg"][1]
         assert checks["adapter tg_wrong"][0] == "fail" and "refused the token" in checks["adapter tg_wrong"][1]

@@ -1,0 +1,66 @@
+"""`start` says at once what does not work: it waits (bounded) for each adapter's first attempt and the metrics
+server's, and reports "started, degraded: ..." with the cause and exit 4, instead of "gateway started" and 0."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+
+import pytest
+
+from tests.gateway import Gateway
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _held_port() -> socket.socket:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s
+
+
+def test_start_names_the_ports_it_cannot_listen_on_and_who_holds_them(tmp_path):
+    web, metrics = _held_port(), _held_port()
+    web_port, metrics_port = web.getsockname()[1], metrics.getsockname()[1]
+    gw = Gateway(tmp_path, extra_toml=f'[adapters.web]\ntype = "webchat"\nport = {web_port}\n'
+                                      f'[metrics]\nport = {metrics_port}\n')
+    try:
+        result = gw.cli("start", timeout=90)
+        said = result.stdout + result.stderr
+        first = said.splitlines()[0]
+        gw.seen_pids.add(int(re.search(r"\(pid (\d+)\)", first).group(1)))
+        assert result.returncode == 4, said
+        assert first.startswith("gateway started (pid ") and ", degraded: " in first, said
+        me = f"in use by pid {os.getpid()}"
+        assert f"web cannot listen on 127.0.0.1:{web_port} ({me}" in first, said
+        assert f"metrics cannot listen on 127.0.0.1:{metrics_port} ({me}" in first, said
+        status = gw.cli("status", "--json")
+        problems = json.loads(status.stdout)["problems"]
+        assert status.returncode == 1 and any(p.startswith("metrics cannot listen") for p in problems), problems
+    finally:
+        gw.cli("stop", timeout=60)
+        gw.kill_everything()
+        web.close()
+        metrics.close()
+
+
+def test_start_names_an_adapter_that_cannot_reach_its_platform(tmp_path):
+    closed = _held_port()
+    port = closed.getsockname()[1]
+    closed.close()   # nothing listens there now: every connection is refused
+    gw = Gateway(tmp_path, extra_toml='[adapters.web]\ntype = "webchat"\nport = 0\n'
+                                      '[adapters.tg]\ntype = "telegram"\n'
+                                      'token = "123456:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghi"\n'
+                                      f'base_url = "http://127.0.0.1:{port}"\n')
+    try:
+        result = gw.cli("start", "--json", timeout=90)
+        out = json.loads(result.stdout)
+        gw.seen_pids.add(out["pid"])
+        assert result.returncode == 4 and out["ok"] and out["degraded"], out
+        assert len(out["problems"]) == 1 and out["problems"][0].startswith("tg retrying: "), out
+        assert f"127.0.0.1:{port}" in out["problems"][0], out
+    finally:
+        gw.cli("stop", timeout=60)
+        gw.kill_everything()
