@@ -224,6 +224,7 @@ def cmd_start(config: dict, args) -> int:
     for warning in startup_warnings(config):
         print(f"warning: {warning}", file=sys.stderr)
     before = files.read_runtime()
+    log_offset = log_path.stat().st_size   # the log holds earlier runs too: a failure is told from this start's lines
     # The configuration the checks above loaded, by its absolute path: the daemon runs from /.
     source = config.get("_source")
     command = [sys.executable, os.path.abspath(__file__)] + (["--config", source] if source else []) + ["run"]
@@ -245,10 +246,11 @@ def cmd_start(config: dict, args) -> int:
                     start_report.started_line(proc.pid, runtime["ready_after_s"], settled)
                     + f"\n  admin {runtime['bind_host']}:{runtime['admin_port']}; log {log_path}")
     if proc.poll() is not None:
+        logged = start_report.log_since(log_path, log_offset)
         return _out(args, {"ok": False, "error": f"the gateway exited with {proc.returncode}",
-                           "log_tail": _tail(log_path)}, 1,
-                    f"the gateway failed to start (exit {proc.returncode}); end of {log_path}:\n"
-                    + _tail(log_path))
+                           "cause": start_report.failure_cause(logged), "log_tail": "\n".join(logged[-20:]),
+                           "log": str(log_path)}, 1,
+                    start_report.failed_line(proc.returncode, logged, log_path))
     return _out(args, {"ok": False, "error": f"not ready after {wait:g}s", "log": str(log_path)}, 1)
 
 
@@ -448,13 +450,6 @@ def _started(files, proc, before, deadline: float) -> dict | None:
 
 def _running(config: dict) -> bool:
     return RunFiles(config["gateway"]["state_dir"]).running()
-
-
-def _tail(path, lines: int = 20) -> str:
-    try:
-        return "\n".join(open(path, errors="replace").read().splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ from typing import Optional
 
 import psutil
 
+from common.runfiles import RunFiles
+
 PID_LOCK = ("run", "gateway.pid")
 
 
@@ -48,8 +50,9 @@ def describe_holder(pid: Optional[int], own_state_dir: Optional[Path] = None) ->
     state_dir = gateway_state_dir(pid)
     if state_dir is not None:
         if own_state_dir is not None and state_dir.resolve() == Path(own_state_dir).resolve():
-            return f"in use by this gateway (pid {pid})"
-        return f"in use by another gateway (state dir {state_dir}, pid {pid})"
+            return f"in use by this gateway (pid {RunFiles(state_dir).read_pid() or pid})"
+        launcher = RunFiles(state_dir).read_pid() or pid   # its launcher: what `stop` and `status` name
+        return f"in use by another gateway (state dir {state_dir}, pid {launcher})"
     try:
         return f"in use by pid {pid} ({psutil.Process(pid).name()})"
     except psutil.Error:

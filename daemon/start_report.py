@@ -13,6 +13,8 @@ not as configured. An adapter still connecting at the bound is named, and not co
 """
 from __future__ import annotations
 
+import json
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -26,6 +28,8 @@ SETTLE_S = 15.0            # a first attempt that takes longer (a platform's req
 POLL_S = 0.2
 EX_STARTED_DEGRADED = 4
 IN_USE = ("address already in use", "errno 98")
+FAILED_TAIL = 20           # lines of this start's log shown when it logged no error to name as the cause
+TEXT_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (?P<level>[A-Z]+) \S+?: (?P<msg>.*)$")
 
 
 @dataclass
@@ -91,3 +95,42 @@ def started_line(pid: int, ready_after_s: float, settled: Settled) -> str:
     if settled.connecting:
         line += f"; still on a first attempt after {SETTLE_S:g}s: {', '.join(settled.connecting)} (see `status`)"
     return line
+
+
+# ------------------------------------------------------------------------------------ a start that failed
+
+def log_since(path, offset: int) -> list[str]:
+    """The lines the log got from ``offset`` on (what this start wrote: a log file holds every earlier run too)."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def failure_cause(lines: list[str]) -> str | None:
+    """The last ERROR (or CRITICAL) message among ``lines``, text or JSON log format, without its time and level:
+    the launcher logs why it gives up last."""
+    for line in reversed(lines):
+        if line.startswith("{"):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("level") in ("ERROR", "CRITICAL"):
+                return str(record.get("msg", ""))
+            continue
+        found = TEXT_RECORD.match(line)
+        if found and found.group("level") in ("ERROR", "CRITICAL"):
+            return found.group("msg")
+    return None
+
+
+def failed_line(code: int, lines: list[str], log_path) -> str:
+    cause = failure_cause(lines)
+    said = f"the gateway failed to start (exit {code})" + (f": {cause}" if cause else "")
+    if cause:
+        return f"{said}\n  log: {log_path}"
+    tail = "\n".join(lines[-FAILED_TAIL:])
+    return f"{said}; what it logged ({log_path}):\n{tail}" if tail else f"{said}; nothing in {log_path}"

@@ -9,7 +9,8 @@ import socket
 
 import pytest
 
-from tests.gateway import Gateway
+from tests.actor_system import free_port
+from tests.gateway import DEFAULT_ADAPTERS_ANY_PORT, Gateway
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -63,4 +64,47 @@ def test_start_names_an_adapter_that_cannot_reach_its_platform(tmp_path):
         assert f"127.0.0.1:{port}" in out["problems"][0], out
     finally:
         gw.cli("stop", timeout=60)
+        gw.kill_everything()
+
+
+def test_an_admin_port_taken_by_another_gateway_names_it_in_one_line(tmp_path):
+    port = free_port()
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first = Gateway(tmp_path / "first", admin_port=port, extra_toml=DEFAULT_ADAPTERS_ANY_PORT)
+    second = Gateway(tmp_path / "second", admin_port=port, extra_toml=DEFAULT_ADAPTERS_ANY_PORT)
+    try:
+        first.start()
+        result = second.cli("start", timeout=90)
+        said = (result.stdout + result.stderr).strip().splitlines()
+        assert result.returncode == 1, said
+        assert said[0] == (f"the gateway failed to start (exit 1): admin port 127.0.0.1:{port} is in use by another "
+                           f"gateway (state dir {first.state}, pid {first.launcher_pid}); set [gateway] admin_port "
+                           "to another port (0: any free one)"), said
+        assert said[1:] == [f"  log: {second.state / 'gateway.log'}"], said
+        # The first one keeps the port to itself: every admin connection still reaches it.
+        for _ in range(5):
+            assert json.loads(first.cli("status", "--json").stdout)["pid"] == first.launcher_pid
+    finally:
+        for gw in (first, second):
+            gw.cli("stop", timeout=60)
+            gw.kill_everything()
+
+
+def test_an_admin_port_taken_by_a_program_says_only_this_start_s_cause(tmp_path):
+    port = free_port()
+    gw = Gateway(tmp_path, admin_port=port, extra_toml=DEFAULT_ADAPTERS_ANY_PORT)
+    try:
+        gw.start()                   # an earlier run: its lines are in the log, and are not this start's story
+        gw.cli("stop", timeout=60, check=True)
+        with socket.socket() as squatter:
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            squatter.bind(("127.0.0.1", port))
+            squatter.listen()
+            result = gw.cli("start", timeout=90)
+        said = (result.stdout + result.stderr).strip().splitlines()
+        assert result.returncode == 1 and len(said) == 2, said
+        assert said[0].startswith(f"the gateway failed to start (exit 1): admin port 127.0.0.1:{port} is in use by "
+                                  f"pid {os.getpid()} ("), said
+    finally:
         gw.kill_everything()
