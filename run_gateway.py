@@ -56,7 +56,7 @@ from daemon import (cli_access, cli_completion, cli_config, cli_cron, cli_join, 
                     cli_platforms, cli_reload, cli_report, cli_rich, cli_routes, cli_service, cli_storage,
                     doctor as doctor_mod, health as health_mod, start_report, status_view)
 from daemon.admin import AdminClient, AdminError, NoGateway
-from daemon.cli_output import fail, out as _out, run_guarded
+from daemon.cli_output import config_failure, fail, out as _out, run_guarded
 from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
 from daemon.startup_checks import startup_warnings
 from storage import MediaCache
@@ -90,8 +90,9 @@ def _main(argv: list[str] | None) -> int:
     except ConfigError as exc:
         if args.command == "reload":   # the running gateway hears of it too, and logs why it keeps running as it is
             return cli_reload.reload_despite(args, exc)
-        return fail(args, f"config error: {exc.file}: {exc.key}: {exc.reason}", EX_CONFIG,
-                    file=exc.file, key=exc.key, reason=exc.reason)
+        if args.command == "doctor":   # the other checks still run: a config error is one finding of several
+            return doctor_mod.cmd_doctor_invalid(args, exc)
+        return config_failure(args, exc, EX_CONFIG)
     if args.command not in (None, "run", "start", "join"):   # the daemon's own output is its log, redacted there
         secrets = configured_secrets(config)
         sys.stdout, sys.stderr = RedactingStream(sys.stdout, secrets), RedactingStream(sys.stderr, secrets)

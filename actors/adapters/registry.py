@@ -27,7 +27,7 @@ from actors.adapters.pacing import DEFAULT_PACING, PlatformPacing
 from actors.adapters.sender_limits import limit_problems
 from actors.adapters.spec import REQUIRED, Option, Platform
 from actors.profiles.profiles import profile_streams
-from common.config import TYPE_NAMES, ConfigError
+from common.config import TYPE_NAMES, ConfigError, unknown_name
 
 ADAPTER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")  # also a session-key and log-friendly platform name
 PACING_FIELDS = {f.name: f.type for f in dataclasses.fields(PlatformPacing) if f.name != "platform"}
@@ -125,7 +125,7 @@ def validate_adapter(name: str, table: Mapping, file: str = "(configuration)") -
     for key in table:
         if key not in options:
             raise ConfigError(file, f"[adapters.{name}] {key}",
-                              f"unknown key for type {entry.type!r} (known keys: {', '.join(sorted(options))})")
+                              unknown_name(f"key for type {entry.type!r}", key, options))
     out = {}
     for key, option in options.items():
         where = f"[adapters.{name}] {key}"
