@@ -31,6 +31,7 @@ then come as JSON on stdout too). Configuration: --config FILE, else $GATEWAY_CO
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import subprocess
@@ -307,7 +308,12 @@ def cmd_status(config: dict, args) -> int:
     if isinstance(client, int):
         return client
     media = MediaCache(Path(config["gateway"]["state_dir"]) / "media").stats()
-    data, text, code = status_view.report(client.status(), client.runtime, f"{client.host}:{client.port}", config,
+    status = client.status()
+    now = cli_storage.ledger_now(config)
+    if now is not None:   # the ledger as it is now, not as of the sweeper's last sweep
+        status = dataclasses.replace(status, obligations_pending=now["pending"], detail={
+            **status.detail, "recovery": {**(status.detail.get("recovery") or {}), **now["recovery"]}})
+    data, text, code = status_view.report(status, client.runtime, f"{client.host}:{client.port}", config,
                                           media=media)
     if args.json:
         return _out(args, data, code)

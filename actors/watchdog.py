@@ -151,7 +151,8 @@ class Watchdog(GatewayActor):
         self.phase = phase
         self.operation = {"requesters": [requester], "started": time.monotonic(), "deadline":
                           time.monotonic() + timeout_s, "in_flight": 0, "flushed": 0, "awaiting": []}
-        self.log.warning("watchdog: %s (timeout %gs): intake stopped", phase.replace("_", " "), timeout_s)
+        # INFO: an operator's stop or drain is the gateway doing as told, not a warning sign.
+        self.log.info("watchdog: %s (timeout %gs): intake stopped", phase.replace("_", " "), timeout_s)
         self._walk("drain")
 
     def _drain_progress(self, root) -> None:
@@ -216,7 +217,9 @@ class Watchdog(GatewayActor):
                                    + (f" and {len(busy) - 10} more" if len(busy) > 10 else "")))
         else:
             reply = ShutdownReady(op["flushed"], f"took {waited:.3f}s")
-        self.log.warning("watchdog: %s", reply if self.phase == "draining" else f"shutdown flush finished: {reply}")
+        complete = not op["awaiting"] and (self.phase != "draining" or reply.ok)
+        (self.log.info if complete else self.log.warning)(
+            "watchdog: %s", reply if self.phase == "draining" else f"shutdown flush finished: {reply}")
         for requester in op["requesters"]:
             self.send(requester, reply)
         self.phase = "drained" if self.phase == "draining" else "stopped"

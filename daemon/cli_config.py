@@ -3,8 +3,9 @@
 ``config init [FILE]`` writes a sample made from the schema (``common/config.py``, the one place a default is
 written): every key, commented out, at its default, so the sample as written changes nothing and uncommenting a
 line is the way to change one setting. It refuses to replace a file without ``--force``; without FILE it prints
-the sample. ``config show`` prints the configuration the gateway would run with: the file's values over the
-defaults, the state directory resolved, every secret replaced by ``[redacted]``.
+the sample. ``config show`` prints the configuration the file gives now: its values over the
+defaults, the state directory resolved, every secret replaced by ``[redacted]``; its first lines say so, and whether
+the gateway running on this state dir uses this very reading of the file (the sha256 ``status`` shows).
 """
 from __future__ import annotations
 
@@ -102,8 +103,9 @@ def add_parsers(sub) -> None:
     init.add_argument("path", nargs="?", metavar="FILE", help="where to write it (default: print it)")
     init.add_argument("--force", action="store_true", help="replace FILE if it exists")
     show = command(csub, "show", "the configuration in effect, defaults filled in, secrets redacted",
-                   "The configuration the gateway runs with: the file's values over the defaults, the state dir\n"
-                   "resolved, every secret shown as [redacted]. TOML, or JSON with --json.",
+                   "The configuration file as it reads now: its values over the defaults, the state dir resolved,\n"
+                   "every secret shown as [redacted]. The first lines say whether the gateway running on this state\n"
+                   "dir uses this very reading (or an earlier one: `reload`). TOML, or JSON with --json.",
                    "config show\n--config ./gateway.toml config show --json")
     add_json(config, init, show)
 
@@ -196,9 +198,45 @@ def effective(config: dict) -> dict:
 
 def _show(config: dict, args) -> int:
     shown = effective(config)
-    source = config.get("_source") or "(no file: the embedded defaults)"
-    return out(args, {"source": config.get("_source") or None, "config": shown}, 0,
-               f"# the configuration in effect, from {source}; secrets redacted\n" + toml_text(shown))
+    running = _running_reading(config)
+    header = show_header(config, running)
+    return out(args, {"source": config.get("_source") or None, "config": shown, "running": running,
+                      "note": " ".join(line.lstrip("# ") for line in header)}, 0,
+               "\n".join(header) + "\n" + toml_text(shown))
+
+
+def _running_reading(config: dict) -> dict | None:
+    """Which reading of which file the gateway running on this state dir uses (``status`` shows the same), or
+    None when none runs (or it does not answer)."""
+    from daemon.admin import AdminClient, AdminError, NoGateway   # only `config show` attaches
+    try:
+        client = AdminClient(config)
+        facts = client.status(timeout=5.0).detail.get("config") or {}
+    except (NoGateway, AdminError):
+        return None
+    return {"pid": client.runtime["launcher_pid"], **facts}
+
+
+def show_header(config: dict, running: dict | None) -> list[str]:
+    """What ``config show`` shows, said plainly: the file as it reads now, and whether the running gateway runs
+    this very reading. Pure."""
+    source = config.get("_source") or ""
+    lines = [f"# {source} as it reads now, over the defaults; secrets redacted." if source else
+             "# The embedded defaults (no configuration file); secrets redacted."]
+    if running is None:
+        return lines + ["# No gateway runs on this state dir: this is what a start would use."]
+    pid, file = running["pid"], running.get("file") or ""
+    if file != source:
+        return lines + [f"# The running gateway (pid {pid}) uses another file: {file or 'the embedded defaults'} "
+                        "(`status` shows which reading)."]
+    if running.get("sha256", "") != config.get("_sha256", ""):
+        return lines + [f"# The running gateway (pid {pid}) uses an earlier reading of it (sha256 "
+                        f"{running.get('sha256', '')[:12]}, this one {config.get('_sha256', '')[:12]}): `reload` "
+                        "applies the file, a restart what a reload cannot change."]
+    note = f"# The running gateway (pid {pid}) uses this reading (sha256 {config.get('_sha256', '')[:12]})"
+    if running.get("generation", 1) > 1:
+        note += "; what its last reload listed as needing a restart still runs with the earlier value"
+    return lines + [note + "."]
 
 
 def toml_value(value) -> str:

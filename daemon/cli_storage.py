@@ -319,3 +319,24 @@ DRAWN = {"list": _draw_list, "search": _draw_search}
 
 RENDER = {"list": _render_list, "show": _render_show, "search": _render_search, "export": _render_export,
           "import": _render_import, "forget": _render_forget, "suspend": _render_state, "resume": _render_state}
+
+
+def ledger_now(config: dict) -> dict | None:
+    """The delivery ledger's open count and the recovery totals, read from the database now: the sweeper's own
+    figures (what the status walk carries) are as old as its last sweep, up to [delivery] sweep_interval_s. None
+    when they cannot be read here (no database yet, or a convention: worker hosts keep their own ledgers)."""
+    path = store_path(config)
+    if setting(config, "cluster", "enabled") or not path.exists():
+        return None
+
+    async def go():
+        store = await Store.open(path, config["storage"]["durability"])
+        try:
+            return await store.ledger.counts(), await store.sessions.recovery_totals()
+        finally:
+            await store.close()
+    try:
+        counts, recovery = asyncio.run(go())
+    except (StorageError, OSError):
+        return None
+    return {"pending": counts["pending"] + counts["attempting"] + counts["failed"], "recovery": recovery}

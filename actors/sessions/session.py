@@ -425,7 +425,11 @@ class Session(CellStoreUser, Cell):
         self.db(self.store.inbox.done(turn.seqs[-1]))
         if self.info is not None:
             self.db(self.store.sessions.end_turn(self.info.session_id, turn.turn_id))
-        self.report(turns.turn_finished(turn.event, turn.events, delivered))
+        fact = turns.turn_finished(turn.event, turn.events, delivered)
+        self.report(fact)
+        # One INFO line per turn, for an operator following the log (the metrics count the same facts).
+        self.log.info("turn %s in %.2fs", fact.outcome, fact.seconds,
+                      extra=self.log_fields(turn=turn.turn_id, outcome=fact.outcome, seconds=round(fact.seconds, 3)))
         hooks_for(self.config).fire(self.bridge, "after_turn", turn_record(self.key, turn, delivered))
         self.pump()
 
