@@ -244,7 +244,7 @@ def cmd_start(config: dict, args) -> int:
         return _out(args, {"ok": True, "pid": proc.pid, "admin_port": runtime["admin_port"],
                            "ready_after_s": runtime["ready_after_s"], "log": str(log_path),
                            "degraded": bool(settled.problems), "problems": settled.problems,
-                           "connecting": settled.connecting}, code,
+                           "connecting": settled.connecting, "web_chat": settled.web_urls}, code,
                     start_report.started_line(proc.pid, runtime["ready_after_s"], settled)
                     + f"\n  admin {runtime['bind_host']}:{runtime['admin_port']}; log {log_path}")
     if proc.poll() is not None:

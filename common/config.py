@@ -35,7 +35,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # private network of the gateway's own hosts (docs/security.md); refused (exit 78) unless this is true.
         "allow_non_loopback": (bool, False, None),
         "admin_port": (int, 17811, None),   # 0: any free one, 10000-19999 (recorded in <state>/run/runtime.json)
-        "log_level": (str, "info", ("debug", "info", "warning", "error")),
+        "log_level": (str, "", ("", "debug", "info", "warning", "error")),   # deprecated: [logging] level
         "log_file": (str, "", None),
         "ready_timeout_s": (float, 60.0, None),
         # An HTTP connection (web chat, HTTP API, webhooks, metrics) that has not sent a whole request within this
@@ -115,7 +115,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "logging": {          # common/logging_setup.py; docs/operations.md
         "format": (str, "text", ("text", "json")),
-        "level": (str, "", ("", "debug", "info", "warning", "error")),  # "": [gateway] log_level
+        "level": (str, "", ("", "debug", "info", "warning", "error")),  # "": info (or the old [gateway] log_level)
     },
     "adapters": {},       # [adapters.NAME] tables, each with type = "..."; checked by the adapter registry
     "profiles": {},       # [profiles.NAME] tables; checked by actors/profiles/profiles.py

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from common import config as config_mod
 from common.privacy import write_private
+from common.runfiles import RunFiles
 from common.redact import REDACTED, SECRET_WORDS, redact_urls
 from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
@@ -33,6 +34,7 @@ SECTION_NOTES = {
     "metrics": "Prometheus /metrics, /healthz and /readyz on a loopback port",
     "cluster": "worker hosts joining this gateway's Thespian convention (docs/distribution.md)",
 }
+DEPRECATED = {("gateway", "log_level")}   # [logging] level says it; the old key still works, with a warning
 KEY_NOTES = {
     ("gateway", "state_dir"): "\"\": $GATEWAY_STATE_DIR, else ~/.local/state/agent-gateway",
     ("gateway", "bind_host"): "every actor socket and the admin port listen here only",
@@ -46,6 +48,7 @@ KEY_NOTES = {
     ("agent", "kind"): "\"openai\": any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp)",
     ("agent", "api_key_env"): "the environment variable holding the key (better than api_key in this file)",
     ("metrics", "port"): "0: the OS picks one (`status` shows it)",
+    ("logging", "level"): "debug | info | warning | error; \"\": info",
 }
 ADAPTER_SAMPLE = """\
 # One table per platform connection ([adapters.NAME]; their keys: actors/adapters/registry.py), e.g.
@@ -75,7 +78,7 @@ PROFILES_SAMPLE = """\
 CRON_SAMPLE = """\
 # Scheduled jobs ([cron.NAME]; docs/cron.md): the prompt runs in the chat's conversation, the answer goes there.
 # [cron.morning]
-# schedule = "0 9 * * 1-5"     # cron syntax (6 fields: seconds first); timezone = "UTC" unless given
+# schedule = "0 9 * * 1-5"     # cron: minute hour day month weekday (a 6th field first: seconds); UTC unless timezone
 # prompt = "What is on my calendar today?"
 # adapter = "support"          # a configured [adapters.NAME]
 # chat = "123456789"
@@ -136,6 +139,8 @@ def sample() -> str:
             continue
         lines.append(f"[{section}]" + (f"   # {SECTION_NOTES[section]}" if section in SECTION_NOTES else ""))
         for key, (_kind, default, allowed) in keys.items():
+            if (section, key) in DEPRECATED:
+                continue   # honoured, with a warning at start; not offered to a new configuration
             note = KEY_NOTES.get((section, key))
             if note is None and isinstance(allowed, tuple):
                 note = " | ".join(toml_value(a) for a in allowed)
@@ -160,8 +165,24 @@ def _init(args) -> int:
     except OSError as exc:
         return fail(args, f"cannot write {path}: {exc.strerror or exc}", 1, path=str(path))
     return out(args, {"ok": True, "path": str(path.absolute())}, 0,
-               f"wrote a sample configuration to {path.absolute()}\n"
-               f"edit it, then: run_gateway.py --config {path.absolute()} start")
+               f"wrote a sample configuration to {path.absolute()}\n" + next_step(path.absolute()))
+
+
+def next_step(path: Path) -> str:
+    """What to do with a new configuration file: start a gateway on it, or, when one runs already on the state
+    directory this file would use, restart that one (a second start would be refused)."""
+    option = "" if path == config_mod.default_config_path().expanduser().absolute() else f" --config {path}"
+    state_dir = config_mod.resolve_state_dir(config_mod.defaults())
+    files = RunFiles(state_dir)
+    try:
+        pid = files.read_pid() if files.running(wait_s=0.0) else None
+    except OSError:
+        pid = None
+    if not pid:
+        return f"edit it, then: run_gateway.py{option} start"
+    runs_on = (files.read_runtime() or {}).get("config") or "the embedded defaults"
+    return (f"a gateway already runs on {state_dir} (pid {pid}, on {runs_on}): edit the file, then restart it on "
+            f"this one: run_gateway.py stop && run_gateway.py{option} start")
 
 
 # ------------------------------------------------------------------------------------------------------ show

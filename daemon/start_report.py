@@ -94,7 +94,7 @@ def started_line(pid: int, ready_after_s: float, settled: Settled) -> str:
         line += ", degraded: " + "; ".join(settled.problems)
     if settled.connecting:
         line += f"; still on a first attempt after {SETTLE_S:g}s: {', '.join(settled.connecting)} (see `status`)"
-    return line
+    return line + "".join(f"\n  web chat {url}" for url in settled.web_urls)
 
 
 # ------------------------------------------------------------------------------------ a start that failed

@@ -320,7 +320,8 @@ class Session(CellStoreUser, Cell):
         if isinstance(item, AgentEvent):
             event = item.event
             if isinstance(event, TurnEnd):
-                self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete")
+                self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete",
+                              canned=event.canned)
                 return
             if isinstance(event, ToolCallFinished):
                 event = turns.redacted_tool_call(event, self.secrets)
@@ -339,13 +340,14 @@ class Session(CellStoreUser, Cell):
             answer = turn.answer_text().rstrip()
             self.end_turn(f"{answer}\n\n{notice}" if answer else notice, "error", error=notice)
 
-    def end_turn(self, final_text: str, reason: str, error: str | None = None) -> None:
+    def end_turn(self, final_text: str, reason: str, error: str | None = None, canned: bool = False) -> None:
         turn = self.turn
         final_text = redact(final_text, self.secrets)   # a model may repeat a key it saw: never to the chat
         turn.ended, turn.final_text = True, final_text
         # The answer is in the transcript before its TurnEnd leaves: after a crash, recover() sees the turn done.
         self.db(self.store.sessions.append(self.info.session_id,
-                                           [turns.assistant_event(turn.turn_id, final_text, reason, error)]))
+                                           [turns.assistant_event(turn.turn_id, final_text, reason, error,
+                                                                  canned)]))
         self.push(turn, TurnEnd(reason, final_text))
         self.send_batch()
 
