@@ -174,10 +174,7 @@ def next_step(path: Path) -> str:
     option = "" if path == config_mod.default_config_path().expanduser().absolute() else f" --config {path}"
     state_dir = config_mod.resolve_state_dir(config_mod.defaults())
     files = RunFiles(state_dir)
-    try:
-        pid = files.read_pid() if files.running(wait_s=0.0) else None
-    except OSError:
-        pid = None
+    pid = files.running_pid()
     if not pid:
         return f"edit it, then: run_gateway.py{option} start"
     runs_on = (files.read_runtime() or {}).get("config") or "the embedded defaults"

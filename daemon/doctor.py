@@ -120,11 +120,7 @@ def daemon_environment(state_dir: Path, env: Mapping[str, str]) -> tuple[Mapping
     """The environment the agent's key is looked up in, and whose it is: the running gateway's (its launcher's
     ``/proc/PID/environ``, readable by its own user and root) beside a running gateway, else this command's. A key
     exported in this shell proves nothing about a daemon started elsewhere (a service unit, another terminal)."""
-    files = RunFiles(state_dir)
-    try:
-        pid = files.read_pid() if files.running(wait_s=0.0) else None
-    except OSError:
-        pid = None
+    pid = RunFiles(state_dir).running_pid()
     if not pid:
         return env, ""
     try:
@@ -215,11 +211,7 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
 
 def gateway_pids(state_dir: Path) -> set[int]:
     """The processes of the gateway running on this state dir (none: empty), to tell its ports from others'."""
-    files = RunFiles(state_dir)
-    try:
-        pid = files.read_pid() if files.running(wait_s=0.0) else None
-    except OSError:   # no state dir to run from (the state dir check says why)
-        return set()
+    pid = RunFiles(state_dir).running_pid()
     return {pid, *processes.descendants(pid)} if pid else set()
 
 
