@@ -210,8 +210,8 @@ def defaults() -> dict:
 
 
 def load(path: str | None = None, lenient: bool = False) -> dict:
-    """The configuration in effect, or ConfigError. ``lenient`` (``doctor``): never raise for the file's content;
-    what checks is kept, the rest is the defaults, and the errors are in ``config["_errors"]``."""
+    """The configuration in effect, or ConfigError. ``lenient`` (``doctor``, which has reported the errors): never
+    raise for the file's content; what of it checks is kept, the rest is the defaults."""
     explicit = path is not None or bool(os.environ.get("GATEWAY_CONFIG"))
     file = Path(path).expanduser() if path else default_config_path()
     raw: dict = {}
@@ -239,8 +239,6 @@ def load(path: str | None = None, lenient: bool = False) -> dict:
     errors += found
     if errors and not lenient:
         raise ConfigError(errors[0].file, errors[0].key, errors[0].reason, errors[1:])
-    if lenient:
-        config["_errors"] = errors
     config["gateway"]["state_dir"] = str(resolve_state_dir(config))
     config["_source"] = str(file.expanduser().absolute()) if file.exists() else ""
     # Which reading of the file this is, for `status` and `reload` (actors/config_reload.py): the file's sha256,
@@ -267,9 +265,9 @@ def _validated(raw: dict, file: str) -> tuple[dict, list[ConfigError]]:
         except ConfigError as exc:
             errors.append(exc)
     if not errors:   # these read values the schema has checked
-        for check in (_check_bind_host, _check_cluster):
+        for check in (lambda: _check_bind_host(file, config["gateway"]), lambda: _check_cluster(file, config)):
             try:
-                check(file, config["gateway"] if check is _check_bind_host else config)
+                check()
             except ConfigError as exc:
                 errors.append(exc)
     return config, errors

@@ -101,8 +101,8 @@ def run_checks(config: dict, env: Mapping[str, str] = os.environ, config_errors=
         checks = [config_check(config, adapters or {})]
     state_dir = Path(config["gateway"]["state_dir"])
     pids = gateway_pids(state_dir)
-    env, whose = daemon_environment(state_dir, env)
-    checks += agent_checks(config.get("agent") or {}, env, whose)
+    env, whose, of_daemon = daemon_environment(state_dir, env)
+    checks += agent_checks(config.get("agent") or {}, env, whose, of_daemon)
     checks += asyncio.run(_network_checks(config, adapters or {}, env, checks))
     if adapters is None:
         checks.append(Check("skip", "adapters", "their tables do not check (above): credentials and ports not "
@@ -116,20 +116,21 @@ def run_checks(config: dict, env: Mapping[str, str] = os.environ, config_errors=
     return checks
 
 
-def daemon_environment(state_dir: Path, env: Mapping[str, str]) -> tuple[Mapping[str, str], str]:
-    """The environment the agent's key is looked up in, and whose it is: the running gateway's (its launcher's
-    ``/proc/PID/environ``, readable by its own user and root) beside a running gateway, else this command's. A key
-    exported in this shell proves nothing about a daemon started elsewhere (a service unit, another terminal)."""
+def daemon_environment(state_dir: Path, env: Mapping[str, str]) -> tuple[Mapping[str, str], str, bool]:
+    """The environment the agent's key is looked up in, whose it is ("" for this command's, nothing to say), and
+    whether it is the running gateway's: beside a running gateway, its launcher's ``/proc/PID/environ`` (readable by
+    its own user and root), else this command's. A key exported in this shell proves nothing about a daemon started
+    elsewhere (a service unit, another terminal)."""
     pid = RunFiles(state_dir).running_pid()
     if not pid:
-        return env, ""
+        return env, "", False
     try:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
-        return env, f"this shell's environment: the running gateway's (pid {pid}) is not readable by you"
+        return env, f"this shell's environment: the running gateway's (pid {pid}) is not readable by you", False
     pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}, \
-        f"the running gateway's environment (pid {pid})"
+    return ({k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs},
+            f"the running gateway's environment (pid {pid})", True)
 
 
 def plugin_checks(config: dict) -> list[Check]:
@@ -164,7 +165,7 @@ def config_check(config: dict, adapters: dict) -> Check:
     return Check("ok", "config", f"{where}: valid; adapters: {listed}")
 
 
-def agent_checks(agent: dict, env: Mapping[str, str], whose: str = "") -> list[Check]:
+def agent_checks(agent: dict, env: Mapping[str, str], whose: str = "", of_daemon: bool = False) -> list[Check]:
     kind = agent_kind(agent)
     if kind != "openai":
         return [Check("ok", "agent", "the offline agent: no model service, no key needed")]
@@ -173,7 +174,7 @@ def agent_checks(agent: dict, env: Mapping[str, str], whose: str = "") -> list[C
     checks = [Check("ok", "agent", f"OpenAI-compatible: model {agent['model']!r} at {agent['base_url']}")]
     variable = missing_api_key(agent, env)
     where = f" in {whose}" if whose else ""
-    if variable and whose.startswith("the running gateway"):
+    if variable and of_daemon:
         checks.append(Check("fail", "agent key", f"${variable} is not set{where} (and [agent] api_key is empty): "
                                                  "every turn is refused (HTTP 401); set it where the gateway starts "
                                                  "(its service's EnvironmentFile, or the shell that ran `start`) "
