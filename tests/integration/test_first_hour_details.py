@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.gateway import DEFAULT_ADAPTERS_ANY_PORT, PYTHON, ROOT, Gateway
+from tests.gateway import DEFAULT_ADAPTERS_ANY_PORT, ROOT, Gateway
 
 pytestmark = pytest.mark.timeout(180)
 
