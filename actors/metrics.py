@@ -128,6 +128,10 @@ class Metrics(StoreUser, GatewayActor):
             if not self.listen_failures:  # once: a port held by another program would otherwise flood the log
                 self.log.error("metrics: cannot listen on %s:%s (%s); retrying every %gs", self.host,
                                self.wanted_port, item.error, LISTEN_RETRY_S)
+                # Recorded too, so `start` and `status` say it (without a url: nothing serves there yet).
+                RunFiles(self.state_dir).record_metrics({"host": self.host, "port": self.wanted_port,
+                                                        "pid": os.getpid(), "url": None,
+                                                        "error": " ".join(str(item.error).split())[:300]})
             self.listen_failures += 1
             self.server = None
             self.after(LISTEN_RETRY_S, "listen")

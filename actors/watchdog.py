@@ -185,7 +185,8 @@ class Watchdog(GatewayActor):
             return
         self.phase = phase
         self.operation = Closing([requester], time.monotonic(), time.monotonic() + timeout_s)
-        self.log.warning("watchdog: %s (timeout %gs): intake stopped", phase.value.replace("_", " "), timeout_s)
+        # INFO: an operator's stop or drain is the gateway doing as told, not a warning sign.
+        self.log.info("watchdog: %s (timeout %gs): intake stopped", phase.value.replace("_", " "), timeout_s)
         self._walk("drain")
 
     def _drain_progress(self, root) -> None:
@@ -250,8 +251,9 @@ class Watchdog(GatewayActor):
                                    + (f" and {len(busy) - 10} more" if len(busy) > 10 else "")))
         else:
             reply = ShutdownReady(op.flushed, f"took {waited:.3f}s")
-        self.log.warning("watchdog: %s", reply if self.phase is WatchdogPhase.DRAINING
-                         else f"shutdown flush finished: {reply}")
+        complete = not op.awaiting and (self.phase is not WatchdogPhase.DRAINING or reply.ok)
+        (self.log.info if complete else self.log.warning)(
+            "watchdog: %s", reply if self.phase is WatchdogPhase.DRAINING else f"shutdown flush finished: {reply}")
         for requester in op.requesters:
             self.send(requester, reply)
         self.phase = WatchdogPhase.DRAINED if self.phase is WatchdogPhase.DRAINING else WatchdogPhase.STOPPED

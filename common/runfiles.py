@@ -88,6 +88,14 @@ class RunFiles:
         finally:
             os.close(fd)
 
+    def running_pid(self) -> int | None:
+        """The launcher's pid if a gateway runs with this state dir now, else None (also when the state dir cannot
+        be read: nothing runs from a directory that is not there)."""
+        try:
+            return self.read_pid() if self.running(wait_s=0.0) else None
+        except OSError:
+            return None
+
     def running(self, wait_s: float = 5.0) -> bool:
         """True if a launcher runs with this state dir. A lock still held after its launcher died belongs to the
         dying processes of a killed gateway: wait (bounded) for them to let it go."""

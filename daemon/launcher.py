@@ -39,6 +39,7 @@ from runtime import ack_wait, frame_mac, held_port, lazy_identify, loopback, pee
 from common import processes
 from daemon.asking import ask_for
 from daemon.ports import any_free_admin_port
+from daemon.port_holder import port_holder
 from daemon.startup_checks import startup_warnings
 from daemon.status_view import health_of
 from common.logging_setup import log_defs_for
@@ -83,8 +84,8 @@ class Launcher:
             self._reap_previous()
             held = self._hold_admin_port()
             if held is None:
-                log.error("admin port %s:%d is in use by another program; set [gateway] admin_port", self.host,
-                          self.port)
+                log.error("admin port %s:%d is %s; set [gateway] admin_port to another port (0: any free one)",
+                          self.host, self.port, port_holder(self.port, self.files.state_dir))
                 return EX_FAILURE
             self._install_signals()
             loopback.install(self.host)

@@ -22,8 +22,8 @@ EX_HEALTHY, EX_DEGRADED = 0, 1   # and 3: no gateway running (run_gateway.py)
 EXIT_CODES = """exit codes:
   0  healthy: every actor up, every adapter connected (or still connecting after a start)
   1  degraded: an actor is restarting or failed, an adapter is down (retrying, restarting, failed), a model
-     service is failing (the last turn that asked it failed because of it) or the gateway is draining; the screen
-     (and --json "problems") says which and why
+     service is failing (the last turn that asked it failed because of it), the metrics server cannot listen, or
+     the gateway is draining; the screen (and --json "problems") says which and why
   3  no gateway running
 """
 
@@ -57,6 +57,10 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
     ``CacheStats`` (storage/media.py), read by the caller from the state directory."""
     now = time.time() if now is None else now
     health, problems = health_of(status)
+    listener = runtime.get("metrics") or {}
+    if listener.get("error") and not listener.get("url"):
+        problems = problems + [f"metrics cannot listen on {listener['host']}:{listener['port']}: {listener['error']}"]
+        health = "degraded" if health == "healthy" else health
     adapters = status.detail.get("adapters") or []
     data = {"running": True, "health": health, "problems": problems, "pid": runtime["launcher_pid"],
             "uptime_s": round(now - status.started_at, 1), "actors_up": status.actors_up,
@@ -67,6 +71,7 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
             **status.detail}
     recovery = status.detail.get("recovery") or {}
     metrics = (f"{data['metrics_url']}  (and /healthz, /readyz)" if data["metrics_url"] else
+               f"not listening: {listener['error']} (retried every few seconds)" if listener.get("error") else
                "not listening (see the log)" if config["metrics"]["enabled"] else "off")
     name_width = max([len(row["name"]) for row in adapters] + [8])
     kind_width = max([len(row["kind"]) for row in adapters] + [8])

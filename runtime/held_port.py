@@ -18,6 +18,9 @@ the fork that starts it: the launcher closes its copy as soon as the admin proce
 (the end of its ``TCPTransport.__init__``), so some socket of the gateway's uid listens on the port at every moment.
 ``release`` closes this process's copy and puts Thespian's module back as it was.
 
+Before the hold, a plain bind (without ``SO_REUSEPORT``) checks that nobody listens at all: the hold alone would
+share the port with another gateway of the same user, whose admin socket sets ``SO_REUSEPORT`` too.
+
 Even a listener that got there before the hold gains nothing: the launcher then refuses to start with a clear
 message (or, with ``admin_port = 0``, takes another port), and every frame is checked by its MAC (frame_mac.py).
 
@@ -44,6 +47,8 @@ _originals: dict = {}
 def hold(host: str, port: int) -> Optional[socket.socket]:
     """A socket listening on (host, port) that keeps every other user off it, or None if the port is taken."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if not _free_for_anyone(family, host, port):
+        return None
     s = socket.socket(family, socket.SOCK_STREAM)
     try:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -54,6 +59,21 @@ def hold(host: str, port: int) -> Optional[socket.socket]:
         s.close()
         return None
     return s
+
+
+def _free_for_anyone(family: int, host: str, port: int) -> bool:
+    """Whether a socket *without* ``SO_REUSEPORT`` may bind the port. The hold itself sets it, so by itself it
+    would share the port with any listener of our uid that set it too: the admin of another gateway run by the same
+    user (its socket is a ``_SharingSocket``). Two admins on one port would each get half the connections."""
+    probe = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # TIME_WAIT of a predecessor is no holder
+        probe.bind((host, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
 
 
 def install(held: socket.socket) -> None:

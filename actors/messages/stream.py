@@ -64,6 +64,7 @@ class GatewayNotice:
 class TurnEnd:
     reason: str = "complete"       # complete | interrupted | error | stopped
     final_text: Optional[str] = None
+    canned: bool = False           # the offline agent's own words, no model's: kept out of the history a model gets
 
 
 # What a session's agent run, on the shard's loop, posts back to its session cell (through the bridge).

@@ -329,7 +329,8 @@ class Session(CellStoreUser, Cell):
         event = item.event
         if isinstance(event, TurnEnd):
             self.tell_model(lambda endpoint: ModelOutcome(endpoint, True, at=time.time()))
-            self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete")
+            self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete",
+                          canned=event.canned)
             return
         if isinstance(event, ToolCallFinished):
             event = turns.redacted_tool_call(event, self.secrets)
@@ -359,13 +360,14 @@ class Session(CellStoreUser, Cell):
         if outcome is not None:
             self.send(self.parent, outcome)
 
-    def end_turn(self, final_text: str, reason: str, error: str | None = None) -> None:
+    def end_turn(self, final_text: str, reason: str, error: str | None = None, canned: bool = False) -> None:
         turn = self.turn
         final_text = redact(final_text, self.secrets)   # a model may repeat a key it saw: never to the chat
         turn.ended, turn.final_text = True, final_text
         # The answer is in the transcript before its TurnEnd leaves: after a crash, recover() sees the turn done.
         self.db(self.store.sessions.append(self.info.session_id,
-                                           [turns.assistant_event(turn.turn_id, final_text, reason, error)]))
+                                           [turns.assistant_event(turn.turn_id, final_text, reason, error,
+                                                                  canned)]))
         self.push(turn, TurnEnd(reason, final_text))
         self.send_batch()
 
@@ -445,7 +447,11 @@ class Session(CellStoreUser, Cell):
         self.db(self.store.inbox.done(turn.seqs[-1]))
         if self.info is not None:
             self.db(self.store.sessions.end_turn(self.info.session_id, turn.turn_id))
-        self.report(turns.turn_finished(turn.event, turn.events, delivered))
+        fact = turns.turn_finished(turn.event, turn.events, delivered)
+        self.report(fact)
+        # One INFO line per turn, for an operator following the log (the metrics count the same facts).
+        self.log.info("turn %s in %.2fs", fact.outcome, fact.seconds,
+                      extra=self.log_fields(turn=turn.turn_id, outcome=fact.outcome, seconds=round(fact.seconds, 3)))
         hooks_for(self.config).fire(self.bridge, "after_turn", turn_record(self.key, turn, delivered))
         self.pump()
 

@@ -183,22 +183,27 @@ def with_note(answer: str, note: str) -> str:
     return f"{close_open_fence(answer)}\n\n{note}" if answer else note
 
 
-def assistant_event(turn_id: str, text: str, reason: str, error: Optional[str] = None) -> dict:
+def assistant_event(turn_id: str, text: str, reason: str, error: Optional[str] = None, canned: bool = False) -> dict:
     """The answer of a turn. ``error``: the notice the chat was shown when the turn failed (the agent raised, or
-    the gateway gave up on the message), kept apart from the text so a client can report the failure."""
-    payload = {"text": text, "reason": reason, **({"error": error} if error else {})}
+    the gateway gave up on the message), kept apart from the text so a client can report the failure. ``canned``:
+    the offline agent's answer, which ``model_messages`` leaves out (a model must not take it for its own)."""
+    payload = {"text": text, "reason": reason, **({"error": error} if error else {}),
+               **({"canned": True} if canned else {})}
     return {"role": "assistant", "kind": "message", "turn_id": turn_id, "payload": payload}
 
 
 def model_messages(transcript: list, system_prompt: str = "", media: Optional[MediaCache] = None,
                    turn_id: Optional[str] = None, notes: Optional[dict] = None) -> tuple:
-    """The transcript as OpenAI chat messages: user and assistant text, with undone turns left out. A user message
-    with attachments becomes content parts (actors/media/parts.py): in full (images, document text) for the turn
-    ``turn_id`` when ``media`` is given, as one line each otherwise; ``notes`` are the turn's transcripts."""
+    """The transcript as OpenAI chat messages: user and assistant text, with undone turns and the offline agent's
+    answers left out. A user message with attachments becomes content parts (actors/media/parts.py): in full
+    (images, document text) for the turn ``turn_id`` when ``media`` is given, as one line each otherwise; ``notes``
+    are the turn's transcripts."""
     undone = {e.payload.get("turn_id") for e in transcript if e.kind == "undo"}
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     for e in transcript[-HISTORY_EVENTS:]:
         if e.turn_id in undone or e.kind != "message":
+            continue
+        if e.role == "assistant" and e.payload.get("canned"):   # the offline agent's, from before a model was set
             continue
         if e.role == "user" and e.payload.get("attachments"):
             full = turn_id is not None and e.turn_id == turn_id

@@ -544,5 +544,5 @@ def test_a_held_send_is_on_the_platform_and_not_in_the_ledger_until_released(fak
     while_held = seen["in the ledger while held"]
     assert while_held.parts == {0: first.message_id} and while_held.send_intent == 1, "sent, not recorded"
     assert second.ok and second.recorded and ob.parts == {0: first.message_id, 1: second.message_id}
-    [notice] = posts.of(base._SendHeldNow)
+    [notice] = posts.of(base.SendHeldNow)
     assert notice.armer == "suite" and notice.held.message_id == second.message_id
