@@ -20,7 +20,7 @@ from thespian.actors import ActorSystemException
 
 from actors.messages import CliAccepted, CliAskDone, CliDone, CliSay, CliShow
 from daemon.admin import AdminError, NoGateway
-from daemon.terminal_view import LiveView, PipedView
+from daemon.terminal_view import LiveView, PipedView, end_failed
 from daemon.tty_modes import keys_held
 from supervision import tree as tree_mod
 
@@ -46,6 +46,7 @@ class Terminal:
         out = sys.stdout if out is None else out
         self.client, self.user, self.keys, self.attach = client, user, sys.stdin if keys is None else keys, attach
         self.interrupted = False    # a Ctrl-C noted while a turn runs (interrupts_between_calls)
+        self.errors_apart = False   # a failed turn's error shown as an error, not as its answer (the chat prompt)
         self.view = LiveView(out) if getattr(out, "isatty", lambda: False)() else PipedView(out)
         self.adapter = adapter_of(client)
         self.pending: Optional[CliSay] = None   # the last line told: told again, same id, to a gateway come back
@@ -177,7 +178,10 @@ class Terminal:
             if isinstance(reply, CliDone) and reply.seq == seq and reply.done:
                 if not self.view.showing() and reply.answer:
                     self.view.show(f"stored-{seq}", reply.answer)   # answered while this terminal was away
-                self.view.end()
+                if reply.error and self.errors_apart:
+                    end_failed(self.view, reply.error)
+                else:
+                    self.view.end()
                 return reply
             self.handle(reply)
             self.check_interrupt()
@@ -205,6 +209,7 @@ def interactive(terminal: Terminal) -> int:
     except ImportError:
         pass
     print(f"chatting as {terminal.user!r}; /help lists commands, Ctrl-C stops an answer, Ctrl-D leaves")
+    terminal.errors_apart = True
     while True:
         try:
             line = input("you> ")

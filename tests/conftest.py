@@ -10,3 +10,25 @@ from hypothesis import settings  # noqa: E402 - after the project's root is put 
 
 settings.register_profile("gateway", deadline=None)
 settings.load_profile("gateway")
+
+
+# Modules whose daemon is a module-scoped fixture parametrised by platform: xdist's `loadscope` would send the whole
+# module (a dozen daemons, ~10 minutes) to one worker and make it the suite's critical path. Here each parameter is a
+# work unit of its own, so each platform's daemon is still started once, on whichever worker takes that platform.
+SCOPED_BY_PARAMETER = ("tests/adapters/test_conformance.py", "tests/adapters/test_frozen_connections.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    # Imported here: xdist's scheduler is only needed by the controller of a distributed run.
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleOrParameterScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            if scope in SCOPED_BY_PARAMETER and nodeid.endswith("]") and "[" in nodeid:
+                return scope + nodeid[nodeid.index("["):]
+            return scope
+
+    if config.getvalue("dist") == "loadscope":
+        return ModuleOrParameterScheduling(config, log)
+    return None

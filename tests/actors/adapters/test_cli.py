@@ -1,11 +1,13 @@
-"""actors/adapters/cli/adapter.py's pure part: whether the turn that answered a terminal line failed (``chat --message``
-exits 1 then). The adapter itself runs in pipeline/test_terminal_chat.py."""
+"""actors/adapters/cli/adapter.py's pure parts: whether the turn that answered a terminal line failed (``chat --message``
+exits 1 then), and what is kept for a user whose terminal is not known (unseen.py). The adapter itself runs in
+pipeline/test_terminal_chat.py and the conformance suite."""
 from __future__ import annotations
 
 import pytest
 
 from actors.adapters.cli.adapter import done_reply, turn_error
-from actors.messages import CliDone
+from actors.adapters.cli.unseen import UnseenShows
+from actors.messages import CliDone, CliShow
 from actors.sessions.turn import assistant_event
 from storage.inbox import InboxRow
 from storage.sessions import TranscriptEvent
@@ -54,3 +56,33 @@ def test_a_done_check_carries_the_stored_answer_for_a_terminal_that_was_away():
     assert done_reply(9, None, transcript) == CliDone(9, False, None, None)
     assert done_reply(9, row(9), transcript) == CliDone(9, True, None, None)     # a command: no stored answer
     assert done_reply(9, row(9, "dropped", "refused"), []) == CliDone(9, True, "refused", None)
+
+
+# ------------------------------------------------------------------ what a terminal not yet known was shown
+
+def test_what_no_terminal_saw_is_kept_as_it_stands_now_in_order_and_taken_once():
+    unseen = UnseenShows()
+    unseen.keep("ann", CliShow("send", "m1", "draft"))
+    unseen.keep("ann", CliShow("edit", "m1", "final"))
+    unseen.keep("ann", CliShow("edit", "m0", "an earlier message, edited"))
+    unseen.keep("ann", CliShow("send", "m2", "gone"))
+    unseen.keep("ann", CliShow("delete", "m2"))
+    unseen.keep("ann", CliShow("typing", ""))
+    unseen.keep("bob", CliShow("send", "b1", "for bob"))
+    assert unseen.take("ann") == [CliShow("send", "m1", "final"), CliShow("edit", "m0", "an earlier message, edited")]
+    assert unseen.take("ann") == []
+    assert unseen.take("bob") == [CliShow("send", "b1", "for bob")]
+
+
+def test_what_is_kept_is_bounded_per_user_and_in_users():
+    unseen = UnseenShows(max_users=2, max_messages=3)
+    for i in range(5):
+        unseen.keep("ann", CliShow("send", f"m{i}", str(i)))
+    unseen.keep("bob", CliShow("send", "b", "b"))
+    unseen.keep("cat", CliShow("send", "c", "c"))
+    assert unseen.take("ann") == []       # the user heard of longest ago is forgotten first
+    assert [s.message_id for s in unseen.take("bob")] == ["b"]
+    unseen = UnseenShows(max_users=2, max_messages=3)
+    for i in range(5):
+        unseen.keep("ann", CliShow("send", f"m{i}", str(i)))
+    assert [s.message_id for s in unseen.take("ann")] == ["m2", "m3", "m4"]
