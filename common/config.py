@@ -157,6 +157,13 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "host": (str, "", None),        # "": [gateway] bind_host
         "port": (int, 9464, None),      # 0: the OS picks one (runtime.json and `status` show it)
     },
+    "console": {          # actors/console/; docs/console.md
+        "enabled": (bool, True, None),
+        "host": (str, "127.0.0.1", None),   # off loopback only with a login_token (checked below)
+        "port": (int, 8770, None),          # 0: the OS picks one (the log and <state>/run/console.json say which)
+        "login_token": (str, "", None),     # the link /?token=... logs a browser in; required off loopback
+        "allow_actions": (bool, False, None),   # false: read-only (every action answered 403)
+    },
 }
 OPEN_SECTIONS = {"adapters", "profiles", "cron", "plugins"}
 # [[routes]]: an array of tables, kept as written here and checked by actors/profiles/routes.py (docs/profiles.md).
@@ -245,6 +252,7 @@ def validate(raw: dict, file: str) -> dict:
                 raise ConfigError(file, where, f"unknown key (known keys: {known})")
             config[section][key] = _check(file, where, value, SCHEMA[section][key])
     _check_bind_host(file, config["gateway"])
+    _check_console(file, config["console"])
     _check_cluster(file, config)
     return config
 
@@ -264,6 +272,21 @@ def _check_cluster(file: str, config: dict) -> None:
     if config["cluster"]["enabled"] and config["gateway"]["admin_port"] == 0:
         raise ConfigError(file, "[gateway] admin_port", "workers join the leader at its admin port: with [cluster] "
                           "enabled it must be a fixed port, not 0")
+
+
+def _check_console(file: str, console: dict) -> None:
+    """The console shows every chat and may act on the gateway: off loopback it needs its login."""
+    host = console["host"]
+    if host == "localhost":
+        return
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise ConfigError(file, "[console] host", f"must be an IP address (e.g. 127.0.0.1), got {host!r}") from None
+    if console["enabled"] and not address.is_loopback and not console["login_token"]:
+        raise ConfigError(file, "[console] login_token",
+                          f"the console on {host} (off loopback) needs a login_token: anyone on that network could "
+                          "read every chat otherwise (docs/console.md)")
 
 
 def _check_bind_host(file: str, gateway: dict) -> None:

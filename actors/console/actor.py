@@ -1,0 +1,245 @@
+"""The console actor: the operator's console in the browser (docs/console.md), a leaf child of the root.
+
+    [console]
+    enabled = true
+    host = "127.0.0.1"       # off loopback only with a login_token
+    port = 8770              # 0: the OS picks one (the log and <state>/run/console.json say which)
+    login_token = ""
+    allow_actions = false    # read-only unless true
+
+One implementation, two faces: what the console shows and does is what the admin CLI asks, through the same
+messages and functions. The tree and the status are the root's answers to ``DescribeTree`` and ``StatusRequest``
+(what `tree` and `status` send through daemon/admin.py); sessions, deliveries and pairing are the CLI's own
+storage functions (operations.py, storage/cli.py), on this actor's connection to the store. Every action is logged
+with who did it (access.who), and a pairing approved here is recorded as granted by that.
+
+State: the HTTP server (server.py, on the bridge loop), the reads waiting for the root's answer (by token), how
+many browsers follow each live topic, and the store, opened on the first read that needs it (an idle console
+holds no database connection). Timers: ``listen`` (retry a port in use), ``follow_tree`` and ``follow_status``
+(a new snapshot for the open pages, armed only while a page follows: no browser, no work).
+
+Messages it takes: TreeReply and GatewayStatus (the root's answers), timers, and bridge items (ConsoleAsk,
+StreamsOpen, the server's start). Messages it sends: DescribeTree and StatusRequest to the root.
+
+Nothing here must survive a kill -9: everything shown is read again from the tree and the store, and an action is
+one storage transaction (committed or not; the page says which from the answer, or the next read shows it).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from pathlib import Path
+
+from actors.console import operations
+from actors.console.server import ConsoleAsk, ConsoleServer, StreamsOpen
+from actors.console.views import tree_view, status_view
+from actors.messages import GatewayStatus, StatusRequest
+from supervision.bridge import TaskDone
+from supervision.http_serving import http_limits
+from supervision.messages import DescribeTree, TreeReply
+from supervision.storage_access import StoreUser
+from supervision.actor import GatewayActor
+from storage import IllegalTransition, NotFound, StorageError
+from common.config import setting
+from common.runfiles import RunFiles
+
+WALK_WITHIN_S = 2.0
+FOLLOW_TREE_S = 0.5        # a restart shows on an open tree page within this and a walk
+FOLLOW_STATUS_S = 2.0
+LISTEN_RETRY_S = 5.0
+LOG_TAIL_BYTES = 64 * 1024
+LOG_TAIL_LINES = 300
+
+
+class Console(StoreUser, GatewayActor):
+    uses_bridge = True
+
+    def __init__(self):
+        super().__init__()
+        self.server: ConsoleServer | None = None
+        self.port = self.listen_failures = 0
+        self.tokens = itertools.count(1)
+        self.tree_asks: dict[int, list] = {}      # walk token -> requests waiting for it (None: the follow tick)
+        self.status_asks: list = []               # requests waiting for the root's GatewayStatus
+        self.status_in_flight = False
+        self.following: dict[str, int] = {}       # topic -> open pages following it
+        self.ticking: set[str] = set()            # topics whose follow timer is armed
+
+    # ------------------------------------------------------------------------------------------- life cycle
+    def on_start(self, args) -> None:
+        self.host = setting(self.config, "console", "host")
+        self.wanted_port = setting(self.config, "console", "port")
+        self.state_dir = Path(self.config["gateway"]["state_dir"])
+        self.on_timer_listen(None)
+
+    def on_timer_listen(self, _data) -> None:
+        self.server = ConsoleServer(self.host, self.wanted_port, self.bridge.post, http_limits(self.config),
+                                    login_token=setting(self.config, "console", "login_token"),
+                                    allow_actions=setting(self.config, "console", "allow_actions"),
+                                    log_line=lambda level, text: self.bridge.post(("log", level, text)))
+        self.bridge.submit(self.server.start(), tag="listen")
+
+    def on_stop(self) -> None:
+        if self.server is not None and self.bridge is not None:
+            try:
+                self.db(self.server.stop(), timeout=2.0)
+            except Exception:  # noqa: BLE001 - on the way out; the socket closes with the process anyway
+                pass
+        self.close_store()
+
+    def on_bridge(self, item) -> None:
+        if isinstance(item, ConsoleAsk):
+            self._take(item)
+        elif isinstance(item, StreamsOpen):
+            self._follow(dict(item.counts))
+        elif isinstance(item, tuple) and item and item[0] == "log":
+            self.log.log(item[1], "%s", item[2])
+        elif isinstance(item, TaskDone) and item.tag == "listen":
+            self._listening(item)
+
+    def _listening(self, item: TaskDone) -> None:
+        if item.error is not None:
+            if not self.listen_failures:   # once: a port held by another program would otherwise flood the log
+                self.log.warning("console: cannot listen on %s:%s (%s); retrying every %gs", self.host,
+                                 self.wanted_port, item.error, LISTEN_RETRY_S)
+            self.listen_failures += 1
+            self.server = None
+            self.after(LISTEN_RETRY_S, "listen")
+            return
+        self.port = item.result
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        url = f"http://{host}:{self.port}/"
+        self.log.info("console: serving %s (port %d; %s)", url, self.port,
+                      "actions allowed" if self.server.allow_actions else "read-only")
+        RunFiles(self.state_dir).run_dir.joinpath("console.json").write_text(
+            f'{{"url": "{url}", "port": {self.port}, "pid": {os.getpid()}}}\n')
+
+    # ------------------------------------------------------------------------------------------- the asks
+    def _take(self, ask: ConsoleAsk) -> None:
+        args = dict(ask.args)
+        if ask.op == "tree":
+            self._walk(ask)
+        elif ask.op in ("status", "adapters"):
+            self._ask_status(ask)
+        elif ask.op == "logs":
+            self._answer(ask, 200, self._log_tail(args))
+        elif ask.op in operations.READS:
+            self._on_store(ask, lambda: operations.READS[ask.op](self._store(), args))
+        elif ask.op.startswith("action:") and ask.op[7:] in operations.ACTIONS:
+            action = ask.op[7:]
+            self.log.info("console: %s by %s", operations.described(action, args), ask.who)
+            self._on_store(ask, lambda: operations.ACTIONS[action](self._store(), args, ask.who), action)
+        else:
+            self._answer(ask, 404, {"error": f"no such operation {ask.op!r}"})
+
+    def _on_store(self, ask: ConsoleAsk, call, action: str = "") -> None:
+        try:
+            result = self.db(call())
+        except operations.BadRequest as exc:
+            self._answer(ask, 400, {"error": str(exc)})
+        except NotFound as exc:
+            self._answer(ask, 404, {"error": str(exc)})
+        except IllegalTransition as exc:
+            self._answer(ask, 409, {"error": str(exc)})
+        except StorageError as exc:
+            self._answer(ask, 503, {"error": f"the store could not answer: {exc}"})
+        else:
+            if action:
+                self.log.info("console: %s done", action)
+            self._answer(ask, 200, result)
+
+    def _store(self):
+        if self.store is None:
+            self.open_store()
+        return self.store
+
+    def _answer(self, ask, status: int, payload) -> None:
+        if ask is not None and self.server is not None:
+            self.bridge.call(self.server.answer, ask.request_id, status, payload)
+
+    def _log_tail(self, args: dict) -> dict:
+        """The newest lines of the gateway's log file (what `logs` prints), filtered by level and actor words."""
+        path = Path(setting(self.config, "gateway", "log_file") or self.state_dir / "gateway.log")
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+                lines = f.read().decode("utf-8", "replace").splitlines()[1:]
+        except OSError as exc:
+            return {"lines": [], "error": f"cannot read {path}: {exc.strerror}"}
+        level, words = args.get("level", "").upper(), args.get("q", "")
+        if level:
+            lines = [line for line in lines if f" {level} " in line or f"[{level}]" in line]
+        if words:
+            lines = [line for line in lines if words.lower() in line.lower()]
+        return {"file": str(path), "lines": lines[-LOG_TAIL_LINES:]}
+
+    # ----------------------------------------------------------------------------------- tree and status
+    def _walk(self, ask) -> None:
+        if self.tree_asks:   # a walk in flight answers this one too
+            next(iter(self.tree_asks.values())).append(ask)
+            return
+        token = next(self.tokens)
+        self.tree_asks[token] = [ask]
+        self.send(self.parent, DescribeTree(token, WALK_WITHIN_S))
+        self.after(WALK_WITHIN_S + 1.0, "walk_deadline", token)
+
+    def on_TreeReply(self, message: TreeReply, sender) -> None:
+        waiting = self.tree_asks.pop(message.token, None)
+        if waiting is None:
+            return
+        view = tree_view(message.node, time.time())
+        for ask in waiting:
+            self._answer(ask, 200, view)
+        if self.server is not None and self.following.get("tree"):
+            self.bridge.call(self.server.publish, "tree", view)
+
+    def on_timer_walk_deadline(self, token) -> None:
+        for ask in self.tree_asks.pop(token, ()):
+            self._answer(ask, 503, {"error": "the actor tree did not answer in time"})
+
+    def _ask_status(self, ask) -> None:
+        self.status_asks.append(ask)
+        if not self.status_in_flight:
+            self.status_in_flight = True
+            self.send(self.parent, StatusRequest())
+            self.after(WALK_WITHIN_S + 3.0, "status_deadline")
+
+    def on_GatewayStatus(self, message: GatewayStatus, sender) -> None:
+        self.status_in_flight = False
+        view = status_view(message, time.time())
+        for ask in self.status_asks:
+            self._answer(ask, 200, view)
+        self.status_asks = []
+        if self.server is not None and self.following.get("status"):
+            self.bridge.call(self.server.publish, "status", view)
+
+    def on_timer_status_deadline(self, _data) -> None:
+        if self.status_in_flight:
+            self.status_in_flight = False
+            for ask in self.status_asks:
+                self._answer(ask, 503, {"error": "the gateway did not answer a status request in time"})
+            self.status_asks = []
+
+    # ----------------------------------------------------------------------------------- live pages
+    def _follow(self, counts: dict) -> None:
+        self.following = counts
+        for topic in ("tree", "status"):
+            if counts.get(topic) and topic not in self.ticking:
+                self.ticking.add(topic)
+                getattr(self, f"on_timer_follow_{topic}")(None)
+
+    def on_timer_follow_tree(self, _data) -> None:
+        if not self.following.get("tree"):
+            self.ticking.discard("tree")   # nobody looks: the timer stops here
+            return
+        self._walk(None)
+        self.after(FOLLOW_TREE_S, "follow_tree")
+
+    def on_timer_follow_status(self, _data) -> None:
+        if not self.following.get("status"):
+            self.ticking.discard("status")
+            return
+        self._ask_status(None)
+        self.after(FOLLOW_STATUS_S, "follow_status")
+
