@@ -18,8 +18,9 @@ many browsers follow each live topic, and the store, opened on the first read th
 holds no database connection). Timers: ``listen`` (retry a port in use), ``follow_tree`` and ``follow_status``
 (a new snapshot for the open pages, armed only while a page follows: no browser, no work).
 
-Messages it takes: TreeReply and GatewayStatus (the root's answers), timers, and bridge items (ConsoleAsk,
-StreamsOpen, the server's start). Messages it sends: DescribeTree and StatusRequest to the root.
+Messages it takes: TreeReply and GatewayStatus (the root's answers), RecentMinutes (the metrics actor's last hour,
+minute by minute), timers, and bridge items (ConsoleAsk, StreamsOpen, the server's start). Messages it sends:
+DescribeTree and StatusRequest to the root, RecentMinutesWanted to the metrics actor.
 
 Nothing here must survive a kill -9: everything shown is read again from the tree and the store, and an action is
 one storage transaction (committed or not; the page says which from the answer, or the next read shows it).
@@ -32,9 +33,11 @@ import time
 from pathlib import Path
 
 from actors.console import operations
+from actors.console.memory import gateway_memory
 from actors.console.server import ConsoleAsk, ConsoleServer, StreamsOpen
 from actors.console.views import tree_view, status_view
-from actors.messages import GatewayStatus, StatusRequest
+from actors.messages import GatewayStatus, RecentMinutes, RecentMinutesWanted, StatusRequest
+from actors.recent_minutes import series, totals
 from supervision.bridge import TaskDone
 from supervision.http_serving import http_limits
 from supervision.messages import DescribeTree, TreeReply
@@ -62,9 +65,10 @@ class Console(StoreUser, GatewayActor):
         self.tokens = itertools.count(1)
         self.tree_asks: dict[int, list] = {}      # walk token -> requests waiting for it (None: the follow tick)
         self.status_asks: list = []               # requests waiting for the root's GatewayStatus
-        self.status_in_flight = False
+        self.status_in_flight = 0                 # the token of the status request in flight (0: none)
         self.following: dict[str, int] = {}       # topic -> open pages following it
         self.ticking: set[str] = set()            # topics whose follow timer is armed
+        self.recent_rows: tuple = ()              # the metrics actor's last hour, as last answered
 
     # ------------------------------------------------------------------------------------------- life cycle
     def on_start(self, args) -> None:
@@ -201,22 +205,41 @@ class Console(StoreUser, GatewayActor):
     def _ask_status(self, ask) -> None:
         self.status_asks.append(ask)
         if not self.status_in_flight:
-            self.status_in_flight = True
+            self.status_in_flight = next(self.tokens)
+            metrics = getattr(self.directory, "metrics", None) if self.directory is not None else None
+            if metrics is not None:   # asked first: its answer is back before the root has walked the tree
+                self.send(metrics, RecentMinutesWanted())
             self.send(self.parent, StatusRequest())
-            self.after(WALK_WITHIN_S + 3.0, "status_deadline")
+            self.after(WALK_WITHIN_S + 3.0, "status_deadline", self.status_in_flight)
+
+    def on_RecentMinutes(self, message: RecentMinutes, sender) -> None:
+        self.recent_rows = message.rows
 
     def on_GatewayStatus(self, message: GatewayStatus, sender) -> None:
-        self.status_in_flight = False
-        view = status_view(message, time.time())
+        self.status_in_flight = 0
+        now = time.time()
+        view = {**status_view(message, now), **self._numbers(now)}
         for ask in self.status_asks:
             self._answer(ask, 200, view)
         self.status_asks = []
         if self.server is not None and self.following.get("status"):
             self.bridge.call(self.server.publish, "status", view)
 
-    def on_timer_status_deadline(self, _data) -> None:
-        if self.status_in_flight:
-            self.status_in_flight = False
+    def _numbers(self, now: float) -> dict:
+        """Beside the status: the last hour's counters, the ledger's counts and what the processes cost."""
+        runtime = RunFiles(self.state_dir).read_runtime() or {}
+        numbers = {"recent": series(self.recent_rows, now), "hour": totals(self.recent_rows),
+                   "metrics": getattr(self.directory, "metrics", None) is not None,
+                   "memory": gateway_memory(runtime.get("launcher_pid", 0))}
+        try:
+            numbers["deliveries"] = self.db(self._store().ledger.counts())
+        except StorageError as exc:
+            numbers["deliveries_error"] = str(exc)
+        return numbers
+
+    def on_timer_status_deadline(self, token) -> None:
+        if token == self.status_in_flight:
+            self.status_in_flight = 0
             for ask in self.status_asks:
                 self._answer(ask, 503, {"error": "the gateway did not answer a status request in time"})
             self.status_asks = []

@@ -76,3 +76,16 @@ class HookFailed:
     @property
     def log_line(self) -> str:
         return f"plugin {self.plugin}: {self.hook} hook {self.outcome}: {self.detail}"
+
+
+# Asked of the metrics actor (not facts: these have an answer).
+
+@dataclass(frozen=True)
+class RecentMinutesWanted:
+    """The console -> metrics: the last hour of its counters, minute by minute (actors/recent_minutes.py)."""
+
+
+@dataclass(frozen=True)
+class RecentMinutes:
+    """Metrics -> the asker: ``rows`` are ((minute, turns, failed, restarts, (latency bucket counts...)), ...)."""
+    rows: tuple = ()

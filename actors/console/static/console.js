@@ -28,6 +28,10 @@ export function duration(seconds) {
   return `${Math.floor(s / 86400)}d${String(Math.floor(s % 86400 / 3600)).padStart(2, "0")}h`;
 }
 
+export function ago(ts) {
+  return duration(Date.now() / 1000 - ts);
+}
+
 export function when(ts) {
   return ts ? new Date(ts * 1000).toLocaleString() : "-";
 }

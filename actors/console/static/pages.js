@@ -1,22 +1,74 @@
 // One function per page: each draws into the page element, from the API (console.js) and the live streams.
-import { actionButton, api, duration, el, follow, markStatic, problem, table, when } from "./console.js";
+import { actionButton, ago, api, duration, el, follow, markStatic, problem, table, when } from "./console.js";
 
 // ------------------------------------------------------------------------------------------------- overview
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs = {}) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, String(value));
+  return node;
+}
+
+// A small chart of one or two series over the last hour: a line per series, the newest value in the title.
+function chart(id, title, points, series, unit = "") {
+  const width = 300, height = 70, pad = 2;
+  const values = points.flatMap((p) => series.map((s) => p[s.key] ?? 0));
+  const top = Math.max(...values, 0) || 1;
+  const x = (i) => pad + i * (width - 2 * pad) / Math.max(1, points.length - 1);
+  const y = (v) => height - pad - (v / top) * (height - 2 * pad);
+  const drawing = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img",
+                              "aria-label": `${title}, last hour` });
+  drawing.append(svg("line", { x1: 0, x2: width, y1: height - pad, y2: height - pad, class: "axis" }));
+  for (const s of series) {
+    const path = points.map((p, i) => `${i ? "L" : "M"}${x(i).toFixed(1)},${y(p[s.key] ?? 0).toFixed(1)}`).join("");
+    drawing.append(svg("path", { d: path, class: `series ${s.className}` }));
+  }
+  const newest = points.length ? points[points.length - 1] : {};
+  const legend = series.map((s) => `${s.label} ${newest[s.key] ?? "-"}${unit}`).join(" · ");
+  return el("figure", { class: "card chart-card", id },
+    el("figcaption", {}, el("strong", {}, title), el("span", { class: "legend" }, legend)), drawing,
+    el("p", { class: "scale" }, `max ${Math.round(top * 100) / 100}${unit}`));
+}
+
+function mib(bytes) {
+  return `${(bytes / 1048576).toFixed(1)} MiB`;
+}
+
 function overview(page) {
   const health = el("section", { class: "card", id: "health" });
   const numbers = el("dl", { class: "numbers", id: "numbers" });
+  const charts = el("div", { class: "charts", id: "charts" });
   const adapters = el("section", { class: "card", id: "overview-adapters" });
   const other = el("section", { class: "card", id: "components" });
-  page.append(health, el("section", { class: "card" }, el("h2", {}, "Numbers"), numbers), adapters, other);
+  page.append(el("div", { class: "overview-top" }, health, el("section", { class: "card" }, el("h2", {}, "Numbers"), numbers)),
+    charts, adapters, other);
   follow("status", (s) => {
     health.replaceChildren(el("h2", {}, "Health"),
       el("p", { class: `health ${s.health}`, "data-health": s.health }, s.health),
       s.reasons.length ? el("ul", { class: "reasons" }, s.reasons.map((r) => el("li", {}, r))) : el("p", {}, "No problems."));
     const d = s.detail || {};
-    const pairs = [["Uptime", duration(s.uptime_s)], ["Actors up", s.actors_up], ["Restarting", s.actors_restarting],
-      ["Failed", s.actors_failed], ["Live sessions", s.sessions_live], ["Deliveries pending", s.obligations_pending],
-      ["Pending work", d.pending_work ?? "-"], ["Draining", s.draining ? "yes" : "no"]];
+    const hour = s.hour || {};
+    const recent = s.recent || [];
+    const lastFull = recent.length > 1 ? recent[recent.length - 2] : {};
+    const deliveries = s.deliveries || {};
+    const memory = s.memory || {};
+    const pairs = [["Uptime", duration(s.uptime_s)], ["Turns/min", lastFull.turns ?? 0],
+      ["Turns (hour)", hour.turns ?? 0], ["Failed (hour)", hour.failed ?? 0],
+      ["Latency p50 / p99", hour.p50 == null ? "-" : `${hour.p50}s / ${hour.p99}s`],
+      ["Deliveries pending", (deliveries.pending ?? 0) + (deliveries.attempting ?? 0)],
+      ["Deliveries failed", deliveries.failed ?? 0], ["Abandoned", deliveries.abandoned ?? 0],
+      ["Memory (PSS)", memory.pss_bytes ? `${mib(memory.pss_bytes)} in ${memory.processes} processes` : "-"],
+      ["Actors", `${s.actors_up} up, ${s.actors_restarting} restarting, ${s.actors_failed} failed`],
+      ["Live sessions", s.sessions_live], ["Draining", s.draining ? "yes" : "no"]];
     numbers.replaceChildren(...pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
+    charts.replaceChildren(
+      chart("chart-turns", "Turns per minute", recent, [{ key: "turns", label: "now", className: "a" }]),
+      chart("chart-failed", "Failed turns per minute", recent, [{ key: "failed", label: "now", className: "bad" }]),
+      chart("chart-latency", "Reply latency", recent, [{ key: "p50", label: "p50", className: "a" },
+                                                       { key: "p99", label: "p99", className: "b" }], "s"),
+      chart("chart-restarts", "Restarts per minute", recent, [{ key: "restarts", label: "now", className: "b" }]));
+    if (!s.metrics) charts.append(el("p", {}, "The metrics actor is off ([metrics] enabled = false): no charts."));
     adapters.replaceChildren(el("h2", {}, "Adapters"), adapterTable(d.adapters || []));
     const known = new Set(["actors", "pending_work", "fixed_tree_restarting", "adapters", "shards", "config", "recovery"]);
     const parts = Object.entries(d).filter(([k]) => !known.has(k));
@@ -29,7 +81,7 @@ function overview(page) {
 function adapterTable(rows) {
   return table(["Adapter", "Kind", "State", "Since", "Error"], rows.map((a) => el("tr", { dataset: { adapter: a.name } },
     el("td", {}, a.name), el("td", {}, a.kind), el("td", {}, el("span", { class: `state ${a.state}` }, a.state)),
-    el("td", {}, a.since ? when(a.since) : "-"), el("td", {}, a.error || a.last_restart || ""))));
+    el("td", {}, a.since ? `${ago(a.since)} ago` : "-"), el("td", {}, a.error || a.last_restart || ""))));
 }
 
 // ----------------------------------------------------------------------------------------------------- tree
@@ -68,7 +120,8 @@ function tree(page) {
       "aria-pressed": key === selected ? "true" : "false",
       dataset: { path: key, name: n.name, kind: n.kind, state: n.state, pid: n.pid, restarts: n.restarts, flashed },
       onclick: () => { selected = key; showFacts(); },
-    }, el("span", { class: "label" }, n.kind === n.name ? n.kind : `${n.kind} ${n.name}`),
+    }, el("span", { class: "label" }, n.name),
+      n.kind.toLowerCase() === n.name.toLowerCase() ? null : el("span", { class: "kind" }, n.kind),
       el("span", { class: "state" }, n.state),
       el("span", { class: "meta" }, `pid ${n.pid || "-"} · up ${duration(n.uptime_s)}` +
         (n.restarts ? ` · ${n.restarts} restart${n.restarts > 1 ? "s" : ""}` : "") +
