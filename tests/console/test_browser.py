@@ -7,6 +7,8 @@ reusable way to refresh the screenshots: ``CONSOLE_SCREENSHOTS=1 python -m pytes
 every_page -n 0``)."""
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import time
@@ -14,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from storage import Store
+from storage.ledger import Target
 from tests.console.helpers import console_gateway, console_port
 from tests.webchat.browser import WAIT_MS, watch_problems
 
@@ -30,14 +34,34 @@ RESTART_SHOWN_WITHIN_S = 2.0
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     gw = console_gateway(tmp_path_factory.mktemp("console-browser"), allow_actions=True,
-                         extra='[adapters.web]\ntype = "webchat"\nport = 0\n')
+                         extra='[adapters.web]\ntype = "webchat"\nport = 0\n\n[agent]\nchunk_delay_s = 0.0\n')
     try:
         gw.start()
         gw.wait_ready()
+        # Something on every page: two turns (one failed), a pairing code, a failed delivery.
+        gw.cli("chat", "--message", "What is the capital of France?", timeout=90, check=True)
+        gw.cli("chat", "--message", "#fail this one", timeout=90)
+        seed_store(gw)
         yield gw, f"http://127.0.0.1:{console_port(gw)}"
     finally:
         gw.cli("stop")
         gw.kill_everything()
+
+
+def seed_store(gw) -> None:
+    async def seed(store):
+        await store.access.request_code("web", "4711", "4711", "Ada Lovelace", ttl_s=3600, max_codes=5, lockout_s=60)
+        ob = await store.ledger.record_obligation("ghost.chat-1", "in-1", Target("ghost", "chat-1"),
+                                                  "The capital of France is Paris.", claim=True)
+        await store.ledger.mark_failed(ob.obligation_id, ob.fence, "403 Forbidden: the bot was removed from the chat")
+
+    async def go():
+        store = await Store.open(gw.state / "gateway.db", "normal")
+        try:
+            await seed(store)
+        finally:
+            await store.close()
+    asyncio.run(asyncio.wait_for(go(), 30))
 
 
 def node_of(page, name: str) -> dict:
@@ -76,6 +100,35 @@ def test_the_tree_page_shows_an_adapters_restart_within_2_s_of_a_kill_9(gateway,
     assert problems == []
 
 
+READY = "() => document.getElementById('page').dataset.ready === 'yes'"
+
+
+def first_session_link(page, base: str) -> str:
+    page.goto(base + "/chats")
+    page.wait_for_selector("#sessions a")
+    return page.get_attribute("#sessions a", "href")
+
+
+def test_chats_search_reads_the_transcript_and_exports_it(gateway, page):
+    _gw, base = gateway
+    problems = watch_problems(page)
+    page.goto(base + "/chats")
+    page.wait_for_function(READY)
+    page.fill("#q", "capital")
+    page.click("form.search button[type=submit]")
+    page.wait_for_selector("#sessions h2:has-text('Found: 2')")   # the question and its echo
+    assert "capital" in page.inner_text("#sessions").lower()
+    page.click("#sessions a")
+    page.wait_for_selector("#transcript .event.assistant")
+    events = page.eval_on_selector_all("#transcript .event", "nodes => nodes.map(n => n.textContent)")
+    assert any("What is the capital of France?" in e for e in events), events
+    with page.expect_download() as download:
+        page.click("#export")
+    exported = json.loads(Path(download.value.path()).read_text())
+    assert exported["session"]["session_key"] and len(exported["events"]) == len(events)
+    assert problems == []
+
+
 OVERFLOW = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 BACKGROUND = "() => getComputedStyle(document.body).backgroundColor"
 
@@ -89,15 +142,17 @@ def test_every_page_loads_without_an_error_light_and_dark_desktop_and_phone(gate
         page.emulate_media(color_scheme=scheme)
         for size_name, size in (("desktop", DESKTOP), ("phone", PHONE)):
             page.set_viewport_size(size)
-            for name in PAGES:
-                page.goto(f"{base}/{name}")
-                page.wait_for_function("() => document.getElementById('page').dataset.ready === 'yes'")
+            for name in [*PAGES, "transcript"]:
+                page.goto(f"{base}/{name}" if name != "transcript" else base + first_session_link(page, base))
+                page.wait_for_function(READY)
                 page.wait_for_function("() => document.getElementById('live').dataset.connected === 'yes'")
                 if name == "tree":
                     page.wait_for_selector(".node[data-name='root']")
                 if name == "overview":
                     page.wait_for_selector("#health [data-health]")
-                assert page.get_attribute("#page", "data-page") == name
+                if name == "transcript":
+                    page.wait_for_selector("#transcript .event.assistant")
+                assert page.get_attribute("#page", "data-page") == ("chats" if name == "transcript" else name)
                 assert page.is_hidden("#problem"), f"{name}: {page.inner_text('#problem')}"
                 assert page.evaluate(OVERFLOW) <= 0, f"{name} scrolls sideways at {size['width']} px"
                 red, green, blue = [int(c) for c in page.evaluate(BACKGROUND)[4:-1].split(",")[:3]]

@@ -105,9 +105,13 @@ export function markStatic() {
   live.textContent = "";
 }
 
+// A table that, on a phone, stacks each row as a card with each cell under its column's name (console.css).
 export function table(headers, rows) {
+  for (const row of rows) {
+    Array.from(row.children).forEach((cell, i) => { if (headers[i]) cell.dataset.label = headers[i]; });
+  }
   return el("div", { class: "scroll" },
-    el("table", {}, el("thead", {}, el("tr", {}, headers.map((h) => el("th", { scope: "col" }, h)))),
+    el("table", { class: "stack" }, el("thead", {}, el("tr", {}, headers.map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, rows)));
 }
 

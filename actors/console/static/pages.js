@@ -175,7 +175,7 @@ async function chats(page, rest) {
     if (!found) return;
     list.replaceChildren(el("h2", {}, `Found: ${found.hits.length}`), table(["Session", "Event", "Text"],
       found.hits.map((h) => el("tr", {}, el("td", {}, el("a", { href: `/chats/${encodeURIComponent(h.session_id)}` },
-        h.session_key || h.session_id)), el("td", {}, h.seq ?? ""), el("td", {}, h.snippet || h.text || "")))));
+        h.session_key)), el("td", {}, `#${h.seq} ${h.role}`), el("td", {}, h.snippet)))));
   });
   async function load() {
     const data = await api("/api/sessions?limit=100");
@@ -193,12 +193,28 @@ async function transcript(page, id) {
   const actions = el("p", { class: "actions" },
     actionButton("Suspend", "sessions.suspend", { session: s.session_id }, () => location.reload()),
     actionButton("Resume", "sessions.resume", { session: s.session_id }, () => location.reload()),
-    el("a", { href: "#", class: "button", id: "export", onclick: (e) => { e.preventDefault(); exportJson(data); } }, "Export (JSON)"));
-  const events = (data.events || []).map((e) => el("li", { class: `event ${e.kind || e.role || ""}` },
-    el("span", { class: "who" }, e.role || e.kind || ""), el("span", { class: "when" }, when(e.at || e.created_at)),
-    el("pre", { class: "text" }, e.text ?? JSON.stringify(e.content ?? e, null, 1))));
+    el("button", { type: "button", id: "export", onclick: () => exportJson(data) }, "Export (JSON)"));
   page.append(el("section", { class: "card" }, el("h2", {}, s.session_key),
-    el("p", {}, `${s.state} · ${s.session_id}`), actions), el("ol", { class: "transcript" }, events));
+    el("p", {}, `${s.state} · ${s.session_id}${s.title ? ` · ${s.title}` : ""}`), actions),
+    el("ol", { class: "transcript", id: "transcript" }, (data.events || []).map(eventItem)));
+}
+
+// One event of a transcript: a message's text, a tool call with its arguments, a tool's result.
+function eventItem(e) {
+  const p = e.payload && typeof e.payload === "object" ? e.payload : { text: e.payload };
+  const body = [];
+  if (p.name) body.push(el("p", { class: "tool" }, `⚙ ${p.name}`));
+  if (p.arguments !== undefined) {
+    body.push(el("pre", { class: "args" }, typeof p.arguments === "string" ? p.arguments : JSON.stringify(p.arguments, null, 1)));
+  }
+  const text = p.text ?? p.result ?? (p.name ? null : JSON.stringify(p));
+  if (text !== null && text !== undefined) body.push(el("pre", { class: "text" }, String(text)));
+  for (const file of p.attachments || p.files || []) {
+    body.push(el("p", { class: "file" }, `📎 ${file.name || file.kind || "file"}${file.mime ? ` (${file.mime})` : ""}`));
+  }
+  if (p.resent || p.resend) body.push(el("p", { class: "resent" }, "re-sent"));
+  return el("li", { class: `event ${e.role} ${e.kind}`, dataset: { seq: e.seq } },
+    el("span", { class: "who" }, `${e.role} · ${e.kind}`), el("span", { class: "when" }, when(e.created_at)), body);
 }
 
 function exportJson(data) {
@@ -220,9 +236,9 @@ async function deliveries(page) {
     body.replaceChildren(el("h2", {}, "Deliveries"), el("p", {}, counts || "none"),
       table(["Id", "State", "Chat", "Attempts", "Reason", "Reply", ""], data.deliveries.map((d) =>
         el("tr", { dataset: { obligation: d.obligation_id, state: d.state } },
-          el("td", {}, el("code", {}, d.obligation_id.slice(0, 16))), el("td", {}, d.state),
-          el("td", {}, `${d.platform || ""}:${d.chat_id || ""}`), el("td", {}, d.attempts ?? ""),
-          el("td", {}, d.last_error || d.reason || ""), el("td", {}, d.text || d.reply || ""),
+          el("td", {}, el("code", { title: d.obligation_id }, d.obligation_id.slice(0, 16))), el("td", {}, d.state),
+          el("td", {}, `${d.target.platform}:${d.target.chat_id}`), el("td", {}, d.attempts),
+          el("td", {}, d.last_error || ""), el("td", {}, d.content_preview || ""),
           el("td", {}, ["failed", "abandoned"].includes(d.state) ? actionButton("Retry", "deliveries.retry", { id: d.obligation_id }, load) : null,
             ["pending", "failed"].includes(d.state) ? actionButton("Abandon", "deliveries.abandon", { id: d.obligation_id }, load) : null)))));
   }
