@@ -19,8 +19,9 @@ holds no database connection). Timers: ``listen`` (retry a port in use), ``follo
 (a new snapshot for the open pages, armed only while a page follows: no browser, no work).
 
 Messages it takes: TreeReply and GatewayStatus (the root's answers), RecentMinutes (the metrics actor's last hour,
-minute by minute), timers, and bridge items (ConsoleAsk, StreamsOpen, the server's start). Messages it sends:
-DescribeTree and StatusRequest to the root, RecentMinutesWanted to the metrics actor.
+minute by minute), CronRunReport (the cron actor's answer to "run now"), timers, and bridge items (ConsoleAsk,
+StreamsOpen, the server's start). Messages it sends: DescribeTree and StatusRequest to the root,
+RecentMinutesWanted to the metrics actor, CronRunRequest to the cron actor (what `cron run NAME` sends).
 
 Nothing here must survive a kill -9: everything shown is read again from the tree and the store, and an action is
 one storage transaction (committed or not; the page says which from the answer, or the next read shows it).
@@ -36,11 +37,14 @@ from actors.console import operations
 from actors.console.memory import gateway_memory
 from actors.console.server import ConsoleAsk, ConsoleServer, StreamsOpen
 from actors.console.views import tree_view, status_view
-from actors.messages import GatewayStatus, RecentMinutes, RecentMinutesWanted, StatusRequest
+from actors.messages import (CronRunReport, CronRunRequest, GatewayStatus, RecentMinutes, RecentMinutesWanted,
+                             StatusRequest)
 from actors.recent_minutes import series, totals
+from actors.scheduling.jobs import validate_jobs
 from supervision.bridge import TaskDone
 from supervision.http_serving import http_limits
 from supervision.messages import DescribeTree, TreeReply
+from supervision import tree
 from supervision.storage_access import StoreUser
 from supervision.actor import GatewayActor
 from storage import IllegalTransition, NotFound, StorageError
@@ -51,6 +55,7 @@ WALK_WITHIN_S = 2.0
 FOLLOW_TREE_S = 0.5        # a restart shows on an open tree page within this and a walk
 FOLLOW_STATUS_S = 2.0
 LISTEN_RETRY_S = 5.0
+CRON_ANSWER_S = 8.0        # within the page's own wait (server.ANSWER_TIMEOUT_S)
 LOG_TAIL_BYTES = 64 * 1024
 LOG_TAIL_LINES = 300
 
@@ -69,6 +74,9 @@ class Console(StoreUser, GatewayActor):
         self.following: dict[str, int] = {}       # topic -> open pages following it
         self.ticking: set[str] = set()            # topics whose follow timer is armed
         self.recent_rows: tuple = ()              # the metrics actor's last hour, as last answered
+        self.cron_ref = None                      # the cron actor's address, from the newest walk
+        self.cron_runs: dict[str, list] = {}      # job -> "run now" asks waiting (for a walk, then for cron)
+        self.cron_sent: set[str] = set()          # jobs whose CronRunRequest is out (a lost answer: the page's 503)
 
     # ------------------------------------------------------------------------------------------- life cycle
     def on_start(self, args) -> None:
@@ -128,6 +136,10 @@ class Console(StoreUser, GatewayActor):
             self._ask_status(ask)
         elif ask.op == "logs":
             self._answer(ask, 200, self._log_tail(args))
+        elif ask.op == "cron":
+            self._on_store(ask, lambda: operations.cron(self._store(), validate_jobs(self.config), time.time()))
+        elif ask.op == "action:cron.run":
+            self._run_cron(ask, (args.get("job") or "").strip())
         elif ask.op in operations.READS:
             self._on_store(ask, lambda: operations.READS[ask.op](self._store(), args))
         elif ask.op.startswith("action:") and ask.op[7:] in operations.ACTIONS:
@@ -192,11 +204,46 @@ class Console(StoreUser, GatewayActor):
         waiting = self.tree_asks.pop(message.token, None)
         if waiting is None:
             return
+        self.cron_ref = next((n.ref for n, _p, _d in tree.walk(message.node) if n.kind == "Cron" and n.ref), None)
+        self._send_cron_runs()
         view = tree_view(message.node, time.time())
         for ask in waiting:
             self._answer(ask, 200, view)
         if self.server is not None and self.following.get("tree"):
             self.bridge.call(self.server.publish, "tree", view)
+
+    # ---------------------------------------------------------------------------- cron: run a job now
+    def _run_cron(self, ask: ConsoleAsk, job: str) -> None:
+        """`cron run NAME` through the console: the same CronRunRequest to the cron actor, found by a walk."""
+        if not job:
+            self._answer(ask, 400, {"error": "job is needed"})
+            return
+        self.log.info("console: cron.run %r by %s", job[:64], ask.who)
+        self.cron_runs.setdefault(job, []).append(ask)
+        self._walk(None)   # the cron actor's address as it is now (it may have restarted since the last walk)
+
+    def _send_cron_runs(self) -> None:
+        """After a walk: each job's waiting asks go to the cron actor once (one request answers them all)."""
+        for job in list(self.cron_runs):
+            if self.cron_ref is None:
+                for ask in self.cron_runs.pop(job):
+                    self._answer(ask, 409, {"error": "no scheduler runs: the configuration has no [cron] jobs"})
+            elif job not in self.cron_sent:
+                self.cron_sent.add(job)
+                self.send(self.cron_ref, CronRunRequest(job))
+                self.after(CRON_ANSWER_S, "cron_deadline", job)
+
+    def on_timer_cron_deadline(self, job) -> None:
+        if job in self.cron_sent:   # the cron actor did not answer (it restarted, say): a later ask sends again
+            self.cron_sent.discard(job)
+            for ask in self.cron_runs.pop(job, []):
+                self._answer(ask, 503, {"error": "the scheduler did not answer in time"})
+
+    def on_CronRunReport(self, message: CronRunReport, sender) -> None:
+        self.cron_sent.discard(message.job)
+        payload = {"ok": message.ok, "job": message.job, "run_id": message.run_id, "error": message.error}
+        for ask in self.cron_runs.pop(message.job, []):
+            self._answer(ask, 200 if message.ok else 409, payload)
 
     def on_timer_walk_deadline(self, token) -> None:
         for ask in self.tree_asks.pop(token, ()):

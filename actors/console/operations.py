@@ -64,12 +64,20 @@ async def pairing(store, args: dict) -> dict:
             "grants": [vars(g) for g in await store.access.grants()]}
 
 
-async def cron(store, args: dict) -> dict:
-    return {"states": {name: vars(state) for name, state in (await store.cron.states()).items()}}
+async def cron(store, jobs: dict, now: float, runs_shown: int = 5) -> dict:
+    """What `cron list` shows: each configured job, its schedule, next run, pause, and its newest runs."""
+    states = await store.cron.states()
+    rows = []
+    for name, job in jobs.items():
+        state, following = states.get(name), job.schedule.next_after(now)
+        rows.append({"job": name, "schedule": job.schedule.expression, "timezone": job.schedule.timezone,
+                     "adapter": job.adapter, "chat": job.chat, "enabled": job.enabled,
+                     "paused": bool(state and state.paused), "next_at": following,
+                     "runs": [vars(run) for run in await store.cron.runs(name, runs_shown)]})
+    return {"jobs": rows}
 
 
-READS = {"deliveries": deliveries, "sessions": sessions, "transcript": transcript, "search": search, "pairing": pairing,
-         "cron": cron}
+READS = {"deliveries": deliveries, "sessions": sessions, "transcript": transcript, "search": search, "pairing": pairing}
 
 
 async def delivery_retry(store, args: dict, who: str) -> dict:

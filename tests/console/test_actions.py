@@ -27,7 +27,9 @@ pytestmark = pytest.mark.timeout(240)
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     gw = console_gateway(tmp_path_factory.mktemp("console-actions"), allow_actions=True,
-                         extra='[adapters.web]\ntype = "webchat"\nport = 0\n\n[agent]\nchunk_delay_s = 0.0\n')
+                         extra='[adapters.web]\ntype = "webchat"\nport = 0\n\n[agent]\nchunk_delay_s = 0.0\n\n'
+                               '[cron.yearly]\nschedule = "0 9 1 1 *"\nprompt = "Happy new year"\nadapter = "cli"\n'
+                               'chat = "operator"\n')
     try:
         gw.start()
         gw.wait_ready()
@@ -104,6 +106,19 @@ def test_retrying_a_failed_delivery_in_the_page_is_retrying_it_with_the_cli(gate
     assert rows[page_id]["state"] == "pending"
     assert {k: rows[page_id].get(k) for k in same} == {k: rows[cli_id].get(k) for k in same}
     gw.wait_log(f"console: deliveries.retry '{page_id}' by console (loopback from 127.0.0.1)")
+    assert problems == []
+
+
+def test_running_a_cron_job_from_the_page_is_cron_run(gateway, page):
+    gw, base = gateway
+    problems = watch_problems(page)
+    page.goto(base + "/cron")
+    page.click("tr[data-job='yearly'] button[data-action='cron.run']")
+    runs = wait_for(lambda: (job := cli_json(gw, "cron", "list")["jobs"][0])["runs"] and job["runs"], 30, 0.2,
+                    "the manual run in `cron list`")
+    assert runs[0]["origin"] == "manual" and runs[0]["run_id"].startswith("yearly:manual:")
+    page.wait_for_selector("tr[data-job='yearly'] .runs li")   # the page reloads the jobs after the action
+    gw.wait_log("console: cron.run 'yearly' by console (loopback from 127.0.0.1)")
     assert problems == []
 
 

@@ -271,11 +271,21 @@ async function pairing(page) {
 // ----------------------------------------------------------------------------------------------------- cron
 async function cron(page) {
   markStatic();
-  const data = await api("/api/cron");
-  const rows = Object.values(data.states || {});
-  page.append(el("section", { class: "card", id: "cron" }, el("h2", {}, "Jobs"),
-    rows.length ? table(["Job", "Checked until", "Paused"], rows.map((j) => el("tr", {}, el("td", {}, j.job),
-      el("td", {}, when(j.checked_until)), el("td", {}, j.paused ? "paused" : "no")))) : el("p", {}, "No jobs have run.")));
+  const body = el("section", { class: "card", id: "cron" });
+  page.append(body);
+  async function load() {
+    const data = await api("/api/cron");
+    body.replaceChildren(el("h2", {}, "Jobs"), data.jobs.length ? table(["Job", "Schedule", "Target", "Next run", "Last runs", ""],
+      data.jobs.map((j) => el("tr", { dataset: { job: j.job } }, el("td", {}, j.job), el("td", {}, `${j.schedule} (${j.timezone})`),
+        el("td", {}, `${j.adapter}:${j.chat}`),
+        el("td", {}, !j.enabled ? "disabled" : j.paused ? "paused" : when(j.next_at)),
+        el("td", {}, j.runs.length ? el("ul", { class: "runs" }, j.runs.map((r) => el("li", {},
+          `${when(r.scheduled_at)} ${r.origin}: ${r.outcome === "skipped" ? `skipped (${r.reason || ""})` : r.inbox_state || "pruned"}`)))
+          : "none yet"),
+        el("td", {}, actionButton("Run now", "cron.run", { job: j.job }, load)))))
+      : el("p", {}, "No jobs: add [cron.NAME] tables to the configuration (docs/cron.md)."));
+  }
+  await load();
 }
 
 // ----------------------------------------------------------------------------------------------------- logs
