@@ -274,16 +274,20 @@ def _check_cluster(file: str, config: dict) -> None:
                           "enabled it must be a fixed port, not 0")
 
 
+def _is_loopback(file: str, where: str, host: str) -> bool:
+    """Whether ``host`` (an IP address, or localhost) is a loopback address; anything else is a ConfigError."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        raise ConfigError(file, where, f"must be an IP address (e.g. 127.0.0.1), got {host!r}") from None
+
+
 def _check_console(file: str, console: dict) -> None:
     """The console shows every chat and may act on the gateway: off loopback it needs its login."""
     host = console["host"]
-    if host == "localhost":
-        return
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        raise ConfigError(file, "[console] host", f"must be an IP address (e.g. 127.0.0.1), got {host!r}") from None
-    if console["enabled"] and not address.is_loopback and not console["login_token"]:
+    if not _is_loopback(file, "[console] host", host) and console["enabled"] and not console["login_token"]:
         raise ConfigError(file, "[console] login_token",
                           f"the console on {host} (off loopback) needs a login_token: anyone on that network could "
                           "read every chat otherwise (docs/console.md)")
@@ -291,13 +295,7 @@ def _check_console(file: str, console: dict) -> None:
 
 def _check_bind_host(file: str, gateway: dict) -> None:
     host = gateway["bind_host"]
-    if host == "localhost":
-        return
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        raise ConfigError(file, "[gateway] bind_host", f"must be an IP address (e.g. 127.0.0.1), got {host!r}") from None
-    if not address.is_loopback and not gateway["allow_non_loopback"]:
+    if not _is_loopback(file, "[gateway] bind_host", host) and not gateway["allow_non_loopback"]:
         raise ConfigError(file, "[gateway] bind_host",
                           f"{host} is not a loopback address: the actor ports would accept code from that network. "
                           "Set [gateway] allow_non_loopback = true only on a private network of the gateway's own "

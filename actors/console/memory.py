@@ -12,25 +12,23 @@ from pathlib import Path
 from common import processes
 
 
-def pss_kib(pid: int) -> int | None:
-    """The process's PSS in KiB, or None if /proc cannot say."""
+def _kib(path: str, field: str) -> int | None:
+    """A "Field:  N kB" line of a /proc file, in KiB, or None if /proc cannot say."""
     try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(field):
                 return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def pss_kib(pid: int) -> int | None:
+    return _kib(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
 def rss_kib(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    return _kib(f"/proc/{pid}/status", "VmRSS:")
 
 
 def gateway_memory(launcher_pid: int) -> dict:

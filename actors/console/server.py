@@ -32,6 +32,7 @@ from typing import Callable, Optional
 from aiohttp import web
 
 from actors.adapters.webchat.address_limits import came_over_tls
+from actors.adapters.webchat.server import SECURITY_HEADERS   # the web chat's: the same page policy
 from actors.console import access
 from supervision.http_serving import HttpLimits, host_allowed, serve
 
@@ -50,14 +51,6 @@ PUSH_TIMEOUT_S = 5.0
 STREAM_CHECK_S = 5.0       # how often a quiet stream looks whether its browser is gone
 KEEPALIVE_S = 15.0         # a comment line on a quiet stream, so proxies keep it open
 COOKIE_MAX_AGE_S = 400 * 24 * 3600
-SECURITY_HEADERS = {
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                               "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-}
 
 
 @dataclass(frozen=True)

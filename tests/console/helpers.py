@@ -1,6 +1,7 @@
 """The real daemon with its console, for the tests of this package."""
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -31,3 +32,15 @@ def console_port(gw: Gateway, timeout: float = 20) -> int:
         tail = "\n".join(gw.log().splitlines()[-30:])
         raise AssertionError(f"{exc}; the gateway log ends with:\n{tail}") from None
     return int(found[-1][1])
+
+
+@contextlib.contextmanager
+def running(gw: Gateway):
+    """The gateway started and every actor up, then stopped (and anything left killed) whatever happened."""
+    try:
+        gw.start()
+        gw.wait_ready()
+        yield gw
+    finally:
+        gw.cli("stop")
+        gw.kill_everything()

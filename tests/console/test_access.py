@@ -10,7 +10,7 @@ import pytest
 
 from common.config import ConfigError, validate
 from actors.console.server import ACTIONS, PAGES, READS
-from tests.console.helpers import console_gateway, console_port
+from tests.console.helpers import console_gateway, console_port, running
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,26 +36,16 @@ def off_loopback(tmp_path_factory):
     """A console on every interface with a login token, actions allowed: only the token opens it."""
     gw = console_gateway(tmp_path_factory.mktemp("console-login"), host="0.0.0.0", login_token=TOKEN,
                          allow_actions=True)
-    try:
-        gw.start()
-        gw.wait_ready()
+    with running(gw):
         yield gw, console_port(gw)
-    finally:
-        gw.cli("stop")
-        gw.kill_everything()
 
 
 @pytest.fixture(scope="module")
 def loopback_read_only(tmp_path_factory):
     """The defaults but the port: loopback, no token, read-only."""
     gw = console_gateway(tmp_path_factory.mktemp("console-loopback"))
-    try:
-        gw.start()
-        gw.wait_ready()
+    with running(gw):
         yield gw, console_port(gw)
-    finally:
-        gw.cli("stop")
-        gw.kill_everything()
 
 
 def test_off_loopback_without_a_login_token_the_configuration_is_refused():

@@ -18,7 +18,7 @@ import pytest
 from storage import Store
 from storage.ledger import Target
 from tests.actor_system import wait_for
-from tests.console.helpers import console_gateway, console_port
+from tests.console.helpers import console_gateway, console_port, running
 from tests.webchat.browser import watch_problems
 
 pytestmark = pytest.mark.timeout(240)
@@ -30,13 +30,8 @@ def gateway(tmp_path_factory):
                          extra='[adapters.web]\ntype = "webchat"\nport = 0\n\n[agent]\nchunk_delay_s = 0.0\n\n'
                                '[cron.yearly]\nschedule = "0 9 1 1 *"\nprompt = "Happy new year"\nadapter = "cli"\n'
                                'chat = "operator"\n')
-    try:
-        gw.start()
-        gw.wait_ready()
+    with running(gw):
         yield gw, f"http://127.0.0.1:{console_port(gw)}"
-    finally:
-        gw.cli("stop")
-        gw.kill_everything()
 
 
 def on_store(gw, call):

@@ -18,7 +18,7 @@ import pytest
 
 from storage import Store
 from storage.ledger import Target
-from tests.console.helpers import console_gateway, console_port
+from tests.console.helpers import console_gateway, console_port, running
 from tests.webchat.browser import WAIT_MS, watch_problems
 
 pytestmark = pytest.mark.timeout(240)
@@ -35,17 +35,12 @@ RESTART_SHOWN_WITHIN_S = 2.0
 def gateway(tmp_path_factory):
     gw = console_gateway(tmp_path_factory.mktemp("console-browser"), allow_actions=True,
                          extra='[adapters.web]\ntype = "webchat"\nport = 0\n\n[agent]\nchunk_delay_s = 0.0\n')
-    try:
-        gw.start()
-        gw.wait_ready()
+    with running(gw):
         # Something on every page: two turns (one failed), a pairing code, a failed delivery.
         gw.cli("chat", "--message", "What is the capital of France?", timeout=90, check=True)
         gw.cli("chat", "--message", "#fail this one", timeout=90)
         seed_store(gw)
         yield gw, f"http://127.0.0.1:{console_port(gw)}"
-    finally:
-        gw.cli("stop")
-        gw.kill_everything()
 
 
 def seed_store(gw) -> None:
