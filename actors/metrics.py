@@ -49,7 +49,7 @@ from common.config import setting
 from actors import metric_families
 from actors.messages import RecentMinutes
 from actors.metric_families import CONTENT_TYPE, Histogram
-from actors.recent_minutes import MinuteCounters
+from actors.console.recent_minutes import MinuteCounters
 
 CACHE_S = 1.0                  # a snapshot younger than this answers a scrape without a new walk
 WALK_WITHIN_S = 2.0            # what the root is given to describe the tree

@@ -30,10 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psutil  # noqa: E402 - after the path: the bench runs from a checkout
+import psutil
 
-from bench.benchlib import pss_mib, process_tree_cpu_s, process_tree_pss  # noqa: E402
-from tests.gateway import Gateway, nodes  # noqa: E402
+from bench.benchlib import pss_mib, process_tree_cpu_s, process_tree_pss
+from tests.gateway import Gateway, nodes
 
 SETTLE_S = 5.0
 

@@ -39,7 +39,7 @@ from actors.console.server import ConsoleAsk, ConsoleServer, StreamsOpen
 from actors.console.views import tree_view, status_view
 from actors.messages import (CronRunReport, CronRunRequest, GatewayStatus, RecentMinutes, RecentMinutesWanted,
                              StatusRequest)
-from actors.recent_minutes import series, totals
+from actors.console.recent_minutes import series, totals
 from actors.scheduling.jobs import validate_jobs
 from supervision.bridge import TaskDone
 from supervision.http_serving import http_limits

@@ -82,7 +82,7 @@ class HookFailed:
 
 @dataclass(frozen=True)
 class RecentMinutesWanted:
-    """The console -> metrics: the last hour of its counters, minute by minute (actors/recent_minutes.py)."""
+    """The console -> metrics: the last hour of its counters, minute by minute (actors/console/recent_minutes.py)."""
 
 
 @dataclass(frozen=True)

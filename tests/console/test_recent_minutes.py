@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.recent_minutes import MINUTES, MinuteCounters, quantile, series, totals, LATENCY_BOUNDS
+from actors.console.recent_minutes import MINUTES, MinuteCounters, quantile, series, totals, LATENCY_BOUNDS
 
 pytestmark = pytest.mark.timeout(10)
 
