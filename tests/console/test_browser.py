@@ -34,12 +34,15 @@ RESTART_SHOWN_WITHIN_S = 2.0
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     gw = console_gateway(tmp_path_factory.mktemp("console-browser"), allow_actions=True,
-                         extra='[adapters.web]\ntype = "webchat"\nport = 0\n\n[agent]\nchunk_delay_s = 0.0\n')
+                         extra='[adapters.web]\ntype = "webchat"\nport = 0\n\n[agent]\nchunk_delay_s = 0.0\n\n'
+                               '[cron.morning]\nschedule = "0 9 * * 1-5"\ntimezone = "Europe/Berlin"\n'
+                               'prompt = "Summarise my calendar"\nadapter = "cli"\nchat = "operator"\n')
     with running(gw):
         # Something on every page: two turns (one failed), a pairing code, a failed delivery.
         gw.cli("chat", "--message", "What is the capital of France?", timeout=90, check=True)
         gw.cli("chat", "--message", "#fail this one", timeout=90)
         seed_store(gw)
+        gw.cli("cron", "run", "morning", check=True)
         yield gw, f"http://127.0.0.1:{console_port(gw)}"
 
 
