@@ -29,6 +29,7 @@ one storage transaction (committed or not; the page says which from the answer, 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import time
 from pathlib import Path
@@ -76,7 +77,7 @@ class Console(StoreUser, GatewayActor):
         self.recent_rows: tuple = ()              # the metrics actor's last hour, as last answered
         self.cron_ref = None                      # the cron actor's address, from the newest walk
         self.cron_runs: dict[str, list] = {}      # job -> "run now" asks waiting (for a walk, then for cron)
-        self.cron_sent: set[str] = set()          # jobs whose CronRunRequest is out (a lost answer: the page's 503)
+        self.cron_sent: dict[str, int] = {}       # job -> token of its CronRunRequest out (its deadline's)
 
     # ------------------------------------------------------------------------------------------- life cycle
     def on_start(self, args) -> None:
@@ -102,7 +103,12 @@ class Console(StoreUser, GatewayActor):
 
     def on_bridge(self, item) -> None:
         if isinstance(item, ConsoleAsk):
-            self._take(item)
+            try:
+                self._take(item)
+            except Exception as exc:  # noqa: BLE001 - a request must not crash the actor: a page reloaded in a
+                # loop would exhaust the root's restart intensity and take the gateway down with the console
+                self.log.exception("console: %s failed", item.op)
+                self._answer(item, 500, {"error": f"the console could not answer: {type(exc).__name__}: {exc}"})
         elif isinstance(item, StreamsOpen):
             self._follow(dict(item.counts))
         elif isinstance(item, tuple) and item and item[0] == "log":
@@ -124,8 +130,12 @@ class Console(StoreUser, GatewayActor):
         url = f"http://{host}:{self.port}/"
         self.log.info("console: serving %s (port %d; %s)", url, self.port,
                       "actions allowed" if self.server.allow_actions else "read-only")
-        RunFiles(self.state_dir).run_dir.joinpath("console.json").write_text(
-            f'{{"url": "{url}", "port": {self.port}, "pid": {os.getpid()}}}\n')
+        # Where it listens, for scripts: written whole or not at all (a kill -9 mid-write leaves the old file).
+        path = RunFiles(self.state_dir).run_dir / "console.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".json.tmp")
+        temporary.write_text(json.dumps({"url": url, "port": self.port, "pid": os.getpid()}) + "\n")
+        os.replace(temporary, path)
 
     # ------------------------------------------------------------------------------------------- the asks
     def _take(self, ask: ConsoleAsk) -> None:
@@ -179,8 +189,9 @@ class Console(StoreUser, GatewayActor):
         path = Path(setting(self.config, "gateway", "log_file") or self.state_dir / "gateway.log")
         try:
             with open(path, "rb") as f:
-                f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
-                lines = f.read().decode("utf-8", "replace").splitlines()[1:]
+                start = max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES)
+                f.seek(start)
+                lines = f.read().decode("utf-8", "replace").splitlines()[1 if start else 0:]   # a cut first line
         except OSError as exc:
             return {"lines": [], "error": f"cannot read {path}: {exc.strerror}"}
         level, words = args.get("level", "").upper(), args.get("q", "")
@@ -229,25 +240,31 @@ class Console(StoreUser, GatewayActor):
                 for ask in self.cron_runs.pop(job):
                     self._answer(ask, 409, {"error": "no scheduler runs: the configuration has no [cron] jobs"})
             elif job not in self.cron_sent:
-                self.cron_sent.add(job)
+                self.cron_sent[job] = next(self.tokens)
                 self.send(self.cron_ref, CronRunRequest(job))
-                self.after(CRON_ANSWER_S, "cron_deadline", job)
+                self.after(CRON_ANSWER_S, "cron_deadline", (job, self.cron_sent[job]))
 
-    def on_timer_cron_deadline(self, job) -> None:
-        if job in self.cron_sent:   # the cron actor did not answer (it restarted, say): a later ask sends again
-            self.cron_sent.discard(job)
+    def on_timer_cron_deadline(self, sent) -> None:
+        job, token = sent
+        if self.cron_sent.get(job) == token:   # the cron actor did not answer (it restarted, say)
+            del self.cron_sent[job]
             for ask in self.cron_runs.pop(job, []):
                 self._answer(ask, 503, {"error": "the scheduler did not answer in time"})
 
     def on_CronRunReport(self, message: CronRunReport, sender) -> None:
-        self.cron_sent.discard(message.job)
+        self.cron_sent.pop(message.job, None)
         payload = {"ok": message.ok, "job": message.job, "run_id": message.run_id, "error": message.error}
         for ask in self.cron_runs.pop(message.job, []):
             self._answer(ask, 200 if message.ok else 409, payload)
 
     def on_timer_walk_deadline(self, token) -> None:
-        for ask in self.tree_asks.pop(token, ()):
+        if token not in self.tree_asks:
+            return
+        for ask in self.tree_asks.pop(token):
             self._answer(ask, 503, {"error": "the actor tree did not answer in time"})
+        for job in [job for job in self.cron_runs if job not in self.cron_sent]:   # never sent: never run later
+            for ask in self.cron_runs.pop(job):
+                self._answer(ask, 503, {"error": "the actor tree did not answer in time; nothing was run"})
 
     def _ask_status(self, ask) -> None:
         self.status_asks.append(ask)
