@@ -151,7 +151,8 @@ class ConsoleServer:
         given = request.query.get("token")
         if self.login_token and given is not None and request.method == "GET" and not request.path.startswith("/api/"):
             if access.same(given, self.login_token):
-                response = web.Response(status=303, headers={"Location": request.path})
+                page = request.path if request.path.startswith("/") and not request.path.startswith("//") else "/"
+                response = web.Response(status=303, headers={"Location": page})   # this site's own page only
                 response.set_cookie(access.LOGIN_COOKIE, access.login_proof(self.login_token), path="/",
                                     max_age=COOKIE_MAX_AGE_S, httponly=True, samesite="Strict",
                                     secure=came_over_tls(request.secure, request.remote,
@@ -266,6 +267,8 @@ class ConsoleServer:
             pass   # the browser went away, or cannot keep up: it reconnects (EventSource does) and gets the newest
         finally:
             self.followers[topic].discard(follower)
+            if not self.followers[topic]:
+                self.latest.pop(topic, None)   # not followed from now on: the next page must not start from it
             self._streams_changed()
         return response
 
