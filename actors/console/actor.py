@@ -46,7 +46,7 @@ from supervision.bridge import TaskDone
 from supervision.http_serving import http_limits
 from supervision.messages import DescribeTree, TreeReply
 from supervision import tree
-from supervision.storage_access import StoreUser
+from supervision.storage_access import StoreUser, store_path
 from supervision.actor import GatewayActor
 from storage import IllegalTransition, NotFound, StorageError
 from common.config import setting
@@ -90,7 +90,8 @@ class Console(StoreUser, GatewayActor):
         self.server = ConsoleServer(self.host, self.wanted_port, self.bridge.post, http_limits(self.config),
                                     login_token=setting(self.config, "console", "login_token"),
                                     allow_actions=setting(self.config, "console", "allow_actions"),
-                                    log_line=lambda level, text: self.bridge.post(("log", level, text)))
+                                    log_line=lambda level, text: self.bridge.post(("log", level, text)),
+                                    media_root=str(store_path(self.config).parent / "media"))
         self.bridge.submit(self.server.start(), tag="listen")
 
     def on_stop(self) -> None:

@@ -10,6 +10,8 @@ Routes (every one but /static/ and /favicon.ico behind the login when there is o
   GET  /static/NAME           the page's script, style and icon: a fixed list, shipped in the package
   GET  /api/session           this browser's CSRF token and whether actions are allowed
   GET  /api/READ              a read (READS): tree, status, deliveries, pairing, sessions, transcript, search, cron, logs
+  GET  /api/media/KEY         a file of a transcript, from the media cache: a raster image inline, anything else
+                              as a download, neither able to run in this page's origin
   GET  /api/stream?topic=T    server-sent events: each new snapshot of T (tree, status) while the page is open
   POST /api/actions/NAME      an action (ACTIONS), JSON body; refused unless allowed, same-site, with the CSRF token
 
@@ -34,7 +36,9 @@ from aiohttp import web
 from actors.adapters.webchat.address_limits import came_over_tls
 from actors.adapters.webchat.server import SECURITY_HEADERS   # the web chat's: the same page policy
 from actors.console import access
+from actors.media.sniff import sniff
 from supervision.http_serving import HttpLimits, host_allowed, serve
+from storage.media import MediaCache, valid_key
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"console.js": "text/javascript", "pages.js": "text/javascript", "console.css": "text/css"}
@@ -51,6 +55,7 @@ PUSH_TIMEOUT_S = 5.0
 STREAM_CHECK_S = 5.0       # how often a quiet stream looks whether its browser is gone
 KEEPALIVE_S = 15.0         # a comment line on a quiet stream, so proxies keep it open
 COOKIE_MAX_AGE_S = 400 * 24 * 3600
+INLINE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")   # raster images a page shows as <img>
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,7 @@ class Follower:
 class ConsoleServer:
     def __init__(self, host: str, port: int, ask: Callable, limits: HttpLimits = HttpLimits(),
                  login_token: str = "", allow_actions: bool = False,
-                 log_line: Callable[[int, str], None] = lambda level, text: None):
+                 log_line: Callable[[int, str], None] = lambda level, text: None, media_root: str = ""):
         self.host, self.port, self.ask, self.limits = host, port, ask, limits
         self.login_token, self.allow_actions, self.log_line = login_token, allow_actions, log_line
         self.secret = os.urandom(32)    # CSRF tokens of this server's life: a restart asks the page for a new one
@@ -101,6 +106,7 @@ class ConsoleServer:
         self.followers: dict[str, set[Follower]] = {topic: set() for topic in TOPICS}
         self.latest: dict[str, bytes] = {}
         self.runner: Optional[web.AppRunner] = None
+        self.media = MediaCache(media_root) if media_root else None
 
     # ------------------------------------------------------------------------------------------------ life
     async def start(self) -> int:
@@ -112,6 +118,7 @@ class ConsoleServer:
         app.router.add_get("/favicon.ico", self._no_icon)
         app.router.add_get("/api/session", self._session)
         app.router.add_get("/api/stream", self._stream)
+        app.router.add_get("/api/media/{key}", self._media)
         app.router.add_get("/api/{read}", self._read)
         app.router.add_post("/api/actions/{action}", self._action)
         self.runner, self.port = await serve(app, self.host, self.port, limits=self.limits, shutdown_timeout=0.5,
@@ -191,6 +198,22 @@ class ConsoleServer:
     async def _session(self, request: web.Request) -> web.StreamResponse:
         return web.json_response({"csrf": access.csrf_token(self.secret, self._login(request)),
                                   "allow_actions": self.allow_actions, "who": self._who(request)})
+
+    async def _media(self, request: web.Request) -> web.StreamResponse:
+        """A file a transcript names, by its cache key (a SHA-256: no key names a path outside the cache). The
+        operator reads every transcript here anyway, so any cached file may be shown; it is served so that no byte
+        of it can run in this origin: a raster image under its sniffed type, anything else as an attachment."""
+        key = request.match_info["key"]
+        data = await asyncio.to_thread(self.media.read, key) if self.media and valid_key(key) else None
+        if data is None:
+            return web.json_response({"error": "no such file in the media cache"}, status=404)
+        mime = sniff(data[:4096])
+        inline = mime in INLINE_TYPES
+        return web.Response(body=data, headers={
+            "Content-Type": mime if inline else "application/octet-stream",
+            "Content-Disposition": "inline" if inline else f"attachment; filename={key[:16]}",
+            "Content-Security-Policy": "default-src 'none'; sandbox",
+            "Cache-Control": "private, max-age=86400"})   # named by its hash: the bytes never change
 
     # ------------------------------------------------------------------------------------------ the API
     async def _read(self, request: web.Request) -> web.StreamResponse:

@@ -3,12 +3,15 @@ check on loopback, CSRF-proof writes, read-only by default (actors/console/acces
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 
 import aiohttp
 import pytest
+from PIL import Image
 
 from common.config import ConfigError, validate
+from storage.media import MediaCache
 from actors.console.server import ACTIONS, PAGES, READS
 from tests.console.helpers import console_gateway, console_port, running
 
@@ -16,7 +19,8 @@ pytestmark = pytest.mark.timeout(120)
 
 TOKEN = "console-test-token-0123456789"
 ARGS = {"search": "?q=hello", "transcript": "?session=nobody"}   # the reads that need an argument
-API = [f"/api/{read}{ARGS.get(read, '')}" for read in READS] + ["/api/session", "/api/stream?topic=tree"]
+API = [f"/api/{read}{ARGS.get(read, '')}" for read in READS] + ["/api/session", "/api/stream?topic=tree",
+                                                                 "/api/media/" + "0" * 64]
 
 
 def run(coro):
@@ -27,7 +31,8 @@ async def request(method: str, url: str, *, cookies: dict | None = None, headers
                   body: bytes | None = None) -> tuple[int, dict, str]:
     async with aiohttp.ClientSession(cookies=cookies or {}) as session:
         async with session.request(method, url, headers=headers or {}, data=body, allow_redirects=False) as response:
-            text = "" if "event-stream" in response.headers.get("Content-Type", "") else await response.text()
+            kind = response.headers.get("Content-Type", "")
+            text = await response.text() if kind.startswith(("text/", "application/json")) else ""
             return response.status, dict(response.headers), text
 
 
@@ -84,7 +89,7 @@ def test_the_login_link_sets_an_httponly_strict_cookie_that_opens_every_route(of
     value = cookie.split(";")[0].split("=", 1)[1]
     for path in [*PAGES, *[p for p in API if "stream" not in p]]:
         status, _headers, text = run(request("GET", base + path, cookies={"gw_console": value}))
-        wanted = 404 if path.startswith("/api/transcript?") else 200   # the read ran: no such session
+        wanted = 404 if path.startswith(("/api/transcript?", "/api/media/")) else 200   # the read ran: no such one
         assert status == wanted, f"{path} answered {status} with the login: {text[:200]}"
     tree = json.loads(run(request("GET", base + "/api/tree", cookies={"gw_console": value}))[2])
     assert tree["root"]["kind"] == "Root" and any(c["name"] == "console" for c in tree["root"]["children"])
@@ -154,3 +159,21 @@ def test_a_body_over_the_bound_is_refused_unread(off_loopback):
                                  body=b"x" * (64 * 1024), headers={"Content-Type": "application/json",
                                                                   "X-Console-CSRF": csrf}))
     assert status == 413
+
+
+def test_a_transcripts_file_is_served_so_that_it_cannot_run_in_the_page(loopback_read_only):
+    gw, port = loopback_read_only
+    base = f"http://127.0.0.1:{port}/api/media/"
+    cache = MediaCache(gw.state / "media")
+    picture = io.BytesIO()
+    Image.new("RGB", (4, 3), (200, 30, 30)).save(picture, "PNG")
+    png = cache.put(picture.getvalue())
+    page = cache.put(b"<html><script>alert(1)</script></html>")
+    status, headers, _text = run(request("GET", base + png))
+    assert status == 200 and headers["Content-Type"] == "image/png"
+    assert "sandbox" in headers["Content-Security-Policy"] and headers["X-Content-Type-Options"] == "nosniff"
+    status, headers, _text = run(request("GET", base + page))
+    assert status == 200 and headers["Content-Type"] == "application/octet-stream"
+    assert headers["Content-Disposition"].startswith("attachment")
+    for key in ("0" * 64, "..%2F..%2Fgateway.db", "abc"):
+        assert run(request("GET", base + key))[0] == 404, key

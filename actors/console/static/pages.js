@@ -209,10 +209,14 @@ function eventItem(e) {
   }
   const text = p.text ?? p.result ?? (p.name ? null : JSON.stringify(p));
   if (text !== null && text !== undefined) body.push(el("pre", { class: "text" }, String(text)));
-  for (const file of p.attachments || p.files || []) {
-    body.push(el("p", { class: "file" }, `📎 ${file.name || file.kind || "file"}${file.mime ? ` (${file.mime})` : ""}`));
+  for (const file of p.attachments || []) {
+    const label = `📎 ${file.name || file.kind || "file"}${file.mime ? ` (${file.mime})` : ""}`;
+    if (!file.cache_key) body.push(el("p", { class: "file" }, `${label}: ${file.state || "not kept"}`));
+    else if (file.kind === "photo") {
+      body.push(el("a", { href: `/api/media/${file.cache_key}`, class: "file", target: "_blank", rel: "noopener" },
+        el("img", { src: `/api/media/${file.cache_key}`, alt: file.name || "photo", class: "thumb", loading: "lazy" })));
+    } else body.push(el("p", { class: "file" }, el("a", { href: `/api/media/${file.cache_key}` }, label)));
   }
-  if (p.resent || p.resend) body.push(el("p", { class: "resent" }, "re-sent"));
   return el("li", { class: `event ${e.role} ${e.kind}`, dataset: { seq: e.seq } },
     el("span", { class: "who" }, `${e.role} · ${e.kind}`), el("span", { class: "when" }, when(e.created_at)), body);
 }
@@ -238,7 +242,8 @@ async function deliveries(page) {
         el("tr", { dataset: { obligation: d.obligation_id, state: d.state } },
           el("td", {}, el("code", { title: d.obligation_id }, d.obligation_id.slice(0, 16))), el("td", {}, d.state),
           el("td", {}, `${d.target.platform}:${d.target.chat_id}`), el("td", {}, d.attempts),
-          el("td", {}, d.last_error || ""), el("td", {}, d.content_preview || ""),
+          el("td", {}, [d.last_error || "", d.ambiguous ? " (outcome unknown: a copy may be in the chat)" : ""].join("")),
+          el("td", {}, d.content_preview || ""),
           el("td", {}, ["failed", "abandoned"].includes(d.state) ? actionButton("Retry", "deliveries.retry", { id: d.obligation_id }, load) : null,
             ["pending", "failed"].includes(d.state) ? actionButton("Abandon", "deliveries.abandon", { id: d.obligation_id }, load) : null)))));
   }
