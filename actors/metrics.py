@@ -152,7 +152,12 @@ class Metrics(StoreUser, GatewayActor):
         self.recent.restart(time.time())
 
     def on_RecentMinutesWanted(self, message, sender) -> None:
-        self.send(sender, RecentMinutes(self.recent.rows()))
+        turns = Counter()
+        for (_profile, platform, _outcome), n in self.turns.items():
+            turns[platform] += n
+        platforms = sorted(set(turns) | set(self.flood_waits))
+        self.send(sender, RecentMinutes(self.recent.rows(), tuple(
+            (p, turns[p], self.flood_waits[p], round(self.flood_seconds[p], 3)) for p in platforms)))
 
     def on_FloodWaited(self, fact, sender) -> None:
         self.flood_waits[fact.platform] += 1

@@ -75,6 +75,7 @@ class Console(StoreUser, GatewayActor):
         self.following: dict[str, int] = {}       # topic -> open pages following it
         self.ticking: set[str] = set()            # topics whose follow timer is armed
         self.recent_rows: tuple = ()              # the metrics actor's last hour, as last answered
+        self.platforms: tuple = ()                # and its per-platform turns and rate-limit waits
         self.cron_ref = None                      # the cron actor's address, from the newest walk
         self.cron_runs: dict[str, list] = {}      # job -> "run now" asks waiting (for a walk, then for cron)
         self.cron_sent: dict[str, int] = {}       # job -> token of its CronRunRequest out (its deadline's)
@@ -278,7 +279,7 @@ class Console(StoreUser, GatewayActor):
             self.after(WALK_WITHIN_S + 3.0, "status_deadline", self.status_in_flight)
 
     def on_RecentMinutes(self, message: RecentMinutes, sender) -> None:
-        self.recent_rows = message.rows
+        self.recent_rows, self.platforms = message.rows, message.platforms
 
     def on_GatewayStatus(self, message: GatewayStatus, sender) -> None:
         self.status_in_flight = 0
@@ -295,6 +296,8 @@ class Console(StoreUser, GatewayActor):
         runtime = RunFiles(self.state_dir).read_runtime() or {}
         numbers = {"recent": series(self.recent_rows, now), "hour": totals(self.recent_rows),
                    "metrics": getattr(self.directory, "metrics", None) is not None,
+                   "platforms": {p: {"turns": t, "rate_limit_waits": w, "seconds_waited": s}
+                                 for p, t, w, s in self.platforms},
                    "memory": gateway_memory(runtime.get("launcher_pid", 0))}
         try:
             numbers["deliveries"] = self.db(self._store().ledger.counts())

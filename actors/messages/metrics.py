@@ -87,5 +87,7 @@ class RecentMinutesWanted:
 
 @dataclass(frozen=True)
 class RecentMinutes:
-    """Metrics -> the asker: ``rows`` are ((minute, turns, failed, restarts, (latency bucket counts...)), ...)."""
+    """Metrics -> the asker: ``rows`` are ((minute, turns, failed, restarts, (latency bucket counts...)), ...);
+    ``platforms`` are, since the metrics actor started, ((platform, turns, rate-limit waits, seconds waited), ...)."""
     rows: tuple = ()
+    platforms: tuple = ()

@@ -135,3 +135,5 @@ def test_the_overview_counts_the_gateways_own_turns_failures_and_memory(gateway)
     memory = seen["memory"]
     assert memory["processes"] >= 10 and memory["pss_bytes"] > 50 * 1024 * 1024, memory
     assert set(seen["deliveries"]) >= {"pending", "failed", "delivered"}
+    cli = seen["platforms"]["cli"]
+    assert cli["turns"] >= 2 and cli["rate_limit_waits"] == 0

@@ -154,8 +154,16 @@ function find(n, path, key) {
 // ------------------------------------------------------------------------------------------------- adapters
 function adapters(page) {
   const body = el("section", { class: "card", id: "adapters" });
-  page.append(body);
-  follow("status", (s) => body.replaceChildren(el("h2", {}, "Adapters"), adapterTable((s.detail || {}).adapters || [])));
+  const pacing = el("section", { class: "card", id: "pacing" });
+  page.append(body, pacing);
+  follow("status", (s) => {
+    body.replaceChildren(el("h2", {}, "Connections"), adapterTable((s.detail || {}).adapters || []));
+    const rows = Object.entries(s.platforms || {});
+    pacing.replaceChildren(el("h2", {}, "Turns and pacing, since the metrics actor started"), rows.length
+      ? table(["Platform", "Turns", "Rate limits (429) waited", "Seconds held"], rows.map(([p, v]) => el("tr", {},
+        el("td", {}, p), el("td", {}, v.turns), el("td", {}, v.rate_limit_waits), el("td", {}, v.seconds_waited))))
+      : el("p", {}, s.metrics ? "No turns yet." : "The metrics actor is off ([metrics] enabled = false)."));
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------- chats
