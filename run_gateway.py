@@ -31,6 +31,7 @@ then come as JSON on stdout too). Configuration: --config FILE, else $GATEWAY_CO
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import subprocess
@@ -46,6 +47,7 @@ from actors.config_reload import check_whole
 from common import config as config_mod
 from common.config import EX_CONFIG, ConfigError
 from common.privacy import EX_NOPERM, PRIVATE_UMASK, foreign_owner, root_refusal
+from common.state_access import EX_CANTCREAT, unusable_state_dir
 from common.version import VERSION
 from common import processes
 from common.redact import RedactingStream, configured_secrets
@@ -53,11 +55,12 @@ from common.logging_setup import configure_launcher_logging
 from common.runfiles import RunFiles
 from daemon import (cli_access, cli_completion, cli_config, cli_cron, cli_join, cli_logs, cli_memory,
                     cli_platforms, cli_reload, cli_report, cli_rich, cli_routes, cli_service, cli_storage,
-                    doctor as doctor_mod, health as health_mod, status_view)
+                    doctor as doctor_mod, health as health_mod, start_report, status_view)
 from daemon.admin import AdminClient, AdminError, NoGateway
-from daemon.cli_output import fail, out as _out, run_guarded
+from daemon.cli_output import config_failure, fail, out as _out, run_guarded
 from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
 from daemon.startup_checks import startup_warnings
+from runtime import selftest
 from storage import MediaCache
 from supervision import tree as tree_mod
 
@@ -89,8 +92,9 @@ def _main(argv: list[str] | None) -> int:
     except ConfigError as exc:
         if args.command == "reload":   # the running gateway hears of it too, and logs why it keeps running as it is
             return cli_reload.reload_despite(args, exc)
-        return fail(args, f"config error: {exc.file}: {exc.key}: {exc.reason}", EX_CONFIG,
-                    file=exc.file, key=exc.key, reason=exc.reason)
+        if args.command == "doctor":   # the other checks still run: a config error is one finding of several
+            return doctor_mod.cmd_doctor_invalid(args, exc)
+        return config_failure(args, exc, EX_CONFIG)
     if args.command not in (None, "run", "start", "join"):   # the daemon's own output is its log, redacted there
         secrets = configured_secrets(config)
         sys.stdout, sys.stderr = RedactingStream(sys.stdout, secrets), RedactingStream(sys.stderr, secrets)
@@ -99,6 +103,10 @@ def _main(argv: list[str] | None) -> int:
         refusal = root_refusal(config["gateway"]["state_dir"])
     if refusal:
         return fail(args, f"refused: {refusal}", EX_NOPERM)
+    if (args.command or "run") in WRITES_STATE:
+        unusable = unusable_state_dir(config["gateway"]["state_dir"])
+        if unusable:
+            return fail(args, unusable, EX_CANTCREAT)
     try:
         return COMMANDS[args.command or "run"](config, args)
     except AdminError as exc:   # the gateway runs but did not answer in time: said, not a traceback
@@ -116,7 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
             "manager runs (deploy/agent-gateway.service).", "run\n--config ./gateway.toml run")
     start = command(sub, "start", "run as a daemon",
                     "Start the gateway in the background (its log in the state dir, a pid lock in <state>/run/) and\n"
-                    "wait until every actor is up. Refuses to start a second gateway on the same state dir.",
+                    "wait until every actor is up, then for each adapter's first connection attempt (up to 15 s).\n"
+                    "Refuses to start a second gateway on the same state dir. Exit 0 started; 4 started, degraded\n"
+                    "(an adapter or the metrics server could not connect or listen: the line says which and why);\n"
+                    "1 did not start; 73 the state dir cannot be written; 78 invalid configuration.",
                     "start\nstart --config ~/gw/gateway.toml --wait 120")
     start.add_argument("--wait", type=float, default=None, metavar="S",
                        help="seconds to wait for readiness (default: [gateway] ready_timeout_s + 5)")
@@ -206,12 +217,20 @@ def cmd_start(config: dict, args) -> int:
     files = RunFiles(config["gateway"]["state_dir"])
     files.run_dir.mkdir(parents=True, exist_ok=True)
     log_path = files.log_path(config)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        open(log_path, "ab").close()
+    except OSError as exc:   # [gateway] log_file may be outside the state dir, checked above
+        return fail(args, f"cannot write the log file {log_path}: {exc.strerror or exc}", EX_CANTCREAT)
     if _running(config):
         return _out(args, {"ok": False, "error": f"already running (pid {files.read_pid()})"}, 1)
+    refusal = selftest.refusal()   # said here, on the operator's terminal, before any daemon exists
+    if refusal:
+        return fail(args, refusal, selftest.EX_INCOMPATIBLE)
     for warning in startup_warnings(config):
         print(f"warning: {warning}", file=sys.stderr)
     before = files.read_runtime()
+    log_offset = log_path.stat().st_size   # the log holds earlier runs too: a failure is told from this start's lines
     # The configuration the checks above loaded, by its absolute path: the daemon runs from /.
     source = config.get("_source")
     command = [sys.executable, os.path.abspath(__file__)] + (["--config", source] if source else []) + ["run"]
@@ -223,15 +242,21 @@ def cmd_start(config: dict, args) -> int:
     with cli_rich.waiting(args, f"starting the gateway (pid {proc.pid}): waiting until every actor is up"):
         runtime = _started(files, proc, before, time.monotonic() + wait)
     if runtime:
+        with cli_rich.waiting(args, "started: waiting for the adapters' first connection attempt"):
+            settled = start_report.settle(config, files, time.monotonic() + start_report.SETTLE_S)
+        code = start_report.EX_STARTED_DEGRADED if settled.problems else 0
         return _out(args, {"ok": True, "pid": proc.pid, "admin_port": runtime["admin_port"],
-                           "ready_after_s": runtime["ready_after_s"], "log": str(log_path)}, 0,
-                    f"gateway started (pid {proc.pid}) in {runtime['ready_after_s']:.2f}s; "
-                    f"admin {runtime['bind_host']}:{runtime['admin_port']}; log {log_path}")
+                           "ready_after_s": runtime["ready_after_s"], "log": str(log_path),
+                           "degraded": bool(settled.problems), "problems": settled.problems,
+                           "connecting": settled.connecting, "web_chat": settled.web_urls}, code,
+                    start_report.started_line(proc.pid, runtime["ready_after_s"], settled)
+                    + f"\n  admin {runtime['bind_host']}:{runtime['admin_port']}; log {log_path}")
     if proc.poll() is not None:
+        logged = start_report.log_since(log_path, log_offset)
         return _out(args, {"ok": False, "error": f"the gateway exited with {proc.returncode}",
-                           "log_tail": _tail(log_path)}, 1,
-                    f"the gateway failed to start (exit {proc.returncode}); end of {log_path}:\n"
-                    + _tail(log_path))
+                           "cause": start_report.failure_cause(logged), "log_tail": "\n".join(logged[-20:]),
+                           "log": str(log_path)}, 1,
+                    start_report.failed_line(proc.returncode, logged, log_path))
     return _out(args, {"ok": False, "error": f"not ready after {wait:g}s", "log": str(log_path)}, 1)
 
 
@@ -287,7 +312,12 @@ def cmd_status(config: dict, args) -> int:
     if isinstance(client, int):
         return client
     media = MediaCache(Path(config["gateway"]["state_dir"]) / "media").stats()
-    data, text, code = status_view.report(client.status(), client.runtime, f"{client.host}:{client.port}", config,
+    status = client.status()
+    now = cli_storage.ledger_now(config)
+    if now is not None:   # the ledger as it is now, not as of the sweeper's last sweep
+        status = dataclasses.replace(status, obligations_pending=now["pending"], detail={
+            **status.detail, "recovery": {**(status.detail.get("recovery") or {}), **now["recovery"]}})
+    data, text, code = status_view.report(status, client.runtime, f"{client.host}:{client.port}", config,
                                           media=media)
     if args.json:
         return _out(args, data, code)
@@ -394,6 +424,9 @@ def cmd_doctor(config: dict, args) -> int:
 # Commands that read nothing of the state directory: root may run them whoever owns it (`service install` as root is
 # how a service user's unit is written).
 ROOT_ON_ANY_STATE = {"service", "config"}
+# Commands that create files in the state directory first thing: one that cannot be written is said before they
+# start, in one line (common/state_access.py), not as the traceback of their first mkdir.
+WRITES_STATE = {"run", "start", "join"}
 
 COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions,
             "deliveries": cmd_deliveries, "pair": cmd_pair, "routes": cmd_routes, "cron": cmd_cron, "chat": cmd_chat,
@@ -428,13 +461,6 @@ def _started(files, proc, before, deadline: float) -> dict | None:
 
 def _running(config: dict) -> bool:
     return RunFiles(config["gateway"]["state_dir"]).running()
-
-
-def _tail(path, lines: int = 20) -> str:
-    try:
-        return "\n".join(open(path, errors="replace").read().splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 if __name__ == "__main__":

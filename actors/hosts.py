@@ -5,8 +5,9 @@ asked (``notifyOnSystemRegistrationChanges``) of every member that registers and
 declared dead (after ``[cluster] member_misses`` check-ins missed, ``member_check_s`` apart); this actor keeps that
 list and shows it in ``tree`` and ``status`` (each host one node: its name, role, admin address, since when).
 
-State: the members by admin address (name, role, capabilities, joined or lost and when). Lost members stay listed
-as ``lost`` (what was placed there is unavailable until the host returns) until they register again.
+State: the members by admin address (name, role, capabilities, joined or lost and when). A member's state
+(``HostState``): RUNNING -> LOST when it leaves or stops checking in; a lost member stays listed (what was placed
+there is unavailable until the host returns) until it registers again, as a new RUNNING member.
 Messages it takes: ActorSystemConventionUpdate (from the admin), DescribeTree. Messages it sends: none of its own.
 What survives kill -9: nothing, and nothing needs to: on its restart the admin sends it one update per member that
 is registered at that moment, so the list is whole again at once (a member lost meanwhile is not shown as lost).
@@ -14,6 +15,7 @@ is registered at that moment, so the list is whole again at once (a member lost 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 import time
 from dataclasses import dataclass
@@ -25,6 +27,11 @@ from supervision.messages import TreeNode
 MAX_MEMBERS = 1024   # a bound on what a registering system can make this actor keep
 
 
+class HostState(enum.StrEnum):   # str-valued: the value is the host node's state in `tree` and `status`, unchanged
+    RUNNING = "running"
+    LOST = "lost"
+
+
 @dataclass
 class Member:
     name: str
@@ -32,7 +39,7 @@ class Member:
     address: str
     shards: bool
     since: float
-    state: str = "running"   # running | lost
+    state: HostState = HostState.RUNNING
 
 
 class ConventionHosts(GatewayActor):
@@ -59,26 +66,27 @@ class ConventionHosts(GatewayActor):
                                            bool(caps.get(SHARDS_CAPABILITY)), time.time())
             name = self.members[address].name
             self.log.info("host %s joined the convention (%s)", name, address)
-            for other in [a for a, m in self.members.items() if m.name == name and a != address and m.state == "lost"]:
+            for other in [a for a, m in self.members.items()
+                          if m.name == name and a != address and m.state is HostState.LOST]:
                 del self.members[other]   # the same host back at another address: no longer lost
-            if any(m.name == name and a != address and m.state == "running" for a, m in self.members.items()) \
+            if any(m.name == name and a != address and m.state is HostState.RUNNING for a, m in self.members.items()) \
                     or name == self.leader.name:
                 # Placement goes by name: two hosts of one name would share what is placed there.
                 self.log.error("two hosts of the convention are named %s (%s and another): give each its own "
                                "--name", name, address)
-        elif known is not None and known.state != "lost":
-            known.state, known.since = "lost", time.time()
+        elif known is not None and known.state is not HostState.LOST:
+            known.state, known.since = HostState.LOST, time.time()
             self.log.warning("host %s left the convention or stopped checking in (%s)", known.name, address)
 
     def _forget_one_lost(self) -> None:
-        lost = [a for a, m in self.members.items() if m.state == "lost"]
+        lost = [a for a, m in self.members.items() if m.state is HostState.LOST]
         if lost:
             del self.members[min(lost, key=lambda a: self.members[a].since)]
 
     def describe(self):
         node = super().describe()
         hosts = tuple(_host_node(m) for m in [self.leader, *sorted(self.members.values(), key=lambda m: m.name)])
-        lost = sum(1 for m in self.members.values() if m.state == "lost")
+        lost = sum(1 for m in self.members.values() if m.state is HostState.LOST)
         return dataclasses.replace(node, children=hosts,
                                    facts=(("hosts", len(hosts)), ("lost", lost)))
 
@@ -86,5 +94,5 @@ class ConventionHosts(GatewayActor):
 def _host_node(member: Member) -> TreeNode:
     # A host is not an actor of this tree: pid 0, no ref; the watchdog pings only nodes with a ref.
     return TreeNode(kind="Host", name=member.name, pid=os.getpid() if member.role == "leader" else 0,
-                    address=member.address, state=member.state, started_at=member.since,
+                    address=member.address, state=member.state.value, started_at=member.since,
                     facts=(("role", member.role), ("shards", "yes" if member.shards else "no")))

@@ -50,6 +50,8 @@ from actors import metric_families
 from actors.messages import RecentMinutes
 from actors.metric_families import CONTENT_TYPE, Histogram
 from actors.console.recent_minutes import MinuteCounters
+from actors.sessions.model_health import FAILING, model_problems, shard_models
+from actors.watchdog import WatchdogPhase
 
 CACHE_S = 1.0                  # a snapshot younger than this answers a scrape without a new walk
 WALK_WITHIN_S = 2.0            # what the root is given to describe the tree
@@ -57,14 +59,14 @@ HEALTHY_WALK_AGE_S = 10.0      # /healthz fails once the tree has not answered a
 ANSWER_TIMEOUT_S = 5.0         # the HTTP side gives up on the actor after this long (503)
 LISTEN_RETRY_S = 5.0           # a port in use is retried, never a crash: metrics must not take the gateway down
 LEDGER_TIMEOUT_S = 2.0
-DRAINING_PHASES = ("draining", "drained", "shutting_down", "stopped")
+DRAINING_PHASES = tuple(p.value for p in WatchdogPhase if p is not WatchdogPhase.WATCHING)   # as the tree shows them
 LOCAL_ADAPTER_KINDS = ("CliAdapter",)   # the terminal has no platform connection to lose: up is connected
 
 
 # ------------------------------------------------------------------------------- for the actors that tell facts
 
 @dataclass(frozen=True)
-class _Scrape:
+class Scrape:
     """Bridge item: the HTTP side asks the actor for one answer."""
     request_id: int
     path: str                  # metrics | healthz | readyz
@@ -93,7 +95,7 @@ class Metrics(StoreUser, GatewayActor):
         self.snapshot_at = 0.0                           # monotonic; 0: never
         self.walk_token = 0                              # the walk in flight (0: none)
         self.tokens = itertools.count(1)
-        self.waiting: list[_Scrape] = []
+        self.waiting: list[Scrape] = []
         self.server: MetricsServer | None = None
         self.port = self.listen_failures = 0
         self.registry = metric_families.registry_of(self.families)   # its own, not prometheus_client's global
@@ -120,23 +122,29 @@ class Metrics(StoreUser, GatewayActor):
                 pass
         self.close_store()
 
-    def on_bridge(self, item) -> None:
-        if isinstance(item, _Scrape):
-            self._scrape(item)
-        elif isinstance(item, TaskDone) and item.tag == "listen":
-            if item.error is not None:
-                if not self.listen_failures:  # once: a port held by another program would otherwise flood the log
-                    self.log.error("metrics: cannot listen on %s:%s (%s); retrying every %gs", self.host,
-                                   self.wanted_port, item.error, LISTEN_RETRY_S)
-                self.listen_failures += 1
-                self.server = None
-                self.after(LISTEN_RETRY_S, "listen")
-                return
-            self.port, url = item.result, f"http://{_host_port(self.host, item.result)}/metrics"
-            self.log.info("metrics: serving %s, /healthz and /readyz%s", url,
-                          f" (after {self.listen_failures} failed attempts)" if self.listen_failures else "")
-            RunFiles(self.state_dir).record_metrics({"host": self.host, "port": self.port, "pid": os.getpid(),
-                                                    "url": url})
+    def on_loop_Scrape(self, item: Scrape) -> None:   # from the HTTP side
+        self._scrape(item)
+
+    def on_loop_TaskDone(self, item: TaskDone) -> None:
+        if item.tag != "listen":
+            return
+        if item.error is not None:
+            if not self.listen_failures:  # once: a port held by another program would otherwise flood the log
+                self.log.error("metrics: cannot listen on %s:%s (%s); retrying every %gs", self.host,
+                               self.wanted_port, item.error, LISTEN_RETRY_S)
+                # Recorded too, so `start` and `status` say it (without a url: nothing serves there yet).
+                RunFiles(self.state_dir).record_metrics({"host": self.host, "port": self.wanted_port,
+                                                        "pid": os.getpid(), "url": None,
+                                                        "error": " ".join(str(item.error).split())[:300]})
+            self.listen_failures += 1
+            self.server = None
+            self.after(LISTEN_RETRY_S, "listen")
+            return
+        self.port, url = item.result, f"http://{_host_port(self.host, item.result)}/metrics"
+        self.log.info("metrics: serving %s, /healthz and /readyz%s", url,
+                      f" (after {self.listen_failures} failed attempts)" if self.listen_failures else "")
+        RunFiles(self.state_dir).record_metrics({"host": self.host, "port": self.port, "pid": os.getpid(),
+                                                "url": url})
 
     # -------------------------------------------------------------------------------------------- the facts
     def on_TurnFinished(self, fact, sender) -> None:
@@ -184,7 +192,7 @@ class Metrics(StoreUser, GatewayActor):
         self.connections[fact.adapter] = (fact.connected, sender, fact.seq)
 
     # ------------------------------------------------------------------------------------- scrapes and walks
-    def _scrape(self, request: _Scrape) -> None:
+    def _scrape(self, request: Scrape) -> None:
         if self.snapshot is not None and time.monotonic() - self.snapshot_at < CACHE_S:
             self._answer(request)
             return
@@ -231,7 +239,8 @@ class Metrics(StoreUser, GatewayActor):
                 "sessions_live": len(tree.find_kind(root, "Session")),
                 "sessions_up": any(n.name == "sessions" and n.state in tree.UP_STATES for n, _ in nodes),
                 "watchdog_phase": watchdog[0].state if watchdog else "absent",
-                "adapters": adapters, "deliveries": deliveries, "recovery": recovery, "hosts": hosts}
+                "adapters": adapters, "deliveries": deliveries, "recovery": recovery, "hosts": hosts,
+                "models": shard_models(root)}
 
     def _connected(self, node) -> bool:
         if node.state not in tree.UP_STATES:
@@ -245,7 +254,7 @@ class Metrics(StoreUser, GatewayActor):
         return connected and ref is not None and pid == node.pid and reporter == ref
 
     # ------------------------------------------------------------------------------------------- the answers
-    def _answer(self, request: _Scrape) -> None:
+    def _answer(self, request: Scrape) -> None:
         if request.path == "metrics":
             status, body = 200, self.exposition()
         else:
@@ -279,6 +288,7 @@ class Metrics(StoreUser, GatewayActor):
             problems.append("the session supervisor is not running")
         problems += [f"adapter {name} is not connected" for name, up in sorted(self.snapshot["adapters"].items())
                      if not up]
+        problems += model_problems(self.snapshot.get("models") or [])   # as `health --ready` says (health.py)
         return problems
 
     def exposition(self) -> str:
@@ -321,6 +331,9 @@ class Metrics(StoreUser, GatewayActor):
                   [({"host": h, "role": r}, int(up)) for (h, r), up in sorted(snap.get("hosts", {}).items())]),
             gauge("gateway_adapter_connected", "1 while the adapter's platform connection is up",
                   [({"adapter": a}, int(up)) for a, up in sorted(snap["adapters"].items())]),
+            gauge("gateway_model_up", "1 while the model service answers (its last turn did not fail because of it), "
+                  "by model endpoint; listed from a turn's first request to it on",
+                  [({"model": row["name"]}, int(row["state"] != FAILING)) for row in snap.get("models") or ()]),
             counter("gateway_intake_stalls_total", "Intakes connected but silent past their bound, restarted (a "
                     "zombie connection), by adapter",
                     [({"adapter": a}, n) for a, n in sorted(self.intake_stalls.items())]),
@@ -386,7 +399,7 @@ class MetricsServer:
             return web.Response(status=404, text="not found: try /metrics, /healthz or /readyz\n")
         request_id = next(self.ids)
         future = self.pending[request_id] = asyncio.get_running_loop().create_future()
-        self.ask(_Scrape(request_id, path))
+        self.ask(Scrape(request_id, path))
         try:
             status, body = await asyncio.wait_for(future, ANSWER_TIMEOUT_S)
         except asyncio.TimeoutError:

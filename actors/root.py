@@ -13,11 +13,16 @@ checked here, actors/config_reload.py; what it may change goes down the tree as 
 configuration adds, the cron actor, is started). Messages it sends: GatewayStatus, DrainReport, DrainDone (to the
 launcher), ShutdownReady, ReloadReport, ConfigChanged.
 
+State (beyond the supervisor's): the directory it publishes, the requesters of a drain or shutdown, and whether the
+gateway is stopping (``Stopping``): none -> DRAINING | SHUTTING_DOWN once one is asked, for the rest of this life
+(a reload is refused from then on; the watchdog owns the drain's own phases).
+
 A reload lives in the processes' memory only: after a kill -9 or a restart the gateway reads the file again, which
 is the same file a reload read.
 """
 from __future__ import annotations
 
+import enum
 import importlib
 
 from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus, ReloadReport, ReloadRequest,
@@ -25,6 +30,7 @@ from actors.messages import (DrainDone, DrainReport, DrainRequest, GatewayStatus
 from actors.config_reload import reload_from_file
 from actors.adapters import registry
 from actors.adapters.connection import adapter_rows
+from actors.sessions.model_health import shard_models
 from supervision.messages import AddressesChanged, Directory, DirectoryWanted
 from supervision import tree
 from supervision.spec import ChildSpec, Restart, flags_from_config
@@ -87,13 +93,18 @@ def preload_actor_modules(config: dict) -> None:
         importlib.import_module(path.rsplit(".", 1)[0])
 
 
+class Stopping(enum.StrEnum):   # str-valued: the value is what a refused reload says, unchanged
+    DRAINING = "draining"
+    SHUTTING_DOWN = "shutting down"
+
+
 class Root(Supervisor):
     def __init__(self):
         super().__init__()
         self.requesters: dict[str, list] = {"drain": [], "shutdown": []}
         self.announced: dict[str, AddressesChanged] = {}   # per group, the newest announcement taken (they may cross)
         self.directory_version = 0
-        self.stopping = ""      # "draining" or "shutting down", once asked: a reload is refused from then on
+        self.stopping: Stopping | None = None   # once asked: a reload is refused from then on
 
     # The directory: addresses of the well-known actors, broadcast down the tree whenever one of them changes.
     def on_ChildReady(self, message, sender) -> None:
@@ -160,8 +171,10 @@ class Root(Supervisor):
                                      "fixed_tree_restarting": fixed["restarting"] + fixed["failed"],
                                      "recovery": {k: v for n in sweeper for k, v in n.facts},
                                      "adapters": adapter_rows(node, self._adapter_kinds()),
-                                     "shards": [{"name": n.name, "state": n.state, "pid": n.pid, **dict(n.facts)}
+                                     "shards": [{"name": n.name, "state": n.state, "pid": n.pid,
+                                                 **{k: v for k, v in n.facts if k != "models"}}
                                                 for n in tree.find_kind(node, "SessionShard")],
+                                     "models": shard_models(node),
                                      **({"cron": dict(crons[-1].facts)} if (crons := tree.find_kind(node, "Cron"))
                                         else {}),
                                      **({"hosts": host_rows(hosts, tree.find_kind(node, "SessionShard"))}
@@ -196,7 +209,7 @@ class Root(Supervisor):
             self.send(sender, reply)
             return
         self.requesters[what].append(sender)
-        self.stopping = "draining" if what == "drain" else "shutting down"
+        self.stopping = Stopping.DRAINING if what == "drain" else Stopping.SHUTTING_DOWN
         self.send(watchdog, message)
 
     # Reload: the file again, checked whole; the live parts down the tree (actors/config_reload.py).
@@ -205,7 +218,7 @@ class Root(Supervisor):
 
     def _reload(self, message: ReloadRequest) -> ReloadReport:
         generation, source = self.config.get("_generation", 1), self.config.get("_source", "")
-        if self.stopping:
+        if self.stopping is not None:
             self.log.warning("reload (%s) refused: the gateway is %s", message.via, self.stopping)
             return ReloadReport(False, generation, error=f"the gateway is {self.stopping}; a reload would not "
                                                          "outlive it (the next start reads the file)")

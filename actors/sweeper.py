@@ -189,7 +189,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
             self.late_logged.pop(next(iter(self.late_logged)))
 
     def new_job(self, ob) -> dict:
-        pacing = reply_pacing(self.config, {"adapter": ob.target.platform, "platform": ob.target.platform})
+        pacing = reply_pacing(self.config, ob.target.platform, ob.target.platform)
         chunks = list(ob.chunks)
         unresolved = ob.send_intent is not None and not ob.ambiguous
         # Where the adapter can look for the copy a lost send left, that part's first operation is the search.

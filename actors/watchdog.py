@@ -1,7 +1,15 @@
 """The watchdog: health checks, heartbeat, drain and graceful shutdown.
 
-State: ``phase`` (watching | draining | shutting_down), the outstanding pings of the current health round, the
-drain or shutdown in progress (who asked, deadline, flushes awaited).
+State: ``phase`` (``WatchdogPhase``), the outstanding pings of the current health round, the drain or shutdown in
+progress (``Closing``: who asked, deadline, flushes awaited).
+
+Phase (health rounds go on in every phase; the admin tree shows WATCHING as "running", the others by their value):
+  WATCHING -> DRAINING           DrainRequest: intake stopped, the tree walked until idle or the timeout, then flushed
+  DRAINING -> DRAINED            DrainReport sent (intake stays stopped; the launcher exits 0)
+  WATCHING -> SHUTTING_DOWN      ShutdownRequest: intake stopped, every actor flushed at once
+  SHUTTING_DOWN -> STOPPED       ShutdownReady sent (the launcher stops the system)
+  DRAINED | STOPPED -> DRAINING | SHUTTING_DOWN   a later request starts its operation again
+A request that comes while one operation runs joins it (it gets that operation's report).
 
 Every ``interval_s`` it walks the tree (DescribeTree to the root), pings every actor, and asks the supervisor of any
 actor that missed its ping (``ping_deadline_s``) in PATIENCE rounds in a row (SUPERVISOR_PATIENCE for a supervisor,
@@ -20,10 +28,12 @@ DrainReport, ShutdownReady.
 """
 from __future__ import annotations
 
+import enum
 import itertools
 import json
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from actors.messages import DrainReport, DrainRequest, ShutdownReady, ShutdownRequest
@@ -37,14 +47,39 @@ PATIENCE = 2                # missed health rounds in a row before an actor is r
 SUPERVISOR_PATIENCE = 3     # ... and a supervisor, whose restart takes its subtree down
 
 
+class WatchdogPhase(enum.StrEnum):
+    # str-valued: the values are what heartbeat.json's "phase" and the admin tree's state say (unchanged)
+    WATCHING = "watching"
+    DRAINING = "draining"
+    SHUTTING_DOWN = "shutting_down"
+    DRAINED = "drained"
+    STOPPED = "stopped"
+
+
+@dataclass
+class Closing:
+    """The drain or shutdown in progress."""
+    requesters: list
+    started: float
+    deadline: float
+    in_flight: int = 0                 # pending work at the last walk (actors in NOT_IN_FLIGHT aside)
+    flushed: int = 0                   # items the actors' Flushed answers counted
+    awaiting: list = field(default_factory=list)   # actors whose Flushed has not come yet
+    intake_stopped: bool = False       # StopIntake went to every actor
+    busy: list = field(default_factory=list)       # "name (pending)" of each busy actor at the last walk
+    turns: int = 0                     # turns still in flight at the last walk
+    idle_walks: int = 0                # walks in a row that found nothing in flight
+    flush_token: int | None = None
+
+
 class Watchdog(GatewayActor):
     def __init__(self):
         super().__init__()
-        self.phase = "watching"
+        self.phase = WatchdogPhase.WATCHING
         self.nonces = itertools.count(1)
         self.walks: dict[int, str] = {}            # token -> purpose (health | drain)
         self.pings: dict[int, tuple] = {}          # nonce -> (node, parent node), unanswered so far
-        self.operation: dict | None = None         # the drain or shutdown in progress
+        self.operation: Closing | None = None      # the drain or shutdown in progress
         self.last_round: dict = {}
         self.misses: dict[str, int] = {}   # actor name -> health rounds in a row whose ping it missed
 
@@ -55,7 +90,7 @@ class Watchdog(GatewayActor):
         self.after(min(self.interval, 1.0), "tick")
 
     def state_name(self) -> str:
-        return self.phase if self.phase != "watching" else "running"
+        return self.phase.value if self.phase is not WatchdogPhase.WATCHING else "running"
 
     # ------------------------------------------------------------------------------------------ health rounds
     def on_timer_tick(self, _data) -> None:
@@ -91,7 +126,7 @@ class Watchdog(GatewayActor):
                 self.send(node.ref, Ping(nonce))
         self.after(self.deadline, "ping_deadline", (sent, time.monotonic()))
         counts = tree.counts(root, without_children_of=("ConventionHosts",))   # hosts are listed, not actors
-        self.last_round = {"time": time.time(), "pid": os.getpid(), "phase": self.phase, **counts}
+        self.last_round = {"time": time.time(), "pid": os.getpid(), "phase": self.phase.value, **counts}
         self._write_heartbeat()
 
     def on_Pong(self, message: Pong, sender) -> None:
@@ -139,38 +174,38 @@ class Watchdog(GatewayActor):
 
     # -------------------------------------------------------------------------------------- drain and shutdown
     def on_DrainRequest(self, message: DrainRequest, sender) -> None:
-        self._begin("draining", sender, message.timeout_s)
+        self._begin(WatchdogPhase.DRAINING, sender, message.timeout_s)
 
     def on_ShutdownRequest(self, message: ShutdownRequest, sender) -> None:
-        self._begin("shutting_down", sender, message.timeout_s)
+        self._begin(WatchdogPhase.SHUTTING_DOWN, sender, message.timeout_s)
 
-    def _begin(self, phase: str, requester, timeout_s: float) -> None:
+    def _begin(self, phase: WatchdogPhase, requester, timeout_s: float) -> None:
         if self.operation is not None:
-            self.operation["requesters"].append(requester)
+            self.operation.requesters.append(requester)
             return
         self.phase = phase
-        self.operation = {"requesters": [requester], "started": time.monotonic(), "deadline":
-                          time.monotonic() + timeout_s, "in_flight": 0, "flushed": 0, "awaiting": []}
-        self.log.warning("watchdog: %s (timeout %gs): intake stopped", phase.replace("_", " "), timeout_s)
+        self.operation = Closing([requester], time.monotonic(), time.monotonic() + timeout_s)
+        # INFO: an operator's stop or drain is the gateway doing as told, not a warning sign.
+        self.log.info("watchdog: %s (timeout %gs): intake stopped", phase.value.replace("_", " "), timeout_s)
         self._walk("drain")
 
     def _drain_progress(self, root) -> None:
         op = self.operation
         if op is None:
             return
-        if not op.get("intake_stopped"):
-            op["intake_stopped"] = True
+        if not op.intake_stopped:
+            op.intake_stopped = True
             for node, parent, _ in tree.walk(root):
                 if node.ref is not None and node.ref != self.myAddress and parent is not None:
                     self.send(node.ref, StopIntake())
         busy = [n for n, _, _ in tree.walk(root) if n.pending and n.kind not in NOT_IN_FLIGHT]
         in_flight = sum(n.pending for n in busy)
-        op["in_flight"] = in_flight
-        op["busy"] = [f"{n.name} ({n.pending})" for n in busy]
-        op["turns"] = sum(n.pending for n in tree.find_kind(root, "Session"))
+        op.in_flight = in_flight
+        op.busy = [f"{n.name} ({n.pending})" for n in busy]
+        op.turns = sum(n.pending for n in tree.find_kind(root, "Session"))
         # Idle twice in a row: one walk can miss work a slow actor did not report in time.
-        op["idle_walks"] = op.get("idle_walks", 0) + 1 if not in_flight else 0
-        if self.phase == "draining" and op["idle_walks"] < 2 and time.monotonic() < op["deadline"]:
+        op.idle_walks = op.idle_walks + 1 if not in_flight else 0
+        if self.phase is WatchdogPhase.DRAINING and op.idle_walks < 2 and time.monotonic() < op.deadline:
             self.after(0.2, "drain_poll")
             return
         self._flush_all(root)
@@ -181,42 +216,44 @@ class Watchdog(GatewayActor):
     def _flush_all(self, root) -> None:
         op = self.operation
         token = next(self.nonces)
-        op["flush_token"] = token
-        op["awaiting"] = [node.ref for node, parent, _ in tree.walk(root)
-                          if node.ref is not None and node.ref != self.myAddress and parent is not None]
-        for ref in op["awaiting"]:
+        op.flush_token = token
+        op.awaiting = [node.ref for node, parent, _ in tree.walk(root)
+                       if node.ref is not None and node.ref != self.myAddress and parent is not None]
+        for ref in op.awaiting:
             self.send(ref, Flush(token))
-        self.after(max(0.5, min(5.0, op["deadline"] - time.monotonic())), "flush_deadline", token)
-        if not op["awaiting"]:
+        self.after(max(0.5, min(5.0, op.deadline - time.monotonic())), "flush_deadline", token)
+        if not op.awaiting:
             self._finish()
 
     def on_Flushed(self, message: Flushed, sender) -> None:
         op = self.operation
-        if op is None or message.token != op.get("flush_token"):
+        if op is None or message.token != op.flush_token:
             return
-        op["flushed"] += message.count
-        op["awaiting"] = [ref for ref in op["awaiting"] if ref != sender]
-        if not op["awaiting"]:
+        op.flushed += message.count
+        op.awaiting = [ref for ref in op.awaiting if ref != sender]
+        if not op.awaiting:
             self._finish()
 
     def on_timer_flush_deadline(self, token) -> None:
-        if self.operation is not None and self.operation.get("flush_token") == token:
+        if self.operation is not None and self.operation.flush_token == token:
             self._finish()
 
     def _finish(self) -> None:
         op, self.operation = self.operation, None
-        waited = time.monotonic() - op["started"]
-        if self.phase == "draining":
-            left = op.get("turns", 0)
-            busy = op.get("busy") or []
-            reply = DrainReport(ok=op["in_flight"] == 0, waited_s=round(waited, 3), in_flight_left=left,
-                                detail=f"flushed {op['flushed']} item(s)" + (
-                                    "" if not op["awaiting"] else f"; no flush answer from {len(op['awaiting'])}")
+        waited = time.monotonic() - op.started
+        if self.phase is WatchdogPhase.DRAINING:
+            left = op.turns
+            busy = op.busy
+            reply = DrainReport(ok=op.in_flight == 0, waited_s=round(waited, 3), in_flight_left=left,
+                                detail=f"flushed {op.flushed} item(s)" + (
+                                    "" if not op.awaiting else f"; no flush answer from {len(op.awaiting)}")
                                 + ("" if not busy else f"; still busy at the deadline: {', '.join(busy[:10])}"
                                    + (f" and {len(busy) - 10} more" if len(busy) > 10 else "")))
         else:
-            reply = ShutdownReady(op["flushed"], f"took {waited:.3f}s")
-        self.log.warning("watchdog: %s", reply if self.phase == "draining" else f"shutdown flush finished: {reply}")
-        for requester in op["requesters"]:
+            reply = ShutdownReady(op.flushed, f"took {waited:.3f}s")
+        complete = not op.awaiting and (self.phase is not WatchdogPhase.DRAINING or reply.ok)
+        (self.log.info if complete else self.log.warning)(
+            "watchdog: %s", reply if self.phase is WatchdogPhase.DRAINING else f"shutdown flush finished: {reply}")
+        for requester in op.requesters:
             self.send(requester, reply)
-        self.phase = "drained" if self.phase == "draining" else "stopped"
+        self.phase = WatchdogPhase.DRAINED if self.phase is WatchdogPhase.DRAINING else WatchdogPhase.STOPPED

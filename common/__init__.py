@@ -4,5 +4,5 @@
 (``runfiles``).
 
 Import order, top to bottom (no folder imports from one above it; ``tests/project/test_layering.py`` checks it):
-``run_gateway.py`` → ``daemon/`` → ``actors/`` → ``supervision/`` → ``storage/`` → ``common/``.
+``run_gateway.py`` → ``daemon/`` → ``actors/`` → ``supervision/`` → ``runtime/`` → ``storage/`` → ``common/``.
 """

@@ -5,7 +5,7 @@ keeps the adapters, the watchdog, the sweeper and the shard map; each worker joi
 ``run_gateway.py join LEADER:PORT`` and offers the ``gateway.shards`` capability.
 
 Convention traffic is pickles, each frame signed with a key derived from the shared cluster secret
-(daemon/frame_mac.py) but not encrypted, and a member that unpickles runs what it is sent. So a member binds one
+(runtime/frame_mac.py) but not encrypted, and a member that unpickles runs what it is sent. So a member binds one
 interface only, and that interface must be on a private network (RFC 1918, RFC 4193, a WireGuard or
 carrier-grade NAT range): ``join_refusal`` says why any other address is refused, unless the operator states that the
 network is private (``--network-is-private``: a link the operator controls end to end, such as a VPN on public

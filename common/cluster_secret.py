@@ -1,5 +1,6 @@
 """The secret every host of a convention shares: every actor frame between the hosts is signed with a key derived
-from it (daemon/frame_mac.py). Apart from common/cluster.py because it reads the configuration, which reads that."""
+from it (daemon/transport_key.py; the signing is runtime/frame_mac.py). Apart from common/cluster.py because it reads
+the configuration, which reads that."""
 from __future__ import annotations
 
 import os

@@ -12,6 +12,7 @@ Every error names the file, the key and the reason; the launcher exits with 78 (
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import ipaddress
 import os
@@ -34,7 +35,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # private network of the gateway's own hosts (docs/security.md); refused (exit 78) unless this is true.
         "allow_non_loopback": (bool, False, None),
         "admin_port": (int, 17811, None),   # 0: any free one, 10000-19999 (recorded in <state>/run/runtime.json)
-        "log_level": (str, "info", ("debug", "info", "warning", "error")),
+        "log_level": (str, "", ("", "debug", "info", "warning", "error")),   # deprecated: [logging] level
         "log_file": (str, "", None),
         "ready_timeout_s": (float, 60.0, None),
         # An HTTP connection (web chat, HTTP API, webhooks, metrics) that has not sent a whole request within this
@@ -98,6 +99,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "api_key_env": (str, "OPENAI_API_KEY", None),
         "api_key": (str, "", None),
         "timeout_s": (float, 120.0, None),
+        # From a request to the first chunk of its answer (actors/agents/openai_compat.py); 0: timeout_s only.
+        "first_token_timeout_s": (float, 30.0, None),
         "system_prompt": (str, "You are a helpful assistant.", None),
         "chunk_delay_s": (float, 0.03, None),
     },
@@ -114,7 +117,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "logging": {          # common/logging_setup.py; docs/operations.md
         "format": (str, "text", ("text", "json")),
-        "level": (str, "", ("", "debug", "info", "warning", "error")),  # "": [gateway] log_level
+        "level": (str, "", ("", "debug", "info", "warning", "error")),  # "": info (or the old [gateway] log_level)
     },
     "adapters": {},       # [adapters.NAME] tables, each with type = "..."; checked by the adapter registry
     "profiles": {},       # [profiles.NAME] tables; checked by actors/profiles/profiles.py
@@ -174,9 +177,24 @@ TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true
 
 
 class ConfigError(Exception):
-    def __init__(self, file: str, key: str, reason: str):
-        self.file, self.key, self.reason = file, key, reason
+    """What is wrong with a configuration: the file, the key and the reason of the first error, and in ``more`` the
+    further errors the same reading found (the schema check reports every one, not only the first)."""
+
+    def __init__(self, file: str, key: str, reason: str, more: tuple = ()):
+        self.file, self.key, self.reason, self.more = file, key, reason, tuple(more)
         super().__init__(f"{file}: {key}: {reason}")
+
+    def every(self) -> list["ConfigError"]:
+        return [self, *self.more]
+
+
+def unknown_name(kind: str, name: str, known) -> str:
+    """The reason for an unknown key or section, with the likeliest intended one: ``unknown key, did you mean
+    'admin_port'? (known keys: ...)``."""
+    known = sorted(str(k) for k in known)
+    close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
+    hint = f", did you mean {close[0]!r}?" if close else ""
+    return f"unknown {kind}{hint} (known{' keys' if kind.startswith('key') else ''}: {', '.join(known)})"
 
 
 def setting(config: dict, section: str, key: str) -> Any:
@@ -200,25 +218,36 @@ def defaults() -> dict:
             **{section: [] for section in LIST_SECTIONS}}
 
 
-def load(path: str | None = None) -> dict:
+def load(path: str | None = None, lenient: bool = False) -> dict:
+    """The configuration in effect, or ConfigError. ``lenient`` (``doctor``, which has reported the errors): never
+    raise for the file's content; what of it checks is kept, the rest is the defaults."""
     explicit = path is not None or bool(os.environ.get("GATEWAY_CONFIG"))
     file = Path(path).expanduser() if path else default_config_path()
     raw: dict = {}
     digest = ""
-    if file.exists():
-        try:
-            data = file.read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
-            raw = tomllib.loads(data.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ConfigError(str(file), "(syntax)", f"not UTF-8 text: {exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(str(file), "(syntax)", str(exc)) from None
-        except OSError as exc:
-            raise ConfigError(str(file), "(file)", f"cannot read: {exc.strerror}") from None
-    elif explicit:
-        raise ConfigError(str(file), "(file)", "no such file")
-    config = validate(raw, str(file) if file.exists() else "(defaults)")
+    errors: list[ConfigError] = []
+    try:
+        if file.exists():
+            try:
+                data = file.read_bytes()
+                digest = hashlib.sha256(data).hexdigest()
+                raw = tomllib.loads(data.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise ConfigError(str(file), "(syntax)", f"not UTF-8 text: {exc}") from None
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(str(file), "(syntax)", str(exc)) from None
+            except OSError as exc:
+                raise ConfigError(str(file), "(file)", f"cannot read: {exc.strerror}") from None
+        elif explicit:
+            raise ConfigError(str(file), "(file)", "no such file")
+    except ConfigError as exc:
+        if not lenient:
+            raise
+        errors.append(exc)
+    config, found = _validated(raw, str(file) if file.exists() else "(defaults)")
+    errors += found
+    if errors and not lenient:
+        raise ConfigError(errors[0].file, errors[0].key, errors[0].reason, errors[1:])
     config["gateway"]["state_dir"] = str(resolve_state_dir(config))
     config["_source"] = str(file.expanduser().absolute()) if file.exists() else ""
     # Which reading of the file this is, for `status` and `reload` (actors/config_reload.py): the file's sha256,
@@ -228,33 +257,57 @@ def load(path: str | None = None) -> dict:
 
 
 def validate(raw: dict, file: str) -> dict:
-    config = defaults()
-    for section, table in raw.items():
-        if section in LIST_SECTIONS:
-            if not isinstance(table, list) or not all(isinstance(entry, dict) for entry in table):
-                raise ConfigError(file, section, f"must be an array of tables, e.g. [[{section}]]")
-            config[section] = copy.deepcopy(table)
-            continue
-        if section not in SCHEMA:
-            raise ConfigError(file, section, f"unknown section (known: {', '.join(sorted(SCHEMA))})")
-        if not isinstance(table, dict):
-            raise ConfigError(file, section, "must be a table, e.g. [%s]" % section)
-        if section in OPEN_SECTIONS:
-            for name, sub in table.items():
-                if not isinstance(sub, dict):
-                    raise ConfigError(file, f"{section}.{name}", f"must be a table, e.g. [{section}.{name}]")
-            config[section] = copy.deepcopy(table)
-            continue
-        for key, value in table.items():
-            where = f"[{section}] {key}"
-            if key not in SCHEMA[section]:
-                known = ", ".join(sorted(SCHEMA[section]))
-                raise ConfigError(file, where, f"unknown key (known keys: {known})")
-            config[section][key] = _check(file, where, value, SCHEMA[section][key])
-    _check_bind_host(file, config["gateway"])
-    _check_console(file, config["console"])
-    _check_cluster(file, config)
+    """The configuration ``raw`` describes, defaults filled in; ConfigError naming every error (``more``)."""
+    config, errors = _validated(raw, file)
+    if errors:
+        raise ConfigError(errors[0].file, errors[0].key, errors[0].reason, errors[1:])
     return config
+
+
+def _validated(raw: dict, file: str) -> tuple[dict, list[ConfigError]]:
+    """(the configuration with every value that checks, defaults for the rest; every error found). A typo is
+    rarely alone: each bad key or section is reported, not only the first."""
+    config, errors = defaults(), []
+    for section, table in raw.items():
+        try:
+            _take_section(config, section, table, file, errors)
+        except ConfigError as exc:
+            errors.append(exc)
+    if not errors:   # these read values the schema has checked
+        checks = (lambda: _check_bind_host(file, config["gateway"]), lambda: _check_console(file, config["console"]),
+                  lambda: _check_cluster(file, config))
+        for check in checks:
+            try:
+                check()
+            except ConfigError as exc:
+                errors.append(exc)
+    return config, errors
+
+
+def _take_section(config: dict, section: str, table: Any, file: str, errors: list) -> None:
+    if section in LIST_SECTIONS:
+        if not isinstance(table, list) or not all(isinstance(entry, dict) for entry in table):
+            raise ConfigError(file, section, f"must be an array of tables, e.g. [[{section}]]")
+        config[section] = copy.deepcopy(table)
+        return
+    if section not in SCHEMA:
+        raise ConfigError(file, section, unknown_name("section", section, SCHEMA))
+    if not isinstance(table, dict):
+        raise ConfigError(file, section, "must be a table, e.g. [%s]" % section)
+    if section in OPEN_SECTIONS:
+        for name, sub in table.items():
+            if not isinstance(sub, dict):
+                raise ConfigError(file, f"{section}.{name}", f"must be a table, e.g. [{section}.{name}]")
+        config[section] = copy.deepcopy(table)
+        return
+    for key, value in table.items():
+        where = f"[{section}] {key}"
+        try:
+            if key not in SCHEMA[section]:
+                raise ConfigError(file, where, unknown_name("key", key, SCHEMA[section]))
+            config[section][key] = _check(file, where, value, SCHEMA[section][key])
+        except ConfigError as exc:
+            errors.append(exc)
 
 
 def _check_cluster(file: str, config: dict) -> None:

@@ -6,7 +6,7 @@
 ``runtime.json``  written once the gateway is ready: ports, pids, start times, the admin's session id. Admin
                   commands read it to find the running gateway; the next launcher reads it to find what a killed
                   predecessor left behind. Written atomically (temp file + rename).
-``transport.key`` the key every actor frame of this run is signed with (daemon/frame_mac.py), 0600; admin commands
+``transport.key`` the key every actor frame of this run is signed with (daemon/transport_key.py), 0600; admin commands
                   read it to talk to the running gateway.
 ``metrics.json``  where the metrics actor listens (its port may be one the OS picked). The actor may bind before
                   the launcher writes runtime.json, so it records here and in runtime.json if that is already this
@@ -39,7 +39,7 @@ class RunFiles:
         self.runtime_path = self.run_dir / "runtime.json"
         self.heartbeat_path = self.run_dir / "heartbeat.json"
         self.metrics_path = self.run_dir / "metrics.json"
-        self.key_path = self.run_dir / "transport.key"     # the actor transport's key (daemon/frame_mac.py)
+        self.key_path = self.run_dir / "transport.key"     # the actor transport's key (daemon/transport_key.py)
         self._lock_fd: int | None = None
 
     def acquire(self, wait_s: float = 3.0) -> None:
@@ -87,6 +87,14 @@ class RunFiles:
             return True
         finally:
             os.close(fd)
+
+    def running_pid(self) -> int | None:
+        """The launcher's pid if a gateway runs with this state dir now, else None (also when the state dir cannot
+        be read: nothing runs from a directory that is not there)."""
+        try:
+            return self.read_pid() if self.running(wait_s=0.0) else None
+        except OSError:
+            return None
 
     def running(self, wait_s: float = 5.0) -> bool:
         """True if a launcher runs with this state dir. A lock still held after its launcher died belongs to the

@@ -3,7 +3,7 @@
 ``ActorSystem('multiprocTCPBase', {'Admin Port': p})`` silently starts a new actor system when nothing listens on
 ``p``; so the client first reads the runtime file and checks that the launcher is alive and the port answers, and
 says "no gateway running" otherwise. Every frame it sends is signed, and every reply checked, with the running
-gateway's transport key (``<state>/run/transport.key``, daemon/frame_mac.py). It never calls ``shutdown()`` on its
+gateway's transport key (``<state>/run/transport.key``, daemon/transport_key.py). It never calls ``shutdown()`` on its
 handle: for an attached client that would stop the gateway itself.
 """
 from __future__ import annotations
@@ -16,7 +16,9 @@ from thespian.actors import ActorSystem
 
 from actors.messages import DrainReport, DrainRequest, GatewayStatus, StatusRequest
 from supervision.messages import DescribeTree, Fault, TreeNode, TreeReply
-from daemon import frame_mac, loopback, peer_credentials
+from daemon import peer_credentials
+from daemon.transport_key import KeyUnreadable, read_key
+from runtime import frame_mac, loopback, peer_check
 from common import processes
 from supervision import tree as tree_mod
 from daemon.asking import ask_for
@@ -46,11 +48,12 @@ class AdminClient:
         if not _answers(self.host, self.port):
             raise NoGateway(f"no gateway running: nothing answers on {self.host}:{self.port}")
         try:
-            key = frame_mac.read_key(self.files.run_dir)
-        except frame_mac.KeyUnreadable as exc:
+            key = read_key(self.files.run_dir)
+        except KeyUnreadable as exc:
             raise NoGateway(f"cannot talk to the gateway of {self.files.state_dir}: {exc}") from None
         loopback.install(self.host)
-        peer_credentials.install(allow_remote=not peer_credentials.is_loopback(self.host))   # our reply port too
+        # our reply port too
+        peer_check.install(peer_credentials.admission(allow_remote=not peer_credentials.is_loopback(self.host)))
         frame_mac.install(key)   # what we send is signed; a reply that is not is never unpickled
         os.environ["THESPLOG_FILE"] = str(self.files.state_dir / "thespian.log")
         self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=thespian_log_defs("ERROR"),

@@ -15,11 +15,17 @@ import re
 from daemon.cli_parsing import command, subcommands
 
 SHELLS = ("bash", "zsh", "fish")
+# Where each shell looks; the folder may not exist yet on a fresh account, hence the mkdir -p.
 INSTALL = {
-    "bash": "completion bash > ~/.local/share/bash-completion/completions/agent-gateway",
-    "zsh": "completion zsh > ~/.zfunc/_agent-gateway   (with fpath+=~/.zfunc before compinit in ~/.zshrc)",
-    "fish": "completion fish > ~/.config/fish/completions/agent-gateway.fish",
+    "bash": ("~/.local/share/bash-completion/completions", "agent-gateway", ""),
+    "zsh": ("~/.zfunc", "_agent-gateway", "   (with fpath+=~/.zfunc before compinit in ~/.zshrc)"),
+    "fish": ("~/.config/fish/completions", "agent-gateway.fish", ""),
 }
+
+
+def install_line(shell: str, program: str = "agent-gateway") -> str:
+    folder, name, note = INSTALL[shell]
+    return f"mkdir -p {folder} && {program} completion {shell} > {folder}/{name}{note}"
 
 
 def add_parsers(sub) -> None:
@@ -27,7 +33,7 @@ def add_parsers(sub) -> None:
                          "Print a completion script for the admin CLI on stdout: Tab completes commands, options\n"
                          "and their choices. It is generated from this version's options and runs no Python on\n"
                          "Tab. Install it where your shell looks:\n"
-                         + "\n".join(f"  {shell}: agent-gateway {line}" for shell, line in INSTALL.items()),
+                         + "\n".join(f"  {shell}: {install_line(shell)}" for shell in INSTALL),
                          "completion bash > ~/.local/share/bash-completion/completions/agent-gateway\n"
                          "completion zsh --prog run_gateway.py")
     completion.add_argument("shell", choices=SHELLS, help="the shell to complete in")

@@ -3,8 +3,9 @@
 ``config init [FILE]`` writes a sample made from the schema (``common/config.py``, the one place a default is
 written): every key, commented out, at its default, so the sample as written changes nothing and uncommenting a
 line is the way to change one setting. It refuses to replace a file without ``--force``; without FILE it prints
-the sample. ``config show`` prints the configuration the gateway would run with: the file's values over the
-defaults, the state directory resolved, every secret replaced by ``[redacted]``.
+the sample. ``config show`` prints the configuration the file gives now: its values over the
+defaults, the state directory resolved, every secret replaced by ``[redacted]``; its first lines say so, and whether
+the gateway running on this state dir uses this very reading of the file (the sha256 ``status`` shows).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from common import config as config_mod
 from common.privacy import write_private
+from common.runfiles import RunFiles
 from common.redact import REDACTED, SECRET_WORDS, redact_urls
 from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
@@ -32,6 +34,7 @@ SECTION_NOTES = {
     "metrics": "Prometheus /metrics, /healthz and /readyz on a loopback port",
     "cluster": "worker hosts joining this gateway's Thespian convention (docs/distribution.md)",
 }
+DEPRECATED = {("gateway", "log_level")}   # [logging] level says it; the old key still works, with a warning
 KEY_NOTES = {
     ("gateway", "state_dir"): "\"\": $GATEWAY_STATE_DIR, else ~/.local/state/agent-gateway",
     ("gateway", "bind_host"): "every actor socket and the admin port listen here only",
@@ -44,7 +47,10 @@ KEY_NOTES = {
     ("cluster", "member_misses"): "a host silent this many check-ins is lost: (misses + 1) x check_s at most",
     ("agent", "kind"): "\"openai\": any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp)",
     ("agent", "api_key_env"): "the environment variable holding the key (better than api_key in this file)",
+    ("agent", "timeout_s"): "the model may stay silent this long once its answer flows",
+    ("agent", "first_token_timeout_s"): "no first chunk of an answer by then: the model is taken for hung (0: off)",
     ("metrics", "port"): "0: the OS picks one (`status` shows it)",
+    ("logging", "level"): "debug | info | warning | error; \"\": info",
 }
 ADAPTER_SAMPLE = """\
 # One table per platform connection ([adapters.NAME]; their keys: actors/adapters/registry.py), e.g.
@@ -74,7 +80,7 @@ PROFILES_SAMPLE = """\
 CRON_SAMPLE = """\
 # Scheduled jobs ([cron.NAME]; docs/cron.md): the prompt runs in the chat's conversation, the answer goes there.
 # [cron.morning]
-# schedule = "0 9 * * 1-5"     # cron syntax (6 fields: seconds first); timezone = "UTC" unless given
+# schedule = "0 9 * * 1-5"     # cron: minute hour day month weekday (a 6th field first: seconds); UTC unless timezone
 # prompt = "What is on my calendar today?"
 # adapter = "support"          # a configured [adapters.NAME]
 # chat = "123456789"
@@ -102,8 +108,9 @@ def add_parsers(sub) -> None:
     init.add_argument("path", nargs="?", metavar="FILE", help="where to write it (default: print it)")
     init.add_argument("--force", action="store_true", help="replace FILE if it exists")
     show = command(csub, "show", "the configuration in effect, defaults filled in, secrets redacted",
-                   "The configuration the gateway runs with: the file's values over the defaults, the state dir\n"
-                   "resolved, every secret shown as [redacted]. TOML, or JSON with --json.",
+                   "The configuration file as it reads now: its values over the defaults, the state dir resolved,\n"
+                   "every secret shown as [redacted]. The first lines say whether the gateway running on this state\n"
+                   "dir uses this very reading (or an earlier one: `reload`). TOML, or JSON with --json.",
                    "config show\n--config ./gateway.toml config show --json")
     add_json(config, init, show)
 
@@ -134,6 +141,8 @@ def sample() -> str:
             continue
         lines.append(f"[{section}]" + (f"   # {SECTION_NOTES[section]}" if section in SECTION_NOTES else ""))
         for key, (_kind, default, allowed) in keys.items():
+            if (section, key) in DEPRECATED:
+                continue   # honoured, with a warning at start; not offered to a new configuration
             note = KEY_NOTES.get((section, key))
             if note is None and isinstance(allowed, tuple):
                 note = " | ".join(toml_value(a) for a in allowed)
@@ -158,8 +167,21 @@ def _init(args) -> int:
     except OSError as exc:
         return fail(args, f"cannot write {path}: {exc.strerror or exc}", 1, path=str(path))
     return out(args, {"ok": True, "path": str(path.absolute())}, 0,
-               f"wrote a sample configuration to {path.absolute()}\n"
-               f"edit it, then: run_gateway.py --config {path.absolute()} start")
+               f"wrote a sample configuration to {path.absolute()}\n" + next_step(path.absolute()))
+
+
+def next_step(path: Path) -> str:
+    """What to do with a new configuration file: start a gateway on it, or, when one runs already on the state
+    directory this file would use, restart that one (a second start would be refused)."""
+    option = "" if path == config_mod.default_config_path().expanduser().absolute() else f" --config {path}"
+    state_dir = config_mod.resolve_state_dir(config_mod.defaults())
+    files = RunFiles(state_dir)
+    pid = files.running_pid()
+    if not pid:
+        return f"edit it, then: run_gateway.py{option} start"
+    runs_on = (files.read_runtime() or {}).get("config") or "the embedded defaults"
+    return (f"a gateway already runs on {state_dir} (pid {pid}, on {runs_on}): edit the file, then restart it on "
+            f"this one: run_gateway.py stop && run_gateway.py{option} start")
 
 
 # ------------------------------------------------------------------------------------------------------ show
@@ -196,9 +218,45 @@ def effective(config: dict) -> dict:
 
 def _show(config: dict, args) -> int:
     shown = effective(config)
-    source = config.get("_source") or "(no file: the embedded defaults)"
-    return out(args, {"source": config.get("_source") or None, "config": shown}, 0,
-               f"# the configuration in effect, from {source}; secrets redacted\n" + toml_text(shown))
+    running = _running_reading(config)
+    header = show_header(config, running)
+    return out(args, {"source": config.get("_source") or None, "config": shown, "running": running,
+                      "note": " ".join(line.lstrip("# ") for line in header)}, 0,
+               "\n".join(header) + "\n" + toml_text(shown))
+
+
+def _running_reading(config: dict) -> dict | None:
+    """Which reading of which file the gateway running on this state dir uses (``status`` shows the same), or
+    None when none runs (or it does not answer)."""
+    from daemon.admin import AdminClient, AdminError, NoGateway   # only `config show` attaches
+    try:
+        client = AdminClient(config)
+        facts = client.status(timeout=5.0).detail.get("config") or {}
+    except (NoGateway, AdminError):
+        return None
+    return {"pid": client.runtime["launcher_pid"], **facts}
+
+
+def show_header(config: dict, running: dict | None) -> list[str]:
+    """What ``config show`` shows, said plainly: the file as it reads now, and whether the running gateway runs
+    this very reading. Pure."""
+    source = config.get("_source") or ""
+    lines = [f"# {source} as it reads now, over the defaults; secrets redacted." if source else
+             "# The embedded defaults (no configuration file); secrets redacted."]
+    if running is None:
+        return lines + ["# No gateway runs on this state dir: this is what a start would use."]
+    pid, file = running["pid"], running.get("file") or ""
+    if file != source:
+        return lines + [f"# The running gateway (pid {pid}) uses another file: {file or 'the embedded defaults'} "
+                        "(`status` shows which reading)."]
+    if running.get("sha256", "") != config.get("_sha256", ""):
+        return lines + [f"# The running gateway (pid {pid}) uses an earlier reading of it (sha256 "
+                        f"{running.get('sha256', '')[:12]}, this one {config.get('_sha256', '')[:12]}): `reload` "
+                        "applies the file, a restart what a reload cannot change."]
+    note = f"# The running gateway (pid {pid}) uses this reading (sha256 {config.get('_sha256', '')[:12]})"
+    if running.get("generation", 1) > 1:
+        note += "; what its last reload listed as needing a restart still runs with the earlier value"
+    return lines + [note + "."]
 
 
 def toml_value(value) -> str:

@@ -19,7 +19,7 @@ from actors.cron import MAX_WAITING
 from actors.messages import CronRunReport, CronRunRequest
 from actors.scheduling.jobs import manual_run_id, run_item, validate_jobs
 from common.config import ConfigError
-from daemon.cli_output import fail, out
+from daemon.cli_output import config_failure, fail, out
 from daemon.cli_parsing import add_json, command
 from daemon.cli_storage import run_on_store
 from supervision.storage_access import store_path
@@ -63,7 +63,7 @@ def cmd_cron(config: dict, args) -> int:
     try:
         jobs = validate_jobs(config, time.time())
     except ConfigError as exc:   # checked at load already; here for a caller that skipped that
-        return fail(args, f"config error: {exc.file}: {exc.key}: {exc.reason}", 78)
+        return config_failure(args, exc)
     action = args.action or "list"
     if action == "list":
         return _list(config, args, jobs)

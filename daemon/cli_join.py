@@ -14,7 +14,7 @@ from common.config import EX_CONFIG, setting
 from daemon.cli_output import EX_USAGE, fail
 from daemon.cli_parsing import command
 from common.logging_setup import configure_launcher_logging, log_defs_for
-from daemon.frame_mac import cluster_key
+from daemon.transport_key import cluster_key
 
 EX_REFUSED = 77   # EX_NOPERM: the operator's network is not one a convention may run on
 

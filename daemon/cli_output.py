@@ -42,6 +42,15 @@ def fail(args, error: str, code: int = 1, **fields) -> int:
     return out(args, {"ok": False, "error": error, **fields}, code)
 
 
+def config_failure(args, exc, code: int = 78) -> int:
+    """A configuration that does not check: every error it has, one line each (file, key, reason), exit 78."""
+    lines = [f"config error: {e.file}: {e.key}: {e.reason}" for e in exc.every()]
+    if len(lines) > 1:
+        lines.append(f"({len(lines)} errors in the configuration)")
+    return fail(args, "\n".join(lines), code, file=exc.file, key=exc.key, reason=exc.reason,
+                errors=[{"file": e.file, "key": e.key, "reason": e.reason} for e in exc.every()])
+
+
 def run_guarded(main, argv: list[str] | None) -> int:
     try:
         code = main(argv)

@@ -10,8 +10,16 @@ no restart on a bad configuration (exit 78).
 * ``--user``: ``$XDG_CONFIG_HOME/systemd/user/agent-gateway.service`` (``~/.config/...``), for the systemd user
   manager: the state directory the admin commands use now, so ``status`` and ``sessions`` work as before.
 
-It writes the file and says what to run next (it never runs systemctl itself); ``--dry-run`` prints the unit and
-where it would go, and writes nothing. An existing unit is replaced only with ``--force``.
+The service does not see the environment of the shell that installed it, so the model's API key has a place of
+its own: ``EnvironmentFile=`` names ``gateway.env`` (``/etc/agent-gateway/`` for a system unit, beside the user's
+configuration for ``--user``), created 0600 with a comment saying what goes there, and never replaced (it holds
+secrets). When the agent reads its key from a variable (``[agent] api_key_env``) the file does not set, the command
+warns and says the line to add.
+
+It writes the files and says what to run next (it never runs systemctl itself); ``--dry-run`` prints the unit and
+where it would go, and writes nothing. An existing unit is replaced only with ``--force``. The same warnings for
+both kinds of unit: the key, a program or configuration under /tmp (a system service has a private /tmp; every
+/tmp is emptied at boot), and, for a system unit, files its user cannot read.
 """
 from __future__ import annotations
 
@@ -20,12 +28,15 @@ import os
 import pwd
 from pathlib import Path
 
+from actors.agents.base import DEFAULT_API_KEY_ENV, agent_kind
 from common.privacy import write_private
 from daemon.cli_output import fail, out
 from daemon.cli_parsing import add_json, command
 
 UNIT_NAME = "agent-gateway.service"
+ENV_FILE_NAME = "gateway.env"
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
+SYSTEM_ENV_DIR = Path("/etc/agent-gateway")
 SYSTEM_STATE_DIR = "/var/lib/agent-gateway"
 DRAIN_TIMEOUT_S = 30
 # The deploy unit's hardening (a system service only: a user manager cannot set up most of these namespaces).
@@ -74,6 +85,36 @@ def unit_path(user: bool) -> Path:
     return Path(base) / "systemd" / "user" / UNIT_NAME
 
 
+def env_file_path(user: bool) -> Path:
+    """Where the service's environment (the model's key) lives: read by systemd as the unit starts."""
+    if not user:
+        return SYSTEM_ENV_DIR / ENV_FILE_NAME
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "agent-gateway" / ENV_FILE_NAME
+
+
+def env_file_text(key_variable: str | None) -> str:
+    """The new environment file: comments only, saying what goes there."""
+    example = key_variable or DEFAULT_API_KEY_ENV
+    return ("# The agent-gateway service's environment (systemd EnvironmentFile=), read as the service starts.\n"
+            "# The service does not see your shell's variables: the model's API key goes here, one NAME=value a\n"
+            "# line, no quotes, no `export`. Keep this file 0600; `systemctl restart agent-gateway` after a change.\n"
+            f"# {example}=\n")
+
+
+def env_file_sets(path: Path, variable: str) -> bool:
+    """Whether the environment file assigns ``variable`` a non-empty value (it may not exist, or be unreadable)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        name, _, value = line.strip().partition("=")
+        if name.strip() == variable and value.strip():
+            return True
+    return False
+
+
 def _word(text: str) -> str:
     """One word of a systemd command line (quoted when it holds a space, a quote or a backslash)."""
     if text and not any(c in text for c in " \t\"'\\;$%"):
@@ -114,8 +155,9 @@ def unit_text(config: dict, program: list[str], user: bool, run_as: str = "agent
         f"TimeoutStartSec={start_s:g}",
         "Restart=on-failure",
         "RestartSec=2",
-        "RestartPreventExitStatus=78",
+        "RestartPreventExitStatus=78 69",   # bad configuration; a runtime refused (69)
         f"Environment={_word('GATEWAY_STATE_DIR=' + state_dir)}",
+        f"EnvironmentFile={_word(str(env_file_path(user)))}",
         "Environment=PYTHONUNBUFFERED=1",
         "UMask=0027",
     ]
@@ -174,35 +216,77 @@ def next_steps(user: bool, run_as: str) -> list[str]:
 def cmd_service(config: dict, args, program: list[str]) -> int:
     if getattr(args, "action", None) != "install":
         return fail(args, "say what to do: service install [--user] [--dry-run] (see service install --help)", 2)
-    path = unit_path(args.user)
+    path, env_path = unit_path(args.user), env_file_path(args.user)
     text = unit_text(config, program, args.user, args.run_as)
     steps = next_steps(args.user, args.run_as)
-    warnings = [] if args.user else _warnings(config, program, args.run_as)
-    data = {"ok": True, "path": str(path), "written": False, "unit": text, "next": steps, "warnings": warnings}
+    warnings = _warnings(config, program, args.user, args.run_as, env_path)
+    data = {"ok": True, "path": str(path), "written": False, "unit": text, "next": steps, "warnings": warnings,
+            "environment_file": str(env_path), "environment_file_created": False}
     if args.dry_run:
-        return out(args, data, 0, f"# would be written to {path} (--dry-run: nothing written)\n{text}"
+        creates = "" if env_path.exists() else f"# and {env_path} would be created (0600, comments only)\n"
+        return out(args, data, 0, f"# would be written to {path} (--dry-run: nothing written)\n{creates}{text}"
                    + "".join(f"# warning: {w}\n" for w in warnings))
     if path.exists() and not args.force:
         return fail(args, f"{path} exists; not replaced (add --force to replace it)", 1, path=str(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_private(path, text.encode("utf-8"))
-        path.chmod(0o644)   # systemd reads units as any user; the unit holds no secret (secrets stay in the config)
+        path.chmod(0o644)   # systemd reads units as any user; the unit holds no secret (they are in gateway.env)
+        data["environment_file_created"] = _create_env_file(env_path, _key_variable(config))
     except OSError as exc:
         hint = "" if args.user else " (a system unit needs root: sudo, or --user for your own systemd)"
-        return fail(args, f"cannot write {path}: {exc.strerror or exc}{hint}", 1, path=str(path))
+        return fail(args, f"cannot write {exc.filename or path}: {exc.strerror or exc}{hint}", 1, path=str(path))
     data["written"] = True
-    return out(args, data, 0, f"wrote {path}\n" + "".join(f"warning: {w}\n" for w in warnings)
+    created = f"created {env_path} (0600): the service's environment, e.g. the model's API key\n" \
+        if data["environment_file_created"] else ""
+    return out(args, data, 0, f"wrote {path}\n{created}" + "".join(f"warning: {w}\n" for w in warnings)
                + "next:\n" + "\n".join(f"  {step}" for step in steps))
 
 
-def _warnings(config: dict, program: list[str], run_as: str) -> list[str]:
-    """What would keep the system unit from running: files its user cannot reach, a configuration in /tmp (the
-    service has a private one)."""
+def _create_env_file(path: Path, key_variable: str | None) -> bool:
+    """Create the environment file (0600, comments only) if it does not exist; never replace one: it holds the
+    operator's secrets. A kill -9 leaves it whole or absent (write_private renames a finished file)."""
+    if path.exists():
+        return False
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_private(path, env_file_text(key_variable).encode("utf-8"))
+    return True
+
+
+def _key_variable(config: dict) -> str | None:
+    """The variable the agent reads its API key from, when it reads one from the environment."""
+    agent = config.get("agent") or {}
+    if agent_kind(agent) != "openai" or agent.get("api_key"):
+        return None
+    return agent.get("api_key_env") or DEFAULT_API_KEY_ENV
+
+
+def _warnings(config: dict, program: list[str], user: bool, run_as: str, env_path: Path) -> list[str]:
+    """What would keep the unit from running, or every turn from succeeding: the model's key in no place the
+    service reads, files under /tmp, and (system unit) files its user cannot reach."""
     source = config.get("_source") or ""
-    found = [f"{run_as} cannot read {path}: the service would fail to start (install the gateway where that user "
-             f"can read it, e.g. a venv under /opt, or --run-as another user)"
-             for path in out_of_reach(program + ([source] if source else []), run_as)]
-    if source and Path(source).resolve().is_relative_to("/tmp"):
-        found.append(f"the configuration {source} is under /tmp, which the service does not see (PrivateTmp=yes)")
+    found = [] if user else [
+        f"{run_as} cannot read {path}: the service would fail to start (install the gateway where that user can "
+        f"read it, e.g. a venv under /opt, or --run-as another user)"
+        for path in out_of_reach(program + ([source] if source else []), run_as)]
+    variable = _key_variable(config)
+    if variable and not env_file_sets(env_path, variable):
+        found.append(f"the agent reads its API key from ${variable}, which the service does not get from your "
+                     f"shell: add the line {variable}=<your key> to {env_path}, else every turn fails (HTTP 401)")
+    why = ("which the service does not see (PrivateTmp=yes)" if not user else
+           "which is emptied at boot: the service would not start after a reboot")
+    in_tmp = [path for path in program if _under_tmp(path)]
+    if in_tmp:
+        found.append(f"ExecStart runs {' and '.join(in_tmp)}, under /tmp, {why}; install the gateway elsewhere "
+                     "(a venv under /opt, or in your home for --user)")
+    if source and _under_tmp(source):
+        found.append(f"the configuration {source} is under /tmp, {why}; keep it in /etc/agent-gateway or "
+                     "~/.config/agent-gateway")
     return found
+
+
+def _under_tmp(path: str) -> bool:
+    """Under /tmp or /var/tmp, as written (a venv's python links out of it, but its packages stay there) or once
+    its links are followed."""
+    return any(p.is_relative_to(tmp) for p in (Path(path).absolute(), Path(path).resolve())
+               for tmp in ("/tmp", "/var/tmp"))

@@ -13,6 +13,7 @@ from storage import NotFound, Store, StorageError, short_id
 from storage import cli as storage_cli
 from common.redact import escape_controls
 from common.config import setting
+from common.state_access import EX_CANTCREAT, unusable_state_dir
 from daemon import cli_hosts, cli_rich
 from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
@@ -179,6 +180,11 @@ def run_on_store(config: dict, args, call, render, create: bool = False, drawn=N
         if result is None:
             return fail(args, f"error: {exc}")
     except (StorageError, OSError) as exc:
+        # SQLite says "unable to open database file" whatever the cause: a state dir that cannot be written is the
+        # usual one (the database's -wal and -shm files are written even to read), and it is said as such.
+        unusable = unusable_state_dir(path.parent, create=False)
+        if unusable:
+            return fail(args, unusable, EX_CANTCREAT)
         return fail(args, f"error: {exc}")
     else:
         result = hosts(result) if hosts is not None else result
@@ -313,3 +319,24 @@ DRAWN = {"list": _draw_list, "search": _draw_search}
 
 RENDER = {"list": _render_list, "show": _render_show, "search": _render_search, "export": _render_export,
           "import": _render_import, "forget": _render_forget, "suspend": _render_state, "resume": _render_state}
+
+
+def ledger_now(config: dict) -> dict | None:
+    """The delivery ledger's open count and the recovery totals, read from the database now: the sweeper's own
+    figures (what the status walk carries) are as old as its last sweep, up to [delivery] sweep_interval_s. None
+    when they cannot be read here (no database yet, or a convention: worker hosts keep their own ledgers)."""
+    path = store_path(config)
+    if setting(config, "cluster", "enabled") or not path.exists():
+        return None
+
+    async def go():
+        store = await Store.open(path, config["storage"]["durability"])
+        try:
+            return await store.ledger.counts(), await store.sessions.recovery_totals()
+        finally:
+            await store.close()
+    try:
+        counts, recovery = asyncio.run(go())
+    except (StorageError, OSError):
+        return None
+    return {"pending": counts["pending"] + counts["attempting"] + counts["failed"], "recovery": recovery}

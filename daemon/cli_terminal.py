@@ -17,7 +17,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Optional
 
 from actors.messages import CliAccepted, CliAskDone, CliDone, CliSay, CliShow
-from daemon.terminal_view import LiveView, PipedView
+from daemon.terminal_view import LiveView, PipedView, end_failed
 from daemon.tty_modes import keys_held
 from supervision import tree as tree_mod
 
@@ -28,6 +28,7 @@ class Terminal:
         out = sys.stdout if out is None else out
         self.client, self.user, self.keys = client, user, sys.stdin if keys is None else keys
         self.interrupted = False    # a Ctrl-C noted while a turn runs (interrupts_between_calls)
+        self.errors_apart = False   # a failed turn's error shown as an error, not as its answer (the chat prompt)
         self.view = LiveView(out) if getattr(out, "isatty", lambda: False)() else PipedView(out)
         # A supervisor slow to answer a walk shows its children as last known, without addresses: walk again.
         deadline = time.monotonic() + 10.0
@@ -99,7 +100,10 @@ class Terminal:
                 next_ask = time.monotonic() + 0.25
             reply = self.client.asys.listen(0.1)
             if isinstance(reply, CliDone) and reply.seq == seq and reply.done:
-                self.view.end()
+                if reply.error and self.errors_apart:
+                    end_failed(self.view, reply.error)
+                else:
+                    self.view.end()
                 return reply
             self.handle(reply)
             self.check_interrupt()
@@ -112,6 +116,7 @@ def interactive(terminal: Terminal) -> int:
     except ImportError:
         pass
     print(f"chatting as {terminal.user!r}; /help lists commands, Ctrl-C stops an answer, Ctrl-D leaves")
+    terminal.errors_apart = True
     while True:
         try:
             line = input("you> ")

@@ -5,30 +5,24 @@ Thespian reads ``CONVENTION_REREGISTRATION_PERIOD``, ``CONVENTION_RESTART_PERIOD
 ``CONVENTION_REGISTRATION_MISS_MAX`` from the environment
 when its convention module is first imported, in whichever process that is (the admin is forked from the launcher,
 so the launcher's environment is what counts). ``apply_detection`` sets them and, should the module be loaded
-already, its constants too, so the settings hold whatever imported Thespian first.
+already, its constants too (runtime/convention_timing.py), so the settings hold whatever imported Thespian first.
 """
 from __future__ import annotations
 
 import os
-import sys
-from datetime import timedelta
 
 from common.cluster import (HOST_CAPABILITY, ROLE_CAPABILITY, SHARDS_CAPABILITY, Leader, detection_env, host_name,
                             is_private_network)
 from common.cluster_secret import cluster_secret
 from common.config import setting
 from daemon.peer_credentials import is_loopback
-
-CONVENTION_MODULE = "thespian.system.admin.convention"
+from daemon.transport_key import cluster_key, run_key, write_key
+from runtime import convention_timing
 
 
 def apply_detection(period_s: int, misses: int) -> None:
     os.environ.update(detection_env(period_s, misses))
-    module = sys.modules.get(CONVENTION_MODULE)
-    if module is not None:
-        module.CONVENTION_REREGISTRATION_PERIOD = timedelta(seconds=period_s)
-        module.CONVENTION_RESTART_PERIOD = timedelta(seconds=period_s)
-        module.CONVENTION_REGISTRATION_MISS_MAX = misses
+    convention_timing.apply(period_s, misses)
 
 
 def leader_capabilities(config: dict, admin_port: int) -> dict:
@@ -46,16 +40,14 @@ def worker_capabilities(leader: Leader, admin_port: int, name: str) -> dict:
 
 
 def transport_key(config: dict, run_dir) -> bytes:
-    """The key every actor frame of this run is signed with (daemon/frame_mac.py), recorded in ``run_dir`` for the
+    """The key every actor frame of this run is signed with (runtime/frame_mac.py), recorded in ``run_dir`` for the
     admin CLI: in a convention, the one derived from the shared cluster secret (raises NoClusterSecret without
     one); otherwise a fresh one for this run."""
-    # frame_mac patches Thespian's transport: loaded only where a key is made
-    from daemon import frame_mac
     if setting(config, "cluster", "enabled"):
-        key = frame_mac.cluster_key(cluster_secret(config))
-        frame_mac.write_key(run_dir, key)
+        key = cluster_key(cluster_secret(config))
+        write_key(run_dir, key)
         return key
-    return frame_mac.run_key(run_dir)
+    return run_key(run_dir)
 
 
 def remote_peers(config: dict):

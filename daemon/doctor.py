@@ -1,9 +1,13 @@
 """``run_gateway.py doctor``: check a configuration before (or while) the gateway runs, one line per check.
 
-It starts nothing. The configuration is loaded and validated first, by the loader the gateway itself uses: a bad
-file, key or adapter table stops there, with the loader's message naming the file, key and reason (exit 78). Then:
+It starts nothing. The configuration is loaded and validated first, by the loader the gateway itself uses: every
+error of the file is one failed ``config`` line naming the file, key and reason (an unknown key with the likeliest
+one meant), and the other checks still run on what of it checks (exit 78). Beside a running gateway, the agent's key
+is looked up in that gateway's environment, not this shell's. Then:
 
     config          which file, which adapters
+    runtime         this Python and Thespian have every internal the gateway relies on (runtime/selftest.py: the
+                    start-up self-test; a failed one refuses to start, exit 69)
     agent           the kind; an OpenAI-compatible agent needs base_url and model
     agent key       the key variable is set (or a key is inline) when the agent needs one
     model endpoint  GET {base_url}/models answers (unreachable, or its HTTP status)
@@ -29,9 +33,12 @@ from pathlib import Path
 from typing import Mapping
 
 from actors.adapters import registry
-from actors.agents.base import agent_kind, missing_api_key, resolve_api_key
+from actors.agents.base import DEFAULT_API_KEY_ENV, agent_kind, missing_api_key, resolve_api_key
+from common import config as config_mod
+from common.config import EX_CONFIG, ConfigError
 from common import processes
 from common.runfiles import RunFiles
+from common.state_access import unusable_state_dir
 from daemon.doctor_probes import Check, port_check, probe_discord, probe_model, probe_slack, probe_telegram
 from daemon.doctor_probes import probe_wecom
 from daemon.doctor_probes import probe_matrix
@@ -39,6 +46,7 @@ from daemon.doctor_probes import probe_signal
 from daemon.doctor_probes import probe_irc
 from daemon.dependency_audit import audit_check
 from actors.hooks.plugins import load_plugins
+from runtime import selftest, versions
 
 EX_OK, EX_FAILED = 0, 1
 DISK_FAIL_BYTES = 100 * 2**20      # below this the next writes may fail: SQLite, the log
@@ -52,7 +60,19 @@ NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, 
 
 
 def cmd_doctor(config: dict, args) -> int:
-    checks = run_checks(config)
+    return _report(args, run_checks(config))
+
+
+def cmd_doctor_invalid(args, error: ConfigError) -> int:
+    """``doctor`` on a configuration that does not check: every error as a failed ``config`` line, then every other
+    check on what of the file does check (the defaults for the rest); exit 78. One typo must not hide a dead model
+    endpoint or a taken port."""
+    config = config_mod.load(args.config, lenient=True)
+    code = _report(args, run_checks(config, config_errors=error.every()))
+    return EX_CONFIG if code == EX_FAILED else code
+
+
+def _report(args, checks: list[Check]) -> int:
     if getattr(args, "audit", False):
         checks.append(audit_check())
     failed = any(c.status == "fail" for c in checks)
@@ -71,15 +91,54 @@ def render(checks: list[Check]) -> str:
     return "\n".join(lines)
 
 
-def run_checks(config: dict, env: Mapping[str, str] = os.environ) -> list[Check]:
-    adapters = {name: args for name, args in registry.validate_all(config).items() if args["type"] != "cli"}
-    checks = [config_check(config, adapters), *agent_checks(config.get("agent") or {}, env)]
-    checks += asyncio.run(_network_checks(config, adapters, env, checks))
+def run_checks(config: dict, env: Mapping[str, str] = os.environ, config_errors=()) -> list[Check]:
+    """Every check. ``config_errors``: what is wrong with the file (``config`` then holds what of it checks);
+    each is a failed ``config`` line and the checks that need the broken part are skipped, saying so."""
+    try:
+        adapters = {name: args for name, args in registry.validate_all(config).items() if args["type"] != "cli"}
+    except ConfigError:
+        adapters = None
+    if config_errors:
+        checks = [Check("fail", "config", f"{e.file}: {e.key}: {e.reason}") for e in config_errors]
+    else:
+        checks = [config_check(config, adapters or {})]
+    runtime = runtime_check()
+    checks.append(runtime)
     state_dir = Path(config["gateway"]["state_dir"])
     pids = gateway_pids(state_dir)
-    checks += [port_check(label, host, port, pids) for label, host, port in planned_ports(config, adapters)]
-    checks += [disk_check(state_dir), state_dir_check(state_dir), *plugin_checks(config)]
+    env, whose, of_daemon = daemon_environment(state_dir, env)
+    checks += agent_checks(config.get("agent") or {}, env, whose, of_daemon)
+    if runtime.status == "fail":   # the probes run on asyncio, which may be what this runtime lacks
+        checks.append(Check("skip", "network", "the model endpoint and credentials: not checked on this runtime"))
+    else:
+        checks += asyncio.run(_network_checks(config, adapters or {}, env, checks))
+    if adapters is None:
+        checks.append(Check("skip", "adapters", "their tables do not check (above): credentials and ports not "
+                                                "checked"))
+    checks += [port_check(label, host, port, pids) for label, host, port in planned_ports(config, adapters or {})]
+    checks += [disk_check(state_dir), state_dir_check(state_dir)]
+    try:
+        checks += plugin_checks(config)
+    except ConfigError as exc:
+        checks.append(Check("skip", "plugins", f"not loaded: {exc.key}: {exc.reason}"))
     return checks
+
+
+def daemon_environment(state_dir: Path, env: Mapping[str, str]) -> tuple[Mapping[str, str], str, bool]:
+    """The environment the agent's key is looked up in, whose it is ("" for this command's, nothing to say), and
+    whether it is the running gateway's: beside a running gateway, its launcher's ``/proc/PID/environ`` (readable by
+    its own user and root), else this command's. A key exported in this shell proves nothing about a daemon started
+    elsewhere (a service unit, another terminal)."""
+    pid = RunFiles(state_dir).running_pid()
+    if not pid:
+        return env, "", False
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return env, f"this shell's environment: the running gateway's (pid {pid}) is not readable by you", False
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return ({k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs},
+            f"the running gateway's environment (pid {pid})", True)
 
 
 def plugin_checks(config: dict) -> list[Check]:
@@ -114,7 +173,19 @@ def config_check(config: dict, adapters: dict) -> Check:
     return Check("ok", "config", f"{where}: valid; adapters: {listed}")
 
 
-def agent_checks(agent: dict, env: Mapping[str, str]) -> list[Check]:
+def runtime_check() -> Check:
+    """The start-up self-test, as a start would run it."""
+    found = selftest.problems()
+    if found:
+        return Check("fail", "runtime", selftest.verdict(found))
+    unchecked = selftest.unchecked_python()
+    if unchecked:
+        return Check("warn", "runtime", f"{versions.this_runtime()}: every internal the gateway relies on is "
+                                        f"there, but {unchecked}")
+    return Check("ok", "runtime", f"{versions.this_runtime()}: every internal the gateway relies on is there")
+
+
+def agent_checks(agent: dict, env: Mapping[str, str], whose: str = "", of_daemon: bool = False) -> list[Check]:
     kind = agent_kind(agent)
     if kind != "openai":
         return [Check("ok", "agent", "the offline agent: no model service, no key needed")]
@@ -122,15 +193,21 @@ def agent_checks(agent: dict, env: Mapping[str, str]) -> list[Check]:
         return [Check("fail", "agent", 'kind = "openai" needs [agent] base_url and model: every turn would fail')]
     checks = [Check("ok", "agent", f"OpenAI-compatible: model {agent['model']!r} at {agent['base_url']}")]
     variable = missing_api_key(agent, env)
-    if variable:
-        checks.append(Check("fail", "agent key", f"${variable} is not set (and [agent] api_key is empty): a service "
-                                                 "that needs a key refuses every turn (HTTP 401); export it, or "
-                                                 "name the variable that holds it in [agent] api_key_env"))
+    where = f" in {whose}" if whose else ""
+    if variable and of_daemon:
+        checks.append(Check("fail", "agent key", f"${variable} is not set{where} (and [agent] api_key is empty): "
+                                                 "every turn is refused (HTTP 401); set it where the gateway starts "
+                                                 "(its service's EnvironmentFile, or the shell that ran `start`) "
+                                                 "and restart it"))
+    elif variable:
+        checks.append(Check("fail", "agent key", f"${variable} is not set{where} (and [agent] api_key is empty): a "
+                                                 "service that needs a key refuses every turn (HTTP 401); export "
+                                                 "it, or name the variable that holds it in [agent] api_key_env"))
     elif agent.get("api_key"):
         checks.append(Check("ok", "agent key", "inline in [agent] api_key (an environment variable keeps it out "
                                                "of the file)"))
     else:
-        checks.append(Check("ok", "agent key", f"${agent.get('api_key_env')} is set"))
+        checks.append(Check("ok", "agent key", f"${agent.get('api_key_env') or DEFAULT_API_KEY_ENV} is set{where}"))
     return checks
 
 
@@ -155,8 +232,7 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
 
 def gateway_pids(state_dir: Path) -> set[int]:
     """The processes of the gateway running on this state dir (none: empty), to tell its ports from others'."""
-    files = RunFiles(state_dir)
-    pid = files.read_pid() if files.running(wait_s=0.0) else None
+    pid = RunFiles(state_dir).running_pid()
     return {pid, *processes.descendants(pid)} if pid else set()
 
 
@@ -175,6 +251,9 @@ def disk_check(state_dir: Path) -> Check:
 
 def state_dir_check(state_dir: Path) -> Check:
     name = "state dir"
+    unusable = unusable_state_dir(state_dir, create=False)
+    if unusable:
+        return Check("fail", name, unusable)
     if not state_dir.exists():
         return Check("ok", name, f"{state_dir} does not exist yet: the first start creates it, private (0700)")
     info = state_dir.stat()
@@ -187,6 +266,4 @@ def state_dir_check(state_dir: Path) -> Check:
     if loose:
         return Check("fail", name, f"{len(loose)} entr(ies) in {state_dir} open to others ({', '.join(loose[:5])}): "
                                    f"chmod -R go-rwx {state_dir}")
-    if not os.access(state_dir, os.W_OK | os.X_OK):
-        return Check("fail", name, f"{state_dir} is not writable by you")
     return Check("ok", name, f"{state_dir}: private to you (0700)")

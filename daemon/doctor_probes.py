@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 import aiohttp
-import psutil
 
 from common.chat_errors import failure_kind
 from common.redact import redact
 from actors.adapters.errors import PermanentError
 from actors.adapters.registry import secret_values
+from daemon.port_holder import describe_holder, listening_pid
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -227,24 +227,5 @@ def port_check(label: str, host: str, port: int, gateway_pids: set[int]) -> Chec
     holder = listening_pid(port)
     if holder is not None and holder in gateway_pids:
         return Check("ok", name, f"{host}:{port} is held by this gateway (pid {holder})")
-    return Check("fail", name, f"{host}:{port} is in use by {describe_pid(holder)}: the gateway could not listen "
+    return Check("fail", name, f"{host}:{port} is {describe_holder(holder)}: the gateway could not listen "
                                "there (stop that program or choose another port)")
-
-
-def listening_pid(port: int) -> Optional[int]:
-    try:
-        for conn in psutil.net_connections(kind="inet"):
-            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
-                return conn.pid
-    except (psutil.Error, OSError):
-        pass
-    return None
-
-
-def describe_pid(pid: Optional[int]) -> str:
-    if pid is None:
-        return "another program"
-    try:
-        return f"another program (pid {pid}, {psutil.Process(pid).name()})"
-    except psutil.Error:
-        return f"another program (pid {pid})"

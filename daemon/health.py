@@ -6,8 +6,10 @@ Two questions, because they call for different actions:
   no actor has failed for good. Not live means restart it. An adapter whose platform is unreachable does not make
   the gateway dead: restarting it would not bring Telegram back.
 * readiness (``health --ready``): live, and every actor up (none restarting), every configured adapter connected
-  (not connecting, retrying, restarting or failed), and no drain under way. Not ready means do not send it work
-  (yet), or look at ``status``.
+  (not connecting, retrying, restarting or failed), no model service failing (the last turn that asked it failed
+  because of it: actors/sessions/model_health.py) and no drain under way. A failing model does not make the gateway
+  dead: a restart would not bring the model service back. Not ready means do not send it work (yet), or look at
+  ``status``.
 
 The judgement (``verdict``) is a pure function of the status answer; ``cmd_health`` attaches and prints.
 """
@@ -15,20 +17,22 @@ from __future__ import annotations
 
 import json
 import sys
+from actors.sessions.model_health import model_problems
 from daemon.admin import AdminClient, AdminError, NoGateway
 
 EX_OK, EX_NOT_OK, EX_NOT_RUNNING = 0, 1, 3
 EXIT_CODES = """exit codes:
   0  live (with --ready: ready)
   1  not live (an actor failed for good, or the gateway did not answer in time); with --ready also: an actor
-     restarting, an adapter not connected, or a drain under way
+     restarting, an adapter not connected, a model service failing, or a drain under way
   3  no gateway running
 """
 CONNECTED_STATES = ("connected", "up")
 LINE_PROBLEM_CHARS = 100   # per problem on the one line; --json (and status) carry them whole
 DESCRIPTION = """A probe for scripts and service managers.
   health          live: the daemon answers and no actor failed for good (not live: restart it)
-  health --ready  ready: live, every actor up, every adapter connected, no drain (not ready: send no work yet)"""
+  health --ready  ready: live, every actor up, every adapter connected, no model service failing, no drain
+                  (not ready: send no work yet)"""
 
 
 def verdict(status, ready: bool) -> list[str]:
@@ -40,6 +44,7 @@ def verdict(status, ready: bool) -> list[str]:
         problems.append(f"{status.actors_restarting} actor(s) restarting")
     problems += [f"adapter {row['name']} {row['state']}" + (f": {row['error']}" if row.get("error") else "")
                  for row in status.detail.get("adapters") or [] if row["state"] not in CONNECTED_STATES]
+    problems += model_problems(status.detail.get("models") or [])   # every turn would fail: no work for it now
     if status.draining:
         problems.append("draining")
     return problems

@@ -34,10 +34,12 @@ from actors.messages import (DrainDone, GatewayStatus, ReloadReport, ReloadReque
                              StatusRequest)
 from common.cluster_secret import NoClusterSecret
 from supervision.messages import DescribeTree, Started, SupervisorGaveUp, TreeReply
-from daemon import ack_wait, frame_mac, held_port, lazy_identify, loopback, peer_credentials, poll_selector
+from daemon import peer_credentials
+from runtime import ack_wait, frame_mac, held_port, lazy_identify, loopback, peer_check, poll_selector, selftest
 from common import processes
 from daemon.asking import ask_for
 from daemon.ports import any_free_admin_port
+from daemon.port_holder import port_holder
 from daemon.startup_checks import startup_warnings
 from daemon.status_view import health_of
 from common.logging_setup import log_defs_for
@@ -72,21 +74,28 @@ class Launcher:
     # ------------------------------------------------------------------------------------------------ the run
     def run(self) -> int:
         started = time.monotonic()
+        refusal = selftest.refusal()   # before the pid lock, any patch, any actor: a refused start leaves nothing
+        if refusal:
+            log.error("%s", refusal)
+            return selftest.EX_INCOMPATIBLE
         if not self.files.acquire_or_log(log):
             return EX_FAILURE
         try:
             self._reap_previous()
             held = self._hold_admin_port()
             if held is None:
-                log.error("admin port %s:%d is in use by another program; set [gateway] admin_port", self.host,
-                          self.port)
+                log.error("admin port %s:%d is %s; set [gateway] admin_port to another port (0: any free one)",
+                          self.host, self.port, port_holder(self.port, self.files.state_dir))
                 return EX_FAILURE
             self._install_signals()
             loopback.install(self.host)
-            peer_credentials.install(allow_remote=remote_peers(self.config))
+            peer_check.install(peer_credentials.admission(remote_peers(self.config)))
             try:
                 frame_mac.install(transport_key(self.config, self.files.run_dir))
-            except (frame_mac.ThespianMismatch, NoClusterSecret) as exc:
+            except frame_mac.ThespianMismatch as exc:
+                log.error("%s", exc)
+                return selftest.EX_INCOMPATIBLE
+            except NoClusterSecret as exc:
                 log.error("%s", exc)
                 return EX_FAILURE
             held_port.install(held)
@@ -153,7 +162,7 @@ class Launcher:
         raise AssertionError("unreachable")
 
     def _hold_admin_port(self):
-        """Hold the admin port (daemon/held_port.py) until the admin listens on it; None if it is taken. Port 0 in
+        """Hold the admin port (runtime/held_port.py) until the admin listens on it; None if it is taken. Port 0 in
         the config: any free port, recorded in runtime.json where every admin command looks for it (several
         gateways on one host, and test runs, need no port plan; not the kernel's pick: daemon/ports.py says why)."""
         if self.config["gateway"]["admin_port"] != 0:

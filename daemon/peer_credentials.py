@@ -1,33 +1,33 @@
 """Only the gateway's own user (and root) talks to its actor and admin ports.
 
 Every Thespian port (the admin's and each actor's) carries pickles: whoever can send one runs code as the gateway's
-user. Binding to loopback (``loopback.py``) keeps other hosts out; this module keeps other *local users* out. On
-accept, before a byte is read, it asks the kernel who owns the other end of the connection and closes it unless that
-is the gateway's own uid or root.
+user. Binding to loopback (``runtime/loopback.py``) keeps other hosts out; this module keeps other *local users* out. On
+accept, before a byte is read (``runtime/peer_check.py`` calls ``admits`` from inside Thespian's accept path), it
+asks the kernel who owns the other end of the connection and closes it unless that is the gateway's own uid or
+root.
 
 Why this way (docs/security.md): the kernel already knows the owner of both ends of a TCP connection between two
 sockets of this host, whatever addresses they use, and the sock_diag netlink interface answers for one exact socket
-in ~15 µs: nothing a peer can forge. It is the second wall: every frame is also checked by its MAC (frame_mac.py).
+in ~15 µs: nothing a peer can forge. It is the second wall: every frame is also checked by its MAC
+(runtime/frame_mac.py).
 Thespian keeps connections open between messages (``REUSE_SOCKETS``), so the check runs once per connection, not
 once per message. Where netlink is unavailable,
 ``/proc/net/tcp`` and ``tcp6`` (the same facts as text) are read instead.
 
 What a refused peer sees: the connection is accepted by the kernel's backlog and closed by us at once (EOF); nothing
-it sent is read. The refusal is written to Thespian's log, ``<state>/thespian.log`` (at most once per ``LOG_EVERY_S`` per
-process, with a count).
+it sent is read (runtime/peer_check.py says how, and logs the refusal).
 
-``install()`` runs in the launcher (and in every admin command's client) before the actor system starts; actor
-processes are forked from it and inherit the patched transport, as they inherit ``loopback``'s.
+``admission(allow_remote)`` is the check the launcher, a worker and every admin command's client install
+(``peer_check.install``) before the actor system starts; actor processes are forked from them and inherit it.
 """
 from __future__ import annotations
 
 import errno
+import functools
 import ipaddress
-import logging
 import os
 import socket
 import struct
-import time
 from typing import Callable, Optional
 
 NETLINK_SOCK_DIAG = 4
@@ -36,10 +36,6 @@ NLM_F_REQUEST = 1
 NLMSG_ERROR = 2
 TCP_TIME_WAIT = 6          # a time-wait socket carries no owner: never taken as a proof of who connected
 NO_COOKIE = 0xFFFFFFFF
-LOG_EVERY_S = 10.0
-
-_refused_since_log = 0
-_last_log_at = 0.0
 
 
 def allowed_uids() -> frozenset[int]:
@@ -157,80 +153,6 @@ def admits(conn: socket.socket, allow_remote: "bool | Callable[[str], bool]" = F
     return (allow_remote(peer_ip) if callable(allow_remote) else allow_remote), None
 
 
-def _note_refusal(peer, uid: Optional[int]) -> None:
-    global _refused_since_log, _last_log_at
-    _refused_since_log += 1
-    now = time.monotonic()
-    if now - _last_log_at >= LOG_EVERY_S:
-        # Thespian's own log (<state>/thespian.log), not the logging module: this runs inside the transport's
-        # accept, and a log record in an actor process is itself a message through that transport.
-        from thespian.system.utilis import thesplog
-        thesplog("refused %d connection(s) to an actor port from another user or network (last: %s, uid %s); only "
-                 "uid %d and root, and hosts on the private network of a convention, may talk to the gateway",
-                 _refused_since_log, peer, "unknown" if uid is None else uid, os.geteuid(), level=logging.WARNING)
-        _refused_since_log, _last_log_at = 0, now
-
-
-class _OneAccept:
-    """Stands in for the listening socket during one call of Thespian's accept path: its ``accept()`` returns the
-    connection already accepted and checked here; everything else is the listening socket's."""
-
-    def __init__(self, listener, accepted):
-        self._listener, self._accepted = listener, accepted
-
-    def accept(self):
-        return self._accepted
-
-    def __getattr__(self, name):
-        return getattr(self._listener, name)
-
-
-def _accept_checked(listener, make_room) -> Optional[tuple]:
-    try:
-        return listener.accept()
-    except BlockingIOError:
-        return None
-    except OSError as exc:
-        if exc.errno not in (errno.EMFILE, errno.ENFILE):
-            return None
-    make_room()                    # too many open files: let idle connections go, as Thespian does, and try once more
-    try:
-        return listener.accept()
-    except OSError:
-        return None
-
-
-def install(allow_remote: "bool | Callable[[str], bool]" = False) -> None:
-    """Patch Thespian's TCP transport so that every accepted connection is checked before it is read.
-
-    Thespian's accept path (``TCPTransport._acceptNewIncoming``) is wrapped, not rewritten: the connection is
-    accepted and checked here, then handed to Thespian's own code through a stand-in listener. A refused connection
-    is closed and Thespian's loop goes on as if nothing had arrived (its own accept-error path would queue a bogus
-    envelope that crashes the actor)."""
-    # Thespian's internals load when the patch is installed, not when this module is imported
-    from thespian.system.transport.TCPTransport import TCPTransport
-    if getattr(TCPTransport._acceptNewIncoming, "_checks_peers", False):
-        return
-    original = TCPTransport._acceptNewIncoming
-
-    def _acceptNewIncoming(self):
-        listener = self.socket
-        accepted = _accept_checked(listener, lambda: self.close_oldest_idle_sockets(3))
-        if accepted is None:
-            self._check_indicators()
-            return
-        conn, peer = accepted
-        admitted, uid = admits(conn, allow_remote)
-        if not admitted:
-            conn.close()
-            _note_refusal(peer, uid)
-            self._check_indicators()
-            return
-        self.socket = _OneAccept(listener, accepted)
-        try:
-            original(self)
-        finally:
-            self.socket = listener
-
-    _acceptNewIncoming._checks_peers = True
-    TCPTransport._acceptNewIncoming = _acceptNewIncoming
+def admission(allow_remote: "bool | Callable[[str], bool]" = False):
+    """The check ``runtime.peer_check.install`` takes: ``admits`` with this ``allow_remote``."""
+    return functools.partial(admits, allow_remote=allow_remote)

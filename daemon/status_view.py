@@ -3,23 +3,27 @@
 Pure: everything here works on a ``GatewayStatus`` (the root's answer to a status walk) and plain values, so the
 screen, the JSON, the exit code, the service manager's STATUS= line and ``health`` cannot disagree.
 
-The gateway is healthy when no actor is restarting or failed and no configured adapter is down (see
-``actors/adapters/connection.py`` for the adapter states). An adapter still connecting after a start is not down
-yet: it is shown as connecting, and ``health --ready`` says not ready.
+The gateway is healthy when no actor is restarting or failed, no configured adapter is down (see
+``actors/adapters/connection.py`` for the adapter states) and no model service is failing (its last turn failed
+because of it: ``actors/sessions/model_health.py``). An adapter still connecting after a start is not down yet: it is
+shown as connecting, and ``health --ready`` says not ready.
 """
 from __future__ import annotations
 
 import time
 
 from actors.adapters.connection import adapter_problems
+from actors.agents.base import agent_kind
+from actors.sessions.model_health import FAILING, model_problems
 from actors.media.limits import human_size
 from supervision.tree import duration
 
 EX_HEALTHY, EX_DEGRADED = 0, 1   # and 3: no gateway running (run_gateway.py)
 EXIT_CODES = """exit codes:
   0  healthy: every actor up, every adapter connected (or still connecting after a start)
-  1  degraded: an actor is restarting or failed, an adapter is down (retrying, restarting, failed) or the
-     gateway is draining; the screen (and --json "problems") says which and why
+  1  degraded: an actor is restarting or failed, an adapter is down (retrying, restarting, failed), a model
+     service is failing (the last turn that asked it failed because of it), the metrics server cannot listen, or
+     the gateway is draining; the screen (and --json "problems") says which and why
   3  no gateway running
 """
 
@@ -32,6 +36,7 @@ def health_of(status) -> tuple[str, list[str]]:
     if status.actors_restarting:
         problems.append(f"{status.actors_restarting} actor(s) restarting")
     problems += adapter_problems(status.detail.get("adapters") or [])
+    problems += model_problems(status.detail.get("models") or [])
     problems += [f"host {h['name']} lost: what it runs is unavailable" for h in status.detail.get("hosts") or []
                  if h["state"] == "lost"]
     if status.draining:
@@ -52,6 +57,10 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
     ``CacheStats`` (storage/media.py), read by the caller from the state directory."""
     now = time.time() if now is None else now
     health, problems = health_of(status)
+    listener = runtime.get("metrics") or {}
+    if listener.get("error") and not listener.get("url"):
+        problems = problems + [f"metrics cannot listen on {listener['host']}:{listener['port']}: {listener['error']}"]
+        health = "degraded" if health == "healthy" else health
     adapters = status.detail.get("adapters") or []
     data = {"running": True, "health": health, "problems": problems, "pid": runtime["launcher_pid"],
             "uptime_s": round(now - status.started_at, 1), "actors_up": status.actors_up,
@@ -62,6 +71,7 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
             **status.detail}
     recovery = status.detail.get("recovery") or {}
     metrics = (f"{data['metrics_url']}  (and /healthz, /readyz)" if data["metrics_url"] else
+               f"not listening: {listener['error']} (retried every few seconds)" if listener.get("error") else
                "not listening (see the log)" if config["metrics"]["enabled"] else "off")
     name_width = max([len(row["name"]) for row in adapters] + [8])
     kind_width = max([len(row["kind"]) for row in adapters] + [8])
@@ -71,6 +81,7 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
         f"  actors       {status.actors_up} up, {status.actors_restarting} restarting, {status.actors_failed} failed",
         f"  adapters     {len(adapters)}" + ("" if adapters else " (none configured)"),
         *(f"    {adapter_line(row, now, name_width, kind_width)}" for row in adapters),
+        *model_lines(status.detail.get("models") or [], config, now),
         f"  sessions     {status.sessions_live} live",
         *(f"    {sh['name']:<10} [{sh['state']}] pid {sh['pid']}: {sh.get('sessions', '?')} sessions, "
           f"{sh.get('consumers', '?')} replies in flight, {sh.get('waiting', 0)} waiting, "
@@ -114,3 +125,24 @@ def adapter_line(row: dict, now: float, name_width: int = 10, kind_width: int = 
         error += f" (last restart: {row['last_restart']})"
     return f"{row['name']:<{name_width}} {row['kind']:<{kind_width}} {told}{url}{error}"
 
+
+
+def model_lines(rows: list[dict], config: dict, now: float) -> list[str]:
+    """The model services the turns asked, as the adapters are shown (none: no line, unless [agent] names one)."""
+    if not rows:
+        asks = agent_kind(config.get("agent") or {}) == "openai"
+        return ["  models       none asked since the start (a model shows here after its first turn)"] if asks else []
+    return [f"  models       {len(rows)}, {sum(r['state'] == FAILING for r in rows)} failing",
+            *(f"    {model_line(row, now)}" for row in rows)]
+
+
+def model_line(row: dict, now: float) -> str:
+    """``gpt-4o at https://api.openai.com/v1  up 2m10s`` or, failing,
+    ``gpt-4o at http://127.0.0.1:8000/v1  failing for 45s (3 turns failed): HTTP 500: boom``."""
+    if row["state"] == FAILING:
+        turns = f"{row['failed_turns']} turn{'s' if row['failed_turns'] != 1 else ''} failed"
+        return f"{row['name']}  failing for {duration(now - row['since'])} ({turns}): {row.get('error') or '?'}"
+    line = f"{row['name']}  up {duration(now - row['since'])}"
+    if row.get("error_at"):
+        line += f" (last failure {duration(now - row['error_at'])} ago: {row['error']})"
+    return line

@@ -119,3 +119,38 @@ class LiveView:
             self.out.write(redraw(old, new, lines) + ("\n" if ending else ""))
             self.out.flush()
             self.drawn = None if ending else (text, columns, new)
+
+
+RETRY_HINT = "/retry sends your message again"
+
+
+def failed_answer(text: str, error: str) -> str:
+    """What stays of a failed turn's answer once its error is shown apart: the text without its trailing notice."""
+    text = text.replace(CURSOR, "").rstrip()
+    return text[:-len(error)].rstrip() if error and text.endswith(error) else text
+
+
+def error_lines(error: str, colour: bool) -> str:
+    """The error of a failed turn, told apart from an answer: ``error:`` first (red on a terminal), and the hint."""
+    if not colour:
+        return f"error: {error}\n({RETRY_HINT})\n"
+    return f"\x1b[1;31merror:\x1b[0;31m {error}\x1b[0m\n\x1b[2m({RETRY_HINT})\x1b[0m\n"
+
+
+def end_failed(view, error: str) -> None:
+    """End the answer of a failed turn: what the model said before it failed stays as an answer, the error follows
+    in its own style (``view``: a LiveView or a PipedView; a terminal's in colour unless NO_COLOR is set)."""
+    answer = view.answer
+    for message_id in list(answer.parts):          # the notice the answer ends with is shown apart, once
+        answer.parts[message_id] = failed_answer(answer.parts[message_id], error)
+    answer.parts = {k: v for k, v in answer.parts.items() if v}
+    if view.live and view.drawn is not None:
+        view.draw(answer.text())
+    if answer.parts:
+        view.end()
+    else:                        # nothing but the notice: the error takes the answer's place on screen
+        answer.end()
+        if view.live:
+            view.drawn = None
+    view.out.write(error_lines(error, view.live and not os.environ.get("NO_COLOR")))
+    view.out.flush()

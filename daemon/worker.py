@@ -1,10 +1,10 @@
 """A worker host: an actor system that joins the leader's convention and offers to run session shards.
 
 ``run_gateway.py join LEADER_HOST:PORT --bind ADDRESS`` runs this in the foreground (a service manager keeps it
-running). It starts a ``multiprocTCPBase`` system whose admin listens on ``--bind`` only (``daemon/loopback.py``),
+running). It starts a ``multiprocTCPBase`` system whose admin listens on ``--bind`` only (``runtime/loopback.py``),
 whose every accepted connection passes the peer check (``daemon/peer_credentials.py``: a local peer must be this user
 or root, a remote one comes over the private network the address check admitted), whose every frame, both ways,
-carries an HMAC under the key derived from the convention's shared secret (``daemon/frame_mac.py``; a frame from
+carries an HMAC under the key derived from the convention's shared secret (``runtime/frame_mac.py``; a frame from
 anyone without it is never unpickled, whichever end opened the connection), and which registers with the leader
 at ``LEADER_HOST:PORT`` (the leader's admin port is its convention address) offering ``gateway.shards`` and its name
 as ``gateway.host`` (common/cluster.py). The leader then places actors here by capability; they run in processes
@@ -32,9 +32,11 @@ from thespian.actors import ActorSystem
 from common import processes
 from common.cluster import WORKER_NAME_ENV, WORKER_STATE_ENV, Leader, is_private_network
 from common.runfiles import RunFiles
-from daemon import ack_wait, frame_mac, held_port, lazy_identify, loopback, peer_credentials, poll_selector
+from daemon import peer_credentials
 from daemon.convention import apply_detection, worker_capabilities
 from daemon.ports import any_free_admin_port
+from daemon.transport_key import write_key
+from runtime import ack_wait, frame_mac, held_port, lazy_identify, loopback, peer_check, poll_selector, selftest
 
 log = logging.getLogger("gateway.worker")
 EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
@@ -51,6 +53,10 @@ class Worker:
         self.asys = None
 
     def run(self) -> int:
+        refusal = selftest.refusal()   # before the pid lock, any patch, any actor: a refused start leaves nothing
+        if refusal:
+            log.error("%s", refusal)
+            return selftest.EX_INCOMPATIBLE
         if not self.files.acquire_or_log(log):
             return EX_FAILURE
         try:
@@ -64,7 +70,7 @@ class Worker:
                 self._install(held)
             except frame_mac.ThespianMismatch as exc:
                 log.error("%s", exc)
-                return EX_FAILURE
+                return selftest.EX_INCOMPATIBLE
             return self._serve()
         finally:
             held_port.release()
@@ -81,9 +87,9 @@ class Worker:
         os.environ["THESPLOG_FILE"] = str(self.files.state_dir / "thespian.log")
         loopback.install(self.bind)
         # Remote peers only from private networks (or any, where the operator said the network is private).
-        peer_credentials.install(allow_remote=True if self.network_is_private else is_private_network)
+        peer_check.install(peer_credentials.admission(True if self.network_is_private else is_private_network))
         frame_mac.install(self.key)            # the convention's key: frames from anyone else are never unpickled
-        frame_mac.write_key(self.files.run_dir, self.key)
+        write_key(self.files.run_dir, self.key)
         held_port.install(held)                # our own admin on --bind:port, never a listener we did not start
         ack_wait.install()
         poll_selector.install()

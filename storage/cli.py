@@ -17,7 +17,7 @@ from common.privacy import write_private
 
 from . import Store
 from .errors import AmbiguousId, IllegalTransition, ImportRefused, NotFound
-from .ledger import Obligation
+from .ledger import Obligation, ObligationState
 from .moving import MoveOutcome
 from .sessions import SessionInfo, short_id
 from .transfer import MOVE_VERSION, version_of
@@ -180,7 +180,7 @@ async def delivery_abandon(store: Store, obligation_id: str) -> dict:
     ob = await store.ledger.get(obligation_id)
     if ob is None:
         raise NotFound(f"no delivery {obligation_id!r} (see 'deliveries')")
-    if ob.state == "attempting":
+    if ob.state == ObligationState.ATTEMPTING:
         raise IllegalTransition(f"delivery {obligation_id[:16]} is being delivered right now; abandon it once it "
                                 f"has failed (see 'deliveries --state failed')")
     await store.ledger.abandon(obligation_id, ob.fence, "abandoned by the operator")

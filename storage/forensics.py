@@ -7,9 +7,7 @@ from __future__ import annotations
 from . import records
 from .db import Database, fetch_all
 from .inbox import INBOX_STATES, PENDING_STATES
-
-OBLIGATION_STATES = ("pending", "attempting", "delivered", "failed", "abandoned")
-OPEN_OBLIGATIONS = ("pending", "attempting", "failed")
+from .ledger import OBLIGATION_STATES, OPEN_OBLIGATIONS
 _OBLIGATION_COLUMNS = ("obligation_id, session_key, platform, chat_id, state, attempts, last_error, created_at, "
                        "updated_at, chunks")
 

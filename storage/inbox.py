@@ -21,6 +21,7 @@ ids alone repeat across chats). Dedup lasts as long as the row: ``purge`` of don
 """
 from __future__ import annotations
 
+import enum
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence, Union
@@ -29,9 +30,22 @@ from . import records
 from .db import Database, fetch_all, fetch_one
 from .errors import IllegalTransition, NotFound
 
-INBOX_STATES = ("received", "taken", "done", "dropped")
+
+
+class InboxState(enum.StrEnum):
+    """A row's state (the transitions: the module docstring). str-valued: the values are what the ``state`` column
+    holds (and its CHECK constraint, schema.py), so stored rows read the same; a row read back holds the plain
+    string, which compares equal to its member."""
+    RECEIVED = "received"
+    TAKEN = "taken"
+    DONE = "done"
+    DROPPED = "dropped"
+
+
+INBOX_STATES = tuple(s.value for s in InboxState)
 FORWARDED = "forwarded to "    # the reason of a done row that another host's shard stored and answers (forwarded)
-PENDING_STATES = ("received", "taken")
+PENDING_STATES = (InboxState.RECEIVED.value, InboxState.TAKEN.value)
+FINISHED_STATES = (InboxState.DONE.value, InboxState.DROPPED.value)
 _COLUMNS = "seq, session_key, platform, platform_message_id, state, payload, received_at, updated_at, reason"
 
 
@@ -189,15 +203,15 @@ class Inbox:
 
     async def take(self, seq: int) -> InboxRow:
         """received -> taken; returns the row. Committed before the turn for it starts."""
-        return await self._move(seq, ("received",), "taken")
+        return await self._move(seq, (InboxState.RECEIVED,), InboxState.TAKEN)
 
     async def done(self, seq: int) -> InboxRow:
         """taken -> done: the turn for this event finished (its reply is in the delivery ledger by then)."""
-        return await self._move(seq, ("taken",), "done")
+        return await self._move(seq, (InboxState.TAKEN,), InboxState.DONE)
 
     async def drop(self, seq: int, reason: str) -> InboxRow:
         """received|taken -> dropped: refused (unauthorised sender, resume given up, ...), with the reason kept."""
-        return await self._move(seq, PENDING_STATES, "dropped", reason)
+        return await self._move(seq, PENDING_STATES, InboxState.DROPPED, reason)
 
     async def _move(self, seq: int, allowed: tuple, target: str, reason: Optional[str] = None) -> InboxRow:
         async def do(conn):

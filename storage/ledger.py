@@ -35,6 +35,7 @@ A ledger failure never blocks a send: wrap calls in ``best_effort``, which logs 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import logging
 import sqlite3
@@ -50,7 +51,22 @@ from .owner import Owner, current_owner, is_owner_alive, is_same_process
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-OBLIGATION_STATES = ("pending", "attempting", "delivered", "failed", "abandoned")
+
+
+class ObligationState(enum.StrEnum):
+    """An obligation's state (the legal moves: the module docstring). str-valued: the values are what the ``state``
+    column holds (and its CHECK constraint, schema.py) and what the admin views show, unchanged; a row read back
+    holds the plain string, which compares equal to its member."""
+    PENDING = "pending"
+    ATTEMPTING = "attempting"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    ABANDONED = "abandoned"
+
+
+OBLIGATION_STATES = tuple(s.value for s in ObligationState)
+OPEN_OBLIGATIONS = tuple(s.value for s in ObligationState if s not in (ObligationState.DELIVERED,
+                                                                       ObligationState.ABANDONED))   # still to deliver
 _COLUMNS = ("obligation_id, session_key, inbound_ref, platform, chat_id, thread_id, reply_to, content, chunks, state, "
             "fence, attempts, owner_pid, owner_start, owner_host, last_error, created_at, updated_at, send_intent, "
             "ambiguous")
@@ -158,7 +174,7 @@ class Ledger:
                 (oid, session_key, inbound_ref, target.platform, str(target.chat_id),
                  None if target.thread_id is None else str(target.thread_id),
                  None if target.reply_to is None else str(target.reply_to), content, chunk_blob, now, now))
-            claimed = claim and (await _load(conn, oid)).state == "pending"
+            claimed = claim and (await _load(conn, oid)).state == ObligationState.PENDING
             if claimed:
                 await _claim(conn, oid, now)
                 if send_intent is not None:
@@ -173,7 +189,7 @@ class Ledger:
     async def mark_attempting(self, oid: str, fence: Optional[int] = None) -> int:
         """pending|failed -> attempting, owned by this process; returns the new fence for every later call."""
         async def do(conn, now):
-            await _require(conn, oid, fence, ("pending", "failed"), "mark_attempting")
+            await _require(conn, oid, fence, (ObligationState.PENDING, ObligationState.FAILED), "mark_attempting")
             return await _claim(conn, oid, now)
         return await self._db.write(do, time.time())
 
@@ -182,7 +198,7 @@ class Ledger:
         """Record the platform message id of part ``part_index`` the moment the platform returns it. Recording
         the same id again is a no-op; a different id for a recorded part is refused unless ``replace``."""
         async def do(conn, now):
-            await _require(conn, oid, fence, ("attempting",), "record_part")
+            await _require(conn, oid, fence, (ObligationState.ATTEMPTING,), "record_part")
             known = await fetch_one(conn, "SELECT platform_message_id FROM obligation_parts WHERE obligation_id = ? "
                                           "AND part_index = ?", (oid, part_index))
             if known is not None and known[0] != str(platform_message_id) and not replace:
@@ -200,7 +216,7 @@ class Ledger:
         """The send of ``part_index`` is known not to have happened (the platform refused it): its intent goes, so
         no later claim takes the reply for ambiguous on its account."""
         async def do(conn, now):
-            await _require(conn, oid, fence, ("attempting",), "clear_send_intent")
+            await _require(conn, oid, fence, (ObligationState.ATTEMPTING,), "clear_send_intent")
             await conn.execute("UPDATE obligations SET send_intent = NULL, updated_at = ? WHERE obligation_id = ? "
                                "AND send_intent = ?", (now, oid, int(part_index)))
         await self._db.write(do, time.time())
@@ -209,7 +225,7 @@ class Ledger:
         """Commit, before a send of part ``part_index`` leaves, that it is about to: if the id never comes back
         (kill -9 in between), the next claim knows a copy it cannot address may exist."""
         async def do(conn, now):
-            await _require(conn, oid, fence, ("attempting",), "record_send_intent")
+            await _require(conn, oid, fence, (ObligationState.ATTEMPTING,), "record_send_intent")
             await conn.execute("UPDATE obligations SET send_intent = ?, updated_at = ? WHERE obligation_id = ?",
                                (int(part_index), now, oid))
         await self._db.write(do, time.time())
@@ -219,7 +235,7 @@ class Ledger:
         platform gives no way to find): from now on every copy carries the re-sent marker. Set before the first
         marked copy leaves."""
         async def do(conn, now):
-            await _require(conn, oid, fence, ("attempting",), "mark_ambiguous")
+            await _require(conn, oid, fence, (ObligationState.ATTEMPTING,), "mark_ambiguous")
             await conn.execute("UPDATE obligations SET ambiguous = 1, updated_at = ? WHERE obligation_id = ?",
                                (now, oid))
         await self._db.write(do, time.time())
@@ -229,13 +245,13 @@ class Ledger:
         blob = records.pack(list(chunks))
 
         async def do(conn, now):
-            await _require(conn, oid, fence, ("attempting",), "set_chunks")
+            await _require(conn, oid, fence, (ObligationState.ATTEMPTING,), "set_chunks")
             await conn.execute("UPDATE obligations SET chunks = ?, updated_at = ? WHERE obligation_id = ?",
                                (blob, now, oid))
         await self._db.write(do, time.time())
 
     async def mark_delivered(self, oid: str, fence: int) -> None:
-        await self._finish(oid, fence, ("attempting",), "delivered", None)
+        await self._finish(oid, fence, (ObligationState.ATTEMPTING,), ObligationState.DELIVERED, None)
 
     async def mark_failed(self, oid: str, fence: int, error: str) -> None:
         """attempting -> failed: the owner gives this attempt up, and with it the ownership. A failed row kept its
@@ -243,8 +259,8 @@ class Ledger:
         process lived: a consumer that gave up (its session hands the reply to the sweeper) or the sweeper's own
         failed send waited for the next restart."""
         async def do(conn, now):
-            await _require(conn, oid, fence, ("attempting",), "-> failed")
-            await _set_state(conn, oid, "failed", now, str(error))
+            await _require(conn, oid, fence, (ObligationState.ATTEMPTING,), "-> failed")
+            await _set_state(conn, oid, ObligationState.FAILED, now, str(error))
             await conn.execute("UPDATE obligations SET owner_pid = NULL, owner_start = NULL, owner_host = NULL "
                                "WHERE obligation_id = ?", (oid,))
         await self._db.write(do, time.time())
@@ -259,9 +275,9 @@ class Ledger:
         async def do(conn, now):
             row = await fetch_one(conn, "SELECT state, owner_pid, owner_start, owner_host FROM obligations "
                                         "WHERE obligation_id = ?", (oid,))
-            if row is None or row[0] != "attempting" or not is_same_process(Owner(*row[1:]), me):
+            if row is None or row[0] != ObligationState.ATTEMPTING or not is_same_process(Owner(*row[1:]), me):
                 return False
-            await _set_state(conn, oid, "failed", now, str(reason), bump=True)
+            await _set_state(conn, oid, ObligationState.FAILED, now, str(reason), bump=True)
             await conn.execute("UPDATE obligations SET owner_pid = NULL, owner_start = NULL, owner_host = NULL "
                                "WHERE obligation_id = ?", (oid,))
             return True
@@ -269,7 +285,7 @@ class Ledger:
 
     async def abandon(self, oid: str, fence: int, reason: str) -> None:
         """pending|attempting|failed -> abandoned: give up (the reason is kept as last_error)."""
-        await self._finish(oid, fence, ("pending", "attempting", "failed"), "abandoned", str(reason))
+        await self._finish(oid, fence, OPEN_OBLIGATIONS, ObligationState.ABANDONED, str(reason))
 
     async def _finish(self, oid: str, fence: int, allowed: tuple, target: str, error: Optional[str]) -> None:
         async def do(conn, now):
@@ -281,10 +297,10 @@ class Ledger:
         """Admin retry: failed|abandoned -> pending with attempts reset; the fence moves on, so any earlier
         holder is stale."""
         async def do(conn, now):
-            await _require(conn, oid, None, ("failed", "abandoned"), "requeue")
+            await _require(conn, oid, None, (ObligationState.FAILED, ObligationState.ABANDONED), "requeue")
             await conn.execute("UPDATE obligations SET attempts = 0, owner_pid = NULL, owner_start = NULL, "
                                "owner_host = NULL WHERE obligation_id = ?", (oid,))
-            await _set_state(conn, oid, "pending", now, bump=True)
+            await _set_state(conn, oid, ObligationState.PENDING, now, bump=True)
             return await _load(conn, oid)
         return await self._db.write(do, time.time())
 
@@ -308,7 +324,7 @@ class Ledger:
                       "owner_host, fence, chunks, updated_at, session_key FROM obligations "
                       "WHERE state IN ('pending', 'attempting', 'failed') ORDER BY created_at")
             for oid, state, platform, attempts, created_at, pid, start, host, fence, chunks, updated, key in candidates:
-                if state != "pending" and is_owner_alive(Owner(pid, start, host, fence)):
+                if state != ObligationState.PENDING and is_owner_alive(Owner(pid, start, host, fence)):
                     continue
                 if not serves(key):
                     continue
@@ -318,11 +334,11 @@ class Ledger:
                     # deliver nothing of it, so it neither claims it nor counts an attempt against it: counted,
                     # a few sweeps after restarts abandoned a reply its session was about to finish.
                     continue
-                if not too_old and state != "pending" and updated > now - spacing_s(attempts):
+                if not too_old and state != ObligationState.PENDING and updated > now - spacing_s(attempts):
                     continue   # tried a moment ago: a fault storm spends no more attempts than its length allows
                 if attempts >= max_attempts or too_old:
                     why = "too many attempts" if attempts >= max_attempts else "too old to deliver"
-                    await _set_state(conn, oid, "abandoned", now, f"swept: {why}", bump=True)
+                    await _set_state(conn, oid, ObligationState.ABANDONED, now, f"swept: {why}", bump=True)
                     log.warning("obligation %s abandoned by the sweep: %s", oid[:12], why)
                 elif platform in connected:
                     await _claim(conn, oid, now)

@@ -50,12 +50,12 @@ from . import records
 from .db import fetch_all, fetch_one
 from .errors import ImportRefused, TurnRunning
 from .inbox import PENDING_STATES
-from .ledger import obligation_id
+from .ledger import OPEN_OBLIGATIONS, obligation_id
 from .sessions import CURRENT_STATES, SessionInfo
 from .transfer import (MOVE_VERSION, REFUSED, ParsedExport, check, decode_maps, frame, import_rows, is_time,
                        parse_session, refuse, session_maps)
 
-OPEN_STATES = ("pending", "attempting", "failed")   # an obligation still to deliver (ledger.py)
+OPEN_STATES = OPEN_OBLIGATIONS   # an obligation still to deliver
 RUNTIME_FIELDS = ["type", "turn_token", "compression_cursor", "resume_pending", "resume_inbox", "resume_started_at",
                   "resume_attempted", "updated_at", "resume_attempts", "resumes_total", "notices_total"]
 INBOX_FIELDS = ["type", "platform", "platform_message_id", "state", "payload", "received_at", "updated_at", "reason"]

@@ -12,6 +12,7 @@ all-or-nothing: a batch is never half in the transcript, and seqs never have gap
 """
 from __future__ import annotations
 
+import enum
 import re
 import time
 import uuid
@@ -30,8 +31,21 @@ if TYPE_CHECKING:
     from .moving import MoveOutcome
 
 ROLES = ("user", "assistant", "tool", "system")
-SESSION_STATES = ("active", "suspended", "reset", "closed")
-CURRENT_STATES = ("active", "suspended")
+
+
+class SessionState(enum.StrEnum):
+    """A session row's state: ACTIVE <-> SUSPENDED (both *current*: at most one per key); ACTIVE | SUSPENDED ->
+    RESET (a new session replaced it) | CLOSED (closed, or idle past retention). str-valued: the values are what the
+    ``state`` column holds and the admin views show, unchanged; a row read back holds the plain string, which
+    compares equal to its member."""
+    ACTIVE = "active"
+    SUSPENDED = "suspended"
+    RESET = "reset"
+    CLOSED = "closed"
+
+
+SESSION_STATES = tuple(s.value for s in SessionState)
+CURRENT_STATES = (SessionState.ACTIVE.value, SessionState.SUSPENDED.value)
 MAX_DISPLAY_BYTES = 16 * 1024
 
 SESSION_COLUMNS = "session_id, session_key, state, created_at, updated_at, title, source"
@@ -127,7 +141,7 @@ class SessionStore(RuntimeOps):
             return session_from_row(row)
         await conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, 'active', ?, ?, NULL, ?)",
                            (new_id, key, now, now, source))
-        return SessionInfo(new_id, key, "active", now, now, None, records.unpack(source), created=True)
+        return SessionInfo(new_id, key, SessionState.ACTIVE.value, now, now, None, records.unpack(source), created=True)
 
     async def get(self, session_id: str) -> Optional[SessionInfo]:
         async def fetch(conn):
@@ -203,19 +217,19 @@ class SessionStore(RuntimeOps):
         source = source if source is not None else (old[1] if old else records.pack({}))
         await conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, 'active', ?, ?, NULL, ?)",
                            (new_id, key, now, now, source))
-        return SessionInfo(new_id, key, "active", now, now, None, records.unpack(source), created=True)
+        return SessionInfo(new_id, key, SessionState.ACTIVE.value, now, now, None, records.unpack(source), created=True)
 
     async def suspend(self, session_id: str) -> None:
         """active -> suspended: still the key's current session (get_or_create returns it), marked paused."""
-        await self._transition(session_id, ("active",), "suspended")
+        await self._transition(session_id, (SessionState.ACTIVE,), SessionState.SUSPENDED)
 
     async def resume(self, session_id: str) -> None:
         """suspended -> active."""
-        await self._transition(session_id, ("suspended",), "active")
+        await self._transition(session_id, (SessionState.SUSPENDED,), SessionState.ACTIVE)
 
     async def close(self, session_id: str) -> None:
         """active|suspended -> closed: the next get_or_create of the key starts a new session."""
-        await self._transition(session_id, CURRENT_STATES, "closed")
+        await self._transition(session_id, CURRENT_STATES, SessionState.CLOSED)
 
     async def _transition(self, session_id: str, allowed: tuple, target: str) -> None:
         async def do(conn):

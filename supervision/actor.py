@@ -159,7 +159,7 @@ class GatewayActor(Behaviour, Actor):
                     self.handle(linked, sender)
             if self.bridge is not None:
                 for item in self.bridge.drain():
-                    self._take_loop_item(item)
+                    self.take_bridge_item(item)
             self.after_bridge_items()
         elif isinstance(message, PoisonMessage):
             self.log.warning("%s: a message we sent could not be handled: %s", self.name,
@@ -173,15 +173,14 @@ class GatewayActor(Behaviour, Actor):
             return
         super().handle(message, sender)
 
-    def _take_loop_item(self, item) -> None:
-        if isinstance(item, PingThroughLoop):
-            self.send(item.sender, Pong(item.ping.nonce, self.name, os.getpid()))
-        elif isinstance(item, LoopDied):
-            if item.trace:
-                self.log.error("%s: its asyncio loop died:\n%s", self.name, item.trace)
-            raise LoopGone(f"its asyncio loop died ({item.reason})")
-        else:
-            self.take_bridge_item(item)
+    # Items any process actor's loop may hand back, whatever the actor (dispatched as supervision/behaviour.py says).
+    def on_loop_PingThroughLoop(self, item: PingThroughLoop) -> None:
+        self.send(item.sender, Pong(item.ping.nonce, self.name, os.getpid()))
+
+    def on_loop_LoopDied(self, item: LoopDied) -> None:
+        if item.trace:
+            self.log.error("%s: its asyncio loop died:\n%s", self.name, item.trace)
+        raise LoopGone(f"its asyncio loop died ({item.reason})")
 
     def describe(self):
         node = super().describe()

@@ -19,8 +19,15 @@ What every actor gets from here:
   or blocks its loop (``loop_exit``, ``loop_hang``).
 * Timers: ``on_timer_<tag>(data)`` runs when a timer set with ``after(seconds, tag, data)`` is due.
 
+One dispatch style (docs/design.md §1.7), by name, with no isinstance chains: mail goes to
+``on_<MessageType>(message, sender)``, a timer to ``on_timer_<tag>(data)``, and an item the actor's async work
+posted (it comes back from the loop) to ``on_loop_<ItemType>(item)``. Items have their own names so that a type that
+is both mail and an item never reaches the wrong handler. An item of a type with no handler goes to
+``on_bridge(item)``, the catch-all (a ``TaskDone`` the actor does not wait for, say).
+
 Lifecycle hooks, on the thread that runs the actor's handlers (the Thespian actor's own thread, for a cell too):
-``on_start(args)`` right after Started; ``on_bridge(item)`` for each item the actor's async work posted;
+``on_start(args)`` right after Started; ``on_bridge(item)`` for each item the actor's async work posted that no
+``on_loop_<ItemType>`` takes;
 ``on_stop()`` when the actor stops on purpose or after a crash (best effort: never after a kill -9, so nothing that
 must survive may rely on it).
 """
@@ -74,17 +81,21 @@ class Behaviour:
         """On a graceful stop or after a crash. Not called after a kill -9."""
 
     def on_bridge(self, item) -> None:
-        """An item posted by this actor's async work, on the actor's own thread."""
+        """An item posted by this actor's async work that no ``on_loop_<ItemType>`` takes, on the actor's thread."""
 
     def take_bridge_item(self, item) -> None:
         """Where the bridge hands each item: a fact for the metrics actor (``metric_fact``, e.g. a plugin's hook
         that failed on the loop, which may not log) is logged with its ``log_line`` and reported; anything else
-        goes to ``on_bridge``."""
+        goes to its ``on_loop_<ItemType>(item)``, else to ``on_bridge``."""
         if getattr(item, "metric_fact", False):
             self.log.warning("%s", getattr(item, "log_line", item))
             self.report(item)
-        else:
+            return
+        handler = getattr(self, "on_loop_" + type(item).__name__, None)
+        if handler is None:
             self.on_bridge(item)
+        else:
+            handler(item)
 
     def on_directory(self, directory) -> None:
         """The well-known addresses changed (one of them was restarted)."""

@@ -50,7 +50,8 @@ from supervision.behaviour import crash_reason
 from supervision.cell import BridgeItem, Cell, CellAddress, CellBridge
 from supervision.cell_timers import CellTimers
 from common.logging_setup import acting_as
-from supervision.spec import ChildSpec, Intensity, SupervisorFlags, backoff_delay, should_restart, wait_out_delay
+from supervision.spec import (ChildSpec, ChildStatus, Intensity, SupervisorFlags, backoff_delay, should_restart,
+                              wait_out_delay)
 
 RUN_BUDGET = 2000      # messages handled per run before the host actor lets Thespian transmit what was sent
 # One transaction holds SQLite's write lock, which the adapters' inbox writes wait for: a group is kept short.
@@ -90,7 +91,7 @@ class CellState:
     cell: Optional[Cell] = None
     epoch: int = 0
     mailbox: collections.deque = field(default_factory=collections.deque)
-    status: str = "starting"      # running | restarting | stopped
+    status: ChildStatus = ChildStatus.STARTING   # RUNNING once made; RESTARTING | STOPPED after it exits
     started_at: float = 0.0
     restarts: int = 0
     last_exit: Optional[str] = None
@@ -138,7 +139,7 @@ class CellHost:
         cell.host, cell.myAddress = self, CellAddress(self.id, spec.name, state.epoch)
         if cell.uses_bridge and self.bridge is not None:
             cell.bridge = CellBridge(self.bridge, cell.myAddress)
-        state.cell, state.status, state.started_at = cell, "running", time.time()
+        state.cell, state.status, state.started_at = cell, ChildStatus.RUNNING, time.time()
         state.stop_requested = state.clean_stop = False
         after_outside_cause, state.outside_cause = state.outside_cause, False
         state.mailbox.clear()
@@ -362,7 +363,7 @@ class CellHost:
             log.exception("%s: on_stop failed", state.spec.name)
         state.last_exit = reason
         restarting = restart and should_restart(state.spec.restart, abnormal) and self._may_restart(state)
-        state.status = "restarting" if restarting else "stopped"
+        state.status = ChildStatus.RESTARTING if restarting else ChildStatus.STOPPED
         self._on_exit(state, abnormal, restarting)
         if not restarting and self.cells.get(state.spec.name) is state and state.cell is None:
             del self.cells[state.spec.name]
@@ -399,7 +400,8 @@ class CellHost:
 
     def _restart_due(self, name: str, epoch: int) -> None:
         state = self.cells.get(name)
-        if state is not None and state.cell is None and state.epoch == epoch and state.status == "restarting":
+        if state is not None and state.cell is None and state.epoch == epoch \
+                and state.status is ChildStatus.RESTARTING:
             self.start(state.spec)
 
     # ------------------------------------------------------------------------------------------------- views
@@ -416,7 +418,7 @@ class CellHost:
                                     last_exit=state.last_exit, pending=node.pending))
             else:
                 out.append(TreeNode(kind=state.spec.kind_name, name=state.spec.name, pid=os.getpid(), address="",
-                                    state=state.status, started_at=state.started_at, restarts=state.restarts,
+                                    state=state.status.value, started_at=state.started_at, restarts=state.restarts,
                                     last_exit=state.last_exit))
         return tuple(out)
 

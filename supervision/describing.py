@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 
 from supervision.messages import DescribeTree, TreeNode, TreeReply
+from supervision.spec import ChildStatus
 
 DESCRIBE_TIMEOUT_S = 2.0
 # A child that has not answered for this long is shown as unresponsive; before that it is only slow, and shown as it
@@ -81,19 +82,19 @@ class DescribesSubtree:
                 ref = child.seen_as if child.seen_as is not None else child.address
                 node = TreeNode(kind=child.spec.kind_name, name=name, pid=child.pid,
                                 address=str(ref) if ref is not None else "",
-                                state="unresponsive" if silent else child.status,
+                                state="unresponsive" if silent else child.status.value,
                                 started_at=child.started_at, ref=ref, pending=child.last_pending)
                 # Slow to answer, or not asked now because an overlapping walk still waits for it: its subtree as
                 # it last answered is truer than a stub without children (sessions would seem to vanish).
                 if not silent and child.last_node is not None and child.last_node.pid == child.pid:
-                    node = _replace(child.last_node, state=node.state if child.status != "running" else
+                    node = _replace(child.last_node, state=node.state if child.status is not ChildStatus.RUNNING else
                                     child.last_node.state, children=_without_refs(child.last_node.children))
                 if ref is not None:
                     # A live child that has not answered this walk is counted as holding work until it says
                     # otherwise: a drain must never take silence (or an old answer) for idleness.
                     node = _replace(node, pending=max(node.pending, 1))
-            elif child.status != "running":
-                node = _replace(node, state=child.status)
+            elif child.status is not ChildStatus.RUNNING:
+                node = _replace(node, state=child.status.value)   # a plain str on the wire, as before
             nodes.append(_replace(node, restarts=child.restarts, last_exit=child.last_exit,
                                   started_at=child.started_at or node.started_at))
         pending["then"](_replace(self.describe(), children=tuple(nodes)))

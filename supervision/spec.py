@@ -46,6 +46,34 @@ class Strategy(str, enum.Enum):
     ONE_FOR_ALL = "one_for_all"
 
 
+class ChildStatus(enum.StrEnum):
+    """A child's (or a cell's) phase as its supervisor sees it. str-valued: the values are the admin tree's node
+    states, unchanged.
+
+      STOPPED -> STARTING         launched
+      STARTING -> RUNNING         it took its Started and answered (ChildReady); a cell is RUNNING once its host
+                                  made it
+      RUNNING -> RESTARTING       it exited and its restart type says again, or it is stopped with its group
+      RESTARTING -> STARTING      started again after the backoff
+      RUNNING -> STOPPED          it exited and is not restarted
+      any -> FAILED               its supervisor gave up (a placed child: failing until its host joins again)
+      any -> UNAVAILABLE          a placed child's host was lost (started again when the host joins again)
+    """
+    STARTING = "starting"
+    RUNNING = "running"
+    RESTARTING = "restarting"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    UNAVAILABLE = "unavailable"
+
+
+class Ending(enum.Enum):
+    """How a child's current incarnation is ending, as far as its supervisor knows."""
+    UNANNOUNCED = "unannounced"       # nothing said: an exit now is a crash or a kill (abnormal)
+    ANNOUNCED = "announced"           # it announced a clean stop (ChildStopping): a transient child stays stopped
+    BY_SUPERVISOR = "by_supervisor"   # its supervisor stopped it (a group restart, giving up): that decides its fate
+
+
 @dataclass(frozen=True)
 class ChildSpec:
     name: str

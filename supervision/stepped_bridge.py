@@ -23,17 +23,19 @@ does not change, with one rule more: nothing may block the actor thread waiting 
 on a submitted coroutine would wait for a step that cannot come); ``run_sync`` runs a coroutine to its end instead.
 A coroutine that blocks (a sync call on the loop) holds up the actor's mail too, as it would hold up a threaded
 loop's cells; the shard's loop monitor and the watchdog's pings see it either way.
+
+What this needs of CPython's private event-loop internals (a pass, the ready queue, the timer heap, the selector)
+is in runtime/loop_stepping.py, with the versions it was checked against; the start-up self-test checks it.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
 import logging
-import sys
 import threading
-from asyncio import events
 from typing import Any, Awaitable, Optional
 
+from runtime import loop_stepping
 from supervision.bridge import reporting
 
 log = logging.getLogger("gateway.bridge")
@@ -74,16 +76,13 @@ class SteppedBridge:
         self.name = name
         self.loop = asyncio.new_event_loop()
         self._owner = threading.get_ident()
-        # Async generators (an agent's stream is one) are finalised by the loop that runs them: the hooks
-        # ``run_forever`` would set around each run are set once, for this thread, which runs only this loop.
-        sys.set_asyncgen_hooks(firstiter=self.loop._asyncgen_firstiter_hook,
-                               finalizer=self.loop._asyncgen_finalizer_hook)
+        loop_stepping.adopt(self.loop)   # this thread's async generators are finalised by this loop
         self._items: collections.deque = collections.deque()
         self._closed = False
         self.busy = False   # the last step ended with callbacks still ready (MAX_PASSES reached)
 
     def fileno(self) -> int:
-        return self.loop._selector.fileno()   # CPython's selector loop: the epoll (or poll) object it waits on
+        return loop_stepping.selector_fileno(self.loop)
 
     def submit(self, coro: Awaitable, tag: Any = None) -> "Submitted":
         """Run ``coro`` on the loop from the next step. With a tag, its outcome comes back as a ``TaskDone``."""
@@ -111,38 +110,20 @@ class SteppedBridge:
     def has_work(self) -> bool:
         """Something to do at once: items to drain, or callbacks ready (a handler submitted work since the last step,
         or the last step stopped at MAX_PASSES)."""
-        return bool(self._items) or self.busy or bool(self.loop._ready)
+        return bool(self._items) or self.busy or loop_stepping.has_ready(self.loop)
 
     def step(self) -> None:
         """Run what is ready, and what that makes ready, up to MAX_PASSES loop passes. Never waits.
 
-        A pass is CPython's ``_run_once``, entered the way ``run_forever`` enters it (this loop marked running on
-        this thread) but without ``run_forever``'s setting up and tearing down around every pass: a streaming
-        agent makes a pass per token, and that bookkeeping cost more than the pass."""
-        loop = self.loop
-        if self._closed or loop.is_running():
+        A pass is CPython's ``_run_once``, entered as ``run_forever`` enters it but without its setting up and
+        tearing down around every pass (runtime/loop_stepping.py)."""
+        if self._closed or self.loop.is_running():
             return
-        events._set_running_loop(loop)
-        loop._thread_id = self._owner
-        try:
-            if not loop._ready:            # CPython's callbacks due now: with one, a pass polls without waiting
-                loop.call_soon(_nothing)
-            for _ in range(MAX_PASSES):
-                loop._run_once()
-                if not loop._ready:
-                    self.busy = False
-                    return
-            self.busy = True
-        finally:
-            loop._thread_id = None
-            events._set_running_loop(None)
+        self.busy = loop_stepping.run_passes(self.loop, self._owner, MAX_PASSES)
 
     def next_timer(self) -> Optional[float]:
         """Seconds until the loop's earliest timer is due, or None without one."""
-        scheduled = self.loop._scheduled   # CPython's heap of timer handles (a cancelled one may lead: one wakeup)
-        if not scheduled:
-            return None
-        return max(0.0, scheduled[0].when() - self.loop.time())
+        return loop_stepping.next_timer(self.loop)
 
     def run_sync(self, coro: Awaitable, timeout: float):
         """Run a short coroutine to its end on this thread (other tasks of the loop run meanwhile)."""

@@ -1,12 +1,14 @@
 """The supervisor behaviour: starts children from specs, restarts them by policy, gives up by intensity.
 
-State (per child, see ``ChildState``): its spec, current address and pid, status, start time, restart count, last
-exit reason, and the epoch of its current incarnation (timers carry it, so a timer meant for an earlier incarnation
-does nothing).
+State (per child, see ``ChildState``): its spec, current address and pid, status (``ChildStatus``: its phase, with
+the transitions in spec.py), how its incarnation is ending (``Ending``), start time, restart count, last exit reason,
+and the epoch of its current incarnation (timers carry it, so a timer meant for an earlier incarnation does
+nothing). Facts beside the phase: whether its last crash had an outside cause, whether its process was missing at
+the last liveness check (``vanished``), an unanswered DescribeTree.
 
 Messages it takes:
   Started               from its parent: start the static children in order
-  ChildReady            a child is up (pid known)            -> status running
+  ChildReady            a child is up (pid known)            -> RUNNING
   CrashReport           a child is about to exit on a crash  -> remembered as its exit reason (and whether its
                         cause lies outside the gateway: such a crash is waited out, see spec.py)
   ChildStopping         a child is stopping cleanly          -> a transient child will not be restarted
@@ -44,9 +46,9 @@ from supervision.actor import GatewayActor
 from supervision.describing import DescribesSubtree
 from supervision.messages import (ActorRestarted, AddressesChanged, ChildReady, ChildStopping, ConfigChanged,
                                   CrashReport, RestartChild, Started, SupervisorGaveUp, TreeNode)
-from supervision.spec import (ChildSpec, Intensity, Restart, SupervisorFlags, affected_children, backoff_delay,
-                              should_restart, wait_out_delay)
-from supervision.thespian_addresses import forget_child_address
+from supervision.spec import (ChildSpec, ChildStatus, Ending, Intensity, Restart, SupervisorFlags,
+                              affected_children, backoff_delay, should_restart, wait_out_delay)
+from runtime.child_addresses import forget_child_address
 
 
 
@@ -63,14 +65,13 @@ class ChildState:
     address: Any = None           # as createActor returned it (Thespian's local stand-in until the child is up)
     seen_as: Any = None           # the address its own messages come from (the sender of its ChildReady)
     pid: int = 0
-    status: str = "stopped"       # starting | running | restarting | stopped | failed
+    status: ChildStatus = ChildStatus.STOPPED
     started_at: float = 0.0
     ready_boot: float = 0.0       # when it answered Started, counted from boot (to tell its process from a newer one)
     restarts: int = 0
     last_exit: Optional[str] = None
     epoch: int = 0
-    clean_stop: bool = False      # the child announced a clean stop
-    stopped_by_us: bool = False   # we stopped it as part of a group restart or shutdown
+    ending: Ending = Ending.UNANNOUNCED   # how its current incarnation is ending (a stop by us outranks its word)
     report: Optional[str] = None  # what the child (or its escalation) said before exiting
     outside_cause: bool = False   # ... and that it crashed on a cause outside the gateway (storage unavailable)
     outside_logged_at: float = 0.0
@@ -129,9 +130,9 @@ class Supervisor(DescribesSubtree, GatewayActor):
     def _launch(self, child: ChildState) -> None:
         child.address = self.createActor(child.spec.actor, targetActorRequirements=child.spec.placement) \
             if child.spec.placement else self.createActor(child.spec.actor)
-        child.status, child.started_at, child.pid = "starting", time.time(), 0
+        child.status, child.started_at, child.pid = ChildStatus.STARTING, time.time(), 0
         child.epoch += 1
-        child.clean_stop = child.stopped_by_us = False
+        child.ending = Ending.UNANNOUNCED
         after_outside_cause = child.outside_cause
         child.report, child.asked_at, child.last_asked, child.outside_cause = None, 0.0, 0.0, False
         self.send(child.address, Started(child.spec.name, child.spec.kind_name, child.spec.args, self.config,
@@ -169,10 +170,10 @@ class Supervisor(DescribesSubtree, GatewayActor):
         # before that. An address match alone then fails, for this message and for every later one (tree replies,
         # the exit notice): the child would look unresponsive forever and its exit would go unnoticed. Only the
         # incarnation we launched last is starting, and it is the only one that can answer Started.
-        if child.address == sender or child.status == "starting":
+        if child.address == sender or child.status is ChildStatus.STARTING:
             child.seen_as = sender
             # Uptime counts from here: the child has taken its Started and answered.
-            child.pid, child.status, child.started_at = message.pid, "running", time.time()
+            child.pid, child.status, child.started_at = message.pid, ChildStatus.RUNNING, time.time()
             child.ready_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
             self.announce_children()
 
@@ -188,8 +189,8 @@ class Supervisor(DescribesSubtree, GatewayActor):
 
     def on_ChildStopping(self, message: ChildStopping, sender) -> None:
         child = self.children.get(message.name)
-        if child is not None:
-            child.clean_stop = True
+        if child is not None and child.ending is not Ending.BY_SUPERVISOR:
+            child.ending = Ending.ANNOUNCED
 
     def on_ChildActorExited(self, message: ChildActorExited, sender) -> None:
         child = self.child_by_address(message.childAddress)
@@ -222,21 +223,21 @@ class Supervisor(DescribesSubtree, GatewayActor):
         forget_child_address(self, child.address)   # Thespian's own record of it would otherwise stay for good
         child.address, child.seen_as, child.pid = None, None, 0
         self.announce_children()
-        if child.stopped_by_us:
+        if child.ending is Ending.BY_SUPERVISOR:
             child.last_exit = child.report or "stopped by its supervisor"
             if self.gave_up and all(c.address is None for c in self.children.values()):
                 self.on_timer_give_up(None)
             return
-        abnormal = not child.clean_stop
+        abnormal = child.ending is not Ending.ANNOUNCED
         child.last_exit = child.report or ("stopped" if not abnormal else "killed (exited without a report)")
         self.child_exited(child, abnormal)
         if self.children.get(child.spec.name) is not child:
             return  # the hook forgot or replaced it
         if self._exiting or self.gave_up:
-            child.status = "stopped"
+            child.status = ChildStatus.STOPPED
             return
         if not should_restart(child.spec.restart, abnormal):
-            child.status = "stopped"
+            child.status = ChildStatus.STOPPED
             if child.spec.restart is Restart.TEMPORARY or not abnormal:
                 self.forget_child(child.spec.name)
             return
@@ -276,7 +277,8 @@ class Supervisor(DescribesSubtree, GatewayActor):
         if self.announces is None or self.parent is None:
             return
         self.announcements += 1
-        addresses = tuple((name, c.seen_as if c.status == "running" else None) for name, c in self.children.items())
+        addresses = tuple((name, c.seen_as if c.status is ChildStatus.RUNNING else None)
+                          for name, c in self.children.items())
         self.send(self.parent, AddressesChanged(self.announces, addresses, self.started_at, self.announcements))
 
     def forget_child(self, name: str) -> None:
@@ -288,7 +290,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
         names = affected_children(self._flags.strategy, self.order, failed)
         for name in names:
             other = self.children[name]
-            other.status = "restarting"
+            other.status = ChildStatus.RESTARTING
             if name != failed and other.address is not None:
                 self._stop(other)
         group = next(self._group_ids)
@@ -307,7 +309,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
             self._launch(self.children[name])
 
     def _stop(self, child: ChildState) -> None:
-        child.stopped_by_us = True
+        child.ending = Ending.BY_SUPERVISOR
         self.send(child.address, ActorExitRequest())
         self.after(child.spec.shutdown_timeout_s, "kill", (child.spec.name, child.epoch))
 
@@ -339,7 +341,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
         self.gave_up, self._give_up_reason = True, reason
         alive = [self.children[n] for n in reversed(self.order) if self.children[n].address is not None]
         for child in self.children.values():
-            child.status = "failed"
+            child.status = ChildStatus.FAILED
         for child in alive:
             self._stop(child)
         if alive:
@@ -362,7 +364,7 @@ class Supervisor(DescribesSubtree, GatewayActor):
         return "failed" if self.gave_up else "running"
 
     def counts(self) -> dict:
-        statuses = [c.status for c in self.children.values()]
+        statuses = [c.status.value for c in self.children.values()]   # plain strings, as the admin views had them
         return {s: statuses.count(s) for s in set(statuses)}
 
 

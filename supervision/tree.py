@@ -55,30 +55,39 @@ def to_json(node: TreeNode) -> dict:
 CELLS_SHOWN = 20   # per host, without --all: the busiest cells; the rest are counted on one line
 
 
+MIDDLE, LAST = "├─ ", "└─ "
+WHEN_FACTS = ("since",)   # facts that are a wall-clock time: shown as how long ago
+
+
 def render(node: TreeNode, now: float | None = None, every_cell: bool = False) -> str:
     """The tree, one line per actor. A host of thousands of cells (a session shard) shows its busiest CELLS_SHOWN
     (pending work, then restarts, then the longest-lived) and counts the rest, unless ``every_cell``."""
     now = now or time.time()
     lines: list[str] = []
-    _render(node, 0, now, every_cell, lines)
+    _render(node, "", "", now, every_cell, lines)
     return "\n".join(lines)
 
 
-def _render(n: TreeNode, depth: int, now: float, every_cell: bool, lines: list) -> None:
+def _render(n: TreeNode, glyph: str, indent: str, now: float, every_cell: bool, lines: list) -> None:
+    """``n``'s line after ``indent`` and its own ``glyph`` (├─ for a child with a sibling below it, └─ for the
+    last one), then its children under the guides that continue past it (│ where a sibling of ``n`` follows)."""
     f = fields(n, now)
-    lines.append(f"{'  ' * depth}{'└─ ' if depth else ''}{f['label']}  [{f['state']}]  pid={f['pid']}  "
+    lines.append(f"{indent}{glyph}{f['label']}  [{f['state']}]  pid={f['pid']}  "
                  f"up {f['uptime']}  {f['address']}" + (f"  {' '.join(f['extra'])}" if f["extra"] else ""))
+    below = indent + ("" if not glyph else "│  " if glyph == MIDDLE else "   ")
     children, hidden = shown_children(n, every_cell)
-    for child in children:
-        _render(child, depth + 1, now, every_cell, lines)
+    for i, child in enumerate(children):
+        last = i == len(children) - 1 and not hidden
+        _render(child, LAST if last else MIDDLE, below, now, every_cell, lines)
     if hidden:
-        lines.append(f"{'  ' * (depth + 1)}└─ {hidden_text(hidden)}")
+        lines.append(f"{below}{LAST}{hidden_text(hidden)}")
 
 
 def fields(n: TreeNode, now: float) -> dict:
     """What one line of the tree says about ``n`` (``render`` here, and the admin CLI's drawing on a terminal)."""
     uptime = duration(now - n.started_at) if n.started_at and n.state in ("running", "busy") else "-"
-    extra = [f"{k}={v}" for k, v in n.facts]
+    extra = [f"{k}={duration(now - v)} ago" if k in WHEN_FACTS and isinstance(v, (int, float)) and v > 0
+             else f"{k}={v}" for k, v in n.facts]
     if n.restarts:
         extra.append(f"restarts={n.restarts}")
     if n.pending:

@@ -7,7 +7,7 @@ import time
 
 from thespian.actors import ActorSystem
 
-from daemon import loopback
+from runtime import loopback
 from common import processes
 from common.logging_setup import thespian_log_defs
 

@@ -79,7 +79,7 @@ class CountsAddresses(Supervisor):
     """A supervisor that says how many child addresses Thespian's address manager still holds for it."""
 
     def on_str(self, message, sender) -> None:
-        from supervision.thespian_addresses import addresses_held
+        from runtime.child_addresses import addresses_held
         if message == "addresses":
             self.send(sender, ("addresses", addresses_held(self)))
 

@@ -55,7 +55,10 @@ The base does the rest, identically for every platform:
   bound is stalled: logged, counted, and the adapter restarted by its supervisor (liveness.py);
 * outbound: ``PlatformOp`` -> one FIFO lane per chat, the chat's ``ChatBudget`` spent by sends, edits and deletes,
   429s waited out on that chat only, bounded retries, ``OpResult`` (redacted) to the sender; ids and platform keys
-  by idempotency.py (an op id handed again for another operation is refused, as an unknown action is).
+  by idempotency.py (an op id handed again for another operation is refused, as an unknown action is);
+* fault injection, honoured only with ``[debug] fault_injection``: ``HoldNextSend`` holds a chat's next recorded
+  send after the platform took it and before its id is in the ledger, until ``ReleaseSend`` (send_hold.py): the
+  window the conformance suite's delivery case kills the daemon in, where no fake can hold the platform's answer.
 """
 from __future__ import annotations
 
@@ -80,13 +83,14 @@ from actors.adapters.forwarding import WALK_S, Forwarding, InboundRoutes, Unforw
 from actors.adapters.liveness import IntakeStalled, Liveness, probe_server, served_address, silence_bound
 from actors.adapters.idempotency import KeyBook
 from actors.adapters.send_records import SendRecords
-from actors.adapters.intake import (Intake, IntakeFailed, _Connected, _Ingested, _IntakeRetrying, _LogLine, _OpDone,
+from actors.adapters.send_hold import SendHold
+from actors.adapters.intake import (Intake, IntakeFailed, IntakeConnected, Ingested, IntakeRetrying, LogLine, OpDone,
                                     _quietly)
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure
 from supervision.batching import Outbox
 from supervision.bridge import TaskDone
-from actors.messages import (AdapterConnected, AdapterConnection, FloodWaited, IntakeSilent,
-                             MessageEvent, OpResult, PlatformOp)
+from actors.messages import (AdapterConnected, AdapterConnection, FloodWaited, HoldNextSend, IntakeSilent,
+                             MessageEvent, OpResult, PlatformOp, ReleaseSend, SendHeld)
 from actors.hooks.points import tell_adapter_state
 from common.redact import configured_secrets, redact
 from actors.adapters.pacing import DEFAULT_PACING
@@ -98,6 +102,13 @@ from common.config import setting
 OP_METHODS = {"send": "send_message", "edit": "edit_message", "delete": "delete_message", "typing": "send_typing",
               "find_lost": "find_lost_copy", "react": "set_reaction"}
 STOP_TIMEOUT_S = 3.0
+
+
+@dataclasses.dataclass(frozen=True)
+class SendHeldNow:
+    """Loop -> actor thread: a send is held (send_hold.py); ``armer`` (if any) is told."""
+    armer: Any
+    held: SendHeld
 
 
 # ---------------------------------------------------------------------------------------------- the actor
@@ -129,6 +140,9 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         self.records = SendRecords(lambda: self.name, lambda: self.store, say=self.say, clean=self.clean_error)
         self._lanes = ChatLanes(self._run_op)
         self._budgets = ChatBudgets()   # replaced in on_start by one that honours earlier lives (budgets.py)
+        # Fault injection only ([debug] fault_injection): a reply's send held before its record (send_hold.py).
+        self.send_hold = SendHold(lambda armer, chat_id, message_id: self.post_to_actor(
+            SendHeldNow(armer, SendHeld(chat_id, message_id))))
         # actor thread only
         self._intake_task = None
         self._loop_bridge = None
@@ -201,6 +215,16 @@ class PlatformAdapter(GatewayActor, PlatformContract):
     def on_InboundStored(self, message, sender) -> None:
         self.bridge.submit(self.forwarding.mark(message), tag="forward_mark")
 
+    def on_HoldNextSend(self, message: HoldNextSend, sender) -> None:
+        if not self.debug_enabled():
+            self.log.warning("%s: send hold refused (enable [debug] fault_injection)", self.name)
+            return
+        self.bridge.call(self.send_hold.arm, message.chat_id, sender)
+
+    def on_ReleaseSend(self, message: ReleaseSend, sender) -> None:
+        if self.debug_enabled():
+            self.bridge.call(self.send_hold.release)
+
     def on_config_changed(self, old: dict) -> None:
         self.intake.take_config(self.config)   # a reload: what changes from the next inbound event on
 
@@ -236,28 +260,43 @@ class PlatformAdapter(GatewayActor, PlatformContract):
             store, self.store = self.store, None
             await store.close()
 
-    # ------------------------------------------------------------------------------- bridge items (actor thread)
-    def on_bridge(self, item) -> None:
-        if isinstance(item, _LogLine):
-            self.log.log(item.level, "%s", item.text)
-        elif isinstance(item, (_Ingested, Unforwarded)):
-            for address, message in self.routes.of_round(self.directory, item.rings, item.rows, time.monotonic()):
-                self.batched_out.put(address, message)
-        elif isinstance(item, _Connected):
-            self._unannounced = True
-            self._announce_connected()
-        elif isinstance(item, _OpDone):
-            self._answer(item)
-        elif isinstance(item, AdapterConnection):
-            if item.connected:
-                self.connection.connected(time.time())
-            self._report_connection(item.connected)
-            tell_adapter_state(self.config, self.bridge, self.name, self.settings, item.connected)
-        elif isinstance(item, _IntakeRetrying):
-            self.connection.retrying(item.error, item.attempt, time.time())
-        elif isinstance(item, FloodWaited):
-            self.report(item)
-        elif isinstance(item, TaskDone) and item.tag == "intake" and item.error is not None:
+    # ------------------------------------------------------------------- items back from the loop (actor thread)
+    def on_loop_LogLine(self, item: LogLine) -> None:
+        self.log.log(item.level, "%s", item.text)
+
+    def on_loop_Ingested(self, item: Ingested | Unforwarded) -> None:
+        for address, message in self.routes.of_round(self.directory, item.rings, item.rows, time.monotonic()):
+            self.batched_out.put(address, message)
+
+    on_loop_Unforwarded = on_loop_Ingested   # rows a forwarding walk found: routed as a round's new rows are
+
+    def on_loop_IntakeConnected(self, _item: IntakeConnected) -> None:
+        self._unannounced = True
+        self._announce_connected()
+
+    def on_loop_OpDone(self, item: OpDone) -> None:
+        self._answer(item)
+
+    def on_loop_AdapterConnection(self, item: AdapterConnection) -> None:
+        if item.connected:
+            self.connection.connected(time.time())
+        self._report_connection(item.connected)
+        tell_adapter_state(self.config, self.bridge, self.name, self.settings, item.connected)
+
+    def on_loop_IntakeRetrying(self, item: IntakeRetrying) -> None:
+        self.connection.retrying(item.error, item.attempt, time.time())
+
+    def on_loop_FloodWaited(self, item: FloodWaited) -> None:
+        self.report(item)
+
+    def on_loop_SendHeldNow(self, item: SendHeldNow) -> None:
+        self.log.warning("%s: fault injection: the send of %s to chat %s is held before its record",
+                         self.name, item.held.message_id, item.held.chat_id)
+        if item.armer is not None:
+            self.send(item.armer, item.held)
+
+    def on_loop_TaskDone(self, item: TaskDone) -> None:
+        if item.tag == "intake" and item.error is not None:
             self.log.error("%s: intake failed for good, the adapter restarts: %s", self.name,
                            self.clean_error(item.error))
             raise IntakeFailed(self.clean_error(item.error))
@@ -300,7 +339,7 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         self._chat_load[op.chat_id] += 1
         self.bridge.call(self._lanes.submit, op.chat_id, (ticket, op))
 
-    def _answer(self, done: _OpDone) -> None:
+    def _answer(self, done: OpDone) -> None:
         op, sender = self._in_hand.pop(done.ticket, (None, None))
         if op is None:
             return
@@ -317,7 +356,7 @@ class PlatformAdapter(GatewayActor, PlatformContract):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug in a subclass must still answer the sender
             result = OpResult(op.op_id, False, error_kind="permanent", error=self.clean_error(exc))
-        self._loop_bridge.post(_OpDone(ticket, result))
+        self._loop_bridge.post(OpDone(ticket, result))
 
     async def _perform(self, op: PlatformOp) -> OpResult:
         loop = asyncio.get_running_loop()
@@ -345,6 +384,7 @@ class PlatformAdapter(GatewayActor, PlatformContract):
                 if op.action != "send":
                     message_id = op.message_id
                 if op.ledger is not None and op.action == "send" and message_id is not None:
+                    await self.send_hold.after_send(op.chat_id, str(message_id))   # unarmed: returns at once
                     return OpResult(op.op_id, True, message_id=str(message_id),
                                     recorded=await self.records.part(op, str(message_id)))
                 return OpResult(op.op_id, True, message_id=None if message_id is None else str(message_id))
@@ -398,7 +438,7 @@ class PlatformAdapter(GatewayActor, PlatformContract):
             # scans only when it starts itself: ring every session with work once (a doorbell only says "look").
             waiting = await self.store.inbox.sessions_with_pending()
             if waiting:
-                self.post_to_actor(_Ingested(tuple((key, 0) for key in waiting)))
+                self.post_to_actor(Ingested(tuple((key, 0) for key in waiting)))
         if not self._budgets.loaded:
             if banned := await self._budgets.load(self.store, self.name):
                 self.say(logging.INFO, "%s: %d chat(s) still under a rate-limit ban from before the restart",
@@ -424,12 +464,12 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         self._lanes.submit(op.chat_id, (None, op))
 
     def post_to_actor(self, item) -> None:
-        """Hand an item from the loop thread to the actor thread (``on_bridge``)."""
+        """Hand an item from the loop thread to the actor thread (``on_loop_<ItemType>``)."""
         self._loop_bridge.post(item)
 
     def say(self, level: int, fmt: str, *args) -> None:
         """Log from the loop thread: the actor thread writes the line (see the module docstring)."""
-        self.post_to_actor(_LogLine(level, fmt % args))
+        self.post_to_actor(LogLine(level, fmt % args))
 
     def clean_error(self, error: Any) -> str:
         """An error (or any text) as one line of at most 300 characters, the adapter's secrets redacted: what may

@@ -18,10 +18,26 @@ States a row can have:
 """
 from __future__ import annotations
 
+import enum
+
 from supervision import tree
 
 DOWN_STATES = ("retrying", "stopped", "restarting", "failed")   # a configured adapter in one of these is down
 ERROR_CHARS = 300
+
+
+class Connection(enum.StrEnum):
+    """What an adapter's own actor knows of its connection (the first four states above; the others are the tree's).
+    str-valued: the value is the ``connection`` fact of its TreeNode and the state `status` shows, unchanged.
+
+      CONNECTING -> CONNECTED | RETRYING      the intake ran a round / an attempt failed
+      CONNECTED <-> RETRYING                  the connection dropped / came back
+      any -> STOPPED                          a drain stopped the intake (for good: the actor is stopped next)
+    """
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RETRYING = "retrying"
+    STOPPED = "stopped"
 
 
 class ConnectionView:
@@ -29,29 +45,29 @@ class ConnectionView:
     between up and not up (so "retrying since" is how long the connection has been down, not the last attempt)."""
 
     def __init__(self, now: float, local: bool = False):
-        self.state, self.since, self.error, self.attempts = "connecting", now, "", 0
+        self.state, self.since, self.error, self.attempts = Connection.CONNECTING, now, "", 0
         self.local = local     # no platform connection (the terminal chat): its row says "up" while it runs
 
     def connected(self, now: float) -> None:
-        if self.state != "connected":
+        if self.state is not Connection.CONNECTED:
             self.since = now
-        self.state, self.attempts = "connected", 0
+        self.state, self.attempts = Connection.CONNECTED, 0
 
     def retrying(self, error: str, attempt: int, now: float) -> None:
-        if self.state == "connected":
+        if self.state is Connection.CONNECTED:
             self.since = now
-        self.state, self.error, self.attempts = "retrying", " ".join(error.split())[:ERROR_CHARS], attempt
+        self.state, self.error, self.attempts = Connection.RETRYING, " ".join(error.split())[:ERROR_CHARS], attempt
 
     def stopped(self, now: float) -> None:
-        if self.state != "stopped":
-            self.state, self.since = "stopped", now
+        if self.state is not Connection.STOPPED:
+            self.state, self.since = Connection.STOPPED, now
 
     def facts(self, url: str | None = None) -> tuple:
         """The ``TreeNode.facts`` of the adapter: what `tree` shows and `status` reads."""
         if self.local:
             return (("url", url),) if url else ()
-        facts = [("connection", self.state), ("since", round(self.since, 3))]
-        if self.state == "retrying":
+        facts = [("connection", self.state.value), ("since", round(self.since, 3))]   # plain str on the wire
+        if self.state is Connection.RETRYING:
             facts += [("attempts", self.attempts), ("error", self.error)]
         if url:
             facts.append(("url", url))

@@ -73,32 +73,32 @@ class IntakeFailed(RuntimeError):
 # ------------------------------------------------------------------------------ loop thread -> actor thread
 
 @dataclass(frozen=True)
-class _LogLine:
+class LogLine:
     level: int
     text: str
 
 
 @dataclass(frozen=True)
-class _Ingested:
+class Ingested:
     rings: tuple                   # ((session_key, seq), ...): new rows, or seq 0 for "look at this inbox"
     rows: tuple = ()               # the new rows, ((seq, key, platform, message id, payload), ...): for a worker's
                                    # shard, forwarded (forwarding.py)
 
 
 @dataclass(frozen=True)
-class _Connected:
+class IntakeConnected:
     pass
 
 
 @dataclass(frozen=True)
-class _IntakeRetrying:
+class IntakeRetrying:
     """An intake attempt failed and will be retried (what `status` shows as the adapter's last error)."""
     error: str                     # redacted
     attempt: int
 
 
 @dataclass(frozen=True)
-class _OpDone:
+class OpDone:
     ticket: int
     result: OpResult
 
@@ -188,7 +188,7 @@ class Intake:
                 delay = max(retry_after, backoff_s(failures, platform.reconnect_base_s, platform.reconnect_max_s))
                 self.say(logging.WARNING, "%s: intake error (%s: %s); reconnecting in %.2fs (attempt %d)",
                          platform.name, kind, self.clean(exc), delay, failures)
-                self.post(_IntakeRetrying(self.clean(exc), failures))
+                self.post(IntakeRetrying(self.clean(exc), failures))
                 await _quietly(platform.disconnect())
                 await asyncio.sleep(delay)
 
@@ -212,7 +212,7 @@ class Intake:
         self.say(logging.ERROR, "%s: the platform refuses this adapter (%s: %s); asking again in %.0fs (fix "
                  "[adapters.%s] and restart, or run `doctor`)", self.platform.name, kind, self.clean(exc),
                  self.platform.refused_retry_s, self.platform.name)
-        self.post(_IntakeRetrying(f"refused: {self.clean(exc)}", 1))
+        self.post(IntakeRetrying(f"refused: {self.clean(exc)}", 1))
         await _quietly(self.platform.disconnect())
         await asyncio.sleep(self.platform.refused_retry_s)
 
@@ -220,7 +220,7 @@ class Intake:
         if not self.healthy:
             self.platform.report_progress()    # the silence that counts starts at the connection, not before it
             self.healthy = True
-            self.post(_Connected())
+            self.post(IntakeConnected())
             self.post(AdapterConnection(self.platform.name, True))
 
     def link_changed(self, up: bool, error: str = "", attempt: int = 0) -> None:
@@ -234,7 +234,7 @@ class Intake:
         if self.healthy:
             self.healthy = False
             self.post(AdapterConnection(self.platform.name, False))
-        self.post(_IntakeRetrying(self.clean(error), attempt))
+        self.post(IntakeRetrying(self.clean(error), attempt))
 
     async def emit(self, raws: list, offset: Any = None, refuse_over_limit: bool = False) -> list:
         """For push-style adapters: store a batch; acknowledge the platform only after this returns."""
@@ -275,7 +275,7 @@ class Intake:
         self.offset = committed
         new = [(seq, row) for row, (seq, inserted) in zip(rows, results) if inserted]
         if new:
-            self.post(_Ingested(tuple((row.session_key, seq) for seq, row in new),
+            self.post(Ingested(tuple((row.session_key, seq) for seq, row in new),
                                 tuple((seq, r.session_key, r.platform, r.platform_message_id, r.payload)
                                       for seq, r in new)))
         return results

@@ -27,7 +27,7 @@ from actors.adapters.pacing import DEFAULT_PACING, PlatformPacing
 from actors.adapters.sender_limits import limit_problems
 from actors.adapters.spec import REQUIRED, Option, Platform
 from actors.profiles.profiles import profile_streams
-from common.config import TYPE_NAMES, ConfigError
+from common.config import TYPE_NAMES, ConfigError, unknown_name
 
 ADAPTER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")  # also a session-key and log-friendly platform name
 PACING_FIELDS = {f.name: f.type for f in dataclasses.fields(PlatformPacing) if f.name != "platform"}
@@ -114,7 +114,8 @@ def lookup(name: str, table: Mapping, file: str = "(configuration)") -> Platform
 
 
 def validate_adapter(name: str, table: Mapping, file: str = "(configuration)") -> dict:
-    """The table with every key checked and defaults filled in; raises ConfigError naming the first bad key."""
+    """The table with every key checked and defaults filled in; raises ConfigError naming every unknown, missing or
+    mistyped key (``more``), else the first problem the platform's own checks find."""
     if not isinstance(name, str) or not ADAPTER_NAME.fullmatch(name):
         raise ConfigError(file, f"[adapters.{name}]",
                           "adapter names must be 1-32 of a-z, 0-9, '_' or '-', starting with a letter or digit")
@@ -122,19 +123,22 @@ def validate_adapter(name: str, table: Mapping, file: str = "(configuration)") -
         raise ConfigError(file, f"[adapters.{name}]", "must be a table")
     entry = lookup(name, table, file)
     options = {**COMMON_OPTIONS, **entry.options}
-    for key in table:
-        if key not in options:
-            raise ConfigError(file, f"[adapters.{name}] {key}",
-                              f"unknown key for type {entry.type!r} (known keys: {', '.join(sorted(options))})")
+    errors = [ConfigError(file, f"[adapters.{name}] {key}", unknown_name(f"key for type {entry.type!r}", key, options))
+              for key in table if key not in options]
     out = {}
     for key, option in options.items():
         where = f"[adapters.{name}] {key}"
-        if key not in table:
-            if option.default is REQUIRED:
-                raise ConfigError(file, where, f"missing (required for type {entry.type!r})")
-            out[key] = option.default
-            continue
-        out[key] = _checked(file, where, table[key], option)
+        try:
+            if key not in table:
+                if option.default is REQUIRED:
+                    raise ConfigError(file, where, f"missing (required for type {entry.type!r})")
+                out[key] = option.default
+                continue
+            out[key] = _checked(file, where, table[key], option)
+        except ConfigError as exc:
+            errors.append(exc)
+    if errors:
+        raise ConfigError(errors[0].file, errors[0].key, errors[0].reason, errors[1:])
     _check_pacing(file, name, out["pacing"])
     _check_access(file, name, out)
     for check in entry.checks:
@@ -182,10 +186,19 @@ def _check_pacing(file: str, name: str, overrides: Mapping) -> None:
 
 
 def validate_all(config: Mapping) -> dict:
-    """Every [adapters.NAME] table, validated: {name: args}. Meant for config loading too (exit 78 early)."""
+    """Every [adapters.NAME] table, validated: {name: args}. Meant for config loading too (exit 78 early); the
+    ConfigError names the errors of every table, not only of the first bad one."""
     file = config_file(config)
     tables = {**IMPLICIT_ADAPTERS, **(config.get("adapters") or DEFAULT_ADAPTERS)}
-    return {name: validate_adapter(name, table, file) for name, table in tables.items()}
+    validated, errors = {}, []
+    for name, table in tables.items():
+        try:
+            validated[name] = validate_adapter(name, table, file)
+        except ConfigError as exc:
+            errors += exc.every()
+    if errors:
+        raise ConfigError(errors[0].file, errors[0].key, errors[0].reason, errors[1:])
+    return validated
 
 
 # ------------------------------------------------------------------------------------- what an adapter reads
@@ -209,12 +222,11 @@ def pacing_of(args: Mapping) -> PlatformPacing:
     return pacing_for(args["type"], args.get("pacing") or None)
 
 
-def reply_pacing(config: dict, args: dict):
+def reply_pacing(config: dict, adapter: str, platform: str, stream: bool | None = None, profile: str | None = None):
     """The adapter's pacing: its registry entry's table with the [adapters.NAME] pacing overrides applied; for a
     reply of a profile with ``stream = false``, paced as on a platform without edits: sent once, complete."""
-    pacing = _configured_pacing(config, args["adapter"], args["platform"])
-    streams = args["stream"] if "stream" in args else (not args.get("profile") or
-                                                       profile_streams(config, args["profile"]))
+    pacing = _configured_pacing(config, adapter, platform)
+    streams = stream if stream is not None else (not profile or profile_streams(config, profile))
     if not streams:   # as the turn's start had it (actors/sessions/turn.py consumer_args), else as configured
         pacing = dataclasses.replace(pacing, supports_edit=False)
     return pacing

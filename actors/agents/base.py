@@ -12,12 +12,13 @@ import asyncio
 import os
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Mapping, Optional, Protocol, Union
+from urllib.parse import urlsplit, urlunsplit
 
 from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
-                             TurnEnd)
+                             TurnEnd, WaitingForModel)
 
-StreamEvent = Union[TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, LongToolHint, GatewayNotice,
-                    TurnEnd]
+StreamEvent = Union[TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, LongToolHint, WaitingForModel,
+                    GatewayNotice, TurnEnd]
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 
@@ -104,3 +105,14 @@ def missing_api_key(config: Mapping[str, Any], env: Mapping[str, str] = os.envir
     if agent_kind(config) != "openai" or resolve_api_key(config, env):
         return None
     return config.get("api_key_env") or DEFAULT_API_KEY_ENV
+
+
+def endpoint_name(model: str, base_url: str) -> str:
+    """``gpt-4o-mini at https://api.openai.com/v1``: the URL without user info, query or fragment (a key put in
+    the URL stays out of status)."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return f"{model} at {urlunsplit((parts.scheme, netloc, parts.path.rstrip('/'), '', ''))}"

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Optional
 
 from actors.agents.base import Agent, agent_kind, resolve_api_key
 from actors.agents.offline import OfflineAgent
-from actors.agents.openai_compat import OpenAICompatAgent
+from actors.agents.openai_compat import FIRST_TOKEN_TIMEOUT_S, OpenAICompatAgent
 from actors.agents.tools import default_registry
 
 
@@ -20,8 +20,8 @@ def build_agent(config: Optional[Mapping[str, Any]] = None, env: Mapping[str, st
     test hooks (``[debug] fault_injection``).
 
     Keys: kind ('offline' | 'openai'; default 'openai' when model and base_url are set, else 'offline'),
-    base_url, model, api_key or api_key_env, timeout_s, connect_timeout_s, system_prompt, tools (names of
-    built-in tools; all of them by default), max_tool_rounds, chunk_delay_s (offline).
+    base_url, model, api_key or api_key_env, timeout_s, first_token_timeout_s, connect_timeout_s, system_prompt,
+    tools (names of built-in tools; all of them by default), max_tool_rounds, chunk_delay_s (offline).
     """
     config = dict(config or {})
     kind = agent_kind(config)
@@ -37,5 +37,6 @@ def build_agent(config: Optional[Mapping[str, Any]] = None, env: Mapping[str, st
             registry=registry, system_prompt=config.get("system_prompt"),
             idle_timeout_s=float(config.get("timeout_s", 120.0)),
             connect_timeout_s=float(config.get("connect_timeout_s", 10.0)),
+            first_token_timeout_s=float(config.get("first_token_timeout_s", FIRST_TOKEN_TIMEOUT_S)),
             max_tool_rounds=int(config.get("max_tool_rounds", 5)))
     raise ValueError(f"unknown agent kind {kind!r} (expected 'offline' or 'openai')")

@@ -91,7 +91,8 @@ class OfflineAgent:
                 yield event
             async for event in _stream(_pieces("\n\n" + CONFIG_HELP), request, delay, parts):
                 yield event
-        yield TurnEnd(reason="complete", final_text="".join(parts))
+        # canned: once a model is configured, it is not shown these answers as if it had given them
+        yield TurnEnd(reason="complete", final_text="".join(parts), canned=True)
 
     @staticmethod
     def _opening(request: AgentRequest, text: str, files: list[str]) -> str:

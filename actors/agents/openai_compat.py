@@ -6,10 +6,17 @@ through the registry, append the assistant and tool messages, and ask again (at 
 
 Retries (connection errors, 429, 5xx; Retry-After honoured) happen only while nothing of that request has been
 yielded: once output began, a retry would show the user the same words twice.
+
+Two time bounds: ``first_token_timeout_s`` from sending a request to the first chunk of its answer (any chunk of
+the stream, a role-only or reasoning one too; keep-alive comments are not an answer), and ``idle_timeout_s``
+(``timeout_s``) for silence once the answer flows. A hung service is given up on after the first, not the second.
+While a request waits for its first output, a ``WaitingForModel`` goes out every ``wait_hint_s``: the chat shows
+that the answer is still coming.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import logging
@@ -20,11 +27,11 @@ from typing import Any, AsyncIterator, Optional
 import aiohttp
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
-from actors.agents.base import AgentError, AgentRequest, StreamEvent, take_steer_messages
+from actors.agents.base import AgentError, AgentRequest, StreamEvent, endpoint_name, take_steer_messages
 from actors.agents.sse import DONE, iter_sse_payloads
 from actors.agents.tools import ToolRegistry, default_registry
 from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
-                             TurnEnd)
+                             TurnEnd, WaitingForModel)
 from common.backoff import backoff_s
 from common.chat_errors import failure_kind
 from common.redact import redact
@@ -34,6 +41,11 @@ __all__ = ["AgentError", "OpenAICompatAgent"]
 log = logging.getLogger(__name__)
 
 _MESSAGE_CHARS = 200
+# From a request sent to the first chunk of its answer. Hosted services send their first chunk within a second or
+# two, a local server loading a cold model within ~20 s; past 30 s the service is taken for hung, and the chat is
+# told at once instead of after the whole-answer bound (timeout_s, 120 s). A model that thinks for longer without
+# streaming anything (a service that sends no reasoning chunks, a large prompt on a CPU) needs it raised.
+FIRST_TOKEN_TIMEOUT_S = 30.0
 # A connect timeout is a connection failure (retry); a read timeout is a slow model (don't). aiohttp < 3.10 lacks it.
 _CONNECT_TIMEOUT = getattr(aiohttp, "ConnectionTimeoutError", ())
 
@@ -41,6 +53,23 @@ _CONNECT_TIMEOUT = getattr(aiohttp, "ConnectionTimeoutError", ())
 def _short(text: str) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS - 1] + "…"
+
+
+class _NoFirstToken(Exception):
+    """The first-token bound passed (``_first_token_bound``): told apart from aiohttp's own timeouts."""
+
+
+@contextlib.asynccontextmanager
+async def _first_token_bound(first_by: Optional[float]) -> AsyncIterator[None]:
+    """Raise _NoFirstToken when the loop time ``first_by`` passes inside (None: no bound)."""
+    bound = asyncio.timeout_at(first_by)
+    try:
+        async with bound:
+            yield
+    except TimeoutError:
+        if bound.expired():
+            raise _NoFirstToken() from None
+        raise
 
 
 class _Retryable(Exception):
@@ -191,8 +220,18 @@ class _Response:
         yield body
         yield DONE
 
-    async def prime(self) -> bool:
-        """Read up to the first output or the end. False: the stream ended having said nothing at all."""
+    async def prime(self, first_by: Optional[float] = None) -> bool:
+        """Read up to the first output or the end. False: the stream ended having said nothing at all.
+        ``first_by``: the loop time by which the first payload must have come (else TimeoutError)."""
+        if first_by is not None:
+            try:
+                async with _first_token_bound(first_by):
+                    first = await anext(self._payloads)
+            except StopAsyncIteration:
+                return False
+            self.buffered.append(first)
+            if _is_output(first) or first is DONE:
+                return True
         async for payload in self._payloads:
             self.buffered.append(payload)
             if _is_output(payload) or payload is DONE:
@@ -230,13 +269,17 @@ class OpenAICompatAgent:
                  connect_timeout_s: float = 10.0, idle_timeout_s: float = 120.0, max_tool_rounds: int = 5,
                  max_attempts: int = 4, retry_base_s: float = 0.5, retry_max_wait_s: float = 30.0,
                  long_tool_hint_s: float = 5.0, extra_body: Optional[dict] = None,
-                 extra_headers: Optional[dict] = None):
+                 extra_headers: Optional[dict] = None, first_token_timeout_s: float = FIRST_TOKEN_TIMEOUT_S,
+                 wait_hint_s: float = 5.0):
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
+        self.endpoint = endpoint_name(model, base_url)    # how status names it (actors/sessions/model_health.py)
         self.registry = registry if registry is not None else default_registry()
         self.system_prompt = system_prompt
         self.connect_timeout_s = connect_timeout_s
         self.idle_timeout_s = idle_timeout_s
+        self.first_token_timeout_s = first_token_timeout_s    # 0: none (then idle_timeout_s bounds the wait too)
+        self.wait_hint_s = wait_hint_s
         self.max_tool_rounds = max_tool_rounds
         self.max_attempts = max_attempts
         self.retry_base_s = retry_base_s
@@ -307,7 +350,14 @@ class OpenAICompatAgent:
 
     async def _stream_step(self, http: aiohttp.ClientSession, messages: list[dict],
                            step: _Step) -> AsyncIterator[StreamEvent]:
-        response = await self._open(http, self._request_body(messages))
+        opening = asyncio.ensure_future(self._open(http, self._request_body(messages)))
+        started = time.monotonic()
+        try:
+            while not (await asyncio.wait({opening}, timeout=self.wait_hint_s))[0]:
+                yield WaitingForModel(round(time.monotonic() - started, 1))
+        finally:
+            opening.cancel()           # no-op when done; stops the request when the turn is interrupted
+        response = opening.result()
         try:
             async for payload in response.payloads():
                 if payload is DONE:
@@ -326,30 +376,41 @@ class OpenAICompatAgent:
             yield event
 
     async def _open(self, http: aiohttp.ClientSession, body: dict) -> _Response:
+        # The log says what is done: a retry is announced when its wait begins (before_sleep), never for the last
+        # attempt, which tenacity also asks a wait of before its stop rule gives up; the give-up has a line of its own.
         retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait_before_retry,
-                                 retry=retry_if_exception_type(_Retryable), reraise=True)
+                                 retry=retry_if_exception_type(_Retryable), before_sleep=self._announce_retry,
+                                 reraise=True)
         try:
             async for attempt in retrying:
                 with attempt:
                     return await self._attempt(http, body)
         except _Retryable as exc:
+            log.warning("model request failed (%s); attempt %d of %d, giving up", redact(str(exc)),
+                        self.max_attempts, self.max_attempts)
             raise exc.error from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     def _wait_before_retry(self, retry_state: Any) -> float:
         exc = retry_state.outcome.exception()
         if isinstance(exc, _Retryable) and exc.retry_after is not None:
-            delay = exc.retry_after
-        else:
-            delay = backoff_s(retry_state.attempt_number, self.retry_base_s, self.retry_max_wait_s)
-        log.warning("model request failed (%s); retry %d in %.2fs", redact(str(exc)), retry_state.attempt_number,
-                    delay)
-        return delay
+            return exc.retry_after
+        return backoff_s(retry_state.attempt_number, self.retry_base_s, self.retry_max_wait_s)
+
+    def _announce_retry(self, retry_state: Any) -> None:
+        log.warning("model request failed (%s); attempt %d of %d, retrying in %.2fs",
+                    redact(str(retry_state.outcome.exception())), retry_state.attempt_number, self.max_attempts,
+                    retry_state.next_action.sleep)
 
     async def _attempt(self, http: aiohttp.ClientSession, body: dict) -> _Response:
         """One request, read up to its first output. Raises _Retryable for what a retry may cure."""
+        first_by = (asyncio.get_running_loop().time() + self.first_token_timeout_s
+                    if self.first_token_timeout_s > 0 else None)
         try:
-            raw = await http.post(self.url, json=body, headers=self.headers)
+            async with _first_token_bound(first_by):
+                raw = await http.post(self.url, json=body, headers=self.headers)
+        except _NoFirstToken:
+            raise self._no_first_token() from None    # a hung model is not cured by asking it again
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             error = _connection_error(exc, self.idle_timeout_s, output_started=False)
             if isinstance(exc, TimeoutError) and not isinstance(exc, _CONNECT_TIMEOUT):
@@ -366,7 +427,10 @@ class OpenAICompatAgent:
             raise error
         response = _Response(raw)
         try:
-            answered = await response.prime()
+            answered = await response.prime(first_by)
+        except _NoFirstToken:
+            await response.close()
+            raise self._no_first_token() from None
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             await response.close()
             error = _connection_error(exc, self.idle_timeout_s, output_started=False)
@@ -380,6 +444,10 @@ class OpenAICompatAgent:
             await response.close()
             raise _Retryable(AgentError("the model service closed the stream without answering"))
         return response
+
+    def _no_first_token(self) -> AgentError:
+        return AgentError(f"the model service sent no first token within {self.first_token_timeout_s:g}s "
+                          "(first_token_timeout_s)", reason="timeout")
 
 
 async def _error_detail(response: aiohttp.ClientResponse) -> str:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from actors.hooks.events import (Answer, AdapterState, Delivery, Drop, InboundMessage, ModelCall, Rewrite,
                                  ToolCall, TurnRecord)
 from actors.hooks.runner import HookRunner, Post, hooks_for
-from actors.messages import ToolCallFinished
+from actors.messages import ConsumerArgs, ToolCallFinished
 
 MAX_CONTEXT_CHARS = 8_000      # what one plugin may add to a model request
 MAX_ANSWER_CHARS = 4_000       # what one plugin may answer a message with
@@ -108,12 +108,12 @@ def turn_record(session_key: str, turn, delivered: bool) -> Callable:
         tuple(ToolCall(c.name, clean(c.arguments), clean(c.result), c.ok) for c in calls), delivered)
 
 
-def consumer_delivery(args: dict, text: str, message_ids: tuple) -> Callable:
-    return lambda clean: Delivery(args["session_key"], args["adapter"], str(args["chat_id"]), args.get("thread_id"),
-                                  args["turn_id"], clean(text), tuple(message_ids), "consumer")
+def consumer_delivery(args: ConsumerArgs, text: str, message_ids: tuple) -> Callable:
+    return lambda clean: Delivery(args.session_key, args.adapter, str(args.chat_id), args.thread_id,
+                                  args.turn_id, clean(text), tuple(message_ids), "consumer")
 
 
-def tell_delivered(config: dict, bridge, args: dict, text: str, message_ids: tuple) -> None:
+def tell_delivered(config: dict, bridge, args: ConsumerArgs, text: str, message_ids: tuple) -> None:
     """The stream consumer's call: its reply was delivered."""
     hooks_for(config).fire(bridge, "on_delivery", consumer_delivery(args, text, message_ids))
 

@@ -16,14 +16,15 @@ from __future__ import annotations
 from actors.messages.inbound import (
     Source, ATTACHMENT_KINDS, Attachment, MessageEvent, InboxDoorbell, InboundStored, StoreInbound)
 from actors.messages.platform_ops import (
-    OutgoingFile, PlatformOp, OpResult, AdapterConnected)
+    OutgoingFile, PlatformOp, OpResult, AdapterConnected, HoldNextSend, SendHeld, ReleaseSend)
 from actors.messages.stream import (
-    TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, ReplyFile, LongToolHint, GatewayNotice,
-    TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch)
+    TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, ReplyFile, LongToolHint, WaitingForModel,
+    GatewayNotice, TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch)
 from actors.messages.terminal import (
     CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
 from actors.messages.sessions import (
-    Passivate, RunCells, SpawnConsumer, ConsumerReady, ConsumerGone, ReplyDone)
+    Passivate, RunCells, ShardArgs, SessionArgs, ConsumerArgs, SpawnConsumer, ConsumerReady, ConsumerGone, ReplyDone,
+    ModelOutcome)
 from actors.messages.moves import (
     SessionWanted, SessionHandover, SessionTaken, MovesDone)
 from actors.messages.store_reads import StoreRead, StoreReadResult
@@ -38,10 +39,12 @@ from actors.messages.cron import CronRunRequest, CronRunReport
 __all__ = [
     'Source', 'ATTACHMENT_KINDS', 'Attachment', 'MessageEvent', 'InboxDoorbell', 'InboundStored', 'StoreInbound',
     'OutgoingFile', 'PlatformOp',
-    'OpResult', 'AdapterConnected', 'TextDelta', 'ToolCallStarted', 'ToolCallDelta', 'ToolCallFinished',
-    'ReplyFile', 'LongToolHint', 'GatewayNotice', 'TurnEnd', 'AgentEvent', 'AgentCancelled', 'AgentFailed',
-    'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone', 'CliDone', 'Passivate', 'RunCells',
-    'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone', 'DrainRequest', 'DrainReport',
+    'OpResult', 'AdapterConnected', 'HoldNextSend', 'SendHeld', 'ReleaseSend', 'TextDelta', 'ToolCallStarted',
+    'ToolCallDelta', 'ToolCallFinished', 'ReplyFile', 'LongToolHint', 'WaitingForModel', 'GatewayNotice', 'TurnEnd',
+    'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone',
+    'CliDone', 'Passivate', 'RunCells',
+    'ShardArgs', 'SessionArgs', 'ConsumerArgs', 'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone',
+    'ModelOutcome', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
     'TurnFinished', 'FloodWaited', 'IntakeSilent', 'AdapterConnection', 'HookFailed', 'CronRunRequest',
     'CronRunReport',

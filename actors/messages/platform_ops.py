@@ -61,6 +61,9 @@ class PlatformOp:
     # send: a file part instead of text (the adapter's ``send_file``); ``text`` is then unused, the caption is the
     # file's. Every other rule of a send holds for it: intent, recorded id, lanes, pacing.
     file: Optional[OutgoingFile] = None
+    # send / edit of a final text: "error" when the turn failed (the text ends with the notice that says why), so a
+    # platform that can show an error as one does (the web chat: styled, with Retry); "" for an answer.
+    kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,3 +87,26 @@ class AdapterConnected:
     name: str
 
 
+
+
+# Fault injection, honoured only with [debug] fault_injection (an adapter without it logs the refusal and does
+# nothing): the delivery case of the conformance suite holds a reply's send between the platform and the ledger.
+
+@dataclass(frozen=True)
+class HoldNextSend:
+    """Anyone -> adapter: the next recorded send (a reply's part: PlatformOp.ledger) to ``chat_id`` goes to the
+    platform as usual, then its answer waits, not recorded in the ledger, until ReleaseSend or a bound
+    (actors/adapters/send_hold.py); the adapter tells the sender SendHeld once it holds one."""
+    chat_id: str
+
+
+@dataclass(frozen=True)
+class SendHeld:
+    """Adapter -> whoever sent HoldNextSend: the send of ``message_id`` to ``chat_id`` is done and held."""
+    chat_id: str
+    message_id: str
+
+
+@dataclass(frozen=True)
+class ReleaseSend:
+    """Anyone -> adapter: the held send goes on (to be recorded), and a hold not used yet is dropped."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 
 @dataclass(frozen=True)
@@ -17,11 +17,46 @@ class RunCells:
 
 
 @dataclass(frozen=True)
+class ShardArgs:
+    """What a session shard (a process actor) is started with: its index among the shards of this host, how many
+    they are, and the child names of every shard of the convention then (the shard starts the sessions of the keys
+    it wins among them: common/host_map.py)."""
+    index: int
+    count: int
+    places: tuple = ()
+
+
+@dataclass(frozen=True)
+class SessionArgs:
+    """What a session cell is started with (its ChildSpec's args): the conversation it is."""
+    session_key: str
+
+
+@dataclass(frozen=True)
+class ConsumerArgs:
+    """What a stream consumer cell is started with (its ChildSpec's args): where its turn's reply goes and how, as
+    the turn started (actors/sessions/turn.py consumer_args). A reload during the turn changes nothing of it, even
+    for a consumer started again after a crash."""
+    turn_id: str
+    session_key: str
+    inbound_ref: str                   # the inbound message's reference: the reply's obligation is keyed on it
+    adapter: str                       # the adapter's name ([adapters.NAME])
+    platform: str                      # its type (telegram, slack, ...): whose pacing table applies
+    chat_id: str
+    thread_id: Optional[str] = None
+    chat_type: str = "dm"
+    profile: Optional[str] = None
+    stream: bool = True                # the profile streams previews (False: the reply is sent once, complete)
+    status_reactions: tuple = ()       # (while working, once answered); empty or "" when off
+    reply_to: Optional[str] = None     # the platform message it answers (None: a scheduled run's, the gateway's own)
+
+
+@dataclass(frozen=True)
 class SpawnConsumer:
     """Session -> session supervisor: start the stream consumer of one reply. Sessions run a thread (their async
     bridge) so they create no processes themselves; the supervisor, which has none, forks the consumer."""
     turn_id: str
-    args: Any
+    args: ConsumerArgs
 
 
 @dataclass(frozen=True)
@@ -48,3 +83,12 @@ class ReplyDone:
     message_ids: tuple = ()
 
 
+@dataclass(frozen=True)
+class ModelOutcome:
+    """Session -> its shard: how a turn's request to a model service went (one per turn that reached the model;
+    actors/sessions/model_health.py)."""
+    endpoint: str                  # "MODEL at URL" (actors/agents/base.py endpoint_name)
+    ok: bool
+    error: str = ""                # the operator's words of the failure (AgentError.message), redacted
+    kind: str = ""                 # common.chat_errors.failure_kind of it
+    at: float = 0.0                # time.time() of the outcome

@@ -47,6 +47,13 @@ class LongToolHint:
 
 
 @dataclass(frozen=True)
+class WaitingForModel:
+    """The model has sent nothing of its answer yet after a while (a hung or overloaded service, a cold model
+    loading): tell the chat the answer is still coming."""
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
 class GatewayNotice:
     """Text from the gateway itself (not the model): errors, resumes, command replies."""
     text: str
@@ -57,6 +64,7 @@ class GatewayNotice:
 class TurnEnd:
     reason: str = "complete"       # complete | interrupted | error | stopped
     final_text: Optional[str] = None
+    canned: bool = False           # the offline agent's own words, no model's: kept out of the history a model gets
 
 
 # What a session's agent run, on the shard's loop, posts back to its session cell (through the bridge).

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from common.config import ConfigError
+from common.config import ConfigError, unknown_name
 
 IDENTITY_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 KEYS = ("name", "members")
@@ -62,7 +62,7 @@ def validate_identities(config: Mapping, adapters: Mapping[str, Mapping],
             raise ConfigError(file, where, "must be a table")
         for key in entry:
             if key not in KEYS:
-                raise ConfigError(file, f"{where} {key}", f"unknown key (known keys: {', '.join(KEYS)})")
+                raise ConfigError(file, f"{where} {key}", unknown_name("key", key, KEYS))
         name = entry.get("name")
         if not isinstance(name, str) or not IDENTITY_NAME.fullmatch(name):
             raise ConfigError(file, f"{where} name", f"expected 1-64 of a-z, 0-9, '_' or '-', got {name!r}")

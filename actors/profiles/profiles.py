@@ -18,7 +18,7 @@ from typing import Any, Mapping, Optional
 
 from actors.memory.scope import LIMITS as MEMORY_LIMITS, MEMORY_TOOLS, MODES as MEMORY_MODES, MemorySettings, \
     limit_error, settings_from
-from common.config import SCHEMA, TYPE_NAMES, ConfigError, setting
+from common.config import SCHEMA, TYPE_NAMES, ConfigError, setting, unknown_name
 
 PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")   # a session key shows it as is (storage/keys.py)
 DEFAULT_PROFILE = "default"
@@ -58,6 +58,8 @@ AGENT_KEYS: dict[str, Spec] = {
     "api_key_env": Spec(str, doc="the environment variable holding the key"),
     "api_key": Spec(str, secret=True, doc="the key itself (better: api_key_env)"),
     "timeout_s": Spec(float, doc="how long the server may stay silent mid-answer"),
+    "first_token_timeout_s": Spec(float, doc="how long a request may wait for the first chunk of its answer "
+                                             "(default 30; 0: timeout_s only)"),
     "connect_timeout_s": Spec(float, doc="how long connecting may take"),
     "tools": Spec(list, doc="names of built-in tools (actors/agents/tools.py); [] for none; default all"),
     "max_tool_rounds": Spec(int, doc="tool calls and answers the model may go through in one turn"),
@@ -95,7 +97,7 @@ def _table(file: str, where: str, table: Mapping, keys: Mapping[str, Spec]) -> d
     out = {}
     for key, value in table.items():
         if key not in keys:
-            raise ConfigError(file, f"{where} {key}", f"unknown key (known keys: {', '.join(sorted(keys))})")
+            raise ConfigError(file, f"{where} {key}", unknown_name("key", key, keys))
         out[key] = _value(file, f"{where} {key}", value, keys[key])
     return out
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from actors.profiles.profiles import PROFILE_NAME, validate_profiles
-from common.config import ConfigError
+from common.config import ConfigError, unknown_name
 
 # Specificity order, most specific first: the route field and the Source attribute it is compared with.
 FIELDS = ("thread", "chat", "community", "adapter", "platform", "user")
@@ -178,7 +178,7 @@ def _route(file: str, index: int, entry: Any, adapters: Mapping, types: set, nam
         raise ConfigError(file, where, "must be a table")
     for key in entry:
         if key not in FIELDS and key not in SETTINGS:
-            raise ConfigError(file, f"{where} {key}", f"unknown key (known keys: {', '.join(FIELDS + SETTINGS)})")
+            raise ConfigError(file, f"{where} {key}", unknown_name("key", key, FIELDS + SETTINGS))
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ConfigError(file, f"{where} name", f"expected a non-empty string, got {name!r}")
     match = []

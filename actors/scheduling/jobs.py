@@ -26,7 +26,7 @@ from typing import Any, Mapping, Optional
 from actors.adapters.registry import DEFAULT_ADAPTERS, IMPLICIT_ADAPTERS
 from actors.messages import MessageEvent, Source
 from actors.scheduling.schedule import CATCH_UP_RULES, Schedule, ScheduleError, parse_schedule
-from common.config import TYPE_NAMES, ConfigError, setting
+from common.config import TYPE_NAMES, ConfigError, setting, unknown_name
 from storage import CRON_PLATFORM, InboundItem, session_key
 from storage.keys import CHAT_TYPES
 
@@ -92,7 +92,7 @@ def _job(file: str, name: str, table: Any, adapters: Mapping, profiles: set, con
         raise ConfigError(file, where, "must be a table")
     for key in table:
         if key not in KEYS:
-            raise ConfigError(file, f"{where} {key}", f"unknown key (known keys: {', '.join(sorted(KEYS))})")
+            raise ConfigError(file, f"{where} {key}", unknown_name("key", key, KEYS))
     values = {}
     for key, (types, default) in KEYS.items():
         if key not in table:

@@ -126,6 +126,12 @@ def _closing(body: str, fence: Optional[_Fence]) -> str:
     return ("" if body.endswith("\n") else "\n") + fence.marker
 
 
+def close_open_fence(text: str) -> str:
+    """``text`` with the code block it ends inside of closed (by the marker that opened it, ``` or ~~~, as long as
+    it was): what is appended after it then reads as prose, not as more code. Unchanged when no block is open."""
+    return text + _closing(text, _FenceMap(text).open_at_end)
+
+
 def _opening(fence: Optional[_Fence]) -> str:
     return "" if fence is None else fence.marker + fence.info + "\n"
 

@@ -17,9 +17,10 @@ import functools
 import os
 
 from actors.adapters.idempotency import life_token, op_id as numbered_op
-from actors.messages import LostSend
+from actors.messages import ConsumerArgs, LostSend
 from actors.sessions.turn import REPLY_SLOT
 from storage import IllegalTransition, StaleFence, StorageUnavailable, Target, is_owner_alive
+from storage.ledger import ObligationState
 
 CLAIM_WAITS = 20       # half-second waits for a live owner of the obligation before taking it over
 _LOST = object()       # a claim step that another claimer won
@@ -52,13 +53,13 @@ class Claim:
     lost send the adapter is to look for), ``intent`` (the part whose send intent the ledger may hold for us),
     ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent)."""
 
-    def __init__(self, args: dict, store, run, log, name: str, report=lambda fact: None, pacing=None,
+    def __init__(self, args: ConsumerArgs, store, run, log, name: str, report=lambda fact: None, pacing=None,
                  records_sends: bool = False):
         self.args, self.store, self.run, self.log, self.name, self.report = args, store, run, log, name, report
         # Where the platform deduplicates sends by key (pacing idempotent_send) no mark is shown: the key keeps the
         # reply to one copy, and a reply "marked" in the ledger only has its parts edited again after each send.
         self.shows_mark = pacing is None or not pacing.idempotent_send
-        finds_lost = pacing is not None and pacing.finds_lost_copies and args.get("chat_type") == "dm"
+        finds_lost = pacing is not None and pacing.finds_lost_copies and args.chat_type == "dm"
         self.life = life_token()   # numbers this consumer's operations while it holds no fence (op_id)
         # This host's ledger is not the adapter's (a shard on a worker host: docs/distribution.md): a send's intent
         # and id are recorded here, not by the adapter, and its search for a lost copy (which reads the ledger it
@@ -89,22 +90,22 @@ class Claim:
 
     def _claim(self) -> str:
         a = self.args
-        target = Target(a["adapter"], a["chat_id"], a["thread_id"], a["reply_to"])
+        target = Target(a.adapter, a.chat_id, a.thread_id, a.reply_to)
         # Sends record their own intent, in the adapter just before they leave (PlatformOp.ledger).
         ob = self.call("record_obligation", self.store.ledger.record_obligation(
-            a["session_key"], a["inbound_ref"], target, REPLY_SLOT, chunks=[], claim=True),
+            a.session_key, a.inbound_ref, target, REPLY_SLOT, chunks=[], claim=True),
             needs_fence=False, gates_send=True)
         if ob is None:
             self.oid = "unrecorded"          # the ledger failed: deliver anyway, without it
             return "claimed"
         self.oid = ob.obligation_id
-        if ob.state in ("delivered", "abandoned"):
+        if ob.state in (ObligationState.DELIVERED, ObligationState.ABANDONED):
             return ob.state
         # Someone else's claim: this call did not make it. Another process's owner (the sweeper, a consumer of a
         # shard on its way out) may still run: let it finish first. A claim of this very process that this call
         # did not make belongs to an earlier consumer cell of the turn, and that one is gone (a session asks for a
         # new consumer only once the old one has exited): its claim is taken over at once.
-        others = ob.state == "attempting" and not ob.claimed and ob.owner is not None
+        others = ob.state == ObligationState.ATTEMPTING and not ob.claimed and ob.owner is not None
         if others and ob.owner.pid != os.getpid() and is_owner_alive(ob.owner) and self.waits < CLAIM_WAITS:
             self.waits += 1
             return self._look_again()
@@ -115,13 +116,13 @@ class Claim:
                     is _LOST:
                 return self._look_again()
             ob = self.call("get", self.store.ledger.get(self.oid), False, True) or ob
-        if ob.state in ("pending", "failed"):
+        if ob.state in (ObligationState.PENDING, ObligationState.FAILED):
             # An intent the dead owner left is unresolved for good (the claim records it so in the ledger too).
             fence = self._contested("mark_attempting", self.store.ledger.mark_attempting(self.oid))
             if fence is _LOST:
                 return self._look_again()
             self.fence = fence
-        elif ob.state == "attempting" and ob.claimed:
+        elif ob.state == ObligationState.ATTEMPTING and ob.claimed:
             self.fence = ob.fence   # our own claim, made just now
         else:
             return self._look_again()   # claimed by another meanwhile, or finished: never adopt a claim not ours
@@ -192,7 +193,7 @@ class Claim:
                              self.name, why)
         self.ambiguous = True
         self.call("mark_ambiguous", self.store.ledger.mark_ambiguous(self.oid, self.fence))
-        self.report(LostSend(self.args["adapter"], "marked"))
+        self.report(LostSend(self.args.adapter, "marked"))
 
     def _contested(self, what: str, coro):
         """A claim step another claimer may win (a stale fence, a state that moved on): _LOST if it did."""

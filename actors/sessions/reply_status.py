@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from actors.adapters.pacing import PlatformPacing
-from actors.messages import PlatformOp
+from actors.messages import ConsumerArgs, PlatformOp
 from actors.profiles.profiles import resolve, validate_profiles
 from common.config import setting
 
@@ -28,19 +28,16 @@ def status_reactions(config: dict, profile: Optional[str] = None) -> tuple[str, 
     return (words + ["", ""])[0], (words + ["", ""])[1]
 
 
-def reply_reactions(config: dict, args: dict) -> tuple[str, str]:
-    """A reply's reactions: as its turn started (``consumer_args``: a reload during the turn changes nothing of
-    it), else as configured now for its profile."""
-    if "status_reactions" in args:
-        working, answered = (list(args["status_reactions"]) + ["", ""])[:2]
-        return str(working), str(answered)
-    return status_reactions(config, args.get("profile"))
+def reply_reactions(args: ConsumerArgs) -> tuple[str, str]:
+    """A reply's reactions as its turn started (``consumer_args``: a reload during the turn changes nothing of it)."""
+    working, answered = (list(args.status_reactions) + ["", ""])[:2]
+    return str(working), str(answered)
 
 
 class ReplyStatus:
-    def __init__(self, args: dict, pacing: PlatformPacing, reactions: tuple[str, str] = ("", "")):
+    def __init__(self, args: ConsumerArgs, pacing: PlatformPacing, reactions: tuple[str, str] = ("", "")):
         self.args, self.pacing = args, pacing
-        self.working, self.answered = reactions if pacing.supports_reactions and args.get("reply_to") else ("", "")
+        self.working, self.answered = reactions if pacing.supports_reactions and args.reply_to else ("", "")
         self.held: Optional[PlatformOp] = None   # a hint made before the adapter was known
 
     def due(self, hint: Optional[PlatformOp], adapter_known: bool) -> list[PlatformOp]:
@@ -62,8 +59,8 @@ class ReplyStatus:
         return self.pacing.typing_interval_s or 5.0
 
     def typing(self) -> PlatformOp:
-        return PlatformOp(f"{self.args['turn_id']}:typing", "typing", self.args["chat_id"],
-                          thread_id=self.args["thread_id"])
+        return PlatformOp(f"{self.args.turn_id}:typing", "typing", self.args.chat_id,
+                          thread_id=self.args.thread_id)
 
     def started(self) -> Optional[PlatformOp]:
         return self._react("working", self.working) if self.working else None
@@ -74,6 +71,6 @@ class ReplyStatus:
         return self._react("done", self.answered if delivered else "")   # "": the reaction is taken away
 
     def _react(self, step: str, emoji: str) -> PlatformOp:
-        return PlatformOp(f"{self.args['turn_id']}:react-{step}", "react", self.args["chat_id"], emoji,
-                          message_id=self.args["reply_to"], thread_id=self.args["thread_id"],
-                          chat_type=self.args.get("chat_type", "dm"))
+        return PlatformOp(f"{self.args.turn_id}:react-{step}", "react", self.args.chat_id, emoji,
+                          message_id=self.args.reply_to, thread_id=self.args.thread_id,
+                          chat_type=self.args.chat_type)

@@ -4,15 +4,20 @@ Pure: no actor, no platform; the stream consumer cuts it into chunks.
 
 A preview is the deltas as they came, redacted each time it is drawn (the session redacts the final text; a secret
 split across deltas is whole again in the answer so far), with the tool line under it and a cursor at its end.
+While the model has sent nothing yet for a while, the line says so instead ("⏳ still waiting for the model… (10s)"):
+on a platform that edits, the chat sees that the answer is coming; where nothing is edited (no preview is sent), the
+typing indicator goes on as before.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from actors.messages import LongToolHint, ReplyFile, TextDelta, ToolCallFinished, ToolCallStarted, TurnEnd
+from actors.messages import (LongToolHint, ReplyFile, TextDelta, ToolCallFinished, ToolCallStarted, TurnEnd,
+                             WaitingForModel)
 from common.redact import redact
 
 CURSOR = " ▍"
+WAITING_MARK = "⏳"          # starts the progress line while the model has sent nothing yet (WaitingForModel)
 
 
 class ReplyText:
@@ -27,7 +32,7 @@ class ReplyText:
         """Fold one stream event in; True when it is the TurnEnd."""
         if isinstance(event, TextDelta):
             self.answer += event.text
-            if self.tool_line.endswith("✓") or self.tool_line.endswith("✗"):
+            if self.tool_line.endswith(("✓", "✗")) or self.tool_line.startswith(WAITING_MARK):
                 self.tool_line = ""
         elif isinstance(event, ToolCallStarted):
             self.tool_line = f"⚙ {event.name}…"
@@ -38,11 +43,17 @@ class ReplyText:
                 self.files.append(event.file)
         elif isinstance(event, LongToolHint):
             self.tool_line = f"⚙ {event.name}… still working ({int(event.elapsed_s)}s)"
+        elif isinstance(event, WaitingForModel):
+            self.tool_line = f"{WAITING_MARK} still waiting for the model… ({int(event.elapsed_s)}s)"
         elif isinstance(event, TurnEnd):
             self.final = event.final_text if event.final_text is not None else self.answer
             self.reason = event.reason
             return True
         return False
+
+    def kind(self) -> str:
+        """What the final text is: "error" when the turn failed (PlatformOp.kind), else ""."""
+        return "error" if self.reason == "error" else ""
 
     def final_text(self) -> str:
         return self.final or "…"

@@ -21,7 +21,7 @@ Messages it takes:
   ReplyDone          the reply is delivered: the inbox row is done, the turn ends, the next row starts
   Passivate          stop when idle
   AgentEvent, AgentFailed, AgentCancelled   from its agent run on the shard's loop (through the bridge)
-Messages it sends: SpawnConsumer (to its shard), StreamBatch (to the consumer).
+Messages it sends: SpawnConsumer and ModelOutcome (to its shard), StreamBatch (to the consumer).
 
 What survives kill -9, in the order it is written: the user's message in the transcript and ``begin_turn`` (before
 the model is called); tool calls with their results (as they finish); the final answer (before its TurnEnd leaves);
@@ -43,14 +43,18 @@ from actors.hooks.points import hooks_for, turn_record, with_context
 from actors.profiles.profiles import Profiles
 from actors.media.transcription import Transcriber, transcribe_all
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
-                             ReplyFile, SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
+                             ModelOutcome, ReplyFile, SessionArgs, SpawnConsumer, StreamBatch, ToolCallFinished,
+                             TurnEnd)
 from common.chat_errors import user_facing_error
 from common.redact import configured_secrets, redact
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.history import RecentHistory
+from actors.sessions.model_health import outcome_of_failure
 from actors.sessions.session_commands import run_command
 from storage import MediaCache, obligation_id
+from storage.inbox import FINISHED_STATES, InboxState
+from storage.sessions import SessionState
 from supervision.storage_access import CellStoreUser
 from supervision.cell import Cell
 from common.logging_setup import key_hash
@@ -89,8 +93,8 @@ class Session(CellStoreUser, Cell):
         return SessionPhase.DELIVERING if self.turn.ended else SessionPhase.ANSWERING
 
     # ------------------------------------------------------------------------------------------------- start
-    def on_start(self, args) -> None:
-        self.key = args["session_key"]
+    def on_start(self, args: SessionArgs) -> None:
+        self.key = args.session_key
         self.resume_window_s = setting(self.config, "sessions", "resume_window_s")
         self.max_resumes = setting(self.config, "sessions", "max_resumes")
         self.on_config_changed(self.config)
@@ -120,7 +124,7 @@ class Session(CellStoreUser, Cell):
             return
         row = self.db(self.store.inbox.get(rt.resume_inbox_seq)) if rt.resume_inbox_seq else None
         transcript = self.db(self.store.sessions.load(self.info.session_id, last_n=turns.HISTORY_EVENTS * 2))
-        if row is None or row.state in ("done", "dropped"):
+        if row is None or row.state in FINISHED_STATES:
             self.db(self.store.sessions.end_turn(self.info.session_id, rt.turn_token))
             return
         answer = turns.final_answer(transcript, rt.turn_token)
@@ -172,7 +176,7 @@ class Session(CellStoreUser, Cell):
         """Start the next turn if nothing runs: the inbox, not the doorbell, says what there is to do."""
         if self.phase in BUSY or self.intake_stopped or self._exiting:
             return
-        rows = self.db(self.store.inbox.rows_in_state(self.key, ("received",)))
+        rows = self.db(self.store.inbox.rows_in_state(self.key, (InboxState.RECEIVED,)))
         if not rows:
             if self.passivate_when_idle:
                 self.stop_self(clean=True)
@@ -201,7 +205,7 @@ class Session(CellStoreUser, Cell):
         event = events[-1]
         # Read each turn, not kept: the operator may have suspended (or resumed) the session since the last one.
         current = self.db(self.store.sessions.current(self.key))
-        if current is not None and current.state == "suspended":
+        if current is not None and current.state == SessionState.SUSPENDED:
             self.reply_turn(seqs, event, "This conversation is suspended by the gateway operator; "
                                          "messages are not answered until it is resumed.")
             return
@@ -219,7 +223,7 @@ class Session(CellStoreUser, Cell):
         """A message arrived while a turn runs. /stop and /new act at once, wherever they are among the waiting rows
         (a message queued before them keeps its turn); the busy mode decides for the first other rows, and once a
         row waits for the next turn everything after it waits too, in order."""
-        rows = self.db(self.store.inbox.rows_in_state(self.key, ("received",)))
+        rows = self.db(self.store.inbox.rows_in_state(self.key, (InboxState.RECEIVED,)))
         waiting = False
         for row in rows:
             event = MessageEvent.from_payload(row.payload)
@@ -313,39 +317,57 @@ class Session(CellStoreUser, Cell):
         except Exception as exc:  # noqa: BLE001 - shown to the chat, redacted, and logged in full
             self.bridge.post(AgentFailed(turn_id, exc))
 
-    def on_bridge(self, item) -> None:
+    # The agent run's items, back from the loop: each is for the turn it names, taken only while that turn
+    # is ANSWERING (an item of an earlier turn, or one that comes after the turn ended, is dropped).
+    def answering(self, item) -> turns.Turn | None:
         turn = self.turn
-        if self.phase is not SessionPhase.ANSWERING or turn.turn_id != getattr(item, "turn_id", None):
+        return turn if self.phase is SessionPhase.ANSWERING and turn.turn_id == item.turn_id else None
+
+    def on_loop_AgentEvent(self, item: AgentEvent) -> None:
+        if (turn := self.answering(item)) is None:
             return
-        if isinstance(item, AgentEvent):
-            event = item.event
-            if isinstance(event, TurnEnd):
-                self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete")
-                return
-            if isinstance(event, ToolCallFinished):
-                event = turns.redacted_tool_call(event, self.secrets)
-                self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(item.turn_id, event)))
-            self.push(turn, event)
-            for file in getattr(event, "files", ()):   # a tool's files: parts of the reply, after its text
-                self.push(turn, ReplyFile(file))
-        elif isinstance(item, AgentCancelled):
-            answer = turn.answer_text().rstrip()
+        event = item.event
+        if isinstance(event, TurnEnd):
+            self.tell_model(lambda endpoint: ModelOutcome(endpoint, True, at=time.time()))
+            self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete",
+                          canned=event.canned)
+            return
+        if isinstance(event, ToolCallFinished):
+            event = turns.redacted_tool_call(event, self.secrets)
+            self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(item.turn_id, event)))
+        self.push(turn, event)
+        for file in getattr(event, "files", ()):   # a tool's files: parts of the reply, after its text
+            self.push(turn, ReplyFile(file))
+
+    def on_loop_AgentCancelled(self, item: AgentCancelled) -> None:
+        if (turn := self.answering(item)) is not None:
             note = "(stopped)" if turn.interrupted == "stopped" else "(interrupted)"
-            self.end_turn(f"{answer}\n\n{note}" if answer else note, turn.interrupted or "interrupted")
-        elif isinstance(item, AgentFailed):
+            self.end_turn(turns.with_note(turn.answer_text(), note), turn.interrupted or "interrupted")
+
+    def on_loop_AgentFailed(self, item: AgentFailed) -> None:
+        if (turn := self.answering(item)) is not None:
             self.log.error("agent failed: %r", item.error, extra=self.log_fields(turn=turn.turn_id))
             notice = user_facing_error(item.error, self.secrets)
+            self.tell_model(lambda endpoint: outcome_of_failure(endpoint, item.error, self.secrets))
             self.push(turn, GatewayNotice(notice, "error"))
-            answer = turn.answer_text().rstrip()
-            self.end_turn(f"{answer}\n\n{notice}" if answer else notice, "error", error=notice)
+            self.end_turn(turns.with_note(turn.answer_text(), notice), "error", error=notice)
 
-    def end_turn(self, final_text: str, reason: str, error: str | None = None) -> None:
+    def tell_model(self, outcome_for) -> None:
+        """Tell the shard how the turn's model service did (status shows it: model_health.py), when the turn's agent
+        has one (the offline agent has none) and the outcome says something about it."""
+        endpoint = getattr(self.agent, "endpoint", None)
+        outcome = outcome_for(endpoint) if endpoint else None
+        if outcome is not None:
+            self.send(self.parent, outcome)
+
+    def end_turn(self, final_text: str, reason: str, error: str | None = None, canned: bool = False) -> None:
         turn = self.turn
         final_text = redact(final_text, self.secrets)   # a model may repeat a key it saw: never to the chat
         turn.ended, turn.final_text = True, final_text
         # The answer is in the transcript before its TurnEnd leaves: after a crash, recover() sees the turn done.
         self.db(self.store.sessions.append(self.info.session_id,
-                                           [turns.assistant_event(turn.turn_id, final_text, reason, error)]))
+                                           [turns.assistant_event(turn.turn_id, final_text, reason, error,
+                                                                  canned)]))
         self.push(turn, TurnEnd(reason, final_text))
         self.send_batch()
 
@@ -425,7 +447,11 @@ class Session(CellStoreUser, Cell):
         self.db(self.store.inbox.done(turn.seqs[-1]))
         if self.info is not None:
             self.db(self.store.sessions.end_turn(self.info.session_id, turn.turn_id))
-        self.report(turns.turn_finished(turn.event, turn.events, delivered))
+        fact = turns.turn_finished(turn.event, turn.events, delivered)
+        self.report(fact)
+        # One INFO line per turn, for an operator following the log (the metrics count the same facts).
+        self.log.info("turn %s in %.2fs", fact.outcome, fact.seconds,
+                      extra=self.log_fields(turn=turn.turn_id, outcome=fact.outcome, seconds=round(fact.seconds, 3)))
         hooks_for(self.config).fire(self.bridge, "after_turn", turn_record(self.key, turn, delivered))
         self.pump()
 

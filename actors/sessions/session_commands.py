@@ -13,6 +13,7 @@ from actors.messages import MessageEvent
 from actors.sessions import turn as turns
 from actors.sessions.commands import Command, help_text, unknown_command_reply
 from storage import short_id
+from storage.inbox import InboxState
 
 
 def run_command(session, command: Command, seqs: list, event: MessageEvent) -> None:
@@ -39,7 +40,7 @@ def _stop(session, command, seqs, event) -> None:
 
 def _status(session, command, seqs, event) -> None:
     transcript = session.db(session.store.sessions.load(session.info.session_id))
-    waiting = len(session.db(session.store.inbox.rows_in_state(session.key, ("received",))))
+    waiting = len(session.db(session.store.inbox.rows_in_state(session.key, (InboxState.RECEIVED,))))
     turns_so_far = sum(1 for e in transcript if e.role == "user" and e.kind == "message")
     session.reply_turn(seqs, event, f"Conversation {short_id(session.info.session_id)}: "
                                     f"{turns_so_far} message(s) so far, {waiting} waiting; "
@@ -47,7 +48,7 @@ def _status(session, command, seqs, event) -> None:
 
 
 def _queue(session, command, seqs, event) -> None:
-    waiting = len(session.db(session.store.inbox.rows_in_state(session.key, ("received",))))
+    waiting = len(session.db(session.store.inbox.rows_in_state(session.key, (InboxState.RECEIVED,))))
     session.reply_turn(seqs, event, f"{waiting} message(s) waiting after this one." if waiting
                        else "No message is waiting.")
 

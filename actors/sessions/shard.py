@@ -36,7 +36,9 @@ Messages it takes:
   timers             cells (the cells' timers and restarts), idle_scan (passivate idle sessions), search_index
                      (index what the sessions appended, in one transaction: storage/search_index.py)
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
-consumer's Started is its first message, so nothing sent to it can overtake it).
+consumer's Started is its first message, so nothing sent to it can overtake it); ModelOutcome (how a turn's model
+service did: kept in memory for the status walk, model_health.py; a shard started again knows nothing until its next
+turn).
 Messages it sends: InboundStored to adapters, InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells,
 the moves' messages to other shards, StoreReadResult, and what cells send out (PlatformOp to adapters, as one Batch
 per adapter for each run of the cells; metrics facts).
@@ -53,9 +55,10 @@ import dataclasses
 import heapq
 import time
 
-from actors.messages import (ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, MovesDone, OpResult,
-                             Passivate, PlatformOp, RunCells, SessionHandover, SessionTaken, SessionWanted,
-                             SpawnConsumer, StoreInbound, StoreRead)
+from actors.messages import (ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, ModelOutcome, MovesDone,
+                             OpResult, Passivate, PlatformOp, RunCells, SessionHandover, SessionTaken, SessionWanted,
+                             SessionArgs, ShardArgs, SpawnConsumer, StoreInbound, StoreRead)
+from actors.sessions.model_health import ModelHealth
 from actors.sessions.moves_in import MovesIn
 from actors.sessions.moves_out import MovesOut
 from actors.sessions import store_reads
@@ -108,10 +111,11 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.index_waits = 0             # search index catch-ups in a row that storage refused (a full disk)
         self.moves_out: MovesOut | None = None   # keys another shard wins now, moving there (moves_out.py)
         self.moves_in: MovesIn | None = None     # keys won here whose records may be elsewhere (moves_in.py)
+        self.model_health = ModelHealth()        # how its sessions' model services did (model_health.py)
 
     # ------------------------------------------------------------------------------------------------- start
-    def on_start(self, args) -> None:
-        self.index, self.count = args["index"], args["count"]
+    def on_start(self, args: ShardArgs) -> None:
+        self.index, self.count = args.index, args.count
         self.idle_s = setting(self.config, "sessions", "idle_s")
         self.max_live = setting(self.config, "sessions", "max_live")
         self.open_store()
@@ -124,7 +128,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
                               config=self.config, atomic=self.store.atomic)
         self.cells.store, self.cells.run_store, self.cells.directory = self.store, self.db, self.directory
         # Every shard of the convention when this one was started (common/host_map.py): the keys it wins are its.
-        places = [place_named(n) for n in args.get("places") or [shard_name(i) for i in range(self.count)]]
+        places = [place_named(n) for n in args.places or [shard_name(i) for i in range(self.count)]]
         me = place_named(self.name)
         self.moves_out = MovesOut(me, self.db, self.store, self.send, self.log)
         self.moves_in = MovesIn(me, self.db, self.store, self.send, self.log)
@@ -181,6 +185,8 @@ class SessionShard(InlineStoreUser, GatewayActor):
             self._spawn_consumer(message, sender)
         elif isinstance(message, DirectoryWanted):
             self.want_directory(message.why)   # rate-limited here: a thousand waiting cells are one question
+        elif isinstance(message, ModelOutcome):
+            self.model_health.record(message)
 
     # ------------------------------------------------------------------------------------------------ routing
     def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:
@@ -319,7 +325,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
             return None
         self.waiting.pop(key, None)
         self.last_active[key] = time.time() - (self.idle_s if internal else 0.0)
-        return self.cells.start(ChildSpec(name, SESSION_ACTOR, kind="Session", args={"session_key": key},
+        return self.cells.start(ChildSpec(name, SESSION_ACTOR, kind="Session", args=SessionArgs(key),
                                           restart=Restart.TRANSIENT))
 
     def _make_room(self) -> None:
@@ -415,6 +421,8 @@ class SessionShard(InlineStoreUser, GatewayActor):
         facts = (("sessions", sessions), ("consumers", len(self.consumer_owner)), ("waiting", len(self.waiting)),
                  ("loop_lag_ms", round(self.loop_monitor.take_max(), 1))) + self.moves_out.facts() + \
             self.moves_in.facts()
+        if self.model_health.rows:
+            facts += (("models", self.model_health.as_fact()),)   # the root merges every shard's (model_health.py)
         if setting(self.config, "cluster", "enabled"):
             facts += (("host", host_name(self.config)),)   # which host of the convention runs it
         return dataclasses.replace(node, children=self.cells.nodes(), facts=facts + node.facts)

@@ -15,6 +15,7 @@ from typing import Callable
 from actors.messages import StoreRead, StoreReadResult
 from storage import StorageError
 from storage import cli as storage_cli
+from storage.inbox import PENDING_STATES
 
 MAX_EVENTS = 500   # the most a conversation read returns: a bound on one answer's size
 
@@ -24,7 +25,7 @@ async def conversation(store, session_key: str, last_n: int) -> dict:
     for an adapter, which draws them as it draws its own host's)."""
     info = await store.sessions.current(session_key)
     events = await store.sessions.load(info.session_id, last_n=min(int(last_n), MAX_EVENTS)) if info else []
-    return {"events": events, "waiting": await store.inbox.rows_in_state(session_key, ("received", "taken"))}
+    return {"events": events, "waiting": await store.inbox.rows_in_state(session_key, PENDING_STATES)}
 
 
 async def message_outcome(store, platform: str, message_id: str, last_n: int) -> dict:

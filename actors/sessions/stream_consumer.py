@@ -1,14 +1,20 @@
 """The stream consumer cell: one reply in flight, from the model's timeline to the platform's (seed §4, docs/design.md
 §2.5). A cell of the session's shard (supervision/cell.py), started when the turn begins.
 
-Phase (``ReplyPhase``): STREAMING (previews of the answer so far, as the throttle allows) -> FINISHING (TurnEnd came:
-the final text is cut into its chunks, recorded, and shown part by part) -> DONE (delivered, given up, or another
-consumer took the reply over: ReplyDone to the session, unless taken over, and the cell stops). Whether previews
-are shown at all is a mode, not a phase: ``fallback`` (edits keep failing) and platforms without edits send the
-final text only.
+Phase (``ReplyPhase``):
+  STREAMING -> FINISHING   TurnEnd came: the final text is cut into its chunks, recorded, and shown part by part
+  STREAMING | FINISHING -> DONE   delivered, given up, or another consumer took the reply over: ReplyDone to the
+                           session (unless taken over), and the cell stops
+Whether previews are shown is a mode beside the phase (``PreviewMode``), set at start and changed once at most:
+  LIVE -> FALLBACK         edits keep failing (or a final edit was refused for good): the final text goes as new
+  FINAL_ONLY -> FALLBACK   messages, and the previews it replaces are deleted at the end
+FINAL_ONLY is a platform without edits or a profile that does not stream: the final text goes out whole.
 
 State: the answer, tool line, final text and files (``ReplyText``), the parts on the platform and what each shows
-(``PlacedParts``), the operation in flight, the claim (``Claim``), edits failed in a row, since when no adapter.
+(``PlacedParts``), the operation in flight (``InFlight``: one at a time), the claim (``Claim``), edits failed in a
+row, since when no adapter. Facts beside the phase, each independent of it: a pump asked to ignore the throttle
+(``force``: Flush), the final chunks recorded in the ledger (``chunks_recorded``), a wake-up for the end of the edit
+interval armed (``edit_due_armed``), pumps in a row held back by unavailable storage (``storage_waits``).
 
 Messages it takes:
   StreamBatch   events of the turn, in batch order (Thespian does not order messages between actors: batches that
@@ -37,11 +43,14 @@ unfinished copy above it. A send unanswered for SEND_SILENCE_S is taken for lost
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import itertools
 import time
+from dataclasses import dataclass
+from typing import Any
 
-from actors.messages import LostSend, OpResult, PlatformOp, ReplyDone, StalledReply, StreamBatch
+from actors.messages import ConsumerArgs, LostSend, OpResult, PlatformOp, ReplyDone, StalledReply, StreamBatch
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
 from actors.media.outgoing import unsent_line
 from actors.sessions.placed_parts import SUPERSEDED, PlacedParts
@@ -64,10 +73,26 @@ from common.cluster import on_worker
 STORAGE_WAIT_S = (0.5, 5.0)   # retry delays while storage is unavailable: first, then the longest
 
 
-class ReplyPhase(enum.Enum):
+class ReplyPhase(enum.StrEnum):   # str-valued: the value is what the logs say
     STREAMING = "streaming"
     FINISHING = "finishing"
     DONE = "done"
+
+
+class PreviewMode(enum.StrEnum):
+    LIVE = "live"               # previews of the answer so far, edited into place as the throttle allows
+    FINAL_ONLY = "final_only"   # no previews: the platform has no edits, or the turn's profile does not stream
+    FALLBACK = "fallback"       # edits kept failing: no more previews; the final text goes as new messages
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """The one operation sent to the adapter and not answered yet."""
+    op_id: str
+    action: str       # PlatformOp.action: send | edit | delete | find_lost
+    index: int        # the part it is about (SUPERSEDED: the oldest superseded preview)
+    text: Any         # what the part shows once it succeeds (None for a delete)
+    adapter: Any      # the adapter's address it went to: a restarted adapter never answers it
 
 
 class StreamConsumer(CellStoreUser, Cell):
@@ -78,13 +103,13 @@ class StreamConsumer(CellStoreUser, Cell):
         self.expected, self.held = 0, {}
         self.text = ReplyText()                 # the answer so far, the tool line, the final text (reply_text.py)
         self.placed = PlacedParts()             # the reply's parts on the platform, and what each shows
-        self.in_flight, self.in_flight_to = None, None   # (op_id, action, index, text), and the adapter it went to
+        self.in_flight: InFlight | None = None
         self.ops = itertools.count(1)
         self.claim: Claim | None = None           # the ledger side of this reply (reply_claim.py)
         self.edit_failures, self.retries = 0, 0
-        self.session, self.phase = None, ReplyPhase.STREAMING
-        # fallback: the final text goes as new messages (edits failed); force: the next pump ignores the throttle
-        self.fallback, self.force, self.chunks_recorded = False, False, False
+        self.session, self.phase, self.mode = None, ReplyPhase.STREAMING, PreviewMode.LIVE
+        # force: the next pump ignores the throttle; chunks_recorded: the final chunks are in the ledger as shown
+        self.force, self.chunks_recorded = False, False
         self.storage_waits = 0                  # pumps in a row held back by unavailable storage
         self.edit_due_armed = False             # a wake-up for the end of the edit interval is coming
         self.adapter_wait: AdapterWait | None = None   # since when the directory names no adapter for this reply
@@ -92,8 +117,10 @@ class StreamConsumer(CellStoreUser, Cell):
         self.marker_at: int | None = None        # the part that carries the re-sent mark (reply_files.marker_index)
         self.final_cut = FinalCut()              # the final text's parts, cut once for every pump that wants them
 
-    def on_start(self, args) -> None:
-        self.args, self.pacing = args, registry.reply_pacing(self.config, args)
+    def on_start(self, args: ConsumerArgs) -> None:
+        self.args = args
+        self.pacing = registry.reply_pacing(self.config, args.adapter, args.platform, stream=args.stream)
+        self.mode = PreviewMode.LIVE if self.pacing.supports_edit else PreviewMode.FINAL_ONLY
         self.length, self.marker = LENGTH_FUNCTIONS[self.pacing.length], resent_marker(self.config)
         self.chunk_limit = chunk_limit(self.pacing, self.length, self.marker)
         self.throttle = EditThrottle(self.pacing)
@@ -102,7 +129,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.open_store()
         self.claim = Claim(args, self.store, self.db, self.log, self.name, self.report, records_sends=on_worker(),
                            pacing=self.pacing)
-        self.status = ReplyStatus(args, self.pacing, reply_reactions(self.config, args))
+        self.status = ReplyStatus(args, self.pacing, reply_reactions(args))
         if (first := self.status.first_typing_after()) is not None:
             self.after(first, "typing")
         self.to_adapter(self.status.started())
@@ -130,7 +157,7 @@ class StreamConsumer(CellStoreUser, Cell):
             parts = self.final_cut.parts(self.text.final_text(), self.text.files, self.pacing, self.length,
                                          self.chunk_limit)
             return self.marked([self.refused_files.get(i, part) for i, part in enumerate(parts)])
-        if self.fallback or not self.pacing.supports_edit:
+        if self.mode is not PreviewMode.LIVE:
             return None  # no previews: the final text goes out whole
         preview = self.text.preview(self.secrets)
         return None if preview is None else self.marked(split_message(preview, self.chunk_limit, self.length))
@@ -195,35 +222,37 @@ class StreamConsumer(CellStoreUser, Cell):
 
     def start_op(self, index: int, text: str | None) -> None:
         a, finishing = self.args, self.phase is ReplyPhase.FINISHING
-        op_id = self.claim.op_id(a["turn_id"], next(self.ops))   # never one an earlier life used (Claim.op_id)
+        op_id = self.claim.op_id(a.turn_id, next(self.ops))   # never one an earlier life used (Claim.op_id)
         if text is None:
             target = self.placed.superseded[0] if index == SUPERSEDED else self.placed.ids[index]
-            op = PlatformOp(op_id, "delete", a["chat_id"], message_id=target, thread_id=a["thread_id"])
-        elif index in self.placed.ids and not (self.fallback and finishing):
-            op = PlatformOp(op_id, "edit", a["chat_id"], text, message_id=self.placed.ids[index],
-                            thread_id=a["thread_id"], chat_type=a["chat_type"], final=finishing)
+            op = PlatformOp(op_id, "delete", a.chat_id, message_id=target, thread_id=a.thread_id)
+        elif index in self.placed.ids and not (self.mode is PreviewMode.FALLBACK and finishing):
+            op = PlatformOp(op_id, "edit", a.chat_id, text, message_id=self.placed.ids[index],
+                            thread_id=a.thread_id, chat_type=a.chat_type, final=finishing)
         elif self.claim.lost == index and is_file(text):   # a file's lost copy cannot be found by its text
             self.claim.lost = None
             return self.send_unresolved(index, "a file's send is unresolved", text) or self.pump()
         elif self.claim.lost == index:
             # Before this part goes again: is the copy its lost send left in the chat? (lost_copies.py)
-            op = PlatformOp(op_id, "find_lost", a["chat_id"], text, thread_id=a["thread_id"],
-                            chat_type=a["chat_type"], final=finishing,
+            op = PlatformOp(op_id, "find_lost", a.chat_id, text, thread_id=a.thread_id,
+                            chat_type=a.chat_type, final=finishing,
                             ledger=(self.claim.oid, self.claim.fence, index))
         else:
             key = f"{self.claim.oid[:16]}.{index}" if self.pacing.idempotent_send and self.claim.recorded else None
-            op = PlatformOp(op_id, "send", a["chat_id"], thread_id=a["thread_id"], chat_type=a["chat_type"],
-                            reply_to=a["reply_to"] if index == 0 else None, final=finishing,
+            op = PlatformOp(op_id, "send", a.chat_id, thread_id=a.thread_id, chat_type=a.chat_type,
+                            reply_to=a.reply_to if index == 0 else None, final=finishing,
                             idempotency_key=key, **send_fields(text),
                             ledger=self.claim.send_ledger(index))
-        adapter = self.directory.adapter(a["adapter"]) if self.directory is not None else None
+        if finishing and op.action in ("send", "edit") and self.text.kind():   # a failed turn's text says so
+            op = dataclasses.replace(op, kind=self.text.kind())
+        adapter = self.directory.adapter(a.adapter) if self.directory is not None else None
         if adapter is None:
             self.without_adapter()
             return
         self.adapter_wait.found()
         if op.action == "send":   # the intent is committed (by the adapter: op.ledger), the id with the answer
             self.claim.before_send(index)
-        self.in_flight, self.in_flight_to, self.force = (op_id, op.action, index, text), adapter, False
+        self.in_flight, self.force = InFlight(op_id, op.action, index, text, adapter), False
         self.send(adapter, op)
         self.after(OP_TIMEOUT_S, "op_timeout", (op_id, 1))
 
@@ -233,28 +262,28 @@ class StreamConsumer(CellStoreUser, Cell):
         if step == "report":
             self.log.warning("%s: the reply has waited %.0fs for adapter %r, which the directory does not name "
                              "(claim %s, parts %d, %s); asking for the directory again", self.name,
-                             self.adapter_wait.bound_s, self.args["adapter"], (self.claim.oid or "none")[:12],
+                             self.adapter_wait.bound_s, self.args.adapter, (self.claim.oid or "none")[:12],
                              len(self.placed.ids), self.phase.value)
-            self.report(StalledReply(self.args["adapter"], "no_adapter"))
+            self.report(StalledReply(self.args.adapter, "no_adapter"))
         if step != "wait":
-            self.want_directory(f"a reply waits for adapter {self.args['adapter']!r}")
+            self.want_directory(f"a reply waits for adapter {self.args.adapter!r}")
         self.after(0.5, "pump")
 
     def on_timer_op_timeout(self, data) -> None:
         """No answer yet (op_failures.after_silence): a send taken for lost is unresolved (send_unresolved)."""
         op_id, waited = data   # waited: OP_TIMEOUT_S periods so far
-        if self.in_flight is None or self.in_flight[0] != op_id:
+        if self.in_flight is None or self.in_flight.op_id != op_id:
             return
-        step = after_silence(self.in_flight[1], waited * OP_TIMEOUT_S)
+        step = after_silence(self.in_flight.action, waited * OP_TIMEOUT_S)
         if step == "wait":
             self.after(OP_TIMEOUT_S, "op_timeout", (op_id, waited + 1))
             return
-        (_, _, index, part), self.in_flight = self.in_flight, None
+        index, part, self.in_flight = self.in_flight.index, self.in_flight.text, None
         if step == "lost":
             self.log.warning("%s: no answer to the send of part %d in %gs (claim %s, parts %d, %s); taking it "
                              "for lost", self.name, index, SEND_SILENCE_S, (self.claim.oid or "none")[:12],
                              len(self.placed.ids), self.phase.value)
-            self.report(LostSend(self.args["adapter"], "unanswered"))
+            self.report(LostSend(self.args.adapter, "unanswered"))
             self.send_unresolved(index, "a send got no answer", part)
         else:
             self.log.warning("%s: no answer to %s within %gs; sending it again", self.name, op_id, OP_TIMEOUT_S)
@@ -264,12 +293,12 @@ class StreamConsumer(CellStoreUser, Cell):
     def on_directory(self, directory) -> None:
         """The adapter was restarted: what it had not answered is lost with it and goes again (a send: see below)."""
         self.to_adapter(None)
-        if self.in_flight is not None and directory.adapter(self.args["adapter"]) != self.in_flight_to:
-            if self.in_flight[1] == "send":
-                self.send_unresolved(self.in_flight[2], "the adapter died with a send in hand", self.in_flight[3])
+        if self.in_flight is not None and directory.adapter(self.args.adapter) != self.in_flight.adapter:
+            if self.in_flight.action == "send":
+                self.send_unresolved(self.in_flight.index, "the adapter died with a send in hand", self.in_flight.text)
             self.in_flight = None
             self.pump()
-        elif self.adapter_wait.since is not None and directory.adapter(self.args["adapter"]) is not None:
+        elif self.adapter_wait.since is not None and directory.adapter(self.args.adapter) is not None:
             self.pump()   # a reply that waited for this directory (a fresh shard's first) goes now, not at its retry
 
     def send_unresolved(self, index: int, why: str, part) -> None:
@@ -297,7 +326,7 @@ class StreamConsumer(CellStoreUser, Cell):
             self.after_marking()
             self.pump()
             return
-        self.report(LostSend(self.args["adapter"], "never_landed" if result.message_id is None else "found"))
+        self.report(LostSend(self.args.adapter, "never_landed" if result.message_id is None else "found"))
         if result.message_id is not None:
             self.placed.ids[index], self.placed.shown[index] = str(result.message_id), text
             if not result.recorded:
@@ -307,9 +336,9 @@ class StreamConsumer(CellStoreUser, Cell):
 
     @steps_aside
     def on_OpResult(self, result: OpResult, sender) -> None:
-        if self.in_flight is None or result.op_id != self.in_flight[0]:
+        if self.in_flight is None or result.op_id != self.in_flight.op_id:
             return
-        _op_id, action, index, text = self.in_flight
+        action, index, text = self.in_flight.action, self.in_flight.index, self.in_flight.text
         self.in_flight = None
         if action == "find_lost" and result.error_kind not in ("lost_claim", "storage"):
             self.lost_copy_answered(index, text, result)
@@ -381,9 +410,9 @@ class StreamConsumer(CellStoreUser, Cell):
             self.edit_failures += 1
             if decision.fall_back:
                 self.log.warning("%s: edits keep failing; the answer will be sent once, complete", self.name)
-                self.fallback = True
+                self.mode = PreviewMode.FALLBACK
         elif step == "fall_back":
-            self.fallback = True           # the final text goes out as new messages
+            self.mode = PreviewMode.FALLBACK   # the final text goes out as new messages
             self.placed.superseded.append(self.placed.ids.pop(index))
             self.placed.shown.pop(index, None)
         self.pump()
@@ -402,7 +431,7 @@ class StreamConsumer(CellStoreUser, Cell):
 
     def to_adapter(self, hint: PlatformOp | None) -> None:
         """A hint beside the reply, held until the directory names the adapter (ReplyStatus.due)."""
-        adapter = self.directory.adapter(self.args["adapter"]) if self.directory is not None else None
+        adapter = self.directory.adapter(self.args.adapter) if self.directory is not None else None
         for op in self.status.due(hint, adapter is not None):
             self.send(adapter, op)
 
@@ -438,7 +467,7 @@ class StreamConsumer(CellStoreUser, Cell):
             tell_delivered(self.config, self.bridge, self.args, self.text.final_text(), ids)   # plugins' hooks
         self.to_adapter(self.status.finished(ok and self.text.reason in ("complete", "")))
         if self.session is not None:
-            self.send(self.session, ReplyDone(self.args["turn_id"], ok, detail, ids))
+            self.send(self.session, ReplyDone(self.args.turn_id, ok, detail, ids))
         self.stop_self(clean=True)
 
     def flush(self) -> int:

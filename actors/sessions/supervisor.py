@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from actors.messages import InboxDoorbell
+from actors.messages import InboxDoorbell, ShardArgs
 from common.cluster import HOST_CAPABILITY, SHARDS_CAPABILITY
 from common.host_map import SWEEPER_PREFIX, ShardPlace, place_named, place_of
 from common.shard_map import SHARD_PREFIX, default_shard_count, shard_name
-from supervision.spec import ChildSpec, Restart, flags_from_config
+from supervision.spec import ChildSpec, ChildStatus, Restart, flags_from_config
 from supervision.supervisor import Supervisor
-from supervision.thespian_addresses import forget_child_address
+from runtime.child_addresses import forget_child_address
 from common.config import setting
 
 SHARD_ACTOR = "actors.sessions.shard.SessionShard"
@@ -47,8 +47,7 @@ def shard_spec(place: ShardPlace, places: tuple) -> ChildSpec:
     """A shard's child spec; ``places``: the child names of every shard of the convention now (the shard starts
     the sessions of the keys it wins among them)."""
     return ChildSpec(place.child_name, SHARD_ACTOR, kind="SessionShard",
-                     args={"index": place.index, "count": sum(1 for n in places if place_named(n).on_leader),
-                           "places": places},
+                     args=ShardArgs(place.index, sum(1 for n in places if place_named(n).on_leader), places),
                      restart=Restart.PERMANENT, shutdown_timeout_s=10.0,
                      placement=None if place.on_leader else {HOST_CAPABILITY: place.host})
 
@@ -101,7 +100,7 @@ class SessionSupervisor(Supervisor):
             names = self.shard_names() + tuple(p.child_name for p in mine if p.child_name not in self.children)
             for name in self.shard_names():   # every shard learns the new map at its next start
                 child = self.children[name]
-                child.spec = dataclasses.replace(child.spec, args={**child.spec.args, "places": names})
+                child.spec = dataclasses.replace(child.spec, args=dataclasses.replace(child.spec.args, places=names))
             for spec in [shard_spec(place, names) for place in mine] + [sweeper_spec(host)]:
                 child = self.children.get(spec.name)
                 if child is None or child.address is None:
@@ -117,7 +116,7 @@ class SessionSupervisor(Supervisor):
                     # The host is gone, and with it the shard: no exit notice will come. Its keys keep their
                     # place in the map (no other shard takes them over empty); their rows wait on the leader.
                     forget_child_address(self, child.address)
-                    child.address, child.seen_as, child.pid, child.status = None, None, 0, "unavailable"
+                    child.address, child.seen_as, child.pid, child.status = None, None, 0, ChildStatus.UNAVAILABLE
                     child.last_exit = f"host {host} lost"
             self.announce_children()
 
@@ -132,7 +131,7 @@ class SessionSupervisor(Supervisor):
         self.log.error("%s: %s exited %d times in %gs (last: %s); not restarted until its host joins again",
                        self.name, child.spec.name, child.recent.recent(now) + 1, self._flags.period_s,
                        child.last_exit)
-        child.status = "failed"
+        child.status = ChildStatus.FAILED
         return False
 
     def pending_work(self) -> int:

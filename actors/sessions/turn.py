@@ -16,10 +16,12 @@ from typing import Any, Optional
 
 from actors.agents.base import AgentRequest
 from actors.media.parts import user_content
+from actors.sessions.chunking import close_open_fence
 from actors.sessions.commands import parse_command
 from actors.profiles.profiles import profile_streams
 from actors.sessions.reply_status import status_reactions
-from actors.messages import MessageEvent, OutgoingFile, TextDelta, ToolCallFinished, TurnEnd, TurnFinished
+from actors.messages import (ConsumerArgs, MessageEvent, OutgoingFile, TextDelta, ToolCallFinished, TurnEnd,
+                             TurnFinished)
 from common.redact import redact
 from storage import MediaCache
 from storage.sessions import TranscriptEvent
@@ -71,7 +73,7 @@ class Turn:
     interrupted: bool = False
     consumer_restarts: int = 0      # consumers that crashed: past MAX_CONSUMER_RESTARTS the sweeper takes over
     consumer_attempts: int = 0      # every consumer asked for (names them uniquely)
-    consumer_args: Optional[dict] = None   # made at the first ask for a consumer; every later one gets the same
+    consumer_args: Optional[ConsumerArgs] = None   # made at the first ask for a consumer; every later one the same
 
     def answer_text(self) -> str:
         return "".join(e.text for e in self.events if isinstance(e, TextDelta))
@@ -83,7 +85,7 @@ def collectable(event: MessageEvent) -> bool:
     return not event.internal and parse_command(event.text) is None
 
 
-def consumer_args(turn: Turn, session_key: str, config: dict) -> dict:
+def consumer_args(turn: Turn, session_key: str, config: dict) -> ConsumerArgs:
     """The turn's reply consumer's args, made once: a consumer started again after a crash gets the same."""
     if turn.consumer_args is None:
         turn.consumer_args = _consumer_args(turn, session_key, config)
@@ -96,19 +98,19 @@ def consumer_id(turn: Turn, epoch: int) -> str:
     return f"{turn.turn_id}.{os.getpid()}.{epoch}.{turn.consumer_attempts}"
 
 
-def _consumer_args(turn: Turn, session_key: str, config: dict) -> dict:
+def _consumer_args(turn: Turn, session_key: str, config: dict) -> ConsumerArgs:
     source = turn.event.source
     adapter = source.platform
     platform_type = config.get("adapters", {}).get(adapter, {}).get("type", adapter)
-    return {"turn_id": turn.turn_id, "session_key": session_key, "inbound_ref": inbound_ref(turn.event),
-            "adapter": adapter, "platform": platform_type, "chat_id": source.chat_id, "thread_id": source.thread_id,
-            "chat_type": source.chat_type, "profile": source.profile,
-            # The profile's reply settings as the turn starts: a reload during the turn does not change how its reply
-            # goes, even for a consumer started again after a crash.
-            "stream": profile_streams(config, source.profile), "status_reactions": list(status_reactions(config,
-                                                                                            source.profile)),
-            # A scheduled run's message id is the gateway's own: there is no platform message to reply or react to.
-            "reply_to": None if turn.event.internal else turn.event.platform_message_id}
+    return ConsumerArgs(
+        turn_id=turn.turn_id, session_key=session_key, inbound_ref=inbound_ref(turn.event), adapter=adapter,
+        platform=platform_type, chat_id=source.chat_id, thread_id=source.thread_id, chat_type=source.chat_type,
+        profile=source.profile,
+        # The profile's reply settings as the turn starts: a reload during the turn does not change how its reply
+        # goes, even for a consumer started again after a crash.
+        stream=profile_streams(config, source.profile), status_reactions=status_reactions(config, source.profile),
+        # A scheduled run's message id is the gateway's own: there is no platform message to reply or react to.
+        reply_to=None if turn.event.internal else turn.event.platform_message_id)
 
 
 def user_event(turn_id: str, event: MessageEvent, seq: int) -> dict:
@@ -174,22 +176,34 @@ def turn_files(transcript: list, turn_id: str) -> tuple:
                  for part in e.payload.get("attachments") or () if isinstance(part, dict))
 
 
-def assistant_event(turn_id: str, text: str, reason: str, error: Optional[str] = None) -> dict:
+def with_note(answer: str, note: str) -> str:
+    """The answer so far of a turn cut short, then the note that says why ("(stopped)", an error): a code block the
+    answer was in the middle of is closed first, so the note is not shown as code."""
+    answer = answer.rstrip()
+    return f"{close_open_fence(answer)}\n\n{note}" if answer else note
+
+
+def assistant_event(turn_id: str, text: str, reason: str, error: Optional[str] = None, canned: bool = False) -> dict:
     """The answer of a turn. ``error``: the notice the chat was shown when the turn failed (the agent raised, or
-    the gateway gave up on the message), kept apart from the text so a client can report the failure."""
-    payload = {"text": text, "reason": reason, **({"error": error} if error else {})}
+    the gateway gave up on the message), kept apart from the text so a client can report the failure. ``canned``:
+    the offline agent's answer, which ``model_messages`` leaves out (a model must not take it for its own)."""
+    payload = {"text": text, "reason": reason, **({"error": error} if error else {}),
+               **({"canned": True} if canned else {})}
     return {"role": "assistant", "kind": "message", "turn_id": turn_id, "payload": payload}
 
 
 def model_messages(transcript: list, system_prompt: str = "", media: Optional[MediaCache] = None,
                    turn_id: Optional[str] = None, notes: Optional[dict] = None) -> tuple:
-    """The transcript as OpenAI chat messages: user and assistant text, with undone turns left out. A user message
-    with attachments becomes content parts (actors/media/parts.py): in full (images, document text) for the turn
-    ``turn_id`` when ``media`` is given, as one line each otherwise; ``notes`` are the turn's transcripts."""
+    """The transcript as OpenAI chat messages: user and assistant text, with undone turns and the offline agent's
+    answers left out. A user message with attachments becomes content parts (actors/media/parts.py): in full
+    (images, document text) for the turn ``turn_id`` when ``media`` is given, as one line each otherwise; ``notes``
+    are the turn's transcripts."""
     undone = {e.payload.get("turn_id") for e in transcript if e.kind == "undo"}
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     for e in transcript[-HISTORY_EVENTS:]:
         if e.turn_id in undone or e.kind != "message":
+            continue
+        if e.role == "assistant" and e.payload.get("canned"):   # the offline agent's, from before a model was set
             continue
         if e.role == "user" and e.payload.get("attachments"):
             full = turn_id is not None and e.turn_id == turn_id

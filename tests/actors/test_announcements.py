@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from actors.root import Root
 from supervision.messages import AddressesChanged, ChildReady
-from supervision.spec import ChildSpec
+from supervision.spec import ChildSpec, ChildStatus
 from supervision.supervisor import ChildState
 
 
@@ -63,7 +63,7 @@ def test_the_supervisor_announces_the_address_a_child_spoke_from_not_createactor
     supervisor.send = lambda to, message: sent.append(message)
     supervisor.parent = "the root"
     supervisor.children = {"web": ChildState(ChildSpec("web", "actors.adapters.webchat.adapter.WebChatAdapter"),
-                                             address="local stand-in", status="starting")}
+                                             address="local stand-in", status=ChildStatus.STARTING)}
     # The child's first message arrives before Thespian has tied the stand-in to the child's real address.
     supervisor.on_ChildReady(ChildReady("web", 4242), "the child's real address")
     [announced] = [m for m in sent if isinstance(m, AddressesChanged)]

@@ -10,7 +10,13 @@ Commands:
                                               line is sent as given); answered {"ok": true} once told
   {"state": null}                             -> {"accepted": {message_id: [[seq, refused], ...]},
                                                   "shown": [{"message_id", "text", "deleted"}, ...],
-                                                  "synced": bool}
+                                                  "held": [message_id, ...], "synced": bool}
+  {"received": null}                          the same at once, unsynced ("synced": false): what came, when the
+                                              daemon that showed it is gone
+  {"hold": null} / {"release": null}          the delivery case (fault injection, actors/adapters/send_hold.py):
+                                              tell the adapter HoldNextSend for this user's chat / ReleaseSend;
+                                              answered {"ok": bool} (false: no adapter known yet). The
+                                              adapter's SendHeld answers show in "held".
 
 What the bot showed reaches this process by its own path, not with the OpResult the suite waits for: a state is
 answered once the adapter has answered a done check asked after the command came (CliAskDone of a row that cannot
@@ -31,7 +37,8 @@ import sys
 import threading
 import time
 
-from actors.messages import CliAccepted, CliAskDone, CliDone, CliSay, CliShow
+from actors.messages import (CliAccepted, CliAskDone, CliDone, CliSay, CliShow, HoldNextSend, ReleaseSend,
+                             SendHeld)
 from common import config as config_mod
 from daemon.admin import AdminClient
 from daemon.asking import listen_for
@@ -52,6 +59,7 @@ class TerminalProcess:
         self.pending: dict[str, tuple] = {}     # message id -> (CliSay, the adapter told, when)
         self.accepted: dict[str, list] = {}     # message id -> [[seq, refused], ...]: one per answer
         self.shown: dict[str, dict] = {}        # message id -> {"text", "deleted"}, in the order first shown
+        self.held: list[str] = []               # the message ids of sends the adapter said it holds
         self.syncs = 0
         self.waiting_state: tuple | None = None  # (the done check's seq, its deadline) of a state not answered yet
         self.sync_asked = False
@@ -93,19 +101,27 @@ class TerminalProcess:
                 self.shown[message.message_id]["text"] = message.text
             elif message.action == "delete" and message.message_id in self.shown:
                 self.shown[message.message_id]["deleted"] = True
+        elif isinstance(message, SendHeld):
+            self.held.append(message.message_id)
         elif isinstance(message, CliDone) and self.waiting_state and message.seq == self.waiting_state[0]:
             self.answer_state(synced=True)
 
     def answer_state(self, synced: bool) -> None:
         self.waiting_state = None
         answer({"accepted": self.accepted, "shown": [{"message_id": m, **s} for m, s in self.shown.items()],
-                "synced": synced})
+                "held": self.held, "synced": synced})
 
     # ---------------------------------------------------------------------------------------------- commands
     def command(self, command: dict) -> None:
         if "say" in command:
             self.tell(CliSay(self.user, command["say"]["text"], command["say"]["message_id"]))
             answer({"ok": True})
+        elif "received" in command:
+            self.answer_state(synced=False)
+        elif "hold" in command or "release" in command:
+            if self.adapter is not None:
+                self.client.asys.tell(self.adapter, HoldNextSend(self.user) if "hold" in command else ReleaseSend())
+            answer({"ok": self.adapter is not None})
         elif "state" in command:
             self.syncs += 1
             self.waiting_state = (-self.syncs, time.monotonic() + SYNC_S)

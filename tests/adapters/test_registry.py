@@ -72,13 +72,12 @@ def test_pacing_comes_from_the_platform_with_overrides():
 
 
 def test_a_replys_pacing_is_worked_out_once_per_configuration_and_anew_after_a_reload():
-    args = {"adapter": "bot", "platform": "fake", "stream": True}
     config = config_with(bot={**FAKE, "pacing": {"per_chat_burst": 2}})
-    first = registry.reply_pacing(config, args)
-    assert first.per_chat_burst == 2 and registry.reply_pacing(config, args) is first
+    first = registry.reply_pacing(config, "bot", "fake", stream=True)
+    assert first.per_chat_burst == 2 and registry.reply_pacing(config, "bot", "fake", stream=True) is first
     reloaded = config_with(bot={**FAKE, "pacing": {"per_chat_burst": 7}})   # a reload is a new config object
-    assert registry.reply_pacing(reloaded, args).per_chat_burst == 7
-    assert not registry.reply_pacing(config, {**args, "stream": False}).supports_edit
+    assert registry.reply_pacing(reloaded, "bot", "fake", stream=True).per_chat_burst == 7
+    assert not registry.reply_pacing(config, "bot", "fake", stream=False).supports_edit
 
 
 def like_fake(type_name: str, **changes) -> Platform:

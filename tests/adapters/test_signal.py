@@ -201,7 +201,7 @@ class Posts:
 
     def lines(self) -> list[str]:
         from actors.adapters import base
-        return [i.text for i in self.items if isinstance(i, base._LogLine)]
+        return [i.text for i in self.items if isinstance(i, base.LogLine)]
 
 
 def make_adapter(sc: FakeSignalCli, tmp_path, **settings):

@@ -41,7 +41,7 @@ class Posts:
         self.items.append(item)
 
     def lines(self) -> list[str]:
-        return [i.text for i in self.items if isinstance(i, base._LogLine)]
+        return [i.text for i in self.items if isinstance(i, base.LogLine)]
 
 
 @pytest.fixture

@@ -160,9 +160,11 @@ def test_join_without_the_cluster_secret_is_refused_with_a_clear_message(tmp_pat
 
 PLACE_SNIPPET = """
 import json, os, sys
-from daemon import frame_mac, loopback, peer_credentials
-loopback.install(sys.argv[1]); peer_credentials.install(allow_remote=True)
-frame_mac.install(frame_mac.cluster_key(os.environ["GATEWAY_CLUSTER_SECRET"]))
+from daemon import peer_credentials
+from daemon.transport_key import cluster_key
+from runtime import frame_mac, loopback, peer_check
+loopback.install(sys.argv[1]); peer_check.install(peer_credentials.admission(allow_remote=True))
+frame_mac.install(cluster_key(os.environ["GATEWAY_CLUSTER_SECRET"]))
 from thespian.actors import ActorSystem
 asys = ActorSystem("multiprocTCPBase", {"Admin Port": int(sys.argv[2])})
 found = {}

@@ -10,7 +10,7 @@ import pytest
 
 from common import processes
 from common.config import defaults
-from daemon import loopback
+from runtime import loopback
 from daemon.launcher import Launcher
 from daemon.ports import KEPT_OUT, any_free_admin_port, ephemeral_low, port_free
 

@@ -87,6 +87,18 @@ def raw_reply(lines: list, **options) -> Reply:
     return Reply(chunks=list(lines), **options)
 
 
+def agent_toml(server: "FakeOpenAIServer", extra: str = "") -> str:
+    """The ``[agent]`` table of a gateway that asks this fake model (``extra``: more keys of the table)."""
+    return f"""
+[agent]
+kind = "openai"
+base_url = "{server.base_url}"
+model = "{MODEL}"
+api_key = "sk-test-key-0123456789abcdef"
+{extra}
+"""
+
+
 @dataclass
 class RecordedRequest:
     path: str

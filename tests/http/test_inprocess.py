@@ -28,11 +28,11 @@ class Posts:
 
     def post(self, item):
         self.items.append(item)
-        if isinstance(item, base._Connected):
+        if isinstance(item, base.IntakeConnected):
             self.connected.set()
 
     def lines(self) -> list[str]:
-        return [i.text for i in self.items if isinstance(i, base._LogLine)]
+        return [i.text for i in self.items if isinstance(i, base.LogLine)]
 
 
 class OpenedBook(ReplyBook):

@@ -57,7 +57,8 @@ def on_a_terminal(gw: Gateway, *args: str, columns: int = COLUMNS) -> tuple[list
 def test_piped_output_is_the_plain_lines_without_escape_sequences(gateway):
     tree = gateway.cli("tree", check=True).stdout
     assert "\x1b" not in tree and tree.splitlines()[0].startswith("Root")
-    assert all(line.lstrip().startswith("└─ ") for line in tree.splitlines()[1:]), tree
+    assert all(line.lstrip("│ ").startswith(("├─ ", "└─ ")) for line in tree.splitlines()[1:]), tree
+    assert tree.splitlines()[1].startswith("├─ ") and tree.splitlines()[-1].startswith("   └─ "), tree
     [row] = gateway.cli("sessions", "list", check=True).stdout.splitlines()   # one line a session, no header
     listed = json.loads(gateway.cli("sessions", "list", "--json", check=True).stdout)["sessions"]
     assert row.split()[:2] == [listed[0]["short_id"], "active"] and "\x1b" not in row

@@ -46,3 +46,20 @@ def test_a_bad_adapter_table_is_a_config_error_too(tmp_path):
     gw = Gateway(tmp_path, extra_toml='[adapters.x]\ntype = "fake"\nbase_url = "http://127.0.0.1:9"\nbogus = 1\n')
     result = gw.cli("run", timeout=30)
     assert result.returncode == 78 and "[adapters.x] bogus" in result.stderr and "unknown key" in result.stderr
+
+
+def test_every_error_of_every_table_is_listed_at_once_with_the_likeliest_key(tmp_path):
+    gw = Gateway(tmp_path)
+    gw.config.write_text('[gateway]\nadmin_prot = 1\n[adapters.web]\ntype = "webchat"\nprot = 8765\nhost = 5\n'
+                         '[adapters.tg]\ntype = "telegram"\n')
+    result = gw.cli("start", timeout=30)
+    assert result.returncode == 78, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "[gateway] admin_prot: unknown key, did you mean 'admin_port'?" in lines[0], lines
+    # The schema's error is found first; once it is fixed, every adapter table's errors come together.
+    gw.config.write_text(gw.config.read_text().replace("admin_prot", "admin_port"))
+    lines = gw.cli("start", timeout=30).stderr.strip().splitlines()
+    assert [line.split(": ", 3)[2] for line in lines[:-1]] == [
+        "[adapters.web] prot", "[adapters.web] host", "[adapters.tg] token"], lines
+    assert "did you mean 'port'?" in lines[0] and lines[-1] == "(3 errors in the configuration)", lines
+    assert not (gw.state / "run" / "gateway.pid").exists()

@@ -88,3 +88,37 @@ def test_a_system_unit_dry_run_names_its_place_its_user_and_the_hardening_and_wr
                                 text=True, timeout=30)
         assert verify.returncode == 0 and "agent-gateway.service" not in verify.stdout + verify.stderr, \
             verify.stdout + verify.stderr
+
+
+def test_the_model_key_has_an_environment_file_and_every_kind_of_unit_warns_of_what_would_fail(short_tmp):
+    tmp_path = short_tmp
+    (tmp_path / "gw.toml").write_text('[agent]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+                                      'api_key_env = "GW_TEST_KEY"\n')
+    env_file = tmp_path / "home" / ".config" / "agent-gateway" / "gateway.env"
+    written = cli(tmp_path, "--config", "gw.toml", "service", "install", "--user")
+    assert written.returncode == 0, written.stderr
+    unit = _unit_settings((tmp_path / "home" / ".config" / "systemd" / "user" / "agent-gateway.service").read_text())
+    assert unit["EnvironmentFile"] == str(env_file)
+    assert env_file.stat().st_mode & 0o777 == 0o600 and f"created {env_file} (0600)" in written.stdout
+    assert "# GW_TEST_KEY=" in env_file.read_text().splitlines(), "a comment saying what goes there"
+    assert f"$GW_TEST_KEY, which the service does not get from your shell: add the line GW_TEST_KEY=<your key> to " \
+           f"{env_file}" in written.stdout, written.stdout
+    assert f"the configuration {tmp_path / 'gw.toml'} is under /tmp" in written.stdout, written.stdout
+
+    env_file.write_text(env_file.read_text() + "GW_TEST_KEY=sk-the-operators-own\n")
+    again = cli(tmp_path, "--config", "gw.toml", "service", "install", "--user", "--force")
+    assert again.returncode == 0 and "GW_TEST_KEY" not in again.stdout, again.stdout
+    assert "GW_TEST_KEY=sk-the-operators-own" in env_file.read_text(), "the operator's file is never replaced"
+
+    # A venv under /tmp: ExecStart itself would be gone (a system unit's private /tmp; any /tmp after a reboot).
+    venv_python = tmp_path / "venv" / "bin" / "python"
+    venv_python.parent.mkdir(parents=True)
+    venv_python.symlink_to(PYTHON)
+    env = dict(os.environ, HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+    env.pop("GATEWAY_CONFIG", None)
+    for kind in (["--user"], ["--run-as", "gw-test-nobody"]):
+        dry = subprocess.run([str(venv_python), str(ROOT / "run_gateway.py"), "service", "install", *kind,
+                              "--dry-run", "--json"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                             timeout=30)
+        warnings = json.loads(dry.stdout)["warnings"]
+        assert any(w.startswith(f"ExecStart runs {venv_python}, under /tmp") for w in warnings), (kind, warnings)

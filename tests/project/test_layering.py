@@ -1,8 +1,8 @@
 """The import order the folder tree promises (common/__init__.py, docs/design.md §8), checked on files:
 
 * a module imports only from its own folder or from folders below it (run_gateway.py, then daemon/, actors/,
-  supervision/, storage/, common/); inside actors/, the files of actors/ itself come first and every subfolder has a
-  rank: it imports only from subfolders ranked below it, never from one of its own rank;
+  supervision/, runtime/, storage/, common/); inside actors/, the files of actors/ itself come first and every
+  subfolder has a rank: it imports only from subfolders ranked below it, never from one of its own rank;
 * no two files import each other, directly or around a cycle, imports inside functions included;
 * an import inside a function says why on its line or the line above (a run of such imports shares one comment);
 * a file over LONG_FILE lines says why in its docstring, on a line starting "Long because:".
@@ -23,7 +23,8 @@ pytestmark = pytest.mark.timeout(60)
 
 ROOT = Path(__file__).resolve().parents[2]
 # Top to bottom. A folder may import from the folders after it, never from one before it.
-LAYERS = ["run_gateway", "daemon", "actors", "supervision", "storage", "common"]
+# runtime/ (the seam to CPython's and Thespian's internals) sits below everything that runs on it.
+LAYERS = ["run_gateway", "daemon", "actors", "supervision", "runtime", "storage", "common"]
 # Inside actors/, top to bottom. A subfolder imports only from those of a later rank; two of one rank know nothing of
 # each other (the agent clients and a profile's memory; plugins' hooks and media). "actors" is the files of actors/
 # itself (the root, the watchdog, the sweeper, metrics, cron, ...), which may import any subfolder.

@@ -10,7 +10,7 @@ import pytest
 
 from thespian.actors import ActorExitRequest
 from supervision.messages import RestartChild
-from supervision.spec import ChildSpec
+from supervision.spec import ChildSpec, ChildStatus
 from supervision.supervisor import ChildState, Supervisor
 
 pytestmark = pytest.mark.timeout(30)
@@ -34,7 +34,7 @@ def supervisor_with(child: ChildState) -> tuple[Supervisor, list]:
 
 def test_restarting_a_placed_child_asks_it_to_exit_and_signals_no_local_process(bystander):
     spec = ChildSpec("shard:w1/0", "actors.sessions.shard.SessionShard", placement={"gateway.host": "w1"})
-    child = ChildState(spec, address="remote shard", pid=bystander.pid, status="running")
+    child = ChildState(spec, address="remote shard", pid=bystander.pid, status=ChildStatus.RUNNING)
     supervisor, sent = supervisor_with(child)
     supervisor.on_RestartChild(RestartChild("shard:w1/0", "did not answer 2 pings", bystander.pid), None)
     assert bystander.poll() is None, "a local process with the remote child's pid was killed"
@@ -43,7 +43,7 @@ def test_restarting_a_placed_child_asks_it_to_exit_and_signals_no_local_process(
 
 def test_a_local_child_that_does_not_answer_is_killed_by_its_pid(bystander):
     child = ChildState(ChildSpec("shard:0", "actors.sessions.shard.SessionShard"), address="local shard",
-                       pid=bystander.pid, status="running")
+                       pid=bystander.pid, status=ChildStatus.RUNNING)
     supervisor, _sent = supervisor_with(child)
     supervisor.on_RestartChild(RestartChild("shard:0", "did not answer 2 pings", bystander.pid), None)
     assert bystander.wait(10) == -9
@@ -54,7 +54,7 @@ def test_a_placed_child_whose_pid_no_local_process_has_is_not_taken_for_gone():
     finished = subprocess.Popen([sys.executable, "-c", "pass"])
     finished.wait()   # its pid is free now: no local process has it
     spec = ChildSpec("shard:w1/0", "actors.sessions.shard.SessionShard", placement={"gateway.host": "w1"})
-    child = ChildState(spec, address="remote shard", pid=finished.pid, status="running")
+    child = ChildState(spec, address="remote shard", pid=finished.pid, status=ChildStatus.RUNNING)
     supervisor, _sent = supervisor_with(child)
     supervisor.config, supervisor.after = defaults(), lambda seconds, name, data=None: None
     gone = []

@@ -51,8 +51,9 @@ class Visitor:
 
 
 class WebChatClient:
-    def __init__(self, base_url: str):
+    def __init__(self, base_url: str, reconnect_s: tuple[float, float] = RECONNECT_S):
         self.base_url = base_url
+        self.reconnect_s = reconnect_s
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="webchat-client", daemon=True)
         self._thread.start()
@@ -128,13 +129,13 @@ class WebChatClient:
         return await asyncio.wait_for(visitor.replies.get(), timeout)
 
     async def _keep_connected(self, visitor: Visitor) -> None:
-        wait = RECONNECT_S[0]
+        wait = self.reconnect_s[0]
         url = f"{self.base_url}/ws"
         while True:
             try:
                 cookie = await issued_cookie(self.session, self.base_url, visitor.name)
                 async with self.session.ws_connect(url, max_msg_size=8 * 1024 * 1024, headers=cookie) as ws:
-                    visitor.ws, wait = ws, RECONNECT_S[0]
+                    visitor.ws, wait = ws, self.reconnect_s[0]
                     visitor.connects += 1
                     visitor.connected.set()
                     for frame in list(visitor.unacked.values()):
@@ -147,7 +148,7 @@ class WebChatClient:
             visitor.connected.clear()
             visitor.ws = None
             await asyncio.sleep(wait)
-            wait = min(RECONNECT_S[1], wait * 2)
+            wait = min(self.reconnect_s[1], wait * 2)
 
     def _on_frame(self, visitor: Visitor, frame: dict) -> None:
         visitor.frames.append(frame)

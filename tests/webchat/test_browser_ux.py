@@ -2,13 +2,10 @@
 inline code, code blocks in a monospace font with a copy button), a model's HTML shown as text and never run,
 streaming previews with one cursor and no fence the answer did not hold, Stop and New chat, the state line.
 
-One daemon for the module; each test is a fresh browser profile, so a visitor and a conversation of its own. With
-WEBCHAT_SCREENSHOTS=1 the markdown test also writes docs/webchat-desktop.png and docs/webchat-phone.png.
+One daemon for the module; each test is a fresh browser profile, so a visitor and a conversation of its own. The
+screenshots in docs/ come from tests/webchat/screenshots.py.
 """
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 import pytest
 
@@ -16,9 +13,6 @@ from tests.webchat.browser import (send, started_gateway, stopped, url_of, wait_
                                    watch_problems)
 
 pytestmark = pytest.mark.timeout(180)
-
-DOCS = Path(__file__).resolve().parents[2] / "docs"
-SCREENSHOTS = os.environ.get("WEBCHAT_SCREENSHOTS") == "1"
 
 # What the newest answer shows, read in the page.
 LAST_ANSWER = """() => {
@@ -109,14 +103,6 @@ def test_answers_are_markdown_with_monospace_code_a_copy_button_and_model_html_i
     assert shown["proseWidths"][0] < shown["proseWidths"][1], "the prose is in a proportional font"
     assert shown["copyButtons"] == 1
     assert user_texts(page) == ["Can you show me **bold**, `inline code` and a code block?"], "own text as typed"
-
-    if SCREENSHOTS:
-        page.set_viewport_size({"width": 1100, "height": 760})
-        page.screenshot(path=str(DOCS / "webchat-desktop.png"))
-        page.set_viewport_size({"width": 390, "height": 844})
-        page.evaluate("() => { const m = document.querySelector('main'); m.scrollTop = m.scrollHeight; }")
-        page.screenshot(path=str(DOCS / "webchat-phone.png"))
-        page.set_viewport_size({"width": 1280, "height": 720})
 
     page.click(".message.assistant .code-block button.copy")
     page.wait_for_function("() => document.querySelector('.code-block button.copy').dataset.copied === 'yes'")

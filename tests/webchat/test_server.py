@@ -100,7 +100,7 @@ def test_malformed_frames_get_an_error_frame_a_log_line_and_the_connection_stays
     gw, port, _ = served
     visitor = []   # the id the gateway gave this visitor (hello frame)
     bad_frames = ["{not json", "[]", json.dumps({"type": "shout"}), b"\x00\x01",
-                  json.dumps({"type": "message", "id": "m1", "text": "x" * (MAX_FRAME_BYTES + 1)}),
+                  json.dumps({"type": "history", "pad": "x" * (MAX_FRAME_BYTES + 1)}),
                   json.dumps({"type": "message", "id": "m2", "text": ""}),
                   json.dumps({"type": "message", "id": "bad id!", "text": "hi"}),
                   json.dumps({"type": "message", "id": "m3", "text": "x" * 16_001})]
@@ -131,9 +131,54 @@ def test_malformed_frames_get_an_error_frame_a_log_line_and_the_connection_stays
     assert len(lines) == len(bad_frames) and all("WARNING" in line for line in lines)
 
 
+def test_an_over_long_message_of_any_size_is_answered_with_its_id_and_the_limit_and_never_becomes_a_turn(served):
+    """[gateway] max_text_chars (16,000 by default) for the web chat: the message is refused with an error frame that
+    names it and says its length and the limit, in the words every adapter uses, whether its frame is small (16,001
+    characters) or over the frame size (200,000 ASCII characters, 50,000 three-byte ones); nothing of it is stored,
+    so the history holds only the message sent after them and its answer."""
+    _, port, _ = served
+    too_long = {"long-ascii": "x" * 16_001, "long-big": "word " * 40_000, "long-wide": "語" * 50_000}
+
+    async def session():
+        async with aiohttp.ClientSession() as http:
+            cookie = await issued_cookie(http, f"http://127.0.0.1:{port}")
+            async with http.ws_connect(f"http://127.0.0.1:{port}/ws", headers=cookie) as ws:
+                hello = await ws.receive_json()
+                refusals = {}
+                for message_id, text in too_long.items():
+                    await ws.send_str(json.dumps({"type": "message", "id": message_id, "text": text},
+                                                 ensure_ascii=False))
+                    refusal = await ws.receive_json()
+                    refusals[message_id] = refusal
+                await ws.send_json({"type": "message", "id": "short-1", "text": "a short one"})
+                final = None
+                while final is None:
+                    frame = await ws.receive_json()
+                    if frame["type"] == "op" and frame.get("final") and frame["action"] in ("send", "edit"):
+                        final = frame
+                await ws.send_json({"type": "history"})
+                history = await ws.receive_json()
+                while history["type"] != "history":
+                    history = await ws.receive_json()
+                return hello, refusals, history
+    hello, refusals, history = run(session())
+    for message_id, text in too_long.items():
+        refusal = refusals[message_id]
+        assert refusal["type"] == "error" and refusal["id"] == message_id and refusal["retry"] is False, refusal
+        assert f"Your message is {len(text):,} characters long; I take at most 16,000 characters" in \
+            refusal["error"], refusal
+    shown = [(m["role"], m["text"][:40]) for m in history["messages"]]
+    assert [role for role, _ in shown] == ["user", "assistant"] and shown[0][1] == "a short one", shown
+    assert not any(m.get("queued") for m in history["messages"]), "nothing of the long ones waits in the inbox"
+    assert hello["max_text_chars"] == 16_000, "the page is told the limit, to refuse before it sends"
+    assert (hello["profile"], hello["agent"], hello["model"]) == ("concierge", "offline", ""), \
+        f"the welcome line names the routed profile's agent: {hello}"
+
+
 def test_on_the_defaults_debug_frames_are_refused_and_the_agents_test_hooks_are_words(tmp_path):
-    """Without [debug] fault_injection (an operator's gateway) nobody in the chat can arm a fault or hold a turn
-    with the offline agent's #slow hook."""
+    """Without [debug] fault_injection (an operator's gateway) nobody in the chat can arm a fault, hold a send
+    before its record (debug.hold_send: the answer would wait a minute) or hold a turn with the offline agent's
+    #slow hook."""
     gw = webchat_gateway(tmp_path, port=0, extra="[agent]\nchunk_delay_s = 0.0\n", test_hooks=False)
     try:
         gw.start()
@@ -147,13 +192,16 @@ def test_on_the_defaults_debug_frames_are_refused_and_the_agents_test_hooks_are_
                     assert (await ws.receive_json())["type"] == "hello"
                     await ws.send_json({"type": "debug.floods", "count": 1, "retry_after": 1})
                     refusal = await ws.receive_json()
+                    await ws.send_json({"type": "debug.hold_send"})
+                    hold_refusal = await ws.receive_json()
                     await ws.send_json({"type": "message", "id": "hook-1", "text": "wait for me #slow 3600"})
                     frames = []
                     while not (frames and frames[-1].get("type") == "op" and frames[-1].get("final")):
                         frames.append(await asyncio.wait_for(ws.receive_json(), 30))
-                    return refusal, frames
-        refusal, frames = run(session())
-        assert refusal["type"] == "error" and "debug frames need [debug] fault_injection" in refusal["error"]
+                    return refusal, hold_refusal, frames
+        refusal, hold_refusal, frames = run(session())
+        for refused in (refusal, hold_refusal):
+            assert refused["type"] == "error" and "debug frames need [debug] fault_injection" in refused["error"]
         assert 'You said: "wait for me #slow 3600"' in frames[-1]["text"], "answered at once, in full"
     finally:
         gw.cli("stop")
@@ -405,3 +453,74 @@ def test_an_uploaded_photo_reaches_the_agent_with_the_message_and_uploads_are_bo
     assert "no longer here" in str(refused)
     statuses = [run(upload(visitor, png(8 + n, 8)))[0] for n in range(20)]
     assert statuses[-1] == 429 and statuses.count(200) == 19    # 20 in ten minutes, the first one included
+
+
+def test_a_visitor_lists_and_opens_only_its_own_conversations_and_a_forged_id_opens_nothing(served):
+    """After New chat the earlier conversation is listed and can be opened to read (actors/adapters/webchat/
+    earlier.py); a session id of another visitor, a made-up one or a malformed one is answered alike, with nothing
+    of any conversation in the answer."""
+    gw, _, client = served
+    owner, other = visitor_name(), visitor_name()
+
+    def answered(name, count, text):
+        def check():
+            frame = client.request(name, {"type": "history"})
+            answers = [m for m in frame["messages"] if m["role"] == "assistant"]
+            return len(answers) >= count and not frame["live"] and text in json.dumps(frame)
+        wait_for(check, 30, 0.2, f"{count} answer(s) of {name}")
+    client.say(owner, "a1", "the owner's secret plan")
+    answered(owner, 1, "secret plan")
+    client.say(owner, "a2", "/new")
+    wait_for(lambda: any(f.get("type") == "op" and "Started a new conversation" in f.get("text", "")
+                         for f in client.visitor(owner).frames), 30, 0.1, "the answer to /new")
+    client.say(owner, "a3", "the owner's second chat")
+    answered(owner, 1, "second chat")
+    client.say(other, "b1", "someone else entirely")
+    answered(other, 1, "someone else")
+
+    owners = client.request(owner, {"type": "conversations"})
+    assert owners["type"] == "conversations" and len(owners["items"]) == 2, owners
+    current, earlier_one = owners["items"]
+    assert current["current"] is True and "second chat" in current["preview"], current
+    assert earlier_one["current"] is False and earlier_one["preview"] == "the owner's secret plan", earlier_one
+    opened = client.request(owner, {"type": "conversation", "id": earlier_one["id"]})
+    assert opened["type"] == "conversation" and opened["current"] is False, opened
+    assert [m["text"] for m in opened["messages"] if m["role"] == "user"] == ["the owner's secret plan"], opened
+
+    others = client.request(other, {"type": "conversations"})
+    assert len(others["items"]) == 1 and "someone else" in others["items"][0]["preview"], others
+    assert {i["id"] for i in others["items"]}.isdisjoint(i["id"] for i in owners["items"])
+    forged = [earlier_one["id"], current["id"], uuid.uuid4().hex, "../" + earlier_one["id"], earlier_one["id"].upper(),
+              5, None, ["x"], "x" * 5000]
+    for session_id in forged:
+        refusal = client.request(other, {"type": "conversation", "id": session_id})
+        assert refusal == {"type": "conversation", "error": "no such conversation in this chat", "retry": False}, \
+            (session_id, refusal)
+    assert "secret plan" not in json.dumps(client.visitor(other).frames), "nothing of the owner's ever reached them"
+    wait_log(gw, "asked for a conversation not its own", len(forged))
+
+
+def test_a_file_of_an_earlier_conversation_is_still_served_to_its_own_visitor_and_to_no_other(served):
+    """An earlier conversation opened to read shows its files: after New chat the card drawn before it is served to
+    the visitor whose conversation names it, and still to nobody else."""
+    _, port, client = served
+    base = f"http://127.0.0.1:{port}"
+    visitor, other = visitor_name(), visitor_name()
+    client.say(visitor, "card", "draw a card saying see you at ten")
+    op = wait_for(lambda: next((f for f in client.visitor(visitor).frames if f.get("type") == "op" and f.get("file")),
+                               None), 30, 0.05, "the op that sends the drawn card")
+    client.say(visitor, "new", "/new")
+    wait_for(lambda: any(f.get("type") == "op" and "Started a new conversation" in f.get("text", "")
+                         for f in client.visitor(visitor).frames), 30, 0.1, "the answer to /new")
+    client.say(other, "hi", "hello")
+
+    async def status_for(name):
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{base}/{op['file']['url']}",
+                                   headers=await issued_cookie(session, base, name)) as response:
+                return response.status
+    assert run(status_for(visitor)) == 200
+    assert run(status_for(other)) == 404
+    earlier_one = next(i for i in client.request(visitor, {"type": "conversations"})["items"] if not i["current"])
+    opened = client.request(visitor, {"type": "conversation", "id": earlier_one["id"]})
+    assert [m["file"]["url"] for m in opened["messages"] if m.get("file")] == [op["file"]["url"]], opened

@@ -6,7 +6,8 @@ bound, plugins' hooks, the one transaction that stores a line before the termina
 to this host's shards or the row forwarded to a worker host's shard (actors/adapters/forwarding.py), the chat's lane
 and budget for what the bot shows, the ledger's records of sends.
 
-State: the terminal attached for each user (its external address), the done checks a worker's shard answers, the
+State: the terminal attached for each user (its external address), what was shown to a user while no terminal of
+theirs was known (unseen.py: shown when one speaks), the done checks a worker's shard answers, the
 ids of the messages it deleted (the last MAX_DELETED: an edit of one fails not_found, as on a platform, instead of
 showing it again; a restart forgets them, and an edit of a message deleted in an earlier life is passed on).
 
@@ -21,7 +22,8 @@ Messages it takes (besides those of ``PlatformAdapter``, base.py):
 Messages it sends: CliAccepted, CliDone, CliShow (to terminals), StoreRead (to a worker's shard), and the kit's.
 
 What survives kill -9: the inbox rows (a line is durable before CliAccepted); a terminal whose line was not
-accepted sends it again with the same message id, which the inbox deduplicates.
+accepted sends it again with the same message id, which the inbox deduplicates. The replies the ledger recovers
+in the new life are kept for each user until their terminal speaks (unseen.py), then shown to it.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from actors.adapters.cli.unseen import UnseenShows
 from actors.adapters.errors import MessageNotFoundError, TooLongError
 from actors.adapters.intake import SenderOverLimit, TextTooLong
 from actors.adapters.intake_styles import MailboxAdapter
@@ -109,6 +112,7 @@ class CliAdapter(MailboxAdapter):
     def __init__(self):
         super().__init__()
         self.terminals: dict[str, object] = {}
+        self.unseen = UnseenShows()        # shown while the user's terminal was not known (actor thread)
         self.asks: dict[str, tuple] = {}   # token -> (terminal, seq, when) of a done check a worker's shard answers
         self.deleted: OrderedDict[str, None] = OrderedDict()   # the ids of messages deleted, newest last (loop)
         self._asked = 0
@@ -132,6 +136,8 @@ class CliAdapter(MailboxAdapter):
             self.log.warning("%s: malformed payload rejected (%s); skipped", self.name, str(exc)[:300])
             return
         self.terminals[message.user] = sender
+        for show in self.unseen.take(message.user):    # what a restart's recovered replies showed meanwhile
+            self.send(sender, show)
         self.offer(event, functools.partial(self._accepted, message.message_id, sender))
 
     async def _accepted(self, message_id: str, terminal, stored) -> None:
@@ -200,6 +206,8 @@ class CliAdapter(MailboxAdapter):
         elif isinstance(item, _Show):
             if (terminal := self.terminals.get(item.user)) is not None:
                 self.send(terminal, item.show)
+            else:
+                self.unseen.keep(item.user, item.show)
         elif isinstance(item, _RowRead):
             self._answer_done_check(item)
         else:

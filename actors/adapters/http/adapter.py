@@ -42,7 +42,7 @@ from supervision.http_serving import http_limits, serve
 from actors.adapters.media_intake import cached
 from actors.messages import Attachment, MessageEvent, PlatformOp
 from actors.adapters.pacing import LENGTH_FUNCTIONS
-from storage.inbox import FORWARDED
+from storage.inbox import FINISHED_STATES, FORWARDED, InboxState
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 SERVER_SHUTDOWN_S = 1.0
@@ -213,9 +213,9 @@ class HttpApiAdapter(ServingAdapter):
             row = await store.inbox.get(seq)
         except Exception:  # noqa: BLE001 - a busy database: the next poll asks again
             return False
-        if row is not None and row.state == "done" and (row.reason or "").startswith(FORWARDED):
+        if row is not None and row.state == InboxState.DONE and (row.reason or "").startswith(FORWARDED):
             return saw_final
-        return row is None or row.state in ("done", "dropped")
+        return row is None or row.state in FINISHED_STATES
 
     def refused(self, request: web.Request, reason: str) -> None:
         self.say(logging.WARNING, "%s: refused %s %s from %s: %s", self.name, request.method, request.path,

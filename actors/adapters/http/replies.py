@@ -16,7 +16,9 @@ from typing import Optional
 from actors.messages import PlatformOp
 
 CURSOR = "▍"                 # the stream consumer's "still writing" mark at the end of a preview
-TOOL_PROGRESS = "⚙"          # the consumer's tool progress line, shown below the answer while a tool runs
+# The consumer's progress line, shown below the answer while a tool runs (⚙) or while the model has sent nothing
+# yet (⏳, actors/sessions/reply_text.py): never part of the answer a client is streamed.
+TOOL_PROGRESS = ("⚙", "⏳")
 
 
 class ServiceStopping(Exception):

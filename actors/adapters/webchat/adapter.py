@@ -28,11 +28,12 @@ from actors.adapters.intake import SenderOverLimit, TextTooLong
 from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
                                     TooLongError)
-from actors.adapters.webchat import protocol
+from actors.adapters.webchat import earlier, protocol
 from actors.adapters.webchat.address_limits import AddressLimits, address_policy
 from actors.adapters.webchat.protocol import (CLIENT_MESSAGE_ID, VISITOR_ID, Outbox, error_frame,
                                               frame_id, op_frame)
 from actors.adapters.webchat.server import WebChatServer
+from actors.adapters.webchat.welcome import agent_facts
 from actors.adapters.media_intake import cached
 from actors.adapters.webchat.uploads import MAX_FILES_PER_MESSAGE, UPLOAD_WINDOW_S, UPLOADS_PER_WINDOW, Uploads
 from actors.media.limits import cap_for, too_large_notice
@@ -42,6 +43,7 @@ from actors.messages import Attachment, MessageEvent, PlatformOp, Source, StoreR
 from storage import StorageError
 from storage.media import valid_key
 from supervision.http_serving import http_limits
+from common.config import setting
 
 MAX_ATTEMPTS_KEPT = 200            # per chat and action, fault-injection runs only
 REMOTE_READ_TIMEOUT_S = 5.0        # the history of a chat on a worker host: past it the page is told to retry
@@ -145,6 +147,10 @@ class WebChatAdapter(ServingAdapter):
             return await self._history(visitor)
         if kind == "message":
             return await self._take_message(visitor, frame)
+        if kind == "conversations":
+            return await self._conversations(visitor)
+        if kind == "conversation":
+            return await self._earlier_conversation(visitor, frame)
         return self._debug(visitor, frame)
 
     def reject_frame(self, visitor: str, reason: str) -> None:
@@ -152,6 +158,13 @@ class WebChatAdapter(ServingAdapter):
 
     def log_line(self, level: int, text: str) -> None:
         self.say(level, "%s: %s", self.name, text)
+
+    def page_facts(self, visitor: str) -> dict:
+        """What the hello frame tells a page besides its visitor (protocol.py): read at each connect, so a page
+        opened after a configuration reload is told the new values."""
+        profile = self.intake.addressing.keyed(self._source(visitor), self.profile)[0].profile
+        return {"max_text_chars": setting(self.config, "gateway", "max_text_chars"),
+                **agent_facts(self.config, profile)}
 
     def upload_refusal(self, visitor: str) -> Optional[dict]:
         """Why an upload is refused before a byte of it is read (``{"error", "status"}``), or None."""
@@ -266,6 +279,44 @@ class WebChatAdapter(ServingAdapter):
         return {"type": "history", "messages": protocol.conversation(events, waiting),
                 "live": self.outbox.live(visitor)}
 
+    async def _conversations(self, visitor: str) -> dict:
+        """The visitor's conversations, the current one and those New chat left (earlier.py), newest first."""
+        key = self._key(visitor)
+        if self.store is None:
+            return earlier.refusal("conversations", "the list is not available right now; try again", retry=True)
+        if remote_shard(self.directory, key) is not None:
+            return earlier.refusal("conversations", "the earlier conversations of this chat are kept on another host "
+                                                    "and cannot be listed here")
+        try:
+            sessions = await self.store.sessions.list(session_key=key, limit=earlier.LISTED)
+            items = [earlier.list_item(info, await self.store.sessions.load(info.session_id,
+                                                                            last_n=earlier.PREVIEW_EVENTS))
+                     for info in sessions]
+        except StorageError as exc:
+            self.say(logging.WARNING, "%s: conversations of visitor %s unavailable: %s", self.name, visitor,
+                      self.clean_error(exc))
+            return earlier.refusal("conversations", "the list is not available right now; try again", retry=True)
+        return {"type": "conversations", "items": items}
+
+    async def _earlier_conversation(self, visitor: str, frame: dict) -> dict:
+        """One of the visitor's conversations, to read; any session id not of the visitor's own key (forged,
+        guessed, another visitor's) is answered as one that does not exist."""
+        session_id, key = earlier.session_id_of(frame), self._key(visitor)
+        if self.store is None:
+            return earlier.refusal("conversation", "the conversation is not available right now; try again", retry=True)
+        try:
+            info = await self.store.sessions.get(session_id) if session_id is not None else None
+            if not earlier.is_visitors(info, key):
+                self.reject_frame(visitor, f"asked for a conversation not its own ({str(frame.get('id'))[:80]!r})")
+                return earlier.refusal("conversation", earlier.NOT_YOURS)
+            events = await self.store.sessions.load(session_id, last_n=protocol.HISTORY_EVENTS)
+        except StorageError as exc:
+            self.say(logging.WARNING, "%s: a conversation of visitor %s unavailable: %s", self.name, visitor,
+                      self.clean_error(exc))
+            return earlier.refusal("conversation", "the conversation is not available right now; try again", retry=True)
+        return {"type": "conversation", "id": session_id, "current": info.state in ("active", "suspended"),
+                "messages": protocol.conversation(events)}
+
     async def _history_elsewhere(self, key: str, remote: tuple) -> tuple[list, list]:
         """The history a worker host's shard holds, and the chat's messages still waiting: there, or here until
         they are forwarded (each shown once)."""
@@ -297,7 +348,7 @@ class WebChatAdapter(ServingAdapter):
         message_id = f"{self._id_prefix}-{next(self._ids)}"
         reply_to = protocol.client_id(op.reply_to)
         self.outbox.record(op.chat_id, message_id, op.text, op.final, reply_to=reply_to)
-        await self._push(op.chat_id, op_frame("send", message_id, op.text, op.final, reply_to))
+        await self._push(op.chat_id, op_frame("send", message_id, op.text, op.final, reply_to, kind=op.kind))
         return message_id
 
     async def send_file(self, op: PlatformOp) -> str:
@@ -312,16 +363,19 @@ class WebChatAdapter(ServingAdapter):
         return message_id
 
     async def media_for(self, visitor: str, key: str) -> Optional[tuple[bytes, dict]]:
-        """A file of this visitor's conversation (its bytes and what the transcript says of it), or None: a page
-        gets only the files its own chat names."""
+        """A file of this visitor's conversations (its bytes and what the transcript says of it), or None: a page
+        gets only the files its own chat names, in the current conversation or an earlier one it can open."""
         if self.store is None or not valid_key(key):
             return None
         try:
             # Its own upload (the page shows it at once, before a turn writes it to the transcript), else a file
-            # its conversation names.
+            # one of its conversations names (the current one first: listed newest first).
             file = self.uploads.get(visitor, key)
-            info = await self.store.sessions.current(self._key(visitor)) if file is None else None
-            file = file or (await self.store.media.file_in_session(info.session_id, key) if info else None)
+            if file is None:
+                for info in await self.store.sessions.list(session_key=self._key(visitor), limit=earlier.LISTED):
+                    file = await self.store.media.file_in_session(info.session_id, key)
+                    if file is not None:
+                        break
         except StorageError as exc:
             self.say(logging.WARNING, "%s: a file of visitor %s unavailable: %s", self.name, visitor,
                       self.clean_error(exc))
@@ -337,7 +391,7 @@ class WebChatAdapter(ServingAdapter):
         self._fault_point(op)
         self.outbox.record(op.chat_id, op.message_id, op.text, op.final)
         await self._push(op.chat_id, op_frame("edit", op.message_id, op.text, op.final,
-                                              known["reply_to"] if known else None))
+                                              known["reply_to"] if known else None, kind=op.kind))
 
     async def delete_message(self, op: PlatformOp) -> None:
         self._fault_point(op)
@@ -386,12 +440,16 @@ class WebChatAdapter(ServingAdapter):
             if type(count) is not int or not isinstance(retry_after, (int, float)):
                 return error_frame("debug.floods needs an integer count and a number retry_after")
             self._floods_left, self._flood_retry_after = count, float(retry_after)
+        elif frame["type"] == "debug.hold_send":     # this visitor's next recorded send (base.py, send_hold.py)
+            self.send_hold.arm(visitor)
         elif frame["type"] == "debug.clear":
             self._floods_left = 0
             self._banned_until.clear()
+            self.send_hold.release()
         action = frame.get("op") if isinstance(frame.get("op"), str) else "send"
         return {"type": "debug", "attempts": list(self._attempts.get((visitor, action), ())),
-                "sent": self.outbox.of(visitor), "violations": self._violations}
+                "sent": self.outbox.of(visitor), "violations": self._violations,
+                "held": self.send_hold.held[1] if self.send_hold.held else None}
 
 
 def _host_port(host: str, port: int) -> str:

@@ -7,10 +7,13 @@ JSON object in a text frame.
     {"type": "history"}                             {"type": "history", "messages": [...], "live": [...]}
     {"type": "message", "id": ID, "text": TEXT}     {"type": "ack", "id": ID, "duplicate": false}
     {"type": "ping"}                                {"type": "pong"}
-                                                    {"type": "hello", "visitor": VISITOR}   (on connect)
+                                                    {"type": "hello", "visitor": VISITOR,   (on connect)
+                                                     "max_text_chars": N, "profile": NAME,
+                                                     "agent": "offline" | "openai", "model": NAME}
                                                     {"type": "op", "action": "send" | "edit" | "delete" | "typing",
                                                      "message_id": ..., "text": ..., "final": false,
                                                      "html": ..., "tool": ..., "reply_to": ID | null,
+                                                     "kind": "error",   (a failed turn's final text only)
                                                      "file": FILE}   (a send of a file the reply carries)
                                                     {"type": "error", "id": ID | null, "error": TEXT, "retry": false}
 
@@ -22,7 +25,10 @@ same frame may succeed later (storage busy, gateway draining); otherwise the fra
 An answer's ``text`` is the gateway's own (a preview with its cursor); ``html`` is what the page shows of it,
 rendered and sanitised here (formatting.py), with the tool progress line of a preview in ``tool``; the history's
 answers carry the same two fields. ``reply_to`` of a send is the ID of the message it answers (the first part of an
-answer only): the page tells by it which answer is the one to a message it sent, e.g. to its ``/new``.
+answer only): the page tells by it which answer is the one to a message it sent, e.g. to its ``/new``. ``kind`` is
+"error" on the final text of a turn that failed (the model unreachable, hung or refusing: the text ends with the
+notice saying so), in an operation as in the history: the page shows it as an error with a Retry button, which
+sends ``/retry`` (the gateway answers the visitor's last message again, in place of the failed answer).
 
 Stop and new chat are the gateway's own commands, sent as messages: ``/stop`` ends the answer in progress (the
 session acts on it at once, actors/sessions/session.py ``while_busy``) and ``/new`` starts a new conversation.
@@ -31,7 +37,11 @@ A FILE is ``{"url": "media/KEY", "kind": "photo" | "document", "name", "mime", "
 shows a photo inline and offers a document to download, both fetched from ``/media/KEY``, which serves a file only
 to the visitor whose conversation names it (server.py). The history shows a turn's files after its answer.
 
-``debug.*`` frames (fault injection for the conformance suite) are answered only with [debug] fault_injection on.
+``debug.*`` frames (fault injection for the conformance suite) are answered only with [debug] fault_injection on:
+``debug.floods`` (the next sends answer 429), ``debug.hold_send`` (the visitor's next recorded send is pushed, then
+held before its record in the ledger: actors/adapters/send_hold.py), ``debug.clear`` (both dropped, a held send
+released), ``debug.attempts``; each is answered with the attempts, the adapter's record of what it pushed and the
+send held now.
 """
 from __future__ import annotations
 
@@ -57,10 +67,13 @@ CLIENT_MESSAGE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_TEXT_CHARS = 16_000
 # A frame holding MAX_TEXT_CHARS of JSON-escaped text fits; bigger frames are answered with an error frame, and
 # frames past HARD_FRAME_BYTES (aiohttp's own limit) close the connection before they are ever buffered whole.
+# A message frame is the exception below HARD_FRAME_BYTES: its text is measured against [gateway] max_text_chars
+# (up to 100,000 characters, 600,000 bytes JSON-escaped at worst), so an over-long message is answered with its
+# own id and the limit, in the words every adapter uses, never with a size the visitor cannot relate to.
 MAX_FRAME_BYTES = 128 * 1024
 HARD_FRAME_BYTES = 1024 * 1024
-PAGE_TYPES = ("history", "message", "ping")
-DEBUG_TYPES = ("debug.floods", "debug.clear", "debug.attempts")
+PAGE_TYPES = ("history", "message", "ping", "conversations", "conversation")   # the last two: earlier.py
+DEBUG_TYPES = ("debug.floods", "debug.clear", "debug.attempts", "debug.hold_send")
 HISTORY_EVENTS = 400       # transcript events read per history request (tool events included, then filtered out)
 
 
@@ -72,8 +85,10 @@ def parse_frame(data: Any) -> dict:
     """A page frame as a dict with a known ``type``; raises FrameError saying what is wrong with it."""
     if not isinstance(data, str):
         raise FrameError("binary frames are not accepted; send JSON text")
-    if len(data) > MAX_FRAME_BYTES or len(data.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
-        raise FrameError(f"frame over {MAX_FRAME_BYTES} bytes")
+    size = len(data.encode("utf-8", "surrogatepass")) if len(data) <= HARD_FRAME_BYTES else len(data)
+    if size > HARD_FRAME_BYTES:   # aiohttp closes the connection first; a direct caller is bounded too
+        raise FrameError(f"frame over {HARD_FRAME_BYTES} bytes")
+    oversized = size > MAX_FRAME_BYTES
     try:
         frame = json.loads(data)
     except ValueError as exc:
@@ -85,6 +100,8 @@ def parse_frame(data: Any) -> dict:
     kind = frame.get("type")
     if kind not in PAGE_TYPES and kind not in DEBUG_TYPES:
         raise FrameError(f"unknown frame type {kind!r} (known: {', '.join(PAGE_TYPES)})")
+    if oversized and kind != "message":   # a message's own bound is its text's length (the intake's limit)
+        raise FrameError(f"frame over {MAX_FRAME_BYTES} bytes")
     return frame
 
 
@@ -99,9 +116,11 @@ def error_frame(reason: str, message_id: Optional[str] = None, retry: bool = Fal
 
 
 def op_frame(action: str, message_id: Optional[str], text: str = "", final: bool = False,
-             reply_to: Optional[str] = None, file: Optional[dict] = None) -> dict:
+             reply_to: Optional[str] = None, file: Optional[dict] = None, kind: str = "") -> dict:
     frame = {"type": "op", "action": action, "message_id": message_id, "text": text, "final": final,
              "reply_to": reply_to}
+    if kind:
+        frame["kind"] = kind
     if action in ("send", "edit"):
         frame.update(formatting.view(text, final))
     if file is not None:
@@ -139,6 +158,8 @@ def conversation(events: Iterable, waiting_rows: Iterable = ()) -> list[dict]:
         if e.turn_id is not None and e.turn_id in undone:
             continue
         message = {"role": e.role, "text": str(e.payload.get("text", "")), "at": e.created_at}
+        if e.role == "assistant" and e.payload.get("error"):   # a failed turn's notice (turn.py assistant_event)
+            message["kind"] = "error"
         if e.role == "user":
             seen_ids.add(e.payload.get("platform_message_id"))
             message["id"] = client_id(e.payload.get("platform_message_id"))
@@ -157,10 +178,13 @@ def conversation(events: Iterable, waiting_rows: Iterable = ()) -> list[dict]:
         shown.append({"role": "user", "text": str(payload.get("text", "")), "at": row.received_at, "queued": True,
                       "id": client_id(row.platform_message_id)})
     budget = formatting.HISTORY_RENDER_BUDGET   # the newest answers are rendered; a long history's oldest are plain
+    colour_budget = formatting.HISTORY_HIGHLIGHT_BUDGET   # and the newest few have their code highlighted
     for message in reversed(shown):
         if message["role"] == "assistant":
             budget -= len(message["text"])
-            message.update(formatting.view(message["text"], True, render_it=budget >= 0))
+            colour_budget -= len(message["text"])
+            message.update(formatting.view(message["text"], True, render_it=budget >= 0,
+                                           highlight_it=colour_budget >= 0))
     return shown
 
 

@@ -44,12 +44,15 @@ from urllib.parse import quote, urlsplit
 from aiohttp import WSMsgType, web
 
 from actors.adapters.webchat.address_limits import AddressLimits, came_over_tls, client_address
+from actors.adapters.webchat.highlight import style_sheet
 from actors.adapters.webchat.protocol import (CREDENTIAL, HARD_FRAME_BYTES, VISITOR_COOKIE, FrameError,
                                               error_frame, frame_id, parse_frame, visitor_id)
 from supervision.http_serving import BODY_TIMEOUT, HttpLimits, host_allowed, serve
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-STATIC_FILES = {"app.js": "text/javascript", "messages.js": "text/javascript", "style.css": "text/css"}
+STATIC_FILES = {"app.js": "text/javascript", "messages.js": "text/javascript", "style.css": "text/css",
+                "conversations.js": "text/javascript", "looks.js": "text/javascript", "theme.js": "text/javascript",
+                "icon.svg": "image/svg+xml"}
 PUSH_TIMEOUT_S = 5.0               # a tab that cannot take a frame this long is cut; it reconnects and reloads
 CLOSE_TIMEOUT_S = 1.0              # how long a closing tab may take to answer the close frame
 HEARTBEAT_S = 20.0
@@ -82,6 +85,7 @@ class FrameHandler(Protocol):
     async def take_upload(self, visitor: str, incoming, name: str) -> dict: ...
     def reject_frame(self, visitor: str, reason: str) -> None: ...
     def log_line(self, level: int, text: str) -> None: ...
+    def page_facts(self, visitor: str) -> dict: ...
 
 
 def origin_allowed(origin: Optional[str], host_header: str) -> bool:
@@ -233,6 +237,8 @@ class WebChatServer:
 
     async def _static(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
+        if name == "highlight.css":   # the syntax colours, from the highlighter's own styles (highlight.py)
+            return web.Response(text=style_sheet(), content_type="text/css", charset="utf-8")
         if name not in STATIC_FILES:  # a fixed list: no path from the URL ever reaches the file system
             raise web.HTTPNotFound()
         return web.FileResponse(STATIC_DIR / name,
@@ -339,7 +345,7 @@ class WebChatServer:
         self.tabs.setdefault(visitor, set()).add(tab)
         self.tabs_of_client[client] += 1
         try:
-            await tab.send({"type": "hello", "visitor": visitor})
+            await tab.send({"type": "hello", "visitor": visitor, **self.handler.page_facts(visitor)})
             await self._serve(visitor, tab, client)
         finally:
             self.tabs_of_client[client] -= 1

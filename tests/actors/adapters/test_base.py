@@ -172,9 +172,9 @@ def test_a_round_is_stored_with_its_offset_deduplicated_and_rung_once(fake, tmp_
     assert [r.payload["text"] for r in rows] == ["one", "two"] and key.startswith("work.bot.dm.")
     assert rows[0].payload["source"] == {"platform": "bot", "chat_id": "c1", "chat_type": "dm", "thread_id": None,
                                          "user_id": "u1", "user_name": "u1", "profile": "work", "community": None}
-    [rung] = posts.of(base._Ingested)
+    [rung] = posts.of(base.Ingested)
     assert [seq for _, seq in rung.rings] == [r.seq for r in rows]
-    [warning] = [line for line in posts.of(base._LogLine) if "malformed" in line.text]
+    [warning] = [line for line in posts.of(base.LogLine) if "malformed" in line.text]
     assert "bot" in warning.text and "chat must be a non-empty string" in warning.text and adapter.intake.malformed == 1
 
 
@@ -254,7 +254,7 @@ def test_the_first_store_open_rings_sessions_left_with_work(fake, tmp_path):
         await adapter.intake.open_store()
         await adapter.store.close()
     asyncio.run(main())
-    [rung] = posts.of(base._Ingested)
+    [rung] = posts.of(base.Ingested)
     assert rung.rings == (("default.bot.dm.chat-0123456789abcdef", 0),)
 
 
@@ -267,11 +267,11 @@ def test_a_refused_configuration_keeps_the_adapter_up_reported_down_and_asking_a
     async def main():
         task = asyncio.get_running_loop().create_task(adapter.intake.run_forever())
         try:
-            while len(posts.of(base._IntakeRetrying)) < 2:
+            while len(posts.of(base.IntakeRetrying)) < 2:
                 assert not task.done(), f"the intake ended: {task.exception() if task.done() else ''}"
                 await asyncio.sleep(0.01)
             adapter.settings["base_url"] = fake.base_url   # the configuration fixed: the next ask connects
-            while not posts.of(base._Connected):
+            while not posts.of(base.IntakeConnected):
                 assert not task.done(), "the intake goes on: the adapter does not crash"
                 await asyncio.sleep(0.01)
         finally:
@@ -279,9 +279,9 @@ def test_a_refused_configuration_keeps_the_adapter_up_reported_down_and_asking_a
             await asyncio.gather(task, return_exceptions=True)
             await adapter.store.close()
     asyncio.run(asyncio.wait_for(main(), 10))
-    refused = posts.of(base._IntakeRetrying)[0]
+    refused = posts.of(base.IntakeRetrying)[0]
     assert refused.error.startswith("refused: ") and "404" in refused.error, refused
-    assert any("refuses this adapter" in line.text for line in posts.of(base._LogLine))
+    assert any("refuses this adapter" in line.text for line in posts.of(base.LogLine))
 
 
 def test_a_retryable_intake_error_reconnects_with_backoff(fake, tmp_path):
@@ -291,19 +291,19 @@ def test_a_retryable_intake_error_reconnects_with_backoff(fake, tmp_path):
 
     async def main():
         task = asyncio.get_running_loop().create_task(adapter.intake.run_forever())
-        while len([p for p in posts.of(base._LogLine) if "reconnecting" in p.text]) < 4:
+        while len([p for p in posts.of(base.LogLine) if "reconnecting" in p.text]) < 4:
             await asyncio.sleep(0.01)
         adapter.settings["base_url"] = fake.base_url   # the platform is back
         fake.inject("c1", "hello again")
-        while not posts.of(base._Ingested):
+        while not posts.of(base.Ingested):
             await asyncio.sleep(0.01)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await adapter.store.close()
     asyncio.run(asyncio.wait_for(main(), 10))
-    warnings = [p for p in posts.of(base._LogLine) if "reconnecting" in p.text]
+    warnings = [p for p in posts.of(base.LogLine) if "reconnecting" in p.text]
     assert all("retryable" in w.text and "bot" in w.text for w in warnings)
-    assert posts.of(base._Connected), "connected is announced once a fetch succeeds"
+    assert posts.of(base.IntakeConnected), "connected is announced once a fetch succeeds"
 
 
 # ----------------------------------------------------------------------- the actor-thread side, with stubs
@@ -332,13 +332,13 @@ def test_doorbells_wait_for_the_directory_then_ring(fake, tmp_path):
     from actors.messages import AdapterConnected, InboxDoorbell
     from supervision.messages import Directory
     adapter, stub = actor_side(fake, tmp_path)
-    adapter.on_bridge(base._Ingested((("k1", 1), ("k2", 2))))
-    adapter.on_bridge(base._Connected())
+    adapter.take_bridge_item(base.Ingested((("k1", 1), ("k2", 2))))
+    adapter.take_bridge_item(base.IntakeConnected())
     assert stub.sent == []
     adapter.on_Directory(Directory(1, sessions="sessions", sweeper="sweeper"), None)
     assert stub.sent == [("sessions", InboxDoorbell("k1", 1)), ("sessions", InboxDoorbell("k2", 2)),
                          ("sweeper", AdapterConnected("bot"))]
-    adapter.on_bridge(base._Ingested((("k3", 3),)))
+    adapter.take_bridge_item(base.Ingested((("k3", 3),)))
     adapter.after_bridge_items()     # what one drain of the bridge produced goes out when the drain is done
     assert stub.sent[-1] == ("sessions", InboxDoorbell("k3", 3))
 
@@ -353,10 +353,10 @@ def test_ops_are_counted_until_answered_and_typing_is_dropped_while_the_chat_is_
     assert adapter.pending_work() == 2 and [t for _, (t, op) in stub.submitted] == [1, 2]
     skipped, unknown = [m for _, m in stub.sent]
     assert skipped.op_id == "t1" and skipped.ok and unknown.op_id == "x1" and unknown.error_kind == "permanent"
-    adapter.on_bridge(base._OpDone(1, OpResult("s1", True, message_id="7")))
+    adapter.take_bridge_item(base.OpDone(1, OpResult("s1", True, message_id="7")))
     adapter.after_bridge_items()
     assert adapter.pending_work() == 1 and stub.sent[-1] == ("consumer", OpResult("s1", True, message_id="7"))
-    adapter.on_bridge(base._OpDone(1, OpResult("s1", True)))   # answered once only
+    adapter.take_bridge_item(base.OpDone(1, OpResult("s1", True)))   # answered once only
     adapter.after_bridge_items()
     assert len(stub.sent) == 3
 
@@ -371,8 +371,8 @@ def test_answers_and_doorbells_of_one_drain_go_as_one_message_per_recipient(fake
     adapter.on_PlatformOp(PlatformOp("w1", "send", "c9", text="hi"), "sweeper")
     stub.sent.clear()
     for ticket, op_id in ((1, "s1"), (2, "s2"), (4, "w1"), (3, "s3")):
-        adapter.on_bridge(base._OpDone(ticket, OpResult(op_id, True)))
-    adapter.on_bridge(base._Ingested((("k1", 1), ("k2", 2))))
+        adapter.take_bridge_item(base.OpDone(ticket, OpResult(op_id, True)))
+    adapter.take_bridge_item(base.Ingested((("k1", 1), ("k2", 2))))
     assert stub.sent == [], "nothing leaves before the drain is done"
     adapter.after_bridge_items()
     assert stub.sent == [("shard", Batch((OpResult("s1", True), OpResult("s2", True), OpResult("s3", True)))),
@@ -493,3 +493,56 @@ def test_the_route_decides_profile_session_and_whether_a_group_message_is_taken(
     with pytest.raises(NotAddressed):
         key("g", "bob", mentioned=False)
     assert key("open", "bob", mentioned=False).startswith("work.bot.group."), "respond = all takes it"
+
+
+# ------------------------------------------------------------- the send hold (fault injection: send_hold.py)
+
+def test_a_send_hold_is_refused_without_fault_injection_and_armed_with_it(fake, tmp_path):
+    from actors.messages import HoldNextSend, ReleaseSend
+    adapter, stub = actor_side(fake, tmp_path)
+    adapter.on_HoldNextSend(HoldNextSend("c1"), "suite")
+    adapter.on_ReleaseSend(ReleaseSend(), "suite")
+    assert stub.submitted == [], "[debug] fault_injection is off: nothing reaches the loop"
+    adapter.config = dict(adapter.config, debug={"fault_injection": True})
+    adapter.on_HoldNextSend(HoldNextSend("c1"), "suite")
+    assert stub.submitted == [("c1", "suite")]
+
+
+def test_a_held_send_is_on_the_platform_and_not_in_the_ledger_until_released(fake, tmp_path):
+    from storage import Target
+    adapter, posts = make_adapter(fake, tmp_path)
+    adapter.send_hold.arm("c2", "suite")      # another chat's: this send is not held
+    seen = {}
+
+    async def main():
+        store = await Store.open(adapter.config["gateway"]["state_dir"] + "/gateway.db", inline=True)
+        adapter.store = store
+        try:
+            ob = await store.ledger.record_obligation("k", "in-1", Target("bot", "c1"), "reply", chunks=[],
+                                                      claim=True)
+            first = await adapter._perform(PlatformOp("op1", "send", "c1", text="not held",
+                                                      ledger=(ob.obligation_id, ob.fence, 0)))
+            adapter.send_hold.arm("c1", "suite")
+            held = asyncio.ensure_future(adapter._perform(PlatformOp("op2", "send", "c1", text="held",
+                                                                     ledger=(ob.obligation_id, ob.fence, 1))))
+            deadline = time.monotonic() + 5
+            while adapter.send_hold.held is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            seen["held"] = adapter.send_hold.held
+            seen["on the platform"] = [m["text"] for m in fake.messages("c1")]
+            seen["in the ledger while held"] = await store.ledger.get(ob.obligation_id)
+            adapter.send_hold.release()
+            second = await asyncio.wait_for(held, 5)
+            return first, second, await store.ledger.get(ob.obligation_id)
+        finally:
+            await adapter.close()
+            await store.close()
+
+    first, second, ob = asyncio.run(main())
+    assert seen["held"] == ("c1", second.message_id)
+    assert seen["on the platform"] == ["not held", "held"]
+    while_held = seen["in the ledger while held"]
+    assert while_held.parts == {0: first.message_id} and while_held.send_intent == 1, "sent, not recorded"
+    assert second.ok and second.recorded and ob.parts == {0: first.message_id, 1: second.message_id}
+    [notice] = posts.of(base.SendHeldNow)
+    assert notice.armer == "suite" and notice.held.message_id == second.message_id

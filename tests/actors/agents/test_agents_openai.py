@@ -9,7 +9,7 @@ from actors.agents.base import AgentError, AgentRequest
 from actors.agents.openai_compat import OpenAICompatAgent, parse_retry_after
 from actors.agents.tools import Tool, ToolRegistry, default_registry
 from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
-                             TurnEnd)
+                             TurnEnd, WaitingForModel)
 from tests.fakes.openai_server import (FakeOpenAIServer, Reply, error_reply, raw_reply, text_chunks, text_reply,
                                        tool_call_reply)
 
@@ -135,6 +135,26 @@ def test_gives_up_after_max_attempts(server):
     assert caught.value.status == 500 and len(server.requests) == 3
 
 
+def test_the_log_announces_only_the_retries_it_makes_and_says_when_it_gives_up(server, caplog):
+    """Model down (HTTP 500 every time): each announced retry is waited for and made; the last failure says it gives
+    up, with no retry announced after it."""
+    asked_at = []
+    server.answer = lambda body: asked_at.append(time.monotonic()) or error_reply(500, "boom")
+    with caplog.at_level("WARNING", logger="actors.agents.openai_compat"), pytest.raises(AgentError):
+        run(make_agent(server, max_attempts=4, retry_base_s=0.2), request())
+    failed_at = time.monotonic()
+    lines = [r.getMessage() for r in caplog.records if r.name == "actors.agents.openai_compat"]
+    assert len(asked_at) == 4, asked_at
+    announced = [line for line in lines if "retrying in" in line]
+    assert [line.split("; ")[1].split(",")[0] for line in announced] == \
+        ["attempt 1 of 4", "attempt 2 of 4", "attempt 3 of 4"], lines
+    assert lines[-1].endswith("attempt 4 of 4, giving up") and "HTTP 500: boom" in lines[-1], lines
+    for line, before, after in zip(announced, asked_at, asked_at[1:]):
+        waited = float(line.rsplit(" ", 1)[1].rstrip("s"))
+        assert after - before >= waited * 0.9, f"announced {waited}s, asked again after {after - before:.3f}s"
+    assert failed_at - asked_at[-1] < 0.5, "the give-up follows the last attempt without a wait"
+
+
 def test_retry_after_beyond_the_cap_fails_at_once(server):
     server.script(error_reply(429, retry_after="3600"))
     with pytest.raises(AgentError) as caught:
@@ -158,6 +178,50 @@ def test_idle_timeout_before_first_byte_is_not_retried(server):
     with pytest.raises(AgentError) as caught:
         run(make_agent(server, idle_timeout_s=0.3), request())
     assert "before answering" in caught.value.message and len(server.requests) == 1
+
+
+def test_a_model_that_sends_no_first_token_is_given_up_on_long_before_the_idle_bound(server):
+    server.script(Reply(chunks=text_chunks("late"), delay_before_s=10))   # headers at once, then nothing
+    began = time.monotonic()
+    with pytest.raises(AgentError) as caught:
+        run(make_agent(server, idle_timeout_s=8.0, first_token_timeout_s=0.5), request())
+    assert time.monotonic() - began < 3
+    assert caught.value.message == "the model service sent no first token within 0.5s (first_token_timeout_s)"
+    assert caught.value.reason == "timeout" and len(server.requests) == 1, "a hung model is not asked again"
+
+
+def test_the_first_token_bound_covers_the_wait_for_the_response_headers_too(server):
+    server.hold(lambda body: True)    # the request is taken and never answered
+    try:
+        with pytest.raises(AgentError) as caught:
+            run(make_agent(server, idle_timeout_s=8.0, first_token_timeout_s=0.5), request())
+        assert "no first token within 0.5s" in caught.value.message
+    finally:
+        server.release()
+
+
+def test_a_first_chunk_within_the_bound_lets_a_slow_answer_go_on_under_the_idle_bound(server):
+    chunks = text_chunks("slow but steady", pieces=3)
+    server.script(Reply(chunks=chunks, delay_between_s=0.6))   # the role chunk at once, the words 0.6 s apart
+    events = run(make_agent(server, idle_timeout_s=5.0, first_token_timeout_s=0.3), request())
+    assert texts(events) == "slow but steady"
+
+
+def test_while_the_model_is_silent_the_turn_says_it_is_still_waiting(server):
+    server.script(Reply(chunks=text_chunks("at last"), delay_before_s=1.2))
+    events = run(make_agent(server, first_token_timeout_s=5.0, wait_hint_s=0.3), request())
+    first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+    waits = [e for e in events[:first_text] if isinstance(e, WaitingForModel)]
+    assert len(waits) >= 2 and all(isinstance(e, WaitingForModel) for e in events[:first_text]), events
+    assert [w.elapsed_s for w in waits] == sorted(w.elapsed_s for w in waits) and waits[0].elapsed_s >= 0.3
+    assert not [e for e in events[first_text:] if isinstance(e, WaitingForModel)], "none once words flow"
+    assert texts(events) == "at last"
+
+
+def test_a_prompt_answer_sends_no_waiting_sign(server):
+    server.script(text_reply("quick"))
+    events = run(make_agent(server, wait_hint_s=2.0), request())
+    assert not [e for e in events if isinstance(e, WaitingForModel)]
 
 
 def test_unreachable_server_is_retried_then_reported():

@@ -69,8 +69,7 @@ def test_a_profile_that_does_not_stream_gets_its_replies_paced_as_without_edits(
     from actors.adapters.registry import reply_pacing
     cfg = validate({**BASE, "adapters": {"tg": {"type": "telegram", "token": "123:abc"}},
                     "profiles": {"plain": {"stream": False}, "live": {}}}, "gw.toml")
-    args = {"adapter": "tg", "platform": "telegram"}
-    assert reply_pacing(cfg, args).supports_edit
-    assert reply_pacing(cfg, {**args, "profile": "live"}).supports_edit
-    assert not reply_pacing(cfg, {**args, "profile": "plain"}).supports_edit
+    assert reply_pacing(cfg, "tg", "telegram").supports_edit
+    assert reply_pacing(cfg, "tg", "telegram", profile="live").supports_edit
+    assert not reply_pacing(cfg, "tg", "telegram", profile="plain").supports_edit
     assert validate_profiles(cfg)["plain"].stream is False

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from types import SimpleNamespace
 
+from actors.messages import ConsumerArgs
 from common.config import defaults
 from storage import Store
 from storage.inline import run_inline
@@ -42,9 +43,8 @@ def settle(host: CellHost) -> None:
 
 def start_consumer(host: CellHost, platform: str, adapter) -> None:
     """Consumer cell ``consumer:t1`` of turn t1 in direct chat 7 of ``platform``, whose adapter is at ``adapter``."""
-    args = {"turn_id": "t1", "session_key": f"{platform}:dm:7", "inbound_ref": f"{platform}:1", "adapter": platform,
-            "platform": platform, "chat_id": "7", "thread_id": None, "chat_type": "dm", "profile": "default",
-            "stream": True, "status_reactions": [], "reply_to": "1"}
+    args = ConsumerArgs("t1", f"{platform}:dm:7", f"{platform}:1", platform, platform, "7", profile="default",
+                        reply_to="1")
     host.start(ChildSpec("consumer:t1", "actors.sessions.stream_consumer.StreamConsumer", kind="StreamConsumer",
                          args=args, restart=Restart.TEMPORARY))
     host.broadcast(Directory(version=1, adapters=((platform, adapter),)))

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from actors.adapters.pacing import LENGTH_FUNCTIONS, utf16_len, utf8_len
-from actors.sessions.chunking import plan_chunks, split_message
+from actors.sessions.chunking import close_open_fence, plan_chunks, split_message
 
 FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
@@ -207,3 +207,23 @@ def test_property_the_one_message_shortcut_plans_what_the_planner_plans(text, li
         chunks.append(planner.next_chunk(start))
         start = chunks[-1].end
     assert plan_chunks(text, limit, length) == chunks
+
+
+# ----------------------------------------------------------------------- a reply cut short inside a code block
+
+@pytest.mark.parametrize("text, closed", [
+    ("```python\nprint(1)", "```python\nprint(1)\n```"),
+    ("```python\nprint(1)\n", "```python\nprint(1)\n```"),
+    ("~~~\nls -l", "~~~\nls -l\n~~~"),                                        # a tilde fence closes with tildes
+    ("````md\n```py\nx = 1\n```\nmore", "````md\n```py\nx = 1\n```\nmore\n````"),  # inner ``` does not close ````
+    ("~~~\n```\nstill code", "~~~\n```\nstill code\n~~~"),                    # backticks do not close a ~~~ fence
+    ("   ```\nindented fence", "   ```\nindented fence\n```"),
+    ("use ``` `x` ``` inline\nand more", "use ``` `x` ``` inline\nand more"),   # inline backticks: no block
+    ("```` `x` not a fence\nprose", "```` `x` not a fence\nprose"),          # a backtick in the info string
+    ("```\ncode\n```\nprose after", "```\ncode\n```\nprose after"),           # closed already: unchanged
+    ("plain prose", "plain prose"),
+    ("", ""),
+])
+def test_close_open_fence_closes_the_block_a_text_ends_inside_of(text, closed):
+    assert close_open_fence(text) == closed
+    assert open_fence_at_end(close_open_fence(text)) is None

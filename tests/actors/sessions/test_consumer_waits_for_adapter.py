@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.messages import PlatformOp, StreamBatch
+from actors.messages import ConsumerArgs, PlatformOp, StreamBatch
 from actors.messages.stream import TextDelta, TurnEnd
 from supervision.messages import Directory
 from supervision.spec import ChildSpec, Restart
@@ -23,9 +23,7 @@ def rig(tmp_path):
 
 def test_a_reply_waiting_for_its_adapter_goes_when_a_directory_names_it_without_a_timer(rig):
     host, out = rig
-    args = {"turn_id": "t1", "session_key": "fake:dm:c1", "inbound_ref": "fake:1", "adapter": "fake",
-            "platform": "fake", "chat_id": "c1", "thread_id": None, "chat_type": "dm", "profile": "default",
-            "stream": True, "status_reactions": [], "reply_to": "1"}
+    args = ConsumerArgs("t1", "fake:dm:c1", "fake:1", "fake", "fake", "c1", profile="default", reply_to="1")
     state = host.start(ChildSpec("consumer:t1", "actors.sessions.stream_consumer.StreamConsumer", kind="StreamConsumer",
                                  args=args, restart=Restart.TEMPORARY))
     host.deliver("consumer:t1", StreamBatch("t1", 0, (TextDelta("the answer"), TurnEnd("complete", "the answer"))))

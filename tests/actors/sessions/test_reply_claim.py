@@ -9,14 +9,15 @@ import sqlite3
 import pytest
 
 from actors.adapters.registry import pacing_for
+from actors.messages import ConsumerArgs
 from actors.sessions.reply_claim import Claim
 from actors.sessions.turn import REPLY_SLOT
 from storage import Store, Target
 
 pytestmark = pytest.mark.timeout(30)
 DEAD_PID = 4_194_000   # above the default pid_max: no process has it
-ARGS = {"adapter": "fake", "chat_id": "c1", "thread_id": None, "reply_to": "m1", "session_key": "k",
-        "inbound_ref": "fake:m1"}
+# A group chat: the adapter looks for no lost copy there (Claim.finds_lost), so a lost send is marked.
+ARGS = ConsumerArgs("t1", "k", "fake:m1", "fake", "fake", "c1", chat_type="group", reply_to="m1")
 
 
 class Runner:

@@ -8,7 +8,7 @@ import pytest
 
 from actors.adapters.pacing import LENGTH_FUNCTIONS
 from actors.adapters.registry import pacing_for
-from actors.messages import OutgoingFile
+from actors.messages import ConsumerArgs, OutgoingFile
 from actors.sessions.placed_parts import SUPERSEDED, PlacedParts
 from actors.sessions.reply_files import (final_parts, file_of, fit, has_marker, is_file, send_fields,
                                          with_marker)
@@ -87,7 +87,7 @@ def test_where_the_platform_has_no_edits_a_part_on_it_is_never_edited():
 
 def test_status_reactions_are_held_until_the_adapter_is_known_and_typing_is_never_late():
     from actors.sessions.reply_status import ReplyStatus, status_reactions
-    args = {"turn_id": "t", "chat_id": "c", "thread_id": None, "reply_to": "c:5", "chat_type": "dm"}
+    args = ConsumerArgs("t", "telegram:dm:c", "telegram:c:5", "telegram", "telegram", "c", reply_to="c:5")
     status = ReplyStatus(args, pacing_for("telegram"), status_reactions({"sessions": {"status_reactions": "👀 👍"}}))
     assert status.due(status.started(), adapter_known=False) == []
     assert status.due(status.typing(), adapter_known=False) == []        # dropped: stale by then

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.messages import LongToolHint, TextDelta, ToolCallFinished, ToolCallStarted, TurnEnd
+from actors.messages import LongToolHint, TextDelta, ToolCallFinished, ToolCallStarted, TurnEnd, WaitingForModel
 from actors.sessions.reply_text import CURSOR, ReplyText
 
 pytestmark = pytest.mark.timeout(10)
@@ -38,3 +38,20 @@ def test_turn_end_sets_the_final_text_or_keeps_the_answer():
     assert other.apply(TextDelta("x")) is False
     other.apply(TurnEnd("complete", ""))
     assert other.final_text() == "…", "an empty answer still shows something"
+
+
+def test_while_the_model_is_silent_the_preview_says_it_is_still_waiting_until_words_come():
+    text = ReplyText()
+    text.apply(WaitingForModel(5.2))
+    assert text.preview([]) == "\n\n⏳ still waiting for the model… (5s)" + CURSOR
+    text.apply(WaitingForModel(10.4))
+    assert text.preview([]).endswith("(10s)" + CURSOR)
+    text.apply(TextDelta("Here"))
+    assert text.preview([]) == "Here" + CURSOR, "the sign goes once the answer starts"
+
+
+def test_the_final_text_of_a_failed_turn_is_of_kind_error():
+    failed, done = ReplyText(), ReplyText()
+    failed.apply(TurnEnd("error", "The model service had an internal error."))
+    done.apply(TurnEnd("complete", "Fine."))
+    assert (failed.kind(), done.kind()) == ("error", "")

@@ -50,9 +50,9 @@ def test_a_tool_call_and_its_result_are_recorded_together():
 def test_the_consumer_is_told_where_the_reply_goes():
     turn = turns.Turn("t1", [3], event(chat_type="group", thread_id="9"))
     args = turns.consumer_args(turn, "key", {"adapters": {"tg": {"type": "telegram"}}})
-    assert args["platform"] == "telegram" and args["adapter"] == "tg" and args["inbound_ref"] == "tg:m7"
-    assert (args["chat_id"], args["thread_id"], args["reply_to"]) == ("42", "9", "m7")
-    assert args["profile"] == turn.event.source.profile, "a profile that does not stream is paced so"
+    assert args.platform == "telegram" and args.adapter == "tg" and args.inbound_ref == "tg:m7"
+    assert (args.chat_id, args.thread_id, args.reply_to, args.chat_type) == ("42", "9", "m7", "group")
+    assert args.profile == turn.event.source.profile, "a profile that does not stream is paced so"
 
 
 def test_a_turns_reply_settings_are_those_it_started_with_for_every_consumer_it_asks_for():
@@ -65,11 +65,13 @@ def test_a_turns_reply_settings_are_those_it_started_with_for_every_consumer_it_
                                                                             "status_reactions": ""}}}
     first = turns.consumer_args(turn, "key", started)
     again = turns.consumer_args(turn, "key", reloaded)   # a consumer asked for again after a reload
-    assert again == first and first["stream"] is True and first["status_reactions"] == ["👀", "👍"]
-    assert reply_pacing(reloaded, again).supports_edit, "the turn streams as it started, whatever the reload says"
-    assert reply_reactions(reloaded, again) == ("👀", "👍")
+    assert again == first and first.stream is True and first.status_reactions == ("👀", "👍")
+    assert reply_pacing(reloaded, again.adapter, again.platform, stream=again.stream).supports_edit, \
+        "the turn streams as it started, whatever the reload says"
+    assert reply_reactions(again) == ("👀", "👍")
     fresh = turns.consumer_args(turns.Turn("t2", [4], event(profile="p")), "key", reloaded)
-    assert not reply_pacing(reloaded, fresh).supports_edit and reply_reactions(reloaded, fresh) == ("", "")
+    assert not reply_pacing(reloaded, fresh.adapter, fresh.platform, stream=fresh.stream).supports_edit
+    assert reply_reactions(fresh) == ("", "")
 
 
 def test_the_answer_text_is_the_text_deltas_in_order():
@@ -117,7 +119,7 @@ def test_a_scheduled_runs_prompt_never_joins_a_users_turn():
     session.config = {"sessions": {"busy_mode": "interrupt"}}
     session.profiles = Profiles(session.config)
     assert (session.busy_mode(user), session.busy_mode(run)) == ("interrupt", "queue")
-    args = {e.platform_message_id: turns.consumer_args(turns.Turn("t", [1], e), "key", {})["reply_to"]
+    args = {e.platform_message_id: turns.consumer_args(turns.Turn("t", [1], e), "key", {}).reply_to
             for e in (user, run)}
     assert args == {"7": "7", "job:schedule:60": None}
 
@@ -133,3 +135,12 @@ def test_a_rows_user_event_is_known_by_its_platform_message_id_not_by_a_hosts_in
     assert fresh[0]["payload"]["inbound_seq"] == 1 and fresh[0]["turn_id"] == "t3"
     requeued = MessageEvent(Source("tg", "42"), "first", "m1", 0.0)   # a crash after its event was appended
     assert turns.unrecorded_user_events(moved_in, "t4", [(7, requeued)]) == []
+
+
+def test_a_note_after_an_answer_cut_inside_a_code_block_comes_after_the_block():
+    cut = "Here it is:\n\n```python\nfor i in range(3):\n    print(i)\n"
+    assert turns.with_note(cut, "(stopped)") == \
+        "Here it is:\n\n```python\nfor i in range(3):\n    print(i)\n```\n\n(stopped)"
+    assert turns.with_note("~~~\n````\n", "(interrupted)") == "~~~\n````\n~~~\n\n(interrupted)"
+    assert turns.with_note("Plain words. ", "(stopped)") == "Plain words.\n\n(stopped)"
+    assert turns.with_note("  \n", "(stopped)") == "(stopped)"

@@ -9,21 +9,30 @@ operation to a chat (``source``, asked for the chat id of every operation) its t
 adapter knows where that user's terminal is.
 
 What a terminal does not have (``not_applicable``): no 429 and no attempts to count (an operation is done once its
-CliShow is handed to the actor system), no files (the capabilities say so), and the delivery case: see
-``delivery_case_pending``. A dropped connection is every terminal detaching; the users come back with new
-terminals (new admin connections), and what the old ones showed stays in the harness's record.
+CliShow is handed to the actor system), no files (the capabilities say so). A dropped connection is every terminal
+detaching; the users come back with new terminals (new admin connections), and what the old ones showed stays in
+the harness's record. So it is after the daemon is killed and started again (``daemon_restarted``): the new
+adapter shows each user what it showed while no terminal of theirs was known once their new terminal speaks
+(actors/adapters/cli/unseen.py).
+
+The delivery case: a send to a terminal is done once the adapter hands its CliShow to the actor system, with no
+answer from outside the daemon to hold, so the adapter's own fault injection holds it after that and before its
+record in the ledger (actors/adapters/send_hold.py): the chat's terminal tells the adapter HoldNextSend, and hears
+SendHeld once a send is held.
 """
 from __future__ import annotations
 
 import json
 import os
 import queue
+import socket
 import subprocess
 import threading
 import uuid
 from pathlib import Path
 
 from actors.messages import Source
+from common.runfiles import RunFiles
 from tests.actor_system import wait_for
 from tests.gateway import PYTHON, ROOT
 
@@ -77,6 +86,10 @@ class Terminal:
         assert state["synced"], "the adapter did not answer the terminal's done check: what it showed may be missing"
         return state
 
+    def received(self) -> dict:
+        """What the terminal has now, without asking the adapter (the daemon may be gone)."""
+        return self.command({"received": None})
+
     def close(self) -> None:
         """The user leaves: stdin closes and the process ends (killed if it does not within 10s)."""
         if self.process.poll() is None:
@@ -96,17 +109,12 @@ class CliHarness:
     not_applicable = {
         "floods": "a terminal has no 429: the adapter hands each CliShow to the actor system and it is done",
     }
-    # Why the delivery case cannot run here (test_conformance.py reports it as an xfail with this reason).
-    delivery_case_pending = (
-        "a send to a terminal is done once the adapter hands its CliShow to the actor system: no answer comes back "
-        "from outside the daemon, so there is nothing to hold, and the window between a shown message and its "
-        "record in the ledger is inside the daemon; the case needs a send hold among the adapter's [debug] "
-        "fault_injection hooks, and terminals that attach again to the restarted daemon")
 
     def __init__(self, workdir: Path):
         self.workdir = workdir
         self.terminals: dict[str, Terminal] = {}
         self.detached: dict[str, list] = {}    # chat -> what its earlier terminals showed, oldest first
+        self.holding: str | None = None        # the chat whose next send is held (the delivery case)
 
     def start(self) -> None:
         pass        # the terminals attach when a chat is first used: the daemon starts after this
@@ -123,8 +131,16 @@ class CliHarness:
             terminal.close()
         self.terminals.clear()
 
+    def daemon_restarted(self) -> None:
+        """The daemon was killed and started again: every terminal was attached to the one that is gone. What each
+        had received stays in the record; its user comes back with a new terminal when the chat is used again."""
+        for chat, terminal in list(self.terminals.items()):
+            self.detached.setdefault(chat, []).extend(terminal.received()["shown"])
+            terminal.close()
+        self.terminals.clear()
+
     def adapter_toml(self) -> str:
-        return f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\n'
+        return f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\n'   # tests/gateway.py: [debug] on
 
     def terminal(self, chat: str, register: bool = True) -> Terminal:
         """The chat's terminal, attached (and, with ``register``, known to the adapter: see the module's doc)."""
@@ -180,8 +196,35 @@ class CliHarness:
     def sent(self, chat: str) -> list[dict]:
         shown = list(self.detached.get(chat, []))
         if chat in self.terminals:
-            shown.extend(self._state(chat)["shown"])
+            terminal = self.terminals[chat]
+            shown.extend((terminal.state() if self._daemon_running() else terminal.received())["shown"])
         return [{"message_id": m["message_id"], "text": m["text"], "deleted": m["deleted"]} for m in shown]
+
+    def _daemon_running(self) -> bool:
+        """Its admin port answers (a launcher killed by the test is a zombie until reaped: its pid still looks
+        alive)."""
+        runtime = RunFiles(self.workdir / "state").read_runtime()
+        try:
+            with socket.create_connection((runtime["bind_host"], runtime["admin_port"]), timeout=1.0):
+                return True
+        except (OSError, TypeError, KeyError):
+            return False
+
+    # -- the delivery case (see the module's doc)
+    def hold_next_send(self, chat: str) -> None:
+        self._state(chat)      # synced: the terminal knows the adapter, and the adapter knows the terminal
+        assert self.terminal(chat).command({"hold": None})["ok"], f"{chat}'s terminal knows no adapter"
+        self.holding = chat
+
+    def send_held(self) -> bool:
+        received = self.terminal(self.holding).received()
+        shown = {m["message_id"] for m in received["shown"]}
+        return any(held in shown for held in received["held"])
+
+    def release_send(self) -> None:
+        """Drops a hold (a send held goes on) where the adapter still runs; after a kill there is nothing to drop."""
+        if self.holding in self.terminals and self._daemon_running():
+            self.terminals[self.holding].command({"release": None})
 
 
 HARNESS = CliHarness

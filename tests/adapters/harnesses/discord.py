@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 import uuid
 from pathlib import Path
+from typing import Callable, Optional
 
 from actors.messages import Source
 from tests.adapters.freezing_proxy import through
@@ -23,6 +25,7 @@ from tests.fakes.discord import FakeDiscord, INTENTS
 TIME_SCALE = 0.2          # every window of the fake 5x shorter: rate limits 5 per second, identify once a second
 HEARTBEAT_MS = 2000
 FREEZE_HEARTBEAT_MS = 8000
+PROOF_OF_LIFE_S = 1.0     # the frozen case: how often the gateway asks for a heartbeat (op 1)
 
 
 def user_number(chat: str) -> int:
@@ -43,6 +46,13 @@ class DiscordHarness(ServerHarness):
     def __init__(self, workdir: Path):
         super().__init__(workdir)
         self.channels: dict[str, int] = {}
+        self.pacemaker: Optional[Pacemaker] = None
+
+    def stop(self) -> None:
+        if self.pacemaker is not None:
+            self.pacemaker.stop()
+            self.pacemaker = None
+        super().stop()
 
     def make_server(self):
         return FakeDiscord(port=self.port, state_file=self.state_file, time_scale=TIME_SCALE,
@@ -128,22 +138,40 @@ class DiscordHarness(ServerHarness):
         return self.server.stats()["retry_after_violations"]
 
     # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
-    # An ACK comes every heartbeat (8 s here: wide enough for a loaded machine); the link's own zombie check closes a
-    # connection at the second beat
-    # left unacknowledged (16 s of silence). The bound lies between: past one beat, and with its check interval
-    # (a quarter of it) still short of two.
-    freeze_silence_s = 10.4
-    # About one run in four on this machine, the tree still shows the frozen adapter (its last description, uptime
-    # a few seconds) past the bound plus the margin, as if it had stopped answering walks: not understood yet.
-    frozen_case_intermittent = "the frozen Discord adapter is sometimes not seen restarted in time"
+    # The link's own zombie check (gateway.py: a beat still unacknowledged when the next is due) closes the frozen
+    # connection and resumes on a fresh one, which the relay lets through: no restart then. It fires a beat (8 s)
+    # or more after the freeze, which may be only a beat after the last frame; with the ACKs as the only frames, a
+    # bound above one beat (so an idle link is not restarted) could come after it, as it did in about one run in
+    # four. So the gateway asks for a heartbeat every PROOF_OF_LIFE_S (op 1, as Discord may; a busy guild's
+    # dispatches show a link alive as often): a frame a second, and a bound of 3 s, restarting (bound + a quarter)
+    # well before the link's check (8 s, then its close's 2 s), whatever the phase of the beats.
+    freeze_silence_s = 3.0
 
     def start_relayed(self, relay) -> str:
         self.server = RelayedDiscord(port=self.port, state_file=self.state_file, time_scale=TIME_SCALE,
                                      heartbeat_interval=FREEZE_HEARTBEAT_MS).start()
         self.port = self.server.port
         self.server.relay_port = relay(self.port)
+        self.pacemaker = Pacemaker(self.server.request_heartbeat, PROOF_OF_LIFE_S)
         relayed = through(self.server.api_url, self.server.relay_port)
         return self.adapter_toml().replace(self.server.api_url, relayed) + f"max_silence_s = {self.freeze_silence_s}\n"
+
+
+class Pacemaker:
+    """Calls ``beat`` every ``every_s`` on a thread of its own until stopped."""
+
+    def __init__(self, beat: Callable[[], object], every_s: float):
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(beat, every_s), daemon=True, name="pacemaker")
+        self._thread.start()
+
+    def _run(self, beat, every_s: float) -> None:
+        while not self._stopped.wait(every_s):
+            beat()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(5)
 
 
 class RelayedDiscord(FakeDiscord):

@@ -39,9 +39,14 @@ class PlatformHarness(Protocol):
     # The delivery case: the bot's next text send to ``chat`` reaches the platform (it shows in ``sent``) and the
     # platform's answer to it waits until ``release_send`` (the gateway is killed meanwhile), which also drops a
     # hold not used yet; ``send_held``: an answer is waiting now.
+    # Where the adapter is the platform (the web chat, the terminal chat), no outside answer exists to hold: the
+    # harness arms the kit's own hold (HoldNextSend, actors/adapters/send_hold.py), [debug] fault_injection only.
     def hold_next_send(self, chat: str) -> None: ...
     def send_held(self) -> bool: ...
     def release_send(self) -> None: ...
+    # Optional: the daemon was killed -9 and is running again (the delivery case's end): clients of the harness
+    # attached to the daemon itself (the terminals) attach to the new one; what they showed stays in ``sent``.
+    def daemon_restarted(self) -> None: ...
     # Where the platform's intake holds a connection (registry intake "poll" or "socket"), the frozen-connection
     # case (test_frozen_connections.py): ``start_relayed(relay)`` starts the platform (instead of ``start``) with its
     # timing knobs small, passes each port the adapter connects to through ``relay(port)`` (-> the port of a

@@ -7,30 +7,31 @@ from actors.messages import Source
 from tests.actor_system import wait_for
 
 
+RECONNECT_S = (0.05, 0.25)   # the page's reconnection waits: back soon after the daemon is (the delivery case)
+SETTLE_S = 5.0               # a round trip on the chat's connection, on a loaded machine
+
+
 class WebChatHarness:
     """The embedded web chat: the adapter is the server, so the "platform" is a scripted page (a WebSocket client
-    per chat, a visitor per chat name; the chat id is the visitor id the gateway issued for it). Floods and attempt records come from the adapter's fault injection,
-    armed by [debug] fault_injection in the adapter's config."""
+    per chat, a visitor per chat name; the chat id is the visitor id the gateway issued for it). What the bot showed
+    is what the page received: its operation frames, across reconnections (the adapter's memory goes with a kill
+    -9). Floods, attempt records and the delivery case's send hold come from the adapter's fault injection, armed
+    by [debug] fault_injection in the adapter's config (debug.* frames, actors/adapters/webchat/protocol.py)."""
     adapter_type = "webchat"
     adapter_name = "web"
     adapter_kind = "WebChatAdapter"
     text_limit = 1_000_000         # actors.adapters.pacing: webchat
-    # Why the delivery case cannot run here yet (test_conformance.py reports it as an xfail with this reason).
-    delivery_case_pending = (
-        "the page is served by the adapter itself: a send is done once its frame is pushed, with no answer from "
-        "outside the daemon to hold, and what the bot showed (``sent``) is the adapter's memory, gone with a kill "
-        "-9; the case needs a send hold among the adapter's [debug] fault_injection hooks and ``sent`` read from "
-        "the page's frames")
 
     def __init__(self, workdir: Path):
         from tests.actor_system import free_port
         self.port = free_port()
         self.client = None
         self.control = "harness-control"   # the visitor whose connection carries the debug frames
+        self.holding = self.control        # the chat whose next send is held (the delivery case)
 
     def start(self) -> None:
         from tests.webchat.client import WebChatClient
-        self.client = WebChatClient(f"http://127.0.0.1:{self.port}")
+        self.client = WebChatClient(f"http://127.0.0.1:{self.port}", reconnect_s=RECONNECT_S)
 
     def stop(self) -> None:
         if self.client is not None:
@@ -101,15 +102,21 @@ class WebChatHarness:
         visitor = self.client.id_of(chat)
         return Source(platform=self.adapter_name, chat_id=visitor, chat_type="dm", user_id=visitor)
 
-    # -- outbound, as the adapter recorded it (the page has nothing the adapter did not push)
-    def _debug(self, chat: str, frame: dict) -> dict:
-        reply = self.client.request(chat, frame)
+    # -- outbound: what the page received
+    def _debug(self, chat: str, frame: dict, timeout: float = 15.0) -> dict:
+        reply = self.client.request(chat, frame, timeout)
         assert reply.get("type") == "debug", reply
         return reply
 
     def sent(self, chat: str) -> list[dict]:
-        return [{"message_id": m["message_id"], "text": m["text"], "deleted": m["deleted"]}
-                for m in self._debug(chat, {"type": "debug.attempts", "op": "send"})["sent"]]
+        visitor = self.client.visitor(chat)
+        if visitor.connected.is_set():
+            # The server answers a ping after every frame it pushed before it on this connection: those are in.
+            try:
+                assert self.client.request(chat, {"type": "ping"}, SETTLE_S).get("type") == "pong"
+            except Exception:  # noqa: BLE001 - the connection went meanwhile (a kill): what came before it is in
+                pass
+        return shown_by_frames(list(visitor.frames))
 
     def attempts(self, chat: str, op: str) -> list[dict]:
         return self._debug(chat, {"type": "debug.attempts", "op": op})["attempts"]
@@ -128,6 +135,39 @@ class WebChatHarness:
 
     def flood_violations(self) -> int:
         return self._debug(self.control, {"type": "debug.attempts"})["violations"]
+
+    # -- the delivery case: the adapter holds the send after its frame is pushed, before its record
+    def hold_next_send(self, chat: str) -> None:
+        self._debug(chat, {"type": "debug.hold_send"})
+        self.holding = chat
+
+    def send_held(self) -> bool:
+        held = self._debug(self.control, {"type": "debug.attempts"})["held"]
+        return held is not None and any(m["message_id"] == held for m in self.sent(self.holding))
+
+    def release_send(self) -> None:
+        """Drops a hold (a send held goes on) where the adapter still runs; after a kill there is nothing to drop."""
+        try:
+            self._debug(self.control, {"type": "debug.clear"}, timeout=2.0)
+        except Exception:  # noqa: BLE001 - the daemon is gone: so is its hold
+            pass
+
+
+def shown_by_frames(frames: list[dict]) -> list[dict]:
+    """The bot's messages as a page shows them after applying the operation frames it received, oldest first: an
+    edit replaces the text, a delete marks it; an edit of a message whose send frame the page missed (it was
+    reconnecting) shows it, as the page does (static/app.js applyOp)."""
+    shown: dict[str, dict] = {}
+    for frame in frames:
+        if frame.get("type") != "op" or frame.get("action") not in ("send", "edit", "delete"):
+            continue
+        message = shown.setdefault(frame["message_id"], {"message_id": frame["message_id"], "text": "",
+                                                         "deleted": False})
+        if frame["action"] == "delete":
+            message["deleted"] = True
+        else:
+            message["text"] = frame["text"]
+    return list(shown.values())
 
 
 HARNESS = WebChatHarness

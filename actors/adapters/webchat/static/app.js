@@ -8,10 +8,13 @@
 // answer the /new interrupted) is left out until the answer to the /new itself arrives (its reply_to).
 import { addMessage, botMessage, handleCopyClicks, rawText, setAnswer, setNote, showFiles, userMessage }
   from "./messages.js";
+import { onEarlierFrame, setupEarlier } from "./conversations.js";
+import { setupThemeToggle, showWelcome } from "./looks.js";
+import { offerRetry, showKind } from "./messages.js";
 
 const UNACKED_KEY = "agent-gateway.unacked";
 const NEW_CHAT_KEY = "agent-gateway.new-chat";   // the id of a /new whose answer has not arrived yet
-const CONTROLS = { "/stop": "stop", "/new": "new", "/reset": "new" };
+const CONTROLS = { "/stop": "stop", "/new": "new", "/reset": "new", "/retry": "retry" };
 const RETRY_SEND_MS = 2000;
 const TYPING_SHOWN_MS = 4000;
 
@@ -26,6 +29,8 @@ const newButton = document.getElementById("new-chat");
 const attachInput = document.getElementById("attach");
 const attachButton = document.getElementById("attach-button");
 const attachedList = document.getElementById("attached");
+const hint = document.getElementById("hint");
+const HINT = hint.textContent;
 
 const unacked = loadUnacked();                // client message id -> {text, files}, in send order
 let attached = [];                            // uploaded, not sent yet: {file, name, kind}
@@ -43,6 +48,7 @@ let failures = 0;
 let awaitingHistory = false;
 let opsDuringHistory = [];
 let typingTimer = null;
+let maxTextChars = 0;                         // [gateway] max_text_chars, from the hello frame (0: not told yet)
 
 function randomId() {
   const bytes = crypto.getRandomValues(new Uint8Array(16));
@@ -154,7 +160,9 @@ function renderHistory(frame) {
         if (m.id) awaiting.set(m.id, true);
       }
     } else {
-      setAnswer(addMessage(log, "assistant", ""), m, true);
+      const item = addMessage(log, "assistant", "");
+      setAnswer(item, m, true);
+      showKind(item, m.kind);
     }
   }
   for (const m of frame.live || []) {
@@ -175,6 +183,7 @@ function renderHistory(frame) {
     }
   }
   saveUnacked();
+  offerRetry(log);
   keepScrolled(true);
 }
 
@@ -205,6 +214,8 @@ function applyOp(op) {
     stopped = false;   // a new answer: the stopped one is history
   }
   setAnswer(item, op, op.final);
+  if (op.final) showKind(item, op.kind);
+  offerRetry(log);
   if (op.final && stopping) {
     stopped = op.reply_to !== stopping;   // the answer to the /stop itself says nothing was running
     stopping = null;
@@ -239,6 +250,14 @@ function onFrame(frame) {
       break;
     case "error":
       onError(frame);
+      break;
+    case "hello":
+      onHello(frame);
+      showWelcome(document.getElementById("welcome"), frame);
+      break;
+    case "conversations":
+    case "conversation":
+      onEarlierFrame(frame);
       break;
     default:
       return;
@@ -370,11 +389,14 @@ form.addEventListener("submit", (event) => {
   const text = input.value;
   if (uploading) return showProblem("Wait for the files to finish uploading.");
   if (!text.trim() && !attached.length) return;
+  const tooLong = overLimit(text);
+  if (tooLong) return showProblem(tooLong);   // the text stays in the composer, to be sent in parts
   input.value = "";
   input.focus();
   const control = attached.length ? null : controlOf(text);
   if (control === "stop") return stopAnswer();
   if (control === "new") return newChat();
+  if (control === "retry") return retryLast();
   stopped = false;
   const files = attached;
   attached = [];
@@ -385,6 +407,7 @@ form.addEventListener("submit", (event) => {
   // A socket still connecting (a reconnect attempt while the gateway is down) is not a connection yet.
   const open = socket && socket.readyState === WebSocket.OPEN;
   setNote(item, open ? "sending…" : "will be sent when the connection is back");
+  offerRetry(log);
   keepScrolled(true);
   showState();
 });
@@ -395,6 +418,39 @@ input.addEventListener("keydown", (event) => {
     form.requestSubmit();
   }
 });
+
+// ------------------------------------------------------------------------------------------------ text limit
+// The composer takes any length (a maxlength would cut a paste without a word); a message over the gateway's limit
+// is not sent: the visitor is told, as the gateway tells every platform's sender, and keeps the text. The gateway
+// refuses it too (an error frame naming the message), for a page that was not told the limit.
+function onHello(frame) {
+  maxTextChars = Number.isInteger(frame.max_text_chars) && frame.max_text_chars > 0 ? frame.max_text_chars : 0;
+  showLength();
+}
+
+function characters(text) {
+  let count = 0;
+  for (const _ of text) count += 1;   // code points, as the gateway counts them (an emoji is one, not two)
+  return count;
+}
+
+function overLimit(text) {
+  const length = maxTextChars ? characters(text) : 0;
+  if (length <= maxTextChars) return "";
+  return `Your message is ${length.toLocaleString("en")} characters long; the gateway takes at most `
+    + `${maxTextChars.toLocaleString("en")} characters in one message, so it was not sent. Send it in shorter parts.`;
+}
+
+function showLength() {
+  const over = maxTextChars > 0 && input.value.length > maxTextChars && overLimit(input.value) !== "";
+  input.setAttribute("aria-invalid", over ? "true" : "false");
+  const limit = maxTextChars.toLocaleString("en");
+  hint.textContent = over ? `${characters(input.value).toLocaleString("en")} characters: over the limit of ${limit}.`
+    : HINT;
+  hint.classList.toggle("over", over);
+}
+
+input.addEventListener("input", showLength);
 
 // ------------------------------------------------------------------------------------------------ attachments
 // Each file is uploaded on its own as it is picked (POST upload): the message then names the uploads, so a resend
@@ -421,7 +477,7 @@ async function upload(file) {
 function showAttached() {
   attachedList.replaceChildren(...attached.map((f, index) => {
     const chip = document.createElement("li");
-    chip.textContent = `📎 ${f.name}`;
+    chip.append(attachIcon(), f.name);
     const remove = document.createElement("button");
     remove.type = "button";
     remove.textContent = "✕";
@@ -437,14 +493,41 @@ function showAttached() {
   }
 }
 
+// The paperclip of a chip: the page's own drawing (index.html), not a character an emoji font may lack.
+function attachIcon() {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "icon");
+  svg.setAttribute("aria-hidden", "true");
+  const use = document.createElementNS("http://www.w3.org/2000/svg", "use");
+  use.setAttribute("href", "#icon-attach");
+  svg.append(use);
+  return svg;
+}
+
 attachButton.addEventListener("click", () => attachInput.click());
 attachInput.addEventListener("change", () => {
   for (const file of Array.from(attachInput.files || [])) upload(file);
   attachInput.value = "";
 });
+// Retry (the button on a failed answer, or /retry typed): the gateway answers the visitor's last message again, in
+// place of the failed answer, which leaves the page as it leaves the conversation's history.
+function retryLast() {
+  const answers = log.querySelectorAll(".message.assistant");
+  const failed = answers[answers.length - 1];
+  if (failed && failed.classList.contains("error")) failed.remove();
+  stopped = false;
+  showProblem("");
+  awaiting.set(queue("/retry"), true);   // answered with its own id as reply_to, like a message
+  showState();
+}
+
+log.addEventListener("click", (event) => { if (event.target.closest("button.retry")) retryLast(); });
 stopButton.addEventListener("click", stopAnswer);
 newButton.addEventListener("click", newChat);
 handleCopyClicks(log);
+handleCopyClicks(document.getElementById("earlier-log"));
+setupEarlier(sendFrame, form);
+setupThemeToggle(document.getElementById("theme"));
 setInterval(() => { if (socket === null && everConnected) showState(); }, 1000);   // the reconnect countdown
 input.focus();
 connect();

@@ -71,7 +71,7 @@ function showFile(item, file) {
     node = document.createElement("a");
     node.href = url;
     node.download = file.name || "file";
-    node.textContent = `⬇ ${file.name || "file"}`;
+    node.textContent = file.name || "file";   // style.css draws the download arrow
   }
   node.classList.add("file");
   node.dataset.url = url;
@@ -156,4 +156,27 @@ export function botMessage(log, messageId) {
 
 export function userMessage(log, clientId) {
   return Array.from(log.querySelectorAll(".message.user")).find((m) => m.dataset.clientId === clientId);
+}
+
+// A failed turn's answer (``kind`` "error", protocol.py) is shown as an error: its own colours and a "⚠ Error" label
+// drawn by CSS (the text stays the gateway's).
+export function showKind(item, kind) {
+  item.classList.toggle("error", kind === "error");
+}
+
+// The Retry button: on the conversation's last message when it is a failed answer, nowhere else (``/retry`` answers
+// the visitor's last message, so an older failure cannot be retried once something followed it).
+export function offerRetry(log) {
+  const items = log.querySelectorAll(".message");
+  const last = items[items.length - 1];
+  for (const button of log.querySelectorAll("button.retry")) {
+    if (button.closest(".message") !== last) button.remove();
+  }
+  if (!last || !last.classList.contains("error") || last.querySelector("button.retry")) return;
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "retry";
+  button.textContent = "Retry";
+  button.title = "Send your last message again (/retry)";
+  last.append(button);
 }

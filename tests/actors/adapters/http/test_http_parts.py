@@ -142,6 +142,14 @@ def test_previews_lose_the_cursor_and_the_tool_line():
     assert visible_preview("Trailing space  ▍") == "Trailing space"
 
 
+def test_the_waiting_for_the_model_line_is_never_streamed_as_the_answer():
+    assert visible_preview("\n\n⏳ still waiting for the model… (5s) ▍") == ""
+    cursor = StreamCursor()
+    previews = ("\n\n⏳ still waiting for the model… (5s) ▍", "Here ▍", "Here it is ▍")
+    assert [cursor.preview(t) for t in previews] == ["", "Here", " it is"], "the answer streams on after the wait"
+    assert not cursor.diverged
+
+
 def test_stream_deltas_only_append_and_the_final_text_completes_them():
     cursor = StreamCursor()
     assert [cursor.preview(t) for t in ("Hel ▍", "Hello wor ▍", "Hello wor ▍", "Hello world ▍")] == [

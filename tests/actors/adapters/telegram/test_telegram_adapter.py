@@ -37,7 +37,7 @@ class Posts:
         self.items.append(item)
 
     def lines(self) -> list[str]:
-        return [i.text for i in self.items if isinstance(i, base._LogLine)]
+        return [i.text for i in self.items if isinstance(i, base.LogLine)]
 
 
 class PickyTelegram(FakeTelegram):
@@ -215,7 +215,7 @@ def test_a_round_rings_each_session_once(tg, tmp_path):
     sent = []
     adapter.send = lambda address, message: sent.append(message)
     adapter.on_Directory(Directory(1, sessions="sessions"), None)
-    adapter.on_bridge(base._Ingested((("k1", 1), ("k2", 2), ("k1", 3))))
+    adapter.take_bridge_item(base.Ingested((("k1", 1), ("k2", 2), ("k1", 3))))
     adapter.after_bridge_items()
     assert sent == [Batch((InboxDoorbell("k1", 3), InboxDoorbell("k2", 2)))], "one message to the one recipient"
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from actors.adapters.webchat.protocol import (MAX_FRAME_BYTES, FrameError, Outbox, client_id, conversation,
-                                              parse_frame)
+from actors.adapters.webchat.protocol import (HARD_FRAME_BYTES, MAX_FRAME_BYTES, FrameError, Outbox, client_id,
+                                              conversation, parse_frame)
 from actors.adapters.webchat.server import origin_allowed
 from supervision.http_serving import host_allowed
 from storage import InboxRow, TranscriptEvent
@@ -18,8 +18,9 @@ from storage import InboxRow, TranscriptEvent
     ("[1, 2]", "must be a JSON object, not list"),
     ('{"type": "shout"}', "unknown frame type 'shout'"),
     ('{"text": "no type"}', "unknown frame type None"),
-    (json.dumps({"type": "message", "text": "x" * MAX_FRAME_BYTES}), f"frame over {MAX_FRAME_BYTES} bytes"),
-    (json.dumps({"type": "message", "text": "é" * (MAX_FRAME_BYTES // 2)}, ensure_ascii=False), "frame over"),
+    (json.dumps({"type": "history", "pad": "x" * MAX_FRAME_BYTES}), f"frame over {MAX_FRAME_BYTES} bytes"),
+    (json.dumps({"type": "ping", "pad": "é" * (MAX_FRAME_BYTES // 2)}, ensure_ascii=False), "frame over"),
+    (json.dumps({"type": "message", "text": "x" * HARD_FRAME_BYTES}), f"frame over {HARD_FRAME_BYTES} bytes"),
 ])
 def test_bad_frames_are_refused_with_a_reason(data, reason):
     with pytest.raises(FrameError, match=reason.replace("(", r"\(").replace(")", r"\)")):
@@ -29,6 +30,13 @@ def test_bad_frames_are_refused_with_a_reason(data, reason):
 def test_good_frames_parse():
     assert parse_frame('{"type": "message", "id": "a1", "text": "hi"}')["text"] == "hi"
     assert parse_frame('{"type": "history"}') == {"type": "history"}
+
+
+def test_a_message_frame_over_the_frame_size_is_parsed_so_its_text_is_measured_against_the_text_limit():
+    """Its sender is then told the text limit, with the message's own id (the intake's TextTooLong), instead of a
+    frame size without an id the page could not tie to the message."""
+    frame = parse_frame(json.dumps({"type": "message", "id": "long-1", "text": "語" * 60_000}, ensure_ascii=False))
+    assert frame["id"] == "long-1" and len(frame["text"]) == 60_000
 
 
 def _event(seq, role, kind, payload, turn_id=None):

@@ -8,7 +8,9 @@ import pytest
 
 from actors.adapters.webchat import formatting
 from actors.adapters.webchat.protocol import conversation, op_frame
+from actors.messages import WaitingForModel
 from actors.sessions import reply_text
+from actors.sessions.reply_text import ReplyText
 from actors.sessions.chunking import split_message
 from storage import TranscriptEvent
 
@@ -93,6 +95,13 @@ def test_the_tool_line_of_a_preview_is_apart_even_inside_an_open_code_block():
         "html": f'<pre><code class="language-py">x = 6*7{CURSOR_HTML}</code></pre>\n', "tool": "⚙ calculator…"}
 
 
+def test_the_waiting_for_the_model_line_of_a_preview_is_apart_too():
+    text = ReplyText()
+    text.apply(WaitingForModel(6.0))
+    view = formatting.view(text.preview([]), final=False)
+    assert view == {"html": f"<p>{CURSOR_HTML}</p>\n", "tool": "⏳ still waiting for the model… (6s)"}, view
+
+
 def test_a_final_text_is_rendered_whole_without_a_cursor():
     text = "Done.\n\n⚙ not a tool line in a final text ▍"
     view = formatting.view(text, final=True)
@@ -127,3 +136,13 @@ def test_operations_carry_what_the_page_shows():
     assert frame == {"type": "op", "action": "send", "message_id": "w1", "text": "**hi** ▍", "final": False,
                      "reply_to": "m1", "html": f"<p><strong>hi</strong>{CURSOR_HTML}</p>\n", "tool": ""}
     assert "html" not in op_frame("typing", None) and "html" not in op_frame("delete", "w1")
+
+
+def test_a_failed_turns_text_is_marked_an_error_in_operations_and_in_the_history():
+    frame = op_frame("edit", "w1", "The model service took too long to answer.", final=True, kind="error")
+    assert frame["kind"] == "error"
+    assert "kind" not in op_frame("edit", "w1", "An answer.", final=True), "an answer carries no kind"
+    failed = TranscriptEvent("assistant", "message", {"text": "Half.\n\nNo model.", "reason": "error",
+                                                      "error": "No model."}, "t1", 1000.0, 1)
+    answered = TranscriptEvent("assistant", "message", {"text": "Fine.", "reason": "complete"}, "t2", 1001.0, 2)
+    assert [m.get("kind") for m in conversation([failed, answered])] == ["error", None]

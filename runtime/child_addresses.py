@@ -13,11 +13,19 @@ cycle through its bound comparison methods) goes at the next garbage collection.
 Safe because the supervisor no longer holds or hands out that child's address (``ChildState.address`` is cleared at
 the same moment), Thespian has already handled the exit notice when the actor sees it, and a late, synthesised
 notice for the same child only compares unequal to everything (``compareAddressEq`` treats an empty slot as "not
-this address"). If Thespian's internals change shape, this does nothing.
+this address"). If Thespian's internals change shape, this does nothing (and the start-up self-test says so).
+
+Thespian internals relied on (checked against Thespian 4.0.1: runtime/versions.py): an actor's ``_myRef`` (its
+``ActorManager``, which sets it in ``_createInstance``) and that one's ``_addrManager`` (set in
+``systemCommonBase.__init__``: a ``thespian.system.addressManager.ActorAddressManager``) with its list
+``_managed`` and its ``_thisActorAddr``; ``ActorLocalAddress`` (its ``generatingActor`` and
+``addressInstanceNum``), the ``addressDetails`` of a local address createActor returns.
 """
 from __future__ import annotations
 
 from typing import Any
+
+from runtime.shapes import module, need
 
 try:
     from thespian.system.addressManager import ActorLocalAddress
@@ -44,3 +52,19 @@ def addresses_held(actor: Any) -> int:
     """How many child addresses the address manager still holds (for tests and the soak)."""
     managed = getattr(getattr(getattr(actor, "_myRef", None), "_addrManager", None), "_managed", None)
     return sum(1 for entry in managed if entry is not None) if isinstance(managed, list) else 0
+
+
+def missing() -> list[str]:
+    problems: list[str] = []
+    addresses = module("thespian.system.addressManager", problems)
+    local = need(addresses, "thespian.system.addressManager", "ActorLocalAddress", problems, kind=type)
+    need(local, "ActorLocalAddress", "__init__", problems, uses=("generatingActor", "addressInstanceNum"))
+    manager = need(addresses, "thespian.system.addressManager", "ActorAddressManager", problems, kind=type)
+    need(manager, "ActorAddressManager", "__init__", problems, uses=("_managed", "_thisActorAddr"))
+    common = module("thespian.system.systemCommon", problems)
+    system = need(common, "thespian.system.systemCommon", "systemCommonBase", problems, kind=type)
+    need(system, "systemCommonBase", "__init__", problems, uses=("_addrManager",))
+    actors = module("thespian.system.actorManager", problems)
+    actor_manager = need(actors, "thespian.system.actorManager", "ActorManager", problems, kind=type)
+    need(actor_manager, "ActorManager", "_createInstance", problems, uses=("_myRef",))
+    return problems

@@ -1,4 +1,4 @@
-"""daemon/ack_wait.py: a Thespian transmit waiting for its ACK is left to its socket's select instead of being
+"""runtime/ack_wait.py: a Thespian transmit waiting for its ACK is left to its socket's select instead of being
 stepped by the timeout pass (which read nothing, and paused it for 34 ms)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from thespian.system.transport.TCPTransport import TCPTransport
 
-from daemon import ack_wait
+from runtime import ack_wait
 
 
 class ThespiansOwnCheck(Exception):

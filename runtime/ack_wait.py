@@ -11,10 +11,18 @@ of turns took 34 ms longer (an adapter's OpResult to its shard, the next doorbel
 
 ``install()`` wraps that check: a transmit waiting for its ACK that has not expired is left to its socket, which
 Thespian's select watches and steps when the ACK (or the peer's end) arrives; every other case is Thespian's own.
-Like the other transport adjustments (loopback.py, peer_credentials.py) it must run in the launcher before the
+Like the other transport adjustments (loopback.py, peer_check.py) it must run in the launcher before the
 actor system starts; actor processes are forked from it and inherit the wrapped class.
+
+Thespian internals relied on (checked against Thespian 4.0.1: runtime/versions.py): ``TCPTransport.
+_nextTransmitStepCheck(self, intent, fileno, closed=False)`` (wrapped), the stage constant
+``TCPTransport._XMITStepWaitForAck``, and a transmit intent's ``stage`` and ``expired()``.
 """
 from __future__ import annotations
+
+import functools
+
+from runtime.shapes import module, need, tcp_transport
 
 
 def install() -> None:
@@ -24,6 +32,7 @@ def install() -> None:
         return
     original = TCPTransport._nextTransmitStepCheck
 
+    @functools.wraps(original)
     def _nextTransmitStepCheck(self, intent, fileno, closed=False):
         if fileno == -1 and not closed and intent.stage == self._XMITStepWaitForAck and not intent.expired():
             return True     # still valid: its socket's select steps it when the ACK comes
@@ -31,3 +40,15 @@ def install() -> None:
 
     _nextTransmitStepCheck._leaves_acks_to_select = True
     TCPTransport._nextTransmitStepCheck = _nextTransmitStepCheck
+
+
+def missing() -> list[str]:
+    problems: list[str] = []
+    _tcp, transport = tcp_transport(problems)
+    need(transport, "TCPTransport", "_nextTransmitStepCheck", problems,
+         params=("self", "intent", "fileno", "closed"), uses=("stage",))
+    need(transport, "TCPTransport", "_XMITStepWaitForAck", problems, kind=int)
+    intents = module("thespian.system.transport", problems)
+    intent = need(intents, "thespian.system.transport", "TransmitIntent", problems, kind=type)
+    need(intent, "TransmitIntent", "expired", problems, params=("self",))
+    return problems

@@ -1,4 +1,4 @@
-"""daemon/lazy_identify.py: Thespian's message descriptions are made only when a log line formats them."""
+"""runtime/lazy_identify.py: Thespian's message descriptions are made only when a log line formats them."""
 from __future__ import annotations
 
 import logging
@@ -7,7 +7,7 @@ import pytest
 from thespian.system.transport import ReceiveEnvelope, TransmitIntent
 from thespian.system.utilis import thesplog
 
-from daemon import lazy_identify
+from runtime import lazy_identify
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -2,7 +2,7 @@
 
 Thespian's TCP transport (``thespian/system/transport/TCPTransport.py``) writes each message, and each
 acknowledgement, as ``<length>>`` followed by a pickle, and reads them back with ``pickle.loads``: whoever can put
-bytes on an actor's connection runs code as the gateway's user. The kernel's uid check (peer_credentials.py) keeps
+bytes on an actor's connection runs code as the gateway's user. The kernel's uid check (peer_check.py) keeps
 other local users off the ports the gateway *accepts* on; this module is the wall that holds for every connection,
 including the ones the gateway *opens* (to its admin, to a worker, the admin CLI to the daemon), where the other end
 could be a listener somebody else put there.
@@ -13,11 +13,10 @@ deserialise" path answers with its error acknowledgement and closes the connecti
 is retried as if the ack had been corrupted and, to a peer that never proves itself, fails in the end. Refusals are
 written to Thespian's log (``<state>/thespian.log``), at most once per ``LOG_EVERY_S`` per process, with a count.
 
-The key: a single gateway uses a fresh per-run key the launcher makes (``run_key``: 32 random bytes in
-``<state>/run/transport.key``, mode 0600 inside the private run directory; the admin CLI reads it there). The hosts
-of a convention share a key derived from the configured cluster secret (``cluster_key``), the same on the leader,
-on every worker and in the admin CLI. Actor processes are forked from the process that called ``install`` and
-inherit the patched module with the key; no actor reads the file.
+The key (daemon/transport_key.py): a single gateway uses a fresh per-run key the launcher makes, kept in
+``<state>/run/transport.key`` for the admin CLI; the hosts of a convention share a key derived from the configured
+cluster secret. Actor processes are forked from the process that called ``install`` and inherit the patched module
+with the key; no actor reads the file.
 
 A frame is held whole before its tag can be checked, so its announced length is bounded first (``MAX_FRAME``, as
 for direct links): a longer one is dropped unread and refused.
@@ -31,28 +30,29 @@ two pre-built acknowledgements ``ackMsg`` / ``ackDataErrMsg`` are replaced; ever
 through ``ReceiveBuffer(serializer.loads)`` and every write through ``serializer.dumps`` or those two constants.
 ``install`` checks first that this is still so (``check_thespian``: the version this was read against and the
 shape of the module's source) and raises ``ThespianMismatch`` otherwise: the gateway refuses to start rather than
-run a transport it cannot vouch for.
+run a transport it cannot vouch for. The start-up self-test (runtime/selftest.py) makes the same check first.
+
+Thespian internals relied on (checked against Thespian 4.0.1 only, refused on any other: runtime/versions.py): the
+globals ``serializer``, ``ReceiveBuffer``, ``ackMsg``, ``ackDataErrMsg`` and ``ackPacket`` of
+``thespian.system.transport.TCPTransport`` and the uses of them in its source (``_EXPECTED_USES``); in
+``thespian.system.transport.streamBuffer``, ``ackDataErrPacket`` and ``ReceiveBuffer``'s ``_buf``, ``_blen``,
+``_size`` and ``_extra`` (the subclass reads and resets them).
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
-import os
 import pickle
 import re
-import secrets
-import time
-from pathlib import Path
 from typing import Optional
 
-CHECKED_THESPIAN = ("4.0.1",)       # the Thespian release(s) whose TCPTransport.py this patch was read against
+from runtime import versions
+from runtime.thespian_log import RateLimitedWarning
+
 TAG_BYTES = 32
 KEY_BYTES = 32
-KEY_FILE = "transport.key"
 LOG_EVERY_S = 10.0
 MAX_FRAME = 64 * 1024 * 1024        # the bound on a frame held before its tag is checked (as supervision/direct_link's)
-_CLUSTER_LABEL = b"agent-gateway actor transport v1"
 
 # What TCPTransport.py must contain, exactly this many times, for the patch to cover every frame (and nothing else
 # in it may unpickle): the four receive buffers, the one serializer, the two acknowledgements sent.
@@ -66,58 +66,11 @@ _EXPECTED_USES = {
     r"send\(ackDataErrMsg\)": 1,
 }
 
-_refused_since_log = 0
-_last_log_at = 0.0
+_refusals = RateLimitedWarning(LOG_EVERY_S)
 
 
-class ThespianMismatch(RuntimeError):
+class ThespianMismatch(versions.RuntimeIncompatible):
     """The installed Thespian is not the one the frame MAC was checked against."""
-
-
-class KeyUnreadable(RuntimeError):
-    """The transport key of a running gateway cannot be read (another user's, or missing)."""
-
-
-# ------------------------------------------------------------------------------------------------ the keys
-def run_key(run_dir: Path) -> bytes:
-    """A fresh key for this run, written to ``run_dir/transport.key`` (0600) for the admin CLI. A key left by a
-    killed run is replaced: only the running launcher's key opens its ports."""
-    # only where a key is written: the admin CLI reads keys and never writes one
-    from common.privacy import write_private
-    key = secrets.token_bytes(KEY_BYTES)
-    write_private(run_dir / KEY_FILE, key.hex().encode() + b"\n", fsync=False)
-    return key
-
-
-def write_key(run_dir: Path, key: bytes) -> None:
-    """Record a key this run did not make (a convention's) where the admin CLI reads it."""
-    # only where a key is written: the admin CLI reads keys and never writes one
-    from common.privacy import write_private
-    write_private(run_dir / KEY_FILE, key.hex().encode() + b"\n", fsync=False)
-
-
-def read_key(run_dir: Path) -> bytes:
-    path = run_dir / KEY_FILE
-    try:
-        text = path.read_text().strip()
-    except PermissionError:
-        raise KeyUnreadable(f"{path} is not readable by uid {os.geteuid()}: admin commands run as the gateway's "
-                            "user") from None
-    except FileNotFoundError:
-        raise KeyUnreadable(f"{path} is missing: the running gateway predates authenticated transport; restart "
-                            "it") from None
-    try:
-        key = bytes.fromhex(text)
-    except ValueError:
-        key = b""
-    if len(key) != KEY_BYTES:
-        raise KeyUnreadable(f"{path} does not hold a transport key")
-    return key
-
-
-def cluster_key(secret: str) -> bytes:
-    """The key every host of a convention derives from the shared cluster secret."""
-    return hmac.new(secret.encode(), _CLUSTER_LABEL, hashlib.sha256).digest()
 
 
 # ----------------------------------------------------------------------------------------------- the frames
@@ -154,30 +107,24 @@ def opened(key: bytes, frame: bytes):
 
 
 def _note_refusal() -> None:
-    global _refused_since_log, _last_log_at
-    _refused_since_log += 1
-    now = time.monotonic()
-    if now - _last_log_at >= LOG_EVERY_S:
-        # Thespian's logger, loaded with the patch it logs for
-        from thespian.system.utilis import thesplog
-        thesplog("refused %d frame(s) whose MAC is wrong: the peer is not this gateway (or not of its convention); "
-                 "nothing of them was unpickled", _refused_since_log, level=logging.WARNING)
-        _refused_since_log, _last_log_at = 0, now
+    _refusals.note("refused %d frame(s) whose MAC is wrong: the peer is not this gateway (or not of its convention); "
+                   "nothing of them was unpickled")
 
 
 # ------------------------------------------------------------------------------------------------ the patch
-def check_thespian() -> None:
-    """Raise ThespianMismatch unless Thespian's TCP transport is the one this patch covers."""
-    # the version is read only when the patch is checked, at start
-    from importlib import metadata
-    # Thespian's transport loaded where it is patched: importing this module alone must not load it
-    from thespian.system.transport import TCPTransport as module
-    # loaded with TCPTransport, where it is patched
-    from thespian.system.transport import streamBuffer
-    version = metadata.version("thespian")
-    problems = []
-    if version not in CHECKED_THESPIAN:
-        problems.append(f"version {version} (checked: {', '.join(CHECKED_THESPIAN)})")
+def missing() -> list[str]:
+    """What of Thespian's TCP transport is not as this patch covers it (empty: it is)."""
+    problems: list[str] = []
+    version = versions.thespian_version()
+    if version not in versions.CHECKED_THESPIAN:
+        problems.append(f"Thespian version {version} (checked: {', '.join(versions.CHECKED_THESPIAN)})")
+    try:
+        # Thespian's transport loaded where it is checked or patched: importing this module alone must not load it
+        from thespian.system.transport import TCPTransport as module
+        # loaded with TCPTransport, where it is patched
+        from thespian.system.transport import streamBuffer
+    except Exception as exc:  # noqa: BLE001 - whatever stops the import is the problem named
+        return problems + [f"thespian.system.transport cannot be imported ({type(exc).__name__}: {exc})"]
     try:
         with open(module.__file__, encoding="utf-8") as f:
             source = f.read()
@@ -187,17 +134,25 @@ def check_thespian() -> None:
     for pattern, count in _EXPECTED_USES.items():
         seen = len(re.findall(pattern, source))
         if seen != count:
-            problems.append(f"{pattern!r} appears {seen} time(s), expected {count}")
+            problems.append(f"TCPTransport.py: {pattern!r} appears {seen} time(s), expected {count}")
     for name in ("serializer", "ReceiveBuffer", "ackMsg", "ackDataErrMsg", "ackPacket"):
         if not hasattr(module, name):
-            problems.append(f"no module global {name}")
+            problems.append(f"thespian.system.transport.TCPTransport.{name} is missing")
     if not hasattr(streamBuffer, "ackDataErrPacket"):
-        problems.append("no ackDataErrPacket in streamBuffer")
+        problems.append("thespian.system.transport.streamBuffer.ackDataErrPacket is missing")
+    receive_buffer = getattr(streamBuffer, "ReceiveBuffer", None)
+    names = getattr(getattr(getattr(receive_buffer, "__init__", None), "__code__", None), "co_names", ())
     for name in ("_buf", "_blen", "_size", "_extra"):
-        if name not in streamBuffer.ReceiveBuffer.__init__.__code__.co_names:
-            problems.append(f"ReceiveBuffer has no {name}")
+        if name not in names:
+            problems.append(f"thespian.system.transport.streamBuffer.ReceiveBuffer has no {name}")
+    return problems
+
+
+def check_thespian() -> None:
+    """Raise ThespianMismatch unless Thespian's TCP transport is the one this patch covers."""
+    problems = missing()
     if problems:
-        raise ThespianMismatch("the installed Thespian is not the one the gateway's frame MAC (daemon/frame_mac.py) "
+        raise ThespianMismatch("the installed Thespian is not the one the gateway's frame MAC (runtime/frame_mac.py) "
                                "was checked against, so its frames cannot be vouched for: " + "; ".join(problems))
 
 

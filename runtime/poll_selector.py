@@ -9,13 +9,19 @@ descriptor limit (select's 1024 would be one) and, as a selector made for one wa
 across waits.
 
 ``install()`` points the transport module's ``selectors`` at a copy whose DefaultSelector is PollSelector; nothing
-else changes. Like the other transport adjustments (ack_wait.py, loopback.py, peer_credentials.py) it runs in the
+else changes. Like the other transport adjustments (ack_wait.py, loopback.py, peer_check.py) it runs in the
 launcher before the actor system starts, and the actor processes forked from it inherit it.
+
+Thespian internals relied on (checked against Thespian 4.0.1: runtime/versions.py): the module global ``selectors``
+of ``thespian.system.transport.TCPTransport`` (replaced), through which ``TCPTransport._runWithExpiry`` makes its
+``DefaultSelector`` for each pass.
 """
 from __future__ import annotations
 
 import selectors
 import types
+
+from runtime.shapes import TCP_MODULE, need, tcp_transport
 
 
 def install() -> None:
@@ -30,3 +36,11 @@ def install() -> None:
     patched.DefaultSelector = selectors.PollSelector
     patched._waits_with_poll = True
     transport_module.selectors = patched
+
+
+def missing() -> list[str]:
+    problems: list[str] = []
+    tcp, transport = tcp_transport(problems)
+    need(tcp, TCP_MODULE, "selectors", problems)
+    need(transport, "TCPTransport", "_runWithExpiry", problems, uses=("selectors", "DefaultSelector"))
+    return problems

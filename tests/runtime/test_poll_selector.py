@@ -1,4 +1,4 @@
-"""daemon/poll_selector.py: Thespian's select loop waits with poll(2), and still sees what is readable."""
+"""runtime/poll_selector.py: Thespian's select loop waits with poll(2), and still sees what is readable."""
 from __future__ import annotations
 
 import selectors
@@ -6,7 +6,7 @@ import socket
 
 from thespian.system.transport import TCPTransport as transport_module
 
-from daemon import poll_selector
+from runtime import poll_selector
 
 
 def test_thespians_transport_makes_poll_selectors_and_they_see_a_readable_socket():

@@ -1,4 +1,4 @@
-"""daemon/frame_mac.py: the tag, the refusal before unpickling, the check of Thespian's internals at start, the keys."""
+"""runtime/frame_mac.py: the tag, the refusal before unpickling, the check of Thespian's internals at start."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from daemon import frame_mac
+from runtime import frame_mac, versions
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -83,7 +83,7 @@ def test_the_acknowledgements_are_signed_too(patched_transport):
 
 
 def test_another_thespian_is_refused_at_start(monkeypatch):
-    monkeypatch.setattr(frame_mac, "CHECKED_THESPIAN", ("0.0.1",))
+    monkeypatch.setattr(versions, "CHECKED_THESPIAN", ("0.0.1",))
     with pytest.raises(frame_mac.ThespianMismatch, match=r"checked: 0\.0\.1"):
         frame_mac.install(KEY)
 
@@ -92,22 +92,3 @@ def test_a_thespian_that_deserialises_elsewhere_is_refused_at_start(monkeypatch)
     monkeypatch.setitem(frame_mac._EXPECTED_USES, r"ReceiveBuffer\(", 5)
     with pytest.raises(frame_mac.ThespianMismatch, match="appears 4 time"):
         frame_mac.check_thespian()
-
-
-def test_the_run_key_is_private_and_read_back(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir(mode=0o700)
-    key = frame_mac.run_key(run)
-    assert (run / frame_mac.KEY_FILE).stat().st_mode & 0o777 == 0o600
-    assert frame_mac.read_key(run) == key and len(key) == 32
-    assert frame_mac.run_key(run) != key, "every run makes a new key"
-    (run / frame_mac.KEY_FILE).write_text("not hex")
-    with pytest.raises(frame_mac.KeyUnreadable, match="does not hold a transport key"):
-        frame_mac.read_key(run)
-    (run / frame_mac.KEY_FILE).unlink()
-    with pytest.raises(frame_mac.KeyUnreadable, match="missing"):
-        frame_mac.read_key(run)
-
-
-def test_every_host_derives_the_same_key_from_the_cluster_secret():
-    assert frame_mac.cluster_key("a" * 32) == frame_mac.cluster_key("a" * 32) != frame_mac.cluster_key("b" * 32)

@@ -18,18 +18,26 @@ the fork that starts it: the launcher closes its copy as soon as the admin proce
 (the end of its ``TCPTransport.__init__``), so some socket of the gateway's uid listens on the port at every moment.
 ``release`` closes this process's copy and puts Thespian's module back as it was.
 
+Before the hold, a plain bind (without ``SO_REUSEPORT``) checks that nobody listens at all: the hold alone would
+share the port with another gateway of the same user, whose admin socket sets ``SO_REUSEPORT`` too.
+
 Even a listener that got there before the hold gains nothing: the launcher then refuses to start with a clear
 message (or, with ``admin_port = 0``, takes another port), and every frame is checked by its MAC (frame_mac.py).
 
-Checked against Thespian 4.0.1 (``probeAdmin`` a static method; ``multiprocCommon._startAdmin`` forking the admin,
-then calling ``connectEndpoint``; the admin's transport binding its listening socket in ``TCPTransport.__init__``
-through the module's ``socket``); frame_mac.check_thespian refuses any other version.
+Thespian internals relied on (checked against Thespian 4.0.1: runtime/versions.py; frame_mac.check_thespian refuses
+any other version): ``TCPTransport.probeAdmin(addr)`` a static method (replaced); ``multiprocessCommon._startAdmin``
+forking the admin, then calling ``connectEndpoint(self, endPoint)`` (wrapped); the admin's transport binding its
+listening socket in ``TCPTransport.__init__(self, initType, *args)`` (wrapped) through the module global ``socket``
+of ``thespian.system.transport.TCPTransport`` (replaced) and keeping it as ``self.socket``.
 """
 from __future__ import annotations
 
+import functools
 import socket
 import types
 from typing import Optional
+
+from runtime.shapes import TCP_MODULE, module as load_module, need, tcp_transport
 
 _held: Optional[socket.socket] = None
 _held_port = 0
@@ -39,6 +47,8 @@ _originals: dict = {}
 def hold(host: str, port: int) -> Optional[socket.socket]:
     """A socket listening on (host, port) that keeps every other user off it, or None if the port is taken."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if not _free_for_anyone(family, host, port):
+        return None
     s = socket.socket(family, socket.SOCK_STREAM)
     try:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -49,6 +59,21 @@ def hold(host: str, port: int) -> Optional[socket.socket]:
         s.close()
         return None
     return s
+
+
+def _free_for_anyone(family: int, host: str, port: int) -> bool:
+    """Whether a socket *without* ``SO_REUSEPORT`` may bind the port. The hold itself sets it, so by itself it
+    would share the port with any listener of our uid that set it too: the admin of another gateway run by the same
+    user (its socket is a ``_SharingSocket``). Two admins on one port would each get half the connections."""
+    probe = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # TIME_WAIT of a predecessor is no holder
+        probe.bind((host, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
 
 
 def install(held: socket.socket) -> None:
@@ -64,14 +89,17 @@ def install(held: socket.socket) -> None:
     shared = types.SimpleNamespace(**{name: getattr(socket, name) for name in dir(socket) if not name.startswith("__")})
     shared.socket = _SharingSocket
     module.socket = shared
+    _no_admin_of_ours_yet.__wrapped__ = _originals["probe"].__func__   # the shape the self-test checks is Thespian's
     cls.probeAdmin = staticmethod(_no_admin_of_ours_yet)
     original_init, original_connect = _originals["init"], _originals["connect"]
 
+    @functools.wraps(original_init)
     def __init__(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
         if _held is not None and self.socket.getsockname()[1] == _held_port:
             release()          # this is the admin, listening on the port now: the hold has done its work
 
+    @functools.wraps(original_connect)
     def connectEndpoint(self, endpoint):
         _close_hold()          # the admin process exists and holds its own copy (see the module docstring)
         return original_connect(self, endpoint)
@@ -113,3 +141,16 @@ class _SharingSocket(socket.socket):
         if _held_port and isinstance(address, tuple) and len(address) >= 2 and address[1] == _held_port:
             self.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         return super().bind(address)
+
+
+def missing() -> list[str]:
+    problems: list[str] = []
+    tcp, transport = tcp_transport(problems)
+    need(tcp, TCP_MODULE, "socket", problems)
+    need(transport, "TCPTransport", "probeAdmin", problems, kind=staticmethod, params=("addr",))
+    need(transport, "TCPTransport", "__init__", problems, params=("self", "initType"), uses=("socket", "bind"))
+    need(transport, "TCPTransport", "connectEndpoint", problems, params=("self", "endPoint"))
+    common = load_module("thespian.system.multiprocCommon", problems)
+    starter = need(common, "thespian.system.multiprocCommon", "multiprocessCommon", problems, kind=type)
+    need(starter, "multiprocessCommon", "_startAdmin", problems, uses=("connectEndpoint",))
+    return problems
