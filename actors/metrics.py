@@ -13,7 +13,8 @@ connection state each adapter reported (with the address of the incarnation that
 the gauges it reads itself at scrape time: a DescribeTree walk of the root and the ledger's counts by state. The
 snapshot is reused for ``CACHE_S``, so a scrape storm costs one walk per second, not one per request.
 
-Messages it takes: TurnFinished (sessions), LostSend (stream consumers, the sweeper), StalledReply (stream
+Messages it takes: RecentMinutesWanted (the console: answered RecentMinutes, the last hour minute by minute),
+TurnFinished (sessions), LostSend (stream consumers, the sweeper), StalledReply (stream
 consumers), HookFailed (any actor that ran a plugin's hook), ActorRestarted
 (supervisors), FloodWaited, IntakeSilent and AdapterConnection (adapters), TreeReply (its walks), StopIntake (a drain began: the
 gateway is no longer ready), timers walk_deadline and listen, and bridge items: scrape requests and the server's start. Messages it sends: DescribeTree
@@ -46,7 +47,9 @@ from supervision.actor import GatewayActor
 from common.runfiles import RunFiles
 from common.config import setting
 from actors import metric_families
+from actors.messages import RecentMinutes
 from actors.metric_families import CONTENT_TYPE, Histogram
+from actors.console.recent_minutes import MinuteCounters
 from actors.sessions.model_health import FAILING, model_problems, shard_models
 from actors.watchdog import WatchdogPhase
 
@@ -96,6 +99,7 @@ class Metrics(StoreUser, GatewayActor):
         self.server: MetricsServer | None = None
         self.port = self.listen_failures = 0
         self.registry = metric_families.registry_of(self.families)   # its own, not prometheus_client's global
+        self.recent = MinuteCounters()                   # the last hour, minute by minute (the console's charts)
 
     # ------------------------------------------------------------------------------------------- life cycle
     def on_start(self, args) -> None:
@@ -149,9 +153,19 @@ class Metrics(StoreUser, GatewayActor):
             return
         self.turns[(fact.profile, fact.platform, fact.outcome)] += 1
         self.turn_seconds[(fact.profile, fact.platform)].observe(fact.seconds)
+        self.recent.turn(time.time(), fact.seconds, fact.outcome == "failed")
 
     def on_ActorRestarted(self, fact, sender) -> None:
         self.restarts[fact.kind] += 1
+        self.recent.restart(time.time())
+
+    def on_RecentMinutesWanted(self, message, sender) -> None:
+        turns = Counter()
+        for (_profile, platform, _outcome), n in self.turns.items():
+            turns[platform] += n
+        platforms = sorted(set(turns) | set(self.flood_waits))
+        self.send(sender, RecentMinutes(self.recent.rows(), tuple(
+            (p, turns[p], self.flood_waits[p], round(self.flood_seconds[p], 3)) for p in platforms)))
 
     def on_FloodWaited(self, fact, sender) -> None:
         self.flood_waits[fact.platform] += 1

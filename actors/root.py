@@ -47,6 +47,9 @@ def root_children(config: dict) -> list[ChildSpec]:
     early and stops late, so it sees the whole life and /readyz answers 503 all through a drain."""
     metrics = [ChildSpec("metrics", "actors.metrics.Metrics", shutdown_timeout_s=2.0)] \
         if setting(config, "metrics", "enabled") else []
+    # The operator's console (actors/console/): a leaf that serves pages and asks the root what the CLI asks.
+    console = [ChildSpec("console", "actors.console.actor.Console", shutdown_timeout_s=2.0)] \
+        if setting(config, "console", "enabled") else []
     # Last: it starts once the tree it hands runs to is up, and stops first, so no run is claimed during a shutdown.
     cron = [ChildSpec("cron", "actors.cron.Cron")] if config.get("cron") else []
     # The convention's hosts, on a leader (docs/distribution.md).
@@ -61,6 +64,7 @@ def root_children(config: dict) -> list[ChildSpec]:
                   shutdown_timeout_s=10.0),
         ChildSpec("adapters", "actors.adapters.supervisor.AdapterSupervisor", shutdown_timeout_s=10.0),
         *hosts,
+        *console,
         *cron,
     ]
 

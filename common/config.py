@@ -160,6 +160,13 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "host": (str, "", None),        # "": [gateway] bind_host
         "port": (int, 9464, None),      # 0: the OS picks one (runtime.json and `status` show it)
     },
+    "console": {          # actors/console/; docs/console.md
+        "enabled": (bool, True, None),
+        "host": (str, "127.0.0.1", None),   # off loopback only with a login_token (checked below)
+        "port": (int, 8770, None),          # 0: the OS picks one (the log and <state>/run/console.json say which)
+        "login_token": (str, "", None),     # the link /?token=... logs a browser in; required off loopback
+        "allow_actions": (bool, False, None),   # false: read-only (every action answered 403)
+    },
 }
 OPEN_SECTIONS = {"adapters", "profiles", "cron", "plugins"}
 # [[routes]]: an array of tables, kept as written here and checked by actors/profiles/routes.py (docs/profiles.md).
@@ -267,7 +274,9 @@ def _validated(raw: dict, file: str) -> tuple[dict, list[ConfigError]]:
         except ConfigError as exc:
             errors.append(exc)
     if not errors:   # these read values the schema has checked
-        for check in (lambda: _check_bind_host(file, config["gateway"]), lambda: _check_cluster(file, config)):
+        checks = (lambda: _check_bind_host(file, config["gateway"]), lambda: _check_console(file, config["console"]),
+                  lambda: _check_cluster(file, config))
+        for check in checks:
             try:
                 check()
             except ConfigError as exc:
@@ -318,15 +327,28 @@ def _check_cluster(file: str, config: dict) -> None:
                           "enabled it must be a fixed port, not 0")
 
 
+def _is_loopback(file: str, where: str, host: str) -> bool:
+    """Whether ``host`` (an IP address, or localhost) is a loopback address; anything else is a ConfigError."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        raise ConfigError(file, where, f"must be an IP address (e.g. 127.0.0.1), got {host!r}") from None
+
+
+def _check_console(file: str, console: dict) -> None:
+    """The console shows every chat and may act on the gateway: off loopback it needs its login."""
+    host = console["host"]
+    if not _is_loopback(file, "[console] host", host) and console["enabled"] and not console["login_token"]:
+        raise ConfigError(file, "[console] login_token",
+                          f"the console on {host} (off loopback) needs a login_token: anyone on that network could "
+                          "read every chat otherwise (docs/console.md)")
+
+
 def _check_bind_host(file: str, gateway: dict) -> None:
     host = gateway["bind_host"]
-    if host == "localhost":
-        return
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        raise ConfigError(file, "[gateway] bind_host", f"must be an IP address (e.g. 127.0.0.1), got {host!r}") from None
-    if not address.is_loopback and not gateway["allow_non_loopback"]:
+    if not _is_loopback(file, "[gateway] bind_host", host) and not gateway["allow_non_loopback"]:
         raise ConfigError(file, "[gateway] bind_host",
                           f"{host} is not a loopback address: the actor ports would accept code from that network. "
                           "Set [gateway] allow_non_loopback = true only on a private network of the gateway's own "

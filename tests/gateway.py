@@ -52,6 +52,7 @@ backoff_base_s = 0.01
 backoff_max_s = 0.2
 {extra_toml}
 """ + ("" if "[metrics]" in extra_toml else "[metrics]\nport = 0   # many test daemons at once: each its own port\n")
+          + ("" if "[console]" in extra_toml else "[console]\nport = 0\n")
           + ("" if not test_hooks or "[debug]" in extra_toml + gateway_toml else "[debug]\nfault_injection = true\n"))
         self.env = dict(os.environ, GATEWAY_STATE_DIR=str(self.state), PYTHONPATH=str(ROOT))
         self.env.pop("GATEWAY_CONFIG", None)

@@ -33,7 +33,7 @@ from actors.messages.control import (
     ReloadRequest, ReloadReport)
 from actors.messages.metrics import (
     StalledReply, LostSend, TurnFinished, FloodWaited, AdapterConnection, HookFailed,
-    IntakeSilent)
+    IntakeSilent, RecentMinutesWanted, RecentMinutes)
 from actors.messages.cron import CronRunRequest, CronRunReport
 
 __all__ = [
@@ -49,5 +49,5 @@ __all__ = [
     'TurnFinished', 'FloodWaited', 'IntakeSilent', 'AdapterConnection', 'HookFailed', 'CronRunRequest',
     'CronRunReport',
     'ReloadRequest', 'ReloadReport', 'SessionWanted', 'SessionHandover', 'SessionTaken', 'MovesDone',
-    'StoreRead', 'StoreReadResult'
+    'StoreRead', 'StoreReadResult', 'RecentMinutesWanted', 'RecentMinutes'
 ]

@@ -76,3 +76,18 @@ class HookFailed:
     @property
     def log_line(self) -> str:
         return f"plugin {self.plugin}: {self.hook} hook {self.outcome}: {self.detail}"
+
+
+# Asked of the metrics actor (not facts: these have an answer).
+
+@dataclass(frozen=True)
+class RecentMinutesWanted:
+    """The console -> metrics: the last hour of its counters, minute by minute (actors/console/recent_minutes.py)."""
+
+
+@dataclass(frozen=True)
+class RecentMinutes:
+    """Metrics -> the asker: ``rows`` are ((minute, turns, failed, restarts, (latency bucket counts...)), ...);
+    ``platforms`` are, since the metrics actor started, ((platform, turns, rate-limit waits, seconds waited), ...)."""
+    rows: tuple = ()
+    platforms: tuple = ()

@@ -30,6 +30,7 @@ LAYERS = ["run_gateway", "daemon", "actors", "supervision", "runtime", "storage"
 # itself (the root, the watchdog, the sweeper, metrics, cron, ...), which may import any subfolder.
 ACTORS_RANKS = [
     {"actors"},
+    {"actors.console"},                      # the operator's console: reads what the admin CLI reads
     {"actors.sessions"},                     # the shards and their cells: they drive adapters and agents
     {"actors.scheduling"},                   # cron's schedules and jobs
     {"actors.adapters"},                     # the adapter kit and one folder per platform

@@ -41,6 +41,7 @@ def test_what_it_serves_by_default_is_what_the_defaults_say():
     assert registry.DEFAULT_ADAPTERS == {"web": {"type": "webchat"}} and "replaces it" in section
     assert defaults["metrics"]["host"] == "" and f"http://{host}:{defaults['metrics']['port']}/metrics" in section
     assert f"{host}:{defaults['gateway']['admin_port']}" in section
+    assert f"http://{defaults['console']['host']}:{defaults['console']['port']}/" in section
 
 
 def test_the_platform_table_is_what_the_registry_declares():
