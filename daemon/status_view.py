@@ -6,15 +6,16 @@ screen, the JSON, the exit code, the service manager's STATUS= line and ``health
 The gateway is healthy when no actor is restarting or failed, no configured adapter is down (see
 ``actors/adapters/connection.py`` for the adapter states) and no model service is failing (its last turn failed
 because of it: ``actors/sessions/model_health.py``). An adapter still connecting after a start is not down yet: it is
-shown as connecting, and ``health --ready`` says not ready.
+shown as connecting, and ``health --ready`` says not ready. That judgement is ``health_of``
+(actors/gateway_health.py), shared with the console's overview.
 """
 from __future__ import annotations
 
 import time
 
-from actors.adapters.connection import adapter_problems
+from actors.gateway_health import health_of
 from actors.agents.base import agent_kind
-from actors.sessions.model_health import FAILING, model_problems
+from actors.sessions.model_health import FAILING
 from actors.media.limits import human_size
 from supervision.tree import duration
 
@@ -26,22 +27,6 @@ EXIT_CODES = """exit codes:
      the gateway is draining; the screen (and --json "problems") says which and why
   3  no gateway running
 """
-
-
-def health_of(status) -> tuple[str, list[str]]:
-    """("healthy" | "degraded" | "draining", the problems behind it, one short line each)."""
-    problems = []
-    if status.actors_failed:
-        problems.append(f"{status.actors_failed} actor(s) failed")
-    if status.actors_restarting:
-        problems.append(f"{status.actors_restarting} actor(s) restarting")
-    problems += adapter_problems(status.detail.get("adapters") or [])
-    problems += model_problems(status.detail.get("models") or [])
-    problems += [f"host {h['name']} lost: what it runs is unavailable" for h in status.detail.get("hosts") or []
-                 if h["state"] == "lost"]
-    if status.draining:
-        return "draining", problems
-    return ("degraded" if problems else "healthy"), problems
 
 
 def config_line(conf: dict, now: float) -> str:

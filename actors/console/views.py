@@ -6,7 +6,7 @@ shown as the actors state them (their names are the actors' own), so a new kind 
 """
 from __future__ import annotations
 
-from actors.adapters.connection import adapter_problems
+from actors.gateway_health import health_of
 from supervision import tree
 
 FACT_CHARS = 300
@@ -36,25 +36,8 @@ def tree_view(root, now: float) -> dict:
             "counts": {k: counts[k] for k in ("up", "restarting", "failed", "actors") if k in counts}}
 
 
-def health(status) -> tuple[str, list[str]]:
-    """("healthy" | "degraded" | "draining", the reasons), from the same status `status` reads."""
-    problems = []
-    if status.actors_failed:
-        problems.append(f"{status.actors_failed} actor(s) failed")
-    if status.actors_restarting:
-        problems.append(f"{status.actors_restarting} actor(s) restarting")
-    problems += adapter_problems(status.detail.get("adapters") or [])
-    problems += [f"host {h['name']} lost" for h in status.detail.get("hosts") or [] if h.get("state") == "lost"]
-    for name, part in status.detail.items():   # a component that reports its own problems (the model endpoint, ...)
-        if isinstance(part, dict) and isinstance(part.get("problems"), (list, tuple)):
-            problems += [f"{name}: {_plain(p)}" for p in part["problems"]]
-    if status.draining:
-        return "draining", problems
-    return ("degraded" if problems else "healthy"), problems
-
-
 def status_view(status, now: float) -> dict:
-    state, reasons = health(status)
+    state, reasons = health_of(status)
     return {"at": now, "health": state, "reasons": reasons, "started_at": status.started_at,
             "uptime_s": round(now - status.started_at, 1) if status.started_at else None,
             "actors_up": status.actors_up, "actors_restarting": status.actors_restarting,
