@@ -15,6 +15,7 @@
     python run_gateway.py deliveries ...  the delivery ledger: pending, failed, abandoned; retry one
     python run_gateway.py pair ...        who may talk to the agent: pairing codes (list, approve, deny), grants
     python run_gateway.py cron ...        scheduled jobs: list, run NAME now, pause NAME, resume NAME
+    python run_gateway.py adapters ...    pause, resume or reconnect a running adapter's intake
     python run_gateway.py fault NAME      fault drills: crash, hang or exit one actor or cell ([debug] fault_injection)
     python run_gateway.py config ...      init: write a commented sample configuration; show: the effective one
     python run_gateway.py routes ...      which profile each chat gets: list, explain SOURCE (docs/profiles.md)
@@ -53,7 +54,7 @@ from common import processes
 from common.redact import RedactingStream, configured_secrets
 from common.logging_setup import configure_launcher_logging
 from common.runfiles import RunFiles
-from daemon import (cli_access, cli_completion, cli_config, cli_cron, cli_join, cli_logs, cli_memory,
+from daemon import (cli_access, cli_adapters, cli_completion, cli_config, cli_cron, cli_join, cli_logs, cli_memory,
                     cli_platforms, cli_reload, cli_report, cli_rich, cli_routes, cli_service, cli_storage,
                     doctor as doctor_mod, health as health_mod, start_report, status_view)
 from daemon.admin import AdminClient, AdminError, NoGateway
@@ -172,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_storage.add_parsers(sub)
     cli_access.add_parsers(sub)
     cli_cron.add_parsers(sub)
+    cli_adapters.add_parsers(sub)
     cli_config.add_parsers(sub)
     cli_routes.add_parsers(sub)
     cli_memory.add_parsers(sub)
@@ -380,6 +382,10 @@ def cmd_cron(config: dict, args) -> int:
     return cli_cron.cmd_cron(config, args)
 
 
+def cmd_adapters(config: dict, args) -> int:
+    return cli_adapters.cmd_adapters(config, args)
+
+
 def cmd_config(config: dict, args) -> int:
     return cli_config.cmd_config(config, args)
 
@@ -430,6 +436,7 @@ WRITES_STATE = {"run", "start", "join"}
 
 COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions,
             "deliveries": cmd_deliveries, "pair": cmd_pair, "routes": cmd_routes, "cron": cmd_cron, "chat": cmd_chat,
+            "adapters": cmd_adapters,
             "memory": cmd_memory,
             "run": cmd_run,
             "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,

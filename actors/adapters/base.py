@@ -86,6 +86,7 @@ from actors.adapters.send_records import SendRecords
 from actors.adapters.send_hold import SendHold
 from actors.adapters.intake import (Intake, IntakeFailed, IntakeConnected, Ingested, IntakeRetrying, LogLine, OpDone,
                                     _quietly)
+from actors.adapters.operator_commands import OperatorCommands
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure
 from supervision.batching import Outbox
 from supervision.bridge import TaskDone
@@ -113,7 +114,7 @@ class SendHeldNow:
 
 # ---------------------------------------------------------------------------------------------- the actor
 
-class PlatformAdapter(GatewayActor, PlatformContract):
+class PlatformAdapter(OperatorCommands, GatewayActor, PlatformContract):
     uses_bridge = uses_links = True   # links: doorbells, results and operations with the shards (direct_link.py)
     retry_policy = RetryPolicy()
     reconnect_base_s = 0.1
@@ -144,7 +145,6 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         self.send_hold = SendHold(lambda armer, chat_id, message_id: self.post_to_actor(
             SendHeldNow(armer, SendHeld(chat_id, message_id))))
         # actor thread only
-        self._intake_task = None
         self._loop_bridge = None
         self._tickets, self._keys = itertools.count(1), KeyBook()   # KeyBook: what each op id named in this life
         self._in_hand: dict[int, tuple[PlatformOp, Any]] = {}
@@ -186,7 +186,7 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         # Loop-side code posts through this reference: the actor thread drops ``self.bridge`` when it exits.
         self._loop_bridge = self.bridge
         self.liveness = Liveness(silence_bound(self.normal_silence_s(), self.settings.get("max_silence_s") or 0.0))
-        self._intake_task = self.bridge.submit(self.intake.run_forever(), tag="intake")
+        self.start_intake()   # and an operator may pause, resume or reconnect it (operator_commands.py)
         if math.isfinite(self.liveness.bound_s):     # an adapter without a connection declares none
             self.after(self.liveness.check_every_s, "liveness")
         # A server's proof of life is that it still accepts a connection: probed where the adapter serves one.
@@ -265,6 +265,8 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         self.log.log(item.level, "%s", item.text)
 
     def on_loop_Ingested(self, item: Ingested | Unforwarded) -> None:
+        if type(item) is Ingested:   # the intake's new rows (not an inbox looked at again, not a forwarding walk's)
+            self.connection.messages_in += len(item.rows)
         for address, message in self.routes.of_round(self.directory, item.rings, item.rows, time.monotonic()):
             self.batched_out.put(address, message)
 
@@ -296,6 +298,8 @@ class PlatformAdapter(GatewayActor, PlatformContract):
             self.send(item.armer, item.held)
 
     def on_loop_TaskDone(self, item: TaskDone) -> None:
+        if item.tag == "halted":
+            self.intake_halted()
         if item.tag == "intake" and item.error is not None:
             self.log.error("%s: intake failed for good, the adapter restarts: %s", self.name,
                            self.clean_error(item.error))
@@ -346,6 +350,8 @@ class PlatformAdapter(GatewayActor, PlatformContract):
         self._chat_load[op.chat_id] -= 1
         if self._chat_load[op.chat_id] <= 0:
             del self._chat_load[op.chat_id]
+        if op.action == "send" and done.result.ok:
+            self.connection.messages_out += 1
         self.batched_out.put(sender, done.result)
 
     async def _run_op(self, item) -> None:

@@ -19,9 +19,11 @@ holds no database connection). Timers: ``listen`` (retry a port in use), ``follo
 (a new snapshot for the open pages, armed only while a page follows: no browser, no work).
 
 Messages it takes: TreeReply and GatewayStatus (the root's answers), RecentMinutes (the metrics actor's last hour,
-minute by minute), CronRunReport (the cron actor's answer to "run now"), timers, and bridge items (ConsoleAsk,
+minute by minute), CronRunReport (the cron actor's answer to "run now"), AdapterCommandDone (an adapter's answer to
+a pause, resume or reconnect), timers, and bridge items (ConsoleAsk,
 StreamsOpen, the server's start). Messages it sends: DescribeTree and StatusRequest to the root,
-RecentMinutesWanted to the metrics actor, CronRunRequest to the cron actor (what `cron run NAME` sends).
+RecentMinutesWanted to the metrics actor, CronRunRequest to the cron actor (what `cron run NAME` sends),
+AdapterCommand to an adapter (what `adapters pause|resume|reconnect NAME` sends).
 
 Nothing here must survive a kill -9: everything shown is read again from the tree and the store, and an action is
 one storage transaction (committed or not; the page says which from the answer, or the next read shows it).
@@ -38,8 +40,9 @@ from actors.console import operations
 from actors.console.memory import gateway_memory
 from actors.console.server import ConsoleAsk, ConsoleServer, StreamsOpen
 from actors.console.views import tree_view, status_view
-from actors.messages import (CronRunReport, CronRunRequest, GatewayStatus, RecentMinutes, RecentMinutesWanted,
-                             StatusRequest)
+from actors.adapters.connection import adapter_node
+from actors.messages import (ADAPTER_COMMANDS, AdapterCommand, AdapterCommandDone, CronRunReport, CronRunRequest,
+                             GatewayStatus, RecentMinutes, RecentMinutesWanted, StatusRequest)
 from actors.console.recent_minutes import series, totals
 from actors.scheduling.jobs import validate_jobs
 from supervision.bridge import TaskDone
@@ -79,6 +82,8 @@ class Console(StoreUser, GatewayActor):
         self.cron_ref = None                      # the cron actor's address, from the newest walk
         self.cron_runs: dict[str, list] = {}      # job -> "run now" asks waiting (for a walk, then for cron)
         self.cron_sent: dict[str, int] = {}       # job -> token of its CronRunRequest out (its deadline's)
+        self.adapter_asks: list = []              # (adapter, command, ask) waiting for a walk to find the adapter
+        self.adapter_sent: dict[str, tuple] = {}  # adapter -> (ask, token) of its AdapterCommand out
 
     # ------------------------------------------------------------------------------------------- life cycle
     def on_start(self, args) -> None:
@@ -152,6 +157,8 @@ class Console(StoreUser, GatewayActor):
             self._on_store(ask, lambda: operations.cron(self._store(), validate_jobs(self.config), time.time()))
         elif ask.op == "action:cron.run":
             self._run_cron(ask, (args.get("job") or "").strip())
+        elif ask.op.startswith("action:adapters.") and ask.op[16:] in ADAPTER_COMMANDS:
+            self._command_adapter(ask, (args.get("adapter") or "").strip(), ask.op[16:])
         elif ask.op in operations.READS:
             self._on_store(ask, lambda: operations.READS[ask.op](self._store(), args))
         elif ask.op.startswith("action:") and ask.op[7:] in operations.ACTIONS:
@@ -219,6 +226,7 @@ class Console(StoreUser, GatewayActor):
             return
         self.cron_ref = next((n.ref for n, _p, _d in tree.walk(message.node) if n.kind == "Cron" and n.ref), None)
         self._send_cron_runs()
+        self._send_adapter_commands(message.node)
         view = tree_view(message.node, time.time())
         for ask in waiting:
             self._answer(ask, 200, view)
@@ -267,6 +275,44 @@ class Console(StoreUser, GatewayActor):
         for job in [job for job in self.cron_runs if job not in self.cron_sent]:   # never sent: never run later
             for ask in self.cron_runs.pop(job):
                 self._answer(ask, 503, {"error": "the actor tree did not answer in time; nothing was run"})
+        for _adapter, _command, ask in self.adapter_asks:
+            self._answer(ask, 503, {"error": "the actor tree did not answer in time; nothing was done"})
+        self.adapter_asks = []
+
+    # ------------------------------------------------------------- adapters: pause, resume, reconnect
+    def _command_adapter(self, ask: ConsoleAsk, adapter: str, command: str) -> None:
+        """`adapters COMMAND NAME` through the console: the same AdapterCommand, to the adapter found by a walk."""
+        if not adapter:
+            self._answer(ask, 400, {"error": "adapter is needed"})
+            return
+        self.log.info("console: adapters.%s %r by %s", command, adapter[:64], ask.who)
+        self.adapter_asks.append((adapter, command, ask))
+        self._walk(None)
+
+    def _send_adapter_commands(self, root) -> None:
+        for adapter, command, ask in self.adapter_asks:
+            node = adapter_node(root, adapter)
+            if node is None:
+                self._answer(ask, 404, {"error": f"no adapter called {adapter[:64]!r} is running"})
+            elif adapter in self.adapter_sent:
+                self._answer(ask, 409, {"error": f"a command to {adapter} is being done; try again"})
+            else:
+                self.adapter_sent[adapter] = (ask, next(self.tokens))
+                self.send(node.ref, AdapterCommand(command, ask.who))
+                self.after(CRON_ANSWER_S, "adapter_deadline", (adapter, self.adapter_sent[adapter][1]))
+        self.adapter_asks = []
+
+    def on_AdapterCommandDone(self, message: AdapterCommandDone, sender) -> None:
+        ask, _token = self.adapter_sent.pop(message.adapter, (None, 0))
+        self._answer(ask, 200 if message.ok else 409, {"ok": message.ok, "adapter": message.adapter,
+                                                       "action": message.action, "detail": message.detail,
+                                                       **({} if message.ok else {"error": message.detail})})
+
+    def on_timer_adapter_deadline(self, sent) -> None:
+        adapter, token = sent
+        if self.adapter_sent.get(adapter, (None, 0))[1] == token:
+            ask, _token = self.adapter_sent.pop(adapter)
+            self._answer(ask, 503, {"error": f"adapter {adapter} did not answer in time"})
 
     def _ask_status(self, ask) -> None:
         self.status_asks.append(ask)

@@ -45,7 +45,7 @@ STATIC_FILES = {"console.js": "text/javascript", "pages.js": "text/javascript", 
 PAGES = ("/", "/overview", "/tree", "/adapters", "/chats", "/deliveries", "/pairing", "/cron", "/logs")
 READS = ("tree", "status", "deliveries", "pairing", "sessions", "transcript", "search", "cron", "logs", "adapters")
 ACTIONS = ("deliveries.retry", "deliveries.abandon", "pairing.approve", "pairing.deny", "sessions.suspend",
-           "sessions.resume", "cron.run")
+           "sessions.resume", "cron.run", "adapters.pause", "adapters.resume", "adapters.reconnect")
 TOPICS = ("tree", "status")
 BODY_MAX_BYTES = 16 * 1024
 QUERY_MAX_CHARS = 200

@@ -35,6 +35,7 @@ from actors.messages.metrics import (
     StalledReply, LostSend, TurnFinished, FloodWaited, AdapterConnection, HookFailed,
     IntakeSilent, RecentMinutesWanted, RecentMinutes)
 from actors.messages.cron import CronRunRequest, CronRunReport
+from actors.messages.operator import ADAPTER_COMMANDS, AdapterCommand, AdapterCommandDone
 
 __all__ = [
     'Source', 'ATTACHMENT_KINDS', 'Attachment', 'MessageEvent', 'InboxDoorbell', 'InboundStored', 'StoreInbound',
@@ -47,7 +48,7 @@ __all__ = [
     'ModelOutcome', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
     'TurnFinished', 'FloodWaited', 'IntakeSilent', 'AdapterConnection', 'HookFailed', 'CronRunRequest',
-    'CronRunReport',
+    'CronRunReport', 'ADAPTER_COMMANDS', 'AdapterCommand', 'AdapterCommandDone',
     'ReloadRequest', 'ReloadReport', 'SessionWanted', 'SessionHandover', 'SessionTaken', 'MovesDone',
     'StoreRead', 'StoreReadResult', 'RecentMinutesWanted', 'RecentMinutes'
 ]

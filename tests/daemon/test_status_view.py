@@ -32,9 +32,9 @@ def test_retrying_counts_from_when_the_connection_went_down_not_from_the_last_at
     view.retrying("refused", 2, now=125.0)
     facts = dict(view.facts("http://127.0.0.1:1/"))
     assert facts == {"connection": "retrying", "since": 120.0, "attempts": 2, "error": "refused",
-                     "url": "http://127.0.0.1:1/"}
+                     "url": "http://127.0.0.1:1/", "messages_in": 0, "messages_out": 0}
     view.connected(now=130.0)
-    assert dict(view.facts()) == {"connection": "connected", "since": 130.0}
+    assert dict(view.facts()) == {"connection": "connected", "since": 130.0, "messages_in": 0, "messages_out": 0}
 
 
 def test_rows_take_the_trees_word_for_adapters_that_crashed_or_were_given_up():
@@ -46,7 +46,7 @@ def test_rows_take_the_trees_word_for_adapters_that_crashed_or_were_given_up():
                              node("api", "HttpApiAdapter", state="failed")))
     assert rows == [
         {"name": "web", "kind": "WebChatAdapter", "state": "retrying", "since": 1.0, "attempts": 3,
-         "error": "address already in use"},
+         "error": "address already in use", "messages_in": 0, "messages_out": 0},
         {"name": "cli", "kind": "CliAdapter", "state": "up"},
         {"name": "tg", "kind": "TelegramAdapter", "state": "restarting", "error": "IntakeFailed: bad token"},
         {"name": "api", "kind": "HttpApiAdapter", "state": "failed"},
@@ -135,3 +135,19 @@ def test_a_lost_host_makes_the_gateway_degraded_and_is_named():
     assert health_of(answer) == ("degraded", ["host w2 lost: what it runs is unavailable"])
     hosts[1]["state"] = "running"
     assert health_of(answer) == ("healthy", [])
+
+
+def test_a_paused_adapter_is_down_with_who_paused_it_and_ignores_its_old_intakes_reports():
+    view = ConnectionView(now=1.0)
+    view.connected(now=2.0)
+    view.messages_in, view.messages_out = 3, 2
+    view.paused("cli:ada", now=5.0)
+    view.connected(now=6.0)                      # the halted intake's last report, read after the pause
+    view.retrying("reset", 1, now=6.0)
+    facts = dict(view.facts())
+    assert facts == {"connection": "paused", "since": 5.0, "paused_by": "cli:ada", "messages_in": 3,
+                     "messages_out": 2}
+    rows = adapter_rows(tree(node("tg", "TelegramAdapter", facts=view.facts())))
+    assert health_of(status(rows)) == ("degraded", ["adapter tg paused by cli:ada"])
+    view.resumed(now=7.0)
+    assert dict(view.facts())["connection"] == "connecting"

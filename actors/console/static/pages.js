@@ -78,10 +78,21 @@ function overview(page) {
   });
 }
 
-function adapterTable(rows) {
-  return table(["Adapter", "Kind", "State", "Since", "Error"], rows.map((a) => el("tr", { dataset: { adapter: a.name } },
-    el("td", {}, a.name), el("td", {}, a.kind), el("td", {}, el("span", { class: `state ${a.state}` }, a.state)),
-    el("td", {}, a.since ? `${ago(a.since)} ago` : "-"), el("td", {}, a.error || a.last_restart || ""))));
+function adapterTable(rows, actions = false) {
+  // With actions (the adapters page): messages in/out of the adapter's life, and what `adapters ACTION NAME` does.
+  const controls = (a) => a.state === "paused"
+    ? [actionButton("Resume", "adapters.resume", { adapter: a.name })]
+    : [actionButton("Pause", "adapters.pause", { adapter: a.name }),
+       actionButton("Reconnect", "adapters.reconnect", { adapter: a.name })];
+  const live = (a) => !["restarting", "failed", "stopped"].includes(a.state);
+  return table(["Adapter", "Kind", "State", "Since", "Error", ...(actions ? ["In", "Out", "Actions"] : [])],
+    rows.map((a) => el("tr", { dataset: { adapter: a.name } },
+      el("td", {}, a.name), el("td", {}, a.kind), el("td", {}, el("span", { class: `state ${a.state}` }, a.state)),
+      el("td", {}, a.since ? `${ago(a.since)} ago` : "-"),
+      el("td", {}, a.error || a.last_restart || (a.paused_by ? `paused by ${a.paused_by}` : "")),
+      ...(actions ? [el("td", { class: "messages-in" }, a.messages_in ?? "-"),
+                     el("td", { class: "messages-out" }, a.messages_out ?? "-"),
+                     el("td", {}, ...(live(a) ? controls(a) : []))] : []))));
 }
 
 // ----------------------------------------------------------------------------------------------------- tree
@@ -157,7 +168,7 @@ function adapters(page) {
   const pacing = el("section", { class: "card", id: "pacing" });
   page.append(body, pacing);
   follow("status", (s) => {
-    body.replaceChildren(el("h2", {}, "Connections"), adapterTable((s.detail || {}).adapters || []));
+    body.replaceChildren(el("h2", {}, "Connections"), adapterTable((s.detail || {}).adapters || [], true));
     const rows = Object.entries(s.platforms || {});
     pacing.replaceChildren(el("h2", {}, "Turns and pacing, since the metrics actor started"), rows.length
       ? table(["Platform", "Turns", "Rate limits (429) waited", "Seconds held"], rows.map(([p, v]) => el("tr", {},
