@@ -49,20 +49,28 @@ def cli_who() -> str:
 
 
 def cmd_adapters(config: dict, args) -> int:
+    return command_in_tree(args, config, lambda root: adapter_node(root, args.name),
+                           f"no adapter called {args.name!r} is running (see `status`)",
+                           AdapterCommand(args.action, cli_who()), AdapterCommandDone, f"adapter {args.name}",
+                           lambda done: {"adapter": done.adapter})
+
+
+def command_in_tree(args, config: dict, find, missing: str, message, wanted: type, who: str, fields) -> int:
+    """An operator's command to the actor ``find(tree)`` names, its answer ``wanted`` printed: the CLI's face of
+    what the console sends the same way (``ok`` and ``detail`` of the answer, and ``fields(answer)``)."""
     try:
         client = AdminClient(config)
     except NoGateway as exc:
         return fail(args, str(exc), EX_NOT_RUNNING, running=False)
     try:
-        node = adapter_node(client.tree(), args.name)
+        node = find(client.tree())
         if node is None:
-            return fail(args, f"no adapter called {args.name!r} is running (see `status`)")
-        done = ask_for(client.asys, node.ref, AdapterCommand(args.action, cli_who()), AdapterCommandDone,
-                       ANSWER_TIMEOUT_S)
+            return fail(args, missing)
+        done = ask_for(client.asys, node.ref, message, wanted, ANSWER_TIMEOUT_S)
     except AdminError as exc:
         return fail(args, str(exc))
     if done is None:
-        return fail(args, f"adapter {args.name} did not answer within {ANSWER_TIMEOUT_S:g}s")
-    data = {"ok": done.ok, "adapter": done.adapter, "action": done.action, "detail": done.detail}
-    return out(args, data, 0 if done.ok else 1, f"{done.adapter}: {done.detail}" if done.ok else
-               f"error: {done.adapter} {done.action}: {done.detail}")
+        return fail(args, f"{who} did not answer within {ANSWER_TIMEOUT_S:g}s")
+    data = {"ok": done.ok, **fields(done), "action": done.action, "detail": done.detail}
+    return out(args, data, 0 if done.ok else 1, f"{who}: {done.detail}" if done.ok else
+               f"error: {who} {done.action}: {done.detail}")

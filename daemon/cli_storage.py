@@ -16,7 +16,7 @@ from common.privacy import write_private
 from common.redact import configured_secrets, escape_controls, redact
 from common.config import setting
 from common.state_access import EX_CANTCREAT, unusable_state_dir
-from daemon import cli_hosts, cli_rich, transcript_text
+from daemon import cli_hosts, cli_rich, cli_session_commands, transcript_text
 from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
 
@@ -96,6 +96,7 @@ def add_parsers(sub) -> None:
     resume = command(ssub, "resume", "answer a suspended session again",
                      "Answer a suspended session again, from its next message on.", "sessions resume 02aca8c3ef8a")
     resume.add_argument("session", metavar="SESSION", help=NAMED)
+    operator = cli_session_commands.add_parsers(ssub, NAMED)
     deliveries = command(sub, "deliveries", "the delivery ledger: replies pending, failed, abandoned",
                          "The delivery ledger: every reply the gateway owes a chat, its state and attempts, and the\n"
                          "first words of the reply. A retried reply is sent again by the sweeper on its next pass.",
@@ -107,11 +108,13 @@ def add_parsers(sub) -> None:
     deliveries.add_argument("--state", choices=("pending", "attempting", "delivered", "failed", "abandoned"),
                             help="only deliveries in this state (default: all)")
     deliveries.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
-    add_json(sessions, listing, show, search, export, imported, forget, suspend, resume, deliveries)
+    add_json(sessions, listing, show, search, export, imported, forget, suspend, resume, *operator, deliveries)
 
 
 def cmd_sessions(config: dict, args) -> int:
     action = args.action or "list"
+    if action in ("stop", "reset"):
+        return cli_session_commands.cmd_session_command(config, args)
     calls = {
         "list": lambda s: storage_cli.sessions_list(s, state=args.state, limit=args.limit),
         "show": lambda s: storage_cli.session_show(s, args.session, last_n=args.last),

@@ -20,10 +20,11 @@ holds no database connection). Timers: ``listen`` (retry a port in use), ``follo
 
 Messages it takes: TreeReply and GatewayStatus (the root's answers), RecentMinutes (the metrics actor's last hour,
 minute by minute), CronRunReport (the cron actor's answer to "run now"), AdapterCommandDone (an adapter's answer to
-a pause, resume or reconnect), timers, and bridge items (ConsoleAsk,
+a pause, resume or reconnect), SessionCommandDone (a shard's or session's answer to a stop or reset), timers, and bridge items (ConsoleAsk,
 StreamsOpen, the server's start). Messages it sends: DescribeTree and StatusRequest to the root,
 RecentMinutesWanted to the metrics actor, CronRunRequest to the cron actor (what `cron run NAME` sends),
-AdapterCommand to an adapter (what `adapters pause|resume|reconnect NAME` sends).
+AdapterCommand to an adapter (what `adapters pause|resume|reconnect NAME` sends),
+SessionCommand to the shard hosting a session (what `sessions stop|reset ID` sends).
 
 Nothing here must survive a kill -9: everything shown is read again from the tree and the store, and an action is
 one storage transaction (committed or not; the page says which from the answer, or the next read shows it).
@@ -42,7 +43,9 @@ from actors.console.server import ConsoleAsk, ConsoleServer, StreamsOpen
 from actors.console.views import tree_view, status_view
 from actors.adapters.connection import adapter_node
 from actors.messages import (ADAPTER_COMMANDS, AdapterCommand, AdapterCommandDone, CronRunReport, CronRunRequest,
-                             GatewayStatus, RecentMinutes, RecentMinutesWanted, StatusRequest)
+                             GatewayStatus, RecentMinutes, RecentMinutesWanted, SessionCommand, SessionCommandDone,
+                             StatusRequest)
+from actors.sessions.operator_commands import owner_shard
 from actors.console.recent_minutes import series, totals
 from actors.scheduling.jobs import validate_jobs
 from supervision.bridge import TaskDone
@@ -54,6 +57,8 @@ from supervision.actor import GatewayActor
 from storage import IllegalTransition, NotFound, StorageError
 from common.config import setting
 from common.runfiles import RunFiles
+from common.logging_setup import key_hash
+from storage import cli as storage_cli
 
 WALK_WITHIN_S = 2.0
 FOLLOW_TREE_S = 0.5        # a restart shows on an open tree page within this and a walk
@@ -82,8 +87,8 @@ class Console(StoreUser, GatewayActor):
         self.cron_ref = None                      # the cron actor's address, from the newest walk
         self.cron_runs: dict[str, list] = {}      # job -> "run now" asks waiting (for a walk, then for cron)
         self.cron_sent: dict[str, int] = {}       # job -> token of its CronRunRequest out (its deadline's)
-        self.adapter_asks: list = []              # (adapter, command, ask) waiting for a walk to find the adapter
-        self.adapter_sent: dict[str, tuple] = {}  # adapter -> (ask, token) of its AdapterCommand out
+        self.commands_waiting: list = []          # operator commands waiting for a walk to find their target
+        self.commands_sent: dict[tuple, tuple] = {}   # (kind, target) -> (ask, token) of its command out
 
     # ------------------------------------------------------------------------------------------- life cycle
     def on_start(self, args) -> None:
@@ -159,6 +164,8 @@ class Console(StoreUser, GatewayActor):
             self._run_cron(ask, (args.get("job") or "").strip())
         elif ask.op.startswith("action:adapters.") and ask.op[16:] in ADAPTER_COMMANDS:
             self._command_adapter(ask, (args.get("adapter") or "").strip(), ask.op[16:])
+        elif ask.op in ("action:sessions.stop", "action:sessions.reset"):
+            self._command_session(ask, args.get("session") or "", ask.op[16:])
         elif ask.op in operations.READS:
             self._on_store(ask, lambda: operations.READS[ask.op](self._store(), args))
         elif ask.op.startswith("action:") and ask.op[7:] in operations.ACTIONS:
@@ -171,18 +178,18 @@ class Console(StoreUser, GatewayActor):
     def _on_store(self, ask: ConsoleAsk, call, action: str = "") -> None:
         try:
             result = self.db(call())
-        except operations.BadRequest as exc:
-            self._answer(ask, 400, {"error": str(exc)})
-        except NotFound as exc:
-            self._answer(ask, 404, {"error": str(exc)})
-        except IllegalTransition as exc:
-            self._answer(ask, 409, {"error": str(exc)})
-        except StorageError as exc:
-            self._answer(ask, 503, {"error": f"the store could not answer: {exc}"})
+        except (operations.BadRequest, StorageError) as exc:
+            self._refuse(ask, exc)
         else:
             if action:
                 self.log.info("console: %s done", action)
             self._answer(ask, 200, result)
+
+    def _refuse(self, ask: ConsoleAsk, exc: Exception) -> None:
+        """A bad request or the store's refusal, answered with its status (400, 404, 409; 503: unavailable)."""
+        status = (400 if isinstance(exc, operations.BadRequest) else 404 if isinstance(exc, NotFound) else
+                  409 if isinstance(exc, IllegalTransition) else 503)
+        self._answer(ask, status, {"error": str(exc) if status != 503 else f"the store could not answer: {exc}"})
 
     def _store(self):
         if self.store is None:
@@ -226,7 +233,7 @@ class Console(StoreUser, GatewayActor):
             return
         self.cron_ref = next((n.ref for n, _p, _d in tree.walk(message.node) if n.kind == "Cron" and n.ref), None)
         self._send_cron_runs()
-        self._send_adapter_commands(message.node)
+        self._send_commands(message.node)
         view = tree_view(message.node, time.time())
         for ask in waiting:
             self._answer(ask, 200, view)
@@ -275,44 +282,65 @@ class Console(StoreUser, GatewayActor):
         for job in [job for job in self.cron_runs if job not in self.cron_sent]:   # never sent: never run later
             for ask in self.cron_runs.pop(job):
                 self._answer(ask, 503, {"error": "the actor tree did not answer in time; nothing was run"})
-        for _adapter, _command, ask in self.adapter_asks:
+        for *_command, ask in self.commands_waiting:
             self._answer(ask, 503, {"error": "the actor tree did not answer in time; nothing was done"})
-        self.adapter_asks = []
+        self.commands_waiting = []
 
-    # ------------------------------------------------------------- adapters: pause, resume, reconnect
+    # ------------------------------------------- an operator's commands: adapters, sessions (stop, reset)
     def _command_adapter(self, ask: ConsoleAsk, adapter: str, command: str) -> None:
         """`adapters COMMAND NAME` through the console: the same AdapterCommand, to the adapter found by a walk."""
         if not adapter:
             self._answer(ask, 400, {"error": "adapter is needed"})
             return
         self.log.info("console: adapters.%s %r by %s", command, adapter[:64], ask.who)
-        self.adapter_asks.append((adapter, command, ask))
-        self._walk(None)
+        self._command(ask, ("adapter", adapter), lambda root: adapter_node(root, adapter),
+                      AdapterCommand(command, ask.who), f"no adapter called {adapter[:64]!r} is running")
 
-    def _send_adapter_commands(self, root) -> None:
-        for adapter, command, ask in self.adapter_asks:
-            node = adapter_node(root, adapter)
+    def _command_session(self, ask: ConsoleAsk, session: str, command: str) -> None:
+        """`sessions stop|reset ID` through the console: the same SessionCommand, to the shard that hosts it."""
+        try:
+            key = self.db(storage_cli.resolve(self._store(), operations.needed({"session": session}, "session")))
+        except (operations.BadRequest, StorageError) as exc:   # none named, NotFound, AmbiguousId, unavailable
+            self._refuse(ask, exc)
+            return
+        key = key.session_key
+        self.log.info("console: sessions.%s %s by %s", command, key_hash(key), ask.who)
+        self._command(ask, ("session", key), lambda root: owner_shard(root, key), SessionCommand(command, key, ask.who),
+                      "the session's shard is not running")
+
+    def _command(self, ask, target: tuple, find, message, missing: str) -> None:
+        self.commands_waiting.append((target, find, message, missing, ask))
+        self._walk(None)   # the target's address as it is now (it may have restarted since the last walk)
+
+    def _send_commands(self, root) -> None:
+        for target, find, message, missing, ask in self.commands_waiting:
+            node = find(root)
             if node is None:
-                self._answer(ask, 404, {"error": f"no adapter called {adapter[:64]!r} is running"})
-            elif adapter in self.adapter_sent:
-                self._answer(ask, 409, {"error": f"a command to {adapter} is being done; try again"})
+                self._answer(ask, 404, {"error": missing})
+            elif target in self.commands_sent:
+                self._answer(ask, 409, {"error": f"a command to that {target[0]} is being done; try again"})
             else:
-                self.adapter_sent[adapter] = (ask, next(self.tokens))
-                self.send(node.ref, AdapterCommand(command, ask.who))
-                self.after(CRON_ANSWER_S, "adapter_deadline", (adapter, self.adapter_sent[adapter][1]))
-        self.adapter_asks = []
+                self.commands_sent[target] = (ask, next(self.tokens))
+                self.send(node.ref, message)
+                self.after(CRON_ANSWER_S, "command_deadline", (target, self.commands_sent[target][1]))
+        self.commands_waiting = []
+
+    def _command_done(self, target: tuple, done) -> None:
+        ask, _token = self.commands_sent.pop(target, (None, 0))
+        self._answer(ask, 200 if done.ok else 409, {"ok": done.ok, target[0]: target[1], "action": done.action,
+                                                    "detail": done.detail, **({} if done.ok else {"error": done.detail})})
 
     def on_AdapterCommandDone(self, message: AdapterCommandDone, sender) -> None:
-        ask, _token = self.adapter_sent.pop(message.adapter, (None, 0))
-        self._answer(ask, 200 if message.ok else 409, {"ok": message.ok, "adapter": message.adapter,
-                                                       "action": message.action, "detail": message.detail,
-                                                       **({} if message.ok else {"error": message.detail})})
+        self._command_done(("adapter", message.adapter), message)
 
-    def on_timer_adapter_deadline(self, sent) -> None:
-        adapter, token = sent
-        if self.adapter_sent.get(adapter, (None, 0))[1] == token:
-            ask, _token = self.adapter_sent.pop(adapter)
-            self._answer(ask, 503, {"error": f"adapter {adapter} did not answer in time"})
+    def on_SessionCommandDone(self, message: SessionCommandDone, sender) -> None:
+        self._command_done(("session", message.session_key), message)
+
+    def on_timer_command_deadline(self, sent) -> None:
+        target, token = sent
+        if self.commands_sent.get(target, (None, 0))[1] == token:
+            ask, _token = self.commands_sent.pop(target)
+            self._answer(ask, 503, {"error": f"the {target[0]} did not answer in time"})
 
     def _ask_status(self, ask) -> None:
         self.status_asks.append(ask)
@@ -379,4 +407,5 @@ class Console(StoreUser, GatewayActor):
             return
         self._ask_status(None)
         self.after(FOLLOW_STATUS_S, "follow_status")
+
 

@@ -34,7 +34,7 @@ def _choice(args: dict, name: str, allowed: tuple):
     return value
 
 
-def _needed(args: dict, name: str) -> str:
+def needed(args: dict, name: str) -> str:
     value = (args.get(name) or "").strip()
     if not value:
         raise BadRequest(f"{name} is needed")
@@ -50,11 +50,11 @@ async def sessions(store, args: dict) -> dict:
 
 
 async def transcript(store, args: dict) -> dict:
-    return await storage_cli.session_show(store, _needed(args, "session"), last_n=_limit(args, 100))
+    return await storage_cli.session_show(store, needed(args, "session"), last_n=_limit(args, 100))
 
 
 async def search(store, args: dict) -> dict:
-    return await storage_cli.sessions_search(store, _needed(args, "q"))
+    return await storage_cli.sessions_search(store, needed(args, "q"))
 
 
 async def pairing(store, args: dict) -> dict:
@@ -81,27 +81,27 @@ READS = {"deliveries": deliveries, "sessions": sessions, "transcript": transcrip
 
 
 async def delivery_retry(store, args: dict, who: str) -> dict:
-    return await storage_cli.delivery_retry(store, _needed(args, "id"))
+    return await storage_cli.delivery_retry(store, needed(args, "id"))
 
 
 async def delivery_abandon(store, args: dict, who: str) -> dict:
-    return await storage_cli.delivery_abandon(store, _needed(args, "id"))
+    return await storage_cli.delivery_abandon(store, needed(args, "id"))
 
 
 async def pairing_approve(store, args: dict, who: str) -> dict:
-    return vars(await store.access.approve(_needed(args, "code"), by=who))
+    return vars(await store.access.approve(needed(args, "code"), by=who))
 
 
 async def pairing_deny(store, args: dict, who: str) -> dict:
-    return vars(await store.access.deny(_needed(args, "code")))
+    return vars(await store.access.deny(needed(args, "code")))
 
 
 async def session_suspend(store, args: dict, who: str) -> dict:
-    return await storage_cli.session_set_state(store, _needed(args, "session"), suspended=True)
+    return await storage_cli.session_set_state(store, needed(args, "session"), suspended=True)
 
 
 async def session_resume(store, args: dict, who: str) -> dict:
-    return await storage_cli.session_set_state(store, _needed(args, "session"), suspended=False)
+    return await storage_cli.session_set_state(store, needed(args, "session"), suspended=False)
 
 
 ACTIONS = {"deliveries.retry": delivery_retry, "deliveries.abandon": delivery_abandon,

@@ -45,7 +45,8 @@ STATIC_FILES = {"console.js": "text/javascript", "pages.js": "text/javascript", 
 PAGES = ("/", "/overview", "/tree", "/adapters", "/chats", "/deliveries", "/pairing", "/cron", "/logs")
 READS = ("tree", "status", "deliveries", "pairing", "sessions", "transcript", "search", "cron", "logs", "adapters")
 ACTIONS = ("deliveries.retry", "deliveries.abandon", "pairing.approve", "pairing.deny", "sessions.suspend",
-           "sessions.resume", "cron.run", "adapters.pause", "adapters.resume", "adapters.reconnect")
+           "sessions.resume", "cron.run", "adapters.pause", "adapters.resume", "adapters.reconnect",
+           "sessions.stop", "sessions.reset")
 TOPICS = ("tree", "status")
 BODY_MAX_BYTES = 16 * 1024
 QUERY_MAX_CHARS = 200

@@ -35,7 +35,8 @@ from actors.messages.metrics import (
     StalledReply, LostSend, TurnFinished, FloodWaited, AdapterConnection, HookFailed,
     IntakeSilent, RecentMinutesWanted, RecentMinutes)
 from actors.messages.cron import CronRunRequest, CronRunReport
-from actors.messages.operator import ADAPTER_COMMANDS, AdapterCommand, AdapterCommandDone
+from actors.messages.operator import (ADAPTER_COMMANDS, SESSION_COMMANDS, AdapterCommand, AdapterCommandDone,
+                                     SessionCommand, SessionCommandDone)
 
 __all__ = [
     'Source', 'ATTACHMENT_KINDS', 'Attachment', 'MessageEvent', 'InboxDoorbell', 'InboundStored', 'StoreInbound',
@@ -49,6 +50,7 @@ __all__ = [
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
     'TurnFinished', 'FloodWaited', 'IntakeSilent', 'AdapterConnection', 'HookFailed', 'CronRunRequest',
     'CronRunReport', 'ADAPTER_COMMANDS', 'AdapterCommand', 'AdapterCommandDone',
+    'SESSION_COMMANDS', 'SessionCommand', 'SessionCommandDone',
     'ReloadRequest', 'ReloadReport', 'SessionWanted', 'SessionHandover', 'SessionTaken', 'MovesDone',
     'StoreRead', 'StoreReadResult', 'RecentMinutesWanted', 'RecentMinutes'
 ]

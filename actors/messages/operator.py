@@ -24,3 +24,25 @@ class AdapterCommandDone:
     action: str
     ok: bool
     detail: str = ""          # what was done, or why not
+
+
+SESSION_COMMANDS = ("stop", "reset")
+
+
+@dataclass(frozen=True)
+class SessionCommand:
+    """-> the session shard that hosts ``session_key`` (and from it to the session's cell): ``stop`` the turn that
+    runs (what the chat's /stop does), or ``reset`` the conversation (what /new does: the current session is kept
+    as 'reset' and a fresh one answers the next message; a running turn is stopped first). Answered by
+    SessionCommandDone."""
+    action: str
+    session_key: str
+    by: str = ""
+
+
+@dataclass(frozen=True)
+class SessionCommandDone:
+    session_key: str
+    action: str
+    ok: bool
+    detail: str = ""

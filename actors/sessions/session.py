@@ -20,6 +20,7 @@ Messages it takes:
   ConsumerGone       the consumer died: ask for a new one and replay the turn's events (the ledger makes it idempotent)
   ReplyDone          the reply is delivered: the inbox row is done, the turn ends, the next row starts
   Passivate          stop when idle
+  SessionCommand     an operator's stop (the turn answered now) or reset (now, or once the turn is delivered)
   AgentEvent, AgentFailed, AgentCancelled   from its agent run on the shard's loop (through the bridge)
 Messages it sends: SpawnConsumer and ModelOutcome (to its shard), StreamBatch (to the consumer).
 
@@ -43,11 +44,11 @@ from actors.hooks.points import hooks_for, turn_record, with_context
 from actors.profiles.profiles import Profiles
 from actors.media.transcription import Transcriber, transcribe_all
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
-                             ModelOutcome, ReplyFile, SessionArgs, SpawnConsumer, StreamBatch, ToolCallFinished,
-                             TurnEnd)
+                             ModelOutcome, ReplyFile, SessionArgs, SessionCommand, SpawnConsumer, StreamBatch,
+                             ToolCallFinished, TurnEnd)
 from common.chat_errors import user_facing_error
 from common.redact import configured_secrets, redact
-from actors.sessions import turn as turns
+from actors.sessions import operator_commands, turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.history import RecentHistory
 from actors.sessions.model_health import outcome_of_failure
@@ -83,6 +84,7 @@ class Session(CellStoreUser, Cell):
         self.key, self.info = "", None
         self.turn: turns.Turn | None = None
         self.collect_until, self.passivate_when_idle = 0.0, False
+        self.reset_wanted = False   # an operator's reset asked while a turn ran (operator_commands.py)
         self.agent, self.secrets = None, []   # the turn's agent; what no answer or transcript may hold (configured)
         self.history = RecentHistory(turns.HISTORY_EVENTS)   # the last turn's transcript, for a minute (history.py)
 
@@ -167,6 +169,12 @@ class Session(CellStoreUser, Cell):
         else:
             self.while_busy()
 
+    def on_SessionCommand(self, message: SessionCommand, sender) -> None:
+        """An operator's stop or reset (`sessions stop|reset ID`, the console): as /stop and /new do it."""
+        self.send(sender, operator_commands.in_cell(self, message, self.phase is SessionPhase.ANSWERING,
+                                                    self.phase in BUSY))
+        self.pump()   # an idle session reset now: nothing changes; rows that waited for nothing start
+
     def busy_mode(self, event: MessageEvent | None = None) -> str:
         if event is not None and event.internal:
             return "queue"   # a scheduled run never interrupts, steers or joins a user's turn: it waits its own
@@ -176,6 +184,8 @@ class Session(CellStoreUser, Cell):
         """Start the next turn if nothing runs: the inbox, not the doorbell, says what there is to do."""
         if self.phase in BUSY or self.intake_stopped or self._exiting:
             return
+        if self.reset_wanted:
+            operator_commands.reset_now(self)
         rows = self.db(self.store.inbox.rows_in_state(self.key, (InboxState.RECEIVED,)))
         if not rows:
             if self.passivate_when_idle:

@@ -26,6 +26,7 @@ Messages it takes:
                      once the commit is done, so the adapter's host keeps each row until this one has it
   OpResult           an adapter's answer: to the consumer cell that sent the operation
   StoreRead          the admin CLI reading this host's database (store_reads.py): answered StoreReadResult
+  SessionCommand     an operator's stop or reset (operator_commands.py): to the key's live cell, else done here
   SessionWanted, SessionHandover, SessionTaken, MovesDone, InboundStored   moving the sessions of keys whose
                      shard changed when a host joined (moves_out.py here as the source, moves_in.py as the
                      destination); a key moving out or held in is not served until its records are in one place
@@ -57,11 +58,11 @@ import time
 
 from actors.messages import (ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, ModelOutcome, MovesDone,
                              OpResult, Passivate, PlatformOp, RunCells, SessionHandover, SessionTaken, SessionWanted,
-                             SessionArgs, ShardArgs, SpawnConsumer, StoreInbound, StoreRead)
+                             SessionArgs, SessionCommand, ShardArgs, SpawnConsumer, StoreInbound, StoreRead)
 from actors.sessions.model_health import ModelHealth
 from actors.sessions.moves_in import MovesIn
 from actors.sessions.moves_out import MovesOut
-from actors.sessions import store_reads
+from actors.sessions import operator_commands, store_reads
 from supervision.messages import ActorRestarted, ConfigChanged, DirectoryWanted, Fault, Ping, StopIntake
 from common.cluster import host_name, runs_here
 from common.host_map import place_named, place_of
@@ -265,6 +266,11 @@ class SessionShard(InlineStoreUser, GatewayActor):
 
     def on_StoreRead(self, message: StoreRead, sender) -> None:
         self.send(sender, store_reads.answer(message, self.db, self.store, self.name))
+
+    def on_SessionCommand(self, message: SessionCommand, sender) -> None:
+        self.log.info("%s: session %s %s by %s", self.name, key_hash(message.session_key), message.action[:40],
+                      message.by)
+        operator_commands.at_shard(self, message, session_cell_name(message.session_key), sender)
 
     def on_InboundStored(self, message: InboundStored, sender) -> None:
         """Rows of a moving key without a session, stored by the shard that wins it now."""

@@ -212,6 +212,8 @@ async function transcript(page, id) {
   const actions = el("p", { class: "actions" },
     actionButton("Suspend", "sessions.suspend", { session: s.session_id }, () => location.reload()),
     actionButton("Resume", "sessions.resume", { session: s.session_id }, () => location.reload()),
+    actionButton("Stop the turn", "sessions.stop", { session: s.session_id }),
+    actionButton("Reset", "sessions.reset", { session: s.session_id }, () => location.reload()),
     el("button", { type: "button", id: "export", onclick: () => exportJson(data) }, "Export (JSON)"));
   page.append(el("section", { class: "card" }, el("h2", {}, s.session_key),
     el("p", {}, `${s.state} · ${s.session_id}${s.title ? ` · ${s.title}` : ""}`), actions),
