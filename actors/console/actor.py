@@ -37,7 +37,7 @@ import os
 import time
 from pathlib import Path
 
-from actors.console import operations
+from actors.console import log_lines, operations
 from actors.console.memory import gateway_memory
 from actors.console.server import ConsoleAsk, ConsoleServer, StreamsOpen
 from actors.console.views import tree_view, status_view
@@ -102,7 +102,8 @@ class Console(StoreUser, GatewayActor):
                                     login_token=setting(self.config, "console", "login_token"),
                                     allow_actions=setting(self.config, "console", "allow_actions"),
                                     log_line=lambda level, text: self.bridge.post(("log", level, text)),
-                                    media_root=str(store_path(self.config).parent / "media"))
+                                    media_root=str(store_path(self.config).parent / "media"),
+                                    log_path=str(self._log_path()))
         self.bridge.submit(self.server.start(), tag="listen")
 
     def on_stop(self) -> None:
@@ -200,21 +201,18 @@ class Console(StoreUser, GatewayActor):
         if ask is not None and self.server is not None:
             self.bridge.call(self.server.answer, ask.request_id, status, payload)
 
+    def _log_path(self) -> Path:
+        return Path(setting(self.config, "gateway", "log_file") or self.state_dir / "gateway.log")
+
     def _log_tail(self, args: dict) -> dict:
-        """The newest lines of the gateway's log file (what `logs` prints), filtered by level and actor words."""
-        path = Path(setting(self.config, "gateway", "log_file") or self.state_dir / "gateway.log")
+        """The newest lines of the gateway's log file (what `logs` prints), filtered by level (and above), actor
+        and words; new ones come by the page's stream (server.py, log_lines.py)."""
+        path = self._log_path()
         try:
-            with open(path, "rb") as f:
-                start = max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES)
-                f.seek(start)
-                lines = f.read().decode("utf-8", "replace").splitlines()[1 if start else 0:]   # a cut first line
+            lines, _size = log_lines.tail(path, LOG_TAIL_BYTES)
         except OSError as exc:
             return {"lines": [], "error": f"cannot read {path}: {exc.strerror}"}
-        level, words = args.get("level", "").upper(), args.get("q", "")
-        if level:
-            lines = [line for line in lines if f" {level} " in line or f"[{level}]" in line]
-        if words:
-            lines = [line for line in lines if words.lower() in line.lower()]
+        lines = log_lines.matching(lines, args.get("level", ""), args.get("actor", ""), args.get("q", ""))
         return {"file": str(path), "lines": lines[-LOG_TAIL_LINES:]}
 
     # ----------------------------------------------------------------------------------- tree and status

@@ -12,13 +12,16 @@ Routes (every one but /static/ and /favicon.ico behind the login when there is o
   GET  /api/READ              a read (READS): tree, status, deliveries, pairing, sessions, transcript, search, cron, logs
   GET  /api/media/KEY         a file of a transcript, from the media cache: a raster image inline, anything else
                               as a download, neither able to run in this page's origin
-  GET  /api/stream?topic=T    server-sent events: each new snapshot of T (tree, status) while the page is open
+  GET  /api/stream?topic=T    server-sent events: each new snapshot of T (tree, status) while the page is open;
+                              topic=logs&level=&actor=&q=: the log's new lines that match, as they are written
   POST /api/actions/NAME      an action (ACTIONS), JSON body; refused unless allowed, same-site, with the CSRF token
 
 Bounds: a request body of at most BODY_MAX_BYTES (every server's body bounds: supervision/http_serving.py), query
 values of at most QUERY_MAX_CHARS, at most MAX_STREAMS open streams (503 past it), an answer waited for at most
 ANSWER_TIMEOUT_S (503), a stream that cannot take an event within PUSH_TIMEOUT_S cut. A stream holds only the
 newest snapshot of its topic, never a queue: a slow browser skips snapshots, it never makes the gateway hold more.
+A logs stream reads at most LOG_CHUNK_BYTES of new log a look (skipping to the newest past that, and saying so), and
+a browser that does not take it within PUSH_TIMEOUT_S is cut: the same bound.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from aiohttp import web
 
 from actors.adapters.webchat.address_limits import came_over_tls
 from actors.adapters.webchat.server import SECURITY_HEADERS   # the web chat's: the same page policy
-from actors.console import access
+from actors.console import access, log_lines
 from actors.media.sniff import sniff
 from supervision.http_serving import HttpLimits, host_allowed, serve
 from storage.media import MediaCache, valid_key
@@ -47,7 +50,10 @@ READS = ("tree", "status", "deliveries", "pairing", "sessions", "transcript", "s
 ACTIONS = ("deliveries.retry", "deliveries.abandon", "pairing.approve", "pairing.deny", "sessions.suspend",
            "sessions.resume", "cron.run", "adapters.pause", "adapters.resume", "adapters.reconnect",
            "sessions.stop", "sessions.reset")
-TOPICS = ("tree", "status")
+TOPICS = ("tree", "status")      # snapshots the actor makes while a page follows them
+LOG_TOPIC = "logs"               # new lines of the log file, read here: no actor work, none with no page open
+LOG_POLL_S = 0.5                 # how often an open logs stream looks for new lines
+LOG_CHUNK_BYTES = 64 * 1024      # the most of the file one look reads (log_lines.read_new): a burst is skipped
 BODY_MAX_BYTES = 16 * 1024
 QUERY_MAX_CHARS = 200
 MAX_STREAMS = 32
@@ -98,7 +104,8 @@ class Follower:
 class ConsoleServer:
     def __init__(self, host: str, port: int, ask: Callable, limits: HttpLimits = HttpLimits(),
                  login_token: str = "", allow_actions: bool = False,
-                 log_line: Callable[[int, str], None] = lambda level, text: None, media_root: str = ""):
+                 log_line: Callable[[int, str], None] = lambda level, text: None, media_root: str = "",
+                 log_path: str = ""):
         self.host, self.port, self.ask, self.limits = host, port, ask, limits
         self.login_token, self.allow_actions, self.log_line = login_token, allow_actions, log_line
         self.secret = os.urandom(32)    # CSRF tokens of this server's life: a restart asks the page for a new one
@@ -108,6 +115,8 @@ class ConsoleServer:
         self.latest: dict[str, bytes] = {}
         self.runner: Optional[web.AppRunner] = None
         self.media = MediaCache(media_root) if media_root else None
+        self.log_path = log_path
+        self.log_streams = 0
 
     # ------------------------------------------------------------------------------------------------ life
     async def start(self) -> int:
@@ -263,10 +272,12 @@ class ConsoleServer:
     # ------------------------------------------------------------------------------------------ streams
     async def _stream(self, request: web.Request) -> web.StreamResponse:
         topic = request.query.get("topic", "")
-        if topic not in TOPICS:
-            return web.json_response({"error": f"topics: {', '.join(TOPICS)}"}, status=404)
-        if sum(len(f) for f in self.followers.values()) >= MAX_STREAMS:
+        if topic not in (*TOPICS, LOG_TOPIC):
+            return web.json_response({"error": f"topics: {', '.join((*TOPICS, LOG_TOPIC))}"}, status=404)
+        if sum(len(f) for f in self.followers.values()) + self.log_streams >= MAX_STREAMS:
             return web.json_response({"error": "too many open console pages"}, status=503)
+        if topic == LOG_TOPIC:
+            return await self._log_stream(request)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **SECURITY_HEADERS})
         await response.prepare(request)
         follower = Follower()
@@ -294,6 +305,42 @@ class ConsoleServer:
             if not self.followers[topic]:
                 self.latest.pop(topic, None)   # not followed from now on: the next page must not start from it
             self._streams_changed()
+        return response
+
+    async def _log_stream(self, request: web.Request) -> web.StreamResponse:
+        """The log's new lines that match the page's filters, from the moment it opens (the page read the tail
+        before, GET /api/logs): one event per look that found any, {"lines": [...], "skipped": bytes}."""
+        filters = {k: request.query.get(k, "")[:QUERY_MAX_CHARS] for k in ("level", "actor", "q")}
+        try:
+            position = (await asyncio.to_thread(log_lines.tail, self.log_path, 0))[1]
+        except OSError as exc:
+            return web.json_response({"error": f"cannot read the log: {exc.strerror}"}, status=503)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **SECURITY_HEADERS})
+        await response.prepare(request)
+        self.log_streams += 1
+        quiet = 0.0
+        try:
+            while request.transport is not None and not request.transport.is_closing():
+                await asyncio.sleep(LOG_POLL_S)
+                try:
+                    lines, position, skipped = await asyncio.to_thread(log_lines.read_new, self.log_path, position,
+                                                                       LOG_CHUNK_BYTES)
+                except OSError:
+                    lines, skipped = [], 0            # rotated away this instant: the next look finds the new file
+                lines = log_lines.matching(lines, filters["level"], filters["actor"], filters["q"])
+                if lines or skipped:
+                    chunk = b"data: " + json.dumps({"lines": lines, "skipped": skipped}).encode() + b"\n\n"
+                    quiet = 0.0
+                else:
+                    quiet += LOG_POLL_S
+                    if quiet < KEEPALIVE_S:
+                        continue
+                    chunk, quiet = b": keep-alive\n\n", 0.0
+                await asyncio.wait_for(response.write(chunk), PUSH_TIMEOUT_S)
+        except (ConnectionError, asyncio.TimeoutError, RuntimeError):
+            pass   # gone, or too slow to take what is written: it reconnects (EventSource does) from the newest
+        finally:
+            self.log_streams -= 1
         return response
 
     def _streams_changed(self) -> None:

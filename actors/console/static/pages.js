@@ -316,26 +316,49 @@ async function cron(page) {
 
 // ----------------------------------------------------------------------------------------------------- logs
 async function logs(page) {
-  markStatic();
-  const level = el("select", { id: "level", "aria-label": "Level" },
-    ["", "DEBUG", "INFO", "WARNING", "ERROR"].map((l) => el("option", { value: l }, l || "every level")));
-  const words = el("input", { id: "words", type: "search", placeholder: "actor or words", "aria-label": "Filter", maxlength: 200 });
+  // The tail once, then the new lines as the gateway writes them (server-sent events), both filtered on the
+  // gateway's side; the page keeps at most LOG_LINES_KEPT lines.
+  const LOG_LINES_KEPT = 300;
+  const level = el("select", { id: "level", "aria-label": "Level and above" },
+    ["", "DEBUG", "INFO", "WARNING", "ERROR"].map((l) => el("option", { value: l }, l ? `${l} and above` : "every level")));
+  const actor = el("input", { id: "actor", type: "search", placeholder: "actor (Console, TelegramAdapter…)", "aria-label": "Actor", maxlength: 200 });
+  const words = el("input", { id: "words", type: "search", placeholder: "words", "aria-label": "Words", maxlength: 200 });
   const out = el("pre", { class: "log", id: "log" });
-  page.append(el("p", { class: "filters" }, level, words), out);
+  const live = document.getElementById("live");
+  page.append(el("p", { class: "filters" }, level, actor, words), out);
+  let lines = [];
+  let source = null;
+  function show(more) {
+    const atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 8;
+    lines = lines.concat(more).slice(-LOG_LINES_KEPT);
+    out.textContent = lines.join("\n");
+    if (atEnd) out.scrollTop = out.scrollHeight;
+  }
   async function load() {
     const q = new URLSearchParams();
     if (level.value) q.set("level", level.value);
+    if (actor.value) q.set("actor", actor.value);
     if (words.value) q.set("q", words.value);
+    if (source) source.close();
     const data = await api(`/api/logs?${q}`);
-    const atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 8;
-    out.textContent = data.error || data.lines.join("\n");
-    if (atEnd) out.scrollTop = out.scrollHeight;
+    lines = [];
+    if (data.error) { out.textContent = data.error; return; }
+    show(data.lines);
+    q.set("topic", "logs");
+    source = new EventSource(`/api/stream?${q}`);
+    source.onopen = () => { live.dataset.connected = "yes"; live.textContent = "Live"; };
+    source.onerror = () => { live.dataset.connected = "no"; live.textContent = "Reconnecting…"; };
+    source.onmessage = (event) => {
+      const d = JSON.parse(event.data);
+      show((d.skipped ? [`… ${d.skipped} bytes of log skipped (written faster than shown)`] : []).concat(d.lines));
+    };
   }
-  level.addEventListener("change", load);
-  words.addEventListener("input", load);
+  const reload = () => load().catch((e) => problem(e.message));
+  level.addEventListener("change", reload);
+  actor.addEventListener("change", reload);
+  words.addEventListener("change", reload);
   await load();
-  const timer = setInterval(() => { if (!document.hidden) load().catch((e) => problem(e.message)); }, 2000);
-  window.addEventListener("pagehide", () => clearInterval(timer));
+  window.addEventListener("pagehide", () => source && source.close());
 }
 
 export const PAGES = { overview, tree, adapters, chats, deliveries, pairing, cron, logs };
