@@ -7,13 +7,13 @@ The gateway is healthy when no actor is restarting or failed, no configured adap
 ``actors/adapters/connection.py`` for the adapter states) and no model service is failing (its last turn failed
 because of it: ``actors/sessions/model_health.py``). An adapter still connecting after a start is not down yet: it is
 shown as connecting, and ``health --ready`` says not ready. That judgement is ``health_of``
-(actors/gateway_health.py), shared with the console's overview.
+(actors/console/health.py), shared with the console's overview.
 """
 from __future__ import annotations
 
 import time
 
-from actors.gateway_health import health_of
+from actors.console.health import health_of
 from actors.agents.base import agent_kind
 from actors.sessions.model_health import FAILING
 from actors.media.limits import human_size

@@ -19,6 +19,16 @@ CONNECTIONS_PER_CLIENT = 64       # [gateway] http_connections_per_client
 REQUEST_TIMEOUT = web.AppKey("request_timeout_s", float)
 BODY_TIMEOUT = web.AppKey("body_timeout_s", float)   # an application's own bound on its bodies (web chat uploads)
 ON_REFUSED = web.AppKey("on_refused", object)        # the server's ``on_refused``: a refusal is never silent
+# The page policy of the gateway's own pages (the web chat's and the console's): no framing, no sniffing, no
+# referrer, nothing cached, and scripts, styles and connections from the page's own origin only.
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                               "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+}
 
 
 @dataclass(frozen=True)

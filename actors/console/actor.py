@@ -47,7 +47,6 @@ from actors.messages import (ADAPTER_COMMANDS, AdapterCommand, AdapterCommandDon
                              StatusRequest)
 from actors.sessions.operator_commands import owner_shard
 from actors.console.recent_minutes import series, totals
-from actors.scheduling.jobs import validate_jobs
 from supervision.bridge import TaskDone
 from supervision.http_serving import http_limits
 from supervision.messages import DescribeTree, TreeReply
@@ -160,6 +159,7 @@ class Console(StoreUser, GatewayActor):
         elif ask.op == "logs":
             self._answer(ask, 200, self._log_tail(args))
         elif ask.op == "cron":
+            from actors.scheduling.jobs import validate_jobs   # croniter: loaded by the first cron page, not at idle
             self._on_store(ask, lambda: operations.cron(self._store(), validate_jobs(self.config), time.time()))
         elif ask.op == "action:cron.run":
             self._run_cron(ask, (args.get("job") or "").strip())

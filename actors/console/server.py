@@ -37,10 +37,9 @@ from typing import Callable, Optional
 from aiohttp import web
 
 from actors.adapters.webchat.address_limits import came_over_tls
-from actors.adapters.webchat.server import SECURITY_HEADERS   # the web chat's: the same page policy
 from actors.console import access, log_lines
 from actors.media.sniff import sniff
-from supervision.http_serving import HttpLimits, host_allowed, serve
+from supervision.http_serving import SECURITY_HEADERS, HttpLimits, host_allowed, serve
 from storage.media import MediaCache, valid_key
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"

@@ -6,7 +6,7 @@ shown as the actors state them (their names are the actors' own), so a new kind 
 """
 from __future__ import annotations
 
-from actors.gateway_health import health_of
+from actors.console.health import health_of
 from supervision import tree
 
 FACT_CHARS = 300

@@ -1,4 +1,4 @@
-"""The console's overview judges health as `status` does (one function: actors/gateway_health.py). Pure."""
+"""The console's overview judges health as `status` does (one function: actors/console/health.py). Pure."""
 from __future__ import annotations
 
 import pytest

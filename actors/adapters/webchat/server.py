@@ -47,7 +47,7 @@ from actors.adapters.webchat.address_limits import AddressLimits, came_over_tls,
 from actors.adapters.webchat.highlight import style_sheet
 from actors.adapters.webchat.protocol import (CREDENTIAL, HARD_FRAME_BYTES, VISITOR_COOKIE, FrameError,
                                               error_frame, frame_id, parse_frame, visitor_id)
-from supervision.http_serving import BODY_TIMEOUT, HttpLimits, host_allowed, serve
+from supervision.http_serving import BODY_TIMEOUT, SECURITY_HEADERS, HttpLimits, host_allowed, serve
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"app.js": "text/javascript", "messages.js": "text/javascript", "style.css": "text/css",
@@ -67,14 +67,6 @@ INLINE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")   # raster
 def login_proof(token: str) -> str:
     """What the login cookie holds: an HMAC of the token (never the token), so a new token logs everyone out."""
     return hmac.new(token.encode("utf-8"), b"agent-gateway web chat login", hashlib.sha256).hexdigest()
-SECURITY_HEADERS = {
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                               "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-}
 
 
 class FrameHandler(Protocol):

@@ -1,7 +1,9 @@
 """The one judgement of the gateway's health, from a ``GatewayStatus`` (the root's answer to a status walk). Pure.
 
 `run_gateway.py status` and `health` (daemon/status_view.py), the service manager's STATUS= line and the console's
-overview (actors/console/views.py) all read it here, so none can call healthy what another calls degraded.
+overview (actors/console/views.py) all read it here, so none can call healthy what another calls degraded. It lives
+with the console because that is the lowest place both may import (the folder order: daemon/ over actors/, and in
+actors/ the console over the sessions' model health and the adapters' connection states it reads).
 
 Healthy: no actor restarting or failed, no configured adapter down (actors/adapters/connection.py for the adapter
 states; one still connecting after a start is not down yet), no model service failing (its last turn failed because
