@@ -52,7 +52,7 @@ def cmd_session_command(config: dict, args) -> int:
         key = session_key_of(config, args.session)
     except (NotFound, AmbiguousId, StorageError, ValueError, OSError) as exc:
         return fail(args, f"error: {exc}")
-    return command_in_tree(args, config, lambda root: owner_shard(root, key),
+    return command_in_tree(args, config, lambda root: owner_shard(root, key, config),
                            "the session's shard is not running (see `tree`)",
                            SessionCommand(args.action, key, cli_who()), SessionCommandDone, f"session {key}",
                            lambda done: {"session_key": done.session_key})

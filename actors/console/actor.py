@@ -20,8 +20,9 @@ holds no database connection). Timers: ``listen`` (retry a port in use), ``follo
 
 Messages it takes: TreeReply and GatewayStatus (the root's answers), RecentMinutes (the metrics actor's last hour,
 minute by minute), CronRunReport (the cron actor's answer to "run now"), AdapterCommandDone (an adapter's answer to
-a pause, resume or reconnect), SessionCommandDone (a shard's or session's answer to a stop or reset), timers, and bridge items (ConsoleAsk,
-StreamsOpen, the server's start). Messages it sends: DescribeTree and StatusRequest to the root,
+a pause, resume or reconnect), SessionCommandDone (a shard's or session's answer to a stop or reset), timers, and
+bridge items (ConsoleAsk, StreamsOpen, the server's start). Messages it sends: DescribeTree and StatusRequest to the
+root,
 RecentMinutesWanted to the metrics actor, CronRunRequest to the cron actor (what `cron run NAME` sends),
 AdapterCommand to an adapter (what `adapters pause|resume|reconnect NAME` sends),
 SessionCommand to the shard hosting a session (what `sessions stop|reset ID` sends).
@@ -47,6 +48,7 @@ from actors.messages import (ADAPTER_COMMANDS, AdapterCommand, AdapterCommandDon
                              StatusRequest)
 from actors.sessions.operator_commands import owner_shard
 from actors.console.recent_minutes import series, totals
+from actors.scheduling.jobs import validate_jobs
 from supervision.bridge import TaskDone
 from supervision.http_serving import http_limits
 from supervision.messages import DescribeTree, TreeReply
@@ -159,7 +161,6 @@ class Console(StoreUser, GatewayActor):
         elif ask.op == "logs":
             self._answer(ask, 200, self._log_tail(args))
         elif ask.op == "cron":
-            from actors.scheduling.jobs import validate_jobs   # croniter: loaded by the first cron page, not at idle
             self._on_store(ask, lambda: operations.cron(self._store(), validate_jobs(self.config), time.time()))
         elif ask.op == "action:cron.run":
             self._run_cron(ask, (args.get("job") or "").strip())
@@ -303,8 +304,8 @@ class Console(StoreUser, GatewayActor):
             return
         key = key.session_key
         self.log.info("console: sessions.%s %s by %s", command, key_hash(key), ask.who)
-        self._command(ask, ("session", key), lambda root: owner_shard(root, key), SessionCommand(command, key, ask.who),
-                      "the session's shard is not running")
+        self._command(ask, ("session", key), lambda root: owner_shard(root, key, self.config),
+                      SessionCommand(command, key, ask.who), "the session's shard is not running")
 
     def _command(self, ask, target: tuple, find, message, missing: str) -> None:
         self.commands_waiting.append((target, find, message, missing, ask))
@@ -325,8 +326,8 @@ class Console(StoreUser, GatewayActor):
 
     def _command_done(self, target: tuple, done) -> None:
         ask, _token = self.commands_sent.pop(target, (None, 0))
-        self._answer(ask, 200 if done.ok else 409, {"ok": done.ok, target[0]: target[1], "action": done.action,
-                                                    "detail": done.detail, **({} if done.ok else {"error": done.detail})})
+        payload = {"ok": done.ok, target[0]: target[1], "action": done.action, "detail": done.detail}
+        self._answer(ask, 200 if done.ok else 409, payload if done.ok else {**payload, "error": done.detail})
 
     def on_AdapterCommandDone(self, message: AdapterCommandDone, sender) -> None:
         self._command_done(("adapter", message.adapter), message)

@@ -13,17 +13,18 @@ turn is resumed by the next life, G8; the operator asks again).
 from __future__ import annotations
 
 from actors.messages import SESSION_COMMANDS, SessionCommand, SessionCommandDone
-from common.shard_map import SHARD_PREFIX, shard_name, shard_of
+from common.config import setting
+from common.shard_map import default_shard_count, shard_name, shard_of
 from supervision import tree
 
 
-def owner_shard(root, session_key: str):
-    """The running SessionShard node (with its address) that hosts ``session_key`` in a walk's tree, or None."""
-    shards = [n for n, _p, _d in tree.walk(root) if n.kind == "SessionShard" and n.name.startswith(SHARD_PREFIX)]
-    if not shards:
-        return None
-    wanted = shard_name(shard_of(session_key, len(shards)))
-    return next((n for n in shards if n.name == wanted and n.ref is not None), None)
+def owner_shard(root, session_key: str, config: dict):
+    """The running SessionShard node (with its address) that hosts ``session_key`` in a walk's tree, or None (that
+    shard is restarting). The leader's shards, as many as configured (supervisor.py's shard_specs)."""
+    count = setting(config, "sessions", "shards") or default_shard_count()
+    wanted = shard_name(shard_of(session_key, count))
+    return next((n for n, _p, _d in tree.walk(root)
+                 if n.kind == "SessionShard" and n.name == wanted and n.ref is not None), None)
 
 
 def refusal(message: SessionCommand) -> str:
