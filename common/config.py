@@ -121,6 +121,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "adapters": {},       # [adapters.NAME] tables, each with type = "..."; checked by the adapter registry
     "profiles": {},       # [profiles.NAME] tables; checked by actors/profiles/profiles.py
+    "mcp": {},            # [mcp.NAME] tables: MCP servers whose tools the agent offers, checked by common/mcp_config.py
     "cron": {},           # [cron.NAME] tables: scheduled jobs, checked by actors/scheduling/jobs.py (docs/cron.md)
     "debug": {
         "fault_injection": (bool, False, None),
@@ -168,7 +169,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "allow_actions": (bool, False, None),   # false: read-only (every action answered 403)
     },
 }
-OPEN_SECTIONS = {"adapters", "profiles", "cron", "plugins"}
+OPEN_SECTIONS = {"adapters", "profiles", "cron", "plugins", "mcp"}
 # [[routes]]: an array of tables, kept as written here and checked by actors/profiles/routes.py (docs/profiles.md).
 LIST_SECTIONS = {"routes"}
 # [[identities]]: user ids linked across platforms, checked by actors/profiles/identities.py (docs/profiles.md).
@@ -275,7 +276,7 @@ def _validated(raw: dict, file: str) -> tuple[dict, list[ConfigError]]:
             errors.append(exc)
     if not errors:   # these read values the schema has checked
         checks = (lambda: _check_bind_host(file, config["gateway"]), lambda: _check_console(file, config["console"]),
-                  lambda: _check_cluster(file, config))
+                  lambda: _check_cluster(file, config), lambda: _check_mcp(file, config))
         for check in checks:
             try:
                 check()
@@ -308,6 +309,11 @@ def _take_section(config: dict, section: str, table: Any, file: str, errors: lis
             config[section][key] = _check(file, where, value, SCHEMA[section][key])
         except ConfigError as exc:
             errors.append(exc)
+
+
+def _check_mcp(file: str, config: dict) -> None:
+    from common.mcp_config import check_servers   # it uses ConfigError from here
+    check_servers(file, config)
 
 
 def _check_cluster(file: str, config: dict) -> None:

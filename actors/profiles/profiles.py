@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional
 from actors.memory.scope import LIMITS as MEMORY_LIMITS, MEMORY_TOOLS, MODES as MEMORY_MODES, MemorySettings, \
     limit_error, settings_from
 from common.config import SCHEMA, TYPE_NAMES, ConfigError, setting, unknown_name
+from common.mcp_config import ToolChoice, server_specs, tool_choice
 
 PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")   # a session key shows it as is (storage/keys.py)
 DEFAULT_PROFILE = "default"
@@ -50,6 +51,9 @@ PROFILE_KEYS: dict[str, Spec] = {
     "memory_max_entries": Spec(int, doc="entries one memory scope may hold (default 50)"),
     "memory_max_entry_bytes": Spec(int, doc="bytes of one remembered entry (default 500)"),
     "memory_prompt_bytes": Spec(int, doc="bytes of entries read into one request (default 4000)"),
+    "mcp_servers": Spec(list, doc="the [mcp.NAME] servers whose tools this profile offers (default: every one)"),
+    "mcp_allow": Spec(list, doc="patterns of server.tool offered, e.g. [\"files.read_*\"] (default: every tool)"),
+    "mcp_deny": Spec(list, doc="patterns of server.tool never offered, e.g. [\"*.delete_*\"]"),
 }
 AGENT_KEYS: dict[str, Spec] = {
     "kind": Spec(str, ("offline", "openai"), doc="offline | openai (default: openai when model and base_url are set)"),
@@ -78,6 +82,7 @@ class Profile:
     stream: bool = True
     status_reactions: Optional[str] = None                   # None: [sessions] status_reactions
     memory: MemorySettings = MemorySettings()                # off unless the table says (actors/memory/scope.py)
+    mcp: ToolChoice = ToolChoice()                           # which MCP servers and tools (common/mcp_config.py)
 
 
 def _value(file: str, where: str, value: Any, spec: Spec) -> Any:
@@ -140,6 +145,7 @@ def validate_profiles(config: Mapping, file: str = "(configuration)") -> dict[st
         if "tools" in agent:
             _check_tools(file, f"[profiles.{name}.agent] tools", agent["tools"])
         _check_memory(file, where, checked, agent.get("tools") or [])
+        checked["mcp"] = tool_choice(file, where, checked, server_specs(config, file))
         merged = {**dict(config.get("agent") or {}), **agent}
         if merged.get("kind") == "openai" and not (merged.get("base_url") and merged.get("model")):
             raise ConfigError(file, f"[profiles.{name}.agent]", "kind 'openai' needs base_url and model (here or in "
@@ -156,7 +162,7 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
                    busy_mode=checked.get("busy_mode") or setting(config, "sessions", "busy_mode"),
                    agent={**agent, "system_prompt": prompt}, declared=True, description=checked.get("description", ""),
                    stream=checked.get("stream", True), status_reactions=checked.get("status_reactions"),
-                   memory=settings_from(checked))
+                   memory=settings_from(checked), mcp=checked["mcp"])
 
 
 def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]] = None) -> Profile:
