@@ -205,5 +205,10 @@ class Profiles:
         if profile.name not in self._agents:
             # the agent clients load where an agent runs (the shards), not with the registry
             from actors.agents.build import build_agent
-            self._agents[profile.name] = build_agent(profile.agent, test_hooks=self.test_hooks)
+            from actors.agents.mcp_tools import mcp_tools_for
+            agent = build_agent(profile.agent, test_hooks=self.test_hooks)
+            mcp_tools = mcp_tools_for(self.config, profile.mcp)   # the [mcp] servers' tools this profile offers
+            if mcp_tools is not None:
+                agent.registry.add_source(mcp_tools)
+            self._agents[profile.name] = agent
         return self._agents[profile.name]
