@@ -79,6 +79,7 @@ class _Server:
         self.policy = policy
         self.session = None
         self.broken = asyncio.Event()    # a call found the connection gone: restart without waiting for the ping
+        self.settled = asyncio.Event()   # the first start ended: ready, or failed (then restarting)
         self.task: Optional[asyncio.Task] = None
 
     async def supervise(self) -> None:
@@ -94,6 +95,7 @@ class _Server:
             except BaseException as exc:  # noqa: BLE001 - whatever ends a session, the server is restarted
                 error = _describe(exc)
             self.session = None
+            self.settled.set()
             if self.state.ready_since and time.monotonic() - self.state.ready_since > self.policy.stable_s:
                 attempt = 0
             attempt += 1
@@ -113,6 +115,7 @@ class _Server:
                 self.session, self.state.status = session, "ready"
                 self.state.ready_since, self.state.last_error = time.monotonic(), ""
                 self.broken.clear()
+                self.settled.set()
                 log.info("mcp server %s ready: %d tools", self.state.spec.name, len(self.state.tools))
                 while True:
                     try:
@@ -213,6 +216,24 @@ class McpHub:
                 server = _Server(spec, self.policy)
                 server.task = asyncio.get_running_loop().create_task(server.supervise(), name=f"mcp-{name}")
                 self._servers[name] = server
+
+    async def settled(self, names, timeout_s: float) -> None:
+        """Wait (from any loop), at most ``timeout_s``, until each named server's first start has ended: so the
+        first turn of a fresh process is offered the tools of servers that start quickly."""
+        waiting = [server for name, server in list(self._servers.items())
+                   if name in names and not server.settled.is_set()]
+        if not waiting:
+            return
+
+        async def all_settled() -> None:     # on the MCP thread: the events belong to its loop
+            await asyncio.wait_for(asyncio.gather(*(server.settled.wait() for server in waiting)), timeout_s)
+        future = asyncio.run_coroutine_threadsafe(all_settled(), self._ensure_loop())
+        try:
+            await asyncio.wrap_future(future)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            future.cancel()
 
     def states(self) -> list[ServerState]:
         return [server.state for server in list(self._servers.values())]

@@ -299,6 +299,7 @@ class OpenAICompatAgent:
     async def run(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
         messages = self._initial_messages(request)
         answer = ""
+        await self.registry.prepare()    # tool sources still starting (MCP servers: actors/agents/mcp_tools.py)
         timeout = aiohttp.ClientTimeout(total=None, connect=self.connect_timeout_s,
                                         sock_connect=self.connect_timeout_s, sock_read=self.idle_timeout_s)
         async with aiohttp.ClientSession(timeout=timeout) as http:

@@ -58,6 +58,11 @@ class ToolRegistry:
     def add_source(self, source) -> None:
         self._sources.append(source)
 
+    async def prepare(self) -> None:
+        """Before a turn: let each source get its tools ready (e.g. MCP servers still starting)."""
+        for source in self._sources:
+            await source.prepare()
+
     def _offered(self) -> dict[str, Tool]:
         if not self._sources:
             return self._tools
