@@ -183,12 +183,13 @@ class McpHub:
         self._lock = threading.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._generation = -1
+        self._applied: Optional[dict] = None    # the servers the last ensure asked for (applied on the MCP thread)
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="mcp-servers", daemon=True).start()
+                threading.Thread(target=_run_loop, args=(loop,), name="mcp-servers", daemon=True).start()
                 self._loop = loop
             return self._loop
 
@@ -199,11 +200,11 @@ class McpHub:
             if generation < self._generation:
                 return
             self._generation = generation
-            current = {name: server.state.spec for name, server in self._servers.items()}
-        if current == specs:
-            return
-        loop = self._ensure_loop()
-        asyncio.run_coroutine_threadsafe(self._apply(dict(specs)), loop).result(timeout=10)
+            if self._applied == specs:
+                return
+            self._applied = dict(specs)
+        # Not waited for: the caller is a cell's handler on the shard, which must never wait on the MCP thread.
+        asyncio.run_coroutine_threadsafe(self._apply(dict(specs)), self._ensure_loop())
 
     async def _apply(self, specs: dict[str, McpServerSpec]) -> None:
         for name in list(self._servers):
@@ -220,13 +221,12 @@ class McpHub:
     async def settled(self, names, timeout_s: float) -> None:
         """Wait (from any loop), at most ``timeout_s``, until each named server's first start has ended: so the
         first turn of a fresh process is offered the tools of servers that start quickly."""
-        waiting = [server for name, server in list(self._servers.items())
-                   if name in names and not server.settled.is_set()]
-        if not waiting:
-            return
-
-        async def all_settled() -> None:     # on the MCP thread: the events belong to its loop
-            await asyncio.wait_for(asyncio.gather(*(server.settled.wait() for server in waiting)), timeout_s)
+        async def all_settled() -> None:
+            # on the MCP thread: after any ensure submitted before (its servers exist), and the events are its loop's
+            waiting = [server.settled.wait() for name, server in self._servers.items()
+                       if name in names and not server.settled.is_set()]
+            if waiting:
+                await asyncio.wait_for(asyncio.gather(*waiting), timeout_s)
         future = asyncio.run_coroutine_threadsafe(all_settled(), self._ensure_loop())
         try:
             await asyncio.wrap_future(future)
@@ -254,6 +254,11 @@ class McpHub:
             return await asyncio.wait_for(asyncio.wrap_future(future), server.state.spec.timeout_s)
         finally:
             future.cancel()    # no-op when done; on a timeout or a cut turn, stops the call on the MCP thread
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    import mcp  # noqa: F401 - the SDK is large: loaded here, before the loop runs, not on it (nor on a shard's)
+    loop.run_forever()
 
 
 _HUB: Optional[McpHub] = None

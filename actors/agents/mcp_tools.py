@@ -20,7 +20,6 @@ from common.mcp_config import MODEL_TOOL_NAME, ToolChoice, model_tool_name, serv
 
 log = logging.getLogger(__name__)
 MAX_DESCRIPTION_CHARS = 1024
-FIRST_START_WAIT_S = 10.0    # how long a turn waits for a server still starting (once per process and server)
 
 
 class McpTools:
@@ -33,7 +32,7 @@ class McpTools:
     async def prepare(self) -> None:
         """Before a turn's first request: wait, briefly, for servers still on their first start."""
         names = [s.spec.name for s in self.hub.states() if self.choice.offers_server(s.spec.name)]
-        await self.hub.settled(names, FIRST_START_WAIT_S)
+        await self.hub.settled(names, self.hub.policy.connect_timeout_s)
 
     def tools(self) -> list[Tool]:
         out = []
