@@ -93,7 +93,7 @@ class _Server:
                 self.state.status, self.session = "stopped", None
                 raise
             except BaseException as exc:  # noqa: BLE001 - whatever ends a session, the server is restarted
-                error = _describe(exc)
+                error = describe_error(exc)
             self.session = None
             self.settled.set()
             if self.state.ready_since and time.monotonic() - self.state.ready_since > self.policy.stable_s:
@@ -139,38 +139,52 @@ class _Server:
             if isinstance(exc, McpError) and "timed out" not in str(exc).lower() and "closed" not in str(exc).lower():
                 raise     # the server answered with an error: it is alive
             self.broken.set()
-            raise ServerUnavailable(f"MCP server {self.state.spec.name!r} stopped answering during the call ({_describe(exc)}); it is "
-                                    "being restarted") from None
+            raise ServerUnavailable(f"MCP server {self.state.spec.name!r} stopped answering during the call "
+                                    f"({describe_error(exc)}); it is being restarted") from None
 
     def unavailable_reason(self) -> str:
         why = f" (last error: {self.state.last_error})" if self.state.last_error else ""
         return f"MCP server {self.state.spec.name!r} is {self.state.status}{why}; its tools are unavailable for now"
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        return _describe(exc.exceptions[0])
+        return describe_error(exc.exceptions[0])
     return f"{type(exc).__name__}: {exc}"[:300]
 
 
-def _transport(spec: McpServerSpec):
-    """The SDK's transport context for a server: yields (read stream, write stream, ...)."""
+def _transport(spec: McpServerSpec, environ=None):
+    """The SDK's transport context for a server: yields (read stream, write stream, ...). ``environ``: where the
+    variables that ``env`` and ``headers`` name are looked up (this process's environment by default)."""
+    environ = os.environ if environ is None else environ
     if spec.transport == "stdio":
         from mcp.client.stdio import StdioServerParameters, stdio_client
-        missing = [variable for _, variable in spec.env if variable not in os.environ]
+        missing = [variable for _, variable in spec.env if variable not in environ]
         if missing:
             raise ServerUnavailable(f"environment variable {missing[0]} (for env) is not set")
         # Only these variables (and the SDK's safe defaults: PATH, HOME, ...) reach the server: not the daemon's
         # secrets.
-        env = {name: os.environ[variable] for name, variable in spec.env}
+        env = {name: environ[variable] for name, variable in spec.env}
         return stdio_client(StdioServerParameters(command=spec.command, args=list(spec.args), env=env or None,
                                                   cwd=spec.cwd or None))
     from mcp.client.streamable_http import streamablehttp_client
-    missing = [variable for _, variable in spec.headers if variable not in os.environ]
+    missing = [variable for _, variable in spec.headers if variable not in environ]
     if missing:
         raise ServerUnavailable(f"environment variable {missing[0]} (for headers) is not set")
-    headers = {header: os.environ[variable] for header, variable in spec.headers}
+    headers = {header: environ[variable] for header, variable in spec.headers}
     return streamablehttp_client(spec.url, headers=headers or None, timeout=spec.timeout_s)
+
+
+async def list_server_tools(spec: McpServerSpec, environ=None, timeout_s: float = 30.0) -> list:
+    """Start (or connect to) a server once, list its tools and stop: ``doctor``'s check. Raises what went wrong."""
+    from mcp import ClientSession
+
+    async def listed() -> list:
+        async with _transport(spec, environ) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                return list((await session.list_tools()).tools)
+    return await asyncio.wait_for(listed(), timeout_s)
 
 
 class McpHub:
