@@ -288,6 +288,15 @@ def process_hub() -> McpHub:
         return _HUB
 
 
+def process_summary() -> Optional[str]:
+    """This process's servers and their tools in one line, for ``tree`` and ``status`` (the shard's facts): e.g.
+    ``files ready [read, list]; web restarting [search]``; None before any agent used MCP here."""
+    if _HUB is None or not _HUB.states():
+        return None
+    return "; ".join(f"{state.spec.name} {state.status} [{', '.join(t.name for t in state.tools)}]"
+                     for state in sorted(_HUB.states(), key=lambda state: state.spec.name))
+
+
 def result_parts(result: Any, max_chars: int) -> tuple[bool, str, list[tuple[bytes, str]]]:
     """(ok, text for the model bounded to ``max_chars``, [(bytes, file name)]) of a ``CallToolResult``."""
     texts, files = [], []

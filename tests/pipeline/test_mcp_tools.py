@@ -183,3 +183,20 @@ def test_a_long_hung_call_blocks_none_of_20_other_chats(gateway, model):
         op = wait_for(lambda: final_ops(client, visitor), 120, 0.05, f"chat {number}'s answer")[-1]
         assert f"SHOUTED: CHAT {number}" in op["text"], op["text"]
     assert not final_ops(client, hung), "the hung call was answered: the test proves nothing"
+
+
+def test_tree_and_status_show_each_server_and_its_tools(gateway, model):
+    gw, client, _ = gateway
+    wait_tools_offered(model, gw, client)
+    every_tool = "[shout, picture, hang, crash]"
+
+    def shown():
+        tree = gw.cli("tree", timeout=60).stdout
+        status = gw.cli("status", timeout=60).stdout
+        return all(f"{name} ready {every_tool}" in text for name in ("fake", "remote", "slow")
+                   for text in (tree, status)) and (tree, status)
+    try:
+        tree, status = wait_for(shown, 60, 0.5, "every server ready with its tools in tree and status")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{gw.cli('tree').stdout}\n{gw.cli('status').stdout}") from None
+    assert "mcp=" in tree and "mcp: " in status
