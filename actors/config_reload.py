@@ -30,7 +30,7 @@ from actors.scheduling.jobs import validate_jobs
 from actors.hooks.plugins import validate_plugins
 
 # Whole sections taken from the new file.
-LIVE_SECTIONS = ("agent", "profiles", "routes", "identities", "cron")
+LIVE_SECTIONS = ("agent", "profiles", "routes", "identities", "cron", "mcp")
 # Keys of other sections taken from the new file: the defaults of every profile, read per turn or per message.
 LIVE_KEYS = {"sessions": ("busy_mode", "collect_window_s", "per_user_in_groups", "status_reactions")}
 
@@ -110,7 +110,7 @@ def merge(running: dict, fresh: dict) -> Reload:
 
 def _differences(section: str, old, new) -> list[str]:
     """The names a live section's change is reported under: each table of an open section, else the section."""
-    if isinstance(old, dict) and isinstance(new, dict) and section in ("profiles", "cron"):
+    if isinstance(old, dict) and isinstance(new, dict) and section in ("profiles", "cron", "mcp"):
         return [f"[{section}.{name}]" for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
     if isinstance(old, dict) and isinstance(new, dict):
         return [f"[{section}] {key}" for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]

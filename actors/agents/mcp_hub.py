@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from common.backoff import backoff_s
 from common.mcp_config import McpServerSpec
@@ -232,13 +232,13 @@ class McpHub:
                 server.task = asyncio.get_running_loop().create_task(server.supervise(), name=f"mcp-{name}")
                 self._servers[name] = server
 
-    async def settled(self, names, timeout_s: float) -> None:
-        """Wait (from any loop), at most ``timeout_s``, until each named server's first start has ended: so the
-        first turn of a fresh process is offered the tools of servers that start quickly."""
+    async def settled(self, wanted: Callable[[str], bool], timeout_s: float) -> None:
+        """Wait (from any loop), at most ``timeout_s``, until the first start of each server whose name ``wanted``
+        takes has ended: so the first turn of a fresh process is offered the tools of servers that start quickly."""
         async def all_settled() -> None:
             # on the MCP thread: after any ensure submitted before (its servers exist), and the events are its loop's
             waiting = [server.settled.wait() for name, server in self._servers.items()
-                       if name in names and not server.settled.is_set()]
+                       if wanted(name) and not server.settled.is_set()]
             if waiting:
                 await asyncio.wait_for(asyncio.gather(*waiting), timeout_s)
         future = asyncio.run_coroutine_threadsafe(all_settled(), self._ensure_loop())

@@ -31,8 +31,8 @@ class McpTools:
 
     async def prepare(self) -> None:
         """Before a turn's first request: wait, briefly, for servers still on their first start."""
-        names = [s.spec.name for s in self.hub.states() if self.choice.offers_server(s.spec.name)]
-        await self.hub.settled(names, self.hub.policy.connect_timeout_s)
+        # the choice, not today's names: the servers of an ensure just submitted may not exist yet on this thread
+        await self.hub.settled(self.choice.offers_server, self.hub.policy.connect_timeout_s)
 
     def tools(self) -> list[Tool]:
         out = []

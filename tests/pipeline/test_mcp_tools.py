@@ -200,3 +200,29 @@ def test_tree_and_status_show_each_server_and_its_tools(gateway, model):
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{gw.cli('tree').stdout}\n{gw.cli('status').stdout}") from None
     assert "mcp=" in tree and "mcp: " in status
+
+
+def test_a_reload_starts_an_added_server_and_stops_a_removed_one(tmp_path, model):
+    first = f'[mcp.fake]\ncommand = "{sys.executable}"\nargs = ["{SERVER}"]\n'
+    gw = webchat_gateway(tmp_path, port=0, extra="new_visitors_per_hour = 1000\n" + agent_toml(model)
+                         + "[sessions]\nshards = 1\n" + first)
+    gw.start()
+    try:
+        gw.wait_ready()
+        client = WebChatClient(f"http://127.0.0.1:{served_port(gw)}")
+        try:
+            assert "SHOUTED: ONE" in ask(gw, client, 'call fake__shout {"text": "one"}')[0]
+            gw.config.write_text(gw.config.read_text().replace(first, first.replace("[mcp.fake]", "[mcp.added]")))
+            reloaded = gw.cli("reload", timeout=60)
+            assert reloaded.returncode == 0 and "[mcp.added]" in reloaded.stdout + reloaded.stderr, reloaded
+            text, _ = ask(gw, client, 'call added__shout {"text": "two"}')   # a new chat: the new configuration
+            assert "SHOUTED: TWO" in text, text
+            text, _ = ask(gw, client, 'call fake__shout {"text": "three"}')
+            assert "unknown tool 'fake__shout'" in text and "added__shout" in text, text
+            tree = gw.cli("tree", timeout=60).stdout
+            assert "added ready [shout" in tree and "fake ready" not in tree, tree
+        finally:
+            client.close()
+    finally:
+        gw.cli("stop")
+        gw.kill_everything()

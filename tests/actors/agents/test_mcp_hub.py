@@ -39,7 +39,7 @@ def test_a_crashed_servers_tools_answer_unavailable_until_it_is_back_and_results
     async def scenario():
         hub = McpHub(RestartPolicy(base_s=120, cap_s=120))     # a backoff far longer than the test: still down
         hub.ensure({"fake": spec(max_result_chars=100)})
-        await hub.settled(["fake"], 60)
+        await hub.settled(lambda name: name == "fake", 60)
         assert hub.state("fake").status == "ready", hub.state("fake").describe()
         tools = McpTools(hub, ToolChoice(deny=("fake.crash",)))
         assert {t.name for t in tools.tools()} == {"fake__shout", "fake__picture", "fake__hang"}
