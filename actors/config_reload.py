@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 
 from common.config import ConfigError, load
+from common.mcp_config import check_servers
 from common.redact import configured_secrets
 from actors.adapters import registry
 from actors.profiles.identities import load_identities
@@ -51,6 +52,7 @@ def check_whole(config: dict, now: float | None = None) -> None:
     load_routes(config)               # [profiles.NAME] and [[routes]], against the adapters
     load_identities(config)           # [[identities]], against the adapters
     validate_plugins(config)          # the [plugins.NAME] tables' own keys
+    check_servers(config.get("_source") or "(configuration)", config)   # [mcp.NAME] (docs/mcp.md)
     validate_jobs(config, time.time() if now is None else now)   # [cron.NAME], against the adapters and profiles
 
 

@@ -121,7 +121,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "adapters": {},       # [adapters.NAME] tables, each with type = "..."; checked by the adapter registry
     "profiles": {},       # [profiles.NAME] tables; checked by actors/profiles/profiles.py
-    "mcp": {},            # [mcp.NAME] tables: MCP servers whose tools the agent offers, checked by common/mcp_config.py
+    "mcp": {},            # [mcp.NAME] tables: MCP servers for the agent; checked by common/mcp_config.py (check_whole)
     "cron": {},           # [cron.NAME] tables: scheduled jobs, checked by actors/scheduling/jobs.py (docs/cron.md)
     "debug": {
         "fault_injection": (bool, False, None),
@@ -276,7 +276,7 @@ def _validated(raw: dict, file: str) -> tuple[dict, list[ConfigError]]:
             errors.append(exc)
     if not errors:   # these read values the schema has checked
         checks = (lambda: _check_bind_host(file, config["gateway"]), lambda: _check_console(file, config["console"]),
-                  lambda: _check_cluster(file, config), lambda: _check_mcp(file, config))
+                  lambda: _check_cluster(file, config))
         for check in checks:
             try:
                 check()
@@ -309,11 +309,6 @@ def _take_section(config: dict, section: str, table: Any, file: str, errors: lis
             config[section][key] = _check(file, where, value, SCHEMA[section][key])
         except ConfigError as exc:
             errors.append(exc)
-
-
-def _check_mcp(file: str, config: dict) -> None:
-    from common.mcp_config import check_servers   # it uses ConfigError from here
-    check_servers(file, config)
 
 
 def _check_cluster(file: str, config: dict) -> None:

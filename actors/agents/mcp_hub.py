@@ -135,7 +135,7 @@ class _Server:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            from mcp.shared.exceptions import McpError
+            from mcp.shared.exceptions import McpError   # the SDK loads on the MCP thread (see _run_loop)
             if isinstance(exc, McpError) and "timed out" not in str(exc).lower() and "closed" not in str(exc).lower():
                 raise     # the server answered with an error: it is alive
             self.broken.set()
@@ -158,6 +158,7 @@ def _transport(spec: McpServerSpec, environ=None):
     variables that ``env`` and ``headers`` name are looked up (this process's environment by default)."""
     environ = os.environ if environ is None else environ
     if spec.transport == "stdio":
+        # the SDK loads on the MCP thread (see _run_loop), never with the registry
         from mcp.client.stdio import StdioServerParameters, stdio_client
         missing = [variable for _, variable in spec.env if variable not in environ]
         if missing:
@@ -167,7 +168,7 @@ def _transport(spec: McpServerSpec, environ=None):
         env = {name: environ[variable] for name, variable in spec.env}
         return stdio_client(StdioServerParameters(command=spec.command, args=list(spec.args), env=env or None,
                                                   cwd=spec.cwd or None))
-    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.client.streamable_http import streamablehttp_client   # as above: loaded on the MCP thread
     missing = [variable for _, variable in spec.headers if variable not in environ]
     if missing:
         raise ServerUnavailable(f"environment variable {missing[0]} (for headers) is not set")
@@ -177,7 +178,7 @@ def _transport(spec: McpServerSpec, environ=None):
 
 async def list_server_tools(spec: McpServerSpec, environ=None, timeout_s: float = 30.0) -> list:
     """Start (or connect to) a server once, list its tools and stop: ``doctor``'s check. Raises what went wrong."""
-    from mcp import ClientSession
+    from mcp import ClientSession   # the SDK loads only where it is used (doctor, the shards)
 
     async def listed() -> list:
         async with _transport(spec, environ) as streams:

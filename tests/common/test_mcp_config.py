@@ -1,6 +1,7 @@
 """[mcp.NAME] tables and a profile's choice of MCP servers and tools: checked at load with errors naming the key."""
 import pytest
 
+from actors.config_reload import check_whole
 from actors.profiles.profiles import validate_profiles
 from common.config import ConfigError, validate
 from common.mcp_config import ToolChoice, server_specs
@@ -9,8 +10,9 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def _error(raw: dict) -> ConfigError:
+    """The error a start (or reload) gives: the schema, then check_whole's checks of the [mcp] tables."""
     with pytest.raises(ConfigError) as caught:
-        validate(raw, "g.toml")
+        check_whole(validate(raw, "g.toml"))
     return caught.value
 
 
