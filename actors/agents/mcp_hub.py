@@ -136,7 +136,10 @@ class _Server:
             raise
         except Exception as exc:
             from mcp.shared.exceptions import McpError   # the SDK loads on the MCP thread (see _run_loop)
-            if isinstance(exc, McpError) and "timed out" not in str(exc).lower() and "closed" not in str(exc).lower():
+            said = str(exc).lower()
+            if isinstance(exc, McpError) and "timed out" in said:
+                raise asyncio.TimeoutError() from None    # the SDK's own bound (just past ours): a slow call
+            if isinstance(exc, McpError) and "closed" not in said:
                 raise     # the server answered with an error: it is alive
             self.broken.set()
             raise ServerUnavailable(f"MCP server {self.state.spec.name!r} stopped answering during the call "
