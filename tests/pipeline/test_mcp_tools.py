@@ -1,6 +1,7 @@
 """MCP servers' tools through the real daemon (docs/mcp.md): a test server written with the official SDK
 (tests/fakes/mcp/server.py) over stdio and over streamable HTTP, the fake OpenAI-compatible model asking for its
-tools, the web chat showing the answers. Text reaches the chat; an image reaches it as a file; a hung call is cut at
+tools, the web chat (and a Telegram chat, on the fake Bot API) showing the answers. Text reaches the chat; an image
+reaches it as a file; a hung call is cut at
 the server's timeout_s and the model told; a server that crashes mid-call is restarted and the turn told; a call
 hung for long blocks none of 20 other chats.
 
@@ -226,3 +227,30 @@ def test_a_reload_starts_an_added_server_and_stops_a_removed_one(tmp_path, model
     finally:
         gw.cli("stop")
         gw.kill_everything()
+
+
+def test_text_and_an_image_reach_a_telegram_chat(tmp_path, model):
+    from tests.fakes.telegram import FakeTelegram
+    from tests.pipeline.harness import telegram_gateway
+    with FakeTelegram() as tg:
+        gw = telegram_gateway(tmp_path, tg.base_url, extra=agent_toml(model).replace("[agent]\n", "") + f"""
+[sessions]
+shards = 1
+
+[mcp.fake]
+command = "{sys.executable}"
+args = ["{SERVER}"]
+""")
+        try:
+            gw.start()
+            gw.wait_ready()
+            tg.inject_message('call fake__shout {"text": "over telegram"}', 81)
+            wait_for(lambda: any("tool said: SHOUTED: OVER TELEGRAM" in m["text"] for m in tg.messages(81)), 90,
+                     0.1, "the tool's text in the Telegram chat")
+            tg.inject_message("call fake__picture {}", 82)
+            (upload,) = wait_for(lambda: [u for u in tg.uploads if u["chat_id"] == 82], 90, 0.1,
+                                 "the tool's image sent to the Telegram chat")
+            assert upload["kind"] == "photo" and upload["data"].startswith(b"\x89PNG"), upload["kind"]
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
