@@ -1,9 +1,9 @@
 """MCP servers' tools through the real daemon (docs/mcp.md): a test server written with the official SDK
 (tests/fakes/mcp/server.py) over stdio and over streamable HTTP, the fake OpenAI-compatible model asking for its
 tools, the web chat (and a Telegram chat, on the fake Bot API) showing the answers. Text reaches the chat; an image
-reaches it as a file; a hung call is cut at
-the server's timeout_s and the model told; a server that crashes mid-call is restarted and the turn told; a call
-hung for long blocks none of 20 other chats.
+reaches it as a file; a hung call is cut at the server's timeout_s and the model told; a server that crashes
+mid-call is restarted and the turn told; a call hung for long blocks none of 20 other chats; tree and status show
+each server and its tools; a reload starts an added server and stops a removed one.
 
 The fake model answers by the conversation: a user message "call TOOL ARGS" asks for that tool; a tool result is
 answered "tool said: RESULT", so what the model read is what the chat shows.
