@@ -346,6 +346,21 @@ class SessionStore(RuntimeOps):
             return out
         return await self._db.read(fetch)
 
+    async def last_of_kind(self, session_id: str, kind: str) -> Optional[TranscriptEvent]:
+        """The session's latest event of ``kind`` (a setting the conversation holds as a fact, e.g. the model
+        ``/model`` chose), or None. Newest first along the (session_id, seq) index: one row read when the event is
+        recent; a caller that needs it every turn keeps it rather than asking again."""
+        async def fetch(conn):
+            await _require_session(conn, session_id)
+            row = await fetch_one(conn, "SELECT seq, turn_id, role, kind, created_at, payload FROM transcript "
+                                        "WHERE session_id = ? AND kind = ? ORDER BY seq DESC LIMIT 1",
+                                  (session_id, kind))
+            if row is None:
+                return None
+            seq, turn_id, role, kind_, created, blob = row
+            return TranscriptEvent(role, kind_, records.unpack(blob), turn_id, created, seq)
+        return await self._db.read(fetch)
+
     async def search(self, query: str, limit: int = 20, session_key: Optional[str] = None) -> list[SearchHit]:
         """Full-text search over every session's transcript (all words must match), best matches first."""
         match = _fts_query(query)

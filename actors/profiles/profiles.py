@@ -50,6 +50,8 @@ PROFILE_KEYS: dict[str, Spec] = {
     "memory_max_entries": Spec(int, doc="entries one memory scope may hold (default 50)"),
     "memory_max_entry_bytes": Spec(int, doc="bytes of one remembered entry (default 500)"),
     "memory_prompt_bytes": Spec(int, doc="bytes of entries read into one request (default 4000)"),
+    "models": Spec(list, doc="the models a chat may pick with /model (its agent's model is the default and always "
+                             "allowed); default: none, /model only shows the model"),
 }
 AGENT_KEYS: dict[str, Spec] = {
     "kind": Spec(str, ("offline", "openai"), doc="offline | openai (default: openai when model and base_url are set)"),
@@ -78,6 +80,16 @@ class Profile:
     stream: bool = True
     status_reactions: Optional[str] = None                   # None: [sessions] status_reactions
     memory: MemorySettings = MemorySettings()                # off unless the table says (actors/memory/scope.py)
+    models: tuple = ()                                       # what /model may pick, besides the agent's model
+
+    @property
+    def default_model(self) -> Optional[str]:
+        return self.agent.get("model") or None
+
+    def allowed_models(self) -> tuple:
+        """What /model may set: the agent's model first (the default), then the table's ``models``."""
+        default = (self.default_model,) if self.default_model else ()
+        return default + tuple(m for m in self.models if m not in default)
 
 
 def _value(file: str, where: str, value: Any, spec: Spec) -> Any:
@@ -123,6 +135,25 @@ def _check_memory(file: str, where: str, checked: Mapping, tools: list) -> None:
                                                    "\"profile\"")
 
 
+MAX_MODELS = 50            # a /model list is one chat message
+MAX_MODEL_NAME = 128
+
+
+def _check_models(file: str, where: str, names: list, agent: Mapping) -> None:
+    for name in names:
+        if not isinstance(name, str) or not name.strip() or len(name) > MAX_MODEL_NAME or name != name.strip() \
+                or any(c.isspace() for c in name):
+            raise ConfigError(file, where, f"each model is a name of 1-{MAX_MODEL_NAME} characters without spaces, "
+                                           f"got {name!r}")
+    if len(set(names)) != len(names):
+        raise ConfigError(file, where, "names a model twice")
+    if len(names) > MAX_MODELS:
+        raise ConfigError(file, where, f"at most {MAX_MODELS} models, got {len(names)}")
+    if names and (agent.get("kind", "openai") != "openai" or not agent.get("model")):
+        raise ConfigError(file, where, "a model list needs an agent of kind 'openai' with a model (here or in "
+                                       "[agent])")
+
+
 def validate_profiles(config: Mapping, file: str = "(configuration)") -> dict[str, Profile]:
     """Every ``[profiles.NAME]`` table checked and resolved: {name: Profile}; raises ConfigError at the first bad
     key. The default profile is always in the answer, declared or not."""
@@ -141,6 +172,8 @@ def validate_profiles(config: Mapping, file: str = "(configuration)") -> dict[st
             _check_tools(file, f"[profiles.{name}.agent] tools", agent["tools"])
         _check_memory(file, where, checked, agent.get("tools") or [])
         merged = {**dict(config.get("agent") or {}), **agent}
+        if "models" in checked:
+            _check_models(file, f"{where} models", checked["models"], merged)
         if merged.get("kind") == "openai" and not (merged.get("base_url") and merged.get("model")):
             raise ConfigError(file, f"[profiles.{name}.agent]", "kind 'openai' needs base_url and model (here or in "
                                                                "[agent])")
@@ -156,7 +189,7 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
                    busy_mode=checked.get("busy_mode") or setting(config, "sessions", "busy_mode"),
                    agent={**agent, "system_prompt": prompt}, declared=True, description=checked.get("description", ""),
                    stream=checked.get("stream", True), status_reactions=checked.get("status_reactions"),
-                   memory=settings_from(checked))
+                   memory=settings_from(checked), models=tuple(checked.get("models") or ()))
 
 
 def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]] = None) -> Profile:
@@ -180,7 +213,7 @@ class Profiles:
         self.config = config
         self.test_hooks = test_hooks
         self.known = validate_profiles(config, config.get("_source") or "(configuration)")
-        self._agents: dict[str, Any] = {}
+        self._agents: dict[tuple, Any] = {}   # (profile, model or None) -> agent
         self._identities = None
 
     def identity_of(self, source: Any) -> Optional[str]:
@@ -194,10 +227,15 @@ class Profiles:
     def get(self, name: Optional[str]) -> Profile:
         return resolve(self.config, name or DEFAULT_PROFILE, self.known)
 
-    def agent(self, name: Optional[str]):
+    def agent(self, name: Optional[str], model: Optional[str] = None):
+        """The profile's agent; with ``model`` (one of its allowed models, as /model chose), the same agent asking
+        for that model instead. A model the profile no longer allows (a reload removed it) gives the default."""
         profile = self.get(name)
-        if profile.name not in self._agents:
+        if model not in profile.allowed_models() or model == profile.default_model:
+            model = None
+        if (profile.name, model) not in self._agents:
             # the agent clients load where an agent runs (the shards), not with the registry
             from actors.agents.build import build_agent
-            self._agents[profile.name] = build_agent(profile.agent, test_hooks=self.test_hooks)
-        return self._agents[profile.name]
+            settings = {**profile.agent, "model": model} if model else profile.agent
+            self._agents[(profile.name, model)] = build_agent(settings, test_hooks=self.test_hooks)
+        return self._agents[(profile.name, model)]

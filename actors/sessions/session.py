@@ -50,6 +50,7 @@ from common.redact import configured_secrets, redact
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.history import RecentHistory
+from actors.sessions.model_choice import MODEL_EVENT, choice_event, chosen_in
 from actors.sessions.model_health import outcome_of_failure
 from actors.sessions.session_commands import run_command
 from storage import MediaCache, obligation_id
@@ -85,6 +86,7 @@ class Session(CellStoreUser, Cell):
         self.collect_until, self.passivate_when_idle = 0.0, False
         self.agent, self.secrets = None, []   # the turn's agent; what no answer or transcript may hold (configured)
         self.history = RecentHistory(turns.HISTORY_EVENTS)   # the last turn's transcript, for a minute (history.py)
+        self.model_choice: tuple = (None, None)   # (session id, the model /model chose there): read once, kept
 
     @property
     def phase(self) -> SessionPhase:
@@ -276,7 +278,8 @@ class Session(CellStoreUser, Cell):
         if self.history.keep(sid, transcript, time.monotonic()):
             self.after(self.history.keep_s, "history")
         # The turn's profile decides its persona, its agent (model, tools) and its memory: actors/profiles, memory.
-        profile, self.agent = self.profiles.get(event.source.profile), self.profiles.agent(event.source.profile)
+        profile = self.profiles.get(event.source.profile)
+        self.agent = self.profiles.agent(profile.name, self.chosen_model())   # /model's choice: model_choice.py
         prompt, memory = memory_for_turn(self, profile, event.source)   # the persona, then what it remembers
         request, with_media = turns.agent_request(transcript, turn, event, prompt, memory,
                                                   MediaCache(Path(self.config["gateway"]["state_dir"]) / "media"))
@@ -284,6 +287,19 @@ class Session(CellStoreUser, Cell):
                                                 turns.request_record(transcript, prompt, event.source.profile)))
         self.ask_consumer(turn)
         turn.future = self.bridge.submit(self._run_agent(self.agent, turn.turn_id, request, with_media))
+
+    def chosen_model(self) -> str | None:
+        """The model ``/model`` chose in the current conversation (a transcript event, so it survives restarts and
+        moves: model_choice.py), or None; read once per conversation, then kept (only this cell writes it)."""
+        sid = self.info.session_id
+        if self.model_choice[0] != sid:
+            self.model_choice = (sid, chosen_in(self.db(self.store.sessions.last_of_kind(sid, MODEL_EVENT))))
+        return self.model_choice[1]
+
+    def choose_model(self, model: str) -> None:
+        sid = self.info.session_id
+        self.db(self.store.sessions.append(sid, [choice_event(model)]))   # committed: a restart reads it back
+        self.model_choice = (sid, model)
 
     def on_timer_history(self, _data) -> None:
         if (left := self.history.expire(time.monotonic())) is not None:
