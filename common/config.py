@@ -111,6 +111,15 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "transcription_model": (str, "whisper-1", None),
         "transcription_api_key_env": (str, "OPENAI_API_KEY", None),
         "transcription_timeout_s": (float, 60.0, None),
+        # An OpenAI-compatible server's base URL (…/v1) whose /audio/speech reads answers aloud, for the profiles
+        # with voice_replies = true, in answer to a voice note (actors/media/speech.py); "": none.
+        "speech_url": (str, "", None),
+        "speech_model": (str, "tts-1", None),
+        "speech_voice": (str, "alloy", None),
+        "speech_format": (str, "opus", ("opus", "mp3", "aac")),   # opus: OGG Opus, what Telegram shows as a voice note
+        "speech_api_key_env": (str, "OPENAI_API_KEY", None),
+        "speech_timeout_s": (float, 30.0, None),
+        "speech_max_chars": (int, 4096, range(1, 4097)),
         # The media cache's byte quota (photos, documents, uploads; storage/media.py): past it the oldest files
         # are evicted. 0: no quota (then only the retention sweep frees space).
         "cache_max_bytes": (int, 1024 ** 3, range(0, 2 ** 62)),

@@ -50,6 +50,8 @@ PROFILE_KEYS: dict[str, Spec] = {
     "memory_max_entries": Spec(int, doc="entries one memory scope may hold (default 50)"),
     "memory_max_entry_bytes": Spec(int, doc="bytes of one remembered entry (default 500)"),
     "memory_prompt_bytes": Spec(int, doc="bytes of entries read into one request (default 4000)"),
+    "voice_replies": Spec(bool, doc="answer a voice note with the text and then a voice note, where the platform "
+                                    "sends them ([media] speech_url; default false)"),
     "models": Spec(list, doc="the models a chat may pick with /model (its agent's model is the default and always "
                              "allowed); default: none, /model only shows the model"),
 }
@@ -81,6 +83,7 @@ class Profile:
     status_reactions: Optional[str] = None                   # None: [sessions] status_reactions
     memory: MemorySettings = MemorySettings()                # off unless the table says (actors/memory/scope.py)
     models: tuple = ()                                       # what /model may pick, besides the agent's model
+    voice_replies: bool = False                              # a voice note is answered with one too (media/speech.py)
 
     @property
     def default_model(self) -> Optional[str]:
@@ -189,7 +192,8 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
                    busy_mode=checked.get("busy_mode") or setting(config, "sessions", "busy_mode"),
                    agent={**agent, "system_prompt": prompt}, declared=True, description=checked.get("description", ""),
                    stream=checked.get("stream", True), status_reactions=checked.get("status_reactions"),
-                   memory=settings_from(checked), models=tuple(checked.get("models") or ()))
+                   memory=settings_from(checked), models=tuple(checked.get("models") or ()),
+                   voice_replies=checked.get("voice_replies", False))
 
 
 def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]] = None) -> Profile:

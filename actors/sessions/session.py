@@ -37,10 +37,12 @@ import enum
 import time
 from pathlib import Path
 
+from actors.adapters.registry import reply_pacing
 from actors.agents.base import AgentRequest
 from actors.memory.binding import memory_for_turn
 from actors.hooks.points import hooks_for, turn_record, with_context
 from actors.profiles.profiles import Profiles
+from actors.media.speech import Speaker, voice_event, voice_reply
 from actors.media.transcription import Transcriber, transcribe_all
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
                              ModelOutcome, ReplyFile, SessionArgs, SpawnConsumer, StreamBatch, ToolCallFinished,
@@ -110,6 +112,7 @@ class Session(CellStoreUser, Cell):
         self.collect_window_s = setting(self.config, "sessions", "collect_window_s")
         self.profiles = Profiles(self.config, test_hooks=self.debug_enabled())   # its agents are built on first use
         self.transcriber = Transcriber.from_config(self.config)   # voice notes as text, if configured
+        self.speaker = Speaker.from_config(self.config)           # answers as voice notes, if configured
         self.secrets = list(dict.fromkeys(self.secrets + configured_secrets(self.config)))
 
     def on_stop(self) -> None:
@@ -286,7 +289,9 @@ class Session(CellStoreUser, Cell):
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
         self.ask_consumer(turn)
-        turn.future = self.bridge.submit(self._run_agent(self.agent, turn.turn_id, request, with_media))
+        pacing = reply_pacing(self.config, event.source.platform, turns.platform_type(self.config, event.source))
+        speaker = turns.turn_speaker(self.speaker, profile, transcript, turn, pacing.sends_voice)
+        turn.future = self.bridge.submit(self._run_agent(self.agent, turn.turn_id, request, with_media, speaker))
 
     def chosen_model(self) -> str | None:
         """The model ``/model`` chose in the current conversation (a transcript event, so it survives restarts and
@@ -316,7 +321,8 @@ class Session(CellStoreUser, Cell):
         turn.ended, turn.final_text = True, text
         self.ask_consumer(turn)
 
-    async def _run_agent(self, agent, turn_id: str, request: AgentRequest, with_media: tuple | None = None) -> None:
+    async def _run_agent(self, agent, turn_id: str, request: AgentRequest, with_media: tuple | None = None,
+                         speaker: Speaker | None = None) -> None:
         try:
             if with_media is not None:   # Pillow and file reads in a thread: the shard's other cells keep running
                 transcript, _prompt, media, turn = with_media
@@ -326,6 +332,11 @@ class Session(CellStoreUser, Cell):
                 request = dataclasses.replace(request, messages=messages)
             request = await with_context(hooks_for(self.config), self.key, request, self.bridge.post)  # plugins
             async for event in agent.run(request):
+                if isinstance(event, TurnEnd) and speaker is not None:   # spoken before the end: a part after the text
+                    voice = await voice_reply(speaker, redact(event.final_text or "", self.secrets), request.media,
+                                              self.log)
+                    if voice is not None:
+                        self.bridge.post(AgentEvent(turn_id, ReplyFile(voice)))
                 self.bridge.post(AgentEvent(turn_id, event))
         except asyncio.CancelledError:
             self.bridge.post(AgentCancelled(turn_id))
@@ -348,6 +359,8 @@ class Session(CellStoreUser, Cell):
             self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete",
                           canned=event.canned)
             return
+        if isinstance(event, ReplyFile):   # the answer's voice note: in the transcript before the answer is
+            self.db(self.store.sessions.append(self.info.session_id, [voice_event(item.turn_id, event.file)]))
         if isinstance(event, ToolCallFinished):
             event = turns.redacted_tool_call(event, self.secrets)
             self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(item.turn_id, event)))

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from actors.agents.base import AgentRequest
 from actors.media.parts import user_content
+from actors.media.speech import VOICE_EVENT, wants_voice_reply
 from actors.sessions.chunking import close_open_fence
 from actors.sessions.commands import parse_command
 from actors.profiles.profiles import profile_streams
@@ -98,13 +99,18 @@ def consumer_id(turn: Turn, epoch: int) -> str:
     return f"{turn.turn_id}.{os.getpid()}.{epoch}.{turn.consumer_attempts}"
 
 
+def platform_type(config: dict, source) -> str:
+    """The platform type of the adapter a message came from (``source.platform`` names the adapter)."""
+    return config.get("adapters", {}).get(source.platform, {}).get("type", source.platform)
+
+
 def _consumer_args(turn: Turn, session_key: str, config: dict) -> ConsumerArgs:
     source = turn.event.source
     adapter = source.platform
-    platform_type = config.get("adapters", {}).get(adapter, {}).get("type", adapter)
     return ConsumerArgs(
         turn_id=turn.turn_id, session_key=session_key, inbound_ref=inbound_ref(turn.event), adapter=adapter,
-        platform=platform_type, chat_id=source.chat_id, thread_id=source.thread_id, chat_type=source.chat_type,
+        platform=platform_type(config, source), chat_id=source.chat_id, thread_id=source.thread_id,
+        chat_type=source.chat_type,
         profile=source.profile,
         # The profile's reply settings as the turn starts: a reload during the turn does not change how its reply
         # goes, even for a consumer started again after a crash.
@@ -170,10 +176,14 @@ def redacted_tool_call(finished: ToolCallFinished, secrets: list) -> ToolCallFin
 
 
 def turn_files(transcript: list, turn_id: str) -> tuple:
-    """The files the tools of a turn made, in order (for a reply delivered again after a crash)."""
-    return tuple(OutgoingFile.from_part(part) for e in transcript
-                 if e.turn_id == turn_id and e.kind == "tool_result"
-                 for part in e.payload.get("attachments") or () if isinstance(part, dict))
+    """The files the tools of a turn made, in order, then its voice note (for a reply delivered again after a
+    crash). A turn run again after a crash may have spoken twice: its last note is the one its reply carries."""
+    files = [OutgoingFile.from_part(part) for e in transcript
+             if e.turn_id == turn_id and e.kind == "tool_result"
+             for part in e.payload.get("attachments") or () if isinstance(part, dict)]
+    voices = [OutgoingFile.from_part(part) for e in transcript if e.turn_id == turn_id and e.kind == VOICE_EVENT
+              for part in e.payload.get("attachments") or () if isinstance(part, dict)]
+    return tuple(files + voices[-1:])
 
 
 def with_note(answer: str, note: str) -> str:
@@ -261,6 +271,14 @@ def turn_finished(event, events, delivered: bool) -> TurnFinished:
     outcome = OUTCOMES.get(reason, "failed") if delivered else "failed"
     seconds = max(0.0, time.time() - event.received_at) if event.received_at > 0 else 0.0
     return TurnFinished(event.source.profile, event.source.platform, outcome, seconds, internal=event.internal)
+
+
+def turn_speaker(speaker, profile, transcript: list, turn: Turn, sends_voice: bool):
+    """The speaker that reads the turn's answer aloud (actors/media/speech.py), or None when it is not spoken."""
+    if speaker is None or not wants_voice_reply(profile.voice_replies, turn_attachments(transcript, turn.turn_id),
+                                                sends_voice):
+        return None
+    return speaker
 
 
 def agent_request(transcript: list, turn: Turn, event: MessageEvent, prompt: str, memory, media: MediaCache):
