@@ -330,13 +330,14 @@ class SessionStore(RuntimeOps):
         return seqs
 
     async def load(self, session_id: str, last_n: Optional[int] = None, since_seq: int = 0,
-                   until_seq: Optional[int] = None) -> list[TranscriptEvent]:
-        """Events in seq order: those with since_seq < seq <= until_seq, of which only the last ``last_n``."""
+                   until_seq: Optional[int] = None, kind: Optional[str] = None) -> list[TranscriptEvent]:
+        """Events in seq order: those with since_seq < seq <= until_seq (of ``kind`` only, if given: e.g. the model
+        /model chose, with last_n=1), of which only the last ``last_n``."""
         async def fetch(conn):
             await _require_session(conn, session_id)
             sql = ("SELECT seq, turn_id, role, kind, created_at, payload FROM transcript WHERE session_id = ? "
-                   "AND seq > ? AND seq <= ? ORDER BY seq DESC")
-            args = [session_id, since_seq, until_seq if until_seq is not None else 2 ** 62]
+                   "AND seq > ? AND seq <= ? " + ("AND kind = ? " if kind else "") + "ORDER BY seq DESC")
+            args = [session_id, since_seq, until_seq if until_seq is not None else 2 ** 62] + ([kind] if kind else [])
             if last_n is not None:
                 sql += " LIMIT ?"
                 args.append(int(last_n))
@@ -344,21 +345,6 @@ class SessionStore(RuntimeOps):
                    for seq, turn_id, role, kind, created, blob in await fetch_all(conn, sql, args)]
             out.reverse()
             return out
-        return await self._db.read(fetch)
-
-    async def last_of_kind(self, session_id: str, kind: str) -> Optional[TranscriptEvent]:
-        """The session's latest event of ``kind`` (a setting the conversation holds as a fact, e.g. the model
-        ``/model`` chose), or None. Newest first along the (session_id, seq) index: one row read when the event is
-        recent; a caller that needs it every turn keeps it rather than asking again."""
-        async def fetch(conn):
-            await _require_session(conn, session_id)
-            row = await fetch_one(conn, "SELECT seq, turn_id, role, kind, created_at, payload FROM transcript "
-                                        "WHERE session_id = ? AND kind = ? ORDER BY seq DESC LIMIT 1",
-                                  (session_id, kind))
-            if row is None:
-                return None
-            seq, turn_id, role, kind_, created, blob = row
-            return TranscriptEvent(role, kind_, records.unpack(blob), turn_id, created, seq)
         return await self._db.read(fetch)
 
     async def search(self, query: str, limit: int = 20, session_key: Optional[str] = None) -> list[SearchHit]:

@@ -298,7 +298,8 @@ class Session(CellStoreUser, Cell):
         moves: model_choice.py), or None; read once per conversation, then kept (only this cell writes it)."""
         sid = self.info.session_id
         if self.model_choice[0] != sid:
-            self.model_choice = (sid, chosen_in(self.db(self.store.sessions.last_of_kind(sid, MODEL_EVENT))))
+            last = self.db(self.store.sessions.load(sid, 1, kind=MODEL_EVENT))
+            self.model_choice = (sid, chosen_in(last[-1] if last else None))
         return self.model_choice[1]
 
     def choose_model(self, model: str) -> None:
