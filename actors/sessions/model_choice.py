@@ -3,8 +3,9 @@
 The choice is a fact of the conversation: a ``system`` event of kind ``model`` in its transcript, so it survives a
 restart and a kill -9 (the append is committed before the chat is answered) and travels with the session when it
 moves to another host (the transcript is what an export carries: storage/moving.py). A new conversation (``/new``)
-starts on the profile's default model. The session cell reads the choice once and keeps it (``Session.chosen_model``);
-each turn asks the profile's allowed models again, so a choice a reload no longer allows falls back to the default.
+starts on the profile's default model. The session cell reads the choice once and keeps it
+(``session_commands.chosen_model``); each turn asks the profile's allowed models again, so a choice a reload no
+longer allows falls back to the default.
 """
 from __future__ import annotations
 

@@ -52,9 +52,8 @@ from common.redact import configured_secrets, redact
 from actors.sessions import turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.history import RecentHistory
-from actors.sessions.model_choice import MODEL_EVENT, choice_event, chosen_in
 from actors.sessions.model_health import outcome_of_failure
-from actors.sessions.session_commands import run_command
+from actors.sessions.session_commands import chosen_model, run_command
 from storage import MediaCache, obligation_id
 from storage.inbox import FINISHED_STATES, InboxState
 from storage.sessions import SessionState
@@ -88,7 +87,7 @@ class Session(CellStoreUser, Cell):
         self.collect_until, self.passivate_when_idle = 0.0, False
         self.agent, self.secrets = None, []   # the turn's agent; what no answer or transcript may hold (configured)
         self.history = RecentHistory(turns.HISTORY_EVENTS)   # the last turn's transcript, for a minute (history.py)
-        self.model_choice: tuple = (None, None)   # (session id, the model /model chose there): read once, kept
+        self.model_choice: tuple = (None, None)   # (session id, the model /model chose there): chosen_model
 
     @property
     def phase(self) -> SessionPhase:
@@ -282,7 +281,7 @@ class Session(CellStoreUser, Cell):
             self.after(self.history.keep_s, "history")
         # The turn's profile decides its persona, its agent (model, tools) and its memory: actors/profiles, memory.
         profile = self.profiles.get(event.source.profile)
-        self.agent = self.profiles.agent(profile.name, self.chosen_model())   # /model's choice: model_choice.py
+        self.agent = self.profiles.agent(profile.name, chosen_model(self))   # /model's choice: model_choice.py
         prompt, memory = memory_for_turn(self, profile, event.source)   # the persona, then what it remembers
         request, with_media = turns.agent_request(transcript, turn, event, prompt, memory,
                                                   MediaCache(Path(self.config["gateway"]["state_dir"]) / "media"))
@@ -292,20 +291,6 @@ class Session(CellStoreUser, Cell):
         pacing = reply_pacing(self.config, event.source.platform, turns.platform_type(self.config, event.source))
         speaker = turns.turn_speaker(self.speaker, profile, transcript, turn, pacing.sends_voice)
         turn.future = self.bridge.submit(self._run_agent(self.agent, turn.turn_id, request, with_media, speaker))
-
-    def chosen_model(self) -> str | None:
-        """The model ``/model`` chose in the current conversation (a transcript event, so it survives restarts and
-        moves: model_choice.py), or None; read once per conversation, then kept (only this cell writes it)."""
-        sid = self.info.session_id
-        if self.model_choice[0] != sid:
-            last = self.db(self.store.sessions.load(sid, 1, kind=MODEL_EVENT))
-            self.model_choice = (sid, chosen_in(last[-1] if last else None))
-        return self.model_choice[1]
-
-    def choose_model(self, model: str) -> None:
-        sid = self.info.session_id
-        self.db(self.store.sessions.append(sid, [choice_event(model)]))   # committed: a restart reads it back
-        self.model_choice = (sid, model)
 
     def on_timer_history(self, _data) -> None:
         if (left := self.history.expire(time.monotonic())) is not None:
