@@ -50,6 +50,9 @@ PROFILE_KEYS: dict[str, Spec] = {
     "memory_max_entries": Spec(int, doc="entries one memory scope may hold (default 50)"),
     "memory_max_entry_bytes": Spec(int, doc="bytes of one remembered entry (default 500)"),
     "memory_prompt_bytes": Spec(int, doc="bytes of entries read into one request (default 4000)"),
+    "tool_progress": Spec(str, ("off", "lines", "bubble"), doc="what a streaming reply shows of the tools it runs: "
+                                                             "off | lines (a line per tool call, kept) | bubble (one "
+                                                             "live line, edited; the default)"),
     "voice_replies": Spec(bool, doc="answer a voice note with the text and then a voice note, where the platform "
                                     "sends them ([media] speech_url; default false)"),
     "models": Spec(list, doc="the models a chat may pick with /model (its agent's model is the default and always "
@@ -84,6 +87,7 @@ class Profile:
     memory: MemorySettings = MemorySettings()                # off unless the table says (actors/memory/scope.py)
     models: tuple = ()                                       # what /model may pick, besides the agent's model
     voice_replies: bool = False                              # a voice note is answered with one too (media/speech.py)
+    tool_progress: str = "bubble"                            # off | lines | bubble (actors/sessions/reply_text.py)
 
     @property
     def default_model(self) -> Optional[str]:
@@ -193,7 +197,8 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
                    agent={**agent, "system_prompt": prompt}, declared=True, description=checked.get("description", ""),
                    stream=checked.get("stream", True), status_reactions=checked.get("status_reactions"),
                    memory=settings_from(checked), models=tuple(checked.get("models") or ()),
-                   voice_replies=checked.get("voice_replies", False))
+                   voice_replies=checked.get("voice_replies", False),
+                   tool_progress=checked.get("tool_progress", "bubble"))
 
 
 def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]] = None) -> Profile:
@@ -207,6 +212,11 @@ def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]
 def profile_streams(config: Mapping, name: str) -> bool:
     """Whether replies of profile ``name`` stream (previews edited into place) or go once, complete."""
     return resolve(config, name, validate_profiles(config)).stream
+
+
+def profile_tool_progress(config: Mapping, name: str) -> str:
+    """What the streaming replies of profile ``name`` show of their tools: off | lines | bubble."""
+    return resolve(config, name, validate_profiles(config)).tool_progress
 
 
 class Profiles:
