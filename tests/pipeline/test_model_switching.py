@@ -8,10 +8,10 @@ import signal
 
 import pytest
 
-from tests.actor_system import wait_for
 from tests.fakes.fakeplatform import FakePlatform
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.pipeline.harness import pipeline_gateway, settled_answers
+from tests.pipeline.test_memory import request_with
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -39,12 +39,8 @@ models = ["small-model", "large-model"]
 
 
 def model_asked_for(model: FakeOpenAIServer, text: str) -> str:
-    """The model named by the request whose last user message is ``text``."""
-    def find():
-        found = [r.body for r in model.requests if r.body["messages"][-1].get("content") == text]
-        return found[-1]["model"] if found else None
-    return wait_for(find, 60, 0.05, f"a model request for {text!r} (requests: "
-                                    f"{[r.body['messages'][-1] for r in model.requests]})")
+    """The model named by the (last) request whose last user message is ``text``."""
+    return request_with(model, text)["model"]
 
 
 def test_model_lists_refuses_and_switches_and_the_choice_survives_kill_9(rig):
