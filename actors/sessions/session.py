@@ -345,7 +345,7 @@ class Session(CellStoreUser, Cell):
             self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete",
                           canned=event.canned)
             return
-        if isinstance(event, ReplyFile):   # the answer's voice note: in the transcript before the answer is
+        if isinstance(event, ReplyFile) and event.file.kind == "voice":   # in the transcript before the answer is
             self.db(self.store.sessions.append(self.info.session_id, [voice_event(item.turn_id, event.file)]))
         if isinstance(event, ToolCallFinished):
             event = turns.redacted_tool_call(event, self.secrets)

@@ -83,8 +83,8 @@ class TelegramAPI(HttpSession):
     async def send_file(self, chat_id: int | str, kind: str, data: bytes, name: str, mime: str, caption: str = "",
                         thread_id: Optional[int] = None, reply_to: Optional[int] = None) -> int:
         """sendPhoto (``kind`` photo: shown inline), sendVoice (``kind`` voice: OGG Opus, MP3 or M4A, shown as a voice
-        note) or sendDocument, uploaded as multipart/form-data; returns the
-        new message_id. The caption goes as plain text (no parse mode: a caption has no room for a fallback)."""
+        note) or sendDocument, uploaded as multipart/form-data; returns the new message_id. The caption goes as plain
+        text (no parse mode: a caption has no room for a fallback)."""
         form = aiohttp.FormData()
         form.add_field("chat_id", str(chat_id))
         if caption:
