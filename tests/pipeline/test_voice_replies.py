@@ -3,13 +3,18 @@ its text, then a voice note (the fake Bot API's ``sendVoice``) the fake OpenAI-c
 spoke; a speech service that answers 500 costs the voice note only, and a typed message is not spoken."""
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
+
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER
 
 from tests.actor_system import wait_for
 from tests.fakes.openai_server import OGG_OPUS, FakeOpenAIServer, text_reply
 from tests.fakes.telegram import FakeTelegram
 from tests.pipeline.harness import telegram_gateway
-from tests.pipeline.test_telegram_e2e import ledger_busy
+from tests.pipeline.test_telegram_e2e import ledger_busy, start_after_kill
 
 pytestmark = pytest.mark.timeout(240)
 VOICE_NOTE = OGG_OPUS + b"\x00" * 64   # what the user recorded (the fake transcribes any bytes)
@@ -36,6 +41,7 @@ voice_replies = true
         try:
             yield gw, tg, model
         finally:
+            tg.release_answers()
             gw.cli("stop")
             gw.kill_everything()
 
@@ -97,3 +103,27 @@ def test_a_typed_message_is_not_spoken(rig):
     tg.inject_message("what time is it", 83)
     calls = settled(tg, 83, gw, "the typed answer")
     assert "sendVoice" not in [c["method"] for c in calls] and len(model.speeches) == asked
+
+
+def test_a_kill_9_while_the_voice_note_is_sent_leaves_one_text_and_at_most_one_marked_copy(rig):
+    """The voice note is a part of the reply in the ledger: after a kill -9 between its upload and its message id
+    being recorded, the restarted daemon finishes the same reply from the stored audio, without speaking again."""
+    gw, tg, model = rig
+    model.script(text_reply("See you at nine."))
+    asked = len(model.speeches)
+    tg.hold_answers("sendVoice")
+    send_voice_note(tg, 84)
+    wait_for(lambda: [u for u in tg.uploads if u["chat_id"] == 84], 60, 0.05, "the voice note's upload")
+    os.kill(gw.launcher_pid, signal.SIGKILL)   # kill -9: the launcher takes its whole tree with it
+    gw.assert_no_process_left(timeout=30)
+    tg.release_answers()
+    start_after_kill(gw)
+    gw.wait_ready()
+    settled(tg, 84, gw, "the reply finished after the restart")
+    voices = [u for u in tg.uploads if u["chat_id"] == 84]
+    assert 1 <= len(voices) <= 2 and all(u["kind"] == "voice" and u["data"] == OGG_OPUS for u in voices), voices
+    texts = [m["text"] for m in tg.messages(84) if not m["deleted"] and not m.get("media")]
+    assert len(texts) == 1 and texts[0].endswith("See you at nine."), texts   # the text part once
+    if len(voices) == 2:   # the copy whose answer was lost may be in the chat: the reply says so on top
+        assert texts[0].startswith(DEFAULT_RESENT_MARKER), texts
+    assert len(model.speeches) == asked + 1, "the stored audio is sent again, not spoken again"
