@@ -256,6 +256,9 @@ def _render_show(result: dict) -> str:
     if runtime.get("resumes_total") or runtime.get("notices_total"):
         lines.append(f"  recovery: {runtime.get('resumes_total', 0)} turn(s) resumed after a restart, "
                      f"{runtime.get('notices_total', 0)} message(s) given up on")
+    first = result["events"][0].get("seq") if result["events"] else None
+    if isinstance(first, int) and first > 1:
+        lines.append(f"  (#1 to #{first - 1} not shown: --last N shows more)")
     for e in result["events"]:
         lines.extend(transcript_text.event_lines(e))
     return "\n".join(lines)
