@@ -16,6 +16,9 @@ that the answer is still coming.
 Token counts: every request asks for them (``stream_options: {"include_usage": true}``, a last chunk with ``usage``
 and no choices); the turn's sums travel in its TurnEnd for the log. A service that refuses the option (HTTP 400 or
 422, as older servers do for a field they do not know) is asked again without it, and never again by this agent.
+
+Long because: one model request's whole life (the retries, both time bounds, the stream's steps, the tool rounds,
+the token counts) reads top to bottom in one place; split, each part would need the others' state.
 """
 from __future__ import annotations
 
