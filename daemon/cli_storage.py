@@ -126,6 +126,9 @@ def cmd_sessions(config: dict, args) -> int:
         "suspend": lambda s: storage_cli.session_set_state(s, args.session, suspended=True),
         "resume": lambda s: storage_cli.session_set_state(s, args.session, suspended=False),
     }
+    if action == "export" and args.path == "-":   # not standard output: a file of that name, silently
+        return fail(args, "error: FILE is the file the export is written to (readable by you only); '-' would be a "
+                          "file named '-': give a file name", EX_USAGE)
     if action == "export" and args.interrupted and not args.with_state:
         return fail(args, "--interrupted goes with --with-state (a plain export carries no turn)", EX_USAGE)
     if action == "export" and args.with_state and args.format != "msgpack":
