@@ -11,6 +11,7 @@ Every error names the file, the key and the reason; the launcher exits with 78 (
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import hashlib
@@ -197,13 +198,35 @@ class ConfigError(Exception):
         return [self, *self.more]
 
 
+def did_you_mean(name: Any, known) -> str:
+    """``, did you mean 'admin_port'?`` naming the likeliest intended of ``known``; "" when none is close."""
+    close = difflib.get_close_matches(str(name), sorted(str(k) for k in known), n=1, cutoff=0.6)
+    return f", did you mean {close[0]!r}?" if close else ""
+
+
 def unknown_name(kind: str, name: str, known) -> str:
     """The reason for an unknown key or section, with the likeliest intended one: ``unknown key, did you mean
     'admin_port'? (known keys: ...)``."""
     known = sorted(str(k) for k in known)
-    close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
-    hint = f", did you mean {close[0]!r}?" if close else ""
-    return f"unknown {kind}{hint} (known{' keys' if kind.startswith('key') else ''}: {', '.join(known)})"
+    return f"unknown {kind}{did_you_mean(name, known)} (known{' keys' if kind.startswith('key') else ''}: " \
+           f"{', '.join(known)})"
+
+
+@contextlib.contextmanager
+def gathering(errors: list):
+    """Inside, a ConfigError (with its ``more``) is added to ``errors`` instead of raised: a check goes on past its
+    first error, so that one reading reports every one (``raise_gathered`` at the end)."""
+    try:
+        yield
+    except ConfigError as exc:
+        errors.extend(exc.every())
+
+
+def raise_gathered(errors: list) -> None:
+    """One ConfigError naming each of ``errors`` once, in order (its ``more``); nothing when there is none."""
+    unique = list({(e.file, e.key, e.reason): e for e in errors}.values())
+    if unique:
+        raise ConfigError(unique[0].file, unique[0].key, unique[0].reason, unique[1:])
 
 
 def setting(config: dict, section: str, key: str) -> Any:

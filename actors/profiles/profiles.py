@@ -18,7 +18,7 @@ from typing import Any, Mapping, Optional
 
 from actors.memory.scope import LIMITS as MEMORY_LIMITS, MEMORY_TOOLS, MODES as MEMORY_MODES, MemorySettings, \
     limit_error, settings_from
-from common.config import SCHEMA, TYPE_NAMES, ConfigError, setting, unknown_name
+from common.config import SCHEMA, TYPE_NAMES, ConfigError, gathering, raise_gathered, setting, unknown_name
 
 PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")   # a session key shows it as is (storage/keys.py)
 DEFAULT_PROFILE = "default"
@@ -113,11 +113,14 @@ def _value(file: str, where: str, value: Any, spec: Spec) -> Any:
 
 
 def _table(file: str, where: str, table: Mapping, keys: Mapping[str, Spec]) -> dict:
-    out = {}
+    """The table's keys checked: ConfigError naming each bad key (``more``), not only the first."""
+    out, errors = {}, []
     for key, value in table.items():
-        if key not in keys:
-            raise ConfigError(file, f"{where} {key}", unknown_name("key", key, keys))
-        out[key] = _value(file, f"{where} {key}", value, keys[key])
+        with gathering(errors):
+            if key not in keys:
+                raise ConfigError(file, f"{where} {key}", unknown_name("key", key, keys))
+            out[key] = _value(file, f"{where} {key}", value, keys[key])
+    raise_gathered(errors)
     return out
 
 
@@ -162,31 +165,44 @@ def _check_models(file: str, where: str, names: list, agent: Mapping) -> None:
 
 
 def validate_profiles(config: Mapping, file: str = "(configuration)") -> dict[str, Profile]:
-    """Every ``[profiles.NAME]`` table checked and resolved: {name: Profile}; raises ConfigError at the first bad
-    key. The default profile is always in the answer, declared or not."""
+    """Every ``[profiles.NAME]`` table checked and resolved: {name: Profile}; raises a ConfigError naming every bad
+    key of every table (``more``). The default profile is always in the answer, declared or not."""
     tables = config.get("profiles") or {}
     out: dict[str, Profile] = {}
+    errors: list[ConfigError] = []
     for name, table in tables.items():
-        where = f"[profiles.{name}]"
-        if not isinstance(name, str) or not PROFILE_NAME.fullmatch(name):
-            raise ConfigError(file, where, "profile names are 1-32 of a-z, 0-9, '_' or '-', starting with a letter "
-                                           "or digit")
-        if not isinstance(table, Mapping):
-            raise ConfigError(file, where, "must be a table")
-        checked = _table(file, where, table, PROFILE_KEYS)
-        agent = _table(file, f"[profiles.{name}.agent]", checked.get("agent", {}), AGENT_KEYS)
-        if "tools" in agent:
-            _check_tools(file, f"[profiles.{name}.agent] tools", agent["tools"])
-        _check_memory(file, where, checked, agent.get("tools") or [])
-        merged = {**dict(config.get("agent") or {}), **agent}
-        if "models" in checked:
-            _check_models(file, f"{where} models", checked["models"], merged)
-        if merged.get("kind") == "openai" and not (merged.get("base_url") and merged.get("model")):
-            raise ConfigError(file, f"[profiles.{name}.agent]", "kind 'openai' needs base_url and model (here or in "
-                                                               "[agent])")
-        out[name] = _profile(config, name, checked, merged)
+        with gathering(errors):
+            out[name] = _checked_profile(config, file, name, table)
+    raise_gathered(errors)
     out.setdefault(DEFAULT_PROFILE, resolve(config, DEFAULT_PROFILE, {}))
     return out
+
+
+def _checked_profile(config: Mapping, file: str, name: Any, table: Any) -> Profile:
+    where = f"[profiles.{name}]"
+    if not isinstance(name, str) or not PROFILE_NAME.fullmatch(name):
+        raise ConfigError(file, where, "profile names are 1-32 of a-z, 0-9, '_' or '-', starting with a letter "
+                                       "or digit")
+    if not isinstance(table, Mapping):
+        raise ConfigError(file, where, "must be a table")
+    errors: list[ConfigError] = []
+    checked, agent = {}, {}
+    with gathering(errors):
+        checked = _table(file, where, table, PROFILE_KEYS)
+    with gathering(errors):   # an agent that is no table is the error above
+        own_agent = table.get("agent") if isinstance(table.get("agent"), Mapping) else {}
+        agent = _table(file, f"[profiles.{name}.agent]", own_agent, AGENT_KEYS)
+    raise_gathered(errors)
+    if "tools" in agent:
+        _check_tools(file, f"[profiles.{name}.agent] tools", agent["tools"])
+    _check_memory(file, where, checked, agent.get("tools") or [])
+    merged = {**dict(config.get("agent") or {}), **agent}
+    if "models" in checked:
+        _check_models(file, f"{where} models", checked["models"], merged)
+    if merged.get("kind") == "openai" and not (merged.get("base_url") and merged.get("model")):
+        raise ConfigError(file, f"[profiles.{name}.agent]", "kind 'openai' needs base_url and model (here or in "
+                                                           "[agent])")
+    return _profile(config, name, checked, merged)
 
 
 def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Profile:

@@ -341,6 +341,7 @@ class Session(CellStoreUser, Cell):
             return
         event = item.event
         if isinstance(event, TurnEnd):
+            turn.tokens = event.tokens
             self.tell_model(lambda endpoint: ModelOutcome(endpoint, True, at=time.time()))
             self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete",
                           canned=event.canned)
@@ -465,8 +466,10 @@ class Session(CellStoreUser, Cell):
         fact = turns.turn_finished(turn.event, turn.events, delivered)
         self.report(fact)
         # One INFO line per turn, for an operator following the log (the metrics count the same facts).
-        self.log.info("turn %s in %.2fs", fact.outcome, fact.seconds,
-                      extra=self.log_fields(turn=turn.turn_id, outcome=fact.outcome, seconds=round(fact.seconds, 3)))
+        counted = {"tokens_in": turn.tokens[0], "tokens_out": turn.tokens[1]} if turn.tokens else {}
+        self.log.info("turn %s in %.2fs%s", fact.outcome, fact.seconds, turns.tokens_shown(turn.tokens),
+                      extra=self.log_fields(turn=turn.turn_id, outcome=fact.outcome, seconds=round(fact.seconds, 3),
+                                            **counted))
         hooks_for(self.config).fire(self.bridge, "after_turn", turn_record(self.key, turn, delivered))
         self.pump()
 

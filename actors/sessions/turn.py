@@ -75,6 +75,7 @@ class Turn:
     consumer_restarts: int = 0      # consumers that crashed: past MAX_CONSUMER_RESTARTS the sweeper takes over
     consumer_attempts: int = 0      # every consumer asked for (names them uniquely)
     consumer_args: Optional[ConsumerArgs] = None   # made at the first ask for a consumer; every later one the same
+    tokens: Optional[tuple] = None  # (prompt, completion) tokens the model service counted (TurnEnd.tokens)
 
     def answer_text(self) -> str:
         return "".join(e.text for e in self.events if isinstance(e, TextDelta))
@@ -263,6 +264,11 @@ def last_user_turn(transcript: list) -> Optional[str]:
         if e.role == "user" and e.kind == "message" and e.turn_id not in undone:
             return e.turn_id
     return None
+
+
+def tokens_shown(tokens: Optional[tuple]) -> str:
+    """How the turn's log line names its tokens: ``, 120 tokens in, 36 out``; "" when the service did not count."""
+    return f", {tokens[0]} tokens in, {tokens[1]} out" if tokens else ""
 
 
 def turn_finished(event, events, delivered: bool) -> TurnFinished:

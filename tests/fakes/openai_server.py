@@ -137,6 +137,8 @@ class FakeOpenAIServer:
         self._hold_when: Optional[Callable[[dict], bool]] = None
         self._released = threading.Event()
         self.holding = 0                 # requests waiting at the gate now
+        # An older server that refuses a field it does not know: a request with stream_options gets HTTP 400.
+        self.rejects_stream_options = False
 
     @property
     def base_url(self) -> str:
@@ -224,6 +226,10 @@ class FakeOpenAIServer:
                     await asyncio.sleep(0.02)
             finally:
                 self.holding -= 1
+        if self.rejects_stream_options and "stream_options" in body:
+            return web.json_response({"error": {"message": "Unrecognized request argument supplied: stream_options",
+                                                "type": "invalid_request_error", "param": None, "code": None}},
+                                     status=400)
         reply = self._next_reply(body)
         if reply.status != 200:
             return web.json_response(reply.error_body or {}, status=reply.status, headers=reply.headers)
