@@ -220,6 +220,9 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
     metrics = config.get("metrics") or {}
     if metrics.get("enabled"):
         ports.append(("metrics", (metrics.get("host") or gateway["bind_host"]).strip(), metrics["port"]))
+    console = config.get("console") or {}
+    if console.get("enabled"):
+        ports.append(("console", console["host"].strip(), console["port"]))
     for name, args in adapters.items():
         if args["type"] in ("webchat", "http"):
             ports.append((name, (args.get("host") or "127.0.0.1").strip(), args["port"]))
