@@ -232,6 +232,8 @@ def cmd_start(config: dict, args) -> int:
     for warning in startup_warnings(config):
         print(f"warning: {warning}", file=sys.stderr)
     before = files.read_runtime()
+    # An earlier life's console address (a kill -9 leaves it): gone, so the one `start` reports is this life's.
+    (files.run_dir / start_report.CONSOLE_FILE).unlink(missing_ok=True)
     log_offset = log_path.stat().st_size   # the log holds earlier runs too: a failure is told from this start's lines
     # The configuration the checks above loaded, by its absolute path: the daemon runs from /.
     source = config.get("_source")
@@ -250,7 +252,8 @@ def cmd_start(config: dict, args) -> int:
         return _out(args, {"ok": True, "pid": proc.pid, "admin_port": runtime["admin_port"],
                            "ready_after_s": runtime["ready_after_s"], "log": str(log_path),
                            "degraded": bool(settled.problems), "problems": settled.problems,
-                           "connecting": settled.connecting, "web_chat": settled.web_urls}, code,
+                           "connecting": settled.connecting, "web_chat": settled.web_urls,
+                           "console": settled.console_url}, code,
                     start_report.started_line(proc.pid, runtime["ready_after_s"], settled)
                     + f"\n  admin {runtime['bind_host']}:{runtime['admin_port']}; log {log_path}")
     if proc.poll() is not None:

@@ -21,7 +21,8 @@ import copy
 import time
 from dataclasses import dataclass
 
-from common.config import ConfigError, load
+from common.config import ConfigError, gathering, load, raise_gathered
+from common.mcp_config import check_servers
 from common.redact import configured_secrets
 from actors.adapters import registry
 from actors.profiles.identities import load_identities
@@ -30,7 +31,7 @@ from actors.scheduling.jobs import validate_jobs
 from actors.hooks.plugins import validate_plugins
 
 # Whole sections taken from the new file.
-LIVE_SECTIONS = ("agent", "profiles", "routes", "identities", "cron")
+LIVE_SECTIONS = ("agent", "profiles", "routes", "identities", "cron", "mcp")
 # Keys of other sections taken from the new file: the defaults of every profile, read per turn or per message.
 LIVE_KEYS = {"sessions": ("busy_mode", "collect_window_s", "per_user_in_groups", "status_reactions")}
 
@@ -45,13 +46,19 @@ class Reload:
 
 
 def check_whole(config: dict, now: float | None = None) -> None:
-    """Every check a start makes of a loaded configuration (common/config.py did the schema); ConfigError on the
-    first failure."""
-    registry.validate_all(config)     # the adapter tables
-    load_routes(config)               # [profiles.NAME] and [[routes]], against the adapters
-    load_identities(config)           # [[identities]], against the adapters
-    validate_plugins(config)          # the [plugins.NAME] tables' own keys
-    validate_jobs(config, time.time() if now is None else now)   # [cron.NAME], against the adapters and profiles
+    """Every check a start makes of a loaded configuration (common/config.py did the schema); one ConfigError
+    naming every failure of every check (``more``), each once."""
+    errors: list[ConfigError] = []
+    checks = (registry.validate_all,  # the adapter tables
+              load_routes,            # [profiles.NAME] and [[routes]], against the adapters
+              load_identities,        # [[identities]], against the adapters
+              validate_plugins,       # the [plugins.NAME] tables' own keys
+              lambda c: check_servers(c.get("_source") or "(configuration)", c),   # [mcp.NAME] (docs/mcp.md)
+              lambda c: validate_jobs(c, time.time() if now is None else now))  # [cron.NAME]
+    for check in checks:
+        with gathering(errors):
+            check(config)
+    raise_gathered(errors)
 
 
 def reload_from_file(running: dict, now: float | None = None) -> Reload:
@@ -68,7 +75,7 @@ def reload_from_file(running: dict, now: float | None = None) -> Reload:
         check_whole(planned.config, now)
     except ConfigError as exc:   # valid alone, but not with what only a restart changes (e.g. a route to a new adapter)
         raise ConfigError(exc.file, exc.key, f"{exc.reason} (with the settings a reload keeps until a restart: "
-                                             f"{', '.join(planned.needs_restart) or 'none'})") from None
+                                             f"{', '.join(planned.needs_restart) or 'none'})", exc.more) from None
     _refuse_new_secrets(running, planned.config)
     return planned
 
@@ -110,7 +117,7 @@ def merge(running: dict, fresh: dict) -> Reload:
 
 def _differences(section: str, old, new) -> list[str]:
     """The names a live section's change is reported under: each table of an open section, else the section."""
-    if isinstance(old, dict) and isinstance(new, dict) and section in ("profiles", "cron"):
+    if isinstance(old, dict) and isinstance(new, dict) and section in ("profiles", "cron", "mcp"):
         return [f"[{section}.{name}]" for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
     if isinstance(old, dict) and isinstance(new, dict):
         return [f"[{section}] {key}" for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]

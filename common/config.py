@@ -11,6 +11,7 @@ Every error names the file, the key and the reason; the launcher exits with 78 (
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import hashlib
@@ -111,6 +112,15 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "transcription_model": (str, "whisper-1", None),
         "transcription_api_key_env": (str, "OPENAI_API_KEY", None),
         "transcription_timeout_s": (float, 60.0, None),
+        # An OpenAI-compatible server's base URL (…/v1) whose /audio/speech reads answers aloud, for the profiles
+        # with voice_replies = true, in answer to a voice note (actors/media/speech.py); "": none.
+        "speech_url": (str, "", None),
+        "speech_model": (str, "tts-1", None),
+        "speech_voice": (str, "alloy", None),
+        "speech_format": (str, "opus", ("opus", "mp3", "aac")),   # opus: OGG Opus, what Telegram shows as a voice note
+        "speech_api_key_env": (str, "OPENAI_API_KEY", None),
+        "speech_timeout_s": (float, 30.0, None),
+        "speech_max_chars": (int, 4096, range(1, 4097)),
         # The media cache's byte quota (photos, documents, uploads; storage/media.py): past it the oldest files
         # are evicted. 0: no quota (then only the retention sweep frees space).
         "cache_max_bytes": (int, 1024 ** 3, range(0, 2 ** 62)),
@@ -121,6 +131,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "adapters": {},       # [adapters.NAME] tables, each with type = "..."; checked by the adapter registry
     "profiles": {},       # [profiles.NAME] tables; checked by actors/profiles/profiles.py
+    "mcp": {},            # [mcp.NAME] tables: MCP servers for the agent; checked by common/mcp_config.py (check_whole)
     "cron": {},           # [cron.NAME] tables: scheduled jobs, checked by actors/scheduling/jobs.py (docs/cron.md)
     "debug": {
         "fault_injection": (bool, False, None),
@@ -168,7 +179,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "allow_actions": (bool, False, None),   # false: read-only (every action answered 403)
     },
 }
-OPEN_SECTIONS = {"adapters", "profiles", "cron", "plugins"}
+OPEN_SECTIONS = {"adapters", "profiles", "cron", "plugins", "mcp"}
 # [[routes]]: an array of tables, kept as written here and checked by actors/profiles/routes.py (docs/profiles.md).
 LIST_SECTIONS = {"routes"}
 # [[identities]]: user ids linked across platforms, checked by actors/profiles/identities.py (docs/profiles.md).
@@ -188,13 +199,35 @@ class ConfigError(Exception):
         return [self, *self.more]
 
 
+def did_you_mean(name: Any, known) -> str:
+    """``, did you mean 'admin_port'?`` naming the likeliest intended of ``known``; "" when none is close."""
+    close = difflib.get_close_matches(str(name), sorted(str(k) for k in known), n=1, cutoff=0.6)
+    return f", did you mean {close[0]!r}?" if close else ""
+
+
 def unknown_name(kind: str, name: str, known) -> str:
     """The reason for an unknown key or section, with the likeliest intended one: ``unknown key, did you mean
     'admin_port'? (known keys: ...)``."""
     known = sorted(str(k) for k in known)
-    close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
-    hint = f", did you mean {close[0]!r}?" if close else ""
-    return f"unknown {kind}{hint} (known{' keys' if kind.startswith('key') else ''}: {', '.join(known)})"
+    return f"unknown {kind}{did_you_mean(name, known)} (known{' keys' if kind.startswith('key') else ''}: " \
+           f"{', '.join(known)})"
+
+
+@contextlib.contextmanager
+def gathering(errors: list):
+    """Inside, a ConfigError (with its ``more``) is added to ``errors`` instead of raised: a check goes on past its
+    first error, so that one reading reports every one (``raise_gathered`` at the end)."""
+    try:
+        yield
+    except ConfigError as exc:
+        errors.extend(exc.every())
+
+
+def raise_gathered(errors: list) -> None:
+    """One ConfigError naming each of ``errors`` once, in order (its ``more``); nothing when there is none."""
+    unique = list({(e.file, e.key, e.reason): e for e in errors}.values())
+    if unique:
+        raise ConfigError(unique[0].file, unique[0].key, unique[0].reason, unique[1:])
 
 
 def setting(config: dict, section: str, key: str) -> Any:

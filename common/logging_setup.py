@@ -35,7 +35,7 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 KEY_HASH_HEX = 12
 # What a call site may pass with extra=...: these become fields of the JSON object (and key=value in text).
 STRUCTURED_FIELDS = ("session", "platform", "chat", "turn", "adapter", "obligation", "seq", "phase", "reason",
-                     "outcome", "seconds")
+                     "outcome", "seconds", "tokens_in", "tokens_out")
 
 # storage/keys.py builds keys as <profile>.<platform>.<chat_type>.chat-<h>[.thread-<h>][.user-<h>]
 # (a session actor's name is "session:<key>": the prefix goes with the key)

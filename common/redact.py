@@ -214,8 +214,10 @@ def configured_secrets(config: dict) -> list[str]:
         if env_value:
             found.append(env_value)
     media = config.get("media") or {}
-    if media.get("transcription_url") and (value := os.environ.get(media.get("transcription_api_key_env") or "")):
-        found.append(value)
+    for service in ("transcription", "speech"):
+        env_name = media.get(f"{service}_api_key_env") or ""
+        if media.get(f"{service}_url") and (value := os.environ.get(env_name)):
+            found.append(value)
     tables = [*(config.get("adapters") or {}).values(), *(config.get("plugins") or {}).values()]
     for table in (t for t in tables if isinstance(t, dict)):
         for name, value in table.items():

@@ -87,6 +87,20 @@ CRON_SAMPLE = """\
 # catch_up = "latest"          # after downtime: "latest" runs the most recent missed time once; "skip" none
 """
 
+MCP_SAMPLE = """\
+# MCP servers whose tools the agent offers ([mcp.NAME]; docs/mcp.md): a program over stdio, or a streamable HTTP
+# endpoint. env and headers name environment variables holding the values: never a secret in this file.
+# [mcp.files]
+# command = "npx"
+# args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/shared"]
+# env = { API_TOKEN = "FILES_API_TOKEN" }
+# timeout_s = 30               # one call's bound; past it the call is stopped and the model told
+# max_result_chars = 20000     # the longest result text the model reads
+# [mcp.search]
+# url = "https://mcp.example.com/mcp"
+# headers = { Authorization = "SEARCH_MCP_AUTH" }
+"""
+
 PLUGINS_SAMPLE = """\
 # Plugins (docs/plugins.md): installed ones (entry point group agent_gateway.plugins) run without a table here.
 # [plugins.keyword_filter]
@@ -136,6 +150,8 @@ def sample() -> str:
                 lines += [PROFILES_SAMPLE]
             elif section == "cron":
                 lines += [CRON_SAMPLE]
+            elif section == "mcp":
+                lines += [MCP_SAMPLE]
             elif section == "plugins":
                 lines += [PLUGINS_SAMPLE]
             continue

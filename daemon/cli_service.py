@@ -93,12 +93,13 @@ def env_file_path(user: bool) -> Path:
     return Path(base) / "agent-gateway" / ENV_FILE_NAME
 
 
-def env_file_text(key_variable: str | None) -> str:
-    """The new environment file: comments only, saying what goes there."""
+def env_file_text(key_variable: str | None, user: bool = False) -> str:
+    """The new environment file: comments only, saying what goes there (and the restart of the unit's kind)."""
     example = key_variable or DEFAULT_API_KEY_ENV
+    restart = "systemctl --user restart agent-gateway" if user else "systemctl restart agent-gateway"
     return ("# The agent-gateway service's environment (systemd EnvironmentFile=), read as the service starts.\n"
             "# The service does not see your shell's variables: the model's API key goes here, one NAME=value a\n"
-            "# line, no quotes, no `export`. Keep this file 0600; `systemctl restart agent-gateway` after a change.\n"
+            f"# line, no quotes, no `export`. Keep this file 0600; `{restart}` after a change.\n"
             f"# {example}=\n")
 
 
@@ -232,7 +233,7 @@ def cmd_service(config: dict, args, program: list[str]) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_private(path, text.encode("utf-8"))
         path.chmod(0o644)   # systemd reads units as any user; the unit holds no secret (they are in gateway.env)
-        data["environment_file_created"] = _create_env_file(env_path, _key_variable(config))
+        data["environment_file_created"] = _create_env_file(env_path, _key_variable(config), args.user)
     except OSError as exc:
         hint = "" if args.user else " (a system unit needs root: sudo, or --user for your own systemd)"
         return fail(args, f"cannot write {exc.filename or path}: {exc.strerror or exc}{hint}", 1, path=str(path))
@@ -243,13 +244,13 @@ def cmd_service(config: dict, args, program: list[str]) -> int:
                + "next:\n" + "\n".join(f"  {step}" for step in steps))
 
 
-def _create_env_file(path: Path, key_variable: str | None) -> bool:
+def _create_env_file(path: Path, key_variable: str | None, user: bool) -> bool:
     """Create the environment file (0600, comments only) if it does not exist; never replace one: it holds the
     operator's secrets. A kill -9 leaves it whole or absent (write_private renames a finished file)."""
     if path.exists():
         return False
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    write_private(path, env_file_text(key_variable).encode("utf-8"))
+    write_private(path, env_file_text(key_variable, user).encode("utf-8"))
     return True
 
 

@@ -129,6 +129,9 @@ def cmd_sessions(config: dict, args) -> int:
         "suspend": lambda s: storage_cli.session_set_state(s, args.session, suspended=True),
         "resume": lambda s: storage_cli.session_set_state(s, args.session, suspended=False),
     }
+    if action == "export" and args.path == "-":   # not standard output: a file of that name, silently
+        return fail(args, "error: FILE is the file the export is written to (readable by you only); '-' would be a "
+                          "file named '-': give a file name", EX_USAGE)
     if action == "export" and args.interrupted and not args.with_state:
         return fail(args, "--interrupted goes with --with-state (a plain export carries no turn)", EX_USAGE)
     if action == "export" and args.with_state and args.format != "msgpack":
@@ -259,6 +262,9 @@ def _render_show(result: dict) -> str:
     if runtime.get("resumes_total") or runtime.get("notices_total"):
         lines.append(f"  recovery: {runtime.get('resumes_total', 0)} turn(s) resumed after a restart, "
                      f"{runtime.get('notices_total', 0)} message(s) given up on")
+    first = result["events"][0].get("seq") if result["events"] else None
+    if isinstance(first, int) and first > 1:
+        lines.append(f"  (#1 to #{first - 1} not shown: --last N shows more)")
     for e in result["events"]:
         lines.extend(transcript_text.event_lines(e))
     return "\n".join(lines)

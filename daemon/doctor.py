@@ -45,6 +45,7 @@ from daemon.doctor_probes import probe_matrix
 from daemon.doctor_probes import probe_signal
 from daemon.doctor_probes import probe_irc
 from daemon.dependency_audit import audit_check
+from daemon.doctor_mcp import mcp_probes
 from actors.hooks.plugins import load_plugins
 from runtime import selftest, versions
 
@@ -158,6 +159,7 @@ async def _network_checks(config: dict, adapters: dict, env: Mapping[str, str], 
         probe = CREDENTIAL_PROBES.get(args["type"])
         if probe is not None:
             probes.append(probe(name, args))
+    probes += mcp_probes(config, env)
     found = await asyncio.gather(*probes)
     skipped = [Check("skip", f"adapter {name}", f"{args['type']}: credentials not checked")
                for name, args in adapters.items()
@@ -218,6 +220,9 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
     metrics = config.get("metrics") or {}
     if metrics.get("enabled"):
         ports.append(("metrics", (metrics.get("host") or gateway["bind_host"]).strip(), metrics["port"]))
+    console = config.get("console") or {}
+    if console.get("enabled"):
+        ports.append(("console", console["host"].strip(), console["port"]))
     for name, args in adapters.items():
         if args["type"] in ("webchat", "http"):
             ports.append((name, (args.get("host") or "127.0.0.1").strip(), args["port"]))

@@ -27,6 +27,7 @@ from daemon.port_holder import port_holder
 SETTLE_S = 15.0            # a first attempt that takes longer (a platform's request timeout) is left to `status`
 POLL_S = 0.2
 EX_STARTED_DEGRADED = 4
+CONSOLE_FILE = "console.json"   # written by the console once it listens (actors/console/actor.py)
 IN_USE = ("address already in use", "errno 98")
 FAILED_TAIL = 20           # lines of this start's log shown when it logged no error to name as the cause
 TEXT_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (?P<level>[A-Z]+) \S+?: (?P<msg>.*)$")
@@ -37,6 +38,7 @@ class Settled:
     problems: list = field(default_factory=list)      # one line each: "web cannot listen on ... (in use by ...)"
     connecting: list = field(default_factory=list)    # parts still on their first attempt at the bound
     web_urls: list = field(default_factory=list)      # where the web chat serves, once it does
+    console_url: str | None = None                    # where the operator's console serves, once it does
 
 
 def settle(config: dict, files, deadline: float) -> Settled:
@@ -47,6 +49,7 @@ def settle(config: dict, files, deadline: float) -> Settled:
     except NoGateway as exc:
         return Settled(problems=[str(exc)])
     metrics_wanted = bool(config["metrics"]["enabled"])
+    console_wanted = bool((config.get("console") or {}).get("enabled"))
     while True:
         try:
             rows = client.status(timeout=max(1.0, min(5.0, deadline - time.monotonic()))).detail.get("adapters") or []
@@ -56,6 +59,9 @@ def settle(config: dict, files, deadline: float) -> Settled:
         first_try = [r["name"] for r in rows if r["state"] == "connecting" and not is_down(r)]
         if metrics_wanted and listener is None:
             first_try.append("metrics")
+        console_url = console_serving(files) if console_wanted else None
+        if console_wanted and console_url is None:
+            first_try.append("console")
         if not first_try or time.monotonic() >= deadline:
             break
         time.sleep(POLL_S)
@@ -64,7 +70,16 @@ def settle(config: dict, files, deadline: float) -> Settled:
         problems.append(_cannot_listen("metrics", listener["host"], listener["port"], listener["error"],
                                        files.state_dir))
     urls = [r["url"] for r in rows if r.get("url") and r["state"] == "connected" and r["kind"] == "WebChatAdapter"]
-    return Settled(problems=problems, connecting=first_try, web_urls=urls)
+    return Settled(problems=problems, connecting=first_try, web_urls=urls, console_url=console_url)
+
+
+def console_serving(files) -> str | None:
+    """Where the console of this start serves: ``start`` removes the file an earlier life may have left, so one
+    that is there was written by this gateway's console once it listened (actors/console/actor.py)."""
+    try:
+        return json.loads((files.run_dir / CONSOLE_FILE).read_text()).get("url")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _adapter_problem(row: dict, config: dict, state_dir) -> str:
@@ -94,7 +109,8 @@ def started_line(pid: int, ready_after_s: float, settled: Settled) -> str:
         line += ", degraded: " + "; ".join(settled.problems)
     if settled.connecting:
         line += f"; still on a first attempt after {SETTLE_S:g}s: {', '.join(settled.connecting)} (see `status`)"
-    return line + "".join(f"\n  web chat {url}" for url in settled.web_urls)
+    line += "".join(f"\n  web chat {url}" for url in settled.web_urls)
+    return line + (f"\n  console {settled.console_url}" if settled.console_url else "")
 
 
 # ------------------------------------------------------------------------------------ a start that failed

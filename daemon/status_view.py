@@ -71,6 +71,7 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
         *(f"    {sh['name']:<10} [{sh['state']}] pid {sh['pid']}: {sh.get('sessions', '?')} sessions, "
           f"{sh.get('consumers', '?')} replies in flight, {sh.get('waiting', 0)} waiting, "
           f"loop lag {sh.get('loop_lag_ms', '?')} ms" for sh in status.detail.get("shards", [])),
+        *(f"    {sh['name']:<10} mcp: {sh['mcp']}" for sh in status.detail.get("shards", []) if sh.get("mcp")),
         *([f"  hosts        {len(hosts)}, {sum(h['state'] == 'lost' for h in hosts)} lost"] +
           [f"    {h['name']:<10} [{h['state']}] {h.get('role', '?')} at {h['address']} "
            f"{'since' if h['state'] == 'running' else 'lost for'} {duration(now - h['since'])}: "

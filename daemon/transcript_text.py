@@ -49,8 +49,8 @@ def event_body(event: dict, result_chars: int | None = RESULT_SHOWN_CHARS) -> st
             result = result[:result_chars] + f"… ({len(result) - result_chars:,} more characters)"
         return f"{payload.get('name') or '?'} {'→' if payload.get('ok', True) else 'failed:'} {result}".rstrip()
     text = str(payload.get("text") or payload.get("name") or payload.get("result") or "").strip()
-    if payload.get("error"):
-        text += f"\n(error: {payload['error']})"
+    if payload.get("error"):   # a failed turn's answer is often the error itself: said once
+        text += "\n(error)" if str(payload["error"]).strip() == text else f"\n(error: {payload['error']})"
     return text.strip()
 
 

@@ -330,13 +330,14 @@ class SessionStore(RuntimeOps):
         return seqs
 
     async def load(self, session_id: str, last_n: Optional[int] = None, since_seq: int = 0,
-                   until_seq: Optional[int] = None) -> list[TranscriptEvent]:
-        """Events in seq order: those with since_seq < seq <= until_seq, of which only the last ``last_n``."""
+                   until_seq: Optional[int] = None, kind: Optional[str] = None) -> list[TranscriptEvent]:
+        """Events in seq order: those with since_seq < seq <= until_seq (of ``kind`` only, if given: e.g. the model
+        /model chose, with last_n=1), of which only the last ``last_n``."""
         async def fetch(conn):
             await _require_session(conn, session_id)
             sql = ("SELECT seq, turn_id, role, kind, created_at, payload FROM transcript WHERE session_id = ? "
-                   "AND seq > ? AND seq <= ? ORDER BY seq DESC")
-            args = [session_id, since_seq, until_seq if until_seq is not None else 2 ** 62]
+                   "AND seq > ? AND seq <= ? " + ("AND kind = ? " if kind else "") + "ORDER BY seq DESC")
+            args = [session_id, since_seq, until_seq if until_seq is not None else 2 ** 62] + ([kind] if kind else [])
             if last_n is not None:
                 sql += " LIMIT ?"
                 args.append(int(last_n))

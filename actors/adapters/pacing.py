@@ -37,6 +37,9 @@ class PlatformPacing:
     # largest upload, the largest image shown inline (a larger one goes as a document), the caption's limit (in
     # ``length`` units). A platform without files shows a line in the reply's text for each instead.
     sends_files: bool = False
+    # A reply's voice note (``OutgoingFile.kind == "voice"``) goes as one; without it the note is left out (its text
+    # is the reply's already).
+    sends_voice: bool = False
     # The bot can set a reaction on a user's message (the turn's status: [sessions] status_reactions).
     supports_reactions: bool = False
     upload_limit_bytes: int = 50 * 1024 * 1024

@@ -53,6 +53,7 @@ class Capabilities:
     # The field of a send the platform deduplicates on (Discord's "nonce", Matrix's "txnId"): a send whose answer
     # was lost may go again under the same key and show once. "": none, so a re-sent reply carries the re-sent mark.
     idempotent_send: str = ""
+    voice_out: bool = False    # an answer to a voice note can follow as a voice note (docs/media.md, voice replies)
 
 
 # Each row of ``run_gateway.py platforms``: (column title, how a Platform's value is written).
@@ -117,6 +118,7 @@ def capability_conflicts(caps: Capabilities, pacing: PlatformPacing) -> list[str
     pairs = (("edit", caps.edit, "supports_edit", pacing.supports_edit),
              ("files_out", caps.files_out, "sends_files", pacing.sends_files),
              ("reactions", caps.reactions, "supports_reactions", pacing.supports_reactions),
+             ("voice_out", caps.voice_out, "sends_voice", pacing.sends_voice),
              ("idempotent_send", bool(caps.idempotent_send), "idempotent_send", pacing.idempotent_send),
              ("typing", caps.typing, "typing_interval_s", pacing.typing_interval_s is not None))
     return [f"capability {cap} = {declared!r} but pacing {row} says {paced!r}"
@@ -127,7 +129,8 @@ def paced(platform: str, caps: Capabilities, text_limit: int, length: str, **spe
     """The pacing row of a platform whose capabilities are ``caps``: the booleans both carry come from ``caps``,
     so a platform writes each fact once."""
     return PlatformPacing(platform, text_limit, length, supports_edit=caps.edit, sends_files=caps.files_out,
-                          supports_reactions=caps.reactions, idempotent_send=bool(caps.idempotent_send), **speeds)
+                          supports_reactions=caps.reactions, idempotent_send=bool(caps.idempotent_send),
+                          sends_voice=caps.voice_out, **speeds)
 
 
 def capability_row(platform: Platform) -> dict:
@@ -151,6 +154,7 @@ TABLE_COLUMNS: tuple[tuple[str, Callable[[dict], str]], ...] = (
     ("files in", lambda r: _yes(r["files_in"])),
     ("files out", lambda r: _yes(r["files_out"])),
     ("voice", lambda r: _yes(r["voice"])),
+    ("voice out", lambda r: _yes(r["voice_out"])),
     ("buttons", lambda r: _yes(r["buttons"])),
     ("typing", lambda r: _yes(r["typing"])),
     ("idempotent send", lambda r: r["idempotent_send"] or "-"),

@@ -12,6 +12,13 @@ the stream, a role-only or reasoning one too; keep-alive comments are not an ans
 (``timeout_s``) for silence once the answer flows. A hung service is given up on after the first, not the second.
 While a request waits for its first output, a ``WaitingForModel`` goes out every ``wait_hint_s``: the chat shows
 that the answer is still coming.
+
+Token counts: every request asks for them (``stream_options: {"include_usage": true}``, a last chunk with ``usage``
+and no choices); the turn's sums travel in its TurnEnd for the log. A service that refuses the option (HTTP 400 or
+422, as older servers do for a field they do not know) is asked again without it, and never again by this agent.
+
+Long because: one model request's whole life (the retries, both time bounds, the stream's steps, the tool rounds,
+the token counts) reads top to bottom in one place; split, each part would need the others' state.
 """
 from __future__ import annotations
 
@@ -72,6 +79,14 @@ async def _first_token_bound(first_by: Optional[float]) -> AsyncIterator[None]:
         raise
 
 
+class _UsageRefused(Exception):
+    """The service refused a request that asked for token counts (stream_options): ask again without."""
+
+    def __init__(self, error: AgentError):
+        super().__init__(error.message)
+        self.error = error
+
+
 class _Retryable(Exception):
     def __init__(self, error: AgentError, retry_after: Optional[float] = None):
         super().__init__(error.message)
@@ -117,6 +132,7 @@ class _Step:
     calls: dict = field(default_factory=dict)          # index -> _Call
     finish_reason: Optional[str] = None
     done: bool = False
+    tokens: Optional[tuple] = None                     # (prompt, completion) from the last usage seen
 
     def feed(self, chunk: dict) -> list[StreamEvent]:
         if chunk.get("error"):
@@ -124,6 +140,7 @@ class _Step:
             message = error.get("message", error) if isinstance(error, dict) else error
             code = error.get("code") if isinstance(error, dict) else None
             raise AgentError(f"model error: {_short(message)}", code if isinstance(code, int) else None)
+        self.tokens = _tokens(chunk.get("usage")) or self.tokens
         choices = _choices(chunk)
         if not choices:                                   # usage-only chunks, heartbeats
             return []
@@ -180,6 +197,22 @@ class _Step:
 
     def ordered_calls(self) -> list[_Call]:
         return [self.calls[i] for i in sorted(self.calls)]
+
+
+def _tokens(usage: Any) -> Optional[tuple]:
+    """(prompt, completion) tokens of a ``usage`` object, None when it has no such counts."""
+    if not isinstance(usage, dict):
+        return None
+    counts = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
+    if not any(isinstance(n, int) and not isinstance(n, bool) for n in counts):
+        return None
+    return tuple(n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 0 for n in counts)
+
+
+def _added_tokens(total: Optional[tuple], step: Optional[tuple]) -> Optional[tuple]:
+    if step is None:
+        return total
+    return step if total is None else (total[0] + step[0], total[1] + step[1])
 
 
 def _choices(payload: Any) -> list[dict]:
@@ -289,6 +322,8 @@ class OpenAICompatAgent:
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **(extra_headers or {})}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
+        # Ask for token counts until the service refuses the option; extra_body's own stream_options win.
+        self.asks_usage = "stream_options" not in self.extra_body
 
     def _initial_messages(self, request: AgentRequest) -> list[dict]:
         messages = [dict(m) for m in request.messages]
@@ -299,6 +334,8 @@ class OpenAICompatAgent:
     async def run(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
         messages = self._initial_messages(request)
         answer = ""
+        await self.registry.prepare()    # tool sources still starting (MCP servers: actors/agents/mcp_tools.py)
+        tokens: Optional[tuple] = None
         timeout = aiohttp.ClientTimeout(total=None, connect=self.connect_timeout_s,
                                         sock_connect=self.connect_timeout_s, sock_read=self.idle_timeout_s)
         async with aiohttp.ClientSession(timeout=timeout) as http:
@@ -313,6 +350,7 @@ class OpenAICompatAgent:
                         yield TextDelta("\n\n")               # text before and after a tool call are paragraphs
                     answer += event.text if isinstance(event, TextDelta) else ""
                     yield event
+                tokens = _added_tokens(tokens, step.tokens)
                 if not step.calls:
                     break
                 if step_number == self.max_tool_rounds:
@@ -329,7 +367,7 @@ class OpenAICompatAgent:
                             result = event.result
                         yield event
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-        yield TurnEnd(reason="complete", final_text=answer)
+        yield TurnEnd(reason="complete", final_text=answer, tokens=tokens)
 
     async def _run_tool(self, call: _Call, media=None, memory=None) -> AsyncIterator[StreamEvent]:
         task = asyncio.ensure_future(self.registry.run(call.name, call.arguments, media, memory))
@@ -344,13 +382,15 @@ class OpenAICompatAgent:
 
     def _request_body(self, messages: list[dict]) -> dict:
         body = {"model": self.model, "messages": messages, "stream": True, **self.extra_body}
+        if self.asks_usage:
+            body["stream_options"] = {"include_usage": True}
         if len(self.registry):
             body["tools"] = self.registry.openai_schema()
         return body
 
     async def _stream_step(self, http: aiohttp.ClientSession, messages: list[dict],
                            step: _Step) -> AsyncIterator[StreamEvent]:
-        opening = asyncio.ensure_future(self._open(http, self._request_body(messages)))
+        opening = asyncio.ensure_future(self._open_asking_usage(http, messages))
         started = time.monotonic()
         try:
             while not (await asyncio.wait({opening}, timeout=self.wait_hint_s))[0]:
@@ -374,6 +414,20 @@ class OpenAICompatAgent:
             raise AgentError("the model stream ended before the answer was complete")
         for event in step.finish():
             yield event
+
+    async def _open_asking_usage(self, http: aiohttp.ClientSession, messages: list[dict]) -> _Response:
+        try:
+            return await self._open(http, self._request_body(messages))
+        except _UsageRefused as refused:
+            self.asks_usage = False
+            try:
+                response = await self._open(http, self._request_body(messages))
+            except AgentError:
+                self.asks_usage = True     # refused without the option too: the option was not the cause
+                raise
+            log.info("the model service refused stream_options (%s); token counts are not asked for from now on",
+                     redact(refused.error.message))
+            return response
 
     async def _open(self, http: aiohttp.ClientSession, body: dict) -> _Response:
         # The log says what is done: a retry is announced when its wait begins (before_sleep), never for the last
@@ -424,6 +478,8 @@ class OpenAICompatAgent:
                 if retry_after is not None and retry_after > self.retry_max_wait_s:
                     raise AgentError(f"{error.message} (retry after {retry_after:.0f}s)", raw.status)
                 raise _Retryable(error, retry_after)
+            if raw.status in (400, 422) and "stream_options" in body and self.asks_usage:
+                raise _UsageRefused(error)
             raise error
         response = _Response(raw)
         try:

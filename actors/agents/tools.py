@@ -46,10 +46,31 @@ class ToolAnswer:
 
 
 class ToolRegistry:
+    """The built-in tools an agent offers, and its sources of further tools (``add_source``: an object whose
+    ``tools()`` lists them at each request, e.g. a profile's MCP servers, actors/agents/mcp_tools.py)."""
+
     def __init__(self, tools: Iterable[Tool] = ()):
         self._tools: dict[str, Tool] = {}
+        self._sources: list = []
         for tool in tools:
             self.register(tool)
+
+    def add_source(self, source) -> None:
+        self._sources.append(source)
+
+    async def prepare(self) -> None:
+        """Before a turn: let each source get its tools ready (e.g. MCP servers still starting)."""
+        for source in self._sources:
+            await source.prepare()
+
+    def _offered(self) -> dict[str, Tool]:
+        if not self._sources:
+            return self._tools
+        offered = dict(self._tools)
+        for source in self._sources:
+            for tool in source.tools():
+                offered.setdefault(tool.name, tool)    # a built-in tool keeps its name
+        return offered
 
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:
@@ -57,16 +78,16 @@ class ToolRegistry:
         self._tools[tool.name] = tool
 
     def names(self) -> list[str]:
-        return list(self._tools)
+        return list(self._offered())
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return len(self._offered())
 
     def openai_schema(self) -> list[dict]:
         """The ``tools`` field of a chat-completions request."""
         return [{"type": "function",
                  "function": {"name": t.name, "description": t.description, "parameters": t.json_schema}}
-                for t in self._tools.values()]
+                for t in self._offered().values()]
 
     async def call(self, name: str, arguments_json: str) -> tuple[bool, str]:
         """Run a tool for its text: ``(ok, text)`` (``run`` without files)."""
@@ -99,9 +120,10 @@ class ToolRegistry:
         return ToolAnswer(ok, "\n".join(notes), tuple(files))
 
     async def _call(self, name: str, arguments_json: str, memory=None) -> tuple[bool, Any]:
-        tool = self._tools.get(name)
+        offered = self._offered()
+        tool = offered.get(name)
         if tool is None:
-            return False, f"unknown tool {name!r}; available: {', '.join(self._tools) or 'none'}"
+            return False, f"unknown tool {name!r}; available: {', '.join(offered) or 'none'}"
         try:
             arguments = json.loads(arguments_json) if arguments_json and arguments_json.strip() else {}
         except (json.JSONDecodeError, TypeError) as exc:

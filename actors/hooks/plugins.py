@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from actors.hooks.events import HOOK_POINTS
-from common.config import ConfigError, setting
+from common.config import ConfigError, raise_gathered, setting
 
 ENTRY_POINT_GROUP = "agent_gateway.plugins"
 RESERVED = {"enabled": bool, "module": str, "see_secrets": bool, "timeout_s": (int, float)}
@@ -52,15 +52,18 @@ class Loaded:
 
 
 def validate_plugins(config: dict) -> None:
-    """The [plugins.NAME] tables' reserved keys have their types (ConfigError, before anything starts)."""
+    """The [plugins.NAME] tables' reserved keys have their types (ConfigError naming every bad one, before anything
+    starts)."""
+    file, errors = config.get("_source") or "(config)", []
     for name, table in (config.get("plugins") or {}).items():
         for key, kind in RESERVED.items():
             if key in table and (not isinstance(table[key], kind) or isinstance(table[key], bool) and kind != bool):
-                raise ConfigError(config.get("_source") or "(config)", f"[plugins.{name}] {key}",
-                                  f"expected {'a number' if kind != bool and kind != str else kind.__name__}, "
-                                  f"got {table[key]!r}")
-        if table.get("module") is not None and not str(table["module"]).strip():
-            raise ConfigError(config.get("_source") or "(config)", f"[plugins.{name}] module", "must not be empty")
+                errors.append(ConfigError(file, f"[plugins.{name}] {key}",
+                                          f"expected {'a number' if kind != bool and kind != str else kind.__name__}, "
+                                          f"got {table[key]!r}"))
+        if isinstance(table.get("module"), str) and not table["module"].strip():
+            errors.append(ConfigError(file, f"[plugins.{name}] module", "must not be empty"))
+    raise_gathered(errors)
 
 
 def import_object(path: str) -> Any:

@@ -49,6 +49,7 @@ class ConsumerArgs:
     stream: bool = True                # the profile streams previews (False: the reply is sent once, complete)
     status_reactions: tuple = ()       # (while working, once answered); empty or "" when off
     reply_to: Optional[str] = None     # the platform message it answers (None: a scheduled run's, the gateway's own)
+    tool_progress: str = "bubble"      # the profile's: off | lines | bubble (actors/sessions/reply_text.py)
 
 
 @dataclass(frozen=True)

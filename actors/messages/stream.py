@@ -65,6 +65,8 @@ class TurnEnd:
     reason: str = "complete"       # complete | interrupted | error | stopped
     final_text: Optional[str] = None
     canned: bool = False           # the offline agent's own words, no model's: kept out of the history a model gets
+    # (prompt, completion) tokens of every model request of the turn, when the model service counted them
+    tokens: Optional[tuple] = None
 
 
 # What a session's agent run, on the shard's loop, posts back to its session cell (through the bridge).

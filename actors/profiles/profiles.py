@@ -18,7 +18,8 @@ from typing import Any, Mapping, Optional
 
 from actors.memory.scope import LIMITS as MEMORY_LIMITS, MEMORY_TOOLS, MODES as MEMORY_MODES, MemorySettings, \
     limit_error, settings_from
-from common.config import SCHEMA, TYPE_NAMES, ConfigError, setting, unknown_name
+from common.config import SCHEMA, TYPE_NAMES, ConfigError, gathering, raise_gathered, setting, unknown_name
+from common.mcp_config import ToolChoice, server_specs, tool_choice
 
 PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")   # a session key shows it as is (storage/keys.py)
 DEFAULT_PROFILE = "default"
@@ -50,6 +51,16 @@ PROFILE_KEYS: dict[str, Spec] = {
     "memory_max_entries": Spec(int, doc="entries one memory scope may hold (default 50)"),
     "memory_max_entry_bytes": Spec(int, doc="bytes of one remembered entry (default 500)"),
     "memory_prompt_bytes": Spec(int, doc="bytes of entries read into one request (default 4000)"),
+    "mcp_servers": Spec(list, doc="the [mcp.NAME] servers whose tools this profile offers (default: every one)"),
+    "mcp_allow": Spec(list, doc="patterns of server.tool offered, e.g. [\"files.read_*\"] (default: every tool)"),
+    "mcp_deny": Spec(list, doc="patterns of server.tool never offered, e.g. [\"*.delete_*\"]"),
+    "tool_progress": Spec(str, ("off", "lines", "bubble"), doc="what a streaming reply shows of the tools it runs: "
+                                                             "off | lines (a line per tool call, kept) | bubble (one "
+                                                             "live line, edited; the default)"),
+    "voice_replies": Spec(bool, doc="answer a voice note with the text and then a voice note, where the platform "
+                                    "sends them ([media] speech_url; default false)"),
+    "models": Spec(list, doc="the models a chat may pick with /model (its agent's model is the default and always "
+                             "allowed); default: none, /model only shows the model"),
 }
 AGENT_KEYS: dict[str, Spec] = {
     "kind": Spec(str, ("offline", "openai"), doc="offline | openai (default: openai when model and base_url are set)"),
@@ -78,6 +89,19 @@ class Profile:
     stream: bool = True
     status_reactions: Optional[str] = None                   # None: [sessions] status_reactions
     memory: MemorySettings = MemorySettings()                # off unless the table says (actors/memory/scope.py)
+    mcp: ToolChoice = ToolChoice()                           # which MCP servers and tools (common/mcp_config.py)
+    models: tuple = ()                                       # what /model may pick, besides the agent's model
+    voice_replies: bool = False                              # a voice note is answered with one too (media/speech.py)
+    tool_progress: str = "bubble"                            # off | lines | bubble (actors/sessions/reply_text.py)
+
+    @property
+    def default_model(self) -> Optional[str]:
+        return self.agent.get("model") or None
+
+    def allowed_models(self) -> tuple:
+        """What /model may set: the agent's model first (the default), then the table's ``models``."""
+        default = (self.default_model,) if self.default_model else ()
+        return default + tuple(m for m in self.models if m not in default)
 
 
 def _value(file: str, where: str, value: Any, spec: Spec) -> Any:
@@ -94,11 +118,14 @@ def _value(file: str, where: str, value: Any, spec: Spec) -> Any:
 
 
 def _table(file: str, where: str, table: Mapping, keys: Mapping[str, Spec]) -> dict:
-    out = {}
+    """The table's keys checked: ConfigError naming each bad key (``more``), not only the first."""
+    out, errors = {}, []
     for key, value in table.items():
-        if key not in keys:
-            raise ConfigError(file, f"{where} {key}", unknown_name("key", key, keys))
-        out[key] = _value(file, f"{where} {key}", value, keys[key])
+        with gathering(errors):
+            if key not in keys:
+                raise ConfigError(file, f"{where} {key}", unknown_name("key", key, keys))
+            out[key] = _value(file, f"{where} {key}", value, keys[key])
+    raise_gathered(errors)
     return out
 
 
@@ -123,30 +150,65 @@ def _check_memory(file: str, where: str, checked: Mapping, tools: list) -> None:
                                                    "\"profile\"")
 
 
+MAX_MODELS = 50            # a /model list is one chat message
+MAX_MODEL_NAME = 128
+
+
+def _check_models(file: str, where: str, names: list, agent: Mapping) -> None:
+    for name in names:
+        if not isinstance(name, str) or not name.strip() or len(name) > MAX_MODEL_NAME or name != name.strip() \
+                or any(c.isspace() for c in name):
+            raise ConfigError(file, where, f"each model is a name of 1-{MAX_MODEL_NAME} characters without spaces, "
+                                           f"got {name!r}")
+    if len(set(names)) != len(names):
+        raise ConfigError(file, where, "names a model twice")
+    if len(names) > MAX_MODELS:
+        raise ConfigError(file, where, f"at most {MAX_MODELS} models, got {len(names)}")
+    if names and (agent.get("kind", "openai") != "openai" or not agent.get("model")):
+        raise ConfigError(file, where, "a model list needs an agent of kind 'openai' with a model (here or in "
+                                       "[agent])")
+
+
 def validate_profiles(config: Mapping, file: str = "(configuration)") -> dict[str, Profile]:
-    """Every ``[profiles.NAME]`` table checked and resolved: {name: Profile}; raises ConfigError at the first bad
-    key. The default profile is always in the answer, declared or not."""
+    """Every ``[profiles.NAME]`` table checked and resolved: {name: Profile}; raises a ConfigError naming every bad
+    key of every table (``more``). The default profile is always in the answer, declared or not."""
     tables = config.get("profiles") or {}
     out: dict[str, Profile] = {}
+    errors: list[ConfigError] = []
     for name, table in tables.items():
-        where = f"[profiles.{name}]"
-        if not isinstance(name, str) or not PROFILE_NAME.fullmatch(name):
-            raise ConfigError(file, where, "profile names are 1-32 of a-z, 0-9, '_' or '-', starting with a letter "
-                                           "or digit")
-        if not isinstance(table, Mapping):
-            raise ConfigError(file, where, "must be a table")
-        checked = _table(file, where, table, PROFILE_KEYS)
-        agent = _table(file, f"[profiles.{name}.agent]", checked.get("agent", {}), AGENT_KEYS)
-        if "tools" in agent:
-            _check_tools(file, f"[profiles.{name}.agent] tools", agent["tools"])
-        _check_memory(file, where, checked, agent.get("tools") or [])
-        merged = {**dict(config.get("agent") or {}), **agent}
-        if merged.get("kind") == "openai" and not (merged.get("base_url") and merged.get("model")):
-            raise ConfigError(file, f"[profiles.{name}.agent]", "kind 'openai' needs base_url and model (here or in "
-                                                               "[agent])")
-        out[name] = _profile(config, name, checked, merged)
+        with gathering(errors):
+            out[name] = _checked_profile(config, file, name, table)
+    raise_gathered(errors)
     out.setdefault(DEFAULT_PROFILE, resolve(config, DEFAULT_PROFILE, {}))
     return out
+
+
+def _checked_profile(config: Mapping, file: str, name: Any, table: Any) -> Profile:
+    where = f"[profiles.{name}]"
+    if not isinstance(name, str) or not PROFILE_NAME.fullmatch(name):
+        raise ConfigError(file, where, "profile names are 1-32 of a-z, 0-9, '_' or '-', starting with a letter "
+                                       "or digit")
+    if not isinstance(table, Mapping):
+        raise ConfigError(file, where, "must be a table")
+    errors: list[ConfigError] = []
+    checked, agent = {}, {}
+    with gathering(errors):
+        checked = _table(file, where, table, PROFILE_KEYS)
+    with gathering(errors):   # an agent that is no table is the error above
+        own_agent = table.get("agent") if isinstance(table.get("agent"), Mapping) else {}
+        agent = _table(file, f"[profiles.{name}.agent]", own_agent, AGENT_KEYS)
+    raise_gathered(errors)
+    if "tools" in agent:
+        _check_tools(file, f"[profiles.{name}.agent] tools", agent["tools"])
+    _check_memory(file, where, checked, agent.get("tools") or [])
+    checked["mcp"] = tool_choice(file, where, checked, server_specs(config, file))
+    merged = {**dict(config.get("agent") or {}), **agent}
+    if "models" in checked:
+        _check_models(file, f"{where} models", checked["models"], merged)
+    if merged.get("kind") == "openai" and not (merged.get("base_url") and merged.get("model")):
+        raise ConfigError(file, f"[profiles.{name}.agent]", "kind 'openai' needs base_url and model (here or in "
+                                                           "[agent])")
+    return _profile(config, name, checked, merged)
 
 
 def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Profile:
@@ -156,7 +218,9 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
                    busy_mode=checked.get("busy_mode") or setting(config, "sessions", "busy_mode"),
                    agent={**agent, "system_prompt": prompt}, declared=True, description=checked.get("description", ""),
                    stream=checked.get("stream", True), status_reactions=checked.get("status_reactions"),
-                   memory=settings_from(checked))
+                   memory=settings_from(checked), mcp=checked["mcp"], models=tuple(checked.get("models") or ()),
+                   voice_replies=checked.get("voice_replies", False),
+                   tool_progress=checked.get("tool_progress", "bubble"))
 
 
 def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]] = None) -> Profile:
@@ -172,6 +236,11 @@ def profile_streams(config: Mapping, name: str) -> bool:
     return resolve(config, name, validate_profiles(config)).stream
 
 
+def profile_tool_progress(config: Mapping, name: str) -> str:
+    """What the streaming replies of profile ``name`` show of their tools: off | lines | bubble."""
+    return resolve(config, name, validate_profiles(config)).tool_progress
+
+
 class Profiles:
     """A session cell's profiles: resolved once at its start (the configuration it was started with), and one
     agent per profile used, built on first use (a cell serves one session key, hence in practice one profile)."""
@@ -180,7 +249,7 @@ class Profiles:
         self.config = config
         self.test_hooks = test_hooks
         self.known = validate_profiles(config, config.get("_source") or "(configuration)")
-        self._agents: dict[str, Any] = {}
+        self._agents: dict[tuple, Any] = {}   # (profile, model or None) -> agent
         self._identities = None
 
     def identity_of(self, source: Any) -> Optional[str]:
@@ -194,10 +263,20 @@ class Profiles:
     def get(self, name: Optional[str]) -> Profile:
         return resolve(self.config, name or DEFAULT_PROFILE, self.known)
 
-    def agent(self, name: Optional[str]):
+    def agent(self, name: Optional[str], model: Optional[str] = None):
+        """The profile's agent; with ``model`` (one of its allowed models, as /model chose), the same agent asking
+        for that model instead. A model the profile no longer allows (a reload removed it) gives the default."""
         profile = self.get(name)
-        if profile.name not in self._agents:
+        if model not in profile.allowed_models() or model == profile.default_model:
+            model = None
+        if (profile.name, model) not in self._agents:
             # the agent clients load where an agent runs (the shards), not with the registry
             from actors.agents.build import build_agent
-            self._agents[profile.name] = build_agent(profile.agent, test_hooks=self.test_hooks)
-        return self._agents[profile.name]
+            from actors.agents.mcp_tools import mcp_tools_for
+            settings = {**profile.agent, "model": model} if model else profile.agent
+            agent = build_agent(settings, test_hooks=self.test_hooks)
+            mcp_tools = mcp_tools_for(self.config, profile.mcp)   # the [mcp] servers' tools this profile offers
+            if mcp_tools is not None:
+                agent.registry.add_source(mcp_tools)
+            self._agents[(profile.name, model)] = agent
+        return self._agents[(profile.name, model)]

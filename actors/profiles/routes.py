@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from actors.profiles.profiles import PROFILE_NAME, validate_profiles
-from common.config import ConfigError, unknown_name
+from common.config import ConfigError, did_you_mean, gathering, raise_gathered, unknown_name
 
 # Specificity order, most specific first: the route field and the Source attribute it is compared with.
 FIELDS = ("thread", "chat", "community", "adapter", "platform", "user")
@@ -154,15 +154,18 @@ def validate_routes(config: Mapping, adapters: Mapping[str, Mapping], profiles: 
     named_profiles = set(profiles) | {str(args.get("profile") or "default") for args in adapters.values()}
     routes: list[Route] = []
     seen: dict[tuple, Route] = {}
+    errors: list[ConfigError] = []
     for index, entry in enumerate(entries):
-        route = _route(file, index, entry, adapters, types, named_profiles)
-        if route.match in seen:
-            other = seen[route.match]
-            raise ConfigError(file, f"[[routes]] {route.name}",
-                              f"matches exactly what {other.name} matches ({_shown(route.match)}): a tie; "
-                              "give one of them another field, or remove one")
-        seen[route.match] = route
-        routes.append(route)
+        with gathering(errors):       # every bad route is reported, not only the first
+            route = _route(file, index, entry, adapters, types, named_profiles)
+            if route.match in seen:
+                other = seen[route.match]
+                raise ConfigError(file, f"[[routes]] {route.name}",
+                                  f"matches exactly what {other.name} matches ({_shown(route.match)}): a tie; "
+                                  "give one of them another field, or remove one")
+            seen[route.match] = route
+            routes.append(route)
+    raise_gathered(errors)
     return routes
 
 
@@ -176,9 +179,8 @@ def _route(file: str, index: int, entry: Any, adapters: Mapping, types: set, nam
     where = f"[[routes]] {label}"
     if not isinstance(entry, Mapping):
         raise ConfigError(file, where, "must be a table")
-    for key in entry:
-        if key not in FIELDS and key not in SETTINGS:
-            raise ConfigError(file, f"{where} {key}", unknown_name("key", key, FIELDS + SETTINGS))
+    raise_gathered([ConfigError(file, f"{where} {key}", unknown_name("key", key, FIELDS + SETTINGS))
+                    for key in entry if key not in FIELDS and key not in SETTINGS])
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ConfigError(file, f"{where} name", f"expected a non-empty string, got {name!r}")
     match = []
@@ -191,10 +193,12 @@ def _route(file: str, index: int, entry: Any, adapters: Mapping, types: set, nam
         match.append((field, str(value)))
     given = dict(match)
     if "adapter" in given and given["adapter"] not in adapters:
-        raise ConfigError(file, f"{where} adapter", f"no adapter {given['adapter']!r} is configured (adapters: "
+        raise ConfigError(file, f"{where} adapter", f"no adapter {given['adapter']!r} is configured"
+                                                   f"{did_you_mean(given['adapter'], adapters)} (adapters: "
                                                    f"{', '.join(sorted(adapters))})")
     if "platform" in given and given["platform"] not in types:
-        raise ConfigError(file, f"{where} platform", f"no configured adapter is of type {given['platform']!r} "
+        raise ConfigError(file, f"{where} platform", f"no configured adapter is of type {given['platform']!r}"
+                                                    f"{did_you_mean(given['platform'], types)} "
                                                     f"(types: {', '.join(sorted(types))})")
     if "thread" in given and "chat" not in given:
         raise ConfigError(file, f"{where} thread", "a thread id is unique only within its chat: give chat too")
@@ -202,7 +206,8 @@ def _route(file: str, index: int, entry: Any, adapters: Mapping, types: set, nam
     if not isinstance(profile, str) or (profile and not PROFILE_NAME.fullmatch(profile)):
         raise ConfigError(file, f"{where} profile", f"expected a profile name, got {profile!r}")
     if profile and profile not in named_profiles:
-        raise ConfigError(file, f"{where} profile", f"no profile {profile!r}: declare [profiles.{profile}] (known: "
+        raise ConfigError(file, f"{where} profile", f"no profile {profile!r}{did_you_mean(profile, named_profiles)} "
+                                                   f"(declare [profiles.{profile}]; known: "
                                                    f"{', '.join(sorted(named_profiles))})")
     respond = entry.get("respond", "")
     if respond != "" and respond not in RESPOND:
@@ -219,4 +224,16 @@ def load_routes(config: Mapping) -> list[Route]:
     # upward (profiles -> adapters): the routes name adapters (test_layering.py, KNOWN_UPWARD)
     from actors.adapters import registry
     file = registry.config_file(config)
-    return validate_routes(config, registry.validate_all(config), validate_profiles(config, file), file)
+    # Bad adapter or profile tables do not hide bad routes: the routes are then checked against the names declared.
+    errors: list[ConfigError] = []
+    adapters = {**registry.IMPLICIT_ADAPTERS, **(config.get("adapters") or registry.DEFAULT_ADAPTERS)}
+    profiles = dict(config.get("profiles") or {})
+    with gathering(errors):
+        adapters = registry.validate_all(config)
+    with gathering(errors):
+        profiles = validate_profiles(config, file)
+    routes: list[Route] = []
+    with gathering(errors):
+        routes = validate_routes(config, adapters, profiles, file)
+    raise_gathered(errors)
+    return routes

@@ -26,7 +26,8 @@ from typing import Any, Mapping, Optional
 from actors.adapters.registry import DEFAULT_ADAPTERS, IMPLICIT_ADAPTERS
 from actors.messages import MessageEvent, Source
 from actors.scheduling.schedule import CATCH_UP_RULES, Schedule, ScheduleError, parse_schedule
-from common.config import TYPE_NAMES, ConfigError, setting, unknown_name
+from common.config import (TYPE_NAMES, ConfigError, did_you_mean, gathering, raise_gathered, setting,
+                           unknown_name)
 from storage import CRON_PLATFORM, InboundItem, session_key
 from storage.keys import CHAT_TYPES
 
@@ -70,15 +71,18 @@ class CronJob:
 
 
 def validate_jobs(config: Mapping, now: float = 0.0) -> dict[str, CronJob]:
-    """Every ``[cron.NAME]`` table as a CronJob, in name order; raises ConfigError naming the first bad key."""
+    """Every ``[cron.NAME]`` table as a CronJob, in name order; raises a ConfigError naming every bad key of every
+    job (``more``), not only the first."""
     file = config.get("_source") or "(config)"
     tables = config.get("cron") or {}
     # The adapters that run: the configured ones (the default web chat when none is), and the implicit terminal.
     adapters = {**IMPLICIT_ADAPTERS, **(config.get("adapters") or DEFAULT_ADAPTERS)}
     profiles = set(config.get("profiles") or {}) | {"default"}
-    jobs = {}
+    jobs, errors = {}, []
     for name in sorted(tables):
-        jobs[name] = _job(file, name, tables[name], adapters, profiles, config, now)
+        with gathering(errors):
+            jobs[name] = _job(file, name, tables[name], adapters, profiles, config, now)
+    raise_gathered(errors)
     return jobs
 
 
@@ -90,49 +94,63 @@ def _job(file: str, name: str, table: Any, adapters: Mapping, profiles: set, con
                                        "e.g. [cron.morning-summary]")
     if not isinstance(table, dict):
         raise ConfigError(file, where, "must be a table")
-    for key in table:
-        if key not in KEYS:
-            raise ConfigError(file, f"{where} {key}", unknown_name("key", key, KEYS))
+    errors = [ConfigError(file, f"{where} {key}", unknown_name("key", key, KEYS))
+              for key in table if key not in KEYS]
     values = {}
     for key, (types, default) in KEYS.items():
         if key not in table:
             if default is REQUIRED:
-                raise ConfigError(file, f"{where} {key}", "missing (a job needs schedule, prompt, adapter and chat)")
+                errors.append(ConfigError(file, f"{where} {key}",
+                                          "missing (a job needs schedule, prompt, adapter and chat)"))
             values[key] = default
             continue
         value = table[key]
         if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
             wanted = " or ".join(TYPE_NAMES[t] for t in types)
-            raise ConfigError(file, f"{where} {key}", f"expected {wanted}, got {value!r}")
+            errors.append(ConfigError(file, f"{where} {key}", f"expected {wanted}, got {value!r}"))
         values[key] = value
-    try:
-        schedule = parse_schedule(values["schedule"], values["timezone"], now)
-    except ScheduleError as exc:
-        key = "timezone" if "time zone" in str(exc) else "schedule"
-        raise ConfigError(file, f"{where} {key}", str(exc)) from None
+    raise_gathered(errors)
+    schedule = None
+    with gathering(errors):
+        try:
+            schedule = parse_schedule(values["schedule"], values["timezone"], now)
+        except ScheduleError as exc:
+            key = "timezone" if "time zone" in str(exc) else "schedule"
+            raise ConfigError(file, f"{where} {key}", str(exc)) from None
+    errors += _value_errors(file, where, values, adapters, profiles, setting(config, "gateway", "max_text_chars"))
+    raise_gathered(errors)
+    thread = str(values["thread"]) if str(values["thread"]) != "" else None
+    return CronJob(name, schedule, values["prompt"], values["adapter"], str(values["chat"]), values["profile"],
+                   values["chat_type"], thread, values["catch_up"], values["enabled"])
+
+
+def _value_errors(file: str, where: str, values: Mapping, adapters: Mapping, profiles: set,
+                  limit: int) -> list[ConfigError]:
+    """What is wrong with a job's values of the right types (each one, not only the first)."""
+    errors = []
     prompt = values["prompt"]
-    limit = setting(config, "gateway", "max_text_chars")
     if not prompt.strip():
-        raise ConfigError(file, f"{where} prompt", "must not be empty")
+        errors.append(ConfigError(file, f"{where} prompt", "must not be empty"))
     if len(prompt) > limit:
-        raise ConfigError(file, f"{where} prompt", f"is {len(prompt):,} characters; [gateway] max_text_chars "
-                                                   f"is {limit:,}")
+        errors.append(ConfigError(file, f"{where} prompt", f"is {len(prompt):,} characters; [gateway] "
+                                                           f"max_text_chars is {limit:,}"))
     if values["adapter"] not in adapters:
         known = ", ".join(sorted(adapters)) or "none"
-        raise ConfigError(file, f"{where} adapter", f"no adapter {values['adapter']!r} is configured "
-                                                    f"(configured: {known})")
+        errors.append(ConfigError(file, f"{where} adapter", f"no adapter {values['adapter']!r} is configured"
+                                                            f"{did_you_mean(values['adapter'], adapters)} "
+                                                            f"(configured: {known})"))
     if str(values["chat"]) == "":
-        raise ConfigError(file, f"{where} chat", "must not be empty: the chat id the answer goes to")
+        errors.append(ConfigError(file, f"{where} chat", "must not be empty: the chat id the answer goes to"))
     if values["profile"] not in profiles:
-        raise ConfigError(file, f"{where} profile", f"no profile {values['profile']!r} (known: "
-                                                    f"{', '.join(sorted(profiles))})")
+        errors.append(ConfigError(file, f"{where} profile", f"no profile {values['profile']!r}"
+                                                            f"{did_you_mean(values['profile'], profiles)} (known: "
+                                                            f"{', '.join(sorted(profiles))})"))
     for key, allowed in (("chat_type", CHAT_TYPES), ("catch_up", CATCH_UP_RULES)):
         if values[key] not in allowed:
-            raise ConfigError(file, f"{where} {key}", f"must be one of {', '.join(map(repr, allowed))}, "
-                                                      f"got {values[key]!r}")
-    thread = str(values["thread"]) if str(values["thread"]) != "" else None
-    return CronJob(name, schedule, prompt, values["adapter"], str(values["chat"]), values["profile"],
-                   values["chat_type"], thread, values["catch_up"], values["enabled"])
+            hint = did_you_mean(values[key], allowed)
+            errors.append(ConfigError(file, f"{where} {key}", f"must be one of {', '.join(map(repr, allowed))}, "
+                                                              f"got {values[key]!r}{hint}"))
+    return errors
 
 
 def schedule_run_id(job: str, at: float) -> str:

@@ -14,6 +14,7 @@ KNOWN_COMMANDS: dict[str, str] = {
     "retry": "answer your last message again",
     "undo": "forget the last exchange",
     "queue": "show the messages waiting for an answer",
+    "model": "show the models you may pick; /model NAME switches",
     "help": "list the commands",
 }
 ALIASES: dict[str, str] = {"reset": "new"}

@@ -34,6 +34,8 @@ def final_parts(final_text: str, files: list, pacing: PlatformPacing, length: Ca
     ``limit``, then a part per file it can."""
     parts, lines = [], []
     for file in files:
+        if file.kind == "voice" and not pacing.sends_voice:
+            continue   # a voice note says what the text says: where the platform has none, the text is the reply
         why = unsendable(file, pacing)
         if why:
             lines.append(unsent_line(file, why))

@@ -38,10 +38,12 @@ import enum
 import time
 from pathlib import Path
 
+from actors.adapters.registry import reply_pacing
 from actors.agents.base import AgentRequest
 from actors.memory.binding import memory_for_turn
 from actors.hooks.points import hooks_for, turn_record, with_context
 from actors.profiles.profiles import Profiles
+from actors.media.speech import Speaker, voice_event, voice_reply
 from actors.media.transcription import Transcriber, transcribe_all
 from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
                              ModelOutcome, ReplyFile, SessionArgs, SessionCommand, SpawnConsumer, StreamBatch,
@@ -52,7 +54,7 @@ from actors.sessions import operator_commands, turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.history import RecentHistory
 from actors.sessions.model_health import outcome_of_failure
-from actors.sessions.session_commands import run_command
+from actors.sessions.session_commands import chosen_model, run_command
 from storage import MediaCache, obligation_id
 from storage.inbox import FINISHED_STATES, InboxState
 from storage.sessions import SessionState
@@ -87,6 +89,7 @@ class Session(CellStoreUser, Cell):
         self.reset_wanted = False   # an operator's reset asked while a turn ran (operator_commands.py)
         self.agent, self.secrets = None, []   # the turn's agent; what no answer or transcript may hold (configured)
         self.history = RecentHistory(turns.HISTORY_EVENTS)   # the last turn's transcript, for a minute (history.py)
+        self.model_choice: tuple = (None, None)   # (session id, the model /model chose there): chosen_model
 
     @property
     def phase(self) -> SessionPhase:
@@ -110,6 +113,7 @@ class Session(CellStoreUser, Cell):
         self.collect_window_s = setting(self.config, "sessions", "collect_window_s")
         self.profiles = Profiles(self.config, test_hooks=self.debug_enabled())   # its agents are built on first use
         self.transcriber = Transcriber.from_config(self.config)   # voice notes as text, if configured
+        self.speaker = Speaker.from_config(self.config)           # answers as voice notes, if configured
         self.secrets = list(dict.fromkeys(self.secrets + configured_secrets(self.config)))
 
     def on_stop(self) -> None:
@@ -286,14 +290,17 @@ class Session(CellStoreUser, Cell):
         if self.history.keep(sid, transcript, time.monotonic()):
             self.after(self.history.keep_s, "history")
         # The turn's profile decides its persona, its agent (model, tools) and its memory: actors/profiles, memory.
-        profile, self.agent = self.profiles.get(event.source.profile), self.profiles.agent(event.source.profile)
+        profile = self.profiles.get(event.source.profile)
+        self.agent = self.profiles.agent(profile.name, chosen_model(self))   # /model's choice: model_choice.py
         prompt, memory = memory_for_turn(self, profile, event.source)   # the persona, then what it remembers
         request, with_media = turns.agent_request(transcript, turn, event, prompt, memory,
                                                   MediaCache(Path(self.config["gateway"]["state_dir"]) / "media"))
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
         self.ask_consumer(turn)
-        turn.future = self.bridge.submit(self._run_agent(self.agent, turn.turn_id, request, with_media))
+        pacing = reply_pacing(self.config, event.source.platform, turns.platform_type(self.config, event.source))
+        speaker = turns.turn_speaker(self.speaker, profile, transcript, turn, pacing.sends_voice)
+        turn.future = self.bridge.submit(self._run_agent(self.agent, turn.turn_id, request, with_media, speaker))
 
     def on_timer_history(self, _data) -> None:
         if (left := self.history.expire(time.monotonic())) is not None:
@@ -310,7 +317,8 @@ class Session(CellStoreUser, Cell):
         turn.ended, turn.final_text = True, text
         self.ask_consumer(turn)
 
-    async def _run_agent(self, agent, turn_id: str, request: AgentRequest, with_media: tuple | None = None) -> None:
+    async def _run_agent(self, agent, turn_id: str, request: AgentRequest, with_media: tuple | None = None,
+                         speaker: Speaker | None = None) -> None:
         try:
             if with_media is not None:   # Pillow and file reads in a thread: the shard's other cells keep running
                 transcript, _prompt, media, turn = with_media
@@ -320,6 +328,11 @@ class Session(CellStoreUser, Cell):
                 request = dataclasses.replace(request, messages=messages)
             request = await with_context(hooks_for(self.config), self.key, request, self.bridge.post)  # plugins
             async for event in agent.run(request):
+                if isinstance(event, TurnEnd) and speaker is not None:   # spoken before the end: a part after the text
+                    voice = await voice_reply(speaker, redact(event.final_text or "", self.secrets), request.media,
+                                              self.log)
+                    if voice is not None:
+                        self.bridge.post(AgentEvent(turn_id, ReplyFile(voice)))
                 self.bridge.post(AgentEvent(turn_id, event))
         except asyncio.CancelledError:
             self.bridge.post(AgentCancelled(turn_id))
@@ -338,10 +351,13 @@ class Session(CellStoreUser, Cell):
             return
         event = item.event
         if isinstance(event, TurnEnd):
+            turn.tokens = event.tokens
             self.tell_model(lambda endpoint: ModelOutcome(endpoint, True, at=time.time()))
             self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete",
                           canned=event.canned)
             return
+        if isinstance(event, ReplyFile) and event.file.kind == "voice":   # in the transcript before the answer is
+            self.db(self.store.sessions.append(self.info.session_id, [voice_event(item.turn_id, event.file)]))
         if isinstance(event, ToolCallFinished):
             event = turns.redacted_tool_call(event, self.secrets)
             self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(item.turn_id, event)))
@@ -460,8 +476,10 @@ class Session(CellStoreUser, Cell):
         fact = turns.turn_finished(turn.event, turn.events, delivered)
         self.report(fact)
         # One INFO line per turn, for an operator following the log (the metrics count the same facts).
-        self.log.info("turn %s in %.2fs", fact.outcome, fact.seconds,
-                      extra=self.log_fields(turn=turn.turn_id, outcome=fact.outcome, seconds=round(fact.seconds, 3)))
+        counted = {"tokens_in": turn.tokens[0], "tokens_out": turn.tokens[1]} if turn.tokens else {}
+        self.log.info("turn %s in %.2fs%s", fact.outcome, fact.seconds, turns.tokens_shown(turn.tokens),
+                      extra=self.log_fields(turn=turn.turn_id, outcome=fact.outcome, seconds=round(fact.seconds, 3),
+                                            **counted))
         hooks_for(self.config).fire(self.bridge, "after_turn", turn_record(self.key, turn, delivered))
         self.pump()
 

@@ -3,7 +3,8 @@
 
 Each handler is ``handler(session, command, seqs, event)``: it answers through ``session.reply_turn`` (so its reply
 is a ledger obligation like any other) or starts an agent turn (``/retry``). What a handler uses of the session is
-its public turn API: ``reply_turn``, ``start_agent_turn``, ``busy_mode``, ``db`` and ``store``, ``key`` and ``info``.
+its public turn API: ``reply_turn``, ``start_agent_turn``, ``busy_mode``, ``profiles``, ``db`` and ``store``, ``key``
+and ``info`` (and ``model_choice``, which ``chosen_model`` keeps).
 While a turn runs, ``/stop`` and ``/new`` act at once, even behind messages waiting for the next turn (see
 ``Session.while_busy``); the others wait for the turn to end, in order.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from actors.messages import MessageEvent
 from actors.sessions import turn as turns
 from actors.sessions.commands import Command, help_text, unknown_command_reply
+from actors.sessions.model_choice import MODEL_EVENT, choice_event, chosen_in, model_command
 from storage import short_id
 from storage.inbox import InboxState
 
@@ -72,6 +74,26 @@ def _retry(session, command, seqs, event) -> None:
     session.start_agent_turn(seqs, retried)
 
 
+def _model(session, command, seqs, event) -> None:
+    answer = model_command(session.profiles.get(event.source.profile), chosen_model(session), command.args)
+    if answer.chosen is not None:   # committed before the answer goes: a chat told "switched" is switched
+        sid = session.info.session_id
+        session.db(session.store.sessions.append(sid, [choice_event(answer.chosen)]))
+        session.model_choice = (sid, answer.chosen)
+    session.reply_turn(seqs, event, answer.text)
+
+
+def chosen_model(session):
+    """The model ``/model`` chose in the session's current conversation (a transcript event, so it survives restarts
+    and moves: model_choice.py), or None; read once per conversation, then kept (only the session's cell writes
+    it)."""
+    sid = session.info.session_id
+    if session.model_choice[0] != sid:
+        last = session.db(session.store.sessions.load(sid, 1, kind=MODEL_EVENT))
+        session.model_choice = (sid, chosen_in(last[-1] if last else None))
+    return session.model_choice[1]
+
+
 def undo_last(session):
     """Mark the last user turn undone in the transcript (it stays, and the model no longer sees it); its id."""
     transcript = session.db(session.store.sessions.load(session.info.session_id, last_n=turns.HISTORY_EVENTS))
@@ -83,4 +105,4 @@ def undo_last(session):
 
 
 COMMANDS = {"help": _help, "new": _new, "stop": _stop, "status": _status, "queue": _queue, "undo": _undo,
-            "retry": _retry}
+            "retry": _retry, "model": _model}

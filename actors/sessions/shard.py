@@ -56,6 +56,7 @@ import dataclasses
 import heapq
 import time
 
+from actors.agents.mcp_hub import process_summary as mcp_summary
 from actors.messages import (ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, ModelOutcome, MovesDone,
                              OpResult, Passivate, PlatformOp, RunCells, SessionHandover, SessionTaken, SessionWanted,
                              SessionArgs, SessionCommand, ShardArgs, SpawnConsumer, StoreInbound, StoreRead)
@@ -431,6 +432,8 @@ class SessionShard(InlineStoreUser, GatewayActor):
             facts += (("models", self.model_health.as_fact()),)   # the root merges every shard's (model_health.py)
         if setting(self.config, "cluster", "enabled"):
             facts += (("host", host_name(self.config)),)   # which host of the convention runs it
+        if mcp := mcp_summary():
+            facts += (("mcp", mcp),)                        # this shard's MCP servers and tools (docs/mcp.md)
         return dataclasses.replace(node, children=self.cells.nodes(), facts=facts + node.facts)
 
     def handle(self, message, sender) -> None:

@@ -119,6 +119,7 @@ class StreamConsumer(CellStoreUser, Cell):
 
     def on_start(self, args: ConsumerArgs) -> None:
         self.args = args
+        self.text.tool_progress = args.tool_progress
         self.pacing = registry.reply_pacing(self.config, args.adapter, args.platform, stream=args.stream)
         self.mode = PreviewMode.LIVE if self.pacing.supports_edit else PreviewMode.FINAL_ONLY
         self.length, self.marker = LENGTH_FUNCTIONS[self.pacing.length], resent_marker(self.config)

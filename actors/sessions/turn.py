@@ -16,9 +16,10 @@ from typing import Any, Optional
 
 from actors.agents.base import AgentRequest
 from actors.media.parts import user_content
+from actors.media.speech import VOICE_EVENT, wants_voice_reply
 from actors.sessions.chunking import close_open_fence
 from actors.sessions.commands import parse_command
-from actors.profiles.profiles import profile_streams
+from actors.profiles.profiles import profile_streams, profile_tool_progress
 from actors.sessions.reply_status import status_reactions
 from actors.messages import (ConsumerArgs, MessageEvent, OutgoingFile, TextDelta, ToolCallFinished, TurnEnd,
                              TurnFinished)
@@ -74,6 +75,7 @@ class Turn:
     consumer_restarts: int = 0      # consumers that crashed: past MAX_CONSUMER_RESTARTS the sweeper takes over
     consumer_attempts: int = 0      # every consumer asked for (names them uniquely)
     consumer_args: Optional[ConsumerArgs] = None   # made at the first ask for a consumer; every later one the same
+    tokens: Optional[tuple] = None  # (prompt, completion) tokens the model service counted (TurnEnd.tokens)
 
     def answer_text(self) -> str:
         return "".join(e.text for e in self.events if isinstance(e, TextDelta))
@@ -98,17 +100,23 @@ def consumer_id(turn: Turn, epoch: int) -> str:
     return f"{turn.turn_id}.{os.getpid()}.{epoch}.{turn.consumer_attempts}"
 
 
+def platform_type(config: dict, source) -> str:
+    """The platform type of the adapter a message came from (``source.platform`` names the adapter)."""
+    return config.get("adapters", {}).get(source.platform, {}).get("type", source.platform)
+
+
 def _consumer_args(turn: Turn, session_key: str, config: dict) -> ConsumerArgs:
     source = turn.event.source
     adapter = source.platform
-    platform_type = config.get("adapters", {}).get(adapter, {}).get("type", adapter)
     return ConsumerArgs(
         turn_id=turn.turn_id, session_key=session_key, inbound_ref=inbound_ref(turn.event), adapter=adapter,
-        platform=platform_type, chat_id=source.chat_id, thread_id=source.thread_id, chat_type=source.chat_type,
+        platform=platform_type(config, source), chat_id=source.chat_id, thread_id=source.thread_id,
+        chat_type=source.chat_type,
         profile=source.profile,
         # The profile's reply settings as the turn starts: a reload during the turn does not change how its reply
         # goes, even for a consumer started again after a crash.
         stream=profile_streams(config, source.profile), status_reactions=status_reactions(config, source.profile),
+        tool_progress=profile_tool_progress(config, source.profile),
         # A scheduled run's message id is the gateway's own: there is no platform message to reply or react to.
         reply_to=None if turn.event.internal else turn.event.platform_message_id)
 
@@ -170,10 +178,14 @@ def redacted_tool_call(finished: ToolCallFinished, secrets: list) -> ToolCallFin
 
 
 def turn_files(transcript: list, turn_id: str) -> tuple:
-    """The files the tools of a turn made, in order (for a reply delivered again after a crash)."""
-    return tuple(OutgoingFile.from_part(part) for e in transcript
-                 if e.turn_id == turn_id and e.kind == "tool_result"
-                 for part in e.payload.get("attachments") or () if isinstance(part, dict))
+    """The files the tools of a turn made, in order, then its voice note (for a reply delivered again after a
+    crash). A turn run again after a crash may have spoken twice: its last note is the one its reply carries."""
+    files = [OutgoingFile.from_part(part) for e in transcript
+             if e.turn_id == turn_id and e.kind == "tool_result"
+             for part in e.payload.get("attachments") or () if isinstance(part, dict)]
+    voices = [OutgoingFile.from_part(part) for e in transcript if e.turn_id == turn_id and e.kind == VOICE_EVENT
+              for part in e.payload.get("attachments") or () if isinstance(part, dict)]
+    return tuple(files + voices[-1:])
 
 
 def with_note(answer: str, note: str) -> str:
@@ -254,6 +266,11 @@ def last_user_turn(transcript: list) -> Optional[str]:
     return None
 
 
+def tokens_shown(tokens: Optional[tuple]) -> str:
+    """How the turn's log line names its tokens: ``, 120 tokens in, 36 out``; "" when the service did not count."""
+    return f", {tokens[0]} tokens in, {tokens[1]} out" if tokens else ""
+
+
 def turn_finished(event, events, delivered: bool) -> TurnFinished:
     """The fact of a finished turn: its outcome from its last TurnEnd (failed if the reply was not delivered) and
     its time from the inbound message's arrival."""
@@ -261,6 +278,14 @@ def turn_finished(event, events, delivered: bool) -> TurnFinished:
     outcome = OUTCOMES.get(reason, "failed") if delivered else "failed"
     seconds = max(0.0, time.time() - event.received_at) if event.received_at > 0 else 0.0
     return TurnFinished(event.source.profile, event.source.platform, outcome, seconds, internal=event.internal)
+
+
+def turn_speaker(speaker, profile, transcript: list, turn: Turn, sends_voice: bool):
+    """The speaker that reads the turn's answer aloud (actors/media/speech.py), or None when it is not spoken."""
+    if speaker is None or not wants_voice_reply(profile.voice_replies, turn_attachments(transcript, turn.turn_id),
+                                                sends_voice):
+        return None
+    return speaker
 
 
 def agent_request(transcript: list, turn: Turn, event: MessageEvent, prompt: str, memory, media: MediaCache):

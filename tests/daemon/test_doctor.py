@@ -41,10 +41,11 @@ def test_the_ports_a_configuration_listens_on():
         "sock": {"type": "slack", "bot_token": "xoxb-2", "app_token": "xapp-2"}}}, "(test)")
     adapters = {n: a for n, a in registry.validate_all(config).items() if a["type"] != "cli"}
     assert planned_ports(config, adapters) == [("admin", "127.0.0.1", 17000), ("metrics", "127.0.0.1", 9000),
+                                               ("console", "127.0.0.1", 8770),
                                                ("web", "127.0.0.1", 8000), ("hook webhook", "127.0.0.1", 8443),
                                                ("sl events", "127.0.0.1", 3001)]
-    config["metrics"]["enabled"] = False
-    assert ("metrics", "127.0.0.1", 9000) not in planned_ports(config, adapters)
+    config["metrics"]["enabled"] = config["console"]["enabled"] = False
+    assert not {"metrics", "console"} & {label for label, _host, _port in planned_ports(config, adapters)}
 
 
 def test_a_port_free_taken_or_held_by_the_gateway():

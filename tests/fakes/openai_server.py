@@ -20,6 +20,11 @@ from typing import Callable, Optional
 from aiohttp import web
 
 MODEL = "fake-gpt"
+# What /v1/audio/speech answers by default with response_format "opus": the first page of an OGG Opus stream (the
+# capture pattern, then the OpusHead packet: version 1, one channel, 48 kHz), which is what sniffing and Telegram's
+# sendVoice look at.
+OGG_OPUS = (b"OggS\x00\x02" + bytes(8) + b"\x01\x00\x00\x00" + bytes(8) + b"\x01\x13"
+            + b"OpusHead\x01\x01\x38\x01\x80\xbb\x00\x00\x00\x00\x00")
 
 
 @dataclass
@@ -120,6 +125,11 @@ class FakeOpenAIServer:
         self.transcriptions: list[dict] = []
         self.transcripts: list[str] = []
         self.transcription_status = 200
+        # /v1/audio/speech: every request's JSON body (model, input, voice, response_format), answered with
+        # ``speech_audio`` (as audio/ogg), or a status to fail with (``speech_status``).
+        self.speeches: list[dict] = []
+        self.speech_audio = OGG_OPUS
+        self.speech_status = 200
         # The reply chosen by the request, where a script in order cannot say (concurrent turns with tool rounds):
         # ``answer(body)`` -> a Reply, or None for the script / the echo.
         self.answer: Optional[Callable[[dict], Optional[Reply]]] = None
@@ -127,6 +137,8 @@ class FakeOpenAIServer:
         self._hold_when: Optional[Callable[[dict], bool]] = None
         self._released = threading.Event()
         self.holding = 0                 # requests waiting at the gate now
+        # An older server that refuses a field it does not know: a request with stream_options gets HTTP 400.
+        self.rejects_stream_options = False
 
     @property
     def base_url(self) -> str:
@@ -161,6 +173,7 @@ class FakeOpenAIServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        app.router.add_post("/v1/audio/speech", self._speak)
         # Cancel handlers whose client went away and don't linger on shutdown: slow replies must not stall teardown.
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.2)
         await self._runner.setup()
@@ -193,6 +206,15 @@ class FakeOpenAIServer:
             text = self.transcripts.pop(0) if self.transcripts else f"transcribed {len(data)} bytes"
         return web.json_response({"text": text})
 
+    async def _speak(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.speeches.append(dict(body, authorization=request.headers.get("Authorization")))
+        if not isinstance(body, dict) or not body.get("model") or not body.get("input") or not body.get("voice"):
+            return web.json_response({"error": {"message": "model, input and voice are required"}}, status=400)
+        if self.speech_status != 200:
+            return web.json_response({"error": {"message": "scripted failure"}}, status=self.speech_status)
+        return web.Response(body=self.speech_audio, content_type="audio/ogg")
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
@@ -204,6 +226,10 @@ class FakeOpenAIServer:
                     await asyncio.sleep(0.02)
             finally:
                 self.holding -= 1
+        if self.rejects_stream_options and "stream_options" in body:
+            return web.json_response({"error": {"message": "Unrecognized request argument supplied: stream_options",
+                                                "type": "invalid_request_error", "param": None, "code": None}},
+                                     status=400)
         reply = self._next_reply(body)
         if reply.status != 200:
             return web.json_response(reply.error_body or {}, status=reply.status, headers=reply.headers)

@@ -364,3 +364,25 @@ def test_a_lost_getupdates_answer_is_delivered_again_until_confirmed(tg):
         return await api.get_updates(offset=first + 1)
 
     assert [u["message"]["text"] for u in with_api(tg, scenario)] == ["b"]
+
+
+def test_send_voice_takes_ogg_opus_as_a_voice_note_and_refuses_other_bytes(tg):
+    """sendVoice as the Bot API documents it: multipart/form-data, the audio in the ``voice`` field; the Message
+    carries a Voice (file_id, file_unique_id, duration, mime_type, file_size). The gateway's client sends it."""
+    from tests.fakes.openai_server import OGG_OPUS
+    tg.inject_message("hi", 1001)
+
+    async def scenario(api):
+        sent = await api.send_file(1001, "voice", OGG_OPUS, "voice.ogg", "audio/ogg")
+        try:
+            await api.send_file(1001, "voice", b"not audio at all", "voice.ogg", "audio/ogg")
+        except Exception as exc:   # noqa: BLE001 - the refusal is what is asserted
+            return sent, exc
+        return sent, None
+
+    message_id, refused = with_api(tg, scenario)
+    assert "OGG Opus, MP3 or M4A" in str(refused), refused
+    (voice,) = [m for m in tg.messages(1001) if m["message_id"] == message_id]
+    assert voice["media"]["voice"]["mime_type"] == "audio/ogg" and voice["media"]["voice"]["file_size"] == len(OGG_OPUS)
+    assert [(u["kind"], u["data"]) for u in tg.uploads] == [("voice", OGG_OPUS)]
+    assert [o["status"] for o in tg.ops(1001, "sendVoice")] == [200, 400]

@@ -63,3 +63,51 @@ def test_every_error_of_every_table_is_listed_at_once_with_the_likeliest_key(tmp
         "[adapters.web] prot", "[adapters.web] host", "[adapters.tg] token"], lines
     assert "did you mean 'port'?" in lines[0] and lines[-1] == "(3 errors in the configuration)", lines
     assert not (gw.state / "run" / "gateway.pid").exists()
+
+
+EVERY_KIND_OF_TABLE = '''
+[profiles.helper]
+busy_mod = "queue"
+descripton = "helps"
+[profiles.coder.agent]
+modle = "big"
+[[routes]]
+chat = "1"
+profile = "helpr"
+[[routes]]
+chat = "2"
+adaptor = "web"
+[cron.morning]
+schedule = "0 8 * * *"
+prompt = "good morning"
+adapter = "wbe"
+chat = "1"
+profile = "helpr"
+[cron.evening]
+schedul = "0 20 * * *"
+prompt = "good evening"
+adapter = "web"
+chat = "1"
+[plugins.audit]
+enabled = "yes"
+timeout_s = "2"
+'''
+
+
+def test_every_error_of_profiles_routes_cron_and_plugins_is_listed_at_once_with_the_likeliest_name(tmp_path):
+    gw = Gateway(tmp_path, extra_toml=EVERY_KIND_OF_TABLE)
+    result = gw.cli("start", timeout=30)
+    assert result.returncode == 78, result.stderr
+    lines = result.stderr.strip().splitlines()
+    keys = [line.split(": ", 3)[2] for line in lines[:-1]]
+    assert keys == ["[profiles.helper] busy_mod", "[profiles.helper] descripton", "[profiles.coder.agent] modle",
+                    "[[routes]] routes[1] profile", "[[routes]] routes[2] adaptor",
+                    "[plugins.audit] enabled", "[plugins.audit] timeout_s",
+                    "[cron.evening] schedul", "[cron.evening] schedule",
+                    "[cron.morning] adapter", "[cron.morning] profile"], lines
+    shown = "\n".join(lines)
+    for hint in ("did you mean 'busy_mode'?", "did you mean 'description'?", "did you mean 'model'?",
+                 "no profile 'helpr', did you mean 'helper'?", "did you mean 'adapter'?",
+                 "did you mean 'schedule'?", "no adapter 'wbe' is configured, did you mean 'web'?"):
+        assert hint in shown, (hint, lines)
+    assert lines[-1] == f"({len(keys)} errors in the configuration)", lines

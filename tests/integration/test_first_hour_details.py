@@ -48,7 +48,7 @@ def test_the_sample_configuration_has_one_log_level_and_a_cron_comment_that_fits
         gw.kill_everything()
 
 
-def test_start_names_the_web_chat_tree_draws_readably_and_config_init_knows_a_gateway_runs(tmp_path):
+def test_start_names_the_web_chat_and_the_console_tree_draws_readably_and_config_init_knows_a_gateway_runs(tmp_path):
     gw = Gateway(tmp_path, extra_toml=DEFAULT_ADAPTERS_ANY_PORT)
     gw.env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
     try:
@@ -57,11 +57,13 @@ def test_start_names_the_web_chat_tree_draws_readably_and_config_init_knows_a_ga
         gw.launcher_pid = int(re.search(r"\(pid (\d+)\)", started.stdout).group(1))
         gw.seen_pids.add(gw.launcher_pid)
         [url] = re.findall(r"^  web chat (http://127\.0\.0\.1:\d+/)$", started.stdout, re.M)
+        [console] = re.findall(r"^  console (http://127\.0\.0\.1:\d+/)$", started.stdout, re.M)
+        assert console == json.loads((gw.state / "run" / "console.json").read_text())["url"], started.stdout
         status = json.loads(gw.cli("status", "--json").stdout)
         assert url in [a.get("url") for a in status["adapters"]], (url, status["adapters"])
 
         lines = gw.cli("tree", check=True).stdout.splitlines()
-        assert lines[1].startswith("├─ ") and lines[-1].startswith("   └─ "), lines
+        assert lines[1].startswith("├─ ") and lines[-1].lstrip("│ ").startswith("└─ "), lines
         assert any(line.startswith("│  ") for line in lines), lines
         web = next(line for line in lines if "WebChatAdapter" in line)
         assert re.search(r"since=\d+s ago", web) and not re.search(r"since=\d{9}", web), web

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from storage import Store, Target
+from tests.fakes.openai_server import FakeOpenAIServer, agent_toml
 from tests.gateway import DEFAULT_ADAPTERS_ANY_PORT, Gateway
 
 pytestmark = pytest.mark.timeout(120)
@@ -34,6 +35,23 @@ def test_each_turn_is_one_info_line_and_a_graceful_stop_logs_no_warning(tmp_path
         assert re.search(r"session=[0-9a-f]{12} platform=cli turn=\w+ outcome=done seconds=\d", line), line
     shutdown = log[log.index("graceful shutdown"):]
     assert not [line for line in shutdown.splitlines() if " WARNING " in line or " ERROR " in line], shutdown
+
+
+def test_a_turn_answered_by_a_model_logs_the_tokens_it_counted(tmp_path):
+    with FakeOpenAIServer() as model:   # each answer ends with a usage chunk: 9 tokens in, 12 out
+        gw = Gateway(tmp_path, extra_toml=DEFAULT_ADAPTERS_ANY_PORT + agent_toml(model), test_hooks=False)
+        try:
+            gw.start()
+            answer = gw.cli("chat", "--as", "ada", "--message", "hello", timeout=90)
+            assert answer.returncode == 0, answer.stderr
+            gw.wait_log("turn done in")
+        finally:
+            gw.cli("stop", timeout=60)
+            gw.kill_everything()
+        assert model.requests and model.requests[0].body["stream_options"] == {"include_usage": True}
+    [line] = [line for line in gw.log().splitlines() if " turn done in " in line]
+    assert re.search(r"turn done in \d+\.\d\ds, 9 tokens in, 12 out ", line), line
+    assert " tokens_in=9 tokens_out=12" in line, line
 
 
 def test_config_show_says_whether_the_running_gateway_uses_what_it_shows(tmp_path):

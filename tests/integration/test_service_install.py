@@ -101,6 +101,7 @@ def test_the_model_key_has_an_environment_file_and_every_kind_of_unit_warns_of_w
     assert unit["EnvironmentFile"] == str(env_file)
     assert env_file.stat().st_mode & 0o777 == 0o600 and f"created {env_file} (0600)" in written.stdout
     assert "# GW_TEST_KEY=" in env_file.read_text().splitlines(), "a comment saying what goes there"
+    assert "`systemctl --user restart agent-gateway` after a change" in env_file.read_text(), "a user unit's restart"
     assert f"$GW_TEST_KEY, which the service does not get from your shell: add the line GW_TEST_KEY=<your key> to " \
            f"{env_file}" in written.stdout, written.stdout
     assert f"the configuration {tmp_path / 'gw.toml'} is under /tmp" in written.stdout, written.stdout

@@ -248,3 +248,17 @@ async def test_a_second_file_of_a_session_served_here_since_adds_only_the_input_
     async with open_store(tmp_path / "a.db") as a:
         assert (await a.sessions.forget_moved(second)).changed
         assert await a.sessions.current(KEY) is None and await a.inbox.rows_in_state(KEY) == []
+
+
+async def test_a_model_chosen_with_slash_model_moves_with_the_session(tmp_path):
+    async with open_store(tmp_path / "a.db") as a:
+        sid, _oid = await live_session(a, mid_turn=False)
+        assert await a.sessions.load(sid, 1, kind="model") == []
+        for model in ("small", "large"):
+            await a.sessions.append(sid, [TranscriptEvent("system", "model", {"model": model})])
+        await a.sessions.append(sid, [TranscriptEvent("user", "message", {"text": "later"}, "t3")])
+        x = await a.sessions.export_for_move(sid)
+    async with open_store(tmp_path / "b.db") as b:
+        await b.sessions.import_moved(x)
+        (moved,) = await b.sessions.load(sid, 1, kind="model")
+        assert (moved.role, moved.payload) == ("system", {"model": "large"}), moved

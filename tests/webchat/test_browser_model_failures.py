@@ -95,7 +95,12 @@ def test_a_model_slow_to_start_shows_that_the_answer_is_still_coming(page, gatew
     problems = opened(page, gateway)
     send(page, "are you there?")
     page.wait_for_function("() => { const t = document.querySelector('.message.assistant.streaming .tool');"
-                           " return t !== null && t.textContent.startsWith('⏳ still waiting for the model…'); }")
+                           " return t !== null && t.textContent.trim().startsWith('still waiting for the model…'); }")
+    # The page's own hourglass, not the gateway's emoji (drawn as an empty box where no emoji font is installed).
+    mark = page.evaluate("() => { const t = document.querySelector('.message.assistant.streaming .tool');"
+                         " const use = t.querySelector('svg.icon use'); const box = t.querySelector('svg').getBoundingClientRect();"
+                         " return [use.getAttribute('href'), t.textContent.includes('\u23f3'), box.width > 0]; }")
+    assert mark == ["#icon-hourglass", False, True], mark
     waiting = page.evaluate("""() => ({typing: !document.getElementById('typing').hidden,
                                        status: document.getElementById('status').dataset.state,
                                        text: document.querySelector('.message.assistant .text').textContent.trim()})""")

@@ -82,8 +82,9 @@ class TelegramAPI(HttpSession):
 
     async def send_file(self, chat_id: int | str, kind: str, data: bytes, name: str, mime: str, caption: str = "",
                         thread_id: Optional[int] = None, reply_to: Optional[int] = None) -> int:
-        """sendPhoto (``kind`` photo: shown inline) or sendDocument, uploaded as multipart/form-data; returns the
-        new message_id. The caption goes as plain text (no parse mode: a caption has no room for a fallback)."""
+        """sendPhoto (``kind`` photo: shown inline), sendVoice (``kind`` voice: OGG Opus, MP3 or M4A, shown as a voice
+        note) or sendDocument, uploaded as multipart/form-data; returns the new message_id. The caption goes as plain
+        text (no parse mode: a caption has no room for a fallback)."""
         form = aiohttp.FormData()
         form.add_field("chat_id", str(chat_id))
         if caption:
@@ -93,9 +94,9 @@ class TelegramAPI(HttpSession):
         if reply_to is not None:
             form.add_field("reply_parameters", json.dumps({"message_id": reply_to,
                                                            "allow_sending_without_reply": True}))
-        field = "photo" if kind == "photo" else "document"
+        field = kind if kind in ("photo", "voice") else "document"
         form.add_field(field, data, filename=name or field, content_type=mime or "application/octet-stream")
-        method = "sendPhoto" if kind == "photo" else "sendDocument"
+        method = {"photo": "sendPhoto", "voice": "sendVoice"}.get(kind, "sendDocument")
         return (await self.call(method, form=form, timeout=UPLOAD_TIMEOUT_S))["message_id"]
 
     async def set_message_reaction(self, chat_id: int | str, message_id: int, emoji: str) -> None:

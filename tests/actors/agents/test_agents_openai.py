@@ -1,5 +1,6 @@
 import asyncio
 import json
+import logging
 import socket
 import time
 
@@ -116,6 +117,40 @@ def test_no_retry_after_output_started(server):
     assert len(server.requests) == 1
     assert texts(events) == "partial answer here"[:14]      # two pieces went out before the drop
     assert "mid-answer" in caught.value.message
+
+
+def test_the_turn_end_carries_the_tokens_of_every_request_asked_for_with_include_usage(server):
+    server.script(tool_call_reply([("clock", "{}")]), text_reply("It is noon."))   # each ends with a usage chunk
+    events = run(make_agent(server), request("time?"))
+    assert all(r.body["stream_options"] == {"include_usage": True} for r in server.requests), server.requests
+    assert events[-1].tokens == (18, 24)             # two requests of 9 in, 12 out
+
+
+def test_a_service_that_refuses_stream_options_is_asked_again_without_and_never_again(server, caplog):
+    server.rejects_stream_options = True
+    agent = make_agent(server)
+    with caplog.at_level(logging.INFO, logger="actors.agents.openai_compat"):
+        first = run(agent, request("one"))
+    assert first[-1].final_text == "echo: one"
+    assert ["stream_options" in r.body for r in server.requests] == [True, False]
+    assert any("refused stream_options" in r.getMessage() for r in caplog.records), caplog.text
+    assert run(agent, request("two"))[-1].final_text == "echo: two"
+    assert ["stream_options" in r.body for r in server.requests] == [True, False, False]
+
+
+def test_a_bad_request_refused_without_stream_options_too_is_an_error_and_usage_is_still_asked(server):
+    server.script(error_reply(400, "context too long"), error_reply(400, "context too long"))
+    agent = make_agent(server)
+    with pytest.raises(AgentError, match="HTTP 400: context too long"):
+        run(agent, request())
+    assert run(agent, request("next"))[-1].final_text == "echo: next"
+    assert ["stream_options" in r.body for r in server.requests] == [True, False, True]
+
+
+def test_extra_body_stream_options_are_sent_as_configured(server):
+    events = run(make_agent(server, extra_body={"stream_options": {"include_usage": False}}), request())
+    assert server.requests[0].body["stream_options"] == {"include_usage": False}
+    assert events[-1].tokens == (9, 12)              # the fake sends its usage chunk anyway
 
 
 def test_client_error_is_not_retried_and_message_is_short(server):

@@ -42,7 +42,11 @@ def test_without_a_table_everything_is_inherited():
     ({"p": {"agent": {"max_tool_rounds": -1}}}, "[profiles.p.agent] max_tool_rounds", "must not be negative"),
     ({"p": {"agent": {"api_key": 12345}}}, "[profiles.p.agent] api_key", "[redacted]"),
     ({"p": {"agent": "small"}}, "[profiles.p] agent", "expected a table"),
-], ids=["name", "unknown-key", "busy-mode", "type", "tool", "negative", "secret-redacted", "agent-not-table"])
+    ({"p": {"tool_progress": "verbose"}}, "[profiles.p] tool_progress", "must be one of 'off', 'lines', 'bubble'"),
+    ({"p": {"voice_replies": "yes"}}, "[profiles.p] voice_replies", "expected"),
+    ({"p": {"models": "big"}}, "[profiles.p] models", "expected"),
+], ids=["name", "unknown-key", "busy-mode", "type", "tool", "negative", "secret-redacted", "agent-not-table",
+        "tool-progress", "voice-replies", "models-not-list"])
 def test_bad_tables_are_refused_naming_the_key(profiles, key, reason):
     with pytest.raises(ConfigError) as caught:
         validate_profiles(config(**profiles), "gw.toml")

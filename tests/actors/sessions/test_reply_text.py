@@ -55,3 +55,39 @@ def test_the_final_text_of_a_failed_turn_is_of_kind_error():
     failed.apply(TurnEnd("error", "The model service had an internal error."))
     done.apply(TurnEnd("complete", "Fine."))
     assert (failed.kind(), done.kind()) == ("error", "")
+
+
+def run_two_tools(mode: str) -> list:
+    """The previews a reply shows, event by event, for a turn that runs two tools around some text."""
+    text, previews = ReplyText(mode), []
+    for event in (WaitingForModel(5.0), ToolCallStarted("c1", "clock"), ToolCallFinished("c1", "clock", "{}", "9:00",
+                                                                                          True),
+                  TextDelta("It is nine. "), ToolCallStarted("c2", "calculator"),
+                  LongToolHint("c2", "calculator", 11.0), ToolCallFinished("c2", "calculator", "{}", "err", False),
+                  TextDelta("Done.")):
+        text.apply(event)
+        previews.append(text.preview([]))
+    return previews
+
+
+def test_tool_progress_bubble_is_one_live_line_gone_once_the_answer_goes_on():
+    previews = run_two_tools("bubble")
+    assert previews[1:4] == ["\n\n⚙ clock…" + CURSOR, "\n\n⚙ clock ✓" + CURSOR, "It is nine. " + CURSOR]
+    assert previews[5] == "It is nine. \n\n⚙ calculator… still working (11s)" + CURSOR
+    assert previews[7] == "It is nine. Done." + CURSOR
+
+
+def test_tool_progress_lines_keeps_a_line_per_tool_call_under_the_answer():
+    previews = run_two_tools("lines")
+    assert previews[1] == "\n\n⚙ clock…" + CURSOR, "the wait for the model goes once a tool runs"
+    assert previews[3] == "It is nine. \n\n⚙ clock ✓" + CURSOR
+    assert previews[5] == "It is nine. \n\n⚙ clock ✓\n⚙ calculator… still working (11s)" + CURSOR
+    assert previews[7] == "It is nine. Done.\n\n⚙ clock ✓\n⚙ calculator ✗" + CURSOR
+
+
+def test_tool_progress_off_shows_no_tool_at_all():
+    previews = run_two_tools("off")
+    assert all("⚙" not in (p or "") for p in previews), previews
+    assert previews[0] == "\n\n⏳ still waiting for the model… (5s)" + CURSOR, "the wait is not a tool's"
+    assert previews[1] is None, "a tool runs: the model answered, and the tool is not shown"
+    assert previews[7] == "It is nine. Done." + CURSOR

@@ -1,7 +1,10 @@
 """Files in the fake Bot API: ``getFile`` and the download URL ``/file/bot<token>/<file_path>``, serving real bytes
 a test gives it (``add_file``), and user messages that carry them (``inject_media``); the bot's uploads
-(``sendPhoto``, ``sendDocument`` as multipart/form-data, the file in the ``photo`` / ``document`` field), kept with
-their bytes (``uploads``) and shown as the Bot API's Message with ``photo`` sizes or a ``document``.
+(``sendPhoto``, ``sendDocument``, ``sendVoice`` as multipart/form-data, the file in the ``photo`` / ``document`` /
+``voice`` field), kept with their bytes (``uploads``) and shown as the Bot API's Message with ``photo`` sizes, a
+``document`` or a ``voice`` (file_id, file_unique_id, duration, mime_type, file_size). sendVoice takes what the Bot API
+documents, "an .OGG file encoded with OPUS, or in .MP3 format, or in .M4A format" (known here by their bytes); other
+bytes are refused with a 400.
 
 Limits, as the Bot API documents them: a photo at most 10 MB (and width + height at most 10,000), any upload at most
 50 MB (the real server answers 413 past it), a caption at most 1,024 UTF-16 units after entity parsing.
@@ -29,6 +32,17 @@ PHOTO_LIMIT = 10 * 1024 * 1024
 UPLOAD_LIMIT = 50 * 1024 * 1024
 CAPTION_LIMIT = 1024
 _ids = itertools.count(1)
+
+
+def voice_type(data: bytes) -> Optional[str]:
+    """The MIME type of a voice note sendVoice takes, from its bytes; None for anything else."""
+    if data[:4] == b"OggS" and b"OpusHead" in data[:256]:
+        return "audio/ogg"
+    if data[:3] == b"ID3" or (len(data) > 1 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0):
+        return "audio/mpeg"
+    if data[4:8] == b"ftyp":
+        return "audio/mp4"
+    return None
 
 
 class FileMethods:
@@ -60,6 +74,9 @@ class FileMethods:
     def method_send_document(self, state: dict, params: dict) -> dict:
         return self._send_upload(state, params, "document")
 
+    def method_send_voice(self, state: dict, params: dict) -> dict:
+        return self._send_upload(state, params, "voice")
+
     def _send_upload(self, state: dict, params: dict, kind: str) -> dict:
         chat = self.require_chat(state, params)
         upload = params.get("_upload")
@@ -70,6 +87,8 @@ class FileMethods:
             raise ApiError(413, "Request Entity Too Large")
         if kind == "photo" and len(data) > PHOTO_LIMIT:
             raise ApiError(400, "Bad Request: PHOTO_SAVE_FILE_INVALID")
+        if kind == "voice" and voice_type(data) is None:
+            raise ApiError(400, "Bad Request: a voice note must be OGG Opus, MP3 or M4A")
         caption = params.get("caption") or ""
         if utf16_len(caption) > CAPTION_LIMIT:
             raise ApiError(400, "Bad Request: message caption is too long")
@@ -78,6 +97,8 @@ class FileMethods:
         stored = self.add_file(data)
         if kind == "photo":
             media = {"photo": [dict(stored, width=0, height=0)]}
+        elif kind == "voice":
+            media = {"voice": dict(stored, duration=int_param(params, "duration") or 0, mime_type=voice_type(data))}
         else:
             media = {"document": dict(stored, file_name=upload["filename"], mime_type=upload["content_type"])}
         message = self.store_message(chat, outgoing=True, text=caption, entities=[], reply_to=reply_to,

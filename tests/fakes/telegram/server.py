@@ -14,7 +14,8 @@ from tests.fakes.telegram.updates import Described, UpdateMethods, pending_updat
 
 DEFAULT_TOKEN = "123456789:TEST-fake-token-AAAAAAAAAAAAAAAAAAAAAAA"
 WRITE_METHODS = ("sendMessage", "editMessageText", "deleteMessage", "sendChatAction", "sendPhoto", "sendDocument",
-                 "setMessageReaction")
+                 "sendVoice", "setMessageReaction")
+UPLOAD_METHODS = ("sendPhoto", "sendDocument", "sendVoice")
 DEFAULT_LIMITS = {"text_limit": 4096, "per_chat_interval": 1.0, "per_chat_burst": 3, "group_per_minute": 20,
                   "global_per_second": 30, "time_scale": 1.0, "webhook_retry_delay": 0.2}
 
@@ -31,7 +32,7 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
                "sendChatAction": "method_send_chat_action", "setWebhook": "method_set_webhook",
                "deleteWebhook": "method_delete_webhook", "getWebhookInfo": "method_get_webhook_info",
                "getUpdates": "get_updates", "getFile": "method_get_file", "sendPhoto": "method_send_photo",
-               "sendDocument": "method_send_document",
+               "sendDocument": "method_send_document", "sendVoice": "method_send_voice",
                "setMessageReaction": "method_set_message_reaction"}
     # the Bot API matches method names case-insensitively
     CANONICAL_NAMES = {name.lower(): name for name in METHODS}
@@ -156,7 +157,7 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
             return self._answer(ApiError(404, "Not Found"))
         try:
             params = await read_params(request)
-            if method in ("sendPhoto", "sendDocument") and request.content_type == "multipart/form-data":
+            if method in UPLOAD_METHODS and request.content_type == "multipart/form-data":
                 params["_upload"] = await read_upload(request)
         except ValueError:
             return self._answer(ApiError(400, "Bad Request: can't parse request body"))
@@ -229,9 +230,10 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
 
 
 async def read_upload(request: web.Request) -> Optional[dict]:
-    """The file field (``photo`` or ``document``) of a multipart upload, with its bytes; None without one."""
+    """The file field (``photo``, ``document`` or ``voice``) of a multipart upload, with its bytes; None without
+    one."""
     form = await request.post()   # read once by read_params already: aiohttp keeps it
-    for field in ("photo", "document"):
+    for field in ("photo", "document", "voice"):
         item = form.get(field)
         if isinstance(item, web.FileField):
             return {"field": field, "data": item.file.read(), "filename": item.filename,

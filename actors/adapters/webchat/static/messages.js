@@ -38,12 +38,30 @@ export function setAnswer(item, view, final) {
       toolLine.className = "tool";
       item.append(toolLine);
     }
-    toolLine.textContent = tool;
+    showToolLine(toolLine, tool);
   } else if (toolLine) {
     toolLine.remove();
   }
   item.classList.toggle("streaming", !final);
   item.dataset.final = final ? "yes" : "no";
+}
+
+// The gateway starts the line that says the model has sent nothing yet with an hourglass emoji, which a system
+// without an emoji font draws as an empty box: the page draws its own hourglass instead.
+const WAITING_MARK = "\u23f3 ";
+
+function showToolLine(node, tool) {
+  if (!tool.startsWith(WAITING_MARK)) {
+    node.textContent = tool;
+    return;
+  }
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "icon waiting");
+  svg.setAttribute("aria-hidden", "true");
+  const use = document.createElementNS("http://www.w3.org/2000/svg", "use");
+  use.setAttribute("href", "#icon-hourglass");
+  svg.append(use);
+  node.replaceChildren(svg, document.createTextNode(" " + tool.slice(WAITING_MARK.length)));
 }
 
 // The files of a visitor's message: the ones it uploaded (``file``: the upload id, also its media key) or the

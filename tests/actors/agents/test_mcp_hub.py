@@ -1,0 +1,82 @@
+"""The process's MCP hub against the test MCP server (tests/fakes/mcp/server.py, a real subprocess over stdio):
+a crashed server's tools answer "unavailable" while it waits out its backoff, results are bounded, a removed server
+is stopped, and `doctor` lists each server's tools or says why it cannot."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from actors.agents.mcp_hub import McpHub, RestartPolicy
+from actors.agents.mcp_tools import McpTools, call_mcp_tool
+from actors.agents.tools import ToolAnswer
+from actors.media.outgoing import ToolOutput
+from common.mcp_config import McpServerSpec, ToolChoice
+from tests.gateway import Gateway
+
+pytestmark = pytest.mark.timeout(120)
+
+SERVER = str(Path(__file__).resolve().parents[2] / "fakes" / "mcp" / "server.py")
+
+
+def spec(name: str = "fake", **options) -> McpServerSpec:
+    return McpServerSpec(name, command=sys.executable, args=(SERVER,), **options)
+
+
+async def until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def test_a_crashed_servers_tools_answer_unavailable_until_it_is_back_and_results_are_bounded():
+    async def scenario():
+        hub = McpHub(RestartPolicy(base_s=120, cap_s=120))     # a backoff far longer than the test: still down
+        hub.ensure({"fake": spec(max_result_chars=100)})
+        await hub.settled(lambda name: name == "fake", 60)
+        assert hub.state("fake").status == "ready", hub.state("fake").describe()
+        tools = McpTools(hub, ToolChoice(deny=("fake.crash",)))
+        assert {t.name for t in tools.tools()} == {"fake__shout", "fake__picture", "fake__hang"}
+        long = await call_mcp_tool(hub, "fake", "shout", {"text": "x" * 500})
+        assert isinstance(long, ToolOutput) and long.text.startswith("SHOUTED: XXX")
+        assert "[result cut: 509 characters, only the first 100 shown]" in long.text and len(long.text) < 200
+        crashed = await call_mcp_tool(hub, "fake", "crash", {})
+        assert isinstance(crashed, ToolAnswer) and not crashed.ok and "stopped answering" in crashed.text
+        await until(lambda: hub.state("fake").status == "restarting", 30, "the server to be restarting")
+        meanwhile = await call_mcp_tool(hub, "fake", "shout", {"text": "hello"})
+        assert isinstance(meanwhile, ToolAnswer) and not meanwhile.ok
+        assert "MCP server 'fake' is restarting" in meanwhile.text and "unavailable for now" in meanwhile.text
+        assert {t.name for t in tools.tools()} >= {"fake__shout"}     # still offered: the model is told, not lost
+        hub.ensure({}, 2)                                              # removed (a reload): stopped
+        await until(lambda: hub.state("fake") is None, 30, "the server to be removed")
+        gone = await call_mcp_tool(hub, "fake", "shout", {"text": "hello"})
+        assert not gone.ok and "not configured" in gone.text
+    asyncio.run(scenario())
+
+
+def test_doctor_lists_each_servers_tools_or_says_why_not(tmp_path):
+    gw = Gateway(tmp_path, extra_toml=f"""
+[mcp.fake]
+command = "{sys.executable}"
+args = ["{SERVER}"]
+
+[mcp.missing]
+command = "{tmp_path}/no-such-server"
+
+[mcp.web]
+url = "http://127.0.0.1:9/mcp"
+headers = {{ Authorization = "MCP_TEST_UNSET_VARIABLE" }}
+""")
+    result = gw.cli("doctor", "--json", timeout=90)
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["mcp fake"]["status"] == "ok"
+    assert checks["mcp fake"]["detail"].endswith("4 tools: shout, picture, hang, crash")
+    assert checks["mcp missing"]["status"] == "fail" and "No such file" in checks["mcp missing"]["detail"]
+    assert checks["mcp web"]["status"] == "fail"
+    assert "MCP_TEST_UNSET_VARIABLE (for headers) is not set" in checks["mcp web"]["detail"]
