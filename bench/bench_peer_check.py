@@ -1,4 +1,4 @@
-"""What the peer check costs per connection (daemon/peer_credentials.py): loopback connect + accept, bare and with the
+"""What the peer check costs per connection (common/peer_credentials.py): loopback connect + accept, bare and with the
 kernel asked who owns the other end, in the same process. Prints per-connection microseconds and the ratio.
 
     python bench/bench_peer_check.py [--connections 3000]
@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench import tables
-from daemon.peer_credentials import admits
+from common.peer_credentials import admits
 
 
 def run(connections: int, check: bool) -> list[float]:

@@ -16,7 +16,7 @@ from thespian.actors import ActorSystem
 
 from actors.messages import DrainReport, DrainRequest, GatewayStatus, StatusRequest
 from supervision.messages import DescribeTree, Fault, TreeNode, TreeReply
-from daemon import peer_credentials
+from common import peer_credentials
 from daemon.transport_key import KeyUnreadable, read_key
 from runtime import frame_mac, loopback, peer_check
 from common import processes

@@ -15,7 +15,7 @@ from common.cluster import (HOST_CAPABILITY, ROLE_CAPABILITY, SHARDS_CAPABILITY,
                             is_private_network)
 from common.cluster_secret import cluster_secret
 from common.config import setting
-from daemon.peer_credentials import is_loopback
+from common.peer_credentials import is_loopback
 from daemon.transport_key import cluster_key, run_key, write_key
 from runtime import convention_timing
 
@@ -51,7 +51,7 @@ def transport_key(config: dict, run_dir) -> bytes:
 
 
 def remote_peers(config: dict):
-    """What the leader's peer check admits from other hosts (daemon/peer_credentials.py): nothing on loopback;
+    """What the leader's peer check admits from other hosts (common/peer_credentials.py): nothing on loopback;
     in a convention, private addresses only unless ``[cluster] network_is_private``; otherwise (a non-loopback
     bind_host without a convention, docs/security.md) any."""
     if is_loopback(config["gateway"]["bind_host"]):

@@ -34,7 +34,7 @@ from actors.messages import (DrainDone, GatewayStatus, ReloadReport, ReloadReque
                              StatusRequest)
 from common.cluster_secret import NoClusterSecret
 from supervision.messages import DescribeTree, Started, SupervisorGaveUp, TreeReply
-from daemon import peer_credentials
+from common import peer_credentials
 from runtime import ack_wait, frame_mac, held_port, lazy_identify, loopback, peer_check, poll_selector, selftest
 from common import processes
 from daemon.asking import ask_for

@@ -2,7 +2,7 @@
 
 ``run_gateway.py join LEADER_HOST:PORT --bind ADDRESS`` runs this in the foreground (a service manager keeps it
 running). It starts a ``multiprocTCPBase`` system whose admin listens on ``--bind`` only (``runtime/loopback.py``),
-whose every accepted connection passes the peer check (``daemon/peer_credentials.py``: a local peer must be this user
+whose every accepted connection passes the peer check (``common/peer_credentials.py``: a local peer must be this user
 or root, a remote one comes over the private network the address check admitted), whose every frame, both ways,
 carries an HMAC under the key derived from the convention's shared secret (``runtime/frame_mac.py``; a frame from
 anyone without it is never unpickled, whichever end opened the connection), and which registers with the leader
@@ -32,7 +32,7 @@ from thespian.actors import ActorSystem
 from common import processes
 from common.cluster import WORKER_NAME_ENV, WORKER_STATE_ENV, Leader, is_private_network
 from common.runfiles import RunFiles
-from daemon import peer_credentials
+from common import peer_credentials
 from daemon.convention import apply_detection, worker_capabilities
 from daemon.ports import any_free_admin_port
 from daemon.transport_key import write_key

@@ -7,7 +7,7 @@ them; ``versions.py`` is the one table of the Python and Thespian releases they 
 
 * loop_stepping      one asyncio loop pass at a time on the actor's thread (the stepped bridge)
 * loopback           every actor socket bound to the configured interface
-* peer_check         every accepted connection checked (daemon/peer_credentials.py) before it is read
+* peer_check         every accepted connection checked (common/peer_credentials.py) before it is read
 * frame_mac          every frame signed and checked before it is unpickled
 * held_port          the admin port held from its check until the admin listens
 * ack_wait           a transmit waiting for its ACK is left to its socket

@@ -1,7 +1,7 @@
 """Every connection an actor or admin port accepts is checked before Thespian reads a byte of it.
 
 Thespian's accept path (``TCPTransport._acceptNewIncoming``) is wrapped, not rewritten: the connection is accepted
-here and given to the check ``install`` was handed (daemon/peer_credentials.py: the kernel's word on who owns the
+here and given to the check ``install`` was handed (common/peer_credentials.py: the kernel's word on who owns the
 other end), then handed to Thespian's own code through a stand-in listener. A refused connection is closed and
 Thespian's loop goes on as if nothing had arrived (its own accept-error path would queue a bogus envelope that
 crashes the actor). What a refused peer sees: the connection is accepted by the kernel's backlog and closed at once

@@ -13,7 +13,7 @@ link to connects to that name once; where nothing listens (the recipient has no 
 network namespace, or is gone) the address is remembered as not linkable and the message goes by Thespian, as
 every message did before. The kernel frees an abstract name when its process dies, so a stale name never lingers.
 
-Who may use one: the same rule as every Thespian port (daemon/peer_credentials.py): the kernel's ``SO_PEERCRED``
+Who may use one: the same rule as every Thespian port (common/peer_credentials.py): the kernel's ``SO_PEERCRED``
 of the other end must be the gateway's own uid or root, checked on both ends before a byte is read or written (a
 listener on our name run by another user, or another user connecting to ours, is refused and closed). Pickles from
 anyone else are never read.

@@ -65,6 +65,15 @@ def read_verdict(login_token: str, cookie: str, host_allowed: bool) -> Verdict:
     return ALLOWED
 
 
+def peer_verdict(peer_uid: Optional[int], gateway_uids: frozenset) -> Verdict:
+    """May this connection's peer use a console without login (loopback)? Only the gateway's own user and root: the
+    console shows every chat's transcript, and loopback is shared by every local user (common/peer_credentials.py:
+    the kernel's word on who owns the other end). A peer the kernel cannot name is refused."""
+    if peer_uid is not None and peer_uid in gateway_uids:
+        return ALLOWED
+    return Verdict(403, "this console answers only its gateway's own user (on loopback without a login_token)")
+
+
 def write_verdict(allow_actions: bool, secret: bytes, login: str, csrf_given: str, origin: Optional[str],
                   host_header: str) -> Verdict:
     """May this (already logged-in) request act? Refused when actions are off, from another site, or without the

@@ -39,6 +39,7 @@ from aiohttp import web
 from actors.adapters.webchat.address_limits import came_over_tls
 from actors.console import access, log_lines
 from actors.media.sniff import sniff
+from common.peer_credentials import allowed_uids, peer_uid
 from supervision.http_serving import SECURITY_HEADERS, HttpLimits, host_allowed, serve
 from storage.media import MediaCache, valid_key
 
@@ -178,6 +179,11 @@ class ConsoleServer:
             return web.Response(status=401, text="wrong login token\n")
         verdict = access.read_verdict(self.login_token, request.cookies.get(access.LOGIN_COOKIE, ""),
                                       host_allowed(request.headers.get("Host", "")))
+        if verdict.allowed and not self.login_token:   # loopback without login: this host's other users kept out
+            uid = _peer_uid(request)
+            verdict = access.peer_verdict(uid, allowed_uids())
+            if not verdict.allowed:
+                self.log_line(logging.WARNING, f"console: refused a request of another local user (uid {uid})")
         if verdict.allowed:
             return None
         if verdict.status == 421:
@@ -351,3 +357,8 @@ def _refused(request: web.Request, verdict: access.Verdict) -> web.StreamRespons
         return web.json_response({"error": verdict.reason}, status=verdict.status, headers=SECURITY_HEADERS)
     return web.Response(status=verdict.status, text=verdict.reason + "\n", headers=SECURITY_HEADERS)
 
+
+def _peer_uid(request: web.Request) -> Optional[int]:
+    """Who owns the other end of the request's connection (None: it cannot be told)."""
+    sock = request.transport.get_extra_info("socket") if request.transport is not None else None
+    return peer_uid(sock) if sock is not None else None

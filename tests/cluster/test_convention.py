@@ -160,7 +160,7 @@ def test_join_without_the_cluster_secret_is_refused_with_a_clear_message(tmp_pat
 
 PLACE_SNIPPET = """
 import json, os, sys
-from daemon import peer_credentials
+from common import peer_credentials
 from daemon.transport_key import cluster_key
 from runtime import frame_mac, loopback, peer_check
 loopback.install(sys.argv[1]); peer_check.install(peer_credentials.admission(allow_remote=True))

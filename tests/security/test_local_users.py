@@ -6,6 +6,7 @@ the same peer it would see from a shell of that user.
 """
 from __future__ import annotations
 
+import encodings.idna  # noqa: F401 - loaded here: a stranger's child cannot read the interpreter's codecs
 import io
 import json
 import os
@@ -18,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.actor_system import wait_for
 from tests.gateway import Gateway, nodes
 from tests.security.strangers import as_user, other_user
 WEBCHAT_PORT = 8765                 # the embedded default's web chat (HTTP, not an actor port)
@@ -78,7 +80,7 @@ def test_another_user_cannot_talk_to_any_actor_or_admin_port(gateway, stranger):
     pids = set(gateway.alive_pids()) | {runtime["launcher_pid"]}
     pids |= {child.pid for pid in list(pids) if psutil.pid_exists(pid)
              for child in psutil.Process(pid).children(recursive=True)}
-    http_ports = {WEBCHAT_PORT, (runtime.get("metrics") or {}).get("port")}
+    http_ports = {WEBCHAT_PORT, (runtime.get("metrics") or {}).get("port"), console_port(gateway)}
     unlisted = set(listening_ports(pids)) - set(ports) - http_ports
     assert len(actor_ports) >= 5, f"expected the actors' ports in the tree, saw {sorted(actor_ports)}"
     # Every other port of the gateway's processes is an actor system's (e.g. the launcher's reply port): tried too.
@@ -91,6 +93,34 @@ def test_another_user_cannot_talk_to_any_actor_or_admin_port(gateway, stranger):
     assert status["running"] and status["actors_failed"] == status["actors_restarting"] == 0, status
     said = (gateway.state / "thespian.log").read_text()
     assert "refused" in said and "another user" in said, said[-2000:]
+
+
+def console_port(gateway) -> int:
+    return json.loads(wait_for(lambda: (gateway.state / "run" / "console.json").is_file()
+                               and (gateway.state / "run" / "console.json").read_text(), 60, 0.1,
+                               "the console's address file"))["port"]
+
+
+def http_get(port: int, path: str = "/api/session") -> str:
+    """The status line and body of a plain GET to 127.0.0.1:``port`` (what a browser of that user would see)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    head, _, body = answer.decode("utf-8", "replace").partition("\r\n\r\n")
+    return head.splitlines()[0] + " " + body[:200]
+
+
+def test_another_user_gets_nothing_from_the_console_on_loopback(gateway, stranger):
+    """The console without a login shows every chat: loopback is shared by every local user, so only the
+    gateway's own user (and root) may use it (actors/console/access.py peer_verdict)."""
+    port = console_port(gateway)
+    seen = as_user(stranger, lambda: {path: http_get(port, path) for path in ("/", "/api/session", "/api/chats")})
+    assert all(answer.startswith("HTTP/1.1 403") for answer in seen.values()), seen
+    assert http_get(port, "/").startswith("HTTP/1.1 200"), "the gateway's own user is let in"
+    said = gateway.log()
+    assert "refused a request of another local user" in said, said[-2000:]
 
 
 def test_admin_commands_of_another_user_are_refused_clearly(gateway, stranger):

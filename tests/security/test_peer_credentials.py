@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from common import config as config_mod
-from daemon import peer_credentials as pc
+from common import peer_credentials as pc
 
 pytestmark = pytest.mark.timeout(30)
 
