@@ -115,20 +115,26 @@ class Console(StoreUser, GatewayActor):
                 pass
         self.close_store()
 
-    def on_bridge(self, item) -> None:
-        if isinstance(item, ConsoleAsk):
-            try:
-                self._take(item)
-            except Exception as exc:  # noqa: BLE001 - a request must not crash the actor: a page reloaded in a
-                # loop would exhaust the root's restart intensity and take the gateway down with the console
-                self.log.exception("console: %s failed", item.op)
-                self._answer(item, 500, {"error": f"the console could not answer: {type(exc).__name__}: {exc}"})
-        elif isinstance(item, StreamsOpen):
-            self._follow(dict(item.counts))
-        elif isinstance(item, tuple) and item and item[0] == "log":
-            self.log.log(item[1], "%s", item[2])
-        elif isinstance(item, TaskDone) and item.tag == "listen":
+    # ------------------------------------------------------------------- items back from the loop (actor thread)
+    def on_loop_ConsoleAsk(self, item: ConsoleAsk) -> None:
+        try:
+            self._take(item)
+        except Exception as exc:  # noqa: BLE001 - a request must not crash the actor: a page reloaded in a
+            # loop would exhaust the root's restart intensity and take the gateway down with the console
+            self.log.exception("console: %s failed", item.op)
+            self._answer(item, 500, {"error": f"the console could not answer: {type(exc).__name__}: {exc}"})
+
+    def on_loop_StreamsOpen(self, item: StreamsOpen) -> None:
+        self._follow(dict(item.counts))
+
+    def on_loop_TaskDone(self, item: TaskDone) -> None:
+        if item.tag == "listen":
             self._listening(item)
+
+    def on_bridge(self, item) -> None:
+        """The server's log lines, ``("log", level, text)``: the one loop item without a type of its own."""
+        if isinstance(item, tuple) and item and item[0] == "log":
+            self.log.log(item[1], "%s", item[2])
 
     def _listening(self, item: TaskDone) -> None:
         if item.error is not None:

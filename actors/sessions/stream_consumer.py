@@ -1,4 +1,4 @@
-"""The stream consumer cell: one reply in flight, from the model's timeline to the platform's (seed §4, docs/design.md
+"""The stream consumer cell: one reply in flight, from the model's timeline to the platform's (docs/design.md
 §2.5). A cell of the session's shard (supervision/cell.py), started when the turn begins.
 
 Phase (``ReplyPhase``):

@@ -31,6 +31,8 @@ def sessions_of(path) -> dict[str, tuple[str, int]]:
             found = {}
             for key in await store.sessions.current_keys():
                 info = await store.sessions.current(key)
+                if info is None:   # moved away between the two reads: the next look sees where it lives now
+                    continue
                 events = await store.sessions.load(info.session_id)
                 found[key] = (info.session_id, sum(1 for e in events if e.role == "user"))
             return found
