@@ -99,6 +99,10 @@ def test_paused_with_the_cli_resumed_from_the_page_and_back_loses_nothing(gatewa
 def test_reconnect_from_both_faces_opens_a_new_connection_and_keeps_taking_messages(gateway, page):
     gw, tg, base = gateway
     gw.cli("adapters", "reconnect", "telegram", check=True)
+    # The page is used as an operator would: once the adapter shows connected again after the CLI's reconnect (a
+    # click meanwhile finds no running adapter to send it to, and says so).
+    wait_for(lambda: telegram_row(gw).get("state") == "connected", 60, 0.2,
+             "telegram connected again after the CLI's reconnect")
     page.goto(base + "/adapters")
     with page.expect_response(lambda r: "/api/actions/adapters.reconnect" in r.url, timeout=30_000) as answer:
         page.click("tr[data-adapter='telegram'] button[data-action='adapters.reconnect']")
