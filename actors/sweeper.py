@@ -220,6 +220,11 @@ class DeliverySweeper(StoreUser, GatewayActor):
             # platform has no edits it goes on the first part sent again (reply_files.marker_index).
             at = marker_index(len(job["chunks"]), job["parts"], job["editable"])
             job["chunks"] = marked_at(job["chunks"], at, marker)
+            # Recorded before the marked part leaves: an attempt that fails after it (a later part refused, the
+            # connection lost) leaves the mark where it went, and the next sweep finds it there instead of putting
+            # a second one on the next part it sends (which is no re-sent copy). A kill -9 before this commits sent
+            # nothing yet; the next sweep decides the same place.
+            self.db(self.store.ledger.set_chunks(job["ob"].obligation_id, job["fence"], job["chunks"]))
 
     def next_op(self, job: dict) -> None:
         ob, index = job["ob"], job["index"]

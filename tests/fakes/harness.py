@@ -79,7 +79,7 @@ class FaultScript:
     operation takes effect), "drop_after" (it took effect but the answer is lost: the ambiguous case).
     """
 
-    KINDS = ("flood", "error", "drop", "drop_after")
+    KINDS = ("flood", "error", "drop", "drop_after", "none")   # "none": that call goes through (in a ``next`` list)
 
     def __init__(self, default_methods: tuple[str, ...], **settings):
         self.default_methods = default_methods
@@ -102,7 +102,8 @@ class FaultScript:
             return None
         self.calls += 1
         if self.queued:
-            return self.queued.pop(0)
+            kind = self.queued.pop(0)
+            return None if kind == "none" else kind
         if self.flood_every and self.calls % self.flood_every == 0:
             return "flood"
         roll, edge = self.rng.random(), 0.0

@@ -29,9 +29,24 @@ asyncio.run(main(*sys.argv[1:]))
 """
 
 
-def orphan_reply(gw, chat: str, text: str) -> None:
-    subprocess.run([sys.executable, "-c", ORPHAN, str(gw.state / "gateway.db"), chat, text], check=True,
-                   env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+# Like ORPHAN, but the reply is cut in parts and its owner died with the first part's send in flight (its intent
+# committed, no id back): a copy nobody can address may be in the chat.
+ORPHAN_IN_FLIGHT = """
+import asyncio, sys
+from storage import Store, Target
+async def main(path, chat, *parts):
+    store = await Store.open(path)
+    await store.ledger.record_obligation(f"default.fake.dm.{chat}", f"in-{chat}", Target("fake", chat),
+                                         "\\n".join(parts), chunks=parts, claim=True, send_intent=0)
+    await store.close()
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+def orphan_reply(gw, chat: str, text: str, *more_parts: str) -> None:
+    script = ORPHAN_IN_FLIGHT if more_parts else ORPHAN
+    subprocess.run([sys.executable, "-c", script, str(gw.state / "gateway.db"), chat, text, *more_parts],
+                   check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
 
 
 def test_a_restarted_sweeper_still_finishes_orphaned_replies(tmp_path):
@@ -65,6 +80,28 @@ def test_a_reply_whose_send_failed_is_tried_again_while_its_owner_lives(tmp_path
             orphan_reply(gw, "f1", "delivered on the second attempt")
             gw.wait_log("send failed")
             assert settled_answers(platform, "f1", timeout=30, gw=gw) == ["delivered on the second attempt"]
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
+
+
+def test_a_resent_reply_keeps_its_one_mark_when_a_later_part_fails_and_the_next_sweep_finishes_it(tmp_path):
+    """A reply whose first part's send was lost with its owner goes again marked as re-sent; on a platform without
+    edits the mark is on that part. Its second part fails this attempt (1 + the adapter's 4 retries); the next sweep
+    sends only that part, unmarked: the mark stays where it went (recorded with the reply's parts), one per reply."""
+    with FakePlatform() as platform:
+        gw = pipeline_gateway(tmp_path, platform, extra="[delivery]\nsweep_interval_s = 1.0\n",
+                              adapter_extra="pacing = { supports_edit = false }")
+        try:
+            gw.start()
+            gw.wait_ready()
+            platform.set_faults(next=["none"] + ["error"] * 5, methods=["send"])
+            orphan_reply(gw, "m1", "the first part", "the second part")
+            gw.wait_log("send failed")
+            texts = settled_answers(platform, "m1", count=2, timeout=30, gw=gw)
+            marker = "↻ re-sent after a restart"
+            assert [t.startswith(marker) for t in texts] == [True, False], texts
+            assert [t.split("\n")[-1] for t in texts] == ["the first part", "the second part"], texts
         finally:
             gw.cli("stop")
             gw.kill_everything()
