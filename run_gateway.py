@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import os
 import signal
 import subprocess
@@ -44,7 +45,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from actors.config_reload import check_whole
 from common import config as config_mod
 from common.config import EX_CONFIG, ConfigError
 from common.privacy import EX_NOPERM, PRIVATE_UMASK, foreign_owner, root_refusal
@@ -52,18 +52,14 @@ from common.state_access import EX_CANTCREAT, unusable_state_dir
 from common.version import VERSION
 from common import processes
 from common.redact import RedactingStream, configured_secrets
-from common.logging_setup import configure_launcher_logging
 from common.runfiles import RunFiles
-from daemon import (cli_access, cli_adapters, cli_completion, cli_config, cli_cron, cli_join, cli_logs, cli_memory,
-                    cli_platforms, cli_reload, cli_report, cli_rich, cli_routes, cli_service, cli_storage,
-                    doctor as doctor_mod, health as health_mod, start_report, status_view)
-from daemon.admin import AdminClient, AdminError, NoGateway
 from daemon.cli_output import config_failure, fail, out as _out, run_guarded
 from daemon.cli_parsing import GatewayParser, accept_everywhere, add_json, command
-from daemon.startup_checks import startup_warnings
-from runtime import selftest
-from storage import MediaCache
-from supervision import tree as tree_mod
+
+# Each command loads its own modules, in its function below, and the parser of its own command alone (build_parser):
+# with every module loaded up front, `tree` or `health` cost 0.65 s of CPU, most of it importing what other commands
+# need (the doctor's HTTP client, the adapters' registry, the cron parser) — felt by an operator at every command,
+# and by a script or a probe that asks every second.
 
 EX_NOT_RUNNING = 3
 
@@ -74,26 +70,38 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     os.umask(PRIVATE_UMASK)   # before anything is written: state, logs, exports are the gateway user's alone
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(command_in(argv))
     args = parser.parse_args(argv)
     if args.config:   # `start` runs the daemon from /: a path relative to here must not change meaning there
         args.config = os.path.abspath(os.path.expanduser(args.config))
     if args.command == "config" and getattr(args, "action", None) == "init":
         # Writes a sample: needs no configuration, and may be run before one exists.
+        from daemon import cli_config
         return cli_config.cmd_config(None, args)
     if args.command == "platforms":
+        # this command's own modules, loaded when it runs (see the note at the top)
+        from daemon import cli_platforms
         return cli_platforms.cmd_platforms(None, args)   # the registry's own facts: no configuration needed
     if args.command == "completion":
+        # this command's own modules, loaded when it runs (see the note at the top)
+        from daemon import cli_completion
         return cli_completion.cmd_completion(parser, args)   # the parser's own options: no configuration either
     try:
         config = config_mod.load(args.config)
-        # Adapter tables, profiles, routes and cron jobs too: a bad one stops the start here, not in a crash loop.
-        # A reload checks a file with this same function (actors/config_reload.py).
-        check_whole(config, time.time())
+        if args.command not in ON_THE_RUNNING_GATEWAY:
+            # Adapter tables, profiles, routes and cron jobs too: a bad one stops the start here, not in a crash loop.
+            # A reload checks a file with this same function (actors/config_reload.py).
+            from actors.config_reload import check_whole
+            check_whole(config, time.time())
     except ConfigError as exc:
         if args.command == "reload":   # the running gateway hears of it too, and logs why it keeps running as it is
+            # this command's own modules, loaded when it runs (see the note at the top)
+            from daemon import cli_reload
             return cli_reload.reload_despite(args, exc)
         if args.command == "doctor":   # the other checks still run: a config error is one finding of several
+            # this command's own modules, loaded when it runs (see the note at the top)
+            from daemon import doctor as doctor_mod
             return doctor_mod.cmd_doctor_invalid(args, exc)
         return config_failure(args, exc, EX_CONFIG)
     if args.command not in (None, "run", "start", "join"):   # the daemon's own output is its log, redacted there
@@ -108,13 +116,41 @@ def _main(argv: list[str] | None) -> int:
         unusable = unusable_state_dir(config["gateway"]["state_dir"])
         if unusable:
             return fail(args, unusable, EX_CANTCREAT)
+    from daemon.admin import AdminError   # here, not at the top: loaded already by every command that attaches
     try:
         return COMMANDS[args.command or "run"](config, args)
     except AdminError as exc:   # the gateway runs but did not answer in time: said, not a traceback
         return fail(args, str(exc))
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The commands whose parsers a module of daemon/ adds (its add_parsers); the others are built in build_parser.
+PARSER_MODULES = {"sessions": "cli_storage", "deliveries": "cli_storage", "pair": "cli_access", "cron": "cli_cron",
+                  "adapters": "cli_adapters", "config": "cli_config", "routes": "cli_routes", "memory": "cli_memory",
+                  "reload": "cli_reload", "logs": "cli_logs", "service": "cli_service", "completion": "cli_completion",
+                  "report": "cli_report", "join": "cli_join", "platforms": "cli_platforms"}
+BUILT_HERE = ("run", "start", "stop", "drain", "status", "tree", "chat", "fault", "health", "doctor")
+
+
+def command_in(argv: list[str]) -> str | None:
+    """The command ``argv`` names (its first word that is no option nor --config's value), if this program has it;
+    None for none, an unknown one, a help asked before the command, or `completion` (which completes every command):
+    the whole parser is built then."""
+    words = iter(argv)
+    for word in words:
+        if word in ("-h", "--help", "--version"):
+            return None
+        if word == "--config":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if (word in PARSER_MODULES or word in BUILT_HERE) and word != "completion" else None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The program's parser: every command's, or (``only``) the top level and that one command's alone."""
+    def wanted(name: str) -> bool:
+        return only is None or only == name
+
     parser = GatewayParser(prog="run_gateway.py", description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", metavar="FILE", help="TOML configuration file (also after the command)")
@@ -170,34 +206,28 @@ def build_parser() -> argparse.ArgumentParser:
                        help="what it does (default: %(default)s)")
     fault.add_argument("--seconds", type=float, default=30.0, metavar="S",
                        help="how long a hang (or loop_hang) lasts (default: %(default)ss)")
-    cli_storage.add_parsers(sub)
-    cli_access.add_parsers(sub)
-    cli_cron.add_parsers(sub)
-    cli_adapters.add_parsers(sub)
-    cli_config.add_parsers(sub)
-    cli_routes.add_parsers(sub)
-    cli_memory.add_parsers(sub)
-    cli_reload.add_parsers(sub)
-    cli_logs.add_parsers(sub)
-    cli_service.add_parsers(sub)
-    cli_completion.add_parsers(sub)
-    cli_report.add_parsers(sub)
-    cli_join.add_parsers(sub)
-    cli_platforms.add_parsers(sub)
+    for module in dict.fromkeys(m for name, m in PARSER_MODULES.items() if wanted(name)):
+        importlib.import_module(f"daemon.{module}").add_parsers(sub)
+    # The texts of --help below live in the modules that do the work: read only when that help may be asked for.
+    health_mod = importlib.import_module("daemon.health") if wanted("health") else None
     health = command(sub, "health", "liveness probe (--ready: readiness); one line, exit 0 when fine",
-                     health_mod.DESCRIPTION, "health\nhealth --ready --json")
-    health.epilog = health.epilog + "\n\n" + health_mod.EXIT_CODES
+                     health_mod.DESCRIPTION if health_mod else "", "health\nhealth --ready --json")
+    if health_mod:
+        health.epilog = health.epilog + "\n\n" + health_mod.EXIT_CODES
     health.add_argument("--ready", action="store_true",
                         help="also require every actor up, every adapter connected and no drain")
     health.add_argument("--timeout", type=float, default=10.0, metavar="S",
                         help="how long the gateway may take to answer (default: %(default)ss)")
+    doctor_mod = importlib.import_module("daemon.doctor") if wanted("doctor") else None
     doctor = command(sub, "doctor", "check the configuration, the model endpoint, credentials, ports, disk and state "
-                     "dir, one line each; exit 1 on any failure", doctor_mod.__doc__.split("\n\n", 1)[1],
+                     "dir, one line each; exit 1 on any failure",
+                     doctor_mod.__doc__.split("\n\n", 1)[1] if doctor_mod else "",
                      "doctor\ndoctor --config ./gateway.toml --json\ndoctor --audit")
     doctor.add_argument("--audit", action="store_true",
                         help="also audit the installed Python packages for known advisories (pip-audit, the audit "
                              "extra; needs network access to pypi.org)")
-    status.epilog = status.epilog + "\n\n" + status_view.EXIT_CODES
+    if wanted("status"):
+        status.epilog = status.epilog + "\n\n" + importlib.import_module("daemon.status_view").EXIT_CODES
     add_json(stop, drain, status, tree, start, fault, health, doctor)
     accept_everywhere(parser, "--config", metavar="FILE", help="TOML configuration file")
     return parser
@@ -205,17 +235,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ------------------------------------------------------------------------------------------------------ commands
 
-def cmd_join(config: dict, args) -> int:
-    return cli_join.cmd_join(config, args)
-
-
 def cmd_run(config: dict, args) -> int:
     from daemon.launcher import Launcher   # the daemon's own modules load only for `run`
+    from common.logging_setup import configure_launcher_logging
     configure_launcher_logging(config)
     return Launcher(config).run()
 
 
 def cmd_start(config: dict, args) -> int:
+    # this command's own modules, loaded when it runs (see the note at the top)
+    from daemon import cli_rich, start_report
+    from daemon.startup_checks import startup_warnings
+    from runtime import selftest
     files = RunFiles(config["gateway"]["state_dir"])
     files.run_dir.mkdir(parents=True, exist_ok=True)
     log_path = files.log_path(config)
@@ -266,6 +297,8 @@ def cmd_start(config: dict, args) -> int:
 
 
 def cmd_stop(config: dict, args) -> int:
+    # this command's own modules, loaded when it runs (see the note at the top)
+    from daemon import cli_rich
     files = RunFiles(config["gateway"]["state_dir"])
     pid = files.read_pid() if _running(config) else None
     if not pid:
@@ -299,6 +332,8 @@ def cmd_stop(config: dict, args) -> int:
 
 
 def cmd_drain(config: dict, args) -> int:
+    # this command's own modules, loaded when it runs (see the note at the top)
+    from daemon import cli_rich
     client = _attach(config, args)
     if isinstance(client, int):
         return client
@@ -313,6 +348,9 @@ def cmd_drain(config: dict, args) -> int:
 
 
 def cmd_status(config: dict, args) -> int:
+    # this command's own modules, loaded when it runs (see the note at the top)
+    from daemon import cli_storage, status_view
+    from storage import MediaCache
     client = _attach(config, args)
     if isinstance(client, int):
         return client
@@ -331,6 +369,9 @@ def cmd_status(config: dict, args) -> int:
 
 
 def cmd_tree(config: dict, args) -> int:
+    # this command's own modules, loaded when it runs (see the note at the top)
+    from daemon import cli_rich
+    from supervision import tree as tree_mod
     client = _attach(config, args)
     if isinstance(client, int):
         return client
@@ -346,6 +387,8 @@ def cmd_fault(config: dict, args) -> int:
     client = _attach(config, args)
     if isinstance(client, int):
         return client
+    # this command's own modules, loaded when it runs (see the note at the top)
+    from daemon.admin import AdminError
     try:
         node = client.inject_fault(args.name, args.action, args.seconds)
     except AdminError as exc:
@@ -355,7 +398,9 @@ def cmd_fault(config: dict, args) -> int:
 
 
 def cmd_chat(config: dict, args) -> int:
-    from daemon.cli_terminal import Terminal, interactive, one_message   # the terminal chat loads only for `chat`
+    # this command's own modules, loaded when it runs (see the note at the top)
+    from daemon.cli_terminal import Terminal, interactive, one_message
+    from daemon.admin import AdminClient
     client = _attach(config, args)
     if isinstance(client, int):
         return client
@@ -369,67 +414,24 @@ def cmd_chat(config: dict, args) -> int:
         return 1
 
 
-def cmd_sessions(config: dict, args) -> int:
-    return cli_storage.cmd_sessions(config, args)
-
-
-def cmd_deliveries(config: dict, args) -> int:
-    return cli_storage.cmd_deliveries(config, args)
-
-
-def cmd_pair(config: dict, args) -> int:
-    return cli_access.cmd_pair(config, args)
-
-
-def cmd_cron(config: dict, args) -> int:
-    return cli_cron.cmd_cron(config, args)
-
-
-def cmd_adapters(config: dict, args) -> int:
-    return cli_adapters.cmd_adapters(config, args)
-
-
-def cmd_config(config: dict, args) -> int:
-    return cli_config.cmd_config(config, args)
-
-
-def cmd_routes(config: dict, args) -> int:
-    return cli_routes.cmd_routes(config, args)
-
-
-def cmd_memory(config: dict, args) -> int:
-    return cli_memory.cmd_memory(config, args)
-
-
-def cmd_reload(config: dict, args) -> int:
-    return cli_reload.cmd_reload(config, args)
-
-
-def cmd_logs(config: dict, args) -> int:
-    return cli_logs.cmd_logs(config, args)
-
-
 def cmd_service(config: dict, args) -> int:
+    from daemon import cli_service   # loaded for this command only (see the note at the top)
     # The unit runs this program.
     return cli_service.cmd_service(config, args, program=[sys.executable, os.path.abspath(__file__)])
 
 
-def cmd_report(config: dict, args) -> int:
-    return cli_report.cmd_report(config, args)
+def delegated(module: str, function: str):
+    """The command ``function`` of daemon/``module``.py, which is loaded when that command runs."""
+    def run(config: dict, args) -> int:
+        return getattr(importlib.import_module(f"daemon.{module}"), function)(config, args)
+    return run
 
 
-def cmd_platforms(config: dict, args) -> int:
-    return cli_platforms.cmd_platforms(config, args)
-
-
-def cmd_health(config: dict, args) -> int:
-    return health_mod.cmd_health(config, args)
-
-
-def cmd_doctor(config: dict, args) -> int:
-    return doctor_mod.cmd_doctor(config, args)
-
-
+# Commands that act on the gateway that runs, or read its store or log: its configuration was checked whole when it
+# started; a file edited since (which `reload` and `doctor` check whole) does not stop an operator from looking at
+# it, talking to it or stopping it. These load and check the file's own schema alone (common/config.py).
+ON_THE_RUNNING_GATEWAY = {"stop", "drain", "status", "health", "tree", "fault", "chat", "logs", "adapters",
+                          "sessions", "deliveries", "pair"}
 # Commands that read nothing of the state directory: root may run them whoever owns it (`service install` as root is
 # how a service user's unit is written).
 ROOT_ON_ANY_STATE = {"service", "config"}
@@ -437,20 +439,24 @@ ROOT_ON_ANY_STATE = {"service", "config"}
 # start, in one line (common/state_access.py), not as the traceback of their first mkdir.
 WRITES_STATE = {"run", "start", "join"}
 
-COMMANDS = {"service": cmd_service, "config": cmd_config, "logs": cmd_logs, "sessions": cmd_sessions,
-            "deliveries": cmd_deliveries, "pair": cmd_pair, "routes": cmd_routes, "cron": cmd_cron, "chat": cmd_chat,
-            "adapters": cmd_adapters,
-            "memory": cmd_memory,
-            "run": cmd_run,
-            "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status, "tree": cmd_tree,
-            "fault": cmd_fault, "health": cmd_health, "reload": cmd_reload,
-            "report": cmd_report,
-            "doctor": cmd_doctor, "join": cmd_join, "platforms": cmd_platforms}
+COMMANDS = {"run": cmd_run, "start": cmd_start, "stop": cmd_stop, "drain": cmd_drain, "status": cmd_status,
+            "tree": cmd_tree, "fault": cmd_fault, "chat": cmd_chat, "service": cmd_service,
+            "sessions": delegated("cli_storage", "cmd_sessions"),
+            "deliveries": delegated("cli_storage", "cmd_deliveries"),
+            "pair": delegated("cli_access", "cmd_pair"), "cron": delegated("cli_cron", "cmd_cron"),
+            "adapters": delegated("cli_adapters", "cmd_adapters"), "config": delegated("cli_config", "cmd_config"),
+            "routes": delegated("cli_routes", "cmd_routes"), "memory": delegated("cli_memory", "cmd_memory"),
+            "reload": delegated("cli_reload", "cmd_reload"), "logs": delegated("cli_logs", "cmd_logs"),
+            "report": delegated("cli_report", "cmd_report"), "platforms": delegated("cli_platforms", "cmd_platforms"),
+            "health": delegated("health", "cmd_health"), "doctor": delegated("doctor", "cmd_doctor"),
+            "join": delegated("cli_join", "cmd_join")}
 
 
 # ------------------------------------------------------------------------------------------------------ helpers
 
 def _attach(config: dict, args):
+    # this command's own modules, loaded when it runs (see the note at the top)
+    from daemon.admin import AdminClient, NoGateway
     try:
         return AdminClient(config)
     except NoGateway as exc:

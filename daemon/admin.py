@@ -22,6 +22,7 @@ from runtime import frame_mac, loopback, peer_check
 from common import processes
 from supervision import tree as tree_mod
 from daemon.asking import ask_for
+from daemon.root_actor import ROOT_CLASS, ROOT_NAME
 from common.logging_setup import thespian_log_defs
 from common.runfiles import RunFiles
 
@@ -58,8 +59,6 @@ class AdminClient:
         os.environ["THESPLOG_FILE"] = str(self.files.state_dir / "thespian.log")
         self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=thespian_log_defs("ERROR"),
                                 transientUnique=True)
-        # every command imports this module; the launcher's loads only for those that attach
-        from daemon.launcher import ROOT_CLASS, ROOT_NAME
         self.root = self.asys.createActor(ROOT_CLASS, globalName=ROOT_NAME)
 
     def status(self, timeout: float = 10.0) -> GatewayStatus:

@@ -45,11 +45,10 @@ from daemon.status_view import health_of
 from common.logging_setup import log_defs_for
 from common.runfiles import RunFiles
 from daemon.convention import leader_capabilities, remote_peers, transport_key
+from daemon.root_actor import ROOT_CLASS, ROOT_NAME
 
 log = logging.getLogger("gateway.launcher")
 EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
-ROOT_CLASS = "actors.root.Root"
-ROOT_NAME = "gateway-root"
 STATUS_INTERVAL_S = 2.0
 AUTO_PORT_ATTEMPTS = 3
 EXIT_GRACE_S = 5.0   # after the actor system's shutdown, for its processes to finish exiting (a loaded host takes
@@ -112,7 +111,7 @@ class Launcher:
         return code
 
     def _run_system(self, started: float) -> int:
-        # every actor module: the running launcher's alone, not the admin commands' (they import ROOT_CLASS)
+        # every actor module: the running launcher's alone, not the admin commands' (daemon/root_actor.py)
         from actors.root import preload_actor_modules
         for warning in startup_warnings(self.config):
             log.warning("%s", warning)

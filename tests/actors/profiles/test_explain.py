@@ -85,10 +85,16 @@ def test_list_orders_most_specific_first_and_bad_input_exits_usage(tmp_path, cap
     assert code == 2 and "unknown field" in json.loads(seen.out)["error"]
 
 
-def test_a_bad_route_or_profile_stops_every_command_with_exit_78(tmp_path, capsys, monkeypatch):
+def test_a_bad_route_or_profile_stops_every_command_that_uses_the_file_with_exit_78(tmp_path, capsys, monkeypatch):
+    """``start``, ``routes``, ``doctor`` and the others that work from the file check it whole. The commands that
+    act on the running gateway (``status``, ``health``, ``stop``...) do not: a file being edited must not make a
+    health probe fail (a service manager would restart a gateway that runs fine, into the bad file)."""
     monkeypatch.setenv("GATEWAY_STATE_DIR", str(tmp_path / "state"))
     code, seen = run(tmp_path, capsys, "routes", "list", "--json", config=CONFIG + '[[routes]]\nchat = "-100"\n')
     assert code == 78 and json.loads(seen.out)["key"] == "[[routes]] routes[3]"
-    code, seen = run(tmp_path, capsys, "status", "--json",
-                     config=CONFIG.replace('tools = ["clock"]', 'tools = ["rm"]'))
+    bad_tool = CONFIG.replace('tools = ["clock"]', 'tools = ["rm"]')
+    code, seen = run(tmp_path, capsys, "start", "--json", config=bad_tool)
     assert code == 78 and json.loads(seen.out)["key"] == "[profiles.support.agent] tools"
+    for command in ("status", "health", "stop"):
+        code, seen = run(tmp_path, capsys, command, "--json", config=bad_tool)
+        assert code == 3 and "no gateway running" in seen.out, (command, seen.out)
