@@ -371,7 +371,10 @@ def test_kill_9_restarts_the_adapter_and_what_came_meanwhile_arrives_once(rig):
 # ----------------------------------------------------------------------------------- a reply through kills
 
 CURSOR = "\u258d"
-KILLED_QUESTION = "#long 700 #slow 0.5 a reply through kills"   # about 14 s of previews: a tree walk is slow
+# About 14 s of previews (a tree walk is slow). The offline agent quotes a question's first 40 characters: the hooks
+# come after them, so the uninterrupted reply it is compared with (CONTROL_QUESTION) is the same text, streamed fast.
+KILLED_QUESTION = "answer at length, through two shard kills #long 700 #slow 0.5"
+CONTROL_QUESTION = "answer at length, through two shard kills #long 700 #slow 0.02"
 
 
 def visible(rig, chat: str) -> list[str]:
@@ -403,7 +406,7 @@ def test_a_reply_whose_shard_is_killed_mid_stream_twice_shows_its_whole_answer_o
     if not REGISTRY[rig.platform.adapter_type].pacing.supports_edit:
         pytest.skip(f"{rig.platform.adapter_type} has no edits: its replies are sent once, final")
     control, chat = new_chat("calm"), new_chat("killed-reply")
-    rig.platform.inject(control, KILLED_QUESTION)
+    rig.platform.inject(control, CONTROL_QUESTION)
     [answer] = settled_text(rig, control, 120)
     assert len(answer) >= 600, answer   # the whole #long answer, as this platform shows it
     pids, shown_before = shard_pids(rig), None
