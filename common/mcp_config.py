@@ -20,6 +20,10 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TOOL_SEPARATOR = "__"
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESULT_CHARS = 20_000
+# Calls one server may have in flight: each holds a request in the server (a subprocess or a remote endpoint) until
+# it answers or its timeout_s; a chat that makes the model call a hanging tool again and again meets this bound.
+DEFAULT_MAX_CALLS_IN_FLIGHT = 8
+MAX_CALLS_IN_FLIGHT_LIMIT = 256
 MAX_RESULT_CHARS_LIMIT = 1_000_000
 
 # key -> (type, what it is)
@@ -32,6 +36,8 @@ SERVER_KEYS: dict[str, tuple[type, str]] = {
     "headers": (dict, "HTTP headers: Header-Name = \"VARIABLE_HOLDING_THE_VALUE\""),
     "timeout_s": (float, f"how long one tool call may take (default {DEFAULT_TIMEOUT_S:g})"),
     "max_result_chars": (int, f"the longest tool result the model reads (default {DEFAULT_MAX_RESULT_CHARS})"),
+    "max_calls_in_flight": (int, "calls this server may have unanswered at once; one more is refused at once, and "
+                                 f"the model told (default {DEFAULT_MAX_CALLS_IN_FLIGHT})"),
     "enabled": (bool, "false: configured but not started"),
 }
 PROFILE_MCP_KEYS = ("mcp_servers", "mcp_allow", "mcp_deny")
@@ -49,6 +55,7 @@ class McpServerSpec:
     headers: tuple = ()             # of (header, variable)
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+    max_calls_in_flight: int = DEFAULT_MAX_CALLS_IN_FLIGHT
 
     @property
     def transport(self) -> str:
@@ -113,12 +120,16 @@ def server_spec(file: str, name: str, table: Any) -> McpServerSpec:
     if not 100 <= max_chars <= MAX_RESULT_CHARS_LIMIT:
         raise ConfigError(file, f"{where} max_result_chars",
                           f"must be between 100 and {MAX_RESULT_CHARS_LIMIT}, got {max_chars!r}")
+    in_flight = values.get("max_calls_in_flight", DEFAULT_MAX_CALLS_IN_FLIGHT)
+    if not 1 <= in_flight <= MAX_CALLS_IN_FLIGHT_LIMIT:
+        raise ConfigError(file, f"{where} max_calls_in_flight",
+                          f"must be between 1 and {MAX_CALLS_IN_FLIGHT_LIMIT}, got {in_flight!r}")
     return McpServerSpec(
         name=name, command=values.get("command", ""), args=tuple(values.get("args", ())),
         env=_variables(file, f"{where} env", values.get("env", {}), header=False), cwd=values.get("cwd", ""),
         url=values.get("url", ""), headers=_variables(file, f"{where} headers", values.get("headers", {}),
                                                       header=True),
-        timeout_s=timeout_s, max_result_chars=max_chars)
+        timeout_s=timeout_s, max_result_chars=max_chars, max_calls_in_flight=in_flight)
 
 
 def server_specs(config: Mapping, file: str = "(configuration)") -> dict[str, McpServerSpec]:

@@ -65,10 +65,12 @@ class ServerState:
     last_error: str = ""
     restarts: int = 0
     ready_since: float = 0.0
+    calls_in_flight: int = 0          # made and not yet ended (bounded by the spec's max_calls_in_flight)
 
     def describe(self) -> dict:
         return {"name": self.spec.name, "transport": self.spec.transport, "status": self.status,
-                "tools": [t.name for t in self.tools], "restarts": self.restarts, "last_error": self.last_error}
+                "tools": [t.name for t in self.tools], "restarts": self.restarts, "last_error": self.last_error,
+                "calls_in_flight": self.calls_in_flight}
 
 
 class _Server:
@@ -126,12 +128,15 @@ class _Server:
                     await asyncio.wait_for(session.send_ping(), self.policy.ping_every_s * 2)
 
     async def call(self, tool: str, arguments: dict) -> Any:
-        session = self.session
+        session, spec = self.session, self.state.spec
         if session is None or self.state.status != "ready":
             raise ServerUnavailable(self.unavailable_reason())
+        if self.state.calls_in_flight >= spec.max_calls_in_flight:   # refused, not queued: said now, not at timeout
+            raise ServerUnavailable(f"MCP server {spec.name!r} already has {self.state.calls_in_flight} calls in "
+                                    "flight (its max_calls_in_flight); this call was not made, try again later")
+        self.state.calls_in_flight += 1
         try:
-            return await session.call_tool(tool, arguments,
-                                           read_timeout_seconds=timedelta(seconds=self.state.spec.timeout_s + 1))
+            return await session.call_tool(tool, arguments, read_timeout_seconds=timedelta(seconds=spec.timeout_s + 1))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -144,6 +149,8 @@ class _Server:
             self.broken.set()
             raise ServerUnavailable(f"MCP server {self.state.spec.name!r} stopped answering during the call "
                                     f"({describe_error(exc)}); it is being restarted") from None
+        finally:
+            self.state.calls_in_flight -= 1   # answered, failed or cancelled (its timeout, a cut turn): slot free
 
     def unavailable_reason(self) -> str:
         why = f" (last error: {self.state.last_error})" if self.state.last_error else ""

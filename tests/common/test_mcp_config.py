@@ -37,6 +37,7 @@ def test_a_stdio_and_an_http_server_are_read():
     ({"command": "x", "timout_s": 3}, "[mcp.s] timout_s", "did you mean 'timeout_s'"),
     ({"command": "x", "timeout_s": 0}, "[mcp.s] timeout_s", "above 0"),
     ({"command": "x", "max_result_chars": 10}, "[mcp.s] max_result_chars", "between 100"),
+    ({"command": "x", "max_calls_in_flight": 0}, "[mcp.s] max_calls_in_flight", "between 1 and 256"),
     ({"command": "x", "args": [1]}, "[mcp.s] args", "array of strings"),
     ({"command": 3}, "[mcp.s] command", "expected a string"),
 ])

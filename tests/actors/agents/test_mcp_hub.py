@@ -60,6 +60,27 @@ def test_a_crashed_servers_tools_answer_unavailable_until_it_is_back_and_results
     asyncio.run(scenario())
 
 
+def test_calls_past_a_servers_in_flight_bound_are_refused_at_once_and_its_slots_free_when_calls_end():
+    """Two calls hang (the bound is 2): a third is refused at once, saying why, without reaching the server; once the
+    hanging calls are cut (their timeout) the server takes calls again."""
+    async def scenario():
+        hub = McpHub()
+        hub.ensure({"fake": spec(max_calls_in_flight=2, timeout_s=3)})
+        await hub.settled(lambda name: name == "fake", 60)
+        hanging = [asyncio.ensure_future(call_mcp_tool(hub, "fake", "hang", {})) for _ in range(2)]
+        await until(lambda: hub.state("fake").calls_in_flight == 2, 30, "two calls in flight")
+        refused = await asyncio.wait_for(call_mcp_tool(hub, "fake", "shout", {"text": "hi"}), 1)
+        assert isinstance(refused, ToolAnswer) and not refused.ok, refused
+        assert "already has 2 calls in flight" in refused.text and "max_calls_in_flight" in refused.text
+        cut = await asyncio.gather(*hanging)
+        assert all(not a.ok and "took longer than 3s" in a.text for a in cut), cut
+        await until(lambda: hub.state("fake").calls_in_flight == 0, 30, "the cut calls' slots freed")
+        again = await call_mcp_tool(hub, "fake", "shout", {"text": "hi"})
+        assert isinstance(again, ToolOutput) and again.text == "SHOUTED: HI", again
+        hub.ensure({}, 2)
+    asyncio.run(scenario())
+
+
 def test_doctor_lists_each_servers_tools_or_says_why_not(tmp_path):
     gw = Gateway(tmp_path, extra_toml=f"""
 [mcp.fake]
