@@ -44,6 +44,7 @@ from daemon.doctor_probes import probe_wecom
 from daemon.doctor_probes import probe_matrix
 from daemon.doctor_probes import probe_signal
 from daemon.doctor_probes import probe_irc
+from daemon.doctor_probes import probe_mattermost
 from daemon.dependency_audit import audit_check
 from daemon.doctor_mcp import mcp_probes
 from actors.hooks.plugins import load_plugins
@@ -57,6 +58,7 @@ CREDENTIAL_PROBES["wecom"] = probe_wecom
 CREDENTIAL_PROBES["matrix"] = probe_matrix
 CREDENTIAL_PROBES["signal"] = probe_signal
 CREDENTIAL_PROBES["irc"] = probe_irc
+CREDENTIAL_PROBES["mattermost"] = probe_mattermost
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 

@@ -116,6 +116,18 @@ async def probe_slack(name: str, settings: dict) -> Check:
                  f"the bot token works (auth.test: {me.get('user') or '?'} in {me.get('team') or '?'})")
 
 
+async def probe_mattermost(name: str, settings: dict) -> Check:
+    """``GET /users/me`` with the token through the adapter's own REST client: the token and the server, in one
+    call; says whether the token is a bot account's or a person's (whose posts the bot's answers then look like)."""
+    from actors.adapters.mattermost.client import MattermostREST   # only this probe needs this platform's client
+    api = MattermostREST(settings["base_url"], settings["token"], request_timeout=PROBE_TIMEOUT_S)
+    me = await _ask_platform(name, api, api.me, "Mattermost refused the token", f"the server at {settings['base_url']}")
+    if isinstance(me, Check):
+        return me
+    account = "a bot account" if me.get("is_bot") else "a person's account (a personal access token)"
+    return Check("ok", f"adapter {name}", f"the token works (users/me: @{me.get('username') or '?'}, {account})")
+
+
 MESSAGE_CONTENT_INTENT = 1 << 15
 # Application flags saying the Message Content intent is enabled in the Developer Portal (GATEWAY_MESSAGE_CONTENT,
 # and GATEWAY_MESSAGE_CONTENT_LIMITED for a bot in fewer than 100 servers).

@@ -454,3 +454,14 @@ ping_interval_s = 2.0
         gateway.cli("stop")
         gateway.kill_everything()
         fake.stop()
+
+
+def test_doctor_asks_mattermost_whether_the_token_works(mm):
+    from daemon.doctor_probes import probe_mattermost
+    table = {"type": "mattermost", "base_url": mm.base_url}
+    ok = asyncio.run(probe_mattermost("mm", registry.validate_adapter("mm", dict(table, token=DEFAULT_TOKEN))))
+    assert ok.status == "ok" and f"@{BOT_USERNAME}" in ok.detail and "a bot account" in ok.detail, ok
+    bad = asyncio.run(probe_mattermost("mm", registry.validate_adapter("mm", dict(table, token="revoked-token-1"))))
+    assert bad.status == "fail" and "Mattermost refused the token" in bad.detail, bad
+    assert "revoked-token-1" not in bad.detail
+
