@@ -44,17 +44,18 @@ def gateway_state_dir(pid: int) -> Optional[Path]:
 
 
 def describe_holder(pid: Optional[int], own_state_dir: Optional[Path] = None) -> str:
-    """``in use by ...`` for the process ``pid`` (None: not visible to us)."""
+    """``in use by ...`` for the process ``pid`` (None: not visible to us). No parentheses of its own: it is said
+    inside them ("web cannot listen on 127.0.0.1:8765 (in use by pid 77, nginx)")."""
     if pid is None:
         return "in use by another program"
     state_dir = gateway_state_dir(pid)
     if state_dir is not None:
         if own_state_dir is not None and state_dir.resolve() == Path(own_state_dir).resolve():
-            return f"in use by this gateway (pid {RunFiles(state_dir).read_pid() or pid})"
+            return f"in use by this gateway, pid {RunFiles(state_dir).read_pid() or pid}"
         launcher = RunFiles(state_dir).read_pid() or pid   # its launcher: what `stop` and `status` name
-        return f"in use by another gateway (state dir {state_dir}, pid {launcher})"
+        return f"in use by another gateway, pid {launcher}, state dir {state_dir}"
     try:
-        return f"in use by pid {pid} ({psutil.Process(pid).name()})"
+        return f"in use by pid {pid}, {psutil.Process(pid).name()}"
     except psutil.Error:
         return f"in use by pid {pid}"
 

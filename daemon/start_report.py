@@ -6,7 +6,7 @@ but a `start` that just said "gateway started" left the operator to find out lat
 ``SETTLE_S``, until each adapter has made its first attempt (its row left "connecting") and the metrics actor
 listens or has failed to, then reports:
 
-    gateway started (pid 4242) in 1.20s, degraded: web cannot listen on 127.0.0.1:8765 (in use by pid 77 (nginx))
+    gateway started (pid 4242) in 1.20s, degraded: web cannot listen on 127.0.0.1:8765 (in use by pid 77, nginx)
 
 and exits ``EX_STARTED_DEGRADED`` (4): the gateway runs (stop it, or fix the cause and it recovers by itself), but
 not as configured. An adapter still connecting at the bound is named, and not counted as a failure yet.

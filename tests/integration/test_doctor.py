@@ -65,7 +65,7 @@ base_url = "{tg.base_url}"
         assert checks["model endpoint"][0] == "fail" and "unreachable" in checks["model endpoint"][1]
         status, detail = checks["port web"]
         # this test holds it
-        assert status == "fail" and detail.startswith(f"127.0.0.1:{taken} is in use by pid {os.getpid()} ("), detail
+        assert status == "fail" and detail.startswith(f"127.0.0.1:{taken} is in use by pid {os.getpid()}, python"), detail
         assert checks["port api"] == ("ok", f"127.0.0.1:{free} is free")
         assert checks["adapter tg"][0] == "ok" and "@fake_gateway_bot" in checks["adapter tg"][1]
         assert checks["adapter tg_wrong"][0] == "fail" and "refused the token" in checks["adapter tg_wrong"][1]

@@ -79,7 +79,7 @@ def test_an_admin_port_taken_by_another_gateway_names_it_in_one_line(tmp_path):
         said = (result.stdout + result.stderr).strip().splitlines()
         assert result.returncode == 1, said
         assert said[0] == (f"the gateway failed to start (exit 1): admin port 127.0.0.1:{port} is in use by another "
-                           f"gateway (state dir {first.state}, pid {first.launcher_pid}); set [gateway] admin_port "
+                           f"gateway, pid {first.launcher_pid}, state dir {first.state}; set [gateway] admin_port "
                            "to another port (0: any free one)"), said
         assert said[1:] == [f"  log: {second.state / 'gateway.log'}"], said
         # The first one keeps the port to itself: every admin connection still reaches it.
@@ -105,6 +105,6 @@ def test_an_admin_port_taken_by_a_program_says_only_this_start_s_cause(tmp_path)
         said = (result.stdout + result.stderr).strip().splitlines()
         assert result.returncode == 1 and len(said) == 2, said
         assert said[0].startswith(f"the gateway failed to start (exit 1): admin port 127.0.0.1:{port} is in use by "
-                                  f"pid {os.getpid()} ("), said
+                                  f"pid {os.getpid()}, python"), said
     finally:
         gw.kill_everything()
