@@ -53,12 +53,32 @@ KEY_NOTES = {
     ("logging", "level"): "debug | info | warning | error; \"\": info",
 }
 ADAPTER_SAMPLE = """\
-# One table per platform connection ([adapters.NAME]; their keys: actors/adapters/registry.py), e.g.
-# [adapters.support]
-# type = "telegram"
-# token = "123456:ABC..."
-# access = "pairing"           # strangers get a code for the operator (`pair approve CODE`)
+# One table per platform connection, [adapters.NAME] (NAME is yours: two Telegram bots are two tables). With none,
+# the web chat on http://127.0.0.1:8765/ runs alone. One table per platform below, with the keys it cannot do
+# without; every key of each: `run_gateway.py platforms TYPE`; setting one up: its README in actors/adapters/TYPE/.
+# access: who may talk to the bot: "open", "pairing" (strangers get a code for `pair approve CODE`), "allowlist".
 """
+# Platforms not offered in the sample: the terminal chat is always there; the fake speaks to the test suite's fake.
+NOT_IN_SAMPLE = ("cli", "fake")
+
+
+def adapter_samples() -> list[str]:
+    """A commented table for every platform the registry has: its type, its required keys (a placeholder and what
+    each is), its access default: made from the registry, so a new platform folder appears here by itself."""
+    blocks = []
+    for kind, entry in sorted(registry.REGISTRY.items()):
+        if kind in NOT_IN_SAMPLE:
+            continue
+        lines = [f"# [adapters.{kind}]   # {entry.summary}", f'# type = "{kind}"']
+        for key, option in entry.options.items():
+            if option.default is registry.REQUIRED:
+                placeholder = {str: '"..."', int: "0", float: "0.0", bool: "false", list: "[]"}.get(option.kind, '""')
+                lines.append(f"# {key} = {placeholder}" + (f"   # {option.doc}" if option.doc else ""))
+        lines.append(f'# access = "{entry.access}"')
+        blocks.append("\n".join(lines) + "\n")
+    return blocks
+
+
 PROFILES_SAMPLE = """\
 # Personas with their own agent ([profiles.NAME]), and the routes that pick one per chat, thread or user
 # ([[routes]], most specific wins; `routes explain SOURCE` says why): docs/profiles.md, e.g.
@@ -145,7 +165,7 @@ def sample() -> str:
     for section, keys in config_mod.SCHEMA.items():
         if section in config_mod.OPEN_SECTIONS:
             if section == "adapters":
-                lines += [ADAPTER_SAMPLE]
+                lines += [ADAPTER_SAMPLE, *adapter_samples()]
             elif section == "profiles":
                 lines += [PROFILES_SAMPLE]
             elif section == "cron":

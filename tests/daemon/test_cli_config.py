@@ -6,8 +6,10 @@ import tomllib
 
 import pytest
 
+from actors.adapters import registry
 from common import config as config_mod
-from daemon.cli_config import effective, toml_text
+from common.config import ConfigError
+from daemon.cli_config import NOT_IN_SAMPLE, adapter_samples, effective, toml_text
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -35,3 +37,17 @@ def test_the_text_form_is_toml_of_the_same_values():
     assert tomllib.loads(toml_text(shown)) == {
         s: {n: {k: v for k, v in t.items() if v is not None} for n, t in tables.items()}
         if s in config_mod.OPEN_SECTIONS else tables for s, tables in shown.items()}
+
+
+def test_the_sample_has_a_table_for_every_platform_whose_keys_its_type_takes():
+    """Each platform's commented table, uncommented, is TOML of a table with its type's required keys and no key the
+    type does not take (its placeholders are no real values: only those may be refused)."""
+    blocks = {block.splitlines()[1].split('"')[1]: block for block in adapter_samples()}
+    assert set(blocks) == set(registry.REGISTRY) - set(NOT_IN_SAMPLE)
+    for kind, block in blocks.items():
+        table = tomllib.loads("\n".join(line[2:].split("   #")[0] for line in block.splitlines()))["adapters"][kind]
+        try:
+            registry.validate_adapter(kind, table)
+        except ConfigError as exc:
+            problems = [exc] + list(exc.more)
+            assert not any("missing" in p.reason or "unknown key" in p.reason for p in problems), (kind, problems)
