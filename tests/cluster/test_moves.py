@@ -58,9 +58,9 @@ def lab():
 
 
 def test_a_worker_added_under_load_takes_only_its_share_with_the_transcripts(lab, tmp_path):
-    # A turn streams for ~12 s: the second round is still answering as w2 joins, even on a loaded machine (at ~6 s
-    # a join slowed by a busy suite came after the round).
-    leader = LeaderGateway(tmp_path / "leader", lab, extra_toml=web_leader_toml(0.4))
+    # A turn streams for ~19 s: the second round is still answering as w2 joins, even on a loaded machine (at ~6 s,
+    # and once at ~12 s with the machine's load at 15, a join slowed by a busy machine came after the round).
+    leader = LeaderGateway(tmp_path / "leader", lab, extra_toml=web_leader_toml(0.7))
     w1, w2 = WorkerHost(tmp_path, lab, "w1", leader), WorkerHost(tmp_path, lab, "w2", leader)
     dbs = {"shard:0": leader.state / "gateway.db", "shard:w1/0": w1.dir / "state" / "gateway.db",
            "shard:w2/0": w2.dir / "state" / "gateway.db"}
