@@ -41,6 +41,7 @@ from daemon.asking import ask_for
 from daemon.ports import any_free_admin_port
 from daemon.port_holder import port_holder
 from daemon.startup_checks import startup_warnings
+from daemon.start_report import SETTLE_S, adapters_settled, serving_line
 from daemon.status_view import health_of
 from common.logging_setup import log_defs_for
 from common.runfiles import RunFiles
@@ -50,6 +51,7 @@ from daemon.root_actor import ROOT_CLASS, ROOT_NAME
 log = logging.getLogger("gateway.launcher")
 EX_OK, EX_FAILURE, EX_SOFTWARE = 0, 1, 70
 STATUS_INTERVAL_S = 2.0
+FIRST_ATTEMPT_POLL_S = 0.5
 AUTO_PORT_ATTEMPTS = 3
 EXIT_GRACE_S = 5.0   # after the actor system's shutdown, for its processes to finish exiting (a loaded host takes
                      # seconds; wait_gone returns as soon as they are gone, so only a hung one costs all of it)
@@ -69,6 +71,11 @@ class Launcher:
         self.notify = SystemdNotifier.from_environment()
         self.stopping_told = False
         self.next_status_at = 0.0
+        # The first attempts of the adapters, told once in the log (what `start` prints: a foreground run under a
+        # service manager has no `start` to say it): until then, asked every FIRST_ATTEMPT_POLL_S.
+        self.ready_at: float | None = None
+        self.first_attempts_told = False
+        self.next_first_attempt_check = 0.0
 
     # ------------------------------------------------------------------------------------------------ the run
     def run(self) -> int:
@@ -128,6 +135,7 @@ class Launcher:
         self._write_runtime(started)
         log.info("gateway ready in %.2fs: %d actors, admin %s:%d, state %s", time.monotonic() - started,
                  status.actors_up, self.host, self.port, self.files.state_dir)
+        self.ready_at = time.monotonic()
         self.notify.send(f"READY=1\nSTATUS={_status_line(status)}")
         return self._wait_for_end()
 
@@ -219,12 +227,29 @@ class Launcher:
             on_message(self.asys.listen(0.25))
             if not ending and self.notify.enabled and time.monotonic() >= self.next_status_at:
                 self._report_status(on_message)
+            if not ending and not self.first_attempts_told and time.monotonic() >= self.next_first_attempt_check:
+                self._tell_first_attempts(on_message)
             if ending:
                 return ending[0]
             processes.reap_zombies()
             if self.root_pid and not processes.is_same_process(self.root_pid, None):
                 log.error("the root actor (pid %d) died", self.root_pid)
                 return EX_SOFTWARE
+
+    def _tell_first_attempts(self, on_message) -> None:
+        """Once every adapter has made its first attempt (or SETTLE_S after ready): one line saying where the web
+        chat serves and what does not work and why, at WARNING when something does not."""
+        self.next_first_attempt_check = time.monotonic() + FIRST_ATTEMPT_POLL_S
+        status = ask_for(self.asys, self.root, _status_request(), GatewayStatus, 5, on_message)
+        if status is None:
+            return
+        rows = status.detail.get("adapters") or []
+        connecting, problems = adapters_settled(rows, self.config, self.files.state_dir)
+        if connecting and time.monotonic() - (self.ready_at or 0.0) < SETTLE_S:
+            return
+        self.first_attempts_told = True
+        line = serving_line(rows, problems, connecting)
+        log.log(logging.WARNING if problems or connecting else logging.INFO, "%s", line)
 
     def _report_status(self, on_message) -> None:
         """One status walk for the service manager: STATUS= on change, STOPPING=1 once a drain has begun (the

@@ -56,7 +56,7 @@ def settle(config: dict, files, deadline: float) -> Settled:
         except AdminError as exc:
             return Settled(problems=[str(exc)])
         listener = (files.read_runtime() or {}).get("metrics")
-        first_try = [r["name"] for r in rows if r["state"] == "connecting" and not is_down(r)]
+        first_try, _down = adapters_settled(rows, config, files.state_dir)
         if metrics_wanted and listener is None:
             first_try.append("metrics")
         console_url = console_serving(files) if console_wanted else None
@@ -65,12 +65,11 @@ def settle(config: dict, files, deadline: float) -> Settled:
         if not first_try or time.monotonic() >= deadline:
             break
         time.sleep(POLL_S)
-    problems = [_adapter_problem(row, config, files.state_dir) for row in rows if is_down(row)]
+    problems = adapters_settled(rows, config, files.state_dir)[1]
     if metrics_wanted and listener and listener.get("error") and not listener.get("url"):
         problems.append(_cannot_listen("metrics", listener["host"], listener["port"], listener["error"],
                                        files.state_dir))
-    urls = [r["url"] for r in rows if r.get("url") and r["state"] == "connected" and r["kind"] == "WebChatAdapter"]
-    return Settled(problems=problems, connecting=first_try, web_urls=urls, console_url=console_url)
+    return Settled(problems=problems, connecting=first_try, web_urls=web_chat_urls(rows), console_url=console_url)
 
 
 def console_serving(files) -> str | None:
@@ -80,6 +79,27 @@ def console_serving(files) -> str | None:
         return json.loads((files.run_dir / CONSOLE_FILE).read_text()).get("url")
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def adapters_settled(rows: list, config: dict, state_dir) -> tuple[list, list]:
+    """From the status's adapter rows: the names still on their first attempt, and one line for each adapter that is
+    down and why (a port in use names who holds it). What `start` and a foreground `run` both say."""
+    connecting = [r["name"] for r in rows if r["state"] == "connecting" and not is_down(r)]
+    return connecting, [_adapter_problem(row, config, state_dir) for row in rows if is_down(row)]
+
+
+def web_chat_urls(rows: list) -> list:
+    return [r["url"] for r in rows if r.get("url") and r["state"] == "connected" and r["kind"] == "WebChatAdapter"]
+
+
+def serving_line(rows: list, problems: list, connecting: list) -> str:
+    """The foreground run's one line once its adapters have had their first attempt (or SETTLE_S passed)."""
+    line = "serving" + "".join(f", web chat {url}" for url in web_chat_urls(rows))
+    if problems:
+        line += "; degraded: " + "; ".join(problems)
+    if connecting:
+        line += f"; still on a first attempt after {SETTLE_S:g}s: {', '.join(connecting)} (see `status`)"
+    return line
 
 
 def _adapter_problem(row: dict, config: dict, state_dir) -> str:

@@ -6,10 +6,11 @@ import json
 import os
 import re
 import socket
+import threading
 
 import pytest
 
-from tests.actor_system import free_port
+from tests.actor_system import free_port, wait_for
 from tests.gateway import DEFAULT_ADAPTERS_ANY_PORT, Gateway
 
 pytestmark = pytest.mark.timeout(120)
@@ -108,3 +109,30 @@ def test_an_admin_port_taken_by_a_program_says_only_this_start_s_cause(tmp_path)
                                   f"pid {os.getpid()}, python"), said
     finally:
         gw.kill_everything()
+
+
+def test_a_foreground_run_says_once_where_it_serves_and_what_does_not_work(tmp_path):
+    """`run` (what a service manager runs) has no `start` to report: once the adapters have had their first attempt
+    its log says, in one line, where the web chat serves and which adapter is down and why."""
+    held = _held_port()
+    held_port = held.getsockname()[1]
+    gw = Gateway(tmp_path, extra_toml='[adapters.web]\ntype = "webchat"\nport = 0\n'
+                                      f'[adapters.busy]\ntype = "webchat"\nport = {held_port}\n')
+    proc = gw.run_foreground()
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.rstrip("\n") for line in proc.stdout), daemon=True)
+    reader.start()
+    try:
+        try:
+            [said] = wait_for(lambda: [line for line in lines if "gateway.launcher: serving" in line], 60, 0.05,
+                              "the launcher's serving line")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the log so far: {lines[-15:]}") from None
+        assert " WARNING " in said, said
+        assert re.search(r"serving, web chat http://127\.0\.0\.1:\d+/; degraded: busy cannot listen on "
+                         rf"127\.0\.0\.1:{held_port} \(in use by pid {os.getpid()}, python", said), said
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+        gw.kill_everything()
+        held.close()
