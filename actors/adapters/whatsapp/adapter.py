@@ -22,7 +22,7 @@ knows none, and the Graph API's 131047 says the same (synchronously, or in a fai
 Outbound (client.py): POST /messages of text (4,096 characters, replying with ``context`` when the op names the
 message), of reactions, and of read receipts with the typing indicator. Every send waits for the phone number's
 throughput (``PHONE_NUMBER_MESSAGES_PER_S`` in platform.py) across chats; each chat's own pace is the kit's.
-No edits and no deletes exist for a sent message; an edit asked of this adapter is answered by the contract's
+No edits and no deletes exist for a sent message: a delete is answered done, changing nothing; an edit asked of this adapter is answered by the contract's
 default (a final one done without a call: a part only ever leaves with its final text). No idempotency key: a send
 whose answer was lost is re-sent with the kit's mark.
 """
@@ -214,6 +214,9 @@ class WhatsAppAdapter(ServingAdapter):
         if not self.settings["mark_read"] or last is None or last[1] is None or self.window_closed(op.chat_id, time.time()) is not None:
             return
         await self.api().mark_read(last[1], typing=True)
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        """Nor taken back: the Cloud API has no delete for a sent message (a consumer cleaning up moves on)."""
 
     async def close(self) -> None:
         await self._close_server()
