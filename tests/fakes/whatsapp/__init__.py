@@ -24,7 +24,7 @@ one is HTTP 401 with error 190):
   answers the bytes only with the bearer; an unknown id is error 100.
 * Errors are ``{"error": {"message", "type", "code", "error_data": {"details"}, "fbtrace_id"}}``. A scripted
   ``flood`` is 130429; the user is then refused again until ``flood_retry_after`` has passed, and each send inside
-  it counts as a ``retry_after_violation``. ``fail_next(code...)`` answers any code (190, 131047, 131056, ...).
+  it counts as a ``retry_after_violation``. ``fail_next(code...)`` answers the next texts with any code (190, 131047, 131056, ...).
 * Pacing counted, as Meta enforces it: more than ``pair_burst`` sends to one user within ``pair_burst`` x
   ``pair_interval_s`` is a ``pair_rate_violation`` (refused with 131056 when ``enforce_pair_rate``); more than
   ``throughput_per_s`` sends a second a ``throughput_violation``.

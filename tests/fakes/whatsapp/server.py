@@ -77,7 +77,7 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
             self.faults.configure(**settings)
 
     def fail_next(self, *codes: int) -> None:
-        """The next sends (one per code) are answered with these Graph error codes."""
+        """The next text sends (one per code) are answered with these Graph error codes."""
         with self._lock:
             self.next_codes.extend(codes)
 
@@ -223,7 +223,7 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
         failed_status = None
         with self.mutate() as state:
             fault = self.faults.draw(SEND_METHOD)
-            code = self.next_codes.pop(0) if self.next_codes and fault is None else None
+            code = self.next_codes.pop(0) if self.next_codes and fault is None and kind == "text" else None
             if fault == "drop":
                 self._log(state, user, now, 599, None)
                 return drop_connection(request)
