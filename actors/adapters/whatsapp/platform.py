@@ -5,7 +5,7 @@ otherwise.
 Pacing, from Meta's documentation: a text holds 4,096 characters; one phone number sends at most
 ``PHONE_NUMBER_MESSAGES_PER_S`` messages a second (the Cloud API's default throughput, error 130429 past it), kept
 by the adapter across its chats; one user may be sent about one message every 6 s before the pair rate limit
-(131056) refuses more, with short bursts allowed: a chat sends at most one every 6 s, burst 4. No edits and no
+(131056) refuses more, with short bursts allowed: a chat sends at most one every 6.25 s, burst 4. No edits and no
 deletes exist for a sent message, so answers go out once, final. The typing indicator shows for up to 25 s or
 until the next message. No idempotency key exists: a send whose answer was lost is re-sent with the mark."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
@@ -22,7 +22,7 @@ PLATFORM = Platform(
     summary="WhatsApp through Meta's Cloud API: signed webhooks in, the Graph API out", intake="server",
     capabilities=CAPABILITIES, access="pairing",
     pacing=paced("whatsapp", CAPABILITIES, 4096, "chars", edit_interval_s=0.0, min_edit_delta_chars=0,
-                 per_chat_ops_per_s=1 / 6, per_chat_burst=4, typing_interval_s=20.0),
+                 per_chat_ops_per_s=0.16, per_chat_burst=4, typing_interval_s=20.0),
     options={
         "phone_number_id": Option(str, doc="the business phone number's id (WhatsApp > API Setup), not the number"),
         "access_token": Option(str, secret=True, doc="a system user's permanent access token with "
