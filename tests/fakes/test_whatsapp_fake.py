@@ -175,3 +175,26 @@ def test_reactions_read_marks_and_pacing_counts(fake):
         text(fake, USER, f"burst {i}")
     assert fake.stats()["pair_rate_violations"] == 1, "the 5th message to one user within 24 s is one too many"
     assert (fake.stats()["reads"], fake.stats()["typing"]) == (1, 1)
+
+
+def test_an_uploaded_file_is_sent_by_its_media_id(fake):
+    fake.add_user(USER, last_inbound=time.time())
+    boundary = "XyZ"
+    parts = [("messaging_product", None, b"whatsapp"), ("type", None, b"application/pdf"),
+             ("file", "report.pdf", b"%PDF-1.4 fake")]
+    body = b"".join(f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"".encode()
+                    + (f"; filename=\"{filename}\"\r\nContent-Type: application/pdf".encode() if filename else b"")
+                    + b"\r\n\r\n" + value + b"\r\n" for name, filename, value in parts) + f"--{boundary}--\r\n".encode()
+    request = urllib.request.Request(f"{fake.base_url}/v21.0/{DEFAULT_PHONE_NUMBER_ID}/media", data=body,
+                                     method="POST", headers={"Authorization": f"Bearer {DEFAULT_TOKEN}",
+                                                             "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        media_id = json.loads(resp.read())["id"]
+    status, _ = call(fake, f"/{DEFAULT_PHONE_NUMBER_ID}/messages", {"messaging_product": "whatsapp", "to": USER,
+                     "type": "document", "document": {"id": media_id, "filename": "report.pdf"}})
+    assert status == 200
+    (shown,) = fake.messages(USER)
+    assert shown["kind"] == "document" and shown["sha256"] == hashlib.sha256(b"%PDF-1.4 fake").hexdigest()
+    status, answer = call(fake, f"/{DEFAULT_PHONE_NUMBER_ID}/messages", {"messaging_product": "whatsapp",
+                          "to": USER, "type": "image", "image": {"id": "nope"}})
+    assert status == 400 and answer["error"]["code"] == 100

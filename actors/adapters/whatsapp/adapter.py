@@ -20,7 +20,7 @@ window before it leaves (``WindowClosed``: a permanent failure in the ledger, wi
 knows none, and the Graph API's 131047 says the same (synchronously, or in a failed status callback, logged).
 
 Outbound (client.py): POST /messages of text (4,096 characters, replying with ``context`` when the op names the
-message), of reactions, and of read receipts with the typing indicator. Every send waits for the phone number's
+message), of files (uploaded with POST /media first, then sent as an image or a document), of reactions, and of read receipts with the typing indicator. Every send waits for the phone number's
 throughput (``PHONE_NUMBER_MESSAGES_PER_S`` in platform.py) across chats; each chat's own pace is the kit's.
 No edits and no deletes exist for a sent message: a delete is answered done, changing nothing; an edit asked of this adapter is answered by the contract's
 default (a final one done without a call: a part only ever leaves with its final text). No idempotency key: a send
@@ -50,6 +50,8 @@ from supervision.http_serving import http_limits
 
 REMEMBERED = 4096              # wamids committed in this life, and chats whose window and last message are known
 TEXT_LIMIT_CHARS = 4096
+CAPTION_LIMIT_CHARS = 1024
+INLINE_IMAGES = ("image/jpeg", "image/png")   # what WhatsApp shows as an image; any other file goes as a document
 
 
 class WhatsAppAdapter(ServingAdapter):
@@ -181,6 +183,11 @@ class WhatsAppAdapter(ServingAdapter):
             return None
         return (now - last[0]) / 3600
 
+    def _check_window(self, chat_id: str, method: str) -> None:
+        if (hours := self.window_closed(chat_id, time.time())) is not None:
+            raise WindowClosed(f"the 24-hour customer service window is closed: the user last wrote {hours:.0f} h "
+                               "ago; free text cannot reach them, only a template message", method=method)
+
     async def _paced(self) -> None:
         """Wait for the phone number's throughput, shared by every chat (a send over it is refused: 130429)."""
         if self._throughput is None:
@@ -195,11 +202,23 @@ class WhatsAppAdapter(ServingAdapter):
                                method="messages:text")
         if not op.text.strip():
             raise PermanentError("WhatsApp refuses an empty text", method="messages:text")
-        if (hours := self.window_closed(op.chat_id, time.time())) is not None:
-            raise WindowClosed(f"the 24-hour customer service window is closed: the user last wrote {hours:.0f} h "
-                               "ago; free text cannot reach them, only a template message", method="messages:text")
+        self._check_window(op.chat_id, "messages:text")
         await self._paced()
         return await self.api().send(op.chat_id, "text", {"body": op.text, "preview_url": False}, op.reply_to)
+
+    async def send_file(self, op: PlatformOp) -> str:
+        """Upload the file, then a message carrying it: an image WhatsApp shows inline (JPEG or PNG within 5 MB),
+        any other file as a document with its name. An upload whose message never left is seen by no one."""
+        self._check_window(op.chat_id, "messages:file")
+        data = await self.file_bytes(op.file)
+        media_id = await self.api().upload(op.file.name, op.file.mime, data)
+        caption = op.file.caption[:CAPTION_LIMIT_CHARS]
+        await self._paced()
+        if op.file.kind == "photo" and op.file.mime in INLINE_IMAGES and len(data) <= self.pacing.photo_limit_bytes:
+            return await self.api().send(op.chat_id, "image", {"id": media_id, **({"caption": caption} if caption
+                                                                                  else {})}, op.reply_to)
+        document = {"id": media_id, "filename": op.file.name or "file", **({"caption": caption} if caption else {})}
+        return await self.api().send(op.chat_id, "document", document, op.reply_to)
 
     async def set_reaction(self, op: PlatformOp) -> None:
         if not op.message_id:

@@ -8,6 +8,8 @@ Every call carries ``Authorization: Bearer <access token>`` (a system user's per
                                         "context": {"message_id"}}  -> {"messages": [{"id": "wamid..."}]}
          the same path with {"type": "reaction", "reaction": {"message_id", "emoji"}} (emoji "": taken away),
          and {"status": "read", "message_id", "typing_indicator": {"type": "text"}}: read ticks and typing
+    POST /{phone-number-id}/media       multipart ``messaging_product``, ``type`` (the MIME type), ``file`` -> {"id"}:
+                                           an upload, then sent as {"type": "image"|"document", ...: {"id"}}
     GET  /{media-id}                    -> {"url", "mime_type", "file_size", ...}: the media-URL indirection; the
                                            url is then fetched with the same bearer (it expires in minutes)
 
@@ -104,6 +106,19 @@ class GraphAPI(HttpSession):
         if typing:
             payload["typing_indicator"] = {"type": "text"}
         await self._request("POST", f"/{self.phone_number_id}/messages", "messages:read", json=payload)
+
+    async def upload(self, name: str, mime: str, data: bytes) -> str:
+        """POST /media of one file -> its media id (kept by Meta for 30 days; an upload never sent is seen by no
+        one)."""
+        form = aiohttp.FormData()
+        form.add_field("messaging_product", "whatsapp")
+        form.add_field("type", mime)
+        form.add_field("file", data, filename=name or "file", content_type=mime)
+        body = await self._request("POST", f"/{self.phone_number_id}/media", "media:upload", data=form)
+        media_id = body.get("id")
+        if not isinstance(media_id, str) or not media_id:
+            raise RetryableError("the answer names no media id", method="media:upload")
+        return media_id
 
     async def media(self, media_id: str, cap: int) -> tuple[bytes, str]:
         """An inbound file's bytes and claimed type: its URL asked of ``/{media-id}``, then fetched with the bearer,

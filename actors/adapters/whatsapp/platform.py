@@ -7,14 +7,15 @@ Pacing, from Meta's documentation: a text holds 4,096 characters; one phone numb
 by the adapter across its chats; one user may be sent about one message every 6 s before the pair rate limit
 (131056) refuses more, with short bursts allowed: a chat sends at most one every 6.25 s, burst 4. No edits and no
 deletes exist for a sent message, so answers go out once, final. The typing indicator shows for up to 25 s or
-until the next message. No idempotency key exists: a send whose answer was lost is re-sent with the mark."""
+until the next message. Files go up with POST /media and out as an image (JPEG or PNG up to 5 MB) or a
+document (up to 100 MB), their captions 1,024 characters. No idempotency key exists: a send whose answer was lost is re-sent with the mark."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 PHONE_NUMBER_MESSAGES_PER_S = 80.0   # the Cloud API's default throughput per business phone number
 PHONE_NUMBER_BURST = 20
 CUSTOMER_SERVICE_WINDOW_S = 24 * 3600.0   # free text only within 24 h of the user's last message (131047 past it)
 
-CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=True, files_in=True, files_out=False,
+CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=True, files_in=True, files_out=True,
                             voice=True, buttons=False, typing=True)
 
 PLATFORM = Platform(
@@ -22,7 +23,8 @@ PLATFORM = Platform(
     summary="WhatsApp through Meta's Cloud API: signed webhooks in, the Graph API out", intake="server",
     capabilities=CAPABILITIES, access="pairing",
     pacing=paced("whatsapp", CAPABILITIES, 4096, "chars", edit_interval_s=0.0, min_edit_delta_chars=0,
-                 per_chat_ops_per_s=0.16, per_chat_burst=4, typing_interval_s=20.0),
+                 per_chat_ops_per_s=0.16, per_chat_burst=4, typing_interval_s=20.0,
+                 upload_limit_bytes=100 * 1024 * 1024, photo_limit_bytes=5 * 1024 * 1024, caption_limit=1024),
     options={
         "phone_number_id": Option(str, doc="the business phone number's id (WhatsApp > API Setup), not the number"),
         "access_token": Option(str, secret=True, doc="a system user's permanent access token with "

@@ -121,7 +121,12 @@ class WhatsAppHarness(ServerHarness):
     # -- outbound
     def sent(self, chat: str) -> list[dict]:
         return [{"message_id": m["wamid"], "text": m["text"], "deleted": False}
-                for m in self.server.messages(wa_id(chat))]
+                for m in self.server.messages(wa_id(chat)) if m["kind"] == "text"]
+
+    def sent_files(self, chat: str) -> list[dict]:
+        """The bot's media messages; an image is what WhatsApp shows inline (a photo)."""
+        return [{"message_id": m["wamid"], "kind": "photo" if m["kind"] == "image" else "document",
+                 "sha256": m["sha256"]} for m in self.server.messages(wa_id(chat)) if m["kind"] != "text"]
 
     def attempts(self, chat: str, op: str) -> list[dict]:
         if op != "send":

@@ -24,6 +24,7 @@ DEFAULT_LIMITS = {"text_limit": 4096, "window_s": 86400.0, "window_errors": "syn
                   "pair_burst": 4, "enforce_pair_rate": False, "throughput_per_s": 80, "answer_timeout": 10.0,
                   "retries": 5, "retry_delays": [1.0, 2.0, 4.0]}
 SEND_METHOD = "messages"
+FREE_FORM = ("text", "image", "document", "audio", "video")   # what the 24-hour window governs
 CODES = {130429: "Rate limit hit", 131056: "(Business Account, Consumer Account) pair rate limit hit",
          131047: "Re-engagement message", 190: "Error validating access token: Session has expired",
          131000: "Something went wrong", 100: "Invalid parameter", 131026: "Message undeliverable"}
@@ -61,7 +62,7 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
     def initial_state(self) -> dict:
         stats = dict.fromkeys(("sends", "token_refusals", "retry_after_violations", "flood_served",
                                "window_refusals", "pair_rate_violations", "throughput_violations", "media_served",
-                               "reads", "typing", "webhook_attempts", "webhook_retries"), 0)
+                               "reads", "typing", "uploads", "webhook_attempts", "webhook_retries"), 0)
         return {"users": {}, "ops": [], "deliveries": [], "media": {}, "next_wamid": 1, "next_delivery": 1,
                 "stats": stats}
 
@@ -163,6 +164,7 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
     # -- routes
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/{version}/{phone}/messages", self.messages_route)
+        app.router.add_post("/{version}/{phone}/media", self.upload_route)
         app.router.add_get("/{version}/{node}", self.node_route)
         app.router.add_get("/_download/{media_id}", self.download_route)
         control_route(app, "GET", "/_control/stats", lambda body: self.stats())
@@ -243,14 +245,14 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
                 self._log(state, user, now, 429 if code in (130429, 131056) else 400, code)
                 return graph_error(code)
             known = state["users"].get(user)
-            if known is None or kind not in ("text", "reaction") or not isinstance(params.get(kind), dict):
+            if known is None or kind not in FREE_FORM + ("reaction",) or not isinstance(params.get(kind), dict):
                 self._log(state, user, now, 400, 100)
                 return graph_error(131026 if known is None else 100, "no such user, or a type the fake does not "
-                                   "take (text and reaction only)")
+                                   "take (text, image, document, audio, video, reaction)")
             answer, failed_status = self._take(state, known, user, kind, params, now)
             if isinstance(answer, web.Response):
                 return answer
-        await self.hold_if_asked(SEND_METHOD, user, fault is None and kind == "text")
+        await self.hold_if_asked(SEND_METHOD, user, fault is None and kind in FREE_FORM)
         if failed_status is not None:
             self.send_status(user, failed_status, "failed", [{"code": 131047, "title": "Re-engagement message",
                                                               "message": "Re-engagement message"}])
@@ -267,6 +269,10 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
             if not isinstance(body, str) or not body or len(body) > self.limits["text_limit"]:
                 self._log(state, user, now, 400, 100)
                 return graph_error(100, "text.body is empty or over 4096 characters"), None
+        elif kind != "reaction" and content.get("id") not in state["media"]:
+            self._log(state, user, now, 400, 100)
+            return graph_error(100, f"{kind}.id names no uploaded media"), None
+        if kind in FREE_FORM:
             if outside and self.limits["window_errors"] == "sync":
                 state["stats"]["window_refusals"] += 1
                 self._log(state, user, now, 400, 131047)
@@ -289,12 +295,36 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
             known["reactions"].setdefault(target, []).append([emoji] if emoji else [])
         else:
             context = params.get("context") if isinstance(params.get("context"), dict) else {}
-            known["messages"].append({"wamid": wamid, "text": content["body"], "at": now,
-                                      "reply_to": context.get("message_id"), "delivered": not outside})
+            shown = {"wamid": wamid, "kind": kind, "text": content.get("body", content.get("caption", "")),
+                     "at": now, "reply_to": context.get("message_id"), "delivered": not outside}
+            if kind != "text":
+                media = state["media"][content["id"]]
+                shown.update(media_id=content["id"], filename=content.get("filename"),
+                             sha256=hashlib.sha256(base64.b64decode(media["data"])).hexdigest())
+            known["messages"].append(shown)
             state["stats"]["sends"] += 1
         self._log(state, user, now, 200, None)
         return ({"messaging_product": "whatsapp", "contacts": [{"input": user, "wa_id": user}],
-                 "messages": [{"id": wamid}]}, wamid if outside and kind == "text" else None)
+                 "messages": [{"id": wamid}]}, wamid if outside and kind in FREE_FORM else None)
+
+    async def upload_route(self, request: web.Request) -> web.Response:
+        """POST /media, multipart: ``messaging_product``, ``type`` (MIME) and ``file`` -> {"id"}."""
+        if not self._authorised(request):
+            return self._refused_token()
+        fields: dict = {}
+        try:
+            async for part in await request.multipart():
+                fields[part.name] = (await part.read(), part.headers.get("Content-Type", ""))
+        except (ValueError, AssertionError, KeyError):
+            return graph_error(100, "the body is no multipart form")
+        data, _ = fields.get("file", (None, ""))
+        mime = (fields.get("type") or (b"", ""))[0].decode(errors="replace")
+        if fields.get("messaging_product", (b"",))[0] != b"whatsapp" or not data or not mime:
+            return graph_error(100, "messaging_product, type and file are required")
+        media_id = self.add_media(bytes(data), mime)
+        with self.mutate() as state:
+            state["stats"]["uploads"] += 1
+        return web.json_response({"id": media_id})
 
     def _read_receipt(self, params: dict) -> web.Response:
         wamid = params.get("message_id")
