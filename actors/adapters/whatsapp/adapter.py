@@ -37,6 +37,7 @@ from typing import Any, Optional
 
 from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.intake_styles import ServingAdapter
+from actors.adapters.push_server import KeepsPushServer
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import ChatBudget
 from actors.adapters.whatsapp.client import GraphAPI, MediaTooLarge, WindowClosed
@@ -54,7 +55,7 @@ CAPTION_LIMIT_CHARS = 1024
 INLINE_IMAGES = ("image/jpeg", "image/png")   # what WhatsApp shows as an image; any other file goes as a document
 
 
-class WhatsAppAdapter(ServingAdapter):
+class WhatsAppAdapter(KeepsPushServer, ServingAdapter):
     def __init__(self):
         super().__init__()
         self.skipped = 0               # messages acknowledged without becoming input (system, unsupported)
@@ -80,17 +81,6 @@ class WhatsAppAdapter(ServingAdapter):
             self._emit_lock = asyncio.Lock()
             await self._serve_webhooks()
         await self.api().phone_number()   # a refused token (190) or a wrong number id: PermanentError (refused)
-
-    async def disconnect(self) -> None:
-        """The webhook server stays up between connection attempts, so Meta's webhooks are still taken while the
-        Graph API refuses; it closes when the intake stops (a drain) and at stop."""
-        if self.intake_stopped:
-            await self._close_server()
-
-    async def _close_server(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            await server.stop()
 
     async def _serve_webhooks(self) -> None:
         def on_error(text: str) -> None:
@@ -159,12 +149,6 @@ class WhatsAppAdapter(ServingAdapter):
 
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_message(raw, self.name, self.profile)
-
-    def served_url(self) -> Optional[str]:
-        server = self._server
-        if server is None or server.port is None:
-            return None
-        return f"http://{self.settings['webhook_host']}:{server.port}{self.settings['webhook_path']}"
 
     async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
         try:
@@ -238,7 +222,7 @@ class WhatsAppAdapter(ServingAdapter):
         """Nor taken back: the Cloud API has no delete for a sent message (a consumer cleaning up moves on)."""
 
     async def close(self) -> None:
-        await self._close_server()
+        await self.close_push_server()
         api, self._api = self._api, None
         if api is not None:
             await api.close()

@@ -12,10 +12,6 @@ side. A handle is a webhook delivery's id; "acknowledged" is a 200 answer to it.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -27,7 +23,6 @@ from tests.fakes.whatsapp import (DEFAULT_APP_SECRET, DEFAULT_PHONE_NUMBER_ID, D
                                   FakeWhatsApp)
 from tests.fakes.whatsapp.webhooks import envelope
 
-ROOT = Path(__file__).resolve().parents[3]   # the project: tests/adapters/harnesses/whatsapp.py
 
 
 def wa_id(chat: str) -> str:
@@ -66,18 +61,6 @@ class WhatsAppHarness(ServerHarness):
                 f'app_secret = "{DEFAULT_APP_SECRET}"\nverify_token = "{DEFAULT_VERIFY_TOKEN}"\n'
                 f'base_url = "{self.server.base_url}"\nwebhook_port = 0\nrate_limit_wait_s = 0.5\n'
                 f'pacing = {{ per_chat_ops_per_s = 4.0, per_chat_burst = 3 }}\n')
-
-    def served_url(self) -> Optional[str]:
-        """The adapter's webhook URL as ``status`` shows it (None while it has none)."""
-        env = dict(os.environ, GATEWAY_STATE_DIR=str(self.workdir / "state"), PYTHONPATH=str(ROOT))
-        result = subprocess.run([sys.executable, str(ROOT / "run_gateway.py"), "--config",
-                                 str(self.workdir / "gateway.toml"), "status", "--json"],
-                                env=env, capture_output=True, text=True, timeout=60)
-        rows = json.loads(result.stdout or "{}").get("adapters", []) if result.stdout.startswith("{") else []
-        url = next((r.get("url") for r in rows if r.get("name") == self.adapter_name and r.get("url")), None)
-        if url:
-            self.url = url
-        return url
 
     def _checked_url(self) -> None:
         if self.server.webhook_url is None:
