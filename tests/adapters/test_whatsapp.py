@@ -296,3 +296,18 @@ def test_the_client_against_the_fake_token_window_and_media():
                 await api.media(media_id, 1000)
     with FakeWhatsApp() as fake:
         asyncio.run(scenario(fake))
+
+
+def test_the_doctor_probe_asks_for_the_phone_number():
+    from actors.adapters import registry
+    from daemon.doctor_probes import probe_whatsapp
+    with FakeWhatsApp() as fake:
+        table = registry.validate_adapter("wa", {"type": "whatsapp", "phone_number_id": DEFAULT_PHONE_NUMBER_ID,
+                                                 "access_token": DEFAULT_TOKEN, "app_secret": "s",
+                                                 "verify_token": "v", "base_url": fake.base_url})
+        good = asyncio.run(probe_whatsapp("wa", table))
+        assert good.status == "ok" and "Fake Shop" in good.detail
+        wrong = asyncio.run(probe_whatsapp("wa", dict(table, access_token="EAA-revoked")))
+        assert wrong.status == "fail" and "refused" in wrong.detail and "EAA-revoked" not in wrong.detail
+    away = asyncio.run(probe_whatsapp("wa", dict(table, base_url="http://127.0.0.1:9")))
+    assert away.status == "fail" and "cannot reach" in away.detail and DEFAULT_TOKEN not in away.detail
