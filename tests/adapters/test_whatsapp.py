@@ -162,6 +162,28 @@ def test_a_rate_limited_send_is_retried_after_the_backoff_and_delivered_once(rig
     assert len(fake.messages(user)) == 1
 
 
+def test_a_users_reaction_on_a_reply_is_stored_as_feedback_on_it(rig):
+    fake, user = rig.fake, rig.new_user("fan")
+    fake.inject_text(user, "hello")
+    rig.done(user)
+    (obligation,) = rig.settled(user)
+    (reply,) = fake.messages(user)
+    fake.inject_message(user, "reaction", {"message_id": reply["wamid"], "emoji": "👍"})
+    key = session_key(Source(platform="whatsapp", chat_id=user, chat_type="dm", user_id=user))
+    (row,) = wait_for(lambda: _read(rig.gateway, lambda store: store.feedback.of_session(key)), 30, 0.1,
+                      "the reaction stored as feedback")
+    assert (row.message_id, row.emoji, row.obligation_id) == (reply["wamid"], ["👍"], obligation.obligation_id)
+    assert len(rig.rows(user)) == 1, "a reaction is no turn"
+
+
+def test_a_failed_status_callback_is_logged_with_metas_reason(rig):
+    fake, user = rig.fake, rig.new_user("status")
+    handle = fake.send_status(user, "wamid.GONE" + uuid.uuid4().hex[:6], "failed",
+                              [{"code": 131026, "title": "Message undeliverable"}])
+    wait_for(lambda: fake.delivery(handle)["state"] == "acked", 30, 0.05, "the status callback answered 200")
+    rig.gateway.wait_log(f"to {user}: failed (131026 Message undeliverable)")
+
+
 def test_an_image_is_fetched_through_the_media_url_and_cached(rig):
     fake, user = rig.fake, rig.new_user("photo")
     data = b"\x89PNG\r\n\x1a\n" + bytes(200)
