@@ -185,9 +185,9 @@ def test_an_uploaded_file_is_sent_by_its_media_id(fake):
     body = b"".join(f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"".encode()
                     + (f"; filename=\"{filename}\"\r\nContent-Type: application/pdf".encode() if filename else b"")
                     + b"\r\n\r\n" + value + b"\r\n" for name, filename, value in parts) + f"--{boundary}--\r\n".encode()
+    headers = {"Authorization": f"Bearer {DEFAULT_TOKEN}", "Content-Type": f"multipart/form-data; boundary={boundary}"}
     request = urllib.request.Request(f"{fake.base_url}/v21.0/{DEFAULT_PHONE_NUMBER_ID}/media", data=body,
-                                     method="POST", headers={"Authorization": f"Bearer {DEFAULT_TOKEN}",
-                                                             "Content-Type": f"multipart/form-data; boundary={boundary}"})
+                                     method="POST", headers=headers)
     with urllib.request.urlopen(request, timeout=10) as resp:
         media_id = json.loads(resp.read())["id"]
     status, _ = call(fake, f"/{DEFAULT_PHONE_NUMBER_ID}/messages", {"messaging_product": "whatsapp", "to": USER,

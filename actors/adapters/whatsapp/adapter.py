@@ -20,11 +20,12 @@ window before it leaves (``WindowClosed``: a permanent failure in the ledger, wi
 knows none, and the Graph API's 131047 says the same (synchronously, or in a failed status callback, logged).
 
 Outbound (client.py): POST /messages of text (4,096 characters, replying with ``context`` when the op names the
-message), of files (uploaded with POST /media first, then sent as an image or a document), of reactions, and of read receipts with the typing indicator. Every send waits for the phone number's
-throughput (``PHONE_NUMBER_MESSAGES_PER_S`` in platform.py) across chats; each chat's own pace is the kit's.
-No edits and no deletes exist for a sent message: a delete is answered done, changing nothing; an edit asked of this adapter is answered by the contract's
-default (a final one done without a call: a part only ever leaves with its final text). No idempotency key: a send
-whose answer was lost is re-sent with the kit's mark.
+message), of files (uploaded with POST /media first, then sent as an image or a document), of reactions, and of
+read receipts with the typing indicator. Every send waits for the phone number's throughput
+(``PHONE_NUMBER_MESSAGES_PER_S`` in platform.py) across chats; each chat's own pace is the kit's. No edits and no
+deletes exist for a sent message: a delete is answered done, changing nothing; an edit asked of this adapter is
+answered by the contract's default (a final one done without a call: a part only ever leaves with its final text).
+No idempotency key: a send whose answer was lost is re-sent with the kit's mark.
 """
 from __future__ import annotations
 
@@ -126,10 +127,11 @@ class WhatsAppAdapter(KeepsPushServer, ServingAdapter):
 
     def _remember(self, raw: dict) -> None:
         """A committed message: its wamid (redeliveries skipped) and its chat's window and newest message."""
-        if (wamid := wamid_of(raw)) is not None:
-            self._committed[wamid] = True
-            while len(self._committed) > REMEMBERED:
-                self._committed.popitem(last=False)
+        if (wamid := wamid_of(raw)) is None:
+            return   # refused as malformed: no message of the user's to mark read
+        self._committed[wamid] = True
+        while len(self._committed) > REMEMBERED:
+            self._committed.popitem(last=False)
         message = raw.get("message") or {}
         chat, at = message.get("from"), sent_at_of(message)
         if isinstance(chat, str) and at is not None and at >= self._chats.get(chat, (0.0, None))[0]:
@@ -214,7 +216,7 @@ class WhatsAppAdapter(KeepsPushServer, ServingAdapter):
         """The user's newest message shows read, with the typing indicator (both need a message to attach to: a
         chat none came from in this life shows nothing)."""
         last = self._chats.get(op.chat_id)
-        if not self.settings["mark_read"] or last is None or last[1] is None or self.window_closed(op.chat_id, time.time()) is not None:
+        if not self.settings["mark_read"] or last is None or self.window_closed(op.chat_id, time.time()) is not None:
             return
         await self.api().mark_read(last[1], typing=True)
 

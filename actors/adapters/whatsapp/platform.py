@@ -8,12 +8,21 @@ by the adapter across its chats; one user may be sent about one message every 6 
 (131056) refuses more, with short bursts allowed: a chat sends at most one every 6.25 s, burst 4. No edits and no
 deletes exist for a sent message, so answers go out once, final. The typing indicator shows for up to 25 s or
 until the next message. Files go up with POST /media and out as an image (JPEG or PNG up to 5 MB) or a
-document (up to 100 MB), their captions 1,024 characters. No idempotency key exists: a send whose answer was lost is re-sent with the mark."""
+document (up to 100 MB), their captions 1,024 characters. No idempotency key exists: a send whose answer was lost
+is re-sent with the mark."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 PHONE_NUMBER_MESSAGES_PER_S = 80.0   # the Cloud API's default throughput per business phone number
 PHONE_NUMBER_BURST = 20
 CUSTOMER_SERVICE_WINDOW_S = 24 * 3600.0   # free text only within 24 h of the user's last message (131047 past it)
+
+def _secrets_are_set(table):
+    """An empty app secret would make every forged webhook's signature computable: refused at load."""
+    for key in ("app_secret", "verify_token", "access_token"):
+        if not str(table.get(key) or "").strip():
+            return key, "must not be empty"
+    return None
+
 
 CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=True, files_in=True, files_out=True,
                             voice=True, buttons=False, typing=True)
@@ -40,6 +49,8 @@ PLATFORM = Platform(
         "webhook_path": Option(str, "/whatsapp/webhook", doc="its path (the Callback URL's path)"),
         "rate_limit_wait_s": Option(float, 6.0, doc="how long a chat waits after a rate limit (130429, 131056), "
                                                     "for which the Graph API names no wait"),
-        "mark_read": Option(bool, True, doc="show the user's message read (blue ticks) with the typing indicator while its "
-                                               "answer is written (WhatsApp shows typing only with a read mark)"),
-    })
+        "mark_read": Option(bool, True, doc="show the user's message read (blue ticks) with the typing indicator "
+                                            "while its answer is written (WhatsApp shows typing only with a read "
+                                            "mark)"),
+    },
+    checks=(_secrets_are_set,))
