@@ -311,7 +311,8 @@ def test_the_client_against_the_fake_token_window_and_media():
             with pytest.raises(WindowClosed):
                 await api.send("15550001", "text", {"body": "late"})
             fake.add_user("15550001", last_inbound=time.time())
-            assert (await api.send("15550001", "text", {"body": "on time"}, reply_to="wamid.X")).startswith("wamid.")
+            wamid = await api.send("15550001", "text", {"body": "on time"}, reply_to="wamid.X")
+            assert [(m["wamid"], m["reply_to"]) for m in fake.messages("15550001")] == [(wamid, "wamid.X")]
             media_id = fake.add_media(b"x" * 5000, "application/pdf")
             assert await api.media(media_id, 10_000) == (b"x" * 5000, "application/pdf")
             with pytest.raises(Exception, match="5000 bytes"):
