@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from pathlib import Path
-from typing import Optional
 
 from actors.messages import Source
 from tests.actor_system import wait_for
@@ -22,7 +20,6 @@ from tests.adapters.server_harness import ServerHarness
 from tests.fakes.whatsapp import (DEFAULT_APP_SECRET, DEFAULT_PHONE_NUMBER_ID, DEFAULT_TOKEN, DEFAULT_VERIFY_TOKEN,
                                   FakeWhatsApp)
 from tests.fakes.whatsapp.webhooks import envelope
-
 
 
 def wa_id(chat: str) -> str:
@@ -42,10 +39,6 @@ class WhatsAppHarness(ServerHarness):
 
     state_name = "whatsapp.json"
     send_method = "messages"
-
-    def __init__(self, workdir: Path):
-        super().__init__(workdir)
-        self.url: Optional[str] = None
 
     def make_server(self):
         server = FakeWhatsApp(port=self.port, state_file=self.state_file, webhook_url=self.url, retries=12,
