@@ -41,6 +41,7 @@ from common.runfiles import RunFiles
 from common.state_access import unusable_state_dir
 from daemon.doctor_probes import Check, port_check, probe_discord, probe_model, probe_slack, probe_telegram
 from daemon.doctor_probes import probe_wecom
+from daemon.doctor_probes import probe_whatsapp
 from daemon.doctor_probes import probe_matrix
 from daemon.doctor_probes import probe_signal
 from daemon.doctor_probes import probe_irc
@@ -55,6 +56,7 @@ DISK_FAIL_BYTES = 100 * 2**20      # below this the next writes may fail: SQLite
 DISK_WARN_BYTES = 1 * 2**30
 CREDENTIAL_PROBES = {"telegram": probe_telegram, "slack": probe_slack, "discord": probe_discord}
 CREDENTIAL_PROBES["wecom"] = probe_wecom
+CREDENTIAL_PROBES["whatsapp"] = probe_whatsapp
 CREDENTIAL_PROBES["matrix"] = probe_matrix
 CREDENTIAL_PROBES["signal"] = probe_signal
 CREDENTIAL_PROBES["irc"] = probe_irc
@@ -234,6 +236,8 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
             ports.append((f"{name} events", args["events_host"], args["events_port"]))
         elif args["type"] == "wecom":
             ports.append((f"{name} callbacks", args["callback_host"], args["callback_port"]))
+        elif args["type"] == "whatsapp":
+            ports.append((f"{name} webhooks", args["webhook_host"], args["webhook_port"]))
     return ports
 
 

@@ -167,6 +167,20 @@ async def probe_wecom(name: str, settings: dict) -> Check:
         return answer
     return Check("ok", f"adapter {name}", f"the corp id and secret work (gettoken: a token for "
                                           f"{answer.get('expires_in', '?')} s)")
+async def probe_whatsapp(name: str, settings: dict) -> Check:
+    """``GET /{phone-number-id}`` through the adapter's own client: the access token, the phone number id and the
+    Graph API, in one call (the app secret and verify token are Meta's to use, when the webhook URL is saved)."""
+    from actors.adapters.whatsapp.client import GraphAPI   # only this probe needs this platform's client
+    api = GraphAPI(settings["phone_number_id"], settings["access_token"], settings["base_url"],
+                   settings["api_version"], request_timeout=PROBE_TIMEOUT_S)
+    answer = await _ask_platform(name, api, api.phone_number, "Meta refused the access token or phone number id",
+                                 f"the Graph API at {settings['base_url']}")
+    if isinstance(answer, Check):
+        return answer
+    return Check("ok", f"adapter {name}", f"the access token works for {answer.get('display_phone_number', '?')} "
+                                          f"({answer.get('verified_name', '?')})")
+
+
 async def probe_matrix(name: str, settings: dict) -> Check:
     """``GET /_matrix/client/v3/account/whoami`` through the adapter's own client: the access token and the
     homeserver, in one call."""

@@ -76,3 +76,27 @@ class PushServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+
+
+class KeepsPushServer:
+    """Mixin for a ServingAdapter whose push server (``self._server``, started by its ``connect``) listens from the
+    first connect on and stays up between connection attempts, so the platform's pushes are still taken while its
+    API refuses (WeCom, WhatsApp); the server closes when the intake stops (a drain) and at stop
+    (``close_push_server`` from ``close``)."""
+
+    _server: Optional[PushServer] = None
+
+    async def disconnect(self) -> None:
+        if self.intake_stopped:
+            await self.close_push_server()
+
+    async def close_push_server(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop()
+
+    def served_url(self) -> Optional[str]:
+        server = self._server
+        if server is None or server.port is None:
+            return None
+        return f"http://{server.host}:{server.port}{server.path}"

@@ -34,6 +34,7 @@ import logging
 from typing import Any, Optional
 
 from actors.adapters.intake_styles import ServingAdapter
+from actors.adapters.push_server import KeepsPushServer
 from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import utf8_len
@@ -48,7 +49,7 @@ REMEMBERED_MESSAGES = 4096     # MsgIds committed in this life, for skipping ret
 TEXT_LIMIT_BYTES = 2048
 
 
-class WeComAdapter(ServingAdapter):
+class WeComAdapter(KeepsPushServer, ServingAdapter):
     def __init__(self):
         super().__init__()
         self.skipped = 0               # callbacks answered without becoming input (events)
@@ -70,17 +71,6 @@ class WeComAdapter(ServingAdapter):
             self._emit_lock = asyncio.Lock()
             await self._serve_callbacks()
         await self.api().access_token()   # a wrong corp id or secret fails here: PermanentError (intake._refused)
-
-    async def disconnect(self) -> None:
-        """The callback server stays up between connection attempts, so WeCom's callbacks are still taken while
-        gettoken fails; it closes when the intake stops (a drain) and at stop."""
-        if self.intake_stopped:
-            await self._close_server()
-
-    async def _close_server(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            await server.stop()
 
     async def _serve_callbacks(self) -> None:
         def on_error(text: str) -> None:
@@ -123,12 +113,6 @@ class WeComAdapter(ServingAdapter):
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_message(raw, self.name, self.profile, self.settings.get("agent_id"))
 
-    def served_url(self) -> Optional[str]:
-        server = self._server
-        if server is None or server.port is None:
-            return None
-        return f"http://{self.settings['callback_host']}:{server.port}{self.settings['callback_path']}"
-
     async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
         try:
             return await self.api().media(attachment.ref, cap)
@@ -152,7 +136,7 @@ class WeComAdapter(ServingAdapter):
         await self.api().recall(str(op.message_id))
 
     async def close(self) -> None:
-        await self._close_server()
+        await self.close_push_server()
         api, self._api = self._api, None
         if api is not None:
             await api.close()
