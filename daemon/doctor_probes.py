@@ -167,6 +167,8 @@ async def probe_wecom(name: str, settings: dict) -> Check:
         return answer
     return Check("ok", f"adapter {name}", f"the corp id and secret work (gettoken: a token for "
                                           f"{answer.get('expires_in', '?')} s)")
+
+
 async def probe_whatsapp(name: str, settings: dict) -> Check:
     """``GET /{phone-number-id}`` through the adapter's own client: the access token, the phone number id and the
     Graph API, in one call (the app secret and verify token are Meta's to use, when the webhook URL is saved)."""

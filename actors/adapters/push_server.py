@@ -78,25 +78,22 @@ class PushServer:
             await runner.cleanup()
 
 
-class KeepsPushServer:
-    """Mixin for a ServingAdapter whose push server (``self._server``, started by its ``connect``) listens from the
-    first connect on and stays up between connection attempts, so the platform's pushes are still taken while its
-    API refuses (WeCom, WhatsApp); the server closes when the intake stops (a drain) and at stop
-    (``close_push_server`` from ``close``)."""
+class KeptPushServer:
+    """A served adapter's push server, owned by the adapter as a field: started by its first ``connect`` and kept up
+    between connection attempts, so the platform's pushes are still taken while its API refuses (WeCom, WhatsApp);
+    the adapter closes it when its intake stops (a drain) and at stop."""
 
-    _server: Optional[PushServer] = None
+    def __init__(self) -> None:
+        self.server: Optional[PushServer] = None
 
-    async def disconnect(self) -> None:
-        if self.intake_stopped:
-            await self.close_push_server()
-
-    async def close_push_server(self) -> None:
-        server, self._server = self._server, None
+    async def close(self) -> None:
+        server, self.server = self.server, None
         if server is not None:
             await server.stop()
 
-    def served_url(self) -> Optional[str]:
-        server = self._server
+    def url(self) -> Optional[str]:
+        """Where it serves (``status`` shows it), once it listens."""
+        server = self.server
         if server is None or server.port is None:
             return None
         return f"http://{server.host}:{server.port}{server.path}"

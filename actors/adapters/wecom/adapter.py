@@ -34,7 +34,7 @@ import logging
 from typing import Any, Optional
 
 from actors.adapters.intake_styles import ServingAdapter
-from actors.adapters.push_server import KeepsPushServer
+from actors.adapters.push_server import KeptPushServer
 from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import utf8_len
@@ -49,13 +49,13 @@ REMEMBERED_MESSAGES = 4096     # MsgIds committed in this life, for skipping ret
 TEXT_LIMIT_BYTES = 2048
 
 
-class WeComAdapter(KeepsPushServer, ServingAdapter):
+class WeComAdapter(ServingAdapter):
     def __init__(self):
         super().__init__()
         self.skipped = 0               # callbacks answered without becoming input (events)
         self.retries_skipped = 0       # re-deliveries of messages committed in this life
         self._api: Optional[WeComAPI] = None
-        self._server: Optional[CallbackServer] = None
+        self.push_server = KeptPushServer()   # its CallbackServer, kept between connection attempts
         self._emit_lock: Optional[asyncio.Lock] = None
         self._committed: collections.OrderedDict = collections.OrderedDict()
 
@@ -67,7 +67,7 @@ class WeComAdapter(KeepsPushServer, ServingAdapter):
         return self._api
 
     async def connect(self) -> None:
-        if self._server is None:
+        if self.push_server.server is None:
             self._emit_lock = asyncio.Lock()
             await self._serve_callbacks()
         await self.api().access_token()   # a wrong corp id or secret fails here: PermanentError (intake._refused)
@@ -87,9 +87,16 @@ class WeComAdapter(KeepsPushServer, ServingAdapter):
             deliver=functools.partial(self._deliver, self.intake.emit), on_error=on_error, on_refused=on_refused,
             limits=http_limits(self.config), max_skew_s=settings["max_timestamp_skew_s"])
         port = await server.start()   # a port that is taken raises here: retried, nothing half-started is kept
-        self._server = server
+        self.push_server.server = server
         self.say(logging.INFO, "%s: WeCom callbacks on %s:%d%s", self.name, settings["callback_host"], port,
                   settings["callback_path"])
+
+    async def disconnect(self) -> None:
+        if self.intake_stopped:   # else kept: see KeptPushServer
+            await self.push_server.close()
+
+    def served_url(self) -> Optional[str]:
+        return self.push_server.url()
 
     async def run_intake(self, emit) -> None:
         await asyncio.get_running_loop().create_future()  # the server delivers; serve until cancelled
@@ -136,7 +143,7 @@ class WeComAdapter(KeepsPushServer, ServingAdapter):
         await self.api().recall(str(op.message_id))
 
     async def close(self) -> None:
-        await self.close_push_server()
+        await self.push_server.close()
         api, self._api = self._api, None
         if api is not None:
             await api.close()

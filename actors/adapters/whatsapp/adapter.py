@@ -38,7 +38,7 @@ from typing import Any, Optional
 
 from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.intake_styles import ServingAdapter
-from actors.adapters.push_server import KeepsPushServer
+from actors.adapters.push_server import KeptPushServer
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import ChatBudget
 from actors.adapters.whatsapp.client import GraphAPI, MediaTooLarge, WindowClosed
@@ -56,14 +56,14 @@ CAPTION_LIMIT_CHARS = 1024
 INLINE_IMAGES = ("image/jpeg", "image/png")   # what WhatsApp shows as an image; any other file goes as a document
 
 
-class WhatsAppAdapter(KeepsPushServer, ServingAdapter):
+class WhatsAppAdapter(ServingAdapter):
     def __init__(self):
         super().__init__()
         self.skipped = 0               # messages acknowledged without becoming input (system, unsupported)
         self.redeliveries_skipped = 0  # redeliveries of messages committed in this life
         self.statuses_seen = 0
         self._api: Optional[GraphAPI] = None
-        self._server: Optional[WebhookServer] = None
+        self.push_server = KeptPushServer()   # its WebhookServer, kept between connection attempts
         self._emit_lock: Optional[asyncio.Lock] = None
         self._committed: collections.OrderedDict = collections.OrderedDict()
         self._chats: collections.OrderedDict = collections.OrderedDict()   # chat -> (last message time, wamid)
@@ -78,7 +78,7 @@ class WhatsAppAdapter(KeepsPushServer, ServingAdapter):
         return self._api
 
     async def connect(self) -> None:
-        if self._server is None:
+        if self.push_server.server is None:
             self._emit_lock = asyncio.Lock()
             await self._serve_webhooks()
         await self.api().phone_number()   # a refused token (190) or a wrong number id: PermanentError (refused)
@@ -96,9 +96,16 @@ class WhatsAppAdapter(KeepsPushServer, ServingAdapter):
             deliver=functools.partial(self._deliver, self.intake.emit), on_error=on_error,
             on_refused=self.intake.reject, limits=http_limits(self.config))
         port = await server.start()   # a port that is taken raises here: retried, nothing half-started is kept
-        self._server = server
+        self.push_server.server = server
         self.say(logging.INFO, "%s: WhatsApp webhooks on %s:%d%s", self.name, settings["webhook_host"], port,
                  settings["webhook_path"])
+
+    async def disconnect(self) -> None:
+        if self.intake_stopped:   # else kept: see KeptPushServer
+            await self.push_server.close()
+
+    def served_url(self) -> Optional[str]:
+        return self.push_server.url()
 
     async def run_intake(self, emit) -> None:
         await asyncio.get_running_loop().create_future()  # the server delivers; serve until cancelled
@@ -224,7 +231,7 @@ class WhatsAppAdapter(KeepsPushServer, ServingAdapter):
         """Nor taken back: the Cloud API has no delete for a sent message (a consumer cleaning up moves on)."""
 
     async def close(self) -> None:
-        await self.close_push_server()
+        await self.push_server.close()
         api, self._api = self._api, None
         if api is not None:
             await api.close()
