@@ -27,8 +27,9 @@ the consumer cuts at the limit). It goes:
   a repeated key is answered 409 with the first push's message, which is the answer.
 
 No edits: LINE cannot change a sent message (pacing ``line``: the consumer sends the final text only, once); the
-contract's default answers a final edit done without a call. No deletes either. The typing indicator is the loading
-animation, which LINE shows in 1:1 chats only: in a group it is skipped quietly. The monthly push quota used up is
+contract's default answers a final edit done without a call. Nor deletes: one is answered done, changing
+nothing (as IRC's). The typing indicator is the loading animation, which LINE shows in 1:1 chats only: in a group
+it is skipped quietly. The monthly push quota used up is
 a permanent failure that says so (client.py), never retried into a ban.
 """
 from __future__ import annotations
@@ -193,6 +194,9 @@ class LineAdapter(ServingAdapter):
         [first, *_] = await self.api().push(op.chat_id, messages, retry_key(op))
         self.pushes += 1
         return first
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        """Nor taken back: LINE has no such call. Answered done, so a consumer cleaning up extra parts moves on."""
 
     async def send_typing(self, op: PlatformOp) -> None:
         if op.chat_type == "dm":   # LINE shows the loading animation in 1:1 chats only
