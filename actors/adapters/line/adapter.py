@@ -27,10 +27,10 @@ the consumer cuts at the limit). It goes:
   a repeated key is answered 409 with the first push's message, which is the answer.
 
 No edits: LINE cannot change a sent message (pacing ``line``: the consumer sends the final text only, once); the
-contract's default answers a final edit done without a call. Nor deletes: one is answered done, changing
-nothing (as IRC's). The typing indicator is the loading animation, which LINE shows in 1:1 chats only: in a group
-it is skipped quietly. The monthly push quota used up is
-a permanent failure that says so (client.py), never retried into a ban.
+contract's default answers a final edit done without a call. Nor deletes: one is answered done, changing nothing
+(as IRC's). The typing indicator is the loading animation, which LINE shows in 1:1 chats only: in a group it is
+skipped quietly. The monthly push quota used up is a permanent failure that says so (client.py), never retried
+into a ban.
 """
 from __future__ import annotations
 
