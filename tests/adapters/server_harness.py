@@ -8,8 +8,14 @@ the fake's call a text send makes (``send_method``): the one whose answer ``hold
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parents[2]   # the project: tests/adapters/server_harness.py
 
 
 class ServerHarness:
@@ -50,6 +56,16 @@ class ServerHarness:
 
     def release_send(self) -> None:
         self.server.release_held()
+
+    def url_in_status(self) -> Optional[str]:
+        """The URL the adapter serves on as ``status`` shows it (None while it has none): a served platform's
+        adapter listens on port 0, so its fake learns the address from there."""
+        env = dict(os.environ, GATEWAY_STATE_DIR=str(self.workdir / "state"), PYTHONPATH=str(ROOT))
+        result = subprocess.run([sys.executable, str(ROOT / "run_gateway.py"), "--config",
+                                 str(self.workdir / "gateway.toml"), "status", "--json"],
+                                env=env, capture_output=True, text=True, timeout=60)
+        rows = json.loads(result.stdout or "{}").get("adapters", []) if result.stdout.startswith("{") else []
+        return next((r.get("url") for r in rows if r.get("name") == self.adapter_name and r.get("url")), None)
 
     def table_head(self, access: Optional[str] = "open") -> str:
         """The first lines of the adapter's [adapters.NAME] table (``access = "open"``: strangers are answered)."""

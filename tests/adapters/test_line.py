@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 
 import pytest
@@ -21,9 +20,10 @@ from actors.adapters.line.inbound import (event_from_webhook, events_of, signatu
                                           WebhookRefused)
 from actors.adapters.payload_fields import MalformedPayload
 from actors.messages import PlatformOp
-from storage import Store, StorageError, session_key
+from storage import Store, StorageError
 from tests.actor_system import wait_for
 from tests.adapters.harnesses.line import LineHarness
+from tests.adapters.test_conformance import session_rows
 from tests.fakes.line import DEFAULT_ACCESS_TOKEN, DEFAULT_CHANNEL_SECRET, FakeLine
 from tests.fakes.line.webhooks import sign
 from tests.gateway import Gateway
@@ -211,15 +211,7 @@ def rig(tmp_path_factory):
 
 def rows(harness: LineHarness, gateway: Gateway, chat: str):
     """The inbox rows of the chat's session; None while the database is busy (callers poll)."""
-    key = session_key(harness.source(chat))
-
-    async def read():
-        async with await Store.open(gateway.state / "gateway.db") as store:
-            return await store.inbox.rows_in_state(key, ("received", "taken", "done", "dropped"))
-    try:
-        return asyncio.run(read())
-    except StorageError:
-        return None
+    return session_rows(gateway, harness.source(chat))
 
 
 def obligations(gateway: Gateway, chat_id: str):

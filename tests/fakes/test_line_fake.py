@@ -3,12 +3,10 @@ answered 409 with the first push, the monthly quota, 429 bans), the loading anim
 and redelivered the way LINE's documentation describes, against a small receiver written here (no gateway)."""
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
 import json
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -17,6 +15,7 @@ import uuid
 import pytest
 from aiohttp import web
 
+from tests.fakes.harness import FakeServer
 from tests.fakes.line import DEFAULT_ACCESS_TOKEN, DEFAULT_BOT_USER, DEFAULT_CHANNEL_SECRET, FakeLine
 
 pytestmark = pytest.mark.timeout(60)
@@ -131,7 +130,7 @@ def test_the_loading_animation_is_for_users_and_5_to_60_seconds_in_steps_of_5(fa
     assert [e["loadingSeconds"] for e in fake.loading(user)] == [20]
 
 
-class Receiver:
+class Receiver(FakeServer):
     """A bot's webhook URL, checking the signature as a bot must. ``statuses``: the answers to give, in order
     (then 200)."""
 
@@ -139,6 +138,17 @@ class Receiver:
         self.statuses = list(statuses)
         self.bodies: list[dict] = []
         self.problems: list[str] = []
+        super().__init__()
+
+    def initial_state(self) -> dict:
+        return {}
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_post("/hook", self.handle)
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/hook"
 
     async def handle(self, request: web.Request) -> web.Response:
         raw = await request.read()
@@ -147,26 +157,6 @@ class Receiver:
             self.problems.append("bad signature")
         self.bodies.append(json.loads(raw))
         return web.Response(status=self.statuses.pop(0) if self.statuses else 200)
-
-    def __enter__(self):
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-        async def start():
-            app = web.Application()
-            app.router.add_post("/hook", self.handle)
-            self.runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-            await self.runner.setup()
-            await web.TCPSite(self.runner, "127.0.0.1", 0).start()
-            return self.runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)}/hook"
-        return self
-
-    def __exit__(self, *exc):
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 def test_a_webhook_is_signed_and_redelivered_with_the_same_event_id_until_answered(fake):

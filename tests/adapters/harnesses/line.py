@@ -14,10 +14,6 @@ the send the delivery case holds (tests/adapters/test_line.py covers reply token
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -26,7 +22,6 @@ from tests.actor_system import wait_for
 from tests.adapters.server_harness import ServerHarness
 from tests.fakes.line import DEFAULT_ACCESS_TOKEN, DEFAULT_CHANNEL_SECRET, FakeLine
 
-ROOT = Path(__file__).resolve().parents[3]   # the project: tests/adapters/harnesses/line.py
 SEND_METHODS = ("push", "reply")
 
 
@@ -64,12 +59,7 @@ class LineHarness(ServerHarness):
 
     def served_url(self) -> Optional[str]:
         """The adapter's webhook URL as ``status`` shows it (None while it has none)."""
-        env = dict(os.environ, GATEWAY_STATE_DIR=str(self.workdir / "state"), PYTHONPATH=str(ROOT))
-        result = subprocess.run([sys.executable, str(ROOT / "run_gateway.py"), "--config",
-                                 str(self.workdir / "gateway.toml"), "status", "--json"],
-                                env=env, capture_output=True, text=True, timeout=60)
-        rows = json.loads(result.stdout or "{}").get("adapters", []) if result.stdout.startswith("{") else []
-        url = next((r.get("url") for r in rows if r.get("name") == self.adapter_name and r.get("url")), None)
+        url = self.url_in_status()
         if url:
             self.url = url
         return url

@@ -11,10 +11,6 @@ side. A handle is a callback delivery's id; "acknowledged" is a 200 answer to it
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -25,7 +21,6 @@ from tests.fakes.wecom import DEFAULT_AGENT_ID, DEFAULT_CALLBACK_TOKEN, DEFAULT_
 from tests.fakes.wecom import crypto
 from tests.fakes.wecom.callbacks import message_xml
 
-ROOT = Path(__file__).resolve().parents[3]   # the project: tests/adapters/harnesses/wecom.py
 METHODS = {"send": "message/send", "delete": "message/recall"}
 
 
@@ -64,12 +59,7 @@ class WeComHarness(ServerHarness):
 
     def served_url(self) -> Optional[str]:
         """The adapter's callback URL as ``status`` shows it (None while it has none)."""
-        env = dict(os.environ, GATEWAY_STATE_DIR=str(self.workdir / "state"), PYTHONPATH=str(ROOT))
-        result = subprocess.run([sys.executable, str(ROOT / "run_gateway.py"), "--config",
-                                 str(self.workdir / "gateway.toml"), "status", "--json"],
-                                env=env, capture_output=True, text=True, timeout=60)
-        rows = json.loads(result.stdout or "{}").get("adapters", []) if result.stdout.startswith("{") else []
-        url = next((r.get("url") for r in rows if r.get("name") == self.adapter_name and r.get("url")), None)
+        url = self.url_in_status()
         if url:
             self.url = url
         return url

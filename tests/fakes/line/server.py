@@ -35,6 +35,15 @@ def line_id(prefix: str, name: str) -> str:
     return prefix + hashlib.md5(name.encode()).hexdigest()
 
 
+async def json_object(request: web.Request) -> dict:
+    """A request's JSON object body ({} for anything else: the handlers then refuse what is missing)."""
+    try:
+        params = json.loads(await request.read() or b"null")
+    except ValueError:
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
 class FakeLine(WebhookMethods, FakeServer):
     """``limits`` (DEFAULT_LIMITS keys) as keyword arguments; faults through ``set_faults`` (kinds flood: 429,
     error: 500, drop, drop_after) for ``push`` and ``reply``."""
@@ -195,11 +204,7 @@ class FakeLine(WebhookMethods, FakeServer):
         async def handler(request: web.Request) -> web.Response:
             if not self.authorised(request):
                 return web.json_response(AUTH_FAILED, status=401)
-            try:
-                params = json.loads(await request.read() or b"null")
-            except ValueError:
-                params = None
-            params = params if isinstance(params, dict) else {}
+            params = await json_object(request)
             key = request.headers.get("X-Line-Retry-Key")
             now = time.time()
             with self.mutate() as state:
@@ -286,12 +291,8 @@ class FakeLine(WebhookMethods, FakeServer):
     async def loading_start(self, request: web.Request) -> web.Response:
         if not self.authorised(request):
             return web.json_response(AUTH_FAILED, status=401)
-        try:
-            params = json.loads(await request.read() or b"null")
-        except ValueError:
-            params = None
-        chat = params.get("chatId") if isinstance(params, dict) else None
-        seconds = params.get("loadingSeconds", 20) if isinstance(params, dict) else None
+        params = await json_object(request)
+        chat, seconds = params.get("chatId"), params.get("loadingSeconds", 20)
         if not isinstance(chat, str) or not chat.startswith("U"):
             return web.json_response({"message": "The property, 'chatId', in the request body is invalid"},
                                      status=400)
