@@ -267,6 +267,22 @@ def test_a_redelivered_event_is_one_turn_answered_with_its_reply_token(rig):
     assert len(harness.server.messages(harness.server.user(chat))) == 1
 
 
+def test_a_group_message_that_mentions_the_bot_is_answered_in_the_group_without_a_loading_animation(rig):
+    harness, gateway = rig
+    line, name = harness.server, f"group-{uuid.uuid4().hex[:6]}"
+    group, member = line.group(name), line.user(f"{name}-member")
+    mention = {"mentionees": [{"index": 0, "length": 4, "type": "user", "isSelf": True}]}
+    refused_before = line.stats()["loading_refused"]
+    line.deliver([line.message_event(group, {"type": "text", "text": "@bot hello #slow 0.6", "mention": mention},
+                                     member)])
+    [message] = wait_for(lambda: line.messages(group), 60, 0.1, "the answer in the group")
+    assert message["via"] == "reply"
+    wait_for(lambda: (o := obligations(gateway, group)) and all(x.state == "delivered" for x in o), 30, 0.1,
+             "the answer delivered in the ledger")
+    assert line.loading(group) == [] and line.stats()["loading_refused"] == refused_before, (
+        "LINE shows the loading animation in 1:1 chats only: none is asked for a group")
+
+
 def test_an_expired_reply_token_falls_back_to_a_push(rig):
     harness, gateway = rig
     chat, line = f"expired-{uuid.uuid4().hex[:6]}", harness.server

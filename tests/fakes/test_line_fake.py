@@ -128,6 +128,7 @@ def test_the_loading_animation_is_for_users_and_5_to_60_seconds_in_steps_of_5(fa
     assert call(fake, "/v2/bot/chat/loading/start", {"chatId": user, "loadingSeconds": 7})[0] == 400
     assert call(fake, "/v2/bot/chat/loading/start", {"chatId": fake.group("g"), "loadingSeconds": 5})[0] == 400
     assert [e["loadingSeconds"] for e in fake.loading(user)] == [20]
+    assert fake.stats()["loading_refused"] == 2
 
 
 class Receiver(FakeServer):

@@ -137,7 +137,11 @@ class LineAdapter(ServingAdapter):
             if not fresh:
                 return
             await emit(fresh, None)
-        for event in fresh:
+            self._remember(fresh)
+
+    def _remember(self, committed: list) -> None:
+        """The events just committed: their ids (a redelivery is skipped without a write) and reply tokens."""
+        for event in committed:
             if (key := event_id(event)) is not None:
                 self._committed[key] = True
             token, message = reply_token_of(event), platform_message_id(event) if isinstance(event, dict) else None
@@ -199,7 +203,7 @@ class LineAdapter(ServingAdapter):
         """Nor taken back: LINE has no such call. Answered done, so a consumer cleaning up extra parts moves on."""
 
     async def send_typing(self, op: PlatformOp) -> None:
-        if op.chat_type == "dm":   # LINE shows the loading animation in 1:1 chats only
+        if op.chat_id.startswith("U"):   # a user: LINE shows the loading animation in 1:1 chats only
             await self.api().show_loading(op.chat_id, LOADING_SECONDS)
 
     async def close(self) -> None:

@@ -63,7 +63,7 @@ class FakeLine(WebhookMethods, FakeServer):
 
     def initial_state(self) -> dict:
         stats = dict.fromkeys(("replies", "pushes", "retry_key_repeats", "reply_token_refusals", "auth_failures",
-                               "quota_refusals", "retry_after_violations", "flood_served", "loading_shown",
+                               "quota_refusals", "retry_after_violations", "flood_served", "loading_shown", "loading_refused",
                                "content_served", "webhook_attempts"), 0)
         return {"chats": {}, "reply_tokens": {}, "retry_keys": {}, "ops": [], "webhooks": [], "content": {},
                 "loading": [], "next_message": 500000000000000001, "next_event": 1, "next_webhook": 1,
@@ -293,11 +293,12 @@ class FakeLine(WebhookMethods, FakeServer):
             return web.json_response(AUTH_FAILED, status=401)
         params = await json_object(request)
         chat, seconds = params.get("chatId"), params.get("loadingSeconds", 20)
-        if not isinstance(chat, str) or not chat.startswith("U"):
-            return web.json_response({"message": "The property, 'chatId', in the request body is invalid"},
-                                     status=400)
-        if not isinstance(seconds, int) or not 5 <= seconds <= 60 or seconds % 5:
-            return web.json_response({"message": "The property, 'loadingSeconds', in the request body is invalid"},
+        problem = ("chatId" if not isinstance(chat, str) or not chat.startswith("U") else
+                   "loadingSeconds" if not isinstance(seconds, int) or not 5 <= seconds <= 60 or seconds % 5 else None)
+        if problem is not None:
+            with self.mutate() as state:
+                state["stats"]["loading_refused"] += 1
+            return web.json_response({"message": f"The property, '{problem}', in the request body is invalid"},
                                      status=400)
         with self.mutate() as state:
             state["loading"].append({"chatId": chat, "loadingSeconds": seconds, "at": time.time()})
