@@ -44,6 +44,7 @@ from daemon.doctor_probes import probe_wecom
 from daemon.doctor_probes import probe_matrix
 from daemon.doctor_probes import probe_signal
 from daemon.doctor_probes import probe_irc
+from daemon.doctor_probes import probe_line
 from daemon.dependency_audit import audit_check
 from daemon.doctor_mcp import mcp_probes
 from actors.hooks.plugins import load_plugins
@@ -57,6 +58,7 @@ CREDENTIAL_PROBES["wecom"] = probe_wecom
 CREDENTIAL_PROBES["matrix"] = probe_matrix
 CREDENTIAL_PROBES["signal"] = probe_signal
 CREDENTIAL_PROBES["irc"] = probe_irc
+CREDENTIAL_PROBES["line"] = probe_line
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 
@@ -232,6 +234,8 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
             ports.append((f"{name} events", args["events_host"], args["events_port"]))
         elif args["type"] == "wecom":
             ports.append((f"{name} callbacks", args["callback_host"], args["callback_port"]))
+        elif args["type"] == "line":
+            ports.append((f"{name} webhook", args["webhook_host"], args["webhook_port"]))
     return ports
 
 

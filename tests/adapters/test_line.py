@@ -190,6 +190,23 @@ def test_a_spent_reply_token_is_refused_the_quota_is_named_and_content_is_capped
     assert [e["loadingSeconds"] for e in fake.loading(user)] == [20]
 
 
+def test_the_doctor_asks_for_the_bot_info_and_plans_the_webhook_port(fake):
+    from actors.adapters import registry
+    from daemon.doctor import planned_ports
+    from daemon.doctor_probes import probe_line
+    table = registry.validate_adapter("ln", {"type": "line", "channel_secret": DEFAULT_CHANNEL_SECRET,
+                                             "channel_access_token": DEFAULT_ACCESS_TOKEN,
+                                             "api_base_url": fake.base_url, "webhook_port": 8123})
+    good = asyncio.run(probe_line("ln", table))
+    assert good.status == "ok" and "Fake LINE bot" in good.detail
+    wrong = asyncio.run(probe_line("ln", dict(table, channel_access_token="not-the-token")))
+    assert wrong.status == "fail" and "refused" in wrong.detail and "not-the-token" not in wrong.detail
+    away = asyncio.run(probe_line("ln", dict(table, api_base_url="http://127.0.0.1:9")))
+    assert away.status == "fail" and "cannot reach" in away.detail and DEFAULT_ACCESS_TOKEN not in away.detail
+    config = {"gateway": {"bind_host": "127.0.0.1", "admin_port": 1}}
+    assert ("ln webhook", "127.0.0.1", 8123) in planned_ports(config, {"ln": table})
+
+
 # ------------------------------------------------------------------------------------------ in the daemon
 
 @pytest.fixture(scope="module")
