@@ -155,6 +155,8 @@ async def probe_wecom(name: str, settings: dict) -> Check:
         return answer
     return Check("ok", f"adapter {name}", f"the corp id and secret work (gettoken: a token for "
                                           f"{answer.get('expires_in', '?')} s)")
+
+
 async def probe_line(name: str, settings: dict) -> Check:
     """``GET /v2/bot/info`` through the adapter's own client: the channel access token and the Messaging API, in one
     call (the channel secret is LINE's to check: the console's webhook Verify button)."""
