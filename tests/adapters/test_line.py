@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import uuid
 
 import pytest
@@ -18,6 +20,7 @@ from actors.adapters.line.adapter import retry_key
 from actors.adapters.line.client import ContentTooLarge, LineAPI, QuotaExhausted, ReplyTokenRefused, classify
 from actors.adapters.line.inbound import (event_from_webhook, events_of, signature, signature_ok, skip_reason,
                                           WebhookRefused)
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER
 from actors.adapters.payload_fields import MalformedPayload
 from actors.messages import PlatformOp
 from storage import Store, StorageError
@@ -330,3 +333,30 @@ def test_the_monthly_quota_used_up_fails_the_reply_and_says_why(rig):
     assert [o["status"] for o in pushes] == [429], "a used-up quota is not retried into a ban"
     assert line.messages(line.user(chat)) == []
     gateway.wait_log("monthly message quota is used up")
+
+
+# Last in the file: it kills the daemon with -9 and starts it again.
+def test_kill_9_after_a_reply_left_shows_the_part_again_only_under_the_re_sent_mark(rig):
+    """A reply token carries no retry key: the reply's copy is in the chat, its id never recorded, and the next life
+    (which has no reply token) can only push. It pushes the part with the re-sent mark before it: the part shows
+    twice, never twice unmarked, and the ledger names the marked copy."""
+    harness, gateway = rig
+    chat, line = f"lost-reply-{uuid.uuid4().hex[:6]}", harness.server
+    user = line.user(chat)
+    line.hold_next_answer("reply", user)
+    try:
+        harness.inject(chat, f"answer me once {uuid.uuid4().hex[:6]}")
+        wait_for(line.answer_held.is_set, 60, 0.02, "the reply on the platform, its answer held")
+        os.kill(gateway.launcher_pid, signal.SIGKILL)
+        gateway.assert_no_process_left()
+    finally:
+        line.release_held()
+    [copy] = line.messages(user)
+    assert copy["via"] == "reply"
+    gateway.start()
+    gateway.wait_ready(timeout=30)
+    [obligation] = wait_for(lambda: (o := obligations(gateway, user)) and all(x.state == "delivered" for x in o)
+                            and o, 60, 0.1, "the answer finished after the restart")
+    shown = [(m["via"], m["text"]) for m in line.messages(user)]
+    assert shown == [("reply", copy["text"]), ("push", DEFAULT_RESENT_MARKER), ("push", copy["text"])], shown
+    assert list(obligation.parts.values()) == [line.messages(user)[-1]["id"]], "the part is the marked copy"

@@ -20,8 +20,12 @@ the consumer cuts at the limit). It goes:
 * with the event's reply token, where ``use_reply_tokens`` is on, the part is the first of the answer to that event
   and the token came in this life less than ``reply_token_ttl_s`` ago. A token is taken out of memory as it is
   used, so no second request ever carries it; LINE refusing it (used, expired) sends the part as a push instead. A
-  reply carries no retry key (LINE takes none on replies): if the daemon dies between a reply leaving and its id
-  being recorded, the next life pushes the part and the chat can show it twice. That is the price of the option.
+  reply carries no retry key (LINE takes none on replies), so a reply whose fate is unknown (its answer lost in this
+  life, or the daemon killed between the reply leaving and its id being recorded: the next life finds the reply's
+  obligation ambiguous in the ledger) may have left a copy no push can be deduplicated against: the push of that
+  part then carries the re-sent mark ([sessions] resent_marker) as a message of its own before the text, so the
+  chat may show the part twice, never twice unmarked. (After a push the mark is harmless: the repeated key is
+  answered with the first push, the mark never shows.)
 * otherwise as a push to the chat under ``X-Line-Retry-Key``: a UUID made from ``platform_key(op)`` and the chat
   (idempotency.py), so every attempt at one part, in any life, carries the same key, and LINE shows the part once;
   a repeated key is answered 409 with the first push's message, which is the answer.
@@ -42,7 +46,7 @@ import time
 import uuid
 from typing import Any, Optional
 
-from actors.adapters.errors import PermanentError, TooLongError
+from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import ServingAdapter
 from actors.adapters.line.client import ContentTooLarge, LineAPI, ReplyTokenRefused
@@ -51,12 +55,13 @@ from actors.adapters.line.inbound import (event_from_webhook, event_id, is_redel
 from actors.adapters.line.platform import LOADING_SECONDS
 from actors.adapters.line.webhook_server import WebhookServer
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
-from actors.adapters.pacing import utf16_len
+from actors.adapters.pacing import resent_marker, utf16_len
 from actors.messages import Attachment, MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 
 REMEMBERED_EVENTS = 4096     # webhookEventIds committed in this life, for skipping redeliveries without a write
 REMEMBERED_TOKENS = 4096     # reply tokens not used yet (each lives about a minute)
+REMEMBERED_LOST_REPLIES = 1024   # parts whose reply's answer was lost in this life (retried within seconds)
 TEXT_LIMIT = 5000            # characters of one text message object
 RETRY_KEYS = uuid.UUID("6c1f3a52-0d7e-4b8e-9a51-2f4c7d9e8b10")   # the namespace retry keys are made in
 
@@ -78,6 +83,7 @@ class LineAdapter(ServingAdapter):
         self._emit_lock: Optional[asyncio.Lock] = None
         self._committed: collections.OrderedDict = collections.OrderedDict()
         self._reply_tokens: collections.OrderedDict = collections.OrderedDict()   # message id -> (token, when)
+        self._lost_replies: collections.OrderedDict = collections.OrderedDict()   # parts a reply may have sent
 
     # -------------------------------------------------------------------------------------------------- intake
     def api(self) -> LineAPI:
@@ -195,9 +201,33 @@ class LineAdapter(ServingAdapter):
                 self.replies_refused += 1
                 self.say(logging.INFO, "%s: the reply token for %s was refused (%s); pushing instead", self.name,
                          op.reply_to, self.clean_error(exc))
-        [first, *_] = await self.api().push(op.chat_id, messages, retry_key(op))
+            except RetryableError as exc:
+                if exc.maybe_done:   # the reply may be in the chat: the push that follows says it is re-sent
+                    self._lost_replies[retry_key(op)] = True
+                    while len(self._lost_replies) > REMEMBERED_LOST_REPLIES:
+                        self._lost_replies.popitem(last=False)
+                raise
+        if await self.reply_copy_may_exist(op):
+            messages.insert(0, {"type": "text", "text": resent_marker(self.config)})
+        *_, sent = await self.api().push(op.chat_id, messages, retry_key(op))
         self.pushes += 1
-        return first
+        return sent   # the part's own message: the last one (the mark, where there is one, comes first)
+
+    async def reply_copy_may_exist(self, op: PlatformOp) -> bool:
+        """Whether an earlier attempt at this part may have gone with a reply token and left a copy: its answer was
+        lost in this life, or (only the first part of an answer is ever a reply) its obligation is ambiguous in the
+        ledger, which a claim makes it when an earlier owner's send never came back."""
+        if not self.settings["use_reply_tokens"] or not op.reply_to:
+            return False
+        if retry_key(op) in self._lost_replies:
+            return True
+        if op.ledger is None:
+            return False
+        try:
+            obligation = await (await self.ready_storage()).ledger.get(op.ledger[0])
+        except Exception:  # noqa: BLE001 - the ledger cannot tell now: the mark is the side that hides nothing
+            return True
+        return obligation is None or obligation.ambiguous
 
     async def delete_message(self, op: PlatformOp) -> None:
         """Nor taken back: LINE has no such call. Answered done, so a consumer cleaning up extra parts moves on."""

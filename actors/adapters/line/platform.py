@@ -39,8 +39,8 @@ PLATFORM = Platform(
         "use_reply_tokens": Option(bool, False, doc="answer with the event's reply token while it is valid (free of "
                                                     "the monthly push quota); a reply token carries no retry key, "
                                                     "so a kill -9 between a reply leaving and its id being recorded "
-                                                    "can show that part twice (README.md). Off: every answer is a "
-                                                    "push under its retry key"),
+                                                    "can show that part twice, the second time marked as re-sent "
+                                                    "(README.md). Off: every answer is a push under its retry key"),
         "reply_token_ttl_s": Option(float, 50.0, doc="how long after its webhook a reply token is still used (LINE "
                                                      "names about a minute; an expired one falls back to a push)"),
         "rate_limit_wait_s": Option(float, 10.0, doc="how long a chat waits after a 429 that names no wait"),
