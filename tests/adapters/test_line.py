@@ -1,9 +1,11 @@
 """The LINE adapter: its pure parts (the webhook signature, events to MessageEvents, retry keys, error classes), its
 client against the fake LINE, and what LINE does that other platforms do not, in the real daemon against the fake
 (tests/fakes/line): a webhook without the channel's signature refused and nothing stored, a redelivered event one
-turn, answers sent with the reply token while it is valid and pushed once it is not, the loading animation, and the
-monthly quota reported as the failure it is. The conformance suite runs it too (tests/adapters/harnesses/line.py):
+turn, answers sent with the reply token while it is valid and pushed once it is not, the loading animation in 1:1
+chats only, the monthly quota reported as the failure it is, and a kill -9 after a reply left (no retry key there):
+the part pushed again under the re-sent mark. The conformance suite runs it too (tests/adapters/harnesses/line.py):
 its delivery case is the kill -9 between a push leaving and its id being recorded, shown once under the retry key.
+The doctor's probe of the channel access token is here as well.
 """
 from __future__ import annotations
 
