@@ -183,6 +183,20 @@ async def probe_whatsapp(name: str, settings: dict) -> Check:
                                           f"({answer.get('verified_name', '?')})")
 
 
+async def probe_line(name: str, settings: dict) -> Check:
+    """``GET /v2/bot/info`` through the adapter's own client: the channel access token and the Messaging API, in one
+    call (the channel secret is LINE's to check: the console's webhook Verify button)."""
+    from actors.adapters.line.client import LineAPI   # only this probe needs this platform's client
+    api = LineAPI(settings["channel_access_token"], settings["api_base_url"], settings["data_base_url"],
+                  request_timeout=PROBE_TIMEOUT_S)
+    bot = await _ask_platform(name, api, api.bot_info, "LINE refused the channel access token",
+                              f"the Messaging API at {settings['api_base_url']}")
+    if isinstance(bot, Check):
+        return bot
+    return Check("ok", f"adapter {name}", f"the channel access token works (bot info: {bot.get('displayName', '?')}, "
+                                          f"{bot.get('basicId', '?')})")
+
+
 async def probe_matrix(name: str, settings: dict) -> Check:
     """``GET /_matrix/client/v3/account/whoami`` through the adapter's own client: the access token and the
     homeserver, in one call."""

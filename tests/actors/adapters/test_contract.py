@@ -29,6 +29,8 @@ DEPARTURES = {
                        "cleaning up moves on",
     ("whatsapp", "delete"): "the Cloud API cannot take a sent message back; a delete is answered ok (changing "
                             "nothing) so that a consumer cleaning up moves on",
+    ("line", "delete"): "LINE cannot take a message back; a delete is answered ok (changing nothing) so that a "
+                        "consumer cleaning up moves on",
     ("fake", "typing"): "the test platform records typing calls for the base's tests (test_base.py); it declares "
                         "no typing, so no session asks for it",
 }

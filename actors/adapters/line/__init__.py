@@ -1,0 +1,2 @@
+"""LINE through the Messaging API (README.md beside this file). Imports nothing: the registry reads platform.py, the
+adapter is imported only where one runs."""

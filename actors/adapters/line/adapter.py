@@ -1,0 +1,235 @@
+"""LineAdapter: one LINE Messaging API channel: signed webhooks in, the reply and push APIs out
+(actors/adapters/line/README.md). A leaf process actor: the base (base.py) runs its intake and its lanes.
+
+States: not connected -> connected (the webhook server listens and /v2/bot/info accepted the channel access token)
+-> back to not connected on a failure (the base reconnects with backoff; a refused token is "refused": reported down
+and asked again every ``refused_retry_s``). The webhook server keeps listening from the first connect on, so an API
+outage never turns LINE's webhooks away.
+
+Intake (webhook_server.py): the signature is checked before anything is parsed; a refused request is logged once
+with its reason, nothing stored. Of a webhook's events, those that are no input (follow, join, unsend, ...) are
+skipped with a log line, and those committed in this life already (their ``webhookEventId``: a redelivery) are
+skipped before any write; the rest are stored in one transaction, and LINE is answered 200 only after it commits.
+The inbox's (adapter, message id) dedup covers a redelivery after a restart. What survives kill -9: a committed row
+(LINE was answered after it); a webhook cut before its commit was never answered 2xx, so LINE delivers it again
+where the channel's webhook redelivery is on (README.md: without it LINE drops it).
+
+Outbound: a text part is one text message object, at most 5,000 characters (refused as too long before it leaves;
+the consumer cuts at the limit). It goes:
+
+* with the event's reply token, where ``use_reply_tokens`` is on, the part is the first of the answer to that event
+  and the token came in this life less than ``reply_token_ttl_s`` ago. A token is taken out of memory as it is
+  used, so no second request ever carries it; LINE refusing it (used, expired) sends the part as a push instead. A
+  reply carries no retry key (LINE takes none on replies), so a reply whose fate is unknown (its answer lost in this
+  life, or the daemon killed between the reply leaving and its id being recorded: the next life finds the reply's
+  obligation ambiguous in the ledger) may have left a copy no push can be deduplicated against: the push of that
+  part then carries the re-sent mark ([sessions] resent_marker) as a message of its own before the text, so the
+  chat may show the part twice, never twice unmarked. (After a push the mark is harmless: the repeated key is
+  answered with the first push, the mark never shows.)
+* otherwise as a push to the chat under ``X-Line-Retry-Key``: a UUID made from ``platform_key(op)`` and the chat
+  (idempotency.py), so every attempt at one part, in any life, carries the same key, and LINE shows the part once;
+  a repeated key is answered 409 with the first push's message, which is the answer.
+
+No edits: LINE cannot change a sent message (pacing ``line``: the consumer sends the final text only, once); the
+contract's default answers a final edit done without a call. Nor deletes: one is answered done, changing nothing
+(as IRC's). The typing indicator is the loading animation, which LINE shows in 1:1 chats only: in a group it is
+skipped quietly. The monthly push quota used up is a permanent failure that says so (client.py), never retried
+into a ban.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import logging
+import time
+import uuid
+from typing import Any, Optional
+
+from actors.adapters.errors import PermanentError, RetryableError, TooLongError
+from actors.adapters.idempotency import platform_key
+from actors.adapters.intake_styles import ServingAdapter
+from actors.adapters.line.client import ContentTooLarge, LineAPI, ReplyTokenRefused
+from actors.adapters.line.inbound import (event_from_webhook, event_id, is_redelivery, platform_message_id,
+                                          reply_token_of, skip_reason)
+from actors.adapters.line.platform import LOADING_SECONDS
+from actors.adapters.line.webhook_server import WebhookServer
+from actors.adapters.push_server import KeptPushServer
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
+from actors.adapters.pacing import resent_marker, utf16_len
+from actors.messages import Attachment, MessageEvent, PlatformOp
+from supervision.http_serving import http_limits
+
+REMEMBERED_EVENTS = 4096     # webhookEventIds committed in this life, for skipping redeliveries without a write
+REMEMBERED_TOKENS = 4096     # reply tokens not used yet (each lives about a minute)
+REMEMBERED_LOST_REPLIES = 1024   # parts whose reply's answer was lost in this life (retried within seconds)
+TEXT_LIMIT = 5000            # characters of one text message object
+RETRY_KEYS = uuid.UUID("6c1f3a52-0d7e-4b8e-9a51-2f4c7d9e8b10")   # the namespace retry keys are made in
+
+
+def retry_key(op: PlatformOp) -> str:
+    """The push's X-Line-Retry-Key: one operation with one content (a keyed send: one part of one reply), in every
+    life of the daemon, and never another's (idempotency.py)."""
+    return str(uuid.uuid5(RETRY_KEYS, f"{op.chat_id}\n{platform_key(op)}"))
+
+
+class LineAdapter(ServingAdapter):
+    def __init__(self):
+        super().__init__()
+        self.skipped = 0               # events answered without becoming input
+        self.redeliveries_skipped = 0  # redeliveries of events committed in this life
+        self.replies = self.pushes = self.replies_refused = 0
+        self._api: Optional[LineAPI] = None
+        self.push_server = KeptPushServer()   # its WebhookServer, kept between connection attempts
+        self._emit_lock: Optional[asyncio.Lock] = None
+        self._committed: collections.OrderedDict = collections.OrderedDict()
+        self._reply_tokens: collections.OrderedDict = collections.OrderedDict()   # message id -> (token, when)
+        self._lost_replies: collections.OrderedDict = collections.OrderedDict()   # parts a reply may have sent
+
+    # -------------------------------------------------------------------------------------------------- intake
+    def api(self) -> LineAPI:
+        if self._api is None:
+            s = self.settings
+            self._api = LineAPI(s["channel_access_token"], s["api_base_url"], s["data_base_url"],
+                                rate_limit_wait_s=s["rate_limit_wait_s"])
+        return self._api
+
+    async def connect(self) -> None:
+        if self.push_server.server is None:
+            self._emit_lock = asyncio.Lock()
+            await self._serve_webhooks()
+        await self.api().bot_info()   # a wrong or revoked token fails here: PermanentError (refused)
+
+    async def disconnect(self) -> None:
+        if self.intake_stopped:   # else kept: see KeptPushServer
+            await self.push_server.close()
+
+    def served_url(self) -> Optional[str]:
+        return self.push_server.url()
+
+    async def _serve_webhooks(self) -> None:
+        def on_error(text: str) -> None:
+            self.say(logging.WARNING, "%s: a webhook was not stored (%s); LINE redelivers it if the channel's "
+                     "webhook redelivery is on", self.name, self.clean_error(text))
+
+        s = self.settings
+        server = WebhookServer(s["webhook_host"], s["webhook_port"], s["webhook_path"],
+                               channel_secret=s["channel_secret"],
+                               deliver=functools.partial(self._deliver, self.intake.emit), on_error=on_error,
+                               on_refused=self.intake.reject, limits=http_limits(self.config))
+        port = await server.start()   # a port that is taken raises here: retried, nothing half-started is kept
+        self.push_server.server = server
+        self.say(logging.INFO, "%s: LINE webhooks on %s:%d%s", self.name, s["webhook_host"], port, s["webhook_path"])
+
+    async def run_intake(self, emit) -> None:
+        await asyncio.get_running_loop().create_future()  # the server delivers; serve until cancelled
+
+    async def _deliver(self, emit, events: list) -> None:
+        """Store one webhook's events (or skip them); LINE is answered when this returns."""
+        taken = []
+        for event in events:
+            if (reason := skip_reason(event)) is not None:
+                self.skipped += 1
+                self.say(logging.INFO, "%s: skipped %s (not input)", self.name, reason)
+            else:
+                taken.append(event)
+        if not taken:
+            return
+        async with self._emit_lock:   # one transaction at a time; a redelivery racing its first delivery waits here
+            fresh = [e for e in taken if event_id(e) is None or event_id(e) not in self._committed]
+            self.redeliveries_skipped += len(taken) - len(fresh)
+            if not fresh:
+                return
+            await emit(fresh, None)
+            self._remember(fresh)
+
+    def _remember(self, committed: list) -> None:
+        """The events just committed: their ids (a redelivery is skipped without a write) and reply tokens."""
+        for event in committed:
+            if (key := event_id(event)) is not None:
+                self._committed[key] = True
+            token, message = reply_token_of(event), platform_message_id(event) if isinstance(event, dict) else None
+            if token and message and not is_redelivery(event):   # a redelivery's token is as old as its first try
+                self._reply_tokens[message] = (token, time.monotonic())
+        for book, limit in ((self._committed, REMEMBERED_EVENTS), (self._reply_tokens, REMEMBERED_TOKENS)):
+            while len(book) > limit:
+                book.popitem(last=False)
+
+    def normalise(self, raw: Any) -> MessageEvent:
+        return event_from_webhook(raw, self.name, self.profile)
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        try:
+            return await self.api().content(attachment.ref, cap)
+        except ContentTooLarge as exc:
+            raise AttachmentTooLarge(exc.size, cap) from None
+        except PermanentError as exc:   # gone: LINE keeps a user's content for a limited time
+            raise AttachmentGone(self.clean_error(exc)) from None
+
+    # ------------------------------------------------------------------------------------------------ outbound
+    def take_reply_token(self, op: PlatformOp) -> Optional[str]:
+        """The reply token of the message ``op`` answers, if it may be used now; taken out either way, so no two
+        requests ever carry it."""
+        if not self.settings["use_reply_tokens"] or not op.reply_to:
+            return None
+        token, since = self._reply_tokens.pop(str(op.reply_to), (None, 0.0))
+        if token is None or time.monotonic() - since >= self.settings["reply_token_ttl_s"]:
+            return None
+        return token
+
+    async def send_message(self, op: PlatformOp) -> str:
+        size = utf16_len(op.text)
+        if size > TEXT_LIMIT:
+            raise TooLongError(f"{size} characters, over LINE's {TEXT_LIMIT}", method="push")
+        if not op.text.strip():
+            raise PermanentError("LINE refuses an empty text", method="push")
+        messages = [{"type": "text", "text": op.text}]
+        if (token := self.take_reply_token(op)) is not None:
+            try:
+                [first, *_] = await self.api().reply(token, messages)
+                self.replies += 1
+                return first
+            except ReplyTokenRefused as exc:
+                self.replies_refused += 1
+                self.say(logging.INFO, "%s: the reply token for %s was refused (%s); pushing instead", self.name,
+                         op.reply_to, self.clean_error(exc))
+            except RetryableError as exc:
+                if exc.maybe_done:   # the reply may be in the chat: the push that follows says it is re-sent
+                    self._lost_replies[retry_key(op)] = True
+                    while len(self._lost_replies) > REMEMBERED_LOST_REPLIES:
+                        self._lost_replies.popitem(last=False)
+                raise
+        if await self.reply_copy_may_exist(op):
+            messages.insert(0, {"type": "text", "text": resent_marker(self.config)})
+        *_, sent = await self.api().push(op.chat_id, messages, retry_key(op))
+        self.pushes += 1
+        return sent   # the part's own message: the last one (the mark, where there is one, comes first)
+
+    async def reply_copy_may_exist(self, op: PlatformOp) -> bool:
+        """Whether an earlier attempt at this part may have gone with a reply token and left a copy: its answer was
+        lost in this life, or (only the first part of an answer is ever a reply) its obligation is ambiguous in the
+        ledger, which a claim makes it when an earlier owner's send never came back."""
+        if not self.settings["use_reply_tokens"] or not op.reply_to:
+            return False
+        if retry_key(op) in self._lost_replies:
+            return True
+        if op.ledger is None:
+            return False
+        try:
+            obligation = await (await self.ready_storage()).ledger.get(op.ledger[0])
+        except Exception:  # noqa: BLE001 - the ledger cannot tell now: the mark is the side that hides nothing
+            return True
+        return obligation is None or obligation.ambiguous
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        """Nor taken back: LINE has no such call. Answered done, so a consumer cleaning up extra parts moves on."""
+
+    async def send_typing(self, op: PlatformOp) -> None:
+        if op.chat_id.startswith("U"):   # a user: LINE shows the loading animation in 1:1 chats only
+            await self.api().show_loading(op.chat_id, LOADING_SECONDS)
+
+    async def close(self) -> None:
+        await self.push_server.close()
+        api, self._api = self._api, None
+        if api is not None:
+            await api.close()

@@ -1,0 +1,47 @@
+"""The webhook URL LINE calls (aiohttp, on the adapter's bridge loop).
+
+``POST`` with the JSON body and ``X-Line-Signature``, checked in this order, each failure a refusal reported once to
+``on_refused`` with its reason (nothing is parsed, stored or handed on): the body within its size and time limits;
+the signature over the raw bytes (401: whoever sent it does not hold the channel secret); the body a JSON object
+with an ``events`` list (400). Only then is ``deliver(events)`` awaited, and 200 answered once it returns: the
+adapter makes that mean "the rows are committed". A failure to store answers 500, and LINE, with webhook
+redelivery on, sends the events again (``deliveryContext.isRedelivery``).
+
+The console's "Verify" button sends a signed body with no events: it is answered 200 like any other.
+"""
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+from aiohttp import web
+
+from actors.adapters.line.inbound import WebhookRefused, events_of, signature_ok
+from actors.adapters.push_server import PushServer, Refused
+from supervision.http_serving import HttpLimits
+
+
+class WebhookServer(PushServer):
+    max_body_bytes = 512 * 1024   # events are small (files come by id); LINE batches a few per request
+
+    def __init__(self, host: str, port: int, path: str, *, channel_secret: str,
+                 deliver: Callable[[list], Awaitable[None]], on_error: Callable[[str], None],
+                 on_refused: Callable[[str], None] = lambda reason: None, limits: HttpLimits = HttpLimits()):
+        super().__init__(host, port, path, limits, on_refused)
+        self._secret = channel_secret
+        self._deliver, self._on_error = deliver, on_error
+        self.refused = 0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        try:
+            body = await self.body_of(request)
+        except Refused as refused:
+            return refused.response
+        try:
+            if not signature_ok(self._secret, body, request.headers.get("X-Line-Signature")):
+                raise WebhookRefused("bad or missing X-Line-Signature", status=401)
+            events = events_of(body)
+        except WebhookRefused as refused:
+            self.refused += 1
+            self._on_refused(f"webhook refused: {refused.reason}")
+            return web.Response(status=refused.status, text="refused")
+        return await self.stored(events, self._deliver, self._on_error)
