@@ -31,6 +31,7 @@ from typing import Any, Awaitable, Callable
 
 from actors.adapters.base import PlatformAdapter
 from actors.adapters.liveness import SERVED_SILENCE_S
+from actors.adapters.push_server import KeptPushServer
 
 
 class PollingAdapter(PlatformAdapter):
@@ -80,6 +81,27 @@ class ServingAdapter(PlatformAdapter):
 
     def normal_silence_s(self) -> float:
         return SERVED_SILENCE_S
+
+
+class WebhookAdapter(ServingAdapter):
+    """A ServingAdapter whose platform pushes to a small server of the adapter's (a ``PushServer``): its ``connect``
+    starts one into ``push_server.server`` the first time; it then stays up between connection attempts, so the
+    platform's pushes are still taken while its API refuses, and closes when the intake stops (a drain) and in the
+    adapter's ``close``. WeCom, WhatsApp, LINE."""
+
+    def __init__(self):
+        super().__init__()
+        self.push_server = KeptPushServer()
+
+    async def disconnect(self) -> None:
+        if self.intake_stopped:
+            await self.push_server.close()
+
+    def served_url(self) -> str | None:
+        return self.push_server.url()
+
+    async def run_intake(self, emit) -> None:
+        await asyncio.get_running_loop().create_future()  # the push server delivers; serve until cancelled
 
 
 class MailboxAdapter(PlatformAdapter):

@@ -48,13 +48,12 @@ from typing import Any, Optional
 
 from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.idempotency import platform_key
-from actors.adapters.intake_styles import ServingAdapter
+from actors.adapters.intake_styles import WebhookAdapter
 from actors.adapters.line.client import ContentTooLarge, LineAPI, ReplyTokenRefused
 from actors.adapters.line.inbound import (event_from_webhook, event_id, is_redelivery, platform_message_id,
                                           reply_token_of, skip_reason)
 from actors.adapters.line.platform import LOADING_SECONDS
 from actors.adapters.line.webhook_server import WebhookServer
-from actors.adapters.push_server import KeptPushServer
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import resent_marker, utf16_len
 from actors.messages import Attachment, MessageEvent, PlatformOp
@@ -73,14 +72,13 @@ def retry_key(op: PlatformOp) -> str:
     return str(uuid.uuid5(RETRY_KEYS, f"{op.chat_id}\n{platform_key(op)}"))
 
 
-class LineAdapter(ServingAdapter):
+class LineAdapter(WebhookAdapter):
     def __init__(self):
         super().__init__()
         self.skipped = 0               # events answered without becoming input
         self.redeliveries_skipped = 0  # redeliveries of events committed in this life
         self.replies = self.pushes = self.replies_refused = 0
         self._api: Optional[LineAPI] = None
-        self.push_server = KeptPushServer()   # its WebhookServer, kept between connection attempts
         self._emit_lock: Optional[asyncio.Lock] = None
         self._committed: collections.OrderedDict = collections.OrderedDict()
         self._reply_tokens: collections.OrderedDict = collections.OrderedDict()   # message id -> (token, when)
@@ -100,13 +98,6 @@ class LineAdapter(ServingAdapter):
             await self._serve_webhooks()
         await self.api().bot_info()   # a wrong or revoked token fails here: PermanentError (refused)
 
-    async def disconnect(self) -> None:
-        if self.intake_stopped:   # else kept: see KeptPushServer
-            await self.push_server.close()
-
-    def served_url(self) -> Optional[str]:
-        return self.push_server.url()
-
     async def _serve_webhooks(self) -> None:
         def on_error(text: str) -> None:
             self.say(logging.WARNING, "%s: a webhook was not stored (%s); LINE redelivers it if the channel's "
@@ -120,9 +111,6 @@ class LineAdapter(ServingAdapter):
         port = await server.start()   # a port that is taken raises here: retried, nothing half-started is kept
         self.push_server.server = server
         self.say(logging.INFO, "%s: LINE webhooks on %s:%d%s", self.name, s["webhook_host"], port, s["webhook_path"])
-
-    async def run_intake(self, emit) -> None:
-        await asyncio.get_running_loop().create_future()  # the server delivers; serve until cancelled
 
     async def _deliver(self, emit, events: list) -> None:
         """Store one webhook's events (or skip them); LINE is answered when this returns."""

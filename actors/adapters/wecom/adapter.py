@@ -33,8 +33,7 @@ import functools
 import logging
 from typing import Any, Optional
 
-from actors.adapters.intake_styles import ServingAdapter
-from actors.adapters.push_server import KeptPushServer
+from actors.adapters.intake_styles import WebhookAdapter
 from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import utf8_len
@@ -49,13 +48,12 @@ REMEMBERED_MESSAGES = 4096     # MsgIds committed in this life, for skipping ret
 TEXT_LIMIT_BYTES = 2048
 
 
-class WeComAdapter(ServingAdapter):
+class WeComAdapter(WebhookAdapter):
     def __init__(self):
         super().__init__()
         self.skipped = 0               # callbacks answered without becoming input (events)
         self.retries_skipped = 0       # re-deliveries of messages committed in this life
         self._api: Optional[WeComAPI] = None
-        self.push_server = KeptPushServer()   # its CallbackServer, kept between connection attempts
         self._emit_lock: Optional[asyncio.Lock] = None
         self._committed: collections.OrderedDict = collections.OrderedDict()
 
@@ -90,16 +88,6 @@ class WeComAdapter(ServingAdapter):
         self.push_server.server = server
         self.say(logging.INFO, "%s: WeCom callbacks on %s:%d%s", self.name, settings["callback_host"], port,
                   settings["callback_path"])
-
-    async def disconnect(self) -> None:
-        if self.intake_stopped:   # else kept: see KeptPushServer
-            await self.push_server.close()
-
-    def served_url(self) -> Optional[str]:
-        return self.push_server.url()
-
-    async def run_intake(self, emit) -> None:
-        await asyncio.get_running_loop().create_future()  # the server delivers; serve until cancelled
 
     async def _deliver(self, emit, message: Any) -> None:
         """Store one message (or skip it); WeCom is answered when this returns."""

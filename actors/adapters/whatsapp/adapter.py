@@ -37,8 +37,7 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.errors import PermanentError, TooLongError
-from actors.adapters.intake_styles import ServingAdapter
-from actors.adapters.push_server import KeptPushServer
+from actors.adapters.intake_styles import WebhookAdapter
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import ChatBudget
 from actors.adapters.whatsapp.client import GraphAPI, MediaTooLarge, WindowClosed
@@ -56,14 +55,13 @@ CAPTION_LIMIT_CHARS = 1024
 INLINE_IMAGES = ("image/jpeg", "image/png")   # what WhatsApp shows as an image; any other file goes as a document
 
 
-class WhatsAppAdapter(ServingAdapter):
+class WhatsAppAdapter(WebhookAdapter):
     def __init__(self):
         super().__init__()
         self.skipped = 0               # messages acknowledged without becoming input (system, unsupported)
         self.redeliveries_skipped = 0  # redeliveries of messages committed in this life
         self.statuses_seen = 0
         self._api: Optional[GraphAPI] = None
-        self.push_server = KeptPushServer()   # its WebhookServer, kept between connection attempts
         self._emit_lock: Optional[asyncio.Lock] = None
         self._committed: collections.OrderedDict = collections.OrderedDict()
         self._chats: collections.OrderedDict = collections.OrderedDict()   # chat -> (last message time, wamid)
@@ -99,16 +97,6 @@ class WhatsAppAdapter(ServingAdapter):
         self.push_server.server = server
         self.say(logging.INFO, "%s: WhatsApp webhooks on %s:%d%s", self.name, settings["webhook_host"], port,
                  settings["webhook_path"])
-
-    async def disconnect(self) -> None:
-        if self.intake_stopped:   # else kept: see KeptPushServer
-            await self.push_server.close()
-
-    def served_url(self) -> Optional[str]:
-        return self.push_server.url()
-
-    async def run_intake(self, emit) -> None:
-        await asyncio.get_running_loop().create_future()  # the server delivers; serve until cancelled
 
     async def _deliver(self, emit, messages: list, statuses: list) -> None:
         """Store one webhook's messages (and reactions); Meta is answered 200 when this returns."""
