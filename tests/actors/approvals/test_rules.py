@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from actors.approvals import rules
 from actors.approvals.rules import ApprovalSettings, approval_settings, needs_approval, policy_name
 from common.config import ConfigError
+from storage import approvals as stored
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -75,3 +77,7 @@ def test_wildcards_and_plain_names_of_configured_servers_pass():
     patterns = ["*", "files.delete", "*.delete_*", "search.web_[ab]?", "files.[!r]*"]
     got = approval_settings("gw.toml", "[profiles.ops]", {"approve_tools": patterns}, BUILTIN, SERVERS)
     assert got.patterns == tuple(patterns)
+
+
+def test_the_approvers_a_profile_may_name_are_those_storage_keeps():
+    assert rules.APPROVERS == stored.APPROVERS
