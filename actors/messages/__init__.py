@@ -19,7 +19,7 @@ from actors.messages.platform_ops import (
     OutgoingFile, PlatformOp, OpResult, AdapterConnected, HoldNextSend, SendHeld, ReleaseSend)
 from actors.messages.stream import (
     TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, ReplyFile, LongToolHint, WaitingForModel,
-    GatewayNotice, TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch)
+    GatewayNotice, ApprovalNeeded, AWAITING_APPROVAL, TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch)
 from actors.messages.terminal import (
     CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
 from actors.messages.sessions import (
@@ -42,7 +42,8 @@ __all__ = [
     'Source', 'ATTACHMENT_KINDS', 'Attachment', 'MessageEvent', 'InboxDoorbell', 'InboundStored', 'StoreInbound',
     'OutgoingFile', 'PlatformOp',
     'OpResult', 'AdapterConnected', 'HoldNextSend', 'SendHeld', 'ReleaseSend', 'TextDelta', 'ToolCallStarted',
-    'ToolCallDelta', 'ToolCallFinished', 'ReplyFile', 'LongToolHint', 'WaitingForModel', 'GatewayNotice', 'TurnEnd',
+    'ToolCallDelta', 'ToolCallFinished', 'ReplyFile', 'LongToolHint', 'WaitingForModel', 'GatewayNotice',
+    'ApprovalNeeded', 'AWAITING_APPROVAL', 'TurnEnd',
     'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone',
     'CliDone', 'Passivate', 'RunCells',
     'ShardArgs', 'SessionArgs', 'ConsumerArgs', 'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone',
