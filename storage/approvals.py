@@ -10,8 +10,9 @@ deadline can never both take an arrow:
     pending --expire_due, or an answer past the deadline--> expired --finish(expired)--> done
 
 ``done`` means the model was given the call's outcome. The row holds the call's arguments (at most
-``MAX_ARGUMENTS_BYTES``: what runs once approved), so a restart finds everything it needs to run or refuse it.
-Bounds a hostile or looping model could otherwise exhaust: the arguments' size and ``MAX_PENDING_PER_SESSION``.
+``MAX_ARGUMENTS_BYTES``: what runs once approved) and the model's message that asked for it (``step``, with the
+other calls of that step), so a restart finds everything it needs to run or refuse it and go on with the turn.
+Bounds a hostile or looping model could otherwise exhaust: those sizes and ``MAX_PENDING_PER_SESSION``.
 
 What survives kill -9: every call that returned (one transaction each). A row left ``executing`` by a crash says
 the tool may or may not have run: ``finish(cut)`` is taken by exactly one caller, which tells the model so.
@@ -42,6 +43,7 @@ class ApprovalState(enum.StrEnum):
 
 
 MAX_ARGUMENTS_BYTES = 16_000       # UTF-8 bytes of a call's JSON arguments that may be held for approval
+MAX_STEP_BYTES = 64_000            # UTF-8 bytes of the step (the model's message asking for the calls) kept with it
 MAX_PENDING_PER_SESSION = 20       # questions one session may have waiting at once
 MAX_NAME_CHARS = 200               # a tool name, an answerer's name
 CODE_LENGTH = 4                    # 32^4 codes; unique among one session's pending rows only
@@ -54,7 +56,8 @@ FINISHES = {ApprovalState.EXECUTING: ("ok", "failed", "cut"), ApprovalState.DENI
 UNSETTLED_STATES = tuple(s.value for s in (ApprovalState.APPROVED, ApprovalState.DENIED, ApprovalState.EXPIRED,
                                            ApprovalState.EXECUTING))
 _COLUMNS = ("approval_id, code, session_key, turn_id, call_id, tool_name, arguments, arguments_sha256, platform, "
-            "chat_id, approvers, asked_at, deadline, state, answer, answered_by, answered_at, outcome, finished_at")
+            "chat_id, approvers, asked_at, deadline, state, answer, answered_by, answered_at, outcome, finished_at, "
+            "step")
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class ApprovalRequest:
     chat_id: str
     timeout_s: float
     approvers: str = "chat"        # chat | operator
+    step: str = ""                 # JSON: the model's message that asked for this call and the others of its step
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class Approval:
     answered_at: Optional[float] = None
     outcome: Optional[str] = None  # once done: ok | failed | cut | denied | expired
     finished_at: Optional[float] = None
+    step: str = ""                 # what the turn goes on from once answered (ApprovalRequest.step)
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,9 @@ def _check_request(request: ApprovalRequest) -> None:
     size = len(request.arguments.encode("utf-8"))
     if size > MAX_ARGUMENTS_BYTES:
         raise ValueError(f"arguments of {size} bytes are over the {MAX_ARGUMENTS_BYTES} an approval holds")
+    size = len(request.step.encode("utf-8"))
+    if size > MAX_STEP_BYTES:
+        raise ValueError(f"a step of {size} bytes is over the {MAX_STEP_BYTES} an approval holds")
 
 
 async def _get(conn, approval_id: str) -> Optional[Approval]:
@@ -181,8 +189,8 @@ class ApprovalStore:
             approval = Approval(new_approval_id(), await _free_code(conn, request.session_key), request.session_key,
                                 request.turn_id, request.call_id, request.tool_name, request.arguments, digest,
                                 request.platform, request.chat_id, request.approvers, now, now + request.timeout_s,
-                                ApprovalState.PENDING.value)
-            await conn.execute(f"INSERT INTO approvals ({_COLUMNS}) VALUES ({', '.join('?' * 19)})",
+                                ApprovalState.PENDING.value, step=request.step)
+            await conn.execute(f"INSERT INTO approvals ({_COLUMNS}) VALUES ({', '.join('?' * 20)})",
                                tuple(getattr(approval, c.strip()) for c in _COLUMNS.split(",")))
             return Asked(approval, True)
         return await self._db.write(do)

@@ -270,6 +270,7 @@ _V11_APPROVALS = [
         answered_at      REAL,
         outcome          TEXT CHECK (outcome IN ('ok', 'failed', 'cut', 'denied', 'expired')),
         finished_at      REAL,
+        step             TEXT NOT NULL DEFAULT '',
         UNIQUE (session_key, turn_id, call_id)
     )""",
     "CREATE UNIQUE INDEX approvals_pending_code ON approvals (session_key, code) WHERE state = 'pending'",

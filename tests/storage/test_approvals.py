@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from storage import ApprovalRequest, Store
-from storage.approvals import CODE_LENGTH, MAX_ARGUMENTS_BYTES, MAX_PENDING_PER_SESSION
+from storage.approvals import CODE_LENGTH, MAX_ARGUMENTS_BYTES, MAX_PENDING_PER_SESSION, MAX_STEP_BYTES
 from storage.inline import run_inline
 
 from .helpers import open_store
@@ -19,10 +19,13 @@ pytestmark = pytest.mark.timeout(60)
 KEY = "ops.telegram.dm.chat-1"
 
 
+STEP = '{"role": "assistant", "content": null, "tool_calls": []}'
+
+
 def request(call_id: str = "call_1", turn_id: str = "t1", arguments: str = '{"path": "/tmp/a"}',
-            key: str = KEY, timeout_s: float = 600.0) -> ApprovalRequest:
+            key: str = KEY, timeout_s: float = 600.0, step: str = STEP) -> ApprovalRequest:
     return ApprovalRequest(session_key=key, turn_id=turn_id, call_id=call_id, tool_name="files__delete",
-                           arguments=arguments, platform="telegram", chat_id="1001", timeout_s=timeout_s)
+                           arguments=arguments, platform="telegram", chat_id="1001", timeout_s=timeout_s, step=step)
 
 
 async def test_a_call_is_asked_about_once_and_its_row_holds_what_runs_once_approved(db_path):
@@ -31,13 +34,15 @@ async def test_a_call_is_asked_about_once_and_its_row_holds_what_runs_once_appro
         again = await store.approvals.ask(request(), now=150.0)        # the same call, asked after a re-run
         assert first.inserted and not again.inserted and again.approval == first.approval
         row = first.approval
-        assert (row.state, row.asked_at, row.deadline, row.arguments) == ("pending", 100.0, 700.0,
-                                                                          '{"path": "/tmp/a"}')
+        assert (row.state, row.asked_at, row.deadline, row.arguments, row.step) == ("pending", 100.0, 700.0,
+                                                                                    '{"path": "/tmp/a"}', STEP)
         assert len(row.code) == CODE_LENGTH and len(row.approval_id) == 16 and len(row.arguments_sha256) == 64
         with pytest.raises(ValueError, match="other arguments"):
             await store.approvals.ask(request(arguments='{"path": "/"}'))
         with pytest.raises(ValueError, match=f"over the {MAX_ARGUMENTS_BYTES}"):
             await store.approvals.ask(request("call_2", arguments="x" * (MAX_ARGUMENTS_BYTES + 1)))
+        with pytest.raises(ValueError, match=f"over the {MAX_STEP_BYTES}"):
+            await store.approvals.ask(request("call_2", step="x" * (MAX_STEP_BYTES + 1)))
         other_turn = await store.approvals.ask(request(turn_id="t2"), now=100.0)   # a call id names a call per turn
         assert other_turn.inserted and other_turn.approval.approval_id != row.approval_id
         assert other_turn.approval.code != row.code                   # both pending: the codes tell them apart
