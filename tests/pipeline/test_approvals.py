@@ -1,0 +1,131 @@
+"""Tool approvals through the real daemon (docs/approvals.md): the fake platform's user, the fake OpenAI-compatible
+model, a profile that guards the calculator. The model's guarded call ends the turn with the question; a typed
+answer starts the turn that goes on: approved, the tool runs once and the model reads its result; denied or
+expired, the model reads why it did not run; a second answer is told what came first; a kill -9 of the whole
+daemon between the question and the answer loses neither."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sqlite3
+
+import pytest
+
+from tests.actor_system import wait_for
+from tests.fakes.fakeplatform import FakePlatform
+from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
+from tests.pipeline.harness import pipeline_gateway, settled_answers
+
+pytestmark = pytest.mark.timeout(240)
+
+CALL = ("calculator", '{"expression": "2+3*4"}')
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory):
+    with FakePlatform() as platform, FakeOpenAIServer() as model:
+        gw = pipeline_gateway(tmp_path_factory.mktemp("gw"), platform, agent=f"""
+[agent]
+kind = "openai"
+base_url = "{model.base_url}"
+model = "base-model"
+api_key = "sk-test-key-0123456789abcdef"
+
+[profiles.default]
+approve_tools = ["calculator"]
+
+[profiles.hurried]
+approve_tools = ["calculator"]
+approval_timeout_s = 10
+
+[[routes]]
+chat = "late"
+profile = "hurried"
+""")
+        gw.start()
+        gw.wait_ready()
+        try:
+            yield gw, platform, model
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
+
+
+def question_code(text: str) -> str:
+    found = re.search(r"\u201capprove ([A-Z0-9]{4})\u201d", text)
+    assert found, f"no code in the question: {text!r}"
+    return found.group(1)
+
+
+def tool_messages(model: FakeOpenAIServer, since: int) -> list[dict]:
+    return [m for r in model.requests[since:] for m in r.body["messages"] if m.get("role") == "tool"]
+
+
+def approvals(gw) -> list[tuple]:
+    with sqlite3.connect(gw.state / "gateway.db") as db:
+        return db.execute("SELECT tool_name, state, answer, answered_by, outcome FROM approvals "
+                          "ORDER BY asked_at").fetchall()
+
+
+def ask(gw, platform, model, chat: str, then: str) -> tuple[str, int]:
+    """The user asks in ``chat``; the model calls the calculator; answers the question's text and code, and how
+    many model requests there were before."""
+    before = len(model.requests)
+    model.script(tool_call_reply([CALL], text="Let me compute."), text_reply(then))
+    platform.inject(chat, "what is 2+3*4?")
+    [question] = settled_answers(platform, chat, count=1, gw=gw)
+    assert question.startswith("Let me compute.\n\nThe assistant wants to run calculator with "), question
+    assert len(model.requests) == before + 1, "the model is not asked again before the answer"
+    return question_code(question), before
+
+
+def test_an_approved_call_runs_once_and_the_model_reads_its_result(rig):
+    gw, platform, model = rig
+    code, before = ask(gw, platform, model, "a", "It is 14.")
+    platform.inject("a", f"approve {code}")
+    answers = settled_answers(platform, "a", count=2, gw=gw)
+    assert answers[1] == "It is 14.", answers
+    assert [m["content"] for m in tool_messages(model, before)] == ["14"]
+    platform.inject("a", f"approve {code}")          # a second answer changes nothing, and says what came first
+    assert settled_answers(platform, "a", count=3, gw=gw)[2] == "Already answered: approved by fake:user."
+    assert ("calculator", "done", "approve", "fake:user", "ok") in approvals(gw)
+
+
+def test_a_denied_call_does_not_run_and_the_model_is_told(rig):
+    gw, platform, model = rig
+    code, before = ask(gw, platform, model, "b", "Fine, I will not compute it.")
+    platform.inject("b", "approve")                   # an attempt without a code is told how, and is no turn
+    assert "approve CODE" in settled_answers(platform, "b", count=2, gw=gw)[1]
+    platform.inject("b", f"DENY {code.lower()}")
+    answers = settled_answers(platform, "b", count=3, gw=gw)
+    assert answers[2] == "Fine, I will not compute it."
+    assert [m["content"] for m in tool_messages(model, before)] == [
+        "Approval was denied for this call of calculator; it was not run."]
+    assert len(model.requests) == before + 2, "the attempt without a code reached the model"
+
+
+def test_a_question_past_its_deadline_is_refused_and_the_model_told(rig):
+    gw, platform, model = rig
+    code, before = ask(gw, platform, model, "late", "Nobody answered, so I did not compute it.")
+    answers = settled_answers(platform, "late", count=2, timeout=60, gw=gw)   # the 10 s deadline, then the turn
+    assert answers[1] == "Nobody answered, so I did not compute it."
+    assert [m["content"] for m in tool_messages(model, before)] == [
+        "No one answered the request to run calculator within 10 seconds; it was not run."]
+    platform.inject("late", f"approve {code}")
+    assert settled_answers(platform, "late", count=3, gw=gw)[2].startswith("This question expired at ")
+
+
+def test_a_kill_9_between_question_and_answer_loses_neither(rig):
+    gw, platform, model = rig
+    code, before = ask(gw, platform, model, "k", "It is 14, after the restart.")
+    os.kill(gw.launcher_pid, signal.SIGKILL)          # kill -9: the launcher takes its whole tree with it
+    gw.assert_no_process_left(timeout=30)
+    gw.start()
+    gw.wait_ready()
+    platform.inject("k", f"approve {code}")
+    answers = settled_answers(platform, "k", count=2, timeout=60, gw=gw)
+    assert answers[1] == "It is 14, after the restart."
+    assert [m["content"] for m in tool_messages(model, before)] == ["14"]
+    wait_for(lambda: ("calculator", "done", "approve", "fake:user", "ok") in approvals(gw), 20, 0.05,
+             "the approved call done")
