@@ -164,8 +164,7 @@ def question_text(approval: Approval, buttons: bool, secrets: Iterable[str] = ()
     asked = (f"The assistant wants to run {policy_name(approval.tool_name)} with "
              f"{shown_arguments(approval.arguments, secrets) or '{}'}.")
     if approval.approvers == OPERATOR:
-        return (f"{asked} It waits for the operator's approval (within {waits}): run_gateway.py approvals answer "
-                f"{approval.approval_id} approve|deny")
+        return f"{asked} It waits for the operator's approval (within {waits})."
     reply = f"reply \u201capprove {approval.code}\u201d or \u201cdeny {approval.code}\u201d"
     how = f"Press Approve or Deny, or {reply}" if buttons else reply[0].upper() + reply[1:]
     return f"{asked} {how} (within {waits})."

@@ -74,6 +74,18 @@ def request_fields(profile, continuation: Optional[Continuation], transcript: li
             "open_step": open_step(approval, transcript)}
 
 
+def expiry_message_id(approval_id: str) -> str:
+    """The message id of the inbox row a deadline writes: one per approval, so a repeat is the inbox's duplicate."""
+    return f"{EXPIRY_PLATFORM}:{approval_id}:expired"
+
+
+def expired_approval(message_id: str) -> Optional[str]:
+    """The approval id an inbox row of a deadline names, or None for any other row."""
+    kind, _, rest = message_id.partition(":")
+    approval_id, _, suffix = rest.partition(":")
+    return approval_id if kind == EXPIRY_PLATFORM and suffix == "expired" and approval_id else None
+
+
 # ------------------------------------------------------------------------------------------------- asking
 def needed(turn: turns.Turn, event: ApprovalNeeded) -> None:
     """The agent stopped before a held call: asked about once its TurnEnd comes (``paused``), with the answer."""
@@ -117,7 +129,7 @@ def deadline(session) -> None:
         source = dict(session.info.source) if session.info is not None else None
         if source is None:
             continue
-        message_id = f"{approval.approval_id}:expired"
+        message_id = expiry_message_id(approval.approval_id)
         event = MessageEvent(Source(**source), "", message_id, time.time(), internal=True)
         session.db(session.store.inbox.put(session.key, EXPIRY_PLATFORM, message_id, event.to_payload()))
     arm(session)
@@ -129,9 +141,10 @@ def take_answer(session, seqs: list, event: MessageEvent) -> bool:
     """Whether the row is an answer to a question (then it is handled here: a turn goes on, or the answerer is
     told why not); False for any other message, which goes its usual way."""
     if event.internal:
-        if not event.platform_message_id.endswith(":expired"):
-            return False
-        approval = session.db(session.store.approvals.get(event.platform_message_id.rsplit(":", 1)[0]))
+        approval_id = expired_approval(event.platform_message_id)
+        if approval_id is None:
+            return False   # a row of the gateway's own that is no deadline's (a scheduled run)
+        approval = session.db(session.store.approvals.get(approval_id))
         if approval is None or approval.session_key != session.key:
             session.db(session.store.inbox.done(seqs[-1]))
             return True

@@ -129,3 +129,16 @@ def test_a_kill_9_between_question_and_answer_loses_neither(rig):
     assert [m["content"] for m in tool_messages(model, before)] == ["14"]
     wait_for(lambda: ("calculator", "done", "approve", "fake:user", "ok") in approvals(gw), 20, 0.05,
              "the approved call done")
+
+
+def test_a_call_too_large_to_ask_about_is_refused_and_said_so(rig):
+    gw, platform, model = rig
+    before = len(model.requests)
+    huge = '{"expression": "' + "1+" * 9000 + '1"}'
+    model.script(tool_call_reply([("calculator", huge)], text="Let me compute."))
+    platform.inject("big", "add all the ones")
+    [answer] = settled_answers(platform, "big", count=1, gw=gw)
+    assert answer.startswith("Let me compute.\n\ncalculator needs approval, but arguments of ") and \
+        answer.endswith("; it was not run."), answer
+    assert len(model.requests) == before + 1, "neither asked about nor run: the model is not asked again"
+    assert not [row for row in approvals(gw) if row[0] == "calculator" and row[1] == "pending"]

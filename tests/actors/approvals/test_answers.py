@@ -90,8 +90,8 @@ def test_the_question_shows_the_call_without_secrets_and_says_how_to_answer():
     assert question_text(ASKED, buttons=True).endswith('Press Approve or Deny, or reply \u201capprove 7KQ2\u201d or '
                                                        '\u201cdeny 7KQ2\u201d (within 10 minutes).')
     operator_only = question_text(dataclasses.replace(ASKED, approvers="operator"), buttons=False)
-    assert "operator's approval" in operator_only and ASKED.approval_id in operator_only and "7KQ2" not in \
-        operator_only
+    assert operator_only.endswith("It waits for the operator's approval (within 10 minutes).")
+    assert "7KQ2" not in operator_only
     secret = "sk-live-0123456789abcdefghij"
     with_secret = dataclasses.replace(ASKED, arguments='{"token": "' + secret + '", "x": "' + "y" * 1000 + '"}')
     shown = question_text(with_secret, buttons=False, secrets=[secret])
