@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 from actors.adapters.registry import reply_pacing
+from actors.approvals.answers import parse_text_answer
 from actors.agents.base import AgentRequest
 from actors.memory.binding import memory_for_turn
 from actors.hooks.points import hooks_for, turn_record, with_context
@@ -260,8 +261,8 @@ class Session(CellStoreUser, Cell):
                 else:
                     self.interrupt("interrupted")   # the /new itself runs after the turn, in order
                 return
-            if waiting or command is not None:
-                waiting = True   # other commands wait for the turn, in order
+            if waiting or command is not None or parse_text_answer(event.text) is not None:
+                waiting = True   # other commands, and answers to a tool's approval, wait for the turn, in order
                 continue
             mode = self.busy_mode(event)
             if mode == "interrupt":

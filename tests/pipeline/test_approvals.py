@@ -39,9 +39,17 @@ approve_tools = ["calculator"]
 approve_tools = ["calculator"]
 approval_timeout_s = 10
 
+[profiles.eager]
+approve_tools = ["calculator"]
+busy_mode = "interrupt"
+
 [[routes]]
 chat = "late"
 profile = "hurried"
+
+[[routes]]
+chat = "eager"
+profile = "eager"
 """)
         gw.start()
         gw.wait_ready()
@@ -142,3 +150,18 @@ def test_a_call_too_large_to_ask_about_is_refused_and_said_so(rig):
         answer.endswith("; it was not run."), answer
     assert len(model.requests) == before + 1, "neither asked about nor run: the model is not asked again"
     assert not [row for row in approvals(gw) if row[0] == "calculator" and row[1] == "pending"]
+
+
+def test_an_answer_waits_for_the_turn_running_even_where_messages_interrupt(rig):
+    gw, platform, model = rig
+    before = len(model.requests)
+    model.script(tool_call_reply([CALL], text="Let me compute."))
+    platform.inject("eager", "what is 2+3*4?")
+    code = question_code(settled_answers(platform, "eager", count=1, gw=gw)[0])
+    model.script(text_reply("A slow answer about the weather.", pieces=6, delay_between_s=0.4),
+                 text_reply("It is 14."))
+    platform.inject("eager", "tell me about the weather")
+    wait_for(lambda: len(model.requests) == before + 2, 30, 0.05, "the weather turn asking the model")
+    platform.inject("eager", f"approve {code}")
+    answers = settled_answers(platform, "eager", count=3, timeout=60, gw=gw)
+    assert answers[1:] == ["A slow answer about the weather.", "It is 14."], answers
