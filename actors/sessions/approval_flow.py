@@ -199,6 +199,7 @@ def settle(session, approval: Approval, turn_id: str) -> Continuation:
         text = model_result(current.tool_name, outcome, timeout_s=timeout_s)
         session.db(session.store.sessions.append(session.info.session_id, turns.tool_events(
             turn_id, ToolCallFinished(current.call_id, current.tool_name, current.arguments, text, ok=False))))
+        current = session.db(store.get(approval.approval_id))
     return Continuation(current, runs=False)
 
 

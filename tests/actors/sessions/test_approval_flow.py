@@ -3,7 +3,9 @@ answered, the rest runs, in the model's order), the guard a profile gives its tu
 and the paused turn's question kept out of the history a later request is made of."""
 from __future__ import annotations
 
+import asyncio
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,8 +14,9 @@ from actors.messages import AWAITING_APPROVAL, MessageEvent, Source
 from actors.profiles.profiles import Profile
 from actors.sessions import turn as turns
 from actors.sessions.approval_flow import (Continuation, expired_approval, expiry_message_id, guard_for, open_step,
-                                           request_fields)
-from storage import Approval
+                                           request_fields, settle)
+from storage import Approval, ApprovalRequest, Store
+from storage.inline import run_inline
 from storage.sessions import TranscriptEvent
 
 pytestmark = pytest.mark.timeout(30)
@@ -71,3 +74,51 @@ def test_the_question_of_a_paused_turn_is_kept_out_of_later_requests():
     assert turns.model_messages(transcript) == ({"role": "user", "content": "what is 1+1?"},
                                                 {"role": "assistant", "content": "It is 2."})
     assert not turns.collectable(MessageEvent(Source("fake", "a"), "approve 7KQ2", "m1", 0.0))   # answered alone
+
+
+@pytest.fixture
+def cell(tmp_path):
+    """What ``settle`` uses of a session cell: its key, its record and its shard's inline store, on a real file."""
+    loop = asyncio.new_event_loop()
+    store = loop.run_until_complete(Store.open(tmp_path / "gateway.db", inline=True))
+    key = "default.fake.dm.chat-1"
+    info = run_inline(store.sessions.get_or_create(key, {"platform": "fake", "chat_id": "a"}))
+    yield SimpleNamespace(key=key, info=info, store=store, db=run_inline)
+    loop.run_until_complete(store.close())
+    loop.close()
+
+
+def asked(cell, call_id: str) -> Approval:
+    return cell.db(cell.store.approvals.ask(ApprovalRequest(cell.key, "t1", call_id, "calculator",
+                                                            '{"expression": "1+1"}', "fake", "a", 600.0,
+                                                            step=json.dumps(STEP)))).approval
+
+
+def results(cell) -> list:
+    return [(e.turn_id, e.payload["call_id"], e.payload["result"]) for e in
+            cell.db(cell.store.sessions.load(cell.info.session_id)) if e.kind == "tool_result"]
+
+
+def test_an_approved_call_is_claimed_once_and_a_claimed_one_is_never_run_again(cell):
+    approval = asked(cell, "c1")
+    approval = cell.db(cell.store.approvals.answer(approval.approval_id, "approve", "fake:user")).approval
+    first = settle(cell, approval, "t2")
+    assert first.runs and results(cell) == []
+    again = settle(cell, approval, "t3")             # the same turn resumed after a crash: the call was claimed
+    assert not again.runs and again.approval.state == "done" and again.approval.outcome == "cut"
+    [(turn_id, call_id, text)] = results(cell)
+    assert (turn_id, call_id) == ("t3", "c1") and "whether it completed is unknown" in text
+    settle(cell, approval, "t4")                       # told once: a third life adds nothing
+    assert len(results(cell)) == 1
+
+
+def test_a_denied_or_expired_call_gets_its_refusal_once(cell):
+    denied = asked(cell, "c1")
+    cell.db(cell.store.approvals.answer(denied.approval_id, "deny", "fake:user"))
+    expired = asked(cell, "c2")
+    cell.db(cell.store.approvals.expire_due(now=expired.deadline))
+    for approval in (denied, expired, denied, expired):
+        assert not settle(cell, approval, "t2").runs
+    assert [(call_id, text.split(";")[0]) for _t, call_id, text in results(cell)] == [
+        ("c1", "Approval was denied for this call of calculator"),
+        ("c2", "No one answered the request to run calculator within 10 minutes")]
