@@ -272,6 +272,17 @@ class ApprovalStore:
             return _approval(row) if row else None
         return await self._db.read(fetch)
 
+    async def sessions_due(self, now: Optional[float] = None, limit: int = 1000) -> list[str]:
+        """The sessions with a pending question past its deadline (at most ``limit``): what a shard wakes, so that
+        a session not running (passivated, or not started since a restart) expires its questions in time."""
+        now = time.time() if now is None else now
+
+        async def fetch(conn):
+            rows = await fetch_all(conn, "SELECT DISTINCT session_key FROM approvals WHERE state = 'pending' AND "
+                                         "deadline <= ? LIMIT ?", (now, int(limit)))
+            return [r[0] for r in rows]
+        return await self._db.read(fetch)
+
     async def pending_for(self, session_key: str) -> list[Approval]:
         """The session's questions waiting for an answer, earliest deadline first (what its timer is set from)."""
         return await self._in_states(session_key, ("pending",))

@@ -34,7 +34,8 @@ Messages it takes:
   ConfigChanged      a reload: every session cell started from now on starts on it, and the live ones take it
                      for their next turn (a reply in flight keeps what its turn started with: consumers are not told)
   Fault(target=...)  fault injection aimed at one cell (the cell crashes, not the shard)
-  timers             cells (the cells' timers and restarts), idle_scan (passivate idle sessions), search_index
+  timers             cells (the cells' timers and restarts), idle_scan (passivate idle sessions; start those with a
+                     tool's question past its deadline), search_index
                      (index what the sessions appended, in one transaction: storage/search_index.py)
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
 consumer's Started is its first message, so nothing sent to it can overtake it); ModelOutcome (how a turn's model
@@ -358,6 +359,10 @@ class SessionShard(InlineStoreUser, GatewayActor):
         for key, seen in list(self.last_active.items()):
             if seen < cutoff:
                 self.cells.deliver(session_cell_name(key), Passivate())
+        # A question past its deadline whose session is not running (passivated, or not started since a restart):
+        # its session starts and expires it (actors/sessions/approval_flow.py); one running does so on its own timer.
+        for key in self.db(self.store.approvals.sessions_due()):
+            self._ensure_session(key, internal=True)
         self.after(min(self.idle_s, 30.0), "idle_scan")
 
     def on_timer_search_index(self, _data) -> None:
@@ -455,7 +460,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
 
 
 async def _keys_with_work(store) -> list[str]:
-    keys = set(await store.inbox.sessions_with_pending())
+    keys = set(await store.inbox.sessions_with_pending()) | set(await store.approvals.sessions_due())
     for state in await store.sessions.pending_resumes():
         info = await store.sessions.get(state.session_id)
         if info is not None:

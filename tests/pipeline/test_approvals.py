@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import sqlite3
+import time
 
 import pytest
 
@@ -50,6 +51,10 @@ profile = "hurried"
 [[routes]]
 chat = "eager"
 profile = "eager"
+
+[[routes]]
+chat = "late-k"
+profile = "hurried"
 """)
         gw.start()
         gw.wait_ready()
@@ -165,3 +170,19 @@ def test_an_answer_waits_for_the_turn_running_even_where_messages_interrupt(rig)
     platform.inject("eager", f"approve {code}")
     answers = settled_answers(platform, "eager", count=3, timeout=60, gw=gw)
     assert answers[1:] == ["A slow answer about the weather.", "It is 14."], answers
+
+
+def test_a_deadline_that_passed_while_the_gateway_was_down_expires_after_the_restart(rig):
+    gw, platform, model = rig
+    _code, before = ask(gw, platform, model, "late-k", "Nobody answered while I was down.")
+    with sqlite3.connect(gw.state / "gateway.db") as db:
+        [(deadline,)] = db.execute("SELECT deadline FROM approvals WHERE state = 'pending'").fetchall()
+    os.kill(gw.launcher_pid, signal.SIGKILL)
+    gw.assert_no_process_left(timeout=30)
+    wait_for(lambda: time.time() > deadline, 30, 0.1, "the question's deadline to pass while the gateway is down")
+    gw.start()                                        # nothing waits in the inbox: the due question wakes its session
+    gw.wait_ready()
+    answers = settled_answers(platform, "late-k", count=2, timeout=60, gw=gw)
+    assert answers[1] == "Nobody answered while I was down."
+    assert [m["content"] for m in tool_messages(model, before)] == [
+        "No one answered the request to run calculator within 10 seconds; it was not run."]

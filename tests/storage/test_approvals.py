@@ -106,12 +106,15 @@ async def test_expiry_takes_only_due_questions_each_once(db_path):
                                            now=100.0)).approval
         assert [a.approval_id for a in await store.approvals.pending_for(KEY)] == [due.approval_id,
                                                                                     later.approval_id]
+        assert await store.approvals.sessions_due(now=109.0) == []
+        assert sorted(await store.approvals.sessions_due(now=110.0)) == sorted([KEY, "ops.telegram.dm.chat-2"])
         expired = await store.approvals.expire_due(now=110.0, session_key=KEY)
         assert [(a.approval_id, a.state) for a in expired] == [(due.approval_id, "expired")]
         assert await store.approvals.expire_due(now=110.0, session_key=KEY) == []
         assert [a.approval_id for a in await store.approvals.expire_due(now=110.0)] == [other.approval_id]
         assert [a.approval_id for a in await store.approvals.pending_for(KEY)] == [later.approval_id]
         assert [a.approval_id for a in await store.approvals.unsettled_for(KEY)] == [due.approval_id]
+        assert await store.approvals.sessions_due(now=110.0) == []
 
 
 async def test_an_approved_tool_starts_once_and_its_outcome_is_given_once(db_path):
