@@ -186,3 +186,41 @@ def test_a_deadline_that_passed_while_the_gateway_was_down_expires_after_the_res
     assert answers[1] == "Nobody answered while I was down."
     assert [m["content"] for m in tool_messages(model, before)] == [
         "No one answered the request to run calculator within 10 seconds; it was not run."]
+
+
+def test_a_settled_approval_is_pruned_with_the_answered_messages(tmp_path):
+    with FakePlatform() as platform, FakeOpenAIServer() as model:
+        # 0.00002 days = 1.7 s, and housekeeping every second: a done approval is soon old enough to go.
+        gw = pipeline_gateway(tmp_path, platform, agent=f"""
+[agent]
+kind = "openai"
+base_url = "{model.base_url}"
+model = "base-model"
+api_key = "sk-test-key-0123456789abcdef"
+
+[profiles.default]
+approve_tools = ["calculator"]
+
+[storage]
+inbox_retention_days = 0.00002
+
+[delivery]
+housekeeping_interval_s = 1.0
+""")
+        try:
+            gw.start()
+            gw.wait_ready()
+            code, _before = ask(gw, platform, model, "p", "It is 14.")
+            def inbox_rows():
+                with sqlite3.connect(gw.state / "gateway.db") as db:
+                    return db.execute("SELECT COUNT(*) FROM inbox").fetchone()[0]
+            # The question's message is answered and pruned; the question itself, waiting, is not.
+            wait_for(lambda: inbox_rows() == 0, 30, 0.2, "the asking message pruned")
+            assert [row[1] for row in approvals(gw)] == ["pending"]
+            platform.inject("p", f"approve {code}")
+            settled_answers(platform, "p", count=2, gw=gw)
+            wait_for(lambda: approvals(gw) == [], 30, 0.2, f"the settled approval pruned ({approvals(gw)})")
+            gw.wait_log("retention removed 1 settled tool approval(s)")
+        finally:
+            gw.cli("stop")
+            gw.kill_everything()
