@@ -15,7 +15,7 @@ import pytest
 
 from tests.actor_system import wait_for
 from tests.fakes.fakeplatform import FakePlatform
-from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
+from tests.fakes.openai_server import FakeOpenAIServer, agent_toml, text_reply, tool_call_reply
 from tests.pipeline.harness import pipeline_gateway, settled_answers
 
 pytestmark = pytest.mark.timeout(240)
@@ -26,13 +26,7 @@ CALL = ("calculator", '{"expression": "2+3*4"}')
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory):
     with FakePlatform() as platform, FakeOpenAIServer() as model:
-        gw = pipeline_gateway(tmp_path_factory.mktemp("gw"), platform, agent=f"""
-[agent]
-kind = "openai"
-base_url = "{model.base_url}"
-model = "base-model"
-api_key = "sk-test-key-0123456789abcdef"
-
+        gw = pipeline_gateway(tmp_path_factory.mktemp("gw"), platform, agent=agent_toml(model) + """
 [profiles.default]
 approve_tools = ["calculator"]
 
@@ -191,13 +185,7 @@ def test_a_deadline_that_passed_while_the_gateway_was_down_expires_after_the_res
 def test_a_settled_approval_is_pruned_with_the_answered_messages(tmp_path):
     with FakePlatform() as platform, FakeOpenAIServer() as model:
         # 0.00002 days = 1.7 s, and housekeeping every second: a done approval is soon old enough to go.
-        gw = pipeline_gateway(tmp_path, platform, agent=f"""
-[agent]
-kind = "openai"
-base_url = "{model.base_url}"
-model = "base-model"
-api_key = "sk-test-key-0123456789abcdef"
-
+        gw = pipeline_gateway(tmp_path, platform, agent=agent_toml(model) + """
 [profiles.default]
 approve_tools = ["calculator"]
 
