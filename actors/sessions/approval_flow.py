@@ -106,8 +106,7 @@ def paused(session, turn: turns.Turn, answer: str) -> None:
         asked, refused = None, str(exc)
     if asked is None or asked.approval is None:
         text = model_result(event.name, "refused", reason=refused)
-        session.db(session.store.sessions.append(session.info.session_id, turns.tool_events(
-            turn.turn_id, ToolCallFinished(event.call_id, event.name, event.arguments, text, ok=False))))
+        not_run(session, turn.turn_id, ToolCallFinished(event.call_id, event.name, event.arguments, text, ok=False))
         session.end_turn(turns.with_note(answer, text), "complete")
         return
     session.end_turn(turns.with_note(answer, question_text(asked.approval, buttons=False, secrets=session.secrets)),
@@ -115,22 +114,34 @@ def paused(session, turn: turns.Turn, answer: str) -> None:
     arm(session)
 
 
+def not_run(session, turn_id: str, refused: ToolCallFinished) -> None:
+    """A call that will not run, with the result the model reads, in the transcript as every call is (redacted)."""
+    session.db(session.store.sessions.append(session.info.session_id, turns.tool_events(
+        turn_id, turns.redacted_tool_call(refused, session.secrets))))
+
+
 def arm(session) -> None:
-    """The timer for the earliest deadline of the session's waiting questions (none: no timer)."""
+    """The timer for the earliest deadline of the session's waiting questions (none: no timer). One timer at a time
+    (``approval_due``: when the one set fires), so asking often does not pile timers up."""
     waiting = session.db(session.store.approvals.pending_for(session.key))
-    if waiting:
-        session.after(max(0.0, min(a.deadline for a in waiting) - time.time()), DEADLINE_TIMER)
+    if not waiting:
+        return
+    due = min(a.deadline for a in waiting)
+    if session.approval_due is None or due < session.approval_due:
+        session.approval_due = due
+        session.after(max(0.0, due - time.time()), DEADLINE_TIMER)
 
 
 def deadline(session) -> None:
     """The timer: each question past its deadline is expired, and a row of the gateway's own put in the inbox for
     it (in the same handler: one transaction), so that its turn goes on like an answered one, even after a crash."""
+    session.approval_due = None
+    if session.info is None:
+        return   # no conversation: no question can wait
+    known = {name: value for name, value in dict(session.info.source).items() if name in Source.__dataclass_fields__}
     for approval in session.db(session.store.approvals.expire_due(session_key=session.key)):
-        source = dict(session.info.source) if session.info is not None else None
-        if source is None:
-            continue
         message_id = expiry_message_id(approval.approval_id)
-        event = MessageEvent(Source(**source), "", message_id, time.time(), internal=True)
+        event = MessageEvent(Source(**known), "", message_id, time.time(), internal=True)
         session.db(session.store.inbox.put(session.key, EXPIRY_PLATFORM, message_id, event.to_payload()))
     arm(session)
     session.pump()
@@ -197,8 +208,8 @@ def settle(session, approval: Approval, turn_id: str) -> Continuation:
     if outcome is not None and session.db(store.finish(approval.approval_id, outcome)):
         timeout_s = current.deadline - current.asked_at
         text = model_result(current.tool_name, outcome, timeout_s=timeout_s)
-        session.db(session.store.sessions.append(session.info.session_id, turns.tool_events(
-            turn_id, ToolCallFinished(current.call_id, current.tool_name, current.arguments, text, ok=False))))
+        not_run(session, turn_id, ToolCallFinished(current.call_id, current.tool_name, current.arguments, text,
+                                                    ok=False))
         current = session.db(store.get(approval.approval_id))
     return Continuation(current, runs=False)
 

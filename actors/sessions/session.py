@@ -97,6 +97,7 @@ class Session(CellStoreUser, Cell):
         self.agent, self.secrets = None, []   # the turn's agent; what no answer or transcript may hold (configured)
         self.history = RecentHistory(turns.HISTORY_EVENTS)   # the last turn's transcript, for a minute (history.py)
         self.model_choice: tuple = (None, None)   # (session id, the model /model chose there): chosen_model
+        self.approval_due: float | None = None    # when the deadline timer set fires (approval_flow.arm)
 
     @property
     def phase(self) -> SessionPhase:
@@ -205,7 +206,7 @@ class Session(CellStoreUser, Cell):
                 self.stop_self(clean=True)
             return
         first = MessageEvent.from_payload(rows[0].payload)
-        if self.busy_mode(first) == "collect" and parse_command(first.text) is None:
+        if self.busy_mode(first) == "collect" and turns.collectable(first):
             now = time.time()
             if not self.collect_until:
                 self.collect_until = now + self.collect_window_s

@@ -83,15 +83,14 @@ def cell(tmp_path):
     store = loop.run_until_complete(Store.open(tmp_path / "gateway.db", inline=True))
     key = "default.fake.dm.chat-1"
     info = run_inline(store.sessions.get_or_create(key, {"platform": "fake", "chat_id": "a"}))
-    yield SimpleNamespace(key=key, info=info, store=store, db=run_inline)
+    yield SimpleNamespace(key=key, info=info, store=store, db=run_inline, secrets=["sk-configured-0123456789"])
     loop.run_until_complete(store.close())
     loop.close()
 
 
-def asked(cell, call_id: str) -> Approval:
-    return cell.db(cell.store.approvals.ask(ApprovalRequest(cell.key, "t1", call_id, "calculator",
-                                                            '{"expression": "1+1"}', "fake", "a", 600.0,
-                                                            step=json.dumps(STEP)))).approval
+def asked(cell, call_id: str, arguments: str = '{"expression": "1+1"}') -> Approval:
+    return cell.db(cell.store.approvals.ask(ApprovalRequest(cell.key, "t1", call_id, "calculator", arguments, "fake",
+                                                            "a", 600.0, step=json.dumps(STEP)))).approval
 
 
 def results(cell) -> list:
@@ -122,3 +121,11 @@ def test_a_denied_or_expired_call_gets_its_refusal_once(cell):
     assert [(call_id, text.split(";")[0]) for _t, call_id, text in results(cell)] == [
         ("c1", "Approval was denied for this call of calculator"),
         ("c2", "No one answered the request to run calculator within 10 minutes")]
+
+
+def test_a_refused_calls_arguments_are_kept_without_a_secret(cell):
+    approval = asked(cell, "c1", '{"expression": "sk-configured-0123456789"}')
+    cell.db(cell.store.approvals.answer(approval.approval_id, "deny", "fake:user"))
+    settle(cell, approval, "t2")
+    [call] = [e for e in cell.db(cell.store.sessions.load(cell.info.session_id)) if e.kind == "tool_call"]
+    assert "sk-configured" not in call.payload["arguments"] and "[redacted]" in call.payload["arguments"]
