@@ -28,6 +28,7 @@ from typing import Optional
 
 from .access import CODE_ALPHABET
 from .db import Database, fetch_all, fetch_one
+from .inbox import InboundItem, _insert, _prepare
 
 
 
@@ -114,6 +115,7 @@ class Answered:
     (None: no such approval), which tells a loser what happened first (approved, denied, expired)."""
     won: bool
     approval: Optional[Approval]
+    inbox_seq: Optional[int] = None   # the row ``enqueue`` put in the inbox with the winning answer
 
 
 def arguments_digest(arguments: str) -> str:
@@ -195,26 +197,32 @@ class ApprovalStore:
             return Asked(approval, True)
         return await self._db.write(do)
 
-    async def answer(self, approval_id: str, verdict: str, answered_by: str,
-                     now: Optional[float] = None) -> Answered:
+    async def answer(self, approval_id: str, verdict: str, answered_by: str, now: Optional[float] = None,
+                     enqueue: Optional[InboundItem] = None) -> Answered:
         """``verdict`` (approve | deny) by ``answered_by``, if the row is pending and its deadline is ahead: the
         first answer wins, every later one finds the row answered. An answer past the deadline expires the row
-        instead (and does not win). Who may answer is the caller's check (actors/sessions/approvals.py)."""
+        instead (and does not win). Who may answer is the caller's check (actors/approvals/answers.py).
+        ``enqueue``: an inbox row put in with a winning answer, in its transaction (an answer from outside the chat,
+        the operator's: the row is what makes its session go on, so the two are on disk together or not at all)."""
         if verdict not in VERDICTS:
             raise ValueError(f"a verdict is approve or deny, got {verdict!r}")
         if not answered_by or len(answered_by) > MAX_NAME_CHARS:
             raise ValueError(f"answered_by is 1-{MAX_NAME_CHARS} characters")
         now = time.time() if now is None else now
+        prepared = _prepare(enqueue) if enqueue is not None else None
 
         async def do(conn):
             cur = await conn.execute("UPDATE approvals SET state = ?, answer = ?, answered_by = ?, answered_at = ? "
                                      "WHERE approval_id = ? AND state = 'pending' AND deadline > ?",
                                      (VERDICTS[verdict].value, verdict, answered_by, now, approval_id, now))
             won = cur.rowcount == 1
+            seq = None
+            if won and enqueue is not None:
+                [(seq, _inserted)] = await _insert(conn, [prepared], now)
             if not won:
                 await conn.execute("UPDATE approvals SET state = 'expired' WHERE approval_id = ? AND "
                                    "state = 'pending' AND deadline <= ?", (approval_id, now))
-            return Answered(won, await _get(conn, approval_id))
+            return Answered(won, await _get(conn, approval_id), seq)
         return await self._db.write(do)
 
     async def expire_due(self, now: Optional[float] = None, session_key: Optional[str] = None) -> list[Approval]:
@@ -281,6 +289,15 @@ class ApprovalStore:
             rows = await fetch_all(conn, "SELECT DISTINCT session_key FROM approvals WHERE state = 'pending' AND "
                                          "deadline <= ? LIMIT ?", (now, int(limit)))
             return [r[0] for r in rows]
+        return await self._db.read(fetch)
+
+    async def listing(self, states: tuple = (ApprovalState.PENDING.value,), limit: int = 1000) -> list[Approval]:
+        """Every session's rows in ``states`` (the questions waiting, by default), earliest deadline first."""
+        async def fetch(conn):
+            rows = await fetch_all(conn, f"SELECT {_COLUMNS} FROM approvals WHERE state IN "
+                                         f"({', '.join('?' * len(states))}) ORDER BY deadline, asked_at LIMIT ?",
+                                   (*states, int(limit)))
+            return [_approval(r) for r in rows]
         return await self._db.read(fetch)
 
     async def pending_for(self, session_key: str) -> list[Approval]:

@@ -35,8 +35,9 @@ from actors.messages.metrics import (
     StalledReply, LostSend, TurnFinished, FloodWaited, AdapterConnection, HookFailed,
     IntakeSilent, RecentMinutesWanted, RecentMinutes)
 from actors.messages.cron import CronRunRequest, CronRunReport
-from actors.messages.operator import (ADAPTER_COMMANDS, SESSION_COMMANDS, AdapterCommand, AdapterCommandDone,
-                                     SessionCommand, SessionCommandDone)
+from actors.messages.operator import (ADAPTER_COMMANDS, APPROVAL_VERDICTS, SESSION_COMMANDS, AdapterCommand,
+                                     AdapterCommandDone, ApprovalAnswer, ApprovalAnswerDone, SessionCommand,
+                                     SessionCommandDone)
 
 __all__ = [
     'Source', 'ATTACHMENT_KINDS', 'Attachment', 'MessageEvent', 'InboxDoorbell', 'InboundStored', 'StoreInbound',
@@ -51,7 +52,8 @@ __all__ = [
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
     'TurnFinished', 'FloodWaited', 'IntakeSilent', 'AdapterConnection', 'HookFailed', 'CronRunRequest',
     'CronRunReport', 'ADAPTER_COMMANDS', 'AdapterCommand', 'AdapterCommandDone',
-    'SESSION_COMMANDS', 'SessionCommand', 'SessionCommandDone',
+    'SESSION_COMMANDS', 'SessionCommand', 'SessionCommandDone', 'APPROVAL_VERDICTS', 'ApprovalAnswer',
+    'ApprovalAnswerDone',
     'ReloadRequest', 'ReloadReport', 'SessionWanted', 'SessionHandover', 'SessionTaken', 'MovesDone',
     'StoreRead', 'StoreReadResult', 'RecentMinutesWanted', 'RecentMinutes'
 ]

@@ -1,19 +1,22 @@
 """A session's tool approvals (docs/approvals.md): a turn whose model calls a guarded tool ends with the question,
-and the answer (a typed ``approve CODE`` / ``deny CODE``, or the deadline) starts the turn that goes on from the
-paused step. A part of the Session cell (session.py), kept apart; its functions take the cell.
+and the answer (a typed ``approve CODE`` / ``deny CODE``, the operator's, or the deadline) starts the turn that goes
+on from the paused step. A part of the Session cell (session.py), kept apart; its functions take the cell (and
+``operator_answer`` its shard).
 
   turn T1 (inbox row U) --ApprovalNeeded, TurnEnd(awaiting_approval)--> the approval is asked (a pending row) in
       the same handler as T1's answer (its text so far, then the question) is written: one transaction, so a crash
       leaves both or neither (neither: T1 is resumed as any cut turn, G8)
   T1's answer is delivered as U's reply (the ledger, G3); U is done; the session is idle while the question waits
-  an answer row V (or the deadline's own row) --answer (first wins)--> turn T2 answers V: the approved call's
-      execution is claimed (start_execution) and the agent goes on from the step (OpenStep), or the refusal is
-      written as the call's result (finish, with its transcript event) and the agent goes on with it
+  an answer row V (typed, or the gateway's own for the deadline or the operator's answer) --answer (first wins)-->
+      turn T2 answers V: the approved call's execution is claimed (start_execution) and the agent goes on from
+      the step (OpenStep), or the refusal is written as the call's result (finish, with its transcript event)
+      and the agent goes on with it
 
 What survives kill -9: the approval row and the transcript. T2 is a turn like any other (begin_turn on V): a restart
 resumes it (``resume``) from what storage says: an approved call not yet claimed runs; one claimed (``executing``)
 is never run again, the model is told its outcome is unknown (``finish(cut)``: once). A deadline timer is lost with
-the cell and armed again from the stored deadlines when the session next starts (``arm``).
+the cell and armed again from the stored deadlines when the session next starts (``arm``); its shard starts it
+once a deadline is past (shard.py). The operator's answer and its inbox row commit together (``operator_answer``).
 """
 from __future__ import annotations
 
@@ -27,9 +30,10 @@ from actors.agents.base import ApprovalGuard, OpenStep
 from actors.approvals.answers import (Answerer, answer_notice, model_result, parse_text_answer, question_text,
                                       refusal_for)
 from actors.approvals.rules import needs_approval
-from actors.messages import AWAITING_APPROVAL, ApprovalNeeded, MessageEvent, Source, ToolCallFinished
+from actors.messages import (APPROVAL_VERDICTS, AWAITING_APPROVAL, ApprovalAnswer, ApprovalAnswerDone, ApprovalNeeded,
+                             MessageEvent, Source, ToolCallFinished)
 from actors.sessions import turn as turns
-from storage import Approval, ApprovalRequest
+from storage import Approval, ApprovalRequest, InboundItem
 from storage.approvals import ApprovalState
 
 ANSWER_EVENT = "approval_answer"        # transcript kind: the answer a turn goes on from (role user)
@@ -74,16 +78,26 @@ def request_fields(profile, continuation: Optional[Continuation], transcript: li
             "open_step": open_step(approval, transcript)}
 
 
-def expiry_message_id(approval_id: str) -> str:
-    """The message id of the inbox row a deadline writes: one per approval, so a repeat is the inbox's duplicate."""
-    return f"{EXPIRY_PLATFORM}:{approval_id}:expired"
+def expiry_message_id(approval_id: str, why: str = "expired") -> str:
+    """The message id of the inbox row the gateway writes for an approval (``why``: its deadline passed, or the
+    operator ``answered``): one per approval and why, so a repeat is the inbox's duplicate."""
+    return f"{EXPIRY_PLATFORM}:{approval_id}:{why}"
 
 
 def expired_approval(message_id: str) -> Optional[str]:
-    """The approval id an inbox row of a deadline names, or None for any other row."""
+    """The approval id an inbox row of the gateway's own for an approval names, or None for any other row."""
     kind, _, rest = message_id.partition(":")
     approval_id, _, suffix = rest.partition(":")
-    return approval_id if kind == EXPIRY_PLATFORM and suffix == "expired" and approval_id else None
+    return approval_id if kind == EXPIRY_PLATFORM and suffix in ("expired", "answered") and approval_id else None
+
+
+def own_row(info, approval_id: str, why: str) -> InboundItem:
+    """The inbox row of the gateway's own that makes a session go on from an approval, in its chat (``info``: the
+    session's record, whose source says where the chat is)."""
+    known = {name: value for name, value in dict(info.source).items() if name in Source.__dataclass_fields__}
+    message_id = expiry_message_id(approval_id, why)
+    event = MessageEvent(Source(**known), "", message_id, time.time(), internal=True)
+    return InboundItem(info.session_key, EXPIRY_PLATFORM, message_id, event.to_payload())
 
 
 # ------------------------------------------------------------------------------------------------- asking
@@ -138,13 +152,29 @@ def deadline(session) -> None:
     session.approval_due = None
     if session.info is None:
         return   # no conversation: no question can wait
-    known = {name: value for name, value in dict(session.info.source).items() if name in Source.__dataclass_fields__}
     for approval in session.db(session.store.approvals.expire_due(session_key=session.key)):
-        message_id = expiry_message_id(approval.approval_id)
-        event = MessageEvent(Source(**known), "", message_id, time.time(), internal=True)
-        session.db(session.store.inbox.put(session.key, EXPIRY_PLATFORM, message_id, event.to_payload()))
+        row = own_row(session.info, approval.approval_id, "expired")
+        session.db(session.store.inbox.put(row.session_key, row.platform, row.platform_message_id, row.payload))
     arm(session)
     session.pump()
+
+
+def operator_answer(shard, message: ApprovalAnswer) -> tuple[ApprovalAnswerDone, Optional[int]]:
+    """The operator's answer, at the shard that hosts the session (its cell live or not): the answer and, when it
+    wins, the inbox row that makes the session go on, in one transaction; the row's seq is the doorbell to ring."""
+    key = message.session_key
+
+    def done(ok: bool, detail: str) -> ApprovalAnswerDone:
+        return ApprovalAnswerDone(key, message.action, ok, detail)
+    if message.action not in APPROVAL_VERDICTS:
+        return done(False, f"no such answer {message.action[:40]!r}; try one of {', '.join(APPROVAL_VERDICTS)}"), None
+    approval = shard.db(shard.store.approvals.get(message.approval_id))
+    info = shard.db(shard.store.sessions.current(key))
+    if approval is None or approval.session_key != key or info is None:
+        return done(False, f"no tool call {message.approval_id!r} waits for approval here"), None
+    answered = shard.db(shard.store.approvals.answer(approval.approval_id, message.action, Answerer(operator=True).name,
+                                                     enqueue=own_row(info, approval.approval_id, "answered")))
+    return done(answered.won, answer_notice(answered)), answered.inbox_seq
 
 
 # ------------------------------------------------------------------------------------------------ answering

@@ -5,6 +5,7 @@ expired, the model reads why it did not run; a second answer is told what came f
 daemon between the question and the answer loses neither."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -49,6 +50,14 @@ profile = "eager"
 [[routes]]
 chat = "late-k"
 profile = "hurried"
+
+[profiles.ops]
+approve_tools = ["calculator"]
+approvers = "operator"
+
+[[routes]]
+chat = "op"
+profile = "ops"
 """)
         gw.start()
         gw.wait_ready()
@@ -212,3 +221,29 @@ housekeeping_interval_s = 1.0
         finally:
             gw.cli("stop")
             gw.kill_everything()
+
+
+def test_the_operator_answers_from_the_cli_and_the_chat_may_not(rig):
+    gw, platform, model = rig
+    before = len(model.requests)
+    model.script(tool_call_reply([CALL], text="Let me compute."), text_reply("The operator let me: 14."))
+    platform.inject("op", "what is 2+3*4?")
+    [question] = settled_answers(platform, "op", count=1, gw=gw)
+    assert question.endswith("It waits for the operator's approval (within 10 minutes)."), question
+    listed = json.loads(gw.cli("approvals", "list", "--json", check=True).stdout)["approvals"]
+    [waiting] = [a for a in listed if a["session_key"].startswith("ops.")]
+    assert (waiting["tool"], waiting["arguments"], waiting["approvers"]) == ("calculator", CALL[1], "operator")
+    with sqlite3.connect(gw.state / "gateway.db") as db:
+        [(code,)] = db.execute("SELECT code FROM approvals WHERE approval_id = ?", (waiting["id"],)).fetchall()
+    platform.inject("op", f"approve {code}")          # someone in the chat, under approvers = "operator"
+    assert settled_answers(platform, "op", count=2, gw=gw)[1] == "Only the operator can answer this question."
+
+    done = gw.cli("approvals", "approve", waiting["id"], "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["detail"] == "Approved: calculator runs now.", done
+    answers = settled_answers(platform, "op", count=3, timeout=60, gw=gw)
+    assert answers[2] == "The operator let me: 14."
+    assert [m["content"] for m in tool_messages(model, before)] == ["14"]
+    again = gw.cli("approvals", "deny", waiting["id"], "--json")
+    assert again.returncode == 1 and json.loads(again.stdout)["detail"] == \
+        "Already answered: approved by the operator.", again
+    assert ("calculator", "done", "approve", "operator", "ok") in approvals(gw)

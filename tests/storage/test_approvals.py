@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from storage import ApprovalRequest, Store
+from storage import ApprovalRequest, InboundItem, Store
 from storage.approvals import CODE_LENGTH, MAX_ARGUMENTS_BYTES, MAX_PENDING_PER_SESSION, MAX_STEP_BYTES
 from storage.inline import run_inline
 
@@ -194,3 +194,21 @@ def test_a_shards_inline_store_runs_every_call_without_a_loop(db_path):
     finally:
         setup.run_until_complete(store.close())
         setup.close()
+
+
+async def test_an_answer_from_outside_the_chat_puts_its_inbox_row_in_with_it_or_not_at_all(db_path):
+    async with open_store(db_path) as store:
+        asked = (await store.approvals.ask(request(), now=100.0)).approval
+        later = (await store.approvals.ask(request("call_2"), now=101.0)).approval
+        assert [a.approval_id for a in await store.approvals.listing()] == [asked.approval_id, later.approval_id]
+        row = InboundItem(KEY, "approval", f"approval:{asked.approval_id}:answered", {"text": ""})
+        won = await store.approvals.answer(asked.approval_id, "approve", "operator", now=110.0, enqueue=row)
+        assert won.won and won.inbox_seq is not None
+        assert (await store.inbox.get(won.inbox_seq)).platform_message_id == row.platform_message_id
+        lost = await store.approvals.answer(asked.approval_id, "deny", "operator", now=111.0,
+                                            enqueue=InboundItem(KEY, "approval", "another", {"text": ""}))
+        assert not lost.won and lost.inbox_seq is None
+        assert [r.platform_message_id for r in await store.inbox.rows_in_state(KEY, ("received",))] == [
+            row.platform_message_id]                  # the losing answer put nothing in
+        assert [a.approval_id for a in await store.approvals.listing()] == [later.approval_id]
+        assert [a.approval_id for a in await store.approvals.listing(("approved",))] == [asked.approval_id]

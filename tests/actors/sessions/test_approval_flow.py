@@ -58,10 +58,11 @@ def test_a_profile_guards_its_turns_and_an_answered_call_runs_unasked():
     assert request_fields(GUARDED, None, []).keys() == {"approvals"}
 
 
-def test_a_deadline_row_names_its_approval_and_no_other_row_does():
+def test_the_gateways_own_rows_name_their_approval_and_no_other_row_does():
     message_id = expiry_message_id(APPROVAL.approval_id)
     assert expired_approval(message_id) == APPROVAL.approval_id
-    for other in ("approval::expired", "approval:x:answered", "cron:daily:1700000000", "x:y:expired", ""):
+    assert expired_approval(expiry_message_id("x", "answered")) == "x"   # the operator's answer's row
+    for other in ("approval::expired", "approval:x:clicked", "cron:daily:1700000000", "x:y:expired", ""):
         assert expired_approval(other) is None, other
 
 
