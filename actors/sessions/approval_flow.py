@@ -184,7 +184,7 @@ def take_answer(session, seqs: list, event: MessageEvent) -> bool:
     if event.internal:
         approval_id = expired_approval(event.platform_message_id)
         if approval_id is None:
-            return False   # a row of the gateway's own that is no deadline's (a scheduled run)
+            return False   # a row of the gateway's own that names no approval (a scheduled run)
         approval = session.db(session.store.approvals.get(approval_id))
         if approval is None or approval.session_key != session.key:
             session.db(session.store.inbox.done(seqs[-1]))
