@@ -8,6 +8,7 @@ deadline can never both take an arrow:
     pending --answer--> approved --start_execution--> executing --finish(ok|failed|cut)--> done
     pending --answer--> denied  --finish(denied)--> done
     pending --expire_due, or an answer past the deadline--> expired --finish(expired)--> done
+    pending --the conversation reset (sessions.reset)--> done (withdrawn): its turn never goes on
 
 ``done`` means the model was given the call's outcome. The row holds the call's arguments (at most
 ``MAX_ARGUMENTS_BYTES``: what runs once approved) and the model's message that asked for it (``step``, with the
@@ -95,7 +96,7 @@ class Approval:
     answer: Optional[str] = None   # approve | deny (None: not answered, or expired)
     answered_by: Optional[str] = None
     answered_at: Optional[float] = None
-    outcome: Optional[str] = None  # once done: ok | failed | cut | denied | expired
+    outcome: Optional[str] = None  # once done: ok | failed | cut | denied | expired | withdrawn
     finished_at: Optional[float] = None
     step: str = ""                 # what the turn goes on from once answered (ApprovalRequest.step)
 
@@ -158,6 +159,14 @@ async def _free_code(conn, session_key: str) -> str:
         code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
         if code not in taken:
             return code
+
+
+async def withdraw_pending(conn, session_key: str, now: float) -> int:
+    """In the caller's transaction (a reset of the conversation, storage/sessions.py): every question of the key
+    still waiting is done, withdrawn: the conversation it would go on in is gone, so no answer counts any more."""
+    cur = await conn.execute("UPDATE approvals SET state = 'done', outcome = 'withdrawn', finished_at = ? "
+                             "WHERE session_key = ? AND state = 'pending'", (now, session_key))
+    return cur.rowcount
 
 
 class ApprovalStore:

@@ -268,7 +268,7 @@ _V11_APPROVALS = [
         answer           TEXT CHECK (answer IN ('approve', 'deny')),
         answered_by      TEXT,
         answered_at      REAL,
-        outcome          TEXT CHECK (outcome IN ('ok', 'failed', 'cut', 'denied', 'expired')),
+        outcome          TEXT CHECK (outcome IN ('ok', 'failed', 'cut', 'denied', 'expired', 'withdrawn')),
         finished_at      REAL,
         step             TEXT NOT NULL DEFAULT '',
         UNIQUE (session_key, turn_id, call_id)

@@ -145,6 +145,8 @@ def answer_notice(answered: Answered) -> str:
     name = policy_name(approval.tool_name)
     if answered.won:
         return f"Approved: {name} runs now." if approval.answer == "approve" else f"Denied: {name} will not run."
+    if approval.outcome == "withdrawn":
+        return f"This question was withdrawn when the conversation was reset; {name} was not run."
     if approval.answer is None:   # expired, before any answer
         return f"This question expired at {clock(approval.deadline)}; {name} was not run."
     verdict = "approved" if approval.answer == "approve" else "denied"

@@ -247,3 +247,17 @@ def test_the_operator_answers_from_the_cli_and_the_chat_may_not(rig):
     assert again.returncode == 1 and json.loads(again.stdout)["detail"] == \
         "Already answered: approved by the operator.", again
     assert ("calculator", "done", "approve", "operator", "ok") in approvals(gw)
+
+
+def test_a_new_conversation_withdraws_the_question_waiting(rig):
+    gw, platform, model = rig
+    before = len(model.requests)
+    model.script(tool_call_reply([CALL], text="Let me compute."))     # no answer after it: the turn never goes on
+    platform.inject("r", "what is 2+3*4?")
+    code = question_code(settled_answers(platform, "r", count=1, gw=gw)[0])
+    platform.inject("r", "/new")
+    assert settled_answers(platform, "r", count=2, gw=gw)[1].startswith("Started a new conversation.")
+    platform.inject("r", f"approve {code}")
+    assert settled_answers(platform, "r", count=3, gw=gw)[2] == (
+        "This question was withdrawn when the conversation was reset; calculator was not run.")
+    assert len(model.requests) == before + 1 and not tool_messages(model, before)

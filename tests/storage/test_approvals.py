@@ -212,3 +212,20 @@ async def test_an_answer_from_outside_the_chat_puts_its_inbox_row_in_with_it_or_
             row.platform_message_id]                  # the losing answer put nothing in
         assert [a.approval_id for a in await store.approvals.listing()] == [later.approval_id]
         assert [a.approval_id for a in await store.approvals.listing(("approved",))] == [asked.approval_id]
+
+
+async def test_a_reset_withdraws_the_questions_waiting_and_no_answer_counts_after(db_path):
+    async with open_store(db_path) as store:
+        await store.sessions.get_or_create(KEY)
+        waiting = (await store.approvals.ask(request("a", timeout_s=10.0), now=100.0)).approval
+        answered = (await store.approvals.ask(request("b"), now=100.0)).approval
+        other = (await store.approvals.ask(request("c", key="ops.telegram.dm.chat-2"), now=100.0)).approval
+        await store.approvals.answer(answered.approval_id, "approve", "telegram:9", now=105.0)
+        await store.sessions.reset(KEY)
+        gone = await store.approvals.get(waiting.approval_id)
+        assert (gone.state, gone.outcome, gone.answer) == ("done", "withdrawn", None)
+        assert (await store.approvals.get(answered.approval_id)).state == "approved"   # answered before: kept
+        assert (await store.approvals.get(other.approval_id)).state == "pending"       # another conversation
+        late = await store.approvals.answer(waiting.approval_id, "approve", "telegram:9", now=106.0)
+        assert not late.won and late.approval.outcome == "withdrawn"
+        assert await store.approvals.sessions_due(now=1e12) == ["ops.telegram.dm.chat-2"]

@@ -81,6 +81,9 @@ def test_the_answerer_is_told_whether_their_answer_counted_or_what_came_first():
     expired = dataclasses.replace(ASKED, state="expired")
     assert answer_notice(Answered(False, expired)) == "This question expired at 00:26 UTC; files.delete was not run."
     assert answer_notice(Answered(False, None)) == UNKNOWN_BUTTON
+    withdrawn = dataclasses.replace(ASKED, state="done", outcome="withdrawn")
+    assert answer_notice(Answered(False, withdrawn)) == ("This question was withdrawn when the conversation was "
+                                                         "reset; files.delete was not run.")
 
 
 def test_the_question_shows_the_call_without_secrets_and_says_how_to_answer():
