@@ -32,7 +32,6 @@ from .db import Database, fetch_all, fetch_one
 from .inbox import InboundItem, _insert, _prepare
 
 
-
 class ApprovalState(enum.StrEnum):
     """A row's state (the transitions: the module docstring). str-valued: the values are what the ``state`` column
     holds (and its CHECK constraint, schema.py); a row read back holds the plain string, equal to its member."""
