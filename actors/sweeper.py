@@ -340,9 +340,14 @@ class DeliverySweeper(StoreUser, GatewayActor):
         removed = self.db(self.store.ledger.purge(RETENTION_DAYS, MAX_ROWS))
         if removed:
             self.log.info("sweeper: retention removed %d finished obligation(s)", removed)
-        answered = self.db(self.store.inbox.purge(setting(self.config, "storage", "inbox_retention_days") * 86400))
+        kept_s = setting(self.config, "storage", "inbox_retention_days") * 86400
+        answered = self.db(self.store.inbox.purge(kept_s))
         if answered:
             self.log.info("sweeper: retention removed %d answered inbox row(s)", answered)
+        # A tool call's approval is kept as long as the messages that asked and answered it (docs/approvals.md).
+        settled = self.db(self.store.approvals.purge(kept_s))
+        if settled:
+            self.log.info("sweeper: retention removed %d settled tool approval(s)", settled)
         # After the rows: a file goes once no inbox row or transcript event names it (storage/media.py).
         swept = MediaCache(store_path(self.config).parent / "media").sweep(
             self.db(self.store.media.referenced()))

@@ -15,6 +15,7 @@ from typing import Union
 
 from .db import Database
 from .access import Access, Grant, PairingAnswer, PairingCode
+from .approvals import Answered, Approval, ApprovalRequest, ApprovalStore, Asked
 from .cron import CRON_PLATFORM, Claimed, CronRun, CronStore, JobState, RunClaim
 from .errors import (AmbiguousId, IllegalTransition, ImportRefused, NotFound, RecordError, SchemaTooNew, StaleFence,
                      StorageBusy, StorageError, StorageFull, StorageUnavailable, TurnRunning)
@@ -36,7 +37,7 @@ __all__ = [
     "SessionInfo", "TranscriptEvent", "SearchHit", "RuntimeState", "InboxRow", "InboundItem", "Obligation",
     "Target", "Owner", "MediaCache", "CacheStats", "MediaRefs", "Feedback", "FeedbackRow", "Reaction",
     "CronStore", "CronRun", "RunClaim", "Claimed", "JobState", "CRON_PLATFORM",
-    "MemoryStore", "MemoryEntry", "Added",
+    "MemoryStore", "MemoryEntry", "Added", "ApprovalStore", "Approval", "ApprovalRequest", "Asked", "Answered",
     "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner",
     "is_owner_alive",
     "StorageError", "StorageBusy", "StorageFull", "StorageUnavailable", "SchemaTooNew", "RecordError",
@@ -47,8 +48,8 @@ __all__ = [
 
 class Store:
     """The one way in: ``sessions``, ``inbox``, ``ledger``, ``pacing``, ``access``, ``media`` (which cached files
-    are referenced), ``feedback``, ``cron`` (scheduled jobs and their runs) and ``memory`` (what profiles
-    remember) over one database connection."""
+    are referenced), ``feedback``, ``cron`` (scheduled jobs and their runs), ``memory`` (what profiles
+    remember) and ``approvals`` (tool calls waiting for a person's yes) over one database connection."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -61,6 +62,7 @@ class Store:
         self.feedback = Feedback(db)
         self.cron = CronStore(db)
         self.memory = MemoryStore(db)
+        self.approvals = ApprovalStore(db)
         self.forensics = Forensics(db)   # reads for `report` (storage/forensics.py)
 
     def atomic(self):

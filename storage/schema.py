@@ -244,6 +244,40 @@ _V10_SEARCH_PENDING = [
        BEGIN DELETE FROM search_pending WHERE event_id = old.event_id; END""",
 ]
 
+# Tool calls waiting for a person's yes (storage/approvals.py, docs/approvals.md): one row per guarded call, its
+# state moved by compare-and-set only. A call is asked about once (UNIQUE per session, turn and call id); a typed
+# answer's code names one pending row of its session (the partial unique index); the deadline index serves the
+# expiry of pending rows, the state index the retention of done ones.
+_V11_APPROVALS = [
+    """CREATE TABLE approvals (
+        approval_id      TEXT PRIMARY KEY,
+        code             TEXT NOT NULL,
+        session_key      TEXT NOT NULL,
+        turn_id          TEXT NOT NULL,
+        call_id          TEXT NOT NULL,
+        tool_name        TEXT NOT NULL,
+        arguments        TEXT NOT NULL,
+        arguments_sha256 TEXT NOT NULL,
+        platform         TEXT NOT NULL,
+        chat_id          TEXT NOT NULL,
+        approvers        TEXT NOT NULL CHECK (approvers IN ('chat', 'operator')),
+        asked_at         REAL NOT NULL,
+        deadline         REAL NOT NULL,
+        state            TEXT NOT NULL
+                         CHECK (state IN ('pending', 'approved', 'denied', 'expired', 'executing', 'done')),
+        answer           TEXT CHECK (answer IN ('approve', 'deny')),
+        answered_by      TEXT,
+        answered_at      REAL,
+        outcome          TEXT CHECK (outcome IN ('ok', 'failed', 'cut', 'denied', 'expired', 'withdrawn')),
+        finished_at      REAL,
+        step             TEXT NOT NULL DEFAULT '',
+        UNIQUE (session_key, turn_id, call_id)
+    )""",
+    "CREATE UNIQUE INDEX approvals_pending_code ON approvals (session_key, code) WHERE state = 'pending'",
+    "CREATE INDEX approvals_pending_by_deadline ON approvals (deadline) WHERE state = 'pending'",
+    "CREATE INDEX approvals_by_state ON approvals (state, finished_at)",
+]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -255,6 +289,7 @@ MIGRATIONS: list[Migration] = [
     _V8_CRON,
     _V9_MEMORY,
     _V10_SEARCH_PENDING,
+    _V11_APPROVALS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union
 from . import records, search_index
 import aiosqlite
 
+from .approvals import withdraw_pending
 from .db import Database, fetch_all, fetch_one
 from .errors import IllegalTransition, ImportRefused, NotFound, RecordError, StorageUnavailable
 from .keys import is_valid_key
@@ -266,7 +267,8 @@ class SessionStore(RuntimeOps):
 
     async def reset(self, session_key: str, source_fields: Optional[Mapping] = None) -> SessionInfo:
         """/new: the key's current session becomes 'reset' (kept, listed, searchable) and a fresh one becomes
-        active, in one transaction. The source is carried over unless ``source_fields`` is given."""
+        active, in one transaction, in which the key's tool questions still waiting are withdrawn. The source is
+        carried over unless ``source_fields`` is given."""
         if not is_valid_key(session_key):
             raise ValueError(f"not a session key: {session_key!r}")
         given = records.pack(dict(source_fields)) if source_fields is not None else None
@@ -279,6 +281,7 @@ class SessionStore(RuntimeOps):
         if old is not None:
             await conn.execute("UPDATE sessions SET state = 'reset', updated_at = ? WHERE session_id = ?",
                                (now, old[0]))
+        await withdraw_pending(conn, key, now)   # its tool questions go with it (storage/approvals.py)
         source = source if source is not None else (old[1] if old else records.pack({}))
         await conn.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, 'active', ?, ?, NULL, ?)",
                            (new_id, key, now, now, source))

@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Mapping, Optional, Protocol, Union
+from typing import Any, AsyncIterator, Callable, Mapping, Optional, Protocol, Union
 from urllib.parse import urlsplit, urlunsplit
 
-from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
-                             TurnEnd, WaitingForModel)
+from actors.messages import (ApprovalNeeded, GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished,
+                             ToolCallStarted, TurnEnd, WaitingForModel)
 
 StreamEvent = Union[TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, LongToolHint, WaitingForModel,
-                    GatewayNotice, TurnEnd]
+                    GatewayNotice, ApprovalNeeded, TurnEnd]
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 
@@ -37,6 +37,29 @@ class AgentError(Exception):
 
 
 @dataclass(frozen=True)
+class ApprovalGuard:
+    """Which tool calls of a turn wait for a person's yes (docs/approvals.md). ``needs`` takes the name the model
+    calls a tool by (the session builds it from its profile: actors/approvals/rules.py); ``approved`` are the call
+    ids a person said yes to, whose execution the session has claimed in storage: they run without asking again."""
+    needs: Callable[[str], bool]
+    approved: frozenset = frozenset()
+
+    def holds(self, call_id: str, name: str) -> bool:
+        return call_id not in self.approved and self.needs(name)
+
+
+@dataclass(frozen=True)
+class OpenStep:
+    """A step of the turn whose tool calls a question cut short, to go on from: the assistant message that asked
+    for them (with its ``tool_calls``), the results some calls have already (``answered``: (call id, text) each,
+    those that ran before the question and the refusals decided since), and the calls still to run, in order
+    (``to_run``: (call id, name, arguments) each). Every call of the message must be in one of the two."""
+    assistant_message: dict
+    answered: tuple = ()
+    to_run: tuple = ()
+
+
+@dataclass(frozen=True)
 class AgentRequest:
     messages: tuple                   # OpenAI chat format dicts: role, content, [tool_calls], [tool_call_id], [name]
     profile: str = "default"
@@ -47,6 +70,9 @@ class AgentRequest:
     media: Any = field(default=None, compare=False, repr=False)
     # The turn's memory binding (actors/memory/binding.py) the remember / forget tools write through; None: none.
     memory: Any = field(default=None, compare=False, repr=False)
+    # Which tool calls wait for a yes (None: none do), and the step a turn answered since goes on from.
+    approvals: Optional[ApprovalGuard] = field(default=None, compare=False, repr=False)
+    open_step: Optional[OpenStep] = None
 
     def last_user_text(self) -> str:
         for message in reversed(self.messages):

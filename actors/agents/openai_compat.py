@@ -3,6 +3,8 @@
 One request per model step: POST {base_url}/chat/completions with stream=true, read the SSE chunks, turn content
 into TextDelta and tool-call fragments into ToolCallStarted/ToolCallDelta. When the model asks for tools, run them
 through the registry, append the assistant and tool messages, and ask again (at most ``max_tool_rounds`` times).
+A call the turn's guard holds (``AgentRequest.approvals``, docs/approvals.md) is not run: the run ends with an
+``ApprovalNeeded`` and ``TurnEnd(reason="awaiting_approval")``; the turn goes on later from ``AgentRequest.open_step``.
 
 Retries (connection errors, 429, 5xx; Retry-After honoured) happen only while nothing of that request has been
 yielded: once output began, a retry would show the user the same words twice.
@@ -34,11 +36,11 @@ from typing import Any, AsyncIterator, Optional
 import aiohttp
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
-from actors.agents.base import AgentError, AgentRequest, StreamEvent, endpoint_name, take_steer_messages
+from actors.agents.base import AgentError, AgentRequest, OpenStep, StreamEvent, endpoint_name, take_steer_messages
 from actors.agents.sse import DONE, iter_sse_payloads
 from actors.agents.tools import ToolRegistry, default_registry
-from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
-                             TurnEnd, WaitingForModel)
+from actors.messages import (AWAITING_APPROVAL, ApprovalNeeded, GatewayNotice, LongToolHint, TextDelta, ToolCallDelta,
+                             ToolCallFinished, ToolCallStarted, TurnEnd, WaitingForModel)
 from common.backoff import backoff_s
 from common.chat_errors import failure_kind
 from common.redact import redact
@@ -339,6 +341,14 @@ class OpenAICompatAgent:
         timeout = aiohttp.ClientTimeout(total=None, connect=self.connect_timeout_s,
                                         sock_connect=self.connect_timeout_s, sock_read=self.idle_timeout_s)
         async with aiohttp.ClientSession(timeout=timeout) as http:
+            if request.open_step is not None:     # a turn a question paused, answered since: its step goes on
+                paused = False
+                async for event in self._open_step(request.open_step, messages, request):
+                    paused = paused or isinstance(event, ApprovalNeeded)
+                    yield event
+                if paused:
+                    yield TurnEnd(reason=AWAITING_APPROVAL, final_text=answer, tokens=tokens)
+                    return
             for step_number in range(self.max_tool_rounds + 1):
                 messages.extend(take_steer_messages(request.steer))     # steer lands at the next model call
                 step = _Step(label=f"{request.turn_id or 'turn'}_{step_number}")
@@ -360,14 +370,42 @@ class OpenAICompatAgent:
                     yield GatewayNotice(f"Stopped after {self.max_tool_rounds} rounds of tool calls.", "warning")
                     break
                 messages.append(step.assistant_message())
-                for call in step.ordered_calls():
-                    result = ""
-                    async for event in self._run_tool(call, request.media, request.memory):
-                        if isinstance(event, ToolCallFinished):
-                            result = event.result
-                        yield event
-                    messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                paused = False
+                async for event in self._run_calls(step.ordered_calls(), messages[-1], messages, request):
+                    paused = paused or isinstance(event, ApprovalNeeded)
+                    yield event
+                if paused:     # the calls wait for a person's yes: the turn goes on once answered (OpenStep)
+                    yield TurnEnd(reason=AWAITING_APPROVAL, final_text=answer, tokens=tokens)
+                    return
         yield TurnEnd(reason="complete", final_text=answer, tokens=tokens)
+
+    async def _open_step(self, step: OpenStep, messages: list[dict], request: AgentRequest
+                         ) -> AsyncIterator[StreamEvent]:
+        """The paused step again: its assistant message, the results its calls have, then the calls still to run
+        (one the guard holds asks again: an ApprovalNeeded)."""
+        messages.append(dict(step.assistant_message))
+        messages.extend({"role": "tool", "tool_call_id": call_id, "content": text} for call_id, text in step.answered)
+        calls = [_Call(index, call_id, name, arguments, True) for index, (call_id, name, arguments)
+                 in enumerate(step.to_run)]
+        async for event in self._run_calls(calls, step.assistant_message, messages, request):
+            yield event
+
+    async def _run_calls(self, calls: list, step_message: dict, messages: list[dict], request: AgentRequest
+                         ) -> AsyncIterator[StreamEvent]:
+        """Run a step's calls in order, each result appended to ``messages``. A call the turn's guard holds ends
+        it with an ApprovalNeeded: neither that call nor a later one runs (the model's order is kept)."""
+        guard = request.approvals
+        for position, call in enumerate(calls):
+            if guard is not None and guard.holds(call.id, call.name):
+                later = tuple((c.id, c.name, c.arguments) for c in calls[position + 1:])
+                yield ApprovalNeeded(call.id, call.name, call.arguments, dict(step_message), later)
+                return
+            result = ""
+            async for event in self._run_tool(call, request.media, request.memory):
+                if isinstance(event, ToolCallFinished):
+                    result = event.result
+                yield event
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
 
     async def _run_tool(self, call: _Call, media=None, memory=None) -> AsyncIterator[StreamEvent]:
         task = asyncio.ensure_future(self.registry.run(call.name, call.arguments, media, memory))

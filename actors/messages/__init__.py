@@ -19,7 +19,7 @@ from actors.messages.platform_ops import (
     OutgoingFile, PlatformOp, OpResult, AdapterConnected, HoldNextSend, SendHeld, ReleaseSend)
 from actors.messages.stream import (
     TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, ReplyFile, LongToolHint, WaitingForModel,
-    GatewayNotice, TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch)
+    GatewayNotice, ApprovalNeeded, AWAITING_APPROVAL, TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch)
 from actors.messages.terminal import (
     CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
 from actors.messages.sessions import (
@@ -35,14 +35,16 @@ from actors.messages.metrics import (
     StalledReply, LostSend, TurnFinished, FloodWaited, AdapterConnection, HookFailed,
     IntakeSilent, RecentMinutesWanted, RecentMinutes)
 from actors.messages.cron import CronRunRequest, CronRunReport
-from actors.messages.operator import (ADAPTER_COMMANDS, SESSION_COMMANDS, AdapterCommand, AdapterCommandDone,
-                                     SessionCommand, SessionCommandDone)
+from actors.messages.operator import (ADAPTER_COMMANDS, APPROVAL_VERDICTS, SESSION_COMMANDS, AdapterCommand,
+                                     AdapterCommandDone, ApprovalAnswer, ApprovalAnswerDone, SessionCommand,
+                                     SessionCommandDone)
 
 __all__ = [
     'Source', 'ATTACHMENT_KINDS', 'Attachment', 'MessageEvent', 'InboxDoorbell', 'InboundStored', 'StoreInbound',
     'OutgoingFile', 'PlatformOp',
     'OpResult', 'AdapterConnected', 'HoldNextSend', 'SendHeld', 'ReleaseSend', 'TextDelta', 'ToolCallStarted',
-    'ToolCallDelta', 'ToolCallFinished', 'ReplyFile', 'LongToolHint', 'WaitingForModel', 'GatewayNotice', 'TurnEnd',
+    'ToolCallDelta', 'ToolCallFinished', 'ReplyFile', 'LongToolHint', 'WaitingForModel', 'GatewayNotice',
+    'ApprovalNeeded', 'AWAITING_APPROVAL', 'TurnEnd',
     'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone',
     'CliDone', 'Passivate', 'RunCells',
     'ShardArgs', 'SessionArgs', 'ConsumerArgs', 'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone',
@@ -50,7 +52,8 @@ __all__ = [
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
     'TurnFinished', 'FloodWaited', 'IntakeSilent', 'AdapterConnection', 'HookFailed', 'CronRunRequest',
     'CronRunReport', 'ADAPTER_COMMANDS', 'AdapterCommand', 'AdapterCommandDone',
-    'SESSION_COMMANDS', 'SessionCommand', 'SessionCommandDone',
+    'SESSION_COMMANDS', 'SessionCommand', 'SessionCommandDone', 'APPROVAL_VERDICTS', 'ApprovalAnswer',
+    'ApprovalAnswerDone',
     'ReloadRequest', 'ReloadReport', 'SessionWanted', 'SessionHandover', 'SessionTaken', 'MovesDone',
     'StoreRead', 'StoreReadResult', 'RecentMinutesWanted', 'RecentMinutes'
 ]

@@ -46,3 +46,25 @@ class SessionCommandDone:
     action: str
     ok: bool
     detail: str = ""
+
+
+APPROVAL_VERDICTS = ("approve", "deny")
+
+
+@dataclass(frozen=True)
+class ApprovalAnswer:
+    """-> the session shard that hosts ``session_key``: the operator's ``approve`` or ``deny`` of a tool call
+    waiting for approval (docs/approvals.md). The first answer wins, whoever gives it; a winning one makes the
+    session's turn go on. Answered by ApprovalAnswerDone."""
+    action: str                   # approve | deny
+    approval_id: str
+    session_key: str
+    by: str = ""
+
+
+@dataclass(frozen=True)
+class ApprovalAnswerDone:
+    session_key: str
+    action: str
+    ok: bool                      # this answer counted
+    detail: str = ""              # what was done, or what came first

@@ -61,8 +61,24 @@ class GatewayNotice:
 
 
 @dataclass(frozen=True)
+class ApprovalNeeded:
+    """The model called a tool that waits for a person's yes (docs/approvals.md): the agent ran the calls before
+    it, runs neither it nor the later calls of its step, and ends the run with TurnEnd(reason="awaiting_approval").
+    ``step`` is the assistant message that asked for the calls, ``later`` the calls after this one ((call id, name,
+    arguments) each): with the answers, what the turn goes on from (actors/agents/base.py OpenStep)."""
+    call_id: str
+    name: str
+    arguments: str
+    step: dict
+    later: tuple = ()
+
+
+AWAITING_APPROVAL = "awaiting_approval"   # the TurnEnd reason of a run stopped by an ApprovalNeeded
+
+
+@dataclass(frozen=True)
 class TurnEnd:
-    reason: str = "complete"       # complete | interrupted | error | stopped
+    reason: str = "complete"       # complete | interrupted | error | stopped | awaiting_approval
     final_text: Optional[str] = None
     canned: bool = False           # the offline agent's own words, no model's: kept out of the history a model gets
     # (prompt, completion) tokens of every model request of the turn, when the model service counted them

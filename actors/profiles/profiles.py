@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from actors.approvals.rules import APPROVERS, ApprovalSettings, approval_settings
 from actors.memory.scope import LIMITS as MEMORY_LIMITS, MEMORY_TOOLS, MODES as MEMORY_MODES, MemorySettings, \
     limit_error, settings_from
 from common.config import SCHEMA, TYPE_NAMES, ConfigError, gathering, raise_gathered, setting, unknown_name
@@ -61,6 +62,12 @@ PROFILE_KEYS: dict[str, Spec] = {
                                     "sends them ([media] speech_url; default false)"),
     "models": Spec(list, doc="the models a chat may pick with /model (its agent's model is the default and always "
                              "allowed); default: none, /model only shows the model"),
+    "approve_tools": Spec(list, doc="patterns of the tools whose calls wait for a person's yes: a built-in tool's "
+                                    "name or server.tool, e.g. [\"files.delete_*\"] (docs/approvals.md)"),
+    "approval_timeout_s": Spec(float, doc="how long a question waits for its answer, 10 to 86400 (default 600); "
+                                          "past it the call is refused"),
+    "approvers": Spec(str, APPROVERS, doc="who may answer: chat (anyone in the chat that asked, or the operator; "
+                                          "the default) | operator"),
 }
 AGENT_KEYS: dict[str, Spec] = {
     "kind": Spec(str, ("offline", "openai"), doc="offline | openai (default: openai when model and base_url are set)"),
@@ -93,6 +100,7 @@ class Profile:
     models: tuple = ()                                       # what /model may pick, besides the agent's model
     voice_replies: bool = False                              # a voice note is answered with one too (media/speech.py)
     tool_progress: str = "bubble"                            # off | lines | bubble (actors/sessions/reply_text.py)
+    approvals: ApprovalSettings = ApprovalSettings()         # which tool calls wait for a yes (actors/approvals/)
 
     @property
     def default_model(self) -> Optional[str]:
@@ -129,12 +137,16 @@ def _table(file: str, where: str, table: Mapping, keys: Mapping[str, Spec]) -> d
     return out
 
 
-def _check_tools(file: str, where: str, names: list) -> None:
+def _builtin_tool_names() -> tuple:
     from actors.agents.tools import BUILTIN_TOOLS   # the tool registry: the names a profile may enable
+    return tuple(BUILTIN_TOOLS)
+
+
+def _check_tools(file: str, where: str, names: list) -> None:
+    builtin = _builtin_tool_names()
     for name in names:
-        if not isinstance(name, str) or name not in BUILTIN_TOOLS:
-            raise ConfigError(file, where, f"unknown tool {name!r} (built-in tools: "
-                                           f"{', '.join(sorted(BUILTIN_TOOLS))})")
+        if not isinstance(name, str) or name not in builtin:
+            raise ConfigError(file, where, f"unknown tool {name!r} (built-in tools: {', '.join(sorted(builtin))})")
     if len(set(names)) != len(names):
         raise ConfigError(file, where, "names a tool twice")
 
@@ -202,6 +214,9 @@ def _checked_profile(config: Mapping, file: str, name: Any, table: Any) -> Profi
         _check_tools(file, f"[profiles.{name}.agent] tools", agent["tools"])
     _check_memory(file, where, checked, agent.get("tools") or [])
     checked["mcp"] = tool_choice(file, where, checked, server_specs(config, file))
+    # the tool registry is loaded only for a profile that guards tools (a plain name must be a built-in tool's)
+    builtin = _builtin_tool_names() if checked.get("approve_tools") else ()
+    checked["approvals"] = approval_settings(file, where, checked, builtin, tuple((config.get("mcp") or {}).keys()))
     merged = {**dict(config.get("agent") or {}), **agent}
     if "models" in checked:
         _check_models(file, f"{where} models", checked["models"], merged)
@@ -220,7 +235,7 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
                    stream=checked.get("stream", True), status_reactions=checked.get("status_reactions"),
                    memory=settings_from(checked), mcp=checked["mcp"], models=tuple(checked.get("models") or ()),
                    voice_replies=checked.get("voice_replies", False),
-                   tool_progress=checked.get("tool_progress", "bubble"))
+                   tool_progress=checked.get("tool_progress", "bubble"), approvals=checked["approvals"])
 
 
 def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]] = None) -> Profile:

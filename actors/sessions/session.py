@@ -23,12 +23,18 @@ Messages it takes:
   SessionCommand     an operator's stop (the turn answered now) or reset (now, or once the turn is delivered)
   AgentEvent, AgentFailed, AgentCancelled   from its agent run on the shard's loop (through the bridge)
 Messages it sends: SpawnConsumer and ModelOutcome (to its shard), StreamBatch (to the consumer).
+Tool approvals (approval_flow.py, docs/approvals.md): a run stopped before a guarded call (ApprovalNeeded, then
+TurnEnd awaiting_approval) asks, and its turn ends with the question; an answer row (typed, or the deadline's own,
+timer "approval_deadline") starts the turn that goes on from the paused step.
 
 What survives kill -9, in the order it is written: the user's message in the transcript and ``begin_turn`` (before
 the model is called); tool calls with their results (as they finish); the final answer (before its TurnEnd leaves);
 the inbox row marked done (after the reply is delivered), then ``end_turn``. A restart reads them back in that order
 (``recover``) and never answers one inbound message twice (G2). Each handler's writes are one part of its shard run's
 transaction, committed before what it sent leaves the shard (supervision/cell_host.py).
+
+Long because: the cell's whole state machine (intake, busy modes, turns, consumers, recovery) reads as one; the
+parts that stand alone are apart already (operator_commands.py, session_commands.py, approval_flow.py).
 """
 from __future__ import annotations
 
@@ -39,18 +45,19 @@ import time
 from pathlib import Path
 
 from actors.adapters.registry import reply_pacing
+from actors.approvals.answers import parse_text_answer
 from actors.agents.base import AgentRequest
 from actors.memory.binding import memory_for_turn
 from actors.hooks.points import hooks_for, turn_record, with_context
 from actors.profiles.profiles import Profiles
 from actors.media.speech import Speaker, voice_event, voice_reply
 from actors.media.transcription import Transcriber, transcribe_all
-from actors.messages import (AgentCancelled, AgentEvent, AgentFailed, GatewayNotice, InboxDoorbell, MessageEvent,
-                             ModelOutcome, ReplyFile, SessionArgs, SessionCommand, SpawnConsumer, StreamBatch,
-                             ToolCallFinished, TurnEnd)
+from actors.messages import (AWAITING_APPROVAL, AgentCancelled, AgentEvent, AgentFailed, ApprovalNeeded, GatewayNotice,
+                             InboxDoorbell, MessageEvent, ModelOutcome, ReplyFile, SessionArgs, SessionCommand,
+                             SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
 from common.chat_errors import user_facing_error
 from common.redact import configured_secrets, redact
-from actors.sessions import operator_commands, turn as turns
+from actors.sessions import approval_flow, operator_commands, turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.history import RecentHistory
 from actors.sessions.model_health import outcome_of_failure
@@ -90,6 +97,7 @@ class Session(CellStoreUser, Cell):
         self.agent, self.secrets = None, []   # the turn's agent; what no answer or transcript may hold (configured)
         self.history = RecentHistory(turns.HISTORY_EVENTS)   # the last turn's transcript, for a minute (history.py)
         self.model_choice: tuple = (None, None)   # (session id, the model /model chose there): chosen_model
+        self.approval_due: float | None = None    # when the deadline timer set fires (approval_flow.arm)
 
     @property
     def phase(self) -> SessionPhase:
@@ -107,6 +115,7 @@ class Session(CellStoreUser, Cell):
         self.info = self.db(self.store.sessions.current(self.key))
         self.recover()
         self.pump()
+        approval_flow.arm(self)   # questions waiting from an earlier life: their deadlines, as stored
 
     def on_config_changed(self, old: dict) -> None:
         """At start and on a reload: the next turn's profiles; a turn in flight keeps its agent, request and secrets."""
@@ -152,7 +161,8 @@ class Session(CellStoreUser, Cell):
             self.log.warning("resuming the turn interrupted by a restart (inbox #%d, resume %d of %d)", row.seq,
                              claimed.resume_attempts, self.max_resumes, extra=self.log_fields(turn=rt.turn_token))
             self.db(self.store.sessions.count_recovery(self.info.session_id, resumed=True))
-            self.start_agent_turn([row.seq], event, turn_id=rt.turn_token, resumed=True)
+            if not approval_flow.resume(self, [row.seq], event, rt.turn_token, transcript):
+                self.start_agent_turn([row.seq], event, turn_id=rt.turn_token, resumed=True)
         else:
             why = (f"it was cut {self.max_resumes + 1} times" if claimed is None else
                    "it is older than the resume window")
@@ -196,7 +206,7 @@ class Session(CellStoreUser, Cell):
                 self.stop_self(clean=True)
             return
         first = MessageEvent.from_payload(rows[0].payload)
-        if self.busy_mode(first) == "collect" and parse_command(first.text) is None:
+        if self.busy_mode(first) == "collect" and turns.collectable(first):
             now = time.time()
             if not self.collect_until:
                 self.collect_until = now + self.collect_window_s
@@ -224,6 +234,8 @@ class Session(CellStoreUser, Cell):
                                          "messages are not answered until it is resumed.")
             return
         self.info = current or self.db(self.store.sessions.get_or_create(self.key, dict(vars(event.source))))
+        if len(events) == 1 and approval_flow.take_answer(self, seqs, event):
+            return
         command = parse_command(event.text) if len(events) == 1 else None
         if command is not None:
             run_command(self, command, seqs, event)
@@ -250,8 +262,8 @@ class Session(CellStoreUser, Cell):
                 else:
                     self.interrupt("interrupted")   # the /new itself runs after the turn, in order
                 return
-            if waiting or command is not None:
-                waiting = True   # other commands wait for the turn, in order
+            if waiting or command is not None or parse_text_answer(event.text) is not None:
+                waiting = True   # other commands, and answers to a tool's approval, wait for the turn, in order
                 continue
             mode = self.busy_mode(event)
             if mode == "interrupt":
@@ -274,12 +286,14 @@ class Session(CellStoreUser, Cell):
 
     # ------------------------------------------------------------------------------------------------- turns
     def start_agent_turn(self, seqs: list, event: MessageEvent, turn_id: str | None = None, resumed: bool = False,
-                         user_events: list | None = None) -> None:
-        turn = self.turn = turns.Turn(turn_id or turns.new_turn_id(), seqs, event)
+                         user_events: list | None = None, continuation=None) -> None:
+        turn = self.turn = turns.Turn(turn_id or turns.new_turn_id(), seqs, event, continuation=continuation)
         sid = self.info.session_id
         transcript = self.history.read(sid, lambda since: self.db(self.store.sessions.load(
             sid, last_n=turns.HISTORY_EVENTS, since_seq=since)), time.monotonic())
-        if not resumed:
+        if continuation is not None and not resumed:   # its answer is in the transcript: no user message
+            self.db(self.store.sessions.begin_turn(sid, turn.turn_id, seqs[-1]))
+        elif not resumed:
             # A crash between this append and begin_turn requeues the row: it must not be written twice.
             fresh = turns.unrecorded_user_events(transcript, turn.turn_id, user_events or [(seqs[-1], event)])
             if fresh:
@@ -295,12 +309,16 @@ class Session(CellStoreUser, Cell):
         prompt, memory = memory_for_turn(self, profile, event.source)   # the persona, then what it remembers
         request, with_media = turns.agent_request(transcript, turn, event, prompt, memory,
                                                   MediaCache(Path(self.config["gateway"]["state_dir"]) / "media"))
+        request = dataclasses.replace(request, **approval_flow.request_fields(profile, continuation, transcript))
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
         self.ask_consumer(turn)
         pacing = reply_pacing(self.config, event.source.platform, turns.platform_type(self.config, event.source))
         speaker = turns.turn_speaker(self.speaker, profile, transcript, turn, pacing.sends_voice)
         turn.future = self.bridge.submit(self._run_agent(self.agent, turn.turn_id, request, with_media, speaker))
+
+    def on_timer_approval_deadline(self, _data) -> None:
+        approval_flow.deadline(self)
 
     def on_timer_history(self, _data) -> None:
         if (left := self.history.expire(time.monotonic())) is not None:
@@ -350,9 +368,15 @@ class Session(CellStoreUser, Cell):
         if (turn := self.answering(item)) is None:
             return
         event = item.event
+        if isinstance(event, ApprovalNeeded):
+            approval_flow.needed(turn, event)
+            return
         if isinstance(event, TurnEnd):
             turn.tokens = event.tokens
             self.tell_model(lambda endpoint: ModelOutcome(endpoint, True, at=time.time()))
+            if event.reason == AWAITING_APPROVAL and turn.question is not None:
+                approval_flow.paused(self, turn, event.final_text or turn.answer_text())
+                return
             self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete",
                           canned=event.canned)
             return
@@ -361,6 +385,7 @@ class Session(CellStoreUser, Cell):
         if isinstance(event, ToolCallFinished):
             event = turns.redacted_tool_call(event, self.secrets)
             self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(item.turn_id, event)))
+            approval_flow.ran(self, turn, event)
         self.push(turn, event)
         for file in getattr(event, "files", ()):   # a tool's files: parts of the reply, after its text
             self.push(turn, ReplyFile(file))

@@ -27,6 +27,8 @@ Messages it takes:
   OpResult           an adapter's answer: to the consumer cell that sent the operation
   StoreRead          the admin CLI reading this host's database (store_reads.py): answered StoreReadResult
   SessionCommand     an operator's stop or reset (operator_commands.py): to the key's live cell, else done here
+  ApprovalAnswer     the operator's approve or deny of a tool call: answered in storage with the inbox row that
+                     makes the session go on (approval_flow.py), then that row's doorbell
   SessionWanted, SessionHandover, SessionTaken, MovesDone, InboundStored   moving the sessions of keys whose
                      shard changed when a host joined (moves_out.py here as the source, moves_in.py as the
                      destination); a key moving out or held in is not served until its records are in one place
@@ -34,7 +36,8 @@ Messages it takes:
   ConfigChanged      a reload: every session cell started from now on starts on it, and the live ones take it
                      for their next turn (a reply in flight keeps what its turn started with: consumers are not told)
   Fault(target=...)  fault injection aimed at one cell (the cell crashes, not the shard)
-  timers             cells (the cells' timers and restarts), idle_scan (passivate idle sessions), search_index
+  timers             cells (the cells' timers and restarts), idle_scan (passivate idle sessions; start those with a
+                     tool's question past its deadline), search_index
                      (index what the sessions appended, in one transaction: storage/search_index.py)
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
 consumer's Started is its first message, so nothing sent to it can overtake it); ModelOutcome (how a turn's model
@@ -57,13 +60,14 @@ import heapq
 import time
 
 from actors.agents.mcp_hub import process_summary as mcp_summary
-from actors.messages import (ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, ModelOutcome, MovesDone,
+from actors.messages import (ApprovalAnswer, ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, ModelOutcome,
+                             MovesDone,
                              OpResult, Passivate, PlatformOp, RunCells, SessionHandover, SessionTaken, SessionWanted,
                              SessionArgs, SessionCommand, ShardArgs, SpawnConsumer, StoreInbound, StoreRead)
 from actors.sessions.model_health import ModelHealth
 from actors.sessions.moves_in import MovesIn
 from actors.sessions.moves_out import MovesOut
-from actors.sessions import operator_commands, store_reads
+from actors.sessions import approval_flow, operator_commands, store_reads
 from supervision.messages import ActorRestarted, ConfigChanged, DirectoryWanted, Fault, Ping, StopIntake
 from common.cluster import host_name, runs_here
 from common.host_map import place_named, place_of
@@ -273,6 +277,15 @@ class SessionShard(InlineStoreUser, GatewayActor):
                       message.by)
         operator_commands.at_shard(self, message, session_cell_name(message.session_key), sender)
 
+    def on_ApprovalAnswer(self, message: ApprovalAnswer, sender) -> None:
+        """The operator's approve or deny of a tool call (docs/approvals.md): answered here, the session rung."""
+        self.log.info("%s: session %s: tool approval %s by %s", self.name, key_hash(message.session_key),
+                      message.action[:40], message.by)
+        done, seq = approval_flow.operator_answer(self, message)
+        self.send(sender, done)
+        if seq is not None:
+            self.on_InboxDoorbell(InboxDoorbell(message.session_key, seq), sender)
+
     def on_InboundStored(self, message: InboundStored, sender) -> None:
         """Rows of a moving key without a session, stored by the shard that wins it now."""
         self.moves_out.mark_stored(message.seqs, message.shard)
@@ -358,6 +371,10 @@ class SessionShard(InlineStoreUser, GatewayActor):
         for key, seen in list(self.last_active.items()):
             if seen < cutoff:
                 self.cells.deliver(session_cell_name(key), Passivate())
+        # A question past its deadline whose session is not running (passivated, or not started since a restart):
+        # its session starts and expires it (actors/sessions/approval_flow.py); one running does so on its own timer.
+        for key in self.db(self.store.approvals.sessions_due()):
+            self._ensure_session(key, internal=True)
         self.after(min(self.idle_s, 30.0), "idle_scan")
 
     def on_timer_search_index(self, _data) -> None:
@@ -455,7 +472,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
 
 
 async def _keys_with_work(store) -> list[str]:
-    keys = set(await store.inbox.sessions_with_pending())
+    keys = set(await store.inbox.sessions_with_pending()) | set(await store.approvals.sessions_due())
     for state in await store.sessions.pending_resumes():
         info = await store.sessions.get(state.session_id)
         if info is not None:

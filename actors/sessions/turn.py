@@ -21,8 +21,9 @@ from actors.sessions.chunking import close_open_fence
 from actors.sessions.commands import parse_command
 from actors.profiles.profiles import profile_streams, profile_tool_progress
 from actors.sessions.reply_status import status_reactions
-from actors.messages import (ConsumerArgs, MessageEvent, OutgoingFile, TextDelta, ToolCallFinished, TurnEnd,
-                             TurnFinished)
+from actors.approvals.answers import parse_text_answer
+from actors.messages import (AWAITING_APPROVAL, ConsumerArgs, MessageEvent, OutgoingFile, TextDelta, ToolCallFinished,
+                             TurnEnd, TurnFinished)
 from common.redact import redact
 from storage import MediaCache
 from storage.sessions import TranscriptEvent
@@ -35,7 +36,8 @@ GAVE_UP_PREFIX = GAVE_UP_TEXT.split("{times}")[0]
 RESTARTED_TEXT = "I was restarted while answering your message \u201c{quote}\u201d. Please send it again."
 REPLY_SLOT = "reply"     # the obligation slot of a turn's answer: id = hash(session key, inbound ref, slot)
 # A turn's last TurnEnd reason -> the outcome /metrics counts it under.
-OUTCOMES = {"complete": "done", "error": "failed", "interrupted": "interrupted", "stopped": "cancelled"}
+OUTCOMES = {"complete": "done", "error": "failed", "interrupted": "interrupted", "stopped": "cancelled",
+            AWAITING_APPROVAL: "done"}
 
 
 def quote(text: str, limit: int = 60) -> str:
@@ -76,6 +78,8 @@ class Turn:
     consumer_attempts: int = 0      # every consumer asked for (names them uniquely)
     consumer_args: Optional[ConsumerArgs] = None   # made at the first ask for a consumer; every later one the same
     tokens: Optional[tuple] = None  # (prompt, completion) tokens the model service counted (TurnEnd.tokens)
+    question: Any = None            # the ApprovalNeeded its run stopped at (approval_flow.py), asked at its TurnEnd
+    continuation: Any = None        # what it goes on from after an answer (approval_flow.Continuation), if it does
 
     def answer_text(self) -> str:
         return "".join(e.text for e in self.events if isinstance(e, TextDelta))
@@ -83,8 +87,9 @@ class Turn:
 
 def collectable(event: MessageEvent) -> bool:
     """Whether a waiting message joins the collect window's turn: a user's plain message. A command runs on its
-    own, and so does a scheduled run's prompt (``internal``): it is never merged into what a user wrote."""
-    return not event.internal and parse_command(event.text) is None
+    own, and so do a scheduled run's prompt (``internal``: never merged into what a user wrote) and an answer to a
+    tool's approval (actors/sessions/approval_flow.py)."""
+    return not event.internal and parse_command(event.text) is None and parse_text_answer(event.text) is None
 
 
 def consumer_args(turn: Turn, session_key: str, config: dict) -> ConsumerArgs:
@@ -217,6 +222,8 @@ def model_messages(transcript: list, system_prompt: str = "", media: Optional[Me
             continue
         if e.role == "assistant" and e.payload.get("canned"):   # the offline agent's, from before a model was set
             continue
+        if e.role == "assistant" and e.payload.get("reason") == AWAITING_APPROVAL:
+            continue   # a question for the chat; the turn that goes on gets the paused step itself (OpenStep)
         if e.role == "user" and e.payload.get("attachments"):
             full = turn_id is not None and e.turn_id == turn_id
             content = user_content(e.payload.get("text", ""), e.payload["attachments"], media, full,

@@ -35,6 +35,7 @@ ACTORS_RANKS = [
     {"actors.scheduling"},                   # cron's schedules and jobs
     {"actors.adapters"},                     # the adapter kit and one folder per platform
     {"actors.profiles"},                     # routes and profiles: which persona, agent and tools a source gets
+    {"actors.approvals"},                    # which tool calls wait for a yes; questions and answers (pure)
     {"actors.agents", "actors.memory"},      # the agent clients and their tools; a profile's memory
     {"actors.hooks", "actors.media"},        # plugins' hooks; media in and out
     {"actors.messages"},                     # the vocabulary every actor shares

@@ -7,6 +7,7 @@ import sqlite3
 
 import pytest
 
+from storage.approvals import ApprovalState
 from storage.inbox import InboxState
 from storage.ledger import ObligationState
 from storage.sessions import SessionState
@@ -28,7 +29,8 @@ def allowed_states(db_path, table: str) -> set[str]:
 async def test_each_state_enum_is_the_vocabulary_its_column_allows(db_path):
     async with open_store(db_path):
         pass
-    for table, states in (("inbox", InboxState), ("obligations", ObligationState), ("sessions", SessionState)):
+    for table, states in (("inbox", InboxState), ("obligations", ObligationState), ("sessions", SessionState),
+                          ("approvals", ApprovalState)):
         assert {s.value for s in states} == allowed_states(db_path, table), table
 
 

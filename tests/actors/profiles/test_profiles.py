@@ -45,12 +45,33 @@ def test_without_a_table_everything_is_inherited():
     ({"p": {"tool_progress": "verbose"}}, "[profiles.p] tool_progress", "must be one of 'off', 'lines', 'bubble'"),
     ({"p": {"voice_replies": "yes"}}, "[profiles.p] voice_replies", "expected"),
     ({"p": {"models": "big"}}, "[profiles.p] models", "expected"),
+    ({"p": {"approve_tools": "calculator"}}, "[profiles.p] approve_tools", "expected"),
+    ({"p": {"approve_tools": ["shell_*", "shel"]}}, "[profiles.p] approve_tools", "no built-in tool is named 'shel'"),
+    ({"p": {"approve_tools": ["files.delete"]}}, "[profiles.p] approve_tools", "no [mcp.files] server is configured"),
+    ({"p": {"approve_tools": ["mcp.files.delete"]}}, "[profiles.p] approve_tools", "more than one '.'"),
+    ({"p": {"approve_tools": [{"tool": "clock"}]}}, "[profiles.p] approve_tools", "each pattern is 1-130"),
+    ({"p": {"approve_tools": ["clock"], "approval_timeout_s": 1}}, "[profiles.p] approval_timeout_s",
+     "must be 10 to 86400 seconds, got 1.0"),
+    ({"p": {"approve_tools": ["clock"], "approval_timeout_s": "10m"}}, "[profiles.p] approval_timeout_s", "expected"),
+    ({"p": {"approvers": "admins"}}, "[profiles.p] approvers", "must be one of 'chat', 'operator'"),
 ], ids=["name", "unknown-key", "busy-mode", "type", "tool", "negative", "secret-redacted", "agent-not-table",
-        "tool-progress", "voice-replies", "models-not-list"])
+        "tool-progress", "voice-replies", "models-not-list", "approve-not-list", "approve-unknown-tool",
+        "approve-unknown-server", "approve-two-dots", "approve-not-string", "approval-timeout-range",
+        "approval-timeout-type", "approvers"])
 def test_bad_tables_are_refused_naming_the_key(profiles, key, reason):
     with pytest.raises(ConfigError) as caught:
         validate_profiles(config(**profiles), "gw.toml")
     assert caught.value.key == key and reason in caught.value.reason
+
+
+def test_a_profile_names_the_tools_that_wait_for_a_yes():
+    cfg = validate({**BASE, "mcp": {"files": {"command": "files-server"}},
+                    "profiles": {"ops": {"approve_tools": ["calculator", "files.delete_*"], "approval_timeout_s": 60,
+                                         "approvers": "operator"}, "plain": {}}}, "gw.toml")
+    known = validate_profiles(cfg)
+    ops = known["ops"].approvals
+    assert (ops.patterns, ops.timeout_s, ops.approvers) == (("calculator", "files.delete_*"), 60.0, "operator")
+    assert not known["plain"].approvals.enabled and not known["default"].approvals.enabled
 
 
 def test_openai_needs_a_model_somewhere():
