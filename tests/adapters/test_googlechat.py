@@ -188,6 +188,29 @@ def test_signing_keys_are_fetched_once_and_again_for_an_unknown_kid_at_most_once
     asyncio.run(scenario())
 
 
+def test_the_doctor_asks_for_an_access_token_and_plans_the_event_port(fake, tmp_path):
+    from actors.adapters import registry
+    from daemon.doctor import planned_ports
+    from daemon.doctor_probes import probe_googlechat
+    key_file = tmp_path / "key.json"
+    key_file.write_text(service_account_file(fake.token_url))
+    table = registry.validate_adapter("gc", {"type": "googlechat", "audience": DEFAULT_AUDIENCE,
+                                             "service_account_file": str(key_file), "webhook_port": 8124})
+    good = asyncio.run(probe_googlechat("gc", table))
+    assert good.status == "ok" and "gateway-bot@fake-project" in good.detail, good
+    wrong = json.loads(key_file.read_text())
+    wrong["private_key"] = private_pem(rsa_key("other"))
+    (tmp_path / "wrong.json").write_text(json.dumps(wrong))
+    refused = asyncio.run(probe_googlechat("gc", dict(table, service_account_file=str(tmp_path / "wrong.json"))))
+    assert refused.status == "fail" and "refused" in refused.detail and "PRIVATE KEY" not in refused.detail
+    missing = asyncio.run(probe_googlechat("gc", dict(table, service_account_file=str(tmp_path / "none.json"))))
+    assert missing.status == "fail" and "cannot be read" in missing.detail
+    away = asyncio.run(probe_googlechat("gc", dict(table, oauth_url="http://127.0.0.1:9/token")))
+    assert away.status == "fail" and "cannot reach" in away.detail
+    config = {"gateway": {"bind_host": "127.0.0.1", "admin_port": 1}}
+    assert ("gc events", "127.0.0.1", 8124) in planned_ports(config, {"gc": table})
+
+
 # ------------------------------------------------------------------------------------------ in the daemon
 
 @pytest.fixture(scope="module")
