@@ -27,7 +27,7 @@ from urllib.parse import quote
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
                                     TooLongError)
 from actors.adapters.googlechat.auth import AccessTokens
-from actors.adapters.http_session import HttpSession
+from actors.adapters.http_session import HttpSession, retry_after_header
 from common.redact import redact as redact_secrets
 
 REPLY_IN_THREAD = "REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD"
@@ -81,21 +81,13 @@ def _path(name: str) -> str:
     return quote(name, safe="/")
 
 
-def _retry_after(headers) -> Optional[float]:
-    try:
-        value = float((headers or {}).get("Retry-After", ""))
-    except ValueError:
-        return None
-    return value if 0 <= value <= 3600 else None
-
-
 def classify(op: str, status: int, body: Any, headers=None, rate_limit_wait_s: float = 5.0) -> PlatformError:
     """Map a failed answer to the exception class that tells the caller what to do (the module docstring)."""
     error = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else {}
     message = str(error.get("message") or "")[:200]
     description = f"{error.get('status') or 'HTTP'} {status}: {message}".strip().rstrip(":")
     if status == 429:
-        return FloodError(_retry_after(headers) or rate_limit_wait_s, description, method=op)
+        return FloodError(retry_after_header(headers) or rate_limit_wait_s, description, method=op)
     if status == 401:
         return RetryableError(f"{description} (the access token is asked for again)", method=op, status=status)
     if status >= 500:
