@@ -165,6 +165,36 @@ def test_the_access_token_is_kept_until_near_expiry_and_a_wrong_key_is_refused(f
     assert fake.stats()["tokens_refused"] >= 1
 
 
+def test_429s_in_a_row_wait_twice_as_long_each_time_per_space(fake):
+    async def scenario():
+        async with HttpSession() as http:
+            api = ChatAPI(AccessTokens(http, service_account_from(service_account_file(fake.token_url))),
+                          fake.base_url, rate_limit_wait_s=0.5)
+            stormy, calm = fake.dm("stormy"), fake.dm("calm")
+            fake.set_faults(next=["flood"] * 3, flood_retry_after=0.0)
+            waits = []
+            try:
+                for _ in range(3):
+                    with pytest.raises(FloodError) as flood:
+                        await api.create(stormy, "x", "storm-1")
+                    waits.append(flood.value.retry_after)
+            finally:
+                fake.set_faults()
+            assert waits == [0.5, 1.0, 2.0]
+            message = await api.create(stormy, "x", "storm-1")
+            await api.patch(message["name"], "y")
+            fake.set_faults(next=["flood", "flood"], flood_retry_after=0.0)
+            try:
+                for space in (stormy, calm):   # the storm's count ended with its success; each space its own
+                    with pytest.raises(FloodError) as flood:
+                        await api.create(space, "z", "storm-2")
+                    assert flood.value.retry_after == 0.5
+            finally:
+                fake.set_faults()
+            await api.close()
+    asyncio.run(scenario())
+
+
 def test_signing_keys_are_fetched_once_and_again_for_an_unknown_kid_at_most_once_a_minute(fake):
     async def scenario():
         async with HttpSession() as http:

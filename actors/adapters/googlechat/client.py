@@ -12,7 +12,9 @@ create whose answer was lost is sent again under the same id and shows once. ``m
 
 Failures, as actors.adapters.errors (Google's error body: ``{"error": {"code", "message", "status"}}``):
 
-    429 RESOURCE_EXHAUSTED                 FloodError(Retry-After, else ``rate_limit_wait_s``)
+    429 RESOURCE_EXHAUSTED                 FloodError(Retry-After, else ``rate_limit_wait_s`` doubled for each 429
+                                           in a row of that space, at most ``MAX_FLOOD_WAIT_S``: Google names no
+                                           wait and asks for exponential backoff)
     401 UNAUTHENTICATED                    RetryableError once, the access token forgotten (asked again first)
     5xx, network errors, timeouts          RetryableError (``maybe_done`` once a write may have left)
     400 naming the text's length           TooLongError
@@ -31,6 +33,8 @@ from actors.adapters.http_session import HttpSession, retry_after_header
 from common.redact import redact as redact_secrets
 
 REPLY_IN_THREAD = "REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD"
+MAX_FLOOD_WAIT_S = 64.0
+REMEMBERED_FLOODED_SPACES = 4096
 WRITES = ("create", "patch", "delete")
 
 
@@ -40,6 +44,7 @@ class ChatAPI(HttpSession):
         super().__init__(request_timeout=request_timeout)
         self.tokens, self.base_url = tokens, base_url.rstrip("/")
         self.rate_limit_wait_s = rate_limit_wait_s
+        self.floods_in_a_row: dict[str, int] = {}   # space -> 429s since its last answered call
 
     def __repr__(self) -> str:   # never the token
         return f"ChatAPI(base_url={self.base_url!r})"
@@ -54,27 +59,40 @@ class ChatAPI(HttpSession):
         if thread:
             params["messageReplyOption"] = REPLY_IN_THREAD
             body["thread"] = {"name": thread}
-        return await self._call("POST", f"/v1/{_path(space)}/messages", "create", params=params, json=body)
+        return await self._call("POST", f"/v1/{_path(space)}/messages", "create", space, params=params, json=body)
 
     async def patch(self, message: str, text: str) -> dict:
-        return await self._call("PATCH", f"/v1/{_path(message)}", "patch", params={"updateMask": "text"},
-                                json={"text": text})
+        return await self._call("PATCH", f"/v1/{_path(message)}", "patch", space_of(message),
+                                params={"updateMask": "text"}, json={"text": text})
 
     async def delete(self, message: str) -> None:
-        await self._call("DELETE", f"/v1/{_path(message)}", "delete")
+        await self._call("DELETE", f"/v1/{_path(message)}", "delete", space_of(message))
 
     async def space(self, space: str) -> dict:
-        return await self._call("GET", f"/v1/{_path(space)}", "space")
+        return await self._call("GET", f"/v1/{_path(space)}", "space", space)
 
-    async def _call(self, http_method: str, path: str, op: str, **kwargs) -> dict:
+    async def _call(self, http_method: str, path: str, op: str, space: str, **kwargs) -> dict:
         headers = {"Authorization": f"Bearer {await self.tokens.token()}"}
         status, answer_headers, body = await self.request_json(http_method, self.base_url + path, op=op,
                                                                redact=self.redact, headers=headers, **kwargs)
         if 200 <= status < 300:
+            self.floods_in_a_row.pop(space, None)
             return body if isinstance(body, dict) else {}
         if status == 401:
             self.tokens.forget()
-        raise classify(op, status, body, answer_headers, self.rate_limit_wait_s)
+        wait = self.rate_limit_wait_s
+        if status == 429:
+            floods = self.floods_in_a_row.pop(space, 0) + 1
+            self.floods_in_a_row[space] = floods   # the newest last: the oldest forgotten first
+            while len(self.floods_in_a_row) > REMEMBERED_FLOODED_SPACES:
+                self.floods_in_a_row.pop(next(iter(self.floods_in_a_row)))
+            wait = min(self.rate_limit_wait_s * 2 ** (floods - 1), MAX_FLOOD_WAIT_S)
+        raise classify(op, status, body, answer_headers, wait)
+
+
+def space_of(message: str) -> str:
+    """``spaces/A`` of ``spaces/A/messages/B``."""
+    return "/".join(message.split("/")[:2])
 
 
 def _path(name: str) -> str:

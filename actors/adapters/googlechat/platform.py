@@ -47,7 +47,7 @@ PLATFORM = Platform(
                                                      "TLS proxy the app's HTTPS endpoint URL points at)"),
         "webhook_port": Option(int, 8092, doc="its port (0: any free port)"),
         "webhook_path": Option(str, "/googlechat/events", doc="its path (the endpoint URL's path)"),
-        "rate_limit_wait_s": Option(float, 5.0, doc="how long a space waits after a 429 that names no "
-                                                    "wait (Google's 429s name none)"),
+        "rate_limit_wait_s": Option(float, 5.0, doc="how long a space waits after a 429 (Google's name no "
+                                                    "wait), doubled for each further 429 in a row, at most 64 s"),
     },
     checks=(_audience_is_named,))
