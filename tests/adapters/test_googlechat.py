@@ -241,6 +241,21 @@ def test_the_doctor_asks_for_an_access_token_and_plans_the_event_port(fake, tmp_
     assert ("gc events", "127.0.0.1", 8124) in planned_ports(config, {"gc": table})
 
 
+def test_keys_out_of_reach_are_not_asked_for_again_on_every_request(fake):
+    async def scenario():
+        async with HttpSession() as http:
+            keys = SigningKeys(http, f"{fake.base_url}/certs/gone")
+            header = f"Bearer {event_token(DEFAULT_AUDIENCE)}"
+            with pytest.raises(RetryableError, match="HTTP 404"):
+                await keys.verify(header, DEFAULT_AUDIENCE)
+            with pytest.raises(RetryableError, match="a moment ago"):   # no second fetch within the hold
+                await keys.verify(header, DEFAULT_AUDIENCE)
+            keys.failed_at -= 6
+            keys.url = f"{fake.base_url}/certs/x509"   # reachable again: the next request fetches them
+            assert (await keys.verify(header, DEFAULT_AUDIENCE))["aud"] == DEFAULT_AUDIENCE
+    asyncio.run(scenario())
+
+
 # ------------------------------------------------------------------------------------------ in the daemon
 
 @pytest.fixture(scope="module")

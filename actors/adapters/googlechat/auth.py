@@ -11,7 +11,8 @@ to PEM certificate). With the audience set to the endpoint URL it is a Google ID
 audience, expiry (and the email of an ID token); any failure is ``TokenRefused`` (401). ``SigningKeys`` keeps the
 published keys, fetched again when they expire (the answer's ``max-age``, at most a day) or when a token names a
 ``kid`` it does not hold: Google rotates its keys, so an unknown kid may be a new key, but a hostile sender can make
-up kids, so such a refresh happens at most once per ``UNKNOWN_KID_REFRESH_S``.
+up kids, so such a refresh happens at most once per ``UNKNOWN_KID_REFRESH_S``; after a failed fetch none is tried for
+``FAILED_FETCH_HOLD_S`` (the requests meanwhile are answered 500, not a fetch each).
 
 Calls. A service account's JSON key (``client_email``, ``private_key``, ``private_key_id``, ``token_uri``) signs a
 JWT assertion (RS256; issuer the account, scope ``chat.bot``, audience the token endpoint, valid an hour), which
@@ -43,6 +44,7 @@ MAX_KEYS = 32                  # Google publishes two or three at a time
 DEFAULT_KEYS_TTL_S = 3600.0
 MAX_KEYS_TTL_S = 86400.0
 UNKNOWN_KID_REFRESH_S = 60.0
+FAILED_FETCH_HOLD_S = 5.0
 ASSERTION_LIFETIME_S = 3600
 REFRESH_MARGIN_S = 300.0
 _MAX_AGE = re.compile(r"max-age=(\d+)")
@@ -143,6 +145,7 @@ class SigningKeys:
         self.expires_at = 0.0
         self.fetched_at = -UNKNOWN_KID_REFRESH_S
         self.fetches = 0
+        self.failed_at: Optional[float] = None
         self._lock = asyncio.Lock()
 
     async def verify(self, header: Optional[str], audience: str) -> dict:
@@ -157,15 +160,25 @@ class SigningKeys:
         async with self._lock:
             if self.fetched_at >= asked_at:   # another request refreshed them meanwhile
                 return
-            status, headers, body = await self.http.request_json("GET", self.url, op="certs")
-            if status != 200:
-                raise RetryableError(f"the signing keys answered HTTP {status}", method="certs", status=status)
-            keys = keys_from_document(body)
-            if not keys:
-                raise RetryableError("the signing keys document holds no key", method="certs")
-            self.keys, self.fetched_at = keys, time.monotonic()
-            self.expires_at = self.fetched_at + keys_ttl(headers.get("Cache-Control"))
+            if self.failed_at is not None and time.monotonic() - self.failed_at < FAILED_FETCH_HOLD_S:
+                raise RetryableError("the signing keys could not be fetched a moment ago", method="certs")
+            try:
+                keys, ttl = await self._fetch()
+            except RetryableError:
+                self.failed_at = time.monotonic()
+                raise
+            self.keys, self.fetched_at, self.failed_at = keys, time.monotonic(), None
+            self.expires_at = self.fetched_at + ttl
             self.fetches += 1
+
+    async def _fetch(self) -> tuple[dict, float]:
+        status, headers, body = await self.http.request_json("GET", self.url, op="certs")
+        if status != 200:
+            raise RetryableError(f"the signing keys answered HTTP {status}", method="certs", status=status)
+        keys = keys_from_document(body)
+        if not keys:
+            raise RetryableError("the signing keys document holds no key", method="certs")
+        return keys, keys_ttl(headers.get("Cache-Control"))
 
 
 @dataclass(frozen=True)
