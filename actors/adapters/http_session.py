@@ -72,3 +72,12 @@ async def capped_body(resp: aiohttp.ClientResponse, cap: int, too_large: Callabl
         if len(data) > cap:
             raise too_large(len(data))
     return bytes(data)
+
+
+def retry_after_header(headers, most_s: float = 3600.0) -> Optional[float]:
+    """The seconds a ``Retry-After`` header asks for (its seconds form), None if it names none or no sane number."""
+    try:
+        value = float((headers or {}).get("Retry-After", ""))
+    except ValueError:
+        return None
+    return value if 0 <= value <= most_s else None

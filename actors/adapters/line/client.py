@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 
 from actors.adapters.errors import FloodError, PermanentError, PlatformError, RetryableError, TooLongError
-from actors.adapters.http_session import HttpSession, capped_body
+from actors.adapters.http_session import HttpSession, capped_body, retry_after_header
 from common.redact import redact as redact_secrets
 
 MONTHLY_LIMIT = "monthly limit"
@@ -127,14 +127,6 @@ def sent_ids(body: Any, op: str) -> list[str]:
     return ids
 
 
-def _retry_after(headers) -> Optional[float]:
-    try:
-        value = float((headers or {}).get("Retry-After", ""))
-    except ValueError:
-        return None
-    return value if 0 <= value <= 3600 else None
-
-
 def classify(op: str, status: int, body: Any, headers=None, rate_limit_wait_s: float = 10.0) -> PlatformError:
     """Map a failed answer to the exception class that tells the caller what to do (the module docstring)."""
     message = str(body.get("message") or "")[:200] if isinstance(body, dict) else ""
@@ -147,7 +139,7 @@ def classify(op: str, status: int, body: Any, headers=None, rate_limit_wait_s: f
                               "it renews or the plan allows more (replies with a reply token are free of it)",
                               method=op, status=status)
     if status == 429:
-        return FloodError(_retry_after(headers) or rate_limit_wait_s, description, method=op)
+        return FloodError(retry_after_header(headers) or rate_limit_wait_s, description, method=op)
     if status >= 500:
         return RetryableError(description, method=op, status=status, maybe_done=op in ("push", "reply"))
     if status == 400 and op == "reply" and "reply token" in message.lower():

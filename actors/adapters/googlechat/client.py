@@ -1,0 +1,117 @@
+"""Async client for the Google Chat API (aiohttp): the few calls the app makes, each with ``Authorization: Bearer``
+and the service account's access token (auth.py); nothing here stores anything.
+
+    POST   /v1/{space}/messages?requestId=&messageReplyOption=   {text, thread: {name}}   -> the Message
+    PATCH  /v1/{message}?updateMask=text                          {text}                   -> the Message
+    DELETE /v1/{message}                                                                   -> {}
+    GET    /v1/{space}                                            (the doctor: the app can reach a space)
+
+A ``requestId`` makes a create happen once: Chat answers a repeated one with the message it created then, so a
+create whose answer was lost is sent again under the same id and shows once. ``messageReplyOption``
+``REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD`` puts the message in the named thread (a new thread if that one is gone).
+
+Failures, as actors.adapters.errors (Google's error body: ``{"error": {"code", "message", "status"}}``):
+
+    429 RESOURCE_EXHAUSTED                 FloodError(Retry-After, else ``rate_limit_wait_s`` doubled for each 429
+                                           in a row of that space, at most ``MAX_FLOOD_WAIT_S``: Google names no
+                                           wait and asks for exponential backoff)
+    401 UNAUTHENTICATED                    RetryableError once, the access token forgotten (asked again first)
+    5xx, network errors, timeouts          RetryableError (``maybe_done`` once a write may have left)
+    400 naming the text's length           TooLongError
+    404 NOT_FOUND on a patch or delete     MessageNotFoundError
+    400, 403, 404, anything else           PermanentError (the app not in the space, a wrong space name)
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+from urllib.parse import quote
+
+from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
+                                    TooLongError)
+from actors.adapters.googlechat.auth import AccessTokens
+from actors.adapters.http_session import HttpSession, retry_after_header
+from common.redact import redact as redact_secrets
+
+REPLY_IN_THREAD = "REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD"
+MAX_FLOOD_WAIT_S = 64.0
+REMEMBERED_FLOODED_SPACES = 4096
+WRITES = ("create", "patch", "delete")
+
+
+class ChatAPI(HttpSession):
+    def __init__(self, tokens: AccessTokens, base_url: str, request_timeout: float = 30.0,
+                 rate_limit_wait_s: float = 5.0):
+        super().__init__(request_timeout=request_timeout)
+        self.tokens, self.base_url = tokens, base_url.rstrip("/")
+        self.rate_limit_wait_s = rate_limit_wait_s
+        self.floods_in_a_row: dict[str, int] = {}   # space -> 429s since its last answered call
+
+    def __repr__(self) -> str:   # never the token
+        return f"ChatAPI(base_url={self.base_url!r})"
+
+    def redact(self, text: str) -> str:
+        token = self.tokens.secret()
+        return redact_secrets(text, [token] if token else [])
+
+    async def create(self, space: str, text: str, request_id: str, thread: Optional[str] = None) -> dict:
+        params = {"requestId": request_id}
+        body: dict = {"text": text}
+        if thread:
+            params["messageReplyOption"] = REPLY_IN_THREAD
+            body["thread"] = {"name": thread}
+        return await self._call("POST", f"/v1/{_path(space)}/messages", "create", space, params=params, json=body)
+
+    async def patch(self, message: str, text: str) -> dict:
+        return await self._call("PATCH", f"/v1/{_path(message)}", "patch", space_of(message),
+                                params={"updateMask": "text"}, json={"text": text})
+
+    async def delete(self, message: str) -> None:
+        await self._call("DELETE", f"/v1/{_path(message)}", "delete", space_of(message))
+
+    async def space(self, space: str) -> dict:
+        return await self._call("GET", f"/v1/{_path(space)}", "space", space)
+
+    async def _call(self, http_method: str, path: str, op: str, space: str, **kwargs) -> dict:
+        headers = {"Authorization": f"Bearer {await self.tokens.token()}"}
+        status, answer_headers, body = await self.request_json(http_method, self.base_url + path, op=op,
+                                                               redact=self.redact, headers=headers, **kwargs)
+        if 200 <= status < 300:
+            self.floods_in_a_row.pop(space, None)
+            return body if isinstance(body, dict) else {}
+        if status == 401:
+            self.tokens.forget()
+        wait = self.rate_limit_wait_s
+        if status == 429:
+            floods = self.floods_in_a_row.pop(space, 0) + 1
+            self.floods_in_a_row[space] = floods   # the newest last: the oldest forgotten first
+            while len(self.floods_in_a_row) > REMEMBERED_FLOODED_SPACES:
+                self.floods_in_a_row.pop(next(iter(self.floods_in_a_row)))
+            wait = min(self.rate_limit_wait_s * 2 ** (floods - 1), MAX_FLOOD_WAIT_S)
+        raise classify(op, status, body, answer_headers, wait)
+
+
+def space_of(message: str) -> str:
+    """``spaces/A`` of ``spaces/A/messages/B``."""
+    return "/".join(message.split("/")[:2])
+
+
+def _path(name: str) -> str:
+    return quote(name, safe="/")
+
+
+def classify(op: str, status: int, body: Any, headers=None, rate_limit_wait_s: float = 5.0) -> PlatformError:
+    """Map a failed answer to the exception class that tells the caller what to do (the module docstring)."""
+    error = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else {}
+    message = str(error.get("message") or "")[:200]
+    description = f"{error.get('status') or 'HTTP'} {status}: {message}".strip().rstrip(":")
+    if status == 429:
+        return FloodError(retry_after_header(headers) or rate_limit_wait_s, description, method=op)
+    if status == 401:
+        return RetryableError(f"{description} (the access token is asked for again)", method=op, status=status)
+    if status >= 500:
+        return RetryableError(description, method=op, status=status, maybe_done=op in WRITES)
+    if status == 400 and ("length" in message.lower() or "too long" in message.lower()):
+        return TooLongError(description, method=op, status=status)
+    if status == 404 and op in ("patch", "delete"):
+        return MessageNotFoundError(description, method=op, status=status)
+    return PermanentError(description, method=op, status=status)
