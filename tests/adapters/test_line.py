@@ -362,3 +362,21 @@ def test_kill_9_after_a_reply_left_shows_the_part_again_only_under_the_re_sent_m
     shown = [(m["via"], m["text"]) for m in line.messages(user)]
     assert shown == [("reply", copy["text"]), ("push", DEFAULT_RESENT_MARKER), ("push", copy["text"])], shown
     assert list(obligation.parts.values()) == [line.messages(user)[-1]["id"]], "the part is the marked copy"
+
+
+def test_twenty_chats_at_once_get_their_whole_answers_as_final_messages_within_the_limits(rig):
+    """An answer longer than a message (5,000 characters) goes as final parts, no edits (LINE has none), each within
+    the limit; twenty chats answered at once make no call inside a 429's wait."""
+    harness, gateway = rig
+    chats = [f"crowd{i}-{uuid.uuid4().hex[:6]}" for i in range(20)]
+    before = harness.server.stats()
+    for chat in chats:
+        harness.inject(chat, "#long 7000 a long answer, please")
+    for chat in chats:
+        user = harness.server.user(chat)
+        wait_for(lambda: (o := obligations(gateway, user)) and all(x.state == "delivered" for x in o), 120, 0.2,
+                 f"the answer in {chat} delivered")
+        texts = [m["text"] for m in harness.server.messages(user)]
+        assert len(texts) == 2 and all(0 < len(t) <= 5000 for t in texts), (chat, [len(t) for t in texts])
+        assert "".join(texts).count("def step_") >= 10, "the answer's code block, whole across the parts"
+    assert harness.server.stats()["retry_after_violations"] == before["retry_after_violations"]

@@ -334,3 +334,22 @@ def test_the_doctor_probe_asks_for_the_phone_number():
         assert wrong.status == "fail" and "refused" in wrong.detail and "EAA-revoked" not in wrong.detail
     away = asyncio.run(probe_whatsapp("wa", dict(table, base_url="http://127.0.0.1:9")))
     assert away.status == "fail" and "cannot reach" in away.detail and DEFAULT_TOKEN not in away.detail
+
+
+def test_twenty_chats_at_once_get_their_whole_answers_as_final_messages_within_the_limits(rig):
+    """An answer longer than a message (4,096 characters) goes as final parts, no edits (WhatsApp has none), each
+    within the limit; twenty chats answered at once break none of the fake's pace rules (the pair rate per user,
+    the throughput per phone number, a 429's wait)."""
+    fake, users = rig.fake, [rig.new_user(f"crowd{i}") for i in range(20)]
+    before = fake.stats()
+    for user in users:
+        fake.inject_text(user, "#long 6000 a long answer, please")
+    for user in users:
+        assert [o.state for o in rig.settled(user)] == ["delivered"], user
+    for user in users:
+        texts = [m.get("text") for m in fake.messages(user)]
+        assert len(texts) == 2 and all(t and len(t) <= 4096 for t in texts), (user, [len(t or "") for t in texts])
+        assert "".join(texts).count("def step_") >= 10, "the answer's code block, whole across the parts"
+    after = fake.stats()
+    for counter in ("pair_rate_violations", "throughput_violations", "retry_after_violations"):
+        assert after[counter] == before[counter], (counter, before, after)
