@@ -1,0 +1,177 @@
+"""FeishuAdapter: one Feishu / Lark custom app: event callbacks in, the IM API out (actors/adapters/feishu/README.md).
+A leaf process actor: the base (base.py) runs its intake and its lanes.
+
+The open platform's own SDK (lark-oapi) is not used: its HTTP client makes blocking calls, which the bridge loop
+must never wait on, and its long-connection client speaks a protobuf frame protocol to an endpoint it looks up
+itself, which no local fake could stand in for without patching its internals. The few calls the adapter needs are
+plain JSON over HTTPS (client.py), and the callbacks' crypto is two functions (crypto.py).
+
+States: not connected -> connected (the callback server listens, a tenant access token was made from the app id and
+secret, and /bot/v3/info named the bot) -> back to not connected on a failure (the base reconnects with backoff; a
+refused app secret is "refused": reported down and asked again every ``refused_retry_s``). The callback server keeps
+listening from the first connect on, so an API outage never turns the platform's callbacks away.
+
+Intake (callback_server.py): the signature, its age, the decryption and the verification token are checked before
+anything is stored; a refused callback is logged once with its reason, answered 401, nothing stored. The URL check
+is answered with its challenge. An event that is no input (another event type, a bot's message, a group message
+not addressed to the bot where mentions are required) is answered and skipped with a log line; one committed in
+this life already (its ``event_id``: a redelivery) is skipped before any write; any other is stored, and the platform
+is answered 200 only after the transaction commits. The inbox's (adapter, message id) dedup covers a redelivery
+after a restart. What survives kill -9: a committed row (the platform was answered after it); a callback cut before
+its commit was never answered 200, so the platform delivers it again.
+
+Outbound: a text part is one ``text`` message, at most 30,000 UTF-8 bytes (refused as too long before it leaves; the
+consumer cuts at the limit). In a one-to-one chat it is created in the chat; in a group, where it answers a message,
+it is a reply to that message (in a thread under it where the message came in a thread or ``reply_in_thread`` is
+on). Either carries the ``uuid`` request field: a UUID made from ``platform_key(op)`` and the chat
+(idempotency.py), so every attempt at one part, in any life, carries the same uuid, and the platform answers a
+repeat with the first message: a send repeated after a crash shows once. Streaming edits the message (PUT: text
+only, at most 20 edits a message): a preview edit past the 18th of one message in this life is answered done
+without a call, so the last edits are kept for the final text. A delete recalls the message; one already gone is
+done. No reactions yet, no typing indicator (the platform has none for bots), no files out.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import logging
+import uuid
+from typing import Any, Optional
+
+from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
+from actors.adapters.feishu.callback_server import CallbackServer
+from actors.adapters.feishu.client import FeishuAPI, ResourceTooLarge
+from actors.adapters.feishu.inbound import event_from_callback, event_id, parse_resource_ref, skip_reason
+from actors.adapters.feishu.platform import HOSTS
+from actors.adapters.idempotency import platform_key
+from actors.adapters.intake_styles import WebhookAdapter
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
+from actors.messages import Attachment, MessageEvent, PlatformOp
+from supervision.http_serving import http_limits
+
+REMEMBERED_EVENTS = 4096     # event ids committed in this life, for skipping redeliveries without a write
+REMEMBERED_MESSAGES = 4096   # edits counted per message (a streamed answer is edited within minutes)
+TEXT_LIMIT = 30000           # UTF-8 bytes of one text part (the platform's limit is 150 KB of JSON content)
+EDITS_PER_MESSAGE = 20       # the platform's cap on the edits of one message
+EDITS_KEPT_FOR_FINAL = 2     # preview edits stop this many short of it
+SEND_UUIDS = uuid.UUID("3b0e5c1a-7d24-4f6b-8a8e-4c2f1d9b7e61")   # the namespace send uuids are made in
+
+
+def send_uuid(op: PlatformOp) -> str:
+    """The send's ``uuid``: one operation with one content (a keyed send: one part of one reply), in every life of
+    the daemon, and never another's (idempotency.py). 36 characters: within the platform's 50."""
+    return str(uuid.uuid5(SEND_UUIDS, f"{op.chat_id}\n{platform_key(op)}"))
+
+
+class FeishuAdapter(WebhookAdapter):
+    def __init__(self):
+        super().__init__()
+        self.skipped = 0               # events answered without becoming input
+        self.redeliveries_skipped = 0  # redeliveries of events committed in this life
+        self.edits_kept_back = 0       # preview edits answered without a call (the edit cap)
+        self._api: Optional[FeishuAPI] = None
+        self._bot_open_id = ""
+        self._emit_lock: Optional[asyncio.Lock] = None
+        self._committed: collections.OrderedDict = collections.OrderedDict()
+        self._edits: collections.OrderedDict = collections.OrderedDict()   # message id -> edits made in this life
+
+    # -------------------------------------------------------------------------------------------------- intake
+    def api(self) -> FeishuAPI:
+        if self._api is None:
+            s = self.settings
+            self._api = FeishuAPI(s["base_url"] or HOSTS[s["domain"]], s["app_id"], s["app_secret"],
+                                  rate_limit_wait_s=s["rate_limit_wait_s"])
+        return self._api
+
+    async def connect(self) -> None:
+        if self.push_server.server is None:
+            self._emit_lock = asyncio.Lock()
+            await self._serve_callbacks()
+        bot = await self.api().bot_info()   # a wrong app secret fails here: PermanentError (refused)
+        self._bot_open_id = str(bot.get("open_id") or "")
+
+    async def _serve_callbacks(self) -> None:
+        def on_error(text: str) -> None:
+            self.say(logging.WARNING, "%s: an event was not stored (%s); the platform delivers it again",
+                     self.name, self.clean_error(text))
+
+        s = self.settings
+        server = CallbackServer(s["callback_host"], s["callback_port"], s["callback_path"],
+                                encrypt_key=s["encrypt_key"], verification_token=s["verification_token"],
+                                max_age_s=s["max_signature_age_s"],
+                                deliver=functools.partial(self._deliver, self.intake.emit), on_error=on_error,
+                                on_refused=self.intake.reject, limits=http_limits(self.config))
+        port = await server.start()   # a port that is taken raises here: retried, nothing half-started is kept
+        self.push_server.server = server
+        self.say(logging.INFO, "%s: Feishu event callbacks on %s:%d%s", self.name, s["callback_host"], port,
+                 s["callback_path"])
+
+    async def _deliver(self, emit, payload: dict) -> None:
+        """Store one callback's event (or skip it); the platform is answered when this returns."""
+        if (reason := skip_reason(payload, self._bot_open_id, self.settings["require_mention"])) is not None:
+            self.skipped += 1
+            self.say(logging.INFO, "%s: skipped %s", self.name, reason)
+            return
+        key = event_id(payload)
+        async with self._emit_lock:   # one transaction at a time; a redelivery racing its first delivery waits here
+            if key is not None and key in self._committed:
+                self.redeliveries_skipped += 1
+                return
+            await emit([payload], None)
+            if key is not None:
+                self._committed[key] = True
+                while len(self._committed) > REMEMBERED_EVENTS:
+                    self._committed.popitem(last=False)
+
+    def normalise(self, raw: Any) -> MessageEvent:
+        return event_from_callback(raw, self.name, self.profile, self._bot_open_id)
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        message_id, key, resource_type = parse_resource_ref(attachment.ref)
+        try:
+            return await self.api().resource(message_id, key, resource_type, cap)
+        except ResourceTooLarge as exc:
+            raise AttachmentTooLarge(exc.size, cap) from None
+        except PermanentError as exc:   # gone, or the app lacks the permission to read it
+            raise AttachmentGone(self.clean_error(exc)) from None
+
+    # ------------------------------------------------------------------------------------------------ outbound
+    async def send_message(self, op: PlatformOp) -> str:
+        size = len(op.text.encode("utf-8", "surrogatepass"))
+        if size > TEXT_LIMIT:
+            raise TooLongError(f"{size} bytes, over {TEXT_LIMIT}", method="create")
+        if not op.text.strip():
+            raise PermanentError("the platform refuses an empty text", method="create")
+        content, key = {"text": op.text}, send_uuid(op)
+        if op.reply_to and op.chat_type != "dm":
+            in_thread = bool(op.thread_id) or self.settings["reply_in_thread"]
+            return await self.api().reply(str(op.reply_to), "text", content, key, in_thread)
+        return await self.api().create(op.chat_id, "text", content, key)
+
+    async def edit_message(self, op: PlatformOp) -> None:
+        message_id = str(op.message_id)
+        made = self._edits.get(message_id, 0)
+        if not op.final and made >= EDITS_PER_MESSAGE - EDITS_KEPT_FOR_FINAL:
+            self.edits_kept_back += 1   # the final text comes in one of the edits kept for it
+            return
+        size = len(op.text.encode("utf-8", "surrogatepass"))
+        if size > TEXT_LIMIT:
+            raise TooLongError(f"{size} bytes, over {TEXT_LIMIT}", method="update")
+        await self.api().update(message_id, "text", {"text": op.text})
+        self._edits[message_id] = made + 1
+        self._edits.move_to_end(message_id)
+        while len(self._edits) > REMEMBERED_MESSAGES:
+            self._edits.popitem(last=False)
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        try:
+            await self.api().recall(str(op.message_id))
+        except MessageNotFoundError:
+            pass      # recalled already: what a delete wants
+
+    async def close(self) -> None:
+        await self.push_server.close()
+        api, self._api = self._api, None
+        if api is not None:
+            await api.close()
