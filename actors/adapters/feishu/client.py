@@ -90,7 +90,8 @@ class FeishuAPI(HttpSession):
             return self._token
 
     async def call(self, http_method: str, path: str, op: str, **kwargs) -> dict:
-        """One API call; its ``data`` object. An answer calling the token invalid makes a new one and tries once more."""
+        """One API call; its ``data`` object. An answer calling the token invalid makes a new one, and the call goes
+        once more."""
         for attempt in range(2):
             headers = {"Authorization": f"Bearer {await self.token()}"}
             status, answer_headers, body = await self.request_json(http_method, self.base_url + path, op=op,

@@ -78,8 +78,9 @@ class FakeFeishu(CallbackMethods, FakeServer):
         stats = dict.fromkeys(("tokens_issued", "token_refusals", "sends", "uuid_repeats", "edits", "edit_cap_refusals",
                                "recalls", "resources_served", "retry_after_violations", "pacing_violations",
                                "flood_served", "callback_attempts"), 0)
-        return {"tokens": {}, "chats": {}, "messages": {}, "uuids": {}, "ops": [], "callbacks": [], "resources": {},
-                "next_message": 1, "next_event": 1, "next_callback": 1, "stats": stats}
+        # messages: the bot's; received: the users' (what a reply may answer)
+        return {"tokens": {}, "chats": {}, "messages": {}, "received": {}, "uuids": {}, "ops": [], "callbacks": [],
+                "resources": {}, "next_message": 1, "next_event": 1, "next_callback": 1, "stats": stats}
 
     def configure(self, **limits) -> None:
         unknown = set(limits) - set(DEFAULT_LIMITS)
@@ -121,6 +122,7 @@ class FakeFeishu(CallbackMethods, FakeServer):
             event_id = f"{state['next_event']:032x}"
             state["next_event"] += 1
             message_id = self.new_message_id(state)
+            state["received"][message_id] = {"id": message_id, "chat": chat, "root_id": "", "deleted": False}
         now_ms = str(int(time.time() * 1000))
         message = {"message_id": message_id, "root_id": "", "parent_id": "", "create_time": now_ms,
                    "update_time": now_ms, "chat_id": chat, "chat_type": chat_type, "message_type": message_type,
@@ -235,7 +237,8 @@ class FakeFeishu(CallbackMethods, FakeServer):
                     if request.query.get("receive_id_type") != "chat_id":
                         return web.json_response(invalid("receive_id_type (the fake takes chat_id)"), status=400)
                 else:
-                    parent = state["messages"].get(request.match_info["message_id"])
+                    parent_id = request.match_info["message_id"]
+                    parent = state["messages"].get(parent_id) or state["received"].get(parent_id)
                     chat = parent["chat"] if parent else ""
                     if parent is None or parent.get("deleted"):
                         return web.json_response(RECALLED, status=400)
