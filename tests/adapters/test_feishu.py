@@ -230,6 +230,34 @@ def test_a_wrong_app_secret_is_refused_permanently(fake):
         asyncio.run(scenario())
 
 
+def test_the_doctor_makes_a_token_asks_for_the_bot_and_plans_the_callback_port(fake):
+    from actors.adapters import registry
+    from daemon.doctor import planned_ports
+    from daemon.doctor_probes import probe_feishu
+    table = registry.validate_adapter("fs", {"type": "feishu", "app_id": DEFAULT_APP_ID,
+                                             "app_secret": DEFAULT_APP_SECRET, "encrypt_key": KEY,
+                                             "base_url": fake.base_url, "callback_port": 8124})
+    good = asyncio.run(probe_feishu("fs", table))
+    assert good.status == "ok" and "Fake bot" in good.detail
+    wrong = asyncio.run(probe_feishu("fs", dict(table, app_secret="not-the-secret")))
+    assert wrong.status == "fail" and "refused" in wrong.detail and "not-the-secret" not in wrong.detail
+    away = asyncio.run(probe_feishu("fs", dict(table, base_url="http://127.0.0.1:9")))
+    assert away.status == "fail" and "cannot reach" in away.detail and DEFAULT_APP_SECRET not in away.detail
+    config = {"gateway": {"bind_host": "127.0.0.1", "admin_port": 1}}
+    assert ("fs callbacks", "127.0.0.1", 8124) in planned_ports(config, {"fs": table})
+
+
+def test_a_table_without_any_callback_check_or_with_an_unknown_domain_is_refused():
+    from actors.adapters import registry
+    from common.config import ConfigError
+    base = {"type": "feishu", "app_id": DEFAULT_APP_ID, "app_secret": DEFAULT_APP_SECRET}
+    with pytest.raises(ConfigError, match="Encrypt Key"):
+        registry.validate_adapter("fs", base)
+    with pytest.raises(ConfigError, match="domain"):
+        registry.validate_adapter("fs", dict(base, verification_token="t", domain="feishu.example"))
+    assert registry.validate_adapter("fs", dict(base, verification_token="t", domain="lark"))["domain"] == "lark"
+
+
 # ------------------------------------------------------------------------------------------ in the daemon
 
 @pytest.fixture(scope="module")
