@@ -19,6 +19,7 @@ import pytest
 from actors.adapters.errors import FloodError, MessageNotFoundError, PermanentError, RetryableError, TooLongError
 from actors.adapters.feishu.adapter import send_uuid
 from actors.adapters.feishu.client import FeishuAPI, classify
+from actors.adapters.feishu.formatting import emoji_type
 from actors.adapters.feishu.crypto import CallbackRefused, decrypt, encrypt, signature
 from actors.adapters.feishu.inbound import event_from_callback, flatten_post, open_callback, skip_reason
 from actors.adapters.payload_fields import MalformedPayload
@@ -143,6 +144,14 @@ def test_an_event_the_gateway_cannot_take_is_malformed(change, reason):
     raw["event"]["message"].update(change)
     with pytest.raises(MalformedPayload, match=reason):
         event_from_callback(raw, "fs", "p")
+
+
+def test_status_reactions_become_the_platforms_emoji_types():
+    assert [emoji_type(e) for e in ("👍", "👀", "✅", "❤", "❤️", ":OnIt:", "DONE")] == [
+        "THUMBSUP", "GLANCE", "DONE", "HEART", "HEART", "OnIt", "DONE"]
+    for unknown in ("🦄", "no spaces allowed", "../x"):
+        with pytest.raises(ValueError, match="no Feishu emoji type"):
+            emoji_type(unknown)
 
 
 def op(op_id: str, text: str, key=None, chat: str = CHAT) -> PlatformOp:

@@ -142,3 +142,17 @@ def test_an_image_is_served_by_its_message_and_key(fake):
     path = f"/open-apis/im/v1/messages/{message['message_id']}/resources/{key}?type=image"
     assert call(fake, "GET", path, token=token)[1] == b"\x89PNG bytes"
     assert call(fake, "GET", path.replace(key, "img_other"), token=token)[1]["code"] == 234003
+
+
+def test_the_apps_reactions_are_added_listed_removed_and_their_history_kept(fake):
+    token = token_of(fake)
+    handle = fake.inject_text(fake.p2p_chat("react"), fake.user("react"), "react to me")
+    message = fake.callback(handle)["event"]["event"]["message"]["message_id"]
+    path = f"/open-apis/im/v1/messages/{message}/reactions"
+    added = call(fake, "POST", path, {"reaction_type": {"emoji_type": "THUMBSUP"}}, token)[1]["data"]
+    assert added["operator"] == {"operator_id": DEFAULT_APP_ID, "operator_type": "app"}
+    assert [r["reaction_id"] for r in call(fake, "GET", path, token=token)[1]["data"]["items"]] == [
+        added["reaction_id"]]
+    assert call(fake, "DELETE", f"{path}/{added['reaction_id']}", token=token)[0] == 200
+    assert call(fake, "DELETE", f"{path}/{added['reaction_id']}", token=token)[0] == 400
+    assert fake.reaction_history(message) == [["THUMBSUP"], []]

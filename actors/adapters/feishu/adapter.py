@@ -28,7 +28,8 @@ on). Either carries the ``uuid`` request field: a UUID made from ``platform_key(
 repeat with the first message: a send repeated after a crash shows once. Streaming edits the message (PUT: text
 only, at most 20 edits a message): a preview edit past the 18th of one message in this life is answered done
 without a call, so the last edits are kept for the final text. A delete recalls the message; one already gone is
-done. No reactions yet, no typing indicator (the platform has none for bots), no files out.
+done. The turn's status reactions are the platform's emoji types (formatting.py) on the user's message. No typing
+indicator (the platform has none for bots), no files out.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from typing import Any, Optional
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
 from actors.adapters.feishu.callback_server import CallbackServer
 from actors.adapters.feishu.client import FeishuAPI, ResourceTooLarge
+from actors.adapters.feishu.formatting import emoji_type
 from actors.adapters.feishu.inbound import event_from_callback, event_id, parse_resource_ref, skip_reason
 from actors.adapters.feishu.platform import HOSTS
 from actors.adapters.idempotency import platform_key
@@ -169,6 +171,29 @@ class FeishuAdapter(WebhookAdapter):
             await self.api().recall(str(op.message_id))
         except MessageNotFoundError:
             pass      # recalled already: what a delete wants
+
+    async def set_reaction(self, op: PlatformOp) -> None:
+        """The bot's reaction on the message becomes ``op.text`` (none for ""): its other reactions there are
+        removed. The platform's list of the message's reactions says which are the bot's (``operator_type`` app,
+        its app id), so a reaction left by an earlier life is replaced too."""
+        if not op.message_id:
+            raise PermanentError("a reaction names no message", method="add_reaction")
+        try:
+            wanted = emoji_type(op.text) if op.text.strip() else ""
+        except ValueError as exc:
+            raise PermanentError(str(exc), method="add_reaction") from None
+        api, message_id = self.api(), str(op.message_id)
+        mine = [r for r in await api.reactions(message_id) if isinstance(r.get("operator"), dict)
+                and r["operator"].get("operator_type") == "app" and r["operator"].get("operator_id") == api.app_id]
+        shown = set()
+        for reaction in mine:
+            kind = (reaction.get("reaction_type") or {}).get("emoji_type")
+            if kind == wanted and kind not in shown:
+                shown.add(kind)
+            elif isinstance(reaction.get("reaction_id"), str):
+                await api.remove_reaction(message_id, reaction["reaction_id"])
+        if wanted and wanted not in shown:
+            await api.add_reaction(message_id, wanted)
 
     async def close(self) -> None:
         await self.push_server.close()

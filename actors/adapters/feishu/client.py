@@ -8,6 +8,8 @@ anything but the tenant access token it made.
     PUT    /open-apis/im/v1/messages/:id {msg_type, content}                    an edit (text and post only)
     DELETE /open-apis/im/v1/messages/:id                                         a recall
     POST   /open-apis/im/v1/messages/:id/reactions {reaction_type: {emoji_type}} -> {reaction_id}
+    GET    /open-apis/im/v1/messages/:id/reactions                               -> {items: [{reaction_id, operator,
+                                                                                 reaction_type: {emoji_type}}]}
     DELETE /open-apis/im/v1/messages/:id/reactions/:reaction_id
     GET    /open-apis/im/v1/messages/:id/resources/:key?type=image|file          the bytes of a user's file
 
@@ -142,6 +144,13 @@ class FeishuAPI(HttpSession):
         if not isinstance(reaction, str):
             raise RetryableError("the answer names no reaction", method="add_reaction")
         return reaction
+
+    async def reactions(self, message_id: str) -> list[dict]:
+        """The message's reactions (the first 50: a status reaction is one of the bot's few)."""
+        data = await self.call("GET", f"/open-apis/im/v1/messages/{quote(message_id, safe='')}/reactions"
+                                      "?page_size=50", "reactions")
+        items = data.get("items")
+        return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
     async def remove_reaction(self, message_id: str, reaction_id: str) -> None:
         await self.call("DELETE", f"/open-apis/im/v1/messages/{quote(message_id, safe='')}/reactions/"

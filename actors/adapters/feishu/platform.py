@@ -10,7 +10,7 @@ carries the ``uuid`` request field (Feishu sends one message per uuid within an 
 lost goes again and shows once."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
-CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=False, files_in=True, files_out=False,
+CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=True, files_in=True, files_out=False,
                             voice=True, buttons=False, typing=False, idempotent_send="uuid")
 
 HOSTS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from actors.adapters.feishu.formatting import EMOJI_TYPES
 from actors.messages import Source
 from tests.actor_system import wait_for
 from tests.adapters.server_harness import ServerHarness
@@ -22,6 +23,7 @@ from tests.fakes.feishu import (DEFAULT_APP_ID, DEFAULT_APP_SECRET, DEFAULT_ENCR
 
 SEND_METHODS = ("create", "reply")
 METHODS = {"edit": ("update",), "delete": ("recall",)}
+EMOJI_BY_TYPE = {kind: emoji for emoji, kind in EMOJI_TYPES.items()}   # the platform's types, read back as emoji
 
 
 class FeishuHarness(ServerHarness):
@@ -90,6 +92,12 @@ class FeishuHarness(ServerHarness):
     def sent(self, chat: str) -> list[dict]:
         return [{"message_id": m["id"], "text": m["text"], "deleted": m["deleted"]}
                 for m in self.server.messages(self.server.p2p_chat(chat))]
+
+    def bot_reactions(self, chat: str, handle: str) -> list[list[str]]:
+        """What the bot's reactions on the user's message showed after each change, as emoji (a type the table
+        does not know stays ``:type:``, and fails the suite's comparison visibly)."""
+        history = self.server.reaction_history(self.platform_message_id(handle))
+        return [[EMOJI_BY_TYPE.get(kind, f":{kind}:") for kind in shown] for shown in history]
 
     def attempts(self, chat: str, op: str) -> list[dict]:
         calls = [o for method in METHODS.get(op, SEND_METHODS) if op in ("send", "edit", "delete")

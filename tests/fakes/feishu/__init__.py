@@ -27,11 +27,14 @@ Wire format implemented:
 * ``PUT /open-apis/im/v1/messages/:id`` edits a text; past ``edits_per_message`` edits it is refused (code 230072,
   the fake's number), a recalled message 230011. ``DELETE`` recalls.
 * ``GET /open-apis/im/v1/messages/:id/resources/:key?type=image|file``: the bytes of a user's file.
+* ``POST``, ``GET /open-apis/im/v1/messages/:id/reactions`` and ``DELETE .../reactions/:reaction_id``: the app's
+  reactions (``{reaction_id, operator: {operator_id: app id, operator_type: "app"}, reaction_type: {emoji_type}}``),
+  what they showed after each change in ``reaction_history``.
 * Rate limits: a scripted ``flood`` is HTTP 429 ``{"code": 99991400}`` with ``x-ogw-ratelimit-reset`` (whole
   seconds, at least 1); the chat is then refused again until the time has passed, and each call inside it counts as
   a ``retry_after_violation``.
 
-Left out: message types out but text, cards (PATCH), reactions, uploads, the long-connection (WebSocket) event
+Left out: message types out but text, cards (PATCH), uploads, the long-connection (WebSocket) event
 mode, user-identity tokens, chats' member lists, the 1.0 event schema.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}``, ``GET

@@ -80,7 +80,7 @@ class FakeFeishu(CallbackMethods, FakeServer):
                                "flood_served", "callback_attempts"), 0)
         # messages: the bot's; received: the users' (what a reply may answer)
         return {"tokens": {}, "chats": {}, "messages": {}, "received": {}, "uuids": {}, "ops": [], "callbacks": [],
-                "resources": {}, "next_message": 1, "next_event": 1, "next_callback": 1, "stats": stats}
+                "resources": {}, "reactions": {}, "reaction_history": {}, "next_message": 1, "next_event": 1, "next_callback": 1, "stats": stats}
 
     def configure(self, **limits) -> None:
         unknown = set(limits) - set(DEFAULT_LIMITS)
@@ -179,6 +179,9 @@ class FakeFeishu(CallbackMethods, FakeServer):
         app.router.add_put("/open-apis/im/v1/messages/{message_id}", self.update)
         app.router.add_delete("/open-apis/im/v1/messages/{message_id}", self.recall)
         app.router.add_get("/open-apis/im/v1/messages/{message_id}/resources/{key}", self.resource)
+        app.router.add_post("/open-apis/im/v1/messages/{message_id}/reactions", self.add_reaction)
+        app.router.add_get("/open-apis/im/v1/messages/{message_id}/reactions", self.list_reactions)
+        app.router.add_delete("/open-apis/im/v1/messages/{message_id}/reactions/{reaction_id}", self.remove_reaction)
         control_route(app, "GET", "/_control/stats", lambda body: self.stats())
         control_route(app, "POST", "/_control/inject", lambda body: {"callback": self.inject_text(
             self.p2p_chat(str(body["user"])), self.user(str(body["user"])), str(body["text"]))})
@@ -356,6 +359,55 @@ class FakeFeishu(CallbackMethods, FakeServer):
         if data is None:
             return web.json_response({"code": 234003, "msg": "File not in msg."}, status=400)
         return web.Response(body=base64.b64decode(data), content_type="application/octet-stream")
+
+    # -- reactions (the app's: the fake's only operator)
+    def _known(self, state: dict, message_id: str) -> bool:
+        known = state["messages"].get(message_id) or state["received"].get(message_id)
+        return bool(known) and not known.get("deleted")
+
+    def _log_reactions(self, state: dict, message_id: str) -> None:
+        shown = [r["reaction_type"]["emoji_type"] for r in state["reactions"].get(message_id, [])]
+        state["reaction_history"].setdefault(message_id, []).append(shown)
+
+    def reaction_history(self, message_id: str) -> list[list[str]]:
+        """The emoji types the app's reactions on the message showed after each change, oldest first."""
+        return self.read(lambda s: s["reaction_history"].get(message_id, []))
+
+    async def add_reaction(self, request: web.Request) -> web.Response:
+        if not self.authorised(request):
+            return web.json_response(BAD_TOKEN, status=400)
+        params, message_id = await json_object(request), request.match_info["message_id"]
+        kind = (params.get("reaction_type") or {}).get("emoji_type") if isinstance(params, dict) else None
+        with self.mutate() as state:
+            if not self._known(state, message_id):
+                return web.json_response(RECALLED, status=400)
+            if not isinstance(kind, str) or not kind:
+                return web.json_response(invalid("reaction_type.emoji_type"), status=400)
+            reaction = {"reaction_id": "r_" + secrets.token_hex(8), "action_time": str(int(time.time() * 1000)),
+                        "operator": {"operator_id": self.app_id, "operator_type": "app"},
+                        "reaction_type": {"emoji_type": kind}}
+            state["reactions"].setdefault(message_id, []).append(reaction)
+            self._log_reactions(state, message_id)
+        return ok(reaction)
+
+    async def list_reactions(self, request: web.Request) -> web.Response:
+        if not self.authorised(request):
+            return web.json_response(BAD_TOKEN, status=400)
+        items = self.read(lambda s: s["reactions"].get(request.match_info["message_id"], []))
+        return ok({"items": items, "has_more": False, "page_token": ""})
+
+    async def remove_reaction(self, request: web.Request) -> web.Response:
+        if not self.authorised(request):
+            return web.json_response(BAD_TOKEN, status=400)
+        message_id, reaction_id = request.match_info["message_id"], request.match_info["reaction_id"]
+        with self.mutate() as state:
+            reactions = state["reactions"].get(message_id, [])
+            kept = [r for r in reactions if r["reaction_id"] != reaction_id]
+            if len(kept) == len(reactions):
+                return web.json_response({"code": 231012, "msg": "reaction not found"}, status=400)
+            state["reactions"][message_id] = kept
+            self._log_reactions(state, message_id)
+        return ok({"reaction_id": reaction_id})
 
     def __repr__(self) -> str:
         return f"FakeFeishu(port={self.port})"
