@@ -18,7 +18,7 @@ import pytest
 
 from actors.adapters.errors import FloodError, MessageNotFoundError, PermanentError, RetryableError, TooLongError
 from actors.adapters.feishu.adapter import send_uuid
-from actors.adapters.feishu.client import FeishuAPI, classify
+from actors.adapters.feishu.client import FeishuAPI, classify, file_type
 from actors.adapters.feishu.formatting import emoji_type
 from actors.adapters.feishu.crypto import CallbackRefused, decrypt, encrypt, signature
 from actors.adapters.feishu.inbound import event_from_callback, flatten_post, open_callback, skip_reason
@@ -229,6 +229,27 @@ def test_a_send_repeated_under_its_uuid_is_the_first_message_and_sends_nothing(f
                     await api.create(chat, "text", {"text": "once"}, key))
     first, again = asyncio.run(scenario())
     assert first == again and [m["text"] for m in fake.messages(chat)] == ["once"]
+
+
+def test_a_document_goes_as_a_file_after_its_caption_and_a_photo_with_one_as_a_post(fake):
+    chat = FakeFeishu.p2p_chat("client-files")
+
+    async def scenario():
+        async with FeishuAPI(fake.base_url, DEFAULT_APP_ID, DEFAULT_APP_SECRET) as api:
+            image = await api.upload_image(b"\x89PNG fake", "dot.png", "image/png")
+            document = await api.upload_file(b"%PDF-1.4 fake", "a.pdf", "application/pdf", file_type(
+                "application/pdf", "a.pdf"))
+            post = {"zh_cn": {"title": "", "content": [[{"tag": "img", "image_key": image}],
+                                                       [{"tag": "text", "text": "a dot"}]]}}
+            return (await api.create(chat, "post", post, None),
+                    await api.create(chat, "file", {"file_key": document}, None))
+    asyncio.run(scenario())
+    shown = fake.messages(chat)
+    assert [(m["msg_type"], m["text"]) for m in shown] == [("post", "a dot"), ("file", "")]
+    uploads = fake.read(lambda s: s["uploads"])
+    assert uploads[shown[1]["file"]]["name"] == "a.pdf" and uploads[shown[0]["file"]]["kind"] == "image"
+    assert [file_type(*pair) for pair in (("application/msword", "x"), ("text/plain", "x.txt"),
+                                          ("application/vnd.ms-excel", "x"))] == ["doc", "stream", "xls"]
 
 
 def test_a_wrong_app_secret_is_refused_permanently(fake):

@@ -29,7 +29,7 @@ repeat with the first message: a send repeated after a crash shows once. Streami
 only, at most 20 edits a message): a preview edit past the 18th of one message in this life is answered done
 without a call, so the last edits are kept for the final text. A delete recalls the message; one already gone is
 done. The turn's status reactions are the platform's emoji types (formatting.py) on the user's message. No typing
-indicator (the platform has none for bots), no files out.
+indicator (the platform has none for bots). Files out: uploaded, then sent as an image or a file (``send_file``).
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from typing import Any, Optional
 
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
 from actors.adapters.feishu.callback_server import CallbackServer
-from actors.adapters.feishu.client import FeishuAPI, ResourceTooLarge
+from actors.adapters.feishu.client import FeishuAPI, ResourceTooLarge, file_type
 from actors.adapters.feishu.formatting import emoji_type
 from actors.adapters.feishu.inbound import event_from_callback, event_id, parse_resource_ref, skip_reason
 from actors.adapters.feishu.platform import HOSTS
@@ -55,6 +55,9 @@ from supervision.http_serving import http_limits
 REMEMBERED_EVENTS = 4096     # event ids committed in this life, for skipping redeliveries without a write
 REMEMBERED_MESSAGES = 4096   # edits counted per message (a streamed answer is edited within minutes)
 TEXT_LIMIT = 30000           # UTF-8 bytes of one text part (the platform's limit is 150 KB of JSON content)
+IMAGE_LIMIT = 10 * 2**20      # bytes of an image upload (the platform's limit)
+FILE_LIMIT = 30 * 2**20       # bytes of a file upload
+CAPTION_LIMIT = 4000          # characters of a caption (a caption is a line under the file, not a reply)
 EDITS_PER_MESSAGE = 20       # the platform's cap on the edits of one message
 EDITS_KEPT_FOR_FINAL = 2     # preview edits stop this many short of it
 SEND_UUIDS = uuid.UUID("3b0e5c1a-7d24-4f6b-8a8e-4c2f1d9b7e61")   # the namespace send uuids are made in
@@ -145,11 +148,39 @@ class FeishuAdapter(WebhookAdapter):
             raise TooLongError(f"{size} bytes, over {TEXT_LIMIT}", method="create")
         if not op.text.strip():
             raise PermanentError("the platform refuses an empty text", method="create")
-        content, key = {"text": op.text}, send_uuid(op)
+        return await self._send(op, "text", {"text": op.text}, send_uuid(op))
+
+    async def _send(self, op: PlatformOp, msg_type: str, content: dict, key: str) -> str:
+        """One message in the op's chat, or, in a group, a reply to the message it answers (in a thread where that
+        came in one, or ``reply_in_thread`` says so), under ``key``."""
         if op.reply_to and op.chat_type != "dm":
             in_thread = bool(op.thread_id) or self.settings["reply_in_thread"]
-            return await self.api().reply(str(op.reply_to), "text", content, key, in_thread)
-        return await self.api().create(op.chat_id, "text", content, key)
+            return await self.api().reply(str(op.reply_to), msg_type, content, key, in_thread)
+        return await self.api().create(op.chat_id, msg_type, content, key)
+
+    async def send_file(self, op: PlatformOp) -> str:
+        """Upload, then one message carrying it under the send's uuid: a photo as an image (with a caption: a rich
+        text post of the image and the caption), a document as a file. A file message carries no text, so a
+        document's caption goes first as a text message under a uuid of its own. An upload whose message never
+        came is an orphan key nobody sees; uploads are not deduplicated, so a retried part uploads again."""
+        file, api = op.file, self.api()
+        data = await self.file_bytes(file)
+        cap = IMAGE_LIMIT if file.kind == "photo" else FILE_LIMIT
+        if len(data) > cap:
+            raise PermanentError(f"{len(data)} bytes, over the platform's {cap} for a {file.kind}", method="upload")
+        caption = file.caption.strip()[:CAPTION_LIMIT]
+        if file.kind == "photo":
+            image = await api.upload_image(data, file.name, file.mime)
+            if not caption:
+                return await self._send(op, "image", {"image_key": image}, send_uuid(op))
+            post = {"zh_cn": {"title": "", "content": [[{"tag": "img", "image_key": image}],
+                                                       [{"tag": "text", "text": caption}]]}}
+            return await self._send(op, "post", post, send_uuid(op))
+        name = file.name or "file"
+        key = await api.upload_file(data, name, file.mime, file_type(file.mime, name))
+        if caption:
+            await self._send(op, "text", {"text": caption}, str(uuid.uuid5(SEND_UUIDS, "caption\n" + send_uuid(op))))
+        return await self._send(op, "file", {"file_key": key}, send_uuid(op))
 
     async def edit_message(self, op: PlatformOp) -> None:
         message_id = str(op.message_id)

@@ -7,6 +7,8 @@ anything but the tenant access token it made.
     POST   /open-apis/im/v1/messages/:id/reply {msg_type, content, reply_in_thread, uuid}
     PUT    /open-apis/im/v1/messages/:id {msg_type, content}                    an edit (text and post only)
     DELETE /open-apis/im/v1/messages/:id                                         a recall
+    POST   /open-apis/im/v1/images (multipart: image_type, image)               -> {image_key}
+    POST   /open-apis/im/v1/files (multipart: file_type, file_name, file)       -> {file_key}
     POST   /open-apis/im/v1/messages/:id/reactions {reaction_type: {emoji_type}} -> {reaction_id}
     GET    /open-apis/im/v1/messages/:id/reactions                               -> {items: [{reaction_id, operator,
                                                                                  reaction_type: {emoji_type}}]}
@@ -91,11 +93,13 @@ class FeishuAPI(HttpSession):
                 self.tokens_made += 1
             return self._token
 
-    async def call(self, http_method: str, path: str, op: str, **kwargs) -> dict:
+    async def call(self, http_method: str, path: str, op: str, form=None, **kwargs) -> dict:
         """One API call; its ``data`` object. An answer calling the token invalid makes a new one, and the call goes
-        once more."""
+        once more. ``form`` makes a multipart body (one per attempt: a body is consumed by its request)."""
         for attempt in range(2):
             headers = {"Authorization": f"Bearer {await self.token()}"}
+            if form is not None:
+                kwargs["data"] = form()
             status, answer_headers, body = await self.request_json(http_method, self.base_url + path, op=op,
                                                                    redact=self.redact, headers=headers, **kwargs)
             if status == 200 and isinstance(body, dict) and body.get("code") == 0:
@@ -156,6 +160,27 @@ class FeishuAPI(HttpSession):
         await self.call("DELETE", f"/open-apis/im/v1/messages/{quote(message_id, safe='')}/reactions/"
                                   f"{quote(reaction_id, safe='')}", "remove_reaction")
 
+    async def upload_image(self, data: bytes, name: str, mime: str) -> str:
+        """An image to send (``image_type`` message): its ``image_key``."""
+        def form() -> aiohttp.FormData:
+            body = aiohttp.FormData()
+            body.add_field("image_type", "message")
+            body.add_field("image", data, filename=name or "image", content_type=mime or "application/octet-stream")
+            return body
+        return _key_of(await self.call("POST", "/open-apis/im/v1/images", "upload_image", form=form), "image_key",
+                       "upload_image")
+
+    async def upload_file(self, data: bytes, name: str, mime: str, file_type: str) -> str:
+        """A file to send: its ``file_key``."""
+        def form() -> aiohttp.FormData:
+            body = aiohttp.FormData()
+            body.add_field("file_type", file_type)
+            body.add_field("file_name", name)
+            body.add_field("file", data, filename=name, content_type=mime or "application/octet-stream")
+            return body
+        return _key_of(await self.call("POST", "/open-apis/im/v1/files", "upload_file", form=form), "file_key",
+                       "upload_file")
+
     async def resource(self, message_id: str, key: str, resource_type: str, cap: int) -> bytes:
         """The bytes of a user's image or file, read in pieces and given up past ``cap`` (ResourceTooLarge)."""
         url = (f"{self.base_url}/open-apis/im/v1/messages/{quote(message_id, safe='')}/resources/"
@@ -171,6 +196,25 @@ class FeishuAPI(HttpSession):
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise RetryableError(f"network error: {type(exc).__name__}: {self.redact(str(exc))}",
                                  method="resource") from None
+
+
+def _key_of(data: dict, field: str, op: str) -> str:
+    value = data.get(field)
+    if not isinstance(value, str) or not value:
+        raise RetryableError(f"the answer names no {field}", method=op)
+    return value
+
+
+def file_type(mime: str, name: str) -> str:
+    """The ``file_type`` an upload names (the platform shows a file by it): pdf, doc, xls, ppt, or stream."""
+    mime, name = (mime or "").lower(), (name or "").lower()
+    if mime == "application/pdf" or name.endswith(".pdf"):
+        return "pdf"
+    for kind, marks in (("doc", ("msword", "wordprocessing")), ("xls", ("excel", "spreadsheet")),
+                        ("ppt", ("powerpoint", "presentation"))):
+        if any(mark in mime for mark in marks):
+            return kind
+    return "stream"
 
 
 def message_id_of(data: dict, op: str) -> str:

@@ -7,10 +7,11 @@ a text message's JSON content holds 150 KB (kept well under here: 30,000 UTF-8 b
 most 20 times (PUT im/v1/messages/:id, 50 a second per app), so a streamed answer is edited no more often than every
 2 s and only after 300 new bytes, and the adapter keeps the last edit of a message for its final text. A send
 carries the ``uuid`` request field (Feishu sends one message per uuid within an hour), so a send whose answer was
-lost goes again and shows once."""
+lost goes again and shows once. Files go up first (images to 10 MB, files to 30 MB) and are sent as an image or a
+file message."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
-CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=True, files_in=True, files_out=False,
+CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=True, files_in=True, files_out=True,
                             voice=True, buttons=False, typing=False, idempotent_send="uuid")
 
 HOSTS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}

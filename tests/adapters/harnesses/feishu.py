@@ -93,6 +93,13 @@ class FeishuHarness(ServerHarness):
         return [{"message_id": m["id"], "text": m["text"], "deleted": m["deleted"]}
                 for m in self.server.messages(self.server.p2p_chat(chat))]
 
+    def sent_files(self, chat: str) -> list[dict]:
+        """The bot's messages showing an upload; an image (alone or in a post) is what the platform shows inline."""
+        uploads = self.server.read(lambda s: s["uploads"])
+        return [{"message_id": m["id"], "kind": "photo" if uploads[m["file"]]["kind"] == "image" else "document",
+                 "sha256": uploads[m["file"]]["sha256"]}
+                for m in self.server.messages(self.server.p2p_chat(chat)) if m.get("file")]
+
     def bot_reactions(self, chat: str, handle: str) -> list[list[str]]:
         """What the bot's reactions on the user's message showed after each change, as emoji (a type the table
         does not know stays ``:type:``, and fails the suite's comparison visibly)."""

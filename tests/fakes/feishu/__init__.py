@@ -24,6 +24,9 @@ Wire format implemented:
   root_id, chat_id, ...}}``. A ``uuid`` (1..50 characters) sent before within ``uuid_ttl`` is answered with the
   first message and nothing is sent. Content over ``content_limit`` bytes: code 230025. More than ``sends_per_s``
   sends to one chat within a second: 429 code 99991400 (counted as a ``pacing_violation``).
+* ``POST /open-apis/im/v1/images`` (multipart ``image_type`` message, ``image``) and ``POST
+  /open-apis/im/v1/files`` (``file_type``, ``file_name``, ``file``) keep the bytes under a new ``image_key`` /
+  ``file_key``; an ``image``, ``file`` or ``post`` message must name one of them (else code 230055, the fake's).
 * ``PUT /open-apis/im/v1/messages/:id`` edits a text; past ``edits_per_message`` edits it is refused (code 230072,
   the fake's number), a recalled message 230011. ``DELETE`` recalls.
 * ``GET /open-apis/im/v1/messages/:id/resources/:key?type=image|file``: the bytes of a user's file.
@@ -34,7 +37,7 @@ Wire format implemented:
   seconds, at least 1); the chat is then refused again until the time has passed, and each call inside it counts as
   a ``retry_after_violation``.
 
-Left out: message types out but text, cards (PATCH), uploads, the long-connection (WebSocket) event
+Left out: message types out but text, image, file and post, cards (PATCH), the long-connection (WebSocket) event
 mode, user-identity tokens, chats' member lists, the 1.0 event schema.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}``, ``GET

@@ -80,7 +80,8 @@ class FakeFeishu(CallbackMethods, FakeServer):
                                "flood_served", "callback_attempts"), 0)
         # messages: the bot's; received: the users' (what a reply may answer)
         return {"tokens": {}, "chats": {}, "messages": {}, "received": {}, "uuids": {}, "ops": [], "callbacks": [],
-                "resources": {}, "reactions": {}, "reaction_history": {}, "next_message": 1, "next_event": 1, "next_callback": 1, "stats": stats}
+                "resources": {}, "reactions": {}, "reaction_history": {}, "uploads": {},
+                "next_message": 1, "next_event": 1, "next_callback": 1, "stats": stats}
 
     def configure(self, **limits) -> None:
         unknown = set(limits) - set(DEFAULT_LIMITS)
@@ -179,6 +180,8 @@ class FakeFeishu(CallbackMethods, FakeServer):
         app.router.add_put("/open-apis/im/v1/messages/{message_id}", self.update)
         app.router.add_delete("/open-apis/im/v1/messages/{message_id}", self.recall)
         app.router.add_get("/open-apis/im/v1/messages/{message_id}/resources/{key}", self.resource)
+        app.router.add_post("/open-apis/im/v1/images", self.upload)
+        app.router.add_post("/open-apis/im/v1/files", self.upload)
         app.router.add_post("/open-apis/im/v1/messages/{message_id}/reactions", self.add_reaction)
         app.router.add_get("/open-apis/im/v1/messages/{message_id}/reactions", self.list_reactions)
         app.router.add_delete("/open-apis/im/v1/messages/{message_id}/reactions/{reaction_id}", self.remove_reaction)
@@ -217,17 +220,62 @@ class FakeFeishu(CallbackMethods, FakeServer):
             "open_id": self.bot_open_id}})
 
     def content_problem(self, params: dict) -> Optional[dict]:
-        if params.get("msg_type") != "text":
-            return invalid("msg_type (the fake takes text)")
+        kind = params.get("msg_type")
+        if kind not in ("text", "image", "file", "post"):
+            return invalid("msg_type (the fake takes text, image, file and post)")
         try:
             content = json.loads(params.get("content") or "")
         except (TypeError, ValueError):
             return invalid("content")
-        if not isinstance(content, dict) or not isinstance(content.get("text"), str) or not content["text"]:
-            return invalid("content.text")
+        if not isinstance(content, dict):
+            return invalid("content")
         if len(params["content"].encode()) > self.limits["content_limit"]:
             return TOO_LONG
+        if kind == "text" and (not isinstance(content.get("text"), str) or not content["text"]):
+            return invalid("content.text")
+        key = self.shown_file(content)
+        if kind != "text" and (key is None or key not in self.read(lambda s: s["uploads"])):
+            return {"code": 230055, "msg": "the image or file key is not one of this app's uploads"}
         return None
+
+    @staticmethod
+    def shown_file(content: dict) -> Optional[str]:
+        """The upload a message shows: its image_key or file_key, or a post's first image."""
+        for field in ("image_key", "file_key"):
+            if isinstance(content.get(field), str):
+                return content[field]
+        for paragraph in (content.get("zh_cn") or {}).get("content") or ():
+            for element in paragraph:
+                if isinstance(element, dict) and element.get("tag") == "img":
+                    return element.get("image_key")
+        return None
+
+    @staticmethod
+    def shown_text(msg_type: str, content: dict) -> str:
+        if msg_type == "text":
+            return content["text"]
+        if msg_type == "post":
+            return "\n".join(e.get("text", "") for paragraph in content["zh_cn"]["content"] for e in paragraph
+                             if e.get("tag") == "text")
+        return ""
+
+    async def upload(self, request: web.Request) -> web.Response:
+        """POST /im/v1/images (``image_type`` message, ``image``) or /im/v1/files (``file_type``, ``file_name``,
+        ``file``): the bytes kept under a new key."""
+        if not self.authorised(request):
+            return web.json_response(BAD_TOKEN, status=400)
+        form = await request.post()
+        image = request.path.endswith("/images")
+        field = form.get("image" if image else "file")
+        if not hasattr(field, "file") or (image and form.get("image_type") != "message") or (
+                not image and form.get("file_type") not in ("opus", "mp4", "pdf", "doc", "xls", "ppt", "stream")):
+            return web.json_response(invalid("the upload's fields"), status=400)
+        data = field.file.read()
+        key = ("img_v3_" if image else "file_v3_") + secrets.token_hex(8)
+        with self.mutate() as state:
+            state["uploads"][key] = {"sha256": hashlib.sha256(data).hexdigest(), "kind": "image" if image else "file",
+                                     "name": "" if image else str(form.get("file_name") or "")}
+        return ok({"image_key" if image else "file_key": key})
 
     def sender(self, method: str):
         async def handler(request: web.Request) -> web.Response:
@@ -291,7 +339,9 @@ class FakeFeishu(CallbackMethods, FakeServer):
             return 429, FREQUENCY_LIMIT
         self._recent_sends[chat] = recent + [now]
         message_id = self.new_message_id(state)
-        message = {"id": message_id, "chat": chat, "text": json.loads(params["content"])["text"], "deleted": False,
+        content = json.loads(params["content"])
+        message = {"id": message_id, "chat": chat, "text": self.shown_text(params["msg_type"], content),
+                   "msg_type": params["msg_type"], "file": self.shown_file(content), "deleted": False,
                    "edits": 0, "via": method, "at": now, "uuid": key,
                    "root_id": (parent.get("root_id") or parent["id"]) if parent else "",
                    "in_thread": bool(params.get("reply_in_thread")) if parent else False}
@@ -305,7 +355,8 @@ class FakeFeishu(CallbackMethods, FakeServer):
     @staticmethod
     def _data(message: dict) -> dict:
         return {"message_id": message["id"], "root_id": message["root_id"], "parent_id": message["root_id"],
-                "msg_type": "text", "create_time": str(int(message["at"] * 1000)), "chat_id": message["chat"],
+                "msg_type": message.get("msg_type", "text"), "create_time": str(int(message["at"] * 1000)),
+                "chat_id": message["chat"],
                 "sender": {"id": "cli_fake", "id_type": "app_id", "sender_type": "app"},
                 "body": {"content": json.dumps({"text": message["text"]}, ensure_ascii=False)}}
 
@@ -322,6 +373,8 @@ class FakeFeishu(CallbackMethods, FakeServer):
             status, answer = 200, {"code": 0, "msg": "success", "data": {}}
             if message is None or message["deleted"]:
                 status, answer = 400, RECALLED
+            elif params.get("msg_type") != "text" or message.get("msg_type", "text") not in ("text", "post"):
+                status, answer = 400, invalid("msg_type (an edit changes a text or post message, to text)")
             elif (problem := self.content_problem(params)) is not None:
                 status, answer = 400, problem
             elif message["edits"] >= self.limits["edits_per_message"]:
