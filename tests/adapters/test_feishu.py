@@ -295,7 +295,11 @@ def rig(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("feishu")
     harness = FeishuHarness(workdir)
     harness.start()
-    gateway = Gateway(workdir, extra_toml=harness.adapter_toml(), watchdog_interval=30.0)
+    # Edits paced far faster than the platform row, so one streamed answer asks for more edits than the platform's
+    # 20 a message (the edit-cap case); the fake's 5 sends a second per chat still holds.
+    fast_edits = ("pacing = { per_chat_ops_per_s = 20.0, per_chat_burst = 2, edit_interval_s = 0.05, "
+                  "min_edit_delta_chars = 1 }\n")
+    gateway = Gateway(workdir, extra_toml=harness.adapter_toml(fast_edits), watchdog_interval=30.0)
     try:
         gateway.start()
         gateway.wait_ready()
@@ -388,3 +392,19 @@ def test_a_group_message_is_answered_only_when_it_mentions_the_bot_and_as_a_repl
     wait_for(lambda: (o := obligations(gateway, group)) and all(x.state == "delivered" for x in o), 30, 0.1,
              "the answer delivered in the ledger")
     assert len(server.messages(group)) == 1, "the unaddressed message got no answer"
+
+
+def test_a_streamed_answer_keeps_edits_for_its_final_text_within_the_platforms_twenty(rig):
+    harness, gateway = rig
+    chat = f"stream-{uuid.uuid4().hex[:6]}"
+    chat_id = harness.source(chat).chat_id
+    refused_before = harness.server.stats()["edit_cap_refusals"]
+    harness.inject(chat, "#long 6000 #slow 0.02")
+    wait_for(lambda: (o := obligations(gateway, chat_id)) and all(x.state == "delivered" for x in o), 90, 0.1,
+             "the streamed answer delivered in the ledger")
+    every = harness.server.messages(chat_id)
+    assert len(every) == 1, f"one message, edited to its end: {[(m['edits'], m['deleted']) for m in every]}"
+    [message] = every
+    assert len(message["text"]) >= 6000 and "▍" not in message["text"], message["text"][-80:]
+    assert 18 <= message["edits"] <= 20, f"previews stop at 18, the final text in one of the 2 kept: {message}"
+    assert harness.server.stats()["edit_cap_refusals"] == refused_before, "no edit went past the platform's cap"
