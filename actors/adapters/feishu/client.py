@@ -41,7 +41,7 @@ import aiohttp
 
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
                                     TooLongError)
-from actors.adapters.http_session import HttpSession, capped_body
+from actors.adapters.http_session import HttpSession
 from common.redact import redact as redact_secrets
 
 FREQUENCY_LIMIT = 99991400
@@ -185,17 +185,11 @@ class FeishuAPI(HttpSession):
         """The bytes of a user's image or file, read in pieces and given up past ``cap`` (ResourceTooLarge)."""
         url = (f"{self.base_url}/open-apis/im/v1/messages/{quote(message_id, safe='')}/resources/"
                f"{quote(key, safe='')}?type={quote(resource_type, safe='')}")
-        timeout = aiohttp.ClientTimeout(total=max(self.request_timeout, 60.0))
-        headers = {"Authorization": f"Bearer {await self.token()}"}
-        try:
-            async with self.session().get(url, timeout=timeout, headers=headers) as resp:
-                if resp.status != 200 or resp.content_type == "application/json":
-                    text = await resp.content.read(64 * 1024)
-                    raise classify("resource", resp.status, _json(text), resp.headers, self.rate_limit_wait_s)
-                return await capped_body(resp, cap, ResourceTooLarge)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise RetryableError(f"network error: {type(exc).__name__}: {self.redact(str(exc))}",
-                                 method="resource") from None
+        return await self.download(
+            url, cap, ResourceTooLarge, op="resource", redact=self.redact,
+            headers={"Authorization": f"Bearer {await self.token()}"},
+            refused=lambda status, body, headers: classify("resource", status, body, headers, self.rate_limit_wait_s),
+            ready=lambda resp: resp.status == 200 and resp.content_type != "application/json")
 
 
 def _key_of(data: dict, field: str, op: str) -> str:
@@ -247,9 +241,3 @@ def classify(op: str, status: int, body: Any, headers=None, rate_limit_wait_s: f
         return MessageNotFoundError(description, method=op, status=status)
     return PermanentError(description, method=op, status=status)
 
-
-def _json(data: bytes) -> Any:
-    try:
-        return json.loads(data)
-    except (TypeError, ValueError, RecursionError):
-        return None
