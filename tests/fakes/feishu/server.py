@@ -95,7 +95,7 @@ class FakeFeishu(CallbackMethods, FakeServer):
             self.faults.configure(**settings)
 
     async def on_stopping(self) -> None:
-        await self.close_callbacks()
+        await self.close_deliveries()
 
     # -- injected input
     @staticmethod

@@ -81,7 +81,7 @@ class FakeLine(WebhookMethods, FakeServer):
             self.faults.configure(**settings)
 
     async def on_stopping(self) -> None:
-        await self.close_webhooks()
+        await self.close_deliveries()
 
     # -- injected input
     @staticmethod
