@@ -13,7 +13,8 @@ from typing import Optional
 from aiohttp import web
 
 from tests.fakes.feishu.callbacks import CallbackMethods
-from tests.fakes.harness import FakeServer, FaultScript, FloodGate, control_route, drop_connection
+from tests.fakes.harness import (FakeServer, FaultScript, FloodGate, control_route, drop_connection,
+                                 json_object)
 
 DEFAULT_APP_ID = "cli_fake0000000001"
 DEFAULT_APP_SECRET = "fake-app-secret-0123456789abcdef"
@@ -40,14 +41,6 @@ def invalid(field: str) -> dict:
 def fake_id(prefix: str, name: str) -> str:
     """A chat (oc_), user (ou_) or message (om_) id as the platform writes them, made from a test's name."""
     return prefix + hashlib.md5(name.encode()).hexdigest()
-
-
-async def json_object(request: web.Request) -> dict:
-    try:
-        params = json.loads(await request.read() or b"null")
-    except ValueError:
-        return {}
-    return params if isinstance(params, dict) else {}
 
 
 def ok(data: Optional[dict] = None) -> web.Response:
