@@ -13,7 +13,9 @@ listening from the first connect on, so an API outage never turns the platform's
 
 Intake (callback_server.py): the signature, its age, the decryption and the verification token are checked before
 anything is stored; a refused callback is logged once with its reason, answered 401, nothing stored. The URL check
-is answered with its challenge. An event that is no input (another event type, a bot's message, a group message
+is answered with its challenge. A group message that comes before the platform has named the bot (the first
+connect), where mentions are required, is answered 500 and comes again: whether it mentions the bot cannot be told
+yet. An event that is no input (another event type, a bot's message, a group message
 not addressed to the bot where mentions are required) is answered and skipped with a log line; one committed in
 this life already (its ``event_id``: a redelivery) is skipped before any write; any other is stored, and the platform
 is answered 200 only after the transaction commits. The inbox's (adapter, message id) dedup covers a redelivery
@@ -44,7 +46,8 @@ from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLong
 from actors.adapters.feishu.callback_server import CallbackServer
 from actors.adapters.feishu.client import FeishuAPI, ResourceTooLarge, file_type
 from actors.adapters.feishu.formatting import emoji_type
-from actors.adapters.feishu.inbound import event_from_callback, event_id, parse_resource_ref, skip_reason
+from actors.adapters.feishu.inbound import (event_from_callback, event_id, group_message, parse_resource_ref,
+                                            skip_reason)
 from actors.adapters.feishu.platform import HOSTS
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import WebhookAdapter
@@ -61,6 +64,10 @@ CAPTION_LIMIT = 4000          # characters of a caption (a caption is a line und
 EDITS_PER_MESSAGE = 20       # the platform's cap on the edits of one message
 EDITS_KEPT_FOR_FINAL = 2     # preview edits stop this many short of it
 SEND_UUIDS = uuid.UUID("3b0e5c1a-7d24-4f6b-8a8e-4c2f1d9b7e61")   # the namespace send uuids are made in
+
+
+class NotReady(Exception):
+    """An event that cannot be judged yet: answered 500, so the platform delivers it again."""
 
 
 def send_uuid(op: PlatformOp) -> str:
@@ -114,6 +121,10 @@ class FeishuAdapter(WebhookAdapter):
 
     async def _deliver(self, emit, payload: dict) -> None:
         """Store one callback's event (or skip it); the platform is answered when this returns."""
+        if not self._bot_open_id and self.settings["require_mention"] and group_message(payload):
+            # Whether it mentions the bot cannot be told before the platform has named the bot (connect): not
+            # answered 200, so the platform delivers it again, rather than skipped for good.
+            raise NotReady("the bot's open_id is not known yet (no answer from /bot/v3/info)")
         if (reason := skip_reason(payload, self._bot_open_id, self.settings["require_mention"])) is not None:
             self.skipped += 1
             self.say(logging.INFO, "%s: skipped %s", self.name, reason)

@@ -103,6 +103,10 @@ def _message(payload: Any) -> dict:
     return message if isinstance(message, dict) else {}
 
 
+def group_message(payload: Any) -> bool:
+    return bool(_message(payload)) and _message(payload).get("chat_type") != "p2p"
+
+
 def mentions_bot(payload: Any, bot_open_id: str) -> bool:
     mentions = _message(payload).get("mentions")
     return any(isinstance(m, dict) and isinstance(m.get("id"), dict) and m["id"].get("open_id") == bot_open_id
