@@ -15,6 +15,7 @@ import uuid
 
 import aiohttp
 import pytest
+from hypothesis import given, strategies as st
 
 from actors.adapters.errors import FloodError, MessageNotFoundError, PermanentError, RetryableError, TooLongError
 from actors.adapters.feishu.adapter import send_uuid
@@ -152,6 +153,35 @@ def test_status_reactions_become_the_platforms_emoji_types():
     for unknown in ("🦄", "no spaces allowed", "../x"):
         with pytest.raises(ValueError, match="no Feishu emoji type"):
             emoji_type(unknown)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner,
+                                                                                 max_size=4), max_leaves=20)
+
+
+@given(st.dictionaries(st.sampled_from(["message_id", "chat_id", "chat_type", "message_type", "content",
+                                        "mentions", "thread_id", "create_time"]), JSON, max_size=8))
+def test_any_message_is_an_event_or_malformed_never_a_crash(fields):
+    raw = receive(chat_type="group")
+    raw["event"]["message"].update(fields)
+    assert skip_reason(raw, DEFAULT_BOT_OPEN_ID, True) in (None, "a group message not addressed to the bot") or (
+        skip_reason(raw, DEFAULT_BOT_OPEN_ID, True).startswith("message type"))
+    try:
+        event = event_from_callback(raw, "fs", "p", DEFAULT_BOT_OPEN_ID)
+    except MalformedPayload:
+        return
+    assert event.platform_message_id and event.source.chat_id
+
+
+@given(st.binary(max_size=300), st.dictionaries(st.sampled_from(["X-Lark-Signature", "X-Lark-Request-Timestamp",
+                                                                 "X-Lark-Request-Nonce"]), st.text(max_size=70)))
+def test_any_request_opens_or_is_refused_never_a_crash(body, headers):
+    for key in (KEY, ""):
+        try:
+            opened(body, headers, key=key)
+        except CallbackRefused:
+            pass
 
 
 def op(op_id: str, text: str, key=None, chat: str = CHAT) -> PlatformOp:
@@ -408,3 +438,4 @@ def test_a_streamed_answer_keeps_edits_for_its_final_text_within_the_platforms_t
     assert len(message["text"]) >= 6000 and "▍" not in message["text"], message["text"][-80:]
     assert 18 <= message["edits"] <= 20, f"previews stop at 18, the final text in one of the 2 kept: {message}"
     assert harness.server.stats()["edit_cap_refusals"] == refused_before, "no edit went past the platform's cap"
+    assert harness.server.stats()["tokens_issued"] == 1, "one tenant token for every call of the adapter's life"

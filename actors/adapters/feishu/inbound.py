@@ -109,8 +109,9 @@ def group_message(payload: Any) -> bool:
 
 def mentions_bot(payload: Any, bot_open_id: str) -> bool:
     mentions = _message(payload).get("mentions")
-    return any(isinstance(m, dict) and isinstance(m.get("id"), dict) and m["id"].get("open_id") == bot_open_id
-               for m in mentions or () if bot_open_id)
+    return bool(bot_open_id) and isinstance(mentions, list) and any(
+        isinstance(m, dict) and isinstance(m.get("id"), dict) and m["id"].get("open_id") == bot_open_id
+        for m in mentions)
 
 
 def skip_reason(payload: Any, bot_open_id: str, require_mention: bool) -> Optional[str]:
@@ -127,8 +128,11 @@ def skip_reason(payload: Any, bot_open_id: str, require_mention: bool) -> Option
     if sender.get("sender_type") not in (None, "user"):
         return f"a message from a {str(sender.get('sender_type'))[:16]!r}"
     message = _message(payload)
-    if message.get("message_type") not in TAKEN_MESSAGES:
-        return f"message type {str(message.get('message_type'))[:24]!r}"
+    kind = message.get("message_type")
+    if not isinstance(kind, str):
+        return None   # malformed: normalise says why
+    if kind not in TAKEN_MESSAGES:
+        return f"message type {kind[:24]!r}"
     if require_mention and message.get("chat_type") != "p2p" and not mentions_bot(payload, bot_open_id):
         return "a group message not addressed to the bot"
     return None
@@ -163,7 +167,8 @@ def flatten_post(content: dict) -> str:
 
 def _with_names(text: str, message: dict) -> str:
     """Mention placeholders (``@_user_1``) as the names they stand for."""
-    for mention in message.get("mentions") or ():
+    mentions = message.get("mentions")
+    for mention in mentions if isinstance(mentions, list) else ():
         if isinstance(mention, dict) and isinstance(mention.get("key"), str):
             text = text.replace(mention["key"], "@" + str(mention.get("name") or "someone"))
     return text
@@ -180,6 +185,8 @@ def _text_and_attachments(message: dict, where: str) -> tuple[str, tuple]:
     if not isinstance(content, dict):
         raise MalformedPayload(f"{where}: content is no JSON object")
     kind = message.get("message_type")
+    if not isinstance(kind, str):
+        raise MalformedPayload(f"{where}: message_type must be a string")
     if kind == "text":
         if not isinstance(content.get("text"), str):
             raise MalformedPayload(f"{where}: a text message without text")
