@@ -1,10 +1,12 @@
 """FeishuAdapter: one Feishu / Lark custom app: event callbacks in, the IM API out (actors/adapters/feishu/README.md).
 A leaf process actor: the base (base.py) runs its intake and its lanes.
 
-The open platform's own SDK (lark-oapi) is not used: its HTTP client makes blocking calls, which the bridge loop
-must never wait on, and its long-connection client speaks a protobuf frame protocol to an endpoint it looks up
-itself, which no local fake could stand in for without patching its internals. The few calls the adapter needs are
-plain JSON over HTTPS (client.py), and the callbacks' crypto is two functions (crypto.py).
+The open platform's own SDK (lark-oapi) is not used. The calls the adapter makes are a few plain JSON requests
+(client.py), made through the kit's HttpSession like every other platform's, so a network failure says whether a
+send may have left (``maybe_done``), every error is redacted of the secret and token, and ``base_url`` points them at
+the test fake with nothing else to change; the callbacks' crypto is two functions over ``cryptography`` (crypto.py).
+The SDK would carry weight only for the long-connection mode (its WebSocket client's protobuf frames), which is not
+built (README.md): a new dependency for it is the decision of whoever builds that mode against a fake of it.
 
 States: not connected -> connected (the callback server listens, a tenant access token was made from the app id and
 secret, and /bot/v3/info named the bot) -> back to not connected on a failure (the base reconnects with backoff; a
@@ -15,12 +17,12 @@ Intake (callback_server.py): the signature, its age, the decryption and the veri
 anything is stored; a refused callback is logged once with its reason, answered 401, nothing stored. The URL check
 is answered with its challenge. A group message that comes before the platform has named the bot (the first
 connect), where mentions are required, is answered 500 and comes again: whether it mentions the bot cannot be told
-yet. An event that is no input (another event type, a bot's message, a group message
-not addressed to the bot where mentions are required) is answered and skipped with a log line; one committed in
-this life already (its ``event_id``: a redelivery) is skipped before any write; any other is stored, and the platform
-is answered 200 only after the transaction commits. The inbox's (adapter, message id) dedup covers a redelivery
-after a restart. What survives kill -9: a committed row (the platform was answered after it); a callback cut before
-its commit was never answered 200, so the platform delivers it again.
+yet. An event that is no input (another event type, a bot's message, a group message not addressed to the bot
+where mentions are required) is answered and skipped with a log line; one committed in this life already (its
+``event_id``: a redelivery) is skipped before any write; any other is stored, and the platform is answered 200 only
+after the transaction commits. The inbox's (adapter, message id) dedup covers a redelivery after a restart. What
+survives kill -9: a committed row (the platform was answered after it); a callback cut before its commit was never
+answered 200, so the platform delivers it again.
 
 Outbound: a text part is one ``text`` message, at most 30,000 UTF-8 bytes (refused as too long before it leaves; the
 consumer cuts at the limit). In a one-to-one chat it is created in the chat; in a group, where it answers a message,
