@@ -29,7 +29,6 @@ class CallbackServer(PushServer):
         super().__init__(host, port, path, limits, on_refused)
         self._encrypt_key, self._token, self._max_age_s = encrypt_key, verification_token, max_age_s
         self._deliver, self._on_error = deliver, on_error
-        self.refused = 0
 
     async def handle(self, request: web.Request) -> web.Response:
         try:
@@ -41,9 +40,7 @@ class CallbackServer(PushServer):
                                     verification_token=self._token, now=time.time(), max_age_s=self._max_age_s)
             challenge = challenge_of(payload)
         except CallbackRefused as refused:
-            self.refused += 1
-            self._on_refused(f"callback refused: {refused.reason}")
-            return web.Response(status=refused.status, text="refused")
+            return self.refusal("callback", refused.reason, refused.status)
         if challenge is not None:
             return web.json_response({"challenge": challenge})
         return await self.stored(payload, self._deliver, self._on_error)
