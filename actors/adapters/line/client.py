@@ -28,7 +28,6 @@ from __future__ import annotations
 from typing import Any, Optional
 from urllib.parse import quote
 
-
 from actors.adapters.errors import FloodError, PermanentError, PlatformError, RetryableError, TooLongError
 from actors.adapters.http_session import HttpSession
 from common.redact import redact as redact_secrets
