@@ -24,7 +24,7 @@ from actors.adapters.feishu.formatting import emoji_type
 from actors.adapters.feishu.crypto import CallbackRefused, decrypt, encrypt, signature
 from actors.adapters.feishu.inbound import event_from_callback, flatten_post, open_callback, skip_reason
 from actors.adapters.payload_fields import MalformedPayload
-from actors.messages import PlatformOp
+from actors.messages import PlatformOp, Source
 from storage import Store, StorageError
 from tests.actor_system import wait_for
 from tests.adapters.harnesses.feishu import FeishuHarness
@@ -439,3 +439,18 @@ def test_a_streamed_answer_keeps_edits_for_its_final_text_within_the_platforms_t
     assert 18 <= message["edits"] <= 20, f"previews stop at 18, the final text in one of the 2 kept: {message}"
     assert harness.server.stats()["edit_cap_refusals"] == refused_before, "no edit went past the platform's cap"
     assert harness.server.stats()["tokens_issued"] == 1, "one tenant token for every call of the adapter's life"
+
+
+def test_a_message_in_a_thread_is_its_own_session_answered_in_that_thread(rig):
+    harness, gateway = rig
+    server, name = harness.server, f"thread-{uuid.uuid4().hex[:6]}"
+    group, member, thread = server.group(name), server.user(f"{name}-member"), "omt_" + uuid.uuid4().hex[:16]
+    asked = server.message_event(group, member, "text", {"text": "@_user_1 in the thread"}, chat_type="group",
+                                 mentions=(server.bot_mention(),), thread_id=thread)
+    server.deliver(asked)
+    [message] = wait_for(lambda: server.messages(group), 60, 0.1, "the answer in the group")
+    assert message["via"] == "reply" and message["in_thread"] is True
+    assert message["root_id"] == asked["event"]["message"]["message_id"]
+    source = Source(platform="feishu", chat_id=group, chat_type="group", thread_id=thread, user_id=member)
+    [row] = wait_for(lambda: rows_of(gateway, source), 30, 0.1, "the thread's own session row")
+    assert row.payload["source"]["thread_id"] == thread
