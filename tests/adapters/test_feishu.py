@@ -454,3 +454,30 @@ def test_a_message_in_a_thread_is_its_own_session_answered_in_that_thread(rig):
     source = Source(platform="feishu", chat_id=group, chat_type="group", thread_id=thread, user_id=member)
     [row] = wait_for(lambda: rows_of(gateway, source), 30, 0.1, "the thread's own session row")
     assert row.payload["source"]["thread_id"] == thread
+
+
+def test_a_group_message_before_the_bot_is_known_is_delivered_again_not_skipped(tmp_path):
+    harness = FeishuHarness(tmp_path)
+    harness.start()
+    server = harness.server
+    server.bot_info_down = True   # the API is out: the adapter cannot learn its own open_id, callbacks still come
+    server.configure(retries=60)
+    gateway = Gateway(tmp_path, extra_toml=harness.adapter_toml(), watchdog_interval=30.0)
+    try:
+        gateway.start()
+        gateway.wait_ready()
+        harness.callback_ready()
+        group, member = server.group("early"), server.user("early-member")
+        asked = server.message_event(group, member, "text", {"text": "@_user_1 are you there"}, chat_type="group",
+                                     mentions=(server.bot_mention(),))
+        handle = server.deliver(asked)
+        wait_for(lambda: any(a["status"] == 500 for a in server.callback(handle)["attempts"]), 30, 0.05,
+                 "the callback answered 500 while the bot is unknown")
+        server.bot_info_down = False
+        wait_for(lambda: server.callback(handle)["state"] == "acked", 90, 0.1, "the redelivery stored")
+        [message] = wait_for(lambda: server.messages(group), 60, 0.1, "the answer in the group")
+        assert message["root_id"] == asked["event"]["message"]["message_id"]
+    finally:
+        gateway.cli("stop")
+        gateway.kill_everything()
+        harness.stop()

@@ -66,6 +66,7 @@ class FakeFeishu(CallbackMethods, FakeServer):
         self._http = None
         self._tasks: set = set()
         self._recent_sends: dict = {}   # chat -> times of its recent sends (the 5-a-second limit)
+        self.bot_info_down = False      # True: /bot/v3/info answers 500 (an outage of the API, not of callbacks)
 
     def initial_state(self) -> dict:
         stats = dict.fromkeys(("tokens_issued", "token_refusals", "sends", "uuid_repeats", "edits", "edit_cap_refusals",
@@ -208,6 +209,8 @@ class FakeFeishu(CallbackMethods, FakeServer):
     async def bot_info(self, request: web.Request) -> web.Response:
         if not self.authorised(request):
             return web.json_response(BAD_TOKEN, status=400)
+        if self.bot_info_down:
+            return web.json_response({"code": 1000, "msg": "internal error"}, status=500)
         return web.json_response({"code": 0, "msg": "ok", "bot": {
             "activate_status": 2, "app_name": "Fake bot", "avatar_url": "", "ip_white_list": [],
             "open_id": self.bot_open_id}})
