@@ -1,8 +1,10 @@
-"""The Feishu / Lark adapter: its pure parts (the callback crypto and checks, events to MessageEvents, send uuids,
-error classes), its client against the fake open platform (the tenant token cached and remade, a uuid repeated), and
-what the platform does that others do not, in the real daemon against the fake (tests/fakes/feishu): a callback
-without the app's signature refused 401 and nothing stored, the URL check answered with its challenge, an event
-delivered twice one turn, a group message answered only when it mentions the bot, and as a reply to it. The
+"""The Feishu / Lark adapter: its pure parts (the callback crypto and checks, events to MessageEvents, hostile fields,
+send uuids, emoji types, error classes), its client against the fake open platform (the tenant token cached and
+remade, a uuid repeated, uploads), the doctor's probe, and what the platform does that others do not, in the real
+daemon against the fake (tests/fakes/feishu): a callback without the app's signature refused 401 and nothing stored,
+the URL check answered with its challenge, an event delivered twice one turn, a group message answered only when it
+mentions the bot (as a reply to it; in its thread where it came in one), one that comes while the bot is not known
+yet delivered again rather than skipped, and a streamed answer's edits within the platform's 20 a message. The
 conformance suite runs it too (tests/adapters/harnesses/feishu.py): its delivery case is the kill -9 between a send
 reaching the platform and its id being recorded, shown once under the send's uuid.
 """
