@@ -48,6 +48,7 @@ from daemon.doctor_probes import probe_irc
 from daemon.doctor_probes import probe_mattermost
 from daemon.doctor_probes import probe_line
 from daemon.doctor_probes import probe_googlechat
+from daemon.doctor_probes import probe_feishu
 from daemon.dependency_audit import audit_check
 from daemon.doctor_mcp import mcp_probes
 from actors.hooks.plugins import load_plugins
@@ -65,6 +66,7 @@ CREDENTIAL_PROBES["irc"] = probe_irc
 CREDENTIAL_PROBES["mattermost"] = probe_mattermost
 CREDENTIAL_PROBES["line"] = probe_line
 CREDENTIAL_PROBES["googlechat"] = probe_googlechat
+CREDENTIAL_PROBES["feishu"] = probe_feishu
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 
@@ -246,6 +248,8 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
             ports.append((f"{name} webhook", args["webhook_host"], args["webhook_port"]))
         elif args["type"] == "googlechat":
             ports.append((f"{name} events", args["webhook_host"], args["webhook_port"]))
+        elif args["type"] == "feishu":
+            ports.append((f"{name} callbacks", args["callback_host"], args["callback_port"]))
     return ports
 
 

@@ -1,6 +1,7 @@
 """The HTTP side of a platform's API client: its aiohttp session, made on first use (on the loop that uses it: an
 aiohttp session binds to the running loop) and owned and closed by the client unless the caller gave one, and one
-JSON request whose network failure says whether it may have reached the platform.
+JSON request whose network failure says whether it may have reached the platform, and one download of a user's
+file within a size cap (``download``: LINE's content, Feishu's message resources).
 
 A base class of the API clients (telegram/client.py, slack/client.py, discord/client.py, fake/client.py); its fields
 are its own, the clients call ``request_json`` and inherit ``close`` and the ``async with`` form.
@@ -51,6 +52,27 @@ class HttpSession:
 
     async def __aenter__(self):
         return self
+
+    async def download(self, url: str, cap: int, too_large: Callable[[int], Exception], *, op: str,
+                       refused: Callable[[int, Any, Mapping[str, str]], Exception],
+                       redact: Callable[[str], str] = lambda text: text, headers: Optional[Mapping[str, str]] = None,
+                       ready: Callable[[aiohttp.ClientResponse], bool] = lambda resp: resp.status == 200) -> bytes:
+        """A user's file: ``GET url`` read within ``cap`` (``capped_body``), with at least a minute for it. An
+        answer that is not ``ready`` is ``refused(status, its JSON body or None, headers)``, raised; a network error
+        or a timeout is a RetryableError of ``op`` (a read changes nothing: no ``maybe_done``)."""
+        timeout = aiohttp.ClientTimeout(total=max(self.request_timeout, 60.0))
+        try:
+            async with self.session().get(url, timeout=timeout, headers=headers) as resp:
+                if not ready(resp):
+                    text = await resp.content.read(64 * 1024)
+                    try:
+                        body = json.loads(text)
+                    except (ValueError, RecursionError):
+                        body = None
+                    raise refused(resp.status, body, resp.headers)
+                return await capped_body(resp, cap, too_large)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise RetryableError(f"network error: {type(exc).__name__}: {redact(str(exc))}", method=op) from None
 
     async def __aexit__(self, *exc) -> None:
         await self.close()

@@ -35,6 +35,7 @@ class PushServer:
         self._on_refused = on_refused
         self._runner: Optional[web.AppRunner] = None
         self.port: Optional[int] = None
+        self.refused = 0   # requests refused by the platform's own checks (``refusal``)
 
     async def handle(self, request: web.Request) -> web.Response:
         raise NotImplementedError
@@ -49,6 +50,13 @@ class PushServer:
         except web.HTTPRequestEntityTooLarge:
             self._on_refused(f"body over {self.max_body_bytes} bytes")
             raise Refused(web.Response(status=413, text="too large")) from None
+
+    def refusal(self, what: str, reason: str, status: int) -> web.Response:
+        """A request the platform's checks refused (a bad signature, no event): counted, its reason reported once,
+        answered ``status`` with nothing else done."""
+        self.refused += 1
+        self._on_refused(f"{what} refused: {reason}")
+        return web.Response(status=status, text="refused")
 
     async def stored(self, event: Any, deliver: Callable[[Any], Awaitable[None]],
                      on_error: Callable[[str], None]) -> web.Response:

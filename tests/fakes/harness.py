@@ -127,6 +127,15 @@ async def ping_forever(ws: web.WebSocketResponse, interval: float, payload: byte
                 return
 
 
+async def json_object(request: web.Request) -> dict:
+    """A request's JSON object body ({} for anything else: the handlers then refuse what is missing)."""
+    try:
+        params = json.loads(await request.read() or b"null")
+    except ValueError:
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
 def drop_connection(request: web.Request) -> web.Response:
     """Close the socket without answering; the client sees a disconnect. The response returned is never sent."""
     if request.transport is not None:

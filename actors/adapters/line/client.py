@@ -25,15 +25,11 @@ Failures, as actors.adapters.errors:
 """
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
-
 from actors.adapters.errors import FloodError, PermanentError, PlatformError, RetryableError, TooLongError
-from actors.adapters.http_session import HttpSession, capped_body, retry_after_header
+from actors.adapters.http_session import HttpSession, retry_after_header
 from common.redact import redact as redact_secrets
 
 MONTHLY_LIMIT = "monthly limit"
@@ -97,19 +93,12 @@ class LineAPI(HttpSession):
     async def content(self, message_id: str, cap: int) -> bytes:
         """The bytes of a user's image, audio or file, read in pieces and given up past ``cap`` (ContentTooLarge).
         202: LINE is still preparing it (a retry comes later); 404: gone or never there."""
-        url = f"{self.data_url}/v2/bot/message/{quote(message_id, safe='')}/content"
-        timeout = aiohttp.ClientTimeout(total=max(self.request_timeout, 60.0))
-        try:
-            async with self.session().get(url, timeout=timeout) as resp:
-                if resp.status == 202:
-                    raise RetryableError("the content is still being prepared", method="content", status=202)
-                if resp.status != 200:
-                    text = await resp.content.read(64 * 1024)
-                    raise classify("content", resp.status, _json(text), resp.headers, self.rate_limit_wait_s)
-                return await capped_body(resp, cap, ContentTooLarge)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise RetryableError(f"network error: {type(exc).__name__}: {self.redact(str(exc))}",
-                                 method="content") from None
+        def refused(status: int, body: Any, headers) -> Exception:
+            if status == 202:
+                return RetryableError("the content is still being prepared", method="content", status=202)
+            return classify("content", status, body, headers, self.rate_limit_wait_s)
+        return await self.download(f"{self.data_url}/v2/bot/message/{quote(message_id, safe='')}/content", cap,
+                                   ContentTooLarge, op="content", refused=refused, redact=self.redact)
 
     async def _call(self, http_method: str, path: str, op: str, **kwargs) -> dict:
         status, headers, body = await self.request_json(http_method, self.base_url + path, op=op,
@@ -148,9 +137,3 @@ def classify(op: str, status: int, body: Any, headers=None, rate_limit_wait_s: f
         return TooLongError(description, method=op, status=status)
     return PermanentError(description, method=op, status=status)
 
-
-def _json(data: bytes) -> Any:
-    try:
-        return json.loads(data)
-    except (TypeError, ValueError, RecursionError):
-        return None

@@ -29,7 +29,6 @@ class WebhookServer(PushServer):
         super().__init__(host, port, path, limits, on_refused)
         self._secret = channel_secret
         self._deliver, self._on_error = deliver, on_error
-        self.refused = 0
 
     async def handle(self, request: web.Request) -> web.Response:
         try:
@@ -41,7 +40,5 @@ class WebhookServer(PushServer):
                 raise WebhookRefused("bad or missing X-Line-Signature", status=401)
             events = events_of(body)
         except WebhookRefused as refused:
-            self.refused += 1
-            self._on_refused(f"webhook refused: {refused.reason}")
-            return web.Response(status=refused.status, text="refused")
+            return self.refusal("webhook", refused.reason, refused.status)
         return await self.stored(events, self._deliver, self._on_error)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
 import secrets
 import time
@@ -12,7 +11,8 @@ from typing import Optional
 
 from aiohttp import web
 
-from tests.fakes.harness import FakeServer, FaultScript, FloodGate, control_route, drop_connection
+from tests.fakes.harness import (FakeServer, FaultScript, FloodGate, control_route, drop_connection,
+                                 json_object)
 from tests.fakes.line.webhooks import WebhookMethods
 
 DEFAULT_CHANNEL_SECRET = "0123456789abcdef0123456789abcdef"
@@ -33,15 +33,6 @@ def utf16_units(text: str) -> int:
 def line_id(prefix: str, name: str) -> str:
     """A user, group or room id as LINE writes them (a letter and 32 hex digits), made from a test's name."""
     return prefix + hashlib.md5(name.encode()).hexdigest()
-
-
-async def json_object(request: web.Request) -> dict:
-    """A request's JSON object body ({} for anything else: the handlers then refuse what is missing)."""
-    try:
-        params = json.loads(await request.read() or b"null")
-    except ValueError:
-        return {}
-    return params if isinstance(params, dict) else {}
 
 
 class FakeLine(WebhookMethods, FakeServer):
@@ -81,7 +72,7 @@ class FakeLine(WebhookMethods, FakeServer):
             self.faults.configure(**settings)
 
     async def on_stopping(self) -> None:
-        await self.close_webhooks()
+        await self.close_deliveries()
 
     # -- injected input
     @staticmethod
