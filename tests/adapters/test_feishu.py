@@ -431,7 +431,9 @@ def test_a_streamed_answer_keeps_edits_for_its_final_text_within_the_platforms_t
     chat = f"stream-{uuid.uuid4().hex[:6]}"
     chat_id = harness.source(chat).chat_id
     refused_before = harness.server.stats()["edit_cap_refusals"]
-    harness.inject(chat, "#long 6000 #slow 0.02")
+    # ~13 s of streaming (65 pieces): far more edit chances than the 20 a message takes, even when a loaded machine
+    # makes each edit slow (at 1.3 s a busy run made only 12 edits in all).
+    harness.inject(chat, "#long 6000 #slow 0.2")
     wait_for(lambda: (o := obligations(gateway, chat_id)) and all(x.state == "delivered" for x in o), 90, 0.1,
              "the streamed answer delivered in the ledger")
     every = harness.server.messages(chat_id)

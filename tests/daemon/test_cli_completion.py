@@ -64,6 +64,7 @@ def test_bash_completes_commands_choices_and_file_names(tmp_path):
     assert complete_in_bash(script, "agent-gateway", "--config", "gate", cwd=tmp_path) == ["gateway.toml"]
 
 
+@pytest.mark.timeout(180)   # six runs of the whole program and two shells: ~5 s quiet, 33 s once at load 6
 def test_zsh_and_fish_scripts_and_another_program_name(tmp_path):
     for shell, marker in (("zsh", "#compdef agent-gateway"), ("fish", "complete -c agent-gateway")):
         script = completion(shell, cwd=tmp_path).stdout
