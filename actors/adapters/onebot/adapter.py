@@ -36,9 +36,12 @@ from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.onebot.account_pace import AccountPace, DailyBoundReached, PaceRule
 from actors.adapters.onebot.inbound import event_from_raw, skip_reason
 from actors.adapters.onebot.link import Link
+from actors.adapters.onebot.reverse import ReverseListener
 from actors.messages import Attachment, MessageEvent, PlatformOp
+from supervision.http_serving import http_limits
 
 RECENT_IDS = 32            # message ids kept in the offset
+REVERSE_WAIT_S = 30.0      # an intake attempt waits this long for the implementation to connect (reverse mode)
 DOWNLOAD_TIMEOUT_S = 60.0
 
 
@@ -49,6 +52,7 @@ class OneBotAdapter(StreamingAdapter):
         self.nickname = ""
         self.skipped = 0
         self._link: Optional[Link] = None
+        self._listener: Optional[ReverseListener] = None
         self._pace: Optional[AccountPace] = None
         self._pace_lock: Optional[asyncio.Lock] = None
         self._http: Optional[aiohttp.ClientSession] = None
@@ -58,12 +62,16 @@ class OneBotAdapter(StreamingAdapter):
         # The implementation's heartbeat is the proof of life: two missed, plus a margin, is a zombie.
         return 2 * float(self.settings["heartbeat_interval_s"]) + 15.0
 
+    def _new_link(self) -> Link:
+        return Link(self.report_progress, float(self.settings["action_timeout_s"]))
+
     async def connect(self) -> None:
         await self.disconnect()
-        link = Link(self.settings["url"], self.settings["access_token"], self.report_progress,
-                    float(self.settings["action_timeout_s"]))
-        await link.connect()
-        self._link = link
+        if self.settings["mode"] == "reverse":
+            self._link = await self._reverse_link()
+        else:
+            self._link = await self._new_link().open_forward(self.settings["url"], self.settings["access_token"])
+        link = self._link
         info = await link.call("get_login_info", {})
         account = str(info.get("user_id", "")) if isinstance(info, dict) else ""
         if not account.isdigit():
@@ -74,10 +82,32 @@ class OneBotAdapter(StreamingAdapter):
                                  method="get_login_info")
         self.self_id, self.nickname = account, str(info.get("nickname") or "")
 
+    async def _reverse_link(self) -> Link:
+        """The implementation's connection to the adapter's server (started by the first attempt, kept after)."""
+        if self._listener is None:
+            s = self.settings
+            self._listener = ReverseListener(
+                s["listen_host"], int(s["listen_port"]), s["listen_path"], s["access_token"], str(s["self_id"]),
+                self._new_link, lambda reason: self.say(logging.WARNING, "%s: %s", self.name, reason),
+                http_limits(self.config))
+        if self._listener.port is None:
+            await self._listener.start()
+            self.say(logging.INFO, "%s: listening for the implementation at %s", self.name, self._listener.url)
+        try:
+            return await self._listener.accepted(REVERSE_WAIT_S)
+        except asyncio.TimeoutError:
+            refused = self._listener.last_refusal
+            raise RetryableError(f"the implementation has not connected to {self._listener.url} within "
+                                 f"{REVERSE_WAIT_S:g} s" + (f" (the last attempt was refused: {refused})"
+                                                             if refused else ""), method="websocket") from None
+
     async def disconnect(self) -> None:
         link, self._link = self._link, None
         if link is not None:
             await link.close()
+        if self.intake_stopped and self._listener is not None:
+            listener, self._listener = self._listener, None
+            await listener.close()
 
     async def run_intake(self, emit) -> None:
         link = self._link
@@ -166,10 +196,14 @@ class OneBotAdapter(StreamingAdapter):
         await self._paced("delete_msg", {"message_id": int(message_id)})
 
     def status_note(self) -> str:
-        return f"account {self.self_id or '?'}; pace {self._account_pace().status()}"
+        where = (self._listener.url if self._listener is not None else None) or self.settings["url"]
+        return f"account {self.self_id or '?'} via {where}; pace {self._account_pace().status()}"
 
     async def close(self) -> None:
         http, self._http = self._http, None
         if http is not None:
             await http.close()
         await self.disconnect()
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.close()

@@ -1,6 +1,6 @@
-"""The OneBot v11 forward WebSocket (the implementation serves ``ws://host:port/``; the adapter connects).
-
-On the universal endpoint ``/`` one connection carries both directions: the implementation pushes events
+"""A OneBot v11 WebSocket: the forward one (the implementation serves ``ws://host:port/``; the adapter connects:
+``Link.open_forward``) or a reverse one (the implementation connects to the adapter's server: reverse.py hands the
+accepted socket to ``Link.attach``). Either is the universal kind: one connection carries both directions: the implementation pushes events
 (``{"post_type": ...}``) and answers actions. An action is ``{"action", "params", "echo"}``; its answer
 ``{"status": "ok"|"async"|"failed", "retcode", "data", "echo"}`` carries the same ``echo``, which is how an
 answer finds its caller among the events around it. The access token goes in the ``Authorization: Bearer``
@@ -45,11 +45,11 @@ class ActionFailed(PermanentError):
 class Link:
     """One connection. ``events()`` yields pushed events; ``call()`` runs an action and returns its ``data``."""
 
-    def __init__(self, url: str, token: str, alive: Callable[[], None], action_timeout_s: float):
-        self.url, self._token, self.alive = url.rstrip("/") + "/", token, alive
-        self.action_timeout_s = action_timeout_s
+    def __init__(self, alive: Callable[[], None], action_timeout_s: float):
+        self.alive, self.action_timeout_s = alive, action_timeout_s
         self._http: Optional[aiohttp.ClientSession] = None
-        self._ws: Optional[aiohttp.ClientWebSocketResponse] = None
+        self._ws: Any = None         # aiohttp's client WebSocket, or the server's WebSocketResponse (reverse)
+        self.ended = asyncio.Event()  # the connection is over (a reverse socket's handler waits on it)
         self._reader: Optional[asyncio.Task] = None
         self._answers: dict[str, asyncio.Future] = {}
         self._events: asyncio.Queue = asyncio.Queue()
@@ -60,11 +60,18 @@ class Link:
     def open(self) -> bool:
         return self._ws is not None and not self._ws.closed
 
-    async def connect(self) -> None:
+    def attach(self, ws: Any) -> "Link":
+        """Read an accepted (reverse) socket."""
+        self._ws = ws
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def open_forward(self, url: str, token: str) -> "Link":
+        """Connect to the implementation's forward WebSocket, the access token in the header."""
         self._http = aiohttp.ClientSession()
-        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         try:
-            self._ws = await self._http.ws_connect(self.url, headers=headers, max_msg_size=MAX_FRAME_BYTES,
+            self._ws = await self._http.ws_connect(url.rstrip("/") + "/", headers=headers, max_msg_size=MAX_FRAME_BYTES,
                                                    timeout=aiohttp.ClientWSTimeout(ws_close=5.0),
                                                    autoping=True)
         except aiohttp.WSServerHandshakeError as exc:
@@ -76,7 +83,7 @@ class Link:
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             await self.close()
             raise RetryableError(f"cannot connect: {type(exc).__name__}", method="websocket") from None
-        self._reader = asyncio.create_task(self._read())
+        return self.attach(self._ws)
 
     async def _read(self) -> None:
         ws = self._ws
@@ -101,6 +108,9 @@ class Link:
                 self._events.put_nowait(body)
         except (aiohttp.ClientError, OSError) as exc:
             reason = f"the connection failed: {type(exc).__name__}"
+        except asyncio.CancelledError:
+            reason = "the adapter closed the connection"
+            raise
         finally:
             self.closed_because = reason
             for waiter in self._answers.values():
@@ -109,6 +119,7 @@ class Link:
                                                         method="websocket", maybe_done=True))
             self._answers.clear()
             self._events.put_nowait(CLOSED)
+            self.ended.set()
             if not ws.closed:
                 await ws.close()
 
@@ -148,6 +159,7 @@ class Link:
         if reader is not None:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
+        self.ended.set()
         http, self._http = self._http, None
         if http is not None:
             await http.close()

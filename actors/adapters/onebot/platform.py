@@ -1,5 +1,5 @@
 """OneBot v11: the open protocol QQ frameworks speak (NapCat, LLOneBot, Lagrange.OneBot), reached over its forward
-WebSocket (README.md beside this file). Anyone who can add the QQ account can write to it: strangers get a pairing
+WebSocket or its reverse one (README.md beside this file). Anyone who can add the QQ account can write to it: strangers get a pairing
 code unless the table says otherwise.
 
 Pacing. OneBot itself has no rate limit and no 429: the account is a person's QQ account, and what QQ punishes
@@ -24,10 +24,17 @@ def _pace_is_sane(table) -> tuple[str, str] | None:
     return None
 
 
-def _url_is_websocket(table) -> tuple[str, str] | None:
-    if not str(table["url"]).startswith(("ws://", "wss://")):
+def _mode_is_complete(table) -> tuple[str, str] | None:
+    if table["mode"] == "forward" and not str(table["url"]).startswith(("ws://", "wss://")):
         return "url", "must be the implementation's forward WebSocket, ws://host:port or wss://..."
+    if table["mode"] == "reverse" and not str(table["listen_path"]).startswith("/"):
+        return "listen_path", "must start with /"
+    if table["mode"] == "reverse" and not table["access_token"] and table["listen_host"] not in LOOPBACK:
+        return "access_token", "a reverse WebSocket listening beyond this machine needs an access token"
     return None
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 PLATFORM = Platform(
@@ -37,9 +44,16 @@ PLATFORM = Platform(
     pacing=paced("onebot", CAPABILITIES, 4500, "chars", edit_interval_s=0.0, min_edit_delta_chars=0,
                  per_chat_ops_per_s=1 / 1.5, per_chat_burst=2, typing_interval_s=None),
     options={
-        "url": Option(str, doc="the implementation's forward WebSocket, e.g. ws://127.0.0.1:3001"),
-        "access_token": Option(str, "", secret=True, doc="the implementation's access_token (sent as "
-                                                         "Authorization: Bearer); empty only on a loopback address"),
+        "mode": Option(str, "forward", allowed=("forward", "reverse"),
+                       doc="forward: the gateway connects to the implementation's WebSocket server (url); "
+                           "reverse: the implementation connects to the gateway's (listen_host, listen_port)"),
+        "url": Option(str, "", doc="forward: the implementation's WebSocket server, e.g. ws://127.0.0.1:3001"),
+        "listen_host": Option(str, "127.0.0.1", doc="reverse: the address the gateway listens on"),
+        "listen_port": Option(int, 6700, doc="reverse: the port the gateway listens on (0: any free one, "
+                                             "logged)"),
+        "listen_path": Option(str, "/onebot/v11/ws", doc="reverse: the path of the WebSocket"),
+        "access_token": Option(str, "", secret=True, doc="the implementation's access_token: sent as "
+                                                         "Authorization: Bearer (forward), required of it (reverse)"),
         "self_id": Option(str, "", doc="the QQ account (its number) this table speaks for; empty: the account "
                                        "get_login_info names. Events of any other account are skipped"),
         "require_mention": Option(bool, True, doc="in groups answer only a message that @-mentions the account "
@@ -53,4 +67,4 @@ PLATFORM = Platform(
                                              "so, until the day ends"),
         "action_timeout_s": Option(float, 20.0, doc="an action's answer must come within this"),
     },
-    checks=(_pace_is_sane, _url_is_websocket))
+    checks=(_pace_is_sane, _mode_is_complete))
