@@ -23,6 +23,8 @@ from aiohttp import web
 from actors.adapters.onebot.link import MAX_FRAME_BYTES, Link
 from supervision.http_serving import HttpLimits, serve
 
+REFUSAL_LOG_EVERY_S = 60.0
+
 
 def token_given(request: web.Request) -> Optional[str]:
     header = request.headers.get("Authorization", "")
@@ -57,6 +59,7 @@ class ReverseListener:
         self._fresh: asyncio.Queue = asyncio.Queue(maxsize=1)
         self.refused = 0
         self.last_refusal = ""
+        self._last_logged = float("-inf")
 
     @property
     def url(self) -> Optional[str]:
@@ -76,7 +79,11 @@ class ReverseListener:
         if why is not None:
             self.refused += 1
             self.last_refusal = why[1]
-            self._on_refused(f"a reverse WebSocket from {request.remote} refused: {why[1]}")
+            now = asyncio.get_running_loop().time()
+            if now - self._last_logged >= REFUSAL_LOG_EVERY_S:   # a client retrying forever does not flood the log
+                self._last_logged = now
+                self._on_refused(f"a reverse WebSocket from {request.remote} refused: {why[1]} "
+                                 f"({self.refused} refused so far)")
             return web.Response(status=why[0], text=why[1])
         ws = web.WebSocketResponse(max_msg_size=MAX_FRAME_BYTES, autoping=True)
         await ws.prepare(request)

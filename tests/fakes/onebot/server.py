@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any, Optional
 
+import aiohttp
 from aiohttp import WSMsgType, web
 
 from tests.fakes.harness import FakeServer, FaultScript
@@ -57,7 +58,9 @@ class FakeOneBot(FakeServer):
         self._tasks: set[asyncio.Task] = set()
         self.refused: list[int] = []          # HTTP statuses of refused handshakes
         self._pongs: dict[web.WebSocketResponse, asyncio.Event] = {}
-        self.files: dict[str, bytes] = {}     # what image segments' URLs serve (in memory)
+        self.files: dict[str, bytes] = {}
+        self.reverse_attempts: list[int] = []
+        self._reverse = None     # what image segments' URLs serve (in memory)
 
     def initial_state(self) -> dict:
         return {"next_id": 1, "events": {}, "messages": {}, "ops": [], "paced": [], "pace_violations": 0,
@@ -95,6 +98,11 @@ class FakeOneBot(FakeServer):
                 return web.Response(status=status, text="access token missing" if status == 401 else "forbidden")
         ws = web.WebSocketResponse(max_msg_size=4 << 20, autoping=False)
         await ws.prepare(request)
+        await self._serve_socket(ws)
+        return ws
+
+    async def _serve_socket(self, ws) -> None:
+        """One universal connection, either way it was opened: events out, actions in."""
         self._pongs[ws] = asyncio.Event()
         self._sockets.add(ws)
         await ws.send_str(json.dumps(self._meta("lifecycle", sub_type="connect")))
@@ -118,7 +126,34 @@ class FakeOneBot(FakeServer):
             self._pongs.pop(ws, None)
             with self.mutate():
                 pass          # wakes waiters on ``connected``
-        return ws
+
+    # -- the reverse WebSocket: the fake connects to the bot's server, and again after every drop
+    def connect_reverse(self, url: str, token: Optional[str], reconnect_interval: float = 0.5,
+                        self_id: Optional[int] = None) -> None:
+        """Keep a reverse connection to ``url`` (``token`` None: no Authorization header), reconnecting every
+        ``reconnect_interval`` seconds after a drop or a refusal, as an implementation's WebSocket client does.
+        Each attempt's outcome (101, or the HTTP status of a refusal, or 0: unreachable) is in
+        ``reverse_attempts``."""
+        async def forever():
+            headers = {"X-Self-ID": str(self.self_id if self_id is None else self_id), "X-Client-Role": "Universal",
+                       "User-Agent": "OneBot/11"}
+            if token is not None:
+                headers["Authorization"] = f"Bearer {token}"
+            async with aiohttp.ClientSession() as http:
+                while True:
+                    try:
+                        ws = await http.ws_connect(url, headers=headers, autoping=False, max_msg_size=4 << 20)
+                    except aiohttp.WSServerHandshakeError as exc:
+                        self.reverse_attempts.append(exc.status)
+                    except (aiohttp.ClientError, OSError):
+                        self.reverse_attempts.append(0)
+                    else:
+                        self.reverse_attempts.append(101)
+                        await self._serve_socket(ws)
+                    with self.mutate():
+                        pass
+                    await asyncio.sleep(reconnect_interval)   # the implementation's reconnect interval
+        self._reverse = asyncio.run_coroutine_threadsafe(forever(), self._loop)
 
     async def _heartbeats(self, ws) -> None:
         while not ws.closed and self.heartbeat_interval > 0:
@@ -139,6 +174,8 @@ class FakeOneBot(FakeServer):
             pass
 
     async def on_stopping(self) -> None:
+        if self._reverse is not None:
+            self._reverse.cancel()
         for ws in list(self._sockets):
             await ws.close()
 
