@@ -60,6 +60,7 @@ class FakeOneBot(FakeServer):
         self._pongs: dict[web.WebSocketResponse, asyncio.Event] = {}
         self.files: dict[str, bytes] = {}
         self.reverse_attempts: list[int] = []
+        self.accepted = 0                     # connections served since the start
         self._reverse = None     # what image segments' URLs serve (in memory)
 
     def initial_state(self) -> dict:
@@ -105,6 +106,7 @@ class FakeOneBot(FakeServer):
         """One universal connection, either way it was opened: events out, actions in."""
         self._pongs[ws] = asyncio.Event()
         self._sockets.add(ws)
+        self.accepted += 1
         await ws.send_str(json.dumps(self._meta("lifecycle", sub_type="connect")))
         beat = asyncio.create_task(self._heartbeats(ws))
         try:
