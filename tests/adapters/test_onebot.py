@@ -249,6 +249,9 @@ def test_a_burst_of_20_answers_in_one_group_goes_at_the_accounts_pace(tmp_path):
         assert [m["text"] for m in fake.sent(chat)] == [f"answer {i}" for i in range(20)]
         assert fake.stats()["pace_violations"] == 0, fake.gaps()
         assert min(fake.gaps()) >= 0.3
+        shown = gateway.cli("status").stdout
+        assert f"account {SELF} via ws://127.0.0.1:{fake.port}; pace 30/min, gap >= 0.3 s (+ up to 0.2 s), " \
+               "1000/day; 20 sent today" in shown, shown
     finally:
         if previous is None:
             os.environ.pop("GATEWAY_STATE_DIR", None)

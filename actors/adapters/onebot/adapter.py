@@ -142,11 +142,15 @@ class OneBotAdapter(StreamingAdapter):
             return await capped_body(resp, cap, lambda size: AttachmentTooLarge(size, cap))
 
     # ------------------------------------------------------------------------------------------------ outbound
+    def _rule(self) -> PaceRule:
+        s = self.settings
+        return PaceRule(float(s["messages_per_minute"]), float(s["min_gap_s"]), float(s["gap_jitter_s"]),
+                        int(s["daily_limit"]))
+
     def _account_pace(self) -> AccountPace:
+        """The account's pace (loop thread: made by the first message)."""
         if self._pace is None:
-            s = self.settings
-            self._pace = AccountPace(PaceRule(float(s["messages_per_minute"]), float(s["min_gap_s"]),
-                                              float(s["gap_jitter_s"]), int(s["daily_limit"])))
+            self._pace = AccountPace(self._rule())
             self._pace_lock = asyncio.Lock()
         return self._pace
 
@@ -197,7 +201,9 @@ class OneBotAdapter(StreamingAdapter):
 
     def status_note(self) -> str:
         where = (self._listener.url if self._listener is not None else None) or self.settings["url"]
-        return f"account {self.self_id or '?'} via {where}; pace {self._account_pace().status()}"
+        pace = self._pace       # made on the loop; read here as it stands
+        shown = pace.status() if pace is not None else f"{self._rule().describe()}; 0 sent today"
+        return f"account {self.self_id or '?'} via {where}; pace {shown}"
 
     async def close(self) -> None:
         http, self._http = self._http, None
