@@ -5,7 +5,7 @@ code unless the table says otherwise.
 Pacing. OneBot itself has no rate limit and no 429: the account is a person's QQ account, and what QQ punishes
 (a muted or banned account) is sending faster than a person does. So the adapter keeps the whole account at a human
 pace (``account_pace.py``: a per-minute bound, a minimum gap with jitter, a daily bound; the options below), and
-each chat at one message per 1.5 s with a burst of 2 (the kit's per-chat budget) under it. No edits (QQ has none):
+each chat at one message per 2 s with a burst of 2 (the kit's per-chat budget) under it. No edits (QQ has none):
 answers go once, final. Text: OneBot names no limit; QQ clients cut long messages at about 5,000 characters, so a
 message is kept to 4,500 (``chars``). No idempotent send: a send whose answer was lost is re-sent with the mark."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
@@ -42,7 +42,7 @@ PLATFORM = Platform(
     summary="QQ through OneBot v11 (NapCat, LLOneBot, Lagrange): its forward WebSocket, paced like a person",
     intake="socket", capabilities=CAPABILITIES, access="pairing",
     pacing=paced("onebot", CAPABILITIES, 4500, "chars", edit_interval_s=0.0, min_edit_delta_chars=0,
-                 per_chat_ops_per_s=1 / 1.5, per_chat_burst=2, typing_interval_s=None),
+                 per_chat_ops_per_s=0.5, per_chat_burst=2, typing_interval_s=None),
     options={
         "mode": Option(str, "forward", allowed=("forward", "reverse"),
                        doc="forward: the gateway connects to the implementation's WebSocket server (url); "
