@@ -47,6 +47,7 @@ from daemon.doctor_probes import probe_signal
 from daemon.doctor_probes import probe_irc
 from daemon.doctor_probes import probe_mattermost
 from daemon.doctor_probes import probe_line
+from daemon.doctor_probes import probe_onebot
 from daemon.dependency_audit import audit_check
 from daemon.doctor_mcp import mcp_probes
 from actors.hooks.plugins import load_plugins
@@ -63,6 +64,7 @@ CREDENTIAL_PROBES["signal"] = probe_signal
 CREDENTIAL_PROBES["irc"] = probe_irc
 CREDENTIAL_PROBES["mattermost"] = probe_mattermost
 CREDENTIAL_PROBES["line"] = probe_line
+CREDENTIAL_PROBES["onebot"] = probe_onebot
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 
@@ -242,6 +244,8 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
             ports.append((f"{name} webhooks", args["webhook_host"], args["webhook_port"]))
         elif args["type"] == "line":
             ports.append((f"{name} webhook", args["webhook_host"], args["webhook_port"]))
+        elif args["type"] == "onebot" and args["mode"] == "reverse":
+            ports.append((f"{name} reverse WebSocket", args["listen_host"], args["listen_port"]))
     return ports
 
 

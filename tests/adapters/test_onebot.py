@@ -268,3 +268,17 @@ def walk(node):
         node = stack.pop()
         yield node
         stack.extend(node.children)
+
+
+def test_doctor_asks_the_implementation_who_is_logged_in():
+    from actors.adapters import registry
+    from daemon.doctor_probes import probe_onebot
+    with FakeOneBot() as fake:
+        table = {"type": "onebot", "url": f"ws://127.0.0.1:{fake.port}"}
+        ok = asyncio.run(probe_onebot("qq", registry.validate_adapter("qq", dict(table, access_token=DEFAULT_TOKEN))))
+        assert ok.status == "ok" and f"get_login_info: {SELF}" in ok.detail, ok
+        bad = asyncio.run(probe_onebot("qq", registry.validate_adapter("qq", dict(table, access_token="wrong-1234"))))
+        assert bad.status == "fail" and "access token is wrong" in bad.detail and "wrong-1234" not in bad.detail, bad
+        other = asyncio.run(probe_onebot("qq", registry.validate_adapter("qq", dict(
+            table, access_token=DEFAULT_TOKEN, self_id="777"))))
+        assert other.status == "fail" and f"logged in as {SELF}, not 777" in other.detail, other
