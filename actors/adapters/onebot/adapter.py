@@ -188,6 +188,8 @@ class OneBotAdapter(StreamingAdapter):
         action = "send_private_msg" if kind == "private" else "send_group_msg"
         params = {"user_id" if kind == "private" else "group_id": int(target), "message": message}
         data = await self._paced(action, params)
+        if data is None:      # "async": accepted and queued; no id to give. Sent, so not to be sent again.
+            return f"{self.self_id}:async:{op.op_id[:32]}"
         message_id = data.get("message_id") if isinstance(data, dict) else None
         if message_id is None:
             raise PermanentError("the implementation answered no message_id", method=action)
