@@ -7,7 +7,6 @@ same adapter too (tests/adapters/harnesses/onebot.py)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import uuid
 
@@ -216,7 +215,7 @@ def test_the_connection_dropped_and_back_reconnects_and_what_comes_after_is_stor
 
 
 @pytest.mark.timeout(180)
-def test_a_burst_of_20_answers_in_one_group_goes_at_the_accounts_pace(tmp_path):
+def test_a_burst_of_20_answers_in_one_group_goes_at_the_accounts_pace(tmp_path, monkeypatch):
     """20 answers handed to the adapter at once, in one group: the account's pace (30 a minute, at least 0.3 s
     apart, plus jitter) holds them in a queue; the fake, told the same pace, counts no violation, and every
     answer arrives, in order."""
@@ -226,12 +225,11 @@ def test_a_burst_of_20_answers_in_one_group_goes_at_the_accounts_pace(tmp_path):
         f'url = "ws://127.0.0.1:{fake.port}"\naccess_token = "{DEFAULT_TOKEN}"\nheartbeat_interval_s = 1.0\n'
         'messages_per_minute = 30.0\nmin_gap_s = 0.3\ngap_jitter_s = 0.2\n'
         'pacing = { per_chat_ops_per_s = 100.0, per_chat_burst = 100 }\n'))
-    previous = os.environ.get("GATEWAY_STATE_DIR")
     try:
         gateway.start()
         gateway.wait_ready()
         wait_for(fake.alive_connections, 30, 0.1, "the adapter connected")
-        os.environ["GATEWAY_STATE_DIR"] = str(gateway.state)
+        monkeypatch.setenv("GATEWAY_STATE_DIR", str(gateway.state))   # AdminClient finds the daemon through it
         admin = AdminClient(config_mod.load(str(gateway.config)))
         ref = wait_for(lambda: next((n.ref for n in walk(admin.tree()) if n.name == "onebot" and n.ref), None), 30,
                        0.1, "the adapter's address")
@@ -253,10 +251,6 @@ def test_a_burst_of_20_answers_in_one_group_goes_at_the_accounts_pace(tmp_path):
         assert f"account {SELF} via ws://127.0.0.1:{fake.port}; pace 30/min, gap >= 0.3 s (+ up to 0.2 s), " \
                "1000/day; 20 sent today" in shown, shown
     finally:
-        if previous is None:
-            os.environ.pop("GATEWAY_STATE_DIR", None)
-        else:
-            os.environ["GATEWAY_STATE_DIR"] = previous
         gateway.cli("stop")
         gateway.kill_everything()
         fake.stop()

@@ -11,10 +11,7 @@ pace is kept fast here (the suite sends dozens of messages) and the fake counts 
 """
 from __future__ import annotations
 
-import asyncio
-
 from actors.messages import Source
-from storage import StorageError, Store
 from tests.actor_system import wait_for
 from tests.adapters.server_harness import ServerHarness
 from tests.fakes.onebot import BOT_QQ, DEFAULT_TOKEN, FakeOneBot
@@ -77,18 +74,9 @@ class OneBotHarness(ServerHarness):
         return f"{event['message_id']}/1", "must be a string or a list of segments"
 
     def acknowledged(self, handle: str) -> bool:
-        offset = self._committed_offset()
+        offset = self.committed_offset()
         recent = offset.get("recent") if isinstance(offset, dict) else None
         return isinstance(recent, list) and recent[-1:] == [self.platform_message_id(handle)]
-
-    def _committed_offset(self):
-        async def read():
-            async with await Store.open(self.database) as store:
-                return await store.inbox.get_offset(self.adapter_name)
-        try:
-            return asyncio.run(read())
-        except StorageError:
-            return None
 
     def source(self, chat: str, user: str = "alice") -> Source:
         return Source(platform=self.adapter_name, chat_id=f"private:{qq_of(chat)}", chat_type="dm",
