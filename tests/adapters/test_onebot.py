@@ -7,6 +7,8 @@ same adapter too (tests/adapters/harnesses/onebot.py)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import re
 import uuid
 
@@ -14,6 +16,7 @@ import pytest
 
 from actors.adapters.errors import PermanentError
 from actors.adapters.onebot.account_pace import AccountPace, DailyBoundReached, PaceRule
+from actors.adapters.onebot.http_post import signature_ok
 from actors.adapters.onebot.inbound import event_from_raw, segments_of, skip_reason
 from actors.adapters.onebot.link import ActionFailed, answer_data
 from actors.adapters.onebot.reverse import refusal
@@ -109,6 +112,14 @@ def test_answers_and_retcodes():
         answer_data("a", {"status": "failed", "retcode": 1404, "data": None})
     with pytest.raises(PermanentError, match="retcode 100: blocked"):
         answer_data("a", {"status": "failed", "retcode": 100, "wording": "blocked"})
+
+
+def test_the_post_signature_is_sha1_hmac_of_the_body():
+    body = b'{"post_type":"message"}'
+    good = "sha1=" + hmac.new(b"s3cret", body, hashlib.sha1).hexdigest()
+    assert signature_ok("s3cret", body, good) and signature_ok("s3cret", body, good.upper().replace("SHA1=", "sha1="))
+    assert not signature_ok("s3cret", body + b" ", good) and not signature_ok("other", body, good)
+    assert not signature_ok("s3cret", body, None) and not signature_ok("s3cret", body, good[5:])
 
 
 def test_the_reverse_socket_refusal_rule():
@@ -276,3 +287,38 @@ def test_doctor_asks_the_implementation_who_is_logged_in():
         other = asyncio.run(probe_onebot("qq", registry.validate_adapter("qq", dict(
             table, access_token=DEFAULT_TOKEN, self_id="777"))))
         assert other.status == "fail" and f"logged in as {SELF}, not 777" in other.detail, other
+
+
+def test_http_post_events_need_the_signature_and_answers_go_through_the_http_api(tmp_path):
+    """HTTP mode: an event POST without X-Signature is refused 401, with a wrong one 403, and nothing of it is
+    stored; signed with the secret it is stored, and the answer goes through the implementation's HTTP API."""
+    fake = FakeOneBot(heartbeat_interval=1.0).start()
+    gateway = Gateway(tmp_path, watchdog_interval=30.0, extra_toml=table(
+        f'mode = "http"\napi_url = "http://127.0.0.1:{fake.port}"\naccess_token = "{DEFAULT_TOKEN}"\n'
+        'secret = "post-secret"\nlisten_port = 0\nheartbeat_interval_s = 1.0\n'))
+    try:
+        gateway.start()
+        gateway.wait_ready()
+        line = wait_for(lambda: re.search(r"taking event POSTs at (http://\S+)", gateway.log()), 30, 0.1,
+                        "the POST address in the log")
+        url = line.group(1)
+        for secret, status in ((None, 401), ("not-the-secret", 403)):
+            fake.post_statuses.clear()
+            fake.post_events_to(url, secret)
+            fake.inject_private("erin", f"signed with {secret}")
+            fake.wait_for(lambda: status in fake.post_statuses, timeout=30)
+            assert 204 not in fake.post_statuses
+        assert total_rows(gateway) in (0, None), "nothing of a refused POST is stored"
+        assert "an event POST refused: a wrong X-Signature" in gateway.log()
+        fake.post_events_to(url, "post-secret")
+        sent = fake.inject_private("erin", "signed right")
+        chat = f"private:{fake.qq('erin')}"
+        rows = wait_for(lambda: rows_of(gateway, chat, str(fake.qq("erin"))), 30, 0.1, "the message stored")
+        assert [r.platform_message_id for r in rows] == [f"{SELF}:{sent['message_id']}"]
+        assert 204 in fake.post_statuses
+        [answer] = wait_for(lambda: fake.sent(chat), 60, 0.1, "the answer through the HTTP API")
+        assert answer["reply"] == str(sent["message_id"])
+    finally:
+        gateway.cli("stop")
+        gateway.kill_everything()
+        fake.stop()

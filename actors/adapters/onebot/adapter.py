@@ -34,6 +34,7 @@ from actors.adapters.http_session import capped_body
 from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.onebot.account_pace import AccountPace, DailyBoundReached, PaceRule
+from actors.adapters.onebot.http_post import EventPostServer, HttpApi
 from actors.adapters.onebot.inbound import event_from_raw, skip_reason
 from actors.adapters.onebot.link import Link
 from actors.adapters.onebot.reverse import ReverseListener
@@ -53,6 +54,9 @@ class OneBotAdapter(StreamingAdapter):
         self.skipped = 0
         self._link: Optional[Link] = None
         self._listener: Optional[ReverseListener] = None
+        self._post_server: Optional[EventPostServer] = None
+        self._api: Optional[HttpApi] = None
+        self._recent: Optional[list] = None    # the message ids the offset names (from the committed one on)
         self._pace: Optional[AccountPace] = None
         self._pace_lock: Optional[asyncio.Lock] = None
         self._http: Optional[aiohttp.ClientSession] = None
@@ -67,12 +71,13 @@ class OneBotAdapter(StreamingAdapter):
 
     async def connect(self) -> None:
         await self.disconnect()
-        if self.settings["mode"] == "reverse":
+        if self.settings["mode"] == "http":
+            await self._start_post_server()
+        elif self.settings["mode"] == "reverse":
             self._link = await self._reverse_link()
         else:
             self._link = await self._new_link().open_forward(self.settings["url"], self.settings["access_token"])
-        link = self._link
-        info = await link.call("get_login_info", {})
+        info = await self._call("get_login_info", {})
         account = str(info.get("user_id", "")) if isinstance(info, dict) else ""
         if not account.isdigit():
             raise PermanentError("get_login_info named no account", method="get_login_info")
@@ -105,27 +110,65 @@ class OneBotAdapter(StreamingAdapter):
         link, self._link = self._link, None
         if link is not None:
             await link.close()
-        if self.intake_stopped and self._listener is not None:
-            listener, self._listener = self._listener, None
+        if self.intake_stopped:
+            await self._close_servers()
+
+    async def _close_servers(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
             await listener.close()
+        server, self._post_server = self._post_server, None
+        if server is not None:
+            await server.stop()
 
     async def run_intake(self, emit) -> None:
+        if self.settings["mode"] == "http":
+            await asyncio.get_running_loop().create_future()   # the POST server delivers; serve until cancelled
         link = self._link
         if link is None:
             raise PermanentError("the WebSocket is not open")
-        recent = list(self.offset.get("recent", [])) if isinstance(self.offset, dict) else []
         while True:
-            raw = await link.next_event()
-            if isinstance(raw, dict) and raw.get("post_type") == "meta_event":
-                continue          # heartbeat, lifecycle: the frame was the proof of life (link.alive)
-            reason = skip_reason(raw, self.self_id, self.settings["require_mention"])
-            if reason is not None:
-                self.skipped += 1
-                continue
-            recent = (recent + [f"{self.self_id}:{raw.get('message_id')}"])[-RECENT_IDS:]
-            # Committed (row and offset in one transaction) before the next event is read: a kill -9 after this
-            # loses nothing that was pushed before it.
-            await emit([raw], {"recent": recent})
+            await self._take(await link.next_event(), emit)
+
+    async def _take(self, raw: Any, emit) -> None:
+        """Commit one event if it is input (row and offset in one transaction), before the next is read: a kill -9
+        after this loses nothing that was pushed before it."""
+        if isinstance(raw, dict) and raw.get("post_type") == "meta_event":
+            return            # heartbeat, lifecycle: its arrival was the proof of life
+        if skip_reason(raw, self.self_id, self.settings["require_mention"]) is not None:
+            self.skipped += 1
+            return
+        if self._recent is None:
+            self._recent = list(self.offset.get("recent", [])) if isinstance(self.offset, dict) else []
+        self._recent = (self._recent + [f"{self.self_id}:{raw.get('message_id')}"])[-RECENT_IDS:]
+        await emit([raw], {"recent": list(self._recent)})
+
+    async def _start_post_server(self) -> None:
+        """HTTP mode: the server the implementation POSTs events to (started by the first attempt, kept after),
+        and the client of its HTTP API."""
+        s = self.settings
+        if self._api is None:
+            self._api = HttpApi(s["api_url"], s["access_token"], float(s["action_timeout_s"]))
+        if self._post_server is not None:
+            return
+        lock = asyncio.Lock()
+
+        async def deliver(event: Any) -> None:
+            self.report_progress()           # a signed POST (a heartbeat, or any event) is proof of life
+            async with lock:                 # one transaction at a time, in the order the POSTs came
+                await self._take(event, self.intake.emit)
+
+        def on_error(reason: str) -> None:
+            self.say(logging.WARNING, "%s: an event POST was not stored (the implementation does not send it "
+                     "again): %s", self.name, reason)
+        server = EventPostServer(s["listen_host"], int(s["listen_port"]), s["post_path"], secret=s["secret"],
+                                 self_id=lambda: self.self_id or str(s["self_id"]), deliver=deliver,
+                                 on_error=on_error, limits=http_limits(self.config),
+                                 on_refused=lambda reason: self.say(logging.WARNING, "%s: %s", self.name, reason))
+        await server.start()
+        self._post_server = server
+        self.say(logging.INFO, "%s: taking event POSTs at http://%s:%s%s", self.name, s["listen_host"], server.port,
+                 s["post_path"])
 
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_raw(raw, self.name, self.profile, self.self_id)
@@ -170,7 +213,7 @@ class OneBotAdapter(StreamingAdapter):
             return await self._call(action, params)
 
     async def _call(self, action: str, params: dict) -> Any:
-        link = self._link
+        link = self._api if self.settings["mode"] == "http" else self._link
         if link is None:
             raise RetryableError("not connected to the implementation", method=action)
         return await link.call(action, params)
@@ -202,7 +245,8 @@ class OneBotAdapter(StreamingAdapter):
         await self._paced("delete_msg", {"message_id": int(message_id)})
 
     def status_note(self) -> str:
-        where = (self._listener.url if self._listener is not None else None) or self.settings["url"]
+        where = {"http": self.settings["api_url"], "reverse": self._listener.url if self._listener else None}.get(
+            self.settings["mode"]) or self.settings["url"]
         pace = self._pace       # made on the loop; read here as it stands
         shown = pace.status() if pace is not None else f"{self._rule().describe()}; 0 sent today"
         return f"account {self.self_id or '?'} via {where}; pace {shown}"
@@ -212,6 +256,7 @@ class OneBotAdapter(StreamingAdapter):
         if http is not None:
             await http.close()
         await self.disconnect()
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            await listener.close()
+        await self._close_servers()
+        api, self._api = self._api, None
+        if api is not None:
+            await api.close()

@@ -1,5 +1,5 @@
 """OneBot v11: the open protocol QQ frameworks speak (NapCat, LLOneBot, Lagrange.OneBot), reached over its forward
-WebSocket or its reverse one (README.md beside this file). Anyone who can add the QQ account can write to it: strangers get a pairing
+WebSocket, its reverse one, or HTTP (events POSTed, signed; its HTTP API) (README.md beside this file). Anyone who can add the QQ account can write to it: strangers get a pairing
 code unless the table says otherwise.
 
 Pacing. OneBot itself has no rate limit and no 429: the account is a person's QQ account, and what QQ punishes
@@ -31,6 +31,12 @@ def _mode_is_complete(table) -> tuple[str, str] | None:
         return "listen_path", "must start with /"
     if table["mode"] == "reverse" and not table["access_token"] and table["listen_host"] not in LOOPBACK:
         return "access_token", "a reverse WebSocket listening beyond this machine needs an access token"
+    if table["mode"] == "http" and not str(table["api_url"]).startswith(("http://", "https://")):
+        return "api_url", "must be the implementation's HTTP API, http://host:port"
+    if table["mode"] == "http" and not str(table["post_path"]).startswith("/"):
+        return "post_path", "must start with /"
+    if table["mode"] == "http" and not table["secret"] and table["listen_host"] not in LOOPBACK:
+        return "secret", "event POSTs taken beyond this machine need a secret (X-Signature)"
     return None
 
 
@@ -44,14 +50,20 @@ PLATFORM = Platform(
     pacing=paced("onebot", CAPABILITIES, 4500, "chars", edit_interval_s=0.0, min_edit_delta_chars=0,
                  per_chat_ops_per_s=0.5, per_chat_burst=2, typing_interval_s=None),
     options={
-        "mode": Option(str, "forward", allowed=("forward", "reverse"),
+        "mode": Option(str, "forward", allowed=("forward", "reverse", "http"),
                        doc="forward: the gateway connects to the implementation's WebSocket server (url); "
-                           "reverse: the implementation connects to the gateway's (listen_host, listen_port)"),
+                           "reverse: the implementation connects to the gateway's (listen_host, listen_port); "
+                           "http: the implementation POSTs events to the gateway (listen_*, post_path, secret) "
+                           "and the gateway calls its HTTP API (api_url)"),
         "url": Option(str, "", doc="forward: the implementation's WebSocket server, e.g. ws://127.0.0.1:3001"),
-        "listen_host": Option(str, "127.0.0.1", doc="reverse: the address the gateway listens on"),
-        "listen_port": Option(int, 6700, doc="reverse: the port the gateway listens on (0: any free one, "
+        "listen_host": Option(str, "127.0.0.1", doc="reverse, http: the address the gateway listens on"),
+        "listen_port": Option(int, 6700, doc="reverse, http: the port the gateway listens on (0: any free one, "
                                              "logged)"),
         "listen_path": Option(str, "/onebot/v11/ws", doc="reverse: the path of the WebSocket"),
+        "post_path": Option(str, "/onebot/v11/post", doc="http: the path events are POSTed to"),
+        "api_url": Option(str, "", doc="http: the implementation's HTTP API, e.g. http://127.0.0.1:3000"),
+        "secret": Option(str, "", secret=True, doc="http: the implementation's secret: every event POST must "
+                                                   "carry X-Signature (HMAC-SHA1 of the body)"),
         "access_token": Option(str, "", secret=True, doc="the implementation's access_token: sent as "
                                                          "Authorization: Bearer (forward), required of it (reverse)"),
         "self_id": Option(str, "", doc="the QQ account (its number) this table speaks for; empty: the account "

@@ -18,6 +18,9 @@ Wire format implemented:
 * Reverse WebSocket (``connect_reverse(url, token)``): the fake connects to the bot's server with ``X-Self-ID``,
   ``X-Client-Role: Universal`` and ``Authorization: Bearer``, and again every ``reconnect_interval`` after a drop
   or a refusal; ``reverse_attempts`` holds each attempt's outcome (101, or the refusal's HTTP status).
+* HTTP: the HTTP API (``POST /{action}``, params as JSON, the token as above; 404 an unknown action) and HTTP POST
+  events (``post_events_to(url, secret)``: every event and a heartbeat every ``heartbeat_interval`` POSTed with
+  ``X-Self-ID`` and ``X-Signature: sha1=<HMAC-SHA1 of the body>``; the answers' statuses in ``post_statuses``).
 * Events: ``message`` ``private`` (sub_type friend) and ``group`` (sub_type normal) with ``self_id``,
   ``message_id``, ``user_id``, ``group_id``, ``message`` (array of segments), ``raw_message`` (CQ code), ``font``,
   ``sender``, ``time``. The same event pushed again: ``replay(message_id)``. Events of another account on the same
@@ -34,8 +37,8 @@ Wire format implemented:
   "drop" (the connection closed before the action takes effect), "drop_after" (it took effect, the connection
   closed before the answer). A held answer (``hold_next_answer("send_private_msg", chat)``).
 
-Left out: the HTTP API and HTTP POST events, message formats other than array in answers, notice and request events,
-files up and out, group administration, ``get_msg`` history of others' messages.
+Left out: quick operations in the answer to an event POST, message formats other than array in answers, notice
+and request events, files up and out, group administration, ``get_msg`` history of others' messages.
 """
 from tests.fakes.onebot.server import BOT_QQ, DEFAULT_TOKEN, FakeOneBot
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
 import time
 from typing import Any, Optional
@@ -61,6 +62,9 @@ class FakeOneBot(FakeServer):
         self.files: dict[str, bytes] = {}
         self.reverse_attempts: list[int] = []
         self.accepted = 0                     # connections served since the start
+        self._post_to: Optional[tuple[str, Optional[str]]] = None
+        self._post_beats = None
+        self.post_statuses: list[int] = []
         self._reverse = None     # what image segments' URLs serve (in memory)
 
     def initial_state(self) -> dict:
@@ -71,6 +75,56 @@ class FakeOneBot(FakeServer):
         for path in ("/", "/api", "/event", "/api/", "/event/"):
             app.router.add_get(path, self._forward)
         app.router.add_get("/files/{name}", self._file)
+        app.router.add_post("/{action}", self._http_action)
+
+    # -- the HTTP API and HTTP POST events
+    async def _http_action(self, request: web.Request) -> web.Response:
+        """``POST /{action}`` with the params as JSON (the HTTP API): the token as on the WebSocket."""
+        if self.access_token and self._token_of(request) != self.access_token:
+            status = 401 if self._token_of(request) is None else 403
+            self.refused.append(status)
+            return web.Response(status=status)
+        try:
+            params = await request.json() if request.can_read_body else {}
+        except ValueError:
+            return web.json_response(failed(1400, "the body is no JSON", None), status=400)
+        answer, chat = self._perform(request.match_info["action"], params if isinstance(params, dict) else {}, None)
+        if answer.get("retcode") == 1404:
+            return web.Response(status=404)
+        answer.pop("echo", None)
+        if answer.get("retcode") == 0 and request.match_info["action"] in SEND_ACTIONS:
+            await self.hold_if_asked(request.match_info["action"], chat, True)
+        return web.json_response(answer)
+
+    def post_events_to(self, url: str, secret: Optional[str]) -> None:
+        """From now on every event (and a heartbeat every ``heartbeat_interval``) is POSTed to ``url`` as well,
+        with ``X-Self-ID`` and, with a ``secret``, ``X-Signature: sha1=`` HMAC-SHA1 of the body. Each answer's
+        status is in ``post_statuses`` (0: unreachable). Nothing is POSTed again after a failure."""
+        self._post_to = (url, secret)
+        if self._post_beats is not None:
+            self._post_beats.cancel()
+
+        async def beats():
+            while self._post_to is not None and self.heartbeat_interval > 0:
+                await self._post(self._meta("heartbeat", status={"online": True, "good": True},
+                                            interval=int(self.heartbeat_interval * 1000)))
+                await asyncio.sleep(self.heartbeat_interval)    # the implementation's own period
+        self._post_beats = asyncio.run_coroutine_threadsafe(beats(), self._loop)
+
+    async def _post(self, event: dict) -> None:
+        if self._post_to is None:
+            return
+        url, secret = self._post_to
+        body = json.dumps(event).encode()
+        headers = {"Content-Type": "application/json", "X-Self-ID": str(event.get("self_id", self.self_id))}
+        if secret:
+            headers["X-Signature"] = "sha1=" + hmac.new(secret.encode(), body, hashlib.sha1).hexdigest()
+        try:
+            async with aiohttp.ClientSession() as http:
+                async with http.post(url, data=body, headers=headers) as resp:
+                    self.post_statuses.append(resp.status)
+        except (aiohttp.ClientError, OSError):
+            self.post_statuses.append(0)
 
     async def _file(self, request: web.Request) -> web.Response:
         data = self.files.get(request.match_info["name"])
@@ -176,8 +230,10 @@ class FakeOneBot(FakeServer):
             pass
 
     async def on_stopping(self) -> None:
-        if self._reverse is not None:
-            self._reverse.cancel()
+        self._post_to = None
+        for task in (self._reverse, self._post_beats):
+            if task is not None:
+                task.cancel()
         for ws in list(self._sockets):
             await ws.close()
 
@@ -307,6 +363,7 @@ class FakeOneBot(FakeServer):
             for ws in list(self._sockets):
                 if not ws.closed:
                     await ws.send_str(frame)
+            await self._post(event)
         asyncio.run_coroutine_threadsafe(send_all(), loop).result(timeout=10)
 
     def _event(self, kind: str, user: str, message: Any, group: Optional[str], self_id: Optional[int]) -> dict:
