@@ -1,5 +1,6 @@
 """OneBotAdapter: one QQ account behind a OneBot v11 implementation (NapCat, LLOneBot, Lagrange.OneBot), reached
-over the implementation's forward WebSocket (README.md beside this file).
+over the implementation's forward WebSocket, its reverse one (reverse.py), or HTTP (http_post.py): README.md beside
+this file.
 
 State (loop thread): the link (link.py), ``self_id`` (the table's, or what get_login_info named), the account's
 pace (account_pace.py), counters (``skipped``). What survives kill -9: the rows committed with the offset; the
