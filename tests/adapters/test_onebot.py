@@ -225,35 +225,44 @@ def test_the_connection_dropped_and_back_reconnects_and_what_comes_after_is_stor
         fake.stop()
 
 
+def send_all(gateway: Gateway, monkeypatch, ops: list) -> dict:
+    """Hand ``ops`` to the adapter at once through the admin connection; their results by op id."""
+    monkeypatch.setenv("GATEWAY_STATE_DIR", str(gateway.state))   # AdminClient finds the daemon through it
+    admin = AdminClient(config_mod.load(str(gateway.config)))
+    ref = wait_for(lambda: next((n.ref for n in walk(admin.tree()) if n.name == "onebot" and n.ref), None), 30, 0.1,
+                   "the adapter's address")
+    for op in ops:
+        admin.asys.tell(ref, op)
+    results = {}
+    while len(results) < len(ops):
+        result = listen_for(admin.asys, OpResult, 60)
+        assert result is not None, f"only {len(results)} of {len(ops)} answered"
+        results[result.op_id] = result
+    return results
+
+
+def paced_gateway(tmp_path, fake: FakeOneBot, pace: str) -> Gateway:
+    return Gateway(tmp_path, watchdog_interval=30.0, extra_toml=table(
+        f'url = "ws://127.0.0.1:{fake.port}"\naccess_token = "{DEFAULT_TOKEN}"\nheartbeat_interval_s = 1.0\n' + pace +
+        'pacing = { per_chat_ops_per_s = 100.0, per_chat_burst = 100 }\n'))
+
+
 @pytest.mark.timeout(180)
 def test_a_burst_of_20_answers_in_one_group_goes_at_the_accounts_pace(tmp_path, monkeypatch):
     """20 answers handed to the adapter at once, in one group: the account's pace (30 a minute, at least 0.3 s
     apart, plus jitter) holds them in a queue; the fake, told the same pace, counts no violation, and every
-    answer arrives, in order."""
+    answer arrives, in order. ``status`` shows the pace and the count."""
     fake = FakeOneBot(state_file=str(tmp_path / "onebot.json"), heartbeat_interval=1.0, pace_per_minute=30,
                       pace_min_gap_s=0.3).start()
-    gateway = Gateway(tmp_path, watchdog_interval=30.0, extra_toml=table(
-        f'url = "ws://127.0.0.1:{fake.port}"\naccess_token = "{DEFAULT_TOKEN}"\nheartbeat_interval_s = 1.0\n'
-        'messages_per_minute = 30.0\nmin_gap_s = 0.3\ngap_jitter_s = 0.2\n'
-        'pacing = { per_chat_ops_per_s = 100.0, per_chat_burst = 100 }\n'))
+    gateway = paced_gateway(tmp_path, fake, 'messages_per_minute = 30.0\nmin_gap_s = 0.3\ngap_jitter_s = 0.2\n')
     try:
         gateway.start()
         gateway.wait_ready()
         wait_for(fake.alive_connections, 30, 0.1, "the adapter connected")
-        monkeypatch.setenv("GATEWAY_STATE_DIR", str(gateway.state))   # AdminClient finds the daemon through it
-        admin = AdminClient(config_mod.load(str(gateway.config)))
-        ref = wait_for(lambda: next((n.ref for n in walk(admin.tree()) if n.name == "onebot" and n.ref), None), 30,
-                       0.1, "the adapter's address")
         chat = f"group:{fake.qq('crowd')}"
-        ops = [PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=chat, chat_type="group",
-                          text=f"answer {i}") for i in range(20)]
-        for op in ops:
-            admin.asys.tell(ref, op)
-        results = {}
-        while len(results) < len(ops):
-            result = listen_for(admin.asys, OpResult, 60)
-            assert result is not None, f"only {len(results)} of {len(ops)} answered; sent {len(fake.sent(chat))}"
-            results[result.op_id] = result
+        results = send_all(gateway, monkeypatch, [
+            PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=chat, chat_type="group", text=f"answer {i}")
+            for i in range(20)])
         assert all(r.ok for r in results.values()), [r for r in results.values() if not r.ok]
         assert [m["text"] for m in fake.sent(chat)] == [f"answer {i}" for i in range(20)]
         assert fake.stats()["pace_violations"] == 0, fake.gaps()
@@ -261,6 +270,26 @@ def test_a_burst_of_20_answers_in_one_group_goes_at_the_accounts_pace(tmp_path, 
         shown = gateway.cli("status").stdout
         assert f"account {SELF} via ws://127.0.0.1:{fake.port}; pace 30/min, gap >= 0.3 s (+ up to 0.2 s), " \
                "1000/day; 20 sent today" in shown, shown
+    finally:
+        gateway.cli("stop")
+        gateway.kill_everything()
+        fake.stop()
+
+
+def test_past_the_daily_bound_a_send_fails_saying_so(tmp_path, monkeypatch):
+    fake = FakeOneBot(heartbeat_interval=1.0, pace_min_gap_s=0.0).start()
+    gateway = paced_gateway(tmp_path, fake, 'min_gap_s = 0.0\ngap_jitter_s = 0.0\ndaily_limit = 3\n')
+    try:
+        gateway.start()
+        gateway.wait_ready()
+        wait_for(fake.alive_connections, 30, 0.1, "the adapter connected")
+        chat = f"private:{fake.qq('frank')}"
+        ops = [PlatformOp(op_id=f"daily-{i}", action="send", chat_id=chat, text=f"message {i}") for i in range(4)]
+        results = send_all(gateway, monkeypatch, ops)
+        assert [results[op.op_id].ok for op in ops] == [True, True, True, False]
+        refused = results["daily-3"]
+        assert refused.error_kind == "permanent" and "daily bound of 3 messages" in refused.error, refused
+        assert len(fake.sent(chat)) == 3
     finally:
         gateway.cli("stop")
         gateway.kill_everything()

@@ -2,7 +2,8 @@
 over the implementation's forward WebSocket, its reverse one (reverse.py), or HTTP (http_post.py): README.md beside
 this file.
 
-State (loop thread): the link (link.py), ``self_id`` (the table's, or what get_login_info named), the account's
+State (loop thread): the link (link.py; in http mode the POST server and the HTTP API client instead, and in
+reverse mode the listener that accepts the link), ``self_id`` (the table's, or what get_login_info named), the account's
 pace (account_pace.py), counters (``skipped``). What survives kill -9: the rows committed with the offset; the
 offset itself holds the ids of the last messages committed (``RECENT_IDS``), which is what the conformance checks
 read as "acknowledged". Nothing else needs to: the pace starts again (see account_pace.py).
@@ -72,6 +73,8 @@ class OneBotAdapter(StreamingAdapter):
 
     async def connect(self) -> None:
         await self.disconnect()
+        # The table's account until get_login_info names it: an event POSTed meanwhile is held to it.
+        self.self_id = self.self_id or str(self.settings["self_id"]).strip()
         if self.settings["mode"] == "http":
             await self._start_post_server()
         elif self.settings["mode"] == "reverse":
