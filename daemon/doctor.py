@@ -244,8 +244,9 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
             ports.append((f"{name} webhooks", args["webhook_host"], args["webhook_port"]))
         elif args["type"] == "line":
             ports.append((f"{name} webhook", args["webhook_host"], args["webhook_port"]))
-        elif args["type"] == "onebot" and args["mode"] == "reverse":
-            ports.append((f"{name} reverse WebSocket", args["listen_host"], args["listen_port"]))
+        elif args["type"] == "onebot" and args["mode"] in ("reverse", "http"):
+            served = "reverse WebSocket" if args["mode"] == "reverse" else "event POSTs"
+            ports.append((f"{name} {served}", args["listen_host"], args["listen_port"]))
     return ports
 
 

@@ -316,6 +316,9 @@ def test_doctor_asks_the_implementation_who_is_logged_in():
         other = asyncio.run(probe_onebot("qq", registry.validate_adapter("qq", dict(
             table, access_token=DEFAULT_TOKEN, self_id="777"))))
         assert other.status == "fail" and f"logged in as {SELF}, not 777" in other.detail, other
+        http = asyncio.run(probe_onebot("qq", registry.validate_adapter("qq", {
+            "type": "onebot", "mode": "http", "api_url": fake.base_url, "access_token": DEFAULT_TOKEN})))
+        assert http.status == "ok" and f"get_login_info: {SELF}" in http.detail, http
 
 
 def test_http_post_events_need_the_signature_and_answers_go_through_the_http_api(tmp_path):
