@@ -198,10 +198,10 @@ async def probe_line(name: str, settings: dict) -> Check:
 
 
 async def probe_onebot(name: str, settings: dict) -> Check:
-    """Forward mode: connect to the implementation's WebSocket with the access token and ask ``get_login_info``
-    through the adapter's own link (the token, the implementation, and which QQ account it is logged in as, in one
-    call); http mode: the same question to its HTTP API. Reverse mode: the implementation connects to the gateway, so there is nothing to ask before it runs (the
-    listening port is checked with the others)."""
+    """Forward mode: connect to the implementation's WebSocket with the access token and ask ``get_login_info`` through
+    the adapter's own link (the token, the implementation, and which QQ account it is logged in as, in one call);
+    http mode: the same question to its HTTP API. Reverse mode: the implementation connects to the gateway, so there
+    is nothing to ask before it runs (the listening port is checked with the others)."""
     if settings["mode"] == "reverse":
         return Check("skip", f"adapter {name}", "reverse WebSocket: the implementation connects to the gateway "
                                                 "(status shows it once it has)")

@@ -99,10 +99,10 @@ class ConnectionView:
 
 
 def adapter_rows(root, configured: dict | None = None) -> list[dict]:
-    """One row per adapter under the root's AdapterSupervisor: name, kind, state (see the module docstring), and
-    where known since, error, attempts, url and the platform's own note (``status_note``: OneBot's pace). An adapter
-    the tree could not describe shows as the tree says; one of ``configured`` ({name: kind}) missing from the tree (its supervisor was just restarted and has not started
-    it yet) shows as restarting."""
+    """One row per adapter under the root's AdapterSupervisor: name, kind, state (see the module docstring), and where
+    known since, error, attempts, url and the platform's own note (``status_note``: OneBot's pace). An adapter the
+    tree could not describe shows as the tree says; one of ``configured`` ({name: kind}) missing from the tree (its
+    supervisor was just restarted and has not started it yet) shows as restarting."""
     rows = []
     for node, parent, _depth in tree.walk(root):
         if parent is None or parent.kind != "AdapterSupervisor":

@@ -1,10 +1,10 @@
 """A OneBot v11 WebSocket: the forward one (the implementation serves ``ws://host:port/``; the adapter connects:
 ``Link.open_forward``) or a reverse one (the implementation connects to the adapter's server: reverse.py hands the
-accepted socket to ``Link.attach``). Either is the universal kind: one connection carries both directions: the implementation pushes events
-(``{"post_type": ...}``) and answers actions. An action is ``{"action", "params", "echo"}``; its answer
-``{"status": "ok"|"async"|"failed", "retcode", "data", "echo"}`` carries the same ``echo``, which is how an
-answer finds its caller among the events around it. The access token goes in the ``Authorization: Bearer``
-header, never in the URL (no proxy log holds it); a missing or wrong one is refused at the handshake (401, 403).
+accepted socket to ``Link.attach``). Either is the universal kind: one connection carries both directions: the
+implementation pushes events (``{"post_type": ...}``) and answers actions. An action is ``{"action", "params",
+"echo"}``; its answer ``{"status": "ok"|"async"|"failed", "retcode", "data", "echo"}`` carries the same ``echo``,
+which is how an answer finds its caller among the events around it. The access token goes in the
+``Authorization: Bearer`` header, never in the URL (no proxy log holds it); a missing or wrong one is refused at the handshake (401, 403).
 
 Liveness: every frame calls ``alive()``; the implementation's ``meta_event`` heartbeat (every
 ``heartbeat_interval_s``) is what shows the connection up while nobody writes.
@@ -43,7 +43,8 @@ class ActionFailed(PermanentError):
 
 
 class Link:
-    """One connection. ``events()`` yields pushed events; ``call()`` runs an action and returns its ``data``."""
+    """One connection. ``next_event()`` gives the pushed events in order; ``call()`` runs an action and returns its
+    ``data``; ``alive()`` is called on every frame."""
 
     def __init__(self, alive: Callable[[], None], action_timeout_s: float):
         self.alive, self.action_timeout_s = alive, action_timeout_s
@@ -71,9 +72,9 @@ class Link:
         self._http = aiohttp.ClientSession()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         try:
-            self._ws = await self._http.ws_connect(url.rstrip("/") + "/", headers=headers, max_msg_size=MAX_FRAME_BYTES,
-                                                   timeout=aiohttp.ClientWSTimeout(ws_close=5.0),
-                                                   autoping=True)
+            self._ws = await asyncio.wait_for(self._http.ws_connect(
+                url.rstrip("/") + "/", headers=headers, max_msg_size=MAX_FRAME_BYTES,
+                timeout=aiohttp.ClientWSTimeout(ws_close=5.0), autoping=True), CONNECT_TIMEOUT_S)
         except aiohttp.WSServerHandshakeError as exc:
             await self.close()
             if exc.status in (401, 403):

@@ -1,6 +1,6 @@
 """OneBot v11: the open protocol QQ frameworks speak (NapCat, LLOneBot, Lagrange.OneBot), reached over its forward
-WebSocket, its reverse one, or HTTP (events POSTed, signed; its HTTP API) (README.md beside this file). Anyone who can add the QQ account can write to it: strangers get a pairing
-code unless the table says otherwise.
+WebSocket, its reverse one, or HTTP (events POSTed, signed; its HTTP API) (README.md beside this file). Anyone who
+can add the QQ account can write to it: strangers get a pairing code unless the table says otherwise.
 
 Pacing. OneBot itself has no rate limit and no 429: the account is a person's QQ account, and what QQ punishes
 (a muted or banned account) is sending faster than a person does. So the adapter keeps the whole account at a human

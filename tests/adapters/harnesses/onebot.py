@@ -1,13 +1,12 @@
-"""The conformance harness for the OneBot v11 adapter: the fake OneBot implementation (tests/fakes/onebot),
-in-process, its forward WebSocket on one port, its messages in a state file so a restart on the same port keeps the
-history (and cuts every connection: the dropped connection).
-
-Each chat name of the suite is a QQ user writing to the account in private (``private:<qq>``). OneBot acknowledges
-nothing and keeps nothing for a client that is not connected: an event pushed while no connection is open is lost
-by the implementation itself, as by NapCat or Lagrange. So ``inject`` waits until the adapter's connection
-answers a WebSocket ping (as IRC's harness waits for the bot to answer on the server), and "acknowledged" is the
-adapter's committed offset naming the message (it holds the ids of the last messages committed). OneBot has no 429 (``not_applicable``); the account's
-pace is kept fast here (the suite sends dozens of messages) and the fake counts a gap shorter than it.
+"""The conformance harness for the OneBot v11 adapter: the fake OneBot implementation (tests/fakes/onebot), in-process,
+its forward WebSocket on one port, its messages in a state file so a restart on the same port keeps the history (and
+cuts every connection: the dropped connection). Each chat name of the suite is a QQ user writing to the account in
+private (``private:<qq>``). OneBot acknowledges nothing and keeps nothing for a client that is not connected: an
+event pushed while no connection is open is lost by the implementation itself, as by NapCat or Lagrange. So
+``inject`` waits until the adapter's connection answers a WebSocket ping (as IRC's harness waits for the bot to
+answer on the server), and "acknowledged" is the adapter's committed offset naming the message (it holds the ids of
+the last messages committed). OneBot has no 429 (``not_applicable``); the account's pace is kept fast here (the
+suite sends dozens of messages) and the fake counts a gap shorter than it.
 """
 from __future__ import annotations
 
