@@ -4,7 +4,10 @@ small server written here (no gateway)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
+import threading
 
 import aiohttp
 import pytest
@@ -126,7 +129,6 @@ def test_the_reverse_websocket_sends_the_token_and_reconnects_after_a_refusal():
 
     loop = asyncio.new_event_loop()
     runner, port = loop.run_until_complete(run())
-    import threading
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:
@@ -143,3 +145,46 @@ def test_the_reverse_websocket_sends_the_token_and_reconnects_after_a_refusal():
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
     assert seen[0]["X-Self-ID"] == str(BOT_QQ) and seen[0]["X-Client-Role"] == "Universal"
+
+
+def test_the_http_api_takes_the_token_and_event_posts_are_signed(fake):
+    async def api(action, params, token):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{fake.base_url}/{action}", json=params, headers=headers) as resp:
+                return resp.status, (await resp.json() if resp.status == 200 else None)
+    assert asyncio.run(api("get_login_info", {}, None))[0] == 401
+    assert asyncio.run(api("get_login_info", {}, "wrong"))[0] == 403
+    assert asyncio.run(api("set_qq_avatar", {}, DEFAULT_TOKEN))[0] == 404
+    status, answer = asyncio.run(api("send_group_msg", {"group_id": 7, "message": "hi"}, DEFAULT_TOKEN))
+    assert status == 200 and answer["retcode"] == 0 and fake.sent("group:7")[0]["text"] == "hi"
+
+    posted = []
+
+    async def serve():
+        async def handle(request):
+            posted.append((await request.read(), dict(request.headers)))
+            return web.Response(status=204)
+        app = web.Application()
+        app.router.add_post("/events", handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        return runner, runner.addresses[0][1]
+
+    loop = asyncio.new_event_loop()
+    runner, port = loop.run_until_complete(serve())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        fake.post_events_to(f"http://127.0.0.1:{port}/events", "s3cret")
+        event = fake.inject_private("alice", "posted")
+        fake.wait_for(lambda: any(b'"posted"' in body for body, _ in posted) and 204 in fake.post_statuses, 10)
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+    body, headers = next((b, h) for b, h in posted if b'"posted"' in b)
+    assert json.loads(body)["message_id"] == event["message_id"] and headers["X-Self-ID"] == str(BOT_QQ)
+    assert headers["X-Signature"] == "sha1=" + hmac.new(b"s3cret", body, hashlib.sha1).hexdigest()
+    assert any(json.loads(b).get("meta_event_type") == "heartbeat" for b, _ in posted), "heartbeats are POSTed too"
