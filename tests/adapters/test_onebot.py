@@ -19,7 +19,7 @@ from actors.adapters.onebot.account_pace import AccountPace, DailyBoundReached, 
 from actors.adapters.onebot.http_post import signature_ok
 from actors.adapters.onebot.inbound import event_from_raw, segments_of, skip_reason
 from actors.adapters.onebot.link import ActionFailed, answer_data
-from actors.adapters.onebot.reverse import refusal
+from actors.adapters.onebot.reverse import Refusals, refusal
 from actors.adapters.payload_fields import MalformedPayload
 from actors.messages import OpResult, PlatformOp, Source
 from common import config as config_mod
@@ -122,11 +122,24 @@ def test_the_post_signature_is_sha1_hmac_of_the_body():
     assert not signature_ok("s3cret", body, None) and not signature_ok("s3cret", body, good[5:])
 
 
+def test_refusals_are_counted_and_each_kind_logged_once_a_minute():
+    logged = []
+    refusals = Refusals(logged.append)
+    for _ in range(3):
+        refusals.refused("a POST refused", 403, "a wrong X-Signature")
+    refusals.refused("a POST refused", 401, "no X-Signature")
+    assert refusals.count == 4 and refusals.last == "no X-Signature"
+    assert logged == ["a POST refused: a wrong X-Signature (1 refused so far)",
+                      "a POST refused: no X-Signature (4 refused so far)"]
+
+
 def test_the_reverse_socket_refusal_rule():
     assert refusal("t", "1", None, "Universal", "1") == (401, "no access token")
     assert refusal("t", "1", "x", "Universal", "1") == (403, "a wrong access token")
     assert refusal("t", "1", "t", "Universal", "2")[0] == 403
     assert refusal("t", "1", "t", "API", "1")[0] == 400
+    assert refusal("t", "1", "t", "Universal", "2\nfake log line") == (403, "account (not a number) is not this "
+                                                                         "table's (1)")
     assert refusal("t", "1", "t", "Universal", "1") is None and refusal("", "", None, "", "") is None
 
 
@@ -155,6 +168,13 @@ def total_rows(gateway: Gateway) -> int | None:
         return None
 
 
+def started_and_serving(gateway: Gateway, logged: str) -> str:
+    """Start the daemon; the address its adapter serves, as its log line ``logged`` names it (a free port)."""
+    gateway.start()
+    gateway.wait_ready()
+    return wait_for(lambda: re.search(logged, gateway.log()), 30, 0.1, f"{logged!r} in the log").group(1)
+
+
 def table(extra: str) -> str:
     return f'[adapters.onebot]\ntype = "onebot"\naccess = "open"\nself_id = "{SELF}"\n' + extra
 
@@ -164,11 +184,7 @@ def test_a_reverse_websocket_with_a_missing_or_wrong_token_is_refused_and_nothin
         f'mode = "reverse"\nlisten_port = 0\naccess_token = "{DEFAULT_TOKEN}"\nheartbeat_interval_s = 1.0\n'))
     fakes = []
     try:
-        gateway.start()
-        gateway.wait_ready()
-        line = wait_for(lambda: re.search(r"listening for the implementation at (ws://\S+)", gateway.log()), 30, 0.1,
-                        "the reverse WebSocket's address in the log")
-        url = line.group(1)
+        url = started_and_serving(gateway, r"listening for the implementation at (ws://\S+)")
         for token, status in ((None, 401), ("not-the-token", 403)):
             fake = FakeOneBot(heartbeat_interval=1.0).start()
             fakes.append(fake)
@@ -177,6 +193,7 @@ def test_a_reverse_websocket_with_a_missing_or_wrong_token_is_refused_and_nothin
             assert fake.connected() == 0 and 101 not in fake.reverse_attempts
             fake.stop()
         assert total_rows(gateway) in (0, None), "nothing of a refused connection is stored"
+        wait_for(lambda: "refused: a wrong access token" in gateway.log(), 15, 0.1, "the refusal logged")
         assert "refused: no access token" in gateway.log() and DEFAULT_TOKEN not in gateway.log()
         fake = FakeOneBot(heartbeat_interval=1.0).start()
         fakes.append(fake)
@@ -329,11 +346,7 @@ def test_http_post_events_need_the_signature_and_answers_go_through_the_http_api
         f'mode = "http"\napi_url = "http://127.0.0.1:{fake.port}"\naccess_token = "{DEFAULT_TOKEN}"\n'
         'secret = "post-secret"\nlisten_port = 0\nheartbeat_interval_s = 1.0\n'))
     try:
-        gateway.start()
-        gateway.wait_ready()
-        line = wait_for(lambda: re.search(r"taking event POSTs at (http://\S+)", gateway.log()), 30, 0.1,
-                        "the POST address in the log")
-        url = line.group(1)
+        url = started_and_serving(gateway, r"taking event POSTs at (http://\S+)")
         for secret, status in ((None, 401), ("not-the-secret", 403)):
             fake.post_statuses.clear()
             fake.post_events_to(url, secret)
@@ -341,7 +354,7 @@ def test_http_post_events_need_the_signature_and_answers_go_through_the_http_api
             fake.wait_for(lambda: status in fake.post_statuses, timeout=30)
             assert 204 not in fake.post_statuses
         assert total_rows(gateway) in (0, None), "nothing of a refused POST is stored"
-        assert "an event POST refused: a wrong X-Signature" in gateway.log()
+        wait_for(lambda: "an event POST refused: a wrong X-Signature" in gateway.log(), 15, 0.1, "the refusal logged")
         fake.post_events_to(url, "post-secret")
         sent = fake.inject_private("erin", "signed right")
         chat = f"private:{fake.qq('erin')}"

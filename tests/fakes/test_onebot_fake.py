@@ -4,6 +4,7 @@ small server written here (no gateway)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -16,6 +17,29 @@ from aiohttp import web
 from tests.fakes.onebot import BOT_QQ, DEFAULT_TOKEN, FakeOneBot
 
 pytestmark = pytest.mark.timeout(60)
+
+
+@contextlib.contextmanager
+def small_server(method: str, path: str, handle):
+    """A server of the test's on 127.0.0.1, in a thread (the fake's reverse WebSocket and event POSTs reach it):
+    yields its port."""
+    async def serve():
+        app = web.Application()
+        app.router.add_route(method, path, handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        return runner, runner.addresses[0][1]
+    loop = asyncio.new_event_loop()
+    runner, port = loop.run_until_complete(serve())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield port
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
 
 
 @pytest.fixture
@@ -109,29 +133,17 @@ def test_the_pace_counter_counts_a_gap_too_short_and_a_minute_overfull(fake):
 def test_the_reverse_websocket_sends_the_token_and_reconnects_after_a_refusal():
     seen = []
 
-    async def run():
-        async def handle(request):
-            seen.append(dict(request.headers))
-            if request.headers.get("Authorization") != "Bearer right":
-                return web.Response(status=403)
-            ws = web.WebSocketResponse()
-            await ws.prepare(request)
-            async for _ in ws:
-                pass
-            return ws
-        app = web.Application()
-        app.router.add_get("/onebot/v11/ws", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        return runner, runner.addresses[0][1]
+    async def handle(request):
+        seen.append(dict(request.headers))
+        if request.headers.get("Authorization") != "Bearer right":
+            return web.Response(status=403)
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for _ in ws:
+            pass
+        return ws
 
-    loop = asyncio.new_event_loop()
-    runner, port = loop.run_until_complete(run())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
+    with small_server("GET", "/onebot/v11/ws", handle) as port:
         with FakeOneBot() as fake:
             fake.connect_reverse(f"ws://127.0.0.1:{port}/onebot/v11/ws", "wrong", reconnect_interval=0.05)
             fake.wait_for(lambda: fake.reverse_attempts.count(403) >= 2, timeout=10)
@@ -140,10 +152,6 @@ def test_the_reverse_websocket_sends_the_token_and_reconnects_after_a_refusal():
             fake.connect_reverse(f"ws://127.0.0.1:{port}/onebot/v11/ws", "right")
             fake.wait_for(fake.connected, timeout=10)
             assert fake.reverse_attempts[0] == 101
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
     assert seen[0]["X-Self-ID"] == str(BOT_QQ) and seen[0]["X-Client-Role"] == "Universal"
 
 
@@ -161,29 +169,14 @@ def test_the_http_api_takes_the_token_and_event_posts_are_signed(fake):
 
     posted = []
 
-    async def serve():
-        async def handle(request):
-            posted.append((await request.read(), dict(request.headers)))
-            return web.Response(status=204)
-        app = web.Application()
-        app.router.add_post("/events", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        return runner, runner.addresses[0][1]
+    async def handle(request):
+        posted.append((await request.read(), dict(request.headers)))
+        return web.Response(status=204)
 
-    loop = asyncio.new_event_loop()
-    runner, port = loop.run_until_complete(serve())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
+    with small_server("POST", "/events", handle) as port:
         fake.post_events_to(f"http://127.0.0.1:{port}/events", "s3cret")
         event = fake.inject_private("alice", "posted")
         fake.wait_for(lambda: any(b'"posted"' in body for body, _ in posted) and 204 in fake.post_statuses, 10)
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
     body, headers = next((b, h) for b, h in posted if b'"posted"' in b)
     assert json.loads(body)["message_id"] == event["message_id"] and headers["X-Self-ID"] == str(BOT_QQ)
     assert headers["X-Signature"] == "sha1=" + hmac.new(b"s3cret", body, hashlib.sha1).hexdigest()

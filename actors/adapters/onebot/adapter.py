@@ -105,7 +105,7 @@ class OneBotAdapter(StreamingAdapter):
         try:
             return await self._listener.accepted(REVERSE_WAIT_S)
         except asyncio.TimeoutError:
-            refused = self._listener.last_refusal
+            refused = self._listener.refusals.last
             raise RetryableError(f"the implementation has not connected to {self._listener.url} within "
                                  f"{REVERSE_WAIT_S:g} s" + (f" (the last attempt was refused: {refused})"
                                                              if refused else ""), method="websocket") from None

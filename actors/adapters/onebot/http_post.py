@@ -5,6 +5,7 @@ Events in. ``POST`` of one event as JSON, with ``X-Self-ID`` and, when a ``secre
 ``X-Signature: sha1=<hex>``: the HMAC-SHA1 of the raw body keyed with the secret. Checked in this order, each
 failure a refusal (nothing parsed, stored or handed on): the body within its size and time limits; the signature,
 in constant time (missing 401, wrong 403); an account other than the table's (403); the body a JSON object (400).
+Refusals are counted, and each reason logged at most once a minute (reverse.Refusals).
 Then ``deliver(event)`` is awaited and 204 answered (no quick operation) once it returns: for a message, once its
 row is committed. The implementation does not send an event again after a failure: a 500 loses it there, and the
 log says so.
@@ -25,6 +26,7 @@ from aiohttp import web
 from actors.adapters.errors import PermanentError, RetryableError
 from actors.adapters.http_session import HttpSession
 from actors.adapters.onebot.link import answer_data
+from actors.adapters.onebot.reverse import Refusals
 from actors.adapters.push_server import PushServer, Refused
 from supervision.http_serving import HttpLimits
 
@@ -49,11 +51,10 @@ class EventPostServer(PushServer):
         super().__init__(host, port, path, limits, on_refused)
         self._secret, self._self_id = secret, self_id
         self._deliver, self._on_error = deliver, on_error
-        self.refused = 0
+        self.refusals = Refusals(on_refused)
 
     def _refuse(self, status: int, reason: str) -> web.Response:
-        self.refused += 1
-        self._on_refused(f"an event POST refused: {reason}")
+        self.refusals.refused("an event POST refused", status, reason)
         return web.Response(status=status, text="refused")
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -69,7 +70,8 @@ class EventPostServer(PushServer):
                 return self._refuse(403, "a wrong X-Signature")
         account, caller = self._self_id(), request.headers.get("X-Self-ID", "").strip()
         if account and caller and caller != account:
-            return self._refuse(403, f"account {caller[:20]} is not this table's ({account})")
+            return self._refuse(403, f"account {caller[:20] if caller.isdigit() else '(not a number)'} is not this "
+                                     f"table's ({account})")
         try:
             event = json.loads(body)
         except ValueError:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import time
 from typing import Callable, Optional
 
 from aiohttp import web
@@ -41,10 +42,33 @@ def refusal(token: str, self_id: str, given: Optional[str], role: str, caller_id
         if not hmac.compare_digest(given.encode(), token.encode()):
             return 403, "a wrong access token"
     if self_id and caller_id and caller_id != self_id:
-        return 403, f"account {caller_id[:20]} is not this table's ({self_id})"
+        return 403, f"account {caller_id[:20] if caller_id.isdigit() else '(not a number)'} is not this table's " \
+                    f"({self_id})"
     if role and role.lower() != "universal":
-        return 400, f"X-Client-Role {role[:20]}: only Universal is taken"
+        return 400, f"X-Client-Role {role[:20]!r}: only Universal is taken"
     return None
+
+
+class Refusals:
+    """Connections or requests refused, counted; a refusal of each kind logged at most once a
+    ``REFUSAL_LOG_EVERY_S`` (a client retrying forever, or a hostile one, does not flood the log), with the count
+    so far."""
+
+    def __init__(self, log: Callable[[str], None]):
+        self._log = log
+        self.count = 0
+        self.last = ""
+        self._logged: dict[int, float] = {}     # HTTP status -> when a refusal with it was last logged
+
+    def refused(self, what: str, status: int, reason: str) -> None:
+        """Count one refusal answered ``status``; the status is what a log line is kept per (a handful of values,
+        where the reason may carry what the client sent)."""
+        self.count += 1
+        self.last = reason
+        now = time.monotonic()
+        if now - self._logged.get(status, float("-inf")) >= REFUSAL_LOG_EVERY_S:
+            self._logged[status] = now
+            self._log(f"{what}: {reason} ({self.count} refused so far)")
 
 
 class ReverseListener:
@@ -57,9 +81,7 @@ class ReverseListener:
         self.port: Optional[int] = None
         self._current: Optional[Link] = None
         self._fresh: asyncio.Queue = asyncio.Queue(maxsize=1)
-        self.refused = 0
-        self.last_refusal = ""
-        self._last_logged = float("-inf")
+        self.refusals = Refusals(on_refused)
 
     @property
     def url(self) -> Optional[str]:
@@ -77,13 +99,7 @@ class ReverseListener:
         why = refusal(self._token, self._self_id, token_given(request), request.headers.get("X-Client-Role", ""),
                       request.headers.get("X-Self-ID", "").strip())
         if why is not None:
-            self.refused += 1
-            self.last_refusal = why[1]
-            now = asyncio.get_running_loop().time()
-            if now - self._last_logged >= REFUSAL_LOG_EVERY_S:   # a client retrying forever does not flood the log
-                self._last_logged = now
-                self._on_refused(f"a reverse WebSocket from {request.remote} refused: {why[1]} "
-                                 f"({self.refused} refused so far)")
+            self.refusals.refused(f"a reverse WebSocket from {request.remote} refused", why[0], why[1])
             return web.Response(status=why[0], text=why[1])
         ws = web.WebSocketResponse(max_msg_size=MAX_FRAME_BYTES, autoping=True)
         await ws.prepare(request)
