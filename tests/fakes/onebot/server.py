@@ -59,13 +59,13 @@ class FakeOneBot(FakeServer):
         self._tasks: set[asyncio.Task] = set()
         self.refused: list[int] = []          # HTTP statuses of refused handshakes
         self._pongs: dict[web.WebSocketResponse, asyncio.Event] = {}
-        self.files: dict[str, bytes] = {}
+        self.files: dict[str, bytes] = {}     # what image segments' URLs serve (in memory)
         self.reverse_attempts: list[int] = []
         self.accepted = 0                     # connections served since the start
         self._post_to: Optional[tuple[str, Optional[str]]] = None
         self._post_beats = None
         self.post_statuses: list[int] = []
-        self._reverse = None     # what image segments' URLs serve (in memory)
+        self._reverse = None
 
     def initial_state(self) -> dict:
         return {"next_id": 1, "events": {}, "messages": {}, "ops": [], "paced": [], "pace_violations": 0,
