@@ -7,6 +7,7 @@ same adapter too (tests/adapters/harnesses/onebot.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import re
@@ -213,12 +214,7 @@ def test_a_reverse_websocket_with_a_missing_or_wrong_token_is_refused_and_nothin
 
 def test_the_connection_dropped_and_back_reconnects_and_what_comes_after_is_stored_once(tmp_path):
     fake = FakeOneBot(state_file=str(tmp_path / "onebot.json"), heartbeat_interval=1.0).start()
-    gateway = Gateway(tmp_path, watchdog_interval=30.0, extra_toml=table(
-        f'url = "ws://127.0.0.1:{fake.port}"\naccess_token = "{DEFAULT_TOKEN}"\nheartbeat_interval_s = 1.0\n'))
-    try:
-        gateway.start()
-        gateway.wait_ready()
-        wait_for(fake.alive_connections, 30, 0.1, "the adapter connected")
+    with forward_daemon(tmp_path, fake) as gateway:
         pid = gateway.node("onebot")["pid"]
         before = fake.accepted
         fake.drop_connections()
@@ -236,10 +232,6 @@ def test_the_connection_dropped_and_back_reconnects_and_what_comes_after_is_stor
         [answer] = fake.sent(chat)
         assert answer["reply"] == str(asked["message_id"]), "the answer quotes the question"
         assert gateway.node("onebot")["pid"] == pid, "a dropped connection is retried, not a crash"
-    finally:
-        gateway.cli("stop")
-        gateway.kill_everything()
-        fake.stop()
 
 
 def send_all(gateway: Gateway, monkeypatch, ops: list) -> dict:
@@ -258,10 +250,23 @@ def send_all(gateway: Gateway, monkeypatch, ops: list) -> dict:
     return results
 
 
-def paced_gateway(tmp_path, fake: FakeOneBot, pace: str) -> Gateway:
-    return Gateway(tmp_path, watchdog_interval=30.0, extra_toml=table(
-        f'url = "ws://127.0.0.1:{fake.port}"\naccess_token = "{DEFAULT_TOKEN}"\nheartbeat_interval_s = 1.0\n' + pace +
-        'pacing = { per_chat_ops_per_s = 100.0, per_chat_burst = 100 }\n'))
+@contextlib.contextmanager
+def forward_daemon(tmp_path, fake: FakeOneBot, extra: str = ""):
+    """The daemon with the adapter on ``fake``'s forward WebSocket, connected; stopped after, and the fake too."""
+    gateway = Gateway(tmp_path, watchdog_interval=30.0, extra_toml=table(
+        f'url = "ws://127.0.0.1:{fake.port}"\naccess_token = "{DEFAULT_TOKEN}"\nheartbeat_interval_s = 1.0\n' + extra))
+    try:
+        gateway.start()
+        gateway.wait_ready()
+        wait_for(fake.alive_connections, 30, 0.1, "the adapter connected")
+        yield gateway
+    finally:
+        gateway.cli("stop")
+        gateway.kill_everything()
+        fake.stop()
+
+
+FAST_CHATS = 'pacing = { per_chat_ops_per_s = 100.0, per_chat_burst = 100 }\n'   # the account's pace is under test
 
 
 @pytest.mark.timeout(180)
@@ -271,11 +276,8 @@ def test_a_burst_of_20_answers_in_one_group_goes_at_the_accounts_pace(tmp_path, 
     answer arrives, in order. ``status`` shows the pace and the count."""
     fake = FakeOneBot(state_file=str(tmp_path / "onebot.json"), heartbeat_interval=1.0, pace_per_minute=30,
                       pace_min_gap_s=0.3).start()
-    gateway = paced_gateway(tmp_path, fake, 'messages_per_minute = 30.0\nmin_gap_s = 0.3\ngap_jitter_s = 0.2\n')
-    try:
-        gateway.start()
-        gateway.wait_ready()
-        wait_for(fake.alive_connections, 30, 0.1, "the adapter connected")
+    with forward_daemon(tmp_path, fake, 'messages_per_minute = 30.0\nmin_gap_s = 0.3\ngap_jitter_s = 0.2\n' +
+                        FAST_CHATS) as gateway:
         chat = f"group:{fake.qq('crowd')}"
         results = send_all(gateway, monkeypatch, [
             PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=chat, chat_type="group", text=f"answer {i}")
@@ -287,19 +289,12 @@ def test_a_burst_of_20_answers_in_one_group_goes_at_the_accounts_pace(tmp_path, 
         shown = gateway.cli("status").stdout
         assert f"account {SELF} via ws://127.0.0.1:{fake.port}; pace 30/min, gap >= 0.3 s (+ up to 0.2 s), " \
                "1000/day; 20 sent today" in shown, shown
-    finally:
-        gateway.cli("stop")
-        gateway.kill_everything()
-        fake.stop()
 
 
 def test_past_the_daily_bound_a_send_fails_saying_so(tmp_path, monkeypatch):
     fake = FakeOneBot(heartbeat_interval=1.0, pace_min_gap_s=0.0).start()
-    gateway = paced_gateway(tmp_path, fake, 'min_gap_s = 0.0\ngap_jitter_s = 0.0\ndaily_limit = 3\n')
-    try:
-        gateway.start()
-        gateway.wait_ready()
-        wait_for(fake.alive_connections, 30, 0.1, "the adapter connected")
+    unpaced = 'min_gap_s = 0.0\ngap_jitter_s = 0.0\ndaily_limit = 3\n'
+    with forward_daemon(tmp_path, fake, unpaced + FAST_CHATS) as gateway:
         chat = f"private:{fake.qq('frank')}"
         ops = [PlatformOp(op_id=f"daily-{i}", action="send", chat_id=chat, text=f"message {i}") for i in range(4)]
         results = send_all(gateway, monkeypatch, ops)
@@ -307,10 +302,6 @@ def test_past_the_daily_bound_a_send_fails_saying_so(tmp_path, monkeypatch):
         refused = results["daily-3"]
         assert refused.error_kind == "permanent" and "daily bound of 3 messages" in refused.error, refused
         assert len(fake.sent(chat)) == 3
-    finally:
-        gateway.cli("stop")
-        gateway.kill_everything()
-        fake.stop()
 
 
 def walk(node):
