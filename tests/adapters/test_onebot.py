@@ -358,3 +358,15 @@ def test_http_post_events_need_the_signature_and_answers_go_through_the_http_api
         gateway.cli("stop")
         gateway.kill_everything()
         fake.stop()
+
+
+def test_a_table_missing_what_its_mode_needs_is_refused_naming_the_key():
+    from actors.adapters import registry
+    from common.config import ConfigError
+    for table, key in (({}, "url"), ({"mode": "reverse", "listen_host": "0.0.0.0"}, "access_token"),
+                       ({"mode": "http"}, "api_url"),
+                       ({"mode": "http", "api_url": "http://127.0.0.1:3000", "listen_host": "0.0.0.0"}, "secret"),
+                       ({"url": "ws://127.0.0.1:3001", "daily_limit": 0}, "daily_limit")):
+        with pytest.raises(ConfigError, match=key):
+            registry.validate_adapter("qq", {"type": "onebot", **table})
+    assert registry.validate_adapter("qq", {"type": "onebot", "mode": "reverse"})["listen_port"] == 6700
