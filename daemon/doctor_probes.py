@@ -234,6 +234,41 @@ async def probe_feishu(name: str, settings: dict) -> Check:
                                           f"{bot.get('open_id', '?')})")
 
 
+async def probe_onebot(name: str, settings: dict) -> Check:
+    """Forward mode: connect to the implementation's WebSocket with the access token and ask ``get_login_info`` through
+    the adapter's own link (the token, the implementation, and which QQ account it is logged in as, in one call);
+    http mode: the same question to its HTTP API. Reverse mode: the implementation connects to the gateway, so there
+    is nothing to ask before it runs (the listening port is checked with the others)."""
+    if settings["mode"] == "reverse":
+        return Check("skip", f"adapter {name}", "reverse WebSocket: the implementation connects to the gateway "
+                                                "(status shows it once it has)")
+    from actors.adapters.onebot.http_post import HttpApi   # only this probe needs this platform's clients
+    from actors.adapters.onebot.link import Link
+    secrets = secret_values(settings)
+    http = settings["mode"] == "http"
+    link = HttpApi(settings["api_url"], settings["access_token"], PROBE_TIMEOUT_S) if http else \
+        Link(lambda: None, PROBE_TIMEOUT_S)
+    where = settings["api_url"] if http else settings["url"]
+    try:
+        if not http:
+            await asyncio.wait_for(link.open_forward(settings["url"], settings["access_token"]), PROBE_TIMEOUT_S)
+        info = await link.call("get_login_info", {})
+    except PermanentError as exc:
+        return Check("fail", f"adapter {name}", f"the implementation refused: {redact(str(exc), secrets)}")
+    except Exception as exc:  # noqa: BLE001 - every other failure is "could not ask", and says why
+        return Check("fail", f"adapter {name}", f"cannot reach the implementation at {where}: "
+                                                f"{redact(str(exc) or type(exc).__name__, secrets)}")
+    finally:
+        await link.close()
+    account = str(info.get("user_id", "?")) if isinstance(info, dict) else "?"
+    wanted = str(settings["self_id"]).strip()
+    if wanted and wanted != account:
+        return Check("fail", f"adapter {name}", f"the implementation is logged in as {account}, not {wanted} "
+                                                "(self_id)")
+    return Check("ok", f"adapter {name}", f"the implementation answers (get_login_info: {account}, "
+                                          f"{info.get('nickname', '?') if isinstance(info, dict) else '?'})")
+
+
 async def probe_matrix(name: str, settings: dict) -> Check:
     """``GET /_matrix/client/v3/account/whoami`` through the adapter's own client: the access token and the
     homeserver, in one call."""

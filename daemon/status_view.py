@@ -109,7 +109,8 @@ def adapter_line(row: dict, now: float, name_width: int = 10, kind_width: int = 
     error = f": {row['error']}" if row.get("error") and state != "connected" else ""
     if row.get("last_restart"):
         error += f" (last restart: {row['last_restart']})"
-    return f"{row['name']:<{name_width}} {row['kind']:<{kind_width}} {told}{url}{error}"
+    note = f"  ({row['note']})" if row.get("note") else ""
+    return f"{row['name']:<{name_width}} {row['kind']:<{kind_width}} {told}{url}{error}{note}"
 
 
 

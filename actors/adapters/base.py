@@ -250,7 +250,9 @@ class PlatformAdapter(OperatorCommands, GatewayActor, PlatformContract):
         return len(self._in_hand)
 
     def describe(self):
-        return dataclasses.replace(n := super().describe(), facts=self.connection.facts(self.served_url()) + n.facts)
+        note = self.status_note()
+        return dataclasses.replace(n := super().describe(), facts=self.connection.facts(self.served_url()) +
+                                   ((("note", self.clean_error(note)),) if note else ()) + n.facts)
 
     async def _shut_down(self) -> None:
         self._lanes.cancel()

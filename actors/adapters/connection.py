@@ -99,10 +99,10 @@ class ConnectionView:
 
 
 def adapter_rows(root, configured: dict | None = None) -> list[dict]:
-    """One row per adapter under the root's AdapterSupervisor: name, kind, state (see the module docstring), and
-    where known since, error, attempts and url. An adapter the tree could not describe shows as the tree says; one
-    of ``configured`` ({name: kind}) missing from the tree (its supervisor was just restarted and has not started
-    it yet) shows as restarting."""
+    """One row per adapter under the root's AdapterSupervisor: name, kind, state (see the module docstring), and where
+    known since, error, attempts, url and the platform's own note (``status_note``: OneBot's pace). An adapter the
+    tree could not describe shows as the tree says; one of ``configured`` ({name: kind}) missing from the tree (its
+    supervisor was just restarted and has not started it yet) shows as restarting."""
     rows = []
     for node, parent, _depth in tree.walk(root):
         if parent is None or parent.kind != "AdapterSupervisor":
@@ -114,7 +114,7 @@ def adapter_rows(root, configured: dict | None = None) -> list[dict]:
                 row["error"] = " ".join(str(node.last_exit).split())[:ERROR_CHARS]
         else:
             row.update({k: facts[k] for k in ("since", "attempts", "error", "url", "paused_by", "messages_in",
-                                              "messages_out") if k in facts})
+                                              "messages_out", "note") if k in facts})
             if row["state"] == "connecting" and node.restarts and node.last_exit:
                 row.update(restarts=node.restarts, error=" ".join(str(node.last_exit).split())[:ERROR_CHARS])
             elif node.restarts and node.last_exit:

@@ -113,3 +113,8 @@ class PlatformContract(abc.ABC):
         """The URL this adapter serves (a chat page, an API, a webhook) once it listens; None: it serves none (any
         thread: reads what the loop set)."""
         return None
+
+    def status_note(self) -> str:
+        """A short line of the platform's own that ``status`` shows after the adapter's state (OneBot: the account
+        and its pace); "": none (actor thread: reads what the loop set)."""
+        return ""

@@ -8,12 +8,15 @@ the fake's call a text send makes (``send_method``): the one whose answer ``hold
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Optional
+
+from storage import StorageError, Store
 
 ROOT = Path(__file__).resolve().parents[2]   # the project: tests/adapters/server_harness.py
 
@@ -71,6 +74,17 @@ class ServerHarness:
         if url:
             self.url = url
         return url
+
+    def committed_offset(self) -> Any:
+        """The adapter's offset as its last round committed it (None while there is none, or the database is
+        busy: callers poll)."""
+        async def read():
+            async with await Store.open(self.database) as store:
+                return await store.inbox.get_offset(self.adapter_name)
+        try:
+            return asyncio.run(read())
+        except StorageError:
+            return None
 
     def table_head(self, access: Optional[str] = "open") -> str:
         """The first lines of the adapter's [adapters.NAME] table (``access = "open"``: strangers are answered)."""

@@ -9,7 +9,6 @@ offset: the gateway session's sequence number it resumes from has passed the mes
 """
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import threading
 import uuid
@@ -19,7 +18,6 @@ from typing import Callable, Optional
 from actors.messages import Source
 from tests.adapters.freezing_proxy import through
 from tests.adapters.server_harness import ServerHarness
-from storage import StorageError, Store
 from tests.fakes.discord import FakeDiscord, INTENTS
 
 TIME_SCALE = 0.2          # every window of the fake 5x shorter: rate limits 5 per second, identify once a second
@@ -97,7 +95,7 @@ class DiscordHarness(ServerHarness):
 
     def acknowledged(self, handle: str) -> bool:
         message_id, delivery = handle.split("/")
-        offset = self._committed_offset()
+        offset = self.committed_offset()
         if not isinstance(offset, dict):
             return False
         session = next((s for s in self.server.sessions() if s["session_id"] == offset.get("session_id")), None)
@@ -106,15 +104,6 @@ class DiscordHarness(ServerHarness):
         seqs = [e["s"] for e in session["events"]
                 if e.get("t") == "MESSAGE_CREATE" and isinstance(e.get("d"), dict) and e["d"].get("id") == message_id]
         return len(seqs) >= int(delivery) and offset["seq"] >= seqs[int(delivery) - 1]
-
-    def _committed_offset(self):
-        async def read():
-            async with await Store.open(self.database) as store:
-                return await store.inbox.get_offset(self.adapter_name)
-        try:
-            return asyncio.run(read())
-        except StorageError:
-            return None
 
     def source(self, chat: str, user: str = "alice") -> Source:
         return Source(platform=self.adapter_name, chat_id=str(self.channel(chat)), chat_type="dm",

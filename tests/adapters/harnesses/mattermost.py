@@ -10,11 +10,9 @@ the repeated event was sent to it.
 """
 from __future__ import annotations
 
-import asyncio
 import hashlib
 
 from actors.messages import Source
-from storage import StorageError, Store
 from tests.adapters.freezing_proxy import through
 from tests.adapters.server_harness import ServerHarness
 from tests.fakes.mattermost import DEFAULT_TOKEN, FakeMattermost
@@ -72,22 +70,13 @@ class MattermostHarness(ServerHarness):
         post_id, delivery = handle.split("/")
         post = next((p for c in self.server.read(lambda s: list(s["channels"].values()))
                      for p in c["posts"].values() if p["id"] == post_id), None)
-        offset = self._committed_offset()
+        offset = self.committed_offset()
         if post is None or not isinstance(offset, dict) or not isinstance(offset.get("create_at"), int):
             return False
         # A first delivery may have come through REST (a post made while the adapter was dead: no stream had it);
         # a replay (delivery 2 and on) comes on the stream and must have been sent.
         sent = int(delivery) == 1 or self.server.deliveries(post_id) >= int(delivery)
         return sent and offset["create_at"] >= post["create_at"]
-
-    def _committed_offset(self):
-        async def read():
-            async with await Store.open(self.database) as store:
-                return await store.inbox.get_offset(self.adapter_name)
-        try:
-            return asyncio.run(read())
-        except StorageError:
-            return None
 
     def source(self, chat: str, user: str = "alice") -> Source:
         return Source(platform=self.adapter_name, chat_id=self.channel(chat), chat_type="dm",

@@ -16,12 +16,10 @@ tests is then the adapter's part, that a message waiting on Signal's servers arr
 """
 from __future__ import annotations
 
-import asyncio
 
 from actors.messages import Source
 from tests.adapters.freezing_proxy import through
 from tests.adapters.server_harness import ServerHarness
-from storage import StorageError, Store
 from tests.fakes.signal import ACCOUNT, ACCOUNT_UUID, FakeSignalCli, uuid_for
 
 KEEPALIVE_S = 0.1
@@ -81,18 +79,9 @@ class SignalHarness(ServerHarness):
     def acknowledged(self, handle: str) -> bool:
         inbound, delivery = handle.split("/")
         deliveries = self.server.inbound(inbound)["deliveries"]
-        offset = self._committed_offset()
+        offset = self.committed_offset()
         return (len(deliveries) >= int(delivery) and isinstance(offset, dict)
                 and offset.get("delivered", 0) >= deliveries[int(delivery) - 1])
-
-    def _committed_offset(self):
-        async def read():
-            async with await Store.open(self.database) as store:
-                return await store.inbox.get_offset(self.adapter_name)
-        try:
-            return asyncio.run(read())
-        except StorageError:
-            return None
 
     def source(self, chat: str, user: str = "alice") -> Source:
         return Source(platform=self.adapter_name, chat_id=uuid_for(chat), chat_type="dm", user_id=uuid_for(chat),
