@@ -25,6 +25,7 @@ from actors.adapters.telegram.formatting import render
 from actors.adapters.telegram.inbound import (ALLOWED_UPDATES, event_from_update, is_input, message_id_of,
                                               reaction_of, update_ids)
 from actors.adapters.telegram.webhook import WebhookServer
+from actors.approvals.answers import buttons_for, pressable_code
 from actors.adapters.telegram.client import FileTooLarge, TelegramAPI
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.messages import Attachment, MessageEvent, PlatformOp
@@ -213,12 +214,25 @@ class TelegramAdapter(PollingAdapter):
         await self._bot_turn()
         return await call(op.text, None)
 
+    async def question_buttons(self, op: PlatformOp) -> tuple:
+        """Approve / Deny for a text that ends with a tool approval's question (answers.py ``pressable_code``), ()
+        for any other. Read from what survives a kill -9: the text is the reply's chunk in the delivery ledger, and
+        the approval row (its id: the buttons' data) was committed with it, so a question sent again after a crash,
+        by the session or the sweeper, carries the same buttons. A question no longer pending keeps its buttons (a
+        click on them is told what happened)."""
+        code = pressable_code(op.text)
+        if code is None:
+            return ()
+        approval = await self.store.approvals.for_question(self.name, str(op.chat_id), code)
+        return buttons_for(approval.approval_id) if approval is not None else ()
+
     async def send_message(self, op: PlatformOp) -> str:
         thread_id, reply_to = message_id_of(op.thread_id), message_id_of(op.reply_to)
+        buttons = await self.question_buttons(op)
 
         async def call(text: str, parse_mode: Optional[str]) -> int:
             return await self._api().send_message(op.chat_id, text, parse_mode, thread_id=thread_id,
-                                                  reply_to=reply_to)
+                                                  reply_to=reply_to, buttons=buttons)
         return str(await self._formatted(op, call))
 
     async def send_file(self, op: PlatformOp) -> str:
@@ -234,9 +248,10 @@ class TelegramAdapter(PollingAdapter):
 
     async def edit_message(self, op: PlatformOp) -> None:
         message_id = _message_id(op)
+        buttons = await self.question_buttons(op)   # a preview edited into the question gets them then
 
         async def call(text: str, parse_mode: Optional[str]) -> bool:
-            return await self._api().edit_message_text(op.chat_id, message_id, text, parse_mode)
+            return await self._api().edit_message_text(op.chat_id, message_id, text, parse_mode, buttons=buttons)
         await self._formatted(op, call)   # False (not modified: already this text) is success too
 
     async def delete_message(self, op: PlatformOp) -> None:
