@@ -34,7 +34,7 @@ from actors.adapters.telegram.formatting import render
 from actors.adapters.telegram.inbound import (ALLOWED_UPDATES, ANSWER_FIELD, click_of, event_from_update, is_input,
                                               message_id_of, reaction_of, update_ids)
 from actors.adapters.telegram.webhook import WebhookServer
-from actors.approvals.answers import Answerer, buttons_for, click_notice, parse_button_data, pressable_code
+from actors.approvals.answers import NOT_YOURS, Answerer, buttons_for, click_notice, parse_button_data, pressable_code
 from actors.adapters.telegram.client import FileTooLarge, TelegramAPI
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.messages import Attachment, MessageEvent, PlatformOp
@@ -216,9 +216,22 @@ class TelegramAdapter(PollingAdapter):
                                       press.verdict if press is not None else "", time.time())
             if kept:
                 update = dict(update, **{ANSWER_FIELD: f"{press.verdict} {approval.code}"})
+                if self._conversation_of(update) != approval.session_key:
+                    # The clicker's row would go to a conversation of their own (one per user in groups), where
+                    # the code names nothing: refused, as a typed answer there finds nothing to answer.
+                    update, text = {k: v for k, v in update.items() if k != ANSWER_FIELD}, NOT_YOURS
             self._acks_due.append((click.query_id, text))
             out.append(update)
         return out
+
+    def _conversation_of(self, update: dict) -> Optional[str]:
+        """The session key the intake would store ``update`` under (None: none can be made of it)."""
+        try:
+            event = self.normalise(update)
+            source = dataclasses.replace(event.source, platform=self.name)
+            return self.intake.addressing.keyed(source, self.event_profile(event))[1]
+        except ValueError:   # MalformedPayload too
+            return None
 
     def answer_presses(self) -> None:
         """Answer the presses whose round is stored: each once in this life (a press delivered again after a

@@ -381,13 +381,13 @@ def test_a_press_on_a_question_is_stored_once_as_the_answer_and_every_press_is_a
     from actors.approvals.answers import button_data, question_text
     from storage import ApprovalRequest
     adapter, _posts = make_adapter(tg, tmp_path)
-    tg.inject_message("hello", chat_id=10)
+    hello = tg.inject_message("hello", chat_id=10)
 
     async def main():
         await adapter.intake.open_store()
         await adapter.connect()
-        asked = await adapter.store.approvals.ask(ApprovalRequest(
-            "k", "t1", "call_1", "calculator", "{}", "tg", "10", 600.0, "chat", "{}"))
+        asked = await adapter.store.approvals.ask(ApprovalRequest(   # asked in the conversation of chat 10
+            adapter._conversation_of(hello), "t1", "call_1", "calculator", "{}", "tg", "10", 600.0, "chat", "{}"))
         approval = asked.approval
         # The question goes out with its buttons, found from its text and the stored row.
         sent = await adapter._perform(PlatformOp("q1", "send", "10", question_text(approval, buttons=True)))
@@ -421,3 +421,39 @@ def test_a_press_on_a_question_is_stored_once_as_the_answer_and_every_press_is_a
     assert tg.callback_answer(query_id)["text"] == "Approved"
     assert tg.callback_answer("forged")["text"] == "This button is no longer valid."
     assert sum(1 for r in raws if "callback_query" in r) == 2     # the forged press was not input
+
+
+def test_where_each_group_member_has_a_conversation_only_the_askers_press_counts(tg, tmp_path):
+    from actors.approvals.answers import NOT_YOURS, button_data
+    from storage import ApprovalRequest
+    adapter, _posts = make_adapter(tg, tmp_path)
+    adapter.per_user_in_groups = True
+    asking = tg.inject_message("@fake_gateway_bot hi", chat_id=-100300, chat_type="group", user_id=11)
+
+    async def main():
+        await adapter.intake.open_store()
+        await adapter.connect()
+        approval = (await adapter.store.approvals.ask(ApprovalRequest(
+            adapter._conversation_of(asking), "t1", "call_1", "calculator", "{}", "tg", "-100300", 600.0, "chat",
+            "{}"))).approval
+        data = button_data(approval.approval_id, "approve")
+        with tg.mutate() as state:
+            chat = state["chats"]["-100300"]
+            question = tg.store_message(chat, outgoing=True, text="the question", entities=[])
+            question["reply_markup"] = {"inline_keyboard": [[{"text": "Approve", "callback_data": data}]]}
+        other = tg.press_button(-100300, question["message_id"], data, user_id=13)["callback_query"]["id"]
+        asker = tg.press_button(-100300, question["message_id"], data, user_id=11)["callback_query"]["id"]
+        raws, offset = await adapter.fetch()
+        await adapter.intake.ingest(raws, offset)
+        adapter.answer_presses()
+        await until(lambda: tg.callback_answer(other) and tg.callback_answer(asker))
+        rows = await adapter.store.inbox.rows_in_state(approval.session_key)
+        await adapter.disconnect()
+        await adapter.store.close()
+        return approval, rows, other, asker
+
+    approval, rows, other, asker = asyncio.run(main())
+    assert tg.callback_answer(other)["text"] == NOT_YOURS
+    assert tg.callback_answer(asker)["text"] == "Approved"
+    assert [(r.platform_message_id, r.payload["text"]) for r in rows if r.platform_message_id.startswith("callback:")] \
+        == [(f"callback:{asker}", f"approve {approval.code}")]
