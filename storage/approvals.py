@@ -288,6 +288,18 @@ class ApprovalStore:
             return _approval(row) if row else None
         return await self._db.read(fetch)
 
+    async def for_question(self, platform: str, chat_id: str, code: str) -> Optional[Approval]:
+        """The newest row asked in that chat (``platform``: the adapter's name) with ``code``: the approval a question
+        sent there with this code asks about (what its buttons name). A code is unique among one session's pending
+        rows; two sessions of one chat (one per user, or per profile) drawing the same code at once is a ~1 in a
+        million chance, and the newer question wins it."""
+        async def fetch(conn):
+            row = await fetch_one(conn, f"SELECT {_COLUMNS} FROM approvals WHERE platform = ? AND chat_id = ? AND "
+                                        "code = ? ORDER BY state = 'pending' DESC, asked_at DESC LIMIT 1",
+                                  (platform, str(chat_id), code.upper()))
+            return _approval(row) if row else None
+        return await self._db.read(fetch)
+
     async def sessions_due(self, now: Optional[float] = None, limit: int = 1000) -> list[str]:
         """The sessions with a pending question past its deadline (at most ``limit``): what a shard wakes, so that
         a session not running (passivated, or not started since a restart) expires its questions in time."""

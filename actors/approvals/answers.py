@@ -39,6 +39,11 @@ HOW_TO_ANSWER = "To answer, write \u201capprove CODE\u201d or \u201cdeny CODE\u2
 NOT_YOURS = "This question is not yours to answer."
 OPERATOR_ONLY = "Only the operator can answer this question."
 UNKNOWN_BUTTON = "This button is no longer valid."
+BUTTON_LABELS = (("Approve", "approve"), ("Deny", "deny"))
+# The last sentence of a question on a platform with buttons (question_text): what tells a send or an edit of a
+# reply's text that it is a question, and which (its code), so the buttons go with it (``pressable_code``).
+PRESSABLE = re.compile(rf"Press Approve or Deny, or reply \u201capprove ({CODE.pattern})\u201d or "
+                       rf"\u201cdeny \1\u201d \(within [^)]*\)\.\s*$")
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,32 @@ def button_data(approval_id: str, verdict: str) -> str:
     if not re.fullmatch(APPROVAL_ID, approval_id) or verdict not in ANSWER_WORDS:
         raise ValueError(f"no button for approval {approval_id!r} and verdict {verdict!r}")
     return f"{BUTTON_PREFIX}:{approval_id}:{'y' if verdict == 'approve' else 'n'}"
+
+
+def buttons_for(approval_id: str) -> tuple:
+    """The question's buttons, one row: ((label, data), ...), Approve then Deny."""
+    return tuple((label, button_data(approval_id, verdict)) for label, verdict in BUTTON_LABELS)
+
+
+def pressable_code(text: str) -> Optional[str]:
+    """The code of the question ``text`` ends with, when it is one asked with buttons (None otherwise). The text is
+    what the delivery ledger keeps of a reply (its chunks), so a send of it after a crash finds the code again, and
+    with it the stored approval whose buttons it carries (the question is the last sentence: its last chunk)."""
+    found = PRESSABLE.search(text[-400:]) if isinstance(text, str) else None
+    return found.group(1) if found else None
+
+
+def click_notice(approval: Optional[Approval], answerer: Answerer, verdict: str, now: float) -> tuple[str, bool]:
+    """What a click is told at once (Telegram's answerCallbackQuery), and whether it is kept as an answer: the
+    verdict taken (``Approved`` / ``Denied``), or why not, from what storage says at that moment: unknown, not
+    the clicker's, already answered, expired."""
+    if approval is None:
+        return UNKNOWN_BUTTON, False
+    if why := refusal_for(approval, answerer):
+        return why, False
+    if approval.state != ApprovalState.PENDING or approval.deadline <= now:
+        return answer_notice(Answered(False, approval)), False
+    return ("Approved" if verdict == "approve" else "Denied"), True
 
 
 def parse_button_data(data: str) -> Optional[ButtonPress]:

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from actors.adapters.registry import REGISTRY
 from actors.agents.base import ApprovalGuard, OpenStep
 from actors.approvals.answers import (Answerer, answer_notice, model_result, parse_text_answer, question_text,
                                       refusal_for)
@@ -123,9 +124,17 @@ def paused(session, turn: turns.Turn, answer: str) -> None:
         not_run(session, turn.turn_id, ToolCallFinished(event.call_id, event.name, event.arguments, text, ok=False))
         session.end_turn(turns.with_note(answer, text), "complete")
         return
-    session.end_turn(turns.with_note(answer, question_text(asked.approval, buttons=False, secrets=session.secrets)),
-                     AWAITING_APPROVAL)
+    question = question_text(asked.approval, buttons=has_buttons(session.config, source), secrets=session.secrets)
+    session.end_turn(turns.with_note(answer, question), AWAITING_APPROVAL)
     arm(session)
+
+
+def has_buttons(config: dict, source: Source) -> bool:
+    """Whether the chat's platform shows Approve / Deny buttons (its capabilities): the question then says "Press
+    Approve or Deny, or reply ...", and the adapter puts the buttons on the message that ends with it (the text is
+    what the ledger keeps, so a send after a crash carries them too: actors/approvals/answers.py pressable_code)."""
+    entry = REGISTRY.get(turns.platform_type(config, source))
+    return entry is not None and entry.capabilities.buttons
 
 
 def not_run(session, turn_id: str, refused: ToolCallFinished) -> None:

@@ -386,3 +386,39 @@ def test_send_voice_takes_ogg_opus_as_a_voice_note_and_refuses_other_bytes(tg):
     assert voice["media"]["voice"]["mime_type"] == "audio/ogg" and voice["media"]["voice"]["file_size"] == len(OGG_OPUS)
     assert [(u["kind"], u["data"]) for u in tg.uploads] == [("voice", OGG_OPUS)]
     assert [o["status"] for o in tg.ops(1001, "sendVoice")] == [200, 400]
+
+
+def test_inline_keyboard_press_and_answer_callback_query(tg):
+    tg.inject_message("hi", chat_id=42)
+    keyboard = {"inline_keyboard": [[{"text": "Approve", "callback_data": "ap:x:y"},
+                                     {"text": "Deny", "callback_data": "ap:x:n"}]]}
+
+    async def send(api):
+        sent = await api.call("sendMessage", {"chat_id": 42, "text": "ok?", "reply_markup": keyboard})
+        with pytest.raises(PermanentError, match="BUTTON_DATA_INVALID"):
+            await api.call("sendMessage", {"chat_id": 42, "text": "x", "reply_markup": {
+                "inline_keyboard": [[{"text": "A", "callback_data": "d" * 65}]]}})
+        return sent
+    sent = with_api(tg, send)
+    assert sent["reply_markup"] == keyboard
+    assert tg.messages(42)[-1]["reply_markup"] == keyboard
+    with pytest.raises(ValueError, match="no button"):
+        tg.press_button(42, sent["message_id"], "ap:x:other")
+    update = tg.press_button(42, sent["message_id"], "ap:x:y", user_id=42)
+    query = update["callback_query"]
+    assert (query["data"], query["from"]["id"], query["message"]["chat"]["id"]) == ("ap:x:y", 42, 42)
+    assert query["message"]["message_id"] == sent["message_id"] and query["id"]
+    assert tg.press_button(42, sent["message_id"], "ap:x:n")["callback_query"]["id"] != query["id"]
+    assert tg.callback_answer(query["id"]) is None
+
+    async def answer(api):
+        await api.call("answerCallbackQuery", {"callback_query_id": query["id"], "text": "Approved"})
+        with pytest.raises(PermanentError, match="query ID is invalid"):   # at most once
+            await api.call("answerCallbackQuery", {"callback_query_id": query["id"]})
+        with pytest.raises(PermanentError, match="query ID is invalid"):
+            await api.call("answerCallbackQuery", {"callback_query_id": "nonesuch"})
+        # an edit without reply_markup takes the keyboard away, as Telegram does
+        await api.call("editMessageText", {"chat_id": 42, "message_id": sent["message_id"], "text": "done"})
+    with_api(tg, answer)
+    assert tg.callback_answer(query["id"])["text"] == "Approved"
+    assert not tg.messages(42)[-1].get("reply_markup")

@@ -229,3 +229,14 @@ async def test_a_reset_withdraws_the_questions_waiting_and_no_answer_counts_afte
         late = await store.approvals.answer(waiting.approval_id, "approve", "telegram:9", now=106.0)
         assert not late.won and late.approval.outcome == "withdrawn"
         assert await store.approvals.sessions_due(now=1e12) == ["ops.telegram.dm.chat-2"]
+
+
+async def test_a_question_sent_to_a_chat_finds_its_approval_by_chat_and_code(db_path):
+    async with open_store(db_path) as store:
+        row = (await store.approvals.ask(request(), now=100.0)).approval
+        assert await store.approvals.for_question("telegram", "1001", row.code.lower()) == row
+        assert await store.approvals.for_question("telegram", "1002", row.code) is None      # another chat's
+        assert await store.approvals.for_question("discord", "1001", row.code) is None       # another platform's
+        await store.approvals.answer(row.approval_id, "approve", "telegram:9", now=110.0)
+        answered = await store.approvals.for_question("telegram", "1001", row.code)          # answered: still it
+        assert (answered.approval_id, answered.state) == (row.approval_id, "approved")

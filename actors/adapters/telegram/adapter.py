@@ -4,6 +4,13 @@ Intake. Polling: ``getUpdates`` from the committed offset (last update_id + 1); 
 that offset in one transaction, and only the next poll tells Telegram, so nothing acknowledged is lost and nothing
 re-delivered is stored twice. Webhook: each pushed update is answered 2xx only after its row is committed.
 
+Button presses (``callback_query``): a press on a tool approval's question is looked up (its approval, by the id in
+its data) before its round is stored: one that may answer is stored as the clicker's answer in the button's chat, a
+row deduplicated on the press's id, so a press delivered again after a kill -9 (its offset not yet committed) is
+the same row; the session then answers it as a typed ``approve CODE`` (first answer wins). Every press is answered
+(answerCallbackQuery, at most once per press and life, after its round is stored, never awaited by the intake) with
+what storage says at that moment: Approved / Denied, already answered, expired, not yours, or no longer valid.
+
 Outbound. Sends and edits are rendered to the configured parse mode and resent as plain text if Telegram refuses
 the entities. The base paces each chat (shared by sends and edits) and waits out 429s; on top of that a bot-wide
 budget (``bot_ops_per_s``) keeps the whole bot under Telegram's ~30 messages per second, which no chat's lane can
@@ -15,6 +22,8 @@ import asyncio
 import dataclasses
 import logging
 import math
+import time
+from collections import OrderedDict
 from typing import Any, Optional
 
 from actors.adapters.intake_styles import PollingAdapter
@@ -22,9 +31,10 @@ from actors.adapters.liveness import SERVED_SILENCE_S
 from actors.adapters.errors import FormattingError, MessageNotFoundError, PermanentError
 from actors.adapters.lost_copies import NOTHING, OTHERS, OURS, Unresolved, search, search_floor
 from actors.adapters.telegram.formatting import render
-from actors.adapters.telegram.inbound import (ALLOWED_UPDATES, event_from_update, is_input, message_id_of,
-                                              reaction_of, update_ids)
+from actors.adapters.telegram.inbound import (ALLOWED_UPDATES, ANSWER_FIELD, click_of, event_from_update, is_input,
+                                              message_id_of, reaction_of, update_ids)
 from actors.adapters.telegram.webhook import WebhookServer
+from actors.approvals.answers import NOT_YOURS, Answerer, buttons_for, click_notice, parse_button_data, pressable_code
 from actors.adapters.telegram.client import FileTooLarge, TelegramAPI
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.messages import Attachment, MessageEvent, PlatformOp
@@ -32,6 +42,8 @@ from actors.adapters.pacing import ChatBudget
 from supervision.http_serving import http_limits
 
 OUTBOUND_TIMEOUT_S = 30.0
+MAX_ACKS_IN_FLIGHT = 64        # answerCallbackQuery calls at once; past it a press's spinner stops by itself
+REMEMBERED_PRESSES = 4096      # the presses answered in this life: each is answered once
 
 
 class TelegramAdapter(PollingAdapter):
@@ -45,6 +57,9 @@ class TelegramAdapter(PollingAdapter):
         self._webhook_cleared = False
         self._bot_budget: Optional[ChatBudget] = None
         self._emit_lock: Optional[asyncio.Lock] = None
+        self._acks_due: list[tuple[str, str]] = []     # (press id, text): answered once their round is stored
+        self._answered_presses: OrderedDict[str, None] = OrderedDict()
+        self._acks_in_flight: set[asyncio.Task] = set()
 
     def on_start(self, args) -> None:
         super().on_start(args)
@@ -104,6 +119,7 @@ class TelegramAdapter(PollingAdapter):
         if not isinstance(updates, list):
             raise PermanentError(f"getUpdates returned {type(updates).__name__}, not a list", method="getUpdates")
         ids = update_ids(updates)
+        updates = await self.read_clicks(updates)
         wanted = [u for u in updates if is_input(u)]
         self.skipped += len(updates) - len(wanted)
         # Before the offset is committed with the rows: a crash between the two gets them again (an upsert).
@@ -118,6 +134,7 @@ class TelegramAdapter(PollingAdapter):
             self.report_progress()     # a round came back (liveness.py)
             if raws or (offset is not None and offset != self.offset):
                 await emit(raws, offset)   # rows and offset committed together; the next poll acknowledges
+            self.answer_presses()
 
     async def _serve_webhook(self, emit) -> None:
         secret = self.settings["webhook_secret"]
@@ -129,11 +146,14 @@ class TelegramAdapter(PollingAdapter):
             if (reaction := reaction_of(update, self.name)) is not None:
                 await self.record_feedback([reaction])   # acknowledged once stored, like a message
                 return
+            [update] = await self.read_clicks([update])
             if not is_input(update):
                 self.skipped += 1
+                self.answer_presses()
                 return
             async with self._emit_lock:  # one transaction at a time on the adapter's store
                 await emit([update], None)
+            self.answer_presses()
 
         def on_error(text: str) -> None:
             self.say(logging.WARNING, "%s: a webhook update was not stored (%s); Telegram will send it again",
@@ -179,6 +199,63 @@ class TelegramAdapter(PollingAdapter):
         except PermanentError as exc:
             raise AttachmentGone(self.clean_error(exc)) from None
 
+    # ------------------------------------------------------------------------------------------- button presses
+    async def read_clicks(self, updates: list) -> list:
+        """The updates, each press read: one that may answer a question gets the answer's words (``ANSWER_FIELD``)
+        and is stored with the round; any other is only answered (an unknown or malformed button, a question
+        answered or expired, a clicker it is not for). Its answer is due once the round is stored."""
+        out = []
+        for update in updates:
+            click = click_of(update)
+            if click is None:
+                out.append(update)
+                continue
+            press = parse_button_data(click.data)
+            approval = await self.store.approvals.get(press.approval_id) if press is not None else None
+            text, kept = click_notice(approval, Answerer(self.name, click.chat_id, click.user_id),
+                                      press.verdict if press is not None else "", time.time())
+            if kept:
+                update = dict(update, **{ANSWER_FIELD: f"{press.verdict} {approval.code}"})
+                if self._conversation_of(update) != approval.session_key:
+                    # The clicker's row would go to a conversation of their own (one per user in groups), where
+                    # the code names nothing: refused, as a typed answer there finds nothing to answer.
+                    update, text = {k: v for k, v in update.items() if k != ANSWER_FIELD}, NOT_YOURS
+            self._acks_due.append((click.query_id, text))
+            out.append(update)
+        return out
+
+    def _conversation_of(self, update: dict) -> Optional[str]:
+        """The session key the intake would store ``update`` under (None: none can be made of it)."""
+        try:
+            event = self.normalise(update)
+            source = dataclasses.replace(event.source, platform=self.name)
+            return self.intake.addressing.keyed(source, self.event_profile(event))[1]
+        except ValueError:   # MalformedPayload too
+            return None
+
+    def answer_presses(self) -> None:
+        """Answer the presses whose round is stored: each once in this life (a press delivered again after a
+        restart is answered again, and Telegram refuses the second answer: harmless), in tasks the intake never
+        waits for, at most ``MAX_ACKS_IN_FLIGHT`` at once."""
+        due, self._acks_due = self._acks_due, []
+        for query_id, text in due:
+            if query_id in self._answered_presses:
+                continue
+            self._answered_presses[query_id] = None
+            while len(self._answered_presses) > REMEMBERED_PRESSES:
+                self._answered_presses.popitem(last=False)
+            if len(self._acks_in_flight) >= MAX_ACKS_IN_FLIGHT:
+                continue
+            task = asyncio.get_running_loop().create_task(self._answer_press(query_id, text))
+            self._acks_in_flight.add(task)
+            task.add_done_callback(self._acks_in_flight.discard)
+
+    async def _answer_press(self, query_id: str, text: str) -> None:
+        try:
+            await asyncio.wait_for(self._api().answer_callback_query(query_id, text), OUTBOUND_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - a lost notice costs the clicker a spinner, nothing stored
+            self.say(logging.INFO, "%s: a button press was not answered (%s)", self.name, self.clean_error(exc))
+
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_update(raw, self.name, self.profile, self.bot_username)
 
@@ -213,12 +290,25 @@ class TelegramAdapter(PollingAdapter):
         await self._bot_turn()
         return await call(op.text, None)
 
+    async def question_buttons(self, op: PlatformOp) -> tuple:
+        """Approve / Deny for a text that ends with a tool approval's question (answers.py ``pressable_code``), ()
+        for any other. Read from what survives a kill -9: the text is the reply's chunk in the delivery ledger, and
+        the approval row (its id: the buttons' data) was committed with it, so a question sent again after a crash,
+        by the session or the sweeper, carries the same buttons. A question no longer pending keeps its buttons (a
+        click on them is told what happened)."""
+        code = pressable_code(op.text)
+        if code is None:
+            return ()
+        approval = await self.store.approvals.for_question(self.name, str(op.chat_id), code)
+        return buttons_for(approval.approval_id) if approval is not None else ()
+
     async def send_message(self, op: PlatformOp) -> str:
         thread_id, reply_to = message_id_of(op.thread_id), message_id_of(op.reply_to)
+        buttons = await self.question_buttons(op)
 
         async def call(text: str, parse_mode: Optional[str]) -> int:
             return await self._api().send_message(op.chat_id, text, parse_mode, thread_id=thread_id,
-                                                  reply_to=reply_to)
+                                                  reply_to=reply_to, buttons=buttons)
         return str(await self._formatted(op, call))
 
     async def send_file(self, op: PlatformOp) -> str:
@@ -234,9 +324,10 @@ class TelegramAdapter(PollingAdapter):
 
     async def edit_message(self, op: PlatformOp) -> None:
         message_id = _message_id(op)
+        buttons = await self.question_buttons(op)   # a preview edited into the question gets them then
 
         async def call(text: str, parse_mode: Optional[str]) -> bool:
-            return await self._api().edit_message_text(op.chat_id, message_id, text, parse_mode)
+            return await self._api().edit_message_text(op.chat_id, message_id, text, parse_mode, buttons=buttons)
         await self._formatted(op, call)   # False (not modified: already this text) is success too
 
     async def delete_message(self, op: PlatformOp) -> None:

@@ -72,10 +72,12 @@ class TelegramAPI(HttpSession):
                                timeout=timeout + self.request_timeout)
 
     async def send_message(self, chat_id: int | str, text: str, parse_mode: Optional[str] = None,
-                           thread_id: Optional[int] = None, reply_to: Optional[int] = None) -> int:
-        """Returns the new message_id. A reply whose target was deleted is sent anyway, as a plain message."""
+                           thread_id: Optional[int] = None, reply_to: Optional[int] = None,
+                           buttons: tuple = ()) -> int:
+        """Returns the new message_id. A reply whose target was deleted is sent anyway, as a plain message.
+        ``buttons``: ((label, callback data), ...), one row of inline buttons under the message."""
         params: dict[str, Any] = {"chat_id": chat_id, "text": text, "parse_mode": parse_mode,
-                                  "message_thread_id": thread_id}
+                                  "message_thread_id": thread_id, "reply_markup": inline_keyboard(buttons)}
         if reply_to is not None:
             params["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
         return (await self.call("sendMessage", params))["message_id"]
@@ -105,16 +107,21 @@ class TelegramAPI(HttpSession):
                                                "reaction": [{"type": "emoji", "emoji": emoji}] if emoji else []})
 
     async def edit_message_text(self, chat_id: int | str, message_id: int, text: str,
-                                parse_mode: Optional[str] = None) -> bool:
-        """True if edited; False if the message already had this content (the goal is reached either way)."""
+                                parse_mode: Optional[str] = None, buttons: tuple = ()) -> bool:
+        """True if edited; False if the message already had this content (the goal is reached either way). An edit
+        without ``buttons`` takes the message's inline buttons away (Telegram's rule)."""
         try:
             await self.call("editMessageText", {"chat_id": chat_id, "message_id": message_id, "text": text,
-                                                "parse_mode": parse_mode})
+                                                "parse_mode": parse_mode, "reply_markup": inline_keyboard(buttons)})
         except PermanentError as exc:
             if "message is not modified" in exc.description:
                 return False
             raise
         return True
+
+    async def answer_callback_query(self, query_id: str, text: str = "") -> None:
+        """Stops the client's spinner on a pressed button; ``text`` shows as a short notice (at most 200)."""
+        await self.call("answerCallbackQuery", {"callback_query_id": query_id, "text": text[:200] or None})
 
     async def delete_message(self, chat_id: int | str, message_id: int) -> None:
         await self.call("deleteMessage", {"chat_id": chat_id, "message_id": message_id})
@@ -166,6 +173,13 @@ class TelegramAPI(HttpSession):
         error = classify_error(method, status, body)
         log.debug("telegram %s failed: %s", method, self.redact(str(error)))
         raise error
+
+
+def inline_keyboard(buttons: tuple) -> Optional[dict]:
+    """``reply_markup`` for one row of callback buttons ((label, data), ...); None for none."""
+    if not buttons:
+        return None
+    return {"inline_keyboard": [[{"text": label, "callback_data": data} for label, data in buttons]]}
 
 
 def classify_error(method: str, status: int, body: Any) -> PlatformError:

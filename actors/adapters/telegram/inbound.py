@@ -9,7 +9,11 @@ edits (``edited_message``: a changed message is not a new question, and answerin
 into two turns), stickers, locations, service messages (joins, pins), and update kinds the bot did not ask for. The
 adapter asks Telegram for ``message`` and ``message_reaction`` updates only (``ALLOWED_UPDATES``), so the filter is
 a second line, not the first. A reaction is never input: it is feedback on a message (``reaction_of``), recorded
-with the reply it judges (storage/feedback.py).
+with the reply it judges (storage/feedback.py). A button press (``callback_query``, asked for too) is input only as
+the answer to a tool approval's question (docs/approvals.md): the adapter reads it (``click_of``), looks its approval
+up and, when the click may answer, adds the answer's words (``ANSWER_FIELD``) before the intake stores it; a click
+read so is the clicker's message ``approve CODE`` in the chat the button is in (``event_from_click``), stored under
+the id ``callback:<query id>``, so a press Telegram delivers twice is one row.
 
 Identity: Telegram numbers messages per chat, so the dedup id is ``"<chat_id>:<message_id>"``; replies name their
 target the same way. Chats: private -> "dm"; group/supergroup -> "group", or "thread" with ``thread_id`` for a
@@ -18,6 +22,7 @@ message in a forum topic (storage.keys then keys the session by chat and topic).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
@@ -25,7 +30,9 @@ from actors.media.limits import cap_for
 from actors.messages import Attachment, MessageEvent, Source
 from storage import Reaction
 
-ALLOWED_UPDATES = ["message", "message_reaction"]   # reactions: feedback on the bot's answers (reaction_of)
+# reactions: feedback on the bot's answers (reaction_of); callback queries: presses of a question's buttons
+ALLOWED_UPDATES = ["message", "message_reaction", "callback_query"]
+ANSWER_FIELD = "approval_answer"   # put on a callback_query update by the adapter: the click's answer, as words
 MEDIA_FIELDS = ("photo", "document", "voice", "audio", "video")   # Telegram's field = the attachment's kind
 GROUP_TYPES = ("group", "supergroup")
 
@@ -39,6 +46,8 @@ def is_input(update: Any) -> bool:
     ``event_from_update`` so that it is rejected loudly."""
     if not isinstance(update, dict):
         return True
+    if "callback_query" in update:
+        return ANSWER_FIELD in update   # a click the adapter read as an approval's answer (click_of)
     message = update.get("message")
     if message is None:
         return False
@@ -68,6 +77,51 @@ def reaction_of(update: Any, platform: str) -> Optional[Reaction]:
                     float(date) if type(date) in (int, float) else 0.0)
 
 
+@dataclass(frozen=True)
+class Click:
+    """A button press: the query's id (what answerCallbackQuery names), who pressed, the chat and message the button
+    is on, and the button's data."""
+    query_id: str
+    user_id: str
+    chat_id: str
+    message_id: int
+    data: str
+
+
+def click_of(update: Any) -> Optional[Click]:
+    """A ``callback_query`` update as a Click; None for any other update, or one without an id to answer or a
+    message to place it (a press on an inline-mode message has none: no question of ours is sent so)."""
+    query = update.get("callback_query") if isinstance(update, dict) else None
+    if not isinstance(query, dict) or not isinstance(query.get("id"), str) or not query["id"]:
+        return None
+    sender, message = query.get("from"), query.get("message")
+    chat = message.get("chat") if isinstance(message, dict) else None
+    if not (isinstance(sender, dict) and type(sender.get("id")) is int and isinstance(chat, dict)
+            and type(chat.get("id")) is int and type(message.get("message_id")) is int):
+        return None
+    data = query.get("data") if isinstance(query.get("data"), str) else ""
+    return Click(query["id"][:64], str(sender["id"]), str(chat["id"]), message["message_id"], data)
+
+
+def event_from_click(update: dict, platform: str, profile: str) -> MessageEvent:
+    """A click read as an approval's answer (``ANSWER_FIELD``): the clicker's message in the button's chat."""
+    where = f"update {update.get('update_id')!r}"
+    query = an_object(update.get("callback_query"), f"{where}: callback_query")
+    click = click_of(update)
+    text = a_string(update.get(ANSWER_FIELD), f"{where}: {ANSWER_FIELD}")
+    if click is None:
+        raise MalformedPayload(f"{where}: callback_query has no id, sender or message")
+    message, sender = query["message"], query["from"]
+    chat_type, thread_id = _chat_kind(message["chat"], message)
+    names = [sender.get(k) for k in ("username", "first_name")]
+    source = Source(platform=platform, chat_id=click.chat_id, chat_type=chat_type, thread_id=thread_id,
+                    user_id=click.user_id, user_name=next((n for n in names if isinstance(n, str) and n), None),
+                    profile=profile)
+    return MessageEvent(source=source, text=text, platform_message_id=f"callback:{click.query_id}",
+                        received_at=time.time(), reply_to_message_id=message_ref(click.chat_id, click.message_id),
+                        addressed=True)
+
+
 def message_ref(chat_id: Any, message_id: Any) -> str:
     return f"{chat_id}:{message_id}"
 
@@ -83,6 +137,8 @@ def message_id_of(ref: Optional[str]) -> Optional[int]:
 
 def event_from_update(update: Any, platform: str, profile: str, bot_username: str = "") -> MessageEvent:
     an_object(update, "update")
+    if "callback_query" in update:
+        return event_from_click(update, platform, profile)
     where = f"update {update.get('update_id')!r}"
     message = an_object(update.get("message"), f"{where}: message")
     chat, text, message_id = message.get("chat"), message.get("text"), message.get("message_id")

@@ -7,7 +7,7 @@ sendDocument 50 MB from a bot, captions 1,024 UTF-16 units. No idempotency key, 
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=True, files_in=True, files_out=True,
-                            voice=True, buttons=False, typing=True, voice_out=True)
+                            voice=True, buttons=True, typing=True, voice_out=True)
 
 
 def _webhook_needs_a_secret(table):

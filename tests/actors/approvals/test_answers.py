@@ -8,7 +8,8 @@ import pytest
 
 from actors.approvals.answers import (HOW_TO_ANSWER, MAX_BUTTON_DATA_BYTES, MAX_SHOWN_ARGUMENTS, NOT_YOURS,
                                       OPERATOR_ONLY, UNKNOWN_BUTTON, Answerer, ButtonPress, NextStep, TextAnswer,
-                                      answer_notice, button_data, duration, model_result, next_step,
+                                      answer_notice, button_data, buttons_for, click_notice, duration,
+                                      pressable_code, model_result, next_step,
                                       parse_button_data, parse_text_answer, question_text, refusal_for,
                                       shown_arguments)
 from storage import Answered, Approval
@@ -129,3 +130,26 @@ def test_the_model_is_told_why_a_call_did_not_run():
 ])
 def test_what_a_session_does_next_with_each_state(state, now, step):
     assert next_step(dataclasses.replace(ASKED, state=state), now) == step
+
+
+def test_a_question_asked_with_buttons_is_told_by_its_last_sentence_and_carries_its_own_buttons():
+    pressable = "Let me check.\n\n" + question_text(ASKED, buttons=True)
+    assert pressable_code(pressable) == "7KQ2"
+    assert pressable_code(question_text(ASKED, buttons=False)) is None          # no buttons promised: none sent
+    assert pressable_code(question_text(dataclasses.replace(ASKED, approvers="operator"), buttons=True)) is None
+    assert pressable_code(pressable + " And more text after it.") is None      # only a text that ends with it
+    assert buttons_for(ASKED.approval_id) == (("Approve", "ap:AbCdEfGhIjKl-_78:y"), ("Deny", "ap:AbCdEfGhIjKl-_78:n"))
+
+
+def test_a_click_is_told_at_once_what_storage_says():
+    now = 1100.0
+    assert click_notice(ASKED, IN_CHAT, "approve", now) == ("Approved", True)
+    assert click_notice(ASKED, IN_CHAT, "deny", now) == ("Denied", True)
+    assert click_notice(None, IN_CHAT, "approve", now) == (UNKNOWN_BUTTON, False)
+    assert click_notice(ASKED, Answerer("telegram", "-100200", "9"), "approve", now) == (NOT_YOURS, False)
+    assert click_notice(dataclasses.replace(ASKED, approvers="operator"), IN_CHAT, "approve", now) == (
+        OPERATOR_ONLY, False)
+    answered = dataclasses.replace(ASKED, state="approved", answer="approve", answered_by="telegram:9")
+    assert click_notice(answered, IN_CHAT, "deny", now) == ("Already answered: approved by telegram:9.", False)
+    text, kept = click_notice(ASKED, IN_CHAT, "approve", 1600.0)                # at the deadline: expired
+    assert text.startswith("This question expired at ") and not kept

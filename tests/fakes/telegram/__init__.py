@@ -21,6 +21,8 @@ Control API (JSON; ``tests.fakes.fakeplatform.ControlClient`` speaks it):
                                 "username"?, "first_name"?, "title"?, "is_forum"?, "thread_id"?}, a list, or
                                 {"updates": [...]}                                -> {"ok", "updates": [Update]}
     POST /_control/inject_edit  {"chat_id", "message_id", "text"}                 -> Update (edited_message)
+    POST /_control/press        {"chat_id", "message_id", "data", "user_id"?, "query_id"?} -> Update (callback_query);
+                                the answer: FakeTelegram.callback_answer(query_id)
     GET  /_control/chats        GET /_control/chats/{chat_id} -> {"chat", "messages", "ops", "topics", "blocked"}
     GET  /_control/stats        GET /_control/updates -> {"pending", "webhook_log", "confirmed_offset"}
     POST /_control/faults       FaultScript fields; methods are Bot API names (default the four write methods)

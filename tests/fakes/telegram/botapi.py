@@ -1,5 +1,6 @@
 """The chat methods of the fake Bot API: sendMessage, editMessageText, deleteMessage, sendChatAction, getMe,
-and the flood control that sendMessage and editMessageText share (deleteMessage and sendChatAction are free). Each method is a plain function of (state, params) run under the fake's lock;
+answerCallbackQuery, inline keyboards (``reply_markup``: kept on the message; an edit without one removes it, as
+Telegram does), and the flood control that sendMessage and editMessageText share (deleteMessage and sendChatAction are free). Each method is a plain function of (state, params) run under the fake's lock;
 it returns the ``result`` or raises ApiError, which the server turns into the Bot API's error shape.
 """
 from __future__ import annotations
@@ -59,6 +60,28 @@ def bool_param(params: dict, name: str) -> bool:
     return params.get(name) in (True, 1, "true", "True", "1")
 
 
+def inline_keyboard_param(params: dict) -> Optional[dict]:
+    """``reply_markup`` as an InlineKeyboardMarkup (core.telegram.org/bots/api#inlinekeyboardmarkup): rows of
+    buttons, each with ``text`` and one action; a ``callback_data`` of 1-64 bytes. None when none is given. Other
+    markups (reply keyboards) are not modelled: refused, so a test never passes on one by mistake."""
+    markup = json_param(params, "reply_markup")
+    if markup is None:
+        return None
+    rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        raise ApiError(400, "Bad Request: can't parse inline keyboard button: field \"inline_keyboard\" must be "
+                            "an Array of Array")
+    for row in rows:
+        for button in row:
+            if not isinstance(button, dict) or not isinstance(button.get("text"), str) or not button["text"]:
+                raise ApiError(400, "Bad Request: can't parse inline keyboard button: Text buttons are unallowed "
+                                    "in the inline keyboard")
+            data = button.get("callback_data")
+            if data is not None and not (isinstance(data, str) and 1 <= len(data.encode("utf-8")) <= 64):
+                raise ApiError(400, "Bad Request: BUTTON_DATA_INVALID")
+    return {"inline_keyboard": rows}
+
+
 # The emoji a bot may react with (ReactionTypeEmoji in core.telegram.org/bots/api): ✅ is not among them.
 REACTION_EMOJI = frozenset("👍 👎 ❤ 🔥 🥰 👏 😁 🤔 🤯 😱 🤬 😢 🎉 🤩 🤮 💩 🙏 👌 🕊 🤡 🥱 🥴 😍 🐳 ❤‍🔥 🌚 🌭 💯 🤣 ⚡ 🍌 🏆 💔 "
                            "🤨 😐 🍓 🍾 💋 🖕 😈 😴 😭 🤓 👻 👨‍💻 👀 🎃 🙈 😇 😨 🤝 ✍ 🤗 🫡 🎅 🎄 ☃ 💅 🤪 🗿 🆒 💘 🙉 🦄 "
@@ -80,9 +103,12 @@ class BotMethods:
         reply_to = self._reply_target(chat, params)
         text, entities = self._parse_text(params, too_long="message is too long")
         self.check_flood(state, chat)
+        markup = inline_keyboard_param(params)
         message = self.store_message(chat, outgoing=True, text=text, entities=entities, thread_id=thread_id,
                                      reply_to=reply_to, raw_text=params["text"],
                                      parse_mode=params.get("parse_mode"))
+        if markup is not None:
+            message["reply_markup"] = markup
         return self.message_object(chat, message)
 
     def method_edit_message_text(self, state: dict, params: dict) -> dict:
@@ -94,14 +120,15 @@ class BotMethods:
             raise ApiError(400, "Bad Request: message can't be edited")
         # The real API answers MESSAGE_TOO_LONG here, not the sendMessage wording: clients must know both.
         text, entities = self._parse_text(params, too_long="MESSAGE_TOO_LONG")
-        if text == message["text"] and entities == message["entities"]:
+        markup = inline_keyboard_param(params)
+        if text == message["text"] and entities == message["entities"] and markup == message.get("reply_markup"):
             raise ApiError(400, "Bad Request: message is not modified: specified new message content and reply "
                                 "markup are exactly the same as a current content and reply markup of the message")
         self.check_flood(state, chat)
         now = time.time()
-        message.update(text=text, entities=entities, edit_date=int(now))
+        message.update(text=text, entities=entities, edit_date=int(now), reply_markup=markup)
         message["history"].append({"text": text, "raw_text": params["text"],
-                                   "parse_mode": params.get("parse_mode"), "at": now})
+                                   "parse_mode": params.get("parse_mode"), "at": now, "reply_markup": markup})
         return self.message_object(chat, message)
 
     def method_delete_message(self, state: dict, params: dict) -> bool:
@@ -126,6 +153,19 @@ class BotMethods:
                 raise ApiError(400, "Bad Request: REACTION_INVALID")
         self.check_flood(state, chat)
         message.setdefault("reactions", []).append({"emoji": [r["emoji"] for r in reaction], "at": time.time()})
+        return True
+
+    def method_answer_callback_query(self, state: dict, params: dict) -> bool:
+        """The bot answers a button press (the client's spinner stops; ``text`` shows as a notice). A query is
+        answered at most once, and only one the fake delivered: anything else is Telegram's QUERY_ID_INVALID."""
+        query_id = params.get("callback_query_id")
+        query = state["callback_queries"].get(str(query_id)) if query_id not in (None, "") else None
+        if query is None or query["answer"] is not None:
+            raise ApiError(400, "Bad Request: query is too old and response timeout expired or query ID is invalid")
+        text = params.get("text")
+        if text is not None and (not isinstance(text, str) or len(text) > 200):
+            raise ApiError(400, "Bad Request: MESSAGE_TOO_LONG")
+        query["answer"] = {"text": text, "show_alert": bool_param(params, "show_alert"), "at": time.time()}
         return True
 
     def method_send_chat_action(self, state: dict, params: dict) -> bool:
@@ -241,6 +281,8 @@ class BotMethods:
                 obj["is_topic_message"] = True
         if message["edit_date"]:
             obj["edit_date"] = message["edit_date"]
+        if message.get("reply_markup"):
+            obj["reply_markup"] = message["reply_markup"]
         replied = chat["messages"].get(str(message["reply_to"]))
         if with_reply and replied is not None:
             obj["reply_to_message"] = self.message_object(chat, replied, with_reply=False)

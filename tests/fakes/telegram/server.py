@@ -33,7 +33,8 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
                "deleteWebhook": "method_delete_webhook", "getWebhookInfo": "method_get_webhook_info",
                "getUpdates": "get_updates", "getFile": "method_get_file", "sendPhoto": "method_send_photo",
                "sendDocument": "method_send_document", "sendVoice": "method_send_voice",
-               "setMessageReaction": "method_set_message_reaction"}
+               "setMessageReaction": "method_set_message_reaction",
+               "answerCallbackQuery": "method_answer_callback_query"}
     # the Bot API matches method names case-insensitively
     CANONICAL_NAMES = {name.lower(): name for name in METHODS}
 
@@ -53,7 +54,7 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
 
     def initial_state(self) -> dict:
         return {"next_update_id": 100001, "confirmed_offset": 0, "updates": [], "allowed_updates": None,
-                "webhook": None, "webhook_log": [], "chats": {},
+                "webhook": None, "webhook_log": [], "chats": {}, "callback_queries": {},
                 "stats": {"requests": {}, "errors": {}, "floods_served": 0, "retry_after_violations": 0,
                           "updates_filtered": 0, "webhook_deliveries": 0, "webhook_failures": 0}}
 
@@ -111,6 +112,11 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
         """Updates not yet confirmed (by a higher getUpdates offset, or a 2xx from the webhook)."""
         return self.read(pending_updates)
 
+    def callback_answer(self, query_id: str) -> Optional[dict]:
+        """How the bot answered a button press (answerCallbackQuery: ``text``, ``show_alert``, ``at``), or None
+        while it has not."""
+        return self.read(lambda s: (s["callback_queries"].get(str(query_id)) or {}).get("answer"))
+
     def webhook_log(self) -> list[dict]:
         return self.read(lambda s: s["webhook_log"])
 
@@ -127,6 +133,7 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
         app.router.add_get("/file/bot{token}/{path:.+}", self.serve_file)
         control_route(app, "POST", "/_control/inject", self._control_inject)
         control_route(app, "POST", "/_control/inject_edit", lambda body: self.inject_edit(**body))
+        control_route(app, "POST", "/_control/press", lambda body: self.press_button(**body))
         control_route(app, "GET", "/_control/chats", lambda _: {"chats": self.read(lambda s: list(s["chats"]))})
         control_route(app, "GET", "/_control/chats/{chat_id}", lambda _, chat_id: self.timeline(int(chat_id)))
         control_route(app, "GET", "/_control/stats", lambda _: self.stats())

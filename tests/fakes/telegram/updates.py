@@ -85,6 +85,26 @@ class UpdateMethods:
                                        "at": time.time()})
             return self._queue_update(state, "edited_message", self.message_object(chat, message))
 
+    def press_button(self, chat_id: int, message_id: int, data: str, user_id: Optional[int] = None,
+                     username: str = "alice", first_name: str = "Alice", query_id: Optional[str] = None) -> dict:
+        """A user presses the inline button with ``data`` on a message of the bot: a ``callback_query`` update
+        (core.telegram.org/bots/api#callbackquery) with a unique ``id`` (or ``query_id``: a client's retry of the
+        same press), ``from``, ``message`` (the message the button is on, with its chat) and ``data``. Refused
+        (ValueError) when the message has no button with that data, as no client could press it."""
+        with self.mutate() as state:
+            chat = state["chats"][str(int(chat_id))]
+            message = chat["messages"][str(int(message_id))]
+            buttons = [b for row in (message.get("reply_markup") or {}).get("inline_keyboard", ()) for b in row]
+            if not any(b.get("callback_data") == data for b in buttons):
+                raise ValueError(f"message {message_id} of chat {chat_id} has no button with data {data!r}")
+            query_id = str(query_id) if query_id is not None else f"{chat_id}{state['next_update_id']}"
+            state["callback_queries"].setdefault(query_id, {"answer": None})
+            sender = {"id": int(user_id if user_id is not None else chat_id), "is_bot": False,
+                      "first_name": first_name, "username": username}
+            body = {"id": query_id, "from": sender, "message": self.message_object(chat, message),
+                    "chat_instance": str(chat_id), "data": data}
+            return self._queue_update(state, "callback_query", body)
+
     def add_topic(self, chat_id: int, thread_id: int) -> None:
         with self.mutate() as state:
             topics = state["chats"][str(int(chat_id))]["topics"]

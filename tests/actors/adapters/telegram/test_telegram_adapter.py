@@ -195,7 +195,7 @@ def test_a_polling_round_stores_messages_and_acknowledges_what_it_skips(tg, tmp_
     assert tg.read(lambda s: s["confirmed_offset"]) == offset and tg.pending_updates() == []
     [row] = rows
     assert row.payload["source"]["chat_type"] == "thread" and row.payload["source"]["thread_id"] == "4"
-    assert tg.read(lambda s: s["allowed_updates"]) == ["message", "message_reaction"]
+    assert tg.read(lambda s: s["allowed_updates"]) == ["message", "message_reaction", "callback_query"]
     assert adapter.bot_username == "fake_gateway_bot"
 
 
@@ -373,3 +373,87 @@ def test_a_group_message_is_addressed_when_it_mentions_or_replies_to_the_bot():
     assert event_from_update(update(group, reply_to_message=replied), "tg", "p", "my_bot").addressed is True
     assert event_from_update(update(group), "tg", "p", "").addressed is None, "the bot's name not known yet"
     assert event_from_update(update({"id": 7, "type": "private"}), "tg", "p", "my_bot").addressed is True
+
+
+# ------------------------------------------------------------------------------------------------- button presses
+
+def test_a_press_on_a_question_is_stored_once_as_the_answer_and_every_press_is_answered(tg, tmp_path):
+    from actors.approvals.answers import button_data, question_text
+    from storage import ApprovalRequest
+    adapter, _posts = make_adapter(tg, tmp_path)
+    hello = tg.inject_message("hello", chat_id=10)
+
+    async def main():
+        await adapter.intake.open_store()
+        await adapter.connect()
+        asked = await adapter.store.approvals.ask(ApprovalRequest(   # asked in the conversation of chat 10
+            adapter._conversation_of(hello), "t1", "call_1", "calculator", "{}", "tg", "10", 600.0, "chat", "{}"))
+        approval = asked.approval
+        # The question goes out with its buttons, found from its text and the stored row.
+        sent = await adapter._perform(PlatformOp("q1", "send", "10", question_text(approval, buttons=True)))
+        message_id = int(sent.message_id)
+        keyboard = tg.messages(10)[-1]["reply_markup"]["inline_keyboard"]
+        assert [(b["text"], b["callback_data"]) for b in keyboard[0]] == [
+            ("Approve", button_data(approval.approval_id, "approve")), ("Deny", button_data(approval.approval_id, "deny"))]
+        yes = tg.press_button(10, message_id, button_data(approval.approval_id, "approve"), user_id=10)
+        again = dict(yes)                                    # the same press delivered twice
+        with tg.mutate() as state:
+            state["updates"].append(dict(again, update_id=state["next_update_id"]))
+            state["next_update_id"] += 1
+            # a forged or foreign button on the same message: answered, never stored
+            state["callback_queries"]["forged"] = {"answer": None}
+            state["updates"].append({"update_id": state["next_update_id"], "callback_query": dict(
+                yes["callback_query"], id="forged", data="ap:nonesuch000000:y")})
+            state["next_update_id"] += 1
+        raws, offset = await adapter.fetch()
+        await adapter.intake.ingest(raws, offset)
+        adapter.answer_presses()
+        await until(lambda: tg.callback_answer("forged") and tg.callback_answer(yes["callback_query"]["id"]))
+        rows = await adapter.store.inbox.rows_in_state(session_key(adapter.normalise(raws[-1]).source))
+        await adapter.disconnect()
+        await adapter.store.close()
+        return approval, raws, rows, yes["callback_query"]["id"]
+
+    approval, raws, rows, query_id = asyncio.run(main())
+    clicks = [r for r in rows if r.platform_message_id.startswith("callback:")]
+    assert [(r.platform_message_id, r.payload["text"], r.payload["source"]["user_id"]) for r in clicks] == [
+        (f"callback:{query_id}", f"approve {approval.code}", "10")]
+    assert tg.callback_answer(query_id)["text"] == "Approved"
+    assert tg.callback_answer("forged")["text"] == "This button is no longer valid."
+    assert sum(1 for r in raws if "callback_query" in r) == 2     # the forged press was not input
+
+
+def test_where_each_group_member_has_a_conversation_only_the_askers_press_counts(tg, tmp_path):
+    from actors.approvals.answers import NOT_YOURS, button_data
+    from storage import ApprovalRequest
+    adapter, _posts = make_adapter(tg, tmp_path)
+    adapter.per_user_in_groups = True
+    asking = tg.inject_message("@fake_gateway_bot hi", chat_id=-100300, chat_type="group", user_id=11)
+
+    async def main():
+        await adapter.intake.open_store()
+        await adapter.connect()
+        approval = (await adapter.store.approvals.ask(ApprovalRequest(
+            adapter._conversation_of(asking), "t1", "call_1", "calculator", "{}", "tg", "-100300", 600.0, "chat",
+            "{}"))).approval
+        data = button_data(approval.approval_id, "approve")
+        with tg.mutate() as state:
+            chat = state["chats"]["-100300"]
+            question = tg.store_message(chat, outgoing=True, text="the question", entities=[])
+            question["reply_markup"] = {"inline_keyboard": [[{"text": "Approve", "callback_data": data}]]}
+        other = tg.press_button(-100300, question["message_id"], data, user_id=13)["callback_query"]["id"]
+        asker = tg.press_button(-100300, question["message_id"], data, user_id=11)["callback_query"]["id"]
+        raws, offset = await adapter.fetch()
+        await adapter.intake.ingest(raws, offset)
+        adapter.answer_presses()
+        await until(lambda: tg.callback_answer(other) and tg.callback_answer(asker))
+        rows = await adapter.store.inbox.rows_in_state(approval.session_key)
+        await adapter.disconnect()
+        await adapter.store.close()
+        return approval, rows, other, asker
+
+    approval, rows, other, asker = asyncio.run(main())
+    assert tg.callback_answer(other)["text"] == NOT_YOURS
+    assert tg.callback_answer(asker)["text"] == "Approved"
+    assert [(r.platform_message_id, r.payload["text"]) for r in rows if r.platform_message_id.startswith("callback:")] \
+        == [(f"callback:{asker}", f"approve {approval.code}")]
