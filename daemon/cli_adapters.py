@@ -11,6 +11,7 @@ adapter or of the gateway takes messages again. Each adapter's state and its mes
 from __future__ import annotations
 
 import getpass
+import time
 
 from actors.adapters.connection import adapter_node
 from actors.messages import ADAPTER_COMMANDS, AdapterCommand, AdapterCommandDone
@@ -20,6 +21,9 @@ from daemon.cli_output import fail, out
 from daemon.cli_parsing import add_json, command
 
 ANSWER_TIMEOUT_S = 15.0
+# A session's shard restarted by its supervisor is back within seconds: a command for one of its sessions waits
+# for it this long (polling the tree) rather than failing while it restarts.
+SHARD_BACK_S, FIND_POLL_S = 15.0, 0.5
 EX_NOT_RUNNING = 3
 HELP = {"pause": "take no new messages from NAME's platform (it keeps them) until resumed",
         "resume": "take messages again, from where the pause stopped",
@@ -55,17 +59,22 @@ def cmd_adapters(config: dict, args) -> int:
                            lambda done: {"adapter": done.adapter})
 
 
-def command_in_tree(args, config: dict, find, missing: str, message, wanted: type, who: str, fields) -> int:
+def command_in_tree(args, config: dict, find, missing: str, message, wanted: type, who: str, fields,
+                    wait_s: float = 0.0) -> int:
     """An operator's command to the actor ``find(tree)`` names, its answer ``wanted`` printed: the CLI's face of
-    what the console sends the same way (``ok`` and ``detail`` of the answer, and ``fields(answer)``)."""
+    what the console sends the same way (``ok`` and ``detail`` of the answer, and ``fields(answer)``). ``wait_s``:
+    for an actor that always exists (a session's shard), how long to wait for it while it restarts, or while a
+    loaded machine keeps it from answering the tree's walk, before saying it is not running."""
     try:
         client = AdminClient(config)
     except NoGateway as exc:
         return fail(args, str(exc), EX_NOT_RUNNING, running=False)
     try:
-        node = find(client.tree())
-        if node is None:
-            return fail(args, missing)
+        deadline = time.monotonic() + wait_s
+        while (node := find(client.tree())) is None:
+            if time.monotonic() >= deadline:
+                return fail(args, missing)
+            time.sleep(FIND_POLL_S)
         done = ask_for(client.asys, node.ref, message, wanted, ANSWER_TIMEOUT_S)
     except AdminError as exc:
         return fail(args, str(exc))

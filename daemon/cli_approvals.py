@@ -18,7 +18,7 @@ from actors.approvals.rules import policy_name
 from actors.messages import APPROVAL_VERDICTS, ApprovalAnswer, ApprovalAnswerDone
 from actors.sessions.operator_commands import owner_shard
 from common.redact import configured_secrets
-from daemon.cli_adapters import cli_who, command_in_tree
+from daemon.cli_adapters import SHARD_BACK_S, cli_who, command_in_tree
 from daemon.cli_output import fail
 from daemon.cli_parsing import add_json, command
 from daemon.cli_storage import run_on_store
@@ -92,4 +92,5 @@ def cmd_approvals(config: dict, args) -> int:
                            "the conversation's shard is not running (see `tree`)",
                            ApprovalAnswer(action, approval.approval_id, key, cli_who()), ApprovalAnswerDone,
                            f"approval {approval.approval_id}",
-                           lambda done: {"session_key": done.session_key, "approval_id": approval.approval_id})
+                           lambda done: {"session_key": done.session_key, "approval_id": approval.approval_id},
+                           wait_s=SHARD_BACK_S)

@@ -13,7 +13,7 @@ import asyncio
 
 from actors.messages import SessionCommand, SessionCommandDone
 from actors.sessions.operator_commands import owner_shard
-from daemon.cli_adapters import cli_who, command_in_tree
+from daemon.cli_adapters import SHARD_BACK_S, cli_who, command_in_tree
 from daemon.cli_output import fail
 from daemon.cli_parsing import command
 from storage import AmbiguousId, NotFound, Store, StorageError
@@ -55,4 +55,4 @@ def cmd_session_command(config: dict, args) -> int:
     return command_in_tree(args, config, lambda root: owner_shard(root, key, config),
                            "the session's shard is not running (see `tree`)",
                            SessionCommand(args.action, key, cli_who()), SessionCommandDone, f"session {key}",
-                           lambda done: {"session_key": done.session_key})
+                           lambda done: {"session_key": done.session_key}, wait_s=SHARD_BACK_S)
