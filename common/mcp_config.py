@@ -20,9 +20,11 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TOOL_SEPARATOR = "__"
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESULT_CHARS = 20_000
-# Calls one server may have in flight: each holds a request in the server (a subprocess or a remote endpoint) until
-# it answers or its timeout_s; a chat that makes the model call a hanging tool again and again meets this bound.
-DEFAULT_MAX_CALLS_IN_FLIGHT = 8
+# Calls one server may have in flight (per process: each shard has its own connection to it): each holds a request
+# in the server (a subprocess or a remote endpoint) until it answers or its timeout_s; chats that make the model call
+# a hanging tool again and again meet this bound. 32: twenty chats of one shard calling a quick tool at once, with a
+# hung call beside them, all go through (tests/pipeline/test_mcp_tools.py).
+DEFAULT_MAX_CALLS_IN_FLIGHT = 32
 MAX_CALLS_IN_FLIGHT_LIMIT = 256
 MAX_RESULT_CHARS_LIMIT = 1_000_000
 
