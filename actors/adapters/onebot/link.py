@@ -4,7 +4,8 @@ accepted socket to ``Link.attach``). Either is the universal kind: one connectio
 implementation pushes events (``{"post_type": ...}``) and answers actions. An action is ``{"action", "params",
 "echo"}``; its answer ``{"status": "ok"|"async"|"failed", "retcode", "data", "echo"}`` carries the same ``echo``,
 which is how an answer finds its caller among the events around it. The access token goes in the
-``Authorization: Bearer`` header, never in the URL (no proxy log holds it); a missing or wrong one is refused at the handshake (401, 403).
+``Authorization: Bearer`` header, never in the URL (no proxy log holds it); a missing or wrong one is refused at
+the handshake (401, 403).
 
 Liveness: every frame calls ``alive()``; the implementation's ``meta_event`` heartbeat (every
 ``heartbeat_interval_s``) is what shows the connection up while nobody writes.
