@@ -360,7 +360,11 @@ def test_kill_9_restarts_the_adapter_and_what_came_meanwhile_arrives_once(rig):
                    and n["state"] == "running" and n, 20, 0.05, "the adapter back")
     assert new["restarts"] == old["restarts"] + 1
     rig.refresh()
-    rig.wait_rows(chat, 1)
+    try:
+        rig.wait_rows(chat, 1)
+    except AssertionError as exc:   # where the platform's fake can say what became of the message, it is said
+        fate = rig.platform.fate(handle) if hasattr(rig.platform, "fate") else "(its fake does not say)"
+        raise AssertionError(f"{exc}; the message on the platform: {fate}") from None
     wait_for(lambda: rig.platform.acknowledged(handle), 15, 0.05, "the message to be acknowledged")
     # Acknowledged = polled past it, which the adapter does only after the round's rows and offset committed:
     # no later delivery of this message can exist, so the count is final.

@@ -56,6 +56,12 @@ class SignalHarness(ServerHarness):
                                             attachments=(("image/png", data, "photo.png"),))
         return f"{record['handle']}/1"
 
+    def fate(self, handle: str) -> dict:
+        """What became of an injected message on the fake's side (queued, delivered, lost, and to which streams):
+        said when a test waited for it in vain."""
+        record = self.server.inbound(handle.split("/")[0])
+        return {k: record.get(k) for k in ("state", "deliveries", "written")}
+
     def _envelope(self, handle: str) -> dict:
         return self.server.inbound(handle.split("/")[0])["event"]["envelope"]
 
