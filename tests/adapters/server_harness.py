@@ -33,6 +33,7 @@ class ServerHarness:
         self.database = workdir / "state" / "gateway.db"    # tests.gateway.Gateway(workdir) keeps its state there
         self.port = 0
         self.server: Optional[Any] = None
+        self.url: Optional[str] = None    # the adapter's served URL, once status showed it (served_url)
 
     def make_server(self):
         raise NotImplementedError
@@ -61,8 +62,6 @@ class ServerHarness:
         self.server.release_held()
 
     # -- a served adapter's URL (the platform calls the adapter: WeCom's callbacks, WhatsApp's webhooks)
-    url: Optional[str] = None
-
     def served_url(self) -> Optional[str]:
         """The adapter's URL as ``status`` shows it (None while it has none); kept in ``url`` once seen."""
         env = dict(os.environ, GATEWAY_STATE_DIR=str(self.workdir / "state"), PYTHONPATH=str(ROOT))

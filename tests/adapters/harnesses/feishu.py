@@ -11,8 +11,6 @@ does not lose the message on the fake's side. A handle is a callback delivery's 
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Optional
 
 from actors.adapters.feishu.formatting import EMOJI_TYPES
 from actors.messages import Source
@@ -38,10 +36,6 @@ class FeishuHarness(ServerHarness):
 
     state_name = "feishu.json"
     send_method = "create"
-
-    def __init__(self, workdir: Path):
-        super().__init__(workdir)
-        self.url: Optional[str] = None
 
     def make_server(self):
         server = FakeFeishu(port=self.port, state_file=self.state_file, callback_url=self.url, retries=10,

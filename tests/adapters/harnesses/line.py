@@ -14,8 +14,6 @@ the send the delivery case holds (tests/adapters/test_line.py covers reply token
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Optional
 
 from actors.messages import Source
 from tests.actor_system import wait_for
@@ -37,10 +35,6 @@ class LineHarness(ServerHarness):
 
     state_name = "line.json"
     send_method = "push"
-
-    def __init__(self, workdir: Path):
-        super().__init__(workdir)
-        self.url: Optional[str] = None
 
     def make_server(self):
         server = FakeLine(port=self.port, state_file=self.state_file, webhook_url=self.url, retries=10,

@@ -12,7 +12,6 @@ side. A handle is a callback delivery's id; "acknowledged" is a 200 answer to it
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from actors.messages import Source
 from tests.adapters.server_harness import ServerHarness
@@ -40,7 +39,6 @@ class WeComHarness(ServerHarness):
     def __init__(self, workdir: Path):
         super().__init__(workdir)
         self.encoding_aes_key = crypto.new_encoding_aes_key()
-        self.url: Optional[str] = None
 
     def make_server(self):
         server = FakeWeCom(port=self.port, state_file=self.state_file, encoding_aes_key=self.encoding_aes_key,
