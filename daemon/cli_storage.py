@@ -21,17 +21,18 @@ from daemon.cli_output import EX_USAGE, fail, out
 from daemon.cli_parsing import add_json, command
 
 
-NAMED = "a session id or a unique prefix of one, a session key, or a user or chat (NAME or PLATFORM:NAME)"
+NAMED = ("a session id or a unique prefix of one (4+ characters), a session key, or a user or chat "
+         "(NAME or PLATFORM:NAME)")
 EXPORT_FORMATS = ("msgpack", "markdown", "json")
 
 
 def add_parsers(sub) -> None:
     sessions = command(sub, "sessions", "stored conversations: list, show, search, export, import, forget",
                        "Stored conversations, read from the database (beside a running gateway or without one).\n"
-                       "A session is named by its id (any unique prefix of it: `sessions list` shows the first\n"
-                       "12 characters, /status in the chat the same), by its session key, or by its user's name or\n"
-                       "id or its chat id (alone or as PLATFORM:VALUE, e.g. cli:ada, telegram:123456789); a name\n"
-                       "that fits several sessions lists them.", "sessions list\nsessions show ada")
+                       "A session is named by its id (any unique prefix of it, 4 characters or more:\n"
+                       "`sessions list` shows the first 12 characters, /status in the chat the same), by its\n"
+                       "session key, or by its user's name or id or its chat id (alone or as PLATFORM:VALUE,\n"
+                       "e.g. cli:ada, telegram:123456789); a name that fits several sessions lists them.", "sessions list\nsessions show ada")
     ssub = sessions.add_subparsers(dest="action", metavar="ACTION")
     listing = command(ssub, "list", "sessions, most recent first (the default)",
                       "Sessions, most recently updated first: id, state, last activity, messages (user and\n"

@@ -25,6 +25,9 @@ from .transfer import MOVE_VERSION, version_of
 CONTENT_PREVIEW_CHARS = 200
 AMBIGUOUS_SHOWN = 10   # candidates an ambiguous name lists
 SOURCE_MATCHES = 200   # sessions a user or chat name is looked up in (its conversations, old ones included)
+# The shortest id prefix that names a session (as git's abbreviations): a shorter name ("7", "42") is a user or a
+# chat, never also the start of whichever random id happens to begin with it.
+MIN_ID_PREFIX = 4
 PREVIEW_CHARS = 80     # of a session's last message in a listing
 
 
@@ -70,13 +73,15 @@ def _obligation(ob: Obligation) -> dict:
 
 async def resolve(store: Store, key_or_id: str) -> SessionInfo:
     """The session ``key_or_id`` names: its id, a session key (its current session, else its latest), a unique
-    prefix of its id (``sessions list`` shows the first characters), or what its source names: a user's name or
-    id, a chat id, alone or as ``PLATFORM:VALUE`` (that conversation's current session, else its latest).
-    ``AmbiguousId`` lists the candidates when the name fits several."""
+    prefix of its id of MIN_ID_PREFIX characters or more (``sessions list`` shows the first 12), or what its source
+    names: a user's name or id, a chat id, alone or as ``PLATFORM:VALUE`` (that conversation's current session, else
+    its latest). ``AmbiguousId`` lists the candidates when the name fits several."""
     info = await store.sessions.get(key_or_id) or await latest_of_key(store, key_or_id)
     if info is not None:
         return info
-    candidates = {s.session_id: s for s in await store.sessions.with_id_prefix(key_or_id, limit=AMBIGUOUS_SHOWN + 1)}
+    by_prefix = (await store.sessions.with_id_prefix(key_or_id, limit=AMBIGUOUS_SHOWN + 1)
+                 if len(key_or_id) >= MIN_ID_PREFIX else [])
+    candidates = {s.session_id: s for s in by_prefix}
     keys = dict.fromkeys(s.session_key for s in await store.sessions.with_source(key_or_id, limit=SOURCE_MATCHES))
     for key in list(keys)[:AMBIGUOUS_SHOWN + 1]:
         latest = await latest_of_key(store, key)

@@ -216,11 +216,13 @@ class Console(StoreUser, GatewayActor):
         and words; new ones come by the page's stream (server.py, log_lines.py)."""
         path = self._log_path()
         try:
-            lines, _size = log_lines.tail(path, LOG_TAIL_BYTES)
+            lines, size = log_lines.tail(path, LOG_TAIL_BYTES)
         except OSError as exc:
             return {"lines": [], "error": f"cannot read {path}: {exc.strerror}"}
         lines = log_lines.matching(lines, args.get("level", ""), args.get("actor", ""), args.get("q", ""))
-        return {"file": str(path), "lines": lines[-LOG_TAIL_LINES:]}
+        # position: where the page's stream starts (?from=), so a line written between this read and the stream's
+        # opening is neither lost nor shown twice.
+        return {"file": str(path), "lines": lines[-LOG_TAIL_LINES:], "position": size}
 
     # ----------------------------------------------------------------------------------- tree and status
     def _walk(self, ask) -> None:

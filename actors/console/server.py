@@ -13,7 +13,8 @@ Routes (every one but /static/ and /favicon.ico behind the login when there is o
   GET  /api/media/KEY         a file of a transcript, from the media cache: a raster image inline, anything else
                               as a download, neither able to run in this page's origin
   GET  /api/stream?topic=T    server-sent events: each new snapshot of T (tree, status) while the page is open;
-                              topic=logs&level=&actor=&q=: the log's new lines that match, as they are written
+                              topic=logs&level=&actor=&q=&from=: the log's new lines that match, as they are
+                              written, from byte ``from`` (where the page's GET /api/logs ended) or from now
   POST /api/actions/NAME      an action (ACTIONS), JSON body; refused unless allowed, same-site, with the CSRF token
 
 Bounds: a request body of at most BODY_MAX_BYTES (every server's body bounds: supervision/http_serving.py), query
@@ -313,11 +314,15 @@ class ConsoleServer:
         return response
 
     async def _log_stream(self, request: web.Request) -> web.StreamResponse:
-        """The log's new lines that match the page's filters, from the moment it opens (the page read the tail
-        before, GET /api/logs): one event per look that found any, {"lines": [...], "skipped": bytes}."""
+        """The log's new lines that match the page's filters, from where the page's read of the tail ended
+        (``from``, GET /api/logs answered it) or else from the moment it opens: one event per look that found any,
+        {"lines": [...], "skipped": bytes}. A ``from`` past the file's end (rotated since) reads the new file from its
+        start; one far behind skips to the newest LOG_CHUNK_BYTES, as any reader that falls behind does."""
         filters = {k: request.query.get(k, "")[:QUERY_MAX_CHARS] for k in ("level", "actor", "q")}
+        asked_from = request.query.get("from", "")
         try:
-            position = (await asyncio.to_thread(log_lines.tail, self.log_path, 0))[1]
+            position = (int(asked_from) if asked_from.isdigit() and len(asked_from) <= 15
+                        else (await asyncio.to_thread(log_lines.tail, self.log_path, 0))[1])
         except OSError as exc:
             return web.json_response({"error": f"cannot read the log: {exc.strerror}"}, status=503)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **SECURITY_HEADERS})

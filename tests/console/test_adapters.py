@@ -66,6 +66,13 @@ chunk_delay_s = 0.0
             yield gw, tg, f"http://127.0.0.1:{console_port(gw)}"
 
 
+def click_action(page, action: str) -> None:
+    """Click the telegram row's button for ``action`` and wait for the gateway's answer to it (200, else its text)."""
+    with page.expect_response(lambda r: f"/api/actions/{action}" in r.url, timeout=60_000) as answer:
+        page.click(f"tr[data-adapter='telegram'] button[data-action='{action}']")
+    assert answer.value.status == 200, (action, answer.value.status, answer.value.text())
+
+
 def test_paused_with_the_cli_resumed_from_the_page_and_back_loses_nothing(gateway, page):
     gw, tg, base = gateway
     tg.inject_message("echo before any pause", chat_id=51)
@@ -81,12 +88,12 @@ def test_paused_with_the_cli_resumed_from_the_page_and_back_loses_nothing(gatewa
     paused_takes_nothing(gw, tg, "sent while paused by the cli", 52)
 
     page.goto(base + "/adapters")
-    page.click("tr[data-adapter='telegram'] button[data-action='adapters.resume']")
+    click_action(page, "adapters.resume")
     wait_for(lambda: stored(gw, "sent while paused by the cli"), 60, 0.1, "the held update taken after the resume")
     page.wait_for_selector("tr[data-adapter='telegram'] button[data-action='adapters.pause']")
     assert "intake resume by 127.0.0.1" in gw.log() or "intake resume by " in gw.log()
 
-    page.click("tr[data-adapter='telegram'] button[data-action='adapters.pause']")
+    click_action(page, "adapters.pause")
     wait_for(lambda: telegram_row(gw).get("state") == "paused", 30, 0.2, "paused from the page")
     assert not telegram_row(gw)["paused_by"].startswith("cli")
     paused_takes_nothing(gw, tg, "sent while paused by the page", 53)

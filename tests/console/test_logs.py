@@ -93,6 +93,20 @@ def test_the_stream_sends_new_lines_of_the_level_and_actor_asked_for(gateway):
     connection.close()
 
 
+def test_a_line_written_between_the_tail_and_the_stream_comes_by_the_stream(gateway):
+    """The page reads the tail, then opens the stream: a line written in between is lost unless the stream starts
+    where the tail ended (``from``), as the page asks."""
+    gw, port = gateway
+    tail = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/logs?level=WARNING", timeout=20).read())
+    assert not any("between-reads" in line for line in tail["lines"])
+    assert post_action(port, "between-reads", {}, {}) == 403    # logged: "refused action 'between-reads' by ..."
+    gw.wait_log("between-reads", 30)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", f"/api/stream?topic=logs&level=WARNING&from={tail['position']}")
+    events_until(connection, "between-reads", 60)
+    connection.close()
+
+
 def test_the_logs_page_shows_a_new_line_without_reloading(gateway, page):
     gw, port = gateway
     page.goto(f"http://127.0.0.1:{port}/logs")

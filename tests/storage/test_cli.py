@@ -92,7 +92,9 @@ async def test_the_operator_suspends_and_resumes_a_session_by_key_or_id(tmp_path
             await cli.session_set_state(store, KEY, suspended=False)   # not suspended
 
 
-async def test_a_session_is_named_by_any_unique_prefix_of_its_id_and_a_shared_one_lists_the_candidates(tmp_path):
+async def test_a_session_is_named_by_any_unique_prefix_of_its_id_and_a_shared_one_lists_the_candidates(tmp_path,
+                                                                                                   monkeypatch):
+    monkeypatch.setattr("storage.cli.MIN_ID_PREFIX", 1)   # a prefix shared by construction: one hex digit
     async with open_store(tmp_path / "a.db") as store:
         # 17 sessions: two of them at least share the first hex digit of their ids (16 digits)
         infos = [await store.sessions.get_or_create(session_key(Src(chat_id=str(2000 + i)))) for i in range(17)]

@@ -339,12 +339,13 @@ async function logs(page) {
     if (level.value) q.set("level", level.value);
     if (actor.value) q.set("actor", actor.value);
     if (words.value) q.set("q", words.value);
-    if (source) source.close();
+    if (source) { source.close(); source = null; live.dataset.connected = "no"; }
     const data = await api(`/api/logs?${q}`);
     lines = [];
     if (data.error) { out.textContent = data.error; return; }
     show(data.lines);
     q.set("topic", "logs");
+    q.set("from", data.position);   // where the tail ended: a line written meanwhile comes by the stream
     source = new EventSource(`/api/stream?${q}`);
     source.onopen = () => { live.dataset.connected = "yes"; live.textContent = "Live"; };
     source.onerror = () => { live.dataset.connected = "no"; live.textContent = "Reconnecting…"; };
