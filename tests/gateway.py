@@ -26,6 +26,15 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def exited(pid: int) -> bool:
+    """The process is gone or a zombie: it has run its last instruction and the kernel has closed its sockets (a
+    peer sees their end from now on, not a connection that still answers)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 class Gateway:
     def __init__(self, tmp_path: Path, extra_toml: str = "", watchdog_interval: float = 0.5, max_restarts: int = 5,
                  period_s: float = 30.0, ping_deadline: float = 1.5, admin_port: int = 0, gateway_toml: str = "",
@@ -118,14 +127,7 @@ backoff_max_s = 0.2
 
     # ------------------------------------------------------------------------------------------------ cleanup
     def alive_pids(self) -> list[int]:
-        alive = []
-        for pid in self.seen_pids:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    alive.append(pid)
-            except psutil.NoSuchProcess:
-                pass
-        return alive
+        return [pid for pid in self.seen_pids if not exited(pid)]
 
     def assert_no_process_left(self, timeout: float = 10) -> None:
         wait_for(lambda: not self.alive_pids(), timeout, 0.05, f"gateway processes to exit: {self.alive_pids()}")

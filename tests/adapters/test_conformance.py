@@ -24,7 +24,7 @@ from daemon.admin import AdminClient
 from daemon.asking import ask_for, listen_for
 from tests.actor_system import wait_for
 from tests.adapters.harnesses import HARNESSES
-from tests.gateway import Gateway, nodes
+from tests.gateway import Gateway, exited, nodes
 
 pytestmark = pytest.mark.timeout(60)
 ASK_S = 15.0
@@ -354,6 +354,10 @@ def test_reconnects_after_the_platform_drops_every_connection(rig):
 def test_kill_9_restarts_the_adapter_and_what_came_meanwhile_arrives_once(rig):
     old = next(n for n in nodes(rig.gateway.tree()) if n["name"] == rig.platform.adapter_name)
     os.kill(old["pid"], signal.SIGKILL)
+    # Sent once the process is dead (its sockets closed), as a message sent "while the adapter was dead" is: sent
+    # in the instant between the signal and the process's end, a push platform (Signal's SSE) may still write it
+    # into the connection of a process about to vanish, a message the real platform would lose the same way.
+    wait_for(lambda: exited(old["pid"]), 15, 0.01, f"the killed adapter process {old['pid']} to exit")
     chat = new_chat("killed")
     handle = rig.platform.inject(chat, "sent while the adapter was dead")
     new = wait_for(lambda: (n := rig.gateway.node(rig.platform.adapter_name)) and n["pid"] != old["pid"]
@@ -361,7 +365,7 @@ def test_kill_9_restarts_the_adapter_and_what_came_meanwhile_arrives_once(rig):
     assert new["restarts"] == old["restarts"] + 1
     rig.refresh()
     try:
-        rig.wait_rows(chat, 1)
+        rig.wait_rows(chat, 1, timeout=30)
     except AssertionError as exc:   # where the platform's fake can say what became of the message, it is said
         fate = rig.platform.fate(handle) if hasattr(rig.platform, "fate") else "(its fake does not say)"
         raise AssertionError(f"{exc}; the message on the platform: {fate}") from None
