@@ -27,7 +27,8 @@ It goes through the chat's session webhook while that is valid (its ``sessionWeb
 the user of a one-to-one chat, ``groupMessages/send`` to a group. A webhook that answers it takes nothing (expired
 early, unknown) is forgotten and the same part goes by the API in the same attempt: nothing had been sent. No edits:
 a streamed answer is sent whole, in parts at the limit (an AI card would stream it; not built: README.md). No send
-carries a key the platform deduplicates on, so a send whose answer was lost is re-sent with the mark.
+carries a key the platform deduplicates on, so a send whose answer was lost is re-sent with the mark. A delete is
+answered ok and changes nothing: a part sent through a session webhook has no key to recall it by.
 """
 from __future__ import annotations
 
@@ -152,6 +153,10 @@ class DingTalkAdapter(StreamingAdapter):
         if op.chat_type == "group":
             return await self.api().send_to_group(op.chat_id, op.text)
         return await self.api().send_to_user(op.chat_id, op.text)
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        """Nor taken back (the module docstring): answered ok, changing nothing, so a consumer cleaning up moves
+        on."""
 
     async def close(self) -> None:
         await self.disconnect()
