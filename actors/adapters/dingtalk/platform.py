@@ -4,7 +4,7 @@ otherwise.
 
 Pacing: a robot's session webhook takes 20 messages a minute (errcode 130101 past it, and the robot is then limited
 for a while); the OpenAPI's sends share the organisation's QPS (HTTP 403 ``QpsLimit`` codes past it). A chat is paced
-at 20 a minute with a burst of 5. A text message's content is kept at 5,000 characters. The robot cannot edit or
+at 18 a minute with a burst of 5, under the webhook's 20. A text message's content is kept at 5,000 characters. The robot cannot edit or
 recall what it sent here, so a streamed answer is sent whole, in parts at the limit (no AI card: README.md). No send
 carries a key the platform deduplicates on: a send whose answer was lost goes again with the re-sent mark."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
@@ -22,7 +22,7 @@ PLATFORM = Platform(
     summary="DingTalk robot: Stream mode in, the session webhook or the robot OpenAPI out", intake="socket",
     capabilities=CAPABILITIES, access="pairing",
     pacing=paced("dingtalk", CAPABILITIES, 5000, "chars", edit_interval_s=0.0, min_edit_delta_chars=0,
-                 per_chat_ops_per_s=20 / 60, per_chat_burst=5, typing_interval_s=None),
+                 per_chat_ops_per_s=0.3, per_chat_burst=5, typing_interval_s=None),
     options={
         "client_id": Option(str, doc="the app's Client ID (AppKey), developer console: Credentials & Basic Info"),
         "client_secret": Option(str, secret=True, doc="the app's Client Secret (AppSecret), same page; the access "
