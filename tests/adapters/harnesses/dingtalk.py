@@ -57,6 +57,11 @@ class DingTalkHarness(ServerHarness):
         staff = FakeDingTalk.staff(chat)
         return Source(platform=self.adapter_name, chat_id=staff, chat_type="dm", user_id=staff)
 
+    def source_of(self, chat_id: str, chat_type: str = "dm") -> Source:
+        """The source of a chat named by its platform id (a staff id, or a group's conversation id)."""
+        return Source(platform=self.adapter_name, chat_id=chat_id, chat_type=chat_type,
+                      user_id=chat_id if chat_type == "dm" else None)
+
     # -- outbound
     def sent(self, chat: str) -> list[dict]:
         return [{"message_id": m["id"], "text": m["text"], "deleted": m["deleted"]}

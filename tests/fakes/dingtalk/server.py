@@ -97,8 +97,9 @@ class FakeDingTalk(StreamMethods, FakeServer):
 
     # -- injected input
     def message_data(self, user: str, text, *, group: str = "", msgtype: str = "text", session_ttl=None,
-                     bot_name: str = "Gateway") -> dict:
-        """One robot message from the user ``user`` (a test's name), one-to-one or in the group ``group``."""
+                     bot_name: str = "Gateway", session_dead: bool = False) -> dict:
+        """One robot message from the user ``user`` (a test's name), one-to-one or in the group ``group``.
+        ``session_dead``: its session webhook is refused from the start, whatever its expiry says."""
         staff = self.staff(user)
         cid = self.conversation(group or user, bool(group))
         now = time.time()
@@ -107,7 +108,8 @@ class FakeDingTalk(StreamMethods, FakeServer):
         with self.mutate() as state:
             state["next_message"] += 1
             msg_id = f"msg{state['next_message']:08d}{secrets.token_hex(4)}"
-            state["sessions"][session] = {"chat": cid if group else staff, "expires_at": now + ttl}
+            state["sessions"][session] = {"chat": cid if group else staff,
+                                          "expires_at": 0 if session_dead else now + ttl}
         data = {"conversationId": cid, "chatbotCorpId": DEFAULT_CORP_ID, "chatbotUserId": "$:LWCP_v1:$botfake",
                 "msgId": msg_id, "senderNick": user, "isAdmin": False, "senderStaffId": staff,
                 "sessionWebhookExpiredTime": int((now + ttl) * 1000), "createAt": int(now * 1000),

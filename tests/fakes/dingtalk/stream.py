@@ -12,7 +12,8 @@ for robot messages, their acknowledgements, and redelivery of what is not acknow
   no connection is open it waits. A callback whose every attempt is unacknowledged is never dropped here.
 * SYSTEM frames: ``ping`` every ``ping_interval`` seconds (``data`` ``{"opaque"}``, to be echoed), ``disconnect``
   (``disconnect_sockets``) closes the connection ``close_after`` seconds later; WebSocket pings are answered.
-  ``drop_sockets`` cuts the TCP connections; ``silence_sockets`` makes them half-open (nothing sent or read).
+  ``drop_sockets`` cuts the TCP connections; ``silence_sockets`` makes them half-open (nothing sent or read);
+  ``send_raw`` sends any text as a frame.
 """
 from __future__ import annotations
 
@@ -169,6 +170,14 @@ class StreamMethods:
             conn.draining = True
             await self._send(conn, self.frame("SYSTEM", "disconnect", {"reason": "server restarting"}))
             loop.call_later(close_after, lambda c=conn: loop.create_task(c.ws.close(code=1000)))
+        return [c.id for c in targets]
+
+    async def send_raw(self, text: str) -> list[int]:
+        """``text`` as it is, as a frame on every open connection (a frame no app can answer, in a test)."""
+        targets = list(self.sockets.values())
+        for conn in targets:
+            async with conn.lock:
+                await conn.ws.send_str(text)
         return [c.id for c in targets]
 
     async def drop_sockets(self) -> list[int]:
