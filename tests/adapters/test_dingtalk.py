@@ -10,6 +10,7 @@ frame no app could answer logged and nothing lost. The conformance suite runs it
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import pytest
@@ -17,8 +18,10 @@ from hypothesis import given, strategies as st
 
 from actors.adapters.dingtalk.client import DingTalkAPI, classify
 from actors.adapters.dingtalk.inbound import event_from_callback, skip_reason, strip_mention
+from actors.adapters.dingtalk.signing import refusal, sign
 from actors.adapters.errors import FloodError, PermanentError, RetryableError
 from actors.adapters.payload_fields import MalformedPayload
+from actors.messages import Source
 from tests.actor_system import wait_for
 from tests.adapters.harnesses.dingtalk import DingTalkHarness
 from tests.adapters.test_conformance import session_rows
@@ -85,6 +88,20 @@ def test_platform_refusals_become_the_error_classes_the_base_acts_on():
     assert isinstance(classify("batch_send", 400, {"code": "param.invalid", "message": "x"}), PermanentError)
 
 
+def test_a_callback_sign_is_the_apps_within_the_hour_or_refused():
+    now = 1_700_000_000.0
+    stamp = str(int(now * 1000))
+    good = sign("the-secret", stamp)
+    assert refusal("the-secret", stamp, good, now) is None
+    assert refusal("the-secret", stamp, good, now + 3599) is None
+    assert "over 3600" in refusal("the-secret", stamp, good, now + 3601)
+    assert "does not match" in refusal("the-secret", stamp, sign("another", stamp), now)
+    assert "does not match" in refusal("the-secret", str(int(stamp) + 1), good, now)
+    assert "no timestamp" in refusal("the-secret", None, good, now)
+    assert "no number" in refusal("the-secret", "soon", good, now)
+    assert "does not match" in refusal("the-secret", stamp, "\udcff" + good, now)
+
+
 # ----------------------------------------------------------------------------------- client against the fake
 
 def test_the_access_token_is_made_once_and_again_only_when_it_ends_or_is_refused(fake):
@@ -139,8 +156,10 @@ def rig(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("dingtalk")
     harness = DingTalkHarness(workdir)
     harness.start()
-    gateway = Gateway(workdir, extra_toml=harness.adapter_toml(extra='bot_name = "Gateway"\n'),
-                      watchdog_interval=30.0)
+    # The same daemon runs a second robot of the app in HTTP mode (its own table): no second daemon for it.
+    http_table = harness.adapter_toml().replace(f"[adapters.{harness.adapter_name}]", f"[adapters.{HTTP_NAME}]")
+    gateway = Gateway(workdir, extra_toml=harness.adapter_toml(extra='bot_name = "Gateway"\n') + "\n" + http_table +
+                      'inbound = "http"\ncallback_port = 0\n', watchdog_interval=30.0)
     try:
         gateway.start()
         gateway.wait_ready()
@@ -149,6 +168,9 @@ def rig(tmp_path_factory):
         gateway.cli("stop")
         gateway.kill_everything()
         harness.stop()
+
+
+HTTP_NAME = "dingtalk_http"
 
 
 def name(tag: str) -> str:
@@ -229,3 +251,26 @@ def test_a_frame_no_app_could_answer_is_logged_and_nothing_is_lost(rig):
     assert "WARNING" in line and "this is no JSON" in line
     assert len(session_rows(gateway, harness.source(chat))) == 1
     assert gateway.node(harness.adapter_name)["pid"] == pid
+
+
+def test_an_http_callback_with_a_bad_or_stale_sign_is_refused_and_a_signed_one_stored_once(rig):
+    harness, gateway = rig
+    server, chat = harness.server, name("http")
+    view = DingTalkHarness(harness.workdir)
+    view.adapter_name = HTTP_NAME
+    url = wait_for(view.served_url, 60, 0.2, "the HTTP-mode adapter's callback URL in status")
+    staff = server.staff(chat)
+    source = Source(platform=HTTP_NAME, chat_id=staff, chat_type="dm", user_id=staff)
+    data = server.message_data(chat, "signed hello")
+    two_hours_ago = int((time.time() - 7200) * 1000)
+    assert server.post_callback(url, data, secret="not-the-secret") == 401
+    assert server.post_callback(url, data, timestamp=two_hours_ago) == 401
+    assert server.post_callback(url, data, sign="") == 401
+    gateway.wait_log("callback refused: the sign does not match")
+    gateway.wait_log("callback refused: signed 7200 s from now")
+    assert not session_rows(gateway, source), "nothing stored"
+    assert server.post_callback(url, data) == 200
+    assert [r.payload["text"] for r in session_rows(gateway, source)] == ["signed hello"], "stored before the 200"
+    assert server.post_callback(url, data) == 200      # the platform's retry: answered, no second row
+    assert len(session_rows(gateway, source)) == 1
+    assert [m["via"] for m in replies(server, staff)] == ["session"]

@@ -14,12 +14,15 @@ open) -> back to not connected when the stream ends (a SYSTEM disconnect, a clos
 reconnects with backoff, with a fresh ticket each time; a refused secret is "refused" (reported down and asked again
 every ``refused_retry_s``).
 
-Intake (stream.py): each robot message is answered on the stream only after its inbox row is committed, so one a
+Intake, Stream mode (``inbound = "stream"``, the default; stream.py): each robot message is answered on the stream only after its inbox row is committed, so one a
 kill -9 cut short is delivered again. A message that is no input (a picture, a file) is answered and skipped with a
 log line; one committed in this life already (its ``msgId``: a redelivery) is skipped before any write; the inbox's
 (adapter, msgId) dedup covers a redelivery after a restart. Each message's ``sessionWebhook`` and its expiry are
 kept per chat, in memory (a restart forgets them: replies then go by the OpenAPI until the chat writes again).
-What survives kill -9: committed rows (answered after the commit); an uncommitted message was never answered.
+HTTP mode (``inbound = "http"``; callback_server.py): each POST's ``timestamp`` and ``sign`` checked (signing.py),
+a refused one answered 401 and logged, nothing stored; the message then goes the same way, answered 200 after its
+commit. What survives kill -9: committed rows (answered after the commit); an uncommitted message was never
+answered.
 
 Outbound: a text part is one ``text`` message of at most 5,000 characters (refused as too long before it leaves).
 It goes through the chat's session webhook while that is valid (its ``sessionWebhookExpiredTime`` more than
@@ -39,12 +42,15 @@ import logging
 import time
 from typing import Any, Optional
 
+from actors.adapters.dingtalk.callback_server import CallbackServer
 from actors.adapters.dingtalk.client import DingTalkAPI, WebhookRefused
 from actors.adapters.dingtalk.inbound import chat_of, event_from_callback, message_id, session_webhook, skip_reason
 from actors.adapters.dingtalk.stream import StreamLink
 from actors.adapters.errors import TooLongError
 from actors.adapters.intake_styles import StreamingAdapter
+from actors.adapters.liveness import SERVED_SILENCE_S
 from actors.messages import MessageEvent, PlatformOp
+from supervision.http_serving import http_limits
 
 REMEMBERED_MESSAGES = 4096   # msgIds committed in this life, for skipping redeliveries without a write
 REMEMBERED_CHATS = 4096      # chats whose session webhook is kept
@@ -59,6 +65,7 @@ class DingTalkAdapter(StreamingAdapter):
         self.webhook_fallbacks = 0     # parts sent by the API because the session webhook refused them
         self._api: Optional[DingTalkAPI] = None
         self._link: Optional[StreamLink] = None
+        self._server: Optional[CallbackServer] = None
         self._emit_lock: Optional[asyncio.Lock] = None
         self._committed: collections.OrderedDict = collections.OrderedDict()
         self._webhooks: collections.OrderedDict = collections.OrderedDict()   # chat id -> (url, expires at)
@@ -72,12 +79,16 @@ class DingTalkAdapter(StreamingAdapter):
         return self._api
 
     def normal_silence_s(self) -> float:
+        if self.settings["inbound"] == "http":
+            return SERVED_SILENCE_S   # the kit probes the callback server (liveness.py)
         # A ping goes after ping_interval_s with nothing received and its pong is progress (so are the platform's
         # own SYSTEM pings and every frame).
         return 2 * self.settings["ping_interval_s"] + 15.0
 
     async def connect(self) -> None:
         await self.api().token()    # a wrong secret fails here: PermanentError (refused)
+        if self.settings["inbound"] == "http":
+            return                  # the callback server starts with the intake
         link = StreamLink(self.api(), self._say_line, alive=self.report_progress,
                           ping_interval_s=self.settings["ping_interval_s"])
         await link.open()
@@ -85,11 +96,22 @@ class DingTalkAdapter(StreamingAdapter):
 
     async def disconnect(self) -> None:
         link, self._link = self._link, None
+        server, self._server = self._server, None
         if link is not None:
             await link.close()
+        if server is not None:
+            await server.stop()
+
+    def served_url(self) -> Optional[str]:
+        server = self._server
+        if server is None or server.port is None:
+            return None
+        return f"http://{server.host}:{server.port}{server.path}"
 
     async def run_intake(self, emit) -> None:
         self._emit_lock = asyncio.Lock()
+        if self.settings["inbound"] == "http":
+            await self._serve_callbacks(functools.partial(self._deliver, emit))   # never returns
         link = self._link
         if link is None:
             return   # not connected: the kit connects again
@@ -112,6 +134,20 @@ class DingTalkAdapter(StreamingAdapter):
                 self._committed[key] = True
                 while len(self._committed) > REMEMBERED_MESSAGES:
                     self._committed.popitem(last=False)
+
+    async def _serve_callbacks(self, deliver) -> None:
+        def on_error(text: str) -> None:
+            self.say(logging.WARNING, "%s: a message was not stored (%s); the platform sends it again", self.name,
+                     self.clean_error(text))
+
+        s = self.settings
+        self._server = CallbackServer(s["callback_host"], s["callback_port"], s["callback_path"], s["client_secret"],
+                                      s["max_signature_age_s"], deliver, on_error, on_refused=self.intake.reject,
+                                      limits=http_limits(self.config))
+        port = await self._server.start()
+        self.say(logging.INFO, "%s: DingTalk robot callbacks on %s:%d%s", self.name, s["callback_host"], port,
+                 s["callback_path"])
+        await asyncio.get_running_loop().create_future()   # serve until the intake is cancelled
 
     def _remember_webhook(self, data: Any) -> None:
         hook = session_webhook(data)

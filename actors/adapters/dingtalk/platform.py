@@ -17,9 +17,15 @@ def _ping_is_sane(table):
     return ("ping_interval_s", "must be at least 1 second") if table["ping_interval_s"] < 1 else None
 
 
+def _window_is_sane(table):
+    if not 0 < table["max_signature_age_s"] <= 3600:
+        return "max_signature_age_s", "must be above 0 and at most 3600 (the platform's hour)"
+    return None
+
+
 PLATFORM = Platform(
     type="dingtalk", actor="actors.adapters.dingtalk.adapter.DingTalkAdapter",
-    summary="DingTalk robot: Stream mode in, the session webhook or the robot OpenAPI out", intake="socket",
+    summary="DingTalk robot: Stream mode or signed HTTP callbacks in, the session webhook or the robot OpenAPI out", intake="socket",
     capabilities=CAPABILITIES, access="pairing",
     pacing=paced("dingtalk", CAPABILITIES, 5000, "chars", edit_interval_s=0.0, min_edit_delta_chars=0,
                  per_chat_ops_per_s=0.3, per_chat_burst=5, typing_interval_s=None),
@@ -32,6 +38,15 @@ PLATFORM = Platform(
         "base_url": Option(str, "https://api.dingtalk.com", doc="the OpenAPI's address (a fake, in tests)"),
         "session_webhook_prefix": Option(str, "https://oapi.dingtalk.com/", doc="a message's sessionWebhook is "
                                          "used only when it starts with this (anything else is never called)"),
+        "inbound": Option(str, "stream", allowed=("stream", "http"),
+                          doc='how the robot\'s messages arrive: "stream" (a WebSocket the gateway opens) or "http" '
+                              "(the platform POSTs them to the robot's message URL)"),
+        "callback_host": Option(str, "127.0.0.1", doc="http: the interface the callback server listens on "
+                                                      "(loopback: behind the HTTPS proxy the message URL points at)"),
+        "callback_port": Option(int, 8094, doc="http: its port (0: any free port)"),
+        "callback_path": Option(str, "/dingtalk/robot", doc="http: its path (the message URL's path)"),
+        "max_signature_age_s": Option(float, 3600.0, doc="http: a callback whose timestamp is further from now "
+                                                          "than this is refused"),
         "bot_name": Option(str, "", doc="the robot's name as shown in groups: a leading @name is taken off the "
                                         "text of a group message"),
         "ping_interval_s": Option(float, 20.0, doc="a WebSocket ping goes after this long with nothing received; "
@@ -41,4 +56,4 @@ PLATFORM = Platform(
         "rate_limit_wait_s": Option(float, 2.0, doc="how long a chat waits after a rate-limit answer (the platform "
                                                     "names no time)"),
     },
-    checks=(_ping_is_sane,))
+    checks=(_ping_is_sane, _window_is_sane))

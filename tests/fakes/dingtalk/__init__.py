@@ -20,6 +20,9 @@ Wire format implemented:
 * Robot messages with the platform's fields (``msgId``, ``conversationType`` "1"/"2", ``conversationId``,
   ``senderStaffId``, ``senderNick``, ``sessionWebhook``, ``sessionWebhookExpiredTime``, ``text.content``; in a group
   the text starts with ``@<bot name>`` and ``atUsers`` names the robot).
+* HTTP mode: ``post_callback(url, message)`` POSTs a robot message to the robot's message URL with the ``timestamp``
+  (ms) and ``sign`` headers (Base64 of HMAC-SHA256 under the app secret over ``timestamp + "\n" + secret``), or a
+  forged or stale pair.
 * ``POST /robot/sendBySession?session=`` (a message's session webhook) ``{msgtype: "text", text: {content}}`` ->
   ``{errcode: 0, errmsg: "ok"}``; past its expiry ``{errcode: 300001}`` (the fake's number); a flood ``{errcode:
   130101, errmsg: "send too fast, exceed 20 times per minute"}``.
@@ -30,8 +33,8 @@ Wire format implemented:
 * Rate limits: a scripted ``flood`` bans the chat for ``flood_retry_after`` seconds (the platform names no time);
   each call inside it is refused again and counted as a ``retry_after_violation``.
 
-Left out: message types out but text (markdown, cards, AI cards), files in and out, HTTP callback mode, EVENT
-subscriptions, recalls.
+Left out: message types out but text (markdown, cards, AI cards), files in and out, EVENT subscriptions, recalls,
+redelivery of HTTP callbacks.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}``, ``GET
 /_control/messages/{chat}``.

@@ -3,13 +3,16 @@ of its messages, a control API and in-process inspection."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
+import hmac
 import json
 import secrets
 import time
 import uuid
 from typing import Optional
 
+import aiohttp
 from aiohttp import web
 
 from tests.fakes.dingtalk.stream import StreamMethods
@@ -58,7 +61,7 @@ class FakeDingTalk(StreamMethods, FakeServer):
             "tokens_issued", "token_refusals", "tickets_issued", "connections_refused", "callbacks_sent",
             "callbacks_acked", "duplicate_answers", "unknown_answers", "bad_answers", "pings_answered", "sends",
             "session_refusals", "retry_after_violations", "flood_served"), 0)
-        return {"tokens": {}, "tickets": {}, "connections": [], "callbacks": [], "sessions": {}, "chats": {},
+        return {"tokens": {}, "tickets": {}, "connections": [], "callbacks": [], "sessions": {}, "chats": {}, "http_callbacks": [],
                 "ops": [], "next_connection": 0, "next_callback": 0, "next_message": 0, "stats": stats}
 
     def configure(self, **limits) -> None:
@@ -143,6 +146,26 @@ class FakeDingTalk(StreamMethods, FakeServer):
     def redeliver(self, handle: str) -> str:
         """The same message (the same msgId) in a new callback, as the platform redelivers one."""
         return self.queue(self.callback(handle)["data"])
+
+    def post_callback(self, url: str, data, *, timestamp=None, sign=None, secret=None) -> int:
+        """HTTP mode: POST one robot message to the robot's message URL as the platform does, signed with the app
+        secret (``timestamp``, ``sign`` or ``secret`` given: forged); the answer's status."""
+        stamp = str(int(time.time() * 1000)) if timestamp is None else str(timestamp)
+        digest = hmac.new((secret or self.client_secret).encode(),
+                          f"{stamp}\n{secret or self.client_secret}".encode(), hashlib.sha256).digest()
+        headers = {"Content-Type": "application/json", "timestamp": stamp,
+                   "sign": base64.b64encode(digest).decode() if sign is None else sign}
+
+        async def post() -> int:
+            async with aiohttp.ClientSession() as session:
+                async with session.post(url, data=json.dumps(data, ensure_ascii=False).encode(),
+                                        headers=headers) as resp:
+                    return resp.status
+        status = self.run(post())
+        with self.mutate() as state:
+            state["http_callbacks"].append({"msgId": data.get("msgId") if isinstance(data, dict) else None,
+                                            "status": status, "at": time.time()})
+        return status
 
     def expire_tokens(self) -> None:
         with self.mutate() as state:
