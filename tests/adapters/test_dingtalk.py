@@ -52,9 +52,23 @@ def test_one_to_one_and_group_messages_become_events_with_the_mention_taken_off(
     assert event_from_callback(audio, "dt", "default").text == "spoken words"
 
 
-def test_pictures_files_and_silent_audio_are_skipped_with_their_reason(fake):
+def test_pictures_and_files_become_attachments_fetched_by_their_download_codes(fake):
+    picture = event_from_callback(fake.message_data("a", {"downloadCode": "dc1"}, msgtype="picture"), "dt", "d")
+    assert [(a.kind, a.ref) for a in picture.attachments] == [("photo", "dc1")] and picture.text == ""
+    document = event_from_callback(fake.message_data("a", {"downloadCode": "dc2", "fileName": "a.pdf"},
+                                                     msgtype="file"), "dt", "d")
+    assert [(a.kind, a.ref, a.name) for a in document.attachments] == [("document", "dc2", "a.pdf")]
+    rich = event_from_callback(fake.message_data("a", {"richText": [
+        {"text": "look: "}, {"type": "picture", "downloadCode": "dc3"}, {"text": "this"}]}, msgtype="richText"),
+        "dt", "d")
+    assert rich.text == "look: this" and [a.ref for a in rich.attachments] == ["dc3"]
+    with pytest.raises(MalformedPayload, match="downloadCode"):
+        event_from_callback(fake.message_data("a", {"downloadCode": 7}, msgtype="picture"), "dt", "d")
+
+
+def test_videos_and_silent_audio_are_skipped_with_their_reason(fake):
     assert skip_reason(fake.message_data("a", "x")) is None
-    assert "picture" in skip_reason(dict(fake.message_data("a", "x"), msgtype="picture"))
+    assert "video" in skip_reason(dict(fake.message_data("a", "x"), msgtype="video"))
     assert "recognition" in skip_reason(dict(fake.message_data("a", "x"), msgtype="audio", content={}))
 
 

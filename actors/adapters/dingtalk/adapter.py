@@ -15,8 +15,9 @@ reconnects with backoff, with a fresh ticket each time; a refused secret is "ref
 every ``refused_retry_s``).
 
 Intake, Stream mode (``inbound = "stream"``, the default; stream.py): each robot message is answered on the stream only after its inbox row is committed, so one a
-kill -9 cut short is delivered again. A message that is no input (a picture, a file) is answered and skipped with a
-log line; one committed in this life already (its ``msgId``: a redelivery) is skipped before any write; the inbox's
+kill -9 cut short is delivered again. A message's pictures and files are fetched by their download codes before its row is
+stored. A message that is no input (a video, audio without recognition text) is answered and skipped with a log
+line; one committed in this life already (its ``msgId``: a redelivery) is skipped before any write; the inbox's
 (adapter, msgId) dedup covers a redelivery after a restart. Each message's ``sessionWebhook`` and its expiry are
 kept per chat, in memory (a restart forgets them: replies then go by the OpenAPI until the chat writes again).
 HTTP mode (``inbound = "http"``; callback_server.py): each POST's ``timestamp`` and ``sign`` checked (signing.py),
@@ -43,13 +44,14 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.dingtalk.callback_server import CallbackServer
-from actors.adapters.dingtalk.client import DingTalkAPI, WebhookRefused
+from actors.adapters.dingtalk.client import DingTalkAPI, FileTooLarge, WebhookRefused
 from actors.adapters.dingtalk.inbound import chat_of, event_from_callback, message_id, session_webhook, skip_reason
 from actors.adapters.dingtalk.stream import StreamLink
-from actors.adapters.errors import TooLongError
+from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.liveness import SERVED_SILENCE_S
-from actors.messages import MessageEvent, PlatformOp
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
+from actors.messages import Attachment, MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 
 REMEMBERED_MESSAGES = 4096   # msgIds committed in this life, for skipping redeliveries without a write
@@ -162,6 +164,14 @@ class DingTalkAdapter(StreamingAdapter):
 
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_callback(raw, self.name, self.profile, self.settings["bot_name"])
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        try:
+            return await self.api().download_file(attachment.ref, cap)
+        except FileTooLarge as exc:
+            raise AttachmentTooLarge(exc.size, cap) from None
+        except PermanentError as exc:   # gone (a download code lives a day), or the app may not read it
+            raise AttachmentGone(self.clean_error(exc)) from None
 
     def _say_line(self, level: int, text: str) -> None:
         self.say(level, "%s: %s", self.name, self.clean_error(text))

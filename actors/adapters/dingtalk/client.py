@@ -8,6 +8,8 @@ anything but the access token it made.
                                                                               flowControlledStaffIdList}
     POST /v1.0/robot/groupMessages/send {robotCode, openConversationId, msgKey, msgParam}  -> {processQueryKey}
     POST <sessionWebhook> {msgtype: "text", text: {content}}             -> {errcode: 0, errmsg: "ok"}
+    POST /v1.0/robot/messageFiles/download {downloadCode, robotCode}     -> {downloadUrl}, then GET it: the bytes
+                                                                            of a user's picture or file
 
 The OpenAPI calls carry the access token in ``x-acs-dingtalk-access-token``; a token lives ``expireIn`` seconds
 (7,200) and is made once and again 5 minutes before it expires (or at once when an answer calls it invalid: HTTP
@@ -39,6 +41,12 @@ WEBHOOK_FLOOD = 130101       # "send too fast, exceed 20 times per minute"
 SEND_OPS = ("batch_send", "group_send", "session_send")
 BOT_MESSAGES_TOPIC = "/v1.0/im/bot/messages/get"
 USER_AGENT = "agent-gateway-dingtalk/1"
+
+
+class FileTooLarge(Exception):
+    def __init__(self, size: int):
+        super().__init__(f"{size} bytes")
+        self.size = size
 
 
 class WebhookRefused(Exception):
@@ -138,6 +146,19 @@ class DingTalkAPI(HttpSession):
         if status == 200 and isinstance(answer, dict) and isinstance(answer.get("errcode"), int):
             raise WebhookRefused(f"{str(answer.get('errmsg'))[:120]} (errcode {answer['errcode']})")
         raise classify("session_send", status, answer, self.rate_limit_wait_s)
+
+
+    async def download_file(self, download_code: str, cap: int) -> bytes:
+        """A user's picture or file by its ``downloadCode``: a short-lived URL from the API, then its bytes, read
+        within ``cap`` (FileTooLarge past it)."""
+        answer = await self.call("/v1.0/robot/messageFiles/download", "download",
+                                 {"downloadCode": download_code, "robotCode": self.robot_code})
+        url = answer.get("downloadUrl")
+        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+            raise RetryableError("the answer names no downloadUrl", method="download")
+        return await self.download(url, cap, FileTooLarge, op="download", redact=self.redact,
+                                   refused=lambda status, body, headers: classify("download", status, body,
+                                                                                  self.rate_limit_wait_s))
 
 
 def _query_key(answer: dict, op: str) -> str:

@@ -16,8 +16,10 @@ reaches them); a group is its ``conversationId`` (the ``openConversationId`` of 
 ``senderStaffId`` or else ``senderId``. In a group the robot receives only messages that @mention it; a leading
 ``@<bot_name>`` is taken off the text.
 
-Which messages become input: ``text``, ``richText`` (its text parts), ``audio`` with the platform's recognition text;
-pictures, files and videos are answered and skipped with a log line (``skip_reason``): files are not taken yet.
+Which messages become input: ``text``, ``richText`` (its text parts, its pictures as attachments), ``audio`` with the
+platform's recognition text, ``picture`` and ``file`` (attachments, fetched by their ``downloadCode`` through the
+robot API before the row is stored); audio without recognition text, videos and every other type are answered and
+skipped with a log line (``skip_reason``).
 """
 from __future__ import annotations
 
@@ -26,9 +28,10 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.payload_fields import MalformedPayload
-from actors.messages import MessageEvent, Source
+from actors.messages import Attachment, MessageEvent, Source
 
-TAKEN = ("text", "richText", "audio")
+TAKEN = ("text", "richText", "audio", "picture", "file")
+MAX_ATTACHMENTS = 20         # pictures of one rich-text message taken (the rest are left out)
 _ID = re.compile(r"^[A-Za-z0-9_$:.+/=@-]{1,160}$")
 
 
@@ -38,7 +41,7 @@ def skip_reason(data: Any) -> Optional[str]:
         return None
     kind = data.get("msgtype")
     if isinstance(kind, str) and kind not in TAKEN:
-        return f"a {kind[:24]!r} message (only text, rich text and recognised audio are taken)"
+        return f"a {kind[:24]!r} message (text, rich text, pictures, files and recognised audio are taken)"
     if kind == "audio" and not _recognition(data):
         return "an audio message without recognition text"
     return None
@@ -76,7 +79,32 @@ def text_of(data: dict, where: str) -> str:
         return "".join(str(p["text"]) for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
     if kind == "audio":
         return _recognition(data)
-    raise MalformedPayload(f"{where}: msgtype must be text, richText or audio, got {str(kind)[:24]!r}")
+    if kind in ("picture", "file"):
+        return ""
+    raise MalformedPayload(f"{where}: msgtype must be one of {', '.join(TAKEN)}, got {str(kind)[:24]!r}")
+
+
+def _code(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > 2048:
+        raise MalformedPayload(f"{where}: downloadCode must be a string of at most 2048 characters")
+    return value
+
+
+def attachments_of(data: dict, where: str) -> tuple:
+    """The pictures and files of a message: each its ``downloadCode`` as the reference to fetch it by."""
+    kind, content = data.get("msgtype"), data.get("content")
+    if kind in ("picture", "file"):
+        if not isinstance(content, dict):
+            raise MalformedPayload(f"{where}: content must be an object")
+        name = content.get("fileName") if kind == "file" else ""
+        return (Attachment(kind="photo" if kind == "picture" else "document",
+                           ref=_code(content.get("downloadCode"), where),
+                           name=name[:200] if isinstance(name, str) else ""),)
+    if kind == "richText":
+        pictures = [p for p in content["richText"] if isinstance(p, dict) and p.get("type") == "picture"]
+        return tuple(Attachment(kind="photo", ref=_code(p.get("downloadCode"), where))
+                     for p in pictures[:MAX_ATTACHMENTS])
+    return ()
 
 
 def strip_mention(text: str, bot_name: str) -> str:
@@ -117,6 +145,7 @@ def event_from_callback(data: Any, platform: str, profile: str, bot_name: str = 
     _id(chat_id, "senderStaffId", where)
     user = _id(data.get("senderStaffId") or data.get("senderId"), "senderStaffId or senderId", where)
     text = text_of(data, where)
+    attachments = attachments_of(data, where)
     if chat_type == "group":
         text = strip_mention(text, bot_name)
     nick = data.get("senderNick")
@@ -125,4 +154,5 @@ def event_from_callback(data: Any, platform: str, profile: str, bot_name: str = 
     created = data.get("createAt")
     sent_at = created / 1000.0 if isinstance(created, int) and not isinstance(created, bool) else None
     return MessageEvent(source=source, text=text, platform_message_id=msg_id, received_at=time.time(),
-                        sent_at=sent_at, addressed=None if chat_type == "dm" else True)
+                        attachments=attachments, sent_at=sent_at,
+                        addressed=None if chat_type == "dm" else True)

@@ -6,10 +6,11 @@ Pacing: a robot's session webhook takes 20 messages a minute (errcode 130101 pas
 for a while); the OpenAPI's sends share the organisation's QPS (HTTP 403 ``QpsLimit`` codes past it). A chat is paced
 at 18 a minute with a burst of 5, under the webhook's 20. A text message's content is kept at 5,000 characters. The robot cannot edit or
 recall what it sent here, so a streamed answer is sent whole, in parts at the limit (no AI card: README.md). No send
-carries a key the platform deduplicates on: a send whose answer was lost goes again with the re-sent mark."""
+carries a key the platform deduplicates on: a send whose answer was lost goes again with the re-sent mark. Users'
+pictures and files come in (fetched by their download codes); nothing goes out but text."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
-CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=False, files_in=False,
+CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=False, files_in=True,
                             files_out=False, voice=False, buttons=False, typing=False)
 
 

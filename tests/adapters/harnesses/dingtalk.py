@@ -39,6 +39,9 @@ class DingTalkHarness(ServerHarness):
     def inject(self, chat: str, text: str, user: str = "alice") -> str:
         return self.server.inject_text(chat, text)
 
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        return self.server.inject_picture(chat, data)   # a picture message carries no text
+
     def platform_message_id(self, handle: str) -> str:
         return self.server.callback(handle)["data"]["msgId"]
 

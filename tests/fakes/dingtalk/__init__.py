@@ -1,7 +1,7 @@
 """A fake DingTalk open platform for tests, in its wire format (from open.dingtalk.com: "获取企业内部应用的
 accessToken", "Stream 模式" and the dingtalk-stream protocol (connections/open, frames, acknowledgements),
 "机器人接收消息" (the robot message's fields), "批量发送人与机器人会话中机器人消息" (oToMessages/batchSend),
-"机器人发送群聊消息" (groupMessages/send), the session webhook (sessionWebhook / sessionWebhookExpiredTime) and its
+"机器人发送群聊消息" (groupMessages/send), "下载机器人接收消息的文件内容" (messageFiles/download), the session webhook (sessionWebhook / sessionWebhookExpiredTime) and its
 "send too fast" limit).
 
 In process::
@@ -30,10 +30,12 @@ Wire format implemented:
   ``{processQueryKey, invalidStaffIdList, flowControlledStaffIdList}``; ``POST /v1.0/robot/groupMessages/send``
   ``{robotCode, openConversationId, msgKey, msgParam}`` -> ``{processQueryKey}``; a flood is HTTP 403 ``{"code":
   "Forbidden.AccessDenied.QpsLimitForApi"}``. Content over ``content_limit`` characters: HTTP 400.
+* ``POST /v1.0/robot/messageFiles/download`` ``{downloadCode, robotCode}`` -> ``{downloadUrl}``, a URL serving the
+  bytes of a user's picture (``inject_picture``).
 * Rate limits: a scripted ``flood`` bans the chat for ``flood_retry_after`` seconds (the platform names no time);
   each call inside it is refused again and counted as a ``retry_after_violation``.
 
-Left out: message types out but text (markdown, cards, AI cards), files in and out, EVENT subscriptions, recalls,
+Left out: message types out but text (markdown, cards, AI cards), files out, videos, EVENT subscriptions, recalls,
 redelivery of HTTP callbacks.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}``, ``GET

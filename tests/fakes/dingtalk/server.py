@@ -60,8 +60,8 @@ class FakeDingTalk(StreamMethods, FakeServer):
         stats = dict.fromkeys((
             "tokens_issued", "token_refusals", "tickets_issued", "connections_refused", "callbacks_sent",
             "callbacks_acked", "duplicate_answers", "unknown_answers", "bad_answers", "pings_answered", "sends",
-            "session_refusals", "retry_after_violations", "flood_served"), 0)
-        return {"tokens": {}, "tickets": {}, "connections": [], "callbacks": [], "sessions": {}, "chats": {}, "http_callbacks": [],
+            "session_refusals", "retry_after_violations", "flood_served", "files_served"), 0)
+        return {"tokens": {}, "tickets": {}, "connections": [], "callbacks": [], "sessions": {}, "chats": {}, "http_callbacks": [], "files": {},
                 "ops": [], "next_connection": 0, "next_callback": 0, "next_message": 0, "stats": stats}
 
     def configure(self, **limits) -> None:
@@ -129,6 +129,14 @@ class FakeDingTalk(StreamMethods, FakeServer):
             data["conversationTitle"] = group
             data["atUsers"] = [{"dingtalkId": "$:LWCP_v1:$botfake"}]
         return data
+
+    def inject_picture(self, user: str, data: bytes) -> str:
+        """A picture message whose bytes the download API serves under its downloadCode."""
+        code = "dc" + secrets.token_hex(24)
+        with self.mutate() as state:
+            state["files"][code] = base64.b64encode(data).decode()
+        return self.queue(self.message_data(user, {"downloadCode": code, "pictureDownloadCode": code},
+                                            msgtype="picture"))
 
     def queue(self, data) -> str:
         """A callback carrying ``data`` (a message, or any string), delivered as soon as a connection is open;
@@ -204,6 +212,8 @@ class FakeDingTalk(StreamMethods, FakeServer):
         app.router.add_post("/v1.0/robot/oToMessages/batchSend", self.sender("batch_send"))
         app.router.add_post("/v1.0/robot/groupMessages/send", self.sender("group_send"))
         app.router.add_post("/robot/sendBySession", self.sender("session"))
+        app.router.add_post("/v1.0/robot/messageFiles/download", self.download_url)
+        app.router.add_get("/_files/{code}", self.file_bytes)
         control_route(app, "GET", "/_control/stats", lambda body: self.stats())
         control_route(app, "POST", "/_control/inject", lambda body: {"callback": self.inject_text(
             str(body["user"]), str(body["text"]))})
@@ -226,6 +236,23 @@ class FakeDingTalk(StreamMethods, FakeServer):
                 return True
             state["stats"]["token_refusals"] += 1
         return False
+
+    async def download_url(self, request: web.Request) -> web.Response:
+        if not self.authorised(request):
+            return web.json_response(BAD_TOKEN, status=401)
+        params = await json_object(request)
+        code = params.get("downloadCode")
+        if params.get("robotCode") != self.client_id or code not in self.read(lambda s: s["files"]):
+            return api_error(400, "resource.notFound", "the downloadCode names no file of this robot")
+        return web.json_response({"downloadUrl": f"http://127.0.0.1:{self.webhook_port or self.port}/_files/{code}"})
+
+    async def file_bytes(self, request: web.Request) -> web.Response:
+        data = self.read(lambda s: s["files"].get(request.match_info["code"]))
+        if data is None:
+            return web.Response(status=404)
+        with self.mutate() as state:
+            state["stats"]["files_served"] += 1
+        return web.Response(body=base64.b64decode(data), content_type="application/octet-stream")
 
     def _target(self, method: str, request: web.Request, params: dict) -> tuple[Optional[str], Optional[dict]]:
         """The chat a send goes to, or the refusal (status, body) of one that names none it may reach."""
