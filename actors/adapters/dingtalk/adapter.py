@@ -14,16 +14,16 @@ open) -> back to not connected when the stream ends (a SYSTEM disconnect, a clos
 reconnects with backoff, with a fresh ticket each time; a refused secret is "refused" (reported down and asked again
 every ``refused_retry_s``).
 
-Intake, Stream mode (``inbound = "stream"``, the default; stream.py): each robot message is answered on the stream only after its inbox row is committed, so one a
-kill -9 cut short is delivered again. A message's pictures and files are fetched by their download codes before its row is
-stored. A message that is no input (a video, audio without recognition text) is answered and skipped with a log
-line; one committed in this life already (its ``msgId``: a redelivery) is skipped before any write; the inbox's
-(adapter, msgId) dedup covers a redelivery after a restart. Each message's ``sessionWebhook`` and its expiry are
-kept per chat, in memory (a restart forgets them: replies then go by the OpenAPI until the chat writes again).
-HTTP mode (``inbound = "http"``; callback_server.py): each POST's ``timestamp`` and ``sign`` checked (signing.py),
-a refused one answered 401 and logged, nothing stored; the message then goes the same way, answered 200 after its
-commit. What survives kill -9: committed rows (answered after the commit); an uncommitted message was never
-answered.
+Intake, Stream mode (``inbound = "stream"``, the default; stream.py): each robot message is answered on the stream
+only after its inbox row is committed, so one a kill -9 cut short is delivered again. A message's pictures and files
+are fetched by their download codes before its row is stored. A message that is no input (a video, audio without
+recognition text) is answered and skipped with a log line; one committed in this life already (its ``msgId``: a
+redelivery) is skipped before any write; the inbox's (adapter, msgId) dedup covers a redelivery after a restart.
+Each message's ``sessionWebhook`` and its expiry are kept per chat, in memory (a restart forgets them: replies then
+go by the OpenAPI until the chat writes again). HTTP mode (``inbound = "http"``; callback_server.py): each POST's
+``timestamp`` and ``sign`` checked (signing.py), a refused one answered 401 and logged, nothing stored; the message
+then goes the same way, answered 200 after its commit. What survives kill -9: committed rows (answered after the
+commit); an uncommitted message was never answered.
 
 Outbound: a text part is one ``text`` message of at most 5,000 characters (refused as too long before it leaves).
 It goes through the chat's session webhook while that is valid (its ``sessionWebhookExpiredTime`` more than

@@ -147,7 +147,6 @@ class DingTalkAPI(HttpSession):
             raise WebhookRefused(f"{str(answer.get('errmsg'))[:120]} (errcode {answer['errcode']})")
         raise classify("session_send", status, answer, self.rate_limit_wait_s)
 
-
     async def download_file(self, download_code: str, cap: int) -> bytes:
         """A user's picture or file by its ``downloadCode``: a short-lived URL from the API, then its bytes, read
         within ``cap`` (FileTooLarge past it)."""
