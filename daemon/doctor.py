@@ -254,6 +254,8 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
             ports.append((f"{name} events", args["webhook_host"], args["webhook_port"]))
         elif args["type"] == "feishu":
             ports.append((f"{name} callbacks", args["callback_host"], args["callback_port"]))
+        elif args["type"] == "dingtalk" and args["inbound"] == "http":
+            ports.append((f"{name} callbacks", args["callback_host"], args["callback_port"]))
         elif args["type"] == "onebot" and args["mode"] in ("reverse", "http"):
             served = "reverse WebSocket" if args["mode"] == "reverse" else "event POSTs"
             ports.append((f"{name} {served}", args["listen_host"], args["listen_port"]))

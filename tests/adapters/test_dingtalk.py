@@ -150,8 +150,9 @@ def test_a_wrong_secret_is_refused_permanently_and_never_shown(fake):
     assert "not-the-secret" not in str(refused.value)
 
 
-def test_the_doctor_makes_a_token_and_a_stream_ticket(fake):
+def test_the_doctor_makes_a_token_and_a_stream_ticket_and_plans_an_http_robots_port(fake):
     from actors.adapters import registry
+    from daemon.doctor import planned_ports
     from daemon.doctor_probes import probe_dingtalk
     table = registry.validate_adapter("dt", {"type": "dingtalk", "client_id": DEFAULT_CLIENT_ID,
                                              "client_secret": DEFAULT_CLIENT_SECRET, "base_url": fake.base_url})
@@ -161,6 +162,10 @@ def test_the_doctor_makes_a_token_and_a_stream_ticket(fake):
     assert wrong.status == "fail" and "refused" in wrong.detail and "not-the-secret" not in wrong.detail
     away = asyncio.run(probe_dingtalk("dt", dict(table, base_url="http://127.0.0.1:9")))
     assert away.status == "fail" and "cannot reach" in away.detail and DEFAULT_CLIENT_SECRET not in away.detail
+    config = {"gateway": {"bind_host": "127.0.0.1", "admin_port": 1}}
+    http = dict(table, inbound="http", callback_port=8125)
+    assert planned_ports(config, {"dt": table, "dh": http}) == [("admin", "127.0.0.1", 1),
+                                                               ("dh callbacks", "127.0.0.1", 8125)]
 
 
 # ---------------------------------------------------------------------------------------------- in the daemon
