@@ -27,16 +27,15 @@ Failures, as actors.adapters.errors:
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from typing import Any, Optional
+from typing import Any
 
+from actors.adapters.app_tokens import AppToken
 from actors.adapters.errors import FloodError, PermanentError, PlatformError, RetryableError
 from actors.adapters.http_session import HttpSession
 from common.redact import redact as redact_secrets
 
-TOKEN_MARGIN_S = 300.0       # a token is made again this long before it expires
 WEBHOOK_FLOOD = 130101       # "send too fast, exceed 20 times per minute"
 SEND_OPS = ("batch_send", "group_send", "session_send")
 BOT_MESSAGES_TOPIC = "/v1.0/im/bot/messages/get"
@@ -61,33 +60,32 @@ class DingTalkAPI(HttpSession):
         self.client_id, self._secret = client_id, client_secret
         self.robot_code = robot_code or client_id
         self.rate_limit_wait_s = rate_limit_wait_s
-        self._clock = clock
-        self._token: Optional[str] = None
-        self._expires_at = 0.0
-        self._token_lock = asyncio.Lock()
-        self.tokens_made = 0
+        self._token = AppToken(self._make_token, clock)
 
     def __repr__(self) -> str:   # never the secret or the token
         return f"DingTalkAPI(base_url={self.base_url!r}, client_id={self.client_id!r})"
 
     def redact(self, text: str) -> str:
-        return redact_secrets(text, [self._secret] + ([self._token] if self._token else []))
+        return redact_secrets(text, [self._secret] + ([self._token.value] if self._token.value else []))
+
+    @property
+    def tokens_made(self) -> int:
+        return self._token.made
 
     async def token(self) -> str:
-        """The access token, made again only near its expiry (one request at a time makes it)."""
-        async with self._token_lock:
-            if self._token is None or self._clock() >= self._expires_at - TOKEN_MARGIN_S:
-                status, _, body = await self.request_json(
-                    "POST", self.base_url + "/v1.0/oauth2/accessToken", op="token", redact=self.redact,
-                    json={"appKey": self.client_id, "appSecret": self._secret})
-                if status != 200 or not isinstance(body, dict):
-                    raise classify("token", status, body, self.rate_limit_wait_s)
-                token, expire = body.get("accessToken"), body.get("expireIn")
-                if not isinstance(token, str) or not token or not isinstance(expire, int):
-                    raise RetryableError("the token answer names no token", method="token")
-                self._token, self._expires_at = token, self._clock() + expire
-                self.tokens_made += 1
-            return self._token
+        """The access token, made again only near its expiry (app_tokens.py)."""
+        return await self._token.get()
+
+    async def _make_token(self) -> tuple[str, float]:
+        status, _, body = await self.request_json(
+            "POST", self.base_url + "/v1.0/oauth2/accessToken", op="token", redact=self.redact,
+            json={"appKey": self.client_id, "appSecret": self._secret})
+        if status != 200 or not isinstance(body, dict):
+            raise classify("token", status, body, self.rate_limit_wait_s)
+        token, expire = body.get("accessToken"), body.get("expireIn")
+        if not isinstance(token, str) or not token or not isinstance(expire, int):
+            raise RetryableError("the token answer names no token", method="token")
+        return token, expire
 
     async def open_connection(self) -> tuple[str, str]:
         """A Stream-mode ticket for the robot's messages: (endpoint, ticket). A ticket opens one connection."""
@@ -113,7 +111,7 @@ class DingTalkAPI(HttpSession):
             if status == 200 and isinstance(answer, dict):
                 return answer
             if attempt == 0 and status == 401:
-                self._token = None
+                self._token.forget()
                 continue
             raise classify(op, status, answer, self.rate_limit_wait_s)
         raise AssertionError("unreachable")
