@@ -234,6 +234,25 @@ async def probe_feishu(name: str, settings: dict) -> Check:
                                           f"{bot.get('open_id', '?')})")
 
 
+async def probe_dingtalk(name: str, settings: dict) -> Check:
+    """An access token and a Stream-mode ticket through the adapter's own client: the client id, the client secret
+    and the open platform, in one pair of calls (the ticket is never used: it lapses unused). The robot's own
+    settings (Stream mode chosen, the app published) show when the first message comes."""
+    from actors.adapters.dingtalk.client import DingTalkAPI   # only this probe needs this platform's client
+    api = DingTalkAPI(settings["base_url"], settings["client_id"], settings["client_secret"],
+                      request_timeout=PROBE_TIMEOUT_S)
+
+    async def ask():
+        await api.token()
+        return await api.open_connection()
+    opened = await _ask_platform(name, api, ask, "the open platform refused the client id or secret",
+                                 f"the open platform at {settings['base_url']}")
+    if isinstance(opened, Check):
+        return opened
+    return Check("ok", f"adapter {name}", f"the client id and secret work (an access token, and a Stream-mode "
+                                          f"ticket for {opened[0][:80]})")
+
+
 async def probe_onebot(name: str, settings: dict) -> Check:
     """Forward mode: connect to the implementation's WebSocket with the access token and ask ``get_login_info`` through
     the adapter's own link (the token, the implementation, and which QQ account it is logged in as, in one call);

@@ -31,7 +31,6 @@ Failures, as actors.adapters.errors:
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any, Optional
@@ -39,6 +38,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from actors.adapters.app_tokens import AppToken
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
                                     TooLongError)
 from actors.adapters.http_session import HttpSession
@@ -48,7 +48,6 @@ FREQUENCY_LIMIT = 99991400
 TOKEN_INVALID = {99991661, 99991663, 99991668}
 TOO_LONG = {230001, 230025}
 MESSAGE_GONE = {230011, 231003}
-TOKEN_MARGIN_S = 300.0       # a token is made again this long before it expires
 SEND_OPS = ("create", "reply")
 
 
@@ -65,33 +64,32 @@ class FeishuAPI(HttpSession):
         self.base_url = base_url.rstrip("/")
         self.app_id, self._secret = app_id, app_secret
         self.rate_limit_wait_s = rate_limit_wait_s
-        self._clock = clock
-        self._token: Optional[str] = None
-        self._expires_at = 0.0
-        self._token_lock = asyncio.Lock()
-        self.tokens_made = 0
+        self._token = AppToken(self._make_token, clock)
 
     def __repr__(self) -> str:   # never the secret or the token
         return f"FeishuAPI(base_url={self.base_url!r}, app_id={self.app_id!r})"
 
     def redact(self, text: str) -> str:
-        return redact_secrets(text, [self._secret] + ([self._token] if self._token else []))
+        return redact_secrets(text, [self._secret] + ([self._token.value] if self._token.value else []))
+
+    @property
+    def tokens_made(self) -> int:
+        return self._token.made
 
     async def token(self) -> str:
-        """The tenant access token, made again only near its expiry (one request at a time makes it)."""
-        async with self._token_lock:
-            if self._token is None or self._clock() >= self._expires_at - TOKEN_MARGIN_S:
-                status, headers, body = await self.request_json(
-                    "POST", self.base_url + "/open-apis/auth/v3/tenant_access_token/internal", op="token",
-                    redact=self.redact, json={"app_id": self.app_id, "app_secret": self._secret})
-                if status != 200 or not isinstance(body, dict) or body.get("code") != 0:
-                    raise classify("token", status, body, headers, self.rate_limit_wait_s)
-                token, expire = body.get("tenant_access_token"), body.get("expire")
-                if not isinstance(token, str) or not isinstance(expire, int):
-                    raise RetryableError("the token answer names no token", method="token")
-                self._token, self._expires_at = token, self._clock() + expire
-                self.tokens_made += 1
-            return self._token
+        """The tenant access token, made again only near its expiry (app_tokens.py)."""
+        return await self._token.get()
+
+    async def _make_token(self) -> tuple[str, float]:
+        status, headers, body = await self.request_json(
+            "POST", self.base_url + "/open-apis/auth/v3/tenant_access_token/internal", op="token",
+            redact=self.redact, json={"app_id": self.app_id, "app_secret": self._secret})
+        if status != 200 or not isinstance(body, dict) or body.get("code") != 0:
+            raise classify("token", status, body, headers, self.rate_limit_wait_s)
+        token, expire = body.get("tenant_access_token"), body.get("expire")
+        if not isinstance(token, str) or not isinstance(expire, int):
+            raise RetryableError("the token answer names no token", method="token")
+        return token, expire
 
     async def call(self, http_method: str, path: str, op: str, form=None, **kwargs) -> dict:
         """One API call; its ``data`` object. An answer calling the token invalid makes a new one, and the call goes
@@ -105,7 +103,7 @@ class FeishuAPI(HttpSession):
             if status == 200 and isinstance(body, dict) and body.get("code") == 0:
                 return body.get("data") if isinstance(body.get("data"), dict) else {}
             if attempt == 0 and isinstance(body, dict) and body.get("code") in TOKEN_INVALID:
-                self._token = None
+                self._token.forget()
                 continue
             raise classify(op, status, body, answer_headers, self.rate_limit_wait_s)
         raise AssertionError("unreachable")

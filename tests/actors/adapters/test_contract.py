@@ -31,6 +31,9 @@ DEPARTURES = {
                             "nothing) so that a consumer cleaning up moves on",
     ("line", "delete"): "LINE cannot take a message back; a delete is answered ok (changing nothing) so that a "
                         "consumer cleaning up moves on",
+    ("dingtalk", "delete"): "a reply sent through a session webhook has no key to recall it by (the robot API's "
+                            "recall is not built); a delete is answered ok (changing nothing) so that a consumer "
+                            "cleaning up moves on",
     ("fake", "typing"): "the test platform records typing calls for the base's tests (test_base.py); it declares "
                         "no typing, so no session asks for it",
 }

@@ -1,0 +1,60 @@
+"""DingTalk (钉钉): an internal app (企业内部应用) with the robot ability in Stream mode (README.md beside this file).
+Anyone in the organisation who can see the robot can write to it: strangers get a pairing code unless the table says
+otherwise.
+
+Pacing: a robot's session webhook takes 20 messages a minute (errcode 130101 past it, and the robot is then limited
+for a while); the OpenAPI's sends share the organisation's QPS (HTTP 403 ``QpsLimit`` codes past it). A chat is paced
+at 18 a minute with a burst of 5, under the webhook's 20. A text message's content is kept at 5,000 characters. The robot cannot edit or
+recall what it sent here, so a streamed answer is sent whole, in parts at the limit (no AI card: README.md). No send
+carries a key the platform deduplicates on: a send whose answer was lost goes again with the re-sent mark. Users'
+pictures and files come in (fetched by their download codes); nothing goes out but text."""
+from actors.adapters.spec import Capabilities, Option, Platform, paced
+
+CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=False, files_in=True,
+                            files_out=False, voice=False, buttons=False, typing=False)
+
+
+def _ping_is_sane(table):
+    return ("ping_interval_s", "must be at least 1 second") if table["ping_interval_s"] < 1 else None
+
+
+def _window_is_sane(table):
+    if not 0 < table["max_signature_age_s"] <= 3600:
+        return "max_signature_age_s", "must be above 0 and at most 3600 (the platform's hour)"
+    return None
+
+
+PLATFORM = Platform(
+    type="dingtalk", actor="actors.adapters.dingtalk.adapter.DingTalkAdapter",
+    summary="DingTalk robot: Stream mode or signed HTTP callbacks in, the session webhook or the robot OpenAPI out", intake="socket",
+    capabilities=CAPABILITIES, access="pairing",
+    pacing=paced("dingtalk", CAPABILITIES, 5000, "chars", edit_interval_s=0.0, min_edit_delta_chars=0,
+                 per_chat_ops_per_s=0.3, per_chat_burst=5, typing_interval_s=None),
+    options={
+        "client_id": Option(str, doc="the app's Client ID (AppKey), developer console: Credentials & Basic Info"),
+        "client_secret": Option(str, secret=True, doc="the app's Client Secret (AppSecret), same page; the access "
+                                                      "token and the stream's tickets are made from the two"),
+        "robot_code": Option(str, "", doc="the robot's RobotCode (robot page); empty: the Client ID, which it is "
+                                          "for a robot made in the app"),
+        "base_url": Option(str, "https://api.dingtalk.com", doc="the OpenAPI's address (a fake, in tests)"),
+        "session_webhook_prefix": Option(str, "https://oapi.dingtalk.com/", doc="a message's sessionWebhook is "
+                                         "used only when it starts with this (anything else is never called)"),
+        "inbound": Option(str, "stream", allowed=("stream", "http"),
+                          doc='how the robot\'s messages arrive: "stream" (a WebSocket the gateway opens) or "http" '
+                              "(the platform POSTs them to the robot's message URL)"),
+        "callback_host": Option(str, "127.0.0.1", doc="http: the interface the callback server listens on "
+                                                      "(loopback: behind the HTTPS proxy the message URL points at)"),
+        "callback_port": Option(int, 8094, doc="http: its port (0: any free port)"),
+        "callback_path": Option(str, "/dingtalk/robot", doc="http: its path (the message URL's path)"),
+        "max_signature_age_s": Option(float, 3600.0, doc="http: a callback whose timestamp is further from now "
+                                                          "than this is refused"),
+        "bot_name": Option(str, "", doc="the robot's name as shown in groups: a leading @name is taken off the "
+                                        "text of a group message"),
+        "ping_interval_s": Option(float, 20.0, doc="a WebSocket ping goes after this long with nothing received; "
+                                                   "no pong within half of it, the connection is taken for dead"),
+        "webhook_margin_s": Option(float, 60.0, doc="a session webhook this close to its sessionWebhookExpiredTime "
+                                                    "is not used: the robot send API is"),
+        "rate_limit_wait_s": Option(float, 2.0, doc="how long a chat waits after a rate-limit answer (the platform "
+                                                    "names no time)"),
+    },
+    checks=(_ping_is_sane, _window_is_sane))
