@@ -150,11 +150,14 @@ class SigningKeys:
 
     async def verify(self, header: Optional[str], audience: str) -> dict:
         token = bearer_of(header)
-        kid = unverified_kid(token)
+        await self.hold_keys_for(unverified_kid(token))
+        return claims_of(token, self.keys, audience, now=time.time())
+
+    async def hold_keys_for(self, kid: str) -> None:
+        """The keys fresh, fetched again for a kid not held (at most once per UNKNOWN_KID_REFRESH_S)."""
         now = time.monotonic()
         if now >= self.expires_at or (kid not in self.keys and now - self.fetched_at >= UNKNOWN_KID_REFRESH_S):
             await self.refresh(now)
-        return claims_of(token, self.keys, audience, now=time.time())
 
     async def refresh(self, asked_at: float) -> None:
         async with self._lock:
@@ -220,6 +223,8 @@ def assertion(account: ServiceAccount, token_url: str, now: float, scope: str = 
 class AccessTokens:
     """The app's OAuth access token, kept until REFRESH_MARGIN_S before it expires."""
 
+    credential = "the service account"   # what a refusal names
+
     def __init__(self, http: HttpSession, account: ServiceAccount, token_url: str = ""):
         self.http, self.account = http, account
         self.token_url = token_url or account.token_uri
@@ -241,10 +246,13 @@ class AccessTokens:
                 await self._fetch()
             return self._token
 
+    def grant_form(self) -> dict:
+        """The token request's form: here the jwt-bearer grant of the service account's signed assertion."""
+        return {"grant_type": JWT_BEARER, "assertion": assertion(self.account, self.token_url, time.time())}
+
     async def _fetch(self) -> None:
-        signed = assertion(self.account, self.token_url, time.time())
-        status, headers, body = await self.http.request_json(
-            "POST", self.token_url, op="token", data={"grant_type": JWT_BEARER, "assertion": signed})
+        status, headers, body = await self.http.request_json("POST", self.token_url, op="token",
+                                                             data=self.grant_form())
         if status == 429:
             raise FloodError(30.0, "the token endpoint is rate limiting", method="token")
         if status >= 500:
@@ -252,7 +260,7 @@ class AccessTokens:
         token = body.get("access_token") if isinstance(body, dict) else None
         if status != 200 or not isinstance(token, str) or not token:
             reason = body.get("error_description") or body.get("error") if isinstance(body, dict) else None
-            raise PermanentError(f"the token endpoint refused the service account ({str(reason or status)[:200]})",
+            raise PermanentError(f"the token endpoint refused {self.credential} ({str(reason or status)[:200]})",
                                  method="token", status=status)
         lifetime = body.get("expires_in")
         lifetime = float(lifetime) if isinstance(lifetime, (int, float)) and lifetime > 0 else 3600.0
