@@ -62,7 +62,7 @@ class TeamsAdapter(WebhookAdapter):
         self.skipped = 0              # activities answered without becoming input
         self.repeats_skipped = 0      # activities committed in this life, delivered again
         self._api: Optional[ConnectorAPI] = None
-        self._keys: Optional[ChannelKeys] = None
+        self._channel_keys: Optional[ChannelKeys] = None
         self._http: Optional[HttpSession] = None
         self._urls: Optional[ServiceUrls] = None
         self._emit_lock: Optional[asyncio.Lock] = None
@@ -103,15 +103,15 @@ class TeamsAdapter(WebhookAdapter):
                      self.name, self.clean_error(text))
 
         s = self.settings
-        self._keys = ChannelKeys(self.http(), s["openid_metadata_url"])
+        self._channel_keys = ChannelKeys(self.http(), s["openid_metadata_url"])
         urls = self._urls
 
         def check(claims: dict, activity: dict) -> None:
-            check_activity(claims, activity, self._keys.endorsements)
+            check_activity(claims, activity, self._channel_keys.endorsements)
             urls.checked_url(activity["serviceUrl"])
 
         server = ActivityServer(s["webhook_host"], s["webhook_port"], s["webhook_path"],
-                                verify=lambda header: self._keys.verify(header, s["app_id"], s["issuer"]),
+                                verify=lambda header: self._channel_keys.verify(header, s["app_id"], s["issuer"]),
                                 check=check, deliver=self._deliver_to(self.intake.emit), on_error=on_error,
                                 on_refused=self.intake.reject, limits=http_limits(self.config))
         port = await server.start()   # a port that is taken raises here: retried, nothing half-started is kept
