@@ -218,6 +218,24 @@ async def probe_googlechat(name: str, settings: dict) -> Check:
     return Check("ok", f"adapter {name}", f"the service account works (an access token for {account.client_email})")
 
 
+async def probe_teams(name: str, settings: dict) -> Check:
+    """An OAuth access token for the bot (the client-credentials grant of its app id and secret at the tenant's token
+    endpoint) through the adapter's own code: the app id, the secret and the tenant, in one call. The Connector's
+    answer to the bot (the bot installed where it is asked to write) shows only on the first send."""
+    from actors.adapters.http_session import HttpSession   # only this probe needs this platform's client
+    from actors.adapters.teams.adapter import token_url
+    from actors.adapters.teams.auth import BotTokens
+    api = HttpSession(request_timeout=PROBE_TIMEOUT_S)
+    api.redact = lambda text: redact(text, secret_values(settings))
+    url = token_url(settings)
+    tokens = BotTokens(api, settings["app_id"], settings["app_password"], url)
+    answer = await _ask_platform(name, api, tokens.token, "the token endpoint refused the app id or secret",
+                                 f"the token endpoint ({url})")
+    if isinstance(answer, Check):
+        return answer
+    return Check("ok", f"adapter {name}", f"the app id and secret work (an access token for {settings['app_id']})")
+
+
 async def probe_feishu(name: str, settings: dict) -> Check:
     """A tenant access token and ``GET /open-apis/bot/v3/info`` through the adapter's own client: the app id, the app
     secret, the bot ability and the open platform, in one call (the Encrypt Key and Verification Token are the
