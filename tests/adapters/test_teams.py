@@ -9,6 +9,8 @@ too (tests/adapters/harnesses/teams.py).
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 import uuid
 
@@ -87,6 +89,9 @@ def test_a_service_url_is_https_or_allowed_and_the_remembered_ones_are_bounded()
     again = ServiceUrls(SERVICE, (), dict(snapshot["service_urls"], **{"a:x": "http://evil.example.com/"}))
     assert again.for_conversation(f"a:{MAX_REMEMBERED + 6}") == "https://smba.trafficmanager.net/apac/"
     assert again.for_conversation("a:x") == SERVICE, "a stored URL the table no longer allows is not used"
+    again.learn("19:c@thread.tacv2;messageid=1", "https://smba.trafficmanager.net/in/")
+    assert again.for_conversation("19:c@thread.tacv2;messageid=2") == "https://smba.trafficmanager.net/in/", (
+        "every thread of a channel is answered at the channel's Connector")
 
 
 def test_personal_group_and_channel_conversations_become_chats():
@@ -215,6 +220,7 @@ def test_the_doctor_asks_for_an_access_token_and_plans_the_activity_port(fake):
 def rig(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("teams")
     harness = TeamsHarness(workdir)
+    harness.default_service_url = "https://connector.invalid/"   # nobody serves it: answers go where activities say
     harness.start()
     gateway = Gateway(workdir, extra_toml=harness.adapter_toml(), watchdog_interval=30.0)
     try:
@@ -296,3 +302,25 @@ def test_a_channel_message_is_taken_only_with_a_mention_and_answered_in_its_thre
     quiet_source = Source(platform="teams", chat_id=f"{channel};messageid={quiet['id']}", chat_type="thread",
                           thread_id=quiet["id"], user_id=teams.user("bob"))
     assert not session_rows(gateway, quiet_source), "the unmentioned post was not stored"
+
+
+# Last in the file: it kills the daemon with -9 and starts it again.
+def test_kill_9_between_a_send_and_its_record_resends_it_at_the_conversations_remembered_service_url(rig):
+    harness, gateway = rig
+    teams, name = harness.server, f"lost-send-{uuid.uuid4().hex[:6]}"
+    chat = teams.personal(name)
+    teams.hold_next_answer("send", chat)
+    try:
+        harness.inject(name, f"answer me {uuid.uuid4().hex[:6]}")
+        wait_for(teams.answer_held.is_set, 60, 0.02, "the send on the platform, its answer held")
+        os.kill(gateway.launcher_pid, signal.SIGKILL)
+        gateway.assert_no_process_left()
+    finally:
+        teams.release_held()
+    [first] = teams.activities(chat)
+    gateway.start()
+    gateway.wait_ready(timeout=30)
+    # No new activity teaches the URL again: the resend finds it in the offset committed with the message's row
+    # (the table's service_url is a host nobody serves).
+    shown = wait_for(lambda: teams.activities(chat)[1:], 60, 0.1, "the part sent again after the restart")
+    assert shown[0]["id"] != first["id"] and teams.stats()["sends"] >= 2

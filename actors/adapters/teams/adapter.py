@@ -31,14 +31,13 @@ FloodError on the conversation's lane with the Retry-After (client.py).
 """
 from __future__ import annotations
 
-import asyncio
-import collections
 import logging
 from typing import Any, Optional
 
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
 from actors.adapters.http_session import HttpSession
 from actors.adapters.intake_styles import WebhookAdapter
+from actors.adapters.push_server import StoredThisLife
 from actors.adapters.teams.auth import BotTokens, ChannelKeys, check_activity
 from actors.adapters.teams.client import ConnectorAPI
 from actors.adapters.teams.inbound import conversation_id, event_from_activity, message_key, skip_reason
@@ -60,19 +59,17 @@ class TeamsAdapter(WebhookAdapter):
     def __init__(self):
         super().__init__()
         self.skipped = 0              # activities answered without becoming input
-        self.repeats_skipped = 0      # activities committed in this life, delivered again
+        self.stored_this_life = StoredThisLife(REMEMBERED_ACTIVITIES)   # repeats answered without a write
         self._api: Optional[ConnectorAPI] = None
         self._channel_keys: Optional[ChannelKeys] = None
         self._http: Optional[HttpSession] = None
         self._urls: Optional[ServiceUrls] = None
-        self._emit_lock: Optional[asyncio.Lock] = None
-        self._committed: collections.OrderedDict = collections.OrderedDict()
+        self._urls_unsaved = False    # a conversation's serviceUrl learned and not yet committed
 
     # -------------------------------------------------------------------------------------------------- intake
     async def connect(self) -> None:
         await self.service_urls()
         if self.push_server.server is None:
-            self._emit_lock = asyncio.Lock()
             await self._serve_activities()
         await self.api().tokens.token()   # a refused app id or secret fails here: PermanentError (refused)
 
@@ -126,18 +123,16 @@ class TeamsAdapter(WebhookAdapter):
                 self.skipped += 1
                 self.say(logging.INFO, "%s: skipped %s (not input)", self.name, reason)
                 return
-            key = message_key(activity)
-            async with self._emit_lock:   # one transaction at a time; a repeat racing its first delivery waits
-                if key is not None and key in self._committed:
-                    self.repeats_skipped += 1
-                    return
+
+            async def store() -> None:
+                # The conversation's serviceUrl commits with its row (the offset): a reply after kill -9 finds it.
+                # One learned by a store that failed goes with the next one.
                 conversation = conversation_id(activity)
-                news = conversation is not None and self._urls.learn(conversation, activity["serviceUrl"])
-                await emit([activity], self._urls.snapshot() if news else None)
-                if key is not None:
-                    self._committed[key] = True
-                    while len(self._committed) > REMEMBERED_ACTIVITIES:
-                        self._committed.popitem(last=False)
+                if conversation is not None and self._urls.learn(conversation, activity["serviceUrl"]):
+                    self._urls_unsaved = True
+                await emit([activity], self._urls.snapshot() if self._urls_unsaved else None)
+                self._urls_unsaved = False
+            await self.stored_this_life.store_once(message_key(activity), store)
         return deliver
 
     def normalise(self, raw: Any) -> MessageEvent:

@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
                                     TooLongError)
-from actors.adapters.http_session import HttpSession, retry_after_header
+from actors.adapters.http_session import FloodStreaks, HttpSession, retry_after_header
 from actors.adapters.teams.auth import BotTokens
 from common.redact import redact as redact_secrets
 
@@ -40,7 +40,7 @@ class ConnectorAPI(HttpSession):
         super().__init__(request_timeout=request_timeout)
         self.tokens = tokens
         self.rate_limit_wait_s = rate_limit_wait_s
-        self.floods_in_a_row: dict[str, int] = {}   # conversation -> throttled answers since its last answered call
+        self.floods = FloodStreaks(rate_limit_wait_s, MAX_FLOOD_WAIT_S, REMEMBERED_FLOODED_CHATS)
 
     def __repr__(self) -> str:   # never the token
         return "ConnectorAPI()"
@@ -69,17 +69,11 @@ class ConnectorAPI(HttpSession):
         status, answer_headers, body = await self.request_json(http_method, service_url.rstrip("/") + path, op=op,
                                                                redact=self.redact, headers=headers, **kwargs)
         if 200 <= status < 300:
-            self.floods_in_a_row.pop(conversation, None)
+            self.floods.answered(conversation)
             return body if isinstance(body, dict) else {}
         if status == 401:
             self.tokens.forget()
-        wait = self.rate_limit_wait_s
-        if status in THROTTLED:
-            floods = self.floods_in_a_row.pop(conversation, 0) + 1
-            self.floods_in_a_row[conversation] = floods   # the newest last: the oldest forgotten first
-            while len(self.floods_in_a_row) > REMEMBERED_FLOODED_CHATS:
-                self.floods_in_a_row.pop(next(iter(self.floods_in_a_row)))
-            wait = min(self.rate_limit_wait_s * 2 ** (floods - 1), MAX_FLOOD_WAIT_S)
+        wait = self.floods.flooded(conversation) if status in THROTTLED else self.rate_limit_wait_s
         raise classify(op, status, body, answer_headers, wait)
 
 

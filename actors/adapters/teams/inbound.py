@@ -17,13 +17,13 @@ delivery, so the inbox's dedup makes one row of them; the sender is ``from.id`` 
 """
 from __future__ import annotations
 
-import datetime
 import html
 import json
 import re
 import time
 from typing import Any, Optional
 
+from actors.adapters.googlechat.inbound import sent_at   # RFC 3339 with up to nanoseconds, as Teams writes too
 from actors.adapters.payload_fields import MalformedPayload
 from actors.messages import MessageEvent, Source
 
@@ -32,7 +32,6 @@ MAX_NAME_CHARS = 200
 CHAT_TYPES = {"personal": "dm", "groupChat": "group", "channel": "thread"}
 _THREAD_MARK = ";messageid="
 _AT_TAG = re.compile(r"</?at>", re.IGNORECASE)
-_FRACTION = re.compile(r"(\.\d{6})\d+")
 
 
 class ActivityRefused(Exception):
@@ -106,15 +105,6 @@ def text_without_mentions(activity: dict) -> str:
         if mentioned.get("id") == bot:
             text = text.replace(entity["text"], "")
     return html.unescape(_AT_TAG.sub("", text)).strip()
-
-
-def sent_at(stamp: Any) -> Optional[float]:
-    if not isinstance(stamp, str) or len(stamp) > 40:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(_FRACTION.sub(r"\1", stamp).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def event_from_activity(activity: Any, platform: str, profile: str) -> MessageEvent:

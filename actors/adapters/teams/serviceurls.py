@@ -6,6 +6,9 @@ token goes to that host on every answer, so no unauthenticated sender may name i
 adapter from elsewhere never picks a host either. A conversation no verified activity named one for is answered at
 the table's ``service_url`` (Teams' global endpoint).
 
+A conversation is its id without a channel thread's ``;messageid=``: every thread of a channel is answered at the
+channel's Connector.
+
 What survives kill -9: the adapter commits ``snapshot()`` as its offset with the rows of the activity that taught it
 (one transaction), so a reply after a restart goes where the conversation's last stored message came from. It is
 bounded to ``MAX_REMEMBERED`` conversations, the least recently taught forgotten first (they fall back to
@@ -40,6 +43,10 @@ def checked(url: Any, allowed: Iterable[str]) -> str:
     raise ServiceUrlRefused(f"the serviceUrl {url[:80]!r} is neither https nor in allowed_service_urls")
 
 
+def _base(conversation: str) -> str:
+    return conversation.split(";", 1)[0]
+
+
 class ServiceUrls:
     def __init__(self, default: str, allowed: Iterable[str], remembered: Optional[dict] = None):
         self.allowed = tuple(allowed)
@@ -47,7 +54,7 @@ class ServiceUrls:
         self._by_conversation: collections.OrderedDict = collections.OrderedDict()
         for conversation, url in (remembered or {}).items():
             try:
-                self._by_conversation[str(conversation)] = checked(url, self.allowed)
+                self._by_conversation[_base(str(conversation))] = checked(url, self.allowed)
             except ServiceUrlRefused:
                 continue   # the table's allow-list changed since: such a conversation goes to the default
 
@@ -56,7 +63,7 @@ class ServiceUrls:
 
     def learn(self, conversation: str, url: str) -> bool:
         """Take a verified activity's serviceUrl (ServiceUrlRefused if it may not be used); True if it is news."""
-        url = checked(url, self.allowed)
+        url, conversation = checked(url, self.allowed), _base(conversation)
         if self._by_conversation.get(conversation) == url:
             return False
         self._by_conversation.pop(conversation, None)
@@ -66,7 +73,7 @@ class ServiceUrls:
         return True
 
     def for_conversation(self, conversation: str) -> str:
-        return self._by_conversation.get(conversation, self.default)
+        return self._by_conversation.get(_base(conversation), self.default)
 
     def snapshot(self) -> dict:
         return {"service_urls": dict(self._by_conversation)}

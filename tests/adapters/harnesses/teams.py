@@ -10,9 +10,6 @@ Connector does. A handle is a delivery's id; "acknowledged" is a 2xx answer to i
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Optional
-
 from actors.messages import Source
 from tests.actor_system import wait_for
 from tests.adapters.server_harness import ServerHarness
@@ -33,10 +30,9 @@ class TeamsHarness(ServerHarness):
 
     state_name = "teams.json"
     send_method = "send"
-
-    def __init__(self, workdir: Path):
-        super().__init__(workdir)
-        self.url: Optional[str] = None
+    # The Connector for a conversation no activity named one for (None: the fake's own). A test names one nobody
+    # serves, so an answer that lands shows the adapter used the serviceUrl its activities taught it.
+    default_service_url: str | None = None
 
     def make_server(self):
         server = FakeTeams(port=self.port, state_file=self.state_file, webhook_url=self.url, retries=10,
@@ -51,7 +47,7 @@ class TeamsHarness(ServerHarness):
         return (self.table_head() +
                 f'app_id = "{DEFAULT_APP_ID}"\napp_password = "{DEFAULT_PASSWORD}"\n'
                 f'oauth_url = "{self.server.token_url}"\nopenid_metadata_url = "{self.server.metadata_url}"\n'
-                f'service_url = "{base}/"\nallowed_service_urls = ["{base}/"]\n'
+                f'service_url = "{self.default_service_url or base + "/"}"\nallowed_service_urls = ["{base}/"]\n'
                 f'webhook_port = 0\nrate_limit_wait_s = 0.5\n'
                 f'pacing = {{ per_chat_ops_per_s = 4.0, per_chat_burst = 3 }}\n' + extra)
 
