@@ -221,6 +221,7 @@ def rig(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("teams")
     harness = TeamsHarness(workdir)
     harness.default_service_url = "https://connector.invalid/"   # nobody serves it: answers go where activities say
+    harness.paced_as_the_platform = True
     harness.start()
     gateway = Gateway(workdir, extra_toml=harness.adapter_toml(), watchdog_interval=30.0)
     try:
@@ -302,6 +303,29 @@ def test_a_channel_message_is_taken_only_with_a_mention_and_answered_in_its_thre
     quiet_source = Source(platform="teams", chat_id=f"{channel};messageid={quiet['id']}", chat_type="thread",
                           thread_id=quiet["id"], user_id=teams.user("bob"))
     assert not session_rows(gateway, quiet_source), "the unmentioned post was not stored"
+
+
+def test_twenty_chats_streaming_at_once_stay_within_teams_limits(rig):
+    """Each answer streams as updates of its one message (PUT), paced by the platform row: the fake's Teams limits
+    per conversation (7 operations a second, 8 in 2 s, 60 in 30 s) see no violation."""
+    harness, gateway = rig
+    teams, tag = harness.server, uuid.uuid4().hex[:6]
+    before = teams.stats()
+    names = [f"stream-{tag}-{n}" for n in range(20)]
+    for name in names:   # about 4 s of previews each (the offline agent's hooks)
+        harness.inject(name, f"stream this {name} #long 700 #slow 0.15")
+
+    def settled():
+        shown = [teams.activities(teams.personal(name)) for name in names]
+        done = [s for s in shown if len(s) == 1 and "\u258d" not in s[0]["text"] and len(s[0]["text"]) >= 600]
+        return len(done) == len(names) and shown
+    shown = wait_for(settled, 120, 0.2, "twenty whole answers, each one message")
+    after = teams.stats()
+    assert all(s[0]["edits"] >= 1 for s in shown), [s[0]["edits"] for s in shown]
+    assert after["updates"] - before["updates"] >= 20
+    assert (after["pace_violations"], after["retry_after_violations"]) == (before["pace_violations"],
+                                                                            before["retry_after_violations"])
+    assert after["flood_served"] == before["flood_served"], "no 429 at all"
 
 
 # Last in the file: it kills the daemon with -9 and starts it again.

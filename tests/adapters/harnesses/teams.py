@@ -33,6 +33,7 @@ class TeamsHarness(ServerHarness):
     # The Connector for a conversation no activity named one for (None: the fake's own). A test names one nobody
     # serves, so an answer that lands shows the adapter used the serviceUrl its activities taught it.
     default_service_url: str | None = None
+    paced_as_the_platform = False   # True: the platform row's pacing, not the suite's faster one
 
     def make_server(self):
         server = FakeTeams(port=self.port, state_file=self.state_file, webhook_url=self.url, retries=10,
@@ -48,8 +49,9 @@ class TeamsHarness(ServerHarness):
                 f'app_id = "{DEFAULT_APP_ID}"\napp_password = "{DEFAULT_PASSWORD}"\n'
                 f'oauth_url = "{self.server.token_url}"\nopenid_metadata_url = "{self.server.metadata_url}"\n'
                 f'service_url = "{self.default_service_url or base + "/"}"\nallowed_service_urls = ["{base}/"]\n'
-                f'webhook_port = 0\nrate_limit_wait_s = 0.5\n'
-                f'pacing = {{ per_chat_ops_per_s = 4.0, per_chat_burst = 3 }}\n' + extra)
+                f'webhook_port = 0\nrate_limit_wait_s = 0.5\n' +
+                ('' if self.paced_as_the_platform else 'pacing = { per_chat_ops_per_s = 4.0, per_chat_burst = 3 }\n')
+                + extra)
 
     def webhook_ready(self) -> None:
         if self.server.webhook_url is None:
