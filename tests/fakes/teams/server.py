@@ -156,7 +156,8 @@ class FakeTeams(WebhookMethods, FakeServer):
         """POST ``activity`` to the bot's endpoint under a fresh token (or ``token``, or exactly ``headers``)."""
         if headers is None:
             token = token or activity_token(self.app_id, str(activity.get("serviceUrl")), kid=self.signing_kid)
-            headers = {"Authorization": f"Bearer {token}", "User-Agent": "Microsoft-SkypeBotApi (Microsoft-BotFramework/3.0)"}
+            headers = {"Authorization": f"Bearer {token}",
+                       "User-Agent": "Microsoft-SkypeBotApi (Microsoft-BotFramework/3.0)"}
         conversation = activity.get("conversation") if isinstance(activity.get("conversation"), dict) else {}
         return self.deliver(activity.get("type", ""), activity, activity.get("id"), str(conversation.get("id", "")),
                             headers)
@@ -200,8 +201,9 @@ class FakeTeams(WebhookMethods, FakeServer):
     async def openid_metadata(self, request: web.Request) -> web.Response:
         with self.mutate() as state:
             state["stats"]["metadata_served"] += 1
-        return web.json_response({"issuer": CHANNEL_ISSUER, "authorization_endpoint":
-                                  "https://invalid.botframework.com", "jwks_uri": f"{self.base_url}/v1/.well-known/keys",
+        return web.json_response({"issuer": CHANNEL_ISSUER,
+                                  "authorization_endpoint": "https://invalid.botframework.com",
+                                  "jwks_uri": f"{self.base_url}/v1/.well-known/keys",
                                   "id_token_signing_alg_values_supported": ["RS256"],
                                   "token_endpoint_auth_methods_supported": ["private_key_jwt"]})
 
@@ -252,12 +254,8 @@ class FakeTeams(WebhookMethods, FakeServer):
                     body = await request.json()
                 except ValueError:
                     body = None
-                if isinstance(body, dict) and body.get("type") == "typing":
-                    method_now = "typing"
-                else:
-                    method_now = method
-            else:
-                method_now = method
+            # A typing activity is POSTed like a message and shows nothing: logged as its own method.
+            method_now = "typing" if isinstance(body, dict) and body.get("type") == "typing" else method
             now = time.time()
             chat = conversation.split(";")[0]
             with self.mutate() as state:
