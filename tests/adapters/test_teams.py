@@ -41,13 +41,14 @@ SERVICE = "https://smba.trafficmanager.net/emea/"
 # --------------------------------------------------------------------------------------------- pure parts
 
 def test_a_token_the_connector_signed_for_this_bot_and_activity_is_taken():
-    claims = claims_of(activity_token(DEFAULT_APP_ID, SERVICE), KEYS, DEFAULT_APP_ID, CHANNEL_ISSUER, time.time())
-    assert claims["aud"] == DEFAULT_APP_ID and claims["serviceUrl"] == SERVICE
+    claims = claims_of(activity_token(DEFAULT_APP_ID, SERVICE), KEYS, DEFAULT_APP_ID, CHANNEL_ISSUER)
+    assert claims["aud"] == DEFAULT_APP_ID and claims["serviceurl"] == SERVICE
     check_activity(claims, {"serviceUrl": SERVICE, "channelId": "msteams"}, ENDORSEMENTS)
 
 
 @pytest.mark.parametrize("token, reason", [
     (lambda: activity_token(DEFAULT_APP_ID, SERVICE, issued_at=time.time() - 7200), "expired"),
+    (lambda: activity_token(DEFAULT_APP_ID, SERVICE, issued_at=time.time() + 3600), "not valid yet"),
     (lambda: activity_token(DEFAULT_APP_ID, SERVICE, key="other"), "signature does not verify"),
     (lambda: activity_token("another-app-id", SERVICE), "another app id"),
     (lambda: activity_token(DEFAULT_APP_ID, SERVICE, issuer="https://sts.windows.net/evil/"), "not issued by"),
@@ -58,7 +59,7 @@ def test_a_token_the_connector_signed_for_this_bot_and_activity_is_taken():
 ])
 def test_a_token_that_is_not_the_connectors_for_this_bot_is_refused(token, reason):
     with pytest.raises(TokenRefused, match=reason):
-        claims_of(token(), KEYS, DEFAULT_APP_ID, CHANNEL_ISSUER, time.time())
+        claims_of(token(), KEYS, DEFAULT_APP_ID, CHANNEL_ISSUER)
 
 
 def test_a_token_speaks_only_for_the_service_url_it_signs_and_the_channels_its_key_is_endorsed_for():

@@ -23,7 +23,6 @@ Calls. ``BotTokens``: the client-credentials grant (``client_id`` the app id, ``
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
@@ -38,7 +37,7 @@ CONNECTOR_SCOPE = "https://api.botframework.com/.default"
 LEEWAY_S = 300           # the clock skew the Bot Framework allows
 
 
-def claims_of(token: str, keys: dict, app_id: str, issuer: str, now: Optional[float] = None) -> dict:
+def claims_of(token: str, keys: dict, app_id: str, issuer: str) -> dict:
     """The verified claims of an activity's token (signature, issuer, audience, validity); TokenRefused with why."""
     kid = unverified_kid(token)
     if kid not in keys:
@@ -54,10 +53,10 @@ def claims_of(token: str, keys: dict, app_id: str, issuer: str, now: Optional[fl
         raise TokenRefused("the token is not issued by the Bot Framework") from None
     except jwt.InvalidSignatureError:
         raise TokenRefused("the signature does not verify") from None
+    except jwt.ImmatureSignatureError:
+        raise TokenRefused("the token is not valid yet") from None
     except jwt.PyJWTError as exc:
         raise TokenRefused(f"the token is invalid ({type(exc).__name__})") from None
-    if now is not None and isinstance(claims.get("nbf"), (int, float)) and claims["nbf"] > now + LEEWAY_S:
-        raise TokenRefused("the token is not valid yet")
     claims["_kid"] = kid
     return claims
 
@@ -66,7 +65,8 @@ def check_activity(claims: dict, activity: dict, endorsements: dict) -> None:
     """The token speaks for this activity: its serviceUrl claim is the activity's, and its key is endorsed for the
     activity's channel (where the key names endorsements). TokenRefused otherwise."""
     service_url = activity.get("serviceUrl")
-    if not isinstance(service_url, str) or claims.get("serviceUrl") != service_url:
+    signed = claims.get("serviceurl", claims.get("serviceUrl"))   # the Connector writes it lowercase
+    if not isinstance(service_url, str) or signed != service_url:
         raise TokenRefused("the token's serviceUrl is not the activity's")
     endorsed = endorsements.get(claims.get("_kid"))
     if endorsed is not None and activity.get("channelId") not in endorsed:
@@ -104,7 +104,7 @@ class ChannelKeys(SigningKeys):
     async def verify(self, header: Optional[str], app_id: str, issuer: str) -> dict:
         token = bearer_of(header)
         await self.hold_keys_for(unverified_kid(token))
-        return claims_of(token, self.keys, app_id, issuer, now=time.time())
+        return claims_of(token, self.keys, app_id, issuer)
 
     async def _fetch(self) -> tuple[dict, float]:
         status, _, metadata = await self.http.request_json("GET", self.url, op="openid")
@@ -129,8 +129,11 @@ class BotTokens(AccessTokens):
 
     def __init__(self, http: HttpSession, app_id: str, app_password: str, token_url: str):
         super().__init__(http, None, token_url)
-        self.app_id, self._password = app_id, app_password
+        self.app_id, self.password = app_id, app_password
+
+    def __repr__(self) -> str:   # never the secret
+        return f"BotTokens({self.app_id!r})"
 
     def grant_form(self) -> dict:
-        return {"grant_type": "client_credentials", "client_id": self.app_id, "client_secret": self._password,
+        return {"grant_type": "client_credentials", "client_id": self.app_id, "client_secret": self.password,
                 "scope": CONNECTOR_SCOPE}

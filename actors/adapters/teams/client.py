@@ -46,7 +46,7 @@ class ConnectorAPI(HttpSession):
         return "ConnectorAPI()"
 
     def redact(self, text: str) -> str:
-        secrets = [s for s in (self.tokens.secret(), self.tokens._password) if s]
+        secrets = [s for s in (self.tokens.secret(), self.tokens.password) if s]
         return redact_secrets(text, secrets)
 
     async def send(self, service_url: str, conversation: str, activity: dict,

@@ -16,9 +16,9 @@ Wire format implemented:
   ``channelId`` ``msteams``, ``from``, ``conversation`` with ``conversationType`` personal / groupChat / channel and
   ``tenantId``, ``recipient`` the bot ``28:<app id>``, ``text`` with ``<at>Gateway</at>`` and a ``mention`` entity in
   a group or channel, ``channelData``, ``replyToId`` for a reply in a channel thread) with ``Authorization: Bearer``
-  a JWT the fake signs (RS256; ``iss`` ``https://api.botframework.com``, ``aud`` the app id, ``serviceUrl``, ``nbf``,
-  ``exp``). A channel post's conversation id ends in ``;messageid=<the thread's first post>``. Unanswered (no 2xx)
-  deliveries are sent again ``retries`` times.
+  a JWT the fake signs (RS256; ``iss`` ``https://api.botframework.com``, ``aud`` the app id, ``serviceurl`` (so
+  spelt in the Connector's tokens), ``nbf``, ``exp``). A channel post's conversation id ends in
+  ``;messageid=<the thread's first post>``. Unanswered (no 2xx) deliveries are sent again ``retries`` times.
 * ``GET /v1/.well-known/openidconfiguration`` (its ``jwks_uri``) and ``GET /v1/.well-known/keys`` (a JWKS whose keys
   carry ``endorsements`` ``["msteams"]``, with ``Cache-Control: max-age``); ``rotate_keys()`` signs with a new key
   and publishes only it.

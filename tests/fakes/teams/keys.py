@@ -25,6 +25,6 @@ def activity_token(app_id: str, service_url: str, *, lifetime: float = 3600.0, i
     """A bearer token as the Bot Connector signs one for an activity it POSTs to the bot (``key``: sign with another
     process key than the kid's, as a forger would)."""
     now = time.time() if issued_at is None else issued_at
-    claims = {"iss": issuer, "aud": app_id, "serviceUrl": service_url, "nbf": int(now), "iat": int(now),
+    claims = {"iss": issuer, "aud": app_id, "serviceurl": service_url, "nbf": int(now), "iat": int(now),
               "exp": int(now + lifetime)}
     return jwt.encode(claims, private_pem(rsa_key(key or KEY_NAMES[kid])), algorithm="RS256", headers={"kid": kid})
