@@ -1,10 +1,11 @@
 """TeamsAdapter: one Microsoft Teams bot (Azure Bot Service): Bot Framework activities in, the Bot Connector REST API
 out (actors/adapters/teams/README.md). A leaf process actor: the base (base.py) runs its intake and its lanes.
 
-Why the protocol directly and no SDK: the Bot Framework SDK for Python (botbuilder) is retired, and it and its
-successor take the OpenID metadata, the token endpoint and the trusted service URLs from module-level constants and
-process-wide caches; pointing them at a local fake (tests/fakes/teams) means patching their internals. The protocol
-is two documented token checks and four REST calls, written here against Microsoft's reference.
+Why the protocol directly and no SDK: the Bot Framework SDK for Python (botbuilder) is retired, and it takes the
+OpenID metadata URL, the tokens' issuer and the token endpoint from class-level constants (``ChannelValidation``,
+``AuthenticationConstants``) and keeps the signing keys in a process-wide cache: pointing it at a local fake
+(tests/fakes/teams) means patching its internals. The protocol is two documented token checks and four REST calls,
+written here against Microsoft's reference.
 
 States: not connected -> connected (the messaging endpoint listens and the token endpoint gave the app an access
 token) -> back to not connected on a failure (the base reconnects with backoff; an app id or secret refused is
