@@ -3,6 +3,9 @@ aiohttp session binds to the running loop) and owned and closed by the client un
 JSON request whose network failure says whether it may have reached the platform, and one download of a user's
 file within a size cap (``download``: LINE's content, Feishu's message resources).
 
+``FloodStreaks`` is the doubling wait of a chat's throttled answers in a row, for platforms that name none (Google
+Chat, Teams).
+
 A base class of the API clients (telegram/client.py, slack/client.py, discord/client.py, fake/client.py); its fields
 are its own, the clients call ``request_json`` and inherit ``close`` and the ``async with`` form.
 """

@@ -5,7 +5,8 @@ an operator here, and the path may be made secret-ish).
 A base class of the platforms' push servers (telegram/webhook.py, slack/events_http.py); its fields are its own,
 each server adds its checks in ``handle(request)``, reading the body with ``body_of`` (a refusal is raised as
 ``Refused`` with the answer to give) and handing the event on with ``stored`` (2xx only once it is committed: a
-failure answers 500 and the platform delivers it again).
+failure answers 500 and the platform delivers it again). ``StoredThisLife`` is the adapter's side of a push: one
+event stored at a time, a repeat of one this life stored answered without a write (Google Chat, Teams).
 """
 from __future__ import annotations
 
