@@ -1,10 +1,12 @@
 """The Teams adapter: its pure parts (activity tokens verified, activities to MessageEvents, service URLs checked,
-error classes), its token and key caches against the fake Bot Connector (tests/fakes/teams), and what Teams does that
+error classes), its token and key caches against the fake Bot Connector (tests/fakes/teams: the access token kept and
+refreshed, a rotated signing key fetched, made-up key ids fetching at most once a minute), and what Teams does that
 other platforms do not, in the real daemon against the fake: an activity whose bearer token is expired, signed with
 another key, for another app id, missing, or signed for another serviceUrl is answered 401 and nothing is stored; a
 serviceUrl neither https nor allowed is refused before anything is stored or sent there; a channel message is taken
-only when it mentions the bot, stored without the mention and answered in its thread. The conformance suite runs it
-too (tests/adapters/harnesses/teams.py).
+only when it mentions the bot, stored without the mention and answered in its thread; twenty chats streaming at once
+stay within Teams' limits; after kill -9 a reply goes to the serviceUrl committed with its message. The conformance
+suite runs it too (tests/adapters/harnesses/teams.py).
 """
 from __future__ import annotations
 
