@@ -202,14 +202,14 @@ async def probe_googlechat(name: str, settings: dict) -> Check:
     token endpoint) through the adapter's own code: the key and the account, in one call. The Chat API's answer to
     the app (the app configured, the account the app's) shows only on the first send."""
     from actors.adapters.googlechat.adapter import read_key_file   # only this probe needs this platform's client
-    from actors.adapters.googlechat.auth import AccessTokens
+    from actors.adapters.googlechat.auth import ServiceAccountTokens
     from actors.adapters.http_session import HttpSession
     api = HttpSession(request_timeout=PROBE_TIMEOUT_S)
     api.redact = lambda text: text     # the probe's failures name no secret: the key never leaves the assertion
 
     async def ask():
         account = await asyncio.to_thread(read_key_file, settings["service_account_file"])
-        await AccessTokens(api, account, settings["oauth_url"]).token()
+        await ServiceAccountTokens(api, account, settings["oauth_url"]).token()
         return account
     endpoint = settings["oauth_url"] or "the key file's token_uri"
     account = await _ask_platform(name, api, ask, "the service account was refused", f"the token endpoint ({endpoint})")

@@ -19,8 +19,8 @@ import uuid
 import jwt
 import pytest
 
+from actors.adapters.bearer_tokens import TokenRefused
 from actors.adapters.errors import FloodError, MessageNotFoundError, PermanentError, RetryableError, TooLongError
-from actors.adapters.googlechat.auth import TokenRefused
 from actors.adapters.http_session import HttpSession
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.teams.auth import BotTokens, ChannelKeys, check_activity, claims_of, keys_of_jwks

@@ -180,6 +180,33 @@ def test_the_known_upward_imports_are_still_there():
     assert KNOWN_UPWARD - present == set()
 
 
+# ------------------------------------------------------------------------------------------------- platform folders
+
+def platform_folders(root: Path = ROOT) -> set[str]:
+    """The platforms' folders: each subfolder of actors/adapters/ with a ``platform.py`` (as the registry finds them)."""
+    return {path.parent.name for path in (root / "actors" / "adapters").glob("*/platform.py")}
+
+
+def cross_platform_imports(root: Path = ROOT) -> list[str]:
+    """Imports in one platform's folder from another's, imports inside functions included. A platform is one folder
+    (docs/adapters.md): what two platforms share belongs to the kit, the files of actors/adapters/ itself."""
+    platforms = platform_folders(root)
+    found = []
+    for platform in sorted(platforms):
+        for path in sorted((root / "actors" / "adapters" / platform).rglob("*.py")):
+            where = path.relative_to(root).as_posix()
+            for node, names, _in_function, _typing in import_statements(path, root):
+                for target in names:
+                    parts = target.split(".")
+                    if parts[:2] == ["actors", "adapters"] and len(parts) > 2 and parts[2] in platforms - {platform}:
+                        found.append(f"{where}:{node.lineno} imports from actors.adapters.{parts[2]}")
+    return sorted(set(found))
+
+
+def test_no_platform_imports_from_another_platforms_folder():
+    assert cross_platform_imports() == [], "move what two platforms share into the kit (actors/adapters/*.py)"
+
+
 # ------------------------------------------------------------------------------------------------- file cycles
 
 def import_graph(root: Path = ROOT) -> dict[str, dict[str, str]]:
@@ -358,6 +385,23 @@ def test_the_check_sees_an_upward_import(tmp_path, source, target):
     for folder in ("actors/sessions", "actors/adapters", "actors/agents", "actors/memory", "actors/media"):
         files[f"{folder}/__init__.py"] = ""
     assert len(upward_imports(_tree(tmp_path, files))) == 1
+
+
+def test_the_check_sees_an_import_from_another_platforms_folder(tmp_path):
+    """Absolute, relative, of the package itself, inside a function: each is reported; the kit and the platform's
+    own folder are not, nor a folder of actors/adapters/ that is no platform (no platform.py)."""
+    root = _tree(tmp_path, {
+        "actors/adapters/kit.py": "", "actors/adapters/shared/util.py": "",
+        "actors/adapters/alpha/platform.py": "", "actors/adapters/alpha/auth.py": "",
+        "actors/adapters/beta/platform.py": "",
+        "actors/adapters/beta/inbound.py": ("from actors.adapters.alpha.auth import thing\n"
+                                            "from ..alpha import auth\n"
+                                            "from actors.adapters import alpha\n"
+                                            "def later():\n    import actors.adapters.alpha.auth   # (why)\n"),
+        "actors/adapters/beta/adapter.py": ("from actors.adapters.kit import x\nfrom actors.adapters.beta import inbound\n"
+                                            "from .inbound import later\nfrom actors.adapters.shared.util import y\n")})
+    assert cross_platform_imports(root) == [f"actors/adapters/beta/inbound.py:{line} imports from actors.adapters.alpha"
+                                            for line in (1, 2, 3, 5)]
 
 
 def test_the_check_sees_an_unranked_folder(tmp_path):

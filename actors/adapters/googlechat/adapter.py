@@ -34,7 +34,7 @@ import uuid
 from typing import Any, Optional
 
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
-from actors.adapters.googlechat.auth import (AccessTokens, ServiceAccount, SigningKeys, default_certs_url,
+from actors.adapters.googlechat.auth import (ChatKeys, ServiceAccount, ServiceAccountTokens, default_certs_url,
                                              service_account_from)
 from actors.adapters.googlechat.client import ChatAPI
 from actors.adapters.googlechat.inbound import event_from_chat, message_name, skip_reason
@@ -72,7 +72,7 @@ class GoogleChatAdapter(WebhookAdapter):
         self.skipped = 0              # events answered without becoming input
         self.stored_this_life = StoredThisLife(REMEMBERED_MESSAGES)   # repeats answered without a write
         self._api: Optional[ChatAPI] = None
-        self._signing_keys: Optional[SigningKeys] = None
+        self._signing_keys: Optional[ChatKeys] = None
         self._http: Optional[HttpSession] = None
 
     # -------------------------------------------------------------------------------------------------- intake
@@ -90,7 +90,7 @@ class GoogleChatAdapter(WebhookAdapter):
         if self._api is None:
             s = self.settings
             account = await asyncio.to_thread(read_key_file, s["service_account_file"])
-            self._api = ChatAPI(AccessTokens(self.http(), account, s["oauth_url"]), s["api_base_url"],
+            self._api = ChatAPI(ServiceAccountTokens(self.http(), account, s["oauth_url"]), s["api_base_url"],
                                 rate_limit_wait_s=s["rate_limit_wait_s"])
         return self._api
 
@@ -100,7 +100,7 @@ class GoogleChatAdapter(WebhookAdapter):
                      "answer", self.name, self.clean_error(text))
 
         s = self.settings
-        self._signing_keys = SigningKeys(self.http(), s["certs_url"] or default_certs_url(s["audience"]))
+        self._signing_keys = ChatKeys(self.http(), s["certs_url"] or default_certs_url(s["audience"]))
         server = EventServer(s["webhook_host"], s["webhook_port"], s["webhook_path"],
                              verify=lambda header: self._signing_keys.verify(header, s["audience"]),
                              deliver=self._deliver_to(self.intake.emit), on_error=on_error,

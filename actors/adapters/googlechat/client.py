@@ -26,9 +26,9 @@ from __future__ import annotations
 from typing import Any, Optional
 from urllib.parse import quote
 
+from actors.adapters.bearer_tokens import AccessTokens
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
                                     TooLongError)
-from actors.adapters.googlechat.auth import AccessTokens
 from actors.adapters.http_session import FloodStreaks, HttpSession, retry_after_header
 from common.redact import redact as redact_secrets
 

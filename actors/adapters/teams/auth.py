@@ -1,7 +1,7 @@
 """The Bot Framework's tokens, both ways: the JWT the Bot Connector signs on every activity it POSTs to the bot
 (verified here before the activity is taken), and the OAuth access token the bot's Connector calls carry (its app
-id and client secret). Pure functions, and two small caches that fetch through an ``HttpSession`` they are handed;
-the fetching and caching machinery is Google Chat's (googlechat/auth.py), which works the same way.
+id and client secret). Pure functions, and the kit's two caches (actors/adapters/bearer_tokens.py: how the keys and
+the access token are kept and fetched again) with the Bot Framework's checks, key set and grant.
 
 Activities. The Connector's ``Authorization: Bearer`` JWT is RS256, signed by a key of the JWKS named by the
 ``jwks_uri`` of its OpenID metadata document; a key may carry ``endorsements``, the channels it may sign for. A
@@ -28,9 +28,8 @@ from urllib.parse import urlsplit
 
 import jwt
 
+from actors.adapters.bearer_tokens import MAX_KEYS, AccessTokens, SigningKeys, TokenRefused, keys_ttl, unverified_kid
 from actors.adapters.errors import RetryableError
-from actors.adapters.googlechat.auth import (MAX_KEYS, AccessTokens, SigningKeys, TokenRefused, bearer_of, keys_ttl,
-                                             unverified_kid)
 from actors.adapters.http_session import HttpSession
 
 CONNECTOR_SCOPE = "https://api.botframework.com/.default"
@@ -102,9 +101,7 @@ class ChannelKeys(SigningKeys):
         self.endorsements: dict = {}
 
     async def verify(self, header: Optional[str], app_id: str, issuer: str) -> dict:
-        token = bearer_of(header)
-        await self.hold_keys_for(unverified_kid(token))
-        return claims_of(token, self.keys, app_id, issuer)
+        return claims_of(await self.bearer_token(header), self.keys, app_id, issuer)
 
     async def _fetch(self) -> tuple[dict, float]:
         status, _, metadata = await self.http.request_json("GET", self.url, op="openid")
@@ -128,7 +125,7 @@ class BotTokens(AccessTokens):
     credential = "the app id and secret"
 
     def __init__(self, http: HttpSession, app_id: str, app_password: str, token_url: str):
-        super().__init__(http, None, token_url)
+        super().__init__(http, token_url)
         self.app_id, self.password = app_id, app_password
 
     def __repr__(self) -> str:   # never the secret

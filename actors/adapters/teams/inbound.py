@@ -23,8 +23,7 @@ import re
 import time
 from typing import Any, Optional
 
-from actors.adapters.googlechat.inbound import sent_at   # RFC 3339 with up to nanoseconds, as Teams writes too
-from actors.adapters.payload_fields import MalformedPayload
+from actors.adapters.payload_fields import MalformedPayload, sent_at
 from actors.messages import MessageEvent, Source
 
 MAX_ID_CHARS = 512

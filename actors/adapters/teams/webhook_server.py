@@ -14,7 +14,7 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
-from actors.adapters.googlechat.auth import TokenRefused
+from actors.adapters.bearer_tokens import TokenRefused
 from actors.adapters.push_server import PushServer, Refused
 from actors.adapters.teams.inbound import ActivityRefused, activity_of
 from actors.adapters.teams.serviceurls import ServiceUrlRefused
