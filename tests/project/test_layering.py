@@ -3,6 +3,8 @@
 * a module imports only from its own folder or from folders below it (run_gateway.py, then daemon/, actors/,
   supervision/, runtime/, storage/, common/); inside actors/, the files of actors/ itself come first and every
   subfolder has a rank: it imports only from subfolders ranked below it, never from one of its own rank;
+* a platform's folder (actors/adapters/<type>/) imports nothing of another platform's folder: what two platforms
+  share is the kit's (docs/adapters.md);
 * no two files import each other, directly or around a cycle, imports inside functions included;
 * an import inside a function says why on its line or the line above (a run of such imports shares one comment);
 * a file over LONG_FILE lines says why in its docstring, on a line starting "Long because:".
@@ -183,7 +185,7 @@ def test_the_known_upward_imports_are_still_there():
 # ------------------------------------------------------------------------------------------------- platform folders
 
 def platform_folders(root: Path = ROOT) -> set[str]:
-    """The platforms' folders: each subfolder of actors/adapters/ with a ``platform.py`` (as the registry finds them)."""
+    """The platforms' folders: each subfolder of actors/adapters/ with a ``platform.py``, as the registry finds them."""
     return {path.parent.name for path in (root / "actors" / "adapters").glob("*/platform.py")}
 
 
@@ -398,10 +400,12 @@ def test_the_check_sees_an_import_from_another_platforms_folder(tmp_path):
                                             "from ..alpha import auth\n"
                                             "from actors.adapters import alpha\n"
                                             "def later():\n    import actors.adapters.alpha.auth   # (why)\n"),
-        "actors/adapters/beta/adapter.py": ("from actors.adapters.kit import x\nfrom actors.adapters.beta import inbound\n"
-                                            "from .inbound import later\nfrom actors.adapters.shared.util import y\n")})
-    assert cross_platform_imports(root) == [f"actors/adapters/beta/inbound.py:{line} imports from actors.adapters.alpha"
-                                            for line in (1, 2, 3, 5)]
+        "actors/adapters/beta/adapter.py": ("from actors.adapters.kit import x\n"
+                                            "from actors.adapters.beta import inbound\n"
+                                            "from .inbound import later\n"
+                                            "from actors.adapters.shared.util import y\n")})
+    reported = "actors/adapters/beta/inbound.py:{} imports from actors.adapters.alpha"
+    assert cross_platform_imports(root) == [reported.format(line) for line in (1, 2, 3, 5)]
 
 
 def test_the_check_sees_an_unranked_folder(tmp_path):

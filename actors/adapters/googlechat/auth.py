@@ -10,10 +10,10 @@ to PEM certificate). With the audience set to the endpoint URL it is a Google ID
 ``https://accounts.google.com``, audience the URL, ``email`` ``chat@system.gserviceaccount.com``, keys the JWKS at
 ``ID_TOKEN_CERTS``. ``claims_of`` checks the signature against the key the token's ``kid`` names, then issuer,
 audience, expiry (and the email of an ID token); any failure is ``TokenRefused`` (401). ``ChatKeys`` keeps the
-published keys by the kit's rules: fetched again when they expire (the answer's ``max-age``, at most a day) or when a token names a
-``kid`` it does not hold: Google rotates its keys, so an unknown kid may be a new key, but a hostile sender can make
-up kids, so such a refresh happens at most once per ``UNKNOWN_KID_REFRESH_S``; after a failed fetch none is tried for
-``FAILED_FETCH_HOLD_S`` (the requests meanwhile are answered 500, not a fetch each).
+published keys by the kit's rules: fetched again when they expire (the answer's ``max-age``, at most a day) or when
+a token names a ``kid`` it does not hold: Google rotates its keys, so an unknown kid may be a new key, but a hostile
+sender can make up kids, so such a refresh happens at most once per ``UNKNOWN_KID_REFRESH_S``; after a failed fetch
+none is tried for ``FAILED_FETCH_HOLD_S`` (the requests meanwhile are answered 500, not a fetch each).
 
 Calls. A service account's JSON key (``client_email``, ``private_key``, ``private_key_id``, ``token_uri``) signs a
 JWT assertion (RS256; issuer the account, scope ``chat.bot``, audience the token endpoint, valid an hour), which
