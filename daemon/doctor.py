@@ -51,6 +51,7 @@ from daemon.doctor_probes import probe_googlechat
 from daemon.doctor_probes import probe_feishu
 from daemon.doctor_probes import probe_onebot
 from daemon.doctor_probes import probe_dingtalk
+from daemon.doctor_probes import probe_teams
 from daemon.dependency_audit import audit_check
 from daemon.doctor_mcp import mcp_probes
 from actors.hooks.plugins import load_plugins
@@ -71,6 +72,7 @@ CREDENTIAL_PROBES["googlechat"] = probe_googlechat
 CREDENTIAL_PROBES["feishu"] = probe_feishu
 CREDENTIAL_PROBES["onebot"] = probe_onebot
 CREDENTIAL_PROBES["dingtalk"] = probe_dingtalk
+CREDENTIAL_PROBES["teams"] = probe_teams
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 
@@ -252,6 +254,8 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
             ports.append((f"{name} webhook", args["webhook_host"], args["webhook_port"]))
         elif args["type"] == "googlechat":
             ports.append((f"{name} events", args["webhook_host"], args["webhook_port"]))
+        elif args["type"] == "teams":
+            ports.append((f"{name} activities", args["webhook_host"], args["webhook_port"]))
         elif args["type"] == "feishu":
             ports.append((f"{name} callbacks", args["callback_host"], args["callback_port"]))
         elif args["type"] == "dingtalk" and args["inbound"] == "http":

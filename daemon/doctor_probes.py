@@ -202,20 +202,38 @@ async def probe_googlechat(name: str, settings: dict) -> Check:
     token endpoint) through the adapter's own code: the key and the account, in one call. The Chat API's answer to
     the app (the app configured, the account the app's) shows only on the first send."""
     from actors.adapters.googlechat.adapter import read_key_file   # only this probe needs this platform's client
-    from actors.adapters.googlechat.auth import AccessTokens
+    from actors.adapters.googlechat.auth import ServiceAccountTokens
     from actors.adapters.http_session import HttpSession
     api = HttpSession(request_timeout=PROBE_TIMEOUT_S)
     api.redact = lambda text: text     # the probe's failures name no secret: the key never leaves the assertion
 
     async def ask():
         account = await asyncio.to_thread(read_key_file, settings["service_account_file"])
-        await AccessTokens(api, account, settings["oauth_url"]).token()
+        await ServiceAccountTokens(api, account, settings["oauth_url"]).token()
         return account
     endpoint = settings["oauth_url"] or "the key file's token_uri"
     account = await _ask_platform(name, api, ask, "the service account was refused", f"the token endpoint ({endpoint})")
     if isinstance(account, Check):
         return account
     return Check("ok", f"adapter {name}", f"the service account works (an access token for {account.client_email})")
+
+
+async def probe_teams(name: str, settings: dict) -> Check:
+    """An OAuth access token for the bot (the client-credentials grant of its app id and secret at the tenant's token
+    endpoint) through the adapter's own code: the app id, the secret and the tenant, in one call. The Connector's
+    answer to the bot (the bot installed where it is asked to write) shows only on the first send."""
+    from actors.adapters.http_session import HttpSession   # only this probe needs this platform's client
+    from actors.adapters.teams.adapter import token_url
+    from actors.adapters.teams.auth import BotTokens
+    api = HttpSession(request_timeout=PROBE_TIMEOUT_S)
+    api.redact = lambda text: redact(text, secret_values(settings))
+    url = token_url(settings)
+    tokens = BotTokens(api, settings["app_id"], settings["app_password"], url)
+    answer = await _ask_platform(name, api, tokens.token, "the token endpoint refused the app id or secret",
+                                 f"the token endpoint ({url})")
+    if isinstance(answer, Check):
+        return answer
+    return Check("ok", f"adapter {name}", f"the app id and secret work (an access token for {settings['app_id']})")
 
 
 async def probe_feishu(name: str, settings: dict) -> Check:

@@ -3,6 +3,9 @@ aiohttp session binds to the running loop) and owned and closed by the client un
 JSON request whose network failure says whether it may have reached the platform, and one download of a user's
 file within a size cap (``download``: LINE's content, Feishu's message resources).
 
+``FloodStreaks`` is the doubling wait of a chat's throttled answers in a row, for platforms that name none (Google
+Chat, Teams).
+
 A base class of the API clients (telegram/client.py, slack/client.py, discord/client.py, fake/client.py); its fields
 are its own, the clients call ``request_json`` and inherit ``close`` and the ``async with`` form.
 """
@@ -103,3 +106,23 @@ def retry_after_header(headers, most_s: float = 3600.0) -> Optional[float]:
     except ValueError:
         return None
     return value if 0 <= value <= most_s else None
+
+
+class FloodStreaks:
+    """Throttled answers in a row per chat (of the newest ``remembered`` chats), for a wait that doubles with each
+    one, from ``base_s`` to at most ``most_s``: the exponential backoff a platform asks for when it names no wait."""
+
+    def __init__(self, base_s: float, most_s: float = 64.0, remembered: int = 4096):
+        self.base_s, self.most_s, self.remembered = base_s, most_s, remembered
+        self.in_a_row: dict[str, int] = {}   # chat -> throttled answers since its last answered call
+
+    def answered(self, chat: str) -> None:
+        self.in_a_row.pop(chat, None)
+
+    def flooded(self, chat: str) -> float:
+        """Count one more throttled answer of ``chat``; the wait it calls for."""
+        floods = self.in_a_row.pop(chat, 0) + 1
+        self.in_a_row[chat] = floods   # the newest last: the oldest forgotten first
+        while len(self.in_a_row) > self.remembered:
+            self.in_a_row.pop(next(iter(self.in_a_row)))
+        return min(self.base_s * 2 ** (floods - 1), self.most_s)

@@ -5,12 +5,14 @@ an operator here, and the path may be made secret-ish).
 A base class of the platforms' push servers (telegram/webhook.py, slack/events_http.py); its fields are its own,
 each server adds its checks in ``handle(request)``, reading the body with ``body_of`` (a refusal is raised as
 ``Refused`` with the answer to give) and handing the event on with ``stored`` (2xx only once it is committed: a
-failure answers 500 and the platform delivers it again).
+failure answers 500 and the platform delivers it again). ``StoredThisLife`` is the adapter's side of a push: one
+event stored at a time, a repeat of one this life stored answered without a write (Google Chat, Teams).
 """
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Optional
+import collections
+from typing import Any, Awaitable, Callable, Hashable, Optional
 
 from aiohttp import web
 
@@ -105,3 +107,31 @@ class KeptPushServer:
         if server is None or server.port is None:
             return None
         return f"http://{server.host}:{server.port}{server.path}"
+
+
+class StoredThisLife:
+    """The keys of pushed events committed in this life (the newest ``most``), and the lock that stores one at a time:
+    a repeat (the platform's retry racing its first delivery, or a redelivery) is answered without a write. The
+    inbox's dedup covers a repeat after a restart; this only spares it the transaction."""
+
+    def __init__(self, most: int = 4096):
+        self.most = most
+        self.repeats = 0
+        self._keys: collections.OrderedDict = collections.OrderedDict()
+        self._lock: Optional[asyncio.Lock] = None   # made on the loop that stores
+
+    async def store_once(self, key: Optional[Hashable], store: Callable[[], Awaitable[None]]) -> bool:
+        """``store()`` unless ``key`` was stored in this life already (a None key is always stored); True if it
+        was. A failed store remembers nothing: the platform's retry stores it."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if key is not None and key in self._keys:
+                self.repeats += 1
+                return False
+            await store()
+            if key is not None:
+                self._keys[key] = True
+                while len(self._keys) > self.most:
+                    self._keys.popitem(last=False)
+            return True

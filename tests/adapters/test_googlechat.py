@@ -17,10 +17,10 @@ import uuid
 
 import pytest
 
+from actors.adapters.bearer_tokens import TokenRefused, keys_from_document
 from actors.adapters.errors import FloodError, MessageNotFoundError, PermanentError, RetryableError, TooLongError
 from actors.adapters.googlechat.adapter import request_id
-from actors.adapters.googlechat.auth import (AccessTokens, SigningKeys, TokenRefused, claims_of, keys_from_document,
-                                             service_account_from)
+from actors.adapters.googlechat.auth import ChatKeys, ServiceAccountTokens, claims_of, service_account_from
 from actors.adapters.googlechat.client import ChatAPI, classify
 from actors.adapters.googlechat.inbound import event_from_chat, skip_reason
 from actors.adapters.http_session import HttpSession
@@ -141,7 +141,7 @@ def fake():
 def test_the_access_token_is_kept_until_near_expiry_and_a_wrong_key_is_refused(fake):
     async def scenario():
         async with HttpSession() as http:
-            tokens = AccessTokens(http, service_account_from(service_account_file(fake.token_url)))
+            tokens = ServiceAccountTokens(http, service_account_from(service_account_file(fake.token_url)))
             first = await tokens.token()
             assert await tokens.token() == first and tokens.fetches == 1, "kept while valid"
             fake.configure(token_lifetime=200)   # under the 300 s refresh margin: asked for again every time
@@ -160,7 +160,7 @@ def test_the_access_token_is_kept_until_near_expiry_and_a_wrong_key_is_refused(f
             wrong = json.loads(service_account_file(fake.token_url))
             wrong["private_key"] = private_pem(rsa_key("other"))   # a key file whose key is not the account's
             with pytest.raises(PermanentError):
-                await AccessTokens(http, service_account_from(json.dumps(wrong))).token()
+                await ServiceAccountTokens(http, service_account_from(json.dumps(wrong))).token()
     asyncio.run(scenario())
     assert fake.stats()["tokens_refused"] >= 1
 
@@ -168,7 +168,7 @@ def test_the_access_token_is_kept_until_near_expiry_and_a_wrong_key_is_refused(f
 def test_429s_in_a_row_wait_twice_as_long_each_time_per_space(fake):
     async def scenario():
         async with HttpSession() as http:
-            api = ChatAPI(AccessTokens(http, service_account_from(service_account_file(fake.token_url))),
+            api = ChatAPI(ServiceAccountTokens(http, service_account_from(service_account_file(fake.token_url))),
                           fake.base_url, rate_limit_wait_s=0.5)
             stormy, calm = fake.dm("stormy"), fake.dm("calm")
             fake.set_faults(next=["flood"] * 3, flood_retry_after=0.0)
@@ -198,7 +198,7 @@ def test_429s_in_a_row_wait_twice_as_long_each_time_per_space(fake):
 def test_signing_keys_are_fetched_once_and_again_for_an_unknown_kid_at_most_once_a_minute(fake):
     async def scenario():
         async with HttpSession() as http:
-            keys = SigningKeys(http, f"{fake.base_url}/certs/x509")
+            keys = ChatKeys(http, f"{fake.base_url}/certs/x509")
             for _ in range(3):
                 await keys.verify(f"Bearer {event_token(DEFAULT_AUDIENCE)}", DEFAULT_AUDIENCE)
             assert keys.fetches == 1
@@ -244,7 +244,7 @@ def test_the_doctor_asks_for_an_access_token_and_plans_the_event_port(fake, tmp_
 def test_keys_out_of_reach_are_not_asked_for_again_on_every_request(fake):
     async def scenario():
         async with HttpSession() as http:
-            keys = SigningKeys(http, f"{fake.base_url}/certs/gone")
+            keys = ChatKeys(http, f"{fake.base_url}/certs/gone")
             header = f"Bearer {event_token(DEFAULT_AUDIENCE)}"
             with pytest.raises(RetryableError, match="HTTP 404"):
                 await keys.verify(header, DEFAULT_AUDIENCE)

@@ -3,6 +3,8 @@
 * a module imports only from its own folder or from folders below it (run_gateway.py, then daemon/, actors/,
   supervision/, runtime/, storage/, common/); inside actors/, the files of actors/ itself come first and every
   subfolder has a rank: it imports only from subfolders ranked below it, never from one of its own rank;
+* a platform's folder (actors/adapters/<type>/) imports nothing of another platform's folder: what two platforms
+  share is the kit's (docs/adapters.md);
 * no two files import each other, directly or around a cycle, imports inside functions included;
 * an import inside a function says why on its line or the line above (a run of such imports shares one comment);
 * a file over LONG_FILE lines says why in its docstring, on a line starting "Long because:".
@@ -178,6 +180,33 @@ def test_the_known_upward_imports_are_still_there():
     present = {(path.relative_to(ROOT).as_posix(), target) for path in product_files()
                for _node, names, _f, _t in import_statements(path) for target in names}
     assert KNOWN_UPWARD - present == set()
+
+
+# ------------------------------------------------------------------------------------------------- platform folders
+
+def platform_folders(root: Path = ROOT) -> set[str]:
+    """The platforms' folders: each subfolder of actors/adapters/ with a ``platform.py``, as the registry finds them."""
+    return {path.parent.name for path in (root / "actors" / "adapters").glob("*/platform.py")}
+
+
+def cross_platform_imports(root: Path = ROOT) -> list[str]:
+    """Imports in one platform's folder from another's, imports inside functions included. A platform is one folder
+    (docs/adapters.md): what two platforms share belongs to the kit, the files of actors/adapters/ itself."""
+    platforms = platform_folders(root)
+    found = []
+    for platform in sorted(platforms):
+        for path in sorted((root / "actors" / "adapters" / platform).rglob("*.py")):
+            where = path.relative_to(root).as_posix()
+            for node, names, _in_function, _typing in import_statements(path, root):
+                for target in names:
+                    parts = target.split(".")
+                    if parts[:2] == ["actors", "adapters"] and len(parts) > 2 and parts[2] in platforms - {platform}:
+                        found.append(f"{where}:{node.lineno} imports from actors.adapters.{parts[2]}")
+    return sorted(set(found))
+
+
+def test_no_platform_imports_from_another_platforms_folder():
+    assert cross_platform_imports() == [], "move what two platforms share into the kit (actors/adapters/*.py)"
 
 
 # ------------------------------------------------------------------------------------------------- file cycles
@@ -358,6 +387,25 @@ def test_the_check_sees_an_upward_import(tmp_path, source, target):
     for folder in ("actors/sessions", "actors/adapters", "actors/agents", "actors/memory", "actors/media"):
         files[f"{folder}/__init__.py"] = ""
     assert len(upward_imports(_tree(tmp_path, files))) == 1
+
+
+def test_the_check_sees_an_import_from_another_platforms_folder(tmp_path):
+    """Absolute, relative, of the package itself, inside a function: each is reported; the kit and the platform's
+    own folder are not, nor a folder of actors/adapters/ that is no platform (no platform.py)."""
+    root = _tree(tmp_path, {
+        "actors/adapters/kit.py": "", "actors/adapters/shared/util.py": "",
+        "actors/adapters/alpha/platform.py": "", "actors/adapters/alpha/auth.py": "",
+        "actors/adapters/beta/platform.py": "",
+        "actors/adapters/beta/inbound.py": ("from actors.adapters.alpha.auth import thing\n"
+                                            "from ..alpha import auth\n"
+                                            "from actors.adapters import alpha\n"
+                                            "def later():\n    import actors.adapters.alpha.auth   # (why)\n"),
+        "actors/adapters/beta/adapter.py": ("from actors.adapters.kit import x\n"
+                                            "from actors.adapters.beta import inbound\n"
+                                            "from .inbound import later\n"
+                                            "from actors.adapters.shared.util import y\n")})
+    reported = "actors/adapters/beta/inbound.py:{} imports from actors.adapters.alpha"
+    assert cross_platform_imports(root) == [reported.format(line) for line in (1, 2, 3, 5)]
 
 
 def test_the_check_sees_an_unranked_folder(tmp_path):

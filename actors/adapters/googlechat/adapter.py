@@ -29,13 +29,12 @@ is a FloodError on the space's lane (client.py); the space is paced at one write
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import uuid
 from typing import Any, Optional
 
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
-from actors.adapters.googlechat.auth import (AccessTokens, ServiceAccount, SigningKeys, default_certs_url,
+from actors.adapters.googlechat.auth import (ChatKeys, ServiceAccount, ServiceAccountTokens, default_certs_url,
                                              service_account_from)
 from actors.adapters.googlechat.client import ChatAPI
 from actors.adapters.googlechat.inbound import event_from_chat, message_name, skip_reason
@@ -43,6 +42,7 @@ from actors.adapters.googlechat.webhook_server import EventServer
 from actors.adapters.http_session import HttpSession
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import WebhookAdapter
+from actors.adapters.push_server import StoredThisLife
 from actors.messages import MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 
@@ -70,17 +70,14 @@ class GoogleChatAdapter(WebhookAdapter):
     def __init__(self):
         super().__init__()
         self.skipped = 0              # events answered without becoming input
-        self.repeats_skipped = 0      # messages committed in this life, delivered again
+        self.stored_this_life = StoredThisLife(REMEMBERED_MESSAGES)   # repeats answered without a write
         self._api: Optional[ChatAPI] = None
-        self._signing_keys: Optional[SigningKeys] = None
+        self._signing_keys: Optional[ChatKeys] = None
         self._http: Optional[HttpSession] = None
-        self._emit_lock: Optional[asyncio.Lock] = None
-        self._committed: collections.OrderedDict = collections.OrderedDict()
 
     # -------------------------------------------------------------------------------------------------- intake
     async def connect(self) -> None:
         if self.push_server.server is None:
-            self._emit_lock = asyncio.Lock()
             await self._serve_events()
         await (await self.api()).tokens.token()   # a refused service account fails here: PermanentError (refused)
 
@@ -93,7 +90,7 @@ class GoogleChatAdapter(WebhookAdapter):
         if self._api is None:
             s = self.settings
             account = await asyncio.to_thread(read_key_file, s["service_account_file"])
-            self._api = ChatAPI(AccessTokens(self.http(), account, s["oauth_url"]), s["api_base_url"],
+            self._api = ChatAPI(ServiceAccountTokens(self.http(), account, s["oauth_url"]), s["api_base_url"],
                                 rate_limit_wait_s=s["rate_limit_wait_s"])
         return self._api
 
@@ -103,7 +100,7 @@ class GoogleChatAdapter(WebhookAdapter):
                      "answer", self.name, self.clean_error(text))
 
         s = self.settings
-        self._signing_keys = SigningKeys(self.http(), s["certs_url"] or default_certs_url(s["audience"]))
+        self._signing_keys = ChatKeys(self.http(), s["certs_url"] or default_certs_url(s["audience"]))
         server = EventServer(s["webhook_host"], s["webhook_port"], s["webhook_path"],
                              verify=lambda header: self._signing_keys.verify(header, s["audience"]),
                              deliver=self._deliver_to(self.intake.emit), on_error=on_error,
@@ -120,16 +117,7 @@ class GoogleChatAdapter(WebhookAdapter):
                 self.skipped += 1
                 self.say(logging.INFO, "%s: skipped %s (not input)", self.name, reason)
                 return
-            name = message_name(event)
-            async with self._emit_lock:   # one transaction at a time; a repeat racing its first delivery waits
-                if name is not None and name in self._committed:
-                    self.repeats_skipped += 1
-                    return
-                await emit([event], None)
-                if name is not None:
-                    self._committed[name] = True
-                    while len(self._committed) > REMEMBERED_MESSAGES:
-                        self._committed.popitem(last=False)
+            await self.stored_this_life.store_once(message_name(event), lambda: emit([event], None))
         return deliver
 
     def normalise(self, raw: Any) -> MessageEvent:

@@ -26,10 +26,10 @@ from __future__ import annotations
 from typing import Any, Optional
 from urllib.parse import quote
 
+from actors.adapters.bearer_tokens import AccessTokens
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, PlatformError, RetryableError,
                                     TooLongError)
-from actors.adapters.googlechat.auth import AccessTokens
-from actors.adapters.http_session import HttpSession, retry_after_header
+from actors.adapters.http_session import FloodStreaks, HttpSession, retry_after_header
 from common.redact import redact as redact_secrets
 
 REPLY_IN_THREAD = "REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD"
@@ -44,7 +44,7 @@ class ChatAPI(HttpSession):
         super().__init__(request_timeout=request_timeout)
         self.tokens, self.base_url = tokens, base_url.rstrip("/")
         self.rate_limit_wait_s = rate_limit_wait_s
-        self.floods_in_a_row: dict[str, int] = {}   # space -> 429s since its last answered call
+        self.floods = FloodStreaks(rate_limit_wait_s, MAX_FLOOD_WAIT_S, REMEMBERED_FLOODED_SPACES)
 
     def __repr__(self) -> str:   # never the token
         return f"ChatAPI(base_url={self.base_url!r})"
@@ -76,17 +76,11 @@ class ChatAPI(HttpSession):
         status, answer_headers, body = await self.request_json(http_method, self.base_url + path, op=op,
                                                                redact=self.redact, headers=headers, **kwargs)
         if 200 <= status < 300:
-            self.floods_in_a_row.pop(space, None)
+            self.floods.answered(space)
             return body if isinstance(body, dict) else {}
         if status == 401:
             self.tokens.forget()
-        wait = self.rate_limit_wait_s
-        if status == 429:
-            floods = self.floods_in_a_row.pop(space, 0) + 1
-            self.floods_in_a_row[space] = floods   # the newest last: the oldest forgotten first
-            while len(self.floods_in_a_row) > REMEMBERED_FLOODED_SPACES:
-                self.floods_in_a_row.pop(next(iter(self.floods_in_a_row)))
-            wait = min(self.rate_limit_wait_s * 2 ** (floods - 1), MAX_FLOOD_WAIT_S)
+        wait = self.floods.flooded(space) if status == 429 else self.rate_limit_wait_s
         raise classify(op, status, body, answer_headers, wait)
 
 

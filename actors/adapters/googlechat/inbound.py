@@ -18,13 +18,12 @@ row of them; the sender is ``message.sender.name`` (``users/123``).
 """
 from __future__ import annotations
 
-import datetime
 import json
 import re
 import time
 from typing import Any, Optional
 
-from actors.adapters.payload_fields import MalformedPayload
+from actors.adapters.payload_fields import MalformedPayload, sent_at
 from actors.messages import MessageEvent, Source
 
 MAX_NAME_CHARS = 200
@@ -33,7 +32,6 @@ _SPACE = re.compile(r"^spaces/[A-Za-z0-9_-]{1,64}$")
 _MESSAGE = re.compile(r"^spaces/[A-Za-z0-9_-]{1,64}/messages/[A-Za-z0-9_.-]{1,128}$")
 _THREAD = re.compile(r"^spaces/[A-Za-z0-9_-]{1,64}/threads/[A-Za-z0-9_.-]{1,128}$")
 _USER = re.compile(r"^users/[A-Za-z0-9_@.-]{1,128}$")
-_FRACTION = re.compile(r"(\.\d{6})\d+")
 
 
 class EventRefused(Exception):
@@ -89,16 +87,6 @@ def thread_of(space: dict, message: dict) -> Optional[str]:
     if space.get("spaceThreadingState") == "THREADED_MESSAGES" or message.get("threadReply") is True:
         return name
     return None
-
-
-def sent_at(stamp: Any) -> Optional[float]:
-    """An RFC 3339 time (Google writes up to nanoseconds) as epoch seconds; None if it is none."""
-    if not isinstance(stamp, str) or len(stamp) > 40:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(_FRACTION.sub(r"\1", stamp).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def event_from_chat(event: Any, platform: str, profile: str) -> MessageEvent:

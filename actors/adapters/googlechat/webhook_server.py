@@ -15,7 +15,7 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
-from actors.adapters.googlechat.auth import TokenRefused
+from actors.adapters.bearer_tokens import TokenRefused
 from actors.adapters.googlechat.inbound import EventRefused, event_of
 from actors.adapters.push_server import PushServer, Refused
 from supervision.http_serving import HttpLimits

@@ -1,6 +1,6 @@
 import pytest
 
-from actors.adapters.payload_fields import MalformedPayload, a_nonempty_string, a_string, an_object
+from actors.adapters.payload_fields import MalformedPayload, a_nonempty_string, a_string, an_object, sent_at
 
 
 def test_each_check_returns_a_value_of_the_expected_type():
@@ -24,3 +24,14 @@ def test_a_wrong_value_is_refused_with_the_field_and_what_was_found(check, value
 def test_intake_refuses_with_the_same_exception_adapters_catch():
     from actors.adapters.intake import MalformedPayload as from_intake
     assert from_intake is MalformedPayload
+
+
+@pytest.mark.parametrize("stamp, seconds", [
+    ("2023-11-14T22:13:20.123456789Z", 1700000000.123456),   # Google Chat's nanoseconds: cut to microseconds
+    ("2023-11-14T22:13:20.1234567Z", 1700000000.123456),     # the Bot Framework's seven digits
+    ("2023-11-14T23:13:20+01:00", 1700000000.0),
+    (" soon", None), ("2023-11-14T22:13:20Z" + "0" * 30, None), (1700000000, None),
+    (None, None),
+], ids=["nanoseconds", "seven-digits", "offset", "garbage", "oversized", "number", "missing"])
+def test_sent_at_reads_an_rfc_3339_time_or_gives_none(stamp, seconds):
+    assert sent_at(stamp) == (pytest.approx(seconds) if seconds is not None else None)

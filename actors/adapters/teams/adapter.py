@@ -1,0 +1,191 @@
+"""TeamsAdapter: one Microsoft Teams bot (Azure Bot Service): Bot Framework activities in, the Bot Connector REST API
+out (actors/adapters/teams/README.md). A leaf process actor: the base (base.py) runs its intake and its lanes.
+
+Why the protocol directly and no SDK: the Bot Framework SDK for Python (botbuilder) is retired, and it takes the
+OpenID metadata URL, the tokens' issuer and the token endpoint from class-level constants (``ChannelValidation``,
+``AuthenticationConstants``) and keeps the signing keys in a process-wide cache: pointing it at a local fake
+(tests/fakes/teams) means patching its internals. The protocol is two documented token checks and four REST calls,
+written here against Microsoft's reference.
+
+States: not connected -> connected (the messaging endpoint listens and the token endpoint gave the app an access
+token) -> back to not connected on a failure (the base reconnects with backoff; an app id or secret refused is
+"refused": reported down and asked again every ``refused_retry_s``). The endpoint keeps listening from the first
+connect on, so a token endpoint outage never turns the Connector's activities away.
+
+Intake (webhook_server.py): the bearer token is verified (auth.py: signature against the Connector's published keys,
+issuer, audience = the app id, expiry, its serviceUrl claim = the activity's, its key endorsed for the channel)
+before the activity is taken; a refused request is answered 401, logged once with its reason, nothing stored. An
+activity that is no input (conversationUpdate, typing, a channel message not mentioning the bot) is answered and
+skipped with a log line; one committed in this life already (``<id>@<conversation>``) is answered without a write;
+otherwise its serviceUrl is learned (serviceurls.py), and the row is stored with the offset that holds the
+conversations' service URLs, and the Connector is answered 200 only after that commits. The inbox's (adapter,
+message) dedup covers a repeat after a restart. What survives kill -9: a committed row and the serviceUrl of its
+conversation (one transaction); an activity cut before its commit was never answered 2xx, and the Connector sends
+it again.
+
+Outbound: a part is an activity POSTed to the conversation (in a channel, as a reply to the thread's first post:
+``replyToId``) at the conversation's serviceUrl; streaming updates are PUT of the sent activity, paced by the kit
+(platform.py: 1.5 s apart, within Teams' 7 a second and 60 in 30 s per conversation); deletes are DELETE (an
+activity already gone is done); typing is a ``typing`` activity. No idempotency key exists on the Connector, so the
+adapter derives none: a send whose answer was lost is re-sent under the kit's re-sent mark. 429 and 412 are a
+FloodError on the conversation's lane with the Retry-After (client.py).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
+from actors.adapters.http_session import HttpSession
+from actors.adapters.intake_styles import WebhookAdapter
+from actors.adapters.push_server import StoredThisLife
+from actors.adapters.teams.auth import BotTokens, ChannelKeys, check_activity
+from actors.adapters.teams.client import ConnectorAPI
+from actors.adapters.teams.inbound import conversation_id, event_from_activity, message_key, skip_reason
+from actors.adapters.teams.platform import TOKEN_URL
+from actors.adapters.teams.serviceurls import ServiceUrls
+from actors.adapters.teams.webhook_server import ActivityServer
+from actors.messages import MessageEvent, PlatformOp
+from supervision.http_serving import http_limits
+
+REMEMBERED_ACTIVITIES = 4096   # activities committed in this life, for answering a repeat without a write
+TEXT_LIMIT = 20000
+
+
+def token_url(settings: dict) -> str:
+    return settings["oauth_url"] or TOKEN_URL.format(tenant=settings["tenant_id"] or "botframework.com")
+
+
+class TeamsAdapter(WebhookAdapter):
+    def __init__(self):
+        super().__init__()
+        self.skipped = 0              # activities answered without becoming input
+        self.stored_this_life = StoredThisLife(REMEMBERED_ACTIVITIES)   # repeats answered without a write
+        self._api: Optional[ConnectorAPI] = None
+        self._channel_keys: Optional[ChannelKeys] = None
+        self._http: Optional[HttpSession] = None
+        self._urls: Optional[ServiceUrls] = None
+        self._urls_unsaved = False    # a conversation's serviceUrl learned and not yet committed
+
+    # -------------------------------------------------------------------------------------------------- intake
+    async def connect(self) -> None:
+        await self.service_urls()
+        if self.push_server.server is None:
+            await self._serve_activities()
+        await self.api().tokens.token()   # a refused app id or secret fails here: PermanentError (refused)
+
+    def http(self) -> HttpSession:
+        if self._http is None:
+            self._http = HttpSession()
+        return self._http
+
+    def api(self) -> ConnectorAPI:
+        if self._api is None:
+            s = self.settings
+            self._api = ConnectorAPI(BotTokens(self.http(), s["app_id"], s["app_password"], token_url(s)),
+                                     rate_limit_wait_s=s["rate_limit_wait_s"])
+        return self._api
+
+    async def service_urls(self) -> ServiceUrls:
+        """The conversations' Connectors, as the last committed offset left them (serviceurls.py)."""
+        if self._urls is None:
+            await self.intake.open_store()
+            offset = self.offset if isinstance(self.offset, dict) else {}
+            remembered = offset.get("service_urls") if isinstance(offset.get("service_urls"), dict) else None
+            self._urls = ServiceUrls(self.settings["service_url"], self.settings["allowed_service_urls"], remembered)
+        return self._urls
+
+    async def _serve_activities(self) -> None:
+        def on_error(text: str) -> None:
+            self.say(logging.WARNING, "%s: an activity was not stored (%s); the Connector sends it again",
+                     self.name, self.clean_error(text))
+
+        s = self.settings
+        self._channel_keys = ChannelKeys(self.http(), s["openid_metadata_url"])
+        urls = self._urls
+
+        def check(claims: dict, activity: dict) -> None:
+            check_activity(claims, activity, self._channel_keys.endorsements)
+            urls.checked_url(activity["serviceUrl"])
+
+        server = ActivityServer(s["webhook_host"], s["webhook_port"], s["webhook_path"],
+                                verify=lambda header: self._channel_keys.verify(header, s["app_id"], s["issuer"]),
+                                check=check, deliver=self._deliver_to(self.intake.emit), on_error=on_error,
+                                on_refused=self.intake.reject, limits=http_limits(self.config))
+        port = await server.start()   # a port that is taken raises here: retried, nothing half-started is kept
+        self.push_server.server = server
+        self.say(logging.INFO, "%s: Teams activities on %s:%d%s", self.name, s["webhook_host"], port,
+                 s["webhook_path"])
+
+    def _deliver_to(self, emit):
+        async def deliver(activity: dict) -> None:
+            """Store one activity (or skip it); the Connector is answered when this returns."""
+            if (reason := skip_reason(activity)) is not None:
+                self.skipped += 1
+                self.say(logging.INFO, "%s: skipped %s (not input)", self.name, reason)
+                return
+
+            async def store() -> None:
+                # The conversation's serviceUrl commits with its row (the offset): a reply after kill -9 finds it.
+                # One learned by a store that failed goes with the next one.
+                conversation = conversation_id(activity)
+                if conversation is not None and self._urls.learn(conversation, activity["serviceUrl"]):
+                    self._urls_unsaved = True
+                await emit([activity], self._urls.snapshot() if self._urls_unsaved else None)
+                self._urls_unsaved = False
+            await self.stored_this_life.store_once(message_key(activity), store)
+        return deliver
+
+    def normalise(self, raw: Any) -> MessageEvent:
+        return event_from_activity(raw, self.name, self.profile)
+
+    # ------------------------------------------------------------------------------------------------ outbound
+    async def send_message(self, op: PlatformOp) -> str:
+        activity = _message(op.text, "send")
+        reply_to = op.thread_id or None
+        if reply_to:
+            activity["replyToId"] = reply_to
+        url = (await self.service_urls()).for_conversation(op.chat_id)
+        answer = await self.api().send(url, op.chat_id, activity, reply_to=reply_to)
+        sent = answer.get("id")
+        if not isinstance(sent, str) or not sent:
+            raise PermanentError("the Connector answered the send without an activity id", method="send")
+        return sent
+
+    async def edit_message(self, op: PlatformOp) -> None:
+        activity = dict(_message(op.text, "update"), id=_activity_id(op))
+        url = (await self.service_urls()).for_conversation(op.chat_id)
+        await self.api().update(url, op.chat_id, _activity_id(op), activity)
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        url = (await self.service_urls()).for_conversation(op.chat_id)
+        try:
+            await self.api().delete(url, op.chat_id, _activity_id(op))
+        except MessageNotFoundError:
+            pass      # gone already: what a delete wants
+
+    async def send_typing(self, op: PlatformOp) -> None:
+        url = (await self.service_urls()).for_conversation(op.chat_id)
+        await self.api().send(url, op.chat_id, {"type": "typing"})
+
+    async def close(self) -> None:
+        await self.push_server.close()
+        api, self._api = self._api, None
+        http, self._http = self._http, None
+        for client in (api, http):
+            if client is not None:
+                await client.close()
+
+
+def _message(text: str, method: str) -> dict:
+    if len(text) > TEXT_LIMIT:
+        raise TooLongError(f"{len(text)} characters, over {TEXT_LIMIT}", method=method)
+    if not text.strip():
+        raise PermanentError("Teams refuses an empty message", method=method)
+    return {"type": "message", "text": text, "textFormat": "markdown"}
+
+
+def _activity_id(op: PlatformOp) -> str:
+    if not isinstance(op.message_id, str) or not op.message_id or len(op.message_id) > 512:
+        raise PermanentError(f"{op.action}: {op.message_id!r} is no activity id")
+    return op.message_id
