@@ -30,7 +30,7 @@ from typing import Any, Optional
 
 import aiohttp
 
-from actors.adapters.errors import PermanentError
+from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.qq.client import DuplicateReply, QQClient
@@ -116,6 +116,9 @@ class QQAdapter(StreamingAdapter):
             kind, route, path = send_route(op.chat_id)
         except ValueError as exc:
             raise PermanentError(str(exc), method="send") from None
+        if len(op.text) > self.pacing.text_limit:
+            raise TooLongError(f"{len(op.text)} characters, over the {self.pacing.text_limit} a message carries",
+                               method=route)
         body: dict[str, Any] = {"content": op.text, "msg_type": 0}
         anchor = self._anchor(kind, op)
         seq = None
@@ -131,6 +134,11 @@ class QQAdapter(StreamingAdapter):
             self.duplicates += 1     # an earlier attempt (this life's or a previous one's) made the message
             return reply_id(anchor, seq)
         return reply_id(anchor, seq) if seq is not None else answer["id"]
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        """Nor taken back: a reply is recorded by its msg_id + msg_seq pair, not by the id QQ's recall needs (a
+        repeat QQ refused as a duplicate names none), and recall works only within minutes of the send. Answered
+        ok, changing nothing, so that a consumer cleaning up moves on."""
 
     def _anchors(self) -> Anchors:
         """The chats' anchors, as the committed offset holds them until this life's intake moves them."""
