@@ -55,6 +55,8 @@ class FakeQQ(FakeServer):
         self.faults = FaultScript(SEND_ROUTES)
         self.gate = FloodGate()
         self._sockets: dict[web.WebSocketResponse, Optional[str]] = {}   # socket -> its session once READY/RESUMED
+        self.refusing = False                     # gateway connections answered 503 (QQ's gateway away)
+        self.refused = 0
 
     def initial_state(self) -> dict:
         return {"next": 1, "tokens": {}, "token_fetches": 0, "sessions": {}, "identifies": 0, "resumes": 0,
@@ -113,6 +115,10 @@ class FakeQQ(FakeServer):
 
     # -- the gateway
     async def _websocket(self, request: web.Request) -> web.StreamResponse:
+        if self.refusing:
+            with self.mutate():
+                self.refused += 1
+            return web.Response(status=503, text="the gateway is away")
         ws = web.WebSocketResponse(max_msg_size=1 << 20, autoping=True)
         await ws.prepare(request)
         self._sockets[ws] = None
