@@ -274,3 +274,15 @@ def test_a_frame_that_is_no_json_is_logged_and_nothing_after_it_is_lost(daemon):
     rows = wait_for(lambda: daemon.rows(c2c(user)), 60, 0.1, "the message after the garbled frame")
     assert [r.platform_message_id for r in rows] == [sent["id"]]
     wait_for(lambda: "no JSON object" in daemon.gateway.log(), 30, 0.1, "the garbled frame logged")
+
+
+def test_doctor_asks_for_a_token_and_the_gateway():
+    from actors.adapters import registry
+    from daemon.doctor_probes import probe_qq
+    with FakeQQ() as fake:
+        table = {"type": "qq", "app_id": APP_ID, "api_base_url": fake.api_url, "token_url": fake.token_url}
+        ok = asyncio.run(probe_qq("qq", registry.validate_adapter("qq", dict(table, app_secret=APP_SECRET))))
+        assert ok.status == "ok" and fake.gateway_url in ok.detail, ok
+        bad = asyncio.run(probe_qq("qq", registry.validate_adapter("qq", dict(table, app_secret="wrong-secret-9"))))
+        assert bad.status == "fail" and "QQ refused the app id and secret" in bad.detail, bad
+        assert "wrong-secret-9" not in bad.detail
