@@ -9,6 +9,8 @@ JSON logged and nothing after it lost. The conformance suite runs the same adapt
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import uuid
 
 import pytest
@@ -19,6 +21,7 @@ from actors.adapters.qq.client import QQClient
 from actors.adapters.qq.gateway import QQGatewayLink
 from actors.adapters.qq.inbound import event_from_dispatch, is_input, send_route
 from actors.adapters.qq.replies import Anchors, msg_seq, usable
+from actors.adapters.qq.webhook import signature_ok, signing_key, validation_answer
 from actors.messages import OpResult, PlatformOp, Source
 from common import config as config_mod
 from daemon.admin import AdminClient
@@ -146,6 +149,26 @@ def test_the_token_is_fetched_once_refreshed_before_it_expires_and_again_when_re
         with pytest.raises(PermanentError, match="invalid appid or secret") as refused:
             asyncio.run(bad.token.get())
         assert "not-the-secret" not in str(refused.value)
+
+
+def test_the_webhook_key_comes_from_the_secret_and_the_validation_signs_only_what_qq_sends():
+    key = signing_key("abc")    # "abc" repeated: "abcabc...", its first 32 bytes the seed
+    assert key.public_key().public_bytes_raw() == \
+        signing_key("abcabcabcabcabcabcabcabcabcabcab").public_key().public_bytes_raw()
+    body = b'{"op":0,"t":"C2C_MESSAGE_CREATE","d":{}}'
+    good = key.sign(b"1733384468" + body).hex()
+    assert signature_ok(key, "1733384468", body, good)
+    assert not signature_ok(key, "1733384469", body, good), "another timestamp"
+    assert not signature_ok(key, "1733384468", body + b" ", good), "another body"
+    assert not signature_ok(signing_key("another secret"), "1733384468", body, good)
+    assert not signature_ok(key, None, body, good) and not signature_ok(key, "1", body, "zz-not-hex")
+    answer = validation_answer(key, {"plain_token": "Arq0D5A61EgUu4OxUvOp", "event_ts": "1725442341"})
+    key.public_key().verify(bytes.fromhex(answer["signature"]), b"1725442341Arq0D5A61EgUu4OxUvOp")
+    # What would let a caller have an event body signed is no validation
+    forged = {"plain_token": body.decode(), "event_ts": "1733384468"}
+    assert validation_answer(key, forged) is None
+    assert validation_answer(key, {"plain_token": "abc", "event_ts": "17x"}) is None
+    assert validation_answer(key, "nothing") is None
 
 
 # ---------------------------------------------------------------------------------------------- the daemon
@@ -286,3 +309,39 @@ def test_doctor_asks_for_a_token_and_the_gateway():
         bad = asyncio.run(probe_qq("qq", registry.validate_adapter("qq", dict(table, app_secret="wrong-secret-9"))))
         assert bad.status == "fail" and "QQ refused the app id and secret" in bad.detail, bad
         assert "wrong-secret-9" not in bad.detail
+
+
+def test_webhook_mode_answers_the_validation_refuses_a_bad_signature_and_stores_a_signed_event_once(tmp_path):
+    fake = FakeQQ(state_file=str(tmp_path / "qq.json")).start()
+    table = (f'[adapters.qq]\ntype = "qq"\naccess = "open"\napp_id = "{APP_ID}"\napp_secret = "{APP_SECRET}"\n'
+             f'api_base_url = "{fake.api_url}"\ntoken_url = "{fake.token_url}"\nmode = "webhook"\n'
+             'listen_port = 0\n')
+    gateway = Gateway(tmp_path, watchdog_interval=30.0, extra_toml=table)
+    try:
+        gateway.start()
+        gateway.wait_ready()
+        where = wait_for(lambda: re.search(r"taking QQ's callbacks on (127\.0\.0\.1:\d+/qq/callback)", gateway.log()),
+                         30, 0.1, "the callback server's address in the log").group(1)
+        fake.callback_url = f"http://{where}"
+        status, answer = fake.validate_callback("Arq0D5A61EgUu4OxUvOp", "1725442341")
+        assert status == 200 and answer["plain_token"] == "Arq0D5A61EgUu4OxUvOp", (status, answer)
+        fake.signing_key().public_key().verify(bytes.fromhex(answer["signature"]), b"1725442341Arq0D5A61EgUu4OxUvOp")
+        user = "hooked"
+        forged = {"op": 0, "id": "C2C_MESSAGE_CREATE:x", "s": 1, "t": "C2C_MESSAGE_CREATE",
+                  "d": {"id": "ROBOT1.0_forged", "author": {"user_openid": openid(user)}, "content": "forged"}}
+        body = json.dumps(forged).encode()
+        assert fake.post_callback(body, signature=signing_key("not the secret").sign(b"1" + body).hex(),
+                                  timestamp="1")[0] == 401
+        assert fake.post_callback(body, signed=False)[0] == 401
+        sent = fake.inject_c2c(user, "over the webhook")
+        assert fake.callback_answers[-1] == (200, {"op": 12, "d": 0}), fake.callback_answers
+        fake.replay(sent["id"])
+        assert fake.callback_answers[-1][0] == 200
+        wait_for(lambda: fake.sent(c2c(user).chat_id), 60, 0.1, "the answer to the signed event")
+        rows = Daemon(fake, gateway, None).rows(c2c(user))
+        assert [r.platform_message_id for r in rows] == [sent["id"]], "the signed event once; the forged one never"
+        assert [m["msg_id"] for m in fake.sent(c2c(user).chat_id)] == [sent["id"]]
+    finally:
+        gateway.cli("stop")
+        gateway.kill_everything()
+        fake.stop()

@@ -2,7 +2,7 @@
 for passive replies (README.md beside this file).
 
 State (loop thread): the OpenAPI client with its cached app token (client.py), the gateway link and its session
-(gateway.py), the chats' anchors (replies.py), the bot's guild user id (READY). What survives kill -9: the rows
+(gateway.py) or the callback server (webhook.py), the chats' anchors (replies.py), the bot's guild user id (READY). What survives kill -9: the rows
 committed with the offset, and the offset itself: the gateway session's position (session id, seq) and the chats'
 anchors. A restarted adapter resumes that session, and QQ replays what came after the committed seq: nothing that
 reached QQ while the adapter was dead is lost, and a message replayed is one row (the inbox dedups on its id). The
@@ -15,6 +15,11 @@ chat's anchor moved to it, in one transaction, before the link's seq moves on an
 READY commits the new session's position. A message that is no valid event (inbound.event_from_dispatch) is
 logged and skipped by the kit, its position committed like any other.
 
+Webhook mode (``mode = "webhook"``, webhook.py): QQ POSTs each event, signed with Ed25519; the callback server
+answers the op 13 validation, refuses a request whose signature does not verify (401, nothing stored), and
+acknowledges an event (op 12) only after it is committed (or skipped): a failure answers 500 and QQ sends it again.
+The offset then holds the anchors only. The server is the intake's: started by ``run_intake``, stopped with it.
+
 Outbound. A send goes to the chat's endpoint (inbound.send_route) as a passive reply where it can be: ``msg_id``
 the op's ``reply_to`` or the chat's anchor within its window, ``msg_seq`` derived from the send's key
 (replies.msg_seq); QQ refusing the pair as a duplicate (40054005) means an earlier attempt made the message, and
@@ -25,6 +30,8 @@ final edit of a sent part ok, and the reply goes whole, in parts if long.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from typing import Any, Optional
 
@@ -33,11 +40,14 @@ import aiohttp
 from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import StreamingAdapter
+from actors.adapters.liveness import SERVED_SILENCE_S
 from actors.adapters.qq.client import DuplicateReply, QQClient
 from actors.adapters.qq.gateway import QQGatewayLink
 from actors.adapters.qq.inbound import event_from_dispatch, is_input, send_route, sent_at
 from actors.adapters.qq.replies import Anchors, msg_seq, reply_id, usable
+from actors.adapters.qq.webhook import CallbackServer
 from actors.messages import MessageEvent, PlatformOp
+from supervision.http_serving import http_limits
 
 QQ_HEARTBEAT_S = 45.0        # QQ's heartbeat_interval is 41.25 s; a little more
 SEQ_KINDS = ("c2c", "group")  # the endpoints that deduplicate on msg_id + msg_seq
@@ -53,9 +63,16 @@ class QQAdapter(StreamingAdapter):
         self.anchors: Optional[Anchors] = None
         self._api: Optional[QQClient] = None
         self._ws_http: Optional[aiohttp.ClientSession] = None
+        self._callbacks: Optional[CallbackServer] = None
+
+    @property
+    def webhook(self) -> bool:
+        return self.settings["mode"] == "webhook"
 
     # -------------------------------------------------------------------------------------------------- intake
     def normal_silence_s(self) -> float:
+        if self.webhook:
+            return SERVED_SILENCE_S   # the kit probes the callback server (liveness.py)
         # A connected gateway answers a heartbeat every heartbeat_interval (41.25 s); the link itself reconnects
         # after one unacknowledged beat, so this bound is the last wall behind it.
         return 2 * QQ_HEARTBEAT_S + 15.0
@@ -68,7 +85,7 @@ class QQAdapter(StreamingAdapter):
 
     async def connect(self) -> None:
         await self.client().token.get()     # a wrong app id or secret is refused here
-        if self.link is None:
+        if self.link is None and not self.webhook:
             url = self.settings["gateway_url"] or await self.client().gateway_url()
             self.link = QQGatewayLink(self.client().bearer, lambda: self.client().token.drop(self.client().token.value),
                                       int(self.settings["intents"]), url, self.say, self.name,
@@ -79,13 +96,24 @@ class QQAdapter(StreamingAdapter):
         http, self._ws_http = self._ws_http, None
         if http is not None:
             await http.close()
+        server, self._callbacks = self._callbacks, None
+        if server is not None:
+            await server.stop()
+
+    def served_url(self) -> Optional[str]:
+        server = self._callbacks
+        if server is None or server.port is None:
+            return None
+        return f"http://{self.settings['listen_host']}:{server.port}{self.settings['callback_path']}"
 
     async def run_intake(self, emit) -> None:
         await self.disconnect()
+        if self.webhook:
+            await self._serve_callbacks(emit)     # never returns
         self._ws_http = aiohttp.ClientSession()
         link, anchors = self.link, self._anchors()
 
-        async def deliver(name: str, data: Any, seq: int) -> None:
+        async def deliver(name: str, data: Any, seq: Any) -> None:
             if name == "READY":
                 user = data.get("user") if isinstance(data, dict) else None
                 self.bot_id = str(user.get("id") or "") if isinstance(user, dict) else self.bot_id
@@ -99,6 +127,34 @@ class QQAdapter(StreamingAdapter):
                 anchors.note(chat, str(data["id"]), sent_at(data.get("timestamp")) or time.time())
             await emit([{"t": name, "d": data}], self._position(seq))   # committed before the seq moves
         await link.serve(self._ws_http, deliver)
+
+    async def _serve_callbacks(self, emit) -> None:
+        """Webhook mode: QQ POSTs each event; it is committed (or skipped) before the 200 that acknowledges it.
+        The offset holds the anchors only: QQ keeps the order and the retries, there is no session to resume."""
+        anchors, lock = self._anchors(), asyncio.Lock()
+
+        async def deliver(name: str, data: Any) -> None:
+            self.report_progress()
+            if not is_input(name, data, self.bot_id, self.settings["require_mention"]):
+                self.skipped += 1
+                return
+            async with lock:          # one transaction at a time, in the order the POSTs came
+                chat = _chat_of(name, data)
+                if chat is not None:
+                    anchors.note(chat, str(data["id"]), sent_at(data.get("timestamp")) or time.time())
+                await emit([{"t": name, "d": data}], {"anchors": anchors.as_offset()})
+
+        def on_error(text: str) -> None:
+            self.say(logging.WARNING, "%s: an event was not stored (%s); QQ will send it again", self.name,
+                     self.clean_error(text))
+        s = self.settings
+        self._callbacks = CallbackServer(s["listen_host"], int(s["listen_port"]), s["callback_path"], s["app_secret"],
+                                         deliver, on_error, lambda reason: self.intake.reject(reason),
+                                         limits=http_limits(self.config))
+        port = await self._callbacks.start()
+        self.say(logging.INFO, "%s: taking QQ's callbacks on %s:%d%s", self.name, s["listen_host"], port,
+                 s["callback_path"])
+        await asyncio.get_running_loop().create_future()   # serve until the intake is cancelled
 
     def _position(self, seq: Any) -> dict:
         position = dict(self.link.position() or {})

@@ -23,6 +23,8 @@ def _urls_are_urls(table) -> tuple[str, str] | None:
     for key in ("api_base_url", "token_url"):
         if not str(table[key]).startswith(("https://", "http://")):
             return key, "must be an http(s) URL"
+    if table["mode"] == "webhook" and not str(table["callback_path"]).startswith("/"):
+        return "callback_path", "must start with /"
     if table["gateway_url"] and not str(table["gateway_url"]).startswith(("wss://", "ws://")):
         return "gateway_url", "must be a ws(s) URL, or empty to ask GET /gateway"
     return None
@@ -30,7 +32,8 @@ def _urls_are_urls(table) -> tuple[str, str] | None:
 
 PLATFORM = Platform(
     type="qq", actor="actors.adapters.qq.adapter.QQAdapter",
-    summary="QQ official bot API: the WebSocket gateway in, passive replies (msg_id + msg_seq) out",
+    summary="QQ official bot API: the WebSocket gateway or signed webhooks in, passive replies (msg_id + msg_seq) "
+            "out",
     intake="socket", capabilities=CAPABILITIES, access="pairing",
     pacing=paced("qq", CAPABILITIES, 2000, "chars", edit_interval_s=0.0, min_edit_delta_chars=0,
                  per_chat_ops_per_s=1.0, per_chat_burst=5, typing_interval_s=None),
@@ -43,6 +46,13 @@ PLATFORM = Platform(
                                    "tests)"),
         "token_url": Option(str, "https://bots.qq.com/app/getAppAccessToken",
                             doc="where app_id and app_secret are exchanged for an access token"),
+        "mode": Option(str, "websocket", allowed=("websocket", "webhook"),
+                       doc="websocket: the gateway connects to QQ's WebSocket gateway; webhook: QQ POSTs events to the "
+                           "gateway's callback server (listen_host, listen_port, callback_path), signed with Ed25519"),
+        "listen_host": Option(str, "127.0.0.1", doc="webhook: the address the callback server listens on (QQ calls "
+                                                    "an https:// URL: a TLS proxy in front forwards to it)"),
+        "listen_port": Option(int, 8090, doc="webhook: the port it listens on (0: any free one, logged)"),
+        "callback_path": Option(str, "/qq/callback", doc="webhook: the path QQ POSTs events to"),
         "gateway_url": Option(str, "", doc="the WebSocket gateway (empty: the one GET /gateway names)"),
         "intents": Option(int, QQ_INTENTS, doc="gateway intents bit field (default: group and C2C messages, guild "
                                                "channel @-messages, guild DMs)"),

@@ -37,7 +37,12 @@ Wire format implemented:
   A held answer (``hold_next_answer("send", chat)``). ``close_sessions(code)``, ``send_garbled()``, ``refusing``
   (new gateway connections answered 503), ``expire_tokens()``.
 
-Left out: the webhook (HTTP callback) delivery, media upload (``/files``), markdown, keyboards and ark messages,
+* The webhook (``callback_url``): every dispatch also POSTed there as ``{"op": 0, "id", "s", "t", "d"}``, signed:
+  ``X-Signature-Timestamp`` and ``X-Signature-Ed25519`` (hex), Ed25519 over the timestamp and the body with the key
+  whose seed is the AppSecret repeated to 32 bytes; ``validate_callback`` sends op 13 (``plain_token``,
+  ``event_ts``); ``post_callback`` any body, with a signature of the test's. Answers in ``callback_answers``.
+
+Left out: media upload (``/files``), markdown, keyboards and ark messages,
 recall, the passive window and per-message reply count (the adapter keeps to them itself), active-message quotas,
 guild and member APIs, sharding.
 """

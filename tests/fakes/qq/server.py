@@ -9,7 +9,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
+import aiohttp
 from aiohttp import WSMsgType, web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.fakes.harness import FakeServer, FaultScript, FloodGate, drop_connection, json_object
 
@@ -57,6 +59,8 @@ class FakeQQ(FakeServer):
         self._sockets: dict[web.WebSocketResponse, Optional[str]] = {}   # socket -> its session once READY/RESUMED
         self.refusing = False                     # gateway connections answered 503 (QQ's gateway away)
         self.refused = 0
+        self.callback_url: Optional[str] = None   # the webhook: every dispatch is POSTed there too, signed
+        self.callback_answers: list[tuple[int, Any]] = []   # (status, JSON body or None) of each callback
 
     def initial_state(self) -> dict:
         return {"next": 1, "tokens": {}, "token_fetches": 0, "sessions": {}, "identifies": 0, "resumes": 0,
@@ -198,7 +202,11 @@ class FakeQQ(FakeServer):
         with self.mutate() as state:
             frames = {sid: self._numbered(state, sid, name, data) for sid, s in state["sessions"].items()
                       if s["intents"] & INTENT_OF[name]}
+            state["next"] += 1
+            callback = {"op": 0, "id": f"{name}:{secrets.token_hex(6)}", "s": state["next"], "t": name, "d": data}
         self._on_loop(self._send_frames, frames)
+        if self.callback_url:
+            self.post_callback(json.dumps(callback).encode())
 
     async def _send_frames(self, frames: dict) -> None:
         for ws, session_id in list(self._sockets.items()):
@@ -295,6 +303,47 @@ class FakeQQ(FakeServer):
             delivery = state["deliveries"][message_id]
         self._dispatch(event["t"], event["d"])
         return delivery
+
+    # -- the webhook (HTTP callback)
+    def signing_key(self) -> Ed25519PrivateKey:
+        """The bot's Ed25519 key: the AppSecret repeated to 32 bytes or more, its first 32 the seed."""
+        seed = self.app_secret.encode()
+        while len(seed) < 32:
+            seed += seed
+        return Ed25519PrivateKey.from_private_bytes(seed[:32])
+
+    def post_callback(self, body: bytes, signature: Optional[str] = None, timestamp: Optional[str] = None,
+                      signed: bool = True) -> tuple[int, Any]:
+        """POST ``body`` to ``callback_url`` as QQ does (``signed``: with X-Signature-Timestamp and
+        X-Signature-Ed25519 over the timestamp and the body, unless ``signature`` says otherwise); the answer's
+        status and JSON, also kept in ``callback_answers`` (status 0: unreachable)."""
+        timestamp = timestamp or str(int(time.time()))
+        headers = {"Content-Type": "application/json", "User-Agent": "QQBot-Callback", "X-Bot-Appid": self.app_id}
+        if signed:
+            headers["X-Signature-Timestamp"] = timestamp
+            headers["X-Signature-Method"] = "Ed25519"
+            headers["X-Signature-Ed25519"] = signature or \
+                self.signing_key().sign(timestamp.encode() + body).hex()
+
+        async def post() -> tuple[int, Any]:
+            try:
+                async with aiohttp.ClientSession() as http:
+                    async with http.post(self.callback_url, data=body, headers=headers) as resp:
+                        try:
+                            answer = await resp.json(content_type=None)
+                        except ValueError:
+                            answer = None
+                        return resp.status, answer
+            except (aiohttp.ClientError, OSError):
+                return 0, None
+        outcome = self._on_loop(post)
+        self.callback_answers.append(outcome)
+        return outcome
+
+    def validate_callback(self, plain_token: str, event_ts: str, signed: bool = True) -> tuple[int, Any]:
+        """The op 13 validation QQ sends when the callback URL is configured."""
+        body = json.dumps({"op": 13, "d": {"plain_token": plain_token, "event_ts": event_ts}}).encode()
+        return self.post_callback(body, signed=signed)
 
     # -- sends
     def _send_handler(self, kind: str):
