@@ -341,6 +341,11 @@ def test_webhook_mode_answers_the_validation_refuses_a_bad_signature_and_stores_
         rows = Daemon(fake, gateway, None).rows(c2c(user))
         assert [r.platform_message_id for r in rows] == [sent["id"]], "the signed event once; the forged one never"
         assert [m["msg_id"] for m in fake.sent(c2c(user).chat_id)] == [sent["id"]]
+        said = fake.inject_channel("hooks", "erin", "and in a guild")   # the bot's id from /users/@me: mention gone
+        channel = Source(platform="qq", chat_id=f"channel:{guild_number('hooks')}", chat_type="group",
+                         user_id=guild_number("erin"), user_name="erin", community=guild_number("guild"))
+        [row] = wait_for(lambda: Daemon(fake, gateway, None).rows(channel), 30, 0.1, "the guild message stored")
+        assert row.platform_message_id == said["id"] and row.payload["text"] == "and in a guild", row.payload
     finally:
         gateway.cli("stop")
         gateway.kill_everything()

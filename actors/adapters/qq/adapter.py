@@ -85,6 +85,8 @@ class QQAdapter(StreamingAdapter):
 
     async def connect(self) -> None:
         await self.client().token.get()     # a wrong app id or secret is refused here
+        if self.webhook and not self.bot_id:  # no READY names the bot: guild messages mention it by this id
+            self.bot_id = (await self.client().me())["id"]
         if self.link is None and not self.webhook:
             url = self.settings["gateway_url"] or await self.client().gateway_url()
             self.link = QQGatewayLink(self.client().bearer, lambda: self.client().token.drop(self.client().token.value),

@@ -136,6 +136,13 @@ class QQClient(HttpSession):
             raise RetryableError("GET /gateway named no WebSocket URL", method="get_gateway")
         return url
 
+    async def me(self) -> dict:
+        """``GET /users/@me``: the bot as a guild user (its ``id`` is what guild messages mention)."""
+        answer = await self.call("GET", "/users/@me", "get_me")
+        if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
+            raise RetryableError("GET /users/@me named no bot", method="get_me")
+        return answer
+
     async def send(self, route: str, path: str, body: dict) -> dict:
         answer = await self.call("POST", path, route, body)
         if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):

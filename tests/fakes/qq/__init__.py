@@ -13,15 +13,17 @@ Wire format implemented:
 
 * ``POST /app/getAppAccessToken`` ``{"appId", "clientSecret"}`` -> ``{"access_token", "expires_in"}`` (seconds, a
   string, ``token_lifetime_s``); a wrong pair 400 ``{"code": 100016}``. Every OpenAPI call needs
-  ``Authorization: QQBot <token>`` with a token not yet expired, and ``X-Union-Appid``: else 401 code 11244.
-* ``GET /gateway`` -> ``{"url"}``; the gateway at ``/websocket``: Hello (op 10, ``heartbeat_interval`` ms), Identify
-  (op 2: ``token`` ``QQBot <token>``, ``intents``, ``shard``) -> READY (op 0 ``t`` READY, ``session_id``,
-  ``user``), Heartbeat (op 1) -> ACK (op 11), Resume (op 6: ``token``, ``session_id``, ``seq``) -> what the session
-  got after ``seq``, then RESUMED; an unknown session -> Invalid Session (op 9, ``d`` false). A bad token closes
-  with 4004, intents no number with 4013, a frame no JSON with 4002. Each dispatch is numbered per session
-  (``s``) and kept in it (the newest ``SESSION_EVENTS``), so a session resumed later gets what came while nobody
-  was connected; sessions and their events are in the state file, so a fake restarted on its state file (the
-  dropped connection) resumes them. Dispatches go to every session whose intents cover them (bits 25, 30, 12).
+  ``Authorization: QQBot <token>`` with a token not yet expired (the sends ``X-Union-Appid`` too): else 401 code
+  11244.
+* ``GET /users/@me`` -> the bot (``id``, ``username``). ``GET /gateway`` -> ``{"url"}``; the gateway at
+  ``/websocket``: Hello (op 10, ``heartbeat_interval`` ms), Identify (op 2: ``token`` ``QQBot <token>``,
+  ``intents``, ``shard``) -> READY (op 0 ``t`` READY, ``session_id``, ``user``), Heartbeat (op 1) -> ACK (op 11),
+  Resume (op 6: ``token``, ``session_id``, ``seq``) -> what the session got after ``seq``, then RESUMED; an unknown
+  session -> Invalid Session (op 9, ``d`` false). A bad token closes with 4004, intents no number with 4013, a frame
+  no JSON with 4002. Each dispatch is numbered per session (``s``) and kept in it (the newest ``SESSION_EVENTS``),
+  so a session resumed later gets what came while nobody was connected; sessions and their events are in the state
+  file, so a fake restarted on its state file (the dropped connection) resumes them. Dispatches go to every session
+  whose intents cover them (bits 25, 30, 12).
 * Events: ``C2C_MESSAGE_CREATE`` (``author.user_openid``), ``GROUP_AT_MESSAGE_CREATE`` (``group_openid``,
   ``author.member_openid``, the text after a space), ``AT_MESSAGE_CREATE`` (``channel_id``, ``guild_id``,
   ``author.id``, ``<@!bot>`` in ``content``, ``mentions``), ``DIRECT_MESSAGE_CREATE``; each with ``id``

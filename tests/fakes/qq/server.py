@@ -72,6 +72,7 @@ class FakeQQ(FakeServer):
         app.router.add_get("/gateway", self._gateway_url)
         app.router.add_get("/gateway/bot", self._gateway_url)
         app.router.add_get("/websocket", self._websocket)
+        app.router.add_get("/users/@me", self._me)
         app.router.add_post("/v2/users/{target}/messages", self._send_handler("c2c"))
         app.router.add_post("/v2/groups/{target}/messages", self._send_handler("group"))
         app.router.add_post("/channels/{target}/messages", self._send_handler("channel"))
@@ -116,6 +117,12 @@ class FakeQQ(FakeServer):
         if not self._valid(request.headers.get("Authorization")):
             return error(401, 11244, "token not exist or expire")
         return web.json_response({"url": self.gateway_url})
+
+    async def _me(self, request: web.Request) -> web.Response:
+        if not self._valid(request.headers.get("Authorization")):
+            return error(401, 11244, "token not exist or expire")
+        return web.json_response({"id": BOT_ID, "username": "gateway-bot", "avatar": "", "union_openid": "",
+                                  "union_user_account": ""})
 
     # -- the gateway
     async def _websocket(self, request: web.Request) -> web.StreamResponse:
