@@ -223,10 +223,10 @@ class FakeQQ(FakeServer):
                 except (ConnectionError, RuntimeError):
                     pass
 
-    def _on_loop(self, fn, *args) -> Any:
+    def _on_loop(self, fn, *args, timeout: float = 10.0) -> Any:
         if self._loop is None:
             raise RuntimeError("the fake is not running")
-        return asyncio.run_coroutine_threadsafe(fn(*args), self._loop).result(timeout=10)
+        return asyncio.run_coroutine_threadsafe(fn(*args), self._loop).result(timeout=timeout)
 
     def established(self) -> int:
         """Connections that got READY or RESUMED (0 while the adapter is between connections)."""
@@ -343,7 +343,7 @@ class FakeQQ(FakeServer):
                         return resp.status, answer
             except (aiohttp.ClientError, OSError):
                 return 0, None
-        outcome = self._on_loop(post)
+        outcome = self._on_loop(post, timeout=90.0)    # the answer waits for the gateway's commit
         self.callback_answers.append(outcome)
         return outcome
 
