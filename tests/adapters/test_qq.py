@@ -291,6 +291,8 @@ def test_a_dropped_gateway_away_for_a_while_is_resumed_and_what_came_meanwhile_i
     wait_for(lambda: (r := daemon.rows(c2c(user))) and len(r) >= 4, 60, 0.1, "the message after the replay")
     ids = [r.platform_message_id for r in daemon.rows(c2c(user))]
     assert ids == [m["id"] for m in meanwhile] + [marker["id"]], ids
+    shown = daemon.gateway.cli("status").stdout
+    assert re.search(r"gateway: \d+ identify, [1-9]\d* resume\(s\) by this life", shown), shown
 
 
 def test_a_frame_that_is_no_json_is_logged_and_nothing_after_it_is_lost(daemon):

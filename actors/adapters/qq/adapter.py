@@ -216,6 +216,18 @@ class QQAdapter(StreamingAdapter):
             return noted[0]
         return None
 
+    def status_note(self) -> str:
+        link, api = self.link, self._api    # made on the loop; read here as they stand
+        parts = [f"app {self.settings['app_id']}"]
+        if self.webhook:
+            parts.append(f"webhook at {self.served_url() or '(not listening yet)'}")
+        elif link is not None:
+            parts.append(f"gateway: {link.identifies} identify, {link.resumes} resume(s) by this life")
+        parts.append(f"{api.token.fetches if api is not None else 0} token(s) fetched")
+        if self.duplicates:
+            parts.append(f"{self.duplicates} repeated send(s) refused by QQ as duplicates")
+        return "; ".join(parts)
+
     async def close(self) -> None:
         api, self._api = self._api, None
         if api is not None:
