@@ -273,7 +273,7 @@ async def probe_qq(name: str, settings: dict) -> Check:
     """The app access token from the app id and secret, then ``GET /gateway`` with it, through the adapter's own
     client: the credentials, the OpenAPI and the gateway's address, in two calls."""
     from actors.adapters.qq.client import QQClient   # only this probe needs this platform's client
-    api = QQClient(str(settings["app_id"]), settings["app_secret"], settings["api_base_url"], settings["token_url"],
+    api = QQClient(str(settings["app_id"]), settings["app_secret"], settings["api_base_url"], settings["auth_url"],
                    request_timeout=PROBE_TIMEOUT_S)
     url = await _ask_platform(name, api, api.gateway_url, "QQ refused the app id and secret",
                               f"the QQ OpenAPI at {settings['api_base_url']}")

@@ -212,7 +212,7 @@ def daemon(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("qq")
     fake = FakeQQ(state_file=str(workdir / "qq.json"), heartbeat_interval_ms=2000).start()
     table = (f'[adapters.qq]\ntype = "qq"\naccess = "open"\napp_id = "{APP_ID}"\napp_secret = "{APP_SECRET}"\n'
-             f'api_base_url = "{fake.api_url}"\ntoken_url = "{fake.token_url}"\n'
+             f'api_base_url = "{fake.api_url}"\nauth_url = "{fake.token_url}"\n'
              'pacing = { per_chat_ops_per_s = 10.0, per_chat_burst = 10 }\n')
     gateway = Gateway(workdir, watchdog_interval=30.0, extra_toml=table)
     with pytest.MonkeyPatch.context() as env:
@@ -308,7 +308,7 @@ def test_doctor_asks_for_a_token_and_the_gateway():
     from actors.adapters import registry
     from daemon.doctor_probes import probe_qq
     with FakeQQ() as fake:
-        table = {"type": "qq", "app_id": APP_ID, "api_base_url": fake.api_url, "token_url": fake.token_url}
+        table = {"type": "qq", "app_id": APP_ID, "api_base_url": fake.api_url, "auth_url": fake.token_url}
         ok = asyncio.run(probe_qq("qq", registry.validate_adapter("qq", dict(table, app_secret=APP_SECRET))))
         assert ok.status == "ok" and fake.gateway_url in ok.detail, ok
         bad = asyncio.run(probe_qq("qq", registry.validate_adapter("qq", dict(table, app_secret="wrong-secret-9"))))
@@ -316,20 +316,25 @@ def test_doctor_asks_for_a_token_and_the_gateway():
         assert "wrong-secret-9" not in bad.detail
 
 
+def served_url(gateway: Gateway):
+    """The adapter's callback URL as ``status --json`` shows it (None until it listens)."""
+    shown = gateway.cli("status", "--json").stdout
+    rows = json.loads(shown).get("adapters", []) if shown.startswith("{") else []
+    return next((r["url"] for r in rows if r.get("name") == "qq" and r.get("url")), None)
+
+
 def test_webhook_mode_answers_the_validation_refuses_a_bad_signature_and_stores_a_signed_event_once(tmp_path):
     fake = FakeQQ(state_file=str(tmp_path / "qq.json")).start()
     table = (f'[adapters.qq]\ntype = "qq"\naccess = "open"\napp_id = "{APP_ID}"\napp_secret = "{APP_SECRET}"\n'
-             f'api_base_url = "{fake.api_url}"\ntoken_url = "{fake.token_url}"\nmode = "webhook"\n'
+             f'api_base_url = "{fake.api_url}"\nauth_url = "{fake.token_url}"\nmode = "webhook"\n'
              'listen_port = 0\n')
     gateway = Gateway(tmp_path, watchdog_interval=30.0, extra_toml=table)
     try:
         gateway.start()
         gateway.wait_ready()
-        where = wait_for(lambda: re.search(r"taking QQ's callbacks on (127\.0\.0\.1:\d+/qq/callback)", gateway.log()),
-                         30, 0.1, "the callback server's address in the log").group(1)
-        fake.callback_url = f"http://{where}"
+        fake.callback_url = wait_for(lambda: served_url(gateway), 60, 0.2, "the callback server's URL in status")
         status, answer = fake.validate_callback("Arq0D5A61EgUu4OxUvOp", "1725442341")
-        assert status == 200 and answer["plain_token"] == "Arq0D5A61EgUu4OxUvOp", (status, answer)
+        assert status == 200 and answer["plain_token"] == "Arq0D5A61EgUu4OxUvOp", (status, answer, fake.callback_url)
         fake.signing_key().public_key().verify(bytes.fromhex(answer["signature"]), b"1725442341Arq0D5A61EgUu4OxUvOp")
         user = "hooked"
         forged = {"op": 0, "id": "C2C_MESSAGE_CREATE:x", "s": 1, "t": "C2C_MESSAGE_CREATE",

@@ -80,7 +80,7 @@ class QQAdapter(StreamingAdapter):
     def client(self) -> QQClient:
         if self._api is None:
             s = self.settings
-            self._api = QQClient(str(s["app_id"]), s["app_secret"], s["api_base_url"], s["token_url"])
+            self._api = QQClient(str(s["app_id"]), s["app_secret"], s["api_base_url"], s["auth_url"])
         return self._api
 
     async def connect(self) -> None:

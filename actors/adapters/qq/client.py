@@ -1,9 +1,9 @@
 """The QQ OpenAPI client (aiohttp): the app access token, the gateway's address and the send endpoints, every
 failure raised as one of actors.adapters.errors. It only fetches: no storage, no actor.
 
-The access token. ``POST token_url`` with ``{"appId", "clientSecret"}`` answers ``{"access_token", "expires_in"}``
-(seconds, a string on QQ's side; at most 7,200). It is cached and fetched again shortly before it expires
-(``refresh_margin_s``), never per request; concurrent requests that find it stale wait for one fetch. Every OpenAPI
+The access token. ``POST`` to the token endpoint (the table's ``auth_url``) with ``{"appId", "clientSecret"}``
+answers ``{"access_token", "expires_in"}`` (seconds, a string on QQ's side; at most 7,200). It is cached and
+fetched again shortly before it expires (``REFRESH_MARGIN_S``), never per request; concurrent requests that find it stale wait for one fetch. Every OpenAPI
 call carries ``Authorization: QQBot <token>`` and ``X-Union-Appid``. A call answered 401 (code 11244: the token is
 gone, QQ revoked it early) drops the cached token and is made once more with a fresh one.
 
@@ -103,7 +103,7 @@ def classify_error(route: str, status: int, body: Any, headers) -> PlatformError
 
 
 class QQClient(HttpSession):
-    """``QQClient(app_id, secret, api_base_url, token_url)``; owns its aiohttp session and the app's token."""
+    """``QQClient(app_id, secret, api_base_url, token_url)`` (``token_url``: the table's ``auth_url``); owns its aiohttp session and the app's token."""
 
     def __init__(self, app_id: str, secret: str, api_base_url: str, token_url: str, request_timeout: float = 30.0,
                  clock: Callable[[], float] = time.monotonic):

@@ -20,7 +20,7 @@ CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=F
 
 
 def _urls_are_urls(table) -> tuple[str, str] | None:
-    for key in ("api_base_url", "token_url"):
+    for key in ("api_base_url", "auth_url"):
         if not str(table[key]).startswith(("https://", "http://")):
             return key, "must be an http(s) URL"
     if table["mode"] == "webhook" and not str(table["callback_path"]).startswith("/"):
@@ -40,12 +40,12 @@ PLATFORM = Platform(
     options={
         "app_id": Option(str, doc="the bot's AppID (q.qq.com: the bot's page, 开发 > 开发设置)"),
         "app_secret": Option(str, secret=True, doc="the bot's AppSecret (same page); exchanged for an access "
-                                                   "token at token_url, refreshed before it expires"),
+                                                   "token at auth_url, refreshed before it expires"),
         "api_base_url": Option(str, "https://api.sgroup.qq.com",
                                doc="the OpenAPI base (https://sandbox.api.sgroup.qq.com for the sandbox; a fake in "
                                    "tests)"),
-        "token_url": Option(str, "https://bots.qq.com/app/getAppAccessToken",
-                            doc="where app_id and app_secret are exchanged for an access token"),
+        "auth_url": Option(str, "https://bots.qq.com/app/getAppAccessToken",
+                           doc="where app_id and app_secret are exchanged for an access token"),
         "mode": Option(str, "websocket", allowed=("websocket", "webhook"),
                        doc="websocket: the gateway connects to QQ's WebSocket gateway; webhook: QQ POSTs events to the "
                            "gateway's callback server (listen_host, listen_port, callback_path), signed with Ed25519"),

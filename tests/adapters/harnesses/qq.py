@@ -44,7 +44,7 @@ class QQHarness(ServerHarness):
 
     def adapter_toml(self) -> str:
         return (self.table_head() + f'app_id = "{APP_ID}"\napp_secret = "{APP_SECRET}"\n'
-                f'api_base_url = "{self.server.api_url}"\ntoken_url = "{self.server.token_url}"\n'
+                f'api_base_url = "{self.server.api_url}"\nauth_url = "{self.server.token_url}"\n'
                 'pacing = { per_chat_ops_per_s = 10.0, per_chat_burst = 10 }\n')
 
     # -- inbound: a handle is "message id/delivery number"
