@@ -282,7 +282,7 @@ def test_a_dropped_gateway_away_for_a_while_is_resumed_and_what_came_meanwhile_i
     finally:
         fake.refusing = False
     wait_for(fake.established, 60, 0.1, "the adapter back on the gateway")
-    rows = wait_for(lambda: (r := daemon.rows(c2c(user))) and len(r) >= 3 and r, 60, 0.1, "the 3 messages stored")
+    wait_for(lambda: (r := daemon.rows(c2c(user))) and len(r) >= 3 and r, 60, 0.1, "the 3 messages stored")
     after = fake.stats()
     assert after["identifies"] == before["identifies"], "resumed: no second Identify"
     assert after["resumes"] > before["resumes"]
