@@ -52,6 +52,7 @@ from daemon.doctor_probes import probe_feishu
 from daemon.doctor_probes import probe_onebot
 from daemon.doctor_probes import probe_dingtalk
 from daemon.doctor_probes import probe_teams
+from daemon.doctor_probes import probe_qq
 from daemon.dependency_audit import audit_check
 from daemon.doctor_mcp import mcp_probes
 from actors.hooks.plugins import load_plugins
@@ -73,6 +74,7 @@ CREDENTIAL_PROBES["feishu"] = probe_feishu
 CREDENTIAL_PROBES["onebot"] = probe_onebot
 CREDENTIAL_PROBES["dingtalk"] = probe_dingtalk
 CREDENTIAL_PROBES["teams"] = probe_teams
+CREDENTIAL_PROBES["qq"] = probe_qq
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 

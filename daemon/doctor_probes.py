@@ -306,6 +306,19 @@ async def probe_onebot(name: str, settings: dict) -> Check:
                                           f"{info.get('nickname', '?') if isinstance(info, dict) else '?'})")
 
 
+async def probe_qq(name: str, settings: dict) -> Check:
+    """The app access token from the app id and secret, then ``GET /gateway`` with it, through the adapter's own
+    client: the credentials, the OpenAPI and the gateway's address, in two calls."""
+    from actors.adapters.qq.client import QQClient   # only this probe needs this platform's client
+    api = QQClient(str(settings["app_id"]), settings["app_secret"], settings["api_base_url"], settings["auth_url"],
+                   request_timeout=PROBE_TIMEOUT_S)
+    url = await _ask_platform(name, api, api.gateway_url, "QQ refused the app id and secret",
+                              f"the QQ OpenAPI at {settings['api_base_url']}")
+    if isinstance(url, Check):
+        return url
+    return Check("ok", f"adapter {name}", f"the app id and secret work (an access token, and the gateway at {url})")
+
+
 async def probe_matrix(name: str, settings: dict) -> Check:
     """``GET /_matrix/client/v3/account/whoami`` through the adapter's own client: the access token and the
     homeserver, in one call."""

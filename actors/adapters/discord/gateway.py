@@ -104,6 +104,10 @@ class GatewayLink:
     def forget(self) -> None:
         self.session_id = self.seq = self.resume_url = None
 
+    def address(self, base: str) -> str:
+        """The URL a connection opens (a gateway of the same protocol elsewhere, QQ's, names its own)."""
+        return gateway_address(base)
+
     # -- the connections
     async def serve(self, http: aiohttp.ClientSession, deliver: Deliver) -> None:
         failures = 0
@@ -129,7 +133,7 @@ class GatewayLink:
         """One WebSocket from connect to close: (how it ended, whether it got as far as READY or RESUMED)."""
         base = self.resume_url if self.session_id and self.resume_url else self.url
         try:
-            ws = await http.ws_connect(gateway_address(base), autoclose=False, autoping=True, max_msg_size=0)
+            ws = await http.ws_connect(self.address(base), autoclose=False, autoping=True, max_msg_size=0)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise RetryableError(f"gateway connect failed: {type(exc).__name__}: {exc}") from None
         self.established = False
@@ -225,8 +229,7 @@ class GatewayLink:
         except (ConnectionError, RuntimeError, aiohttp.ClientError):
             pass   # the connection is going; the reader sees its end
 
-    @staticmethod
-    async def _receive(ws, timeout: Optional[float]) -> Optional[dict]:
+    async def _receive(self, ws, timeout: Optional[float]) -> Optional[dict]:
         """The next JSON payload, or None once the connection is closed."""
         while True:
             try:
@@ -237,9 +240,13 @@ class GatewayLink:
                 try:
                     payload = json.loads(message.data)
                 except ValueError:
-                    continue   # a garbled frame: Discord sends none; the next one decides
+                    payload = None
                 if isinstance(payload, dict):
                     return payload
+                # A garbled frame: the gateway sends none. Nothing of it can be read, so it is said and skipped;
+                # the frames after it are taken as usual.
+                self.say(logging.WARNING, "%s: the gateway sent a frame that is no JSON object (%d bytes); skipped",
+                         self.name, len(message.data or ""))
             elif message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED,
                                   aiohttp.WSMsgType.ERROR):
                 return None

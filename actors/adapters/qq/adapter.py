@@ -1,0 +1,242 @@
+"""QQAdapter: one bot of the QQ open platform (app id and secret); the WebSocket gateway for intake, the OpenAPI
+for passive replies (README.md beside this file).
+
+State (loop thread): the OpenAPI client with its cached app token (client.py), the gateway link and its session
+(gateway.py) or the callback server (webhook.py), the chats' anchors (replies.py), the bot's guild user id (READY). What survives kill -9: the rows
+committed with the offset, and the offset itself: the gateway session's position (session id, seq) and the chats'
+anchors. A restarted adapter resumes that session, and QQ replays what came after the committed seq: nothing that
+reached QQ while the adapter was dead is lost, and a message replayed is one row (the inbox dedups on its id). The
+token is not kept: a new life fetches one.
+
+Intake. ``connect`` fetches the app token (a wrong app id or secret is refused here, a PermanentError the kit shows
+in ``status`` and retries slowly) and asks ``GET /gateway`` where to connect. ``run_intake`` serves the gateway:
+every message dispatch that is input (inbound.is_input) is committed, with the position that covers it and the
+chat's anchor moved to it, in one transaction, before the link's seq moves on and before the next frame is read;
+READY commits the new session's position. A message that is no valid event (inbound.event_from_dispatch) is
+logged and skipped by the kit, its position committed like any other.
+
+Webhook mode (``mode = "webhook"``, webhook.py): QQ POSTs each event, signed with Ed25519; the callback server
+answers the op 13 validation, refuses a request whose signature does not verify (401, nothing stored), and
+acknowledges an event (op 12) only after it is committed (or skipped): a failure answers 500 and QQ sends it again.
+The offset then holds the anchors only. The server is the intake's: started by ``run_intake``, stopped with it.
+
+Outbound. A send goes to the chat's endpoint (inbound.send_route) as a passive reply where it can be: ``msg_id``
+the op's ``reply_to`` or the chat's anchor within its window, ``msg_seq`` derived from the send's key
+(replies.msg_seq); QQ refusing the pair as a duplicate (40054005) means an earlier attempt made the message, and
+the send is answered with its id. Guild channels and DMs take ``msg_id`` but document no ``msg_seq``: a send there
+whose answer was lost may show twice. Past the window, or with no message to answer, the send is an active
+message, which QQ rations or refuses (its error is the op's). QQ has no edits: the contract's default answers a
+final edit of a sent part ok, and the reply goes whole, in parts if long.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Optional
+
+import aiohttp
+
+from actors.adapters.errors import PermanentError, TooLongError
+from actors.adapters.idempotency import platform_key
+from actors.adapters.intake_styles import StreamingAdapter
+from actors.adapters.liveness import SERVED_SILENCE_S
+from actors.adapters.qq.client import DuplicateReply, QQClient
+from actors.adapters.qq.gateway import QQGatewayLink
+from actors.adapters.qq.inbound import event_from_dispatch, is_input, send_route, sent_at
+from actors.adapters.qq.replies import Anchors, msg_seq, reply_id, usable
+from actors.adapters.qq.webhook import CallbackServer
+from actors.messages import MessageEvent, PlatformOp
+from supervision.http_serving import http_limits
+
+QQ_HEARTBEAT_S = 45.0        # QQ's heartbeat_interval is 41.25 s; a little more
+SEQ_KINDS = ("c2c", "group")  # the endpoints that deduplicate on msg_id + msg_seq
+
+
+class QQAdapter(StreamingAdapter):
+    def __init__(self):
+        super().__init__()
+        self.bot_id = ""
+        self.skipped = 0                  # dispatches handled without becoming input
+        self.duplicates = 0               # sends QQ refused as repeats of one it had (answered with its id)
+        self.link: Optional[QQGatewayLink] = None
+        self.anchors: Optional[Anchors] = None
+        self._api: Optional[QQClient] = None
+        self._ws_http: Optional[aiohttp.ClientSession] = None
+        self._callbacks: Optional[CallbackServer] = None
+
+    @property
+    def webhook(self) -> bool:
+        return self.settings["mode"] == "webhook"
+
+    # -------------------------------------------------------------------------------------------------- intake
+    def normal_silence_s(self) -> float:
+        if self.webhook:
+            return SERVED_SILENCE_S   # the kit probes the callback server (liveness.py)
+        # A connected gateway answers a heartbeat every heartbeat_interval (41.25 s); the link itself reconnects
+        # after one unacknowledged beat, so this bound is the last wall behind it.
+        return 2 * QQ_HEARTBEAT_S + 15.0
+
+    def client(self) -> QQClient:
+        if self._api is None:
+            s = self.settings
+            self._api = QQClient(str(s["app_id"]), s["app_secret"], s["api_base_url"], s["auth_url"])
+        return self._api
+
+    async def connect(self) -> None:
+        await self.client().token.get()     # a wrong app id or secret is refused here
+        if self.webhook and not self.bot_id:  # no READY names the bot: guild messages mention it by this id
+            self.bot_id = (await self.client().me())["id"]
+        if self.link is None and not self.webhook:
+            url = self.settings["gateway_url"] or await self.client().gateway_url()
+            self.link = QQGatewayLink(self.client().bearer, lambda: self.client().token.drop(self.client().token.value),
+                                      int(self.settings["intents"]), url, self.say, self.name,
+                                      report=self.intake.link_changed, alive=self.report_progress)
+            self.link.restore(self.offset)   # the session of the previous life, resumed if QQ still has it
+
+    async def disconnect(self) -> None:
+        http, self._ws_http = self._ws_http, None
+        if http is not None:
+            await http.close()
+        server, self._callbacks = self._callbacks, None
+        if server is not None:
+            await server.stop()
+
+    def served_url(self) -> Optional[str]:
+        server = self._callbacks
+        if server is None or server.port is None:
+            return None
+        return f"http://{self.settings['listen_host']}:{server.port}{self.settings['callback_path']}"
+
+    async def run_intake(self, emit) -> None:
+        await self.disconnect()
+        if self.webhook:
+            await self._serve_callbacks(emit)     # never returns
+        self._ws_http = aiohttp.ClientSession()
+        link, anchors = self.link, self._anchors()
+
+        async def deliver(name: str, data: Any, seq: Any) -> None:
+            if name == "READY":
+                user = data.get("user") if isinstance(data, dict) else None
+                self.bot_id = str(user.get("id") or "") if isinstance(user, dict) else self.bot_id
+                await emit([], self._position(seq))   # a new session: the position to resume from after a restart
+                return
+            if not is_input(name, data, self.bot_id, self.settings["require_mention"]):
+                self.skipped += 1
+                return
+            chat = _chat_of(name, data)
+            if chat is not None:
+                anchors.note(chat, str(data["id"]), sent_at(data.get("timestamp")) or time.time())
+            await emit([{"t": name, "d": data}], self._position(seq))   # committed before the seq moves
+        await link.serve(self._ws_http, deliver)
+
+    async def _serve_callbacks(self, emit) -> None:
+        """Webhook mode: QQ POSTs each event; it is committed (or skipped) before the 200 that acknowledges it.
+        The offset holds the anchors only: QQ keeps the order and the retries, there is no session to resume."""
+        anchors, lock = self._anchors(), asyncio.Lock()
+
+        async def deliver(name: str, data: Any) -> None:
+            self.report_progress()
+            if not is_input(name, data, self.bot_id, self.settings["require_mention"]):
+                self.skipped += 1
+                return
+            async with lock:          # one transaction at a time, in the order the POSTs came
+                chat = _chat_of(name, data)
+                if chat is not None:
+                    anchors.note(chat, str(data["id"]), sent_at(data.get("timestamp")) or time.time())
+                await emit([{"t": name, "d": data}], {"anchors": anchors.as_offset()})
+
+        def on_error(text: str) -> None:
+            self.say(logging.WARNING, "%s: an event was not stored (%s); QQ will send it again", self.name,
+                     self.clean_error(text))
+        s = self.settings
+        self._callbacks = CallbackServer(s["listen_host"], int(s["listen_port"]), s["callback_path"], s["app_secret"],
+                                         deliver, on_error, lambda reason: self.intake.reject(reason),
+                                         limits=http_limits(self.config))
+        port = await self._callbacks.start()
+        self.say(logging.INFO, "%s: taking QQ's callbacks on %s:%d%s", self.name, s["listen_host"], port,
+                 s["callback_path"])
+        await asyncio.get_running_loop().create_future()   # serve until the intake is cancelled
+
+    def _position(self, seq: Any) -> dict:
+        position = dict(self.link.position() or {})
+        if isinstance(seq, int):
+            position["seq"] = seq
+        position["anchors"] = self._anchors().as_offset()
+        return position
+
+    def normalise(self, raw: Any) -> MessageEvent:
+        return event_from_dispatch(raw.get("t"), raw.get("d"), self.name, self.profile, self.bot_id)
+
+    # ------------------------------------------------------------------------------------------------ outbound
+    async def send_message(self, op: PlatformOp) -> str:
+        try:
+            kind, route, path = send_route(op.chat_id)
+        except ValueError as exc:
+            raise PermanentError(str(exc), method="send") from None
+        if len(op.text) > self.pacing.text_limit:
+            raise TooLongError(f"{len(op.text)} characters, over the {self.pacing.text_limit} a message carries",
+                               method=route)
+        body: dict[str, Any] = {"content": op.text, "msg_type": 0}
+        anchor = self._anchor(kind, op)
+        seq = None
+        if anchor is not None:
+            body["msg_id"] = anchor
+            if kind in SEQ_KINDS:
+                seq = body["msg_seq"] = msg_seq(platform_key(op))
+        try:
+            answer = await self.client().send(route, path, body)
+        except DuplicateReply:
+            if seq is None:
+                raise
+            self.duplicates += 1     # an earlier attempt (this life's or a previous one's) made the message
+            return reply_id(anchor, seq)
+        return reply_id(anchor, seq) if seq is not None else answer["id"]
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        """Nor taken back: a reply is recorded by its msg_id + msg_seq pair, not by the id QQ's recall needs (a
+        repeat QQ refused as a duplicate names none), and recall works only within minutes of the send. Answered
+        ok, changing nothing, so that a consumer cleaning up moves on."""
+
+    def _anchors(self) -> Anchors:
+        """The chats' anchors, as the committed offset holds them until this life's intake moves them."""
+        if self.anchors is None:
+            self.anchors = Anchors.from_offset(self.offset)
+        return self.anchors
+
+    def _anchor(self, kind: str, op: PlatformOp) -> Optional[str]:
+        """The user message this send answers: the op's ``reply_to``, else the chat's newest; None when there is
+        none or its window has passed (an active message)."""
+        noted = self._anchors().get(op.chat_id)
+        if op.reply_to:
+            if noted is not None and noted[0] == op.reply_to and not usable(kind, noted[1], time.time()):
+                return None
+            return op.reply_to
+        if noted is not None and usable(kind, noted[1], time.time()):
+            return noted[0]
+        return None
+
+    def status_note(self) -> str:
+        link, api = self.link, self._api    # made on the loop; read here as they stand
+        parts = [f"app {self.settings['app_id']}"]
+        if self.webhook:
+            parts.append(f"webhook at {self.served_url() or '(not listening yet)'}")
+        elif link is not None:
+            parts.append(f"gateway: {link.identifies} identify, {link.resumes} resume(s) by this life")
+        parts.append(f"{api.token.fetches if api is not None else 0} token(s) fetched")
+        if self.duplicates:
+            parts.append(f"{self.duplicates} repeated send(s) refused by QQ as duplicates")
+        return "; ".join(parts)
+
+    async def close(self) -> None:
+        api, self._api = self._api, None
+        if api is not None:
+            await api.close()
+
+
+def _chat_of(name: str, data: Any) -> Optional[str]:
+    """The chat id of a message dispatch that is input, as ``normalise`` will make it (None: it will refuse it)."""
+    try:
+        return event_from_dispatch(name, data, "", "").source.chat_id
+    except Exception:   # noqa: BLE001 - a malformed event: normalise says why
+        return None

@@ -1,0 +1,166 @@
+"""The QQ OpenAPI client (aiohttp): the app access token, the gateway's address and the send endpoints, every
+failure raised as one of actors.adapters.errors. It only fetches: no storage, no actor.
+
+The access token. ``POST`` to the token endpoint (the table's ``auth_url``) with ``{"appId", "clientSecret"}``
+answers ``{"access_token", "expires_in"}`` (seconds, a string on QQ's side; at most 7,200). It is cached and
+fetched again shortly before it expires (``REFRESH_MARGIN_S``), never per request; concurrent requests that find it stale wait for one fetch. Every OpenAPI
+call carries ``Authorization: QQBot <token>`` and ``X-Union-Appid``. A call answered 401 (code 11244: the token is
+gone, QQ revoked it early) drops the cached token and is made once more with a fresh one.
+
+Answers:
+
+    2xx                                   the JSON body
+    429, or code 22009 (msg limit exceed) FloodError: QQ names no wait, so ``FLOOD_WAIT_S`` unless Retry-After does
+    code 40054005 (消息被去重)             DuplicateReply: a message with this msg_id and msg_seq exists already
+    5xx, network errors, timeouts         RetryableError (``maybe_done`` unless the connection was never made)
+    any other 4xx                         PermanentError, with QQ's code and message
+
+The secret and the token travel in the body and headers only, never in a URL, and are redacted from every text.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable, Optional
+
+from actors.adapters.errors import FloodError, PermanentError, PlatformError, RetryableError
+from actors.adapters.http_session import HttpSession, retry_after_header
+from common.redact import redact as redact_secrets
+
+TOKEN_EXPIRED = 11244
+MSG_LIMIT_EXCEED = 22009
+DUPLICATE_MSG_SEQ = 40054005
+FLOOD_WAIT_S = 1.0
+REFRESH_MARGIN_S = 60.0       # QQ hands a new token in the last 60 s of the old one's life; the old still works
+
+
+class DuplicateReply(PermanentError):
+    """QQ already holds a message with this msg_id and msg_seq: this send was made before (its answer lost)."""
+
+
+class AppToken:
+    """The cached app access token. ``clock`` is monotonic seconds (the tests' own)."""
+
+    def __init__(self, fetch: Callable[[], Any], clock: Callable[[], float] = time.monotonic):
+        self._fetch, self._clock = fetch, clock
+        self.value: Optional[str] = None
+        self._refresh_at = 0.0
+        self.fetches = 0                   # tokens fetched by this life (what `status` and the tests can count)
+        self._lock: Optional[asyncio.Lock] = None
+
+    async def get(self) -> str:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.value is None or self._clock() >= self._refresh_at:
+                self.value, lifetime = await self._fetch()
+                self.fetches += 1
+                # Refreshed a little before it expires: a minute early, or half its life for a short-lived one.
+                self._refresh_at = self._clock() + lifetime - min(REFRESH_MARGIN_S, lifetime / 2)
+            return self.value
+
+    def drop(self, value: Optional[str]) -> None:
+        """QQ refused ``value``: the next ``get`` fetches a new one (unless another call did already)."""
+        if value is not None and value == self.value:
+            self.value = None
+
+
+def token_answer(status: int, body: Any) -> tuple[str, float]:
+    """The token endpoint's answer as (token, lifetime in seconds), or the error it is (pure)."""
+    body = body if isinstance(body, dict) else {}
+    token, lifetime = body.get("access_token"), body.get("expires_in")
+    try:
+        lifetime = float(lifetime)
+    except (TypeError, ValueError):
+        lifetime = 0.0
+    if 200 <= status < 300 and isinstance(token, str) and token and lifetime > 0:
+        return token, lifetime
+    error = describe(status, body)
+    if status >= 500 or status == 429:
+        raise RetryableError(error, method="getAppAccessToken", status=status)
+    raise PermanentError(f"{error} (check app_id and app_secret)", method="getAppAccessToken", status=status)
+
+
+def describe(status: int, body: dict) -> str:
+    code = body.get("code") if isinstance(body.get("code"), int) else body.get("err_code")
+    message = str(body.get("message") or f"HTTP {status}")[:200]
+    return message + (f" (code {code})" if code is not None else "")
+
+
+def classify_error(route: str, status: int, body: Any, headers) -> PlatformError:
+    """An OpenAPI error answer as the exception that tells the caller what to do (pure)."""
+    body = body if isinstance(body, dict) else {}
+    code = body.get("code") if isinstance(body.get("code"), int) else body.get("err_code")
+    text = redact_secrets(describe(status, body))
+    if status == 429 or code == MSG_LIMIT_EXCEED:
+        wait = retry_after_header(headers) or FLOOD_WAIT_S
+        return FloodError(wait, f"rate limited: {text}", method=route, status=status)
+    if code == DUPLICATE_MSG_SEQ:
+        return DuplicateReply(text, method=route, status=status)
+    if status >= 500:
+        return RetryableError(text, method=route, status=status)
+    return PermanentError(text, method=route, status=status)
+
+
+class QQClient(HttpSession):
+    """``QQClient(app_id, secret, api_base_url, token_url)`` (``token_url``: the table's ``auth_url``); owns its aiohttp session and the app's token."""
+
+    def __init__(self, app_id: str, secret: str, api_base_url: str, token_url: str, request_timeout: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic):
+        super().__init__(request_timeout=request_timeout)
+        self.app_id, self._secret = app_id, secret
+        self.base_url, self.token_url = api_base_url.rstrip("/"), token_url
+        self.token = AppToken(self._fetch_token, clock)
+
+    def __repr__(self) -> str:   # never the secret
+        return f"QQClient(app_id={self.app_id!r}, base_url={self.base_url!r})"
+
+    def redact(self, text: str) -> str:
+        return redact_secrets(text, [self._secret] + ([self.token.value] if self.token.value else []))
+
+    async def _fetch_token(self) -> tuple[str, float]:
+        status, _headers, body = await self.request_json(
+            "POST", self.token_url, op="getAppAccessToken", json={"appId": self.app_id, "clientSecret": self._secret},
+            redact=self.redact)
+        return token_answer(status, body)
+
+    async def bearer(self) -> str:
+        """The gateway's Identify and Resume carry the token as ``QQBot <token>``."""
+        return f"QQBot {await self.token.get()}"
+
+    # -- calls
+    async def gateway_url(self) -> str:
+        answer = await self.call("GET", "/gateway", "get_gateway")
+        url = answer.get("url") if isinstance(answer, dict) else None
+        if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
+            raise RetryableError("GET /gateway named no WebSocket URL", method="get_gateway")
+        return url
+
+    async def me(self) -> dict:
+        """``GET /users/@me``: the bot as a guild user (its ``id`` is what guild messages mention)."""
+        answer = await self.call("GET", "/users/@me", "get_me")
+        if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
+            raise RetryableError("GET /users/@me named no bot", method="get_me")
+        return answer
+
+    async def send(self, route: str, path: str, body: dict) -> dict:
+        answer = await self.call("POST", path, route, body)
+        if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
+            raise RetryableError("the send's answer names no message id", method=route, maybe_done=True)
+        return answer
+
+    # -- transport
+    async def call(self, method: str, path: str, route: str, body: Optional[dict] = None) -> Any:
+        for attempt in range(2):
+            token = await self.token.get()
+            headers = {"Authorization": f"QQBot {token}", "X-Union-Appid": self.app_id}
+            status, answer_headers, payload = await self.request_json(method, self.base_url + path, op=route,
+                                                                      json=body, headers=headers, redact=self.redact)
+            if 200 <= status < 300:
+                return payload
+            code = payload.get("code") if isinstance(payload, dict) else None
+            if (status == 401 or code == TOKEN_EXPIRED) and attempt == 0:
+                self.token.drop(token)      # revoked before its time: once more with a fresh one
+                continue
+            raise classify_error(route, status, payload, answer_headers)
+        raise AssertionError("unreachable")

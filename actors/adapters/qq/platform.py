@@ -1,0 +1,62 @@
+"""QQ through the official bot API of the QQ open platform (q.qq.com): the WebSocket gateway in (group @-messages,
+C2C messages, guild channel @-messages and guild DMs), REST out as passive replies (README.md beside this file).
+Anyone who can add the bot can write to it: strangers get a pairing code unless the table says otherwise.
+
+Pacing: QQ has no edits and no typing indicator for these chats, so an answer goes once, final. A passive reply
+carries the user's ``msg_id`` and a ``msg_seq``; QQ refuses a second message with the same pair as a duplicate,
+and the adapter derives the ``msg_seq`` from the send's idempotency key, so a send repeated after its answer was
+lost (or after a kill -9) shows once (``idempotent_send``). QQ publishes no text limit for these endpoints: 2,000
+characters keeps a reply inside what the clients show whole and within the few replies a message may have. The
+per-chat speed stays under QQ's frequency limits (a burst of 5, one a second)."""
+from actors.adapters.spec import Capabilities, Option, Platform, paced
+
+# GROUP_AND_C2C_EVENT (1 << 25): group @-messages and C2C messages; PUBLIC_GUILD_MESSAGES (1 << 30): guild channel
+# @-messages; DIRECT_MESSAGE (1 << 12): guild DMs. GUILD_MESSAGES (1 << 9: every channel message) is for
+# private-domain bots only: add it to `intents` where the bot has it.
+QQ_INTENTS = (1 << 25) | (1 << 30) | (1 << 12)
+
+CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=False, files_in=False,
+                            files_out=False, voice=False, buttons=False, typing=False, idempotent_send="msg_seq")
+
+
+def _urls_are_urls(table) -> tuple[str, str] | None:
+    for key in ("api_base_url", "auth_url"):
+        if not str(table[key]).startswith(("https://", "http://")):
+            return key, "must be an http(s) URL"
+    if table["mode"] == "webhook" and not str(table["callback_path"]).startswith("/"):
+        return "callback_path", "must start with /"
+    if table["gateway_url"] and not str(table["gateway_url"]).startswith(("wss://", "ws://")):
+        return "gateway_url", "must be a ws(s) URL, or empty to ask GET /gateway"
+    return None
+
+
+PLATFORM = Platform(
+    type="qq", actor="actors.adapters.qq.adapter.QQAdapter",
+    summary="QQ official bot API: the WebSocket gateway or signed webhooks in, passive replies (msg_id + msg_seq) "
+            "out",
+    intake="socket", capabilities=CAPABILITIES, access="pairing",
+    pacing=paced("qq", CAPABILITIES, 2000, "chars", edit_interval_s=0.0, min_edit_delta_chars=0,
+                 per_chat_ops_per_s=1.0, per_chat_burst=5, typing_interval_s=None),
+    options={
+        "app_id": Option(str, doc="the bot's AppID (q.qq.com: the bot's page, 开发 > 开发设置)"),
+        "app_secret": Option(str, secret=True, doc="the bot's AppSecret (same page); exchanged for an access "
+                                                   "token at auth_url, refreshed before it expires"),
+        "api_base_url": Option(str, "https://api.sgroup.qq.com",
+                               doc="the OpenAPI base (https://sandbox.api.sgroup.qq.com for the sandbox; a fake in "
+                                   "tests)"),
+        "auth_url": Option(str, "https://bots.qq.com/app/getAppAccessToken",
+                           doc="where app_id and app_secret are exchanged for an access token"),
+        "mode": Option(str, "websocket", allowed=("websocket", "webhook"),
+                       doc="websocket: the gateway connects to QQ's WebSocket gateway; webhook: QQ POSTs events to the "
+                           "gateway's callback server (listen_host, listen_port, callback_path), signed with Ed25519"),
+        "listen_host": Option(str, "127.0.0.1", doc="webhook: the address the callback server listens on (QQ calls "
+                                                    "an https:// URL: a TLS proxy in front forwards to it)"),
+        "listen_port": Option(int, 8090, doc="webhook: the port it listens on (0: any free one, logged)"),
+        "callback_path": Option(str, "/qq/callback", doc="webhook: the path QQ POSTs events to"),
+        "gateway_url": Option(str, "", doc="the WebSocket gateway (empty: the one GET /gateway names)"),
+        "intents": Option(int, QQ_INTENTS, doc="gateway intents bit field (default: group and C2C messages, guild "
+                                               "channel @-messages, guild DMs)"),
+        "require_mention": Option(bool, True, doc="private-domain bots (intent GUILD_MESSAGES): in a channel "
+                                                  "answer only a message that @-mentions the bot"),
+    },
+    checks=(_urls_are_urls,))

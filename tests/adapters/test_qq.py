@@ -1,0 +1,362 @@
+"""The QQ official bot API adapter: its pure parts (dispatches -> MessageEvent and the chat's send endpoint, what
+is skipped, msg_seq from the send's key, the anchors the offset keeps, the gateway's close codes, the token cache
+against the fake), and in the real daemon against the fake QQ (one daemon for the module): a group's @-message and
+a guild channel's answered as passive replies; a send repeated under the same key by another operation (a new
+life's) shows once and is answered with the same id; a revoked token fetched again once, not per send; the gateway
+dropped and away for a while resumed without a second Identify, what came meanwhile stored once; a frame that is no
+JSON logged and nothing after it lost. The conformance suite runs the same adapter (tests/adapters/harnesses/qq.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+
+import pytest
+
+from actors.adapters.errors import PermanentError
+from actors.adapters.payload_fields import MalformedPayload
+from actors.adapters.qq.client import QQClient
+from actors.adapters.qq.gateway import QQGatewayLink
+from actors.adapters.qq.inbound import event_from_dispatch, is_input, send_route
+from actors.adapters.qq.replies import Anchors, msg_seq, usable
+from actors.adapters.qq.webhook import signature_ok, signing_key, validation_answer
+from actors.messages import OpResult, PlatformOp, Source
+from common import config as config_mod
+from daemon.admin import AdminClient
+from daemon.asking import ask_for
+from storage import Store, StorageError, session_key
+from tests.actor_system import wait_for
+from tests.fakes.qq import APP_ID, APP_SECRET, BOT_ID, FakeQQ, openid
+from tests.fakes.qq.server import guild_number
+from tests.gateway import Gateway
+
+pytestmark = pytest.mark.timeout(120)
+
+
+# ------------------------------------------------------------------------------------------------ pure parts
+
+def test_each_message_dispatch_maps_to_its_chat_and_its_send_endpoint():
+    c2c = event_from_dispatch("C2C_MESSAGE_CREATE", {"id": "ROBOT1.0_a", "author": {"user_openid": "U1"},
+                                                     "content": "hi", "timestamp": "2026-12-06T22:00:00+08:00"},
+                              "qq", "default")
+    assert (c2c.source.chat_id, c2c.source.chat_type, c2c.source.user_id, c2c.platform_message_id) == \
+        ("c2c:U1", "dm", "U1", "ROBOT1.0_a")
+    assert c2c.sent_at == 1796565600.0
+    group = event_from_dispatch("GROUP_AT_MESSAGE_CREATE", {"id": "m2", "author": {"member_openid": "M1"},
+                                                            "group_openid": "G1", "content": " status?"},
+                                "qq", "default")
+    assert (group.source.chat_id, group.source.chat_type, group.text) == ("group:G1", "group", "status?")
+    channel = event_from_dispatch("AT_MESSAGE_CREATE", {"id": "m3", "author": {"id": "42", "username": "bob"},
+                                                        "channel_id": "7", "guild_id": "9",
+                                                        "content": f"<@!{BOT_ID}> ping"}, "qq", "default", BOT_ID)
+    assert (channel.source.chat_id, channel.source.community, channel.source.user_name, channel.text) == \
+        ("channel:7", "9", "bob", "ping")
+    dm = event_from_dispatch("DIRECT_MESSAGE_CREATE", {"id": "m4", "author": {"id": "42"}, "guild_id": "55",
+                                                       "channel_id": "8", "content": "psst"}, "qq", "default")
+    assert (dm.source.chat_id, dm.source.chat_type) == ("dms:55", "dm")
+    assert session_key(c2c.source) != session_key(group.source)
+    assert [send_route(c)[1:] for c in ("c2c:U1", "group:G1", "channel:7", "dms:55")] == [
+        ("send_c2c", "/v2/users/U1/messages"), ("send_group", "/v2/groups/G1/messages"),
+        ("send_channel", "/channels/7/messages"), ("send_dm", "/dms/55/messages")]
+    for bad in ("c2c:", "telegram:5", "c2c:a/b", "group:x y"):
+        with pytest.raises(ValueError):
+            send_route(bad)
+
+
+def test_what_is_skipped_and_what_is_malformed():
+    person = {"id": "m", "author": {"id": "42"}, "content": "hi", "channel_id": "7", "guild_id": "9"}
+    assert is_input("AT_MESSAGE_CREATE", person, BOT_ID, True)
+    assert not is_input("MESSAGE_REACTION_ADD", person, BOT_ID, True)
+    assert not is_input("AT_MESSAGE_CREATE", dict(person, author={"id": BOT_ID}), BOT_ID, True), "the bot's own"
+    assert not is_input("AT_MESSAGE_CREATE", dict(person, author={"id": "5", "bot": True}), BOT_ID, True)
+    assert not is_input("MESSAGE_CREATE", person, BOT_ID, True), "a private-domain channel message not mentioning"
+    assert is_input("MESSAGE_CREATE", dict(person, mentions=[{"id": BOT_ID}]), BOT_ID, True)
+    assert is_input("MESSAGE_CREATE", person, BOT_ID, False)
+    assert is_input("C2C_MESSAGE_CREATE", "not an object", BOT_ID, True), "refused loudly by normalise"
+    for data, reason in (("x", "not an object"), ({"author": {"user_openid": "U"}, "content": "a"}, "message id"),
+                         ({"id": "m", "author": {"user_openid": "U"}, "content": 42}, "content must be a string"),
+                         ({"id": "m", "author": {}, "content": "a"}, "the author has no id")):
+        with pytest.raises(MalformedPayload, match=reason):
+            event_from_dispatch("C2C_MESSAGE_CREATE", data, "qq", "default")
+    with pytest.raises(MalformedPayload, match="group_openid"):
+        event_from_dispatch("GROUP_AT_MESSAGE_CREATE", {"id": "m", "author": {"member_openid": "M"},
+                                                        "content": "a"}, "qq", "default")
+
+
+def test_msg_seq_is_the_keys_in_every_life_and_increases_over_a_replys_parts():
+    parts = [msg_seq(f"0123456789abcdef.{i}") for i in range(4)]
+    assert parts == [msg_seq(f"0123456789abcdef.{i}") for i in range(4)], "the same key, the same msg_seq"
+    assert parts == sorted(parts) and len(set(parts)) == 4 and parts[1] == parts[0] + 1
+    assert msg_seq("fedcba9876543210.0") != parts[0], "another reply, another msg_seq"
+    for key in ("0123456789abcdef.0", "a" * 32, "x.999999", ""):
+        assert 1 <= msg_seq(key) <= 2 ** 30
+
+
+def test_anchors_survive_the_offset_bounded_and_a_window_ends():
+    anchors = Anchors(kept=3)
+    for i in range(5):
+        anchors.note(f"c2c:U{i}", f"m{i}", 1000.0 + i)
+    anchors.note("c2c:U2", "m2b", 2000.0)
+    again = Anchors.from_offset({"session_id": "s", "seq": 4, "anchors": anchors.as_offset()}, kept=3)
+    assert again.as_offset() == [["c2c:U3", "m3", 1003.0], ["c2c:U4", "m4", 1004.0], ["c2c:U2", "m2b", 2000.0]]
+    assert Anchors.from_offset({"anchors": [["c", 5, 1.0], "junk"]}).as_offset() == []
+    assert usable("c2c", 0.0, 3000.0) and not usable("c2c", 0.0, 3590.0)
+    assert usable("group", 0.0, 200.0) and not usable("group", 0.0, 290.0)
+
+
+def test_the_gateways_close_codes():
+    dropped = []
+    link = QQGatewayLink(None, lambda: dropped.append(True), 0, "ws://x", lambda *a: None)
+    link.session_id, link.seq = "s", 5
+    assert link._closed(4009) == "closed with 4009" and link.session_id == "s", "timed out: resumed"
+    assert "token was refused" in link._closed(4004) and dropped == [True] and link.session_id == "s"
+    link._closed(4006)
+    assert link.session_id is None, "a session QQ no longer has is forgotten: Identify afresh"
+    for code, words in ((4914, "offline or sandbox-only"), (4915, "banned"), (4014, "intents not granted")):
+        with pytest.raises(PermanentError, match=words):
+            link._closed(code)
+    assert link.address("wss://api.sgroup.qq.com/websocket/") == "wss://api.sgroup.qq.com/websocket/"
+
+
+def test_the_token_is_fetched_once_refreshed_before_it_expires_and_again_when_revoked():
+    now = [0.0]
+    with FakeQQ(token_lifetime_s=600.0) as fake:
+        chat = f"c2c:{openid('tok')}"
+
+        async def scenario():
+            client = QQClient(APP_ID, APP_SECRET, fake.api_url, fake.token_url, clock=lambda: now[0])
+            try:
+                for i in range(5):
+                    await client.send("send_c2c", f"/v2/users/{openid('tok')}/messages", {"content": f"m{i}"})
+                first = fake.stats()["token_fetches"]
+                now[0] = 600.0 - 61.0             # a minute and a second before it expires: still the same
+                await client.gateway_url()
+                same = fake.stats()["token_fetches"]
+                now[0] = 600.0 - 59.0             # inside the last minute: a new one before it is used
+                await client.gateway_url()
+                refreshed = fake.stats()["token_fetches"]
+                fake.expire_tokens()              # revoked early: the call is made once more with a new one
+                await client.send("send_c2c", f"/v2/users/{openid('tok')}/messages", {"content": "after"})
+                return first, same, refreshed, fake.stats()["token_fetches"]
+            finally:
+                await client.close()
+        assert asyncio.run(scenario()) == (1, 1, 2, 3)
+        assert [m["text"] for m in fake.sent(chat)] == ["m0", "m1", "m2", "m3", "m4", "after"]
+        assert [o["status"] for o in fake.ops(chat)] == [200] * 5 + [401, 200]
+        bad = QQClient(APP_ID, "not-the-secret", fake.api_url, fake.token_url)
+        with pytest.raises(PermanentError, match="invalid appid or secret") as refused:
+            asyncio.run(bad.token.get())
+        assert "not-the-secret" not in str(refused.value)
+
+
+def test_the_webhook_key_comes_from_the_secret_and_the_validation_signs_only_what_qq_sends():
+    key = signing_key("abc")    # "abc" repeated: "abcabc...", its first 32 bytes the seed
+    assert key.public_key().public_bytes_raw() == \
+        signing_key("abcabcabcabcabcabcabcabcabcabcab").public_key().public_bytes_raw()
+    body = b'{"op":0,"t":"C2C_MESSAGE_CREATE","d":{}}'
+    good = key.sign(b"1733384468" + body).hex()
+    assert signature_ok(key, "1733384468", body, good)
+    assert not signature_ok(key, "1733384469", body, good), "another timestamp"
+    assert not signature_ok(key, "1733384468", body + b" ", good), "another body"
+    assert not signature_ok(signing_key("another secret"), "1733384468", body, good)
+    assert not signature_ok(key, None, body, good) and not signature_ok(key, "1", body, "zz-not-hex")
+    answer = validation_answer(key, {"plain_token": "Arq0D5A61EgUu4OxUvOp", "event_ts": "1725442341"})
+    key.public_key().verify(bytes.fromhex(answer["signature"]), b"1725442341Arq0D5A61EgUu4OxUvOp")
+    # What would let a caller have an event body signed is no validation
+    forged = {"plain_token": body.decode(), "event_ts": "1733384468"}
+    assert validation_answer(key, forged) is None
+    assert validation_answer(key, {"plain_token": "abc", "event_ts": "17x"}) is None
+    assert validation_answer(key, "nothing") is None
+
+
+# ---------------------------------------------------------------------------------------------- the daemon
+
+class Daemon:
+    def __init__(self, fake: FakeQQ, gateway: Gateway, admin: AdminClient):
+        self.fake, self.gateway, self.admin = fake, gateway, admin
+
+    def ref(self):
+        def find():
+            stack = [self.admin.tree()]
+            while stack:
+                node = stack.pop()
+                if node.name == "qq" and node.ref is not None:
+                    return node.ref
+                stack.extend(node.children)
+            return None
+        return wait_for(find, 30, 0.1, "the qq adapter's address")
+
+    def op(self, op: PlatformOp) -> OpResult:
+        result = ask_for(self.admin.asys, self.ref(), op, OpResult, 30)
+        assert result is not None and result.op_id == op.op_id, f"no OpResult for {op}"
+        return result
+
+    def rows(self, source: Source):
+        async def read():
+            async with await Store.open(self.gateway.state / "gateway.db") as store:
+                return await store.inbox.rows_in_state(session_key(source), ("received", "taken", "done", "dropped"))
+        try:
+            return asyncio.run(read())
+        except StorageError:
+            return None
+
+
+def c2c(user: str) -> Source:
+    return Source(platform="qq", chat_id=f"c2c:{openid(user)}", chat_type="dm", user_id=openid(user))
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("qq")
+    fake = FakeQQ(state_file=str(workdir / "qq.json"), heartbeat_interval_ms=2000).start()
+    table = (f'[adapters.qq]\ntype = "qq"\naccess = "open"\napp_id = "{APP_ID}"\napp_secret = "{APP_SECRET}"\n'
+             f'api_base_url = "{fake.api_url}"\nauth_url = "{fake.token_url}"\n'
+             'pacing = { per_chat_ops_per_s = 10.0, per_chat_burst = 10 }\n')
+    gateway = Gateway(workdir, watchdog_interval=30.0, extra_toml=table)
+    with pytest.MonkeyPatch.context() as env:
+        try:
+            gateway.start()
+            gateway.wait_ready()
+            env.setenv("GATEWAY_STATE_DIR", str(gateway.state))   # AdminClient finds the daemon through it
+            wait_for(fake.established, 60, 0.1, "the adapter's gateway session")
+            yield Daemon(fake, gateway, AdminClient(config_mod.load(str(gateway.config))))
+        finally:
+            gateway.cli("stop")
+            gateway.kill_everything()
+            fake.stop()
+
+
+def test_a_group_at_message_and_a_guild_channel_message_are_answered_as_passive_replies(daemon):
+    fake = daemon.fake
+    asked = fake.inject_group("team", "dave", "are you there?")
+    chat = f"group:{openid('team')}"
+    answer = wait_for(lambda: fake.sent(chat), 60, 0.1, "the answer in the group")
+    assert answer[0]["msg_id"] == asked["id"] and isinstance(answer[0]["msg_seq"], int), answer
+    said = fake.inject_channel("general", "erin", "hello bot")
+    channel = f"channel:{guild_number('general')}"
+    answer = wait_for(lambda: fake.sent(channel), 60, 0.1, "the answer in the guild channel")
+    assert answer[0]["msg_id"] == said["id"] and answer[0]["msg_seq"] is None, "guild channels take msg_id only"
+
+
+def test_a_send_repeated_under_its_key_by_another_operation_shows_once_with_the_same_id(daemon):
+    """What a new life of the daemon does with a reply's part whose answer was lost: another op id, the same key.
+    QQ refuses the msg_id + msg_seq pair as a duplicate; the adapter answers with the id of the message the first
+    send made."""
+    fake, user = daemon.fake, f"again-{uuid.uuid4().hex[:6]}"
+    asked = fake.inject_c2c(user, "a question")
+    wait_for(lambda: fake.sent(c2c(user).chat_id), 60, 0.1, "the agent's own answer first")
+    key = f"{uuid.uuid4().hex[:16]}.0"
+    ops = [PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=c2c(user).chat_id, text="the reply",
+                      reply_to=asked["id"], idempotency_key=key) for _ in range(2)]
+    first, second = daemon.op(ops[0]), daemon.op(ops[1])
+    assert first.ok and second.ok, (first, second)
+    assert first.message_id == second.message_id == f"{asked['id']}#{msg_seq(key)}"
+    assert [m["text"] for m in fake.sent(c2c(user).chat_id)].count("the reply") == 1
+    # (the agent's own answer may still be going out in parts meanwhile: each of its sends is a 200)
+    assert [o["status"] for o in fake.ops(c2c(user).chat_id)].count(400) == 1, "the repeat refused by QQ"
+
+
+def test_a_revoked_token_is_fetched_again_once_and_not_per_send(daemon):
+    fake, user = daemon.fake, f"tok-{uuid.uuid4().hex[:6]}"
+    before = fake.stats()["token_fetches"]
+    fake.expire_tokens()
+    for i in range(8):
+        assert daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=c2c(user).chat_id,
+                                    text=f"message {i}")).ok
+    # One fetch for the sends; a second only if the gateway reconnected meanwhile (its Resume refused with the
+    # revoked token, 4004), never one per send.
+    assert 1 <= fake.stats()["token_fetches"] - before <= 2, fake.stats()
+    assert [m["text"] for m in fake.sent(c2c(user).chat_id)] == [f"message {i}" for i in range(8)]
+
+
+def test_a_dropped_gateway_away_for_a_while_is_resumed_and_what_came_meanwhile_is_stored_once(daemon):
+    fake, user = daemon.fake, f"resume-{uuid.uuid4().hex[:6]}"
+    before = fake.stats()
+    fake.refusing = True
+    try:
+        fake.close_sessions(4009)
+        wait_for(lambda: fake.refused >= 1 and not fake.established(), 60, 0.1, "the adapter's reconnection refused")
+        meanwhile = [fake.inject_c2c(user, f"while away {i}") for i in range(3)]
+    finally:
+        fake.refusing = False
+    wait_for(fake.established, 60, 0.1, "the adapter back on the gateway")
+    wait_for(lambda: (r := daemon.rows(c2c(user))) and len(r) >= 3 and r, 60, 0.1, "the 3 messages stored")
+    after = fake.stats()
+    assert after["identifies"] == before["identifies"], "resumed: no second Identify"
+    assert after["resumes"] > before["resumes"]
+    fake.replay(meanwhile[0]["id"])      # and one of them dispatched again: still one row
+    marker = fake.inject_c2c(user, "after the replay")
+    wait_for(lambda: (r := daemon.rows(c2c(user))) and len(r) >= 4, 60, 0.1, "the message after the replay")
+    ids = [r.platform_message_id for r in daemon.rows(c2c(user))]
+    assert ids == [m["id"] for m in meanwhile] + [marker["id"]], ids
+    shown = daemon.gateway.cli("status").stdout
+    assert re.search(r"gateway: \d+ identify, [1-9]\d* resume\(s\) by this life", shown), shown
+
+
+def test_a_frame_that_is_no_json_is_logged_and_nothing_after_it_is_lost(daemon):
+    fake, user = daemon.fake, f"garbled-{uuid.uuid4().hex[:6]}"
+    fake.send_garbled("{this is not json")
+    sent = fake.inject_c2c(user, "after the garbage")
+    rows = wait_for(lambda: daemon.rows(c2c(user)), 60, 0.1, "the message after the garbled frame")
+    assert [r.platform_message_id for r in rows] == [sent["id"]]
+    wait_for(lambda: "no JSON object" in daemon.gateway.log(), 30, 0.1, "the garbled frame logged")
+
+
+def test_doctor_asks_for_a_token_and_the_gateway():
+    from actors.adapters import registry
+    from daemon.doctor_probes import probe_qq
+    with FakeQQ() as fake:
+        table = {"type": "qq", "app_id": APP_ID, "api_base_url": fake.api_url, "auth_url": fake.token_url}
+        ok = asyncio.run(probe_qq("qq", registry.validate_adapter("qq", dict(table, app_secret=APP_SECRET))))
+        assert ok.status == "ok" and fake.gateway_url in ok.detail, ok
+        bad = asyncio.run(probe_qq("qq", registry.validate_adapter("qq", dict(table, app_secret="wrong-secret-9"))))
+        assert bad.status == "fail" and "QQ refused the app id and secret" in bad.detail, bad
+        assert "wrong-secret-9" not in bad.detail
+
+
+def served_url(gateway: Gateway):
+    """The adapter's callback URL as ``status --json`` shows it (None until it listens)."""
+    shown = gateway.cli("status", "--json").stdout
+    rows = json.loads(shown).get("adapters", []) if shown.startswith("{") else []
+    return next((r["url"] for r in rows if r.get("name") == "qq" and r.get("url")), None)
+
+
+def test_webhook_mode_answers_the_validation_refuses_a_bad_signature_and_stores_a_signed_event_once(tmp_path):
+    fake = FakeQQ(state_file=str(tmp_path / "qq.json")).start()
+    table = (f'[adapters.qq]\ntype = "qq"\naccess = "open"\napp_id = "{APP_ID}"\napp_secret = "{APP_SECRET}"\n'
+             f'api_base_url = "{fake.api_url}"\nauth_url = "{fake.token_url}"\nmode = "webhook"\n'
+             'listen_port = 0\n')
+    gateway = Gateway(tmp_path, watchdog_interval=30.0, extra_toml=table)
+    try:
+        gateway.start()
+        gateway.wait_ready()
+        fake.callback_url = wait_for(lambda: served_url(gateway), 60, 0.2, "the callback server's URL in status")
+        status, answer = fake.validate_callback("Arq0D5A61EgUu4OxUvOp", "1725442341")
+        assert status == 200 and answer["plain_token"] == "Arq0D5A61EgUu4OxUvOp", (status, answer, fake.callback_url)
+        fake.signing_key().public_key().verify(bytes.fromhex(answer["signature"]), b"1725442341Arq0D5A61EgUu4OxUvOp")
+        user = "hooked"
+        forged = {"op": 0, "id": "C2C_MESSAGE_CREATE:x", "s": 1, "t": "C2C_MESSAGE_CREATE",
+                  "d": {"id": "ROBOT1.0_forged", "author": {"user_openid": openid(user)}, "content": "forged"}}
+        body = json.dumps(forged).encode()
+        assert fake.post_callback(body, signature=signing_key("not the secret").sign(b"1" + body).hex(),
+                                  timestamp="1")[0] == 401
+        assert fake.post_callback(body, signed=False)[0] == 401
+        sent = fake.inject_c2c(user, "over the webhook")
+        assert fake.callback_answers[-1] == (200, {"op": 12, "d": 0}), fake.callback_answers
+        fake.replay(sent["id"])
+        assert fake.callback_answers[-1][0] == 200
+        wait_for(lambda: fake.sent(c2c(user).chat_id), 60, 0.1, "the answer to the signed event")
+        rows = Daemon(fake, gateway, None).rows(c2c(user))
+        assert [r.platform_message_id for r in rows] == [sent["id"]], "the signed event once; the forged one never"
+        assert [m["msg_id"] for m in fake.sent(c2c(user).chat_id)] == [sent["id"]]
+        said = fake.inject_channel("hooks", "erin", "and in a guild")   # the bot's id from /users/@me: mention gone
+        channel = Source(platform="qq", chat_id=f"channel:{guild_number('hooks')}", chat_type="group",
+                         user_id=guild_number("erin"), user_name="erin", community=guild_number("guild"))
+        [row] = wait_for(lambda: Daemon(fake, gateway, None).rows(channel), 30, 0.1, "the guild message stored")
+        assert row.platform_message_id == said["id"] and row.payload["text"] == "and in a guild", row.payload
+    finally:
+        gateway.cli("stop")
+        gateway.kill_everything()
+        fake.stop()
