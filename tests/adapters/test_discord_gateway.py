@@ -1,4 +1,4 @@
-"""The Discord gateway link (actors/adapters/discord/gateway.py) on its own, against the fake Discord
+"""The Discord gateway link (actors/adapters/gateway_link.py, Discord's protocol) on its own, against the fake Discord
 (tests/fakes/discord): identify, heartbeats and their jitter, a drop resumed with the missed messages, op 7, op 9,
 a zombie connection, a position restored at start, outages reported, and the close codes not retried."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from actors.adapters.discord.platform import DISCORD_INTENTS
-from actors.adapters.discord.gateway import GatewayLink, gateway_address, heartbeat_interval_s
+from actors.adapters.gateway_link import GatewayLink, gateway_address, heartbeat_interval_s
 from actors.adapters.errors import PermanentError
 from tests.fakes.discord import DEFAULT_TOKEN, FakeDiscord
 from tests.fakes.discord.protocol import INTENTS

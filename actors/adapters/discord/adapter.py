@@ -28,7 +28,7 @@ import aiohttp
 
 from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.discord.inbound import event_from_message, is_input
-from actors.adapters.discord.gateway import GatewayLink
+from actors.adapters.gateway_link import GatewayLink
 from actors.adapters.discord.client import DiscordREST
 from actors.adapters.errors import PermanentError
 from actors.messages import MessageEvent, PlatformOp

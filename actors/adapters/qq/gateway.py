@@ -1,4 +1,4 @@
-"""QQ's WebSocket gateway: the protocol of Discord's (actors/adapters/discord/gateway.py, whose ``GatewayLink``
+"""QQ's WebSocket gateway: the protocol of Discord's (the kit's actors/adapters/gateway_link.py, whose ``GatewayLink``
 keeps the session: Hello op 10, Identify op 2 with intents, heartbeats op 1 / op 11 with the last ``s``, Resume op 6
 with the session id and that ``s``, Reconnect op 7, Invalid Session op 9, a zombie connection closed and resumed),
 with what QQ does its own way:
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Awaitable, Callable, Optional
 
-from actors.adapters.discord.gateway import IDENTIFY, RESUME, GatewayLink
+from actors.adapters.gateway_link import IDENTIFY, RESUME, GatewayLink
 from actors.adapters.errors import PermanentError
 
 NOT_RETRYABLE = {4001: "invalid opcode", 4002: "invalid payload",

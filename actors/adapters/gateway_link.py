@@ -1,4 +1,6 @@
-"""The gateway WebSocket (v10, JSON): one bot's presence across connections, kept by ``GatewayLink.serve``.
+"""A gateway WebSocket of the protocol Discord defined (v10, JSON) and QQ's bot gateway follows: one bot's presence
+across connections, kept by ``GatewayLink.serve``. Discord uses it as it is (its close codes and URL query are this
+module's defaults); QQ subclasses it for its token, URL and close codes (actors/adapters/qq/gateway.py).
 
     connect -> Hello (op 10: heartbeat_interval) -> Identify (op 2: token, intents), or Resume (op 6: session id
     and the last sequence number handled) when a session is known -> dispatches (op 0, numbered ``s``)
