@@ -81,7 +81,7 @@ def test_identify_then_heartbeats_acknowledged_and_a_drop_resumed_with_the_misse
 
 
 def test_the_first_heartbeat_goes_after_a_random_fraction_of_the_interval(monkeypatch):
-    from actors.adapters.discord import gateway
+    from actors.adapters import gateway_link as gateway
     monkeypatch.setattr(gateway.random, "random", lambda: 0.01)   # the jitter drawn: 1% of the interval
     with fake(heartbeat_interval=60_000) as dc:
         async def scenario(r: Run):
