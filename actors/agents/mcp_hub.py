@@ -278,6 +278,11 @@ class McpHub:
         finally:
             future.cancel()
 
+    def configured(self) -> bool:
+        """Whether any configuration was applied here (servers run, or were asked for, in this process)."""
+        with self._lock:
+            return self._applied is not None
+
     def states(self) -> list[ServerState]:
         return [server.state for server in list(self._servers.values())]
 
@@ -332,7 +337,7 @@ def apply_reload(config: Mapping) -> None:
     """A reload's servers, applied at once where servers run already (added ones start, removed or changed ones
     stop), so a chat's next turn, and ``tree``, see the new set; a process that has not started any waits for its
     first turn, as at start."""
-    if _HUB is not None and _HUB._applied is not None:
+    if _HUB is not None and _HUB.configured():
         _HUB.ensure(server_specs(config), int(config.get("_generation") or 0))
 
 

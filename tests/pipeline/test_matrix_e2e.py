@@ -1,8 +1,9 @@
 """The Matrix adapter in the real daemon against a real Synapse (tests/servers/synapse.py) through the recording
 relay (tests/adapters/matrix_proxy.py): invites joined only for allowed users, a thread answered in its thread, a
-20,000-character answer split within the event limit, Synapse's own 429 waited out, doctor's whoami probe, a
-voice message answered with its text and then a voice message of the spoken answer (the audio uploaded to
-Synapse's media repository, an m.audio marked MSC3245), and a kill -9 between a PUT leaving and its event id being recorded leaving one event for the reply (same txnId).
+20,000-character answer split within the event limit, Synapse's own 429 waited out, doctor's whoami probe, a voice
+message answered with its text and then a voice message of the spoken answer (the audio uploaded to Synapse's media
+repository, an m.audio marked MSC3245), and a kill -9 between a PUT leaving and its event id being recorded leaving
+one event for the reply (same txnId).
 
 One daemon serves the module (the agent: a fake OpenAI-compatible server); the kill -9 test runs last and starts
 it again after the kill.

@@ -163,7 +163,8 @@ def test_a_failed_turn_is_an_error_with_a_retry_that_answers_the_message_again(p
 
 
 # The voice notes of the page: each player's source fetched as the page would play it.
-PLAYERS = """async () => Promise.all(Array.from(document.querySelectorAll('#messages .message audio.file'), async (a) => {
+PLAYERS = """async () => Promise.all(Array.from(document.querySelectorAll('#messages .message audio.file'),
+                                            async (a) => {
   const answer = await fetch(a.src);
   const body = await answer.arrayBuffer();
   return {role: a.closest('.message').classList.contains('assistant') ? 'assistant' : 'user', controls: a.controls,

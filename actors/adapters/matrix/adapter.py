@@ -14,16 +14,16 @@ stream stands (no history). Invites are answered before the round commits: joine
 the inviter (``open``, ``allow``, a granted user; in ``pairing`` mode also a stranger's direct-chat invite, so that
 they can be given a code), otherwise rejected. Joining twice (after a crash) is harmless.
 
-Outbound. A reply's part is ``PUT /rooms/{room}/send/m.room.message/{txnId}`` with the txnId derived from the
-ledger's obligation (content.txn_id): after a crash between the PUT leaving and its event id being recorded, the
-resumed reply PUTs the same txnId from the same device and the server answers with the event the first PUT made
-(pacing ``idempotent_send``), so the room holds one event for it and the reply never needs the re-sent mark. Edits
-are ``m.replace`` events and deletions redactions, each PUT under the op's ``platform_key`` (idempotency.py: the op
-id with the content, so an edit made by a later life is never taken for a retry of an earlier one's); the typing
-indicator is the room's typing notification. A reply's voice note (docs/media.md, voice replies) is the stored
-audio uploaded to the media repository, then an ``m.audio`` voice message (MSC3245) PUT like a text part; a user's
-voice message is fetched by its ``mxc://`` URI (authenticated media) and transcribed. A 429's ``retry_after_ms`` is the base's flood handling (the room
-waits, the ban is committed).
+Outbound. A reply's part is ``PUT /rooms/{room}/send/m.room.message/{txnId}`` with the txnId derived from the ledger's
+obligation (content.txn_id): after a crash between the PUT leaving and its event id being recorded, the resumed reply
+PUTs the same txnId from the same device and the server answers with the event the first PUT made (pacing
+``idempotent_send``), so the room holds one event for it and the reply never needs the re-sent mark. Edits are
+``m.replace`` events and deletions redactions, each PUT under the op's ``platform_key`` (idempotency.py: the op id
+with the content, so an edit made by a later life is never taken for a retry of an earlier one's); the typing
+indicator is the room's typing notification. A reply's voice note (docs/media.md, voice replies) is the stored audio
+uploaded to the media repository, then an ``m.audio`` voice message (MSC3245) PUT like a text part; a user's voice
+message is fetched by its ``mxc://`` URI (authenticated media) and transcribed. A 429's ``retry_after_ms`` is the
+base's flood handling (the room waits, the ban is committed).
 """
 from __future__ import annotations
 

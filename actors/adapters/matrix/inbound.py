@@ -7,11 +7,12 @@ noticed), and each room the bot is invited to with its stripped invite state. No
 receipts or typing of others, no state beyond the timeline's senders.
 
 Which events become input: an ``m.room.message`` of ``msgtype`` ``m.text`` or ``m.emote`` (or an ``m.audio`` voice
-message, MSC3245: its audio fetched and transcribed; in a room that is not a DM only with ``require_mention =
-false``, a recording having no mention) from someone other than the bot, that is not an edit (``m.replace``: a changed question is not a new one) and has text. In a room that is
-not a DM only a message that mentions the bot counts (``m.mentions``, or the bot's user id in the text), unless
-the adapter is configured otherwise (``require_mention = false``): answering everything would make the bot talk
-over a whole room. Anything whose shape is wrong goes on to ``event_from_sync`` to be rejected loudly.
+message, MSC3245: its audio fetched and transcribed; in a room that is not a DM only with ``require_mention = false``,
+a recording having no mention) from someone other than the bot, that is not an edit (``m.replace``: a changed question
+is not a new one) and has text. In a room that is not a DM only a message that mentions the bot counts
+(``m.mentions``, or the bot's user id in the text), unless the adapter is configured otherwise (``require_mention =
+false``): answering everything would make the bot talk over a whole room. Anything whose shape is wrong goes on to
+``event_from_sync`` to be rejected loudly.
 
 Identity: event ids are unique (room versions 4 and later derive them from the event's hash), so the dedup id is
 the event id. Chats: the room id; a room with two joined members is a DM, any other a group; a message in a

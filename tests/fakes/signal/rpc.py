@@ -8,10 +8,11 @@ method, -32601 unknown method, -32602 bad params (a multi-account daemon without
 error, -3 I/O, -4 untrusted identity, -5 rate limited, -32603 internal.
 
 Methods: ``send`` {recipient (a string or a list: +number or ACI) | groupId, message, attachments (paths or data
-URIs), voiceNote} -> {timestamp, results: [{recipientAddress: {uuid, number}, type: SUCCESS}]}; a body over 2,000 UTF-8 bytes is sent as signal-cli sends
-it, the first 2,000 bytes as the body and the whole text as a ``text/x-signal-plain`` attachment. ``sendTyping``
-{recipient | groupId, stop?}; ``remoteDelete`` {recipient | groupId, targetTimestamp} (marks the bot's message with
-that timestamp deleted); ``getAttachment`` {id, recipient | groupId} -> {data: base64}; ``version``.
+URIs), voiceNote} -> {timestamp, results: [{recipientAddress: {uuid, number}, type: SUCCESS}]}; a body over 2,000
+UTF-8 bytes is sent as signal-cli sends it, the first 2,000 bytes as the body and the whole text as a
+``text/x-signal-plain`` attachment. ``sendTyping`` {recipient | groupId, stop?}; ``remoteDelete`` {recipient |
+groupId, targetTimestamp} (marks the bot's message with that timestamp deleted); ``getAttachment`` {id, recipient |
+groupId} -> {data: base64}; ``version``.
 
 Faults (FaultScript over send, sendTyping, remoteDelete): "flood" -> -5 with ``retryAfterSeconds`` (whole seconds,
 rounded up, as signal-cli gives them) and the chat banned that long (a call before counts as a violation and is
