@@ -458,8 +458,8 @@ def _host_port(host: str, port: int) -> str:
 
 def _cached_upload(cache, data: bytes, name: str) -> dict:
     """Blocking (a file write, an image header): the upload in the cache, as the attachment payload a message
-    carries; a raster image is a photo, audio a voice note (the page's recording or an audio file: transcribed, and
-    answered with a voice note where the profile has voice replies), anything else a document (its type sniffed
+    carries; a raster image is a photo, audio a voice note (a recording picked in the page: transcribed, and answered
+    with a voice note where the profile has voice replies), anything else a document (its type sniffed
     from the bytes)."""
     key = cache.put(data)
     mime = sniff(data, name)
