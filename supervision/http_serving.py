@@ -26,8 +26,10 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
+    # media-src: the web chat's audio player (a voice note, served by the page's own /media/KEY)
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                               "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+                               "img-src 'self'; media-src 'self'; base-uri 'none'; form-action 'none'; "
+                               "frame-ancestors 'none'",
 }
 
 

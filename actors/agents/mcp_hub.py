@@ -30,10 +30,10 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from common.backoff import backoff_s
-from common.mcp_config import McpServerSpec
+from common.mcp_config import McpServerSpec, server_specs
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,9 @@ class _Server:
         self.policy = policy
         self.session = None
         self.broken = asyncio.Event()    # a call found the connection gone: restart without waiting for the ping
+        # Set when the live session ends (a failed ping, the process gone, a stop): the calls still waiting on it
+        # are answered then, not at their timeout (an HTTP server that went away never answers them at all).
+        self.session_ended = asyncio.Event()
         self.settled = asyncio.Event()   # the first start ended: ready, or failed (then restarting)
         self.task: Optional[asyncio.Task] = None
 
@@ -93,10 +96,13 @@ class _Server:
                 error = "the connection ended"
             except asyncio.CancelledError:
                 self.state.status, self.session = "stopped", None
+                self.session_ended.set()
                 raise
             except BaseException as exc:  # noqa: BLE001 - whatever ends a session, the server is restarted
                 error = describe_error(exc)
             self.session = None
+            self.state.last_error = error
+            self.session_ended.set()      # its calls in flight end now, saying why
             self.settled.set()
             if self.state.ready_since and time.monotonic() - self.state.ready_since > self.policy.stable_s:
                 attempt = 0
@@ -115,6 +121,7 @@ class _Server:
                 listed = await asyncio.wait_for(session.list_tools(), self.policy.connect_timeout_s)
                 self.state.tools = tuple(listed.tools)
                 self.session, self.state.status = session, "ready"
+                self.session_ended = asyncio.Event()   # this session's: the calls made on it wait on it
                 self.state.ready_since, self.state.last_error = time.monotonic(), ""
                 self.broken.clear()
                 self.settled.set()
@@ -135,9 +142,18 @@ class _Server:
             raise ServerUnavailable(f"MCP server {spec.name!r} already has {self.state.calls_in_flight} calls in "
                                     "flight (its max_calls_in_flight); this call was not made, try again later")
         self.state.calls_in_flight += 1
+        ended = self.session_ended
+        answer = asyncio.ensure_future(
+            session.call_tool(tool, arguments, read_timeout_seconds=timedelta(seconds=spec.timeout_s + 1)))
+        session_over = asyncio.ensure_future(ended.wait())
         try:
-            return await session.call_tool(tool, arguments, read_timeout_seconds=timedelta(seconds=spec.timeout_s + 1))
-        except asyncio.CancelledError:
+            await asyncio.wait((answer, session_over), return_when=asyncio.FIRST_COMPLETED)
+            if not answer.done():     # the session ended under the call: its answer will never come
+                raise ServerUnavailable(f"MCP server {spec.name!r} stopped answering during the call (the connection "
+                                        f"was lost: {self.state.last_error or 'it was stopped'}); it is being "
+                                        "restarted")
+            return answer.result()
+        except (asyncio.CancelledError, ServerUnavailable):
             raise
         except Exception as exc:
             from mcp.shared.exceptions import McpError   # the SDK loads on the MCP thread (see _run_loop)
@@ -150,6 +166,8 @@ class _Server:
             raise ServerUnavailable(f"MCP server {self.state.spec.name!r} stopped answering during the call "
                                     f"({describe_error(exc)}); it is being restarted") from None
         finally:
+            answer.cancel()          # no-op when answered; else the call is dropped on the client's side
+            session_over.cancel()
             self.state.calls_in_flight -= 1   # answered, failed or cancelled (its timeout, a cut turn): slot free
 
     def unavailable_reason(self) -> str:
@@ -260,6 +278,11 @@ class McpHub:
         finally:
             future.cancel()
 
+    def configured(self) -> bool:
+        """Whether any configuration was applied here (servers run, or were asked for, in this process)."""
+        with self._lock:
+            return self._applied is not None
+
     def states(self) -> list[ServerState]:
         return [server.state for server in list(self._servers.values())]
 
@@ -299,13 +322,23 @@ def process_hub() -> McpHub:
         return _HUB
 
 
-def process_summary() -> Optional[str]:
+def process_summary(config: Optional[Mapping] = None) -> Optional[str]:
     """This process's servers and their tools in one line, for ``tree`` and ``status`` (the shard's facts): e.g.
-    ``files ready [read, list]; web restarting [search]``; None before any agent used MCP here."""
-    if _HUB is None or not _HUB.states():
-        return None
-    return "; ".join(f"{state.spec.name} {state.status} [{', '.join(t.name for t in state.tools)}]"
-                     for state in sorted(_HUB.states(), key=lambda state: state.spec.name))
+    ``files ready [read, list]; web restarting [search]``. A server ``config`` names that is not running here yet
+    (they start with the process's first turn) is shown ``not started``; None when there is none of either."""
+    running = {state.spec.name: state for state in (_HUB.states() if _HUB is not None else ())}
+    configured = server_specs(config) if config else {}
+    shown = [f"{name} {state.status} [{', '.join(t.name for t in state.tools)}]" for name, state in running.items()]
+    shown += [f"{name} not started (with the first turn here)" for name in configured if name not in running]
+    return "; ".join(sorted(shown)) or None
+
+
+def apply_reload(config: Mapping) -> None:
+    """A reload's servers, applied at once where servers run already (added ones start, removed or changed ones
+    stop), so a chat's next turn, and ``tree``, see the new set; a process that has not started any waits for its
+    first turn, as at start."""
+    if _HUB is not None and _HUB.configured():
+        _HUB.ensure(server_specs(config), int(config.get("_generation") or 0))
 
 
 def result_parts(result: Any, max_chars: int) -> tuple[bool, str, list[tuple[bytes, str]]]:

@@ -66,8 +66,9 @@ class FinalCut:
 
 
 def unsendable(file: OutgoingFile, pacing: PlatformPacing) -> str:
-    """Why the platform cannot take the file ("" if it can)."""
-    if not pacing.sends_files:
+    """Why the platform cannot take the file ("" if it can). A voice note goes where the platform sends voice notes,
+    even one that sends no other file (Signal, Matrix: ``voice_out`` without ``files_out``)."""
+    if not pacing.sends_files and not (file.kind == "voice" and pacing.sends_voice):
         return "this chat does not show files"
     if file.size > pacing.upload_limit_bytes:
         return f"larger than the {human_size(pacing.upload_limit_bytes)} this chat takes"

@@ -35,6 +35,7 @@ Messages it takes:
   Directory, StopIntake, Flush   kept or done here, and passed to every cell
   ConfigChanged      a reload: every session cell started from now on starts on it, and the live ones take it
                      for their next turn (a reply in flight keeps what its turn started with: consumers are not told)
+                     and this process's MCP servers follow it at once where they run (actors/agents/mcp_hub.py)
   Fault(target=...)  fault injection aimed at one cell (the cell crashes, not the shard)
   timers             cells (the cells' timers and restarts), idle_scan (passivate idle sessions; start those with a
                      tool's question past its deadline), search_index
@@ -59,7 +60,7 @@ import dataclasses
 import heapq
 import time
 
-from actors.agents.mcp_hub import process_summary as mcp_summary
+from actors.agents.mcp_hub import apply_reload as apply_mcp_reload, process_summary as mcp_summary
 from actors.messages import (ApprovalAnswer, ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, ModelOutcome,
                              MovesDone,
                              OpResult, Passivate, PlatformOp, RunCells, SessionHandover, SessionTaken, SessionWanted,
@@ -299,6 +300,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
             self._ensure_session(key)
 
     def on_config_changed(self, old: dict) -> None:
+        apply_mcp_reload(self.config)   # this process's MCP servers follow the reload now, not at the next new chat
         if self.cells is not None:
             self.cells.config = self.config
             for name in [n for n in self.cells.cells if n.startswith(SESSION_PREFIX)]:
@@ -449,7 +451,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
             facts += (("models", self.model_health.as_fact()),)   # the root merges every shard's (model_health.py)
         if setting(self.config, "cluster", "enabled"):
             facts += (("host", host_name(self.config)),)   # which host of the convention runs it
-        if mcp := mcp_summary():
+        if mcp := mcp_summary(self.config):
             facts += (("mcp", mcp),)                        # this shard's MCP servers and tools (docs/mcp.md)
         return dataclasses.replace(node, children=self.cells.nodes(), facts=facts + node.facts)
 

@@ -97,6 +97,32 @@ def test_a_room_message_becomes_an_event_of_its_room_and_sender():
     assert event.platform_message_id == "$e1" and event.reply_to_message_id == "$q" and event.sent_at == 1.7e9
 
 
+VOICE = {"msgtype": "m.audio", "url": "mxc://example.org/AbC_1", "info": {"mimetype": "audio/ogg", "size": 900,
+                                                                      "duration": 2500},
+         "org.matrix.msc3245.voice": {}}
+
+
+def test_a_voice_message_is_input_in_a_dm_and_becomes_a_pending_voice_note_of_its_audio():
+    voice = message("Voice message", **VOICE)
+    assert is_input(raw(voice), BOT, require_mention=True)
+    assert not is_input(raw(voice, "group"), BOT, require_mention=True)   # no mention in a recording
+    assert is_input(raw(voice, "group"), BOT, require_mention=False)
+    assert not is_input(raw(message("song.ogg", **dict(VOICE, **{"org.matrix.msc3245.voice": None}))), BOT, True)
+    event = event_from_sync(raw(voice), "mx", "p", BOT)
+    (note,) = event.attachments
+    assert event.text == "" and (note.kind, note.ref, note.size, note.duration_s, note.state) == \
+        ("voice", "mxc://example.org/AbC_1", 900, 2, "pending")
+    broken = event_from_sync(raw(message("Voice message", **dict(VOICE, url="https://x/y"))), "mx", "p", BOT)
+    assert broken.attachments[0].state == "unavailable", "no mxc URI to fetch: said, not lost"
+
+
+def test_a_voice_reply_is_an_m_audio_marked_as_a_voice_message():
+    content = build.voice_message("mxc://example.org/Q", "audio/ogg", 47, thread_id="$root")
+    assert content["msgtype"] == "m.audio" and content["url"] == "mxc://example.org/Q"
+    assert content["info"] == {"mimetype": "audio/ogg", "size": 47} and content["body"] == "Voice message"
+    assert content["org.matrix.msc3245.voice"] == {} and content["m.relates_to"]["rel_type"] == "m.thread"
+
+
 def test_a_thread_message_is_its_own_chat_and_its_fallback_reply_is_not_a_reply():
     relates = {"rel_type": "m.thread", "event_id": "$root", "is_falling_back": True, "m.in_reply_to": {"event_id": "$root"}}
     event = event_from_sync(raw(message(**{"m.relates_to": relates}), "group"), "mx", "p", BOT)

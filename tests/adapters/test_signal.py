@@ -5,6 +5,7 @@ tests/adapters/test_conformance.py (``-k signal``) and tests/pipeline/test_signa
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 
 import pytest
@@ -113,6 +114,14 @@ def test_files_become_pending_attachments_and_the_long_text_is_the_body():
     assert (broken.kind, broken.state) == ("document", "unavailable"), "nothing to fetch it by: said, not lost"
 
 
+def test_an_unnamed_audio_attachment_is_a_voice_note_and_a_named_one_an_audio_file():
+    """signal-cli does not pass on Signal's voice-message flag: a recording comes unnamed, a shared file named."""
+    event = event_from_receive(receive(None, attachments=[
+        {"contentType": "audio/aac", "id": "rec.aac", "size": 900},
+        {"contentType": "audio/mpeg", "id": "song.mp3", "size": 900, "filename": "song.mp3"}]), "signal", "d", BOT)
+    assert [a.kind for a in event.attachments] == ["voice", "audio"]
+
+
 @pytest.mark.parametrize("event, reason", [
     ("not json", "not an object"),
     ({"account": ACCOUNT}, "no envelope"),
@@ -176,6 +185,20 @@ def test_the_client_sends_types_deletes_and_fetches_files_through_the_fake():
         assert [(m["timestamp"], m["deleted"]) for m in sc.messages(DEFAULT_USER_UUID)] == [(stamp, True)]
         assert len(sc.typing(DEFAULT_USER_UUID)) == 1
     assert data == b"\x89PNG" + b"x" * 96 and retry_after == 2.0
+
+
+def test_a_voice_note_goes_as_a_data_uri_attachment_with_the_voice_note_flag():
+    async def run(sc: FakeSignalCli):
+        async with SignalRPC(sc.base_url) as api:
+            return await api.send_voice_note({"recipient": [DEFAULT_USER_UUID]}, b"OggS-audio", "audio/ogg",
+                                             "voice.ogg")
+    with FakeSignalCli() as sc:
+        stamp = asyncio.run(run(sc))
+        (message,) = sc.messages(DEFAULT_USER_UUID)
+    (audio,) = message["attachments"]
+    assert message["timestamp"] == stamp and message["voice_note"] and message["text"] == ""
+    assert (audio["contentType"], audio["filename"], audio["size"]) == ("audio/ogg", "voice.ogg", 10)
+    assert base64.b64decode(audio["base64"]) == b"OggS-audio"
 
 
 def test_an_edit_to_a_final_text_is_done_without_a_call_and_any_other_edit_is_refused():

@@ -1,7 +1,9 @@
 """The Matrix adapter in the real daemon against a real Synapse (tests/servers/synapse.py) through the recording
 relay (tests/adapters/matrix_proxy.py): invites joined only for allowed users, a thread answered in its thread, a
-20,000-character answer split within the event limit, Synapse's own 429 waited out, doctor's whoami probe, and
-a kill -9 between a PUT leaving and its event id being recorded leaving one event for the reply (same txnId).
+20,000-character answer split within the event limit, Synapse's own 429 waited out, doctor's whoami probe, a voice
+message answered with its text and then a voice message of the spoken answer (the audio uploaded to Synapse's media
+repository, an m.audio marked MSC3245), and a kill -9 between a PUT leaving and its event id being recorded leaving
+one event for the reply (same txnId).
 
 One daemon serves the module (the agent: a fake OpenAI-compatible server); the kill -9 test runs last and starts
 it again after the kill.
@@ -12,6 +14,7 @@ import asyncio
 import json
 import os
 import signal
+import urllib.request
 import uuid
 
 import pytest
@@ -22,7 +25,7 @@ from actors.adapters.registry import pacing_for
 from tests.actor_system import wait_for
 from tests.adapters.harnesses.matrix import CLIENT, MatrixRooms, room_path
 from tests.adapters.matrix_proxy import MatrixRelay
-from tests.fakes.openai_server import FakeOpenAIServer, text_reply
+from tests.fakes.openai_server import OGG_OPUS, FakeOpenAIServer, text_reply
 from tests.gateway import Gateway
 from tests.pipeline.harness import CURSOR
 from storage import Store
@@ -73,6 +76,11 @@ kind = "openai"
 base_url = "{model.base_url}"
 model = "test-model"
 api_key = "sk-test-key-0123456789abcdef"
+[media]
+transcription_url = "{model.base_url}"
+speech_url = "{model.base_url}"
+[profiles.default]
+voice_replies = true
 """)
         try:
             gw.start()
@@ -195,6 +203,48 @@ def test_doctor_asks_the_homeserver_who_the_token_is(rig):
     line = next(line for line in result.stdout.splitlines() if "adapter matrix" in line)
     assert "ok" in line and rig.bot["user_id"] in line, line
     assert rig.bot["access_token"] not in result.stdout
+
+
+def upload(rig: Rig, token: str, data: bytes, mime: str) -> str:
+    """The user's file in Synapse's media repository: its mxc:// URI."""
+    request = urllib.request.Request(f"{rig.synapse.base_url}/_matrix/media/v3/upload?filename=rec.ogg", data=data,
+                                     method="POST", headers={"Authorization": f"Bearer {token}",
+                                                             "Content-Type": mime})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())["content_uri"]
+
+
+def download(rig: Rig, token: str, mxc: str) -> bytes:
+    server, media = mxc[len("mxc://"):].split("/", 1)
+    request = urllib.request.Request(f"{rig.synapse.base_url}/_matrix/client/v1/media/download/{server}/{media}",
+                                     headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return answer.read()
+
+
+def test_a_voice_message_is_answered_with_the_text_then_a_voice_message(rig):
+    """Carol records a voice message (m.audio with the MSC3245 mark); the bot fetches and transcribes it, answers
+    with its text, then an m.audio voice message whose audio, fetched from Synapse, is the one the speech service
+    spoke; its send went under a transaction id like any part."""
+    carol = rig.users["carol"]["access_token"]
+    room = rig.rooms.room("carol")
+    asked, heard = len(rig.model.speeches), len(rig.model.transcriptions)
+    before = len(rig.relay.requests)
+    rig.model.script(text_reply("The gym opens at seven."))
+    mxc = upload(rig, carol, OGG_OPUS + b"\x00" * 64, "audio/ogg")
+    rig.rooms.say("carol", {"msgtype": "m.audio", "body": "Voice message", "url": mxc,
+                            "info": {"mimetype": "audio/ogg", "size": len(OGG_OPUS) + 64, "duration": 2000},
+                            "org.matrix.msc1767.audio": {"duration": 2000}, "org.matrix.msc3245.voice": {}})
+    text, voice = rig.final("carol", 2)
+    assert text["text"] == "The gym opens at seven." and text["event"]["content"]["msgtype"] == "m.text", text
+    content = voice["event"]["content"]
+    assert content["msgtype"] == "m.audio" and "org.matrix.msc3245.voice" in content, content
+    assert content["info"]["mimetype"] == "audio/ogg" and content["info"]["size"] == len(OGG_OPUS), content
+    assert download(rig, carol, content["url"]) == OGG_OPUS
+    assert len(rig.model.transcriptions) == heard + 1, "the voice message was fetched and transcribed"
+    assert len(rig.model.speeches) == asked + 1 and rig.model.speeches[-1]["input"] == "The gym opens at seven."
+    sends = [r for r in rig.relay.requests[before:] if r["room"] == room and r["kind"] == "send"]
+    assert len({s["txn"] for s in sends}) == len(sends) == 2, sends   # the text and the voice, each its own key
 
 
 def test_kill_9_between_the_put_and_its_event_id_leaves_one_event_for_the_reply(rig):

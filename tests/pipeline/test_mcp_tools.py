@@ -3,14 +3,14 @@
 tools, the web chat (and a Telegram chat, on the fake Bot API) showing the answers. Text reaches the chat; an image
 reaches it as a file; a hung call is cut at the server's timeout_s and the model told; a server that crashes
 mid-call is restarted and the turn told; a call hung for long blocks none of 20 other chats; tree and status show
-each server and its tools; a reload starts an added server and stops a removed one.
+each server and its tools (a configured one before it starts too); a reload starts an added server and stops a
+removed one at once, for the next turn of a chat that used it as for a new chat.
 
 The fake model answers by the conversation: a user message "call TOOL ARGS" asks for that tool; a tool result is
 answered "tool said: RESULT", so what the model read is what the chat shows.
 """
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 import uuid
@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.actor_system import free_port, wait_for
+from tests.fakes.mcp.http_process import HttpMcpServer
 from tests.fakes.openai_server import FakeOpenAIServer, agent_toml, text_reply, tool_call_reply
 from tests.webchat.client import WebChatClient
 from tests.webchat.helpers import served_port, webchat_gateway
@@ -48,20 +49,11 @@ def model():
 
 @pytest.fixture(scope="module")
 def http_server(tmp_path_factory):
-    port = free_port()
-    process = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    server = HttpMcpServer(free_port(), str(tmp_path_factory.mktemp("mcp-http") / "calls.txt")).start()
     try:
-        import socket
-
-        def listening():
-            with socket.socket() as probe:
-                return probe.connect_ex(("127.0.0.1", port)) == 0
-        wait_for(listening, 30, 0.05, "the HTTP MCP server to listen")
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield server
     finally:
-        process.kill()
-        process.wait(10)
+        server.kill()
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +76,7 @@ args = ["{SERVER}"]
 timeout_s = 240
 
 [mcp.remote]
-url = "{http_server}"
+url = "{http_server.url}"
 headers = {{ Authorization = "REMOTE_MCP_AUTH" }}
 """)
     gw.env["REMOTE_MCP_AUTH"] = "Bearer test-token"
@@ -104,12 +96,13 @@ def final_ops(client: WebChatClient, visitor: str) -> list[dict]:
             and f.get("action") in ("send", "edit") and not f.get("file")]
 
 
-def ask(gw, client: WebChatClient, text: str, timeout: float = 90) -> tuple[str, list[dict]]:
-    """A new visitor says ``text``; (the final answer's text, every frame it got)."""
-    visitor = f"v-{uuid.uuid4().hex[:8]}"
+def ask(gw, client: WebChatClient, text: str, timeout: float = 90, visitor: str = "") -> tuple[str, list[dict]]:
+    """A visitor (a new one unless named) says ``text``; (the final answer's text, every frame it got)."""
+    visitor = visitor or f"v-{uuid.uuid4().hex[:8]}"
+    answered = len(final_ops(client, visitor)) if visitor in client.visitors else 0
     client.say(visitor, uuid.uuid4().hex, text)
     try:
-        final = wait_for(lambda: final_ops(client, visitor), timeout, 0.05, f"the answer to {text!r}")
+        final = wait_for(lambda: final_ops(client, visitor)[answered:], timeout, 0.05, f"the answer to {text!r}")
     except AssertionError as exc:
         tail = "\n".join(gw.log().splitlines()[-25:])
         raise AssertionError(f"{exc}\nframes: {client.visitor(visitor).frames[-5:]}\nlog:\n{tail}") from None
@@ -203,25 +196,67 @@ def test_tree_and_status_show_each_server_and_its_tools(gateway, model):
     assert "mcp=" in tree and "mcp: " in status
 
 
+def test_an_http_server_gone_mid_call_ends_the_turn_saying_so_and_is_used_again_once_back(gateway, model,
+                                                                                      http_server):
+    """The remote server is killed while a chat's call waits on it: the turn ends well within the call's timeout_s
+    (30 s), the model having read that the connection was lost; once the server listens again the shard's hub
+    reconnects by itself and the next chat's call goes through."""
+    gw, client, _ = gateway
+    wait_tools_offered(model, gw, client)
+    visitor = f"v-{uuid.uuid4().hex[:8]}"
+    hangs = http_server.calls().count("hang")
+    started = time.monotonic()
+    client.say(visitor, uuid.uuid4().hex, "call remote__hang {}")
+    try:
+        wait_for(lambda: http_server.calls().count("hang") > hangs, 60, 0.05, "the hang call at the HTTP server")
+        http_server.kill()
+        final = wait_for(lambda: final_ops(client, visitor), 60, 0.05, "the turn's answer after the server went away")
+    finally:
+        if http_server.process.poll() is not None:
+            http_server.start()
+    took = time.monotonic() - started
+    text = final[-1]["text"]
+    assert "tool said: MCP server 'remote' stopped answering during the call (the connection was lost" in text, text
+    assert took < 30, f"the turn took {took:.1f}s: as long as the call's timeout"
+
+    def back():
+        text, _ = ask(gw, client, 'call remote__shout {"text": "back"}')
+        return "SHOUTED: BACK" in text and text
+    wait_for(back, 90, 0.5, "a call to the remote server once it is back")
+
+
 def test_a_reload_starts_an_added_server_and_stops_a_removed_one(tmp_path, model):
+    """Before any chat, tree and status already show the configured server (not started). A reload that replaces
+    it is applied at once: tree shows the new set without a new chat, the next turn of the chat that used the old
+    server is offered the new one, and a new chat too."""
     first = f'[mcp.fake]\ncommand = "{sys.executable}"\nargs = ["{SERVER}"]\n'
     gw = webchat_gateway(tmp_path, port=0, extra="new_visitors_per_hour = 1000\n" + agent_toml(model)
                          + "[sessions]\nshards = 1\n" + first)
     gw.start()
     try:
         gw.wait_ready()
+        for view in ("tree", "status"):
+            shown = gw.cli(view, timeout=60).stdout
+            assert "fake not started" in shown, shown
         client = WebChatClient(f"http://127.0.0.1:{served_port(gw)}")
         try:
-            assert "SHOUTED: ONE" in ask(gw, client, 'call fake__shout {"text": "one"}')[0]
+            regular = f"v-{uuid.uuid4().hex[:8]}"
+            assert "SHOUTED: ONE" in ask(gw, client, 'call fake__shout {"text": "one"}', visitor=regular)[0]
             gw.config.write_text(gw.config.read_text().replace(first, first.replace("[mcp.fake]", "[mcp.added]")))
             reloaded = gw.cli("reload", timeout=60)
             assert reloaded.returncode == 0 and "[mcp.added]" in reloaded.stdout + reloaded.stderr, reloaded
-            text, _ = ask(gw, client, 'call added__shout {"text": "two"}')   # a new chat: the new configuration
+
+            def applied():   # no chat since the reload: the shard applied it itself
+                tree = gw.cli("tree", timeout=60).stdout
+                return "added ready [shout" in tree and "fake " not in tree and tree
+            try:
+                wait_for(applied, 60, 0.5, "the reloaded servers in tree before any new turn")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{gw.cli('tree').stdout}") from None
+            text, _ = ask(gw, client, 'call added__shout {"text": "two"}', visitor=regular)   # its next turn
             assert "SHOUTED: TWO" in text, text
-            text, _ = ask(gw, client, 'call fake__shout {"text": "three"}')
+            text, _ = ask(gw, client, 'call fake__shout {"text": "three"}')   # a new chat
             assert "unknown tool 'fake__shout'" in text and "added__shout" in text, text
-            tree = gw.cli("tree", timeout=60).stdout
-            assert "added ready [shout" in tree and "fake ready" not in tree, tree
         finally:
             client.close()
     finally:

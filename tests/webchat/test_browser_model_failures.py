@@ -2,7 +2,9 @@
 OpenAI-compatible model (tests/fakes/openai_server.py): an answer stopped inside a code block ends with the block
 closed and "(stopped)" as prose after it; a model slow to start shows "still waiting for the model…" after a few
 seconds, then its answer; a hung model is given up on after first_token_timeout_s and the failure is shown as an
-error, with a Retry button that answers the last message again in its place.
+error, with a Retry button that answers the last message again in its place. And what voice replies look like: a
+recording picked in the page is answered with the text, then the spoken answer in an audio player that plays what
+the gateway serves.
 
 One daemon and one fake model for the module; each test is a fresh browser profile (a visitor of its own) and
 scripts the model's next replies. With WEBCHAT_SCREENSHOTS=1 the tests also write their pictures into docs/.
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.actor_system import free_port
-from tests.fakes.openai_server import FakeOpenAIServer, Reply, agent_toml, text_chunks, text_reply
+from tests.fakes.openai_server import OGG_OPUS, FakeOpenAIServer, Reply, agent_toml, text_chunks, text_reply
 from tests.webchat.browser import send, stopped, url_of, wait_answers, wait_connected, watch_problems
 from tests.webchat.helpers import served_port, webchat_gateway
 
@@ -36,7 +38,14 @@ def model():
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory, model):
     gw = webchat_gateway(tmp_path_factory.mktemp("webchat-model"), port=free_port(),
-                         extra=agent_toml(model, f"first_token_timeout_s = {FIRST_TOKEN_TIMEOUT_S}"))
+                         extra=agent_toml(model, f"first_token_timeout_s = {FIRST_TOKEN_TIMEOUT_S}") + f"""
+[media]
+transcription_url = "{model.base_url}"
+speech_url = "{model.base_url}"
+
+[profiles.default]
+voice_replies = true
+""")
     gw.start()
     try:
         gw.wait_ready()
@@ -150,4 +159,35 @@ def test_a_failed_turn_is_an_error_with_a_retry_that_answers_the_message_again(p
     wait_answers(page, 1)
     assert [(m["role"], m["text"], m["error"]) for m in page.evaluate(FAILURE)] == [
         ("user", "hello, model?", False), ("assistant", "echo: hello, model?", False)], "the history agrees"
+    assert problems == []
+
+
+# The voice notes of the page: each player's source fetched as the page would play it.
+PLAYERS = """async () => Promise.all(Array.from(document.querySelectorAll('#messages .message audio.file'),
+                                            async (a) => {
+  const answer = await fetch(a.src);
+  const body = await answer.arrayBuffer();
+  return {role: a.closest('.message').classList.contains('assistant') ? 'assistant' : 'user', controls: a.controls,
+          status: answer.status, type: answer.headers.get('Content-Type'), size: body.byteLength};
+}))"""
+
+
+def test_a_recording_picked_in_the_page_is_answered_with_the_text_and_a_player_of_the_spoken_answer(
+        page, gateway, model, tmp_path):
+    problems = opened(page, gateway)
+    model.script(text_reply("The museum opens at ten."))
+    recording = tmp_path / "question.ogg"
+    recording.write_bytes(OGG_OPUS + b"\x00" * 64)
+    page.set_input_files("#attach", str(recording))
+    page.wait_for_selector("#attached li:has-text('question.ogg')", timeout=30_000)
+    send(page, "listen")
+    page.wait_for_selector("#messages .message.assistant audio.file", timeout=60_000)
+    assert any("The museum opens at ten." in text for text in wait_answers(page, 1))
+    players = page.evaluate(PLAYERS)
+    spoken = {"role": "assistant", "controls": True, "status": 200, "type": "audio/ogg", "size": len(OGG_OPUS)}
+    assert spoken in players and [p["role"] for p in players] == ["user", "assistant"], players
+    page.reload()
+    wait_connected(page)
+    page.wait_for_selector("#messages .message.assistant audio.file", timeout=60_000)
+    assert spoken in page.evaluate(PLAYERS), "the history shows the player too"
     assert problems == []

@@ -14,14 +14,16 @@ stream stands (no history). Invites are answered before the round commits: joine
 the inviter (``open``, ``allow``, a granted user; in ``pairing`` mode also a stranger's direct-chat invite, so that
 they can be given a code), otherwise rejected. Joining twice (after a crash) is harmless.
 
-Outbound. A reply's part is ``PUT /rooms/{room}/send/m.room.message/{txnId}`` with the txnId derived from the
-ledger's obligation (content.txn_id): after a crash between the PUT leaving and its event id being recorded, the
-resumed reply PUTs the same txnId from the same device and the server answers with the event the first PUT made
-(pacing ``idempotent_send``), so the room holds one event for it and the reply never needs the re-sent mark. Edits
-are ``m.replace`` events and deletions redactions, each PUT under the op's ``platform_key`` (idempotency.py: the op
-id with the content, so an edit made by a later life is never taken for a retry of an earlier one's); the typing
-indicator is the room's typing notification. A 429's ``retry_after_ms`` is the base's flood handling (the room
-waits, the ban is committed).
+Outbound. A reply's part is ``PUT /rooms/{room}/send/m.room.message/{txnId}`` with the txnId derived from the ledger's
+obligation (content.txn_id): after a crash between the PUT leaving and its event id being recorded, the resumed reply
+PUTs the same txnId from the same device and the server answers with the event the first PUT made (pacing
+``idempotent_send``), so the room holds one event for it and the reply never needs the re-sent mark. Edits are
+``m.replace`` events and deletions redactions, each PUT under the op's ``platform_key`` (idempotency.py: the op id
+with the content, so an edit made by a later life is never taken for a retry of an earlier one's); the typing
+indicator is the room's typing notification. A reply's voice note (docs/media.md, voice replies) is the stored audio
+uploaded to the media repository, then an ``m.audio`` voice message (MSC3245) PUT like a text part; a user's voice
+message is fetched by its ``mxc://`` URI (authenticated media) and transcribed. A 429's ``retry_after_ms`` is the
+base's flood handling (the room waits, the ban is committed).
 """
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ from actors.adapters.matrix.client import MatrixClient
 from actors.adapters.matrix.inbound import (FIRST_SYNC_FILTER, SYNC_FILTER, Invite, event_from_sync, is_input,
                                           joins_invite, read_sync)
 from actors.adapters.pacing import utf8_len
-from actors.messages import MessageEvent, PlatformOp
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
+from actors.messages import Attachment, MessageEvent, PlatformOp
 
 MAX_KNOWN_ROOMS = 10_000         # room kinds remembered; past it the cache starts again (one lookup per room)
 
@@ -161,6 +164,25 @@ class MatrixAdapter(PollingAdapter):
                                method="send")
         content = build.new_message(op.text, thread_id=op.thread_id, reply_to=op.reply_to)
         return await self._api().send_event(op.chat_id, build.txn_id(op.idempotency_key, platform_key(op)), content)
+
+    async def send_file(self, op: PlatformOp) -> str:
+        """A reply's voice note (the only file this adapter is given: pacing ``sends_voice`` without
+        ``sends_files``): the stored audio uploaded to the media repository, then an ``m.audio`` voice message
+        PUT under the part's transaction id. After a crash the audio may be uploaded again (an unused copy on the
+        server), but the PUT's transaction id is the part's, so the room gets one event."""
+        if op.file.kind != "voice":
+            raise PermanentError(f"Matrix replies carry no {op.file.kind} here, only voice notes", method="send")
+        data = await self.file_bytes(op.file)
+        mxc = await self._api().upload(data, op.file.mime, op.file.name)
+        content = build.voice_message(mxc, op.file.mime, len(data), op.file.caption, thread_id=op.thread_id)
+        return await self._api().send_event(op.chat_id, build.txn_id(op.idempotency_key, platform_key(op)), content)
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        """A user's voice message by its ``mxc://`` URI (authenticated media)."""
+        try:
+            return await self._api().download(attachment.ref, cap, lambda size: AttachmentTooLarge(size, cap))
+        except PermanentError as exc:
+            raise AttachmentGone(self.clean_error(exc)) from None
 
     async def edit_message(self, op: PlatformOp) -> None:
         event_id = _event_id(op)

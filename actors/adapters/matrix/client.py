@@ -14,6 +14,7 @@ segment taken from outside (room ids, event ids, transaction ids) is percent-quo
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Optional
 from urllib.parse import quote
 
@@ -23,6 +24,9 @@ from actors.adapters.http_session import HttpSession
 from common.redact import redact as redact_secrets
 
 CLIENT_API = "/_matrix/client/v3"
+MEDIA_UPLOAD = "/_matrix/media/v3/upload"
+MEDIA_DOWNLOAD = "/_matrix/client/v1/media/download"   # authenticated media (spec v1.11; Synapse requires it)
+MXC = re.compile(r"mxc://(?P<server>[A-Za-z0-9.:\[\]-]{1,255})/(?P<media>[A-Za-z0-9_-]{1,255})")
 
 
 def segment(value: str) -> str:
@@ -86,6 +90,33 @@ class MatrixClient(HttpSession):
     async def typing(self, room_id: str, user_id: str, timeout_ms: int) -> None:
         await self.call("PUT", f"/rooms/{segment(room_id)}/typing/{segment(user_id)}", "typing",
                         body={"typing": True, "timeout": int(timeout_ms)})
+
+    async def upload(self, data: bytes, mime: str, name: str) -> str:
+        """The bytes in the homeserver's media repository (``POST /_matrix/media/v3/upload``): their ``mxc://``
+        URI. Not idempotent: an upload repeated after a crash leaves an unused copy there, never a second event."""
+        headers = {"Authorization": f"Bearer {self._token}", "Content-Type": mime or "application/octet-stream"}
+        status, answer_headers, payload = await self.request_json(
+            "POST", self.homeserver + MEDIA_UPLOAD, op="upload", data=data, params={"filename": name or "file"},
+            headers=headers, redact=self.redact, timeout=max(self.request_timeout, 60.0))
+        if not 200 <= status < 300:
+            raise classify_error("upload", status, payload, answer_headers.get("Retry-After"))
+        uri = payload.get("content_uri") if isinstance(payload, dict) else None
+        if not isinstance(uri, str) or not MXC.fullmatch(uri):
+            raise RetryableError("the upload answered no content_uri", method="upload", maybe_done=True)
+        return uri
+
+    async def download(self, mxc: str, cap: int, too_large) -> bytes:
+        """A user's file by its ``mxc://`` URI (authenticated media), read within ``cap`` bytes."""
+        found = MXC.fullmatch(mxc)
+        if found is None:
+            raise PermanentError(f"{mxc[:80]!r} is no mxc:// URI", method="download")
+
+        def refused(status, body, headers):
+            return classify_error("download", status, body, headers.get("Retry-After"))
+        return await super().download(
+            f"{self.homeserver}{MEDIA_DOWNLOAD}/{segment(found['server'])}/{segment(found['media'])}", cap,
+            too_large, op="download", refused=refused, redact=self.redact,
+            headers={"Authorization": f"Bearer {self._token}"})
 
     # -- transport
     async def call(self, method: str, path: str, name: str, body: Optional[dict] = None,

@@ -101,6 +101,25 @@ def new_message(text: str, thread_id: Optional[str] = None, reply_to: Optional[s
     return fit([build(formatted(text)), build(None)])
 
 
+VOICE_MARK = "org.matrix.msc3245.voice"          # what makes clients show an m.audio as a voice message
+AUDIO_MARK = "org.matrix.msc1767.audio"          # the extensible-events audio block MSC3245 pairs it with
+
+
+def voice_message(mxc: str, mime: str, size: int, caption: str = "", thread_id: Optional[str] = None,
+                  duration_ms: int = 0) -> dict:
+    """An ``m.audio`` of the uploaded audio at ``mxc``, marked as a voice message (MSC3245): clients show a voice
+    message's player. ``body`` is what a client without audio shows (the caption, else "Voice message")."""
+    content = {"msgtype": "m.audio", "body": shown_text(caption) or "Voice message", "url": mxc,
+               "info": {"mimetype": mime or "audio/ogg", "size": size},
+               AUDIO_MARK: {"duration": duration_ms} if duration_ms else {}, VOICE_MARK: {}}
+    if duration_ms:
+        content["info"]["duration"] = duration_ms
+    relates = relation_for(thread_id, None)
+    if relates:
+        content["m.relates_to"] = relates
+    return content
+
+
 def edit(original_event_id: str, text: str) -> dict:
     """An edit (``m.replace``) of the bot's own message: ``m.new_content`` is what clients show; the fallback
     ``body`` (prefixed "* ", as the spec asks) is for clients that do not know edits."""

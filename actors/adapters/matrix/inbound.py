@@ -6,11 +6,13 @@ the types the bot reads (``m.room.message``, and ``m.room.member`` so that a cha
 noticed), and each room the bot is invited to with its stripped invite state. No presence, no account data, no
 receipts or typing of others, no state beyond the timeline's senders.
 
-Which events become input: an ``m.room.message`` of ``msgtype`` ``m.text`` or ``m.emote`` from someone other than
-the bot, that is not an edit (``m.replace``: a changed question is not a new one) and has text. In a room that is
-not a DM only a message that mentions the bot counts (``m.mentions``, or the bot's user id in the text), unless
-the adapter is configured otherwise (``require_mention = false``): answering everything would make the bot talk
-over a whole room. Anything whose shape is wrong goes on to ``event_from_sync`` to be rejected loudly.
+Which events become input: an ``m.room.message`` of ``msgtype`` ``m.text`` or ``m.emote`` (or an ``m.audio`` voice
+message, MSC3245: its audio fetched and transcribed; in a room that is not a DM only with ``require_mention = false``,
+a recording having no mention) from someone other than the bot, that is not an edit (``m.replace``: a changed question
+is not a new one) and has text. In a room that is not a DM only a message that mentions the bot counts
+(``m.mentions``, or the bot's user id in the text), unless the adapter is configured otherwise (``require_mention =
+false``): answering everything would make the bot talk over a whole room. Anything whose shape is wrong goes on to
+``event_from_sync`` to be rejected loudly.
 
 Identity: event ids are unique (room versions 4 and later derive them from the event's hash), so the dedup id is
 the event id. Chats: the room id; a room with two joined members is a DM, any other a group; a message in a
@@ -26,7 +28,9 @@ from typing import Any, Optional
 
 from actors.adapters.intake import MalformedPayload
 from actors.adapters.payload_fields import a_string
-from actors.messages import MessageEvent, Source
+from actors.adapters.matrix.client import MXC
+from actors.adapters.matrix.formatting import VOICE_MARK
+from actors.messages import Attachment, MessageEvent, Source
 
 INPUT_MSGTYPES = ("m.text", "m.emote")
 TIMELINE_LIMIT = 50        # events per room per sync; a longer gap comes back ``limited`` (older ones skipped)
@@ -136,8 +140,10 @@ def is_input(raw: Any, bot_id: str, require_mention: bool) -> bool:
     content = event["content"]
     if event.get("sender") == bot_id or not content:   # the bot's own sends come back to it; redacted: no content
         return False
+    if is_voice_message(content):
+        return raw.get("kind") == "dm" or not require_mention   # a recording carries no mention
     if content.get("msgtype") not in INPUT_MSGTYPES and isinstance(content.get("msgtype"), str):
-        return False   # notices (other bots), files, locations: not questions
+        return False   # notices (other bots), other files, locations: not questions
     relates = content.get("m.relates_to")
     if isinstance(relates, dict) and relates.get("rel_type") == "m.replace":
         return False
@@ -146,6 +152,24 @@ def is_input(raw: Any, bot_id: str, require_mention: bool) -> bool:
     if require_mention and raw.get("kind") != "dm":
         return mentions_bot(content, bot_id)
     return True
+
+
+def is_voice_message(content: dict) -> bool:
+    """An ``m.audio`` marked as a voice message (MSC3245), as clients send a recording."""
+    return content.get("msgtype") == "m.audio" and isinstance(content.get(VOICE_MARK), dict)
+
+
+def voice_attachment(content: dict) -> Attachment:
+    """A voice message's audio, pending: fetched by its ``mxc://`` URI (one that is none is marked unavailable:
+    the turn says a voice note could not be read)."""
+    url = content.get("url")
+    info = content.get("info") if isinstance(content.get("info"), dict) else {}
+    size, duration = info.get("size"), info.get("duration")
+    size = size if type(size) is int and size >= 0 else 0
+    duration_s = duration // 1000 if type(duration) is int and duration >= 0 else 0
+    if not isinstance(url, str) or not MXC.fullmatch(url):
+        return Attachment(kind="voice", state="unavailable", duration_s=duration_s)
+    return Attachment(kind="voice", ref=url, size=size, duration_s=duration_s)
 
 
 def strip_mention(text: str, bot_id: str) -> str:
@@ -191,6 +215,9 @@ def event_from_sync(raw: Any, platform: str, profile: str, bot_id: str = "") -> 
         reply_to = None   # a thread message's fallback reply names the root, not a message being answered
     kind = "thread" if thread_id else ("dm" if raw.get("kind") == "dm" else "group")
     text = strip_mention(body, bot_id)
+    attachments = ()
+    if is_voice_message(content):
+        text, attachments = "", (voice_attachment(content),)   # its body only names it ("Voice message")
     if content.get("msgtype") == "m.emote":
         text = f"* {sender[1:].split(':', 1)[0]} {text}"
     stamp = event.get("origin_server_ts")
@@ -198,4 +225,4 @@ def event_from_sync(raw: Any, platform: str, profile: str, bot_id: str = "") -> 
     source = Source(platform=platform, chat_id=room_id, chat_type=kind, thread_id=thread_id, user_id=sender,
                     user_name=sender[1:].split(":", 1)[0], profile=profile)
     return MessageEvent(source=source, text=text, platform_message_id=event_id, received_at=time.time(),
-                        reply_to_message_id=reply_to, sent_at=sent_at)
+                        reply_to_message_id=reply_to, sent_at=sent_at, attachments=attachments)

@@ -4,11 +4,12 @@ federation can invite the bot: strangers get a pairing code unless the table say
 Pacing: the 65,536-byte limit is for the whole event: body, formatted_body (HTML, often longer) and envelope; 24,000
 bytes of text leave room for both and the envelope, and the adapter drops the formatted body of a text whose JSON
 would not fit (formatting.py). Synapse's default message rate is 0.2/s with a burst of 10; every edit is a new
-event. A send's transaction id is its idempotency key."""
+event. A send's transaction id is its idempotency key. Voice messages (MSC3245) in are
+transcribed and a voice reply goes as one; other files of a reply are named in its text."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=False, files_in=False, files_out=False,
-                            voice=False, buttons=False, typing=True, idempotent_send="txnId")
+                            voice=True, buttons=False, typing=True, idempotent_send="txnId", voice_out=True)
 
 
 def _homeserver_is_a_url(table):

@@ -36,7 +36,9 @@ Signal's own edits are capped per message and marked "edited", unfit for streami
 in one ``send``, and signal-cli sends it as official clients do: the first 2,000 bytes as the body and the whole
 text as a ``text/x-signal-plain`` attachment, which clients show as one message ("Read more"); texts beyond 64 KiB
 (what Signal Desktop sends as one) are split by the consumer. Signal has no idempotency key: a send whose answer
-was lost is re-sent with the marker.
+was lost is re-sent with the marker. A reply's voice note (docs/media.md, voice replies) goes as a ``send`` with the
+audio attached and the ``voiceNote`` flag, read from the media cache, so a reply finished after a crash sends the
+audio its transcript names.
 """
 from __future__ import annotations
 
@@ -179,6 +181,15 @@ class SignalAdapter(StreamingAdapter):
         if not op.text.strip():
             raise PermanentError("signal-cli sends no empty message", method="send")
         return str(await self._api().send(recipient_params(op.chat_id), op.text))
+
+    async def send_file(self, op: PlatformOp) -> str:
+        """A reply's voice note (the only file this adapter is given: pacing ``sends_voice`` without
+        ``sends_files``), from the media cache: the audio the transcript names, the same in every life."""
+        if op.file.kind != "voice":
+            raise PermanentError(f"Signal replies carry no {op.file.kind} here, only voice notes", method="send")
+        data = await self.file_bytes(op.file)
+        return str(await self._api().send_voice_note(recipient_params(op.chat_id), data, op.file.mime,
+                                                     op.file.name, op.file.caption))
 
     async def delete_message(self, op: PlatformOp) -> None:
         if not (isinstance(op.message_id, str) and op.message_id.isascii() and op.message_id.isdigit()):

@@ -128,8 +128,12 @@ def strip_bot_mentions(text: str, mentions: Any, bot: BotIdentity) -> str:
     return units.decode("utf-16-le", "surrogatepass").strip() if spans else text
 
 
-def attachment_kind(content_type: str) -> str:
+def attachment_kind(content_type: str, name: str = "") -> str:
+    """An audio attachment without a file name is a voice note: signal-cli does not pass on Signal's voice-message
+    flag, and clients send a recording unnamed while a shared audio file keeps its name."""
     major = content_type.split("/", 1)[0].lower()
+    if major == "audio" and not name:
+        return "voice"
     return {"image": "photo", "audio": "audio", "video": "video"}.get(major, "document")
 
 
@@ -146,7 +150,7 @@ def attachment_of(item: Any, chat_id: str) -> Attachment:
     name = item.get("filename") if isinstance(item.get("filename"), str) else ""
     caption = item.get("caption") if isinstance(item.get("caption"), str) else ""
     attachment_id = _text(item.get("id"))
-    kind = attachment_kind(content_type)
+    kind = attachment_kind(content_type, name)
     if attachment_id is None:
         return Attachment(kind=kind, name=name, caption=caption, state="unavailable")
     return Attachment(kind=kind, size=_count(item.get("size")), name=name, caption=caption,

@@ -5,11 +5,13 @@ there is no secret to configure: keep it on loopback.
 Pacing: no edits (the final answer goes once, complete; typing shows meanwhile: Signal clients show it 15 s). One
 message carries 64 KiB of UTF-8, as Signal Desktop sends: signal-cli puts the first 2,000 bytes in the body and the
 whole text in a text/x-signal-plain attachment, shown as one message (adapter.py). No idempotency key: a lost send
-is re-sent marked."""
+is re-sent marked. A voice note in (an audio attachment without a file name: signal-cli does not pass on Signal's
+voice-message flag, and clients name a shared audio file but not a recording) is transcribed, and a voice reply goes
+as a voice note; other files of a reply are named in its text."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 CAPABILITIES = Capabilities(edit=False, delete=True, threads=False, reactions=False, files_in=True, files_out=False,
-                            voice=False, buttons=False, typing=True)
+                            voice=True, buttons=False, typing=True, voice_out=True)
 
 
 def _idle_timeout_is_sane(table):

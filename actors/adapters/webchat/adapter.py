@@ -458,7 +458,10 @@ def _host_port(host: str, port: int) -> str:
 
 def _cached_upload(cache, data: bytes, name: str) -> dict:
     """Blocking (a file write, an image header): the upload in the cache, as the attachment payload a message
-    carries; a raster image is a photo, anything else a document (its type sniffed from the bytes)."""
+    carries; a raster image is a photo, audio a voice note (a recording picked in the page: transcribed, and answered
+    with a voice note where the profile has voice replies), anything else a document (its type sniffed
+    from the bytes)."""
     key = cache.put(data)
-    kind = "photo" if sniff(data, name) in RASTER else "document"
+    mime = sniff(data, name)
+    kind = "photo" if mime in RASTER else "voice" if mime.startswith("audio/") else "document"
     return dict(vars(cached(Attachment(kind=kind, name=name), data, key)))

@@ -33,8 +33,9 @@ sends ``/retry`` (the gateway answers the visitor's last message again, in place
 Stop and new chat are the gateway's own commands, sent as messages: ``/stop`` ends the answer in progress (the
 session acts on it at once, actors/sessions/session.py ``while_busy``) and ``/new`` starts a new conversation.
 
-A FILE is ``{"url": "media/KEY", "kind": "photo" | "document", "name", "mime", "width", "height"}``: the page
-shows a photo inline and offers a document to download, both fetched from ``/media/KEY``, which serves a file only
+A FILE is ``{"url": "media/KEY", "kind": "photo" | "voice" | "document", "name", "mime", "width", "height"}``: the
+page shows a photo inline, a voice note (an upload of audio, or a reply's voice note: docs/media.md, voice replies)
+in an audio player, and offers a document to download, all fetched from ``/media/KEY``, which serves a file only
 to the visitor whose conversation names it (server.py). The history shows a turn's files after its answer.
 
 ``debug.*`` frames (fault injection for the conformance suite) are answered only with [debug] fault_injection on:
@@ -52,6 +53,7 @@ import re
 from typing import Any, Iterable, Optional
 
 from actors.adapters.webchat import formatting
+from actors.media.speech import VOICE_EVENT
 
 VISITOR_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
 # The visitor's credential: 32 random bytes the server issues (secrets.token_urlsafe), kept by the browser in an
@@ -130,18 +132,26 @@ def op_frame(action: str, message_id: Optional[str], text: str = "", final: bool
 
 def file_view(file: dict) -> dict:
     """What the page is told of a file (an OutgoingFile's fields): where to fetch it and how to show it."""
-    return {"url": f"media/{file['cache_key']}", "kind": "photo" if file.get("kind") == "photo" else "document",
+    kind = file.get("kind") if file.get("kind") in ("photo", "voice") else "document"
+    return {"url": f"media/{file['cache_key']}", "kind": kind,
             "name": str(file.get("name") or "file"), "mime": str(file.get("mime") or ""),
             "width": int(file.get("width") or 0), "height": int(file.get("height") or 0)}
 
 
 def turn_files(events: list) -> dict:
-    """turn id -> the files its tools made (their results' ``attachments``), in order."""
+    """turn id -> the files its reply carried: its tools' (their results' ``attachments``), in order, then its voice
+    note (the last one the transcript names: the one the reply sent, actors/sessions/turn.py ``turn_files``)."""
     found: dict = {}
+    voices: dict = {}
     for e in events:
-        if e.kind == "tool_result" and isinstance(e.payload, dict):
+        if e.kind == VOICE_EVENT and e.role == "assistant" and isinstance(e.payload, dict):
+            voices[e.turn_id] = [f for f in e.payload.get("attachments") or ()
+                                 if isinstance(f, dict) and f.get("cache_key")][-1:]
+        elif e.kind == "tool_result" and isinstance(e.payload, dict):
             found.setdefault(e.turn_id, []).extend(
                 f for f in e.payload.get("attachments") or () if isinstance(f, dict) and f.get("cache_key"))
+    for turn_id, voice in voices.items():
+        found.setdefault(turn_id, []).extend(voice)
     return found
 
 

@@ -62,6 +62,7 @@ UPLOAD_MAX_BYTES = 20 * 1024 * 1024   # actors/media/limits.py: what the web cha
 UPLOAD_TIMEOUT_S = 120.0            # [adapters.web] upload_timeout_s: a whole upload, from its request's start
 UPLOAD_CHUNK_BYTES = 64 * 1024      # what an upload holds in memory at a time on its way to disk
 INLINE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")   # raster images a page shows as <img>
+AUDIO_TYPES = ("audio/ogg", "audio/mpeg", "audio/mp4", "audio/aac", "audio/wav", "audio/flac", "audio/webm")
 
 
 def login_proof(token: str) -> str:
@@ -238,7 +239,8 @@ class WebChatServer:
 
     async def _media(self, request: web.Request) -> web.StreamResponse:
         """A file of the visitor's own conversation (protocol.py, FILE). Served so that no byte of it can run in
-        this page's origin: a photo under its sniffed raster type, anything else as an ``attachment`` of type
+        this page's origin: a photo under its sniffed raster type, a voice note under its audio type (for the page's
+        player), anything else as an ``attachment`` of type
         application/octet-stream, both with nosniff and a sandboxing policy (a polyglot opened on its own is still
         only a picture or a download)."""
         credential = request.cookies.get(VISITOR_COOKIE, "")
@@ -248,7 +250,8 @@ class WebChatServer:
         if found is None:
             raise web.HTTPNotFound(text="no such file in this chat\n")
         data, file = found
-        inline = file.get("kind") == "photo" and file.get("mime") in INLINE_TYPES
+        inline = (file.get("kind") == "photo" and file.get("mime") in INLINE_TYPES) or \
+            (file.get("kind") == "voice" and file.get("mime") in AUDIO_TYPES)   # the page's <audio> plays it
         name = quote(str(file.get("name") or "file"), safe="")
         return web.Response(body=data, headers={
             "Content-Type": file["mime"] if inline else "application/octet-stream",

@@ -1,6 +1,7 @@
-"""The process's MCP hub against the test MCP server (tests/fakes/mcp/server.py, a real subprocess over stdio):
-a crashed server's tools answer "unavailable" while it waits out its backoff, results are bounded, a removed server
-is stopped, and `doctor` lists each server's tools or says why it cannot."""
+"""The process's MCP hub against the test MCP server (tests/fakes/mcp/server.py, a real subprocess over stdio or
+streamable HTTP): a crashed server's tools answer "unavailable" while it waits out its backoff, results are bounded,
+a removed server is stopped, an HTTP server that goes away mid-call ends the call at once saying so and is
+reconnected once it is back, and `doctor` lists each server's tools or says why it cannot."""
 from __future__ import annotations
 
 import asyncio
@@ -16,6 +17,8 @@ from actors.agents.mcp_tools import McpTools, call_mcp_tool
 from actors.agents.tools import ToolAnswer
 from actors.media.outgoing import ToolOutput
 from common.mcp_config import McpServerSpec, ToolChoice
+from tests.actor_system import free_port
+from tests.fakes.mcp.http_process import HttpMcpServer
 from tests.gateway import Gateway
 
 pytestmark = pytest.mark.timeout(120)
@@ -79,6 +82,40 @@ def test_calls_past_a_servers_in_flight_bound_are_refused_at_once_and_its_slots_
         assert isinstance(again, ToolOutput) and again.text == "SHOUTED: HI", again
         hub.ensure({}, 2)
     asyncio.run(scenario())
+
+
+def test_an_http_server_gone_mid_call_ends_the_call_at_once_and_is_reconnected_when_back():
+    """The server is killed while a call waits on it: the call ends well within its timeout_s, saying the connection
+    was lost (not that it took too long); while the server is away its tools answer unavailable; once it listens
+    again the hub reconnects by itself and calls go through."""
+    server = HttpMcpServer(free_port()).start()
+
+    async def scenario():
+        hub = McpHub(RestartPolicy(base_s=0.2, cap_s=1.0))
+        hub.ensure({"remote": McpServerSpec("remote", url=server.url, timeout_s=60)})
+        await hub.settled(lambda name: name == "remote", 60)
+        assert hub.state("remote").status == "ready", hub.state("remote").describe()
+        started = time.monotonic()
+        call = asyncio.ensure_future(call_mcp_tool(hub, "remote", "hang", {}))
+        await until(lambda: hub.state("remote").calls_in_flight == 1, 30, "the call in flight")
+        server.kill()
+        answer = await asyncio.wait_for(call, 50)      # well within timeout_s = 60
+        took = time.monotonic() - started
+        assert isinstance(answer, ToolAnswer) and not answer.ok, answer
+        assert "stopped answering during the call (the connection was lost" in answer.text, answer.text
+        assert "took longer" not in answer.text and took < 50, (took, answer.text)
+        assert hub.state("remote").calls_in_flight == 0
+        meanwhile = await call_mcp_tool(hub, "remote", "shout", {"text": "hi"})
+        assert not meanwhile.ok and "MCP server 'remote' is restarting" in meanwhile.text, meanwhile
+        server.start()
+        await until(lambda: hub.state("remote").status == "ready", 60, "the hub to reconnect to the server")
+        again = await call_mcp_tool(hub, "remote", "shout", {"text": "back"})
+        assert isinstance(again, ToolOutput) and again.text == "SHOUTED: BACK", again
+        hub.ensure({}, 2)
+    try:
+        asyncio.run(scenario())
+    finally:
+        server.kill()
 
 
 def test_doctor_lists_each_servers_tools_or_says_why_not(tmp_path):

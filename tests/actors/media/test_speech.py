@@ -60,6 +60,16 @@ def test_a_voice_note_follows_the_text_where_the_platform_takes_one_and_is_left_
     assert final_parts("The answer.", [note], pacing_for("fake"), len, 4000) == ["The answer."]   # no "not sent" line
 
 
+def test_a_platform_with_voice_notes_but_no_files_takes_the_voice_note_and_names_other_files():
+    note = OutgoingFile("k", "audio/ogg", kind="voice", name="voice.ogg", size=47)
+    card = OutgoingFile("c", "image/png", kind="photo", name="card.png", size=47)
+    for platform in ("signal", "matrix"):
+        pacing = pacing_for(platform)
+        assert pacing.sends_voice and not pacing.sends_files, platform
+        text, voice = final_parts("The answer.", [card, note], pacing, len, 4000)
+        assert text.startswith("The answer.") and "card.png" in text and file_of(voice).kind == "voice", platform
+
+
 def test_a_reply_recovered_after_a_crash_carries_the_turns_last_voice_note():
     first, second = (OutgoingFile(k, "audio/ogg", kind="voice", name="voice.ogg") for k in ("a", "b"))
     events = [TranscriptEvent(e["role"], e["kind"], e["payload"], e["turn_id"])

@@ -29,7 +29,8 @@ attachments?, mentions?, quote?, groupInfo? {groupId, groupName, revision, type}
 its whole text in ``message`` and the long-text attachment listed, as signal-cli gives it.
 
 Left out: registration and linking, contacts, profiles, stories, reactions, polls, receipts and typing of others,
-edits (``editMessage``), outbound attachments (recorded, not uploaded), sealed-sender and identity failures, the
+edits (``editMessage``), outbound attachments given by path (recorded, not read; a data URI is decoded and kept
+with ``voiceNote``), sealed-sender and identity failures, the
 daemon's other transports (socket, TCP, D-Bus), and ``receive`` / ``subscribeReceive`` over JSON-RPC.
 
 Control API (JSON; ``tests.fakes.harness.ControlClient`` speaks it):

@@ -7,11 +7,12 @@ every answer is HTTP 200 with ``result`` or ``error`` {code, message, data}. Cod
 method, -32601 unknown method, -32602 bad params (a multi-account daemon without a valid ``account``), -1 user
 error, -3 I/O, -4 untrusted identity, -5 rate limited, -32603 internal.
 
-Methods: ``send`` {recipient (a string or a list: +number or ACI) | groupId, message} -> {timestamp, results:
-[{recipientAddress: {uuid, number}, type: SUCCESS}]}; a body over 2,000 UTF-8 bytes is sent as signal-cli sends
-it, the first 2,000 bytes as the body and the whole text as a ``text/x-signal-plain`` attachment. ``sendTyping``
-{recipient | groupId, stop?}; ``remoteDelete`` {recipient | groupId, targetTimestamp} (marks the bot's message with
-that timestamp deleted); ``getAttachment`` {id, recipient | groupId} -> {data: base64}; ``version``.
+Methods: ``send`` {recipient (a string or a list: +number or ACI) | groupId, message, attachments (paths or data
+URIs), voiceNote} -> {timestamp, results: [{recipientAddress: {uuid, number}, type: SUCCESS}]}; a body over 2,000
+UTF-8 bytes is sent as signal-cli sends it, the first 2,000 bytes as the body and the whole text as a
+``text/x-signal-plain`` attachment. ``sendTyping`` {recipient | groupId, stop?}; ``remoteDelete`` {recipient |
+groupId, targetTimestamp} (marks the bot's message with that timestamp deleted); ``getAttachment`` {id, recipient |
+groupId} -> {data: base64}; ``version``.
 
 Faults (FaultScript over send, sendTyping, remoteDelete): "flood" -> -5 with ``retryAfterSeconds`` (whole seconds,
 rounded up, as signal-cli gives them) and the chat banned that long (a call before counts as a violation and is
@@ -20,6 +21,7 @@ happens, the answer is lost.
 """
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
@@ -194,11 +196,11 @@ class RpcMethods:
             files = []
             if len(text.encode("utf-8")) > INLINE_BYTES:
                 files.append({"contentType": LONG_TEXT, "size": len(text.encode("utf-8")), "text": text})
-            files += [{"contentType": "application/octet-stream", "given": str(a)[:80]}
-                      for a in ([attachments] if isinstance(attachments, str) else attachments)]
+            files += [attachment_given(a) for a in ([attachments] if isinstance(attachments, str) else attachments)]
+            voice_note = params.get("voiceNote") is True
             self.chat(state, chat_id)["messages"].append({
                 "timestamp": stamp, "body": trim_utf8(text), "attachments": files, "text": text, "deleted": False,
-                "recipients": recipients, "at": time.time()})
+                "recipients": recipients, "at": time.time(), "voice_note": voice_note})
             self._log_op_locked(state, chat_id, "send", "ok", stamp)
             return {"timestamp": stamp, "results": self._results(recipients)}
 
@@ -232,6 +234,25 @@ class RpcMethods:
         if stored is None:
             raise RpcError(-1, f"Could not find attachment with ID: {attachment_id}")
         return {"data": stored["data"]}
+
+
+DATA_URI = re.compile(r"data:(?P<mime>[^;,]+);filename=(?P<name>[^;,]*);base64,(?P<data>[A-Za-z0-9+/=]*)")
+
+
+def attachment_given(given: Any) -> dict:
+    """An attachment of a ``send``: a data URI (``data:MIME;filename=NAME;base64,DATA``, as signal-cli's
+    ``--attachment`` documents it) decoded to its bytes; a path is kept as given (this fake reads no files)."""
+    found = DATA_URI.fullmatch(given) if isinstance(given, str) else None
+    if found is None:
+        if isinstance(given, str) and given.startswith("data:"):
+            raise RpcError(-1, "Invalid data URI attachment")
+        return {"contentType": "application/octet-stream", "given": str(given)[:80]}
+    try:
+        size = len(base64.b64decode(found["data"], validate=True))
+    except ValueError:   # binascii.Error: bad padding
+        raise RpcError(-1, "Invalid data URI attachment: its base64 does not decode") from None
+    # base64 kept, not bytes: the fake's state is JSON (its state file)
+    return {"contentType": found["mime"], "filename": found["name"], "size": size, "base64": found["data"]}
 
 
 def _error(rid: Any, exc: RpcError) -> dict:

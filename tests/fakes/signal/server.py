@@ -53,7 +53,8 @@ class FakeSignalCli(RpcMethods, StreamMethods, WorldMethods, FakeServer):
     # -- inspection
     def messages(self, chat_id: str) -> list[dict]:
         """The bot's messages to a chat (a recipient, or ``group:<id>``), oldest first: timestamp, body (what
-        travels inline), attachments (the long-text one with its ``text``), text (what clients show), deleted."""
+        travels inline), attachments (the long-text one with its ``text``; one given as a data URI with its
+        ``base64``), voice_note (sent with the ``voiceNote`` flag), text (what clients show), deleted."""
         return self.read(lambda s: s["chats"].get(chat_id, {}).get("messages", []))
 
     def shown_texts(self, chat_id: str) -> list[str]:

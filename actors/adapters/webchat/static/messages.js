@@ -70,8 +70,8 @@ export function showFiles(item, files) {
   for (const f of files) showFile(item, f.url ? f : { url: `media/${f.file}`, kind: f.kind, name: f.name });
 }
 
-// A file (protocol.py, FILE): a photo shown inline, anything else offered to download. Built from DOM nodes, never
-// HTML: the name is text; the URL is the gateway's own /media/KEY.
+// A file (protocol.py, FILE): a photo shown inline, a voice note in a player, anything else offered to download.
+// Built from DOM nodes, never HTML: the name is text; the URL is the gateway's own /media/KEY.
 function showFile(item, file) {
   const url = "media/" + String(file.url || "").replace(/^media\//, "").replace(/[^0-9a-f]/g, "");
   if (Array.from(item.querySelectorAll(".file")).some((node) => node.dataset.url === url)) return;
@@ -85,6 +85,12 @@ function showFile(item, file) {
       node.width = file.width;
       node.height = file.height;
     }
+  } else if (file.kind === "voice") {
+    node = document.createElement("audio");   // a voice note: played in the page
+    node.src = url;
+    node.controls = true;
+    node.preload = "none";
+    node.title = file.name || "voice note";
   } else {
     node = document.createElement("a");
     node.href = url;
