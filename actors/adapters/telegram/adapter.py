@@ -22,8 +22,6 @@ import asyncio
 import dataclasses
 import logging
 import math
-import time
-from collections import OrderedDict
 from typing import Any, Optional
 
 from actors.adapters.intake_styles import PollingAdapter
@@ -34,7 +32,8 @@ from actors.adapters.telegram.formatting import render
 from actors.adapters.telegram.inbound import (ALLOWED_UPDATES, ANSWER_FIELD, click_of, event_from_update, is_input,
                                               message_id_of, reaction_of, update_ids)
 from actors.adapters.telegram.webhook import WebhookServer
-from actors.approvals.answers import NOT_YOURS, Answerer, buttons_for, click_notice, parse_button_data, pressable_code
+from actors.adapters.presses import ButtonPresses
+from actors.approvals.answers import Answerer
 from actors.adapters.telegram.client import FileTooLarge, TelegramAPI
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.messages import Attachment, MessageEvent, PlatformOp
@@ -42,11 +41,9 @@ from actors.adapters.pacing import ChatBudget
 from supervision.http_serving import http_limits
 
 OUTBOUND_TIMEOUT_S = 30.0
-MAX_ACKS_IN_FLIGHT = 64        # answerCallbackQuery calls at once; past it a press's spinner stops by itself
-REMEMBERED_PRESSES = 4096      # the presses answered in this life: each is answered once
 
 
-class TelegramAdapter(PollingAdapter):
+class TelegramAdapter(ButtonPresses, PollingAdapter):
     def __init__(self):
         super().__init__()
         self.bot_username = ""
@@ -58,8 +55,7 @@ class TelegramAdapter(PollingAdapter):
         self._bot_budget: Optional[ChatBudget] = None
         self._emit_lock: Optional[asyncio.Lock] = None
         self._acks_due: list[tuple[str, str]] = []     # (press id, text): answered once their round is stored
-        self._answered_presses: OrderedDict[str, None] = OrderedDict()
-        self._acks_in_flight: set[asyncio.Task] = set()
+        self.init_presses()
 
     def on_start(self, args) -> None:
         super().on_start(args)
@@ -210,51 +206,18 @@ class TelegramAdapter(PollingAdapter):
             if click is None:
                 out.append(update)
                 continue
-            press = parse_button_data(click.data)
-            approval = await self.store.approvals.get(press.approval_id) if press is not None else None
-            text, kept = click_notice(approval, Answerer(self.name, click.chat_id, click.user_id),
-                                      press.verdict if press is not None else "", time.time())
-            if kept:
-                update = dict(update, **{ANSWER_FIELD: f"{press.verdict} {approval.code}"})
-                if self._conversation_of(update) != approval.session_key:
-                    # The clicker's row would go to a conversation of their own (one per user in groups), where
-                    # the code names nothing: refused, as a typed answer there finds nothing to answer.
-                    update, text = {k: v for k, v in update.items() if k != ANSWER_FIELD}, NOT_YOURS
-            self._acks_due.append((click.query_id, text))
-            out.append(update)
+            judged = await self.judge_press(update, Answerer(self.name, click.chat_id, click.user_id), click.data,
+                                            ANSWER_FIELD)
+            self._acks_due.append((click.query_id, judged.notice))
+            out.append(judged.raw)
         return out
 
-    def _conversation_of(self, update: dict) -> Optional[str]:
-        """The session key the intake would store ``update`` under (None: none can be made of it)."""
-        try:
-            event = self.normalise(update)
-            source = dataclasses.replace(event.source, platform=self.name)
-            return self.intake.addressing.keyed(source, self.event_profile(event))[1]
-        except ValueError:   # MalformedPayload too
-            return None
-
     def answer_presses(self) -> None:
-        """Answer the presses whose round is stored: each once in this life (a press delivered again after a
-        restart is answered again, and Telegram refuses the second answer: harmless), in tasks the intake never
-        waits for, at most ``MAX_ACKS_IN_FLIGHT`` at once."""
+        """Answer the presses whose round is stored (presses.py ``acknowledge_press``: once each in this life)."""
         due, self._acks_due = self._acks_due, []
         for query_id, text in due:
-            if query_id in self._answered_presses:
-                continue
-            self._answered_presses[query_id] = None
-            while len(self._answered_presses) > REMEMBERED_PRESSES:
-                self._answered_presses.popitem(last=False)
-            if len(self._acks_in_flight) >= MAX_ACKS_IN_FLIGHT:
-                continue
-            task = asyncio.get_running_loop().create_task(self._answer_press(query_id, text))
-            self._acks_in_flight.add(task)
-            task.add_done_callback(self._acks_in_flight.discard)
-
-    async def _answer_press(self, query_id: str, text: str) -> None:
-        try:
-            await asyncio.wait_for(self._api().answer_callback_query(query_id, text), OUTBOUND_TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001 - a lost notice costs the clicker a spinner, nothing stored
-            self.say(logging.INFO, "%s: a button press was not answered (%s)", self.name, self.clean_error(exc))
+            self.acknowledge_press(query_id, lambda q=query_id, t=text: asyncio.wait_for(
+                self._api().answer_callback_query(q, t), OUTBOUND_TIMEOUT_S))
 
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_update(raw, self.name, self.profile, self.bot_username)
@@ -289,18 +252,6 @@ class TelegramAdapter(PollingAdapter):
                       self.name, op.chat_id, parse_mode, op.action, op.op_id, self.clean_error(exc))
         await self._bot_turn()
         return await call(op.text, None)
-
-    async def question_buttons(self, op: PlatformOp) -> tuple:
-        """Approve / Deny for a text that ends with a tool approval's question (answers.py ``pressable_code``), ()
-        for any other. Read from what survives a kill -9: the text is the reply's chunk in the delivery ledger, and
-        the approval row (its id: the buttons' data) was committed with it, so a question sent again after a crash,
-        by the session or the sweeper, carries the same buttons. A question no longer pending keeps its buttons (a
-        click on them is told what happened)."""
-        code = pressable_code(op.text)
-        if code is None:
-            return ()
-        approval = await self.store.approvals.for_question(self.name, str(op.chat_id), code)
-        return buttons_for(approval.approval_id) if approval is not None else ()
 
     async def send_message(self, op: PlatformOp) -> str:
         thread_id, reply_to = message_id_of(op.thread_id), message_id_of(op.reply_to)
