@@ -18,12 +18,15 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
 
-from actors.approvals.answers import NOT_YOURS, Answerer, buttons_for, click_notice, parse_button_data, pressable_code
+from actors.approvals.answers import (NOT_YOURS, Answerer, buttons_for, click_notice, parse_button_data,
+                                      pressable_code, refusal_for, settled_question)
 from actors.messages import PlatformOp
 from storage.approvals import Approval
 
 MAX_ACKS_IN_FLIGHT = 64        # acknowledgements at once; past it a press's spinner stops by itself
 REMEMBERED_PRESSES = 4096      # the presses acknowledged in this life: each is acknowledged once
+SETTLE_WAIT_S = 120.0          # how long a stored press waits for the session's decision before the edit is left
+STORED, SETTLED, REFUSED = "stored", "settled", "refused"
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,22 @@ class JudgedPress:
     notice: str
     approval: Optional[Approval]
     kept: bool
+
+
+def press_outcome(judged: JudgedPress, answerer: Answerer, question: str, now: float,
+                  mention: Callable[[str], str] = str) -> tuple[str, str]:
+    """What a press's platform answer is: (``stored``, "") for a press kept as an answer (the question is edited
+    once the session has decided); (``settled``, the question's new text) for a press on a question already
+    answered, expired or withdrawn, by someone who may answer it (the message then shows what became of it, its
+    buttons gone); (``refused``, why) for any other press, told to the presser alone where the platform can."""
+    if judged.kept:
+        return STORED, ""
+    approval = judged.approval
+    if approval is not None and judged.notice != NOT_YOURS and not refusal_for(approval, answerer):
+        settled = settled_question(question, approval, now, mention)
+        if settled is not None:
+            return SETTLED, settled
+    return REFUSED, judged.notice
 
 
 class ButtonPresses:
@@ -101,6 +120,16 @@ class ButtonPresses:
             await call()
         except Exception as exc:  # noqa: BLE001 - a lost notice costs the presser a spinner, nothing stored
             self.say(logging.INFO, "%s: a button press was not answered (%s)", self.name, self.clean_error(exc))
+
+    async def edit_when_settled(self, approval_id: str, question: str, edit: Callable[[str], Awaitable[Any]],
+                                mention: Callable[[str], str] = str) -> None:
+        """After a press was stored: once the session has decided (first answer wins, so the text says whose
+        answer counted, not whose press this was), ``edit(the settled question)``, which removes the buttons. A
+        kill -9 before it leaves the buttons on: a later press on them is answered with the settled text then."""
+        approval = await self.settled(approval_id, SETTLE_WAIT_S)
+        settled = settled_question(question, approval, time.time(), mention)
+        if settled is not None:
+            await edit(settled)
 
     async def settled(self, approval_id: str, wait_s: float, every_s: float = 0.25) -> Optional[Approval]:
         """The approval once it is no longer pending (answered, expired, withdrawn), read from storage every

@@ -32,8 +32,8 @@ from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.discord.components import (ANSWER_FIELD, Press, ack_body, action_rows, event_from_press,
                                                 mention, press_of)
 from actors.adapters.discord.inbound import event_from_message, is_input
-from actors.adapters.presses import ButtonPresses, JudgedPress
-from actors.approvals.answers import NOT_YOURS, Answerer, refusal_for, settled_question
+from actors.adapters.presses import STORED, ButtonPresses, JudgedPress, press_outcome
+from actors.approvals.answers import Answerer
 from actors.adapters.discord.gateway import GatewayLink
 from actors.adapters.discord.client import DiscordREST
 from actors.adapters.errors import PermanentError, PlatformError
@@ -41,7 +41,6 @@ from actors.messages import MessageEvent, PlatformOp
 from actors.profiles.routes import wants_everything
 
 CHANNEL_EVENTS = ("CHANNEL_CREATE", "THREAD_CREATE", "CHANNEL_UPDATE", "THREAD_UPDATE")
-SETTLE_WAIT_S = 120.0        # how long a stored press waits for the session's decision before the edit is left
 
 
 DISCORD_HEARTBEAT_S = 45.0   # Discord's heartbeat_interval is 41.25 s; a little more
@@ -144,27 +143,20 @@ class DiscordAdapter(ButtonPresses, StreamingAdapter):
 
     async def _answer_press(self, press: Press, judged: JudgedPress) -> None:
         """Within Discord's 3 s: a stored press is acknowledged (type 6) and the question edited once the session
-        has decided (first answer wins: the edit says whose); a press on a settled question turns the message into
-        what became of it (type 7, buttons gone); any other press is told why, to the presser only (ephemeral)."""
-        api, approval = self._api(), judged.approval
-        if judged.kept:
-            try:
-                await api.answer_interaction(press.interaction_id, press.token, ack_body("stored"))
-            except PlatformError as exc:   # past the 3 s (a press replayed after a restart): the edit still goes
-                self.say(logging.INFO, "%s: a button press was not acknowledged (%s)", self.name,
-                         self.clean_error(exc))
-            approval = await self.settled(approval.approval_id, SETTLE_WAIT_S)
-            settled = settled_question(press.message_text, approval, time.time(), mention)
-            if settled is not None:
-                await api.edit_message(press.channel_id, press.message_id, settled, components=[])
+        has decided; a press on a settled question turns the message into what became of it (type 7, buttons
+        gone); any other press is told why, to the presser only (ephemeral)."""
+        api = self._api()
+        kind, text = press_outcome(judged, Answerer(self.name, press.channel_id, press.user_id), press.message_text,
+                                   time.time(), mention)
+        if kind != STORED:
+            await api.answer_interaction(press.interaction_id, press.token, ack_body(kind, text))
             return
-        answerer = Answerer(self.name, press.channel_id, press.user_id)
-        settled = settled_question(press.message_text, approval, time.time(), mention) \
-            if approval is not None and not refusal_for(approval, answerer) else None
-        if settled is not None and judged.notice != NOT_YOURS:
-            await api.answer_interaction(press.interaction_id, press.token, ack_body("settled", settled))
-        else:
-            await api.answer_interaction(press.interaction_id, press.token, ack_body("refused", judged.notice))
+        try:
+            await api.answer_interaction(press.interaction_id, press.token, ack_body(kind))
+        except PlatformError as exc:   # past the 3 s (a press replayed after a restart): the edit still goes
+            self.say(logging.INFO, "%s: a button press was not acknowledged (%s)", self.name, self.clean_error(exc))
+        await self.edit_when_settled(judged.approval.approval_id, press.message_text, lambda settled: api.edit_message(
+            press.channel_id, press.message_id, settled, components=[]), mention)
 
     # ------------------------------------------------------------------------------------------------ outbound
     def _api(self) -> DiscordREST:

@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from actors.adapters.discord.inbound import _id, chat_kind
 from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
+from actors.adapters.presses import REFUSED, SETTLED, STORED
 from actors.messages import MessageEvent, Source
 
 ACTION_ROW, BUTTON = 1, 2
@@ -77,12 +78,12 @@ def press_of(interaction: Any) -> Optional[Press]:
 def ack_body(kind: str, text: str = "") -> dict:
     """The callback's body: ``stored`` (type 6, nothing shown yet), ``settled`` (type 7: the message becomes
     ``text`` without buttons), ``refused`` (type 4, ephemeral: ``text`` to the presser only)."""
-    if kind == "stored":
+    if kind == STORED:
         return {"type": DEFERRED_UPDATE_MESSAGE}
-    if kind == "settled":
+    if kind == SETTLED:
         return {"type": UPDATE_MESSAGE, "data": {"content": text, "components": [],
                                                  "allowed_mentions": {"parse": []}}}
-    if kind == "refused":
+    if kind == REFUSED:
         return {"type": CHANNEL_MESSAGE_WITH_SOURCE, "data": {"content": text, "flags": EPHEMERAL,
                                                               "allowed_mentions": {"parse": []}}}
     raise ValueError(f"no interaction answer of kind {kind!r}")
