@@ -116,6 +116,18 @@ def row_of(gw, chat_id: int) -> tuple:
     return row
 
 
+def edited_to(tg: FakeTelegram, chat_id: int, question: dict, ending: str, timeout: float = 60) -> dict:
+    """The question once edited to end with ``ending``: the how-to-answer sentence gone with the buttons."""
+    def done():
+        [now] = [m for m in tg.messages(chat_id) if m["message_id"] == question["message_id"]]
+        return now["text"].endswith(ending) and now
+    now = wait_for(done, timeout, 0.05, f"the question edited to end with {ending!r}: "
+                                        f"{[m['text'][-80:] for m in tg.messages(chat_id)]}")
+    assert buttons(now) == {} and "Press Approve or Deny" not in now["text"], now
+    assert now["text"].startswith("Let me compute.\n\nThe assistant wants to run calculator with "), now
+    return now
+
+
 def test_pressing_approve_runs_the_tool_once(rig):
     gw, tg, model = rig
     question, before = ask(rig, 501, "It is 14.")
@@ -125,6 +137,7 @@ def test_pressing_approve_runs_the_tool_once(rig):
     assert tool_results(model, before) == ["14"]
     wait_for(lambda: row_of(gw, 501) == ("501", "done", "approve", "telegram:501", "ok"), 20, 0.05,
              f"the approved call done ({approval_rows(gw)})")
+    edited_to(tg, 501, question, "Approved by Alice.")
 
 
 def test_pressing_deny_refuses_the_call_and_the_model_is_told(rig):
@@ -135,6 +148,7 @@ def test_pressing_deny_refuses_the_call_and_the_model_is_told(rig):
     assert tool_results(model, before) == ["Approval was denied for this call of calculator; it was not run."]
     wait_for(lambda: row_of(gw, 502) == ("502", "done", "deny", "telegram:502", "denied"), 20, 0.05,
              f"the denied call done ({approval_rows(gw)})")
+    edited_to(tg, 502, question, "Denied by Alice.")
 
 
 def test_a_double_click_is_one_answer(rig):
@@ -150,8 +164,10 @@ def test_a_double_click_is_one_answer(rig):
     assert len(model.requests) == before + 2, "one answer, one turn that goes on"
     wait_for(lambda: row_of(gw, 503) == ("503", "done", "approve", "telegram:503", "ok"), 20, 0.05,
              f"the approved call done ({approval_rows(gw)})")
-    # A press on the answered question's buttons later: told what came first; nothing runs.
-    assert told(tg, press(tg, 503, question, "Approve", 503)) == "Already answered: approved by telegram:503."
+    # The question is edited to say who answered, its buttons gone: no later press can be made.
+    edited_to(tg, 503, question, "Approved by Alice.")
+    with pytest.raises(ValueError, match="no button"):
+        press(tg, 503, question, "Approve", 503)
     assert tool_results(model, before) == ["14"] and len(model.requests) == before + 2
 
 
@@ -169,6 +185,7 @@ def test_a_click_after_a_kill_9_of_the_whole_daemon_resumes_the_turn_and_the_too
     assert tool_results(model, before) == ["14"]
     wait_for(lambda: row_of(gw, 504) == ("504", "done", "approve", "telegram:504", "ok"), 20, 0.05,
              f"the approved call done ({approval_rows(gw)})")
+    edited_to(tg, 504, question, "Approved by Alice.")
     assert len(model.requests) == before + 2
 
 
@@ -182,6 +199,7 @@ def test_a_click_after_the_deadline_is_told_the_question_expired(rig):
     assert told_text.startswith("This question expired at ") and told_text.endswith("calculator was not run."), \
         told_text
     assert row_of(gw, LATE_CHAT)[1:] == ("done", None, None, "expired")
+    edited_to(tg, LATE_CHAT, question, "Expired: no one answered, calculator was not run.")
     assert len(model.requests) == asked and tool_results(model, before) == [
         "No one answered the request to run calculator within 10 seconds; it was not run."]
 
@@ -209,3 +227,4 @@ def test_in_a_group_a_press_from_elsewhere_is_not_theirs_and_another_member_may_
     assert tool_results(model, before) == ["14"]
     wait_for(lambda: row_of(gw, GROUP) == (str(GROUP), "done", "approve", "telegram:13", "ok"), 20, 0.05,
              f"the approved call done ({approval_rows(gw)})")
+    edited_to(tg, GROUP, question, "Approved by Alice.")

@@ -9,7 +9,9 @@ its data) before its round is stored: one that may answer is stored as the click
 row deduplicated on the press's id, so a press delivered again after a kill -9 (its offset not yet committed) is
 the same row; the session then answers it as a typed ``approve CODE`` (first answer wins). Every press is answered
 (answerCallbackQuery, at most once per press and life, after its round is stored, never awaited by the intake) with
-what storage says at that moment: Approved / Denied, already answered, expired, not yours, or no longer valid.
+what storage says at that moment: Approved / Denied, already answered, expired, not yours, or no longer valid. The
+question is then edited to what became of it (approved or denied by whom, expired), its buttons removed: once the
+session has decided, for a stored press; at once, for a press on a question already settled.
 
 Outbound. Sends and edits are rendered to the configured parse mode and resent as plain text if Telegram refuses
 the entities. The base paces each chat (shared by sends and edits) and waits out 429s; on top of that a bot-wide
@@ -22,17 +24,18 @@ import asyncio
 import dataclasses
 import logging
 import math
+import time
 from typing import Any, Optional
 
 from actors.adapters.intake_styles import PollingAdapter
 from actors.adapters.liveness import SERVED_SILENCE_S
-from actors.adapters.errors import FormattingError, MessageNotFoundError, PermanentError
+from actors.adapters.errors import FormattingError, MessageNotFoundError, PermanentError, PlatformError
 from actors.adapters.lost_copies import NOTHING, OTHERS, OURS, Unresolved, search, search_floor
 from actors.adapters.telegram.formatting import render
-from actors.adapters.telegram.inbound import (ALLOWED_UPDATES, ANSWER_FIELD, click_of, event_from_update, is_input,
+from actors.adapters.telegram.inbound import (ALLOWED_UPDATES, ANSWER_FIELD, Click, click_of, event_from_update, is_input,
                                               message_id_of, reaction_of, update_ids)
 from actors.adapters.telegram.webhook import WebhookServer
-from actors.adapters.presses import ButtonPresses
+from actors.adapters.presses import SETTLED, STORED, ButtonPresses, JudgedPress, press_outcome
 from actors.approvals.answers import Answerer
 from actors.adapters.telegram.client import FileTooLarge, TelegramAPI
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
@@ -54,7 +57,7 @@ class TelegramAdapter(ButtonPresses, PollingAdapter):
         self._webhook_cleared = False
         self._bot_budget: Optional[ChatBudget] = None
         self._emit_lock: Optional[asyncio.Lock] = None
-        self._acks_due: list[tuple[str, str]] = []     # (press id, text): answered once their round is stored
+        self._acks_due: list[tuple[Click, JudgedPress]] = []   # answered once their round is stored
         self.init_presses()
 
     def on_start(self, args) -> None:
@@ -208,16 +211,36 @@ class TelegramAdapter(ButtonPresses, PollingAdapter):
                 continue
             judged = await self.judge_press(update, Answerer(self.name, click.chat_id, click.user_id), click.data,
                                             ANSWER_FIELD)
-            self._acks_due.append((click.query_id, judged.notice))
+            self._acks_due.append((click, judged))
             out.append(judged.raw)
         return out
 
     def answer_presses(self) -> None:
         """Answer the presses whose round is stored (presses.py ``acknowledge_press``: once each in this life)."""
         due, self._acks_due = self._acks_due, []
-        for query_id, text in due:
-            self.acknowledge_press(query_id, lambda q=query_id, t=text: asyncio.wait_for(
-                self._api().answer_callback_query(q, t), OUTBOUND_TIMEOUT_S))
+        for click, judged in due:
+            self.acknowledge_press(click.query_id, lambda c=click, j=judged: self._answer_press(c, j))
+
+    async def _answer_press(self, click: Click, judged: JudgedPress) -> None:
+        """answerCallbackQuery with what storage said; then the question shows what became of it, its buttons
+        gone: at once for a press on a settled question, once the session has decided for a stored one."""
+        def mention(user_id: str) -> str:   # a plain text edit names the presser by name, anyone else by id
+            return click.user_name if user_id == click.user_id and click.user_name else user_id
+
+        async def settle(settled: str) -> None:
+            await self._bot_turn()
+            await self._api().edit_message_text(click.chat_id, click.message_id, settled)   # no buttons: removed
+        kind, text = press_outcome(judged, Answerer(self.name, click.chat_id, click.user_id), click.message_text,
+                                   time.time(), mention)
+        try:
+            await asyncio.wait_for(self._api().answer_callback_query(click.query_id, judged.notice),
+                                   OUTBOUND_TIMEOUT_S)
+        except (PlatformError, asyncio.TimeoutError) as exc:   # too old (replayed after a restart): the edit goes
+            self.say(logging.INFO, "%s: a button press was not answered (%s)", self.name, self.clean_error(exc))
+        if kind == STORED:
+            await self.edit_when_settled(judged.approval.approval_id, click.message_text, settle, mention)
+        elif kind == SETTLED:
+            await settle(text)
 
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_update(raw, self.name, self.profile, self.bot_username)
