@@ -203,26 +203,30 @@ def question_text(approval: Approval, buttons: bool, secrets: Iterable[str] = ()
     return f"{asked} {how} (within {waits})."
 
 
-def settled_question(text: str, approval: Optional[Approval], now: float,
-                     mention: Callable[[str], str] = str) -> Optional[str]:
-    """The question ``text`` as it reads once settled, its last sentence (how to answer) replaced by what became of
-    it: "Approved by WHO." / "Denied by WHO." (WHO: ``mention(user id)``, how the platform names a user, or "the
-    operator"), "Expired: ...", "Withdrawn: ...". None while it still waits (pending, within its deadline), or for
-    an unknown approval: the message is left as it is."""
+def settled_line(approval: Optional[Approval], now: float, mention: Callable[[str], str] = str) -> Optional[str]:
+    """What became of a question, in one line: "Approved by WHO." / "Denied by WHO." (WHO: ``mention(user id)``,
+    how the platform names a user, or "the operator"), "Expired: ...", "Withdrawn: ...". None while it still waits
+    (pending, within its deadline), or for an unknown approval."""
     if approval is None:
         return None
     name = policy_name(approval.tool_name)
     if approval.answer is not None:
         user = answerer_id(approval)
         who = mention(user) if user else _answered_by(approval)
-        line = f"{'Approved' if approval.answer == 'approve' else 'Denied'} by {who}."
-    elif approval.outcome == "withdrawn":
-        line = f"Withdrawn when the conversation was reset: {name} was not run."
-    elif approval.state != ApprovalState.PENDING or approval.deadline <= now:
-        line = f"Expired: no one answered, {name} was not run."
-    else:
-        return None
-    return f"{PRESSABLE.sub('', text).rstrip()}\n\n{line}"
+        return f"{'Approved' if approval.answer == 'approve' else 'Denied'} by {who}."
+    if approval.outcome == "withdrawn":
+        return f"Withdrawn when the conversation was reset: {name} was not run."
+    if approval.state != ApprovalState.PENDING or approval.deadline <= now:
+        return f"Expired: no one answered, {name} was not run."
+    return None
+
+
+def settled_question(text: str, approval: Optional[Approval], now: float,
+                     mention: Callable[[str], str] = str) -> Optional[str]:
+    """The question ``text`` as it reads once settled: its last sentence (how to answer) replaced by
+    ``settled_line``. None while it still waits, or for an unknown approval: the message is left as it is."""
+    line = settled_line(approval, now, mention)
+    return None if line is None else f"{PRESSABLE.sub('', text).rstrip()}\n\n{line}"
 
 
 def answerer_id(approval: Approval) -> str:

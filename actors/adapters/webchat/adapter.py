@@ -28,7 +28,8 @@ from actors.adapters.intake import SenderOverLimit, TextTooLong
 from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
                                     TooLongError)
-from actors.adapters.webchat import earlier, protocol
+from actors.adapters.presses import SETTLE_WAIT_S, SETTLED, ButtonPresses, press_outcome
+from actors.adapters.webchat import earlier, formatting, protocol
 from actors.adapters.webchat.address_limits import AddressLimits, address_policy
 from actors.adapters.webchat.protocol import (CLIENT_MESSAGE_ID, VISITOR_ID, Outbox, error_frame,
                                               frame_id, op_frame)
@@ -36,6 +37,7 @@ from actors.adapters.webchat.server import WebChatServer
 from actors.adapters.webchat.welcome import agent_facts
 from actors.adapters.media_intake import cached
 from actors.adapters.webchat.uploads import MAX_FILES_PER_MESSAGE, UPLOAD_WINDOW_S, UPLOADS_PER_WINDOW, Uploads
+from actors.approvals.answers import Answerer, buttons_for, pressable_code, settled_line, settled_question
 from actors.media.limits import cap_for, too_large_notice
 from actors.media.names import display_name
 from actors.media.sniff import RASTER, sniff
@@ -47,11 +49,13 @@ from common.config import setting
 
 MAX_ATTEMPTS_KEPT = 200            # per chat and action, fault-injection runs only
 REMOTE_READ_TIMEOUT_S = 5.0        # the history of a chat on a worker host: past it the page is told to retry
+ANSWER_FIELD = "approval_answer"   # put on a press by the adapter: the press's answer, as words
 
 
-class WebChatAdapter(ServingAdapter):
+class WebChatAdapter(ButtonPresses, ServingAdapter):
     def __init__(self):
         super().__init__()
+        self.init_presses()
         self.server: Optional[WebChatServer] = None
         self.outbox = Outbox()
         self._store_batch = None              # the base's emit while the intake runs, else None
@@ -125,6 +129,8 @@ class WebChatAdapter(ServingAdapter):
         except UnicodeEncodeError:
             raise MalformedPayload("text is not valid Unicode (a lone surrogate)") from None
         attachments = tuple(Attachment.from_payload(a) for a in raw.get("attachments") or ())
+        if ANSWER_FIELD in raw:   # a press kept as the visitor's answer (_take_press): its words
+            text = a_string(raw[ANSWER_FIELD], ANSWER_FIELD)
         if not text.strip() and not attachments:
             raise MalformedPayload("text is empty")
         # Visitor-scoped dedup key: one visitor's ids can never shadow another's messages in the inbox.
@@ -147,6 +153,8 @@ class WebChatAdapter(ServingAdapter):
             return await self._history(visitor)
         if kind == "message":
             return await self._take_message(visitor, frame)
+        if kind == "press":
+            return await self._take_press(visitor, frame)
         if kind == "conversations":
             return await self._conversations(visitor)
         if kind == "conversation":
@@ -240,6 +248,14 @@ class WebChatAdapter(ServingAdapter):
         except MalformedPayload as exc:
             self.reject_frame(visitor, str(exc))
             return error_frame(str(exc), reference)
+        stored = await self._store(visitor, raw, reference)
+        if isinstance(stored, dict):
+            return stored
+        return {"type": "ack", "id": reference, "duplicate": not stored}
+
+    async def _store(self, visitor: str, raw: dict, reference: Optional[str]):
+        """``raw`` stored through the intake: whether it is new (False: a duplicate), or the error frame that says
+        why not."""
         emit = self._store_batch
         if emit is None:
             return error_frame("the gateway is not taking messages right now; will retry", reference, retry=True)
@@ -257,7 +273,52 @@ class WebChatAdapter(ServingAdapter):
         if not results:
             return error_frame("the message was rejected", reference)
         _seq, inserted = results[0]
-        return {"type": "ack", "id": reference, "duplicate": not inserted}
+        return bool(inserted)
+
+    # ------------------------------------------------------------------------------------------- button presses
+    async def _take_press(self, visitor: str, frame: dict) -> dict:
+        """A press of a question's button: one that may answer is stored as the visitor's answer (``approve
+        CODE``) under the page's id, as a message is, so a press the page sends again after a lost answer is one
+        row; the tab is told whether it was kept and why not. Once the question is settled every tab of the
+        visitor is told (``settled``)."""
+        press_id, data = protocol.press_of(frame)
+        if press_id is None:
+            self.reject_frame(visitor, "a press without a usable id")
+            return error_frame("a press needs an id of 1-64 of A-Z a-z 0-9 _ -")
+        answerer = Answerer(self.name, visitor, visitor)
+        judged = await self.judge_press({"visitor": visitor, "id": press_id, "text": ""}, answerer, data,
+                                        ANSWER_FIELD)
+        if judged.kept:
+            stored = await self._store(visitor, judged.raw, press_id)
+            if isinstance(stored, dict):
+                return stored
+            self.acknowledge_press(press_id, lambda: self._tell_settled(visitor, judged.approval.approval_id))
+        elif press_outcome(judged, answerer, "", time.time())[0] == SETTLED:
+            self.acknowledge_press(press_id, lambda: self._tell_settled(visitor, judged.approval.approval_id, 0.0))
+        return {"type": "press", "id": press_id, "kept": judged.kept, "notice": judged.notice}
+
+    async def _tell_settled(self, visitor: str, approval_id: str, wait_s: float = SETTLE_WAIT_S) -> None:
+        """Once the session has decided (at once for a question already settled), every tab of the visitor
+        loses the question's buttons and shows what became of it."""
+        line = settled_line(await self.settled(approval_id, wait_s), time.time(), _you(visitor))
+        if line is not None:
+            await self._push(visitor, {"type": "settled", "approval": approval_id, "line": line})
+
+    async def _with_buttons(self, visitor: str, messages: list) -> list:
+        """The history's questions: one still waiting carries its buttons; one settled reads as settled (its
+        last sentence replaced by what became of it). Read from storage at each history request."""
+        now = time.time()
+        for message in messages:
+            code = pressable_code(message["text"]) if message["role"] == "assistant" else None
+            approval = await self.store.approvals.for_question(self.name, visitor, code) if code else None
+            if approval is None:
+                continue
+            settled = settled_question(message["text"], approval, now, _you(visitor))
+            if settled is None:
+                message["buttons"] = protocol.button_views(buttons_for(approval.approval_id))
+            else:
+                message.update(text=settled, **formatting.view(settled, True))
+        return messages
 
     async def _history(self, visitor: str) -> dict:
         key = self._key(visitor)
@@ -276,8 +337,13 @@ class WebChatAdapter(ServingAdapter):
             self.say(logging.WARNING, "%s: history of visitor %s unavailable: %s", self.name, visitor,
                       self.clean_error(exc))
             return error_frame("the history is not available right now; will retry", retry=True)
-        return {"type": "history", "messages": protocol.conversation(events, waiting),
-                "live": self.outbox.live(visitor)}
+        try:
+            messages = await self._with_buttons(visitor, protocol.conversation(events, waiting))
+        except StorageError as exc:
+            self.say(logging.WARNING, "%s: history of visitor %s unavailable: %s", self.name, visitor,
+                     self.clean_error(exc))
+            return error_frame("the history is not available right now; will retry", retry=True)
+        return {"type": "history", "messages": messages, "live": self.outbox.live(visitor)}
 
     async def _conversations(self, visitor: str) -> dict:
         """The visitor's conversations, the current one and those New chat left (earlier.py), newest first."""
@@ -347,8 +413,10 @@ class WebChatAdapter(ServingAdapter):
         self._fault_point(op)
         message_id = f"{self._id_prefix}-{next(self._ids)}"
         reply_to = protocol.client_id(op.reply_to)
+        buttons = await self.question_buttons(op)
         self.outbox.record(op.chat_id, message_id, op.text, op.final, reply_to=reply_to)
-        await self._push(op.chat_id, op_frame("send", message_id, op.text, op.final, reply_to, kind=op.kind))
+        await self._push(op.chat_id, op_frame("send", message_id, op.text, op.final, reply_to, kind=op.kind,
+                                              buttons=buttons))
         return message_id
 
     async def send_file(self, op: PlatformOp) -> str:
@@ -389,9 +457,10 @@ class WebChatAdapter(ServingAdapter):
         if known is not None and known["deleted"]:
             raise MessageNotFoundError("the message was deleted", method="edit")
         self._fault_point(op)
+        buttons = await self.question_buttons(op)   # a preview edited into the question
         self.outbox.record(op.chat_id, op.message_id, op.text, op.final)
         await self._push(op.chat_id, op_frame("edit", op.message_id, op.text, op.final,
-                                              known["reply_to"] if known else None, kind=op.kind))
+                                              known["reply_to"] if known else None, kind=op.kind, buttons=buttons))
 
     async def delete_message(self, op: PlatformOp) -> None:
         self._fault_point(op)
@@ -450,6 +519,11 @@ class WebChatAdapter(ServingAdapter):
         return {"type": "debug", "attempts": list(self._attempts.get((visitor, action), ())),
                 "sent": self.outbox.of(visitor), "violations": self._violations,
                 "held": self.send_hold.held[1] if self.send_hold.held else None}
+
+
+def _you(visitor: str):
+    """How the web chat names who answered: the visitor is "you" (no one else is in the chat)."""
+    return lambda user_id: "you" if user_id == visitor else user_id
 
 
 def _host_port(host: str, port: int) -> str:
