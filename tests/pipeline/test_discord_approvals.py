@@ -16,14 +16,13 @@ from tests.actor_system import wait_for
 from tests.fakes.discord import DEFAULT_TOKEN, GENERAL_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
 from tests.gateway import Gateway
-from tests.pipeline.harness import CURSOR
+from tests.pipeline.approval_helpers import (CALL, GUARDED_PROFILES, PRESSABLE, QUESTION_START, edited_question,
+                                             settled_messages, tool_results)
 
 pytestmark = pytest.mark.timeout(300)
 
-CALL = ("calculator", '{"expression": "2+3*4"}')
 ASKERS = {name: 1500000000000000000 + i for i, name in enumerate(("approve", "double", "kill", "group", "late"), 1)}
 STRANGER = 1500000000000000099
-PRESSABLE = "Press Approve or Deny, or reply \u201capprove "
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +44,7 @@ base_url = "{model.base_url}"
 model = "test-model"
 api_key = "sk-test-key-0123456789abcdef"
 
-[profiles.default]
-approve_tools = ["calculator"]
-
-[profiles.hurried]
-approve_tools = ["calculator"]
-approval_timeout_s = 10
-
+{GUARDED_PROFILES}
 [[routes]]
 adapter = "discord"
 chat = "{GENERAL_CHANNEL_ID}"
@@ -74,12 +67,7 @@ profile = "hurried"
 
 
 def settled(dc: FakeDiscord, channel_id: int, count: int, timeout: float = 60) -> list[dict]:
-    """The bot's messages in the channel once there are ``count`` and none is streaming."""
-    def done():
-        shown = [m for m in dc.messages(channel_id) if not m["deleted"]]
-        return len(shown) >= count and all(CURSOR not in m["content"] for m in shown) and shown
-    return wait_for(done, timeout, 0.05, f"{count} settled message(s) in channel {channel_id}: "
-                                         f"{[m['content'][-80:] for m in dc.messages(channel_id)]}")
+    return settled_messages(lambda: dc.messages(channel_id), "content", count, f"channel {channel_id}", timeout)
 
 
 def buttons(message: dict) -> dict:
@@ -96,7 +84,7 @@ def ask(rig, user_id: int, then: str, channel_id=None) -> tuple[dict, int, int]:
     asked = dc.inject_message("what is 2+3*4?", channel_id, user_id=user_id, mention_bot=channel_id is not None)
     channel = int(asked["channel_id"])
     [question] = settled(dc, channel, 1)
-    assert question["content"].startswith("Let me compute.\n\nThe assistant wants to run calculator with "), question
+    assert question["content"].startswith(QUESTION_START), question
     assert PRESSABLE in question["content"], question["content"]
     assert set(buttons(question)) == {"Approve", "Deny"}, question["components"]
     assert [b["style"] for b in question["components"][0]["components"]] == [3, 4], "Approve green, Deny red"
@@ -118,16 +106,6 @@ def answered(dc: FakeDiscord, interaction_id: str, timeout: float = 30) -> dict:
     return entry
 
 
-def tool_results(model: FakeOpenAIServer, since: int) -> list[str]:
-    """The tool results the model read after ``since``, each once (a request repeats the history before it)."""
-    seen = {}
-    for request in model.requests[since:]:
-        for m in request.body["messages"]:
-            if m.get("role") == "tool":
-                seen[m.get("tool_call_id")] = m["content"]
-    return list(seen.values())
-
-
 def row_of(gw, channel: int) -> tuple:
     with sqlite3.connect(gw.state / "gateway.db") as db:
         [row] = db.execute("SELECT state, answer, answered_by, outcome FROM approvals WHERE chat_id = ?",
@@ -135,16 +113,9 @@ def row_of(gw, channel: int) -> tuple:
     return row
 
 
-def edited_to(dc: FakeDiscord, channel: int, question: dict, ending: str, timeout: float = 60) -> dict:
-    """The question once edited to end with ``ending``: the how-to-answer sentence gone with the buttons."""
-    def done():
-        [now] = [m for m in dc.messages(channel) if m["id"] == question["id"]]
-        return now["content"].endswith(ending) and now
-    now = wait_for(done, timeout, 0.05, f"the question edited to end with {ending!r}: "
-                                        f"{[m['content'][-80:] for m in dc.messages(channel)]}")
-    assert now["components"] == [] and PRESSABLE not in now["content"], now
-    assert now["content"].startswith("Let me compute.\n\nThe assistant wants to run calculator with "), now
-    return now
+def edited_to(dc: FakeDiscord, channel: int, question: dict, ending: str) -> dict:
+    return edited_question(lambda: next(m for m in dc.messages(channel) if m["id"] == question["id"]), "content",
+                           ending, buttons)
 
 
 def test_pressing_approve_runs_the_tool_once_and_the_question_says_who_approved(rig):

@@ -16,14 +16,13 @@ from tests.actor_system import wait_for
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
 from tests.fakes.slack import DEFAULT_APP_TOKEN, DEFAULT_BOT_TOKEN, FakeSlack
 from tests.gateway import Gateway
-from tests.pipeline.harness import CURSOR
+from tests.pipeline.approval_helpers import (CALL, GUARDED_PROFILES, PRESSABLE, QUESTION_START, edited_question,
+                                             settled_messages, tool_results)
 
 pytestmark = pytest.mark.timeout(300)
 
 BOT = "U0FAKEBOT1"
-CALL = ("calculator", '{"expression": "2+3*4"}')
 GROUP, LATE = "C0GROUP001", "C0LATE0001"
-PRESSABLE = "Press Approve or Deny, or reply \u201capprove "
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +43,7 @@ base_url = "{model.base_url}"
 model = "test-model"
 api_key = "sk-test-key-0123456789abcdef"
 
-[profiles.default]
-approve_tools = ["calculator"]
-
-[profiles.hurried]
-approve_tools = ["calculator"]
-approval_timeout_s = 10
-
+{GUARDED_PROFILES}
 [[routes]]
 adapter = "slack"
 chat = "{GROUP}"
@@ -73,12 +66,7 @@ profile = "hurried"
 
 
 def settled(slack: FakeSlack, channel: str, count: int, timeout: float = 60) -> list[dict]:
-    """The bot's messages in the channel once there are ``count`` and none is streaming."""
-    def done():
-        shown = [m for m in slack.messages(channel) if not m["deleted"]]
-        return len(shown) >= count and all(CURSOR not in m["text"] for m in shown) and shown
-    return wait_for(done, timeout, 0.05, f"{count} settled message(s) in {channel}: "
-                                         f"{[m['text'][-80:] for m in slack.messages(channel)]}")
+    return settled_messages(lambda: slack.messages(channel), "text", count, channel, timeout)
 
 
 def buttons(message: dict) -> dict:
@@ -97,7 +85,7 @@ def ask(rig, user: str, then: str, channel=None) -> tuple[dict, str, int]:
                                  user=user)
     channel = asked["channel"]
     [question] = settled(slack, channel, 1)
-    assert question["text"].startswith("Let me compute.\n\nThe assistant wants to run calculator with "), question
+    assert question["text"].startswith(QUESTION_START), question
     assert PRESSABLE in question["text"], question["text"]
     assert set(buttons(question)) == {"Approve", "Deny"}, question["blocks"]
     sections = [b["text"]["text"] for b in question["blocks"] if b["type"] == "section"]
@@ -120,16 +108,6 @@ def acknowledged(slack: FakeSlack, payload: dict, timeout: float = 30) -> None:
     assert not event["acked"]["late"] and len(event["attempts"]) == 1, event
 
 
-def tool_results(model: FakeOpenAIServer, since: int) -> list[str]:
-    """The tool results the model read after ``since``, each once (a request repeats the history before it)."""
-    seen = {}
-    for request in model.requests[since:]:
-        for m in request.body["messages"]:
-            if m.get("role") == "tool":
-                seen[m.get("tool_call_id")] = m["content"]
-    return list(seen.values())
-
-
 def row_of(gw, channel: str) -> tuple:
     with sqlite3.connect(gw.state / "gateway.db") as db:
         [row] = db.execute("SELECT state, answer, answered_by, outcome FROM approvals WHERE chat_id = ?",
@@ -137,16 +115,9 @@ def row_of(gw, channel: str) -> tuple:
     return row
 
 
-def updated_to(slack: FakeSlack, channel: str, question: dict, ending: str, timeout: float = 60) -> dict:
-    """The question once updated to end with ``ending``: the how-to-answer sentence gone with the buttons."""
-    def done():
-        [now] = [m for m in slack.messages(channel) if m["ts"] == question["ts"]]
-        return now["text"].endswith(ending) and now
-    now = wait_for(done, timeout, 0.05, f"the question updated to end with {ending!r}: "
-                                        f"{[m['text'][-80:] for m in slack.messages(channel)]}")
-    assert buttons(now) == {} and PRESSABLE not in now["text"], now
-    assert now["text"].startswith("Let me compute.\n\nThe assistant wants to run calculator with "), now
-    return now
+def updated_to(slack: FakeSlack, channel: str, question: dict, ending: str) -> dict:
+    return edited_question(lambda: next(m for m in slack.messages(channel) if m["ts"] == question["ts"]), "text",
+                           ending, buttons)
 
 
 def test_pressing_approve_runs_the_tool_once_and_the_question_says_who_approved(rig):

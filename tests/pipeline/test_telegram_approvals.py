@@ -13,11 +13,11 @@ import pytest
 from tests.actor_system import wait_for
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
 from tests.fakes.telegram import FakeTelegram
-from tests.pipeline.harness import CURSOR, telegram_gateway
+from tests.pipeline.approval_helpers import CALL, edited_question, settled_messages, tool_results
+from tests.pipeline.harness import telegram_gateway
 
 pytestmark = pytest.mark.timeout(300)
 
-CALL = ("calculator", '{"expression": "2+3*4"}')
 LATE_CHAT = 505
 GROUP = -100777
 
@@ -54,12 +54,7 @@ profile = "hurried"
 
 
 def settled(tg: FakeTelegram, chat_id: int, count: int, timeout: float = 60) -> list[dict]:
-    """The bot's messages in the chat once there are ``count`` and none is streaming."""
-    def done():
-        shown = [m for m in tg.messages(chat_id) if not m["deleted"]]
-        return len(shown) >= count and all(CURSOR not in m["text"] for m in shown) and shown
-    return wait_for(done, timeout, 0.05, f"{count} settled message(s) in chat {chat_id}: "
-                                         f"{[m['text'][-80:] for m in tg.messages(chat_id)]}")
+    return settled_messages(lambda: tg.messages(chat_id), "text", count, f"chat {chat_id}", timeout)
 
 
 def buttons(message: dict) -> dict:
@@ -95,16 +90,6 @@ def told(tg: FakeTelegram, query_id: str, timeout: float = 30) -> str:
     return wait_for(lambda: tg.callback_answer(query_id), timeout, 0.05, f"an answer to press {query_id}")["text"]
 
 
-def tool_results(model: FakeOpenAIServer, since: int) -> list[str]:
-    """The tool results the model read after ``since``, each once (a request repeats the history before it)."""
-    seen = {}
-    for request in model.requests[since:]:
-        for m in request.body["messages"]:
-            if m.get("role") == "tool":
-                seen[m.get("tool_call_id")] = m["content"]
-    return list(seen.values())
-
-
 def approval_rows(gw) -> list[tuple]:
     with sqlite3.connect(gw.state / "gateway.db") as db:
         return db.execute("SELECT chat_id, state, answer, answered_by, outcome FROM approvals "
@@ -116,16 +101,9 @@ def row_of(gw, chat_id: int) -> tuple:
     return row
 
 
-def edited_to(tg: FakeTelegram, chat_id: int, question: dict, ending: str, timeout: float = 60) -> dict:
-    """The question once edited to end with ``ending``: the how-to-answer sentence gone with the buttons."""
-    def done():
-        [now] = [m for m in tg.messages(chat_id) if m["message_id"] == question["message_id"]]
-        return now["text"].endswith(ending) and now
-    now = wait_for(done, timeout, 0.05, f"the question edited to end with {ending!r}: "
-                                        f"{[m['text'][-80:] for m in tg.messages(chat_id)]}")
-    assert buttons(now) == {} and "Press Approve or Deny" not in now["text"], now
-    assert now["text"].startswith("Let me compute.\n\nThe assistant wants to run calculator with "), now
-    return now
+def edited_to(tg: FakeTelegram, chat_id: int, question: dict, ending: str) -> dict:
+    return edited_question(lambda: next(m for m in tg.messages(chat_id) if m["message_id"] ==
+                                        question["message_id"]), "text", ending, buttons)
 
 
 def test_pressing_approve_runs_the_tool_once(rig):

@@ -12,14 +12,13 @@ import pytest
 
 from tests.actor_system import free_port
 from tests.fakes.openai_server import FakeOpenAIServer, agent_toml, text_reply, tool_call_reply
+from tests.pipeline.approval_helpers import CALL, PRESSABLE, tool_results
 from tests.webchat.browser import send, stopped, url_of, wait_answers, wait_connected, watch_problems
 from tests.webchat.client import WebChatClient
 from tests.webchat.helpers import served_port, webchat_gateway
 
 pytestmark = pytest.mark.timeout(180)
 
-CALL = ("calculator", '{"expression": "2+3*4"}')
-PRESSABLE = "Press Approve or Deny, or reply \u201capprove "
 
 
 @pytest.fixture(scope="module")
@@ -57,15 +56,6 @@ def asked(page, gateway, model, then: str) -> tuple[list, int]:
         "Approve", "Deny"]
     assert len(model.requests) == before + 1, "the model is not asked again before the answer"
     return problems, before
-
-
-def tool_results(model: FakeOpenAIServer, since: int) -> list[str]:
-    seen = {}
-    for request in model.requests[since:]:
-        for m in request.body["messages"]:
-            if m.get("role") == "tool":
-                seen[m.get("tool_call_id")] = m["content"]
-    return list(seen.values())
 
 
 def settled_line(page) -> str:
