@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
 
+from actors.profiles.model_buttons import model_buttons, model_of_button
 from actors.approvals.answers import (NOT_YOURS, Answerer, buttons_for, click_notice, parse_button_data,
                                       pressable_code, refusal_for, settled_question)
 from actors.messages import PlatformOp
@@ -32,7 +33,7 @@ STORED, SETTLED, REFUSED = "stored", "settled", "refused"
 @dataclass(frozen=True)
 class JudgedPress:
     """A press read against storage: ``raw`` (with the answer's words under the answer field when ``kept``), what
-    the presser is told, and the approval its button names (None: unknown)."""
+    the presser is told, and the approval its button names (None: unknown, or a /model button's press)."""
     raw: Any
     notice: str
     approval: Optional[Approval]
@@ -70,7 +71,7 @@ class ButtonPresses:
         by the session or the sweeper, carries the same buttons."""
         code = pressable_code(op.text)
         if code is None:
-            return ()
+            return model_buttons(op.text)   # /model's listing: a button per model to switch to
         approval = await self.store.approvals.for_question(self.name, str(op.chat_id), code)
         return buttons_for(approval.approval_id) if approval is not None else ()
 
@@ -79,6 +80,9 @@ class ButtonPresses:
         deadline) gets the answer's words (``approve CODE``) under ``answer_field``, so the intake stores it as the
         presser's typed answer would be; any other is only told why (unknown button, not theirs, answered,
         expired)."""
+        model = model_of_button(data)
+        if model is not None:   # the presser's /model NAME, in the button's chat (as typed, anyone there may)
+            return JudgedPress(dict(raw, **{answer_field: f"/model {model}"}), f"Switching to {model}", None, True)
         press = parse_button_data(data)
         approval = await self.store.approvals.get(press.approval_id) if press is not None else None
         notice, kept = click_notice(approval, answerer, press.verdict if press is not None else "", time.time())

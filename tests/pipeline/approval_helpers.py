@@ -12,10 +12,12 @@ from tests.pipeline.harness import CURSOR
 CALL = ("calculator", '{"expression": "2+3*4"}')
 QUESTION_START = "Let me compute.\n\nThe assistant wants to run calculator with "
 PRESSABLE = "Press Approve or Deny, or reply \u201capprove "
-# The default profile guards the calculator; ``hurried`` too, with a 10 s deadline (the expiry tests' chats).
+# The default profile guards the calculator (and offers a second model to /model); ``hurried`` guards it too, with
+# a 10 s deadline (the expiry tests' chats).
 GUARDED_PROFILES = """
 [profiles.default]
 approve_tools = ["calculator"]
+models = ["large-model"]
 
 [profiles.hurried]
 approve_tools = ["calculator"]

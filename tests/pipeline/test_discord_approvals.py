@@ -21,7 +21,8 @@ from tests.pipeline.approval_helpers import (CALL, GUARDED_PROFILES, PRESSABLE, 
 
 pytestmark = pytest.mark.timeout(300)
 
-ASKERS = {name: 1500000000000000000 + i for i, name in enumerate(("approve", "double", "kill", "group", "late"), 1)}
+ASKERS = {name: 1500000000000000000 + i for i, name in enumerate(("approve", "double", "kill", "group", "late",
+                                                                                  "model"), 1)}
 STRANGER = 1500000000000000099
 
 
@@ -181,6 +182,23 @@ def test_a_press_after_the_deadline_shows_the_question_expired(rig):
     assert row_of(gw, channel) == ("done", None, None, "expired")
     assert len(model.requests) == asked and tool_results(model, before) == [
         "No one answered the request to run calculator within 10 seconds; it was not run."]
+
+
+def test_model_is_answered_with_a_button_per_model_and_a_press_switches(rig):
+    gw, dc, model = rig[:3]
+    user = ASKERS["model"]
+    asked = dc.inject_message("/model", user_id=user)
+    channel = int(asked["channel_id"])
+    [listing] = settled(dc, channel, 1)
+    assert listing["content"].endswith("Send /model NAME to switch."), listing["content"]
+    assert buttons(listing) == {"large-model": "md:large-model"}, "a button per model but the current one"
+    assert answered(dc, press(dc, channel, listing, "large-model", user))["response"] == {"type": 6}
+    assert [m["content"] for m in settled(dc, channel, 2)][1] == "Switched to large-model: the next answer uses it."
+    before = len(model.requests)
+    model.script(text_reply("Answered by the large model."))
+    dc.inject_message("hello", user_id=user)
+    assert [m["content"] for m in settled(dc, channel, 3)][2] == "Answered by the large model."
+    assert model.requests[before].body["model"] == "large-model"
 
 
 def test_a_press_while_the_daemon_is_killed_9_resumes_the_turn_and_the_tool_runs_once(rig):

@@ -183,6 +183,22 @@ def test_a_press_after_the_deadline_shows_the_question_expired(rig):
         "No one answered the request to run calculator within 10 seconds; it was not run."]
 
 
+def test_model_is_answered_with_a_button_per_model_and_a_press_switches(rig):
+    gw, slack, model = rig
+    user = "U0MODEL001"
+    channel = slack.inject_message("/model", user=user)["channel"]
+    [listing] = settled(slack, channel, 1)
+    assert listing["text"].endswith("Send /model NAME to switch."), listing["text"]
+    assert buttons(listing) == {"large-model": "md:large-model"}, "a button per model but the current one"
+    acknowledged(slack, press(slack, channel, listing, "large-model", user))
+    assert [m["text"] for m in settled(slack, channel, 2)][1] == "Switched to large-model: the next answer uses it."
+    before = len(model.requests)
+    model.script(text_reply("Answered by the large model."))
+    slack.inject_message("hello", user=user)
+    assert [m["text"] for m in settled(slack, channel, 3)][2] == "Answered by the large model."
+    assert model.requests[before].body["model"] == "large-model"
+
+
 def test_a_press_while_the_daemon_is_killed_9_resumes_the_turn_and_the_tool_runs_once(rig):
     gw, slack, model = rig
     user = "U0KILLED01"

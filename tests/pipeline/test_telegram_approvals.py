@@ -33,6 +33,7 @@ api_key = "sk-test-key-0123456789abcdef"
 
 [profiles.default]
 approve_tools = ["calculator"]
+models = ["large-model"]
 
 [profiles.hurried]
 approve_tools = ["calculator"]
@@ -206,3 +207,19 @@ def test_in_a_group_a_press_from_elsewhere_is_not_theirs_and_another_member_may_
     wait_for(lambda: row_of(gw, GROUP) == (str(GROUP), "done", "approve", "telegram:13", "ok"), 20, 0.05,
              f"the approved call done ({approval_rows(gw)})")
     edited_to(tg, GROUP, question, "Approved by Alice.")
+
+
+def test_model_is_answered_with_a_button_per_model_and_a_press_switches(rig):
+    gw, tg, model = rig
+    tg.inject_message("/model", 507)
+    [listing] = settled(tg, 507, 1)
+    assert listing["text"].endswith("Send /model NAME to switch."), listing["text"]
+    assert buttons(listing) == {"large-model": "md:large-model"}, "a button per model but the current one"
+    query = press(tg, 507, listing, "large-model", 507)
+    assert told(tg, query) == "Switching to large-model"
+    assert [m["text"] for m in settled(tg, 507, 2)][1] == "Switched to large-model: the next answer uses it."
+    before = len(model.requests)
+    model.script(text_reply("Answered by the large model."))
+    tg.inject_message("hello", 507)
+    assert [m["text"] for m in settled(tg, 507, 3)][2] == "Answered by the large model."
+    assert model.requests[before].body["model"] == "large-model"

@@ -12,7 +12,7 @@ import pytest
 
 from tests.actor_system import free_port
 from tests.fakes.openai_server import FakeOpenAIServer, agent_toml, text_reply, tool_call_reply
-from tests.pipeline.approval_helpers import CALL, PRESSABLE, tool_results
+from tests.pipeline.approval_helpers import CALL, GUARDED_PROFILES, PRESSABLE, tool_results
 from tests.webchat.browser import send, stopped, url_of, wait_answers, wait_connected, watch_problems
 from tests.webchat.client import WebChatClient
 from tests.webchat.helpers import served_port, webchat_gateway
@@ -30,7 +30,7 @@ def model():
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory, model):
     gw = webchat_gateway(tmp_path_factory.mktemp("webchat-approvals"), port=free_port(),
-                         extra=agent_toml(model) + '\n[profiles.default]\napprove_tools = ["calculator"]\n')
+                         extra=agent_toml(model) + GUARDED_PROFILES)
     gw.start()
     try:
         gw.wait_ready()
@@ -103,4 +103,22 @@ def test_a_click_on_deny_refuses_the_call_and_a_press_of_another_visitor_changes
     assert texts[-1] == "Fine, not computed.", texts
     assert settled_line(page) == "Denied by you."
     assert tool_results(model, before) == ["Approval was denied for this call of calculator; it was not run."]
+    assert problems == []
+
+
+def test_model_is_answered_with_a_button_per_model_and_a_click_switches(page, gateway, model):
+    problems = watch_problems(page)
+    page.goto(url_of(gateway))
+    wait_connected(page)
+    send(page, "/model")
+    page.wait_for_function("() => document.querySelectorAll('.message.assistant button.choice').length === 1")
+    assert page.eval_on_selector("button.choice", "b => b.textContent") == "large-model"
+    page.click("button.choice")
+    texts = [t.strip() for t in wait_answers(page, 2)]
+    assert texts[-1] == "Switched to large-model: the next answer uses it.", texts
+    before = len(model.requests)
+    model.script(text_reply("Answered by the large model."))
+    send(page, "hello")
+    texts = [t.strip() for t in wait_answers(page, 3)]
+    assert texts[-1] == "Answered by the large model." and model.requests[before].body["model"] == "large-model"
     assert problems == []

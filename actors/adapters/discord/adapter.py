@@ -155,6 +155,8 @@ class DiscordAdapter(ButtonPresses, StreamingAdapter):
             await api.answer_interaction(press.interaction_id, press.token, ack_body(kind))
         except PlatformError as exc:   # past the 3 s (a press replayed after a restart): the edit still goes
             self.say(logging.INFO, "%s: a button press was not acknowledged (%s)", self.name, self.clean_error(exc))
+        if judged.approval is None:   # a /model button: the session's reply says what it did
+            return
         await self.edit_when_settled(judged.approval.approval_id, press.message_text, lambda settled: api.edit_message(
             press.channel_id, press.message_id, settled, components=[]), mention)
 

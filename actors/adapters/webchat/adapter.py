@@ -28,8 +28,8 @@ from actors.adapters.intake import SenderOverLimit, TextTooLong
 from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
                                     TooLongError)
-from actors.adapters.presses import SETTLE_WAIT_S, SETTLED, ButtonPresses, press_outcome
-from actors.adapters.webchat import earlier, formatting, protocol
+from actors.adapters.webchat import earlier, protocol
+from actors.adapters.webchat.presses import ANSWER_FIELD, WebChatPresses
 from actors.adapters.webchat.address_limits import AddressLimits, address_policy
 from actors.adapters.webchat.protocol import (CLIENT_MESSAGE_ID, VISITOR_ID, Outbox, error_frame,
                                               frame_id, op_frame)
@@ -37,7 +37,6 @@ from actors.adapters.webchat.server import WebChatServer
 from actors.adapters.webchat.welcome import agent_facts
 from actors.adapters.media_intake import cached
 from actors.adapters.webchat.uploads import MAX_FILES_PER_MESSAGE, UPLOAD_WINDOW_S, UPLOADS_PER_WINDOW, Uploads
-from actors.approvals.answers import Answerer, buttons_for, pressable_code, settled_line, settled_question
 from actors.media.limits import cap_for, too_large_notice
 from actors.media.names import display_name
 from actors.media.sniff import RASTER, sniff
@@ -49,10 +48,9 @@ from common.config import setting
 
 MAX_ATTEMPTS_KEPT = 200            # per chat and action, fault-injection runs only
 REMOTE_READ_TIMEOUT_S = 5.0        # the history of a chat on a worker host: past it the page is told to retry
-ANSWER_FIELD = "approval_answer"   # put on a press by the adapter: the press's answer, as words
 
 
-class WebChatAdapter(ButtonPresses, ServingAdapter):
+class WebChatAdapter(WebChatPresses, ServingAdapter):
     def __init__(self):
         super().__init__()
         self.init_presses()
@@ -275,51 +273,6 @@ class WebChatAdapter(ButtonPresses, ServingAdapter):
         _seq, inserted = results[0]
         return bool(inserted)
 
-    # ------------------------------------------------------------------------------------------- button presses
-    async def _take_press(self, visitor: str, frame: dict) -> dict:
-        """A press of a question's button: one that may answer is stored as the visitor's answer (``approve
-        CODE``) under the page's id, as a message is, so a press the page sends again after a lost answer is one
-        row; the tab is told whether it was kept and why not. Once the question is settled every tab of the
-        visitor is told (``settled``)."""
-        press_id, data = protocol.press_of(frame)
-        if press_id is None:
-            self.reject_frame(visitor, "a press without a usable id")
-            return error_frame("a press needs an id of 1-64 of A-Z a-z 0-9 _ -")
-        answerer = Answerer(self.name, visitor, visitor)
-        judged = await self.judge_press({"visitor": visitor, "id": press_id, "text": ""}, answerer, data,
-                                        ANSWER_FIELD)
-        if judged.kept:
-            stored = await self._store(visitor, judged.raw, press_id)
-            if isinstance(stored, dict):
-                return stored
-            self.acknowledge_press(press_id, lambda: self._tell_settled(visitor, judged.approval.approval_id))
-        elif press_outcome(judged, answerer, "", time.time())[0] == SETTLED:
-            self.acknowledge_press(press_id, lambda: self._tell_settled(visitor, judged.approval.approval_id, 0.0))
-        return {"type": "press", "id": press_id, "kept": judged.kept, "notice": judged.notice}
-
-    async def _tell_settled(self, visitor: str, approval_id: str, wait_s: float = SETTLE_WAIT_S) -> None:
-        """Once the session has decided (at once for a question already settled), every tab of the visitor
-        loses the question's buttons and shows what became of it."""
-        line = settled_line(await self.settled(approval_id, wait_s), time.time(), _you(visitor))
-        if line is not None:
-            await self._push(visitor, {"type": "settled", "approval": approval_id, "line": line})
-
-    async def _with_buttons(self, visitor: str, messages: list) -> list:
-        """The history's questions: one still waiting carries its buttons; one settled reads as settled (its
-        last sentence replaced by what became of it). Read from storage at each history request."""
-        now = time.time()
-        for message in messages:
-            code = pressable_code(message["text"]) if message["role"] == "assistant" else None
-            approval = await self.store.approvals.for_question(self.name, visitor, code) if code else None
-            if approval is None:
-                continue
-            settled = settled_question(message["text"], approval, now, _you(visitor))
-            if settled is None:
-                message["buttons"] = protocol.button_views(buttons_for(approval.approval_id))
-            else:
-                message.update(text=settled, **formatting.view(settled, True))
-        return messages
-
     async def _history(self, visitor: str) -> dict:
         key = self._key(visitor)
         if self.store is None:  # the base opens it before the server starts and closes it after the server stops
@@ -519,11 +472,6 @@ class WebChatAdapter(ButtonPresses, ServingAdapter):
         return {"type": "debug", "attempts": list(self._attempts.get((visitor, action), ())),
                 "sent": self.outbox.of(visitor), "violations": self._violations,
                 "held": self.send_hold.held[1] if self.send_hold.held else None}
-
-
-def _you(visitor: str):
-    """How the web chat names who answered: the visitor is "you" (no one else is in the chat)."""
-    return lambda user_id: "you" if user_id == visitor else user_id
 
 
 def _host_port(host: str, port: int) -> str:
