@@ -135,7 +135,7 @@ class ButtonPresses:
         if settled is not None:
             await edit(settled)
 
-    async def settled(self, approval_id: str, wait_s: float, every_s: float = 0.25) -> Optional[Approval]:
+    async def settled(self, approval_id: str, wait_s: float, every_s: float = 0.5) -> Optional[Approval]:
         """The approval once it is no longer pending (answered, expired, withdrawn), read from storage every
         ``every_s`` for at most ``wait_s``; None if it is still pending then, or gone. What a press that was kept
         waits for before the question is edited to say who answered: the session decides (first answer wins), not

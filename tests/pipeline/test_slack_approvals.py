@@ -27,7 +27,9 @@ GROUP, LATE = "C0GROUP001", "C0LATE0001"
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory):
-    with FakeSlack(post_burst=20, ping_interval=0) as slack, FakeOpenAIServer() as model:
+    # Acknowledgements waited for 10 s, not Slack's 3: a loaded 2-core machine may take longer than 3 s to store a
+    # press, and a redelivery would only be another (deduplicated) try of the same press.
+    with FakeSlack(post_burst=20, ping_interval=0, ack_timeout=10.0) as slack, FakeOpenAIServer() as model:
         gw = Gateway(tmp_path_factory.mktemp("gw"), extra_toml=f"""
 [adapters.slack]
 type = "slack"
@@ -98,14 +100,14 @@ def press(slack: FakeSlack, channel: str, question: dict, label: str, user: str)
     return slack.press_button(channel, question["ts"], buttons(question)[label], user=user)
 
 
-def acknowledged(slack: FakeSlack, payload: dict, timeout: float = 30) -> None:
-    """The press's envelope acknowledged, the first time it was sent (within Slack's 3 s)."""
+def acknowledged(slack: FakeSlack, payload: dict, timeout: float = 30, first_time: bool = True) -> None:
+    """The press's envelope acknowledged, within the fake's deadline, the first time it was sent (``first_time``)."""
     action_ts = payload["actions"][0]["action_ts"]
     def done():
         return next((e for e in slack.interactive_events()
                      if e["payload"]["actions"][0]["action_ts"] == action_ts and e["status"] == "acked"), None)
     event = wait_for(done, timeout, 0.05, f"the press's envelope acknowledged: {slack.interactive_events()[-1:]}")
-    assert not event["acked"]["late"] and len(event["attempts"]) == 1, event
+    assert not event["acked"]["late"] and (len(event["attempts"]) == 1 or not first_time), event
 
 
 def row_of(gw, channel: str) -> tuple:
@@ -210,7 +212,9 @@ def test_a_press_while_the_daemon_is_killed_9_resumes_the_turn_and_the_tool_runs
     gw.wait_ready()
     answers = [m["text"] for m in settled(slack, channel, 2, timeout=90)]
     assert answers[1] == "It is 14, after the restart.", answers
-    acknowledged(slack, pressed)
+    # Slack may have sent it first to the killed daemon's socket before it saw that socket close: not acknowledged
+    # there, it came again on the new one (and was stored once).
+    acknowledged(slack, pressed, timeout=60, first_time=False)
     assert tool_results(model, before) == ["14"]
     wait_for(lambda: row_of(gw, channel) == ("done", "approve", f"slack:{user}", "ok"), 20, 0.05,
              f"the approved call done ({row_of(gw, channel)})")

@@ -32,8 +32,8 @@ from actors.adapters.liveness import SERVED_SILENCE_S
 from actors.adapters.errors import FormattingError, MessageNotFoundError, PermanentError, PlatformError
 from actors.adapters.lost_copies import NOTHING, OTHERS, OURS, Unresolved, search, search_floor
 from actors.adapters.telegram.formatting import render
-from actors.adapters.telegram.inbound import (ALLOWED_UPDATES, ANSWER_FIELD, Click, click_of, event_from_update, is_input,
-                                              message_id_of, reaction_of, update_ids)
+from actors.adapters.telegram.inbound import (ALLOWED_UPDATES, ANSWER_FIELD, Click, click_of, event_from_update,
+                                              is_input, message_id_of, reaction_of, update_ids)
 from actors.adapters.telegram.webhook import WebhookServer
 from actors.adapters.presses import SETTLED, STORED, ButtonPresses, JudgedPress, press_outcome
 from actors.approvals.answers import Answerer

@@ -41,7 +41,8 @@ class SlackFaults(FaultScript):
     KINDS = FaultScript.KINDS + ("internal_error",)
 
 
-class FakeSlack(ChatMethods, InteractiveMethods, EventMethods, DeliveryMethods, SocketModeMethods, HttpEventMethods, FakeServer):
+class FakeSlack(ChatMethods, InteractiveMethods, EventMethods, DeliveryMethods, SocketModeMethods, HttpEventMethods,
+                FakeServer):
     """Serves ``/api/<method>`` (GET or POST; query, form or JSON parameters; the token as ``Authorization:
     Bearer`` or a ``token`` parameter) like slack.com/api/, Socket Mode WebSockets at ``/link/``, and posts events
     to a Request URL once one is set.
