@@ -89,7 +89,8 @@ Left out: ETF encoding, zstd-stream, payload compression (``compress: true`` in 
 are always valid), voice, presences, member chunking (op 8 and the other send ops are accepted and ignored),
 slash commands and interactions other than button presses, follow-up messages, reactions, embeds' validation,
 attachments and file uploads, forwards, pins, bulk delete, ``around`` in message history, TYPING_START, thread
-membership and archiving, permissions beyond MANAGE_MESSAGES and a blocked channel, invalid-request (Cloudflare) bans, and the session start limit's reset.
+membership and archiving, permissions beyond MANAGE_MESSAGES and a blocked channel, invalid-request (Cloudflare)
+bans, and the session start limit's reset.
 
 Control API (JSON; ``tests.fakes.harness.ControlClient`` speaks it):
 
