@@ -27,6 +27,7 @@ from storage.approvals import Approval
 MAX_ACKS_IN_FLIGHT = 64        # acknowledgements at once; past it a press's spinner stops by itself
 REMEMBERED_PRESSES = 4096      # the presses acknowledged in this life: each is acknowledged once
 SETTLE_WAIT_S = 120.0          # how long a stored press waits for the session's decision before the edit is left
+MAX_SETTLE_WATCHES = 64        # questions watched at once for their edit; past it the edit waits for a later press
 STORED, SETTLED, REFUSED = "stored", "settled", "refused"
 
 
@@ -63,6 +64,7 @@ class ButtonPresses:
     def init_presses(self) -> None:
         self._answered_presses: OrderedDict[str, None] = OrderedDict()
         self._acks_in_flight: set[asyncio.Task] = set()
+        self._settle_watches: dict[str, asyncio.Task] = {}   # approval id -> the task that edits it once settled
 
     async def question_buttons(self, op: PlatformOp) -> tuple:
         """Approve / Deny for a text that ends with a tool approval's question (answers.py ``pressable_code``), ()
@@ -125,15 +127,36 @@ class ButtonPresses:
         except Exception as exc:  # noqa: BLE001 - a lost notice costs the presser a spinner, nothing stored
             self.say(logging.INFO, "%s: a button press was not answered (%s)", self.name, self.clean_error(exc))
 
-    async def edit_when_settled(self, approval_id: str, question: str, edit: Callable[[str], Awaitable[Any]],
-                                mention: Callable[[str], str] = str) -> None:
+    def edit_when_settled(self, approval_id: str, question: str, edit: Callable[[str], Awaitable[Any]],
+                          mention: Callable[[str], str] = str) -> None:
         """After a press was stored: once the session has decided (first answer wins, so the text says whose
-        answer counted, not whose press this was), ``edit(the settled question)``, which removes the buttons. A
-        kill -9 before it leaves the buttons on: a later press on them is answered with the settled text then."""
-        approval = await self.settled(approval_id, SETTLE_WAIT_S)
-        settled = settled_question(question, approval, time.time(), mention)
-        if settled is not None:
+        answer counted, not whose press this was), ``edit(the settled question)``, which removes the buttons.
+        One watch per question (a double press shares it), at most ``MAX_SETTLE_WATCHES`` at once, apart from the
+        presses' acknowledgements so that a wait never delays one. A kill -9 before the edit leaves the buttons
+        on: a later press on them is answered with the settled text then."""
+        async def settle(settled: str) -> None:
             await edit(settled)
+        self.when_settled(approval_id, lambda approval: settled_question(question, approval, time.time(), mention),
+                          settle)
+
+    def when_settled(self, approval_id: str, render: Callable[[Optional[Approval]], Optional[str]],
+                     show: Callable[[str], Awaitable[Any]], wait_s: float = SETTLE_WAIT_S) -> None:
+        """``show(render(the approval))`` once it is settled (``render`` None: nothing to show), in a task of its
+        own: the shared part of ``edit_when_settled`` and the web chat's ``settled`` frame."""
+        if approval_id in self._settle_watches or len(self._settle_watches) >= MAX_SETTLE_WATCHES:
+            return
+
+        async def watch() -> None:
+            try:
+                shown = render(await self.settled(approval_id, wait_s))
+                if shown is not None:
+                    await show(shown)
+            except Exception as exc:  # noqa: BLE001 - the question keeps its buttons; a later press settles it
+                self.say(logging.INFO, "%s: a settled question was not edited (%s)", self.name,
+                         self.clean_error(exc))
+            finally:
+                self._settle_watches.pop(approval_id, None)
+        self._settle_watches[approval_id] = asyncio.get_running_loop().create_task(watch())
 
     async def settled(self, approval_id: str, wait_s: float, every_s: float = 0.5) -> Optional[Approval]:
         """The approval once it is no longer pending (answered, expired, withdrawn), read from storage every

@@ -157,7 +157,7 @@ class DiscordAdapter(ButtonPresses, StreamingAdapter):
             self.say(logging.INFO, "%s: a button press was not acknowledged (%s)", self.name, self.clean_error(exc))
         if judged.approval is None:   # a /model button: the session's reply says what it did
             return
-        await self.edit_when_settled(judged.approval.approval_id, press.message_text, lambda settled: api.edit_message(
+        self.edit_when_settled(judged.approval.approval_id, press.message_text, lambda settled: api.edit_message(
             press.channel_id, press.message_id, settled, components=[]), mention)
 
     # ------------------------------------------------------------------------------------------------ outbound

@@ -184,7 +184,7 @@ class SlackAdapter(ButtonPresses, StreamingAdapter):
             await self._edit_turn()
             await self._api().update(press.channel_id, press.message_ts, settled, blocks=sections(settled))
         if kind == STORED and judged.approval is not None:   # (a /model button's: the session's reply says)
-            await self.edit_when_settled(judged.approval.approval_id, press.message_text, settle, mention)
+            self.edit_when_settled(judged.approval.approval_id, press.message_text, settle, mention)
         elif kind == SETTLED:
             await settle(text)
         else:

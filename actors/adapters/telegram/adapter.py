@@ -238,7 +238,7 @@ class TelegramAdapter(ButtonPresses, PollingAdapter):
         except (PlatformError, asyncio.TimeoutError) as exc:   # too old (replayed after a restart): the edit goes
             self.say(logging.INFO, "%s: a button press was not answered (%s)", self.name, self.clean_error(exc))
         if kind == STORED and judged.approval is not None:   # (a /model button's: the session's reply says)
-            await self.edit_when_settled(judged.approval.approval_id, click.message_text, settle, mention)
+            self.edit_when_settled(judged.approval.approval_id, click.message_text, settle, mention)
         elif kind == SETTLED:
             await settle(text)
 

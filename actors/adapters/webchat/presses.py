@@ -34,17 +34,18 @@ class WebChatPresses(ButtonPresses):
             if isinstance(stored, dict):
                 return stored
             if judged.approval is not None:   # (a /model button's press: the session's reply says what it did)
-                self.acknowledge_press(press_id, lambda: self._tell_settled(visitor, judged.approval.approval_id))
+                self._tell_settled(visitor, judged.approval.approval_id, SETTLE_WAIT_S)
         elif press_outcome(judged, answerer, "", time.time())[0] == SETTLED:
-            self.acknowledge_press(press_id, lambda: self._tell_settled(visitor, judged.approval.approval_id, 0.0))
+            self._tell_settled(visitor, judged.approval.approval_id, 0.0)
         return {"type": "press", "id": press_id, "kept": judged.kept, "notice": judged.notice}
 
-    async def _tell_settled(self, visitor: str, approval_id: str, wait_s: float = SETTLE_WAIT_S) -> None:
+    def _tell_settled(self, visitor: str, approval_id: str, wait_s: float) -> None:
         """Once the session has decided (at once for a question already settled), every tab of the visitor
         loses the question's buttons and shows what became of it."""
-        line = settled_line(await self.settled(approval_id, wait_s), time.time(), _you(visitor))
-        if line is not None:
+        async def show(line: str) -> None:
             await self._push(visitor, {"type": "settled", "approval": approval_id, "line": line})
+        self.when_settled(approval_id, lambda approval: settled_line(approval, time.time(), _you(visitor)), show,
+                          wait_s)
 
     async def _with_buttons(self, visitor: str, messages: list) -> list:
         """The history's questions: one still waiting carries its buttons; one settled reads as settled (its
