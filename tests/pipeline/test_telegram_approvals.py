@@ -13,7 +13,7 @@ import pytest
 from tests.actor_system import wait_for
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
 from tests.fakes.telegram import FakeTelegram
-from tests.pipeline.approval_helpers import CALL, edited_question, settled_messages, tool_results
+from tests.pipeline.approval_helpers import CALL, GUARDED_PROFILES, edited_question, settled_messages, tool_results
 from tests.pipeline.harness import telegram_gateway
 
 pytestmark = pytest.mark.timeout(300)
@@ -31,14 +31,7 @@ base_url = "{model.base_url}"
 model = "test-model"
 api_key = "sk-test-key-0123456789abcdef"
 
-[profiles.default]
-approve_tools = ["calculator"]
-models = ["large-model"]
-
-[profiles.hurried]
-approve_tools = ["calculator"]
-approval_timeout_s = 10
-
+{GUARDED_PROFILES}
 [[routes]]
 adapter = "telegram"
 chat = {LATE_CHAT}
