@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from actors.approvals.rules import policy_name
 from common.redact import redact
@@ -201,6 +201,38 @@ def question_text(approval: Approval, buttons: bool, secrets: Iterable[str] = ()
     reply = f"reply \u201capprove {approval.code}\u201d or \u201cdeny {approval.code}\u201d"
     how = f"Press Approve or Deny, or {reply}" if buttons else reply[0].upper() + reply[1:]
     return f"{asked} {how} (within {waits})."
+
+
+def settled_line(approval: Optional[Approval], now: float, mention: Callable[[str], str] = str) -> Optional[str]:
+    """What became of a question, in one line: "Approved by WHO." / "Denied by WHO." (WHO: ``mention(user id)``,
+    how the platform names a user, or "the operator"), "Expired: ...", "Withdrawn: ...". None while it still waits
+    (pending, within its deadline), or for an unknown approval."""
+    if approval is None:
+        return None
+    name = policy_name(approval.tool_name)
+    if approval.answer is not None:
+        user = answerer_id(approval)
+        who = mention(user) if user else _answered_by(approval)
+        return f"{'Approved' if approval.answer == 'approve' else 'Denied'} by {who}."
+    if approval.outcome == "withdrawn":
+        return f"Withdrawn when the conversation was reset: {name} was not run."
+    if approval.state != ApprovalState.PENDING or approval.deadline <= now:
+        return f"Expired: no one answered, {name} was not run."
+    return None
+
+
+def settled_question(text: str, approval: Optional[Approval], now: float,
+                     mention: Callable[[str], str] = str) -> Optional[str]:
+    """The question ``text`` as it reads once settled: its last sentence (how to answer) replaced by
+    ``settled_line``. None while it still waits, or for an unknown approval: the message is left as it is."""
+    line = settled_line(approval, now, mention)
+    return None if line is None else f"{PRESSABLE.sub('', text).rstrip()}\n\n{line}"
+
+
+def answerer_id(approval: Approval) -> str:
+    """The platform's user id of who answered (``answered_by`` is ``platform:user``); "" for the operator or none."""
+    answered_by = str(approval.answered_by or "")
+    return "" if answered_by == OPERATOR or ":" not in answered_by else answered_by.split(":", 1)[1]
 
 
 def model_result(tool_name: str, outcome: str, timeout_s: float = 0.0, reason: str = "") -> str:

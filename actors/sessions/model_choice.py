@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from actors.profiles.model_buttons import SWITCH_HINT
+
 MODEL_EVENT = "model"            # the transcript event kind that holds a choice
 SHOWN_NAME_CHARS = 60            # how much of an unknown name the answer repeats
 
@@ -49,7 +51,7 @@ def model_command(profile, chosen: Optional[str], args: str) -> ModelAnswer:
     if not name:
         if len(allowed) == 1:
             return ModelAnswer(f"Model: {current}. This profile offers no other model.")
-        return ModelAnswer(f"Model: {current}.\n{listing}\nSend /model NAME to switch.")
+        return ModelAnswer(f"Model: {current}.\n{listing}\n{SWITCH_HINT}")
     if name not in allowed:
         shown = name if len(name) <= SHOWN_NAME_CHARS else name[:SHOWN_NAME_CHARS - 1] + "\u2026"
         return ModelAnswer(f"\u201c{shown}\u201d is not a model this profile allows.\n{listing}")
@@ -63,3 +65,4 @@ def _listing(allowed: tuple, current: Optional[str], default: Optional[str]) -> 
         marks = [mark for mark, on in (("current", model == current), ("default", model == default)) if on]
         lines.append(f"- {model}" + (f" ({', '.join(marks)})" if marks else ""))
     return "\n".join(lines)
+

@@ -13,11 +13,11 @@ import pytest
 from tests.actor_system import wait_for
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
 from tests.fakes.telegram import FakeTelegram
-from tests.pipeline.harness import CURSOR, telegram_gateway
+from tests.pipeline.approval_helpers import CALL, GUARDED_PROFILES, edited_question, settled_messages, tool_results
+from tests.pipeline.harness import telegram_gateway
 
 pytestmark = pytest.mark.timeout(300)
 
-CALL = ("calculator", '{"expression": "2+3*4"}')
 LATE_CHAT = 505
 GROUP = -100777
 
@@ -31,13 +31,7 @@ base_url = "{model.base_url}"
 model = "test-model"
 api_key = "sk-test-key-0123456789abcdef"
 
-[profiles.default]
-approve_tools = ["calculator"]
-
-[profiles.hurried]
-approve_tools = ["calculator"]
-approval_timeout_s = 10
-
+{GUARDED_PROFILES}
 [[routes]]
 adapter = "telegram"
 chat = {LATE_CHAT}
@@ -54,12 +48,7 @@ profile = "hurried"
 
 
 def settled(tg: FakeTelegram, chat_id: int, count: int, timeout: float = 60) -> list[dict]:
-    """The bot's messages in the chat once there are ``count`` and none is streaming."""
-    def done():
-        shown = [m for m in tg.messages(chat_id) if not m["deleted"]]
-        return len(shown) >= count and all(CURSOR not in m["text"] for m in shown) and shown
-    return wait_for(done, timeout, 0.05, f"{count} settled message(s) in chat {chat_id}: "
-                                         f"{[m['text'][-80:] for m in tg.messages(chat_id)]}")
+    return settled_messages(lambda: tg.messages(chat_id), "text", count, f"chat {chat_id}", timeout)
 
 
 def buttons(message: dict) -> dict:
@@ -95,16 +84,6 @@ def told(tg: FakeTelegram, query_id: str, timeout: float = 30) -> str:
     return wait_for(lambda: tg.callback_answer(query_id), timeout, 0.05, f"an answer to press {query_id}")["text"]
 
 
-def tool_results(model: FakeOpenAIServer, since: int) -> list[str]:
-    """The tool results the model read after ``since``, each once (a request repeats the history before it)."""
-    seen = {}
-    for request in model.requests[since:]:
-        for m in request.body["messages"]:
-            if m.get("role") == "tool":
-                seen[m.get("tool_call_id")] = m["content"]
-    return list(seen.values())
-
-
 def approval_rows(gw) -> list[tuple]:
     with sqlite3.connect(gw.state / "gateway.db") as db:
         return db.execute("SELECT chat_id, state, answer, answered_by, outcome FROM approvals "
@@ -116,6 +95,11 @@ def row_of(gw, chat_id: int) -> tuple:
     return row
 
 
+def edited_to(tg: FakeTelegram, chat_id: int, question: dict, ending: str) -> dict:
+    return edited_question(lambda: next(m for m in tg.messages(chat_id) if m["message_id"] ==
+                                        question["message_id"]), "text", ending, buttons)
+
+
 def test_pressing_approve_runs_the_tool_once(rig):
     gw, tg, model = rig
     question, before = ask(rig, 501, "It is 14.")
@@ -125,6 +109,7 @@ def test_pressing_approve_runs_the_tool_once(rig):
     assert tool_results(model, before) == ["14"]
     wait_for(lambda: row_of(gw, 501) == ("501", "done", "approve", "telegram:501", "ok"), 20, 0.05,
              f"the approved call done ({approval_rows(gw)})")
+    edited_to(tg, 501, question, "Approved by Alice.")
 
 
 def test_pressing_deny_refuses_the_call_and_the_model_is_told(rig):
@@ -135,6 +120,7 @@ def test_pressing_deny_refuses_the_call_and_the_model_is_told(rig):
     assert tool_results(model, before) == ["Approval was denied for this call of calculator; it was not run."]
     wait_for(lambda: row_of(gw, 502) == ("502", "done", "deny", "telegram:502", "denied"), 20, 0.05,
              f"the denied call done ({approval_rows(gw)})")
+    edited_to(tg, 502, question, "Denied by Alice.")
 
 
 def test_a_double_click_is_one_answer(rig):
@@ -150,8 +136,10 @@ def test_a_double_click_is_one_answer(rig):
     assert len(model.requests) == before + 2, "one answer, one turn that goes on"
     wait_for(lambda: row_of(gw, 503) == ("503", "done", "approve", "telegram:503", "ok"), 20, 0.05,
              f"the approved call done ({approval_rows(gw)})")
-    # A press on the answered question's buttons later: told what came first; nothing runs.
-    assert told(tg, press(tg, 503, question, "Approve", 503)) == "Already answered: approved by telegram:503."
+    # The question is edited to say who answered, its buttons gone: no later press can be made.
+    edited_to(tg, 503, question, "Approved by Alice.")
+    with pytest.raises(ValueError, match="no button"):
+        press(tg, 503, question, "Approve", 503)
     assert tool_results(model, before) == ["14"] and len(model.requests) == before + 2
 
 
@@ -169,6 +157,7 @@ def test_a_click_after_a_kill_9_of_the_whole_daemon_resumes_the_turn_and_the_too
     assert tool_results(model, before) == ["14"]
     wait_for(lambda: row_of(gw, 504) == ("504", "done", "approve", "telegram:504", "ok"), 20, 0.05,
              f"the approved call done ({approval_rows(gw)})")
+    edited_to(tg, 504, question, "Approved by Alice.")
     assert len(model.requests) == before + 2
 
 
@@ -182,6 +171,7 @@ def test_a_click_after_the_deadline_is_told_the_question_expired(rig):
     assert told_text.startswith("This question expired at ") and told_text.endswith("calculator was not run."), \
         told_text
     assert row_of(gw, LATE_CHAT)[1:] == ("done", None, None, "expired")
+    edited_to(tg, LATE_CHAT, question, "Expired: no one answered, calculator was not run.")
     assert len(model.requests) == asked and tool_results(model, before) == [
         "No one answered the request to run calculator within 10 seconds; it was not run."]
 
@@ -209,3 +199,20 @@ def test_in_a_group_a_press_from_elsewhere_is_not_theirs_and_another_member_may_
     assert tool_results(model, before) == ["14"]
     wait_for(lambda: row_of(gw, GROUP) == (str(GROUP), "done", "approve", "telegram:13", "ok"), 20, 0.05,
              f"the approved call done ({approval_rows(gw)})")
+    edited_to(tg, GROUP, question, "Approved by Alice.")
+
+
+def test_model_is_answered_with_a_button_per_model_and_a_press_switches(rig):
+    gw, tg, model = rig
+    tg.inject_message("/model", 507)
+    [listing] = settled(tg, 507, 1)
+    assert listing["text"].endswith("Send /model NAME to switch."), listing["text"]
+    assert buttons(listing) == {"large-model": "md:large-model"}, "a button per model but the current one"
+    query = press(tg, 507, listing, "large-model", 507)
+    assert told(tg, query) == "Switching to large-model"
+    assert [m["text"] for m in settled(tg, 507, 2)][1] == "Switched to large-model: the next answer uses it."
+    before = len(model.requests)
+    model.script(text_reply("Answered by the large model."))
+    tg.inject_message("hello", 507)
+    assert [m["text"] for m in settled(tg, 507, 3)][2] == "Answered by the large model."
+    assert model.requests[before].body["model"] == "large-model"

@@ -22,15 +22,21 @@ reply never needs the re-sent mark here. Rate-limit buckets are kept by the REST
 """
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any, Optional
 
 import aiohttp
 
 from actors.adapters.intake_styles import StreamingAdapter
+from actors.adapters.discord.components import (ANSWER_FIELD, Press, ack_body, action_rows, event_from_press,
+                                                mention, press_of)
 from actors.adapters.discord.inbound import event_from_message, is_input
+from actors.adapters.presses import STORED, ButtonPresses, JudgedPress, press_outcome
+from actors.approvals.answers import Answerer
 from actors.adapters.gateway_link import GatewayLink
 from actors.adapters.discord.client import DiscordREST
-from actors.adapters.errors import PermanentError
+from actors.adapters.errors import PermanentError, PlatformError
 from actors.messages import MessageEvent, PlatformOp
 from actors.profiles.routes import wants_everything
 
@@ -40,9 +46,10 @@ CHANNEL_EVENTS = ("CHANNEL_CREATE", "THREAD_CREATE", "CHANNEL_UPDATE", "THREAD_U
 DISCORD_HEARTBEAT_S = 45.0   # Discord's heartbeat_interval is 41.25 s; a little more
 
 
-class DiscordAdapter(StreamingAdapter):
+class DiscordAdapter(ButtonPresses, StreamingAdapter):
     def __init__(self):
         super().__init__()
+        self.init_presses()
         self.bot_id = ""
         self.skipped = 0                 # dispatches handled without becoming input
         self.link: Optional[GatewayLink] = None
@@ -89,6 +96,9 @@ class DiscordAdapter(StreamingAdapter):
                 self.bot_id = user["id"] if isinstance(user, dict) and isinstance(user.get("id"), str) else self.bot_id
                 await emit([], position)   # a new session: the position to resume from after a restart
                 return
+            if name == "INTERACTION_CREATE":
+                await self._take_press(data, position, emit)
+                return
             self._learn_channels(name, data)
             if isinstance(data, dict) and "channel_type" not in data and data.get("channel_id") in self.channel_types:
                 data = dict(data, channel_type=self.channel_types[data["channel_id"]])
@@ -112,7 +122,43 @@ class DiscordAdapter(StreamingAdapter):
                 self.channel_types[channel["id"]] = channel["type"]
 
     def normalise(self, raw: Any) -> MessageEvent:
+        if isinstance(raw, dict) and ANSWER_FIELD in raw:
+            return event_from_press(raw, self.name, self.profile)
         return event_from_message(raw, self.name, self.profile, self.bot_id)
+
+    # ------------------------------------------------------------------------------------------- button presses
+    async def _take_press(self, interaction: Any, position: dict, emit) -> None:
+        """A press that may answer its question is stored with the gateway position that covers it (one
+        transaction): a replay after a kill -9 is either before that commit (nothing stored: stored now) or the
+        same row (``interaction:<id>``, the inbox's duplicate). Every press is then answered, off the intake."""
+        press = press_of(interaction)
+        if press is None:
+            self.skipped += 1   # a slash command or a modal: none of ours
+            return
+        judged = await self.judge_press(interaction, Answerer(self.name, press.channel_id, press.user_id),
+                                        press.custom_id, ANSWER_FIELD)
+        if judged.kept:
+            await emit([judged.raw], position)
+        self.acknowledge_press(press.interaction_id, lambda: self._answer_press(press, judged))
+
+    async def _answer_press(self, press: Press, judged: JudgedPress) -> None:
+        """Within Discord's 3 s: a stored press is acknowledged (type 6) and the question edited once the session
+        has decided; a press on a settled question turns the message into what became of it (type 7, buttons
+        gone); any other press is told why, to the presser only (ephemeral)."""
+        api = self._api()
+        kind, text = press_outcome(judged, Answerer(self.name, press.channel_id, press.user_id), press.message_text,
+                                   time.time(), mention)
+        if kind != STORED:
+            await api.answer_interaction(press.interaction_id, press.token, ack_body(kind, text))
+            return
+        try:
+            await api.answer_interaction(press.interaction_id, press.token, ack_body(kind))
+        except PlatformError as exc:   # past the 3 s (a press replayed after a restart): the edit still goes
+            self.say(logging.INFO, "%s: a button press was not acknowledged (%s)", self.name, self.clean_error(exc))
+        if judged.approval is None:   # a /model button: the session's reply says what it did
+            return
+        self.edit_when_settled(judged.approval.approval_id, press.message_text, lambda settled: api.edit_message(
+            press.channel_id, press.message_id, settled, components=[]), mention)
 
     # ------------------------------------------------------------------------------------------------ outbound
     def _api(self) -> DiscordREST:
@@ -121,12 +167,14 @@ class DiscordAdapter(StreamingAdapter):
         return self._rest
 
     async def send_message(self, op: PlatformOp) -> str:
+        components = action_rows(await self.question_buttons(op))
         message = await self._api().create_message(op.chat_id, op.text, nonce=op.idempotency_key,
-                                                   reply_to=op.reply_to)
+                                                   reply_to=op.reply_to, components=components)
         return str(message["id"])
 
     async def edit_message(self, op: PlatformOp) -> None:
-        await self._api().edit_message(op.chat_id, _message_id(op), op.text)
+        components = action_rows(await self.question_buttons(op))   # a preview edited into the question
+        await self._api().edit_message(op.chat_id, _message_id(op), op.text, components=components or None)
 
     async def delete_message(self, op: PlatformOp) -> None:
         await self._api().delete_message(op.chat_id, _message_id(op))

@@ -57,19 +57,32 @@ class DiscordREST(HttpSession):
         return (await self.call("GET", "/gateway/bot", "get_gateway_bot"))["url"]
 
     async def create_message(self, channel_id: str, content: str, *, nonce: Optional[str] = None,
-                             reply_to: Optional[str] = None) -> dict:
+                             reply_to: Optional[str] = None, components: Optional[list] = None) -> dict:
         """A new message. With ``nonce`` Discord is told to enforce it: a second create with the same nonce (a send
         repeated after its answer was lost) returns the first message instead of making another one."""
         body: dict[str, Any] = {"content": content, "allowed_mentions": {"parse": [], "replied_user": True}}
+        if components:
+            body["components"] = components
         if nonce is not None:
             body.update(nonce=nonce, enforce_nonce=True)
         if reply_to is not None:
             body["message_reference"] = {"message_id": reply_to, "fail_if_not_exists": False}
         return await self.call("POST", f"/channels/{channel_id}/messages", "create_message", channel_id, body)
 
-    async def edit_message(self, channel_id: str, message_id: str, content: str) -> dict:
+    async def edit_message(self, channel_id: str, message_id: str, content: str,
+                           components: Optional[list] = None) -> dict:
+        """The message's new text; ``components`` given (``[]`` too) replace its buttons, else they are kept."""
+        body: dict[str, Any] = {"content": content, "allowed_mentions": {"parse": []}}
+        if components is not None:
+            body["components"] = components
         return await self.call("PATCH", f"/channels/{channel_id}/messages/{message_id}", "edit_message", channel_id,
-                               {"content": content, "allowed_mentions": {"parse": []}})
+                               body)
+
+    async def answer_interaction(self, interaction_id: str, token: str, body: dict) -> None:
+        """The one answer an interaction takes (within 3 s of its creation): components.py ``ack_body``. The
+        token in the path authenticates it; it is redacted from errors like the bot's."""
+        await self.call("POST", f"/interactions/{interaction_id}/{token}/callback", "interaction_callback",
+                        interaction_id, body, secrets=(token,))
 
     async def delete_message(self, channel_id: str, message_id: str) -> None:
         await self.call("DELETE", f"/channels/{channel_id}/messages/{message_id}", "delete_message", channel_id)
@@ -79,14 +92,15 @@ class DiscordREST(HttpSession):
 
     # -- transport
     async def call(self, method: str, path: str, route: str, major: Optional[str] = None,
-                   body: Optional[dict] = None) -> Any:
+                   body: Optional[dict] = None, secrets: tuple = ()) -> Any:
         """One request, sent once its bucket (and the global limit) allow it; the answer's JSON or None (204)."""
         loop = asyncio.get_running_loop()
         while (wait := self.limits.acquire(route, major, loop.time())) > 0:
             await asyncio.sleep(wait)
         headers = {"Authorization": f"Bot {self._token}"}
+        redact = self.redact if not secrets else (lambda text: redact_secrets(text, [self._token, *secrets]))
         status, answer_headers, payload = await self.request_json(method, self.base_url + path, op=route, json=body,
-                                                                  headers=headers, redact=self.redact)
+                                                                  headers=headers, redact=redact)
         now = loop.time()
         self.limits.update(route, major, answer_headers, now)
         if 200 <= status < 300:

@@ -2,14 +2,15 @@
 it: strangers get a pairing code unless the table says otherwise.
 
 Pacing: 5 per 5 s per channel; typing shows for 10 s; 2,000 characters; a send carries a ``nonce`` with
-``enforce_nonce``, so a send whose answer was lost goes again and shows once."""
+``enforce_nonce``, so a send whose answer was lost goes again and shows once. Buttons: a tool approval's question
+carries Approve / Deny (message components; presses arrive as ``INTERACTION_CREATE``, which needs no intent)."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 # GUILDS, GUILD_MESSAGES, DIRECT_MESSAGES, MESSAGE_CONTENT (privileged: enabled in the Developer Portal)
 DISCORD_INTENTS = (1 << 0) | (1 << 9) | (1 << 12) | (1 << 15)
 
 CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=False, files_in=False, files_out=False,
-                            voice=False, buttons=False, typing=True, idempotent_send="nonce")
+                            voice=False, buttons=True, typing=True, idempotent_send="nonce")
 
 PLATFORM = Platform(
     type="discord", actor="actors.adapters.discord.adapter.DiscordAdapter",

@@ -26,26 +26,32 @@ import asyncio
 import collections
 import functools
 import logging
+import time
 from typing import Any, Optional
 
 from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.liveness import SERVED_SILENCE_S
 from actors.adapters.errors import PermanentError
 from actors.adapters.pacing import ChatBudget
+from actors.adapters.presses import SETTLED, STORED, ButtonPresses, JudgedPress, press_outcome
+from actors.adapters.slack.blocks import (ANSWER_FIELD, Press, event_from_press, mention, press_of, question_blocks,
+                                          sections)
 from actors.adapters.slack.client import SlackAPI
 from actors.adapters.slack.inbound import event_from_callback, skip_reason
 from actors.adapters.slack.events_http import EventsServer
 from actors.adapters.slack.formatting import to_mrkdwn
 from actors.adapters.slack.socketmode import SocketModeLink
+from actors.approvals.answers import Answerer
 from actors.messages import MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 
 REMEMBERED_EVENTS = 4096     # event ids committed in this life, for skipping retries without a write
 
 
-class SlackAdapter(StreamingAdapter):
+class SlackAdapter(ButtonPresses, StreamingAdapter):
     def __init__(self):
         super().__init__()
+        self.init_presses()
         self.bot_user_id = ""
         self.skipped = 0               # events acknowledged without becoming input (own posts, edits, no mention)
         self.retries_skipped = 0       # re-deliveries of events committed in this life
@@ -111,6 +117,9 @@ class SlackAdapter(StreamingAdapter):
 
     async def _deliver(self, emit, payload: Any) -> None:
         """Store one event (or skip it); the platform is acknowledged when this returns."""
+        if isinstance(payload, dict) and payload.get("type") == "block_actions":
+            await self._take_press(emit, payload)
+            return
         reason = skip_reason(payload, self.bot_user_id, self.settings["require_mention"])
         if reason is not None:
             self.skipped += 1
@@ -145,7 +154,41 @@ class SlackAdapter(StreamingAdapter):
         await asyncio.get_running_loop().create_future()  # serve until the intake is cancelled: never returns
 
     def normalise(self, raw: Any) -> MessageEvent:
+        if isinstance(raw, dict) and ANSWER_FIELD in raw:
+            return event_from_press(raw, self.name, self.profile)
         return event_from_callback(raw, self.name, self.profile, self.bot_user_id)
+
+    # ------------------------------------------------------------------------------------------- button presses
+    async def _take_press(self, emit, payload: dict) -> None:
+        """A press that may answer its question is stored before its envelope is acknowledged: one a kill -9 cut
+        short is delivered again by Slack and is the same row (``action:<user>:<action_ts>``, the inbox's
+        duplicate). Every press is then answered, off the intake."""
+        press = press_of(payload)
+        if press is None:
+            self.skipped += 1   # another interaction (a shortcut, a select menu): none of ours
+            return
+        judged = await self.judge_press(payload, Answerer(self.name, press.channel_id, press.user_id), press.value,
+                                        ANSWER_FIELD)
+        if judged.kept:
+            async with self._emit_lock:
+                await emit([judged.raw], None)
+        self.acknowledge_press(press.press_id, lambda: self._answer_press(press, judged))
+
+    async def _answer_press(self, press: Press, judged: JudgedPress) -> None:
+        """A stored press: the question updated once the session has decided; a press on a settled question: the
+        message updated to what became of it (buttons gone); any other: told why, to the presser only."""
+        kind, text = press_outcome(judged, Answerer(self.name, press.channel_id, press.user_id), press.message_text,
+                                   time.time(), mention)
+
+        async def settle(settled: str) -> None:
+            await self._edit_turn()
+            await self._api().update(press.channel_id, press.message_ts, settled, blocks=sections(settled))
+        if kind == STORED and judged.approval is not None:   # (a /model button's: the session's reply says)
+            self.edit_when_settled(judged.approval.approval_id, press.message_text, settle, mention)
+        elif kind == SETTLED:
+            await settle(text)
+        else:
+            await self._api().post_ephemeral(press.channel_id, press.user_id, text, thread_ts=press.thread_ts)
 
     def _say_line(self, level: int, text: str) -> None:
         self.say(level, "%s: %s", self.name, self.clean_error(text))
@@ -171,11 +214,15 @@ class SlackAdapter(StreamingAdapter):
         self._edit_budget.consume(loop.time())
 
     async def send_message(self, op: PlatformOp) -> str:
-        return await self._api().post_message(op.chat_id, to_mrkdwn(op.text), thread_ts=op.thread_id)
+        text = to_mrkdwn(op.text)
+        return await self._api().post_message(op.chat_id, text, thread_ts=op.thread_id,
+                                              blocks=question_blocks(text, await self.question_buttons(op)))
 
     async def edit_message(self, op: PlatformOp) -> None:
+        text = to_mrkdwn(op.text)
+        blocks = question_blocks(text, await self.question_buttons(op))   # a preview edited into the question
         await self._edit_turn()
-        await self._api().update(op.chat_id, _ts(op), to_mrkdwn(op.text))
+        await self._api().update(op.chat_id, _ts(op), text, blocks=blocks)
 
     async def delete_message(self, op: PlatformOp) -> None:
         await self._edit_turn()

@@ -56,16 +56,24 @@ class SlackAPI(HttpSession):
             raise RetryableError(f"no WebSocket URL in the answer ({str(url)[:40]!r})", method="apps.connections.open")
         return url
 
-    async def post_message(self, channel: str, text: str, thread_ts: Optional[str] = None) -> str:
-        """chat.postMessage; returns the new message's ts (its id in the channel)."""
-        answer = await self.call("chat.postMessage", {"channel": channel, "text": text, "thread_ts": thread_ts})
+    async def post_message(self, channel: str, text: str, thread_ts: Optional[str] = None,
+                           blocks: Optional[list] = None) -> str:
+        """chat.postMessage; returns the new message's ts (its id in the channel). With ``blocks`` the text is the
+        notification's fallback and the blocks are what is shown."""
+        answer = await self.call("chat.postMessage", {"channel": channel, "text": text, "thread_ts": thread_ts,
+                                                      "blocks": blocks})
         ts = answer.get("ts")
         if not isinstance(ts, str) or not ts:
             raise RetryableError("the answer names no ts", method="chat.postMessage", maybe_done=True)
         return ts
 
-    async def update(self, channel: str, ts: str, text: str) -> None:
-        await self.call("chat.update", {"channel": channel, "ts": ts, "text": text})
+    async def update(self, channel: str, ts: str, text: str, blocks: Optional[list] = None) -> None:
+        await self.call("chat.update", {"channel": channel, "ts": ts, "text": text, "blocks": blocks})
+
+    async def post_ephemeral(self, channel: str, user: str, text: str, thread_ts: Optional[str] = None) -> None:
+        """chat.postEphemeral: a message only ``user`` sees, in the channel (and thread), not kept by Slack."""
+        await self.call("chat.postEphemeral", {"channel": channel, "user": user, "text": text,
+                                               "thread_ts": thread_ts})
 
     async def delete(self, channel: str, ts: str) -> None:
         await self.call("chat.delete", {"channel": channel, "ts": ts})

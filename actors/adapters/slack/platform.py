@@ -3,11 +3,12 @@ strangers get a pairing code unless the table says otherwise.
 
 Pacing: chat.postMessage ~1/s per channel (sends and edits share it here); chat.update and chat.delete are Tier 3,
 ~50 a minute for the whole app (kept under it: 45); 40,000 characters as sent, escapes included; bots have no typing
-indicator outside the legacy RTM API; no idempotency key (a lost send is re-sent marked)."""
+indicator outside the legacy RTM API; no idempotency key (a lost send is re-sent marked). Buttons: a tool approval's
+question carries Approve / Deny (Block Kit); presses arrive over Socket Mode (``block_actions``) only."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=False, files_in=False, files_out=False,
-                            voice=False, buttons=False, typing=False)
+                            voice=False, buttons=True, typing=False)
 
 
 def _slack_tokens(table):

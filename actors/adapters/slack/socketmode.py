@@ -2,7 +2,8 @@
 
 ``apps.connections.open`` (app-level ``xapp-`` token) gives a one-use ``wss://`` URL; Slack greets each connection
 with ``hello``, then sends envelopes ``{"envelope_id", "type": "events_api", "payload", "retry_attempt",
-"retry_reason"}``. The app acknowledges one by sending ``{"envelope_id": ...}`` back; Slack sends it again (with
+"retry_reason"}`` (``"type": "interactive"`` for a button press: its payload is ``block_actions``). The app
+acknowledges one by sending ``{"envelope_id": ...}`` back; Slack sends it again (with
 ``retry_attempt`` + 1) if no acknowledgement comes within 3 s. ``SocketModeLink`` hands each envelope to the
 adapter's ``handle`` coroutine and acknowledges it only when that returns, which the adapter makes mean "its inbox
 row is committed": an event whose commit a kill -9 cut short is never acknowledged, and Slack delivers it again.
@@ -100,7 +101,7 @@ class SocketModeLink:
             if kind == "disconnect":
                 await self._replace(frame)
             elif frame.get("envelope_id"):
-                if kind == "events_api":
+                if kind in ("events_api", "interactive"):   # an event; a button press (block_actions)
                     await handle(frame.get("payload"))   # committed (or skipped) when it returns
                 await ws.send_str(json.dumps({"envelope_id": frame["envelope_id"]}))
 

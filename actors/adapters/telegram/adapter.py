@@ -9,7 +9,9 @@ its data) before its round is stored: one that may answer is stored as the click
 row deduplicated on the press's id, so a press delivered again after a kill -9 (its offset not yet committed) is
 the same row; the session then answers it as a typed ``approve CODE`` (first answer wins). Every press is answered
 (answerCallbackQuery, at most once per press and life, after its round is stored, never awaited by the intake) with
-what storage says at that moment: Approved / Denied, already answered, expired, not yours, or no longer valid.
+what storage says at that moment: Approved / Denied, already answered, expired, not yours, or no longer valid. The
+question is then edited to what became of it (approved or denied by whom, expired), its buttons removed: once the
+session has decided, for a stored press; at once, for a press on a question already settled.
 
 Outbound. Sends and edits are rendered to the configured parse mode and resent as plain text if Telegram refuses
 the entities. The base paces each chat (shared by sends and edits) and waits out 429s; on top of that a bot-wide
@@ -23,18 +25,18 @@ import dataclasses
 import logging
 import math
 import time
-from collections import OrderedDict
 from typing import Any, Optional
 
 from actors.adapters.intake_styles import PollingAdapter
 from actors.adapters.liveness import SERVED_SILENCE_S
-from actors.adapters.errors import FormattingError, MessageNotFoundError, PermanentError
+from actors.adapters.errors import FormattingError, MessageNotFoundError, PermanentError, PlatformError
 from actors.adapters.lost_copies import NOTHING, OTHERS, OURS, Unresolved, search, search_floor
 from actors.adapters.telegram.formatting import render
-from actors.adapters.telegram.inbound import (ALLOWED_UPDATES, ANSWER_FIELD, click_of, event_from_update, is_input,
-                                              message_id_of, reaction_of, update_ids)
+from actors.adapters.telegram.inbound import (ALLOWED_UPDATES, ANSWER_FIELD, Click, click_of, event_from_update,
+                                              is_input, message_id_of, reaction_of, update_ids)
 from actors.adapters.telegram.webhook import WebhookServer
-from actors.approvals.answers import NOT_YOURS, Answerer, buttons_for, click_notice, parse_button_data, pressable_code
+from actors.adapters.presses import SETTLED, STORED, ButtonPresses, JudgedPress, press_outcome
+from actors.approvals.answers import Answerer
 from actors.adapters.telegram.client import FileTooLarge, TelegramAPI
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.messages import Attachment, MessageEvent, PlatformOp
@@ -42,11 +44,9 @@ from actors.adapters.pacing import ChatBudget
 from supervision.http_serving import http_limits
 
 OUTBOUND_TIMEOUT_S = 30.0
-MAX_ACKS_IN_FLIGHT = 64        # answerCallbackQuery calls at once; past it a press's spinner stops by itself
-REMEMBERED_PRESSES = 4096      # the presses answered in this life: each is answered once
 
 
-class TelegramAdapter(PollingAdapter):
+class TelegramAdapter(ButtonPresses, PollingAdapter):
     def __init__(self):
         super().__init__()
         self.bot_username = ""
@@ -57,9 +57,8 @@ class TelegramAdapter(PollingAdapter):
         self._webhook_cleared = False
         self._bot_budget: Optional[ChatBudget] = None
         self._emit_lock: Optional[asyncio.Lock] = None
-        self._acks_due: list[tuple[str, str]] = []     # (press id, text): answered once their round is stored
-        self._answered_presses: OrderedDict[str, None] = OrderedDict()
-        self._acks_in_flight: set[asyncio.Task] = set()
+        self._acks_due: list[tuple[Click, JudgedPress]] = []   # answered once their round is stored
+        self.init_presses()
 
     def on_start(self, args) -> None:
         super().on_start(args)
@@ -210,51 +209,38 @@ class TelegramAdapter(PollingAdapter):
             if click is None:
                 out.append(update)
                 continue
-            press = parse_button_data(click.data)
-            approval = await self.store.approvals.get(press.approval_id) if press is not None else None
-            text, kept = click_notice(approval, Answerer(self.name, click.chat_id, click.user_id),
-                                      press.verdict if press is not None else "", time.time())
-            if kept:
-                update = dict(update, **{ANSWER_FIELD: f"{press.verdict} {approval.code}"})
-                if self._conversation_of(update) != approval.session_key:
-                    # The clicker's row would go to a conversation of their own (one per user in groups), where
-                    # the code names nothing: refused, as a typed answer there finds nothing to answer.
-                    update, text = {k: v for k, v in update.items() if k != ANSWER_FIELD}, NOT_YOURS
-            self._acks_due.append((click.query_id, text))
-            out.append(update)
+            judged = await self.judge_press(update, Answerer(self.name, click.chat_id, click.user_id), click.data,
+                                            ANSWER_FIELD)
+            self._acks_due.append((click, judged))
+            out.append(judged.raw)
         return out
 
-    def _conversation_of(self, update: dict) -> Optional[str]:
-        """The session key the intake would store ``update`` under (None: none can be made of it)."""
-        try:
-            event = self.normalise(update)
-            source = dataclasses.replace(event.source, platform=self.name)
-            return self.intake.addressing.keyed(source, self.event_profile(event))[1]
-        except ValueError:   # MalformedPayload too
-            return None
-
     def answer_presses(self) -> None:
-        """Answer the presses whose round is stored: each once in this life (a press delivered again after a
-        restart is answered again, and Telegram refuses the second answer: harmless), in tasks the intake never
-        waits for, at most ``MAX_ACKS_IN_FLIGHT`` at once."""
+        """Answer the presses whose round is stored (presses.py ``acknowledge_press``: once each in this life)."""
         due, self._acks_due = self._acks_due, []
-        for query_id, text in due:
-            if query_id in self._answered_presses:
-                continue
-            self._answered_presses[query_id] = None
-            while len(self._answered_presses) > REMEMBERED_PRESSES:
-                self._answered_presses.popitem(last=False)
-            if len(self._acks_in_flight) >= MAX_ACKS_IN_FLIGHT:
-                continue
-            task = asyncio.get_running_loop().create_task(self._answer_press(query_id, text))
-            self._acks_in_flight.add(task)
-            task.add_done_callback(self._acks_in_flight.discard)
+        for click, judged in due:
+            self.acknowledge_press(click.query_id, lambda c=click, j=judged: self._answer_press(c, j))
 
-    async def _answer_press(self, query_id: str, text: str) -> None:
+    async def _answer_press(self, click: Click, judged: JudgedPress) -> None:
+        """answerCallbackQuery with what storage said; then the question shows what became of it, its buttons
+        gone: at once for a press on a settled question, once the session has decided for a stored one."""
+        def mention(user_id: str) -> str:   # a plain text edit names the presser by name, anyone else by id
+            return click.user_name if user_id == click.user_id and click.user_name else user_id
+
+        async def settle(settled: str) -> None:
+            await self._bot_turn()
+            await self._api().edit_message_text(click.chat_id, click.message_id, settled)   # no buttons: removed
+        kind, text = press_outcome(judged, Answerer(self.name, click.chat_id, click.user_id), click.message_text,
+                                   time.time(), mention)
         try:
-            await asyncio.wait_for(self._api().answer_callback_query(query_id, text), OUTBOUND_TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001 - a lost notice costs the clicker a spinner, nothing stored
+            await asyncio.wait_for(self._api().answer_callback_query(click.query_id, judged.notice),
+                                   OUTBOUND_TIMEOUT_S)
+        except (PlatformError, asyncio.TimeoutError) as exc:   # too old (replayed after a restart): the edit goes
             self.say(logging.INFO, "%s: a button press was not answered (%s)", self.name, self.clean_error(exc))
+        if kind == STORED and judged.approval is not None:   # (a /model button's: the session's reply says)
+            self.edit_when_settled(judged.approval.approval_id, click.message_text, settle, mention)
+        elif kind == SETTLED:
+            await settle(text)
 
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_update(raw, self.name, self.profile, self.bot_username)
@@ -289,18 +275,6 @@ class TelegramAdapter(PollingAdapter):
                       self.name, op.chat_id, parse_mode, op.action, op.op_id, self.clean_error(exc))
         await self._bot_turn()
         return await call(op.text, None)
-
-    async def question_buttons(self, op: PlatformOp) -> tuple:
-        """Approve / Deny for a text that ends with a tool approval's question (answers.py ``pressable_code``), ()
-        for any other. Read from what survives a kill -9: the text is the reply's chunk in the delivery ledger, and
-        the approval row (its id: the buttons' data) was committed with it, so a question sent again after a crash,
-        by the session or the sweeper, carries the same buttons. A question no longer pending keeps its buttons (a
-        click on them is told what happened)."""
-        code = pressable_code(op.text)
-        if code is None:
-            return ()
-        approval = await self.store.approvals.for_question(self.name, str(op.chat_id), code)
-        return buttons_for(approval.approval_id) if approval is not None else ()
 
     async def send_message(self, op: PlatformOp) -> str:
         thread_id, reply_to = message_id_of(op.thread_id), message_id_of(op.reply_to)

@@ -80,12 +80,15 @@ def reaction_of(update: Any, platform: str) -> Optional[Reaction]:
 @dataclass(frozen=True)
 class Click:
     """A button press: the query's id (what answerCallbackQuery names), who pressed, the chat and message the button
-    is on, and the button's data."""
+    is on, and the button's data; the message's text as shown and the presser's name (what an edit of the question
+    once settled is made of)."""
     query_id: str
     user_id: str
     chat_id: str
     message_id: int
     data: str
+    message_text: str = ""
+    user_name: str = ""
 
 
 def click_of(update: Any) -> Optional[Click]:
@@ -100,7 +103,10 @@ def click_of(update: Any) -> Optional[Click]:
             and type(chat.get("id")) is int and type(message.get("message_id")) is int):
         return None
     data = query.get("data") if isinstance(query.get("data"), str) else ""
-    return Click(query["id"][:64], str(sender["id"]), str(chat["id"]), message["message_id"], data)
+    text = message.get("text") if isinstance(message.get("text"), str) else ""
+    names = [sender.get(k) for k in ("first_name", "username")]
+    name = next((n for n in names if isinstance(n, str) and n), "")
+    return Click(query["id"][:64], str(sender["id"]), str(chat["id"]), message["message_id"], data, text, name[:64])
 
 
 def event_from_click(update: dict, platform: str, profile: str) -> MessageEvent:

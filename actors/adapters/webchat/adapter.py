@@ -29,6 +29,7 @@ from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
 from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentError, RetryableError,
                                     TooLongError)
 from actors.adapters.webchat import earlier, protocol
+from actors.adapters.webchat.presses import ANSWER_FIELD, WebChatPresses
 from actors.adapters.webchat.address_limits import AddressLimits, address_policy
 from actors.adapters.webchat.protocol import (CLIENT_MESSAGE_ID, VISITOR_ID, Outbox, error_frame,
                                               frame_id, op_frame)
@@ -49,9 +50,10 @@ MAX_ATTEMPTS_KEPT = 200            # per chat and action, fault-injection runs o
 REMOTE_READ_TIMEOUT_S = 5.0        # the history of a chat on a worker host: past it the page is told to retry
 
 
-class WebChatAdapter(ServingAdapter):
+class WebChatAdapter(WebChatPresses, ServingAdapter):
     def __init__(self):
         super().__init__()
+        self.init_presses()
         self.server: Optional[WebChatServer] = None
         self.outbox = Outbox()
         self._store_batch = None              # the base's emit while the intake runs, else None
@@ -125,6 +127,8 @@ class WebChatAdapter(ServingAdapter):
         except UnicodeEncodeError:
             raise MalformedPayload("text is not valid Unicode (a lone surrogate)") from None
         attachments = tuple(Attachment.from_payload(a) for a in raw.get("attachments") or ())
+        if ANSWER_FIELD in raw:   # a press kept as the visitor's answer (_take_press): its words
+            text = a_string(raw[ANSWER_FIELD], ANSWER_FIELD)
         if not text.strip() and not attachments:
             raise MalformedPayload("text is empty")
         # Visitor-scoped dedup key: one visitor's ids can never shadow another's messages in the inbox.
@@ -147,6 +151,8 @@ class WebChatAdapter(ServingAdapter):
             return await self._history(visitor)
         if kind == "message":
             return await self._take_message(visitor, frame)
+        if kind == "press":
+            return await self._take_press(visitor, frame)
         if kind == "conversations":
             return await self._conversations(visitor)
         if kind == "conversation":
@@ -240,6 +246,14 @@ class WebChatAdapter(ServingAdapter):
         except MalformedPayload as exc:
             self.reject_frame(visitor, str(exc))
             return error_frame(str(exc), reference)
+        stored = await self._store(visitor, raw, reference)
+        if isinstance(stored, dict):
+            return stored
+        return {"type": "ack", "id": reference, "duplicate": not stored}
+
+    async def _store(self, visitor: str, raw: dict, reference: Optional[str]):
+        """``raw`` stored through the intake: whether it is new (False: a duplicate), or the error frame that says
+        why not."""
         emit = self._store_batch
         if emit is None:
             return error_frame("the gateway is not taking messages right now; will retry", reference, retry=True)
@@ -257,7 +271,7 @@ class WebChatAdapter(ServingAdapter):
         if not results:
             return error_frame("the message was rejected", reference)
         _seq, inserted = results[0]
-        return {"type": "ack", "id": reference, "duplicate": not inserted}
+        return bool(inserted)
 
     async def _history(self, visitor: str) -> dict:
         key = self._key(visitor)
@@ -276,8 +290,13 @@ class WebChatAdapter(ServingAdapter):
             self.say(logging.WARNING, "%s: history of visitor %s unavailable: %s", self.name, visitor,
                       self.clean_error(exc))
             return error_frame("the history is not available right now; will retry", retry=True)
-        return {"type": "history", "messages": protocol.conversation(events, waiting),
-                "live": self.outbox.live(visitor)}
+        try:
+            messages = await self._with_buttons(visitor, protocol.conversation(events, waiting))
+        except StorageError as exc:
+            self.say(logging.WARNING, "%s: history of visitor %s unavailable: %s", self.name, visitor,
+                     self.clean_error(exc))
+            return error_frame("the history is not available right now; will retry", retry=True)
+        return {"type": "history", "messages": messages, "live": self.outbox.live(visitor)}
 
     async def _conversations(self, visitor: str) -> dict:
         """The visitor's conversations, the current one and those New chat left (earlier.py), newest first."""
@@ -347,8 +366,10 @@ class WebChatAdapter(ServingAdapter):
         self._fault_point(op)
         message_id = f"{self._id_prefix}-{next(self._ids)}"
         reply_to = protocol.client_id(op.reply_to)
+        buttons = await self.question_buttons(op)
         self.outbox.record(op.chat_id, message_id, op.text, op.final, reply_to=reply_to)
-        await self._push(op.chat_id, op_frame("send", message_id, op.text, op.final, reply_to, kind=op.kind))
+        await self._push(op.chat_id, op_frame("send", message_id, op.text, op.final, reply_to, kind=op.kind,
+                                              buttons=buttons))
         return message_id
 
     async def send_file(self, op: PlatformOp) -> str:
@@ -389,9 +410,10 @@ class WebChatAdapter(ServingAdapter):
         if known is not None and known["deleted"]:
             raise MessageNotFoundError("the message was deleted", method="edit")
         self._fault_point(op)
+        buttons = await self.question_buttons(op)   # a preview edited into the question
         self.outbox.record(op.chat_id, op.message_id, op.text, op.final)
         await self._push(op.chat_id, op_frame("edit", op.message_id, op.text, op.final,
-                                              known["reply_to"] if known else None, kind=op.kind))
+                                              known["reply_to"] if known else None, kind=op.kind, buttons=buttons))
 
     async def delete_message(self, op: PlatformOp) -> None:
         self._fault_point(op)

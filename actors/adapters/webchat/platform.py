@@ -2,7 +2,7 @@
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 CAPABILITIES = Capabilities(edit=True, delete=True, threads=False, reactions=False, files_in=True, files_out=True,
-                            voice=True, buttons=False, typing=True, voice_out=True)
+                            voice=True, buttons=True, typing=True, voice_out=True)
 
 PLATFORM = Platform(
     type="webchat", actor="actors.adapters.webchat.adapter.WebChatAdapter",

@@ -7,6 +7,8 @@ JSON object in a text frame.
     {"type": "history"}                             {"type": "history", "messages": [...], "live": [...]}
     {"type": "message", "id": ID, "text": TEXT}     {"type": "ack", "id": ID, "duplicate": false}
     {"type": "ping"}                                {"type": "pong"}
+    {"type": "press", "id": ID, "data": DATA}       {"type": "press", "id": ID, "kept": BOOL, "notice": TEXT}
+                                                    {"type": "settled", "approval": APPROVAL_ID, "line": TEXT}
                                                     {"type": "hello", "visitor": VISITOR,   (on connect)
                                                      "max_text_chars": N, "profile": NAME,
                                                      "agent": "offline" | "openai", "model": NAME}
@@ -14,7 +16,8 @@ JSON object in a text frame.
                                                      "message_id": ..., "text": ..., "final": false,
                                                      "html": ..., "tool": ..., "reply_to": ID | null,
                                                      "kind": "error",   (a failed turn's final text only)
-                                                     "file": FILE}   (a send of a file the reply carries)
+                                                     "file": FILE,   (a send of a file the reply carries)
+                                                     "buttons": [{"label", "data"}]}   (a question's)
                                                     {"type": "error", "id": ID | null, "error": TEXT, "retry": false}
 
 VISITOR is a random id the page keeps in localStorage: the chat id and the user id, so each browser is its own
@@ -29,6 +32,12 @@ answer only): the page tells by it which answer is the one to a message it sent,
 "error" on the final text of a turn that failed (the model unreachable, hung or refusing: the text ends with the
 notice saying so), in an operation as in the history: the page shows it as an error with a Retry button, which
 sends ``/retry`` (the gateway answers the visitor's last message again, in place of the failed answer).
+
+Buttons: a tool approval's question (docs/approvals.md) carries ``buttons`` (Approve, Deny), in its operations and
+in the history while it waits. A press is a ``press`` frame with a new ID (the inbox deduplicates on it, as on a
+message's) and the button's DATA; the answer says whether it was kept as the visitor's answer and what the visitor
+is told. Once the question is settled every tab of the visitor gets ``settled`` (its buttons go, the line says
+what became of it); the history then shows the question with that line instead of the buttons.
 
 Stop and new chat are the gateway's own commands, sent as messages: ``/stop`` ends the answer in progress (the
 session acts on it at once, actors/sessions/session.py ``while_busy``) and ``/new`` starts a new conversation.
@@ -74,7 +83,8 @@ MAX_TEXT_CHARS = 16_000
 # own id and the limit, in the words every adapter uses, never with a size the visitor cannot relate to.
 MAX_FRAME_BYTES = 128 * 1024
 HARD_FRAME_BYTES = 1024 * 1024
-PAGE_TYPES = ("history", "message", "ping", "conversations", "conversation")   # the last two: earlier.py
+PAGE_TYPES = ("history", "message", "ping", "conversations", "conversation",   # the last two: earlier.py
+              "press")
 DEBUG_TYPES = ("debug.floods", "debug.clear", "debug.attempts", "debug.hold_send")
 HISTORY_EVENTS = 400       # transcript events read per history request (tool events included, then filtered out)
 
@@ -118,7 +128,8 @@ def error_frame(reason: str, message_id: Optional[str] = None, retry: bool = Fal
 
 
 def op_frame(action: str, message_id: Optional[str], text: str = "", final: bool = False,
-             reply_to: Optional[str] = None, file: Optional[dict] = None, kind: str = "") -> dict:
+             reply_to: Optional[str] = None, file: Optional[dict] = None, kind: str = "",
+             buttons: tuple = ()) -> dict:
     frame = {"type": "op", "action": action, "message_id": message_id, "text": text, "final": final,
              "reply_to": reply_to}
     if kind:
@@ -127,7 +138,20 @@ def op_frame(action: str, message_id: Optional[str], text: str = "", final: bool
         frame.update(formatting.view(text, final))
     if file is not None:
         frame["file"] = file_view(file)
+    if buttons:
+        frame["buttons"] = button_views(buttons)
     return frame
+
+
+def button_views(buttons: tuple) -> list:
+    """``answers.buttons_for``'s ((label, data), ...) as the page is told of them."""
+    return [{"label": label, "data": data} for label, data in buttons]
+
+
+def press_of(frame: dict) -> tuple[Optional[str], str]:
+    """A ``press`` frame's (ID, DATA); ID None when it is not a usable message id (the frame is refused)."""
+    data = frame.get("data")
+    return frame_id(frame), data[:200] if isinstance(data, str) else ""
 
 
 def file_view(file: dict) -> dict:

@@ -11,7 +11,7 @@ from actors.approvals.answers import (HOW_TO_ANSWER, MAX_BUTTON_DATA_BYTES, MAX_
                                       answer_notice, button_data, buttons_for, click_notice, duration,
                                       pressable_code, model_result, next_step,
                                       parse_button_data, parse_text_answer, question_text, refusal_for,
-                                      shown_arguments)
+                                      settled_question, shown_arguments)
 from storage import Answered, Approval
 from storage.approvals import new_approval_id
 
@@ -153,3 +153,22 @@ def test_a_click_is_told_at_once_what_storage_says():
     assert click_notice(answered, IN_CHAT, "deny", now) == ("Already answered: approved by telegram:9.", False)
     text, kept = click_notice(ASKED, IN_CHAT, "approve", 1600.0)                # at the deadline: expired
     assert text.startswith("This question expired at ") and not kept
+
+
+def test_a_settled_question_says_who_answered_or_that_it_expired_and_no_longer_says_how_to_answer():
+    question = "Let me check. " + question_text(ASKED, buttons=True)
+    assert pressable_code(question) == "7KQ2"
+    assert settled_question(question, ASKED, 1100.0) is None, "a question still waiting stays as it is"
+    assert settled_question(question, None, 1100.0) is None
+    approved = dataclasses.replace(ASKED, state="approved", answer="approve", answered_by="discord:42")
+    text = settled_question(question, approved, 1100.0, lambda user: f"<@{user}>")
+    assert text.endswith("\n\nApproved by <@42>.") and pressable_code(text) is None, text
+    assert text.startswith("Let me check. The assistant wants to run files.delete with ")
+    denied = dataclasses.replace(ASKED, state="done", answer="deny", answered_by="operator", outcome="denied")
+    assert settled_question(question, denied, 1100.0).endswith("\n\nDenied by the operator.")
+    expired = "Expired: no one answered, files.delete was not run."
+    assert settled_question(question, ASKED, 1600.0).endswith(expired), "past its deadline, even before expire_due"
+    assert settled_question(question, dataclasses.replace(ASKED, state="done", outcome="expired"), 1100.0).endswith(
+        expired)
+    withdrawn = dataclasses.replace(ASKED, state="done", outcome="withdrawn")
+    assert "Withdrawn" in settled_question(question, withdrawn, 1100.0)

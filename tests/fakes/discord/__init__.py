@@ -20,7 +20,8 @@ discord.py has both addresses as class attributes (``http.Route.BASE``, ``gatewa
 
 Modules: ``protocol`` (opcodes, close codes, intents, error codes, snowflakes), ``objects`` (user, channel, guild,
 member and message JSON; the MESSAGE_CONTENT rule), ``gateway`` (WebSocket, sessions, dispatch, controls),
-``rest`` (routes, auth, faults, the message methods), ``ratelimits`` (buckets, headers, 429s), ``world``
+``rest`` (routes, auth, faults, the message methods), ``interactions`` (message components, button presses and
+the interaction callback), ``ratelimits`` (buckets, headers, 429s), ``world``
 (guild, channels, threads, DMs, injection), ``server`` (FakeDiscord, limits, control API, inspection).
 
 Gateway (``GET /gateway`` and, with the bot token, ``/gateway/bot`` return ``ws://127.0.0.1:P/gateway``):
@@ -86,9 +87,10 @@ concurrency, session timeout, reconnect grace, nonce window) but not the heartbe
 
 Left out: ETF encoding, zstd-stream, payload compression (``compress: true`` in Identify is ignored; text frames
 are always valid), voice, presences, member chunking (op 8 and the other send ops are accepted and ignored),
-interactions and slash commands, reactions, embeds' validation, attachments and file uploads, forwards, pins,
-bulk delete, ``around`` in message history, TYPING_START, thread membership and archiving, permissions beyond
-MANAGE_MESSAGES and a blocked channel, invalid-request (Cloudflare) bans, and the session start limit's reset.
+slash commands and interactions other than button presses, follow-up messages, reactions, embeds' validation,
+attachments and file uploads, forwards, pins, bulk delete, ``around`` in message history, TYPING_START, thread
+membership and archiving, permissions beyond MANAGE_MESSAGES and a blocked channel, invalid-request (Cloudflare)
+bans, and the session start limit's reset.
 
 Control API (JSON; ``tests.fakes.harness.ControlClient`` speaks it):
 

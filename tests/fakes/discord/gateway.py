@@ -307,11 +307,12 @@ class GatewayMethods:
             conn.send(event)
 
     def dispatch_event(self, state: dict, name: str, render: Callable[[dict], dict], *, guild_id: Optional[int],
-                       intent: int) -> None:
-        """Send ``render(session)`` to every live session whose shard and intents ask for it."""
+                       intent: Optional[int]) -> None:
+        """Send ``render(session)`` to every live session whose shard and intents ask for it (``intent`` None: an
+        event every session gets, as INTERACTION_CREATE)."""
         self.expire_sessions(state)
         for session in state["sessions"].values():
-            if session["invalidated"] or not session["intents"] & intent:
+            if session["invalidated"] or (intent is not None and not session["intents"] & intent):
                 continue
             if self._shard_of(guild_id, session["shard"][1]) != session["shard"][0]:
                 continue

@@ -20,6 +20,7 @@ DEFAULT_ROUTE_LIMITS = {
     "get_me": (5, 1.0), "get_application": (5, 1.0), "get_gateway_bot": (2, 5.0),
 }
 GLOBAL_LIMIT = (50, 1.0)
+GLOBAL_EXEMPT = ("interaction_callback",)   # "Interaction endpoints are not bound to the bot's Global Rate Limit"
 
 
 def ceil_ms(seconds: float) -> float:
@@ -77,6 +78,8 @@ class RateLimiter:
     def take(self, route: str, major: Optional[str], stats: dict) -> dict:
         """Count one request; returns the headers to send, or raises RateLimited (and counts it in ``stats``)."""
         now = time.monotonic()
+        if route in GLOBAL_EXEMPT:
+            return {}
         self.global_window.roll(now)
         if self.global_window.count >= self.global_window.limit:
             stats["rate_limited_global"] += 1

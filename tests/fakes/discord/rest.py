@@ -12,6 +12,7 @@ from typing import Any, Optional
 from aiohttp import web
 
 from tests.fakes.discord import protocol as p
+from tests.fakes.discord.interactions import check_components
 from tests.fakes.discord.objects import message_object, new_record, parse_mentions
 from tests.fakes.discord.ratelimits import RateLimited
 from tests.fakes.harness import drop_connection
@@ -28,6 +29,7 @@ ROUTES = (
     ("PATCH", "/channels/{channel_id}/messages/{message_id}", "edit_message", True),
     ("DELETE", "/channels/{channel_id}/messages/{message_id}", "delete_message", True),
     ("POST", "/channels/{channel_id}/typing", "typing", True),
+    ("POST", "/interactions/{interaction_id}/{interaction_token}/callback", "interaction_callback", False),
 )
 WRITE_ROUTES = ("create_message", "edit_message", "delete_message", "typing")
 TEXT_CHANNEL_TYPES = (p.GUILD_TEXT, p.DM, p.PUBLIC_THREAD)
@@ -265,7 +267,7 @@ class RestMethods:
                 raise form_error("nonce", "BASE_TYPE_STRING", "Could not interpret the value as string.")
             if isinstance(nonce, str) and len(nonce) > 25:
                 raise form_error("nonce", "BASE_TYPE_MAX_LENGTH", "Must be 25 or fewer in length.")
-        embeds, components = body.get("embeds") or [], body.get("components") or []
+        embeds, components = body.get("embeds") or [], check_components(body.get("components"))
         if not content.strip() and not embeds and not components and not body.get("sticker_ids"):
             raise ApiError(400, p.EMPTY_MESSAGE, "Cannot send an empty message")
         if nonce is not None and body.get("enforce_nonce"):
@@ -316,7 +318,7 @@ class RestMethods:
             raise ApiError(403, p.CANNOT_EDIT_OTHERS_MESSAGE, "Cannot edit a message authored by another user")
         content = self._checked_content(body["content"]) if "content" in body else record["content"]
         embeds = (body["embeds"] or []) if "embeds" in body else record["embeds"]
-        components = (body["components"] or []) if "components" in body else record["components"]
+        components = check_components(body["components"]) if "components" in body else record["components"]
         if not content.strip() and not embeds and not components:
             raise ApiError(400, p.EMPTY_MESSAGE, "Cannot send an empty message")
         now = time.time()

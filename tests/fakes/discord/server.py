@@ -10,6 +10,7 @@ from aiohttp import web
 
 from tests.fakes.discord import protocol as p
 from tests.fakes.discord.gateway import GatewayMethods
+from tests.fakes.discord.interactions import InteractionMethods
 from tests.fakes.discord.objects import make_user
 from tests.fakes.discord.ratelimits import DEFAULT_ROUTE_LIMITS, GLOBAL_LIMIT, RateLimiter
 from tests.fakes.discord.rest import WRITE_ROUTES, RestMethods
@@ -28,6 +29,7 @@ DEFAULT_LIMITS = {
     "resume_buffer": 1000,                               # dispatches kept per session for replay
     "reconnect_grace": 3.0,                              # after op 7 / op 9 the fake closes (4000) if still open
     "nonce_window": 300.0,                               # enforce_nonce looks back this far
+    "interaction_window": 3.0,                           # seconds a press waits for its callback (not scaled)
     "gateway_send_limit": 120, "gateway_send_window": 60.0,  # payloads per connection, else 4008
     "sharding_required": False,                          # True: Identify without num_shards >= 2 gets 4011
     "privileged_intents": p.INTENTS["MESSAGE_CONTENT"],  # enabled in the "Developer Portal" (else 4014)
@@ -36,7 +38,7 @@ DEFAULT_LIMITS = {
 }
 
 
-class FakeDiscord(RestMethods, GatewayMethods, WorldMethods, FakeServer):
+class FakeDiscord(RestMethods, InteractionMethods, GatewayMethods, WorldMethods, FakeServer):
     """A local Discord for one bot. ``limits`` (DEFAULT_LIMITS) may be given as keyword arguments."""
 
     def __init__(self, *, port: int = 0, state_file: Optional[str] = None, token: str = DEFAULT_TOKEN,

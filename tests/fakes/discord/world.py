@@ -30,7 +30,7 @@ def initial_world(bot_username: str) -> dict:
                                    "joined_at": joined, "members": [str(BOT_ID), str(OWNER_ID)],
                                    "channel_ids": [GENERAL_CHANNEL_ID], "manage_messages": False}},
         "channels": {str(GENERAL_CHANNEL_ID): _channel_entry(general)},
-        "dm_by_user": {}, "nonces": {}, "sessions": {}, "last_identify_at": 0.0, "gateway_log": [],
+        "dm_by_user": {}, "nonces": {}, "interactions": {}, "sessions": {}, "last_identify_at": 0.0, "gateway_log": [],
         "stats": {"requests": {}, "errors": {}, "unauthorized": 0, "rate_limited": 0, "rate_limited_global": 0,
                   "retry_after_violations": 0, "nonce_deduplicated": 0, "connections": 0, "identifies": 0,
                   "identifies_refused": 0, "resumes": 0, "resumes_refused": 0, "heartbeats": 0, "closes": {},

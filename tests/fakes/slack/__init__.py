@@ -61,8 +61,13 @@ Wire format implemented (from docs.slack.dev; shapes checked against slack-sdk's
   ``&amp;`` ``&lt;`` ``&gt;`` decoded) and ``markup_problems`` (an unescaped ``&``, ``<`` or ``>``, or an invalid
   ``<…>`` sequence).
 
-Left out: every other method (conversations.history and .replies, reactions, files, views, chat.postEphemeral,
-scheduled messages, ``markdown_text``), interactive payloads and slash commands over Socket Mode, response payloads
+Buttons (interactive.py): ``actions`` blocks of buttons checked, ``press_button`` queues a ``block_actions``
+payload delivered in a Socket Mode envelope of ``type: "interactive"`` (acknowledged and redelivered as events
+are), ``chat.postEphemeral`` kept per user (``ephemeral()``).
+
+Left out: every other method (conversations.history and .replies, reactions, files, views, scheduled messages,
+``markdown_text``), interactive payloads other than button presses, the Interactivity Request URL over HTTP,
+``response_url``, and slash commands over Socket Mode, response payloads
 in acks (accepted, ignored), message attachments, ``reply_broadcast``, ``as_user``/``username``/icons, rich_text
 ``blocks`` on user messages, mpim conversations, channel membership events, the workspace-wide posting limit
 (off unless ``post_workspace_per_minute`` is set), ticket expiry and Slack closing sockets on its own schedule

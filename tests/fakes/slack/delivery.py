@@ -58,6 +58,8 @@ class DeliveryMethods:
                 if now < event["due"]:
                     wake = min(wake, event["due"] - now)
                     continue
+                if url is not None and event.get("kind") == "interactive":
+                    continue  # presses go to the Interactivity URL, not the events' Request URL (not modelled)
                 if url is None and not active and limits["offline_delivery"] == "queue":
                     continue  # waits for a connection; connecting wakes this loop
                 conn = None if url is not None or not active else active[self._next_socket % len(active)]
@@ -92,7 +94,8 @@ class DeliveryMethods:
 
     @staticmethod
     def envelope(event: dict, attempt: dict) -> dict:
-        return {"envelope_id": attempt["envelope_id"], "payload": event["payload"], "type": "events_api",
+        return {"envelope_id": attempt["envelope_id"], "payload": event["payload"],
+                "type": event.get("kind", "events_api"),
                 "accepts_response_payload": False, "retry_attempt": attempt["retry_attempt"],
                 "retry_reason": attempt["retry_reason"]}
 

@@ -12,6 +12,7 @@ import re
 from typing import Optional
 
 from tests.fakes.slack.errors import ApiError, json_param
+from tests.fakes.slack.interactive import check_actions
 
 CONTROL = re.compile(r"<([^<>]*)>")
 USER_MENTION = re.compile(r"^@([UW][A-Z0-9]+)(?:\|([^>]*))?$")
@@ -92,6 +93,7 @@ def check_blocks(params: dict) -> Optional[list]:
         if limit is not None and len(text) > limit:
             raise ApiError("invalid_blocks", errors=[
                 f"must be less than {limit + 1} characters [json-pointer:/blocks/{index}/text]"])
+    check_actions(blocks)
     return blocks
 
 

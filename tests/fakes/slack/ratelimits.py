@@ -20,7 +20,8 @@ from tests.fakes.slack.errors import ApiError, ratelimited
 
 # Tiers as the method reference gives them (docs.slack.dev/reference/methods/<name>: "Rate limits").
 METHOD_TIERS: dict[str, object] = {"apps.connections.open": 3, "auth.test": None, "chat.postMessage": "post",
-                                   "chat.update": 3, "chat.delete": 3, "conversations.info": 3, "users.info": 4}
+                                   "chat.update": 3, "chat.delete": 3, "conversations.info": 3, "users.info": 4,
+                                   "chat.postEphemeral": 4}
 LIMIT_DEFAULTS = {"tier1_per_minute": 1.0, "tier2_per_minute": 20.0, "tier3_per_minute": 50.0,
                   "tier4_per_minute": 100.0, "post_interval": 1.0, "post_burst": 3,
                   "post_workspace_per_minute": 0.0, "time_scale": 1.0}

@@ -14,6 +14,7 @@ from tests.fakes.slack.channels import dm_id
 from tests.fakes.slack.delivery import DeliveryMethods
 from tests.fakes.slack.errors import ApiError, str_param
 from tests.fakes.slack.events import ALL_SUBSCRIPTIONS, EventMethods
+from tests.fakes.slack.interactive import InteractiveMethods
 from tests.fakes.slack.httpevents import HttpEventMethods
 from tests.fakes.slack.ratelimits import LIMIT_DEFAULTS, RateLimits
 from tests.fakes.slack.socketmode import SocketModeMethods
@@ -40,7 +41,8 @@ class SlackFaults(FaultScript):
     KINDS = FaultScript.KINDS + ("internal_error",)
 
 
-class FakeSlack(ChatMethods, EventMethods, DeliveryMethods, SocketModeMethods, HttpEventMethods, FakeServer):
+class FakeSlack(ChatMethods, InteractiveMethods, EventMethods, DeliveryMethods, SocketModeMethods, HttpEventMethods,
+                FakeServer):
     """Serves ``/api/<method>`` (GET or POST; query, form or JSON parameters; the token as ``Authorization:
     Bearer`` or a ``token`` parameter) like slack.com/api/, Socket Mode WebSockets at ``/link/``, and posts events
     to a Request URL once one is set.
@@ -51,7 +53,8 @@ class FakeSlack(ChatMethods, EventMethods, DeliveryMethods, SocketModeMethods, H
     METHODS = {"auth.test": "method_auth_test", "chat.postMessage": "method_post_message",
                "chat.update": "method_update", "chat.delete": "method_delete",
                "conversations.info": "method_conversations_info", "users.info": "method_users_info",
-               "apps.connections.open": "method_apps_connections_open"}
+               "apps.connections.open": "method_apps_connections_open",
+               "chat.postEphemeral": "method_post_ephemeral"}
     APP_TOKEN_METHODS = ("apps.connections.open",)
 
     def __init__(self, *, port: int = 0, state_file: Optional[str] = None, bot_token: str = DEFAULT_BOT_TOKEN,

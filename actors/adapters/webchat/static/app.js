@@ -10,7 +10,7 @@ import { addMessage, botMessage, handleCopyClicks, rawText, setAnswer, setNote, 
   from "./messages.js";
 import { onEarlierFrame, setupEarlier } from "./conversations.js";
 import { setupThemeToggle, showWelcome } from "./looks.js";
-import { offerRetry, showKind } from "./messages.js";
+import { offerRetry, settleChoices, showKind } from "./messages.js";
 
 const UNACKED_KEY = "agent-gateway.unacked";
 const NEW_CHAT_KEY = "agent-gateway.new-chat";   // the id of a /new whose answer has not arrived yet
@@ -247,6 +247,12 @@ function onFrame(frame) {
       break;
     case "ack":
       acknowledged(frame);
+      break;
+    case "press":
+      pressAnswered(frame);
+      break;
+    case "settled":
+      settleChoices(log, frame.approval, frame.line);
       break;
     case "error":
       onError(frame);
@@ -521,7 +527,32 @@ function retryLast() {
   showState();
 }
 
-log.addEventListener("click", (event) => { if (event.target.closest("button.retry")) retryLast(); });
+// A press of a question's button (protocol.py): its row disabled until the gateway answers; the notice shown when
+// the press was not kept (already answered, expired); the buttons go when the question is settled.
+const presses = new Map();   // press id -> the row of buttons pressed
+
+function press(button) {
+  const row = button.closest(".choices");
+  const id = randomId();
+  if (!sendFrame({ type: "press", id, data: button.dataset.data })) {
+    return showProblem("Not connected: press again once the chat is back.");
+  }
+  for (const b of row.querySelectorAll("button")) b.disabled = true;
+  presses.set(id, row);
+}
+
+function pressAnswered(frame) {
+  const row = presses.get(frame.id);
+  presses.delete(frame.id);
+  if (!row || frame.kept) return;
+  setNote(row.closest(".message"), frame.notice || "");
+}
+
+log.addEventListener("click", (event) => {
+  if (event.target.closest("button.retry")) retryLast();
+  const choice = event.target.closest("button.choice");
+  if (choice && !choice.disabled) press(choice);
+});
 stopButton.addEventListener("click", stopAnswer);
 newButton.addEventListener("click", newChat);
 handleCopyClicks(log);

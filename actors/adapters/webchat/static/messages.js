@@ -44,6 +44,47 @@ export function setAnswer(item, view, final) {
   }
   item.classList.toggle("streaming", !final);
   item.dataset.final = final ? "yes" : "no";
+  showChoices(item, view.buttons || []);
+}
+
+// A tool approval's question (protocol.py, ``buttons``): Approve and Deny under it, built from DOM nodes (labels as
+// text). An operation without buttons takes them away; a press disables them until the gateway has answered.
+function showChoices(item, buttons) {
+  let row = item.querySelector(".choices");
+  if (!buttons.length) {
+    if (row) row.remove();
+    return;
+  }
+  if (!row) {
+    row = document.createElement("div");
+    row.className = "choices";
+    item.append(row);
+  }
+  row.replaceChildren(...buttons.map((b) => {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = `choice ${String(b.label).toLowerCase()}`;
+    button.textContent = b.label;
+    button.dataset.data = b.data;
+    return button;
+  }));
+}
+
+// What became of a question (a ``settled`` frame): its buttons gone, the line saying so under it.
+export function settleChoices(log, approvalId, line) {
+  const items = new Set(Array.from(log.querySelectorAll("button.choice"))
+    .filter((button) => button.dataset.data.startsWith(`ap:${approvalId}:`))
+    .map((button) => button.closest(".message")));
+  for (const item of items) {
+    item.querySelector(".choices").remove();
+    let span = item.querySelector(".settled");
+    if (!span) {
+      span = document.createElement("span");
+      span.className = "settled";
+      item.append(span);
+    }
+    span.textContent = line;
+  }
 }
 
 // The gateway starts the line that says the model has sent nothing yet with an hourglass emoji, which a system

@@ -387,7 +387,7 @@ def test_a_press_on_a_question_is_stored_once_as_the_answer_and_every_press_is_a
         await adapter.intake.open_store()
         await adapter.connect()
         asked = await adapter.store.approvals.ask(ApprovalRequest(   # asked in the conversation of chat 10
-            adapter._conversation_of(hello), "t1", "call_1", "calculator", "{}", "tg", "10", 600.0, "chat", "{}"))
+            adapter.conversation_of(hello), "t1", "call_1", "calculator", "{}", "tg", "10", 600.0, "chat", "{}"))
         approval = asked.approval
         # The question goes out with its buttons, found from its text and the stored row.
         sent = await adapter._perform(PlatformOp("q1", "send", "10", question_text(approval, buttons=True)))
@@ -434,7 +434,7 @@ def test_where_each_group_member_has_a_conversation_only_the_askers_press_counts
         await adapter.intake.open_store()
         await adapter.connect()
         approval = (await adapter.store.approvals.ask(ApprovalRequest(
-            adapter._conversation_of(asking), "t1", "call_1", "calculator", "{}", "tg", "-100300", 600.0, "chat",
+            adapter.conversation_of(asking), "t1", "call_1", "calculator", "{}", "tg", "-100300", 600.0, "chat",
             "{}"))).approval
         data = button_data(approval.approval_id, "approve")
         with tg.mutate() as state:

@@ -1,0 +1,56 @@
+"""What the tests of tool approvals answered with buttons share (test_telegram_approvals.py, test_discord_approvals.py,
+test_slack_approvals.py, tests/webchat/test_browser_approvals.py): the call the fake model asks for, the profiles
+that guard it, the question's words, the tool results the model read, and the waits on a platform's messages."""
+from __future__ import annotations
+
+from typing import Callable
+
+from tests.actor_system import wait_for
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.pipeline.harness import CURSOR
+
+CALL = ("calculator", '{"expression": "2+3*4"}')
+QUESTION_START = "Let me compute.\n\nThe assistant wants to run calculator with "
+PRESSABLE = "Press Approve or Deny, or reply \u201capprove "
+# The default profile guards the calculator (and offers a second model to /model); ``hurried`` guards it too, with
+# a 10 s deadline (the expiry tests' chats).
+GUARDED_PROFILES = """
+[profiles.default]
+approve_tools = ["calculator"]
+models = ["large-model"]
+
+[profiles.hurried]
+approve_tools = ["calculator"]
+approval_timeout_s = 10
+"""
+
+
+def tool_results(model: FakeOpenAIServer, since: int) -> list[str]:
+    """The tool results the model read after ``since``, each once (a request repeats the history before it)."""
+    seen = {}
+    for request in model.requests[since:]:
+        for m in request.body["messages"]:
+            if m.get("role") == "tool":
+                seen[m.get("tool_call_id")] = m["content"]
+    return list(seen.values())
+
+
+def settled_messages(messages: Callable[[], list], text: str, count: int, where: str, timeout: float = 60) -> list:
+    """The bot's messages (``messages()``, each with its text under ``text`` and ``deleted``) once there are
+    ``count`` and none is streaming."""
+    def done():
+        shown = [m for m in messages() if not m["deleted"]]
+        return len(shown) >= count and all(CURSOR not in m[text] for m in shown) and shown
+    return wait_for(done, timeout, 0.05, f"{count} settled message(s) in {where}: "
+                                         f"{[m[text][-80:] for m in messages()]}")
+
+
+def edited_question(message: Callable[[], dict], text: str, ending: str, buttons: Callable[[dict], dict],
+                    timeout: float = 60) -> dict:
+    """The question (``message()``) once edited to end with ``ending``: the how-to-answer sentence gone with its
+    buttons, the rest as asked."""
+    now = wait_for(lambda: (m := message())[text].endswith(ending) and m, timeout, 0.05,
+                   f"the question edited to end with {ending!r}: {message()[text][-120:]!r}")
+    assert buttons(now) == {} and PRESSABLE not in now[text], now
+    assert now[text].startswith(QUESTION_START), now
+    return now
