@@ -31,6 +31,8 @@ DEPARTURES = {
                             "nothing) so that a consumer cleaning up moves on",
     ("line", "delete"): "LINE cannot take a message back; a delete is answered ok (changing nothing) so that a "
                         "consumer cleaning up moves on",
+    ("email", "delete"): "a mail once sent is the recipient's; a delete is answered ok (changing nothing) so that a "
+                         "consumer cleaning up moves on",
     ("fake", "typing"): "the test platform records typing calls for the base's tests (test_base.py); it declares "
                         "no typing, so no session asks for it",
 }
