@@ -21,7 +21,9 @@ UID_FLAGS = re.compile(rb"UID (\d+) FLAGS \(([^)]*)\)")
 def mail(sender: str, to: str, subject: str, text: str, message_id: str, in_reply_to: Optional[str] = None,
          references: tuple = (), headers: Optional[dict] = None, html: Optional[str] = None) -> EmailMessage:
     message = EmailMessage()
-    message["From"], message["To"], message["Subject"] = sender, to, subject
+    message["From"], message["To"] = sender, to
+    if subject:
+        message["Subject"] = subject
     message["Message-ID"] = message_id
     message["Date"] = time.strftime("%a, %d %b %Y %H:%M:%S +0000", time.gmtime())
     if in_reply_to:

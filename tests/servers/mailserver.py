@@ -15,6 +15,7 @@ install hint under ``CI``; elsewhere the tests that need it skip.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -108,6 +109,7 @@ local_recipient_maps =
 maillog_file = {root}/postfix.log
 maillog_file_prefixes = {root}
 biff = no
+enable_long_queue_ids = yes
 queue_run_delay = 1s
 minimal_backoff_time = 1s
 maximal_backoff_time = 2s
@@ -246,6 +248,18 @@ class MailServers:
                          if p.exists())
 
     # ---------------------------------------------------------------------------------------------- mailboxes
+    @staticmethod
+    def arrival(message) -> str:
+        """When Postfix took the mail, as a key that sorts by it: its long queue id (the time of arrival to the
+        microsecond, in characters that sort as the digits they are: enable_long_queue_ids), from the Received
+        header Postfix wrote. Two mails Dovecot stored in another order (Postfix delivers in parallel) are shown in
+        the order they were sent."""
+        for received in message.get_all("Received", []):
+            found = re.search(r"by smtp\.\S+ \(Postfix\) with E?SMTPS? id (\w+)", str(received))
+            if found:
+                return found.group(1)
+        return ""
+
     def queued(self) -> int:
         """Mails Postfix holds and has not delivered yet (its queue's files)."""
         queue = self.root / "postfix-queue"

@@ -8,7 +8,9 @@ the same mail delivered again; "acknowledged" is every copy of it \\Seen in the 
 after the row is stored). A malformed mail is one with no sender address, put into the mailbox directly (IMAP
 APPEND: an SMTP server would not take it). The bot submits through a line relay (tests/adapters/smtp_relay.py) that
 can hold Postfix's answer to a mail's end of data (the delivery case); what the bot sent is read from the chat's
-own mailbox over IMAP, once Postfix's queue is empty.
+own mailbox over IMAP, once Postfix's queue is empty, in the order Postfix took them (it delivers in parallel).
+The suite's mails carry no subject: the adapter puts a thread's subject before its first mail's text
+(tests/adapters/test_email.py covers that), and the suite compares the text alone.
 """
 from __future__ import annotations
 
@@ -92,11 +94,11 @@ class EmailHarness:
         """A mail from the chat's person to the bot, in the chat's thread (its first mail is the thread's root)."""
         if chat in self.started:
             message_id = f"<{next(self._numbers)}.{chat}@{self.servers.domain}>"
-            message = mail(self.address(chat), self.address(BOT), "Re: a question", text, message_id,
+            message = mail(self.address(chat), self.address(BOT), "", text, message_id,
                            in_reply_to=self.root(chat), references=(self.root(chat),))
         else:
             message_id = self.root(chat)
-            message = mail(self.address(chat), self.address(BOT), "a question", text, message_id)
+            message = mail(self.address(chat), self.address(BOT), "", text, message_id)
             self.started.add(chat)
         self.client.send(message)
         return self._remember(chat, message_id, bytes(message))
@@ -128,8 +130,9 @@ class EmailHarness:
     # -- outbound: the mails the chat's person received from the bot
     def sent(self, chat: str) -> list[dict]:
         self.servers.wait_delivered()
+        mails = [m for _, _, m in self.client.messages(chat) if self.address(BOT) in str(m.get("From", ""))]
         return [{"message_id": str(m["Message-ID"]).strip(), "text": _text(m), "deleted": False}
-                for _, _, m in self.client.messages(chat) if self.address(BOT) in str(m.get("From", ""))]
+                for m in sorted(mails, key=MailServers.arrival)]
 
     # -- the frozen-connection case (tests/adapters/test_frozen_connections.py)
     # An IDLE ends every 2 s (the intake's proof of life); a command is given 20 s: the kit's bound comes first.
@@ -143,7 +146,7 @@ class EmailHarness:
 
 def _text(message) -> str:
     body = message.get_body(preferencelist=("plain",))
-    text = body.get_content() if body is not None else ""
+    text = (body.get_content() if body is not None else "").replace("\r\n", "\n")
     return text[:-1] if text.endswith("\n") else text
 
 
