@@ -22,7 +22,6 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
@@ -141,8 +140,11 @@ postlog   unix-dgram n - n - 1 postlogd
 """
 
 
+DOVECOT_PARTS = ("/usr/lib/dovecot/imap", "/usr/lib/dovecot/lmtp")     # dovecot-imapd, dovecot-lmtpd
+
+
 def require_mail_servers() -> None:
-    if DOVECOT is None or POSTFIX is None:
+    if DOVECOT is None or POSTFIX is None or not all(os.path.exists(p) for p in DOVECOT_PARTS):
         if os.environ.get("CI"):
             pytest.fail(INSTALL_HINT)
         pytest.skip(INSTALL_HINT)
@@ -278,14 +280,22 @@ class MailServers:
     def address(self, user: str) -> str:
         return f"{user}@{self.domain}"
 
-    def renumber(self, user: str) -> None:
-        """The user's INBOX gets a new UIDVALIDITY, its messages new UIDs (as after a server's index was rebuilt):
-        its Maildir's uidlist is removed with the server stopped."""
+    def renumber(self, user: str, keep_mail: bool = True) -> int:
+        """The user's INBOX gets a new UIDVALIDITY (one above the old) and its messages new UIDs from 1, as after a
+        server's index was rebuilt; ``keep_mail=False``: its messages are gone too (expunged by a person
+        meanwhile), so the next mail gets UID 1 again. Done with Dovecot stopped; returns the new UIDVALIDITY."""
         self.stop_imap()
-        for found in (self.root / "mail" / user).rglob("dovecot-uidlist"):
+        maildir = self.root / "mail" / user
+        uidlist = maildir / "dovecot-uidlist"
+        old = int(uidlist.read_text().split()[1][1:]) if uidlist.exists() else 0
+        for found in list(maildir.glob("dovecot.index*")) + list(maildir.glob("dovecot.list.index*")):
             found.unlink()
-        for found in (self.root / "mail" / user).rglob("dovecot.index*"):
-            found.unlink()
-        time.sleep(1.1)   # UIDVALIDITY is the time in seconds: the next one differs from the last
+        if not keep_mail:
+            for sub in ("cur", "new"):
+                for found in (maildir / sub).glob("*"):
+                    found.unlink()
+        uidlist.write_text(f"3 V{old + 1} N1\n")
+        os.chown(uidlist, MAIL_UID, MAIL_UID)
         if not self._start_dovecot():
             raise RuntimeError(f"dovecot did not start again: {self.log()[-2000:]}")
+        return old + 1

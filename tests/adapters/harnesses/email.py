@@ -6,7 +6,7 @@ What mail does not have, the harness says so (``not_applicable``): no 429 (a ser
 client tries later; nothing to wait out to the second). The inbox dedups a mail on its Message-ID, so a replay is
 the same mail delivered again; "acknowledged" is every copy of it \\Seen in the bot's mailbox (the adapter marks it
 after the row is stored). A malformed mail is one with no sender address, put into the mailbox directly (IMAP
-APPEND: an SMTP server would not take it). The bot submits through a line relay (tests/adapters/smtp_relay.py) that
+APPEND: an SMTP server would not take it). The bot submits through a line relay (tests/adapters/mail_relay.py) that
 can hold Postfix's answer to a mail's end of data (the delivery case); what the bot sent is read from the chat's
 own mailbox over IMAP, once Postfix's queue is empty, in the order Postfix took them (it delivers in parallel).
 The suite's mails carry no subject: the adapter puts a thread's subject before its first mail's text
@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Optional
 
 from actors.messages import Source
-from tests.actor_system import wait_for
 from tests.adapters.mail_client import MailClient, mail
-from tests.adapters.smtp_relay import SmtpRelay
+from tests.adapters.mail_relay import SmtpRelay
 from tests.servers.mailserver import MailServers
 
 BOT = "gw"

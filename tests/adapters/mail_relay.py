@@ -1,0 +1,154 @@
+"""Line relays between the email adapter and the real mail servers: every line goes on unchanged, both ways, except
+where a test holds one. A connection closed on either side is closed on the other.
+
+``SmtpRelay`` (in front of Postfix), ``hold_next_send(address)``: the adapter's next mail to ``address`` goes on to
+the server whole (the server takes it and delivers it), and the server's answer to its end of data ("250 queued as
+...") is held until ``release()``: the window between a mail being taken and the adapter knowing it was.
+
+``ImapRelay`` (in front of Dovecot), ``hold_next_store()``: the adapter's next STORE command (setting \\Seen, after
+its rows are stored) is held, and everything after it, until ``release()``: the window between a mail being stored
+in the inbox and the mailbox hearing of it.
+
+Runs asyncio on its own loop in a background thread; the port is chosen by the kernel (port 0) at the start.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Optional
+
+LINE_LIMIT = 1 << 22          # a line relayed at most (a mail's literal in an IMAP answer is read as lines)
+
+
+class LineRelay:
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
+        self.port = 0
+        self._hold: Optional[bytes] = None     # the recipient whose next mail's answer is held
+        self.holding, self.released = threading.Event(), threading.Event()
+        self.released.set()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="smtp-relay", daemon=True)
+        self._server: Optional[asyncio.AbstractServer] = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    def start(self) -> "SmtpRelay":
+        self._thread.start()
+        self._run(self._start())
+        return self
+
+    def close(self) -> None:
+        self.release()
+        self._run(self._stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+    def _run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(self._connected, "127.0.0.1", self.port, limit=LINE_LIMIT)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _stop(self) -> None:
+        self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        await self._server.wait_closed()
+
+    def _arm(self, hold: bytes) -> None:
+        self.holding.clear()
+        self.released.clear()
+        self._hold = hold
+
+    def _held(self, held: threading.Event) -> None:
+        self._hold = None
+        held.set()
+        self.holding.set()
+
+    def release(self) -> None:
+        self._hold = None
+        self.released.set()
+
+    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port, limit=LINE_LIMIT)
+        except OSError:
+            writer.close()
+            return
+        self._writers.update((writer, up_writer))
+        held = threading.Event()     # this connection's end of data was the held one: hold the server's lines
+        try:
+            await asyncio.gather(self._from_client(reader, up_writer, held), self._from_server(up_reader, writer, held))
+        finally:
+            for w in (writer, up_writer):
+                w.close()
+                self._writers.discard(w)
+            self._closed(held)
+
+    async def _from_client(self, reader, writer, held: threading.Event) -> None:
+        try:
+            while line := await reader.readline():
+                await self._pass_on(line, writer, held)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    async def _pass_on(self, line: bytes, writer, held: threading.Event) -> None:
+        writer.write(line)
+        await writer.drain()
+
+    def _closed(self, held: threading.Event) -> None:
+        """A connection ended (``held`` is its own)."""
+
+    async def _from_server(self, reader, writer, held: threading.Event) -> None:
+        try:
+            while line := await reader.readline():
+                while held.is_set() and not self.released.is_set():
+                    await asyncio.sleep(0.02)   # a test thread releases: polled from this loop
+                writer.write(line)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+
+class SmtpRelay(LineRelay):
+    def __init__(self, upstream_port: int):
+        super().__init__(upstream_port)
+        self._states: dict = {}      # per connection (its held event): inside DATA, a recipient that is held
+
+    def _closed(self, held: threading.Event) -> None:
+        self._states.pop(held, None)
+    def hold_next_send(self, address: str) -> None:
+        self._arm(address.lower().encode())
+
+    async def _pass_on(self, line: bytes, writer, held: threading.Event) -> None:
+        state = self._states.setdefault(held, {"in_data": False, "for_target": False})
+        upper = line.upper()
+        if not state["in_data"] and upper.startswith(b"RCPT TO:"):
+            state["for_target"] |= self._hold is not None and self._hold in line.lower()
+        elif not state["in_data"] and upper.strip() == b"DATA":
+            state["in_data"] = True
+        elif state["in_data"] and line in (b".\r\n", b".\n"):
+            state["in_data"] = False
+            if state["for_target"] and self._hold is not None:
+                self._held(held)
+            state["for_target"] = False
+        writer.write(line)
+        await writer.drain()
+
+
+class ImapRelay(LineRelay):
+    def hold_next_store(self) -> None:
+        self._arm(b"STORE")
+
+    async def _pass_on(self, line: bytes, writer, held: threading.Event) -> None:
+        if self._hold is not None and b" STORE " in line.upper():
+            self._held(held)
+        while held.is_set() and not self.released.is_set():
+            await asyncio.sleep(0.02)   # a test thread releases: polled from this loop
+        writer.write(line)
+        await writer.drain()
