@@ -28,16 +28,14 @@ the next connection (its UID is at or below the offset) and never taken again. T
 from __future__ import annotations
 
 import collections
-import email.utils
 import logging
 import time
-from email.message import EmailMessage
 from typing import Any, Optional
 
 from actors.adapters.email.client import ImapMailbox, send_mail
-from actors.adapters.email.formatting import html_alternative
-from actors.adapters.email.inbound import (chat_parts, event_from_mail, message_ids, parse, refusal, sender_address,
-                                           thread_card, thread_root, chat_id, header)
+from actors.adapters.email.formatting import reply_mail, root_card
+from actors.adapters.email.inbound import (chat_id, chat_parts, event_from_mail, header, message_ids, parse, refusal,
+                                           sender_address, thread_card, thread_root)
 from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import StreamingAdapter
@@ -142,33 +140,13 @@ class EmailAdapter(StreamingAdapter):
         return event
 
     # ------------------------------------------------------------------------------------------------ outbound
-    def reply_mail(self, op: PlatformOp) -> EmailMessage:
-        """The mail ``op`` sends: pure but for the clock (its Date)."""
+    def reply_mail(self, op: PlatformOp):
         try:
             recipient, root = chat_parts(op.chat_id)
         except ValueError as exc:
             raise PermanentError(str(exc), method="send") from None
-        subject, references = self.threads.get(op.chat_id) or ("Re: your message" if root else "A message",
-                                                                 [root] if root else [])
-        answered = message_ids(op.reply_to or "")[:1] or references[-1:]
-        references = list(references) + [i for i in answered if i not in references]
-        own = self.settings["address"]
-        message = EmailMessage()
-        message["From"] = email.utils.formataddr((self.settings["display_name"], own))
-        message["To"] = recipient
-        message["Subject"] = subject
-        message["Date"] = email.utils.formatdate(time.time(), localtime=False)
-        message["Message-ID"] = f"<{platform_key(op)}@{own.rsplit('@', 1)[1]}>"
-        if answered:
-            message["In-Reply-To"] = answered[0]
-        if references:
-            message["References"] = " ".join(references)
-        message["Auto-Submitted"] = "auto-replied"
-        message.set_content(op.text)
-        rendered = html_alternative(op.text)
-        if rendered is not None:
-            message.add_alternative(rendered, subtype="html")
-        return message
+        return reply_mail(op.text, platform_key(op), self.settings["address"], self.settings["display_name"],
+                          recipient, self.threads.get(op.chat_id) or root_card(root), op.reply_to, time.time())
 
     async def send_message(self, op: PlatformOp) -> str:
         if len(op.text) > self.pacing.text_limit:

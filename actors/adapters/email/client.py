@@ -160,43 +160,64 @@ def _set(uids: list[int]) -> str:
     return ",".join(str(u) for u in uids)
 
 
-async def send_mail(settings: dict, message: EmailMessage) -> None:
-    """Submit one message. Raises ``PermanentError`` for a refusal that a retry would meet again (5xx),
-    ``RetryableError`` for the rest; ``maybe_done`` where the connection failed after the message's data left
-    (the server may have taken it)."""
-    import aiosmtplib    # only where an email adapter runs
+async def _submission(settings: dict):
+    """A connected (and logged in) SMTP client; ``PermanentError`` for a refused login, ``RetryableError`` for a
+    server that cannot be reached (nothing was sent)."""
+    import aiosmtplib    # only where an email adapter runs: finding the platform loads no client library
     s = settings
-    implicit = s["smtp_security"] == "tls"
     client = aiosmtplib.SMTP(hostname=s["smtp_host"], port=s["smtp_port"], timeout=s["connect_timeout_s"],
-                             use_tls=implicit, start_tls=s["smtp_security"] == "starttls",
+                             use_tls=s["smtp_security"] == "tls", start_tls=s["smtp_security"] == "starttls",
                              tls_context=tls_context(s["tls_verify"]) if s["smtp_security"] != "none" else None)
     try:
-        try:
-            await client.connect()
-            user = s["smtp_username"] or s["username"]
-            if user and s["smtp_auth"]:
-                await client.login(user, s["smtp_password"] or s["password"])
-        except aiosmtplib.SMTPAuthenticationError as exc:
-            raise PermanentError(f"the SMTP server refused the login: {exc.code} {exc.message[:200]}",
-                                 method="AUTH") from None
-        except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError) as exc:
-            raise RetryableError(f"cannot submit to {s['smtp_host']}:{s['smtp_port']}: {exc!r}"[:300],
-                                 method="connect") from None
-        try:
-            await client.send_message(message)
-        except aiosmtplib.SMTPRecipientsRefused as exc:
-            raise PermanentError(f"the recipient was refused: {exc.recipients[0].code if exc.recipients else ''} "
-                                 f"{exc.recipients[0].message[:200] if exc.recipients else ''}",
-                                 method="RCPT") from None
-        except aiosmtplib.SMTPResponseException as exc:
-            if 400 <= exc.code < 500:
-                raise RetryableError(f"{exc.code} {exc.message[:200]}", method="DATA", status=exc.code) from None
-            raise PermanentError(f"{exc.code} {exc.message[:200]}", method="DATA", status=exc.code) from None
-        except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError) as exc:
-            raise RetryableError(f"the connection failed during the submission: {exc!r}"[:300], method="DATA",
-                                 maybe_done=True) from None
+        await client.connect()
+        user = s["smtp_username"] or s["username"]
+        if user and s["smtp_auth"]:
+            await client.login(user, s["smtp_password"] or s["password"])
+    except aiosmtplib.SMTPAuthenticationError as exc:
+        _close(client)
+        raise PermanentError(f"the SMTP server refused the login: {exc.code} {exc.message[:200]}",
+                             method="AUTH") from None
+    except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError) as exc:
+        _close(client)
+        raise RetryableError(f"cannot submit to {s['smtp_host']}:{s['smtp_port']}: {exc!r}"[:300],
+                             method="connect") from None
+    return client
+
+
+def _close(client) -> None:
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - closing a connection that is gone
+        pass
+
+
+async def check_submission(settings: dict) -> None:
+    """Connect and log in to the SMTP server, then QUIT: what the doctor asks."""
+    client = await _submission(settings)
+    try:
+        await client.quit()
+    except Exception:  # noqa: BLE001 - the check was the login
+        _close(client)
+
+
+async def send_mail(settings: dict, message: EmailMessage) -> None:
+    """Submit one message. Raises ``PermanentError`` for a refusal that a retry would meet again (5xx),
+    ``RetryableError`` for the rest; ``maybe_done`` where the connection failed once the message was on its way
+    (the server may have taken it)."""
+    import aiosmtplib
+    client = await _submission(settings)
+    try:
+        await client.send_message(message)
+    except aiosmtplib.SMTPRecipientsRefused as exc:
+        first = exc.recipients[0] if exc.recipients else None
+        raise PermanentError(f"the recipient was refused: {first.code if first else ''} "
+                             f"{first.message[:200] if first else ''}", method="RCPT") from None
+    except aiosmtplib.SMTPResponseException as exc:
+        if 400 <= exc.code < 500:
+            raise RetryableError(f"{exc.code} {exc.message[:200]}", method="DATA", status=exc.code) from None
+        raise PermanentError(f"{exc.code} {exc.message[:200]}", method="DATA", status=exc.code) from None
+    except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError) as exc:
+        raise RetryableError(f"the connection failed during the submission: {exc!r}"[:300], method="DATA",
+                             maybe_done=True) from None
     finally:
-        try:
-            client.close()
-        except Exception:  # noqa: BLE001 - closing a connection that is gone
-            pass
+        _close(client)
