@@ -58,7 +58,8 @@ class EmailAdapter(StreamingAdapter):
         return self.settings["idle_interval_s"] + 2 * self.settings["connect_timeout_s"]
 
     async def connect(self) -> None:
-        if self.box is None or self.box.imap is None:
+        if self.box is None or self.box.imap is None or self.box.lost.is_set():
+            await self.disconnect()
             box = ImapMailbox(self.settings, alive=self.report_progress)
             try:
                 await box.open()

@@ -39,6 +39,7 @@ class ImapMailbox:
         self.settings, self.alive = settings, alive
         self.imap = None
         self.uidvalidity: Optional[int] = None
+        self.lost = asyncio.Event()        # the connection ended (aioimaplib says so; its waits do not end)
 
     async def open(self) -> None:
         import aioimaplib    # only where an email adapter runs: finding the platform loads no client library
@@ -46,9 +47,10 @@ class ImapMailbox:
         timeout = s["connect_timeout_s"]
         if s["imap_tls"]:
             self.imap = aioimaplib.IMAP4_SSL(host=s["imap_host"], port=s["imap_port"], timeout=timeout,
-                                             ssl_context=tls_context(s["tls_verify"]))
+                                             ssl_context=tls_context(s["tls_verify"]), conn_lost_cb=self._lost)
         else:
-            self.imap = aioimaplib.IMAP4(host=s["imap_host"], port=s["imap_port"], timeout=timeout)
+            self.imap = aioimaplib.IMAP4(host=s["imap_host"], port=s["imap_port"], timeout=timeout,
+                                         conn_lost_cb=self._lost)
         try:
             await asyncio.wait_for(self.imap.wait_hello_from_server(), timeout)
         except (OSError, asyncio.TimeoutError) as exc:
@@ -66,6 +68,9 @@ class ImapMailbox:
             raise MailboxLost("the server named no UIDVALIDITY for the mailbox", method="SELECT")
         self.uidvalidity = int(found.group(1))
         self.alive()
+
+    def _lost(self, _exc) -> None:
+        self.lost.set()
 
     def _checked(self, response, command: str):
         if response.result != "OK":
@@ -118,8 +123,18 @@ class ImapMailbox:
         deadline = asyncio.get_running_loop().time() + interval_s
         try:
             while (left := deadline - asyncio.get_running_loop().time()) > 0:
+                pushing = asyncio.ensure_future(self.imap.wait_server_push(timeout=left))
+                ending = asyncio.ensure_future(self.lost.wait())
                 try:
-                    pushed = await self.imap.wait_server_push(timeout=left)
+                    await asyncio.wait({pushing, ending}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    ending.cancel()
+                    if not pushing.done():
+                        pushing.cancel()
+                if self.lost.is_set():
+                    raise MailboxLost("the server closed the connection", method="IDLE")
+                try:
+                    pushed = pushing.result()
                 except asyncio.TimeoutError:
                     break                                   # the interval ended: DONE, and the next round
                 self.alive()
@@ -127,7 +142,7 @@ class ImapMailbox:
                 if any(b"EXISTS" in bytes(line) for line in lines if isinstance(line, (bytes, bytearray))):
                     break
         finally:
-            if self.imap.has_pending_idle():
+            if self.imap.has_pending_idle() and not self.lost.is_set():
                 self.imap.idle_done()
         done = await asyncio.wait_for(idle, self.settings["connect_timeout_s"])
         self._checked(done, "IDLE")
