@@ -27,6 +27,7 @@ class LineRelay:
         self._hold: Optional[bytes] = None     # the recipient whose next mail's answer is held
         self.holding, self.released = threading.Event(), threading.Event()
         self.released.set()
+        self.deliver = True
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="smtp-relay", daemon=True)
         self._server: Optional[asyncio.AbstractServer] = None
@@ -57,6 +58,7 @@ class LineRelay:
         await self._server.wait_closed()
 
     def _arm(self, hold: bytes) -> None:
+        self.deliver = True
         self.holding.clear()
         self.released.clear()
         self._hold = hold
@@ -66,8 +68,11 @@ class LineRelay:
         held.set()
         self.holding.set()
 
-    def release(self) -> None:
+    def release(self, deliver: bool = True) -> None:
+        """Let what is held go on; ``deliver=False``: what the client said and was held is dropped, its connection
+        closed (the client died meanwhile: a command it never saw answered must not reach the server late)."""
         self._hold = None
+        self.deliver = deliver
         self.released.set()
 
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -150,5 +155,7 @@ class ImapRelay(LineRelay):
             self._held(held)
         while held.is_set() and not self.released.is_set():
             await asyncio.sleep(0.02)   # a test thread releases: polled from this loop
+        if held.is_set() and not self.deliver:
+            raise ConnectionResetError("the held command is dropped with its connection")
         writer.write(line)
         await writer.drain()
