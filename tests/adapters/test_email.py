@@ -5,17 +5,20 @@ between storing a mail and marking it \\Seen. The rest of what every adapter doe
 (-k email)."""
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import uuid
 
 import pytest
 
+from actors.adapters import registry
 from actors.adapters.email.formatting import html_alternative, reply_mail, root_card
 from actors.adapters.email.inbound import (chat_parts, event_from_mail, html_to_text, parse, refusal, thread_card,
                                            trimmed)
 from actors.adapters.payload_fields import MalformedPayload
 from actors.messages import Source
+from common.config import ConfigError
 from tests.actor_system import wait_for
 from tests.adapters.mail_client import MailClient, mail
 from tests.adapters.mail_relay import ImapRelay
@@ -171,6 +174,22 @@ def rig(tmp_path_factory):
         gateway.kill_everything()
         relay.close()
         servers.remove()
+
+
+def test_doctor_logs_in_to_both_servers_and_says_which_refused(rig):
+    from daemon.doctor_probes import probe_email
+    table = {"type": "email", "address": rig.bot, "imap_host": "127.0.0.1", "imap_port": rig.servers.imap_port,
+             "imap_tls": False, "username": BOT, "password": rig.servers.password, "smtp_host": "127.0.0.1",
+             "smtp_port": rig.servers.smtp_port, "smtp_security": "none", "smtp_auth": False}
+    ok = asyncio.run(probe_email("mail", registry.validate_adapter("mail", table)))
+    assert ok.status == "ok" and "INBOX selected" in ok.detail, ok
+    wrong = asyncio.run(probe_email("mail", registry.validate_adapter("mail", dict(table, password="not-it-42"))))
+    assert wrong.status == "fail" and "IMAP" in wrong.detail and "refused" in wrong.detail, wrong
+    assert "not-it-42" not in wrong.detail
+    no_smtp = asyncio.run(probe_email("mail", registry.validate_adapter("mail", dict(table, smtp_port=1))))
+    assert no_smtp.status == "fail" and "cannot reach SMTP" in no_smtp.detail, no_smtp
+    with pytest.raises(ConfigError, match="address"):
+        registry.validate_adapter("mail", dict(table, address="not an address"))
 
 
 def test_a_reply_continues_its_thread_and_its_session(rig):
