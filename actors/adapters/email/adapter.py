@@ -87,16 +87,20 @@ class EmailAdapter(StreamingAdapter):
                          offset.get("uidvalidity"), box.uidvalidity)
             after = None
         while True:
+            # By \Seen (after is None): the mail seen by a person and above the last unseen one is had too, so the
+            # round's last offset is the highest UID there was before the search (newer mail is in the search).
+            ceiling = await box.highest_uid() if after is None else 0
             uids = await (box.unseen_uids() if after is None else box.new_uids(after))
+            if after is None and not uids:
+                await emit([], {"uidvalidity": box.uidvalidity, "uid": ceiling})   # the new UIDVALIDITY, kept
             for start in range(0, len(uids), BATCH):
                 batch = uids[start:start + BATCH]
+                last = max(batch[-1], ceiling) if start + BATCH >= len(uids) else batch[-1]
                 raws = await self._fetched(box, batch)
-                await emit([raw for raw in raws if self._is_input(raw)],
-                           {"uidvalidity": box.uidvalidity, "uid": batch[-1]})
+                await emit([raw for raw in raws if self._is_input(raw)], {"uidvalidity": box.uidvalidity, "uid": last})
                 await box.mark_seen(batch)   # after the commit: a kill -9 before this is the case above
-                after = batch[-1] if after is None else max(after, batch[-1])
-            if after is None:   # from now on by UID: above the highest there is (mail newer than the search)
-                after = max([await box.highest_uid(), *uids])
+                after = last if after is None else max(after, last)
+            after = ceiling if after is None else after
             await box.wait_for_news(self.settings["idle_interval_s"])
 
     async def _fetched(self, box: ImapMailbox, uids: list[int]) -> list[dict]:

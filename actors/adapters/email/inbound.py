@@ -71,7 +71,7 @@ def refusal(message: EmailMessage, own_address: str) -> Optional[str]:
     precedence = header(message, "Precedence").lower()
     if precedence in ("bulk", "junk", "list", "auto_reply"):
         return f"Precedence: {precedence}"
-    for name in ("List-Id", "List-Unsubscribe", "X-Autoreply", "X-Autorespond", "X-Auto-Response-Suppress"):
+    for name in ("List-Id", "List-Unsubscribe", "X-Autoreply", "X-Autorespond"):
         if header(message, name):
             return f"{name} present"
     if message.get_content_type() == "multipart/report":
