@@ -166,6 +166,7 @@ def listening(port: int) -> bool:
 
 class MailServers:
     def __init__(self):
+        require_mail_servers()
         self.root = Path(tempfile.mkdtemp(prefix="gateway-mail-"))
         os.chmod(self.root, 0o755)
         self.imap_port = self.smtp_port = self.lmtp_port = 0
@@ -174,13 +175,16 @@ class MailServers:
 
     # ------------------------------------------------------------------------------------------------- life
     def start(self) -> "MailServers":
-        require_mail_servers()
+        """Both servers up on free ports (tried again on others where one was taken meanwhile); where they never
+        come up, the directory is removed and the error carries the end of their logs."""
         for _attempt in range(5):
             self.imap_port, self.smtp_port, self.lmtp_port = free_port(), free_port(), free_port()
             if self._start_dovecot() and self._start_postfix():
                 return self
             self.stop()
-        raise RuntimeError(f"the mail servers did not start: {self.log()[-2000:]}")
+        logs = self.log()[-2000:]
+        self.remove()
+        raise RuntimeError(f"the mail servers did not start: {logs}")
 
     def _start_dovecot(self) -> bool:
         for sub in ("mail", "home"):
