@@ -343,7 +343,7 @@ async def probe_email(name: str, settings: dict) -> Check:
         await check_submission(quick)
     except PermanentError as exc:
         return Check("fail", f"adapter {name}", f"SMTP {smtp} refused: {redact(str(exc), secrets)}")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - every other failure is "could not ask", and says why
         return Check("fail", f"adapter {name}", f"cannot reach SMTP {smtp}: {redact(str(exc), secrets)}")
     return Check("ok", f"adapter {name}", f"IMAP {imap} ({settings['mailbox']} selected) and SMTP {smtp} take "
                                           f"the login of {settings['username']}")

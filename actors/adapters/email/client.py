@@ -219,7 +219,7 @@ async def send_mail(settings: dict, message: EmailMessage) -> None:
     """Submit one message. Raises ``PermanentError`` for a refusal that a retry would meet again (5xx),
     ``RetryableError`` for the rest; ``maybe_done`` where the connection failed once the message was on its way
     (the server may have taken it)."""
-    import aiosmtplib
+    import aiosmtplib    # only where an email adapter runs: finding the platform loads no client library
     client = await _submission(settings)
     try:
         await client.send_message(message)
