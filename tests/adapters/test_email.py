@@ -14,7 +14,7 @@ import pytest
 
 from actors.adapters import registry
 from actors.adapters.email.formatting import html_alternative, reply_mail, root_card
-from actors.adapters.email.inbound import (chat_parts, event_from_mail, html_to_text, parse, refusal, thread_card,
+from actors.adapters.email.inbound import (attachment_bytes, chat_parts, event_from_mail, html_to_text, parse, refusal, thread_card,
                                            trimmed)
 from actors.adapters.payload_fields import MalformedPayload
 from actors.messages import Source
@@ -88,6 +88,20 @@ def test_a_thread_is_one_chat_whoever_replies_and_the_chat_id_names_the_recipien
     for bad in ("no-address <r@x>", "alice@example.org not-an-id", "a@b\r\nBcc: x@y <r@x>"):
         with pytest.raises(ValueError):
             chat_parts(bad)
+
+
+def test_attachments_are_pending_files_whose_bytes_come_from_the_mail():
+    message = mail("alice@example.org", "gw@example.org", "", "the report", "<f@x>")
+    message.add_attachment(b"%PDF-1.4 report", maintype="application", subtype="pdf", filename="report.pdf")
+    message.add_attachment(b"\x89PNG\r\n\x1a\n", maintype="image", subtype="png", filename="../../etc/photo.png")
+    event = event_from_mail(raw(message), "email", "default")
+    assert event.text == "the report"
+    assert [(a.kind, a.state, a.ref) for a in event.attachments] == [("document", "pending", "1:7:0"),
+                                                                      ("photo", "pending", "1:7:1")]
+    assert attachment_bytes(bytes(message), 0) == b"%PDF-1.4 report"
+    assert attachment_bytes(bytes(message), 1) == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(IndexError):
+        attachment_bytes(bytes(message), 2)
 
 
 def test_a_reply_is_threaded_and_its_message_id_is_named_by_its_send_key():

@@ -34,12 +34,13 @@ from typing import Any, Optional
 
 from actors.adapters.email.client import ImapMailbox, send_mail
 from actors.adapters.email.formatting import reply_mail, root_card
-from actors.adapters.email.inbound import (chat_id, chat_parts, event_from_mail, header, message_ids, parse, refusal,
-                                           sender_address, thread_card, thread_root)
+from actors.adapters.email.inbound import (attachment_bytes, chat_id, chat_parts, event_from_mail, header,
+                                           message_ids, parse, refusal, sender_address, thread_card, thread_root)
 from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import StreamingAdapter
-from actors.messages import MessageEvent, PlatformOp
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
+from actors.messages import Attachment, MessageEvent, PlatformOp
 
 BATCH = 20                         # mails stored in one round at most
 THREADS_KEPT = 10_000              # thread cards kept (subject, references) at most
@@ -51,6 +52,7 @@ class EmailAdapter(StreamingAdapter):
         self.box: Optional[ImapMailbox] = None
         self.threads: collections.OrderedDict = collections.OrderedDict()
         self.refused = 0                   # mails not answered (loop protection)
+        self.in_round: dict = {}           # (uidvalidity, uid) -> the mail, while its round is being stored
 
     # -------------------------------------------------------------------------------------------------- intake
     def normal_silence_s(self) -> float:
@@ -97,7 +99,13 @@ class EmailAdapter(StreamingAdapter):
                 batch = uids[start:start + BATCH]
                 last = max(batch[-1], ceiling) if start + BATCH >= len(uids) else batch[-1]
                 raws = await self._fetched(box, batch)
-                await emit([raw for raw in raws if self._is_input(raw)], {"uidvalidity": box.uidvalidity, "uid": last})
+                # The round's files are taken from the mails themselves while it is stored (download_attachment).
+                self.in_round = {(raw["uidvalidity"], raw["uid"]): raw["mail"] for raw in raws}
+                try:
+                    await emit([raw for raw in raws if self._is_input(raw)],
+                               {"uidvalidity": box.uidvalidity, "uid": last})
+                finally:
+                    self.in_round = {}
                 await box.mark_seen(batch)   # after the commit: a kill -9 before this is the case above
                 after = last if after is None else max(after, last)
             after = ceiling if after is None else after
@@ -143,6 +151,18 @@ class EmailAdapter(StreamingAdapter):
                     f"{self.settings['max_message_bytes']}: only its headers were read)")
             event = MessageEvent(**{**vars(event), "text": f"{event.text}\n\n{note}".strip()})
         return event
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        """A file of a mail of the round being stored: decoded from the mail the intake fetched (nothing more is
+        asked of the server)."""
+        try:
+            uidvalidity, uid, index = (int(part) for part in attachment.ref.split(":"))
+            data = attachment_bytes(self.in_round[(uidvalidity, uid)], index)
+        except (ValueError, KeyError, IndexError) as exc:
+            raise AttachmentGone(f"no such attachment in the round's mail: {attachment.ref[:60]} ({exc!r})"[:200])
+        if len(data) > cap:
+            raise AttachmentTooLarge(len(data), cap)
+        return data
 
     # ------------------------------------------------------------------------------------------------ outbound
     def reply_mail(self, op: PlatformOp):

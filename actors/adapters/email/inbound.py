@@ -26,11 +26,12 @@ from html.parser import HTMLParser
 from typing import Any, Optional
 
 from actors.adapters.payload_fields import MalformedPayload
-from actors.messages import MessageEvent, Source
+from actors.messages import Attachment, MessageEvent, Source
 
 MAX_IDS = 50                      # References kept at most (a hostile header can hold thousands)
 MAX_ID_CHARS = 998                # one id at most (a header line's limit)
 MAX_TEXT_CHARS = 200_000          # text taken from a body at most, before trimming
+MAX_ATTACHMENTS = 10              # files taken from one mail at most
 ROBOT_SENDERS = ("mailer-daemon", "postmaster", "no-reply", "noreply", "do-not-reply", "donotreply")
 ID = re.compile(r"<[^<>\s]{1,996}>")
 ATTRIBUTION = re.compile(r"^(On .{1,300} wrote:|Le .{1,300} a écrit :|Am .{1,300} schrieb .{0,100}:|"
@@ -210,7 +211,33 @@ def event_from_mail(raw: Any, adapter_name: str, profile: str) -> MessageEvent:
     source = Source(platform=adapter_name, chat_id=chat_id(address, root), chat_type="dm", user_id=address,
                     user_name=name or address, profile=profile)
     return MessageEvent(source=source, text=text, platform_message_id=own_id, received_at=0.0,
-                        reply_to_message_id=in_reply_to[0] if in_reply_to else None, sent_at=sent_at)
+                        reply_to_message_id=in_reply_to[0] if in_reply_to else None, sent_at=sent_at,
+                        attachments=attachments(message, raw.get("uidvalidity"), raw.get("uid")))
+
+
+def attachment_kind(content_type: str) -> str:
+    major = content_type.split("/")[0]
+    return {"image": "photo", "audio": "audio", "video": "video"}.get(major, "document")
+
+
+def attachments(message: EmailMessage, uidvalidity, uid) -> tuple:
+    """The mail's files, pending (the intake takes their bytes from the mail: ``attachment_bytes``); ref
+    ``"<uidvalidity>:<uid>:<index>"``, the index among the mail's attachments."""
+    found = []
+    for index, part in enumerate(message.iter_attachments()):
+        if index >= MAX_ATTACHMENTS:
+            break
+        found.append(Attachment(kind=attachment_kind(part.get_content_type()), name=(part.get_filename() or "")[:200],
+                                ref=f"{uidvalidity}:{uid}:{index}"))
+    return tuple(found)
+
+
+def attachment_bytes(mail: bytes, index: int) -> bytes:
+    """The decoded bytes of attachment ``index`` of the mail; IndexError where it has no such attachment."""
+    for number, part in enumerate(parse(mail).iter_attachments()):
+        if number == index:
+            return part.get_payload(decode=True) or b""
+    raise IndexError(f"the mail has no attachment {index}")
 
 
 def thread_card(message: EmailMessage) -> tuple[str, list[str]]:

@@ -7,7 +7,7 @@ characters (a mail has no limit of its own worth the name; this keeps one answer
 2 s after a burst of 3: a thread is a conversation, not a stream."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
-CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=False, files_in=False,
+CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=False, files_in=True,
                             files_out=False, voice=False, buttons=False, typing=False)
 SECURITY = ("tls", "starttls", "none")
 

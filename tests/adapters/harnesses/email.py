@@ -91,16 +91,24 @@ class EmailHarness:
     # -- inbound
     def inject(self, chat: str, text: str, user: str = "alice") -> str:
         """A mail from the chat's person to the bot, in the chat's thread (its first mail is the thread's root)."""
-        if chat in self.started:
-            message_id = f"<{next(self._numbers)}.{chat}@{self.servers.domain}>"
-            message = mail(self.address(chat), self.address(BOT), "", text, message_id,
-                           in_reply_to=self.root(chat), references=(self.root(chat),))
-        else:
-            message_id = self.root(chat)
-            message = mail(self.address(chat), self.address(BOT), "", text, message_id)
-            self.started.add(chat)
+        message_id, message = self._thread_mail(chat, text)
         self.client.send(message)
         return self._remember(chat, message_id, bytes(message))
+
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        """A mail whose text is the caption, with the photo attached (image/png, as a mail client attaches one)."""
+        message_id, message = self._thread_mail(chat, caption)
+        message.add_attachment(data, maintype="image", subtype="png", filename="photo.png")
+        self.client.send(message)
+        return self._remember(chat, message_id, bytes(message))
+
+    def _thread_mail(self, chat: str, text: str):
+        if chat in self.started:
+            message_id = f"<{next(self._numbers)}.{chat}@{self.servers.domain}>"
+            return message_id, mail(self.address(chat), self.address(BOT), "", text, message_id,
+                                    in_reply_to=self.root(chat), references=(self.root(chat),))
+        self.started.add(chat)
+        return self.root(chat), mail(self.address(chat), self.address(BOT), "", text, self.root(chat))
 
     def _remember(self, chat: str, message_id: str, data: bytes) -> str:
         handle = f"{chat}/{next(self._numbers)}"
