@@ -18,7 +18,8 @@ not answer it (RFC 3834). Its ``Message-ID`` is derived from the operation's key
 op id with the content), so every attempt at one send, in any life, carries the same id, and a mail reader that
 sees two copies of one send shows one. No edits, no deletes: a mail once sent is the recipient's.
 
-State: the connection, the thread cards (subject and references of each chat's last mail, bounded, THREADS_KEPT;
+State: the connection, the mails of the round being stored (their files are decoded from them: download_attachment),
+the thread cards (subject and references of each chat's last mail, bounded, THREADS_KEPT;
 after a restart a reply to a chat not seen since goes with the chat's root id only and a generic subject).
 Messages: those of every ``PlatformAdapter`` (base.py): PlatformOp in, OpResult out; doorbells to the sessions.
 
