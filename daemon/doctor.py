@@ -53,6 +53,7 @@ from daemon.doctor_probes import probe_onebot
 from daemon.doctor_probes import probe_dingtalk
 from daemon.doctor_probes import probe_teams
 from daemon.doctor_probes import probe_qq
+from daemon.doctor_probes import probe_email
 from daemon.dependency_audit import audit_check
 from daemon.doctor_mcp import mcp_probes
 from actors.hooks.plugins import load_plugins
@@ -75,6 +76,7 @@ CREDENTIAL_PROBES["onebot"] = probe_onebot
 CREDENTIAL_PROBES["dingtalk"] = probe_dingtalk
 CREDENTIAL_PROBES["teams"] = probe_teams
 CREDENTIAL_PROBES["qq"] = probe_qq
+CREDENTIAL_PROBES["email"] = probe_email
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 
 

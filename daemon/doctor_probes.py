@@ -372,6 +372,33 @@ async def probe_irc(name: str, settings: dict) -> Check:
     return Check("ok", f"adapter {name}", f"registered at {where} as {link.nick}{taken}")
 
 
+async def probe_email(name: str, settings: dict) -> Check:
+    """Log in to the IMAP server and select the mailbox, then log in to the SMTP server (and QUIT): nothing is read
+    or sent."""
+    from actors.adapters.email.client import ImapMailbox, check_submission   # only this probe needs them
+    secrets = secret_values(settings)
+    quick = dict(settings, connect_timeout_s=min(settings["connect_timeout_s"], PROBE_TIMEOUT_S))
+    imap = f"{settings['imap_host']}:{settings['imap_port']}"
+    smtp = f"{settings['smtp_host']}:{settings['smtp_port']}"
+    box = ImapMailbox(quick, alive=lambda: None)
+    try:
+        await box.open()
+    except PermanentError as exc:
+        return Check("fail", f"adapter {name}", f"IMAP {imap} refused: {redact(str(exc), secrets)}")
+    except Exception as exc:  # noqa: BLE001 - every other failure is "could not ask", and says why
+        return Check("fail", f"adapter {name}", f"cannot reach IMAP {imap}: {redact(str(exc), secrets)}")
+    finally:
+        await box.close()
+    try:
+        await check_submission(quick)
+    except PermanentError as exc:
+        return Check("fail", f"adapter {name}", f"SMTP {smtp} refused: {redact(str(exc), secrets)}")
+    except Exception as exc:  # noqa: BLE001 - every other failure is "could not ask", and says why
+        return Check("fail", f"adapter {name}", f"cannot reach SMTP {smtp}: {redact(str(exc), secrets)}")
+    return Check("ok", f"adapter {name}", f"IMAP {imap} ({settings['mailbox']} selected) and SMTP {smtp} take "
+                                          f"the login of {settings['username']}")
+
+
 # -------------------------------------------------------------------------------------------------- ports
 
 def port_check(label: str, host: str, port: int, gateway_pids: set[int]) -> Check:

@@ -37,6 +37,8 @@ DEPARTURES = {
     ("qq", "delete"): "a reply is recorded by the msg_id + msg_seq pair QQ deduplicates on, not by the id QQ's "
                       "recall needs (a repeat QQ refuses as a duplicate names none); a delete is answered ok "
                       "(changing nothing) so that a consumer cleaning up moves on",
+    ("email", "delete"): "a mail once sent is the recipient's; a delete is answered ok (changing nothing) so that a "
+                         "consumer cleaning up moves on",
     ("fake", "typing"): "the test platform records typing calls for the base's tests (test_base.py); it declares "
                         "no typing, so no session asks for it",
 }

@@ -1,0 +1,1 @@
+"""Email: one mailbox, IMAP in, SMTP out (README.md beside this file)."""

@@ -1,0 +1,186 @@
+"""EmailAdapter: one mailbox the agent answers, IMAP in, SMTP out (actors/adapters/email/README.md).
+
+Intake (push style). ``ImapMailbox`` (client.py) holds one IMAP connection with the mailbox selected. Each round
+lists the UIDs above the offset, fetches them without setting \\Seen, hands the mails that are input to the kit
+(``emit``), which stores the rows together with the offset ``{"uidvalidity", "uid"}`` of the last one in one
+transaction; only then are they marked \\Seen. Then IDLE until the server pushes a new mail, or the interval ends
+(every answer of the server is proof of life). A lost connection ends ``run_intake`` and the kit reconnects with
+backoff.
+
+The offset is the acknowledgment; \\Seen is for the people who read the mailbox too. Where the offset's UIDVALIDITY
+is not the mailbox's (the first start, or the server renumbered the mailbox), UIDs say nothing, and the unseen mail
+is taken instead: a mail stored before the change was marked \\Seen, or it is taken again and the inbox's dedup on
+its Message-ID keeps it one row.
+
+Outbound. A reply is one mail to the chat's correspondent, in its thread (``In-Reply-To`` the message it answers,
+``References`` the thread), text with an HTML alternative, ``Auto-Submitted: auto-replied`` so that other robots do
+not answer it (RFC 3834). Its ``Message-ID`` is derived from the operation's key (``idempotency.platform_key``: the
+op id with the content), so every attempt at one send, in any life, carries the same id, and a mail reader that
+sees two copies of one send shows one. No edits, no deletes: a mail once sent is the recipient's.
+
+State: the connection, the mails of the round being stored (their files are decoded from them: download_attachment),
+the thread cards (subject and references of each chat's last mail, bounded, THREADS_KEPT;
+after a restart a reply to a chat not seen since goes with the chat's root id only and a generic subject).
+Messages: those of every ``PlatformAdapter`` (base.py): PlatformOp in, OpResult out; doorbells to the sessions.
+
+What survives kill -9: the rows and the offset (one transaction); a mail stored and not yet marked \\Seen is marked at
+the next connection (its UID is at or below the offset) and never taken again. The thread cards do not survive.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from typing import Any, Optional
+
+from actors.adapters.email.client import ImapMailbox, send_mail
+from actors.adapters.email.formatting import reply_mail, root_card
+from actors.adapters.email.inbound import (attachment_bytes, chat_id, chat_parts, event_from_mail, header,
+                                           message_ids, parse, refusal, sender_address, thread_card, thread_root)
+from actors.adapters.errors import PermanentError, TooLongError
+from actors.adapters.idempotency import platform_key
+from actors.adapters.intake_styles import StreamingAdapter
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
+from actors.messages import Attachment, MessageEvent, PlatformOp
+
+BATCH = 20                         # mails stored in one round at most
+THREADS_KEPT = 10_000              # thread cards kept (subject, references) at most
+
+
+class EmailAdapter(StreamingAdapter):
+    def __init__(self):
+        super().__init__()
+        self.box: Optional[ImapMailbox] = None
+        self.threads: collections.OrderedDict = collections.OrderedDict()
+        self.refused = 0                   # mails not answered (loop protection)
+        self.in_round: dict = {}           # (uidvalidity, uid) -> the mail, while its round is being stored
+
+    # -------------------------------------------------------------------------------------------------- intake
+    def normal_silence_s(self) -> float:
+        # An IDLE ends every idle_interval_s and the next round's commands are answered within connect_timeout_s.
+        return self.settings["idle_interval_s"] + 2 * self.settings["connect_timeout_s"]
+
+    async def connect(self) -> None:
+        if self.box is None or self.box.imap is None or self.box.lost.is_set():
+            await self.disconnect()
+            box = ImapMailbox(self.settings, alive=self.report_progress)
+            try:
+                await box.open()
+            except BaseException:
+                await box.close()
+                raise
+            self.box = box
+
+    async def disconnect(self) -> None:
+        box, self.box = self.box, None
+        if box is not None:
+            await box.close()
+
+    async def run_intake(self, emit) -> None:
+        box = self.box
+        offset = self.offset if isinstance(self.offset, dict) else {}
+        if offset.get("uidvalidity") == box.uidvalidity and isinstance(offset.get("uid"), int):
+            after: Optional[int] = offset["uid"]
+            # Stored before a kill -9 and not yet marked: the offset says they are had.
+            await box.mark_seen([uid for uid in await box.unseen_uids() if uid <= after])
+        else:
+            if offset:
+                self.say(logging.WARNING, "%s: the mailbox's UIDVALIDITY changed (%s -> %s): taking its unseen "
+                         "mail (what was stored before is known by its Message-ID)", self.name,
+                         offset.get("uidvalidity"), box.uidvalidity)
+            after = None
+        while True:
+            # By \Seen (after is None): the mail seen by a person and above the last unseen one is had too, so the
+            # round's last offset is the highest UID there was before the search (newer mail is in the search).
+            ceiling = await box.highest_uid() if after is None else 0
+            uids = await (box.unseen_uids() if after is None else box.new_uids(after))
+            if after is None and not uids:
+                await emit([], {"uidvalidity": box.uidvalidity, "uid": ceiling})   # the new UIDVALIDITY, kept
+            for start in range(0, len(uids), BATCH):
+                batch = uids[start:start + BATCH]
+                last = max(batch[-1], ceiling) if start + BATCH >= len(uids) else batch[-1]
+                raws = await self._fetched(box, batch)
+                # The round's files are taken from the mails themselves while it is stored (download_attachment).
+                self.in_round = {(raw["uidvalidity"], raw["uid"]): raw["mail"] for raw in raws}
+                try:
+                    await emit([raw for raw in raws if self._is_input(raw)],
+                               {"uidvalidity": box.uidvalidity, "uid": last})
+                finally:
+                    self.in_round = {}
+                await box.mark_seen(batch)   # after the commit: a kill -9 before this is the case above
+                after = last if after is None else max(after, last)
+            after = ceiling if after is None else after
+            await box.wait_for_news(self.settings["idle_interval_s"])
+
+    async def _fetched(self, box: ImapMailbox, uids: list[int]) -> list[dict]:
+        sizes = await box.sizes(uids)
+        raws = []
+        for uid in uids:
+            too_large = sizes.get(uid, 0) > self.settings["max_message_bytes"]
+            mail = await box.fetch(uid, headers_only=too_large)
+            if mail is not None:
+                raws.append({"uid": uid, "uidvalidity": box.uidvalidity, "mail": mail,
+                             "too_large": sizes[uid] if too_large else 0})
+        return raws
+
+    def _is_input(self, raw: dict) -> bool:
+        """A person's mail, and the thread card of its chat kept for the reply. Loop protection (inbound.refusal)
+        leaves the rest out, logged; a mail that cannot be read goes on, for ``normalise`` to refuse loudly."""
+        try:
+            message = parse(raw["mail"])
+        except Exception:  # noqa: BLE001 - normalise says why
+            return True
+        why = refusal(message, self.settings["address"])
+        if why is not None:
+            self.refused += 1
+            self.say(logging.INFO, "%s: mail %s not answered: %s", self.name, header(message, "Message-ID")[:100], why)
+            return False
+        address, _ = sender_address(message)
+        ids = message_ids(header(message, "Message-ID"))
+        if address and ids:
+            key = chat_id(address, thread_root(message, ids[0]))
+            self.threads[key] = thread_card(message)
+            self.threads.move_to_end(key)
+            while len(self.threads) > THREADS_KEPT:
+                self.threads.popitem(last=False)
+        return True
+
+    def normalise(self, raw: Any) -> MessageEvent:
+        event = event_from_mail(raw, self.name, self.profile)
+        if isinstance(raw, dict) and raw.get("too_large"):
+            note = (f"(the mail was {raw['too_large']} bytes, over the limit of "
+                    f"{self.settings['max_message_bytes']}: only its headers were read)")
+            event = MessageEvent(**{**vars(event), "text": f"{event.text}\n\n{note}".strip()})
+        return event
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        """A file of a mail of the round being stored: decoded from the mail the intake fetched (nothing more is
+        asked of the server)."""
+        try:
+            uidvalidity, uid, index = (int(part) for part in attachment.ref.split(":"))
+            data = attachment_bytes(self.in_round[(uidvalidity, uid)], index)
+        except (ValueError, KeyError, IndexError) as exc:
+            raise AttachmentGone(f"no such attachment in the round's mail: {attachment.ref[:60]} ({exc!r})"[:200])
+        if len(data) > cap:
+            raise AttachmentTooLarge(len(data), cap)
+        return data
+
+    # ------------------------------------------------------------------------------------------------ outbound
+    def reply_mail(self, op: PlatformOp):
+        try:
+            recipient, root = chat_parts(op.chat_id)
+        except ValueError as exc:
+            raise PermanentError(str(exc), method="send") from None
+        return reply_mail(op.text, platform_key(op), self.settings["address"], self.settings["display_name"],
+                          recipient, self.threads.get(op.chat_id) or root_card(root), op.reply_to, time.time())
+
+    async def send_message(self, op: PlatformOp) -> str:
+        if len(op.text) > self.pacing.text_limit:
+            raise TooLongError(f"{len(op.text)} characters, over {self.pacing.text_limit}", method="send")
+        message = self.reply_mail(op)
+        await send_mail(self.settings, message)
+        return message["Message-ID"]
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        """A mail once sent is the recipient's: nothing to take back (answered ok so a consumer cleaning up moves
+        on)."""

@@ -1,0 +1,282 @@
+"""The email adapter's parts: what is input and what the model sees of a mail, threads, the reply mail (pure); then
+the adapter in a real daemon against real mail servers (Dovecot and Postfix: tests/servers/mailserver.py): a reply
+continues its thread and its session, robots and strangers are never answered, a UIDVALIDITY change, and a kill -9
+between storing a mail and marking it \\Seen. The rest of what every adapter does: tests/adapters/test_conformance.py
+(-k email)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import uuid
+
+import pytest
+
+from actors.adapters import registry
+from actors.adapters.email.formatting import html_alternative, reply_mail, root_card
+from actors.adapters.email.inbound import (attachment_bytes, chat_parts, event_from_mail, html_to_text, parse, refusal, thread_card,
+                                           trimmed)
+from actors.adapters.payload_fields import MalformedPayload
+from actors.messages import Source
+from common.config import ConfigError
+from tests.actor_system import wait_for
+from tests.adapters.mail_client import MailClient, mail
+from tests.adapters.mail_relay import ImapRelay
+from tests.adapters.test_conformance import session_rows
+from tests.gateway import Gateway
+from tests.servers.mailserver import MailServers
+
+pytestmark = pytest.mark.timeout(120)
+BOT = "gw"
+
+
+def raw(message) -> dict:
+    return {"uid": 7, "uidvalidity": 1, "mail": bytes(message)}
+
+
+# -------------------------------------------------------------------------------------------------- pure parts
+
+def test_robots_lists_bounces_and_the_mailbox_itself_are_never_input():
+    def why(headers=None, sender="Alice <alice@example.org>"):
+        return refusal(parse(bytes(mail(sender, "gw@example.org", "s", "t", "<m@x>", headers=headers))),
+                       "gw@example.org")
+    assert why() is None
+    assert why({"Auto-Submitted": "no"}) is None
+    assert "Auto-Submitted" in why({"Auto-Submitted": "auto-replied"})
+    assert "Precedence" in why({"Precedence": "bulk"})
+    assert "List-Id" in why({"List-Id": "<news.example.org>"})
+    assert "X-Autoreply" in why({"X-Autoreply": "yes"})
+    assert "bounce" in why({"Return-Path": "<>"})
+    assert "mailer-daemon" in why(sender="MAILER-DAEMON@example.org")
+    assert "itself" in why(sender="GW@example.org")
+    report = mail("alice@example.org", "gw@example.org", "s", "t", "<r@x>")
+    report.make_mixed()
+    report.replace_header("Content-Type", 'multipart/report; report-type=delivery-status; boundary="b"')
+    assert "report" in refusal(parse(bytes(report)), "gw@example.org")
+
+
+def test_the_model_sees_the_new_text_without_quotes_signature_or_markup():
+    reply = ("Yes, Thursday works.\n\nOn Tue, 1 Dec 2026 at 10:00, Gateway <gw@example.org> wrote:\n"
+             "> Shall we meet?\n> -- \n> bot\n\n-- \nAlice\n+1 555 0100\n")
+    assert trimmed(reply) == "Yes, Thursday works."
+    assert trimmed("inline\n> quoted\nanswer") == "inline\nanswer"
+    assert trimmed("no attribution\n\n-----Original Message-----\nFrom: x\nold") == "no attribution"
+    html = ("<html><head><title>t</title><style>p{}</style></head><body><p>Hello&nbsp;<b>there</b></p>"
+            "<script>alert(1)</script><blockquote>old mail</blockquote><p>2 &lt; 3</p></body></html>")
+    assert html_to_text(html) == "Hello there\n\n2 < 3"
+    only_html = mail("alice@example.org", "gw@example.org", "", "", "<h@x>")
+    only_html.set_content("<p>from a <i>client</i> that sends HTML only</p>", subtype="html")
+    assert event_from_mail(raw(only_html), "email", "default").text == "from a client that sends HTML only"
+
+
+def test_a_thread_is_one_chat_whoever_replies_and_the_chat_id_names_the_recipient():
+    first = mail("Alice <Alice@Example.org>", "gw@example.org", "Plans", "first", "<t1@example.org>")
+    event = event_from_mail(raw(first), "email", "default")
+    assert event.source.chat_id == "alice@example.org <t1@example.org>" and event.source.user_id == "alice@example.org"
+    assert event.platform_message_id == "<t1@example.org>" and event.text == "Plans\n\nfirst"
+    assert chat_parts(event.source.chat_id) == ("alice@example.org", "<t1@example.org>")
+    later = mail("alice@example.org", "gw@example.org", "Re: Plans", "later", "<t3@example.org>",
+                 in_reply_to="<r2@gw.example.org>", references=("<t1@example.org>", "<r2@gw.example.org>"))
+    event = event_from_mail(raw(later), "email", "default")
+    assert event.source.chat_id == "alice@example.org <t1@example.org>" and event.text == "later"
+    assert event.reply_to_message_id == "<r2@gw.example.org>"
+    assert thread_card(parse(bytes(later))) == ("Re: Plans", ["<t1@example.org>", "<r2@gw.example.org>",
+                                                              "<t3@example.org>"])
+    for bad in ({"mail": "not bytes"}, raw(mail("nobody", "gw@example.org", "", "x", "<n@x>")), "text"):
+        with pytest.raises(MalformedPayload):
+            event_from_mail(bad, "email", "default")
+    for bad in ("no-address <r@x>", "alice@example.org not-an-id", "a@b\r\nBcc: x@y <r@x>"):
+        with pytest.raises(ValueError):
+            chat_parts(bad)
+
+
+def test_attachments_are_pending_files_whose_bytes_come_from_the_mail():
+    message = mail("alice@example.org", "gw@example.org", "", "the report", "<f@x>")
+    message.add_attachment(b"%PDF-1.4 report", maintype="application", subtype="pdf", filename="report.pdf")
+    message.add_attachment(b"\x89PNG\r\n\x1a\n", maintype="image", subtype="png", filename="../../etc/photo.png")
+    event = event_from_mail(raw(message), "email", "default")
+    assert event.text == "the report"
+    assert [(a.kind, a.state, a.ref) for a in event.attachments] == [("document", "pending", "1:7:0"),
+                                                                      ("photo", "pending", "1:7:1")]
+    assert attachment_bytes(bytes(message), 0) == b"%PDF-1.4 report"
+    assert attachment_bytes(bytes(message), 1) == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(IndexError):
+        attachment_bytes(bytes(message), 2)
+
+
+def test_a_reply_is_threaded_and_its_message_id_is_named_by_its_send_key():
+    card = ("Re: Plans", ["<t1@example.org>", "<t3@example.org>"])
+    reply = reply_mail("**yes**, see you", "k1", "gw@example.org", "Gateway", "alice@example.org", card,
+                       "<t3@example.org>", 1_800_000_000)
+    assert reply["Message-ID"] == "<k1@example.org>" and reply["In-Reply-To"] == "<t3@example.org>"
+    assert reply["References"] == "<t1@example.org> <t3@example.org>" and reply["Subject"] == "Re: Plans"
+    assert reply["Auto-Submitted"] == "auto-replied" and reply["To"] == "alice@example.org"
+    assert reply.get_body(("plain",)).get_content().strip() == "**yes**, see you"
+    assert "<strong>yes</strong>" in reply.get_body(("html",)).get_content()
+    again = reply_mail("**yes**, see you", "k1", "gw@example.org", "Gateway", "alice@example.org", card,
+                       "<t3@example.org>", 1_800_000_100)
+    assert again["Message-ID"] == reply["Message-ID"]
+    after_restart = reply_mail("hi", "k2", "gw@example.org", "", "alice@example.org", root_card("<t1@example.org>"),
+                               None, 1_800_000_000)
+    assert after_restart["In-Reply-To"] == "<t1@example.org>" and after_restart["References"] == "<t1@example.org>"
+    assert "<script" not in html_alternative("<script>alert(1)</script> *x*")   # raw HTML in the text is text
+
+
+# ------------------------------------------------------------------------------------------- in the real daemon
+
+ALLOWED = ("alice", "bob", "mailer-daemon")
+
+
+class Rig:
+    def __init__(self, servers: MailServers, relay: ImapRelay, gateway: Gateway):
+        self.servers, self.relay, self.gateway = servers, relay, gateway
+        self.client = MailClient(servers)
+        self.bot = servers.address(BOT)
+
+    def source(self, user: str, root: str) -> Source:
+        address = self.servers.address(user)
+        return Source(platform="email", chat_id=f"{address} {root}", chat_type="dm", user_id=address,
+                      user_name=address)
+
+    def rows(self, user: str, root: str):
+        return session_rows(self.gateway, self.source(user, root))
+
+    def write(self, user: str, text: str, subject: str = "", reply_to=None, references=(), headers=None,
+              sender=None) -> str:
+        message_id = f"<{uuid.uuid4().hex[:12]}@{self.servers.domain}>"
+        self.client.send(mail(sender or self.servers.address(user), self.bot, subject, text, message_id,
+                              in_reply_to=reply_to, references=references, headers=headers))
+        return message_id
+
+    def replies(self, user: str, answering: str) -> list:
+        """The bot's mails in the user's mailbox that answer ``answering``."""
+        self.servers.wait_delivered()
+        return [m for _, _, m in self.client.messages(user)
+                if self.bot in str(m.get("From", "")) and str(m.get("In-Reply-To", "")).strip() == answering]
+
+    def wait_reply(self, user: str, answering: str, timeout: float = 60.0):
+        seen = []
+        try:
+            return wait_for(lambda: seen.append(self.replies(user, answering)) or seen[-1], timeout, 0.2,
+                            f"the bot's reply to {answering} in {user}'s mailbox")[0]
+        except AssertionError as exc:
+            log = [line for line in self.gateway.log().splitlines() if "Email" in line or "email:" in line][-12:]
+            raise AssertionError(f"{exc}; {user}'s mailbox holds {len(self.client.messages(user))} mail(s); "
+                                 + "\n".join(log)) from None
+
+    def wait_seen(self, message_id: str, timeout: float = 60.0) -> None:
+        wait_for(lambda: self.client.seen(BOT, message_id), timeout, 0.1, f"{message_id} \\Seen in the bot's mailbox")
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("email")
+    servers = MailServers().start()
+    relay = ImapRelay(servers.imap_port).start()
+    allow = ", ".join(f'"{servers.address(u)}"' for u in ALLOWED)
+    table = (f'[adapters.email]\ntype = "email"\naddress = "{servers.address(BOT)}"\nallow = [{allow}]\n'
+             f'imap_host = "127.0.0.1"\nimap_port = {relay.port}\nimap_tls = false\nusername = "{BOT}"\n'
+             f'password = "{servers.password}"\nsmtp_host = "127.0.0.1"\nsmtp_port = {servers.smtp_port}\n'
+             'smtp_security = "none"\nsmtp_auth = false\n')
+    gateway = Gateway(workdir, extra_toml=table, watchdog_interval=30.0)
+    try:
+        gateway.start()
+        gateway.wait_ready()
+        yield Rig(servers, relay, gateway)
+    finally:
+        gateway.cli("stop")
+        gateway.kill_everything()
+        relay.close()
+        servers.remove()
+
+
+def test_doctor_logs_in_to_both_servers_and_says_which_refused(rig):
+    from daemon.doctor_probes import probe_email
+    table = {"type": "email", "address": rig.bot, "imap_host": "127.0.0.1", "imap_port": rig.servers.imap_port,
+             "imap_tls": False, "username": BOT, "password": rig.servers.password, "smtp_host": "127.0.0.1",
+             "smtp_port": rig.servers.smtp_port, "smtp_security": "none", "smtp_auth": False}
+    ok = asyncio.run(probe_email("mail", registry.validate_adapter("mail", table)))
+    assert ok.status == "ok" and "INBOX selected" in ok.detail, ok
+    wrong = asyncio.run(probe_email("mail", registry.validate_adapter("mail", dict(table, password="not-it-42"))))
+    assert wrong.status == "fail" and "IMAP" in wrong.detail and "refused" in wrong.detail, wrong
+    assert "not-it-42" not in wrong.detail
+    no_smtp = asyncio.run(probe_email("mail", registry.validate_adapter("mail", dict(table, smtp_port=1))))
+    assert no_smtp.status == "fail" and "cannot reach SMTP" in no_smtp.detail, no_smtp
+    with pytest.raises(ConfigError, match="address"):
+        registry.validate_adapter("mail", dict(table, address="not an address"))
+
+
+def test_a_reply_continues_its_thread_and_its_session(rig):
+    first = rig.write("alice", "When do we meet?\n\n-- \nAlice, the planner", subject="Planning")
+    answer = rig.wait_reply("alice", first)
+    assert answer["Subject"] == "Re: Planning" and answer["References"] == first
+    assert answer["Auto-Submitted"] == "auto-replied"
+    [row] = wait_for(lambda: rig.rows("alice", first), 30, 0.1, "the first mail's row")
+    assert row.payload["text"] == "Planning\n\nWhen do we meet?"            # the signature left out
+    # Alice answers the bot's reply, quoting it: the same thread, so the same session.
+    second = rig.write("alice", "Thursday then?\n\nOn Sun, gw wrote:\n> " + answer.get_body(("plain",)).get_content()
+                       .splitlines()[0], subject="Re: Planning", reply_to=str(answer["Message-ID"]),
+                       references=(first, str(answer["Message-ID"])))
+    rows = wait_for(lambda: (r := rig.rows("alice", first)) and len(r) == 2 and r, 60, 0.1, "two rows in the session")
+    assert rows[1].payload["text"] == "Thursday then?"                      # the quoted history left out
+    again = rig.wait_reply("alice", second)
+    assert again["References"].split() == [first, str(answer["Message-ID"]), second]
+    assert again["Subject"] == "Re: Planning"
+    # A new mail (no References) is a new thread: a session of its own.
+    other = rig.write("alice", "Another matter", subject="Invoices")
+    wait_for(lambda: rig.rows("alice", other), 60, 0.1, "the new thread's row")
+    assert len(rig.rows("alice", first)) == 2
+
+
+def test_robots_and_strangers_are_never_answered(rig):
+    robots = [rig.write("alice", "I am away", subject="Out of office", headers={"Auto-Submitted": "auto-replied"}),
+              rig.write("alice", "Weekly digest", subject="News", headers={"Precedence": "bulk"}),
+              rig.write("alice", "A list post", subject="List", headers={"List-Id": "<team.mail.test>"}),
+              rig.write("mailer-daemon", "Undelivered Mail Returned to Sender", subject="Undelivered")]
+    stranger = rig.write("carol", "Hello, who are you?", subject="Hi")
+    marker = rig.write("bob", "Are you there?", subject="Ping")
+    rig.wait_reply("bob", marker)
+    for message_id in robots + [stranger]:
+        rig.wait_seen(message_id)          # taken past: the intake went on, the offset is after them
+    for user, message_id in [("alice", m) for m in robots[:3]] + [("mailer-daemon", robots[3]),
+                                                                  ("carol", stranger)]:
+        assert rig.rows(user, message_id) == [], f"{message_id} of {user} was stored"
+        assert rig.replies(user, message_id) == [], f"{message_id} of {user} was answered"
+    log = rig.gateway.log()
+    assert log.count("not answered: ") >= 4 and "Auto-Submitted: auto-replied" in log
+
+
+def test_a_uidvalidity_change_takes_new_mail_once(rig):
+    """The mailbox renumbered and emptied (its index rebuilt, its mail expunged by a person): the next mail gets
+    UID 1, below the committed offset. Taken by UID alone it would never be read; taken by \\Seen it is, once."""
+    before = rig.write("bob", "before the renumbering", subject="Before")
+    rig.wait_reply("bob", before)
+    rig.servers.renumber(BOT, keep_mail=False)
+    after = rig.write("bob", "after the renumbering", subject="After")
+    rig.wait_reply("bob", after)
+    assert len(rig.rows("bob", after)) == 1 and len(rig.rows("bob", before)) == 1
+    rig.gateway.wait_log("UIDVALIDITY changed", timeout=10)
+    assert len(rig.replies("bob", before)) == 1
+
+
+def test_kill_9_between_storing_a_mail_and_marking_it_seen_takes_it_once(rig):
+    """The row is committed with its offset, then the daemon dies before the mailbox hears (the STORE of \\Seen is
+    held by the relay). The next life marks it from the offset, never takes it again, and answers it once."""
+    rig.relay.hold_next_store()
+    try:
+        message_id = rig.write("alice", "Kill me softly", subject="Crash")
+        wait_for(rig.relay.holding.is_set, 60, 0.05, "the STORE after the mail's row")
+        assert rig.rows("alice", message_id), "the row is stored before the mail is marked"
+        os.kill(rig.gateway.launcher_pid, signal.SIGKILL)
+        rig.gateway.assert_no_process_left()
+        direct = MailClient(rig.servers)      # the mailbox itself, not through the relay
+        assert direct.seen(BOT, message_id) is False, "not marked before the kill"
+    finally:
+        rig.relay.release(deliver=False)      # the STORE of a process that is gone never reaches the server
+    rig.gateway.start()
+    rig.gateway.wait_ready(timeout=60)
+    rig.wait_seen(message_id)
+    rig.wait_reply("alice", message_id)
+    wait_for(lambda: (rows := rig.rows("alice", message_id)) and rows[0].state == "done", 60, 0.1, "its turn done")
+    assert len(rig.rows("alice", message_id)) == 1
+    assert len(rig.replies("alice", message_id)) == 1
