@@ -127,14 +127,14 @@ class Person:
     # -- what the chat shows
     def chat_with(self, peer: str, room: bool = False) -> list[dict]:
         """The bot's messages as this client shows them: {"message_id", "text", "deleted"}, corrections applied
-        (when the client shows them), retractions marked, history and chat states left out."""
+        (when the client shows them), retractions marked, a room's history and chat states left out."""
         with self.lock:
             items = list(self.received)
         shown: list[dict] = []
         by_id: dict[str, dict] = {}
         for item in items:
             sender = item["from"] if room else item["from"].split("/", 1)[0].lower()
-            if sender != peer or item["body"] is None or item["delayed"]:
+            if sender != peer or item["body"] is None or (room and item["delayed"]):
                 continue
             target = by_id.get(item["replace"] or "") if self.corrections else None
             if item["retract"] and item["retract"] in by_id:
