@@ -50,6 +50,7 @@ from daemon.doctor_probes import probe_line
 from daemon.doctor_probes import probe_googlechat
 from daemon.doctor_probes import probe_feishu
 from daemon.doctor_probes import probe_onebot
+from daemon.doctor_probes import probe_xmpp
 from daemon.dependency_audit import audit_check
 from daemon.doctor_mcp import mcp_probes
 from actors.hooks.plugins import load_plugins
@@ -68,6 +69,7 @@ CREDENTIAL_PROBES["mattermost"] = probe_mattermost
 CREDENTIAL_PROBES["line"] = probe_line
 CREDENTIAL_PROBES["googlechat"] = probe_googlechat
 CREDENTIAL_PROBES["feishu"] = probe_feishu
+CREDENTIAL_PROBES["xmpp"] = probe_xmpp
 CREDENTIAL_PROBES["onebot"] = probe_onebot
 NO_CREDENTIALS = ("webchat", "cli")   # nothing of theirs to check: they serve, they log in to nothing
 

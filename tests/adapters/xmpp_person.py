@@ -16,6 +16,8 @@ import xml.etree.ElementTree as ET
 from typing import Optional
 
 import slixmpp
+from slixmpp.xmlstream.handler import Callback
+from slixmpp.xmlstream.matcher import MatchXPath
 
 from tests.actor_system import wait_for
 
@@ -71,7 +73,8 @@ class Person:
             client.plugin["xep_0030"].add_feature("urn:xmpp:message-correct:0")
         client.add_event_handler("session_start", lambda _e: (client.send_presence(), self.online.set()))
         client.add_event_handler("disconnected", lambda _e: self.online.clear())
-        client.add_event_handler("message", self._message)
+        # Every message stanza, chat states included (slixmpp's "message" event is only for those with a body).
+        client.register_handler(Callback("every message", MatchXPath("{jabber:client}message"), self._message))
         self.client = client
         client.connect("127.0.0.1", self.server.port)
 

@@ -12,8 +12,8 @@ with its content), so a retry of one operation, in any life of the daemon, carri
 never does. Each returns once the server acknowledged the stanza (client.py). Replies stream as corrections
 (XEP-0308: ``<replace id=...>`` naming the reply's first message, each with the whole text) where corrections are
 shown: always in rooms (``corrections = "never"`` aside), in a one-to-one chat where the peer's client says so in
-service discovery (``corrections = "auto"``). Elsewhere a preview goes nowhere: the send answers the id its message
-will have and the final edit sends the whole text under it, once. A delete is a retraction (XEP-0424); an edit of a
+service discovery (``corrections = "auto"``). Elsewhere a preview goes nowhere (the peer is shown the bot composing):
+the send answers the id its message will have and the final edit sends the whole text under it, once. A delete is a retraction (XEP-0424); an edit of a
 retracted message is refused as not found. Typing is the ``composing`` chat state (XEP-0085).
 
 State: the link (one stream at a time), the messages withheld for a peer without corrections and those sent whole
@@ -134,7 +134,8 @@ class XmppAdapter(StreamingAdapter):
     async def send_message(self, op: PlatformOp) -> str:
         text, sid = self._text(op), stanza_id(op)
         if not op.final and not await self._corrections(op.chat_id):
-            _remember(self._withheld, sid, op.chat_id)     # a preview the peer could not see replaced
+            _remember(self._withheld, sid, op.chat_id)     # a preview the peer could not see replaced: the peer
+            await self.send_typing(op)                     # sees the bot composing until the whole answer
             return sid
         await self._link().send(op.chat_id, self._kind(op.chat_id), text, sid)
         _remember(self._whole, sid, text)

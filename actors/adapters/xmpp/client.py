@@ -51,8 +51,13 @@ class LinkLost(RetryableError):
 
 
 class XmppLink:
-    def __init__(self, settings: dict, name: str, say: Callable[..., None], alive: Callable[[], None] = lambda: None):
+    def __init__(self, settings: dict, name: str, say: Callable[..., None], alive: Callable[[], None] = lambda: None,
+                 resource: str = RESOURCE, presence: bool = True):
+        """``presence`` False: log in only (the doctor's probe): no presence, so the server delivers none of the
+        messages it keeps for the bot, and no rooms; under another ``resource`` than the gateway's, which the server
+        would otherwise cut off."""
         self.settings, self.name, self.say, self.alive = settings, name, say, alive
+        self.resource, self.presence = resource, presence
         self.client = None
         self.inbound: asyncio.Queue = asyncio.Queue(maxsize=settings["max_queued_messages"])
         self.dropped = 0
@@ -76,7 +81,7 @@ class XmppLink:
     def _make_client(self):
         import slixmpp   # only where an XMPP adapter runs
         s = self.settings
-        client = slixmpp.ClientXMPP(f"{s['jid']}/{RESOURCE}", s["password"])
+        client = slixmpp.ClientXMPP(f"{s['jid']}/{self.resource}", s["password"])
         client.enable_direct_tls = bool(s["direct_tls"])
         client.enable_starttls = not s["direct_tls"]
         client.enable_plaintext = False
@@ -134,6 +139,9 @@ class XmppLink:
         offline messages come after the initial presence."""
         self.sessions += 1
         self.joined.clear()
+        if not self.presence:
+            self._settle(None)
+            return
         self.client.send_presence(ppriority=self.settings["priority"])
         for room in self.settings["rooms"]:
             self._join(room)

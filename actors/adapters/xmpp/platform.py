@@ -24,8 +24,6 @@ def _xmpp_problems(table):
         return "nick", f"{table['nick']!r} is no room nick"
     if table["ping_timeout_s"] <= table["ping_interval_s"]:
         return "ping_timeout_s", "must be longer than ping_interval_s (the ping goes first, then the wait)"
-    if table["corrections"] not in ("auto", "always", "never"):
-        return "corrections", "one of \"auto\", \"always\", \"never\""
     return None
 
 
@@ -47,8 +45,9 @@ PLATFORM = Platform(
         "nick": Option(str, "gateway", doc="the bot's nick in rooms (answered when mentioned by it)"),
         "rooms": Option(list, [], doc="rooms to join (\"room@conference.example.org\")"),
         "require_mention": Option(bool, True, doc="in rooms answer only messages that mention the nick"),
-        "corrections": Option(str, "auto", doc="stream replies as corrections (XEP-0308): \"auto\" where the peer's "
-                                               "client says it shows them (rooms: always), \"always\", \"never\""),
+        "corrections": Option(str, "auto", allowed=("auto", "always", "never"),
+                              doc="stream replies as corrections (XEP-0308): \"auto\" where the peer's client says "
+                                  "it shows them (rooms: always), \"always\", \"never\""),
         "priority": Option(int, 1, doc="the presence priority of the bot's resource"),
         "connect_timeout_s": Option(float, 30.0, doc="connecting and logging in, at most"),
         "ping_interval_s": Option(float, 60.0, doc="ping the server after this much silence"),
