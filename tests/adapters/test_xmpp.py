@@ -23,6 +23,7 @@ from actors.messages import PlatformOp, Source
 from common.config import ConfigError
 from storage import StorageError, Store, session_key
 from tests.actor_system import wait_for
+from tests.adapters.freezing_proxy import FreezingProxy
 from tests.adapters.prosody import Prosody
 from tests.adapters.xmpp_person import Person
 from tests.gateway import Gateway
@@ -249,6 +250,42 @@ def test_the_server_restarted_mid_answer_the_answer_completes_once(world):
     assert len(shown) == 1, [m["text"][-60:] for m in shown]
     assert shown[0]["text"].count(token) == 1 and len(shown[0]["text"]) >= 800, shown[0]["text"][-80:]
     assert world.gateway.node("xmpp")["restarts"] == restarts, "a restarted server is a reconnect, not a crash"
+
+
+def test_a_dropped_connection_resumes_the_session_and_what_came_meanwhile_arrives(world):
+    """Stream management (XEP-0198): the link gives up a connection that went silent (frozen: the server still
+    writes into it), connects again and resumes the session; the message the server had written into the dead
+    connection, never acknowledged by us, comes again on the resumed stream, and a send goes out on it."""
+    from actors.adapters.xmpp.client import XmppLink
+    server, carol = world.server, Person(world.server, "carol").connect()
+    jid = server.register("resumer", "resumer-pw")
+    proxy = FreezingProxy("127.0.0.1", server.port).start()
+    settings = registry.validate_adapter("xmpp", {"type": "xmpp", "jid": jid, "password": "resumer-pw",
+                                                  "host": "127.0.0.1", "port": proxy.port,
+                                                  "ca_file": str(server.ca_file)})
+
+    async def scenario():
+        link = XmppLink(settings, "resumer", lambda *args: None)
+        await link.open()
+        try:
+            assert proxy.freeze() == 1
+            await asyncio.to_thread(carol.say, jid, "said while the connection was dead")
+            await asyncio.to_thread(carol.synced)     # the server wrote it into the frozen connection
+            await link.drop()                           # as the link's ping timeout does
+            await link.open()
+            assert (link.sessions, link.resumptions) == (1, 1), "the session was resumed, not started again"
+            raw = await asyncio.wait_for(link.inbound.get(), 30)
+            assert raw["text"] == "said while the connection was dead"
+            await link.send(carol.jid, "chat", "back on the resumed stream", "gwresumed1")
+        finally:
+            await link.close()
+    try:
+        asyncio.run(scenario())
+        wait_for(lambda: carol.synced() or carol.chat_with(jid), 30, 0.1, "carol to hear the bot")
+        assert [m["text"] for m in carol.chat_with(jid)] == ["back on the resumed stream"]
+    finally:
+        proxy.stop()
+        carol.close()
 
 
 def test_doctor_logs_in_and_reports_refused_credentials(world):

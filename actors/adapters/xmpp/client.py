@@ -95,6 +95,8 @@ class XmppLink:
         client.plugin["xep_0030"].add_feature(NS_CHATSTATES)
         client.add_event_handler("session_start", self._session_started)
         client.add_event_handler("session_resumed", self._session_resumed)
+        client.add_event_handler("sm_enabled", lambda _event: self._settle(None))
+        client.add_event_handler("sm_failed", lambda _event: self._settle(None))
         client.add_event_handler("session_end", self._session_ended)
         client.add_event_handler("failed_auth", self._auth_failed)
         client.add_event_handler("disconnected", self._disconnected)
@@ -139,13 +141,14 @@ class XmppLink:
         offline messages come after the initial presence."""
         self.sessions += 1
         self.joined.clear()
-        if not self.presence:
-            self._settle(None)
-            return
-        self.client.send_presence(ppriority=self.settings["priority"])
-        for room in self.settings["rooms"]:
-            self._join(room)
-        self._settle(None)
+        if self.presence:
+            self.client.send_presence(ppriority=self.settings["priority"])
+            for room in self.settings["rooms"]:
+                self._join(room)
+        sm = self.client.plugin["xep_0198"]
+        if not (sm.enabled_out and not sm.enabled_in):
+            self._settle(None)     # else once the server answers our enable (sm_enabled / sm_failed): a stream
+                                   # dropped before that could not be resumed
 
     def _session_resumed(self, _event) -> None:
         self.resumptions += 1
@@ -198,8 +201,14 @@ class XmppLink:
         watch, self._watch = self._watch, None
         if watch is not None and watch is not asyncio.current_task():
             watch.cancel()
-        if self.client is not None:
-            self.client.abort()
+        client = self.client
+        if client is not None and client.transport is not None:
+            gone = client.disconnected     # set when the transport is closed: the events of this connection ran
+            client.abort()
+            try:
+                await asyncio.wait_for(asyncio.shield(gone), 5.0)
+            except asyncio.TimeoutError:
+                pass
         self.ready.clear()
         self.closed.set()
 
