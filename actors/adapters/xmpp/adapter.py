@@ -27,14 +27,14 @@ preview is nothing on the server: the next life's final edit sends the whole tex
 """
 from __future__ import annotations
 
-import asyncio
 import collections
 from typing import Any, Optional
 
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import StreamingAdapter
-from actors.adapters.xmpp.client import XmppLink
+from actors.adapters.queued_intake import next_batch
+from actors.adapters.xmpp.client import LinkLost, XmppLink
 from actors.adapters.xmpp.formatting import to_xmpp
 from actors.adapters.xmpp.inbound import bare, event_from_raw, is_input
 from actors.messages import MessageEvent, PlatformOp
@@ -91,20 +91,7 @@ class XmppAdapter(StreamingAdapter):
     async def run_intake(self, emit) -> None:
         link = self._link()
         while True:
-            taking = asyncio.ensure_future(link.inbound.get())
-            ended = asyncio.ensure_future(link.closed.wait())
-            try:
-                await asyncio.wait({taking, ended}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                got = taking.done()
-                ended.cancel()
-                if not got:
-                    taking.cancel()
-            if not got:
-                raise link.failure or PermanentError("the stream ended")
-            batch = [taking.result()]
-            while len(batch) < BATCH and not link.inbound.empty():
-                batch.append(link.inbound.get_nowait())
+            batch = await next_batch(link.inbound, link.closed, lambda: link.failure or LinkLost("the stream ended"), BATCH)
             wanted = [raw for raw in batch if is_input(raw, self.settings["require_mention"])]
             self.skipped += len(batch) - len(wanted)
             if wanted:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from actors.adapters.errors import PermanentError, RetryableError
-from actors.adapters.xmpp.inbound import (CORRECTION_FEATURE, MUC_NS, MUC_USER_NS, NS_CHATSTATES, NS_CLIENT,
+from actors.adapters.xmpp.inbound import (CORRECTION_FEATURE, MUC_NS, NS_CHATSTATES, NS_CLIENT,
                                           raw_from_message, room_presence)
 
 logging.getLogger("slixmpp").setLevel(logging.CRITICAL)   # its own log lines would go to the actor's stderr
@@ -184,9 +184,7 @@ class XmppLink:
 
     async def close(self) -> None:
         """The stream ended by us: the server ends the session (nothing to resume)."""
-        watch, self._watch = self._watch, None
-        if watch is not None and watch is not asyncio.current_task():
-            watch.cancel()
+        self._stop_keepalive()
         client = self.client
         if client is not None and client.transport is not None:
             try:
@@ -198,9 +196,7 @@ class XmppLink:
 
     async def drop(self) -> None:
         """The connection cut without ending the stream: the session stays resumable on the server."""
-        watch, self._watch = self._watch, None
-        if watch is not None and watch is not asyncio.current_task():
-            watch.cancel()
+        self._stop_keepalive()
         client = self.client
         if client is not None and client.transport is not None:
             gone = client.disconnected     # set when the transport is closed: the events of this connection ran
@@ -211,6 +207,11 @@ class XmppLink:
                 pass
         self.ready.clear()
         self.closed.set()
+
+    def _stop_keepalive(self) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None and watch is not asyncio.current_task():
+            watch.cancel()
 
     async def _keepalive(self) -> None:
         s, loop = self.settings, asyncio.get_running_loop()
