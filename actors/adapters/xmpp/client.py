@@ -95,8 +95,9 @@ class XmppLink:
         client.plugin["xep_0030"].add_feature(NS_CHATSTATES)
         client.add_event_handler("session_start", self._session_started)
         client.add_event_handler("session_resumed", self._session_resumed)
-        client.add_event_handler("sm_enabled", lambda _event: self._settle(None))
-        client.add_event_handler("sm_failed", lambda _event: self._settle(None))
+        # A new session is ready once every stream feature is negotiated, stream management's enable answered
+        # included: a stream dropped before that answer could not be resumed.
+        client.add_event_handler("stream_negotiated", lambda _event: self._settle(None))
         client.add_event_handler("session_end", self._session_ended)
         client.add_event_handler("failed_auth", self._auth_failed)
         client.add_event_handler("disconnected", self._disconnected)
@@ -145,10 +146,6 @@ class XmppLink:
             self.client.send_presence(ppriority=self.settings["priority"])
             for room in self.settings["rooms"]:
                 self._join(room)
-        sm = self.client.plugin["xep_0198"]
-        if not (sm.enabled_out and not sm.enabled_in):
-            self._settle(None)     # else once the server answers our enable (sm_enabled / sm_failed): a stream
-                                   # dropped before that could not be resumed
 
     def _session_resumed(self, _event) -> None:
         self.resumptions += 1
