@@ -31,7 +31,6 @@ import logging
 import ssl
 import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Callable, Optional
 
 from actors.adapters.errors import PermanentError, RetryableError
@@ -86,8 +85,10 @@ class XmppLink:
         client.enable_starttls = not s["direct_tls"]
         client.enable_plaintext = False
         client.use_aiodns = False
-        if s["ca_file"]:
-            client.ssl_context = ssl.create_default_context(cafile=s["ca_file"])
+        if s["ca_file"]:      # trusted besides the system's CAs; the host name is checked all the same
+            context = ssl.create_default_context()
+            context.load_verify_locations(cafile=s["ca_file"])
+            client.ssl_context = context
         for plugin in ("xep_0030", "xep_0199"):
             client.register_plugin(plugin)
         client.register_plugin("xep_0198")
@@ -100,6 +101,7 @@ class XmppLink:
         client.add_event_handler("stream_negotiated", lambda _event: self._settle(None))
         client.add_event_handler("session_end", self._session_ended)
         client.add_event_handler("failed_auth", self._auth_failed)
+        client.add_event_handler("ssl_invalid_chain", self._untrusted)
         client.add_event_handler("disconnected", self._disconnected)
         client.add_event_handler("stanza_acked", self._acked)
         client.add_event_handler("message", self._message)
@@ -111,7 +113,10 @@ class XmppLink:
     async def open(self) -> None:
         s = self.settings
         if self.client is None:
-            self.client = self._make_client()
+            try:
+                self.client = self._make_client()
+            except (OSError, ssl.SSLError) as exc:
+                raise PermanentError(f"ca_file {s['ca_file']!r} cannot be used: {exc}", method="TLS") from None
         self.failure = None
         self._stage = asyncio.get_running_loop().create_future()
         where = f"{s['host']}:{s['port']}"
@@ -160,11 +165,20 @@ class XmppLink:
     def _auth_failed(self, _event) -> None:
         self._settle(PermanentError(f"the server refused the credentials of {self.settings['jid']}", method="SASL"))
 
+    def _untrusted(self, error) -> None:
+        """The server's certificate is not vouched for by a CA we trust, or names another host: no login."""
+        self._settle(PermanentError(f"the server's certificate is not trusted for {self.client.boundjid.domain} "
+                                    f"({error}); ca_file names a CA of your own", method="TLS"))
+        if self.client.transport is not None:
+            self.client.abort()
+
     def _disconnected(self, reason) -> None:
         self.ready.clear()
         self.closed.set()
         if self.failure is None:
             self.failure = LinkLost(f"the stream ended{f': {reason}' if reason else ''}")
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            self._untrusted(reason)
         self._settle(LinkLost(f"the server closed the stream during login{f': {reason}' if reason else ''}"))
 
     def _join(self, room: str) -> None:
@@ -375,8 +389,3 @@ class XmppLink:
             self._corrections.popitem(last=False)
         return found
 
-
-def ca_problem(path: str) -> Optional[str]:
-    if path and not Path(path).is_file():
-        return f"{path} is no file"
-    return None
