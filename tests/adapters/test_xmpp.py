@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 import uuid
 import xml.etree.ElementTree as ET
 
@@ -226,14 +227,22 @@ def test_a_room_mention_is_answered_and_history_is_never_taken_again(world):
     os.kill(old["pid"], signal.SIGKILL)
     wait_for(lambda: (n := world.gateway.node("xmpp")) and n["pid"] != old["pid"] and n["state"] == "running",
              60, 0.1, "the adapter back")
-    alice.say(ROOM, "gw: and now?", kind="groupchat")
+    # What is said in the room before the bot is back in it reaches the bot only as history: alice asks again, as
+    # a person would, until the bot takes one of her questions.
+    asked = []
 
     def taken():
         rows = world.rows(ROOM, "group", user) or []
-        return any(r.payload["text"] == "and now?" for r in rows) and rows
-    rows = wait_for(taken, 60, 0.2, "the mention after the restart")
-    assert sorted(r.payload["text"] for r in rows) == ["and now?", "what is in this room?"], \
-        [r.payload["text"] for r in rows]
+        if any(r.payload["text"].startswith("and now") for r in rows):
+            return rows
+        if not asked or time.monotonic() - asked[-1][0] > 3.0:
+            asked.append((time.monotonic(), f"and now ({len(asked) + 1})?"))
+            alice.say(ROOM, f"gw: {asked[-1][1]}", kind="groupchat")
+        return None
+    rows = wait_for(taken, 60, 0.2, "a mention taken after the restart")
+    texts = sorted(r.payload["text"] for r in rows)
+    assert texts[-1] == "what is in this room?" and texts[:-1] and \
+        set(texts[:-1]) <= {text for _at, text in asked}, texts
 
 
 @pytest.mark.timeout(240)

@@ -34,8 +34,8 @@ import xml.etree.ElementTree as ET
 from typing import Callable, Optional
 
 from actors.adapters.errors import PermanentError, RetryableError
-from actors.adapters.xmpp.inbound import (CORRECTION_FEATURE, MUC_NS, NS_CHATSTATES, NS_CLIENT,
-                                          raw_from_message, room_presence)
+from actors.adapters.xmpp.inbound import (CORRECTION_FEATURE, MUC_NS, NS_CHATSTATES, bare, raw_from_message,
+                                          room_presence)
 
 logging.getLogger("slixmpp").setLevel(logging.CRITICAL)   # its own log lines would go to the actor's stderr
 RESOURCE = "gateway"
@@ -265,9 +265,9 @@ class XmppLink:
     def _message(self, message) -> None:
         xml = message.xml
         if xml.get("type") in ("chat", "normal", None) and "/" in xml.get("from", ""):
-            bare = xml.get("from").split("/", 1)[0]
-            self._peers[bare] = xml.get("from")
-            self._peers.move_to_end(bare)
+            peer = bare(xml.get("from"))
+            self._peers[peer] = xml.get("from")
+            self._peers.move_to_end(peer)
             while len(self._peers) > CORRECTION_CACHE:
                 self._peers.popitem(last=False)
         raw = raw_from_message(xml, self.client.boundjid.bare, self.joined, self._ours)
@@ -358,7 +358,7 @@ class XmppLink:
                 self._waiting.pop(stanza_id, None)
 
     def _acked(self, stanza) -> None:
-        if stanza.xml.tag != f"{{{NS_CLIENT}}}message" and not stanza.xml.tag.endswith("}message"):
+        if not stanza.xml.tag.endswith("}message"):
             return
         future = self._waiting.pop(stanza.xml.get("id", ""), None)
         if future is not None and not future.done():

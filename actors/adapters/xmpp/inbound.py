@@ -47,7 +47,9 @@ def resource(jid: str) -> str:
 
 
 def _child(xml, tag: str):
-    return xml.find(f"{{{NS_CLIENT}}}{tag}") if xml.find(f"{{{NS_CLIENT}}}{tag}") is not None else xml.find(tag)
+    """A child of the stanza in the client namespace (or none, as a stanza built without one has it)."""
+    found = xml.find(f"{{{NS_CLIENT}}}{tag}")
+    return found if found is not None else xml.find(tag)
 
 
 def _stanza_id(xml, by: str) -> Optional[str]:
