@@ -94,8 +94,16 @@ class Person:
     def close(self) -> None:
         if self.client is not None:
             client, self.client = self.client, None
+
+            async def end():
+                try:
+                    await asyncio.wait_for(client.disconnect(wait=1.0), 5.0)
+                finally:     # slixmpp's sending task outlives the stream: ended here, not at the process's exit
+                    sending = getattr(client, "_run_out_filters", None)
+                    if sending is not None:
+                        sending.cancel()
             try:
-                run(asyncio.wait_for(client.disconnect(wait=1.0), 5.0), 10)
+                run(end(), 10)
             except Exception:  # noqa: BLE001 - the server may be gone already
                 pass
 
