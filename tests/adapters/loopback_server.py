@@ -10,6 +10,7 @@ and which that it could not (``listening``, ``refused``).
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -20,6 +21,12 @@ from typing import Optional
 
 PORTS_PER_WORKER = 100
 START_S = 20.0
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: the kernel kills the server when the test process dies, however it dies (PR_SET_PDEATHSIG): a
+    killed test run leaves no server holding its port."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
 def worker_ports(base_port: int) -> range:
@@ -66,7 +73,7 @@ class LoopbackServer:
 
     def _start_on(self, port: int) -> bool:
         proc = subprocess.Popen(self.command(port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace")
+                                stdin=subprocess.DEVNULL, text=True, errors="replace", preexec_fn=_die_with_parent)
         listening, refused, ended = threading.Event(), threading.Event(), threading.Event()
 
         def pump():
