@@ -54,6 +54,7 @@ from daemon.doctor_probes import probe_dingtalk
 from daemon.doctor_probes import probe_teams
 from daemon.doctor_probes import probe_qq
 from daemon.doctor_probes import probe_email
+from daemon.doctor_probes import probe_xmpp
 from daemon.dependency_audit import audit_check
 from daemon.doctor_mcp import mcp_probes
 from actors.hooks.plugins import load_plugins
@@ -72,6 +73,7 @@ CREDENTIAL_PROBES["mattermost"] = probe_mattermost
 CREDENTIAL_PROBES["line"] = probe_line
 CREDENTIAL_PROBES["googlechat"] = probe_googlechat
 CREDENTIAL_PROBES["feishu"] = probe_feishu
+CREDENTIAL_PROBES["xmpp"] = probe_xmpp
 CREDENTIAL_PROBES["onebot"] = probe_onebot
 CREDENTIAL_PROBES["dingtalk"] = probe_dingtalk
 CREDENTIAL_PROBES["teams"] = probe_teams

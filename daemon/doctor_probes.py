@@ -399,6 +399,29 @@ async def probe_email(name: str, settings: dict) -> Check:
                                           f"the login of {settings['username']}")
 
 
+async def probe_xmpp(name: str, settings: dict) -> Check:
+    """Log in through the adapter's own link (STARTTLS with the certificate verified, SASL, a session), then end
+    the stream. Under a resource of its own and without presence: the running gateway's session is not cut off and
+    none of the messages the server keeps for the bot is delivered to the probe."""
+    from actors.adapters.xmpp.client import XmppLink   # only this probe needs this platform's client
+    secrets = secret_values(settings)
+    where = f"{settings['host'] or settings['jid'].split('@', 1)[-1]}:{settings['port']}"
+    link = XmppLink(dict(settings, connect_timeout_s=min(settings["connect_timeout_s"], PROBE_TIMEOUT_S)), name,
+                    lambda *args: None, resource="gateway-doctor", presence=False)
+    try:
+        await link.open()
+        resumable = link.client.plugin["xep_0198"].enabled_out
+    except PermanentError as exc:
+        return Check("fail", f"adapter {name}", f"{where} refused the login: {redact(str(exc), secrets)}")
+    except Exception as exc:  # noqa: BLE001 - every other failure is "could not ask", and says why
+        return Check("fail", f"adapter {name}", f"cannot log in at {where}: {redact(str(exc), secrets)}")
+    finally:
+        await link.close()
+    sm = "stream management on" if resumable else "no stream management (what is in flight when a connection drops " \
+                                                   "may be lost)"
+    return Check("ok", f"adapter {name}", f"logged in at {where} as {settings['jid']} over TLS; {sm}")
+
+
 # -------------------------------------------------------------------------------------------------- ports
 
 def port_check(label: str, host: str, port: int, gateway_pids: set[int]) -> Check:

@@ -29,12 +29,12 @@ re-sent marker (docs/design.md §2.6: a send whose outcome died with the process
 """
 from __future__ import annotations
 
-import asyncio
 import collections
 import itertools
 from typing import Any, Optional
 
 from actors.adapters.intake_styles import StreamingAdapter
+from actors.adapters.queued_intake import next_batch
 from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.irc.inbound import event_from_line, is_input
 from actors.adapters.irc.formatting import is_channel, privmsg_budget, split_for_irc
@@ -83,20 +83,8 @@ class IrcAdapter(StreamingAdapter):
     async def run_intake(self, emit) -> None:
         link = self._link()
         while True:
-            taking = asyncio.ensure_future(link.inbound.get())
-            ended = asyncio.ensure_future(link.closed.wait())
-            try:
-                await asyncio.wait({taking, ended}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                got = taking.done()
-                ended.cancel()
-                if not got:
-                    taking.cancel()
-            if not got:
-                raise link.failure or LinkLost("the connection ended")
-            batch = [taking.result()]
-            while len(batch) < BATCH and not link.inbound.empty():
-                batch.append(link.inbound.get_nowait())
+            batch = await next_batch(link.inbound, link.closed,
+                                     lambda: link.failure or LinkLost("the connection ended"), BATCH)
             wanted = [raw for raw in batch if is_input(raw)]
             self.skipped += len(batch) - len(wanted)
             if wanted:

@@ -1,0 +1,164 @@
+"""XmppAdapter: one XMPP account (RFC 6120/6121) through slixmpp, on the adapter's loop (actors/adapters/xmpp/README.md).
+
+Intake (push style). ``XmppLink`` (client.py) logs in with STARTTLS and SASL, resumes the last stream management
+session where the server still has it (XEP-0198), else starts one (initial presence, the configured rooms joined
+without history) and queues each message that is input (inbound.py); ``run_intake`` hands them to the intake, which
+commits them before the next batch is taken. A lost connection ends ``run_intake`` and the kit reconnects with
+backoff; the same client resumes, so nothing the server routed to the hibernating session is lost. A message the
+server delivers twice (a resumed stream, offline storage) carries its ids again: the inbox keeps one.
+
+Outbound. A message's ``id`` and ``origin-id`` (XEP-0359) are derived from the op's ``platform_key`` (its op id
+with its content), so a retry of one operation, in any life of the daemon, carries the same id, and another edit
+never does. Each returns once the server acknowledged the stanza (client.py). Replies stream as corrections
+(XEP-0308: ``<replace id=...>`` naming the reply's first message, each with the whole text) where corrections are
+shown: always in rooms (``corrections = "never"`` aside), in a one-to-one chat where the peer's client says so in
+service discovery (``corrections = "auto"``). Elsewhere a preview goes nowhere (the peer is shown the bot composing):
+the send answers the id its message will have and the final edit sends the whole text under it, once. A delete is a retraction (XEP-0424); an edit of a
+retracted message is refused as not found. Typing is the ``composing`` chat state (XEP-0085).
+
+State: the link (one stream at a time), the messages withheld for a peer without corrections and those sent whole
+(bounded), the ids retracted (bounded). Messages: those of every ``PlatformAdapter`` (base.py): PlatformOp in,
+OpResult out; doorbells to the sessions of committed messages.
+
+What survives kill -9: the ledger's record of each part's id (the id the server got, derived from the op). The
+stream management session dies with the process: the server hibernates it, and replaces it when the next life binds
+the same resource; messages routed to it meanwhile are what the server keeps or bounces (README.md). A withheld
+preview is nothing on the server: the next life's final edit sends the whole text under the recorded id.
+"""
+from __future__ import annotations
+
+import collections
+from typing import Any, Optional
+
+from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
+from actors.adapters.idempotency import platform_key
+from actors.adapters.intake_styles import StreamingAdapter
+from actors.adapters.queued_intake import next_batch
+from actors.adapters.xmpp.client import LinkLost, XmppLink
+from actors.adapters.xmpp.formatting import to_xmpp
+from actors.adapters.xmpp.inbound import bare, event_from_raw, is_input
+from actors.messages import MessageEvent, PlatformOp
+
+BATCH = 100                        # inbound messages committed in one round at most
+KEPT = 2000                        # withheld, whole-sent and retracted message ids remembered (oldest forgotten)
+RETRACT_FALLBACK = "(this message was retracted)"
+
+
+def stanza_id(op: PlatformOp) -> str:
+    """The id of the stanza that carries ``op``: the same for every attempt at it, in any life."""
+    return "gw" + platform_key(op)[:30]
+
+
+def _remember(book: collections.OrderedDict, key: str, value: Any) -> None:
+    book[key] = value
+    book.move_to_end(key)
+    while len(book) > KEPT:
+        book.popitem(last=False)
+
+
+class XmppAdapter(StreamingAdapter):
+    def __init__(self):
+        super().__init__()
+        self.link: Optional[XmppLink] = None
+        self.skipped = 0                   # room messages that did not address the bot
+        self._withheld: collections.OrderedDict = collections.OrderedDict()   # id -> chat, nothing sent yet
+        self._whole: collections.OrderedDict = collections.OrderedDict()      # id -> text sent whole
+        self._retracted: collections.OrderedDict = collections.OrderedDict()
+
+    def _link(self) -> XmppLink:
+        if self.link is None:
+            self.link = XmppLink(self.settings, self.name, self.say, alive=self.report_progress)
+        return self.link
+
+    # -------------------------------------------------------------------------------------------------- intake
+    def normal_silence_s(self) -> float:
+        # The link pings the server after ping_interval_s of silence and gives the stream up after ping_timeout_s
+        # with nothing at all (client.py): a stanza comes at least that often on a live stream.
+        return self.settings["ping_timeout_s"] + self.settings["ping_interval_s"]
+
+    async def connect(self) -> None:
+        link = self._link()
+        if not link.ready.is_set():
+            await link.open()
+
+    async def disconnect(self) -> None:
+        if self.link is None:
+            return
+        if self.intake_stopped and self.link.ready.is_set():
+            return            # draining: the answers in flight still go out on this stream
+        await self.link.drop()   # the session stays resumable: the next connect resumes it
+
+    async def run_intake(self, emit) -> None:
+        link = self._link()
+        while True:
+            batch = await next_batch(link.inbound, link.closed, lambda: link.failure or LinkLost("the stream ended"), BATCH)
+            wanted = [raw for raw in batch if is_input(raw, self.settings["require_mention"])]
+            self.skipped += len(batch) - len(wanted)
+            if wanted:
+                await emit(wanted)
+
+    def normalise(self, raw: Any) -> MessageEvent:
+        return event_from_raw(raw, self.name, self.profile, self.settings["require_mention"])
+
+    # ------------------------------------------------------------------------------------------------ outbound
+    def _kind(self, chat_id: str) -> str:
+        return "groupchat" if bare(chat_id) in {bare(r) for r in self.settings["rooms"]} else "chat"
+
+    async def _corrections(self, chat_id: str) -> bool:
+        mode = self.settings["corrections"]
+        if mode != "auto":
+            return mode == "always"
+        return self._kind(chat_id) == "groupchat" or await self._link().corrects(bare(chat_id))
+
+    def _text(self, op: PlatformOp) -> str:
+        text = to_xmpp(op.text)
+        if len(text) > self.pacing.text_limit:
+            raise TooLongError(f"{len(text)} characters, over {self.pacing.text_limit}", method="message")
+        if not text.strip():
+            raise PermanentError("an empty message", method="message")
+        return text
+
+    async def send_message(self, op: PlatformOp) -> str:
+        text, sid = self._text(op), stanza_id(op)
+        if not op.final and not await self._corrections(op.chat_id):
+            _remember(self._withheld, sid, op.chat_id)     # a preview the peer could not see replaced: the peer
+            await self.send_typing(op)                     # sees the bot composing until the whole answer
+            return sid
+        await self._link().send(op.chat_id, self._kind(op.chat_id), text, sid)
+        _remember(self._whole, sid, text)
+        return sid
+
+    async def edit_message(self, op: PlatformOp) -> None:
+        target = op.message_id or ""
+        if target in self._retracted:
+            raise MessageNotFoundError(f"{target} was retracted", method="correction")
+        text = self._text(op)
+        if await self._corrections(op.chat_id):
+            await self._link().send(op.chat_id, self._kind(op.chat_id), text, stanza_id(op), replace=target)
+            return
+        if not op.final or self._whole.get(target) == text:
+            return                                          # previews stay unseen; the final text went already
+        if target in self._whole:                           # a final text changed after it went whole: corrected
+            await self._link().send(op.chat_id, self._kind(op.chat_id), text, stanza_id(op), replace=target)
+        else:                                               # the withheld message goes now, whole, under its id
+            await self._link().send(op.chat_id, self._kind(op.chat_id), text, target)
+        self._withheld.pop(target, None)
+        _remember(self._whole, target, text)
+
+    async def delete_message(self, op: PlatformOp) -> None:
+        target = op.message_id or ""
+        if target in self._retracted:
+            return
+        if self._withheld.pop(target, None) is None:
+            await self._link().send(op.chat_id, self._kind(op.chat_id), RETRACT_FALLBACK, stanza_id(op),
+                                    retract=target)
+        _remember(self._retracted, target, True)
+
+    async def send_typing(self, op: PlatformOp) -> None:
+        link = self._link()
+        if link.ready.is_set():
+            await link.send(op.chat_id, self._kind(op.chat_id), None, stanza_id(op), chat_state="composing")
+
+    async def close(self) -> None:
+        if self.link is not None:
+            await self.link.close()
