@@ -58,6 +58,8 @@ def actor_class(platform):
 def declared(platform, capability: str) -> bool:
     if capability == "finds_lost_copies":
         return platform.pacing.finds_lost_copies
+    if capability == "files_out":   # send_file carries voice notes too: a platform may send those alone
+        return platform.capabilities.files_out or platform.capabilities.voice_out
     return getattr(platform.capabilities, capability)
 
 
