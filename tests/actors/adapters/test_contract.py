@@ -58,8 +58,11 @@ def actor_class(platform):
 def declared(platform, capability: str) -> bool:
     if capability == "finds_lost_copies":
         return platform.pacing.finds_lost_copies
-    if capability == "files_out":   # send_file carries voice notes too: a platform may send those alone
+    # send_file carries voice notes too, download_attachment fetches them: a platform may send or take those alone
+    if capability == "files_out":
         return platform.capabilities.files_out or platform.capabilities.voice_out
+    if capability == "files_in":
+        return platform.capabilities.files_in or platform.capabilities.voice
     return getattr(platform.capabilities, capability)
 
 
