@@ -34,7 +34,12 @@ Wire format implemented:
   ``flood`` is a 429 that bans the conversation for ``flood_retry_after``: a write inside it is refused again and
   counts as a ``retry_after_violation``.
 
-Left out: attachments and Adaptive Cards, invokes, conversation members and roster calls, creating conversations,
+* Adaptive Cards: a send or update may carry ``attachments`` of content type
+  ``application/vnd.microsoft.card.adaptive`` (400 for any other); an update replaces them (none: the card is gone).
+  ``press_button`` is a user pressing an ``Action.Submit``: a signed message activity with no text, ``value`` the
+  action's ``data`` and ``replyToId`` the card's activity.
+
+Left out: file attachments, invokes (``Action.Execute``), conversation members and roster calls, creating conversations,
 sovereign clouds, the Emulator's tokens.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}`` (a personal chat),

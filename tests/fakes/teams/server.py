@@ -27,6 +27,13 @@ DEFAULT_LIMITS = {"text_limit": 20000, "token_lifetime": 3600, "keys_max_age": 3
                   "thread_windows": [[1.0, 7], [2.0, 8], [30.0, 60], [3600.0, 1800]]}
 WRITE_METHODS = ("send", "reply", "update", "delete", "typing")
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+CARD_TYPE = "application/vnd.microsoft.card.adaptive"
+
+
+def card_actions(activity: dict) -> dict:
+    """The Action.Submit buttons of an activity's Adaptive Cards, title -> data."""
+    return {action["title"]: action.get("data") for card in activity.get("attachments") or []
+            for action in card["content"].get("actions", []) if action.get("type") == "Action.Submit"}
 
 
 def error(status: int, code: str, message: str, headers: Optional[dict] = None) -> web.Response:
@@ -164,6 +171,19 @@ class FakeTeams(WebhookMethods, FakeServer):
 
     def inject_text(self, conversation: str, text: str, user: str = "alice", **kwargs) -> str:
         return self.deliver_activity(self.message_activity(conversation, text, user, **kwargs))
+
+    def press_button(self, conversation: str, activity_id: str, title: str, user: str = "alice") -> str:
+        """``user`` presses the Action.Submit titled ``title`` on the bot's activity ``activity_id``: the
+        Connector posts a message activity with no text, ``value`` the action's data and ``replyToId`` the card's
+        activity (signed like any other). ValueError if the activity shows no such button."""
+        [shown] = [a for a in self.activities(conversation) if a["id"] == activity_id] or [None]
+        actions = card_actions(shown) if shown is not None and not shown["deleted"] else {}
+        if title not in actions:
+            raise ValueError(f"no button {title!r} on activity {activity_id}: {sorted(actions)}")
+        activity = self.message_activity(conversation, "", user, mention=False, thread=shown["thread"])
+        activity.pop("text")
+        activity.update(value=dict(actions[title]), replyToId=activity_id)
+        return self.deliver_activity(activity)
 
     def activity_of(self, delivery_id: str) -> dict:
         return json.loads(self.delivery(delivery_id)["body"])
@@ -325,6 +345,7 @@ class FakeTeams(WebhookMethods, FakeServer):
         if problem:
             return problem
         activity["text"], activity["edits"] = body["text"], activity["edits"] + 1
+        activity["attachments"] = body.get("attachments") or []   # an update replaces the whole activity
         state["stats"]["updates"] += 1
         return 200, {"id": activity_id}
 
@@ -339,7 +360,7 @@ class FakeTeams(WebhookMethods, FakeServer):
         state["next_activity"] += 1
         shown.append({"id": activity_id, "text": body["text"], "reply_to": reply_to or body.get("replyToId"),
                       "thread": thread, "deleted": False, "edits": 0, "at": now,
-                      "text_format": body.get("textFormat")})
+                      "text_format": body.get("textFormat"), "attachments": body.get("attachments") or []})
         state["stats"]["replies" if method == "reply" else "sends"] += 1
         return 201, {"id": activity_id}
 
@@ -351,6 +372,20 @@ class FakeTeams(WebhookMethods, FakeServer):
             return 400, ("BadArgument", "Message text is empty")
         if len(text) > self.limits["text_limit"]:
             return 413, ("MessageSizeTooBig", "Message size too large")
+        return self._attachments_problem(body)
+
+    @staticmethod
+    def _attachments_problem(body: dict) -> Optional[tuple]:
+        attachments = body.get("attachments", [])
+        if not isinstance(attachments, list) or not all(
+                isinstance(a, dict) and a.get("contentType") == CARD_TYPE and isinstance(a.get("content"), dict)
+                and a["content"].get("type") == "AdaptiveCard" for a in attachments):
+            return 400, ("BadArgument", f"attachments must be {CARD_TYPE} cards")
+        for card in attachments:
+            for action in card["content"].get("actions", []):
+                if not (isinstance(action, dict) and action.get("type") in ("Action.Submit", "Action.OpenUrl")
+                        and isinstance(action.get("title"), str)):
+                    return 400, ("BadArgument", "an action needs a type and a title")
         return None
 
     def _log(self, state: dict, method: str, conversation: str, status: int, now: float) -> None:
