@@ -24,6 +24,7 @@ from actors.adapters.errors import FloodError, MessageNotFoundError, PermanentEr
 from actors.adapters.http_session import HttpSession
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.teams.auth import BotTokens, ChannelKeys, check_activity, claims_of, keys_of_jwks
+from actors.adapters.teams.cards import Press, card_attachments, is_press, press_of
 from actors.adapters.teams.client import classify
 from actors.adapters.teams.inbound import event_from_activity, skip_reason
 from actors.adapters.teams.serviceurls import MAX_REMEMBERED, ServiceUrlRefused, ServiceUrls, checked
@@ -130,6 +131,33 @@ def test_broken_activities_are_malformed():
     for change, reason in broken:
         with pytest.raises(MalformedPayload, match=reason):
             event_from_activity(dict(good, **change), "teams", "p")
+
+
+def test_a_questions_buttons_are_one_adaptive_card_of_submit_actions():
+    assert card_attachments(()) == []
+    [card] = card_attachments((("Approve", "ap:abc:approve"), ("Deny", "ap:abc:deny"), ("large-model", "md:x")))
+    assert card["contentType"] == "application/vnd.microsoft.card.adaptive"
+    content = card["content"]
+    assert (content["type"], content["version"], content["body"]) == ("AdaptiveCard", "1.4", [])
+    assert content["actions"] == [
+        {"type": "Action.Submit", "title": "Approve", "data": {"answer": "ap:abc:approve"}, "style": "positive"},
+        {"type": "Action.Submit", "title": "Deny", "data": {"answer": "ap:abc:deny"}, "style": "destructive"},
+        {"type": "Action.Submit", "title": "large-model", "data": {"answer": "md:x"}}]
+
+
+def test_a_card_submit_is_a_press_and_anything_else_is_not():
+    with FakeTeams() as fake:
+        chat = fake.group_chat("presses")
+        submit = dict(fake.message_activity(chat, "", "bob", mention=False), value={"answer": "ap:abc:approve"},
+                      replyToId="1700000000000042")
+    del submit["text"]   # Action.Submit with object data: no text, the data as value
+    press = press_of(submit)
+    assert press == Press(submit["id"], chat, fake.user("bob"), "1700000000000042", "ap:abc:approve")
+    assert is_press(dict(submit, text="")) and press_of(dict(submit, text="")) == press
+    not_presses = [dict(submit, text="typed words"), dict(submit, value="ap:abc:approve"), dict(submit, type="invoke"),
+                   dict(submit, value={"other": "card"}), dict(submit, value={"answer": "x" * 101}),
+                   dict(submit, replyToId=None), dict(submit, **{"from": {"name": "no id"}}), dict(submit, id=None)]
+    assert [press_of(activity) for activity in not_presses] == [None] * len(not_presses)
 
 
 def test_errors_are_classified():
