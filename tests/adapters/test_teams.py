@@ -11,6 +11,7 @@ suite runs it too (tests/adapters/harnesses/teams.py).
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import signal
 import time
@@ -23,6 +24,7 @@ from actors.adapters.bearer_tokens import TokenRefused
 from actors.adapters.errors import FloodError, MessageNotFoundError, PermanentError, RetryableError, TooLongError
 from actors.adapters.http_session import HttpSession
 from actors.adapters.payload_fields import MalformedPayload
+from actors.adapters.teams.adapter import inline_image
 from actors.adapters.teams.auth import BotTokens, ChannelKeys, check_activity, claims_of, keys_of_jwks
 from actors.adapters.teams.cards import Press, card_attachments, is_press, press_of
 from actors.adapters.teams.client import classify
@@ -158,6 +160,19 @@ def test_a_card_submit_is_a_press_and_anything_else_is_not():
                    dict(submit, value={"other": "card"}), dict(submit, value={"answer": "x" * 101}),
                    dict(submit, replyToId=None), dict(submit, **{"from": {"name": "no id"}}), dict(submit, id=None)]
     assert [press_of(activity) for activity in not_presses] == [None] * len(not_presses)
+
+
+def test_an_image_goes_inline_as_a_data_uri_and_anything_else_is_refused():
+    png = b"\x89PNG\r\n\x1a\n" + b"x" * 100
+    sent = inline_image("image/png", "dot.png", png, " a caption ")
+    assert sent == {"type": "message", "text": "a caption", "textFormat": "plain", "attachments": [
+        {"contentType": "image/png", "name": "dot.png",
+         "contentUrl": "data:image/png;base64," + base64.b64encode(png).decode()}]}
+    assert "text" not in inline_image("image/jpeg", "", png), "no caption: no text"
+    with pytest.raises(PermanentError, match="OneDrive or SharePoint"):
+        inline_image("application/pdf", "a.pdf", b"%PDF-1.4")
+    with pytest.raises(TooLongError, match="over the 20000"):
+        inline_image("image/png", "big.png", b"x" * 20_001)
 
 
 def test_errors_are_classified():

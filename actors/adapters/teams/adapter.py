@@ -32,6 +32,7 @@ FloodError on the conversation's lane with the Retry-After (client.py).
 """
 from __future__ import annotations
 
+import base64
 import collections
 import dataclasses
 import logging
@@ -58,6 +59,11 @@ REMEMBERED_ACTIVITIES = 4096   # activities committed in this life, for answerin
 REMEMBERED_NAMES = 4096        # senders' display names, for "Approved by NAME" (a restart falls back to the id)
 REMEMBERED_REFUSALS = 4096     # (presser, question) told why their press does not count: told once in a life
 TEXT_LIMIT = 20000
+# An inline image travels in the message as base64 (4/3 of its size) and Teams refuses a message past about 28 KB:
+# 20,000 bytes of image leave room for its caption and the activity's fields.
+INLINE_IMAGE_BYTES = 20_000
+INLINE_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
+CAPTION_LIMIT = 1000
 
 
 def token_url(settings: dict) -> str:
@@ -216,7 +222,9 @@ class TeamsAdapter(ButtonPresses, WebhookAdapter):
 
     # ------------------------------------------------------------------------------------------------ outbound
     async def send_message(self, op: PlatformOp) -> str:
-        activity = _message(op.text, "send", card_attachments(await self.question_buttons(op)))
+        return await self._post(op, _message(op.text, "send", card_attachments(await self.question_buttons(op))))
+
+    async def _post(self, op: PlatformOp, activity: dict) -> str:
         reply_to = op.thread_id or None
         if reply_to:
             activity["replyToId"] = reply_to
@@ -226,6 +234,15 @@ class TeamsAdapter(ButtonPresses, WebhookAdapter):
         if not isinstance(sent, str) or not sent:
             raise PermanentError("the Connector answered the send without an activity id", method="send")
         return sent
+
+    async def send_file(self, op: PlatformOp) -> str:
+        """An image as an inline attachment of a message activity: its bytes as a base64 ``data:`` URI in
+        ``contentUrl`` (what the Connector takes in every conversation type, with no upload and no Graph
+        permission), its caption as the text. Bounded by ``INLINE_IMAGE_BYTES`` so that the message stays within
+        Teams' message size. A document would need a file consent card (personal chats) or SharePoint
+        (channels): refused, and the reply says so in its place."""
+        activity = inline_image(op.file.mime, op.file.name, await self.file_bytes(op.file), op.file.caption)
+        return await self._post(op, activity)
 
     async def edit_message(self, op: PlatformOp) -> None:
         # An update replaces the whole activity: a question keeps its card, any other text has none.
@@ -263,6 +280,23 @@ def _message(text: str, method: str, attachments: Optional[list] = None) -> dict
     if attachments:
         message["attachments"] = attachments
     return message
+
+
+def inline_image(mime: str, name: str, data: bytes, caption: str = "") -> dict:
+    """A message activity showing ``data`` (an image of ``INLINE_IMAGE_TYPES``, at most ``INLINE_IMAGE_BYTES``)
+    inline, with ``caption`` as its text; PermanentError for anything else."""
+    if mime not in INLINE_IMAGE_TYPES:
+        raise PermanentError(f"Teams takes a bot's {mime} only as a file of OneDrive or SharePoint (not built); "
+                             f"images ({', '.join(INLINE_IMAGE_TYPES)}) go inline", method="send")
+    if len(data) > INLINE_IMAGE_BYTES:
+        raise TooLongError(f"{len(data)} bytes, over the {INLINE_IMAGE_BYTES} an inline image may have",
+                           method="send")
+    attachment = {"contentType": mime, "contentUrl": f"data:{mime};base64,{base64.b64encode(data).decode()}",
+                  "name": name or "image"}
+    activity = {"type": "message", "attachments": [attachment]}
+    if caption.strip():
+        activity.update(text=caption.strip()[:CAPTION_LIMIT], textFormat="plain")
+    return activity
 
 
 def _activity_id(op: PlatformOp) -> str:

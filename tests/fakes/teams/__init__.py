@@ -38,6 +38,8 @@ Wire format implemented:
   ``application/vnd.microsoft.card.adaptive`` (400 for any other); an update replaces them (none: the card is gone).
   ``press_button`` is a user pressing an ``Action.Submit``: a signed message activity with no text, ``value`` the
   action's ``data`` and ``replyToId`` the card's activity.
+* Inline images: an attachment of type image/png, image/jpeg or image/gif whose ``contentUrl`` is a base64 ``data:``
+  URI of that type (400 otherwise); a message with attachments may have no text; a message's JSON past 28 KB is 413.
 
 Left out: file attachments, invokes (``Action.Execute``), conversation members and roster calls, creating conversations,
 sovereign clouds, the Emulator's tokens.

@@ -5,6 +5,7 @@ through the WhatsApp fake's delivery loop: one POST, sent again while unanswered
 API and in-process inspection helpers."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import secrets
@@ -28,11 +29,25 @@ DEFAULT_LIMITS = {"text_limit": 20000, "token_lifetime": 3600, "keys_max_age": 3
 WRITE_METHODS = ("send", "reply", "update", "delete", "typing")
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 CARD_TYPE = "application/vnd.microsoft.card.adaptive"
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
+MESSAGE_BYTES = 28 * 1024    # Teams refuses a message (its JSON, inline images included) past about 28 KB
+
+
+def image_bytes(attachment: dict) -> Optional[bytes]:
+    """An inline image attachment's bytes (its contentUrl a base64 data URI of its contentType), else None."""
+    url, prefix = attachment.get("contentUrl"), f"data:{attachment.get('contentType')};base64,"
+    if not isinstance(url, str) or not url.startswith(prefix):
+        return None
+    try:
+        return base64.b64decode(url[len(prefix):], validate=True)
+    except ValueError:
+        return None
 
 
 def card_actions(activity: dict) -> dict:
     """The Action.Submit buttons of an activity's Adaptive Cards, title -> data."""
     return {action["title"]: action.get("data") for card in activity.get("attachments") or []
+            if card.get("contentType") == CARD_TYPE
             for action in card["content"].get("actions", []) if action.get("type") == "Action.Submit"}
 
 
@@ -344,7 +359,7 @@ class FakeTeams(WebhookMethods, FakeServer):
         problem = self._text_problem(body)
         if problem:
             return problem
-        activity["text"], activity["edits"] = body["text"], activity["edits"] + 1
+        activity["text"], activity["edits"] = body.get("text", ""), activity["edits"] + 1
         activity["attachments"] = body.get("attachments") or []   # an update replaces the whole activity
         state["stats"]["updates"] += 1
         return 200, {"id": activity_id}
@@ -358,7 +373,7 @@ class FakeTeams(WebhookMethods, FakeServer):
         thread = conversation.split(";messageid=")[1] if ";messageid=" in conversation else reply_to
         activity_id = str(1_700_000_000_000 + state["next_activity"])
         state["next_activity"] += 1
-        shown.append({"id": activity_id, "text": body["text"], "reply_to": reply_to or body.get("replyToId"),
+        shown.append({"id": activity_id, "text": body.get("text", ""), "reply_to": reply_to or body.get("replyToId"),
                       "thread": thread, "deleted": False, "edits": 0, "at": now,
                       "text_format": body.get("textFormat"), "attachments": body.get("attachments") or []})
         state["stats"]["replies" if method == "reply" else "sends"] += 1
@@ -367,21 +382,26 @@ class FakeTeams(WebhookMethods, FakeServer):
     def _text_problem(self, body) -> Optional[tuple]:
         if not isinstance(body, dict) or body.get("type") != "message":
             return 400, ("BadArgument", "Activity type must be message")
-        text = body.get("text")
-        if not isinstance(text, str) or not text:
+        text = body.get("text", "" if body.get("attachments") else None)
+        if not isinstance(text, str) or not (text or body.get("attachments")):
             return 400, ("BadArgument", "Message text is empty")
-        if len(text) > self.limits["text_limit"]:
+        if len(text) > self.limits["text_limit"] or len(json.dumps(body)) > MESSAGE_BYTES:
             return 413, ("MessageSizeTooBig", "Message size too large")
         return self._attachments_problem(body)
 
     @staticmethod
     def _attachments_problem(body: dict) -> Optional[tuple]:
         attachments = body.get("attachments", [])
-        if not isinstance(attachments, list) or not all(
-                isinstance(a, dict) and a.get("contentType") == CARD_TYPE and isinstance(a.get("content"), dict)
-                and a["content"].get("type") == "AdaptiveCard" for a in attachments):
-            return 400, ("BadArgument", f"attachments must be {CARD_TYPE} cards")
-        for card in attachments:
+        if not isinstance(attachments, list) or not all(isinstance(a, dict) for a in attachments):
+            return 400, ("BadArgument", "attachments must be a list of objects")
+        for image in [a for a in attachments if a.get("contentType") in IMAGE_TYPES]:
+            if image_bytes(image) is None:
+                return 400, ("BadArgument", "an inline image's contentUrl must be a base64 data URI of its type")
+        cards = [a for a in attachments if a.get("contentType") not in IMAGE_TYPES]
+        if not all(a.get("contentType") == CARD_TYPE and isinstance(a.get("content"), dict)
+                   and a["content"].get("type") == "AdaptiveCard" for a in cards):
+            return 400, ("BadArgument", f"attachments must be {CARD_TYPE} cards or inline images")
+        for card in cards:
             for action in card["content"].get("actions", []):
                 if not (isinstance(action, dict) and action.get("type") in ("Action.Submit", "Action.OpenUrl")
                         and isinstance(action.get("title"), str)):
