@@ -175,6 +175,24 @@ def test_an_image_goes_inline_as_a_data_uri_and_anything_else_is_refused():
         inline_image("image/png", "big.png", b"x" * 20_001)
 
 
+def test_pasted_images_on_the_activitys_own_connector_are_taken_and_others_are_not_fetched():
+    with FakeTeams() as fake:
+        message = fake.message_activity(fake.personal("pics"), "look")
+    own = f"{message['serviceUrl']}v3/attachments/0-eus-d1-abc/views/original"
+    message["attachments"] = [
+        {"contentType": "image/png", "contentUrl": own, "name": "shot.png"},
+        {"contentType": "text/html", "content": "<p>look</p>"},
+        {"contentType": "application/vnd.microsoft.card.adaptive", "content": {}},
+        {"contentType": "image/jpeg", "contentUrl": "https://evil.example.com/v3/attachments/x/views/original"}]
+    event = event_from_activity(message, "teams", "p")
+    assert [(a.kind, a.state, a.ref, a.name) for a in event.attachments] == [
+        ("photo", "pending", own, "shot.png"), ("photo", "unavailable", "", "")], "the token goes to no other host"
+    without_text = {k: v for k, v in message.items() if k != "text"}
+    assert event_from_activity(without_text, "teams", "p").text == "", "an image alone is a message"
+    many = dict(message, attachments=[{"contentType": "image/png", "contentUrl": own}] * 30)
+    assert len(event_from_activity(many, "teams", "p").attachments) == 10
+
+
 def test_errors_are_classified():
     flood = classify("send", 429, {"error": {"code": "TooManyRequests"}}, {"Retry-After": "3"})
     assert isinstance(flood, FloodError) and flood.retry_after == 3.0

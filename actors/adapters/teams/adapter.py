@@ -42,17 +42,18 @@ from typing import Any, Optional
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
 from actors.adapters.http_session import HttpSession
 from actors.adapters.intake_styles import WebhookAdapter
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.presses import REFUSED, SETTLED, ButtonPresses, JudgedPress, press_outcome
 from actors.adapters.push_server import StoredThisLife
 from actors.adapters.teams.auth import BotTokens, ChannelKeys, check_activity
 from actors.adapters.teams.cards import ANSWER_FIELD, Press, card_attachments, is_press, press_of
-from actors.adapters.teams.client import ConnectorAPI
+from actors.adapters.teams.client import ConnectorAPI, classify
 from actors.adapters.teams.inbound import conversation_id, event_from_activity, message_key, skip_reason
 from actors.adapters.teams.platform import TOKEN_URL
-from actors.adapters.teams.serviceurls import ServiceUrls
+from actors.adapters.teams.serviceurls import ServiceUrlRefused, ServiceUrls
 from actors.adapters.teams.webhook_server import ActivityServer
 from actors.approvals.answers import Answerer
-from actors.messages import MessageEvent, PlatformOp
+from actors.messages import Attachment, MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 
 REMEMBERED_ACTIVITIES = 4096   # activities committed in this life, for answering a repeat without a write
@@ -243,6 +244,23 @@ class TeamsAdapter(ButtonPresses, WebhookAdapter):
         (channels): refused, and the reply says so in its place."""
         activity = inline_image(op.file.mime, op.file.name, await self.file_bytes(op.file), op.file.caption)
         return await self._post(op, activity)
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        """An image pasted into a message: ``GET`` its contentUrl (on the activity's verified Connector, inbound.py)
+        with the bot's access token, at most ``cap`` bytes."""
+        try:
+            (await self.service_urls()).checked_url(attachment.ref.split("v3/attachments/", 1)[0])
+        except ServiceUrlRefused as exc:
+            raise AttachmentGone(str(exc)) from None
+        api = self.api()
+        headers = {"Authorization": f"Bearer {await api.tokens.token()}"}
+        try:
+            return await self.http().download(
+                attachment.ref, cap, lambda size: AttachmentTooLarge(size, cap), op="get_attachment",
+                refused=lambda status, body, answer_headers: classify("get_attachment", status, body, answer_headers),
+                redact=api.redact, headers=headers)
+        except PermanentError as exc:
+            raise AttachmentGone(self.clean_error(exc)) from None
 
     async def edit_message(self, op: PlatformOp) -> None:
         # An update replaces the whole activity: a question keeps its card, any other text has none.

@@ -78,6 +78,10 @@ class TeamsHarness(ServerHarness):
         del activity["from"]
         return self.server.deliver_activity(activity), "no sender (from.id)"
 
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        self.webhook_ready()
+        return self.server.inject_file(self.server.personal(chat), data, caption, chat)
+
     def sent_files(self, chat: str) -> list[dict]:
         """The bot's activities carrying an inline image (a photo: Teams shows it in the message)."""
         return [{"message_id": shown["id"], "kind": "photo", "sha256": hashlib.sha256(image_bytes(a)).hexdigest()}

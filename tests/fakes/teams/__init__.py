@@ -41,7 +41,11 @@ Wire format implemented:
 * Inline images: an attachment of type image/png, image/jpeg or image/gif whose ``contentUrl`` is a base64 ``data:``
   URI of that type (400 otherwise); a message with attachments may have no text; a message's JSON past 28 KB is 413.
 
-Left out: file attachments, invokes (``Action.Execute``), conversation members and roster calls, creating conversations,
+* A user's pasted image (``inject_file``): an attachment of its type with ``contentUrl``
+  ``<serviceUrl>v3/attachments/<id>/views/original``, served by ``GET`` to a bearer of a live bot token (401
+  otherwise, 404 for an unknown one), beside a ``text/html`` attachment.
+
+Left out: files shared from OneDrive (``file.download.info``), file consent cards, invokes (``Action.Execute``), conversation members and roster calls, creating conversations,
 sovereign clouds, the Emulator's tokens.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}`` (a personal chat),

@@ -78,7 +78,7 @@ class FakeTeams(WebhookMethods, FakeServer):
                                "tokens_granted", "tokens_refused", "keys_served", "metadata_served",
                                "retry_after_violations", "pace_violations", "flood_served", "webhook_attempts",
                                "webhook_retries"), 0)
-        return {"conversations": {}, "activities": {}, "tokens": {}, "ops": [], "writes": {}, "deliveries": [],
+        return {"conversations": {}, "activities": {}, "tokens": {}, "ops": [], "files": {}, "writes": {}, "deliveries": [],
                 "next_activity": 1, "next_delivery": 1, "stats": stats}
 
     def configure(self, **limits) -> None:
@@ -187,6 +187,20 @@ class FakeTeams(WebhookMethods, FakeServer):
     def inject_text(self, conversation: str, text: str, user: str = "alice", **kwargs) -> str:
         return self.deliver_activity(self.message_activity(conversation, text, user, **kwargs))
 
+    def inject_file(self, conversation: str, data: bytes, caption: str = "", user: str = "alice",
+                    content_type: str = "image/png") -> str:
+        """A user pastes an image into a message: the activity carries an attachment of its type whose
+        ``contentUrl`` is ``<serviceUrl>v3/attachments/<id>/views/original`` (served to a bearer of a live bot
+        token), beside the ``text/html`` copy of the message Teams adds."""
+        with self.mutate() as state:
+            attachment_id = f"0-eus-d1-{secrets.token_hex(16)}"
+            state["files"][attachment_id] = {"type": content_type, "data": base64.b64encode(data).decode()}
+        activity = self.message_activity(conversation, caption, user)
+        url = f"{self.service_url}v3/attachments/{attachment_id}/views/original"
+        activity["attachments"] = [{"contentType": content_type, "contentUrl": url},
+                                   {"contentType": "text/html", "content": f"<p>{caption}</p>"}]
+        return self.deliver_activity(activity)
+
     def press_button(self, conversation: str, activity_id: str, title: str, user: str = "alice") -> str:
         """``user`` presses the Action.Submit titled ``title`` on the bot's activity ``activity_id``: the
         Connector posts a message activity with no text, ``value`` the action's data and ``replyToId`` the card's
@@ -222,6 +236,7 @@ class FakeTeams(WebhookMethods, FakeServer):
         app.router.add_get("/v1/.well-known/openidconfiguration", self.openid_metadata)
         app.router.add_get("/v1/.well-known/keys", self.keys)
         app.router.add_post("/{tenant}/oauth2/v2.0/token", self.token)
+        app.router.add_get("/v3/attachments/{attachment}/views/{view}", self.attachment)
         base = "/v3/conversations/{conversation}/activities"
         app.router.add_post(base, self.writer("send"))
         app.router.add_post(base + "/{activity}", self.writer("reply"))
@@ -271,6 +286,16 @@ class FakeTeams(WebhookMethods, FakeServer):
             state["stats"]["tokens_granted"] += 1
         return web.json_response({"token_type": "Bearer", "expires_in": self.limits["token_lifetime"],
                                   "ext_expires_in": self.limits["token_lifetime"], "access_token": token})
+
+    async def attachment(self, request: web.Request) -> web.Response:
+        """A user's pasted image, to a bearer of a live bot token."""
+        with self.mutate() as state:
+            if not self.authorised(state, request):
+                return error(401, "Unauthorized", "Authorization has been denied for this request.")
+            found = state["files"].get(request.match_info["attachment"])
+            if found is None or request.match_info["view"] != "original":
+                return error(404, "NotFound", "Attachment not found.")
+        return web.Response(body=base64.b64decode(found["data"]), content_type=found["type"])
 
     def authorised(self, state: dict, request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")
