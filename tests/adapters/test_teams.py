@@ -171,7 +171,7 @@ def test_an_image_goes_inline_as_a_data_uri_and_anything_else_is_refused():
     assert "text" not in inline_image("image/jpeg", "", png), "no caption: no text"
     with pytest.raises(PermanentError, match="OneDrive or SharePoint"):
         inline_image("application/pdf", "a.pdf", b"%PDF-1.4")
-    with pytest.raises(TooLongError, match="over the 20000"):
+    with pytest.raises(PermanentError, match="over the 20000"):
         inline_image("image/png", "big.png", b"x" * 20_001)
 
 

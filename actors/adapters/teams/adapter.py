@@ -23,6 +23,12 @@ message) dedup covers a repeat after a restart. What survives kill -9: a committ
 conversation (one transaction); an activity cut before its commit was never answered 2xx, and the Connector sends
 it again.
 
+Buttons (cards.py): a tool approval's question and /model's listing carry an Adaptive Card of Action.Submit buttons;
+a press is a message activity with a ``value``, judged by the kit's press logic (presses.py) and stored as the
+presser's typed answer under its own activity id, the question updated once settled. Files: small images go out
+inline (base64 in the message, ``inline_image``); images pasted in are fetched from the activity's own Connector
+with the bot's token (``download_attachment``).
+
 Outbound: a part is an activity POSTed to the conversation (in a channel, as a reply to the thread's first post:
 ``replyToId``) at the conversation's serviceUrl; streaming updates are PUT of the sent activity, paced by the kit
 (platform.py: 1.5 s apart, within Teams' 7 a second and 60 in 30 s per conversation); deletes are DELETE (an
@@ -307,8 +313,9 @@ def inline_image(mime: str, name: str, data: bytes, caption: str = "") -> dict:
         raise PermanentError(f"Teams takes a bot's {mime} only as a file of OneDrive or SharePoint (not built); "
                              f"images ({', '.join(INLINE_IMAGE_TYPES)}) go inline", method="send")
     if len(data) > INLINE_IMAGE_BYTES:
-        raise TooLongError(f"{len(data)} bytes, over the {INLINE_IMAGE_BYTES} an inline image may have",
-                           method="send")
+        # Permanent, not too long: a file is no text the sender could split.
+        raise PermanentError(f"{len(data)} bytes, over the {INLINE_IMAGE_BYTES} an inline image may have",
+                             method="send")
     attachment = {"contentType": mime, "contentUrl": f"data:{mime};base64,{base64.b64encode(data).decode()}",
                   "name": name or "image"}
     activity = {"type": "message", "attachments": [attachment]}

@@ -45,8 +45,8 @@ Wire format implemented:
   ``<serviceUrl>v3/attachments/<id>/views/original``, served by ``GET`` to a bearer of a live bot token (401
   otherwise, 404 for an unknown one), beside a ``text/html`` attachment.
 
-Left out: files shared from OneDrive (``file.download.info``), file consent cards, invokes (``Action.Execute``), conversation members and roster calls, creating conversations,
-sovereign clouds, the Emulator's tokens.
+Left out: files shared from OneDrive (``file.download.info``), file consent cards, invokes (``Action.Execute``),
+conversation members and roster calls, creating conversations, sovereign clouds, the Emulator's tokens.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}`` (a personal chat),
 ``POST /_control/webhook_url {"url"}``.

@@ -78,8 +78,8 @@ class FakeTeams(WebhookMethods, FakeServer):
                                "tokens_granted", "tokens_refused", "keys_served", "metadata_served",
                                "retry_after_violations", "pace_violations", "flood_served", "webhook_attempts",
                                "webhook_retries"), 0)
-        return {"conversations": {}, "activities": {}, "tokens": {}, "ops": [], "files": {}, "writes": {}, "deliveries": [],
-                "next_activity": 1, "next_delivery": 1, "stats": stats}
+        return {"conversations": {}, "activities": {}, "tokens": {}, "ops": [], "files": {}, "writes": {},
+                "deliveries": [], "next_activity": 1, "next_delivery": 1, "stats": stats}
 
     def configure(self, **limits) -> None:
         unknown = set(limits) - set(DEFAULT_LIMITS)
