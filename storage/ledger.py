@@ -368,6 +368,21 @@ class Ledger:
             return {row[0] for row in rows}
         return await self._db.read(fetch)
 
+    async def part_text(self, platform: str, chat_id: str, platform_message_id: str) -> Optional[str]:
+        """The text a reply's part was sent with, found by the platform's id of it in one chat (None: no part of
+        that id there): what a press on a platform whose presses do not carry the message reads its question
+        from, the same after a restart."""
+        async def fetch(conn):
+            row = await fetch_one(conn, "SELECT p.part_index, o.chunks FROM obligation_parts p JOIN obligations o "
+                                        "ON o.obligation_id = p.obligation_id WHERE p.platform_message_id = ? "
+                                        "AND o.platform = ? AND o.chat_id = ? ORDER BY p.recorded_at DESC LIMIT 1",
+                                  (platform_message_id, platform, str(chat_id)))
+            if row is None:
+                return None
+            chunks = records.unpack(row[1])
+            return chunks[row[0]] if isinstance(chunks, list) and 0 <= row[0] < len(chunks) else None
+        return await self._db.read(fetch)
+
     async def count_ambiguous(self) -> int:
         """Obligations marked as re-sent: a copy nobody could address may be in their chat."""
         return (await self._db.read(fetch_one, "SELECT COUNT(*) FROM obligations WHERE ambiguous = 1"))[0]

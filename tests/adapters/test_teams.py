@@ -11,6 +11,7 @@ suite runs it too (tests/adapters/harnesses/teams.py).
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import signal
 import time
@@ -23,7 +24,9 @@ from actors.adapters.bearer_tokens import TokenRefused
 from actors.adapters.errors import FloodError, MessageNotFoundError, PermanentError, RetryableError, TooLongError
 from actors.adapters.http_session import HttpSession
 from actors.adapters.payload_fields import MalformedPayload
+from actors.adapters.teams.adapter import inline_image
 from actors.adapters.teams.auth import BotTokens, ChannelKeys, check_activity, claims_of, keys_of_jwks
+from actors.adapters.teams.cards import Press, card_attachments, is_press, press_of
 from actors.adapters.teams.client import classify
 from actors.adapters.teams.inbound import event_from_activity, skip_reason
 from actors.adapters.teams.serviceurls import MAX_REMEMBERED, ServiceUrlRefused, ServiceUrls, checked
@@ -130,6 +133,64 @@ def test_broken_activities_are_malformed():
     for change, reason in broken:
         with pytest.raises(MalformedPayload, match=reason):
             event_from_activity(dict(good, **change), "teams", "p")
+
+
+def test_a_questions_buttons_are_one_adaptive_card_of_submit_actions():
+    assert card_attachments(()) == []
+    [card] = card_attachments((("Approve", "ap:abc:approve"), ("Deny", "ap:abc:deny"), ("large-model", "md:x")))
+    assert card["contentType"] == "application/vnd.microsoft.card.adaptive"
+    content = card["content"]
+    assert (content["type"], content["version"], content["body"]) == ("AdaptiveCard", "1.4", [])
+    assert content["actions"] == [
+        {"type": "Action.Submit", "title": "Approve", "data": {"answer": "ap:abc:approve"}, "style": "positive"},
+        {"type": "Action.Submit", "title": "Deny", "data": {"answer": "ap:abc:deny"}, "style": "destructive"},
+        {"type": "Action.Submit", "title": "large-model", "data": {"answer": "md:x"}}]
+
+
+def test_a_card_submit_is_a_press_and_anything_else_is_not():
+    with FakeTeams() as fake:
+        chat = fake.group_chat("presses")
+        submit = dict(fake.message_activity(chat, "", "bob", mention=False), value={"answer": "ap:abc:approve"},
+                      replyToId="1700000000000042")
+    del submit["text"]   # Action.Submit with object data: no text, the data as value
+    press = press_of(submit)
+    assert press == Press(submit["id"], chat, fake.user("bob"), "1700000000000042", "ap:abc:approve")
+    assert is_press(dict(submit, text="")) and press_of(dict(submit, text="")) == press
+    not_presses = [dict(submit, text="typed words"), dict(submit, value="ap:abc:approve"), dict(submit, type="invoke"),
+                   dict(submit, value={"other": "card"}), dict(submit, value={"answer": "x" * 101}),
+                   dict(submit, replyToId=None), dict(submit, **{"from": {"name": "no id"}}), dict(submit, id=None)]
+    assert [press_of(activity) for activity in not_presses] == [None] * len(not_presses)
+
+
+def test_an_image_goes_inline_as_a_data_uri_and_anything_else_is_refused():
+    png = b"\x89PNG\r\n\x1a\n" + b"x" * 100
+    sent = inline_image("image/png", "dot.png", png, " a caption ")
+    assert sent == {"type": "message", "text": "a caption", "textFormat": "plain", "attachments": [
+        {"contentType": "image/png", "name": "dot.png",
+         "contentUrl": "data:image/png;base64," + base64.b64encode(png).decode()}]}
+    assert "text" not in inline_image("image/jpeg", "", png), "no caption: no text"
+    with pytest.raises(PermanentError, match="OneDrive or SharePoint"):
+        inline_image("application/pdf", "a.pdf", b"%PDF-1.4")
+    with pytest.raises(PermanentError, match="over the 20000"):
+        inline_image("image/png", "big.png", b"x" * 20_001)
+
+
+def test_pasted_images_on_the_activitys_own_connector_are_taken_and_others_are_not_fetched():
+    with FakeTeams() as fake:
+        message = fake.message_activity(fake.personal("pics"), "look")
+    own = f"{message['serviceUrl']}v3/attachments/0-eus-d1-abc/views/original"
+    message["attachments"] = [
+        {"contentType": "image/png", "contentUrl": own, "name": "shot.png"},
+        {"contentType": "text/html", "content": "<p>look</p>"},
+        {"contentType": "application/vnd.microsoft.card.adaptive", "content": {}},
+        {"contentType": "image/jpeg", "contentUrl": "https://evil.example.com/v3/attachments/x/views/original"}]
+    event = event_from_activity(message, "teams", "p")
+    assert [(a.kind, a.state, a.ref, a.name) for a in event.attachments] == [
+        ("photo", "pending", own, "shot.png"), ("photo", "unavailable", "", "")], "the token goes to no other host"
+    without_text = {k: v for k, v in message.items() if k != "text"}
+    assert event_from_activity(without_text, "teams", "p").text == "", "an image alone is a message"
+    many = dict(message, attachments=[{"contentType": "image/png", "contentUrl": own}] * 30)
+    assert len(event_from_activity(many, "teams", "p").attachments) == 10
 
 
 def test_errors_are_classified():

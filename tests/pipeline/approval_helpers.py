@@ -1,6 +1,7 @@
 """What the tests of tool approvals answered with buttons share (test_telegram_approvals.py, test_discord_approvals.py,
-test_slack_approvals.py, tests/webchat/test_browser_approvals.py): the call the fake model asks for, the profiles
-that guard it, the question's words, the tool results the model read, and the waits on a platform's messages."""
+test_slack_approvals.py, test_teams_approvals.py, tests/webchat/test_browser_approvals.py): the call the fake model
+asks for, the profiles that guard it, the question's words, the tool results the model read, and the waits on a
+platform's messages."""
 from __future__ import annotations
 
 from typing import Callable

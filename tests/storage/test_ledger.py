@@ -466,3 +466,16 @@ async def test_a_sweep_leaves_the_replies_of_a_key_this_host_does_not_serve_unto
         assert await store.ledger.get(moving.obligation_id) == before, "not claimed, not abandoned: untouched"
         claimed = await store.ledger.sweep_recoverable({"telegram"})
         assert [ob.obligation_id for ob in claimed] == [moving.obligation_id], "served again: swept as any other"
+
+
+async def test_a_parts_text_is_found_by_its_platform_id_in_its_chat_only(db_path, monkeypatch):
+    async with open_store(db_path) as store:
+        ob = await store.ledger.record_obligation(KEY, "m-parts", TG, "first. second.", chunks=["first.", "second."],
+                                                  claim=True)
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 0, "pm-1")
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 1, "pm-2")
+        assert await store.ledger.part_text("telegram", "1001", "pm-2") == "second."
+        assert await store.ledger.part_text("telegram", "1001", "pm-1") == "first."
+        assert await store.ledger.part_text("telegram", "1002", "pm-2") is None, "another chat's id names nothing"
+        assert await store.ledger.part_text("slack", "1001", "pm-2") is None
+        assert await store.ledger.part_text("telegram", "1001", "pm-3") is None

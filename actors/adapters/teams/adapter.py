@@ -23,6 +23,12 @@ message) dedup covers a repeat after a restart. What survives kill -9: a committ
 conversation (one transaction); an activity cut before its commit was never answered 2xx, and the Connector sends
 it again.
 
+Buttons (cards.py): a tool approval's question and /model's listing carry an Adaptive Card of Action.Submit buttons;
+a press is a message activity with a ``value``, judged by the kit's press logic (presses.py) and stored as the
+presser's typed answer under its own activity id, the question updated once settled. Files: small images go out
+inline (base64 in the message, ``inline_image``); images pasted in are fetched from the activity's own Connector
+with the bot's token (``download_attachment``).
+
 Outbound: a part is an activity POSTed to the conversation (in a channel, as a reply to the thread's first post:
 ``replyToId``) at the conversation's serviceUrl; streaming updates are PUT of the sent activity, paced by the kit
 (platform.py: 1.5 s apart, within Teams' 7 a second and 60 in 30 s per conversation); deletes are DELETE (an
@@ -32,33 +38,51 @@ FloodError on the conversation's lane with the Retry-After (client.py).
 """
 from __future__ import annotations
 
+import base64
+import collections
+import dataclasses
 import logging
+import time
 from typing import Any, Optional
 
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
 from actors.adapters.http_session import HttpSession
 from actors.adapters.intake_styles import WebhookAdapter
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
+from actors.adapters.presses import REFUSED, SETTLED, ButtonPresses, JudgedPress, press_outcome
 from actors.adapters.push_server import StoredThisLife
 from actors.adapters.teams.auth import BotTokens, ChannelKeys, check_activity
-from actors.adapters.teams.client import ConnectorAPI
+from actors.adapters.teams.cards import ANSWER_FIELD, Press, card_attachments, is_press, press_of
+from actors.adapters.teams.client import ConnectorAPI, classify
 from actors.adapters.teams.inbound import conversation_id, event_from_activity, message_key, skip_reason
 from actors.adapters.teams.platform import TOKEN_URL
-from actors.adapters.teams.serviceurls import ServiceUrls
+from actors.adapters.teams.serviceurls import ServiceUrlRefused, ServiceUrls
 from actors.adapters.teams.webhook_server import ActivityServer
-from actors.messages import MessageEvent, PlatformOp
+from actors.approvals.answers import Answerer
+from actors.messages import Attachment, MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 
 REMEMBERED_ACTIVITIES = 4096   # activities committed in this life, for answering a repeat without a write
+REMEMBERED_NAMES = 4096        # senders' display names, for "Approved by NAME" (a restart falls back to the id)
+REMEMBERED_REFUSALS = 4096     # (presser, question) told why their press does not count: told once in a life
 TEXT_LIMIT = 20000
+# An inline image travels in the message as base64 (4/3 of its size) and Teams refuses a message past about 28 KB:
+# 20,000 bytes of image leave room for its caption and the activity's fields.
+INLINE_IMAGE_BYTES = 20_000
+INLINE_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
+CAPTION_LIMIT = 1000
 
 
 def token_url(settings: dict) -> str:
     return settings["oauth_url"] or TOKEN_URL.format(tenant=settings["tenant_id"] or "botframework.com")
 
 
-class TeamsAdapter(WebhookAdapter):
+class TeamsAdapter(ButtonPresses, WebhookAdapter):
     def __init__(self):
         super().__init__()
+        self.init_presses()
+        self._names: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._refusals_told: collections.OrderedDict[tuple, None] = collections.OrderedDict()
         self.skipped = 0              # activities answered without becoming input
         self.stored_this_life = StoredThisLife(REMEMBERED_ACTIVITIES)   # repeats answered without a write
         self._api: Optional[ConnectorAPI] = None
@@ -118,30 +142,96 @@ class TeamsAdapter(WebhookAdapter):
                  s["webhook_path"])
 
     def _deliver_to(self, emit):
+        async def store(activity: dict) -> None:
+            # The conversation's serviceUrl commits with its row (the offset): a reply after kill -9 finds it.
+            # One learned by a store that failed goes with the next one.
+            conversation = conversation_id(activity)
+            if conversation is not None and self._urls.learn(conversation, activity["serviceUrl"]):
+                self._urls_unsaved = True
+            await emit([activity], self._urls.snapshot() if self._urls_unsaved else None)
+            self._urls_unsaved = False
+
         async def deliver(activity: dict) -> None:
             """Store one activity (or skip it); the Connector is answered when this returns."""
+            self._learn_name(activity)
+            if is_press(activity):
+                await self._take_press(activity, store)
+                return
             if (reason := skip_reason(activity)) is not None:
                 self.skipped += 1
                 self.say(logging.INFO, "%s: skipped %s (not input)", self.name, reason)
                 return
-
-            async def store() -> None:
-                # The conversation's serviceUrl commits with its row (the offset): a reply after kill -9 finds it.
-                # One learned by a store that failed goes with the next one.
-                conversation = conversation_id(activity)
-                if conversation is not None and self._urls.learn(conversation, activity["serviceUrl"]):
-                    self._urls_unsaved = True
-                await emit([activity], self._urls.snapshot() if self._urls_unsaved else None)
-                self._urls_unsaved = False
-            await self.stored_this_life.store_once(message_key(activity), store)
+            await self.stored_this_life.store_once(message_key(activity), lambda: store(activity))
         return deliver
 
+    def _learn_name(self, activity: dict) -> None:
+        sender = activity.get("from") if isinstance(activity.get("from"), dict) else {}
+        user, name = sender.get("id"), sender.get("name")
+        if isinstance(user, str) and isinstance(name, str) and name.strip() and len(user) <= 512:
+            self._names.pop(user, None)
+            self._names[user] = name.strip()[:200]
+            while len(self._names) > REMEMBERED_NAMES:
+                self._names.popitem(last=False)
+
+    def mention(self, user_id: str) -> str:
+        """How a settled question names who answered: their display name as last seen, else their id."""
+        return self._names.get(user_id, user_id)
+
     def normalise(self, raw: Any) -> MessageEvent:
+        if isinstance(raw, dict) and ANSWER_FIELD in raw:
+            event = event_from_activity(dict(raw, text=raw[ANSWER_FIELD]), self.name, self.profile)
+            return dataclasses.replace(event, addressed=True)   # a press on the bot's own card speaks to it
         return event_from_activity(raw, self.name, self.profile)
+
+    # ------------------------------------------------------------------------------------------- button presses
+    async def _take_press(self, activity: dict, store) -> None:
+        """A press that may answer its question is stored like a message, under its activity's id, before the
+        Connector is answered: a delivery again after a kill -9 is either before that commit (stored now) or the
+        same row (the inbox's duplicate). Every press is then answered off the intake (``_answer_press``)."""
+        press = press_of(activity)
+        if press is None:
+            self.skipped += 1
+            self.say(logging.INFO, "%s: skipped a card submit that is none of ours", self.name)
+            return
+        judged = await self.judge_press(activity, Answerer(self.name, press.conversation, press.user_id),
+                                        press.data, ANSWER_FIELD)
+        if judged.kept:
+            await self.stored_this_life.store_once(message_key(activity), lambda: store(judged.raw))
+        self.acknowledge_press(message_key(activity), lambda: self._answer_press(press, judged))
+
+    async def _answer_press(self, press: Press, judged: JudgedPress) -> None:
+        """A stored press: the question is updated once the session has decided (its card gone). A press on a
+        question already settled: updated now to what became of it. Any other press: told why in the
+        conversation, as a reply to the question (Teams shows nothing to one member alone), once per presser and
+        question in a life, so a hostile presser cannot make the bot say it again and again."""
+        question = await self.store.ledger.part_text(self.name, press.conversation, press.question_id)
+        answerer = Answerer(self.name, press.conversation, press.user_id)
+        kind, text = press_outcome(judged, answerer, question or "", time.time(), self.mention)
+        url = (await self.service_urls()).for_conversation(press.conversation)
+
+        async def update(settled: str) -> None:
+            if question is not None:   # not a reply of ours (or no longer in the ledger): left as it is
+                await self.api().update(url, press.conversation, press.question_id,
+                                        dict(_message(settled, "update"), id=press.question_id))
+        if kind == SETTLED:
+            await update(text)
+        elif kind == REFUSED:
+            told = (press.user_id, press.question_id)
+            if told in self._refusals_told:
+                return
+            self._refusals_told[told] = None
+            while len(self._refusals_told) > REMEMBERED_REFUSALS:
+                self._refusals_told.popitem(last=False)
+            reply = dict(_message(f"{self.mention(press.user_id)}: {text}", "reply"), replyToId=press.question_id)
+            await self.api().send(url, press.conversation, reply, reply_to=press.question_id)
+        elif judged.approval is not None:   # stored; a /model button's press is answered by the session's reply
+            self.edit_when_settled(judged.approval.approval_id, question or "", update, self.mention)
 
     # ------------------------------------------------------------------------------------------------ outbound
     async def send_message(self, op: PlatformOp) -> str:
-        activity = _message(op.text, "send")
+        return await self._post(op, _message(op.text, "send", card_attachments(await self.question_buttons(op))))
+
+    async def _post(self, op: PlatformOp, activity: dict) -> str:
         reply_to = op.thread_id or None
         if reply_to:
             activity["replyToId"] = reply_to
@@ -152,8 +242,36 @@ class TeamsAdapter(WebhookAdapter):
             raise PermanentError("the Connector answered the send without an activity id", method="send")
         return sent
 
+    async def send_file(self, op: PlatformOp) -> str:
+        """An image as an inline attachment of a message activity: its bytes as a base64 ``data:`` URI in
+        ``contentUrl`` (what the Connector takes in every conversation type, with no upload and no Graph
+        permission), its caption as the text. Bounded by ``INLINE_IMAGE_BYTES`` so that the message stays within
+        Teams' message size. A document would need a file consent card (personal chats) or SharePoint
+        (channels): refused, and the reply says so in its place."""
+        activity = inline_image(op.file.mime, op.file.name, await self.file_bytes(op.file), op.file.caption)
+        return await self._post(op, activity)
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        """An image pasted into a message: ``GET`` its contentUrl (on the activity's verified Connector, inbound.py)
+        with the bot's access token, at most ``cap`` bytes."""
+        try:
+            (await self.service_urls()).checked_url(attachment.ref.split("v3/attachments/", 1)[0])
+        except ServiceUrlRefused as exc:
+            raise AttachmentGone(str(exc)) from None
+        api = self.api()
+        headers = {"Authorization": f"Bearer {await api.tokens.token()}"}
+        try:
+            return await self.http().download(
+                attachment.ref, cap, lambda size: AttachmentTooLarge(size, cap), op="get_attachment",
+                refused=lambda status, body, answer_headers: classify("get_attachment", status, body, answer_headers),
+                redact=api.redact, headers=headers)
+        except PermanentError as exc:
+            raise AttachmentGone(self.clean_error(exc)) from None
+
     async def edit_message(self, op: PlatformOp) -> None:
-        activity = dict(_message(op.text, "update"), id=_activity_id(op))
+        # An update replaces the whole activity: a question keeps its card, any other text has none.
+        activity = dict(_message(op.text, "update", card_attachments(await self.question_buttons(op))),
+                        id=_activity_id(op))
         url = (await self.service_urls()).for_conversation(op.chat_id)
         await self.api().update(url, op.chat_id, _activity_id(op), activity)
 
@@ -177,12 +295,33 @@ class TeamsAdapter(WebhookAdapter):
                 await client.close()
 
 
-def _message(text: str, method: str) -> dict:
+def _message(text: str, method: str, attachments: Optional[list] = None) -> dict:
     if len(text) > TEXT_LIMIT:
         raise TooLongError(f"{len(text)} characters, over {TEXT_LIMIT}", method=method)
     if not text.strip():
         raise PermanentError("Teams refuses an empty message", method=method)
-    return {"type": "message", "text": text, "textFormat": "markdown"}
+    message = {"type": "message", "text": text, "textFormat": "markdown"}
+    if attachments:
+        message["attachments"] = attachments
+    return message
+
+
+def inline_image(mime: str, name: str, data: bytes, caption: str = "") -> dict:
+    """A message activity showing ``data`` (an image of ``INLINE_IMAGE_TYPES``, at most ``INLINE_IMAGE_BYTES``)
+    inline, with ``caption`` as its text; PermanentError for anything else."""
+    if mime not in INLINE_IMAGE_TYPES:
+        raise PermanentError(f"Teams takes a bot's {mime} only as a file of OneDrive or SharePoint (not built); "
+                             f"images ({', '.join(INLINE_IMAGE_TYPES)}) go inline", method="send")
+    if len(data) > INLINE_IMAGE_BYTES:
+        # Permanent, not too long: a file is no text the sender could split.
+        raise PermanentError(f"{len(data)} bytes, over the {INLINE_IMAGE_BYTES} an inline image may have",
+                             method="send")
+    attachment = {"contentType": mime, "contentUrl": f"data:{mime};base64,{base64.b64encode(data).decode()}",
+                  "name": name or "image"}
+    activity = {"type": "message", "attachments": [attachment]}
+    if caption.strip():
+        activity.update(text=caption.strip()[:CAPTION_LIMIT], textFormat="plain")
+    return activity
 
 
 def _activity_id(op: PlatformOp) -> str:

@@ -24,10 +24,12 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.payload_fields import MalformedPayload, sent_at
-from actors.messages import MessageEvent, Source
+from actors.messages import Attachment, MessageEvent, Source
 
 MAX_ID_CHARS = 512
 MAX_NAME_CHARS = 200
+MAX_FILES = 10            # images taken from one message; any more are left out
+MAX_URL_CHARS = 2048
 CHAT_TYPES = {"personal": "dm", "groupChat": "group", "channel": "thread"}
 _THREAD_MARK = ";messageid="
 _AT_TAG = re.compile(r"</?at>", re.IGNORECASE)
@@ -121,7 +123,8 @@ def event_from_activity(activity: Any, platform: str, profile: str) -> MessageEv
     user = sender.get("id")
     if not isinstance(user, str) or not user or len(user) > MAX_ID_CHARS:
         raise MalformedPayload(f"{where}: no sender (from.id)")
-    if not isinstance(activity.get("text"), str):
+    attachments = attachments_of(activity)
+    if not isinstance(activity.get("text"), str) and not (attachments and "text" not in activity):
         raise MalformedPayload(f"{where}: a message without text")
     chat = conversation["id"]
     thread = None
@@ -137,6 +140,29 @@ def event_from_activity(activity: Any, platform: str, profile: str) -> MessageEv
                     community=community[:MAX_ID_CHARS] if community else None)
     reply_to = activity.get("replyToId")
     return MessageEvent(source=source, text=text_without_mentions(activity), platform_message_id=key,
-                        received_at=time.time(), sent_at=sent_at(activity.get("timestamp")),
+                        received_at=time.time(), sent_at=sent_at(activity.get("timestamp")), attachments=attachments,
                         reply_to_message_id=reply_to if isinstance(reply_to, str) and reply_to else None,
                         addressed=None if chat_type == "dm" else mentions_bot(activity))
+
+
+def attachments_of(activity: dict) -> tuple:
+    """The images pasted into the message, pending: an attachment of an ``image/*`` type whose ``contentUrl`` is on
+    the activity's own Connector (``<serviceUrl>v3/attachments/...``, fetched with the bot's access token). One
+    elsewhere is ``unavailable``: the bot's token goes to no other host. Cards, the ``text/html`` copy of the
+    message and files shared from OneDrive are not taken (``MAX_FILES`` at most)."""
+    service = activity.get("serviceUrl")
+    base = service if isinstance(service, str) and service.endswith("/") else f"{service}/"
+    found = []
+    for item in activity.get("attachments") if isinstance(activity.get("attachments"), list) else []:
+        kind, url = (item.get("contentType"), item.get("contentUrl")) if isinstance(item, dict) else (None, None)
+        if not (isinstance(kind, str) and kind.startswith("image/")):
+            continue
+        if len(found) >= MAX_FILES:
+            break
+        if not (isinstance(url, str) and isinstance(service, str) and url.startswith(base + "v3/attachments/")
+                and len(url) <= MAX_URL_CHARS):
+            found.append(Attachment(kind="photo", state="unavailable"))
+            continue
+        name = item.get("name") if isinstance(item.get("name"), str) else ""
+        found.append(Attachment(kind="photo", ref=url, name=name[:MAX_NAME_CHARS]))
+    return tuple(found)

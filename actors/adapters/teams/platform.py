@@ -7,11 +7,14 @@ Pacing: Teams allows a bot, per conversation, 7 operations a second, 8 in 2 s, 6
 updates and deletes together), and answers a 429 past them: a conversation is kept at one write a second with a
 burst of 3, updates of a streamed reply at most every 1.5 s. A message holds about 28 KB; its text is kept to 20,000
 characters. Typing indicators are activities of their own. No idempotency key: a send whose answer was lost goes
-again under the re-sent mark."""
+again under the re-sent mark. Buttons: a tool approval's question (and /model's listing) carries an Adaptive Card of
+Action.Submit buttons (presses arrive as message activities with a ``value``: cards.py). Files out: small images
+(PNG, JPEG, GIF up to 20,000 bytes) inline as base64 attachments; documents are refused (they need OneDrive or
+SharePoint). Files in: images pasted into a message, fetched from the Connector with the bot's token."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
-CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=False, files_in=False, files_out=False,
-                            voice=False, buttons=False, typing=True)
+CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=False, files_in=True, files_out=True,
+                            voice=False, buttons=True, typing=True)
 
 CHANNEL_ISSUER = "https://api.botframework.com"
 OPENID_METADATA = "https://login.botframework.com/v1/.well-known/openidconfiguration"

@@ -10,10 +10,13 @@ Connector does. A handle is a delivery's id; "acknowledged" is a 2xx answer to i
 """
 from __future__ import annotations
 
+import hashlib
+
 from actors.messages import Source
 from tests.actor_system import wait_for
 from tests.adapters.server_harness import ServerHarness
 from tests.fakes.teams import DEFAULT_APP_ID, DEFAULT_PASSWORD, FakeTeams
+from tests.fakes.teams.server import IMAGE_TYPES, image_bytes
 
 METHODS = {"send": "send", "edit": "update", "delete": "delete"}
 
@@ -74,6 +77,16 @@ class TeamsHarness(ServerHarness):
         activity = self.server.message_activity(self.server.personal("malformed"), "x")
         del activity["from"]
         return self.server.deliver_activity(activity), "no sender (from.id)"
+
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        self.webhook_ready()
+        return self.server.inject_file(self.server.personal(chat), data, caption, chat)
+
+    def sent_files(self, chat: str) -> list[dict]:
+        """The bot's activities carrying an inline image (a photo: Teams shows it in the message)."""
+        return [{"message_id": shown["id"], "kind": "photo", "sha256": hashlib.sha256(image_bytes(a)).hexdigest()}
+                for shown in self.server.activities(self.server.personal(chat)) for a in shown["attachments"]
+                if a.get("contentType") in IMAGE_TYPES]
 
     def acknowledged(self, handle: str) -> bool:
         return self.server.delivery(handle)["state"] == "acked"

@@ -34,8 +34,19 @@ Wire format implemented:
   ``flood`` is a 429 that bans the conversation for ``flood_retry_after``: a write inside it is refused again and
   counts as a ``retry_after_violation``.
 
-Left out: attachments and Adaptive Cards, invokes, conversation members and roster calls, creating conversations,
-sovereign clouds, the Emulator's tokens.
+* Adaptive Cards: a send or update may carry ``attachments`` of content type
+  ``application/vnd.microsoft.card.adaptive`` (400 for any other); an update replaces them (none: the card is gone).
+  ``press_button`` is a user pressing an ``Action.Submit``: a signed message activity with no text, ``value`` the
+  action's ``data`` and ``replyToId`` the card's activity.
+* Inline images: an attachment of type image/png, image/jpeg or image/gif whose ``contentUrl`` is a base64 ``data:``
+  URI of that type (400 otherwise); a message with attachments may have no text; a message's JSON past 28 KB is 413.
+
+* A user's pasted image (``inject_file``): an attachment of its type with ``contentUrl``
+  ``<serviceUrl>v3/attachments/<id>/views/original``, served by ``GET`` to a bearer of a live bot token (401
+  otherwise, 404 for an unknown one), beside a ``text/html`` attachment.
+
+Left out: files shared from OneDrive (``file.download.info``), file consent cards, invokes (``Action.Execute``),
+conversation members and roster calls, creating conversations, sovereign clouds, the Emulator's tokens.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}`` (a personal chat),
 ``POST /_control/webhook_url {"url"}``.

@@ -5,6 +5,7 @@ through the WhatsApp fake's delivery loop: one POST, sent again while unanswered
 API and in-process inspection helpers."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import secrets
@@ -27,6 +28,27 @@ DEFAULT_LIMITS = {"text_limit": 20000, "token_lifetime": 3600, "keys_max_age": 3
                   "thread_windows": [[1.0, 7], [2.0, 8], [30.0, 60], [3600.0, 1800]]}
 WRITE_METHODS = ("send", "reply", "update", "delete", "typing")
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+CARD_TYPE = "application/vnd.microsoft.card.adaptive"
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
+MESSAGE_BYTES = 28 * 1024    # Teams refuses a message (its JSON, inline images included) past about 28 KB
+
+
+def image_bytes(attachment: dict) -> Optional[bytes]:
+    """An inline image attachment's bytes (its contentUrl a base64 data URI of its contentType), else None."""
+    url, prefix = attachment.get("contentUrl"), f"data:{attachment.get('contentType')};base64,"
+    if not isinstance(url, str) or not url.startswith(prefix):
+        return None
+    try:
+        return base64.b64decode(url[len(prefix):], validate=True)
+    except ValueError:
+        return None
+
+
+def card_actions(activity: dict) -> dict:
+    """The Action.Submit buttons of an activity's Adaptive Cards, title -> data."""
+    return {action["title"]: action.get("data") for card in activity.get("attachments") or []
+            if card.get("contentType") == CARD_TYPE
+            for action in card["content"].get("actions", []) if action.get("type") == "Action.Submit"}
 
 
 def error(status: int, code: str, message: str, headers: Optional[dict] = None) -> web.Response:
@@ -56,8 +78,8 @@ class FakeTeams(WebhookMethods, FakeServer):
                                "tokens_granted", "tokens_refused", "keys_served", "metadata_served",
                                "retry_after_violations", "pace_violations", "flood_served", "webhook_attempts",
                                "webhook_retries"), 0)
-        return {"conversations": {}, "activities": {}, "tokens": {}, "ops": [], "writes": {}, "deliveries": [],
-                "next_activity": 1, "next_delivery": 1, "stats": stats}
+        return {"conversations": {}, "activities": {}, "tokens": {}, "ops": [], "files": {}, "writes": {},
+                "deliveries": [], "next_activity": 1, "next_delivery": 1, "stats": stats}
 
     def configure(self, **limits) -> None:
         unknown = set(limits) - set(DEFAULT_LIMITS)
@@ -165,6 +187,33 @@ class FakeTeams(WebhookMethods, FakeServer):
     def inject_text(self, conversation: str, text: str, user: str = "alice", **kwargs) -> str:
         return self.deliver_activity(self.message_activity(conversation, text, user, **kwargs))
 
+    def inject_file(self, conversation: str, data: bytes, caption: str = "", user: str = "alice",
+                    content_type: str = "image/png") -> str:
+        """A user pastes an image into a message: the activity carries an attachment of its type whose
+        ``contentUrl`` is ``<serviceUrl>v3/attachments/<id>/views/original`` (served to a bearer of a live bot
+        token), beside the ``text/html`` copy of the message Teams adds."""
+        with self.mutate() as state:
+            attachment_id = f"0-eus-d1-{secrets.token_hex(16)}"
+            state["files"][attachment_id] = {"type": content_type, "data": base64.b64encode(data).decode()}
+        activity = self.message_activity(conversation, caption, user)
+        url = f"{self.service_url}v3/attachments/{attachment_id}/views/original"
+        activity["attachments"] = [{"contentType": content_type, "contentUrl": url},
+                                   {"contentType": "text/html", "content": f"<p>{caption}</p>"}]
+        return self.deliver_activity(activity)
+
+    def press_button(self, conversation: str, activity_id: str, title: str, user: str = "alice") -> str:
+        """``user`` presses the Action.Submit titled ``title`` on the bot's activity ``activity_id``: the
+        Connector posts a message activity with no text, ``value`` the action's data and ``replyToId`` the card's
+        activity (signed like any other). ValueError if the activity shows no such button."""
+        [shown] = [a for a in self.activities(conversation) if a["id"] == activity_id] or [None]
+        actions = card_actions(shown) if shown is not None and not shown["deleted"] else {}
+        if title not in actions:
+            raise ValueError(f"no button {title!r} on activity {activity_id}: {sorted(actions)}")
+        activity = self.message_activity(conversation, "", user, mention=False, thread=shown["thread"])
+        activity.pop("text")
+        activity.update(value=dict(actions[title]), replyToId=activity_id)
+        return self.deliver_activity(activity)
+
     def activity_of(self, delivery_id: str) -> dict:
         return json.loads(self.delivery(delivery_id)["body"])
 
@@ -187,6 +236,7 @@ class FakeTeams(WebhookMethods, FakeServer):
         app.router.add_get("/v1/.well-known/openidconfiguration", self.openid_metadata)
         app.router.add_get("/v1/.well-known/keys", self.keys)
         app.router.add_post("/{tenant}/oauth2/v2.0/token", self.token)
+        app.router.add_get("/v3/attachments/{attachment}/views/{view}", self.attachment)
         base = "/v3/conversations/{conversation}/activities"
         app.router.add_post(base, self.writer("send"))
         app.router.add_post(base + "/{activity}", self.writer("reply"))
@@ -236,6 +286,16 @@ class FakeTeams(WebhookMethods, FakeServer):
             state["stats"]["tokens_granted"] += 1
         return web.json_response({"token_type": "Bearer", "expires_in": self.limits["token_lifetime"],
                                   "ext_expires_in": self.limits["token_lifetime"], "access_token": token})
+
+    async def attachment(self, request: web.Request) -> web.Response:
+        """A user's pasted image, to a bearer of a live bot token."""
+        with self.mutate() as state:
+            if not self.authorised(state, request):
+                return error(401, "Unauthorized", "Authorization has been denied for this request.")
+            found = state["files"].get(request.match_info["attachment"])
+            if found is None or request.match_info["view"] != "original":
+                return error(404, "NotFound", "Attachment not found.")
+        return web.Response(body=base64.b64decode(found["data"]), content_type=found["type"])
 
     def authorised(self, state: dict, request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")
@@ -324,7 +384,8 @@ class FakeTeams(WebhookMethods, FakeServer):
         problem = self._text_problem(body)
         if problem:
             return problem
-        activity["text"], activity["edits"] = body["text"], activity["edits"] + 1
+        activity["text"], activity["edits"] = body.get("text", ""), activity["edits"] + 1
+        activity["attachments"] = body.get("attachments") or []   # an update replaces the whole activity
         state["stats"]["updates"] += 1
         return 200, {"id": activity_id}
 
@@ -337,20 +398,39 @@ class FakeTeams(WebhookMethods, FakeServer):
         thread = conversation.split(";messageid=")[1] if ";messageid=" in conversation else reply_to
         activity_id = str(1_700_000_000_000 + state["next_activity"])
         state["next_activity"] += 1
-        shown.append({"id": activity_id, "text": body["text"], "reply_to": reply_to or body.get("replyToId"),
+        shown.append({"id": activity_id, "text": body.get("text", ""), "reply_to": reply_to or body.get("replyToId"),
                       "thread": thread, "deleted": False, "edits": 0, "at": now,
-                      "text_format": body.get("textFormat")})
+                      "text_format": body.get("textFormat"), "attachments": body.get("attachments") or []})
         state["stats"]["replies" if method == "reply" else "sends"] += 1
         return 201, {"id": activity_id}
 
     def _text_problem(self, body) -> Optional[tuple]:
         if not isinstance(body, dict) or body.get("type") != "message":
             return 400, ("BadArgument", "Activity type must be message")
-        text = body.get("text")
-        if not isinstance(text, str) or not text:
+        text = body.get("text", "" if body.get("attachments") else None)
+        if not isinstance(text, str) or not (text or body.get("attachments")):
             return 400, ("BadArgument", "Message text is empty")
-        if len(text) > self.limits["text_limit"]:
+        if len(text) > self.limits["text_limit"] or len(json.dumps(body)) > MESSAGE_BYTES:
             return 413, ("MessageSizeTooBig", "Message size too large")
+        return self._attachments_problem(body)
+
+    @staticmethod
+    def _attachments_problem(body: dict) -> Optional[tuple]:
+        attachments = body.get("attachments", [])
+        if not isinstance(attachments, list) or not all(isinstance(a, dict) for a in attachments):
+            return 400, ("BadArgument", "attachments must be a list of objects")
+        for image in [a for a in attachments if a.get("contentType") in IMAGE_TYPES]:
+            if image_bytes(image) is None:
+                return 400, ("BadArgument", "an inline image's contentUrl must be a base64 data URI of its type")
+        cards = [a for a in attachments if a.get("contentType") not in IMAGE_TYPES]
+        if not all(a.get("contentType") == CARD_TYPE and isinstance(a.get("content"), dict)
+                   and a["content"].get("type") == "AdaptiveCard" for a in cards):
+            return 400, ("BadArgument", f"attachments must be {CARD_TYPE} cards or inline images")
+        for card in cards:
+            for action in card["content"].get("actions", []):
+                if not (isinstance(action, dict) and action.get("type") in ("Action.Submit", "Action.OpenUrl")
+                        and isinstance(action.get("title"), str)):
+                    return 400, ("BadArgument", "an action needs a type and a title")
         return None
 
     def _log(self, state: dict, method: str, conversation: str, status: int, now: float) -> None:
