@@ -6,8 +6,6 @@ gone; a press by someone who may not answer is told so in a private message; a p
 question expired. One daemon for the module: no test here restarts it."""
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
 from actors.messages import Source
@@ -18,8 +16,8 @@ from tests.fakes.googlechat import FakeGoogleChat
 from tests.fakes.googlechat.server import buttons_of
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
 from tests.gateway import Gateway
-from tests.pipeline.approval_helpers import (CALL, GUARDED_PROFILES, PRESSABLE, QUESTION_START, edited_question,
-                                             settled_messages, tool_results)
+from tests.pipeline.approval_helpers import (CALL, GUARDED_PROFILES, PRESSABLE, QUESTION_START, approval_row,
+                                             edited_question, settled_messages, tool_results)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -95,13 +93,6 @@ def acknowledged(chat: FakeGoogleChat, delivery: str, timeout: float = 30) -> No
     assert [a["status"] for a in chat.delivery(delivery)["attempts"]] == [200], chat.delivery(delivery)
 
 
-def row_of(gw, space: str) -> tuple:
-    with sqlite3.connect(gw.state / "gateway.db") as db:
-        [row] = db.execute("SELECT state, answer, answered_by, outcome FROM approvals WHERE chat_id = ?",
-                           (space,)).fetchall()
-    return row
-
-
 def patched_to(chat: FakeGoogleChat, space: str, question: dict, ending: str) -> dict:
     return edited_question(lambda: next(m for m in chat.messages(space) if m["name"] == question["name"]), "text",
                            ending, buttons)
@@ -117,8 +108,8 @@ def test_pressing_approve_is_stored_before_the_answer_runs_the_tool_once_and_the
     assert any(r.payload["text"].startswith("approve ") for r in rows), "the press's row was committed first"
     assert [m["text"] for m in settled(chat, space, 2)][1] == "It is 14."
     assert tool_results(model, before) == ["14"]
-    wait_for(lambda: row_of(gw, space) == ("done", "approve", f"googlechat:{chat.user(user)}", "ok"), 20, 0.05,
-             f"the approved call done ({row_of(gw, space)})")
+    wait_for(lambda: approval_row(gw, space) == ("done", "approve", f"googlechat:{chat.user(user)}", "ok"), 20, 0.05,
+             f"the approved call done ({approval_row(gw, space)})")
     patched_to(chat, space, question, f"Approved by <{chat.user(user)}>.")
     with pytest.raises(ValueError, match="no button"):   # the card is gone: no second press can be made
         chat.press_button(space, question["name"], "Deny", user)
@@ -137,8 +128,8 @@ def test_a_double_press_is_one_answer_and_the_question_shows_the_first(rig):
     wait_for(lambda: any(m["text"] == "It is 14, once." for m in settled(chat, space, 2)), 60, 0.05, "the answer")
     assert tool_results(model, before) == ["14"]
     assert len(model.requests) == before + 2, "one answer, one turn that goes on"
-    wait_for(lambda: row_of(gw, space) == ("done", "approve", f"googlechat:{chat.user(user)}", "ok"), 20, 0.05,
-             f"the approved call done ({row_of(gw, space)})")
+    wait_for(lambda: approval_row(gw, space) == ("done", "approve", f"googlechat:{chat.user(user)}", "ok"), 20, 0.05,
+             f"the approved call done ({approval_row(gw, space)})")
     patched_to(chat, space, question, f"Approved by <{chat.user(user)}>.")
     source = Source(platform="googlechat", chat_id=space, chat_type="dm", user_id=chat.user(user))
     # The Deny is a row only if it was judged before the session settled the question; the repeated POST of the
@@ -158,7 +149,7 @@ def test_a_press_by_someone_who_may_not_answer_is_told_so_privately(rig):
     told = wait_for(lambda: chat.private_messages(group), 30, 0.05, "a private message")
     assert [(m["private_viewer"], m["text"], m["thread"]) for m in told] == [
         (chat.user(stranger), "This question is not yours to answer.", question["thread"])]
-    assert row_of(gw, space)[:2] == ("pending", None) and len(model.requests) == before + 1
+    assert approval_row(gw, space)[:2] == ("pending", None) and len(model.requests) == before + 1
     [still] = [m for m in chat.messages(space) if m["name"] == question["name"]]
     assert set(buttons(still)) == {"Approve", "Deny"}, "the question waits, its card still there"
     assert len(settled(chat, space, 1)) == 1, "nothing said in the space for everyone"
@@ -177,7 +168,7 @@ def test_a_press_after_the_deadline_shows_the_question_expired(rig):
     asked = len(model.requests)
     acknowledged(chat, chat.press_button(space, question["name"], "Approve", asker))
     patched_to(chat, space, question, "Expired: no one answered, calculator was not run.")
-    assert row_of(gw, space) == ("done", None, None, "expired") and chat.private_messages(space) == []
+    assert approval_row(gw, space) == ("done", None, None, "expired") and chat.private_messages(space) == []
     assert len(model.requests) == asked and tool_results(model, before) == [
         "No one answered the request to run calculator within 10 seconds; it was not run."]
 

@@ -9,9 +9,9 @@ first connect on, so an API outage never turns Google Chat's events away.
 Intake (webhook_server.py): the bearer token is verified (auth.py: the signature against Google's published keys,
 issuer, audience, expiry) before anything is parsed; a refused request is answered 401, logged once with its
 reason, nothing stored. An event that is no message (REMOVED_FROM_SPACE, ADDED_TO_SPACE without a message) is
-answered and skipped with a log line; a ``CARD_CLICKED`` on one of our buttons is a press (below); a message committed in this life already (its resource name) is
-answered without a write; otherwise the row is stored and Google is answered ``{}`` only after it commits. The
-inbox's (adapter, message name) dedup covers a repeat after a restart. What survives kill -9: a committed row
+answered and skipped with a log line; a ``CARD_CLICKED`` on one of our buttons is a press (below); a message
+committed in this life already (its resource name) is answered without a write; otherwise the row is stored and
+Google is answered ``{}`` only after it commits. The inbox's (adapter, message name) dedup covers a repeat after a restart. What survives kill -9: a committed row
 (Google was answered after it); an event cut before its commit was never answered 2xx, and Google Chat shows the
 user that the app did not respond (it does not deliver the event again).
 

@@ -32,8 +32,8 @@ Wire format implemented:
   ``press_button`` posts a signed ``CARD_CLICKED`` event ("Receive and respond to interaction events", "Read form
   data input by users on cards"): ``user`` the presser, ``message`` the app's message, the action as ``common``
   (``invokedFunction``, ``parameters`` a map) and as ``action`` (``actionMethodName``, ``parameters`` a list).
-* ``PATCH /v1/spaces/{space}/messages/{id}?updateMask=text[,cardsV2]`` ``{text[, cardsV2]}``; ``DELETE`` of the same; 404 ``NOT_FOUND``
-  for a message the app does not have (or deleted).
+* ``PATCH /v1/spaces/{space}/messages/{id}?updateMask=text[,cardsV2]`` ``{text[, cardsV2]}``; ``DELETE`` of the
+  same; 404 ``NOT_FOUND`` for a message the app does not have (or deleted).
 * ``GET /v1/spaces/{space}``.
 * Rate limits: a space takes ``space_writes_per_minute`` writes (creates, patches, deletes) in any 60 s; one more
   is 429 ``RESOURCE_EXHAUSTED`` and counts as a ``pace_violation``. A scripted ``flood`` is a 429 (no Retry-After,
