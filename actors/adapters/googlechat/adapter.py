@@ -11,7 +11,8 @@ issuer, audience, expiry) before anything is parsed; a refused request is answer
 reason, nothing stored. An event that is no message (REMOVED_FROM_SPACE, ADDED_TO_SPACE without a message) is
 answered and skipped with a log line; a ``CARD_CLICKED`` on one of our buttons is a press (below); a message
 committed in this life already (its resource name) is answered without a write; otherwise the row is stored and
-Google is answered ``{}`` only after it commits. The inbox's (adapter, message name) dedup covers a repeat after a restart. What survives kill -9: a committed row
+Google is answered ``{}`` only after it commits. The inbox's (adapter, message name) dedup covers a repeat after a
+restart. What survives kill -9: a committed row
 (Google was answered after it); an event cut before its commit was never answered 2xx, and Google Chat shows the
 user that the app did not respond (it does not deliver the event again).
 
@@ -29,7 +30,9 @@ the session has decided, after that answer: the question is patched then through
 answered, its card removed: ``updateMask=text,cardsV2``). A press on a settled question patches it to what became of
 it; any other press is refused with a private message (``privateMessageViewer``: the presser alone sees it; Chat
 allows private messages under app authentication, which the service account is), with a requestId of its own press.
-A lost patch or notice costs the presser an unchanged card, never an answer.
+A lost patch or notice costs the presser an unchanged card, never an answer. A press cut by a kill -9 before its
+row committed was never answered 2xx: Chat tells the presser the app did not respond, and the card is still there
+to press again.
 
 Outbound: a part is ``spaces.messages.create`` in the space, into the message's thread where it has one, carrying a
 ``requestId`` made from ``platform_key(op)`` and the space (idempotency.py): every attempt at one part, in any life,
@@ -58,8 +61,8 @@ from actors.adapters.http_session import HttpSession
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import WebhookAdapter
 from actors.adapters.presses import SETTLED, STORED, ButtonPresses, JudgedPress, press_outcome
-from actors.approvals.answers import Answerer
 from actors.adapters.push_server import StoredThisLife
+from actors.approvals.answers import Answerer
 from actors.messages import MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 

@@ -1,4 +1,5 @@
-"""Google Chat's buttons (a ``cardsV2`` card) and their presses (``CARD_CLICKED`` events): pure functions, no network.
+"""Google Chat's buttons (a ``cardsV2`` card) and their presses (``CARD_CLICKED`` events): pure functions, no
+network.
 
 A question is sent as its text (what the notification and every client show) and one card under it: a section with
 a ``buttonList``, a button per answer (Approve / Deny, or a model of /model's listing), each button's
@@ -15,8 +16,8 @@ A press is one ``CARD_CLICKED`` event POSTed to the app's endpoint with the same
 The event has no id of its own. A press is named by its message, its presser and its ``eventTime`` (``press_id``):
 Google Chat never delivers an event again, so the only repeat of a press is the same request POSTed again (a proxy's
 or a test fake's retry), which carries all three unchanged and is one row (the inbox's dedup); two presses by one
-user on one message are two clicks, two events with their own ``eventTime`` (microseconds), two rows, of which the
-approval keeps the first answer. The three are hashed (``card:`` + 32 hex digits): a fixed length whatever their
+user on one message are two clicks, two events with their own ``eventTime`` (microseconds), each judged on its own:
+the approval keeps the first answer, and a press judged after it is told what came first. The three are hashed (``card:`` + 32 hex digits): a fixed length whatever their
 sizes.
 """
 from __future__ import annotations
