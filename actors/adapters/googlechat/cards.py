@@ -17,8 +17,8 @@ The event has no id of its own. A press is named by its message, its presser and
 Google Chat never delivers an event again, so the only repeat of a press is the same request POSTed again (a proxy's
 or a test fake's retry), which carries all three unchanged and is one row (the inbox's dedup); two presses by one
 user on one message are two clicks, two events with their own ``eventTime`` (microseconds), each judged on its own:
-the approval keeps the first answer, and a press judged after it is told what came first. The three are hashed (``card:`` + 32 hex digits): a fixed length whatever their
-sizes.
+the approval keeps the first answer, and a press judged after it is told what came first. The three are hashed
+(``card:`` + 32 hex digits): a fixed length whatever their sizes.
 """
 from __future__ import annotations
 
