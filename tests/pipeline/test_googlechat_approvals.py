@@ -16,7 +16,7 @@ from tests.fakes.googlechat import FakeGoogleChat
 from tests.fakes.googlechat.server import buttons_of
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
 from tests.gateway import Gateway
-from tests.pipeline.approval_helpers import (CALL, GUARDED_PROFILES, PRESSABLE, QUESTION_START, approval_row,
+from tests.pipeline.approval_helpers import (CALL, PRESSABLE, QUESTION_START, agent_and_profiles, approval_row,
                                              edited_question, settled_messages, tool_results)
 
 pytestmark = pytest.mark.timeout(300)
@@ -30,15 +30,7 @@ def rig(tmp_path_factory):
     chat = harness.server
     group, late = chat.space("approvals-group"), chat.dm("late-asker")
     with FakeOpenAIServer() as model:
-        gw = Gateway(workdir, extra_toml=harness.adapter_toml() + f"""
-[agent]
-chunk_delay_s = 0.0
-kind = "openai"
-base_url = "{model.base_url}"
-model = "test-model"
-api_key = "sk-test-key-0123456789abcdef"
-
-{GUARDED_PROFILES}
+        gw = Gateway(workdir, extra_toml=harness.adapter_toml() + agent_and_profiles(model) + f"""
 [[routes]]
 adapter = "googlechat"
 chat = "{group}"
