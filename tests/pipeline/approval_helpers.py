@@ -1,9 +1,10 @@
 """What the tests of tool approvals answered with buttons share (test_telegram_approvals.py, test_discord_approvals.py,
-test_slack_approvals.py, test_teams_approvals.py, tests/webchat/test_browser_approvals.py): the call the fake model
-asks for, the profiles that guard it, the question's words, the tool results the model read, and the waits on a
-platform's messages."""
+test_slack_approvals.py, test_teams_approvals.py, test_googlechat_approvals.py, tests/webchat/test_browser_approvals.py):
+the call the fake model asks for, the profiles that guard it, the question's words, the tool results the model read,
+the waits on a platform's messages, and an approval's row."""
 from __future__ import annotations
 
+import sqlite3
 from typing import Callable
 
 from tests.actor_system import wait_for
@@ -24,6 +25,18 @@ models = ["large-model"]
 approve_tools = ["calculator"]
 approval_timeout_s = 10
 """
+
+
+def agent_and_profiles(model: FakeOpenAIServer) -> str:
+    """The [agent] table of the fake model and the guarded profiles (``GUARDED_PROFILES``), for a daemon's TOML."""
+    return f"""
+[agent]
+chunk_delay_s = 0.0
+kind = "openai"
+base_url = "{model.base_url}"
+model = "test-model"
+api_key = "sk-test-key-0123456789abcdef"
+{GUARDED_PROFILES}"""
 
 
 def tool_results(model: FakeOpenAIServer, since: int) -> list[str]:
@@ -55,3 +68,11 @@ def edited_question(message: Callable[[], dict], text: str, ending: str, buttons
     assert buttons(now) == {} and PRESSABLE not in now[text], now
     assert now[text].startswith(QUESTION_START), now
     return now
+
+
+def approval_row(gw, chat_id: str) -> tuple:
+    """The one approval of ``chat_id`` in the daemon's database: (state, answer, answered_by, outcome)."""
+    with sqlite3.connect(gw.state / "gateway.db") as db:
+        [row] = db.execute("SELECT state, answer, answered_by, outcome FROM approvals WHERE chat_id = ?",
+                           (chat_id,)).fetchall()
+    return row

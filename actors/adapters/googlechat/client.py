@@ -1,8 +1,9 @@
 """Async client for the Google Chat API (aiohttp): the few calls the app makes, each with ``Authorization: Bearer``
 and the service account's access token (auth.py); nothing here stores anything.
 
-    POST   /v1/{space}/messages?requestId=&messageReplyOption=   {text, thread: {name}}   -> the Message
-    PATCH  /v1/{message}?updateMask=text                          {text}                   -> the Message
+    POST   /v1/{space}/messages?requestId=&messageReplyOption=   {text, thread: {name}, cardsV2,
+                                                                   privateMessageViewer: {name}}  -> the Message
+    PATCH  /v1/{message}?updateMask=text[,cardsV2]                {text[, cardsV2]}        -> the Message
     DELETE /v1/{message}                                                                   -> {}
     GET    /v1/{space}                                            (the doctor: the app can reach a space)
 
@@ -53,17 +54,28 @@ class ChatAPI(HttpSession):
         token = self.tokens.secret()
         return redact_secrets(text, [token] if token else [])
 
-    async def create(self, space: str, text: str, request_id: str, thread: Optional[str] = None) -> dict:
+    async def create(self, space: str, text: str, request_id: str, thread: Optional[str] = None,
+                     cards: Optional[list] = None, private_viewer: Optional[str] = None) -> dict:
+        """``cards``: the message's ``cardsV2`` (cards.py); ``private_viewer``: the one user who sees it (a private
+        message, which Chat allows only under app authentication, as here)."""
         params = {"requestId": request_id}
         body: dict = {"text": text}
+        if cards:
+            body["cardsV2"] = cards
+        if private_viewer:
+            body["privateMessageViewer"] = {"name": private_viewer}
         if thread:
             params["messageReplyOption"] = REPLY_IN_THREAD
             body["thread"] = {"name": thread}
         return await self._call("POST", f"/v1/{_path(space)}/messages", "create", space, params=params, json=body)
 
-    async def patch(self, message: str, text: str) -> dict:
+    async def patch(self, message: str, text: str, cards: Optional[list] = None) -> dict:
+        """The text, and with ``cards`` the ``cardsV2`` too ([]: the card removed)."""
+        if cards is None:
+            return await self._call("PATCH", f"/v1/{_path(message)}", "patch", space_of(message),
+                                    params={"updateMask": "text"}, json={"text": text})
         return await self._call("PATCH", f"/v1/{_path(message)}", "patch", space_of(message),
-                                params={"updateMask": "text"}, json={"text": text})
+                                params={"updateMask": "text,cardsV2"}, json={"text": text, "cardsV2": cards})
 
     async def delete(self, message: str) -> None:
         await self._call("DELETE", f"/v1/{_path(message)}", "delete", space_of(message))

@@ -3,9 +3,9 @@
 An event is one POST to the app's HTTP endpoint, JSON: ``{"type", "eventTime", "space", "message", "user", ...}``
 (its bearer token is checked before a byte of it is parsed: auth.py). ``type`` is ``MESSAGE`` (a user wrote to the
 app), ``ADDED_TO_SPACE`` (the app was added; with a ``message`` when a user added it by @-mentioning it in a
-message, which is then taken as that message), ``REMOVED_FROM_SPACE`` or ``CARD_CLICKED`` (a card's button: the
-app shows no cards, so none is expected). Only messages become input; everything else is answered and skipped
-with a log line (``skip_reason``).
+message, which is then taken as that message), ``REMOVED_FROM_SPACE`` or ``CARD_CLICKED`` (a card's button: a press,
+cards.py). Only messages and presses become input; everything else is answered and skipped with a log line
+(``skip_reason``).
 
 Identity: the chat is the space's resource name (``spaces/AAAA``): a dm for ``spaceType`` ``DIRECT_MESSAGE`` (or
 the older ``type: DM``, ``singleUserBotDm``), a group otherwise. Google Chat delivers a space's message to an app

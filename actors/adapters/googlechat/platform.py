@@ -7,11 +7,12 @@ Pacing: the Chat API allows 60 writes a minute per space (creates, patches and d
 in the space) and 3,000 message writes a minute per project: a space is kept at one write a second, edits at most
 every 1.5 s. A message holds at most 32,000 bytes; its text is kept to 4,096 characters (what the Chat UI shows
 whole). No typing indicator for apps. A create carries ``requestId``: a repeated one is answered with the message it
-created, so a send whose answer was lost goes again and shows once."""
+created, so a send whose answer was lost goes again and shows once. Buttons: a tool approval's question (and /model's
+listing) carries a ``cardsV2`` card; presses arrive as ``CARD_CLICKED`` events on the same endpoint."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=False, files_in=False, files_out=False,
-                            voice=False, buttons=False, typing=False, idempotent_send="requestId")
+                            voice=False, buttons=True, typing=False, idempotent_send="requestId")
 
 CHAT_ISSUER = "chat@system.gserviceaccount.com"
 PROJECT_NUMBER_CERTS = "https://www.googleapis.com/service_accounts/v1/metadata/x509/chat@system.gserviceaccount.com"

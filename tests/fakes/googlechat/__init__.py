@@ -26,15 +26,22 @@ Wire format implemented:
   ``requestId`` used before in the space returns the message it created and creates nothing. Text 1 to
   ``text_limit`` characters, else 400 ``INVALID_ARGUMENT``. ``REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD`` with a thread
   name puts the message in that thread; without an option a message starts a new thread.
-* ``PATCH /v1/spaces/{space}/messages/{id}?updateMask=text`` ``{text}``; ``DELETE`` of the same; 404 ``NOT_FOUND``
-  for a message the app does not have (or deleted).
+* Cards: a create's ``cardsV2`` (a list of ``{cardId, card: {sections: [{widgets: [{buttonList: {buttons: [{text,
+  onClick: {action: {function, parameters: [{key, value}]}}}]}}]}]}}``, enough of the schema checked to refuse a
+  malformed one) and ``privateMessageViewer`` (a private message: kept apart, ``private_messages``).
+  ``press_button`` posts a signed ``CARD_CLICKED`` event ("Receive and respond to interaction events", "Read form
+  data input by users on cards"): ``user`` the presser, ``message`` the app's message, the action as ``common``
+  (``invokedFunction``, ``parameters`` a map) and as ``action`` (``actionMethodName``, ``parameters`` a list).
+* ``PATCH /v1/spaces/{space}/messages/{id}?updateMask=text[,cardsV2]`` ``{text[, cardsV2]}``; ``DELETE`` of the
+  same; 404 ``NOT_FOUND`` for a message the app does not have (or deleted).
 * ``GET /v1/spaces/{space}``.
 * Rate limits: a space takes ``space_writes_per_minute`` writes (creates, patches, deletes) in any 60 s; one more
   is 429 ``RESOURCE_EXHAUSTED`` and counts as a ``pace_violation``. A scripted ``flood`` is a 429 (no Retry-After,
   as Google's) that bans the space for ``flood_retry_after``: a write inside it is refused again and counts as a
   ``retry_after_violation``.
 
-Left out: cards, attachments and media, reactions, memberships, user authentication, slash commands, the
+Left out: cards other than buttons, dialogs, ``actionResponse`` bodies in an event's answer (the fake reads only the
+status), attachments and media, reactions, memberships, user authentication, slash commands, the
 ``messageId`` custom names, the per-project quotas, and key rotation (one key at a time).
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}`` (a DM),

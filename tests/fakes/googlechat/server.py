@@ -27,6 +27,25 @@ WRITE_METHODS = ("create", "patch", "delete")
 BOT_USER = "users/app"
 
 
+def buttons_of(message: dict) -> dict:
+    """The buttons of a message's cards: label -> its ``onClick.action`` ({"function", "parameters"})."""
+    return {button["text"]: button["onClick"]["action"] for card in message.get("cards") or []
+            for section in card["card"].get("sections", []) for widget in section.get("widgets", [])
+            for button in widget.get("buttonList", {}).get("buttons", []) if "action" in button.get("onClick", {})}
+
+
+def valid_cards(cards) -> bool:
+    """Enough of the cardsV2 schema to refuse what Chat would: a list of {cardId, card: {sections: [...]}} whose
+    buttons each have a text and an onClick."""
+    try:
+        buttons = [b for c in cards for s in c["card"]["sections"] for w in s["widgets"]
+                   for b in w.get("buttonList", {}).get("buttons", [])]
+        return all(isinstance(c["cardId"], str) for c in cards) and all(
+            isinstance(b["text"], str) and isinstance(b["onClick"], dict) for b in buttons)
+    except (KeyError, TypeError):
+        return False
+
+
 def error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": {"code": status, "message": message, "status": code}}, status=status)
 
@@ -138,13 +157,42 @@ class FakeGoogleChat(WebhookMethods, FakeServer):
     def inject_text(self, space: str, text: str, user: str = "alice", thread: Optional[str] = None) -> str:
         return self.deliver_event(self.message_event(space, text, user, thread))
 
+    def click_event(self, space: str, message_name: str, label: str, user: str = "alice") -> dict:
+        """A click on the button ``label`` of the app's message, as Chat posts it (``CARD_CLICKED``: the presser,
+        the message with its cards, the button's action both as ``common`` and as the older ``action``); ValueError
+        if the message has no such button (gone once its card is)."""
+        message = next((m for m in self.messages(space) if m["name"] == message_name and not m["deleted"]), None)
+        if message is None:
+            raise ValueError(f"no message {message_name} in {space}")
+        action = buttons_of(message).get(label)
+        if action is None:
+            raise ValueError(f"no button {label!r} on {message_name}: {sorted(buttons_of(message))}")
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+        presser = {"name": self.user(user), "displayName": user.title(), "type": "HUMAN"}
+        parameters = action.get("parameters", [])
+        return {"type": "CARD_CLICKED", "eventTime": stamp, "space": self.space_json(space), "user": presser,
+                "message": self._message_json(message, space),
+                "action": {"actionMethodName": action["function"], "parameters": parameters},
+                "common": {"invokedFunction": action["function"],
+                           "parameters": {p["key"]: p["value"] for p in parameters}}}
+
+    def press_button(self, space: str, message_name: str, label: str, user: str = "alice") -> str:
+        """Click ``label`` on the app's message (signed, POSTed once, as any event): the delivery's id."""
+        return self.deliver_event(self.click_event(space, message_name, label, user))
+
     def event_of(self, delivery_id: str) -> dict:
         return json.loads(self.delivery(delivery_id)["body"])
 
     # -- inspection
     def messages(self, space: str) -> list[dict]:
-        """The app's messages in the space, in order: {"name", "text", "thread", "deleted", "edits"}."""
-        return self.read(lambda s: s["messages"].get(space, []))
+        """The app's messages everyone in the space sees, in order: {"name", "text", "thread", "deleted", "edits",
+        "cards"}."""
+        return self.read(lambda s: [m for m in s["messages"].get(space, []) if not m.get("private_viewer")])
+
+    def private_messages(self, space: str) -> list[dict]:
+        """The app's private messages in the space (each seen by its ``private_viewer`` alone)."""
+        return self.read(lambda s: [m for m in s["messages"].get(space, []) if m.get("private_viewer")])
 
     def ops(self, space: str, method: str) -> list[dict]:
         return self.read(lambda s: [o for o in s["ops"] if o["space"] == space and o["method"] == method])
@@ -291,11 +339,18 @@ class FakeGoogleChat(WebhookMethods, FakeServer):
             message["deleted"] = True
             state["stats"]["deletes"] += 1
             return 200, {}
-        if request.query.get("updateMask") != "text":
-            return 400, ("INVALID_ARGUMENT", "updateMask must name the fields to update (the fake takes text)")
+        fields = set(request.query.get("updateMask", "").split(","))
+        if "text" not in fields or not fields <= {"text", "cardsV2"}:
+            return 400, ("INVALID_ARGUMENT", "updateMask must name the fields to update (the fake takes text and "
+                                             "cardsV2)")
         problem = self._text_problem(body)
         if problem:
             return 400, ("INVALID_ARGUMENT", problem)
+        if "cardsV2" in fields:
+            cards = body.get("cardsV2") or []
+            if not valid_cards(cards):
+                return 400, ("INVALID_ARGUMENT", "Invalid JSON payload: cardsV2")
+            message["cards"] = cards
         message["text"], message["edits"] = body["text"], message["edits"] + 1
         state["stats"]["patches"] += 1
         return 200, self._message_json(message, space)
@@ -317,8 +372,13 @@ class FakeGoogleChat(WebhookMethods, FakeServer):
         state["next_message"] += 1
         if option == "MESSAGE_REPLY_OPTION_UNSPECIFIED" or not thread:
             thread = f"{space}/threads/{name.rsplit('/', 1)[1].split('.')[0]}"
+        cards = body.get("cardsV2") or []
+        if not valid_cards(cards):
+            return 400, ("INVALID_ARGUMENT", "Invalid JSON payload: cardsV2")
+        viewer = body.get("privateMessageViewer")
+        viewer = viewer.get("name") if isinstance(viewer, dict) else None
         message = {"name": name, "text": body["text"], "thread": thread, "reply_option": option, "deleted": False,
-                   "edits": 0, "at": now, "request_id": request_id}
+                   "edits": 0, "at": now, "request_id": request_id, "cards": cards, "private_viewer": viewer}
         shown.append(message)
         if request_id:
             state["request_ids"][f"{space}\n{request_id}"] = name
@@ -337,7 +397,7 @@ class FakeGoogleChat(WebhookMethods, FakeServer):
     @staticmethod
     def _message_json(message: dict, space: str) -> dict:
         return {"name": message["name"], "sender": {"name": BOT_USER, "type": "BOT"}, "text": message["text"],
-                "thread": {"name": message["thread"]}, "space": {"name": space},
+                "thread": {"name": message["thread"]}, "space": {"name": space}, "cardsV2": message.get("cards", []),
                 "createTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(message["at"]))}
 
     def _log(self, state: dict, method: str, space: str, status: int, now: float) -> None:
