@@ -229,9 +229,10 @@ class TeamsAdapter(ButtonPresses, WebhookAdapter):
 
     # ------------------------------------------------------------------------------------------------ outbound
     async def send_message(self, op: PlatformOp) -> str:
-        return await self._post(op, _message(op.text, "send", card_attachments(await self.question_buttons(op))))
+        buttons = card_attachments(await self.question_buttons(op))
+        return await self._post_activity(op, _message(op.text, "send", buttons))
 
-    async def _post(self, op: PlatformOp, activity: dict) -> str:
+    async def _post_activity(self, op: PlatformOp, activity: dict) -> str:
         reply_to = op.thread_id or None
         if reply_to:
             activity["replyToId"] = reply_to
@@ -249,7 +250,7 @@ class TeamsAdapter(ButtonPresses, WebhookAdapter):
         Teams' message size. A document would need a file consent card (personal chats) or SharePoint
         (channels): refused, and the reply says so in its place."""
         activity = inline_image(op.file.mime, op.file.name, await self.file_bytes(op.file), op.file.caption)
-        return await self._post(op, activity)
+        return await self._post_activity(op, activity)
 
     async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
         """An image pasted into a message: ``GET`` its contentUrl (on the activity's verified Connector, inbound.py)
