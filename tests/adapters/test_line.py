@@ -20,6 +20,7 @@ import pytest
 from actors.adapters.errors import FloodError, PermanentError, RetryableError, TooLongError
 from actors.adapters.line.adapter import retry_key
 from actors.adapters.line.client import ContentTooLarge, LineAPI, QuotaExhausted, ReplyTokenRefused, classify
+from actors.adapters.line.quick_replies import Press, press_of, quick_reply
 from actors.adapters.line.inbound import (event_from_webhook, events_of, signature, signature_ok, skip_reason,
                                           WebhookRefused)
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER
@@ -107,6 +108,37 @@ def test_an_event_the_gateway_cannot_take_is_malformed(change, reason):
     raw = dict(event({"type": "user", "userId": USER}, {"type": "text", "text": "x"}), **change)
     with pytest.raises(MalformedPayload, match=reason):
         event_from_webhook(raw, "ln", "p")
+
+
+QUESTION = ("The assistant wants to run calculator. Press Approve or Deny, or reply \u201capprove 7KQ2\u201d or "
+            "\u201cdeny 7KQ2\u201d (within 10 minutes).")
+
+
+def test_buttons_are_postback_quick_replies_whose_words_are_the_typed_answer():
+    data = "ap:" + "a" * 16
+    quick = quick_reply((("Approve", data + ":y"), ("Deny", data + ":n")), QUESTION)
+    assert quick == {"items": [
+        {"type": "action", "action": {"type": "postback", "label": "Approve", "data": data + ":y",
+                                      "displayText": "approve 7KQ2"}},
+        {"type": "action", "action": {"type": "postback", "label": "Deny", "data": data + ":n",
+                                      "displayText": "deny 7KQ2"}}]}
+    [model] = quick_reply((("large-model", "md:large-model"),), "listing")["items"]
+    assert model["action"]["displayText"] == "/model large-model"
+    assert quick_reply((), QUESTION) is None
+
+
+def test_a_postback_of_our_buttons_is_a_press_known_by_its_webhook_event_id():
+    group = {"type": "group", "groupId": FakeLine.group("g"), "userId": USER}
+    raw = event(group, None, type="postback", postback={"data": "ap:" + "a" * 16 + ":y"})
+    assert press_of(raw, "ln", "p") == Press("01HEVENT", FakeLine.group("g"), USER, "ap:" + "a" * 16 + ":y", "tok")
+    again = dict(raw, deliveryContext={"isRedelivery": True})
+    assert press_of(again, "ln", "p").reply_token is None, "a redelivery's token is as old as its first try"
+    assert press_of(event(group, None, type="postback", postback={"data": "action=buy"}), "ln", "p") is None
+    assert press_of(event(group, {"type": "text", "text": "ap:x"}), "ln", "p") is None
+    answered = event_from_webhook(dict(raw, approval_answer="approve 7KQ2"), "ln", "p")
+    assert answered.text == "approve 7KQ2" and answered.platform_message_id == "01HEVENT"
+    with pytest.raises(MalformedPayload, match="webhookEventId"):
+        press_of(dict(raw, webhookEventId=None), "ln", "p")
 
 
 def op(op_id: str, text: str, key=None, chat: str = USER) -> PlatformOp:

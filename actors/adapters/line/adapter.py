@@ -53,9 +53,13 @@ from actors.adapters.line.client import ContentTooLarge, LineAPI, ReplyTokenRefu
 from actors.adapters.line.inbound import (event_from_webhook, event_id, is_redelivery, platform_message_id,
                                           reply_token_of, skip_reason)
 from actors.adapters.line.platform import LOADING_SECONDS
+from actors.adapters.line.quick_replies import ANSWER_FIELD, Press, press_of, quick_reply
 from actors.adapters.line.webhook_server import WebhookServer
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import resent_marker, utf16_len
+from actors.adapters.payload_fields import MalformedPayload
+from actors.adapters.presses import ButtonPresses
+from actors.approvals.answers import Answerer
 from actors.messages import Attachment, MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 
@@ -72,9 +76,10 @@ def retry_key(op: PlatformOp) -> str:
     return str(uuid.uuid5(RETRY_KEYS, f"{op.chat_id}\n{platform_key(op)}"))
 
 
-class LineAdapter(WebhookAdapter):
+class LineAdapter(ButtonPresses, WebhookAdapter):
     def __init__(self):
         super().__init__()
+        self.init_presses()
         self.skipped = 0               # events answered without becoming input
         self.redeliveries_skipped = 0  # redeliveries of events committed in this life
         self.replies = self.pushes = self.replies_refused = 0
@@ -126,10 +131,39 @@ class LineAdapter(WebhookAdapter):
         async with self._emit_lock:   # one transaction at a time; a redelivery racing its first delivery waits here
             fresh = [e for e in taken if event_id(e) is None or event_id(e) not in self._committed]
             self.redeliveries_skipped += len(taken) - len(fresh)
-            if not fresh:
-                return
-            await emit(fresh, None)
+            kept, refused = await self._judge_presses(fresh)
+            if kept:
+                await emit(kept, None)
             self._remember(fresh)
+        for press, notice in refused:   # told once the webhook's rows are committed, off the intake
+            self.acknowledge_press(press.press_id, functools.partial(self._tell_presser, press, notice))
+
+    async def _judge_presses(self, events: list) -> tuple[list, list]:
+        """The events to store (a press of our buttons that may answer becomes the presser's typed answer, under
+        the postback's webhookEventId, so a redelivery after a restart is the inbox's duplicate) and the presses
+        that may not, each with what its presser is told (not theirs, answered, expired, unknown)."""
+        kept, refused = [], []
+        for event in events:
+            try:
+                press = press_of(event, self.name, self.profile)
+            except MalformedPayload:
+                press = None   # stored as it is: normalise refuses it with its reason
+            if press is None:
+                kept.append(event)
+                continue
+            judged = await self.judge_press(event, Answerer(self.name, press.chat_id, press.user_id), press.data,
+                                            ANSWER_FIELD)
+            if judged.kept:
+                kept.append(judged.raw)
+            else:
+                refused.append((press, judged.notice))
+        return kept, refused
+
+    async def _tell_presser(self, press: Press, notice: str) -> None:
+        """A press that may not answer is told why with its reply token (free of the push quota; a redelivered
+        press has none and is not told again). LINE has no message to one member of a group only."""
+        if press.reply_token is not None and notice:
+            await self.api().reply(press.reply_token, [{"type": "text", "text": notice}])
 
     def _remember(self, committed: list) -> None:
         """The events just committed: their ids (a redelivery is skipped without a write) and reply tokens."""
@@ -172,6 +206,8 @@ class LineAdapter(WebhookAdapter):
         if not op.text.strip():
             raise PermanentError("LINE refuses an empty text", method="push")
         messages = [{"type": "text", "text": op.text}]
+        if (buttons := quick_reply(await self.question_buttons(op), op.text)) is not None:
+            messages[0]["quickReply"] = buttons   # LINE shows them on the chat's last message until one is used
         if (token := self.take_reply_token(op)) is not None:
             try:
                 [first, *_] = await self.api().reply(token, messages)
