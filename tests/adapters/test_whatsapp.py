@@ -184,6 +184,28 @@ def test_a_failed_status_callback_is_logged_with_metas_reason(rig):
     rig.gateway.wait_log(f"to {user}: failed (131026 Message undeliverable)")
 
 
+def test_status_callbacks_are_recorded_on_the_reply_and_a_failed_one_shows_it_not_received(rig):
+    fake, user = rig.fake, rig.new_user("receipts")
+    fake.inject_text(user, "hello")
+    rig.done(user)
+    (obligation,) = rig.settled(user)
+    (reply,) = fake.messages(user)
+    for status in ("delivered", "sent"):   # out of order, as Meta may send them: delivered stays
+        handle = fake.send_status(user, reply["wamid"], status)
+        wait_for(lambda: fake.delivery(handle)["state"] == "acked", 30, 0.05, f"the {status} status answered 200")
+    (seen,) = rig.obligations(user)
+    assert seen.receipts == {0: "delivered"} and seen.last_error is None, seen
+    handle = fake.send_status(user, reply["wamid"], "failed", [{"code": 131026, "title": "Message undeliverable"}])
+    wait_for(lambda: fake.delivery(handle)["state"] == "acked", 30, 0.05, "the failed status answered 200")
+    (seen,) = rig.obligations(user)
+    assert (seen.state, seen.receipts, seen.not_received) == ("delivered", {0: "failed"}, True), seen
+    assert seen.last_error == "part 1 not received: 131026 Message undeliverable", seen
+    listed = rig.gateway.cli("deliveries", "--json", "--limit", "1000", check=True)
+    [row] = [d for d in json.loads(listed.stdout)["deliveries"] if d["obligation_id"] == obligation.obligation_id]
+    assert row["not_received"] and row["receipts"] == {"0": "failed"}, row
+    assert "delivered~not-received" in rig.gateway.cli("deliveries", "--limit", "1000", check=True).stdout
+
+
 def test_an_image_is_fetched_through_the_media_url_and_cached(rig):
     fake, user = rig.fake, rig.new_user("photo")
     data = b"\x89PNG\r\n\x1a\n" + bytes(200)
