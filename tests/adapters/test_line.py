@@ -355,18 +355,34 @@ def test_an_expired_reply_token_falls_back_to_a_push(rig):
 def test_the_monthly_quota_used_up_fails_the_reply_and_says_why(rig):
     harness, gateway = rig
     chat, line = f"quota-{uuid.uuid4().hex[:6]}", harness.server
-    line.configure(reply_token_ttl=0.0, push_quota=0)
+    renewed = f"renewed-{uuid.uuid4().hex[:6]}"
+    line.configure(reply_token_ttl=0.0, push_quota=0)   # every reply token refused: each answer is a push
     try:
         harness.inject(chat, "no quota left")
         ledger = wait_for(lambda: (o := obligations(gateway, line.user(chat))) and o[0].state != "attempting"
                           and o[0].last_error and o, 60, 0.1, "the reply to fail")
         pushes = line.ops(line.user(chat), "push")
+        noted = wait_for(lambda: "monthly push quota used up" in (n := status_note(gateway)) and n, 30, 0.2,
+                         f"the quota in status (last seen: {status_note(gateway)!r})")
+        line.configure(push_quota=None)   # the month turned
+        harness.inject(renewed, "the quota renewed")
+        assert [m["via"] for m in answered(harness, renewed)] == ["push"]
+        wait_for(lambda: status_note(gateway) == "", 30, 0.2,
+                 f"the quota gone from status after a push went (last seen: {status_note(gateway)!r})")
     finally:
         line.configure(reply_token_ttl=60.0, push_quota=None)
     assert "monthly message quota is used up" in ledger[0].last_error, ledger[0]
     assert [o["status"] for o in pushes] == [429], "a used-up quota is not retried into a ban"
     assert line.messages(line.user(chat)) == []
     gateway.wait_log("monthly message quota is used up")
+    assert "until it renews" in noted
+
+
+def status_note(gateway: Gateway) -> str:
+    """The LINE adapter's note in ``status --json`` ("" without one)."""
+    shown = json.loads(gateway.cli("status", "--json", check=True).stdout)
+    [row] = [r for r in shown["adapters"] if r.get("name") == "line"]
+    return row.get("note") or ""
 
 
 # Last in the file: it kills the daemon with -9 and starts it again.

@@ -34,7 +34,7 @@ No edits: LINE cannot change a sent message (pacing ``line``: the consumer sends
 contract's default answers a final edit done without a call. Nor deletes: one is answered done, changing nothing
 (as IRC's). The typing indicator is the loading animation, which LINE shows in 1:1 chats only: in a group it is
 skipped quietly. The monthly push quota used up is a permanent failure that says so (client.py), never retried
-into a ban.
+into a ban, and ``status`` shows it on the adapter's row (``status_note``) until a later push goes.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ from typing import Any, Optional
 from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import WebhookAdapter
-from actors.adapters.line.client import ContentTooLarge, LineAPI, ReplyTokenRefused
+from actors.adapters.line.client import ContentTooLarge, LineAPI, QuotaExhausted, ReplyTokenRefused
 from actors.adapters.line.inbound import (event_from_webhook, event_id, is_redelivery, platform_message_id,
                                           reply_token_of, skip_reason)
 from actors.adapters.line.platform import LOADING_SECONDS
@@ -83,6 +83,7 @@ class LineAdapter(ButtonPresses, WebhookAdapter):
         self.skipped = 0               # events answered without becoming input
         self.redeliveries_skipped = 0  # redeliveries of events committed in this life
         self.replies = self.pushes = self.replies_refused = 0
+        self.quota_note = ""           # set by a push refused for the monthly quota, cleared by a push that goes
         self._api: Optional[LineAPI] = None
         self._emit_lock: Optional[asyncio.Lock] = None
         self._committed: collections.OrderedDict = collections.OrderedDict()
@@ -225,9 +226,21 @@ class LineAdapter(ButtonPresses, WebhookAdapter):
                 raise
         if await self.reply_copy_may_exist(op):
             messages.insert(0, {"type": "text", "text": resent_marker(self.config)})
-        *_, sent = await self.api().push(op.chat_id, messages, retry_key(op))
+        try:
+            *_, sent = await self.api().push(op.chat_id, messages, retry_key(op))
+        except QuotaExhausted:
+            self.quota_note = (f"monthly push quota used up (LINE refused a push at "
+                               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): nothing is pushed until it "
+                               "renews or the plan allows more")
+            raise
+        self.quota_note = ""
         self.pushes += 1
         return sent   # the part's own message: the last one (the mark, where there is one, comes first)
+
+    def status_note(self) -> str:
+        """The monthly push quota, while the last push LINE answered was refused for it (actor thread: reads the
+        string the loop set; not kept across a restart, where the next push finds out again)."""
+        return self.quota_note
 
     async def reply_copy_may_exist(self, op: PlatformOp) -> bool:
         """Whether an earlier attempt at this part may have gone with a reply token and left a copy: its answer was
