@@ -2,7 +2,8 @@
 quick replies under the chat's last message, a press delivered as a signed ``postback`` webhook) and the fake model
 (docs/approvals.md): the question carries Approve / Deny as postback actions whose displayText is the typed answer;
 a press is stored before its webhook is answered and answers as the typed answer would, once, even when LINE
-delivers its postback again; a /model listing carries a button per model and a press switches."""
+delivers its postback again; a /model listing carries a button per model and a press switches; a press that
+cannot answer is told why with its reply token, nothing stored."""
 from __future__ import annotations
 
 import sqlite3
@@ -113,3 +114,17 @@ def test_model_is_answered_with_a_button_per_model_and_a_press_switches(rig):
     line.inject_text(chat, "hello")
     assert [m["text"] for m in settled(line, chat, 3)][2] == "Answered by the large model."
     assert model.requests[before].body["model"] == "large-model"
+
+
+def test_a_press_of_a_button_storage_does_not_know_is_told_so_with_its_reply_token_and_stores_nothing(rig):
+    gw, line, model = rig
+    chat = line.user("stale")
+    before = len(model.requests)
+    stale = line.event(chat, None, "postback", {"postback": {"data": "ap:AAAAAAAAAAAAAAAA:y"}})
+    answered_webhook(line, line.deliver([stale]))
+    [told] = settled(line, chat, 1)
+    assert (told["text"], told["via"]) == ("This button is no longer valid.", "reply"), told
+    with sqlite3.connect(gw.state / "gateway.db") as db:
+        stored = db.execute("SELECT COUNT(*) FROM inbox WHERE platform_message_id = ?",
+                            (stale["webhookEventId"],)).fetchone()[0]
+    assert stored == 0 and len(model.requests) == before, "nothing stored, no turn"
