@@ -25,6 +25,18 @@ approval_timeout_s = 10
 """
 
 
+def agent_toml(model: FakeOpenAIServer) -> str:
+    """The [agent] table that makes ``model`` answer, without the pauses between streamed chunks."""
+    return f"""
+[agent]
+chunk_delay_s = 0.0
+kind = "openai"
+base_url = "{model.base_url}"
+model = "test-model"
+api_key = "sk-test-key-0123456789abcdef"
+"""
+
+
 def tool_results(model: FakeOpenAIServer, since: int) -> list[str]:
     """The tool results the model read after ``since``, each once (a request repeats the history before it)."""
     seen = {}

@@ -14,8 +14,8 @@ from tests.actor_system import wait_for
 from tests.adapters.harnesses.line import LineHarness
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
 from tests.gateway import Gateway
-from tests.pipeline.approval_helpers import (CALL, GUARDED_PROFILES, PRESSABLE, QUESTION_START, settled_messages,
-                                             tool_results)
+from tests.pipeline.approval_helpers import (CALL, GUARDED_PROFILES, PRESSABLE, QUESTION_START, agent_toml,
+                                             settled_messages, tool_results)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -26,16 +26,7 @@ def rig(tmp_path_factory):
     harness = LineHarness(workdir)
     harness.start()
     with FakeOpenAIServer() as model:
-        gw = Gateway(workdir, extra_toml=harness.adapter_toml() + f"""
-[agent]
-chunk_delay_s = 0.0
-kind = "openai"
-base_url = "{model.base_url}"
-model = "test-model"
-api_key = "sk-test-key-0123456789abcdef"
-
-{GUARDED_PROFILES}
-""")
+        gw = Gateway(workdir, extra_toml=harness.adapter_toml() + agent_toml(model) + GUARDED_PROFILES)
         try:
             gw.start()
             gw.wait_ready()

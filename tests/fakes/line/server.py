@@ -130,6 +130,9 @@ class FakeLine(WebhookMethods, FakeServer):
 
     def message_event(self, chat: str, message: dict, user: Optional[str] = None) -> dict:
         message = {"id": self.new_message_id(), "quoteToken": secrets.token_hex(8), **message}
+        with self.mutate() as state:   # a user who writes makes the quick replies under the last message vanish
+            for shown in state["chats"].get(chat, {"messages": []})["messages"][-1:]:
+                shown["quick_replies"] = []
         return self.event(chat, user, "message", {"message": message})
 
     def inject_text(self, chat: str, text: str, user: Optional[str] = None) -> str:
@@ -150,7 +153,7 @@ class FakeLine(WebhookMethods, FakeServer):
 
     def press_quick_reply(self, chat: str, label: str, user: Optional[str] = None) -> str:
         """The user presses the quick reply button ``label`` under the chat's last message (LINE shows them there
-        only, and removes them once one is pressed): a postback event is delivered, ``displayText`` shown as the
+        only, and removes them once one is pressed or the user writes): a postback event is delivered, ``displayText`` shown as the
         user's words; returns the delivery id. ValueError when no such button is shown."""
         with self.mutate() as state:
             shown = state["chats"].get(chat, {"messages": []})["messages"]
