@@ -11,13 +11,15 @@ anything else; a refused one is logged once with its reason, nothing stored. Its
 and Meta is answered 200 only once that round is committed. A wamid committed in this life is skipped before any
 write; the inbox's (adapter, wamid) dedup covers the rest (a redelivery after a restart, or one racing its first
 delivery: it waits for the lock, then finds the id). Reactions are stored as feedback before the answer; status
-callbacks (sent, delivered, read, failed) are logged, a failure with Meta's reason. What survives kill -9: a
-committed row (Meta was answered after it); a body cut before its commit was never answered, so Meta sends it again.
+callbacks (sent, delivered, read, failed) are recorded on their part in the delivery ledger before the answer
+(``Ledger.record_receipt``: a failed one makes the reply "not received", with Meta's reason) and logged. What
+survives kill -9: a committed row or receipt (Meta was answered after it); a body cut before its commit was never
+answered, so Meta sends it again.
 
 The 24-hour customer service window: free text reaches a user only within 24 h of their last message. The adapter
 keeps, per chat, the newest message time (Meta's own clock) it stored in this life, and refuses a reply past the
 window before it leaves (``WindowClosed``: a permanent failure in the ledger, with the reason); after a restart it
-knows none, and the Graph API's 131047 says the same (synchronously, or in a failed status callback, logged).
+knows none, and the Graph API's 131047 says the same (synchronously, or in a failed status callback, recorded).
 
 Outbound (client.py): POST /messages of text (4,096 characters, replying with ``context`` when the op names the
 message), of files (uploaded with POST /media first, then sent as an image or a document), of reactions, and of
