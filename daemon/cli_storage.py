@@ -307,11 +307,17 @@ def _render_forget(result: dict) -> str:
     return f"forgot session {sid} here ({result['last_seq']} events, {_live_state(result)})"
 
 
+def _state_label(delivery: dict) -> str:
+    """The state, marked where a copy may be doubled (ambiguous) or the platform reported a part not received."""
+    return (delivery["state"] + ("~ambiguous" if delivery.get("ambiguous") else "")
+            + ("~not-received" if delivery.get("not_received") else ""))
+
+
 def _render_deliveries(result: dict) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in result["counts"].items())
     if result.get("ambiguous"):
         counts += f" (ambiguous {result['ambiguous']}: re-sent, marked, after a send whose outcome was unknown)"
-    rows = [f"{d['obligation_id'][:16]}  {d['state'] + ('~ambiguous' if d.get('ambiguous') else ''):<10} "
+    rows = [f"{d['obligation_id'][:16]}  {_state_label(d):<10} "
             f"attempts={d['attempts']}  {d['target']['platform']}:{d['target']['chat_id']}"
             + (f"  “{escape_controls(_words(d['content_preview']))}”" if d["content_preview"] else "  (no text yet)")
             + (f"  last error: {d['last_error']}" if d.get("last_error") else "")
@@ -354,7 +360,7 @@ def _draw_deliveries(result: dict):
     colours = {"delivered": "green", "failed": "bold red", "abandoned": "red", "pending": "yellow",
                "attempting": "yellow"}
     rows = [[d["obligation_id"][:16],
-             cli_rich.styled(d["state"] + ("~ambiguous" if d.get("ambiguous") else ""), colours.get(d["state"], "")),
+             cli_rich.styled(_state_label(d), "bold red" if d.get("not_received") else colours.get(d["state"], "")),
              d["attempts"], f"{d['target']['platform']}:{d['target']['chat_id']}",
              f"“{escape_controls(_words(d['content_preview']))}”" if d["content_preview"] else "(no text yet)",
              d.get("last_error") or ""] for d in result["deliveries"]]

@@ -67,6 +67,7 @@ def _obligation(ob: Obligation) -> dict:
         "content_chars": len(reply_text(ob)),
         "chunks": len(ob.chunks), "parts": {str(i): mid for i, mid in sorted(ob.parts.items())},
         "ambiguous": ob.ambiguous, "send_intent": ob.send_intent,
+        "receipts": {str(i): r for i, r in sorted(ob.receipts.items())}, "not_received": ob.not_received,
         "created_at": ob.created_at, "updated_at": ob.updated_at,
     }
 

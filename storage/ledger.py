@@ -30,6 +30,12 @@ delivered with it is "delivered, ambiguous" in the admin views. The intent stays
 before deciding leaves the same question to the next. An intent is kept on a failed send (the platform may have
 acted before the failure), which errs towards a needless mark, never towards a silent duplicate.
 
+Receipts: a platform that reports later what became of a message it accepted (WhatsApp's status callbacks) has it
+recorded on the part (``record_receipt``): the furthest of sent < delivered < read, or failed with the platform's
+reason, which also becomes the obligation's ``last_error``. The state stays ``delivered`` (the send is done and
+never repeated by itself: the platform said why it did not reach the chat); ``receipts`` and the admin views show
+it as not received.
+
 A ledger failure never blocks a send: wrap calls in ``best_effort``, which logs at ERROR and returns None.
 """
 from __future__ import annotations
@@ -67,6 +73,8 @@ class ObligationState(enum.StrEnum):
 OBLIGATION_STATES = tuple(s.value for s in ObligationState)
 OPEN_OBLIGATIONS = tuple(s.value for s in ObligationState if s not in (ObligationState.DELIVERED,
                                                                        ObligationState.ABANDONED))   # still to deliver
+RECEIPT_ORDER = {"sent": 1, "delivered": 2, "read": 3, "failed": 4}   # a later report never takes a step back
+FAILED_RECEIPT = "failed"
 _COLUMNS = ("obligation_id, session_key, inbound_ref, platform, chat_id, thread_id, reply_to, content, chunks, state, "
             "fence, attempts, owner_pid, owner_start, owner_host, last_error, created_at, updated_at, send_intent, "
             "ambiguous")
@@ -104,17 +112,25 @@ class Obligation:
     send_intent: Optional[int] = None          # the part whose send left with no id back yet
     ambiguous: bool = False                    # a claim found an unresolved send: an unaddressable copy may exist
     claimed: bool = False                      # record_obligation(claim=True) made the claim in this very call
+    receipts: dict = field(default_factory=dict)   # part index -> what the platform reported of it (record_receipt)
+
+    @property
+    def not_received(self) -> bool:
+        """A part the platform accepted and later reported failed: the chat never got it."""
+        return FAILED_RECEIPT in self.receipts.values()
 
 
 async def _load(conn, oid: str) -> Optional[Obligation]:
     r = await fetch_one(conn, f"SELECT {_COLUMNS} FROM obligations WHERE obligation_id = ?", (oid,))
     if r is None:
         return None
-    parts = dict(await fetch_all(conn, "SELECT part_index, platform_message_id FROM obligation_parts "
-                                       "WHERE obligation_id = ? ORDER BY part_index", (oid,)))
+    rows = await fetch_all(conn, "SELECT part_index, platform_message_id, receipt FROM obligation_parts "
+                                 "WHERE obligation_id = ? ORDER BY part_index", (oid,))
+    parts = {index: message_id for index, message_id, _ in rows}
+    receipts = {index: receipt for index, _, receipt in rows if receipt is not None}
     owner = Owner(r[12], r[13], r[14], r[10]) if r[12] is not None else None
     return Obligation(r[0], r[1], r[2], Target(r[3], r[4], r[5], r[6]), r[7], records.unpack(r[8]), r[9], r[10],
-                      r[11], owner, r[15], r[16], r[17], parts, r[18], bool(r[19]))
+                      r[11], owner, r[15], r[16], r[17], parts, r[18], bool(r[19]), receipts=receipts)
 
 
 async def _require(conn, oid: str, fence: Optional[int], allowed: tuple, action: str) -> None:
@@ -211,6 +227,34 @@ class Ledger:
             await conn.execute("UPDATE obligations SET updated_at = ?, send_intent = CASE WHEN send_intent = ? "
                                "THEN NULL ELSE send_intent END WHERE obligation_id = ?", (now, int(part_index), oid))
         await self._db.write(do, time.time())
+
+    async def record_receipt(self, platform: str, platform_message_id: str, receipt: str,
+                             reason: str = "") -> Optional[str]:
+        """What ``platform`` reported of a message it accepted (``RECEIPT_ORDER``), kept on the part that message
+        is unless it says less than what is kept (reports may arrive out of order, and again); ``failed`` also
+        puts ``reason`` in the obligation's last_error. The obligation's id, or None when the message is no part
+        of a reply (a report of a message the gateway did not record, or one purged)."""
+        if receipt not in RECEIPT_ORDER:
+            raise ValueError(f"unknown receipt {receipt!r}")
+
+        async def do(conn, now):
+            found = await fetch_one(conn, "SELECT p.obligation_id, p.part_index, p.receipt FROM obligation_parts p "
+                                          "JOIN obligations o ON o.obligation_id = p.obligation_id "
+                                          "WHERE p.platform_message_id = ? AND o.platform = ?",
+                                    (str(platform_message_id), platform))
+            if found is None:
+                return None
+            oid, index, kept = found
+            if RECEIPT_ORDER.get(kept, 0) >= RECEIPT_ORDER[receipt]:
+                return oid
+            await conn.execute("UPDATE obligation_parts SET receipt = ? WHERE obligation_id = ? AND part_index = ?",
+                               (receipt, oid, index))
+            if receipt == FAILED_RECEIPT:
+                await conn.execute("UPDATE obligations SET last_error = ?, updated_at = ? WHERE obligation_id = ?",
+                                   (f"part {index + 1} not received: {reason or 'the platform gave no reason'}"[:500],
+                                    now, oid))
+            return oid
+        return await self._db.write(do, time.time())
 
     async def clear_send_intent(self, oid: str, fence: int, part_index: int) -> None:
         """The send of ``part_index`` is known not to have happened (the platform refused it): its intent goes, so

@@ -278,6 +278,10 @@ _V11_APPROVALS = [
     "CREATE INDEX approvals_by_state ON approvals (state, finished_at)",
 ]
 
+# What the platform later reported of each part it accepted (WhatsApp's status callbacks: sent, delivered, read,
+# failed), kept on the part (storage/ledger.py record_receipt): a reply sent but never received is visible as such.
+_V12_PART_RECEIPTS = ["ALTER TABLE obligation_parts ADD COLUMN receipt TEXT"]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -290,6 +294,7 @@ MIGRATIONS: list[Migration] = [
     _V9_MEMORY,
     _V10_SEARCH_PENDING,
     _V11_APPROVALS,
+    _V12_PART_RECEIPTS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -20,6 +20,7 @@ import pytest
 from actors.adapters.errors import FloodError, PermanentError, RetryableError, TooLongError
 from actors.adapters.line.adapter import retry_key
 from actors.adapters.line.client import ContentTooLarge, LineAPI, QuotaExhausted, ReplyTokenRefused, classify
+from actors.adapters.line.quick_replies import Press, press_of, quick_reply
 from actors.adapters.line.inbound import (event_from_webhook, events_of, signature, signature_ok, skip_reason,
                                           WebhookRefused)
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER
@@ -107,6 +108,37 @@ def test_an_event_the_gateway_cannot_take_is_malformed(change, reason):
     raw = dict(event({"type": "user", "userId": USER}, {"type": "text", "text": "x"}), **change)
     with pytest.raises(MalformedPayload, match=reason):
         event_from_webhook(raw, "ln", "p")
+
+
+QUESTION = ("The assistant wants to run calculator. Press Approve or Deny, or reply \u201capprove 7KQ2\u201d or "
+            "\u201cdeny 7KQ2\u201d (within 10 minutes).")
+
+
+def test_buttons_are_postback_quick_replies_whose_words_are_the_typed_answer():
+    data = "ap:" + "a" * 16
+    quick = quick_reply((("Approve", data + ":y"), ("Deny", data + ":n")), QUESTION)
+    assert quick == {"items": [
+        {"type": "action", "action": {"type": "postback", "label": "Approve", "data": data + ":y",
+                                      "displayText": "approve 7KQ2"}},
+        {"type": "action", "action": {"type": "postback", "label": "Deny", "data": data + ":n",
+                                      "displayText": "deny 7KQ2"}}]}
+    [model] = quick_reply((("large-model", "md:large-model"),), "listing")["items"]
+    assert model["action"]["displayText"] == "/model large-model"
+    assert quick_reply((), QUESTION) is None
+
+
+def test_a_postback_of_our_buttons_is_a_press_known_by_its_webhook_event_id():
+    group = {"type": "group", "groupId": FakeLine.group("g"), "userId": USER}
+    raw = event(group, None, type="postback", postback={"data": "ap:" + "a" * 16 + ":y"})
+    assert press_of(raw, "ln", "p") == Press("01HEVENT", FakeLine.group("g"), USER, "ap:" + "a" * 16 + ":y", "tok")
+    again = dict(raw, deliveryContext={"isRedelivery": True})
+    assert press_of(again, "ln", "p").reply_token is None, "a redelivery's token is as old as its first try"
+    assert press_of(event(group, None, type="postback", postback={"data": "action=buy"}), "ln", "p") is None
+    assert press_of(event(group, {"type": "text", "text": "ap:x"}), "ln", "p") is None
+    answered = event_from_webhook(dict(raw, approval_answer="approve 7KQ2"), "ln", "p")
+    assert answered.text == "approve 7KQ2" and answered.platform_message_id == "01HEVENT"
+    with pytest.raises(MalformedPayload, match="webhookEventId"):
+        press_of(dict(raw, webhookEventId=None), "ln", "p")
 
 
 def op(op_id: str, text: str, key=None, chat: str = USER) -> PlatformOp:
@@ -323,18 +355,34 @@ def test_an_expired_reply_token_falls_back_to_a_push(rig):
 def test_the_monthly_quota_used_up_fails_the_reply_and_says_why(rig):
     harness, gateway = rig
     chat, line = f"quota-{uuid.uuid4().hex[:6]}", harness.server
-    line.configure(reply_token_ttl=0.0, push_quota=0)
+    renewed = f"renewed-{uuid.uuid4().hex[:6]}"
+    line.configure(reply_token_ttl=0.0, push_quota=0)   # every reply token refused: each answer is a push
     try:
         harness.inject(chat, "no quota left")
         ledger = wait_for(lambda: (o := obligations(gateway, line.user(chat))) and o[0].state != "attempting"
                           and o[0].last_error and o, 60, 0.1, "the reply to fail")
         pushes = line.ops(line.user(chat), "push")
+        noted = wait_for(lambda: "monthly push quota used up" in (n := status_note(gateway)) and n, 30, 0.2,
+                         f"the quota in status (last seen: {status_note(gateway)!r})")
+        line.configure(push_quota=None)   # the month turned
+        harness.inject(renewed, "the quota renewed")
+        assert [m["via"] for m in answered(harness, renewed)] == ["push"]
+        wait_for(lambda: status_note(gateway) == "", 30, 0.2,
+                 f"the quota gone from status after a push went (last seen: {status_note(gateway)!r})")
     finally:
         line.configure(reply_token_ttl=60.0, push_quota=None)
     assert "monthly message quota is used up" in ledger[0].last_error, ledger[0]
     assert [o["status"] for o in pushes] == [429], "a used-up quota is not retried into a ban"
     assert line.messages(line.user(chat)) == []
     gateway.wait_log("monthly message quota is used up")
+    assert "until it renews" in noted
+
+
+def status_note(gateway: Gateway) -> str:
+    """The LINE adapter's note in ``status --json`` ("" without one)."""
+    shown = json.loads(gateway.cli("status", "--json", check=True).stdout)
+    [row] = [r for r in shown["adapters"] if r.get("name") == "line"]
+    return row.get("note") or ""
 
 
 # Last in the file: it kills the daemon with -9 and starts it again.

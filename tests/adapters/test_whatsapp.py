@@ -56,6 +56,14 @@ class Rig:
         return wait_for(lambda: (r := self.rows(user)) and len(r) >= count and all(x.state == "done" for x in r)
                         and r, 60, 0.1, f"{count} finished row(s) of {user}")
 
+    def answered_hello(self, user: str) -> tuple:
+        """The user says hello: the reply's obligation (delivered) and the message the fake shows."""
+        self.fake.inject_text(user, "hello")
+        self.done(user)
+        (obligation,) = self.settled(user)
+        (reply,) = self.fake.messages(user)
+        return obligation, reply
+
     def settled(self, user: str) -> list:
         """The user's reply obligations once none is open (delivered, failed or abandoned)."""
         return wait_for(lambda: (o := self.obligations(user)) and all(x.state in ("delivered", "failed", "abandoned")
@@ -164,10 +172,7 @@ def test_a_rate_limited_send_is_retried_after_the_backoff_and_delivered_once(rig
 
 def test_a_users_reaction_on_a_reply_is_stored_as_feedback_on_it(rig):
     fake, user = rig.fake, rig.new_user("fan")
-    fake.inject_text(user, "hello")
-    rig.done(user)
-    (obligation,) = rig.settled(user)
-    (reply,) = fake.messages(user)
+    obligation, reply = rig.answered_hello(user)
     fake.inject_message(user, "reaction", {"message_id": reply["wamid"], "emoji": "👍"})
     key = session_key(Source(platform="whatsapp", chat_id=user, chat_type="dm", user_id=user))
     (row,) = wait_for(lambda: _read(rig.gateway, lambda store: store.feedback.of_session(key)), 30, 0.1,
@@ -182,6 +187,25 @@ def test_a_failed_status_callback_is_logged_with_metas_reason(rig):
                               [{"code": 131026, "title": "Message undeliverable"}])
     wait_for(lambda: fake.delivery(handle)["state"] == "acked", 30, 0.05, "the status callback answered 200")
     rig.gateway.wait_log(f"to {user}: failed (131026 Message undeliverable)")
+
+
+def test_status_callbacks_are_recorded_on_the_reply_and_a_failed_one_shows_it_not_received(rig):
+    fake, user = rig.fake, rig.new_user("receipts")
+    obligation, reply = rig.answered_hello(user)
+    for status in ("delivered", "sent"):   # out of order, as Meta may send them: delivered stays
+        handle = fake.send_status(user, reply["wamid"], status)
+        wait_for(lambda: fake.delivery(handle)["state"] == "acked", 30, 0.05, f"the {status} status answered 200")
+    (seen,) = rig.obligations(user)
+    assert seen.receipts == {0: "delivered"} and seen.last_error is None, seen
+    handle = fake.send_status(user, reply["wamid"], "failed", [{"code": 131026, "title": "Message undeliverable"}])
+    wait_for(lambda: fake.delivery(handle)["state"] == "acked", 30, 0.05, "the failed status answered 200")
+    (seen,) = rig.obligations(user)
+    assert (seen.state, seen.receipts, seen.not_received) == ("delivered", {0: "failed"}, True), seen
+    assert seen.last_error == "part 1 not received: 131026 Message undeliverable", seen
+    listed = rig.gateway.cli("deliveries", "--json", "--limit", "1000", check=True)
+    [row] = [d for d in json.loads(listed.stdout)["deliveries"] if d["obligation_id"] == obligation.obligation_id]
+    assert row["not_received"] and row["receipts"] == {"0": "failed"}, row
+    assert "delivered~not-received" in rig.gateway.cli("deliveries", "--limit", "1000", check=True).stdout
 
 
 def test_an_image_is_fetched_through_the_media_url_and_cached(rig):

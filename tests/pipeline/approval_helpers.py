@@ -27,8 +27,8 @@ approval_timeout_s = 10
 """
 
 
-def agent_and_profiles(model: FakeOpenAIServer) -> str:
-    """The [agent] table of the fake model and the guarded profiles (``GUARDED_PROFILES``), for a daemon's TOML."""
+def agent_toml(model: FakeOpenAIServer) -> str:
+    """The [agent] table that makes ``model`` answer, without the pauses between streamed chunks."""
     return f"""
 [agent]
 chunk_delay_s = 0.0
@@ -36,7 +36,12 @@ kind = "openai"
 base_url = "{model.base_url}"
 model = "test-model"
 api_key = "sk-test-key-0123456789abcdef"
-{GUARDED_PROFILES}"""
+"""
+
+
+def agent_and_profiles(model: FakeOpenAIServer) -> str:
+    """The [agent] table of the fake model and the guarded profiles (``GUARDED_PROFILES``), for a daemon's TOML."""
+    return agent_toml(model) + GUARDED_PROFILES
 
 
 def tool_results(model: FakeOpenAIServer, since: int) -> list[str]:

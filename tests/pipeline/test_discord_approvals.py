@@ -16,8 +16,8 @@ from tests.actor_system import wait_for
 from tests.fakes.discord import DEFAULT_TOKEN, GENERAL_CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
 from tests.gateway import Gateway
-from tests.pipeline.approval_helpers import (CALL, GUARDED_PROFILES, PRESSABLE, QUESTION_START, edited_question,
-                                             settled_messages, tool_results)
+from tests.pipeline.approval_helpers import (CALL, GUARDED_PROFILES, PRESSABLE, QUESTION_START, agent_toml,
+                                             edited_question, settled_messages, tool_results)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -41,13 +41,7 @@ access = "open"
 token = "{DEFAULT_TOKEN}"
 api_base_url = "{dc.api_url}"
 
-[agent]
-chunk_delay_s = 0.0
-kind = "openai"
-base_url = "{model.base_url}"
-model = "test-model"
-api_key = "sk-test-key-0123456789abcdef"
-
+{agent_toml(model)}
 {GUARDED_PROFILES}
 [[routes]]
 adapter = "discord"

@@ -142,6 +142,28 @@ async def test_parts_are_recorded_once(db_path):
         assert got.parts == {0: "111", 1: "999"} and got.chunks == ["lo", "ng"]
 
 
+async def test_a_receipt_is_kept_on_its_part_never_stepping_back_and_a_failed_one_is_visible(db_path):
+    async with open_store(db_path) as store:
+        ob = await store.ledger.record_obligation(KEY, "m1", TG, "two parts", claim=True)
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 0, "wamid.A")
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 1, "wamid.B")
+        await store.ledger.mark_delivered(ob.obligation_id, ob.fence)
+        assert await store.ledger.record_receipt("telegram", "wamid.A", "read") == ob.obligation_id
+        await store.ledger.record_receipt("telegram", "wamid.A", "delivered")   # late: read stays
+        await store.ledger.record_receipt("telegram", "wamid.B", "sent")
+        assert await store.ledger.record_receipt("whatsapp", "wamid.A", "failed") is None, "another platform's"
+        assert await store.ledger.record_receipt("telegram", "wamid.UNKNOWN", "read") is None
+        got = await store.ledger.get(ob.obligation_id)
+        assert got.receipts == {0: "read", 1: "sent"} and not got.not_received and got.last_error is None
+        await store.ledger.record_receipt("telegram", "wamid.B", "failed", "131026 Message undeliverable")
+        await store.ledger.record_receipt("telegram", "wamid.B", "read")   # nothing comes after failed
+        got = await store.ledger.get(ob.obligation_id)
+        assert got.receipts == {0: "read", 1: "failed"} and got.not_received and got.state == "delivered"
+        assert got.last_error == "part 2 not received: 131026 Message undeliverable"
+        with pytest.raises(ValueError, match="unknown receipt"):
+            await store.ledger.record_receipt("telegram", "wamid.A", "deleted")
+
+
 def test_is_owner_alive():
     assert is_owner_alive(owner_of("alive"))
     for kind in ("dead_pid", "wrong_start", "other_host"):

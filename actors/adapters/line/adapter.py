@@ -34,7 +34,7 @@ No edits: LINE cannot change a sent message (pacing ``line``: the consumer sends
 contract's default answers a final edit done without a call. Nor deletes: one is answered done, changing nothing
 (as IRC's). The typing indicator is the loading animation, which LINE shows in 1:1 chats only: in a group it is
 skipped quietly. The monthly push quota used up is a permanent failure that says so (client.py), never retried
-into a ban.
+into a ban, and ``status`` shows it on the adapter's row (``status_note``) until a later push goes.
 """
 from __future__ import annotations
 
@@ -49,13 +49,17 @@ from typing import Any, Optional
 from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import WebhookAdapter
-from actors.adapters.line.client import ContentTooLarge, LineAPI, ReplyTokenRefused
+from actors.adapters.line.client import ContentTooLarge, LineAPI, QuotaExhausted, ReplyTokenRefused
 from actors.adapters.line.inbound import (event_from_webhook, event_id, is_redelivery, platform_message_id,
                                           reply_token_of, skip_reason)
 from actors.adapters.line.platform import LOADING_SECONDS
+from actors.adapters.line.quick_replies import ANSWER_FIELD, Press, press_of, quick_reply
 from actors.adapters.line.webhook_server import WebhookServer
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import resent_marker, utf16_len
+from actors.adapters.payload_fields import MalformedPayload
+from actors.adapters.presses import ButtonPresses
+from actors.approvals.answers import Answerer
 from actors.messages import Attachment, MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 
@@ -72,12 +76,14 @@ def retry_key(op: PlatformOp) -> str:
     return str(uuid.uuid5(RETRY_KEYS, f"{op.chat_id}\n{platform_key(op)}"))
 
 
-class LineAdapter(WebhookAdapter):
+class LineAdapter(ButtonPresses, WebhookAdapter):
     def __init__(self):
         super().__init__()
+        self.init_presses()
         self.skipped = 0               # events answered without becoming input
         self.redeliveries_skipped = 0  # redeliveries of events committed in this life
         self.replies = self.pushes = self.replies_refused = 0
+        self.quota_note = ""           # set by a push refused for the monthly quota, cleared by a push that goes
         self._api: Optional[LineAPI] = None
         self._emit_lock: Optional[asyncio.Lock] = None
         self._committed: collections.OrderedDict = collections.OrderedDict()
@@ -126,10 +132,39 @@ class LineAdapter(WebhookAdapter):
         async with self._emit_lock:   # one transaction at a time; a redelivery racing its first delivery waits here
             fresh = [e for e in taken if event_id(e) is None or event_id(e) not in self._committed]
             self.redeliveries_skipped += len(taken) - len(fresh)
-            if not fresh:
-                return
-            await emit(fresh, None)
+            kept, refused = await self._judge_presses(fresh)
+            if kept:
+                await emit(kept, None)
             self._remember(fresh)
+        for press, notice in refused:   # told once the webhook's rows are committed, off the intake
+            self.acknowledge_press(press.press_id, functools.partial(self._tell_presser, press, notice))
+
+    async def _judge_presses(self, events: list) -> tuple[list, list]:
+        """The events to store (a press of our buttons that may answer becomes the presser's typed answer, under
+        the postback's webhookEventId, so a redelivery after a restart is the inbox's duplicate) and the presses
+        that may not, each with what its presser is told (not theirs, answered, expired, unknown)."""
+        kept, refused = [], []
+        for event in events:
+            try:
+                press = press_of(event, self.name, self.profile)
+            except MalformedPayload:
+                press = None   # stored as it is: normalise refuses it with its reason
+            if press is None:
+                kept.append(event)
+                continue
+            judged = await self.judge_press(event, Answerer(self.name, press.chat_id, press.user_id), press.data,
+                                            ANSWER_FIELD)
+            if judged.kept:
+                kept.append(judged.raw)
+            else:
+                refused.append((press, judged.notice))
+        return kept, refused
+
+    async def _tell_presser(self, press: Press, notice: str) -> None:
+        """A press that may not answer is told why with its reply token (free of the push quota; a redelivered
+        press has none and is not told again). LINE has no message to one member of a group only."""
+        if press.reply_token is not None and notice:
+            await self.api().reply(press.reply_token, [{"type": "text", "text": notice}])
 
     def _remember(self, committed: list) -> None:
         """The events just committed: their ids (a redelivery is skipped without a write) and reply tokens."""
@@ -172,6 +207,8 @@ class LineAdapter(WebhookAdapter):
         if not op.text.strip():
             raise PermanentError("LINE refuses an empty text", method="push")
         messages = [{"type": "text", "text": op.text}]
+        if (buttons := quick_reply(await self.question_buttons(op), op.text)) is not None:
+            messages[0]["quickReply"] = buttons   # LINE shows them on the chat's last message until one is used
         if (token := self.take_reply_token(op)) is not None:
             try:
                 [first, *_] = await self.api().reply(token, messages)
@@ -189,9 +226,21 @@ class LineAdapter(WebhookAdapter):
                 raise
         if await self.reply_copy_may_exist(op):
             messages.insert(0, {"type": "text", "text": resent_marker(self.config)})
-        *_, sent = await self.api().push(op.chat_id, messages, retry_key(op))
+        try:
+            *_, sent = await self.api().push(op.chat_id, messages, retry_key(op))
+        except QuotaExhausted:
+            self.quota_note = (f"monthly push quota used up (LINE refused a push at "
+                               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): nothing is pushed until it "
+                               "renews or the plan allows more")
+            raise
+        self.quota_note = ""
         self.pushes += 1
         return sent   # the part's own message: the last one (the mark, where there is one, comes first)
+
+    def status_note(self) -> str:
+        """The monthly push quota, while the last push LINE answered was refused for it (actor thread: reads the
+        string the loop set; not kept across a restart, where the next push finds out again)."""
+        return self.quota_note
 
     async def reply_copy_may_exist(self, op: PlatformOp) -> bool:
         """Whether an earlier attempt at this part may have gone with a reply token and left a copy: its answer was

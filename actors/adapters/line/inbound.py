@@ -9,7 +9,8 @@ A webhook is one POST whose body is JSON ``{"destination": bot user id, "events"
 and, for events the bot may answer, a ``replyToken``.
 
 Which events become input: ``message`` events of type ``text``, ``image``, ``audio``, ``file`` and ``sticker``,
-and ``postback`` events (a button the bot showed, pressed: its ``data`` as text). Every other event (follow,
+and ``postback`` events (a button the bot showed, pressed: its ``data`` as text, or, for one of the gateway's own
+buttons judged by the adapter, the answer's words: quick_replies.py). Every other event (follow,
 unfollow, join, leave, unsend, video, location, ...) is answered and skipped with a log line (``skip_reason``).
 
 Identity: the chat is the source's user, group or room id (``U``, ``C`` or ``R`` followed by 32 hex digits), a dm
@@ -35,6 +36,7 @@ TAKEN_MESSAGES = {"text", "image", "audio", "file", "sticker"}
 MEDIA_KINDS = {"image": "photo", "audio": "voice", "file": "document"}
 SOURCE_IDS = {"user": ("userId", "dm"), "group": ("groupId", "group"), "room": ("roomId", "group")}
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+ANSWER_FIELD = "approval_answer"   # put on a button's postback by the adapter (quick_replies.py): its answer, as words
 
 
 class WebhookRefused(Exception):
@@ -126,6 +128,8 @@ def platform_message_id(event: dict) -> Optional[str]:
 
 def _text_and_attachments(event: dict, where: str) -> tuple[str, tuple]:
     if event.get("type") == "postback":
+        if isinstance(event.get(ANSWER_FIELD), str):   # one of our buttons, judged: the presser's typed answer
+            return event[ANSWER_FIELD], ()
         postback = event.get("postback")
         data = postback.get("data") if isinstance(postback, dict) else None
         if not isinstance(data, str):

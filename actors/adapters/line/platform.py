@@ -4,11 +4,14 @@ Anyone who adds the bot as a friend can write to it: strangers get a pairing cod
 Pacing: no edits (LINE cannot change a sent message), so answers go out final; 5,000 characters per text (counted
 here in UTF-16 units, never fewer than LINE's count); the loading animation (1:1 chats) as the typing indicator;
 a push carries ``X-Line-Retry-Key``, so a push whose answer was lost goes again and shows once. LINE's own limit on
-the push API is 2,000 requests a second per channel, far above one chat's pace."""
+the push API is 2,000 requests a second per channel, far above one chat's pace. Buttons: a tool approval's question
+and ``/model``'s listing carry quick replies (postback actions); a press is a ``postback`` webhook event
+(quick_replies.py). LINE cannot edit, so a settled question is not shown changed: its quick replies vanish by
+themselves once the user presses or writes."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=False, files_in=True, files_out=False,
-                            voice=True, buttons=False, typing=True, idempotent_send="X-Line-Retry-Key")
+                            voice=True, buttons=True, typing=True, idempotent_send="X-Line-Retry-Key")
 
 LOADING_SECONDS = 20          # the loading animation's length (5..60 in steps of 5); a message sent ends it early
 

@@ -11,13 +11,15 @@ anything else; a refused one is logged once with its reason, nothing stored. Its
 and Meta is answered 200 only once that round is committed. A wamid committed in this life is skipped before any
 write; the inbox's (adapter, wamid) dedup covers the rest (a redelivery after a restart, or one racing its first
 delivery: it waits for the lock, then finds the id). Reactions are stored as feedback before the answer; status
-callbacks (sent, delivered, read, failed) are logged, a failure with Meta's reason. What survives kill -9: a
-committed row (Meta was answered after it); a body cut before its commit was never answered, so Meta sends it again.
+callbacks (sent, delivered, read, failed) are recorded on their part in the delivery ledger before the answer
+(``Ledger.record_receipt``: a failed one makes the reply "not received", with Meta's reason) and logged. What
+survives kill -9: a committed row or receipt (Meta was answered after it); a body cut before its commit was never
+answered, so Meta sends it again.
 
 The 24-hour customer service window: free text reaches a user only within 24 h of their last message. The adapter
 keeps, per chat, the newest message time (Meta's own clock) it stored in this life, and refuses a reply past the
 window before it leaves (``WindowClosed``: a permanent failure in the ledger, with the reason); after a restart it
-knows none, and the Graph API's 131047 says the same (synchronously, or in a failed status callback, logged).
+knows none, and the Graph API's 131047 says the same (synchronously, or in a failed status callback, recorded).
 
 Outbound (client.py): POST /messages of text (4,096 characters, replying with ``context`` when the op names the
 message), of files (uploaded with POST /media first, then sent as an image or a document), of reactions, and of
@@ -41,8 +43,8 @@ from actors.adapters.intake_styles import WebhookAdapter
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import ChatBudget
 from actors.adapters.whatsapp.client import GraphAPI, MediaTooLarge, WindowClosed
-from actors.adapters.whatsapp.inbound import (event_from_message, failed_codes, reaction_of, sent_at_of,
-                                              skip_reason, status_line, wamid_of)
+from actors.adapters.whatsapp.inbound import (event_from_message, failed_codes, failure_reason, reaction_of,
+                                              receipt_of, sent_at_of, skip_reason, status_line, wamid_of)
 from actors.adapters.whatsapp.platform import (CUSTOMER_SERVICE_WINDOW_S, PHONE_NUMBER_BURST,
                                                PHONE_NUMBER_MESSAGES_PER_S)
 from actors.adapters.whatsapp.webhook_server import WebhookServer
@@ -101,7 +103,7 @@ class WhatsAppAdapter(WebhookAdapter):
     async def _deliver(self, emit, messages: list, statuses: list) -> None:
         """Store one webhook's messages (and reactions); Meta is answered 200 when this returns."""
         for status in statuses:
-            self._status_seen(status)
+            await self._status_seen(status)
         await self.record_feedback([r for raw in messages if (r := reaction_of(raw, self.name)) is not None])
         fresh = []
         for raw in messages:
@@ -135,13 +137,20 @@ class WhatsAppAdapter(WebhookAdapter):
             while len(self._chats) > REMEMBERED:
                 self._chats.popitem(last=False)
 
-    def _status_seen(self, status: dict) -> None:
+    async def _status_seen(self, status: dict) -> None:
+        """A status callback of a message we sent, recorded on its part in the delivery ledger before Meta is
+        answered (a failure to record answers 500: Meta sends it again); a failed one is logged with its reason."""
         self.statuses_seen += 1
         codes = failed_codes(status)
+        why = " (the 24-hour customer service window had closed)" if 131047 in codes else ""
+        receipt = receipt_of(status)
+        if receipt is not None:
+            store = await self.ready_storage()
+            await store.ledger.record_receipt(self.name, receipt[0], receipt[1],
+                                              self.clean_error(failure_reason(status)) + why)
         if not codes:
             self.say(logging.DEBUG, "%s: %s", self.name, self.clean_error(status_line(status)))
             return
-        why = " (the 24-hour customer service window had closed)" if 131047 in codes else ""
         self.say(logging.WARNING, "%s: not delivered: %s%s", self.name, self.clean_error(status_line(status)), why)
 
     def normalise(self, raw: Any) -> MessageEvent:

@@ -206,10 +206,31 @@ def event_from_message(raw: Any, platform: str, profile: str) -> MessageEvent:
 
 def status_line(status: dict) -> str:
     """A status callback as one log line: which of our messages, what became of it, and why if it failed."""
-    errors = [f"{e.get('code')} {str(e.get('title') or e.get('message') or '')[:100]}" for e in
-              _list(status.get("errors")) if isinstance(e, dict)]
+    errors = _errors_text(status)
     line = f"message {str(status.get('id'))[:60]} to {str(status.get('recipient_id'))[:20]}: {status.get('status')}"
-    return line + (f" ({'; '.join(errors)})" if errors else "")
+    return line + (f" ({errors})" if errors else "")
+
+
+def _errors_text(status: dict) -> str:
+    return "; ".join(f"{e.get('code')} {str(e.get('title') or e.get('message') or '')[:100]}" for e in
+                     _list(status.get("errors"))[:3] if isinstance(e, dict))
+
+
+RECEIPTS = ("sent", "delivered", "read", "failed")
+
+
+def receipt_of(status: dict) -> Optional[tuple[str, str]]:
+    """(our message's wamid, what became of it) of a status callback; None for one the ledger cannot take (no
+    wamid, or a status outside sent / delivered / read / failed, such as ``deleted``)."""
+    wamid, state = status.get("id"), status.get("status")
+    if not isinstance(wamid, str) or not 0 < len(wamid) <= 256 or state not in RECEIPTS:
+        return None
+    return wamid, state
+
+
+def failure_reason(status: dict) -> str:
+    """The errors of a failed status as one line: ``131026 Message undeliverable``; "" for any other."""
+    return _errors_text(status) if status.get("status") == "failed" else ""
 
 
 def failed_codes(status: dict) -> list:

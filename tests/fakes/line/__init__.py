@@ -24,7 +24,10 @@ Wire format implemented:
   before is 409 ``The retry key is already accepted`` with ``x-line-accepted-request-id`` and the first push's
   ``sentMessages``, and nothing is sent. Past ``push_quota`` pushes (None: no quota) 429 ``You have reached your
   monthly limit.``
-* Messages: 1 to 5 objects of type ``text``, each 1 to 5,000 characters (UTF-16 units), else 400 with ``details``.
+* Messages: 1 to 5 objects of type ``text``, each 1 to 5,000 characters (UTF-16 units), else 400 with ``details``;
+  a ``quickReply`` of 1 to 13 ``postback`` actions (label 1-20, data and displayText 1-300 characters), shown under
+  the chat's last message until one is pressed or the user writes (``press_quick_reply``: a ``postback`` event is
+  delivered).
 * ``POST /v2/bot/chat/loading/start`` ``{chatId, loadingSeconds}``: 202 for a user id and 5..60 in steps of 5.
 * ``GET /v2/bot/message/{id}/content``: the bytes of a user's file (the fake serves the data API on the same port),
   404 for an id it does not hold.
@@ -32,8 +35,9 @@ Wire format implemented:
   refused again until ``flood_retry_after`` has passed, and each call inside it counts as a
   ``retry_after_violation``.
 
-Left out: every message type out but text, quick replies, multicast, narrowcast, broadcast, profiles, rich menus,
-statistics, the quota endpoints, and the coupling of the 429 bans to the channel rather than the chat.
+Left out: every message type out but text, quick reply actions other than postback, multicast, narrowcast,
+broadcast, profiles, rich menus, statistics, the quota endpoints, and the coupling of the 429 bans to the channel
+rather than the chat.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}``, ``GET
 /_control/messages/{chat}``, ``POST /_control/webhook_url {"url"}``.

@@ -30,6 +30,24 @@ def utf16_units(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+def quick_reply_problem(quick: object) -> Optional[str]:
+    """What LINE refuses in a ``quickReply`` ("Quick reply" in the Messaging API reference): 1 to 13 items, each an
+    ``action`` whose action is a postback (the only kind the fake takes) with a label of 1 to 20 characters, data of
+    1 to 300 and a displayText of 1 to 300."""
+    items = quick.get("items") if isinstance(quick, dict) else None
+    if not isinstance(items, list) or not 1 <= len(items) <= 13:
+        return "items: Size must be between 1 and 13"
+    for item in items:
+        action = item.get("action") if isinstance(item, dict) and item.get("type") == "action" else None
+        if not isinstance(action, dict) or action.get("type") != "postback":
+            return "the fake takes postback actions only"
+        for field, limit in (("label", 20), ("data", 300), ("displayText", 300)):
+            value = action.get(field)
+            if not isinstance(value, str) or not 1 <= utf16_units(value) <= limit:
+                return f"{field}: Length must be between 1 and {limit}"
+    return None
+
+
 def line_id(prefix: str, name: str) -> str:
     """A user, group or room id as LINE writes them (a letter and 32 hex digits), made from a test's name."""
     return prefix + hashlib.md5(name.encode()).hexdigest()
@@ -112,6 +130,9 @@ class FakeLine(WebhookMethods, FakeServer):
 
     def message_event(self, chat: str, message: dict, user: Optional[str] = None) -> dict:
         message = {"id": self.new_message_id(), "quoteToken": secrets.token_hex(8), **message}
+        with self.mutate() as state:   # a user who writes makes the quick replies under the last message vanish
+            for shown in state["chats"].get(chat, {"messages": []})["messages"][-1:]:
+                shown["quick_replies"] = []
         return self.event(chat, user, "message", {"message": message})
 
     def inject_text(self, chat: str, text: str, user: Optional[str] = None) -> str:
@@ -130,9 +151,24 @@ class FakeLine(WebhookMethods, FakeServer):
             state["content"][event["message"]["id"]] = base64.b64encode(data).decode()
         return self.deliver([event])
 
+    def press_quick_reply(self, chat: str, label: str, user: Optional[str] = None) -> str:
+        """The user presses the quick reply button ``label`` under the chat's last message (LINE shows them there
+        only, and removes them once one is pressed or the user writes): a postback event is delivered, ``displayText`` shown as the
+        user's words; returns the delivery id. ValueError when no such button is shown."""
+        with self.mutate() as state:
+            shown = state["chats"].get(chat, {"messages": []})["messages"]
+            actions = shown[-1]["quick_replies"] if shown else []
+            action = next((a for a in actions if a["label"] == label), None)
+            if action is None:
+                raise ValueError(f"no quick reply {label!r} shown in {chat}: {[a['label'] for a in actions]}")
+            shown[-1]["quick_replies"] = []
+            state["chats"][chat].setdefault("user_words", []).append(action.get("displayText"))
+        return self.deliver([self.event(chat, user, "postback", {"postback": {"data": action["data"]}})])
+
     # -- inspection
     def messages(self, chat: str) -> list[dict]:
-        """What the chat shows from the bot, in order: {"id", "text", "via": "reply" | "push", "at"}."""
+        """What the chat shows from the bot, in order: {"id", "text", "via": "reply" | "push", "at", "quick_replies":
+        the postback actions still shown under it}."""
         return self.read(lambda s: s["chats"].get(chat, {"messages": []})["messages"])
 
     def ops(self, chat: str, method: str) -> list[dict]:
@@ -189,6 +225,9 @@ class FakeLine(WebhookMethods, FakeServer):
                 return {"message": "The request body has 1 error(s)", "details": [
                     {"message": f"Length must be between 1 and {self.limits['text_limit']}",
                      "property": f"messages[{i}].text"}]}
+            if "quickReply" in message and (problem := quick_reply_problem(message["quickReply"])) is not None:
+                return {"message": "The request body has 1 error(s)", "details": [
+                    {"message": problem, "property": f"messages[{i}].quickReply"}]}
         return None
 
     def sender(self, method: str):
@@ -236,7 +275,9 @@ class FakeLine(WebhookMethods, FakeServer):
         for message in messages:
             message_id = str(state["next_message"])
             state["next_message"] += 1
-            shown.append({"id": message_id, "text": message["text"], "via": via, "at": now})
+            items = message.get("quickReply", {}).get("items", [])
+            shown.append({"id": message_id, "text": message["text"], "via": via, "at": now,
+                          "quick_replies": [item["action"] for item in items]})
             sent.append({"id": message_id, "quoteToken": secrets.token_hex(8)})
         return sent
 
