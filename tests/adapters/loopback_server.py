@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from tests.servers.umask import server_umask
+
 PORTS_PER_WORKER = 100
 START_S = 20.0
 
@@ -72,6 +74,10 @@ class LoopbackServer:
                            f"{self.log_lines[-5:]}")
 
     def _start_on(self, port: int) -> bool:
+        with server_umask():      # the configuration the subclass wrote, and what the server makes, its user reads
+            return self._launch_on(port)
+
+    def _launch_on(self, port: int) -> bool:
         proc = subprocess.Popen(self.command(port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, text=True, errors="replace", preexec_fn=_die_with_parent)
         listening, refused, ended = threading.Event(), threading.Event(), threading.Event()

@@ -23,6 +23,7 @@ from typing import Optional
 import pytest
 
 from tests.adapters.loopback_server import LoopbackServer, worker_ports
+from tests.servers.umask import server_umask
 
 PROSODY = shutil.which("prosody") or ("/usr/bin/prosody" if os.path.exists("/usr/bin/prosody") else None)
 PROSODYCTL = shutil.which("prosodyctl") or ("/usr/bin/prosodyctl" if os.path.exists("/usr/bin/prosodyctl") else None)
@@ -116,10 +117,11 @@ class Prosody(LoopbackServer):
         """The account ``user@domain`` with ``password`` (made once; the server need not run) -> its JID."""
         require_prosody()
         if user not in self._users:
-            if not self.config.exists():
-                self._write_config(self.port or self.ports[0])
-            result = subprocess.run([PROSODYCTL, "--config", str(self.config), "register", user, DOMAIN, password],
-                                    capture_output=True, text=True, timeout=60)
+            with server_umask():   # the account's file is the server user's to read
+                if not self.config.exists():
+                    self._write_config(self.port or self.ports[0])
+                result = subprocess.run([PROSODYCTL, "--config", str(self.config), "register", user, DOMAIN,
+                                         password], capture_output=True, text=True, timeout=60)
             if result.returncode != 0:
                 raise RuntimeError(f"prosodyctl register {user}: {result.stdout[-300:]} {result.stderr[-300:]}")
             self._users.add(user)

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers.umask import server_umask
+
 DOVECOT = shutil.which("dovecot") or ("/usr/sbin/dovecot" if os.path.exists("/usr/sbin/dovecot") else None)
 POSTFIX = shutil.which("postfix") or ("/usr/sbin/postfix" if os.path.exists("/usr/sbin/postfix") else None)
 DOVEADM = shutil.which("doveadm") or "/usr/bin/doveadm"
@@ -179,7 +181,9 @@ class MailServers:
         come up, the directory is removed and the error carries the end of their logs."""
         for _attempt in range(5):
             self.imap_port, self.smtp_port, self.lmtp_port = free_port(), free_port(), free_port()
-            if self._start_dovecot() and self._start_postfix():
+            with server_umask():
+                started = self._start_dovecot() and self._start_postfix()
+            if started:
                 return self
             self.stop()
         logs = self.log()[-2000:]
@@ -235,7 +239,9 @@ class MailServers:
     def restart_imap(self) -> None:
         """Dovecot stopped and started on the same ports: every IMAP connection is cut, the mail stays."""
         self.stop_imap()
-        if not self._start_dovecot():
+        with server_umask():
+            started = self._start_dovecot()
+        if not started:
             raise RuntimeError(f"dovecot did not start again: {self.log()[-2000:]}")
 
     def stop(self) -> None:
