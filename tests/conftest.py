@@ -1,6 +1,8 @@
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -32,3 +34,14 @@ def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") == "loadscope":
         return ModuleOrParameterScheduling(config, log)
     return None
+
+
+@pytest.fixture(autouse=True)
+def _the_umask_a_test_found():
+    """A test that runs the gateway's CLI in this process (run_gateway.main) sets its private umask (077) for the
+    process: given back after each test, so what a later test makes (a mail server's queue, a file another user must
+    read) is not made private by accident."""
+    before = os.umask(0o022)
+    os.umask(before)
+    yield
+    os.umask(before)
