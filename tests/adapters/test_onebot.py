@@ -106,6 +106,16 @@ def test_the_account_pace_keeps_the_gap_the_minute_and_the_day():
     assert pace.wait_s(200.0, day + 86400.0) == 0.0, "a new UTC day starts the count again"
 
 
+def test_the_gap_runs_from_when_the_implementation_took_the_message():
+    """A message that set out at 0 s but was taken at 0.8 s (held up on its way): the next one waits the gap from
+    0.8 s, so the two never arrive closer than the gap."""
+    pace = AccountPace(PaceRule(per_minute=30, min_gap_s=1.5, jitter_s=0.0, daily=100), rand=lambda: 0.0)
+    day = 86400.0 * 20000
+    pace.spend(0.0, day)
+    pace.accepted(0.8)
+    assert pace.wait_s(1.5, day) == pytest.approx(0.8)
+
+
 def test_answers_and_retcodes():
     assert answer_data("a", {"status": "ok", "retcode": 0, "data": {"message_id": 3}}) == {"message_id": 3}
     assert answer_data("a", {"status": "async", "retcode": 1, "data": None}) is None

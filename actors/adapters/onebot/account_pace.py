@@ -11,7 +11,8 @@ OneBot passes every action straight on, so the adapter holds the account to thre
   blocks the chat's later messages too. The day's count is kept in memory: a restart starts it again, which a
   crash loop could use to exceed it, bounded by the restart intensity of the adapter's supervisor.
 
-A burst of answers therefore queues: ``wait_s`` says how long the next message waits, ``spend`` records it.
+A burst of answers therefore queues: ``wait_s`` says how long the next message waits, ``spend`` records it as it
+sets out and ``accepted`` when the implementation took it (the gap runs from there).
 """
 from __future__ import annotations
 
@@ -75,6 +76,13 @@ class AccountPace:
         self._recent.append(now)
         self._last = now
         self._next_gap = self.rule.min_gap_s + self.rule.jitter_s * self._rand()
+
+    def accepted(self, now: float) -> None:
+        """The message last spent was accepted by the implementation at ``now``: the next gap counts from here, not
+        from when it set out, so a message held up on its way (a busy machine, a slow implementation) never arrives
+        closer than the gap behind the one before it."""
+        if self._last is not None:
+            self._last = max(self._last, now)
 
     def _roll_day(self, wall: float) -> None:
         day = int(wall // DAY_S)

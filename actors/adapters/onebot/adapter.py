@@ -214,7 +214,10 @@ class OneBotAdapter(StreamingAdapter):
             except DailyBoundReached as exc:
                 raise PermanentError(str(exc), method=action) from None
             pace.spend(loop.time(), time.time())
-            return await self._call(action, params)
+            try:
+                return await self._call(action, params)
+            finally:   # failed or not, it may have reached QQ: the next one keeps its distance from now
+                pace.accepted(loop.time())
 
     async def _call(self, action: str, params: dict) -> Any:
         link = self._api if self.settings["mode"] == "http" else self._link
