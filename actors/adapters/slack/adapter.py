@@ -213,14 +213,20 @@ class SlackAdapter(ButtonPresses, StreamingAdapter):
             await asyncio.sleep(wait)
         self._edit_budget.consume(loop.time())
 
+    async def _buttons(self, op: PlatformOp) -> tuple:
+        """The question's buttons over Socket Mode only: with the Events API, Slack posts presses to an
+        Interactivity URL the gateway does not serve, so a button there would do nothing; the question's words say
+        how to answer by typing."""
+        return await self.question_buttons(op) if self.settings["inbound"] == "socket_mode" else ()
+
     async def send_message(self, op: PlatformOp) -> str:
         text = to_mrkdwn(op.text)
         return await self._api().post_message(op.chat_id, text, thread_ts=op.thread_id,
-                                              blocks=question_blocks(text, await self.question_buttons(op)))
+                                              blocks=question_blocks(text, await self._buttons(op)))
 
     async def edit_message(self, op: PlatformOp) -> None:
         text = to_mrkdwn(op.text)
-        blocks = question_blocks(text, await self.question_buttons(op))   # a preview edited into the question
+        blocks = question_blocks(text, await self._buttons(op))   # a preview edited into the question
         await self._edit_turn()
         await self._api().update(op.chat_id, _ts(op), text, blocks=blocks)
 
