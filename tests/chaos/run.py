@@ -95,6 +95,7 @@ def run(plan: Plan, seed: int, verbose: bool = True, artifacts: Path | None = No
             report.faults["failing model turns"] = sum(m.failing for m in world.messages)
             inject_faults(world, plan, rng, report, tick)
             loader.join(plan.load_s + 120)
+            assert not world.load_error, f"the load stopped before it sent every message: {world.load_error}"
             tick(f"load sent ({len(world.sent)} messages); settling")
             try:
                 wait_for(lambda: checks.settled(world), plan.settle_s, 1.0, "every message answered")

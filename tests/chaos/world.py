@@ -98,6 +98,7 @@ class World:
     sent_at: dict = field(default_factory=dict)        # Message -> wall-clock time it went to its platform
     fault_s: float = 0.0                               # wall time spent inside faults and their recovery
     load_done: threading.Event = field(default_factory=threading.Event)
+    load_error: str = ""          # why the load stopped before every message was sent (the run fails saying it)
     stop_load: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -164,6 +165,14 @@ fault_injection = true      # the crash-cell fault (run_gateway.py fault)
     # ----------------------------------------------------------------------------------------------- the load
     def run_load(self) -> None:
         """Send every planned message at its time (in batches for Telegram); returns when all are sent."""
+        try:
+            self._send_planned()
+        except Exception as exc:   # noqa: BLE001 - said by the run, not lost in a thread
+            self.load_error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.load_done.set()
+
+    def _send_planned(self) -> None:
         started = time.monotonic()
         pending = list(self.messages)
         while pending and not self.stop_load.is_set():
@@ -179,7 +188,6 @@ fault_injection = true      # the crash-cell fault (run_gateway.py fault)
             self.sent += due
             self.sent_at.update((m, time.time()) for m in due)
             self.stop_load.wait(0.05)
-        self.load_done.set()
 
     def telegram_chat_ids(self) -> list[str]:
         return sorted({m.chat for m in self.messages if m.platform == "telegram"})

@@ -93,6 +93,9 @@ def test_paused_with_the_cli_resumed_from_the_page_and_back_loses_nothing(gatewa
     page.wait_for_selector("tr[data-adapter='telegram'] button[data-action='adapters.pause']")
     assert "intake resume by 127.0.0.1" in gw.log() or "intake resume by " in gw.log()
 
+    # As an operator would: once the page shows the resumed adapter connected again (the resume restarts its
+    # intake; a click meanwhile finds no running adapter to send it to, and says so).
+    wait_for(lambda: telegram_row(gw).get("state") == "connected", 60, 0.2, "telegram connected after the resume")
     click_action(page, "adapters.pause")
     wait_for(lambda: telegram_row(gw).get("state") == "paused", 30, 0.2, "paused from the page")
     assert not telegram_row(gw)["paused_by"].startswith("cli")

@@ -118,7 +118,11 @@ class WebChatClient:
         visitor = await self._ensure(name)
         visitor.unacked[frame["id"]] = frame
         if visitor.ws is not None and not visitor.ws.closed:
-            await visitor.ws.send_json(frame)
+            try:
+                await visitor.ws.send_json(frame)
+            except (ConnectionError, aiohttp.ClientError):
+                pass   # the socket is closing (a dropped connection, a killed daemon): kept unacked, the
+                #        reconnect sends it again, as the page does
 
     async def _request(self, name: str, frame: dict, timeout: float) -> dict:
         visitor = await self._ensure(name)
