@@ -434,3 +434,14 @@ def test_doctor_asks_slack_whether_the_bot_token_works(slack):
     assert ok.status == "ok" and "gateway in Fake Workspace" in ok.detail
     bad = asyncio.run(probe_slack("sl", registry.validate_adapter("sl", dict(table, bot_token="xoxb-revoked-1"))))
     assert bad.status == "fail" and "invalid_auth" in bad.detail and "xoxb-revoked-1" not in bad.detail
+
+
+def test_buttons_go_over_socket_mode_only(slack, tmp_path):
+    """With the Events API Slack posts presses to an Interactivity URL the gateway does not serve: a question sent
+    there carries no buttons (its words say how to answer), where Socket Mode's carries one per model."""
+    listing = PlatformOp(op_id="o1", action="send", chat_id="D0USER0001",
+                         text="Models:\n- test-model (current)\n- large-model\nSend /model NAME to switch.")
+    socket_mode, _ = make_adapter(slack, tmp_path)
+    assert asyncio.run(socket_mode._buttons(listing)) == (("large-model", "md:large-model"),)
+    events_api, _ = make_adapter(slack, tmp_path, inbound="events_api", events_port=0, signing_secret=SECRET)
+    assert asyncio.run(events_api._buttons(listing)) == ()
