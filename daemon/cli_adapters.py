@@ -21,8 +21,8 @@ from daemon.cli_output import fail, out
 from daemon.cli_parsing import add_json, command
 
 ANSWER_TIMEOUT_S = 15.0
-# A session's shard restarted by its supervisor is back within seconds: a command for one of its sessions waits
-# for it this long (polling the tree) rather than failing while it restarts.
+# A session's shard or an adapter restarted by its supervisor is back within seconds: a command for it waits this
+# long (polling the tree) rather than failing while it restarts.
 SHARD_BACK_S, FIND_POLL_S = 15.0, 0.5
 EX_NOT_RUNNING = 3
 HELP = {"pause": "take no new messages from NAME's platform (it keeps them) until resumed",
@@ -53,10 +53,14 @@ def cli_who() -> str:
 
 
 def cmd_adapters(config: dict, args) -> int:
+    # A configured adapter always has a child in the tree; a walk on a loaded machine may show it without its
+    # address (its supervisor answered with the last state it knew) or it may be restarting: wait for it then.
+    # A name no [adapters.NAME] table gives fails at once.
+    configured = args.name in (config.get("adapters") or {})
     return command_in_tree(args, config, lambda root: adapter_node(root, args.name),
                            f"no adapter called {args.name!r} is running (see `status`)",
                            AdapterCommand(args.action, cli_who()), AdapterCommandDone, f"adapter {args.name}",
-                           lambda done: {"adapter": done.adapter})
+                           lambda done: {"adapter": done.adapter}, wait_s=SHARD_BACK_S if configured else 0.0)
 
 
 def command_in_tree(args, config: dict, find, missing: str, message, wanted: type, who: str, fields,

@@ -43,7 +43,9 @@ def add_parsers(sub) -> None:
     for verdict, what in ANSWERS.items():
         parser = command(asub, verdict, what, f"As the operator: {what}.\nExit 1 when another answer came "
                                               "first (said which) or the question expired.", f"approvals {verdict} ID")
-        parser.add_argument("approval_id", metavar="ID", help="the question's id, as `approvals list` shows it")
+        parser.add_argument("approval_id", metavar="ID",
+                            help="the question's id, as `approvals list` shows it (one beginning with '-', which "
+                                 "older versions made, goes after '--')")
         answers.append(parser)
     add_json(approvals, listing, *answers)
 

@@ -123,8 +123,12 @@ def arguments_digest(arguments: str) -> str:
 
 
 def new_approval_id() -> str:
-    """96 random bits, URL-safe: what a button carries; unguessable, so it cannot be forged into another's."""
-    return secrets.token_urlsafe(12)
+    """96 random bits, URL-safe: what a button carries; unguessable, so it cannot be forged into another's. It
+    never begins with ``-``: the operator types it as an argument (``approvals approve ID``), where a leading dash
+    reads as an option (one id in 64 would otherwise be refused by the CLI's parser)."""
+    while (approval_id := secrets.token_urlsafe(12)).startswith("-"):
+        pass
+    return approval_id
 
 
 def _approval(r: tuple) -> Approval:
