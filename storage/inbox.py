@@ -193,6 +193,16 @@ class Inbox:
             return _row(row) if row else None
         return await self._db.read(fetch)
 
+    async def newest_of(self, session_key: str, platform: str, limit: int = 16) -> list[InboxRow]:
+        """The newest ``limit`` rows one adapter (``platform``: its name) stored under a key, in any state, newest
+        first: what a chat said last, for an adapter that lost what it knew of its chats with its process (the
+        WhatsApp window). Bounded by ``limit``, however long the chat."""
+        async def fetch(conn):
+            return [_row(r) for r in await fetch_all(
+                conn, f"SELECT {_COLUMNS} FROM inbox WHERE session_key = ? AND platform = ? ORDER BY seq DESC "
+                      "LIMIT ?", (session_key, platform, max(0, int(limit))))]
+        return await self._db.read(fetch)
+
     async def next_for(self, session_key: str) -> Optional[InboxRow]:
         """The oldest 'received' row of the key, or None."""
         async def fetch(conn):

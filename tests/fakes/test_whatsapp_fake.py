@@ -121,6 +121,33 @@ def test_free_text_outside_the_24_hour_window_is_refused_with_131047(fake):
     assert fake.stats()["window_refusals"] == 1
 
 
+def test_an_approved_template_reaches_a_user_past_the_window_and_a_refused_one_says_why(fake):
+    fake.add_user(USER, last_inbound=time.time() - 25 * 3600)
+    fake.approve_template("reply_later", "en_US", "Your answer is ready: {{1}}")
+    fake.approve_template("with_footer", "en_US", "Hi {{1}}", body_only=False)
+
+    def template(name, *parameters, language="en_US"):
+        body = [{"type": "body", "parameters": [{"type": "text", "text": p} for p in parameters]}]
+        status, answer = call(fake, f"/{DEFAULT_PHONE_NUMBER_ID}/messages", {
+            "messaging_product": "whatsapp", "to": USER, "type": "template",
+            "template": {"name": name, "language": {"code": language}, "components": body}})
+        return answer["error"]["code"] if status != 200 else answer["messages"][0]["id"]
+
+    wamid = template("reply_later", "it is 42")
+    assert wamid.startswith("wamid."), wamid
+    ((shown, kind, name, parameters),) = [(m["text"], m["kind"], m["template"], m["parameters"])
+                                          for m in fake.messages(USER)]
+    assert (shown, kind, name, parameters) == ("Your answer is ready: it is 42", "template", "reply_later",
+                                               ["it is 42"])
+    assert template("no_such", "x") == 132001 and template("reply_later", "x", language="de") == 132001
+    assert template("reply_later") == 132000 and template("reply_later", "a", "b") == 132000
+    for refused in ("two\nlines", "a\ttab", "five     spaces"):
+        assert template("reply_later", refused) == 132018, refused
+    assert template("reply_later", "x" * 32768).startswith("wamid.") and template("reply_later", "x" * 32769) == 132005
+    assert template("with_footer", "x" * 1024).startswith("wamid.") and template("with_footer", "x" * 1025) == 132005
+    assert text(fake, USER, "free text, still too late")[1]["error"]["code"] == 131047
+
+
 def test_outside_the_window_in_status_mode_the_send_is_accepted_and_a_failed_status_follows(fake):
     fake.configure(window_errors="status")
     fake.add_user(USER, last_inbound=time.time() - 25 * 3600)

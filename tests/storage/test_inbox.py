@@ -126,6 +126,19 @@ async def test_purge_keeps_pending_rows(db_path):
         assert await store.inbox.put(A, "telegram", "1", {}) != (s1, False)  # its dedup ended with it
 
 
+async def test_the_newest_rows_of_a_key_from_one_adapter_come_newest_first_in_any_state_and_bounded(db_path):
+    async with open_store(db_path) as store:
+        seqs = [(await store.inbox.put(A, "whatsapp", f"w{n}", {"n": n}))[0] for n in range(5)]
+        await store.inbox.put(A, "telegram", "t1", {"n": "other adapter"})
+        await store.inbox.put(B, "whatsapp", "b1", {"n": "other key"})
+        await store.inbox.take(seqs[4])
+        await store.inbox.drop(seqs[3], "not allowed")
+        newest = await store.inbox.newest_of(A, "whatsapp", limit=3)
+        assert [(r.payload["n"], r.state) for r in newest] == [(4, "taken"), (3, "dropped"), (2, "received")]
+        assert len(await store.inbox.newest_of(A, "whatsapp")) == 5
+        assert await store.inbox.newest_of(A, "slack") == [] and await store.inbox.newest_of(A, "whatsapp", 0) == []
+
+
 async def test_late_rows_are_the_untaken_ones_past_the_bound_whose_session_runs_no_turn(tmp_path):
     import time
     idle, busy = session_key(Src(chat_id="idle")), session_key(Src(chat_id="busy"))

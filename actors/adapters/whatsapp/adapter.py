@@ -17,9 +17,14 @@ survives kill -9: a committed row or receipt (Meta was answered after it); a bod
 answered, so Meta sends it again.
 
 The 24-hour customer service window: free text reaches a user only within 24 h of their last message. The adapter
-keeps, per chat, the newest message time (Meta's own clock) it stored in this life, and refuses a reply past the
-window before it leaves (``WindowClosed``: a permanent failure in the ledger, with the reason); after a restart it
-knows none, and the Graph API's 131047 says the same (synchronously, or in a failed status callback, recorded).
+keeps, per chat, the newest message time (Meta's own clock) and wamid it stored; a chat it holds none of in this
+life (after a restart, or one of more than ``REMEMBERED`` chats) is looked up once per send in the inbox rows it
+stored in earlier lives (``Inbox.newest_of``: the chat's newest ``STORED_ROWS_READ`` rows, kept for [storage]
+inbox_retention_days), and learned. A text reply past the window goes as the configured ``window_template`` (an
+approved template, the reply in its body's one parameter) when there is one; otherwise, and for a file always, it
+is refused before it leaves (``WindowClosed``: a permanent failure in the ledger, with the reason). A chat with no
+stored row (none kept, or purged) is Meta's to judge: 131047 at once becomes the template, or that failure; a
+131047 in a failed status callback (free text accepted, then not delivered) is recorded and logged.
 
 Outbound (client.py): POST /messages of text (4,096 characters, replying with ``context`` when the op names the
 message), of files (uploaded with POST /media first, then sent as an image or a document), of reactions, and of
@@ -28,6 +33,10 @@ read receipts with the typing indicator. Every send waits for the phone number's
 deletes exist for a sent message: a delete is answered done, changing nothing; an edit asked of this adapter is
 answered by the contract's default (a final one done without a call: a part only ever leaves with its final text).
 No idempotency key: a send whose answer was lost is re-sent with the kit's mark.
+
+What survives kill -9: the inbox rows (each chat's messages with Meta's times: the windows, relearned on the next
+send), the ledger (replies and their receipts). Lost with the process, and rebuilt: the wamids committed in this
+life (the inbox's dedup stands in), the in-memory windows, the throughput bucket (it starts empty).
 """
 from __future__ import annotations
 
@@ -42,16 +51,20 @@ from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.intake_styles import WebhookAdapter
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.pacing import ChatBudget
-from actors.adapters.whatsapp.client import GraphAPI, MediaTooLarge, WindowClosed
-from actors.adapters.whatsapp.inbound import (event_from_message, failed_codes, failure_reason, reaction_of,
-                                              receipt_of, sent_at_of, skip_reason, status_line, wamid_of)
+from actors.adapters.whatsapp.client import (GraphAPI, MediaTooLarge, WindowClosed, template_message,
+                                             template_parameter)
+from actors.adapters.whatsapp.inbound import (event_from_message, failed_codes, failure_reason, newest_stored,
+                                              reaction_of, receipt_of, sent_at_of, skip_reason, status_line,
+                                              wamid_of)
 from actors.adapters.whatsapp.platform import (CUSTOMER_SERVICE_WINDOW_S, PHONE_NUMBER_BURST,
-                                               PHONE_NUMBER_MESSAGES_PER_S)
+                                               PHONE_NUMBER_MESSAGES_PER_S, TEMPLATE_PARAMETER_LIMIT_CHARS)
 from actors.adapters.whatsapp.webhook_server import WebhookServer
-from actors.messages import Attachment, MessageEvent, PlatformOp
+from actors.messages import Attachment, MessageEvent, PlatformOp, Source
+from storage import StorageError
 from supervision.http_serving import http_limits
 
 REMEMBERED = 4096              # wamids committed in this life, and chats whose window and last message are known
+STORED_ROWS_READ = 16          # a chat's newest inbox rows read to learn its window (a bound on one send's read)
 TEXT_LIMIT_CHARS = 4096
 CAPTION_LIMIT_CHARS = 1024
 INLINE_IMAGES = ("image/jpeg", "image/png")   # what WhatsApp shows as an image; any other file goes as a document
@@ -131,11 +144,18 @@ class WhatsAppAdapter(WebhookAdapter):
             self._committed.popitem(last=False)
         message = raw.get("message") or {}
         chat, at = message.get("from"), sent_at_of(message)
-        if isinstance(chat, str) and at is not None and at >= self._chats.get(chat, (0.0, None))[0]:
+        if isinstance(chat, str) and at is not None:
+            self._note_message(chat, at, wamid)
+
+    def _note_message(self, chat: str, at: float, wamid: str) -> None:
+        """The chat's newest message so far (a late delivery of an older one changes nothing); the most recently
+        noted ``REMEMBERED`` chats are kept."""
+        if at >= self._chats.get(chat, (0.0, None))[0]:
             self._chats[chat] = (at, wamid)
+        if chat in self._chats:
             self._chats.move_to_end(chat)
-            while len(self._chats) > REMEMBERED:
-                self._chats.popitem(last=False)
+        while len(self._chats) > REMEMBERED:
+            self._chats.popitem(last=False)
 
     async def _status_seen(self, status: dict) -> None:
         """A status callback of a message we sent, recorded on its part in the delivery ledger before Meta is
@@ -166,17 +186,37 @@ class WhatsAppAdapter(WebhookAdapter):
             raise AttachmentGone(self.clean_error(exc)) from None
 
     # ------------------------------------------------------------------------------------------------ outbound
-    def window_closed(self, chat_id: str, now: float) -> Optional[float]:
+    async def last_message(self, chat_id: str) -> Optional[tuple[float, str]]:
+        """(time, wamid) of the chat's newest message: known in this life, else learned from the inbox rows an
+        earlier life stored, else None (the chat never wrote, its rows were purged, or the store cannot tell now:
+        Meta judges the window then)."""
+        if (known := self._chats.get(chat_id)) is not None:
+            return known
+        source = Source(platform=self.name, chat_id=chat_id, chat_type="dm", user_id=chat_id)
+        try:
+            _, key = self.intake.addressing.keyed(source, self.profile)   # the key its messages were stored under
+            rows = await (await self.ready_storage()).inbox.newest_of(key, self.name, STORED_ROWS_READ)
+        except (StorageError, ValueError) as exc:
+            self.say(logging.DEBUG, "%s: the window of %s is not known (%s)", self.name, chat_id,
+                     self.clean_error(exc))
+            return None
+        if (learned := newest_stored(rows, chat_id)) is not None:
+            self._note_message(chat_id, *learned)
+        return learned
+
+    async def window_closed(self, chat_id: str, now: float) -> Optional[float]:
         """Hours since the chat's last message when the 24-hour window is known to be closed, else None."""
-        last = self._chats.get(chat_id)
+        last = await self.last_message(chat_id)
         if last is None or now - last[0] <= CUSTOMER_SERVICE_WINDOW_S:
             return None
         return (now - last[0]) / 3600
 
-    def _check_window(self, chat_id: str, method: str) -> None:
-        if (hours := self.window_closed(chat_id, time.time())) is not None:
-            raise WindowClosed(f"the 24-hour customer service window is closed: the user last wrote {hours:.0f} h "
-                               "ago; free text cannot reach them, only a template message", method=method)
+    async def _closed_window(self, chat_id: str, method: str, what: str) -> Optional[WindowClosed]:
+        """The failure a send of ``what`` past the chat's window is, or None while the window is open or unknown."""
+        if (hours := await self.window_closed(chat_id, time.time())) is None:
+            return None
+        return WindowClosed(f"the 24-hour customer service window is closed: the user last wrote {hours:.0f} h "
+                            f"ago; {what} cannot reach them, only a template message", method=method)
 
     async def _paced(self) -> None:
         """Wait for the phone number's throughput, shared by every chat (a send over it is refused: 130429)."""
@@ -192,14 +232,35 @@ class WhatsAppAdapter(WebhookAdapter):
                                method="messages:text")
         if not op.text.strip():
             raise PermanentError("WhatsApp refuses an empty text", method="messages:text")
-        self._check_window(op.chat_id, "messages:text")
+        closed = await self._closed_window(op.chat_id, "messages:text", "free text")
+        if closed is None:
+            await self._paced()
+            try:
+                return await self.api().send(op.chat_id, "text", {"body": op.text, "preview_url": False},
+                                             op.reply_to)
+            except WindowClosed as refused:   # 131047 at once: nothing was delivered, so a template may go instead
+                closed = refused
+        if not self.settings["window_template"]:
+            raise closed
+        return await self._send_as_template(op)
+
+    async def _send_as_template(self, op: PlatformOp) -> str:
+        """The reply past the window as the configured approved template, the text in its body's parameter (made
+        one line, cut to the parameter's limit): what reaches the user then. Meta's refusal of the template
+        (unknown, paused, its parameter) is a permanent failure with Meta's code."""
+        name, language = self.settings["window_template"], self.settings["window_template_language"]
+        parameter = template_parameter(op.text, TEMPLATE_PARAMETER_LIMIT_CHARS)
         await self._paced()
-        return await self.api().send(op.chat_id, "text", {"body": op.text, "preview_url": False}, op.reply_to)
+        wamid = await self.api().send(op.chat_id, "template", template_message(name, language, parameter))
+        self.say(logging.INFO, "%s: the 24-hour window of %s had closed: the reply went as the template %r (%d of "
+                 "%d characters)", self.name, op.chat_id, name, len(parameter), len(op.text))
+        return wamid
 
     async def send_file(self, op: PlatformOp) -> str:
         """Upload the file, then a message carrying it: an image WhatsApp shows inline (JPEG or PNG within 5 MB),
         any other file as a document with its name. An upload whose message never left is seen by no one."""
-        self._check_window(op.chat_id, "messages:file")
+        if (closed := await self._closed_window(op.chat_id, "messages:file", "a file")) is not None:
+            raise closed   # a template carries text only
         data = await self.file_bytes(op.file)
         media_id = await self.api().upload(op.file.name, op.file.mime, data)
         caption = op.file.caption[:CAPTION_LIMIT_CHARS]
@@ -218,9 +279,10 @@ class WhatsAppAdapter(WebhookAdapter):
 
     async def send_typing(self, op: PlatformOp) -> None:
         """The user's newest message shows read, with the typing indicator (both need a message to attach to: a
-        chat none came from in this life shows nothing)."""
-        last = self._chats.get(op.chat_id)
-        if not self.settings["mark_read"] or last is None or self.window_closed(op.chat_id, time.time()) is not None:
+        chat with no stored message shows nothing)."""
+        if not self.settings["mark_read"] or (last := await self.last_message(op.chat_id)) is None:
+            return
+        if time.time() - last[0] > CUSTOMER_SERVICE_WINDOW_S:
             return
         await self.api().mark_read(last[1], typing=True)
 

@@ -7,7 +7,10 @@ Every call carries ``Authorization: Bearer <access token>`` (a system user's per
     POST /{phone-number-id}/messages   {"messaging_product": "whatsapp", "to", "type": "text", "text": {"body"},
                                         "context": {"message_id"}}  -> {"messages": [{"id": "wamid..."}]}
          the same path with {"type": "reaction", "reaction": {"message_id", "emoji"}} (emoji "": taken away),
-         and {"status": "read", "message_id", "typing_indicator": {"type": "text"}}: read ticks and typing
+         and {"status": "read", "message_id", "typing_indicator": {"type": "text"}}: read ticks and typing,
+         and {"type": "template", "template": {"name", "language": {"code"}, "components": [{"type": "body",
+         "parameters": [{"type": "text", "text"}]}]}}: an approved template (``template_message``), the one
+         message that reaches a user past the 24-hour window
     POST /{phone-number-id}/media       multipart ``messaging_product``, ``type`` (the MIME type), ``file`` -> {"id"}:
                                            an upload, then sent as {"type": "image"|"document", ...: {"id"}}
     GET  /{media-id}                    -> {"url", "mime_type", "file_size", ...}: the media-URL indirection; the
@@ -25,6 +28,8 @@ A failure is HTTP 4xx/5xx with ``{"error": {"message", "type", "code", "error_su
     HTTP 5xx, network errors, timeouts                                  it may have taken effect)
     100 with "text" too long, 131009 / 131026 / 131051 / others        PermanentError (a bad parameter, a number
                                                                         that is not on WhatsApp, an unsupported type)
+    132000 / 132001 / 132005 / 132015 / 132016 / 132018 (a template    PermanentError, Meta's code and words in it
+    unknown, paused or disabled, its parameters refused)
 
 The token travels in a header, never a URL; error texts are built from the call's name and Meta's code and message,
 and anything from aiohttp goes through ``redact`` first.
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any, Optional
 
 import aiohttp
@@ -46,6 +52,26 @@ RATE_LIMITS = (130429, 131056, 4, 80007, 131048)
 TRANSIENT = (1, 2, 131000, 131016)
 TOKEN_INVALID = 190
 RE_ENGAGEMENT = 131047
+
+
+# What Meta refuses in a template's text parameter (132018): a line break or tab, or more than 4 spaces in a row.
+_BREAKS = re.compile(r"[ ]*[\r\n\t\v\f\u0085\u2028\u2029]+[ \r\n\t\v\f\u0085\u2028\u2029]*")
+_LONG_SPACES = re.compile(r" {5,}")
+CUT_MARK = "…"
+
+
+def template_parameter(text: str, limit: int) -> str:
+    """A reply as one text parameter of a template: its line breaks and tabs made single spaces, runs of spaces cut
+    to 4, at most ``limit`` characters (a longer one ends with ``CUT_MARK``)."""
+    flat = _LONG_SPACES.sub("    ", _BREAKS.sub(" ", text)).strip()
+    return flat if len(flat) <= limit else flat[:limit - len(CUT_MARK)].rstrip() + CUT_MARK
+
+
+def template_message(name: str, language: str, parameter: str) -> dict:
+    """The ``template`` object of a send: the approved template ``name`` in ``language``, its body's one
+    parameter ({{1}}) ``parameter`` (already made acceptable: ``template_parameter``)."""
+    return {"name": name, "language": {"code": language},
+            "components": [{"type": "body", "parameters": [{"type": "text", "text": parameter}]}]}
 
 
 class WindowClosed(PermanentError):

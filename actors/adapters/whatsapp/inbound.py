@@ -123,6 +123,23 @@ def sent_at_of(message: dict) -> Optional[float]:
     return float(stamp) if isinstance(stamp, str) and stamp.isdigit() else None
 
 
+def newest_stored(rows: list, chat_id: str) -> Optional[tuple[float, str]]:
+    """(time, wamid) of the newest of a chat's messages among inbox rows the gateway stored (``InboxRow``s of
+    this adapter): Meta's time of each (``sent_at``), else when the row was stored; None when none is the chat's
+    (rows of a linked identity's other chats, internal events)."""
+    newest = None
+    for row in rows:
+        payload = row.payload if isinstance(row.payload, dict) else {}
+        source = payload.get("source") if isinstance(payload.get("source"), dict) else {}
+        if payload.get("internal") or source.get("chat_id") != chat_id:
+            continue
+        at = payload.get("sent_at")
+        at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else row.received_at
+        if newest is None or at > newest[0]:
+            newest = (at, row.platform_message_id)
+    return newest
+
+
 def reaction_of(raw: Any, platform: str) -> Optional[Reaction]:
     """A ``reaction`` message as the Reaction the user now shows on one of the bot's messages (empty emoji: taken
     away); None for anything else."""

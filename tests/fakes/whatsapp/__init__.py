@@ -21,6 +21,12 @@ one is HTTP 401 with error 190):
   whose last message is older than ``window_s`` (24 h), or who never wrote, is refused with 131047
   (``window_errors = "sync"``) or accepted and failed by a ``failed`` status webhook (``"status"``). ``{"status":
   "read", "message_id", "typing_indicator"}`` -> ``{"success": true}`` (counted: ``reads``, ``typing``).
+  ``type`` ``template`` (``template.name``, ``template.language.code``, ``components`` with the body's text
+  ``parameters``) of a template ``approve_template`` made known, at any time (the window does not govern it);
+  refused as the Cloud API refuses one: 132001 (no such template in that language), 132000 (not as many body
+  parameters as placeholders), 132018 (a parameter with a new-line, a tab or more than 4 spaces in a row), 132005
+  (a parameter over 32,768 characters, or 1,024 when the template has more than a body). Shown with its body
+  filled in (``text``), ``template``, ``language`` and ``parameters``.
 * ``POST /{phone-number-id}/media`` (multipart ``messaging_product``, ``type``, ``file``) -> ``{"id"}``.
 * ``GET /{media-id}`` -> ``{"url", "mime_type", "sha256", "file_size", "id"}``; the url (``/_download/{id}``)
   answers the bytes only with the bearer; an unknown id is error 100.
@@ -33,9 +39,9 @@ one is HTTP 401 with error 190):
   ``throughput_per_s`` sends a second a ``throughput_violation``.
 * Webhooks (webhooks.py): the verification handshake, signed POSTs, retries of an unanswered one, status callbacks.
 
-Left out: templates, interactive messages out, media by link, business-initiated conversations' pricing,
-phone number registration, the WABA's other webhook fields, and the 7-day retry schedule (the fake retries a few
-times, seconds apart).
+Left out: template headers, buttons and named parameters, interactive messages out, media by link,
+business-initiated conversations' pricing, phone number registration, the WABA's other webhook fields, and the
+7-day retry schedule (the fake retries a few times, seconds apart).
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}``, ``GET
 /_control/messages/{user}``, ``POST /_control/webhook_url {"url"}``.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import secrets
 import time
 from typing import Optional
@@ -25,9 +26,15 @@ DEFAULT_LIMITS = {"text_limit": 4096, "window_s": 86400.0, "window_errors": "syn
                   "retries": 5, "retry_delays": [1.0, 2.0, 4.0]}
 SEND_METHOD = "messages"
 FREE_FORM = ("text", "image", "document", "audio", "video")   # what the 24-hour window governs
+PLACEHOLDER = re.compile(r"\{\{(\d+)\}\}")
+REFUSED_IN_PARAMETER = re.compile(r"[\r\n\t]| {5,}")   # what 132018 names: new-lines, tabs, 5 spaces in a row
+PARAMETER_LIMITS = (32768, 1024)   # a body parameter's characters: the template has a body only / other parts too
 CODES = {130429: "Rate limit hit", 131056: "(Business Account, Consumer Account) pair rate limit hit",
          131047: "Re-engagement message", 190: "Error validating access token: Session has expired",
-         131000: "Something went wrong", 100: "Invalid parameter", 131026: "Message undeliverable"}
+         131000: "Something went wrong", 100: "Invalid parameter", 131026: "Message undeliverable",
+         132000: "Number of parameters does not match the expected number of params",
+         132001: "Template name does not exist in the translation", 132005: "Translated text too long",
+         132018: "There was an issue with the parameters in your template."}
 
 
 def graph_error(code: int, details: str = "", status: int = 400) -> web.Response:
@@ -63,8 +70,8 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
         stats = dict.fromkeys(("sends", "token_refusals", "retry_after_violations", "flood_served",
                                "window_refusals", "pair_rate_violations", "throughput_violations", "media_served",
                                "reads", "typing", "uploads", "webhook_attempts", "webhook_retries"), 0)
-        return {"users": {}, "ops": [], "deliveries": [], "media": {}, "next_wamid": 1, "next_delivery": 1,
-                "stats": stats}
+        return {"users": {}, "ops": [], "deliveries": [], "media": {}, "templates": {}, "next_wamid": 1,
+                "next_delivery": 1, "stats": stats}
 
     def configure(self, **limits) -> None:
         unknown = set(limits) - set(DEFAULT_LIMITS)
@@ -93,6 +100,12 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
                                                      "stamps": []})
             if last_inbound is not None:
                 user["last_inbound"] = last_inbound
+
+    def approve_template(self, name: str, language: str, body: str, body_only: bool = True) -> None:
+        """An approved template the number may send: its body with {{1}}... placeholders; ``body_only`` False when
+        it has a header, footer or buttons too (its body parameters then hold 1,024 characters, not 32,768)."""
+        with self.mutate() as state:
+            state.setdefault("templates", {}).setdefault(name, {})[language] = {"body": body, "body_only": body_only}
 
     def new_wamid(self) -> str:
         with self.mutate() as state:
@@ -245,10 +258,11 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
                 self._log(state, user, now, 429 if code in (130429, 131056) else 400, code)
                 return graph_error(code)
             known = state["users"].get(user)
-            if known is None or kind not in FREE_FORM + ("reaction",) or not isinstance(params.get(kind), dict):
+            if known is None or kind not in FREE_FORM + ("reaction", "template") or \
+                    not isinstance(params.get(kind), dict):
                 self._log(state, user, now, 400, 100)
                 return graph_error(131026 if known is None else 100, "no such user, or a type the fake does not "
-                                   "take (text, image, document, audio, video, reaction)")
+                                   "take (text, image, document, audio, video, reaction, template)")
             answer, failed_status = self._take(state, known, user, kind, params, now)
             if isinstance(answer, web.Response):
                 return answer
@@ -269,6 +283,11 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
             if not isinstance(body, str) or not body or len(body) > self.limits["text_limit"]:
                 self._log(state, user, now, 400, 100)
                 return graph_error(100, "text.body is empty or over 4096 characters"), None
+        elif kind == "template":
+            refused, parameters, rendered = self._hydrated(state, content)
+            if refused is not None:
+                self._log(state, user, now, 400, refused[0])
+                return graph_error(*refused), None
         elif kind != "reaction" and content.get("id") not in state["media"]:
             self._log(state, user, now, 400, 100)
             return graph_error(100, f"{kind}.id names no uploaded media"), None
@@ -297,7 +316,10 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
             context = params.get("context") if isinstance(params.get("context"), dict) else {}
             shown = {"wamid": wamid, "kind": kind, "text": content.get("body", content.get("caption", "")),
                      "at": now, "reply_to": context.get("message_id"), "delivered": not outside}
-            if kind != "text":
+            if kind == "template":
+                shown.update(text=rendered, template=content["name"], language=content["language"]["code"],
+                             parameters=parameters, delivered=True)
+            elif kind != "text":
                 media = state["media"][content["id"]]
                 shown.update(media_id=content["id"], filename=content.get("filename"),
                              sha256=hashlib.sha256(base64.b64decode(media["data"])).hexdigest())
@@ -306,6 +328,37 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
         self._log(state, user, now, 200, None)
         return ({"messaging_product": "whatsapp", "contacts": [{"input": user, "wa_id": user}],
                  "messages": [{"id": wamid}]}, wamid if outside and kind in FREE_FORM else None)
+
+    @staticmethod
+    def _hydrated(state: dict, content: dict) -> tuple:
+        """A template send checked as the Cloud API checks one: ((code, details) or None, its body parameters'
+        texts, the body as the user sees it)."""
+        name, language = content.get("name"), content.get("language")
+        code = language.get("code") if isinstance(language, dict) else None
+        approved = state.get("templates", {}).get(name, {}).get(code) if isinstance(name, str) else None
+        if approved is None:
+            return (132001, f"template name ({name}) does not exist in {code}"), [], ""
+        components = content.get("components", [])
+        if not isinstance(components, list) or not all(isinstance(c, dict) for c in components):
+            return (100, "template.components must be an array of objects"), [], ""
+        given = [p for c in components if c.get("type") == "body" for p in (c.get("parameters") or [])]
+        expected = len(set(PLACEHOLDER.findall(approved["body"])))
+        if len(given) != expected:
+            return (132000, f"body: number of localizable_params ({len(given)}) does not match the expected number "
+                            f"of params ({expected})"), [], ""
+        limit = PARAMETER_LIMITS[0] if approved["body_only"] else PARAMETER_LIMITS[1]
+        texts = []
+        for parameter in given:
+            text = parameter.get("text") if isinstance(parameter, dict) and parameter.get("type") == "text" else None
+            if not isinstance(text, str) or not text.strip():
+                return (100, "a body parameter needs type text and a non-empty text"), [], ""
+            if REFUSED_IN_PARAMETER.search(text):
+                return (132018, "Param text cannot have new-line/tab characters or more than 4 consecutive "
+                                "spaces"), [], ""
+            if len(text) > limit:
+                return (132005, f"a body parameter of {len(text)} characters, over {limit}"), [], ""
+            texts.append(text)
+        return None, texts, PLACEHOLDER.sub(lambda m: texts[int(m.group(1)) - 1], approved["body"])
 
     async def upload_route(self, request: web.Request) -> web.Response:
         """POST /media, multipart: ``messaging_product``, ``type`` (MIME) and ``file`` -> {"id"}."""
