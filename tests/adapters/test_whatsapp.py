@@ -1,15 +1,18 @@
 """WhatsApp through the real daemon and the fake Cloud API (tests/fakes/whatsapp): webhooks refused before anything
-is stored, redeliveries of one wamid made one turn, the 24-hour window, rate limits waited out, a refused token
-reported; and the pure parts (signatures, payloads, error classes) on their own.
+is stored, redeliveries of one wamid made one turn, the 24-hour window (known across a kill -9 of the adapter, and
+a configured template past it), rate limits waited out, a refused token reported; and the pure parts (signatures,
+payloads, error classes, the template's parameter, the options) on their own.
 
-One daemon for the module (the conformance harness's fake and table: tests/adapters/harnesses/whatsapp.py); each
-test uses its own users and waits for its own turns to finish, so the injected errors of one never meet another's
-sends.
+One daemon for the module (the conformance harness's fake and table: tests/adapters/harnesses/whatsapp.py), with a
+second table, ``whatsapp_tpl``, whose adapter sends a template past the window, on a fake of its own; each test
+uses its own users and waits for its own turns to finish, so the injected errors of one never meet another's sends.
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import time
 import uuid
 
@@ -17,31 +20,44 @@ import pytest
 
 from actors.adapters.errors import FloodError, PermanentError, RetryableError
 from actors.adapters.payload_fields import MalformedPayload
-from actors.adapters.whatsapp.client import GraphAPI, TokenRefused, WindowClosed, classify
+from actors.adapters.whatsapp.client import (CUT_MARK, GraphAPI, TokenRefused, WindowClosed, classify,
+                                             template_parameter)
 from actors.adapters.whatsapp.inbound import (WebhookRefused, check_signature, event_from_message, reaction_of,
                                               webhook_items)
 from actors.messages import Source
 from storage import Store, StorageError, session_key
+from common.config import ConfigError
 from tests.actor_system import wait_for
 from tests.adapters.harnesses.whatsapp import WhatsAppHarness, wa_id
 from tests.fakes.whatsapp import DEFAULT_APP_SECRET, DEFAULT_PHONE_NUMBER_ID, DEFAULT_TOKEN, FakeWhatsApp
 from tests.fakes.whatsapp.webhooks import envelope, signature
-from tests.gateway import Gateway
+from tests.gateway import Gateway, exited
 
 pytestmark = pytest.mark.timeout(120)
 DAY_S = 24 * 3600
+TEMPLATE = "reply_later"
+
+
+class TemplateHarness(WhatsAppHarness):
+    """A second number's adapter in the same daemon, on a fake of its own, with a template for past the window."""
+    adapter_name = "whatsapp_tpl"
+    state_name = "whatsapp_tpl.json"
+
+    def adapter_toml(self) -> str:
+        return super().adapter_toml() + f'window_template = "{TEMPLATE}"\nwindow_template_language = "en_US"\n'
 
 
 class Rig:
-    def __init__(self, harness: WhatsAppHarness, gateway: Gateway):
+    def __init__(self, harness: WhatsAppHarness, templating: TemplateHarness, gateway: Gateway):
         self.harness, self.gateway = harness, gateway
         self.fake: FakeWhatsApp = harness.server
+        self.template_fake: FakeWhatsApp = templating.server
 
     def new_user(self, tag: str) -> str:
         return wa_id(f"{tag}-{uuid.uuid4().hex[:8]}")
 
-    def rows(self, user: str):
-        key = session_key(Source(platform="whatsapp", chat_id=user, chat_type="dm", user_id=user))
+    def rows(self, user: str, adapter: str = "whatsapp"):
+        key = session_key(Source(platform=adapter, chat_id=user, chat_type="dm", user_id=user))
         return _read(self.gateway, lambda store: store.inbox.rows_in_state(key, ("received", "taken", "done",
                                                                                 "dropped")))
 
@@ -52,9 +68,9 @@ class Rig:
         rows = _read(self.gateway, lambda store: store.ledger.list(limit=10_000))
         return None if rows is None else [o for o in rows if o.target.chat_id == user]
 
-    def done(self, user: str, count: int = 1) -> list:
-        return wait_for(lambda: (r := self.rows(user)) and len(r) >= count and all(x.state == "done" for x in r)
-                        and r, 60, 0.1, f"{count} finished row(s) of {user}")
+    def done(self, user: str, count: int = 1, adapter: str = "whatsapp") -> list:
+        return wait_for(lambda: (r := self.rows(user, adapter)) and len(r) >= count and
+                        all(x.state == "done" for x in r) and r, 60, 0.1, f"{count} finished row(s) of {user}")
 
     def answered_hello(self, user: str) -> tuple:
         """The user says hello: the reply's obligation (delivered) and the message the fake shows."""
@@ -88,18 +104,21 @@ def _read(gateway: Gateway, query):
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("whatsapp")
-    harness = WhatsAppHarness(workdir)
+    harness, templating = WhatsAppHarness(workdir), TemplateHarness(workdir)
     harness.start()
-    gateway = Gateway(workdir, extra_toml=harness.adapter_toml())
+    templating.start()
+    gateway = Gateway(workdir, extra_toml=harness.adapter_toml() + templating.adapter_toml())
     try:
         gateway.start()
         gateway.wait_ready()
         harness._checked_url()
-        yield Rig(harness, gateway)
+        templating._checked_url()
+        yield Rig(harness, templating, gateway)
     finally:
         gateway.cli("stop")
         gateway.kill_everything()
         harness.stop()
+        templating.stop()
 
 
 # ------------------------------------------------------------------------------------------- through the daemon
@@ -144,6 +163,72 @@ def test_a_reply_after_the_24_hour_window_is_not_sent_and_fails_with_the_reason(
     assert obligations and all(o.state == "failed" for o in obligations), obligations
     assert "24-hour customer service window is closed" in obligations[0].last_error
     assert fake.ops(user) == [] and fake.messages(user) == [], "no free text went out"
+
+
+def test_a_reply_past_the_window_after_the_adapter_was_killed_is_refused_before_it_leaves(rig):
+    """The windows the adapter knew died with its process: the new one learns the chat's from the inbox row the old
+    one stored, and refuses the reply as the old one would have, without asking the Graph API (whose 131047 was all
+    that stood in before)."""
+    fake, user = rig.fake, rig.new_user("restarted")
+    fake.inject_text(user, "#think 15 are you there?", timestamp=time.time() - DAY_S - 3600)
+    wait_for(lambda: (r := rig.rows(user)) and r[0].state == "taken", 60, 0.1, "the turn to start")
+    old = rig.gateway.node("whatsapp")
+    os.kill(old["pid"], signal.SIGKILL)
+    killed_at = time.time()
+    wait_for(lambda: exited(old["pid"]), 15, 0.01, f"the killed adapter process {old['pid']} to exit")
+    wait_for(lambda: (n := rig.gateway.node("whatsapp")) and n["pid"] != old["pid"] and n["state"] == "running",
+             30, 0.1, "the adapter back")
+    obligations = rig.settled(user)
+    assert obligations and all(o.state == "failed" for o in obligations), obligations
+    assert "24-hour customer service window is closed: the user last wrote 25 h ago" in obligations[0].last_error
+    assert obligations[0].updated_at > killed_at, ("the reply was settled before the adapter was killed (the "
+                                                   f"turn's #think too short on this machine): {obligations}")
+    assert fake.ops(user) == [] and fake.messages(user) == [], "no free text went out"
+
+
+def test_a_reply_past_the_window_goes_as_the_configured_template_with_the_reply_in_its_parameter(rig):
+    fake, user = rig.template_fake, rig.new_user("template")
+    fake.approve_template(TEMPLATE, "en_US", "About your earlier message: {{1}}", body_only=False)
+    fake.inject_text(user, "#long 2000 are you there?", timestamp=time.time() - DAY_S - 3600)
+    rig.done(user, adapter="whatsapp_tpl")
+    (obligation,) = rig.settled(user)
+    assert obligation.state == "delivered", obligation
+    assert [o["code"] for o in fake.ops(user)] == [None], "one send, the template: no free text tried first"
+    (shown,) = fake.messages(user)
+    assert (shown["kind"], shown["template"], shown["language"]) == ("template", TEMPLATE, "en_US"), shown
+    (parameter,) = shown["parameters"]
+    assert shown["text"] == "About your earlier message: " + parameter
+    # The answer has lines and a code block, and is longer than a parameter may be in a template with a footer.
+    (answer,) = obligation.chunks
+    assert "\n" in answer and len(answer) == 2000, answer
+    assert len(parameter) == 1024 and parameter.endswith(CUT_MARK) and "\n" not in parameter
+    assert " ".join(answer.split()).startswith(" ".join(parameter[:-1].split()))
+
+
+def test_a_window_the_api_says_is_closed_is_answered_with_the_template(rig):
+    fake, user = rig.template_fake, rig.new_user("apiclosed")
+    fake.approve_template(TEMPLATE, "en_US", "About your earlier message: {{1}}")
+    fake.fail_next(131047)   # the window as Meta knows it, closed where the adapter could not know
+    fake.inject_text(user, "hello")
+    rig.done(user, adapter="whatsapp_tpl")
+    (obligation,) = rig.settled(user)
+    assert obligation.state == "delivered", obligation
+    assert [o["code"] for o in fake.ops(user)] == [131047, None]
+    assert [(m["kind"], m["template"]) for m in fake.messages(user)] == [("template", TEMPLATE)]
+
+
+def test_a_file_past_the_window_is_not_sent_and_its_place_says_why_even_with_a_template(rig):
+    fake, user = rig.template_fake, rig.new_user("latefile")
+    fake.approve_template(TEMPLATE, "en_US", "About your earlier message: {{1}}")
+    fake.inject_text(user, "draw a card saying hello", timestamp=time.time() - DAY_S - 3600)
+    rig.done(user, adapter="whatsapp_tpl")
+    (obligation,) = rig.settled(user)
+    assert fake.stats()["uploads"] == 0 and {m["kind"] for m in fake.messages(user)} == {"template"}, \
+        fake.messages(user)
+    instead = next((c for c in obligation.chunks if c.startswith("[file: card.png")), None)
+    assert instead and "24-hour customer service window is closed" in instead and "a file cannot reach them" in \
+        instead, obligation.chunks
+    assert any(m["parameters"] == [instead] for m in fake.messages(user)), "the reason reached the user"
 
 
 def test_a_window_the_api_says_is_closed_fails_the_reply_with_the_reason(rig):
@@ -343,6 +428,31 @@ def test_the_client_against_the_fake_token_window_and_media():
                 await api.media(media_id, 1000)
     with FakeWhatsApp() as fake:
         asyncio.run(scenario(fake))
+
+
+def test_a_reply_becomes_a_template_parameter_meta_accepts():
+    assert template_parameter("Hello!\n\nThe answer:\n\tx = 1      # set\r\n  done  ", 1024) == \
+        "Hello! The answer: x = 1    # set done"
+    assert template_parameter("a\u2028b", 10) == "a b"
+    cut = template_parameter("word " * 400, 1024)
+    assert len(cut) == 1024 and cut.endswith(CUT_MARK) and cut.startswith("word word")
+
+
+def test_the_window_template_options_are_checked_at_load():
+    from actors.adapters import registry
+    table = {"type": "whatsapp", "phone_number_id": "1", "access_token": "t", "app_secret": "s", "verify_token": "v"}
+    checked = registry.validate_adapter("wa", table)
+    assert (checked["window_template"], checked["window_template_language"]) == ("", "en_US"), "off by default"
+    assert registry.validate_adapter("wa", dict(table, window_template="reply_later",
+                                                window_template_language="pt_BR"))["window_template"] == "reply_later"
+    for key, value, problem in (("window_template", "Reply Later", "is no template name"),
+                                ("window_template", "x" * 513, "is no template name"),
+                                ("window_template_language", "english", "is no template language code"),
+                                ("window_template_language", "", "is no template language code"),
+                                ("window_template", 3, "")):
+        with pytest.raises(ConfigError) as refused:
+            registry.validate_adapter("wa", dict(table, **{key: value}))
+        assert refused.value.key == f"[adapters.wa] {key}" and problem in refused.value.reason, refused.value
 
 
 def test_the_doctor_probe_asks_for_the_phone_number():
