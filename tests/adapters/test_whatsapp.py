@@ -25,8 +25,8 @@ from actors.adapters.whatsapp.client import (CUT_MARK, GraphAPI, TokenRefused, W
 from actors.adapters.whatsapp.inbound import (WebhookRefused, check_signature, event_from_message, reaction_of,
                                               webhook_items)
 from actors.messages import Source
-from storage import Store, StorageError, session_key
 from common.config import ConfigError
+from storage import Store, StorageError, session_key
 from tests.actor_system import wait_for
 from tests.adapters.harnesses.whatsapp import WhatsAppHarness, wa_id
 from tests.fakes.whatsapp import DEFAULT_APP_SECRET, DEFAULT_PHONE_NUMBER_ID, DEFAULT_TOKEN, FakeWhatsApp
