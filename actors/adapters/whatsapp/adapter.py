@@ -12,9 +12,14 @@ and Meta is answered 200 only once that round is committed. A wamid committed in
 write; the inbox's (adapter, wamid) dedup covers the rest (a redelivery after a restart, or one racing its first
 delivery: it waits for the lock, then finds the id). Reactions are stored as feedback before the answer; status
 callbacks (sent, delivered, read, failed) are recorded on their part in the delivery ledger before the answer
-(``Ledger.record_receipt``: a failed one makes the reply "not received", with Meta's reason) and logged. What
-survives kill -9: a committed row or receipt (Meta was answered after it); a body cut before its commit was never
-answered, so Meta sends it again.
+(``Ledger.record_receipt``: a failed one makes the reply "not received", with Meta's reason) and logged. A callback
+can come before its send's wamid is recorded (the Graph API's answer, which carries the wamid, and the webhook
+race): it is then committed as a pending receipt before the answer, and the transaction that records the wamid
+applies it (storage/receipts.py). Pending receipts
+are kept ``PENDING_RECEIPT_KEEP_S`` (an hour) and at most ``PENDING_RECEIPTS_MAX`` for this adapter, the oldest
+dropped first, each drop logged: a callback of a message the gateway never sent (another app on the number, a
+forged one) expires. What survives kill -9: a committed row, receipt or pending receipt (Meta was answered after
+it); a body cut before its commit was never answered, so Meta sends it again.
 
 The 24-hour customer service window: free text reaches a user only within 24 h of their last message. The adapter
 keeps, per chat, the newest message time (Meta's own clock) and wamid it stored; a chat it holds none of in this
@@ -35,7 +40,9 @@ answered by the contract's default (a final one done without a call: a part only
 No idempotency key: a send whose answer was lost is re-sent with the kit's mark.
 
 What survives kill -9: the inbox rows (each chat's messages with Meta's times: the windows, relearned on the next
-send), the ledger (replies and their receipts). Lost with the process, and rebuilt: the wamids committed in this
+send), the ledger (replies and their receipts, and the pending receipts of sends not recorded yet: applied when the
+wamid is recorded within the hour; a send whose wamid died with the process is never recorded, so its callbacks
+expire and the reply goes again marked as re-sent, its new copy's callbacks recorded). Lost with the process, and rebuilt: the wamids committed in this
 life (the inbox's dedup stands in), the in-memory windows, the throughput bucket (it starts empty).
 """
 from __future__ import annotations
