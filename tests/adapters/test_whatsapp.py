@@ -1,7 +1,8 @@
 """WhatsApp through the real daemon and the fake Cloud API (tests/fakes/whatsapp): webhooks refused before anything
 is stored, redeliveries of one wamid made one turn, the 24-hour window (known across a kill -9 of the adapter, and
-a configured template past it), rate limits waited out, a refused token reported; and the pure parts (signatures,
-payloads, error classes, the template's parameter, the options) on their own.
+a configured template past it), rate limits waited out, status callbacks recorded on the reply (also one that comes
+before the send's wamid is recorded), a refused token reported; and the pure parts (signatures, payloads, error
+classes, the template's parameter, the options) on their own.
 
 One daemon for the module (the conformance harness's fake and table: tests/adapters/harnesses/whatsapp.py), with a
 second table, ``whatsapp_tpl``, whose adapter sends a template past the window, on a fake of its own; each test
@@ -308,7 +309,7 @@ def status_before_the_send_is_recorded(rig, user: str, status: str, errors=None)
             wait_for(lambda: fake.delivery(handle)["state"] == "acked", 60, 0.05, f"the {status} status answered 200")
         except AssertionError:
             raise AssertionError(f"the {status} status was not answered 200: {fake.delivery(handle)}") from None
-        (unrecorded,) = rig.obligations(user)
+        (unrecorded,) = wait_for(lambda: rig.obligations(user), 60, 0.1, "the reply's obligation read")
         assert unrecorded.parts == {} and unrecorded.receipts == {}, f"the send was recorded first: {unrecorded}"
     finally:
         fake.release_held()

@@ -15,11 +15,11 @@ callbacks (sent, delivered, read, failed) are recorded on their part in the deli
 (``Ledger.record_receipt``: a failed one makes the reply "not received", with Meta's reason) and logged. A callback
 can come before its send's wamid is recorded (the Graph API's answer, which carries the wamid, and the webhook
 race): it is then committed as a pending receipt before the answer, and the transaction that records the wamid
-applies it (storage/receipts.py). Pending receipts
-are kept ``PENDING_RECEIPT_KEEP_S`` (an hour) and at most ``PENDING_RECEIPTS_MAX`` for this adapter, the oldest
-dropped first, each drop logged: a callback of a message the gateway never sent (another app on the number, a
-forged one) expires. What survives kill -9: a committed row, receipt or pending receipt (Meta was answered after
-it); a body cut before its commit was never answered, so Meta sends it again.
+applies it (storage/receipts.py). Pending receipts are kept ``PENDING_RECEIPT_KEEP_S`` (an hour) and at most
+``PENDING_RECEIPTS_MAX`` for this adapter, the oldest dropped first, each drop logged: a callback of a message the
+gateway never sent (another app on the number, a forged one) expires. What survives kill -9: a committed row,
+receipt or pending receipt (Meta was answered after it); a body cut before its commit was never answered, so Meta
+sends it again.
 
 The 24-hour customer service window: free text reaches a user only within 24 h of their last message. The adapter
 keeps, per chat, the newest message time (Meta's own clock) and wamid it stored; a chat it holds none of in this
@@ -42,8 +42,9 @@ No idempotency key: a send whose answer was lost is re-sent with the kit's mark.
 What survives kill -9: the inbox rows (each chat's messages with Meta's times: the windows, relearned on the next
 send), the ledger (replies and their receipts, and the pending receipts of sends not recorded yet: applied when the
 wamid is recorded within the hour; a send whose wamid died with the process is never recorded, so its callbacks
-expire and the reply goes again marked as re-sent, its new copy's callbacks recorded). Lost with the process, and rebuilt: the wamids committed in this
-life (the inbox's dedup stands in), the in-memory windows, the throughput bucket (it starts empty).
+expire and the reply goes again marked as re-sent, its new copy's callbacks recorded). Lost with the process, and
+rebuilt: the wamids committed in this life (the inbox's dedup stands in), the in-memory windows, the throughput
+bucket (it starts empty).
 """
 from __future__ import annotations
 
