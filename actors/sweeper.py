@@ -340,6 +340,9 @@ class DeliverySweeper(StoreUser, GatewayActor):
         removed = self.db(self.store.ledger.purge(RETENTION_DAYS, MAX_ROWS))
         if removed:
             self.log.info("sweeper: retention removed %d finished obligation(s)", removed)
+        expired = self.db(self.store.ledger.drop_expired_receipts())
+        if expired:
+            self.log.info("sweeper: dropped %d status report(s) kept for sends never recorded (expired)", expired)
         kept_s = setting(self.config, "storage", "inbox_retention_days") * 86400
         answered = self.db(self.store.inbox.purge(kept_s))
         if answered:

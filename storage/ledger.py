@@ -34,7 +34,8 @@ Receipts: a platform that reports later what became of a message it accepted (Wh
 recorded on the part (``record_receipt``): the furthest of sent < delivered < read, or failed with the platform's
 reason, which also becomes the obligation's ``last_error``. The state stays ``delivered`` (the send is done and
 never repeated by itself: the platform said why it did not reach the chat); ``receipts`` and the admin views show
-it as not received.
+it as not received. A report that comes before its part's id is recorded is kept pending, within bounds, and
+applied by ``record_part`` in the transaction that records the id (storage/receipts.py).
 
 A ledger failure never blocks a send: wrap calls in ``best_effort``, which logs at ERROR and returns None.
 """
@@ -49,10 +50,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Iterable, Optional, TypeVar
 
-from . import records
+from . import receipts, records
 from .db import Database, fetch_all, fetch_one
 from .errors import IllegalTransition, NotFound, StaleFence, StorageError
 from .owner import Owner, current_owner, is_owner_alive, is_same_process
+from .receipts import FAILED_RECEIPT, RECEIPT_ORDER
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -73,8 +75,6 @@ class ObligationState(enum.StrEnum):
 OBLIGATION_STATES = tuple(s.value for s in ObligationState)
 OPEN_OBLIGATIONS = tuple(s.value for s in ObligationState if s not in (ObligationState.DELIVERED,
                                                                        ObligationState.ABANDONED))   # still to deliver
-RECEIPT_ORDER = {"sent": 1, "delivered": 2, "read": 3, "failed": 4}   # a later report never takes a step back
-FAILED_RECEIPT = "failed"
 _COLUMNS = ("obligation_id, session_key, inbound_ref, platform, chat_id, thread_id, reply_to, content, chunks, state, "
             "fence, attempts, owner_pid, owner_start, owner_host, last_error, created_at, updated_at, send_intent, "
             "ambiguous")
@@ -220,20 +220,25 @@ class Ledger:
             if known is not None and known[0] != str(platform_message_id) and not replace:
                 raise IllegalTransition(f"obligation {oid[:12]}: part {part_index} is already recorded as "
                                         f"{known[0]}; pass replace=True if it was really sent again")
-            await conn.execute("INSERT OR REPLACE INTO obligation_parts (obligation_id, part_index, "
-                               "platform_message_id, recorded_at) VALUES (?, ?, ?, ?)",
-                               (oid, int(part_index), str(platform_message_id), now))
+            if known is None or known[0] != str(platform_message_id):   # the same id again keeps its receipt
+                await conn.execute("INSERT OR REPLACE INTO obligation_parts (obligation_id, part_index, "
+                                   "platform_message_id, recorded_at) VALUES (?, ?, ?, ?)",
+                                   (oid, int(part_index), str(platform_message_id), now))
+                # A report of this message that came before this record was kept for it: it applies now.
+                await receipts.take_pending(conn, oid, int(part_index), str(platform_message_id), now)
             # The id replaces the intent: from now on that message can be edited, so it is no longer ambiguous.
             await conn.execute("UPDATE obligations SET updated_at = ?, send_intent = CASE WHEN send_intent = ? "
                                "THEN NULL ELSE send_intent END WHERE obligation_id = ?", (now, int(part_index), oid))
         await self._db.write(do, time.time())
 
-    async def record_receipt(self, platform: str, platform_message_id: str, receipt: str,
-                             reason: str = "") -> Optional[str]:
+    async def record_receipt(self, platform: str, platform_message_id: str, receipt: str, reason: str = "", *,
+                             keep_s: float = 0.0, keep_max: int = 0,
+                             now: Optional[float] = None) -> receipts.ReceiptOutcome:
         """What ``platform`` reported of a message it accepted (``RECEIPT_ORDER``), kept on the part that message
         is unless it says less than what is kept (reports may arrive out of order, and again); ``failed`` also
-        puts ``reason`` in the obligation's last_error. The obligation's id, or None when the message is no part
-        of a reply (a report of a message the gateway did not record, or one purged)."""
+        puts ``reason`` in the obligation's last_error. A message that is no part of a reply (yet: its send's record
+        may come later; or never: a message the gateway did not send, or one purged) is kept pending for
+        ``keep_s`` with at most ``keep_max`` per platform (storage/receipts.py), or, with no bound given, left."""
         if receipt not in RECEIPT_ORDER:
             raise ValueError(f"unknown receipt {receipt!r}")
 
@@ -242,19 +247,18 @@ class Ledger:
                                           "JOIN obligations o ON o.obligation_id = p.obligation_id "
                                           "WHERE p.platform_message_id = ? AND o.platform = ?",
                                     (str(platform_message_id), platform))
-            if found is None:
-                return None
-            oid, index, kept = found
-            if RECEIPT_ORDER.get(kept, 0) >= RECEIPT_ORDER[receipt]:
-                return oid
-            await conn.execute("UPDATE obligation_parts SET receipt = ? WHERE obligation_id = ? AND part_index = ?",
-                               (receipt, oid, index))
-            if receipt == FAILED_RECEIPT:
-                await conn.execute("UPDATE obligations SET last_error = ?, updated_at = ? WHERE obligation_id = ?",
-                                   (f"part {index + 1} not received: {reason or 'the platform gave no reason'}"[:500],
-                                    now, oid))
-            return oid
-        return await self._db.write(do, time.time())
+            if found is not None:
+                await receipts.on_part(conn, *found, receipt, reason, now)
+                return receipts.ReceiptOutcome(obligation_id=found[0])
+            if keep_s <= 0 or keep_max <= 0:
+                return receipts.ReceiptOutcome()
+            return await receipts.keep_pending(conn, platform, str(platform_message_id), receipt, reason, now,
+                                               keep_s, keep_max)
+        return await self._db.write(do, time.time() if now is None else now)
+
+    async def drop_expired_receipts(self, now: Optional[float] = None) -> int:
+        """Delete the pending receipts past their time (storage/receipts.py); how many."""
+        return await self._db.write(receipts.drop_expired, time.time() if now is None else now)
 
     async def clear_send_intent(self, oid: str, fence: int, part_index: int) -> None:
         """The send of ``part_index`` is known not to have happened (the platform refused it): its intent goes, so

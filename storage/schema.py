@@ -282,6 +282,21 @@ _V11_APPROVALS = [
 # failed), kept on the part (storage/ledger.py record_receipt): a reply sent but never received is visible as such.
 _V12_PART_RECEIPTS = ["ALTER TABLE obligation_parts ADD COLUMN receipt TEXT"]
 
+# A receipt that named a message before the send's id was recorded (storage/receipts.py): kept, per platform (an
+# adapter's name) and message id, until the id is recorded (``Ledger.record_part`` applies it) or ``expires_at``
+# passes; the index serves the bounds (expired ones, and the oldest beyond the count per platform).
+_V13_PENDING_RECEIPTS = [
+    """CREATE TABLE pending_receipts (
+        platform            TEXT NOT NULL,
+        platform_message_id TEXT NOT NULL,
+        receipt             TEXT NOT NULL CHECK (receipt IN ('sent', 'delivered', 'read', 'failed')),
+        reason              TEXT NOT NULL DEFAULT '',
+        expires_at          REAL NOT NULL,
+        PRIMARY KEY (platform, platform_message_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX pending_receipts_by_expiry ON pending_receipts (platform, expires_at)",
+]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -295,6 +310,7 @@ MIGRATIONS: list[Migration] = [
     _V10_SEARCH_PENDING,
     _V11_APPROVALS,
     _V12_PART_RECEIPTS,
+    _V13_PENDING_RECEIPTS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,7 +1,8 @@
 """WhatsApp through the real daemon and the fake Cloud API (tests/fakes/whatsapp): webhooks refused before anything
 is stored, redeliveries of one wamid made one turn, the 24-hour window (known across a kill -9 of the adapter, and
-a configured template past it), rate limits waited out, a refused token reported; and the pure parts (signatures,
-payloads, error classes, the template's parameter, the options) on their own.
+a configured template past it), rate limits waited out, status callbacks recorded on the reply (also one that comes
+before the send's wamid is recorded), a refused token reported; and the pure parts (signatures, payloads, error
+classes, the template's parameter, the options) on their own.
 
 One daemon for the module (the conformance harness's fake and table: tests/adapters/harnesses/whatsapp.py), with a
 second table, ``whatsapp_tpl``, whose adapter sends a template past the window, on a fake of its own; each test
@@ -291,6 +292,49 @@ def test_status_callbacks_are_recorded_on_the_reply_and_a_failed_one_shows_it_no
     [row] = [d for d in json.loads(listed.stdout)["deliveries"] if d["obligation_id"] == obligation.obligation_id]
     assert row["not_received"] and row["receipts"] == {"0": "failed"}, row
     assert "delivered~not-received" in rig.gateway.cli("deliveries", "--limit", "1000", check=True).stdout
+
+
+def status_before_the_send_is_recorded(rig, user: str, status: str, errors=None):
+    """The reply's send reaches the fake, whose answer (the wamid) is held; the status callback of that wamid is
+    answered 200 while the ledger holds no part of that id yet; then the answer goes. The reply's obligation once
+    settled."""
+    fake = rig.fake
+    fake.hold_next_answer("messages", user)
+    try:
+        fake.inject_text(user, "hello")
+        assert fake.answer_held.wait(60), f"the reply's send never reached the fake (ops: {fake.ops(user)})"
+        (reply,) = fake.messages(user)
+        handle = fake.send_status(user, reply["wamid"], status, errors)
+        try:
+            wait_for(lambda: fake.delivery(handle)["state"] == "acked", 60, 0.05, f"the {status} status answered 200")
+        except AssertionError:
+            raise AssertionError(f"the {status} status was not answered 200: {fake.delivery(handle)}") from None
+        (unrecorded,) = wait_for(lambda: rig.obligations(user), 60, 0.1, "the reply's obligation read")
+        assert unrecorded.parts == {} and unrecorded.receipts == {}, f"the send was recorded first: {unrecorded}"
+    finally:
+        fake.release_held()
+    (obligation,) = rig.settled(user)
+    assert obligation.parts == {0: reply["wamid"]}, obligation
+    return obligation
+
+
+def test_a_failed_status_that_comes_before_the_send_is_recorded_marks_the_reply_not_received(rig):
+    user = rig.new_user("early")
+    obligation = status_before_the_send_is_recorded(rig, user, "failed",
+                                                    [{"code": 131026, "title": "Message undeliverable"}])
+    assert (obligation.state, obligation.receipts, obligation.not_received) == ("delivered", {0: "failed"}, True), \
+        obligation
+    assert obligation.last_error == "part 1 not received: 131026 Message undeliverable", obligation
+    listed = rig.gateway.cli("deliveries", "--json", "--limit", "1000", check=True)
+    [row] = [d for d in json.loads(listed.stdout)["deliveries"] if d["obligation_id"] == obligation.obligation_id]
+    assert row["not_received"] and row["receipts"] == {"0": "failed"}, row
+
+
+def test_a_read_status_that_comes_before_the_send_is_recorded_is_applied_with_the_record(rig):
+    user = rig.new_user("earlyread")
+    obligation = status_before_the_send_is_recorded(rig, user, "read")
+    assert (obligation.state, obligation.receipts, obligation.last_error) == ("delivered", {0: "read"}, None), \
+        obligation
 
 
 def test_an_image_is_fetched_through_the_media_url_and_cached(rig):

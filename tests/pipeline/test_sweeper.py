@@ -107,7 +107,7 @@ def test_a_resent_reply_keeps_its_one_mark_when_a_later_part_fails_and_the_next_
             gw.kill_everything()
 
 
-def test_answered_inbox_rows_are_pruned_after_their_retention(tmp_path):
+def test_answered_inbox_rows_and_expired_pending_receipts_are_pruned(tmp_path):
     import sqlite3
 
     with FakePlatform() as platform:
@@ -118,6 +118,9 @@ def test_answered_inbox_rows_are_pruned_after_their_retention(tmp_path):
         try:
             gw.start()
             gw.wait_ready()
+            with sqlite3.connect(gw.state / "gateway.db", timeout=30) as db:   # a status report kept, long expired
+                db.execute("INSERT INTO pending_receipts (platform, platform_message_id, receipt, expires_at) "
+                           "VALUES ('whatsapp', 'wamid.NEVER', 'read', 1.0)")
             platform.inject("c1", "hello")
             settled_answers(platform, "c1", gw=gw)
 
@@ -129,6 +132,7 @@ def test_answered_inbox_rows_are_pruned_after_their_retention(tmp_path):
             wait_for(lambda: rows() in ([("done",)], []), 30, 0.02, f"the answered row done (rows: {rows()})")
             wait_for(lambda: rows() == [], 30, 0.2, f"the answered row pruned (rows: {rows()})")
             gw.wait_log("retention removed 1 answered inbox row(s)")
+            gw.wait_log("dropped 1 status report(s) kept for sends never recorded", timeout=60)
         finally:
             gw.cli("stop")
             gw.kill_everything()

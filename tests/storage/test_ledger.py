@@ -5,6 +5,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import sqlite3
 import time
 
 import pytest
@@ -148,11 +149,13 @@ async def test_a_receipt_is_kept_on_its_part_never_stepping_back_and_a_failed_on
         await store.ledger.record_part(ob.obligation_id, ob.fence, 0, "wamid.A")
         await store.ledger.record_part(ob.obligation_id, ob.fence, 1, "wamid.B")
         await store.ledger.mark_delivered(ob.obligation_id, ob.fence)
-        assert await store.ledger.record_receipt("telegram", "wamid.A", "read") == ob.obligation_id
+        assert (await store.ledger.record_receipt("telegram", "wamid.A", "read")).obligation_id == ob.obligation_id
         await store.ledger.record_receipt("telegram", "wamid.A", "delivered")   # late: read stays
         await store.ledger.record_receipt("telegram", "wamid.B", "sent")
-        assert await store.ledger.record_receipt("whatsapp", "wamid.A", "failed") is None, "another platform's"
-        assert await store.ledger.record_receipt("telegram", "wamid.UNKNOWN", "read") is None
+        assert (await store.ledger.record_receipt("whatsapp", "wamid.A", "failed")).obligation_id is None, \
+            "another platform's"
+        unknown = await store.ledger.record_receipt("telegram", "wamid.UNKNOWN", "read")
+        assert unknown.obligation_id is None and not unknown.kept, "no bound given: nothing kept"
         got = await store.ledger.get(ob.obligation_id)
         assert got.receipts == {0: "read", 1: "sent"} and not got.not_received and got.last_error is None
         await store.ledger.record_receipt("telegram", "wamid.B", "failed", "131026 Message undeliverable")
@@ -162,6 +165,63 @@ async def test_a_receipt_is_kept_on_its_part_never_stepping_back_and_a_failed_on
         assert got.last_error == "part 2 not received: 131026 Message undeliverable"
         with pytest.raises(ValueError, match="unknown receipt"):
             await store.ledger.record_receipt("telegram", "wamid.A", "deleted")
+
+
+WA = Target("whatsapp", "15551230001")
+KEEP = {"keep_s": 3600.0, "keep_max": 10}
+
+
+def pending_receipts(db_path) -> list[tuple]:
+    with sqlite3.connect(db_path) as raw:
+        return raw.execute("SELECT platform, platform_message_id, receipt FROM pending_receipts "
+                           "ORDER BY platform, platform_message_id").fetchall()
+
+
+async def test_a_receipt_that_comes_before_its_part_is_recorded_is_kept_and_applied_with_the_record(db_path):
+    async with open_store(db_path) as store:
+        ob = await store.ledger.record_obligation(KEY, "m1", WA, "three parts", claim=True)
+        early = await store.ledger.record_receipt("whatsapp", "wamid.A", "failed", "131026 Message undeliverable",
+                                                  **KEEP)
+        assert (early.obligation_id, early.kept) == (None, True), early
+        await store.ledger.record_receipt("whatsapp", "wamid.A", "delivered", **KEEP)   # late: failed stays
+        await store.ledger.record_receipt("whatsapp", "wamid.B", "sent", **KEEP)
+        await store.ledger.record_receipt("whatsapp", "wamid.B", "read", **KEEP)
+        await store.ledger.record_receipt("whatsapp_tpl", "wamid.C", "failed", "another number's", **KEEP)
+        assert pending_receipts(db_path) == [("whatsapp", "wamid.A", "failed"), ("whatsapp", "wamid.B", "read"),
+                                             ("whatsapp_tpl", "wamid.C", "failed")]
+        for index, wamid in enumerate(("wamid.A", "wamid.B", "wamid.C")):
+            await store.ledger.record_part(ob.obligation_id, ob.fence, index, wamid)
+        await store.ledger.mark_delivered(ob.obligation_id, ob.fence)
+        got = await store.ledger.get(ob.obligation_id)
+        assert (got.state, got.receipts, got.not_received) == ("delivered", {0: "failed", 1: "read"}, True), got
+        assert got.last_error == "part 1 not received: 131026 Message undeliverable"
+        assert pending_receipts(db_path) == [("whatsapp_tpl", "wamid.C", "failed")], "another adapter's stays"
+        # The same id recorded again (a consumer recording what the adapter had recorded): its receipt stays.
+        ob2 = await store.ledger.record_obligation(KEY, "m2", WA, "again", claim=True)
+        await store.ledger.record_receipt("whatsapp", "wamid.D", "read", **KEEP)
+        await store.ledger.record_part(ob2.obligation_id, ob2.fence, 0, "wamid.D")
+        await store.ledger.record_part(ob2.obligation_id, ob2.fence, 0, "wamid.D", replace=True)
+        assert (await store.ledger.get(ob2.obligation_id)).receipts == {0: "read"}
+
+
+async def test_pending_receipts_expire_and_at_most_keep_max_are_kept_per_platform_the_oldest_dropped(db_path):
+    now = time.time()
+    bound = {"keep_s": 3600.0, "keep_max": 3}
+    async with open_store(db_path) as store:
+        ob = await store.ledger.record_obligation(KEY, "m1", WA, "five parts", claim=True)
+        await store.ledger.record_receipt("whatsapp", "wamid.OLD", "failed", "old", now=now - 2 * 3600, **bound)
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 0, "wamid.OLD")   # its receipt expired: not applied
+        outcomes = [await store.ledger.record_receipt("whatsapp", f"wamid.N{i}", "read", now=now + i, **bound)
+                    for i in range(1, 5)]
+        assert [(o.kept, o.expired, o.over_bound) for o in outcomes] == \
+            [(True, 1, 0), (True, 0, 0), (True, 0, 0), (True, 0, 1)], outcomes
+        other = await store.ledger.record_receipt("whatsapp_tpl", "wamid.N1", "read", now=now + 10, **bound)
+        assert (other.expired, other.over_bound) == (0, 0), "another adapter's own count"
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 1, "wamid.N1")   # dropped over the bound
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 2, "wamid.N4")
+        assert (await store.ledger.get(ob.obligation_id)).receipts == {2: "read"}
+        assert await store.ledger.drop_expired_receipts(now=now + 3600 + 3) == 2, "N2 and N3 (N4 was applied)"
+        assert pending_receipts(db_path) == [("whatsapp_tpl", "wamid.N1", "read")]
 
 
 def test_is_owner_alive():

@@ -12,9 +12,14 @@ and Meta is answered 200 only once that round is committed. A wamid committed in
 write; the inbox's (adapter, wamid) dedup covers the rest (a redelivery after a restart, or one racing its first
 delivery: it waits for the lock, then finds the id). Reactions are stored as feedback before the answer; status
 callbacks (sent, delivered, read, failed) are recorded on their part in the delivery ledger before the answer
-(``Ledger.record_receipt``: a failed one makes the reply "not received", with Meta's reason) and logged. What
-survives kill -9: a committed row or receipt (Meta was answered after it); a body cut before its commit was never
-answered, so Meta sends it again.
+(``Ledger.record_receipt``: a failed one makes the reply "not received", with Meta's reason) and logged. A callback
+can come before its send's wamid is recorded (the Graph API's answer, which carries the wamid, and the webhook
+race): it is then committed as a pending receipt before the answer, and the transaction that records the wamid
+applies it (storage/receipts.py). Pending receipts are kept ``PENDING_RECEIPT_KEEP_S`` (an hour) and at most
+``PENDING_RECEIPTS_MAX`` for this adapter, the oldest dropped first, each drop logged: a callback of a message the
+gateway never sent (another app on the number, a forged one) expires. What survives kill -9: a committed row,
+receipt or pending receipt (Meta was answered after it); a body cut before its commit was never answered, so Meta
+sends it again.
 
 The 24-hour customer service window: free text reaches a user only within 24 h of their last message. The adapter
 keeps, per chat, the newest message time (Meta's own clock) and wamid it stored; a chat it holds none of in this
@@ -35,8 +40,11 @@ answered by the contract's default (a final one done without a call: a part only
 No idempotency key: a send whose answer was lost is re-sent with the kit's mark.
 
 What survives kill -9: the inbox rows (each chat's messages with Meta's times: the windows, relearned on the next
-send), the ledger (replies and their receipts). Lost with the process, and rebuilt: the wamids committed in this
-life (the inbox's dedup stands in), the in-memory windows, the throughput bucket (it starts empty).
+send), the ledger (replies and their receipts, and the pending receipts of sends not recorded yet: applied when the
+wamid is recorded within the hour; a send whose wamid died with the process is never recorded, so its callbacks
+expire and the reply goes again marked as re-sent, its new copy's callbacks recorded). Lost with the process, and
+rebuilt: the wamids committed in this life (the inbox's dedup stands in), the in-memory windows, the throughput
+bucket (it starts empty).
 """
 from __future__ import annotations
 
@@ -65,6 +73,10 @@ from supervision.http_serving import http_limits
 
 REMEMBERED = 4096              # wamids committed in this life, and chats whose window and last message are known
 STORED_ROWS_READ = 16          # a chat's newest inbox rows read to learn its window (a bound on one send's read)
+# A status callback of a wamid no reply's part holds yet is kept this long for the send's record, and at most this
+# many are kept (the oldest dropped first): a send is recorded within seconds of the Graph API's answer.
+PENDING_RECEIPT_KEEP_S = 3600.0
+PENDING_RECEIPTS_MAX = 10_000
 TEXT_LIMIT_CHARS = 4096
 CAPTION_LIMIT_CHARS = 1024
 INLINE_IMAGES = ("image/jpeg", "image/png")   # what WhatsApp shows as an image; any other file goes as a document
@@ -159,19 +171,35 @@ class WhatsAppAdapter(WebhookAdapter):
 
     async def _status_seen(self, status: dict) -> None:
         """A status callback of a message we sent, recorded on its part in the delivery ledger before Meta is
-        answered (a failure to record answers 500: Meta sends it again); a failed one is logged with its reason."""
+        answered (a failure to record answers 500: Meta sends it again), or kept pending for that part when its
+        wamid is not recorded yet (the Graph API's answer and the callback race); a failed one is logged with its
+        reason."""
         self.statuses_seen += 1
         codes = failed_codes(status)
         why = " (the 24-hour customer service window had closed)" if 131047 in codes else ""
         receipt = receipt_of(status)
         if receipt is not None:
             store = await self.ready_storage()
-            await store.ledger.record_receipt(self.name, receipt[0], receipt[1],
-                                              self.clean_error(failure_reason(status)) + why)
+            outcome = await store.ledger.record_receipt(self.name, receipt[0], receipt[1],
+                                                        self.clean_error(failure_reason(status)) + why,
+                                                        keep_s=PENDING_RECEIPT_KEEP_S, keep_max=PENDING_RECEIPTS_MAX)
+            self._say_pending(receipt, outcome)
         if not codes:
             self.say(logging.DEBUG, "%s: %s", self.name, self.clean_error(status_line(status)))
             return
         self.say(logging.WARNING, "%s: not delivered: %s%s", self.name, self.clean_error(status_line(status)), why)
+
+    def _say_pending(self, receipt: tuple[str, str], outcome) -> None:
+        if outcome.kept:
+            self.say(logging.DEBUG, "%s: the %s status of %s is kept until its send is recorded (at most %.0f s)",
+                     self.name, receipt[1], receipt[0][:60], PENDING_RECEIPT_KEEP_S)
+        if outcome.expired:
+            self.say(logging.INFO, "%s: dropped %d status callback(s) kept %.0f s for a send never recorded "
+                     "(a message not sent by the gateway, or whose send was lost)", self.name, outcome.expired,
+                     PENDING_RECEIPT_KEEP_S)
+        if outcome.over_bound:
+            self.say(logging.WARNING, "%s: dropped the %d oldest status callback(s) kept for sends not recorded "
+                     "yet: over %d kept", self.name, outcome.over_bound, PENDING_RECEIPTS_MAX)
 
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_message(raw, self.name, self.profile)
