@@ -209,7 +209,7 @@ def test_a_reply_past_the_window_goes_as_the_configured_template_with_the_reply_
 def test_a_window_the_api_says_is_closed_is_answered_with_the_template(rig):
     fake, user = rig.template_fake, rig.new_user("apiclosed")
     fake.approve_template(TEMPLATE, "en_US", "About your earlier message: {{1}}")
-    fake.fail_next(131047)   # the window as Meta knows it, closed where the adapter could not know
+    fake.fail_next(131047, to=user)   # the window as Meta knows it, closed where the adapter could not know
     fake.inject_text(user, "hello")
     rig.done(user, adapter="whatsapp_tpl")
     (obligation,) = rig.settled(user)
@@ -234,7 +234,7 @@ def test_a_file_past_the_window_is_not_sent_and_its_place_says_why_even_with_a_t
 
 def test_a_window_the_api_says_is_closed_fails_the_reply_with_the_reason(rig):
     fake, user = rig.fake, rig.new_user("closed")
-    fake.fail_next(131047)   # what the Cloud API answers when the adapter could not know (after a restart)
+    fake.fail_next(131047, to=user)   # what the Cloud API answers when the adapter could not know (after a restart)
     fake.inject_text(user, "hello")
     rig.done(user)
     obligations = rig.settled(user)
@@ -245,7 +245,7 @@ def test_a_window_the_api_says_is_closed_fails_the_reply_with_the_reason(rig):
 
 def test_a_rate_limited_send_is_retried_after_the_backoff_and_delivered_once(rig):
     fake, user = rig.fake, rig.new_user("busy")
-    fake.fail_next(131056)   # the pair rate limit: too many messages to this user
+    fake.fail_next(131056, to=user)   # the pair rate limit: too many messages to this user
     fake.inject_text(user, "hello")
     rig.done(user)
     (obligation,) = rig.settled(user)

@@ -62,7 +62,7 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
         self.webhook_url = webhook_url
         self.faults = FaultScript((SEND_METHOD,))
         self.gates = FloodGate()
-        self.next_codes: list[int] = []
+        self.next_codes: list[tuple[int, Optional[str]]] = []   # (Graph error code, the user it is for or None)
         self._http = None
         self._tasks: set = set()
 
@@ -84,10 +84,18 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
         with self._lock:
             self.faults.configure(**settings)
 
-    def fail_next(self, *codes: int) -> None:
-        """The next text sends (one per code) are answered with these Graph error codes."""
+    def fail_next(self, *codes: int, to: Optional[str] = None) -> None:
+        """The next text sends (one per code) are answered with these Graph error codes; with ``to``, the next
+        ones to that user only (a send to another chat, of an earlier test's reply, takes none of them)."""
         with self._lock:
-            self.next_codes.extend(codes)
+            self.next_codes.extend((code, to) for code in codes)
+
+    def _next_code(self, user: str) -> Optional[int]:
+        for index, (code, to) in enumerate(self.next_codes):
+            if to is None or to == user:
+                del self.next_codes[index]
+                return code
+        return None
 
     async def on_stopping(self) -> None:
         await self.close_webhooks()
@@ -238,7 +246,7 @@ class FakeWhatsApp(WebhookMethods, FakeServer):
         failed_status = None
         with self.mutate() as state:
             fault = self.faults.draw(SEND_METHOD)
-            code = self.next_codes.pop(0) if self.next_codes and fault is None and kind == "text" else None
+            code = self._next_code(user) if fault is None and kind == "text" else None
             if fault == "drop":
                 self._log(state, user, now, 599, None)
                 return drop_connection(request)
