@@ -39,6 +39,8 @@ import time
 from typing import Optional
 from urllib.parse import quote
 
+from PIL import Image, ImageDraw
+
 from actors.adapters.errors import PermanentError
 from actors.media.images import ImageRefused, for_model
 from actors.media.limits import human_size
@@ -177,7 +179,6 @@ def preview_of(data: bytes, mime: str) -> Optional[tuple[bytes, str]]:
 
 def _video_preview() -> bytes:
     """The preview every video shows (the gateway decodes no video): a dark square with a play mark."""
-    from PIL import Image, ImageDraw
     image = Image.new("RGB", (PREVIEW_SIDE, PREVIEW_SIDE), (40, 40, 48))
     ImageDraw.Draw(image).polygon([(90, 70), (90, 170), (170, 120)], fill=(235, 235, 235))
     out = io.BytesIO()
