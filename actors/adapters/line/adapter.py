@@ -30,6 +30,16 @@ the consumer cuts at the limit). It goes:
   (idempotency.py), so every attempt at one part, in any life, carries the same key, and LINE shows the part once;
   a repeated key is answered 409 with the first push's message, which is the answer.
 
+A file part (``send_file``, only where the table has a ``public_url``: else its pacing sends no files) is an image,
+video or audio message whose URLs the webhook server answers (media.py), its caption a text after it in the same
+request, sent as a text part is (reply token or push under the part's retry key). Another kind of file (a PDF) has
+no LINE message: refused for good before anything is sent, saying so, and the reply names it in its place. LINE
+fetches a URL when a recipient's app shows the message, maybe hours later, not at the push. What survives kill -9:
+nothing of the served files (memory only): a file sent by an earlier life is 404 from then on, so a recipient who
+had not loaded it sees it unavailable; a file part whose push was not recorded is sent again under the same retry
+key, whose token is the same, so the URL the first push named (LINE answers the repeat with that push) is served
+again.
+
 No edits: LINE cannot change a sent message (pacing ``line``: the consumer sends the final text only, once); the
 contract's default answers a final edit done without a call. Nor deletes: one is answered done, changing nothing
 (as IRC's). The typing indicator is the loading animation, which LINE shows in 1:1 chats only: in a group it is
