@@ -25,7 +25,7 @@ import pytest
 from PIL import Image
 
 from actors.adapters.errors import FloodError, PermanentError, RetryableError, TooLongError
-from actors.adapters.line.adapter import retry_key
+from actors.adapters.line.adapter import LineAdapter, retry_key
 from actors.adapters.line.client import ContentTooLarge, LineAPI, QuotaExhausted, ReplyTokenRefused, classify
 from actors.adapters.line.media import (IMAGE_LIMIT, PREVIEW_LIMIT, ServedMedia, media_key, media_token, media_url,
                                         message_for, mp4_duration_ms)
@@ -283,6 +283,11 @@ def test_files_go_out_only_where_the_table_names_an_https_public_url():
             line_table(public_url="https://bot.example", media_path=path)
     with pytest.raises(ConfigError, match="media_ttl_s"):
         line_table(media_ttl_s=10.0)
+    adapter = LineAdapter()
+    adapter.settings = line_table()
+    assert "no public_url" in adapter.status_note(), "status says why the files are named in text"
+    adapter.settings = line_table(public_url="https://bot.example")
+    assert adapter.status_note() == ""
 
 
 # ------------------------------------------------------------------------------------ the client, vs the fake
@@ -530,11 +535,12 @@ def test_audio_and_video_go_as_messages_line_fetches_from_the_webhook_server_and
                   url.replace("hello.m4a", "other.m4a"), url.replace(token, "..")):
         assert harness.server.fetch(wrong)["status"] == 404, wrong
     served = urllib.parse.urlsplit(harness.url)
-    post = urllib.request.Request(f"{served.scheme}://{served.netloc}{urllib.parse.urlsplit(url).path}", data=b"",
-                                  method="POST")
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(post, timeout=30)
-    assert refused.value.code == 405
+    for method in ("POST", "HEAD"):
+        asked = urllib.request.Request(f"{served.scheme}://{served.netloc}{urllib.parse.urlsplit(url).path}",
+                                       data=b"" if method == "POST" else None, method=method)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(asked, timeout=30)
+        assert refused.value.code == 405, method
 
 
 def status_note(gateway: Gateway) -> str:
