@@ -247,10 +247,11 @@ class LineAdapter(ButtonPresses, WebhookAdapter):
         media = await asyncio.to_thread(message_for, op.file.kind, op.file.mime, op.file.name, data)
         key, name = retry_key(op), served_name(op.file.name, op.file.mime)
         message = {"type": media.type, "originalContentUrl": self.serve(key, "original", media.original, name)}
-        if media.type in ("image", "video"):
-            preview = media.preview or media.original   # within 1 MB, an image is its own preview
-            message["previewImageUrl"] = (message["originalContentUrl"] if media.preview is None else
-                                          self.serve(key, "preview", preview, "preview" + extension(preview[1])))
+        if media.preview is not None:
+            message["previewImageUrl"] = self.serve(key, "preview", media.preview,
+                                                    "preview" + extension(media.preview[1]))
+        elif media.type == "image":   # within LINE's 1 MB, an image is its own preview
+            message["previewImageUrl"] = message["originalContentUrl"]
         if media.type == "audio":
             message["duration"] = media.duration_ms
         messages = [message] + ([{"type": "text", "text": op.file.caption}] if op.file.caption.strip() else [])

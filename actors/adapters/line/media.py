@@ -84,7 +84,6 @@ class ServedMedia:
         self.ttl_s, self.max_files, self.max_bytes = ttl_s, max_files, max_bytes
         self._files: collections.OrderedDict[str, Served] = collections.OrderedDict()
         self.bytes = 0
-        self.fetched = self.dropped = 0
 
     def __len__(self) -> int:
         return len(self._files)
@@ -96,8 +95,7 @@ class ServedMedia:
         self.bytes += len(data)
         self._expire(now)
         while len(self._files) > 1 and (len(self._files) > self.max_files or self.bytes > self.max_bytes):
-            self.dropped += 1
-            self._forget(next(iter(self._files)))
+            self._forget(next(iter(self._files)))   # the oldest; the file just put always stays
 
     def get(self, token: str, name: str, now: Optional[float] = None) -> Optional[Served]:
         """The file under ``token`` if ``name`` is its name and it has not expired; else None."""
@@ -106,7 +104,6 @@ class ServedMedia:
         served = self._files.get(token)
         if served is None or not hmac.compare_digest(served.name.encode(), name.encode()):
             return None
-        self.fetched += 1
         return served
 
     def _expire(self, now: float) -> None:

@@ -231,6 +231,8 @@ class FakeLine(WebhookMethods, FakeServer):
                         "type": answer.headers.get("Content-Type", "")}
         except urllib.error.HTTPError as exc:
             return {"status": exc.code, "sha256": None, "size": 0, "type": ""}
+        except (urllib.error.URLError, ValueError, OSError) as exc:   # no server there (or no webhook URL yet)
+            return {"status": 0, "sha256": None, "size": 0, "type": f"unreachable: {exc}"}
 
     def ops(self, chat: str, method: str) -> list[dict]:
         return self.read(lambda s: [o for o in s["ops"] if o["chat"] == chat and o["method"] == method])
