@@ -78,9 +78,14 @@ class PushServer:
         app = web.Application(client_max_size=self.max_body_bytes)
         for method in self.methods:
             app.router.add_route(method, self.path, self.handle)
+        self.add_routes(app)
         self._runner, self.port = await serve(app, self.host, self.requested_port, limits=self.limits,
                                               on_refused=self._on_refused)
         return self.port
+
+    def add_routes(self, app: web.Application) -> None:
+        """Routes besides the push route, for a server that also answers something else on its port (LINE's
+        files, fetched by the platform from the same public server)."""
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None

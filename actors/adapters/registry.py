@@ -219,7 +219,10 @@ def secret_values(args: Mapping) -> list[str]:
 
 
 def pacing_of(args: Mapping) -> PlatformPacing:
-    return pacing_for(args["type"], args.get("pacing") or None)
+    """The pacing of a validated table: its platform's row, what the table's options decide of it, then the
+    table's ``pacing`` overrides."""
+    decided = entry_of(args).table_pacing
+    return pacing_for(args["type"], {**(decided(args) if decided else {}), **(args.get("pacing") or {})} or None)
 
 
 def reply_pacing(config: dict, adapter: str, platform: str, stream: bool | None = None, profile: str | None = None):

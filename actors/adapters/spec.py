@@ -77,6 +77,8 @@ class Platform:
     options       the keys of its table besides the common ones (registry.COMMON_OPTIONS)
     access        the access policy when the table names none (actors/adapters/access.py)
     checks        checks across keys, on the filled-in table: each returns (key, problem) or None (a config error)
+    table_pacing  the pacing fields the table's own options decide (LINE sends files only with a ``public_url``):
+                  the filled-in table -> overrides; an ``[adapters.NAME] pacing`` table still has the last word
     """
     type: str
     actor: str
@@ -87,6 +89,7 @@ class Platform:
     options: Mapping[str, Option] = field(default_factory=dict)
     access: str = "open"
     checks: tuple[Callable[[Mapping], Optional[tuple[str, str]]], ...] = ()
+    table_pacing: Optional[Callable[[Mapping], Mapping[str, Any]]] = None
 
     def __post_init__(self) -> None:
         if self.intake not in INTAKE_KINDS:

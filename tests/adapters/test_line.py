@@ -5,14 +5,20 @@ turn, answers sent with the reply token while it is valid and pushed once it is 
 chats only, the monthly quota reported as the failure it is, and a kill -9 after a reply left (no retry key there):
 the part pushed again under the re-sent mark. The conformance suite runs it too (tests/adapters/harnesses/line.py):
 its delivery case is the kill -9 between a push leaving and its id being recorded, shown once under the retry key.
-The doctor's probe of the channel access token is here as well.
+The doctor's probe of the channel access token is here as well, and files out in the daemon: audio and video sent
+as their messages and fetched back from the webhook server, a PDF refused (their pure parts:
+tests/adapters/test_line_files.py).
 """
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
+import urllib.error
+import urllib.parse
+import urllib.request
 import uuid
 
 import pytest
@@ -25,11 +31,15 @@ from actors.adapters.line.inbound import (event_from_webhook, events_of, signatu
                                           WebhookRefused)
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER
 from actors.adapters.payload_fields import MalformedPayload
-from actors.messages import PlatformOp
-from storage import Store, StorageError
+from actors.media.sniff import sniff
+from actors.messages import OutgoingFile, PlatformOp
+from common import config as config_mod
+from daemon.admin import AdminClient
+from storage import MediaCache, Store, StorageError
 from tests.actor_system import wait_for
-from tests.adapters.harnesses.line import LineHarness
-from tests.adapters.test_conformance import session_rows
+from tests.adapters.harnesses.line import PUBLIC_URL, LineHarness
+from tests.adapters.test_conformance import Rig, session_rows
+from tests.adapters.test_line_files import mp4
 from tests.fakes.line import DEFAULT_ACCESS_TOKEN, DEFAULT_CHANNEL_SECRET, FakeLine
 from tests.fakes.line.webhooks import sign
 from tests.gateway import Gateway
@@ -376,6 +386,52 @@ def test_the_monthly_quota_used_up_fails_the_reply_and_says_why(rig):
     assert line.messages(line.user(chat)) == []
     gateway.wait_log("monthly message quota is used up")
     assert "until it renews" in noted
+
+
+def test_audio_and_video_go_as_messages_line_fetches_from_the_webhook_server_and_a_pdf_is_refused(rig, monkeypatch):
+    """An m4a goes as an audio message stating its length, its caption a text after it; an mp4 as a video with a
+    preview; each URL under the table's public_url, fetched back (the fake's ``view``) as the bytes the cache
+    holds, once. A PDF has no message type on LINE: refused for good, saying so, and nothing is sent. The server
+    answers nothing but a known token with its name, and only to a GET."""
+    harness, gateway = rig
+    monkeypatch.setenv("GATEWAY_STATE_DIR", str(gateway.state))   # the admin client finds the daemon through it
+    ops = Rig(harness, gateway, AdminClient(config_mod.load(str(gateway.config))))
+    chat, cache = f"files-{uuid.uuid4().hex[:6]}", MediaCache(gateway.state / "media")
+    user = harness.server.user(chat)
+    sound, clip, report = mp4(b"M4A ", duration=3200), mp4(b"isom"), b"%PDF-1.7\n" + os.urandom(64)
+
+    def outgoing(data: bytes, name: str, caption: str = "") -> OutgoingFile:
+        return OutgoingFile(cache.put(data), sniff(data), "document", name, caption, len(data))
+    audio = ops.op(chat, "send", file=outgoing(sound, "hello.m4a", "a short hello"))
+    video = ops.op(chat, "send", file=outgoing(clip, "clip.mp4"))
+    pdf = ops.op(chat, "send", file=outgoing(report, "report.pdf"))
+    assert audio.ok and video.ok, (audio, video)
+    assert not pdf.ok and pdf.error_kind == "permanent" and "no message a bot can send" in pdf.error, pdf
+    assert [(m["type"], m["text"]) for m in harness.server.messages(user)] == [
+        ("audio", None), ("text", "a short hello"), ("video", None)]
+    shown_audio, shown_video = harness.server.view(user)
+    assert (shown_audio["id"], shown_audio["duration"]) == (audio.message_id, 3200)
+    assert shown_audio["fetched"] == {"originalContentUrl": {
+        "status": 200, "sha256": hashlib.sha256(sound).hexdigest(), "size": len(sound), "type": "audio/mp4"}}
+    assert shown_video["id"] == video.message_id
+    assert shown_video["fetched"]["originalContentUrl"]["sha256"] == hashlib.sha256(clip).hexdigest()
+    assert shown_video["fetched"]["previewImageUrl"]["status"] == 200
+    assert shown_video["fetched"]["previewImageUrl"]["type"] == "image/png"
+    assert harness.server.view(user) == [shown_audio, shown_video] and harness.server.stats()["media_fetches"] >= 3
+    url = shown_audio["urls"]["originalContentUrl"]
+    assert url.startswith(PUBLIC_URL + "/line/media/") and url.endswith("/hello.m4a")
+    token = url.split("/")[-2]
+    assert harness.server.fetch(url)["status"] == 200, "fetched again while it has not expired"
+    for wrong in (url.replace(token, token[:-1] + ("A" if token[-1] != "A" else "B")),
+                  url.replace("hello.m4a", "other.m4a"), url.replace(token, "..")):
+        assert harness.server.fetch(wrong)["status"] == 404, wrong
+    served = urllib.parse.urlsplit(harness.url)
+    for method in ("POST", "HEAD"):
+        asked = urllib.request.Request(f"{served.scheme}://{served.netloc}{urllib.parse.urlsplit(url).path}",
+                                       data=b"" if method == "POST" else None, method=method)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(asked, timeout=30)
+        assert refused.value.code == 405, method
 
 
 def status_note(gateway: Gateway) -> str:

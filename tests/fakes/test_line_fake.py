@@ -146,6 +146,14 @@ class Receiver(FakeServer):
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/hook", self.handle)
+        app.router.add_get("/media/{name}", self.serve_file)
+
+    async def serve_file(self, request: web.Request) -> web.Response:
+        """A bot's file, as the gateway's webhook server serves one (``gone.png``: one it no longer has)."""
+        name = request.match_info["name"]
+        if name == "gone.png":
+            return web.Response(status=404)
+        return web.Response(body=b"\x89PNG served " + name.encode(), content_type="image/png")
 
     @property
     def url(self) -> str:
@@ -185,3 +193,44 @@ def test_an_injected_file_is_served_by_the_content_endpoint(fake):
     status, data, _ = call(fake, f"/v2/bot/message/{event['message']['id']}/content")
     assert status == 200 and data == b"\x89PNG fake bytes"
     assert call(fake, "/v2/bot/message/1/content")[0] == 404
+
+
+def media(kind: str, **fields) -> list:
+    return [{"type": kind, **fields}]
+
+
+def test_image_video_and_audio_messages_need_https_urls_and_an_audios_duration(fake):
+    user, push_path = fake.user("media-rules"), "/v2/bot/message/push"
+    url, preview = "https://bot.example/media/a.png", "https://bot.example/media/p.png"
+    for kind in ("image", "video"):
+        assert call(fake, push_path, {"to": user, "messages": media(kind, originalContentUrl=url,
+                                                                     previewImageUrl=preview)})[0] == 200
+        status, answer, _ = call(fake, push_path, {"to": user, "messages": media(kind, originalContentUrl=url)})
+        assert status == 400 and answer["details"][0]["property"] == "messages[0].previewImageUrl"
+    assert call(fake, push_path, {"to": user, "messages": media("audio", originalContentUrl=url,
+                                                                 duration=1500)})[0] == 200
+    refused = [media("audio", originalContentUrl=url), media("audio", originalContentUrl=url, duration=0),
+               media("image", originalContentUrl="http://bot.example/a.png", previewImageUrl=preview),
+               media("image", originalContentUrl="https://bot.example/" + "a" * 2000, previewImageUrl=preview),
+               media("file", originalContentUrl=url)]
+    for messages in refused:
+        status, answer, _ = call(fake, push_path, {"to": user, "messages": messages})
+        assert status == 400 and answer["details"], (messages, answer)
+    assert [m["type"] for m in fake.messages(user)] == ["image", "video", "audio"]
+
+
+def test_a_media_messages_urls_are_fetched_from_the_webhooks_origin_when_the_chat_is_viewed(fake):
+    user = fake.user("media-viewed")
+    with Receiver() as receiver:
+        fake.webhook_url = receiver.url
+        messages = media("image", originalContentUrl="https://bot.example/media/a.png",
+                         previewImageUrl="https://bot.example/media/gone.png")
+        assert call(fake, "/v2/bot/message/push", {"to": user, "messages": messages})[0] == 200
+        before = fake.stats()["media_fetches"]
+        [shown] = fake.view(user)
+        assert fake.view(user) == [shown], "each URL is fetched once"
+    assert shown["fetched"]["originalContentUrl"] == {
+        "status": 200, "sha256": hashlib.sha256(b"\x89PNG served a.png").hexdigest(), "size": 17,
+        "type": "image/png"}
+    assert shown["fetched"]["previewImageUrl"]["status"] == 404
+    assert fake.stats()["media_fetches"] == before + 2

@@ -30,6 +30,16 @@ the consumer cuts at the limit). It goes:
   (idempotency.py), so every attempt at one part, in any life, carries the same key, and LINE shows the part once;
   a repeated key is answered 409 with the first push's message, which is the answer.
 
+A file part (``send_file``, only where the table has a ``public_url``: else its pacing sends no files) is an image,
+video or audio message whose URLs the webhook server answers (media.py), its caption a text after it in the same
+request, sent as a text part is (reply token or push under the part's retry key). Another kind of file (a PDF) has
+no LINE message: refused for good before anything is sent, saying so, and the reply names it in its place. LINE
+fetches a URL when a recipient's app shows the message, maybe hours later, not at the push. What survives kill -9:
+nothing of the served files (memory only): a file sent by an earlier life is 404 from then on, so a recipient who
+had not loaded it sees it unavailable; a file part whose push was not recorded is sent again under the same retry
+key, whose token is the same, so the URL the first push named (LINE answers the repeat with that push) is served
+again.
+
 No edits: LINE cannot change a sent message (pacing ``line``: the consumer sends the final text only, once); the
 contract's default answers a final edit done without a call. Nor deletes: one is answered done, changing nothing
 (as IRC's). The typing indicator is the loading animation, which LINE shows in 1:1 chats only: in a group it is
@@ -52,6 +62,8 @@ from actors.adapters.intake_styles import WebhookAdapter
 from actors.adapters.line.client import ContentTooLarge, LineAPI, QuotaExhausted, ReplyTokenRefused
 from actors.adapters.line.inbound import (event_from_webhook, event_id, is_redelivery, platform_message_id,
                                           reply_token_of, skip_reason)
+from actors.adapters.line.media import (URL_LIMIT, ServedMedia, media_key, media_token, media_url, message_for,
+                                        served_name)
 from actors.adapters.line.platform import LOADING_SECONDS
 from actors.adapters.line.quick_replies import ANSWER_FIELD, Press, press_of, quick_reply
 from actors.adapters.line.webhook_server import WebhookServer
@@ -68,6 +80,16 @@ REMEMBERED_TOKENS = 4096     # reply tokens not used yet (each lives about a min
 REMEMBERED_LOST_REPLIES = 1024   # parts whose reply's answer was lost in this life (retried within seconds)
 TEXT_LIMIT = 5000            # characters of one text message object
 RETRY_KEYS = uuid.UUID("6c1f3a52-0d7e-4b8e-9a51-2f4c7d9e8b10")   # the namespace retry keys are made in
+
+
+def own_ids(sent: list[str], count: int) -> list[str]:
+    """The ids of the last ``count`` messages of a request (LINE answers them in order); a repeated push whose
+    answer named only its request stands for each."""
+    return sent[-count:] if len(sent) >= count else [sent[-1]] * count
+
+
+def extension(mime: str) -> str:
+    return ".png" if mime == "image/png" else ".jpg"
 
 
 def retry_key(op: PlatformOp) -> str:
@@ -89,6 +111,8 @@ class LineAdapter(ButtonPresses, WebhookAdapter):
         self._committed: collections.OrderedDict = collections.OrderedDict()
         self._reply_tokens: collections.OrderedDict = collections.OrderedDict()   # message id -> (token, when)
         self._lost_replies: collections.OrderedDict = collections.OrderedDict()   # parts a reply may have sent
+        self.media: Optional[ServedMedia] = None   # the files LINE fetches (only with a public_url)
+        self._media_key = b""
 
     # -------------------------------------------------------------------------------------------------- intake
     def api(self) -> LineAPI:
@@ -113,7 +137,8 @@ class LineAdapter(ButtonPresses, WebhookAdapter):
         server = WebhookServer(s["webhook_host"], s["webhook_port"], s["webhook_path"],
                                channel_secret=s["channel_secret"],
                                deliver=functools.partial(self._deliver, self.intake.emit), on_error=on_error,
-                               on_refused=self.intake.reject, limits=http_limits(self.config))
+                               on_refused=self.intake.reject, limits=http_limits(self.config),
+                               media=self.served_media(), media_path=s["media_path"])
         port = await server.start()   # a port that is taken raises here: retried, nothing half-started is kept
         self.push_server.server = server
         self.say(logging.INFO, "%s: LINE webhooks on %s:%d%s", self.name, s["webhook_host"], port, s["webhook_path"])
@@ -209,11 +234,55 @@ class LineAdapter(ButtonPresses, WebhookAdapter):
         messages = [{"type": "text", "text": op.text}]
         if (buttons := quick_reply(await self.question_buttons(op), op.text)) is not None:
             messages[0]["quickReply"] = buttons   # LINE shows them on the chat's last message until one is used
+        return (await self.send_objects(op, messages))[0]
+
+    async def send_file(self, op: PlatformOp) -> str:
+        """An image, mp4 video or m4a audio as its message, with URLs under ``public_url`` that the webhook server
+        answers (media.py), and its caption as a text message after it in the same request (LINE's media messages
+        carry no text). Anything else is refused before anything is sent, saying why: the reply names the file in
+        its place."""
+        if self.served_media() is None:
+            raise PermanentError("files go to LINE only with [adapters.NAME] public_url set", method="push")
+        data = await self.file_bytes(op.file)
+        media = await asyncio.to_thread(message_for, op.file.kind, op.file.mime, op.file.name, data)
+        key, name = retry_key(op), served_name(op.file.name, op.file.mime)
+        message = {"type": media.type, "originalContentUrl": self.serve(key, "original", media.original, name)}
+        if media.preview is not None:
+            message["previewImageUrl"] = self.serve(key, "preview", media.preview,
+                                                    "preview" + extension(media.preview[1]))
+        elif media.type == "image":   # within LINE's 1 MB, an image is its own preview
+            message["previewImageUrl"] = message["originalContentUrl"]
+        if media.type == "audio":
+            message["duration"] = media.duration_ms
+        messages = [message] + ([{"type": "text", "text": op.file.caption}] if op.file.caption.strip() else [])
+        return (await self.send_objects(op, messages))[0]
+
+    def served_media(self) -> Optional[ServedMedia]:
+        """The files the webhook server answers LINE's fetches with, made once; None without a public_url."""
+        if self.media is None and self.settings["public_url"]:
+            self.media = ServedMedia(self.settings["media_ttl_s"])
+            self._media_key = media_key(self.settings["channel_secret"])
+        return self.media
+
+    def serve(self, key: str, role: str, content: tuple[bytes, str], name: str) -> str:
+        """The URL LINE fetches ``content`` at: put in the served files under the token this part's retry key makes
+        (media.py: the same in every life, so a push repeated after a restart names the URLs served again)."""
+        token = media_token(self._media_key, key, role)
+        self.media.put(token, content[0], content[1], name)
+        url = media_url(self.settings["public_url"], self.settings["media_path"], token, name)
+        if len(url) > URL_LIMIT:
+            raise PermanentError(f"the file's URL would be {len(url)} characters, over LINE's {URL_LIMIT}",
+                                 method="push")
+        return url
+
+    async def send_objects(self, op: PlatformOp, messages: list[dict]) -> list[str]:
+        """Send one part's message objects: with the reply token where one may be used, else pushed under the
+        part's retry key -> the ids of ``messages`` (the re-sent mark, where it goes first, not among them)."""
         if (token := self.take_reply_token(op)) is not None:
             try:
-                [first, *_] = await self.api().reply(token, messages)
+                sent = await self.api().reply(token, messages)
                 self.replies += 1
-                return first
+                return own_ids(sent, len(messages))
             except ReplyTokenRefused as exc:
                 self.replies_refused += 1
                 self.say(logging.INFO, "%s: the reply token for %s was refused (%s); pushing instead", self.name,
@@ -224,10 +293,11 @@ class LineAdapter(ButtonPresses, WebhookAdapter):
                     while len(self._lost_replies) > REMEMBERED_LOST_REPLIES:
                         self._lost_replies.popitem(last=False)
                 raise
+        marked = messages
         if await self.reply_copy_may_exist(op):
-            messages.insert(0, {"type": "text", "text": resent_marker(self.config)})
+            marked = [{"type": "text", "text": resent_marker(self.config)}] + messages
         try:
-            *_, sent = await self.api().push(op.chat_id, messages, retry_key(op))
+            sent = await self.api().push(op.chat_id, marked, retry_key(op))
         except QuotaExhausted:
             self.quota_note = (f"monthly push quota used up (LINE refused a push at "
                                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): nothing is pushed until it "
@@ -235,12 +305,16 @@ class LineAdapter(ButtonPresses, WebhookAdapter):
             raise
         self.quota_note = ""
         self.pushes += 1
-        return sent   # the part's own message: the last one (the mark, where there is one, comes first)
+        return own_ids(sent, len(messages))   # the part's own messages: the last ones (the mark comes first)
 
     def status_note(self) -> str:
         """The monthly push quota, while the last push LINE answered was refused for it (actor thread: reads the
-        string the loop set; not kept across a restart, where the next push finds out again)."""
-        return self.quota_note
+        string the loop set; not kept across a restart, where the next push finds out again); and, without a
+        ``public_url``, that files are named in text."""
+        notes = [self.quota_note] if self.quota_note else []
+        if not self.settings.get("public_url"):
+            notes.append("files named in text, not sent: no public_url for LINE to fetch them from")
+        return "; ".join(notes)
 
     async def reply_copy_may_exist(self, op: PlatformOp) -> bool:
         """Whether an earlier attempt at this part may have gone with a reply token and left a copy: its answer was

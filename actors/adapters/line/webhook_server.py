@@ -8,14 +8,20 @@ adapter makes that mean "the rows are committed". A failure to store answers 500
 redelivery on, sends the events again (``deliveryContext.isRedelivery``).
 
 The console's "Verify" button sends a signed body with no events: it is answered 200 like any other.
+
+The same server answers LINE's fetches of the files a reply sends (media.py): ``GET <media_path>/<token>/<name>``
+of a file in ``media`` (not expired, its name as given) is its bytes under its type; anything else under that path
+is 404 (a HEAD, a POST: 405), told nothing of which part was wrong. Only where ``media`` is given (``public_url``
+set): without it the path is not routed at all.
 """
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Optional
 
 from aiohttp import web
 
 from actors.adapters.line.inbound import WebhookRefused, events_of, signature_ok
+from actors.adapters.line.media import ServedMedia
 from actors.adapters.push_server import PushServer, Refused
 from supervision.http_serving import HttpLimits
 
@@ -25,10 +31,23 @@ class WebhookServer(PushServer):
 
     def __init__(self, host: str, port: int, path: str, *, channel_secret: str,
                  deliver: Callable[[list], Awaitable[None]], on_error: Callable[[str], None],
-                 on_refused: Callable[[str], None] = lambda reason: None, limits: HttpLimits = HttpLimits()):
+                 on_refused: Callable[[str], None] = lambda reason: None, limits: HttpLimits = HttpLimits(),
+                 media: Optional[ServedMedia] = None, media_path: str = "/line/media"):
         super().__init__(host, port, path, limits, on_refused)
         self._secret = channel_secret
         self._deliver, self._on_error = deliver, on_error
+        self.media, self.media_path = media, media_path.rstrip("/")
+
+    def add_routes(self, app: web.Application) -> None:
+        if self.media is not None:
+            app.router.add_get(self.media_path + "/{token}/{name}", self.serve_file, allow_head=False)
+
+    async def serve_file(self, request: web.Request) -> web.Response:
+        served = self.media.get(request.match_info["token"], request.match_info["name"])
+        if served is None:
+            return web.Response(status=404, text="not found")
+        return web.Response(body=served.data, content_type=served.mime,
+                            headers={"Cache-Control": "private, max-age=3600", "X-Content-Type-Options": "nosniff"})
 
     async def handle(self, request: web.Request) -> web.Response:
         try:

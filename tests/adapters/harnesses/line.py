@@ -10,7 +10,9 @@ restart on a loaded machine does not lose the message on the fake's side. A hand
 "acknowledged" is a 2xx answer to it.
 
 The adapter's table leaves ``use_reply_tokens`` at its default (off): every answer is a push under its retry key,
-the send the delivery case holds (tests/adapters/test_line.py covers reply tokens).
+the send the delivery case holds (tests/adapters/test_line.py covers reply tokens). Its ``public_url`` is an
+https:// origin nothing listens at (LINE takes HTTPS URLs only): the fake fetches a sent file's URL path from the
+webhook URL's origin instead when the chat is looked at (``sent_files``: the fake's ``view``).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from tests.adapters.server_harness import ServerHarness
 from tests.fakes.line import DEFAULT_ACCESS_TOKEN, DEFAULT_CHANNEL_SECRET, FakeLine
 
 SEND_METHODS = ("push", "reply")
+PUBLIC_URL = "https://line-gateway.invalid"   # what the files' URLs name; the fake fetches from the webhook's origin
 
 
 class LineHarness(ServerHarness):
@@ -48,7 +51,7 @@ class LineHarness(ServerHarness):
         return (self.table_head() +
                 f'channel_secret = "{DEFAULT_CHANNEL_SECRET}"\nchannel_access_token = "{DEFAULT_ACCESS_TOKEN}"\n'
                 f'api_base_url = "{self.server.base_url}"\ndata_base_url = "{self.server.base_url}"\n'
-                f'webhook_port = 0\nrate_limit_wait_s = 0.5\n'
+                f'webhook_port = 0\nrate_limit_wait_s = 0.5\npublic_url = "{PUBLIC_URL}"\n'
                 f'pacing = {{ per_chat_ops_per_s = 4.0, per_chat_burst = 3 }}\n' + extra)
 
     def webhook_ready(self) -> None:
@@ -86,7 +89,15 @@ class LineHarness(ServerHarness):
     # -- outbound
     def sent(self, chat: str) -> list[dict]:
         return [{"message_id": m["id"], "text": m["text"], "deleted": False}
-                for m in self.server.messages(self.server.user(chat))]
+                for m in self.server.messages(self.server.user(chat)) if m["type"] == "text"]
+
+    def sent_files(self, chat: str) -> list[dict]:
+        """The bot's image, video and audio messages, each as the bytes the fake fetched from its URL (an image is
+        what LINE shows inline: a photo)."""
+        self.webhook_ready()
+        kinds = {"image": "photo", "video": "video", "audio": "audio"}
+        return [{"message_id": m["id"], "kind": kinds[m["type"]], "sha256": m["fetched"]["originalContentUrl"]["sha256"]}
+                for m in self.server.view(self.server.user(chat))]
 
     def attempts(self, chat: str, op: str) -> list[dict]:
         if op != "send":

@@ -24,7 +24,11 @@ Wire format implemented:
   before is 409 ``The retry key is already accepted`` with ``x-line-accepted-request-id`` and the first push's
   ``sentMessages``, and nothing is sent. Past ``push_quota`` pushes (None: no quota) 429 ``You have reached your
   monthly limit.``
-* Messages: 1 to 5 objects of type ``text``, each 1 to 5,000 characters (UTF-16 units), else 400 with ``details``;
+* Messages: 1 to 5 objects of type ``text`` (each 1 to 5,000 characters, UTF-16 units), ``image``, ``video`` (an
+  HTTPS ``originalContentUrl`` and ``previewImageUrl``, each at most 2,000 characters) or ``audio`` (an HTTPS
+  ``originalContentUrl`` and a positive ``duration``), else 400 with ``details``. A media message's URLs are fetched
+  when a test looks at the chat (``view``), as a recipient's app loads them: over HTTP from the webhook URL's origin
+  in place of the HTTPS one (test-only; server.py says why), the status and SHA-256 of each answer recorded;
   a ``quickReply`` of 1 to 13 ``postback`` actions (label 1-20, data and displayText 1-300 characters), shown under
   the chat's last message until one is pressed or the user writes (``press_quick_reply``: a ``postback`` event is
   delivered).
@@ -35,9 +39,10 @@ Wire format implemented:
   refused again until ``flood_retry_after`` has passed, and each call inside it counts as a
   ``retry_after_violation``.
 
-Left out: every message type out but text, quick reply actions other than postback, multicast, narrowcast,
-broadcast, profiles, rich menus, statistics, the quota endpoints, and the coupling of the 429 bans to the channel
-rather than the chat.
+Left out: the message types out but text, image, video and audio (stickers, locations, templates, flex), the
+checks of a fetched file's format and size (recorded, not judged), quick reply actions other than postback,
+multicast, narrowcast, broadcast, profiles, rich menus, statistics, the quota endpoints, and the coupling of the
+429 bans to the channel rather than the chat.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}``, ``GET
 /_control/messages/{chat}``, ``POST /_control/webhook_url {"url"}``.

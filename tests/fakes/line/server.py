@@ -7,7 +7,10 @@ import hashlib
 import re
 import secrets
 import time
+import urllib.error
+import urllib.request
 from typing import Optional
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -21,6 +24,9 @@ DEFAULT_BOT_USER = "U" + "b0" * 16
 DEFAULT_LIMITS = {"reply_token_ttl": 60.0, "text_limit": 5000, "max_messages": 5, "push_quota": None,
                   "answer_timeout": 2.0, "retries": 3, "retry_delays": [0.5, 1.0, 2.0]}
 SEND_METHODS = ("push", "reply")
+MEDIA_URLS = {"image": ("originalContentUrl", "previewImageUrl"), "video": ("originalContentUrl", "previewImageUrl"),
+              "audio": ("originalContentUrl",)}
+URL_LIMIT = 2000
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 AUTH_FAILED = {"message": "Authentication failed. Confirm that the access token in the authorization header is "
                           "valid."}
@@ -48,6 +54,30 @@ def quick_reply_problem(quick: object) -> Optional[str]:
     return None
 
 
+def media_problem(message: dict) -> Optional[tuple[str, str]]:
+    """What LINE refuses in an image, video or audio message ("Image message", "Video message", "Audio message"):
+    each URL it names present, HTTPS and at most 2,000 characters; an audio's ``duration`` a positive number of
+    milliseconds. (The file behind a URL is LINE's to fetch later: ``view`` does, as a recipient's app would.)"""
+    for field in MEDIA_URLS[message["type"]]:
+        url = message.get(field)
+        if not isinstance(url, str) or not url:
+            return field, "must be specified"
+        if len(url) > URL_LIMIT:
+            return field, f"Length must be between 0 and {URL_LIMIT}"
+        parts = urlsplit(url)
+        if parts.scheme != "https" or not parts.hostname:
+            return field, "must be a valid HTTPS URL"
+    if message["type"] == "audio":
+        duration = message.get("duration")
+        if isinstance(duration, bool) or not isinstance(duration, int) or duration < 1:
+            return "duration", "must be a positive number"
+    return None
+
+
+def refusal(field: str, problem: str) -> dict:
+    return {"message": "The request body has 1 error(s)", "details": [{"message": problem, "property": field}]}
+
+
 def line_id(prefix: str, name: str) -> str:
     """A user, group or room id as LINE writes them (a letter and 32 hex digits), made from a test's name."""
     return prefix + hashlib.md5(name.encode()).hexdigest()
@@ -73,7 +103,7 @@ class FakeLine(WebhookMethods, FakeServer):
     def initial_state(self) -> dict:
         stats = dict.fromkeys(("replies", "pushes", "retry_key_repeats", "reply_token_refusals", "auth_failures",
                                "quota_refusals", "retry_after_violations", "flood_served", "loading_shown", "loading_refused",
-                               "content_served", "webhook_attempts"), 0)
+                               "content_served", "webhook_attempts", "media_fetches"), 0)
         return {"chats": {}, "reply_tokens": {}, "retry_keys": {}, "ops": [], "webhooks": [], "content": {},
                 "loading": [], "next_message": 500000000000000001, "next_event": 1, "next_webhook": 1,
                 "stats": stats}
@@ -171,6 +201,39 @@ class FakeLine(WebhookMethods, FakeServer):
         the postback actions still shown under it}."""
         return self.read(lambda s: s["chats"].get(chat, {"messages": []})["messages"])
 
+    def view(self, chat: str) -> list[dict]:
+        """The chat's image, video and audio messages, each URL fetched once as the recipient's app loads it when
+        the chat is shown: ``fetched`` maps each URL field to {"status", "sha256", "size", "type"}.
+
+        Test-only difference: LINE fetches the HTTPS URL itself, through the TLS proxy the operator puts in front of
+        the webhook server; here nothing listens at the URL's https origin, so the fake fetches its path over HTTP
+        from the origin of the webhook URL it delivers to, the same server the proxy would reach."""
+        with self.mutate() as state:
+            media = [m for m in state["chats"].get(chat, {"messages": []})["messages"] if m["type"] in MEDIA_URLS]
+            pending = [(m["id"], field, url) for m in media for field, url in m["urls"].items()
+                       if field not in m["fetched"]]
+        for message_id, field, url in pending:
+            fetched = self.fetch(url)
+            with self.mutate() as state:
+                state["stats"]["media_fetches"] += 1
+                for shown in state["chats"][chat]["messages"]:
+                    if shown["id"] == message_id:
+                        shown["fetched"][field] = fetched
+        return [m for m in self.messages(chat) if m["type"] in MEDIA_URLS]
+
+    def fetch(self, url: str) -> dict:
+        origin = urlsplit(self.webhook_url or "")
+        reachable = f"{origin.scheme}://{origin.netloc}{urlsplit(url).path}"
+        try:
+            with urllib.request.urlopen(reachable, timeout=30) as answer:
+                data = answer.read()
+                return {"status": answer.status, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
+                        "type": answer.headers.get("Content-Type", "")}
+        except urllib.error.HTTPError as exc:
+            return {"status": exc.code, "sha256": None, "size": 0, "type": ""}
+        except (urllib.error.URLError, ValueError, OSError) as exc:   # no server there (or no webhook URL yet)
+            return {"status": 0, "sha256": None, "size": 0, "type": f"unreachable: {exc}"}
+
     def ops(self, chat: str, method: str) -> list[dict]:
         return self.read(lambda s: [o for o in s["ops"] if o["chat"] == chat and o["method"] == method])
 
@@ -214,20 +277,19 @@ class FakeLine(WebhookMethods, FakeServer):
 
     def messages_problem(self, messages) -> Optional[dict]:
         if not isinstance(messages, list) or not 1 <= len(messages) <= self.limits["max_messages"]:
-            return {"message": "The request body has 1 error(s)", "details": [
-                {"message": f"Size must be between 1 and {self.limits['max_messages']}", "property": "messages"}]}
+            return refusal("messages", f"Size must be between 1 and {self.limits['max_messages']}")
         for i, message in enumerate(messages):
-            text = message.get("text") if isinstance(message, dict) else None
-            if not isinstance(message, dict) or message.get("type") != "text" or not isinstance(text, str):
-                return {"message": "The request body has 1 error(s)", "details": [
-                    {"message": "the fake takes text messages only", "property": f"messages[{i}].type"}]}
-            if not 1 <= utf16_units(text) <= self.limits["text_limit"]:
-                return {"message": "The request body has 1 error(s)", "details": [
-                    {"message": f"Length must be between 1 and {self.limits['text_limit']}",
-                     "property": f"messages[{i}].text"}]}
+            kind = message.get("type") if isinstance(message, dict) else None
+            if kind not in ("text",) + tuple(MEDIA_URLS):
+                return refusal(f"messages[{i}].type", "the fake takes text, image, video and audio messages only")
+            if kind == "text":
+                text = message.get("text")
+                if not isinstance(text, str) or not 1 <= utf16_units(text) <= self.limits["text_limit"]:
+                    return refusal(f"messages[{i}].text", f"Length must be between 1 and {self.limits['text_limit']}")
+            elif (problem := media_problem(message)) is not None:
+                return refusal(f"messages[{i}].{problem[0]}", problem[1])
             if "quickReply" in message and (problem := quick_reply_problem(message["quickReply"])) is not None:
-                return {"message": "The request body has 1 error(s)", "details": [
-                    {"message": problem, "property": f"messages[{i}].quickReply"}]}
+                return refusal(f"messages[{i}].quickReply", problem)
         return None
 
     def sender(self, method: str):
@@ -276,8 +338,12 @@ class FakeLine(WebhookMethods, FakeServer):
             message_id = str(state["next_message"])
             state["next_message"] += 1
             items = message.get("quickReply", {}).get("items", [])
-            shown.append({"id": message_id, "text": message["text"], "via": via, "at": now,
-                          "quick_replies": [item["action"] for item in items]})
+            entry = {"id": message_id, "type": message["type"], "text": message.get("text"), "via": via, "at": now,
+                     "quick_replies": [item["action"] for item in items]}
+            if message["type"] in MEDIA_URLS:
+                entry.update(urls={field: message[field] for field in MEDIA_URLS[message["type"]]},
+                             duration=message.get("duration"), fetched={})
+            shown.append(entry)
             sent.append({"id": message_id, "quoteToken": secrets.token_hex(8)})
         return sent
 
