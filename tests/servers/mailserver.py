@@ -4,7 +4,7 @@ their configuration written here into a throwaway directory.
 Postfix takes mail on an SMTP port and hands every message for ``@mail.test`` (and ``@friends.test``, a second
 domain for senders from elsewhere) to Dovecot's LMTP; Dovecot keeps one Maildir per local part, whatever the domain,
 and serves it over IMAP. Every address of the domains is a user (a static userdb: the tests create a user by writing
-to it), every user's password is ``PASSWORD``. Every mailbox has a folder ``Sent`` marked ``\Sent`` (RFC 6154
+to it), every user's password is ``PASSWORD``. Every mailbox has a folder ``Sent`` marked ``\\Sent`` (RFC 6154
 SPECIAL-USE); mail to ``user+Folder@`` is filed in the user's folder. ``MailServers(files_sent=("gw",))``: Postfix
 files a copy of each mail those users submit in their Sent folder as it takes it (sender_bcc_maps), as Gmail's
 submission does; without it a client puts its sent mail there itself, as with a plain Dovecot and Postfix. Neither server can be given port 0, so the
