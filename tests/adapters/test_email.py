@@ -1,7 +1,8 @@
-"""The email adapter's parts: what is input and what the model sees of a mail, threads, the reply mail (pure); then
-the adapter in a real daemon against real mail servers (Dovecot and Postfix: tests/servers/mailserver.py): a reply
-continues its thread and its session, robots and strangers are never answered, a UIDVALIDITY change, and a kill -9
-between storing a mail and marking it \\Seen. The rest of what every adapter does: tests/adapters/test_conformance.py
+"""The email adapter's parts: what is input and what the model sees of a mail, threads, the reply mail and its
+Message-ID, the Sent folder's LIST line (pure); then the adapter in a real daemon against real mail servers (Dovecot
+and Postfix: tests/servers/mailserver.py): a reply continues its thread and its session, robots and strangers are
+never answered, a UIDVALIDITY change, a kill -9 between storing a mail and marking it \\Seen, a domain in the
+allowlist, and a kill -9 of the adapter between a reply's send (filed in the Sent folder) and its record. The rest of what every adapter does: tests/adapters/test_conformance.py
 (-k email)."""
 from __future__ import annotations
 
