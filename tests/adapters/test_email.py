@@ -2,8 +2,8 @@
 Message-ID, the Sent folder's LIST line (pure); then the adapter in a real daemon against real mail servers (Dovecot
 and Postfix: tests/servers/mailserver.py): a reply continues its thread and its session, robots and strangers are
 never answered, a UIDVALIDITY change, a kill -9 between storing a mail and marking it \\Seen, a domain in the
-allowlist, and a kill -9 of the adapter between a reply's send (filed in the Sent folder) and its record. The rest of what every adapter does: tests/adapters/test_conformance.py
-(-k email)."""
+allowlist, and a kill -9 of the adapter between a reply's send (filed in the Sent folder) and its record. The rest
+of what every adapter does: tests/adapters/test_conformance.py (-k email)."""
 from __future__ import annotations
 
 import asyncio

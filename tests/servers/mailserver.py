@@ -7,10 +7,10 @@ and serves it over IMAP. Every address of the domains is a user (a static userdb
 to it), every user's password is ``PASSWORD``. Every mailbox has a folder ``Sent`` marked ``\\Sent`` (RFC 6154
 SPECIAL-USE); mail to ``user+Folder@`` is filed in the user's folder. ``MailServers(files_sent=("gw",))``: Postfix
 files a copy of each mail those users submit in their Sent folder as it takes it (sender_bcc_maps), as Gmail's
-submission does; without it a client puts its sent mail there itself, as with a plain Dovecot and Postfix. Neither server can be given port 0, so the
-ports are picked free by binding to port 0 first and the start is tried again on another set where one was taken
-meanwhile. ``restart_imap`` restarts Dovecot on the same ports with the same mail (every IMAP connection is cut);
-``renumber`` gives a mailbox a new UIDVALIDITY (its messages then have other UIDs).
+submission does; without it a client puts its sent mail there itself, as with a plain Dovecot and Postfix. Neither
+server can be given port 0, so the ports are picked free by binding to port 0 first and the start is tried again on
+another set where one was taken meanwhile. ``restart_imap`` restarts Dovecot on the same ports with the same mail
+(every IMAP connection is cut); ``renumber`` gives a mailbox a new UIDVALIDITY (its messages then have other UIDs).
 
 Both need root (Postfix's master and Dovecot's privilege separation); the mail itself is written as ``nobody``, in a
 directory of its own under /tmp that the unprivileged processes can reach. A missing server fails the tests with the

@@ -22,9 +22,10 @@ connection cut mid-submission) is looked for there by that id before the reply g
 found, it is the part, and the correspondent gets one mail. No edits, no deletes: a mail once sent is the
 recipient's.
 
-State: the connection, the Sent folder (its name once found), the mails of the round being stored (their files are decoded from them: download_attachment),
-the thread cards (subject and references of each chat's last mail, bounded, THREADS_KEPT;
-after a restart a reply to a chat not seen since goes with the chat's root id only and a generic subject).
+State: the connection, the Sent folder (its name once found), the mails of the round being stored (their files are
+decoded from them: download_attachment), the thread cards (subject and references of each chat's last mail,
+bounded, THREADS_KEPT; after a restart a reply to a chat not seen since goes with the chat's root id only and a
+generic subject).
 Messages: those of every ``PlatformAdapter`` (base.py): PlatformOp in, OpResult out; doorbells to the sessions.
 
 What survives kill -9: the rows and the offset (one transaction); a mail stored and not yet marked \\Seen is marked at

@@ -56,6 +56,8 @@ def quoted(text: str) -> str:
 
 
 class SentFolder:
+    """The adapter's Sent folder (loop thread). State: its name (None until looked for, NONE where there is none)."""
+
     def __init__(self, settings: dict):
         self.settings = settings
         self.name: Optional[str] = settings["sent_folder"] or None   # None: not looked for yet
