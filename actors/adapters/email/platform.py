@@ -60,6 +60,6 @@ PLATFORM = Platform(
                                            "names it (empty: the one the server marks \\Sent, if any)"),
         "sent_copy": Option(str, "append", allowed=SENT_COPY, doc="who files each reply in the Sent folder: append "
                             "(the adapter, after the SMTP server took it), server (the submission server itself: "
-                            "Gmail, Outlook.com), off (the folder neither written nor searched)"),
+                            "Gmail), off (the folder neither written nor searched)"),
     },
     checks=(_email_problems,))

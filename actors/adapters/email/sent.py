@@ -6,8 +6,8 @@ SPECIAL-USE, in the attributes of LIST); none: the mailbox has no Sent folder, a
 
 Who files a reply there (``sent_copy``): ``append``, the adapter, once the SMTP server took the mail (IMAP APPEND,
 after a search for its Message-ID, so a reply filed before, by the server or by an attempt that died after its
-append, is not filed twice); ``server``, the submission server itself, as it takes the mail (Gmail, Outlook.com, a
-Postfix with sender_bcc_maps): the adapter only searches; ``off``: the folder is neither written nor searched.
+append, is not filed twice); ``server``, the submission server itself, as it takes the mail (Gmail, a Postfix with
+sender_bcc_maps): the adapter only searches; ``off``: the folder is neither written nor searched.
 
 A copy in the folder proves that its mail left (it is filed only after the server took it). Its absence proves
 nothing: a kill -9 between the server taking the mail and its filing (the APPEND, or the server's own queue) leaves
