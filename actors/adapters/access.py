@@ -6,6 +6,11 @@
     allow = ["12345678"]          # platform user ids always admitted, whatever the mode
     pairing = { ttl_s = 3600, max_codes = 3, lockout_s = 86400, max_pending = 100 }
 
+Where the platform's user ids are mail addresses (``Platform.addresses``: email), an ``allow`` entry is matched as an
+address, in any case, and may name a whole domain: ``"@example.org"`` admits every address at example.org itself,
+``"@.example.org"`` every address at a subdomain of it (``a.example.org``, ``b.a.example.org``), not example.org
+(write both for both). Elsewhere an entry is an exact user id (Matrix ids begin with "@": nothing of this applies).
+
 * open: everyone (the terminal, the loopback web chat, the bearer- or HMAC-authenticated HTTP intakes).
 * allowlist: ``allow`` plus users granted from the admin CLI; anyone else is ignored (acknowledged to the platform,
   logged, never stored in an inbox, so no session ever sees them).
@@ -38,16 +43,51 @@ class AccessPolicy:
     max_codes: int = PAIRING_DEFAULTS["max_codes"]
     lockout_s: float = PAIRING_DEFAULTS["lockout_s"]
     max_pending: int = PAIRING_DEFAULTS["max_pending"]   # live codes per adapter waiting for the operator
+    addresses: bool = False    # user ids are mail addresses: entries match in any case and may name domains
 
     def admits_without_lookup(self, user_id: Optional[str]) -> bool:
-        return self.mode == "open" or (user_id is not None and str(user_id) in self.allow)
+        if self.mode == "open":
+            return True
+        if user_id is None:
+            return False
+        if self.addresses:     # a domain entry is no user id: "@example.org" itself is not admitted
+            return address_admitted(self.allow, str(user_id))
+        return str(user_id) in self.allow
 
 
-def policy_of(settings: Mapping, default_mode: str) -> AccessPolicy:
-    """The validated adapter table's access keys (registry.py checks their types and values)."""
+def address_admitted(allow: frozenset, address: str) -> bool:
+    """Whether ``allow`` (entries in lower case) admits the mail address: the address itself, ``"@<its domain>"``,
+    or ``"@.<a parent domain>"``. At most one look-up per label of the domain (an address is bounded by its
+    header: the intake's parser), however long the list."""
+    address = address.strip().lower()
+    local, at, domain = address.rpartition("@")
+    if not at or not local or not domain:
+        return False
+    if address in allow or f"@{domain}" in allow:
+        return True
+    labels = domain.split(".")
+    return any(f"@.{'.'.join(labels[i:])}" in allow for i in range(1, len(labels)))
+
+
+def address_entry_problem(entry) -> Optional[str]:
+    """Why ``entry`` is no ``allow`` entry of a platform whose user ids are addresses (None: it is one): an
+    address (``alice@example.org``), a domain (``@example.org``) or its subdomains (``@.example.org``)."""
+    text = str(entry).strip().lower() if isinstance(entry, str) else ""
+    local, at, domain = text.rpartition("@")
+    domain = domain[1:] if domain.startswith(".") and not local else domain
+    if (not at or not domain or any(c in text for c in " \t\r\n<>,;\"()[]") or "@" in local
+            or not all(domain.split("."))):
+        return (f"{entry!r} is no address (alice@example.org), domain (@example.org) or subdomains of one "
+                f"(@.example.org)")
+    return None
+
+
+def policy_of(settings: Mapping, default_mode: str, addresses: bool = False) -> AccessPolicy:
+    """The validated adapter table's access keys (registry.py checks their types and values); ``addresses``: the
+    platform's user ids are mail addresses (address_admitted)."""
     pairing = dict(PAIRING_DEFAULTS, **(settings.get("pairing") or {}))
-    return AccessPolicy(mode=settings.get("access") or default_mode,
-                        allow=frozenset(str(u) for u in settings.get("allow") or ()),
+    entries = (str(u).strip().lower() if addresses else str(u) for u in settings.get("allow") or ())
+    return AccessPolicy(mode=settings.get("access") or default_mode, allow=frozenset(entries), addresses=addresses,
                         ttl_s=float(pairing["ttl_s"]), max_codes=int(pairing["max_codes"]),
                         lockout_s=float(pairing["lockout_s"]), max_pending=int(pairing["max_pending"]))
 

@@ -179,8 +179,8 @@ class PlatformAdapter(OperatorCommands, GatewayActor, PlatformContract):
         self.secrets = registry.secret_values(self.settings)
         self.configured_secrets = configured_secrets(self.config)   # the whole gateway's, for what users write
         self.per_user_in_groups = bool(setting(self.config, "sessions", "per_user_in_groups"))
-        self.intake.gatekeeper = Gatekeeper(self.name, policy_of(self.settings,
-                                                                 registry.entry_of(self.settings).access))
+        entry = registry.entry_of(self.settings)
+        self.intake.gatekeeper = Gatekeeper(self.name, policy_of(self.settings, entry.access, entry.addresses))
         self.intake.sender_limits = SenderLimits(limit_policy_of(self.settings))
         self._budgets = ChatBudgets(started_at=time.monotonic())   # asyncio's loop.time() is time.monotonic()
         # Loop-side code posts through this reference: the actor thread drops ``self.bridge`` when it exits.

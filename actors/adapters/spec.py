@@ -76,6 +76,8 @@ class Platform:
                   overrides fields of it per adapter
     options       the keys of its table besides the common ones (registry.COMMON_OPTIONS)
     access        the access policy when the table names none (actors/adapters/access.py)
+    addresses     its user ids are mail addresses: ``allow`` entries match in any case and may name a whole domain
+                  (access.address_admitted); the platform's checks should refuse entries that are neither
     checks        checks across keys, on the filled-in table: each returns (key, problem) or None (a config error)
     table_pacing  the pacing fields the table's own options decide (LINE sends files only with a ``public_url``):
                   the filled-in table -> overrides; an ``[adapters.NAME] pacing`` table still has the last word
@@ -88,6 +90,7 @@ class Platform:
     pacing: PlatformPacing
     options: Mapping[str, Option] = field(default_factory=dict)
     access: str = "open"
+    addresses: bool = False
     checks: tuple[Callable[[Mapping], Optional[tuple[str, str]]], ...] = ()
     table_pacing: Optional[Callable[[Mapping], Mapping[str, Any]]] = None
 

@@ -55,10 +55,10 @@ class MailClient:
         imap.login(user, self.servers.password)
         return imap
 
-    def messages(self, user: str) -> list[tuple[int, set, EmailMessage]]:
-        """(uid, flags, message) of every mail in the user's INBOX, oldest first."""
+    def messages(self, user: str, folder: str = "INBOX") -> list[tuple[int, set, EmailMessage]]:
+        """(uid, flags, message) of every mail in the user's folder (INBOX, or Sent), oldest first."""
         with self._imap(user) as imap:
-            imap.select("INBOX", readonly=True)
+            imap.select(folder, readonly=True)
             _, found = imap.uid("SEARCH", "ALL")
             uids = found[0].split()
             result = []

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from actors.adapters.access import AccessPolicy, Reminders, decide
+from actors.adapters.access import AccessPolicy, Reminders, address_entry_problem, decide, policy_of
 from storage import InboundItem
 from tests.actor_system import wait_for
 from tests.gateway import Gateway
@@ -111,6 +111,26 @@ def test_decide_sorts_a_batch_by_policy():
     assert allowlist.admitted == [batch[3]] and [r for _, r in allowlist.refused].count("not on the allowlist") == 2
     stranger = decide(AccessPolicy("pairing"), [item("9")], set())
     assert stranger.to_pair == [item("9")] and not stranger.admitted
+
+
+def test_where_user_ids_are_addresses_an_entry_matches_in_any_case_and_may_name_a_domain():
+    allow = ["Alice@Example.org", "@Friends.test", "@.partners.test"]
+    email = policy_of({"access": "allowlist", "allow": allow}, "allowlist", addresses=True)
+    admitted = ["alice@example.org", "ALICE@example.ORG", "dave@friends.test", "Erin@FRIENDS.test",
+                "frank@eu.partners.test", "gina@a.b.partners.test"]
+    refused = ["bob@example.org", "dave@sub.friends.test", "dave@friends.test.evil", "gina@partners.test",
+               "gina@xpartners.test", "@friends.test", "friends.test", "dave@friends", None]
+    assert [u for u in admitted if not email.admits_without_lookup(u)] == []
+    assert [u for u in refused if email.admits_without_lookup(u)] == []
+    # Elsewhere an entry is an exact user id: a Matrix id begins with "@" and names no domain.
+    matrix = policy_of({"access": "allowlist", "allow": ["@alice:example.org", "@.example.org"]}, "allowlist")
+    assert matrix.admits_without_lookup("@alice:example.org")
+    assert not matrix.admits_without_lookup("@Alice:example.org")
+    assert not matrix.admits_without_lookup("a@x.example.org")
+    assert [e for e in ("a@example.org", "@example.org", "@.example.org") if address_entry_problem(e)] == []
+    for wrong in ("example.org", "@", "@.", "a@.example.org", "a b@example.org", "12345", 12345, "@@example.org",
+                  "a@example..org"):
+        assert address_entry_problem(wrong), wrong
 
 
 def test_reminders_are_due_for_a_new_code_or_once_a_minute():

@@ -1,11 +1,13 @@
-"""The email adapter's parts: what is input and what the model sees of a mail, threads, the reply mail (pure); then
-the adapter in a real daemon against real mail servers (Dovecot and Postfix: tests/servers/mailserver.py): a reply
-continues its thread and its session, robots and strangers are never answered, a UIDVALIDITY change, and a kill -9
-between storing a mail and marking it \\Seen. The rest of what every adapter does: tests/adapters/test_conformance.py
-(-k email)."""
+"""The email adapter's parts: what is input and what the model sees of a mail, threads, the reply mail and its
+Message-ID, the Sent folder's LIST line (pure); then the adapter in a real daemon against real mail servers (Dovecot
+and Postfix: tests/servers/mailserver.py): a reply continues its thread and its session, robots and strangers are
+never answered, a UIDVALIDITY change, a kill -9 between storing a mail and marking it \\Seen, a domain in the
+allowlist, and a kill -9 of the adapter between a reply's send (filed in the Sent folder) and its record. The rest
+of what every adapter does: tests/adapters/test_conformance.py (-k email)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import uuid
@@ -13,21 +15,31 @@ import uuid
 import pytest
 
 from actors.adapters import registry
-from actors.adapters.email.formatting import html_alternative, reply_mail, root_card
+from actors.adapters.email.formatting import html_alternative, reply_key, reply_mail, root_card
 from actors.adapters.email.inbound import (attachment_bytes, chat_parts, event_from_mail, html_to_text, parse, refusal, thread_card,
                                            trimmed)
+from actors.adapters.email.sent import quoted, sent_folder_of
 from actors.adapters.payload_fields import MalformedPayload
-from actors.messages import Source
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER
+from actors.messages import HoldNextSend, PlatformOp, Source
+from common import config as config_mod
 from common.config import ConfigError
+from daemon.admin import AdminClient
+from storage import StorageError, Store
+from supervision import tree as tree_mod
 from tests.actor_system import wait_for
 from tests.adapters.mail_client import MailClient, mail
 from tests.adapters.mail_relay import ImapRelay
 from tests.adapters.test_conformance import session_rows
-from tests.gateway import Gateway
-from tests.servers.mailserver import MailServers
+from tests.gateway import Gateway, exited
+from tests.servers.mailserver import DOMAIN, OTHER_DOMAIN, MailServers
 
 pytestmark = pytest.mark.timeout(120)
 BOT = "gw"
+
+
+def new_id() -> str:
+    return f"<{uuid.uuid4().hex[:12]}@{DOMAIN}>"
 
 
 def raw(message) -> dict:
@@ -122,9 +134,31 @@ def test_a_reply_is_threaded_and_its_message_id_is_named_by_its_send_key():
     assert "<script" not in html_alternative("<script>alert(1)</script> *x*")   # raw HTML in the text is text
 
 
+def test_a_parts_message_id_is_the_same_for_every_owner_of_the_reply_and_other_for_other_text():
+    def part(op_id, fence, index=0, text="the answer"):
+        return PlatformOp(op_id, "send", "alice@example.org <t1@example.org>", text, reply_to="<t1@example.org>",
+                          ledger=("obligation-1", fence, index))
+    first = reply_key(part("turn:3.1", 3))
+    assert reply_key(part("sweep:obligation-1:4.1", 4)) == first     # the next owner computes the lost send's id
+    assert len({first, reply_key(part("turn:3.1", 3, index=1)), reply_key(part("turn:3.1", 3, text="marked"))}) == 3
+    unasked = PlatformOp("pairing-x:l1.1", "send", "alice@example.org <t1@example.org>", "a code")
+    assert reply_key(unasked) != reply_key(dataclasses.replace(unasked, op_id="pairing-x:l2.1"))
+
+
+def test_the_sent_folder_is_the_one_list_marks_sent():
+    assert sent_folder_of([b'(\\HasNoChildren) "." INBOX', b'(\\HasNoChildren \\Sent) "." Sent',
+                           b"LIST completed"]) == "Sent"
+    assert sent_folder_of([b'(\\HasNoChildren \\Sent) "/" "[Gmail]/Sent \\"Mail\\""']) == '[Gmail]/Sent "Mail"'
+    assert sent_folder_of([b'(\\HasNoChildren \\Sentinel) "." Other', b'(\\Drafts) NIL Drafts']) is None
+    assert quoted('[Gmail]/Sent "Mail"') == '"[Gmail]/Sent \\"Mail\\""'
+    with pytest.raises(ValueError):
+        quoted("Sent\r\nA1 DELETE INBOX")
+
+
 # ------------------------------------------------------------------------------------------- in the real daemon
 
 ALLOWED = ("alice", "bob", "mailer-daemon")
+FRIENDS = f"@{OTHER_DOMAIN}"          # a whole domain in the allowlist (its subdomains are not written)
 
 
 class Rig:
@@ -141,9 +175,23 @@ class Rig:
     def rows(self, user: str, root: str):
         return session_rows(self.gateway, self.source(user, root))
 
+    def rows_of(self, address: str, root: str):
+        return session_rows(self.gateway, Source(platform="email", chat_id=f"{address} {root}", chat_type="dm",
+                                                 user_id=address, user_name=address))
+
+    def obligations(self, chat_id: str):
+        """The ledger's reply obligations to the chat; None while the database is busy (callers poll)."""
+        async def read():
+            async with await Store.open(self.gateway.state / "gateway.db") as store:
+                return await store.ledger.list(limit=10_000)
+        try:
+            return [o for o in asyncio.run(read()) if o.target.platform == "email" and o.target.chat_id == chat_id]
+        except StorageError:
+            return None
+
     def write(self, user: str, text: str, subject: str = "", reply_to=None, references=(), headers=None,
-              sender=None) -> str:
-        message_id = f"<{uuid.uuid4().hex[:12]}@{self.servers.domain}>"
+              sender=None, message_id=None) -> str:
+        message_id = message_id or new_id()
         self.client.send(mail(sender or self.servers.address(user), self.bot, subject, text, message_id,
                               in_reply_to=reply_to, references=references, headers=headers))
         return message_id
@@ -173,7 +221,7 @@ def rig(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("email")
     servers = MailServers().start()
     relay = ImapRelay(servers.imap_port).start()
-    allow = ", ".join(f'"{servers.address(u)}"' for u in ALLOWED)
+    allow = ", ".join([f'"{servers.address(u)}"' for u in ALLOWED] + [f'"{FRIENDS}"'])
     table = (f'[adapters.email]\ntype = "email"\naddress = "{servers.address(BOT)}"\nallow = [{allow}]\n'
              f'imap_host = "127.0.0.1"\nimap_port = {relay.port}\nimap_tls = false\nusername = "{BOT}"\n'
              f'password = "{servers.password}"\nsmtp_host = "127.0.0.1"\nsmtp_port = {servers.smtp_port}\n'
@@ -204,6 +252,8 @@ def test_doctor_logs_in_to_both_servers_and_says_which_refused(rig):
     assert no_smtp.status == "fail" and "cannot reach SMTP" in no_smtp.detail, no_smtp
     with pytest.raises(ConfigError, match="address"):
         registry.validate_adapter("mail", dict(table, address="not an address"))
+    with pytest.raises(ConfigError, match="allow"):
+        registry.validate_adapter("mail", dict(table, allow=["example.org"]))
 
 
 def test_a_reply_continues_its_thread_and_its_session(rig):
@@ -280,3 +330,60 @@ def test_kill_9_between_storing_a_mail_and_marking_it_seen_takes_it_once(rig):
     wait_for(lambda: (rows := rig.rows("alice", message_id)) and rows[0].state == "done", 60, 0.1, "its turn done")
     assert len(rig.rows("alice", message_id)) == 1
     assert len(rig.replies("alice", message_id)) == 1
+
+
+def test_a_domain_in_the_allowlist_admits_its_senders_and_no_others(rig):
+    """``allow`` holds "@friends.test": a sender of that domain, in whatever case, is stored and answered; one of a
+    subdomain of it (not written "@.friends.test") is as much a stranger as one of mail.test."""
+    friend = rig.write("dave", "A friend of the house", subject="Hello", sender=f"Dave@{OTHER_DOMAIN.upper()}")
+    outsider = rig.write("erin", "From a subdomain", subject="Hi", sender=f"erin@sub.{OTHER_DOMAIN}")
+    stranger = rig.write("carol", "Me again", subject="Hi again")
+    rig.wait_reply("dave", friend)           # dave@friends.test has the mailbox "dave" (one per local part)
+    assert len(rig.rows_of(f"dave@{OTHER_DOMAIN}", friend)) == 1
+    for message_id in (outsider, stranger):
+        rig.wait_seen(message_id)            # taken past, not stored
+    assert rig.rows_of(f"erin@sub.{OTHER_DOMAIN}", outsider) == [] and rig.rows("carol", stranger) == []
+    assert rig.replies("erin", outsider) == [] and rig.replies("carol", stranger) == []
+    log = rig.gateway.log()
+    assert f"message from user erin@sub.{OTHER_DOMAIN} ignored: not on the allowlist" in log
+
+
+def tell_adapter(rig, message) -> None:
+    admin = AdminClient(config_mod.load(str(rig.gateway.config)))
+    node = wait_for(lambda: next((n for n, _p, _ in tree_mod.walk(admin.tree()) if n.name == "email"
+                                  and n.ref is not None), None), 30, 0.1, "the adapter's address")
+    admin.asys.tell(node.ref, message)
+
+
+def test_a_reply_sent_before_its_adapter_died_is_found_in_the_sent_folder_and_not_sent_again(rig, monkeypatch):
+    """The kit holds the reply's send after send_message returned (the SMTP server took the mail, the adapter
+    filed it in the Sent folder) and before its Message-ID is in the ledger; the adapter is killed -9 there. The
+    reply's consumer cannot know whether the mail left: it asks the new adapter to look for it, which finds it in
+    the Sent folder by the Message-ID the part's send carried, and the part is that mail: alice gets one reply,
+    unmarked."""
+    monkeypatch.setenv("GATEWAY_STATE_DIR", str(rig.gateway.state))    # the admin client finds the daemon by it
+    question = new_id()
+    chat_id = f"{rig.servers.address('alice')} {question}"
+    old = rig.gateway.node("email")
+    tell_adapter(rig, HoldNextSend(chat_id))
+    rig.write("alice", "Answer me across a kill -9", subject="Held", message_id=question)
+    [sent] = wait_for(lambda: [str(m["Message-ID"]) for _, _, m in rig.client.messages(BOT, "Sent")
+                               if str(m.get("In-Reply-To", "")).strip() == question], 60, 0.1,
+                      "the reply filed in the bot's Sent folder")
+    [held] = wait_for(lambda: rig.obligations(chat_id), 30, 0.1, "the reply's obligation")
+    assert held.send_intent == 0 and held.parts == {}, f"the send is held before its record: {held}"
+    os.kill(old["pid"], signal.SIGKILL)
+    wait_for(lambda: exited(old["pid"]), 15, 0.01, f"the killed adapter process {old['pid']} to exit")
+    seen = []
+    try:
+        wait_for(lambda: seen.append(rig.obligations(chat_id)) or (seen[-1] and seen[-1][0].state == "delivered"),
+                 60, 0.2, "the reply delivered after the adapter's restart")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last seen {seen[-1]}; {rig.gateway.log()[-3000:]}") from None
+    [delivered] = seen[-1]
+    replies = rig.replies("alice", question)
+    assert [str(m["Message-ID"]) for m in replies] == [sent], "one mail, the one the Sent folder showed"
+    assert DEFAULT_RESENT_MARKER not in replies[0].get_body(("plain",)).get_content()
+    assert delivered.parts == {0: sent} and not delivered.ambiguous, delivered
+    assert [str(m["Message-ID"]) for _, _, m in rig.client.messages(BOT, "Sent")].count(sent) == 1
+    rig.gateway.wait_log("found in the Sent folder, not sent again", timeout=10)

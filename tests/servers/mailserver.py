@@ -1,12 +1,16 @@
 """Real mail servers for the tests: Debian's Dovecot (IMAP with IDLE, and LMTP) and Postfix (SMTP), on loopback,
 their configuration written here into a throwaway directory.
 
-Postfix takes mail on an SMTP port and hands every message for ``@mail.test`` to Dovecot's LMTP; Dovecot keeps one
-Maildir per local part and serves it over IMAP. Every address of the domain is a user (a static userdb: the tests
-create a user by writing to it), every user's password is ``PASSWORD``. Neither server can be given port 0, so the
-ports are picked free by binding to port 0 first and the start is tried again on another set where one was taken
-meanwhile. ``restart_imap`` restarts Dovecot on the same ports with the same mail (every IMAP connection is cut);
-``renumber`` gives a mailbox a new UIDVALIDITY (its messages then have other UIDs).
+Postfix takes mail on an SMTP port and hands every message for ``@mail.test`` (and ``@friends.test``, a second
+domain for senders from elsewhere) to Dovecot's LMTP; Dovecot keeps one Maildir per local part, whatever the domain,
+and serves it over IMAP. Every address of the domains is a user (a static userdb: the tests create a user by writing
+to it), every user's password is ``PASSWORD``. Every mailbox has a folder ``Sent`` marked ``\\Sent`` (RFC 6154
+SPECIAL-USE); mail to ``user+Folder@`` is filed in the user's folder. ``MailServers(files_sent=("gw",))``: Postfix
+files a copy of each mail those users submit in their Sent folder as it takes it (sender_bcc_maps), as Gmail's
+submission does; without it a client puts its sent mail there itself, as with a plain Dovecot and Postfix. Neither
+server can be given port 0, so the ports are picked free by binding to port 0 first and the start is tried again on
+another set where one was taken meanwhile. ``restart_imap`` restarts Dovecot on the same ports with the same mail
+(every IMAP connection is cut); ``renumber`` gives a mailbox a new UIDVALIDITY (its messages then have other UIDs).
 
 Both need root (Postfix's master and Dovecot's privilege separation); the mail itself is written as ``nobody``, in a
 directory of its own under /tmp that the unprivileged processes can reach. A missing server fails the tests with the
@@ -33,6 +37,7 @@ DOVEADM = shutil.which("doveadm") or "/usr/bin/doveadm"
 INSTALL_HINT = ("the mail servers are not installed: apt-get install dovecot-imapd dovecot-lmtpd postfix "
                 "(.ci/run installs them)")
 DOMAIN = "mail.test"
+OTHER_DOMAIN = "friends.test"
 PASSWORD = "mail-test-password"
 MAIL_UID = 65534
 START_S = 30.0
@@ -83,7 +88,15 @@ service stats {{
     mode = 0666
   }}
 }}
-lmtp_save_to_detail_mailbox = no
+recipient_delimiter = +
+lmtp_save_to_detail_mailbox = yes
+namespace inbox {{
+  inbox = yes
+  mailbox Sent {{
+    special_use = \\Sent
+    auto = create
+  }}
+}}
 """
 
 POSTFIX_MAIN = """\
@@ -99,7 +112,9 @@ mydomain = {domain}
 myorigin = {domain}
 mydestination =
 relay_domains =
-virtual_mailbox_domains = {domain}
+virtual_mailbox_domains = {domain}, {other_domain}
+recipient_delimiter = +
+sender_bcc_maps = {sender_bcc}
 virtual_transport = lmtp:inet:127.0.0.1:{lmtp}
 mynetworks = 127.0.0.0/8
 smtpd_relay_restrictions = permit_mynetworks, reject_unauth_destination
@@ -167,8 +182,9 @@ def listening(port: int) -> bool:
 
 
 class MailServers:
-    def __init__(self):
+    def __init__(self, files_sent: tuple = ()):
         require_mail_servers()
+        self.files_sent = files_sent
         self.root = Path(tempfile.mkdtemp(prefix="gateway-mail-"))
         os.chmod(self.root, 0o755)
         self.imap_port = self.smtp_port = self.lmtp_port = 0
@@ -207,8 +223,10 @@ class MailServers:
         (self.root / "postfix-queue").mkdir(exist_ok=True)   # root's: the start makes its subdirectories
         (self.root / "postfix-data").mkdir(exist_ok=True)
         shutil.chown(self.root / "postfix-data", "postfix")
+        copies = ", ".join(f"{self.address(user)}={user}+Sent@{self.domain}" for user in self.files_sent)
         (confdir / "main.cf").write_text(POSTFIX_MAIN.format(root=self.root, domain=self.domain,
-                                                             lmtp=self.lmtp_port))
+                                                             other_domain=OTHER_DOMAIN, lmtp=self.lmtp_port,
+                                                             sender_bcc=f"inline:{{ {copies} }}" if copies else ""))
         (confdir / "master.cf").write_text(POSTFIX_MASTER.format(smtp=self.smtp_port))
         if not self._daemonise([POSTFIX, "-c", str(confdir), "start"], "postfix.log"):
             return False

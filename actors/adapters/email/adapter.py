@@ -14,32 +14,40 @@ its Message-ID keeps it one row.
 
 Outbound. A reply is one mail to the chat's correspondent, in its thread (``In-Reply-To`` the message it answers,
 ``References`` the thread), text with an HTML alternative, ``Auto-Submitted: auto-replied`` so that other robots do
-not answer it (RFC 3834). Its ``Message-ID`` is derived from the operation's key (``idempotency.platform_key``: the
-op id with the content), so every attempt at one send, in any life, carries the same id, and a mail reader that
-sees two copies of one send shows one. No edits, no deletes: a mail once sent is the recipient's.
+not answer it (RFC 3834). Its ``Message-ID`` is derived from the reply's part and its text (formatting.reply_key:
+the obligation and the part's index, recorded in the ledger as the send's intent before the mail leaves), so every
+attempt at one send, by any owner of the reply in any life, carries the same id. Once the SMTP server took it, the
+mail is filed in the Sent folder (sent.py, ``sent_copy = "append"``); a send whose answer was lost (a kill -9, a
+connection cut mid-submission) is looked for there by that id before the reply goes again (``find_lost_copy``):
+found, it is the part, and the correspondent gets one mail. No edits, no deletes: a mail once sent is the
+recipient's.
 
-State: the connection, the mails of the round being stored (their files are decoded from them: download_attachment),
-the thread cards (subject and references of each chat's last mail, bounded, THREADS_KEPT;
-after a restart a reply to a chat not seen since goes with the chat's root id only and a generic subject).
+State: the connection, the Sent folder (its name once found), the mails of the round being stored (their files are
+decoded from them: download_attachment), the thread cards (subject and references of each chat's last mail,
+bounded, THREADS_KEPT; after a restart a reply to a chat not seen since goes with the chat's root id only and a
+generic subject).
 Messages: those of every ``PlatformAdapter`` (base.py): PlatformOp in, OpResult out; doorbells to the sessions.
 
 What survives kill -9: the rows and the offset (one transaction); a mail stored and not yet marked \\Seen is marked at
-the next connection (its UID is at or below the offset) and never taken again. The thread cards do not survive.
+the next connection (its UID is at or below the offset) and never taken again. The thread cards do not survive. A
+reply filed in the Sent folder is on the server: the next owner of the reply finds it there.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import time
 from typing import Any, Optional
 
 from actors.adapters.email.client import ImapMailbox, send_mail
-from actors.adapters.email.formatting import reply_mail, root_card
+from actors.adapters.email.formatting import reply_key, reply_mail, reply_message_id, root_card
 from actors.adapters.email.inbound import (attachment_bytes, chat_id, chat_parts, event_from_mail, header,
                                            message_ids, parse, refusal, sender_address, thread_card, thread_root)
+from actors.adapters.email.sent import SentFolder
 from actors.adapters.errors import PermanentError, TooLongError
-from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import StreamingAdapter
+from actors.adapters.lost_copies import Unresolved
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.messages import Attachment, MessageEvent, PlatformOp
 
@@ -54,6 +62,7 @@ class EmailAdapter(StreamingAdapter):
         self.threads: collections.OrderedDict = collections.OrderedDict()
         self.refused = 0                   # mails not answered (loop protection)
         self.in_round: dict = {}           # (uidvalidity, uid) -> the mail, while its round is being stored
+        self._sent: Optional[SentFolder] = None   # made from the settings at first use (they come with the start)
 
     # -------------------------------------------------------------------------------------------------- intake
     def normal_silence_s(self) -> float:
@@ -171,15 +180,50 @@ class EmailAdapter(StreamingAdapter):
             recipient, root = chat_parts(op.chat_id)
         except ValueError as exc:
             raise PermanentError(str(exc), method="send") from None
-        return reply_mail(op.text, platform_key(op), self.settings["address"], self.settings["display_name"],
+        return reply_mail(op.text, reply_key(op), self.settings["address"], self.settings["display_name"],
                           recipient, self.threads.get(op.chat_id) or root_card(root), op.reply_to, time.time())
+
+    def sent_folder(self) -> SentFolder:
+        if self._sent is None:
+            self._sent = SentFolder(self.settings)
+        return self._sent
 
     async def send_message(self, op: PlatformOp) -> str:
         if len(op.text) > self.pacing.text_limit:
             raise TooLongError(f"{len(op.text)} characters, over {self.pacing.text_limit}", method="send")
         message = self.reply_mail(op)
         await send_mail(self.settings, message)
+        # The mail is sent: filing it is a record of that, and nothing that fails here may make the send fail
+        # (it would go again). A kill -9 before the append leaves a sent mail that the Sent folder does not show:
+        # its next owner cannot tell, and marks the reply as re-sent (find_lost_copy).
+        try:
+            await asyncio.wait_for(self.sent_folder().file(message), self.settings["connect_timeout_s"])
+        except Exception as exc:  # noqa: BLE001 - logged; the send stands
+            self.say(logging.WARNING, "%s: reply %s was sent but not filed in the Sent folder: %s", self.name,
+                     message["Message-ID"], self.clean_error(exc))
         return message["Message-ID"]
+
+    async def find_lost_copy(self, op: PlatformOp) -> Optional[str]:
+        """The Message-ID of the mail a lost send of this part left, where the Sent folder holds it (it was filed
+        after the server took it: it left, whole, with this text). Not there, or no Sent folder: ``Unresolved``
+        (the server may have taken it just before the crash, before its filing), and the reply goes again under
+        the re-sent mark. The found mail cannot be edited: it shows the text it was sent with, which is this part's
+        (its id is derived from that text). ``MailboxLost`` where the server could not be asked (asked again)."""
+        if op.ledger is None:
+            raise Unresolved("the send names no part of a reply")
+        try:
+            recipient, _root = chat_parts(op.chat_id)
+        except ValueError as exc:
+            raise Unresolved(str(exc)) from None
+        message_id = reply_message_id(reply_key(op), self.settings["address"])
+        held = await self.sent_folder().holds(message_id)
+        if held is None:
+            raise Unresolved("the mailbox has no Sent folder to look in (or sent_copy = \"off\")")
+        if not held:
+            raise Unresolved(f"{message_id} is not in the Sent folder: it may have left before it was filed")
+        self.say(logging.INFO, "%s: the reply %s to %s was sent before: found in the Sent folder, not sent again",
+                 self.name, message_id, recipient)
+        return message_id
 
     async def delete_message(self, op: PlatformOp) -> None:
         """A mail once sent is the recipient's: nothing to take back (answered ok so a consumer cleaning up moves

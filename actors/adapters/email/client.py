@@ -42,27 +42,11 @@ class ImapMailbox:
         self.lost = asyncio.Event()        # the connection ended (aioimaplib says so; its waits do not end)
 
     async def open(self) -> None:
-        import aioimaplib    # only where an email adapter runs: finding the platform loads no client library
         s = self.settings
-        timeout = s["connect_timeout_s"]
-        if s["imap_tls"]:
-            self.imap = aioimaplib.IMAP4_SSL(host=s["imap_host"], port=s["imap_port"], timeout=timeout,
-                                             ssl_context=tls_context(s["tls_verify"]), conn_lost_cb=self._lost)
-        else:
-            self.imap = aioimaplib.IMAP4(host=s["imap_host"], port=s["imap_port"], timeout=timeout,
-                                         conn_lost_cb=self._lost)
-        try:
-            await asyncio.wait_for(self.imap.wait_hello_from_server(), timeout)
-        except (OSError, asyncio.TimeoutError) as exc:
-            raise MailboxLost(f"no IMAP server answers at {s['imap_host']}:{s['imap_port']} ({exc!r})",
-                              method="connect") from None
-        login = await self.imap.login(s["username"], s["password"])
-        if login.result != "OK":
-            raise PermanentError(f"the IMAP server refused the login of {s['username']!r}: "
-                                 f"{_said(login)}", method="LOGIN")
+        self.imap = await imap_login(s, self._lost, lambda imap: setattr(self, "imap", imap))
         selected = await self.imap.select(s["mailbox"])
         if selected.result != "OK":
-            raise PermanentError(f"cannot select {s['mailbox']!r}: {_said(selected)}", method="SELECT")
+            raise PermanentError(f"cannot select {s['mailbox']!r}: {said_by(selected)}", method="SELECT")
         found = UIDVALIDITY.search(b" ".join(bytes(line) for line in selected.lines))
         if found is None:
             raise MailboxLost("the server named no UIDVALIDITY for the mailbox", method="SELECT")
@@ -74,23 +58,23 @@ class ImapMailbox:
 
     def _checked(self, response, command: str):
         if response.result != "OK":
-            raise MailboxLost(f"{command} failed: {_said(response)}", method=command)
+            raise MailboxLost(f"{command} failed: {said_by(response)}", method=command)
         self.alive()
         return response
 
     async def new_uids(self, after: int) -> list[int]:
         """UIDs above ``after``, oldest first ("n:*" names the highest UID even when it is below n: left out)."""
         found = self._checked(await self.imap.uid_search(f"UID {after + 1}:*", charset=None), "UID SEARCH")
-        return _uids(found.lines, above=after)
+        return uids_of(found.lines, above=after)
 
     async def unseen_uids(self) -> list[int]:
         found = self._checked(await self.imap.uid_search("UNSEEN", charset=None), "UID SEARCH")
-        return _uids(found.lines, above=0)
+        return uids_of(found.lines, above=0)
 
     async def highest_uid(self) -> int:
         """The highest UID in the mailbox, 0 where it is empty ("UID *" names the last message)."""
         found = self._checked(await self.imap.uid_search("UID *", charset=None), "UID SEARCH")
-        return max(_uids(found.lines, above=0), default=0)
+        return max(uids_of(found.lines, above=0), default=0)
 
     async def sizes(self, uids: list[int]) -> dict[int, int]:
         got = self._checked(await self.imap.uid("fetch", _set(uids), "(UID RFC822.SIZE)"), "UID FETCH")
@@ -149,20 +133,47 @@ class ImapMailbox:
 
     async def close(self) -> None:
         imap, self.imap = self.imap, None
-        if imap is None:
-            return
-        try:
-            await asyncio.wait_for(imap.logout(), 5)
-        except Exception:  # noqa: BLE001 - a connection that is gone is closed
-            pass
+        if imap is not None:
+            await logout(imap)
 
 
-def _said(response) -> str:
+async def imap_login(settings: dict, on_lost: Callable, hold: Callable = lambda imap: None):
+    """A connected IMAP client, logged in (``hold`` is given it first, so a caller can close it whatever fails
+    after): ``MailboxLost`` where no server answers, ``PermanentError`` for a refused login."""
+    import aioimaplib    # only where an email adapter runs: finding the platform loads no client library
+    s = settings
+    timeout = s["connect_timeout_s"]
+    if s["imap_tls"]:
+        imap = aioimaplib.IMAP4_SSL(host=s["imap_host"], port=s["imap_port"], timeout=timeout,
+                                    ssl_context=tls_context(s["tls_verify"]), conn_lost_cb=on_lost)
+    else:
+        imap = aioimaplib.IMAP4(host=s["imap_host"], port=s["imap_port"], timeout=timeout, conn_lost_cb=on_lost)
+    hold(imap)
+    try:
+        await asyncio.wait_for(imap.wait_hello_from_server(), timeout)
+    except (OSError, asyncio.TimeoutError) as exc:
+        raise MailboxLost(f"no IMAP server answers at {s['imap_host']}:{s['imap_port']} ({exc!r})",
+                          method="connect") from None
+    login = await imap.login(s["username"], s["password"])
+    if login.result != "OK":
+        raise PermanentError(f"the IMAP server refused the login of {s['username']!r}: {said_by(login)}",
+                             method="LOGIN")
+    return imap
+
+
+async def logout(imap) -> None:
+    try:
+        await asyncio.wait_for(imap.logout(), 5)
+    except Exception:  # noqa: BLE001 - a connection that is gone is closed
+        pass
+
+
+def said_by(response) -> str:
     return " ".join(bytes(line).decode("utf-8", "replace") for line in response.lines if
                     isinstance(line, (bytes, bytearray)))[:200]
 
 
-def _uids(lines, above: int) -> list[int]:
+def uids_of(lines, above: int) -> list[int]:
     numbers = []
     for line in lines:
         text = bytes(line).replace(b"SEARCH", b" ")

@@ -1,9 +1,10 @@
 """A reply as a mail (pure): the agent's Markdown as the plain part, with an HTML alternative rendered from it
 (CommonMark, no raw HTML from the text, images left out, sanitised to the tags a mail reader shows); the thread's
-headers; a Message-ID named by the send's key."""
+headers; a Message-ID named by the reply's part and text (reply_key)."""
 from __future__ import annotations
 
 import email.utils
+import hashlib
 from email.message import EmailMessage
 from typing import Optional
 
@@ -11,6 +12,7 @@ import nh3
 from markdown_it import MarkdownIt
 
 from actors.adapters.email.inbound import message_ids
+from actors.adapters.idempotency import platform_key
 
 MAX_RENDERED_CHARS = 100_000      # longer texts go as plain text only
 _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).disable("image")
@@ -29,6 +31,23 @@ def html_alternative(text: str) -> Optional[str]:
     if not rendered or (rendered.startswith("<p>") and rendered.endswith("</p>") and rendered.count("<") == 2):
         return None
     return f"<!DOCTYPE html><html><body>{rendered}</body></html>"
+
+
+def reply_key(op) -> str:
+    """What names a reply's mail (its Message-ID): for a part of a reply (``op.ledger``), its obligation, its index,
+    its chat and its text, and not the op id nor the claim's fence, which every owner of the reply draws anew, so
+    the owner after a crash computes the id the lost send carried and finds its copy in the Sent folder. One part
+    with one text is one mail whoever sends it; a part sent again with other text (under the re-sent mark) is
+    another mail with an id of its own. Outside a reply (a pairing code): the op's key (``platform_key``)."""
+    if op.ledger is None:
+        return platform_key(op)
+    obligation, _fence, index = op.ledger
+    named = repr(("email-part", obligation, index, op.chat_id, op.text))
+    return hashlib.sha256(named.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def reply_message_id(key: str, sender: str) -> str:
+    return f"<{key}@{sender.rsplit('@', 1)[1]}>"
 
 
 def root_card(root: str) -> tuple[str, list[str]]:
@@ -51,7 +70,7 @@ def reply_mail(text: str, key: str, sender: str, display_name: str, recipient: s
     message["To"] = recipient
     message["Subject"] = subject
     message["Date"] = email.utils.formatdate(now, localtime=False)
-    message["Message-ID"] = f"<{key}@{sender.rsplit('@', 1)[1]}>"
+    message["Message-ID"] = reply_message_id(key, sender)
     if answered:
         message["In-Reply-To"] = answered[0]
     if references:

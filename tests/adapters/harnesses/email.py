@@ -11,6 +11,12 @@ can hold Postfix's answer to a mail's end of data (the delivery case); what the 
 own mailbox over IMAP, once Postfix's queue is empty, in the order Postfix took them (it delivers in parallel).
 The suite's mails carry no subject: the adapter puts a thread's subject before its first mail's text
 (tests/adapters/test_email.py covers that), and the suite compares the text alone.
+
+Postfix files a copy of every mail the bot submits in the bot's Sent folder as it takes it (``sent_copy =
+"server"``, as Gmail's submission does): in the delivery case the held mail is in the Sent folder although the
+adapter never heard Postfix's answer, and the restarted daemon finds it there (finds_lost_copies). Where the adapter
+files its replies itself (the default, ``append``), a kill in that window finds nothing and the reply is marked;
+tests/adapters/test_email.py kills the adapter after its own filing.
 """
 from __future__ import annotations
 
@@ -45,7 +51,7 @@ class EmailHarness:
         self._numbers = itertools.count(1)
 
     def start(self) -> None:
-        self.servers = MailServers().start()
+        self.servers = MailServers(files_sent=(BOT,)).start()
         self.client = MailClient(self.servers)
         self.relay = SmtpRelay(self.servers.smtp_port).start()
 
@@ -73,6 +79,7 @@ class EmailHarness:
                 f'imap_port = {imap_port or self.servers.imap_port}\nimap_tls = false\n'
                 f'username = "{BOT}"\npassword = "{self.servers.password}"\nsmtp_host = "127.0.0.1"\n'
                 f'smtp_port = {smtp_port or self.relay.port}\nsmtp_security = "none"\nsmtp_auth = false\n'
+                'sent_copy = "server"\n'
                 # The suite sends a few dozen mails in seconds to a chat.
                 'pacing = { per_chat_ops_per_s = 10.0, per_chat_burst = 10 }\n')
 
