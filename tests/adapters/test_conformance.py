@@ -339,9 +339,10 @@ def test_malformed_payload_is_rejected_and_logged_and_the_adapter_stays_up(rig):
     # None while the database is busy; 0 is a count (this test may be the module's first)
     before = wait_for(lambda: (count := rig.total_rows()) is not None and (count,), 30, 0.05, "inbox counts")[0]
     handle, reason = rig.platform.inject_malformed()
-    wait_for(lambda: rig.platform.acknowledged(handle), 15, 0.05, "the malformed payload to be acknowledged")
+    # Deadlines for a loaded machine: a mail's payload comes by IMAP IDLE and a fetch, not in the push's answer.
+    wait_for(lambda: rig.platform.acknowledged(handle), 60, 0.05, "the malformed payload to be acknowledged")
     line = wait_for(lambda: next((l for l in rig.gateway.log().splitlines() if "malformed payload" in l), None),
-                    10, 0.05, "the log line")
+                    30, 0.05, "the log line")
     assert "WARNING" in line and rig.platform.adapter_name in line and reason in line
     assert rig.total_rows() == before
     chat = new_chat("after-bad")
