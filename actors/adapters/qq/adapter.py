@@ -5,9 +5,10 @@ State (loop thread): the OpenAPI client with its cached app token (client.py), t
 (gateway.py) or the callback server (webhook.py), the chats' anchors and the reply book (replies.py), the bot's
 guild user id (READY), the active-message quota note. What survives kill -9: the rows committed with the offset,
 and the offset itself: the gateway session's position (session id, seq), the chats' anchors, and the reply book
-(the passive replies made per user message, committed before each new one goes). A restarted adapter resumes that session, and QQ replays what came after the committed seq: nothing that
-reached QQ while the adapter was dead is lost, and a message replayed is one row (the inbox dedups on its id). The
-token is not kept: a new life fetches one.
+(the passive replies made per user message, committed before each new one goes). A restarted adapter resumes that
+session, and QQ replays what came after the committed seq: nothing that reached QQ while the adapter was dead is
+lost, and a message replayed is one row (the inbox dedups on its id). The token is not kept: a new life fetches
+one.
 
 Intake. ``connect`` fetches the app token (a wrong app id or secret is refused here, a PermanentError the kit shows
 in ``status`` and retries slowly) and asks ``GET /gateway`` where to connect. ``run_intake`` serves the gateway:
@@ -25,11 +26,11 @@ Outbound. A send goes to the chat's endpoint (inbound.send_route) as a passive r
 the op's ``reply_to`` or the chat's anchor within its window, ``msg_seq`` derived from the send's key
 (replies.msg_seq); QQ refusing the pair as a duplicate (40054005) means an earlier attempt made the message, and
 the send is answered with its id. QQ takes 5 passive replies per user message: the reply book counts them, and a
-part past the count goes as an active message. Guild channels and DMs take ``msg_id`` but document no ``msg_seq``: a send there
-whose answer was lost may show twice. Past the window, or with no message to answer, the send is an active
-message, which QQ rations or refuses (its error is the op's; the quota used up shows in ``status`` until an
-active message goes). QQ has no edits: the contract's default answers a
-final edit of a sent part ok, and the reply goes whole, in parts if long.
+part past the count goes as an active message. Guild channels and DMs take ``msg_id`` but document no
+``msg_seq``: a send there whose answer was lost may show twice. Past the window, or with no message to answer, the
+send is an active message, which QQ rations or refuses (its error is the op's; the quota used up shows in
+``status`` until an active message goes). QQ has no edits: the contract's default answers a final edit of a sent
+part ok, and the reply goes whole, in parts if long.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from typing import Any, Optional
 
 import aiohttp
 
-from actors.adapters.errors import PermanentError, TooLongError
+from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.liveness import SERVED_SILENCE_S
@@ -51,6 +52,7 @@ from actors.adapters.qq.replies import Anchors, ReplyBook, msg_seq, reply_id, us
 from actors.adapters.qq.webhook import CallbackServer
 from actors.messages import MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
+from storage import StorageError
 
 QQ_HEARTBEAT_S = 45.0        # QQ's heartbeat_interval is 41.25 s; a little more
 SEQ_KINDS = ("c2c", "group")  # the endpoints that deduplicate on msg_id + msg_seq
@@ -230,10 +232,14 @@ class QQAdapter(StreamingAdapter):
         """The reply book committed into the offset, the rest of the offset as the intake last committed it. An
         intake commit in flight meanwhile may be overwritten by this older position: QQ then replays from it after
         a restart, and the inbox's dedup makes no second row of what it sends again."""
-        store = await self.intake.open_store()      # the committed offset is read first
-        saved = dict(self.offset) if isinstance(self.offset, dict) else {}
-        saved["replies"] = self._book().as_offset()
-        await store.inbox.set_offset(self.name, saved)
+        try:
+            store = await self.intake.open_store()      # the committed offset is read first
+            saved = dict(self.offset) if isinstance(self.offset, dict) else {}
+            saved["replies"] = self._book().as_offset()
+            await store.inbox.set_offset(self.name, saved)
+        except StorageError as exc:
+            raise RetryableError(f"the reply count could not be stored ({exc}); nothing was sent",
+                                 method="send") from None
         self.intake.offset = saved
 
     async def delete_message(self, op: PlatformOp) -> None:
