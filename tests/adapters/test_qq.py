@@ -1,12 +1,12 @@
 """The QQ official bot API adapter: its pure parts (dispatches -> MessageEvent and the chat's send endpoint, what
-is skipped, msg_seq from the send's key, the anchors and the reply book the offset keeps, the gateway's close codes, the token cache
-against the fake), and in the real daemon against the fake QQ (one daemon for the module): a group's @-message and
-a guild channel's answered as passive replies; a reply in more parts than a message takes passive replies arriving
-whole (the rest as active messages); the active-message quota used up failing the send and shown in `status` until
-one goes; a send repeated under the same key by another operation (a new
-life's) shows once and is answered with the same id; a revoked token fetched again once, not per send; the gateway
-dropped and away for a while resumed without a second Identify, what came meanwhile stored once; a frame that is no
-JSON logged and nothing after it lost. The conformance suite runs the same adapter (tests/adapters/harnesses/qq.py).
+is skipped, msg_seq from the send's key, the anchors and the reply book the offset keeps, the gateway's close
+codes, the token cache against the fake), and in the real daemon against the fake QQ (one daemon for the module):
+a group's @-message and a guild channel's answered as passive replies; a reply in more parts than a message takes
+passive replies arriving whole (the rest as active messages); the active-message quota used up failing the send
+and shown in `status` until one goes; a send repeated under the same key by another operation (a new life's) shows
+once and is answered with the same id; a revoked token fetched again once, not per send; the gateway dropped and
+away for a while resumed without a second Identify, what came meanwhile stored once; a frame that is no JSON
+logged and nothing after it lost. The conformance suite runs the same adapter (tests/adapters/harnesses/qq.py).
 """
 from __future__ import annotations
 
