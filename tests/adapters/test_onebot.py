@@ -2,7 +2,8 @@
 account's pace, answers and retcodes, the reverse socket's refusal rule), and in the real daemon against the fake
 implementation: the reverse WebSocket refusing a missing or wrong access token (nothing stored) and taking the
 right one; the forward connection dropped and back, the messages sent once it is back stored once; a burst of 20
-answers in one group sent at the account's pace with no violation at the fake. The conformance suite runs the
+answers in one group sent at the account's pace with no violation at the fake; the daily bound refusing a send
+with its reason, the day's count kept across a kill -9 of the adapter. The conformance suite runs the
 same adapter too (tests/adapters/harnesses/onebot.py)."""
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import os
 import re
+import signal
 import uuid
 
 import pytest
@@ -104,6 +107,23 @@ def test_the_account_pace_keeps_the_gap_the_minute_and_the_day():
     with pytest.raises(DailyBoundReached, match="daily bound of 5"):
         pace.wait_s(200.0, day)
     assert pace.wait_s(200.0, day + 86400.0) == 0.0, "a new UTC day starts the count again"
+
+
+def test_the_days_count_is_restored_on_its_own_day_only():
+    day = 20_000 * 86400.0
+    earlier = AccountPace(PaceRule(per_minute=60, min_gap_s=0.0, jitter_s=0.0, daily=3))
+    earlier.spend(1.0, day + 10)
+    earlier.spend(2.0, day + 20)
+    assert earlier.day() == (20_000, 2)
+    later = AccountPace(PaceRule(per_minute=60, min_gap_s=0.0, jitter_s=0.0, daily=3))
+    later.restore(*earlier.day(), wall=day + 30)
+    assert later.wait_s(100.0, day + 30) == 0.0
+    later.spend(100.0, day + 30)
+    with pytest.raises(DailyBoundReached):
+        later.wait_s(101.0, day + 40)
+    tomorrow = AccountPace(PaceRule(per_minute=60, min_gap_s=0.0, jitter_s=0.0, daily=3))
+    tomorrow.restore(*earlier.day(), wall=day + 86400.0 + 5)
+    assert tomorrow.day() == (20_001, 0), "yesterday's count is spent"
 
 
 def test_the_gap_runs_from_when_the_implementation_took_the_message():
@@ -301,17 +321,40 @@ def test_a_burst_of_20_answers_in_one_group_goes_at_the_accounts_pace(tmp_path, 
                "1000/day; 20 sent today" in shown, shown
 
 
-def test_past_the_daily_bound_a_send_fails_saying_so(tmp_path, monkeypatch):
+def test_past_the_daily_bound_a_send_fails_saying_so_and_a_kill_9_keeps_the_days_count(tmp_path, monkeypatch):
     fake = FakeOneBot(heartbeat_interval=1.0, pace_min_gap_s=0.0).start()
     unpaced = 'min_gap_s = 0.0\ngap_jitter_s = 0.0\ndaily_limit = 3\n'
     with forward_daemon(tmp_path, fake, unpaced + FAST_CHATS) as gateway:
         chat = f"private:{fake.qq('frank')}"
         ops = [PlatformOp(op_id=f"daily-{i}", action="send", chat_id=chat, text=f"message {i}") for i in range(4)]
-        results = send_all(gateway, monkeypatch, ops)
-        assert [results[op.op_id].ok for op in ops] == [True, True, True, False]
+        before = send_all(gateway, monkeypatch, ops[:2])
+        assert all(r.ok for r in before.values()), before
+        old = gateway.node("onebot")
+        os.kill(old["pid"], signal.SIGKILL)    # the adapter's process: its day's count was in its memory too
+        wait_for(lambda: (n := node_or_none(gateway, "onebot")) and n["pid"] != old["pid"] and
+                 n["state"] == "running", 60, 0.1, f"the onebot adapter back after its kill -9 (it was {old})")
+        seen = [""]
+
+        def restored() -> str | None:
+            seen[0] = gateway.cli("status").stdout
+            return seen[0] if "2 sent today" in seen[0] else None
+        try:
+            shown = wait_for(restored, 60, 0.2, "status to show the 2 messages of the earlier life")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; status showed: {seen[0]}") from None
+        assert "3/day" in shown, shown
+        results = send_all(gateway, monkeypatch, ops[2:])
+        assert [results[op.op_id].ok for op in ops[2:]] == [True, False], results
         refused = results["daily-3"]
         assert refused.error_kind == "permanent" and "daily bound of 3 messages" in refused.error, refused
         assert len(fake.sent(chat)) == 3
+
+
+def node_or_none(gateway: Gateway, name: str) -> dict | None:
+    try:
+        return gateway.node(name)
+    except Exception:   # noqa: BLE001 - the tree asked for while the adapter restarts: asked again
+        return None
 
 
 def walk(node):

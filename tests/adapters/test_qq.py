@@ -1,10 +1,12 @@
 """The QQ official bot API adapter: its pure parts (dispatches -> MessageEvent and the chat's send endpoint, what
-is skipped, msg_seq from the send's key, the anchors the offset keeps, the gateway's close codes, the token cache
-against the fake), and in the real daemon against the fake QQ (one daemon for the module): a group's @-message and
-a guild channel's answered as passive replies; a send repeated under the same key by another operation (a new
-life's) shows once and is answered with the same id; a revoked token fetched again once, not per send; the gateway
-dropped and away for a while resumed without a second Identify, what came meanwhile stored once; a frame that is no
-JSON logged and nothing after it lost. The conformance suite runs the same adapter (tests/adapters/harnesses/qq.py).
+is skipped, msg_seq from the send's key, the anchors and the reply book the offset keeps, the gateway's close
+codes, the token cache against the fake), and in the real daemon against the fake QQ (one daemon for the module):
+a group's @-message and a guild channel's answered as passive replies; a reply in more parts than a message takes
+passive replies arriving whole (the rest as active messages); the active-message quota used up failing the send
+and shown in `status` until one goes; a send repeated under the same key by another operation (a new life's) shows
+once and is answered with the same id; a revoked token fetched again once, not per send; the gateway dropped and
+away for a while resumed without a second Identify, what came meanwhile stored once; a frame that is no JSON
+logged and nothing after it lost. The conformance suite runs the same adapter (tests/adapters/harnesses/qq.py).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.qq.client import QQClient
 from actors.adapters.qq.gateway import QQGatewayLink
 from actors.adapters.qq.inbound import event_from_dispatch, is_input, send_route
-from actors.adapters.qq.replies import Anchors, msg_seq, usable
+from actors.adapters.qq.replies import Anchors, ReplyBook, msg_seq, usable
 from actors.adapters.qq.webhook import signature_ok, signing_key, validation_answer
 from actors.messages import OpResult, PlatformOp, Source
 from common import config as config_mod
@@ -104,6 +106,20 @@ def test_anchors_survive_the_offset_bounded_and_a_window_ends():
     assert Anchors.from_offset({"anchors": [["c", 5, 1.0], "junk"]}).as_offset() == []
     assert usable("c2c", 0.0, 3000.0) and not usable("c2c", 0.0, 3590.0)
     assert usable("group", 0.0, 200.0) and not usable("group", 0.0, 290.0)
+
+
+def test_the_reply_book_counts_passive_replies_per_message_and_survives_the_offset():
+    book = ReplyBook(per_message=3, kept=2)
+    assert [book.take("m1", seq) for seq in (11, 12, 13)] == [(True, True)] * 3
+    assert book.take("m1", 14) == (False, False), "the count is used up: the part goes active"
+    assert book.take("m1", 12) == (True, False), "a repeat goes passive again, to be refused as a duplicate"
+    again = ReplyBook.from_offset({"seq": 3, "replies": book.as_offset()}, per_message=3, kept=2)
+    assert again.take("m1", 14) == (False, False) and again.count("m1") == 3
+    assert again.take("m2", 1) == (True, True) and again.used_up("m2") and not again.used_up("m2")
+    assert again.take("m2", 2) == (False, False) and again.take("m2", 1) == (True, False)
+    again.take("m3", 1)
+    assert [row[0] for row in again.as_offset()] == ["m2", "m3"], "bounded: the least recently answered goes"
+    assert ReplyBook.from_offset({"replies": [["m", [1, "x", True]], "junk", [5, []]]}).as_offset() == [["m", [1]]]
 
 
 def test_the_gateways_close_codes():
@@ -256,6 +272,41 @@ def test_a_send_repeated_under_its_key_by_another_operation_shows_once_with_the_
     assert [m["text"] for m in fake.sent(c2c(user).chat_id)].count("the reply") == 1
     # (the agent's own answer may still be going out in parts meanwhile: each of its sends is a 200)
     assert [o["status"] for o in fake.ops(c2c(user).chat_id)].count(400) == 1, "the repeat refused by QQ"
+
+
+def test_a_reply_in_more_parts_than_a_message_takes_passive_replies_arrives_whole(daemon):
+    """QQ takes 5 passive replies per user message (the fake refuses a 6th with 40034128): the parts past the count
+    go as active messages, and none is refused."""
+    fake, user = daemon.fake, f"long-{uuid.uuid4().hex[:6]}"
+    chat = c2c(user).chat_id
+    asked = fake.inject_c2c(user, "tell me everything")
+    wait_for(lambda: fake.sent(chat), 60, 0.1, "the agent's own answer first")
+    reply = uuid.uuid4().hex[:16]
+    texts = [f"part {i} of the long answer" for i in range(7)]
+    for i, text in enumerate(texts):
+        result = daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=chat, text=text,
+                                      reply_to=asked["id"] if i == 0 else None, idempotency_key=f"{reply}.{i}"))
+        assert result.ok, (i, result)
+    sent = [m for m in fake.sent(chat) if m["text"] in texts]
+    assert [m["text"] for m in sent] == texts, sent
+    passive = [m for m in fake.sent(chat) if m["msg_id"] == asked["id"]]
+    assert len(passive) == 5 and [m["msg_id"] for m in sent[-2:]] == [None, None], fake.sent(chat)
+    assert 400 not in [o["status"] for o in fake.ops(chat)], fake.ops(chat)
+
+
+def test_the_active_message_quota_used_up_fails_the_send_and_shows_in_status_until_one_goes(daemon):
+    fake, chat = daemon.fake, c2c(f"quota-{uuid.uuid4().hex[:6]}").chat_id   # no message to answer: active
+    fake.active_quota_used_up = True
+    try:
+        refused = daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=chat, text="news"))
+        assert not refused.ok and "active-message quota is used up" in refused.error, refused
+        shown = daemon.gateway.cli("status").stdout
+        assert "active-message quota used up" in shown, shown
+    finally:
+        fake.active_quota_used_up = False
+    assert daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=chat, text="news again")).ok
+    shown = daemon.gateway.cli("status").stdout
+    assert "active-message quota used up" not in shown, shown
 
 
 def test_a_revoked_token_is_fetched_again_once_and_not_per_send(daemon):

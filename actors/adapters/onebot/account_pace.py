@@ -8,8 +8,9 @@ OneBot passes every action straight on, so the adapter holds the account to thre
 * ``min_gap_s`` plus a random ``jitter_s``: never two messages closer than the gap, and the gaps uneven;
 * ``daily``: at most this many a day (UTC). Reached, a send is refused with the reason (``DailyBoundReached``)
   rather than held: a reply held for hours answers a question nobody is waiting on, and a lane held that long
-  blocks the chat's later messages too. The day's count is kept in memory: a restart starts it again, which a
-  crash loop could use to exceed it, bounded by the restart intensity of the adapter's supervisor.
+  blocks the chat's later messages too. The day's count outlives the process: the adapter commits it (``day``)
+  before each message goes and hands it back (``restore``) when it starts, so a restart, even a kill -9, carries
+  the day's count over and never lets the account past its bound.
 
 A burst of answers therefore queues: ``wait_s`` says how long the next message waits, ``spend`` records it as it
 sets out and ``accepted`` when the implementation took it (the gap runs from there).
@@ -76,6 +77,17 @@ class AccountPace:
         self._recent.append(now)
         self._last = now
         self._next_gap = self.rule.min_gap_s + self.rule.jitter_s * self._rand()
+
+    def day(self) -> tuple[int, int]:
+        """(the UTC day number, the messages spent on it): what the adapter commits before a message goes."""
+        return self._day, self.today
+
+    def restore(self, day: int, spent: int, wall: float) -> None:
+        """A count committed by an earlier life: taken when it is of today's UTC day (a count of another day is
+        spent)."""
+        self._roll_day(wall)
+        if day == self._day:
+            self.today = max(self.today, spent)
 
     def accepted(self, now: float) -> None:
         """The message last spent was accepted by the implementation at ``now``: the next gap counts from here, not

@@ -6,7 +6,10 @@ State (loop thread): the link (link.py; in http mode the POST server and the HTT
 reverse mode the listener that accepts the link), ``self_id`` (the table's, or what get_login_info named), the account's
 pace (account_pace.py), counters (``skipped``). What survives kill -9: the rows committed with the offset; the
 offset itself holds the ids of the last messages committed (``RECENT_IDS``), which is what the conformance checks
-read as "acknowledged". Nothing else needs to: the pace starts again (see account_pace.py).
+read as "acknowledged"; and the day's count of the account's pace (``<name>#account-pace`` in the same offsets
+table), committed before each message goes and restored when the adapter starts, so a restart never resets the
+daily bound. The rest of the pace (the last minute's sends, the last gap) starts again: a restart takes longer
+than a gap.
 
 Intake. ``connect`` opens the link (the access token in ``Authorization: Bearer``; a refused token is a
 PermanentError, which the kit shows in ``status`` and retries slowly) and asks ``get_login_info`` who the account
@@ -42,8 +45,10 @@ from actors.adapters.onebot.link import Link
 from actors.adapters.onebot.reverse import ReverseListener
 from actors.messages import Attachment, MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
+from storage import StorageError
 
 RECENT_IDS = 32            # message ids kept in the offset
+PACE_KEY = "{}#account-pace"   # the offsets row that holds the day's count, beside the adapter's own (<name>)
 REVERSE_WAIT_S = 30.0      # an intake attempt waits this long for the implementation to connect (reverse mode)
 DOWNLOAD_TIMEOUT_S = 60.0
 
@@ -61,6 +66,7 @@ class OneBotAdapter(StreamingAdapter):
         self._recent: Optional[list] = None    # the message ids the offset names (from the committed one on)
         self._pace: Optional[AccountPace] = None
         self._pace_lock: Optional[asyncio.Lock] = None
+        self._pace_restored = False
         self._http: Optional[aiohttp.ClientSession] = None
 
     # -------------------------------------------------------------------------------------------------- intake
@@ -90,6 +96,7 @@ class OneBotAdapter(StreamingAdapter):
             raise PermanentError(f"the implementation is logged in as {account}, not {wanted} (option self_id)",
                                  method="get_login_info")
         self.self_id, self.nickname = account, str(info.get("nickname") or "")
+        await self._restored_pace()     # the day's count of an earlier life shows in `status` from the start
 
     async def _reverse_link(self) -> Link:
         """The implementation's connection to the adapter's server (started by the first attempt, kept after)."""
@@ -201,10 +208,31 @@ class OneBotAdapter(StreamingAdapter):
             self._pace_lock = asyncio.Lock()
         return self._pace
 
+    async def _restored_pace(self) -> AccountPace:
+        """The account's pace, with the day's count an earlier life committed (loop; read once per life)."""
+        pace = self._account_pace()
+        if not self._pace_restored:
+            store = await self.ready_storage()
+            saved = await store.inbox.get_offset(PACE_KEY.format(self.name))
+            if isinstance(saved, dict) and isinstance(saved.get("day"), int) and isinstance(saved.get("sent"), int):
+                pace.restore(saved["day"], saved["sent"], time.time())
+            self._pace_restored = True
+        return pace
+
+    async def _commit_day(self, pace: AccountPace) -> None:
+        """The day's count committed before the message it counts goes: a kill -9 after the send cannot forget it
+        (one after the commit and before the send counts a message that never went: the safe side)."""
+        day, sent = pace.day()
+        try:
+            await (await self.ready_storage()).inbox.set_offset(PACE_KEY.format(self.name), {"day": day, "sent": sent})
+        except StorageError as exc:
+            raise RetryableError(f"the day's count could not be stored ({exc}); nothing was sent",
+                                 method="pace") from None
+
     async def _paced(self, action: str, params: dict) -> Any:
         """Run an action that shows in a chat once the account's pace allows; the lock keeps the account's
         messages in one queue, so a burst across chats waits its turn rather than going at once."""
-        pace = self._account_pace()
+        pace = await self._restored_pace()
         async with self._pace_lock:
             loop = asyncio.get_running_loop()
             try:
@@ -214,6 +242,7 @@ class OneBotAdapter(StreamingAdapter):
             except DailyBoundReached as exc:
                 raise PermanentError(str(exc), method=action) from None
             pace.spend(loop.time(), time.time())
+            await self._commit_day(pace)
             try:
                 return await self._call(action, params)
             finally:   # failed or not, it may have reached QQ: the next one keeps its distance from now

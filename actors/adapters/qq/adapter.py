@@ -2,11 +2,13 @@
 for passive replies (README.md beside this file).
 
 State (loop thread): the OpenAPI client with its cached app token (client.py), the gateway link and its session
-(gateway.py) or the callback server (webhook.py), the chats' anchors (replies.py), the bot's guild user id (READY). What survives kill -9: the rows
-committed with the offset, and the offset itself: the gateway session's position (session id, seq) and the chats'
-anchors. A restarted adapter resumes that session, and QQ replays what came after the committed seq: nothing that
-reached QQ while the adapter was dead is lost, and a message replayed is one row (the inbox dedups on its id). The
-token is not kept: a new life fetches one.
+(gateway.py) or the callback server (webhook.py), the chats' anchors and the reply book (replies.py), the bot's
+guild user id (READY), the active-message quota note. What survives kill -9: the rows committed with the offset,
+and the offset itself: the gateway session's position (session id, seq), the chats' anchors, and the reply book
+(the passive replies made per user message, committed before each new one goes). A restarted adapter resumes that
+session, and QQ replays what came after the committed seq: nothing that reached QQ while the adapter was dead is
+lost, and a message replayed is one row (the inbox dedups on its id). The token is not kept: a new life fetches
+one.
 
 Intake. ``connect`` fetches the app token (a wrong app id or secret is refused here, a PermanentError the kit shows
 in ``status`` and retries slowly) and asks ``GET /gateway`` where to connect. ``run_intake`` serves the gateway:
@@ -23,10 +25,12 @@ The offset then holds the anchors only. The server is the intake's: started by `
 Outbound. A send goes to the chat's endpoint (inbound.send_route) as a passive reply where it can be: ``msg_id``
 the op's ``reply_to`` or the chat's anchor within its window, ``msg_seq`` derived from the send's key
 (replies.msg_seq); QQ refusing the pair as a duplicate (40054005) means an earlier attempt made the message, and
-the send is answered with its id. Guild channels and DMs take ``msg_id`` but document no ``msg_seq``: a send there
-whose answer was lost may show twice. Past the window, or with no message to answer, the send is an active
-message, which QQ rations or refuses (its error is the op's). QQ has no edits: the contract's default answers a
-final edit of a sent part ok, and the reply goes whole, in parts if long.
+the send is answered with its id. QQ takes 5 passive replies per user message: the reply book counts them, and a
+part past the count goes as an active message. Guild channels and DMs take ``msg_id`` but document no
+``msg_seq``: a send there whose answer was lost may show twice. Past the window, or with no message to answer, the
+send is an active message, which QQ rations or refuses (its error is the op's; the quota used up shows in
+``status`` until an active message goes). QQ has no edits: the contract's default answers a final edit of a sent
+part ok, and the reply goes whole, in parts if long.
 """
 from __future__ import annotations
 
@@ -37,17 +41,18 @@ from typing import Any, Optional
 
 import aiohttp
 
-from actors.adapters.errors import PermanentError, TooLongError
+from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.liveness import SERVED_SILENCE_S
-from actors.adapters.qq.client import DuplicateReply, QQClient
+from actors.adapters.qq.client import ActiveQuotaExhausted, DuplicateReply, PassiveRefused, QQClient
 from actors.adapters.qq.gateway import QQGatewayLink
 from actors.adapters.qq.inbound import event_from_dispatch, is_input, send_route, sent_at
-from actors.adapters.qq.replies import Anchors, msg_seq, reply_id, usable
+from actors.adapters.qq.replies import Anchors, ReplyBook, msg_seq, reply_id, usable
 from actors.adapters.qq.webhook import CallbackServer
 from actors.messages import MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
+from storage import StorageError
 
 QQ_HEARTBEAT_S = 45.0        # QQ's heartbeat_interval is 41.25 s; a little more
 SEQ_KINDS = ("c2c", "group")  # the endpoints that deduplicate on msg_id + msg_seq
@@ -61,6 +66,8 @@ class QQAdapter(StreamingAdapter):
         self.duplicates = 0               # sends QQ refused as repeats of one it had (answered with its id)
         self.link: Optional[QQGatewayLink] = None
         self.anchors: Optional[Anchors] = None
+        self.replies: Optional[ReplyBook] = None
+        self.quota_note = ""              # set by an active message QQ refused for its quota, cleared by one that goes
         self._api: Optional[QQClient] = None
         self._ws_http: Optional[aiohttp.ClientSession] = None
         self._callbacks: Optional[CallbackServer] = None
@@ -144,7 +151,8 @@ class QQAdapter(StreamingAdapter):
                 chat = _chat_of(name, data)
                 if chat is not None:
                     anchors.note(chat, str(data["id"]), sent_at(data.get("timestamp")) or time.time())
-                await emit([{"t": name, "d": data}], {"anchors": anchors.as_offset()})
+                await emit([{"t": name, "d": data}], {"anchors": anchors.as_offset(),
+                                                      "replies": self._book().as_offset()})
 
         def on_error(text: str) -> None:
             self.say(logging.WARNING, "%s: an event was not stored (%s); QQ will send it again", self.name,
@@ -163,6 +171,7 @@ class QQAdapter(StreamingAdapter):
         if isinstance(seq, int):
             position["seq"] = seq
         position["anchors"] = self._anchors().as_offset()
+        position["replies"] = self._book().as_offset()
         return position
 
     def normalise(self, raw: Any) -> MessageEvent:
@@ -178,20 +187,60 @@ class QQAdapter(StreamingAdapter):
             raise TooLongError(f"{len(op.text)} characters, over the {self.pacing.text_limit} a message carries",
                                method=route)
         body: dict[str, Any] = {"content": op.text, "msg_type": 0}
-        anchor = self._anchor(kind, op)
-        seq = None
-        if anchor is not None:
-            body["msg_id"] = anchor
-            if kind in SEQ_KINDS:
-                seq = body["msg_seq"] = msg_seq(platform_key(op))
+        anchor, seq = self._anchor(kind, op), msg_seq(platform_key(op))
+        if anchor is not None and await self._may_answer(anchor, seq):
+            passive = dict(body, msg_id=anchor, **({"msg_seq": seq} if kind in SEQ_KINDS else {}))
+            try:
+                answer = await self.client().send(route, path, passive)
+            except DuplicateReply:
+                if kind not in SEQ_KINDS:
+                    raise
+                self.duplicates += 1     # an earlier attempt (this life's or a previous one's) made the message
+                return reply_id(anchor, seq)
+            except PassiveRefused:
+                # QQ counts more replies to this message than the book did (a book older than the message's
+                # last replies), or its window closed early: none more are tried, this part goes active.
+                if self._book().used_up(anchor):
+                    await self._save_book()
+            else:
+                return reply_id(anchor, seq) if kind in SEQ_KINDS else answer["id"]
+        return await self._send_active(route, path, body)
+
+    async def _send_active(self, route: str, path: str, body: dict) -> str:
+        """A message without ``msg_id``: QQ rations these per chat (a few a month) and says when they are used up,
+        which ``status`` shows until an active message goes again."""
         try:
             answer = await self.client().send(route, path, body)
-        except DuplicateReply:
-            if seq is None:
-                raise
-            self.duplicates += 1     # an earlier attempt (this life's or a previous one's) made the message
-            return reply_id(anchor, seq)
-        return reply_id(anchor, seq) if seq is not None else answer["id"]
+        except ActiveQuotaExhausted:
+            self.quota_note = (f"active-message quota used up (QQ refused one at "
+                               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): only answers to a user's "
+                               "message go until it renews")
+            raise
+        self.quota_note = ""
+        return answer["id"]
+
+    async def _may_answer(self, msg_id: str, seq: int) -> bool:
+        """Whether the send numbered ``seq`` may go as a passive reply to ``msg_id`` (replies.ReplyBook). A number
+        new to the book is made durable before the send goes: after a kill -9 the same part finds it there and goes
+        passive again, to be refused as the duplicate it is, never as a second, active, copy."""
+        allowed, changed = self._book().take(msg_id, seq)
+        if changed:
+            await self._save_book()
+        return allowed
+
+    async def _save_book(self) -> None:
+        """The reply book committed into the offset, the rest of the offset as the intake last committed it. An
+        intake commit in flight meanwhile may be overwritten by this older position: QQ then replays from it after
+        a restart, and the inbox's dedup makes no second row of what it sends again."""
+        try:
+            store = await self.intake.open_store()      # the committed offset is read first
+            saved = dict(self.offset) if isinstance(self.offset, dict) else {}
+            saved["replies"] = self._book().as_offset()
+            await store.inbox.set_offset(self.name, saved)
+        except StorageError as exc:
+            raise RetryableError(f"the reply count could not be stored ({exc}); nothing was sent",
+                                 method="send") from None
+        self.intake.offset = saved
 
     async def delete_message(self, op: PlatformOp) -> None:
         """Nor taken back: a reply is recorded by its msg_id + msg_seq pair, not by the id QQ's recall needs (a
@@ -203,6 +252,12 @@ class QQAdapter(StreamingAdapter):
         if self.anchors is None:
             self.anchors = Anchors.from_offset(self.offset)
         return self.anchors
+
+    def _book(self) -> ReplyBook:
+        """The passive replies made per user message, as the committed offset holds them."""
+        if self.replies is None:
+            self.replies = ReplyBook.from_offset(self.offset)
+        return self.replies
 
     def _anchor(self, kind: str, op: PlatformOp) -> Optional[str]:
         """The user message this send answers: the op's ``reply_to``, else the chat's newest; None when there is
@@ -226,6 +281,8 @@ class QQAdapter(StreamingAdapter):
         parts.append(f"{api.token.fetches if api is not None else 0} token(s) fetched")
         if self.duplicates:
             parts.append(f"{self.duplicates} repeated send(s) refused by QQ as duplicates")
+        if self.quota_note:
+            parts.append(self.quota_note)
         return "; ".join(parts)
 
     async def close(self) -> None:

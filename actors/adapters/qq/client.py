@@ -12,6 +12,8 @@ Answers:
     2xx                                   the JSON body
     429, or code 22009 (msg limit exceed) FloodError: QQ names no wait, so ``FLOOD_WAIT_S`` unless Retry-After does
     code 40054005 (消息被去重)             DuplicateReply: a message with this msg_id and msg_seq exists already
+    code 40034128 (被动回复时间或次数超限)   PassiveRefused: the user message takes no more passive replies
+    code 40034100 (主动消息超过频控)         ActiveQuotaExhausted: QQ's ration of active messages is used up
     5xx, network errors, timeouts         RetryableError (``maybe_done`` unless the connection was never made)
     any other 4xx                         PermanentError, with QQ's code and message
 
@@ -30,12 +32,23 @@ from common.redact import redact as redact_secrets
 TOKEN_EXPIRED = 11244
 MSG_LIMIT_EXCEED = 22009
 DUPLICATE_MSG_SEQ = 40054005
+PASSIVE_REPLY_LIMIT = 40034128   # 被动回复时间或次数超限: the message's window or its reply count is spent
+ACTIVE_MSG_LIMIT = 40034100      # 主动消息发送超过频控限制: the active messages' ration (per month and chat) is spent
+ACTIVE_MSG_FORBIDDEN = 40034105  # 主动消息无权限: the bot may not send active messages here
 FLOOD_WAIT_S = 1.0
 REFRESH_MARGIN_S = 60.0       # QQ hands a new token in the last 60 s of the old one's life; the old still works
 
 
 class DuplicateReply(PermanentError):
     """QQ already holds a message with this msg_id and msg_seq: this send was made before (its answer lost)."""
+
+
+class PassiveRefused(PermanentError):
+    """QQ takes no more passive replies to this user message (its reply count or its window is spent)."""
+
+
+class ActiveQuotaExhausted(PermanentError):
+    """QQ refused an active message: its ration for the chat (a few a month) is used up."""
 
 
 class AppToken:
@@ -97,6 +110,14 @@ def classify_error(route: str, status: int, body: Any, headers) -> PlatformError
         return FloodError(wait, f"rate limited: {text}", method=route, status=status)
     if code == DUPLICATE_MSG_SEQ:
         return DuplicateReply(text, method=route, status=status)
+    if code == PASSIVE_REPLY_LIMIT:
+        return PassiveRefused(text, method=route, status=status)
+    if code == ACTIVE_MSG_LIMIT:
+        return ActiveQuotaExhausted(f"QQ's active-message quota is used up: {text}; nothing goes without a user "
+                                    "message to answer until it renews", method=route, status=status)
+    if code == ACTIVE_MSG_FORBIDDEN:
+        return PermanentError(f"QQ allows this bot no active messages here: {text}; only answers to a user's "
+                              "message go", method=route, status=status)
     if status >= 500:
         return RetryableError(text, method=route, status=status)
     return PermanentError(text, method=route, status=status)

@@ -32,7 +32,9 @@ Wire format implemented:
   ``msg_id``, ``msg_seq``) -> ``{"id", "timestamp"}``; ``POST /channels/{channel_id}/messages``,
   ``/dms/{guild_id}/messages`` (``content``, ``msg_id``) -> the message object. A passive reply (``msg_id``) to a
   message this chat did not get: 400; the same ``msg_id`` + ``msg_seq`` twice: 400 code 40054005 (消息被去重) and
-  nothing sent; no content, or over ``max_text`` characters: 400.
+  nothing sent; a ``msg_id`` that already has ``replies_per_message`` (5) passive replies: 400 code 40034128
+  (被动回复时间或次数超限) and nothing sent; with ``active_quota_used_up`` set, a send without ``msg_id``: 400 code
+  40034100 (主动消息发送超过频控限制); no content, or over ``max_text`` characters: 400.
 * Faults (``set_faults``, on the send routes): "flood" (429 code 22009 msg limit exceed, the chat banned for
   ``flood_retry_after``; a send inside the ban counts in ``stats()["retry_after_violations"]``), "error" (500),
   "drop" (the connection closed before the send takes effect), "drop_after" (it took effect, the answer is lost).
@@ -45,8 +47,8 @@ Wire format implemented:
   ``event_ts``); ``post_callback`` any body, with a signature of the test's. Answers in ``callback_answers``.
 
 Left out: media upload (``/files``), markdown, keyboards and ark messages,
-recall, the passive window and per-message reply count (the adapter keeps to them itself), active-message quotas,
-guild and member APIs, sharding.
+recall, the passive window (the adapter keeps to it itself), the active-message quota's counting (only its
+refusal, when told), guild and member APIs, sharding.
 """
 from tests.fakes.qq.server import APP_ID, APP_SECRET, BOT_ID, FakeQQ, openid
 

@@ -25,6 +25,9 @@ INTENT_OF = {"C2C_MESSAGE_CREATE": 1 << 25, "GROUP_AT_MESSAGE_CREATE": 1 << 25, 
              "DIRECT_MESSAGE_CREATE": 1 << 12, "MESSAGE_CREATE": 1 << 9}
 CHINA = timezone(timedelta(hours=8))
 DUPLICATE = 40054005
+PASSIVE_LIMIT = 40034128         # 被动回复时间或次数超限
+ACTIVE_LIMIT = 40034100          # 主动消息发送超过频控限制
+REPLIES_PER_MESSAGE = 5          # QQ's docs: a user message takes 5 passive replies (C2C and groups)
 
 
 def openid(name: str) -> str:
@@ -61,6 +64,8 @@ class FakeQQ(FakeServer):
         self.refused = 0
         self.callback_url: Optional[str] = None   # the webhook: every dispatch is POSTed there too, signed
         self.callback_answers: list[tuple[int, Any]] = []   # (status, JSON body or None) of each callback
+        self.replies_per_message = REPLIES_PER_MESSAGE
+        self.active_quota_used_up = False         # active messages (no msg_id) refused with 40034100
 
     def initial_state(self) -> dict:
         return {"next": 1, "tokens": {}, "token_fetches": 0, "sessions": {}, "identifies": 0, "resumes": 0,
@@ -392,6 +397,13 @@ class FakeQQ(FakeServer):
                                                     m["chat"] == chat for m in state["messages"]):
                     state["ops"].append({"at": time.time(), "chat": chat, "status": 400})
                     return error(400, DUPLICATE, "消息被去重，请检查请求msgseq")
+                if sum(1 for m in state["messages"] if m["from_bot"] and m.get("msg_id") == msg_id) >= \
+                        self.replies_per_message:
+                    state["ops"].append({"at": time.time(), "chat": chat, "status": 400})
+                    return error(400, PASSIVE_LIMIT, "被动回复时间或次数超限")
+            elif self.active_quota_used_up:
+                state["ops"].append({"at": time.time(), "chat": chat, "status": 400})
+                return error(400, ACTIVE_LIMIT, "主动消息发送超过频控限制")
             message_id = f"BOT{state['next']:08d}{secrets.token_hex(4)}"
             state["next"] += 1
             state["messages"].append({"id": message_id, "chat": chat, "text": content, "from_bot": True,
