@@ -4,7 +4,9 @@ it ends or when refused), the doctor's probe, and what the platform does that ot
 against the fake (tests/fakes/dingtalk): a Stream connection dropped or told to disconnect re-opened with a fresh
 ticket and nothing taken twice, each message answered once and only after its row is committed; a session webhook
 that refuses, or is too near its expiry, replaced by the robot API; a group message answered through its group; a
-frame no app could answer logged and nothing lost. The conformance suite runs it too
+frame no app could answer logged and nothing lost; a table with an AI card template streaming its answer into one
+card that ends complete and finalized (the cards' request bodies and ids checked as pure functions, a create repeated
+under one outTrackId one card), and a table without one still sending its answer whole. The conformance suite runs it too
 (tests/adapters/harnesses/dingtalk.py).
 """
 from __future__ import annotations
