@@ -414,6 +414,15 @@ def delivered(gateway: Gateway, chat_id: str) -> bool:
     return bool(found) and all(o.state == "delivered" for o in found)
 
 
+def answered_in_cards(gateway: Gateway, server: FakeDingTalk, staff: str) -> list:
+    """The chat's cards once its answer is delivered in the ledger (on a timeout: what the cards showed then)."""
+    try:
+        wait_for(lambda: delivered(gateway, staff), 90, 0.2, "the answer delivered in the ledger")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the cards: {server.cards(staff)}; the fake's stats: {server.stats()}") from None
+    return server.cards(staff)
+
+
 def test_a_streamed_answer_in_an_ai_card_ends_complete_and_finalized(rig):
     harness, gateway = rig
     server, chat = harness.server, name("card")
@@ -424,9 +433,7 @@ def test_a_streamed_answer_in_an_ai_card_ends_complete_and_finalized(rig):
     updates = server.stats()["card_updates"]
     # About 4 s of streaming in ~20 pieces: several updates a second apart, then the final one.
     assert server.post_callback(url, server.message_data(chat, "stream it #long 1800 #slow 0.2")) == 200
-    wait_for(lambda: delivered(gateway, staff), 90, 0.2,
-             f"the answer delivered in the ledger; the cards: {server.cards(staff)}")
-    [card] = server.cards(staff)
+    [card] = answered_in_cards(gateway, server, staff)
     assert card["finalized"] and not card["error"], card
     assert len(card["content"]) == 1800 and "▍" not in card["content"], card["content"][-80:]
     assert card["history"][-1] == card["content"] and len(card["history"]) >= 3, "streamed, then the whole answer"
@@ -446,3 +453,24 @@ def test_a_table_without_a_card_template_still_sends_its_answer_whole(rig):
     assert server.cards(staff) == []
     wait_for(lambda: delivered(gateway, staff), 60, 0.2, "the answer delivered in the ledger")
     assert len(server.messages(staff)) == 1, "no preview before it"
+
+
+def test_a_card_create_whose_answer_is_lost_goes_again_as_the_same_card(rig):
+    harness, gateway = rig
+    server, chat = harness.server, name("card-lost")
+    view = DingTalkHarness(harness.workdir)
+    view.adapter_name = CARDS_NAME
+    url = wait_for(view.served_url, 60, 0.2, "the card adapter's callback URL in status")
+    staff = server.staff(chat)
+    refused = server.stats()["card_creates_refused"]
+    # The card is made and the answer to its create lost (as a kill -9 between a send and its record leaves it):
+    # the create goes again under the same outTrackId, the platform makes no second card, the adapter takes it.
+    server.set_faults(next=["drop_after"], methods=("card_create",))
+    try:
+        assert server.post_callback(url, server.message_data(chat, "once please #long 900 #slow 0.1")) == 200
+        [card] = answered_in_cards(gateway, server, staff)
+    finally:
+        server.set_faults()
+    assert card["finalized"] and len(card["content"]) == 900, card
+    assert server.stats()["card_creates_refused"] - refused == 1, "the repeated create named the card made"
+    assert server.messages(staff) == []
