@@ -382,9 +382,7 @@ def test_a_frame_no_app_could_answer_is_logged_and_nothing_is_lost(rig):
 def test_an_http_callback_with_a_bad_or_stale_sign_is_refused_and_a_signed_one_stored_once(rig):
     harness, gateway = rig
     server, chat = harness.server, name("http")
-    view = DingTalkHarness(harness.workdir)
-    view.adapter_name = HTTP_NAME
-    url = wait_for(view.served_url, 60, 0.2, "the HTTP-mode adapter's callback URL in status")
+    url = served_url(harness, HTTP_NAME)
     staff = server.staff(chat)
     source = Source(platform=HTTP_NAME, chat_id=staff, chat_type="dm", user_id=staff)
     data = server.message_data(chat, "signed hello")
@@ -402,6 +400,13 @@ def test_an_http_callback_with_a_bad_or_stale_sign_is_refused_and_a_signed_one_s
     assert [m["via"] for m in replies(server, staff)] == ["session"]
 
 
+def served_url(harness: DingTalkHarness, adapter: str) -> str:
+    """The callback URL of the rig's HTTP-mode adapter ``adapter``, as ``status`` shows it."""
+    view = DingTalkHarness(harness.workdir)
+    view.adapter_name = adapter
+    return wait_for(view.served_url, 60, 0.2, f"the callback URL of {adapter} in status")
+
+
 def delivered(gateway: Gateway, chat_id: str) -> bool:
     """The chat's replies all delivered, as the ledger says (False while the database is busy)."""
     async def read():
@@ -412,6 +417,12 @@ def delivered(gateway: Gateway, chat_id: str) -> bool:
     except StorageError:
         return False
     return bool(found) and all(o.state == "delivered" for o in found)
+
+
+def card_chat(harness: DingTalkHarness, tag: str) -> tuple:
+    """(the fake, a new chat's name, its staff id, the card adapter's callback URL)."""
+    server, chat = harness.server, name(tag)
+    return server, chat, server.staff(chat), served_url(harness, CARDS_NAME)
 
 
 def answered_in_cards(gateway: Gateway, server: FakeDingTalk, staff: str) -> list:
@@ -425,11 +436,7 @@ def answered_in_cards(gateway: Gateway, server: FakeDingTalk, staff: str) -> lis
 
 def test_a_streamed_answer_in_an_ai_card_ends_complete_and_finalized(rig):
     harness, gateway = rig
-    server, chat = harness.server, name("card")
-    view = DingTalkHarness(harness.workdir)
-    view.adapter_name = CARDS_NAME
-    url = wait_for(view.served_url, 60, 0.2, "the card adapter's callback URL in status")
-    staff = server.staff(chat)
+    server, chat, staff, url = card_chat(harness, "card")
     updates = server.stats()["card_updates"]
     # About 4 s of streaming in ~20 pieces: several updates a second apart, then the final one.
     assert server.post_callback(url, server.message_data(chat, "stream it #long 1800 #slow 0.2")) == 200
@@ -457,11 +464,7 @@ def test_a_table_without_a_card_template_still_sends_its_answer_whole(rig):
 
 def test_a_card_create_whose_answer_is_lost_goes_again_as_the_same_card(rig):
     harness, gateway = rig
-    server, chat = harness.server, name("card-lost")
-    view = DingTalkHarness(harness.workdir)
-    view.adapter_name = CARDS_NAME
-    url = wait_for(view.served_url, 60, 0.2, "the card adapter's callback URL in status")
-    staff = server.staff(chat)
+    server, chat, staff, url = card_chat(harness, "card-lost")
     refused = server.stats()["card_creates_refused"]
     # The card is made and the answer to its create lost (as a kill -9 between a send and its record leaves it):
     # the create goes again under the same outTrackId, the platform makes no second card, the adapter takes it.

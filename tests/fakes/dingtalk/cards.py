@@ -64,29 +64,6 @@ class CardMethods:
             return (space[len(GROUP_SPACE):], "IM_GROUP"), None
         return None, refusal("param.openSpaceIdInvalid", "openSpaceId")
 
-    def _faulted(self, state: dict, method: str, chat: str, now: float, request):
-        """(the scripted fault drawn for this call, its answer or None: the call goes on)."""
-        fault = self.faults.draw(method)
-        return fault, self._fault_answer(state, fault, method, chat, now, request)
-
-    def _fault_answer(self, state: dict, fault, method: str, chat: str, now: float, request):
-        if fault == "drop":
-            self._log_op(state, method, chat, 599)
-            return drop_connection(request)
-        if fault == "flood" or (fault is None and self.gates.ban_remaining([chat], now) > 0):
-            if fault is None:
-                state["stats"]["retry_after_violations"] += 1
-            else:
-                self.gates.ban(chat, now, self.faults.flood_retry_after)
-            state["stats"]["flood_served"] += 1
-            self._log_op(state, method, chat, 403)
-            return web.json_response({"code": "Forbidden.AccessDenied.QpsLimitForApi",
-                                      "message": "api qps limit exceeded"}, status=403)
-        if fault == "error":
-            self._log_op(state, method, chat, 500)
-            return refusal("ServiceUnavailable", "internal error", 500)
-        return None
-
     async def create_and_deliver(self, request: web.Request) -> web.Response:
         if not self.authorised(request):
             return web.json_response({"code": "InvalidAuthentication", "message": "token"}, status=401)
@@ -106,7 +83,7 @@ class CardMethods:
                 params.get("userIdType", 1) != 1:
             return refusal("param.cardPublicDataEmpty", "cardData.cardParamMap of strings, userIdType 1")
         with self.mutate() as state:
-            fault, answer = self._faulted(state, "card_create", chat, now, request)
+            fault, answer = self.faulted(state, "card_create", chat, now, request)
             if answer is not None:
                 return answer
             if track_id in state["cards"]:
@@ -141,7 +118,7 @@ class CardMethods:
         finalize, error = params.get("isFinalize") is True, params.get("isError") is True
         update = [content, finalize, error]
         with self.mutate() as state:
-            _, answer = self._faulted(state, "card_stream", card["chat"], now, request)
+            _, answer = self.faulted(state, "card_stream", card["chat"], now, request)
             if answer is not None:
                 return answer
             card = state["cards"][track_id]

@@ -304,23 +304,9 @@ class FakeDingTalk(CardMethods, StreamMethods, FakeServer):
                 return web.json_response(refusal["body"], status=refusal["status"])
             text = self._text(method, params)
             with self.mutate() as state:
-                fault = self.faults.draw(method)
-                if fault == "drop":
-                    self._log_op(state, method, chat, 599)
-                    return drop_connection(request)
-                if fault == "flood" or (fault is None and self.gates.ban_remaining([chat], now) > 0):
-                    if fault is None:
-                        state["stats"]["retry_after_violations"] += 1
-                    else:
-                        self.gates.ban(chat, now, self.faults.flood_retry_after)
-                    state["stats"]["flood_served"] += 1
-                    self._log_op(state, method, chat, 429)
-                    if method == "session":
-                        return web.json_response(WEBHOOK_FLOOD)
-                    return web.json_response(QPS_LIMIT, status=403)
-                if fault == "error":
-                    self._log_op(state, method, chat, 500)
-                    return api_error(500, "ServiceUnavailable", "internal error")
+                fault, answer = self.faulted(state, method, chat, now, request)
+                if answer is not None:
+                    return answer
                 if text is None or not text:
                     self._log_op(state, method, chat, 400)
                     return api_error(400, "param.invalid", "msgParam content (the fake takes sampleText)")
@@ -342,6 +328,28 @@ class FakeDingTalk(CardMethods, StreamMethods, FakeServer):
                 answer.update(invalidStaffIdList=[], flowControlledStaffIdList=[])
             return web.json_response(answer)
         return handler
+
+    def faulted(self, state: dict, method: str, chat: str, now: float, request: web.Request):
+        """(the scripted fault drawn for this call, its answer or None: the call goes on). A call into a chat's
+        flood ban is refused again and counted as a violation."""
+        fault = self.faults.draw(method)
+        if fault == "drop":
+            self._log_op(state, method, chat, 599)
+            return fault, drop_connection(request)
+        if fault == "flood" or (fault is None and self.gates.ban_remaining([chat], now) > 0):
+            if fault is None:
+                state["stats"]["retry_after_violations"] += 1
+            else:
+                self.gates.ban(chat, now, self.faults.flood_retry_after)
+            state["stats"]["flood_served"] += 1
+            self._log_op(state, method, chat, 429)
+            if method == "session":
+                return fault, web.json_response(WEBHOOK_FLOOD)
+            return fault, web.json_response(QPS_LIMIT, status=403)
+        if fault == "error":
+            self._log_op(state, method, chat, 500)
+            return fault, api_error(500, "ServiceUnavailable", "internal error")
+        return fault, None
 
     @staticmethod
     def _log_op(state: dict, method: str, chat: str, status: int) -> None:
