@@ -226,12 +226,15 @@ class DingTalkAdapter(StreamingAdapter):
 
     async def edit_message(self, op: PlatformOp) -> None:
         """A card's content becomes ``op.text`` (the whole text: isFull), finalized with the reply's final text.
-        Any other message (a text part: a chat a card cannot reach, or a reply begun before the table named a
-        template) cannot change: a preview is answered ok and left, the final text refused, so the reply's final
-        text follows as a new message."""
+        A text message cannot change. Without a template the kit's rule holds (no previews were sent, so a final
+        edit finds its text there: ok; any other refused). With one, a text part is a chat a card cannot reach (or
+        a reply begun before the table named a template) whose previews were sent as text: a preview's edit is
+        answered ok and the preview left, the final text refused, so it follows as a new message."""
+        message_id = str(op.message_id or "")
+        if not self.settings["card_template_id"] and not is_card(message_id):
+            return await super().edit_message(op)
         if len(op.text) > TEXT_LIMIT:
             raise TooLongError(f"{len(op.text)} characters, over {TEXT_LIMIT}", method="card_stream")
-        message_id = str(op.message_id or "")
         if is_card(message_id):
             await self._stream_card(op, message_id)
         elif op.final:
