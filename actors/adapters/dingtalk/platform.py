@@ -10,9 +10,10 @@ parts at the limit, and no send carries a key the platform deduplicates on (a se
 with the re-sent mark). A table naming the app's AI card template (``card_template_id``) streams instead: each part
 is a card (cards.py) whose content the edits replace, so its pacing says ``supports_edit``, and sends are keyed
 (``idempotent_send``: the card's outTrackId, which the platform does not make twice). Those go by the OpenAPI, not
-the session webhook, so the chat's pace is the OpenAPI's: an update a second at most (the streaming API's own
-advice for a typing effect is a few a second; one chat's updates are far under the organisation's QPS). Users'
-pictures and files come in (fetched by their download codes); nothing goes out but text."""
+the session webhook, so the chat's pace is the OpenAPI's: a card's content is updated once a second at most, with
+at least 20 new characters between two previews (the documentation read names no rate for the streaming API; one
+chat's updates stay far under the organisation's QPS, whose 403s are waited out as for the sends). Users'
+pictures and files come in (fetched by their download codes); nothing goes out but text (in cards or not)."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=False, files_in=True,
