@@ -4,28 +4,35 @@ it ends or when refused), the doctor's probe, and what the platform does that ot
 against the fake (tests/fakes/dingtalk): a Stream connection dropped or told to disconnect re-opened with a fresh
 ticket and nothing taken twice, each message answered once and only after its row is committed; a session webhook
 that refuses, or is too near its expiry, replaced by the robot API; a group message answered through its group; a
-frame no app could answer logged and nothing lost. The conformance suite runs it too
+frame no app could answer logged and nothing lost; a table with an AI card template streaming its answer into one
+card that ends complete and finalized (the cards' request bodies and ids checked as pure functions, a create repeated
+under one outTrackId one card), and a table without one still sending its answer whole. The conformance suite runs it too
 (tests/adapters/harnesses/dingtalk.py).
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 
 import pytest
 from hypothesis import given, strategies as st
 
+from actors.adapters import registry
+from actors.adapters.dingtalk.cards import (already_made, card_track_id, create_body, stream_body, update_guid)
 from actors.adapters.dingtalk.client import DingTalkAPI, classify
 from actors.adapters.dingtalk.inbound import event_from_callback, skip_reason, strip_mention
 from actors.adapters.dingtalk.signing import refusal, sign
 from actors.adapters.errors import FloodError, PermanentError, RetryableError
 from actors.adapters.payload_fields import MalformedPayload
-from actors.messages import Source
+from actors.messages import PlatformOp, Source
+from storage import StorageError, Store
 from tests.actor_system import wait_for
 from tests.adapters.harnesses.dingtalk import DingTalkHarness
 from tests.adapters.test_conformance import session_rows
 from tests.fakes.dingtalk import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, FakeDingTalk
+from tests.fakes.dingtalk.cards import DEFAULT_CARD_TEMPLATE
 from tests.gateway import Gateway
 
 pytestmark = pytest.mark.timeout(120)
@@ -116,6 +123,88 @@ def test_a_callback_sign_is_the_apps_within_the_hour_or_refused():
     assert "does not match" in refusal("the-secret", stamp, "\udcff" + good, now)
 
 
+def dingtalk_table(**options) -> dict:
+    return registry.validate_adapter("dt", {"type": "dingtalk", "client_id": DEFAULT_CLIENT_ID,
+                                            "client_secret": DEFAULT_CLIENT_SECRET, **options})
+
+
+def test_only_a_table_with_a_card_template_streams_by_edits_and_keys_its_sends():
+    plain = registry.pacing_of(dingtalk_table())
+    assert (plain.supports_edit, plain.idempotent_send) == (False, False), "final messages, re-sent with the mark"
+    cards = registry.pacing_of(dingtalk_table(card_template_id="tpl.schema"))
+    assert (cards.supports_edit, cards.idempotent_send) == (True, True)
+    assert cards.edit_interval_s >= 1.0, "a card's content is updated once a second at most"
+    overridden = registry.pacing_of(dingtalk_table(card_template_id="tpl.schema", pacing={"edit_interval_s": 3.0}))
+    assert overridden.edit_interval_s == 3.0, "the table's pacing has the last word"
+    with pytest.raises(registry.ConfigError, match="card_content_key"):
+        dingtalk_table(card_template_id="tpl.schema", card_content_key=" ")
+
+
+def card_op(action="send", text="hello", op_id="r1:3.1", **fields) -> PlatformOp:
+    return PlatformOp(op_id, action, fields.pop("chat_id", "staff1"), text, **fields)
+
+
+def test_card_requests_carry_the_documented_fields_and_ids_that_name_one_part_and_one_update():
+    send = card_op(idempotency_key="oid0123456789abc.0")
+    track = card_track_id(send)
+    assert track.startswith("gwcard-") and len(track) <= 64
+    # A later life sends the same part under another op id with the same key: the same card.
+    assert card_track_id(card_op(op_id="r1:4.1", text="hello again", idempotency_key="oid0123456789abc.0")) == track
+    assert card_track_id(card_op(idempotency_key="oid0123456789abc.1")) != track, "another part, another card"
+    assert card_track_id(dataclasses.replace(send, chat_id="staff2")) != track
+    assert create_body("tpl.schema", track, "staff1", "dm", "robot1", "content", "hi") == {
+        "cardTemplateId": "tpl.schema", "outTrackId": track, "userIdType": 1,
+        "cardData": {"cardParamMap": {"content": "hi"}}, "openSpaceId": "dtv1.card//IM_ROBOT.staff1",
+        "imRobotOpenSpaceModel": {"supportForward": True},
+        "imRobotOpenDeliverModel": {"spaceType": "IM_ROBOT", "robotCode": "robot1"}}
+    group = create_body("tpl.schema", track, "cidAbc==", "group", "robot1", "msg", "hi")
+    assert group["openSpaceId"] == "dtv1.card//IM_GROUP.cidAbc==" and group["cardData"]["cardParamMap"] == {
+        "msg": "hi"}
+    assert group["imGroupOpenDeliverModel"] == {"robotCode": "robot1"} and "imRobotOpenDeliverModel" not in group
+    edit = card_op("edit", "partial", message_id=track)
+    guid = update_guid(edit, False, False)
+    assert stream_body(track, guid, "content", "partial", False, False) == {
+        "outTrackId": track, "guid": guid, "key": "content", "content": "partial", "isFull": True,
+        "isFinalize": False, "isError": False}
+    # A guid names one update with one content: the same op again is the same guid; anything else shown, another.
+    assert update_guid(card_op("edit", "partial", message_id=track), False, False) == guid
+    others = {update_guid(card_op("edit", "partial!", message_id=track), False, False),
+              update_guid(edit, True, False), update_guid(edit, True, True),
+              update_guid(card_op("edit", "partial", op_id="r1:4.1", message_id=track), False, False),
+              update_guid(dataclasses.replace(send, text="other"), True, False), update_guid(send, True, False)}
+    assert guid not in others and len(others) == 6
+    assert already_made(400, {"code": "param.outTrackIdExists"})
+    assert not already_made(400, {"code": "param.outTrackIdEmpty"}) and not already_made(500, None)
+
+
+def test_a_card_made_twice_under_one_out_track_id_is_one_card_and_a_guid_one_update(fake):
+    user = fake.staff("card-user")
+    op = card_op(chat_id=user, idempotency_key="oidcardtwice0000.0")
+    track = card_track_id(op)
+    body = create_body(DEFAULT_CARD_TEMPLATE, track, user, "dm", DEFAULT_CLIENT_ID, "content", "first words")
+    before = fake.stats()
+
+    async def scenario():
+        async with DingTalkAPI(fake.base_url, DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET) as api:
+            await api.create_card(body)
+            await api.create_card(body)    # a create repeated after a crash: the card exists, taken as made
+            final = stream_body(track, update_guid(op, True, False), "content", "the whole answer", True, False)
+            await api.stream_card(final)
+            await api.stream_card(final)   # the same update again: the platform changes nothing
+            with pytest.raises(PermanentError, match="guidReused"):
+                await api.stream_card(dict(final, content="another text"))
+            with pytest.raises(PermanentError, match="cardTemplate"):
+                await api.create_card(dict(body, cardTemplateId="nobody.schema", outTrackId=track + "x"))
+    asyncio.run(scenario())
+    [card] = fake.cards(user)
+    assert (card["id"], card["content"], card["finalized"], card["history"]) == (
+        track, "the whole answer", True, ["first words", "the whole answer"])
+    after = fake.stats()
+    assert after["card_creates_refused"] - before["card_creates_refused"] == 1
+    assert after["card_updates_repeated"] - before["card_updates_repeated"] == 1
+    assert after["card_guids_reused"] - before["card_guids_reused"] == 1
+
+
 # ----------------------------------------------------------------------------------- client against the fake
 
 def test_the_access_token_is_made_once_and_again_only_when_it_ends_or_is_refused(fake):
@@ -177,8 +266,14 @@ def rig(tmp_path_factory):
     harness.start()
     # The same daemon runs a second robot of the app in HTTP mode (its own table): no second daemon for it.
     http_table = harness.adapter_toml().replace(f"[adapters.{harness.adapter_name}]", f"[adapters.{HTTP_NAME}]")
+    # And a third, also by HTTP (one stream connection per app, so each message reaches one adapter), whose app has
+    # an AI card template: its answers stream into cards.
+    cards_table = harness.adapter_toml(extra=f'inbound = "http"\ncallback_port = 0\n'
+                                             f'card_template_id = "{DEFAULT_CARD_TEMPLATE}"\n'
+                                             f'card_content_key = "content"\n').replace(
+        f"[adapters.{harness.adapter_name}]", f"[adapters.{CARDS_NAME}]")
     gateway = Gateway(workdir, extra_toml=harness.adapter_toml(extra='bot_name = "Gateway"\n') + "\n" + http_table +
-                      'inbound = "http"\ncallback_port = 0\n', watchdog_interval=30.0)
+                      'inbound = "http"\ncallback_port = 0\n' + "\n" + cards_table, watchdog_interval=30.0)
     try:
         gateway.start()
         gateway.wait_ready()
@@ -190,6 +285,7 @@ def rig(tmp_path_factory):
 
 
 HTTP_NAME = "dingtalk_http"
+CARDS_NAME = "dingtalk_cards"
 
 
 def name(tag: str) -> str:
@@ -286,9 +382,7 @@ def test_a_frame_no_app_could_answer_is_logged_and_nothing_is_lost(rig):
 def test_an_http_callback_with_a_bad_or_stale_sign_is_refused_and_a_signed_one_stored_once(rig):
     harness, gateway = rig
     server, chat = harness.server, name("http")
-    view = DingTalkHarness(harness.workdir)
-    view.adapter_name = HTTP_NAME
-    url = wait_for(view.served_url, 60, 0.2, "the HTTP-mode adapter's callback URL in status")
+    url = served_url(harness, HTTP_NAME)
     staff = server.staff(chat)
     source = Source(platform=HTTP_NAME, chat_id=staff, chat_type="dm", user_id=staff)
     data = server.message_data(chat, "signed hello")
@@ -304,3 +398,82 @@ def test_an_http_callback_with_a_bad_or_stale_sign_is_refused_and_a_signed_one_s
     assert server.post_callback(url, data) == 200      # the platform's retry: answered, no second row
     assert len(rows_now(gateway, source)) == 1
     assert [m["via"] for m in replies(server, staff)] == ["session"]
+
+
+def served_url(harness: DingTalkHarness, adapter: str) -> str:
+    """The callback URL of the rig's HTTP-mode adapter ``adapter``, as ``status`` shows it."""
+    view = DingTalkHarness(harness.workdir)
+    view.adapter_name = adapter
+    return wait_for(view.served_url, 60, 0.2, f"the callback URL of {adapter} in status")
+
+
+def delivered(gateway: Gateway, chat_id: str) -> bool:
+    """The chat's replies all delivered, as the ledger says (False while the database is busy)."""
+    async def read():
+        async with await Store.open(gateway.state / "gateway.db") as store:
+            return [o for o in await store.ledger.list(limit=10_000) if o.target.chat_id == chat_id]
+    try:
+        found = asyncio.run(read())
+    except StorageError:
+        return False
+    return bool(found) and all(o.state == "delivered" for o in found)
+
+
+def card_chat(harness: DingTalkHarness, tag: str) -> tuple:
+    """(the fake, a new chat's name, its staff id, the card adapter's callback URL)."""
+    server, chat = harness.server, name(tag)
+    return server, chat, server.staff(chat), served_url(harness, CARDS_NAME)
+
+
+def answered_in_cards(gateway: Gateway, server: FakeDingTalk, staff: str) -> list:
+    """The chat's cards once its answer is delivered in the ledger (on a timeout: what the cards showed then)."""
+    try:
+        wait_for(lambda: delivered(gateway, staff), 90, 0.2, "the answer delivered in the ledger")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the cards: {server.cards(staff)}; the fake's stats: {server.stats()}") from None
+    return server.cards(staff)
+
+
+def test_a_streamed_answer_in_an_ai_card_ends_complete_and_finalized(rig):
+    harness, gateway = rig
+    server, chat, staff, url = card_chat(harness, "card")
+    updates = server.stats()["card_updates"]
+    # About 4 s of streaming in ~20 pieces: several updates a second apart, then the final one.
+    assert server.post_callback(url, server.message_data(chat, "stream it #long 1800 #slow 0.2")) == 200
+    [card] = answered_in_cards(gateway, server, staff)
+    assert card["finalized"] and not card["error"], card
+    assert len(card["content"]) == 1800 and "▍" not in card["content"], card["content"][-80:]
+    assert card["history"][-1] == card["content"] and len(card["history"]) >= 3, "streamed, then the whole answer"
+    assert card["template"] == DEFAULT_CARD_TEMPLATE
+    assert server.stats()["card_updates"] - updates == len(card["history"]) - 1
+    assert server.messages(staff) == [], "no text message beside the card"
+    assert server.stats()["card_guids_reused"] == 0 and server.stats()["retry_after_violations"] == 0
+
+
+def test_a_table_without_a_card_template_still_sends_its_answer_whole(rig):
+    harness, gateway = rig
+    server, chat = harness.server, name("plain")
+    staff = server.staff(chat)
+    server.queue(server.message_data(chat, "stream it #long 1800 #slow 0.1"))
+    [message] = replies(server, staff)
+    assert len(message["text"]) == 1800 and message["via"] == "session", "the final text in one message"
+    assert server.cards(staff) == []
+    wait_for(lambda: delivered(gateway, staff), 60, 0.2, "the answer delivered in the ledger")
+    assert len(server.messages(staff)) == 1, "no preview before it"
+
+
+def test_a_card_create_whose_answer_is_lost_goes_again_as_the_same_card(rig):
+    harness, gateway = rig
+    server, chat, staff, url = card_chat(harness, "card-lost")
+    refused = server.stats()["card_creates_refused"]
+    # The card is made and the answer to its create lost (as a kill -9 between a send and its record leaves it):
+    # the create goes again under the same outTrackId, the platform makes no second card, the adapter takes it.
+    server.set_faults(next=["drop_after"], methods=("card_create",))
+    try:
+        assert server.post_callback(url, server.message_data(chat, "once please #long 900 #slow 0.1")) == 200
+        [card] = answered_in_cards(gateway, server, staff)
+    finally:
+        server.set_faults()
+    assert card["finalized"] and len(card["content"]) == 900, card
+    assert server.stats()["card_creates_refused"] - refused == 1, "the repeated create named the card made"
+    assert server.messages(staff) == []

@@ -29,10 +29,15 @@ Outbound: a text part is one ``text`` message of at most 5,000 characters (refus
 It goes through the chat's session webhook while that is valid (its ``sessionWebhookExpiredTime`` more than
 ``webhook_margin_s`` away, and its URL under ``session_webhook_prefix``), else by the robot API: ``batchSend`` to
 the user of a one-to-one chat, ``groupMessages/send`` to a group. A webhook that answers it takes nothing (expired
-early, unknown) is forgotten and the same part goes by the API in the same attempt: nothing had been sent. No edits:
-a streamed answer is sent whole, in parts at the limit (an AI card would stream it; not built: README.md). No send
-carries a key the platform deduplicates on, so a send whose answer was lost is re-sent with the mark. A delete is
-answered ok and changes nothing: a part sent through a session webhook has no key to recall it by.
+early, unknown) is forgotten and the same part goes by the API in the same attempt: nothing had been sent. Without a
+card template there are no edits: a streamed answer is sent whole, in parts at the limit, and no send carries a key
+the platform deduplicates on, so a send whose answer was lost is re-sent with the mark. With ``card_template_id``
+(cards.py) a part is an AI card: ``createAndDeliver`` under an outTrackId made from the part's key (the same in
+every life, so a create repeated after a kill -9 names the card already made, and that refusal is taken for it),
+each edit a ``PUT /v1.0/card/streaming`` of the whole text under a guid made from the op and its content, the final
+one with ``isFinalize`` (and ``isError`` for a failed turn's text). A one-to-one chat with no staff id gets text
+parts as before. A delete is answered ok and changes nothing: a part sent through a session webhook has no key to
+recall it by.
 """
 from __future__ import annotations
 
@@ -44,6 +49,8 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.dingtalk.callback_server import CallbackServer
+from actors.adapters.dingtalk.cards import (can_hold_card, card_track_id, create_body, is_card, stream_body,
+                                             update_guid)
 from actors.adapters.dingtalk.client import DingTalkAPI, FileTooLarge, WebhookRefused
 from actors.adapters.dingtalk.inbound import chat_of, event_from_callback, message_id, session_webhook, skip_reason
 from actors.adapters.dingtalk.stream import StreamLink
@@ -186,6 +193,8 @@ class DingTalkAdapter(StreamingAdapter):
     async def send_message(self, op: PlatformOp) -> str:
         if len(op.text) > TEXT_LIMIT:
             raise TooLongError(f"{len(op.text)} characters, over {TEXT_LIMIT}", method="send")
+        if self.settings["card_template_id"] and can_hold_card(op.chat_id, op.chat_type):
+            return await self._send_card(op)
         webhook = self._valid_webhook(op.chat_id)
         if webhook is not None:
             try:
@@ -199,6 +208,37 @@ class DingTalkAdapter(StreamingAdapter):
         if op.chat_type == "group":
             return await self.api().send_to_group(op.chat_id, op.text)
         return await self.api().send_to_user(op.chat_id, op.text)
+
+    async def _send_card(self, op: PlatformOp) -> str:
+        """A part as an AI card: made and delivered with its text, and finalized at once when the text is the
+        reply's final one (a card left streaming shows as still typing). Its outTrackId is the message id."""
+        s, track_id = self.settings, card_track_id(op)
+        await self.api().create_card(create_body(s["card_template_id"], track_id, op.chat_id, op.chat_type,
+                                                 self.api().robot_code, s["card_content_key"], op.text))
+        if op.final:
+            await self._stream_card(op, track_id)
+        return track_id
+
+    async def _stream_card(self, op: PlatformOp, track_id: str) -> None:
+        error = op.kind == "error"
+        await self.api().stream_card(stream_body(track_id, update_guid(op, op.final, error),
+                                                 self.settings["card_content_key"], op.text, op.final, error))
+
+    async def edit_message(self, op: PlatformOp) -> None:
+        """A card's content becomes ``op.text`` (the whole text: isFull), finalized with the reply's final text.
+        A text message cannot change. Without a template the kit's rule holds (no previews were sent, so a final
+        edit finds its text there: ok; any other refused). With one, a text part is a chat a card cannot reach (or
+        a reply begun before the table named a template) whose previews were sent as text: a preview's edit is
+        answered ok and the preview left, the final text refused, so it follows as a new message."""
+        message_id = str(op.message_id or "")
+        if not self.settings["card_template_id"] and not is_card(message_id):
+            return await super().edit_message(op)
+        if len(op.text) > TEXT_LIMIT:
+            raise TooLongError(f"{len(op.text)} characters, over {TEXT_LIMIT}", method="card_stream")
+        if is_card(message_id):
+            await self._stream_card(op, message_id)
+        elif op.final:
+            raise PermanentError("a text message cannot be edited: only an AI card can", method="card_stream")
 
     async def delete_message(self, op: PlatformOp) -> None:
         """Nor taken back (the module docstring): answered ok, changing nothing, so a consumer cleaning up moves

@@ -10,6 +10,9 @@ anything but the access token it made.
     POST <sessionWebhook> {msgtype: "text", text: {content}}             -> {errcode: 0, errmsg: "ok"}
     POST /v1.0/robot/messageFiles/download {downloadCode, robotCode}     -> {downloadUrl}, then GET it: the bytes
                                                                             of a user's picture or file
+    POST /v1.0/card/instances/createAndDeliver {cardTemplateId, outTrackId, cardData, openSpaceId, …}
+                                                                          -> {success, result: {deliverResults}}
+    PUT /v1.0/card/streaming {outTrackId, guid, key, content, isFull, isFinalize, isError}  -> {success}
 
 The OpenAPI calls carry the access token in ``x-acs-dingtalk-access-token``; a token lives ``expireIn`` seconds
 (7,200) and is made once and again 5 minutes before it expires (or at once when an answer calls it invalid: HTTP
@@ -23,6 +26,8 @@ Failures, as actors.adapters.errors:
     5xx, network errors, timeouts                               RetryableError (``maybe_done`` once a send may have
                                                                 left)
     a session webhook's other errcode (expired, unknown)        WebhookRefused: nothing was sent, the API is used
+    a create naming an outTrackId that exists                   none: the card an earlier attempt made (cards.py)
+    a card made but not delivered (deliverResults)              PermanentError
     anything else (no permission, unknown user or group)        PermanentError, with the platform's code and words
 """
 from __future__ import annotations
@@ -32,12 +37,13 @@ import time
 from typing import Any
 
 from actors.adapters.app_tokens import AppToken
+from actors.adapters.dingtalk.cards import already_made, delivery_refusal
 from actors.adapters.errors import FloodError, PermanentError, PlatformError, RetryableError
 from actors.adapters.http_session import HttpSession
 from common.redact import redact as redact_secrets
 
 WEBHOOK_FLOOD = 130101       # "send too fast, exceed 20 times per minute"
-SEND_OPS = ("batch_send", "group_send", "session_send")
+SEND_OPS = ("batch_send", "group_send", "session_send", "card_create")
 BOT_MESSAGES_TOPIC = "/v1.0/im/bot/messages/get"
 USER_AGENT = "agent-gateway-dingtalk/1"
 
@@ -101,20 +107,41 @@ class DingTalkAPI(HttpSession):
             raise RetryableError("the connection answer names no endpoint or ticket", method="open_connection")
         return endpoint, ticket
 
-    async def call(self, path: str, op: str, body: dict) -> dict:
-        """One OpenAPI POST; its answer. An answer calling the token invalid makes a new one, and the call goes
-        once more (it was refused before it took effect)."""
+    async def call(self, path: str, op: str, body: dict, http_method: str = "POST") -> dict:
+        """One OpenAPI request; its answer (any other status raises, classified)."""
+        status, answer = await self.exchange(path, op, body, http_method)
+        if status == 200 and isinstance(answer, dict):
+            return answer
+        raise classify(op, status, answer, self.rate_limit_wait_s)
+
+    async def exchange(self, path: str, op: str, body: dict, http_method: str = "POST") -> tuple[int, Any]:
+        """One OpenAPI request: its status and JSON answer. An answer calling the token invalid makes a new one,
+        and the request goes once more (it was refused before it took effect)."""
         for attempt in range(2):
             headers = {"x-acs-dingtalk-access-token": await self.token()}
-            status, _, answer = await self.request_json("POST", self.base_url + path, op=op, redact=self.redact,
-                                                        headers=headers, json=body)
-            if status == 200 and isinstance(answer, dict):
-                return answer
+            status, _, answer = await self.request_json(http_method, self.base_url + path, op=op,
+                                                        redact=self.redact, headers=headers, json=body)
             if attempt == 0 and status == 401:
                 self._token.forget()
                 continue
-            raise classify(op, status, answer, self.rate_limit_wait_s)
+            return status, answer
         raise AssertionError("unreachable")
+
+    async def create_card(self, body: dict) -> None:
+        """``createAndDeliver`` one AI card (cards.create_body). A card that exists already under its outTrackId
+        is the one an earlier attempt made: taken as made (cards.already_made)."""
+        status, answer = await self.exchange("/v1.0/card/instances/createAndDeliver", "card_create", body)
+        if already_made(status, answer):
+            return
+        if status != 200 or not isinstance(answer, dict):
+            raise classify("card_create", status, answer, self.rate_limit_wait_s)
+        refused = delivery_refusal(answer)
+        if refused is not None:
+            raise PermanentError(f"the card was made but not delivered: {refused}", method="card_create")
+
+    async def stream_card(self, body: dict) -> None:
+        """One streaming update of a card's content (cards.stream_body)."""
+        await self.call("/v1.0/card/streaming", "card_stream", body, http_method="PUT")
 
     async def send_to_user(self, user_id: str, text: str) -> str:
         answer = await self.call("/v1.0/robot/oToMessages/batchSend", "batch_send", {

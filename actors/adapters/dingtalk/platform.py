@@ -4,10 +4,16 @@ otherwise.
 
 Pacing: a robot's session webhook takes 20 messages a minute (errcode 130101 past it, and the robot is then limited
 for a while); the OpenAPI's sends share the organisation's QPS (HTTP 403 ``QpsLimit`` codes past it). A chat is paced
-at 18 a minute with a burst of 5, under the webhook's 20. A text message's content is kept at 5,000 characters. The robot cannot edit or
-recall what it sent here, so a streamed answer is sent whole, in parts at the limit (no AI card: README.md). No send
-carries a key the platform deduplicates on: a send whose answer was lost goes again with the re-sent mark. Users'
-pictures and files come in (fetched by their download codes); nothing goes out but text."""
+at 18 a minute with a burst of 5, under the webhook's 20. A text message's content is kept at 5,000 characters. A
+robot's text message cannot be edited or recalled, so without a card template a streamed answer is sent whole, in
+parts at the limit, and no send carries a key the platform deduplicates on (a send whose answer was lost goes again
+with the re-sent mark). A table naming the app's AI card template (``card_template_id``) streams instead: each part
+is a card (cards.py) whose content the edits replace, so its pacing says ``supports_edit``, and sends are keyed
+(``idempotent_send``: the card's outTrackId, which the platform does not make twice). Those go by the OpenAPI, not
+the session webhook, so the chat's pace is the OpenAPI's: a card's content is updated once a second at most, with
+at least 20 new characters between two previews (the documentation read names no rate for the streaming API; one
+chat's updates stay far under the organisation's QPS, whose 403s are waited out as for the sends). Users'
+pictures and files come in (fetched by their download codes); nothing goes out but text (in cards or not)."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=False, files_in=True,
@@ -21,6 +27,21 @@ def _ping_is_sane(table):
 def _window_is_sane(table):
     if not 0 < table["max_signature_age_s"] <= 3600:
         return "max_signature_age_s", "must be above 0 and at most 3600 (the platform's hour)"
+    return None
+
+
+CARD_PACING = {"supports_edit": True, "idempotent_send": True, "edit_interval_s": 1.0, "min_edit_delta_chars": 20,
+               "per_chat_ops_per_s": 1.0, "per_chat_burst": 3}
+
+
+def _cards_stream(table):
+    """A card template, a streamed answer: edits and keyed sends (the module docstring); none, final messages."""
+    return CARD_PACING if table["card_template_id"] else {}
+
+
+def _card_key_is_named(table):
+    if table["card_template_id"] and not table["card_content_key"].strip():
+        return "card_content_key", "must name the template's content variable (e.g. \"content\")"
     return None
 
 
@@ -56,5 +77,10 @@ PLATFORM = Platform(
                                                     "is not used: the robot send API is"),
         "rate_limit_wait_s": Option(float, 2.0, doc="how long a chat waits after a rate-limit answer (the platform "
                                                     "names no time)"),
+        "card_template_id": Option(str, "", doc="the app's AI card template id (Card Platform, e.g. "
+                                                "\"xxxx.schema\"): answers stream into a card made from it. Empty: "
+                                                "answers are sent whole as text"),
+        "card_content_key": Option(str, "content", doc="the template's variable the answer's text streams into"),
     },
-    checks=(_ping_is_sane, _window_is_sane))
+    checks=(_ping_is_sane, _window_is_sane, _card_key_is_named),
+    table_pacing=_cards_stream)

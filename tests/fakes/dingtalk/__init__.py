@@ -2,7 +2,7 @@
 accessToken", "Stream 模式" and the dingtalk-stream protocol (connections/open, frames, acknowledgements),
 "机器人接收消息" (the robot message's fields), "批量发送人与机器人会话中机器人消息" (oToMessages/batchSend),
 "机器人发送群聊消息" (groupMessages/send), "下载机器人接收消息的文件内容" (messageFiles/download), the session webhook (sessionWebhook / sessionWebhookExpiredTime) and its
-"send too fast" limit).
+"send too fast" limit, "创建并投放卡片" (card/instances/createAndDeliver) and "AI 卡片流式更新" (card/streaming)).
 
 In process::
 
@@ -32,10 +32,15 @@ Wire format implemented:
   "Forbidden.AccessDenied.QpsLimitForApi"}``. Content over ``content_limit`` characters: HTTP 400.
 * ``POST /v1.0/robot/messageFiles/download`` ``{downloadCode, robotCode}`` -> ``{downloadUrl}``, a URL serving the
   bytes of a user's picture (``inject_picture``).
+* AI cards (cards.py): ``POST /v1.0/card/instances/createAndDeliver`` (one card per ``outTrackId``: a second
+  create is refused, HTTP 400 ``param.outTrackIdExists``, the fake's code) and ``PUT /v1.0/card/streaming`` (whole
+  contents; a ``guid`` repeated with its content changes nothing, with another content is refused); ``cards(chat)``
+  shows each card's content, history, ``finalized`` and ``error``.
 * Rate limits: a scripted ``flood`` bans the chat for ``flood_retry_after`` seconds (the platform names no time);
   each call inside it is refused again and counted as a ``retry_after_violation``.
 
-Left out: message types out but text (markdown, cards, AI cards), files out, videos, EVENT subscriptions, recalls,
+Left out: message types out but text and AI cards (markdown, other cards), the card's own updates
+(``PUT /v1.0/card/instances``) and callbacks, files out, videos, EVENT subscriptions, recalls,
 redelivery of HTTP callbacks.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}``, ``GET

@@ -15,6 +15,7 @@ from typing import Optional
 import aiohttp
 from aiohttp import web
 
+from tests.fakes.dingtalk.cards import CARD_METHODS, CardMethods
 from tests.fakes.dingtalk.stream import StreamMethods
 from tests.fakes.harness import FakeServer, FaultScript, FloodGate, control_route, drop_connection, json_object
 
@@ -39,9 +40,10 @@ def api_error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"code": code, "message": message, "requestid": uuid.uuid4().hex}, status=status)
 
 
-class FakeDingTalk(StreamMethods, FakeServer):
+class FakeDingTalk(CardMethods, StreamMethods, FakeServer):
     """``limits`` (DEFAULT_LIMITS keys) as keyword arguments; faults through ``set_faults`` (kinds flood: the
-    method's rate-limit answer, error: 500, drop, drop_after) for the three send methods."""
+    method's rate-limit answer, error: 500, drop, drop_after) for the three send methods and the two card methods
+    (cards.py)."""
 
     def __init__(self, *, port: int = 0, state_file: Optional[str] = None, client_id: str = DEFAULT_CLIENT_ID,
                  client_secret: str = DEFAULT_CLIENT_SECRET, **limits):
@@ -49,7 +51,7 @@ class FakeDingTalk(StreamMethods, FakeServer):
         super().__init__(port=port, state_file=state_file)
         self.limits = dict(DEFAULT_LIMITS)
         self.configure(**limits)
-        self.faults = FaultScript(SEND_METHODS)
+        self.faults = FaultScript(SEND_METHODS + CARD_METHODS)
         self.gates = FloodGate()
         self.sockets: dict = {}
         self.endpoint_port = 0      # the port the stream endpoint names (a relay's, in the frozen case)
@@ -60,8 +62,9 @@ class FakeDingTalk(StreamMethods, FakeServer):
         stats = dict.fromkeys((
             "tokens_issued", "token_refusals", "tickets_issued", "connections_refused", "callbacks_sent",
             "callbacks_acked", "duplicate_answers", "unknown_answers", "bad_answers", "pings_answered", "sends",
-            "session_refusals", "retry_after_violations", "flood_served", "files_served"), 0)
-        return {"tokens": {}, "tickets": {}, "connections": [], "callbacks": [], "sessions": {}, "chats": {}, "http_callbacks": [], "files": {},
+            "session_refusals", "retry_after_violations", "flood_served", "files_served", "cards_made",
+            "card_creates_refused", "card_updates", "card_updates_repeated", "card_guids_reused"), 0)
+        return {"tokens": {}, "tickets": {}, "connections": [], "callbacks": [], "sessions": {}, "chats": {}, "http_callbacks": [], "files": {}, "cards": {},
                 "ops": [], "next_connection": 0, "next_callback": 0, "next_message": 0, "stats": stats}
 
     def configure(self, **limits) -> None:
@@ -214,6 +217,7 @@ class FakeDingTalk(StreamMethods, FakeServer):
         app.router.add_post("/robot/sendBySession", self.sender("session"))
         app.router.add_post("/v1.0/robot/messageFiles/download", self.download_url)
         app.router.add_get("/_files/{code}", self.file_bytes)
+        self.add_card_routes(app)
         control_route(app, "GET", "/_control/stats", lambda body: self.stats())
         control_route(app, "POST", "/_control/inject", lambda body: {"callback": self.inject_text(
             str(body["user"]), str(body["text"]))})
@@ -300,23 +304,9 @@ class FakeDingTalk(StreamMethods, FakeServer):
                 return web.json_response(refusal["body"], status=refusal["status"])
             text = self._text(method, params)
             with self.mutate() as state:
-                fault = self.faults.draw(method)
-                if fault == "drop":
-                    self._log_op(state, method, chat, 599)
-                    return drop_connection(request)
-                if fault == "flood" or (fault is None and self.gates.ban_remaining([chat], now) > 0):
-                    if fault is None:
-                        state["stats"]["retry_after_violations"] += 1
-                    else:
-                        self.gates.ban(chat, now, self.faults.flood_retry_after)
-                    state["stats"]["flood_served"] += 1
-                    self._log_op(state, method, chat, 429)
-                    if method == "session":
-                        return web.json_response(WEBHOOK_FLOOD)
-                    return web.json_response(QPS_LIMIT, status=403)
-                if fault == "error":
-                    self._log_op(state, method, chat, 500)
-                    return api_error(500, "ServiceUnavailable", "internal error")
+                fault, answer = self.faulted(state, method, chat, now, request)
+                if answer is not None:
+                    return answer
                 if text is None or not text:
                     self._log_op(state, method, chat, 400)
                     return api_error(400, "param.invalid", "msgParam content (the fake takes sampleText)")
@@ -338,6 +328,28 @@ class FakeDingTalk(StreamMethods, FakeServer):
                 answer.update(invalidStaffIdList=[], flowControlledStaffIdList=[])
             return web.json_response(answer)
         return handler
+
+    def faulted(self, state: dict, method: str, chat: str, now: float, request: web.Request):
+        """(the scripted fault drawn for this call, its answer or None: the call goes on). A call into a chat's
+        flood ban is refused again and counted as a violation."""
+        fault = self.faults.draw(method)
+        if fault == "drop":
+            self._log_op(state, method, chat, 599)
+            return fault, drop_connection(request)
+        if fault == "flood" or (fault is None and self.gates.ban_remaining([chat], now) > 0):
+            if fault is None:
+                state["stats"]["retry_after_violations"] += 1
+            else:
+                self.gates.ban(chat, now, self.faults.flood_retry_after)
+            state["stats"]["flood_served"] += 1
+            self._log_op(state, method, chat, 429)
+            if method == "session":
+                return fault, web.json_response(WEBHOOK_FLOOD)
+            return fault, web.json_response(QPS_LIMIT, status=403)
+        if fault == "error":
+            self._log_op(state, method, chat, 500)
+            return fault, api_error(500, "ServiceUnavailable", "internal error")
+        return fault, None
 
     @staticmethod
     def _log_op(state: dict, method: str, chat: str, status: int) -> None:
