@@ -53,6 +53,7 @@ s2s_ports = {{}}
 http_ports = {{ {http_port} }}
 http_interfaces = {{ "127.0.0.1" }}
 http_external_url = "http://127.0.0.1:{http_port}/"
+http_default_host = "{upload}"   -- the addresses name 127.0.0.1: served as the upload host
 https_ports = {{}}
 component_ports = {{}}
 c2s_require_encryption = true

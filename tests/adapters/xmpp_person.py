@@ -27,6 +27,8 @@ RETRACT = "{urn:xmpp:message-retract:1}retract"
 ORIGIN = "{urn:xmpp:sid:0}origin-id"
 DELAY = "{urn:xmpp:delay}delay"
 COMPOSING = "{http://jabber.org/protocol/chatstates}composing"
+OOB_URL = "{jabber:x:oob}x/{jabber:x:oob}url"
+INVITE = "{http://jabber.org/protocol/muc#user}x/{http://jabber.org/protocol/muc#user}invite"
 
 
 class _Loop:
@@ -54,6 +56,7 @@ class Person:
         self.jid = server.register(user, self.password)
         self.corrections = corrections
         self.received: list[dict] = []     # every message stanza with a body or a chat state, as it came
+        self.presences: list[tuple[str, bool]] = []    # (from, available) of every presence, as it came
         self.lock = threading.Lock()
         self.client: Optional[slixmpp.ClientXMPP] = None
         self.online = threading.Event()
@@ -75,6 +78,7 @@ class Person:
         client.add_event_handler("disconnected", lambda _e: self.online.clear())
         # Every message stanza, chat states included (slixmpp's "message" event is only for those with a body).
         client.register_handler(Callback("every message", MatchXPath("{jabber:client}message"), self._message))
+        client.register_handler(Callback("every presence", MatchXPath("{jabber:client}presence"), self._presence))
         self.client = client
         client.connect("127.0.0.1", self.server.port)
 
@@ -87,9 +91,15 @@ class Person:
                 "body": body.text if body is not None else None,
                 "replace": xml.find(REPLACE).get("id") if xml.find(REPLACE) is not None else None,
                 "retract": xml.find(RETRACT).get("id") if xml.find(RETRACT) is not None else None,
-                "composing": xml.find(COMPOSING) is not None, "delayed": xml.find(DELAY) is not None}
+                "composing": xml.find(COMPOSING) is not None, "delayed": xml.find(DELAY) is not None,
+                "oob": xml.find(OOB_URL).text if xml.find(OOB_URL) is not None else None}
         with self.lock:
             self.received.append(item)
+
+    def _presence(self, presence) -> None:
+        with self.lock:
+            self.presences.append((presence.xml.get("from", ""), presence.xml.get("type") not in ("unavailable",
+                                                                                                   "error")))
 
     def close(self) -> None:
         if self.client is not None:
@@ -126,6 +136,30 @@ class Person:
             presence.append(ET.Element("{http://jabber.org/protocol/muc}x"))
             presence.send()
         run(send())
+
+    def invite(self, room: str, bot: str, direct: bool = False) -> None:
+        """Invite ``bot`` into ``room``: through the room (XEP-0045 mediated) or ``direct`` (XEP-0249)."""
+        async def send():
+            if direct:
+                message = self.client.make_message(mto=bot)
+                message.append(ET.Element("{jabber:x:conference}x", jid=room))
+            else:
+                message = self.client.make_message(mto=room)
+                x = ET.Element("{http://jabber.org/protocol/muc#user}x")
+                ET.SubElement(x, "{http://jabber.org/protocol/muc#user}invite", to=bot)
+                message.append(x)
+            message.send()
+        run(send())
+
+    def occupants(self, room: str) -> set[str]:
+        """The nicks in ``room`` as this client last saw them (its presences, in order)."""
+        with self.lock:
+            seen = list(self.presences)
+        present: set[str] = set()
+        for sender, available in seen:
+            if sender.split("/", 1)[0].lower() == room and "/" in sender:
+                (present.add if available else present.discard)(sender.split("/", 1)[1])
+        return present
 
     def synced(self, timeout: float = 30.0) -> None:
         """Everything the server routed to us before now has come: a ping to the server is answered after it."""

@@ -8,7 +8,7 @@ Which messages are input (``raw_from_message`` drops the rest before they are qu
   join (we ask for none, and a server may send it anyway) and is never new. In a room the bot answers only when
   addressed by nick (``is_input``, ``require_mention``);
 - never: errors, chat states and other messages without a body, corrections (XEP-0308) of an earlier message,
-  private messages through a room.
+  private messages through a room, invitations to a room (``invitation`` reads them: the link may join).
 
 Identity (what the inbox deduplicates on): the server's stanza id (XEP-0359 ``<stanza-id by=...>``, from our own
 archive for one-to-one messages or from the room) where it gives one; else the sender's ``origin-id`` or ``id``
@@ -29,6 +29,7 @@ from actors.messages import MessageEvent, Source
 NS_CLIENT = "jabber:client"
 MUC_NS = "http://jabber.org/protocol/muc"
 MUC_USER_NS = "http://jabber.org/protocol/muc#user"
+CONFERENCE_NS = "jabber:x:conference"          # direct invitations (XEP-0249)
 NS_CHATSTATES = "http://jabber.org/protocol/chatstates"
 CORRECTION_FEATURE = "urn:xmpp:message-correct:0"
 DELAY = "{urn:xmpp:delay}delay"
@@ -67,6 +68,60 @@ def _sender_id(xml) -> Optional[str]:
     return None
 
 
+def _room_jid(jid: str) -> Optional[str]:
+    room = bare(jid)
+    node, _at, service = room.partition("@")
+    return room if node and service and room.count("@") == 1 and len(room) <= MAX_ID else None
+
+
+def invitation(xml) -> Optional[dict]:
+    """An invitation to a room in the message stanza ``xml``: {"room", "inviter" (a bare JID), "password", "how"}, or
+    None. Mediated (XEP-0045 7.8.2): the room's message, ``<x xmlns=muc#user><invite from=...>``: the inviter is the
+    room's word for it. Direct (XEP-0249): ``<x xmlns='jabber:x:conference' jid=ROOM>`` from the inviter itself (its
+    address stamped by its own server). A mediated one may carry a direct one beside it: the room sent it, so it
+    is read as mediated."""
+    if xml.get("type") == "error":
+        return None
+    sender = xml.get("from", "")
+    invite = xml.find(f"{{{MUC_USER_NS}}}x/{{{MUC_USER_NS}}}invite")
+    if invite is not None:
+        room, inviter = _room_jid(sender), bare(invite.get("from", ""))
+        password = xml.find(f"{{{MUC_USER_NS}}}x/{{{MUC_USER_NS}}}password")
+        how, secret = "mediated", (password.text or "") if password is not None else ""
+    else:
+        direct = xml.find(f"{{{CONFERENCE_NS}}}x")
+        if direct is None:
+            return None
+        room, inviter = _room_jid(direct.get("jid", "")), bare(sender)
+        how, secret = "direct", direct.get("password", "")
+    if room is None or "@" not in inviter or room == inviter:
+        return None
+    return {"room": room, "inviter": inviter, "password": secret[:MAX_ID], "how": how}
+
+
+def invite_refusal(invite: dict, mode: str, policy, granted: bool, rooms_invited: int, bound: int) -> str:
+    """Why an invitation is not taken ("" where it is). ``mode``: the table's ``join_on_invite``; ``policy``: the
+    adapter's access policy (access.py), ``granted``: the inviter holds a grant from the admin CLI.
+
+    "allowlist": the inviter is someone the access rules admit as a one-to-one sender (``allow``, a grant, or
+    anyone under ``access = "open"``). A mediated invitation is the room's word for who invites: it is believed only
+    from a room service of the inviter's own server (``conference.example.org`` for ``alice@example.org``), as a
+    hostile server could name anyone; a direct one carries the inviter's address as its server stamped it.
+    "anyone": every invitation, within the bound."""
+    if mode == "off":
+        return 'join_on_invite = "off"'
+    if rooms_invited >= bound:
+        return f"already in {rooms_invited} rooms by invitation (max_invited_rooms)"
+    if mode == "anyone":
+        return ""
+    inviter_domain, service = invite["inviter"].split("@", 1)[1], invite["room"].split("@", 1)[1]
+    if invite["how"] == "mediated" and service != inviter_domain and not service.endswith("." + inviter_domain):
+        return f"a room of {service} cannot vouch for a user of {inviter_domain} (a direct invitation can)"
+    if not (policy.admits_without_lookup(invite["inviter"]) or granted):
+        return "the inviter is not admitted by the access rules"
+    return ""
+
+
 def raw_from_message(xml, own_jid: str, joined: dict, ours) -> Optional[dict]:
     """The message stanza ``xml`` (an ElementTree element) as a raw dict, or None when it is no input.
     ``own_jid``: our bare JID; ``joined``: room -> our nick there; ``ours``: the ids of our recent sends."""
@@ -74,7 +129,7 @@ def raw_from_message(xml, own_jid: str, joined: dict, ours) -> Optional[dict]:
     body = _child(xml, "body")
     if kind == "error" or body is None or not (body.text or "").strip():
         return None
-    if xml.find(f"{{{CORRECTION_FEATURE}}}replace") is not None:
+    if xml.find(f"{{{CORRECTION_FEATURE}}}replace") is not None or invitation(xml) is not None:
         return None
     sender = xml.get("from", "")
     origin = xml.find(f"{{{SID}}}origin-id")

@@ -19,8 +19,10 @@ read; the kit's hold keeps the same window open (the server has the message, its
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import os
+import urllib.request
 from pathlib import Path
 from typing import Optional
 
@@ -129,6 +131,21 @@ class XmppHarness:
         person = self.person(chat)
         person.synced()
         return person.chat_with(self.bot)
+
+    def sent_files(self, chat: str) -> list[dict]:
+        """The bot's messages carrying a file (an out-of-band link, XEP-0066, to the server's upload service),
+        its bytes fetched from there; an image is what clients show inline (a photo)."""
+        person = self.person(chat)
+        person.synced()
+        with person.lock:
+            links = [i for i in person.received if i["oob"] and i["from"].split("/", 1)[0].lower() == self.bot]
+        found = []
+        for item in links:
+            with urllib.request.urlopen(item["oob"], timeout=30) as answer:
+                kind = "photo" if answer.headers.get_content_type().startswith("image/") else "document"
+                found.append({"message_id": item["origin_id"] or item["id"], "kind": kind,
+                              "sha256": hashlib.sha256(answer.read()).hexdigest()})
+        return found
 
     # -- the delivery case: the kit's hold (see the module's doc)
     def _adapter(self):
