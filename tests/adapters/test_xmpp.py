@@ -19,7 +19,9 @@ from actors.adapters import registry
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.xmpp.adapter import stanza_id
 from actors.adapters.xmpp.formatting import to_xmpp, xml_safe
-from actors.adapters.xmpp.inbound import addressed, event_from_raw, is_input, raw_from_message, room_presence
+from actors.adapters.access import AccessPolicy
+from actors.adapters.xmpp.inbound import (addressed, event_from_raw, invitation, invite_refusal, is_input,
+                                          raw_from_message, room_presence)
 from actors.messages import PlatformOp, Source
 from common.config import ConfigError
 from storage import StorageError, Store, session_key
@@ -32,6 +34,9 @@ from tests.gateway import Gateway
 pytestmark = pytest.mark.timeout(60)
 BOT = "bot@xmpp.test"
 ROOM = "lobby@rooms.xmpp.test"
+INVITED = "plans@rooms.xmpp.test"         # alice invites the bot through the room (XEP-0045 mediated)
+DIRECT = "corner@rooms.xmpp.test"         # frank invites it directly (XEP-0249)
+EVES = "eves@rooms.xmpp.test"             # eve, not admitted, invites it too
 CURSOR = "\u258d"
 
 
@@ -98,6 +103,45 @@ def test_room_presence_and_addressing():
         event_from_raw(dict(raw, chat=""), "xmpp", "default")
 
 
+def test_invitations_are_read_and_only_an_admitted_inviter_is_followed():
+    mediated = invitation(stanza(
+        f"<message xmlns='jabber:client' from='{INVITED}' to='{BOT}'><x xmlns='http://jabber.org/protocol/muc#user'>"
+        "<invite from='Alice@xmpp.test/phone'><reason>join us</reason></invite><password>pw</password></x>"
+        f"<x xmlns='jabber:x:conference' jid='{INVITED}'/><body>alice invites you</body></message>"))
+    assert mediated == {"room": INVITED, "inviter": "alice@xmpp.test", "password": "pw", "how": "mediated"}
+    direct = invitation(stanza(f"<message xmlns='jabber:client' from='frank@xmpp.test/pc' to='{BOT}'>"
+                               f"<x xmlns='jabber:x:conference' jid='{DIRECT}'/></message>"))
+    assert direct == {"room": DIRECT, "inviter": "frank@xmpp.test", "password": "", "how": "direct"}
+    occupant = invitation(stanza(     # a room that shows nicks only: the inviter is named as it writes there
+        f"<message xmlns='jabber:client' from='{INVITED}'><x xmlns='http://jabber.org/protocol/muc#user'>"
+        f"<invite from='{INVITED}/alice'/></x></message>"))
+    assert occupant["inviter"] == f"{INVITED}/alice" and occupant["how"] == "mediated"
+    assert raw_from_message(stanza(f"<message xmlns='jabber:client' from='{INVITED}' type='normal'>"
+                                   "<x xmlns='http://jabber.org/protocol/muc#user'><invite from='a@xmpp.test'/></x>"
+                                   "<body>alice invites you</body></message>"), BOT, {}, {}) is None
+    for no_invite in ("<message xmlns='jabber:client' from='a@xmpp.test/p'><x xmlns='jabber:x:conference'/></message>",
+                      "<message xmlns='jabber:client' from='a@xmpp.test/p' type='error'>"
+                      f"<x xmlns='jabber:x:conference' jid='{DIRECT}'/></message>",
+                      "<message xmlns='jabber:client' from='a@xmpp.test/p'><body>hi</body></message>"):
+        assert invitation(stanza(no_invite)) is None, no_invite
+    policy = AccessPolicy(mode="allowlist", allow=frozenset({"alice@xmpp.test", "frank@xmpp.test"}))
+    assert invite_refusal(mediated, "allowlist", policy, False, 0, 50) == ""
+    assert "not admitted" in invite_refusal(occupant, "allowlist", policy, False, 0, 50)
+    assert invite_refusal(occupant, "allowlist", AccessPolicy(mode="allowlist", allow=frozenset({f"{INVITED}/alice"})),
+                          False, 0, 50) == ""
+    assert invite_refusal(direct, "allowlist", policy, False, 49, 50) == ""
+    assert "max_invited_rooms" in invite_refusal(direct, "allowlist", policy, False, 50, 50)
+    assert "off" in invite_refusal(direct, "off", policy, False, 0, 50)
+    eve = dict(direct, inviter="eve@xmpp.test")
+    assert "not admitted" in invite_refusal(eve, "allowlist", policy, False, 0, 50)
+    assert invite_refusal(eve, "allowlist", policy, True, 0, 50) == "", "a grant from the admin CLI admits"
+    assert invite_refusal(eve, "anyone", policy, False, 0, 50) == ""
+    assert invite_refusal(eve, "allowlist", AccessPolicy(mode="open"), False, 0, 50) == ""
+    forged = dict(mediated, room="trap@rooms.evil.example")     # a room elsewhere naming our user as inviter
+    assert "cannot vouch" in invite_refusal(forged, "allowlist", policy, False, 0, 50)
+    assert invite_refusal(dict(forged, how="direct"), "allowlist", policy, False, 0, 50) == ""
+
+
 def test_the_text_is_styled_and_safe_as_xml():
     assert to_xmpp("**bold** and __strong__\n# Title\n[site](https://x.example)") == \
         "*bold* and *strong*\n*Title*\nsite (https://x.example)"
@@ -137,7 +181,7 @@ def world(tmp_path_factory):
               for name in ("alice", "dora", "eve", "frank")}
     people["alice"].join(ROOM, "alice")
     people["alice"].say(ROOM, "gw: said before the bot ever came", kind="groupchat")
-    allowed = [f"{n}@xmpp.test" for n in ("alice", "dora", "frank")] + [f"{ROOM}/alice"]
+    allowed = [f"{n}@xmpp.test" for n in ("alice", "dora", "frank")] + [f"{ROOM}/alice", f"{INVITED}/alice"]
     table = (f'[adapters.xmpp]\ntype = "xmpp"\njid = "{BOT}"\npassword = "bot-secret-pw"\nhost = "127.0.0.1"\n'
              f'port = {server.port}\nca_file = "{server.ca_file}"\nnick = "gw"\nrooms = ["{ROOM}"]\n'
              f'allow = {allowed!r}\n'.replace("'", '"'))
@@ -222,6 +266,26 @@ def test_a_stranger_is_not_stored(world):
     assert world.rows("eve@xmpp.test") == []
 
 
+def test_a_room_is_joined_on_an_invitation_from_someone_admitted_and_answered_when_mentioned(world):
+    alice, frank, eve = world.people["alice"], world.people["frank"], world.people["eve"]
+    for person, room in ((eve, EVES), (alice, INVITED), (frank, DIRECT)):
+        person.join(room, person.user)
+        wait_for(lambda: person.user in person.occupants(room), 60, 0.1, f"{person.user} in {room}")
+    eve.invite(EVES, BOT, direct=True)
+    world.gateway.wait_log(f"invitation to {EVES} from eve@xmpp.test refused", timeout=60)
+    alice.invite(INVITED, BOT)
+    frank.invite(DIRECT, BOT, direct=True)
+    wait_for(lambda: "gw" in alice.occupants(INVITED) and "gw" in frank.occupants(DIRECT), 60, 0.1,
+             f"the bot in both rooms: {alice.occupants(INVITED)}, {frank.occupants(DIRECT)}")
+    eve.synced()
+    assert "gw" not in eve.occupants(EVES)
+    alice.say(INVITED, "chatter that does not name the bot", kind="groupchat")
+    alice.say(INVITED, "gw: what is planned?", kind="groupchat")
+    answers = world.settled(alice, f"{INVITED}/gw", room=True)
+    assert len(answers) == 1 and "what is planned" in answers[0]["text"], answers
+    assert [r.payload["text"] for r in world.rows(INVITED, "group", f"{INVITED}/alice")] == ["what is planned?"]
+
+
 def test_a_room_mention_is_answered_and_history_is_never_taken_again(world):
     alice = world.people["alice"]
     user = f"{ROOM}/alice"
@@ -234,9 +298,22 @@ def test_a_room_mention_is_answered_and_history_is_never_taken_again(world):
     # A new life of the adapter joins the room again: the room's history (the mention, the answer, the chatter)
     # is not new, and only what is said after is taken.
     old = world.gateway.node("xmpp")
+    with alice.lock:
+        before_kill = len(alice.presences)
     os.kill(old["pid"], signal.SIGKILL)
     wait_for(lambda: (n := world.gateway.node("xmpp")) and n["pid"] != old["pid"] and n["state"] == "running",
              60, 0.1, "the adapter back")
+    # The room it was invited into (the test before) is joined again by the new life: it left with the killed
+    # session and comes back.
+    def back_in_invited_room():
+        with alice.lock:
+            seen = [available for sender, available in alice.presences[before_kill:] if sender == f"{INVITED}/gw"]
+        return False in seen and seen[-1]
+    wait_for(back_in_invited_room, 60, 0.1, f"the bot out of {INVITED} and back in it after the kill")
+    alice.say(INVITED, "gw: still here after the crash?", kind="groupchat")
+    wait_for(lambda: "still here after the crash?" in [r.payload["text"] for r in
+                                                        world.rows(INVITED, "group", f"{INVITED}/alice") or []],
+             60, 0.1, "the mention in the invited room taken by the new life")
     # What is said in the room before the bot is back in it reaches the bot only as history: alice asks again, as
     # a person would, until the bot takes one of her questions.
     asked = []

@@ -110,6 +110,10 @@ class XmppLink:
         client.add_event_handler("disconnected", self._disconnected)
         client.add_event_handler("stanza_acked", self._acked)
         client.add_event_handler("message", self._message)
+        # Invitations often come without a body, which slixmpp's "message" event leaves out: every message stanza.
+        from slixmpp.xmlstream.handler import Callback
+        from slixmpp.xmlstream.matcher import MatchXPath
+        client.register_handler(Callback("invitations", MatchXPath("{jabber:client}message"), self._invitation))
         client.add_event_handler("presence", self._presence)
         client.add_filter("in", self._incoming)
         client.add_filter("out_sce", self._outgoing)
@@ -282,10 +286,6 @@ class XmppLink:
             self._peers.move_to_end(peer)
             while len(self._peers) > CORRECTION_CACHE:
                 self._peers.popitem(last=False)
-        invite = invitation(xml)
-        if invite is not None:
-            self.invited(invite)
-            return
         raw = raw_from_message(xml, self.client.boundjid.bare, self.joined, self._ours)
         if raw is None:
             return
@@ -299,6 +299,11 @@ class XmppLink:
             if self.dropped == 1 or self.dropped % 100 == 0:
                 self.say(30, "%s: inbound queue full (%d messages): %d dropped so far", self.name,
                          self.inbound.maxsize, self.dropped)
+
+    def _invitation(self, message) -> None:
+        invite = invitation(message.xml)
+        if invite is not None and self.presence:
+            self.invited(invite)
 
     # --------------------------------------------------------------------------------------------- writing
     def _outgoing(self, stanza):

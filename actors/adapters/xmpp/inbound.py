@@ -77,7 +77,8 @@ def _room_jid(jid: str) -> Optional[str]:
 def invitation(xml) -> Optional[dict]:
     """An invitation to a room in the message stanza ``xml``: {"room", "inviter" (a bare JID), "password", "how"}, or
     None. Mediated (XEP-0045 7.8.2): the room's message, ``<x xmlns=muc#user><invite from=...>``: the inviter is the
-    room's word for it. Direct (XEP-0249): ``<x xmlns='jabber:x:conference' jid=ROOM>`` from the inviter itself (its
+    room's word for it, its bare JID, or ``room/nick`` where the room shows occupants only by nick (as the sender
+    of a room message is named, inbound.py's identity rules). Direct (XEP-0249): ``<x xmlns='jabber:x:conference' jid=ROOM>`` from the inviter itself (its
     address stamped by its own server). A mediated one may carry a direct one beside it: the room sent it, so it
     is read as mediated."""
     if xml.get("type") == "error":
@@ -86,6 +87,8 @@ def invitation(xml) -> Optional[dict]:
     invite = xml.find(f"{{{MUC_USER_NS}}}x/{{{MUC_USER_NS}}}invite")
     if invite is not None:
         room, inviter = _room_jid(sender), bare(invite.get("from", ""))
+        if room is not None and inviter == room:      # an occupant (the room shows no real JIDs): as it writes there
+            inviter = f"{room}/{resource(invite.get('from', ''))}" if resource(invite.get("from", "")) else ""
         password = xml.find(f"{{{MUC_USER_NS}}}x/{{{MUC_USER_NS}}}password")
         how, secret = "mediated", (password.text or "") if password is not None else ""
     else:
@@ -94,7 +97,7 @@ def invitation(xml) -> Optional[dict]:
             return None
         room, inviter = _room_jid(direct.get("jid", "")), bare(sender)
         how, secret = "direct", direct.get("password", "")
-    if room is None or "@" not in inviter or room == inviter:
+    if room is None or "@" not in inviter or room == inviter or len(inviter) > MAX_ID:
         return None
     return {"room": room, "inviter": inviter, "password": secret[:MAX_ID], "how": how}
 
@@ -114,7 +117,7 @@ def invite_refusal(invite: dict, mode: str, policy, granted: bool, rooms_invited
         return f"already in {rooms_invited} rooms by invitation (max_invited_rooms)"
     if mode == "anyone":
         return ""
-    inviter_domain, service = invite["inviter"].split("@", 1)[1], invite["room"].split("@", 1)[1]
+    inviter_domain, service = bare(invite["inviter"]).split("@", 1)[1], invite["room"].split("@", 1)[1]
     if invite["how"] == "mediated" and service != inviter_domain and not service.endswith("." + inviter_domain):
         return f"a room of {service} cannot vouch for a user of {inviter_domain} (a direct invitation can)"
     if not (policy.admits_without_lookup(invite["inviter"]) or granted):
