@@ -2,7 +2,8 @@
 the table's checks, stanza ids from op ids (pure); then the adapter in the real daemon against a real server
 (Prosody, tests/adapters/prosody.py) with people on their own clients: a one-to-one chat streamed as corrections
 and answered whole to a client without them, the allow-list, a room answered when mentioned and its history never
-taken again, the server restarted mid-answer; and the doctor's probe. The conformance cases:
+taken again, a room joined on an invitation (and again after the adapter's kill -9), the server restarted
+mid-answer; and the doctor's probe. The conformance cases:
 tests/adapters/test_conformance.py (-k xmpp)."""
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import pytest
 from actors.adapters import registry
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.xmpp.adapter import stanza_id
+from actors.adapters.errors import PermanentError
 from actors.adapters.xmpp.formatting import to_xmpp, xml_safe
+from actors.adapters.xmpp.upload import check_url, service_from_info, slot_from_answer
 from actors.adapters.access import AccessPolicy
 from actors.adapters.xmpp.inbound import (addressed, event_from_raw, invitation, invite_refusal, is_input,
                                           raw_from_message, room_presence)
@@ -140,6 +143,28 @@ def test_invitations_are_read_and_only_an_admitted_inviter_is_followed():
     forged = dict(mediated, room="trap@rooms.evil.example")     # a room elsewhere naming our user as inviter
     assert "cannot vouch" in invite_refusal(forged, "allowlist", policy, False, 0, 50)
     assert invite_refusal(dict(forged, how="direct"), "allowlist", policy, False, 0, 50) == ""
+
+
+def test_the_upload_service_and_its_slot_are_read_and_a_put_goes_over_https_only_off_loopback():
+    info = stanza("<query xmlns='http://jabber.org/protocol/disco#info'><feature var='urn:xmpp:http:upload:0'/>"
+                  "<x xmlns='jabber:x:data' type='result'><field var='FORM_TYPE'><value>urn:xmpp:http:upload:0</value>"
+                  "</field><field var='max-file-size'><value>1048576</value></field></x></query>")
+    assert service_from_info("upload.xmpp.test", info) == ("upload.xmpp.test", 1048576)
+    rooms = stanza("<query xmlns='http://jabber.org/protocol/disco#info'>"
+                   "<feature var='http://jabber.org/protocol/muc'/></query>")
+    assert service_from_info("rooms.xmpp.test", rooms) is None
+    ns = "urn:xmpp:http:upload:0"
+    slot = stanza(f"<slot xmlns='{ns}'><put url='https://up.example/a.png'><header name='Authorization'>Bearer t"
+                  "</header><header name='Host'>evil.example</header></put>"
+                  "<get url='https://up.example/a.png'/></slot>")
+    assert slot_from_answer(slot) == ("https://up.example/a.png", "https://up.example/a.png",
+                                      {"Authorization": "Bearer t"}), "only the headers XEP-0363 allows a slot"
+    with pytest.raises(PermanentError):
+        slot_from_answer(stanza(f"<slot xmlns='{ns}'><get url='https://up.example/a.png'/></slot>"))
+    check_url("https://up.example/a", "put")
+    check_url("http://127.0.0.1:30700/a", "put")
+    with pytest.raises(PermanentError, match="not https"):
+        check_url("http://up.example/a", "put")
 
 
 def test_the_text_is_styled_and_safe_as_xml():

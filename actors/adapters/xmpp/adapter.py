@@ -2,28 +2,38 @@
 
 Intake (push style). ``XmppLink`` (client.py) logs in with STARTTLS and SASL, resumes the last stream management
 session where the server still has it (XEP-0198), else starts one (initial presence, the configured rooms joined
-without history) and queues each message that is input (inbound.py); ``run_intake`` hands them to the intake, which
-commits them before the next batch is taken. A lost connection ends ``run_intake`` and the kit reconnects with
-backoff; the same client resumes, so nothing the server routed to the hibernating session is lost. A message the
-server delivers twice (a resumed stream, offline storage) carries its ids again: the inbox keeps one.
+without history, and the rooms joined on invitation in earlier lives) and queues each message that is input
+(inbound.py); ``run_intake`` hands them to the intake, which commits them before the next batch is taken. A lost
+connection ends ``run_intake`` and the kit reconnects with backoff; the same client resumes, so nothing the server
+routed to the hibernating session is lost. A message the server delivers twice (a resumed stream, offline storage)
+carries its ids again: the inbox keeps one.
 
-Outbound. A message's ``id`` and ``origin-id`` (XEP-0359) are derived from the op's ``platform_key`` (its op id
-with its content), so a retry of one operation, in any life of the daemon, carries the same id, and another edit
-never does. Each returns once the server acknowledged the stanza (client.py). Replies stream as corrections
-(XEP-0308: ``<replace id=...>`` naming the reply's first message, each with the whole text) where corrections are
-shown: always in rooms (``corrections = "never"`` aside), in a one-to-one chat where the peer's client says so in
-service discovery (``corrections = "auto"``). Elsewhere a preview goes nowhere (the peer is shown the bot composing):
-the send answers the id its message will have and the final edit sends the whole text under it, once. A delete is a retraction (XEP-0424); an edit of a
-retracted message is refused as not found. Typing is the ``composing`` chat state (XEP-0085).
+Outbound. A message's ``id`` and ``origin-id`` (XEP-0359) are derived from the op's ``platform_key`` (its op id with
+its content), so a retry of one operation, in any life of the daemon, carries the same id, and another edit never
+does. Each returns once the server acknowledged the stanza (client.py). Replies stream as corrections (XEP-0308:
+``<replace id=...>`` naming the reply's first message, each with the whole text) where corrections are shown: always
+in rooms (``corrections = "never"`` aside), in a one-to-one chat where the peer's client says so in service
+discovery (``corrections = "auto"``). Elsewhere a preview goes nowhere (the peer is shown the bot composing): the
+send answers the id its message will have and the final edit sends the whole text under it, once. A delete is a
+retraction (XEP-0424); an edit of a retracted message is refused as not found. Typing is the ``composing`` chat
+state (XEP-0085). A file goes by HTTP upload (XEP-0363, upload.py) where the server offers it, else it is refused as
+not supported here.
 
-State: the link (one stream at a time), the messages withheld for a peer without corrections and those sent whole
-(bounded), the ids retracted (bounded). Messages: those of every ``PlatformAdapter`` (base.py): PlatformOp in,
-OpResult out; doorbells to the sessions of committed messages.
+Invitations (XEP-0045 mediated, XEP-0249 direct): with ``join_on_invite = "allowlist"`` (the default) the inviter
+must be someone the access rules admit (inbound.py ``invite_refusal``), ``"anyone"`` takes every one, ``"off"``
+none; at most ``max_invited_rooms``. A room taken is written to the adapter state row ``NAME#invited-rooms`` before
+it is joined, and joined at every new session after.
 
-What survives kill -9: the ledger's record of each part's id (the id the server got, derived from the op). The
-stream management session dies with the process: the server hibernates it, and replaces it when the next life binds
-the same resource; messages routed to it meanwhile are what the server keeps or bounces (README.md). A withheld
-preview is nothing on the server: the next life's final edit sends the whole text under the recorded id.
+State: the link (one stream at a time), the rooms joined by invitation (read once from storage), the messages
+withheld for a peer without corrections and those sent whole (bounded), the ids retracted (bounded). Messages: those
+of every ``PlatformAdapter`` (base.py): PlatformOp in, OpResult out; doorbells to the sessions of committed
+messages.
+
+What survives kill -9: the ledger's record of each part's id (the id the server got, derived from the op); the rooms
+joined by invitation (committed before the join). The stream management session dies with the process: the server
+hibernates it, and replaces it when the next life binds the same resource; messages routed to it meanwhile are what
+the server keeps or bounces (README.md). A withheld preview is nothing on the server: the next life's final edit
+sends the whole text under the recorded id.
 """
 from __future__ import annotations
 

@@ -1,13 +1,17 @@
 """XmppLink: the bot's one XMPP client stream (slixmpp), on the adapter's loop.
 
 State: the slixmpp client (made once and kept across reconnects, so a stream management session can be resumed:
-XEP-0198), whether a session is up (``ready``), the rooms joined and our nick in each, the inbound queue, the sends
-waiting for the server's acknowledgement, the peers' support for corrections (XEP-0308, asked by service discovery).
+XEP-0198), whether a session is up (``ready``), our rooms (configured, and those the adapter took an invitation to)
+and the ones joined with our nick in each, the inbound queue, the sends waiting for the server's acknowledgement,
+the peers' support for corrections (XEP-0308, asked by service discovery), the server's upload service (XEP-0363).
 
     open()          connect with STARTTLS (the certificate verified: the system's CAs or ``ca_file``), SASL, bind;
                     resume the last session where the server still has it, else start one (initial presence, the
                     configured rooms joined); PermanentError for refused credentials, RetryableError for the rest
     inbound         the messages received, as raw dicts (inbound.py), for the adapter's intake (bounded)
+    invited(...)    the adapter's callback for each invitation to a room (inbound.py ``invitation``): it decides
+    join(room)      a room of ours from now on: joined now and at every new session
+    upload_service(), upload_slot(...)   the server's upload service, found by service discovery, and a slot
     send(...)       one message stanza, returned once the server acknowledged it (stream management) or answered a
                     ping sent after it (the server handles one stream's stanzas in order)
     close()         the stream ended properly (the server ends the session), idempotent
