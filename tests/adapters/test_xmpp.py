@@ -24,7 +24,7 @@ from actors.adapters.xmpp.formatting import to_xmpp, xml_safe
 from actors.adapters.xmpp.upload import check_url, service_from_info, slot_from_answer
 from actors.adapters.access import AccessPolicy
 from actors.adapters.xmpp.inbound import (addressed, event_from_raw, invitation, invite_refusal, is_input,
-                                          raw_from_message, room_presence)
+                                          raw_from_message, removal, room_presence)
 from actors.messages import PlatformOp, Source
 from common.config import ConfigError
 from storage import StorageError, Store, session_key
@@ -94,6 +94,19 @@ def test_room_presence_and_addressing():
     assert room_presence(other, [ROOM], "gw") is None
     refused = stanza(f"<presence xmlns='jabber:client' from='{ROOM}/gw' type='error'/>")
     assert room_presence(refused, [ROOM], "gw")[1] == "refused"
+    muc_user = "<x xmlns='http://jabber.org/protocol/muc#user'>{}<status code='110'/></x>"
+    kicked = stanza(f"<presence xmlns='jabber:client' from='{ROOM}/gw' type='unavailable'>"
+                    + muc_user.format("<status code='307'/>") + "</presence>")
+    assert room_presence(kicked, [ROOM], "gw")[1] == "left" and removal(kicked) == "kicked"
+    assert removal(stanza(f"<presence xmlns='jabber:client' from='{ROOM}/gw' type='unavailable'>"
+                          + muc_user.format("<destroy/>") + "</presence>")) == "the room was destroyed"
+    assert removal(stanza(f"<presence xmlns='jabber:client' from='{ROOM}/gw' type='unavailable'>"
+                          + muc_user.format("<status code='332'/>") + "</presence>")) == "", "a shutdown passes"
+    banned = stanza(f"<presence xmlns='jabber:client' from='{ROOM}/gw' type='error'><error type='auth'>"
+                    "<forbidden xmlns='urn:ietf:params:xml:ns:xmpp-stanzas'/></error></presence>")
+    assert removal(banned) == "refused: forbidden"
+    assert removal(stanza(f"<presence xmlns='jabber:client' from='{ROOM}/gw' type='error'><error type='cancel'>"
+                          "<conflict xmlns='urn:ietf:params:xml:ns:xmpp-stanzas'/></error></presence>")) == ""
     assert addressed("gw: what time is it", "gw") == "what time is it"
     assert addressed("@GW, hello", "gw") == "hello"
     assert addressed("ask gw about it", "gw") == "ask gw about it"
@@ -238,6 +251,16 @@ class World:
         except StorageError:
             return None
 
+    def invited_rooms(self) -> dict:
+        """The adapter's durable record of the rooms it joined on invitation."""
+        async def read():
+            async with await Store.open(self.gateway.state / "gateway.db") as store:
+                return await store.inbox.get_offset("xmpp#invited-rooms", {})
+        try:
+            return asyncio.run(read())
+        except StorageError:
+            return {}
+
     def recorded(self, chat_id: str) -> bool:
         """The reply to ``chat_id`` has its first part's id in the ledger."""
         async def read():
@@ -309,6 +332,11 @@ def test_a_room_is_joined_on_an_invitation_from_someone_admitted_and_answered_wh
     answers = world.settled(alice, f"{INVITED}/gw", room=True)
     assert len(answers) == 1 and "what is planned" in answers[0]["text"], answers
     assert [r.payload["text"] for r in world.rows(INVITED, "group", f"{INVITED}/alice")] == ["what is planned?"]
+    assert set(world.invited_rooms()) == {INVITED, DIRECT}
+    # Kicked out of a room it was invited into: the room is forgotten, for good, in the durable record too.
+    frank.kick(DIRECT, "gw")
+    world.gateway.wait_log(f"leaving {DIRECT} for good (kicked)", timeout=60)
+    wait_for(lambda: set(world.invited_rooms()) == {INVITED}, 60, 0.1, f"{DIRECT} out of the record")
 
 
 def test_a_room_mention_is_answered_and_history_is_never_taken_again(world):

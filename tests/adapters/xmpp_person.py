@@ -151,6 +151,15 @@ class Person:
             message.send()
         run(send())
 
+    def kick(self, room: str, nick: str, timeout: float = 30.0) -> None:
+        """Kick ``nick`` out of ``room`` (XEP-0045 8.2: a moderator's role change to none), once the room agreed."""
+        async def send():
+            iq = self.client.make_iq_set(ito=room)
+            query = ET.SubElement(iq.xml, "{http://jabber.org/protocol/muc#admin}query")
+            ET.SubElement(query, "{http://jabber.org/protocol/muc#admin}item", nick=nick, role="none")
+            await iq.send(timeout=timeout)
+        run(send(), timeout + 5)
+
     def occupants(self, room: str) -> set[str]:
         """The nicks in ``room`` as this client last saw them (its presences, in order)."""
         with self.lock:

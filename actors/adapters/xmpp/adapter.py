@@ -81,12 +81,13 @@ class XmppAdapter(StreamingAdapter):
         self._whole: collections.OrderedDict = collections.OrderedDict()      # id -> text sent whole
         self._retracted: collections.OrderedDict = collections.OrderedDict()
         self._invited: Optional[dict] = None       # room -> {"password", "by", "at"}: the durable record, once read
-        self._deciding: set = set()                # invitations being decided
+        self._deciding: set = set()                # invitations being decided, rooms being forgotten
+        self._record_lock = asyncio.Lock()         # one change of the record at a time (each reads, then writes)
 
     def _link(self) -> XmppLink:
         if self.link is None:
             self.link = XmppLink(self.settings, self.name, self.say, alive=self.report_progress,
-                                 invited=self._on_invitation)
+                                 invited=self._on_invitation, removed=self._on_removal)
         return self.link
 
     # ---------------------------------------------------------------------------------- rooms joined on invitation
@@ -113,33 +114,55 @@ class XmppAdapter(StreamingAdapter):
         self._deciding.add(task)
         task.add_done_callback(self._deciding.discard)
 
+    def _on_removal(self, room: str, why: str) -> None:
+        """A room kicked, banned or refused us for good (on the loop): one joined by invitation is forgotten (a
+        configured one is joined again, as the table says). Out of the link's rooms at once; out of the record in a
+        task: a kill -9 before that write leaves it there, and the next life's join is refused or taken again."""
+        if self._invited is None or room not in self._invited or room in {bare(r) for r in self.settings["rooms"]}:
+            return
+        self._link().rooms.pop(room, None)
+        self.say(logging.INFO, "%s: leaving %s for good (%s)", self.name, room, why)
+        task = asyncio.get_running_loop().create_task(self._forget_room(room))
+        self._deciding.add(task)
+        task.add_done_callback(self._deciding.discard)
+
+    async def _forget_room(self, room: str) -> None:
+        try:
+            async with self._record_lock:
+                record = {r: v for r, v in (await self._invited_rooms()).items() if r != room}
+                await (await self.ready_storage()).inbox.set_offset(INVITED_ROOMS.format(self.name), record)
+                self._invited = record
+        except Exception as exc:  # noqa: BLE001 - a storage error: the next life finds the room and is refused
+            self.say(logging.WARNING, "%s: %s not forgotten: %s", self.name, room, self.clean_error(exc))
+
     async def _decide_invitation(self, invite: dict) -> None:
         link, room = self._link(), invite["room"]
         try:
-            invited = await self._invited_rooms()
-            if room in link.rooms:
-                link.join(room, link.rooms[room])          # ours already: joined again if it is not now
-                return
-            granted = False
-            if self.settings["join_on_invite"] == "allowlist" and not self.intake.gatekeeper.policy \
-                    .admits_without_lookup(invite["inviter"]):
-                store = await self.ready_storage()
-                granted = invite["inviter"] in await store.access.granted_among(self.name, {invite["inviter"]})
-            refusal = invite_refusal(invite, self.settings["join_on_invite"], self.intake.gatekeeper.policy,
-                                     granted, len(invited), self.settings["max_invited_rooms"])
-            if refusal:
-                self.say(logging.INFO, "%s: invitation to %s from %s refused: %s", self.name, room,
-                         invite["inviter"], refusal)
-                return
-            record = dict(invited, **{room: {"password": invite["password"], "by": invite["inviter"],
-                                             "at": time.time()}})
-            # Durable before the join: a kill -9 after this line finds the room in the record and joins it at
-            # the next session; one before it loses the invitation (the inviter invites again).
-            await (await self.ready_storage()).inbox.set_offset(INVITED_ROOMS.format(self.name), record)
-            self._invited = record
-            self.say(logging.INFO, "%s: joining %s, invited by %s (%s)", self.name, room, invite["inviter"],
-                     invite["how"])
-            link.join(room, invite["password"])
+            async with self._record_lock:
+                invited = await self._invited_rooms()
+                if room in link.rooms:
+                    link.join(room, link.rooms[room])          # ours already: joined again if it is not now
+                    return
+                granted = False
+                if self.settings["join_on_invite"] == "allowlist" and not self.intake.gatekeeper.policy \
+                        .admits_without_lookup(invite["inviter"]):
+                    store = await self.ready_storage()
+                    granted = invite["inviter"] in await store.access.granted_among(self.name, {invite["inviter"]})
+                refusal = invite_refusal(invite, self.settings["join_on_invite"], self.intake.gatekeeper.policy,
+                                         granted, len(invited), self.settings["max_invited_rooms"])
+                if refusal:
+                    self.say(logging.INFO, "%s: invitation to %s from %s refused: %s", self.name, room,
+                             invite["inviter"], refusal)
+                    return
+                record = dict(invited, **{room: {"password": invite["password"], "by": invite["inviter"],
+                                                 "at": time.time()}})
+                # Durable before the join: a kill -9 after this line finds the room in the record and joins it at
+                # the next session; one before it loses the invitation (the inviter invites again).
+                await (await self.ready_storage()).inbox.set_offset(INVITED_ROOMS.format(self.name), record)
+                self._invited = record
+                self.say(logging.INFO, "%s: joining %s, invited by %s (%s)", self.name, room, invite["inviter"],
+                         invite["how"])
+                link.join(room, invite["password"])
         except Exception as exc:  # noqa: BLE001 - a storage error: the invitation is not taken, nothing half-done
             self.say(logging.WARNING, "%s: invitation to %s not taken: %s", self.name, room, self.clean_error(exc))
 

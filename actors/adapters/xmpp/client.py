@@ -39,7 +39,7 @@ from typing import Callable, Optional
 
 from actors.adapters.errors import PermanentError, RetryableError
 from actors.adapters.xmpp.inbound import (CORRECTION_FEATURE, MUC_NS, NS_CHATSTATES, bare, invitation,
-                                          raw_from_message, room_presence)
+                                          raw_from_message, removal, room_presence)
 from actors.adapters.xmpp.upload import OOB_NS, UPLOAD_NS, service_from_info, slot_from_answer
 
 logging.getLogger("slixmpp").setLevel(logging.CRITICAL)   # its own log lines would go to the actor's stderr
@@ -58,12 +58,15 @@ class LinkLost(RetryableError):
 class XmppLink:
     def __init__(self, settings: dict, name: str, say: Callable[..., None], alive: Callable[[], None] = lambda: None,
                  resource: str = RESOURCE, presence: bool = True,
-                 invited: Callable[[dict], None] = lambda invite: None):
+                 invited: Callable[[dict], None] = lambda invite: None,
+                 removed: Callable[[str, str], None] = lambda room, why: None):
         """``presence`` False: log in only (the doctor's probe): no presence, so the server delivers none of the
         messages it keeps for the bot, and no rooms; under another ``resource`` than the gateway's, which the server
-        would otherwise cut off. ``invited``: called with each invitation to a room (inbound.py), on the loop."""
+        would otherwise cut off. ``invited``: called with each invitation to a room (inbound.py), on the loop;
+        ``removed``: with a room that kicked, banned or refused us for good (before it is joined again: the callback
+        may take it out of ``rooms``)."""
         self.settings, self.name, self.say, self.alive = settings, name, say, alive
-        self.resource, self.presence, self.invited = resource, presence, invited
+        self.resource, self.presence, self.invited, self.removed = resource, presence, invited, removed
         self.rooms: dict[str, str] = {bare(room): "" for room in settings["rooms"]}   # room -> its password
         self.client = None
         self.inbound: asyncio.Queue = asyncio.Queue(maxsize=settings["max_queued_messages"])
@@ -278,6 +281,11 @@ class XmppLink:
             self.joined[room] = nick
         elif state in ("left", "refused"):
             self.joined.pop(room, None)
+            why = removal(presence.xml)
+            if why:
+                self.removed(room, why)
+            if room not in self.rooms:
+                return
             self.say(30, "%s: %s %s (%s); joining again in %gs", self.name, "out of" if state == "left" else
                      "refused by", room, nick, REJOIN_S)
             asyncio.get_running_loop().call_later(REJOIN_S, self._rejoin, room)

@@ -171,6 +171,26 @@ def room_presence(xml, rooms, our_nick: str) -> Optional[tuple[str, str, str]]:
     return (room, "left" if xml.get("type") == "unavailable" else "joined", resource(sender))
 
 
+REMOVED_CODES = {"301": "banned", "307": "kicked", "321": "no longer a member", "322": "the room became members-only"}
+REFUSED_FOR_GOOD = ("forbidden", "registration-required", "not-authorized", "item-not-found", "gone")
+
+
+def removal(xml) -> str:
+    """Why a presence of ours from a room (``room_presence``: left or refused) says the room does not want us: a
+    kick, a ban, a lost membership, the room destroyed, or a join refused for good (banned, members only, a wrong
+    password, no such room); "" for anything else (a nick conflict, the service shutting down, a server error)."""
+    if xml.get("type") == "error":
+        error = xml.find("{jabber:client}error")
+        error = error if error is not None else xml.find("error")
+        conditions = {child.tag.rsplit("}", 1)[-1] for child in (error if error is not None else ())}
+        found = [c for c in REFUSED_FOR_GOOD if c in conditions]
+        return f"refused: {found[0]}" if found else ""
+    if xml.find(f"{{{MUC_USER_NS}}}x/{{{MUC_USER_NS}}}destroy") is not None:
+        return "the room was destroyed"
+    codes = {s.get("code") for s in xml.findall(f"{{{MUC_USER_NS}}}x/{{{MUC_USER_NS}}}status")}
+    return next((REMOVED_CODES[c] for c in sorted(codes) if c in REMOVED_CODES), "")
+
+
 def addressed(text: str, nick: str) -> Optional[str]:
     """The text of a room message that addresses ``nick``, with a leading address taken off ("gw: hi", "gw, hi",
     "@gw hi"); the whole text where the nick is mentioned elsewhere as a word; None where it is not mentioned."""
