@@ -118,8 +118,8 @@ class XmppLink:
         client.add_event_handler("stanza_acked", self._acked)
         client.add_event_handler("message", self._message)
         # Invitations often come without a body, which slixmpp's "message" event leaves out: every message stanza.
-        from slixmpp.xmlstream.handler import Callback
-        from slixmpp.xmlstream.matcher import MatchXPath
+        from slixmpp.xmlstream.handler import Callback   # only where an XMPP adapter runs, as slixmpp above
+        from slixmpp.xmlstream.matcher import MatchXPath  # (likewise)
         client.register_handler(Callback("invitations", MatchXPath("{jabber:client}message"), self._invitation))
         client.add_event_handler("presence", self._presence)
         client.add_filter("in", self._incoming)
@@ -459,7 +459,7 @@ class XmppLink:
         try:
             answer = await iq.send(timeout=self.settings["send_wait_s"])
         except Exception as exc:  # noqa: BLE001 - an error answer (too large, quota) or none at all
-            from slixmpp.exceptions import IqError
+            from slixmpp.exceptions import IqError   # only where an XMPP adapter runs, as in _make_client
             if isinstance(exc, IqError):
                 raise PermanentError(f"the upload service refused a slot: {exc.iq['error']['condition']} "
                                      f"{exc.iq['error']['text']}".strip(), method="upload slot") from None

@@ -14,6 +14,8 @@ import ssl
 from typing import Optional
 from urllib.parse import urlsplit
 
+import aiohttp
+
 from actors.adapters.errors import PermanentError, RetryableError
 
 UPLOAD_NS = "urn:xmpp:http:upload:0"
@@ -75,7 +77,6 @@ def check_url(url: str, what: str) -> None:
 
 async def put(url: str, headers: dict, data: bytes, mime: str, ca_file: str) -> None:
     """The bytes to the slot: done once the upload service answered 2xx."""
-    import aiohttp
     check_url(url, "put")
     context = ssl.create_default_context()
     if ca_file:
