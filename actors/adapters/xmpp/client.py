@@ -427,7 +427,6 @@ class XmppLink:
             self._corrections.popitem(last=False)
         return found
 
-
     # -------------------------------------------------------------------------------------- HTTP upload (XEP-0363)
     async def upload_service(self) -> Optional[tuple[str, int]]:
         """The server's upload service (its JID, its largest file in bytes or 0), found by service discovery among
