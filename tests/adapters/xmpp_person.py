@@ -12,6 +12,7 @@ import asyncio
 import logging
 import ssl
 import threading
+import urllib.request
 import xml.etree.ElementTree as ET
 from typing import Optional
 
@@ -135,6 +136,33 @@ class Person:
             presence = self.client.make_presence(pto=f"{room}/{nick}")
             presence.append(ET.Element("{http://jabber.org/protocol/muc}x"))
             presence.send()
+        run(send())
+
+    def send_file(self, to: str, data: bytes, name: str, mime: str, caption: str, stanza_id: str) -> None:
+        """A file as clients send one: uploaded to the server's upload service (XEP-0363: a slot, then a PUT), then
+        a message whose body is its address, the same address as an out-of-band link (XEP-0066)."""
+        async def slot():
+            iq = self.client.make_iq_get(ito=self.server.upload)
+            ET.SubElement(iq.xml, "{urn:xmpp:http:upload:0}request", filename=name, size=str(len(data)),
+                          **{"content-type": mime})
+            answer = (await iq.send(timeout=30)).xml.find("{urn:xmpp:http:upload:0}slot")
+            put = answer.find("{urn:xmpp:http:upload:0}put")
+            headers = {h.get("name"): h.text for h in put.findall("{urn:xmpp:http:upload:0}header")}
+            return put.get("url"), answer.find("{urn:xmpp:http:upload:0}get").get("url"), headers
+        put_url, get_url, headers = run(slot())
+        request = urllib.request.Request(put_url, data=data, method="PUT",
+                                         headers=dict(headers, **{"Content-Type": mime}))
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert 200 <= answer.status < 300, answer.status
+
+        async def send():
+            message = self.client.make_message(mto=to, mbody=get_url, mtype="chat")
+            message["id"] = stanza_id
+            message.append(ET.Element(ORIGIN, id=stanza_id))
+            oob = ET.SubElement(message.xml, "{jabber:x:oob}x")
+            ET.SubElement(oob, "{jabber:x:oob}url").text = get_url
+            ET.SubElement(oob, "{jabber:x:oob}desc").text = caption
+            message.send()
         run(send())
 
     def invite(self, room: str, bot: str, direct: bool = False) -> None:

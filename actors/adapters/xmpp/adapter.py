@@ -46,12 +46,13 @@ from typing import Any, Optional
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import StreamingAdapter
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.queued_intake import next_batch
 from actors.adapters.xmpp.client import LinkLost, XmppLink
 from actors.adapters.xmpp.formatting import to_xmpp
 from actors.adapters.xmpp.inbound import bare, event_from_raw, invite_refusal, is_input
-from actors.adapters.xmpp.upload import put
-from actors.messages import MessageEvent, PlatformOp
+from actors.adapters.xmpp.upload import file_url_allowed, get, put
+from actors.messages import Attachment, MessageEvent, PlatformOp
 
 BATCH = 100                        # inbound messages committed in one round at most
 KEPT = 2000                        # withheld, whole-sent and retracted message ids remembered (oldest forgotten)
@@ -195,8 +196,19 @@ class XmppAdapter(StreamingAdapter):
             if wanted:
                 await emit(wanted)
 
+    def _file_hosts(self) -> tuple:
+        """Where a user's file may be fetched from: the bot's own server (its domain, its subdomains, ``host``)."""
+        return (self.settings["jid"].split("@", 1)[1], self.settings["host"])
+
     def normalise(self, raw: Any) -> MessageEvent:
-        return event_from_raw(raw, self.name, self.profile, self.settings["require_mention"])
+        return event_from_raw(raw, self.name, self.profile, self.settings["require_mention"], self._file_hosts())
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        """A file a user sent as a link to the upload service of the bot's own server (inbound.py)."""
+        if not file_url_allowed(attachment.ref, self._file_hosts()):
+            raise AttachmentGone(f"{attachment.ref!r} is not on this server")
+        return await get(attachment.ref, cap, self.settings["ca_file"], lambda size: AttachmentTooLarge(size, cap),
+                         AttachmentGone)
 
     # ------------------------------------------------------------------------------------------------ outbound
     async def _kind(self, chat_id: str) -> str:

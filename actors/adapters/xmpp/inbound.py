@@ -20,11 +20,14 @@ case-insensitive; resources are not).
 """
 from __future__ import annotations
 
+import mimetypes
 import re
 from typing import Any, Optional
 
 from actors.adapters.payload_fields import MalformedPayload
-from actors.messages import MessageEvent, Source
+from actors.adapters.xmpp.upload import file_url_allowed
+from actors.media.names import display_name
+from actors.messages import Attachment, MessageEvent, Source
 
 NS_CLIENT = "jabber:client"
 MUC_NS = "http://jabber.org/protocol/muc"
@@ -33,6 +36,9 @@ CONFERENCE_NS = "jabber:x:conference"          # direct invitations (XEP-0249)
 NS_CHATSTATES = "http://jabber.org/protocol/chatstates"
 CORRECTION_FEATURE = "urn:xmpp:message-correct:0"
 DELAY = "{urn:xmpp:delay}delay"
+OOB_URL = "{jabber:x:oob}x/{jabber:x:oob}url"
+OOB_DESC = "{jabber:x:oob}x/{jabber:x:oob}desc"
+MAX_URL = 2000                      # a longer link is taken as text
 SID = "urn:xmpp:sid:0"
 MAX_ID = 200                        # an id longer than this is no id: the message is taken as having none
 FIELDS = ("id", "from", "kind", "chat", "user", "name", "text", "me")
@@ -147,13 +153,24 @@ def raw_from_message(xml, own_jid: str, joined: dict, ours) -> Optional[dict]:
         item = xml.find(f"{{{MUC_USER_NS}}}x/{{{MUC_USER_NS}}}item")
         real = bare(item.get("jid", "")) if item is not None and item.get("jid") else ""
         local = _stanza_id(xml, room) or (f"{room}/{nick}/{_sender_id(xml)}" if _sender_id(xml) else None)
-        return {"id": local, "from": sender, "kind": "group", "chat": room, "user": real or f"{room}/{nick}",
-                "name": nick, "text": body.text, "me": joined[room]}
+        return _with_file(xml, {"id": local, "from": sender, "kind": "group", "chat": room,
+                                "user": real or f"{room}/{nick}", "name": nick, "text": body.text, "me": joined[room]})
     if kind not in ("chat", "normal") or room == bare(own_jid) or room in joined or not sender:
         return None
     local = _stanza_id(xml, bare(own_jid)) or (f"{room}/{_sender_id(xml)}" if _sender_id(xml) else None)
-    return {"id": local, "from": sender, "kind": "dm", "chat": room, "user": room,
-            "name": room.split("@", 1)[0], "text": body.text, "me": ""}
+    return _with_file(xml, {"id": local, "from": sender, "kind": "dm", "chat": room, "user": room,
+                            "name": room.split("@", 1)[0], "text": body.text, "me": ""})
+
+
+def _with_file(xml, raw: dict) -> dict:
+    """A message whose body is its out-of-band link (XEP-0066; what clients send for a file they uploaded) carries
+    a file: the link, and its description as the caption."""
+    url, desc = xml.find(OOB_URL), xml.find(OOB_DESC)
+    link = (url.text or "").strip() if url is not None else ""
+    if link and link == raw["text"].strip() and len(link) <= MAX_URL:
+        raw["file"] = link
+        raw["caption"] = (desc.text or "").strip()[:MAX_URL] if desc is not None else ""
+    return raw
 
 
 def room_presence(xml, rooms, our_nick: str) -> Optional[tuple[str, str, str]]:
@@ -215,7 +232,20 @@ def is_input(raw: Any, require_mention: bool) -> bool:
     return True
 
 
-def event_from_raw(raw: Any, adapter_name: str, profile: str, require_mention: bool = True) -> MessageEvent:
+def file_attachment(raw: dict, file_hosts) -> tuple:
+    """The file a raw message carries, as a pending attachment, where its link is on one of ``file_hosts`` (the
+    bot's own server: nothing is fetched from anywhere else); () otherwise (the link stays text)."""
+    url = raw.get("file")
+    if not isinstance(url, str) or not file_url_allowed(url, file_hosts):
+        return ()
+    name = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    kind = "photo" if (mimetypes.guess_type(name)[0] or "").startswith("image/") else "document"
+    caption = raw.get("caption") if isinstance(raw.get("caption"), str) else ""
+    return (Attachment(kind=kind, ref=url, name=display_name(name, kind), caption=caption),)
+
+
+def event_from_raw(raw: Any, adapter_name: str, profile: str, require_mention: bool = True,
+                   file_hosts=()) -> MessageEvent:
     if not isinstance(raw, dict):
         raise MalformedPayload(f"an XMPP message is a dict, got {type(raw).__name__}")
     for key in FIELDS:
@@ -229,4 +259,8 @@ def event_from_raw(raw: Any, adapter_name: str, profile: str, require_mention: b
     source = Source(platform=adapter_name, chat_id=raw["chat"], chat_type=raw["kind"], user_id=raw["user"],
                     user_name=raw["name"], profile=profile)
     at = raw.get("at") if isinstance(raw.get("at"), (int, float)) else None
-    return MessageEvent(source=source, text=text, platform_message_id=raw["id"], received_at=at or 0.0)
+    attachments = file_attachment(raw, file_hosts)
+    if attachments:                     # the body was the link: the text is the file's caption
+        text = attachments[0].caption
+    return MessageEvent(source=source, text=text, platform_message_id=raw["id"], received_at=at or 0.0,
+                        attachments=attachments)

@@ -12,7 +12,7 @@ Files go by HTTP upload (XEP-0363) where the server offers it; a send on a serve
 ("not supported here"): the capability is the platform's, the service is the server's."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
-CAPABILITIES = Capabilities(edit=True, delete=True, threads=False, reactions=False, files_in=False, files_out=True,
+CAPABILITIES = Capabilities(edit=True, delete=True, threads=False, reactions=False, files_in=True, files_out=True,
                             voice=False, buttons=False, typing=True)
 
 

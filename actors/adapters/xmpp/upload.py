@@ -11,12 +11,13 @@ from __future__ import annotations
 import ipaddress
 import re
 import ssl
-from typing import Optional
+from typing import Callable, Optional
 from urllib.parse import urlsplit
 
 import aiohttp
 
 from actors.adapters.errors import PermanentError, RetryableError
+from actors.adapters.http_session import capped_body
 
 UPLOAD_NS = "urn:xmpp:http:upload:0"
 OOB_NS = "jabber:x:oob"
@@ -65,6 +66,34 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def file_url_allowed(url: str, hosts) -> bool:
+    """Whether a user's file link may be fetched: https (http on loopback) from one of ``hosts`` or a subdomain of
+    one (the bot's own server: its upload service lives there), never from anywhere else."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if not host or not (parts.scheme == "https" or (parts.scheme == "http" and _loopback(host))):
+        return False
+    return any(host == h or host.endswith("." + h) for h in (str(h).lower() for h in hosts if h))
+
+
+async def get(url: str, cap: int, ca_file: str, too_large: Callable[[int], Exception],
+              gone: Callable[[str], Exception]) -> bytes:
+    """A user's file from the upload service, within ``cap`` bytes."""
+    context = ssl.create_default_context()
+    if ca_file:
+        context.load_verify_locations(cafile=ca_file)
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=PUT_TIMEOUT_S)) as session:
+            async with session.get(url, ssl=context, allow_redirects=False) as answer:
+                if answer.status in (403, 404, 410):
+                    raise gone(f"the upload service answered {answer.status}")
+                if answer.status != 200:
+                    raise RetryableError(f"the upload service answered {answer.status}", method="download")
+                return await capped_body(answer, cap, too_large)
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise RetryableError(f"the download failed: {type(exc).__name__}: {exc}", method="download") from None
 
 
 def check_url(url: str, what: str) -> None:

@@ -15,6 +15,9 @@ after it, from another account, has its row (the bot's one stream carries both i
 The delivery case holds the kit's own hold (HoldNextSend, [debug] fault_injection: actors/adapters/send_hold.py):
 the platform's answer to a message is its stream acknowledgement, inside the TLS stream, which no relay of ours can
 read; the kit's hold keeps the same window open (the server has the message, its id is not in the ledger).
+
+Files go by the server's HTTP upload service (Prosody's http_file_share, plain HTTP on loopback): a file the bot
+sent is the out-of-band link of its message, fetched from there; a person's file goes there the same way.
 """
 from __future__ import annotations
 
@@ -94,6 +97,14 @@ class XmppHarness:
         stanza_id = f"m{os.getpid()}-{handle.replace('/', '-')}"
         self.person(chat).say(self.bot, text, stanza_id=stanza_id)
         self.handles[handle] = (chat, stanza_id, text)
+        return handle
+
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        """A photo as a client sends one: uploaded to the server's upload service, its link the message's body."""
+        handle = f"{chat}/{next(self._numbers)}"
+        stanza_id = f"m{os.getpid()}-{handle.replace('/', '-')}"
+        self.person(chat).send_file(self.bot, data, "photo.png", "image/png", caption, stanza_id)
+        self.handles[handle] = (chat, stanza_id, caption)
         return handle
 
     def platform_message_id(self, handle: str) -> str:
