@@ -21,7 +21,7 @@ from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.xmpp.adapter import stanza_id
 from actors.adapters.errors import PermanentError
 from actors.adapters.xmpp.formatting import to_xmpp, xml_safe
-from actors.adapters.xmpp.upload import check_url, service_from_info, slot_from_answer
+from actors.adapters.xmpp.upload import check_url, file_url_allowed, service_from_info, slot_from_answer
 from actors.adapters.access import AccessPolicy
 from actors.adapters.xmpp.inbound import (addressed, event_from_raw, invitation, invite_refusal, is_input,
                                           raw_from_message, removal, room_presence)
@@ -158,7 +158,7 @@ def test_invitations_are_read_and_only_an_admitted_inviter_is_followed():
     assert invite_refusal(dict(forged, how="direct"), "allowlist", policy, False, 0, 50) == ""
 
 
-def test_the_upload_service_and_its_slot_are_read_and_a_put_goes_over_https_only_off_loopback():
+def test_upload_slots_are_read_puts_go_over_https_off_loopback_and_user_files_come_from_our_server_only():
     info = stanza("<query xmlns='http://jabber.org/protocol/disco#info'><feature var='urn:xmpp:http:upload:0'/>"
                   "<x xmlns='jabber:x:data' type='result'><field var='FORM_TYPE'><value>urn:xmpp:http:upload:0</value>"
                   "</field><field var='max-file-size'><value>1048576</value></field></x></query>")
@@ -174,6 +174,22 @@ def test_the_upload_service_and_its_slot_are_read_and_a_put_goes_over_https_only
                                       {"Authorization": "Bearer t"}), "only the headers XEP-0363 allows a slot"
     with pytest.raises(PermanentError):
         slot_from_answer(stanza(f"<slot xmlns='{ns}'><get url='https://up.example/a.png'/></slot>"))
+    hosts = ("xmpp.test", "127.0.0.1")       # a user's file is fetched from the bot's own server only
+    assert file_url_allowed("https://upload.xmpp.test/f/a.png", hosts)
+    assert file_url_allowed("http://127.0.0.1:30700/f/a.png", hosts)
+    assert not file_url_allowed("http://upload.xmpp.test/f/a.png", hosts), "plain http off loopback"
+    assert not file_url_allowed("https://evil.example/a.png", hosts)
+    assert not file_url_allowed("https://xmpp.test.evil.example/a.png", hosts)
+    assert not file_url_allowed("file:///etc/passwd", hosts)
+    link = "https://upload.xmpp.test/f/Cat%20pic.png"
+    with_file = raw_from_message(stanza(
+        f"<message xmlns='jabber:client' from='alice@xmpp.test/p' type='chat' id='f1'><body>{link}</body>"
+        f"<x xmlns='jabber:x:oob'><url>{link}</url><desc>my cat</desc></x></message>"), BOT, {}, {})
+    event = event_from_raw(with_file, "xmpp", "default", file_hosts=hosts)
+    [photo] = event.attachments
+    assert (photo.kind, photo.ref, photo.caption, event.text) == ("photo", link, "my cat", "my cat")
+    elsewhere = dict(with_file, file="https://evil.example/a.png", text="https://evil.example/a.png")
+    assert event_from_raw(elsewhere, "xmpp", "default", file_hosts=hosts).attachments == ()
     check_url("https://up.example/a", "put")
     check_url("http://127.0.0.1:30700/a", "put")
     with pytest.raises(PermanentError, match="not https"):

@@ -17,7 +17,8 @@ discovery (``corrections = "auto"``). Elsewhere a preview goes nowhere (the peer
 send answers the id its message will have and the final edit sends the whole text under it, once. A delete is a
 retraction (XEP-0424); an edit of a retracted message is refused as not found. Typing is the ``composing`` chat
 state (XEP-0085). A file goes by HTTP upload (XEP-0363, upload.py) where the server offers it, else it is refused as
-not supported here.
+not supported here; a user's file, a link to the upload service of the bot's own server, is fetched as an
+attachment (``download_attachment``; links elsewhere stay text).
 
 Invitations (XEP-0045 mediated, XEP-0249 direct): with ``join_on_invite = "allowlist"`` (the default) the inviter
 must be someone the access rules admit (inbound.py ``invite_refusal``), ``"anyone"`` takes every one, ``"off"``

@@ -81,12 +81,12 @@ def _room_jid(jid: str) -> Optional[str]:
 
 
 def invitation(xml) -> Optional[dict]:
-    """An invitation to a room in the message stanza ``xml``: {"room", "inviter" (who, as for ``allow``), "password", "how"}, or
-    None. Mediated (XEP-0045 7.8.2): the room's message, ``<x xmlns=muc#user><invite from=...>``: the inviter is the
-    room's word for it, its bare JID, or ``room/nick`` where the room shows occupants only by nick (as the sender of
-    a room message is named, inbound.py's identity rules). Direct (XEP-0249): ``<x xmlns='jabber:x:conference'
-    jid=ROOM>`` from the inviter itself (its address stamped by its own server). A mediated one may carry a direct
-    one beside it: the room sent it, so it is read as mediated."""
+    """An invitation to a room in the message stanza ``xml``: {"room", "inviter" (who, as for ``allow``), "password",
+    "how"}, or None. Mediated (XEP-0045 7.8.2): the room's message, ``<x xmlns=muc#user><invite from=...>``: the
+    inviter is the room's word for it, its bare JID, or ``room/nick`` where the room shows occupants only by nick
+    (as the sender of a room message is named, inbound.py's identity rules). Direct (XEP-0249): ``<x
+    xmlns='jabber:x:conference' jid=ROOM>`` from the inviter itself (its address stamped by its own server). A
+    mediated one may carry a direct one beside it: the room sent it, so it is read as mediated."""
     if xml.get("type") == "error":
         return None
     sender = xml.get("from", "")
