@@ -30,7 +30,10 @@ PROSODYCTL = shutil.which("prosodyctl") or ("/usr/bin/prosodyctl" if os.path.exi
 INSTALL_HINT = "Prosody is not installed: apt-get install prosody (.ci/run installs it)"
 DOMAIN = "xmpp.test"
 ROOMS = f"rooms.{DOMAIN}"
+UPLOAD = f"upload.{DOMAIN}"
 BASE_PORT = 28700
+HTTP_PORT_OFFSET = 2000            # the HTTP port (file uploads) beside the client port, past every worker's range
+UPLOAD_LIMIT = 1024 * 1024
 
 CONFIG = """-- a throwaway Prosody for the gateway's tests (tests/adapters/prosody.py)
 run_as_root = true
@@ -47,7 +50,10 @@ c2s_interfaces = {{ "127.0.0.1" }}
 c2s_direct_tls_ports = {{}}
 legacy_ssl_ports = {{}}
 s2s_ports = {{}}
-http_ports = {{}}
+http_ports = {{ {http_port} }}
+http_interfaces = {{ "127.0.0.1" }}
+http_external_url = "http://127.0.0.1:{http_port}/"
+http_default_host = "{upload}"   -- the addresses name 127.0.0.1: served as the upload host
 https_ports = {{}}
 component_ports = {{}}
 c2s_require_encryption = true
@@ -62,6 +68,8 @@ Component "{rooms}" "muc"
   restrict_room_creation = false
   muc_room_locking = false
   muc_room_default_history_length = 20
+Component "{upload}" "http_file_share"
+  http_file_share_size_limit = {upload_limit}
 """
 
 
@@ -79,7 +87,7 @@ class Prosody(LoopbackServer):
     def __init__(self, workdir: Path, ports: Optional[range] = None, hibernation_s: int = 30):
         """``hibernation_s``: how long a session whose connection died waits to be resumed (XEP-0198)."""
         super().__init__(workdir, ports or worker_ports(BASE_PORT))
-        self.domain, self.rooms = DOMAIN, ROOMS
+        self.domain, self.rooms, self.upload = DOMAIN, ROOMS, UPLOAD
         self.hibernation_s = hibernation_s
         self.ca_file = self.workdir / "certs" / "cert.pem"
         self.config = self.workdir / "prosody.cfg.lua"
@@ -99,7 +107,8 @@ class Prosody(LoopbackServer):
         self._certificate()
         (self.workdir / "data").mkdir(exist_ok=True)
         self.config.write_text(CONFIG.format(dir=self.workdir, port=port, domain=DOMAIN, rooms=ROOMS,
-                                             hibernation=self.hibernation_s))
+                                             hibernation=self.hibernation_s, upload=UPLOAD,
+                                             http_port=port + HTTP_PORT_OFFSET, upload_limit=UPLOAD_LIMIT))
 
     def command(self, port: int) -> list[str]:
         binary = require_prosody()

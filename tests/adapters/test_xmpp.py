@@ -2,7 +2,8 @@
 the table's checks, stanza ids from op ids (pure); then the adapter in the real daemon against a real server
 (Prosody, tests/adapters/prosody.py) with people on their own clients: a one-to-one chat streamed as corrections
 and answered whole to a client without them, the allow-list, a room answered when mentioned and its history never
-taken again, the server restarted mid-answer; and the doctor's probe. The conformance cases:
+taken again, a room joined on an invitation (and again after the adapter's kill -9), the server restarted
+mid-answer; and the doctor's probe. The conformance cases:
 tests/adapters/test_conformance.py (-k xmpp)."""
 from __future__ import annotations
 
@@ -18,8 +19,12 @@ import pytest
 from actors.adapters import registry
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.xmpp.adapter import stanza_id
+from actors.adapters.errors import PermanentError
 from actors.adapters.xmpp.formatting import to_xmpp, xml_safe
-from actors.adapters.xmpp.inbound import addressed, event_from_raw, is_input, raw_from_message, room_presence
+from actors.adapters.xmpp.upload import check_url, file_url_allowed, service_from_info, slot_from_answer
+from actors.adapters.access import AccessPolicy
+from actors.adapters.xmpp.inbound import (addressed, event_from_raw, invitation, invite_refusal, is_input,
+                                          raw_from_message, removal, room_presence)
 from actors.messages import PlatformOp, Source
 from common.config import ConfigError
 from storage import StorageError, Store, session_key
@@ -32,6 +37,9 @@ from tests.gateway import Gateway
 pytestmark = pytest.mark.timeout(60)
 BOT = "bot@xmpp.test"
 ROOM = "lobby@rooms.xmpp.test"
+INVITED = "plans@rooms.xmpp.test"         # alice invites the bot through the room (XEP-0045 mediated)
+DIRECT = "corner@rooms.xmpp.test"         # frank invites it directly (XEP-0249)
+EVES = "eves@rooms.xmpp.test"             # eve, not admitted, invites it too
 CURSOR = "\u258d"
 
 
@@ -86,6 +94,19 @@ def test_room_presence_and_addressing():
     assert room_presence(other, [ROOM], "gw") is None
     refused = stanza(f"<presence xmlns='jabber:client' from='{ROOM}/gw' type='error'/>")
     assert room_presence(refused, [ROOM], "gw")[1] == "refused"
+    muc_user = "<x xmlns='http://jabber.org/protocol/muc#user'>{}<status code='110'/></x>"
+    kicked = stanza(f"<presence xmlns='jabber:client' from='{ROOM}/gw' type='unavailable'>"
+                    + muc_user.format("<status code='307'/>") + "</presence>")
+    assert room_presence(kicked, [ROOM], "gw")[1] == "left" and removal(kicked) == "kicked"
+    assert removal(stanza(f"<presence xmlns='jabber:client' from='{ROOM}/gw' type='unavailable'>"
+                          + muc_user.format("<destroy/>") + "</presence>")) == "the room was destroyed"
+    assert removal(stanza(f"<presence xmlns='jabber:client' from='{ROOM}/gw' type='unavailable'>"
+                          + muc_user.format("<status code='332'/>") + "</presence>")) == "", "a shutdown passes"
+    banned = stanza(f"<presence xmlns='jabber:client' from='{ROOM}/gw' type='error'><error type='auth'>"
+                    "<forbidden xmlns='urn:ietf:params:xml:ns:xmpp-stanzas'/></error></presence>")
+    assert removal(banned) == "refused: forbidden"
+    assert removal(stanza(f"<presence xmlns='jabber:client' from='{ROOM}/gw' type='error'><error type='cancel'>"
+                          "<conflict xmlns='urn:ietf:params:xml:ns:xmpp-stanzas'/></error></presence>")) == ""
     assert addressed("gw: what time is it", "gw") == "what time is it"
     assert addressed("@GW, hello", "gw") == "hello"
     assert addressed("ask gw about it", "gw") == "ask gw about it"
@@ -96,6 +117,83 @@ def test_room_presence_and_addressing():
     assert event_from_raw(dict(raw, text="gw: go"), "xmpp", "default").text == "go"
     with pytest.raises(MalformedPayload):
         event_from_raw(dict(raw, chat=""), "xmpp", "default")
+
+
+def test_invitations_are_read_and_only_an_admitted_inviter_is_followed():
+    mediated = invitation(stanza(
+        f"<message xmlns='jabber:client' from='{INVITED}' to='{BOT}'><x xmlns='http://jabber.org/protocol/muc#user'>"
+        "<invite from='Alice@xmpp.test/phone'><reason>join us</reason></invite><password>pw</password></x>"
+        f"<x xmlns='jabber:x:conference' jid='{INVITED}'/><body>alice invites you</body></message>"))
+    assert mediated == {"room": INVITED, "inviter": "alice@xmpp.test", "password": "pw", "how": "mediated"}
+    direct = invitation(stanza(f"<message xmlns='jabber:client' from='frank@xmpp.test/pc' to='{BOT}'>"
+                               f"<x xmlns='jabber:x:conference' jid='{DIRECT}'/></message>"))
+    assert direct == {"room": DIRECT, "inviter": "frank@xmpp.test", "password": "", "how": "direct"}
+    occupant = invitation(stanza(     # a room that shows nicks only: the inviter is named as it writes there
+        f"<message xmlns='jabber:client' from='{INVITED}'><x xmlns='http://jabber.org/protocol/muc#user'>"
+        f"<invite from='{INVITED}/alice'/></x></message>"))
+    assert occupant["inviter"] == f"{INVITED}/alice" and occupant["how"] == "mediated"
+    assert raw_from_message(stanza(f"<message xmlns='jabber:client' from='{INVITED}' type='normal'>"
+                                   "<x xmlns='http://jabber.org/protocol/muc#user'><invite from='a@xmpp.test'/></x>"
+                                   "<body>alice invites you</body></message>"), BOT, {}, {}) is None
+    for no_invite in ("<message xmlns='jabber:client' from='a@xmpp.test/p'><x xmlns='jabber:x:conference'/></message>",
+                      "<message xmlns='jabber:client' from='a@xmpp.test/p' type='error'>"
+                      f"<x xmlns='jabber:x:conference' jid='{DIRECT}'/></message>",
+                      "<message xmlns='jabber:client' from='a@xmpp.test/p'><body>hi</body></message>"):
+        assert invitation(stanza(no_invite)) is None, no_invite
+    policy = AccessPolicy(mode="allowlist", allow=frozenset({"alice@xmpp.test", "frank@xmpp.test"}))
+    assert invite_refusal(mediated, "allowlist", policy, False, 0, 50) == ""
+    assert "not admitted" in invite_refusal(occupant, "allowlist", policy, False, 0, 50)
+    assert invite_refusal(occupant, "allowlist", AccessPolicy(mode="allowlist", allow=frozenset({f"{INVITED}/alice"})),
+                          False, 0, 50) == ""
+    assert invite_refusal(direct, "allowlist", policy, False, 49, 50) == ""
+    assert "max_invited_rooms" in invite_refusal(direct, "allowlist", policy, False, 50, 50)
+    assert "off" in invite_refusal(direct, "off", policy, False, 0, 50)
+    eve = dict(direct, inviter="eve@xmpp.test")
+    assert "not admitted" in invite_refusal(eve, "allowlist", policy, False, 0, 50)
+    assert invite_refusal(eve, "allowlist", policy, True, 0, 50) == "", "a grant from the admin CLI admits"
+    assert invite_refusal(eve, "anyone", policy, False, 0, 50) == ""
+    assert invite_refusal(eve, "allowlist", AccessPolicy(mode="open"), False, 0, 50) == ""
+    forged = dict(mediated, room="trap@rooms.evil.example")     # a room elsewhere naming our user as inviter
+    assert "cannot vouch" in invite_refusal(forged, "allowlist", policy, False, 0, 50)
+    assert invite_refusal(dict(forged, how="direct"), "allowlist", policy, False, 0, 50) == ""
+
+
+def test_upload_slots_are_read_puts_go_over_https_off_loopback_and_user_files_come_from_our_server_only():
+    info = stanza("<query xmlns='http://jabber.org/protocol/disco#info'><feature var='urn:xmpp:http:upload:0'/>"
+                  "<x xmlns='jabber:x:data' type='result'><field var='FORM_TYPE'><value>urn:xmpp:http:upload:0</value>"
+                  "</field><field var='max-file-size'><value>1048576</value></field></x></query>")
+    assert service_from_info("upload.xmpp.test", info) == ("upload.xmpp.test", 1048576)
+    rooms = stanza("<query xmlns='http://jabber.org/protocol/disco#info'>"
+                   "<feature var='http://jabber.org/protocol/muc'/></query>")
+    assert service_from_info("rooms.xmpp.test", rooms) is None
+    ns = "urn:xmpp:http:upload:0"
+    slot = stanza(f"<slot xmlns='{ns}'><put url='https://up.example/a.png'><header name='Authorization'>Bearer t"
+                  "</header><header name='Host'>evil.example</header></put>"
+                  "<get url='https://up.example/a.png'/></slot>")
+    assert slot_from_answer(slot) == ("https://up.example/a.png", "https://up.example/a.png",
+                                      {"Authorization": "Bearer t"}), "only the headers XEP-0363 allows a slot"
+    with pytest.raises(PermanentError):
+        slot_from_answer(stanza(f"<slot xmlns='{ns}'><get url='https://up.example/a.png'/></slot>"))
+    hosts = ("xmpp.test", "127.0.0.1")       # a user's file is fetched from the bot's own server only
+    assert file_url_allowed("https://upload.xmpp.test/f/a.png", hosts)
+    assert file_url_allowed("http://127.0.0.1:30700/f/a.png", hosts)
+    assert not file_url_allowed("http://upload.xmpp.test/f/a.png", hosts), "plain http off loopback"
+    assert not file_url_allowed("https://evil.example/a.png", hosts)
+    assert not file_url_allowed("https://xmpp.test.evil.example/a.png", hosts)
+    assert not file_url_allowed("file:///etc/passwd", hosts)
+    link = "https://upload.xmpp.test/f/Cat%20pic.png"
+    with_file = raw_from_message(stanza(
+        f"<message xmlns='jabber:client' from='alice@xmpp.test/p' type='chat' id='f1'><body>{link}</body>"
+        f"<x xmlns='jabber:x:oob'><url>{link}</url><desc>my cat</desc></x></message>"), BOT, {}, {})
+    event = event_from_raw(with_file, "xmpp", "default", file_hosts=hosts)
+    [photo] = event.attachments
+    assert (photo.kind, photo.ref, photo.caption, event.text) == ("photo", link, "my cat", "my cat")
+    elsewhere = dict(with_file, file="https://evil.example/a.png", text="https://evil.example/a.png")
+    assert event_from_raw(elsewhere, "xmpp", "default", file_hosts=hosts).attachments == ()
+    check_url("https://up.example/a", "put")
+    check_url("http://127.0.0.1:30700/a", "put")
+    with pytest.raises(PermanentError, match="not https"):
+        check_url("http://up.example/a", "put")
 
 
 def test_the_text_is_styled_and_safe_as_xml():
@@ -137,7 +235,7 @@ def world(tmp_path_factory):
               for name in ("alice", "dora", "eve", "frank")}
     people["alice"].join(ROOM, "alice")
     people["alice"].say(ROOM, "gw: said before the bot ever came", kind="groupchat")
-    allowed = [f"{n}@xmpp.test" for n in ("alice", "dora", "frank")] + [f"{ROOM}/alice"]
+    allowed = [f"{n}@xmpp.test" for n in ("alice", "dora", "frank")] + [f"{ROOM}/alice", f"{INVITED}/alice"]
     table = (f'[adapters.xmpp]\ntype = "xmpp"\njid = "{BOT}"\npassword = "bot-secret-pw"\nhost = "127.0.0.1"\n'
              f'port = {server.port}\nca_file = "{server.ca_file}"\nnick = "gw"\nrooms = ["{ROOM}"]\n'
              f'allow = {allowed!r}\n'.replace("'", '"'))
@@ -168,6 +266,16 @@ class World:
             return asyncio.run(read())
         except StorageError:
             return None
+
+    def invited_rooms(self) -> dict:
+        """The adapter's durable record of the rooms it joined on invitation."""
+        async def read():
+            async with await Store.open(self.gateway.state / "gateway.db") as store:
+                return await store.inbox.get_offset("xmpp#invited-rooms", {})
+        try:
+            return asyncio.run(read())
+        except StorageError:
+            return {}
 
     def recorded(self, chat_id: str) -> bool:
         """The reply to ``chat_id`` has its first part's id in the ledger."""
@@ -222,6 +330,31 @@ def test_a_stranger_is_not_stored(world):
     assert world.rows("eve@xmpp.test") == []
 
 
+def test_a_room_is_joined_on_an_invitation_from_someone_admitted_and_answered_when_mentioned(world):
+    alice, frank, eve = world.people["alice"], world.people["frank"], world.people["eve"]
+    for person, room in ((eve, EVES), (alice, INVITED), (frank, DIRECT)):
+        person.join(room, person.user)
+        wait_for(lambda: person.user in person.occupants(room), 60, 0.1, f"{person.user} in {room}")
+    eve.invite(EVES, BOT, direct=True)
+    world.gateway.wait_log(f"invitation to {EVES} from eve@xmpp.test refused", timeout=60)
+    alice.invite(INVITED, BOT)
+    frank.invite(DIRECT, BOT, direct=True)
+    wait_for(lambda: "gw" in alice.occupants(INVITED) and "gw" in frank.occupants(DIRECT), 60, 0.1,
+             f"the bot in both rooms: {alice.occupants(INVITED)}, {frank.occupants(DIRECT)}")
+    eve.synced()
+    assert "gw" not in eve.occupants(EVES)
+    alice.say(INVITED, "chatter that does not name the bot", kind="groupchat")
+    alice.say(INVITED, "gw: what is planned?", kind="groupchat")
+    answers = world.settled(alice, f"{INVITED}/gw", room=True)
+    assert len(answers) == 1 and "what is planned" in answers[0]["text"], answers
+    assert [r.payload["text"] for r in world.rows(INVITED, "group", f"{INVITED}/alice")] == ["what is planned?"]
+    assert set(world.invited_rooms()) == {INVITED, DIRECT}
+    # Kicked out of a room it was invited into: the room is forgotten, for good, in the durable record too.
+    frank.kick(DIRECT, "gw")
+    world.gateway.wait_log(f"leaving {DIRECT} for good (kicked)", timeout=60)
+    wait_for(lambda: set(world.invited_rooms()) == {INVITED}, 60, 0.1, f"{DIRECT} out of the record")
+
+
 def test_a_room_mention_is_answered_and_history_is_never_taken_again(world):
     alice = world.people["alice"]
     user = f"{ROOM}/alice"
@@ -234,9 +367,22 @@ def test_a_room_mention_is_answered_and_history_is_never_taken_again(world):
     # A new life of the adapter joins the room again: the room's history (the mention, the answer, the chatter)
     # is not new, and only what is said after is taken.
     old = world.gateway.node("xmpp")
+    with alice.lock:
+        before_kill = len(alice.presences)
     os.kill(old["pid"], signal.SIGKILL)
     wait_for(lambda: (n := world.gateway.node("xmpp")) and n["pid"] != old["pid"] and n["state"] == "running",
              60, 0.1, "the adapter back")
+    # The room it was invited into (the test before) is joined again by the new life: it left with the killed
+    # session and comes back.
+    def back_in_invited_room():
+        with alice.lock:
+            seen = [available for sender, available in alice.presences[before_kill:] if sender == f"{INVITED}/gw"]
+        return False in seen and seen[-1]
+    wait_for(back_in_invited_room, 60, 0.1, f"the bot out of {INVITED} and back in it after the kill")
+    alice.say(INVITED, "gw: still here after the crash?", kind="groupchat")
+    wait_for(lambda: "still here after the crash?" in [r.payload["text"] for r in
+                                                        world.rows(INVITED, "group", f"{INVITED}/alice") or []],
+             60, 0.1, "the mention in the invited room taken by the new life")
     # What is said in the room before the bot is back in it reaches the bot only as history: alice asks again, as
     # a person would, until the bot takes one of her questions.
     asked = []

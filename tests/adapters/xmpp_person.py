@@ -12,6 +12,7 @@ import asyncio
 import logging
 import ssl
 import threading
+import urllib.request
 import xml.etree.ElementTree as ET
 from typing import Optional
 
@@ -27,6 +28,8 @@ RETRACT = "{urn:xmpp:message-retract:1}retract"
 ORIGIN = "{urn:xmpp:sid:0}origin-id"
 DELAY = "{urn:xmpp:delay}delay"
 COMPOSING = "{http://jabber.org/protocol/chatstates}composing"
+OOB_URL = "{jabber:x:oob}x/{jabber:x:oob}url"
+INVITE = "{http://jabber.org/protocol/muc#user}x/{http://jabber.org/protocol/muc#user}invite"
 
 
 class _Loop:
@@ -54,6 +57,7 @@ class Person:
         self.jid = server.register(user, self.password)
         self.corrections = corrections
         self.received: list[dict] = []     # every message stanza with a body or a chat state, as it came
+        self.presences: list[tuple[str, bool]] = []    # (from, available) of every presence, as it came
         self.lock = threading.Lock()
         self.client: Optional[slixmpp.ClientXMPP] = None
         self.online = threading.Event()
@@ -75,6 +79,7 @@ class Person:
         client.add_event_handler("disconnected", lambda _e: self.online.clear())
         # Every message stanza, chat states included (slixmpp's "message" event is only for those with a body).
         client.register_handler(Callback("every message", MatchXPath("{jabber:client}message"), self._message))
+        client.register_handler(Callback("every presence", MatchXPath("{jabber:client}presence"), self._presence))
         self.client = client
         client.connect("127.0.0.1", self.server.port)
 
@@ -87,9 +92,15 @@ class Person:
                 "body": body.text if body is not None else None,
                 "replace": xml.find(REPLACE).get("id") if xml.find(REPLACE) is not None else None,
                 "retract": xml.find(RETRACT).get("id") if xml.find(RETRACT) is not None else None,
-                "composing": xml.find(COMPOSING) is not None, "delayed": xml.find(DELAY) is not None}
+                "composing": xml.find(COMPOSING) is not None, "delayed": xml.find(DELAY) is not None,
+                "oob": xml.find(OOB_URL).text if xml.find(OOB_URL) is not None else None}
         with self.lock:
             self.received.append(item)
+
+    def _presence(self, presence) -> None:
+        with self.lock:
+            self.presences.append((presence.xml.get("from", ""), presence.xml.get("type") not in ("unavailable",
+                                                                                                   "error")))
 
     def close(self) -> None:
         if self.client is not None:
@@ -126,6 +137,66 @@ class Person:
             presence.append(ET.Element("{http://jabber.org/protocol/muc}x"))
             presence.send()
         run(send())
+
+    def send_file(self, to: str, data: bytes, name: str, mime: str, caption: str, stanza_id: str) -> None:
+        """A file as clients send one: uploaded to the server's upload service (XEP-0363: a slot, then a PUT), then
+        a message whose body is its address, the same address as an out-of-band link (XEP-0066)."""
+        async def slot():
+            iq = self.client.make_iq_get(ito=self.server.upload)
+            ET.SubElement(iq.xml, "{urn:xmpp:http:upload:0}request", filename=name, size=str(len(data)),
+                          **{"content-type": mime})
+            answer = (await iq.send(timeout=30)).xml.find("{urn:xmpp:http:upload:0}slot")
+            put = answer.find("{urn:xmpp:http:upload:0}put")
+            headers = {h.get("name"): h.text for h in put.findall("{urn:xmpp:http:upload:0}header")}
+            return put.get("url"), answer.find("{urn:xmpp:http:upload:0}get").get("url"), headers
+        put_url, get_url, headers = run(slot())
+        request = urllib.request.Request(put_url, data=data, method="PUT",
+                                         headers=dict(headers, **{"Content-Type": mime}))
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert 200 <= answer.status < 300, answer.status
+
+        async def send():
+            message = self.client.make_message(mto=to, mbody=get_url, mtype="chat")
+            message["id"] = stanza_id
+            message.append(ET.Element(ORIGIN, id=stanza_id))
+            oob = ET.SubElement(message.xml, "{jabber:x:oob}x")
+            ET.SubElement(oob, "{jabber:x:oob}url").text = get_url
+            ET.SubElement(oob, "{jabber:x:oob}desc").text = caption
+            message.send()
+        run(send())
+
+    def invite(self, room: str, bot: str, direct: bool = False) -> None:
+        """Invite ``bot`` into ``room``: through the room (XEP-0045 mediated) or ``direct`` (XEP-0249)."""
+        async def send():
+            if direct:
+                message = self.client.make_message(mto=bot)
+                message.append(ET.Element("{jabber:x:conference}x", jid=room))
+            else:
+                message = self.client.make_message(mto=room)
+                x = ET.Element("{http://jabber.org/protocol/muc#user}x")
+                ET.SubElement(x, "{http://jabber.org/protocol/muc#user}invite", to=bot)
+                message.append(x)
+            message.send()
+        run(send())
+
+    def kick(self, room: str, nick: str, timeout: float = 30.0) -> None:
+        """Kick ``nick`` out of ``room`` (XEP-0045 8.2: a moderator's role change to none), once the room agreed."""
+        async def send():
+            iq = self.client.make_iq_set(ito=room)
+            query = ET.SubElement(iq.xml, "{http://jabber.org/protocol/muc#admin}query")
+            ET.SubElement(query, "{http://jabber.org/protocol/muc#admin}item", nick=nick, role="none")
+            await iq.send(timeout=timeout)
+        run(send(), timeout + 5)
+
+    def occupants(self, room: str) -> set[str]:
+        """The nicks in ``room`` as this client last saw them (its presences, in order)."""
+        with self.lock:
+            seen = list(self.presences)
+        present: set[str] = set()
+        for sender, available in seen:
+            if sender.split("/", 1)[0].lower() == room and "/" in sender:
+                (present.add if available else present.discard)(sender.split("/", 1)[1])
+        return present
 
     def synced(self, timeout: float = 30.0) -> None:
         """Everything the server routed to us before now has come: a ping to the server is answered after it."""

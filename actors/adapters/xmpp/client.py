@@ -1,13 +1,17 @@
 """XmppLink: the bot's one XMPP client stream (slixmpp), on the adapter's loop.
 
 State: the slixmpp client (made once and kept across reconnects, so a stream management session can be resumed:
-XEP-0198), whether a session is up (``ready``), the rooms joined and our nick in each, the inbound queue, the sends
-waiting for the server's acknowledgement, the peers' support for corrections (XEP-0308, asked by service discovery).
+XEP-0198), whether a session is up (``ready``), our rooms (configured, and those the adapter took an invitation to)
+and the ones joined with our nick in each, the inbound queue, the sends waiting for the server's acknowledgement,
+the peers' support for corrections (XEP-0308, asked by service discovery), the server's upload service (XEP-0363).
 
     open()          connect with STARTTLS (the certificate verified: the system's CAs or ``ca_file``), SASL, bind;
                     resume the last session where the server still has it, else start one (initial presence, the
                     configured rooms joined); PermanentError for refused credentials, RetryableError for the rest
     inbound         the messages received, as raw dicts (inbound.py), for the adapter's intake (bounded)
+    invited(...)    the adapter's callback for each invitation to a room (inbound.py ``invitation``): it decides
+    join(room)      a room of ours from now on: joined now and at every new session
+    upload_service(), upload_slot(...)   the server's upload service, found by service discovery, and a slot
     send(...)       one message stanza, returned once the server acknowledged it (stream management) or answered a
                     ping sent after it (the server handles one stream's stanzas in order)
     close()         the stream ended properly (the server ends the session), idempotent
@@ -34,8 +38,9 @@ import xml.etree.ElementTree as ET
 from typing import Callable, Optional
 
 from actors.adapters.errors import PermanentError, RetryableError
-from actors.adapters.xmpp.inbound import (CORRECTION_FEATURE, MUC_NS, NS_CHATSTATES, bare, raw_from_message,
-                                          room_presence)
+from actors.adapters.xmpp.inbound import (CORRECTION_FEATURE, MUC_NS, NS_CHATSTATES, bare, invitation,
+                                          raw_from_message, removal, room_presence)
+from actors.adapters.xmpp.upload import OOB_NS, UPLOAD_NS, service_from_info, slot_from_answer
 
 logging.getLogger("slixmpp").setLevel(logging.CRITICAL)   # its own log lines would go to the actor's stderr
 RESOURCE = "gateway"
@@ -43,6 +48,7 @@ REJOIN_S = 10.0
 CORRECTION_CACHE = 1000            # peers whose support for corrections is remembered
 DISCO_TIMEOUT_S = 5.0
 SENDS_KEPT = 2000                  # our own recent message ids: echoes in rooms are recognised by them
+UPLOAD_CANDIDATES = 20             # the server's disco items asked whether they are its upload service
 
 
 class LinkLost(RetryableError):
@@ -51,12 +57,17 @@ class LinkLost(RetryableError):
 
 class XmppLink:
     def __init__(self, settings: dict, name: str, say: Callable[..., None], alive: Callable[[], None] = lambda: None,
-                 resource: str = RESOURCE, presence: bool = True):
+                 resource: str = RESOURCE, presence: bool = True,
+                 invited: Callable[[dict], None] = lambda invite: None,
+                 removed: Callable[[str, str], None] = lambda room, why: None):
         """``presence`` False: log in only (the doctor's probe): no presence, so the server delivers none of the
         messages it keeps for the bot, and no rooms; under another ``resource`` than the gateway's, which the server
-        would otherwise cut off."""
+        would otherwise cut off. ``invited``: called with each invitation to a room (inbound.py), on the loop;
+        ``removed``: with a room that kicked, banned or refused us for good (before it is joined again: the callback
+        may take it out of ``rooms``)."""
         self.settings, self.name, self.say, self.alive = settings, name, say, alive
-        self.resource, self.presence = resource, presence
+        self.resource, self.presence, self.invited, self.removed = resource, presence, invited, removed
+        self.rooms: dict[str, str] = {bare(room): "" for room in settings["rooms"]}   # room -> its password
         self.client = None
         self.inbound: asyncio.Queue = asyncio.Queue(maxsize=settings["max_queued_messages"])
         self.dropped = 0
@@ -75,6 +86,7 @@ class XmppLink:
         self._watch: Optional[asyncio.Task] = None
         self._stage: Optional[asyncio.Future] = None
         self._unnamed = itertools.count(1)
+        self._upload: Optional[tuple[str, int]] = None     # the server's upload service (XEP-0363), once found
 
     # ------------------------------------------------------------------------------------------ connecting
     def _make_client(self):
@@ -105,6 +117,10 @@ class XmppLink:
         client.add_event_handler("disconnected", self._disconnected)
         client.add_event_handler("stanza_acked", self._acked)
         client.add_event_handler("message", self._message)
+        # Invitations often come without a body, which slixmpp's "message" event leaves out: every message stanza.
+        from slixmpp.xmlstream.handler import Callback   # only where an XMPP adapter runs, as slixmpp above
+        from slixmpp.xmlstream.matcher import MatchXPath  # (likewise)
+        client.register_handler(Callback("invitations", MatchXPath("{jabber:client}message"), self._invitation))
         client.add_event_handler("presence", self._presence)
         client.add_filter("in", self._incoming)
         client.add_filter("out_sce", self._outgoing)
@@ -149,8 +165,8 @@ class XmppLink:
         self.joined.clear()
         if self.presence:
             self.client.send_presence(ppriority=self.settings["priority"])
-            for room in self.settings["rooms"]:
-                self._join(room)
+            for room, password in self.rooms.items():
+                self._join(room, password)
 
     def _session_resumed(self, _event) -> None:
         self.resumptions += 1
@@ -181,17 +197,25 @@ class XmppLink:
             self._untrusted(reason)
         self._settle(LinkLost(f"the server closed the stream during login{f': {reason}' if reason else ''}"))
 
-    def _join(self, room: str) -> None:
+    def _join(self, room: str, password: str = "") -> None:
         nick = self.settings["nick"]
         presence = self.client.make_presence(pto=f"{room}/{nick}")
         muc = ET.Element(f"{{{MUC_NS}}}x")
         ET.SubElement(muc, f"{{{MUC_NS}}}history", maxchars="0")   # no history: it is not new (inbound.py)
+        if password:
+            ET.SubElement(muc, f"{{{MUC_NS}}}password").text = password
         presence.append(muc)
         presence.send()
 
+    def join(self, room: str, password: str = "") -> None:
+        """``room`` is one of ours from now on: joined now where a session is up, and at every new session."""
+        self.rooms[bare(room)] = password
+        if self.ready.is_set() and bare(room) not in self.joined:
+            self._join(bare(room), password)
+
     def _rejoin(self, room: str) -> None:
-        if self.ready.is_set() and room not in self.joined:
-            self._join(room)
+        if self.ready.is_set() and room not in self.joined and room in self.rooms:
+            self._join(room, self.rooms[room])
 
     async def close(self) -> None:
         """The stream ended by us: the server ends the session (nothing to resume)."""
@@ -249,8 +273,7 @@ class XmppLink:
         return stanza
 
     def _presence(self, presence) -> None:
-        seen = room_presence(presence.xml, self.settings["rooms"], self.joined.get(presence["from"].bare,
-                                                                                    self.settings["nick"]))
+        seen = room_presence(presence.xml, self.rooms, self.joined.get(presence["from"].bare, self.settings["nick"]))
         if seen is None:
             return
         room, state, nick = seen
@@ -258,6 +281,11 @@ class XmppLink:
             self.joined[room] = nick
         elif state in ("left", "refused"):
             self.joined.pop(room, None)
+            why = removal(presence.xml)
+            if why:
+                self.removed(room, why)
+            if room not in self.rooms:
+                return
             self.say(30, "%s: %s %s (%s); joining again in %gs", self.name, "out of" if state == "left" else
                      "refused by", room, nick, REJOIN_S)
             asyncio.get_running_loop().call_later(REJOIN_S, self._rejoin, room)
@@ -284,6 +312,11 @@ class XmppLink:
                 self.say(30, "%s: inbound queue full (%d messages): %d dropped so far", self.name,
                          self.inbound.maxsize, self.dropped)
 
+    def _invitation(self, message) -> None:
+        invite = invitation(message.xml)
+        if invite is not None and self.presence:
+            self.invited(invite)
+
     # --------------------------------------------------------------------------------------------- writing
     def _outgoing(self, stanza):
         """A message of ours is asked to be acknowledged right after it is written (slixmpp's own request, made
@@ -303,7 +336,7 @@ class XmppLink:
             await asyncio.sleep(0.05)
 
     async def send(self, to: str, kind: str, body: Optional[str], stanza_id: str, *, replace: str = "",
-                   retract: str = "", chat_state: str = "") -> None:
+                   retract: str = "", chat_state: str = "", link: Optional[tuple[str, str]] = None) -> None:
         """One message stanza to ``to`` (``kind``: chat or groupchat) with id and origin-id ``stanza_id``,
         returned once the server has it."""
         room = to if kind == "groupchat" else None
@@ -322,6 +355,11 @@ class XmppLink:
             message.append(ET.Element("{urn:xmpp:hints}store"))
         if chat_state:
             message.append(ET.Element(f"{{{NS_CHATSTATES}}}{chat_state}"))
+        if link is not None:       # an out-of-band link (XEP-0066): (url, description)
+            oob = ET.SubElement(message.xml, f"{{{OOB_NS}}}x")
+            ET.SubElement(oob, f"{{{OOB_NS}}}url").text = link[0]
+            if link[1]:
+                ET.SubElement(oob, f"{{{OOB_NS}}}desc").text = link[1]
         if chat_state and body is None:
             message.append(ET.Element("{urn:xmpp:hints}no-store"))
             message.send()
@@ -389,3 +427,40 @@ class XmppLink:
             self._corrections.popitem(last=False)
         return found
 
+    # -------------------------------------------------------------------------------------- HTTP upload (XEP-0363)
+    async def upload_service(self) -> Optional[tuple[str, int]]:
+        """The server's upload service (its JID, its largest file in bytes or 0), found by service discovery among
+        the server's items; None where it offers none. Asked once a life where found."""
+        if self._upload is not None:
+            return self._upload
+        await self.wait_ready(None, self.settings["send_wait_s"])
+        disco, domain = self.client.plugin["xep_0030"], self.client.boundjid.domain
+        try:
+            items = await disco.get_items(jid=domain, timeout=DISCO_TIMEOUT_S)
+            candidates = [domain] + [item[0] for item in items["disco_items"]["items"]][:UPLOAD_CANDIDATES]
+        except Exception:  # noqa: BLE001 - no answer: the server itself may still be the service
+            candidates = [domain]
+        for jid in candidates:
+            try:
+                info = await disco.get_info(jid=jid, timeout=DISCO_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - an item that does not answer is no upload service
+                continue
+            found = service_from_info(str(jid), info.xml.find("{http://jabber.org/protocol/disco#info}query"))
+            if found is not None:
+                self._upload = found
+                return found
+        return None
+
+    async def upload_slot(self, service: str, name: str, size: int, mime: str) -> tuple[str, str, dict]:
+        """A slot for one file: (put url, get url, headers for the PUT)."""
+        iq = self.client.make_iq_get(ito=service)
+        ET.SubElement(iq.xml, f"{{{UPLOAD_NS}}}request", filename=name, size=str(size), **{"content-type": mime})
+        try:
+            answer = await iq.send(timeout=self.settings["send_wait_s"])
+        except Exception as exc:  # noqa: BLE001 - an error answer (too large, quota) or none at all
+            from slixmpp.exceptions import IqError   # only where an XMPP adapter runs, as in _make_client
+            if isinstance(exc, IqError):
+                raise PermanentError(f"the upload service refused a slot: {exc.iq['error']['condition']} "
+                                     f"{exc.iq['error']['text']}".strip(), method="upload slot") from None
+            raise RetryableError(f"no upload slot: {type(exc).__name__}: {exc}", method="upload slot") from None
+        return slot_from_answer(answer.xml.find(f"{{{UPLOAD_NS}}}slot"))

@@ -6,10 +6,13 @@ Pacing: a body is limited by the server's stanza size (Prosody: 256 KiB by defau
 well: 10,000 characters per part. Replies stream as corrections of one message (XEP-0308: each correction carries
 the whole text), one every 2 s at most, where the peer's client shows corrections; otherwise the answer goes whole
 once it is final. Servers limit a connection's bytes, not its messages; the per-chat budget keeps one chat from
-taking the whole stream."""
+taking the whole stream.
+
+Files go by HTTP upload (XEP-0363) where the server offers it; a send on a server without the service is refused
+("not supported here"): the capability is the platform's, the service is the server's."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
-CAPABILITIES = Capabilities(edit=True, delete=True, threads=False, reactions=False, files_in=False, files_out=False,
+CAPABILITIES = Capabilities(edit=True, delete=True, threads=False, reactions=False, files_in=True, files_out=True,
                             voice=False, buttons=False, typing=True)
 
 
@@ -22,6 +25,8 @@ def _xmpp_problems(table):
             return "rooms", f"{room!r} is no room JID (\"room@conference.example.org\")"
     if not table["nick"].strip() or "/" in table["nick"]:
         return "nick", f"{table['nick']!r} is no room nick"
+    if table["max_invited_rooms"] < 0:
+        return "max_invited_rooms", "must be 0 or more"
     if table["ping_timeout_s"] <= table["ping_interval_s"]:
         return "ping_timeout_s", "must be longer than ping_interval_s (the ping goes first, then the wait)"
     return None
@@ -44,6 +49,10 @@ PLATFORM = Platform(
                                        "certificate of its own; verification is never off"),
         "nick": Option(str, "gateway", doc="the bot's nick in rooms (answered when mentioned by it)"),
         "rooms": Option(list, [], doc="rooms to join (\"room@conference.example.org\")"),
+        "join_on_invite": Option(str, "allowlist", allowed=("allowlist", "anyone", "off"),
+                                 doc="join a room on an invitation (XEP-0045 mediated, XEP-0249 direct): "
+                                     "\"allowlist\" from someone the access rules admit, \"anyone\", \"off\""),
+        "max_invited_rooms": Option(int, 50, doc="rooms joined by invitation at most (kept across restarts)"),
         "require_mention": Option(bool, True, doc="in rooms answer only messages that mention the nick"),
         "corrections": Option(str, "auto", allowed=("auto", "always", "never"),
                               doc="stream replies as corrections (XEP-0308): \"auto\" where the peer's client says "

@@ -15,12 +15,17 @@ after it, from another account, has its row (the bot's one stream carries both i
 The delivery case holds the kit's own hold (HoldNextSend, [debug] fault_injection: actors/adapters/send_hold.py):
 the platform's answer to a message is its stream acknowledgement, inside the TLS stream, which no relay of ours can
 read; the kit's hold keeps the same window open (the server has the message, its id is not in the ledger).
+
+Files go by the server's HTTP upload service (Prosody's http_file_share, plain HTTP on loopback): a file the bot
+sent is the out-of-band link of its message, fetched from there; a person's file goes there the same way.
 """
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import os
+import urllib.request
 from pathlib import Path
 from typing import Optional
 
@@ -94,6 +99,14 @@ class XmppHarness:
         self.handles[handle] = (chat, stanza_id, text)
         return handle
 
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        """A photo as a client sends one: uploaded to the server's upload service, its link the message's body."""
+        handle = f"{chat}/{next(self._numbers)}"
+        stanza_id = f"m{os.getpid()}-{handle.replace('/', '-')}"
+        self.person(chat).send_file(self.bot, data, "photo.png", "image/png", caption, stanza_id)
+        self.handles[handle] = (chat, stanza_id, caption)
+        return handle
+
     def platform_message_id(self, handle: str) -> str:
         chat, stanza_id, _text = self.handles[handle]
         return f"{self.source(chat).user_id}/{stanza_id}"
@@ -129,6 +142,21 @@ class XmppHarness:
         person = self.person(chat)
         person.synced()
         return person.chat_with(self.bot)
+
+    def sent_files(self, chat: str) -> list[dict]:
+        """The bot's messages carrying a file (an out-of-band link, XEP-0066, to the server's upload service),
+        its bytes fetched from there; an image is what clients show inline (a photo)."""
+        person = self.person(chat)
+        person.synced()
+        with person.lock:
+            links = [i for i in person.received if i["oob"] and i["from"].split("/", 1)[0].lower() == self.bot]
+        found = []
+        for item in links:
+            with urllib.request.urlopen(item["oob"], timeout=30) as answer:
+                kind = "photo" if answer.headers.get_content_type().startswith("image/") else "document"
+                found.append({"message_id": item["origin_id"] or item["id"], "kind": kind,
+                              "sha256": hashlib.sha256(answer.read()).hexdigest()})
+        return found
 
     # -- the delivery case: the kit's hold (see the module's doc)
     def _adapter(self):
