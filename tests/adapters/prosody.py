@@ -110,6 +110,11 @@ class Prosody(LoopbackServer):
                                              hibernation=self.hibernation_s, upload=UPLOAD,
                                              http_port=port + HTTP_PORT_OFFSET, upload_limit=UPLOAD_LIMIT))
 
+    @property
+    def upload_origin(self) -> str:
+        """The upload service's plain-HTTP origin (an adapter's ``http_file_origins``): beside the client port."""
+        return f"http://127.0.0.1:{self.port + HTTP_PORT_OFFSET}"
+
     def command(self, port: int) -> list[str]:
         binary = require_prosody()
         self._write_config(port)

@@ -174,9 +174,13 @@ def test_upload_slots_are_read_puts_go_over_https_off_loopback_and_user_files_co
                                       {"Authorization": "Bearer t"}), "only the headers XEP-0363 allows a slot"
     with pytest.raises(PermanentError):
         slot_from_answer(stanza(f"<slot xmlns='{ns}'><get url='https://up.example/a.png'/></slot>"))
-    hosts = ("xmpp.test", "127.0.0.1")       # a user's file is fetched from the bot's own server only
+    # A user's file is fetched from the bot's own server only: https from its names, plain http from the one
+    # origin configured (an upload service without TLS on this machine), never another port of that host.
+    hosts = ("xmpp.test", "127.0.0.1", "http://127.0.0.1:30700")
     assert file_url_allowed("https://upload.xmpp.test/f/a.png", hosts)
     assert file_url_allowed("http://127.0.0.1:30700/f/a.png", hosts)
+    assert not file_url_allowed("http://127.0.0.1:8080/admin", hosts), "another local service"
+    assert not file_url_allowed("http://127.0.0.1/f/a.png", ("xmpp.test", "127.0.0.1")), "no origin configured"
     assert not file_url_allowed("http://upload.xmpp.test/f/a.png", hosts), "plain http off loopback"
     assert not file_url_allowed("https://evil.example/a.png", hosts)
     assert not file_url_allowed("https://xmpp.test.evil.example/a.png", hosts)

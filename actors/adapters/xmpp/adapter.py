@@ -52,7 +52,7 @@ from actors.adapters.queued_intake import next_batch
 from actors.adapters.xmpp.client import LinkLost, XmppLink
 from actors.adapters.xmpp.formatting import to_xmpp
 from actors.adapters.xmpp.inbound import bare, event_from_raw, invite_refusal, is_input
-from actors.adapters.xmpp.upload import file_url_allowed, get, put
+from actors.adapters.xmpp.upload import file_url_allowed, get, http_origin, put
 from actors.messages import Attachment, MessageEvent, PlatformOp
 
 BATCH = 100                        # inbound messages committed in one round at most
@@ -198,8 +198,10 @@ class XmppAdapter(StreamingAdapter):
                 await emit(wanted)
 
     def _file_hosts(self) -> tuple:
-        """Where a user's file may be fetched from: the bot's own server (its domain, its subdomains, ``host``)."""
-        return (self.settings["jid"].split("@", 1)[1], self.settings["host"])
+        """Where a user's file may be fetched from: the bot's own server over https (its domain, its subdomains,
+        ``host``), and the plain-HTTP origins ``http_file_origins`` names (upload.file_url_allowed)."""
+        return (self.settings["jid"].split("@", 1)[1], self.settings["host"],
+                *(http_origin(o) for o in self.settings["http_file_origins"]))
 
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_raw(raw, self.name, self.profile, self.settings["require_mention"], self._file_hosts())

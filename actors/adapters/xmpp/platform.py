@@ -53,6 +53,9 @@ PLATFORM = Platform(
                                  doc="join a room on an invitation (XEP-0045 mediated, XEP-0249 direct): "
                                      "\"allowlist\" from someone the access rules admit, \"anyone\", \"off\""),
         "max_invited_rooms": Option(int, 50, doc="rooms joined by invitation at most (kept across restarts)"),
+        "http_file_origins": Option(list, [], doc="plain-HTTP origins (\"http://127.0.0.1:7280\") of an upload "
+                                    "service without TLS on this machine, from which users' files are fetched too "
+                                    "(https links are fetched from the JID's domain and host only)"),
         "require_mention": Option(bool, True, doc="in rooms answer only messages that mention the nick"),
         "corrections": Option(str, "auto", allowed=("auto", "always", "never"),
                               doc="stream replies as corrections (XEP-0308): \"auto\" where the peer's client says "

@@ -68,14 +68,31 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def file_url_allowed(url: str, hosts) -> bool:
-    """Whether a user's file link may be fetched: https (http on loopback) from one of ``hosts`` or a subdomain of
-    one (the bot's own server: its upload service lives there), never from anywhere else."""
+def http_origin(url: str) -> str:
+    """``http://host:port`` of a plain-HTTP address (the port always written), "" for any other address."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or 80
+    except ValueError:
+        return ""
+    return f"http://{(parts.hostname or '').lower()}:{port}" if parts.scheme == "http" and parts.hostname else ""
+
+
+def file_url_allowed(url: str, sources) -> bool:
+    """Whether a user's file link may be fetched. ``sources``: host names, each admitting https from it or a
+    subdomain of it (the bot's own server: its upload service lives there), and plain-HTTP origins
+    (``http://host:port``, an upload service without TLS on the bot's machine), each admitting that origin alone.
+    Never anything else: a link is a request the gateway makes for a sender, so a loopback host does not admit its
+    other ports (another local service)."""
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
-    if not host or not (parts.scheme == "https" or (parts.scheme == "http" and _loopback(host))):
+    wanted = [str(s).lower() for s in sources if s]
+    if parts.scheme == "http":
+        origin = http_origin(url)
+        return bool(origin) and _loopback(host) and origin in wanted
+    if not host or parts.scheme != "https":
         return False
-    return any(host == h or host.endswith("." + h) for h in (str(h).lower() for h in hosts if h))
+    return any(host == h or host.endswith("." + h) for h in wanted if not h.startswith("http://"))
 
 
 async def get(url: str, cap: int, ca_file: str, too_large: Callable[[int], Exception],

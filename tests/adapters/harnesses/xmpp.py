@@ -78,6 +78,7 @@ class XmppHarness:
         return (f'[adapters.{self.adapter_name}]\ntype = "{self.adapter_type}"\naccess = "open"\n'
                 f'jid = "{self.bot}"\npassword = "{BOT_PASSWORD}"\nhost = "127.0.0.1"\n'
                 f'port = {port or self.server.port}\nca_file = "{self.server.ca_file}"\n'
+                f'http_file_origins = ["{self.server.upload_origin}"]\n'
                 'corrections = "always"\nping_interval_s = 10.0\nping_timeout_s = 30.0\n'
                 'pacing = { per_chat_ops_per_s = 10.0, per_chat_burst = 10 }\n'
                 '[debug]\nfault_injection = true\n')
