@@ -34,6 +34,9 @@ DEPARTURES = {
     ("dingtalk", "delete"): "a reply sent through a session webhook has no key to recall it by (the robot API's "
                             "recall is not built); a delete is answered ok (changing nothing) so that a consumer "
                             "cleaning up moves on",
+    ("dingtalk", "edit"): "edits exist only where a table names an AI card template (card_template_id: the table's "
+                          "pacing turns supports_edit on); the capability table says what every table has, and a "
+                          "table without a template is answered by the contract's rule for an edit",
     ("qq", "delete"): "a reply is recorded by the msg_id + msg_seq pair QQ deduplicates on, not by the id QQ's "
                       "recall needs (a repeat QQ refuses as a duplicate names none); a delete is answered ok "
                       "(changing nothing) so that a consumer cleaning up moves on",
