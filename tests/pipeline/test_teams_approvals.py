@@ -133,7 +133,11 @@ def test_a_double_press_is_one_answer_and_the_question_shows_the_first(rig):
     wait_for(lambda: row_of(gw, chat) == ("done", "approve", f"teams:{teams.user('doubler')}", "ok"), 20, 0.05,
              f"the approved call done ({row_of(gw, chat)})")
     edited_to(teams, chat, question, "Approved by Doubler.")
-    assert len(settled(teams, chat, 2)) == 2, "nothing else said: the losing press is shown in the update only"
+    # The Deny came after the Approve was decided (shown in the question's update only) or before (stored too, and
+    # losing to it: its presser is told so once, as a typed second answer would be). Either way one answer counts.
+    others = [a["text"] for a in settled(teams, chat, 2)
+              if a["id"] != question["id"] and a["text"] != "It is 14, once."]
+    assert others == [] or (len(others) == 1 and others[0].startswith("Already answered: approved by ")), others
 
 
 def test_a_press_by_someone_who_may_not_answer_is_refused_in_the_conversation(rig):
