@@ -2,9 +2,10 @@
 
 ``ActorSystem('multiprocTCPBase', {'Admin Port': p})`` silently starts a new actor system when nothing listens on
 ``p``; so the client first reads the runtime file and checks that the launcher is alive and the port answers, and
-says "no gateway running" otherwise. Every frame it sends is signed, and every reply checked, with the running
-gateway's transport key (``<state>/run/transport.key``, daemon/transport_key.py). It never calls ``shutdown()`` on its
-handle: for an attached client that would stop the gateway itself.
+says "no gateway running" otherwise; a gateway that stops after that check makes the attach fail the same way
+(runtime/attach_only.py), never start an admin of the client's. Every frame it sends is signed, and every reply
+checked, with the running gateway's transport key (``<state>/run/transport.key``, daemon/transport_key.py). It never
+calls ``shutdown()`` on its handle: for an attached client that would stop the gateway itself.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from actors.messages import DrainReport, DrainRequest, GatewayStatus, StatusRequ
 from supervision.messages import DescribeTree, Fault, TreeNode, TreeReply
 from common import peer_credentials
 from daemon.transport_key import KeyUnreadable, read_key
-from runtime import frame_mac, loopback, peer_check
+from runtime import attach_only, frame_mac, loopback, peer_check
 from common import processes
 from supervision import tree as tree_mod
 from daemon.asking import ask_for
@@ -57,8 +58,13 @@ class AdminClient:
         peer_check.install(peer_credentials.admission(allow_remote=not peer_credentials.is_loopback(self.host)))
         frame_mac.install(key)   # what we send is signed; a reply that is not is never unpickled
         os.environ["THESPLOG_FILE"] = str(self.files.state_dir / "thespian.log")
-        self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port}, logDefs=thespian_log_defs("ERROR"),
-                                transientUnique=True)
+        try:
+            with attach_only.attaching():   # the gateway may stop after the check above: never start an admin
+                self.asys = ActorSystem("multiprocTCPBase", {"Admin Port": self.port},
+                                        logDefs=thespian_log_defs("ERROR"), transientUnique=True)
+        except attach_only.AdminNotRunning:
+            raise NoGateway(f"no gateway running: it stopped as this command attached ({self.host}:{self.port})") \
+                from None
         self.root = self.asys.createActor(ROOT_CLASS, globalName=ROOT_NAME)
 
     def status(self, timeout: float = 10.0) -> GatewayStatus:

@@ -17,13 +17,13 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
-from runtime import (ack_wait, child_addresses, convention_timing, frame_mac, held_port, lazy_identify, loop_stepping,
-                     loopback, peer_check, poll_selector, thespian_log, versions)
+from runtime import (ack_wait, attach_only, child_addresses, convention_timing, frame_mac, held_port, lazy_identify,
+                     loop_stepping, loopback, peer_check, poll_selector, thespian_log, versions)
 
 EX_INCOMPATIBLE = 69   # EX_UNAVAILABLE (sysexits.h): what the gateway needs of its runtime is not there
 # Every module of the seam, each with its ``missing()``.
 SEAM = (loop_stepping, loopback, peer_check, frame_mac, held_port, ack_wait, poll_selector, lazy_identify,
-        child_addresses, convention_timing, thespian_log)
+        child_addresses, convention_timing, thespian_log, attach_only)
 
 
 def problems() -> list[str]:
