@@ -411,7 +411,8 @@ class PlatformAdapter(OperatorCommands, GatewayActor, PlatformContract):
                 if step == "fail":
                     if intent_recorded:   # the platform said no: nothing was sent, so nothing is ambiguous
                         await self.records.forget_intent(op)
-                    return OpResult(op.op_id, False, error_kind=kind, error=self.clean_error(exc), retry_after=retry_after)
+                    return OpResult(op.op_id, False, error_kind=kind, error=self.clean_error(exc), retry_after=retry_after,
+                                    reason=self.platform_words(exc))
                 self.say(logging.INFO, "%s: %s %s in chat %s: %s; retrying in %.2fs", self.name, op.action,
                           op.op_id, op.chat_id, kind, delay)
                 if step == "flood":
@@ -478,6 +479,12 @@ class PlatformAdapter(OperatorCommands, GatewayActor, PlatformContract):
     def say(self, level: int, fmt: str, *args) -> None:
         """Log from the loop thread: the actor thread writes the line (see the module docstring)."""
         self.post_to_actor(LogLine(level, fmt % args))
+
+    def platform_words(self, error: Exception) -> str:
+        """The platform's own description of a refusal (``PlatformError.description``), cleaned like
+        ``clean_error``; empty for any other failure (any thread)."""
+        description = getattr(error, "description", "")
+        return self.clean_error(description) if isinstance(description, str) and description.strip() else ""
 
     def clean_error(self, error: Any) -> str:
         """An error (or any text) as one line of at most 300 characters, the adapter's secrets redacted: what may

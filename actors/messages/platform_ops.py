@@ -77,6 +77,9 @@ class OpResult:
     # intent could not be recorded, storage being unavailable: nothing was sent)
     error_kind: Optional[str] = None
     error: str = ""                    # short, already redacted: safe to log
+    # The platform's own words for a refusal, without our method name or HTTP status: what a chat may be shown
+    # (a refused file's line). Empty when the platform gave none.
+    reason: str = ""
     retry_after: float = 0.0
     recorded: bool = False             # a send with ``ledger``: its id is in the ledger already
 

@@ -398,7 +398,9 @@ class StreamConsumer(CellStoreUser, Cell):
             self.finish(False, f"{action} failed: {result.error_kind}: {result.error}", ledger_done=True)
             return
         if step == "file_as_line":
-            self.refused_files[index] = unsent_line(file_of(part), f"the platform refused it ({result.error})")
+            # The chat reads the platform's words only (never our method name or the HTTP status of the log line).
+            why = f"the platform refused it ({result.reason})" if result.reason else "the platform refused it"
+            self.refused_files[index] = unsent_line(file_of(part), why)
             self.chunks_recorded = False   # recorded again with the line in the file's place
         elif step == "drop_preview":
             self.placed.superseded.pop(0)

@@ -53,7 +53,9 @@ def test_a_file_the_platform_refuses_is_named_in_a_line_in_its_place(rig):
         platform.inject("files-2", "draw a card saying closed")
         text, line = reply_in(platform, "files-2", 2, gw)
         assert "file" not in line and line["text"].startswith("[file: card.png (PNG, ")
-        assert "the platform refused it" in line["text"]
+        # The chat reads the platform's words, never our method name or the HTTP status of the log line.
+        assert "the platform refused it (too_large)" in line["text"], line["text"]
+        assert "send_file" not in line["text"] and "[400]" not in line["text"], line["text"]
         assert [o["status"] for o in platform.ops("files-2", "send_file")] == [400]
     finally:
         platform.file_limit = 50 * 1024 * 1024
