@@ -25,6 +25,7 @@ from common.config import ConfigError, gathering, load, raise_gathered
 from common.mcp_config import check_servers
 from common.redact import configured_secrets
 from actors.adapters import registry
+from actors.adapters.on_demand import check_idle_exit
 from actors.profiles.identities import load_identities
 from actors.profiles.routes import load_routes
 from actors.scheduling.jobs import validate_jobs
@@ -54,7 +55,8 @@ def check_whole(config: dict, now: float | None = None) -> None:
               load_identities,        # [[identities]], against the adapters
               validate_plugins,       # the [plugins.NAME] tables' own keys
               lambda c: check_servers(c.get("_source") or "(configuration)", c),   # [mcp.NAME] (docs/mcp.md)
-              lambda c: validate_jobs(c, time.time() if now is None else now))  # [cron.NAME]
+              lambda c: validate_jobs(c, time.time() if now is None else now),  # [cron.NAME]
+              check_idle_exit)        # [gateway] idle_exit_s, against the adapters' intakes
     for check in checks:
         with gathering(errors):
             check(config)

@@ -49,6 +49,10 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # The longest message the gateway takes from a chat, on every platform adapter: longer ones get a reply
         # saying so (an HTTP sender a 413) and never become a turn. Bounds what one message costs agent and store.
         "max_text_chars": (int, 16_000, range(1, 100_001)),
+        # Stop cleanly (exit 0) after this many seconds without platform traffic and with no work in flight, for a
+        # gateway its service manager starts on demand (docs/background.md, "Scale to zero"). 0: never. Only
+        # platforms that call a server of ours may be configured with it (actors/adapters/on_demand.py).
+        "idle_exit_s": (float, 0.0, None),
     },
     "supervision": {
         "max_restarts": (int, 5, None),

@@ -7,6 +7,7 @@ interface, starts the actor system and the root, waits until every actor is up, 
   SIGHUP                    reload the configuration file (the root does it, as for `run_gateway.py reload`);
                             the outcome is logged, and the gateway runs on
   DrainDone from the root   an operator drained us: stop, exit 0
+  idle for [gateway] idle_exit_s, nothing in flight   graceful shutdown, exit 0 (daemon/idle_exit.py)
   SupervisorGaveUp          the root gave up: stop, exit 70 (the service manager restarts the daemon)
   the root process died     exit 70
 
@@ -76,6 +77,7 @@ class Launcher:
         self.ready_at: float | None = None
         self.first_attempts_told = False
         self.next_first_attempt_check = 0.0
+        self.idle_exit = None   # daemon/idle_exit.py IdleExit, once ready, when [gateway] idle_exit_s is set
 
     # ------------------------------------------------------------------------------------------------ the run
     def run(self) -> int:
@@ -137,6 +139,10 @@ class Launcher:
                  status.actors_up, self.host, self.port, self.files.state_dir)
         self.ready_at = time.monotonic()
         self.notify.send(f"READY=1\nSTATUS={_status_line(status)}")
+        if self.config["gateway"]["idle_exit_s"] > 0:
+            from daemon.idle_exit import IdleExit   # only a gateway started on demand reads the activity clock
+            from supervision.storage_access import store_path
+            self.idle_exit = IdleExit(self.config, store_path(self.config))
         return self._wait_for_end()
 
     def _start_actor_system(self) -> ActorSystem:
@@ -219,6 +225,10 @@ class Launcher:
             if self.stop_signal is not None:
                 log.info("signal %s: graceful shutdown", signal.Signals(self.stop_signal).name)
                 self._tell_stopping("shutting down: intake stopped, flushing")
+                self._graceful_shutdown()
+                return EX_OK
+            if not ending and self.idle_exit is not None and self.idle_exit.due():
+                self._tell_stopping("idle: intake stopped, flushing")
                 self._graceful_shutdown()
                 return EX_OK
             if self.reloads_asked:

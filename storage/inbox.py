@@ -203,6 +203,23 @@ class Inbox:
                       "LIMIT ?", (session_key, platform, max(0, int(limit))))]
         return await self._db.read(fetch)
 
+    async def newest_arrival(self, excluding: Iterable[str] = ()) -> Optional[float]:
+        """When the newest row arrived whose platform is none of ``excluding`` (the gateway's own rows: cron runs,
+        approval deadlines), or None: the activity clock's reading of platform traffic (daemon/idle_exit.py). A
+        redelivered event adds no row, so a replay never moves it. Walks back from the newest row (seq order is
+        arrival order) past internal ones only."""
+        internal = tuple(excluding)
+        not_internal = f"WHERE platform NOT IN ({', '.join('?' * len(internal))}) " if internal else ""
+        row = await self._db.read(fetch_one, f"SELECT received_at FROM inbox {not_internal}ORDER BY seq DESC LIMIT 1",
+                                  internal)
+        return float(row[0]) if row else None
+
+    async def any_pending(self) -> bool:
+        """A row waits for its turn or is in one (received or taken), from any source."""
+        row = await self._db.read(fetch_one, "SELECT EXISTS (SELECT 1 FROM inbox WHERE state IN (?, ?))",
+                                  PENDING_STATES)
+        return bool(row[0])
+
     async def next_for(self, session_key: str) -> Optional[InboxRow]:
         """The oldest 'received' row of the key, or None."""
         async def fetch(conn):

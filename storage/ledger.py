@@ -435,6 +435,12 @@ class Ledger:
         """Obligations marked as re-sent: a copy nobody could address may be in their chat."""
         return (await self._db.read(fetch_one, "SELECT COUNT(*) FROM obligations WHERE ambiguous = 1"))[0]
 
+    async def any_open(self) -> bool:
+        """A reply is still to be delivered (pending or attempting): what a gateway must not stop on when idle."""
+        row = await self._db.read(fetch_one, "SELECT EXISTS (SELECT 1 FROM obligations WHERE state IN "
+                                             "('pending', 'attempting'))")
+        return bool(row[0])
+
     async def counts(self) -> dict[str, int]:
         async def fetch(conn):
             found = dict(await fetch_all(conn, "SELECT state, COUNT(*) FROM obligations GROUP BY state"))

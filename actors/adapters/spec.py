@@ -81,6 +81,9 @@ class Platform:
     checks        checks across keys, on the filled-in table: each returns (key, problem) or None (a config error)
     table_pacing  the pacing fields the table's own options decide (LINE sends files only with a ``public_url``):
                   the filled-in table -> overrides; an ``[adapters.NAME] pacing`` table still has the last word
+    served        for a platform with several intake modes, whether the filled-in table's mode is one where the
+                  platform calls a server the adapter runs (a webhook): only such a mode can start a gateway on
+                  demand ([gateway] idle_exit_s, on_demand.py). None: the ``intake`` says it ("server")
     """
     type: str
     actor: str
@@ -93,6 +96,7 @@ class Platform:
     addresses: bool = False
     checks: tuple[Callable[[Mapping], Optional[tuple[str, str]]], ...] = ()
     table_pacing: Optional[Callable[[Mapping], Mapping[str, Any]]] = None
+    served: Optional[Callable[[Mapping], bool]] = None
 
     def __post_init__(self) -> None:
         if self.intake not in INTAKE_KINDS:
@@ -113,6 +117,13 @@ class Platform:
     def doc(self) -> str:
         """Its page, in its own folder."""
         return f"actors/adapters/{self.type}/README.md"
+
+    def serves(self, table: Mapping) -> bool:
+        """With this filled-in table, messages arrive by calling a server the adapter runs (or, "actor", through
+        the admin port): nothing is missed while the gateway is stopped that a call will not bring again."""
+        if self.served is not None:
+            return bool(self.served(table))
+        return self.intake in ("server", "actor")
 
     @property
     def receives_files(self) -> bool:

@@ -83,4 +83,5 @@ PLATFORM = Platform(
         "card_content_key": Option(str, "content", doc="the template's variable the answer's text streams into"),
     },
     checks=(_ping_is_sane, _window_is_sane, _card_key_is_named),
-    table_pacing=_cards_stream)
+    table_pacing=_cards_stream,
+    served=lambda table: table["inbound"] == "http")

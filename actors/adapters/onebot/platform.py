@@ -79,4 +79,7 @@ PLATFORM = Platform(
                                              "so, until the day ends"),
         "action_timeout_s": Option(float, 20.0, doc="an action's answer must come within this"),
     },
-    checks=(_pace_is_sane, _mode_is_complete))
+    checks=(_pace_is_sane, _mode_is_complete),
+    # reverse WebSocket: the implementation holds a connection to us that carries no message while idle, so a
+    # gateway stopped under it is started again by its reconnect, over and over; HTTP POST wakes it per event.
+    served=lambda table: table["mode"] == "http")

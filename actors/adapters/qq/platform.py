@@ -59,4 +59,5 @@ PLATFORM = Platform(
         "require_mention": Option(bool, True, doc="private-domain bots (intent GUILD_MESSAGES): in a channel "
                                                   "answer only a message that @-mentions the bot"),
     },
-    checks=(_urls_are_urls,))
+    checks=(_urls_are_urls,),
+    served=lambda table: table["mode"] == "webhook")

@@ -48,4 +48,5 @@ PLATFORM = Platform(
                                                   "always)"),
         "per_user_in_groups": Option(bool, None, doc="one session per user in channels (unset: [sessions] decides)"),
     },
-    checks=(_slack_tokens, _slack_ping))
+    checks=(_slack_tokens, _slack_ping),
+    served=lambda table: table["inbound"] == "events_api")

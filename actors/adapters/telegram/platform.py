@@ -39,4 +39,5 @@ PLATFORM = Platform(
         "per_user_in_groups": Option(bool, None, doc="one session per user in groups (unset: [sessions] decides)"),
         "bot_ops_per_s": Option(float, 25.0, doc="sends/edits/deletes per second for the whole bot (Telegram: ~30)"),
     },
-    checks=(_webhook_needs_a_secret,))
+    checks=(_webhook_needs_a_secret,),
+    served=lambda table: table["mode"] == "webhook")
