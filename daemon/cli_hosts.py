@@ -10,6 +10,8 @@ The merge functions are pure (tested without a gateway); ``worker_reads`` is the
 """
 from __future__ import annotations
 
+import time
+
 from actors.messages import StoreRead, StoreReadResult
 from common.config import setting
 from common.shard_map import SHARD_PREFIX
@@ -18,6 +20,9 @@ from supervision import tree as tree_mod
 from daemon.admin import AdminClient, AdminError, NoGateway
 
 ASK_TIMEOUT_S = 15.0
+# A walk that shows a host's running shards without addresses (a loaded machine's slow supervisor) is repeated for
+# up to this long before the host is said to be unavailable.
+ADDRESS_WAIT_S, ADDRESS_POLL_S = 15.0, 0.5
 
 
 def worker_reads(config: dict, action: str, kwargs: dict) -> tuple[list[tuple[str, StoreReadResult]], list[str]]:
@@ -27,14 +32,11 @@ def worker_reads(config: dict, action: str, kwargs: dict) -> tuple[list[tuple[st
         return [], []
     try:
         client = AdminClient(config)
-        tree = client.tree()
+        deadline = time.monotonic() + ADDRESS_WAIT_S
+        while _unaddressed(shards := _shards_by_host(client.tree())) and time.monotonic() < deadline:
+            time.sleep(ADDRESS_POLL_S)
     except (NoGateway, AdminError) as exc:
         return [], [f"worker hosts not asked: {exc}"]
-    shards: dict[str, list] = {}
-    for node, _parent, _depth in tree_mod.walk(tree):
-        if node.kind == "SessionShard" and "/" in node.name:
-            host = node.name[len(SHARD_PREFIX):].rpartition("/")[0]
-            shards.setdefault(host, []).append(node)
     answers, unavailable = [], []
     for host, nodes in sorted(shards.items()):
         running = [n for n in nodes if n.state == "running" and n.ref is not None]
@@ -48,6 +50,22 @@ def worker_reads(config: dict, action: str, kwargs: dict) -> tuple[list[tuple[st
         else:
             answers.append((host, reply))
     return answers, unavailable
+
+
+def _shards_by_host(tree) -> dict[str, list]:
+    shards: dict[str, list] = {}
+    for node, _parent, _depth in tree_mod.walk(tree):
+        if node.kind == "SessionShard" and "/" in node.name:
+            host = node.name[len(SHARD_PREFIX):].rpartition("/")[0]
+            shards.setdefault(host, []).append(node)
+    return shards
+
+
+def _unaddressed(shards: dict[str, list]) -> bool:
+    """A host whose shards run but none of which has an address in this walk: a supervisor slow to answer showed
+    them as they last answered, without addresses (supervision/describing.py). Another walk soon will have them."""
+    return any(all(n.ref is None for n in nodes) and any(n.state == "running" for n in nodes)
+               for nodes in shards.values())
 
 
 def _tagged(rows: list, host: str) -> list:
@@ -83,9 +101,17 @@ def merged_deliveries(local: dict, answers: list, unavailable: list, limit: int)
             "unavailable": unavailable + [f"host {host}: {a.error}" for host, a in answers if a.error]}
 
 
+class NotAsked(Exception):
+    """A session the leader does not hold, and a worker host that might could not be asked: the CLI says which,
+    rather than that no such session exists."""
+
+
 def found_elsewhere(answers: list, unavailable: list) -> dict | None:
-    """`sessions show` of a session the leader does not hold: the first host that has it, or None."""
+    """`sessions show` of a session the leader does not hold: the first host that has it; None when every host
+    answered without it. Raises NotAsked when none has it and some host could not be asked."""
     for host, a in answers:
         if a.result:
             return {**a.result, "host": host, "unavailable": unavailable}
+    if unavailable:   # an answer's error is that host's own "not found" (or ambiguous): it was asked
+        raise NotAsked("; ".join(unavailable))
     return None

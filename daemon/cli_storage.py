@@ -204,7 +204,11 @@ def run_on_store(config: dict, args, call, render, create: bool = False, drawn=N
     try:
         result = asyncio.run(go())
     except NotFound as exc:
-        result = hosts(None) if hosts is not None else None
+        try:
+            result = hosts(None) if hosts is not None else None
+        except cli_hosts.NotAsked as not_asked:
+            return fail(args, f"error: {exc} on this host, and a worker host that may hold it could not be asked: "
+                              f"{not_asked}")
         if result is None:
             return fail(args, f"error: {exc}")
     except (StorageError, OSError) as exc:

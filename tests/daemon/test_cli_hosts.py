@@ -1,8 +1,11 @@
 """daemon/cli_hosts.py: the leader's `sessions` and `deliveries` merged with the worker hosts' answers (pure)."""
 from __future__ import annotations
 
+import pytest
+
 from actors.messages import StoreReadResult
 from daemon import cli_hosts
+from supervision.messages import TreeNode
 
 
 def session(sid, updated):
@@ -42,3 +45,21 @@ def test_search_hits_of_every_host():
     answers = [("w1", StoreReadResult("shard:w1/0", {"query": "hi", "count": 1, "hits": [{"session_id": "c"}]}))]
     merged = cli_hosts.merged_search(local, answers, [], limit=20)
     assert [h["host"] for h in merged["hits"]] == ["leader", "w1"] and merged["query"] == "hi"
+
+
+def test_a_session_not_found_while_a_host_could_not_be_asked_says_so_rather_than_that_none_exists():
+    answers = [("w1", StoreReadResult("shard:w1/0", error="no session with id 'c'"))]
+    with pytest.raises(cli_hosts.NotAsked, match="host w2: no answer"):
+        cli_hosts.found_elsewhere(answers, ["host w2: no answer within 15s: its records not shown"])
+
+
+def shard(name, state="running", ref=None):
+    return TreeNode(kind="SessionShard", name=name, pid=1, address="", state=state, started_at=0.0, ref=ref)
+
+
+def test_running_shards_shown_without_addresses_by_a_slow_walk_are_walked_again():
+    """A supervisor slow to answer the walk shows its children as they last answered, without addresses
+    (supervision/describing.py): such a host is not yet "not running"."""
+    assert cli_hosts._unaddressed({"w1": [shard("shard:w1/0"), shard("shard:w1/1")]})
+    assert not cli_hosts._unaddressed({"w1": [shard("shard:w1/0"), shard("shard:w1/1", ref="addr")]})
+    assert not cli_hosts._unaddressed({"w1": [shard("shard:w1/0", state="lost")]}), "a lost host is not waited for"
