@@ -103,10 +103,17 @@ class AdminClient:
     def ask_actor(self, name: str, message, wanted: type, timeout: float = 10.0):
         """Ask the actor called ``name`` in the tree (a process actor: cells have no address of their own); None if
         it did not answer within ``timeout``. Raises AdminError if no such actor runs."""
-        node = next((n for n, _parent, _ in tree_mod.walk(self.tree()) if n.name == name and n.ref is not None), None)
-        if node is None:
-            raise AdminError(f"no actor called {name!r} is running (see `tree`)")
-        return ask_for(self.asys, node.ref, message, wanted, timeout)
+        deadline = time.monotonic() + 10.0
+        while True:
+            named = [n for n, _parent, _ in tree_mod.walk(self.tree()) if n.name == name]
+            node = next((n for n in named if n.ref is not None), None)
+            if node is not None:
+                return ask_for(self.asys, node.ref, message, wanted, timeout)
+            # In the tree without an address: its supervisor was slow to answer this walk and showed it as it last
+            # answered (supervision/describing.py). Walked again for a while before it is said not to run.
+            if not named or time.monotonic() > deadline:
+                raise AdminError(f"no actor called {name!r} is running (see `tree`)")
+            time.sleep(0.1)
 
     def inject_fault(self, name: str, action: str, seconds: float = 0.0) -> TreeNode:
         """Fault injection (the daemon honours it only with [debug] fault_injection): the actor or cell called
