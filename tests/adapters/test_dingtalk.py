@@ -134,6 +134,7 @@ def test_only_a_table_with_a_card_template_streams_by_edits_and_keys_its_sends()
     cards = registry.pacing_of(dingtalk_table(card_template_id="tpl.schema"))
     assert (cards.supports_edit, cards.idempotent_send) == (True, True)
     assert cards.edit_interval_s >= 1.0, "a card's content is updated once a second at most"
+    assert cards.app_edit_burst + cards.app_edit_ops_per_s <= 20, "at most 20 card calls of the app in any second"
     overridden = registry.pacing_of(dingtalk_table(card_template_id="tpl.schema", pacing={"edit_interval_s": 3.0}))
     assert overridden.edit_interval_s == 3.0, "the table's pacing has the last word"
     with pytest.raises(registry.ConfigError, match="card_content_key"):
@@ -448,6 +449,31 @@ def test_a_streamed_answer_in_an_ai_card_ends_complete_and_finalized(rig):
     assert server.stats()["card_updates"] - updates == len(card["history"]) - 1
     assert server.messages(staff) == [], "no text message beside the card"
     assert server.stats()["card_guids_reused"] == 0 and server.stats()["retry_after_violations"] == 0
+
+
+def test_twenty_card_chats_streaming_at_once_stay_within_the_apps_qps(rig):
+    """Each answer streams into its card, paced by the chat's budget and by the app's (card calls count against the
+    app's QPS across its chats: platform.py): twenty at once end complete, and the fake's QPS count of card calls
+    (more than 20 of the app within a second) sees no violation, nor any call inside a flood's wait."""
+    harness, gateway = rig
+    server, url, tag = harness.server, served_url(harness, CARDS_NAME), uuid.uuid4().hex[:6]
+    before = server.stats()
+    chats = [f"twenty-{tag}-{n}" for n in range(20)]
+    for chat in chats:   # about 4 s of streaming each
+        assert server.post_callback(url, server.message_data(chat, f"stream this {chat} #long 700 #slow 0.15")) == 200
+    try:
+        wait_for(lambda: all(delivered(gateway, server.staff(chat)) for chat in chats), 180, 0.5,
+                 "twenty answers delivered in the ledger")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; cards made: {[len(server.cards(server.staff(c))) for c in chats]}; "
+                             f"the fake's stats: {server.stats()}") from None
+    cards = [server.cards(server.staff(chat)) for chat in chats]
+    assert all(len(shown) == 1 and shown[0]["finalized"] and len(shown[0]["content"]) == 700 for shown in cards), [
+        (len(shown), shown and (shown[0]["finalized"], len(shown[0]["content"]))) for shown in cards]
+    after = server.stats()
+    assert after["card_updates"] - before["card_updates"] >= 20, "each card updated at least once"
+    assert after["card_qps_violations"] == before["card_qps_violations"], after
+    assert after["retry_after_violations"] == before["retry_after_violations"], after
 
 
 def test_a_table_without_a_card_template_still_sends_its_answer_whole(rig):
