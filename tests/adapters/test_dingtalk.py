@@ -6,8 +6,9 @@ ticket and nothing taken twice, each message answered once and only after its ro
 that refuses, or is too near its expiry, replaced by the robot API; a group message answered through its group; a
 frame no app could answer logged and nothing lost; a table with an AI card template streaming its answer into one
 card that ends complete and finalized (the cards' request bodies and ids checked as pure functions, a create repeated
-under one outTrackId one card), and a table without one still sending its answer whole. The conformance suite runs it too
-(tests/adapters/harnesses/dingtalk.py).
+under one outTrackId one card; twenty card chats streaming at once within the app's QPS), and a table without one
+still sending its answer whole. The conformance suite runs it too (tests/adapters/harnesses/dingtalk.py, with and
+without a card template).
 """
 from __future__ import annotations
 
@@ -26,10 +27,11 @@ from actors.adapters.dingtalk.inbound import event_from_callback, skip_reason, s
 from actors.adapters.dingtalk.signing import refusal, sign
 from actors.adapters.errors import FloodError, PermanentError, RetryableError
 from actors.adapters.payload_fields import MalformedPayload
+from actors.adapters.spec import capability_conflicts
 from actors.messages import PlatformOp, Source
 from storage import StorageError, Store
 from tests.actor_system import wait_for
-from tests.adapters.harnesses.dingtalk import DingTalkHarness
+from tests.adapters.harnesses.dingtalk import DingTalkCardsHarness, DingTalkHarness
 from tests.adapters.test_conformance import session_rows
 from tests.fakes.dingtalk import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, FakeDingTalk
 from tests.fakes.dingtalk.cards import DEFAULT_CARD_TEMPLATE
@@ -135,6 +137,8 @@ def test_only_a_table_with_a_card_template_streams_by_edits_and_keys_its_sends()
     assert (cards.supports_edit, cards.idempotent_send) == (True, True)
     assert cards.edit_interval_s >= 1.0, "a card's content is updated once a second at most"
     assert cards.app_edit_burst + cards.app_edit_ops_per_s <= 20, "at most 20 card calls of the app in any second"
+    # The conformance suite's card variant declares what this table decides: its cases follow the declaration.
+    assert capability_conflicts(DingTalkCardsHarness.declared_capabilities, cards) == []
     overridden = registry.pacing_of(dingtalk_table(card_template_id="tpl.schema", pacing={"edit_interval_s": 3.0}))
     assert overridden.edit_interval_s == 3.0, "the table's pacing has the last word"
     with pytest.raises(registry.ConfigError, match="card_content_key"):
