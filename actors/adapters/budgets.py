@@ -23,6 +23,7 @@ class ChatBudgets:
     def __init__(self, started_at: Optional[float] = None):
         self.started_at = started_at
         self._budgets: dict[str, ChatBudget] = {}   # kept for the actor's life: a few bytes per chat
+        self._app_budget: Optional[ChatBudget] = None   # the app-wide one (app_turn), at its first use
         self._bans_at_start: dict[str, float] = {}  # chat id -> wall-clock end, until the chat's budget exists
         self._loaded = None if started_at is None else asyncio.Event()
 
@@ -53,6 +54,20 @@ class ChatBudgets:
                 budget.flood(on_monotonic_clock(banned_until, time.time(), now))
             self._budgets[chat_id] = budget
         return budget
+
+    async def app_turn(self, pacing: PlatformPacing) -> None:
+        """Wait for the app-wide budget (pacing ``app_edit_ops_per_s``: calls the platform limits per app, not per
+        chat, which no chat's lane can see alone), then spend it; at once where the pacing has none. Spent at
+        start, like the chats' budgets: the previous life may have used it up just before dying."""
+        rate = pacing.app_edit_ops_per_s
+        if rate is None:
+            return
+        loop = asyncio.get_running_loop()
+        if self._app_budget is None:
+            self._app_budget = ChatBudget(rate, max(1, pacing.app_edit_burst), loop.time(), spent_at=self.started_at)
+        while (wait := self._app_budget.wait_time(loop.time())) > 0:
+            await asyncio.sleep(wait)
+        self._app_budget.consume(loop.time())
 
     @staticmethod
     async def record_ban(store, adapter_id: str, chat_id: str, seconds: float) -> None:

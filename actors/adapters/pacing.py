@@ -30,7 +30,8 @@ class PlatformPacing:
     # sender asks it (PlatformOp "find_lost") before it falls back to the re-sent mark.
     finds_lost_copies: bool = False
     # Edits and deletes of the whole app, across its chats, where the platform limits them by method rather than by
-    # chat (Slack's chat.update and chat.delete are Tier 3: about 50 per minute per workspace). None: no such limit.
+    # chat (Slack's chat.update and chat.delete are Tier 3: about 50 per minute per workspace; DingTalk's AI card
+    # calls, creates too, share the app's QPS). Spent by the adapter (ChatBudgets.app_turn). None: no such limit.
     app_edit_ops_per_s: Optional[float] = None
     app_edit_burst: int = 1
     # Files a reply carries (actors/sessions/reply_files.py): whether the adapter sends them (``send_file``), the

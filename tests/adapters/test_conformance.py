@@ -2,7 +2,8 @@
 
 One daemon per adapter (module scope, started once); each test uses its own chats, so tests do not see each other's
 messages. The live session layer answers inbound messages through the adapter too: the outbound tests run first
-(file order) and only assert on their own chats. Parametrised over ``harnesses.HARNESSES``.
+(file order) and only assert on their own chats. Parametrised over ``harnesses.HARNESSES``, then over
+``harnesses.VARIANTS`` (another table of a type, run only on the cases it changes: ``conformance_cases``).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import uuid
 import pytest
 
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
-from actors.adapters.registry import REGISTRY
+from actors.adapters.registry import REGISTRY, reply_pacing
 from actors.messages import OpResult, OutgoingFile, PlatformOp
 from storage import MediaCache, Store, StorageError, session_key
 from tests.actors.media.fixtures import png
@@ -24,7 +25,7 @@ from common import config as config_mod
 from daemon.admin import AdminClient
 from daemon.asking import ask_for, listen_for
 from tests.actor_system import wait_for
-from tests.adapters.harnesses import HARNESSES
+from tests.adapters.harnesses import HARNESSES, VARIANTS
 from tests.gateway import Gateway, exited, nodes
 
 pytestmark = pytest.mark.timeout(60)
@@ -32,10 +33,10 @@ ASK_S = 15.0
 ALL_ANSWERED_S = 90.0
 
 
-@pytest.fixture(scope="module", params=sorted(HARNESSES))
+@pytest.fixture(scope="module", params=sorted(HARNESSES) + sorted(VARIANTS))
 def rig(request, tmp_path_factory):
     workdir = tmp_path_factory.mktemp(f"conformance-{request.param}")
-    platform = HARNESSES[request.param](workdir)
+    platform = {**HARNESSES, **VARIANTS}[request.param](workdir)
     platform.start()
     # The watchdog is not under test here: on a loaded machine its short test deadlines can restart a slow actor
     # mid-test, so it walks the tree rarely; the suite itself caches the adapter's address for the same reason.
@@ -57,10 +58,21 @@ def rig(request, tmp_path_factory):
         platform.stop()
 
 
+@pytest.fixture(autouse=True)
+def variant_cases(request, rig):
+    """A variant runs only the cases its table changes (the rest are its type's harness's, run already)."""
+    cases = getattr(rig.platform, "conformance_cases", None)
+    if cases is not None and request.node.originalname not in cases:
+        pytest.skip(f"{rig.platform.adapter_type}-{rig.platform.variant}: its table changes nothing this case sees")
+
+
 class Rig:
     def __init__(self, platform, gateway: Gateway, admin: AdminClient):
         self.platform, self.gateway, self.admin = platform, gateway, admin
         self.ref = self.adapter_node().ref   # refreshed after the adapter is restarted
+        # The adapter's pacing as its table decides it (a DingTalk table with an AI card template edits).
+        self.pacing = reply_pacing(config_mod.load(str(gateway.config)), platform.adapter_name,
+                                   platform.adapter_type)
 
     def refresh(self) -> None:
         self.ref = self.adapter_node().ref
@@ -164,8 +176,10 @@ def test_adapter_is_in_the_tree_and_running(rig):
 # --------------------------------------------------------------------------------------------------- outbound
 
 def capabilities(rig):
-    """What the platform under test declares it can do (its platform.py): the cases below follow it."""
-    return REGISTRY[rig.platform.adapter_type].capabilities
+    """What the platform under test declares it can do (its platform.py), or what a variant's table lets its adapter
+    do (its harness's ``declared_capabilities``): the cases below follow it."""
+    declared = getattr(rig.platform, "declared_capabilities", None)
+    return declared or REGISTRY[rig.platform.adapter_type].capabilities
 
 
 def test_send_edit_delete_land_on_the_platform(rig):
@@ -194,11 +208,15 @@ def test_send_edit_delete_land_on_the_platform(rig):
 
 
 def sends_land_and_nothing_is_taken_back(rig, chat: str) -> None:
-    """A platform whose messages can be neither changed nor deleted (IRC): sends land in order with ids of their
-    own; a final edit or a delete answers ok and changes nothing (the consumer and the sweeper send neither to a
-    platform without edits, but an operation that comes is answered)."""
-    sent = rig.op(chat, "send", "final text")
+    """A platform whose messages cannot be deleted (IRC; DingTalk, whose AI cards can be edited all the same): sends
+    land in order with ids of their own, each changed by its edits where the platform has them; a final edit to the
+    same text, or a delete, answers ok and changes nothing (the consumer and the sweeper send neither to a platform
+    without them, but an operation that comes is answered)."""
+    edits = capabilities(rig).edit
+    sent = rig.op(chat, "send", "first draft" if edits else "final text")
     assert sent.ok and sent.message_id
+    if edits:
+        assert rig.op(chat, "edit", "final text", sent.message_id).ok
     assert rig.op(chat, "edit", "final text", sent.message_id, final=True).ok
     second = rig.op(chat, "send", "second message")
     assert second.ok and second.message_id != sent.message_id
@@ -423,7 +441,7 @@ def test_a_reply_whose_shard_is_killed_mid_stream_twice_shows_its_whole_answer_o
     the whole answer, once: the same text a reply that was never interrupted shows. A new life that reused an
     earlier life's operation ids would have an edit refused by the adapter (or, on a platform that deduplicates by
     key, taken for a retry and dropped), leaving a preview."""
-    if not REGISTRY[rig.platform.adapter_type].pacing.supports_edit:
+    if not rig.pacing.supports_edit:
         pytest.skip(f"{rig.platform.adapter_type} has no edits: its replies are sent once, final")
     control, chat = new_chat("calm"), new_chat("killed-reply")
     rig.platform.inject(control, CONTROL_QUESTION)
@@ -471,7 +489,7 @@ def test_kill_9_between_a_send_and_its_record_shows_the_reply_once_or_marked(rig
                     f"in tests/adapters/harnesses/{kind}.py), so the delivery case cannot run for it: add the hold "
                     f"to its fake, in the platform's wire format (or, where the adapter is the platform, arm the "
                     f"kit's: HoldNextSend, actors/adapters/send_hold.py)")
-    declared, pacing = capabilities(rig), REGISTRY[kind].pacing
+    declared, pacing = capabilities(rig), rig.pacing
     chat, token = new_chat("lost-send"), f"survive{uuid.uuid4().hex[:8]}"
     rig.platform.hold_next_send(chat)
     try:

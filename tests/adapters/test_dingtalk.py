@@ -6,8 +6,9 @@ ticket and nothing taken twice, each message answered once and only after its ro
 that refuses, or is too near its expiry, replaced by the robot API; a group message answered through its group; a
 frame no app could answer logged and nothing lost; a table with an AI card template streaming its answer into one
 card that ends complete and finalized (the cards' request bodies and ids checked as pure functions, a create repeated
-under one outTrackId one card), and a table without one still sending its answer whole. The conformance suite runs it too
-(tests/adapters/harnesses/dingtalk.py).
+under one outTrackId one card; twenty card chats streaming at once within the app's QPS), and a table without one
+still sending its answer whole. The conformance suite runs it too (tests/adapters/harnesses/dingtalk.py, with and
+without a card template).
 """
 from __future__ import annotations
 
@@ -26,10 +27,11 @@ from actors.adapters.dingtalk.inbound import event_from_callback, skip_reason, s
 from actors.adapters.dingtalk.signing import refusal, sign
 from actors.adapters.errors import FloodError, PermanentError, RetryableError
 from actors.adapters.payload_fields import MalformedPayload
+from actors.adapters.spec import capability_conflicts
 from actors.messages import PlatformOp, Source
 from storage import StorageError, Store
 from tests.actor_system import wait_for
-from tests.adapters.harnesses.dingtalk import DingTalkHarness
+from tests.adapters.harnesses.dingtalk import DingTalkCardsHarness, DingTalkHarness
 from tests.adapters.test_conformance import session_rows
 from tests.fakes.dingtalk import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, FakeDingTalk
 from tests.fakes.dingtalk.cards import DEFAULT_CARD_TEMPLATE
@@ -134,6 +136,9 @@ def test_only_a_table_with_a_card_template_streams_by_edits_and_keys_its_sends()
     cards = registry.pacing_of(dingtalk_table(card_template_id="tpl.schema"))
     assert (cards.supports_edit, cards.idempotent_send) == (True, True)
     assert cards.edit_interval_s >= 1.0, "a card's content is updated once a second at most"
+    assert cards.app_edit_burst + cards.app_edit_ops_per_s <= 20, "at most 20 card calls of the app in any second"
+    # The conformance suite's card variant declares what this table decides: its cases follow the declaration.
+    assert capability_conflicts(DingTalkCardsHarness.declared_capabilities, cards) == []
     overridden = registry.pacing_of(dingtalk_table(card_template_id="tpl.schema", pacing={"edit_interval_s": 3.0}))
     assert overridden.edit_interval_s == 3.0, "the table's pacing has the last word"
     with pytest.raises(registry.ConfigError, match="card_content_key"):
@@ -448,6 +453,31 @@ def test_a_streamed_answer_in_an_ai_card_ends_complete_and_finalized(rig):
     assert server.stats()["card_updates"] - updates == len(card["history"]) - 1
     assert server.messages(staff) == [], "no text message beside the card"
     assert server.stats()["card_guids_reused"] == 0 and server.stats()["retry_after_violations"] == 0
+
+
+def test_twenty_card_chats_streaming_at_once_stay_within_the_apps_qps(rig):
+    """Each answer streams into its card, paced by the chat's budget and by the app's (card calls count against the
+    app's QPS across its chats: platform.py): twenty at once end complete, and the fake's QPS count of card calls
+    (more than 20 of the app within a second) sees no violation, nor any call inside a flood's wait."""
+    harness, gateway = rig
+    server, url, tag = harness.server, served_url(harness, CARDS_NAME), uuid.uuid4().hex[:6]
+    before = server.stats()
+    chats = [f"twenty-{tag}-{n}" for n in range(20)]
+    for chat in chats:   # about 4 s of streaming each
+        assert server.post_callback(url, server.message_data(chat, f"stream this {chat} #long 700 #slow 0.15")) == 200
+    try:
+        wait_for(lambda: all(delivered(gateway, server.staff(chat)) for chat in chats), 180, 0.5,
+                 "twenty answers delivered in the ledger")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; cards made: {[len(server.cards(server.staff(c))) for c in chats]}; "
+                             f"the fake's stats: {server.stats()}") from None
+    cards = [server.cards(server.staff(chat)) for chat in chats]
+    assert all(len(shown) == 1 and shown[0]["finalized"] and len(shown[0]["content"]) == 700 for shown in cards), [
+        (len(shown), shown and (shown[0]["finalized"], len(shown[0]["content"]))) for shown in cards]
+    after = server.stats()
+    assert after["card_updates"] - before["card_updates"] >= 20, "each card updated at least once"
+    assert after["card_qps_violations"] == before["card_qps_violations"], after
+    assert after["retry_after_violations"] == before["retry_after_violations"], after
 
 
 def test_a_table_without_a_card_template_still_sends_its_answer_whole(rig):

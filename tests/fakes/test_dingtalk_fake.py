@@ -86,3 +86,25 @@ def test_robot_sends_need_a_live_token_and_a_flood_is_a_qps_limit_or_130101():
         assert fake.stats()["retry_after_violations"] == 1
         assert by_session == {"errcode": 0, "errmsg": "ok"}
         assert [m["text"] for m in fake.messages(fake.staff("bob"))] == ["by session"]
+
+
+def test_card_calls_past_the_apps_qps_within_a_second_are_refused_and_counted():
+    with FakeDingTalk(card_qps=3) as fake:
+        async def scenario():
+            async with aiohttp.ClientSession() as session:
+                async with session.post(f"{fake.base_url}/v1.0/oauth2/accessToken", json={
+                        "appKey": DEFAULT_CLIENT_ID, "appSecret": DEFAULT_CLIENT_SECRET}) as resp:
+                    token = (await resp.json())["accessToken"]
+                answers = []
+                for n in range(4):   # well within one second: the fourth is one too many
+                    async with session.post(f"{fake.base_url}/v1.0/card/instances/createAndDeliver", json={
+                            "cardTemplateId": fake.card_template, "outTrackId": f"track-{n}", "userIdType": 1,
+                            "cardData": {"cardParamMap": {"content": "hi"}}, "openSpaceId": "dtv1.card//IM_ROBOT.s1",
+                            "imRobotOpenDeliverModel": {"spaceType": "IM_ROBOT", "robotCode": DEFAULT_CLIENT_ID}},
+                            headers={"x-acs-dingtalk-access-token": token}) as resp:
+                        answers.append((resp.status, await resp.json()))
+                return answers
+        answers = asyncio.run(scenario())
+        assert [status for status, _ in answers] == [200, 200, 200, 403], answers
+        assert "QpsLimit" in answers[-1][1]["code"]
+        assert fake.stats()["card_qps_violations"] == 1 and len(fake.cards("s1")) == 3

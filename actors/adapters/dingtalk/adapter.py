@@ -35,7 +35,11 @@ the platform deduplicates on, so a send whose answer was lost is re-sent with th
 (cards.py) a part is an AI card: ``createAndDeliver`` under an outTrackId made from the part's key (the same in
 every life, so a create repeated after a kill -9 names the card already made, and that refusal is taken for it),
 each edit a ``PUT /v1.0/card/streaming`` of the whole text under a guid made from the op and its content, the final
-one with ``isFinalize`` (and ``isError`` for a failed turn's text). A one-to-one chat with no staff id gets text
+one with ``isFinalize`` (and ``isError`` for a failed turn's text). Every card call waits for the app-wide budget
+(pacing ``app_edit_ops_per_s``) as well as the chat's: the platform limits an app's calls per second across its
+chats, 20 QPS in a standard-edition organisation (https://developer.aliyun.com/ask/585193; platform.py says what the
+documentation read names and where it is silent: no rate of the streaming update's own, no answer named for a
+repeated outTrackId). A one-to-one chat with no staff id gets text
 parts as before. A delete is answered ok and changes nothing: a part sent through a session webhook has no key to
 recall it by.
 """
@@ -213,6 +217,7 @@ class DingTalkAdapter(StreamingAdapter):
         """A part as an AI card: made and delivered with its text, and finalized at once when the text is the
         reply's final one (a card left streaming shows as still typing). Its outTrackId is the message id."""
         s, track_id = self.settings, card_track_id(op)
+        await self._budgets.app_turn(self.pacing)   # card calls count against the app's QPS, across its chats
         await self.api().create_card(create_body(s["card_template_id"], track_id, op.chat_id, op.chat_type,
                                                  self.api().robot_code, s["card_content_key"], op.text))
         if op.final:
@@ -221,6 +226,7 @@ class DingTalkAdapter(StreamingAdapter):
 
     async def _stream_card(self, op: PlatformOp, track_id: str) -> None:
         error = op.kind == "error"
+        await self._budgets.app_turn(self.pacing)
         await self.api().stream_card(stream_body(track_id, update_guid(op, op.final, error),
                                                  self.settings["card_content_key"], op.text, op.final, error))
 

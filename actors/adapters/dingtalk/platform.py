@@ -11,9 +11,27 @@ with the re-sent mark). A table naming the app's AI card template (``card_templa
 is a card (cards.py) whose content the edits replace, so its pacing says ``supports_edit``, and sends are keyed
 (``idempotent_send``: the card's outTrackId, which the platform does not make twice). Those go by the OpenAPI, not
 the session webhook, so the chat's pace is the OpenAPI's: a card's content is updated once a second at most, with
-at least 20 new characters between two previews (the documentation read names no rate for the streaming API; one
-chat's updates stay far under the organisation's QPS, whose 403s are waited out as for the sends). Users'
-pictures and files come in (fetched by their download codes); nothing goes out but text (in cards or not)."""
+at least 20 new characters between two previews, and the app's card calls (creates and updates, across every chat)
+go at 8 a second with a burst of 8: at most 16 in any second, under the 20 QPS an app of a standard-edition
+organisation may call a server API with (more in the paid editions; a 403 ``QpsLimit`` code past it, waited out as
+for the sends).
+
+What the documentation says, and where it is silent (read for these numbers; kept in step with
+tests/fakes/dingtalk/cards.py):
+
+* The app's QPS: "对于标准版钉钉的组织,企业内部应用或第三方定制开发企业内部应用的每个应用调用服务端接口每秒并发的
+  最高频次限制为20qps" (https://developer.aliyun.com/ask/585193; professional 40, exclusive 60:
+  https://developer.aliyun.com/ask/615474). Those are answers on Alibaba Cloud's developer community quoting the
+  platform; its own page on call frequency (open.dingtalk.com) was not found, so 20 is taken as the bound.
+* The streaming update (``PUT /v1.0/card/streaming``): no rate of its own was found in the documentation read, so
+  the once-a-second update of a card stays an assumption, far under the app's QPS.
+* A create repeated under an outTrackId that exists: not found either. The card API's error table (as mirrored at
+  https://teheggwhh1.apifox.cn/api-347060898) lists HTTP 400 ``param.*`` codes such as ``param.outTrackIdEmpty``,
+  none for an existing outTrackId in the part read; the adapter keeps taking a 400 or 409 whose code names the
+  outTrackId as existing or duplicated for the card made (cards.already_made), and the fake answers
+  ``param.outTrackIdExists``, its own code.
+
+Users' pictures and files come in (fetched by their download codes); nothing goes out but text (in cards or not)."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=False, files_in=True,
@@ -31,7 +49,7 @@ def _window_is_sane(table):
 
 
 CARD_PACING = {"supports_edit": True, "idempotent_send": True, "edit_interval_s": 1.0, "min_edit_delta_chars": 20,
-               "per_chat_ops_per_s": 1.0, "per_chat_burst": 3}
+               "per_chat_ops_per_s": 1.0, "per_chat_burst": 3, "app_edit_ops_per_s": 8.0, "app_edit_burst": 8}
 
 
 def _cards_stream(table):

@@ -32,7 +32,6 @@ from typing import Any, Optional
 from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.liveness import SERVED_SILENCE_S
 from actors.adapters.errors import PermanentError
-from actors.adapters.pacing import ChatBudget
 from actors.adapters.presses import SETTLED, STORED, ButtonPresses, JudgedPress, press_outcome
 from actors.adapters.slack.blocks import (ANSWER_FIELD, Press, event_from_press, mention, press_of, question_blocks,
                                           sections)
@@ -61,7 +60,6 @@ class SlackAdapter(ButtonPresses, StreamingAdapter):
         self._link: Optional[SocketModeLink] = None
         self._server: Optional[EventsServer] = None
         self._emit_lock: Optional[asyncio.Lock] = None
-        self._edit_budget: Optional[ChatBudget] = None
         self._committed: collections.OrderedDict = collections.OrderedDict()
 
     def on_start(self, args) -> None:
@@ -181,7 +179,7 @@ class SlackAdapter(ButtonPresses, StreamingAdapter):
                                    time.time(), mention)
 
         async def settle(settled: str) -> None:
-            await self._edit_turn()
+            await self._budgets.app_turn(self.pacing)   # chat.update and chat.delete: per app
             await self._api().update(press.channel_id, press.message_ts, settled, blocks=sections(settled))
         if kind == STORED and judged.approval is not None:   # (a /model button's: the session's reply says)
             self.edit_when_settled(judged.approval.approval_id, press.message_text, settle, mention)
@@ -199,20 +197,6 @@ class SlackAdapter(ButtonPresses, StreamingAdapter):
             self._sender = self._client(self.settings["bot_token"])
         return self._sender
 
-    async def _edit_turn(self) -> None:
-        """Wait for the app-wide budget of chat.update and chat.delete (Slack limits those per method)."""
-        rate = self.pacing.app_edit_ops_per_s
-        if rate is None:
-            return
-        loop = asyncio.get_running_loop()
-        if self._edit_budget is None:
-            # Spent at start, like the chats' budgets: the previous life may have used it up just before dying.
-            self._edit_budget = ChatBudget(rate, max(1, self.pacing.app_edit_burst), loop.time(),
-                                           spent_at=self._budgets.started_at)
-        while (wait := self._edit_budget.wait_time(loop.time())) > 0:
-            await asyncio.sleep(wait)
-        self._edit_budget.consume(loop.time())
-
     async def _buttons(self, op: PlatformOp) -> tuple:
         """The question's buttons over Socket Mode only: with the Events API, Slack posts presses to an
         Interactivity URL the gateway does not serve, so a button there would do nothing; the question's words say
@@ -227,11 +211,11 @@ class SlackAdapter(ButtonPresses, StreamingAdapter):
     async def edit_message(self, op: PlatformOp) -> None:
         text = to_mrkdwn(op.text)
         blocks = question_blocks(text, await self._buttons(op))   # a preview edited into the question
-        await self._edit_turn()
+        await self._budgets.app_turn(self.pacing)   # chat.update and chat.delete: per app
         await self._api().update(op.chat_id, _ts(op), text, blocks=blocks)
 
     async def delete_message(self, op: PlatformOp) -> None:
-        await self._edit_turn()
+        await self._budgets.app_turn(self.pacing)   # chat.update and chat.delete: per app
         await self._api().delete(op.chat_id, _ts(op))
 
     async def close(self) -> None:

@@ -5,13 +5,21 @@ The suite names its chats ("ops-1a2b3c4d"); each chat name is a user of its own 
 ``source(chat).chat_id`` is that user's staff id (what the robot API's batchSend takes). A chat that wrote to the
 robot is answered through its message's session webhook; one that never did (the outbound cases), by batchSend:
 ``sent`` and ``attempts`` read both. A handle is a callback; "acknowledged" is the adapter's answer frame to it.
+
+A variant (``DingTalkCardsHarness``, "dingtalk-cards") runs the app with an AI card template: each reply part is a
+card its edits stream into, so the suite's edit, kill-mid-stream and lost-send cases run on the card path; ``sent``
+shows each card as a message (its id, its content) beside any text message, in the order they were made.
 """
 from __future__ import annotations
 
+import dataclasses
+
+from actors.adapters.dingtalk.platform import CAPABILITIES
 from actors.messages import Source
 from tests.adapters.freezing_proxy import through
 from tests.adapters.server_harness import ServerHarness
 from tests.fakes.dingtalk import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, FakeDingTalk
+from tests.fakes.dingtalk.cards import DEFAULT_CARD_KEY, DEFAULT_CARD_TEMPLATE
 from tests.fakes.dingtalk.server import SEND_METHODS
 
 
@@ -100,4 +108,29 @@ class DingTalkHarness(ServerHarness):
                                  f"ping_interval_s = 10.0\nmax_silence_s = {self.freeze_silence_s}\n")
 
 
+class DingTalkCardsHarness(DingTalkHarness):
+    """The app with an AI card template: replies are cards whose content the edits replace, created under the
+    part's outTrackId (a create repeated after a kill -9 makes no second card)."""
+    variant = "cards"
+    adapter_name = "dingtalk_cards"
+    send_method = "card_create"    # the delivery case holds the answer to the reply's first card
+    conformance_cases = frozenset({
+        "test_send_edit_delete_land_on_the_platform",
+        "test_a_reply_whose_shard_is_killed_mid_stream_twice_shows_its_whole_answer_once",
+        "test_kill_9_between_a_send_and_its_record_shows_the_reply_once_or_marked"})
+    # What the table's pacing decides (platform.CARD_PACING; test_dingtalk.py checks they agree).
+    declared_capabilities = dataclasses.replace(CAPABILITIES, edit=True, idempotent_send="outTrackId")
+
+    def adapter_toml(self, base_url: str = "", extra: str = "") -> str:
+        return super().adapter_toml(base_url, f'card_template_id = "{DEFAULT_CARD_TEMPLATE}"\n'
+                                              f'card_content_key = "{DEFAULT_CARD_KEY}"\n' + extra)
+
+    def sent(self, chat: str) -> list[dict]:
+        staff = FakeDingTalk.staff(chat)
+        made = [(m["at"], m["id"], m["text"], m["deleted"]) for m in self.server.messages(staff)]
+        made += [(c["at"], c["id"], c["content"], False) for c in self.server.cards(staff)]
+        return [{"message_id": i, "text": text, "deleted": deleted} for _, i, text, deleted in sorted(made)]
+
+
 HARNESS = DingTalkHarness
+VARIANTS = (DingTalkCardsHarness,)

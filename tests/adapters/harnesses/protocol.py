@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
+from actors.adapters.spec import Capabilities
 from actors.messages import Source
 
 
@@ -58,3 +59,9 @@ class PlatformHarness(Protocol):
     # Optional: why a message the platform pushes into a frozen connection is lost by the platform itself (it
     # keeps no copy of what it wrote): the case then sends its message once the adapter is back.
     lost_while_frozen: str
+    # A variant (harnesses/__init__.py, VARIANTS) only: its name, the names of the conformance cases its table
+    # changes (the only ones it runs), and what the adapter can do under its table where that is not what the
+    # platform declares (a DingTalk table with an AI card template edits): the suite's cases follow it.
+    variant: str
+    conformance_cases: frozenset[str]
+    declared_capabilities: Capabilities

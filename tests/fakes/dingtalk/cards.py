@@ -15,8 +15,12 @@
   counted in ``card_guids_reused``: an idempotency key that named two operations).
 
 Both need a live token (``x-acs-dingtalk-access-token``), and both take the scripted faults (methods
-``card_create``, ``card_stream``), a flood banning the chat as for the sends. ``cards(chat)`` shows each card with
-its content, its history of contents, ``finalized`` and ``error``.
+``card_create``, ``card_stream``), a flood banning the chat as for the sends. Both count against the app's QPS: a
+call that makes more than ``card_qps`` (20, the standard edition's limit per app) card calls of the app within one
+second is refused as the platform refuses one past its QPS (HTTP 403 ``Forbidden.AccessDenied.QpsLimitForApi``) and
+counted in ``card_qps_violations``. A create's answer can be held (``hold_next_answer("card_create", chat)``: the
+delivery case). ``cards(chat)`` shows each card with its content, its history of contents, ``finalized`` and
+``error``.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from tests.fakes.harness import drop_connection, json_object
 CARD_METHODS = ("card_create", "card_stream")
 DEFAULT_CARD_TEMPLATE = "fake-ai-card-0001.schema"
 DEFAULT_CARD_KEY = "content"
+QPS_LIMIT = {"code": "Forbidden.AccessDenied.QpsLimitForApi", "message": "api qps limit exceeded"}
 ROBOT_SPACE, GROUP_SPACE = "dtv1.card//IM_ROBOT.", "dtv1.card//IM_GROUP."
 
 
@@ -44,6 +49,17 @@ class CardMethods:
         """The chat's cards, oldest first: {"id", "content", "history", "finalized", "error", "template"}."""
         return self.read(lambda s: sorted((dict(c, id=i) for i, c in s["cards"].items() if c["chat"] == chat),
                                           key=lambda c: c["at"]))
+
+    def over_card_qps(self, state: dict, chat: str, method: str, now: float):
+        """The QPS refusal of a card call that makes more than ``card_qps`` in the app's last second (counted), or
+        None. Every call that reaches the platform counts, refused or not."""
+        recent = [at for at in state["card_calls"] if at > now - 1.0] + [now]
+        state["card_calls"] = recent
+        if len(recent) <= self.limits["card_qps"]:
+            return None
+        state["stats"]["card_qps_violations"] += 1
+        self._log_op(state, method, chat, 429)
+        return web.json_response(QPS_LIMIT, status=403)
 
     def add_card_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1.0/card/instances/createAndDeliver", self.create_and_deliver)
@@ -84,6 +100,8 @@ class CardMethods:
             return refusal("param.cardPublicDataEmpty", "cardData.cardParamMap of strings, userIdType 1")
         with self.mutate() as state:
             fault, answer = self.faulted(state, "card_create", chat, now, request)
+            if answer is None:
+                answer = self.over_card_qps(state, chat, "card_create", now)
             if answer is not None:
                 return answer
             if track_id in state["cards"]:
@@ -96,6 +114,7 @@ class CardMethods:
                                         "guids": {}}
             state["stats"]["cards_made"] += 1
             self._log_op(state, "card_create", chat, 200)
+        await self.hold_if_asked("card_create", chat, fault is None)
         if fault == "drop_after":   # made, but the answer is lost: the ambiguous case
             return drop_connection(request)
         return web.json_response({"success": True, "result": {"outTrackId": track_id, "deliverResults": [
@@ -119,6 +138,8 @@ class CardMethods:
         update = [content, finalize, error]
         with self.mutate() as state:
             _, answer = self.faulted(state, "card_stream", card["chat"], now, request)
+            if answer is None:
+                answer = self.over_card_qps(state, card["chat"], "card_stream", now)
             if answer is not None:
                 return answer
             card = state["cards"][track_id]

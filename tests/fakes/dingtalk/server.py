@@ -15,7 +15,7 @@ from typing import Optional
 import aiohttp
 from aiohttp import web
 
-from tests.fakes.dingtalk.cards import CARD_METHODS, CardMethods
+from tests.fakes.dingtalk.cards import CARD_METHODS, QPS_LIMIT, CardMethods
 from tests.fakes.dingtalk.stream import StreamMethods
 from tests.fakes.harness import FakeServer, FaultScript, FloodGate, control_route, drop_connection, json_object
 
@@ -23,9 +23,8 @@ DEFAULT_CLIENT_ID = "dingfake0000000001"
 DEFAULT_CLIENT_SECRET = "fake-client-secret-0123456789abcdef"
 DEFAULT_CORP_ID = "dingcorpfake000001"
 DEFAULT_LIMITS = {"token_ttl": 7200, "content_limit": 5000, "ack_timeout": 5.0, "ping_interval": 10.0,
-                  "session_ttl": 5400.0}
+                  "session_ttl": 5400.0, "card_qps": 20}
 SEND_METHODS = ("session", "batch_send", "group_send")
-QPS_LIMIT = {"code": "Forbidden.AccessDenied.QpsLimitForApi", "message": "api qps limit exceeded"}
 WEBHOOK_FLOOD = {"errcode": 130101, "errmsg": "send too fast, exceed 20 times per minute"}
 # The fake's own numbers where the documentation names none: a session webhook past its expiry or unknown.
 SESSION_EXPIRED = {"errcode": 300001, "errmsg": "session webhook is expired or unknown"}
@@ -63,9 +62,10 @@ class FakeDingTalk(CardMethods, StreamMethods, FakeServer):
             "tokens_issued", "token_refusals", "tickets_issued", "connections_refused", "callbacks_sent",
             "callbacks_acked", "duplicate_answers", "unknown_answers", "bad_answers", "pings_answered", "sends",
             "session_refusals", "retry_after_violations", "flood_served", "files_served", "cards_made",
-            "card_creates_refused", "card_updates", "card_updates_repeated", "card_guids_reused"), 0)
+            "card_creates_refused", "card_updates", "card_updates_repeated", "card_guids_reused",
+            "card_qps_violations"), 0)
         return {"tokens": {}, "tickets": {}, "connections": [], "callbacks": [], "sessions": {}, "chats": {}, "http_callbacks": [], "files": {}, "cards": {},
-                "ops": [], "next_connection": 0, "next_callback": 0, "next_message": 0, "stats": stats}
+                "card_calls": [], "ops": [], "next_connection": 0, "next_callback": 0, "next_message": 0, "stats": stats}
 
     def configure(self, **limits) -> None:
         unknown = set(limits) - set(DEFAULT_LIMITS)
