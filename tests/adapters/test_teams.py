@@ -5,8 +5,10 @@ other platforms do not, in the real daemon against the fake: an activity whose b
 another key, for another app id, missing, or signed for another serviceUrl is answered 401 and nothing is stored; a
 serviceUrl neither https nor allowed is refused before anything is stored or sent there; a channel message is taken
 only when it mentions the bot, stored without the mention and answered in its thread; twenty chats streaming at once
-stay within Teams' limits; after kill -9 a reply goes to the serviceUrl committed with its message. The conformance
-suite runs it too (tests/adapters/harnesses/teams.py).
+stay within Teams' limits; a document goes to a personal chat with a file consent card and is uploaded once allowed
+(declined, expired and altered offers upload nothing), and is refused for a group chat; a file shared from OneDrive
+is fetched by its download link; after kill -9 a reply goes to the serviceUrl committed with its message. The
+conformance suite runs it too (tests/adapters/harnesses/teams.py); the files' pure parts: test_teams_files.py.
 """
 from __future__ import annotations
 

@@ -25,9 +25,12 @@ it again.
 
 Buttons (cards.py): a tool approval's question and /model's listing carry an Adaptive Card of Action.Submit buttons;
 a press is a message activity with a ``value``, judged by the kit's press logic (presses.py) and stored as the
-presser's typed answer under its own activity id, the question updated once settled. Files: small images go out
-inline (base64 in the message, ``inline_image``); images pasted in are fetched from the activity's own Connector
-with the bot's token (``download_attachment``).
+presser's typed answer under its own activity id, the question updated once settled. Files (files.py): small images
+go out inline (base64 in the message, ``inline_image``); any other file, in a personal chat, with a file consent
+card whose context carries the offer sealed (nothing kept here while the user decides), uploaded on the user's Allow
+(a ``fileConsent/invoke``, acted on before it is answered 200) and shown with a file info card; in a group chat or a
+channel refused. Images pasted in are fetched from the activity's own Connector with the bot's token, files shared
+from OneDrive or SharePoint by their download link without it (``download_attachment``).
 
 Outbound: a part is an activity POSTed to the conversation (in a channel, as a reply to the thread's first post:
 ``replyToId``) at the conversation's serviceUrl; streaming updates are PUT of the sent activity, paced by the kit
@@ -387,8 +390,9 @@ def inline_image(mime: str, name: str, data: bytes, caption: str = "") -> dict:
     """A message activity showing ``data`` (an image of ``INLINE_IMAGE_TYPES``, at most ``INLINE_IMAGE_BYTES``)
     inline, with ``caption`` as its text; PermanentError for anything else."""
     if mime not in INLINE_IMAGE_TYPES:
-        raise PermanentError(f"Teams takes a bot's {mime} only as a file of OneDrive or SharePoint (not built); "
-                             f"images ({', '.join(INLINE_IMAGE_TYPES)}) go inline", method="send")
+        raise PermanentError(f"Teams takes a bot's {mime} only as a file of OneDrive or SharePoint (a consent card "
+                             f"in a personal chat); images ({', '.join(INLINE_IMAGE_TYPES)}) go inline",
+                             method="send")
     if len(data) > INLINE_IMAGE_BYTES:
         # Permanent, not too long: a file is no text the sender could split.
         raise PermanentError(f"{len(data)} bytes, over the {INLINE_IMAGE_BYTES} an inline image may have",

@@ -2,8 +2,10 @@
 
 An activity is one POST to the bot's messaging endpoint, JSON: ``{"type", "id", "timestamp", "serviceUrl",
 "channelId", "from", "conversation", "recipient", "text", "entities", "channelData", "replyToId"}`` (its token is
-checked against it first: auth.py). Only ``message`` activities become input; ``conversationUpdate``, ``typing``,
-``messageReaction``, ``invoke``, ``installationUpdate`` and the rest are answered and skipped (``skip_reason``).
+checked against it first: auth.py). Only ``message`` activities become input; a ``fileConsent/invoke`` is the answer
+to a file the bot offered (files.py, the adapter acts on it); ``conversationUpdate``, ``typing``,
+``messageReaction``, other ``invoke``s, ``installationUpdate`` and the rest are answered and skipped
+(``skip_reason``). Files: ``attachments_of``.
 
 Identity: the chat is ``conversation.id``. ``conversationType`` ``personal`` is a dm, ``groupChat`` a group,
 ``channel`` a thread of a team's channel: its conversation id ends in ``;messageid=<the thread's first post>``
