@@ -492,10 +492,20 @@ def test_a_file_shared_from_onedrive_is_fetched_by_its_download_link_without_the
 
 
 # Last in the file: it kills the daemon with -9 and starts it again.
-def test_kill_9_between_a_send_and_its_record_resends_it_at_the_conversations_remembered_service_url(rig):
+def test_kill_9_between_a_send_and_its_record_resends_it_and_a_file_waiting_for_consent_survives(rig, monkeypatch):
+    """The lost send goes again at the conversation's remembered serviceUrl; a document offered before the kill is
+    uploaded when the user allows it after the restart (the offer is in the card, the bytes in the media cache)."""
     harness, gateway = rig
     teams, name = harness.server, f"lost-send-{uuid.uuid4().hex[:6]}"
     chat = teams.personal(name)
+    waiting_name = f"waiting-{uuid.uuid4().hex[:6]}"
+    waiting = taught(harness, gateway, waiting_name)
+    monkeypatch.setenv("GATEWAY_STATE_DIR", str(gateway.state))
+    ops = Rig(harness, gateway, AdminClient(config_mod.load(str(gateway.config))))
+    memo = b"%PDF-1.7\n" + os.urandom(20_000)
+    offered = ops.op(waiting_name, "send", file=OutgoingFile(MediaCache(gateway.state / "media").put(memo),
+                                                             "application/pdf", "document", "memo.pdf", size=len(memo)))
+    assert offered.ok, offered
     teams.hold_next_answer("send", chat)
     try:
         harness.inject(name, f"answer me {uuid.uuid4().hex[:6]}")
@@ -511,3 +521,7 @@ def test_kill_9_between_a_send_and_its_record_resends_it_at_the_conversations_re
     # (the table's service_url is a host nobody serves).
     shown = wait_for(lambda: teams.activities(chat)[1:], 60, 0.1, "the part sent again after the restart")
     assert shown[0]["id"] != first["id"] and teams.stats()["sends"] >= 2
+    teams.answer_consent(waiting, offered.message_id, accept=True, user=waiting_name)
+    [card] = wait_for(lambda: teams.file_cards(waiting), 60, 0.1, "the file offered before the kill, shown")
+    assert card["name"] == "memo.pdf"
+    assert [u["data"] for u in teams.uploads() if u["name"] == "memo.pdf" and u["complete"]] == [memo]
