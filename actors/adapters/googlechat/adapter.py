@@ -70,8 +70,8 @@ from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import WebhookAdapter
 from actors.adapters.presses import SETTLED, STORED, ButtonPresses, JudgedPress, press_outcome
 from actors.adapters.push_server import StoredThisLife
-from actors.approvals.answers import Answerer
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
+from actors.approvals.answers import Answerer
 from actors.messages import Attachment, MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 

@@ -280,10 +280,10 @@ class TeamsAdapter(ButtonPresses, WebhookAdapter):
     async def _answer_consent(self, activity: dict) -> None:
         """A user's Allow or Decline on a file consent card, acted on before the invoke is answered 200: on an
         Allow the bytes are uploaded and the file's card sent; on a Decline, or an offer that expired, the file's
-        line says so. An answer repeated in this life (the Connector's retry) is not acted on twice; one after a
-        kill -9 cut it before its 200 is acted on again (the upload goes again into the same session). A failure
-        to upload or to tell is logged and answered 200 all the same: the card stays, and a new Allow starts
-        again."""
+        line says so. An answer repeated in this life (the Connector's retry) is not acted on twice; one delivered
+        again after a kill -9 cut it before its 200 is acted on again (an upload session that already finished
+        refuses it: logged). A failure to upload or to tell is logged and answered 200 all the same: the card
+        stays, and Allow pressed again starts a new upload session."""
         conversation = conversation_id(activity)
         key = message_key(activity)
         if conversation is None or key is None or key in self._consents_done:

@@ -16,7 +16,7 @@ through Microsoft Graph, not built): such a document is refused, and the reply s
 What a file waiting for consent needs travels in the card itself: the context names the file's cache key, its name,
 type and size, the conversation and when the offer expires, sealed with an HMAC (``seal``), so that nothing is kept
 on the gateway while the user decides. A kill -9 meanwhile loses nothing (the bytes stay in the media cache, the
-card in the chat), nothing accumulates however many offers go unanswered (each expires: ``consent_ttl_s``), and a
+card in the chat), nothing accumulates however many offers go unanswered (each expires: the table's ``file_consent_ttl_s``), and a
 context a client altered (another file's key, a later expiry, another chat) is refused.
 
 In, a file a user shared (the same page, "Receive files in personal chat"): an attachment of content type

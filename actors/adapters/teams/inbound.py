@@ -34,6 +34,8 @@ MAX_NAME_CHARS = 200
 MAX_FILES = 10            # images taken from one message; any more are left out
 MAX_URL_CHARS = 2048
 MAX_DOWNLOAD_URL_CHARS = 8192   # a SharePoint download link carries its own access token
+SHARED_REF = "shared:"   # a shared file's ref: its pre-authenticated download URL, fetched without the token
+IMAGE_FILE_TYPES = ("png", "jpg", "jpeg", "gif", "bmp", "webp")
 CHAT_TYPES = {"personal": "dm", "groupChat": "group", "channel": "thread"}
 _THREAD_MARK = ";messageid="
 _AT_TAG = re.compile(r"</?at>", re.IGNORECASE)
@@ -147,10 +149,6 @@ def event_from_activity(activity: Any, platform: str, profile: str) -> MessageEv
                         received_at=time.time(), sent_at=sent_at(activity.get("timestamp")), attachments=attachments,
                         reply_to_message_id=reply_to if isinstance(reply_to, str) and reply_to else None,
                         addressed=None if chat_type == "dm" else mentions_bot(activity))
-
-
-SHARED_REF = "shared:"     # a shared file's ref: its pre-authenticated download URL, fetched without the token
-IMAGE_FILE_TYPES = ("png", "jpg", "jpeg", "gif", "bmp", "webp")
 
 
 def attachments_of(activity: dict) -> tuple:
