@@ -26,6 +26,7 @@ from actors.adapters.googlechat.inbound import event_from_chat, skip_reason
 from actors.adapters.http_session import HttpSession
 from actors.adapters.payload_fields import MalformedPayload
 from actors.messages import PlatformOp, Source
+from storage import MediaCache
 from tests.actor_system import wait_for
 from tests.adapters.harnesses.googlechat import GoogleChatHarness
 from tests.adapters.test_conformance import session_rows
@@ -108,6 +109,26 @@ def test_events_that_are_no_message_are_skipped_and_broken_ones_malformed():
 
 def op(op_id: str, text: str, key=None, chat: str = "spaces/AAA") -> PlatformOp:
     return PlatformOp(op_id, "send", chat, text, idempotency_key=key)
+
+
+def test_uploaded_files_are_taken_by_their_resource_name_and_drive_files_are_named_but_not_fetched():
+    with FakeGoogleChat() as fake:   # only its event builders: no server is called
+        space = fake.dm("files")
+        event = fake.message_event(space, "")
+        message = event["message"]
+        photo = fake.uploaded(message["name"], b"\x89PNG", "image/png", "shot.png")
+        report = fake.uploaded(message["name"], b"%PDF", "application/pdf", "report.pdf")
+        drive = fake.drive_file(message["name"], "plan.gdoc", "application/vnd.google-apps.document")
+    del message["text"], message["argumentText"]   # a file sent alone
+    message["attachment"] = [photo, report, drive, dict(report, attachmentDataRef={"resourceName": "../../x"})]
+    taken = event_from_chat(event, "googlechat", "p")
+    assert taken.text == "", "a file alone is a message"
+    assert [(a.kind, a.state, a.ref, a.name) for a in taken.attachments] == [
+        ("photo", "pending", photo["attachmentDataRef"]["resourceName"], "shot.png"),
+        ("document", "pending", report["attachmentDataRef"]["resourceName"], "report.pdf"),
+        ("document", "unavailable", "", "plan.gdoc"), ("document", "unavailable", "", "report.pdf")]
+    message["attachment"] = [report] * 30
+    assert len(event_from_chat(event, "googlechat", "p").attachments) == 10
 
 
 def test_a_request_id_names_one_operation_with_one_content_in_every_life():
@@ -311,6 +332,26 @@ def test_an_at_mention_in_a_threaded_space_is_stored_without_it_and_answered_in_
     assert row.payload["text"] == "what is new?" and row.payload["addressed"] is True
     [answer] = wait_for(lambda: chat.messages(space), 60, 0.1, "the answer in the space")
     assert answer["thread"] == thread and answer["reply_option"] == "REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD"
+
+
+def test_a_file_uploaded_in_a_space_is_fetched_with_media_download_and_a_drive_file_is_not(rig):
+    harness, gateway = rig
+    chat = harness.server
+    space = chat.space(f"files-{uuid.uuid4().hex[:6]}")
+    event = chat.message_event(space, "read this", "carol")
+    report = b"%PDF-1.7\n" + os.urandom(40_000)
+    downloads = chat.stats()["media_downloads"]
+    event["message"]["attachment"] = [chat.uploaded(event["message"]["name"], report, "application/pdf", "q3.pdf"),
+                                      chat.drive_file(event["message"]["name"], "plan.gdoc")]
+    chat.deliver_event(event)
+    source = Source(platform="googlechat", chat_id=space, chat_type="thread",
+                    thread_id=event["message"]["thread"]["name"], user_id=chat.user("carol"))
+    [row] = wait_for(lambda: session_rows(gateway, source), 60, 0.05, "the message's row")
+    uploaded, in_drive = row.payload["attachments"]
+    assert (uploaded["state"], uploaded["mime"], uploaded["name"]) == ("cached", "application/pdf", "q3.pdf")
+    assert MediaCache(gateway.state / "media").read(uploaded["cache_key"]) == report
+    assert (in_drive["state"], in_drive["name"]) == ("unavailable", "plan.gdoc")
+    assert chat.stats()["media_downloads"] == downloads + 1
 
 
 # Last in the file: it kills the daemon with -9 and starts it again.

@@ -5,8 +5,10 @@ other platforms do not, in the real daemon against the fake: an activity whose b
 another key, for another app id, missing, or signed for another serviceUrl is answered 401 and nothing is stored; a
 serviceUrl neither https nor allowed is refused before anything is stored or sent there; a channel message is taken
 only when it mentions the bot, stored without the mention and answered in its thread; twenty chats streaming at once
-stay within Teams' limits; after kill -9 a reply goes to the serviceUrl committed with its message. The conformance
-suite runs it too (tests/adapters/harnesses/teams.py).
+stay within Teams' limits; a document goes to a personal chat with a file consent card and is uploaded once allowed
+(declined, expired and altered offers upload nothing), and is refused for a group chat; a file shared from OneDrive
+is fetched by its download link; after kill -9 a reply goes to the serviceUrl committed with its message. The
+conformance suite runs it too (tests/adapters/harnesses/teams.py); the files' pure parts: test_teams_files.py.
 """
 from __future__ import annotations
 
@@ -28,12 +30,18 @@ from actors.adapters.teams.adapter import inline_image
 from actors.adapters.teams.auth import BotTokens, ChannelKeys, check_activity, claims_of, keys_of_jwks
 from actors.adapters.teams.cards import Press, card_attachments, is_press, press_of
 from actors.adapters.teams.client import classify
+from actors.adapters.teams.files import Offer, seal, sealing_key
 from actors.adapters.teams.inbound import event_from_activity, skip_reason
 from actors.adapters.teams.serviceurls import MAX_REMEMBERED, ServiceUrlRefused, ServiceUrls, checked
-from actors.messages import Source
+from actors.media.sniff import sniff
+from actors.messages import OpResult, OutgoingFile, PlatformOp, Source
+from common import config as config_mod
+from daemon.admin import AdminClient
+from daemon.asking import ask_for
+from storage import MediaCache
 from tests.actor_system import wait_for
 from tests.adapters.harnesses.teams import TeamsHarness
-from tests.adapters.test_conformance import session_rows
+from tests.adapters.test_conformance import Rig, session_rows
 from tests.fakes.teams import DEFAULT_APP_ID, DEFAULT_PASSWORD, FakeTeams, activity_token
 from tests.fakes.teams.keys import CHANNEL_ISSUER, ROTATED_KID, SIGNING_KID, jwk
 from tests.gateway import Gateway
@@ -392,11 +400,112 @@ def test_twenty_chats_streaming_at_once_stay_within_teams_limits(rig):
     assert after["flood_served"] == before["flood_served"], "no 429 at all"
 
 
+def taught(harness: TeamsHarness, gateway: Gateway, name: str) -> str:
+    """The personal chat of ``name``, after one message and its answer (the chat's serviceUrl learned: the table's
+    service_url is a host nobody serves)."""
+    teams = harness.server
+    chat = teams.personal(name)
+    harness.inject(name, "hello")
+    wait_for(lambda: teams.activities(chat), 60, 0.1, "the answer to the first message")
+    return chat
+
+
+def test_a_document_in_a_personal_chat_goes_with_a_consent_card_and_is_uploaded_once_allowed(rig, monkeypatch):
+    """The card names the file and its size; Allow brings an invoke whose uploadInfo names an upload session: the
+    bytes arrive there whole, without the bot's token, and a file info card shows the file in the chat. Decline
+    and an offer past its expiry are answered with the file's line; a context a client altered uploads nothing."""
+    harness, gateway = rig
+    teams, name = harness.server, f"consent-{uuid.uuid4().hex[:6]}"
+    chat = taught(harness, gateway, name)
+    monkeypatch.setenv("GATEWAY_STATE_DIR", str(gateway.state))   # the admin client finds the daemon through it
+    ops = Rig(harness, gateway, AdminClient(config_mod.load(str(gateway.config))))
+    cache = MediaCache(gateway.state / "media")
+
+    def offer(data: bytes, file_name: str) -> str:
+        sent = ops.op(name, "send", file=OutgoingFile(cache.put(data), sniff(data, file_name), "document", file_name,
+                                                      "for you", len(data)))
+        assert sent.ok, sent
+        [card] = [c for c in teams.consent_cards(chat) if c["activity"] == sent.message_id]
+        assert (card["name"], card["content"]["sizeInBytes"], card["content"]["description"]) == (
+            file_name, len(data), "for you")
+        return sent.message_id
+
+    report = b"%PDF-1.7\n" + os.urandom(60_000)
+    handle = teams.answer_consent(chat, offer(report, "report.pdf"), accept=True, user=name)
+    wait_for(lambda: harness.acknowledged(handle), 60, 0.1, "the Allow answered")
+    [shown] = wait_for(lambda: teams.file_cards(chat), 60, 0.1, "the file info card in the chat")
+    [upload] = [u for u in teams.uploads() if u["name"] == "report.pdf"]
+    assert upload["complete"] and upload["data"] == report and upload["ranges"] == [[0, len(report) - 1]]
+    assert shown["name"] == "report.pdf" and shown["content"]["fileType"] == "pdf", shown
+    assert teams.stats()["token_leaks"] == 0, "the bot's token went with the upload"
+
+    def line_shown(words: str):
+        return [a["text"] for a in teams.activities(chat) if words in a["text"]]
+    teams.answer_consent(chat, offer(b"plain words " * 50, "notes.txt"), accept=False, user=name)
+    [declined] = wait_for(lambda: line_shown("notes.txt"), 60, 0.1, "the declined file's line")
+    assert "declined" in declined and declined.startswith("[file: notes.txt"), declined
+
+    late = offer(b"late words " * 50, "late.txt")
+    context = teams.consent_cards(chat)[-1]["content"]["acceptContext"]
+    expired = seal(Offer(chat, context["file"], "late.txt", context["mime"], context["size"], int(time.time()) - 5),
+                   sealing_key(DEFAULT_PASSWORD))
+    teams.answer_consent(chat, late, accept=True, user=name, context=expired)
+    [line] = wait_for(lambda: line_shown("late.txt"), 60, 0.1, "the expired offer's line")
+    assert "the offer expired" in line, line
+    altered = dict(context, expires=context["expires"] + 10 ** 6)   # a client that wants it to last longer
+    altered_handle = teams.answer_consent(chat, late, accept=True, user=name, context=altered)
+    wait_for(lambda: harness.acknowledged(altered_handle), 60, 0.1, "the altered Allow answered")
+    gateway.wait_log("a file consent answer refused: its context is none of this bot's offers")
+    assert [u["complete"] for u in teams.uploads() if u["name"] == "late.txt"] == [False, False], (
+        "neither the expired nor the altered offer uploaded a byte")
+    assert len(teams.file_cards(chat)) == 1
+
+
+def test_a_document_for_a_group_chat_or_channel_is_refused_saying_why(rig, monkeypatch):
+    harness, gateway = rig
+    monkeypatch.setenv("GATEWAY_STATE_DIR", str(gateway.state))
+    admin = AdminClient(config_mod.load(str(gateway.config)))
+    ref = Rig(harness, gateway, admin).ref
+    data = b"%PDF-1.7\n" + os.urandom(1000)
+    file = OutgoingFile(MediaCache(gateway.state / "media").put(data), "application/pdf", "document", "a.pdf",
+                        size=len(data))
+    group = harness.server.group_chat(f"files-{uuid.uuid4().hex[:6]}")
+    op = PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=group, chat_type="group", file=file)
+    result = ask_for(admin.asys, ref, op, OpResult, 15.0)
+    assert result is not None and not result.ok and result.error_kind == "permanent", result
+    assert "only in a personal chat" in result.error, result
+    assert harness.server.activities(group) == [], "nothing was sent"
+
+
+def test_a_file_shared_from_onedrive_is_fetched_by_its_download_link_without_the_token(rig):
+    harness, gateway = rig
+    teams, name = harness.server, f"shared-{uuid.uuid4().hex[:6]}"
+    harness.webhook_ready()
+    spec = b"%PDF-1.7\n" + os.urandom(30_000)
+    teams.inject_shared_file(teams.personal(name), spec, "spec.pdf", "have a look", user=name)
+    [row] = wait_for(lambda: session_rows(gateway, harness.source(name)), 60, 0.1, "the shared file's row")
+    [attachment] = row.payload["attachments"]
+    assert (attachment["state"], attachment["kind"], attachment["mime"], attachment["name"]) == (
+        "cached", "document", "application/pdf", "spec.pdf"), attachment
+    assert MediaCache(gateway.state / "media").read(attachment["cache_key"]) == spec
+    assert row.payload["text"] == "have a look" and teams.stats()["token_leaks"] == 0
+
+
 # Last in the file: it kills the daemon with -9 and starts it again.
-def test_kill_9_between_a_send_and_its_record_resends_it_at_the_conversations_remembered_service_url(rig):
+def test_kill_9_between_a_send_and_its_record_resends_it_and_a_file_waiting_for_consent_survives(rig, monkeypatch):
+    """The lost send goes again at the conversation's remembered serviceUrl; a document offered before the kill is
+    uploaded when the user allows it after the restart (the offer is in the card, the bytes in the media cache)."""
     harness, gateway = rig
     teams, name = harness.server, f"lost-send-{uuid.uuid4().hex[:6]}"
     chat = teams.personal(name)
+    waiting_name = f"waiting-{uuid.uuid4().hex[:6]}"
+    waiting = taught(harness, gateway, waiting_name)
+    monkeypatch.setenv("GATEWAY_STATE_DIR", str(gateway.state))
+    ops = Rig(harness, gateway, AdminClient(config_mod.load(str(gateway.config))))
+    memo = b"%PDF-1.7\n" + os.urandom(20_000)
+    offered = ops.op(waiting_name, "send", file=OutgoingFile(MediaCache(gateway.state / "media").put(memo),
+                                                             "application/pdf", "document", "memo.pdf", size=len(memo)))
+    assert offered.ok, offered
     teams.hold_next_answer("send", chat)
     try:
         harness.inject(name, f"answer me {uuid.uuid4().hex[:6]}")
@@ -412,3 +521,7 @@ def test_kill_9_between_a_send_and_its_record_resends_it_at_the_conversations_re
     # (the table's service_url is a host nobody serves).
     shown = wait_for(lambda: teams.activities(chat)[1:], 60, 0.1, "the part sent again after the restart")
     assert shown[0]["id"] != first["id"] and teams.stats()["sends"] >= 2
+    teams.answer_consent(waiting, offered.message_id, accept=True, user=waiting_name)
+    [card] = wait_for(lambda: teams.file_cards(waiting), 60, 0.1, "the file offered before the kill, shown")
+    assert card["name"] == "memo.pdf"
+    assert [u["data"] for u in teams.uploads() if u["name"] == "memo.pdf" and u["complete"]] == [memo]

@@ -34,6 +34,14 @@ A lost patch or notice costs the presser an unchanged card, never an answer. A p
 row committed was never answered 2xx: Chat tells the presser the app did not respond, and the card is still there
 to press again.
 
+Files in: a message's uploaded files (``attachmentDataRef``) are fetched with ``media.download`` under the app's
+token by the kit's media intake before the row is stored (``download_attachment``); a Google Drive file
+(``driveDataRef``) is stored as unavailable: its bytes come only from the Drive API under the user's own
+authorisation. Files out: none. ``media.upload`` "requires user authentication"
+(developers.google.com/workspace/chat/api/reference/rest/v1/media/upload: scopes ``chat.messages.create``,
+``chat.messages``, ``chat.import``), and the app calls the API as itself (``chat.bot``), so a reply's file becomes
+its line in the text.
+
 Outbound: a part is ``spaces.messages.create`` in the space, into the message's thread where it has one, carrying a
 ``requestId`` made from ``platform_key(op)`` and the space (idempotency.py): every attempt at one part, in any life,
 carries the same id, and Chat answers a repeated one with the message it created, so a kill -9 between a create and
@@ -62,8 +70,9 @@ from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import WebhookAdapter
 from actors.adapters.presses import SETTLED, STORED, ButtonPresses, JudgedPress, press_outcome
 from actors.adapters.push_server import StoredThisLife
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.approvals.answers import Answerer
-from actors.messages import MessageEvent, PlatformOp
+from actors.messages import Attachment, MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 
 REMEMBERED_MESSAGES = 4096   # message names committed in this life, for answering a repeat without a write
@@ -199,6 +208,15 @@ class GoogleChatAdapter(ButtonPresses, WebhookAdapter):
         if not isinstance(name, str) or not name.startswith(op.chat_id + "/messages/"):
             raise PermanentError("the create answered no message of the space", method="create")
         return name
+
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        """A user's uploaded file: ``media.download`` of its resource name with the app's token (client.py), at
+        most ``cap`` bytes; one the API refuses for good (gone, not the app's to read) is given up at once."""
+        try:
+            return await (await self.api()).download(self.http(), attachment.ref, cap,
+                                                      lambda size: AttachmentTooLarge(size, cap))
+        except PermanentError as exc:
+            raise AttachmentGone(self.clean_error(exc)) from None
 
     async def edit_message(self, op: PlatformOp) -> None:
         if len(op.text) > TEXT_LIMIT:

@@ -6,6 +6,7 @@ and the service account's access token (auth.py); nothing here stores anything.
     PATCH  /v1/{message}?updateMask=text[,cardsV2]                {text[, cardsV2]}        -> the Message
     DELETE /v1/{message}                                                                   -> {}
     GET    /v1/{space}                                            (the doctor: the app can reach a space)
+    GET    /v1/media/{resourceName}?alt=media                     a user's uploaded file (media.download)
 
 A ``requestId`` makes a create happen once: Chat answers a repeated one with the message it created then, so a
 create whose answer was lost is sent again under the same id and shows once. ``messageReplyOption``
@@ -82,6 +83,18 @@ class ChatAPI(HttpSession):
 
     async def space(self, space: str) -> dict:
         return await self._call("GET", f"/v1/{_path(space)}", "space", space)
+
+    async def download(self, http: HttpSession, resource: str, cap: int, too_large) -> bytes:
+        """``media.download`` of an attachment's ``attachmentDataRef.resourceName`` (the app's ``chat.bot`` scope
+        may: developers.google.com/workspace/chat/api/reference/rest/v1/media/download), at most ``cap`` bytes."""
+        headers = {"Authorization": f"Bearer {await self.tokens.token()}"}
+
+        def refused(status, body, answer_headers):
+            if status == 401:
+                self.tokens.forget()
+            return classify("download", status, body, answer_headers, self.rate_limit_wait_s)
+        return await http.download(f"{self.base_url}/v1/media/{_path(resource)}?alt=media", cap, too_large,
+                                   op="download", refused=refused, redact=self.redact, headers=headers)
 
     async def _call(self, http_method: str, path: str, op: str, space: str, **kwargs) -> dict:
         headers = {"Authorization": f"Bearer {await self.tokens.token()}"}

@@ -12,7 +12,8 @@ the older ``type: DM``, ``singleUserBotDm``), a group otherwise. Google Chat del
 only when the app is @-mentioned (or a slash command names it), so every message from a space is addressed to the
 bot; ``argumentText`` is its text without the mention. Threads: in a space whose messages are threaded
 (``spaceThreadingState: THREADED_MESSAGES``) or for a reply in a thread (``threadReply``), the message's
-``thread.name`` is the chat's thread (chat type "thread"), and the answer goes into it. A message is its
+``thread.name`` is the chat's thread (chat type "thread"), and the answer goes into it. Files: the message's
+``attachment`` list (``attachments_of``). A message is its
 ``message.name`` (``spaces/AAAA/messages/BBBB``): the same in every delivery of it, so the inbox's dedup makes one
 row of them; the sender is ``message.sender.name`` (``users/123``).
 """
@@ -24,9 +25,11 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.payload_fields import MalformedPayload, sent_at
-from actors.messages import MessageEvent, Source
+from actors.messages import Attachment, MessageEvent, Source
 
 MAX_NAME_CHARS = 200
+MAX_FILES = 10                 # attachments taken from one message; any more are left out
+MAX_RESOURCE_CHARS = 1024      # an attachmentDataRef's resourceName
 TAKEN_EVENTS = ("MESSAGE", "ADDED_TO_SPACE")
 _SPACE = re.compile(r"^spaces/[A-Za-z0-9_-]{1,64}$")
 _MESSAGE = re.compile(r"^spaces/[A-Za-z0-9_-]{1,64}/messages/[A-Za-z0-9_.-]{1,128}$")
@@ -110,8 +113,11 @@ def event_from_chat(event: Any, platform: str, profile: str) -> MessageEvent:
     text = message.get("argumentText")
     if not isinstance(text, str):
         text = message.get("text")
+    attachments = attachments_of(message)
     if not isinstance(text, str):
-        raise MalformedPayload(f"{where}: a message without text")
+        if not attachments:
+            raise MalformedPayload(f"{where}: a message without text")
+        text = ""   # a file sent alone
     thread = thread_of(space, message)
     chat_type = "dm" if is_dm(space) else "thread" if thread else "group"
     display = sender.get("displayName") if isinstance(sender.get("displayName"), str) else None
@@ -119,4 +125,32 @@ def event_from_chat(event: Any, platform: str, profile: str) -> MessageEvent:
                     user_name=display[:MAX_NAME_CHARS] if display else None, profile=profile)
     return MessageEvent(source=source, text=text.strip(), platform_message_id=name, received_at=time.time(),
                         sent_at=sent_at(message.get("createTime") or event.get("eventTime")),
-                        addressed=None if chat_type == "dm" else True)
+                        addressed=None if chat_type == "dm" else True, attachments=attachments)
+
+
+def attachments_of(message: dict) -> tuple:
+    """The message's files (``attachment``, a list of Attachment resources), ``MAX_FILES`` at most: uploaded content
+    pending, its ref the ``attachmentDataRef.resourceName`` that ``media.download`` takes (the adapter fetches it
+    with the app's token); a Google Drive file (``driveDataRef``) ``unavailable``: only the Drive API, under the
+    user's own authorisation, gives its bytes, and the app has none. The kind follows ``contentType`` (the bytes'
+    own type is sniffed once fetched)."""
+    found = []
+    items = message.get("attachment") if isinstance(message.get("attachment"), list) else []
+    for item in items[:MAX_FILES]:
+        if not isinstance(item, dict):
+            continue
+        name = item.get("contentName") if isinstance(item.get("contentName"), str) else ""
+        kind = _kind_of(item.get("contentType"))
+        data_ref = item.get("attachmentDataRef") if isinstance(item.get("attachmentDataRef"), dict) else {}
+        resource = data_ref.get("resourceName")
+        if (isinstance(resource, str) and 0 < len(resource) <= MAX_RESOURCE_CHARS and ".." not in resource
+                and not resource.startswith("/") and "?" not in resource and "#" not in resource):
+            found.append(Attachment(kind=kind, ref=resource, name=name[:MAX_NAME_CHARS]))
+        else:
+            found.append(Attachment(kind=kind, name=name[:MAX_NAME_CHARS], state="unavailable"))
+    return tuple(found)
+
+
+def _kind_of(content_type) -> str:
+    kind = content_type.split("/", 1)[0] if isinstance(content_type, str) else ""
+    return {"image": "photo", "audio": "audio", "video": "video"}.get(kind, "document")

@@ -8,10 +8,12 @@ in the space) and 3,000 message writes a minute per project: a space is kept at 
 every 1.5 s. A message holds at most 32,000 bytes; its text is kept to 4,096 characters (what the Chat UI shows
 whole). No typing indicator for apps. A create carries ``requestId``: a repeated one is answered with the message it
 created, so a send whose answer was lost goes again and shows once. Buttons: a tool approval's question (and /model's
-listing) carries a ``cardsV2`` card; presses arrive as ``CARD_CLICKED`` events on the same endpoint."""
+listing) carries a ``cardsV2`` card; presses arrive as ``CARD_CLICKED`` events on the same endpoint. Files in: a
+message's uploaded files, fetched with ``media.download`` (a Drive file is not: the Drive API would need the user's
+authorisation). Files out: none (``media.upload`` requires user authentication; the app is its service account)."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
-CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=False, files_in=False, files_out=False,
+CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=False, files_in=True, files_out=False,
                             voice=False, buttons=True, typing=False, idempotent_send="requestId")
 
 CHAT_ISSUER = "chat@system.gserviceaccount.com"

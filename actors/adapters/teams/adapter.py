@@ -25,9 +25,12 @@ it again.
 
 Buttons (cards.py): a tool approval's question and /model's listing carry an Adaptive Card of Action.Submit buttons;
 a press is a message activity with a ``value``, judged by the kit's press logic (presses.py) and stored as the
-presser's typed answer under its own activity id, the question updated once settled. Files: small images go out
-inline (base64 in the message, ``inline_image``); images pasted in are fetched from the activity's own Connector
-with the bot's token (``download_attachment``).
+presser's typed answer under its own activity id, the question updated once settled. Files (files.py): small images
+go out inline (base64 in the message, ``inline_image``); any other file, in a personal chat, with a file consent
+card whose context carries the offer sealed (nothing kept here while the user decides), uploaded on the user's Allow
+(a ``fileConsent/invoke``, acted on before it is answered 200) and shown with a file info card; in a group chat or a
+channel refused. Images pasted in are fetched from the activity's own Connector with the bot's token, files shared
+from OneDrive or SharePoint by their download link without it (``download_attachment``).
 
 Outbound: a part is an activity POSTed to the conversation (in a channel, as a reply to the thread's first post:
 ``replyToId``) at the conversation's serviceUrl; streaming updates are PUT of the sent activity, paced by the kit
@@ -53,13 +56,17 @@ from actors.adapters.presses import REFUSED, SETTLED, ButtonPresses, JudgedPress
 from actors.adapters.push_server import StoredThisLife
 from actors.adapters.teams.auth import BotTokens, ChannelKeys, check_activity
 from actors.adapters.teams.cards import ANSWER_FIELD, Press, card_attachments, is_press, press_of
-from actors.adapters.teams.client import ConnectorAPI, classify
-from actors.adapters.teams.inbound import conversation_id, event_from_activity, message_key, skip_reason
+from actors.adapters.teams.client import ConnectorAPI, classify, put_file
+from actors.adapters.teams.files import (Accepted, Declined, Offer, consent_answer, consent_card, file_host_allowed,
+                                         file_info_card, is_consent_answer, sealing_key)
+from actors.adapters.teams.inbound import (SHARED_REF, conversation_id, event_from_activity, message_key,
+                                           skip_reason)
 from actors.adapters.teams.platform import TOKEN_URL
 from actors.adapters.teams.serviceurls import ServiceUrlRefused, ServiceUrls
 from actors.adapters.teams.webhook_server import ActivityServer
 from actors.approvals.answers import Answerer
-from actors.messages import Attachment, MessageEvent, PlatformOp
+from actors.media.outgoing import unsent_line
+from actors.messages import Attachment, MessageEvent, OutgoingFile, PlatformOp
 from supervision.http_serving import http_limits
 
 REMEMBERED_ACTIVITIES = 4096   # activities committed in this life, for answering a repeat without a write
@@ -90,6 +97,7 @@ class TeamsAdapter(ButtonPresses, WebhookAdapter):
         self._http: Optional[HttpSession] = None
         self._urls: Optional[ServiceUrls] = None
         self._urls_unsaved = False    # a conversation's serviceUrl learned and not yet committed
+        self._consents_done: collections.OrderedDict[str, None] = collections.OrderedDict()   # consent answers
 
     # -------------------------------------------------------------------------------------------------- intake
     async def connect(self) -> None:
@@ -154,6 +162,9 @@ class TeamsAdapter(ButtonPresses, WebhookAdapter):
         async def deliver(activity: dict) -> None:
             """Store one activity (or skip it); the Connector is answered when this returns."""
             self._learn_name(activity)
+            if is_consent_answer(activity):
+                await self._answer_consent(activity)
+                return
             if is_press(activity):
                 await self._take_press(activity, store)
                 return
@@ -244,26 +255,94 @@ class TeamsAdapter(ButtonPresses, WebhookAdapter):
         return sent
 
     async def send_file(self, op: PlatformOp) -> str:
-        """An image as an inline attachment of a message activity: its bytes as a base64 ``data:`` URI in
-        ``contentUrl`` (what the Connector takes in every conversation type, with no upload and no Graph
-        permission), its caption as the text. Bounded by ``INLINE_IMAGE_BYTES`` so that the message stays within
-        Teams' message size. A document would need a file consent card (personal chats) or SharePoint
-        (channels): refused, and the reply says so in its place."""
-        activity = inline_image(op.file.mime, op.file.name, await self.file_bytes(op.file), op.file.caption)
-        return await self._post_activity(op, activity)
+        """A small image (``INLINE_IMAGE_TYPES``, at most ``INLINE_IMAGE_BYTES``) as an inline attachment of a message
+        activity, in every conversation type: its bytes as a base64 ``data:`` URI in ``contentUrl`` (no upload, no
+        Graph permission), its caption as the text. Any other file in a personal chat: a file consent card
+        (files.py), the bytes uploaded once the user allows it (``_answer_consent``); the card's activity is the
+        part's message id. In a group chat or a channel, where file consent does not apply: refused (a permanent
+        failure: the reply shows the file's line in its place, saying why)."""
+        file = op.file
+        if file.mime in INLINE_IMAGE_TYPES and file.size <= INLINE_IMAGE_BYTES:
+            activity = inline_image(file.mime, file.name, await self.file_bytes(file), file.caption)
+            return await self._post_activity(op, activity)
+        if not is_personal(op):
+            raise PermanentError("Teams takes a bot's file only in a personal chat (with the user's consent); in a "
+                                 "group chat or a channel it would have to be put in SharePoint (not built)",
+                                 method="send")
+        data = await self.file_bytes(file)   # one swept from the cache is refused now, not after the user allows
+        offer = Offer(op.chat_id, file.cache_key, file.name or "file", file.mime, len(data),
+                      int(time.time() + self.settings["file_consent_ttl_s"]))
+        return await self._post_activity(op, consent_card(offer, self._sealing_key(), file.caption))
+
+    def _sealing_key(self) -> bytes:
+        return sealing_key(self.settings["app_password"])
+
+    async def _answer_consent(self, activity: dict) -> None:
+        """A user's Allow or Decline on a file consent card, acted on before the invoke is answered 200: on an
+        Allow the bytes are uploaded and the file's card sent; on a Decline, or an offer that expired, the file's
+        line says so. An answer repeated in this life (the Connector's retry) is not acted on twice; one delivered
+        again after a kill -9 cut it before its 200 is acted on again (an upload session that already finished
+        refuses it: logged). A failure to upload or to tell is logged and answered 200 all the same: the card
+        stays, and Allow pressed again starts a new upload session."""
+        conversation = conversation_id(activity)
+        key = message_key(activity)
+        if conversation is None or key is None or key in self._consents_done:
+            return
+        self._consents_done[key] = None
+        while len(self._consents_done) > REMEMBERED_ACTIVITIES:
+            self._consents_done.popitem(last=False)
+        answer = consent_answer(activity, conversation, self._sealing_key(), time.time())
+        url = (await self.service_urls()).for_conversation(conversation)
+        reply_to = activity.get("replyToId") if isinstance(activity.get("replyToId"), str) else None
+        try:
+            if isinstance(answer, Accepted):
+                await self._upload(answer)
+                await self.api().send(url, conversation, file_info_card(answer))
+                self.say(logging.INFO, "%s: %s uploaded to the user's OneDrive", self.name, answer.name)
+                return
+            if answer.offer is None:   # not ours, or altered: nothing to tell the user
+                self.say(logging.WARNING, "%s: a file consent answer refused: %s", self.name, answer.why)
+                return
+            why = "the user declined it" if isinstance(answer, Declined) else f"not sent: {answer.why}"
+            line = unsent_line(OutgoingFile(answer.offer.cache_key, answer.offer.mime, "document", answer.offer.name,
+                                            size=answer.offer.size), why)
+            await self.api().send(url, conversation, dict(_message(line, "send"), textFormat="plain"))
+        except Exception as exc:  # noqa: BLE001 - the card stays: a new Allow tries again
+            self.say(logging.WARNING, "%s: a file consent answer was not carried out (%s)%s", self.name,
+                     self.clean_error(exc), f" (card {reply_to[:40]})" if reply_to else "")
+
+    async def _upload(self, accepted: Accepted) -> None:
+        s = self.settings
+        if not file_host_allowed(accepted.upload_url, tuple(s["file_hosts"]), tuple(s["allowed_service_urls"])):
+            raise PermanentError("the upload URL is on no host of file_hosts", method="upload")
+        data = await self.file_bytes(OutgoingFile(accepted.offer.cache_key, accepted.offer.mime))
+        await put_file(self.http(), accepted.upload_url, data, self.api().redact)
 
     async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
         """An image pasted into a message: ``GET`` its contentUrl (on the activity's verified Connector, inbound.py)
-        with the bot's access token, at most ``cap`` bytes."""
+        with the bot's access token; a file shared from OneDrive or SharePoint: ``GET`` its pre-authenticated
+        download link, without the token, on a host of ``file_hosts`` only. At most ``cap`` bytes."""
+        if attachment.ref.startswith(SHARED_REF):
+            return await self._download_shared(attachment.ref[len(SHARED_REF):], cap)
         try:
             (await self.service_urls()).checked_url(attachment.ref.split("v3/attachments/", 1)[0])
         except ServiceUrlRefused as exc:
             raise AttachmentGone(str(exc)) from None
         api = self.api()
         headers = {"Authorization": f"Bearer {await api.tokens.token()}"}
+        return await self._download(attachment.ref, cap, headers)
+
+    async def _download_shared(self, url: str, cap: int) -> bytes:
+        s = self.settings
+        if not file_host_allowed(url, tuple(s["file_hosts"]), tuple(s["allowed_service_urls"])):
+            raise AttachmentGone("the shared file's download link is on no host of file_hosts")
+        return await self._download(url, cap, None)
+
+    async def _download(self, url: str, cap: int, headers: Optional[dict]) -> bytes:
+        api = self.api()
         try:
             return await self.http().download(
-                attachment.ref, cap, lambda size: AttachmentTooLarge(size, cap), op="get_attachment",
+                url, cap, lambda size: AttachmentTooLarge(size, cap), op="get_attachment",
                 refused=lambda status, body, answer_headers: classify("get_attachment", status, body, answer_headers),
                 redact=api.redact, headers=headers)
         except PermanentError as exc:
@@ -311,8 +390,9 @@ def inline_image(mime: str, name: str, data: bytes, caption: str = "") -> dict:
     """A message activity showing ``data`` (an image of ``INLINE_IMAGE_TYPES``, at most ``INLINE_IMAGE_BYTES``)
     inline, with ``caption`` as its text; PermanentError for anything else."""
     if mime not in INLINE_IMAGE_TYPES:
-        raise PermanentError(f"Teams takes a bot's {mime} only as a file of OneDrive or SharePoint (not built); "
-                             f"images ({', '.join(INLINE_IMAGE_TYPES)}) go inline", method="send")
+        raise PermanentError(f"Teams takes a bot's {mime} only as a file of OneDrive or SharePoint (a consent card "
+                             f"in a personal chat); images ({', '.join(INLINE_IMAGE_TYPES)}) go inline",
+                             method="send")
     if len(data) > INLINE_IMAGE_BYTES:
         # Permanent, not too long: a file is no text the sender could split.
         raise PermanentError(f"{len(data)} bytes, over the {INLINE_IMAGE_BYTES} an inline image may have",
@@ -323,6 +403,11 @@ def inline_image(mime: str, name: str, data: bytes, caption: str = "") -> dict:
     if caption.strip():
         activity.update(text=caption.strip()[:CAPTION_LIMIT], textFormat="plain")
     return activity
+
+
+def is_personal(op: PlatformOp) -> bool:
+    """A personal chat: a dm whose conversation id is no group chat's or channel's (theirs start ``19:``)."""
+    return op.chat_type == "dm" and not op.chat_id.startswith("19:")
 
 
 def _activity_id(op: PlatformOp) -> str:

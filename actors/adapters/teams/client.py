@@ -27,6 +27,7 @@ from actors.adapters.errors import (FloodError, MessageNotFoundError, PermanentE
                                     TooLongError)
 from actors.adapters.http_session import FloodStreaks, HttpSession, retry_after_header
 from actors.adapters.teams.auth import BotTokens
+from actors.adapters.teams.files import content_range, upload_ranges
 from common.redact import redact as redact_secrets
 
 MAX_FLOOD_WAIT_S = 64.0
@@ -75,6 +76,26 @@ class ConnectorAPI(HttpSession):
             self.tokens.forget()
         wait = self.floods.flooded(conversation) if status in THROTTLED else self.rate_limit_wait_s
         raise classify(op, status, body, answer_headers, wait)
+
+
+async def put_file(http: HttpSession, upload_url: str, data: bytes, redact=lambda text: text) -> None:
+    """The bytes PUT to a OneDrive upload session (files.py), range after range; no bot token goes with them (the
+    session's URL is its own authorisation). A 202 asks for the next range; 200 or 201 is the whole file. A refusal
+    is a PermanentError (the session expired or was cancelled: a new Allow makes a new one); a 5xx or a network
+    error a RetryableError of ``upload``."""
+    size = len(data)
+    for first, last in upload_ranges(size):
+        headers = {"Content-Range": content_range(first, last, size)}
+        status, _, body = await http.request_json("PUT", upload_url, op="upload", redact=redact, headers=headers,
+                                                  data=data[first:last + 1], timeout=max(http.request_timeout, 60.0))
+        done = last + 1 >= size
+        if status in (200, 201) and done or status == 202 and not done:
+            continue
+        error = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else {}
+        description = f"the upload session answered {status} {str(error.get('message') or '')[:200]}".strip()
+        if status >= 500:
+            raise RetryableError(description, method="upload", status=status, maybe_done=True)
+        raise PermanentError(description, method="upload", status=status)
 
 
 def _activities(conversation: str) -> str:

@@ -2,8 +2,10 @@
 
 An activity is one POST to the bot's messaging endpoint, JSON: ``{"type", "id", "timestamp", "serviceUrl",
 "channelId", "from", "conversation", "recipient", "text", "entities", "channelData", "replyToId"}`` (its token is
-checked against it first: auth.py). Only ``message`` activities become input; ``conversationUpdate``, ``typing``,
-``messageReaction``, ``invoke``, ``installationUpdate`` and the rest are answered and skipped (``skip_reason``).
+checked against it first: auth.py). Only ``message`` activities become input; a ``fileConsent/invoke`` is the answer
+to a file the bot offered (files.py, the adapter acts on it); ``conversationUpdate``, ``typing``,
+``messageReaction``, other ``invoke``s, ``installationUpdate`` and the rest are answered and skipped
+(``skip_reason``). Files: ``attachments_of``.
 
 Identity: the chat is ``conversation.id``. ``conversationType`` ``personal`` is a dm, ``groupChat`` a group,
 ``channel`` a thread of a team's channel: its conversation id ends in ``;messageid=<the thread's first post>``
@@ -24,12 +26,16 @@ import time
 from typing import Any, Optional
 
 from actors.adapters.payload_fields import MalformedPayload, sent_at
+from actors.adapters.teams.files import DOWNLOAD_INFO
 from actors.messages import Attachment, MessageEvent, Source
 
 MAX_ID_CHARS = 512
 MAX_NAME_CHARS = 200
 MAX_FILES = 10            # images taken from one message; any more are left out
 MAX_URL_CHARS = 2048
+MAX_DOWNLOAD_URL_CHARS = 8192   # a SharePoint download link carries its own access token
+SHARED_REF = "shared:"   # a shared file's ref: its pre-authenticated download URL, fetched without the token
+IMAGE_FILE_TYPES = ("png", "jpg", "jpeg", "gif", "bmp", "webp")
 CHAT_TYPES = {"personal": "dm", "groupChat": "group", "channel": "thread"}
 _THREAD_MARK = ";messageid="
 _AT_TAG = re.compile(r"</?at>", re.IGNORECASE)
@@ -146,23 +152,43 @@ def event_from_activity(activity: Any, platform: str, profile: str) -> MessageEv
 
 
 def attachments_of(activity: dict) -> tuple:
-    """The images pasted into the message, pending: an attachment of an ``image/*`` type whose ``contentUrl`` is on
-    the activity's own Connector (``<serviceUrl>v3/attachments/...``, fetched with the bot's access token). One
-    elsewhere is ``unavailable``: the bot's token goes to no other host. Cards, the ``text/html`` copy of the
-    message and files shared from OneDrive are not taken (``MAX_FILES`` at most)."""
+    """The files of the message, pending, ``MAX_FILES`` at most:
+
+    * images pasted into it: an attachment of an ``image/*`` type whose ``contentUrl`` is on the activity's own
+      Connector (``<serviceUrl>v3/attachments/...``, fetched with the bot's access token). One elsewhere is
+      ``unavailable``: the bot's token goes to no other host;
+    * files shared from OneDrive or SharePoint (files.py): ``application/vnd.microsoft.teams.file.download.info``,
+      ref ``shared:<content.downloadUrl>`` (a pre-authenticated link, fetched without the token; the adapter checks
+      its host before it fetches), named by the attachment's ``name``. One without a download URL is
+      ``unavailable``.
+
+    Cards and the ``text/html`` copy of the message are not taken."""
     service = activity.get("serviceUrl")
     base = service if isinstance(service, str) and service.endswith("/") else f"{service}/"
     found = []
     for item in activity.get("attachments") if isinstance(activity.get("attachments"), list) else []:
         kind, url = (item.get("contentType"), item.get("contentUrl")) if isinstance(item, dict) else (None, None)
-        if not (isinstance(kind, str) and kind.startswith("image/")):
+        shared = kind == DOWNLOAD_INFO
+        if not (shared or (isinstance(kind, str) and kind.startswith("image/"))):
             continue
         if len(found) >= MAX_FILES:
             break
+        name = item.get("name") if isinstance(item.get("name"), str) else ""
+        if shared:
+            found.append(_shared_file(item, name[:MAX_NAME_CHARS]))
+            continue
         if not (isinstance(url, str) and isinstance(service, str) and url.startswith(base + "v3/attachments/")
                 and len(url) <= MAX_URL_CHARS):
             found.append(Attachment(kind="photo", state="unavailable"))
             continue
-        name = item.get("name") if isinstance(item.get("name"), str) else ""
-        found.append(Attachment(kind="photo", ref=url, name=name[:MAX_NAME_CHARS]))
+        found.append(Attachment(kind="photo", ref=url, name=name))
     return tuple(found)
+
+
+def _shared_file(item: dict, name: str) -> Attachment:
+    content = item.get("content") if isinstance(item.get("content"), dict) else {}
+    url, file_type = content.get("downloadUrl"), content.get("fileType")
+    kind = "photo" if isinstance(file_type, str) and file_type.lower() in IMAGE_FILE_TYPES else "document"
+    if not (isinstance(url, str) and url.startswith(("https://", "http://")) and len(url) <= MAX_DOWNLOAD_URL_CHARS):
+        return Attachment(kind=kind, name=name, state="unavailable")
+    return Attachment(kind=kind, ref=SHARED_REF + url, name=name)

@@ -9,8 +9,10 @@ burst of 3, updates of a streamed reply at most every 1.5 s. A message holds abo
 characters. Typing indicators are activities of their own. No idempotency key: a send whose answer was lost goes
 again under the re-sent mark. Buttons: a tool approval's question (and /model's listing) carries an Adaptive Card of
 Action.Submit buttons (presses arrive as message activities with a ``value``: cards.py). Files out: small images
-(PNG, JPEG, GIF up to 20,000 bytes) inline as base64 attachments; documents are refused (they need OneDrive or
-SharePoint). Files in: images pasted into a message, fetched from the Connector with the bot's token."""
+(PNG, JPEG, GIF up to 20,000 bytes) inline as base64 attachments in every conversation; any other file in a personal
+chat with a file consent card, uploaded to the user's OneDrive once they allow it (files.py); in a group chat or a
+channel refused (it would need SharePoint through Graph). Files in: images pasted into a message, fetched from the
+Connector with the bot's token, and files shared from OneDrive or SharePoint, by their download link."""
 from actors.adapters.spec import Capabilities, Option, Platform, paced
 
 CAPABILITIES = Capabilities(edit=True, delete=True, threads=True, reactions=False, files_in=True, files_out=True,
@@ -56,6 +58,11 @@ PLATFORM = Platform(
                                                      "behind the TLS proxy the bot's endpoint URL points at)"),
         "webhook_port": Option(int, 3978, doc="its port (0: any free port)"),
         "webhook_path": Option(str, "/api/messages", doc="its path (the messaging endpoint URL's path)"),
+        "file_hosts": Option(list, ["sharepoint.com"], doc="hosts (and their subdomains) the bot fetches users' "
+                                                           "shared files from and uploads consented files to: "
+                                                           "OneDrive and SharePoint (a sovereign cloud's: add it)"),
+        "file_consent_ttl_s": Option(float, 86400.0, doc="how long a file offered with a consent card can be "
+                                                         "accepted; a later Allow is answered that it expired"),
         "rate_limit_wait_s": Option(float, 2.0, doc="how long a conversation waits after a 429 or 412 that names "
                                                     "no Retry-After, doubled for each further one in a row, at "
                                                     "most 64 s"),

@@ -66,6 +66,10 @@ class GoogleChatHarness(ServerHarness):
         self.webhook_ready()
         return self.server.inject_text(self.server.dm(chat), text, chat)
 
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        self.webhook_ready()
+        return self.server.inject_file(self.server.dm(chat), data, caption, chat)
+
     def platform_message_id(self, handle: str) -> str:
         return self.server.event_of(handle)["message"]["name"]
 

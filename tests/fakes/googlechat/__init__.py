@@ -35,14 +35,21 @@ Wire format implemented:
 * ``PATCH /v1/spaces/{space}/messages/{id}?updateMask=text[,cardsV2]`` ``{text[, cardsV2]}``; ``DELETE`` of the
   same; 404 ``NOT_FOUND`` for a message the app does not have (or deleted).
 * ``GET /v1/spaces/{space}``.
+* Files in ("Download media as a file attachment", the ``spaces.messages.attachments`` and ``media.download``
+  references): ``inject_file`` posts a message whose ``attachment`` list holds an Attachment of uploaded content
+  (``name``, ``contentName``, ``contentType``, ``source`` ``UPLOADED_CONTENT``, ``attachmentDataRef.resourceName``,
+  ``thumbnailUri``, ``downloadUri``); ``GET /v1/media/{resourceName}?alt=media`` serves its bytes to a live app
+  token (401 otherwise, 404 for an unknown name; without ``alt=media`` the Media resource). ``drive_file`` is an
+  Attachment of a Drive file (``driveDataRef``), which the Chat API does not serve.
 * Rate limits: a space takes ``space_writes_per_minute`` writes (creates, patches, deletes) in any 60 s; one more
   is 429 ``RESOURCE_EXHAUSTED`` and counts as a ``pace_violation``. A scripted ``flood`` is a 429 (no Retry-After,
   as Google's) that bans the space for ``flood_retry_after``: a write inside it is refused again and counts as a
   ``retry_after_violation``.
 
 Left out: cards other than buttons, dialogs, ``actionResponse`` bodies in an event's answer (the fake reads only the
-status), attachments and media, reactions, memberships, user authentication, slash commands, the
-``messageId`` custom names, the per-project quotas, and key rotation (one key at a time).
+status), ``media.upload`` (it requires user authentication, which a Chat app's service account is not), reactions,
+memberships, user authentication, slash commands, the ``messageId`` custom names, the per-project quotas, and key
+rotation (one key at a time).
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}`` (a DM),
 ``POST /_control/webhook_url {"url"}``.

@@ -4,6 +4,7 @@ its service account uses, the published keys of event tokens, the events Google 
 is told to), a control API and in-process inspection helpers."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import secrets
@@ -69,9 +70,10 @@ class FakeGoogleChat(WebhookMethods, FakeServer):
     def initial_state(self) -> dict:
         stats = dict.fromkeys(("creates", "patches", "deletes", "request_id_repeats", "auth_failures",
                                "tokens_granted", "tokens_refused", "certs_served", "retry_after_violations",
-                               "pace_violations", "flood_served", "webhook_attempts", "webhook_retries"), 0)
+                               "pace_violations", "flood_served", "webhook_attempts", "webhook_retries",
+                               "media_downloads"), 0)
         return {"spaces": {}, "messages": {}, "tokens": {}, "request_ids": {}, "ops": [], "writes": {},
-                "deliveries": [], "next_message": 1, "next_delivery": 1, "stats": stats}
+                "deliveries": [], "next_message": 1, "next_delivery": 1, "stats": stats, "media": {}}
 
     def configure(self, **limits) -> None:
         unknown = set(limits) - set(DEFAULT_LIMITS)
@@ -157,6 +159,32 @@ class FakeGoogleChat(WebhookMethods, FakeServer):
     def inject_text(self, space: str, text: str, user: str = "alice", thread: Optional[str] = None) -> str:
         return self.deliver_event(self.message_event(space, text, user, thread))
 
+    def inject_file(self, space: str, data: bytes, caption: str = "", user: str = "alice",
+                    content_type: str = "image/png", name: str = "photo.png") -> str:
+        """A user uploads a file with a message (its text the caption): the message's ``attachment`` names it by
+        ``attachmentDataRef.resourceName``, which ``media.download`` serves to the app."""
+        event = self.message_event(space, caption, user)
+        event["message"]["attachment"] = [self.uploaded(event["message"]["name"], data, content_type, name)]
+        return self.deliver_event(event)
+
+    def uploaded(self, message: str, data: bytes, content_type: str, name: str) -> dict:
+        """An Attachment of uploaded content on ``message``, its bytes kept for ``media.download``."""
+        resource = base64.urlsafe_b64encode(secrets.token_bytes(30)).decode()
+        with self.mutate() as state:
+            state["media"][resource] = {"type": content_type, "data": base64.b64encode(data).decode()}
+        return {"name": f"{message}/attachments/{secrets.token_hex(6)}", "contentName": name,
+                "contentType": content_type, "source": "UPLOADED_CONTENT",
+                "attachmentDataRef": {"resourceName": resource},
+                "thumbnailUri": f"https://chat.google.com/api/get_attachment_url?url_type=THUMBNAIL_URL&{resource}",
+                "downloadUri": f"https://chat.google.com/api/get_attachment_url?url_type=DOWNLOAD_URL&{resource}"}
+
+    @staticmethod
+    def drive_file(message: str, name: str, content_type: str = "application/pdf") -> dict:
+        """An Attachment of a Google Drive file: ``driveDataRef`` (the Drive API's, not the Chat app's)."""
+        return {"name": f"{message}/attachments/{secrets.token_hex(6)}", "contentName": name,
+                "contentType": content_type, "source": "DRIVE_FILE",
+                "driveDataRef": {"driveFileId": secrets.token_urlsafe(24)}}
+
     def click_event(self, space: str, message_name: str, label: str, user: str = "alice") -> dict:
         """A click on the button ``label`` of the app's message, as Chat posts it (``CARD_CLICKED``: the presser,
         the message with its cards, the button's action both as ``common`` and as the older ``action``); ValueError
@@ -206,6 +234,7 @@ class FakeGoogleChat(WebhookMethods, FakeServer):
         app.router.add_get("/certs/jwks", self.certs_jwks)
         app.router.add_post("/token", self.token)
         app.router.add_get("/v1/spaces/{space}", self.get_space)
+        app.router.add_get("/v1/media/{resource:.+}", self.media_download)
         app.router.add_post("/v1/spaces/{space}/messages", self.writer("create"))
         app.router.add_patch("/v1/spaces/{space}/messages/{message}", self.writer("patch"))
         app.router.add_delete("/v1/spaces/{space}/messages/{message}", self.writer("delete"))
@@ -271,6 +300,22 @@ class FakeGoogleChat(WebhookMethods, FakeServer):
                 return error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
             known = space in state["spaces"]
         return web.json_response(self.space_json(space)) if known else error(404, "NOT_FOUND", "Space not found")
+
+    async def media_download(self, request: web.Request) -> web.Response:
+        """``media.download``: the uploaded bytes, to the app's token, with ``alt=media`` (without it, the Media
+        resource's metadata)."""
+        resource = request.match_info["resource"]
+        with self.mutate() as state:
+            if not self.authorised(state, request):
+                return error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
+            found = state["media"].get(resource)
+            if found is not None and request.query.get("alt") == "media":
+                state["stats"]["media_downloads"] += 1
+        if found is None:
+            return error(404, "NOT_FOUND", "Media not found")
+        if request.query.get("alt") != "media":
+            return web.json_response({"resourceName": resource})
+        return web.Response(body=base64.b64decode(found["data"]), content_type=found["type"])
 
     def writer(self, method: str):
         async def handler(request: web.Request) -> web.Response:

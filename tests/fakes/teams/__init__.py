@@ -45,7 +45,12 @@ Wire format implemented:
   ``<serviceUrl>v3/attachments/<id>/views/original``, served by ``GET`` to a bearer of a live bot token (401
   otherwise, 404 for an unknown one), beside a ``text/html`` attachment.
 
-Left out: files shared from OneDrive (``file.download.info``), file consent cards, invokes (``Action.Execute``),
+* Files beyond inline images (files.py): file consent cards (personal chats only) and file info cards on a bot's
+  message; ``answer_consent`` (a user's Allow or Decline: a signed ``fileConsent/invoke``), the OneDrive upload
+  session it names (``PUT /upload/{session}``, ranges checked), ``inject_shared_file`` (a
+  ``file.download.info`` attachment, its ``downloadUrl`` served without a token).
+
+Left out: Graph (SharePoint files in channels), invokes other than file consent (``Action.Execute``),
 conversation members and roster calls, creating conversations, sovereign clouds, the Emulator's tokens.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}`` (a personal chat),

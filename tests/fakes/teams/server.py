@@ -16,6 +16,7 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from tests.fakes.harness import FakeServer, FaultScript, FloodGate, control_route, drop_connection
+from tests.fakes.teams.files import FILE_CARDS, FileMethods, card_problem
 from tests.fakes.teams.keys import CHANNEL_ISSUER, ROTATED_KID, SIGNING_KID, activity_token, jwk
 from tests.fakes.whatsapp.webhooks import WebhookMethods
 
@@ -55,7 +56,7 @@ def error(status: int, code: str, message: str, headers: Optional[dict] = None) 
     return web.json_response({"error": {"code": code, "message": message}}, status=status, headers=headers)
 
 
-class FakeTeams(WebhookMethods, FakeServer):
+class FakeTeams(FileMethods, WebhookMethods, FakeServer):
     """``limits`` (DEFAULT_LIMITS keys) as keyword arguments; faults through ``set_faults`` (kinds flood: 429 with
     Retry-After, error: 500, drop, drop_after) for the write methods."""
 
@@ -77,9 +78,10 @@ class FakeTeams(WebhookMethods, FakeServer):
         stats = dict.fromkeys(("sends", "replies", "updates", "deletes", "typings", "auth_failures",
                                "tokens_granted", "tokens_refused", "keys_served", "metadata_served",
                                "retry_after_violations", "pace_violations", "flood_served", "webhook_attempts",
-                               "webhook_retries"), 0)
+                               "webhook_retries", "token_leaks"), 0)
         return {"conversations": {}, "activities": {}, "tokens": {}, "ops": [], "files": {}, "writes": {},
-                "deliveries": [], "next_activity": 1, "next_delivery": 1, "stats": stats}
+                "deliveries": [], "next_activity": 1, "next_delivery": 1, "stats": stats, "uploads": {},
+                "shared": {}}
 
     def configure(self, **limits) -> None:
         unknown = set(limits) - set(DEFAULT_LIMITS)
@@ -237,6 +239,7 @@ class FakeTeams(WebhookMethods, FakeServer):
         app.router.add_get("/v1/.well-known/keys", self.keys)
         app.router.add_post("/{tenant}/oauth2/v2.0/token", self.token)
         app.router.add_get("/v3/attachments/{attachment}/views/{view}", self.attachment)
+        self.add_file_routes(app)
         base = "/v3/conversations/{conversation}/activities"
         app.router.add_post(base, self.writer("send"))
         app.router.add_post(base + "/{activity}", self.writer("reply"))
@@ -381,7 +384,7 @@ class FakeTeams(WebhookMethods, FakeServer):
             activity["deleted"] = True
             state["stats"]["deletes"] += 1
             return 200, {}
-        problem = self._text_problem(body)
+        problem = self._text_problem(body, self._personal(state, chat))
         if problem:
             return problem
         activity["text"], activity["edits"] = body.get("text", ""), activity["edits"] + 1
@@ -391,7 +394,7 @@ class FakeTeams(WebhookMethods, FakeServer):
 
     def _create(self, state: dict, method: str, conversation: str, shown: list, request: web.Request, body,
                 now: float) -> tuple:
-        problem = self._text_problem(body)
+        problem = self._text_problem(body, self._personal(state, conversation.split(";")[0]))
         if problem:
             return problem
         reply_to = unquote(request.match_info["activity"]) if method == "reply" else None
@@ -404,7 +407,11 @@ class FakeTeams(WebhookMethods, FakeServer):
         state["stats"]["replies" if method == "reply" else "sends"] += 1
         return 201, {"id": activity_id}
 
-    def _text_problem(self, body) -> Optional[tuple]:
+    @staticmethod
+    def _personal(state: dict, chat: str) -> bool:
+        return state["conversations"].get(chat, {}).get("conversationType") == "personal"
+
+    def _text_problem(self, body, personal: bool) -> Optional[tuple]:
         if not isinstance(body, dict) or body.get("type") != "message":
             return 400, ("BadArgument", "Activity type must be message")
         text = body.get("text", "" if body.get("attachments") else None)
@@ -412,20 +419,23 @@ class FakeTeams(WebhookMethods, FakeServer):
             return 400, ("BadArgument", "Message text is empty")
         if len(text) > self.limits["text_limit"] or len(json.dumps(body)) > MESSAGE_BYTES:
             return 413, ("MessageSizeTooBig", "Message size too large")
-        return self._attachments_problem(body)
+        return self._attachments_problem(body, personal)
 
     @staticmethod
-    def _attachments_problem(body: dict) -> Optional[tuple]:
+    def _attachments_problem(body: dict, personal: bool) -> Optional[tuple]:
         attachments = body.get("attachments", [])
         if not isinstance(attachments, list) or not all(isinstance(a, dict) for a in attachments):
             return 400, ("BadArgument", "attachments must be a list of objects")
         for image in [a for a in attachments if a.get("contentType") in IMAGE_TYPES]:
             if image_bytes(image) is None:
                 return 400, ("BadArgument", "an inline image's contentUrl must be a base64 data URI of its type")
-        cards = [a for a in attachments if a.get("contentType") not in IMAGE_TYPES]
+        for card in [a for a in attachments if a.get("contentType") in FILE_CARDS]:
+            if (problem := card_problem(card, personal)) is not None:
+                return 400, ("BadArgument", problem)
+        cards = [a for a in attachments if a.get("contentType") not in IMAGE_TYPES + FILE_CARDS]
         if not all(a.get("contentType") == CARD_TYPE and isinstance(a.get("content"), dict)
                    and a["content"].get("type") == "AdaptiveCard" for a in cards):
-            return 400, ("BadArgument", f"attachments must be {CARD_TYPE} cards or inline images")
+            return 400, ("BadArgument", f"attachments must be {CARD_TYPE} cards, file cards or inline images")
         for card in cards:
             for action in card["content"].get("actions", []):
                 if not (isinstance(action, dict) and action.get("type") in ("Action.Submit", "Action.OpenUrl")
