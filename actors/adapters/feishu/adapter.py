@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import json
 import logging
 import uuid
 from typing import Any, Optional
@@ -47,7 +48,9 @@ from typing import Any, Optional
 from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLongError
 from actors.adapters.feishu.callback_server import CallbackServer
 from actors.adapters.feishu.client import FeishuAPI, ResourceTooLarge, file_type
+from actors.adapters.feishu.crypto import CallbackRefused, decrypt
 from actors.adapters.feishu.formatting import emoji_type
+from actors.adapters.feishu.long_connection import LongConnection
 from actors.adapters.feishu.inbound import (event_from_callback, event_id, group_message, parse_resource_ref,
                                             skip_reason)
 from actors.adapters.feishu.platform import HOSTS
@@ -85,6 +88,7 @@ class FeishuAdapter(WebhookAdapter):
         self.redeliveries_skipped = 0  # redeliveries of events committed in this life
         self.edits_kept_back = 0       # preview edits answered without a call (the edit cap)
         self._api: Optional[FeishuAPI] = None
+        self._link: Optional[LongConnection] = None
         self._bot_open_id = ""
         self._emit_lock: Optional[asyncio.Lock] = None
         self._committed: collections.OrderedDict = collections.OrderedDict()
@@ -98,12 +102,59 @@ class FeishuAdapter(WebhookAdapter):
                                   rate_limit_wait_s=s["rate_limit_wait_s"])
         return self._api
 
+    @property
+    def long_connection(self) -> bool:
+        return self.settings["inbound"] == "long_connection"
+
+    def normal_silence_s(self) -> float:
+        if not self.long_connection:
+            return super().normal_silence_s()   # the kit probes the callback server (liveness.py)
+        # A ping goes every PingInterval (capped at max_ping_interval_s) and its pong is progress, as is every frame.
+        return 2 * self.settings["max_ping_interval_s"] + 15.0
+
     async def connect(self) -> None:
-        if self.push_server.server is None:
+        if self._emit_lock is None:
             self._emit_lock = asyncio.Lock()
+        if self.push_server.server is None and not self.long_connection:
             await self._serve_callbacks()
         bot = await self.api().bot_info()   # a wrong app secret fails here: PermanentError (refused)
         self._bot_open_id = str(bot.get("open_id") or "")
+        if self.long_connection:
+            link = LongConnection(self.api(), self._say_line, alive=self.report_progress,
+                                  max_ping_interval_s=self.settings["max_ping_interval_s"])
+            await link.open()   # the endpoint refusing the app: PermanentError (refused) too
+            self._link = link
+
+    async def disconnect(self) -> None:
+        link, self._link = self._link, None
+        if link is not None:
+            await link.close()
+        await super().disconnect()
+
+    async def run_intake(self, emit) -> None:
+        if not self.long_connection:
+            await super().run_intake(emit)   # the callback server delivers; serve until cancelled
+            return
+        link = self._link
+        if link is None:
+            return   # not connected: the kit connects again
+        await link.serve(functools.partial(self._deliver_event, emit))   # returns only by raising: reconnected
+
+    async def _deliver_event(self, emit, payload: Any) -> None:
+        """One event of the long connection: decrypted where the app has an Encrypt Key, then as a callback's; the
+        frame is answered when this returns."""
+        if isinstance(payload, dict) and isinstance(payload.get("encrypt"), str):
+            try:
+                payload = json.loads(decrypt(self.settings["encrypt_key"], payload["encrypt"]))
+            except (CallbackRefused, ValueError, RecursionError) as exc:
+                reason = exc.reason if isinstance(exc, CallbackRefused) else "no JSON inside"
+                self.say(logging.WARNING, "%s: a long-connection event that does not decrypt with the Encrypt Key "
+                         "was skipped (%s)", self.name, reason)
+                return
+        await self._deliver(emit, payload)
+
+    def _say_line(self, level: int, text: str) -> None:
+        self.say(level, "%s: %s", self.name, self.clean_error(text))
 
     async def _serve_callbacks(self) -> None:
         def on_error(text: str) -> None:
@@ -240,6 +291,9 @@ class FeishuAdapter(WebhookAdapter):
             await api.add_reaction(message_id, wanted)
 
     async def close(self) -> None:
+        link, self._link = self._link, None
+        if link is not None:
+            await link.close()
         await self.push_server.close()
         api, self._api = self._api, None
         if api is not None:
