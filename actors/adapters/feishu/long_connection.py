@@ -7,8 +7,8 @@ interval and how to reconnect (seconds). Every frame either way is a binary prot
 - the client pings (a control frame, header ``type: ping``) every PingInterval, capped at ``max_ping_interval_s``
   so the kit's silence bound, fixed when the adapter starts, holds; the platform's ``pong`` may carry a new
   ClientConfig, taken at once. Every frame received is the connection's proof of life (``alive``);
-- a data frame of ``type: event`` carries one event's JSON (the 2.0 schema, as a callback's body; encrypted when
-  the app has an Encrypt Key), or one fragment of it (``sum`` fragments, ``seq`` from 0, under one
+- a data frame of ``type: event`` carries one event's JSON (the 2.0 schema, as a callback's body, in plain text:
+  the connection was authenticated when it opened), or one fragment of it (``sum`` fragments, ``seq`` from 0, under one
   ``message_id``): fragments are kept (bounded: frames.Fragments) until the event is whole. ``handle(payload)`` is
   awaited, then the frame is answered (its own headers plus ``biz_rt``, payload ``{"code": 200}``): the adapter
   makes "returned" mean "its inbox row is committed", so an event whose commit a kill -9 cut short is never

@@ -49,8 +49,7 @@ PLATFORM = Platform(
         "base_url": Option(str, "", doc="the open platform's address instead of the domain's (a fake, in tests)"),
         "encrypt_key": Option(str, "", secret=True, doc="Events & Callbacks > Encryption Strategy: Encrypt Key; "
                                                         "every callback's signature is checked and its body "
-                                                        "decrypted with it (and an encrypted long-connection "
-                                                        "event's)"),
+                                                        "decrypted with it"),
         "verification_token": Option(str, "", secret=True, doc="same page: Verification Token; a callback whose "
                                                                "token differs is refused"),
         "inbound": Option(str, "callback", allowed=("callback", "long_connection"),
