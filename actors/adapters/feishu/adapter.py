@@ -10,10 +10,10 @@ it acknowledges an event when a synchronous handler returns, inside its own even
 with ``run_until_complete``), so waiting there for our commit, which happens on the adapter's loop, would stall its
 pings and reads; it asks for the endpoint with the blocking ``requests``, owns the connection's life (its own
 reconnect loop, forever) where the kit's intake must (reconnect with backoff, "refused" on a bad secret, status, the
-silence bound), and keeps fragments bounded by time only, not in number or size. The protocol is small: one POST for the
-endpoint, a WebSocket, and a protobuf ``Frame`` of nine fields, written and read by hand (frames.py; its bytes were
-checked against the SDK's protobuf classes), so the adapter speaks it (long_connection.py) and no dependency comes
-with it.
+silence bound), and keeps fragments bounded by time only, not in number or size. The protocol is small: one POST
+for the endpoint, a WebSocket, and a protobuf ``Frame`` of nine fields, written and read by hand (frames.py; its
+bytes were checked against the SDK's protobuf classes), so the adapter speaks it (long_connection.py) and no
+dependency comes with it.
 
 States: not connected -> connected (a tenant access token was made from the app id and secret and /bot/v3/info
 named the bot; with the callbacks, their server listens; with the long connection, its endpoint answered and the

@@ -52,7 +52,7 @@ TOO_LONG = {230001, 230025}
 MESSAGE_GONE = {230011, 231003}
 SEND_OPS = ("create", "reply")
 # The long connection's endpoint answers these when the fault is the platform's (the SDK retries them); any other
-# non-zero code refuses the app (a wrong secret, long connection not allowed for it).
+# non-zero code refuses the app (a wrong secret, for one).
 ENDPOINT_BUSY = {1, 1000040343}
 
 

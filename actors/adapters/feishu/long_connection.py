@@ -8,12 +8,12 @@ interval and how to reconnect (seconds). Every frame either way is a binary prot
   so the kit's silence bound, fixed when the adapter starts, holds; the platform's ``pong`` may carry a new
   ClientConfig, taken at once. Every frame received is the connection's proof of life (``alive``);
 - a data frame of ``type: event`` carries one event's JSON (the 2.0 schema, as a callback's body, in plain text:
-  the connection was authenticated when it opened), or one fragment of it (``sum`` fragments, ``seq`` from 0, under one
-  ``message_id``): fragments are kept (bounded: frames.Fragments) until the event is whole. ``handle(payload)`` is
-  awaited, then the frame is answered (its own headers plus ``biz_rt``, payload ``{"code": 200}``): the adapter
-  makes "returned" mean "its inbox row is committed", so an event whose commit a kill -9 cut short is never
-  answered, and the platform delivers it again. A fragment is never answered by itself: only the event, once whole
-  and committed;
+  the connection was authenticated when it opened), or one fragment of it (``sum`` fragments, ``seq`` from 0,
+  under one ``message_id``): fragments are kept (bounded: frames.Fragments) until the event is whole.
+  ``handle(payload)`` is awaited, then the frame is answered (its own headers plus ``biz_rt``, payload
+  ``{"code": 200}``): the adapter makes "returned" mean "its inbox row is committed", so an event whose commit a
+  kill -9 cut short is never answered, and the platform delivers it again. A fragment is never answered by itself:
+  only the event, once whole and committed;
 - a ``card`` frame (a card's button: none are sent) and any other data frame are answered and skipped with a log
   line; a frame that is no protobuf Frame is logged and skipped (the platform delivers again what it wants
   answered).
@@ -116,6 +116,7 @@ class LongConnection:
         """Read frames until the connection ends (raised: the intake reconnects); ``handle(payload)`` for each whole
         event, its answer after."""
         pinger = asyncio.get_running_loop().create_task(self._ping_forever())
+        receive: Optional[asyncio.Future] = None
         try:
             while True:
                 ws = self._ws
@@ -123,10 +124,8 @@ class LongConnection:
                     raise self._ended("not connected")
                 receive = asyncio.ensure_future(ws.receive())
                 done, _ = await asyncio.wait({receive, pinger}, return_when=asyncio.FIRST_COMPLETED)
-                if pinger in done:   # a ping that could not go: the connection is gone
-                    receive.cancel()
-                    pinger.result()
-                    raise self._ended("the ping loop stopped")
+                if pinger in done:   # it ends only by a ping that could not go: the connection is gone
+                    raise self._ended(f"a ping could not go: {type(pinger.exception()).__name__}")
                 msg = receive.result()
                 if msg.type in CLOSED:
                     raise self._ended(f"close code {ws.close_code}")
@@ -136,6 +135,8 @@ class LongConnection:
                 await self._take(msg.data, handle)
         finally:
             pinger.cancel()
+            if receive is not None:
+                receive.cancel()
 
     async def _take(self, data: bytes, handle: Callable[[Any], Awaitable[None]]) -> None:
         try:
