@@ -7,6 +7,12 @@ mentions the bot (as a reply to it; in its thread where it came in one), one tha
 yet delivered again rather than skipped, and a streamed answer's edits within the platform's 20 a message. The
 conformance suite runs it too (tests/adapters/harnesses/feishu.py): its delivery case is the kill -9 between a send
 reaching the platform and its id being recorded, shown once under the send's uuid.
+
+The same daemon runs a second app by the long connection (``WS_NAME``, on a fake of its own): an event answered only
+after its commit and its redelivery one turn, pings at the platform's interval, an event in fragments, events sent
+while the connection is down (cut, or closed by the platform) coming after the reconnect, a kill -9 before the commit
+leaving the event unanswered so the next life stores it once, and an answer streaming across a drop ending complete.
+The long connection's pure parts are in test_feishu_frames.py.
 """
 from __future__ import annotations
 
@@ -603,3 +609,20 @@ def test_a_kill_9_before_the_commit_leaves_the_event_unanswered_and_it_is_stored
     assert len(event["attempts"]) >= 2, "delivered again: the killed life never answered it"
     [row] = rows_now(gateway, ws_source(chat))
     assert [a["kind"] for a in row.payload["attachments"]] == ["photo"]
+
+
+def test_an_answer_streaming_when_the_long_connection_drops_ends_complete_and_the_next_event_comes(rig):
+    harness, gateway = rig
+    ws, chat = harness.ws, f"ws-midway-{uuid.uuid4().hex[:6]}"
+    chat_id = ws_source(chat).chat_id
+    asked = ws.queue_ws_event(ws_text(ws, chat, "a long answer across a drop #long 1500 #slow 0.08"))
+    ws_acked(ws, asked, "the question answered")
+    wait_for(lambda: ws.messages(chat_id), 60, 0.05, "the answer's first part on the platform")
+    ws.run(ws.drop_ws())   # mid-answer: the intake reconnects, the answer's edits go on over HTTP
+    after = ws.queue_ws_event(ws_text(ws, chat, "and after the drop"))
+    ws_acked(ws, after, "the next event answered on a new connection")
+    wait_for(lambda: (o := obligations(gateway, chat_id)) and len(o) == 2 and all(x.state == "delivered" for x in o),
+             90, 0.1, "both answers delivered in the ledger")
+    first, second = ws.messages(chat_id)
+    assert len(first["text"]) >= 1500 and "\u258d" not in first["text"], first["text"][-80:]
+    assert len(rows_now(gateway, ws_source(chat))) == 2
