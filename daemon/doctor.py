@@ -262,7 +262,7 @@ def planned_ports(config: dict, adapters: dict) -> list[tuple[str, str, int]]:
             ports.append((f"{name} events", args["webhook_host"], args["webhook_port"]))
         elif args["type"] == "teams":
             ports.append((f"{name} activities", args["webhook_host"], args["webhook_port"]))
-        elif args["type"] == "feishu":
+        elif args["type"] == "feishu" and args["inbound"] == "callback":
             ports.append((f"{name} callbacks", args["callback_host"], args["callback_port"]))
         elif args["type"] == "dingtalk" and args["inbound"] == "http":
             ports.append((f"{name} callbacks", args["callback_host"], args["callback_port"]))

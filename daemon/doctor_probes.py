@@ -239,17 +239,25 @@ async def probe_teams(name: str, settings: dict) -> Check:
 async def probe_feishu(name: str, settings: dict) -> Check:
     """A tenant access token and ``GET /open-apis/bot/v3/info`` through the adapter's own client: the app id, the app
     secret, the bot ability and the open platform, in one call (the Encrypt Key and Verification Token are the
-    platform's to use, when the Request URL is saved)."""
+    platform's to use, when the Request URL is saved); with the long connection, its endpoint too."""
     from actors.adapters.feishu.client import FeishuAPI   # only this probe needs this platform's client
     from actors.adapters.feishu.platform import HOSTS
     base_url = settings["base_url"] or HOSTS[settings["domain"]]
     api = FeishuAPI(base_url, settings["app_id"], settings["app_secret"], request_timeout=PROBE_TIMEOUT_S)
-    bot = await _ask_platform(name, api, api.bot_info, "the open platform refused the app id or secret (or the app "
-                              "has no bot ability)", f"the open platform at {base_url}")
+    long_connection = settings["inbound"] == "long_connection"
+
+    async def ask():
+        bot = await api.bot_info()
+        if long_connection:   # the endpoint is asked, its WebSocket never opened: nothing is delivered to it
+            await api.ws_endpoint()
+        return bot
+    bot = await _ask_platform(name, api, ask, "the open platform refused the app id or secret (or the app has no "
+                              "bot ability)", f"the open platform at {base_url}")
     if isinstance(bot, Check):
         return bot
     return Check("ok", f"adapter {name}", f"the app id and secret work (bot info: {bot.get('app_name', '?')}, "
-                                          f"{bot.get('open_id', '?')})")
+                                          f"{bot.get('open_id', '?')}" + ("; the long connection's endpoint "
+                                                                          "answers)" if long_connection else ")"))
 
 
 async def probe_dingtalk(name: str, settings: dict) -> Check:

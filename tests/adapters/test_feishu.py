@@ -7,11 +7,19 @@ mentions the bot (as a reply to it; in its thread where it came in one), one tha
 yet delivered again rather than skipped, and a streamed answer's edits within the platform's 20 a message. The
 conformance suite runs it too (tests/adapters/harnesses/feishu.py): its delivery case is the kill -9 between a send
 reaching the platform and its id being recorded, shown once under the send's uuid.
+
+The same daemon runs a second app by the long connection (``WS_NAME``, on a fake of its own): an event answered only
+after its commit and its redelivery one turn, pings at the platform's interval, an event in fragments, events sent
+while the connection is down (cut, or closed by the platform) coming after the reconnect, a kill -9 before the commit
+leaving the event unanswered so the next life stores it once, and an answer streaming across a drop ending complete.
+The long connection's pure parts are in test_feishu_frames.py.
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import time
 import uuid
 
@@ -34,7 +42,7 @@ from tests.adapters.test_conformance import session_rows
 from tests.fakes.feishu import (DEFAULT_APP_ID, DEFAULT_APP_SECRET, DEFAULT_BOT_OPEN_ID, DEFAULT_ENCRYPT_KEY,
                                 DEFAULT_VERIFICATION_TOKEN, FakeFeishu)
 from tests.fakes.feishu.callbacks import sealed
-from tests.gateway import Gateway
+from tests.gateway import Gateway, exited
 
 pytestmark = pytest.mark.timeout(120)
 KEY, TOKEN = DEFAULT_ENCRYPT_KEY, DEFAULT_VERIFICATION_TOKEN
@@ -322,16 +330,25 @@ def test_a_table_without_any_callback_check_or_with_an_unknown_domain_is_refused
 
 # ------------------------------------------------------------------------------------------ in the daemon
 
+WS_NAME = "feishu_ws"   # the daemon's second app, on a fake of its own: events by the long connection
+
+
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("feishu")
     harness = FeishuHarness(workdir)
     harness.start()
+    # The long connection's app has a fake of its own (its counts apart from the callback app's): pings every
+    # second, an unanswered event sent again after 2 s, reconnections at once (no ReconnectNonce).
+    harness.ws = FakeFeishu(ping_interval=1, reconnect_nonce=0, ack_timeout=2.0).start()
+    ws_table = (f'\n[adapters.{WS_NAME}]\ntype = "feishu"\naccess = "open"\napp_id = "{DEFAULT_APP_ID}"\n'
+                f'app_secret = "{DEFAULT_APP_SECRET}"\nbase_url = "{harness.ws.base_url}"\n'
+                f'inbound = "long_connection"\nmax_ping_interval_s = 5\nrate_limit_wait_s = 0.5\n')
     # Edits paced far faster than the platform row, so one streamed answer asks for more edits than the platform's
     # 20 a message (the edit-cap case); the fake's 5 sends a second per chat still holds.
     fast_edits = ("pacing = { per_chat_ops_per_s = 20.0, per_chat_burst = 2, edit_interval_s = 0.05, "
                   "min_edit_delta_chars = 1 }\n")
-    gateway = Gateway(workdir, extra_toml=harness.adapter_toml(fast_edits), watchdog_interval=30.0)
+    gateway = Gateway(workdir, extra_toml=harness.adapter_toml(fast_edits) + ws_table, watchdog_interval=30.0)
     try:
         gateway.start()
         gateway.wait_ready()
@@ -341,6 +358,7 @@ def rig(tmp_path_factory):
         gateway.cli("stop")
         gateway.kill_everything()
         harness.stop()
+        harness.ws.stop()
 
 
 def rows_of(gateway: Gateway, source):
@@ -485,3 +503,127 @@ def test_a_group_message_before_the_bot_is_known_is_delivered_again_not_skipped(
         gateway.cli("stop")
         gateway.kill_everything()
         harness.stop()
+
+
+# -------------------------------------------------------------------------- the long connection, in the daemon
+
+def ws_source(chat: str) -> Source:
+    return Source(platform=WS_NAME, chat_id=FakeFeishu.p2p_chat(chat), chat_type="dm", user_id=FakeFeishu.user(chat))
+
+
+def ws_text(ws: FakeFeishu, chat: str, text: str) -> dict:
+    return ws.message_event(ws.p2p_chat(chat), ws.user(chat), "text", {"text": text})
+
+
+def rows_now(gateway: Gateway, source) -> list:
+    """The session's rows as they are now: polled only while the database is busy (None), never for a row to
+    come, so a row committed after its event was answered is not waited for."""
+    return wait_for(lambda: (rows := session_rows(gateway, source)) is not None and [rows], 10, 0.05,
+                    "the database to be readable")[0]
+
+
+def ws_acked(ws: FakeFeishu, handle: str, what: str, timeout: float = 60) -> dict:
+    try:
+        return wait_for(lambda: (e := ws.ws_event(handle))["status"] == "acked" and e, timeout, 0.05, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the event: {ws.ws_event(handle)['attempts']}, connections: "
+                             f"{ws.ws_connections()}, stats: {ws.stats()}") from None
+
+
+def test_a_long_connection_event_is_answered_after_its_commit_and_its_redelivery_is_one_turn(rig):
+    harness, gateway = rig
+    ws, chat = harness.ws, f"ws-once-{uuid.uuid4().hex[:6]}"
+    event = ws_text(ws, chat, "over the long connection")
+    first = ws.queue_ws_event(event)
+    ws_acked(ws, first, "the event answered")
+    # Answered only after its commit: the row is there the moment the answer is seen.
+    assert len(rows_now(gateway, ws_source(chat))) == 1
+    again = ws.queue_ws_event(event)   # the platform's redelivery: the same event_id, a new frame
+    ws_acked(ws, again, "the redelivery answered")
+    chat_id = ws_source(chat).chat_id
+    wait_for(lambda: (o := obligations(gateway, chat_id)) and all(x.state == "delivered" for x in o), 60, 0.1,
+             "the answer delivered in the ledger")
+    assert len(rows_now(gateway, ws_source(chat))) == 1
+    assert len(obligations(gateway, chat_id)) == 1, "one turn, one answer"
+    assert len(ws.messages(chat_id)) == 1
+    # Pings at the platform's PingInterval (1 s), on the connection open now.
+    connection = ws.ws_connections()[-1]["id"]
+    times = wait_for(lambda: len(t := [p["at"] for p in ws.pings() if p["connection"] == connection]) >= 3 and t,
+                     30, 0.1, "three pings on the open connection")
+    # On average: one ping delayed by a loaded machine makes the gap after it short, not the pace.
+    pace = (times[-1] - times[0]) / (len(times) - 1)
+    assert pace >= 0.8, f"pings 1 s apart, as the platform asked: {[b - a for a, b in zip(times, times[1:])]}"
+    assert ws.stats()["bad_answers"] == ws.stats()["bad_frames"] == 0
+
+
+def test_an_event_in_fragments_is_put_together_and_stored_once(rig):
+    harness, gateway = rig
+    ws, chat = harness.ws, f"ws-parts-{uuid.uuid4().hex[:6]}"
+    text = "".join(f"part {i:04d} 你好; " for i in range(400))   # ~6 KB, split into 5 frames mid-character
+    handle = ws.queue_ws_event(ws_text(ws, chat, text), fragments=5)
+    ws_acked(ws, handle, "the event in fragments answered")
+    [row] = rows_now(gateway, ws_source(chat))
+    assert row.payload["text"] == text
+    assert len(ws.ws_event(handle)["attempts"]) == 1, "put together from the first delivery's fragments"
+
+
+@pytest.mark.parametrize("how", ["drop", "close"])
+def test_an_event_sent_while_the_long_connection_is_down_comes_after_the_reconnect(rig, how):
+    harness, gateway = rig
+    ws, chat = harness.ws, f"ws-{how}-{uuid.uuid4().hex[:6]}"
+    pid = gateway.node(WS_NAME)["pid"]
+    opened = len(ws.ws_connections())
+    ws.endpoint_down = True   # the platform answers "system busy": no new connection until it is back
+    try:
+        ws.run(ws.drop_ws() if how == "drop" else ws.close_ws())
+        wait_for(lambda: all(c["closed_at"] for c in ws.ws_connections()), 30, 0.05, "the connection closed")
+        calls = ws.stats()["endpoint_calls"]
+        handle = ws.queue_ws_event(ws_text(ws, chat, "sent while the connection was down"))
+        wait_for(lambda: ws.stats()["endpoint_calls"] > calls, 60, 0.05, "the adapter asking for a connection again")
+        assert ws.ws_event(handle)["attempts"] == [] and not rows_now(gateway, ws_source(chat))
+    finally:
+        ws.endpoint_down = False
+    ws_acked(ws, handle, "the event answered on a new connection")
+    assert len(rows_now(gateway, ws_source(chat))) == 1
+    connections = ws.ws_connections()
+    assert len(connections) > opened and connections[-1]["closed_at"] is None
+    assert gateway.node(WS_NAME)["pid"] == pid, "a lost connection is reconnected, not a crash"
+
+
+def test_a_kill_9_before_the_commit_leaves_the_event_unanswered_and_it_is_stored_once_after(rig):
+    harness, gateway = rig
+    ws, chat = harness.ws, f"ws-kill-{uuid.uuid4().hex[:6]}"
+    ws.hold_next_answer("resource", ws.p2p_chat(chat))   # the image's download waits: its row is not committed
+    image = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+    handle = ws.queue_ws_event(ws.image_event(ws.p2p_chat(chat), ws.user(chat), image))
+    old = gateway.node(WS_NAME)
+    try:
+        wait_for(ws.answer_held.is_set, 60, 0.05, "the adapter fetching the image")
+        assert ws.ws_event(handle)["status"] == "pending" and not rows_now(gateway, ws_source(chat))
+        os.kill(old["pid"], signal.SIGKILL)
+        wait_for(lambda: exited(old["pid"]), 15, 0.01, f"the killed adapter process {old['pid']} to exit")
+    finally:
+        ws.release_held()
+    wait_for(lambda: (n := gateway.node(WS_NAME)) and n["pid"] != old["pid"] and n["state"] == "running", 30, 0.05,
+             "the adapter back")
+    event = ws_acked(ws, handle, "the event answered by the adapter's next life")
+    assert len(event["attempts"]) >= 2, "delivered again: the killed life never answered it"
+    [row] = rows_now(gateway, ws_source(chat))
+    assert [a["kind"] for a in row.payload["attachments"]] == ["photo"]
+
+
+def test_an_answer_streaming_when_the_long_connection_drops_ends_complete_and_the_next_event_comes(rig):
+    harness, gateway = rig
+    ws, chat = harness.ws, f"ws-midway-{uuid.uuid4().hex[:6]}"
+    chat_id = ws_source(chat).chat_id
+    asked = ws.queue_ws_event(ws_text(ws, chat, "a long answer across a drop #long 1500 #slow 0.08"))
+    ws_acked(ws, asked, "the question answered")
+    wait_for(lambda: ws.messages(chat_id), 60, 0.05, "the answer's first part on the platform")
+    ws.run(ws.drop_ws())   # mid-answer: the intake reconnects, the answer's edits go on over HTTP
+    after = ws.queue_ws_event(ws_text(ws, chat, "and after the drop"))
+    ws_acked(ws, after, "the next event answered on a new connection")
+    wait_for(lambda: (o := obligations(gateway, chat_id)) and len(o) == 2 and all(x.state == "delivered" for x in o),
+             90, 0.1, "both answers delivered in the ledger")
+    first, second = ws.messages(chat_id)
+    assert len(first["text"]) >= 1500 and "\u258d" not in first["text"], first["text"][-80:]
+    assert len(rows_now(gateway, ws_source(chat))) == 2

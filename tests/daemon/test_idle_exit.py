@@ -87,6 +87,9 @@ def test_a_platform_the_gateway_polls_or_connects_to_is_refused_naming_it_and_it
     assert "web (" not in text, text
     with pytest.raises(ConfigError, match="ob \\(onebot"):   # a reverse WebSocket would wake it over and over
         check_idle_exit(_config({"ob": {"type": "onebot", "mode": "reverse", "access_token": "t"}}))
+    with pytest.raises(ConfigError, match="lark \\(feishu"):   # the long connection is one the gateway opens
+        check_idle_exit(_config({"lark": {"type": "feishu", "app_id": "cli_x", "app_secret": "s",
+                                          "inbound": "long_connection"}}))
 
 
 def test_webhook_modes_the_web_chat_and_a_zero_bound_pass():

@@ -1,28 +1,41 @@
-"""FeishuAdapter: one Feishu / Lark custom app: event callbacks in, the IM API out (actors/adapters/feishu/README.md).
-A leaf process actor: the base (base.py) runs its intake and its lanes.
+"""FeishuAdapter: one Feishu / Lark custom app: event callbacks or the long connection in, the IM API out
+(actors/adapters/feishu/README.md). A leaf process actor: the base (base.py) runs its intake and its lanes.
 
 The open platform's own SDK (lark-oapi) is not used. The calls the adapter makes are a few plain JSON requests
 (client.py), made through the kit's HttpSession like every other platform's, so a network failure says whether a
 send may have left (``maybe_done``), every error is redacted of the secret and token, and ``base_url`` points them at
 the test fake with nothing else to change; the callbacks' crypto is two functions over ``cryptography`` (crypto.py).
-The SDK would carry weight only for the long-connection mode (its WebSocket client's protobuf frames), which is not
-built (README.md): a new dependency for it is the decision of whoever builds that mode against a fake of it.
+Nor is its long-connection client (``lark_oapi.ws.Client``), though it can be pointed at a fake (its ``domain``):
+it acknowledges an event when a synchronous handler returns, inside its own event loop (made at import time and run
+with ``run_until_complete``), so waiting there for our commit, which happens on the adapter's loop, would stall its
+pings and reads; it asks for the endpoint with the blocking ``requests``, owns the connection's life (its own
+reconnect loop, forever) where the kit's intake must (reconnect with backoff, "refused" on a bad secret, status, the
+silence bound), and keeps fragments bounded by time only, not in number or size. The protocol is small: one POST
+for the endpoint, a WebSocket, and a protobuf ``Frame`` of nine fields, written and read by hand (frames.py; its
+bytes were checked against the SDK's protobuf classes), so the adapter speaks it (long_connection.py) and no
+dependency comes with it.
 
-States: not connected -> connected (the callback server listens, a tenant access token was made from the app id and
-secret, and /bot/v3/info named the bot) -> back to not connected on a failure (the base reconnects with backoff; a
-refused app secret is "refused": reported down and asked again every ``refused_retry_s``). The callback server keeps
-listening from the first connect on, so an API outage never turns the platform's callbacks away.
+States: not connected -> connected (a tenant access token was made from the app id and secret and /bot/v3/info
+named the bot; with the callbacks, their server listens; with the long connection, its endpoint answered and the
+WebSocket is open) -> back to not connected on a failure (the base reconnects with backoff, after a random share of
+the platform's ReconnectNonce when a long connection ended; a refused app secret, or an endpoint refusing the app,
+is "refused": reported down and asked again every ``refused_retry_s``). The callback server keeps listening from the
+first connect on, so an API outage never turns the platform's callbacks away.
 
-Intake (callback_server.py): the signature, its age, the decryption and the verification token are checked before
-anything is stored; a refused callback is logged once with its reason, answered 401, nothing stored. The URL check
-is answered with its challenge. A group message that comes before the platform has named the bot (the first
-connect), where mentions are required, is answered 500 and comes again: whether it mentions the bot cannot be told
-yet. An event that is no input (another event type, a bot's message, a group message not addressed to the bot
-where mentions are required) is answered and skipped with a log line; one committed in this life already (its
-``event_id``: a redelivery) is skipped before any write; any other is stored, and the platform is answered 200 only
-after the transaction commits. The inbox's (adapter, message id) dedup covers a redelivery after a restart. What
-survives kill -9: a committed row (the platform was answered after it); a callback cut before its commit was never
-answered 200, so the platform delivers it again.
+Intake by callback (``inbound = "callback"``, callback_server.py): the signature, its age, the decryption and the
+verification token are checked before anything is stored; a refused callback is logged once with its reason,
+answered 401, nothing stored. The URL check is answered with its challenge. A group message that comes before the
+platform has named the bot (the first connect), where mentions are required, is answered 500 and comes again:
+whether it mentions the bot cannot be told yet. Intake by the long connection (``inbound = "long_connection"``,
+long_connection.py): each event (put together from its fragments first) is answered on the connection only after
+its row is committed; pings go at the platform's PingInterval (at most ``max_ping_interval_s`` apart), and every
+frame is progress for the kit's silence bound. Either way, an event that is no input (another event type, a bot's
+message, a group message not addressed to the bot where mentions are required) is answered and skipped with a log
+line; one committed in this life already (its ``event_id``: a redelivery, by either path) is skipped before any
+write; any other is stored, and the platform is answered (200, or the frame's answer) only after the transaction
+commits. The inbox's (adapter, message id) dedup covers a redelivery after a restart. What survives kill -9: a
+committed row (the platform was answered after it); an event cut before its commit was never answered, so the
+platform delivers it again; fragments kept in memory are lost and come again with their event.
 
 Outbound: a text part is one ``text`` message, at most 30,000 UTF-8 bytes (refused as too long before it leaves; the
 consumer cuts at the limit). In a one-to-one chat it is created in the chat; in a group, where it answers a message,
@@ -48,6 +61,7 @@ from actors.adapters.errors import MessageNotFoundError, PermanentError, TooLong
 from actors.adapters.feishu.callback_server import CallbackServer
 from actors.adapters.feishu.client import FeishuAPI, ResourceTooLarge, file_type
 from actors.adapters.feishu.formatting import emoji_type
+from actors.adapters.feishu.long_connection import LongConnection
 from actors.adapters.feishu.inbound import (event_from_callback, event_id, group_message, parse_resource_ref,
                                             skip_reason)
 from actors.adapters.feishu.platform import HOSTS
@@ -85,6 +99,7 @@ class FeishuAdapter(WebhookAdapter):
         self.redeliveries_skipped = 0  # redeliveries of events committed in this life
         self.edits_kept_back = 0       # preview edits answered without a call (the edit cap)
         self._api: Optional[FeishuAPI] = None
+        self._link: Optional[LongConnection] = None
         self._bot_open_id = ""
         self._emit_lock: Optional[asyncio.Lock] = None
         self._committed: collections.OrderedDict = collections.OrderedDict()
@@ -98,12 +113,46 @@ class FeishuAdapter(WebhookAdapter):
                                   rate_limit_wait_s=s["rate_limit_wait_s"])
         return self._api
 
+    @property
+    def long_connection(self) -> bool:
+        return self.settings["inbound"] == "long_connection"
+
+    def normal_silence_s(self) -> float:
+        if not self.long_connection:
+            return super().normal_silence_s()   # the kit probes the callback server (liveness.py)
+        # A ping goes every PingInterval (capped at max_ping_interval_s) and its pong is progress, as is every frame.
+        return 2 * self.settings["max_ping_interval_s"] + 15.0
+
     async def connect(self) -> None:
-        if self.push_server.server is None:
+        if self._emit_lock is None:
             self._emit_lock = asyncio.Lock()
+        if self.push_server.server is None and not self.long_connection:
             await self._serve_callbacks()
         bot = await self.api().bot_info()   # a wrong app secret fails here: PermanentError (refused)
         self._bot_open_id = str(bot.get("open_id") or "")
+        if self.long_connection:
+            link = LongConnection(self.api(), self._say_line, alive=self.report_progress,
+                                  max_ping_interval_s=self.settings["max_ping_interval_s"])
+            await link.open()   # the endpoint refusing the app: PermanentError (refused) too
+            self._link = link
+
+    async def disconnect(self) -> None:
+        link, self._link = self._link, None
+        if link is not None:
+            await link.close()
+        await super().disconnect()
+
+    async def run_intake(self, emit) -> None:
+        if not self.long_connection:
+            await super().run_intake(emit)   # the callback server delivers; serve until cancelled
+            return
+        link = self._link
+        if link is None:
+            return   # not connected: the kit connects again
+        await link.serve(functools.partial(self._deliver, emit))   # returns only by raising: reconnected
+
+    def _say_line(self, level: int, text: str) -> None:
+        self.say(level, "%s: %s", self.name, self.clean_error(text))
 
     async def _serve_callbacks(self) -> None:
         def on_error(text: str) -> None:
@@ -240,6 +289,9 @@ class FeishuAdapter(WebhookAdapter):
             await api.add_reaction(message_id, wanted)
 
     async def close(self) -> None:
+        link, self._link = self._link, None
+        if link is not None:
+            await link.close()
         await self.push_server.close()
         api, self._api = self._api, None
         if api is not None:

@@ -14,6 +14,8 @@ anything but the tenant access token it made.
                                                                                  reaction_type: {emoji_type}}]}
     DELETE /open-apis/im/v1/messages/:id/reactions/:reaction_id
     GET    /open-apis/im/v1/messages/:id/resources/:key?type=image|file          the bytes of a user's file
+    POST   /callback/ws/endpoint {AppID, AppSecret}                              -> {URL, ClientConfig}: the long
+                                                                                 connection's WebSocket (no token)
 
 Every answer is ``{"code", "msg", "data"}``, code 0 for success. The tenant access token (``Authorization: Bearer
 t-...``) lives 2 hours; it is made once and made again 5 minutes before it expires (or at once when an answer
@@ -49,6 +51,9 @@ TOKEN_INVALID = {99991661, 99991663, 99991668}
 TOO_LONG = {230001, 230025}
 MESSAGE_GONE = {230011, 231003}
 SEND_OPS = ("create", "reply")
+# The long connection's endpoint answers these when the fault is the platform's (the SDK retries them); any other
+# non-zero code refuses the app (a wrong secret, for one).
+ENDPOINT_BUSY = {1, 1000040343}
 
 
 class ResourceTooLarge(Exception):
@@ -115,6 +120,28 @@ class FeishuAPI(HttpSession):
         if status == 200 and isinstance(body, dict) and body.get("code") == 0 and isinstance(body.get("bot"), dict):
             return body["bot"]
         raise classify("bot_info", status, body, headers, self.rate_limit_wait_s)
+
+    async def ws_endpoint(self) -> tuple[str, dict]:
+        """The long connection's WebSocket URL (its query names the connection's ``device_id`` and ``service_id``)
+        and the platform's ``ClientConfig`` for it (reconnect and ping intervals, seconds). Asked anew for every
+        connection."""
+        status, headers, body = await self.request_json(
+            "POST", self.base_url + "/callback/ws/endpoint", op="ws_endpoint", redact=self.redact,
+            headers={"locale": "zh"}, json={"AppID": self.app_id, "AppSecret": self._secret})
+        code = body.get("code") if isinstance(body, dict) else None
+        if status == 200 and code == 0:
+            data = body.get("data") if isinstance(body.get("data"), dict) else {}
+            url = data.get("URL")
+            if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
+                raise RetryableError("the endpoint answer names no WebSocket URL", method="ws_endpoint")
+            config = data.get("ClientConfig")
+            return url, config if isinstance(config, dict) else {}
+        if status == 200 and code not in ENDPOINT_BUSY:
+            words = str(body.get("msg") or "")[:200] if isinstance(body, dict) else ""
+            raise PermanentError(f"the long connection's endpoint refused the app: {words or 'no reason'} "
+                                 f"(code {code})", method="ws_endpoint", status=status)
+        raise RetryableError(f"the long connection's endpoint is busy: HTTP {status}"
+                             + (f" (code {code})" if code is not None else ""), method="ws_endpoint", status=status)
 
     async def create(self, chat_id: str, msg_type: str, content: dict, uuid: Optional[str]) -> str:
         body = {"receive_id": chat_id, "msg_type": msg_type, "content": json.dumps(content, ensure_ascii=False)}

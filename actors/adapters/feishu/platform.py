@@ -23,8 +23,12 @@ def _domain_is_known(table):
     return None
 
 
+def _ping_is_sane(table):
+    return ("max_ping_interval_s", "must be at least 1 second") if table["max_ping_interval_s"] < 1 else None
+
+
 def _some_check_is_on(table):
-    if not table["encrypt_key"] and not table["verification_token"]:
+    if table["inbound"] == "callback" and not table["encrypt_key"] and not table["verification_token"]:
         return ("encrypt_key", "set the app's Encrypt Key (signatures checked, bodies decrypted) or at least its "
                                "Verification Token: without either anyone could post events to the callback URL")
     return None
@@ -32,7 +36,8 @@ def _some_check_is_on(table):
 
 PLATFORM = Platform(
     type="feishu", actor="actors.adapters.feishu.adapter.FeishuAdapter",
-    summary="Feishu / Lark custom app: signed, encrypted event callbacks in, the IM API out", intake="server",
+    summary="Feishu / Lark custom app: signed event callbacks or the long connection in, the IM API out",
+    intake="server",
     capabilities=CAPABILITIES, access="pairing",
     pacing=paced("feishu", CAPABILITIES, 30000, "bytes", edit_interval_s=2.0, min_edit_delta_chars=300,
                  per_chat_ops_per_s=2.0, per_chat_burst=3, typing_interval_s=None),
@@ -47,6 +52,12 @@ PLATFORM = Platform(
                                                         "decrypted with it"),
         "verification_token": Option(str, "", secret=True, doc="same page: Verification Token; a callback whose "
                                                                "token differs is refused"),
+        "inbound": Option(str, "callback", allowed=("callback", "long_connection"),
+                          doc='how events arrive: "callback" (the platform POSTs them to the Request URL) or '
+                              '"long_connection" (a WebSocket the gateway opens: no public URL)'),
+        "max_ping_interval_s": Option(float, 120.0, doc="long_connection: pings go at the platform's PingInterval, "
+                                                        "at most this far apart; with nothing received for twice "
+                                                        "this (plus 15 s) the connection is taken for dead"),
         "callback_host": Option(str, "127.0.0.1", doc="interface the callback server listens on (loopback: "
                                                       "behind the HTTPS proxy the Request URL points at)"),
         "callback_port": Option(int, 8093, doc="its port (0: any free port)"),
@@ -60,4 +71,5 @@ PLATFORM = Platform(
         "rate_limit_wait_s": Option(float, 2.0, doc="how long a chat waits after a frequency limit (99991400) that "
                                                     "names no x-ogw-ratelimit-reset"),
     },
-    checks=(_domain_is_known, _some_check_is_on))
+    checks=(_domain_is_known, _some_check_is_on, _ping_is_sane),
+    served=lambda table: table["inbound"] == "callback")

@@ -37,8 +37,12 @@ Wire format implemented:
   seconds, at least 1); the chat is then refused again until the time has passed, and each call inside it counts as
   a ``retry_after_violation``.
 
-Left out: message types out but text, image, file and post, cards (PATCH), the long-connection (WebSocket) event
-mode, user-identity tokens, chats' member lists, the 1.0 event schema.
+* The long connection (long_connection.py): ``POST /callback/ws/endpoint``, the WebSocket at ``/ws`` speaking the
+  SDKs' protobuf frames (pings and pongs with a ClientConfig, events in ``fragments``, answers), redelivery of what
+  is not answered within ``ack_timeout``, and faults: the connections cut or closed, the endpoint busy.
+
+Left out: message types out but text, image, file and post, cards (PATCH), user-identity tokens, chats' member
+lists, the 1.0 event schema.
 
 Control API (JSON): ``GET /_control/stats``, ``POST /_control/inject {"user", "text"}``, ``GET
 /_control/messages/{chat}``, ``POST /_control/callback_url {"url"}``.

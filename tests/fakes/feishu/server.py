@@ -2,6 +2,7 @@
 message resources), the event callbacks it receives (callbacks.py), a control API and in-process inspection."""
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -13,6 +14,7 @@ from typing import Optional
 from aiohttp import web
 
 from tests.fakes.feishu.callbacks import CallbackMethods
+from tests.fakes.feishu.long_connection import LongConnectionMethods
 from tests.fakes.harness import (FakeServer, FaultScript, FloodGate, control_route, drop_connection,
                                  json_object)
 
@@ -22,7 +24,8 @@ DEFAULT_ENCRYPT_KEY = "fake-encrypt-key-0123456789"
 DEFAULT_VERIFICATION_TOKEN = "fake-verification-token"
 DEFAULT_BOT_OPEN_ID = "ou_" + "b0" * 16
 DEFAULT_LIMITS = {"token_ttl": 7200, "content_limit": 150 * 1024, "edits_per_message": 20, "sends_per_s": 5,
-                  "uuid_ttl": 3600.0, "answer_timeout": 3.0, "retries": 3, "retry_delays": [0.5, 1.0, 2.0]}
+                  "uuid_ttl": 3600.0, "answer_timeout": 3.0, "retries": 3, "retry_delays": [0.5, 1.0, 2.0],
+                  "ack_timeout": 3.0, "ping_interval": 120, "reconnect_interval": 120, "reconnect_nonce": 30}
 SEND_METHODS = ("create", "reply")
 FREQUENCY_LIMIT = {"code": 99991400, "msg": "request trigger frequency limit"}
 BAD_TOKEN = {"code": 99991663, "msg": "Invalid access token for authorization. Please make a request with token "
@@ -47,7 +50,7 @@ def ok(data: Optional[dict] = None) -> web.Response:
     return web.json_response({"code": 0, "msg": "success", "data": data or {}})
 
 
-class FakeFeishu(CallbackMethods, FakeServer):
+class FakeFeishu(LongConnectionMethods, CallbackMethods, FakeServer):
     """``limits`` (DEFAULT_LIMITS keys) as keyword arguments; faults through ``set_faults`` (kinds flood: 429
     99991400, error: 500, drop, drop_after) for ``create`` and ``reply``."""
 
@@ -67,15 +70,19 @@ class FakeFeishu(CallbackMethods, FakeServer):
         self._tasks: set = set()
         self._recent_sends: dict = {}   # chat -> times of its recent sends (the 5-a-second limit)
         self.bot_info_down = False      # True: /bot/v3/info answers 500 (an outage of the API, not of callbacks)
+        self.ws_sockets: dict = {}      # the open long connections (long_connection.py)
+        self._ws_delivery = None
 
     def initial_state(self) -> dict:
         stats = dict.fromkeys(("tokens_issued", "token_refusals", "sends", "uuid_repeats", "edits", "edit_cap_refusals",
                                "recalls", "resources_served", "retry_after_violations", "pacing_violations",
-                               "flood_served", "callback_attempts"), 0)
+                               "flood_served", "callback_attempts", "endpoint_calls", "endpoint_refusals",
+                               "ws_refused", "ws_events_sent", "unknown_answers", "bad_answers", "duplicate_answers",
+                               "bad_frames"), 0)
         # messages: the bot's; received: the users' (what a reply may answer)
         return {"tokens": {}, "chats": {}, "messages": {}, "received": {}, "uuids": {}, "ops": [], "callbacks": [],
                 "resources": {}, "reactions": {}, "reaction_history": {}, "uploads": {},
-                "next_message": 1, "next_event": 1, "next_callback": 1, "stats": stats}
+                "next_message": 1, "next_event": 1, "next_callback": 1, "stats": stats, **self.fresh_ws_state()}
 
     def configure(self, **limits) -> None:
         unknown = set(limits) - set(DEFAULT_LIMITS)
@@ -88,7 +95,13 @@ class FakeFeishu(CallbackMethods, FakeServer):
         with self._lock:
             self.faults.configure(**settings)
 
+    async def on_started(self) -> None:
+        self._ws_delivery = asyncio.get_running_loop().create_task(self.deliver_ws_forever())
+
     async def on_stopping(self) -> None:
+        if self._ws_delivery is not None:
+            self._ws_delivery.cancel()
+        await self.close_all_ws()
         await self.close_deliveries()
 
     # -- injected input
@@ -141,13 +154,17 @@ class FakeFeishu(CallbackMethods, FakeServer):
         return self.deliver(self.message_event(chat, user, "text", {"text": text}, **kwargs))
 
     def inject_image(self, chat: str, user: str, data: bytes) -> str:
-        """An image message whose bytes the resource endpoint serves."""
+        """An image message whose bytes the resource endpoint serves, delivered by callback."""
+        return self.deliver(self.image_event(chat, user, data))
+
+    def image_event(self, chat: str, user: str, data: bytes) -> dict:
+        """The event of an image message whose bytes the resource endpoint serves."""
         image_key = "img_v3_" + secrets.token_hex(8)
         event = self.message_event(chat, user, "image", {"image_key": image_key})
         with self.mutate() as state:
             state["resources"][f"{event['event']['message']['message_id']}/{image_key}"] = (
                 base64.b64encode(data).decode())
-        return self.deliver(event)
+        return event
 
     # -- inspection
     def messages(self, chat: str) -> list[dict]:
@@ -169,6 +186,8 @@ class FakeFeishu(CallbackMethods, FakeServer):
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self.tenant_token)
         app.router.add_get("/open-apis/bot/v3/info", self.bot_info)
+        app.router.add_post("/callback/ws/endpoint", self.ws_endpoint)
+        app.router.add_get("/ws", self.ws_connect)
         app.router.add_post("/open-apis/im/v1/messages", self.sender("create"))
         app.router.add_post("/open-apis/im/v1/messages/{message_id}/reply", self.sender("reply"))
         app.router.add_put("/open-apis/im/v1/messages/{message_id}", self.update)
@@ -405,8 +424,10 @@ class FakeFeishu(CallbackMethods, FakeServer):
             data = state["resources"].get(ref)
             if data is not None:
                 state["stats"]["resources_served"] += 1
+            chat = (state["received"].get(request.match_info["message_id"]) or {}).get("chat", "")
         if data is None:
             return web.json_response({"code": 234003, "msg": "File not in msg."}, status=400)
+        await self.hold_if_asked("resource", chat, True)   # a test's window while a download is under way
         return web.Response(body=base64.b64decode(data), content_type="application/octet-stream")
 
     # -- reactions (the app's: the fake's only operator)
