@@ -23,10 +23,14 @@ def check_idle_exit(config: Mapping) -> None:
     if (config.get("cluster") or {}).get("enabled"):
         raise ConfigError(file, "[gateway] idle_exit_s", "a leader of worker hosts does not stop when idle (its "
                                                           "workers would lose it): set it to 0 with [cluster]")
-    waiting = [f"{name} ({table['type']}: {registry.entry_of(table).intake} intake)"
+    waiting = [f"{name} ({table['type']}: {_how(registry.entry_of(table).intake)} the platform)"
                for name, table in registry.validate_all(config).items() if not registry.entry_of(table).serves(table)]
     if waiting:
         raise ConfigError(file, "[gateway] idle_exit_s",
                           f"{', '.join(waiting)} would miss messages while the gateway is stopped: only a platform "
                           f"that calls the gateway (a webhook mode) can start it again. Switch those adapters to "
                           f"their webhook mode where they have one, or set idle_exit_s = 0")
+
+
+def _how(intake: str) -> str:
+    return "polls" if intake == "poll" else "keeps a connection to"

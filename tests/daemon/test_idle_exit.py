@@ -83,11 +83,12 @@ def test_a_platform_the_gateway_polls_or_connects_to_is_refused_naming_it_and_it
         check_idle_exit(_config({"tg": {"type": "telegram", "token": "1:x"},
                                  "web": {"type": "webchat"}}))
     text = str(refused.value)
-    assert "[gateway] idle_exit_s" in text and "tg (telegram: poll intake)" in text and "webhook mode" in text
+    assert "[gateway] idle_exit_s" in text and "tg (telegram: polls the platform)" in text and "webhook mode" in text
     assert "web (" not in text, text
     with pytest.raises(ConfigError, match="ob \\(onebot"):   # a reverse WebSocket would wake it over and over
         check_idle_exit(_config({"ob": {"type": "onebot", "mode": "reverse", "access_token": "t"}}))
-    with pytest.raises(ConfigError, match="lark \\(feishu"):   # the long connection is one the gateway opens
+    # Feishu's long connection is one the gateway opens, though the platform's default intake is a server
+    with pytest.raises(ConfigError, match="lark \\(feishu: keeps a connection to the platform\\)"):
         check_idle_exit(_config({"lark": {"type": "feishu", "app_id": "cli_x", "app_secret": "s",
                                           "inbound": "long_connection"}}))
 
@@ -114,7 +115,7 @@ token = "123:abc"
 """)
     result = gateway.cli("start")
     assert result.returncode == 78, (result.returncode, result.stdout, result.stderr)
-    assert "idle_exit_s" in result.stderr and "tg (telegram: poll intake)" in result.stderr, result.stderr
+    assert "idle_exit_s" in result.stderr and "tg (telegram: polls the platform)" in result.stderr, result.stderr
     assert not (gateway.state / "run" / "runtime.json").exists()
 
 
