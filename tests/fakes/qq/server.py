@@ -314,10 +314,10 @@ class FakeQQ(FakeServer):
             return web.Response(status=404, text="no such file")
         return web.Response(body=found[0], content_type=found[1] if "/" in found[1] else "application/octet-stream")
 
-    def inject_group(self, group: str, user: str, text: str) -> dict:
+    def inject_group(self, group: str, user: str, text: str, attachments: Optional[list] = None) -> dict:
         return self._message("GROUP_AT_MESSAGE_CREATE", f"group:{openid(group)}",
                              {"author": {"member_openid": openid(f"{group}/{user}")}, "content": f" {text}",
-                              "group_openid": openid(group)})
+                              "group_openid": openid(group), **({"attachments": attachments} if attachments else {})})
 
     def inject_channel(self, channel: str, user: str, text: str) -> dict:
         return self._message("AT_MESSAGE_CREATE", f"channel:{guild_number(channel)}",
