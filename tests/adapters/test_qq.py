@@ -461,6 +461,16 @@ def test_a_users_image_and_file_are_fetched_without_the_token_and_cached_before_
     assert row.payload["text"] == "look at these"
 
 
+def test_a_file_qq_says_is_over_the_cap_is_never_fetched_and_its_sender_is_told(daemon):
+    fake, user = daemon.fake, f"big-{uuid.uuid4().hex[:6]}"
+    before = fake.media_fetches
+    fake.inject_c2c(user, "a big one", attachments=[fake.attachment(b"x" * 64, "video/mp4", "film.mp4",
+                                                                    size=21 * 1024 * 1024)])
+    told = wait_for(lambda: fake.sent(c2c(user).chat_id), 60, 0.1, "the sender told the file is too large")
+    assert "film.mp4" in told[0]["text"] and "20 MB" in told[0]["text"], told
+    assert fake.media_fetches == before and not daemon.rows(c2c(user)), "nothing fetched, no row stored"
+
+
 def test_an_image_goes_to_a_group_as_a_passive_rich_media_reply_once_and_to_a_guild_channel_in_the_send(daemon):
     fake, group = daemon.fake, f"out-{uuid.uuid4().hex[:6]}"
     chat = f"group:{openid(group)}"

@@ -73,6 +73,7 @@ class FakeQQ(FakeServer):
         self.active_quota_used_up = False         # active messages (no msg_id) refused with 40034100
         self.markdown_allowed = True              # False: markdown refused with 50056 (the bot was not granted it)
         self.media_files: dict[str, tuple[bytes, str]] = {}   # token -> (bytes, MIME type) served under /media/
+        self.media_fetches = 0
 
     def initial_state(self) -> dict:
         return {"next": 1, "tokens": {}, "token_fetches": 0, "sessions": {}, "identifies": 0, "resumes": 0,
@@ -309,6 +310,7 @@ class FakeQQ(FakeServer):
     async def _media(self, request: web.Request) -> web.Response:
         if request.headers.get("Authorization"):
             return web.Response(status=400, text="QQ's media server takes no bot token")
+        self.media_fetches += 1
         found = self.media_files.get(request.match_info["token"])
         if found is None:
             return web.Response(status=404, text="no such file")
