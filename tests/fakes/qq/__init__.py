@@ -60,8 +60,8 @@ Wire format implemented:
   request carrying an Authorization header is refused: QQ's media server gets no bot token) and returns the
   ``attachments`` entry an event carries; ``inject_c2c(user, text, attachments=[...])``.
 
-Left out: ``url`` uploads, keyboards and ark messages, recall, the passive window (the adapter keeps to it itself), the active-message quota's counting (only its
-refusal, when told), guild and member APIs, sharding.
+Left out: ``url`` uploads, keyboards and ark messages, recall, the passive window (the adapter keeps to it itself),
+the active-message quota's counting (only its refusal, when told), guild and member APIs, sharding.
 """
 from tests.fakes.qq.server import APP_ID, APP_SECRET, BOT_ID, FakeQQ, openid
 
