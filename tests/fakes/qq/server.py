@@ -86,12 +86,12 @@ class FakeQQ(FakeServer):
         app.router.add_get("/gateway/bot", self._gateway_url)
         app.router.add_get("/websocket", self._websocket)
         app.router.add_get("/users/@me", self._me)
-        app.router.add_post("/v2/users/{target}/messages", self._send_handler("c2c"))
-        app.router.add_post("/v2/groups/{target}/messages", self._send_handler("group"))
-        app.router.add_post("/channels/{target}/messages", self._send_handler("channel"))
-        app.router.add_post("/dms/{target}/messages", self._send_handler("dms"))
-        app.router.add_post("/v2/users/{target}/files", self._upload_handler("c2c"))
-        app.router.add_post("/v2/groups/{target}/files", self._upload_handler("group"))
+        app.router.add_post("/v2/users/{target}/messages", self._for_kind(self._send, "c2c"))
+        app.router.add_post("/v2/groups/{target}/messages", self._for_kind(self._send, "group"))
+        app.router.add_post("/channels/{target}/messages", self._for_kind(self._send, "channel"))
+        app.router.add_post("/dms/{target}/messages", self._for_kind(self._send, "dms"))
+        app.router.add_post("/v2/users/{target}/files", self._for_kind(self._upload, "c2c"))
+        app.router.add_post("/v2/groups/{target}/files", self._for_kind(self._upload, "group"))
         app.router.add_get("/media/{token}", self._media)
 
     @property
@@ -389,11 +389,6 @@ class FakeQQ(FakeServer):
         return self.post_callback(body, signed=signed)
 
     # -- rich media (api-v2 富媒体消息)
-    def _upload_handler(self, kind: str):
-        async def handle(request: web.Request) -> web.StreamResponse:
-            return await self._upload(request, kind, request.match_info["target"])
-        return handle
-
     async def _upload(self, request: web.Request, kind: str, target: str) -> web.StreamResponse:
         chat = f"{kind}:{target}"
         if not self._valid(request.headers.get("Authorization")):
@@ -472,9 +467,11 @@ class FakeQQ(FakeServer):
         return {"text": content}, None
 
     # -- sends
-    def _send_handler(self, kind: str):
+    @staticmethod
+    def _for_kind(handler, kind: str):
+        """A route's handler: ``handler(request, kind, target)`` for the chat kind the path names."""
         async def handle(request: web.Request) -> web.StreamResponse:
-            return await self._send(request, kind, request.match_info["target"])
+            return await handler(request, kind, request.match_info["target"])
         return handle
 
     async def _send(self, request: web.Request, kind: str, target: str) -> web.StreamResponse:
