@@ -6,7 +6,12 @@ passive replies arriving whole (the rest as active messages); the active-message
 and shown in `status` until one goes; a send repeated under the same key by another operation (a new life's) shows
 once and is answered with the same id; a revoked token fetched again once, not per send; the gateway dropped and
 away for a while resumed without a second Identify, what came meanwhile stored once; a frame that is no JSON
-logged and nothing after it lost. The conformance suite runs the same adapter (tests/adapters/harnesses/qq.py).
+logged and nothing after it lost; a user's image and file fetched without the token and cached before the row, one
+QQ says is over the cap never fetched; an image to a group as rich media (shown once when repeated under its key)
+and to a guild channel in the send; a document to a user as a file, refused in a guild channel; markdown, and plain
+text once QQ refuses it (a second bot table, markdown on, taking no events); a guild send repeated after its answer
+was lost, or of an ambiguous reply, under the re-sent mark. The conformance suite runs the same adapter
+(tests/adapters/harnesses/qq.py). One file for all of them, over the usual length, so that one daemon serves them.
 """
 from __future__ import annotations
 
@@ -28,7 +33,8 @@ from actors.messages import OpResult, OutgoingFile, PlatformOp, Source
 from common import config as config_mod
 from daemon.admin import AdminClient
 from daemon.asking import ask_for
-from storage import MediaCache, Store, StorageError, session_key
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
+from storage import MediaCache, Store, StorageError, Target, session_key
 from tests.actors.media.fixtures import png
 from tests.actor_system import wait_for
 from tests.fakes.qq import APP_ID, APP_SECRET, BOT_ID, FakeQQ, openid
@@ -531,3 +537,39 @@ def test_markdown_goes_where_qq_allows_it_and_plain_text_once_qq_refuses_it(daem
         fake.markdown_allowed = True
     shown = daemon.gateway.cli("status").stdout
     assert "markdown refused in c2c chats" in shown, shown
+
+
+# ------------------------------------------------------------------------------- guild channels: no key to repeat
+
+def test_a_guild_send_whose_answer_was_lost_goes_again_under_the_resent_mark(daemon):
+    """Guild channels deduplicate nothing: the kit repeats a keyed send whose answer was lost, and that copy says
+    it is re-sent rather than showing twice unmarked."""
+    fake, name = daemon.fake, f"lost-{uuid.uuid4().hex[:6]}"
+    said = fake.inject_channel(name, "hana", "hello?")
+    channel = f"channel:{guild_number(name)}"
+    wait_for(lambda: fake.sent(channel), 60, 0.1, "the agent's own answer first")
+    fake.lose_answer_in.add(channel)
+    sent = daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=channel, text="the answer",
+                                reply_to=said["id"], idempotency_key=f"{uuid.uuid4().hex[:16]}.0"))
+    assert sent.ok, sent
+    copies = [m["text"] for m in fake.sent(channel) if m["text"].endswith("the answer")]
+    assert copies == ["the answer", f"{RESENT_MARKER}\nthe answer"], copies
+
+
+def test_an_ambiguous_reply_marks_its_first_guild_part_sent_by_this_life_and_no_other(daemon):
+    fake, name = daemon.fake, f"amb-{uuid.uuid4().hex[:6]}"
+    channel = f"channel:{guild_number(name)}"
+    source = Source(platform="qq", chat_id=channel, chat_type="group", user_id=guild_number("ivy"))
+
+    async def ambiguous_reply():   # what a claim does on finding an earlier owner's send unresolved
+        async with await Store.open(daemon.gateway.state / "gateway.db") as store:
+            ob = await store.ledger.record_obligation(session_key(source), f"m-{name}", Target("qq", channel),
+                                                      "two parts", chunks=["first", "second"], claim=True)
+            await store.ledger.mark_ambiguous(ob.obligation_id, ob.fence)
+            return ob.obligation_id, ob.fence
+    oid, fence = asyncio.run(ambiguous_reply())
+    for index, text in enumerate(("first", "second")):
+        result = daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=channel, text=text,
+                                      idempotency_key=f"{oid[:16]}.{index}", ledger=(oid, fence, index)))
+        assert result.ok, result
+    assert [m["text"] for m in fake.sent(channel)] == [f"{RESENT_MARKER}\nfirst", "second"], fake.sent(channel)

@@ -27,7 +27,10 @@ the op's ``reply_to`` or the chat's anchor within its window, ``msg_seq`` derive
 (replies.msg_seq); QQ refusing the pair as a duplicate (40054005) means an earlier attempt made the message, and
 the send is answered with its id. QQ takes 5 passive replies per user message: the reply book counts them, and a
 part past the count goes as an active message. Guild channels and DMs take ``msg_id`` but document no
-``msg_seq``: a send there whose answer was lost may show twice. Past the window, or with no message to answer, the
+``msg_seq``, nor any key they deduplicate on: a send there whose answer was lost (the kit repeats a keyed send) or
+whose reply the ledger holds ambiguous (an earlier owner's send never came back) goes under the re-sent mark
+(``_copy_may_exist``; the lost keys and the marked parts are this life's, bounded), so a copy may show twice but
+never unmarked. Past the window, or with no message to answer, the
 send is an active message, which QQ rations or refuses (its error is the op's; the quota used up shows in
 ``status`` until an active message goes). QQ has no edits: the contract's default answers a final edit of a sent
 part ok, and the reply goes whole, in parts if long.
@@ -46,6 +49,7 @@ anything is sent (media.py) and the reply names the file in its place.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from typing import Any, Optional
@@ -56,6 +60,7 @@ from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.liveness import SERVED_SILENCE_S
+from actors.adapters.pacing import resent_marker
 from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
 from actors.adapters.qq.client import (ActiveQuotaExhausted, DuplicateReply, FileTooLarge, MarkdownRefused,
                                        PassiveRefused, QQClient)
@@ -70,6 +75,7 @@ from storage import StorageError
 
 QQ_HEARTBEAT_S = 45.0        # QQ's heartbeat_interval is 41.25 s; a little more
 SEQ_KINDS = ("c2c", "group")  # the endpoints that deduplicate on msg_id + msg_seq
+REMEMBERED_GUILD_SENDS = 512  # guild parts whose answer was lost, and ambiguous replies, kept in memory
 
 
 class QQAdapter(StreamingAdapter):
@@ -83,6 +89,10 @@ class QQAdapter(StreamingAdapter):
         self.replies: Optional[ReplyBook] = None
         self.quota_note = ""              # set by an active message QQ refused for its quota, cleared by one that goes
         self.markdown_refused: dict[str, str] = {}   # chat kind -> QQ's refusal of markdown there (this life's)
+        # Guild channels and DMs deduplicate nothing: the keys of sends there whose answer was lost (this life's),
+        # and per ambiguous reply the one part that carries the re-sent mark (copy_may_exist).
+        self._lost_guild_sends: collections.OrderedDict = collections.OrderedDict()
+        self._marked_parts: collections.OrderedDict = collections.OrderedDict()   # obligation id -> key
         self._api: Optional[QQClient] = None
         self._ws_http: Optional[aiohttp.ClientSession] = None
         self._callbacks: Optional[CallbackServer] = None
@@ -248,6 +258,19 @@ class QQAdapter(StreamingAdapter):
         """``body`` sent as a passive reply where it may be (``msg_id``, and ``msg_seq`` where QQ dedups on it),
         else as an active message -> the id recorded for it."""
         anchor, seq = self._anchor(kind, op), msg_seq(platform_key(op))
+        if kind in GUILD_KINDS:
+            if await self._copy_may_exist(op):
+                body = marked(body, resent_marker(self.config))
+            try:
+                return await self._reply_once(op, kind, route, path, body, image, anchor, seq)
+            except RetryableError as exc:
+                if exc.maybe_done:     # it may be in the chat: a retry of this part says it is re-sent
+                    remember(self._lost_guild_sends, platform_key(op), True)
+                raise
+        return await self._reply_once(op, kind, route, path, body, image, anchor, seq)
+
+    async def _reply_once(self, op: PlatformOp, kind: str, route: str, path: str, body: dict,
+                          image: Optional[tuple], anchor: Optional[str], seq: int) -> str:
         if anchor is not None and await self._may_answer(anchor, seq):
             passive = dict(body, msg_id=anchor, **({"msg_seq": seq} if kind in SEQ_KINDS else {}))
             try:
@@ -265,6 +288,27 @@ class QQAdapter(StreamingAdapter):
             else:
                 return reply_id(anchor, seq) if kind in SEQ_KINDS else answer["id"]
         return await self._send_active(route, path, body, image)
+
+    async def _copy_may_exist(self, op: PlatformOp) -> bool:
+        """Whether an earlier attempt at this guild part may have left a copy QQ will not refuse: its answer was
+        lost in this life, or its reply is ambiguous in the ledger (an earlier owner's send never came back; only
+        the first part this life sends of such a reply carries the mark, as the consumer marks one part where the
+        platform has no key)."""
+        key = platform_key(op)
+        if key in self._lost_guild_sends:
+            return True
+        if op.ledger is None:
+            return False
+        if op.ledger[0] in self._marked_parts:
+            return self._marked_parts[op.ledger[0]] == key
+        try:
+            obligation = await (await self.ready_storage()).ledger.get(op.ledger[0])
+        except Exception:  # noqa: BLE001 - the ledger cannot tell now: the mark is the side that hides nothing
+            obligation = None
+        if obligation is not None and not obligation.ambiguous:
+            return False
+        remember(self._marked_parts, op.ledger[0], key)
+        return True
 
     async def _send_active(self, route: str, path: str, body: dict, image: Optional[tuple] = None) -> str:
         """A message without ``msg_id``: QQ rations these per chat (a few a month) and says when they are used up,
@@ -351,6 +395,21 @@ class QQAdapter(StreamingAdapter):
         api, self._api = self._api, None
         if api is not None:
             await api.close()
+
+
+def marked(body: dict, marker: str) -> dict:
+    """A send's body with the re-sent mark on top of what it shows: its markdown, or its content (a caption)."""
+    if isinstance(body.get("markdown"), dict):
+        return dict(body, markdown={"content": f"{marker}\n{body['markdown']['content']}"})
+    text = str(body.get("content") or "").strip()
+    return dict(body, content=f"{marker}\n{text}" if text else marker)
+
+
+def remember(book: collections.OrderedDict, key: str, value) -> None:
+    book.pop(key, None)
+    book[key] = value
+    while len(book) > REMEMBERED_GUILD_SENDS:
+        book.popitem(last=False)
 
 
 def markdown_body(kind: str, text: str) -> dict:

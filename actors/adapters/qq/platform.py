@@ -23,11 +23,11 @@ QQ_INTENTS = (1 << 25) | (1 << 30) | (1 << 12)
 
 # Exactly-once, where it holds: QQ refuses a second message with the same msg_id + msg_seq (code 40054005) on the
 # C2C and group endpoints, and the adapter derives msg_seq from the send's key, so a reply's part re-sent after its
-# answer was lost shows once there. Guild channels and DMs document no such key: a passive reply there names the
-# user's message (msg_id) or an event (event_id) only to be allowed, and QQ makes no second request with either a
-# duplicate (api-v2 "发送消息", 文字子频道: msg_id / event_id make a send passive, nothing more). A send there whose
-# answer was lost may show twice, and no re-sent mark says so (the pacing row is the platform's). The field says
-# where it holds.
+# answer was lost shows once there. Guild channels and DMs document no such key: a send there names the user's
+# message (msg_id) or an event (event_id) only to be a passive reply, and QQ refuses no repeat of it (api-v2
+# "发送消息", 文字子频道: msg_id / event_id make a send passive, nothing more). There a part repeated after its answer
+# was lost, or of a reply the ledger holds ambiguous, carries the re-sent mark the adapter puts on it (the pacing
+# row is the platform's, so the consumer marks nothing): at least once, marked. The field says where each holds.
 CAPABILITIES = Capabilities(edit=False, delete=False, threads=False, reactions=False, files_in=True,
                             files_out=True, voice=False, buttons=False, typing=False,
                             idempotent_send="msg_seq (C2C and groups; guild channels: none)")

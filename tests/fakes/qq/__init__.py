@@ -38,7 +38,8 @@ Wire format implemented:
 * Faults (``set_faults``, on the send routes): "flood" (429 code 22009 msg limit exceed, the chat banned for
   ``flood_retry_after``; a send inside the ban counts in ``stats()["retry_after_violations"]``), "error" (500),
   "drop" (the connection closed before the send takes effect), "drop_after" (it took effect, the answer is lost).
-  A held answer (``hold_next_answer("send", chat)``). ``close_sessions(code)``, ``send_garbled()``, ``refusing``
+  A held answer (``hold_next_answer("send", chat)``); ``lose_answer_in``: chats whose next send takes effect and
+  loses its answer (once each). ``close_sessions(code)``, ``send_garbled()``, ``refusing``
   (new gateway connections answered 503), ``expire_tokens()``.
 
 * The webhook (``callback_url``): every dispatch also POSTed there as ``{"op": 0, "id", "s", "t", "d"}``, signed:

@@ -74,6 +74,7 @@ class FakeQQ(FakeServer):
         self.markdown_allowed = True              # False: markdown refused with 50056 (the bot was not granted it)
         self.media_files: dict[str, tuple[bytes, str]] = {}   # token -> (bytes, MIME type) served under /media/
         self.media_fetches = 0
+        self.lose_answer_in: set[str] = set()     # chats whose next send takes effect and loses its answer, once
 
     def initial_state(self) -> dict:
         return {"next": 1, "tokens": {}, "token_fetches": 0, "sessions": {}, "identifies": 0, "resumes": 0,
@@ -523,7 +524,8 @@ class FakeQQ(FakeServer):
                                       **shown})
             state["ops"].append({"at": time.time(), "chat": chat, "status": 200})
         await self.hold_if_asked("send", chat, True)
-        if fault == "drop_after":
+        if fault == "drop_after" or chat in self.lose_answer_in:
+            self.lose_answer_in.discard(chat)
             return drop_connection(request)
         if kind in ("c2c", "group"):
             return web.json_response({"id": message_id, "timestamp": int(time.time())})
