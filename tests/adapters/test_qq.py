@@ -23,6 +23,7 @@ import uuid
 import pytest
 
 from actors.adapters.errors import PermanentError
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.qq.client import QQClient
 from actors.adapters.qq.gateway import QQGatewayLink
@@ -33,7 +34,6 @@ from actors.messages import OpResult, OutgoingFile, PlatformOp, Source
 from common import config as config_mod
 from daemon.admin import AdminClient
 from daemon.asking import ask_for
-from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from storage import MediaCache, Store, StorageError, Target, session_key
 from tests.actors.media.fixtures import png
 from tests.actor_system import wait_for

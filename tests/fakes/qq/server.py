@@ -298,15 +298,14 @@ class FakeQQ(FakeServer):
                              {"author": {"user_openid": openid(user)}, "content": text,
                               **({"attachments": attachments} if attachments else {})})
 
-    def attachment(self, data: bytes, content_type: str, filename: str = "", scheme: bool = True,
-                   size: Optional[int] = None) -> dict:
+    def attachment(self, data: bytes, content_type: str, filename: str = "", size: Optional[int] = None) -> dict:
         """A file a user sent, served by the fake under /media/, as an event's ``attachments`` entry names it
-        (``scheme`` False: the URL without its scheme, as guild messages write it; ``size`` the one claimed)."""
+        (``size``: the one QQ claims, if not the bytes' own)."""
         token = secrets.token_hex(12)
         self.media_files[token] = (data, content_type)
-        url = f"127.0.0.1:{self.public_port or self.port}/media/{token}"
-        return {"content_type": content_type, "filename": filename or f"{token}.bin", "size": len(data)
-                if size is None else size, "url": ("http://" if scheme else "") + url, "height": 0, "width": 0}
+        return {"content_type": content_type, "filename": filename or f"{token}.bin",
+                "size": len(data) if size is None else size, "height": 0, "width": 0,
+                "url": f"http://127.0.0.1:{self.public_port or self.port}/media/{token}"}
 
     async def _media(self, request: web.Request) -> web.Response:
         if request.headers.get("Authorization"):
