@@ -101,7 +101,7 @@ def attachments_of(data: dict) -> tuple[tuple, list[str]]:
         if url and "://" not in url:
             url = "https://" + url
         if not url.startswith(("https://", "http://")) or len(url) > MAX_URL or len(taken) >= MAX_ATTACHMENTS:
-            notes.append(f"[a {kind} that could not be taken]")
+            notes.append(f"[{'an' if kind[0] in 'aeiou' else 'a'} {kind} that could not be taken]")
             continue
         size, width, height = (item.get(k) if isinstance(item.get(k), int) and not isinstance(item.get(k), bool)
                                and item.get(k) > 0 else 0 for k in ("size", "width", "height"))
