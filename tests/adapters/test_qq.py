@@ -6,7 +6,12 @@ passive replies arriving whole (the rest as active messages); the active-message
 and shown in `status` until one goes; a send repeated under the same key by another operation (a new life's) shows
 once and is answered with the same id; a revoked token fetched again once, not per send; the gateway dropped and
 away for a while resumed without a second Identify, what came meanwhile stored once; a frame that is no JSON
-logged and nothing after it lost. The conformance suite runs the same adapter (tests/adapters/harnesses/qq.py).
+logged and nothing after it lost; a user's image and file fetched without the token and cached before the row, one
+QQ says is over the cap never fetched; an image to a group as rich media (shown once when repeated under its key)
+and to a guild channel in the send; a document to a user as a file, refused in a guild channel; markdown, and plain
+text once QQ refuses it (a second bot table, markdown on, taking no events); a guild send repeated after its answer
+was lost, or of an ambiguous reply, under the re-sent mark. The conformance suite runs the same adapter
+(tests/adapters/harnesses/qq.py). One file for all of them, over the usual length, so that one daemon serves them.
 """
 from __future__ import annotations
 
@@ -18,17 +23,19 @@ import uuid
 import pytest
 
 from actors.adapters.errors import PermanentError
+from actors.adapters.pacing import DEFAULT_RESENT_MARKER as RESENT_MARKER
 from actors.adapters.payload_fields import MalformedPayload
 from actors.adapters.qq.client import QQClient
 from actors.adapters.qq.gateway import QQGatewayLink
-from actors.adapters.qq.inbound import event_from_dispatch, is_input, send_route
+from actors.adapters.qq.inbound import attachments_of, event_from_dispatch, is_input, send_route
 from actors.adapters.qq.replies import Anchors, ReplyBook, msg_seq, usable
 from actors.adapters.qq.webhook import signature_ok, signing_key, validation_answer
-from actors.messages import OpResult, PlatformOp, Source
+from actors.messages import OpResult, OutgoingFile, PlatformOp, Source
 from common import config as config_mod
 from daemon.admin import AdminClient
 from daemon.asking import ask_for
-from storage import Store, StorageError, session_key
+from storage import MediaCache, Store, StorageError, Target, session_key
+from tests.actors.media.fixtures import png
 from tests.actor_system import wait_for
 from tests.fakes.qq import APP_ID, APP_SECRET, BOT_ID, FakeQQ, openid
 from tests.fakes.qq.server import guild_number
@@ -85,6 +92,25 @@ def test_what_is_skipped_and_what_is_malformed():
     with pytest.raises(MalformedPayload, match="group_openid"):
         event_from_dispatch("GROUP_AT_MESSAGE_CREATE", {"id": "m", "author": {"member_openid": "M"},
                                                         "content": "a"}, "qq", "default")
+
+
+def test_a_messages_files_become_pending_attachments_named_by_their_urls():
+    data = {"id": "m", "author": {"user_openid": "U"}, "content": "", "attachments": [
+        {"content_type": "image/jpeg", "url": "https://multimedia.nt.qq.com.cn/x?rkey=1", "filename": "a.jpg",
+         "size": 2048, "width": 640, "height": 480},
+        {"content_type": "voice", "url": "gchat.qpic.cn/qmeetpic/v.silk", "filename": "v.silk", "size": 9},
+        {"content_type": "file", "url": "https://example.qq.com/f", "filename": "notes.txt", "size": "12"},
+        {"content_type": "video/mp4", "url": "ftp://somewhere/v.mp4"}, "junk"]}
+    event = event_from_dispatch("C2C_MESSAGE_CREATE", data, "qq", "default")
+    photo, voice, document = event.attachments
+    assert (photo.kind, photo.ref, photo.name, photo.size, photo.width, photo.state) == \
+        ("photo", "https://multimedia.nt.qq.com.cn/x?rkey=1", "a.jpg", 2048, 640, "pending")
+    assert (voice.kind, voice.ref) == ("audio", "https://gchat.qpic.cn/qmeetpic/v.silk"), "no scheme: https"
+    assert (document.kind, document.name, document.size) == ("document", "notes.txt", 0), "a size that is no number"
+    assert event.text == "[a video that could not be taken]", "the reader learns something came"
+    many, notes = attachments_of({"attachments": [{"content_type": "image/png", "url": f"https://q/{i}"}
+                                                  for i in range(12)]})
+    assert len(many) == 10 and len(notes) == 2, "bounded per message"
 
 
 def test_msg_seq_is_the_keys_in_every_life_and_increases_over_a_replys_parts():
@@ -193,19 +219,19 @@ class Daemon:
     def __init__(self, fake: FakeQQ, gateway: Gateway, admin: AdminClient):
         self.fake, self.gateway, self.admin = fake, gateway, admin
 
-    def ref(self):
+    def ref(self, name: str = "qq"):
         def find():
             stack = [self.admin.tree()]
             while stack:
                 node = stack.pop()
-                if node.name == "qq" and node.ref is not None:
+                if node.name == name and node.ref is not None:
                     return node.ref
                 stack.extend(node.children)
             return None
-        return wait_for(find, 30, 0.1, "the qq adapter's address")
+        return wait_for(find, 30, 0.1, f"the {name} adapter's address")
 
-    def op(self, op: PlatformOp) -> OpResult:
-        result = ask_for(self.admin.asys, self.ref(), op, OpResult, 30)
+    def op(self, op: PlatformOp, adapter: str = "qq") -> OpResult:
+        result = ask_for(self.admin.asys, self.ref(adapter), op, OpResult, 30)
         assert result is not None and result.op_id == op.op_id, f"no OpResult for {op}"
         return result
 
@@ -229,7 +255,12 @@ def daemon(tmp_path_factory):
     fake = FakeQQ(state_file=str(workdir / "qq.json"), heartbeat_interval_ms=2000).start()
     table = (f'[adapters.qq]\ntype = "qq"\naccess = "open"\napp_id = "{APP_ID}"\napp_secret = "{APP_SECRET}"\n'
              f'api_base_url = "{fake.api_url}"\nauth_url = "{fake.token_url}"\n'
-             'pacing = { per_chat_ops_per_s = 10.0, per_chat_burst = 10 }\n')
+             'pacing = { per_chat_ops_per_s = 10.0, per_chat_burst = 10 }\n'
+             # A second bot table with markdown on, in webhook mode with no callback URL at the fake: it takes no
+             # events (the first one answers them), it only sends what a test hands it.
+             f'[adapters.qqmd]\ntype = "qq"\naccess = "open"\napp_id = "{APP_ID}"\napp_secret = "{APP_SECRET}"\n'
+             f'api_base_url = "{fake.api_url}"\nauth_url = "{fake.token_url}"\nmode = "webhook"\nlisten_port = 0\n'
+             'markdown = true\npacing = { per_chat_ops_per_s = 10.0, per_chat_burst = 10 }\n')
     gateway = Gateway(workdir, watchdog_interval=30.0, extra_toml=table)
     with pytest.MonkeyPatch.context() as env:
         try:
@@ -411,3 +442,134 @@ def test_webhook_mode_answers_the_validation_refuses_a_bad_signature_and_stores_
         gateway.cli("stop")
         gateway.kill_everything()
         fake.stop()
+
+
+# ------------------------------------------------------------------------------------------ files, markdown
+
+def outgoing(daemon, data: bytes, mime: str, kind: str, name: str, caption: str = "") -> OutgoingFile:
+    return OutgoingFile(MediaCache(daemon.gateway.state / "media").put(data), mime, kind, name, caption, len(data))
+
+
+def test_a_users_image_and_file_are_fetched_without_the_token_and_cached_before_the_row(daemon):
+    fake, group = daemon.fake, f"pics-{uuid.uuid4().hex[:6]}"
+    image, notes = png(40, 30), b"the minutes of the meeting\n"
+    fake.inject_group(group, "frank", "look at these", attachments=[
+        fake.attachment(image, "image/png", "shot.png"), fake.attachment(notes, "file", "minutes.txt")])
+    source = Source(platform="qq", chat_id=f"group:{openid(group)}", chat_type="group",
+                    user_id=openid(f"{group}/frank"))
+    [row] = wait_for(lambda: daemon.rows(source), 60, 0.1, "the group message with its files stored")
+    photo, document = row.payload["attachments"]
+    assert (photo["state"], photo["kind"], photo["mime"], photo["width"]) == ("cached", "photo", "image/png", 40), \
+        photo
+    assert (document["state"], document["kind"], document["name"]) == ("cached", "document", "minutes.txt"), document
+    cache = MediaCache(daemon.gateway.state / "media")
+    assert cache.read(photo["cache_key"]) == image and cache.read(document["cache_key"]) == notes
+    assert row.payload["text"] == "look at these"
+
+
+def test_a_file_qq_says_is_over_the_cap_is_never_fetched_and_its_sender_is_told(daemon):
+    fake, user = daemon.fake, f"big-{uuid.uuid4().hex[:6]}"
+    before = fake.media_fetches
+    fake.inject_c2c(user, "a big one", attachments=[fake.attachment(b"x" * 64, "video/mp4", "film.mp4",
+                                                                    size=21 * 1024 * 1024)])
+    told = wait_for(lambda: fake.sent(c2c(user).chat_id), 60, 0.1, "the sender told the file is too large")
+    assert "film.mp4" in told[0]["text"] and "20 MB" in told[0]["text"], told
+    assert fake.media_fetches == before and not daemon.rows(c2c(user)), "nothing fetched, no row stored"
+
+
+def test_an_image_goes_to_a_group_as_a_passive_rich_media_reply_once_and_to_a_guild_channel_in_the_send(daemon):
+    fake, group = daemon.fake, f"out-{uuid.uuid4().hex[:6]}"
+    chat = f"group:{openid(group)}"
+    asked = fake.inject_group(group, "gina", "draw me something")
+    wait_for(lambda: fake.sent(chat), 60, 0.1, "the agent's own answer first")
+    file, key = outgoing(daemon, png(48, 32), "image/png", "photo", "dot.png", "a dot"), f"{uuid.uuid4().hex[:16]}.1"
+    results = [daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=chat, file=file,
+                                    idempotency_key=key)) for _ in range(2)]   # a new life's repeat: another op id
+    assert all(r.ok for r in results) and results[0].message_id == results[1].message_id == \
+        f"{asked['id']}#{msg_seq(key)}", results
+    [shown] = [m for m in fake.sent(chat) if m.get("file")]
+    assert (shown["file"]["file_type"], shown["file"]["sha256"], shown["file"]["srv_send_msg"]) == \
+        ("image", file.cache_key, False), shown
+    assert (shown["msg_id"], shown["msg_seq"], shown["text"]) == (asked["id"], msg_seq(key), "a dot"), shown
+    said = fake.inject_channel(f"art-{group}", "gina", "and here?")
+    channel = f"channel:{guild_number(f'art-{group}')}"
+    wait_for(lambda: fake.sent(channel), 60, 0.1, "the agent's own answer in the channel first")
+    sent = daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=channel, file=file))
+    assert sent.ok, sent
+    [shown] = [m for m in fake.sent(channel) if m.get("file")]
+    assert (shown["file"]["sha256"], shown["msg_id"], shown["text"], shown["id"]) == \
+        (file.cache_key, said["id"], "a dot", sent.message_id), shown
+
+
+def test_a_document_goes_to_a_user_as_a_file_and_a_guild_channel_refuses_it_before_sending(daemon):
+    fake, user = daemon.fake, f"doc-{uuid.uuid4().hex[:6]}"
+    report = outgoing(daemon, b"%PDF-1.4\n% the report\n", "application/pdf", "document", "report.pdf")
+    sent = daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=c2c(user).chat_id, file=report))
+    assert sent.ok, sent
+    [shown] = fake.sent(c2c(user).chat_id)
+    assert (shown["file"]["file_type"], shown["file"]["name"], shown["file"]["sha256"], shown["text"]) == \
+        ("file", "report.pdf", report.cache_key, ""), shown
+    channel = f"channel:{guild_number('docs-' + user)}"
+    refused = daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=channel, file=report))
+    assert not refused.ok and refused.error_kind == "permanent" and "images only" in refused.error, refused
+    assert fake.ops(channel) == [], "nothing was sent"
+
+
+def test_markdown_goes_where_qq_allows_it_and_plain_text_once_qq_refuses_it(daemon):
+    fake, user = daemon.fake, f"md-{uuid.uuid4().hex[:6]}"
+    chat = c2c(user).chat_id
+    first = daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=chat, text="**bold** news"), "qqmd")
+    assert first.ok and fake.sent(chat)[-1]["markdown"] is True and fake.sent(chat)[-1]["text"] == "**bold** news"
+    asked = fake.inject_c2c(user, "a question")   # answered passively by the first bot; the markdown bot too, below
+    fake.markdown_allowed = False
+    try:
+        key = f"{uuid.uuid4().hex[:16]}.0"
+        refused = daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=chat, text="**plain** now",
+                                       reply_to=asked["id"], idempotency_key=key), "qqmd")
+        assert refused.ok and refused.message_id == f"{asked['id']}#{msg_seq(key)}", refused
+        shown = [m for m in fake.sent(chat) if m["text"] == "**plain** now"]
+        assert len(shown) == 1 and "markdown" not in shown[0] and shown[0]["msg_seq"] == msg_seq(key), shown
+        assert [o["status"] for o in fake.ops(chat)].count(400) == 1, "QQ refused the markdown once"
+        later = daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=chat, text="later"), "qqmd")
+        assert later.ok and "markdown" not in fake.sent(chat)[-1], fake.sent(chat)[-1]
+        assert [o["status"] for o in fake.ops(chat)].count(400) == 1, "later sends go plain without asking again"
+    finally:
+        fake.markdown_allowed = True
+    shown = daemon.gateway.cli("status").stdout
+    assert "markdown refused in c2c chats" in shown, shown
+
+
+# ------------------------------------------------------------------------------- guild channels: no key to repeat
+
+def test_a_guild_send_whose_answer_was_lost_goes_again_under_the_resent_mark(daemon):
+    """Guild channels deduplicate nothing: the kit repeats a keyed send whose answer was lost, and that copy says
+    it is re-sent rather than showing twice unmarked."""
+    fake, name = daemon.fake, f"lost-{uuid.uuid4().hex[:6]}"
+    said = fake.inject_channel(name, "hana", "hello?")
+    channel = f"channel:{guild_number(name)}"
+    wait_for(lambda: fake.sent(channel), 60, 0.1, "the agent's own answer first")
+    fake.lose_answer_in.add(channel)
+    sent = daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=channel, text="the answer",
+                                reply_to=said["id"], idempotency_key=f"{uuid.uuid4().hex[:16]}.0"))
+    assert sent.ok, sent
+    copies = [m["text"] for m in fake.sent(channel) if m["text"].endswith("the answer")]
+    assert copies == ["the answer", f"{RESENT_MARKER}\nthe answer"], copies
+
+
+def test_an_ambiguous_reply_marks_its_first_guild_part_sent_by_this_life_and_no_other(daemon):
+    fake, name = daemon.fake, f"amb-{uuid.uuid4().hex[:6]}"
+    channel = f"channel:{guild_number(name)}"
+    source = Source(platform="qq", chat_id=channel, chat_type="group", user_id=guild_number("ivy"))
+
+    async def ambiguous_reply():   # what a claim does on finding an earlier owner's send unresolved
+        async with await Store.open(daemon.gateway.state / "gateway.db") as store:
+            ob = await store.ledger.record_obligation(session_key(source), f"m-{name}", Target("qq", channel),
+                                                      "two parts", chunks=["first", "second"], claim=True)
+            await store.ledger.mark_ambiguous(ob.obligation_id, ob.fence)
+            return ob.obligation_id, ob.fence
+    oid, fence = asyncio.run(ambiguous_reply())
+    for index, text in enumerate(("first", "second")):
+        result = daemon.op(PlatformOp(op_id=uuid.uuid4().hex, action="send", chat_id=channel, text=text,
+                                      idempotency_key=f"{oid[:16]}.{index}", ledger=(oid, fence, index)))
+        assert result.ok, result
+    assert [m["text"] for m in fake.sent(channel)] == [f"{RESENT_MARKER}\nfirst", "second"], fake.sent(channel)

@@ -27,14 +27,29 @@ the op's ``reply_to`` or the chat's anchor within its window, ``msg_seq`` derive
 (replies.msg_seq); QQ refusing the pair as a duplicate (40054005) means an earlier attempt made the message, and
 the send is answered with its id. QQ takes 5 passive replies per user message: the reply book counts them, and a
 part past the count goes as an active message. Guild channels and DMs take ``msg_id`` but document no
-``msg_seq``: a send there whose answer was lost may show twice. Past the window, or with no message to answer, the
+``msg_seq``, nor any key they deduplicate on: a send there whose answer was lost (the kit repeats a keyed send) or
+whose reply the ledger holds ambiguous (an earlier owner's send never came back) goes under the re-sent mark
+(``_copy_may_exist``; the lost keys and the marked parts are this life's, bounded), so a copy may show twice but
+never unmarked. Past the window, or with no message to answer, the
 send is an active message, which QQ rations or refuses (its error is the op's; the quota used up shows in
 ``status`` until an active message goes). QQ has no edits: the contract's default answers a final edit of a sent
 part ok, and the reply goes whole, in parts if long.
+
+Markdown (``markdown = true``): a text goes as QQ's native markdown (``msg_type`` 2). QQ refusing it for the bot
+(codes 50056, 304036) sends the same part as plain text under the same ``msg_id`` + ``msg_seq`` (nothing was sent),
+and every later part in chats of that kind goes plain; ``status`` says so. The refusal is this life's: a new life
+tries markdown once more (one refused request), so a permission granted meanwhile is used.
+
+Files. A user's files come as pending attachments naming QQ's URLs (inbound.attachments_of), fetched by the intake
+before the row is stored (``download_attachment``: no token goes with it). A reply's file (``send_file``) goes to a
+C2C user or a group as QQ's rich media, uploaded and then sent as a ``msg_type`` 7 message, passive and numbered as
+a text is; to a guild channel or DM as an image in the send (multipart). What QQ cannot take is refused before
+anything is sent (media.py) and the reply names the file in its place.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from typing import Any, Optional
@@ -45,17 +60,22 @@ from actors.adapters.errors import PermanentError, RetryableError, TooLongError
 from actors.adapters.idempotency import platform_key
 from actors.adapters.intake_styles import StreamingAdapter
 from actors.adapters.liveness import SERVED_SILENCE_S
-from actors.adapters.qq.client import ActiveQuotaExhausted, DuplicateReply, PassiveRefused, QQClient
+from actors.adapters.pacing import resent_marker
+from actors.adapters.media_intake import AttachmentGone, AttachmentTooLarge
+from actors.adapters.qq.client import (ActiveQuotaExhausted, DuplicateReply, FileTooLarge, MarkdownRefused,
+                                       PassiveRefused, QQClient)
 from actors.adapters.qq.gateway import QQGatewayLink
 from actors.adapters.qq.inbound import event_from_dispatch, is_input, send_route, sent_at
+from actors.adapters.qq.media import GUILD_KINDS, guild_image, upload_body
 from actors.adapters.qq.replies import Anchors, ReplyBook, msg_seq, reply_id, usable
 from actors.adapters.qq.webhook import CallbackServer
-from actors.messages import MessageEvent, PlatformOp
+from actors.messages import Attachment, MessageEvent, PlatformOp
 from supervision.http_serving import http_limits
 from storage import StorageError
 
 QQ_HEARTBEAT_S = 45.0        # QQ's heartbeat_interval is 41.25 s; a little more
 SEQ_KINDS = ("c2c", "group")  # the endpoints that deduplicate on msg_id + msg_seq
+REMEMBERED_GUILD_SENDS = 512  # guild parts whose answer was lost, and ambiguous replies, kept in memory
 
 
 class QQAdapter(StreamingAdapter):
@@ -68,6 +88,11 @@ class QQAdapter(StreamingAdapter):
         self.anchors: Optional[Anchors] = None
         self.replies: Optional[ReplyBook] = None
         self.quota_note = ""              # set by an active message QQ refused for its quota, cleared by one that goes
+        self.markdown_refused: dict[str, str] = {}   # chat kind -> QQ's refusal of markdown there (this life's)
+        # Guild channels and DMs deduplicate nothing: the keys of sends there whose answer was lost (this life's),
+        # and per ambiguous reply the one part that carries the re-sent mark (copy_may_exist).
+        self._lost_guild_sends: collections.OrderedDict = collections.OrderedDict()
+        self._marked_parts: collections.OrderedDict = collections.OrderedDict()   # obligation id -> key
         self._api: Optional[QQClient] = None
         self._ws_http: Optional[aiohttp.ClientSession] = None
         self._callbacks: Optional[CallbackServer] = None
@@ -177,21 +202,79 @@ class QQAdapter(StreamingAdapter):
     def normalise(self, raw: Any) -> MessageEvent:
         return event_from_dispatch(raw.get("t"), raw.get("d"), self.name, self.profile, self.bot_id)
 
+    async def download_attachment(self, attachment: Attachment, cap: int) -> bytes:
+        try:
+            return await self.client().fetch_file(attachment.ref, cap)
+        except FileTooLarge as exc:
+            raise AttachmentTooLarge(exc.size, cap) from None
+        except PermanentError as exc:    # QQ's media URLs expire: the file is gone
+            raise AttachmentGone(self.clean_error(exc)) from None
+
     # ------------------------------------------------------------------------------------------------ outbound
     async def send_message(self, op: PlatformOp) -> str:
-        try:
-            kind, route, path = send_route(op.chat_id)
-        except ValueError as exc:
-            raise PermanentError(str(exc), method="send") from None
+        kind, route, path = self._route(op)
         if len(op.text) > self.pacing.text_limit:
             raise TooLongError(f"{len(op.text)} characters, over the {self.pacing.text_limit} a message carries",
                                method=route)
-        body: dict[str, Any] = {"content": op.text, "msg_type": 0}
+        if self.settings["markdown"] and kind not in self.markdown_refused:
+            try:
+                return await self._reply(op, kind, route, path, markdown_body(kind, op.text))
+            except MarkdownRefused as exc:
+                # Not allowed here (QQ grants markdown per bot, passive markdown apart): noted, and this part and
+                # every later one in chats of this kind go as plain text. Nothing was sent: the same msg_id and
+                # msg_seq carry the plain one.
+                self.markdown_refused[kind] = self.clean_error(exc)
+                self.say(logging.WARNING, "%s: %s; %s messages go as plain text from now on", self.name,
+                         self.markdown_refused[kind], kind)
+        return await self._reply(op, kind, route, path, {"content": op.text, "msg_type": 0})
+
+    async def send_file(self, op: PlatformOp) -> str:
+        """A C2C user's or group's file: uploaded (``srv_send_msg`` false), then sent as a ``msg_type`` 7 message
+        naming its ``file_info``, passive like a text; a guild channel's or DM's image goes in the send itself
+        (multipart ``file_image``). What QQ cannot take is refused before anything is sent (media.py), and the
+        reply names the file in its place."""
+        kind, route, path = self._route(op)
+        file = op.file
+        if kind in GUILD_KINDS:
+            guild_image(file.mime, file.name)
+            data = await self.file_bytes(file)
+            body = {"content": file.caption} if file.caption.strip() else {}
+            return await self._reply(op, kind, route, path, body, image=(data, file.name, file.mime))
+        data = await self.file_bytes(file)
+        upload = await asyncio.to_thread(upload_body, file.mime, file.name, data)   # base64 of up to 10 MB
+        info = await self.client().upload(f"upload_{kind}", path.rsplit("/", 1)[0] + "/files", upload)
+        # QQ's docs: a msg_type 7 message needs some content, a space where there is no caption.
+        body = {"content": file.caption if file.caption.strip() else " ", "msg_type": 7, "media": {"file_info": info}}
+        return await self._reply(op, kind, route, path, body)
+
+    def _route(self, op: PlatformOp) -> tuple[str, str, str]:
+        try:
+            return send_route(op.chat_id)
+        except ValueError as exc:
+            raise PermanentError(str(exc), method="send") from None
+
+    async def _reply(self, op: PlatformOp, kind: str, route: str, path: str, body: dict,
+                     image: Optional[tuple] = None) -> str:
+        """``body`` sent as a passive reply where it may be (``msg_id``, and ``msg_seq`` where QQ dedups on it),
+        else as an active message -> the id recorded for it."""
         anchor, seq = self._anchor(kind, op), msg_seq(platform_key(op))
+        if kind in GUILD_KINDS:
+            if await self._copy_may_exist(op):
+                body = marked(body, resent_marker(self.config))
+            try:
+                return await self._reply_once(op, kind, route, path, body, image, anchor, seq)
+            except RetryableError as exc:
+                if exc.maybe_done:     # it may be in the chat: a retry of this part says it is re-sent
+                    remember(self._lost_guild_sends, platform_key(op), True)
+                raise
+        return await self._reply_once(op, kind, route, path, body, image, anchor, seq)
+
+    async def _reply_once(self, op: PlatformOp, kind: str, route: str, path: str, body: dict,
+                          image: Optional[tuple], anchor: Optional[str], seq: int) -> str:
         if anchor is not None and await self._may_answer(anchor, seq):
             passive = dict(body, msg_id=anchor, **({"msg_seq": seq} if kind in SEQ_KINDS else {}))
             try:
-                answer = await self.client().send(route, path, passive)
+                answer = await self.client().send(route, path, passive, image)
             except DuplicateReply:
                 if kind not in SEQ_KINDS:
                     raise
@@ -204,13 +287,34 @@ class QQAdapter(StreamingAdapter):
                     await self._save_book()
             else:
                 return reply_id(anchor, seq) if kind in SEQ_KINDS else answer["id"]
-        return await self._send_active(route, path, body)
+        return await self._send_active(route, path, body, image)
 
-    async def _send_active(self, route: str, path: str, body: dict) -> str:
+    async def _copy_may_exist(self, op: PlatformOp) -> bool:
+        """Whether an earlier attempt at this guild part may have left a copy QQ will not refuse: its answer was
+        lost in this life, or its reply is ambiguous in the ledger (an earlier owner's send never came back; only
+        the first part this life sends of such a reply carries the mark, as the consumer marks one part where the
+        platform has no key)."""
+        key = platform_key(op)
+        if key in self._lost_guild_sends:
+            return True
+        if op.ledger is None:
+            return False
+        if op.ledger[0] in self._marked_parts:
+            return self._marked_parts[op.ledger[0]] == key
+        try:
+            obligation = await (await self.ready_storage()).ledger.get(op.ledger[0])
+        except Exception:  # noqa: BLE001 - the ledger cannot tell now: the mark is the side that hides nothing
+            obligation = None
+        if obligation is not None and not obligation.ambiguous:
+            return False
+        remember(self._marked_parts, op.ledger[0], key)
+        return True
+
+    async def _send_active(self, route: str, path: str, body: dict, image: Optional[tuple] = None) -> str:
         """A message without ``msg_id``: QQ rations these per chat (a few a month) and says when they are used up,
         which ``status`` shows until an active message goes again."""
         try:
-            answer = await self.client().send(route, path, body)
+            answer = await self.client().send(route, path, body, image)
         except ActiveQuotaExhausted:
             self.quota_note = (f"active-message quota used up (QQ refused one at "
                                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): only answers to a user's "
@@ -283,12 +387,37 @@ class QQAdapter(StreamingAdapter):
             parts.append(f"{self.duplicates} repeated send(s) refused by QQ as duplicates")
         if self.quota_note:
             parts.append(self.quota_note)
+        for kind, refusal in list(self.markdown_refused.items()):
+            parts.append(f"markdown refused in {kind} chats ({refusal}): plain text goes")
         return "; ".join(parts)
 
     async def close(self) -> None:
         api, self._api = self._api, None
         if api is not None:
             await api.close()
+
+
+def marked(body: dict, marker: str) -> dict:
+    """A send's body with the re-sent mark on top of what it shows: its markdown, or its content (a caption)."""
+    if isinstance(body.get("markdown"), dict):
+        return dict(body, markdown={"content": f"{marker}\n{body['markdown']['content']}"})
+    text = str(body.get("content") or "").strip()
+    return dict(body, content=f"{marker}\n{text}" if text else marker)
+
+
+def remember(book: collections.OrderedDict, key: str, value) -> None:
+    book.pop(key, None)
+    book[key] = value
+    while len(book) > REMEMBERED_GUILD_SENDS:
+        book.popitem(last=False)
+
+
+def markdown_body(kind: str, text: str) -> dict:
+    """A text as QQ's native markdown (api-v2 "发送消息": ``msg_type`` 2 and ``markdown: {"content"}``; a guild
+    channel's or DM's send has no ``msg_type``: its ``markdown`` field is the message)."""
+    if kind in GUILD_KINDS:
+        return {"markdown": {"content": text}}
+    return {"msg_type": 2, "markdown": {"content": text}}
 
 
 def _chat_of(name: str, data: Any) -> Optional[str]:

@@ -14,16 +14,32 @@ Answers:
     code 40054005 (消息被去重)             DuplicateReply: a message with this msg_id and msg_seq exists already
     code 40034128 (被动回复时间或次数超限)   PassiveRefused: the user message takes no more passive replies
     code 40034100 (主动消息超过频控)         ActiveQuotaExhausted: QQ's ration of active messages is used up
+    code 50056 (不允许发送 markdown content),
+    304036 (没有 markdown 模板的权限)        MarkdownRefused: the bot may not send markdown here (plain text goes)
     5xx, network errors, timeouts         RetryableError (``maybe_done`` unless the connection was never made)
     any other 4xx                         PermanentError, with QQ's code and message
 
 The secret and the token travel in the body and headers only, never in a URL, and are redacted from every text.
+
+Files (``upload``, ``send`` with an image, ``fetch_file``). C2C users and groups take a file in two steps (QQ's
+docs, api-v2 "富媒体消息", bot.q.qq.com/wiki/develop/api-v2/server-inter/message/send-receive/rich-media.html):
+``POST /v2/users/{openid}/files`` or ``/v2/groups/{group_openid}/files`` with ``file_type`` (1 image, 2 video,
+3 voice, 4 file), the bytes as ``file_data`` (base64; ``url`` instead would need a public address QQ fetches
+from) and ``srv_send_msg: false`` (upload only: ``true`` would send it at once as an active message) answers
+``{"file_uuid", "file_info", "ttl"}``; the message is then a send with ``msg_type`` 7 and ``media: {"file_info"}``
+(api-v2 "发送消息"; its ``content`` must not be empty: a space stands in). Guild channels and DMs take an image in
+the send itself, as ``multipart/form-data`` with the part ``file_image`` (api-v2 "发送消息" of 文字子频道, the
+form-data parameters; object fields as JSON strings). A user's file is fetched from the URL its event names,
+without our token (the URL is QQ's media server's, signed in itself; the token goes to the OpenAPI only).
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any, Callable, Optional
+
+import aiohttp
 
 from actors.adapters.errors import FloodError, PermanentError, PlatformError, RetryableError
 from actors.adapters.http_session import HttpSession, retry_after_header
@@ -35,6 +51,7 @@ DUPLICATE_MSG_SEQ = 40054005
 PASSIVE_REPLY_LIMIT = 40034128   # 被动回复时间或次数超限: the message's window or its reply count is spent
 ACTIVE_MSG_LIMIT = 40034100      # 主动消息发送超过频控限制: the active messages' ration (per month and chat) is spent
 ACTIVE_MSG_FORBIDDEN = 40034105  # 主动消息无权限: the bot may not send active messages here
+MARKDOWN_REFUSED = (50056, 304036)   # 不允许发送 markdown content; 没有 markdown 模板的权限
 FLOOD_WAIT_S = 1.0
 REFRESH_MARGIN_S = 60.0       # QQ hands a new token in the last 60 s of the old one's life; the old still works
 
@@ -49,6 +66,16 @@ class PassiveRefused(PermanentError):
 
 class ActiveQuotaExhausted(PermanentError):
     """QQ refused an active message: its ration for the chat (a few a month) is used up."""
+
+
+class MarkdownRefused(PermanentError):
+    """QQ does not let this bot send markdown (native markdown is granted per bot, passive markdown apart)."""
+
+
+class FileTooLarge(PermanentError):
+    def __init__(self, size: int):
+        super().__init__(f"the file is over the cap ({size} bytes read)", method="download")
+        self.size = size
 
 
 class AppToken:
@@ -118,6 +145,8 @@ def classify_error(route: str, status: int, body: Any, headers) -> PlatformError
     if code == ACTIVE_MSG_FORBIDDEN:
         return PermanentError(f"QQ allows this bot no active messages here: {text}; only answers to a user's "
                               "message go", method=route, status=status)
+    if code in MARKDOWN_REFUSED:
+        return MarkdownRefused(f"QQ refused markdown: {text}", method=route, status=status)
     if status >= 500:
         return RetryableError(text, method=route, status=status)
     return PermanentError(text, method=route, status=status)
@@ -164,19 +193,42 @@ class QQClient(HttpSession):
             raise RetryableError("GET /users/@me named no bot", method="get_me")
         return answer
 
-    async def send(self, route: str, path: str, body: dict) -> dict:
-        answer = await self.call("POST", path, route, body)
+    async def send(self, route: str, path: str, body: dict, image: Optional[tuple] = None) -> dict:
+        """A message; with ``image`` (bytes, file name, MIME type) as ``multipart/form-data`` with ``file_image``
+        (guild channels and DMs)."""
+        form = (lambda: image_form(body, *image)) if image is not None else None
+        answer = await self.call("POST", path, route, None if image is not None else body, form=form)
         if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
             raise RetryableError("the send's answer names no message id", method=route, maybe_done=True)
         return answer
 
+    async def upload(self, route: str, path: str, body: dict) -> str:
+        """A rich-media upload (``srv_send_msg`` false: nothing is sent) -> the ``file_info`` a send names."""
+        answer = await self.call("POST", path, route, body)
+        info = answer.get("file_info") if isinstance(answer, dict) else None
+        if not isinstance(info, str) or not info:
+            raise RetryableError("the upload's answer names no file_info", method=route)
+        return info
+
+    async def fetch_file(self, url: str, cap: int) -> bytes:
+        """A user's file from the URL its message names, read within ``cap`` (FileTooLarge past it); no token
+        goes with it. 403, 404 and 410 are PermanentError (gone: QQ's media URLs expire); 429 and 5xx retried."""
+        def refused(status: int, _body: Any, _headers) -> Exception:
+            if status == 429 or status >= 500:
+                return RetryableError(f"HTTP {status}", method="download", status=status)
+            return PermanentError(f"HTTP {status}", method="download", status=status)
+        return await self.download(url, cap, FileTooLarge, op="download", refused=refused, redact=self.redact)
+
     # -- transport
-    async def call(self, method: str, path: str, route: str, body: Optional[dict] = None) -> Any:
+    async def call(self, method: str, path: str, route: str, body: Optional[dict] = None,
+                   form: Optional[Callable[[], aiohttp.FormData]] = None) -> Any:
+        """One OpenAPI call; ``form`` makes a multipart body (made anew for each attempt: a form is read once)."""
         for attempt in range(2):
             token = await self.token.get()
             headers = {"Authorization": f"QQBot {token}", "X-Union-Appid": self.app_id}
+            sent = {"data": form()} if form is not None else {"json": body}
             status, answer_headers, payload = await self.request_json(method, self.base_url + path, op=route,
-                                                                      json=body, headers=headers, redact=self.redact)
+                                                                      headers=headers, redact=self.redact, **sent)
             if 200 <= status < 300:
                 return payload
             code = payload.get("code") if isinstance(payload, dict) else None
@@ -185,3 +237,12 @@ class QQClient(HttpSession):
                 continue
             raise classify_error(route, status, payload, answer_headers)
         raise AssertionError("unreachable")
+
+
+def image_form(body: dict, data: bytes, name: str, mime: str) -> aiohttp.FormData:
+    """A send's fields and an image as ``multipart/form-data``: objects as JSON strings, as QQ's docs ask (pure)."""
+    form = aiohttp.FormData()
+    for key, value in body.items():
+        form.add_field(key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    form.add_field("file_image", data, filename=name or "image", content_type=mime)
+    return form

@@ -14,6 +14,14 @@ QQ hands groups and C2C users to a bot as openids (per bot, not QQ numbers); gui
 The message ``id`` is unique on QQ: it is the dedup id, and the ``msg_id`` a passive reply answers. Everything else
 (the bot's own messages, reactions, members, audits, interactions) is skipped. A group or @-message's text comes
 with the mention taken out (QQ leaves a leading space, a guild message ``<@!bot id>``).
+
+Files. Every message event may carry ``attachments`` (QQ's docs, api-v2 "事件" / C2C_MESSAGE_CREATE and
+GROUP_AT_MESSAGE_CREATE, and the guild Message object): ``content_type`` ("image/jpeg", "image/png", "image/gif",
+"video/mp4", "voice", "file"), ``url``, ``filename``, ``size``, ``width``/``height``. Each becomes a pending
+``Attachment`` whose handle is the URL, fetched by the intake before the row is stored (media_intake.py); QQ's
+guild messages name their URLs without a scheme (``gchat.qpic.cn/...``), which is https. At most
+``MAX_ATTACHMENTS`` per message are taken; a URL that is no http(s) one, or longer than ``MAX_URL``, is left out
+with a note in the text so the reader knows something came.
 """
 from __future__ import annotations
 
@@ -23,12 +31,15 @@ from datetime import datetime
 from typing import Any, Optional
 
 from actors.adapters.payload_fields import MalformedPayload, a_string, an_object
-from actors.messages import MessageEvent, Source
+from actors.messages import Attachment, MessageEvent, Source
 
 C2C, GROUP, CHANNEL_AT, CHANNEL, DIRECT = ("C2C_MESSAGE_CREATE", "GROUP_AT_MESSAGE_CREATE", "AT_MESSAGE_CREATE",
                                            "MESSAGE_CREATE", "DIRECT_MESSAGE_CREATE")
 MESSAGE_EVENTS = (C2C, GROUP, CHANNEL_AT, CHANNEL, DIRECT)
 MAX_ID = 128
+MAX_ATTACHMENTS = 10             # a message's files taken (QQ's clients send at most a handful)
+MAX_URL = 2048
+KIND_OF_TYPE = {"voice": "audio", "file": "document"}   # QQ's voice is SILK/AMR: kept as audio, not transcribed
 
 
 def _id(value: Any) -> Optional[str]:
@@ -76,6 +87,29 @@ def sent_at(stamp: Any) -> Optional[float]:
     return None
 
 
+def attachments_of(data: dict) -> tuple[tuple, list[str]]:
+    """The message's files as pending attachments, and a note for each one that cannot be fetched (pure)."""
+    items = data.get("attachments")
+    taken, notes = [], []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        content_type = item.get("content_type") if isinstance(item.get("content_type"), str) else ""
+        kind = KIND_OF_TYPE.get(content_type) or {"image": "photo", "video": "video", "audio": "audio"}.get(
+            content_type.partition("/")[0], "document")
+        url = item.get("url") if isinstance(item.get("url"), str) else ""
+        if url and "://" not in url:
+            url = "https://" + url
+        if not url.startswith(("https://", "http://")) or len(url) > MAX_URL or len(taken) >= MAX_ATTACHMENTS:
+            notes.append(f"[{'an' if kind[0] in 'aeiou' else 'a'} {kind} that could not be taken]")
+            continue
+        size, width, height = (item.get(k) if isinstance(item.get(k), int) and not isinstance(item.get(k), bool)
+                               and item.get(k) > 0 else 0 for k in ("size", "width", "height"))
+        name = item.get("filename") if isinstance(item.get("filename"), str) else ""
+        taken.append(Attachment(kind=kind, ref=url, name=name[:200], size=size, width=width, height=height))
+    return tuple(taken), notes
+
+
 def event_from_dispatch(name: str, data: Any, platform: str, profile: str, bot_id: str = "") -> MessageEvent:
     an_object(data, f"{name} data")
     message_id = _id(data.get("id"))
@@ -112,9 +146,11 @@ def event_from_dispatch(name: str, data: Any, platform: str, profile: str, bot_i
                     community=community)
     reference = data.get("message_reference")
     reply_to = _id(reference.get("message_id")) if isinstance(reference, dict) else None
-    return MessageEvent(source=source, text=strip_mention(content, bot_id), platform_message_id=message_id,
-                        received_at=time.time(), reply_to_message_id=reply_to, sent_at=sent_at(data.get("timestamp")),
-                        addressed=True)
+    attachments, notes = attachments_of(data)
+    text = " ".join([strip_mention(content, bot_id)] + notes).strip()
+    return MessageEvent(source=source, text=text, platform_message_id=message_id, received_at=time.time(),
+                        attachments=attachments, reply_to_message_id=reply_to,
+                        sent_at=sent_at(data.get("timestamp")), addressed=True)
 
 
 def send_route(chat_id: str) -> tuple[str, str, str]:

@@ -51,6 +51,10 @@ class QQHarness(ServerHarness):
     def inject(self, chat: str, text: str, user: str = "alice") -> str:
         return f"{self.server.inject_c2c(chat, text)['id']}/1"
 
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        attachment = self.server.attachment(data, "image/png", "photo.png")
+        return f"{self.server.inject_c2c(chat, caption, attachments=[attachment])['id']}/1"
+
     def platform_message_id(self, handle: str) -> str:
         return handle.split("/")[0]
 
@@ -84,6 +88,12 @@ class QQHarness(ServerHarness):
     def sent(self, chat: str) -> list[dict]:
         return [{"message_id": f"{m['msg_id']}#{m['msg_seq']}" if m.get("msg_id") and m.get("msg_seq") else m["id"],
                  "text": m["text"], "deleted": False} for m in self.server.sent(self.source(chat).chat_id)]
+
+    def sent_files(self, chat: str) -> list[dict]:
+        """The bot's rich-media messages: an image (file_type 1) is what QQ shows inline."""
+        return [{"message_id": f"{m['msg_id']}#{m['msg_seq']}" if m.get("msg_id") and m.get("msg_seq") else m["id"],
+                 "kind": "photo" if m["file"]["file_type"] == "image" else "document", "sha256": m["file"]["sha256"]}
+                for m in self.server.sent(self.source(chat).chat_id) if m.get("file")]
 
     def attempts(self, chat: str, op: str) -> list[dict]:
         return [{"at": o["at"], "status": o["status"]} for o in self.server.ops(self.source(chat).chat_id)]

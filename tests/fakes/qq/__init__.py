@@ -38,7 +38,8 @@ Wire format implemented:
 * Faults (``set_faults``, on the send routes): "flood" (429 code 22009 msg limit exceed, the chat banned for
   ``flood_retry_after``; a send inside the ban counts in ``stats()["retry_after_violations"]``), "error" (500),
   "drop" (the connection closed before the send takes effect), "drop_after" (it took effect, the answer is lost).
-  A held answer (``hold_next_answer("send", chat)``). ``close_sessions(code)``, ``send_garbled()``, ``refusing``
+  A held answer (``hold_next_answer("send", chat)``); ``lose_answer_in``: chats whose next send takes effect and
+  loses its answer (once each). ``close_sessions(code)``, ``send_garbled()``, ``refusing``
   (new gateway connections answered 503), ``expire_tokens()``.
 
 * The webhook (``callback_url``): every dispatch also POSTed there as ``{"op": 0, "id", "s", "t", "d"}``, signed:
@@ -46,9 +47,22 @@ Wire format implemented:
   whose seed is the AppSecret repeated to 32 bytes; ``validate_callback`` sends op 13 (``plain_token``,
   ``event_ts``); ``post_callback`` any body, with a signature of the test's. Answers in ``callback_answers``.
 
-Left out: media upload (``/files``), markdown, keyboards and ark messages,
-recall, the passive window (the adapter keeps to it itself), the active-message quota's counting (only its
-refusal, when told), guild and member APIs, sharding.
+* Rich media (api-v2 富媒体消息): ``POST /v2/users/{openid}/files``, ``/v2/groups/{group_openid}/files``
+  (``file_type`` 1-4, ``file_data`` base64, ``srv_send_msg`` a bool, ``file_name``) -> ``{"file_uuid",
+  "file_info", "ttl"}``; a file_type 1 that is no png or jpg: 400. ``srv_send_msg`` true sends it at once as an
+  active message (recorded like one). A send with ``msg_type`` 7 and ``media.file_info`` shows the upload, in a
+  chat of the kind it was uploaded for only (else 400 code 304083), with ``content`` given (a space will do).
+  Guild channels and DMs take ``multipart/form-data`` with ``file_image`` (png or jpg, else 400 code 304017) and
+  the other fields as form fields. A sent message records ``file`` (``file_type``, ``sha256``, ``name``).
+* Markdown: ``msg_type`` 2 with ``markdown.content`` (guild channels and DMs: the ``markdown`` field); with
+  ``markdown_allowed`` False: 400 code 50056 (不允许发送 markdown content) and nothing sent. A sent message
+  records ``markdown`` True.
+* A user's files: ``attachment(data, content_type, filename)`` serves the bytes under ``GET /media/<token>`` (a
+  request carrying an Authorization header is refused: QQ's media server gets no bot token) and returns the
+  ``attachments`` entry an event carries; ``inject_c2c(user, text, attachments=[...])``.
+
+Left out: ``url`` uploads, keyboards and ark messages, recall, the passive window (the adapter keeps to it itself),
+the active-message quota's counting (only its refusal, when told), guild and member APIs, sharding.
 """
 from tests.fakes.qq.server import APP_ID, APP_SECRET, BOT_ID, FakeQQ, openid
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
 import json
 import secrets
@@ -28,6 +30,9 @@ DUPLICATE = 40054005
 PASSIVE_LIMIT = 40034128         # 被动回复时间或次数超限
 ACTIVE_LIMIT = 40034100          # 主动消息发送超过频控限制
 REPLIES_PER_MESSAGE = 5          # QQ's docs: a user message takes 5 passive replies (C2C and groups)
+MARKDOWN_NOT_ALLOWED = 50056     # 不允许发送 markdown content
+FILE_TYPES = {1: "image", 2: "video", 3: "voice", 4: "file"}
+SHOWN_INLINE = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")   # file_type 1 takes png and jpg
 
 
 def openid(name: str) -> str:
@@ -66,11 +71,15 @@ class FakeQQ(FakeServer):
         self.callback_answers: list[tuple[int, Any]] = []   # (status, JSON body or None) of each callback
         self.replies_per_message = REPLIES_PER_MESSAGE
         self.active_quota_used_up = False         # active messages (no msg_id) refused with 40034100
+        self.markdown_allowed = True              # False: markdown refused with 50056 (the bot was not granted it)
+        self.media_files: dict[str, tuple[bytes, str]] = {}   # token -> (bytes, MIME type) served under /media/
+        self.media_fetches = 0
+        self.lose_answer_in: set[str] = set()     # chats whose next send takes effect and loses its answer, once
 
     def initial_state(self) -> dict:
         return {"next": 1, "tokens": {}, "token_fetches": 0, "sessions": {}, "identifies": 0, "resumes": 0,
                 "messages": [], "events": {}, "deliveries": {}, "ops": [], "retry_after_violations": 0,
-                "api_calls": 0}
+                "api_calls": 0, "uploads": {}}
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/app/getAppAccessToken", self._token)
@@ -78,10 +87,13 @@ class FakeQQ(FakeServer):
         app.router.add_get("/gateway/bot", self._gateway_url)
         app.router.add_get("/websocket", self._websocket)
         app.router.add_get("/users/@me", self._me)
-        app.router.add_post("/v2/users/{target}/messages", self._send_handler("c2c"))
-        app.router.add_post("/v2/groups/{target}/messages", self._send_handler("group"))
-        app.router.add_post("/channels/{target}/messages", self._send_handler("channel"))
-        app.router.add_post("/dms/{target}/messages", self._send_handler("dms"))
+        app.router.add_post("/v2/users/{target}/messages", self._for_kind(self._send, "c2c"))
+        app.router.add_post("/v2/groups/{target}/messages", self._for_kind(self._send, "group"))
+        app.router.add_post("/channels/{target}/messages", self._for_kind(self._send, "channel"))
+        app.router.add_post("/dms/{target}/messages", self._for_kind(self._send, "dms"))
+        app.router.add_post("/v2/users/{target}/files", self._for_kind(self._upload, "c2c"))
+        app.router.add_post("/v2/groups/{target}/files", self._for_kind(self._upload, "group"))
+        app.router.add_get("/media/{token}", self._media)
 
     @property
     def api_url(self) -> str:
@@ -281,14 +293,33 @@ class FakeQQ(FakeServer):
         self._dispatch(name, data)
         return data
 
-    def inject_c2c(self, user: str, text: str) -> dict:
+    def inject_c2c(self, user: str, text: str, attachments: Optional[list] = None) -> dict:
         return self._message("C2C_MESSAGE_CREATE", f"c2c:{openid(user)}",
-                             {"author": {"user_openid": openid(user)}, "content": text})
+                             {"author": {"user_openid": openid(user)}, "content": text,
+                              **({"attachments": attachments} if attachments else {})})
 
-    def inject_group(self, group: str, user: str, text: str) -> dict:
+    def attachment(self, data: bytes, content_type: str, filename: str = "", size: Optional[int] = None) -> dict:
+        """A file a user sent, served by the fake under /media/, as an event's ``attachments`` entry names it
+        (``size``: the one QQ claims, if not the bytes' own)."""
+        token = secrets.token_hex(12)
+        self.media_files[token] = (data, content_type)
+        return {"content_type": content_type, "filename": filename or f"{token}.bin",
+                "size": len(data) if size is None else size, "height": 0, "width": 0,
+                "url": f"http://127.0.0.1:{self.public_port or self.port}/media/{token}"}
+
+    async def _media(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization"):
+            return web.Response(status=400, text="QQ's media server takes no bot token")
+        self.media_fetches += 1
+        found = self.media_files.get(request.match_info["token"])
+        if found is None:
+            return web.Response(status=404, text="no such file")
+        return web.Response(body=found[0], content_type=found[1] if "/" in found[1] else "application/octet-stream")
+
+    def inject_group(self, group: str, user: str, text: str, attachments: Optional[list] = None) -> dict:
         return self._message("GROUP_AT_MESSAGE_CREATE", f"group:{openid(group)}",
                              {"author": {"member_openid": openid(f"{group}/{user}")}, "content": f" {text}",
-                              "group_openid": openid(group)})
+                              "group_openid": openid(group), **({"attachments": attachments} if attachments else {})})
 
     def inject_channel(self, channel: str, user: str, text: str) -> dict:
         return self._message("AT_MESSAGE_CREATE", f"channel:{guild_number(channel)}",
@@ -357,10 +388,90 @@ class FakeQQ(FakeServer):
         body = json.dumps({"op": 13, "d": {"plain_token": plain_token, "event_ts": event_ts}}).encode()
         return self.post_callback(body, signed=signed)
 
+    # -- rich media (api-v2 富媒体消息)
+    async def _upload(self, request: web.Request, kind: str, target: str) -> web.StreamResponse:
+        chat = f"{kind}:{target}"
+        if not self._valid(request.headers.get("Authorization")):
+            return error(401, 11244, "token not exist or expire")
+        body = await json_object(request)
+        file_type, data = body.get("file_type"), body.get("file_data")
+        if file_type not in FILE_TYPES or not isinstance(body.get("srv_send_msg"), bool):
+            return error(400, 400, "file_type or srv_send_msg is missing or wrong")
+        try:
+            content = base64.b64decode(data, validate=True) if isinstance(data, str) else b""
+        except (binascii.Error, ValueError):
+            content = b""
+        if not content:
+            return error(400, 400, "file_data is no base64 of a file (url is not served by this fake)")
+        if file_type == 1 and not content.startswith(SHOWN_INLINE):
+            return error(400, 400, "an image must be png or jpg")
+        file_info = base64.b64encode(secrets.token_bytes(24)).decode()
+        with self.mutate() as state:
+            state["uploads"][file_info] = {"kind": kind, "file_type": FILE_TYPES[file_type],
+                                           "sha256": hashlib.sha256(content).hexdigest(),
+                                           "name": body.get("file_name") if isinstance(body.get("file_name"), str)
+                                           else "", "srv_send_msg": body["srv_send_msg"]}
+            if body["srv_send_msg"]:    # sent at once, as an active message: what the adapter must never ask for
+                state["messages"].append({"id": f"BOT{state['next']:08d}", "chat": chat, "text": "",
+                                          "from_bot": True, "msg_id": None, "msg_seq": None, "at": time.time(),
+                                          "file": dict(state["uploads"][file_info])})
+                state["next"] += 1
+        return web.json_response({"file_uuid": secrets.token_hex(16), "file_info": file_info, "ttl": 3600})
+
+    async def _body(self, request: web.Request, kind: str) -> tuple[dict, Optional[bytes]]:
+        """A send's fields and, for a guild channel's or DM's ``multipart/form-data``, its ``file_image``."""
+        if kind in ("channel", "dms") and request.content_type == "multipart/form-data":
+            form = await request.post()
+            fields: dict[str, Any] = {}
+            image = None
+            for key, value in form.items():
+                if key == "file_image" and isinstance(value, web.FileField):
+                    image = value.file.read()
+                elif isinstance(value, str):
+                    try:
+                        fields[key] = json.loads(value) if key in ("markdown", "embed", "ark",
+                                                                   "message_reference") else value
+                    except ValueError:
+                        fields[key] = None
+            return fields, image
+        return await json_object(request), None
+
+    def _content(self, state: dict, kind: str, body: dict, image: Optional[bytes]) -> tuple[Optional[dict], Any]:
+        """What the send shows ({"text", "markdown", "file"}) or the error answer that refuses it."""
+        msg_type, content = body.get("msg_type", 0), body.get("content")
+        markdown = body.get("markdown")
+        if kind in ("channel", "dms"):
+            msg_type = 2 if markdown is not None else 0
+        if msg_type == 2:
+            if not isinstance(markdown, dict) or not isinstance(markdown.get("content"), str) or \
+                    not markdown["content"].strip() or len(markdown["content"]) > self.max_text:
+                return None, error(400, 50055, "无效的 markdown content")
+            if not self.markdown_allowed:
+                return None, error(400, MARKDOWN_NOT_ALLOWED, "不允许发送 markdown content")
+            return {"text": markdown["content"], "markdown": True}, None
+        if msg_type == 7 and kind in ("c2c", "group"):
+            media = body.get("media")
+            upload = state["uploads"].get(media.get("file_info")) if isinstance(media, dict) else None
+            if upload is None or upload["kind"] != kind:
+                return None, error(400, 304083, "convert media info fail")
+            if not isinstance(content, str) or not content:
+                return None, error(400, 400, "content must be given with msg_type 7 (a space will do)")
+            return {"text": content.strip(), "file": dict(upload)}, None
+        if image is not None:
+            if not image.startswith(SHOWN_INLINE):
+                return None, error(400, 304017, "图片上传错误")
+            return {"text": content if isinstance(content, str) else "",
+                    "file": {"file_type": "image", "sha256": hashlib.sha256(image).hexdigest(), "name": ""}}, None
+        if msg_type != 0 or not isinstance(content, str) or not content.strip() or len(content) > self.max_text:
+            return None, error(400, 400, "content is empty or too long")
+        return {"text": content}, None
+
     # -- sends
-    def _send_handler(self, kind: str):
+    @staticmethod
+    def _for_kind(handler, kind: str):
+        """A route's handler: ``handler(request, kind, target)`` for the chat kind the path names."""
         async def handle(request: web.Request) -> web.StreamResponse:
-            return await self._send(request, kind, request.match_info["target"])
+            return await handler(request, kind, request.match_info["target"])
         return handle
 
     async def _send(self, request: web.Request, kind: str, target: str) -> web.StreamResponse:
@@ -369,7 +480,7 @@ class FakeQQ(FakeServer):
                 request.headers.get("X-Union-Appid") != self.app_id:
             self._op(chat, 401)
             return error(401, 11244, "token not exist or expire")
-        body = await json_object(request)
+        body, image = await self._body(request, kind)
         now = time.monotonic()
         if self.gate.ban_remaining([chat], now) > 0:
             with self.mutate() as state:
@@ -384,11 +495,12 @@ class FakeQQ(FakeServer):
             return error(500, 500, "internal error")
         if fault == "drop":
             return drop_connection(request)
-        content, msg_id, seq = body.get("content"), body.get("msg_id"), body.get("msg_seq", 1)
-        if not isinstance(content, str) or not content.strip() or len(content) > self.max_text:
-            self._op(chat, 400)
-            return error(400, 400, "content is empty or too long")
+        msg_id, seq = body.get("msg_id"), body.get("msg_seq", 1)
         with self.mutate() as state:
+            shown, refusal = self._content(state, kind, body, image)
+            if refusal is not None:
+                state["ops"].append({"at": time.time(), "chat": chat, "status": 400})
+                return refusal
             if msg_id is not None:
                 if not any(m["id"] == msg_id and m["chat"] == chat for m in state["messages"]):
                     state["ops"].append({"at": time.time(), "chat": chat, "status": 400})
@@ -406,16 +518,18 @@ class FakeQQ(FakeServer):
                 return error(400, ACTIVE_LIMIT, "主动消息发送超过频控限制")
             message_id = f"BOT{state['next']:08d}{secrets.token_hex(4)}"
             state["next"] += 1
-            state["messages"].append({"id": message_id, "chat": chat, "text": content, "from_bot": True,
-                                      "msg_id": msg_id, "msg_seq": seq if kind in ("c2c", "group") else None,
-                                      "at": time.time()})
+            state["messages"].append({"id": message_id, "chat": chat, "from_bot": True, "msg_id": msg_id,
+                                      "msg_seq": seq if kind in ("c2c", "group") else None, "at": time.time(),
+                                      **shown})
             state["ops"].append({"at": time.time(), "chat": chat, "status": 200})
         await self.hold_if_asked("send", chat, True)
-        if fault == "drop_after":
+        if fault == "drop_after" or chat in self.lose_answer_in:
+            self.lose_answer_in.discard(chat)
             return drop_connection(request)
         if kind in ("c2c", "group"):
             return web.json_response({"id": message_id, "timestamp": int(time.time())})
-        return web.json_response({"id": message_id, "channel_id": target, "content": content, "timestamp": stamp(),
+        return web.json_response({"id": message_id, "channel_id": target, "content": shown["text"],
+                                  "timestamp": stamp(),
                                   "author": {"id": BOT_ID, "bot": True}})
 
     def _op(self, chat: str, status: int) -> None:
