@@ -51,7 +51,8 @@ class Claim:
     """State: ``oid`` (None until claimed; "unrecorded" when the ledger failed and the reply goes on without it),
     ``fence`` (this claim's, for every later write), ``ambiguous`` (marked as re-sent), ``lost`` (a part whose
     lost send the adapter is to look for), ``intent`` (the part whose send intent the ledger may hold for us),
-    ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent)."""
+    ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent), ``streamed`` (what
+    the parts sent as the answer was written show: Ledger.set_streamed)."""
 
     def __init__(self, args: ConsumerArgs, store, run, log, name: str, report=lambda fact: None, pacing=None,
                  records_sends: bool = False):
@@ -73,6 +74,7 @@ class Claim:
         self.intent: int | None = None
         self.waits = 0
         self.parts: dict[int, str] = {}
+        self.streamed: dict | None = None       # what the parts sent as the answer was written show (set_streamed)
 
     @property
     def recorded(self) -> bool:
@@ -127,6 +129,7 @@ class Claim:
         else:
             return self._look_again()   # claimed by another meanwhile, or finished: never adopt a claim not ours
         self.parts = {int(i): str(m) for i, m in ob.parts.items()}
+        self.streamed = ob.streamed
         self.ambiguous = ob.ambiguous
         if ob.send_intent is not None and not ob.ambiguous:
             self.send_unresolved(ob.send_intent, "an earlier attempt at this reply sent a message it never heard "

@@ -9,6 +9,10 @@ Whether previews are shown is a mode beside the phase (``PreviewMode``), set at 
   LIVE -> FALLBACK         edits keep failing (or a final edit was refused for good): the final text goes as new
   FINAL_ONLY -> FALLBACK   messages, and the previews it replaces are deleted at the end
 FINAL_ONLY is a platform without edits or a profile that does not stream: the final text goes out whole.
+PARAGRAPHS is a platform without edits and a profile with ``stream_without_edits = "paragraphs"``: the answer goes
+out in paragraph-sized parts as it is written, then its rest at the end (paragraph_parts.py: where it is cut, and
+what a turn resumed after a crash sends: the parts on the platform stay; a new answer that does not begin with
+them is sent whole after them, under the re-sent mark). Tool progress stays on the typing indicator.
 
 State: the answer, tool line, final text and files (``ReplyText``), the parts on the platform and what each shows
 (``PlacedParts``), the operation in flight (``InFlight``: one at a time), the claim (``Claim``), edits failed in a
@@ -39,7 +43,8 @@ finds an intent left by a dead owner, or whose adapter died with a send in fligh
 exists: where the adapter can look for it (``Claim.lost``: Telegram private chats) it asks first (PlatformOp
 "find_lost"); otherwise, where the platform has no idempotency key, it puts the one-line [sessions] resent_marker
 on the reply's first part (every chunk is cut with room for it), so the reader can tell the re-sent answer from an
-unfinished copy above it. A send unanswered for SEND_SILENCE_S is taken for lost the same way.
+unfinished copy above it. A send unanswered for SEND_SILENCE_S is taken for lost the same way. In PARAGRAPHS mode
+what each part shows is recorded too (set_streamed) before it leaves, and a keyed send's key names its content.
 """
 from __future__ import annotations
 
@@ -53,6 +58,7 @@ from typing import Any
 from actors.messages import ConsumerArgs, LostSend, OpResult, PlatformOp, ReplyDone, StalledReply, StreamBatch
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
 from actors.media.outgoing import unsent_line
+from actors.sessions.paragraph_parts import ParagraphParts, part_key
 from actors.sessions.placed_parts import SUPERSEDED, PlacedParts
 from actors.sessions.reply_files import FinalCut, file_of, is_file, marked_at, marker_index, send_fields
 from actors.sessions.chunking import split_message
@@ -60,7 +66,7 @@ from actors.sessions.reply_text import ReplyText
 from actors.hooks.points import tell_delivered
 from actors.sessions.op_failures import (MAX_OP_RETRIES, OP_TIMEOUT_S, RETRY_STEP_S, SEND_SILENCE_S, AdapterWait,
                                         after_op_failure, after_silence)
-from common.redact import configured_secrets
+from common.redact import configured_secrets, redact
 from actors.adapters import registry
 from actors.sessions.edit_throttle import EditThrottle
 from actors.sessions.reply_claim import Claim, LostClaim, WaitForStorage, steps_aside
@@ -83,6 +89,7 @@ class PreviewMode(enum.StrEnum):
     LIVE = "live"               # previews of the answer so far, edited into place as the throttle allows
     FINAL_ONLY = "final_only"   # no previews: the platform has no edits, or the turn's profile does not stream
     FALLBACK = "fallback"       # edits kept failing: no more previews; the final text goes as new messages
+    PARAGRAPHS = "paragraphs"   # no edits: each complete paragraph goes as a message of its own as it is written
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,8 @@ class StreamConsumer(CellStoreUser, Cell):
         self.refused_files: dict[int, str] = {}  # file parts the platform refused -> the line shown in their place
         self.marker_at: int | None = None        # the part that carries the re-sent mark (reply_files.marker_index)
         self.final_cut = FinalCut()              # the final text's parts, cut once for every pump that wants them
+        self.paragraphs: ParagraphParts | None = None   # PARAGRAPHS mode: the parts as the answer is written
+        self.parts_recorded: dict | None = None  # what the ledger last took of them (Ledger.set_streamed)
 
     def on_start(self, args: ConsumerArgs) -> None:
         self.args = args
@@ -125,6 +134,10 @@ class StreamConsumer(CellStoreUser, Cell):
         self.length, self.marker = LENGTH_FUNCTIONS[self.pacing.length], resent_marker(self.config)
         self.chunk_limit = chunk_limit(self.pacing, self.length, self.marker)
         self.throttle = EditThrottle(self.pacing)
+        if not self.pacing.supports_edit and args.stream and args.stream_without_edits == "paragraphs":
+            self.mode = PreviewMode.PARAGRAPHS   # cut with room for the mark even where sends are keyed
+            self.paragraphs = ParagraphParts(chunk_limit(dataclasses.replace(self.pacing, idempotent_send=False),
+                                                         self.length, self.marker), self.length, self.marker)
         self.adapter_wait = AdapterWait(setting(self.config, "sessions", "answer_bound_s"))
         self.secrets = configured_secrets(self.config)
         self.open_store()
@@ -155,9 +168,16 @@ class StreamConsumer(CellStoreUser, Cell):
     # ----------------------------------------------------------------------------------------------- pacing
     def wanted_chunks(self) -> list | None:
         if self.phase is ReplyPhase.FINISHING:   # the text's chunks, then a part per file (reply_files.py)
-            parts = self.final_cut.parts(self.text.final_text(), self.text.files, self.pacing, self.length,
-                                         self.chunk_limit)
+            if self.paragraphs is not None:   # the parts sent as it was written, then the rest
+                parts = self.paragraphs.finished(self.text.final_text(), self.text.files, self.pacing,
+                                                 self.placed.ids)
+            else:
+                parts = self.final_cut.parts(self.text.final_text(), self.text.files, self.pacing, self.length,
+                                             self.chunk_limit)
             return self.marked([self.refused_files.get(i, part) for i, part in enumerate(parts)])
+        if self.paragraphs is not None:   # the complete paragraphs so far
+            return self.marked(self.paragraphs.streaming(redact(self.text.answer, self.secrets),
+                                                         self.placed.ids)) or None
         if self.mode is not PreviewMode.LIVE:
             return None  # no previews: the final text goes out whole
         preview = self.text.preview(self.secrets)
@@ -188,7 +208,7 @@ class StreamConsumer(CellStoreUser, Cell):
         if self.in_flight is not None or self.phase is ReplyPhase.DONE or self._exiting:
             return
         final = self.phase is ReplyPhase.FINISHING
-        throttled = not final and not self.force and self.placed.ids
+        throttled = not final and not self.force and self.placed.ids and self.paragraphs is None   # edits only
         if throttled and (wait := self.throttle.next_edit_at() - time.monotonic()) > 0:
             # Too soon after the last edit: one wake-up when the interval is over (not one per batch that comes in
             # meanwhile), and nothing rendered until then.
@@ -215,6 +235,8 @@ class StreamConsumer(CellStoreUser, Cell):
             self.claim.call("set_chunks",
                             self.store.ledger.set_chunks(self.claim.oid, self.claim.fence, chunks))
             self.chunks_recorded = True
+        if self.paragraphs is not None and self.claim.fence is not None:
+            self.record_parts()
         step = self.placed.next_step(chunks, final, self.pacing.supports_edit)
         if step is not None:
             self.start_op(*step)
@@ -239,7 +261,9 @@ class StreamConsumer(CellStoreUser, Cell):
                             chat_type=a.chat_type, final=finishing,
                             ledger=(self.claim.oid, self.claim.fence, index))
         else:
-            key = f"{self.claim.oid[:16]}.{index}" if self.pacing.idempotent_send and self.claim.recorded else None
+            key = None
+            if self.pacing.idempotent_send and self.claim.recorded:
+                key = part_key(self.claim.oid, index, text) if self.paragraphs else f"{self.claim.oid[:16]}.{index}"
             op = PlatformOp(op_id, "send", a.chat_id, thread_id=a.thread_id, chat_type=a.chat_type,
                             reply_to=a.reply_to if index == 0 else None, final=finishing,
                             idempotency_key=key, **send_fields(text),
@@ -256,6 +280,15 @@ class StreamConsumer(CellStoreUser, Cell):
         self.in_flight, self.force = InFlight(op_id, op.action, index, text, adapter), False
         self.send(adapter, op)
         self.after(OP_TIMEOUT_S, "op_timeout", (op_id, 1))
+
+    def record_parts(self) -> None:
+        """What each part shows goes to the ledger before a new one leaves (paragraph_parts.py): a consumer started
+        again for this turn learns from it what the chat may already have. Nothing leaves unrecorded."""
+        record = self.paragraphs.record()
+        if record != self.parts_recorded:
+            self.claim.call("set_streamed", self.store.ledger.set_streamed(self.claim.oid, self.claim.fence, record),
+                            gates_send=True)
+            self.parts_recorded = record
 
     def without_adapter(self) -> None:
         """The adapter is restarting (the next directory names it) or, past the liveness bound, something is lost."""
@@ -426,7 +459,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.pump()
 
     def on_timer_typing(self, _data) -> None:
-        if not self.placed.ids and self.phase is ReplyPhase.STREAMING:
+        if (not self.placed.ids or self.paragraphs is not None) and self.phase is ReplyPhase.STREAMING:
             self.to_adapter(self.status.typing())
             self.after(self.status.typing_interval(), "typing")
 
@@ -442,6 +475,8 @@ class StreamConsumer(CellStoreUser, Cell):
         if outcome == "claimed":
             if self.claim.oid != "unrecorded":
                 self.placed.ids = dict(self.claim.parts)   # what an earlier attempt put on the platform
+                if self.paragraphs is not None:
+                    self.paragraphs.resume(self.claim.streamed, self.placed.ids)
             return True
         if outcome in ("delivered", "abandoned"):
             self.finish(outcome == "delivered", f"already {outcome}", ledger_done=True)
