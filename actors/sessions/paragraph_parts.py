@@ -30,10 +30,11 @@ taken for that send's retry.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Optional
 
-from actors.adapters.pacing import LengthFn
+from actors.adapters.pacing import LengthFn, chunk_limit
 from actors.sessions.chunking import paragraph_breaks, plan_chunks, split_message
 from actors.sessions.reply_files import Part, final_parts, is_file, marked_at
 
@@ -107,6 +108,14 @@ class ParagraphParts:
         self.source = ""
         self.marked = False
         self.final: Optional[list[Part]] = None
+
+    @classmethod
+    def for_reply(cls, args, pacing, length: LengthFn, marker: str) -> Optional["ParagraphParts"]:
+        """The parts of a reply (ConsumerArgs ``args``) that streams where the platform has no edits and its profile
+        says ``paragraphs``; None otherwise. Cut with room for the mark, even where sends are keyed."""
+        if pacing.supports_edit or not args.stream or args.stream_without_edits != "paragraphs":
+            return None
+        return cls(chunk_limit(dataclasses.replace(pacing, idempotent_send=False), length, marker), length, marker)
 
     def resume(self, record: Optional[dict], placed: dict) -> None:
         """Start from what the ledger says an earlier life of this reply sent: its ``record`` (``Ledger.

@@ -18,6 +18,7 @@ import os
 
 from actors.adapters.idempotency import life_token, op_id as numbered_op
 from actors.messages import ConsumerArgs, LostSend
+from actors.sessions.paragraph_parts import part_key
 from actors.sessions.turn import REPLY_SLOT
 from storage import IllegalTransition, StaleFence, StorageUnavailable, Target, is_owner_alive
 from storage.ledger import ObligationState
@@ -152,6 +153,22 @@ class Claim:
         ob = self.call("get", self.store.ledger.get(self.oid), needs_fence=False)
         found = None if ob is None else ob.parts.get(index)
         return None if found is None else str(found)
+
+    def send_key(self, index: int, part, keyed: bool, by_content: bool) -> str | None:
+        """The idempotency key of a send of ``part`` as part ``index`` where the platform deduplicates (``keyed``):
+        the obligation's and the index, and the content too for a reply sent as it is written (``by_content``:
+        paragraph_parts.part_key); None where there is none, or the reply is unrecorded."""
+        if not keyed or not self.recorded:
+            return None
+        return part_key(self.oid, index, part) if by_content else f"{self.oid[:16]}.{index}"
+
+    def record_streamed(self, record: dict) -> None:
+        """What each part of a reply sent as it is written shows (paragraph_parts.py), committed before a new part
+        leaves (a send waits for storage rather than leave unrecorded): a consumer started again for the turn
+        learns from it what the chat may already have."""
+        if self.fence is not None and record != self.streamed:
+            self.call("set_streamed", self.store.ledger.set_streamed(self.oid, self.fence, record), gates_send=True)
+            self.streamed = record
 
     def send_ledger(self, index: int) -> tuple | None:
         """``PlatformOp.ledger`` of a send of part ``index``: the adapter records its intent and id (send_records.py);

@@ -9,10 +9,9 @@ Whether previews are shown is a mode beside the phase (``PreviewMode``), set at 
   LIVE -> FALLBACK         edits keep failing (or a final edit was refused for good): the final text goes as new
   FINAL_ONLY -> FALLBACK   messages, and the previews it replaces are deleted at the end
 FINAL_ONLY is a platform without edits or a profile that does not stream: the final text goes out whole.
-PARAGRAPHS is a platform without edits and a profile with ``stream_without_edits = "paragraphs"``: the answer goes
-out in paragraph-sized parts as it is written, then its rest at the end (paragraph_parts.py: where it is cut, and
-what a turn resumed after a crash sends: the parts on the platform stay; a new answer that does not begin with
-them is sent whole after them, under the re-sent mark). Tool progress stays on the typing indicator.
+PARAGRAPHS (no edits, the profile's ``stream_without_edits = "paragraphs"``): the answer goes in paragraph-sized
+parts as it is written, the rest at the end; tool progress stays on the typing indicator. Resumed after a crash, the
+parts sent stay, and a new answer not beginning with them is sent whole after them, marked (paragraph_parts.py).
 
 State: the answer, tool line, final text and files (``ReplyText``), the parts on the platform and what each shows
 (``PlacedParts``), the operation in flight (``InFlight``: one at a time), the claim (``Claim``), edits failed in a
@@ -43,8 +42,8 @@ finds an intent left by a dead owner, or whose adapter died with a send in fligh
 exists: where the adapter can look for it (``Claim.lost``: Telegram private chats) it asks first (PlatformOp
 "find_lost"); otherwise, where the platform has no idempotency key, it puts the one-line [sessions] resent_marker
 on the reply's first part (every chunk is cut with room for it), so the reader can tell the re-sent answer from an
-unfinished copy above it. A send unanswered for SEND_SILENCE_S is taken for lost the same way. In PARAGRAPHS mode
-what each part shows is recorded too (set_streamed) before it leaves, and a keyed send's key names its content.
+unfinished copy above it. A send unanswered for SEND_SILENCE_S is taken for lost the same way. PARAGRAPHS records
+what each part shows (Claim.record_streamed) before it leaves, and a keyed send's key names its content.
 """
 from __future__ import annotations
 
@@ -58,7 +57,7 @@ from typing import Any
 from actors.messages import ConsumerArgs, LostSend, OpResult, PlatformOp, ReplyDone, StalledReply, StreamBatch
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
 from actors.media.outgoing import unsent_line
-from actors.sessions.paragraph_parts import ParagraphParts, part_key
+from actors.sessions.paragraph_parts import ParagraphParts
 from actors.sessions.placed_parts import SUPERSEDED, PlacedParts
 from actors.sessions.reply_files import FinalCut, file_of, is_file, marked_at, marker_index, send_fields
 from actors.sessions.chunking import split_message
@@ -124,7 +123,6 @@ class StreamConsumer(CellStoreUser, Cell):
         self.marker_at: int | None = None        # the part that carries the re-sent mark (reply_files.marker_index)
         self.final_cut = FinalCut()              # the final text's parts, cut once for every pump that wants them
         self.paragraphs: ParagraphParts | None = None   # PARAGRAPHS mode: the parts as the answer is written
-        self.parts_recorded: dict | None = None  # what the ledger last took of them (Ledger.set_streamed)
 
     def on_start(self, args: ConsumerArgs) -> None:
         self.args = args
@@ -134,10 +132,8 @@ class StreamConsumer(CellStoreUser, Cell):
         self.length, self.marker = LENGTH_FUNCTIONS[self.pacing.length], resent_marker(self.config)
         self.chunk_limit = chunk_limit(self.pacing, self.length, self.marker)
         self.throttle = EditThrottle(self.pacing)
-        if not self.pacing.supports_edit and args.stream and args.stream_without_edits == "paragraphs":
-            self.mode = PreviewMode.PARAGRAPHS   # cut with room for the mark even where sends are keyed
-            self.paragraphs = ParagraphParts(chunk_limit(dataclasses.replace(self.pacing, idempotent_send=False),
-                                                         self.length, self.marker), self.length, self.marker)
+        if (paragraphs := ParagraphParts.for_reply(args, self.pacing, self.length, self.marker)) is not None:
+            self.mode, self.paragraphs = PreviewMode.PARAGRAPHS, paragraphs
         self.adapter_wait = AdapterWait(setting(self.config, "sessions", "answer_bound_s"))
         self.secrets = configured_secrets(self.config)
         self.open_store()
@@ -235,8 +231,8 @@ class StreamConsumer(CellStoreUser, Cell):
             self.claim.call("set_chunks",
                             self.store.ledger.set_chunks(self.claim.oid, self.claim.fence, chunks))
             self.chunks_recorded = True
-        if self.paragraphs is not None and self.claim.fence is not None:
-            self.record_parts()
+        if self.paragraphs is not None:   # what each part shows, in the ledger before a new one leaves
+            self.claim.record_streamed(self.paragraphs.record())
         step = self.placed.next_step(chunks, final, self.pacing.supports_edit)
         if step is not None:
             self.start_op(*step)
@@ -261,9 +257,7 @@ class StreamConsumer(CellStoreUser, Cell):
                             chat_type=a.chat_type, final=finishing,
                             ledger=(self.claim.oid, self.claim.fence, index))
         else:
-            key = None
-            if self.pacing.idempotent_send and self.claim.recorded:
-                key = part_key(self.claim.oid, index, text) if self.paragraphs else f"{self.claim.oid[:16]}.{index}"
+            key = self.claim.send_key(index, text, self.pacing.idempotent_send, self.paragraphs is not None)
             op = PlatformOp(op_id, "send", a.chat_id, thread_id=a.thread_id, chat_type=a.chat_type,
                             reply_to=a.reply_to if index == 0 else None, final=finishing,
                             idempotency_key=key, **send_fields(text),
@@ -280,15 +274,6 @@ class StreamConsumer(CellStoreUser, Cell):
         self.in_flight, self.force = InFlight(op_id, op.action, index, text, adapter), False
         self.send(adapter, op)
         self.after(OP_TIMEOUT_S, "op_timeout", (op_id, 1))
-
-    def record_parts(self) -> None:
-        """What each part shows goes to the ledger before a new one leaves (paragraph_parts.py): a consumer started
-        again for this turn learns from it what the chat may already have. Nothing leaves unrecorded."""
-        record = self.paragraphs.record()
-        if record != self.parts_recorded:
-            self.claim.call("set_streamed", self.store.ledger.set_streamed(self.claim.oid, self.claim.fence, record),
-                            gates_send=True)
-            self.parts_recorded = record
 
     def without_adapter(self) -> None:
         """The adapter is restarting (the next directory names it) or, past the liveness bound, something is lost."""
