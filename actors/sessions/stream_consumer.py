@@ -220,7 +220,7 @@ class StreamConsumer(CellStoreUser, Cell):
         if self.claim.oid is None:
             if not self.take_claim():
                 return
-            chunks = self.wanted_chunks()   # drawn again: the claim may have found the reply marked as re-sent
+            chunks = self.wanted_chunks() or []   # drawn again: the claim may have found it marked, or sent in part
         if final and self.claim.lost is not None and self.claim.lost >= len(chunks):
             # The final text has no part where the lost copy was: nothing to find it for, so it stays, marked.
             self.claim.lost = None
