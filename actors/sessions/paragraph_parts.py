@@ -117,10 +117,11 @@ class ParagraphParts:
             return None
         return cls(chunk_limit(dataclasses.replace(pacing, idempotent_send=False), length, marker), length, marker)
 
-    def resume(self, record: Optional[dict], placed: dict) -> None:
+    def resume(self, record: Optional[dict], placed: dict) -> Optional[int]:
         """Start from what the ledger says an earlier life of this reply sent: its ``record`` (``Ledger.
         set_streamed``, None if none) and the ids of the parts on the platform. Whatever was cut before is
-        forgotten: it is cut again from here."""
+        forgotten: it is cut again from here. Returns the index of the part that carries the re-sent mark already,
+        if one does: a reply marked in an earlier life is not marked again on a later part."""
         self.parts, self.source, self.final, self.marked = [], "", None, False
         if record:
             texts = list(record.get("parts", []))
@@ -132,6 +133,8 @@ class ParagraphParts:
         if unknown:   # on the platform, and what they show is not known: an earlier answer that differs
             self.kept = (self.kept + (self.earlier or []) + [""] * (max(unknown) + 1))[:max(unknown) + 1]
             self.earlier, self.marked = None, True
+        return next((i for i, part in enumerate(self.kept + (self.earlier or []))
+                     if isinstance(part, str) and part.startswith(self.marker + "\n")), None)
 
     def streaming(self, answer: str, placed: dict) -> list[str]:
         """The reply's text parts while ``answer`` is being written: those kept, then this answer's ready ones."""

@@ -461,7 +461,7 @@ class StreamConsumer(CellStoreUser, Cell):
             if self.claim.oid != "unrecorded":
                 self.placed.ids = dict(self.claim.parts)   # what an earlier attempt put on the platform
                 if self.paragraphs is not None:
-                    self.paragraphs.resume(self.claim.streamed, self.placed.ids)
+                    self.marker_at = self.paragraphs.resume(self.claim.streamed, self.placed.ids)
             return True
         if outcome in ("delivered", "abandoned"):
             self.finish(outcome == "delivered", f"already {outcome}", ledger_done=True)

@@ -37,9 +37,10 @@ def rig(tmp_path):
         yield r
 
 
-def earlier_life(rig, platform: str, texts: list, placed: int, unresolved: bool = False) -> str:
-    """What a consumer killed mid-answer left: the parts' record, the ids of the first ``placed``, and with
-    ``unresolved`` the intent of the next one's send (its outcome unknown)."""
+def earlier_life(rig, platform: str, texts: list, placed: int, unresolved: bool = False, marked: bool = False) -> str:
+    """What a consumer killed mid-answer left: the parts' record, the ids of the first ``placed``, with
+    ``unresolved`` the intent of the next one's send (its outcome unknown), with ``marked`` the reply marked as
+    re-sent (an earlier life's unresolved send)."""
     run = rig.loop.run_until_complete
     ob = run(rig.store.ledger.record_obligation(f"{platform}:dm:7", f"{platform}:1",
                                                 Target(platform, "7", reply_to="1"), REPLY_SLOT, chunks=[],
@@ -49,6 +50,8 @@ def earlier_life(rig, platform: str, texts: list, placed: int, unresolved: bool 
         run(rig.store.ledger.record_part(ob.obligation_id, ob.fence, index, f"m{index}"))
     if unresolved:
         run(rig.store.ledger.record_send_intent(ob.obligation_id, ob.fence, placed))
+    if marked:
+        run(rig.store.ledger.mark_ambiguous(ob.obligation_id, ob.fence))
     run(rig.store.ledger.mark_failed(ob.obligation_id, ob.fence, "killed"))
     return ob.obligation_id
 
@@ -108,3 +111,11 @@ def test_where_sends_are_keyed_a_lost_part_the_answer_goes_on_from_goes_again_un
     ops = resumed_answer(rig, "line", f"{A0}\n\n{A1}\n\n{A2}")
     assert [(m.text, m.idempotency_key) for m in ops] == [(A1, part_key(oid, 1, A1)), (A2, part_key(oid, 2, A2))], \
         "the same part with the same content: the platform shows it once"
+
+
+def test_a_reply_marked_in_an_earlier_life_is_not_marked_again_on_a_later_part(rig):
+    oid = earlier_life(rig, "whatsapp", [A0, f"{MARK}\n{A1}"], placed=2, marked=True)   # part 1 went again, marked
+    ops = resumed_answer(rig, "whatsapp", f"{A0}\n\n{A1}\n\n{A2}")
+    assert [m.text for m in ops] == [A2], ops
+    ob = rig.loop.run_until_complete(rig.store.ledger.get(oid))
+    assert ob.state == "delivered" and ob.chunks == [A0, f"{MARK}\n{A1}", A2] and ob.ambiguous, ob
