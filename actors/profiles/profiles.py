@@ -239,7 +239,8 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
                    busy_mode=checked.get("busy_mode") or setting(config, "sessions", "busy_mode"),
                    agent={**agent, "system_prompt": prompt}, declared=True, description=checked.get("description", ""),
                    stream=checked.get("stream", True),
-                   stream_without_edits=checked.get("stream_without_edits", "final"), status_reactions=checked.get("status_reactions"),
+                   stream_without_edits=checked.get("stream_without_edits", "final"),
+                   status_reactions=checked.get("status_reactions"),
                    memory=settings_from(checked), mcp=checked["mcp"], models=tuple(checked.get("models") or ()),
                    voice_replies=checked.get("voice_replies", False),
                    tool_progress=checked.get("tool_progress", "bubble"), approvals=checked["approvals"])
