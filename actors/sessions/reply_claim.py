@@ -162,11 +162,12 @@ class Claim:
             return None
         return part_key(self.oid, index, part) if by_content else f"{self.oid[:16]}.{index}"
 
-    def record_streamed(self, record: dict) -> None:
-        """What each part of a reply sent as it is written shows (paragraph_parts.py), committed before a new part
-        leaves (a send waits for storage rather than leave unrecorded): a consumer started again for the turn
-        learns from it what the chat may already have."""
-        if self.fence is not None and record != self.streamed:
+    def record_streamed(self, parts) -> None:
+        """What each part of a reply sent as it is written shows (``parts``: its ParagraphParts, or None for a reply
+        that is not), committed before a new part leaves (a send waits for storage rather than leave unrecorded): a
+        consumer started again for the turn learns from it what the chat may already have."""
+        record = None if parts is None else parts.record()
+        if record is not None and self.fence is not None and record != self.streamed:
             self.call("set_streamed", self.store.ledger.set_streamed(self.oid, self.fence, record), gates_send=True)
             self.streamed = record
 

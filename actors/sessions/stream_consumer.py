@@ -10,8 +10,9 @@ Whether previews are shown is a mode beside the phase (``PreviewMode``), set at 
   FINAL_ONLY -> FALLBACK   messages, and the previews it replaces are deleted at the end
 FINAL_ONLY is a platform without edits or a profile that does not stream: the final text goes out whole.
 PARAGRAPHS (no edits, the profile's ``stream_without_edits = "paragraphs"``): the answer goes in paragraph-sized
-parts as it is written, the rest at the end; tool progress stays on the typing indicator. Resumed after a crash, the
-parts sent stay, and a new answer not beginning with them is sent whole after them, marked (paragraph_parts.py).
+parts as it is written (what each shows recorded first: Claim.record_streamed), the rest at the end; tool progress
+stays on the typing indicator. Resumed after a crash, the parts sent stay, and a new answer not beginning with them
+is sent whole after them, marked (paragraph_parts.py; a keyed send's key names its content).
 
 State: the answer, tool line, final text and files (``ReplyText``), the parts on the platform and what each shows
 (``PlacedParts``), the operation in flight (``InFlight``: one at a time), the claim (``Claim``), edits failed in a
@@ -42,8 +43,7 @@ finds an intent left by a dead owner, or whose adapter died with a send in fligh
 exists: where the adapter can look for it (``Claim.lost``: Telegram private chats) it asks first (PlatformOp
 "find_lost"); otherwise, where the platform has no idempotency key, it puts the one-line [sessions] resent_marker
 on the reply's first part (every chunk is cut with room for it), so the reader can tell the re-sent answer from an
-unfinished copy above it. A send unanswered for SEND_SILENCE_S is taken for lost the same way. PARAGRAPHS records
-what each part shows (Claim.record_streamed) before it leaves, and a keyed send's key names its content.
+unfinished copy above it. A send unanswered for SEND_SILENCE_S is taken for lost the same way.
 """
 from __future__ import annotations
 
@@ -165,8 +165,7 @@ class StreamConsumer(CellStoreUser, Cell):
     def wanted_chunks(self) -> list | None:
         if self.phase is ReplyPhase.FINISHING:   # the text's chunks, then a part per file (reply_files.py)
             if self.paragraphs is not None:   # the parts sent as it was written, then the rest
-                parts = self.paragraphs.finished(self.text.final_text(), self.text.files, self.pacing,
-                                                 self.placed.ids)
+                parts = self.paragraphs.finished(self.text.final_text(), self.text.files, self.pacing, self.placed.ids)
             else:
                 parts = self.final_cut.parts(self.text.final_text(), self.text.files, self.pacing, self.length,
                                              self.chunk_limit)
@@ -231,8 +230,7 @@ class StreamConsumer(CellStoreUser, Cell):
             self.claim.call("set_chunks",
                             self.store.ledger.set_chunks(self.claim.oid, self.claim.fence, chunks))
             self.chunks_recorded = True
-        if self.paragraphs is not None:   # what each part shows, in the ledger before a new one leaves
-            self.claim.record_streamed(self.paragraphs.record())
+        self.claim.record_streamed(self.paragraphs)   # PARAGRAPHS: what each part shows, before a new one leaves
         step = self.placed.next_step(chunks, final, self.pacing.supports_edit)
         if step is not None:
             self.start_op(*step)
@@ -460,8 +458,7 @@ class StreamConsumer(CellStoreUser, Cell):
         if outcome == "claimed":
             if self.claim.oid != "unrecorded":
                 self.placed.ids = dict(self.claim.parts)   # what an earlier attempt put on the platform
-                if self.paragraphs is not None:
-                    self.marker_at = self.paragraphs.resume(self.claim.streamed, self.placed.ids)
+                self.marker_at = self.paragraphs and self.paragraphs.resume(self.claim.streamed, self.placed.ids)
             return True
         if outcome in ("delivered", "abandoned"):
             self.finish(outcome == "delivered", f"already {outcome}", ledger_done=True)
