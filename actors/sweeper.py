@@ -42,6 +42,7 @@ from actors.adapters.registry import reply_pacing
 from actors.adapters.idempotency import op_id as numbered_op
 from actors.hooks.points import hooks_for, sweeper_delivery
 from actors.sessions.reply_files import has_marker, is_file, marked_at, marker_index, send_fields
+from actors.sessions.paragraph_parts import part_key
 from storage import MediaCache
 from storage import IllegalTransition, StaleFence
 from supervision.storage_access import StoreUser, store_path
@@ -198,7 +199,7 @@ class DeliverySweeper(StoreUser, GatewayActor):
                                   and not is_file(chunks[ob.send_intent])) else None
         job = {"ob": ob, "fence": ob.fence, "index": 0, "parts": dict(ob.parts), "chunks": chunks,
                "idempotent": pacing.idempotent_send, "ambiguous": ob.ambiguous, "lost": lost,
-               "editable": pacing.supports_edit}
+               "editable": pacing.supports_edit, "streamed": ob.streamed is not None}
         if unresolved and lost is None:
             self.mark(job)
         elif ob.ambiguous:
@@ -248,7 +249,10 @@ class DeliverySweeper(StoreUser, GatewayActor):
                 op = PlatformOp(op_id, "find_lost", t.chat_id, text, thread_id=t.thread_id, final=True,
                                 ledger=(ob.obligation_id, job["fence"], index))
             else:
-                key = f"{ob.obligation_id[:16]}.{index}" if job["idempotent"] else None
+                key = None
+                if job["idempotent"]:   # a reply sent as it was written keys its parts by content as well
+                    key = part_key(ob.obligation_id, index, text) if job["streamed"] else \
+                        f"{ob.obligation_id[:16]}.{index}"
                 # The adapter commits the send's intent just before the request leaves, and the returned id with
                 # the platform's answer (PlatformOp.ledger): a refused send leaves no intent behind.
                 op = PlatformOp(op_id, "send", t.chat_id, thread_id=t.thread_id, **send_fields(text),

@@ -77,7 +77,7 @@ OPEN_OBLIGATIONS = tuple(s.value for s in ObligationState if s not in (Obligatio
                                                                        ObligationState.ABANDONED))   # still to deliver
 _COLUMNS = ("obligation_id, session_key, inbound_ref, platform, chat_id, thread_id, reply_to, content, chunks, state, "
             "fence, attempts, owner_pid, owner_start, owner_host, last_error, created_at, updated_at, send_intent, "
-            "ambiguous")
+            "ambiguous, streamed")
 
 
 def obligation_id(session_key: str, inbound_ref: str, content: str) -> str:
@@ -113,6 +113,7 @@ class Obligation:
     ambiguous: bool = False                    # a claim found an unresolved send: an unaddressable copy may exist
     claimed: bool = False                      # record_obligation(claim=True) made the claim in this very call
     receipts: dict = field(default_factory=dict)   # part index -> what the platform reported of it (record_receipt)
+    streamed: Optional[dict] = None            # parts sent as the answer was written (set_streamed), or None
 
     @property
     def not_received(self) -> bool:
@@ -130,7 +131,8 @@ async def _load(conn, oid: str) -> Optional[Obligation]:
     receipts = {index: receipt for index, _, receipt in rows if receipt is not None}
     owner = Owner(r[12], r[13], r[14], r[10]) if r[12] is not None else None
     return Obligation(r[0], r[1], r[2], Target(r[3], r[4], r[5], r[6]), r[7], records.unpack(r[8]), r[9], r[10],
-                      r[11], owner, r[15], r[16], r[17], parts, r[18], bool(r[19]), receipts=receipts)
+                      r[11], owner, r[15], r[16], r[17], parts, r[18], bool(r[19]), receipts=receipts,
+                      streamed=None if r[20] is None else records.unpack(r[20]))
 
 
 async def _require(conn, oid: str, fence: Optional[int], allowed: tuple, action: str) -> None:
@@ -186,7 +188,7 @@ class Ledger:
         async def do(conn, now):
             await conn.execute(
                 f"INSERT INTO obligations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, 0, "
-                f"NULL, NULL, NULL, NULL, ?, ?, NULL, 0) ON CONFLICT (obligation_id) DO NOTHING",
+                f"NULL, NULL, NULL, NULL, ?, ?, NULL, 0, NULL) ON CONFLICT (obligation_id) DO NOTHING",
                 (oid, session_key, inbound_ref, target.platform, str(target.chat_id),
                  None if target.thread_id is None else str(target.thread_id),
                  None if target.reply_to is None else str(target.reply_to), content, chunk_blob, now, now))
@@ -295,6 +297,19 @@ class Ledger:
         async def do(conn, now):
             await _require(conn, oid, fence, (ObligationState.ATTEMPTING,), "set_chunks")
             await conn.execute("UPDATE obligations SET chunks = ?, updated_at = ? WHERE obligation_id = ?",
+                               (blob, now, oid))
+        await self._db.write(do, time.time())
+
+    async def set_streamed(self, oid: str, fence: int, streamed: dict) -> None:
+        """Record the parts of a reply sent while its answer was being written, where the platform has no edits
+        (``{"from": index, "parts": [text, ...]}``: the text of each part sent or about to be, by index, and the
+        index the answer now being written starts at; actors/sessions/paragraph_parts.py). Committed before such a
+        part leaves, so a reply resumed after a crash knows what the chat may already show."""
+        blob = records.pack(dict(streamed))
+
+        async def do(conn, now):
+            await _require(conn, oid, fence, (ObligationState.ATTEMPTING,), "set_streamed")
+            await conn.execute("UPDATE obligations SET streamed = ?, updated_at = ? WHERE obligation_id = ?",
                                (blob, now, oid))
         await self._db.write(do, time.time())
 

@@ -297,6 +297,11 @@ _V13_PENDING_RECEIPTS = [
     "CREATE INDEX pending_receipts_by_expiry ON pending_receipts (platform, expires_at)",
 ]
 
+# The parts of a reply sent as it was written, where the platform has no edits (profile stream_without_edits =
+# "paragraphs": actors/sessions/paragraph_parts.py): what each shows, so a reply resumed after a crash knows what the
+# chat already has. NULL: none sent so.
+_V14_STREAMED_PARTS = ["ALTER TABLE obligations ADD COLUMN streamed BLOB"]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -311,6 +316,7 @@ MIGRATIONS: list[Migration] = [
     _V11_APPROVALS,
     _V12_PART_RECEIPTS,
     _V13_PENDING_RECEIPTS,
+    _V14_STREAMED_PARTS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

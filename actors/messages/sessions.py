@@ -50,6 +50,7 @@ class ConsumerArgs:
     status_reactions: tuple = ()       # (while working, once answered); empty or "" when off
     reply_to: Optional[str] = None     # the platform message it answers (None: a scheduled run's, the gateway's own)
     tool_progress: str = "bubble"      # the profile's: off | lines | bubble (actors/sessions/reply_text.py)
+    stream_without_edits: str = "final"   # the profile's: final | paragraphs (actors/sessions/paragraph_parts.py)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,11 @@ PROFILE_KEYS: dict[str, Spec] = {
     "description": Spec(str, doc="a note for the operator (shown by `routes explain`)"),
     "stream": Spec(bool, doc="show an answer as it is written, by edits, where the platform edits (default true); "
                              "false: send each answer once, complete"),
+    "stream_without_edits": Spec(str, ("final", "paragraphs"), doc="where the platform cannot edit a message "
+                                                                   "(WhatsApp, LINE, IRC, email, ...): final (the "
+                                                                   "default) sends each answer once, complete; "
+                                                                   "paragraphs sends it in paragraph-sized parts as "
+                                                                   "it is written (docs/profiles.md)"),
     "status_reactions": Spec(str, doc="reactions on the user's message while working and once answered, e.g. "
                                       "\"👀 👍\" (default: [sessions] status_reactions; \"\": none)"),
     "memory": Spec(str, MEMORY_MODES, doc="whose memory a turn reads and its remember / forget tools write: off "
@@ -94,6 +99,7 @@ class Profile:
     declared: bool = False                                   # a [profiles.NAME] table exists
     description: str = ""
     stream: bool = True
+    stream_without_edits: str = "final"                      # final | paragraphs (actors/sessions/paragraph_parts.py)
     status_reactions: Optional[str] = None                   # None: [sessions] status_reactions
     memory: MemorySettings = MemorySettings()                # off unless the table says (actors/memory/scope.py)
     mcp: ToolChoice = ToolChoice()                           # which MCP servers and tools (common/mcp_config.py)
@@ -232,7 +238,9 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
     return Profile(name=name, system_prompt=prompt,
                    busy_mode=checked.get("busy_mode") or setting(config, "sessions", "busy_mode"),
                    agent={**agent, "system_prompt": prompt}, declared=True, description=checked.get("description", ""),
-                   stream=checked.get("stream", True), status_reactions=checked.get("status_reactions"),
+                   stream=checked.get("stream", True),
+                   stream_without_edits=checked.get("stream_without_edits", "final"),
+                   status_reactions=checked.get("status_reactions"),
                    memory=settings_from(checked), mcp=checked["mcp"], models=tuple(checked.get("models") or ()),
                    voice_replies=checked.get("voice_replies", False),
                    tool_progress=checked.get("tool_progress", "bubble"), approvals=checked["approvals"])
@@ -249,6 +257,11 @@ def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]
 def profile_streams(config: Mapping, name: str) -> bool:
     """Whether replies of profile ``name`` stream (previews edited into place) or go once, complete."""
     return resolve(config, name, validate_profiles(config)).stream
+
+
+def profile_stream_without_edits(config: Mapping, name: str) -> str:
+    """How the streaming replies of profile ``name`` go where the platform has no edits: final | paragraphs."""
+    return resolve(config, name, validate_profiles(config)).stream_without_edits
 
 
 def profile_tool_progress(config: Mapping, name: str) -> str:

@@ -132,6 +132,16 @@ def close_open_fence(text: str) -> str:
     return text + _closing(text, _FenceMap(text).open_at_end)
 
 
+def paragraph_breaks(text: str) -> list[int]:
+    """The offsets just after each blank line of ``text`` that is outside a code block, in order."""
+    fences, breaks, pos = _FenceMap(text), [], 0
+    while (pos := text.find("\n\n", pos)) >= 0:
+        pos += 2
+        if fences.fence_at(pos) is None:
+            breaks.append(pos)
+    return breaks
+
+
 def _opening(fence: Optional[_Fence]) -> str:
     return "" if fence is None else fence.marker + fence.info + "\n"
 

@@ -18,6 +18,7 @@ import os
 
 from actors.adapters.idempotency import life_token, op_id as numbered_op
 from actors.messages import ConsumerArgs, LostSend
+from actors.sessions.paragraph_parts import part_key
 from actors.sessions.turn import REPLY_SLOT
 from storage import IllegalTransition, StaleFence, StorageUnavailable, Target, is_owner_alive
 from storage.ledger import ObligationState
@@ -51,7 +52,8 @@ class Claim:
     """State: ``oid`` (None until claimed; "unrecorded" when the ledger failed and the reply goes on without it),
     ``fence`` (this claim's, for every later write), ``ambiguous`` (marked as re-sent), ``lost`` (a part whose
     lost send the adapter is to look for), ``intent`` (the part whose send intent the ledger may hold for us),
-    ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent)."""
+    ``waits`` (looks at a live owner's claim so far), ``parts`` (what the ledger knew was sent), ``streamed`` (what
+    the parts sent as the answer was written show: Ledger.set_streamed)."""
 
     def __init__(self, args: ConsumerArgs, store, run, log, name: str, report=lambda fact: None, pacing=None,
                  records_sends: bool = False):
@@ -73,6 +75,7 @@ class Claim:
         self.intent: int | None = None
         self.waits = 0
         self.parts: dict[int, str] = {}
+        self.streamed: dict | None = None       # what the parts sent as the answer was written show (set_streamed)
 
     @property
     def recorded(self) -> bool:
@@ -127,6 +130,7 @@ class Claim:
         else:
             return self._look_again()   # claimed by another meanwhile, or finished: never adopt a claim not ours
         self.parts = {int(i): str(m) for i, m in ob.parts.items()}
+        self.streamed = ob.streamed
         self.ambiguous = ob.ambiguous
         if ob.send_intent is not None and not ob.ambiguous:
             self.send_unresolved(ob.send_intent, "an earlier attempt at this reply sent a message it never heard "
@@ -149,6 +153,23 @@ class Claim:
         ob = self.call("get", self.store.ledger.get(self.oid), needs_fence=False)
         found = None if ob is None else ob.parts.get(index)
         return None if found is None else str(found)
+
+    def send_key(self, index: int, part, keyed: bool, by_content: bool) -> str | None:
+        """The idempotency key of a send of ``part`` as part ``index`` where the platform deduplicates (``keyed``):
+        the obligation's and the index, and the content too for a reply sent as it is written (``by_content``:
+        paragraph_parts.part_key); None where there is none, or the reply is unrecorded."""
+        if not keyed or not self.recorded:
+            return None
+        return part_key(self.oid, index, part) if by_content else f"{self.oid[:16]}.{index}"
+
+    def record_streamed(self, parts) -> None:
+        """What each part of a reply sent as it is written shows (``parts``: its ParagraphParts, or None for a reply
+        that is not), committed before a new part leaves (a send waits for storage rather than leave unrecorded): a
+        consumer started again for the turn learns from it what the chat may already have."""
+        record = None if parts is None else parts.record()
+        if record is not None and self.fence is not None and record != self.streamed:
+            self.call("set_streamed", self.store.ledger.set_streamed(self.oid, self.fence, record), gates_send=True)
+            self.streamed = record
 
     def send_ledger(self, index: int) -> tuple | None:
         """``PlatformOp.ledger`` of a send of part ``index``: the adapter records its intent and id (send_records.py);

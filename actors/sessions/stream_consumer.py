@@ -9,6 +9,10 @@ Whether previews are shown is a mode beside the phase (``PreviewMode``), set at 
   LIVE -> FALLBACK         edits keep failing (or a final edit was refused for good): the final text goes as new
   FINAL_ONLY -> FALLBACK   messages, and the previews it replaces are deleted at the end
 FINAL_ONLY is a platform without edits or a profile that does not stream: the final text goes out whole.
+PARAGRAPHS (no edits, the profile's ``stream_without_edits = "paragraphs"``): the answer goes in paragraph-sized
+parts as it is written (what each shows recorded first: Claim.record_streamed), the rest at the end; tool progress
+stays on the typing indicator. Resumed after a crash, the parts sent stay, and a new answer not beginning with them
+is sent whole after them, marked (paragraph_parts.py; a keyed send's key names its content).
 
 State: the answer, tool line, final text and files (``ReplyText``), the parts on the platform and what each shows
 (``PlacedParts``), the operation in flight (``InFlight``: one at a time), the claim (``Claim``), edits failed in a
@@ -53,6 +57,7 @@ from typing import Any
 from actors.messages import ConsumerArgs, LostSend, OpResult, PlatformOp, ReplyDone, StalledReply, StreamBatch
 from actors.adapters.pacing import LENGTH_FUNCTIONS, chunk_limit, resent_marker
 from actors.media.outgoing import unsent_line
+from actors.sessions.paragraph_parts import ParagraphParts
 from actors.sessions.placed_parts import SUPERSEDED, PlacedParts
 from actors.sessions.reply_files import FinalCut, file_of, is_file, marked_at, marker_index, send_fields
 from actors.sessions.chunking import split_message
@@ -60,7 +65,7 @@ from actors.sessions.reply_text import ReplyText
 from actors.hooks.points import tell_delivered
 from actors.sessions.op_failures import (MAX_OP_RETRIES, OP_TIMEOUT_S, RETRY_STEP_S, SEND_SILENCE_S, AdapterWait,
                                         after_op_failure, after_silence)
-from common.redact import configured_secrets
+from common.redact import configured_secrets, redact
 from actors.adapters import registry
 from actors.sessions.edit_throttle import EditThrottle
 from actors.sessions.reply_claim import Claim, LostClaim, WaitForStorage, steps_aside
@@ -83,6 +88,7 @@ class PreviewMode(enum.StrEnum):
     LIVE = "live"               # previews of the answer so far, edited into place as the throttle allows
     FINAL_ONLY = "final_only"   # no previews: the platform has no edits, or the turn's profile does not stream
     FALLBACK = "fallback"       # edits kept failing: no more previews; the final text goes as new messages
+    PARAGRAPHS = "paragraphs"   # no edits: each complete paragraph goes as a message of its own as it is written
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.refused_files: dict[int, str] = {}  # file parts the platform refused -> the line shown in their place
         self.marker_at: int | None = None        # the part that carries the re-sent mark (reply_files.marker_index)
         self.final_cut = FinalCut()              # the final text's parts, cut once for every pump that wants them
+        self.paragraphs: ParagraphParts | None = None   # PARAGRAPHS mode: the parts as the answer is written
 
     def on_start(self, args: ConsumerArgs) -> None:
         self.args = args
@@ -125,6 +132,8 @@ class StreamConsumer(CellStoreUser, Cell):
         self.length, self.marker = LENGTH_FUNCTIONS[self.pacing.length], resent_marker(self.config)
         self.chunk_limit = chunk_limit(self.pacing, self.length, self.marker)
         self.throttle = EditThrottle(self.pacing)
+        if (paragraphs := ParagraphParts.for_reply(args, self.pacing, self.length, self.marker)) is not None:
+            self.mode, self.paragraphs = PreviewMode.PARAGRAPHS, paragraphs
         self.adapter_wait = AdapterWait(setting(self.config, "sessions", "answer_bound_s"))
         self.secrets = configured_secrets(self.config)
         self.open_store()
@@ -155,9 +164,15 @@ class StreamConsumer(CellStoreUser, Cell):
     # ----------------------------------------------------------------------------------------------- pacing
     def wanted_chunks(self) -> list | None:
         if self.phase is ReplyPhase.FINISHING:   # the text's chunks, then a part per file (reply_files.py)
-            parts = self.final_cut.parts(self.text.final_text(), self.text.files, self.pacing, self.length,
-                                         self.chunk_limit)
+            if self.paragraphs is not None:   # the parts sent as it was written, then the rest
+                parts = self.paragraphs.finished(self.text.final_text(), self.text.files, self.pacing, self.placed.ids)
+            else:
+                parts = self.final_cut.parts(self.text.final_text(), self.text.files, self.pacing, self.length,
+                                             self.chunk_limit)
             return self.marked([self.refused_files.get(i, part) for i, part in enumerate(parts)])
+        if self.paragraphs is not None:   # the complete paragraphs so far
+            return self.marked(self.paragraphs.streaming(redact(self.text.answer, self.secrets),
+                                                         self.placed.ids)) or None
         if self.mode is not PreviewMode.LIVE:
             return None  # no previews: the final text goes out whole
         preview = self.text.preview(self.secrets)
@@ -188,7 +203,7 @@ class StreamConsumer(CellStoreUser, Cell):
         if self.in_flight is not None or self.phase is ReplyPhase.DONE or self._exiting:
             return
         final = self.phase is ReplyPhase.FINISHING
-        throttled = not final and not self.force and self.placed.ids
+        throttled = not final and not self.force and self.placed.ids and self.paragraphs is None   # edits only
         if throttled and (wait := self.throttle.next_edit_at() - time.monotonic()) > 0:
             # Too soon after the last edit: one wake-up when the interval is over (not one per batch that comes in
             # meanwhile), and nothing rendered until then.
@@ -204,7 +219,7 @@ class StreamConsumer(CellStoreUser, Cell):
         if self.claim.oid is None:
             if not self.take_claim():
                 return
-            chunks = self.wanted_chunks()   # drawn again: the claim may have found the reply marked as re-sent
+            chunks = self.wanted_chunks() or []   # drawn again: the claim may have found it marked, or sent in part
         if final and self.claim.lost is not None and self.claim.lost >= len(chunks):
             # The final text has no part where the lost copy was: nothing to find it for, so it stays, marked.
             self.claim.lost = None
@@ -215,6 +230,7 @@ class StreamConsumer(CellStoreUser, Cell):
             self.claim.call("set_chunks",
                             self.store.ledger.set_chunks(self.claim.oid, self.claim.fence, chunks))
             self.chunks_recorded = True
+        self.claim.record_streamed(self.paragraphs)   # PARAGRAPHS: what each part shows, before a new one leaves
         step = self.placed.next_step(chunks, final, self.pacing.supports_edit)
         if step is not None:
             self.start_op(*step)
@@ -239,7 +255,7 @@ class StreamConsumer(CellStoreUser, Cell):
                             chat_type=a.chat_type, final=finishing,
                             ledger=(self.claim.oid, self.claim.fence, index))
         else:
-            key = f"{self.claim.oid[:16]}.{index}" if self.pacing.idempotent_send and self.claim.recorded else None
+            key = self.claim.send_key(index, text, self.pacing.idempotent_send, self.paragraphs is not None)
             op = PlatformOp(op_id, "send", a.chat_id, thread_id=a.thread_id, chat_type=a.chat_type,
                             reply_to=a.reply_to if index == 0 else None, final=finishing,
                             idempotency_key=key, **send_fields(text),
@@ -428,7 +444,7 @@ class StreamConsumer(CellStoreUser, Cell):
         self.pump()
 
     def on_timer_typing(self, _data) -> None:
-        if not self.placed.ids and self.phase is ReplyPhase.STREAMING:
+        if (not self.placed.ids or self.paragraphs is not None) and self.phase is ReplyPhase.STREAMING:
             self.to_adapter(self.status.typing())
             self.after(self.status.typing_interval(), "typing")
 
@@ -444,6 +460,7 @@ class StreamConsumer(CellStoreUser, Cell):
         if outcome == "claimed":
             if self.claim.oid != "unrecorded":
                 self.placed.ids = dict(self.claim.parts)   # what an earlier attempt put on the platform
+                self.marker_at = self.paragraphs and self.paragraphs.resume(self.claim.streamed, self.placed.ids)
             return True
         if outcome in ("delivered", "abandoned"):
             self.finish(outcome == "delivered", f"already {outcome}", ledger_done=True)

@@ -19,7 +19,7 @@ from actors.media.parts import user_content
 from actors.media.speech import VOICE_EVENT, wants_voice_reply
 from actors.sessions.chunking import close_open_fence
 from actors.sessions.commands import parse_command
-from actors.profiles.profiles import profile_streams, profile_tool_progress
+from actors.profiles.profiles import profile_stream_without_edits, profile_streams, profile_tool_progress
 from actors.sessions.reply_status import status_reactions
 from actors.approvals.answers import parse_text_answer
 from actors.messages import (AWAITING_APPROVAL, ConsumerArgs, MessageEvent, OutgoingFile, TextDelta, ToolCallFinished,
@@ -122,6 +122,7 @@ def _consumer_args(turn: Turn, session_key: str, config: dict) -> ConsumerArgs:
         # goes, even for a consumer started again after a crash.
         stream=profile_streams(config, source.profile), status_reactions=status_reactions(config, source.profile),
         tool_progress=profile_tool_progress(config, source.profile),
+        stream_without_edits=profile_stream_without_edits(config, source.profile),
         # A scheduled run's message id is the gateway's own: there is no platform message to reply or react to.
         reply_to=None if turn.event.internal else turn.event.platform_message_id)
 

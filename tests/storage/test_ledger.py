@@ -68,12 +68,13 @@ OPS = {
     "requeue": lambda L, oid, f: L.requeue(oid),
     "record_send_intent": lambda L, oid, f: L.record_send_intent(oid, f, 0),
     "mark_ambiguous": lambda L, oid, f: L.mark_ambiguous(oid, f),
+    "set_streamed": lambda L, oid, f: L.set_streamed(oid, f, {"from": 0, "parts": ["a"]}),
 }
 LEGAL = {
     "pending": {"mark_attempting": "attempting", "abandon": "abandoned"},
     "attempting": {"mark_delivered": "delivered", "mark_failed": "failed", "abandon": "abandoned",
                    "record_part": "attempting", "set_chunks": "attempting", "record_send_intent": "attempting",
-                   "mark_ambiguous": "attempting"},
+                   "mark_ambiguous": "attempting", "set_streamed": "attempting"},
     "failed": {"mark_attempting": "attempting", "abandon": "abandoned", "requeue": "pending"},
     "delivered": {},
     "abandoned": {"requeue": "pending"},
@@ -141,6 +142,19 @@ async def test_parts_are_recorded_once(db_path):
         await store.ledger.set_chunks(ob.obligation_id, ob.fence, ["lo", "ng"])
         got = await store.ledger.get(ob.obligation_id)
         assert got.parts == {0: "111", 1: "999"} and got.chunks == ["lo", "ng"]
+
+
+async def test_the_parts_sent_as_an_answer_was_written_are_kept_with_what_each_shows(db_path):
+    async with open_store(db_path) as store:
+        ob = await store.ledger.record_obligation(KEY, "m1", TG, "reply", chunks=[], claim=True)
+        assert ob.streamed is None
+        streamed = {"from": 1, "parts": ["first paragraph", "second", {"file": {"name": "card.png"}}]}
+        await store.ledger.set_streamed(ob.obligation_id, ob.fence, streamed)
+        await store.ledger.record_part(ob.obligation_id, ob.fence, 0, "wamid.A")
+        got = await store.ledger.get(ob.obligation_id)
+        assert got.streamed == streamed and got.chunks == [] and got.parts == {0: "wamid.A"}
+        with pytest.raises(StaleFence):
+            await store.ledger.set_streamed(ob.obligation_id, ob.fence - 1, streamed)
 
 
 async def test_a_receipt_is_kept_on_its_part_never_stepping_back_and_a_failed_one_is_visible(db_path):

@@ -98,3 +98,11 @@ def test_a_profile_that_does_not_stream_gets_its_replies_paced_as_without_edits(
     assert reply_pacing(cfg, "tg", "telegram", profile="live").supports_edit
     assert not reply_pacing(cfg, "tg", "telegram", profile="plain").supports_edit
     assert validate_profiles(cfg)["plain"].stream is False
+
+
+def test_a_profile_chooses_how_its_answers_stream_where_the_platform_has_no_edits():
+    cfg = validate({**BASE, "profiles": {"parts": {"stream_without_edits": "paragraphs"}, "plain": {}}}, "gw.toml")
+    known = validate_profiles(cfg)
+    assert (known["parts"].stream_without_edits, known["plain"].stream_without_edits) == ("paragraphs", "final")
+    with pytest.raises(ConfigError, match=r"stream_without_edits.*must be one of 'final', 'paragraphs'"):
+        validate_profiles({**BASE, "profiles": {"bad": {"stream_without_edits": "words"}}})
