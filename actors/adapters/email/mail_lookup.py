@@ -64,4 +64,3 @@ async def header_of(settings: dict, folder: str, message_id: str) -> Optional[by
                 if message_ids(header(parse(literal), "Message-ID"))[:1] == [message_id]:
                     return literal
     return None
-
