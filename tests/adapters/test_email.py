@@ -2,19 +2,22 @@
 Message-ID, the Sent folder's LIST line (pure); then the adapter in a real daemon against real mail servers (Dovecot
 and Postfix: tests/servers/mailserver.py): a reply continues its thread and its session, robots and strangers are
 never answered, a UIDVALIDITY change, a kill -9 between storing a mail and marking it \\Seen, a domain in the
-allowlist, and a kill -9 of the adapter between a reply's send (filed in the Sent folder) and its record. The rest
-of what every adapter does: tests/adapters/test_conformance.py (-k email)."""
+allowlist, a kill -9 of the adapter between a reply's send (filed in the Sent folder) and its record; and issue 46's
+acceptance run: twenty mails in five threads across two kill -9 of the daemon, counted at the servers. The rest of
+what every adapter does: tests/adapters/test_conformance.py (-k email)."""
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import os
 import signal
+import time
 import uuid
 
 import pytest
 
 from actors.adapters import registry
+from actors.agents.offline import long_answer
 from actors.adapters.email.formatting import html_alternative, reply_key, reply_mail, root_card
 from actors.adapters.email.inbound import (attachment_bytes, chat_parts, event_from_mail, html_to_text, parse, refusal, thread_card,
                                            trimmed)
@@ -311,10 +314,12 @@ def test_a_uidvalidity_change_takes_new_mail_once(rig):
 
 def test_kill_9_between_storing_a_mail_and_marking_it_seen_takes_it_once(rig):
     """The row is committed with its offset, then the daemon dies before the mailbox hears (the STORE of \\Seen is
-    held by the relay). The next life marks it from the offset, never takes it again, and answers it once."""
+    held by the relay). The next life marks it from the offset, never takes it again, and answers it once, under
+    its thread's subject: the next life's intake never saw the mail, and the reply reads it again from the mailbox
+    (the model thinks first, so the answer is the next life's)."""
     rig.relay.hold_next_store()
     try:
-        message_id = rig.write("alice", "Kill me softly", subject="Crash")
+        message_id = rig.write("alice", "Kill me softly #think 2", subject="Crash")
         wait_for(rig.relay.holding.is_set, 60, 0.05, "the STORE after the mail's row")
         assert rig.rows("alice", message_id), "the row is stored before the mail is marked"
         os.kill(rig.gateway.launcher_pid, signal.SIGKILL)
@@ -329,7 +334,8 @@ def test_kill_9_between_storing_a_mail_and_marking_it_seen_takes_it_once(rig):
     rig.wait_reply("alice", message_id)
     wait_for(lambda: (rows := rig.rows("alice", message_id)) and rows[0].state == "done", 60, 0.1, "its turn done")
     assert len(rig.rows("alice", message_id)) == 1
-    assert len(rig.replies("alice", message_id)) == 1
+    [reply] = rig.replies("alice", message_id)
+    assert (reply["Subject"], reply["References"]) == ("Re: Crash", message_id), "in its thread, by subject too"
 
 
 def test_a_domain_in_the_allowlist_admits_its_senders_and_no_others(rig):
@@ -387,3 +393,152 @@ def test_a_reply_sent_before_its_adapter_died_is_found_in_the_sent_folder_and_no
     assert delivered.parts == {0: sent} and not delivered.ambiguous, delivered
     assert [str(m["Message-ID"]) for _, _, m in rig.client.messages(BOT, "Sent")].count(sent) == 1
     rig.gateway.wait_log("found in the Sent folder, not sent again", timeout=10)
+
+
+# ------------------------------------------------------------------------------------------------ acceptance
+
+THREADS, PER_THREAD = 5, 4
+HOOKS = "#long 300 #slow 0.2"        # ~13 pieces, ~2.6 s a turn: a kill meets turns at every stage
+KILL_AFTER = 3                       # replies seen at the servers in a life before its kill -9 (the second's: at most)
+
+
+def answers_in(rig, users: list[str]) -> dict[str, list]:
+    """The bot's replies in the users' mailboxes, by the mail each answers (In-Reply-To): what Postfix delivered
+    into Dovecot, read over IMAP."""
+    rig.servers.wait_delivered()
+    found: dict[str, list] = {}
+    for user in users:
+        for _, _, message in rig.client.messages(user):
+            if rig.bot in str(message.get("From", "")):
+                found.setdefault(str(message.get("In-Reply-To", "")).strip(), []).append(message)
+    return found
+
+
+def caught_sending(rig, enough, timeout: float = 120.0) -> bool:
+    """Watch the running daemon's ledger until a reply is being sent (its obligation attempting: True), or
+    ``enough()`` holds (asked once a second: False). One connection for the watch, read every 10 ms: a send, the
+    SMTP submission and the filing in Sent, takes a fraction of a second."""
+    async def watch() -> bool:
+        async with await Store.open(rig.gateway.state / "gateway.db") as store:
+            asked = time.monotonic()
+            while True:
+                try:
+                    if (await store.ledger.counts())["attempting"]:
+                        return True
+                except StorageError:
+                    pass                                   # the daemon is writing: read again
+                if time.monotonic() - asked > 1.0:
+                    if await asyncio.to_thread(enough):
+                        return False
+                    asked = time.monotonic()
+                await asyncio.sleep(0.01)
+    try:
+        return asyncio.run(asyncio.wait_for(watch(), timeout))
+    except asyncio.TimeoutError:
+        raise AssertionError(f"no reply seen being sent, and not enough answered, in {timeout:.0f} s") from None
+
+
+def kill_daemon(rig) -> str:
+    """kill -9 of the whole daemon; what it left in flight, from its database (for the report, and the proof that
+    the kill met turns being answered)."""
+    os.kill(rig.gateway.launcher_pid, signal.SIGKILL)
+    rig.gateway.assert_no_process_left(timeout=20)
+
+    async def read():
+        async with await Store.open(rig.gateway.state / "gateway.db") as store:
+            return await store.inbox.counts(), await store.ledger.counts()
+    inbox, ledger = asyncio.run(read())
+    assert inbox["taken"] >= 1, f"the kill met no mail being answered: inbox {inbox}, ledger {ledger}"
+    return (f"{inbox['taken']} turn(s) cut, {inbox['received']} mail(s) waiting, "
+            f"{ledger['pending'] + ledger['attempting']} repl(ies) unfinished")
+
+
+@pytest.mark.timeout(480)
+def test_twenty_mails_in_five_threads_across_two_kills_are_each_answered_once_in_their_thread(rig):
+    """Issue 46's acceptance run. Five correspondents write a thread each, four mails (each following up on the
+    one before). Two of each thread are in the mailbox when the run starts; the daemon is killed -9 once replies
+    come back (turns mid-answer), the other ten arrive while it is down, and the next life is killed -9 as it sends
+    a reply (or, where no send is caught in the act, once it answered a few). Counted at the servers (the
+    correspondents' mailboxes over IMAP): every mail is answered, in its thread, with its whole answer, once. A
+    reply whose send the kill cut (its intent recorded, its copy not in the Sent folder) goes again under the
+    re-sent mark: the only copy where the mail had not left, a second one where the SMTP server had taken it and
+    the kill came before its filing; such copies are counted and printed, and a first copy that was filed must have
+    been found there and not sent again. Nothing is lost: each mail is in the bot's INBOX once, \\Seen."""
+    started = time.monotonic()
+    token = uuid.uuid4().hex[:6]
+    users = [f"q{token}t{n}" for n in range(THREADS)]               # "@friends.test" is on the allowlist
+    threads = [[new_id() for _ in range(PER_THREAD)] for _ in range(THREADS)]
+    model_text: dict[str, str] = {}                                   # mail id -> the text the model is given
+
+    def send(n: int, k: int) -> None:
+        ids, subject = threads[n], f"T{n} {token}"
+        text = f"m{n}.{k} {token} {HOOKS}"
+        model_text[ids[k]] = f"{subject}\n\n{text}" if k == 0 else text
+        rig.client.send(mail(f"{users[n]}@{OTHER_DOMAIN}", rig.bot, subject if k == 0 else f"Re: {subject}", text,
+                             ids[k], in_reply_to=ids[k - 1] if k else None, references=tuple(ids[:k])))
+
+    def answered() -> int:
+        return sum(1 for replies in answers_in(rig, users).values() if replies)
+
+    def wait_answers(at_least: int, what: str) -> int:
+        seen = []
+        try:
+            wait_for(lambda: seen.append(answered()) or seen[-1] >= at_least, 120, 0.2, what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {seen[-1] if seen else 0} of {THREADS * PER_THREAD} mails answered; "
+                                 f"{rig.gateway.log()[-3000:]}") from None
+        return seen[-1]
+    schedule = []
+    for n in range(THREADS):
+        for k in range(2):
+            send(n, k)
+    wait_answers(KILL_AFTER, f"{KILL_AFTER} replies before the first kill")
+    cut = kill_daemon(rig)
+    first_life = answered()
+    schedule.append(f"kill 1 with {first_life} of 20 mails answered at the servers ({cut})")
+    for n in range(THREADS):
+        for k in range(2, PER_THREAD):
+            send(n, k)                                                # while the daemon is down
+    rig.gateway.start()
+    rig.gateway.wait_ready(timeout=60)
+    wait_answers(first_life + 1, "a reply from the second life")
+    in_the_act = caught_sending(rig, lambda: answered() >= first_life + KILL_AFTER)
+    cut = kill_daemon(rig)
+    when = "once a reply was seen being sent" if in_the_act else "between sends"
+    schedule.append(f"kill 2 {when} with {answered()} of 20 mails answered at the servers ({cut})")
+    rig.gateway.start()
+    rig.gateway.wait_ready(timeout=60)
+    wait_answers(THREADS * PER_THREAD, "every mail answered after the second restart")
+
+    found, wrong, marked, second_copies = answers_in(rig, users), [], 0, 0
+    filed = {str(m.get("Message-ID", "")).strip() for _, _, m in rig.client.messages(BOT, "Sent")}
+    for n, ids in enumerate(threads):
+        for k, message_id in enumerate(ids):
+            replies = found.get(message_id, [])
+            bodies = {str(r["Message-ID"]): r.get_body(("plain",)).get_content().replace("\r\n", "\n").strip()
+                      for r in replies}
+            resent = [b for b in bodies.values() if DEFAULT_RESENT_MARKER in b]
+            plain = {i: b for i, b in bodies.items() if DEFAULT_RESENT_MARKER not in b}
+            marked, second_copies = marked + len(resent), second_copies + bool(resent and plain)
+            expected = long_answer(300, model_text[message_id]).strip()
+            if not replies or len(plain) > 1 or len(resent) > 1:
+                wrong.append(f"m{n}.{k}: {len(plain)} unmarked and {len(resent)} re-sent repl(ies)")
+            elif resent and set(plain) & filed:
+                wrong.append(f"m{n}.{k}: re-sent though its first copy was in the Sent folder")
+            elif any(b != expected for b in plain.values()) or any(expected not in b for b in resent):
+                wrong.append(f"m{n}.{k}: not its whole answer: {[b[-60:] for b in bodies.values()]}")
+            for reply in replies:
+                references = str(reply.get("References", "")).split()
+                if not references or references[0] != ids[0] or message_id not in references:
+                    wrong.append(f"m{n}.{k}: reply {reply['Message-ID']} out of its thread: References "
+                                 f"{references}")
+                if str(reply["Subject"]) != f"Re: T{n} {token}":      # clients that thread by subject (Gmail)
+                    wrong.append(f"m{n}.{k}: reply {reply['Message-ID']} under another subject: "
+                                 f"{reply['Subject']!r}")
+    inbox = [str(m.get("Message-ID", "")).strip() for _, flags, m in rig.client.messages(BOT) if "\\Seen" in flags]
+    missing = [i for ids in threads for i in ids if inbox.count(i) != 1]
+    took = time.monotonic() - started
+    print(f"\n{'; '.join(schedule)}; {THREADS * PER_THREAD} mails answered, {marked} re-sent under the mark "
+          f"({second_copies} of them a second copy); {took:.0f} s")
+    assert not wrong, "\n".join(wrong)
+    assert not missing, f"not once and \\Seen in the bot's INBOX: {missing}"

@@ -24,13 +24,14 @@ recipient's.
 
 State: the connection, the Sent folder (its name once found), the mails of the round being stored (their files are
 decoded from them: download_attachment), the thread cards (subject and references of each chat's last mail,
-bounded, THREADS_KEPT; after a restart a reply to a chat not seen since goes with the chat's root id only and a
-generic subject).
+bounded, THREADS_KEPT; after a restart a reply to a chat not seen since reads the card of the mail it answers from
+the mailbox: mail_lookup.py, ``thread_card_for``).
 Messages: those of every ``PlatformAdapter`` (base.py): PlatformOp in, OpResult out; doorbells to the sessions.
 
 What survives kill -9: the rows and the offset (one transaction); a mail stored and not yet marked \\Seen is marked at
-the next connection (its UID is at or below the offset) and never taken again. The thread cards do not survive. A
-reply filed in the Sent folder is on the server: the next owner of the reply finds it there.
+the next connection (its UID is at or below the offset) and never taken again. The thread cards do not survive:
+the mails they are read from do, in the mailbox. A reply filed in the Sent folder is on the server: the next owner
+of the reply finds it there.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from actors.adapters.email.client import ImapMailbox, send_mail
 from actors.adapters.email.formatting import reply_key, reply_mail, reply_message_id, root_card
 from actors.adapters.email.inbound import (attachment_bytes, chat_id, chat_parts, event_from_mail, header,
                                            message_ids, parse, refusal, sender_address, thread_card, thread_root)
+from actors.adapters.email.mail_lookup import header_of
 from actors.adapters.email.sent import SentFolder
 from actors.adapters.errors import PermanentError, TooLongError
 from actors.adapters.intake_styles import StreamingAdapter
@@ -147,11 +149,7 @@ class EmailAdapter(StreamingAdapter):
         address, _ = sender_address(message)
         ids = message_ids(header(message, "Message-ID"))
         if address and ids:
-            key = chat_id(address, thread_root(message, ids[0]))
-            self.threads[key] = thread_card(message)
-            self.threads.move_to_end(key)
-            while len(self.threads) > THREADS_KEPT:
-                self.threads.popitem(last=False)
+            self.keep_card(chat_id(address, thread_root(message, ids[0])), thread_card(message))
         return True
 
     def normalise(self, raw: Any) -> MessageEvent:
@@ -175,13 +173,43 @@ class EmailAdapter(StreamingAdapter):
         return data
 
     # ------------------------------------------------------------------------------------------------ outbound
-    def reply_mail(self, op: PlatformOp):
+    async def reply_mail(self, op: PlatformOp):
         try:
             recipient, root = chat_parts(op.chat_id)
         except ValueError as exc:
             raise PermanentError(str(exc), method="send") from None
         return reply_mail(op.text, reply_key(op), self.settings["address"], self.settings["display_name"],
-                          recipient, self.threads.get(op.chat_id) or root_card(root), op.reply_to, time.time())
+                          recipient, await self.thread_card_for(op.chat_id, root, op.reply_to), op.reply_to,
+                          time.time())
+
+    async def thread_card_for(self, chat: str, root: str, reply_to: Optional[str]) -> tuple[str, list[str]]:
+        """The subject and references a reply to the chat carries: the card the intake kept from the thread's last
+        mail; where there is none (the thread not seen since this adapter started: the cards die with it), the card
+        of the mail answered, else of the thread's root, read again from the mailbox, so the reply goes under its
+        thread's subject (clients that thread by subject as well as References, Gmail's, keep it in the thread).
+        Neither found (deleted, or the server not answering): the root alone and a generic subject."""
+        card = self.threads.get(chat)
+        if card is not None:
+            return card
+        for wanted in dict.fromkeys(message_ids(reply_to or "")[:1] + ([root] if root else [])):
+            try:
+                found = await asyncio.wait_for(header_of(self.settings, self.settings["mailbox"], wanted),
+                                               self.settings["connect_timeout_s"])
+            except Exception as exc:  # noqa: BLE001 - the reply goes with the root card; the send is what matters
+                self.say(logging.WARNING, "%s: the thread of %s not read from the mailbox: %s", self.name,
+                         wanted[:100], self.clean_error(exc))
+                break
+            if found is not None:
+                card = thread_card(parse(found))
+                self.keep_card(chat, card)
+                return card
+        return root_card(root)
+
+    def keep_card(self, chat: str, card: tuple[str, list[str]]) -> None:
+        self.threads[chat] = card
+        self.threads.move_to_end(chat)
+        while len(self.threads) > THREADS_KEPT:
+            self.threads.popitem(last=False)
 
     def sent_folder(self) -> SentFolder:
         if self._sent is None:
@@ -191,7 +219,7 @@ class EmailAdapter(StreamingAdapter):
     async def send_message(self, op: PlatformOp) -> str:
         if len(op.text) > self.pacing.text_limit:
             raise TooLongError(f"{len(op.text)} characters, over {self.pacing.text_limit}", method="send")
-        message = self.reply_mail(op)
+        message = await self.reply_mail(op)
         await send_mail(self.settings, message)
         # The mail is sent: filing it is a record of that, and nothing that fails here may make the send fail
         # (it would go again). A kill -9 before the append leaves a sent mail that the Sent folder does not show:

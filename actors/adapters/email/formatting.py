@@ -51,8 +51,8 @@ def reply_message_id(key: str, sender: str) -> str:
 
 
 def root_card(root: str) -> tuple[str, list[str]]:
-    """The thread card of a chat known by its root id alone (a reply after a restart, before its thread's next mail
-    came in): a generic subject, the root as the thread."""
+    """The thread card of a chat known by its root id alone (a reply after a restart whose thread's mails are not in
+    the mailbox any more): a generic subject, the root as the thread."""
     return ("Re: your message", [root]) if root else ("A message", [])
 
 

@@ -21,10 +21,12 @@ for the adapter's life. No storage, no actor.
 from __future__ import annotations
 
 import re
+from contextlib import asynccontextmanager
 from email.message import EmailMessage
 from typing import Optional
 
-from actors.adapters.email.client import MailboxLost, imap_login, logout, said_by, uids_of
+from actors.adapters.email.client import MailboxLost, said_by
+from actors.adapters.email.mail_lookup import logged_in, quoted, uids_with_id
 from actors.adapters.errors import PermanentError
 
 LIST_LINE = re.compile(rb'^\((?P<attributes>[^)]*)\) (?:"(?:[^"\\]|\\.)*"|NIL) (?P<name>.+)$', re.IGNORECASE)
@@ -48,13 +50,6 @@ def sent_folder_of(lines) -> Optional[str]:
     return None
 
 
-def quoted(text: str) -> str:
-    """An IMAP quoted string (RFC 3501 §9): a folder name or a search value as one argument."""
-    if any(c in text for c in "\r\n\0"):
-        raise ValueError(f"{text[:60]!r} cannot be an IMAP argument")
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 class SentFolder:
     """The adapter's Sent folder (loop thread). State: its name (None until looked for, NONE where there is none)."""
 
@@ -71,60 +66,38 @@ class SentFolder:
         ``MailboxLost`` where the server could not be asked (the caller may ask again)."""
         if not self.used:
             return None
-        imap = await self._open()
-        try:
-            return None if imap is None else bool(await self._search(imap, message_id))
-        finally:
-            if imap is not None:
-                await logout(imap)
+        async with self._opened() as imap:
+            return None if imap is None else bool(await uids_with_id(imap, self.name, message_id))
 
     async def file(self, message: EmailMessage) -> Optional[bool]:
         """Put the mail in the folder unless it is there already (``sent_copy = "append"`` only): True if it was
         appended, False if it was there, None where there is nothing to do."""
         if self.settings["sent_copy"] != "append":
             return None
-        imap = await self._open()
-        if imap is None:
-            return None
-        try:
-            if await self._search(imap, str(message["Message-ID"])):
+        async with self._opened() as imap:
+            if imap is None:
+                return None
+            if await uids_with_id(imap, self.name, str(message["Message-ID"])):
                 return False
             appended = await imap.append(bytes(message), mailbox=quoted(self.name), flags="(\\Seen)")
             if appended.result != "OK":
                 raise MailboxLost(f"APPEND to {self.name!r} failed: {said_by(appended)}", method="APPEND")
             return True
-        finally:
-            await logout(imap)
 
-    async def _open(self):
+    @asynccontextmanager
+    async def _opened(self):
         """A logged-in connection with the folder selected, or None where the mailbox has no Sent folder."""
-        imap = None
-
-        def hold(client):
-            nonlocal imap
-            imap = client
-        try:
-            await imap_login(self.settings, lambda _exc: None, hold)
+        async with logged_in(self.settings) as imap:
             if self.name is None:
                 listed = await imap.list('""', '"*"')
                 if listed.result != "OK":
                     raise MailboxLost(f"LIST failed: {said_by(listed)}", method="LIST")
                 self.name = sent_folder_of(listed.lines) or NONE
             if self.name == NONE:
-                await logout(imap)
-                return None
+                yield None
+                return
             selected = await imap.select(quoted(self.name))   # (aioimaplib searches only in a SELECTed folder)
             if selected.result != "OK":
                 raise PermanentError(f"cannot select the Sent folder {self.name!r}: {said_by(selected)}",
                                      method="SELECT")
-            return imap
-        except BaseException:
-            if imap is not None:
-                await logout(imap)
-            raise
-
-    async def _search(self, imap, message_id: str) -> list[int]:
-        found = await imap.uid_search("HEADER", "Message-ID", quoted(message_id), charset=None)
-        if found.result != "OK":
-            raise MailboxLost(f"SEARCH in {self.name!r} failed: {said_by(found)}", method="UID SEARCH")
-        return uids_of(found.lines, above=0)
+            yield imap
