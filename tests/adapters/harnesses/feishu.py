@@ -8,6 +8,12 @@ taken by the other worker's daemon first): its callback URL is read from ``statu
 again whenever a delivery finds the port closed (a restarted adapter listens on a new one). The platform redelivers
 a callback not answered 200; the fake here does so more often and sooner, so a slow restart on a loaded machine
 does not lose the message on the fake's side. A handle is a callback delivery's id; "acknowledged" is a 200 to it.
+
+A variant (``FeishuLongConnectionHarness``, "feishu-long_connection") runs the app with ``inbound =
+"long_connection"``: the same fake sends each event over the WebSocket the adapter opens, as protobuf frames, and
+sends it again until the adapter answers its frame. It runs the cases whose outcome depends on how events arrive
+(its ``conformance_cases``); everything the adapter sends is the same code as with callbacks, run by the type's own
+harness. A handle is the fake's queued event; "acknowledged" is the adapter's answer frame to one of its deliveries.
 """
 from __future__ import annotations
 
@@ -116,4 +122,69 @@ class FeishuHarness(ServerHarness):
         return self.server.stats()["retry_after_violations"]
 
 
+class FeishuLongConnectionHarness(FeishuHarness):
+    """The app with the long connection: no callback server, no public URL; events come over the WebSocket.
+
+    The fake's knobs are the platform's but for time: an event not answered within 2 s goes again (the platform
+    waits longer), and a reconnection comes at once (ReconnectNonce 0: the platform asks for a random delay of up
+    to 30 s, which the suite's deadlines would spend on waiting)."""
+    variant = "long_connection"
+    adapter_name = "feishu_long_connection"
+    # Only where the intake decides what the case sees: an event's way in (fields, doorbell), its redelivery, a
+    # malformed one, every connection cut, the adapter killed with an event sent while it was dead. Every other
+    # case sends or streams (the same calls as with callbacks), or kills the daemon after its question was answered.
+    conformance_cases = frozenset({
+        "test_inbound_message_becomes_one_inbox_row_and_rings_its_session",
+        "test_replayed_message_is_deduplicated",
+        "test_malformed_payload_is_rejected_and_logged_and_the_adapter_stays_up",
+        "test_reconnects_after_the_platform_drops_every_connection",
+        "test_kill_9_restarts_the_adapter_and_what_came_meanwhile_arrives_once"})
+
+    def make_server(self):
+        return FakeFeishu(port=self.port, state_file=self.state_file, ack_timeout=2.0, reconnect_nonce=0)
+
+    def adapter_toml(self, extra: str = "") -> str:
+        return (self.table_head() +
+                f'app_id = "{DEFAULT_APP_ID}"\napp_secret = "{DEFAULT_APP_SECRET}"\n'
+                f'base_url = "{self.server.base_url}"\ninbound = "long_connection"\n'
+                f'rate_limit_wait_s = 0.5\n' + extra)
+
+    def callback_ready(self) -> None:
+        """Nothing to wait for: an event queued before the adapter's connection is open waits at the fake."""
+
+    # -- inbound
+    def inject(self, chat: str, text: str, user: str = "alice") -> str:
+        return self.server.queue_ws_event(self.server.message_event(self.server.p2p_chat(chat),
+                                                                    self.server.user(chat), "text", {"text": text}))
+
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        return self.server.queue_ws_event(self.server.image_event(self.server.p2p_chat(chat), self.server.user(chat),
+                                                                  data))
+
+    def event(self, handle: str) -> dict:
+        return self.server.ws_event(handle)
+
+    def platform_message_id(self, handle: str) -> str:
+        return self.event(handle)["event"]["event"]["message"]["message_id"]
+
+    def replay(self, handle: str) -> str:
+        """The platform's redelivery: the same event (its event_id, its message), in new frames."""
+        return self.server.queue_ws_event(self.event(handle)["event"])
+
+    def inject_malformed(self) -> tuple[str, str]:
+        event = self.server.message_event(self.server.p2p_chat("malformed"), self.server.user("malformed"), "text",
+                                          {"text": "x"})
+        del event["event"]["message"]["chat_id"]
+        return self.server.queue_ws_event(event), "chat_id must be an id"
+
+    def acknowledged(self, handle: str) -> bool:
+        return self.event(handle)["status"] == "acked"
+
+    def fate(self, handle: str) -> str:
+        """What became of an event at the fake: its deliveries (connection, time) and the connections' lives."""
+        return (f"{self.event(handle)['status']}, deliveries {self.event(handle)['attempts']}, connections "
+                f"{self.server.ws_connections()}")
+
+
 HARNESS = FeishuHarness
+VARIANTS = (FeishuLongConnectionHarness,)
