@@ -28,6 +28,7 @@ from tests.fakes.feishu import (DEFAULT_APP_ID, DEFAULT_APP_SECRET, DEFAULT_ENCR
 SEND_METHODS = ("create", "reply")
 METHODS = {"edit": ("update",), "delete": ("recall",)}
 EMOJI_BY_TYPE = {kind: emoji for emoji, kind in EMOJI_TYPES.items()}   # the platform's types, read back as emoji
+MALFORMED_REASON = "chat_id must be an id"
 
 
 class FeishuHarness(ServerHarness):
@@ -50,10 +51,13 @@ class FeishuHarness(ServerHarness):
         return server
 
     def adapter_toml(self, extra: str = "") -> str:
-        return (self.table_head() +
-                f'app_id = "{DEFAULT_APP_ID}"\napp_secret = "{DEFAULT_APP_SECRET}"\n'
-                f'encrypt_key = "{DEFAULT_ENCRYPT_KEY}"\nverification_token = "{DEFAULT_VERIFICATION_TOKEN}"\n'
-                f'base_url = "{self.server.base_url}"\ncallback_port = 0\nrate_limit_wait_s = 0.5\n' + extra)
+        return self.app_table(f'encrypt_key = "{DEFAULT_ENCRYPT_KEY}"\n'
+                              f'verification_token = "{DEFAULT_VERIFICATION_TOKEN}"\ncallback_port = 0\n' + extra)
+
+    def app_table(self, intake: str) -> str:
+        """The app's table: its credentials and the fake's address, then the lines of its intake."""
+        return (self.table_head() + f'app_id = "{DEFAULT_APP_ID}"\napp_secret = "{DEFAULT_APP_SECRET}"\n'
+                f'base_url = "{self.server.base_url}"\nrate_limit_wait_s = 0.5\n' + intake)
 
     def callback_ready(self) -> None:
         if self.server.callback_url is None:
@@ -76,10 +80,14 @@ class FeishuHarness(ServerHarness):
 
     def inject_malformed(self) -> tuple[str, str]:
         self.callback_ready()
+        return self.server.deliver(self.malformed_event()), MALFORMED_REASON
+
+    def malformed_event(self) -> dict:
+        """A message event without its chat (what the adapter logs: MALFORMED_REASON)."""
         event = self.server.message_event(self.server.p2p_chat("malformed"), self.server.user("malformed"), "text",
                                           {"text": "x"})
         del event["event"]["message"]["chat_id"]
-        return self.server.deliver(event), "chat_id must be an id"
+        return event
 
     def acknowledged(self, handle: str) -> bool:
         return self.server.callback(handle)["state"] == "acked"
@@ -125,9 +133,9 @@ class FeishuHarness(ServerHarness):
 class FeishuLongConnectionHarness(FeishuHarness):
     """The app with the long connection: no callback server, no public URL; events come over the WebSocket.
 
-    The fake's knobs are the platform's but for time: an event not answered within 2 s goes again (the platform
-    waits longer), and a reconnection comes at once (ReconnectNonce 0: the platform asks for a random delay of up
-    to 30 s, which the suite's deadlines would spend on waiting)."""
+    The fake's knobs are its defaults but for time: an event not answered within 2 s goes again (3 s by default),
+    and a reconnection comes at once (ReconnectNonce 0, where the default asks each client to wait a random share
+    of 30 s first, time the suite's deadlines would spend waiting)."""
     variant = "long_connection"
     adapter_name = "feishu_long_connection"
     # Only where the intake decides what the case sees: an event's way in (fields, doorbell), its redelivery, a
@@ -144,10 +152,7 @@ class FeishuLongConnectionHarness(FeishuHarness):
         return FakeFeishu(port=self.port, state_file=self.state_file, ack_timeout=2.0, reconnect_nonce=0)
 
     def adapter_toml(self, extra: str = "") -> str:
-        return (self.table_head() +
-                f'app_id = "{DEFAULT_APP_ID}"\napp_secret = "{DEFAULT_APP_SECRET}"\n'
-                f'base_url = "{self.server.base_url}"\ninbound = "long_connection"\n'
-                f'rate_limit_wait_s = 0.5\n' + extra)
+        return self.app_table('inbound = "long_connection"\n' + extra)
 
     def callback_ready(self) -> None:
         """Nothing to wait for: an event queued before the adapter's connection is open waits at the fake."""
@@ -172,10 +177,7 @@ class FeishuLongConnectionHarness(FeishuHarness):
         return self.server.queue_ws_event(self.event(handle)["event"])
 
     def inject_malformed(self) -> tuple[str, str]:
-        event = self.server.message_event(self.server.p2p_chat("malformed"), self.server.user("malformed"), "text",
-                                          {"text": "x"})
-        del event["event"]["message"]["chat_id"]
-        return self.server.queue_ws_event(event), "chat_id must be an id"
+        return self.server.queue_ws_event(self.malformed_event()), MALFORMED_REASON
 
     def acknowledged(self, handle: str) -> bool:
         return self.event(handle)["status"] == "acked"
