@@ -8,6 +8,12 @@ taken by the other worker's daemon first): its callback URL is read from ``statu
 again whenever a delivery finds the port closed (a restarted adapter listens on a new one). The platform redelivers
 a callback not answered 200; the fake here does so more often and sooner, so a slow restart on a loaded machine
 does not lose the message on the fake's side. A handle is a callback delivery's id; "acknowledged" is a 200 to it.
+
+A variant (``FeishuLongConnectionHarness``, "feishu-long_connection") runs the app with ``inbound =
+"long_connection"``: the same fake sends each event over the WebSocket the adapter opens, as protobuf frames, and
+sends it again until the adapter answers its frame. It runs the cases whose outcome depends on how events arrive
+(its ``conformance_cases``); everything the adapter sends is the same code as with callbacks, run by the type's own
+harness. A handle is the fake's queued event; "acknowledged" is the adapter's answer frame to one of its deliveries.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from tests.fakes.feishu import (DEFAULT_APP_ID, DEFAULT_APP_SECRET, DEFAULT_ENCR
 SEND_METHODS = ("create", "reply")
 METHODS = {"edit": ("update",), "delete": ("recall",)}
 EMOJI_BY_TYPE = {kind: emoji for emoji, kind in EMOJI_TYPES.items()}   # the platform's types, read back as emoji
+MALFORMED_REASON = "chat_id must be an id"
 
 
 class FeishuHarness(ServerHarness):
@@ -44,10 +51,13 @@ class FeishuHarness(ServerHarness):
         return server
 
     def adapter_toml(self, extra: str = "") -> str:
-        return (self.table_head() +
-                f'app_id = "{DEFAULT_APP_ID}"\napp_secret = "{DEFAULT_APP_SECRET}"\n'
-                f'encrypt_key = "{DEFAULT_ENCRYPT_KEY}"\nverification_token = "{DEFAULT_VERIFICATION_TOKEN}"\n'
-                f'base_url = "{self.server.base_url}"\ncallback_port = 0\nrate_limit_wait_s = 0.5\n' + extra)
+        return self.app_table(f'encrypt_key = "{DEFAULT_ENCRYPT_KEY}"\n'
+                              f'verification_token = "{DEFAULT_VERIFICATION_TOKEN}"\ncallback_port = 0\n' + extra)
+
+    def app_table(self, intake: str) -> str:
+        """The app's table: its credentials and the fake's address, then the lines of its intake."""
+        return (self.table_head() + f'app_id = "{DEFAULT_APP_ID}"\napp_secret = "{DEFAULT_APP_SECRET}"\n'
+                f'base_url = "{self.server.base_url}"\nrate_limit_wait_s = 0.5\n' + intake)
 
     def callback_ready(self) -> None:
         if self.server.callback_url is None:
@@ -70,10 +80,14 @@ class FeishuHarness(ServerHarness):
 
     def inject_malformed(self) -> tuple[str, str]:
         self.callback_ready()
+        return self.server.deliver(self.malformed_event()), MALFORMED_REASON
+
+    def malformed_event(self) -> dict:
+        """A message event without its chat (what the adapter logs: MALFORMED_REASON)."""
         event = self.server.message_event(self.server.p2p_chat("malformed"), self.server.user("malformed"), "text",
                                           {"text": "x"})
         del event["event"]["message"]["chat_id"]
-        return self.server.deliver(event), "chat_id must be an id"
+        return event
 
     def acknowledged(self, handle: str) -> bool:
         return self.server.callback(handle)["state"] == "acked"
@@ -116,4 +130,63 @@ class FeishuHarness(ServerHarness):
         return self.server.stats()["retry_after_violations"]
 
 
+class FeishuLongConnectionHarness(FeishuHarness):
+    """The app with the long connection: no callback server, no public URL; events come over the WebSocket.
+
+    The fake's knobs are its defaults but for time: an event not answered within 2 s goes again (3 s by default),
+    and a reconnection comes at once (ReconnectNonce 0, where the default asks each client to wait a random share
+    of 30 s first, time the suite's deadlines would spend waiting)."""
+    variant = "long_connection"
+    adapter_name = "feishu_long_connection"
+    # Only where the intake decides what the case sees: an event's way in (fields, doorbell), its redelivery, a
+    # malformed one, every connection cut, the adapter killed with an event sent while it was dead. Every other
+    # case sends or streams (the same calls as with callbacks), or kills the daemon after its question was answered.
+    conformance_cases = frozenset({
+        "test_inbound_message_becomes_one_inbox_row_and_rings_its_session",
+        "test_replayed_message_is_deduplicated",
+        "test_malformed_payload_is_rejected_and_logged_and_the_adapter_stays_up",
+        "test_reconnects_after_the_platform_drops_every_connection",
+        "test_kill_9_restarts_the_adapter_and_what_came_meanwhile_arrives_once"})
+
+    def make_server(self):
+        return FakeFeishu(port=self.port, state_file=self.state_file, ack_timeout=2.0, reconnect_nonce=0)
+
+    def adapter_toml(self, extra: str = "") -> str:
+        return self.app_table('inbound = "long_connection"\n' + extra)
+
+    def callback_ready(self) -> None:
+        """Nothing to wait for: an event queued before the adapter's connection is open waits at the fake."""
+
+    # -- inbound
+    def inject(self, chat: str, text: str, user: str = "alice") -> str:
+        return self.server.queue_ws_event(self.server.message_event(self.server.p2p_chat(chat),
+                                                                    self.server.user(chat), "text", {"text": text}))
+
+    def inject_file(self, chat: str, data: bytes, caption: str) -> str:
+        return self.server.queue_ws_event(self.server.image_event(self.server.p2p_chat(chat), self.server.user(chat),
+                                                                  data))
+
+    def event(self, handle: str) -> dict:
+        return self.server.ws_event(handle)
+
+    def platform_message_id(self, handle: str) -> str:
+        return self.event(handle)["event"]["event"]["message"]["message_id"]
+
+    def replay(self, handle: str) -> str:
+        """The platform's redelivery: the same event (its event_id, its message), in new frames."""
+        return self.server.queue_ws_event(self.event(handle)["event"])
+
+    def inject_malformed(self) -> tuple[str, str]:
+        return self.server.queue_ws_event(self.malformed_event()), MALFORMED_REASON
+
+    def acknowledged(self, handle: str) -> bool:
+        return self.event(handle)["status"] == "acked"
+
+    def fate(self, handle: str) -> str:
+        """What became of an event at the fake: its deliveries (connection, time) and the connections' lives."""
+        return (f"{self.event(handle)['status']}, deliveries {self.event(handle)['attempts']}, connections "
+                f"{self.server.ws_connections()}")
+
+
 HARNESS = FeishuHarness
+VARIANTS = (FeishuLongConnectionHarness,)
