@@ -34,6 +34,24 @@ class open_store:
         await self.store.close()
 
 
+def execute(where, statement: str, params: tuple = ()) -> list:
+    """Run one statement (written for SQLite, as in storage/) on the store's database directly, as another program
+    would, on either backend; returns its rows."""
+    if str(where).startswith("postgresql://"):
+        import psycopg
+        from storage.postgres import translate
+        with psycopg.connect(str(where), autocommit=True) as conn:
+            cursor = conn.execute(translate(statement).text, params)
+            return cursor.fetchall() if cursor.description is not None else []
+    conn = sqlite3.connect(where)
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        with conn:
+            return conn.execute(statement, params).fetchall()
+    finally:
+        conn.close()
+
+
 def dump(path) -> list[str]:
     """The whole database as SQL text: equal dumps, nothing changed."""
     conn = sqlite3.connect(path)
