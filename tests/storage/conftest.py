@@ -22,9 +22,6 @@ NOT_ON_POSTGRESQL: dict[str, str] = {
     "test_approvals": "the schema's CHECK failures are not yet told apart on PostgreSQL",
     "test_atomic": "inline atomic scopes (savepoints) not yet checked on PostgreSQL",
     "test_db": "the connection layer's own tests (settings, migrations, BUSY retries, threads) are SQLite's",
-    "test_inbox": "not yet ported",
-    "test_ledger": "not yet ported",
-    "test_state_values": "not yet ported",
 }
 _schemas = itertools.count(1)
 
