@@ -19,8 +19,6 @@ from tests.servers.postgresql import PostgreSQL
 BACKENDS = ("sqlite", "postgresql")
 # Modules whose PostgreSQL run is not there yet, and what it lacks.
 NOT_ON_POSTGRESQL: dict[str, str] = {
-    "test_approvals": "the schema's CHECK failures are not yet told apart on PostgreSQL",
-    "test_atomic": "inline atomic scopes (savepoints) not yet checked on PostgreSQL",
     "test_db": "the connection layer's own tests (settings, migrations, BUSY retries, threads) are SQLite's",
 }
 _schemas = itertools.count(1)

@@ -34,16 +34,16 @@ class open_store:
         await self.store.close()
 
 
-def execute(where, statement: str, params: tuple = ()) -> list:
+def execute(where, statement: str, params: tuple = (), timeout: float = 5.0) -> list:
     """Run one statement (written for SQLite, as in storage/) on the store's database directly, as another program
-    would, on either backend; returns its rows."""
+    would, on either backend, in a transaction of its own; returns its rows. ``timeout``: SQLite's wait for a lock."""
     if str(where).startswith("postgresql://"):
         import psycopg
         from storage.postgres import translate
         with psycopg.connect(str(where), autocommit=True) as conn:
             cursor = conn.execute(translate(statement).text, params)
             return cursor.fetchall() if cursor.description is not None else []
-    conn = sqlite3.connect(where)
+    conn = sqlite3.connect(where, timeout=timeout)
     try:
         conn.execute("PRAGMA foreign_keys = ON")
         with conn:
