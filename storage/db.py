@@ -253,6 +253,27 @@ def connect(path: str, durability: str, migrations: Sequence[Migration]) -> sqli
     return conn
 
 
+async def _in_a_thread_of_its_own(fn: Callable[[], T]) -> T:
+    """``fn()`` on a thread started for it and joined before this returns: the event loop goes on meanwhile, and no
+    thread is left behind (a pool's would outlive the call, and a supervisor forks right after: see close)."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def run() -> None:
+        try:
+            result = fn()
+        except BaseException as exc:
+            loop.call_soon_threadsafe(lambda error=exc: done.done() or done.set_exception(error))
+        else:
+            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(result))
+    thread = threading.Thread(target=run, name=THREAD_NAME)
+    thread.start()
+    try:
+        return await asyncio.shield(done)
+    finally:
+        thread.join()
+
+
 class Database:
     """An open database: ``await db.write(fn, *args)`` / ``await db.read(fn, *args)`` run ``await fn(conn, *args)``
     (``conn`` the ``aiosqlite.Connection``) as one transaction and return its result.
@@ -358,7 +379,7 @@ class Database:
                 db = cls(where, durability, open_migrated(), None, INLINE_RETRY_BUDGET_S, True, postgres.DRIVER,
                          "postgresql")
             else:
-                (await asyncio.to_thread(open_migrated)).stop()
+                (await _in_a_thread_of_its_own(open_migrated)).stop()
                 conn = postgres.PostgresConnection(await postgres.connect_async(dsn, durability))
                 db = cls(where, durability, conn, None, RETRY_BUDGET_S, False, postgres.DRIVER, "postgresql")
         except postgres.DRIVER.errors as exc:

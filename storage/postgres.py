@@ -225,6 +225,12 @@ class Result:
     def __init__(self, rowcount: int, lastrowid: Optional[int], rows: list) -> None:
         self.rowcount, self.lastrowid, self.rows = rowcount, lastrowid, rows
 
+    def fetchall(self) -> list:
+        return self.rows
+
+    def fetchone(self) -> Optional[tuple]:
+        return self.rows[0] if self.rows else None
+
 
 def _result(cursor, statement: Statement) -> Result:
     rows = cursor.fetchall() if cursor.description is not None else []
@@ -293,6 +299,17 @@ class PostgresInlineConnection:
 
 
 # ------------------------------------------------------------------------------------------------- opening
+class _MigrationConnection:
+    """What a data migration step (a function of the connection, schema.py) is given: ``execute`` returning rows'
+    cursor-like result, synchronously, as sqlite3's connection does."""
+
+    def __init__(self, conn: PostgresInlineConnection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence = ()) -> Result:
+        return self._conn.run(sql, params)
+
+
 def _version(conn: PostgresInlineConnection) -> Optional[int]:
     """gateway_schema's version, None where this database has none yet; refuses a database of something else."""
     exists = conn.run("SELECT to_regclass('gateway_schema') IS NOT NULL").rows[0][0]
@@ -329,7 +346,7 @@ def migrate(conn: PostgresInlineConnection, migrations: Sequence, where: str, ap
         for version in range(found + 1, latest + 1):
             step = migrations[version - 1]
             if callable(step):
-                step(conn)   # a data migration: its statements go through ``run`` (translated) like any other
+                step(_MigrationConnection(conn))   # a data migration: its statements translated like any other
             else:
                 for statement in step:
                     for translated in translate_ddl(statement):

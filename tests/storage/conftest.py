@@ -19,7 +19,6 @@ from tests.servers.postgresql import PostgreSQL
 BACKENDS = ("sqlite", "postgresql")
 # Modules whose PostgreSQL run is not there yet, and what it lacks.
 NOT_ON_POSTGRESQL: dict[str, str] = {
-    "test_db": "the connection layer's own tests (settings, migrations, BUSY retries, threads) are SQLite's",
 }
 _schemas = itertools.count(1)
 
