@@ -56,19 +56,38 @@ def sqlite_path(tmp_path):
     return tmp_path / "gateway.db"
 
 
+class Schemas:
+    """``databases / "a.db"``: as ``tmp_path / "a.db"`` names a file, a fresh schema of the module's PostgreSQL
+    database (the same one for the same name within a test), as the libpq URL ``Store.open`` takes."""
+
+    def __init__(self, server: PostgreSQL, database: str) -> None:
+        self.server, self.database = server, database
+        self._made: dict[str, str] = {}
+
+    def __truediv__(self, name: str) -> str:
+        if name not in self._made:
+            schema = f"t{next(_schemas)}"
+            import psycopg
+            with psycopg.connect(self.server.dsn(self.database), password=self.server.password,
+                                 autocommit=True) as conn:
+                conn.execute(f"CREATE SCHEMA {schema}")
+            self._made[name] = (self.server.dsn(self.database).replace("@", f":{quote(self.server.password)}@", 1)
+                                + f"?options={quote(f'-csearch_path={schema}')}")
+        return self._made[name]
+
+
 @pytest.fixture
-def db_path(request, backend, tmp_path):
-    """Where the test's store lives: a SQLite file, or a fresh schema of the module's PostgreSQL database."""
+def databases(request, backend, tmp_path):
+    """Where a test's stores live (``databases / "a.db"``): files in its temp dir, or fresh PostgreSQL schemas."""
     if backend == "sqlite":
-        return tmp_path / "gateway.db"
+        return tmp_path
     missing = NOT_ON_POSTGRESQL.get(request.module.__name__.rsplit(".", 1)[-1])
     if missing:
         pytest.skip(f"PostgreSQL: {missing}")
-    server: PostgreSQL = request.getfixturevalue("postgresql_server")
-    database = request.getfixturevalue("postgresql_database")
-    schema = f"t{next(_schemas)}"
-    import psycopg
-    with psycopg.connect(server.dsn(database), password=server.password, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    return (server.dsn(database).replace("@", f":{quote(server.password)}@", 1)
-            + f"?options={quote(f'-csearch_path={schema}')}")
+    return Schemas(request.getfixturevalue("postgresql_server"), request.getfixturevalue("postgresql_database"))
+
+
+@pytest.fixture
+def db_path(databases):
+    """Where the test's store lives: a SQLite file, or a fresh schema of the module's PostgreSQL database."""
+    return databases / "gateway.db"

@@ -53,7 +53,13 @@ def execute(where, statement: str, params: tuple = (), timeout: float = 5.0) -> 
 
 
 def dump(path) -> list[str]:
-    """The whole database as SQL text: equal dumps, nothing changed."""
+    """The whole database as SQL text (PostgreSQL: every row of every table, in order): equal dumps, nothing
+    changed."""
+    if str(path).startswith("postgresql://"):
+        tables = [name for (name,) in execute(path, "SELECT table_name FROM information_schema.tables WHERE "
+                                                    "table_schema = current_schema() ORDER BY table_name")]
+        return [f"{table}: {row}" for table in tables
+                for row in sorted(repr(tuple(r)) for r in execute(path, f"SELECT * FROM {table}"))]
     conn = sqlite3.connect(path)
     try:
         return list(conn.iterdump())
