@@ -39,12 +39,12 @@ import threading
 import time
 import weakref
 from os import PathLike
-from typing import Any, Awaitable, Callable, NamedTuple, Optional, Sequence, TypeVar, Union
+from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar, Union
 
 import aiosqlite
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from .errors import SchemaTooNew, StorageBusy, StorageError, StorageFull
+from .errors import Driver, SchemaTooNew, StorageBusy, StorageError, StorageFull
 
 log = logging.getLogger(__name__)
 
@@ -90,14 +90,6 @@ def is_full(exc: BaseException) -> bool:
     """SQLITE_FULL ('database or disk is full'), or the OS's ENOSPC underneath it."""
     return (getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc).lower()
             or getattr(exc, "errno", None) == errno.ENOSPC)
-
-
-class Driver(NamedTuple):
-    """What the transaction code needs to know of a database driver's errors: which are the driver's, which a
-    retry of the whole transaction cures (BUSY), which mean a full disk."""
-    errors: tuple
-    is_busy: Callable[[BaseException], bool]
-    is_full: Callable[[BaseException], bool]
 
 
 SQLITE = Driver((sqlite3.Error,), is_busy, is_full)

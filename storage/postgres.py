@@ -41,12 +41,13 @@ from __future__ import annotations
 
 import re
 from typing import Any, Optional, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.adapt import Dumper, Loader
 from psycopg.pq import TransactionStatus
 
-from .db import Driver
+from .errors import Driver, StorageError
 
 APPLICATION_ID_KEY = "application_id"
 
@@ -88,8 +89,14 @@ def is_location(path: Any) -> bool:
 
 
 def describe(dsn: str) -> str:
-    """The DSN without any password in it, for messages and ``Store.path``."""
-    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1@", re.sub(r"(password=)[^&\s]*", r"\1***", dsn))
+    """The DSN without any password in it (user info or parameter), for messages and ``Store.path``."""
+    parts = urlsplit(dsn)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, host = netloc.rsplit("@", 1)
+        netloc = f"{user.split(':', 1)[0]}@{host}"
+    query = "&".join(p for p in parts.query.split("&") if p and not p.startswith("password="))
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 # ------------------------------------------------------------------------------------------------- statements
@@ -335,7 +342,6 @@ def migrate(conn: PostgresInlineConnection, migrations: Sequence, where: str, ap
         conn.run("CREATE TABLE IF NOT EXISTS gateway_schema (application_id BIGINT NOT NULL, version BIGINT NOT NULL)")
         rows = conn.run("SELECT application_id, version FROM gateway_schema").rows
         if rows and rows[0][0] != application_id:
-            from .errors import StorageError
             raise StorageError(f"{where}: not an agent-gateway database (application_id {rows[0][0]:#x})")
         found = rows[0][1] if rows else 0
         refuse_if_newer(found, latest, where)
