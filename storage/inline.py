@@ -42,6 +42,7 @@ def run_inline(coro):
 
 class InlineConnection:
     driver = SQLITE   # storage/postgres.py has the PostgreSQL twin of this class
+    dialect = "sqlite"
 
     def __init__(self, conn: sqlite3.Connection):
         self._conn = conn

@@ -9,10 +9,11 @@ prints and operators share. libpq's own environment (PGPASSWORD, PGSSLMODE...) a
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import Union
 from urllib.parse import quote
+
+from common.private_file import read_private_file
 
 from .errors import StorageError
 
@@ -31,16 +32,7 @@ def database_password(storage: dict) -> str | None:
     """The PostgreSQL password ([storage] password_file, else the variable named by password_env), or None."""
     file = storage.get("password_file") or ""
     if file:
-        try:
-            info = os.stat(file)
-            with open(file, encoding="utf-8") as f:
-                password = f.read().strip()
-        except OSError as exc:
-            raise NoDatabasePassword(f"[storage] password_file {file}: {exc.strerror}") from None
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            raise NoDatabasePassword(f"[storage] password_file {file} is readable by other users "
-                                     f"({oct(stat.S_IMODE(info.st_mode))}): chmod 600 it")
-        return password
+        return read_private_file(file, "[storage] password_file", NoDatabasePassword)
     name = storage.get("password_env") or ""
     return os.environ.get(name) or None if name else None
 

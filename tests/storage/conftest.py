@@ -17,9 +17,6 @@ import pytest
 from tests.servers.postgresql import PostgreSQL
 
 BACKENDS = ("sqlite", "postgresql")
-# Modules whose PostgreSQL run is not there yet, and what it lacks.
-NOT_ON_POSTGRESQL: dict[str, str] = {
-}
 _schemas = itertools.count(1)
 
 
@@ -81,9 +78,6 @@ def databases(request, backend, tmp_path):
     """Where a test's stores live (``databases / "a.db"``): files in its temp dir, or fresh PostgreSQL schemas."""
     if backend == "sqlite":
         return tmp_path
-    missing = NOT_ON_POSTGRESQL.get(request.module.__name__.rsplit(".", 1)[-1])
-    if missing:
-        pytest.skip(f"PostgreSQL: {missing}")
     return Schemas(request.getfixturevalue("postgresql_server"), request.getfixturevalue("postgresql_database"))
 
 
