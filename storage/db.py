@@ -45,6 +45,7 @@ import aiosqlite
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from .errors import Driver, SchemaTooNew, StorageBusy, StorageError, StorageFull
+from .location import is_postgresql
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +307,7 @@ class Database:
         # a cycle: schema.py and inline.py build on this module (test_layering.py, KNOWN_CYCLES)
         from .schema import MIGRATIONS
         migrations = MIGRATIONS if migrations is None else migrations
-        if isinstance(path, str) and path.startswith(("postgresql://", "postgres://")):
+        if is_postgresql(path):
             return await cls._open_postgres(path, durability, migrations, inline)
         path = str(path)
         if inline:

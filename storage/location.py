@@ -34,7 +34,7 @@ def database_password(storage: dict) -> str | None:
     if file:
         return read_private_file(file, "[storage] password_file", NoDatabasePassword)
     name = storage.get("password_env") or ""
-    return os.environ.get(name) or None if name else None
+    return (os.environ.get(name) or None) if name else None
 
 
 def store_location(storage: dict, sqlite_file: Path) -> Union[Path, str]:

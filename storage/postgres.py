@@ -49,8 +49,6 @@ from psycopg.pq import TransactionStatus
 
 from .errors import Driver, StorageError
 
-APPLICATION_ID_KEY = "application_id"
-
 # Tables whose key SQLite assigns on insert (a rowid alias): table -> key column, an identity column here.
 ASSIGNED_KEYS = {"transcript": "event_id", "inbox": "seq", "memory": "memory_id"}
 # The primary keys of the tables written with INSERT OR REPLACE.
@@ -83,11 +81,6 @@ def is_full(exc: BaseException) -> bool:
 DRIVER = Driver((psycopg.Error,), is_busy, is_full)
 
 
-def is_location(path: Any) -> bool:
-    """True for a PostgreSQL DSN (a libpq URL) where a SQLite file's path would be."""
-    return isinstance(path, str) and path.startswith(("postgresql://", "postgres://"))
-
-
 def describe(dsn: str) -> str:
     """The DSN without any password in it (user info or parameter), for messages and ``Store.path``."""
     parts = urlsplit(dsn)
@@ -113,18 +106,21 @@ _INSERT = re.compile(r"^\s*INSERT\s+(?:OR\s+(IGNORE|REPLACE)\s+)?INTO\s+(\w+)\s*
 _IS_PARAM = re.compile(r"\bIS\s+\?", re.IGNORECASE)            # SQLite's IS compares with NULL too
 _IS_NOT_PARAM = re.compile(r"\bIS\s+NOT\s+\?", re.IGNORECASE)
 _statements: dict[str, Statement] = {}
+MAX_STATEMENTS = 4096   # distinct texts kept (the stores write a few hundred; an IN list has one per length)
 
 
 def translate(sql: str) -> Statement:
     """PostgreSQL's form of a statement written for SQLite, computed once per statement text."""
     found = _statements.get(sql)
     if found is None:
+        if len(_statements) >= MAX_STATEMENTS:
+            _statements.clear()
         found = _statements[sql] = _translate_statement(sql)
     return found
 
 
 def _placeholders(sql: str) -> str:
-    """``?`` -> ``%s`` and ``%`` -> ``%%`` outside quoted literals and names."""
+    """``?`` -> ``%s`` outside quoted literals and names; ``%`` -> ``%%`` everywhere (psycopg reads every ``%``)."""
     out, quote = [], None
     for ch in sql:
         if quote:

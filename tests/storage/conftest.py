@@ -82,6 +82,12 @@ def databases(request, backend, tmp_path):
 
 
 @pytest.fixture
+def postgresql_path(postgresql_server, postgresql_database) -> str:
+    """A fresh PostgreSQL schema, for a test about PostgreSQL itself (the one of ``sqlite_path``)."""
+    return Schemas(postgresql_server, postgresql_database) / "gateway.db"
+
+
+@pytest.fixture
 def db_path(databases):
     """Where the test's store lives: a SQLite file, or a fresh schema of the module's PostgreSQL database."""
     return databases / "gateway.db"

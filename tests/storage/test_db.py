@@ -64,9 +64,8 @@ async def test_connection_settings(sqlite_path, durability, synchronous):
 
 
 @pytest.mark.parametrize("durability,synchronous_commit", [("normal", "off"), ("full", "on")])
-async def test_connection_settings_on_postgresql(db_path, backend, durability, synchronous_commit):
-    if backend != "postgresql":
-        pytest.skip("PostgreSQL's settings (SQLite's: test_connection_settings)")
+async def test_connection_settings_on_postgresql(postgresql_path, durability, synchronous_commit):
+    db_path = postgresql_path
     async with open_store(db_path, durability) as store:
         # the test server runs with synchronous_commit off: 'full' asks each commit to be flushed all the same
         assert await store._db.read(fetch_one, "SHOW synchronous_commit") == (synchronous_commit,)
