@@ -4,9 +4,9 @@ the configuration, which reads that."""
 from __future__ import annotations
 
 import os
-import stat
 
 from common.config import setting
+from common.private_file import read_private_file
 
 MIN_SECRET_CHARS = 16
 
@@ -20,15 +20,7 @@ def cluster_secret(config: dict) -> str:
     secret_env): every actor frame between the hosts is signed with a key derived from it."""
     file = setting(config, "cluster", "secret_file")
     if file:
-        try:
-            info = os.stat(file)
-            with open(file, encoding="utf-8") as f:
-                secret = f.read().strip()
-        except OSError as exc:
-            raise NoClusterSecret(f"[cluster] secret_file {file}: {exc.strerror}") from None
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            raise NoClusterSecret(f"[cluster] secret_file {file} is readable by other users "
-                                  f"({oct(stat.S_IMODE(info.st_mode))}): chmod 600 it")
+        secret = read_private_file(file, "[cluster] secret_file", NoClusterSecret)
         where = f"[cluster] secret_file {file}"
     else:
         name = setting(config, "cluster", "secret_env")

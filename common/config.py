@@ -19,6 +19,7 @@ import ipaddress
 import os
 import time
 import tomllib
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,13 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # Answered inbox rows are kept this long: the dedup that tells a platform's re-delivery from a new message
         # (Telegram keeps undelivered updates 24 h; webhook senders retry for hours at most). Then pruned.
         "inbox_retention_days": (float, 7.0, None),
+        # Where the state lives (storage/location.py): "sqlite", the file gateway.db in the state dir, or
+        # "postgresql", the database of ``dsn`` (a libpq URL without its password), the password read from
+        # password_file (readable by this user only), else from the environment variable named by password_env.
+        "backend": (str, "sqlite", ("sqlite", "postgresql")),
+        "dsn": (str, "", None),
+        "password_env": (str, "GATEWAY_DB_PASSWORD", None),
+        "password_file": (str, "", None),
     },
     "delivery": {
         "sweep_interval_s": (float, 30.0, None),   # how often the sweeper looks for replies whose owner died
@@ -312,7 +320,7 @@ def _validated(raw: dict, file: str) -> tuple[dict, list[ConfigError]]:
             errors.append(exc)
     if not errors:   # these read values the schema has checked
         checks = (lambda: _check_bind_host(file, config["gateway"]), lambda: _check_console(file, config["console"]),
-                  lambda: _check_cluster(file, config))
+                  lambda: _check_cluster(file, config), lambda: _check_storage(file, config["storage"]))
         for check in checks:
             try:
                 check()
@@ -345,6 +353,20 @@ def _take_section(config: dict, section: str, table: Any, file: str, errors: lis
             config[section][key] = _check(file, where, value, SCHEMA[section][key])
         except ConfigError as exc:
             errors.append(exc)
+
+
+def _check_storage(file: str, storage: dict) -> None:
+    """A PostgreSQL backend names its database by a URL, and its password never sits in this file."""
+    if storage["backend"] != "postgresql":
+        return
+    dsn = storage["dsn"]
+    if not dsn.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(file, "[storage] dsn", "backend \"postgresql\" needs the database's URL, e.g. "
+                                                 "postgresql://gateway@db.internal:5432/gateway")
+    parts = urllib.parse.urlsplit(dsn)
+    if parts.password is not None or "password" in urllib.parse.parse_qs(parts.query):
+        raise ConfigError(file, "[storage] dsn", "must not hold the password: put it in [storage] password_file "
+                                                 "or the environment variable named by [storage] password_env")
 
 
 def _check_cluster(file: str, config: dict) -> None:

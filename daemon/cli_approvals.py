@@ -23,7 +23,7 @@ from daemon.cli_output import fail
 from daemon.cli_parsing import add_json, command
 from daemon.cli_storage import run_on_store
 from storage import Store, StorageError
-from supervision.storage_access import store_path
+from supervision.storage_access import store_location
 
 ANSWERS = {"approve": "run the tool call: the paused turn goes on with its result",
            "deny": "refuse the tool call: the paused turn goes on, the model told it was denied"}
@@ -63,7 +63,7 @@ def _line(row: dict) -> str:
 
 def _approval(config: dict, approval_id: str):
     async def go():
-        store = await Store.open(store_path(config), config["storage"]["durability"])
+        store = await Store.open(store_location(config), config["storage"]["durability"])
         try:
             return await store.approvals.get(approval_id)
         finally:

@@ -22,7 +22,7 @@ from common.config import ConfigError
 from daemon.cli_output import config_failure, fail, out
 from daemon.cli_parsing import add_json, command
 from daemon.cli_storage import run_on_store
-from supervision.storage_access import store_path
+from supervision.storage_access import store_exists, store_location
 from storage import RunClaim, Store, StorageError
 from daemon.admin import AdminClient, AdminError, NoGateway
 
@@ -86,9 +86,9 @@ async def _set_paused(store, job: str, paused: bool) -> dict:
 # ----------------------------------------------------------------------------------------------------- list
 
 def _list(config: dict, args, jobs: dict) -> int:
-    path = store_path(config)
+    path = store_location(config)
     states, runs = {}, {}
-    if path.exists():
+    if store_exists(path):
         async def read():
             store = await Store.open(path, config["storage"]["durability"])
             try:

@@ -33,7 +33,7 @@ from daemon.cli_parsing import add_json, command
 from daemon.cli_config import effective, toml_text
 from storage import Store, StorageError
 from storage import cli as storage_cli
-from supervision.storage_access import store_path
+from supervision.storage_access import store_exists, store_location
 
 ROOT_DIR = "gateway-report"
 
@@ -110,8 +110,8 @@ def gather(config: dict, session: str | None, include_text: bool) -> tuple[dict 
 
 
 def _stored(config: dict, session: str | None, include_text: bool) -> dict | str:
-    path = store_path(config)
-    if not path.exists():
+    path = store_location(config)
+    if not store_exists(path):
         return f"no database at {path}: storage counts are missing"
 
     async def go():

@@ -18,7 +18,7 @@ from daemon.cli_output import fail
 from daemon.cli_parsing import command
 from storage import AmbiguousId, NotFound, Store, StorageError
 from storage import cli as storage_cli
-from supervision.storage_access import store_path
+from supervision.storage_access import store_location
 
 HELP = {"stop": ("stop the turn a session is answering (what /stop does in the chat)",
                  "Stop the turn the session is answering, as the chat's /stop does: its answer so far is\n"
@@ -39,7 +39,7 @@ def add_parsers(ssub, named: str) -> list:
 
 def session_key_of(config: dict, name: str) -> str:
     async def go():
-        store = await Store.open(store_path(config), config["storage"]["durability"])
+        store = await Store.open(store_location(config), config["storage"]["durability"])
         try:
             return (await storage_cli.resolve(store, name)).session_key
         finally:

@@ -9,7 +9,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from supervision.storage_access import store_path
+from supervision.storage_access import store_exists, store_location
 from storage import NotFound, Store, StorageError, short_id
 from storage import cli as storage_cli
 from common.privacy import write_private
@@ -190,10 +190,11 @@ def run_on_store(config: dict, args, call, render, create: bool = False, drawn=N
     ``drawn`` on a terminal). Without ``create`` a missing database is an error (a mistyped state dir must not get
     a new, empty one). ``hosts``: the result passed through it (None for a session not found here) to add what
     the convention's worker hosts hold; None back keeps the not-found error."""
-    path = store_path(config)
-    if not path.exists() and not create:
+    path = store_location(config)
+    if not store_exists(path) and not create:
         return fail(args, f"no database yet at {path} (the gateway has not run with this state dir)")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not isinstance(path, str):   # a SQLite file: its directory is made here (PostgreSQL's database exists)
+        path.parent.mkdir(parents=True, exist_ok=True)
 
     async def go():
         store = await Store.open(path, config["storage"]["durability"])
@@ -383,8 +384,8 @@ def ledger_now(config: dict) -> dict | None:
     """The delivery ledger's open count and the recovery totals, read from the database now: the sweeper's own
     figures (what the status walk carries) are as old as its last sweep, up to [delivery] sweep_interval_s. None
     when they cannot be read here (no database yet, or a convention: worker hosts keep their own ledgers)."""
-    path = store_path(config)
-    if setting(config, "cluster", "enabled") or not path.exists():
+    path = store_location(config)
+    if setting(config, "cluster", "enabled") or not store_exists(path):
         return None
 
     async def go():

@@ -107,7 +107,7 @@ class CronStore:
         async def do(conn):
             for job in names:
                 await conn.execute("INSERT INTO cron_jobs (job, checked_until, updated_at) VALUES (?, ?, ?) "
-                                   "ON CONFLICT (job) DO UPDATE SET checked_until = MAX(checked_until, "
+                                   "ON CONFLICT (job) DO UPDATE SET checked_until = MAX(cron_jobs.checked_until, "
                                    "excluded.checked_until), updated_at = excluded.updated_at", (job, now, now))
         await self._db.write(do)
 
@@ -177,7 +177,7 @@ class CronStore:
                 out.append(Claimed(claim.run_id, True, outcome, key, seq, reason))
             for job, until in cursors.items():
                 await conn.execute("INSERT INTO cron_jobs (job, checked_until, updated_at) VALUES (?, ?, ?) "
-                                   "ON CONFLICT (job) DO UPDATE SET checked_until = max(checked_until, "
+                                   "ON CONFLICT (job) DO UPDATE SET checked_until = max(cron_jobs.checked_until, "
                                    "excluded.checked_until), updated_at = excluded.updated_at", (job, until, now))
             return out
         return await self._db.write(do)

@@ -44,7 +44,8 @@ from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar, Union
 import aiosqlite
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from .errors import SchemaTooNew, StorageBusy, StorageError, StorageFull
+from .errors import Driver, SchemaTooNew, StorageBusy, StorageError, StorageFull
+from .location import is_postgresql
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +87,19 @@ def is_busy(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _retry_policy(budget_s: Optional[float] = None) -> dict:
+def is_full(exc: BaseException) -> bool:
+    """SQLITE_FULL ('database or disk is full'), or the OS's ENOSPC underneath it."""
+    return (getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc).lower()
+            or getattr(exc, "errno", None) == errno.ENOSPC)
+
+
+SQLITE = Driver((sqlite3.Error,), is_busy, is_full)
+
+
+def _retry_policy(budget_s: Optional[float] = None, driver: Driver = SQLITE) -> dict:
     # None: the module's RETRY_BUDGET_S read now, not when this module was imported (tests shorten it).
     budget_s = RETRY_BUDGET_S if budget_s is None else budget_s
-    return dict(retry=retry_if_exception(is_busy), stop=stop_after_delay(budget_s),
+    return dict(retry=retry_if_exception(driver.is_busy), stop=stop_after_delay(budget_s),
                 wait=wait_random_exponential(multiplier=0.005, max=0.25), reraise=True)
 
 
@@ -108,19 +118,14 @@ async def run_call(fn: Callable[..., Awaitable[T]], conn, args: tuple, name: str
     return await pending
 
 
-def _translate(exc: sqlite3.Error, what: str, budget_s: Optional[float] = None) -> StorageError:
+def _translate(exc: BaseException, what: str, budget_s: Optional[float] = None,
+               driver: Driver = SQLITE) -> StorageError:
     budget_s = RETRY_BUDGET_S if budget_s is None else budget_s
-    if is_busy(exc):
+    if driver.is_busy(exc):
         return StorageBusy(f"{what}: another process kept the database busy for over {budget_s:.0f}s; gave up")
-    if is_full(exc):
+    if driver.is_full(exc):
         return StorageFull(f"{what}: {exc}")
     return StorageError(f"{what}: {exc}")
-
-
-def is_full(exc: BaseException) -> bool:
-    """SQLITE_FULL ('database or disk is full'), or the OS's ENOSPC underneath it."""
-    return (getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc).lower()
-            or getattr(exc, "errno", None) == errno.ENOSPC)
 
 
 def call_with_retry(fn: Callable[[], T], what: str = "transaction") -> T:
@@ -136,20 +141,21 @@ def call_with_retry(fn: Callable[[], T], what: str = "transaction") -> T:
 
 
 async def call_with_retry_async(fn: Callable[[], Awaitable[T]], what: str = "transaction",
-                                budget_s: Optional[float] = None, sleep: Optional[Callable] = None) -> T:
+                                budget_s: Optional[float] = None, sleep: Optional[Callable] = None,
+                                driver: Driver = SQLITE) -> T:
     """``call_with_retry`` for a coroutine function: ``await fn()`` again (tenacity's AsyncRetrying) on BUSY.
     ``sleep``: how to wait between attempts (asyncio's by default)."""
     try:
         return await fn()   # the first attempt without tenacity's bookkeeping: nearly every transaction needs no other
-    except sqlite3.Error as exc:
-        if not is_busy(exc):
-            raise _translate(exc, what, budget_s) from exc
+    except driver.errors as exc:
+        if not driver.is_busy(exc):
+            raise _translate(exc, what, budget_s, driver) from exc
     try:
-        async for attempt in AsyncRetrying(**_retry_policy(budget_s), **({"sleep": sleep} if sleep else {})):
+        async for attempt in AsyncRetrying(**_retry_policy(budget_s, driver), **({"sleep": sleep} if sleep else {})):
             with attempt:
                 return await fn()
-    except sqlite3.Error as exc:
-        raise _translate(exc, what, budget_s) from exc
+    except driver.errors as exc:
+        raise _translate(exc, what, budget_s, driver) from exc
     raise AssertionError("unreachable")  # pragma: no cover - AsyncRetrying either returns or raises
 
 
@@ -240,6 +246,27 @@ def connect(path: str, durability: str, migrations: Sequence[Migration]) -> sqli
     return conn
 
 
+async def _in_a_thread_of_its_own(fn: Callable[[], T]) -> T:
+    """``fn()`` on a thread started for it and joined before this returns: the event loop goes on meanwhile, and no
+    thread is left behind (a pool's would outlive the call, and a supervisor forks right after: see close)."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def run() -> None:
+        try:
+            result = fn()
+        except BaseException as exc:
+            loop.call_soon_threadsafe(lambda error=exc: done.done() or done.set_exception(error))
+        else:
+            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(result))
+    thread = threading.Thread(target=run, name=THREAD_NAME)
+    thread.start()
+    try:
+        return await asyncio.shield(done)
+    finally:
+        thread.join()
+
+
 class Database:
     """An open database: ``await db.write(fn, *args)`` / ``await db.read(fn, *args)`` run ``await fn(conn, *args)``
     (``conn`` the ``aiosqlite.Connection``) as one transaction and return its result.
@@ -251,11 +278,15 @@ class Database:
     from the caller's cancellation, so it can never be left open half-way."""
 
     def __init__(self, path: str, durability: str, conn: aiosqlite.Connection, thread: Optional[threading.Thread],
-                 retry_budget_s: float = RETRY_BUDGET_S) -> None:
+                 retry_budget_s: float = RETRY_BUDGET_S, inline: Optional[bool] = None, driver: Driver = SQLITE,
+                 dialect: str = "sqlite") -> None:
         self.path = path
         self.durability = durability
         self._conn = conn
-        self._thread = thread  # aiosqlite's thread, as seen from inside it (None: an inline connection)
+        self._thread = thread  # aiosqlite's thread, as seen from inside it (None: no thread of its own)
+        self.inline = thread is None if inline is None else inline   # statements run on the caller's thread
+        self.driver = driver
+        self.dialect = dialect   # "sqlite" or "postgresql": the few statements written apart (search_index.py)
         self.retry_budget_s = retry_budget_s
         self._lock = asyncio.Lock()  # held from BEGIN to COMMIT/ROLLBACK, retries included
         self._pending: set[asyncio.Task] = set()
@@ -275,8 +306,10 @@ class Database:
         for on that loop (asyncio sleeps between BUSY retries; SQLite's own busy wait off) instead of blocking it."""
         # a cycle: schema.py and inline.py build on this module (test_layering.py, KNOWN_CYCLES)
         from .schema import MIGRATIONS
-        path = str(path)
         migrations = MIGRATIONS if migrations is None else migrations
+        if is_postgresql(path):
+            return await cls._open_postgres(path, durability, migrations, inline)
+        path = str(path)
         if inline:
             # a cycle: schema.py and inline.py build on this module (test_layering.py, KNOWN_CYCLES)
             from .inline import INLINE_RETRY_BUDGET_S, InlineConnection
@@ -310,6 +343,43 @@ class Database:
         _open_databases.add(db)
         return db
 
+    @classmethod
+    async def _open_postgres(cls, dsn: str, durability: str, migrations: Sequence[Migration],
+                             inline: bool) -> "Database":
+        """A PostgreSQL database (storage/postgres.py): psycopg's synchronous connection for an inline store, its
+        asynchronous one otherwise; the schema migrated first, on a synchronous connection (off the event loop's
+        thread unless inline)."""
+        if durability not in SYNCHRONOUS:
+            raise ValueError(f"durability must be one of {sorted(SYNCHRONOUS)}, not {durability!r}")
+        from .inline import INLINE_RETRY_BUDGET_S   # a cycle, as in open
+        try:
+            from . import postgres   # only a PostgreSQL store loads the driver
+        except ImportError as exc:
+            raise StorageError(f"a PostgreSQL store needs the psycopg driver ({exc}): pip install 'psycopg[binary]'")
+        where = postgres.describe(dsn)
+
+        def open_migrated():
+            conn = postgres.connect(dsn, durability)
+            try:
+                wrapped = postgres.PostgresInlineConnection(conn)
+                postgres.migrate(wrapped, migrations, where, APPLICATION_ID, _refuse_if_newer)
+            except BaseException:
+                conn.close()
+                raise
+            return wrapped
+        try:
+            if inline:
+                db = cls(where, durability, open_migrated(), None, INLINE_RETRY_BUDGET_S, True, postgres.DRIVER,
+                         "postgresql")
+            else:
+                (await _in_a_thread_of_its_own(open_migrated)).stop()
+                conn = postgres.PostgresConnection(await postgres.connect_async(dsn, durability))
+                db = cls(where, durability, conn, None, RETRY_BUDGET_S, False, postgres.DRIVER, "postgresql")
+        except postgres.DRIVER.errors as exc:
+            raise _translate(exc, f"{where}: open", driver=postgres.DRIVER) from exc
+        _open_databases.add(db)
+        return db
+
     async def write(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run ``fn(conn, *args)`` inside BEGIN IMMEDIATE ... COMMIT; durable (per ``durability``) on return."""
         return await self._submit("IMMEDIATE", fn, args)
@@ -324,7 +394,7 @@ class Database:
         if os.getpid() != self._pid:
             raise StorageError(f"{self.path}: this Store was opened by process {self._pid}; a forked process must "
                                f"open its own (SQLite connections do not survive fork)")
-        if self._thread is None:
+        if self.inline:
             # Inline: the owner runs each call to completion on its one thread before the next (inline.py), so
             # there is nothing to queue behind and no caller that could be cancelled half-way: no task, no shield.
             # (With waits_on_loop a call may wait between BUSY attempts, with no transaction open: cancelled there,
@@ -367,8 +437,8 @@ class Database:
 
         async with self._lock:
             return await call_with_retry_async(once, f"{self.path}: {name}", self.retry_budget_s,
-                                               blocking_sleep if self._thread is None and not self.waits_on_loop
-                                               else None)
+                                               blocking_sleep if self.inline and not self.waits_on_loop else None,
+                                               self.driver)
 
     async def close(self) -> None:
         """Close after every transaction already submitted; when this returns no storage thread is left."""

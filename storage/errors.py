@@ -1,6 +1,16 @@
 """The exceptions storage raises. Callers catch ``StorageError`` to catch them all (see ``ledger.best_effort``)."""
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
+
+class Driver(NamedTuple):
+    """What the transaction code needs to know of a database driver's errors: which are the driver's, which a
+    retry of the whole transaction cures (BUSY), which mean a full disk (db.py's SQLITE, postgres.py's DRIVER)."""
+    errors: tuple
+    is_busy: Callable[[BaseException], bool]
+    is_full: Callable[[BaseException], bool]
+
 
 class StorageError(Exception):
     """Base class: anything the storage layer refuses or fails to do."""

@@ -22,7 +22,7 @@ import contextlib
 import sqlite3
 from typing import Sequence
 
-from .db import StorageError, _translate, blocking_sleep, call_with_retry_async, run_call
+from .db import SQLITE, StorageError, _translate, blocking_sleep, call_with_retry_async, run_call
 
 INLINE_RETRY_BUDGET_S = 10.0
 
@@ -41,6 +41,9 @@ def run_inline(coro):
 
 
 class InlineConnection:
+    driver = SQLITE   # storage/postgres.py has the PostgreSQL twin of this class
+    dialect = "sqlite"
+
     def __init__(self, conn: sqlite3.Connection):
         self._conn = conn
 
@@ -92,6 +95,7 @@ def atomic(db, conn: InlineConnection):
 class AtomicScope:
     def __init__(self, conn: InlineConnection, path: str, budget_s: float):
         self.conn, self.path, self.budget_s = conn, path, budget_s
+        self.driver = conn.driver
         self.begun = False   # BEGIN IMMEDIATE done: the write lock is held until commit or rollback
         # What made SQLite roll the whole transaction back under a failing statement (a full disk): every later call
         # and the commit fail the same way, even if the caller caught the first.
@@ -117,15 +121,15 @@ class AtomicScope:
                 try:
                     self.conn.execute_now("ROLLBACK TO part")
                     self.conn.execute_now("RELEASE part")
-                except sqlite3.Error as exc:   # the transaction cannot be trusted past this: it fails whole
-                    self.lost = _translate(exc, f"{self.path}: rollback of a part", self.budget_s)
+                except self.driver.errors as exc:   # the transaction cannot be trusted past this: it fails whole
+                    self.lost = _translate(exc, f"{self.path}: rollback of a part", self.budget_s, self.driver)
             raise
         self._part = None
         if part[0] and self.lost is None:
             try:
                 self.conn.execute_now("RELEASE part")
-            except sqlite3.Error as exc:
-                self.lost = _translate(exc, f"{self.path}: release of a part", self.budget_s)
+            except self.driver.errors as exc:
+                self.lost = _translate(exc, f"{self.path}: release of a part", self.budget_s, self.driver)
                 raise self.lost from exc
 
     async def _begin(self) -> None:
@@ -139,7 +143,7 @@ class AtomicScope:
         if self.lost is not None:
             raise type(self.lost)(f"{self.path}: {name}: this transaction was rolled back ({self.lost})")
         if not self.begun:
-            await call_with_retry_async(self._begin, f"{self.path}: {name}", self.budget_s, blocking_sleep)
+            await call_with_retry_async(self._begin, f"{self.path}: {name}", self.budget_s, blocking_sleep, self.driver)
             self.begun = True
         conn = self.conn
         savepoint = "call" if writes else None
@@ -154,7 +158,8 @@ class AtomicScope:
             if savepoint == "call":
                 await conn.execute("RELEASE call")
         except BaseException as exc:
-            error = _translate(exc, f"{self.path}: {name}", self.budget_s) if isinstance(exc, sqlite3.Error) else exc
+            error = (_translate(exc, f"{self.path}: {name}", self.budget_s, self.driver)
+                     if isinstance(exc, self.driver.errors) else exc)
             if conn.in_transaction:
                 if savepoint is not None:
                     await conn.execute(f"ROLLBACK TO {savepoint}")
@@ -174,13 +179,13 @@ class AtomicScope:
             return
         try:
             self.conn.execute_now("COMMIT")
-        except sqlite3.Error as exc:
+        except self.driver.errors as exc:
             self.abandon()
-            raise _translate(exc, f"{self.path}: commit", self.budget_s) from exc
+            raise _translate(exc, f"{self.path}: commit", self.budget_s, self.driver) from exc
 
     def abandon(self) -> None:
         if self.begun and self.conn.in_transaction:
             try:
                 self.conn.execute_now("ROLLBACK")
-            except sqlite3.Error:
+            except self.driver.errors:
                 pass   # the connection is past saving; its owner crashes, and SQLite drops what was not committed

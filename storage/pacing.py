@@ -31,7 +31,7 @@ class PacingBans:
         async def do(conn):
             await conn.execute("DELETE FROM pacing_bans WHERE adapter_id = ? AND until <= ?", (adapter_id, now))
             await conn.execute("INSERT INTO pacing_bans (adapter_id, chat_id, until) VALUES (?, ?, ?) "
-                               "ON CONFLICT (adapter_id, chat_id) DO UPDATE SET until = max(until, excluded.until)",
+                               "ON CONFLICT (adapter_id, chat_id) DO UPDATE SET until = max(pacing_bans.until, excluded.until)",
                                (adapter_id, str(chat_id), float(until)))
         await self._db.write(do)
 

@@ -13,7 +13,6 @@ all-or-nothing: a batch is never half in the transcript, and seqs never have gap
 from __future__ import annotations
 
 import enum
-import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -123,11 +122,6 @@ def _coerce_event(event: Union[TranscriptEvent, Mapping]) -> TranscriptEvent:
     if not isinstance(event.kind, str) or not event.kind:
         raise ValueError(f"event kind must be a non-empty string, not {event.kind!r}")
     return event
-
-
-def _fts_query(text: str) -> str:
-    """Plain words -> an FTS5 query matching all of them; user text never reaches FTS5's query syntax."""
-    return " ".join('"' + word.replace('"', '""') + '"' for word in re.findall(r"\w+", text))
 
 
 async def _require_session(conn: aiosqlite.Connection, session_id: str) -> str:
@@ -352,14 +346,10 @@ class SessionStore(RuntimeOps):
 
     async def search(self, query: str, limit: int = 20, session_key: Optional[str] = None) -> list[SearchHit]:
         """Full-text search over every session's transcript (all words must match), best matches first."""
-        match = _fts_query(query)
+        match = search_index.match_query(self._db.dialect, query)
         if not match:
             return []
-        sql = ("SELECT t.session_id, s.session_key, s.title, t.seq, t.role, t.kind, t.created_at, "
-               "snippet(transcript_fts, 0, '[', ']', '...', 12) FROM transcript_fts "
-               "JOIN transcript t ON t.event_id = transcript_fts.rowid JOIN sessions s ON s.session_id = t.session_id "
-               "WHERE transcript_fts MATCH ? " + ("AND s.session_key = ? " if session_key else "") +
-               "ORDER BY rank LIMIT ?")
+        sql = search_index.search_sql(self._db.dialect, bool(session_key))
         args = (match, session_key, int(limit)) if session_key else (match, int(limit))
         async def fetch(conn):
             return [SearchHit(*row) for row in await fetch_all(conn, sql, args)]

@@ -17,6 +17,7 @@ import concurrent.futures
 from pathlib import Path
 
 from storage import Store, StorageBusy
+from storage.location import is_postgresql, store_location as configured_location
 from storage.inline import run_inline
 from common.cluster import WORKER_STATE_ENV
 from common.config import setting
@@ -30,6 +31,17 @@ def store_path(config: dict) -> Path:
     return Path(os.environ.get(WORKER_STATE_ENV) or config["gateway"]["state_dir"]) / "gateway.db"
 
 
+def store_location(config: dict) -> Path | str:
+    """What ``Store.open`` is given: this host's SQLite file (``store_path``), or the PostgreSQL database of
+    [storage] backend = "postgresql", its password added (storage/location.py)."""
+    return configured_location(config.get("storage") or {}, store_path(config))
+
+
+def store_exists(location: Path | str) -> bool:
+    """Whether a store was ever made there: a PostgreSQL database is the operator's, there from the start."""
+    return is_postgresql(location) or Path(location).exists()
+
+
 def durability(config: dict) -> str:
     return setting(config, "storage", "durability")
 
@@ -37,7 +49,7 @@ def durability(config: dict) -> str:
 def transient_call(config: dict, fn):
     """Run ``await fn(store)`` on a fresh connection and close it; returns fn's result."""
     async def run():
-        store = await Store.open(store_path(config), durability(config))
+        store = await Store.open(store_location(config), durability(config))
         try:
             return await fn(store)
         finally:
@@ -50,7 +62,7 @@ class StoreUser:
     store: Store | None = None
 
     def open_store(self) -> None:
-        self.store = self.db(Store.open(store_path(self.config), durability(self.config)))
+        self.store = self.db(Store.open(store_location(self.config), durability(self.config)))
 
     def db(self, coro, timeout: float = STORE_CALL_TIMEOUT_S):
         future = asyncio.run_coroutine_threadsafe(coro, self.bridge.loop)
@@ -81,7 +93,7 @@ class InlineStoreUser(StoreUser):
     def open_store(self) -> None:
         self.store_loop = asyncio.new_event_loop()
         self.store = self.store_loop.run_until_complete(
-            Store.open(store_path(self.config), durability(self.config), inline=True))
+            Store.open(store_location(self.config), durability(self.config), inline=True))
 
     def db(self, coro, timeout: float = STORE_CALL_TIMEOUT_S):
         return run_inline(coro)

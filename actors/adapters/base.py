@@ -90,6 +90,7 @@ from actors.adapters.operator_commands import OperatorCommands
 from actors.adapters.outbound import ChatLanes, RetryPolicy, after_failure
 from supervision.batching import Outbox
 from supervision.bridge import TaskDone
+from storage.location import store_location
 from actors.messages import (AdapterConnected, AdapterConnection, FloodWaited, HoldNextSend, IntakeSilent,
                              MessageEvent, OpResult, PlatformOp, ReleaseSend, SendHeld)
 from actors.hooks.points import tell_adapter_state
@@ -440,7 +441,8 @@ class PlatformAdapter(OperatorCommands, GatewayActor, PlatformContract):
             # Inline on this loop (storage/inline.py), without aiosqlite's two thread hops per call (most of an
             # adapter's CPU per message). A write meeting the lock waits in asyncio sleeps, bounded by
             # INLINE_RETRY_BUDGET_S (SQLite's own busy wait once stalled a 10,000-chat burst's sends into timeouts).
-            self.store = await Store.open(state_dir / "gateway.db", setting(self.config, "storage", "durability"),
+            location = store_location(self.config.get("storage") or {}, state_dir / "gateway.db")
+            self.store = await Store.open(location, setting(self.config, "storage", "durability"),
                                           inline=True, waits_on_loop=True)
             self.media_cache = media_cache(self.config)   # with its byte quota ([media] cache_max_bytes)
             # A kill -9 between a commit and its doorbells leaves rows nobody rang, and the session supervisor

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from actors.memory.scope import MemorySettings, clean_text, entry_refusal, matching, scope_name, section, with_memory
 from common.redact import redact
 from storage import Store
-from supervision.storage_access import durability, store_path
+from supervision.storage_access import durability, store_location
 
 FORGET_AT_ONCE = 20     # entries one "forget" by words may remove: a vague request must not empty a scope
 
@@ -85,5 +85,5 @@ def memory_for_turn(session, profile, source) -> tuple[str, Optional[MemoryBindi
         return profile.system_prompt, None
     entries = session.db(session.store.memory.entries(profile.name, scope, settings.max_entries))
     prompt = with_memory(profile.system_prompt, section(settings.mode, entries, settings.prompt_bytes))
-    return prompt, MemoryBinding(str(store_path(session.config)), durability(session.config), profile.name, scope,
+    return prompt, MemoryBinding(str(store_location(session.config)), durability(session.config), profile.name, scope,
                                  settings, session.key, tuple(session.secrets))

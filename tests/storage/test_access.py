@@ -65,10 +65,10 @@ async def test_deny_revoke_grant_and_listing(db_path):
         assert await store.access.granted_among("tg", ["5"]) == set()
 
 
-async def test_grants_survive_a_reopen(tmp_path):
-    async with await Store.open(tmp_path / "gateway.db") as s:
+async def test_grants_survive_a_reopen(db_path):
+    async with await Store.open(db_path) as s:
         await s.access.grant("tg", "1")
-    async with await Store.open(tmp_path / "gateway.db") as s:
+    async with await Store.open(db_path) as s:
         assert await s.access.granted_among("tg", ["1"]) == {"1"}
 
 

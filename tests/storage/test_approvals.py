@@ -4,7 +4,6 @@ still there when the file is opened again (a restart)."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 
 import pytest
 
@@ -12,7 +11,7 @@ from storage import ApprovalRequest, InboundItem, Store
 from storage.approvals import CODE_LENGTH, MAX_ARGUMENTS_BYTES, MAX_PENDING_PER_SESSION, MAX_STEP_BYTES
 from storage.inline import run_inline
 
-from .helpers import open_store
+from .helpers import execute, open_store
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -170,8 +169,8 @@ async def test_purge_deletes_only_old_done_rows(db_path):
 async def test_the_schema_refuses_a_state_the_code_does_not_know(db_path):
     async with open_store(db_path) as store:
         asked = (await store.approvals.ask(request()))
-    with sqlite3.connect(db_path) as conn, pytest.raises(sqlite3.IntegrityError):
-        conn.execute("UPDATE approvals SET state = 'maybe' WHERE approval_id = ?", (asked.approval.approval_id,))
+    with pytest.raises(Exception, match="CHECK constraint failed|violates check constraint"):   # SQLite's, PostgreSQL's
+        execute(db_path, "UPDATE approvals SET state = 'maybe' WHERE approval_id = ?", (asked.approval.approval_id,))
 
 
 async def test_the_store_reaches_approvals(db_path):

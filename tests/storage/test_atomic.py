@@ -4,13 +4,14 @@ commits."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 
 import pytest
 
 from storage.db import Database
 from storage.errors import StorageError
 from storage.inline import run_inline
+
+from .helpers import execute
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -29,15 +30,15 @@ def inline_db(db_path):
 
 def put(db, key: str, value: int, then_raise: bool = False):
     async def do(conn):
-        await conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, value))
+        await conn.execute("INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+                           (key, value))
         if then_raise:
             raise ValueError("the caller's own error, after its statement ran")
     return run_inline(db.write(do))
 
 
 def seen_from_outside(db_path) -> dict:
-    with sqlite3.connect(db_path) as other:
-        return dict(other.execute("SELECT k, v FROM kv").fetchall())
+    return dict(execute(db_path, "SELECT k, v FROM kv"))
 
 
 def seen_inside(db) -> dict:
@@ -71,8 +72,8 @@ def test_a_scope_without_writes_takes_no_lock_and_a_nested_scope_joins_the_outer
     with inline_db.atomic() as outer:
         assert seen_inside(inline_db) == {}
         assert not outer.begun, "a read before the first write runs on its own"
-        with sqlite3.connect(db_path, timeout=0) as other:   # the write lock is free: another writer gets it now
-            other.execute("INSERT INTO kv VALUES ('outside', 0)")
+        # the write lock is free: another writer gets it now (SQLite's; PostgreSQL has no lock to take)
+        execute(db_path, "INSERT INTO kv VALUES ('outside', 0)", timeout=0)
         with inline_db.atomic() as inner:
             assert inner is outer
             put(inline_db, "a", 1)
@@ -85,7 +86,7 @@ def test_a_commit_that_fails_rolls_the_scope_back_and_raises(inline_db, db_path)
     run_inline(inline_db.write(lambda conn: conn.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")))
     run_inline(inline_db.write(lambda conn: conn.execute(
         "CREATE TABLE child (parent_id INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")))
-    with pytest.raises(StorageError, match="FOREIGN KEY"):
+    with pytest.raises(StorageError, match="FOREIGN KEY|foreign key"):
         with inline_db.atomic():
             put(inline_db, "a", 1)
             run_inline(inline_db.write(lambda conn: conn.execute("INSERT INTO child VALUES (42)")))
@@ -130,9 +131,14 @@ def test_a_part_that_only_reads_takes_no_savepoint_and_a_part_before_the_first_w
 
 
 def statements_of(db) -> list[str]:
-    """Every statement the inline connection runs from now on (sqlite3's trace callback)."""
+    """Every statement the inline connection runs from now on (sqlite3's trace callback; on PostgreSQL each one the
+    connection is given)."""
     seen: list[str] = []
-    db._conn._conn.set_trace_callback(seen.append)
+    if db.dialect == "postgresql":
+        run = db._conn.run
+        db._conn.run = lambda sql, params=(): (seen.append(sql), run(sql, params))[1]
+    else:
+        db._conn._conn.set_trace_callback(seen.append)
     return seen
 
 

@@ -10,8 +10,8 @@ from .helpers import Src, open_store
 KEY = session_key(Src())
 
 
-async def test_admin_functions_return_json(tmp_path):
-    async with open_store(tmp_path / "a.db") as store:
+async def test_admin_functions_return_json(databases, tmp_path):
+    async with open_store(databases / "a.db") as store:
         info = await store.sessions.get_or_create(KEY, {"platform": "telegram"})
         await store.sessions.append(info.session_id, [
             TranscriptEvent("user", "message", {"text": "find the walrus", "blob": b"\x01"}, "t1")])
@@ -38,7 +38,7 @@ async def test_admin_functions_return_json(tmp_path):
             await cli.delivery_retry(store, ob.obligation_id)
         for result in (listed, shown, found, exported, listing, retried):
             json.dumps(result)
-    async with open_store(tmp_path / "b.db") as other:
+    async with open_store(databases / "b.db") as other:
         imported = await cli.session_import(other, tmp_path / "s.export", 1 << 20)
         assert imported["session"]["session_id"] == info.session_id and imported["last_seq"] == 1
         json.dumps(imported)
@@ -47,13 +47,13 @@ async def test_admin_functions_return_json(tmp_path):
             await cli.session_import(other, tmp_path / "bad.export", 1 << 20)
 
 
-async def test_an_export_never_writes_through_a_planted_symlink_and_is_private(tmp_path):
+async def test_an_export_never_writes_through_a_planted_symlink_and_is_private(databases, tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     (tmp_path / "out.export").symlink_to(victim)
     for name in (".out.export.1234.tmp", ".out.export.tmp"):   # the temporary names exports used to take
         (tmp_path / name).symlink_to(victim)
-    async with open_store(tmp_path / "a.db") as store:
+    async with open_store(databases / "a.db") as store:
         info = await store.sessions.get_or_create(KEY, {"platform": "telegram"})
         await cli.session_export(store, info.session_id, tmp_path / "out.export")
     assert victim.read_text() == "precious"
@@ -62,14 +62,14 @@ async def test_an_export_never_writes_through_a_planted_symlink_and_is_private(t
     assert not list(tmp_path.glob(".out.export.*.part"))
 
 
-async def test_an_import_past_its_size_limit_is_refused_after_reading_at_most_the_limit(tmp_path):
-    async with open_store(tmp_path / "a.db") as store:
+async def test_an_import_past_its_size_limit_is_refused_after_reading_at_most_the_limit(databases):
+    async with open_store(databases / "a.db") as store:
         with pytest.raises(ImportRefused, match="larger than the import limit of 4,096 bytes"):
             await cli.session_import(store, "/dev/zero", 4096)
 
 
-async def test_the_operator_abandons_a_failed_reply_but_never_one_in_flight(tmp_path):
-    async with open_store(tmp_path / "a.db") as store:
+async def test_the_operator_abandons_a_failed_reply_but_never_one_in_flight(databases):
+    async with open_store(databases / "a.db") as store:
         ob = await store.ledger.record_obligation(KEY, "m1", Target("telegram", "1001"), "reply", claim=True)
         with pytest.raises(IllegalTransition, match="being delivered right now"):
             await cli.delivery_abandon(store, ob.obligation_id)
@@ -82,8 +82,8 @@ async def test_the_operator_abandons_a_failed_reply_but_never_one_in_flight(tmp_
             await cli.delivery_abandon(store, "no-such-id")
 
 
-async def test_the_operator_suspends_and_resumes_a_session_by_key_or_id(tmp_path):
-    async with open_store(tmp_path / "a.db") as store:
+async def test_the_operator_suspends_and_resumes_a_session_by_key_or_id(databases):
+    async with open_store(databases / "a.db") as store:
         info = await store.sessions.get_or_create(KEY, {"platform": "telegram"})
         assert (await cli.session_set_state(store, KEY, suspended=True))["state"] == "suspended"
         assert (await store.sessions.current(KEY)).state == "suspended"
@@ -92,10 +92,10 @@ async def test_the_operator_suspends_and_resumes_a_session_by_key_or_id(tmp_path
             await cli.session_set_state(store, KEY, suspended=False)   # not suspended
 
 
-async def test_a_session_is_named_by_any_unique_prefix_of_its_id_and_a_shared_one_lists_the_candidates(tmp_path,
+async def test_a_session_is_named_by_any_unique_prefix_of_its_id_and_a_shared_one_lists_the_candidates(databases, tmp_path,
                                                                                                    monkeypatch):
     monkeypatch.setattr("storage.cli.MIN_ID_PREFIX", 1)   # a prefix shared by construction: one hex digit
-    async with open_store(tmp_path / "a.db") as store:
+    async with open_store(databases / "a.db") as store:
         # 17 sessions: two of them at least share the first hex digit of their ids (16 digits)
         infos = [await store.sessions.get_or_create(session_key(Src(chat_id=str(2000 + i)))) for i in range(17)]
         by_digit: dict = {}
@@ -117,8 +117,8 @@ async def test_a_session_is_named_by_any_unique_prefix_of_its_id_and_a_shared_on
         assert exported["session_id"] == one.session_id
 
 
-async def test_an_import_as_new_is_a_copy_under_a_new_id_closed_beside_the_current_session(tmp_path):
-    async with open_store(tmp_path / "a.db") as store:
+async def test_an_import_as_new_is_a_copy_under_a_new_id_closed_beside_the_current_session(databases, tmp_path):
+    async with open_store(databases / "a.db") as store:
         info = await store.sessions.get_or_create(KEY, {"platform": "telegram"})
         await store.sessions.append(info.session_id, [TranscriptEvent("user", "message", {"text": "hello"}, "t1")])
         await cli.session_export(store, info.session_id, tmp_path / "s.export")
@@ -131,13 +131,13 @@ async def test_an_import_as_new_is_a_copy_under_a_new_id_closed_beside_the_curre
         shown = await cli.session_show(store, copy["session"]["session_id"])
         assert shown["events"][0]["payload"]["text"] == "hello"
         assert (await cli.sessions_search(store, "hello"))["count"] == 2, "the copy is searchable too"
-    async with open_store(tmp_path / "b.db") as fresh:
+    async with open_store(databases / "b.db") as fresh:
         again = await cli.session_import(fresh, tmp_path / "s.export", 1 << 20, as_new=True)
         assert again["session"]["state"] == "active", "with no current session for the key, it stays as it was"
 
 
-async def test_a_delivery_shows_the_first_words_of_its_reply_on_one_line(tmp_path):
-    async with open_store(tmp_path / "a.db") as store:
+async def test_a_delivery_shows_the_first_words_of_its_reply_on_one_line(databases):
+    async with open_store(databases / "a.db") as store:
         ob = await store.ledger.record_obligation(KEY, "m1", Target("telegram", "1001"), "reply",
                                                   chunks=["The answer is\nforty-two, ", "as computed."], claim=True)
         [listed] = (await cli.deliveries(store))["deliveries"]
@@ -148,10 +148,10 @@ async def test_a_delivery_shows_the_first_words_of_its_reply_on_one_line(tmp_pat
         assert unfinished[0]["content_preview"] == "", "a reply with no final text yet has none to show"
 
 
-async def test_a_session_is_named_by_its_user_or_chat_and_a_name_shared_by_two_chats_lists_both(tmp_path,
+async def test_a_session_is_named_by_its_user_or_chat_and_a_name_shared_by_two_chats_lists_both(databases,
                                                                                                monkeypatch):
     monkeypatch.setattr("storage.sessions.SUMMARY_BATCH", 1)     # a listing's summaries read in several batches
-    async with open_store(tmp_path / "a.db") as store:
+    async with open_store(databases / "a.db") as store:
         ada = await store.sessions.get_or_create(session_key(Src(chat_id="42")), {
             "platform": "telegram", "chat_id": "42", "user_id": "7", "user_name": "ada"})
         await store.sessions.reset(ada.session_key, {"platform": "telegram", "chat_id": "42", "user_name": "ada"})

@@ -12,7 +12,33 @@ from storage.db import Database, call_with_retry, call_with_retry_async, fetch_a
 from storage.errors import SchemaTooNew, StorageBusy, StorageError
 from storage.schema import SCHEMA_VERSION
 
-from .helpers import open_store
+from .helpers import execute, open_store
+
+
+def on_postgresql(where) -> bool:
+    return str(where).startswith("postgresql://")
+
+
+def schema_version(where) -> int:
+    """The version the database says its schema is at (SQLite: user_version; PostgreSQL: gateway_schema)."""
+    if on_postgresql(where):
+        return execute(where, "SELECT version FROM gateway_schema")[0][0]
+    return execute(where, "PRAGMA user_version")[0][0]
+
+
+def set_schema_version(where, version: int) -> None:
+    if on_postgresql(where):
+        execute(where, "UPDATE gateway_schema SET version = ?", (version,))
+    else:
+        execute(where, f"PRAGMA user_version = {int(version)}")
+
+
+def busy_error(where) -> Exception:
+    """What the backend's driver raises when another transaction is in the way (a retry cures it)."""
+    if on_postgresql(where):
+        import psycopg
+        return psycopg.errors.SerializationFailure("could not serialize access due to concurrent update")
+    return sqlite3.OperationalError("database is locked")
 
 
 async def pragma(store, name):
@@ -22,7 +48,8 @@ async def pragma(store, name):
 
 
 @pytest.mark.parametrize("durability,synchronous", [("normal", 1), ("full", 2)])
-async def test_connection_settings(db_path, durability, synchronous):
+async def test_connection_settings(sqlite_path, durability, synchronous):
+    db_path = sqlite_path
     async with open_store(db_path, durability) as store:
         assert await pragma(store, "journal_mode") == "wal"
         assert await pragma(store, "synchronous") == synchronous
@@ -36,6 +63,20 @@ async def test_connection_settings(db_path, durability, synchronous):
                 "VALUES ('nope', 1, 'user', 'message', 0, x'01c0')"))
 
 
+@pytest.mark.parametrize("durability,synchronous_commit", [("normal", "off"), ("full", "on")])
+async def test_connection_settings_on_postgresql(postgresql_path, durability, synchronous_commit):
+    db_path = postgresql_path
+    async with open_store(db_path, durability) as store:
+        # the test server runs with synchronous_commit off: 'full' asks each commit to be flushed all the same
+        assert await store._db.read(fetch_one, "SHOW synchronous_commit") == (synchronous_commit,)
+        assert schema_version(db_path) == SCHEMA_VERSION
+        assert store.durability == durability and "password" not in store.path
+        with pytest.raises(StorageError, match="foreign key"):
+            await store._db.write(lambda c: c.execute(
+                "INSERT INTO transcript (session_id, seq, role, kind, created_at, payload) "
+                "VALUES ('nope', 1, 'user', 'message', 0, ?)", (b"\x01\xc0",)))
+
+
 async def test_unknown_durability_is_refused(db_path):
     with pytest.raises(ValueError, match="durability"):
         await Store.open(db_path, durability="sometimes")
@@ -44,22 +85,20 @@ async def test_unknown_durability_is_refused(db_path):
 async def test_newer_schema_is_refused_and_left_untouched(db_path):
     async with open_store(db_path):
         pass
-    raw = sqlite3.connect(db_path)
-    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
-    raw.close()
+    set_schema_version(db_path, SCHEMA_VERSION + 5)
     with pytest.raises(SchemaTooNew, match=rf"schema version {SCHEMA_VERSION + 5} is newer than this code supports "
                                            rf"\(version {SCHEMA_VERSION}\).*upgrade"):
         await Store.open(db_path)
-    raw = sqlite3.connect(db_path)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 5
-    raw.close()
+    assert schema_version(db_path) == SCHEMA_VERSION + 5
 
 
 async def test_foreign_sqlite_file_is_refused(db_path):
-    raw = sqlite3.connect(db_path)
-    raw.execute("PRAGMA application_id = 1234")
-    raw.execute("CREATE TABLE t (x)")
-    raw.close()
+    if on_postgresql(db_path):   # a database whose schema table names another application
+        execute(db_path, "CREATE TABLE gateway_schema (application_id BIGINT NOT NULL, version BIGINT NOT NULL)")
+        execute(db_path, "INSERT INTO gateway_schema VALUES (1234, 1)")
+    else:
+        execute(db_path, "PRAGMA application_id = 1234")
+        execute(db_path, "CREATE TABLE t (x)")
     with pytest.raises(StorageError, match="not an agent-gateway database"):
         await Store.open(db_path)
 
@@ -72,7 +111,7 @@ async def test_migrations_run_forward_once_and_atomically(db_path):
         calls.append("v2")
         conn.execute("ALTER TABLE a ADD COLUMN y TEXT")
 
-    bad = ["CREATE TABLE c (x)", "THIS IS NOT SQL"]
+    bad = ["CREATE TABLE c (x INTEGER)", "THIS IS NOT SQL"]
     db = await Database.open(db_path, migrations=[v1])
     await db.write(lambda c: c.execute("INSERT INTO a (x) VALUES (1)"))
     await db.close()
@@ -84,9 +123,11 @@ async def test_migrations_run_forward_once_and_atomically(db_path):
     with pytest.raises(StorageError, match="syntax error"):
         await Database.open(db_path, migrations=[v1, v2, bad])
     db = await Database.open(db_path, migrations=[v1, v2])  # the failed step left version 2 and no table c
-    assert await db.read(fetch_one, "PRAGMA user_version") == (2,)
-    assert await db.read(fetch_all, "SELECT name FROM sqlite_master WHERE name = 'c'") == []
     await db.close()
+    assert schema_version(db_path) == 2
+    tables = ("SELECT table_name FROM information_schema.tables WHERE table_name = 'c' AND table_schema = "
+              "current_schema()") if on_postgresql(db_path) else "SELECT name FROM sqlite_master WHERE name = 'c'"
+    assert execute(db_path, tables) == []
     with pytest.raises(SchemaTooNew):
         await Database.open(db_path, migrations=[v1])
 
@@ -102,7 +143,8 @@ async def test_closed_store_refuses_work(db_path):
 async def test_a_failed_transaction_leaves_nothing(db_path):
     async with open_store(db_path) as store:
         async def half_then_fail(conn):
-            await conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) VALUES ('a', x'0101', 0)")
+            await conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) VALUES ('a', ?, 0)",
+                               (b"\x01\x01",))
             raise RuntimeError("boom")
         with pytest.raises(RuntimeError):
             await store._db.write(half_then_fail)
@@ -165,7 +207,8 @@ async def test_a_store_is_not_usable_across_fork(db_path):
         assert await store.inbox.counts()  # the parent's store still works
 
 
-async def test_no_storage_thread_outlives_close(db_path):
+async def test_no_storage_thread_outlives_close(sqlite_path):   # PostgreSQL's connections run no thread
+    db_path = sqlite_path
     before = {t.ident for t in threading.enumerate()}
     store = await Store.open(db_path)
     assert any(t.name.startswith("storage") for t in threading.enumerate())
@@ -202,9 +245,9 @@ async def test_a_busy_transaction_is_rolled_back_and_retried_as_a_unit(db_path):
         async def insert_then_busy_once(conn):
             attempts.append(1)
             await conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) "
-                               "VALUES (?, x'01', 0)", (f"a{len(attempts)}",))
+                               "VALUES (?, ?, 0)", (f"a{len(attempts)}", b"\x01"))
             if len(attempts) == 1:
-                raise sqlite3.OperationalError("database is locked")
+                raise busy_error(db_path)
             return "done"
         assert await store._db.write(insert_then_busy_once) == "done"
         assert len(attempts) == 2
@@ -230,7 +273,8 @@ async def test_a_cancelled_caller_does_not_cut_its_transaction_short(db_path):
         inside, release = asyncio.Event(), asyncio.Event()
 
         async def slow(conn):
-            await conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) VALUES ('s', x'01', 0)")
+            await conn.execute("INSERT INTO adapter_offsets (adapter_id, value, updated_at) VALUES ('s', ?, 0)",
+                               (b"\x01",))
             inside.set()
             await release.wait()
             await conn.execute("UPDATE adapter_offsets SET updated_at = 1 WHERE adapter_id = 's'")
@@ -267,15 +311,14 @@ async def test_close_waits_for_submitted_transactions(db_path):
 
 async def test_open_and_close_leave_the_thread_count_as_it_was(db_path):
     before = threading.active_count()
+    own = 0 if on_postgresql(db_path) else 1   # aiosqlite's thread; a PostgreSQL store runs none once open
     for _ in range(3):
         store = await Store.open(db_path)
-        assert threading.active_count() == before + 1
+        assert threading.active_count() == before + own
         await store.inbox.counts()
         await store.close()
         assert threading.active_count() == before  # checked at once: close joined aiosqlite's thread
-    raw = sqlite3.connect(db_path)
-    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    raw.close()
+    set_schema_version(db_path, SCHEMA_VERSION + 1)
     with pytest.raises(SchemaTooNew):
         await Store.open(db_path)
     assert threading.active_count() == before  # a failed open leaves no thread either

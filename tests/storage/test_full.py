@@ -29,5 +29,17 @@ def test_sqlite_full_becomes_storage_full_and_is_retryable(tmp_path):
     assert classify_error(error) == ("retryable", 0.0)
 
 
+def test_postgresql_disk_full_becomes_storage_full_and_a_lost_race_busy():
+    """PostgreSQL's disk_full (SQLSTATE 53100) is the same transient StorageFull; a serialization failure (40001,
+    a write that lost a race with another) is BUSY: the whole transaction runs again (storage/postgres.py)."""
+    psycopg = pytest.importorskip("psycopg")
+    from storage import postgres
+    error = _translate(psycopg.errors.DiskFull("could not extend file: No space left on device"), "put",
+                       driver=postgres.DRIVER)
+    assert isinstance(error, StorageFull) and classify_error(error) == ("retryable", 0.0)
+    assert postgres.is_busy(psycopg.errors.SerializationFailure("could not serialize access"))
+    assert not postgres.is_busy(psycopg.errors.UniqueViolation("duplicate key"))
+
+
 def test_other_storage_errors_stay_permanent():
     assert classify_error(StorageError("schema mismatch")) == ("permanent", 0.0)

@@ -103,11 +103,11 @@ async def test_atomicity_of_rows_and_offset_inside_the_transaction(db_path):
                 result = await fn(conn, *a)
                 await conn.execute("INSERT INTO inbox (seq, session_key, platform, platform_message_id, state, "
                                    "payload, received_at, updated_at) "
-                                   "VALUES (1, 'x', 'x', 'x', 'received', x'01c0', 0, 0)")
+                                   "VALUES (1, 'x', 'x', 'x', 'received', ?, 0, 0)", (b"\x01\xc0",))
                 return result
             return original(mode, wrapped, args)
         store.inbox._db._transaction = failing
-        with pytest.raises(Exception, match="UNIQUE"):
+        with pytest.raises(Exception, match="UNIQUE|unique constraint"):   # SQLite's words, PostgreSQL's
             await store.inbox.put_many_and_commit_offset(bad_key, "tg", 3)
         store.inbox._db._transaction = original
         assert await store.inbox.get_offset("tg") == 1
@@ -139,10 +139,10 @@ async def test_the_newest_rows_of_a_key_from_one_adapter_come_newest_first_in_an
         assert await store.inbox.newest_of(A, "slack") == [] and await store.inbox.newest_of(A, "whatsapp", 0) == []
 
 
-async def test_late_rows_are_the_untaken_ones_past_the_bound_whose_session_runs_no_turn(tmp_path):
+async def test_late_rows_are_the_untaken_ones_past_the_bound_whose_session_runs_no_turn(databases):
     import time
     idle, busy = session_key(Src(chat_id="idle")), session_key(Src(chat_id="busy"))
-    async with open_store(tmp_path / "a.db") as store:
+    async with open_store(databases / "a.db") as store:
         old = await store.inbox.put(idle, "telegram", "1", {"text": "waiting"})
         await store.inbox.put(busy, "telegram", "2", {"text": "queued behind a turn"})
         info = await store.sessions.get_or_create(busy, {"platform": "telegram"})
@@ -154,10 +154,10 @@ async def test_late_rows_are_the_untaken_ones_past_the_bound_whose_session_runs_
         assert await store.inbox.late(60, now=later) == [], "taken: a turn has it"
 
 
-async def test_a_row_forwarded_to_another_host_is_done_there_and_deduplicated_on_both(tmp_path):
+async def test_a_row_forwarded_to_another_host_is_done_there_and_deduplicated_on_both(databases):
     """The leader keeps the row (with its offset) until the shard's host stored it; the host dedups a second
     forward, and a forwarded row here keeps its dedup against a platform's re-delivery."""
-    async with open_store(tmp_path / "leader.db") as leader, open_store(tmp_path / "worker.db") as worker:
+    async with open_store(databases / "leader.db") as leader, open_store(databases / "worker.db") as worker:
         (seq, _), (other, _) = await leader.inbox.put_many_and_commit_offset(
             [InboundItem(A, "telegram", "m1", {"text": "hi"}), InboundItem(B, "telegram", "m2", {})], "telegram", 7)
         item = InboundItem(A, "telegram", "m1", {"text": "hi"})

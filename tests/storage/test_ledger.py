@@ -5,7 +5,6 @@ import multiprocessing
 import os
 import signal
 import socket
-import sqlite3
 import time
 
 import pytest
@@ -15,7 +14,7 @@ from storage import (IllegalTransition, NotFound, Owner, StaleFence, Store, Stor
                      current_owner, is_owner_alive, obligation_id, session_key)
 from storage import ledger as ledger_mod
 
-from .helpers import Src, open_store
+from .helpers import Src, execute, open_store
 
 KEY = session_key(Src())
 TG = Target("telegram", "1001", reply_to="m1")
@@ -186,9 +185,8 @@ KEEP = {"keep_s": 3600.0, "keep_max": 10}
 
 
 def pending_receipts(db_path) -> list[tuple]:
-    with sqlite3.connect(db_path) as raw:
-        return raw.execute("SELECT platform, platform_message_id, receipt FROM pending_receipts "
-                           "ORDER BY platform, platform_message_id").fetchall()
+    return [tuple(row) for row in execute(db_path, "SELECT platform, platform_message_id, receipt FROM pending_receipts "
+                                                   "ORDER BY platform, platform_message_id")]
 
 
 async def test_a_receipt_that_comes_before_its_part_is_recorded_is_kept_and_applied_with_the_record(db_path):

@@ -68,9 +68,9 @@ def test_putting_cached_bytes_again_renews_their_grace(tmp_path):
     assert cache.sweep(set(), grace_s=3600) == 0 and cache.has(key)
 
 
-async def test_referenced_keys_come_from_the_inbox_and_the_transcript(tmp_path):
+async def test_referenced_keys_come_from_the_inbox_and_the_transcript(db_path):
     a, b = "a" * 64, "b" * 64
-    async with await Store.open(tmp_path / "gateway.db") as store:
+    async with await Store.open(db_path) as store:
         await store.inbox.put("k", "telegram", "1:1", {"text": "", "attachments": [{"cache_key": a}]})
         await store.inbox.put("k", "telegram", "1:2", {"text": "no files"})
         info = await store.sessions.get_or_create("k", {})

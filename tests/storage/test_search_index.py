@@ -3,15 +3,13 @@ catch-up indexes them, a search catches up first. Nothing is indexed twice or mi
 ids SQLite hands out again."""
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
 from storage import Database, Store, session_key
 from storage.schema import MIGRATIONS
 from storage.sessions import TranscriptEvent
 
-from .helpers import Src, open_store
+from .helpers import Src, execute, open_store
 
 pytestmark = pytest.mark.timeout(60)
 KEY = session_key(Src())
@@ -23,8 +21,7 @@ def msg(text: str) -> TranscriptEvent:
 
 
 def fts_rows(path) -> int:
-    with sqlite3.connect(path) as db:
-        return db.execute("SELECT COUNT(*) FROM transcript_fts").fetchone()[0]
+    return execute(path, "SELECT COUNT(*) FROM transcript_fts")[0][0]
 
 
 async def test_an_append_is_pending_until_a_catch_up_and_a_search_always_sees_it(db_path):
@@ -67,9 +64,8 @@ async def test_ids_given_out_again_after_a_deletion_are_still_indexed(db_path):
         await store.sessions.append(a, [msg("first chat")])
         await store.sessions.append(b, [msg("second chat forgotten"), msg("more of it")])
         await store.sessions.index_pending()
-    with sqlite3.connect(db_path) as db:   # the newest session deleted (as a forget does): its ids are free again
-        db.execute("PRAGMA foreign_keys = ON")
-        db.execute("DELETE FROM sessions WHERE session_id = ?", (b,))
+    # the newest session deleted (as a forget does): on SQLite its ids are free again
+    execute(db_path, "DELETE FROM sessions WHERE session_id = ?", (b,))
     assert fts_rows(db_path) == 1, "a deleted event takes its index row along"
     async with open_store(db_path) as store:
         c = (await store.sessions.get_or_create(OTHER)).session_id
@@ -87,7 +83,9 @@ async def test_rebuild_indexes_every_event_once(db_path):
         assert await store.sessions.pending_search_index() == 0 and fts_rows(db_path) == 2   # the tool call has no text
 
 
-async def test_a_database_of_the_version_before_opens_with_its_events_searchable_and_none_pending(db_path):
+async def test_a_database_of_the_version_before_opens_with_its_events_searchable_and_none_pending(sqlite_path):
+    # SQLite only: no PostgreSQL database was ever written by the version before the pending marks.
+    db_path = sqlite_path
     marks = next(n for n, step in enumerate(MIGRATIONS) if "CREATE TABLE search_pending" in str(step))
     old = await Database.open(db_path, migrations=MIGRATIONS[:marks])   # the version before the pending marks
     store = Store(old)

@@ -39,12 +39,12 @@ def records_of(data):
     return list(msgpack.Unpacker(io.BytesIO(data), raw=False))[:-1]
 
 
-async def test_export_import_round_trips_byte_for_byte(tmp_path):
-    async with open_store(tmp_path / "a.db") as a:
+async def test_export_import_round_trips_byte_for_byte(databases):
+    async with open_store(databases / "a.db") as a:
         sid = await make_session(a)
         x = await a.sessions.export_session(sid)
         assert x == await a.sessions.export_session(sid)  # deterministic
-    async with open_store(tmp_path / "b.db") as b:
+    async with open_store(databases / "b.db") as b:
         info = await b.sessions.import_session(x)
         assert info.session_id == sid and info.title == "Walrus 🦭 talk"
         assert await b.sessions.export_session(sid) == x
@@ -58,21 +58,21 @@ async def test_export_import_round_trips_byte_for_byte(tmp_path):
     st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats(allow_nan=False) | st.text() | st.binary(),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=10), min_size=1, max_size=6))
-def test_round_trip_property(tmp_path_factory, payloads):
+def test_round_trip_property(databases, tmp_path_factory, payloads):
     async def run():
         root = tmp_path_factory.mktemp("rt")
-        async with open_store(root / "a.db") as a:
+        async with open_store(databases / f"{root.name}-a.db") as a:   # fresh stores for each example
             x = await a.sessions.export_session(await make_session(a, payloads=payloads))
-        async with open_store(root / "b.db") as b:
+        async with open_store(databases / f"{root.name}-b.db") as b:
             info = await b.sessions.import_session(x)
             assert await b.sessions.export_session(info.session_id) == x
     asyncio.run(run())
 
 
-async def test_corrupted_or_truncated_files_are_refused_and_change_nothing(tmp_path):
-    async with open_store(tmp_path / "a.db") as a:
+async def test_corrupted_or_truncated_files_are_refused_and_change_nothing(databases):
+    async with open_store(databases / "a.db") as a:
         x = await a.sessions.export_session(await make_session(a))
-    target = tmp_path / "b.db"
+    target = databases / "b.db"
     async with open_store(target) as b:
         await make_session(b, key=session_key(Src(chat_id="other")))
     before = dump(target)
@@ -91,8 +91,8 @@ async def test_corrupted_or_truncated_files_are_refused_and_change_nothing(tmp_p
     assert dump(target) == before
 
 
-async def test_structural_checks_past_the_checksum(tmp_path):
-    async with open_store(tmp_path / "a.db") as a:
+async def test_structural_checks_past_the_checksum(databases):
+    async with open_store(databases / "a.db") as a:
         x = await a.sessions.export_session(await make_session(a))
     recs = records_of(x)
     assert reframe(recs) == x
@@ -100,7 +100,7 @@ async def test_structural_checks_past_the_checksum(tmp_path):
     swapped = [recs[0], recs[1], recs[2], recs[4], recs[3], *recs[5:]]
     bad_role = [*recs[:3], dict(recs[3], role="robot"), *recs[4:]]
     int_time = [recs[0], dict(recs[1], created_at=1), *recs[2:]]
-    async with open_store(tmp_path / "b.db") as b:
+    async with open_store(databases / "b.db") as b:
         for records_, why in [(newer, "version 3"), (swapped, "seqs must increase"), (bad_role, "role"),
                               (int_time, "timestamps"), (recs[1:], "header")]:
             with pytest.raises(ImportRefused, match=why):
@@ -115,15 +115,15 @@ async def test_structural_checks_past_the_checksum(tmp_path):
         assert await b.sessions.list() == []
 
 
-async def test_conflicts_and_mid_transaction_failures_roll_back(tmp_path, monkeypatch):
-    async with open_store(tmp_path / "a.db") as a:
+async def test_conflicts_and_mid_transaction_failures_roll_back(databases, monkeypatch):
+    async with open_store(databases / "a.db") as a:
         sid = await make_session(a)
         x = await a.sessions.export_session(sid)
-        before = dump(tmp_path / "a.db")
+        before = dump(databases / "a.db")
         with pytest.raises(ImportRefused, match="already exists"):
             await a.sessions.import_session(x)
-    assert dump(tmp_path / "a.db") == before
-    target = tmp_path / "b.db"
+    assert dump(databases / "a.db") == before
+    target = databases / "b.db"
     async with open_store(target) as b:
         await b.sessions.get_or_create(KEY)
     before = dump(target)

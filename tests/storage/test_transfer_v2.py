@@ -49,19 +49,19 @@ async def live_session(store, mid_turn=True):
     return sid, half.obligation_id
 
 
-async def exported(tmp_path, name="a.db"):
-    async with open_store(tmp_path / name) as a:
+async def exported(databases, name="a.db"):
+    async with open_store(databases / name) as a:
         sid, oid = await live_session(a)
         return sid, oid, await a.sessions.export_for_move(sid, interrupted=True)
 
 
-async def test_the_live_state_moves_and_round_trips_byte_for_byte(tmp_path):
-    sid, oid, x = await exported(tmp_path)
+async def test_the_live_state_moves_and_round_trips_byte_for_byte(databases):
+    sid, oid, x = await exported(databases)
     maps = transfer.decode_maps(x)
     assert [m["type"] for m in maps[-4:]] == ["runtime", "inbox", "inbox", "obligation"]
     assert [m["platform_message_id"] for m in maps if m["type"] == "inbox"] == ["m2", "m3"], "pending rows only"
     assert [m["obligation_id"] for m in maps if m["type"] == "obligation"] == [oid], "open obligations of the key"
-    async with open_store(tmp_path / "b.db") as b:
+    async with open_store(databases / "b.db") as b:
         await b.inbox.put(OTHER, "telegram", "y1", {"text": "seqs differ here"})
         outcome = await b.sessions.import_moved(x)
         assert (outcome.changed, outcome.events, outcome.inbox, outcome.obligations) == (True, 3, 2, 1)
@@ -76,8 +76,8 @@ async def test_the_live_state_moves_and_round_trips_byte_for_byte(tmp_path):
         assert await b.inbox.put(KEY, "telegram", "m3", {}) == (row.seq + 1, False), "dedupe keys move too"
 
 
-async def test_a_turn_in_flight_moves_only_when_asked_as_interrupted(tmp_path):
-    async with open_store(tmp_path / "a.db") as a:
+async def test_a_turn_in_flight_moves_only_when_asked_as_interrupted(databases):
+    async with open_store(databases / "a.db") as a:
         sid, _ = await live_session(a)
         with pytest.raises(TurnRunning, match="--interrupted"):
             await a.sessions.export_for_move(sid)
@@ -87,29 +87,29 @@ async def test_a_turn_in_flight_moves_only_when_asked_as_interrupted(tmp_path):
         assert transfer.decode_maps(await a.sessions.export_session(sid))[0]["version"] == 1, "plain stays v1"
 
 
-async def test_importing_the_same_file_twice_changes_nothing_the_second_time(tmp_path):
-    sid, _, x = await exported(tmp_path)
-    async with open_store(tmp_path / "b.db") as b:
+async def test_importing_the_same_file_twice_changes_nothing_the_second_time(databases):
+    sid, _, x = await exported(databases)
+    async with open_store(databases / "b.db") as b:
         await b.sessions.import_moved(x)
-    before = dump(tmp_path / "b.db")
-    async with open_store(tmp_path / "b.db") as b:
+    before = dump(databases / "b.db")
+    async with open_store(databases / "b.db") as b:
         again = await b.sessions.import_moved(x)
         assert (again.changed, again.inbox, again.obligations) == (False, 0, 0)
         assert (await b.sessions.import_session(x)).session_id == sid, "sessions import reads version 2 as well"
         with pytest.raises(ImportRefused, match="--as-new"):
             await b.sessions.import_session(x, as_new=True)
-    assert dump(tmp_path / "b.db") == before
+    assert dump(databases / "b.db") == before
 
 
-async def test_conflicts_are_refused_and_change_nothing(tmp_path):
-    sid, _, x = await exported(tmp_path)
+async def test_conflicts_are_refused_and_change_nothing(databases):
+    sid, _, x = await exported(databases)
     cases = {
         "differs from the file": lambda b: b.sessions.import_moved(x),   # then served here: see below
         "another session key": lambda b: b.inbox.put(OTHER, "telegram", "m3", {"text": "same id, other chat"}),
         "already has a current session": lambda b: b.sessions.get_or_create(KEY),
     }
     for why, prepare in cases.items():
-        path = tmp_path / f"{len(why)}.db"
+        path = databases / f"{len(why)}.db"
         async with open_store(path) as b:
             await prepare(b)
             if why == "differs from the file":
@@ -121,13 +121,13 @@ async def test_conflicts_are_refused_and_change_nothing(tmp_path):
         assert dump(path) == before, why
 
 
-async def test_truncated_or_corrupted_files_are_refused_before_anything_changes(tmp_path):
-    sid, _, x = await exported(tmp_path)
-    target = tmp_path / "b.db"
+async def test_truncated_or_corrupted_files_are_refused_before_anything_changes(databases):
+    sid, _, x = await exported(databases)
+    target = databases / "b.db"
     async with open_store(target) as b:
         await b.inbox.put(OTHER, "telegram", "y1", {})
-    before, source = dump(target), dump(tmp_path / "a.db")
-    async with open_store(target) as b, open_store(tmp_path / "a.db") as a:
+    before, source = dump(target), dump(databases / "a.db")
+    async with open_store(target) as b, open_store(databases / "a.db") as a:
         for cut in range(0, len(x), 7):
             with pytest.raises(ImportRefused, match="nothing was changed"):
                 await b.sessions.import_moved(x[:cut])
@@ -142,12 +142,12 @@ async def test_truncated_or_corrupted_files_are_refused_before_anything_changes(
             await b.sessions.import_moved(plain)
         with pytest.raises(ImportRefused, match="forget refused, nothing was changed: version 1 file"):
             await a.sessions.forget_moved(plain)
-    assert dump(target) == before and dump(tmp_path / "a.db") == source
+    assert dump(target) == before and dump(databases / "a.db") == source
 
 
-async def test_forget_deletes_exactly_what_the_file_holds_once(tmp_path):
-    sid, oid, x = await exported(tmp_path)
-    async with open_store(tmp_path / "a.db") as a:
+async def test_forget_deletes_exactly_what_the_file_holds_once(databases):
+    sid, oid, x = await exported(databases)
+    async with open_store(databases / "a.db") as a:
         gone = await a.sessions.forget_moved(x)
         assert (gone.changed, gone.inbox, gone.obligations) == (True, 2, 1)
         assert await a.sessions.get(sid) is None and await a.ledger.get(oid) is None
@@ -156,17 +156,17 @@ async def test_forget_deletes_exactly_what_the_file_holds_once(tmp_path):
         assert [r.platform_message_id for r in await a.inbox.rows_in_state(OTHER)] == ["x1"]
         assert (await a.ledger.counts())["delivered"] == 1 and (await a.ledger.counts())["pending"] == 1
         assert await a.sessions.search("second") == []
-    before = dump(tmp_path / "a.db")
-    async with open_store(tmp_path / "a.db") as a:
+    before = dump(databases / "a.db")
+    async with open_store(databases / "a.db") as a:
         again = await a.sessions.forget_moved(x)
         assert (again.changed, again.inbox, again.obligations) == (False, 0, 0)
-    assert dump(tmp_path / "a.db") == before
+    assert dump(databases / "a.db") == before
 
 
 @pytest.mark.parametrize("change", ["served", "new input", "delivery went on"])
-async def test_forget_is_refused_when_the_source_changed_since_the_export(tmp_path, change):
-    sid, oid, x = await exported(tmp_path)
-    async with open_store(tmp_path / "a.db") as a:
+async def test_forget_is_refused_when_the_source_changed_since_the_export(databases, change):
+    sid, oid, x = await exported(databases)
+    async with open_store(databases / "a.db") as a:
         if change == "served":
             await a.sessions.append(sid, [TranscriptEvent("assistant", "message", {"text": "more"}, "t2")])
         elif change == "new input":
@@ -174,11 +174,11 @@ async def test_forget_is_refused_when_the_source_changed_since_the_export(tmp_pa
         else:
             ob = await a.ledger.get(oid)
             await a.ledger.record_part(oid, ob.fence, 1, "901")
-    before = dump(tmp_path / "a.db")
-    async with open_store(tmp_path / "a.db") as a:
+    before = dump(databases / "a.db")
+    async with open_store(databases / "a.db") as a:
         with pytest.raises(ImportRefused, match="forget refused, nothing was changed"):
             await a.sessions.forget_moved(x)
-    assert dump(tmp_path / "a.db") == before
+    assert dump(databases / "a.db") == before
 
 
 def _forget_until_killed(path, data, ready_fd, hold_fd):
@@ -197,9 +197,9 @@ def _forget_until_killed(path, data, ready_fd, hold_fd):
     asyncio.run(run())
 
 
-def test_a_forget_killed_half_way_leaves_everything(tmp_path):
-    sid, oid, x = asyncio.run(exported(tmp_path))
-    path = tmp_path / "a.db"
+def test_a_forget_killed_half_way_leaves_everything(databases):
+    sid, oid, x = asyncio.run(exported(databases))
+    path = databases / "a.db"
     before = dump(path)
     ready_r, ready_w = os.pipe()
     hold_r, hold_w = os.pipe()
@@ -222,22 +222,22 @@ def test_a_forget_killed_half_way_leaves_everything(tmp_path):
     asyncio.run(then_forget())
 
 
-async def test_a_second_file_of_a_session_served_here_since_adds_only_the_input_that_came_after_the_first(tmp_path):
+async def test_a_second_file_of_a_session_served_here_since_adds_only_the_input_that_came_after_the_first(databases):
     """A live move (actors/sessions/moves_out.py): the source's forget met a message that came after its first
     file, so it sends a second one. The destination has served the session since: its transcript stays as it is,
     and only the rows and obligations it does not hold yet are added. Without ``served_here_ok`` it is refused."""
-    async with open_store(tmp_path / "a.db") as a:
+    async with open_store(databases / "a.db") as a:
         sid, _ = await live_session(a, mid_turn=False)
         first = await a.sessions.export_for_move(sid)
-    async with open_store(tmp_path / "b.db") as b:
+    async with open_store(databases / "b.db") as b:
         await b.sessions.import_moved(first)
         await b.sessions.append(sid, [TranscriptEvent("user", "message", {"text": "served here"}, "t9")])
-    async with open_store(tmp_path / "a.db") as a:
+    async with open_store(databases / "a.db") as a:
         await a.inbox.put(KEY, "telegram", "m4", {"text": "came after the first file"})
         with pytest.raises(ImportRefused):
             await a.sessions.forget_moved(first)
         second = await a.sessions.export_for_move(sid)
-    async with open_store(tmp_path / "b.db") as b:
+    async with open_store(databases / "b.db") as b:
         with pytest.raises(ImportRefused, match="differs from the file"):
             await b.sessions.import_moved(second)
         outcome = await b.sessions.import_moved(second, served_here_ok=True)
@@ -245,20 +245,20 @@ async def test_a_second_file_of_a_session_served_here_since_adds_only_the_input_
         assert [r.platform_message_id for r in await b.inbox.rows_in_state(KEY)] == ["m2", "m3", "m4"]
         texts = [e.payload["text"] for e in await b.sessions.load(sid)]
         assert texts[-1] == "served here", "what the destination served since is kept"
-    async with open_store(tmp_path / "a.db") as a:
+    async with open_store(databases / "a.db") as a:
         assert (await a.sessions.forget_moved(second)).changed
         assert await a.sessions.current(KEY) is None and await a.inbox.rows_in_state(KEY) == []
 
 
-async def test_a_model_chosen_with_slash_model_moves_with_the_session(tmp_path):
-    async with open_store(tmp_path / "a.db") as a:
+async def test_a_model_chosen_with_slash_model_moves_with_the_session(databases):
+    async with open_store(databases / "a.db") as a:
         sid, _oid = await live_session(a, mid_turn=False)
         assert await a.sessions.load(sid, 1, kind="model") == []
         for model in ("small", "large"):
             await a.sessions.append(sid, [TranscriptEvent("system", "model", {"model": model})])
         await a.sessions.append(sid, [TranscriptEvent("user", "message", {"text": "later"}, "t3")])
         x = await a.sessions.export_for_move(sid)
-    async with open_store(tmp_path / "b.db") as b:
+    async with open_store(databases / "b.db") as b:
         await b.sessions.import_moved(x)
         (moved,) = await b.sessions.load(sid, 1, kind="model")
         assert (moved.role, moved.payload) == ("system", {"model": "large"}), moved
