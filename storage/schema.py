@@ -297,6 +297,30 @@ _V13_PENDING_RECEIPTS = [
     "CREATE INDEX pending_receipts_by_expiry ON pending_receipts (platform, expires_at)",
 ]
 
+# Background tasks (storage/tasks.py, docs/background.md): one row per task, numbered per chat; its state moves once,
+# from started, by compare-and-set. The index serves the count of a chat's running tasks (the per-chat limit).
+_V14_TASKS = [
+    """CREATE TABLE tasks (
+        origin_key        TEXT NOT NULL,
+        number            INTEGER NOT NULL,
+        origin_session_id TEXT NOT NULL,
+        task_key          TEXT NOT NULL UNIQUE,
+        profile           TEXT NOT NULL,
+        prompt            TEXT NOT NULL,
+        state             TEXT NOT NULL CHECK (state IN ('started', 'done', 'failed', 'cancelled', 'kept')),
+        cancel_requested  INTEGER NOT NULL DEFAULT 0,
+        result            TEXT,
+        delivered         TEXT,
+        delivered_files   BLOB,
+        inbox_seq         INTEGER,
+        started_at        REAL NOT NULL,
+        finished_at       REAL,
+        PRIMARY KEY (origin_key, number)
+    )""",
+    "CREATE INDEX tasks_by_state ON tasks (origin_key, state)",
+    "CREATE INDEX tasks_by_start ON tasks (started_at)",
+]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -311,6 +335,7 @@ MIGRATIONS: list[Migration] = [
     _V11_APPROVALS,
     _V12_PART_RECEIPTS,
     _V13_PENDING_RECEIPTS,
+    _V14_TASKS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
