@@ -322,8 +322,10 @@ class Session(CellStoreUser, Cell):
         request = dataclasses.replace(request, **approval_flow.request_fields(profile, continuation, transcript))
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
-        if not turn.background:   # a task's reply is asked for once it ended: nothing shows before (tasks.py)
+        if not turn.background:
             self.ask_consumer(turn)
+        else:   # a task's reply is asked for once it ended (nothing shows before); its time is bounded (tasks.py)
+            tasks.arm_deadline(self, turn)
         pacing = reply_pacing(self.config, event.source.platform, turns.platform_type(self.config, event.source))
         speaker = turns.turn_speaker(self.speaker, profile, transcript, turn, pacing.sends_voice)
         turn.future = self.bridge.submit(self._run_agent(self.agent, turn.turn_id, request, with_media, speaker))

@@ -235,7 +235,7 @@ def cancel(session, command, seqs: list, event: MessageEvent) -> None:
 # ------------------------------------------------------------------------------------------ the task's session
 
 def run(session, seqs: list, event: MessageEvent) -> None:
-    """The task's prompt starts its turn, bounded by the profile's task_timeout_s from the task's start. A task
+    """The task's prompt starts its turn (its time bounded: ``arm_deadline``). A task
     cancelled before its turn began is answered without one; a row met after the task ended (a tool approval's
     deadline, say) is done without a word: the task's one message was sent already."""
     task = session.db(session.store.tasks.by_key(session.key))
@@ -249,8 +249,15 @@ def run(session, seqs: list, event: MessageEvent) -> None:
         session.reply_turn(seqs, event, reply, files=files)
         return
     session.start_agent_turn(seqs, event)
-    left = task.started_at + session.profiles.get(task.profile).task_timeout_s - time.time()
-    session.after(max(1.0, left), "task_deadline", session.turn.turn_id)
+
+
+def arm_deadline(session, turn) -> None:
+    """A task's turn, started or resumed after a restart, is stopped once task_timeout_s passed since the task
+    started (its deadline timer, ``deadline``)."""
+    task = session.db(session.store.tasks.by_key(session.key))
+    if task is not None:
+        left = task.started_at + session.profiles.get(task.profile).task_timeout_s - time.time()
+        session.after(max(1.0, left), "task_deadline", turn.turn_id)
 
 
 def deadline(session, turn_id: str) -> None:
