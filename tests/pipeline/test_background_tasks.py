@@ -7,6 +7,7 @@ One daemon for the module; the last test kills it with SIGKILL and starts it aga
 (S seconds between its answer's ~28 pieces) makes a task run for as long as a test needs it to."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -127,6 +128,18 @@ def test_a_task_runs_in_its_own_session_while_the_chat_goes_on_and_reports_back_
     assert row == {"platform": "task", "state": "done"}, row
 
 
+def test_a_long_result_comes_as_a_file_with_its_start_in_the_message(gw, platform):
+    chat = "bg-long"
+    platform.inject(chat, "/bg write it all down #long 4000")
+    texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "Task #1 finished."), "the long result")
+    assert "4000 characters long" in with_text(texts, "Task #1 finished.")[0]
+    files = wait_for(lambda: [m["file"] for m in visible(platform, chat) if m.get("file")], DEADLINE_S, 0.05,
+                     "the result's file")
+    result = task_row(gw, chat, 1)["result"]
+    assert len(result) == 4000 and [(f["name"], f["size"], f["sha256"]) for f in files] == \
+        [("task-1-result.md", len(result.encode()), hashlib.sha256(result.encode()).hexdigest())], files
+
+
 def test_new_while_a_task_runs_keeps_its_result_out_of_the_new_conversation(gw, platform):
     chat = "bg-reset"
     platform.inject(chat, "/bg summarise the archive #slow 0.3")
@@ -196,6 +209,7 @@ def test_a_task_cut_by_a_kill_of_the_daemon_reports_back_once(gw, platform):
     gw.start()
     texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "Task #1 finished"), "the task's result")
     assert 'You said: "count the stars' in with_text(texts, "Task #1 finished")[0]
+    assert "resuming the turn interrupted by a restart" in gw.log(), "resumed as any turn is (G8)"
     # Once: one result message, one task, one inbox row (done), one record in the chat's transcript.
     wait_for(lambda: query(gw, "SELECT state FROM inbox WHERE session_key = ?", (key,)) == [{"state": "done"}],
              DEADLINE_S, 0.05, "the task's row done")
