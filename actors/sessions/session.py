@@ -22,6 +22,9 @@ Messages it takes:
   Passivate          stop when idle
   SessionCommand     an operator's stop (the turn answered now) or reset (now, or once the turn is delivered)
   AgentEvent, AgentFailed, AgentCancelled   from its agent run on the shard's loop (through the bridge)
+  TaskStop           a background task's session only (key ``<chat's key>.task-N``): its chat's /cancel N stops
+                     the turn (timer task_deadline: its time bound does the same); its turn asks for its consumer
+                     only once it ended, and its end is settled by tasks.py (delivered, or kept: fail closed)
 Messages it sends: SpawnConsumer and ModelOutcome (to its shard), StreamBatch (to the consumer).
 Tool approvals (approval_flow.py, docs/approvals.md): a run stopped before a guarded call (ApprovalNeeded, then
 TurnEnd awaiting_approval) asks, and its turn ends with the question; an answer row (typed, or the deadline's own,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Optional
 
 from actors.media.outgoing import ToolFile, cache_tool_file
+from actors.sessions.turn import quote
 from actors.messages import (AWAITING_APPROVAL, InboxDoorbell, MessageEvent, OutgoingFile, ReplyFile, TaskStop,
                              TurnEnd)
 from storage import TASK_PLATFORM, InboundItem, MediaCache
@@ -135,11 +136,6 @@ def _ago(seconds: float) -> str:
     return f"{seconds}s" if seconds < 120 else f"{seconds // 60}m" if seconds < 7200 else f"{seconds // 3600}h"
 
 
-def _quote(text: str, limit: int = 60) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[:limit - 1] + "\u2026"
-
-
 def listing(tasks: list, now: float) -> str:
     if not tasks:
         return "This chat has no tasks. Start one with /bg PROMPT."
@@ -148,7 +144,7 @@ def listing(tasks: list, now: float) -> str:
         when = (f"running for {_ago(now - t.started_at)}" if t.state == "started" else
                 f"{t.state} {_ago(now - (t.finished_at or now))} ago")
         cancel = ", cancelling" if t.state == "started" and t.cancel_requested else ""
-        lines.append(f"#{t.number} {when}{cancel}: \u201c{_quote(t.prompt)}\u201d")
+        lines.append(f"#{t.number} {when}{cancel}: \u201c{quote(t.prompt)}\u201d")
     lines.append("/tasks N shows one; /cancel N stops one.")
     return "\n".join(lines)
 
