@@ -298,7 +298,8 @@ _V13_PENDING_RECEIPTS = [
 ]
 
 # Background tasks (storage/tasks.py, docs/background.md): one row per task, numbered per chat; its state moves once,
-# from started, by compare-and-set. The index serves the count of a chat's running tasks (the per-chat limit).
+# from started, by compare-and-set. The index serves the count of a chat's running tasks (the per-chat limit);
+# ``origin_ref`` (the message that asked for it) is unique, so a message handled again after a crash starts nothing.
 _V14_TASKS = [
     """CREATE TABLE tasks (
         origin_key        TEXT NOT NULL,
@@ -315,6 +316,7 @@ _V14_TASKS = [
         inbox_seq         INTEGER,
         started_at        REAL NOT NULL,
         finished_at       REAL,
+        origin_ref        TEXT NOT NULL UNIQUE,
         PRIMARY KEY (origin_key, number)
     )""",
     "CREATE INDEX tasks_by_state ON tasks (origin_key, state)",

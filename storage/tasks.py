@@ -29,7 +29,7 @@ TASK_PLATFORM = "task"     # the inbox's platform column for the rows of backgro
 TASK_STATES = ("started", "done", "failed", "cancelled", "kept")
 FINISHED = TASK_STATES[1:]
 _COLUMNS = ("origin_key, number, origin_session_id, task_key, profile, prompt, state, cancel_requested, result, "
-            "delivered, delivered_files, inbox_seq, started_at, finished_at")
+            "delivered, delivered_files, inbox_seq, started_at, finished_at, origin_ref")
 
 
 @dataclass(frozen=True)
@@ -48,18 +48,21 @@ class Task:
     inbox_seq: Optional[int]
     started_at: float
     finished_at: Optional[float]
+    origin_ref: str                # the message that asked for it (its platform and id): one task per message
 
 
 @dataclass(frozen=True)
 class Started:
-    """``start``'s answer: the task, or None and how many of the chat's tasks run already (the limit refused it)."""
+    """``start``'s answer: the task, or None and how many of the chat's tasks run already (the limit refused it).
+    ``again``: the message started this task before (it was handled again after a crash)."""
     task: Optional[Task]
     running: int
+    again: bool = False
 
 
 def _task(r: tuple) -> Task:
     return Task(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), r[8], r[9],
-                tuple(records.unpack(r[10])) if r[10] is not None else (), r[11], r[12], r[13])
+                tuple(records.unpack(r[10])) if r[10] is not None else (), r[11], r[12], r[13], r[14])
 
 
 class TaskStore:
@@ -69,14 +72,18 @@ class TaskStore:
         self._db = db
 
     async def start(self, origin_key: str, origin_session_id: str, profile: str, prompt: str, limit: int,
-                    item_for: Callable[[int], InboundItem], now: Optional[float] = None) -> Started:
-        """Start the chat's next task unless ``limit`` of its tasks run already. ``item_for(number)`` makes the
-        prompt's inbox row (its session key is the task's key)."""
+                    item_for: Callable[[int], InboundItem], origin_ref: str, now: Optional[float] = None) -> Started:
+        """Start the chat's next task unless ``limit`` of its tasks run already, or the message ``origin_ref``
+        started one before (that one is the answer). ``item_for(number)`` makes the prompt's inbox row (its session
+        key is the task's key)."""
         now = time.time() if now is None else now
 
         async def do(conn):
             running = (await fetch_one(conn, "SELECT COUNT(*) FROM tasks WHERE origin_key = ? AND state = 'started'",
                                        (origin_key,)))[0]
+            before = await _one(conn, "origin_ref = ?", (origin_ref,))
+            if before is not None:
+                return Started(before, running, again=True)
             if running >= limit:
                 return Started(None, running)
             number = (await fetch_one(conn, "SELECT COALESCE(MAX(number), 0) + 1 FROM tasks WHERE origin_key = ?",
@@ -84,8 +91,8 @@ class TaskStore:
             item = item_for(number)
             [(seq, _inserted)] = await _insert(conn, [_prepare(item)], now)
             await conn.execute(f"INSERT INTO tasks ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, 'started', 0, NULL, NULL, "
-                               f"NULL, ?, ?, NULL)", (origin_key, number, origin_session_id, item.session_key,
-                                                      profile, prompt, seq, now))
+                               f"NULL, ?, ?, NULL, ?)", (origin_key, number, origin_session_id, item.session_key,
+                                                         profile, prompt, seq, now, origin_ref))
             return Started(await _one(conn, "task_key = ?", (item.session_key,)), running + 1)
         return await self._db.write(do)
 

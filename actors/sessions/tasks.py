@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Optional
 
 from actors.media.outgoing import ToolFile, cache_tool_file
-from actors.sessions.turn import quote
+from actors.sessions.turn import inbound_ref, quote
 from actors.messages import (AWAITING_APPROVAL, InboxDoorbell, MessageEvent, OutgoingFile, ReplyFile, TaskStop,
                              TurnEnd)
 from storage import TASK_PLATFORM, InboundItem, MediaCache
@@ -186,13 +186,16 @@ def start(session, command, seqs: list, event: MessageEvent) -> None:
                                     internal=True)
         return InboundItem(key, TASK_PLATFORM, key, prompt_event.to_payload())
 
+    # One task per message: a /bg handled again after a crash (its row requeued before it was marked done) finds
+    # the task it started, and its answer is the same reply, which the ledger does not send twice.
     started = session.db(session.store.tasks.start(session.key, session.info.session_id, profile.name, prompt,
-                                                   profile.max_tasks, item_for, now))
+                                                   profile.max_tasks, item_for, inbound_ref(event), now))
     if started.task is None:
         session.reply_turn(seqs, event, refused_text(started.running, profile.max_tasks))
         return
     task = started.task
-    session.log.info("task #%d started", task.number, extra=session.log_fields())
+    if not started.again:
+        session.log.info("task #%d started", task.number, extra=session.log_fields())
     # Sent once this handler committed (cell_host.py); lost with a crash, the restarted shard finds the row waiting.
     session.send(session.parent, InboxDoorbell(task.task_key, task.inbox_seq, internal=True))
     session.reply_turn(seqs, event, started_text(task.number))

@@ -23,7 +23,7 @@ async def two_chats(db) -> None:
             def item(number, chat=chat):
                 key = f"{chat}.task-{number}"
                 return InboundItem(key, TASK_PLATFORM, key, {"text": "p", "internal": True})
-            await store.tasks.start(chat, "sid", "default", f"dig in {chat}", 5, item)
+            await store.tasks.start(chat, "sid", "default", f"dig in {chat}", 5, item, f"fake:{chat}")
         await store.tasks.finish("default.fake.dm.chat-a.task-1", "kept", f"found it, key {SECRET}", "the notice")
 
 

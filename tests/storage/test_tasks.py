@@ -3,6 +3,7 @@ row in one transaction, within the chat's limit of tasks at once; its state move
 is the gateway's own, which the idle clock does not count as traffic."""
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -22,8 +23,12 @@ def item_for(origin: str = CHAT):
     return make
 
 
-async def start(store, limit: int = 5, origin: str = CHAT, now: float = 100.0):
-    return await store.tasks.start(origin, "sid-1", "default", "look it up", limit, item_for(origin), now)
+MESSAGES = itertools.count(1)
+
+
+async def start(store, limit: int = 5, origin: str = CHAT, now: float = 100.0, ref: str = ""):
+    ref = ref or f"fake:m-{next(MESSAGES)}"
+    return await store.tasks.start(origin, "sid-1", "default", "look it up", limit, item_for(origin), ref, now)
 
 
 async def test_a_task_is_numbered_per_chat_and_stored_with_its_prompts_inbox_row(db_path):
@@ -39,6 +44,14 @@ async def test_a_task_is_numbered_per_chat_and_stored_with_its_prompts_inbox_row
             (task.task_key, TASK_PLATFORM, task.task_key, "received")
         assert [t.number for t in await store.tasks.of_chat(CHAT)] == [2, 1], "newest first"
         assert {t.origin_key for t in await store.tasks.numbered(1)} == {CHAT, "default.fake.dm.chat-2"}
+
+
+async def test_a_message_handled_again_starts_nothing_new(db_path):
+    async with await Store.open(db_path) as store:
+        first = await start(store, ref="fake:bg-1")
+        again = await start(store, ref="fake:bg-1")
+        assert again.again and again.task == first.task and not first.again
+        assert len(await store.tasks.of_chat(CHAT)) == 1 and (await store.inbox.counts())["received"] == 1
 
 
 async def test_the_chats_limit_refuses_a_task_and_leaves_nothing_of_it(db_path):

@@ -68,7 +68,7 @@ def test_the_chats_transcript_gets_one_line_of_the_result():
 def task(number: int, state: str, **kw) -> Task:
     return Task(CHAT, number, "sid", tasks.task_key(CHAT, number), "default", kw.pop("prompt", "dig"), state,
                 kw.pop("cancel_requested", False), kw.pop("result", None), None, (), None, 100.0,
-                kw.pop("finished_at", None))
+                kw.pop("finished_at", None), f"fake:m-{number}")
 
 
 def test_the_list_and_one_task_as_the_chat_sees_them():
