@@ -13,7 +13,7 @@ What reaches the chat: nothing while the task runs (its turn asks for its reply'
 no previews, no typing), then one message. Before it is sent, ``settle`` compares the chat's conversation with the
 one the task started in. The same: the result is delivered (a long one as a file, with its start in the message)
 and a one-line record of it is appended to the chat's transcript, so the chat's next turn knows. Another one (the
-chat was reset with /new, forgotten, or moved since): fail closed, the result is kept in the task row (state
+chat was reset with /new, forgotten, or moved to an identity since: ``chat_moved``): fail closed, the result is kept in the task row (state
 ``kept``) and the chat is told only that an earlier task finished and how to see it; nothing of it enters the new
 conversation. The decision, the task row and the record commit in the turn's handler's one transaction, before the
 reply's consumer is asked for; a crash after it delivers what was decided (``delivery``).
@@ -32,10 +32,10 @@ from typing import Optional
 
 from actors.media.outgoing import ToolFile, cache_tool_file
 from actors.sessions.turn import inbound_ref, quote
-from actors.messages import (AWAITING_APPROVAL, InboxDoorbell, MessageEvent, OutgoingFile, ReplyFile, TaskStop,
-                             TurnEnd)
+from actors.messages import (AWAITING_APPROVAL, InboxDoorbell, MessageEvent, OutgoingFile, ReplyFile, Source,
+                             TaskStop, TurnEnd)
 from storage import TASK_PLATFORM, InboundItem, MediaCache
-from storage.keys import is_valid_key
+from storage.keys import is_valid_key, session_key
 
 TASK_SUFFIX = ".task-"
 _TASK_KEY = re.compile(r"^(?P<origin>.+)\.task-(?P<number>[0-9]+)$")
@@ -74,6 +74,15 @@ def parse_number(args: str) -> Optional[int]:
 def first_line(text: str, limit: int = RECORD_LINE_CHARS) -> str:
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[:limit - 1] + "\u2026"
+
+
+def chat_moved(origin_key: str, source, identity: Optional[str]) -> bool:
+    """Whether the chat's messages now go to another conversation key than the task's chat had: its sender's
+    direct chat was linked to an identity since (or unlinked), so its conversation is the identity's now."""
+    try:
+        return getattr(source, "chat_type", None) == "dm" and session_key(source, identity=identity) != origin_key
+    except ValueError:   # a source no key is made of: nothing says it moved
+        return False
 
 
 def final_state(reason: str) -> str:
@@ -275,7 +284,9 @@ def settle(session, text: str, reason: str) -> tuple[str, tuple]:
         return task.delivered or kept_notice(task.number), task.delivered_files
     state = final_state(reason)
     current = session.db(session.store.sessions.current(task.origin_key))
-    if current is None or current.session_id != task.origin_session_id:
+    source = Source(**session.info.source)   # the chat's, as the task's prompt carried it
+    if current is None or current.session_id != task.origin_session_id or \
+            chat_moved(task.origin_key, source, session.profiles.identity_of(source)):
         session.log.warning("task #%d ended after its chat's conversation changed: its result is kept, not delivered",
                             task.number, extra=session.log_fields())
         session.db(session.store.tasks.finish(session.key, "kept", text, kept_notice(task.number)))

@@ -92,3 +92,14 @@ def test_a_profiles_task_bounds_are_checked():
     for bad in ({"max_tasks": 0}, {"max_tasks": 101}, {"task_timeout_s": 5}):
         with pytest.raises(ConfigError, match="must be"):
             validate_profiles({"profiles": {"p": bad}})
+
+
+def test_a_direct_chat_linked_to_an_identity_since_has_moved():
+    from actors.messages import Source
+    from storage import session_key
+    dm = Source("tg", "42", "dm", user_id="42")
+    plain, linked = session_key(dm), session_key(dm, identity="ann")
+    assert not tasks.chat_moved(plain, dm, None) and not tasks.chat_moved(linked, dm, "ann")
+    assert tasks.chat_moved(plain, dm, "ann") and tasks.chat_moved(linked, dm, None)
+    group = Source("tg", "-7", "group", user_id="42")
+    assert not tasks.chat_moved(session_key(group), group, "ann"), "a group's conversation is the group's"
