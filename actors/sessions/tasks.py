@@ -11,7 +11,7 @@ the activity clock (daemon/idle_exit.py).
 
 What reaches the chat: nothing while the task runs (its turn asks for its reply's consumer only once it ended:
 no previews, no typing), then one message. Before it is sent, ``settle`` compares the chat's conversation with the
-one the task started in. The same: the result is delivered (a long one as a file, with its start in the message)
+one the task started in. The same: the result is delivered (a long one as a file, its start in the message)
 and a one-line record of it is appended to the chat's transcript, so the chat's next turn knows. Another one (the
 chat was reset with /new, forgotten, or moved to an identity since: ``chat_moved``): fail closed, the result is kept in the task row (state
 ``kept``) and the chat is told only that an earlier task finished and how to see it; nothing of it enters the new
@@ -92,7 +92,7 @@ def final_state(reason: str) -> str:
 
 
 def result_message(number: int, state: str, result: str, timeout_s: float = 0.0, reason: str = "") -> str:
-    """What the chat is sent for a task that ended in its conversation (a long result: ``long_result_message``)."""
+    """What the chat is sent for a task that ended in its conversation (a long result's body: ``long_result_body``)."""
     body = result.strip()
     if reason == AWAITING_APPROVAL:
         return (f"Task #{number} stopped: it wanted to run a tool that needs a person's yes, which a background "
@@ -108,10 +108,10 @@ def result_message(number: int, state: str, result: str, timeout_s: float = 0.0,
     return f"{head}\n\n{body}" if body else head
 
 
-def long_result_message(number: int, result: str, file_name: str) -> str:
+def long_result_body(result: str, file_name: str) -> str:
+    """What the message shows of a result too long for it: its start, and where the whole of it is."""
     start = result.strip()[:SHOWN_START_CHARS].rstrip()
-    return (f"Task #{number} finished. Its result is {len(result)} characters long: the whole of it is in "
-            f"{file_name}. It starts:\n\n{start}\u2026")
+    return f"{start}\u2026\n\n(The whole result, {len(result)} characters, is in {file_name}.)"
 
 
 def kept_notice(number: int) -> str:
@@ -163,8 +163,8 @@ def detail(task, now: float) -> str:
              f"Started {_ago(now - task.started_at)} ago" +
              (f", ended {_ago(now - task.finished_at)} ago" if task.finished_at else "")]
     if task.state == "kept":
-        lines.append("It finished after the conversation it started in was reset: its result was not added to "
-                     "this one.")
+        lines.append("It finished after the conversation it started in was reset or moved: its result was not "
+                     "added to this one.")
     if task.result is not None:
         shown = task.result if len(task.result) <= SHOWN_RESULT_CHARS else \
             task.result[:SHOWN_RESULT_CHARS] + f"\u2026 ({len(task.result)} characters; the whole result: " \
@@ -291,13 +291,12 @@ def settle(session, text: str, reason: str) -> tuple[str, tuple]:
                             task.number, extra=session.log_fields())
         session.db(session.store.tasks.finish(session.key, "kept", text, kept_notice(task.number)))
         return kept_notice(task.number), ()
-    files: tuple = ()
-    timeout = session.profiles.get(task.profile).task_timeout_s if reason == "timed_out" else 0.0
-    message = result_message(task.number, state, text, timeout, reason)
-    if state == "done" and len(text) > LONG_RESULT_CHARS:
+    files, body = (), text
+    if len(text) > LONG_RESULT_CHARS:
         file = _result_file(session, task.number, text)
-        files = (file.to_part(),)
-        message = long_result_message(task.number, text, file.name)
+        files, body = (file.to_part(),), long_result_body(text, file.name)
+    timeout = session.profiles.get(task.profile).task_timeout_s if reason == "timed_out" else 0.0
+    message = result_message(task.number, state, body, timeout, reason)
     session.db(session.store.tasks.finish(session.key, state, text, message, files))
     session.db(session.store.sessions.append(current.session_id, [record_event(task.number, state, text)]))
     return message, files
@@ -315,13 +314,11 @@ def delivery(session, text: str, reason: str, files: tuple) -> tuple[str, tuple]
 def deliver(session, turn, final_text: str, reason: str) -> None:
     """The end of a task's turn (after its answer went into its own transcript): settle it, then ask for the
     reply's consumer with only what the chat is to see (a kept result's files and text stay out)."""
-    tool_files = [e for e in turn.events if isinstance(e, ReplyFile)]
-    message, parts = settle(session, final_text, reason)
-    task = session.db(session.store.tasks.by_key(session.key))
-    kept = task is not None and task.state == "kept"
+    tool_files = tuple(e.file for e in turn.events if isinstance(e, ReplyFile))
+    message, files = delivery(session, final_text, reason, tool_files)
     turn.events, turn.unsent, turn.final_text = [], [], message
-    for event in ([] if kept else tool_files) + [ReplyFile(OutgoingFile.from_part(p)) for p in parts]:
-        session.push(turn, event)
+    for file in files:
+        session.push(turn, ReplyFile(file))
     session.push(turn, TurnEnd(reason, message))
     session.ask_consumer(turn)
 

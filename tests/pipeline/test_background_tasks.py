@@ -131,8 +131,8 @@ def test_a_task_runs_in_its_own_session_while_the_chat_goes_on_and_reports_back_
 def test_a_long_result_comes_as_a_file_with_its_start_in_the_message(gw, platform):
     chat = "bg-long"
     platform.inject(chat, "/bg write it all down #long 4000")
-    texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "Task #1 finished."), "the long result")
-    assert "4000 characters long" in with_text(texts, "Task #1 finished.")[0]
+    texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "Task #1 finished"), "the long result")
+    assert "(The whole result, 4000 characters, is in task-1-result.md.)" in with_text(texts, "Task #1 finished")[0]
     files = wait_for(lambda: [m["file"] for m in visible(platform, chat) if m.get("file")], DEADLINE_S, 0.05,
                      "the result's file")
     result = task_row(gw, chat, 1)["result"]

@@ -51,8 +51,9 @@ def test_what_the_chat_is_sent_for_each_end():
     assert "after 60s" in tasks.result_message(2, "failed", "", timeout_s=60.0)
     assert tasks.result_message(2, "failed", "") == "Task #2 failed."
     long = "x" * 5000
-    shown = tasks.long_result_message(2, long, "task-2-result.md")
-    assert "5000 characters" in shown and "task-2-result.md" in shown and len(shown) < 1000
+    shown = tasks.result_message(2, "done", tasks.long_result_body(long, "task-2-result.md"))
+    assert shown.startswith("Task #2 finished:\n\nxxx") and len(shown) < 1000
+    assert shown.endswith("(The whole result, 5000 characters, is in task-2-result.md.)")
     assert tasks.kept_notice(4) == ("An earlier task #4 finished after this conversation was reset; its result is "
                                     "kept, not added here. See it with /tasks 4.")
 
