@@ -94,9 +94,9 @@ def final_state(reason: str) -> str:
 def result_message(number: int, state: str, result: str, timeout_s: float = 0.0, reason: str = "") -> str:
     """What the chat is sent for a task that ended in its conversation (a long result's body: ``long_result_body``)."""
     body = result.strip()
-    if reason == AWAITING_APPROVAL:
+    if reason == AWAITING_APPROVAL:   # without its question: nobody answers in the task's session
         return (f"Task #{number} stopped: it wanted to run a tool that needs a person's yes, which a background "
-                f"task cannot wait for. Ask for it in the chat instead.\n\n{body}")
+                f"task cannot wait for. Ask for it in the chat instead.")
     if state == "done":
         return f"Task #{number} finished:\n\n{body}" if body else f"Task #{number} finished, with no answer."
     if state == "cancelled":

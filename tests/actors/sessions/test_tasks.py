@@ -50,6 +50,8 @@ def test_what_the_chat_is_sent_for_each_end():
     assert tasks.result_message(2, "cancelled", "half (stopped)").startswith("Task #2 was cancelled.\n\nhalf")
     assert "after 60s" in tasks.result_message(2, "failed", "", timeout_s=60.0)
     assert tasks.result_message(2, "failed", "") == "Task #2 failed."
+    asked = tasks.result_message(2, "failed", "so far\n\nReply approve K7 or deny K7", reason="awaiting_approval")
+    assert "needs a person's yes" in asked and "K7" not in asked, "the question no one can answer is not shown"
     long = "x" * 5000
     shown = tasks.result_message(2, "done", tasks.long_result_body(long, "task-2-result.md"))
     assert shown.startswith("Task #2 finished:\n\nxxx") and len(shown) < 1000
