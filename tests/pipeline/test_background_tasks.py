@@ -163,6 +163,8 @@ def test_new_while_a_task_runs_keeps_its_result_out_of_the_new_conversation(gw, 
     platform.inject(chat, "/tasks 1")
     texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "Task #1: kept"), "the kept task shown")
     assert "summarise the archive" in with_text(texts, "Task #1: kept")[0]
+    assert not any("summarise the archive" in t for t in transcript_texts(gw, after)), \
+        "a command's answer is no part of the conversation"
     listed = json.loads(gw.cli("tasks", "list", "--state", "kept", "--json", check=True).stdout)["tasks"]
     assert [t["task_key"] for t in listed] == [task["task_key"]], listed
 
