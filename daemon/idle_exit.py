@@ -8,7 +8,8 @@ deploy/on-demand/) stops cleanly, exit 0, once it has been idle for ``idle_exit_
   the gateway itself. So what the gateway does on its own never counts: a cron tick that finds nothing due writes no
   row, a cron run's row, a background task's prompt and an approval deadline's row are the gateway's own
   (``INTERNAL_PLATFORMS``), a start-up replay or a platform's redelivery of an event already stored adds no row,
-  and sweeps, health rounds and a background task's completion write none. The clock starts when the gateway became ready, so a fresh start is not idle.
+  and sweeps, health rounds and a background task's completion write none. The clock starts when the gateway
+  became ready, so a fresh start is not idle.
 - **No work in flight**: no inbox row waiting for or in its turn, no reply still to be delivered. Work never moves
   the clock (it is not traffic); it only holds the exit until it is done, so a gateway idle past its bound stops as
   soon as its last reply is delivered.
