@@ -15,8 +15,9 @@ one the task started in. The same: the result is delivered (a long one as a file
 and a one-line record of it is appended to the chat's transcript, so the chat's next turn knows. Another one (the
 chat was reset with /new, forgotten, or moved to an identity since: ``chat_moved``): fail closed, the result is
 kept in the task row (state ``kept``) and the chat is told only that an earlier task finished and how to see it;
-nothing of it enters the new conversation. The decision, the task row and the record commit in the turn's handler's one transaction, before the
-reply's consumer is asked for; a crash after it delivers what was decided (``delivery``).
+nothing of it enters the new conversation. The decision, the task row and the record commit in the turn's
+handler's one transaction, before the reply's consumer is asked for; a crash after it delivers what was decided
+(``delivery``).
 
 Bounds: at most ``max_tasks`` running per chat (a profile option), each stopped after ``task_timeout_s``; tool
 calls are bounded by the profile's agent (``max_tool_rounds``) as in any turn.
