@@ -1,9 +1,10 @@
 """Background tasks through the real daemon and the fake platform (docs/background.md): ``/bg`` runs in its own
 session while the chat goes on, and its result reaches the chat once, also across a kill -9 of the daemon; ``/new``
 while a task runs keeps its result out of the new conversation (fail closed); a sixth task at once is refused;
-``/cancel N`` stops one mid-stream.
+``/cancel N`` stops one mid-stream; a long result comes as a file.
 
-One daemon for the module; the last test kills it with SIGKILL and starts it again. The offline agent's ``#slow S``
+One daemon for the module; the last two tests kill it with SIGKILL (while a task runs; after its end was decided
+but before its result went out) and start it again. The offline agent's ``#slow S``
 (S seconds between its answer's ~28 pieces) makes a task run for as long as a test needs it to."""
 from __future__ import annotations
 
@@ -219,3 +220,27 @@ def test_a_task_cut_by_a_kill_of_the_daemon_reports_back_once(gw, platform):
     assert [t["state"] for t in tasks_of_chat(gw, chat)] == ["done"]
     records = [t for t in transcript_texts(gw, current_session(gw, chat_key(gw, chat))) if "background task #1" in t]
     assert len(records) == 1, records
+
+
+def test_a_task_decided_but_not_delivered_when_the_daemon_is_killed_is_delivered_once_after(gw, platform):
+    chat = "bg-decided"
+    platform.inject(chat, "/bg tally the votes #slow 0.1")
+    wait_texts(gw, platform, chat, lambda t: with_text(t, "Started task #1"), "the task to start")
+    key = chat_key(gw, chat) + ".task-1"
+    platform.set_faults(p_error=1.0, methods=("send",))   # every send fails now: the result cannot go out
+    try:
+        wait_for(lambda: [t["state"] for t in tasks_of_chat(gw, chat)] == ["done"], DEADLINE_S, 0.02,
+                 "the task's end to be decided")
+        os.kill(gw.launcher_pid, signal.SIGKILL)
+        gw.assert_no_process_left()
+    finally:
+        platform.set_faults()
+    assert not with_text(settled(platform, chat), "Task #1"), "the kill came before the result went out"
+    gw.start()
+    texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "Task #1 finished"), "the result after the restart")
+    assert 'You said: "tally the votes' in with_text(texts, "Task #1 finished")[0]
+    wait_for(lambda: query(gw, "SELECT state FROM inbox WHERE session_key = ?", (key,)) == [{"state": "done"}],
+             DEADLINE_S, 0.05, "the task's row done")
+    assert len(with_text(settled(platform, chat), "Task #1")) == 1, settled(platform, chat)
+    records = [t for t in transcript_texts(gw, current_session(gw, chat_key(gw, chat))) if "background task #1" in t]
+    assert len(records) == 1, "decided once: one record"
