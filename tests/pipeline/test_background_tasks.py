@@ -4,8 +4,8 @@ while a task runs keeps its result out of the new conversation (fail closed); a 
 ``/cancel N`` stops one mid-stream; a long result comes as a file.
 
 One daemon for the module; the last two tests kill it with SIGKILL (while a task runs; after its end was decided
-but before its result went out) and start it again. The offline agent's ``#slow S``
-(S seconds between its answer's ~28 pieces) makes a task run for as long as a test needs it to."""
+but before its result went out) and start it again. The offline agent's ``#slow S`` (S seconds between its
+answer's ~28 pieces) makes a task run for as long as a test needs it to."""
 from __future__ import annotations
 
 import hashlib
