@@ -15,6 +15,7 @@
     python run_gateway.py deliveries ...  the delivery ledger: pending, failed, abandoned; retry one
     python run_gateway.py pair ...        who may talk to the agent: pairing codes (list, approve, deny), grants
     python run_gateway.py cron ...        scheduled jobs: list, run NAME now, pause NAME, resume NAME
+    python run_gateway.py tasks ...       background tasks chats started with /bg: list, show N (results kept too)
     python run_gateway.py adapters ...    pause, resume or reconnect a running adapter's intake
     python run_gateway.py fault NAME      fault drills: crash, hang or exit one actor or cell ([debug] fault_injection)
     python run_gateway.py config ...      init: write a commented sample configuration; show: the effective one
@@ -126,7 +127,7 @@ def _main(argv: list[str] | None) -> int:
 # The commands whose parsers a module of daemon/ adds (its add_parsers); the others are built in build_parser.
 PARSER_MODULES = {"sessions": "cli_storage", "deliveries": "cli_storage", "pair": "cli_access", "cron": "cli_cron",
                   "adapters": "cli_adapters", "config": "cli_config", "routes": "cli_routes", "memory": "cli_memory",
-                  "approvals": "cli_approvals",
+                  "approvals": "cli_approvals", "tasks": "cli_tasks",
                   "reload": "cli_reload", "logs": "cli_logs", "service": "cli_service", "completion": "cli_completion",
                   "report": "cli_report", "join": "cli_join", "platforms": "cli_platforms"}
 BUILT_HERE = ("run", "start", "stop", "drain", "status", "tree", "chat", "fault", "health", "doctor")
@@ -432,7 +433,7 @@ def delegated(module: str, function: str):
 # started; a file edited since (which `reload` and `doctor` check whole) does not stop an operator from looking at
 # it, talking to it or stopping it. These load and check the file's own schema alone (common/config.py).
 ON_THE_RUNNING_GATEWAY = {"stop", "drain", "status", "health", "tree", "fault", "chat", "logs", "adapters",
-                          "sessions", "deliveries", "pair", "approvals"}
+                          "sessions", "deliveries", "pair", "approvals", "tasks"}
 # Commands that read nothing of the state directory: root may run them whoever owns it (`service install` as root is
 # how a service user's unit is written).
 ROOT_ON_ANY_STATE = {"service", "config"}
@@ -447,7 +448,7 @@ COMMANDS = {"run": cmd_run, "start": cmd_start, "stop": cmd_stop, "drain": cmd_d
             "pair": delegated("cli_access", "cmd_pair"), "cron": delegated("cli_cron", "cmd_cron"),
             "adapters": delegated("cli_adapters", "cmd_adapters"), "config": delegated("cli_config", "cmd_config"),
             "routes": delegated("cli_routes", "cmd_routes"), "memory": delegated("cli_memory", "cmd_memory"),
-            "approvals": delegated("cli_approvals", "cmd_approvals"),
+            "approvals": delegated("cli_approvals", "cmd_approvals"), "tasks": delegated("cli_tasks", "cmd_tasks"),
             "reload": delegated("cli_reload", "cmd_reload"), "logs": delegated("cli_logs", "cmd_logs"),
             "report": delegated("cli_report", "cmd_report"), "platforms": delegated("cli_platforms", "cmd_platforms"),
             "health": delegated("health", "cmd_health"), "doctor": delegated("doctor", "cmd_doctor"),

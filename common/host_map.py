@@ -21,7 +21,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from common.shard_map import SHARD_PREFIX
+from common.shard_map import SHARD_PREFIX, placement_key
 
 SWEEPER_PREFIX = "sweeper:"   # a worker host's delivery sweeper: ``sweeper:<host>``, beside that host's shards
 
@@ -60,6 +60,7 @@ def shard_places(hosts: Iterable[str], shards_per_host: int, leader: str | None 
 
 
 def _score(place: ShardPlace, session_key: str) -> bytes:
+    session_key = placement_key(session_key)   # a background task's key scores as its chat's
     text = f"{place.index}\0{session_key}" if place.on_leader else f"{place.host}\0{place.index}\0{session_key}"
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
 

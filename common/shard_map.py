@@ -10,8 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 
 SHARD_PREFIX = "shard:"
+# A background task's session key is its chat's key and ``.task-N`` (actors/sessions/tasks.py): it lives where the
+# chat lives, so the two share one shard and one database (the task's result is checked against the chat's
+# conversation and recorded in it in one transaction), and they move together when a host joins.
+_TASK_SUFFIX = re.compile(r"\.task-[0-9]+$")
+
+
+def placement_key(session_key: str) -> str:
+    """What a key is placed by: its own text, or its chat's key for a background task's."""
+    return _TASK_SUFFIX.sub("", session_key)
 
 
 def default_shard_count() -> int:
@@ -27,6 +37,7 @@ def shard_of(session_key: str, count: int) -> int:
     """The index (0 .. count-1) of the shard that hosts ``session_key``."""
     if count <= 1:
         return 0
+    session_key = placement_key(session_key)
     best, best_score = 0, b""
     for index in range(count):
         score = hashlib.blake2b(f"{index}\0{session_key}".encode("utf-8", "surrogatepass"), digest_size=8).digest()

@@ -30,6 +30,7 @@ from .memory import Added, MemoryEntry, MemoryStore
 from .owner import Owner, current_owner, is_owner_alive
 from .pacing import PacingBans
 from .runtime import RuntimeState
+from .tasks import TASK_PLATFORM, Started, Task, TaskStore
 from .sessions import SearchHit, SessionInfo, SessionStore, TranscriptEvent, short_id
 
 __all__ = [
@@ -37,7 +38,8 @@ __all__ = [
     "SessionInfo", "TranscriptEvent", "SearchHit", "RuntimeState", "InboxRow", "InboundItem", "Obligation",
     "Target", "Owner", "MediaCache", "CacheStats", "MediaRefs", "Feedback", "FeedbackRow", "Reaction",
     "CronStore", "CronRun", "RunClaim", "Claimed", "JobState", "CRON_PLATFORM",
-    "MemoryStore", "MemoryEntry", "Added", "ApprovalStore", "Approval", "ApprovalRequest", "Asked", "Answered",
+    "MemoryStore", "MemoryEntry", "Added", "TaskStore", "Task", "Started", "TASK_PLATFORM",
+    "ApprovalStore", "Approval", "ApprovalRequest", "Asked", "Answered",
     "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner",
     "is_owner_alive",
     "StorageError", "StorageBusy", "StorageFull", "StorageUnavailable", "SchemaTooNew", "RecordError",
@@ -49,7 +51,8 @@ __all__ = [
 class Store:
     """The one way in: ``sessions``, ``inbox``, ``ledger``, ``pacing``, ``access``, ``media`` (which cached files
     are referenced), ``feedback``, ``cron`` (scheduled jobs and their runs), ``memory`` (what profiles
-    remember) and ``approvals`` (tool calls waiting for a person's yes) over one database connection."""
+    remember), ``approvals`` (tool calls waiting for a person's yes) and ``tasks`` (background tasks) over one
+    database connection."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -63,6 +66,7 @@ class Store:
         self.cron = CronStore(db)
         self.memory = MemoryStore(db)
         self.approvals = ApprovalStore(db)
+        self.tasks = TaskStore(db)
         self.forensics = Forensics(db)   # reads for `report` (storage/forensics.py)
 
     def atomic(self):

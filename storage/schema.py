@@ -302,6 +302,32 @@ _V13_PENDING_RECEIPTS = [
 # chat already has. NULL: none sent so.
 _V14_STREAMED_PARTS = ["ALTER TABLE obligations ADD COLUMN streamed BLOB"]
 
+# Background tasks (storage/tasks.py, docs/background.md): one row per task, numbered per chat; its state moves once,
+# from started, by compare-and-set. The index serves the count of a chat's running tasks (the per-chat limit);
+# ``origin_ref`` (the message that asked for it) is unique, so a message handled again after a crash starts nothing.
+_V15_TASKS = [
+    """CREATE TABLE tasks (
+        origin_key        TEXT NOT NULL,
+        number            INTEGER NOT NULL,
+        origin_session_id TEXT NOT NULL,
+        task_key          TEXT NOT NULL UNIQUE,
+        profile           TEXT NOT NULL,
+        prompt            TEXT NOT NULL,
+        state             TEXT NOT NULL CHECK (state IN ('started', 'done', 'failed', 'cancelled', 'kept')),
+        cancel_requested  INTEGER NOT NULL DEFAULT 0,
+        result            TEXT,
+        delivered         TEXT,
+        delivered_files   BLOB,
+        inbox_seq         INTEGER,
+        started_at        REAL NOT NULL,
+        finished_at       REAL,
+        origin_ref        TEXT NOT NULL UNIQUE,
+        PRIMARY KEY (origin_key, number)
+    )""",
+    "CREATE INDEX tasks_by_state ON tasks (origin_key, state)",
+    "CREATE INDEX tasks_by_start ON tasks (started_at)",
+]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -317,6 +343,7 @@ MIGRATIONS: list[Migration] = [
     _V12_PART_RECEIPTS,
     _V13_PENDING_RECEIPTS,
     _V14_STREAMED_PARTS,
+    _V15_TASKS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

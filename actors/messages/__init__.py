@@ -24,7 +24,7 @@ from actors.messages.terminal import (
     CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
 from actors.messages.sessions import (
     Passivate, RunCells, ShardArgs, SessionArgs, ConsumerArgs, SpawnConsumer, ConsumerReady, ConsumerGone, ReplyDone,
-    ModelOutcome)
+    ModelOutcome, TaskStop)
 from actors.messages.moves import (
     SessionWanted, SessionHandover, SessionTaken, MovesDone)
 from actors.messages.store_reads import StoreRead, StoreReadResult
@@ -48,7 +48,7 @@ __all__ = [
     'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone',
     'CliDone', 'Passivate', 'RunCells',
     'ShardArgs', 'SessionArgs', 'ConsumerArgs', 'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone',
-    'ModelOutcome', 'DrainRequest', 'DrainReport',
+    'ModelOutcome', 'TaskStop', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',
     'TurnFinished', 'FloodWaited', 'IntakeSilent', 'AdapterConnection', 'HookFailed', 'CronRunRequest',
     'CronRunReport', 'ADAPTER_COMMANDS', 'AdapterCommand', 'AdapterCommandDone',

@@ -94,3 +94,11 @@ class ModelOutcome:
     error: str = ""                # the operator's words of the failure (AgentError.message), redacted
     kind: str = ""                 # common.chat_errors.failure_kind of it
     at: float = 0.0                # time.time() of the outcome
+
+
+@dataclass(frozen=True)
+class TaskStop:
+    """A chat's session -> its shard -> a background task's session (``/cancel N``: actors/sessions/tasks.py): stop
+    the task's turn now, as /stop does. Dropped when the task's session is not live: the task row's cancel mark,
+    committed before this leaves, stops a turn that has not started yet."""
+    session_key: str

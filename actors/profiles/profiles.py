@@ -71,6 +71,9 @@ PROFILE_KEYS: dict[str, Spec] = {
                                     "name or server.tool, e.g. [\"files.delete_*\"] (docs/approvals.md)"),
     "approval_timeout_s": Spec(float, doc="how long a question waits for its answer, 10 to 86400 (default 600); "
                                           "past it the call is refused"),
+    "max_tasks": Spec(int, doc="background tasks (/bg) one chat may have running at once, 1 to 100 (default 5)"),
+    "task_timeout_s": Spec(float, doc="how long a background task may run before it is stopped, 10 to 86400 "
+                                      "(default 1800)"),
     "approvers": Spec(str, APPROVERS, doc="who may answer: chat (anyone in the chat that asked, or the operator; "
                                           "the default) | operator"),
 }
@@ -107,6 +110,8 @@ class Profile:
     voice_replies: bool = False                              # a voice note is answered with one too (media/speech.py)
     tool_progress: str = "bubble"                            # off | lines | bubble (actors/sessions/reply_text.py)
     approvals: ApprovalSettings = ApprovalSettings()         # which tool calls wait for a yes (actors/approvals/)
+    max_tasks: int = 5                                       # background tasks of one chat at once (sessions/tasks.py)
+    task_timeout_s: float = 1800.0                           # a background task is stopped past this
 
     @property
     def default_model(self) -> Optional[str]:
@@ -168,6 +173,15 @@ def _check_memory(file: str, where: str, checked: Mapping, tools: list) -> None:
                                                    "\"profile\"")
 
 
+TASK_BOUNDS = {"max_tasks": (1, 100), "task_timeout_s": (10.0, 86400.0)}
+
+
+def _check_task_bounds(file: str, where: str, checked: Mapping) -> None:
+    for key, (low, high) in TASK_BOUNDS.items():
+        if key in checked and not low <= checked[key] <= high:
+            raise ConfigError(file, f"{where} {key}", f"must be {low:g} to {high:g}, got {checked[key]!r}")
+
+
 MAX_MODELS = 50            # a /model list is one chat message
 MAX_MODEL_NAME = 128
 
@@ -219,6 +233,7 @@ def _checked_profile(config: Mapping, file: str, name: Any, table: Any) -> Profi
     if "tools" in agent:
         _check_tools(file, f"[profiles.{name}.agent] tools", agent["tools"])
     _check_memory(file, where, checked, agent.get("tools") or [])
+    _check_task_bounds(file, where, checked)
     checked["mcp"] = tool_choice(file, where, checked, server_specs(config, file))
     # the tool registry is loaded only for a profile that guards tools (a plain name must be a built-in tool's)
     builtin = _builtin_tool_names() if checked.get("approve_tools") else ()
@@ -243,7 +258,9 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
                    status_reactions=checked.get("status_reactions"),
                    memory=settings_from(checked), mcp=checked["mcp"], models=tuple(checked.get("models") or ()),
                    voice_replies=checked.get("voice_replies", False),
-                   tool_progress=checked.get("tool_progress", "bubble"), approvals=checked["approvals"])
+                   tool_progress=checked.get("tool_progress", "bubble"), approvals=checked["approvals"],
+                   max_tasks=checked.get("max_tasks", Profile.max_tasks),
+                   task_timeout_s=checked.get("task_timeout_s", Profile.task_timeout_s))
 
 
 def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]] = None) -> Profile:

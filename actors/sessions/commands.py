@@ -15,6 +15,9 @@ KNOWN_COMMANDS: dict[str, str] = {
     "undo": "forget the last exchange",
     "queue": "show the messages waiting for an answer",
     "model": "show the models you may pick; /model NAME switches",
+    "bg": "run a prompt as a background task: /bg PROMPT; its result comes here when done",
+    "tasks": "list this chat's background tasks; /tasks N shows one",
+    "cancel": "stop a background task: /cancel N",
     "help": "list the commands",
 }
 ALIASES: dict[str, str] = {"reset": "new"}

@@ -22,6 +22,9 @@ Messages it takes:
   Passivate          stop when idle
   SessionCommand     an operator's stop (the turn answered now) or reset (now, or once the turn is delivered)
   AgentEvent, AgentFailed, AgentCancelled   from its agent run on the shard's loop (through the bridge)
+  TaskStop           a background task's session only (key ``<chat's key>.task-N``): its chat's /cancel N stops
+                     the turn (timer task_deadline: its time bound does the same); its turn asks for its consumer
+                     only once it ended, and its end is settled by tasks.py (delivered, or kept: fail closed)
 Messages it sends: SpawnConsumer and ModelOutcome (to its shard), StreamBatch (to the consumer).
 Tool approvals (approval_flow.py, docs/approvals.md): a run stopped before a guarded call (ApprovalNeeded, then
 TurnEnd awaiting_approval) asks, and its turn ends with the question; an answer row (typed, or the deadline's own,
@@ -57,7 +60,7 @@ from actors.messages import (AWAITING_APPROVAL, AgentCancelled, AgentEvent, Agen
                              SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
 from common.chat_errors import user_facing_error
 from common.redact import configured_secrets, redact
-from actors.sessions import approval_flow, operator_commands, turn as turns
+from actors.sessions import approval_flow, operator_commands, tasks, turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.history import RecentHistory
 from actors.sessions.model_health import outcome_of_failure
@@ -148,8 +151,11 @@ class Session(CellStoreUser, Cell):
             # the same obligation. Its consumer edits what is already on the platform and sends only the rest;
             # if the reply was delivered already, it finds the obligation done and says so.
             self.db(self.store.inbox.take(row.seq))
+            files = turns.turn_files(transcript, rt.turn_token)
+            if tasks.is_task_key(self.key):   # a task's: what its end decided (delivered, or kept: tasks.py)
+                answer, files = tasks.delivery(self, answer, "complete", files)
             self.reply_turn([row.seq], MessageEvent.from_payload(row.payload), answer, turn_id=rt.turn_token,
-                            files=turns.turn_files(transcript, rt.turn_token))
+                            files=files)
             return
         # A resume stopped by a full disk was not the turn's fault: it does not use up a resume.
         claimed = self.db(self.store.sessions.claim_resume(self.info.session_id, self.max_resumes,
@@ -174,7 +180,10 @@ class Session(CellStoreUser, Cell):
             self.db(self.store.sessions.append(self.info.session_id,
                                                [turns.assistant_event(rt.turn_token, notice, "gave_up", notice)]))
             self.db(self.store.sessions.count_recovery(self.info.session_id, resumed=False))
-            self.reply_turn([row.seq], event, notice, turn_id=rt.turn_token)
+            files = ()
+            if tasks.is_task_key(self.key):   # a task given up on: failed, said in its chat if still its own
+                notice, files = tasks.delivery(self, notice, "gave_up", ())
+            self.reply_turn([row.seq], event, notice, turn_id=rt.turn_token, files=files)
 
     # ------------------------------------------------------------------------------------------------ intake
     def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:
@@ -234,6 +243,9 @@ class Session(CellStoreUser, Cell):
                                          "messages are not answered until it is resumed.")
             return
         self.info = current or self.db(self.store.sessions.get_or_create(self.key, dict(vars(event.source))))
+        if tasks.is_task_key(self.key):   # a background task's prompt: never a command (tasks.py)
+            tasks.run(self, seqs, event)
+            return
         if len(events) == 1 and approval_flow.take_answer(self, seqs, event):
             return
         command = parse_command(event.text) if len(events) == 1 else None
@@ -287,7 +299,8 @@ class Session(CellStoreUser, Cell):
     # ------------------------------------------------------------------------------------------------- turns
     def start_agent_turn(self, seqs: list, event: MessageEvent, turn_id: str | None = None, resumed: bool = False,
                          user_events: list | None = None, continuation=None) -> None:
-        turn = self.turn = turns.Turn(turn_id or turns.new_turn_id(), seqs, event, continuation=continuation)
+        turn = self.turn = turns.Turn(turn_id or turns.new_turn_id(), seqs, event, continuation=continuation,
+                                      background=tasks.is_task_key(self.key))
         sid = self.info.session_id
         transcript = self.history.read(sid, lambda since: self.db(self.store.sessions.load(
             sid, last_n=turns.HISTORY_EVENTS, since_seq=since)), time.monotonic())
@@ -312,13 +325,23 @@ class Session(CellStoreUser, Cell):
         request = dataclasses.replace(request, **approval_flow.request_fields(profile, continuation, transcript))
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
-        self.ask_consumer(turn)
+        if not turn.background:
+            self.ask_consumer(turn)
+        else:   # a task's reply is asked for once it ended (nothing shows before); its time is bounded (tasks.py)
+            tasks.arm_deadline(self, turn)
         pacing = reply_pacing(self.config, event.source.platform, turns.platform_type(self.config, event.source))
         speaker = turns.turn_speaker(self.speaker, profile, transcript, turn, pacing.sends_voice)
         turn.future = self.bridge.submit(self._run_agent(self.agent, turn.turn_id, request, with_media, speaker))
 
     def on_timer_approval_deadline(self, _data) -> None:
         approval_flow.deadline(self)
+
+    def on_timer_task_deadline(self, turn_id) -> None:
+        tasks.deadline(self, turn_id)
+
+    def on_TaskStop(self, message, sender) -> None:
+        """``/cancel N`` in the task's chat: its turn stops as /stop stops one (tasks.py)."""
+        self.interrupt("stopped")
 
     def on_timer_history(self, _data) -> None:
         if (left := self.history.expire(time.monotonic())) is not None:
@@ -419,6 +442,9 @@ class Session(CellStoreUser, Cell):
         self.db(self.store.sessions.append(self.info.session_id,
                                            [turns.assistant_event(turn.turn_id, final_text, reason, error,
                                                                   canned)]))
+        if turn.background:   # a task's result: delivered to its chat, or kept (tasks.py)
+            tasks.deliver(self, turn, final_text, reason)
+            return
         self.push(turn, TurnEnd(reason, final_text))
         self.send_batch()
 

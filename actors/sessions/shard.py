@@ -43,7 +43,8 @@ Messages it takes:
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
 consumer's Started is its first message, so nothing sent to it can overtake it); ModelOutcome (how a turn's model
 service did: kept in memory for the status walk, model_health.py; a shard started again knows nothing until its next
-turn).
+turn); InboxDoorbell and TaskStop for a background task's session, which lives on its chat's shard (rung, or
+stopped, as above: actors/sessions/tasks.py).
 Messages it sends: InboundStored to adapters, InboxDoorbell / Passivate / ConsumerReady / ConsumerGone to cells,
 the moves' messages to other shards, StoreReadResult, and what cells send out (PlatformOp to adapters, as one Batch
 per adapter for each run of the cells; metrics facts).
@@ -64,7 +65,7 @@ from actors.agents.mcp_hub import apply_reload as apply_mcp_reload, process_summ
 from actors.messages import (ApprovalAnswer, ConsumerGone, ConsumerReady, InboundStored, InboxDoorbell, ModelOutcome,
                              MovesDone,
                              OpResult, Passivate, PlatformOp, RunCells, SessionHandover, SessionTaken, SessionWanted,
-                             SessionArgs, SessionCommand, ShardArgs, SpawnConsumer, StoreInbound, StoreRead)
+                             SessionArgs, SessionCommand, ShardArgs, SpawnConsumer, StoreInbound, StoreRead, TaskStop)
 from actors.sessions.model_health import ModelHealth
 from actors.sessions.moves_in import MovesIn
 from actors.sessions.moves_out import MovesOut
@@ -194,6 +195,10 @@ class SessionShard(InlineStoreUser, GatewayActor):
             self.want_directory(message.why)   # rate-limited here: a thousand waiting cells are one question
         elif isinstance(message, ModelOutcome):
             self.model_health.record(message)
+        elif isinstance(message, InboxDoorbell):   # a chat's /bg rings its task's session (on this shard)
+            self.on_InboxDoorbell(message, sender)
+        elif isinstance(message, TaskStop):        # a chat's /cancel N: to its task's session, if it is live
+            self.cells.deliver(session_cell_name(message.session_key), message)
 
     # ------------------------------------------------------------------------------------------------ routing
     def on_InboxDoorbell(self, message: InboxDoorbell, sender) -> None:

@@ -80,6 +80,7 @@ class Turn:
     tokens: Optional[tuple] = None  # (prompt, completion) tokens the model service counted (TurnEnd.tokens)
     question: Any = None            # the ApprovalNeeded its run stopped at (approval_flow.py), asked at its TurnEnd
     continuation: Any = None        # what it goes on from after an answer (approval_flow.Continuation), if it does
+    background: bool = False        # a background task's turn: its reply is its result, sent once (tasks.py)
 
     def answer_text(self) -> str:
         return "".join(e.text for e in self.events if isinstance(e, TextDelta))
@@ -120,8 +121,10 @@ def _consumer_args(turn: Turn, session_key: str, config: dict) -> ConsumerArgs:
         profile=source.profile,
         # The profile's reply settings as the turn starts: a reload during the turn does not change how its reply
         # goes, even for a consumer started again after a crash.
-        stream=profile_streams(config, source.profile), status_reactions=status_reactions(config, source.profile),
-        tool_progress=profile_tool_progress(config, source.profile),
+        # A background task's result is sent once, complete: it shows nothing while it runs.
+        stream=profile_streams(config, source.profile) and not turn.background,
+        status_reactions=status_reactions(config, source.profile),
+        tool_progress="off" if turn.background else profile_tool_progress(config, source.profile),
         stream_without_edits=profile_stream_without_edits(config, source.profile),
         # A scheduled run's message id is the gateway's own: there is no platform message to reply or react to.
         reply_to=None if turn.event.internal else turn.event.platform_message_id)
