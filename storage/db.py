@@ -255,7 +255,7 @@ async def _in_a_thread_of_its_own(fn: Callable[[], T]) -> T:
     def run() -> None:
         try:
             result = fn()
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine, which raises it
             loop.call_soon_threadsafe(lambda error=exc: done.done() or done.set_exception(error))
         else:
             loop.call_soon_threadsafe(lambda: done.done() or done.set_result(result))

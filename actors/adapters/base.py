@@ -483,10 +483,9 @@ class PlatformAdapter(OperatorCommands, GatewayActor, PlatformContract):
         self.post_to_actor(LogLine(level, fmt % args))
 
     def platform_words(self, error: Exception) -> str:
-        """The platform's own description of a refusal (``PlatformError.description``), cleaned like
-        ``clean_error``; empty for any other failure (any thread)."""
-        description = getattr(error, "description", "")
-        return self.clean_error(description) if isinstance(description, str) and description.strip() else ""
+        """A refusal's own words (``PlatformError.description``), cleaned as by ``clean_error``; else "" (any thread)."""
+        words = getattr(error, "description", "")
+        return self.clean_error(words) if isinstance(words, str) and words.strip() else ""
 
     def clean_error(self, error: Any) -> str:
         """An error (or any text) as one line of at most 300 characters, the adapter's secrets redacted: what may
