@@ -355,6 +355,10 @@ class DeliverySweeper(StoreUser, GatewayActor):
         settled = self.db(self.store.approvals.purge(kept_s))
         if settled:
             self.log.info("sweeper: retention removed %d settled tool approval(s)", settled)
+        # A finished background task's row (its result, a kept one's too) as long as its prompt's inbox row.
+        finished = self.db(self.store.tasks.purge(kept_s))
+        if finished:
+            self.log.info("sweeper: retention removed %d finished background task(s)", finished)
         # After the rows: a file goes once no inbox row or transcript event names it (storage/media.py).
         swept = MediaCache(store_path(self.config).parent / "media").sweep(
             self.db(self.store.media.referenced()))

@@ -13,6 +13,10 @@ transaction, after counting the chat's tasks still running against the limit: af
 disk or neither, and the task's turn then runs, resumes or fails under the same rules as any turn (G2, G8), never
 twice (the inbox's dedup and its states). The inbox rows are the gateway's own: they are no platform traffic.
 
+Retention (``purge``, the sweeper's housekeeping): a finished task's row goes once it finished over [storage]
+inbox_retention_days ago, as the answered inbox rows do, except each chat's newest task: the next task's number is
+the chat's highest plus one, and a number given again would name a task session that exists already.
+
 What survives kill -9: every call that returned (one transaction each).
 """
 from __future__ import annotations
@@ -151,6 +155,18 @@ class TaskStore:
                                "finished_at = ? WHERE task_key = ? AND state = 'started'",
                                (state, result, delivered, blob, now, task_key))
             return await _one(conn, "task_key = ?", (task_key,))
+        return await self._db.write(do)
+
+    async def purge(self, older_than_s: float, now: Optional[float] = None) -> int:
+        """Delete the rows of tasks finished over ``older_than_s`` ago (a kept result with them), but each chat's
+        newest task, which keeps the chat's numbering going up. A running task is never deleted."""
+        cutoff = (time.time() if now is None else now) - older_than_s
+
+        async def do(conn):
+            return (await conn.execute(
+                "DELETE FROM tasks WHERE state != 'started' AND finished_at < ? AND number < "
+                "(SELECT MAX(newest.number) FROM tasks AS newest WHERE newest.origin_key = tasks.origin_key)",
+                (cutoff,))).rowcount
         return await self._db.write(do)
 
 

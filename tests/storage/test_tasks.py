@@ -97,3 +97,24 @@ async def test_a_tasks_prompt_is_no_platform_traffic_for_the_idle_clock(db_path)
         [platform_row] = [r for r in await store.inbox.rows_in_state(CHAT) if r.platform == "fake"]
     activity = await read_activity(db_path, "normal")
     assert activity.last_traffic == platform_row.received_at and activity.busy
+
+
+async def test_retention_deletes_old_finished_tasks_but_running_ones_and_each_chats_newest(db_path):
+    other = "default.fake.dm.chat-2"
+    async with await Store.open(db_path) as store:
+        old_done, old_kept, running, newest = [(await start(store, now=100.0)).task for _ in range(4)]
+        await store.tasks.finish(old_done.task_key, "done", "r", "m", now=200.0)
+        await store.tasks.finish(old_kept.task_key, "kept", "r", "m", now=200.0)
+        await store.tasks.finish(newest.task_key, "failed", "r", "m", now=200.0)
+        recent = (await start(store, origin=other, now=100.0)).task
+        await store.tasks.finish(recent.task_key, "done", "r", "m", now=900.0)
+        lone = (await start(store, origin="default.fake.dm.chat-3", now=100.0)).task
+        await store.tasks.finish(lone.task_key, "done", "r", "m", now=200.0)
+        assert await store.tasks.purge(500.0, now=1000.0) == 2
+        assert [t.number for t in await store.tasks.of_chat(CHAT)] == [newest.number, running.number], \
+            "the running task and the chat's newest stay"
+        assert len(await store.tasks.of_chat(other)) == 1, "finished within the retention: kept"
+        assert len(await store.tasks.of_chat("default.fake.dm.chat-3")) == 1, "a chat's only task is its newest"
+        assert (await start(store, now=1000.0)).task.number == newest.number + 1, "numbers never come again"
+        assert await store.tasks.purge(500.0, now=1000.0) == 1, "the newest no more: it goes at the next pass"
+        assert [t.number for t in await store.tasks.of_chat(CHAT)] == [newest.number + 1, running.number]
