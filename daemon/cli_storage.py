@@ -118,7 +118,8 @@ def cmd_sessions(config: dict, args) -> int:
         return cli_session_commands.cmd_session_command(config, args)
     calls = {
         "list": lambda s: storage_cli.sessions_list(s, state=args.state, limit=args.limit),
-        "show": lambda s: storage_cli.session_show(s, args.session, last_n=args.last),
+        "show": lambda s: storage_cli.session_show(s, args.session, last_n=args.last,
+                                                   secrets=tuple(configured_secrets(config))),
         "search": lambda s: storage_cli.sessions_search(s, args.query),
         "export": lambda s: (storage_cli.session_export(s, args.session, args.path, with_state=args.with_state,
                                                         interrupted=args.interrupted) if args.format == "msgpack"
@@ -268,6 +269,9 @@ def _render_show(result: dict) -> str:
     if runtime.get("resumes_total") or runtime.get("notices_total"):
         lines.append(f"  recovery: {runtime.get('resumes_total', 0)} turn(s) resumed after a restart, "
                      f"{runtime.get('notices_total', 0)} message(s) given up on")
+    for t in result.get("tasks", ()):   # a worker host of an older version sends none
+        lines.append(f"  background task #{t['number']} {t['state']}, started {transcript_text.when(t['started_at'])}"
+                     f": “{escape_controls(' '.join(t['prompt'].split())[:60])}” (tasks show {t['task_key']})")
     first = result["events"][0].get("seq") if result["events"] else None
     if isinstance(first, int) and first > 1:
         lines.append(f"  (#1 to #{first - 1} not shown: --last N shows more)")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import time
 
-from common.redact import configured_secrets, redact
+from common.redact import configured_secrets
 from daemon.cli_output import fail
 from daemon.cli_parsing import add_json, command
 from daemon.cli_storage import run_on_store
 from storage import NotFound
+from storage.cli import task_row
 from storage.tasks import TASK_STATES
 
 LISTED = 50
@@ -51,20 +52,8 @@ def cmd_tasks(config: dict, args) -> int:
     return run_on_store(config, args, lambda store: _show(store, ref, secrets), _render_show)
 
 
-def row(task, secrets: list, whole: bool = False) -> dict:
-    out = {"number": task.number, "state": task.state, "chat": task.origin_key, "task_key": task.task_key,
-           "profile": task.profile, "prompt": redact(task.prompt, secrets), "started_at": task.started_at,
-           "finished_at": task.finished_at, "cancel_requested": task.cancel_requested,
-           "chat_session_id": task.origin_session_id}
-    if whole:
-        out.update(result=redact(task.result, secrets) if task.result is not None else None,
-                   delivered=redact(task.delivered, secrets) if task.delivered is not None else None,
-                   files=[f.get("name") for f in task.delivered_files])
-    return out
-
-
 async def _list(store, state, limit: int, secrets: list) -> dict:
-    return {"ok": True, "tasks": [row(t, secrets) for t in await store.tasks.recent(limit, state)]}
+    return {"ok": True, "tasks": [task_row(t, secrets) for t in await store.tasks.recent(limit, state)]}
 
 
 async def _show(store, ref: str, secrets: list) -> dict:
@@ -78,7 +67,7 @@ async def _show(store, ref: str, secrets: list) -> dict:
         found = [task] if task is not None else []
     if not found:
         raise NotFound(f"no task {ref!r} (`tasks list` shows them)")
-    return {"ok": True, "task": row(found[0], secrets, whole=True)}
+    return {"ok": True, "task": task_row(found[0], secrets, whole=True)}
 
 
 def _utc(ts) -> str:

@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from common.privacy import write_private
+from common.redact import redact
 
 from . import Store
 from .errors import AmbiguousId, IllegalTransition, ImportRefused, NotFound
 from .ledger import Obligation, ObligationState
 from .moving import MoveOutcome
 from .sessions import SessionInfo, short_id
+from .tasks import Task
 from .transfer import MOVE_VERSION, version_of
 
 CONTENT_PREVIEW_CHARS = 200
@@ -29,6 +31,7 @@ SOURCE_MATCHES = 200   # sessions a user or chat name is looked up in (its conve
 # chat, never also the start of whichever random id happens to begin with it.
 MIN_ID_PREFIX = 4
 PREVIEW_CHARS = 80     # of a session's last message in a listing
+TASKS_SHOWN = 20       # a chat's newest background tasks a session's view lists
 
 
 def jsonable(value: Any) -> Any:
@@ -138,8 +141,9 @@ async def sessions_list(store: Store, state: Optional[str] = None, session_key: 
     return {"count": len(listed), "sessions": listed}
 
 
-async def session_show(store: Store, key_or_id: str, last_n: Optional[int] = 20) -> dict:
-    """A session (by id, key, id prefix, user or chat: ``resolve``) with its last ``last_n`` events (all: None)."""
+async def session_show(store: Store, key_or_id: str, last_n: Optional[int] = 20, secrets: tuple = ()) -> dict:
+    """A session (by id, key, id prefix, user or chat: ``resolve``) with its last ``last_n`` events (all: None), and
+    its chat's newest background tasks in brief (their prompts redacted of ``secrets``; ``chat_tasks``)."""
     info = await resolve(store, key_or_id)
     events = await store.sessions.load(info.session_id, last_n=last_n)
     summary = (await store.sessions.summaries([info.session_id])).get(info.session_id)
@@ -148,7 +152,30 @@ async def session_show(store: Store, key_or_id: str, last_n: Optional[int] = 20)
         "display": jsonable(await store.sessions.get_display(info.session_id)),
         "runtime": jsonable(await store.sessions.runtime(info.session_id)),
         "events": [jsonable(e) for e in events],
+        "tasks": [task_row(t, secrets) for t in await store.tasks.of_chat(info.session_key, TASKS_SHOWN)],
     }
+
+
+def task_row(task: Task, secrets, whole: bool = False) -> dict:
+    """A background task as the operator reads it (`tasks`, `sessions show`, the console): its prompt, and with
+    ``whole`` its result and what its chat was sent, redacted of the configured secrets and credential shapes."""
+    out = {"number": task.number, "state": task.state, "chat": task.origin_key, "task_key": task.task_key,
+           "profile": task.profile, "prompt": redact(task.prompt, list(secrets)), "started_at": task.started_at,
+           "finished_at": task.finished_at, "cancel_requested": task.cancel_requested,
+           "chat_session_id": task.origin_session_id}
+    if whole:
+        out.update(result=redact(task.result, list(secrets)) if task.result is not None else None,
+                   delivered=redact(task.delivered, list(secrets)) if task.delivered is not None else None,
+                   files=[f.get("name") for f in task.delivered_files])
+    return out
+
+
+async def chat_tasks(store: Store, key_or_id: str, secrets, limit: int = TASKS_SHOWN) -> dict:
+    """The newest background tasks of the chat ``key_or_id`` names (``resolve``), whole: results included, a kept
+    one's too (a result withheld from the chat because its conversation was reset since the task started)."""
+    info = await resolve(store, key_or_id)
+    return {"chat": info.session_key, "tasks": [task_row(t, secrets, whole=True)
+                                                for t in await store.tasks.of_chat(info.session_key, limit)]}
 
 
 async def sessions_search(store: Store, query: str, limit: int = 20) -> dict:

@@ -59,6 +59,7 @@ from storage import IllegalTransition, NotFound, StorageError
 from common.config import setting
 from common.runfiles import RunFiles
 from common.logging_setup import key_hash
+from common.redact import configured_secrets
 from storage import cli as storage_cli
 
 WALK_WITHIN_S = 2.0
@@ -96,6 +97,7 @@ class Console(StoreUser, GatewayActor):
         self.host = setting(self.config, "console", "host")
         self.wanted_port = setting(self.config, "console", "port")
         self.state_dir = Path(self.config["gateway"]["state_dir"])
+        self.secrets = tuple(configured_secrets(self.config))
         self.on_timer_listen(None)
 
     def on_timer_listen(self, _data) -> None:
@@ -175,7 +177,7 @@ class Console(StoreUser, GatewayActor):
         elif ask.op in ("action:sessions.stop", "action:sessions.reset"):
             self._command_session(ask, args.get("session") or "", ask.op[16:])
         elif ask.op in operations.READS:
-            self._on_store(ask, lambda: operations.READS[ask.op](self._store(), args))
+            self._on_store(ask, lambda: operations.READS[ask.op](self._store(), args, self.secrets))
         elif ask.op.startswith("action:") and ask.op[7:] in operations.ACTIONS:
             action = ask.op[7:]
             self.log.info("console: %s by %s", operations.described(action, args), ask.who)

@@ -1,7 +1,8 @@
 """What the console reads from and does to the store: the admin CLI's own functions (storage/cli.py for sessions and
 deliveries, the access store for pairing), so that a page and a command have one implementation between them.
 
-Each function takes the open store and the request's arguments (a dict of strings) and returns a JSON-able dict;
+Each function takes the open store, the request's arguments (a dict of strings) and the configured secrets (what a
+background task's prompt and result are redacted of, as `tasks show` prints them) and returns a JSON-able dict;
 bad arguments raise ``BadRequest`` (answered 400), the store's NotFound and IllegalTransition are answered 404 and
 409 by the actor.
 """
@@ -14,6 +15,7 @@ from storage import cli as storage_cli
 LIST_LIMIT = 200
 SESSION_STATES = ("active", "suspended", "reset", "closed")
 DELIVERY_STATES = ("pending", "attempting", "delivered", "failed", "abandoned")
+TASK_STATES = ("started", "done", "failed", "cancelled", "kept")
 
 
 class BadRequest(ValueError):
@@ -41,23 +43,32 @@ def needed(args: dict, name: str) -> str:
     return value
 
 
-async def deliveries(store, args: dict) -> dict:
+async def deliveries(store, args: dict, secrets: tuple = ()) -> dict:
     return await storage_cli.deliveries(store, state=_choice(args, "state", DELIVERY_STATES), limit=_limit(args))
 
 
-async def sessions(store, args: dict) -> dict:
+async def sessions(store, args: dict, secrets: tuple = ()) -> dict:
     return await storage_cli.sessions_list(store, state=_choice(args, "state", SESSION_STATES), limit=_limit(args))
 
 
-async def transcript(store, args: dict) -> dict:
-    return await storage_cli.session_show(store, needed(args, "session"), last_n=_limit(args, 100))
+async def transcript(store, args: dict, secrets: tuple = ()) -> dict:
+    return await storage_cli.session_show(store, needed(args, "session"), last_n=_limit(args, 100), secrets=secrets)
 
 
-async def search(store, args: dict) -> dict:
+async def tasks(store, args: dict, secrets: tuple = ()) -> dict:
+    """Background tasks, whole (a kept result too): the chat's that ``session`` names, else every chat's newest (of
+    ``state`` if given: ``kept`` lists the delegation records), as `tasks list|show` read them."""
+    if args.get("session"):
+        return await storage_cli.chat_tasks(store, needed(args, "session"), secrets, _limit(args, 20))
+    found = await store.tasks.recent(_limit(args), _choice(args, "state", TASK_STATES))
+    return {"tasks": [storage_cli.task_row(t, secrets, whole=True) for t in found]}
+
+
+async def search(store, args: dict, secrets: tuple = ()) -> dict:
     return await storage_cli.sessions_search(store, needed(args, "q"))
 
 
-async def pairing(store, args: dict) -> dict:
+async def pairing(store, args: dict, secrets: tuple = ()) -> dict:
     """What `pair list` shows: pending codes (with how long each has left) and the grants."""
     now = time.time()
     return {"pending": [dict(vars(c), expires_in_s=round(c.expires_at - now)) for c in await store.access.pending(now)],
@@ -77,7 +88,8 @@ async def cron(store, jobs: dict, now: float, runs_shown: int = 5) -> dict:
     return {"jobs": rows}
 
 
-READS = {"deliveries": deliveries, "sessions": sessions, "transcript": transcript, "search": search, "pairing": pairing}
+READS = {"deliveries": deliveries, "sessions": sessions, "transcript": transcript, "search": search, "pairing": pairing,
+         "tasks": tasks}
 
 
 async def delivery_retry(store, args: dict, who: str) -> dict:

@@ -9,7 +9,8 @@ Routes (every one but /static/ and /favicon.ico behind the login when there is o
        script draws the page the path names), and ``?token=`` on any of them logs in
   GET  /static/NAME           the page's script, style and icon: a fixed list, shipped in the package
   GET  /api/session           this browser's CSRF token and whether actions are allowed
-  GET  /api/READ              a read (READS): tree, status, deliveries, pairing, sessions, transcript, search, cron, logs
+  GET  /api/READ              a read (READS): tree, status, deliveries, pairing, sessions, transcript, search, cron, logs,
+                              tasks
   GET  /api/media/KEY         a file of a transcript, from the media cache: a raster image inline, anything else
                               as a download, neither able to run in this page's origin
   GET  /api/stream?topic=T    server-sent events: each new snapshot of T (tree, status) while the page is open;
@@ -47,7 +48,8 @@ from storage.media import MediaCache, valid_key
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"console.js": "text/javascript", "pages.js": "text/javascript", "console.css": "text/css"}
 PAGES = ("/", "/overview", "/tree", "/adapters", "/chats", "/deliveries", "/pairing", "/cron", "/logs")
-READS = ("tree", "status", "deliveries", "pairing", "sessions", "transcript", "search", "cron", "logs", "adapters")
+READS = ("tree", "status", "deliveries", "pairing", "sessions", "transcript", "search", "cron", "logs", "adapters",
+         "tasks")
 ACTIONS = ("deliveries.retry", "deliveries.abandon", "pairing.approve", "pairing.deny", "sessions.suspend",
            "sessions.resume", "cron.run", "adapters.pause", "adapters.resume", "adapters.reconnect",
            "sessions.stop", "sessions.reset")

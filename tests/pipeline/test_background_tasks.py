@@ -13,10 +13,13 @@ import json
 import os
 import signal
 import sqlite3
+import urllib.parse
+import urllib.request
 
 import pytest
 
 from tests.actor_system import wait_for
+from tests.console.helpers import console_port
 from tests.fakes.fakeplatform import FakePlatform
 from tests.pipeline.harness import CURSOR, pipeline_gateway, visible
 
@@ -90,6 +93,15 @@ def chat_key(gw, chat: str) -> str:
     return keys.pop()
 
 
+KEY_IN_PROMPT = "sk-" + "Q" * 24   # a credential's shape: the operator's views redact it
+
+
+def console(base: str, read: str, **args) -> dict:
+    """A read of the console's API (GET /api/READ), as its pages make it."""
+    with urllib.request.urlopen(f"{base}/api/{read}?{urllib.parse.urlencode(args)}", timeout=30) as response:
+        return json.loads(response.read())
+
+
 def current_session(gw, key: str) -> str:
     [row] = query(gw, "SELECT session_id FROM sessions WHERE session_key = ? AND state = 'active'", (key,))
     return row["session_id"]
@@ -143,7 +155,7 @@ def test_a_long_result_comes_as_a_file_with_its_start_in_the_message(gw, platfor
 
 def test_new_while_a_task_runs_keeps_its_result_out_of_the_new_conversation(gw, platform):
     chat = "bg-reset"
-    platform.inject(chat, "/bg summarise the archive #slow 0.3")
+    platform.inject(chat, f"/bg summarise the archive with {KEY_IN_PROMPT} #slow 0.3")
     wait_texts(gw, platform, chat, lambda t: with_text(t, "Started task #1"), "the task to start")
     key = chat_key(gw, chat)
     before = current_session(gw, key)
@@ -168,6 +180,17 @@ def test_new_while_a_task_runs_keeps_its_result_out_of_the_new_conversation(gw, 
         "a command's answer is no part of the conversation"
     listed = json.loads(gw.cli("tasks", "list", "--state", "kept", "--json", check=True).stdout)["tasks"]
     assert [t["task_key"] for t in listed] == [task["task_key"]], listed
+    # And in the console: the chat's tasks with the kept result, and the kept results of every chat, redacted as
+    # `tasks show` prints them; `sessions show` of the chat lists the task in brief.
+    base = f"http://127.0.0.1:{console_port(gw)}"
+    [shown] = console(base, "tasks", session=after)["tasks"]
+    assert (shown["number"], shown["state"], shown["task_key"]) == (1, "kept", task["task_key"]), shown
+    assert "summarise the archive" in shown["result"] and KEY_IN_PROMPT not in shown["result"] + shown["prompt"], \
+        shown
+    assert [t["task_key"] for t in console(base, "tasks", state="kept")["tasks"]] == [task["task_key"]]
+    assert [t["state"] for t in console(base, "transcript", session=after)["tasks"]] == ["kept"]
+    brief = gw.cli("sessions", "show", after, check=True).stdout
+    assert "background task #1 kept" in brief and KEY_IN_PROMPT not in brief, brief
 
 
 def test_a_sixth_task_is_refused_and_cancel_stops_one_mid_stream(gw, platform):

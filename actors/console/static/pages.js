@@ -185,7 +185,8 @@ async function chats(page, rest) {
     el("label", { for: "q" }, "Search transcripts"), el("input", { id: "q", name: "q", type: "search", maxlength: 200 }),
     el("button", { type: "submit" }, "Search"));
   const list = el("section", { class: "card", id: "sessions" });
-  page.append(form, list);
+  const kept = el("section", { class: "card", id: "kept-tasks", hidden: true });
+  page.append(form, list, kept);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const q = form.q.value.trim();
@@ -204,6 +205,21 @@ async function chats(page, rest) {
         el("td", {}, s.state), el("td", {}, when(s.updated_at)), el("td", {}, s.title || "")))));
   }
   await load();
+  // Delegation records: results of background tasks that ended after their chat was reset, kept from the chat.
+  const records = await api("/api/tasks?state=kept&limit=50");
+  kept.hidden = !records.tasks.length;
+  kept.replaceChildren(el("h2", {}, "Kept task results"), taskList(records.tasks, true));
+}
+
+// A chat's background tasks (or the kept ones of every chat): each with its state, its result behind a click.
+function taskList(tasks, withChat = false) {
+  return el("ul", { class: "tasks" }, tasks.map((t) => el("li", { class: `task ${t.state}`, dataset: { task: t.task_key } },
+    el("details", {},
+      el("summary", {}, `#${t.number} `, el("span", { class: `state ${t.state}` }, t.state), ` · ${when(t.started_at)} · `,
+        withChat ? el("a", { href: `/chats/${encodeURIComponent(t.chat)}` }, t.chat) : t.prompt.slice(0, 80)),
+      el("p", { class: "prompt" }, `Prompt: ${t.prompt}`),
+      t.state === "kept" ? el("p", {}, "Finished after the chat's conversation was reset: kept here, not delivered.") : null,
+      t.result === null ? el("p", {}, "No result yet.") : el("pre", { class: "text result" }, t.result)))));
 }
 
 async function transcript(page, id) {
@@ -218,6 +234,10 @@ async function transcript(page, id) {
   page.append(el("section", { class: "card" }, el("h2", {}, s.session_key),
     el("p", {}, `${s.state} · ${s.session_id}${s.title ? ` · ${s.title}` : ""}`), actions),
     el("ol", { class: "transcript", id: "transcript" }, (data.events || []).map(eventItem)));
+  if ((data.tasks || []).length) {
+    const tasks = await api(`/api/tasks?session=${encodeURIComponent(s.session_id)}`);
+    page.append(el("section", { class: "card", id: "tasks" }, el("h2", {}, "Background tasks"), taskList(tasks.tasks)));
+  }
 }
 
 // One event of a transcript: a message's text, a tool call with its arguments, a tool's result.
