@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import Store
+from storage import TASK_PLATFORM, InboundItem, Store
 from storage.ledger import Target
 from tests.console.helpers import console_gateway, console_port, running
 from tests.webchat.browser import WAIT_MS, watch_problems
@@ -52,6 +52,15 @@ def seed_store(gw) -> None:
         ob = await store.ledger.record_obligation("ghost.chat-1", "in-1", Target("ghost", "chat-1"),
                                                   "The capital of France is Paris.", claim=True)
         await store.ledger.mark_failed(ob.obligation_id, ob.fence, "403 Forbidden: the bot was removed from the chat")
+        # A background task of every chat whose result was kept (the chat was reset while it ran): its prompt's
+        # inbox row dropped, so the running gateway never runs it.
+        for key in {s.session_key for s in await store.sessions.list(limit=20)}:
+            started = await store.tasks.start(key, "an-earlier-conversation", "default", "Count the moons", 5,
+                                              lambda n, key=key: InboundItem(f"{key}.task-{n}", TASK_PLATFORM,
+                                                                             f"{key}.task-{n}", {"text": "moons"}),
+                                              f"seed:{key}")
+            await store.inbox.drop(started.task.inbox_seq, "seeded for the console's pages")
+            await store.tasks.finish(started.task.task_key, "kept", KEPT_RESULT, "An earlier task #1 finished")
 
     async def go():
         store = await Store.open(gw.state / "gateway.db", "normal")
@@ -98,6 +107,7 @@ def test_the_tree_page_shows_an_adapters_restart_within_2_s_of_a_kill_9(gateway,
     assert problems == []
 
 
+KEPT_RESULT = "Jupiter has 95 known moons. " * 12
 READY = "() => document.getElementById('page').dataset.ready === 'yes'"
 
 
@@ -124,6 +134,15 @@ def test_chats_search_reads_the_transcript_and_exports_it(gateway, page):
         page.click("#export")
     exported = json.loads(Path(download.value.path()).read_text())
     assert exported["session"]["session_key"] and len(exported["events"]) == len(events)
+    # The chat's background tasks, a kept result readable on a click; and every chat's kept results on /chats.
+    page.wait_for_selector("#tasks .task.kept")
+    assert page.is_hidden("#tasks .task.kept pre.result")
+    page.click("#tasks .task.kept summary")
+    assert page.inner_text("#tasks .task.kept pre.result").startswith("Jupiter has 95 known moons.")
+    assert "Count the moons" in page.inner_text("#tasks")
+    page.goto(base + "/chats")
+    page.wait_for_function(READY)
+    assert "Kept task results" in page.inner_text("#kept-tasks") and page.is_visible("#kept-tasks .task.kept")
     assert problems == []
 
 
