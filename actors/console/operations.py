@@ -16,6 +16,7 @@ LIST_LIMIT = 200
 SESSION_STATES = ("active", "suspended", "reset", "closed")
 DELIVERY_STATES = ("pending", "attempting", "delivered", "failed", "abandoned")
 TASK_STATES = ("started", "done", "failed", "cancelled", "kept")
+TASK_RESULT_CHARS = 20_000   # of each result in a list of tasks: a page of 200 long results stays a few MiB at most
 
 
 class BadRequest(ValueError):
@@ -59,9 +60,15 @@ async def tasks(store, args: dict, secrets: tuple = ()) -> dict:
     """Background tasks, whole (a kept result too): the chat's that ``session`` names, else every chat's newest (of
     ``state`` if given: ``kept`` lists the delegation records), as `tasks list|show` read them."""
     if args.get("session"):
-        return await storage_cli.chat_tasks(store, needed(args, "session"), secrets, _limit(args, 20))
-    found = await store.tasks.recent(_limit(args), _choice(args, "state", TASK_STATES))
-    return {"tasks": [storage_cli.task_row(t, secrets, whole=True) for t in found]}
+        listed = await storage_cli.chat_tasks(store, needed(args, "session"), secrets, _limit(args, 20))
+    else:
+        found = await store.tasks.recent(_limit(args), _choice(args, "state", TASK_STATES))
+        listed = {"tasks": [storage_cli.task_row(t, secrets, whole=True) for t in found]}
+    for row in listed["tasks"]:
+        if row["result"] is not None and len(row["result"]) > TASK_RESULT_CHARS:   # `tasks show` prints it whole
+            row["result"] = (row["result"][:TASK_RESULT_CHARS] + f"\u2026 (cut at {TASK_RESULT_CHARS} of "
+                             f"{len(row['result'])} characters: `tasks show {row['task_key']}` prints it whole)")
+    return listed
 
 
 async def search(store, args: dict, secrets: tuple = ()) -> dict:
