@@ -100,7 +100,7 @@ def cmd_storage(config: dict, args) -> int:
     try:
         figures = asyncio.run(go())
     except SchemaTooNew as exc:
-        return fail(args, f"error: schema versions differ: {exc}; migrate with the newer gateway's version")
+        return fail(args, f"error: schema versions differ: {exc}")
     except StorageError as exc:
         hint = f" ({NO_PASSWORD_HINT})" if "no password supplied" in str(exc) and not password_given else ""
         return fail(args, f"error: {exc}{hint}; nothing was written")
