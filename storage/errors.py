@@ -30,8 +30,9 @@ class StorageUnavailable(StorageError):
 
 class DatabaseUnreachable(StorageUnavailable):
     """A database server (PostgreSQL) refused or lost the connection: down, restarting, out of connection slots.
-    The actor that met it is restarted once it is back, on a new connection; nothing of the failed transaction was
-    committed (a transaction whose COMMIT did not return is rolled back by the server)."""
+    Transient like a full disk: the actor that met it crashes with an outside cause, which its supervisor waits out
+    (supervision/spec.py). Nothing of the failed transaction was committed (the server rolls back a transaction
+    whose COMMIT did not return)."""
 
 
 class StorageBusy(StorageUnavailable):

@@ -6,7 +6,8 @@ table's parents before it: the schema's own order, so every foreign key finds it
 commits, every table of the target is read back inside it and its row count and digest compared with the source's;
 a difference raises ``MigrationRefused`` and rolls the whole copy back. So the target ends either empty, as it was,
 or holding exactly the source's rows: kill -9 of the migrating process at any line leaves the target's transaction
-uncommitted (nothing of it survives) and the source untouched (it is only read).
+uncommitted (nothing of it survives) and the source's rows untouched (they are only read; opening a source of an
+older schema brings it up to this version first, as the gateway's own open does).
 
 The target must be empty (every copied table without a row: ``Store.open`` has just made its schema); the source
 and target schemas at the same version (both stores are opened by this code, which brings an older one up to its
