@@ -35,7 +35,7 @@ def add_parsers(sub) -> None:
         "the source's; the figures are printed. Refused while a gateway runs with this state dir (stop it first;\n"
         "from PostgreSQL, stop every other host that uses that database too: only this state dir is checked),\n"
         "and when the target holds any row or has another schema version.\n"
-        "  --to postgresql: from <state_dir>/gateway.db into the database of --dsn (created schema, no rows);\n"
+        "  --to postgresql: from <state_dir>/gateway.db into the database of --dsn (empty; its tables are made here);\n"
         "  --to sqlite:     from the database of --dsn into <state_dir>/gateway.db (absent or empty).\n"
         "Then set [storage] backend (and dsn) to the target's and start the gateway. The search index is rebuilt\n"
         "on the target from the transcript. The source is only read: it stays as it was.",
@@ -104,7 +104,7 @@ def cmd_storage(config: dict, args) -> int:
         return fail(args, f"error: schema versions differ: {exc}")
     except StorageError as exc:
         hint = f" ({NO_PASSWORD_HINT})" if "no password supplied" in str(exc) and not password_given else ""
-        return fail(args, f"error: {exc}{hint}; nothing was written")
+        return fail(args, f"error: {exc}{hint}; no row was written")
     names = {"source": describe(source), "target": describe(target)}
     rows = sum(f.rows for f in figures)
     lines = [f"copied {names['source']} -> {names['target']}"]
