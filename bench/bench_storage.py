@@ -3,6 +3,13 @@
     python bench/bench_storage.py                      # default run, well under 3 minutes
     python bench/bench_storage.py --crash-trials 500   # more kill -9 trials
     python bench/bench_storage.py --duration 1 --crash-trials 0   # quick look
+    python bench/bench_storage.py --backend both --crash-trials 0   # PostgreSQL's figures beside SQLite's
+
+``--backend postgresql`` (or ``both``) runs the throughput cells and the load of a transcript on PostgreSQL too: on the
+database of ``--dsn`` (a fresh schema per cell; the password from PGPASSWORD or ~/.pgpass), else on a throwaway
+server on loopback started here (tests/servers/postgresql.py: Debian's ``postgresql`` package; that server runs with
+fsync off, so its ``full`` rows measure a commit's round trip, not a disk flush). The size and the kill -9 trials are
+about SQLite's file and run on SQLite alone.
 
 Throughput cells run every writer process for ``--duration`` seconds after a common start barrier; each operation is
 one transaction (one append of one event, or one inbox put), committed (per the durability) before the next starts.
@@ -20,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+from urllib.parse import quote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -59,8 +67,26 @@ def _throughput_worker(path, op, durability, duration, barrier, results, worker)
     results.put(asyncio.run(run()))
 
 
-def throughput(workdir, op, durability, writers, duration):
-    path = os.path.join(workdir, f"tp-{op}-{durability}-{writers}.db")
+class Places:
+    """Where a measurement's store lives: ``places.new(name)`` a fresh SQLite file in ``workdir``, or (``dsn``) a
+    fresh schema of that PostgreSQL database, as the libpq URL Store.open takes."""
+
+    def __init__(self, workdir: str, dsn: str | None = None) -> None:
+        self.workdir, self.dsn = workdir, dsn
+
+    def new(self, name: str) -> str:
+        if self.dsn is None:
+            return os.path.join(self.workdir, f"{name}.db")
+        import psycopg
+        schema = "bench_" + "".join(c if c.isalnum() else "_" for c in name) + f"_{os.getpid()}_{time.time_ns()}"
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+        joiner = "&" if "?" in self.dsn else "?"
+        return f"{self.dsn}{joiner}options={quote(f'-csearch_path={schema}')}"
+
+
+def throughput(places, op, durability, writers, duration):
+    path = places.new(f"tp-{op}-{durability}-{writers}")
     asyncio.run(_prepare(path, durability))
     ctx = multiprocessing.get_context("fork")
     barrier, results = ctx.Barrier(writers), ctx.Queue()
@@ -94,8 +120,8 @@ def _turn_events(i):
             TranscriptEvent("assistant", "message", {"text": ASSISTANT_TEXT}, f"turn-{i}")]
 
 
-async def load_time(workdir, events=10_000):
-    path = os.path.join(workdir, "load.db")
+async def load_time(places, events=10_000):
+    path = places.new("load")
     async with await Store.open(path) as store:
         sid = (await store.sessions.get_or_create(key(0), {})).session_id
         turn = 0
@@ -167,32 +193,59 @@ def crash_trials(workdir, trials, trials_per_file=25):
             "seconds": time.perf_counter() - t0}
 
 
+def postgresql_dsn(args):
+    """(the DSN to measure on, the server started here or None)."""
+    if args.dsn:
+        return args.dsn, None
+    from tests.servers.postgresql import PostgreSQL
+    server = PostgreSQL().start()
+    dsn = server.dsn(server.create_database())
+    return dsn.replace("@", f":{quote(server.password, safe='')}@", 1), server
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per throughput cell (default 3)")
     parser.add_argument("--writers", type=int, default=8, help="processes in the concurrent cells (default 8)")
     parser.add_argument("--crash-trials", type=int, default=300, help="kill -9 trials (default 300)")
+    parser.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="sqlite",
+                        help="where the throughput and load cells run (default: %(default)s)")
+    parser.add_argument("--dsn", metavar="URL", help="with --backend postgresql/both: the database to measure on "
+                        "(default: a throwaway server on loopback started here)")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="bench-storage-")
     started = time.perf_counter()
+    server = None
     try:
+        backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
+        places = {}
+        if "sqlite" in backends:
+            places["sqlite"] = Places(workdir)
+        if "postgresql" in backends:
+            dsn, server = postgresql_dsn(args)
+            places["postgresql"] = Places(workdir, dsn)
         print(f"sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
-              f"files in {workdir}\n")
-        columns = ["operation", "durability", "writers", "ops/s", "p50 ms", "p99 ms"]
-        with tables.growing(columns, f"{'operation':<12} {'durability':<10} {'writers':>7} {'ops/s':>9} "
-                            f"{'p50 ms':>8} {'p99 ms':>8}", right=tuple(columns[2:])) as add:
+              f"files in {workdir}" + (", postgresql on loopback" if server else "") + "\n")
+        columns = ["backend", "operation", "durability", "writers", "ops/s", "p50 ms", "p99 ms"]
+        with tables.growing(columns, f"{'backend':<10} {'operation':<12} {'durability':<10} {'writers':>7} "
+                            f"{'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8}", right=tuple(columns[3:])) as add:
             for op in ("append", "inbox put"):
                 for durability in ("normal", "full"):
                     for writers in (1, args.writers):
-                        r = throughput(workdir, op.split()[0], durability, writers, args.duration)
-                        add([op, durability, writers, f"{r['ops_per_s']:.0f}", f"{r['p50_ms']:.2f}",
-                             f"{r['p99_ms']:.2f}"],
-                            f"{op:<12} {durability:<10} {writers:>7} {r['ops_per_s']:>9.0f} {r['p50_ms']:>8.2f} "
-                            f"{r['p99_ms']:>8.2f}")
-        timings = asyncio.run(load_time(workdir))
-        print("\nload of a 10,000-event transcript (fresh connection, median of 5)")
-        for label, (seconds, n) in timings.items():
-            print(f"  {label:<8} {seconds * 1000:8.1f} ms  ({n} {'hits' if label == 'search' else 'events'})")
+                        for backend in backends:   # each backend's row beside the other's
+                            r = throughput(places[backend], op.split()[0], durability, writers, args.duration)
+                            add([backend, op, durability, writers, f"{r['ops_per_s']:.0f}", f"{r['p50_ms']:.2f}",
+                                 f"{r['p99_ms']:.2f}"],
+                                f"{backend:<10} {op:<12} {durability:<10} {writers:>7} {r['ops_per_s']:>9.0f} "
+                                f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}")
+        for backend in backends:
+            timings = asyncio.run(load_time(places[backend]))
+            print(f"\nload of a 10,000-event transcript on {backend} (fresh connection, median of 5)")
+            for label, (seconds, n) in timings.items():
+                print(f"  {label:<8} {seconds * 1000:8.1f} ms  ({n} {'hits' if label == 'search' else 'events'})")
+        if "sqlite" not in backends:
+            print(f"\ntotal {time.perf_counter() - started:.0f} s")
+            return
         total, layers, request = asyncio.run(size_per_turns(workdir))
         print("\nsize per 1,000 turns (user msg + tool call + tool result + assistant msg; plus per turn: one inbox "
               f"row, one delivered obligation, one {len(repr(request)) // 1024} KB sidecar request)")
@@ -207,6 +260,8 @@ def main():
                   f"{r['seconds']:.0f} s")
         print(f"\ntotal {time.perf_counter() - started:.0f} s")
     finally:
+        if server is not None:
+            server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -44,7 +44,7 @@ from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar, Union
 import aiosqlite
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from .errors import Driver, SchemaTooNew, StorageBusy, StorageError, StorageFull
+from .errors import DatabaseUnreachable, Driver, SchemaTooNew, StorageBusy, StorageError, StorageFull
 from .location import is_postgresql
 
 log = logging.getLogger(__name__)
@@ -125,6 +125,8 @@ def _translate(exc: BaseException, what: str, budget_s: Optional[float] = None,
         return StorageBusy(f"{what}: another process kept the database busy for over {budget_s:.0f}s; gave up")
     if driver.is_full(exc):
         return StorageFull(f"{what}: {exc}")
+    if driver.is_unreachable(exc):
+        return DatabaseUnreachable(f"{what}: the database cannot be reached: {exc}")
     return StorageError(f"{what}: {exc}")
 
 

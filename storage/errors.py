@@ -4,12 +4,18 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 
+def _never(exc: BaseException) -> bool:
+    return False
+
+
 class Driver(NamedTuple):
     """What the transaction code needs to know of a database driver's errors: which are the driver's, which a
-    retry of the whole transaction cures (BUSY), which mean a full disk (db.py's SQLITE, postgres.py's DRIVER)."""
+    retry of the whole transaction cures (BUSY), which mean a full disk, which a database server that cannot be
+    reached now (db.py's SQLITE, postgres.py's DRIVER)."""
     errors: tuple
     is_busy: Callable[[BaseException], bool]
     is_full: Callable[[BaseException], bool]
+    is_unreachable: Callable[[BaseException], bool] = _never
 
 
 class StorageError(Exception):
@@ -20,6 +26,13 @@ class StorageUnavailable(StorageError):
     """Storage cannot be used right now for a cause outside the gateway (a full disk, a lock some other process
     holds): nothing was written, and the same call succeeds once the cause is gone. Supervisors wait such a crash
     out instead of counting it toward their restart intensity (supervision/spec.py)."""
+
+
+class DatabaseUnreachable(StorageUnavailable):
+    """A database server (PostgreSQL) refused or lost the connection: down, restarting, out of connection slots.
+    Transient like a full disk: the actor that met it crashes with an outside cause, which its supervisor waits out
+    (supervision/spec.py). Nothing of the failed transaction was committed (the server rolls back a transaction
+    whose COMMIT did not return)."""
 
 
 class StorageBusy(StorageUnavailable):

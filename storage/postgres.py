@@ -67,6 +67,13 @@ FUNCTIONS = [
 
 _BUSY_STATES = ("40001", "40P01", "55P03")   # serialization_failure, deadlock_detected, lock_not_available
 _FULL_STATES = ("53100",)                     # disk_full
+# admin_shutdown, crash_shutdown, cannot_connect_now (starting or stopping), too_many_connections; and class 08.
+_UNREACHABLE_STATES = ("57P01", "57P02", "57P03", "53300")
+# libpq's own words where no server answered, so no SQLSTATE: refused, gone mid-session, closed, timed out. A wrong
+# or missing password, an unknown database or role are not among them: those stay errors an operator must fix.
+_UNREACHABLE_WORDS = ("Connection refused", "server closed the connection", "the connection is closed",
+                      "timeout expired", "No route to host", "could not translate host name", "Connection reset",
+                      "the connection is lost")
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -78,7 +85,18 @@ def is_full(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) in _FULL_STATES
 
 
-DRIVER = Driver((psycopg.Error,), is_busy, is_full)
+def is_unreachable(exc: BaseException) -> bool:
+    """The server refused or lost the connection (down, restarting, no slot free): the same call on a new
+    connection succeeds once it is back."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = getattr(exc, "sqlstate", None)
+    if state is not None:
+        return state.startswith("08") or state in _UNREACHABLE_STATES
+    return any(words in str(exc) for words in _UNREACHABLE_WORDS)
+
+
+DRIVER = Driver((psycopg.Error,), is_busy, is_full, is_unreachable)
 
 
 def describe(dsn: str) -> str:
