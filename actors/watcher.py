@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from actors.adapters.doorbells import Doorbells
+from actors.adapters.doorbells import Doorbells, InternalDoorbells
 from actors.scheduling.watches import (ReadRefused, Watch, change_item, content_hash, describe_change, read_target,
                                        validate_watches)
 from supervision.actor import GatewayActor
@@ -37,7 +37,7 @@ TICK_S = 1.0
 MAX_WAITING = 10              # changes told to one conversation left unanswered before the next is skipped
 
 
-class Watcher(StoreUser, GatewayActor):
+class Watcher(InternalDoorbells, StoreUser, GatewayActor):
     uses_bridge = True
 
     def __init__(self):
@@ -107,11 +107,3 @@ class Watcher(StoreUser, GatewayActor):
         self.log.info("watch %s: change %d of %s stored as inbox #%s", watch.name, seen.changes + 1, watch.target,
                       claimed.inbox_seq)
         self.ring(claimed.session_key, claimed.inbox_seq)
-
-    def ring(self, key: str, seq: int) -> None:
-        for address, bell in self.doorbells.ring(self.directory, key, seq, time.monotonic()):
-            self.send(address, dataclasses.replace(bell, internal=True))
-
-    def on_directory(self, directory) -> None:
-        for address, bell in self.doorbells.directory_changed(directory, time.monotonic()):
-            self.send(address, dataclasses.replace(bell, internal=True))

@@ -18,6 +18,9 @@ from __future__ import annotations
 import collections
 from typing import Any, Optional
 
+import dataclasses
+import time
+
 from actors.messages import InboxDoorbell
 
 MAX_UNRUNG = 10_000
@@ -80,3 +83,18 @@ class Doorbells:
             recent.append((now, key, seq))
             return address
         return directory.sessions
+
+
+class InternalDoorbells:
+    """For an actor that writes the gateway's own inbox rows (the scheduler, the watcher): ``ring`` a row's session
+    and ring the held doorbells when the directory arrives. Their doorbells say ``internal``: not platform traffic.
+    The actor sets ``self.doorbells = Doorbells()`` and has ``directory`` and ``send`` (GatewayActor)."""
+    doorbells: Doorbells
+
+    def ring(self, key: str, seq: int) -> None:
+        for address, bell in self.doorbells.ring(self.directory, key, seq, time.monotonic()):
+            self.send(address, dataclasses.replace(bell, internal=True))
+
+    def on_directory(self, directory) -> None:
+        for address, bell in self.doorbells.directory_changed(directory, time.monotonic()):
+            self.send(address, dataclasses.replace(bell, internal=True))

@@ -94,22 +94,8 @@ def _job(file: str, name: str, table: Any, adapters: Mapping, profiles: set, con
                                        "e.g. [cron.morning-summary]")
     if not isinstance(table, dict):
         raise ConfigError(file, where, "must be a table")
-    errors = [ConfigError(file, f"{where} {key}", unknown_name("key", key, KEYS))
-              for key in table if key not in KEYS]
-    values = {}
-    for key, (types, default) in KEYS.items():
-        if key not in table:
-            if default is REQUIRED:
-                errors.append(ConfigError(file, f"{where} {key}",
-                                          "missing (a job needs schedule, prompt, adapter and chat)"))
-            values[key] = default
-            continue
-        value = table[key]
-        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
-            wanted = " or ".join(TYPE_NAMES[t] for t in types)
-            errors.append(ConfigError(file, f"{where} {key}", f"expected {wanted}, got {value!r}"))
-        values[key] = value
-    raise_gathered(errors)
+    values = typed_values(file, where, table, KEYS, "a job needs schedule, prompt, adapter and chat")
+    errors: list[ConfigError] = []
     schedule = None
     with gathering(errors):
         try:
@@ -122,6 +108,26 @@ def _job(file: str, name: str, table: Any, adapters: Mapping, profiles: set, con
     thread = str(values["thread"]) if str(values["thread"]) != "" else None
     return CronJob(name, schedule, values["prompt"], values["adapter"], str(values["chat"]), values["profile"],
                    values["chat_type"], thread, values["catch_up"], values["enabled"])
+
+
+def typed_values(file: str, where: str, table: Mapping, keys: Mapping[str, tuple], needs: str) -> dict:
+    """``table``'s values by ``keys`` (key -> (types, default or REQUIRED)), defaults filled in; one ConfigError
+    naming every unknown key, missing one (``needs`` says which are required) and value of the wrong type."""
+    errors = [ConfigError(file, f"{where} {key}", unknown_name("key", key, keys)) for key in table if key not in keys]
+    values = {}
+    for key, (types, default) in keys.items():
+        if key not in table:
+            if default is REQUIRED:
+                errors.append(ConfigError(file, f"{where} {key}", f"missing ({needs})"))
+            values[key] = default
+            continue
+        value = table[key]
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            wanted = " or ".join(TYPE_NAMES[t] for t in types)
+            errors.append(ConfigError(file, f"{where} {key}", f"expected {wanted}, got {value!r}"))
+        values[key] = value
+    raise_gathered(errors)
+    return values
 
 
 def _value_errors(file: str, where: str, values: Mapping, adapters: Mapping, profiles: set,

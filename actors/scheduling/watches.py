@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from actors.messages import MessageEvent, Source
-from actors.scheduling.jobs import JOB_NAME, REQUIRED, _value_errors
-from common.config import (TYPE_NAMES, ConfigError, did_you_mean, gathering, raise_gathered, setting,
-                           unknown_name)
+from actors.scheduling.jobs import JOB_NAME, REQUIRED, _value_errors, typed_values
+from common.config import ConfigError, did_you_mean, gathering, raise_gathered, setting
 from storage import InboundItem, WATCH_PLATFORM, session_key
 from actors.adapters.registry import DEFAULT_ADAPTERS, IMPLICIT_ADAPTERS
 
@@ -107,22 +106,8 @@ def _watch(file: str, name: str, table: Any, adapters: Mapping, profiles: set, c
                                        "e.g. [watch.status-page]")
     if not isinstance(table, dict):
         raise ConfigError(file, where, "must be a table")
-    errors = [ConfigError(file, f"{where} {key}", unknown_name("key", key, KEYS)) for key in table if key not in KEYS]
-    values = {}
-    for key, (types, default) in KEYS.items():
-        if key not in table:
-            if default is REQUIRED:
-                errors.append(ConfigError(file, f"{where} {key}",
-                                          "missing (a watch needs kind, target, prompt, adapter and chat)"))
-            values[key] = default
-            continue
-        value = table[key]
-        if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
-            wanted = " or ".join(TYPE_NAMES[t] for t in types)
-            errors.append(ConfigError(file, f"{where} {key}", f"expected {wanted}, got {value!r}"))
-        values[key] = value
-    raise_gathered(errors)
-    errors += _value_errors(file, where, dict(values, catch_up="latest"), adapters, profiles,
+    values = typed_values(file, where, table, KEYS, "a watch needs kind, target, prompt, adapter and chat")
+    errors = _value_errors(file, where, dict(values, catch_up="latest"), adapters, profiles,
                             setting(config, "gateway", "max_text_chars"))
     errors += _target_errors(file, where, values)
     raise_gathered(errors)
