@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from actors.messages import MessageEvent, Source
-from actors.scheduling.jobs import JOB_NAME, REQUIRED, _value_errors, typed_values
-from common.config import ConfigError, did_you_mean, gathering, raise_gathered, setting
+from actors.scheduling.jobs import KEYS as JOB_KEYS
+from actors.scheduling.jobs import (CHAT_KEYS, REQUIRED, _value_errors, chat_source, each_table,
+                                   typed_values)
+from common.config import ConfigError, did_you_mean, raise_gathered, setting
 from storage import InboundItem, WATCH_PLATFORM, session_key
-from actors.adapters.registry import DEFAULT_ADAPTERS, IMPLICIT_ADAPTERS
 
 KINDS = ("url", "file")
 MAX_BYTES_LIMIT = 16 * 1024 * 1024
@@ -42,16 +43,10 @@ DIFF_CHARS = 1500          # the most of a change's description put in the promp
 KEYS: dict[str, tuple] = {
     "kind": ((str,), REQUIRED),
     "target": ((str,), REQUIRED),
-    "prompt": ((str,), REQUIRED),
-    "adapter": ((str,), REQUIRED),
-    "chat": ((str, int), REQUIRED),
     "interval_s": ((int, float), 60),
-    "profile": ((str,), "default"),
-    "chat_type": ((str,), "dm"),
-    "thread": ((str, int), ""),
     "timeout_s": ((int, float), 10),
     "max_bytes": ((int,), 256 * 1024),
-    "enabled": ((bool,), True),
+    **{key: JOB_KEYS[key] for key in CHAT_KEYS},   # prompt, adapter, chat... as a [cron.NAME] table's
 }
 
 
@@ -72,8 +67,7 @@ class Watch:
     enabled: bool = True
 
     def source(self) -> Source:
-        return Source(platform=self.adapter, chat_id=self.chat, chat_type=self.chat_type, thread_id=self.thread,
-                      user_id=None, user_name=f"watch:{self.name}", profile=self.profile)
+        return chat_source(f"watch:{self.name}", self)
 
     def session_key(self) -> str:
         """The conversation a change joins: the chat's (or its thread's), as a cron run's."""
@@ -87,25 +81,12 @@ class ReadRefused(Exception):
 
 def validate_watches(config: Mapping) -> dict[str, Watch]:
     """Every ``[watch.NAME]`` table as a Watch, in name order; one ConfigError naming every bad key of every watch."""
-    file = config.get("_source") or "(config)"
-    tables = config.get("watch") or {}
-    adapters = {**IMPLICIT_ADAPTERS, **(config.get("adapters") or DEFAULT_ADAPTERS)}
-    profiles = set(config.get("profiles") or {}) | {"default"}
-    watches, errors = {}, []
-    for name in sorted(tables):
-        with gathering(errors):
-            watches[name] = _watch(file, name, tables[name], adapters, profiles, config)
-    raise_gathered(errors)
-    return watches
+    return each_table(config, "watch", "a watch", "status-page", lambda file, name, table, adapters, profiles:
+                      _watch(file, name, table, adapters, profiles, config))
 
 
 def _watch(file: str, name: str, table: Any, adapters: Mapping, profiles: set, config: Mapping) -> Watch:
     where = f"[watch.{name}]"
-    if not JOB_NAME.fullmatch(name):
-        raise ConfigError(file, where, "a watch's name is lower-case letters, digits, '-' and '_' (at most 64), "
-                                       "e.g. [watch.status-page]")
-    if not isinstance(table, dict):
-        raise ConfigError(file, where, "must be a table")
     values = typed_values(file, where, table, KEYS, "a watch needs kind, target, prompt, adapter and chat")
     errors = _value_errors(file, where, dict(values, catch_up="latest"), adapters, profiles,
                             setting(config, "gateway", "max_text_chars"))
