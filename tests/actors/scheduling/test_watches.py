@@ -85,3 +85,34 @@ def test_a_change_is_claimed_once_and_its_prompt_stored_with_it(tmp_path):
     [row] = rows
     assert row.platform == WATCH_PLATFORM and row.payload["internal"] and "+v2" in row.payload["text"]
     assert [(c["watch"], c["number"], c["inbox_state"]) for c in changes] == [("page", 1, "received")]
+
+
+def test_a_redirect_is_refused_even_to_the_same_server_and_a_large_page_is_not_cut():
+    import http.server
+    import threading
+
+    class Pages(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path == "/moved":
+                self.send_response(301)
+                self.send_header("Location", "/big")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"x" * 100)
+
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(ReadRefused, match=r"HTTP 301: a redirect \(to '/big'\) is not followed"):
+            read_target(Watch("w", "url", f"{base}/moved", 1, "p", "fake", "1", timeout_s=5))
+        with pytest.raises(ReadRefused, match="larger than max_bytes"):
+            read_target(Watch("w", "url", f"{base}/big", 1, "p", "fake", "1", timeout_s=5, max_bytes=99))
+        assert read_target(Watch("w", "url", f"{base}/big", 1, "p", "fake", "1", timeout_s=5)) == b"x" * 100
+    finally:
+        server.shutdown()
+        server.server_close()
