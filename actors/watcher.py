@@ -9,9 +9,11 @@ each watch last saw and its changes (storage/watches.py).
 
 Messages it takes:
   Started          open storage, tick at once (every watch is due)
-  timer tick       every TICK_S: each watch due is read (bounded: actors/scheduling/watches.py read_target); the
-                   first read records what it saw; a read whose hash differs from the stored one claims the change
-                   (state moved, change row and the prompt's inbox row in one transaction); then the session is rung
+  timer tick       every TICK_S: each watch due, and not still being read, is read on a thread (bounded:
+                   actors/scheduling/watches.py read_target), so a slow server never holds this actor
+  TaskDone         a read's outcome (on the bridge): the first read records what it saw; a read whose hash differs
+                   from the stored one claims the change (state moved, change row and the prompt's inbox row in
+                   one transaction); then the session is rung; a refusal is logged once until its reason changes
   Directory        the doorbells held for want of an address are rung
   StopIntake       a drain began: no more looks (a change seen later is claimed by the next instance)
   ConfigChanged    not taken: [watch.NAME] tables are read at start (a reload leaves them for a restart)
@@ -20,10 +22,11 @@ Messages it sends: InboxDoorbell(internal=True) to the shard of the change's ses
 What survives kill -9: every change whose claim committed, with its inbox row, and the new content as the stored
 one: the restarted watcher sees no change there, and the restarted shards ring the sessions with rows waiting, so
 the change is answered once. A look killed before its commit left the old content stored: the next incarnation sees
-the change again and claims it then. A read blocks this actor for at most the watch's ``timeout_s``.
+the change again and claims it then. A read in flight is lost with the process: the next incarnation reads again.
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 
@@ -31,6 +34,7 @@ from actors.adapters.doorbells import Doorbells, InternalDoorbells
 from actors.scheduling.watches import (ReadRefused, Watch, change_item, content_hash, describe_change, read_target,
                                        validate_watches)
 from supervision.actor import GatewayActor
+from supervision.bridge import TaskDone
 from supervision.storage_access import StoreUser
 
 TICK_S = 1.0
@@ -45,6 +49,7 @@ class Watcher(InternalDoorbells, StoreUser, GatewayActor):
         self.watches: dict[str, Watch] = {}
         self.next_look: dict[str, float] = {}     # monotonic time each watch is looked at next
         self.last_refusal: dict[str, str] = {}
+        self.reading: set[str] = set()            # the watches whose read runs on a thread now
         self.doorbells = Doorbells()
         self.looks = 0
         self.changes = 0
@@ -61,33 +66,42 @@ class Watcher(InternalDoorbells, StoreUser, GatewayActor):
     def describe(self):
         node = super().describe()
         return dataclasses.replace(node, facts=(("watches", len(self.watches)), ("looks", self.looks),
-                                                ("changes", self.changes),
-                                                ("refused", self.refused)))
+                                                ("changes", self.changes), ("refused", self.refused)))
 
     def on_timer_tick(self, _data) -> None:
         self.after(TICK_S, "tick")
         if self.intake_stopped:
             return
         now = time.monotonic()
-        due = [w for w in self.watches.values() if self.next_look.get(w.name, 0.0) <= now]
-        if not due:
-            return
-        states = self.db(self.store.watches.states())
-        for watch in due:
-            self.next_look[watch.name] = time.monotonic() + watch.interval_s
-            self.look(watch, states.get(watch.name))
+        for watch in self.watches.values():
+            if self.next_look.get(watch.name, 0.0) > now or watch.name in self.reading:
+                continue   # not due, or the last read still runs (a slow server): the next look waits for it
+            self.next_look[watch.name] = now + watch.interval_s
+            self.reading.add(watch.name)
+            # On a thread: a read takes up to timeout_s, and this actor answers its pings meanwhile.
+            self.bridge.submit(asyncio.to_thread(read_target, watch), ("read", watch.name))
 
-    def look(self, watch: Watch, seen) -> None:
+    def on_loop_TaskDone(self, item: TaskDone) -> None:
+        _kind, name = item.tag
+        self.reading.discard(name)
+        watch = self.watches.get(name)
+        if watch is None or self.intake_stopped or item.cancelled:
+            return
         self.looks += 1
-        try:
-            content = read_target(watch)
-        except ReadRefused as exc:
-            self.refused += 1
-            if self.last_refusal.get(watch.name) != str(exc):
-                self.log.warning("watch %s: %s (tried again every %gs)", watch.name, exc, watch.interval_s)
-            self.last_refusal[watch.name] = str(exc)
+        if item.error is not None:   # a refusal, or what a hostile server made the client raise: the same to us
+            self.refuse(watch, item.error if isinstance(item.error, ReadRefused) else
+                        f"cannot read {watch.target}: {type(item.error).__name__}: {item.error}")
             return
         self.last_refusal.pop(watch.name, None)
+        self.look(watch, self.db(self.store.watches.states()).get(name), item.result)
+
+    def refuse(self, watch: Watch, reason) -> None:
+        self.refused += 1
+        if self.last_refusal.get(watch.name) != str(reason):
+            self.log.warning("watch %s: %s (tried again every %gs)", watch.name, reason, watch.interval_s)
+        self.last_refusal[watch.name] = str(reason)
+
+    def look(self, watch: Watch, seen, content: bytes) -> None:
         digest = content_hash(content)
         if seen is None or seen.target != watch.target:
             self.db(self.store.watches.baseline(watch.name, watch.target, digest, content))

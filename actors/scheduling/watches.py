@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import http.client
 import os
 import urllib.error
 import urllib.parse
@@ -154,7 +155,7 @@ def read_target(watch: Watch) -> bytes:
                 where = (exc.headers.get("Location") or "")[:200] if exc.headers else ""
                 raise ReadRefused(f"HTTP {exc.code}: a redirect (to {where!r}) is not followed") from None
             raise ReadRefused(f"HTTP {exc.code} from {watch.target}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             raise ReadRefused(f"cannot fetch {watch.target}: {getattr(exc, 'reason', exc)}") from None
     if len(content) > watch.max_bytes:
         raise ReadRefused(f"{watch.target} is larger than max_bytes ({watch.max_bytes:,}); refused, not cut")
