@@ -25,6 +25,7 @@ import difflib
 import hashlib
 import http.client
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -148,8 +149,9 @@ def read_target(watch: Watch) -> bytes:
             raise ReadRefused(f"cannot read {watch.target}: {exc.strerror or exc}") from None
     else:
         try:
+            deadline = time.monotonic() + watch.timeout_s
             with _OPENER.open(urllib.request.Request(watch.target, method="GET"), timeout=watch.timeout_s) as reply:
-                content = reply.read(watch.max_bytes + 1)
+                content = _read_until(reply, watch.max_bytes + 1, deadline, watch)
         except urllib.error.HTTPError as exc:
             if 300 <= exc.code < 400:
                 where = (exc.headers.get("Location") or "")[:200] if exc.headers else ""
@@ -160,6 +162,21 @@ def read_target(watch: Watch) -> bytes:
     if len(content) > watch.max_bytes:
         raise ReadRefused(f"{watch.target} is larger than max_bytes ({watch.max_bytes:,}); refused, not cut")
     return content
+
+
+def _read_until(reply, limit: int, deadline: float, watch: Watch) -> bytes:
+    """At most ``limit`` bytes of ``reply``, by chunks, within ``deadline``: the socket's timeout bounds each wait,
+    not a server that drips a byte at a time."""
+    chunks, size = [], 0
+    while size < limit:
+        if time.monotonic() > deadline:
+            raise ReadRefused(f"{watch.target} took longer than timeout_s ({watch.timeout_s:g}s)")
+        chunk = reply.read1(min(65536, limit - size))   # what has arrived: read() would wait for the whole size
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def content_hash(content: bytes) -> str:

@@ -116,3 +116,34 @@ def test_a_redirect_is_refused_even_to_the_same_server_and_a_large_page_is_not_c
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_server_that_drips_its_page_is_refused_at_timeout_s():
+    import http.server
+    import threading
+    import time
+
+    class Drip(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            for _ in range(100):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.1)
+
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Drip)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(ReadRefused, match=r"took longer than timeout_s \(1s\)"):
+            read_target(Watch("w", "url", f"http://127.0.0.1:{server.server_address[1]}/", 1, "p", "fake", "1",
+                              timeout_s=1))
+        assert time.monotonic() - started < 5, "refused near its bound, not after the whole page"
+    finally:
+        server.shutdown()
+        server.server_close()
