@@ -2,10 +2,10 @@
 watch's chat when one changed (docs/background.md, "Watches"). A leaf child of the root, present when watches are
 configured.
 
-State: the watches (the configuration's, checked when it was loaded), when each is looked at next, the last refusal
-of each (logged once until it changes), the doorbells it could not ring yet (no directory), and counts of its
-looks, the changes it claimed and the reads refused (shown in ``tree`` and ``status``). Everything else is in storage: what
-each watch last saw and its changes (storage/watches.py).
+State: the watches (the configuration's, checked when it was loaded), when each is looked at next, which are being
+read, the last refusal of each (logged once until it changes), the doorbells it could not ring yet (no directory),
+and counts of its looks, the changes it claimed and the reads refused (shown in ``tree`` and ``status``). Everything
+else is in storage: what each watch last saw and its changes (storage/watches.py).
 
 Messages it takes:
   Started          open storage, tick at once (every watch is due)
@@ -14,6 +14,7 @@ Messages it takes:
   TaskDone         a read's outcome (on the bridge): the first read records what it saw; a read whose hash differs
                    from the stored one claims the change (state moved, change row and the prompt's inbox row in
                    one transaction); then the session is rung; a refusal is logged once until its reason changes
+  timer prune      hourly: changes older than [storage] inbox_retention_days are deleted (history only)
   Directory        the doorbells held for want of an address are rung
   StopIntake       a drain began: no more looks (a change seen later is claimed by the next instance)
   ConfigChanged    not taken: [watch.NAME] tables are read at start (a reload leaves them for a restart)
@@ -33,11 +34,13 @@ import time
 from actors.adapters.doorbells import Doorbells, InternalDoorbells
 from actors.scheduling.watches import (ReadRefused, Watch, change_item, content_hash, describe_change, read_target,
                                        validate_watches)
+from common.config import setting
 from supervision.actor import GatewayActor
 from supervision.bridge import TaskDone
 from supervision.storage_access import StoreUser
 
 TICK_S = 1.0
+PRUNE_INTERVAL_S = 3600.0
 MAX_WAITING = 10              # changes told to one conversation left unanswered before the next is skipped
 
 
@@ -58,7 +61,14 @@ class Watcher(InternalDoorbells, StoreUser, GatewayActor):
     def on_start(self, args) -> None:
         self.watches = {name: w for name, w in validate_watches(self.config).items() if w.enabled}
         self.open_store()
+        self.after(60.0, "prune")
         self.on_timer_tick(None)
+
+    def on_timer_prune(self, _data) -> None:
+        self.after(PRUNE_INTERVAL_S, "prune")
+        days = setting(self.config, "storage", "inbox_retention_days")
+        if removed := self.db(self.store.watches.purge(days * 86400)):
+            self.log.info("watch: retention removed %d change record(s)", removed)
 
     def on_stop(self) -> None:
         self.close_store()

@@ -115,3 +115,11 @@ class WatchStore:
             names = ("watch", "number", "outcome", "reason", "session_key", "inbox_seq", "claimed_at", "inbox_state")
             return [dict(zip(names, r)) for r in rows]
         return await self._db.read(fetch)
+
+    async def purge(self, older_than_s: float, now: Optional[float] = None) -> int:
+        """Delete changes claimed over ``older_than_s`` ago: the history; the state alone decides what is new."""
+        cutoff = (time.time() if now is None else now) - older_than_s
+
+        async def do(conn):
+            return (await conn.execute("DELETE FROM watch_changes WHERE claimed_at < ?", (cutoff,))).rowcount
+        return await self._db.write(do)

@@ -16,10 +16,9 @@ supervisor on every message. Pure bookkeeping, no actor: ``ring`` and ``director
 from __future__ import annotations
 
 import collections
-from typing import Any, Optional
-
 import dataclasses
 import time
+from typing import Any, Optional
 
 from actors.messages import InboxDoorbell
 

@@ -78,8 +78,13 @@ def test_a_change_is_claimed_once_and_its_prompt_stored_with_it(tmp_path):
             first = await store.watches.claim_change(seen, content_hash(b"v2"), b"v2", item)
             again = await store.watches.claim_change(seen, content_hash(b"v2"), b"v2", item)   # the same, twice
             rows = await store.inbox.rows_in_state(first.session_key)
-            return first, again, (await store.watches.states())["page"], rows, await store.watches.changes()
-    first, again, state, rows, changes = asyncio.run(scenario())
+            history = await store.watches.changes()
+            kept = await store.watches.purge(3600.0)                  # claimed just now: kept
+            removed = await store.watches.purge(3600.0, now=1e12)     # past the retention: history gone
+            state = (await store.watches.states())["page"]           # the state stays: what is new is decided by it
+            return first, again, state, rows, history, (kept, removed)
+    first, again, state, rows, changes, purged = asyncio.run(scenario())
+    assert purged == (0, 1)
     assert first.inserted and first.outcome == "injected" and not again.inserted
     assert (state.content, state.changes) == (b"v2", 1)
     [row] = rows
