@@ -152,3 +152,10 @@ def test_a_server_that_drips_its_page_is_refused_at_timeout_s():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_reload_that_changes_the_watches_leaves_them_for_a_restart():
+    from actors.config_reload import merge
+    planned = merge(config(page=table()), config(page=table(interval_s=5), other=table()))
+    assert planned.needs_restart == ("[watch] other", "[watch] page")
+    assert planned.config["watch"] == {"page": table()}
