@@ -29,6 +29,7 @@ from actors.adapters.on_demand import check_idle_exit
 from actors.profiles.identities import load_identities
 from actors.profiles.routes import load_routes
 from actors.scheduling.jobs import validate_jobs
+from actors.scheduling.watches import validate_watches
 from actors.hooks.plugins import validate_plugins
 
 # Whole sections taken from the new file.
@@ -56,6 +57,7 @@ def check_whole(config: dict, now: float | None = None) -> None:
               validate_plugins,       # the [plugins.NAME] tables' own keys
               lambda c: check_servers(c.get("_source") or "(configuration)", c),   # [mcp.NAME] (docs/mcp.md)
               lambda c: validate_jobs(c, time.time() if now is None else now),  # [cron.NAME]
+              validate_watches,       # [watch.NAME]
               check_idle_exit)        # [gateway] idle_exit_s, against the adapters' intakes
     for check in checks:
         with gathering(errors):

@@ -32,7 +32,7 @@ import dataclasses
 import time
 import uuid
 
-from actors.adapters.doorbells import Doorbells
+from actors.adapters.doorbells import Doorbells, InternalDoorbells
 from actors.messages import CronRunReport, CronRunRequest
 from actors.scheduling.jobs import manual_run_id, run_item, schedule_run_id, validate_jobs
 from actors.scheduling.schedule import plan
@@ -46,7 +46,7 @@ PRUNE_INTERVAL_S = 3600.0
 MAX_WAITING = 10              # scheduled runs of one conversation left unanswered before the next is skipped
 
 
-class Cron(StoreUser, GatewayActor):
+class Cron(InternalDoorbells, StoreUser, GatewayActor):
     uses_bridge = True
 
     def __init__(self):
@@ -141,14 +141,6 @@ class Cron(StoreUser, GatewayActor):
         else:
             self.log.info("cron: %s: run %s stored as inbox #%s", claim.job, result.run_id, result.inbox_seq)
         self.ring(result.session_key, result.inbox_seq)
-
-    def ring(self, key: str, seq: int) -> None:
-        for address, bell in self.doorbells.ring(self.directory, key, seq, time.monotonic()):
-            self.send(address, dataclasses.replace(bell, internal=True))
-
-    def on_directory(self, directory) -> None:
-        for address, bell in self.doorbells.directory_changed(directory, time.monotonic()):
-            self.send(address, dataclasses.replace(bell, internal=True))
 
     # --------------------------------------------------------------------------------------------- manual
     def on_CronRunRequest(self, message: CronRunRequest, sender) -> None:

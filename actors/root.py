@@ -52,6 +52,7 @@ def root_children(config: dict) -> list[ChildSpec]:
         if setting(config, "console", "enabled") else []
     # Last: it starts once the tree it hands runs to is up, and stops first, so no run is claimed during a shutdown.
     cron = [ChildSpec("cron", "actors.cron.Cron")] if config.get("cron") else []
+    watcher = [ChildSpec("watcher", "actors.watcher.Watcher")] if config.get("watch") else []
     # The convention's hosts, on a leader (docs/distribution.md).
     hosts = [ChildSpec("hosts", "actors.hosts.ConventionHosts", kind="ConventionHosts")] \
         if setting(config, "cluster", "enabled") else []
@@ -66,6 +67,7 @@ def root_children(config: dict) -> list[ChildSpec]:
         *hosts,
         *console,
         *cron,
+        *watcher,
     ]
 
 
@@ -176,6 +178,8 @@ class Root(Supervisor):
                                                 for n in tree.find_kind(node, "SessionShard")],
                                      "models": shard_models(node),
                                      **({"cron": dict(crons[-1].facts)} if (crons := tree.find_kind(node, "Cron"))
+                                        else {}),
+                                     **({"watch": dict(found[-1].facts)} if (found := tree.find_kind(node, "Watcher"))
                                         else {}),
                                      **({"hosts": host_rows(hosts, tree.find_kind(node, "SessionShard"))}
                                         if (hosts := tree.find_kind(node, "Host"))

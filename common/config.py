@@ -145,6 +145,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "profiles": {},       # [profiles.NAME] tables; checked by actors/profiles/profiles.py
     "mcp": {},            # [mcp.NAME] tables: MCP servers for the agent; checked by common/mcp_config.py (check_whole)
     "cron": {},           # [cron.NAME] tables: scheduled jobs, checked by actors/scheduling/jobs.py (docs/cron.md)
+    "watch": {},          # [watch.NAME] tables: URLs and files watched, actors/scheduling/watches.py (docs/background.md)
     "debug": {
         "fault_injection": (bool, False, None),
         "crash_on_start": (str, "", None),
@@ -191,7 +192,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "allow_actions": (bool, False, None),   # false: read-only (every action answered 403)
     },
 }
-OPEN_SECTIONS = {"adapters", "profiles", "cron", "plugins", "mcp"}
+OPEN_SECTIONS = {"adapters", "profiles", "cron", "watch", "plugins", "mcp"}
 # [[routes]]: an array of tables, kept as written here and checked by actors/profiles/routes.py (docs/profiles.md).
 LIST_SECTIONS = {"routes"}
 # [[identities]]: user ids linked across platforms, checked by actors/profiles/identities.py (docs/profiles.md).

@@ -6,9 +6,9 @@ deploy/on-demand/) stops cleanly, exit 0, once it has been idle for ``idle_exit_
 - **No platform traffic** for that long. The clock is read from the inbox, the one place every platform's messages
   are committed (on every host, whatever the adapter): the arrival time of its newest row that did not come from
   the gateway itself. So what the gateway does on its own never counts: a cron tick that finds nothing due writes no
-  row, a cron run's row, a background task's prompt and an approval deadline's row are the gateway's own
-  (``INTERNAL_PLATFORMS``), a start-up replay or a platform's redelivery of an event already stored adds no row,
-  and sweeps, health rounds and a background task's completion write none. The clock starts when the gateway
+  row, a cron run's row, a background task's prompt, a watch's change and an approval deadline's row are the
+  gateway's own (``INTERNAL_PLATFORMS``), a start-up replay or a platform's redelivery of an event already stored
+  adds no row, and sweeps, health rounds and a background task's completion write none. The clock starts when the gateway
   became ready, so a fresh start is not idle.
 - **No work in flight**: no inbox row waiting for or in its turn, no reply still to be delivered. Work never moves
   the clock (it is not traffic); it only holds the exit until it is done, so a gateway idle past its bound stops as
@@ -34,11 +34,12 @@ from actors.sessions.approval_flow import EXPIRY_PLATFORM
 from storage import Store, StorageError
 from storage.cron import CRON_PLATFORM
 from storage.tasks import TASK_PLATFORM
+from storage.watches import WATCH_PLATFORM
 
 log = logging.getLogger("gateway.launcher")
 
 # Inbox rows the gateway writes for itself: not traffic (a background task's prompt is the chat's /bg, counted once).
-INTERNAL_PLATFORMS = (CRON_PLATFORM, EXPIRY_PLATFORM, TASK_PLATFORM)
+INTERNAL_PLATFORMS = (CRON_PLATFORM, EXPIRY_PLATFORM, TASK_PLATFORM, WATCH_PLATFORM)
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,9 @@ def report(status, runtime: dict, admin: str, config: dict, now: float | None = 
         f"{recovery.get('late', '?')} waiting past the answer bound",
         *([f"  cron         {cron.get('jobs', '?')} job(s); since this start {cron.get('runs', '?')} run(s), "
            f"{cron.get('skipped', '?')} skipped (`cron list`)"] if (cron := status.detail.get("cron")) else []),
+        *([f"  watches      {watch.get('watches', '?')} watched; since this start {watch.get('changes', '?')} "
+           f"change(s) told, {watch.get('refused', '?')} read(s) refused"] if (watch := status.detail.get("watch"))
+          else []),
         *([config_line(conf, now)] if (conf := status.detail.get("config")) else []),
         f"  admin        {admin}   state {config['gateway']['state_dir']}",
         f"  metrics      {metrics}",

@@ -31,6 +31,7 @@ from .owner import Owner, current_owner, is_owner_alive
 from .pacing import PacingBans
 from .runtime import RuntimeState
 from .tasks import TASK_PLATFORM, Started, Task, TaskStore
+from .watches import WATCH_PLATFORM, ChangeClaimed, WatchState, WatchStore
 from .sessions import SearchHit, SessionInfo, SessionStore, TranscriptEvent, short_id
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "Target", "Owner", "MediaCache", "CacheStats", "MediaRefs", "Feedback", "FeedbackRow", "Reaction",
     "CronStore", "CronRun", "RunClaim", "Claimed", "JobState", "CRON_PLATFORM",
     "MemoryStore", "MemoryEntry", "Added", "TaskStore", "Task", "Started", "TASK_PLATFORM",
+    "WatchStore", "WatchState", "ChangeClaimed", "WATCH_PLATFORM",
     "ApprovalStore", "Approval", "ApprovalRequest", "Asked", "Answered",
     "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner",
     "is_owner_alive",
@@ -51,8 +53,8 @@ __all__ = [
 class Store:
     """The one way in: ``sessions``, ``inbox``, ``ledger``, ``pacing``, ``access``, ``media`` (which cached files
     are referenced), ``feedback``, ``cron`` (scheduled jobs and their runs), ``memory`` (what profiles
-    remember), ``approvals`` (tool calls waiting for a person's yes) and ``tasks`` (background tasks) over one
-    database connection."""
+    remember), ``approvals`` (tool calls waiting for a person's yes), ``tasks`` (background tasks) and ``watches``
+    (what each watch saw, and its changes) over one database connection."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -67,6 +69,7 @@ class Store:
         self.memory = MemoryStore(db)
         self.approvals = ApprovalStore(db)
         self.tasks = TaskStore(db)
+        self.watches = WatchStore(db)
         self.forensics = Forensics(db)   # reads for `report` (storage/forensics.py)
 
     def atomic(self):

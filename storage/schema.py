@@ -328,6 +328,32 @@ _V15_TASKS = [
     "CREATE INDEX tasks_by_start ON tasks (started_at)",
 ]
 
+# Watches (storage/watches.py, docs/background.md): per [watch.NAME] what it last saw and how many changes it
+# claimed; per change its claim, made in the transaction that moves the state and puts the prompt in the inbox, so a
+# change is claimed at most once (the state's compare-and-set, and UNIQUE (watch, number)).
+_V16_WATCHES = [
+    """CREATE TABLE watch_state (
+        watch         TEXT PRIMARY KEY,
+        target        TEXT NOT NULL,
+        content_hash  TEXT NOT NULL,
+        content       BLOB NOT NULL,
+        changes       INTEGER NOT NULL DEFAULT 0,
+        checked_at    REAL NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE watch_changes (
+        watch         TEXT NOT NULL,
+        number        INTEGER NOT NULL,
+        old_hash      TEXT NOT NULL,
+        new_hash      TEXT NOT NULL,
+        outcome       TEXT NOT NULL CHECK (outcome IN ('injected', 'skipped')),
+        reason        TEXT,
+        session_key   TEXT,
+        inbox_seq     INTEGER,
+        claimed_at    REAL NOT NULL,
+        PRIMARY KEY (watch, number)
+    )""",
+]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -344,6 +370,7 @@ MIGRATIONS: list[Migration] = [
     _V13_PENDING_RECEIPTS,
     _V14_STREAMED_PARTS,
     _V15_TASKS,
+    _V16_WATCHES,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

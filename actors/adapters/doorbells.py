@@ -16,6 +16,8 @@ supervisor on every message. Pure bookkeeping, no actor: ``ring`` and ``director
 from __future__ import annotations
 
 import collections
+import dataclasses
+import time
 from typing import Any, Optional
 
 from actors.messages import InboxDoorbell
@@ -80,3 +82,18 @@ class Doorbells:
             recent.append((now, key, seq))
             return address
         return directory.sessions
+
+
+class InternalDoorbells:
+    """For an actor that writes the gateway's own inbox rows (the scheduler, the watcher): ``ring`` a row's session
+    and ring the held doorbells when the directory arrives. Their doorbells say ``internal``: not platform traffic.
+    The actor sets ``self.doorbells = Doorbells()`` and has ``directory`` and ``send`` (GatewayActor)."""
+    doorbells: Doorbells
+
+    def ring(self, key: str, seq: int) -> None:
+        for address, bell in self.doorbells.ring(self.directory, key, seq, time.monotonic()):
+            self.send(address, dataclasses.replace(bell, internal=True))
+
+    def on_directory(self, directory) -> None:
+        for address, bell in self.doorbells.directory_changed(directory, time.monotonic()):
+            self.send(address, dataclasses.replace(bell, internal=True))

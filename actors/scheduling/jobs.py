@@ -46,6 +46,14 @@ KEYS: dict[str, tuple] = {
     "timezone": ((str,), "UTC"),
     "enabled": ((bool,), True),
 }
+# The keys that say what a turn of the gateway's own says and where it answers: a watch's too (watches.py).
+CHAT_KEYS = ("prompt", "adapter", "chat", "profile", "chat_type", "thread", "enabled")
+
+
+def chat_source(who: str, table) -> Source:
+    """The source of a turn of the gateway's own in ``table``'s chat (a CronJob or a Watch): no user."""
+    return Source(platform=table.adapter, chat_id=table.chat, chat_type=table.chat_type, thread_id=table.thread,
+                  user_id=None, user_name=who, profile=table.profile)
 
 
 @dataclass(frozen=True)
@@ -62,8 +70,7 @@ class CronJob:
     enabled: bool = True
 
     def source(self) -> Source:
-        return Source(platform=self.adapter, chat_id=self.chat, chat_type=self.chat_type, thread_id=self.thread,
-                      user_id=None, user_name=f"cron:{self.name}", profile=self.profile)
+        return chat_source(f"cron:{self.name}", self)
 
     def session_key(self) -> str:
         """The conversation a run joins: the chat's (or its thread's), never one user's (a run has no user)."""
@@ -73,43 +80,37 @@ class CronJob:
 def validate_jobs(config: Mapping, now: float = 0.0) -> dict[str, CronJob]:
     """Every ``[cron.NAME]`` table as a CronJob, in name order; raises a ConfigError naming every bad key of every
     job (``more``), not only the first."""
+    return each_table(config, "cron", "a job", "morning-summary", lambda file, name, table, adapters, profiles:
+                      _job(file, name, table, adapters, profiles, config, now))
+
+
+def each_table(config: Mapping, section: str, noun: str, example: str, check) -> dict:
+    """``check(file, name, table, adapters, profiles)`` of every ``[section.NAME]`` table (its name and that it is
+    a table checked first), in name order; one ConfigError naming every failure of every table."""
     file = config.get("_source") or "(config)"
-    tables = config.get("cron") or {}
+    tables = config.get(section) or {}
     # The adapters that run: the configured ones (the default web chat when none is), and the implicit terminal.
     adapters = {**IMPLICIT_ADAPTERS, **(config.get("adapters") or DEFAULT_ADAPTERS)}
     profiles = set(config.get("profiles") or {}) | {"default"}
-    jobs, errors = {}, []
+    checked, errors = {}, []
     for name in sorted(tables):
         with gathering(errors):
-            jobs[name] = _job(file, name, tables[name], adapters, profiles, config, now)
+            where = f"[{section}.{name}]"
+            if not JOB_NAME.fullmatch(name):
+                raise ConfigError(file, where, f"{noun}'s name is lower-case letters, digits, '-' and '_' (at most "
+                                               f"64), e.g. [{section}.{example}]")
+            if not isinstance(tables[name], dict):
+                raise ConfigError(file, where, "must be a table")
+            checked[name] = check(file, name, tables[name], adapters, profiles)
     raise_gathered(errors)
-    return jobs
+    return checked
 
 
 def _job(file: str, name: str, table: Any, adapters: Mapping, profiles: set, config: Mapping,
          now: float) -> CronJob:
     where = f"[cron.{name}]"
-    if not JOB_NAME.fullmatch(name):
-        raise ConfigError(file, where, "a job's name is lower-case letters, digits, '-' and '_' (at most 64), "
-                                       "e.g. [cron.morning-summary]")
-    if not isinstance(table, dict):
-        raise ConfigError(file, where, "must be a table")
-    errors = [ConfigError(file, f"{where} {key}", unknown_name("key", key, KEYS))
-              for key in table if key not in KEYS]
-    values = {}
-    for key, (types, default) in KEYS.items():
-        if key not in table:
-            if default is REQUIRED:
-                errors.append(ConfigError(file, f"{where} {key}",
-                                          "missing (a job needs schedule, prompt, adapter and chat)"))
-            values[key] = default
-            continue
-        value = table[key]
-        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
-            wanted = " or ".join(TYPE_NAMES[t] for t in types)
-            errors.append(ConfigError(file, f"{where} {key}", f"expected {wanted}, got {value!r}"))
-        values[key] = value
-    raise_gathered(errors)
+    values = typed_values(file, where, table, KEYS, "a job needs schedule, prompt, adapter and chat")
+    errors: list[ConfigError] = []
     schedule = None
     with gathering(errors):
         try:
@@ -122,6 +123,26 @@ def _job(file: str, name: str, table: Any, adapters: Mapping, profiles: set, con
     thread = str(values["thread"]) if str(values["thread"]) != "" else None
     return CronJob(name, schedule, values["prompt"], values["adapter"], str(values["chat"]), values["profile"],
                    values["chat_type"], thread, values["catch_up"], values["enabled"])
+
+
+def typed_values(file: str, where: str, table: Mapping, keys: Mapping[str, tuple], needs: str) -> dict:
+    """``table``'s values by ``keys`` (key -> (types, default or REQUIRED)), defaults filled in; one ConfigError
+    naming every unknown key, missing one (``needs`` says which are required) and value of the wrong type."""
+    errors = [ConfigError(file, f"{where} {key}", unknown_name("key", key, keys)) for key in table if key not in keys]
+    values = {}
+    for key, (types, default) in keys.items():
+        if key not in table:
+            if default is REQUIRED:
+                errors.append(ConfigError(file, f"{where} {key}", f"missing ({needs})"))
+            values[key] = default
+            continue
+        value = table[key]
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            wanted = " or ".join(TYPE_NAMES[t] for t in types)
+            errors.append(ConfigError(file, f"{where} {key}", f"expected {wanted}, got {value!r}"))
+        values[key] = value
+    raise_gathered(errors)
+    return values
 
 
 def _value_errors(file: str, where: str, values: Mapping, adapters: Mapping, profiles: set,

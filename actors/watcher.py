@@ -1,0 +1,133 @@
+"""The watcher: looks at the ``[watch.NAME]`` targets (a URL, a file) every interval and starts a turn in the
+watch's chat when one changed (docs/background.md, "Watches"). A leaf child of the root, present when watches are
+configured.
+
+State: the watches (the configuration's, checked when it was loaded), when each is looked at next, which are being
+read, the last refusal of each (logged once until it changes), the doorbells it could not ring yet (no directory),
+and counts of its looks, the changes it claimed and the reads refused (shown in ``tree`` and ``status``). Everything
+else is in storage: what each watch last saw and its changes (storage/watches.py).
+
+Messages it takes:
+  Started          open storage, tick at once (every watch is due)
+  timer tick       every TICK_S: each watch due, and not still being read, is read on a thread (bounded:
+                   actors/scheduling/watches.py read_target), so a slow server never holds this actor
+  TaskDone         a read's outcome (on the bridge): the first read records what it saw; a read whose hash differs
+                   from the stored one claims the change (state moved, change row and the prompt's inbox row in
+                   one transaction); then the session is rung; a refusal is logged once until its reason changes
+  timer prune      hourly: changes older than [storage] inbox_retention_days are deleted (history only)
+  Directory        the doorbells held for want of an address are rung
+  StopIntake       a drain began: no more looks (a change seen later is claimed by the next instance)
+  ConfigChanged    not taken: [watch.NAME] tables are read at start (a reload leaves them for a restart)
+Messages it sends: InboxDoorbell(internal=True) to the shard of the change's session (as the scheduler does).
+
+What survives kill -9: every change whose claim committed, with its inbox row, and the new content as the stored
+one: the restarted watcher sees no change there, and the restarted shards ring the sessions with rows waiting, so
+the change is answered once. A look killed before its commit left the old content stored: the next incarnation sees
+the change again and claims it then. A read in flight is lost with the process: the next incarnation reads again.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+
+from actors.adapters.doorbells import Doorbells, InternalDoorbells
+from actors.scheduling.watches import (ReadRefused, Watch, change_item, content_hash, describe_change, read_target,
+                                       validate_watches)
+from common.config import setting
+from supervision.actor import GatewayActor
+from supervision.bridge import TaskDone
+from supervision.storage_access import StoreUser
+
+TICK_S = 1.0
+PRUNE_INTERVAL_S = 3600.0
+MAX_WAITING = 10              # changes told to one conversation left unanswered before the next is skipped
+
+
+class Watcher(InternalDoorbells, StoreUser, GatewayActor):
+    uses_bridge = True
+
+    def __init__(self):
+        super().__init__()
+        self.watches: dict[str, Watch] = {}
+        self.next_look: dict[str, float] = {}     # monotonic time each watch is looked at next
+        self.last_refusal: dict[str, str] = {}
+        self.reading: set[str] = set()            # the watches whose read runs on a thread now
+        self.doorbells = Doorbells()
+        self.looks = 0
+        self.changes = 0
+        self.refused = 0
+
+    def on_start(self, args) -> None:
+        self.watches = {name: w for name, w in validate_watches(self.config).items() if w.enabled}
+        self.open_store()
+        self.after(60.0, "prune")
+        self.on_timer_tick(None)
+
+    def on_timer_prune(self, _data) -> None:
+        self.after(PRUNE_INTERVAL_S, "prune")
+        days = setting(self.config, "storage", "inbox_retention_days")
+        if removed := self.db(self.store.watches.purge(days * 86400)):
+            self.log.info("watch: retention removed %d change record(s)", removed)
+
+    def on_stop(self) -> None:
+        self.close_store()
+
+    def describe(self):
+        node = super().describe()
+        return dataclasses.replace(node, facts=(("watches", len(self.watches)), ("looks", self.looks),
+                                                ("changes", self.changes), ("refused", self.refused)))
+
+    def on_timer_tick(self, _data) -> None:
+        self.after(TICK_S, "tick")
+        if self.intake_stopped:
+            return
+        now = time.monotonic()
+        for watch in self.watches.values():
+            if self.next_look.get(watch.name, 0.0) > now or watch.name in self.reading:
+                continue   # not due, or the last read still runs (a slow server): the next look waits for it
+            self.next_look[watch.name] = now + watch.interval_s
+            self.reading.add(watch.name)
+            # On a thread: a read takes up to timeout_s, and this actor answers its pings meanwhile.
+            self.bridge.submit(asyncio.to_thread(read_target, watch), ("read", watch.name))
+
+    def on_loop_TaskDone(self, item: TaskDone) -> None:
+        _kind, name = item.tag
+        self.reading.discard(name)
+        watch = self.watches.get(name)
+        if watch is None or self.intake_stopped or item.cancelled:
+            return
+        self.looks += 1
+        if item.error is not None:   # a refusal, or what a hostile server made the client raise: the same to us
+            self.refuse(watch, item.error if isinstance(item.error, ReadRefused) else
+                        f"cannot read {watch.target}: {type(item.error).__name__}: {item.error}")
+            return
+        self.last_refusal.pop(watch.name, None)
+        self.look(watch, self.db(self.store.watches.states()).get(name), item.result)
+
+    def refuse(self, watch: Watch, reason) -> None:
+        self.refused += 1
+        if self.last_refusal.get(watch.name) != str(reason):
+            self.log.warning("watch %s: %s (tried again every %gs)", watch.name, reason, watch.interval_s)
+        self.last_refusal[watch.name] = str(reason)
+
+    def look(self, watch: Watch, seen, content: bytes) -> None:
+        digest = content_hash(content)
+        if seen is None or seen.target != watch.target:
+            self.db(self.store.watches.baseline(watch.name, watch.target, digest, content))
+            self.log.info("watch %s: looking at %s (%d bytes) every %gs", watch.name, watch.target, len(content),
+                          watch.interval_s)
+            return
+        if digest == seen.content_hash:
+            return
+        item = change_item(watch, seen.changes + 1, describe_change(seen.content, content), time.time())
+        claimed = self.db(self.store.watches.claim_change(seen, digest, content, item, MAX_WAITING))
+        if not claimed.inserted:
+            return   # the state moved since it was read: that change was claimed already
+        if claimed.outcome != "injected":
+            self.log.warning("watch %s: change %d not told: %s", watch.name, seen.changes + 1, claimed.reason)
+            return
+        self.changes += 1
+        self.log.info("watch %s: change %d of %s stored as inbox #%s", watch.name, seen.changes + 1, watch.target,
+                      claimed.inbox_seq)
+        self.ring(claimed.session_key, claimed.inbox_seq)

@@ -1,0 +1,196 @@
+"""Watches through the real daemon (docs/background.md, "Watches"): a URL served by a local HTTP server and a file,
+looked at every second; a change is answered in the watch's chat once, also when the daemon is killed -9 right after
+the change was claimed; a target that does not change starts no turn; a redirect is refused and said so; a bad
+``[watch.NAME]`` table stops the start with exit 78 naming the key.
+
+One daemon for the module (killed and started again by the first test)."""
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import sqlite3
+import threading
+
+import pytest
+
+from tests.actor_system import wait_for
+from tests.fakes.fakeplatform import FakePlatform
+from tests.gateway import Gateway
+from tests.pipeline.harness import CURSOR, pipeline_gateway, visible
+
+pytestmark = pytest.mark.timeout(240)
+
+
+class Pages(http.server.BaseHTTPRequestHandler):
+    bodies: dict[str, bytes] = {}
+
+    def do_GET(self):
+        if self.path == "/moved":
+            self.send_response(302)
+            self.send_header("Location", "file:///etc/passwd")
+            self.end_headers()
+            return
+        body = self.bodies.get(self.path, b"")
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def pages():
+    Pages.bodies = {"/status.txt": b"all systems up\nv1\n", "/quiet.txt": b"nothing ever changes here\n"}
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def platform():
+    with FakePlatform() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def notes(tmp_path_factory):
+    path = tmp_path_factory.mktemp("watched") / "notes.txt"
+    path.write_text("first line\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory, platform, pages, notes):
+    watches = f"""
+[watch.page]
+kind = "url"
+target = "{pages}/status.txt"
+interval_s = 1
+prompt = "the status page changed #think 0.8"
+adapter = "fake"
+chat = "c-page"
+
+[watch.quiet]
+kind = "url"
+target = "{pages}/quiet.txt"
+interval_s = 1
+prompt = "the quiet page changed"
+adapter = "fake"
+chat = "c-quiet"
+
+[watch.notes]
+kind = "file"
+target = "{notes}"
+interval_s = 1
+prompt = "the notes file changed"
+adapter = "fake"
+chat = "c-notes"
+
+[watch.moved]
+kind = "url"
+target = "{pages}/moved"
+interval_s = 1
+prompt = "never told"
+adapter = "fake"
+chat = "c-moved"
+"""
+    gateway = pipeline_gateway(tmp_path_factory.mktemp("watches"), platform, extra=watches)
+    try:
+        gateway.start()
+        yield gateway
+    finally:
+        gateway.cli("stop")
+        gateway.kill_everything()
+
+
+def query(gw, sql: str, args=()) -> list[dict]:
+    with sqlite3.connect(gw.state / "gateway.db") as db:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute(sql, args)]
+
+
+def changes(gw, watch: str) -> list[dict]:
+    return query(gw, "SELECT c.*, i.state AS inbox_state FROM watch_changes c LEFT JOIN inbox i ON i.seq = "
+                     "c.inbox_seq WHERE c.watch = ? ORDER BY c.number", (watch,))
+
+
+def looked_at(gw) -> set[str]:
+    return {r["watch"] for r in query(gw, "SELECT watch FROM watch_state")}
+
+
+def watch_status(gw) -> dict:
+    return json.loads(gw.cli("status", "--json").stdout).get("watch") or {}
+
+
+def settled(platform, chat: str) -> list[dict]:
+    return [m for m in visible(platform, chat) if CURSOR not in m["text"]]
+
+
+def explain(gw, platform) -> str:
+    chats = {c: [m["text"][:60] for m in platform.messages(c)] for c in ("c-page", "c-quiet", "c-notes")}
+    tail = [line for line in gw.log().splitlines() if " INFO root" not in line][-30:]
+    return f"changes: {changes(gw, 'page')}\nchats: {chats}\n" + "\n".join(tail)
+
+
+def test_a_change_is_answered_once_across_a_kill_and_an_unchanged_target_starts_nothing(gw, platform, notes):
+    wait_for(lambda: looked_at(gw) >= {"page", "quiet", "notes"}, 60, 0.05, "the first look at every target")
+    try:
+        # A change of the page: one turn, in the watch's chat, told what changed.
+        Pages.bodies["/status.txt"] = b"all systems up\nv2\n"
+        wait_for(lambda: settled(platform, "c-page"), 60, 0.05, "the answer to the page's first change")
+        [first] = settled(platform, "c-page")
+        assert "the status page changed" in first["text"] and "+v2" in first["text"], first
+        # A change of the file, likewise.
+        notes.write_text("first line\nsecond line\n")
+        wait_for(lambda: settled(platform, "c-notes"), 60, 0.05, "the answer to the file's change")
+        assert "+second line" in settled(platform, "c-notes")[0]["text"]
+        # kill -9 right after the next change was claimed (its turn thinks 0.8 s: the answer is not out yet).
+        Pages.bodies["/status.txt"] = b"all systems down\nv3\n"
+        wait_for(lambda: len(changes(gw, "page")) == 2, 60, 0.005, "the page's second change to be claimed")
+        os.kill(gw.launcher_pid, signal.SIGKILL)
+        gw.assert_no_process_left()
+        killed = changes(gw, "page")[-1]
+        assert killed["inbox_state"] in ("received", "taken"), f"the kill came before the answer: {killed}"
+        gw.start()
+        wait_for(lambda: len(settled(platform, "c-page")) >= 2, 60, 0.05, "the claimed change answered after the "
+                                                                          "restart")
+        wait_for(lambda: all(r["state"] == "done" for r in query(gw, "SELECT state FROM inbox")), 60, 0.05,
+                 "every change answered")
+        # Quiet afterwards: two more looks at every target by the restarted watcher change nothing.
+        wait_for(lambda: watch_status(gw).get("looks", 0) >= 8, 60, 0.2, "two rounds of looks after the restart")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{explain(gw, platform)}") from None
+    assert [c["number"] for c in changes(gw, "page")] == [1, 2], explain(gw, platform)
+    assert changes(gw, "page")[-1]["inbox_state"] == "done"
+    texts = [m["text"] for m in visible(platform, "c-page")]
+    assert len(texts) == 2 and "+v3" in texts[1], explain(gw, platform)
+    assert changes(gw, "quiet") == [] and visible(platform, "c-quiet") == []
+
+
+def test_a_redirect_is_refused_and_said_so_and_status_shows_the_watches(gw):
+    wait_for(lambda: watch_status(gw).get("refused", 0) >= 1, 60, 0.2, "the redirect to be refused")
+    assert "watch moved: HTTP 302: a redirect (to 'file:///etc/passwd') is not followed" in gw.log()
+    assert watch_status(gw)["watches"] == 4
+    assert "moved" not in looked_at(gw) and changes(gw, "moved") == []
+    assert "watches      4 watched" in gw.cli("status", check=True).stdout
+
+
+def test_a_bad_watch_stops_the_start_with_exit_78_naming_each_key(tmp_path):
+    bad = Gateway(tmp_path, extra_toml='[adapters.fake]\ntype = "fake"\nbase_url = "http://127.0.0.1:9"\n'
+                                       '[watch.x]\nkind = "ftp"\ntarget = "ftp://h/f"\nprompt = "p"\n'
+                                       'adapter = "fake"\nchat = 1\n'
+                                       '[watch.y]\nkind = "url"\ntarget = "file:///etc/passwd"\nprompt = "p"\n'
+                                       'adapter = "fake"\nchat = 1\ninterval_s = 0\n')
+    result = bad.cli("start", "--json")
+    assert result.returncode == 78, result
+    error = json.loads(result.stdout)
+    shown = json.dumps(error)
+    assert error["key"] == "[watch.x] kind" and "must be one of 'url', 'file'" in error["reason"], error
+    assert "[watch.y] target" in shown and "http:// or https://" in shown, error
+    assert "[watch.y] interval_s" in shown, error
