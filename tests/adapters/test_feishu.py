@@ -627,3 +627,27 @@ def test_an_answer_streaming_when_the_long_connection_drops_ends_complete_and_th
     first, second = ws.messages(chat_id)
     assert len(first["text"]) >= 1500 and "\u258d" not in first["text"], first["text"][-80:]
     assert len(rows_now(gateway, ws_source(chat))) == 2
+
+
+def test_twenty_chats_streaming_at_once_end_complete_with_no_rate_limit_violation(rig):
+    """The platform's own pacing row (the long-connection app's table overrides none of it): twenty answers
+    streaming at once each end as one message showing its whole text, and the fake saw no send past its 5 a second
+    per chat (``pacing_violations``), no call inside a 99991400's wait and no edit past the 20 a message."""
+    harness, gateway = rig
+    ws, tag = harness.ws, uuid.uuid4().hex[:6]
+    before = ws.stats()
+    chats = [f"ws-twenty-{tag}-{n}" for n in range(20)]
+    for chat in chats:   # about 3 s of streaming each
+        ws.queue_ws_event(ws_text(ws, chat, f"stream this {chat} #long 700 #slow 0.1"))
+    ids = [ws_source(chat).chat_id for chat in chats]
+    try:
+        wait_for(lambda: all((o := obligations(gateway, chat_id)) and all(x.state == "delivered" for x in o)
+                             for chat_id in ids), 180, 0.5, "twenty answers delivered in the ledger")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; messages: {[len(ws.messages(i)) for i in ids]}; stats: {ws.stats()}") from None
+    shown = {chat_id: ws.messages(chat_id) for chat_id in ids}
+    assert all(len(m) == 1 and len(m[0]["text"]) >= 700 and "\u258d" not in m[0]["text"] for m in shown.values()), {
+        i: [(len(x["text"]), x["edits"]) for x in m] for i, m in shown.items()}
+    after = ws.stats()
+    for count in ("pacing_violations", "retry_after_violations", "edit_cap_refusals"):
+        assert after[count] == before[count], (count, after)
