@@ -48,6 +48,7 @@ class IrcHarness:
         self.clients: dict[str, IrcClient] = {}
         self.texts: dict[str, tuple[str, str]] = {}
         self._handles = itertools.count(1)
+        self._held_for = ""
 
     def start(self) -> None:
         self.server.start()
@@ -62,10 +63,14 @@ class IrcHarness:
         self.server.stop()
 
     def hold_next_send(self, chat: str) -> None:
+        self._held_for = chat
         self.relay.hold_next_send(target=chat)
 
     def send_held(self) -> bool:
-        return self.relay.holding.is_set()
+        """The relay passed the line on and the person heard it. The relay's write alone is not enough: ngircd
+        paces a client's lines (its penalty time) and drops the unread ones of a connection that closes, so a
+        kill -9 right after the write could take the line with it."""
+        return self.relay.holding.is_set() and bool(self.clients[self._held_for].privmsgs(BOT))
 
     def release_send(self) -> None:
         self.relay.release()
