@@ -26,9 +26,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence, Union
 
-from . import records
+from . import leases, records
 from .db import Database, fetch_all, fetch_one
 from .errors import IllegalTransition, NotFound
+from .leases import Fence
 
 
 
@@ -122,12 +123,15 @@ class Inbox:
         return (await self._db.write(_insert, prepared, time.time()))[0]
 
     async def put_many_and_commit_offset(self, rows: Iterable[Union[InboundItem, Sequence]], adapter_id: str,
-                                         offset: Any) -> list[tuple[int, bool]]:
-        """Store a batch of events and the adapter offset that covers them, in one transaction."""
+                                         offset: Any, fences: Sequence[Fence] = ()) -> list[tuple[int, bool]]:
+        """Store a batch of events and the adapter offset that covers them, in one transaction. ``fences``: the
+        leases this intake holds (storage/leases.py), checked in the same transaction: a host that lost its lease
+        commits nothing (``LeaseLost``), so the offset only ever moves under the lease's holder."""
         prepared = [_prepare(r) for r in rows]
         offset_blob = records.pack(offset)
 
         async def do(conn, now):
+            await leases.check(conn, fences)
             out = await _insert(conn, prepared, now)
             await _set_offset(conn, adapter_id, offset_blob, now)
             return out

@@ -37,6 +37,7 @@ TABLES = ("sessions", "transcript", "session_display", "api_sidecar", "runtime_s
           "obligations", "obligation_parts", "pacing_bans", "access_grants", "pairing_codes", "feedback", "cron_jobs",
           "cron_runs", "memory", "approvals", "pending_receipts", "tasks", "watch_state", "watch_changes")
 DERIVED = ("transcript_fts", "search_pending")   # rebuilt on the target from the transcript
+RUNTIME = ("leases",)    # who holds what now (storage/leases.py): a copy would hand the source's leases on
 SEQUENCED = {"transcript": "event_id", "inbox": "seq", "memory": "memory_id"}   # keys the database assigns
 
 
@@ -111,7 +112,7 @@ async def _check_schemas(source_conn, source_dialect: str, target_conn, target_d
         raise MigrationRefused(f"schema versions differ: the source is at version {versions[0]}, the target at "
                                f"{versions[1]}; run this version of the gateway on both first")
     for conn, dialect, side in ((source_conn, source_dialect, "source"), (target_conn, target_dialect, "target")):
-        unknown = await _tables(conn, dialect) - set(TABLES) - set(DERIVED)
+        unknown = await _tables(conn, dialect) - set(TABLES) - set(DERIVED) - set(RUNTIME)
         if unknown:
             raise MigrationRefused(f"the {side} has tables this version does not copy: {', '.join(sorted(unknown))}")
 

@@ -354,6 +354,19 @@ _V16_WATCHES = [
     )""",
 ]
 
+# v17: leases with fencing tokens (storage/leases.py): which host holds a platform connection's intake or a partition
+# of the sessions when hosts share one database. Runtime state: `storage migrate` does not copy it.
+_V17_LEASES = [
+    """CREATE TABLE leases (
+        name          TEXT PRIMARY KEY,
+        holder        TEXT NOT NULL,
+        life          TEXT NOT NULL,
+        token         INTEGER NOT NULL,
+        expires_at    REAL NOT NULL,
+        taken_at      REAL NOT NULL
+    ) WITHOUT ROWID""",
+]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -371,6 +384,7 @@ MIGRATIONS: list[Migration] = [
     _V14_STREAMED_PARTS,
     _V15_TASKS,
     _V16_WATCHES,
+    _V17_LEASES,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

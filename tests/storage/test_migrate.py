@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from storage import CRON_PLATFORM, TASK_PLATFORM, InboundItem, RunClaim, Store, Target, TranscriptEvent
-from storage.migrate import DERIVED, TABLES, MigrationRefused, migrate_store
+from storage.migrate import DERIVED, RUNTIME, TABLES, MigrationRefused, migrate_store
 
 from .helpers import execute
 
@@ -97,9 +97,10 @@ async def test_a_target_that_stores_a_row_differently_fails_verification_with_no
 
 
 async def test_every_table_of_the_schema_is_copied_or_derived(sqlite_path):
-    """A table a new schema step adds must join TABLES (or DERIVED), else the migration would drop its rows."""
+    """A table a new schema step adds must join TABLES (or DERIVED, or RUNTIME), else the migration would drop its
+    rows."""
     async with await Store.open(sqlite_path):
         pass
     names = {row[0] for row in execute(sqlite_path, "SELECT name FROM sqlite_master WHERE type = 'table' AND name "
                                                     "NOT LIKE 'sqlite_%' AND name NOT LIKE 'transcript_fts_%'")}
-    assert names == set(TABLES) | set(DERIVED)
+    assert names == set(TABLES) | set(DERIVED) | set(RUNTIME)
