@@ -46,6 +46,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg.adapt import Dumper, Loader
 from psycopg.pq import TransactionStatus
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .errors import Driver, StorageError
 
@@ -380,14 +381,32 @@ def migrate(conn: PostgresInlineConnection, migrations: Sequence, where: str, ap
     return latest
 
 
+# A host cut off from the network in the middle of a transaction must not hold its locks for the hours TCP takes to
+# notice: the server ends a session idle in a transaction after 5 s (its locks, on a lease row say, go with it, so
+# another host can take over: storage/leases.py), and keepalives and the user timeout make this side's calls fail
+# within seconds instead of hanging on a dead peer. What the operator's DSN sets itself is kept.
+IDLE_IN_TRANSACTION = "-c idle_in_transaction_session_timeout=5000"
+KEEPALIVES = {"keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2", "keepalives_count": "3",
+              "tcp_user_timeout": "10000"}
+
+
+def with_timeouts(dsn: str) -> str:
+    """``dsn`` with the settings above added where it does not set them (its ``options`` kept, ours after them)."""
+    given = conninfo_to_dict(dsn)
+    added = {**KEEPALIVES, **given}
+    if "idle_in_transaction_session_timeout" not in str(given.get("options", "")):
+        added["options"] = f"{given.get('options', '')} {IDLE_IN_TRANSACTION}".strip()
+    return make_conninfo(**added)
+
+
 def connect(dsn: str, durability: str) -> psycopg.Connection:
-    conn = psycopg.connect(dsn, autocommit=True)
+    conn = psycopg.connect(with_timeouts(dsn), autocommit=True)
     _configure(conn, durability)
     return conn
 
 
 async def connect_async(dsn: str, durability: str) -> psycopg.AsyncConnection:
-    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    conn = await psycopg.AsyncConnection.connect(with_timeouts(dsn), autocommit=True)
     _adapt(conn)
     if durability == "full":
         await conn.execute("SET synchronous_commit = on")
