@@ -22,6 +22,10 @@ adapter's ledger): such a part goes again under the re-sent mark. The leader's s
 AdapterConnected on to the worker sweepers the Directory lists (``sweepers``), and tells each new one which
 adapters are connected.
 
+On hosts sharing one database (``[cluster] shared``, docs/distribution.md) every host runs a sweeper over the one
+ledger, and each takes only the replies of the partitions its shards hold by lease (actors/sessions/partitions.py):
+a dead host's replies are finished by the host that took its partitions, once its leases expired.
+
 Every send's intent is committed by the adapter just before the request leaves; the id replaces it. One that is
 ambiguous (a dead owner's send never came back: ``Obligation.ambiguous`` or an intent still there) may have an
 unaddressable copy in the chat, so its first part carries the [sessions] resent_marker line, unless the platform
@@ -33,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
+from functools import partial
 
 from actors.messages import AdapterConnected, InboxDoorbell, LostSend, OpResult, PlatformOp
 from common.cluster import host_name, on_worker, runs_here
@@ -43,6 +48,7 @@ from actors.adapters.idempotency import op_id as numbered_op
 from actors.hooks.points import hooks_for, sweeper_delivery
 from actors.sessions.reply_files import has_marker, is_file, marked_at, marker_index, send_fields
 from actors.sessions.paragraph_parts import part_key
+from actors.sessions.partitions import PARTITION_PREFIX, held_by
 from storage import MediaCache
 from storage import IllegalTransition, StaleFence
 from supervision.storage_access import StoreUser, store_path
@@ -147,8 +153,12 @@ class DeliverySweeper(StoreUser, GatewayActor):
         if not self.connected:
             return
         busy = {job["ob"].obligation_id for job in self.jobs.values()}
+        serves = self.serves
+        if setting(self.config, "cluster", "shared"):   # hosts sharing the database: the partitions this host holds
+            serves = partial(held_by(self.db(self.store.leases.all(PARTITION_PREFIX)), host_name(self.config)),
+                             partitions=setting(self.config, "cluster", "partitions"))
         for ob in self.db(self.store.ledger.sweep_recoverable(
-                self.connected, max_attempts=SWEEP_MAX_ATTEMPTS, spacing_s=retry_spacing_s, serves=self.serves)):
+                self.connected, max_attempts=SWEEP_MAX_ATTEMPTS, spacing_s=retry_spacing_s, serves=serves)):
             if ob.obligation_id in busy:
                 continue
             if not ob.chunks:

@@ -178,6 +178,13 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # leader). Not complete yet (docs/distribution.md): a worker's shards take new chats' messages and answer
         # them, but keys that move when a worker joins do not take their transcripts along.
         "shards_per_worker": (int, 0, range(0, 257)),
+        # Hosts that share one PostgreSQL ([storage] backend = "postgresql") as equals, without a convention: each
+        # runs the whole tree, one host at a time holds each polled platform connection and each partition of the
+        # sessions, by lease (docs/distribution.md). A lost host's leases expire after lease_s; another host takes
+        # them. Every host must use the same lease_s and partitions.
+        "shared": (bool, False, None),
+        "lease_s": (float, 10.0, None),
+        "partitions": (int, 32, range(1, 4097)),
     },
     "metrics": {          # actors/metrics.py; docs/metrics.md
         "enabled": (bool, True, None),
@@ -371,6 +378,16 @@ def _check_storage(file: str, storage: dict) -> None:
 
 
 def _check_cluster(file: str, config: dict) -> None:
+    cluster = config["cluster"]
+    if cluster["shared"] and config["storage"]["backend"] != "postgresql":
+        raise ConfigError(file, "[cluster] shared", "hosts share state through PostgreSQL: set [storage] backend = "
+                                                    "\"postgresql\" and its dsn (docs/distribution.md)")
+    if cluster["shared"] and cluster["enabled"]:
+        raise ConfigError(file, "[cluster] shared", "a host sharing the database is not a convention's leader: set "
+                                                    "[cluster] enabled = false (docs/distribution.md)")
+    if not 2.0 <= cluster["lease_s"] <= 300.0:
+        raise ConfigError(file, "[cluster] lease_s", "must be between 2 and 300 seconds (default 10): how long a "
+                                                     "lost host keeps what it held")
     host = config["gateway"]["bind_host"]
     if config["cluster"]["enabled"] and (host == "localhost" or ipaddress.ip_address(host).is_loopback):
         raise ConfigError(file, "[cluster] enabled",

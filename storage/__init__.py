@@ -32,7 +32,7 @@ from .pacing import PacingBans
 from .runtime import RuntimeState
 from .tasks import TASK_PLATFORM, Started, Task, TaskStore
 from .watches import WATCH_PLATFORM, ChangeClaimed, WatchState, WatchStore
-from .leases import Fence, Lease, LeaseLost, LeaseStore
+from .leases import Fence, Lease, LeaseLost, LeaseStore, check as check_leases
 from .sessions import SearchHit, SessionInfo, SessionStore, TranscriptEvent, short_id
 
 __all__ = [
@@ -74,6 +74,11 @@ class Store:
         self.watches = WatchStore(db)
         self.leases = LeaseStore(db)
         self.forensics = Forensics(db)   # reads for `report` (storage/forensics.py)
+
+    def fence_with(self, fences) -> None:
+        """Inline stores only: every ``atomic`` scope from now on checks the leases ``fences()`` names as it begins
+        (storage/leases.py): a holder that lost one commits nothing."""
+        self._db.fence_check = lambda conn: check_leases(conn, fences())
 
     def atomic(self):
         """Inline stores only: the calls inside one ``with store.atomic():`` commit together (storage/inline.py)."""

@@ -296,6 +296,9 @@ class Database:
         self._closing: Optional[asyncio.Task] = None
         self._pid = os.getpid()  # a connection must never be used across fork (Thespian forks actor processes)
         self.open_scope = None   # inline only: the atomic scope the calls now join (inline.py, AtomicScope)
+        # inline only: the fence every atomic scope of this connection checks as it begins (``async (conn)``:
+        # storage/leases.py, Store.fence_with); None: no fence (a single host, or a store that writes for no lease)
+        self.fence_check = None
         self.waits_on_loop = False   # inline only: BUSY is waited out with asyncio sleeps (see open)
 
     @classmethod

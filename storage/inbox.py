@@ -280,6 +280,15 @@ class Inbox:
                       "ORDER BY session_key")]
         return await self._db.read(fetch)
 
+    async def newest_received(self, limit: int = 5000) -> list[tuple[str, int]]:
+        """``(session_key, newest seq)`` of the keys with rows no session has taken yet (hosts sharing the database
+        ring their sessions from this: actors/sessions/partitions.py)."""
+        async def fetch(conn):
+            return [(k, int(s)) for k, s in await fetch_all(
+                conn, "SELECT session_key, max(seq) FROM inbox WHERE state = 'received' GROUP BY session_key "
+                      "LIMIT ?", (int(limit),))]
+        return await self._db.read(fetch)
+
     async def late(self, older_than_s: float, now: Optional[float] = None, limit: int = 1000) -> list[tuple]:
         """Rows stored over ``older_than_s`` ago and not taken yet, whose session has no turn running (a message
         waiting behind a turn waits for the agent, not for the gateway): ``(session_key, seq, received_at)``,

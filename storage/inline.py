@@ -81,7 +81,7 @@ def atomic(db, conn: InlineConnection):
     if db.open_scope is not None:
         yield db.open_scope
         return
-    scope = db.open_scope = AtomicScope(conn, db.path, db.retry_budget_s)
+    scope = db.open_scope = AtomicScope(conn, db.path, db.retry_budget_s, db.fence_check)
     try:
         yield scope
     except BaseException:
@@ -93,8 +93,9 @@ def atomic(db, conn: InlineConnection):
 
 
 class AtomicScope:
-    def __init__(self, conn: InlineConnection, path: str, budget_s: float):
+    def __init__(self, conn: InlineConnection, path: str, budget_s: float, fence_check=None):
         self.conn, self.path, self.budget_s = conn, path, budget_s
+        self.fence_check = fence_check   # async (conn): the leases' fence, checked right after the BEGIN
         self.driver = conn.driver
         self.begun = False   # BEGIN IMMEDIATE done: the write lock is held until commit or rollback
         # What made SQLite roll the whole transaction back under a failing statement (a full disk): every later call
@@ -134,6 +135,12 @@ class AtomicScope:
 
     async def _begin(self) -> None:
         await self.conn.execute("BEGIN IMMEDIATE")
+        if self.fence_check is not None:
+            try:
+                await self.fence_check(self.conn)
+            except BaseException:
+                await self.conn.execute("ROLLBACK")
+                raise
 
     async def run(self, fn, args: tuple, name: str, writes: bool = True):
         """One call inside the transaction, atomic on its own: if it raises, what it wrote is undone and the

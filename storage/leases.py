@@ -12,11 +12,13 @@ host's: hosts' clocks may disagree, the database has one.
   another life took (so its token moved) is not renewed and is reported lost.
 - ``release`` ends a lease at once (a drain, a rebalance), so another host takes it without waiting for the expiry.
 - ``check`` is the fence: called inside another transaction of this store (an inbox commit, a shard's group
-  commit), it raises ``LeaseLost`` unless every lease named is still held by the life with the token it knows. On
-  PostgreSQL the transactions are SERIALIZABLE, so a write that passed the check is ordered before any take-over of
-  that lease: the new holder, which reads after its take, sees it (the writes of a holder that lost its lease, paused
-  or cut off, are refused instead). A check does not look at the expiry: only another take-over moves the token,
-  and until one happens the holder's writes are still its own.
+  commit), it raises ``LeaseLost`` unless every lease named is still held by the life with the token it knows. It
+  reads ``lease_fences``, which only a take-over or a release writes (a renewal writes ``leases`` alone): on
+  PostgreSQL the transactions are SERIALIZABLE, and a renewal touching what every write reads would make the two
+  conflict several times a second. So a write that passed the check is ordered before any take-over of that lease:
+  the new holder, which reads after its take, sees it (the writes of a holder that lost its lease, paused or cut
+  off, are refused instead). A check does not look at the expiry: only another take-over moves the token, and until
+  one happens the holder's writes are still its own.
 
 What survives kill -9: every call that returned (one transaction each). A killed holder's leases stay in the table
 until they expire; nothing else depends on the process.
@@ -70,10 +72,15 @@ def _now(conn) -> str:
 async def check(conn, fences: Iterable[Fence]) -> None:
     """The fence, inside the caller's transaction: raises ``LeaseLost`` naming the first lease no longer held."""
     for fence in fences:
-        row = await fetch_one(conn, "SELECT 1 FROM leases WHERE name = ? AND life = ? AND token = ?",
+        row = await fetch_one(conn, "SELECT 1 FROM lease_fences WHERE name = ? AND life = ? AND token = ?",
                               (fence.name, fence.life, fence.token))
         if row is None:
             raise LeaseLost(f"the lease {fence.name!r} (token {fence.token}) is held by another host now")
+
+
+async def _set_fence(conn, name: str, life: str, token: int) -> None:
+    await conn.execute("INSERT INTO lease_fences (name, life, token) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE "
+                       "SET life = excluded.life, token = excluded.token", (name, life, token))
 
 
 class LeaseStore:
@@ -91,6 +98,7 @@ class LeaseStore:
             if row is None:
                 await conn.execute("INSERT INTO leases (name, holder, life, token, expires_at, taken_at) "
                                    "VALUES (?, ?, ?, 1, ?, ?)", (name, holder, life, now + ttl_s, now))
+                await _set_fence(conn, name, life, 1)
                 return Lease(name, holder, life, 1, ttl_s, now)
             _holder, held_by, token, expires_at = row
             if held_by == life and _holder:
@@ -100,6 +108,7 @@ class LeaseStore:
                 return None
             await conn.execute("UPDATE leases SET holder = ?, life = ?, token = ?, expires_at = ?, taken_at = ? "
                                "WHERE name = ?", (holder, life, token + 1, now + ttl_s, now, name))
+            await _set_fence(conn, name, life, token + 1)
             return Lease(name, holder, life, token + 1, ttl_s, now)
         return await self._db.write(do)
 
@@ -126,8 +135,10 @@ class LeaseStore:
         async def do(conn):
             now = (await fetch_one(conn, f"SELECT {_now(conn)}"))[0]
             for fence in fences:
-                await conn.execute("UPDATE leases SET holder = '', expires_at = ? WHERE name = ? AND life = ? AND "
-                                   "token = ?", (now, fence.name, fence.life, fence.token))
+                cur = await conn.execute("UPDATE leases SET holder = '', expires_at = ? WHERE name = ? AND life = ? "
+                                         "AND token = ?", (now, fence.name, fence.life, fence.token))
+                if cur.rowcount == 1:
+                    await _set_fence(conn, fence.name, "", fence.token)
         if fences:
             await self._db.write(do)
 

@@ -14,11 +14,11 @@ and keeps the result (``translate``: a dict look-up per statement after the firs
   them, so replacing and updating the row are the same);
 * an ``INSERT`` into a table whose key SQLite assigns (its rowid: ``ASSIGNED_KEYS``) gets ``RETURNING`` that key,
   which the result gives as ``lastrowid``, as sqlite3's cursor does;
-* ``BEGIN IMMEDIATE`` (a write: SQLite lets one writer in at a time) becomes a SERIALIZABLE transaction, and
-  ``BEGIN DEFERRED`` (a read) a REPEATABLE READ one, one snapshot for all its statements. Where SQLite makes a second
-  writer wait, PostgreSQL lets both run and fails one of them with a serialization failure when they could not have
-  run one after the other; that error counts as BUSY (``is_busy``), so the whole transaction is retried exactly as a
-  SQLite transaction that met a lock is (db.py): a transaction's outcome is the one it would have had alone.
+* ``BEGIN IMMEDIATE`` (a write: SQLite lets one writer in at a time) becomes a SERIALIZABLE transaction that takes
+  the writers' lock before its snapshot, and ``BEGIN DEFERRED`` (a read) a REPEATABLE READ one, one snapshot for all
+  its statements. As on SQLite a second writer waits for the first (on every host sharing the database); should a
+  serialization failure still happen, it counts as BUSY (``is_busy``), so the whole transaction is retried exactly
+  as a SQLite transaction that met a lock is (db.py): a transaction's outcome is the one it would have had alone.
 * SQLite's scalar ``max(a, b)`` and ``instr(haystack, needle)`` exist as functions of the schema (``FUNCTIONS``).
 
 The schema is the same list of migrations (schema.py), each statement translated as it is applied
@@ -119,7 +119,12 @@ class Statement:
         self.text, self.returning = text, returning
 
 
-_TRANSACTION_STARTS = {"BEGIN IMMEDIATE": "BEGIN ISOLATION LEVEL SERIALIZABLE",
+# A write takes the writers' lock (EXCLUSIVE on gateway_schema: plain reads of it go on, another writer waits) before
+# its snapshot is taken (LOCK TABLE takes none; the first query does), so writers run one after the other as on
+# SQLite and their SERIALIZABLE transactions never fail for overlapping: a shard's group of handlers, which cannot be
+# run again once its handlers ran, would lose every cell of the group to one conflict. Reads take no lock.
+_TRANSACTION_STARTS = {"BEGIN IMMEDIATE": "BEGIN ISOLATION LEVEL SERIALIZABLE; "
+                                          "LOCK TABLE gateway_schema IN EXCLUSIVE MODE",
                        "BEGIN DEFERRED": "BEGIN ISOLATION LEVEL REPEATABLE READ"}
 _INSERT = re.compile(r"^\s*INSERT\s+(?:OR\s+(IGNORE|REPLACE)\s+)?INTO\s+(\w+)\s*(\(([^)]*)\))?", re.IGNORECASE)
 _IS_PARAM = re.compile(r"\bIS\s+\?", re.IGNORECASE)            # SQLite's IS compares with NULL too

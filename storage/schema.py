@@ -355,7 +355,9 @@ _V16_WATCHES = [
 ]
 
 # v17: leases with fencing tokens (storage/leases.py): which host holds a platform connection's intake or a partition
-# of the sessions when hosts share one database. Runtime state: `storage migrate` does not copy it.
+# of the sessions when hosts share one database. The fence (who may write, under which token) is a table of its own,
+# written only when a lease changes hands, so the renewals of every second never touch what every write reads.
+# Runtime state: `storage migrate` does not copy it.
 _V17_LEASES = [
     """CREATE TABLE leases (
         name          TEXT PRIMARY KEY,
@@ -364,6 +366,11 @@ _V17_LEASES = [
         token         INTEGER NOT NULL,
         expires_at    REAL NOT NULL,
         taken_at      REAL NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE lease_fences (
+        name          TEXT PRIMARY KEY,
+        life          TEXT NOT NULL,
+        token         INTEGER NOT NULL
     ) WITHOUT ROWID""",
 ]
 

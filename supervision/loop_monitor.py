@@ -24,6 +24,7 @@ class LoopMonitor:
         self.lag_ms = 0.0          # how late the latest probe woke
         self.max_lag_ms = 0.0      # the worst since the last ``take_max``
         self._thread_id: int | None = None
+        self.stall_logged = False
         asyncio.run_coroutine_threadsafe(self._probe(), loop)
 
     async def _probe(self) -> None:
@@ -39,6 +40,17 @@ class LoopMonitor:
     def stalled_s(self) -> float:
         """How long the loop has not run the probe beyond its interval: 0 while it keeps up."""
         return max(0.0, time.monotonic() - self.last_tick - self.interval_s)
+
+    def stuck(self, deadline_s: float, log, name: str) -> bool:
+        """Whether the loop has not run for longer than ``deadline_s`` (its owner then leaves pings unanswered, so
+        the watchdog restarts it); logged once per stall, with what the loop runs."""
+        stalled = self.stalled_s()
+        stuck = stalled > deadline_s
+        if stuck and not self.stall_logged:
+            log.error("%s: its loop has not run for %.1fs; not answering pings. The loop runs:\n%s", name, stalled,
+                      self.loop_stack())
+        self.stall_logged = stuck
+        return stuck
 
     def take_max(self) -> float:
         worst, self.max_lag_ms = max(self.max_lag_ms, self.stalled_s() * 1000), self.lag_ms

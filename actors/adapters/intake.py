@@ -36,7 +36,10 @@ from actors.messages import AdapterConnection, Attachment, MessageEvent, OpResul
 from actors.adapters.addressing import Addressing
 from actors.profiles.routes import effective_respond
 from actors.adapters.sender_limits import NOTICE, LimitPolicy, SenderLimits, charge_time, sender_of
-from storage import InboundItem, MediaCache, Store, StorageUnavailable
+from actors.adapters import registry
+from actors.adapters.connection_lease import ConnectionLease, LeaseGone, intake_lease
+from storage import InboundItem, LeaseLost, MediaCache, Store, StorageUnavailable
+from storage.location import store_location
 from storage.inbox import PENDING_STATES
 from common.config import setting
 from common.redact import configured_secrets, redact
@@ -147,6 +150,7 @@ class Intake:
         self.clean = clean
         self.offset: Any = None
         self._offset_read = False
+        self.lease: Optional[ConnectionLease] = None   # on a host sharing the database: the intake's lease
         self.healthy = False
         self.malformed = 0
         self.unaddressed = 0     # group messages skipped: not addressed to the bot, on a route answering only those
@@ -156,24 +160,27 @@ class Intake:
 
     async def run_forever(self) -> None:
         platform, failures = self.platform, 0
+        self.lease = self._lease()
         while True:
             self.healthy = False
             try:
                 await self.open_store()
+                if self.lease is not None and self.lease.fence is None:
+                    await self.lease.hold()
+                    self._offset_read = False   # another host may have moved it while it held the lease
+                    await self.open_store()
                 await platform.connect()
-                if platform.push_style:
-                    self._became_healthy()
-                    await platform.run_intake(self.emit)
-                    raise RetryableError("the platform ended the intake stream")
-                while True:
-                    raws, offset = await platform.fetch()
-                    platform.report_progress()     # a round came back: the connection is alive (liveness.py)
-                    self._became_healthy()
-                    if raws or (offset is not None and offset != self.offset):
-                        await asyncio.shield(self.ingest(raws, offset))
+                await (self.lease.guard(self._rounds()) if self.lease is not None else self._rounds())
             except asyncio.CancelledError:
                 await _quietly(platform.disconnect())
+                if self.lease is not None:
+                    await _quietly(self.lease.close())
                 raise
+            except LeaseGone:
+                if self.healthy:
+                    self.post(AdapterConnection(platform.name, False))
+                self.post(IntakeRetrying("another host holds this connection's lease", 1))
+                await _quietly(platform.disconnect())
             except Exception as exc:  # noqa: BLE001 - classified below
                 kind, retry_after = platform.classify(exc)
                 if kind not in RETRY_KINDS:
@@ -191,6 +198,34 @@ class Intake:
                 self.post(IntakeRetrying(self.clean(exc), failures))
                 await _quietly(platform.disconnect())
                 await asyncio.sleep(delay)
+
+    async def _rounds(self) -> None:
+        platform = self.platform
+        if platform.push_style:
+            self._became_healthy()
+            await platform.run_intake(self.emit)
+            raise RetryableError("the platform ended the intake stream")
+        while True:
+            raws, offset = await platform.fetch()
+            platform.report_progress()     # a round came back: the connection is alive (liveness.py)
+            self._became_healthy()
+            if raws or (offset is not None and offset != self.offset):
+                await asyncio.shield(self.ingest(raws, offset))
+
+    def _lease(self) -> Optional[ConnectionLease]:
+        """The intake's lease on a host sharing the database (connection_lease.py), else None."""
+        platform = self.platform
+        wanted = intake_lease(platform.config, registry.entry_of(platform.settings).serves(platform.settings),
+                              platform.name)
+        if wanted is None:
+            return None
+        location = store_location(platform.config.get("storage") or {}, None)
+        return ConnectionLease(*wanted, open_store=lambda: Store.open(location), say=self.say)
+
+    async def poll_window(self, wanted_s: float) -> float:
+        """How long a long poll may wait now: ``wanted_s``, or less so that it ends while this host surely holds
+        the intake's lease (connection_lease.py)."""
+        return wanted_s if self.lease is None else await self.lease.window(wanted_s)
 
     async def open_store(self) -> Store:
         """The adapter's store (opened in the loop: a database busy with another opener is worth a retry) and, the
@@ -264,10 +299,13 @@ class Intake:
         # re-delivers the round. kill -9 after: both are, and a re-delivery (the ack was lost) hits the
         # (platform, message id) dedup: inserted=False, no second row, no second doorbell (G1, G2).
         try:
-            results = await self.platform.store.inbox.put_many_and_commit_offset(rows, self.platform.name, committed)
-        except BaseException:
+            results = await self.platform.store.inbox.put_many_and_commit_offset(
+                rows, self.platform.name, committed, fences=self.lease.fences if self.lease is not None else ())
+        except BaseException as exc:
             for sender in charged:    # nothing was stored: the platform or the page sends these again
                 self.sender_limits.refund(sender)
+            if isinstance(exc, LeaseLost) and self.lease is not None:
+                self.lease.lost_by_commit()   # another host polls now: this round is its to take again
             raise
         for sender, (_seq, inserted) in zip(charged, results):
             if sender is not None and not inserted:   # a re-delivery of a row already stored: charged once only

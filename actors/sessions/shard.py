@@ -38,8 +38,10 @@ Messages it takes:
                      and this process's MCP servers follow it at once where they run (actors/agents/mcp_hub.py)
   Fault(target=...)  fault injection aimed at one cell (the cell crashes, not the shard)
   timers             cells (the cells' timers and restarts), idle_scan (passivate idle sessions; start those with a
-                     tool's question past its deadline), search_index
-                     (index what the sessions appended, in one transaction: storage/search_index.py)
+                     tool's question past its deadline), search_index (index what the sessions appended, in one
+                     transaction: storage/search_index.py); on a host sharing the database (partitions.py),
+                     partitions (lease its partitions: sessions of one lost stopped, of one gained started) and
+                     waiting (ring the keys it serves with rows another host's adapter committed)
 From its cells, as their supervisor: SpawnConsumer (start a consumer cell; answer ConsumerReady at once: the
 consumer's Started is its first message, so nothing sent to it can overtake it); ModelOutcome (how a turn's model
 service did: kept in memory for the status walk, model_health.py; a shard started again knows nothing until its next
@@ -69,7 +71,9 @@ from actors.messages import (ApprovalAnswer, ConsumerGone, ConsumerReady, Inboun
 from actors.sessions.model_health import ModelHealth
 from actors.sessions.moves_in import MovesIn
 from actors.sessions.moves_out import MovesOut
+from actors.sessions.partitions import SharedPartitions
 from actors.sessions import approval_flow, operator_commands, store_reads
+from actors.sessions.store_reads import keys_with_work
 from supervision.messages import ActorRestarted, ConfigChanged, DirectoryWanted, Fault, Ping, StopIntake
 from common.cluster import host_name, runs_here
 from common.host_map import place_named, place_of
@@ -82,7 +86,7 @@ from common.logging_setup import key_hash
 from supervision.loop_monitor import LoopMonitor
 from supervision.spec import ChildSpec, Restart, flags_from_config
 from common.config import setting
-from storage import InboundItem, StorageError, search_index
+from storage import StorageError, search_index
 
 SESSION_ACTOR = "actors.sessions.session.Session"
 CONSUMER_ACTOR = "actors.sessions.stream_consumer.StreamConsumer"
@@ -90,6 +94,7 @@ SESSION_PREFIX, CONSUMER_PREFIX = "session:", "consumer:"
 # Metrics facts of the cells (a TurnFinished per turn) go out together this often: a Thespian message per turn to
 # the metrics actor costs both processes more than the rest of the fact, and a scrape comes every few seconds.
 FACTS_INTERVAL_S = 0.5
+WAITING_SCAN_S = 0.25   # hosts sharing the database: how often a shard looks for rows other hosts committed
 MOVES_TICK_S = 2.0   # while sessions move: unanswered handovers and asks go again (moves_out.py, moves_in.py)
 
 
@@ -118,6 +123,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.moves_armed = False         # a "moves" timer is set (while keys move out or are held in)
         self.index_waits = 0             # search index catch-ups in a row that storage refused (a full disk)
         self.moves_out: MovesOut | None = None   # keys another shard wins now, moving there (moves_out.py)
+        self.partitions: SharedPartitions | None = None   # hosts sharing the database: what it leases
         self.moves_in: MovesIn | None = None     # keys won here whose records may be elsewhere (moves_in.py)
         self.model_health = ModelHealth()        # how its sessions' model services did (model_health.py)
 
@@ -128,7 +134,6 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.max_live = setting(self.config, "sessions", "max_live")
         self.open_store()
         self.loop_monitor = LoopMonitor(self.bridge.loop)
-        self.stall_logged = False
         # Cells reach only cells of their own process, so the shard's name tells hosts apart.
         self.cells = CellHost(self.name, send_out=self._send_out,
                               arm=lambda seconds, token: self.after(seconds, "cells", token), on_parent=self._from_cell,
@@ -142,7 +147,13 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.moves_in = MovesIn(me, self.db, self.store, self.send, self.log)
         self.moves_in.on_map(places, {})
         self.moves_out.start_on(places)   # what it wins; the keys it holds and does not are looked over below
-        for key in self.db(_keys_with_work(self.store)):
+        self.partitions = SharedPartitions(self.config, self.name, self.store, self.db, self.log) \
+            if setting(self.config, "cluster", "shared") else None
+        if self.partitions is not None:   # hosts sharing the database: the keys of the partitions it leases
+            self.store.fence_with(self.partitions.fences)
+            self.on_timer_partitions(None)
+            self.on_timer_waiting(None)
+        for key in self.db(keys_with_work(self.store)) if self.partitions is None else ():
             if place_of(key, places).child_name == self.name:
                 self._ensure_session(key)
         if self.directory is not None:
@@ -154,7 +165,29 @@ class SessionShard(InlineStoreUser, GatewayActor):
         self.facts_out.flush(self.send)
         if self.cells is not None:
             self.cells.stop_all()
+        if self.partitions is not None:
+            self.partitions.release_all()   # the other hosts take them now, not after the lease time
         self.close_store()
+
+    # ------------------------------------------------------------------ hosts sharing the database
+    def on_timer_partitions(self, _data) -> None:
+        """Renew, take and release partition leases (partitions.py): the sessions of a partition lost are stopped
+        (their writes would be refused now: another host runs them), those of a partition gained with work are
+        started (an interrupted turn resumes)."""
+        self.after(self.partitions.tick_s, "partitions")
+        gained, lost = self.partitions.tick()
+        for key in self.partitions.keys_in(lost, self._live_keys()):
+            self.cells.stop(session_cell_name(key), "its partition went to another host")
+            self.last_active.pop(key, None)
+            self.waiting.pop(key, None)
+        for key in self.partitions.keys_in(gained, self.db(keys_with_work(self.store)) if gained else ()):
+            self._ensure_session(key)
+
+    def on_timer_waiting(self, _data) -> None:
+        """Rows another host's adapter committed for keys of this shard's partitions: their sessions rung."""
+        self.after(WAITING_SCAN_S, "waiting")
+        for key, seq in self.partitions.waiting_keys():
+            self.on_InboxDoorbell(InboxDoorbell(key, seq), None)
 
     # ------------------------------------------------------------------------------------ running the cells
     def _dispatch(self, message, sender) -> None:
@@ -210,16 +243,8 @@ class SessionShard(InlineStoreUser, GatewayActor):
         # Rows of a key another shard wins now (the sender's map was older) are not taken: left out of the
         # answer, they stay received on the sender's host, whose walk sends them to that shard.
         rows = [row for row in message.rows if self.moves_out is None or self.moves_out.wins(row[1])]
-        items = [InboundItem(key, platform, message_id, payload) for _seq, key, platform, message_id, payload
-                 in rows]
-        # Committed before the answer: kill -9 before it, and the adapter's host still holds every row (received)
-        # and sends them again; after it, a second StoreInbound of the same rows meets the dedup (inserted=False).
-        results = self.db(self.store.inbox.put_many(items))
+        latest = self.db(store_reads.store_forwarded(self.store, rows))
         self.send(sender, InboundStored(tuple(seq for seq, *_rest in rows), self.name))
-        latest: dict[str, int] = {}
-        for item, (seq, inserted) in zip(items, results):
-            if inserted:
-                latest[item.session_key] = seq
         for key, seq in latest.items():
             self.on_InboxDoorbell(InboxDoorbell(key, seq), sender)
 
@@ -232,7 +257,7 @@ class SessionShard(InlineStoreUser, GatewayActor):
         if self.cells is not None:
             self.cells.directory = directory
             self.cells.broadcast(directory)
-        if self.moves_out is not None and directory.shards:
+        if self.moves_out is not None and directory.shards and self.partitions is None:   # shared: no moves
             places, addresses = [place_named(n) for n, _a in directory.shards], dict(directory.shards)
             self.moves_in.on_map(places, addresses)
             self.moves_out.plan(places, addresses, self._live_keys(), self._is_live, self._passivate)
@@ -339,8 +364,11 @@ class SessionShard(InlineStoreUser, GatewayActor):
             if not internal:
                 self.last_active[key] = time.time()
             return state
-        if self.moves_out is not None and (not self.moves_out.wins(key) or key in self.moves_out.moving
-                                           or not self.moves_in.admit(key)):
+        if self.partitions is not None:
+            if not self.partitions.serves(key):
+                return None   # another shard's partition (or none's yet): its holder rings it
+        elif self.moves_out is not None and (not self.moves_out.wins(key) or key in self.moves_out.moving
+                                             or not self.moves_in.admit(key)):
             return None   # another shard wins it now, or its records may be elsewhere yet: its rows wait
         if len(self.last_active) >= self.max_live:
             if key not in self.waiting:
@@ -461,27 +489,10 @@ class SessionShard(InlineStoreUser, GatewayActor):
         return dataclasses.replace(node, children=self.cells.nodes(), facts=facts + node.facts)
 
     def handle(self, message, sender) -> None:
-        if isinstance(message, Ping) and self._loop_stuck():
+        if isinstance(message, Ping) and self.cells is not None and self.loop_monitor.stuck(
+                setting(self.config, "watchdog", "ping_deadline_s"), self.log, self.name):
             return   # unanswered: the watchdog restarts a shard whose loop is stuck (its sessions recover)
         super().handle(message, sender)
 
-    def _loop_stuck(self) -> bool:
-        stalled = self.loop_monitor.stalled_s() if self.cells is not None else 0.0
-        stuck = stalled > setting(self.config, "watchdog", "ping_deadline_s")
-        if stuck and not self.stall_logged:
-            self.log.error("%s: its loop has not run for %.1fs; not answering pings. The loop runs:\n%s", self.name,
-                           stalled, self.loop_monitor.loop_stack())
-        self.stall_logged = stuck
-        return stuck
-
     def pending_work(self) -> int:
         return 0     # the work is the cells': each reports its own
-
-
-async def _keys_with_work(store) -> list[str]:
-    keys = set(await store.inbox.sessions_with_pending()) | set(await store.approvals.sessions_due())
-    for state in await store.sessions.pending_resumes():
-        info = await store.sessions.get(state.session_id)
-        if info is not None:
-            keys.add(info.session_key)
-    return sorted(keys)

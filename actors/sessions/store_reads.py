@@ -13,11 +13,35 @@ from __future__ import annotations
 from typing import Callable
 
 from actors.messages import StoreRead, StoreReadResult
-from storage import StorageError
+from storage import InboundItem, StorageError
 from storage import cli as storage_cli
 from storage.inbox import PENDING_STATES
 
 MAX_EVENTS = 500   # the most a conversation read returns: a bound on one answer's size
+
+
+async def keys_with_work(store) -> list[str]:
+    """The keys whose session has something to do: rows waiting, a tool's question past its deadline, a turn to
+    resume (what a shard starts at its start, or when it takes a partition over: partitions.py)."""
+    keys = set(await store.inbox.sessions_with_pending()) | set(await store.approvals.sessions_due())
+    for state in await store.sessions.pending_resumes():
+        info = await store.sessions.get(state.session_id)
+        if info is not None:
+            keys.add(info.session_key)
+    return sorted(keys)
+
+
+async def store_forwarded(store, rows) -> dict[str, int]:
+    """Rows an adapter on another host committed for keys of this shard (``StoreInbound``), committed here
+    (deduplicated): each key with a new row and its newest such row. Committed before the shard answers: kill -9
+    before it, and the adapter's host still holds every row (received) and sends them again; after it, a second
+    StoreInbound of the same rows meets the dedup (inserted=False)."""
+    items = [InboundItem(key, platform, message_id, payload) for _seq, key, platform, message_id, payload in rows]
+    latest: dict[str, int] = {}
+    for item, (seq, inserted) in zip(items, await store.inbox.put_many(items)):
+        if inserted:
+            latest[item.session_key] = seq
+    return latest
 
 
 async def conversation(store, session_key: str, last_n: int) -> dict:

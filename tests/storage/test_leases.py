@@ -91,3 +91,24 @@ async def test_a_fence_names_a_lease_never_taken(db_path):
     async with await Store.open(db_path) as store:
         with pytest.raises(LeaseLost, match="never-taken"):
             await store.leases.check([Fence("never-taken", "life-a", 1)])
+
+
+async def test_a_shards_group_transaction_is_fenced_by_the_leases_it_holds(db_path):
+    """An inline store fenced by its leases (Store.fence_with, as a shard on a shared host is): a group of calls in
+    one atomic scope commits while the lease is this life's, and once another life took it the scope's first write
+    raises LeaseLost and nothing of the scope is kept."""
+    async with await Store.open(db_path) as other, await Store.open(db_path, inline=True) as store:
+        mine = await store.leases.take("partition:3", "host-a", "life-a", 0.3)
+        store.fence_with(lambda: [mine.fence()])
+        with store.atomic():
+            await store.inbox.put_many([row(1)])
+        await expired(other, "partition:3")
+        assert await other.leases.take("partition:3", "host-b", "life-b", 30.0) is not None
+        with pytest.raises(LeaseLost, match="partition:3"):
+            with store.atomic():
+                await store.inbox.put_many([row(2)])
+        assert [r.session_key for r in await other.inbox.rows_in_state(row(1).session_key, ("received",))] == \
+            [row(1).session_key], "the fenced group committed"
+        assert await other.inbox.rows_in_state(row(2).session_key, ("received",)) == [], (
+            "the group after the take-over kept nothing")
+        store.fence_with(lambda: [])

@@ -112,7 +112,9 @@ class TelegramAdapter(ButtonPresses, PollingAdapter):
             await poller.close()
 
     async def fetch(self) -> tuple[list, Any]:
-        timeout = max(1, math.ceil(self.settings["poll_timeout_s"]))  # the Bot API takes whole seconds; 0 spins
+        # The Bot API takes whole seconds (0 spins); on a host sharing the database the wait also ends while this
+        # host surely holds the intake's lease, so its poll never overlaps the next holder's (connection_lease.py).
+        timeout = max(1, math.floor(await self.intake.poll_window(math.ceil(self.settings["poll_timeout_s"]))))
         updates = await self._poller.get_updates(offset=self.offset, timeout=timeout,
                                                  allowed_updates=ALLOWED_UPDATES)
         if not isinstance(updates, list):
