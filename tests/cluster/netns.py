@@ -38,6 +38,7 @@ class Lab:
         self.prefix = f"gw{os.getpid()}{tag}"
         self.switch = f"{self.prefix}-sw"
         self.hosts: dict[str, str] = {}     # host name -> its address
+        self.switch_ports: dict[str, str] = {}   # host name -> its veth's end on the bridge (in the switch namespace)
         self.namespaces: list[str] = []
 
     def ns(self, host: str) -> str:
@@ -74,7 +75,19 @@ class Lab:
         _ip("addr", "add", f"{address}/24", "dev", inner, ns=ns)
         _ip("link", "set", inner, "up", ns=ns)
         self.hosts[host] = address
+        self.switch_ports[host] = outer
         return address
+
+    def cut_host(self, host: str) -> None:
+        """The host's cable pulled at the switch: its port on the bridge goes down. The host keeps its address and
+        its routes and sees no error at once: what it sends is lost, nothing reaches it, as in a partition; its
+        processes run on, and its own loopback (its admin port, its CLI) still answers."""
+        _ip("link", "set", self.switch_ports[host], "down", ns=self.switch)
+
+    def restore_host(self, host: str) -> None:
+        """The cable back: the port up again, still on the bridge; the connections of before resume where TCP kept
+        them (retransmissions reach the peer from now on)."""
+        _ip("link", "set", self.switch_ports[host], "up", ns=self.switch)
 
     def _add_ns(self, ns: str) -> None:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)   # a leftover of a killed run

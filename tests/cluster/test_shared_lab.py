@@ -1,0 +1,76 @@
+"""The lab for hosts sharing one PostgreSQL (shared_lab.py) with today's product: one gateway host in its network
+namespace, its state in PostgreSQL in the db namespace, its Telegram adapter polling the fake in the platform
+namespace. Its chats are answered, no two polls ever overlap at the fake; its network cut, nothing of it reaches
+the fake, and once restored it answers what came meanwhile.
+
+One lab and one daemon for the module: the second test cuts the network of the host the first one started."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.cluster import netns
+from tests.cluster.shared_lab import SharedLab, audit_answers, retransmitting, wait_answered, wait_first_poll, wait_until
+
+pytestmark = [pytest.mark.skipif(bool(netns.skip_reason()), reason=netns.skip_reason() or ""),
+              pytest.mark.timeout(300)]
+CHATS = [7_100_001 + i for i in range(5)]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    with SharedLab(tmp_path_factory.mktemp("shared-lab"), gateway_hosts=("g1",), tag="s") as lab:
+        yield lab
+
+
+@pytest.fixture(scope="module")
+def g1(shared):
+    # The offline agent streams each answer in a few chunks: the chats are answered while the next ones arrive.
+    return shared.start_hosts(shared.storage_toml + shared.telegram_toml() + "[agent]\nchunk_delay_s = 0.02\n")["g1"]
+
+
+def ask(shared: SharedLab, words: str) -> list[tuple[int, str]]:
+    questions = [(chat, f"{words} in chat {chat}") for chat in CHATS]
+    shared.telegram.inject(questions)
+    return questions
+
+
+def test_a_host_on_the_shared_postgresql_answers_the_platform_namespace_alone(shared, g1):
+    questions = ask(shared, "hello across namespaces")
+    audit = wait_answered(shared.telegram, questions, timeout=120, hosts=[g1])
+    assert not audit.doubled and not audit.marked, audit
+    # The daemon's state is in the db namespace's PostgreSQL (no SQLite file beside it).
+    wait_until("the five messages done in PostgreSQL's inbox",
+               lambda: shared.sql("SELECT state, count(*) FROM inbox GROUP BY state"),
+               lambda rows: dict(rows).get("done", 0) >= len(questions), timeout=60)
+    assert not (g1.state / "gateway.db").exists()
+    # Every poll came from g1's address, one at a time.
+    assert set(shared.pollers()) == {"g1"}, shared.pollers()
+    stats = shared.telegram.stats()
+    assert (stats["poll_conflicts"], stats["max_polls_pending"]) == (0, 1), stats
+
+
+def test_a_cut_host_is_unheard_until_its_network_is_back_then_answers(shared, g1):
+    telegram = shared.telegram
+    g1.cut()
+    try:
+        cut_at, last_before = time.time(), max(p["id"] for p in telegram.polls())
+        # The event the cut is seen by: the fake answered the poll g1 had waiting at the cut, and g1 never
+        # acknowledged that answer (the fake's side retransmits it).
+        lost = wait_until("the fake's answer to g1's last poll to go unacknowledged",
+                          lambda: retransmitting(shared.lab, "platform", g1.address), timeout=60)
+        questions = ask(shared, "asked during the cut")
+        unheard = [p for p in telegram.polls() if p["id"] > last_before and p["peer"] == g1.address]
+        assert not unheard, f"{len(unheard)} polls from g1 reached the fake while its network was cut: {unheard[:3]}"
+        assert len(audit_answers(telegram, questions).missing) == len(questions), "answered through a cut network"
+    finally:
+        g1.restore()
+    restored_at = time.time()
+    first = wait_first_poll(telegram, restored_at, [g1.address], timeout=90)
+    audit = wait_answered(telegram, questions, timeout=120, hosts=[g1])
+    assert not audit.doubled and not audit.marked, audit
+    stats = telegram.stats()
+    assert (stats["poll_conflicts"], stats["max_polls_pending"]) == (0, 1), stats
+    print(f"g1 cut {restored_at - cut_at:.1f}s (the fake retransmitting {lost}); its first poll "
+          f"{first['at'] - restored_at:.1f}s after the restore")
