@@ -177,6 +177,13 @@ class LabTelegram:
     def polls_pending(self) -> int:
         return self.control.get("/_control/polls")["pending"]
 
+    def ask(self, chat_ids: Iterable[int], words: str) -> list[tuple[int, str]]:
+        """One message in each chat, ``"<words> in chat <id>"``; returns the questions (chat_id, text), as
+        ``audit_answers`` takes them. The words may carry the offline agent's hooks (``#slow 0.1``)."""
+        questions = [(chat_id, f"{words} in chat {chat_id}") for chat_id in chat_ids]
+        self.inject(questions)
+        return questions
+
     def inject(self, messages: Iterable[tuple[int, str]]) -> list[dict]:
         """Users write: each (chat_id, text) a private chat's message; returns the updates."""
         items = [{"chat_id": chat_id, "text": text} for chat_id, text in messages]
@@ -216,16 +223,30 @@ def _count_by_peer(polls: Iterable[dict]) -> dict:
     return counts
 
 
+def streaming(telegram: LabTelegram, chat_ids: Iterable[int]) -> list[int]:
+    """The chats where a bot message still shows the streaming cursor: answers under way."""
+    return [chat_id for chat_id in chat_ids if any(CURSOR in m["text"] for m in telegram.bot_messages(chat_id))]
+
+
+def connections_to(lab: Lab, host: str, peer: str) -> list[str]:
+    """Every TCP connection of ``host`` to the address ``peer``, in any state (ESTAB, SYN-SENT, FIN-WAIT-1…), as
+    ``ss`` shows them: whether a host still holds or tries a connection through a cut."""
+    return [line for line in _ss(lab, host, "-Htna", "dst", peer).splitlines() if line.strip()]
+
+
+def _ss(lab: Lab, host: str, *args: str) -> str:
+    result = subprocess.run([*lab.exec_prefix(host), "ss", *args], capture_output=True, text=True, timeout=30)
+    if result.returncode != 0:
+        raise RuntimeError(f"ss in {host}: {result.stderr.strip()}")
+    return result.stdout
+
+
 def retransmitting(lab: Lab, host: str, peer: str) -> list[str]:
     """The TCP connections of ``host`` to the address ``peer`` whose data the peer has not acknowledged within a
     retransmission timeout (``ss``: ``retrans:`` now above 0), as ``ss`` shows them: what one side of a cut sent
     into it. A healthy bridge acknowledges within microseconds, long before the first timeout (200 ms at least)."""
-    result = subprocess.run([*lab.exec_prefix(host), "ss", "-Htni", "dst", peer], capture_output=True, text=True,
-                            timeout=30)
-    if result.returncode != 0:
-        raise RuntimeError(f"ss in {host}: {result.stderr.strip()}")
     found, connection = [], ""
-    for line in result.stdout.splitlines():
+    for line in _ss(lab, host, "-Htni", "dst", peer).splitlines():
         if not line[:1].isspace():
             connection = line
         elif (match := RETRANSMITTING.search(line)) and int(match.group(1)) > 0:
@@ -385,7 +406,8 @@ class SharedLab:
         return (f'[adapters.{name}]\ntype = "telegram"\naccess = "open"\ntoken = "{DEFAULT_TOKEN}"\n'
                 f'base_url = "{self.telegram.base_url}"\npoll_timeout_s = {poll_timeout_s}\n')
 
-    def start_hosts(self, toml: str, names: Optional[Iterable[str]] = None, start: bool = True) -> dict[str, LabGateway]:
+    def start_hosts(self, toml: str, names: Optional[Iterable[str]] = None,
+                    start: bool = True) -> dict[str, LabGateway]:
         """A LabGateway on each of ``names`` (default: every gateway host of the lab) with ``toml`` (the same for
         all but host_name); ``start``: each started and running before this returns. Returns them by name."""
         made = {}
@@ -401,6 +423,11 @@ class SharedLab:
         """The lab host with this address (a poll's ``peer``), or None."""
         return next((name for name, known in self.lab.hosts.items() if known == address), None)
 
+    def current_poller(self) -> Optional[str]:
+        """The host whose getUpdates reached the fake last (by name), or None before any."""
+        polls = self.telegram.polls()
+        return self.host_of(polls[-1]["peer"]) if polls else None
+
     def pollers(self, since: float = 0.0) -> dict[str, int]:
         """How many getUpdates each host made since ``since`` (wall clock), by host name."""
         return {self.host_of(peer) or peer: n
@@ -415,9 +442,10 @@ class SharedLab:
 
     def down(self) -> None:
         for gateway in self.hosts.values():
+            # Teardown goes on whatever a host does: the namespaces' deletion below kills what is left.
             try:
                 gateway.stop()
-            except Exception:   # teardown goes on: the namespaces' deletion below kills what is left
+            except (AssertionError, OSError, subprocess.SubprocessError):
                 gateway.kill_everything()
         if self.telegram is not None:
             self.telegram.stop()
