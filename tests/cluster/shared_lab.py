@@ -24,6 +24,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -228,10 +229,55 @@ def streaming(telegram: LabTelegram, chat_ids: Iterable[int]) -> list[int]:
     return [chat_id for chat_id in chat_ids if any(CURSOR in m["text"] for m in telegram.bot_messages(chat_id))]
 
 
-def connections_to(lab: Lab, host: str, peer: str) -> list[str]:
-    """Every TCP connection of ``host`` to the address ``peer``, in any state (ESTAB, SYN-SENT, FIN-WAIT-1…), as
-    ``ss`` shows them: whether a host still holds or tries a connection through a cut."""
-    return [line for line in _ss(lab, host, "-Htna", "dst", peer).splitlines() if line.strip()]
+OPEN_STATES = ("established", "syn-sent")   # a connection in use or being tried; closing ones are not
+
+
+def connections_to(lab: Lab, host: str, peer: str, states: Iterable[str] = ()) -> list[str]:
+    """The TCP connections of ``host`` to the address ``peer`` as ``ss`` shows them, in ``states`` (ss's names:
+    ``established``, ``syn-sent``, ``fin-wait-1``…; none given: any state). Whether a host still holds or tries a
+    connection through a cut: ``connections_to(lab, host, peer, OPEN_STATES)``."""
+    state_filter = [word for state in states for word in ("state", state)]
+    return [line for line in _ss(lab, host, "-Htn", *(state_filter or ["-a"]), "dst", peer).splitlines()
+            if line.strip()]
+
+
+class ConnectionWatch:
+    """``connections_to(lab, host, peer, OPEN_STATES)`` sampled every ``interval`` seconds in a thread, each
+    sample kept with its wall-clock time: when a host let go of its connections to a peer, seen from the host
+    (through a cut, where the peer sees nothing). ``closed_since()`` errs late, never early: the first sample
+    that showed none open."""
+
+    def __init__(self, lab: Lab, host: str, peer: str, interval: float = 0.2):
+        self.lab, self.host, self.peer, self.interval = lab, host, peer, interval
+        self.samples: list[tuple[float, list[str]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"watch-{host}", daemon=True)
+
+    def __enter__(self) -> "ConnectionWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.time(), connections_to(self.lab, self.host, self.peer, OPEN_STATES)))
+            self._stop.wait(self.interval)
+
+    def open_at(self, when: float) -> Optional[list[str]]:
+        """The open connections of the last sample taken at or before ``when``; None without one."""
+        before = [found for at, found in list(self.samples) if at <= when]
+        return before[-1] if before else None
+
+    def closed_since(self) -> Optional[float]:
+        """When the host had no open connection to the peer left, for good: the time of the first sample of the
+        last run of samples showing none; None while the last sample shows one (or before any sample)."""
+        since = None
+        for at, found in list(self.samples):
+            since = None if found else (since or at)
+        return since
 
 
 def _ss(lab: Lab, host: str, *args: str) -> str:
