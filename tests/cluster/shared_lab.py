@@ -250,6 +250,7 @@ class ConnectionWatch:
     def __init__(self, lab: Lab, host: str, peer: str, interval: float = 0.2):
         self.lab, self.host, self.peer, self.interval = lab, host, peer, interval
         self.samples: list[tuple[float, list[str]]] = []
+        self.errors: list[str] = []     # samples that failed (an ``ss`` killed with the host's processes)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"watch-{host}", daemon=True)
 
@@ -263,7 +264,11 @@ class ConnectionWatch:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.samples.append((time.time(), connections_to(self.lab, self.host, self.peer, OPEN_STATES)))
+            at = time.time()
+            try:
+                self.samples.append((at, connections_to(self.lab, self.host, self.peer, OPEN_STATES)))
+            except (RuntimeError, subprocess.SubprocessError) as exc:
+                self.errors.append(f"{at:.2f}: {exc}")
             self._stop.wait(self.interval)
 
     def open_at(self, when: float) -> Optional[list[str]]:

@@ -85,8 +85,11 @@ def test_a_host_killed_mid_stream_and_started_again_answers_each_message_once(sh
     telegram = shared.telegram
     questions = telegram.ask(CHATS, "still there after kill -9 #slow 0.1")
     wait_until("an answer streaming", lambda: streaming(telegram, CHATS), timeout=60, interval=0.02)
-    g1.kill()
-    killed_at = time.time()
+    with ConnectionWatch(shared.lab, "g1", telegram.address) as watch:
+        wait_until("g1's connection to the fake seen open", lambda: watch.samples and watch.samples[-1][1])
+        g1.kill()
+        killed_at = time.time()
+        wait_until("g1's connections to the fake gone with its processes", watch.closed_since)
     g1.start_and_wait()
     first = wait_first_poll(telegram, killed_at, [g1.address], timeout=60)
     audit = wait_answered(telegram, questions, timeout=120, hosts=[g1])
