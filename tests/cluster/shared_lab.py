@@ -38,6 +38,7 @@ from tests.fakes.harness import ControlClient
 from tests.fakes.telegram import DEFAULT_TOKEN
 from tests.gateway import PYTHON, ROOT, exited
 from tests.pipeline.harness import CURSOR
+from tests.pipeline.test_telegram_e2e import start_after_kill
 from tests.servers.postgresql import PASSWORD_ENV, PostgreSQL
 
 DB, PLATFORM = "db", "platform"
@@ -382,14 +383,7 @@ class LabGateway(NamespacedGateway):
     def start_and_wait(self, timeout: float = START_S) -> dict:
         """Start (again after a kill: the killed daemon's last process may hold the run lock a moment longer) and
         wait for every actor running."""
-        def attempt():
-            try:
-                return self.start()
-            except AssertionError as exc:
-                if "already running" in str(exc):
-                    return None
-                raise
-        wait_until(f"{self.host}'s daemon to start", attempt, timeout=timeout, interval=0.2)
+        start_after_kill(self)
         return self.wait_ready(timeout=timeout)
 
     def kill(self, timeout: float = 30.0) -> list[int]:
