@@ -11,25 +11,27 @@ bridge (netns.py), the test process outside them all.
   their namespace (their admin port is on their own loopback, which a cut leaves alone).
 
 Faults: ``kill`` (kill -9 of every process of a host's namespace, as a machine losing power), ``cut`` and
-``restore`` (its port on the bridge down and up again: a partition, the host runs on and hears nothing).
-Waits (``wait_until`` and the ones built on it) poll with a deadline and say what they last saw.
+``restore`` (its port on the bridge down and up again: a partition, the host runs on and hears nothing). What a
+host's TCP connections do meanwhile, seen from inside its namespace: netns.py (``Lab.connections_to``,
+``Lab.retransmitting``, ``ConnectionWatch``). Waits (``wait_until`` and the ones built on it) poll with a deadline
+and say what they last saw.
 """
 from __future__ import annotations
 
 import http.client
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
+
+import psycopg
 
 from actors.adapters.pacing import DEFAULT_RESENT_MARKER
 from tests.cluster.hosts import NamespacedGateway
@@ -45,7 +47,6 @@ DB, PLATFORM = "db", "platform"
 PG_PORT = 5432          # in the db namespace: nothing else listens there
 TELEGRAM_PORT = 8081    # in the platform namespace
 START_S = 60.0          # a daemon or a server coming up on a loaded 2-core machine
-RETRANSMITTING = re.compile(r"\bretrans:(\d+)/(\d+)")   # ss -i: retransmissions pending now / in all
 
 
 # ------------------------------------------------------------------------------------------------------ waiting
@@ -230,82 +231,6 @@ def streaming(telegram: LabTelegram, chat_ids: Iterable[int]) -> list[int]:
     return [chat_id for chat_id in chat_ids if any(CURSOR in m["text"] for m in telegram.bot_messages(chat_id))]
 
 
-OPEN_STATES = ("established", "syn-sent")   # a connection in use or being tried; closing ones are not
-
-
-def connections_to(lab: Lab, host: str, peer: str, states: Iterable[str] = ()) -> list[str]:
-    """The TCP connections of ``host`` to the address ``peer`` as ``ss`` shows them, in ``states`` (ss's names:
-    ``established``, ``syn-sent``, ``fin-wait-1``…; none given: any state). Whether a host still holds or tries a
-    connection through a cut: ``connections_to(lab, host, peer, OPEN_STATES)``."""
-    state_filter = [word for state in states for word in ("state", state)]
-    return [line for line in _ss(lab, host, "-Htn", *(state_filter or ["-a"]), "dst", peer).splitlines()
-            if line.strip()]
-
-
-class ConnectionWatch:
-    """``connections_to(lab, host, peer, OPEN_STATES)`` sampled every ``interval`` seconds in a thread, each
-    sample kept with its wall-clock time: when a host let go of its connections to a peer, seen from the host
-    (through a cut, where the peer sees nothing). ``closed_since()`` errs late, never early: the first sample
-    that showed none open."""
-
-    def __init__(self, lab: Lab, host: str, peer: str, interval: float = 0.2):
-        self.lab, self.host, self.peer, self.interval = lab, host, peer, interval
-        self.samples: list[tuple[float, list[str]]] = []
-        self.errors: list[str] = []     # samples that failed (an ``ss`` killed with the host's processes)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"watch-{host}", daemon=True)
-
-    def __enter__(self) -> "ConnectionWatch":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            at = time.time()
-            try:
-                self.samples.append((at, connections_to(self.lab, self.host, self.peer, OPEN_STATES)))
-            except (RuntimeError, subprocess.SubprocessError) as exc:
-                self.errors.append(f"{at:.2f}: {exc}")
-            self._stop.wait(self.interval)
-
-    def open_at(self, when: float) -> Optional[list[str]]:
-        """The open connections of the last sample taken at or before ``when``; None without one."""
-        before = [found for at, found in list(self.samples) if at <= when]
-        return before[-1] if before else None
-
-    def closed_since(self) -> Optional[float]:
-        """When the host had no open connection to the peer left, for good: the time of the first sample of the
-        last run of samples showing none; None while the last sample shows one (or before any sample)."""
-        since = None
-        for at, found in list(self.samples):
-            since = None if found else (since or at)
-        return since
-
-
-def _ss(lab: Lab, host: str, *args: str) -> str:
-    result = subprocess.run([*lab.exec_prefix(host), "ss", *args], capture_output=True, text=True, timeout=30)
-    if result.returncode != 0:
-        raise RuntimeError(f"ss in {host}: {result.stderr.strip()}")
-    return result.stdout
-
-
-def retransmitting(lab: Lab, host: str, peer: str) -> list[str]:
-    """The TCP connections of ``host`` to the address ``peer`` whose data the peer has not acknowledged within a
-    retransmission timeout (``ss``: ``retrans:`` now above 0), as ``ss`` shows them: what one side of a cut sent
-    into it. A healthy bridge acknowledges within microseconds, long before the first timeout (200 ms at least)."""
-    found, connection = [], ""
-    for line in _ss(lab, host, "-Htni", "dst", peer).splitlines():
-        if not line[:1].isspace():
-            connection = line
-        elif (match := RETRANSMITTING.search(line)) and int(match.group(1)) > 0:
-            found.append(f"{' '.join(connection.split())} {match.group(0)}")
-    return found
-
-
 # ------------------------------------------------------------------------------------------------------ answers
 
 @dataclass
@@ -480,7 +405,6 @@ class SharedLab:
 
     def sql(self, statement: str, *params) -> list:
         """Rows of a query on the lab's database, from the test process (through the server's unix socket)."""
-        import psycopg
         with psycopg.connect(self.server.local_dsn(self.database), password=self.server.password,
                              connect_timeout=10) as conn:
             return conn.execute(statement, params or None).fetchall()

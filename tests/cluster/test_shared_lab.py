@@ -14,8 +14,9 @@ import time
 import pytest
 
 from tests.cluster import netns
-from tests.cluster.shared_lab import (ConnectionWatch, SharedLab, audit_answers, retransmitting, storage_toml, streaming,
-                                      wait_answered, wait_first_poll, wait_until)
+from tests.cluster.netns import ConnectionWatch
+from tests.cluster.shared_lab import (SharedLab, audit_answers, storage_toml, streaming, wait_answered, wait_first_poll,
+                                      wait_until)
 
 pytestmark = [pytest.mark.skipif(bool(netns.skip_reason()), reason=netns.skip_reason() or ""),
               pytest.mark.timeout(300)]
@@ -60,7 +61,7 @@ def test_a_cut_host_is_unheard_until_its_network_is_back_then_answers(shared, g1
             # The event the cut is seen by: the fake answered the poll g1 had waiting at the cut, and g1 never
             # acknowledged that answer (the fake's side retransmits it).
             lost = wait_until("the fake's answer to g1's last poll to go unacknowledged",
-                              lambda: retransmitting(shared.lab, "platform", g1.address), timeout=60)
+                              lambda: shared.lab.retransmitting("platform", g1.address), timeout=60)
             questions = shared.telegram.ask(CHATS, "asked during the cut")
             unheard = [p for p in telegram.polls() if p["id"] > last_before and p["peer"] == g1.address]
             assert not unheard, f"{len(unheard)} polls from g1 reached the fake through the cut: {unheard[:3]}"
