@@ -174,11 +174,13 @@ class ConnectionWatch:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            at = time.time()
             try:
-                self.samples.append((at, self.lab.connections_to(self.host, self.peer, OPEN_STATES)))
+                found = self.lab.connections_to(self.host, self.peer, OPEN_STATES)
             except (RuntimeError, subprocess.SubprocessError) as exc:
-                self.errors.append(f"{at:.2f}: {exc}")
+                self.errors.append(f"{time.time():.2f}: {exc}")
+            else:
+                # Stamped once ``ss`` has answered: what it showed held at some moment before the stamp.
+                self.samples.append((time.time(), found))
             self._stop.wait(self.interval)
 
     def open_at(self, when: float) -> Optional[list[str]]:

@@ -58,10 +58,11 @@ def test_a_cut_host_is_unheard_until_its_network_is_back_then_answers(shared, g1
         g1.cut()
         try:
             cut_at, last_before = time.time(), max(p["id"] for p in telegram.polls())
-            # The event the cut is seen by: the fake answered the poll g1 had waiting at the cut, and g1 never
-            # acknowledged that answer (the fake's side retransmits it).
-            lost = wait_until("the fake's answer to g1's last poll to go unacknowledged",
-                              lambda: shared.lab.retransmitting("platform", g1.address), timeout=60)
+            # The event the cut is seen by: what one side sent the other at the cut goes unacknowledged (the fake's
+            # answer to the poll g1 had waiting, or g1's next poll), and that side retransmits it.
+            lost = wait_until("traffic between g1 and the fake to go unacknowledged",
+                              lambda: (shared.lab.retransmitting("platform", g1.address)
+                                       + shared.lab.retransmitting("g1", telegram.address)), timeout=60)
             questions = shared.telegram.ask(CHATS, "asked during the cut")
             unheard = [p for p in telegram.polls() if p["id"] > last_before and p["peer"] == g1.address]
             assert not unheard, f"{len(unheard)} polls from g1 reached the fake through the cut: {unheard[:3]}"
@@ -78,13 +79,14 @@ def test_a_cut_host_is_unheard_until_its_network_is_back_then_answers(shared, g1
     assert not audit.doubled and not audit.marked, audit
     stats = telegram.stats()
     assert (stats["poll_conflicts"], stats["max_polls_pending"]) == (0, 1), stats
-    print(f"g1 cut {restored_at - cut_at:.1f}s (the fake retransmitting {lost}); its first poll "
+    print(f"g1 cut {restored_at - cut_at:.1f}s (retransmitting: {lost}); its first poll "
           f"{first['at'] - restored_at:.1f}s after the restore")
 
 
 def test_a_host_killed_mid_stream_and_started_again_answers_each_message_once(shared, g1):
     telegram = shared.telegram
-    questions = telegram.ask(CHATS, "still there after kill -9 #slow 0.1")
+    # Each answer streams for ~5 s: the kill meets them under way.
+    questions = telegram.ask(CHATS, "still there after kill -9 #slow 0.2")
     wait_until("an answer streaming", lambda: streaming(telegram, CHATS), timeout=60, interval=0.02)
     with ConnectionWatch(shared.lab, "g1", telegram.address) as watch:
         wait_until("g1's connection to the fake seen open", lambda: watch.samples and watch.samples[-1][1])
