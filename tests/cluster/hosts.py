@@ -31,6 +31,13 @@ class NamespacedGateway(Gateway):
             raise AssertionError(f"{args} exited {result.returncode}: {result.stdout}\n{result.stderr}")
         return result
 
+    def status(self) -> dict:
+        result = self.cli("status", "--json", timeout=30)
+        try:
+            return json.loads(result.stdout)
+        except ValueError:
+            return {"error": result.stdout + result.stderr}
+
 
 class LeaderGateway(NamespacedGateway):
     """The gateway daemon, run inside the lab's leader namespace on its private address."""
@@ -43,13 +50,6 @@ class LeaderGateway(NamespacedGateway):
                                                          f'"{host}"\n') + extra_toml)
         self.address = address
         self.env["GATEWAY_CLUSTER_SECRET"] = CLUSTER_SECRET      # workers' env is made from this one
-
-    def status(self) -> dict:
-        result = self.cli("status", "--json", timeout=30)
-        try:
-            return json.loads(result.stdout)
-        except ValueError:
-            return {"error": result.stdout + result.stderr}
 
     def metrics(self) -> str:
         """/metrics, fetched from inside the leader's namespace (it listens on the leader's private address)."""

@@ -154,6 +154,9 @@ class FakeServer:
     def __init__(self, *, port: int = 0, state_file: Optional[str] = None):
         self.requested_port, self.state_file = port, state_file
         self.port: Optional[int] = None
+        # Where it listens: loopback by default; the cluster lab (tests/cluster/shared_lab.py) sets its namespace's
+        # address, and a unix socket beside it that the test process reaches from outside that namespace.
+        self.host, self.unix_path = "127.0.0.1", None
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -185,7 +188,7 @@ class FakeServer:
     # -- lifecycle
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> "FakeServer":
         loop = asyncio.new_event_loop()
@@ -222,9 +225,11 @@ class FakeServer:
         # A short shutdown timeout: pending long polls are cut instead of holding a test's teardown.
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.requested_port, reuse_address=True)
+        site = web.TCPSite(self._runner, self.host, self.requested_port, reuse_address=True)
         await site.start()
         self.port = self._runner.addresses[0][1]
+        if self.unix_path:
+            await web.UnixSite(self._runner, self.unix_path).start()
         await self.on_started()
 
     async def _stop_site(self) -> None:
@@ -422,13 +427,18 @@ class StandaloneFake:
 
 
 def standalone_main(make_fake: Callable[..., FakeServer], argv=None) -> None:
-    """Entry point shared by the fakes' ``python -m`` mode: --port, --state, --config JSON (keyword arguments)."""
+    """Entry point shared by the fakes' ``python -m`` mode: --port, --state, --config JSON (keyword arguments),
+    --host (the address to listen on, loopback by default), --unix (a unix socket serving the same routes)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--state", default=None)
     parser.add_argument("--config", default="{}", help="JSON object of constructor keyword arguments")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--unix", default=None)
     args = parser.parse_args(argv)
-    make_fake(port=args.port, state_file=args.state, **json.loads(args.config)).serve_forever()
+    fake = make_fake(port=args.port, state_file=args.state, **json.loads(args.config))
+    fake.host, fake.unix_path = args.host, args.unix
+    fake.serve_forever()
 
 
 

@@ -111,6 +111,21 @@ def test_long_poll_waits_then_wakes_and_a_newer_poller_ends_the_older_with_409(t
         return await second
 
     assert [u["message"]["text"] for u in with_api(tg, scenario)] == ["wake up"]
+    # The overlap is counted, and each poll is on record with its caller and how it ended.
+    assert tg.stats()["poll_conflicts"] == 1 and tg.stats()["max_polls_pending"] == 2, tg.stats()
+    first, second = tg.polls()
+    assert (first["status"], first["ended_by"]["id"]) == (409, second["id"])
+    assert (second["status"], second["updates"]) == (200, 1)
+    assert first["peer"] == second["peer"] == "127.0.0.1" and first["at"] <= second["at"] <= second["ended_at"]
+
+
+def test_one_poller_at_a_time_counts_no_conflict(tg):
+    async def scenario(api):
+        for _ in range(3):
+            await api.get_updates(timeout=0)
+    with_api(tg, scenario)
+    assert tg.stats()["poll_conflicts"] == 0 and tg.stats()["max_polls_pending"] == 1, tg.stats()
+    assert [p["status"] for p in tg.polls()] == [200, 200, 200]
 
 
 def test_allowed_updates_filters_later_updates(tg):

@@ -10,6 +10,11 @@ every later connection either way.
 ``create_database()`` gives a fresh database (one per test module); ``dsn(database)`` the libpq URL without the
 password, which a client gets from the environment or a file, as the gateway's configuration asks
 (``PASSWORD_ENV``). A missing server fails the tests with the install hint under ``CI``; elsewhere they skip.
+
+In a network namespace of the cluster lab (tests/cluster/netns.py): ``command_prefix`` runs both commands there,
+``listen`` is the namespace's address and ``hba_networks`` the networks allowed in (scram, like loopback). The tests'
+own connections (``local_dsn``) then go through the unix socket, which a filesystem path reaches from any network
+namespace; ``dsn`` is what the other hosts of the lab connect to.
 """
 from __future__ import annotations
 
@@ -59,8 +64,13 @@ def free_port() -> int:
 
 
 class PostgreSQL:
-    def __init__(self) -> None:
+    def __init__(self, listen: str = "127.0.0.1", hba_networks: tuple[str, ...] = (),
+                 command_prefix: tuple[str, ...] = (), port: int = 0) -> None:
+        """``port`` 0: a free loopback port (tried again where it was taken meanwhile); a namespace of its own
+        needs none of that, any port is free there."""
         self.bin = require_postgresql()
+        self.listen, self.hba_networks, self.command_prefix = listen, tuple(hba_networks), list(command_prefix)
+        self.fixed_port = port
         self.root = Path(tempfile.mkdtemp(prefix="gateway-pg-"))
         self.data, self.socket_dir = self.root / "data", self.root / "run"
         self.password = secrets.token_urlsafe(18)
@@ -70,15 +80,15 @@ class PostgreSQL:
         self._as_root = os.geteuid() == 0
 
     def _command(self, *argv: str) -> list[str]:
-        return ["runuser", "-u", SERVER_USER, "--", *argv] if self._as_root else list(argv)
+        return self.command_prefix + (["runuser", "-u", SERVER_USER, "--", *argv] if self._as_root else list(argv))
 
     def start(self) -> "PostgreSQL":
         """initdb, then the server on a free port (tried again on another where the port was taken meanwhile);
         where it never comes up, the directory is removed and the error carries the end of its log."""
         try:
             self._init()
-            for _attempt in range(5):
-                self.port = free_port()
+            for _attempt in range(1 if self.fixed_port else 5):
+                self.port = self.fixed_port or free_port()
                 if self._serve():
                     return self
             raise RuntimeError(f"PostgreSQL did not start; its log ends:\n{self.log()[-3000:]}")
@@ -103,9 +113,12 @@ class PostgreSQL:
             pwfile.unlink()
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed ({done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
+        if self.hba_networks:   # initdb allows loopback and the socket; these networks the same way (scram)
+            with open(self.data / "pg_hba.conf", "a", encoding="utf-8") as hba:
+                hba.writelines(f"host all all {network} scram-sha-256\n" for network in self.hba_networks)
 
     def _serve(self) -> bool:
-        settings = {"listen_addresses": "127.0.0.1", "port": str(self.port),
+        settings = {"listen_addresses": self.listen, "port": str(self.port),
                     "unix_socket_directories": str(self.socket_dir), "fsync": "off", "synchronous_commit": "off",
                     "full_page_writes": "off", "max_connections": "200", "logging_collector": "off"}
         argv = [str(self.bin / "postgres"), "-D", str(self.data)]
@@ -131,26 +144,33 @@ class PostgreSQL:
     def _accepts(self) -> bool:
         import psycopg
         try:
-            psycopg.connect(self.dsn("postgres"), password=self.password, connect_timeout=5).close()
+            psycopg.connect(self.local_dsn("postgres"), password=self.password, connect_timeout=5).close()
             return True
         except psycopg.OperationalError:
             return False
 
     def dsn(self, database: str) -> str:
-        """The libpq URL of ``database`` on loopback, without its password."""
-        return f"postgresql://{ROLE}@127.0.0.1:{self.port}/{database}"
+        """The libpq URL of ``database`` at the address the server listens on, without its password."""
+        return f"postgresql://{ROLE}@{self.listen}:{self.port}/{database}"
+
+    def local_dsn(self, database: str) -> str:
+        """The URL this test process uses: ``dsn`` on loopback; through the unix socket when the server runs in a
+        network namespace of its own (its address is not routed from here)."""
+        if not self.command_prefix:
+            return self.dsn(database)
+        return f"postgresql://{ROLE}@/{database}?host={self.socket_dir}&port={self.port}"
 
     def create_database(self) -> str:
         """A fresh, empty database; returns its name."""
         import psycopg
         name = f"test_{next(self._names)}_{secrets.token_hex(3)}"
-        with psycopg.connect(self.dsn("postgres"), password=self.password, autocommit=True) as conn:
+        with psycopg.connect(self.local_dsn("postgres"), password=self.password, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return name
 
     def drop_database(self, name: str) -> None:
         import psycopg
-        with psycopg.connect(self.dsn("postgres"), password=self.password, autocommit=True) as conn:
+        with psycopg.connect(self.local_dsn("postgres"), password=self.password, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def log(self) -> str:

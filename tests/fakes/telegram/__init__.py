@@ -24,7 +24,10 @@ Control API (JSON; ``tests.fakes.fakeplatform.ControlClient`` speaks it):
     POST /_control/press        {"chat_id", "message_id", "data", "user_id"?, "query_id"?} -> Update (callback_query);
                                 the answer: FakeTelegram.callback_answer(query_id)
     GET  /_control/chats        GET /_control/chats/{chat_id} -> {"chat", "messages", "ops", "topics", "blocked"}
-    GET  /_control/stats        GET /_control/updates -> {"pending", "webhook_log", "confirmed_offset"}
+    GET  /_control/stats        (poll_conflicts: getUpdates cut by a newer one with 409; max_polls_pending)
+    GET  /_control/updates      -> {"pending", "webhook_log", "confirmed_offset"}
+    GET  /_control/polls        -> {"polls": [every getUpdates: id, peer, at, offset, timeout, ended_at, status,
+                                updates, ended_by], "pending": getUpdates being served now}
     POST /_control/faults       FaultScript fields; methods are Bot API names (default the four write methods)
     POST /_control/config       limits: text_limit, per_chat_interval, per_chat_burst, group_per_minute,
                                 global_per_second, time_scale, webhook_retry_delay

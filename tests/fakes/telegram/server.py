@@ -46,6 +46,8 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
                          "username": bot_username}
         self.faults = FaultScript(WRITE_METHODS)
         self.poll_generation = 0  # bumped by every getUpdates; an older poll still waiting then gets 409
+        self.newest_poll: Optional[dict] = None   # the record of the getUpdates that bumped it last
+        self.polls_pending = 0    # getUpdates being served now (their records: state["polls"])
         self.limits = dict(DEFAULT_LIMITS)
         self.configure(**limits)
         self._webhook_task: Optional[asyncio.Task] = None
@@ -55,8 +57,10 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
     def initial_state(self) -> dict:
         return {"next_update_id": 100001, "confirmed_offset": 0, "updates": [], "allowed_updates": None,
                 "webhook": None, "webhook_log": [], "chats": {}, "callback_queries": {},
+                "polls": [], "next_poll_id": 1,
                 "stats": {"requests": {}, "errors": {}, "floods_served": 0, "retry_after_violations": 0,
-                          "updates_filtered": 0, "webhook_deliveries": 0, "webhook_failures": 0}}
+                          "updates_filtered": 0, "webhook_deliveries": 0, "webhook_failures": 0,
+                          "poll_conflicts": 0, "max_polls_pending": 0}}
 
     # -- in-process API (inject_message, inject_edit, add_topic come from UpdateMethods)
     def configure(self, **limits) -> None:
@@ -108,6 +112,13 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
     def stats(self) -> dict:
         return self.read(lambda s: s["stats"])
 
+    def polls(self) -> list[dict]:
+        """Every getUpdates served (the last POLLS_KEPT), oldest first: ``id``, ``peer`` (the caller's address),
+        ``at`` (wall clock, as it arrived), ``offset``, ``timeout``, then as it ended ``ended_at``, ``status`` (200,
+        409, or None: the caller left unanswered), ``updates`` (how many it returned) and ``ended_by`` (``id`` and
+        ``peer`` of the newer poll that cut it with 409, else None)."""
+        return self.read(lambda s: s.get("polls", []))
+
     def pending_updates(self) -> list[dict]:
         """Updates not yet confirmed (by a higher getUpdates offset, or a 2xx from the webhook)."""
         return self.read(pending_updates)
@@ -137,6 +148,8 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
         control_route(app, "GET", "/_control/chats", lambda _: {"chats": self.read(lambda s: list(s["chats"]))})
         control_route(app, "GET", "/_control/chats/{chat_id}", lambda _, chat_id: self.timeline(int(chat_id)))
         control_route(app, "GET", "/_control/stats", lambda _: self.stats())
+        control_route(app, "GET", "/_control/polls", lambda _: {"polls": self.polls(),
+                                                                 "pending": self.polls_pending})
         control_route(app, "GET", "/_control/updates", lambda _: {
             "pending": self.pending_updates(), "webhook_log": self.webhook_log(),
             "confirmed_offset": self.read(lambda s: s["confirmed_offset"])})
@@ -221,7 +234,7 @@ class FakeTelegram(BotMethods, UpdateMethods, FileMethods, FakeServer):
         try:
             if fault in ("error", "flood"):
                 raise self._fault_error(fault, None)
-            answer = self._answer(await self.get_updates(params))
+            answer = self._answer(await self.get_updates(params, peer=request.remote))
         except ApiError as exc:
             answer = self._answer(exc)
         # drop_after: the offset was applied but the batch is lost; unconfirmed updates come again next poll

@@ -2,6 +2,12 @@
 limit, allowed_updates, 409 for a second poller or while a webhook is set) and webhook delivery (POST with
 X-Telegram-Bot-Api-Secret-Token, in order, retried until the receiver answers 2xx).
 
+Every getUpdates served is recorded (``polls``: when it came, from which address, how it ended), and two stats tell
+whether pollers ever overlapped: ``poll_conflicts`` counts the polls answered 409 because a newer one arrived while
+they waited, ``max_polls_pending`` is the most polls ever waiting at once. One bot instance polling keeps them at 0
+and 1; two gateways fighting over one token raise both (a network-cut poller's last poll still waits here until its
+own timeout, as at Telegram, so a newer poll within that time counts too).
+
 Webhook delivery is one update at a time, oldest first: simpler than Telegram's ``max_connections`` parallel
 pushes and stricter about order, which is what the gateway's tests need. Plain http:// URLs are accepted.
 """
@@ -18,6 +24,7 @@ import aiohttp
 from tests.fakes.telegram.botapi import ApiError, bool_param, int_param, json_param
 
 SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
+POLLS_KEPT = 20_000   # records of getUpdates kept (the oldest go first): hours of one poller at a 1 s long poll
 DEFAULT_CHAT_IDS = {"group": -100200, "supergroup": -1001000000001}
 
 
@@ -136,11 +143,47 @@ class UpdateMethods:
         return update
 
     # -- getUpdates
-    async def get_updates(self, params: dict) -> list[dict]:
+    async def get_updates(self, params: dict, peer: Optional[str] = None) -> list[dict]:
+        """``peer``: the caller's address, kept in the poll's record."""
         offset = int_param(params, "offset") or 0
         limit = min(max(int_param(params, "limit") or 100, 1), 100)
         timeout = max(int_param(params, "timeout") or 0, 0)
         allowed = json_param(params, "allowed_updates")
+        with self.mutate() as state:
+            record = self._open_poll(state, peer, offset, timeout)
+        try:
+            batch = await self._long_poll(record, offset, limit, timeout, allowed)
+        except ApiError as exc:
+            self._close_poll(record, exc.code)
+            raise
+        except BaseException:   # the client went away (aiohttp cancels the handler) or the fake stops
+            self._close_poll(record, None)
+            raise
+        self._close_poll(record, 200, len(batch))
+        return batch
+
+    def _open_poll(self, state: dict, peer: Optional[str], offset: int, timeout: int) -> dict:
+        polls = state.setdefault("polls", [])
+        record = {"id": state.get("next_poll_id", 1), "peer": peer, "at": time.time(), "offset": offset,
+                  "timeout": timeout, "ended_at": None, "status": None, "updates": None, "ended_by": None}
+        state["next_poll_id"] = record["id"] + 1
+        polls.append(record)
+        del polls[:-POLLS_KEPT]
+        self.polls_pending += 1
+        stats = state["stats"]
+        stats["max_polls_pending"] = max(stats.get("max_polls_pending", 0), self.polls_pending)
+        return record
+
+    def _close_poll(self, record: dict, status: Optional[int], updates: Optional[int] = None) -> None:
+        """``status`` None: never answered (the client left first). A poll a newer one cut (``ended_by``) counts
+        as a conflict."""
+        with self.mutate() as state:
+            self.polls_pending -= 1
+            record.update(ended_at=time.time(), status=status, updates=updates)
+            if record["ended_by"] is not None:
+                state["stats"]["poll_conflicts"] = state["stats"].get("poll_conflicts", 0) + 1
+
+    async def _long_poll(self, record: dict, offset: int, limit: int, timeout: int, allowed) -> list[dict]:
         with self.mutate() as state:
             if state["webhook"] is not None:
                 raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active; "
@@ -153,12 +196,14 @@ class UpdateMethods:
             if allowed is not None:
                 state["allowed_updates"] = list(allowed)
             self.poll_generation += 1
-            mine = self.poll_generation
+            mine, self.newest_poll = self.poll_generation, record
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             with self._lock:
                 if self.poll_generation != mine:
+                    newer = self.newest_poll   # persisted as the poll closes, right after this
+                    record["ended_by"] = {"id": newer["id"], "peer": newer["peer"]}
                     raise ApiError(409, "Conflict: terminated by other getUpdates request; make sure that only "
                                         "one bot instance is running")
                 batch = self.read(lambda s: pending_updates(s)[:limit])
