@@ -401,14 +401,15 @@ class OpenAICompatAgent:
                 yield ApprovalNeeded(call.id, call.name, call.arguments, dict(step_message), later)
                 return
             result = ""
-            async for event in self._run_tool(call, request.media, request.memory):
+            async for event in self._run_tool(call, request):
                 if isinstance(event, ToolCallFinished):
                     result = event.result
                 yield event
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
 
-    async def _run_tool(self, call: _Call, media=None, memory=None) -> AsyncIterator[StreamEvent]:
-        task = asyncio.ensure_future(self.registry.run(call.name, call.arguments, media, memory))
+    async def _run_tool(self, call: _Call, request: AgentRequest) -> AsyncIterator[StreamEvent]:
+        task = asyncio.ensure_future(self.registry.run(call.name, call.arguments, request.media, request.memory,
+                                                       request.tasks, call.id))
         started = time.monotonic()
         try:
             while not (await asyncio.wait({task}, timeout=self.long_tool_hint_s))[0]:

@@ -36,6 +36,7 @@ class Tool:
     blocking: bool = False                     # computes rather than waits: run in a worker thread, off the loop
     timeout_s: float = 10.0                    # a blocking tool's answer must come within this
     uses_memory: bool = False                  # fn(arguments, memory): writes the turn's memory
+    uses_tasks: bool = False                   # fn(arguments, tasks, call_id): starts a background task
 
 
 @dataclass(frozen=True)
@@ -94,11 +95,13 @@ class ToolRegistry:
         answer = await self.run(name, arguments_json)
         return answer.ok, answer.text
 
-    async def run(self, name: str, arguments_json: str, media=None, memory=None) -> ToolAnswer:
+    async def run(self, name: str, arguments_json: str, media=None, memory=None, tasks=None,
+                  call_id: str = "") -> ToolAnswer:
         """Run a tool. Never raises (except on cancellation): failures come back as ``ok=False`` with an
         explanation the model reads and can act on. ``media``: the MediaCache files go to; without it a tool's
-        files are refused (said in the text). ``memory``: the turn's memory binding, for the memory tools."""
-        ok, result = await self._call(name, arguments_json, memory)
+        files are refused (said in the text). ``memory``: the turn's memory binding, for the memory tools;
+        ``tasks`` and ``call_id``: the turn's task starter and the call's id, for the background task tool."""
+        ok, result = await self._call(name, arguments_json, memory, tasks, call_id)
         if isinstance(result, ToolAnswer):
             return result
         if not isinstance(result, ToolOutput):
@@ -119,7 +122,8 @@ class ToolRegistry:
             notes.append(f"[only the first {MAX_FILES_PER_RESULT} files were sent]")
         return ToolAnswer(ok, "\n".join(notes), tuple(files))
 
-    async def _call(self, name: str, arguments_json: str, memory=None) -> tuple[bool, Any]:
+    async def _call(self, name: str, arguments_json: str, memory=None, tasks=None,
+                    call_id: str = "") -> tuple[bool, Any]:
         offered = self._offered()
         tool = offered.get(name)
         if tool is None:
@@ -133,6 +137,8 @@ class ToolRegistry:
         try:
             if tool.uses_memory:
                 result = await tool.fn(arguments, memory)
+            elif tool.uses_tasks:
+                result = await tool.fn(arguments, tasks, call_id)
             elif tool.blocking:
                 # The thread cannot be stopped at the deadline; the answer is simply no longer waited for.
                 result = await asyncio.wait_for(asyncio.to_thread(tool.fn, arguments), tool.timeout_s)
@@ -273,9 +279,29 @@ FORGET = Tool(
         "additionalProperties": False},
     fn=_forget, uses_memory=True)
 
-BUILTIN_TOOLS: dict[str, Tool] = {t.name: t for t in (CLOCK, CALCULATOR, TEXT_IMAGE, REMEMBER, FORGET)}
-# Offered only to a profile whose tool set names them (and whose memory is on): never by default.
-OPT_IN_TOOLS = ("remember", "forget")
+NO_TASKS = "this conversation cannot start background tasks"
+START_TASK_NAME = "start_background_task"
+
+
+async def _start_task(arguments: dict, tasks, call_id: str) -> ToolAnswer:
+    if tasks is None:
+        return ToolAnswer(False, NO_TASKS)
+    return ToolAnswer(*await tasks.start(arguments.get("prompt"), call_id))
+
+
+START_TASK = Tool(
+    name=START_TASK_NAME,
+    description="Start a background task: the prompt runs as its own turn, in a session of its own, while this "
+                "conversation goes on; its result is sent to this chat when it is done. Use it for work that takes "
+                "long. Answers the task's number, or why it was not started (the chat's limit of tasks at once).",
+    json_schema={"type": "object", "properties": {
+        "prompt": {"type": "string", "description": "what the task is to do, complete in itself"}},
+        "required": ["prompt"], "additionalProperties": False},
+    fn=_start_task, uses_tasks=True)
+
+BUILTIN_TOOLS: dict[str, Tool] = {t.name: t for t in (CLOCK, CALCULATOR, TEXT_IMAGE, REMEMBER, FORGET, START_TASK)}
+# Offered only to a profile whose tool set names them (the memory tools: and whose memory is on): never by default.
+OPT_IN_TOOLS = ("remember", "forget", START_TASK_NAME)
 
 
 def default_registry(names: Optional[Iterable[str]] = None) -> ToolRegistry:

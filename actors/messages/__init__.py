@@ -19,7 +19,8 @@ from actors.messages.platform_ops import (
     OutgoingFile, PlatformOp, OpResult, AdapterConnected, HoldNextSend, SendHeld, ReleaseSend)
 from actors.messages.stream import (
     TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, ReplyFile, LongToolHint, WaitingForModel,
-    GatewayNotice, ApprovalNeeded, AWAITING_APPROVAL, TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch)
+    GatewayNotice, ApprovalNeeded, AWAITING_APPROVAL, TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch,
+    TaskToolCall)
 from actors.messages.terminal import (
     CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
 from actors.messages.sessions import (
@@ -45,7 +46,7 @@ __all__ = [
     'OpResult', 'AdapterConnected', 'HoldNextSend', 'SendHeld', 'ReleaseSend', 'TextDelta', 'ToolCallStarted',
     'ToolCallDelta', 'ToolCallFinished', 'ReplyFile', 'LongToolHint', 'WaitingForModel', 'GatewayNotice',
     'ApprovalNeeded', 'AWAITING_APPROVAL', 'TurnEnd',
-    'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone',
+    'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'TaskToolCall', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone',
     'CliDone', 'Passivate', 'RunCells',
     'ShardArgs', 'SessionArgs', 'ConsumerArgs', 'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone',
     'ModelOutcome', 'TaskStop', 'DrainRequest', 'DrainReport',
