@@ -19,8 +19,8 @@ from actors.messages.platform_ops import (
     OutgoingFile, PlatformOp, OpResult, AdapterConnected, HoldNextSend, SendHeld, ReleaseSend)
 from actors.messages.stream import (
     TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, ReplyFile, LongToolHint, WaitingForModel,
-    GatewayNotice, ApprovalNeeded, AWAITING_APPROVAL, TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch,
-    TaskToolCall)
+    GatewayNotice, ApprovalNeeded, AWAITING_APPROVAL, TOKEN_LIMIT, TurnEnd, AgentEvent, AgentCancelled, AgentFailed,
+    StreamBatch, TaskToolCall)
 from actors.messages.terminal import (
     CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
 from actors.messages.sessions import (
@@ -45,9 +45,9 @@ __all__ = [
     'OutgoingFile', 'PlatformOp',
     'OpResult', 'AdapterConnected', 'HoldNextSend', 'SendHeld', 'ReleaseSend', 'TextDelta', 'ToolCallStarted',
     'ToolCallDelta', 'ToolCallFinished', 'ReplyFile', 'LongToolHint', 'WaitingForModel', 'GatewayNotice',
-    'ApprovalNeeded', 'AWAITING_APPROVAL', 'TurnEnd',
-    'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'TaskToolCall', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone',
-    'CliDone', 'Passivate', 'RunCells',
+    'ApprovalNeeded', 'AWAITING_APPROVAL', 'TOKEN_LIMIT', 'TurnEnd',
+    'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'TaskToolCall', 'CliSay', 'CliAccepted', 'CliShow',
+    'CliAskDone', 'CliDone', 'Passivate', 'RunCells',
     'ShardArgs', 'SessionArgs', 'ConsumerArgs', 'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone',
     'ModelOutcome', 'TaskStop', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',

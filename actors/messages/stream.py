@@ -74,11 +74,12 @@ class ApprovalNeeded:
 
 
 AWAITING_APPROVAL = "awaiting_approval"   # the TurnEnd reason of a run stopped by an ApprovalNeeded
+TOKEN_LIMIT = "token_limit"               # the TurnEnd reason of a run stopped at its token budget (a task's)
 
 
 @dataclass(frozen=True)
 class TurnEnd:
-    reason: str = "complete"       # complete | interrupted | error | stopped | awaiting_approval
+    reason: str = "complete"       # complete | interrupted | error | stopped | awaiting_approval | token_limit
     final_text: Optional[str] = None
     canned: bool = False           # the offline agent's own words, no model's: kept out of the history a model gets
     # (prompt, completion) tokens of every model request of the turn, when the model service counted them

@@ -324,7 +324,7 @@ class Session(CellStoreUser, Cell):
         prompt, memory = memory_for_turn(self, profile, event.source)   # the persona, then what it remembers
         request, with_media = turns.agent_request(transcript, turn, event, prompt, memory,
                                                   MediaCache(Path(self.config["gateway"]["state_dir"]) / "media"))
-        request = dataclasses.replace(request, tasks=task_tool.binding(self, turn),
+        request = dataclasses.replace(request, tasks=task_tool.binding(self, turn), **tasks.bounds(profile, turn),
                                       **approval_flow.request_fields(profile, continuation, transcript))
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
@@ -403,8 +403,8 @@ class Session(CellStoreUser, Cell):
             if event.reason == AWAITING_APPROVAL and turn.question is not None:
                 approval_flow.paused(self, turn, event.final_text or turn.answer_text())
                 return
-            self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete",
-                          canned=event.canned)
+            self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(),
+                          tasks.end_reason(event.reason), canned=event.canned)
             return
         if isinstance(event, ReplyFile) and event.file.kind == "voice":   # in the transcript before the answer is
             self.db(self.store.sessions.append(self.info.session_id, [voice_event(item.turn_id, event.file)]))

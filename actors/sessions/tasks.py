@@ -20,7 +20,8 @@ nothing of it enters the new conversation. The decision, the task row and the re
 handler's one transaction, before the reply's consumer is asked for; a crash after it delivers what was decided
 (``delivery``).
 
-Bounds: at most ``max_tasks`` running per chat (a profile option), each stopped after ``task_timeout_s``; tool
+Bounds: at most ``max_tasks`` running per chat (a profile option), each stopped after ``task_timeout_s`` and once
+its model calls used ``task_max_tokens`` (``bounds``: the agent asks nothing more, its run ends token_limit); tool
 calls are bounded by the profile's agent (``max_tool_rounds``) as in any turn.
 
 Pure text helpers first; the handlers take the session cell (as approval_flow.py does).
@@ -34,8 +35,8 @@ from typing import Optional
 
 from actors.media.outgoing import ToolFile, cache_tool_file
 from actors.sessions.turn import inbound_ref, quote
-from actors.messages import (AWAITING_APPROVAL, InboxDoorbell, MessageEvent, OutgoingFile, ReplyFile, Source,
-                             TaskStop, TurnEnd)
+from actors.messages import (AWAITING_APPROVAL, TOKEN_LIMIT, InboxDoorbell, MessageEvent, OutgoingFile, ReplyFile,
+                             Source, TaskStop, TurnEnd)
 from storage import TASK_PLATFORM, InboundItem, MediaCache, Started
 from storage.keys import is_valid_key, session_key
 
@@ -87,13 +88,24 @@ def chat_moved(origin_key: str, source, identity: Optional[str]) -> bool:
         return False
 
 
+def bounds(profile, turn) -> dict:
+    """What a turn's agent request takes of the task bounds: a task's turn its token budget, any other nothing."""
+    return {"token_budget": profile.task_max_tokens} if turn.background else {}
+
+
+def end_reason(agent_reason: str) -> str:
+    """A run's end as its turn ends: complete, or stopped at its token budget (said so in a task's result)."""
+    return TOKEN_LIMIT if agent_reason == TOKEN_LIMIT else "complete"
+
+
 def final_state(reason: str) -> str:
     """A task's state from its turn's end: complete -> done, stopped (/cancel) -> cancelled, else failed (an error,
     the time bound, a restart given up on, a tool call that waits for a person's yes)."""
     return {"complete": "done", "stopped": "cancelled"}.get(reason, "failed")
 
 
-def result_message(number: int, state: str, result: str, timeout_s: float = 0.0, reason: str = "") -> str:
+def result_message(number: int, state: str, result: str, timeout_s: float = 0.0, reason: str = "",
+                   max_tokens: int = 0) -> str:
     """What the chat is sent for a task that ended in its conversation (a long result's body: ``long_result_body``)."""
     body = result.strip()
     if reason == AWAITING_APPROVAL:   # without its question: nobody answers in the task's session
@@ -103,6 +115,8 @@ def result_message(number: int, state: str, result: str, timeout_s: float = 0.0,
         return f"Task #{number} finished:\n\n{body}" if body else f"Task #{number} finished, with no answer."
     if state == "cancelled":
         head = f"Task #{number} was cancelled."
+    elif reason == TOKEN_LIMIT:
+        head = f"Task #{number} was stopped after using its {max_tokens} tokens (the profile's task_max_tokens)."
     elif timeout_s:
         head = f"Task #{number} was stopped after {timeout_s:g}s (the profile's task_timeout_s)."
     else:
@@ -310,8 +324,9 @@ def settle(session, text: str, reason: str) -> tuple[str, tuple]:
     if len(text) > LONG_RESULT_CHARS:
         file = _result_file(session, task.number, text)
         files, body = (file.to_part(),), long_result_body(text, file.name)
-    timeout = session.profiles.get(task.profile).task_timeout_s if reason == "timed_out" else 0.0
-    message = result_message(task.number, state, body, timeout, reason)
+    profile = session.profiles.get(task.profile)
+    timeout = profile.task_timeout_s if reason == "timed_out" else 0.0
+    message = result_message(task.number, state, body, timeout, reason, profile.task_max_tokens)
     session.db(session.store.tasks.finish(session.key, state, text, message, files))
     session.db(session.store.sessions.append(current.session_id, [record_event(task.number, state, text)]))
     return message, files

@@ -23,6 +23,7 @@ import pytest
 from tests.actor_system import wait_for
 from tests.console.helpers import console_port
 from tests.fakes.fakeplatform import FakePlatform
+from tests.fakes.openai_server import MODEL, FakeOpenAIServer, tool_call_reply, with_usage
 from tests.pipeline.harness import CURSOR, pipeline_gateway, visible
 
 pytestmark = pytest.mark.timeout(240)
@@ -34,7 +35,17 @@ AGENT = """[agent]
 chunk_delay_s = 0.0
 
 [profiles.default]
-agent = { tools = ["clock", "calculator", "text_image", "start_background_task"] }
+agent = {{ tools = ["clock", "calculator", "text_image", "start_background_task"] }}
+
+# A model that counts tokens, for the chat whose tasks are bounded in tokens
+[profiles.thrifty]
+task_max_tokens = 1000
+agent = {{ kind = "openai", base_url = "{base_url}", model = "{model}", api_key = "sk-test-key-0123456789abcdef" }}
+
+[[routes]]
+adapter = "fake"
+chat = "bg-tokens"
+profile = "thrifty"
 """
 
 
@@ -45,8 +56,15 @@ def platform():
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory, platform):
-    gateway = pipeline_gateway(tmp_path_factory.mktemp("tasks"), platform, agent=AGENT)
+def model():
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory, platform, model):
+    gateway = pipeline_gateway(tmp_path_factory.mktemp("tasks"), platform,
+                               agent=AGENT.format(base_url=model.base_url, model=MODEL))
     try:
         gateway.start()
         yield gateway
@@ -232,6 +250,24 @@ def test_a_sixth_task_is_refused_and_cancel_stops_one_mid_stream(gw, platform):
     for n in (1, 2, 4, 5):   # the others are stopped too, so the module's last test finds a quiet gateway
         platform.inject(chat, f"/cancel {n}", user=f"helper-{n}")   # one sender's burst stays under its limit
     wait_texts(gw, platform, chat, lambda t: len(with_text(t, "was cancelled")) == 5, "every task stopped")
+
+
+def test_a_task_past_its_token_bound_is_stopped_and_says_so(gw, platform, model):
+    chat = "bg-tokens"
+    # Every model call of the task asks for the calculator again and is counted 600 tokens: the second call
+    # passes the profile's 1000, and the model is asked nothing more.
+    model.answer = lambda body: with_usage(tool_call_reply([("calculator", '{"expression": "2+3"}')]), 500, 100)
+    try:
+        platform.inject(chat, "/bg add things up forever")
+        texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "Task #1 was stopped"), "the task stopped")
+    finally:
+        model.answer = None
+    assert "Task #1 was stopped after using its 1000 tokens (the profile's task_max_tokens)." in \
+        with_text(texts, "Task #1 was stopped")[0]
+    [task] = tasks_of_chat(gw, chat)
+    assert task["state"] == "failed", task
+    asked = [r for r in model.requests if "add things up forever" in json.dumps(r.body)]
+    assert len(asked) == 2, f"no model call past the bound: {len(asked)}"
 
 
 def tool_results(gw, chat: str) -> list[str]:
