@@ -1,6 +1,6 @@
 """The watcher: looks at the ``[watch.NAME]`` targets (a URL, a file) every interval and starts a turn in the
 watch's chat when one changed (docs/background.md, "Watches"). A leaf child of the root, present when watches are
-configured.
+configured (a reload that brings the first ones starts it: actors/root.py).
 
 State: the watches (the configuration's, checked when it was loaded), when each is looked at next, which are being
 read, the last refusal of each (logged once until it changes), the doorbells it could not ring yet (no directory),
@@ -17,7 +17,9 @@ Messages it takes:
   timer prune      hourly: changes older than [storage] inbox_retention_days are deleted (history only)
   Directory        the doorbells held for want of an address are rung
   StopIntake       a drain began: no more looks (a change seen later is claimed by the next instance)
-  ConfigChanged    not taken: [watch.NAME] tables are read at start (a reload leaves them for a restart)
+  ConfigChanged    a reload: the watches again from the new tables (``on_config_changed``): a new or changed one
+                   is looked at at the next tick, a removed one no more; a read in flight of a target no longer
+                   watched is dropped when it ends (its content is not the watch's now)
 Messages it sends: InboxDoorbell(internal=True) to the shard of the change's session (as the scheduler does).
 
 What survives kill -9: every change whose claim committed, with its inbox row, and the new content as the stored
@@ -89,14 +91,23 @@ class Watcher(InternalDoorbells, StoreUser, GatewayActor):
             self.next_look[watch.name] = now + watch.interval_s
             self.reading.add(watch.name)
             # On a thread: a read takes up to timeout_s, and this actor answers its pings meanwhile.
-            self.bridge.submit(asyncio.to_thread(read_target, watch), ("read", watch.name))
+            self.bridge.submit(asyncio.to_thread(read_target, watch), ("read", watch.name, watch.target))
+
+    def on_config_changed(self, old: dict) -> None:
+        before = self.watches
+        self.watches = {name: w for name, w in validate_watches(self.config).items() if w.enabled}   # checked
+        for name in set(before) | set(self.watches):
+            if before.get(name) != self.watches.get(name):   # new, changed or gone: due at once, or forgotten
+                self.next_look.pop(name, None)
+                self.last_refusal.pop(name, None)
+        self.log.info("watch: %d watch(es) after a reload (%s)", len(self.watches), ", ".join(self.watches) or "none")
 
     def on_loop_TaskDone(self, item: TaskDone) -> None:
-        _kind, name = item.tag
+        _kind, name, target = item.tag
         self.reading.discard(name)
         watch = self.watches.get(name)
-        if watch is None or self.intake_stopped or item.cancelled:
-            return
+        if watch is None or watch.target != target or self.intake_stopped or item.cancelled:
+            return   # gone, or its target changed by a reload while it was read: the next look reads the new one
         self.looks += 1
         if item.error is not None:   # a refusal, or what a hostile server made the client raise: the same to us
             self.refuse(watch, item.error if isinstance(item.error, ReadRefused) else
@@ -118,7 +129,8 @@ class Watcher(InternalDoorbells, StoreUser, GatewayActor):
             self.log.info("watch %s: looking at %s (%d bytes) every %gs", watch.name, watch.target, len(content),
                           watch.interval_s)
             return
-        if digest == seen.content_hash:
+        if digest == seen.content_hash:   # nothing new: only the look's time, for `watches list`
+            self.db(self.store.watches.looked(watch.name, watch.target))
             return
         item = change_item(watch, seen.changes + 1, describe_change(seen.content, content), time.time())
         claimed = self.db(self.store.watches.claim_change(seen, digest, content, item, MAX_WAITING))

@@ -181,6 +181,65 @@ def test_a_redirect_is_refused_and_said_so_and_status_shows_the_watches(gw):
     assert "watches      4 watched" in gw.cli("status", check=True).stdout
 
 
+def listed(gw) -> dict:
+    return {w["name"]: w for w in json.loads(gw.cli("watches", "list", "--json", check=True).stdout)["watches"]}
+
+
+def test_watches_list_shows_each_watchs_last_look_last_change_and_next_look(gw):
+    shown = listed(gw)
+    assert sorted(shown) == ["moved", "notes", "page", "quiet"], shown
+    page, quiet, moved = shown["page"], shown["quiet"], shown["moved"]
+    assert page["last_change"]["number"] == 2 and page["last_change"]["outcome"] == "injected", page
+    assert page["changes"] == 2 and page["chat"] == "fake:c-page" and page["interval_s"] == 1, page
+    assert quiet["last_change"] is None and quiet["last_look"] is not None, quiet
+    assert quiet["next_look"] == pytest.approx(quiet["last_look"] + 1), "the last look and the interval"
+    # Looks that find nothing new move the last look on.
+    first = quiet["last_look"]
+    wait_for(lambda: listed(gw)["quiet"]["last_look"] > first, 60, 0.2, "a later look at the quiet page")
+    assert moved["last_look"] is None and moved["last_change"] is None, "a refused read is no look"
+    text = gw.cli("watches", "list", check=True).stdout
+    assert "page  url " in text and "last change: #2 " in text and "told" in text, text
+    text = gw.cli("watches", "show", "page", check=True).stdout
+    assert "prompt:      the status page changed" in text and "; inbox row: done" in text, text
+    missing = gw.cli("watches", "show", "nothing")
+    assert missing.returncode == 1 and "no watch 'nothing'" in missing.stdout + missing.stderr
+
+
+def test_a_reload_adds_a_watch_and_takes_it_out_again(gw, platform, tmp_path):
+    extra = tmp_path / "extra.txt"
+    extra.write_text("one\n")
+    original = gw.config.read_text()
+    gw.config.write_text(original + f"""
+[watch.extra]
+kind = "file"
+target = "{extra}"
+interval_s = 1
+prompt = "the extra file changed"
+adapter = "fake"
+chat = "c-extra"
+""")
+    try:
+        result = gw.cli("reload")
+        assert result.returncode == 0, result
+        assert "[watch.extra]" in result.stdout, result.stdout
+        gw.wait_log("watch: 5 watch(es) after a reload")
+        wait_for(lambda: "extra" in looked_at(gw), 60, 0.05, "the first look at the new watch")
+        extra.write_text("one\ntwo\n")
+        wait_for(lambda: settled(platform, "c-extra"), 60, 0.05, "the answer to the new watch's change")
+        assert "+two" in settled(platform, "c-extra")[0]["text"]
+    finally:
+        gw.config.write_text(original)
+    result = gw.cli("reload")
+    assert result.returncode == 0, result
+    gw.wait_log("watch: 4 watch(es) after a reload")
+    extra.write_text("one\ntwo\nthree\n")
+    assert listed(gw)["extra"]["configured"] is False, "still listed, as removed, while its state is stored"
+    # Looked at no more: two rounds of looks at the others, and no change of it claimed.
+    looks = watch_status(gw)["looks"]
+    wait_for(lambda: watch_status(gw).get("looks", 0) >= looks + 8, 60, 0.2, "two more rounds of looks")
+    assert [c["number"] for c in changes(gw, "extra")] == [1] and len(settled(platform, "c-extra")) == 1
+
+
 def test_a_bad_watch_stops_the_start_with_exit_78_naming_each_key(tmp_path):
     bad = Gateway(tmp_path, extra_toml='[adapters.fake]\ntype = "fake"\nbase_url = "http://127.0.0.1:9"\n'
                                        '[watch.x]\nkind = "ftp"\ntarget = "ftp://h/f"\nprompt = "p"\n'

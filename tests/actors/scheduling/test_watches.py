@@ -154,8 +154,8 @@ def test_a_server_that_drips_its_page_is_refused_at_timeout_s():
         server.server_close()
 
 
-def test_a_reload_that_changes_the_watches_leaves_them_for_a_restart():
+def test_a_reload_that_changes_the_watches_takes_them_at_once():
     from actors.config_reload import merge
     planned = merge(config(page=table()), config(page=table(interval_s=5), other=table()))
-    assert planned.needs_restart == ("[watch] other", "[watch] page")
-    assert planned.config["watch"] == {"page": table()}
+    assert planned.changed == ("[watch.other]", "[watch.page]") and planned.needs_restart == ()
+    assert planned.config["watch"] == {"page": table(interval_s=5), "other": table()}
