@@ -1,6 +1,8 @@
 """The watcher: looks at the ``[watch.NAME]`` targets (a URL, a file) every interval and starts a turn in the
 watch's chat when one changed (docs/background.md, "Watches"). A leaf child of the root, present when watches are
-configured (a reload that brings the first ones starts it: actors/root.py).
+configured or a profile offers the agent's create_watch tool (a reload that brings the first ones starts it:
+actors/root.py). The watches the agent created are read from storage (storage/agent_watches.py) every
+STORED_REFRESH_S, and looked at as the configured ones are.
 
 State: the watches (the configuration's, checked when it was loaded), when each is looked at next, which are being
 read, the last refusal of each (logged once until it changes), the doorbells it could not ring yet (no directory),
@@ -14,6 +16,7 @@ Messages it takes:
   TaskDone         a read's outcome (on the bridge): the first read records what it saw; a read whose hash differs
                    from the stored one claims the change (state moved, change row and the prompt's inbox row in
                    one transaction); then the session is rung; a refusal is logged once until its reason changes
+  timer stored     every STORED_REFRESH_S: the watches the agent created, again from storage (new ones are due)
   timer prune      hourly: changes older than [storage] inbox_retention_days are deleted (history only)
   Directory        the doorbells held for want of an address are rung
   StopIntake       a drain began: no more looks (a change seen later is claimed by the next instance)
@@ -35,13 +38,14 @@ import time
 
 from actors.adapters.doorbells import Doorbells, InternalDoorbells
 from actors.scheduling.watches import (ReadRefused, Watch, change_item, content_hash, describe_change, read_target,
-                                       validate_watches)
+                                       stored_watch, validate_watches)
 from common.config import setting
 from supervision.actor import GatewayActor
 from supervision.bridge import TaskDone
 from supervision.storage_access import StoreUser
 
 TICK_S = 1.0
+STORED_REFRESH_S = 5.0
 PRUNE_INTERVAL_S = 3600.0
 MAX_WAITING = 10              # changes told to one conversation left unanswered before the next is skipped
 
@@ -51,7 +55,9 @@ class Watcher(InternalDoorbells, StoreUser, GatewayActor):
 
     def __init__(self):
         super().__init__()
-        self.watches: dict[str, Watch] = {}
+        self.watches: dict[str, Watch] = {}       # every watch looked at: the configured ones and the stored
+        self.configured: dict[str, Watch] = {}
+        self.stored: dict[str, Watch] = {}        # the watches the agent created
         self.next_look: dict[str, float] = {}     # monotonic time each watch is looked at next
         self.last_refusal: dict[str, str] = {}
         self.reading: set[str] = set()            # the watches whose read runs on a thread now
@@ -61,8 +67,9 @@ class Watcher(InternalDoorbells, StoreUser, GatewayActor):
         self.refused = 0
 
     def on_start(self, args) -> None:
-        self.watches = {name: w for name, w in validate_watches(self.config).items() if w.enabled}
+        self.configured = {name: w for name, w in validate_watches(self.config).items() if w.enabled}
         self.open_store()
+        self.on_timer_stored(None)
         self.after(60.0, "prune")
         self.on_timer_tick(None)
 
@@ -94,13 +101,25 @@ class Watcher(InternalDoorbells, StoreUser, GatewayActor):
             self.bridge.submit(asyncio.to_thread(read_target, watch), ("read", watch.name, watch.target))
 
     def on_config_changed(self, old: dict) -> None:
-        before = self.watches
-        self.watches = {name: w for name, w in validate_watches(self.config).items() if w.enabled}   # checked
+        self.configured = {name: w for name, w in validate_watches(self.config).items() if w.enabled}   # checked
+        self.merge()
+        self.log.info("watch: %d watch(es) after a reload (%s)", len(self.configured),
+                      ", ".join(self.configured) or "none")
+
+    def on_timer_stored(self, _data) -> None:
+        self.after(STORED_REFRESH_S, "stored")
+        allow_private = setting(self.config, "agent_watches", "allow_private_hosts")
+        self.stored = {row.name: stored_watch(row, allow_private) for row in self.db(self.store.agent_watches.all())}
+        self.merge()
+
+    def merge(self) -> None:
+        """Every watch from the configured and the stored ones; one new, changed or gone is due at once, or
+        forgotten."""
+        before, self.watches = self.watches, {**self.stored, **self.configured}
         for name in set(before) | set(self.watches):
-            if before.get(name) != self.watches.get(name):   # new, changed or gone: due at once, or forgotten
+            if before.get(name) != self.watches.get(name):
                 self.next_look.pop(name, None)
                 self.last_refusal.pop(name, None)
-        self.log.info("watch: %d watch(es) after a reload (%s)", len(self.watches), ", ".join(self.watches) or "none")
 
     def on_loop_TaskDone(self, item: TaskDone) -> None:
         _kind, name, target = item.tag

@@ -1,7 +1,7 @@
 """``run_gateway.py watches ...``: the configured ``[watch.NAME]`` tables and what the watcher saw of each
 (docs/background.md, "Watches").
 
-    watches list           every configured watch: kind, target, interval, its last look, its last change and when
+    watches list           every configured watch, and every watch the agent created (``agent-...``, its chat's): kind, target, interval, its last look, its last change and when
                            it is looked at next
     watches show NAME      one watch: its table, and its newest changes with what became of each (told in the
                            chat, or skipped and why; the state of the inbox row it put)
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from actors.scheduling.watches import validate_watches
+from actors.scheduling.watches import stored_watch, validate_watches
 from common.config import ConfigError
 from common.redact import configured_secrets, redact
 from daemon.cli_output import fail
@@ -71,7 +71,13 @@ def watch_row(name: str, watch, seen: dict | None, secrets: list, now: float) ->
             "next_look": next_look, "due": next_look is not None and next_look <= now}
 
 
+async def _with_stored(store, configured: dict) -> dict:
+    """The configured watches and, after them, the ones the agent created (as the watcher reads them)."""
+    return {**configured, **{row.name: stored_watch(row) for row in await store.agent_watches.all()}}
+
+
 async def _list(store, configured: dict, secrets: list) -> dict:
+    configured = await _with_stored(store, configured)
     seen, now = await store.watches.overview(), time.time()
     names = list(configured) + sorted(set(seen) - set(configured))
     return {"ok": True, "now": now,
@@ -79,6 +85,7 @@ async def _list(store, configured: dict, secrets: list) -> dict:
 
 
 async def _show(store, configured: dict, name: str, secrets: list) -> dict:
+    configured = await _with_stored(store, configured)
     seen = (await store.watches.overview()).get(name)
     if name not in configured and seen is None:
         raise NotFound(f"no watch {name!r} (`watches list` shows them)")

@@ -32,6 +32,7 @@ from .pacing import PacingBans
 from .runtime import RuntimeState
 from .tasks import TASK_PLATFORM, Started, Task, TaskStore
 from .watches import WATCH_PLATFORM, ChangeClaimed, WatchState, WatchStore
+from .agent_watches import AgentWatch, AgentWatchStore, Created
 from .sessions import SearchHit, SessionInfo, SessionStore, TranscriptEvent, short_id
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
     "Target", "Owner", "MediaCache", "CacheStats", "MediaRefs", "Feedback", "FeedbackRow", "Reaction",
     "CronStore", "CronRun", "RunClaim", "Claimed", "JobState", "CRON_PLATFORM",
     "MemoryStore", "MemoryEntry", "Added", "TaskStore", "Task", "Started", "TASK_PLATFORM",
-    "WatchStore", "WatchState", "ChangeClaimed", "WATCH_PLATFORM",
+    "WatchStore", "WatchState", "ChangeClaimed", "WATCH_PLATFORM", "AgentWatch", "AgentWatchStore", "Created",
     "ApprovalStore", "Approval", "ApprovalRequest", "Asked", "Answered",
     "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner",
     "is_owner_alive",
@@ -53,8 +54,9 @@ __all__ = [
 class Store:
     """The one way in: ``sessions``, ``inbox``, ``ledger``, ``pacing``, ``access``, ``media`` (which cached files
     are referenced), ``feedback``, ``cron`` (scheduled jobs and their runs), ``memory`` (what profiles
-    remember), ``approvals`` (tool calls waiting for a person's yes), ``tasks`` (background tasks) and ``watches``
-    (what each watch saw, and its changes) over one database connection."""
+    remember), ``approvals`` (tool calls waiting for a person's yes), ``tasks`` (background tasks), ``watches``
+    (what each watch saw, and its changes) and ``agent_watches`` (the watches the agent created) over one database
+    connection."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -70,6 +72,7 @@ class Store:
         self.approvals = ApprovalStore(db)
         self.tasks = TaskStore(db)
         self.watches = WatchStore(db)
+        self.agent_watches = AgentWatchStore(db)
         self.forensics = Forensics(db)   # reads for `report` (storage/forensics.py)
 
     def atomic(self):

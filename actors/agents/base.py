@@ -70,8 +70,8 @@ class AgentRequest:
     media: Any = field(default=None, compare=False, repr=False)
     # The turn's memory binding (actors/memory/binding.py) the remember / forget tools write through; None: none.
     memory: Any = field(default=None, compare=False, repr=False)
-    # The turn's task starter (actors/sessions/task_tool.py) the start_background_task tool asks; None: none.
-    tasks: Any = field(default=None, compare=False, repr=False)
+    # The turn's binding to its session (actors/sessions/task_tool.py), which the tools it decides ask; None: none.
+    session_tools: Any = field(default=None, compare=False, repr=False)
     # Which tool calls wait for a yes (None: none do), and the step a turn answered since goes on from.
     approvals: Optional[ApprovalGuard] = field(default=None, compare=False, repr=False)
     open_step: Optional[OpenStep] = None

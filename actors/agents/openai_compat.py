@@ -420,7 +420,7 @@ class OpenAICompatAgent:
 
     async def _run_tool(self, call: _Call, request: AgentRequest) -> AsyncIterator[StreamEvent]:
         task = asyncio.ensure_future(self.registry.run(call.name, call.arguments, request.media, request.memory,
-                                                       request.tasks, call.id))
+                                                       request.session_tools, call.id))
         started = time.monotonic()
         try:
             while not (await asyncio.wait({task}, timeout=self.long_tool_hint_s))[0]:

@@ -20,7 +20,7 @@ from actors.messages.platform_ops import (
 from actors.messages.stream import (
     TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, ReplyFile, LongToolHint, WaitingForModel,
     GatewayNotice, ApprovalNeeded, AWAITING_APPROVAL, TOKEN_LIMIT, TurnEnd, AgentEvent, AgentCancelled, AgentFailed,
-    StreamBatch, TaskToolCall)
+    StreamBatch, SessionToolCall)
 from actors.messages.terminal import (
     CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
 from actors.messages.sessions import (
@@ -46,7 +46,7 @@ __all__ = [
     'OpResult', 'AdapterConnected', 'HoldNextSend', 'SendHeld', 'ReleaseSend', 'TextDelta', 'ToolCallStarted',
     'ToolCallDelta', 'ToolCallFinished', 'ReplyFile', 'LongToolHint', 'WaitingForModel', 'GatewayNotice',
     'ApprovalNeeded', 'AWAITING_APPROVAL', 'TOKEN_LIMIT', 'TurnEnd',
-    'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'TaskToolCall', 'CliSay', 'CliAccepted', 'CliShow',
+    'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'SessionToolCall', 'CliSay', 'CliAccepted', 'CliShow',
     'CliAskDone', 'CliDone', 'Passivate', 'RunCells',
     'ShardArgs', 'SessionArgs', 'ConsumerArgs', 'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone',
     'ModelOutcome', 'TaskStop', 'DrainRequest', 'DrainReport',

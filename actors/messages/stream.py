@@ -94,15 +94,16 @@ class AgentEvent:
 
 
 @dataclass(frozen=True)
-class TaskToolCall:
-    """A turn's start_background_task call, from its agent run on the shard's loop to its session, through the
-    bridge (never out of the process: ``reply`` is a callable the session runs on the loop, ``reply(ok, text)``,
-    to answer the call). The session starts the task and records the call with its result in one handler
-    (actors/sessions/task_tool.py)."""
+class SessionToolCall:
+    """A turn's call of a tool its session decides (start_background_task, create_watch), from its agent run on the
+    shard's loop to its session, through the bridge (never out of the process: ``reply`` is a callable the session
+    runs on the loop, ``reply(ok, text)``, to answer the call). The session does what the call asks and records
+    the call with its result in one handler (actors/sessions/task_tool.py)."""
     turn_id: str
     call_id: str
+    name: str                      # the tool's
     arguments: str                 # the call's arguments as JSON, as the transcript records them
-    prompt: Any                    # what the model gave as the task's prompt (checked by the session)
+    values: Any                    # the arguments as the model gave them (a dict; checked by the session)
     reply: Any
 
 

@@ -24,7 +24,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import http.client
+import ipaddress
 import os
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -67,13 +69,31 @@ class Watch:
     timeout_s: float = 10.0
     max_bytes: int = 256 * 1024
     enabled: bool = True
+    key: Optional[str] = None        # a watch the agent created: its chat's conversation key, as it was then
+    public_only: bool = False        # a watch the agent created: a host on a private network is refused
 
     def source(self) -> Source:
         return chat_source(f"watch:{self.name}", self)
 
     def session_key(self) -> str:
-        """The conversation a change joins: the chat's (or its thread's), as a cron run's."""
-        return session_key(self.source())
+        """The conversation a change joins: the chat's (or its thread's), as a cron run's; or the one the agent
+        created the watch in."""
+        return self.key or session_key(self.source())
+
+
+def stored_watch(row, allow_private: bool = False) -> Watch:
+    """A watch the agent created (storage/agent_watches.py) as the watcher reads it: a URL, into the chat's own
+    conversation (its key as it was when created), its host checked at each read unless private hosts are allowed."""
+    source = row.source
+    return Watch(row.name, "url", row.target, row.interval_s, row.prompt, str(source.get("platform", "")),
+                 str(source.get("chat_id", "")), source.get("profile") or "default", source.get("chat_type") or "dm",
+                 source.get("thread_id"), key=row.session_key, public_only=not allow_private)
+
+
+def agent_watches_offered(config: Mapping) -> bool:
+    """Whether a profile offers create_watch: the watcher runs then, for the watches the agent creates."""
+    return any("create_watch" in ((table or {}).get("agent") or {}).get("tools", ())
+               for table in (config.get("profiles") or {}).values() if isinstance(table, dict))
 
 
 class ReadRefused(Exception):
@@ -148,6 +168,10 @@ def read_target(watch: Watch) -> bytes:
         except OSError as exc:
             raise ReadRefused(f"cannot read {watch.target}: {exc.strerror or exc}") from None
     else:
+        if watch.public_only:
+            refusal = private_host_refusal(watch.target)
+            if refusal:
+                raise ReadRefused(refusal)
         try:
             deadline = time.monotonic() + watch.timeout_s
             with _OPENER.open(urllib.request.Request(watch.target, method="GET"), timeout=watch.timeout_s) as reply:
@@ -162,6 +186,25 @@ def read_target(watch: Watch) -> bytes:
     if len(content) > watch.max_bytes:
         raise ReadRefused(f"{watch.target} is larger than max_bytes ({watch.max_bytes:,}); refused, not cut")
     return content
+
+
+def private_host_refusal(url: str, resolve=socket.getaddrinfo) -> str:
+    """Why the URL's host may not be read for a watch the agent created ('' when it may): an address that is not
+    global (loopback, private, link-local, reserved), given or resolved. Resolved again by the fetch itself, so a
+    name whose address changes in between (DNS rebinding) is not excluded by this alone."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        addresses = {info[4][0] for info in resolve(host, None)}
+    except (OSError, UnicodeError) as exc:
+        return f"cannot resolve {host!r}: {exc}"
+    for address in sorted(addresses):
+        try:
+            ip = ipaddress.ip_address(address.split("%")[0])
+        except ValueError:
+            return f"{host!r} resolves to {address!r}, not an address"
+        if not ip.is_global:
+            return f"{host!r} is on a private network ({address}): a watch the agent created reads public hosts only"
+    return ""
 
 
 def _read_until(reply, limit: int, deadline: float, watch: Watch) -> bytes:

@@ -22,8 +22,8 @@ Messages it takes:
   Passivate          stop when idle
   SessionCommand     an operator's stop (the turn answered now) or reset (now, or once the turn is delivered)
   AgentEvent, AgentFailed, AgentCancelled   from its agent run on the shard's loop (through the bridge); and
-                     TaskToolCall, its start_background_task call (the task and the call's result written at once:
-                     task_tool.py)
+                     SessionToolCall, its start_background_task or create_watch call (what it does and the call's
+                     result written at once: task_tool.py)
   TaskStop           a background task's session only (key ``<chat's key>.task-N``): its chat's /cancel N stops
                      the turn (timer task_deadline: its time bound does the same); its turn asks for its consumer
                      only once it ended, and its end is settled by tasks.py (delivered, or kept: fail closed)
@@ -324,7 +324,7 @@ class Session(CellStoreUser, Cell):
         prompt, memory = memory_for_turn(self, profile, event.source)   # the persona, then what it remembers
         request, with_media = turns.agent_request(transcript, turn, event, prompt, memory,
                                                   MediaCache(Path(self.config["gateway"]["state_dir"]) / "media"))
-        request = dataclasses.replace(request, tasks=task_tool.binding(self, turn), **tasks.bounds(profile, turn),
+        request = dataclasses.replace(request, session_tools=task_tool.binding(self, turn), **tasks.bounds(profile, turn),
                                       **approval_flow.request_fields(profile, continuation, transcript))
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
@@ -417,8 +417,8 @@ class Session(CellStoreUser, Cell):
         for file in getattr(event, "files", ()):   # a tool's files: parts of the reply, after its text
             self.push(turn, ReplyFile(file))
 
-    def on_loop_TaskToolCall(self, item) -> None:
-        task_tool.on_call(self, item)   # the agent's start_background_task: started and recorded at once
+    def on_loop_SessionToolCall(self, item) -> None:
+        task_tool.on_call(self, item)   # start_background_task, create_watch: done and recorded at once
 
     def on_loop_AgentCancelled(self, item: AgentCancelled) -> None:
         if (turn := self.answering(item)) is not None:

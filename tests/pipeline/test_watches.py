@@ -44,7 +44,8 @@ class Pages(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def pages():
-    Pages.bodies = {"/status.txt": b"all systems up\nv1\n", "/quiet.txt": b"nothing ever changes here\n"}
+    Pages.bodies = {"/status.txt": b"all systems up\nv1\n", "/quiet.txt": b"nothing ever changes here\n",
+                    "/agent.txt": b"first\n"}
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -68,6 +69,15 @@ def notes(tmp_path_factory):
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory, platform, pages, notes):
     watches = f"""
+# The agent creates watches too (on the local server: private hosts allowed here), two per chat at most
+[profiles.default]
+agent = {{ tools = ["clock", "calculator", "create_watch"] }}
+
+[agent_watches]
+allow_private_hosts = true
+min_interval_s = 1
+max_per_chat = 2
+
 [watch.page]
 kind = "url"
 target = "{pages}/status.txt"
@@ -238,6 +248,33 @@ chat = "c-extra"
     looks = watch_status(gw)["looks"]
     wait_for(lambda: watch_status(gw).get("looks", 0) >= looks + 8, 60, 0.2, "two more rounds of looks")
     assert [c["number"] for c in changes(gw, "extra")] == [1] and len(settled(platform, "c-extra")) == 1
+
+
+def test_the_agent_creates_a_watch_whose_change_is_answered_in_its_chat_and_a_third_is_refused(gw, platform, pages):
+    chat = "c-agent"
+    platform.inject(chat, f"please watch {pages}/agent.txt every 1 seconds: the agent's page changed")
+    wait_for(lambda: settled(platform, chat), 60, 0.05, "the answer to the request")
+    [answer] = [m["text"] for m in settled(platform, chat)]
+    assert f"I used the create_watch tool: Created watch #1: {pages}/agent.txt is read every 1s" in answer, answer
+    [row] = query(gw, "SELECT name, number, target FROM agent_watches")
+    assert row["number"] == 1 and row["target"] == f"{pages}/agent.txt", row
+    wait_for(lambda: row["name"] in looked_at(gw), 60, 0.05, "the first look at the agent's watch")
+    Pages.bodies["/agent.txt"] = b"first\nsecond\n"
+    try:
+        wait_for(lambda: len(settled(platform, chat)) >= 2, 60, 0.05, "the change answered in the chat")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{explain(gw, platform)}") from None
+    told = settled(platform, chat)[1]["text"]
+    assert "the agent's page changed" in told and "+second" in told, told
+    assert [c["number"] for c in changes(gw, row["name"])] == [1]
+    shown = listed(gw)[row["name"]]
+    assert shown["chat"] == "fake:c-agent" and shown["last_change"]["number"] == 1, shown
+    # The chat's bound: a second watch, then a third refused, said as the tool's result.
+    for n, expected in ((2, "Created watch #2"), (3, "may have 2 (the gateway's [agent_watches] max_per_chat)")):
+        platform.inject(chat, f"please watch {pages}/quiet.txt every 5 seconds: number {n}")
+        wait_for(lambda n=n: len(settled(platform, chat)) >= n + 1, 60, 0.05, f"the answer to request {n}")
+        assert expected in settled(platform, chat)[n]["text"], settled(platform, chat)[n]["text"]
+    assert len(query(gw, "SELECT 1 FROM agent_watches")) == 2
 
 
 def test_a_bad_watch_stops_the_start_with_exit_78_naming_each_key(tmp_path):

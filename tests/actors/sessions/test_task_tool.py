@@ -24,8 +24,8 @@ class Starter:
     def __init__(self):
         self.asked = []
 
-    async def start(self, prompt, call_id):
-        self.asked.append((prompt, call_id))
+    async def call(self, name, values, call_id):
+        self.asked.append((name, values, call_id))
         return True, task_tool.started_text(3)
 
 
@@ -36,10 +36,12 @@ def test_the_tool_is_offered_only_where_a_profile_names_it():
 
 def test_the_call_reaches_the_turns_starter_with_its_id_and_without_one_it_is_refused():
     registry, starter = default_registry([START_TASK_NAME]), Starter()
-    answer = asyncio.run(registry.run(START_TASK_NAME, json.dumps({"prompt": "dig"}), tasks=starter, call_id="c-1"))
-    assert answer.ok and "Started background task #3" in answer.text and starter.asked == [("dig", "c-1")]
+    answer = asyncio.run(registry.run(START_TASK_NAME, json.dumps({"prompt": "dig"}), session_tools=starter,
+                                      call_id="c-1"))
+    assert answer.ok and "Started background task #3" in answer.text
+    assert starter.asked == [(START_TASK_NAME, {"prompt": "dig"}, "c-1")]
     refused = asyncio.run(registry.run(START_TASK_NAME, json.dumps({"prompt": "dig"})))
-    assert not refused.ok and "cannot start background tasks" in refused.text
+    assert not refused.ok and "cannot run this tool" in refused.text
 
 
 @pytest.mark.parametrize("prompt, refused", [("dig", ""), ("", "is required"), ("   ", "is required"),
@@ -61,7 +63,7 @@ def run_offline(text: str, names: list) -> list:
     agent, starter = OfflineAgent(default_registry(names), chunk_delay_s=0.0), Starter()
 
     async def events():
-        request = AgentRequest(({"role": "user", "content": text},), turn_id="turn-9", tasks=starter)
+        request = AgentRequest(({"role": "user", "content": text},), turn_id="turn-9", session_tools=starter)
         return [e async for e in agent.run(request)]
     finished = [e for e in asyncio.run(events()) if isinstance(e, ToolCallFinished)]
     return finished, starter.asked
@@ -70,6 +72,7 @@ def run_offline(text: str, names: list) -> list:
 def test_the_offline_agent_calls_it_for_a_background_task_and_only_where_offered():
     finished, asked = run_offline("please start a background task: what is 6*7", ["calculator", START_TASK_NAME])
     assert [f.name for f in finished] == [START_TASK_NAME] and finished[0].ok
-    assert asked == [("what is 6*7", "offline-turn-9-1")], "the same call id in every life of the turn"
+    assert asked == [(START_TASK_NAME, {"prompt": "what is 6*7"}, "offline-turn-9-1")], \
+        "the same call id in every life of the turn"
     finished, asked = run_offline("please start a background task: what is 6*7", ["calculator"])
     assert [f.name for f in finished] == ["calculator"] and asked == []
