@@ -7,6 +7,9 @@ so), an interval of ``min_interval_s`` to 7 days, an http(s) URL whose host is n
 given is checked here; a name is resolved and checked at each read, on the watcher's thread), a prompt of at most
 2,000 characters. A ``[watch.NAME]`` table's own bounds on the read (timeout, size, no redirects) hold too.
 
+The chat sees its watches with ``/watches`` and stops one with ``/unwatch N`` (the row goes; the watcher stops
+looking at it at its next read of the stored watches, within seconds).
+
 What survives kill -9: the watch's row, written in the handler that records the call's result (task_tool.py).
 """
 from __future__ import annotations
@@ -16,6 +19,7 @@ import urllib.parse
 from typing import Any
 
 from actors.messages import MessageEvent
+from actors.sessions.tasks import parse_number
 from common.config import setting
 
 MAX_PROMPT_CHARS = 2000
@@ -78,3 +82,31 @@ def decide(session, event: MessageEvent, values: Any, origin_ref: str) -> tuple[
         session.log.info("watch %s created by the agent (#%d of this chat)", watch.name, watch.number,
                          extra=session.log_fields())
     return True, created_text(watch.number, watch.target, watch.interval_s), created.again
+
+
+# -------------------------------------------------------------------------------------- the chat's commands
+
+def listing(watches: list) -> str:
+    if not watches:
+        return "The agent watches nothing for this chat (it can, with its create_watch tool, where offered)."
+    lines = ["Pages the agent watches for this chat:"]
+    lines += [f"#{w.number} {w.target} every {w.interval_s:g}s: \u201c{' '.join(w.prompt.split())[:80]}\u201d"
+              for w in watches]
+    lines.append("/unwatch N stops one.")
+    return "\n".join(lines)
+
+
+def show(session, command, seqs: list, event: MessageEvent) -> None:
+    """``/watches``: the watches the agent created in this chat."""
+    session.reply_turn(seqs, event, listing(session.db(session.store.agent_watches.of_chat(session.key))))
+
+
+def unwatch(session, command, seqs: list, event: MessageEvent) -> None:
+    """``/unwatch N``: the chat's watch #N goes (its row, in this handler's transaction)."""
+    number = parse_number(command.args)
+    if number is None:
+        session.reply_turn(seqs, event, "Usage: /unwatch N \u2014 stops watch #N (/watches lists them).")
+        return
+    removed = session.db(session.store.agent_watches.remove(session.key, number))
+    session.reply_turn(seqs, event, f"Stopped watch #{number} ({removed.target})." if removed is not None else
+                       f"There is no watch #{number} in this chat; /watches lists them.")

@@ -275,6 +275,15 @@ def test_the_agent_creates_a_watch_whose_change_is_answered_in_its_chat_and_a_th
         wait_for(lambda n=n: len(settled(platform, chat)) >= n + 1, 60, 0.05, f"the answer to request {n}")
         assert expected in settled(platform, chat)[n]["text"], settled(platform, chat)[n]["text"]
     assert len(query(gw, "SELECT 1 FROM agent_watches")) == 2
+    # The chat lists them and stops one.
+    platform.inject(chat, "/watches")
+    wait_for(lambda: len(settled(platform, chat)) >= 5, 60, 0.05, "the list")
+    shown = settled(platform, chat)[4]["text"]
+    assert f"#1 {pages}/agent.txt every 1s" in shown and f"#2 {pages}/quiet.txt every 5s" in shown, shown
+    platform.inject(chat, "/unwatch 2")
+    wait_for(lambda: len(settled(platform, chat)) >= 6, 60, 0.05, "the watch stopped")
+    assert settled(platform, chat)[5]["text"] == f"Stopped watch #2 ({pages}/quiet.txt)."
+    assert [r["number"] for r in query(gw, "SELECT number FROM agent_watches")] == [1]
 
 
 def test_a_bad_watch_stops_the_start_with_exit_78_naming_each_key(tmp_path):
