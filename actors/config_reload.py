@@ -7,9 +7,10 @@ changes, and the error names the file and the key.
 What a reload changes (``LIVE``), for new turns only: the routes, the profiles (persona, agent, tools, busy mode,
 streaming, status reactions, and whatever else a profile table holds), ``[agent]`` (the default profile's agent,
 and what every profile starts from), the ``[sessions]`` keys that are profile defaults, the cron jobs and the
-watches (``[watch.NAME]``, actors/watcher.py). Every other setting is taken when a process starts (an adapter's token and ports, bind addresses, the state directory,
-the shard count, the supervision and watchdog timings): a reload that changes one of them applies the rest, keeps
-the running value of those, and reports each as needing a restart (``Reload.needs_restart``).
+watches (``[watch.NAME]``, actors/watcher.py). Every other setting is taken when a process starts (an adapter's
+token and ports, bind addresses, the state directory, the shard count, the supervision and watchdog timings): a
+reload that changes one of them applies the rest, keeps the running value of those, and reports each as needing a
+restart (``Reload.needs_restart``).
 
 A reload cannot bring a secret the gateway did not start with (a new inline ``api_key``, or a key variable it did
 not read): the log filter of every process was given the secrets at start, so a new one could reach the log. Such a

@@ -1,8 +1,8 @@
 """``run_gateway.py watches ...``: the configured ``[watch.NAME]`` tables and what the watcher saw of each
 (docs/background.md, "Watches").
 
-    watches list           every configured watch, and every watch the agent created (``agent-...``, its chat's): kind, target, interval, its last look, its last change and when
-                           it is looked at next
+    watches list           every configured watch, and every watch the agent created (``agent-...``, its chat's):
+                           kind, target, interval, its last look, its last change and when it is looked at next
     watches show NAME      one watch: its table, and its newest changes with what became of each (told in the
                            chat, or skipped and why; the state of the inbox row it put)
 

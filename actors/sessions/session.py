@@ -324,7 +324,8 @@ class Session(CellStoreUser, Cell):
         prompt, memory = memory_for_turn(self, profile, event.source)   # the persona, then what it remembers
         request, with_media = turns.agent_request(transcript, turn, event, prompt, memory,
                                                   MediaCache(Path(self.config["gateway"]["state_dir"]) / "media"))
-        request = dataclasses.replace(request, session_tools=task_tool.binding(self, turn), **tasks.bounds(profile, turn),
+        request = dataclasses.replace(request, session_tools=task_tool.binding(self, turn),
+                                      **tasks.bounds(profile, turn),
                                       **approval_flow.request_fields(profile, continuation, transcript))
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
@@ -410,7 +411,7 @@ class Session(CellStoreUser, Cell):
             self.db(self.store.sessions.append(self.info.session_id, [voice_event(item.turn_id, event.file)]))
         if isinstance(event, ToolCallFinished):
             event = turns.redacted_tool_call(event, self.secrets)
-            if event.call_id not in turn.recorded_calls:   # a task's start wrote its call with the task
+            if event.call_id not in turn.recorded_calls:   # written already with what it made (task_tool.py)
                 self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(item.turn_id, event)))
             approval_flow.ran(self, turn, event)
         self.push(turn, event)

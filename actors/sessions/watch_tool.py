@@ -67,7 +67,7 @@ def decide(session, event: MessageEvent, values: Any, origin_ref: str) -> tuple[
     call created it before)."""
     config = session.config
     values = values if isinstance(values, dict) else {}
-    why = refusal(values, setting(config, "agent_watches", "min_interval_s"),
+    why = refusal(values, max(1.0, setting(config, "agent_watches", "min_interval_s")),
                   setting(config, "agent_watches", "allow_private_hosts"))
     if why:
         return False, why, False
