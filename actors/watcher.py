@@ -11,7 +11,8 @@ else is in storage: what each watch last saw and its changes (storage/watches.py
 
 Messages it takes:
   Started          open storage, tick at once (every watch is due)
-  timer tick       every TICK_S: each watch due, and not still being read, is read on a thread (bounded:
+  timer tick       every TICK_S: each watch due (every interval_s, or at its schedule's times; each at once
+                   when the watcher starts), and not still being read, is read on a thread (bounded:
                    actors/scheduling/watches.py read_target), so a slow server never holds this actor
   TaskDone         a read's outcome (on the bridge): the first read records what it saw; a read whose hash differs
                    from the stored one claims the change (state moved, change row and the prompt's inbox row in
@@ -37,8 +38,8 @@ import dataclasses
 import time
 
 from actors.adapters.doorbells import Doorbells, InternalDoorbells
-from actors.scheduling.watches import (ReadRefused, Watch, change_item, content_hash, describe_change, read_target,
-                                       stored_watch, validate_watches)
+from actors.scheduling.watches import (ReadRefused, Watch, change_item, content_hash, describe_change, next_look_at,
+                                       read_target, stored_watch, validate_watches)
 from common.config import setting
 from supervision.actor import GatewayActor
 from supervision.bridge import TaskDone
@@ -95,7 +96,8 @@ class Watcher(InternalDoorbells, StoreUser, GatewayActor):
         for watch in self.watches.values():
             if self.next_look.get(watch.name, 0.0) > now or watch.name in self.reading:
                 continue   # not due, or the last read still runs (a slow server): the next look waits for it
-            self.next_look[watch.name] = now + watch.interval_s
+            wall = time.time()   # a schedule's times are wall-clock; the wait until then is counted monotonic
+            self.next_look[watch.name] = now + (next_look_at(watch, wall) - wall)
             self.reading.add(watch.name)
             # On a thread: a read takes up to timeout_s, and this actor answers its pings meanwhile.
             self.bridge.submit(asyncio.to_thread(read_target, watch), ("read", watch.name, watch.target))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from actors.scheduling.watches import stored_watch, validate_watches
+from actors.scheduling.watches import next_look_at, stored_watch, validate_watches
 from common.config import ConfigError
 from common.redact import configured_secrets, redact
 from daemon.cli_output import fail
@@ -60,11 +60,13 @@ def watch_row(name: str, watch, seen: dict | None, secrets: list, now: float) ->
     looked_at_target = watch is not None and seen.get("target") == watch.target
     next_look = None
     if watch is not None and watch.enabled:
-        next_look = (checked + watch.interval_s) if checked is not None and looked_at_target else now
+        next_look = next_look_at(watch, checked) if checked is not None and looked_at_target else now
+        next_look = None if next_look == float("inf") else next_look
     return {"name": name, "configured": watch is not None, "enabled": bool(watch and watch.enabled),
             "kind": watch.kind if watch else None,
             "target": redact(watch.target if watch else seen.get("target", ""), secrets),
             "interval_s": watch.interval_s if watch else None,
+            "schedule": watch.schedule.expression if watch and watch.schedule else None,
             "chat": f"{watch.adapter}:{watch.chat}" if watch else None,
             "last_look": checked if looked_at_target or watch is None else None,
             "changes": seen.get("changes", 0), "last_change": seen.get("last_change"),
@@ -125,7 +127,8 @@ def _render_list(result: dict) -> str:
     for w in result["watches"]:
         head = f"{w['name']}  {w['kind'] or '-'} {w['target']}"
         if w["configured"]:
-            head += f" every {w['interval_s']:g}s -> {w['chat']}"
+            every = f"at \"{w['schedule']}\"" if w.get("schedule") else f"every {w['interval_s']:g}s"
+            head += f" {every} -> {w['chat']}"
         lines += [head, f"  last look:   {_utc(w['last_look'])}",
                   f"  last change: {_change(w['last_change'])} ({w['changes']} in all)",
                   f"  next look:   {_when(w)}"]

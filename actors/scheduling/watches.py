@@ -7,6 +7,8 @@ inbox row a change puts in its conversation's inbox.
     kind = "url"                    # url | file
     target = "https://example.com/status.txt"   # http(s) URL, or an absolute file path for kind = "file"
     interval_s = 60                 # how often it is looked at (at least 1)
+    schedule = "0 9 * * 1-5"        # or: looked at at the times of a cron schedule (instead of every interval_s)
+    timezone = "UTC"                # the schedule's
     prompt = "The status page changed; tell me what it means."
     adapter = "telegram"            # where the answer goes, as for [cron.NAME]: adapter, chat, chat_type, thread
     chat = "123456789"
@@ -38,6 +40,7 @@ from actors.messages import MessageEvent, Source
 from actors.scheduling.jobs import KEYS as JOB_KEYS
 from actors.scheduling.jobs import (CHAT_KEYS, REQUIRED, _value_errors, chat_source, each_table,
                                    typed_values)
+from actors.scheduling.schedule import Schedule, ScheduleError, parse_schedule
 from common.config import ConfigError, did_you_mean, raise_gathered, setting
 from storage import InboundItem, WATCH_PLATFORM, session_key
 
@@ -50,6 +53,8 @@ KEYS: dict[str, tuple] = {
     "interval_s": ((int, float), 60),
     "timeout_s": ((int, float), 10),
     "max_bytes": ((int,), 256 * 1024),
+    "schedule": ((str,), ""),          # "": every interval_s; else the cron times it is looked at
+    "timezone": ((str,), "UTC"),
     **{key: JOB_KEYS[key] for key in CHAT_KEYS},   # prompt, adapter, chat... as a [cron.NAME] table's
 }
 
@@ -69,6 +74,7 @@ class Watch:
     timeout_s: float = 10.0
     max_bytes: int = 256 * 1024
     enabled: bool = True
+    schedule: Optional[Schedule] = None   # looked at at its times, instead of every interval_s
     key: Optional[str] = None        # a watch the agent created: its chat's conversation key, as it was then
     public_only: bool = False        # a watch the agent created: a host on a private network is refused
 
@@ -113,11 +119,26 @@ def _watch(file: str, name: str, table: Any, adapters: Mapping, profiles: set, c
     errors = _value_errors(file, where, dict(values, catch_up="latest"), adapters, profiles,
                             setting(config, "gateway", "max_text_chars"))
     errors += _target_errors(file, where, values)
+    schedule = None
+    if values["schedule"]:
+        try:
+            schedule = parse_schedule(values["schedule"], values["timezone"], time.time())
+        except ScheduleError as exc:
+            errors.append(ConfigError(file, f"{where} schedule", str(exc)))
     raise_gathered(errors)
     thread = str(values["thread"]) if str(values["thread"]) != "" else None
     return Watch(name, values["kind"], values["target"], float(values["interval_s"]), values["prompt"],
                  values["adapter"], str(values["chat"]), values["profile"], values["chat_type"], thread,
-                 float(values["timeout_s"]), values["max_bytes"], values["enabled"])
+                 float(values["timeout_s"]), values["max_bytes"], values["enabled"], schedule)
+
+
+def next_look_at(watch: Watch, now: float) -> float:
+    """When a watch looked at ``now`` (wall-clock seconds) is looked at next: the schedule's next time, or the
+    interval later; a schedule with no time left, never (infinity)."""
+    if watch.schedule is None:
+        return now + watch.interval_s
+    due = watch.schedule.next_after(now)
+    return float("inf") if due is None else due
 
 
 def _target_errors(file: str, where: str, values: Mapping) -> list[ConfigError]:

@@ -215,7 +215,7 @@ def test_watches_list_shows_each_watchs_last_look_last_change_and_next_look(gw):
     assert missing.returncode == 1 and "no watch 'nothing'" in missing.stdout + missing.stderr
 
 
-def test_a_reload_adds_a_watch_and_takes_it_out_again(gw, platform, tmp_path):
+def test_a_reload_adds_a_watch_on_a_schedule_and_takes_it_out_again(gw, platform, tmp_path):
     extra = tmp_path / "extra.txt"
     extra.write_text("one\n")
     original = gw.config.read_text()
@@ -223,7 +223,8 @@ def test_a_reload_adds_a_watch_and_takes_it_out_again(gw, platform, tmp_path):
 [watch.extra]
 kind = "file"
 target = "{extra}"
-interval_s = 1
+interval_s = 3600
+schedule = "*/2 * * * * *"
 prompt = "the extra file changed"
 adapter = "fake"
 chat = "c-extra"
@@ -236,7 +237,9 @@ chat = "c-extra"
         wait_for(lambda: "extra" in looked_at(gw), 60, 0.05, "the first look at the new watch")
         extra.write_text("one\ntwo\n")
         wait_for(lambda: settled(platform, "c-extra"), 60, 0.05, "the answer to the new watch's change")
-        assert "+two" in settled(platform, "c-extra")[0]["text"]
+        assert "+two" in settled(platform, "c-extra")[0]["text"], "looked at on its schedule, not every hour"
+        assert 'extra  file ' in gw.cli("watches", "list", check=True).stdout
+        assert 'at "*/2 * * * * *" -> fake:c-extra' in gw.cli("watches", "list", check=True).stdout
     finally:
         gw.config.write_text(original)
     result = gw.cli("reload")
