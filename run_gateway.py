@@ -127,7 +127,8 @@ def _main(argv: list[str] | None) -> int:
 # The commands whose parsers a module of daemon/ adds (its add_parsers); the others are built in build_parser.
 PARSER_MODULES = {"sessions": "cli_storage", "deliveries": "cli_storage", "pair": "cli_access", "cron": "cli_cron",
                   "adapters": "cli_adapters", "config": "cli_config", "routes": "cli_routes", "memory": "cli_memory",
-                  "approvals": "cli_approvals", "tasks": "cli_tasks", "storage": "cli_migrate",
+                  "approvals": "cli_approvals", "tasks": "cli_tasks", "watches": "cli_watches",
+                  "storage": "cli_migrate",
                   "reload": "cli_reload", "logs": "cli_logs", "service": "cli_service", "completion": "cli_completion",
                   "report": "cli_report", "join": "cli_join", "platforms": "cli_platforms"}
 BUILT_HERE = ("run", "start", "stop", "drain", "status", "tree", "chat", "fault", "health", "doctor")
@@ -449,6 +450,7 @@ COMMANDS = {"run": cmd_run, "start": cmd_start, "stop": cmd_stop, "drain": cmd_d
             "adapters": delegated("cli_adapters", "cmd_adapters"), "config": delegated("cli_config", "cmd_config"),
             "routes": delegated("cli_routes", "cmd_routes"), "memory": delegated("cli_memory", "cmd_memory"),
             "approvals": delegated("cli_approvals", "cmd_approvals"), "tasks": delegated("cli_tasks", "cmd_tasks"),
+            "watches": delegated("cli_watches", "cmd_watches"),
             "storage": delegated("cli_migrate", "cmd_storage"),
             "reload": delegated("cli_reload", "cmd_reload"), "logs": delegated("cli_logs", "cmd_logs"),
             "report": delegated("cli_report", "cmd_report"), "platforms": delegated("cli_platforms", "cmd_platforms"),

@@ -6,10 +6,11 @@ changes, and the error names the file and the key.
 
 What a reload changes (``LIVE``), for new turns only: the routes, the profiles (persona, agent, tools, busy mode,
 streaming, status reactions, and whatever else a profile table holds), ``[agent]`` (the default profile's agent,
-and what every profile starts from), the ``[sessions]`` keys that are profile defaults, and the cron jobs. Every
-other setting is taken when a process starts (an adapter's token and ports, bind addresses, the state directory,
-the shard count, the supervision and watchdog timings): a reload that changes one of them applies the rest, keeps
-the running value of those, and reports each as needing a restart (``Reload.needs_restart``).
+and what every profile starts from), the ``[sessions]`` keys that are profile defaults, the cron jobs and the
+watches (``[watch.NAME]``, actors/watcher.py). Every other setting is taken when a process starts (an adapter's
+token and ports, bind addresses, the state directory, the shard count, the supervision and watchdog timings): a
+reload that changes one of them applies the rest, keeps the running value of those, and reports each as needing a
+restart (``Reload.needs_restart``).
 
 A reload cannot bring a secret the gateway did not start with (a new inline ``api_key``, or a key variable it did
 not read): the log filter of every process was given the secrets at start, so a new one could reach the log. Such a
@@ -33,7 +34,7 @@ from actors.scheduling.watches import validate_watches
 from actors.hooks.plugins import validate_plugins
 
 # Whole sections taken from the new file.
-LIVE_SECTIONS = ("agent", "profiles", "routes", "identities", "cron", "mcp")
+LIVE_SECTIONS = ("agent", "profiles", "routes", "identities", "cron", "mcp", "watch")
 # Keys of other sections taken from the new file: the defaults of every profile, read per turn or per message.
 LIVE_KEYS = {"sessions": ("busy_mode", "collect_window_s", "per_user_in_groups", "status_reactions")}
 
@@ -121,7 +122,7 @@ def merge(running: dict, fresh: dict) -> Reload:
 
 def _differences(section: str, old, new) -> list[str]:
     """The names a live section's change is reported under: each table of an open section, else the section."""
-    if isinstance(old, dict) and isinstance(new, dict) and section in ("profiles", "cron", "mcp"):
+    if isinstance(old, dict) and isinstance(new, dict) and section in ("profiles", "cron", "mcp", "watch"):
         return [f"[{section}.{name}]" for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
     if isinstance(old, dict) and isinstance(new, dict):
         return [f"[{section}] {key}" for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]

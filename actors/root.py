@@ -38,6 +38,7 @@ from supervision.supervisor import Supervisor
 from common.config import ConfigError, setting
 from common.host_map import SWEEPER_PREFIX
 from common.shard_map import SHARD_PREFIX
+from actors.scheduling.watches import agent_watches_offered
 from actors.sessions.shard import CONSUMER_ACTOR, SESSION_ACTOR
 from actors.sessions.supervisor import SHARD_ACTOR
 
@@ -52,7 +53,8 @@ def root_children(config: dict) -> list[ChildSpec]:
         if setting(config, "console", "enabled") else []
     # Last: it starts once the tree it hands runs to is up, and stops first, so no run is claimed during a shutdown.
     cron = [ChildSpec("cron", "actors.cron.Cron")] if config.get("cron") else []
-    watcher = [ChildSpec("watcher", "actors.watcher.Watcher")] if config.get("watch") else []
+    watcher = [ChildSpec("watcher", "actors.watcher.Watcher")] \
+        if config.get("watch") or agent_watches_offered(config) else []
     # The convention's hosts, on a leader (docs/distribution.md).
     hosts = [ChildSpec("hosts", "actors.hosts.ConventionHosts", kind="ConventionHosts")] \
         if setting(config, "cluster", "enabled") else []

@@ -191,6 +191,13 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "host": (str, "", None),        # "": [gateway] bind_host
         "port": (int, 9464, None),      # 0: the OS picks one (runtime.json and `status` show it)
     },
+    "agent_watches": {    # the watches the agent creates with its create_watch tool (docs/background.md)
+        "max_per_chat": (int, 5, range(1, 101)),
+        "min_interval_s": (float, 300.0, None),   # 1 to 604800: the shortest interval the agent may ask for
+        # A URL whose host is (or resolves to) a loopback, private, link-local or reserved address is refused:
+        # a chat must not make the gateway read its own network. True only where that network is the chat's own.
+        "allow_private_hosts": (bool, False, None),
+    },
     "console": {          # actors/console/; docs/console.md
         "enabled": (bool, True, None),
         "host": (str, "127.0.0.1", None),   # off loopback only with a login_token (checked below)

@@ -33,6 +33,7 @@ from .runtime import RuntimeState
 from .tasks import TASK_PLATFORM, Started, Task, TaskStore
 from .watches import WATCH_PLATFORM, ChangeClaimed, WatchState, WatchStore
 from .leases import Fence, Lease, LeaseLost, LeaseStore, check as check_leases
+from .agent_watches import AgentWatch, AgentWatchStore, Created
 from .sessions import SearchHit, SessionInfo, SessionStore, TranscriptEvent, short_id
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "CronStore", "CronRun", "RunClaim", "Claimed", "JobState", "CRON_PLATFORM",
     "MemoryStore", "MemoryEntry", "Added", "TaskStore", "Task", "Started", "TASK_PLATFORM",
     "WatchStore", "WatchState", "ChangeClaimed", "WATCH_PLATFORM", "LeaseStore", "Lease", "Fence", "LeaseLost",
+    "AgentWatch", "AgentWatchStore", "Created",
     "ApprovalStore", "Approval", "ApprovalRequest", "Asked", "Answered",
     "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner",
     "is_owner_alive",
@@ -55,8 +57,8 @@ class Store:
     """The one way in: ``sessions``, ``inbox``, ``ledger``, ``pacing``, ``access``, ``media`` (which cached files
     are referenced), ``feedback``, ``cron`` (scheduled jobs and their runs), ``memory`` (what profiles
     remember), ``approvals`` (tool calls waiting for a person's yes), ``tasks`` (background tasks), ``watches``
-    (what each watch saw, and its changes) and ``leases`` (which host holds what, when hosts share the database)
-    over one database connection."""
+    (what each watch saw, and its changes), ``agent_watches`` (the watches the agent created) and ``leases``
+    (which host holds what, when hosts share the database) over one database connection."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -73,6 +75,7 @@ class Store:
         self.tasks = TaskStore(db)
         self.watches = WatchStore(db)
         self.leases = LeaseStore(db)
+        self.agent_watches = AgentWatchStore(db)
         self.forensics = Forensics(db)   # reads for `report` (storage/forensics.py)
 
     def fence_with(self, fences) -> None:

@@ -35,7 +35,8 @@ from .errors import StorageError
 # Every table of the schema that holds state, parents before children (foreign keys).
 TABLES = ("sessions", "transcript", "session_display", "api_sidecar", "runtime_state", "inbox", "adapter_offsets",
           "obligations", "obligation_parts", "pacing_bans", "access_grants", "pairing_codes", "feedback", "cron_jobs",
-          "cron_runs", "memory", "approvals", "pending_receipts", "tasks", "watch_state", "watch_changes")
+          "cron_runs", "memory", "approvals", "pending_receipts", "tasks", "watch_state", "watch_changes",
+          "agent_watches")
 DERIVED = ("transcript_fts", "search_pending")   # rebuilt on the target from the transcript
 RUNTIME = ("leases", "lease_fences")    # who holds what now (storage/leases.py): a copy would hand the source's leases on
 SEQUENCED = {"transcript": "event_id", "inbox": "seq", "memory": "memory_id"}   # keys the database assigns

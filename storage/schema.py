@@ -374,6 +374,25 @@ _V17_LEASES = [
     ) WITHOUT ROWID""",
 ]
 
+# v18: watches the agent created (storage/agent_watches.py, docs/background.md): one row per watch, numbered per chat,
+# with the chat's conversation key and source (where a change's prompt goes). ``origin_ref`` (the tool call that
+# created it) is unique, so a call made again in a turn resumed after a crash creates nothing. What a watch saw and
+# its changes are in watch_state and watch_changes, under the watch's ``name``.
+_V18_AGENT_WATCHES = [
+    """CREATE TABLE agent_watches (
+        name          TEXT PRIMARY KEY,
+        session_key   TEXT NOT NULL,
+        number        INTEGER NOT NULL,
+        target        TEXT NOT NULL,
+        interval_s    REAL NOT NULL,
+        prompt        TEXT NOT NULL,
+        source        BLOB NOT NULL,
+        origin_ref    TEXT NOT NULL UNIQUE,
+        created_at    REAL NOT NULL,
+        UNIQUE (session_key, number)
+    )""",
+]
+
 MIGRATIONS: list[Migration] = [
     [f"PRAGMA application_id = {APPLICATION_ID}", *_V1_SESSIONS, *_V1_INBOX, *_V1_LEDGER],
     _V2_PACING,
@@ -392,6 +411,7 @@ MIGRATIONS: list[Migration] = [
     _V15_TASKS,
     _V16_WATCHES,
     _V17_LEASES,
+    _V18_AGENT_WATCHES,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

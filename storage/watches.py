@@ -70,6 +70,26 @@ class WatchStore:
                                "checked_at = excluded.checked_at", (watch, target, content_hash, content, now))
         await self._db.write(do)
 
+    async def looked(self, watch: str, target: str, now: Optional[float] = None) -> None:
+        """A look that found what was stored: only its time (``checked_at``, what `watches list` shows)."""
+        now = time.time() if now is None else now
+
+        async def do(conn):
+            await conn.execute("UPDATE watch_state SET checked_at = ? WHERE watch = ? AND target = ?",
+                               (now, watch, target))
+        await self._db.write(do)
+
+    async def overview(self) -> dict[str, dict]:
+        """Per watch that was looked at: its target, last look, changes claimed and its newest change (or None)."""
+        async def fetch(conn):
+            rows = await fetch_all(conn, "SELECT s.watch, s.target, s.checked_at, s.changes, c.number, c.outcome, "
+                                         "c.reason, c.claimed_at FROM watch_state s LEFT JOIN watch_changes c ON "
+                                         "c.watch = s.watch AND c.number = s.changes")
+            return {r[0]: {"target": r[1], "checked_at": r[2], "changes": r[3],
+                           "last_change": None if r[4] is None else
+                           {"number": r[4], "outcome": r[5], "reason": r[6], "claimed_at": r[7]}} for r in rows}
+        return await self._db.read(fetch)
+
     async def claim_change(self, seen: WatchState, content_hash: str, content: bytes, item: InboundItem,
                            max_waiting: int = 10, now: Optional[float] = None) -> ChangeClaimed:
         """Claim change number ``seen.changes + 1`` of ``seen.watch``: the state moves to the new content and the

@@ -70,9 +70,14 @@ class AgentRequest:
     media: Any = field(default=None, compare=False, repr=False)
     # The turn's memory binding (actors/memory/binding.py) the remember / forget tools write through; None: none.
     memory: Any = field(default=None, compare=False, repr=False)
+    # The turn's binding to its session (actors/sessions/task_tool.py), which the tools it decides ask; None: none.
+    session_tools: Any = field(default=None, compare=False, repr=False)
     # Which tool calls wait for a yes (None: none do), and the step a turn answered since goes on from.
     approvals: Optional[ApprovalGuard] = field(default=None, compare=False, repr=False)
     open_step: Optional[OpenStep] = None
+    # The most tokens (prompt and completion, summed over the run's model calls, as the service counts them) after
+    # which the run asks the model nothing more: it ends with TurnEnd(reason="token_limit"). None: no bound.
+    token_budget: Optional[int] = None
 
     def last_user_text(self) -> str:
         for message in reversed(self.messages):

@@ -5,7 +5,9 @@ it is the offline agent and how to configure a real model, and is
 streamed in several chunks. Arithmetic in the message (``what is 12*7``), a question about the time, or ``#tool``
 or a request for a picture ("draw a card saying hello": the text_image tool, whose PNG the reply carries)
 makes it call a tool through the registry, visibly; so do "remember that ..." and "forget ..." (or "forget entry 3")
-at the start of a message, where the profile offers its memory tools. Same input, same events (except the clock
+at the start of a message, where the profile offers its memory tools, and "background task: PROMPT" anywhere in it,
+where the profile offers start_background_task (the task's prompt: what follows, to the message's end), and
+"watch URL every N seconds: PROMPT" where it offers create_watch. Same input, same events (except the clock
 tool's reading).
 
 Test hooks, written anywhere in the user's last message, honoured only with ``[debug] fault_injection`` (on the
@@ -28,7 +30,7 @@ import re
 from typing import AsyncIterator, Optional
 
 from actors.agents.base import AgentError, AgentRequest, StreamEvent, content_text, take_steer_messages
-from actors.agents.tools import ToolRegistry, default_registry
+from actors.agents.tools import CREATE_WATCH_NAME, START_TASK_NAME, ToolRegistry, default_registry
 from actors.media.parts import LINE_PREFIX
 from actors.messages import TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted, TurnEnd
 
@@ -52,6 +54,10 @@ _PICTURE = re.compile(r"\b(?:draw|make|send)\b[^.?!\n]*?\b(?:picture|image|card|
 # "remember that I like tea", "please remember: the door code changed"; "forget about tea", "forget entry 3"
 _REMEMBER = re.compile(r"^\s*(?:please\s+)?remember(?:\s+that)?[\s:,]+(\S.*)", re.I | re.S)
 _FORGET = re.compile(r"^\s*(?:please\s+)?forget(?:\s+(?:that|about))?[\s:,]+(\S.*)", re.I | re.S)
+# "start a background task: count the moons"; the task's prompt is the rest of the message
+_BACKGROUND = re.compile(r"\bbackground task\s*:\s*(\S.*)", re.I | re.S)
+# "please watch https://example.com/status every 60 seconds: tell me what changed"
+_WATCH = re.compile(r"\bwatch\s+(https?://\S+)\s+every\s+(\d+(?:\.\d+)?)\s*s(?:econds?)?\s*:\s*(\S.*)", re.I | re.S)
 _ENTRY_NUMBER = re.compile(r"^(?:entry\s*|#)?(\d+)$", re.I)
 _LONG = re.compile(r"#long\s+(\d+)")
 _SLOW = re.compile(r"#slow\s+(\d+(?:\.\d+)?)")
@@ -121,7 +127,8 @@ class OfflineAgent:
         for piece in (arguments_json[:split], arguments_json[split:]):
             await asyncio.sleep(delay)
             yield ToolCallDelta(call_id=call_id, arguments_delta=piece)
-        answer = await self.registry.run(name, arguments_json, request.media, request.memory)
+        answer = await self.registry.run(name, arguments_json, request.media, request.memory, request.session_tools,
+                                          call_id)
         ok, result = answer.ok, answer.text
         yield ToolCallFinished(call_id=call_id, name=name, arguments=arguments_json, result=result, ok=ok,
                                files=answer.files)
@@ -169,6 +176,13 @@ def _choose_tool(text: str, available: list[str], forced: bool = False) -> tuple
         words = forget.group(1).strip().rstrip(".!?")
         number = _ENTRY_NUMBER.match(words)
         return "forget", {"id": int(number.group(1))} if number else {"about": words}
+    watch = _WATCH.search(text)
+    if watch and CREATE_WATCH_NAME in available:
+        return CREATE_WATCH_NAME, {"url": watch.group(1), "interval_s": float(watch.group(2)),
+                                   "prompt": watch.group(3).strip()}
+    background = _BACKGROUND.search(text)
+    if background and START_TASK_NAME in available:
+        return START_TASK_NAME, {"prompt": background.group(1).strip()}
     expression = _ARITHMETIC.search(text)
     if expression and "calculator" in available:
         return "calculator", {"expression": expression.group(0).strip()}

@@ -39,8 +39,8 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 from actors.agents.base import AgentError, AgentRequest, OpenStep, StreamEvent, endpoint_name, take_steer_messages
 from actors.agents.sse import DONE, iter_sse_payloads
 from actors.agents.tools import ToolRegistry, default_registry
-from actors.messages import (AWAITING_APPROVAL, ApprovalNeeded, GatewayNotice, LongToolHint, TextDelta, ToolCallDelta,
-                             ToolCallFinished, ToolCallStarted, TurnEnd, WaitingForModel)
+from actors.messages import (AWAITING_APPROVAL, TOKEN_LIMIT, ApprovalNeeded, GatewayNotice, LongToolHint, TextDelta,
+                             ToolCallDelta, ToolCallFinished, ToolCallStarted, TurnEnd, WaitingForModel)
 from common.backoff import backoff_s
 from common.chat_errors import failure_kind
 from common.redact import redact
@@ -211,6 +211,11 @@ def _tokens(usage: Any) -> Optional[tuple]:
     return tuple(n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 0 for n in counts)
 
 
+def over_budget(tokens: Optional[tuple], budget: Optional[int]) -> bool:
+    """Whether a run's tokens so far (prompt, completion) reached its budget (None: no bound, or none counted)."""
+    return budget is not None and tokens is not None and sum(tokens) >= budget
+
+
 def _added_tokens(total: Optional[tuple], step: Optional[tuple]) -> Optional[tuple]:
     if step is None:
         return total
@@ -363,6 +368,12 @@ class OpenAICompatAgent:
                 tokens = _added_tokens(tokens, step.tokens)
                 if not step.calls:
                     break
+                if over_budget(tokens, request.token_budget):   # its calls' results would need another model call
+                    for call in step.ordered_calls():
+                        yield ToolCallFinished(call.id, call.name, call.arguments,
+                                               "not run: the turn used up its tokens", ok=False)
+                    yield TurnEnd(reason=TOKEN_LIMIT, final_text=answer, tokens=tokens)
+                    return
                 if step_number == self.max_tool_rounds:
                     for call in step.ordered_calls():     # every started call gets its end, even unrun
                         yield ToolCallFinished(call.id, call.name, call.arguments, "not run: too many tool rounds",
@@ -401,14 +412,15 @@ class OpenAICompatAgent:
                 yield ApprovalNeeded(call.id, call.name, call.arguments, dict(step_message), later)
                 return
             result = ""
-            async for event in self._run_tool(call, request.media, request.memory):
+            async for event in self._run_tool(call, request):
                 if isinstance(event, ToolCallFinished):
                     result = event.result
                 yield event
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
 
-    async def _run_tool(self, call: _Call, media=None, memory=None) -> AsyncIterator[StreamEvent]:
-        task = asyncio.ensure_future(self.registry.run(call.name, call.arguments, media, memory))
+    async def _run_tool(self, call: _Call, request: AgentRequest) -> AsyncIterator[StreamEvent]:
+        task = asyncio.ensure_future(self.registry.run(call.name, call.arguments, request.media, request.memory,
+                                                       request.session_tools, call.id))
         started = time.monotonic()
         try:
             while not (await asyncio.wait({task}, timeout=self.long_tool_hint_s))[0]:

@@ -1,11 +1,15 @@
-"""A small tool registry and the safe built-in tools: clock, calculator, text_image, and remember / forget (a
-profile's memory: offered only to a profile that names them, docs/profiles.md).
+"""A small tool registry and the safe built-in tools: clock, calculator, text_image; remember / forget (a profile's
+memory), start_background_task and create_watch (docs/background.md): offered only to a profile that names them
+(docs/profiles.md).
 
 Tools run on the agent's loop, which a session shard shares between all its cells' agent streams: a tool that
 computes (``Tool.blocking``: a plain function) runs in a worker thread instead, bounded by ``timeout_s``, so the
 loop goes on streaming every other chat's answer meanwhile. A tool that waits on I/O is a coroutine and stays on the
 loop. A memory tool (``Tool.uses_memory``) is also given the turn's memory binding (``AgentRequest.memory``,
-actors/memory/binding.py: which profile and scope it writes), or None when the turn has no memory.
+actors/memory/binding.py: which profile and scope it writes), or None when the turn has no memory; a tool its
+session decides (``Tool.uses_session``: start_background_task, create_watch) the turn's binding to its session
+(``AgentRequest.session_tools``, actors/sessions/task_tool.py) and the call's id, which names what the call made
+across every resume of the turn.
 
 A tool answers text (a str, or anything JSON can encode) or a ``ToolOutput``: text and files. ``run`` puts each
 file in the media cache (actors/media/outgoing.py, in a worker thread) and answers them as ``OutgoingFile``s, which
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import ast
+import functools
 import json
 import math
 import operator
@@ -36,6 +41,7 @@ class Tool:
     blocking: bool = False                     # computes rather than waits: run in a worker thread, off the loop
     timeout_s: float = 10.0                    # a blocking tool's answer must come within this
     uses_memory: bool = False                  # fn(arguments, memory): writes the turn's memory
+    uses_session: bool = False                 # fn(arguments, session_tools, call_id): its session decides it
 
 
 @dataclass(frozen=True)
@@ -94,11 +100,14 @@ class ToolRegistry:
         answer = await self.run(name, arguments_json)
         return answer.ok, answer.text
 
-    async def run(self, name: str, arguments_json: str, media=None, memory=None) -> ToolAnswer:
+    async def run(self, name: str, arguments_json: str, media=None, memory=None, session_tools=None,
+                  call_id: str = "") -> ToolAnswer:
         """Run a tool. Never raises (except on cancellation): failures come back as ``ok=False`` with an
         explanation the model reads and can act on. ``media``: the MediaCache files go to; without it a tool's
-        files are refused (said in the text). ``memory``: the turn's memory binding, for the memory tools."""
-        ok, result = await self._call(name, arguments_json, memory)
+        files are refused (said in the text). ``memory``: the turn's memory binding, for the memory tools;
+        ``session_tools`` and ``call_id``: the turn's binding to its session and the call's id, for the tools the
+        session decides."""
+        ok, result = await self._call(name, arguments_json, memory, session_tools, call_id)
         if isinstance(result, ToolAnswer):
             return result
         if not isinstance(result, ToolOutput):
@@ -119,7 +128,8 @@ class ToolRegistry:
             notes.append(f"[only the first {MAX_FILES_PER_RESULT} files were sent]")
         return ToolAnswer(ok, "\n".join(notes), tuple(files))
 
-    async def _call(self, name: str, arguments_json: str, memory=None) -> tuple[bool, Any]:
+    async def _call(self, name: str, arguments_json: str, memory=None, session_tools=None,
+                    call_id: str = "") -> tuple[bool, Any]:
         offered = self._offered()
         tool = offered.get(name)
         if tool is None:
@@ -133,6 +143,8 @@ class ToolRegistry:
         try:
             if tool.uses_memory:
                 result = await tool.fn(arguments, memory)
+            elif tool.uses_session:
+                result = await tool.fn(arguments, session_tools, call_id)
             elif tool.blocking:
                 # The thread cannot be stopped at the deadline; the answer is simply no longer waited for.
                 result = await asyncio.wait_for(asyncio.to_thread(tool.fn, arguments), tool.timeout_s)
@@ -273,9 +285,43 @@ FORGET = Tool(
         "additionalProperties": False},
     fn=_forget, uses_memory=True)
 
-BUILTIN_TOOLS: dict[str, Tool] = {t.name: t for t in (CLOCK, CALCULATOR, TEXT_IMAGE, REMEMBER, FORGET)}
-# Offered only to a profile whose tool set names them (and whose memory is on): never by default.
-OPT_IN_TOOLS = ("remember", "forget")
+NO_SESSION = "this conversation cannot run this tool (it starts background work, and this run has no chat)"
+START_TASK_NAME = "start_background_task"
+CREATE_WATCH_NAME = "create_watch"
+
+
+async def _by_session(name: str, arguments: dict, session_tools, call_id: str) -> ToolAnswer:
+    if session_tools is None:
+        return ToolAnswer(False, NO_SESSION)
+    return ToolAnswer(*await session_tools.call(name, arguments, call_id))
+
+
+START_TASK = Tool(
+    name=START_TASK_NAME,
+    description="Start a background task: the prompt runs as its own turn, in a session of its own, while this "
+                "conversation goes on; its result is sent to this chat when it is done. Use it for work that takes "
+                "long. Answers the task's number, or why it was not started (the chat's limit of tasks at once).",
+    json_schema={"type": "object", "properties": {
+        "prompt": {"type": "string", "description": "what the task is to do, complete in itself"}},
+        "required": ["prompt"], "additionalProperties": False},
+    fn=functools.partial(_by_session, START_TASK_NAME), uses_session=True)
+
+CREATE_WATCH = Tool(
+    name=CREATE_WATCH_NAME,
+    description="Watch a public web page (an http or https URL) for changes: it is read every interval_s seconds, "
+                "and when its content changed, prompt runs as a turn of this chat with what changed. Answers the "
+                "watch's number, or why it was not created (the chat's limit of watches, a private address).",
+    json_schema={"type": "object", "properties": {
+        "url": {"type": "string", "description": "the page to watch, http:// or https://"},
+        "interval_s": {"type": "number", "description": "how often it is read, in seconds"},
+        "prompt": {"type": "string", "description": "what to do when it changed (what changed follows it)"}},
+        "required": ["url", "interval_s", "prompt"], "additionalProperties": False},
+    fn=functools.partial(_by_session, CREATE_WATCH_NAME), uses_session=True)
+
+BUILTIN_TOOLS: dict[str, Tool] = {t.name: t for t in (CLOCK, CALCULATOR, TEXT_IMAGE, REMEMBER, FORGET, START_TASK,
+                                                      CREATE_WATCH)}
+# Offered only to a profile whose tool set names them (the memory tools: and whose memory is on): never by default.
+OPT_IN_TOOLS = ("remember", "forget", START_TASK_NAME, CREATE_WATCH_NAME)
 
 
 def default_registry(names: Optional[Iterable[str]] = None) -> ToolRegistry:

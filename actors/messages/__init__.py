@@ -19,7 +19,8 @@ from actors.messages.platform_ops import (
     OutgoingFile, PlatformOp, OpResult, AdapterConnected, HoldNextSend, SendHeld, ReleaseSend)
 from actors.messages.stream import (
     TextDelta, ToolCallStarted, ToolCallDelta, ToolCallFinished, ReplyFile, LongToolHint, WaitingForModel,
-    GatewayNotice, ApprovalNeeded, AWAITING_APPROVAL, TurnEnd, AgentEvent, AgentCancelled, AgentFailed, StreamBatch)
+    GatewayNotice, ApprovalNeeded, AWAITING_APPROVAL, TOKEN_LIMIT, TurnEnd, AgentEvent, AgentCancelled, AgentFailed,
+    StreamBatch, SessionToolCall)
 from actors.messages.terminal import (
     CliSay, CliAccepted, CliShow, CliAskDone, CliDone)
 from actors.messages.sessions import (
@@ -44,9 +45,9 @@ __all__ = [
     'OutgoingFile', 'PlatformOp',
     'OpResult', 'AdapterConnected', 'HoldNextSend', 'SendHeld', 'ReleaseSend', 'TextDelta', 'ToolCallStarted',
     'ToolCallDelta', 'ToolCallFinished', 'ReplyFile', 'LongToolHint', 'WaitingForModel', 'GatewayNotice',
-    'ApprovalNeeded', 'AWAITING_APPROVAL', 'TurnEnd',
-    'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'CliSay', 'CliAccepted', 'CliShow', 'CliAskDone',
-    'CliDone', 'Passivate', 'RunCells',
+    'ApprovalNeeded', 'AWAITING_APPROVAL', 'TOKEN_LIMIT', 'TurnEnd',
+    'AgentEvent', 'AgentCancelled', 'AgentFailed', 'StreamBatch', 'SessionToolCall', 'CliSay', 'CliAccepted', 'CliShow',
+    'CliAskDone', 'CliDone', 'Passivate', 'RunCells',
     'ShardArgs', 'SessionArgs', 'ConsumerArgs', 'SpawnConsumer', 'ConsumerReady', 'ConsumerGone', 'ReplyDone',
     'ModelOutcome', 'TaskStop', 'DrainRequest', 'DrainReport',
     'ShutdownRequest', 'ShutdownReady', 'DrainDone', 'StatusRequest', 'GatewayStatus', 'StalledReply', 'LostSend',

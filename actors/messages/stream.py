@@ -74,11 +74,12 @@ class ApprovalNeeded:
 
 
 AWAITING_APPROVAL = "awaiting_approval"   # the TurnEnd reason of a run stopped by an ApprovalNeeded
+TOKEN_LIMIT = "token_limit"               # the TurnEnd reason of a run stopped at its token budget (a task's)
 
 
 @dataclass(frozen=True)
 class TurnEnd:
-    reason: str = "complete"       # complete | interrupted | error | stopped | awaiting_approval
+    reason: str = "complete"       # complete | interrupted | error | stopped | awaiting_approval | token_limit
     final_text: Optional[str] = None
     canned: bool = False           # the offline agent's own words, no model's: kept out of the history a model gets
     # (prompt, completion) tokens of every model request of the turn, when the model service counted them
@@ -90,6 +91,20 @@ class TurnEnd:
 class AgentEvent:
     turn_id: str
     event: Any                     # one of the stream events above
+
+
+@dataclass(frozen=True)
+class SessionToolCall:
+    """A turn's call of a tool its session decides (start_background_task, create_watch), from its agent run on the
+    shard's loop to its session, through the bridge (never out of the process: ``reply`` is a callable the session
+    runs on the loop, ``reply(ok, text)``, to answer the call). The session does what the call asks and records
+    the call with its result in one handler (actors/sessions/task_tool.py)."""
+    turn_id: str
+    call_id: str
+    name: str                      # the tool's
+    arguments: str                 # the call's arguments as JSON, as the transcript records them
+    values: Any                    # the arguments as the model gave them (a dict; checked by the session)
+    reply: Any
 
 
 @dataclass(frozen=True)

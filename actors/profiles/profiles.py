@@ -74,6 +74,9 @@ PROFILE_KEYS: dict[str, Spec] = {
     "max_tasks": Spec(int, doc="background tasks (/bg) one chat may have running at once, 1 to 100 (default 5)"),
     "task_timeout_s": Spec(float, doc="how long a background task may run before it is stopped, 10 to 86400 "
                                       "(default 1800)"),
+    "task_max_tokens": Spec(int, doc="the tokens a background task's turn may use (prompt and completion, as the "
+                                     "model service counts them) before it is stopped, 1000 to 100000000 "
+                                     "(default 200000)"),
     "approvers": Spec(str, APPROVERS, doc="who may answer: chat (anyone in the chat that asked, or the operator; "
                                           "the default) | operator"),
 }
@@ -112,6 +115,7 @@ class Profile:
     approvals: ApprovalSettings = ApprovalSettings()         # which tool calls wait for a yes (actors/approvals/)
     max_tasks: int = 5                                       # background tasks of one chat at once (sessions/tasks.py)
     task_timeout_s: float = 1800.0                           # a background task is stopped past this
+    task_max_tokens: int = 200_000                           # ... and past this many tokens of its model calls
 
     @property
     def default_model(self) -> Optional[str]:
@@ -173,7 +177,7 @@ def _check_memory(file: str, where: str, checked: Mapping, tools: list) -> None:
                                                    "\"profile\"")
 
 
-TASK_BOUNDS = {"max_tasks": (1, 100), "task_timeout_s": (10.0, 86400.0)}
+TASK_BOUNDS = {"max_tasks": (1, 100), "task_timeout_s": (10.0, 86400.0), "task_max_tokens": (1000, 100_000_000)}
 
 
 def _check_task_bounds(file: str, where: str, checked: Mapping) -> None:
@@ -260,7 +264,8 @@ def _profile(config: Mapping, name: str, checked: Mapping, agent: Mapping) -> Pr
                    voice_replies=checked.get("voice_replies", False),
                    tool_progress=checked.get("tool_progress", "bubble"), approvals=checked["approvals"],
                    max_tasks=checked.get("max_tasks", Profile.max_tasks),
-                   task_timeout_s=checked.get("task_timeout_s", Profile.task_timeout_s))
+                   task_timeout_s=checked.get("task_timeout_s", Profile.task_timeout_s),
+                   task_max_tokens=checked.get("task_max_tokens", Profile.task_max_tokens))
 
 
 def resolve(config: Mapping, name: str, profiles: Optional[Mapping[str, Profile]] = None) -> Profile:

@@ -55,6 +55,12 @@ class Schedule:
         except (CroniterError, ValueError, KeyError) as exc:
             raise ScheduleError(f"{self.expression!r} is not a cron expression: {exc}") from None
 
+    def __eq__(self, other) -> bool:   # the same expression in the same zone: the same schedule (a reload's check)
+        return isinstance(other, Schedule) and (self.expression, self.timezone) == (other.expression, other.timezone)
+
+    def __hash__(self) -> int:
+        return hash((self.expression, self.timezone))
+
     def _iter(self, t: float) -> croniter:
         return croniter(self.expression, datetime.datetime.fromtimestamp(t, self.zone), second_at_beginning=True)
 

@@ -7,6 +7,8 @@ inbox row a change puts in its conversation's inbox.
     kind = "url"                    # url | file
     target = "https://example.com/status.txt"   # http(s) URL, or an absolute file path for kind = "file"
     interval_s = 60                 # how often it is looked at (at least 1)
+    schedule = "0 9 * * 1-5"        # or: looked at at the times of a cron schedule (instead of every interval_s)
+    timezone = "UTC"                # the schedule's
     prompt = "The status page changed; tell me what it means."
     adapter = "telegram"            # where the answer goes, as for [cron.NAME]: adapter, chat, chat_type, thread
     chat = "123456789"
@@ -24,7 +26,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import http.client
+import ipaddress
 import os
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -36,6 +40,7 @@ from actors.messages import MessageEvent, Source
 from actors.scheduling.jobs import KEYS as JOB_KEYS
 from actors.scheduling.jobs import (CHAT_KEYS, REQUIRED, _value_errors, chat_source, each_table,
                                    typed_values)
+from actors.scheduling.schedule import Schedule, ScheduleError, parse_schedule
 from common.config import ConfigError, did_you_mean, raise_gathered, setting
 from storage import InboundItem, WATCH_PLATFORM, session_key
 
@@ -48,6 +53,8 @@ KEYS: dict[str, tuple] = {
     "interval_s": ((int, float), 60),
     "timeout_s": ((int, float), 10),
     "max_bytes": ((int,), 256 * 1024),
+    "schedule": ((str,), ""),          # "": every interval_s; else the cron times it is looked at
+    "timezone": ((str,), "UTC"),
     **{key: JOB_KEYS[key] for key in CHAT_KEYS},   # prompt, adapter, chat... as a [cron.NAME] table's
 }
 
@@ -67,13 +74,32 @@ class Watch:
     timeout_s: float = 10.0
     max_bytes: int = 256 * 1024
     enabled: bool = True
+    schedule: Optional[Schedule] = None   # looked at at its times, instead of every interval_s
+    key: Optional[str] = None        # a watch the agent created: its chat's conversation key, as it was then
+    public_only: bool = False        # a watch the agent created: a host on a private network is refused
 
     def source(self) -> Source:
         return chat_source(f"watch:{self.name}", self)
 
     def session_key(self) -> str:
-        """The conversation a change joins: the chat's (or its thread's), as a cron run's."""
-        return session_key(self.source())
+        """The conversation a change joins: the chat's (or its thread's), as a cron run's; or the one the agent
+        created the watch in."""
+        return self.key or session_key(self.source())
+
+
+def stored_watch(row, allow_private: bool = False) -> Watch:
+    """A watch the agent created (storage/agent_watches.py) as the watcher reads it: a URL, into the chat's own
+    conversation (its key as it was when created), its host checked at each read unless private hosts are allowed."""
+    source = row.source
+    return Watch(row.name, "url", row.target, row.interval_s, row.prompt, str(source.get("platform", "")),
+                 str(source.get("chat_id", "")), source.get("profile") or "default", source.get("chat_type") or "dm",
+                 source.get("thread_id"), key=row.session_key, public_only=not allow_private)
+
+
+def agent_watches_offered(config: Mapping) -> bool:
+    """Whether a profile offers create_watch: the watcher runs then, for the watches the agent creates."""
+    return any("create_watch" in ((table or {}).get("agent") or {}).get("tools", ())
+               for table in (config.get("profiles") or {}).values() if isinstance(table, dict))
 
 
 class ReadRefused(Exception):
@@ -93,11 +119,26 @@ def _watch(file: str, name: str, table: Any, adapters: Mapping, profiles: set, c
     errors = _value_errors(file, where, dict(values, catch_up="latest"), adapters, profiles,
                             setting(config, "gateway", "max_text_chars"))
     errors += _target_errors(file, where, values)
+    schedule = None
+    if values["schedule"]:
+        try:
+            schedule = parse_schedule(values["schedule"], values["timezone"], time.time())
+        except ScheduleError as exc:
+            errors.append(ConfigError(file, f"{where} schedule", str(exc)))
     raise_gathered(errors)
     thread = str(values["thread"]) if str(values["thread"]) != "" else None
     return Watch(name, values["kind"], values["target"], float(values["interval_s"]), values["prompt"],
                  values["adapter"], str(values["chat"]), values["profile"], values["chat_type"], thread,
-                 float(values["timeout_s"]), values["max_bytes"], values["enabled"])
+                 float(values["timeout_s"]), values["max_bytes"], values["enabled"], schedule)
+
+
+def next_look_at(watch: Watch, now: float) -> float:
+    """When a watch looked at ``now`` (wall-clock seconds) is looked at next: the schedule's next time, or the
+    interval later; a schedule with no time left, never (infinity)."""
+    if watch.schedule is None:
+        return now + watch.interval_s
+    due = watch.schedule.next_after(now)
+    return float("inf") if due is None else due
 
 
 def _target_errors(file: str, where: str, values: Mapping) -> list[ConfigError]:
@@ -148,6 +189,10 @@ def read_target(watch: Watch) -> bytes:
         except OSError as exc:
             raise ReadRefused(f"cannot read {watch.target}: {exc.strerror or exc}") from None
     else:
+        if watch.public_only:
+            refusal = private_host_refusal(watch.target)
+            if refusal:
+                raise ReadRefused(refusal)
         try:
             deadline = time.monotonic() + watch.timeout_s
             with _OPENER.open(urllib.request.Request(watch.target, method="GET"), timeout=watch.timeout_s) as reply:
@@ -162,6 +207,25 @@ def read_target(watch: Watch) -> bytes:
     if len(content) > watch.max_bytes:
         raise ReadRefused(f"{watch.target} is larger than max_bytes ({watch.max_bytes:,}); refused, not cut")
     return content
+
+
+def private_host_refusal(url: str, resolve=socket.getaddrinfo) -> str:
+    """Why the URL's host may not be read for a watch the agent created ('' when it may): an address that is not
+    global (loopback, private, link-local, reserved), given or resolved. Resolved again by the fetch itself, so a
+    name whose address changes in between (DNS rebinding) is not excluded by this alone."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        addresses = {info[4][0] for info in resolve(host, None)}
+    except (OSError, UnicodeError) as exc:
+        return f"cannot resolve {host!r}: {exc}"
+    for address in sorted(addresses):
+        try:
+            ip = ipaddress.ip_address(address.split("%")[0])
+        except ValueError:
+            return f"{host!r} resolves to {address!r}, not an address"
+        if not ip.is_global:
+            return f"{host!r} is on a private network ({address}): a watch the agent created reads public hosts only"
+    return ""
 
 
 def _read_until(reply, limit: int, deadline: float, watch: Watch) -> bytes:

@@ -18,6 +18,8 @@ KNOWN_COMMANDS: dict[str, str] = {
     "bg": "run a prompt as a background task: /bg PROMPT; its result comes here when done",
     "tasks": "list this chat's background tasks; /tasks N shows one",
     "cancel": "stop a background task: /cancel N",
+    "watches": "list the pages the agent watches for this chat",
+    "unwatch": "stop one of them: /unwatch N",
     "help": "list the commands",
 }
 ALIASES: dict[str, str] = {"reset": "new"}

@@ -21,7 +21,9 @@ Messages it takes:
   ReplyDone          the reply is delivered: the inbox row is done, the turn ends, the next row starts
   Passivate          stop when idle
   SessionCommand     an operator's stop (the turn answered now) or reset (now, or once the turn is delivered)
-  AgentEvent, AgentFailed, AgentCancelled   from its agent run on the shard's loop (through the bridge)
+  AgentEvent, AgentFailed, AgentCancelled   from its agent run on the shard's loop (through the bridge); and
+                     SessionToolCall, its start_background_task or create_watch call (what it does and the call's
+                     result written at once: task_tool.py)
   TaskStop           a background task's session only (key ``<chat's key>.task-N``): its chat's /cancel N stops
                      the turn (timer task_deadline: its time bound does the same); its turn asks for its consumer
                      only once it ended, and its end is settled by tasks.py (delivered, or kept: fail closed)
@@ -60,7 +62,7 @@ from actors.messages import (AWAITING_APPROVAL, AgentCancelled, AgentEvent, Agen
                              SpawnConsumer, StreamBatch, ToolCallFinished, TurnEnd)
 from common.chat_errors import user_facing_error
 from common.redact import configured_secrets, redact
-from actors.sessions import approval_flow, operator_commands, tasks, turn as turns
+from actors.sessions import approval_flow, operator_commands, task_tool, tasks, turn as turns
 from actors.sessions.commands import parse_command
 from actors.sessions.history import RecentHistory
 from actors.sessions.model_health import outcome_of_failure
@@ -322,7 +324,9 @@ class Session(CellStoreUser, Cell):
         prompt, memory = memory_for_turn(self, profile, event.source)   # the persona, then what it remembers
         request, with_media = turns.agent_request(transcript, turn, event, prompt, memory,
                                                   MediaCache(Path(self.config["gateway"]["state_dir"]) / "media"))
-        request = dataclasses.replace(request, **approval_flow.request_fields(profile, continuation, transcript))
+        request = dataclasses.replace(request, session_tools=task_tool.binding(self, turn),
+                                      **tasks.bounds(profile, turn),
+                                      **approval_flow.request_fields(profile, continuation, transcript))
         self.db(self.store.sessions.put_request(sid, turn.turn_id,
                                                 turns.request_record(transcript, prompt, event.source.profile)))
         if not turn.background:
@@ -400,18 +404,22 @@ class Session(CellStoreUser, Cell):
             if event.reason == AWAITING_APPROVAL and turn.question is not None:
                 approval_flow.paused(self, turn, event.final_text or turn.answer_text())
                 return
-            self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(), "complete",
-                          canned=event.canned)
+            self.end_turn(event.final_text if event.final_text is not None else turn.answer_text(),
+                          tasks.end_reason(event.reason), canned=event.canned)
             return
         if isinstance(event, ReplyFile) and event.file.kind == "voice":   # in the transcript before the answer is
             self.db(self.store.sessions.append(self.info.session_id, [voice_event(item.turn_id, event.file)]))
         if isinstance(event, ToolCallFinished):
             event = turns.redacted_tool_call(event, self.secrets)
-            self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(item.turn_id, event)))
+            if event.call_id not in turn.recorded_calls:   # written already with what it made (task_tool.py)
+                self.db(self.store.sessions.append(self.info.session_id, turns.tool_events(item.turn_id, event)))
             approval_flow.ran(self, turn, event)
         self.push(turn, event)
         for file in getattr(event, "files", ()):   # a tool's files: parts of the reply, after its text
             self.push(turn, ReplyFile(file))
+
+    def on_loop_SessionToolCall(self, item) -> None:
+        task_tool.on_call(self, item)   # start_background_task, create_watch: done and recorded at once
 
     def on_loop_AgentCancelled(self, item: AgentCancelled) -> None:
         if (turn := self.answering(item)) is not None:

@@ -11,7 +11,7 @@ While a turn runs, ``/stop`` and ``/new`` act at once, even behind messages wait
 from __future__ import annotations
 
 from actors.messages import MessageEvent
-from actors.sessions import tasks, turn as turns
+from actors.sessions import tasks, turn as turns, watch_tool
 from actors.sessions.commands import Command, help_text, unknown_command_reply
 from actors.sessions.model_choice import MODEL_EVENT, choice_event, chosen_in, model_command
 from storage import short_id
@@ -105,4 +105,5 @@ def undo_last(session):
 
 
 COMMANDS = {"help": _help, "new": _new, "stop": _stop, "status": _status, "queue": _queue, "undo": _undo,
-            "retry": _retry, "model": _model, "bg": tasks.start, "tasks": tasks.show, "cancel": tasks.cancel}
+            "retry": _retry, "model": _model, "bg": tasks.start, "tasks": tasks.show, "cancel": tasks.cancel,
+            "watches": watch_tool.show, "unwatch": watch_tool.unwatch}

@@ -1,6 +1,7 @@
 """Background tasks (docs/background.md): ``/bg PROMPT`` runs a prompt as its own turn, in a session of its own,
 while the chat goes on; its result comes back to the chat. ``/tasks [N]`` lists them or shows one, ``/cancel N``
-stops one. The task row is in storage (storage/tasks.py); this module is the sessions' part of it.
+stops one. The agent's start_background_task tool starts one as /bg does (``begin``; its call: task_tool.py). The
+task row is in storage (storage/tasks.py); this module is the sessions' part of it.
 
 Where a task runs: a session whose key is the chat's key and ``.task-N`` (``task_key``), placed on the chat's own
 shard (common/shard_map.py ``placement_key``). Its one inbox row is the prompt, as an internal message with the
@@ -19,7 +20,8 @@ nothing of it enters the new conversation. The decision, the task row and the re
 handler's one transaction, before the reply's consumer is asked for; a crash after it delivers what was decided
 (``delivery``).
 
-Bounds: at most ``max_tasks`` running per chat (a profile option), each stopped after ``task_timeout_s``; tool
+Bounds: at most ``max_tasks`` running per chat (a profile option), each stopped after ``task_timeout_s`` and once
+its model calls used ``task_max_tokens`` (``bounds``: the agent asks nothing more, its run ends token_limit); tool
 calls are bounded by the profile's agent (``max_tool_rounds``) as in any turn.
 
 Pure text helpers first; the handlers take the session cell (as approval_flow.py does).
@@ -33,9 +35,9 @@ from typing import Optional
 
 from actors.media.outgoing import ToolFile, cache_tool_file
 from actors.sessions.turn import inbound_ref, quote
-from actors.messages import (AWAITING_APPROVAL, InboxDoorbell, MessageEvent, OutgoingFile, ReplyFile, Source,
-                             TaskStop, TurnEnd)
-from storage import TASK_PLATFORM, InboundItem, MediaCache
+from actors.messages import (AWAITING_APPROVAL, TOKEN_LIMIT, InboxDoorbell, MessageEvent, OutgoingFile, ReplyFile,
+                             Source, TaskStop, TurnEnd)
+from storage import TASK_PLATFORM, InboundItem, MediaCache, Started
 from storage.keys import is_valid_key, session_key
 
 TASK_SUFFIX = ".task-"
@@ -86,13 +88,24 @@ def chat_moved(origin_key: str, source, identity: Optional[str]) -> bool:
         return False
 
 
+def bounds(profile, turn) -> dict:
+    """What a turn's agent request takes of the task bounds: a task's turn its token budget, any other nothing."""
+    return {"token_budget": profile.task_max_tokens} if turn.background else {}
+
+
+def end_reason(agent_reason: str) -> str:
+    """A run's end as its turn ends: complete, or stopped at its token budget (said so in a task's result)."""
+    return TOKEN_LIMIT if agent_reason == TOKEN_LIMIT else "complete"
+
+
 def final_state(reason: str) -> str:
     """A task's state from its turn's end: complete -> done, stopped (/cancel) -> cancelled, else failed (an error,
     the time bound, a restart given up on, a tool call that waits for a person's yes)."""
     return {"complete": "done", "stopped": "cancelled"}.get(reason, "failed")
 
 
-def result_message(number: int, state: str, result: str, timeout_s: float = 0.0, reason: str = "") -> str:
+def result_message(number: int, state: str, result: str, timeout_s: float = 0.0, reason: str = "",
+                   max_tokens: int = 0) -> str:
     """What the chat is sent for a task that ended in its conversation (a long result's body: ``long_result_body``)."""
     body = result.strip()
     if reason == AWAITING_APPROVAL:   # without its question: nobody answers in the task's session
@@ -102,6 +115,8 @@ def result_message(number: int, state: str, result: str, timeout_s: float = 0.0,
         return f"Task #{number} finished:\n\n{body}" if body else f"Task #{number} finished, with no answer."
     if state == "cancelled":
         head = f"Task #{number} was cancelled."
+    elif reason == TOKEN_LIMIT:
+        head = f"Task #{number} was stopped after using its {max_tokens} tokens (the profile's task_max_tokens)."
     elif timeout_s:
         head = f"Task #{number} was stopped after {timeout_s:g}s (the profile's task_timeout_s)."
     else:
@@ -177,17 +192,35 @@ def detail(task, now: float) -> str:
 # -------------------------------------------------------------------------------------- the chat's commands
 
 def start(session, command, seqs: list, event: MessageEvent) -> None:
-    """``/bg PROMPT``: the task row and its prompt's inbox row in one transaction, the task's session rung once it
-    committed, and the chat answered at once with the task's number."""
+    """``/bg PROMPT``: the task started (``begin``), and the chat answered at once with the task's number."""
     prompt = command.args.strip()
     if not prompt:
         session.reply_turn(seqs, event, "Usage: /bg PROMPT \u2014 runs PROMPT as a background task; its result "
                                         "comes here when it is done.")
         return
+    # One task per message: a /bg handled again after a crash (its row requeued before it was marked done) finds
+    # the task it started, and its answer is the same reply, which the ledger does not send twice.
+    started = begin(session, event, prompt, inbound_ref(event))
+    if started is None:
+        session.reply_turn(seqs, event, TOO_LONG_KEY)
+    elif started.task is None:
+        session.reply_turn(seqs, event, refused_text(started.running, session.profiles.get(
+            event.source.profile).max_tasks))
+    else:
+        session.reply_turn(seqs, event, started_text(started.task.number))
+
+
+TOO_LONG_KEY = "This chat cannot run background tasks (its conversation key is too long)."
+
+
+def begin(session, event: MessageEvent, prompt: str, origin_ref: str) -> Optional[Started]:
+    """Start the chat's next task for ``origin_ref`` (the message, or the tool call, that asks for it): the task
+    row and its prompt's inbox row in one transaction (within the handler's), the task's session rung once it
+    committed. The answer of storage's ``start`` (the task, or the limit's refusal; a task ``origin_ref`` started
+    before is the answer again), or None when the chat's key leaves no room for a task's."""
     profile = session.profiles.get(event.source.profile)
     if not is_valid_key(task_key(session.key, 999_999_999)):
-        session.reply_turn(seqs, event, "This chat cannot run background tasks (its conversation key is too long).")
-        return
+        return None
     now = time.time()
 
     def item_for(number: int) -> InboundItem:
@@ -196,19 +229,14 @@ def start(session, command, seqs: list, event: MessageEvent) -> None:
                                     internal=True)
         return InboundItem(key, TASK_PLATFORM, key, prompt_event.to_payload())
 
-    # One task per message: a /bg handled again after a crash (its row requeued before it was marked done) finds
-    # the task it started, and its answer is the same reply, which the ledger does not send twice.
     started = session.db(session.store.tasks.start(session.key, session.info.session_id, profile.name, prompt,
-                                                   profile.max_tasks, item_for, inbound_ref(event), now))
-    if started.task is None:
-        session.reply_turn(seqs, event, refused_text(started.running, profile.max_tasks))
-        return
-    task = started.task
-    if not started.again:
-        session.log.info("task #%d started", task.number, extra=session.log_fields())
-    # Sent once this handler committed (cell_host.py); lost with a crash, the restarted shard finds the row waiting.
-    session.send(session.parent, InboxDoorbell(task.task_key, task.inbox_seq, internal=True))
-    session.reply_turn(seqs, event, started_text(task.number))
+                                                   profile.max_tasks, item_for, origin_ref, now))
+    if started.task is not None:
+        if not started.again:
+            session.log.info("task #%d started", started.task.number, extra=session.log_fields())
+        # Sent once this handler committed (cell_host.py); lost with a crash, the restarted shard finds the row.
+        session.send(session.parent, InboxDoorbell(started.task.task_key, started.task.inbox_seq, internal=True))
+    return started
 
 
 def show(session, command, seqs: list, event: MessageEvent) -> None:
@@ -296,8 +324,9 @@ def settle(session, text: str, reason: str) -> tuple[str, tuple]:
     if len(text) > LONG_RESULT_CHARS:
         file = _result_file(session, task.number, text)
         files, body = (file.to_part(),), long_result_body(text, file.name)
-    timeout = session.profiles.get(task.profile).task_timeout_s if reason == "timed_out" else 0.0
-    message = result_message(task.number, state, body, timeout, reason)
+    profile = session.profiles.get(task.profile)
+    timeout = profile.task_timeout_s if reason == "timed_out" else 0.0
+    message = result_message(task.number, state, body, timeout, reason, profile.task_max_tokens)
     session.db(session.store.tasks.finish(session.key, state, text, message, files))
     session.db(session.store.sessions.append(current.session_id, [record_event(task.number, state, text)]))
     return message, files

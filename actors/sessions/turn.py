@@ -81,6 +81,7 @@ class Turn:
     question: Any = None            # the ApprovalNeeded its run stopped at (approval_flow.py), asked at its TurnEnd
     continuation: Any = None        # what it goes on from after an answer (approval_flow.Continuation), if it does
     background: bool = False        # a background task's turn: its reply is its result, sent once (tasks.py)
+    recorded_calls: set = field(default_factory=set)   # tool calls written with what they did (task_tool.py)
 
     def answer_text(self) -> str:
         return "".join(e.text for e in self.events if isinstance(e, TextDelta))

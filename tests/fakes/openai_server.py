@@ -81,6 +81,14 @@ def tool_call_reply(calls: list[tuple[str, str]], pieces: int = 3, text: str = "
     return Reply(chunks=chunks + [_usage_chunk()], **options)
 
 
+def with_usage(reply: Reply, prompt: int, completion: int) -> Reply:
+    """``reply`` with the service counting ``prompt`` and ``completion`` tokens for it (its usage chunk)."""
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    chunks = [c for c in reply.chunks if not (isinstance(c, dict) and "usage" in c)]
+    return Reply(chunks=chunks + [{"id": "chatcmpl-fake", "object": "chat.completion.chunk",
+                                   "created": int(time.time()), "model": MODEL, "choices": [], "usage": usage}])
+
+
 def error_reply(status: int, message: str = "scripted failure", retry_after: Optional[str] = None) -> Reply:
     headers = {"Retry-After": retry_after} if retry_after is not None else {}
     body = {"error": {"message": message, "type": "fake_error", "param": None, "code": None}}

@@ -1,7 +1,9 @@
 """Background tasks through the real daemon and the fake platform (docs/background.md): ``/bg`` runs in its own
 session while the chat goes on, and its result reaches the chat once, also across a kill -9 of the daemon; ``/new``
 while a task runs keeps its result out of the new conversation (fail closed); a sixth task at once is refused;
-``/cancel N`` stops one mid-stream; a long result comes as a file.
+``/cancel N`` stops one mid-stream; a long result comes as a file. The agent starts a task too, through its
+``start_background_task`` tool (the offline agent calls it for "background task: PROMPT"): one task per call, also
+when a kill -9 comes right after the call and the turn is resumed.
 
 One daemon for the module; the last two tests kill it with SIGKILL (while a task runs; after its end was decided
 but before its result went out) and start it again. The offline agent's ``#slow S`` (S seconds between its
@@ -21,11 +23,30 @@ import pytest
 from tests.actor_system import wait_for
 from tests.console.helpers import console_port
 from tests.fakes.fakeplatform import FakePlatform
+from tests.fakes.openai_server import MODEL, FakeOpenAIServer, tool_call_reply, with_usage
 from tests.pipeline.harness import CURSOR, pipeline_gateway, visible
 
 pytestmark = pytest.mark.timeout(240)
 
 DEADLINE_S = 60   # a daemon-level event on a loaded 2-core machine
+
+
+AGENT = """[agent]
+chunk_delay_s = 0.0
+
+[profiles.default]
+agent = {{ tools = ["clock", "calculator", "text_image", "start_background_task"] }}
+
+# A model that counts tokens, for the chat whose tasks are bounded in tokens
+[profiles.thrifty]
+task_max_tokens = 1000
+agent = {{ kind = "openai", base_url = "{base_url}", model = "{model}", api_key = "sk-test-key-0123456789abcdef" }}
+
+[[routes]]
+adapter = "fake"
+chat = "bg-tokens"
+profile = "thrifty"
+"""
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +56,15 @@ def platform():
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory, platform):
-    gateway = pipeline_gateway(tmp_path_factory.mktemp("tasks"), platform)
+def model():
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory, platform, model):
+    gateway = pipeline_gateway(tmp_path_factory.mktemp("tasks"), platform,
+                               agent=AGENT.format(base_url=model.base_url, model=MODEL))
     try:
         gateway.start()
         yield gateway
@@ -202,6 +230,12 @@ def test_a_sixth_task_is_refused_and_cancel_stops_one_mid_stream(gw, platform):
     texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "Not started"), "the sixth refused")
     assert "may run 5 at once" in with_text(texts, "Not started")[0]
     assert len(tasks_of_chat(gw, chat)) == 5, "the refused one left no task"
+    # The agent's tool meets the same bound: its refusal is the tool's result, which the answer shows.
+    platform.inject(chat, "please start a background task: one more from the agent")
+    texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "start_background_task tool"), "the tool refused")
+    assert "Not started: this chat has 5 task(s) running and may run 5 at once" in \
+        with_text(texts, "start_background_task tool")[0]
+    assert len(tasks_of_chat(gw, chat)) == 5, "the refused call left no task"
     # Mid-stream: its turn has written part of its answer (its session's turn is in flight) when it is stopped.
     key = task_row(gw, chat, 3)["task_key"]
     wait_for(lambda: query(gw, "SELECT r.turn_token FROM runtime_state r JOIN sessions s USING (session_id) "
@@ -216,6 +250,49 @@ def test_a_sixth_task_is_refused_and_cancel_stops_one_mid_stream(gw, platform):
     for n in (1, 2, 4, 5):   # the others are stopped too, so the module's last test finds a quiet gateway
         platform.inject(chat, f"/cancel {n}", user=f"helper-{n}")   # one sender's burst stays under its limit
     wait_texts(gw, platform, chat, lambda t: len(with_text(t, "was cancelled")) == 5, "every task stopped")
+
+
+def test_a_task_past_its_token_bound_is_stopped_and_says_so(gw, platform, model):
+    chat = "bg-tokens"
+    # Every model call of the task asks for the calculator again and is counted 600 tokens: the second call
+    # passes the profile's 1000, and the model is asked nothing more.
+    model.answer = lambda body: with_usage(tool_call_reply([("calculator", '{"expression": "2+3"}')]), 500, 100)
+    try:
+        platform.inject(chat, "/bg add things up forever")
+        texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "Task #1 was stopped"), "the task stopped")
+    finally:
+        model.answer = None
+    assert "Task #1 was stopped after using its 1000 tokens (the profile's task_max_tokens)." in \
+        with_text(texts, "Task #1 was stopped")[0]
+    [task] = tasks_of_chat(gw, chat)
+    assert task["state"] == "failed", task
+    asked = [r for r in model.requests if "add things up forever" in json.dumps(r.body)]
+    assert len(asked) == 2, f"no model call past the bound: {len(asked)}"
+
+
+def tool_results(gw, chat: str) -> list[str]:
+    """The start_background_task results the chat's transcript holds (one per call the session recorded)."""
+    rows = query(gw, "SELECT payload FROM transcript WHERE session_id = ? AND kind = 'tool_result' ORDER BY seq",
+                 (current_session(gw, chat_key(gw, chat)),))
+    return [bytes(r["payload"]).decode("utf-8", "replace") for r in rows
+            if b"start_background_task" in bytes(r["payload"])]
+
+
+def test_the_agent_starts_a_task_with_its_tool_and_the_result_comes_back_once(gw, platform):
+    chat = "bg-tool"
+    platform.inject(chat, "please start a background task: what is 6*7")
+    texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "start_background_task tool"), "the chat's answer")
+    assert "Started background task #1" in with_text(texts, "start_background_task tool")[0]
+    texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "Task #1 finished"), "the task's result")
+    [result] = with_text(texts, "Task #1 finished")
+    assert "I used the calculator tool: 6*7 = 42" in result, "the task ran its own prompt as its own turn"
+    [task] = tasks_of_chat(gw, chat)
+    assert task["state"] == "done" and task["prompt"] == "what is 6*7", task
+    assert task["origin_ref"].startswith("tool:") and task["origin_ref"].endswith("-1"), \
+        "keyed by the turn and the call's id"
+    [recorded] = tool_results(gw, chat)
+    assert "Started background task #1" in recorded, "the call's result is in the chat's transcript, once"
+    assert len(with_text(settled(platform, chat), "Task #1")) == 1
 
 
 def tasks_of_chat(gw, chat: str) -> list[dict]:
@@ -267,3 +344,26 @@ def test_a_task_decided_but_not_delivered_when_the_daemon_is_killed_is_delivered
     assert len(with_text(settled(platform, chat), "Task #1")) == 1, settled(platform, chat)
     records = [t for t in transcript_texts(gw, current_session(gw, chat_key(gw, chat))) if "background task #1" in t]
     assert len(records) == 1, "decided once: one record"
+
+
+def test_a_kill_right_after_the_agent_started_a_task_leaves_one_task_and_one_result(gw, platform):
+    chat = "bg-tool-kill"
+    # The chat's answer streams slowly (#slow 0.3): the kill lands after the tool's call, before the turn's end.
+    platform.inject(chat, "#slow 0.3 start a background task: count the moons #slow 0.1")
+    wait_for(lambda: query(gw, "SELECT 1 FROM tasks WHERE prompt = 'count the moons #slow 0.1'"), DEADLINE_S, 0.02,
+             "the agent's task to be started")
+    os.kill(gw.launcher_pid, signal.SIGKILL)
+    gw.assert_no_process_left()
+    assert not with_text(settled(platform, chat), "start_background_task tool"), "the kill came before the answer"
+    gw.start()
+    texts = wait_texts(gw, platform, chat, lambda t: with_text(t, "start_background_task tool") and
+                       with_text(t, "Task #1 finished"), "the chat's answer and the task's result")
+    assert "resuming the turn interrupted by a restart" in gw.log(), "the chat's turn was resumed (G8)"
+    # The resumed turn called the tool again (the offline agent does, with the same call id): the same task.
+    assert "Started background task #1" in with_text(texts, "start_background_task tool")[0]
+    assert 'You said: "count the moons' in with_text(texts, "Task #1 finished")[0]
+    wait_for(lambda: [t["state"] for t in tasks_of_chat(gw, chat)] == ["done"], DEADLINE_S, 0.05,
+             "one task, done")
+    assert len(with_text(settled(platform, chat), "Task #1")) == 1, settled(platform, chat)
+    assert not with_text(settled(platform, chat), "Task #2")
+    assert len(tool_results(gw, chat)) == 1, "the call and its result written once, with the task"

@@ -44,7 +44,8 @@ class Pages(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def pages():
-    Pages.bodies = {"/status.txt": b"all systems up\nv1\n", "/quiet.txt": b"nothing ever changes here\n"}
+    Pages.bodies = {"/status.txt": b"all systems up\nv1\n", "/quiet.txt": b"nothing ever changes here\n",
+                    "/agent.txt": b"first\n"}
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -68,6 +69,15 @@ def notes(tmp_path_factory):
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory, platform, pages, notes):
     watches = f"""
+# The agent creates watches too (on the local server: private hosts allowed here), two per chat at most
+[profiles.default]
+agent = {{ tools = ["clock", "calculator", "create_watch"] }}
+
+[agent_watches]
+allow_private_hosts = true
+min_interval_s = 1
+max_per_chat = 2
+
 [watch.page]
 kind = "url"
 target = "{pages}/status.txt"
@@ -179,6 +189,104 @@ def test_a_redirect_is_refused_and_said_so_and_status_shows_the_watches(gw):
     assert watch_status(gw)["watches"] == 4
     assert "moved" not in looked_at(gw) and changes(gw, "moved") == []
     assert "watches      4 watched" in gw.cli("status", check=True).stdout
+
+
+def listed(gw) -> dict:
+    return {w["name"]: w for w in json.loads(gw.cli("watches", "list", "--json", check=True).stdout)["watches"]}
+
+
+def test_watches_list_shows_each_watchs_last_look_last_change_and_next_look(gw):
+    shown = listed(gw)
+    assert sorted(shown) == ["moved", "notes", "page", "quiet"], shown
+    page, quiet, moved = shown["page"], shown["quiet"], shown["moved"]
+    assert page["last_change"]["number"] == 2 and page["last_change"]["outcome"] == "injected", page
+    assert page["changes"] == 2 and page["chat"] == "fake:c-page" and page["interval_s"] == 1, page
+    assert quiet["last_change"] is None and quiet["last_look"] is not None, quiet
+    assert quiet["next_look"] == pytest.approx(quiet["last_look"] + 1), "the last look and the interval"
+    # Looks that find nothing new move the last look on.
+    first = quiet["last_look"]
+    wait_for(lambda: listed(gw)["quiet"]["last_look"] > first, 60, 0.2, "a later look at the quiet page")
+    assert moved["last_look"] is None and moved["last_change"] is None, "a refused read is no look"
+    text = gw.cli("watches", "list", check=True).stdout
+    assert "page  url " in text and "last change: #2 " in text and "told" in text, text
+    text = gw.cli("watches", "show", "page", check=True).stdout
+    assert "prompt:      the status page changed" in text and "; inbox row: done" in text, text
+    missing = gw.cli("watches", "show", "nothing")
+    assert missing.returncode == 1 and "no watch 'nothing'" in missing.stdout + missing.stderr
+
+
+def test_a_reload_adds_a_watch_on_a_schedule_and_takes_it_out_again(gw, platform, tmp_path):
+    extra = tmp_path / "extra.txt"
+    extra.write_text("one\n")
+    original = gw.config.read_text()
+    gw.config.write_text(original + f"""
+[watch.extra]
+kind = "file"
+target = "{extra}"
+interval_s = 3600
+schedule = "*/2 * * * * *"
+prompt = "the extra file changed"
+adapter = "fake"
+chat = "c-extra"
+""")
+    try:
+        result = gw.cli("reload")
+        assert result.returncode == 0, result
+        assert "[watch.extra]" in result.stdout, result.stdout
+        gw.wait_log("watch: 5 watch(es) after a reload")
+        wait_for(lambda: "extra" in looked_at(gw), 60, 0.05, "the first look at the new watch")
+        extra.write_text("one\ntwo\n")
+        wait_for(lambda: settled(platform, "c-extra"), 60, 0.05, "the answer to the new watch's change")
+        assert "+two" in settled(platform, "c-extra")[0]["text"], "looked at on its schedule, not every hour"
+        assert 'extra  file ' in gw.cli("watches", "list", check=True).stdout
+        assert 'at "*/2 * * * * *" -> fake:c-extra' in gw.cli("watches", "list", check=True).stdout
+    finally:
+        gw.config.write_text(original)
+    result = gw.cli("reload")
+    assert result.returncode == 0, result
+    gw.wait_log("watch: 4 watch(es) after a reload")
+    extra.write_text("one\ntwo\nthree\n")
+    assert listed(gw)["extra"]["configured"] is False, "still listed, as removed, while its state is stored"
+    # Looked at no more: two rounds of looks at the others, and no change of it claimed.
+    looks = watch_status(gw)["looks"]
+    wait_for(lambda: watch_status(gw).get("looks", 0) >= looks + 8, 60, 0.2, "two more rounds of looks")
+    assert [c["number"] for c in changes(gw, "extra")] == [1] and len(settled(platform, "c-extra")) == 1
+
+
+def test_the_agent_creates_a_watch_whose_change_is_answered_in_its_chat_and_a_third_is_refused(gw, platform, pages):
+    chat = "c-agent"
+    platform.inject(chat, f"please watch {pages}/agent.txt every 1 seconds: the agent's page changed")
+    wait_for(lambda: settled(platform, chat), 60, 0.05, "the answer to the request")
+    [answer] = [m["text"] for m in settled(platform, chat)]
+    assert f"I used the create_watch tool: Created watch #1: {pages}/agent.txt is read every 1s" in answer, answer
+    [row] = query(gw, "SELECT name, number, target FROM agent_watches")
+    assert row["number"] == 1 and row["target"] == f"{pages}/agent.txt", row
+    wait_for(lambda: row["name"] in looked_at(gw), 60, 0.05, "the first look at the agent's watch")
+    Pages.bodies["/agent.txt"] = b"first\nsecond\n"
+    try:
+        wait_for(lambda: len(settled(platform, chat)) >= 2, 60, 0.05, "the change answered in the chat")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{explain(gw, platform)}") from None
+    told = settled(platform, chat)[1]["text"]
+    assert "the agent's page changed" in told and "+second" in told, told
+    assert [c["number"] for c in changes(gw, row["name"])] == [1]
+    shown = listed(gw)[row["name"]]
+    assert shown["chat"] == "fake:c-agent" and shown["last_change"]["number"] == 1, shown
+    # The chat's bound: a second watch, then a third refused, said as the tool's result.
+    for n, expected in ((2, "Created watch #2"), (3, "may have 2 (the gateway's [agent_watches] max_per_chat)")):
+        platform.inject(chat, f"please watch {pages}/quiet.txt every 5 seconds: number {n}")
+        wait_for(lambda n=n: len(settled(platform, chat)) >= n + 1, 60, 0.05, f"the answer to request {n}")
+        assert expected in settled(platform, chat)[n]["text"], settled(platform, chat)[n]["text"]
+    assert len(query(gw, "SELECT 1 FROM agent_watches")) == 2
+    # The chat lists them and stops one.
+    platform.inject(chat, "/watches")
+    wait_for(lambda: len(settled(platform, chat)) >= 5, 60, 0.05, "the list")
+    shown = settled(platform, chat)[4]["text"]
+    assert f"#1 {pages}/agent.txt every 1s" in shown and f"#2 {pages}/quiet.txt every 5s" in shown, shown
+    platform.inject(chat, "/unwatch 2")
+    wait_for(lambda: len(settled(platform, chat)) >= 6, 60, 0.05, "the watch stopped")
+    assert settled(platform, chat)[5]["text"] == f"Stopped watch #2 ({pages}/quiet.txt)."
+    assert [r["number"] for r in query(gw, "SELECT number FROM agent_watches")] == [1]
 
 
 def test_a_bad_watch_stops_the_start_with_exit_78_naming_each_key(tmp_path):

@@ -12,7 +12,7 @@ from actors.agents.tools import Tool, ToolRegistry, default_registry
 from actors.messages import (GatewayNotice, LongToolHint, TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted,
                              TurnEnd, WaitingForModel)
 from tests.fakes.openai_server import (FakeOpenAIServer, Reply, error_reply, raw_reply, text_chunks, text_reply,
-                                       tool_call_reply)
+                                       tool_call_reply, with_usage)
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -410,3 +410,19 @@ def test_sse_decoder_survives_any_block_boundary():
     expected = [{"choices": [{"delta": {"content": "héllo 😀"}}]}, {"a": 1}, DONE]
     for cut in range(len(stream) + 1):
         assert asyncio.run(decode([stream[:cut], stream[cut:]])) == expected, cut
+
+
+
+def test_a_run_with_a_token_budget_asks_nothing_more_once_it_is_used_up(server):
+    call = tool_call_reply([("calculator", '{"expression": "2+3"}')])
+    server.script(with_usage(call, 300, 200), with_usage(call, 400, 200))
+    req = AgentRequest(messages=({"role": "user", "content": "sum it"},), turn_id="t1", token_budget=1000)
+    events = run(make_agent(server, registry=default_registry(["calculator"])), req)
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [(f.ok, f.result) for f in finished] == [(True, "5"), (False, "not run: the turn used up its tokens")]
+    assert events[-1] == TurnEnd(reason="token_limit", final_text="", tokens=(700, 400))
+    assert len(server.requests) == 2, "no model call past the budget"
+    # Without a budget the same run goes on to its answer.
+    server.script(with_usage(call, 300, 200), with_usage(call, 400, 200), text_reply("done"))
+    events = run(make_agent(server, registry=default_registry(["calculator"])), request("sum it"))
+    assert events[-1].reason == "complete" and events[-1].final_text == "done"

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from actors.scheduling.watches import (DIFF_CHARS, ReadRefused, Watch, change_item, content_hash, describe_change,
-                                       read_target, validate_watches)
+                                       next_look_at, read_target, validate_watches)
 from common.config import ConfigError
 from storage import WATCH_PLATFORM, Store
 
@@ -154,8 +154,23 @@ def test_a_server_that_drips_its_page_is_refused_at_timeout_s():
         server.server_close()
 
 
-def test_a_reload_that_changes_the_watches_leaves_them_for_a_restart():
+def test_a_reload_that_changes_the_watches_takes_them_at_once():
     from actors.config_reload import merge
     planned = merge(config(page=table()), config(page=table(interval_s=5), other=table()))
-    assert planned.needs_restart == ("[watch] other", "[watch] page")
-    assert planned.config["watch"] == {"page": table()}
+    assert planned.changed == ("[watch.other]", "[watch.page]") and planned.needs_restart == ()
+    assert planned.config["watch"] == {"page": table(interval_s=5), "other": table()}
+
+
+def test_a_watch_on_a_schedule_is_looked_at_at_its_times():
+    [watch] = validate_watches(config(page=table(schedule="*/10 * * * * *", interval_s=3600))).values()
+    assert watch.schedule.expression == "*/10 * * * * *"
+    assert next_look_at(watch, 1_000_003.0) == 1_000_010.0, "the next time of the schedule, not the interval"
+    [plain] = validate_watches(config(page=table(interval_s=30))).values()
+    assert plain.schedule is None and next_look_at(plain, 1_000_003.0) == 1_000_033.0
+    assert watch == validate_watches(config(page=table(schedule="*/10 * * * * *", interval_s=3600)))["page"], \
+        "the same table read again is the same watch (a reload does not look at it again at once)"
+    with pytest.raises(ConfigError) as refused:
+        validate_watches(config(page=table(schedule="every tuesday")))
+    assert refused.value.key == "[watch.page] schedule" and "fields" in refused.value.reason
+    with pytest.raises(ConfigError, match="time zone"):
+        validate_watches(config(page=table(schedule="0 9 * * *", timezone="Mars/Olympus")))

@@ -106,3 +106,15 @@ def test_a_direct_chat_linked_to_an_identity_since_has_moved():
     assert tasks.chat_moved(plain, dm, "ann") and tasks.chat_moved(linked, dm, None)
     group = Source("tg", "-7", "group", user_id="42")
     assert not tasks.chat_moved(session_key(group), group, "ann"), "a group's conversation is the group's"
+
+
+def test_a_task_stopped_at_its_token_bound_says_so():
+    assert tasks.end_reason("token_limit") == "token_limit" and tasks.end_reason("complete") == "complete"
+    assert tasks.final_state("token_limit") == "failed"
+    shown = tasks.result_message(3, "failed", "half an answer", reason="token_limit", max_tokens=1000)
+    assert shown == ("Task #3 was stopped after using its 1000 tokens (the profile's task_max_tokens).\n\n"
+                     "half an answer")
+    profiles = validate_profiles({"profiles": {"p": {"task_max_tokens": 5000}}})
+    assert (profiles["p"].task_max_tokens, profiles["default"].task_max_tokens) == (5000, 200_000)
+    with pytest.raises(ConfigError, match="must be"):
+        validate_profiles({"profiles": {"p": {"task_max_tokens": 10}}})
