@@ -269,6 +269,9 @@ async def _in_a_thread_of_its_own(fn: Callable[[], T]) -> T:
         thread.join()
 
 
+WRITE_APART = "IMMEDIATE /* apart */"   # a write that PostgreSQL runs without the writers' lock (write_apart)
+
+
 class Database:
     """An open database: ``await db.write(fn, *args)`` / ``await db.read(fn, *args)`` run ``await fn(conn, *args)``
     (``conn`` the ``aiosqlite.Connection``) as one transaction and return its result.
@@ -366,19 +369,22 @@ class Database:
         def open_migrated():
             conn = postgres.connect(dsn, durability)
             try:
-                wrapped = postgres.PostgresInlineConnection(conn)
+                wrapped = postgres.PostgresInlineConnection(conn, reopen=lambda: postgres.connect(dsn, durability))
                 postgres.migrate(wrapped, migrations, where, APPLICATION_ID, _refuse_if_newer)
             except BaseException:
                 conn.close()
                 raise
             return wrapped
         try:
+            # A connection the server or the network closed (a host cut off, PostgreSQL restarted or failed over
+            # to its standby) is opened again at the next transaction's BEGIN: every component heals on its own.
             if inline:
                 db = cls(where, durability, open_migrated(), None, INLINE_RETRY_BUDGET_S, True, postgres.DRIVER,
                          "postgresql")
             else:
                 (await _in_a_thread_of_its_own(open_migrated)).stop()
-                conn = postgres.PostgresConnection(await postgres.connect_async(dsn, durability))
+                conn = postgres.PostgresConnection(await postgres.connect_async(dsn, durability),
+                                                   reopen=lambda: postgres.connect_async(dsn, durability))
                 db = cls(where, durability, conn, None, RETRY_BUDGET_S, False, postgres.DRIVER, "postgresql")
         except postgres.DRIVER.errors as exc:
             raise _translate(exc, f"{where}: open", driver=postgres.DRIVER) from exc
@@ -388,6 +394,12 @@ class Database:
     async def write(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run ``fn(conn, *args)`` inside BEGIN IMMEDIATE ... COMMIT; durable (per ``durability``) on return."""
         return await self._submit("IMMEDIATE", fn, args)
+
+    async def write_apart(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``write`` for the tables no other write reads (the leases' renewals, storage/leases.py): on PostgreSQL
+        it does not wait for the writers' lock (postgres.py), so a lease is renewed or taken over even while the
+        other writers queue; on SQLite it is ``write``."""
+        return await self._submit(WRITE_APART, fn, args)
 
     async def read(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run ``fn(conn, *args)`` inside a read transaction: one consistent snapshot for all its statements."""
@@ -426,12 +438,15 @@ class Database:
         conn = self._conn
         name = getattr(fn, "__name__", "transaction")
         scope = self.open_scope
-        if scope is not None and (mode == "IMMEDIATE" or scope.begun):
-            return await scope.run(fn, args, name, writes=mode == "IMMEDIATE")
+        writes = mode != "DEFERRED"
+        if scope is not None and (writes or scope.begun):
+            return await scope.run(fn, args, name, writes=writes)
 
         async def once() -> T:
-            await conn.execute(f"BEGIN {mode}")
             try:
+                # Inside: on PostgreSQL a write's BEGIN also takes the writers' lock, which may not be granted in
+                # time (postgres.py); the transaction it opened is rolled back before the retry begins another.
+                await conn.execute(f"BEGIN {mode}")
                 result = await run_call(fn, conn, args, name)
                 await conn.execute("COMMIT")
             except BaseException:

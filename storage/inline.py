@@ -134,13 +134,16 @@ class AtomicScope:
                 raise self.lost from exc
 
     async def _begin(self) -> None:
-        await self.conn.execute("BEGIN IMMEDIATE")
-        if self.fence_check is not None:
-            try:
+        """BEGIN, and the fence where there is one. A begin that failed (PostgreSQL's writers' lock not granted in
+        time, a lease another host took) leaves no transaction open behind it, so its retry begins afresh."""
+        try:
+            await self.conn.execute("BEGIN IMMEDIATE")
+            if self.fence_check is not None:
                 await self.fence_check(self.conn)
-            except BaseException:
+        except BaseException:
+            if self.conn.in_transaction:
                 await self.conn.execute("ROLLBACK")
-                raise
+            raise
 
     async def run(self, fn, args: tuple, name: str, writes: bool = True):
         """One call inside the transaction, atomic on its own: if it raises, what it wrote is undone and the

@@ -20,6 +20,11 @@ host's: hosts' clocks may disagree, the database has one.
   off, are refused instead). A check does not look at the expiry: only another take-over moves the token, and until
   one happens the holder's writes are still its own.
 
+Every call is a write ``apart`` (db.py ``write_apart``): on PostgreSQL it does not queue behind the writers' lock
+the other writes take, so a renewal or a take-over is never late for a burst of traffic. That is safe because no
+other write reads these tables but through ``check``, and a take-over writing ``lease_fences`` under SERIALIZABLE
+isolation is ordered after every fenced write that read the old token.
+
 What survives kill -9: every call that returned (one transaction each). A killed holder's leases stay in the table
 until they expire; nothing else depends on the process.
 """
@@ -110,7 +115,7 @@ class LeaseStore:
                                "WHERE name = ?", (holder, life, token + 1, now + ttl_s, now, name))
             await _set_fence(conn, name, life, token + 1)
             return Lease(name, holder, life, token + 1, ttl_s, now)
-        return await self._db.write(do)
+        return await self._db.write_apart(do)
 
     async def renew(self, fences: Iterable[Fence], ttl_s: float) -> set[str]:
         """Push the expiry of each lease still held with its fence's token; the names renewed. A lease whose
@@ -126,7 +131,7 @@ class LeaseStore:
                 if cur.rowcount == 1:
                     kept.add(fence.name)
             return kept
-        return await self._db.write(do) if fences else set()
+        return await self._db.write_apart(do) if fences else set()
 
     async def release(self, fences: Iterable[Fence]) -> None:
         """End these leases now (if still held with these tokens): the next ``take`` by anyone gets them."""
@@ -140,7 +145,7 @@ class LeaseStore:
                 if cur.rowcount == 1:
                     await _set_fence(conn, fence.name, "", fence.token)
         if fences:
-            await self._db.write(do)
+            await self._db.write_apart(do)
 
     async def all(self, prefix: str = "") -> list[Lease]:
         """Every lease (whose name starts with ``prefix``), by name, its expiry counted from the database's now."""

@@ -125,6 +125,7 @@ class Statement:
 # run again once its handlers ran, would lose every cell of the group to one conflict. Reads take no lock.
 _TRANSACTION_STARTS = {"BEGIN IMMEDIATE": "BEGIN ISOLATION LEVEL SERIALIZABLE; "
                                           "LOCK TABLE gateway_schema IN EXCLUSIVE MODE",
+                       "BEGIN IMMEDIATE /* apart */": "BEGIN ISOLATION LEVEL SERIALIZABLE",
                        "BEGIN DEFERRED": "BEGIN ISOLATION LEVEL REPEATABLE READ"}
 _INSERT = re.compile(r"^\s*INSERT\s+(?:OR\s+(IGNORE|REPLACE)\s+)?INTO\s+(\w+)\s*(\(([^)]*)\))?", re.IGNORECASE)
 _IS_PARAM = re.compile(r"\bIS\s+\?", re.IGNORECASE)            # SQLite's IS compares with NULL too
@@ -266,14 +267,19 @@ def _result(cursor, statement: Statement) -> Result:
 
 
 class PostgresConnection:
-    """The part of aiosqlite's Connection the storage code uses, on a psycopg ``AsyncConnection``."""
+    """The part of aiosqlite's Connection the storage code uses, on a psycopg ``AsyncConnection``. ``reopen``: a
+    new connection for one the server or the network closed, taken at the next transaction's BEGIN (between
+    transactions nothing is lost by it: what the old one had not committed was rolled back with it)."""
     dialect = "postgresql"
 
-    def __init__(self, conn: psycopg.AsyncConnection) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection, reopen=None) -> None:
         self._conn = conn
+        self._reopen = reopen
 
     async def execute(self, sql: str, params: Sequence = ()) -> Result:
         statement = translate(sql)
+        if self._reopen is not None and self._conn.closed and statement.text.startswith("BEGIN"):
+            self._conn = await self._reopen()
         cursor = self._conn.cursor()
         await cursor.execute(statement.text, params)
         rows = await cursor.fetchall() if cursor.description is not None else []
@@ -298,14 +304,17 @@ class PostgresInlineConnection:
     dialect = "postgresql"
     driver = DRIVER
 
-    def __init__(self, conn: psycopg.Connection) -> None:
+    def __init__(self, conn: psycopg.Connection, reopen=None) -> None:
         self._conn = conn
+        self._reopen = reopen    # as PostgresConnection's, synchronous
 
     async def execute(self, sql: str, params: Sequence = ()) -> Result:
         return self.run(sql, params)
 
     def run(self, sql: str, params: Sequence = ()) -> Result:
         statement = translate(sql)
+        if self._reopen is not None and self._conn.closed and statement.text.startswith("BEGIN"):
+            self._conn = self._reopen()
         return _result(self._conn.execute(statement.text, params), statement)
 
     async def execute_fetchall(self, sql: str, params: Sequence = ()) -> list:
@@ -387,12 +396,17 @@ def migrate(conn: PostgresInlineConnection, migrations: Sequence, where: str, ap
 
 
 # A host cut off from the network in the middle of a transaction must not hold its locks for the hours TCP takes to
-# notice: the server ends a session idle in a transaction after 5 s (its locks, on a lease row say, go with it, so
-# another host can take over: storage/leases.py), and keepalives and the user timeout make this side's calls fail
-# within seconds instead of hanging on a dead peer. What the operator's DSN sets itself is kept.
-IDLE_IN_TRANSACTION = "-c idle_in_transaction_session_timeout=5000"
+# notice: the server ends a session idle in a transaction after 5 s (its locks, the writers' lock first, go with it,
+# so the other hosts go on and one takes its leases over: storage/leases.py). A lock is waited for 2 s at most, then
+# the transaction is retried as on a busy SQLite file (is_busy): so the lock requests a cut host left queued give up
+# instead of being granted, one after the other, to a host that will never use them (each would hold the writers'
+# lock until the idle timeout). Keepalives and the user timeout make this side's calls fail within seconds instead
+# of hanging on a dead peer, and a connection attempt to an unreachable server gives up after 5 s (a store reopens
+# its connection at its next transaction: an inline store's attempt holds its thread that long). What the
+# operator's DSN sets itself is kept.
+IDLE_IN_TRANSACTION = "-c idle_in_transaction_session_timeout=5000 -c lock_timeout=2000"
 KEEPALIVES = {"keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2", "keepalives_count": "3",
-              "tcp_user_timeout": "10000"}
+              "tcp_user_timeout": "10000", "connect_timeout": "5"}
 
 
 def with_timeouts(dsn: str) -> str:

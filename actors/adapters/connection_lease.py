@@ -32,6 +32,7 @@ host takes it and resumes from the offset committed with the last rows.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import secrets
 import time
@@ -74,6 +75,8 @@ class ConnectionLease:
         self.lost = asyncio.Event()
         self._renewing: Optional[asyncio.Task] = None
         self._waiting_logged = ""
+        self._poll_held = False     # window() is waiting for a renewal (said once in the log)
+        self.polls_end_by = 0.0     # wall clock: every poll window granted so far ends by then (said when lost)
 
     @property
     def fences(self) -> tuple[Fence, ...]:
@@ -145,7 +148,9 @@ class ConnectionLease:
     def _lose(self, why: str) -> None:
         if self.fence is None:
             return
-        self.say(logging.WARNING, "%s: this host lost the lease (%s): its intake stops", self.name, why)
+        ended = datetime.datetime.fromtimestamp(self.polls_end_by, datetime.timezone.utc)
+        self.say(logging.WARNING, "%s: this host lost the lease (%s): its intake stops; its last poll was to end by "
+                 "%s UTC", self.name, why, ended.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3])
         self.fence, self.valid_until = None, 0.0
         self.lost.set()
 
@@ -162,7 +167,14 @@ class ConnectionLease:
                 raise LeaseGone(self.name)
             left = self.remaining() - SAFETY_S
             if left >= 1.0:
-                return min(wanted_s, left)
+                self._poll_held = False
+                granted = min(wanted_s, left)
+                self.polls_end_by = max(self.polls_end_by, time.time() + granted)
+                return granted
+            if not self._poll_held:   # renewals are failing: the moment this host stops polling, said once
+                self._poll_held = True
+                self.say(logging.WARNING, "%s: %.1fs of the lease left unrenewed: no poll starts until it is "
+                         "renewed", self.name, max(0.0, self.remaining()))
             waiters = [asyncio.ensure_future(self.renewed.wait()), asyncio.ensure_future(self.lost.wait())]
             try:
                 await asyncio.wait(waiters, timeout=self.ttl_s / 4, return_when=asyncio.FIRST_COMPLETED)

@@ -14,7 +14,7 @@ import aiohttp
 
 from actors.adapters.errors import (FloodError, FormattingError, MessageNotFoundError, PermanentError,
                                     RetryableError, TooLongError)
-from storage import StorageBusy, StorageFull
+from storage import StorageBusy, StorageFull, StorageUnavailable
 from common.backoff import backoff_s  # noqa: F401 - adapters take it from here
 
 
@@ -27,8 +27,10 @@ def classify_error(exc: BaseException) -> tuple[str, float]:
         if isinstance(exc, cls):
             return kind, retry_after
     # A full disk is transient for us: the same write succeeds once space is freed (retried with backoff, and the
-    # platform is not acknowledged meanwhile, so nothing is lost).
-    if isinstance(exc, (OSError, asyncio.TimeoutError, aiohttp.ClientError, StorageBusy, StorageFull)):
+    # platform is not acknowledged meanwhile, so nothing is lost). So is a database that cannot be reached (a host
+    # cut off from PostgreSQL): the store reconnects at its next transaction.
+    if isinstance(exc, (OSError, asyncio.TimeoutError, aiohttp.ClientError, StorageBusy, StorageFull,
+                        StorageUnavailable)):
         return "retryable", 0.0
     return "permanent", 0.0
 

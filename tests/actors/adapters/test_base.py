@@ -396,7 +396,7 @@ def test_a_message_retried_through_storage_failures_and_re_deliveries_is_charged
         raws, offset = await adapter.fetch()
         real_put, failures = adapter.store.inbox.put_many_and_commit_offset, []
 
-        async def full_disk(*args):
+        async def full_disk(*args, **kwargs):
             failures.append(1)
             raise StorageFull("database or disk is full")
         adapter.store.inbox.put_many_and_commit_offset = full_disk
