@@ -352,7 +352,7 @@ def cmd_drain(config: dict, args) -> int:
 
 def cmd_status(config: dict, args) -> int:
     # this command's own modules, loaded when it runs (see the note at the top)
-    from daemon import cli_storage, status_view
+    from daemon import cli_leases, cli_storage, status_view
     from storage import MediaCache
     client = _attach(config, args)
     if isinstance(client, int):
@@ -365,6 +365,9 @@ def cmd_status(config: dict, args) -> int:
             **status.detail, "recovery": {**(status.detail.get("recovery") or {}), **now["recovery"]}})
     data, text, code = status_view.report(status, client.runtime, f"{client.host}:{client.port}", config,
                                           media=media)
+    shared, shared_lines = cli_leases.shared_view(config)   # hosts sharing the database: every host, every lease
+    if shared is not None:
+        data["shared"], text = shared, "\n".join([text, *shared_lines])
     if args.json:
         return _out(args, data, code)
     print(text)    # on stdout whatever the health: the screen is the answer asked for, not an error message
@@ -373,14 +376,18 @@ def cmd_status(config: dict, args) -> int:
 
 def cmd_tree(config: dict, args) -> int:
     # this command's own modules, loaded when it runs (see the note at the top)
-    from daemon import cli_rich
+    from daemon import cli_leases, cli_rich
     from supervision import tree as tree_mod
     client = _attach(config, args)
     if isinstance(client, int):
         return client
     root = client.tree()
-    return _out(args, tree_mod.to_json(root), 0, tree_mod.render(root, every_cell=args.all),
-                drawn=lambda: cli_rich.actor_tree(root, every_cell=args.all))
+    shared, shared_lines = cli_leases.shared_view(config)   # hosts sharing the database: every host, every lease
+    data, text = tree_mod.to_json(root), tree_mod.render(root, every_cell=args.all)
+    if shared is not None:
+        data, text = {**data, "shared": shared}, "\n".join([text, *shared_lines])
+    return _out(args, data, 0, text, drawn=None if shared is not None else
+                lambda: cli_rich.actor_tree(root, every_cell=args.all))
 
 
 def cmd_fault(config: dict, args) -> int:

@@ -7,6 +7,7 @@ answered once and no two polls overlapping (the fake answers an overlapped poll 
 The network-namespace runs (a host's network cut, three hosts) are in test_shared_failover.py."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -99,6 +100,13 @@ def test_one_host_polls_the_sessions_are_split_and_a_killed_poller_is_replaced_w
         poller, token = held["intake:telegram"]
         other = "b" if poller == "a" else "a"
         assert conflicts(control) == 0, "no two polls overlapped"
+        # Any host shows every host and every lease: the non-polling one is asked.
+        shown = json.loads(hosts[other].cli("status", "--json").stdout)["shared"]
+        assert {h["name"]: h["intakes"] for h in shown["hosts"]} == {poller: ["telegram"], other: []}, shown
+        assert {h["name"] for h in shown["hosts"] if h["partitions"] and h["shards"] == 2} == {"a", "b"}, shown
+        assert shown["partitions_unheld"] == 0, shown
+        tree = hosts[other].cli("tree").stdout
+        assert f"intake:telegram        held by {poller} (token {token}" in tree, tree
 
         os.kill(hosts[poller].launcher_pid, signal.SIGKILL)
         hosts[poller].assert_no_process_left()
