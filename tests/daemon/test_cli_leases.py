@@ -33,3 +33,15 @@ def test_the_screen_names_every_host_and_every_intake_lease_with_its_holder():
     assert "g3         [gone] 0 shard(s), 0 of 4 partitions" in text
     assert "intake:telegram        held by g2 (token 3, 8.0s left)" in text
     assert "intake:discord         free (token 2; last held by none)" in text
+
+
+def test_the_reference_deployments_configuration_checks(monkeypatch, tmp_path):
+    """deploy/shared/gateway.toml (docs/distribution.md) is a configuration the gateway takes as it is."""
+    from pathlib import Path
+
+    from actors.adapters import registry
+    from common.config import load
+    monkeypatch.setenv("GATEWAY_STATE_DIR", str(tmp_path))
+    config = load(str(Path(__file__).resolve().parents[2] / "deploy" / "shared" / "gateway.toml"))
+    assert config["cluster"]["shared"] and config["storage"]["backend"] == "postgresql"
+    assert "telegram" in registry.validate_all(config)
