@@ -149,8 +149,9 @@ class ConnectionLease:
         if self.fence is None:
             return
         ended = datetime.datetime.fromtimestamp(self.polls_end_by, datetime.timezone.utc)
-        self.say(logging.WARNING, "%s: this host lost the lease (%s): its intake stops; its last poll was to end by "
-                 "%s UTC", self.name, why, ended.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3])
+        polled = (f"; its last poll was to end by {ended.strftime('%Y-%m-%d %H:%M:%S.%f')[:-3]} UTC"
+                  if self.polls_end_by else "")
+        self.say(logging.WARNING, "%s: this host lost the lease (%s): its intake stops%s", self.name, why, polled)
         self.fence, self.valid_until = None, 0.0
         self.lost.set()
 
