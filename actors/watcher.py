@@ -1,8 +1,8 @@
-"""The watcher: looks at the ``[watch.NAME]`` targets (a URL, a file) every interval and starts a turn in the
-watch's chat when one changed (docs/background.md, "Watches"). A leaf child of the root, present when watches are
-configured or a profile offers the agent's create_watch tool (a reload that brings the first ones starts it:
-actors/root.py). The watches the agent created are read from storage (storage/agent_watches.py) every
-STORED_REFRESH_S, and looked at as the configured ones are.
+"""The watcher: looks at the ``[watch.NAME]`` targets (a URL, a file, an MCP server's resource) every interval and
+starts a turn in the watch's chat when one changed (docs/background.md, "Watches"). A leaf child of the root,
+present when watches are configured or a profile offers the agent's create_watch tool (a reload that brings the
+first ones starts it: actors/root.py). The watches the agent created are read from storage
+(storage/agent_watches.py) every STORED_REFRESH_S, and looked at as the configured ones are.
 
 State: the watches (the configuration's, checked when it was loaded), when each is looked at next, which are being
 read, the last refusal of each (logged once until it changes), the doorbells it could not ring yet (no directory),

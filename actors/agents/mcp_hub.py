@@ -216,6 +216,26 @@ async def list_server_tools(spec: McpServerSpec, environ=None, timeout_s: float 
     return await asyncio.wait_for(listed(), timeout_s)
 
 
+async def read_server_resource(spec: McpServerSpec, uri: str, max_bytes: int, environ=None) -> bytes:
+    """Connect to a server once, read the resource ``uri`` and stop: a watch's look (actors/scheduling/watches.py).
+    Its contents as bytes (texts as UTF-8, blobs decoded), at most ``max_bytes`` + 1 of them (the caller refuses a
+    larger one). Raises what went wrong (the caller bounds the time)."""
+    from mcp import ClientSession   # the SDK loads only where it is used
+    from pydantic import AnyUrl
+
+    async with _transport(spec, environ) as streams:
+        async with ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            result = await session.read_resource(AnyUrl(uri))
+    content = b""
+    for part in result.contents:
+        text = getattr(part, "text", None)
+        content += text.encode("utf-8") if text is not None else base64.b64decode(getattr(part, "blob", "") or "")
+        if len(content) > max_bytes:
+            break
+    return content[:max_bytes + 1]
+
+
 class McpHub:
     """The process's MCP servers (see the module docstring). Thread-safe: ``ensure``, ``states`` and ``call`` may be
     used from any thread or loop."""

@@ -4,8 +4,9 @@ key otherwise, so the launcher exits 78); the bounded read of a target; the shor
 inbox row a change puts in its conversation's inbox.
 
     [watch.status-page]
-    kind = "url"                    # url | file
-    target = "https://example.com/status.txt"   # http(s) URL, or an absolute file path for kind = "file"
+    kind = "url"                    # url | file | mcp
+    target = "https://example.com/status.txt"   # http(s) URL; an absolute file path for kind = "file"; a
+                                    # resource's URI for kind = "mcp" (with server = "NAME", an [mcp.NAME] server)
     interval_s = 60                 # how often it is looked at (at least 1)
     schedule = "0 9 * * 1-5"        # or: looked at at the times of a cron schedule (instead of every interval_s)
     timezone = "UTC"                # the schedule's
@@ -17,17 +18,22 @@ inbox row a change puts in its conversation's inbox.
     max_bytes = 262144              # the most content read (1..16 MiB); a larger target is refused, not cut
     enabled = true
 
+An MCP resource is read (``resources/read``) over a session opened for that look and closed after it: a server
+that hangs or is gone costs that look only, refused and said once.
+
 A URL is fetched with GET, no redirects followed (a 3xx is refused: a redirect could lead anywhere, a ``file:`` URL
 included), http and https only. The first look at a target only records it; a later look whose content hash differs
 from the stored one is a change.
 """
 from __future__ import annotations
 
+import asyncio
 import difflib
 import hashlib
 import http.client
 import ipaddress
 import os
+import re
 import socket
 import time
 import urllib.error
@@ -42,9 +48,10 @@ from actors.scheduling.jobs import (CHAT_KEYS, REQUIRED, _value_errors, chat_sou
                                    typed_values)
 from actors.scheduling.schedule import Schedule, ScheduleError, parse_schedule
 from common.config import ConfigError, did_you_mean, raise_gathered, setting
+from common.mcp_config import server_specs
 from storage import InboundItem, WATCH_PLATFORM, session_key
 
-KINDS = ("url", "file")
+KINDS = ("url", "file", "mcp")
 MAX_BYTES_LIMIT = 16 * 1024 * 1024
 DIFF_CHARS = 1500          # the most of a change's description put in the prompt
 KEYS: dict[str, tuple] = {
@@ -53,6 +60,7 @@ KEYS: dict[str, tuple] = {
     "interval_s": ((int, float), 60),
     "timeout_s": ((int, float), 10),
     "max_bytes": ((int,), 256 * 1024),
+    "server": ((str,), ""),            # kind "mcp": the [mcp.NAME] server whose resource ``target`` is read
     "schedule": ((str,), ""),          # "": every interval_s; else the cron times it is looked at
     "timezone": ((str,), "UTC"),
     **{key: JOB_KEYS[key] for key in CHAT_KEYS},   # prompt, adapter, chat... as a [cron.NAME] table's
@@ -77,6 +85,7 @@ class Watch:
     schedule: Optional[Schedule] = None   # looked at at its times, instead of every interval_s
     key: Optional[str] = None        # a watch the agent created: its chat's conversation key, as it was then
     public_only: bool = False        # a watch the agent created: a host on a private network is refused
+    server: Any = None               # kind "mcp": the McpServerSpec of the server whose resource is read
 
     def source(self) -> Source:
         return chat_source(f"watch:{self.name}", self)
@@ -119,6 +128,14 @@ def _watch(file: str, name: str, table: Any, adapters: Mapping, profiles: set, c
     errors = _value_errors(file, where, dict(values, catch_up="latest"), adapters, profiles,
                             setting(config, "gateway", "max_text_chars"))
     errors += _target_errors(file, where, values)
+    server = None
+    if values["kind"] == "mcp":
+        server = server_specs(config, file).get(values["server"])
+        if server is None:
+            known = sorted(server_specs(config, file))
+            errors.append(ConfigError(file, f"{where} server", f"a mcp watch names a configured [mcp.NAME] server, "
+                                                               f"got {values['server']!r}; configured: "
+                                                               f"{', '.join(known) or 'none'}"))
     schedule = None
     if values["schedule"]:
         try:
@@ -129,7 +146,7 @@ def _watch(file: str, name: str, table: Any, adapters: Mapping, profiles: set, c
     thread = str(values["thread"]) if str(values["thread"]) != "" else None
     return Watch(name, values["kind"], values["target"], float(values["interval_s"]), values["prompt"],
                  values["adapter"], str(values["chat"]), values["profile"], values["chat_type"], thread,
-                 float(values["timeout_s"]), values["max_bytes"], values["enabled"], schedule)
+                 float(values["timeout_s"]), values["max_bytes"], values["enabled"], schedule, server=server)
 
 
 def next_look_at(watch: Watch, now: float) -> float:
@@ -152,6 +169,10 @@ def _target_errors(file: str, where: str, values: Mapping) -> list[ConfigError]:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             errors.append(ConfigError(file, f"{where} target", f"a url watch takes an http:// or https:// URL "
                                                                f"with a host, got {target!r}"))
+    elif kind == "mcp":
+        if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$", target):
+            errors.append(ConfigError(file, f"{where} target", f"a mcp watch takes the resource's URI (e.g. "
+                                                               f"file:///notes.txt, status://board), got {target!r}"))
     elif not os.path.isabs(target):
         errors.append(ConfigError(file, f"{where} target", f"a file watch takes an absolute path, got {target!r}"))
     if not 1 <= values["interval_s"] <= 7 * 86400:
@@ -188,6 +209,8 @@ def read_target(watch: Watch) -> bytes:
                 content = handle.read(watch.max_bytes + 1)
         except OSError as exc:
             raise ReadRefused(f"cannot read {watch.target}: {exc.strerror or exc}") from None
+    elif watch.kind == "mcp":
+        content = _read_resource(watch)
     else:
         if watch.public_only:
             refusal = private_host_refusal(watch.target)
@@ -207,6 +230,24 @@ def read_target(watch: Watch) -> bytes:
     if len(content) > watch.max_bytes:
         raise ReadRefused(f"{watch.target} is larger than max_bytes ({watch.max_bytes:,}); refused, not cut")
     return content
+
+
+def _read_resource(watch: Watch) -> bytes:
+    """An MCP server's resource (kind "mcp"): a session of its own for this look, on this thread's own loop, so a
+    slow or dead server costs this look only (the watcher reads on a thread: actors/watcher.py)."""
+    from actors.agents.mcp_hub import describe_error, read_server_resource   # the SDK loads only for such a watch
+
+    async def read() -> bytes:
+        return await asyncio.wait_for(read_server_resource(watch.server, watch.target, watch.max_bytes),
+                                      watch.timeout_s)
+    try:
+        return asyncio.run(read())
+    except asyncio.TimeoutError:
+        raise ReadRefused(f"MCP server {watch.server.name!r} did not give {watch.target} within "
+                          f"{watch.timeout_s:g}s") from None
+    except Exception as exc:  # noqa: BLE001 - whatever the server or the SDK raised: this look is refused, said why
+        raise ReadRefused(f"cannot read {watch.target} from MCP server {watch.server.name!r}: "
+                          f"{describe_error(exc)}") from None
 
 
 def private_host_refusal(url: str, resolve=socket.getaddrinfo) -> str:

@@ -1,5 +1,5 @@
 """Watches through the real daemon (docs/background.md, "Watches"): a URL served by a local HTTP server and a file,
-looked at every second; a change is answered in the watch's chat once, also when the daemon is killed -9 right after
+looked at every second, and an MCP server's resource; a change is answered in the watch's chat once, also when the daemon is killed -9 right after
 the change was claimed; a target that does not change starts no turn; a redirect is refused and said so; a bad
 ``[watch.NAME]`` table stops the start with exit 78 naming the key.
 
@@ -15,7 +15,8 @@ import threading
 
 import pytest
 
-from tests.actor_system import wait_for
+from tests.actor_system import free_port, wait_for
+from tests.fakes.mcp.http_process import HttpMcpServer
 from tests.fakes.fakeplatform import FakePlatform
 from tests.gateway import Gateway
 from tests.pipeline.harness import CURSOR, pipeline_gateway, visible
@@ -67,7 +68,17 @@ def notes(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory, platform, pages, notes):
+def board(tmp_path_factory):
+    """An MCP server (tests/fakes/mcp, streamable HTTP) whose resource status://board serves this file's text."""
+    path = tmp_path_factory.mktemp("board") / "board.txt"
+    path.write_text("all green\n")
+    server = HttpMcpServer(free_port(), board=str(path)).start()
+    yield server, path
+    server.kill()
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory, platform, pages, notes, board):
     watches = f"""
 # The agent creates watches too (on the local server: private hosts allowed here), two per chat at most
 [profiles.default]
@@ -101,6 +112,18 @@ interval_s = 1
 prompt = "the notes file changed"
 adapter = "fake"
 chat = "c-notes"
+
+[mcp.board]
+url = "{board[0].url}"
+
+[watch.board]
+kind = "mcp"
+server = "board"
+target = "status://board"
+interval_s = 1
+prompt = "the board changed"
+adapter = "fake"
+chat = "c-board"
 
 [watch.moved]
 kind = "url"
@@ -173,7 +196,7 @@ def test_a_change_is_answered_once_across_a_kill_and_an_unchanged_target_starts_
         wait_for(lambda: all(r["state"] == "done" for r in query(gw, "SELECT state FROM inbox")), 60, 0.05,
                  "every change answered")
         # Quiet afterwards: two more looks at every target by the restarted watcher change nothing.
-        wait_for(lambda: watch_status(gw).get("looks", 0) >= 8, 60, 0.2, "two rounds of looks after the restart")
+        wait_for(lambda: watch_status(gw).get("looks", 0) >= 10, 60, 0.2, "two rounds of looks after the restart")
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{explain(gw, platform)}") from None
     assert [c["number"] for c in changes(gw, "page")] == [1, 2], explain(gw, platform)
@@ -183,12 +206,25 @@ def test_a_change_is_answered_once_across_a_kill_and_an_unchanged_target_starts_
     assert changes(gw, "quiet") == [] and visible(platform, "c-quiet") == []
 
 
+def test_a_change_of_an_mcp_servers_resource_is_answered_in_its_chat(gw, platform, board):
+    _server, path = board
+    wait_for(lambda: "board" in looked_at(gw), 60, 0.05, "the first look at the MCP resource")
+    path.write_text("all green\none red\n")
+    try:
+        wait_for(lambda: settled(platform, "c-board"), 60, 0.05, "the answer to the resource's change")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{explain(gw, platform)}") from None
+    [answer] = settled(platform, "c-board")
+    assert "the board changed" in answer["text"] and "+one red" in answer["text"], answer
+    assert [c["number"] for c in changes(gw, "board")] == [1]
+
+
 def test_a_redirect_is_refused_and_said_so_and_status_shows_the_watches(gw):
     wait_for(lambda: watch_status(gw).get("refused", 0) >= 1, 60, 0.2, "the redirect to be refused")
     assert "watch moved: HTTP 302: a redirect (to 'file:///etc/passwd') is not followed" in gw.log()
-    assert watch_status(gw)["watches"] == 4
+    assert watch_status(gw)["watches"] == 5
     assert "moved" not in looked_at(gw) and changes(gw, "moved") == []
-    assert "watches      4 watched" in gw.cli("status", check=True).stdout
+    assert "watches      5 watched" in gw.cli("status", check=True).stdout
 
 
 def listed(gw) -> dict:
@@ -197,7 +233,7 @@ def listed(gw) -> dict:
 
 def test_watches_list_shows_each_watchs_last_look_last_change_and_next_look(gw):
     shown = listed(gw)
-    assert sorted(shown) == ["moved", "notes", "page", "quiet"], shown
+    assert sorted(shown) == ["board", "moved", "notes", "page", "quiet"], shown
     page, quiet, moved = shown["page"], shown["quiet"], shown["moved"]
     assert page["last_change"]["number"] == 2 and page["last_change"]["outcome"] == "injected", page
     assert page["changes"] == 2 and page["chat"] == "fake:c-page" and page["interval_s"] == 1, page

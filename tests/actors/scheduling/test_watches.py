@@ -32,7 +32,9 @@ def test_a_watch_table_is_checked_into_a_watch_with_its_defaults():
 
 
 @pytest.mark.parametrize("overrides, key, reason", [
-    ({"kind": "ftp"}, "kind", "must be one of 'url', 'file'"),
+    ({"kind": "ftp"}, "kind", "must be one of 'url', 'file', 'mcp'"),
+    ({"kind": "mcp", "target": "status://board", "server": "nope"}, "server", "configured: none"),
+    ({"kind": "mcp", "target": "no uri"}, "target", "resource's URI"),
     ({"target": "file:///etc/passwd"}, "target", "http:// or https://"),
     ({"kind": "file", "target": "notes.txt"}, "target", "absolute path"),
     ({"interval_s": 0}, "interval_s", "1 to 604800"),
@@ -174,3 +176,27 @@ def test_a_watch_on_a_schedule_is_looked_at_at_its_times():
     assert refused.value.key == "[watch.page] schedule" and "fields" in refused.value.reason
     with pytest.raises(ConfigError, match="time zone"):
         validate_watches(config(page=table(schedule="0 9 * * *", timezone="Mars/Olympus")))
+
+
+def test_an_mcp_resource_is_read_each_look_and_a_server_that_is_gone_is_refused_saying_so(tmp_path):
+    """kind = "mcp": the resource of a real MCP server (tests/fakes/mcp, over streamable HTTP) read at each look,
+    so a change of what it serves is seen; a server that is not there is a refused look that names it."""
+    from tests.actor_system import free_port
+    from tests.fakes.mcp.http_process import HttpMcpServer
+    board = tmp_path / "board.txt"
+    board.write_text("all green\n")
+    server = HttpMcpServer(free_port(), board=str(board)).start()
+    try:
+        tables = {"adapters": ADAPTERS, "mcp": {"tools": {"url": server.url}},
+                  "watch": {"board": table(kind="mcp", server="tools", target="status://board", max_bytes=64)}}
+        [watch] = validate_watches(tables).values()
+        assert read_target(watch) == b"all green\n"
+        board.write_text("one red\n")
+        assert read_target(watch) == b"one red\n", "each look reads the resource as it is now"
+        board.write_text("x" * 100)
+        with pytest.raises(ReadRefused, match="larger than max_bytes"):
+            read_target(watch)
+    finally:
+        server.kill()
+    with pytest.raises(ReadRefused, match="from MCP server 'tools'"):
+        read_target(watch)

@@ -16,9 +16,10 @@ LISTEN_DEADLINE_S = 60.0   # the SDK's import and start take seconds on a loaded
 
 
 class HttpMcpServer:
-    def __init__(self, port: int, calls_file: str = ""):
-        """``calls_file``: each tool call the server starts appends its tool's name there (server.py --calls)."""
-        self.port, self.calls_file = port, calls_file
+    def __init__(self, port: int, calls_file: str = "", board: str = ""):
+        """``calls_file``: each tool call the server starts appends its tool's name there (server.py --calls);
+        ``board``: the file whose text the resource status://board serves (server.py --board)."""
+        self.port, self.calls_file, self.board = port, calls_file, board
         self.url = f"http://127.0.0.1:{port}/mcp"
         self.process: Optional[subprocess.Popen] = None
 
@@ -26,6 +27,8 @@ class HttpMcpServer:
         args = [sys.executable, str(SERVER), "--http", str(self.port)]
         if self.calls_file:
             args += ["--calls", self.calls_file]
+        if self.board:
+            args += ["--board", self.board]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + LISTEN_DEADLINE_S
         while True:
