@@ -41,6 +41,7 @@ from actors.adapters.doorbells import Doorbells, InternalDoorbells
 from actors.scheduling.watches import (ReadRefused, Watch, change_item, content_hash, describe_change, next_look_at,
                                        read_target, stored_watch, validate_watches)
 from common.config import setting
+from common.mcp_config import server_specs
 from supervision.actor import GatewayActor
 from supervision.bridge import TaskDone
 from supervision.storage_access import StoreUser
@@ -111,7 +112,9 @@ class Watcher(InternalDoorbells, StoreUser, GatewayActor):
     def on_timer_stored(self, _data) -> None:
         self.after(STORED_REFRESH_S, "stored")
         allow_private = setting(self.config, "agent_watches", "allow_private_hosts")
-        self.stored = {row.name: stored_watch(row, allow_private) for row in self.db(self.store.agent_watches.all())}
+        servers = server_specs(self.config)   # a stored watch of an MCP resource reads it from the configured server
+        self.stored = {row.name: stored_watch(row, allow_private, servers)
+                       for row in self.db(self.store.agent_watches.all())}
         self.merge()
 
     def merge(self) -> None:

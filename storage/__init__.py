@@ -33,7 +33,7 @@ from .runtime import RuntimeState
 from .tasks import TASK_PLATFORM, Started, Task, TaskStore
 from .watches import WATCH_PLATFORM, ChangeClaimed, WatchState, WatchStore
 from .leases import Fence, Lease, LeaseLost, LeaseStore, check as check_leases
-from .agent_watches import AgentWatch, AgentWatchStore, Created
+from .agent_watches import AgentWatch, AgentWatchStore, Created, WatchAsked
 from .sessions import SearchHit, SessionInfo, SessionStore, TranscriptEvent, short_id
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
     "CronStore", "CronRun", "RunClaim", "Claimed", "JobState", "CRON_PLATFORM",
     "MemoryStore", "MemoryEntry", "Added", "TaskStore", "Task", "Started", "TASK_PLATFORM",
     "WatchStore", "WatchState", "ChangeClaimed", "WATCH_PLATFORM", "LeaseStore", "Lease", "Fence", "LeaseLost",
-    "AgentWatch", "AgentWatchStore", "Created",
+    "AgentWatch", "AgentWatchStore", "Created", "WatchAsked",
     "ApprovalStore", "Approval", "ApprovalRequest", "Asked", "Answered",
     "session_key", "short_id", "hash_id", "safe_path", "obligation_id", "best_effort", "current_owner",
     "is_owner_alive",

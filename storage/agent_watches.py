@@ -2,8 +2,8 @@
 
 A watch the agent created with its ``create_watch`` tool is one row: its name (``agent-`` and a hash of the call
 that created it: never given again, even where the chat's number N is, after its watch #N was removed), the chat's
-conversation key and source (where a change's prompt goes), its number in that chat, the URL, the interval and the
-prompt. What it saw and its changes are kept as every watch's (storage/watches.py, under its name).
+conversation key and source (where a change's prompt goes), its number in that chat, what it reads (a URL, or an MCP
+server's resource), when (an interval, or a cron schedule) and the prompt. What it saw and its changes are kept as every watch's (storage/watches.py, under its name).
 
 ``create`` counts the chat's watches against its limit and inserts the row in one transaction; the tool call that
 asks (``origin_ref``, unique) creates one watch at most: a call made again (a turn resumed after a crash) finds the
@@ -22,7 +22,8 @@ from . import records
 from .db import Database, fetch_all, fetch_one
 from .keys import hash_id
 
-_COLUMNS = "name, session_key, number, target, interval_s, prompt, source, origin_ref, created_at"
+_COLUMNS = ("name, session_key, number, kind, server, target, interval_s, schedule, timezone, prompt, source, "
+            "origin_ref, created_at")
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,12 @@ class AgentWatch:
     name: str
     session_key: str               # the chat's conversation: a change's prompt goes in its inbox
     number: int                    # per chat: #N
-    target: str                    # an http(s) URL
+    kind: str                      # url | mcp
+    server: str                    # kind mcp: the [mcp.NAME] server whose resource ``target`` is
+    target: str                    # an http(s) URL, or the resource's URI
     interval_s: float
+    schedule: str                  # "": every interval_s; else the cron times it is read at (in ``timezone``)
+    timezone: str
     prompt: str
     source: dict                   # the chat's Source (its fields), as the turn that created it had it
     origin_ref: str                # the tool call that created it: one watch per call
@@ -52,8 +57,24 @@ def watch_name(origin_ref: str) -> str:
     return "agent-" + hash_id("agent-watch", origin_ref)
 
 
+@dataclass(frozen=True)
+class WatchAsked:
+    """What a create_watch call asks for: a URL (``server`` "") or an MCP server's resource, read every
+    ``interval_s`` or at the times of ``schedule``."""
+    target: str
+    interval_s: float
+    prompt: str
+    server: str = ""
+    schedule: str = ""
+    timezone: str = "UTC"
+
+    @property
+    def kind(self) -> str:
+        return "mcp" if self.server else "url"
+
+
 def _watch(r: tuple) -> AgentWatch:
-    return AgentWatch(r[0], r[1], r[2], r[3], r[4], r[5], records.unpack(r[6]), r[7], r[8])
+    return AgentWatch(*r[:10], records.unpack(r[10]), r[11], r[12])
 
 
 class AgentWatchStore:
@@ -62,8 +83,8 @@ class AgentWatchStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def create(self, session_key: str, source: dict, target: str, interval_s: float, prompt: str, limit: int,
-                     origin_ref: str, now: Optional[float] = None) -> Created:
+    async def create(self, session_key: str, source: dict, asked: WatchAsked, limit: int, origin_ref: str,
+                     now: Optional[float] = None) -> Created:
         now = time.time() if now is None else now
 
         async def do(conn):
@@ -77,9 +98,10 @@ class AgentWatchStore:
             number = (await fetch_one(conn, "SELECT COALESCE(MAX(number), 0) + 1 FROM agent_watches WHERE "
                                             "session_key = ?", (session_key,)))[0]
             name = watch_name(origin_ref)
-            await conn.execute(f"INSERT INTO agent_watches ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                               (name, session_key, number, target, float(interval_s), prompt,
-                                records.pack(dict(source)), origin_ref, now))
+            await conn.execute(f"INSERT INTO agent_watches ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                               f"?)", (name, session_key, number, asked.kind, asked.server, asked.target,
+                                       float(asked.interval_s), asked.schedule, asked.timezone, asked.prompt,
+                                       records.pack(dict(source)), origin_ref, now))
             return Created(await _one(conn, "name = ?", (name,)), count + 1)
         return await self._db.write(do)
 

@@ -308,14 +308,20 @@ START_TASK = Tool(
 
 CREATE_WATCH = Tool(
     name=CREATE_WATCH_NAME,
-    description="Watch a public web page (an http or https URL) for changes: it is read every interval_s seconds, "
-                "and when its content changed, prompt runs as a turn of this chat with what changed. Answers the "
-                "watch's number, or why it was not created (the chat's limit of watches, a private address).",
+    description="Watch something for changes: a public web page (url) or a resource of an MCP server offered here "
+                "(mcp_server and resource). It is read every interval_s seconds, or at the times of a cron "
+                "schedule (six fields, seconds first, e.g. '0 0 9 * * 1-5'; timezone, default UTC), and when its "
+                "content changed, prompt runs as a turn of this chat with what changed. Answers the watch's number, "
+                "or why it was not created (the chat's limit of watches, a private address, a schedule too often).",
     json_schema={"type": "object", "properties": {
         "url": {"type": "string", "description": "the page to watch, http:// or https://"},
+        "mcp_server": {"type": "string", "description": "instead of url: the MCP server whose resource to watch"},
+        "resource": {"type": "string", "description": "with mcp_server: the resource's URI"},
         "interval_s": {"type": "number", "description": "how often it is read, in seconds"},
+        "schedule": {"type": "string", "description": "instead of interval_s: a cron schedule of when to read it"},
+        "timezone": {"type": "string", "description": "the schedule's time zone (default UTC)"},
         "prompt": {"type": "string", "description": "what to do when it changed (what changed follows it)"}},
-        "required": ["url", "interval_s", "prompt"], "additionalProperties": False},
+        "required": ["prompt"], "additionalProperties": False},
     fn=functools.partial(_by_session, CREATE_WATCH_NAME), uses_session=True)
 
 BUILTIN_TOOLS: dict[str, Tool] = {t.name: t for t in (CLOCK, CALCULATOR, TEXT_IMAGE, REMEMBER, FORGET, START_TASK,

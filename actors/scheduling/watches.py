@@ -86,6 +86,7 @@ class Watch:
     key: Optional[str] = None        # a watch the agent created: its chat's conversation key, as it was then
     public_only: bool = False        # a watch the agent created: a host on a private network is refused
     server: Any = None               # kind "mcp": the McpServerSpec of the server whose resource is read
+    server_name: str = ""            # kind "mcp": its name (a stored watch's server may be gone from the config)
 
     def source(self) -> Source:
         return chat_source(f"watch:{self.name}", self)
@@ -96,13 +97,23 @@ class Watch:
         return self.key or session_key(self.source())
 
 
-def stored_watch(row, allow_private: bool = False) -> Watch:
-    """A watch the agent created (storage/agent_watches.py) as the watcher reads it: a URL, into the chat's own
-    conversation (its key as it was when created), its host checked at each read unless private hosts are allowed."""
-    source = row.source
-    return Watch(row.name, "url", row.target, row.interval_s, row.prompt, str(source.get("platform", "")),
+def stored_watch(row, allow_private: bool = False, servers: Optional[Mapping] = None) -> Watch:
+    """A watch the agent created (storage/agent_watches.py) as the watcher reads it: a URL (its host checked at each
+    read unless private hosts are allowed) or an MCP server's resource (``servers``: the configured ones by name; a
+    server no longer configured is refused at each look, said so), into the chat's own conversation (its key as it
+    was when created), every interval or on its schedule."""
+    source, kind = row.source, getattr(row, "kind", "url")
+    server = (servers or {}).get(row.server) if kind == "mcp" else None
+    schedule = None
+    if getattr(row, "schedule", ""):
+        try:
+            schedule = parse_schedule(row.schedule, row.timezone)
+        except ScheduleError:
+            schedule = None   # checked when created; a time zone gone from the system since: its interval then
+    return Watch(row.name, kind, row.target, row.interval_s or 3600.0, row.prompt, str(source.get("platform", "")),
                  str(source.get("chat_id", "")), source.get("profile") or "default", source.get("chat_type") or "dm",
-                 source.get("thread_id"), key=row.session_key, public_only=not allow_private)
+                 source.get("thread_id"), schedule=schedule, key=row.session_key, public_only=not allow_private,
+                 server=server, server_name=getattr(row, "server", ""))
 
 
 def agent_watches_offered(config: Mapping) -> bool:
@@ -236,6 +247,8 @@ def _read_resource(watch: Watch) -> bytes:
     """An MCP server's resource (kind "mcp"): a session of its own for this look, on this thread's own loop, so a
     slow or dead server costs this look only (the watcher reads on a thread: actors/watcher.py)."""
     from actors.agents.mcp_hub import describe_error, read_server_resource   # the SDK loads only for such a watch
+    if watch.server is None:
+        raise ReadRefused(f"MCP server {watch.server_name!r} is not configured (any more): {watch.target} is not read")
 
     async def read() -> bytes:
         return await asyncio.wait_for(read_server_resource(watch.server, watch.target, watch.max_bytes),

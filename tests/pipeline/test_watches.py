@@ -269,7 +269,7 @@ chat = "c-extra"
         result = gw.cli("reload")
         assert result.returncode == 0, result
         assert "[watch.extra]" in result.stdout, result.stdout
-        gw.wait_log("watch: 5 watch(es) after a reload")
+        gw.wait_log("watch: 6 watch(es) after a reload")
         wait_for(lambda: "extra" in looked_at(gw), 60, 0.05, "the first look at the new watch")
         extra.write_text("one\ntwo\n")
         wait_for(lambda: settled(platform, "c-extra"), 60, 0.05, "the answer to the new watch's change")
@@ -280,12 +280,12 @@ chat = "c-extra"
         gw.config.write_text(original)
     result = gw.cli("reload")
     assert result.returncode == 0, result
-    gw.wait_log("watch: 4 watch(es) after a reload")
+    gw.wait_log("watch: 5 watch(es) after a reload")
     extra.write_text("one\ntwo\nthree\n")
     assert listed(gw)["extra"]["configured"] is False, "still listed, as removed, while its state is stored"
     # Looked at no more: two rounds of looks at the others, and no change of it claimed.
     looks = watch_status(gw)["looks"]
-    wait_for(lambda: watch_status(gw).get("looks", 0) >= looks + 8, 60, 0.2, "two more rounds of looks")
+    wait_for(lambda: watch_status(gw).get("looks", 0) >= looks + 10, 60, 0.2, "two more rounds of looks")
     assert [c["number"] for c in changes(gw, "extra")] == [1] and len(settled(platform, "c-extra")) == 1
 
 
@@ -323,6 +323,26 @@ def test_the_agent_creates_a_watch_whose_change_is_answered_in_its_chat_and_a_th
     wait_for(lambda: len(settled(platform, chat)) >= 6, 60, 0.05, "the watch stopped")
     assert settled(platform, chat)[5]["text"] == f"Stopped watch #2 ({pages}/quiet.txt)."
     assert [r["number"] for r in query(gw, "SELECT number FROM agent_watches")] == [1]
+
+
+def test_the_agent_watches_an_mcp_resource_on_a_schedule_for_its_chat(gw, platform, board):
+    _server, path = board
+    chat = "c-agent-mcp"
+    platform.inject(chat, "please watch mcp board status://board at '*/2 * * * * *': the board moved")
+    wait_for(lambda: settled(platform, chat), 60, 0.05, "the answer to the request")
+    [answer] = [m["text"] for m in settled(platform, chat)]
+    assert ("Created watch #1: status://board of MCP server board is read at the times of '*/2 * * * * *' (UTC)"
+            in answer), answer
+    [row] = query(gw, "SELECT name, kind, server, schedule FROM agent_watches WHERE kind = 'mcp'")
+    assert (row["kind"], row["server"], row["schedule"]) == ("mcp", "board", "*/2 * * * * *"), row
+    wait_for(lambda: row["name"] in looked_at(gw), 60, 0.05, "the first look at the agent's watch")
+    path.write_text(path.read_text() + "two red\n")
+    try:
+        wait_for(lambda: len(settled(platform, chat)) >= 2, 60, 0.05, "the change answered in the chat")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{explain(gw, platform)}") from None
+    told = settled(platform, chat)[1]["text"]
+    assert "the board moved" in told and "+two red" in told, told
 
 
 def test_a_bad_watch_stops_the_start_with_exit_78_naming_each_key(tmp_path):

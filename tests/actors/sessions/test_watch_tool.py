@@ -11,7 +11,7 @@ import pytest
 from actors.agents.offline import _choose_tool
 from actors.scheduling.watches import agent_watches_offered, private_host_refusal, stored_watch
 from actors.sessions import watch_tool
-from storage import Store
+from storage import Store, WatchAsked
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -31,6 +31,40 @@ def test_the_arguments_a_call_may_give(change, why):
     assert (why in found and found.startswith("not created")) if why else found == ""
 
 
+MCP = {"mcp_server": "notes", "resource": "status://board", "interval_s": 600, "prompt": "say what changed"}
+
+
+@pytest.mark.parametrize("change, why", [
+    ({}, ""), ({"mcp_server": "other"}, "one of the MCP servers offered here (notes)"),
+    ({"resource": "no uri"}, "'resource' must be the resource's URI"),
+    ({"url": "https://example.com/"}, "either 'url'"),
+    ({"schedule": "0 0 9 * * 1-5", "interval_s": None}, ""),
+    ({"schedule": "*/10 * * * * *"}, "fires every 10s; the shortest allowed is 60s"),
+    ({"schedule": "not cron"}, "'schedule'"), ({"schedule": "0 9 * * *", "timezone": "Mars/Olympus"}, "'schedule'")])
+def test_an_mcp_resource_or_a_schedule_the_agent_may_ask_for(change, why):
+    found = watch_tool.refusal({k: v for k, v in {**MCP, **change}.items() if v is not None}, 60.0, False,
+                               servers=["notes"])
+    assert (why in found and found.startswith("not created")) if why else found == "", found
+
+
+def test_a_stored_watch_of_an_mcp_resource_on_a_schedule_is_read_from_the_configured_server():
+    from common.mcp_config import server_specs
+
+    class Row:
+        name, session_key, target, interval_s, prompt = "agent-y", "default.fake.dm.c1", "status://board", 0.0, "p"
+        kind, server, schedule, timezone = "mcp", "notes", "0 0 9 * * 1-5", "UTC"
+        source = {"platform": "fake", "chat_id": "c1", "chat_type": "dm", "thread_id": None, "profile": "default"}
+    servers = server_specs({"mcp": {"notes": {"url": "http://127.0.0.1:9/mcp"}}})
+    watch = stored_watch(Row(), servers=servers)
+    assert (watch.kind, watch.target, watch.server.name, watch.schedule.expression) == (
+        "mcp", "status://board", "notes", "0 0 9 * * 1-5")
+    gone = stored_watch(Row(), servers={})
+    assert gone.server is None and gone.server_name == "notes", "a server gone from the configuration: refused"
+    from actors.scheduling.watches import ReadRefused, read_target
+    with pytest.raises(ReadRefused, match="'notes' is not configured"):
+        read_target(gone)
+
+
 def test_private_hosts_are_allowed_only_where_the_gateway_says_so():
     assert watch_tool.refusal({**GOOD, "url": "http://127.0.0.1:8/x"}, 60.0, allow_private=True) == ""
 
@@ -47,19 +81,23 @@ def test_a_name_is_checked_against_every_address_it_resolves_to():
     assert "cannot resolve" in private_host_refusal("https://nowhere.example/", failing)
 
 
+def page(url: str) -> WatchAsked:
+    return WatchAsked(url, 60, "p")
+
+
 def test_one_watch_per_call_and_at_most_the_chats_limit(tmp_path):
     source = {"platform": "fake", "chat_id": "c1", "chat_type": "group", "thread_id": None, "profile": "default"}
 
     async def go():
         async with await Store.open(tmp_path / "g.db") as store:
             made = store.agent_watches
-            first = await made.create("k1", source, "https://a/", 60, "p", 2, "tool:t1:c1")
-            again = await made.create("k1", source, "https://a/", 60, "p", 2, "tool:t1:c1")
-            second = await made.create("k1", source, "https://b/", 60, "p", 2, "tool:t1:c2")
-            third = await made.create("k1", source, "https://c/", 60, "p", 2, "tool:t1:c3")
-            other = await made.create("k2", source, "https://c/", 60, "p", 2, "tool:t2:c1")
+            first = await made.create("k1", source, page("https://a/"), 2, "tool:t1:c1")
+            again = await made.create("k1", source, page("https://a/"), 2, "tool:t1:c1")
+            second = await made.create("k1", source, page("https://b/"), 2, "tool:t1:c2")
+            third = await made.create("k1", source, page("https://c/"), 2, "tool:t1:c3")
+            other = await made.create("k2", source, page("https://c/"), 2, "tool:t2:c1")
             removed = await made.remove("k1", 2)
-            fourth = await made.create("k1", source, "https://d/", 60, "p", 2, "tool:t3:c1")
+            fourth = await made.create("k1", source, page("https://d/"), 2, "tool:t3:c1")
             return first, again, second, third, other, removed, fourth, await made.all()
     first, again, second, third, other, removed, fourth, every = asyncio.run(go())
     assert (first.watch.number, again.again, again.watch, second.watch.number) == (1, True, first.watch, 2)
@@ -73,6 +111,7 @@ def test_one_watch_per_call_and_at_most_the_chats_limit(tmp_path):
 def test_the_watcher_reads_a_stored_watch_into_its_chat():
     class Row:
         name, session_key, target, interval_s, prompt = "agent-x", "default.fake.group.c1.u-1", "https://a/", 60.0, "p"
+        kind, server, schedule, timezone = "url", "", "", "UTC"
         source = {"platform": "fake", "chat_id": "c1", "chat_type": "group", "thread_id": "7", "profile": "pro"}
     watch = stored_watch(Row())
     assert watch.session_key() == Row.session_key and watch.public_only and watch.kind == "url"
@@ -88,3 +127,6 @@ def test_the_watcher_runs_where_a_profile_offers_the_tool_and_the_offline_agent_
     name, values = _choose_tool("watch https://example.com/s every 600 seconds: tell me", ["create_watch"])
     assert (name, values) == ("create_watch", {"url": "https://example.com/s", "interval_s": 600.0,
                                                "prompt": "tell me"})
+    name, values = _choose_tool("watch mcp notes status://board at '0 0 9 * * *': sum it up", ["create_watch"])
+    assert values == {"mcp_server": "notes", "resource": "status://board", "schedule": "0 0 9 * * *",
+                      "prompt": "sum it up"}
