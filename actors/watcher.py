@@ -113,7 +113,8 @@ class Watcher(InternalDoorbells, StoreUser, GatewayActor):
         self.after(STORED_REFRESH_S, "stored")
         allow_private = setting(self.config, "agent_watches", "allow_private_hosts")
         servers = server_specs(self.config)   # a stored watch of an MCP resource reads it from the configured server
-        self.stored = {row.name: stored_watch(row, allow_private, servers)
+        roots = setting(self.config, "agent_watches", "file_roots")
+        self.stored = {row.name: stored_watch(row, allow_private, servers, roots)
                        for row in self.db(self.store.agent_watches.all())}
         self.merge()
 

@@ -197,6 +197,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # A URL whose host is (or resolves to) a loopback, private, link-local or reserved address is refused:
         # a chat must not make the gateway read its own network. True only where that network is the chat's own.
         "allow_private_hosts": (bool, False, None),
+        # Directories whose files the agent may watch (absolute paths); none by default: a chat must not read the
+        # gateway's own files. A file is taken only when its real path (links resolved) lies under one of them.
+        "file_roots": (list, [], None),
     },
     "console": {          # actors/console/; docs/console.md
         "enabled": (bool, True, None),
@@ -335,7 +338,8 @@ def _validated(raw: dict, file: str) -> tuple[dict, list[ConfigError]]:
             errors.append(exc)
     if not errors:   # these read values the schema has checked
         checks = (lambda: _check_bind_host(file, config["gateway"]), lambda: _check_console(file, config["console"]),
-                  lambda: _check_cluster(file, config), lambda: _check_storage(file, config["storage"]))
+                  lambda: _check_cluster(file, config), lambda: _check_storage(file, config["storage"]),
+                  lambda: _check_file_roots(file, config["agent_watches"]["file_roots"]))
         for check in checks:
             try:
                 check()
@@ -368,6 +372,14 @@ def _take_section(config: dict, section: str, table: Any, file: str, errors: lis
             config[section][key] = _check(file, where, value, SCHEMA[section][key])
         except ConfigError as exc:
             errors.append(exc)
+
+
+def _check_file_roots(file: str, roots: list) -> None:
+    """The directories whose files the agent may watch: absolute paths, none the whole file system."""
+    for root in roots:
+        if not isinstance(root, str) or not os.path.isabs(root) or os.path.realpath(root) == "/":
+            raise ConfigError(file, "[agent_watches] file_roots", f"takes absolute directories other than /, got "
+                                                                  f"{root!r}")
 
 
 def _check_storage(file: str, storage: dict) -> None:

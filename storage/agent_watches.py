@@ -2,8 +2,9 @@
 
 A watch the agent created with its ``create_watch`` tool is one row: its name (``agent-`` and a hash of the call
 that created it: never given again, even where the chat's number N is, after its watch #N was removed), the chat's
-conversation key and source (where a change's prompt goes), its number in that chat, what it reads (a URL, or an MCP
-server's resource), when (an interval, or a cron schedule) and the prompt. What it saw and its changes are kept as every watch's (storage/watches.py, under its name).
+conversation key and source (where a change's prompt goes), its number in that chat, what it reads (a URL, an MCP
+server's resource, or a file under the operator's roots), when (an interval, or a cron schedule) and the prompt.
+What it saw and its changes are kept as every watch's (storage/watches.py, under its name).
 
 ``create`` counts the chat's watches against its limit and inserts the row in one transaction; the tool call that
 asks (``origin_ref``, unique) creates one watch at most: a call made again (a turn resumed after a crash) finds the
@@ -31,9 +32,9 @@ class AgentWatch:
     name: str
     session_key: str               # the chat's conversation: a change's prompt goes in its inbox
     number: int                    # per chat: #N
-    kind: str                      # url | mcp
+    kind: str                      # url | mcp | file
     server: str                    # kind mcp: the [mcp.NAME] server whose resource ``target`` is
-    target: str                    # an http(s) URL, or the resource's URI
+    target: str                    # an http(s) URL, the resource's URI, or a file's absolute path
     interval_s: float
     schedule: str                  # "": every interval_s; else the cron times it is read at (in ``timezone``)
     timezone: str
@@ -59,7 +60,7 @@ def watch_name(origin_ref: str) -> str:
 
 @dataclass(frozen=True)
 class WatchAsked:
-    """What a create_watch call asks for: a URL (``server`` "") or an MCP server's resource, read every
+    """What a create_watch call asks for: a URL, a file or an MCP server's resource (``server``), read every
     ``interval_s`` or at the times of ``schedule``."""
     target: str
     interval_s: float
@@ -67,10 +68,7 @@ class WatchAsked:
     server: str = ""
     schedule: str = ""
     timezone: str = "UTC"
-
-    @property
-    def kind(self) -> str:
-        return "mcp" if self.server else "url"
+    kind: str = "url"
 
 
 def _watch(r: tuple) -> AgentWatch:

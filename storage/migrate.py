@@ -38,7 +38,8 @@ TABLES = ("sessions", "transcript", "session_display", "api_sidecar", "runtime_s
           "cron_runs", "memory", "approvals", "pending_receipts", "tasks", "watch_state", "watch_changes",
           "agent_watches")
 DERIVED = ("transcript_fts", "search_pending")   # rebuilt on the target from the transcript
-RUNTIME = ("leases", "lease_fences")    # who holds what now (storage/leases.py): a copy would hand the source's leases on
+# Who holds what now (storage/leases.py): a copy would hand the source's leases on.
+RUNTIME = ("leases", "lease_fences")
 SEQUENCED = {"transcript": "event_id", "inbox": "seq", "memory": "memory_id"}   # keys the database assigns
 
 

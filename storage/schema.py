@@ -374,17 +374,17 @@ _V17_LEASES = [
     ) WITHOUT ROWID""",
 ]
 
-# v18: watches the agent created (storage/agent_watches.py, docs/background.md): one row per watch, numbered per chat,
-# with the chat's conversation key and source (where a change's prompt goes), what it reads (a URL, or an MCP
-# server's resource) and when (every interval_s, or at the times of a cron schedule). ``origin_ref`` (the tool call that
-# created it) is unique, so a call made again in a turn resumed after a crash creates nothing. What a watch saw and
-# its changes are in watch_state and watch_changes, under the watch's ``name``.
+# v18: watches the agent created (storage/agent_watches.py, docs/background.md): one row per watch, numbered per
+# chat, with the chat's conversation key and source (where a change's prompt goes), what it reads (a URL, a file under
+# the operator's roots, or an MCP server's resource) and when (every interval_s, or at the times of a cron schedule).
+# ``origin_ref`` (the tool call that created it) is unique, so a call made again in a turn resumed after a crash
+# creates nothing. What a watch saw and its changes are in watch_state and watch_changes, under the watch's ``name``.
 _V18_AGENT_WATCHES = [
     """CREATE TABLE agent_watches (
         name          TEXT PRIMARY KEY,
         session_key   TEXT NOT NULL,
         number        INTEGER NOT NULL,
-        kind          TEXT NOT NULL CHECK (kind IN ('url', 'mcp')),
+        kind          TEXT NOT NULL CHECK (kind IN ('url', 'mcp', 'file')),
         server        TEXT NOT NULL,
         target        TEXT NOT NULL,
         interval_s    REAL NOT NULL,

@@ -7,7 +7,8 @@ or a request for a picture ("draw a card saying hello": the text_image tool, who
 makes it call a tool through the registry, visibly; so do "remember that ..." and "forget ..." (or "forget entry 3")
 at the start of a message, where the profile offers its memory tools, and "background task: PROMPT" anywhere in it,
 where the profile offers start_background_task (the task's prompt: what follows, to the message's end), and
-"watch URL every N seconds: PROMPT" (or "watch mcp SERVER URI every N seconds: PROMPT", "... at 'CRON': PROMPT")
+"watch URL every N seconds: PROMPT" (or "watch file PATH every N seconds: PROMPT", "watch mcp SERVER URI every N
+seconds: PROMPT", "... at 'CRON': PROMPT")
 where it offers create_watch. Same input, same events (except the clock
 tool's reading).
 
@@ -59,6 +60,7 @@ _FORGET = re.compile(r"^\s*(?:please\s+)?forget(?:\s+(?:that|about))?[\s:,]+(\S.
 _BACKGROUND = re.compile(r"\bbackground task\s*:\s*(\S.*)", re.I | re.S)
 # "please watch https://example.com/status every 60 seconds: tell me what changed"
 _WATCH = re.compile(r"\bwatch\s+(https?://\S+)\s+every\s+(\d+(?:\.\d+)?)\s*s(?:econds?)?\s*:\s*(\S.*)", re.I | re.S)
+_WATCH_FILE = re.compile(r"\bwatch\s+file\s+(/\S+)\s+every\s+(\d+(?:\.\d+)?)\s*s(?:econds?)?\s*:\s*(\S.*)", re.I | re.S)
 _WATCH_MCP = re.compile(r"\bwatch\s+mcp\s+(\S+)\s+(\S+://\S+)\s+(?:every\s+(\d+(?:\.\d+)?)\s*s(?:econds?)?|at\s+"
                         r"'([^']+)')\s*:\s*(\S.*)", re.I | re.S)
 _ENTRY_NUMBER = re.compile(r"^(?:entry\s*|#)?(\d+)$", re.I)
@@ -179,6 +181,10 @@ def _choose_tool(text: str, available: list[str], forced: bool = False) -> tuple
         words = forget.group(1).strip().rstrip(".!?")
         number = _ENTRY_NUMBER.match(words)
         return "forget", {"id": int(number.group(1))} if number else {"about": words}
+    on_file = _WATCH_FILE.search(text)
+    if on_file and CREATE_WATCH_NAME in available:
+        return CREATE_WATCH_NAME, {"file": on_file.group(1), "interval_s": float(on_file.group(2)),
+                                   "prompt": on_file.group(3).strip()}
     on_mcp = _WATCH_MCP.search(text)
     if on_mcp and CREATE_WATCH_NAME in available:
         server, resource, every, schedule, prompt = on_mcp.groups()

@@ -308,13 +308,15 @@ START_TASK = Tool(
 
 CREATE_WATCH = Tool(
     name=CREATE_WATCH_NAME,
-    description="Watch something for changes: a public web page (url) or a resource of an MCP server offered here "
-                "(mcp_server and resource). It is read every interval_s seconds, or at the times of a cron "
-                "schedule (six fields, seconds first, e.g. '0 0 9 * * 1-5'; timezone, default UTC), and when its "
-                "content changed, prompt runs as a turn of this chat with what changed. Answers the watch's number, "
-                "or why it was not created (the chat's limit of watches, a private address, a schedule too often).",
+    description="Watch something for changes: a public web page (url), a file the gateway lets you watch (file, "
+                "an absolute path) or a resource of an MCP server offered here (mcp_server and resource). It is "
+                "read every interval_s seconds, or at the times of a cron schedule (six fields, seconds first, "
+                "e.g. '0 0 9 * * 1-5'; timezone, default UTC), and when its content changed, prompt runs as a turn "
+                "of this chat with what changed. Answers the watch's number, or why it was not created (the chat's "
+                "limit of watches, a private address, a schedule too often).",
     json_schema={"type": "object", "properties": {
         "url": {"type": "string", "description": "the page to watch, http:// or https://"},
+        "file": {"type": "string", "description": "instead of url: the file to watch, an absolute path"},
         "mcp_server": {"type": "string", "description": "instead of url: the MCP server whose resource to watch"},
         "resource": {"type": "string", "description": "with mcp_server: the resource's URI"},
         "interval_s": {"type": "number", "description": "how often it is read, in seconds"},

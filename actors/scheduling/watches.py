@@ -87,6 +87,7 @@ class Watch:
     public_only: bool = False        # a watch the agent created: a host on a private network is refused
     server: Any = None               # kind "mcp": the McpServerSpec of the server whose resource is read
     server_name: str = ""            # kind "mcp": its name (a stored watch's server may be gone from the config)
+    file_roots: tuple = ()           # a file watch the agent created: read only while its real path is under these
 
     def source(self) -> Source:
         return chat_source(f"watch:{self.name}", self)
@@ -97,11 +98,17 @@ class Watch:
         return self.key or session_key(self.source())
 
 
-def stored_watch(row, allow_private: bool = False, servers: Optional[Mapping] = None) -> Watch:
+def under_roots(path: str, roots) -> bool:
+    """Whether ``path``'s real path (links resolved) lies under one of ``roots``."""
+    real = os.path.realpath(path)
+    return any(os.path.commonpath([real, os.path.realpath(root)]) == os.path.realpath(root) for root in roots)
+
+
+def stored_watch(row, allow_private: bool = False, servers: Optional[Mapping] = None, file_roots=()) -> Watch:
     """A watch the agent created (storage/agent_watches.py) as the watcher reads it: a URL (its host checked at each
-    read unless private hosts are allowed) or an MCP server's resource (``servers``: the configured ones by name; a
-    server no longer configured is refused at each look, said so), into the chat's own conversation (its key as it
-    was when created), every interval or on its schedule."""
+    read unless private hosts are allowed), a file (read only while under ``file_roots``) or an MCP server's
+    resource (``servers``: the configured ones by name; a server no longer configured is refused at each look, said
+    so), into the chat's own conversation (its key as it was when created), every interval or on its schedule."""
     source, kind = row.source, getattr(row, "kind", "url")
     server = (servers or {}).get(row.server) if kind == "mcp" else None
     schedule = None
@@ -113,7 +120,8 @@ def stored_watch(row, allow_private: bool = False, servers: Optional[Mapping] = 
     return Watch(row.name, kind, row.target, row.interval_s or 3600.0, row.prompt, str(source.get("platform", "")),
                  str(source.get("chat_id", "")), source.get("profile") or "default", source.get("chat_type") or "dm",
                  source.get("thread_id"), schedule=schedule, key=row.session_key, public_only=not allow_private,
-                 server=server, server_name=getattr(row, "server", ""))
+                 server=server, server_name=getattr(row, "server", ""),
+                 file_roots=tuple(file_roots) if kind == "file" else ())
 
 
 def agent_watches_offered(config: Mapping) -> bool:
@@ -215,6 +223,9 @@ _OPENER = urllib.request.build_opener(_NoRedirects())
 def read_target(watch: Watch) -> bytes:
     """The target's content, at most ``max_bytes``; ReadRefused saying why not. Blocks up to ``timeout_s`` (a URL)."""
     if watch.kind == "file":
+        if watch.key is not None and not under_roots(watch.target, watch.file_roots):
+            raise ReadRefused(f"{watch.target} is not under the directories the agent may watch ([agent_watches] "
+                              f"file_roots): not read")
         try:
             with open(watch.target, "rb") as handle:
                 content = handle.read(watch.max_bytes + 1)

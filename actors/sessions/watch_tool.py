@@ -6,8 +6,9 @@ at the times of a cron schedule, whose change runs the watch's prompt as a turn 
 Bounds, from ``[agent_watches]``: at most ``max_per_chat`` watches per chat (a call past it is refused, and said
 so), an interval of ``min_interval_s`` to 7 days (a schedule firing no oftener than that), an http(s) URL whose host
 is not on a private network (an address given is checked here; a name is resolved and checked at each read, on the
-watcher's thread), a prompt of at most 2,000 characters. A file is never the agent's to watch: a chat must not read
-the gateway's own files (an operator's ``[watch.NAME]`` can). A ``[watch.NAME]`` table's own bounds on the read (timeout, size, no redirects) hold too.
+watcher's thread), a file only under the operator's ``file_roots`` (none by default: a chat must not read the
+gateway's own files), a prompt of at most 2,000 characters. A ``[watch.NAME]`` table's own bounds on the read
+(timeout, size, no redirects) hold too.
 
 The chat sees its watches with ``/watches`` and stops one with ``/unwatch N`` (the row goes; the watcher stops
 looking at it at its next read of the stored watches, within seconds).
@@ -17,6 +18,7 @@ What survives kill -9: the watch's row, written in the handler that records the 
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import time
 import urllib.parse
@@ -24,6 +26,7 @@ from typing import Any
 
 from actors.messages import MessageEvent
 from actors.scheduling.schedule import ScheduleError, parse_schedule
+from actors.scheduling.watches import under_roots
 from actors.sessions.tasks import parse_number
 from common.config import setting
 from common.mcp_config import server_specs
@@ -34,14 +37,20 @@ MAX_INTERVAL_S = 7 * 86400
 RESOURCE_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$")
 
 
-def refusal(values: dict, min_interval_s: float, allow_private: bool, servers=()) -> str:
+def refusal(values: dict, min_interval_s: float, allow_private: bool, servers=(), file_roots=()) -> str:
     """Why the call's arguments make no watch ('' when they do). ``servers``: the MCP servers whose resources the
-    turn's profile may watch."""
+    turn's profile may watch; ``file_roots``: the directories whose files the agent may watch."""
     url, server, resource = values.get("url"), values.get("mcp_server"), values.get("resource")
     interval, schedule, prompt = values.get("interval_s"), values.get("schedule"), values.get("prompt")
-    if (url is None) == (server is None):
-        return "not created: give either 'url' (a web page) or 'mcp_server' and 'resource' (an MCP resource)"
-    if server is not None:
+    path = values.get("file")
+    if sum(x is not None for x in (url, server, path)) != 1:
+        return ("not created: give one of 'url' (a web page), 'file' (a file) or 'mcp_server' and 'resource' "
+                "(an MCP resource)")
+    if path is not None:
+        why = file_refusal(path, file_roots)
+        if why:
+            return why
+    elif server is not None:
         if not isinstance(server, str) or server not in servers:
             return (f"not created: 'mcp_server' must be one of the MCP servers offered here "
                     f"({', '.join(sorted(servers)) or 'none'}), got {server!r}")
@@ -63,6 +72,20 @@ def refusal(values: dict, min_interval_s: float, allow_private: bool, servers=()
         return f"not created: 'interval_s' must be {min_interval_s:g} to {MAX_INTERVAL_S} seconds, got {interval!r}"
     if not isinstance(prompt, str) or not prompt.strip() or len(prompt) > MAX_PROMPT_CHARS:
         return f"not created: 'prompt' must be a non-empty string of at most {MAX_PROMPT_CHARS} characters"
+    return ""
+
+
+def file_refusal(path: Any, roots) -> str:
+    """Why the agent may not watch ``path`` ('' when it may): an absolute path whose real path (links resolved)
+    lies under one of the operator's ``[agent_watches] file_roots``. Checked again at each read (a link swapped
+    since: actors/scheduling/watches.py)."""
+    if not roots:
+        return ("not created: this gateway lets the agent watch no files (its [agent_watches] file_roots names "
+                "none)")
+    if not isinstance(path, str) or not os.path.isabs(path) or len(path) > 4000:
+        return "not created: 'file' must be an absolute path"
+    if not under_roots(path, roots):
+        return f"not created: {path!r} is not under the directories this gateway lets the agent watch"
     return ""
 
 
@@ -125,13 +148,16 @@ def decide(session, event: MessageEvent, values: Any, origin_ref: str) -> tuple[
     values = values if isinstance(values, dict) else {}
     why = refusal(values, max(1.0, setting(config, "agent_watches", "min_interval_s")),
                   setting(config, "agent_watches", "allow_private_hosts"),
-                  offered_servers(config, session.profiles.get(event.source.profile).mcp))
+                  offered_servers(config, session.profiles.get(event.source.profile).mcp),
+                  setting(config, "agent_watches", "file_roots"))
     if why:
         return False, why, False
     limit = setting(config, "agent_watches", "max_per_chat")
-    asked = WatchAsked(values.get("url") or values["resource"], float(values.get("interval_s") or 0.0),
-                       values["prompt"].strip(), values.get("mcp_server") or "", values.get("schedule") or "",
-                       values.get("timezone") or "UTC")
+    kind = "file" if values.get("file") else "mcp" if values.get("mcp_server") else "url"
+    asked = WatchAsked(values.get("url") or values.get("file") or values["resource"],
+                       float(values.get("interval_s") or 0.0), values["prompt"].strip(),
+                       values.get("mcp_server") or "", values.get("schedule") or "", values.get("timezone") or "UTC",
+                       kind)
     created = session.db(session.store.agent_watches.create(session.key, dict(vars(event.source)), asked, limit,
                                                             origin_ref))
     if created.watch is None:

@@ -1,7 +1,8 @@
-"""Watches through the real daemon (docs/background.md, "Watches"): a URL served by a local HTTP server and a file,
-looked at every second, and an MCP server's resource; a change is answered in the watch's chat once, also when the daemon is killed -9 right after
-the change was claimed; a target that does not change starts no turn; a redirect is refused and said so; a bad
-``[watch.NAME]`` table stops the start with exit 78 naming the key.
+"""Watches through the real daemon (docs/background.md, "Watches"): a URL served by a local HTTP server, a file and
+an MCP server's resource, looked at every second; a change is answered in the watch's chat once, also when the
+daemon is killed -9 right after the change was claimed; a target that does not change starts no turn; a redirect
+is refused and said so; the agent's watches (a page, a file under the operator's roots, an MCP resource on a
+schedule); a bad ``[watch.NAME]`` table stops the start with exit 78 naming the key.
 
 One daemon for the module (killed and started again by the first test)."""
 from __future__ import annotations
@@ -88,6 +89,7 @@ agent = {{ tools = ["clock", "calculator", "create_watch"] }}
 allow_private_hosts = true
 min_interval_s = 1
 max_per_chat = 2
+file_roots = ["{notes.parent}"]
 
 [watch.page]
 kind = "url"
@@ -343,6 +345,27 @@ def test_the_agent_watches_an_mcp_resource_on_a_schedule_for_its_chat(gw, platfo
         raise AssertionError(f"{exc}\n{explain(gw, platform)}") from None
     told = settled(platform, chat)[1]["text"]
     assert "the board moved" in told and "+two red" in told, told
+
+
+def test_the_agent_watches_a_file_under_the_operators_roots_and_nothing_outside_them(gw, platform, notes, tmp_path):
+    chat = "c-agent-file"
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("private\n")
+    platform.inject(chat, f"please watch file {outside} every 1 seconds: the secret changed")
+    wait_for(lambda: settled(platform, chat), 60, 0.05, "the answer to the refused request")
+    assert "is not under the directories this gateway lets the agent watch" in settled(platform, chat)[0]["text"]
+    platform.inject(chat, f"please watch file {notes} every 1 seconds: the notes moved")
+    wait_for(lambda: len(settled(platform, chat)) >= 2, 60, 0.05, "the answer to the request")
+    assert f"Created watch #1: {notes} is read every 1s" in settled(platform, chat)[1]["text"]
+    [row] = query(gw, "SELECT name FROM agent_watches WHERE kind = 'file'")
+    wait_for(lambda: row["name"] in looked_at(gw), 60, 0.05, "the first look at the agent's file watch")
+    notes.write_text(notes.read_text() + "a line the agent sees\n")
+    try:
+        wait_for(lambda: len(settled(platform, chat)) >= 3, 60, 0.05, "the file's change answered in the chat")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{explain(gw, platform)}") from None
+    told = settled(platform, chat)[2]["text"]
+    assert "the notes moved" in told and "+a line the agent sees" in told, told
 
 
 def test_a_bad_watch_stops_the_start_with_exit_78_naming_each_key(tmp_path):

@@ -37,7 +37,7 @@ MCP = {"mcp_server": "notes", "resource": "status://board", "interval_s": 600, "
 @pytest.mark.parametrize("change, why", [
     ({}, ""), ({"mcp_server": "other"}, "one of the MCP servers offered here (notes)"),
     ({"resource": "no uri"}, "'resource' must be the resource's URI"),
-    ({"url": "https://example.com/"}, "either 'url'"),
+    ({"url": "https://example.com/"}, "give one of 'url'"),
     ({"schedule": "0 0 9 * * 1-5", "interval_s": None}, ""),
     ({"schedule": "*/10 * * * * *"}, "fires every 10s; the shortest allowed is 60s"),
     ({"schedule": "not cron"}, "'schedule'"), ({"schedule": "0 9 * * *", "timezone": "Mars/Olympus"}, "'schedule'")])
@@ -130,3 +130,30 @@ def test_the_watcher_runs_where_a_profile_offers_the_tool_and_the_offline_agent_
     name, values = _choose_tool("watch mcp notes status://board at '0 0 9 * * *': sum it up", ["create_watch"])
     assert values == {"mcp_server": "notes", "resource": "status://board", "schedule": "0 0 9 * * *",
                       "prompt": "sum it up"}
+
+
+def test_a_file_the_agent_may_watch_lies_under_the_operators_roots_and_is_checked_again_at_each_read(tmp_path):
+    from actors.scheduling.watches import ReadRefused, read_target
+    root, outside = tmp_path / "shared", tmp_path / "private"
+    root.mkdir()
+    outside.mkdir()
+    (root / "notes.txt").write_text("hello\n")
+    (outside / "secret.txt").write_text("do not tell\n")
+    (root / "sneaky.txt").symlink_to(outside / "secret.txt")
+    asked = {"file": str(root / "notes.txt"), "interval_s": 600, "prompt": "say what changed"}
+    assert "names none" in watch_tool.refusal(asked, 60.0, False), "no roots: no file at all"
+    assert watch_tool.refusal(asked, 60.0, False, file_roots=[str(root)]) == ""
+    for path, why in ((str(outside / "secret.txt"), "is not under"), (str(root / "sneaky.txt"), "is not under"),
+                      (str(root / ".." / "private" / "secret.txt"), "is not under"), ("notes.txt", "absolute")):
+        assert why in watch_tool.refusal({**asked, "file": path}, 60.0, False, file_roots=[str(root)]), path
+
+    class Row:
+        name, session_key, target = "agent-f", "default.fake.dm.c1", str(root / "notes.txt")
+        interval_s, prompt = 60.0, "p"
+        kind, server, schedule, timezone = "file", "", "", "UTC"
+        source = {"platform": "fake", "chat_id": "c1", "chat_type": "dm", "thread_id": None, "profile": "default"}
+    assert read_target(stored_watch(Row(), file_roots=[str(root)])) == b"hello\n"
+    (root / "notes.txt").unlink()
+    (root / "notes.txt").symlink_to(outside / "secret.txt")   # swapped for a link since it was created
+    with pytest.raises(ReadRefused, match="not under the directories the agent may watch"):
+        read_target(stored_watch(Row(), file_roots=[str(root)]))

@@ -4,8 +4,9 @@
     python tests/fakes/mcp/server.py --http PORT     # streamable HTTP at http://127.0.0.1:PORT/mcp
 
 Tools: ``shout`` (text), ``picture`` (a PNG image), ``hang`` (never answers), ``crash`` (the server process exits at
-once, mid-call). Resource: ``status://board``, the text of ``--board FILE`` as it is when read. ``--marker FILE``: each start appends a line to FILE, so a test sees restarts. ``--calls FILE``: each
-tool call appends the tool's name to FILE as it starts, so a test knows a call is in flight.
+once, mid-call). Resource: ``status://board``, the text of ``--board FILE`` as it is when read. ``--marker FILE``:
+each start appends a line to FILE, so a test sees restarts. ``--calls FILE``: each tool call appends the tool's name
+to FILE as it starts, so a test knows a call is in flight.
 """
 from __future__ import annotations
 
