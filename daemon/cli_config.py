@@ -33,7 +33,7 @@ SECTION_NOTES = {
     "debug": "fault drills (`fault`) and test hooks; off in production",
     "metrics": "Prometheus /metrics, /healthz and /readyz on a loopback port",
     "cluster": "worker hosts joining this gateway's Thespian convention (docs/distribution.md)",
-    "agent_watches": "the pages the agent watches with its create_watch tool (docs/background.md)",
+    "agent_watches": "what the agent watches (create_watch): pages, files, MCP resources (docs/background.md)",
 }
 DEPRECATED = {("gateway", "log_level")}   # [logging] level says it; the old key still works, with a warning
 KEY_NOTES = {
