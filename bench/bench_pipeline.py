@@ -1,6 +1,9 @@
 """Pipeline figures of the real daemon against the local fake platform, with a zero-latency agent.
 
-    python bench/bench_pipeline.py [--latency 200] [--sessions 1000] [--memory-sessions 100]
+    python bench/bench_pipeline.py [--latency 200] [--sessions 1000] [--memory-sessions 100] [--backend sqlite]
+
+``--backend postgresql`` runs the same daemon on a PostgreSQL server on loopback started here
+(tests/servers/postgresql.py; Debian's ``postgresql`` package), ``both`` runs each in turn and prints both.
 
 * overhead: one message at a time into a warm session; from the fake platform's record of the inbound message to
   the timestamp of the reply's final text on the platform (the agent itself takes ~0 ms: the offline agent with
@@ -30,12 +33,14 @@ from tests.fakes.fakeplatform import FakePlatform
 from tests.pipeline.harness import pipeline_gateway
 
 
-def bench(args) -> dict:
+def bench(args, storage: tuple[str, dict] = ("", {})) -> dict:
+    """``storage``: the [storage] table's TOML and the environment the daemon needs for it ("": SQLite)."""
     out = {}
     with tempfile.TemporaryDirectory() as tmp, FakePlatform() as platform:
         extra = f"[sessions]\nmax_live = {max(args.sessions, args.memory_sessions) + 10}\nidle_s = 600\n"
-        gw = pipeline_gateway(Path(tmp), platform, extra=extra, watchdog_interval=10.0, max_restarts=1000,
-                              ping_deadline=10.0, adapter_extra=BENCH_FAKE_ADAPTER)
+        gw = pipeline_gateway(Path(tmp), platform, extra=extra + storage[0], watchdog_interval=10.0,
+                              max_restarts=1000, ping_deadline=10.0, adapter_extra=BENCH_FAKE_ADAPTER)
+        gw.env.update(storage[1])
         gw.start()
         try:
             gw.wait_ready()
@@ -61,7 +66,8 @@ def bench(args) -> dict:
         finally:
             gw.cli("stop")
             gw.kill_everything()
-    out.update(cold_start(args))
+    if not storage[0]:
+        out.update(cold_start(args))
     return out
 
 
@@ -92,9 +98,23 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--memory-sessions", type=int, default=100)
     parser.add_argument("--cold", type=int, default=5)
+    parser.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="sqlite")
     args = parser.parse_args()
-    result = bench(args)
-    print(json.dumps({"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}, **result}, indent=2))
+    machine = {"cpus": os.cpu_count(), "python": sys.version.split()[0], "load": os.getloadavg()[0]}
+    results = {}
+    if args.backend in ("sqlite", "both"):
+        results["sqlite"] = bench(args)
+    if args.backend in ("postgresql", "both"):
+        from tests.servers.postgresql import PASSWORD_ENV, PostgreSQL
+        server = PostgreSQL().start()
+        try:
+            table = (f'[storage]\nbackend = "postgresql"\ndsn = "{server.dsn(server.create_database())}"\n'
+                     f'password_env = "{PASSWORD_ENV}"\n')
+            results["postgresql"] = bench(args, (table, {PASSWORD_ENV: server.password}))
+        finally:
+            server.stop()
+    print(json.dumps({"machine": machine, **(results if len(results) > 1 else next(iter(results.values())))},
+                     indent=2))
     return 0
 
 
