@@ -20,9 +20,8 @@ import psutil
 import pytest
 
 from tests.actor_system import wait_for
-from tests.gateway import Gateway, nodes
+from tests.gateway import DEFAULT_ADAPTERS_ANY_PORT, Gateway, nodes
 from tests.security.strangers import as_user, other_user
-WEBCHAT_PORT = 8765                 # the embedded default's web chat (HTTP, not an actor port)
 pytestmark = pytest.mark.timeout(180)
 
 
@@ -61,7 +60,8 @@ def closed_before_reading(port: int) -> str:
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    gw = Gateway(tmp_path_factory.mktemp("local-users"))
+    # The embedded defaults, but the web chat on a free port: 8765 may be another test's at the same moment.
+    gw = Gateway(tmp_path_factory.mktemp("local-users"), extra_toml=DEFAULT_ADAPTERS_ANY_PORT)
     before = os.umask(0o022)                       # a permissive umask: the daemon must not rely on ours
     try:
         gw.start()
@@ -80,7 +80,7 @@ def test_another_user_cannot_talk_to_any_actor_or_admin_port(gateway, stranger):
     pids = set(gateway.alive_pids()) | {runtime["launcher_pid"]}
     pids |= {child.pid for pid in list(pids) if psutil.pid_exists(pid)
              for child in psutil.Process(pid).children(recursive=True)}
-    http_ports = {WEBCHAT_PORT, (runtime.get("metrics") or {}).get("port"), console_port(gateway)}
+    http_ports = {webchat_port(gateway), (runtime.get("metrics") or {}).get("port"), console_port(gateway)}
     unlisted = set(listening_ports(pids)) - set(ports) - http_ports
     assert len(actor_ports) >= 5, f"expected the actors' ports in the tree, saw {sorted(actor_ports)}"
     # Every other port of the gateway's processes is an actor system's (e.g. the launcher's reply port): tried too.
@@ -93,6 +93,13 @@ def test_another_user_cannot_talk_to_any_actor_or_admin_port(gateway, stranger):
     assert status["running"] and status["actors_failed"] == status["actors_restarting"] == 0, status
     said = (gateway.state / "thespian.log").read_text()
     assert "refused" in said and "another user" in said, said[-2000:]
+
+
+def webchat_port(gateway) -> int:
+    """The web chat's port (HTTP, not an actor port), from the URL `status` shows for it."""
+    rows = json.loads(gateway.cli("status", "--json").stdout)["adapters"]
+    [url] = [row["url"] for row in rows if row["name"] == "web"]
+    return int(re.search(r":(\d+)/?", url.split("//", 1)[1]).group(1))
 
 
 def console_port(gateway) -> int:
