@@ -369,14 +369,16 @@ def test_malformed_payload_is_rejected_and_logged_and_the_adapter_stays_up(rig):
     assert rig.adapter_node().pid == pid
 
 
+@pytest.mark.timeout(180)
 def test_reconnects_after_the_platform_drops_every_connection(rig):
     pid = rig.adapter_node().pid
     rig.platform.drop_connection()
     chat = new_chat("reconnect")
     rig.platform.inject(chat, "are you back?")
-    # A reconnect that finds the platform still restarting backs off before it tries again: a deadline for a loaded
-    # machine (a crash instead of a retry fails the pid check below, whatever the time).
-    rig.wait_rows(chat, 1, timeout=60)
+    # A reconnect that finds the platform still restarting backs off before it tries again (up to the kit's 30 s
+    # between tries): a deadline for a loaded machine, inside the test's own timeout (a crash instead of a retry
+    # fails the pid check below, whatever the time).
+    rig.wait_rows(chat, 1, timeout=120)
     assert rig.adapter_node().pid == pid, "a dropped connection is retried, not a crash"
     assert rig.op(chat, "send", "yes").ok
 
