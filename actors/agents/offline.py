@@ -58,9 +58,9 @@ _REMEMBER = re.compile(r"^\s*(?:please\s+)?remember(?:\s+that)?[\s:,]+(\S.*)", r
 _FORGET = re.compile(r"^\s*(?:please\s+)?forget(?:\s+(?:that|about))?[\s:,]+(\S.*)", re.I | re.S)
 # "start a background task: count the moons"; the task's prompt is the rest of the message
 _BACKGROUND = re.compile(r"\bbackground task\s*:\s*(\S.*)", re.I | re.S)
-# "please watch https://example.com/status every 60 seconds: tell me what changed"
-_WATCH = re.compile(r"\bwatch\s+(https?://\S+)\s+every\s+(\d+(?:\.\d+)?)\s*s(?:econds?)?\s*:\s*(\S.*)", re.I | re.S)
-_WATCH_FILE = re.compile(r"\bwatch\s+file\s+(/\S+)\s+every\s+(\d+(?:\.\d+)?)\s*s(?:econds?)?\s*:\s*(\S.*)", re.I | re.S)
+# "please watch https://example.com/status every 60 seconds: tell me what changed" (or "watch file /path every ...")
+_WATCH = re.compile(r"\bwatch\s+(file\s+/\S+|https?://\S+)\s+every\s+(\d+(?:\.\d+)?)\s*s(?:econds?)?\s*:\s*(\S.*)",
+                    re.I | re.S)
 _WATCH_MCP = re.compile(r"\bwatch\s+mcp\s+(\S+)\s+(\S+://\S+)\s+(?:every\s+(\d+(?:\.\d+)?)\s*s(?:econds?)?|at\s+"
                         r"'([^']+)')\s*:\s*(\S.*)", re.I | re.S)
 _ENTRY_NUMBER = re.compile(r"^(?:entry\s*|#)?(\d+)$", re.I)
@@ -181,10 +181,6 @@ def _choose_tool(text: str, available: list[str], forced: bool = False) -> tuple
         words = forget.group(1).strip().rstrip(".!?")
         number = _ENTRY_NUMBER.match(words)
         return "forget", {"id": int(number.group(1))} if number else {"about": words}
-    on_file = _WATCH_FILE.search(text)
-    if on_file and CREATE_WATCH_NAME in available:
-        return CREATE_WATCH_NAME, {"file": on_file.group(1), "interval_s": float(on_file.group(2)),
-                                   "prompt": on_file.group(3).strip()}
     on_mcp = _WATCH_MCP.search(text)
     if on_mcp and CREATE_WATCH_NAME in available:
         server, resource, every, schedule, prompt = on_mcp.groups()
@@ -192,7 +188,8 @@ def _choose_tool(text: str, available: list[str], forced: bool = False) -> tuple
         return CREATE_WATCH_NAME, {"mcp_server": server, "resource": resource, **when, "prompt": prompt.strip()}
     watch = _WATCH.search(text)
     if watch and CREATE_WATCH_NAME in available:
-        return CREATE_WATCH_NAME, {"url": watch.group(1), "interval_s": float(watch.group(2)),
+        kind, _, target = watch.group(1).rpartition(" ")   # "file /path", or the URL alone
+        return CREATE_WATCH_NAME, {"file" if kind else "url": target, "interval_s": float(watch.group(2)),
                                    "prompt": watch.group(3).strip()}
     background = _BACKGROUND.search(text)
     if background and START_TASK_NAME in available:

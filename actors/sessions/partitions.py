@@ -160,19 +160,6 @@ class SharedPartitions:
             except StorageError:
                 pass
 
-    def after_fence_failed(self) -> set[int]:
-        """A group transaction found a partition's token moved: which partitions this member holds no more (read
-        from the table now, before the next tick), dropped from what it holds."""
-        try:
-            current = {lease.name: lease for lease in self.run(self.store.leases.all(PARTITION_PREFIX))}
-        except StorageError:
-            return set()
-        lost = {i for i, fence in self.held.items()
-                if (lease := current.get(fence.name)) is None or (lease.life, lease.token) != (fence.life, fence.token)}
-        for index in lost:
-            del self.held[index]
-        return lost
-
     def waiting_keys(self) -> list[tuple[str, int]]:
         """Keys this member serves with rows no session took yet, each with its newest such row, that were not rung
         for that row already: the doorbells another host's adapter could not ring here."""
